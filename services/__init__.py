@@ -1,0 +1,1 @@
+"""Deployable services: `python -m services.<name>`."""

@@ -1,0 +1,1 @@
+"""The summariser service."""

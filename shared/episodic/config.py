@@ -1,0 +1,239 @@
+"""Settings for every service, read from ``EPISODIC_*`` environment variables.
+
+One class per area; each field names the seed knob it implements and carries the seed's
+default. Durations accept seconds (``1800``) or ISO 8601 (``PT30M``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _config(**extra: object) -> SettingsConfigDict:
+    return SettingsConfigDict(env_prefix="EPISODIC_", extra="ignore", **extra)  # type: ignore[typeddict-item]
+
+
+class DatabaseSettings(BaseSettings):
+    """Where the database is and how services connect to it."""
+
+    model_config = _config()
+
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy/psycopg URL of a PostgreSQL >= 15 with pgvector. Unset: "
+        "`episodic up` starts the embedded PostgreSQL and sets it for the services.",
+    )
+    data_dir: Path = Field(
+        default=Path(".episodic"),
+        description="Where `episodic up` keeps the embedded database and logs.",
+    )
+    db_pool_size: int = Field(default=10, ge=1, le=200, description="Connections per process.")
+    embedding_dimension: int = Field(
+        default=384,
+        ge=1,
+        le=16000,
+        description="Dimension of episode embeddings. Fixed when the schema is created; a "
+        "provider of another dimension is refused at startup.",
+    )
+
+    def sqlalchemy_url(self) -> str:
+        if not self.database_url:
+            raise RuntimeError(
+                "EPISODIC_DATABASE_URL is not set. Run `episodic up` (which starts the embedded "
+                "PostgreSQL) or point EPISODIC_DATABASE_URL at a PostgreSQL with pgvector."
+            )
+        return to_sqlalchemy_url(self.database_url)
+
+
+def to_sqlalchemy_url(url: str) -> str:
+    """Accepts plain libpq URLs (postgresql://…) and selects the psycopg 3 driver."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class IngestSettings(BaseSettings):
+    """Limits of the write path."""
+
+    model_config = _config()
+
+    max_message_bytes: int = Field(
+        default=65536, ge=1, le=10 * 1024 * 1024, description="Largest message content in bytes."
+    )
+    max_batch_messages: int = Field(
+        default=1000, ge=1, le=100_000, description="Most messages in one AddMessages call."
+    )
+    max_metadata_bytes: int = Field(
+        default=16384, ge=2, description="Largest JSON metadata of a thread or message."
+    )
+    future_timestamp_tolerance: timedelta = Field(
+        default=timedelta(minutes=5),
+        description="How far in the future a client timestamp may lie (clock skew).",
+    )
+    scheduler_notify_timeout: timedelta = Field(
+        default=timedelta(seconds=2),
+        description="Deadline of Ingest's calls to the Scheduler. A write never fails "
+        "because the Scheduler is slow or down; the Scheduler's catch-up sweep recovers.",
+    )
+
+
+class SchedulerSettings(BaseSettings):
+    """When episodes are created (seed 000, "When an episode is created")."""
+
+    model_config = _config()
+
+    auto_episode_interval: timedelta = Field(
+        default=timedelta(minutes=30),
+        description="Idle time after the last message before an episode is created "
+        "(autoEpisodeIntervalMs).",
+    )
+    sibling_pull_forward: timedelta = Field(
+        default=timedelta(minutes=5),
+        description="A new thread pulls sibling idle timers to at most this far from now.",
+    )
+    backstop_interval: timedelta = Field(
+        default=timedelta(hours=1), description="How often the sleep-time backstop runs."
+    )
+    backstop_quiet_period: timedelta = Field(
+        default=timedelta(hours=24),
+        description="The backstop covers threads quiet this long with uncaptured messages.",
+    )
+    orphan_reclaim_after: timedelta = Field(
+        default=timedelta(minutes=10),
+        description="A processing claim older than this is treated as orphaned and reclaimed.",
+    )
+    max_retries: int = Field(
+        default=3, ge=0, le=100, description="Retries of a failed summarisation before `failed`."
+    )
+    retry_backoff: timedelta = Field(
+        default=timedelta(seconds=30),
+        description="Base of the exponential retry backoff (base * 2^(retry-1)).",
+    )
+    scheduler_poll_interval: timedelta = Field(
+        default=timedelta(seconds=1),
+        description="How often the scheduler loop looks for due timers. 0 disables the loop "
+        "(work then happens only through RunSweep, which tests use).",
+    )
+    claim_batch_size: int = Field(default=50, ge=1, le=10_000, description="Timers per claim.")
+    lease_ttl: timedelta = Field(
+        default=timedelta(seconds=30),
+        description="Lease of the replica running the singleton sweeps (backstop, reclaim).",
+    )
+
+
+class EmbeddingSettings(BaseSettings):
+    """Which model embeds summaries and queries."""
+
+    model_config = _config()
+
+    embedding_provider: Literal["minilm", "openai", "hashing"] = Field(
+        default="minilm",
+        description="minilm: all-MiniLM-L6-v2 int8 ONNX shipped in a wheel (384-d, offline). "
+        "openai: any OpenAI-compatible /v1/embeddings endpoint. hashing: a deterministic "
+        "lexical embedder for tests.",
+    )
+    embedding_base_url: str = Field(
+        default="http://localhost:11434/v1", description="Base URL of the embeddings API."
+    )
+    embedding_api_key: SecretStr = Field(default=SecretStr(""), description="Bearer token.")
+    embedding_model: str = Field(default="nomic-embed-text", description="Embedding model name.")
+    embedding_timeout: timedelta = Field(default=timedelta(seconds=30))
+    embedding_max_retries: int = Field(default=3, ge=0, le=20)
+
+
+class LLMSettings(BaseSettings):
+    """Which model summarises episodes."""
+
+    model_config = _config()
+
+    llm_provider: Literal["extractive", "openai"] = Field(
+        default="extractive",
+        description="extractive: offline, picks key messages with the embedder. openai: any "
+        "OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, vLLM, llama.cpp).",
+    )
+    llm_base_url: str = Field(default="http://localhost:11434/v1", description="Base URL.")
+    llm_api_key: SecretStr = Field(default=SecretStr(""), description="Bearer token.")
+    llm_model: str = Field(default="llama3.2", description="Chat model name.")
+    llm_timeout: timedelta = Field(default=timedelta(seconds=60))
+    llm_max_retries: int = Field(default=3, ge=0, le=20)
+    llm_max_input_chars: int = Field(
+        default=24000,
+        ge=1000,
+        description="Budget of conversation text sent to the LLM. Longer threads are "
+        "summarised from the previous episode's summary plus the newer messages.",
+    )
+
+
+class SummariserSettings(BaseSettings):
+    """The summariser worker."""
+
+    model_config = _config()
+
+    summariser_poll_interval: timedelta = Field(
+        default=timedelta(seconds=1),
+        description="How often idle workers look for pending episodes (they are also woken "
+        "by NOTIFY). 0 disables the loop (tests drive it with ProcessPending).",
+    )
+    summariser_batch_size: int = Field(default=4, ge=1, le=1000)
+    semantic_enabled: bool = Field(
+        default=True, description="Run semantic extraction after an episode completes."
+    )
+
+
+class RecallSettings(BaseSettings):
+    """Ranking defaults (seed 000, "Ranking")."""
+
+    model_config = _config()
+
+    context_episodes: int = Field(default=3, ge=1, le=100)
+    similarity_weight: float = Field(default=0.7, ge=0.0, le=1.0)
+    recency_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+
+
+class ServiceSettings(BaseSettings):
+    """Where each service listens and how the others reach it."""
+
+    model_config = _config()
+
+    bind_host: str = Field(
+        default="127.0.0.1",
+        description="Interface to listen on; use [::] in containers (probes hit the pod IP).",
+    )
+    ingest_port: int = Field(default=50051, ge=0, le=65535)
+    scheduler_port: int = Field(default=50052, ge=0, le=65535)
+    summariser_port: int = Field(default=50053, ge=0, le=65535)
+    recall_port: int = Field(default=50054, ge=0, le=65535)
+    scheduler_address: str = Field(
+        default="127.0.0.1:50052", description="How Ingest reaches the Scheduler."
+    )
+    grpc_workers: int = Field(default=16, ge=1, le=512, description="Handler threads per server.")
+    shutdown_grace: timedelta = Field(
+        default=timedelta(seconds=10),
+        description="How long in-flight calls may finish after SIGTERM.",
+    )
+
+
+class Settings:
+    """All settings areas, read once per process."""
+
+    def __init__(self) -> None:
+        self.database = DatabaseSettings()
+        self.ingest = IngestSettings()
+        self.scheduler = SchedulerSettings()
+        self.embedding = EmbeddingSettings()
+        self.llm = LLMSettings()
+        self.summariser = SummariserSettings()
+        self.recall = RecallSettings()
+        self.service = ServiceSettings()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""Developer tooling (code generation, checks); not used at run time."""

@@ -1,0 +1,200 @@
+"""What every service process shares: the gRPC server with error mapping, health and
+reflection, a database health monitor, and graceful shutdown on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterable
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
+from sqlalchemy import Engine, text
+
+from episodic.errors import ERROR_DOMAIN, EpisodicError
+
+log = logging.getLogger(__name__)
+
+
+def _status_for(err: EpisodicError) -> status_pb2.Status:
+    info = error_details_pb2.ErrorInfo(reason=err.reason, domain=ERROR_DOMAIN, metadata=err.metadata)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    return status_pb2.Status(code=err.code.value[0], message=err.message, details=[detail])
+
+
+class ErrorInterceptor(grpc.ServerInterceptor):
+    """Maps domain errors to their status codes; anything else becomes INTERNAL with the
+    exception logged (clients see a generic message, never a stack trace)."""
+
+    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        inner = handler.unary_unary
+        method = handler_call_details.method
+
+        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                return inner(request, context)
+            except EpisodicError as err:
+                context.abort_with_status(rpc_status.to_status(_status_for(err)))
+            except Exception:
+                if context.code() is not None and context.code() != grpc.StatusCode.OK:
+                    raise  # already aborted by the handler
+                log.exception("unhandled error in %s", method)
+                context.abort_with_status(
+                    rpc_status.to_status(
+                        status_pb2.Status(
+                            code=code_pb2.INTERNAL, message=f"internal error in {method}"
+                        )
+                    )
+                )
+
+        return grpc.unary_unary_rpc_method_handler(
+            wrapped,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+@dataclass
+class ServiceRuntime:
+    """A running service process: its server, health state and shutdown hooks."""
+
+    name: str  # fully qualified gRPC service name, e.g. "episodic.v1.IngestService"
+    server: grpc.Server
+    health: health.HealthServicer
+    port: int
+    engine: Engine | None = None
+    shutdown_grace: float = 10.0
+    on_shutdown: list[Callable[[], None]] = field(default_factory=list)
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+    def set_serving(self, serving: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        self.health.set(self.name, status)
+        self.health.set("", status)
+
+    def shutdown(self) -> None:
+        """Stops taking calls, lets in-flight ones finish, then runs the shutdown hooks
+        (which release claims so another replica picks the work up at once)."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        self.set_serving(False)
+        log.info("%s shutting down (grace %.1fs)", self.name, self.shutdown_grace)
+        self.server.stop(self.shutdown_grace).wait()
+        for hook in self.on_shutdown:
+            try:
+                hook()
+            except Exception:
+                log.exception("shutdown hook failed")
+        if self.engine is not None:
+            self.engine.dispose()
+
+    def wait(self) -> None:
+        self.server.wait_for_termination()
+
+
+def build_server(
+    *,
+    name: str,
+    register: Callable[[grpc.Server], None],
+    service_names: Iterable[str],
+    host: str,
+    port: int,
+    workers: int,
+    engine: Engine | None,
+    shutdown_grace: float,
+    interceptors: Iterable[grpc.ServerInterceptor] = (),
+) -> ServiceRuntime:
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name.split(".")[-1]),
+        interceptors=[*interceptors, ErrorInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    register(server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+    )
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise RuntimeError(f"{name}: cannot listen on {host}:{port} (port in use?)")
+    runtime = ServiceRuntime(
+        name=name,
+        server=server,
+        health=health_servicer,
+        port=bound,
+        engine=engine,
+        shutdown_grace=shutdown_grace,
+    )
+    runtime.set_serving(False)
+    return runtime
+
+
+def database_reachable(engine: Engine) -> bool:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+def monitor_database(runtime: ServiceRuntime, interval: float = 2.0) -> threading.Thread:
+    """Keeps health NOT_SERVING while the database is unreachable."""
+
+    def loop() -> None:
+        last: bool | None = None
+        while not runtime.stopped.wait(interval if last is not None else 0):
+            ok = runtime.engine is not None and database_reachable(runtime.engine)
+            if runtime.stopped.is_set():
+                return
+            if ok != last:
+                log.info("%s database %s", runtime.name, "reachable" if ok else "UNREACHABLE")
+                runtime.set_serving(ok)
+                last = ok
+
+    thread = threading.Thread(target=loop, name="db-health", daemon=True)
+    thread.start()
+    return thread
+
+
+def run_until_signalled(runtime: ServiceRuntime, ready_line: str | None = None) -> None:
+    """Starts the server, prints where it listens, and blocks until SIGTERM/SIGINT."""
+    runtime.server.start()
+    if runtime.engine is not None:
+        monitor_database(runtime)
+    else:
+        runtime.set_serving(True)
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("%s received signal %d", runtime.name, signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # Parent processes (episodic up, tests) wait for this line to know the port.
+    print(ready_line or f"{runtime.name} listening on port {runtime.port}", flush=True)
+    while not done.wait(0.5):
+        pass
+    runtime.shutdown()

@@ -1,0 +1,1 @@
+"""Persistence: engine, schema migrations and the SQL each service runs."""

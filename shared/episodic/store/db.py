@@ -1,0 +1,55 @@
+"""Engine creation and schema checks shared by every service."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine, text
+
+from episodic.config import DatabaseSettings, to_sqlalchemy_url
+from episodic.errors import SchemaMismatch
+
+
+def make_engine(url: str, *, pool_size: int = 10, application_name: str = "episodic") -> Engine:
+    """Creates the process's engine. ``url`` may be a plain libpq URL."""
+    return create_engine(
+        to_sqlalchemy_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args={"application_name": application_name},
+    )
+
+
+def engine_from_settings(settings: DatabaseSettings, application_name: str) -> Engine:
+    return make_engine(
+        settings.sqlalchemy_url(), pool_size=settings.db_pool_size, application_name=application_name
+    )
+
+
+def schema_embedding_dimension(engine: Engine) -> int | None:
+    """The dimension of ``episodes.embedding`` as created by the migrations, or None."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT a.atttypmod FROM pg_attribute a "
+                "WHERE a.attrelid = to_regclass('episodes') AND a.attname = 'embedding' "
+                "AND NOT a.attisdropped"
+            )
+        ).first()
+    return None if row is None else int(row[0])
+
+
+def check_embedding_dimension(engine: Engine, provider_dimension: int) -> None:
+    """Refuses to start when the provider's vectors would not fit the schema's column."""
+    schema_dim = schema_embedding_dimension(engine)
+    if schema_dim is None:
+        raise SchemaMismatch(
+            "the database has no episodes table yet; run `episodic migrate` first"
+        )
+    if schema_dim != provider_dimension:
+        raise SchemaMismatch(
+            f"the embedding provider produces {provider_dimension}-dimensional vectors but the "
+            f"database stores {schema_dim}-dimensional ones. Either configure a provider of "
+            f"dimension {schema_dim}, or create a new database with "
+            f"EPISODIC_EMBEDDING_DIMENSION={provider_dimension}."
+        )

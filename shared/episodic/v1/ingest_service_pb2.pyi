@@ -1,0 +1,130 @@
+import datetime
+
+from episodic.v1 import episode_pb2 as _episode_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateThreadRequest(_message.Message):
+    __slots__ = ("dataset", "thread_id", "label", "metadata")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    thread_id: str
+    label: str
+    metadata: _struct_pb2.Struct
+    def __init__(self, dataset: _Optional[str] = ..., thread_id: _Optional[str] = ..., label: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class CreateThreadResponse(_message.Message):
+    __slots__ = ("thread",)
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    thread: _episode_pb2.Thread
+    def __init__(self, thread: _Optional[_Union[_episode_pb2.Thread, _Mapping]] = ...) -> None: ...
+
+class NewMessage(_message.Message):
+    __slots__ = ("thread_id", "role", "content", "metadata", "created_at", "idempotency_key")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    role: _episode_pb2.Role
+    content: str
+    metadata: _struct_pb2.Struct
+    created_at: _timestamp_pb2.Timestamp
+    idempotency_key: str
+    def __init__(self, thread_id: _Optional[str] = ..., role: _Optional[_Union[_episode_pb2.Role, str]] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class AddMessagesRequest(_message.Message):
+    __slots__ = ("thread_id", "messages")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    messages: _containers.RepeatedCompositeFieldContainer[NewMessage]
+    def __init__(self, thread_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[NewMessage, _Mapping]]] = ...) -> None: ...
+
+class AddMessagesResponse(_message.Message):
+    __slots__ = ("messages", "stored_count")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    STORED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Message]
+    stored_count: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[_episode_pb2.Message, _Mapping]]] = ..., stored_count: _Optional[int] = ...) -> None: ...
+
+class EndThreadRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
+class EndThreadResponse(_message.Message):
+    __slots__ = ("thread_id", "episode_queued", "episode_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_QUEUED_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    episode_queued: bool
+    episode_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., episode_queued: _Optional[bool] = ..., episode_id: _Optional[str] = ...) -> None: ...
+
+class GetThreadRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
+class GetThreadResponse(_message.Message):
+    __slots__ = ("thread",)
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    thread: _episode_pb2.Thread
+    def __init__(self, thread: _Optional[_Union[_episode_pb2.Thread, _Mapping]] = ...) -> None: ...
+
+class ListMessagesRequest(_message.Message):
+    __slots__ = ("thread_id", "page_size", "page_token", "start_sequence", "end_sequence")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    START_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    END_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    page_size: int
+    page_token: str
+    start_sequence: int
+    end_sequence: int
+    def __init__(self, thread_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., start_sequence: _Optional[int] = ..., end_sequence: _Optional[int] = ...) -> None: ...
+
+class ListMessagesResponse(_message.Message):
+    __slots__ = ("messages", "next_page_token")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Message]
+    next_page_token: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[_episode_pb2.Message, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListThreadsRequest(_message.Message):
+    __slots__ = ("dataset", "page_size", "page_token")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    page_size: int
+    page_token: str
+    def __init__(self, dataset: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListThreadsResponse(_message.Message):
+    __slots__ = ("threads", "next_page_token")
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    threads: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Thread]
+    next_page_token: str
+    def __init__(self, threads: _Optional[_Iterable[_Union[_episode_pb2.Thread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

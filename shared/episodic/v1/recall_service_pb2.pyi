@@ -1,0 +1,111 @@
+import datetime
+
+from episodic.v1 import episode_pb2 as _episode_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RecallInclude(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RECALL_INCLUDE_UNSPECIFIED: _ClassVar[RecallInclude]
+    RECALL_INCLUDE_EPISODES: _ClassVar[RecallInclude]
+RECALL_INCLUDE_UNSPECIFIED: RecallInclude
+RECALL_INCLUDE_EPISODES: RecallInclude
+
+class RecallRequest(_message.Message):
+    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RECENCY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    THREAD_IDS_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    query: str
+    include: _containers.RepeatedScalarFieldContainer[RecallInclude]
+    context_episodes: int
+    similarity_weight: float
+    recency_weight: float
+    since: _timestamp_pb2.Timestamp
+    until: _timestamp_pb2.Timestamp
+    thread_ids: _containers.RepeatedScalarFieldContainer[str]
+    entities: _containers.RepeatedScalarFieldContainer[str]
+    event_type: str
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RecalledEpisodes(_message.Message):
+    __slots__ = ("episodes", "episode_count")
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    episodes: _containers.RepeatedCompositeFieldContainer[_episode_pb2.ScoredEpisode]
+    episode_count: int
+    def __init__(self, episodes: _Optional[_Iterable[_Union[_episode_pb2.ScoredEpisode, _Mapping]]] = ..., episode_count: _Optional[int] = ...) -> None: ...
+
+class RecallResponse(_message.Message):
+    __slots__ = ("episodes",)
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    episodes: RecalledEpisodes
+    def __init__(self, episodes: _Optional[_Union[RecalledEpisodes, _Mapping]] = ...) -> None: ...
+
+class ListEpisodesRequest(_message.Message):
+    __slots__ = ("dataset", "status", "page_size", "page_token", "thread_id")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    status: _episode_pb2.EpisodeStatus
+    page_size: int
+    page_token: str
+    thread_id: str
+    def __init__(self, dataset: _Optional[str] = ..., status: _Optional[_Union[_episode_pb2.EpisodeStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., thread_id: _Optional[str] = ...) -> None: ...
+
+class ListEpisodesResponse(_message.Message):
+    __slots__ = ("episodes", "next_page_token")
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    episodes: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Episode]
+    next_page_token: str
+    def __init__(self, episodes: _Optional[_Iterable[_Union[_episode_pb2.Episode, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SearchEpisodesRequest(_message.Message):
+    __slots__ = ("dataset", "query", "page_size")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    query: str
+    page_size: int
+    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class SearchEpisodesResponse(_message.Message):
+    __slots__ = ("episodes",)
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    episodes: _containers.RepeatedCompositeFieldContainer[_episode_pb2.ScoredEpisode]
+    def __init__(self, episodes: _Optional[_Iterable[_Union[_episode_pb2.ScoredEpisode, _Mapping]]] = ...) -> None: ...
+
+class GetEpisodeRequest(_message.Message):
+    __slots__ = ("episode_id",)
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    def __init__(self, episode_id: _Optional[str] = ...) -> None: ...
+
+class GetEpisodeResponse(_message.Message):
+    __slots__ = ("episode",)
+    EPISODE_FIELD_NUMBER: _ClassVar[int]
+    episode: _episode_pb2.Episode
+    def __init__(self, episode: _Optional[_Union[_episode_pb2.Episode, _Mapping]] = ...) -> None: ...

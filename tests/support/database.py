@@ -1,0 +1,76 @@
+"""Real PostgreSQL for tests: one embedded server per test process, a migrated template
+database, and a fresh database cloned from it for every test (procrastinate's pattern)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+
+from episodic.runtime import EmbeddedPostgres
+from episodic.store import migrate
+
+TEMPLATE = "episodic_template"
+EMBEDDING_DIMENSION = 384
+
+
+def with_database(url: str, database: str) -> str:
+    """Swaps the database name of a libpq URL (socket URLs keep their ?host=…)."""
+    head, _, query = url.partition("?")
+    base = head.rsplit("/", 1)[0]
+    return f"{base}/{quote(database)}" + (f"?{query}" if query else "")
+
+
+class TestDatabases:
+    """Creates per-test databases on one server; works for embedded or external servers."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self._template_ready = False
+
+    def _admin(self) -> psycopg.Connection:
+        return psycopg.connect(self.admin_url, autocommit=True)
+
+    def ensure_template(self) -> None:
+        if self._template_ready:
+            return
+        with self._admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
+        migrate.upgrade(with_database(self.admin_url, TEMPLATE), EMBEDDING_DIMENSION)
+        self._template_ready = True
+
+    def create(self, *, migrated: bool = True) -> str:
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with self._admin() as conn:
+            if migrated:
+                self.ensure_template()
+                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
+            else:
+                conn.execute(f'CREATE DATABASE "{name}"')
+        return with_database(self.admin_url, name)
+
+    def drop(self, url: str) -> None:
+        name = url.partition("?")[0].rsplit("/", 1)[1]
+        with self._admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def test_server(base_dir: Path) -> Iterator[TestDatabases]:
+    """EPISODIC_TEST_DATABASE_URL (an admin URL) wins; otherwise an embedded server."""
+    external = os.environ.get("EPISODIC_TEST_DATABASE_URL")
+    if external:
+        yield TestDatabases(external)
+        return
+    pg = EmbeddedPostgres(base_dir / "pgdata")
+    url = pg.start()
+    try:
+        yield TestDatabases(url)
+    finally:
+        pg.stop()

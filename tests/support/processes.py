@@ -1,0 +1,142 @@
+"""Service processes for integration tests: each service runs as `python -m
+services.<name>` in its own process against the test's database, on a free port."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Fast, deterministic defaults for tests; a test overrides what it exercises.
+TEST_ENV = {
+    "EPISODIC_EMBEDDING_PROVIDER": "hashing",
+    "EPISODIC_SCHEDULER_POLL_INTERVAL": "0",
+    "EPISODIC_SUMMARISER_POLL_INTERVAL": "0",
+    "EPISODIC_SHUTDOWN_GRACE": "5",
+    "EPISODIC_GRPC_WORKERS": "16",
+    "EPISODIC_DB_POOL_SIZE": "5",
+    "EPISODIC_SCHEDULER_ADDRESS": "127.0.0.1:1",  # nothing listens: set when a test runs one
+    "OTEL_TRACES_EXPORTER": "none",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+@dataclass
+class ServiceProcess:
+    """A running service; ``address`` is host:port once it printed its ready line."""
+
+    name: str
+    proc: subprocess.Popen[str]
+    port: int
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def channel(self) -> grpc.Channel:
+        return grpc.insecure_channel(self.address)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(10)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def log(self) -> str:
+        return "".join(self.output)
+
+
+def start_service(
+    name: str, database_url: str, env: dict[str, str] | None = None, timeout: float = 60.0
+) -> ServiceProcess:
+    """Starts ``services.<name>`` and waits (on its output, not a sleep) until it listens."""
+    full_env = {**os.environ, **TEST_ENV, "EPISODIC_DATABASE_URL": database_url}
+    full_env[f"EPISODIC_{name.upper()}_PORT"] = "0"
+    full_env.update(env or {})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"services.{name}"],
+        cwd=REPO_ROOT,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    output: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            output.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            proc.kill()
+            raise TimeoutError(f"{name} did not start in {timeout}s:\n{''.join(output)}")
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if line is None:
+            raise RuntimeError(f"{name} exited with {proc.wait()}:\n{''.join(output)}")
+        if "listening on port" in line:
+            port = int(line.rsplit("port", 1)[1].split()[0])
+            service = ServiceProcess(name=name, proc=proc, port=port, output=output)
+            wait_serving(service.address, timeout=max(1.0, deadline - time.monotonic()))
+            return service
+
+
+def wait_serving(address: str, timeout: float = 30.0) -> None:
+    """Polls the standard health service until it answers SERVING."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{address} not SERVING after {timeout}s")
+            time.sleep(0.05)
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = ""):  # type: ignore[no-untyped-def]
+    """Polls ``predicate`` until it returns a truthy value (returned) or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {message}")
+        time.sleep(interval)
