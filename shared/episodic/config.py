@@ -9,10 +9,24 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import BeforeValidator, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _seconds(value: object) -> object:
+    """Environment variables are strings: accept "1800" and "0.5" as seconds."""
+    if isinstance(value, str):
+        try:
+            return timedelta(seconds=float(value))
+        except ValueError:
+            return value
+    return value
+
+
+# A duration in seconds ("1800", "0.5") or ISO 8601 ("PT30M").
+Duration = Annotated[timedelta, BeforeValidator(_seconds)]
 
 
 def _config(**extra: object) -> SettingsConfigDict:
@@ -73,11 +87,11 @@ class IngestSettings(BaseSettings):
     max_metadata_bytes: int = Field(
         default=16384, ge=2, description="Largest JSON metadata of a thread or message."
     )
-    future_timestamp_tolerance: timedelta = Field(
+    future_timestamp_tolerance: Duration = Field(
         default=timedelta(minutes=5),
         description="How far in the future a client timestamp may lie (clock skew).",
     )
-    scheduler_notify_timeout: timedelta = Field(
+    scheduler_notify_timeout: Duration = Field(
         default=timedelta(seconds=2),
         description="Deadline of Ingest's calls to the Scheduler. A write never fails "
         "because the Scheduler is slow or down; the Scheduler's catch-up sweep recovers.",
@@ -89,40 +103,40 @@ class SchedulerSettings(BaseSettings):
 
     model_config = _config()
 
-    auto_episode_interval: timedelta = Field(
+    auto_episode_interval: Duration = Field(
         default=timedelta(minutes=30),
         description="Idle time after the last message before an episode is created "
         "(autoEpisodeIntervalMs).",
     )
-    sibling_pull_forward: timedelta = Field(
+    sibling_pull_forward: Duration = Field(
         default=timedelta(minutes=5),
         description="A new thread pulls sibling idle timers to at most this far from now.",
     )
-    backstop_interval: timedelta = Field(
+    backstop_interval: Duration = Field(
         default=timedelta(hours=1), description="How often the sleep-time backstop runs."
     )
-    backstop_quiet_period: timedelta = Field(
+    backstop_quiet_period: Duration = Field(
         default=timedelta(hours=24),
         description="The backstop covers threads quiet this long with uncaptured messages.",
     )
-    orphan_reclaim_after: timedelta = Field(
+    orphan_reclaim_after: Duration = Field(
         default=timedelta(minutes=10),
         description="A processing claim older than this is treated as orphaned and reclaimed.",
     )
     max_retries: int = Field(
         default=3, ge=0, le=100, description="Retries of a failed summarisation before `failed`."
     )
-    retry_backoff: timedelta = Field(
+    retry_backoff: Duration = Field(
         default=timedelta(seconds=30),
         description="Base of the exponential retry backoff (base * 2^(retry-1)).",
     )
-    scheduler_poll_interval: timedelta = Field(
+    scheduler_poll_interval: Duration = Field(
         default=timedelta(seconds=1),
         description="How often the scheduler loop looks for due timers. 0 disables the loop "
         "(work then happens only through RunSweep, which tests use).",
     )
     claim_batch_size: int = Field(default=50, ge=1, le=10_000, description="Timers per claim.")
-    lease_ttl: timedelta = Field(
+    lease_ttl: Duration = Field(
         default=timedelta(seconds=30),
         description="Lease of the replica running the singleton sweeps (backstop, reclaim).",
     )
@@ -144,7 +158,7 @@ class EmbeddingSettings(BaseSettings):
     )
     embedding_api_key: SecretStr = Field(default=SecretStr(""), description="Bearer token.")
     embedding_model: str = Field(default="nomic-embed-text", description="Embedding model name.")
-    embedding_timeout: timedelta = Field(default=timedelta(seconds=30))
+    embedding_timeout: Duration = Field(default=timedelta(seconds=30))
     embedding_max_retries: int = Field(default=3, ge=0, le=20)
 
 
@@ -161,7 +175,7 @@ class LLMSettings(BaseSettings):
     llm_base_url: str = Field(default="http://localhost:11434/v1", description="Base URL.")
     llm_api_key: SecretStr = Field(default=SecretStr(""), description="Bearer token.")
     llm_model: str = Field(default="llama3.2", description="Chat model name.")
-    llm_timeout: timedelta = Field(default=timedelta(seconds=60))
+    llm_timeout: Duration = Field(default=timedelta(seconds=60))
     llm_max_retries: int = Field(default=3, ge=0, le=20)
     llm_max_input_chars: int = Field(
         default=24000,
@@ -176,7 +190,7 @@ class SummariserSettings(BaseSettings):
 
     model_config = _config()
 
-    summariser_poll_interval: timedelta = Field(
+    summariser_poll_interval: Duration = Field(
         default=timedelta(seconds=1),
         description="How often idle workers look for pending episodes (they are also woken "
         "by NOTIFY). 0 disables the loop (tests drive it with ProcessPending).",
@@ -214,7 +228,7 @@ class ServiceSettings(BaseSettings):
         default="127.0.0.1:50052", description="How Ingest reaches the Scheduler."
     )
     grpc_workers: int = Field(default=16, ge=1, le=512, description="Handler threads per server.")
-    shutdown_grace: timedelta = Field(
+    shutdown_grace: Duration = Field(
         default=timedelta(seconds=10),
         description="How long in-flight calls may finish after SIGTERM.",
     )

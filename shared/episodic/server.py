@@ -198,3 +198,13 @@ def run_until_signalled(runtime: ServiceRuntime, ready_line: str | None = None) 
     while not done.wait(0.5):
         pass
     runtime.shutdown()
+
+
+def setup_logging(service: str) -> None:
+    """One line per record on stderr, with the service name (12-factor logs)."""
+    import os
+
+    logging.basicConfig(
+        level=os.environ.get("EPISODIC_LOG_LEVEL", "INFO").upper(),
+        format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s",
+    )

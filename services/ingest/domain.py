@@ -1,0 +1,299 @@
+"""Threads and messages: the write path's rules, free of gRPC.
+
+Every function takes an open SQLAlchemy connection inside a transaction; committing is the
+caller's job, so an accepted message is durable exactly when the caller's commit returns.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, text
+
+from episodic.config import IngestSettings
+from episodic.errors import AlreadyExists, InvalidArgument, NotFound
+
+ROLES = ("system", "user", "assistant", "tool")
+MAX_LABEL_CHARS = 200
+MAX_IDEMPOTENCY_KEY_CHARS = 128
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message as the client sent it, already decoded from protobuf."""
+
+    role: str
+    content: str
+    metadata: dict[str, Any]
+    created_at: datetime | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class AddResult:
+    messages: list[RowMapping]  # in request order
+    stored_count: int
+    dataset: str
+
+
+def _check_text(value: str, field: str) -> None:
+    if "\x00" in value:
+        raise InvalidArgument(f"{field} contains a NUL character, which cannot be stored", field=field)
+
+
+def check_metadata(metadata: dict[str, Any], field: str, settings: IngestSettings) -> str:
+    """Returns the metadata as JSON text, refusing what PostgreSQL's jsonb cannot hold."""
+    encoded = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
+    if "\\u0000" in encoded:
+        raise InvalidArgument(f"{field} contains a NUL character, which cannot be stored", field=field)
+    size = len(encoded.encode())
+    if size > settings.max_metadata_bytes:
+        raise InvalidArgument(
+            f"{field} is {size} bytes of JSON; the limit is {settings.max_metadata_bytes} "
+            "(EPISODIC_MAX_METADATA_BYTES)",
+            field=field,
+        )
+    return encoded
+
+
+def check_label(label: str) -> str:
+    if len(label) > MAX_LABEL_CHARS:
+        raise InvalidArgument(
+            f"label is {len(label)} characters; the limit is {MAX_LABEL_CHARS}", field="label"
+        )
+    _check_text(label, "label")
+    return label
+
+
+def check_new_messages(
+    messages: list[NewMessage], settings: IngestSettings, now: datetime | None = None
+) -> None:
+    """Validates a whole batch before anything is written (no half-stored batches)."""
+    if not messages:
+        raise InvalidArgument("messages is empty; send at least one message", field="messages")
+    if len(messages) > settings.max_batch_messages:
+        raise InvalidArgument(
+            f"{len(messages)} messages in one call; the limit is {settings.max_batch_messages} "
+            "(EPISODIC_MAX_BATCH_MESSAGES): split the batch",
+            field="messages",
+        )
+    latest_allowed = (now or datetime.now(UTC)) + settings.future_timestamp_tolerance
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        if msg.role not in ROLES:
+            raise InvalidArgument(
+                f"{where}.role is not set or unknown; use one of system, user, assistant, tool",
+                field=f"{where}.role",
+            )
+        if not msg.content.strip():
+            raise InvalidArgument(f"{where}.content is empty", field=f"{where}.content")
+        size = len(msg.content.encode())
+        if size > settings.max_message_bytes:
+            raise InvalidArgument(
+                f"{where}.content is {size} bytes; the limit is {settings.max_message_bytes} "
+                "(EPISODIC_MAX_MESSAGE_BYTES): split long content into several messages",
+                field=f"{where}.content",
+            )
+        _check_text(msg.content, f"{where}.content")
+        check_metadata(msg.metadata, f"{where}.metadata", settings)
+        if msg.created_at is not None and msg.created_at > latest_allowed:
+            raise InvalidArgument(
+                f"{where}.created_at {msg.created_at.isoformat()} is in the future (more than "
+                f"{settings.future_timestamp_tolerance} ahead of the server clock)",
+                field=f"{where}.created_at",
+            )
+        if msg.idempotency_key is not None:
+            if len(msg.idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
+                raise InvalidArgument(
+                    f"{where}.idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
+                    field=f"{where}.idempotency_key",
+                )
+            _check_text(msg.idempotency_key, f"{where}.idempotency_key")
+
+
+def create_thread(
+    conn: Connection,
+    *,
+    dataset: str,
+    thread_id: uuid.UUID | None,
+    label: str,
+    metadata_json: str,
+) -> RowMapping:
+    row = conn.execute(
+        text(
+            "INSERT INTO threads (thread_id, dataset, label, metadata) "
+            "VALUES (:id, :dataset, :label, CAST(:metadata AS jsonb)) "
+            "ON CONFLICT (thread_id) DO NOTHING RETURNING *"
+        ),
+        {"id": thread_id or uuid.uuid4(), "dataset": dataset, "label": label, "metadata": metadata_json},
+    ).mappings().first()
+    if row is None:
+        raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
+    return row
+
+
+def get_thread(conn: Connection, thread_id: uuid.UUID) -> RowMapping:
+    row = conn.execute(
+        text("SELECT * FROM threads WHERE thread_id = :id"), {"id": thread_id}
+    ).mappings().first()
+    if row is None:
+        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+    return row
+
+
+def add_messages(
+    conn: Connection, thread_id: uuid.UUID, messages: list[NewMessage], settings: IngestSettings
+) -> AddResult:
+    """Appends messages with gap-free sequences.
+
+    The thread row is locked first (``FOR UPDATE``), which serialises writers of one thread:
+    the counter bump and the inserts commit or roll back together, so sequences have no gaps
+    or duplicates, and an idempotency key seen under the lock is seen exactly once.
+    """
+    thread = conn.execute(
+        text("SELECT thread_id, dataset FROM threads WHERE thread_id = :id FOR UPDATE"),
+        {"id": thread_id},
+    ).mappings().first()
+    if thread is None:
+        raise NotFound(f"thread {thread_id} does not exist; create it first", thread_id=str(thread_id))
+
+    keys = [m.idempotency_key for m in messages if m.idempotency_key]
+    existing: dict[str, RowMapping] = {}
+    if keys:
+        for row in conn.execute(
+            text(
+                "SELECT * FROM messages WHERE thread_id = :id AND idempotency_key = ANY(:keys)"
+            ),
+            {"id": thread_id, "keys": keys},
+        ).mappings():
+            existing[row["idempotency_key"]] = row
+
+    to_store: list[NewMessage] = []
+    seen_in_batch: set[str] = set()
+    for msg in messages:
+        key = msg.idempotency_key
+        if key and (key in existing or key in seen_in_batch):
+            continue
+        if key:
+            seen_in_batch.add(key)
+        to_store.append(msg)
+
+    stored: dict[int, RowMapping] = {}
+    if to_store:
+        last = conn.execute(
+            text(
+                "UPDATE threads SET last_sequence = last_sequence + :n, last_message_at = now(), "
+                "last_activity_at = now() WHERE thread_id = :id RETURNING last_sequence"
+            ),
+            {"n": len(to_store), "id": thread_id},
+        ).scalar_one()
+        first = last - len(to_store) + 1
+        rows = conn.execute(
+            text(
+                "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
+                "idempotency_key) "
+                "SELECT :id, u.seq, u.role, u.content, CAST(u.meta AS jsonb), "
+                "coalesce(u.created_at, now()), u.ikey "
+                "FROM unnest(CAST(:seqs AS bigint[]), CAST(:roles AS text[]), "
+                "CAST(:contents AS text[]), CAST(:metas AS text[]), "
+                "CAST(:created AS timestamptz[]), CAST(:keys AS text[])) "
+                "AS u(seq, role, content, meta, created_at, ikey) RETURNING *"
+            ),
+            {
+                "id": thread_id,
+                "seqs": list(range(first, last + 1)),
+                "roles": [m.role for m in to_store],
+                "contents": [m.content for m in to_store],
+                "metas": [json.dumps(m.metadata, separators=(",", ":")) for m in to_store],
+                "created": [m.created_at for m in to_store],
+                "keys": [m.idempotency_key for m in to_store],
+            },
+        ).mappings().all()
+        stored = {row["sequence"]: row for row in rows}
+
+    # Put the answer back in request order; replays answer with the stored message.
+    by_key = dict(existing)
+    by_key.update({r["idempotency_key"]: r for r in stored.values() if r["idempotency_key"]})
+    ordered: list[RowMapping] = []
+    next_seq = iter(sorted(stored))
+    seen_in_batch.clear()
+    for msg in messages:
+        key = msg.idempotency_key
+        if key and (key in existing or key in seen_in_batch):
+            ordered.append(by_key[key])
+            continue
+        if key:
+            seen_in_batch.add(key)
+        ordered.append(stored[next(next_seq)])
+    return AddResult(messages=ordered, stored_count=len(stored), dataset=thread["dataset"])
+
+
+def end_thread(conn: Connection, thread_id: uuid.UUID) -> tuple[str, bool]:
+    """Records the explicit end durably and says whether an episode is owed.
+
+    ``end_requested_sequence`` keeps the request even when the Scheduler cannot be reached:
+    its catch-up sweep opens the episode for any thread whose end request is uncaptured.
+    """
+    row = conn.execute(
+        text(
+            "UPDATE threads SET ended_at = now(), end_requested_sequence = last_sequence, "
+            "last_activity_at = now() WHERE thread_id = :id "
+            "RETURNING dataset, last_sequence > captured_sequence AS owed"
+        ),
+        {"id": thread_id},
+    ).mappings().first()
+    if row is None:
+        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+    return row["dataset"], bool(row["owed"])
+
+
+def list_messages(
+    conn: Connection,
+    thread_id: uuid.UUID,
+    *,
+    after_sequence: int,
+    end_sequence: int | None,
+    limit: int,
+) -> tuple[list[RowMapping], bool]:
+    """Messages with sequence > after_sequence (and <= end_sequence), in order; the bool says
+    whether more follow."""
+    get_thread(conn, thread_id)
+    rows = conn.execute(
+        text(
+            "SELECT * FROM messages WHERE thread_id = :id AND sequence > :after "
+            "AND (CAST(:end AS bigint) IS NULL OR sequence <= :end) "
+            "ORDER BY sequence LIMIT :limit"
+        ),
+        {"id": thread_id, "after": after_sequence, "end": end_sequence, "limit": limit + 1},
+    ).mappings().all()
+    return list(rows[:limit]), len(rows) > limit
+
+
+def list_threads(
+    conn: Connection,
+    dataset: str,
+    *,
+    before: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> tuple[list[RowMapping], bool]:
+    """A dataset's threads, most recently active first (keyset paging on the index)."""
+    rows = conn.execute(
+        text(
+            "SELECT * FROM threads WHERE dataset = :dataset "
+            "AND (CAST(:at AS timestamptz) IS NULL "
+            "     OR (last_activity_at, thread_id) < (CAST(:at AS timestamptz), CAST(:tid AS uuid))) "
+            "ORDER BY last_activity_at DESC, thread_id DESC LIMIT :limit"
+        ),
+        {
+            "dataset": dataset,
+            "at": before[0] if before else None,
+            "tid": before[1] if before else None,
+            "limit": limit + 1,
+        },
+    ).mappings().all()
+    return list(rows[:limit]), len(rows) > limit
+

@@ -1,0 +1,89 @@
+"""Ingest's calls to the Scheduler.
+
+Activity notices are coalesced per thread and sent from a background thread, so a burst of
+messages costs the Scheduler one call and a slow or absent Scheduler never slows a write.
+Nothing depends on these notices for correctness: the Scheduler's catch-up sweep finds any
+thread with uncaptured messages and no timer, so a lost notice only delays an episode.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+
+import grpc
+from opentelemetry import context as otel_context
+
+from episodic.v1 import scheduler_service_pb2 as pb
+from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerNotifier:
+    def __init__(self, channel: grpc.Channel, timeout: float) -> None:
+        self._stub = pb_grpc.SchedulerServiceStub(channel)
+        self._timeout = timeout
+        # thread_id -> (kind, OTel context of the write that caused it)
+        self._pending: OrderedDict[tuple[str, str], otel_context.Context] = OrderedDict()
+        self._cv = threading.Condition()
+        self._closed = False
+        self._worker = threading.Thread(target=self._run, name="scheduler-notifier", daemon=True)
+        self._worker.start()
+        self.failures = 0
+
+    def record_activity(self, thread_id: str) -> None:
+        self._enqueue("activity", thread_id)
+
+    def record_thread_started(self, thread_id: str) -> None:
+        self._enqueue("started", thread_id)
+
+    def request_episode(self, thread_id: str, timeout: float) -> pb.RequestEpisodeResponse | None:
+        """Synchronous: EndThread wants the answer. None when the Scheduler did not answer."""
+        try:
+            return self._stub.RequestEpisode(
+                pb.RequestEpisodeRequest(thread_id=thread_id), timeout=min(timeout, self._timeout)
+            )
+        except grpc.RpcError as err:
+            self.failures += 1
+            log.warning("scheduler RequestEpisode(%s) failed: %s", thread_id, err.code())
+            return None
+
+    def _enqueue(self, kind: str, thread_id: str) -> None:
+        with self._cv:
+            key = (kind, thread_id)
+            self._pending.pop(key, None)
+            self._pending[key] = otel_context.get_current()
+            self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._pending and not self._closed:
+                    self._cv.wait()
+                if not self._pending:
+                    return
+                (kind, thread_id), ctx = self._pending.popitem(last=False)
+            token = otel_context.attach(ctx)  # keep the write's trace across the hop
+            try:
+                if kind == "activity":
+                    self._stub.RecordActivity(
+                        pb.RecordActivityRequest(thread_id=thread_id), timeout=self._timeout
+                    )
+                else:
+                    self._stub.RecordThreadStarted(
+                        pb.RecordThreadStartedRequest(thread_id=thread_id), timeout=self._timeout
+                    )
+            except grpc.RpcError as err:
+                self.failures += 1
+                log.warning("scheduler %s(%s) failed: %s", kind, thread_id, err.code())
+            finally:
+                otel_context.detach(token)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Sends what is queued (bounded by ``timeout``), then stops the worker."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._worker.join(timeout)

@@ -1,0 +1,166 @@
+"""IngestService: parse the request, call the domain, map the result."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import grpc
+from sqlalchemy import Engine
+
+from episodic import convert
+from episodic.config import IngestSettings
+from episodic.errors import InvalidArgument
+from episodic.v1 import ingest_service_pb2 as pb
+from episodic.v1 import ingest_service_pb2_grpc as pb_grpc
+from episodic.validation import (
+    check_dataset,
+    decode_page_token,
+    encode_page_token,
+    page_size,
+    parse_optional_uuid,
+    parse_uuid,
+)
+from services.ingest import domain
+from services.ingest.notifier import SchedulerNotifier
+
+
+def _timestamp(message, field: str) -> datetime | None:  # type: ignore[no-untyped-def]
+    try:
+        return convert.optional_from_ts(message, field)
+    except (ValueError, OverflowError):
+        raise InvalidArgument(f"{field} is not a valid timestamp", field=field) from None
+
+
+def _new_messages(request: pb.AddMessagesRequest, thread_id: str) -> list[domain.NewMessage]:
+    out = []
+    for i, msg in enumerate(request.messages):
+        if msg.thread_id and msg.thread_id != thread_id:
+            raise InvalidArgument(
+                f"messages[{i}].thread_id {msg.thread_id!r} differs from the request's thread_id; "
+                "a batch holds messages of one thread only",
+                field=f"messages[{i}].thread_id",
+            )
+        out.append(
+            domain.NewMessage(
+                role=convert.ROLE_FROM_PROTO.get(msg.role, ""),
+                content=msg.content,
+                metadata=convert.struct_to_dict(msg.metadata),
+                created_at=_timestamp(msg, "created_at"),
+                idempotency_key=msg.idempotency_key or None,
+            )
+        )
+    return out
+
+
+class IngestServicer(pb_grpc.IngestServiceServicer):
+    def __init__(
+        self, engine: Engine, settings: IngestSettings, notifier: SchedulerNotifier
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.notifier = notifier
+
+    def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
+        dataset = check_dataset(request.dataset)
+        thread_id = parse_optional_uuid(request.thread_id, "thread_id")
+        label = domain.check_label(request.label)
+        metadata = domain.check_metadata(
+            convert.struct_to_dict(request.metadata), "metadata", self.settings
+        )
+        with self.engine.begin() as conn:
+            row = domain.create_thread(
+                conn, dataset=dataset, thread_id=thread_id, label=label, metadata_json=metadata
+            )
+        self.notifier.record_thread_started(str(row["thread_id"]))
+        return pb.CreateThreadResponse(thread=convert.thread(row))
+
+    def AddMessages(self, request, context):  # type: ignore[no-untyped-def]
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        messages = _new_messages(request, request.thread_id)
+        domain.check_new_messages(messages, self.settings)
+        with self.engine.begin() as conn:
+            result = domain.add_messages(conn, thread_id, messages, self.settings)
+        # Committed: the messages are durable. Only now tell the Scheduler.
+        if result.stored_count:
+            self.notifier.record_activity(str(thread_id))
+        return pb.AddMessagesResponse(
+            messages=[convert.message(r) for r in result.messages],
+            stored_count=result.stored_count,
+        )
+
+    def EndThread(self, request, context):  # type: ignore[no-untyped-def]
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        with self.engine.begin() as conn:
+            _, owed = domain.end_thread(conn, thread_id)
+        response = pb.EndThreadResponse(thread_id=str(thread_id), episode_queued=owed)
+        if owed:
+            remaining = context.time_remaining()
+            answer = self.notifier.request_episode(
+                str(thread_id), timeout=remaining if remaining is not None else 10.0
+            )
+            if answer is not None and answer.episode_queued:
+                response.episode_id = answer.episode.episode_id
+        return response
+
+    def GetThread(self, request, context):  # type: ignore[no-untyped-def]
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        with self.engine.connect() as conn:
+            row = domain.get_thread(conn, thread_id)
+        return pb.GetThreadResponse(thread=convert.thread(row))
+
+    def ListMessages(self, request, context):  # type: ignore[no-untyped-def]
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        limit = page_size(request.page_size, default=100, maximum=1000)
+        for field in ("start_sequence", "end_sequence"):
+            if getattr(request, field) < 0:
+                raise InvalidArgument(f"{field} must not be negative", field=field)
+        filters = {
+            "thread": str(thread_id),
+            "end": request.end_sequence,
+        }
+        cursor = decode_page_token(request.page_token, expect=filters)
+        after = cursor["after"] if cursor else max(request.start_sequence - 1, 0)
+        if not isinstance(after, int):
+            raise InvalidArgument("page_token is malformed", field="page_token")
+        with self.engine.connect() as conn:
+            rows, more = domain.list_messages(
+                conn,
+                thread_id,
+                after_sequence=after,
+                end_sequence=request.end_sequence or None,
+                limit=limit,
+            )
+        token = encode_page_token({**filters, "after": rows[-1]["sequence"]}) if more else ""
+        return pb.ListMessagesResponse(
+            messages=[convert.message(r) for r in rows], next_page_token=token
+        )
+
+    def ListThreads(self, request, context):  # type: ignore[no-untyped-def]
+        dataset = check_dataset(request.dataset)
+        limit = page_size(request.page_size, default=20, maximum=1000)
+        cursor = decode_page_token(request.page_token, expect={"dataset": dataset})
+        before = None
+        if cursor:
+            try:
+                before = (datetime.fromisoformat(cursor["at"]), parse_uuid(cursor["id"], "page_token"))
+            except (KeyError, TypeError, ValueError):
+                raise InvalidArgument("page_token is malformed", field="page_token") from None
+        with self.engine.connect() as conn:
+            rows, more = domain.list_threads(conn, dataset, before=before, limit=limit)
+        token = ""
+        if more:
+            last = rows[-1]
+            token = encode_page_token(
+                {
+                    "dataset": dataset,
+                    "at": last["last_activity_at"].isoformat(),
+                    "id": str(last["thread_id"]),
+                }
+            )
+        return pb.ListThreadsResponse(
+            threads=[convert.thread(r) for r in rows], next_page_token=token
+        )
+
+
+def register(server: grpc.Server, servicer: IngestServicer) -> None:
+    pb_grpc.add_IngestServiceServicer_to_server(servicer, server)

@@ -1,0 +1,134 @@
+"""Conversions between database rows and protobuf messages, in one place."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from episodic.v1 import episode_pb2
+
+ROLE_TO_PROTO = {
+    "system": episode_pb2.ROLE_SYSTEM,
+    "user": episode_pb2.ROLE_USER,
+    "assistant": episode_pb2.ROLE_ASSISTANT,
+    "tool": episode_pb2.ROLE_TOOL,
+}
+ROLE_FROM_PROTO = {v: k for k, v in ROLE_TO_PROTO.items()}
+
+STATUS_TO_PROTO = {
+    "pending": episode_pb2.EPISODE_STATUS_PENDING,
+    "processing": episode_pb2.EPISODE_STATUS_PROCESSING,
+    "completed": episode_pb2.EPISODE_STATUS_COMPLETED,
+    "failed": episode_pb2.EPISODE_STATUS_FAILED,
+    "archived": episode_pb2.EPISODE_STATUS_ARCHIVED,
+    "deleted": episode_pb2.EPISODE_STATUS_DELETED,
+}
+STATUS_FROM_PROTO = {v: k for k, v in STATUS_TO_PROTO.items()}
+
+SEMANTIC_TO_PROTO = {
+    "pending": episode_pb2.SEMANTIC_STATUS_PENDING,
+    "processing": episode_pb2.SEMANTIC_STATUS_PROCESSING,
+    "completed": episode_pb2.SEMANTIC_STATUS_COMPLETED,
+    "failed": episode_pb2.SEMANTIC_STATUS_FAILED,
+    "skipped": episode_pb2.SEMANTIC_STATUS_SKIPPED,
+}
+SEMANTIC_FROM_PROTO = {v: k for k, v in SEMANTIC_TO_PROTO.items()}
+
+TRIGGER_TO_PROTO = {
+    "explicit": episode_pb2.EPISODE_TRIGGER_EXPLICIT,
+    "new_thread": episode_pb2.EPISODE_TRIGGER_NEW_THREAD,
+    "inactivity": episode_pb2.EPISODE_TRIGGER_INACTIVITY,
+    "backstop": episode_pb2.EPISODE_TRIGGER_BACKSTOP,
+    "manual": episode_pb2.EPISODE_TRIGGER_MANUAL,
+}
+TRIGGER_FROM_PROTO = {v: k for k, v in TRIGGER_TO_PROTO.items()}
+
+
+def ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value if value.tzinfo else value.replace(tzinfo=UTC))
+    return out
+
+
+def from_ts(value: timestamp_pb2.Timestamp) -> datetime:
+    return value.ToDatetime(tzinfo=UTC)
+
+
+def optional_from_ts(message: Any, field: str) -> datetime | None:
+    """Reads a Timestamp field that may be unset (unset means None, not the epoch)."""
+    return from_ts(getattr(message, field)) if message.HasField(field) else None
+
+
+def struct(value: Mapping[str, Any] | str | None) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    if isinstance(value, str):
+        value = json.loads(value)
+    if value:
+        out.update(dict(value))
+    return out
+
+
+def struct_to_dict(value: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(value)
+
+
+def thread(row: Mapping[str, Any]) -> episode_pb2.Thread:
+    return episode_pb2.Thread(
+        thread_id=str(row["thread_id"]),
+        dataset=row["dataset"],
+        label=row["label"] or "",
+        metadata=struct(row["metadata"]),
+        message_count=row["last_sequence"],
+        captured_sequence=row["captured_sequence"],
+        created_at=ts(row["created_at"]),
+        last_message_at=ts(row["last_message_at"]),
+        ended_at=ts(row["ended_at"]),
+    )
+
+
+def message(row: Mapping[str, Any]) -> episode_pb2.Message:
+    return episode_pb2.Message(
+        thread_id=str(row["thread_id"]),
+        sequence=row["sequence"],
+        role=ROLE_TO_PROTO[row["role"]],
+        content=row["content"],
+        metadata=struct(row["metadata"]),
+        created_at=ts(row["created_at"]),
+        received_at=ts(row["received_at"]),
+        idempotency_key=row["idempotency_key"] or "",
+    )
+
+
+def episode(row: Mapping[str, Any]) -> episode_pb2.Episode:
+    learnings = row.get("key_learnings") or []
+    if isinstance(learnings, str):
+        learnings = json.loads(learnings)
+    return episode_pb2.Episode(
+        episode_id=str(row["episode_id"]),
+        thread_id=str(row["thread_id"]),
+        dataset=row["dataset"],
+        status=STATUS_TO_PROTO[row["status"]],
+        semantic_status=SEMANTIC_TO_PROTO[row["semantic_status"]],
+        summary=row.get("summary") or "",
+        key_learnings=list(learnings),
+        entities=list(row.get("entities") or []),
+        event_type=row.get("event_type") or "",
+        actor=row.get("actor") or "",
+        message_count=row["message_count"],
+        start_sequence=row["start_sequence"],
+        end_sequence=row["end_sequence"],
+        started_at=ts(row["started_at"]),
+        ended_at=ts(row["ended_at"]),
+        trigger=TRIGGER_TO_PROTO[row["trigger"]],
+        retry_count=row.get("retry_count") or 0,
+        error=row.get("error") or "",
+        created_at=ts(row["created_at"]),
+        updated_at=ts(row["updated_at"]),
+        thread_label=row.get("thread_label") or "",
+    )

@@ -1,0 +1,85 @@
+"""Input checks shared by the servicers. Each raises InvalidArgument with a message that
+names the field and says what a valid value looks like."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from typing import Any
+
+from episodic.errors import InvalidArgument
+
+DATASET_PATTERN = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+MAX_PAGE_TOKEN_CHARS = 1024
+
+
+def parse_uuid(value: str, field: str) -> uuid.UUID:
+    """Parses a required UUID field."""
+    if not value:
+        raise InvalidArgument(f"{field} is required", field=field)
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        raise InvalidArgument(
+            f"{field} {value[:80]!r} is not a UUID (expected e.g. "
+            "'0b7f3e0c-6a3c-4c1e-9a57-2f1b8f4e5d21')",
+            field=field,
+        ) from None
+
+
+def parse_optional_uuid(value: str, field: str) -> uuid.UUID | None:
+    return parse_uuid(value, field) if value else None
+
+
+def check_dataset(value: str, field: str = "dataset") -> str:
+    if not value:
+        raise InvalidArgument(f"{field} is required", field=field)
+    if not DATASET_PATTERN.match(value):
+        raise InvalidArgument(
+            f"{field} {value[:80]!r} is not valid: use 1-128 characters of letters, digits "
+            "and _ . : @ -",
+            field=field,
+        )
+    return value
+
+
+def page_size(value: int, *, default: int, maximum: int, field: str = "page_size") -> int:
+    """AIP-132: negative is an error, 0 means the default, large values are capped."""
+    if value < 0:
+        raise InvalidArgument(f"{field} must not be negative (got {value})", field=field)
+    if value == 0:
+        return default
+    return min(value, maximum)
+
+
+def encode_page_token(cursor: dict[str, Any]) -> str:
+    raw = json.dumps(cursor, separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_page_token(token: str, *, expect: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Opaque page tokens carry the cursor and the request's filters; a token used with
+    other filters than it was made for is INVALID_ARGUMENT (AIP-158)."""
+    if not token:
+        return None
+    if len(token) > MAX_PAGE_TOKEN_CHARS:
+        raise InvalidArgument("page_token is too long to be one of ours", field="page_token")
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        cursor = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if not isinstance(cursor, dict):
+            raise ValueError
+    except (ValueError, json.JSONDecodeError, UnicodeDecodeError):
+        raise InvalidArgument(
+            "page_token is malformed; pass next_page_token from the previous response unchanged",
+            field="page_token",
+        ) from None
+    for key, value in (expect or {}).items():
+        if cursor.get(key) != value:
+            raise InvalidArgument(
+                f"page_token was issued for a different {key}; start again without a token",
+                field="page_token",
+            )
+    return cursor
