@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from episodic.store.db import make_engine
 from sqlalchemy import Engine
 
-from episodic.store.db import make_engine
 from tests.support.database import TestDatabases, test_server
 from tests.support.processes import ServiceProcess, start_service
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import grpc
-
 from episodic.config import get_settings
 from episodic.server import build_server, run_until_signalled, setup_logging
 from episodic.store.db import engine_from_settings
+
 from services.ingest.notifier import SchedulerNotifier
 from services.ingest.servicer import IngestServicer, register
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, text
-
 from episodic.config import IngestSettings
 from episodic.errors import AlreadyExists, InvalidArgument, NotFound
+from sqlalchemy import Connection, RowMapping, text
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LABEL_CHARS = 200
@@ -42,14 +41,18 @@ class AddResult:
 
 def _check_text(value: str, field: str) -> None:
     if "\x00" in value:
-        raise InvalidArgument(f"{field} contains a NUL character, which cannot be stored", field=field)
+        raise InvalidArgument(
+            f"{field} contains a NUL character, which cannot be stored", field=field
+        )
 
 
 def check_metadata(metadata: dict[str, Any], field: str, settings: IngestSettings) -> str:
     """Returns the metadata as JSON text, refusing what PostgreSQL's jsonb cannot hold."""
     encoded = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
     if "\\u0000" in encoded:
-        raise InvalidArgument(f"{field} contains a NUL character, which cannot be stored", field=field)
+        raise InvalidArgument(
+            f"{field} contains a NUL character, which cannot be stored", field=field
+        )
     size = len(encoded.encode())
     if size > settings.max_metadata_bytes:
         raise InvalidArgument(
@@ -123,23 +126,34 @@ def create_thread(
     label: str,
     metadata_json: str,
 ) -> RowMapping:
-    row = conn.execute(
-        text(
-            "INSERT INTO threads (thread_id, dataset, label, metadata) "
-            "VALUES (:id, :dataset, :label, CAST(:metadata AS jsonb)) "
-            "ON CONFLICT (thread_id) DO NOTHING RETURNING *"
-        ),
-        {"id": thread_id or uuid.uuid4(), "dataset": dataset, "label": label, "metadata": metadata_json},
-    ).mappings().first()
+    row = (
+        conn.execute(
+            text(
+                "INSERT INTO threads (thread_id, dataset, label, metadata) "
+                "VALUES (:id, :dataset, :label, CAST(:metadata AS jsonb)) "
+                "ON CONFLICT (thread_id) DO NOTHING RETURNING *"
+            ),
+            {
+                "id": thread_id or uuid.uuid4(),
+                "dataset": dataset,
+                "label": label,
+                "metadata": metadata_json,
+            },
+        )
+        .mappings()
+        .first()
+    )
     if row is None:
         raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
     return row
 
 
 def get_thread(conn: Connection, thread_id: uuid.UUID) -> RowMapping:
-    row = conn.execute(
-        text("SELECT * FROM threads WHERE thread_id = :id"), {"id": thread_id}
-    ).mappings().first()
+    row = (
+        conn.execute(text("SELECT * FROM threads WHERE thread_id = :id"), {"id": thread_id})
+        .mappings()
+        .first()
+    )
     if row is None:
         raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
     return row
@@ -154,20 +168,24 @@ def add_messages(
     the counter bump and the inserts commit or roll back together, so sequences have no gaps
     or duplicates, and an idempotency key seen under the lock is seen exactly once.
     """
-    thread = conn.execute(
-        text("SELECT thread_id, dataset FROM threads WHERE thread_id = :id FOR UPDATE"),
-        {"id": thread_id},
-    ).mappings().first()
+    thread = (
+        conn.execute(
+            text("SELECT thread_id, dataset FROM threads WHERE thread_id = :id FOR UPDATE"),
+            {"id": thread_id},
+        )
+        .mappings()
+        .first()
+    )
     if thread is None:
-        raise NotFound(f"thread {thread_id} does not exist; create it first", thread_id=str(thread_id))
+        raise NotFound(
+            f"thread {thread_id} does not exist; create it first", thread_id=str(thread_id)
+        )
 
     keys = [m.idempotency_key for m in messages if m.idempotency_key]
     existing: dict[str, RowMapping] = {}
     if keys:
         for row in conn.execute(
-            text(
-                "SELECT * FROM messages WHERE thread_id = :id AND idempotency_key = ANY(:keys)"
-            ),
+            text("SELECT * FROM messages WHERE thread_id = :id AND idempotency_key = ANY(:keys)"),
             {"id": thread_id, "keys": keys},
         ).mappings():
             existing[row["idempotency_key"]] = row
@@ -192,27 +210,31 @@ def add_messages(
             {"n": len(to_store), "id": thread_id},
         ).scalar_one()
         first = last - len(to_store) + 1
-        rows = conn.execute(
-            text(
-                "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
-                "idempotency_key) "
-                "SELECT :id, u.seq, u.role, u.content, CAST(u.meta AS jsonb), "
-                "coalesce(u.created_at, now()), u.ikey "
-                "FROM unnest(CAST(:seqs AS bigint[]), CAST(:roles AS text[]), "
-                "CAST(:contents AS text[]), CAST(:metas AS text[]), "
-                "CAST(:created AS timestamptz[]), CAST(:keys AS text[])) "
-                "AS u(seq, role, content, meta, created_at, ikey) RETURNING *"
-            ),
-            {
-                "id": thread_id,
-                "seqs": list(range(first, last + 1)),
-                "roles": [m.role for m in to_store],
-                "contents": [m.content for m in to_store],
-                "metas": [json.dumps(m.metadata, separators=(",", ":")) for m in to_store],
-                "created": [m.created_at for m in to_store],
-                "keys": [m.idempotency_key for m in to_store],
-            },
-        ).mappings().all()
+        rows = (
+            conn.execute(
+                text(
+                    "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
+                    "idempotency_key) "
+                    "SELECT :id, u.seq, u.role, u.content, CAST(u.meta AS jsonb), "
+                    "coalesce(u.created_at, now()), u.ikey "
+                    "FROM unnest(CAST(:seqs AS bigint[]), CAST(:roles AS text[]), "
+                    "CAST(:contents AS text[]), CAST(:metas AS text[]), "
+                    "CAST(:created AS timestamptz[]), CAST(:keys AS text[])) "
+                    "AS u(seq, role, content, meta, created_at, ikey) RETURNING *"
+                ),
+                {
+                    "id": thread_id,
+                    "seqs": list(range(first, last + 1)),
+                    "roles": [m.role for m in to_store],
+                    "contents": [m.content for m in to_store],
+                    "metas": [json.dumps(m.metadata, separators=(",", ":")) for m in to_store],
+                    "created": [m.created_at for m in to_store],
+                    "keys": [m.idempotency_key for m in to_store],
+                },
+            )
+            .mappings()
+            .all()
+        )
         stored = {row["sequence"]: row for row in rows}
 
     # Put the answer back in request order; replays answer with the stored message.
@@ -238,14 +260,18 @@ def end_thread(conn: Connection, thread_id: uuid.UUID) -> tuple[str, bool]:
     ``end_requested_sequence`` keeps the request even when the Scheduler cannot be reached:
     its catch-up sweep opens the episode for any thread whose end request is uncaptured.
     """
-    row = conn.execute(
-        text(
-            "UPDATE threads SET ended_at = now(), end_requested_sequence = last_sequence, "
-            "last_activity_at = now() WHERE thread_id = :id "
-            "RETURNING dataset, last_sequence > captured_sequence AS owed"
-        ),
-        {"id": thread_id},
-    ).mappings().first()
+    row = (
+        conn.execute(
+            text(
+                "UPDATE threads SET ended_at = now(), end_requested_sequence = last_sequence, "
+                "last_activity_at = now() WHERE thread_id = :id "
+                "RETURNING dataset, last_sequence > captured_sequence AS owed"
+            ),
+            {"id": thread_id},
+        )
+        .mappings()
+        .first()
+    )
     if row is None:
         raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
     return row["dataset"], bool(row["owed"])
@@ -262,14 +288,18 @@ def list_messages(
     """Messages with sequence > after_sequence (and <= end_sequence), in order; the bool says
     whether more follow."""
     get_thread(conn, thread_id)
-    rows = conn.execute(
-        text(
-            "SELECT * FROM messages WHERE thread_id = :id AND sequence > :after "
-            "AND (CAST(:end AS bigint) IS NULL OR sequence <= :end) "
-            "ORDER BY sequence LIMIT :limit"
-        ),
-        {"id": thread_id, "after": after_sequence, "end": end_sequence, "limit": limit + 1},
-    ).mappings().all()
+    rows = (
+        conn.execute(
+            text(
+                "SELECT * FROM messages WHERE thread_id = :id AND sequence > :after "
+                "AND (CAST(:end AS bigint) IS NULL OR sequence <= :end) "
+                "ORDER BY sequence LIMIT :limit"
+            ),
+            {"id": thread_id, "after": after_sequence, "end": end_sequence, "limit": limit + 1},
+        )
+        .mappings()
+        .all()
+    )
     return list(rows[:limit]), len(rows) > limit
 
 
@@ -281,19 +311,22 @@ def list_threads(
     limit: int,
 ) -> tuple[list[RowMapping], bool]:
     """A dataset's threads, most recently active first (keyset paging on the index)."""
-    rows = conn.execute(
-        text(
-            "SELECT * FROM threads WHERE dataset = :dataset "
-            "AND (CAST(:at AS timestamptz) IS NULL "
-            "     OR (last_activity_at, thread_id) < (CAST(:at AS timestamptz), CAST(:tid AS uuid))) "
-            "ORDER BY last_activity_at DESC, thread_id DESC LIMIT :limit"
-        ),
-        {
-            "dataset": dataset,
-            "at": before[0] if before else None,
-            "tid": before[1] if before else None,
-            "limit": limit + 1,
-        },
-    ).mappings().all()
+    rows = (
+        conn.execute(
+            text(
+                "SELECT * FROM threads WHERE dataset = :dataset "
+                "AND (CAST(:at AS timestamptz) IS NULL "
+                "     OR (last_activity_at, thread_id) < (CAST(:at AS timestamptz), CAST(:tid AS uuid))) "
+                "ORDER BY last_activity_at DESC, thread_id DESC LIMIT :limit"
+            ),
+            {
+                "dataset": dataset,
+                "at": before[0] if before else None,
+                "tid": before[1] if before else None,
+                "limit": limit + 1,
+            },
+        )
+        .mappings()
+        .all()
+    )
     return list(rows[:limit]), len(rows) > limit
-

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 import grpc
-from sqlalchemy import Engine
-
 from episodic import convert
 from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
@@ -20,6 +18,8 @@ from episodic.validation import (
     parse_optional_uuid,
     parse_uuid,
 )
+from sqlalchemy import Engine
+
 from services.ingest import domain
 from services.ingest.notifier import SchedulerNotifier
 
@@ -142,7 +142,10 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         before = None
         if cursor:
             try:
-                before = (datetime.fromisoformat(cursor["at"]), parse_uuid(cursor["id"], "page_token"))
+                before = (
+                    datetime.fromisoformat(cursor["at"]),
+                    parse_uuid(cursor["id"], "page_token"),
+                )
             except (KeyError, TypeError, ValueError):
                 raise InvalidArgument("page_token is malformed", field="page_token") from None
         with self.engine.connect() as conn:

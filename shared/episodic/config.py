@@ -160,6 +160,22 @@ class EmbeddingSettings(BaseSettings):
     embedding_model: str = Field(default="nomic-embed-text", description="Embedding model name.")
     embedding_timeout: Duration = Field(default=timedelta(seconds=30))
     embedding_max_retries: int = Field(default=3, ge=0, le=20)
+    embedding_threads: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="onnxruntime intra-op threads of the minilm embedder, per process. Small "
+        "by default: several service processes share the machine's cores.",
+    )
+    embedding_batch_size: int = Field(
+        default=32, ge=1, le=2048, description="Texts per model run or per embeddings request."
+    )
+    embedding_send_dimensions: bool = Field(
+        default=False,
+        description="openai: send `dimensions` (the configured embedding dimension) in the "
+        "request, for models that can shorten their vectors (text-embedding-3-*). Off by "
+        "default because some compatible servers reject unknown fields.",
+    )
 
 
 class LLMSettings(BaseSettings):
@@ -182,6 +198,18 @@ class LLMSettings(BaseSettings):
         ge=1000,
         description="Budget of conversation text sent to the LLM. Longer threads are "
         "summarised from the previous episode's summary plus the newer messages.",
+    )
+    llm_temperature: float = Field(
+        default=0.0, ge=0.0, le=2.0, description="Sampling temperature of the chat model."
+    )
+    summary_max_chars: int = Field(
+        default=800,
+        ge=200,
+        le=20000,
+        description="extractive: length budget of a summary (whole sentences, never cut).",
+    )
+    summary_max_key_learnings: int = Field(
+        default=6, ge=0, le=50, description="Most key learnings kept per episode."
     )
 
 

@@ -6,6 +6,7 @@ EPISODIC_DATABASE_URL is given. It listens on a Unix socket inside its data dire
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -56,8 +57,17 @@ class EmbeddedPostgres:
         user = getattr(server, "system_user", None)
         try:
             subprocess.run(
-                [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w",
-                 "-t", str(int(timeout)), "stop"],
+                [
+                    str(POSTGRES_BIN_PATH / "pg_ctl"),
+                    "-D",
+                    str(self.data_dir),
+                    "-m",
+                    "fast",
+                    "-w",
+                    "-t",
+                    str(int(timeout)),
+                    "stop",
+                ],
                 check=False,
                 capture_output=True,
                 user=user,
@@ -82,7 +92,5 @@ def _wait_gone(pid: int, timeout: float) -> None:
             return
         time.sleep(0.05)
     log.warning("postgres %d still running after %.0fs; killing it", pid, timeout)
-    try:
+    with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(pid).kill()
-    except psutil.NoSuchProcess:
-        pass

@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def _status_for(err: EpisodicError) -> status_pb2.Status:
-    info = error_details_pb2.ErrorInfo(reason=err.reason, domain=ERROR_DOMAIN, metadata=err.metadata)
+    info = error_details_pb2.ErrorInfo(
+        reason=err.reason, domain=ERROR_DOMAIN, metadata=err.metadata
+    )
     detail = any_pb2.Any()
     detail.Pack(info)
     return status_pb2.Status(code=err.code.value[0], message=err.message, details=[detail])

@@ -22,7 +22,9 @@ def make_engine(url: str, *, pool_size: int = 10, application_name: str = "episo
 
 def engine_from_settings(settings: DatabaseSettings, application_name: str) -> Engine:
     return make_engine(
-        settings.sqlalchemy_url(), pool_size=settings.db_pool_size, application_name=application_name
+        settings.sqlalchemy_url(),
+        pool_size=settings.db_pool_size,
+        application_name=application_name,
     )
 
 
@@ -43,9 +45,7 @@ def check_embedding_dimension(engine: Engine, provider_dimension: int) -> None:
     """Refuses to start when the provider's vectors would not fit the schema's column."""
     schema_dim = schema_embedding_dimension(engine)
     if schema_dim is None:
-        raise SchemaMismatch(
-            "the database has no episodes table yet; run `episodic migrate` first"
-        )
+        raise SchemaMismatch("the database has no episodes table yet; run `episodic migrate` first")
     if schema_dim != provider_dimension:
         raise SchemaMismatch(
             f"the embedding provider produces {provider_dimension}-dimensional vectors but the "

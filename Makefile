@@ -1,0 +1,38 @@
+# Two commands from a fresh clone:  `make up` (install + run)  and  `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install up test test-all lint protos bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+## Start the embedded PostgreSQL and every service; Ctrl-C stops all of them.
+up: install
+	$(BIN)/episodic up
+
+## The test suite (real PostgreSQL, real gRPC processes); slow benchmarks excluded.
+test: install
+	$(BIN)/pytest -q -n 2 --dist loadfile
+
+test-all: install
+	$(BIN)/pytest -q -n 2 --dist loadfile -m ''
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/buf lint
+	$(BIN)/buf format -d --exit-code
+
+## Regenerate the gRPC stubs after editing proto/.
+protos: install
+	$(BIN)/python -m episodic.devtools.protogen
+
+clean:
+	rm -rf $(VENV) .episodic

@@ -1,0 +1,188 @@
+"""`episodic up`: the database and the four services on one machine.
+
+Each service runs as its own process (exactly as in Kubernetes) in its own session, so a
+Ctrl-C reaches only this supervisor, which then stops them in order: services first
+(SIGTERM: they drain and release their claims), then PostgreSQL. A service that dies is
+restarted with backoff.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from episodic.config import Settings
+
+START_ORDER = ("scheduler", "ingest", "summariser", "recall")
+READY_TIMEOUT = 120.0
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[str] | None = None
+    port: int | None = None
+    restarts: int = 0
+    ready: threading.Event = field(default_factory=threading.Event)
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, services: list[str] | None = None) -> None:
+        self.settings = settings
+        wanted = set(services or START_ORDER) & set(available_services())
+        self.children = [Child(name) for name in START_ORDER if name in wanted]
+        self.stopping = threading.Event()
+        self.database_url: str | None = settings.database.database_url
+        self._pg = None
+        self.log_dir = settings.database.data_dir.expanduser().resolve() / "logs"
+
+    # -- lifecycle -----------------------------------------------------------------
+    def run(self) -> int:
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            self._start_database()
+            self._migrate()
+            for child in self.children:
+                if self.stopping.is_set():
+                    break
+                self._start(child)
+            if not self.stopping.is_set():
+                self._print_banner()
+            while not self.stopping.wait(0.5):
+                self._restart_dead()
+            return 0
+        except Exception as err:  # startup failed: say why, clean up, non-zero exit
+            print(f"episodic up: {err}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            self._stop_all()
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if not self.stopping.is_set():
+            print(f"\nstopping (signal {signum}) …", flush=True)
+        self.stopping.set()
+
+    # -- database --------------------------------------------------------------------
+    def _start_database(self) -> None:
+        if self.database_url:
+            print("database: EPISODIC_DATABASE_URL (external)", flush=True)
+            return
+        from episodic.runtime import EmbeddedPostgres
+
+        data_dir = self.settings.database.data_dir.expanduser().resolve()
+        self._pg = EmbeddedPostgres(data_dir / "pgdata")
+        self.database_url = self._pg.start()
+        print(f"database: embedded PostgreSQL at {self.database_url}", flush=True)
+
+    def _migrate(self) -> None:
+        from episodic.store import migrate
+
+        assert self.database_url
+        migrate.upgrade(self.database_url, self.settings.database.embedding_dimension)
+
+    # -- services --------------------------------------------------------------------
+    def _env(self, child: Child) -> dict[str, str]:
+        env = dict(os.environ)
+        env["EPISODIC_DATABASE_URL"] = self.database_url or ""
+        scheduler = next((c for c in self.children if c.name == "scheduler"), None)
+        if scheduler is not None and scheduler.port:
+            env["EPISODIC_SCHEDULER_ADDRESS"] = f"127.0.0.1:{scheduler.port}"
+        if child.port:  # keep the port across restarts so clients can reconnect
+            env[f"EPISODIC_{child.name.upper()}_PORT"] = str(child.port)
+        return env
+
+    def _start(self, child: Child) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        child.ready.clear()
+        child.proc = subprocess.Popen(
+            [sys.executable, "-m", f"services.{child.name}"],
+            env=self._env(child),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # Ctrl-C reaches only us; we stop children in order
+        )
+        threading.Thread(target=self._pump, args=(child, child.proc), daemon=True).start()
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not child.ready.wait(0.2):
+            if child.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{child.name} exited with {child.proc.returncode}; see "
+                    f"{self.log_dir / (child.name + '.log')}"
+                )
+            if self.stopping.is_set() or time.monotonic() > deadline:
+                if not self.stopping.is_set():
+                    raise RuntimeError(f"{child.name} did not become ready in {READY_TIMEOUT}s")
+                return
+
+    def _pump(self, child: Child, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        with open(self.log_dir / f"{child.name}.log", "a", encoding="utf-8") as log:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if "listening on port" in line and not child.ready.is_set():
+                    child.port = int(line.rsplit("port", 1)[1].split()[0])
+                    child.ready.set()
+                elif " ERROR " in line or "Traceback" in line:
+                    print(f"[{child.name}] {line}", end="", flush=True)
+
+    def _restart_dead(self) -> None:
+        for child in self.children:
+            if self.stopping.is_set():
+                return
+            if child.proc is not None and child.proc.poll() is not None:
+                child.restarts += 1
+                delay = min(30.0, 0.5 * 2**child.restarts)
+                print(
+                    f"{child.name} exited with {child.proc.returncode}; restarting in "
+                    f"{delay:.1f}s (restart {child.restarts})",
+                    flush=True,
+                )
+                if self.stopping.wait(delay):
+                    return
+                try:
+                    self._start(child)
+                except RuntimeError as err:
+                    print(f"episodic up: {err}", file=sys.stderr, flush=True)
+
+    def _print_banner(self) -> None:
+        host = self.settings.service.bind_host
+        print("episodic is up:", flush=True)
+        for child in self.children:
+            print(f"  {child.name:<11} grpc://{host}:{child.port}", flush=True)
+        print(f"  logs        {self.log_dir}", flush=True)
+        print("Press Ctrl-C to stop.", flush=True)
+
+    def _stop_all(self) -> None:
+        grace = self.settings.service.shutdown_grace.total_seconds() + 10
+        # Reverse order: readers and writers first, the scheduler last.
+        for child in reversed(self.children):
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
+        for child in reversed(self.children):
+            if child.proc is None:
+                continue
+            try:
+                child.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                print(f"{child.name} did not stop in {grace:.0f}s; killing it", flush=True)
+                child.proc.kill()
+                child.proc.wait(10)
+        if self._pg is not None:
+            self._pg.stop()
+            print("database stopped", flush=True)
+        print("episodic stopped", flush=True)
+
+
+def available_services() -> list[str]:
+    """Services whose process entry point exists in this installation."""
+    import importlib.util
+
+    return [n for n in START_ORDER if importlib.util.find_spec(f"services.{n}.__main__")]

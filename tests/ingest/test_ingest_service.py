@@ -1,0 +1,435 @@
+"""Ingest through a real gRPC server process against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+from episodic.v1 import episode_pb2 as e
+from episodic.v1 import ingest_service_pb2 as pb
+from episodic.v1 import ingest_service_pb2_grpc as g
+from google.protobuf import struct_pb2, timestamp_pb2
+from grpc_status import rpc_status
+from sqlalchemy import text
+
+
+@pytest.fixture
+def ingest(spawn):  # type: ignore[no-untyped-def]
+    service = spawn("ingest")
+    channel = service.channel()
+    yield g.IngestServiceStub(channel)
+    channel.close()
+
+
+def msg(content: str = "hello", role: int = e.ROLE_USER, **kw) -> pb.NewMessage:  # type: ignore[no-untyped-def]
+    return pb.NewMessage(role=role, content=content, **kw)
+
+
+def new_thread(stub: g.IngestServiceStub, dataset: str = "user_42", **kw) -> e.Thread:  # type: ignore[no-untyped-def]
+    return stub.CreateThread(pb.CreateThreadRequest(dataset=dataset, **kw), timeout=10).thread
+
+
+def ts(value: datetime) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value)
+    return out
+
+
+def test_create_get_and_add_messages_assign_sequences(ingest, engine) -> None:  # type: ignore[no-untyped-def]
+    meta = struct_pb2.Struct()
+    meta.update({"channel": "web", "n": 3})
+    thread = new_thread(ingest, label="billing-q2", metadata=meta)
+    assert uuid.UUID(thread.thread_id)
+    assert thread.dataset == "user_42" and thread.label == "billing-q2"
+    assert dict(thread.metadata) == {"channel": "web", "n": 3}
+
+    one = ingest.AddMessages(pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg("a")]))
+    assert [m.sequence for m in one.messages] == [1]
+    many = ingest.AddMessages(
+        pb.AddMessagesRequest(
+            thread_id=thread.thread_id,
+            messages=[msg("b", e.ROLE_ASSISTANT), msg("c", e.ROLE_TOOL), msg("d", e.ROLE_SYSTEM)],
+        )
+    )
+    assert [m.sequence for m in many.messages] == [2, 3, 4]
+    assert [m.role for m in many.messages] == [e.ROLE_ASSISTANT, e.ROLE_TOOL, e.ROLE_SYSTEM]
+    assert many.stored_count == 3
+
+    got = ingest.GetThread(pb.GetThreadRequest(thread_id=thread.thread_id)).thread
+    assert got.message_count == 4 and got.captured_sequence == 0
+    assert got.HasField("last_message_at")
+
+    # Durable: another connection sees every acknowledged message.
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT sequence, content FROM messages WHERE thread_id = :t ORDER BY sequence"),
+            {"t": thread.thread_id},
+        ).all()
+    assert rows == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+
+
+def test_client_timestamp_and_metadata_are_kept(ingest) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+    past = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    meta = struct_pb2.Struct()
+    meta.update({"source": "import"})
+    out = ingest.AddMessages(
+        pb.AddMessagesRequest(
+            thread_id=thread.thread_id, messages=[msg("old", created_at=ts(past), metadata=meta)]
+        )
+    ).messages[0]
+    assert out.created_at.ToDatetime(tzinfo=UTC) == past
+    assert out.received_at.ToDatetime(tzinfo=UTC) > past
+    assert dict(out.metadata) == {"source": "import"}
+
+
+def test_idempotency_key_prevents_double_store(ingest) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+    req = pb.AddMessagesRequest(
+        thread_id=thread.thread_id,
+        messages=[msg("a", idempotency_key="k1"), msg("b", idempotency_key="k2")],
+    )
+    first = ingest.AddMessages(req)
+    retried = ingest.AddMessages(req)
+    assert [m.sequence for m in first.messages] == [1, 2]
+    assert [m.sequence for m in retried.messages] == [1, 2]
+    assert first.stored_count == 2 and retried.stored_count == 0
+    # A batch mixing a replay, a new key and a duplicate key inside the batch.
+    mixed = ingest.AddMessages(
+        pb.AddMessagesRequest(
+            thread_id=thread.thread_id,
+            messages=[
+                msg("a", idempotency_key="k1"),
+                msg("c", idempotency_key="k3"),
+                msg("c again", idempotency_key="k3"),
+                msg("no key"),
+            ],
+        )
+    )
+    assert [m.sequence for m in mixed.messages] == [1, 3, 3, 4]
+    assert mixed.stored_count == 2
+    page = ingest.ListMessages(pb.ListMessagesRequest(thread_id=thread.thread_id))
+    assert [m.content for m in page.messages] == ["a", "b", "c", "no key"]
+
+
+def test_eight_concurrent_writers_get_exactly_one_to_1600(ingest, engine) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+
+    def writer(w: int) -> list[int]:
+        seqs = []
+        for i in range(200):
+            r = ingest.AddMessages(
+                pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg(f"w{w} m{i}")]),
+                timeout=30,
+            )
+            seqs.append(r.messages[0].sequence)
+        return seqs
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(writer, range(8)))
+    returned = sorted(s for seqs in results for s in seqs)
+    assert returned == list(range(1, 1601))
+    for seqs in results:  # each writer sees its own writes in increasing order
+        assert seqs == sorted(seqs)
+    with engine.connect() as conn:
+        stored = [
+            r[0]
+            for r in conn.execute(
+                text("SELECT sequence FROM messages WHERE thread_id = :t ORDER BY sequence"),
+                {"t": thread.thread_id},
+            )
+        ]
+        last = conn.execute(
+            text("SELECT last_sequence FROM threads WHERE thread_id = :t"), {"t": thread.thread_id}
+        ).scalar_one()
+    assert stored == list(range(1, 1601)) and last == 1600
+
+
+def test_list_messages_pages_in_order(ingest) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+    ingest.AddMessages(
+        pb.AddMessagesRequest(
+            thread_id=thread.thread_id, messages=[msg(f"m{i}") for i in range(1, 26)]
+        )
+    )
+    seen, token = [], ""
+    while True:
+        page = ingest.ListMessages(
+            pb.ListMessagesRequest(thread_id=thread.thread_id, page_size=10, page_token=token)
+        )
+        seen += [m.sequence for m in page.messages]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == list(range(1, 26))
+    window = ingest.ListMessages(
+        pb.ListMessagesRequest(thread_id=thread.thread_id, start_sequence=5, end_sequence=7)
+    )
+    assert [m.content for m in window.messages] == ["m5", "m6", "m7"]
+
+
+def test_list_threads_most_recent_first_with_paging(ingest) -> None:  # type: ignore[no-untyped-def]
+    threads = [new_thread(ingest, dataset="alice", label=f"t{i}") for i in range(5)]
+    new_thread(ingest, dataset="bob")
+    # Activity moves a thread to the front.
+    ingest.AddMessages(pb.AddMessagesRequest(thread_id=threads[1].thread_id, messages=[msg()]))
+    labels, token = [], ""
+    while True:
+        page = ingest.ListThreads(
+            pb.ListThreadsRequest(dataset="alice", page_size=2, page_token=token)
+        )
+        labels += [t.label for t in page.threads]
+        token = page.next_page_token
+        if not token:
+            break
+    assert labels == ["t1", "t4", "t3", "t2", "t0"]
+
+
+def test_end_thread_answers_whether_an_episode_is_owed(ingest) -> None:  # type: ignore[no-untyped-def]
+    empty = new_thread(ingest)
+    assert ingest.EndThread(pb.EndThreadRequest(thread_id=empty.thread_id)).episode_queued is False
+    busy = new_thread(ingest)
+    ingest.AddMessages(pb.AddMessagesRequest(thread_id=busy.thread_id, messages=[msg()]))
+    ended = ingest.EndThread(pb.EndThreadRequest(thread_id=busy.thread_id))
+    # No scheduler runs in this test: the request is still durable and answered.
+    assert ended.episode_queued is True and ended.thread_id == busy.thread_id
+    # The thread stays writable: EndThread is a checkpoint, not a close.
+    more = ingest.AddMessages(pb.AddMessagesRequest(thread_id=busy.thread_id, messages=[msg()]))
+    assert more.messages[0].sequence == 2
+    got = ingest.GetThread(pb.GetThreadRequest(thread_id=busy.thread_id)).thread
+    assert got.HasField("ended_at")
+
+
+def test_create_thread_with_client_id_and_duplicate(ingest) -> None:  # type: ignore[no-untyped-def]
+    tid = str(uuid.uuid4())
+    assert new_thread(ingest, thread_id=tid).thread_id == tid
+    with pytest.raises(grpc.RpcError) as err:
+        new_thread(ingest, thread_id=tid)
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert tid in err.value.details()
+
+
+def test_acknowledged_write_survives_kill_9(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    service = spawn("ingest")
+    stub = g.IngestServiceStub(service.channel())
+    thread = new_thread(stub)
+    stub.AddMessages(pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg("keep me")]))
+    service.kill()
+    with engine.connect() as conn:
+        content = conn.execute(
+            text("SELECT content FROM messages WHERE thread_id = :t"), {"t": thread.thread_id}
+        ).scalar_one()
+    assert content == "keep me"
+
+
+# ---- bad input: every case answers a clear status and stores nothing --------------------
+
+FUTURE = datetime.now(UTC) + timedelta(days=1)
+OTHER = str(uuid.uuid4())
+
+
+def _bad_cases():  # type: ignore[no-untyped-def]
+    big = "x" * 65537
+    return [
+        (
+            "empty content",
+            lambda t: pb.AddMessagesRequest(thread_id=t, messages=[msg("")]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "content is empty",
+        ),
+        (
+            "blank content",
+            lambda t: pb.AddMessagesRequest(thread_id=t, messages=[msg("  \n ")]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "content is empty",
+        ),
+        (
+            "oversized content",
+            lambda t: pb.AddMessagesRequest(thread_id=t, messages=[msg(big)]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "limit is 65536",
+        ),
+        (
+            "NUL in content",
+            lambda t: pb.AddMessagesRequest(thread_id=t, messages=[msg("a\x00b")]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "NUL",
+        ),
+        (
+            "unknown role",
+            lambda t: pb.AddMessagesRequest(
+                thread_id=t, messages=[pb.NewMessage(role=e.ROLE_UNSPECIFIED, content="x")]
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "role",
+        ),
+        (
+            "role out of range",
+            lambda t: pb.AddMessagesRequest(
+                thread_id=t, messages=[pb.NewMessage(role=42, content="x")]
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "role",
+        ),
+        (
+            "no messages",
+            lambda t: pb.AddMessagesRequest(thread_id=t),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "messages is empty",
+        ),
+        (
+            "unknown thread",
+            lambda t: pb.AddMessagesRequest(thread_id=OTHER, messages=[msg()]),
+            grpc.StatusCode.NOT_FOUND,
+            "does not exist",
+        ),
+        (
+            "malformed thread id",
+            lambda t: pb.AddMessagesRequest(thread_id="abc", messages=[msg()]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "not a UUID",
+        ),
+        (
+            "missing thread id",
+            lambda t: pb.AddMessagesRequest(messages=[msg()]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "thread_id is required",
+        ),
+        (
+            "batch mixing threads",
+            lambda t: pb.AddMessagesRequest(thread_id=t, messages=[msg(), msg(thread_id=OTHER)]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "one thread only",
+        ),
+        (
+            "timestamp in the future",
+            lambda t: pb.AddMessagesRequest(
+                thread_id=t, messages=[msg("x"), msg("y", created_at=ts(FUTURE))]
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "in the future",
+        ),
+        (
+            "idempotency key too long",
+            lambda t: pb.AddMessagesRequest(thread_id=t, messages=[msg(idempotency_key="k" * 129)]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "idempotency_key",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("case", "make", "code", "phrase"), _bad_cases(), ids=[c[0] for c in _bad_cases()]
+)
+def test_bad_add_messages_is_rejected_and_stores_nothing(
+    ingest, engine, case, make, code, phrase
+) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+    with pytest.raises(grpc.RpcError) as err:
+        ingest.AddMessages(make(thread.thread_id))
+    assert err.value.code() == code, err.value.details()
+    assert phrase in err.value.details()
+    status = rpc_status.from_call(err.value)
+    assert status is not None and status.details, "errors carry a google.rpc.ErrorInfo"
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar_one() == 0
+        assert conn.execute(text("SELECT max(last_sequence) FROM threads")).scalar_one() == 0
+
+
+@pytest.mark.parametrize(
+    ("rpc", "request_", "code", "phrase"),
+    [
+        (
+            "CreateThread",
+            pb.CreateThreadRequest(),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "dataset is required",
+        ),
+        (
+            "CreateThread",
+            pb.CreateThreadRequest(dataset="has space"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "not valid",
+        ),
+        (
+            "CreateThread",
+            pb.CreateThreadRequest(dataset="d", thread_id="nope"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "not a UUID",
+        ),
+        (
+            "CreateThread",
+            pb.CreateThreadRequest(dataset="d", label="l" * 201),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "label",
+        ),
+        (
+            "GetThread",
+            pb.GetThreadRequest(thread_id=OTHER),
+            grpc.StatusCode.NOT_FOUND,
+            "does not exist",
+        ),
+        (
+            "GetThread",
+            pb.GetThreadRequest(thread_id="1234"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "not a UUID",
+        ),
+        (
+            "EndThread",
+            pb.EndThreadRequest(thread_id=OTHER),
+            grpc.StatusCode.NOT_FOUND,
+            "does not exist",
+        ),
+        (
+            "ListMessages",
+            pb.ListMessagesRequest(thread_id=OTHER),
+            grpc.StatusCode.NOT_FOUND,
+            "does not exist",
+        ),
+        (
+            "ListMessages",
+            pb.ListMessagesRequest(thread_id=OTHER, page_size=-1),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "negative",
+        ),
+        (
+            "ListMessages",
+            pb.ListMessagesRequest(thread_id=OTHER, page_token="%%%"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "page_token",
+        ),
+        (
+            "ListThreads",
+            pb.ListThreadsRequest(dataset="d", page_size=-5),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "negative",
+        ),
+        (
+            "ListThreads",
+            pb.ListThreadsRequest(dataset=""),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "dataset is required",
+        ),
+    ],
+)
+def test_bad_requests_get_clear_errors(ingest, rpc, request_, code, phrase) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.RpcError) as err:
+        getattr(ingest, rpc)(request_)
+    assert err.value.code() == code, err.value.details()
+    assert phrase in err.value.details()
+
+
+def test_page_token_from_other_thread_is_rejected(ingest) -> None:  # type: ignore[no-untyped-def]
+    a, b = new_thread(ingest), new_thread(ingest)
+    ingest.AddMessages(pb.AddMessagesRequest(thread_id=a.thread_id, messages=[msg()] * 3))
+    token = ingest.ListMessages(
+        pb.ListMessagesRequest(thread_id=a.thread_id, page_size=1)
+    ).next_page_token
+    assert token
+    with pytest.raises(grpc.RpcError) as err:
+        ingest.ListMessages(pb.ListMessagesRequest(thread_id=b.thread_id, page_token=token))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -1,0 +1,142 @@
+"""`episodic up`: starts the embedded database and every service, stops all cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import psutil
+import pytest
+from episodic.supervisor import available_services
+from episodic.v1 import episode_pb2 as e
+from episodic.v1 import ingest_service_pb2 as pb
+from episodic.v1 import ingest_service_pb2_grpc as g
+
+from tests.support.processes import TEST_ENV
+
+PORT_VARS = [
+    "EPISODIC_INGEST_PORT",
+    "EPISODIC_SCHEDULER_PORT",
+    "EPISODIC_SUMMARISER_PORT",
+    "EPISODIC_RECALL_PORT",
+]
+
+
+def _start_up(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str], queue.Queue[str | None]]:
+    env = {**os.environ, **TEST_ENV, "EPISODIC_DATA_DIR": str(tmp_path / "state")}
+    env.pop("EPISODIC_DATABASE_URL", None)
+    env.pop("EPISODIC_SCHEDULER_ADDRESS", None)
+    env.update({var: "0" for var in PORT_VARS})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "episodic.cli", "up"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    output: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            output.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + 120
+    while True:
+        line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        if line is None:
+            pytest.fail("episodic up exited early:\n" + "".join(output))
+        if line.startswith("Press Ctrl-C"):
+            return proc, output, lines
+        assert time.monotonic() < deadline, "".join(output)
+
+
+def _postmaster_pid(tmp_path: Path) -> int:
+    return int((tmp_path / "state" / "pgdata" / "postmaster.pid").read_text().split()[0])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) -> None:
+    proc, output, _ = _start_up(tmp_path)
+    try:
+        banner = "".join(output)
+        services = {
+            line.split()[0]: int(line.rsplit(":", 1)[1])
+            for line in banner.splitlines()
+            if "grpc://" in line
+        }
+        assert set(services) == set(available_services()) and "ingest" in services, banner
+        children = psutil.Process(proc.pid).children(recursive=True)
+        service_pids = [c.pid for c in children if "services." in " ".join(c.cmdline())]
+        assert len(service_pids) == len(services)
+        postmaster = _postmaster_pid(tmp_path)
+        assert psutil.pid_exists(postmaster)
+
+        # The suite works: a write through Ingest succeeds.
+        with grpc.insecure_channel(f"127.0.0.1:{services['ingest']}") as channel:
+            stub = g.IngestServiceStub(channel)
+            thread = stub.CreateThread(pb.CreateThreadRequest(dataset="demo"), timeout=10).thread
+            stub.AddMessages(
+                pb.AddMessagesRequest(
+                    thread_id=thread.thread_id,
+                    messages=[pb.NewMessage(role=e.ROLE_USER, content="hi")],
+                ),
+                timeout=10,
+            )
+
+        proc.send_signal(sig)
+        assert proc.wait(90) == 0, "".join(output)
+        assert "episodic stopped" in "".join(output)
+        for pid in [*service_pids, postmaster]:
+            assert not _alive(pid), f"process {pid} survived episodic up"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_up_restarts_a_service_that_dies(tmp_path: Path) -> None:
+    proc, output, lines = _start_up(tmp_path)
+    try:
+        children = psutil.Process(proc.pid).children(recursive=False)
+        victim = next(c for c in children if "services.ingest" in " ".join(c.cmdline()))
+        victim.kill()
+        deadline = time.monotonic() + 60
+        while "restarting" not in "".join(output):
+            assert time.monotonic() < deadline, "".join(output)
+            with contextlib.suppress(queue.Empty):
+                lines.get(timeout=1)
+
+        def restarted() -> bool:
+            return any(
+                "services.ingest" in " ".join(c.cmdline()) and c.pid != victim.pid
+                for c in psutil.Process(proc.pid).children(recursive=False)
+            )
+
+        while not restarted():
+            assert time.monotonic() < deadline, "".join(output)
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
