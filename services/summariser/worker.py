@@ -1,0 +1,59 @@
+"""The summariser's background loop: woken by NOTIFY from the Scheduler (and by a poll
+interval as a fallback, since notifications are lost while disconnected)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+
+from services.summariser.pipeline import Pipeline
+
+log = logging.getLogger(__name__)
+CHANNELS = ("episodic_episodes", "episodic_semantic")
+
+
+class Worker:
+    def __init__(self, pipeline: Pipeline, dsn: str, poll_interval: float, batch_size: int) -> None:
+        self.pipeline = pipeline
+        self.dsn = dsn
+        self.poll_interval = poll_interval
+        self.batch_size = batch_size
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="summariser-worker", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Stops after the episode in hand (bounded by ``timeout``), then hands back claims."""
+        self.stop_event.set()
+        self.thread.join(timeout)
+        released = self.pipeline.release()
+        if released:
+            log.info("released %d claims for other replicas", released)
+
+    def _run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                with psycopg.connect(self.dsn, autocommit=True) as listen:
+                    for channel in CHANNELS:
+                        listen.execute(f"LISTEN {channel}")
+                    while not self.stop_event.is_set():
+                        self._drain()
+                        # Wait for a notification or the poll interval, whichever is first.
+                        for _ in listen.notifies(timeout=self.poll_interval, stop_after=1):
+                            pass
+            except psycopg.OperationalError as err:
+                log.warning("summariser lost the database: %s; retrying", err)
+                self.stop_event.wait(min(5.0, self.poll_interval * 5))
+            except Exception:
+                log.exception("summariser loop failed; restarting it")
+                self.stop_event.wait(1.0)
+
+    def _drain(self) -> None:
+        while not self.stop_event.is_set():
+            result = self.pipeline.run_once(self.batch_size)
+            if not (result.completed or result.failed or result.semantic_processed):
+                return
