@@ -3,7 +3,10 @@ per test, and helpers to run the services as real processes."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from episodic.store.db import make_engine
@@ -14,9 +17,15 @@ from tests.support.processes import ServiceProcess, start_service
 
 
 @pytest.fixture(scope="session")
-def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestDatabases]:
-    with test_server(tmp_path_factory.mktemp("pg")) as dbs:
-        yield dbs
+def databases() -> Iterator[TestDatabases]:
+    # Not under pytest's basetemp: concurrent pytest runs prune each other's old basetemps,
+    # which would delete a running server's data directory.
+    base = Path(tempfile.mkdtemp(prefix="episodic-test-pg-"))
+    try:
+        with test_server(base) as dbs:
+            yield dbs
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
@@ -47,3 +56,5 @@ def spawn(db_url: str) -> Iterator:  # type: ignore[type-arg]
     yield _spawn
     for service in reversed(started):
         service.terminate()
+        # Captured by pytest and shown only when the test fails.
+        print(f"----- {service.name} output -----\n{service.log()}")

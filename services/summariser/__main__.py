@@ -33,7 +33,7 @@ def main() -> None:
         retry_backoff=settings.scheduler.retry_backoff,
         on_complete=_recall_index_hook(embedder),
     )
-    servicer = SummariserServicer(pipeline, summariser, embedder)
+    servicer = SummariserServicer(engine, pipeline, summariser, embedder)
     runtime = build_server(
         name=SERVICE_NAME,
         register=lambda server: register(server, servicer),

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import grpc
+from episodic import convert
 from episodic.providers.embedding import Embedder
 from episodic.providers.llm import Summariser
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as pb_grpc
-from episodic.validation import page_size
+from episodic.validation import check_dataset, page_size
+from google.protobuf import duration_pb2
+from sqlalchemy import Engine
 
 from services.summariser.pipeline import Pipeline
+from services.summariser.status import pipeline_status
 
 
 def provider_health(name: str, check) -> pb.ProviderHealth:  # type: ignore[no-untyped-def]
@@ -21,7 +25,10 @@ def provider_health(name: str, check) -> pb.ProviderHealth:  # type: ignore[no-u
 
 
 class SummariserServicer(pb_grpc.SummariserServiceServicer):
-    def __init__(self, pipeline: Pipeline, summariser: Summariser, embedder: Embedder) -> None:
+    def __init__(
+        self, engine: Engine, pipeline: Pipeline, summariser: Summariser, embedder: Embedder
+    ) -> None:
+        self.engine = engine
         self.pipeline = pipeline
         self.summariser = summariser
         self.embedder = embedder
@@ -40,6 +47,42 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
             llm=provider_health(self.summariser.name, self.summariser.check),
             embedder=provider_health(self.embedder.name, self.embedder.check),
         )
+
+    def GetPipelineStatus(self, request, context):  # type: ignore[no-untyped-def]
+        dataset = check_dataset(request.dataset) if request.dataset else None
+        max_errors = page_size(request.max_errors, default=10, maximum=100, field="max_errors")
+        with self.engine.connect() as conn:
+            status = pipeline_status(conn, dataset, max_errors)
+        response = pb.GetPipelineStatusResponse(
+            status_counts=status.status_counts,
+            semantic_status_counts=status.semantic_status_counts,
+            timers_due=status.timers_due,
+            timers_waiting=status.timers_waiting,
+            threads_uncaptured=status.threads_uncaptured,
+            observed_at=convert.ts(status.observed_at),
+            recent_errors=[
+                pb.EpisodeError(
+                    episode_id=str(e["episode_id"]),
+                    thread_id=str(e["thread_id"]),
+                    dataset=e["dataset"],
+                    status=e["status"],
+                    retry_count=e["retry_count"],
+                    error=e["error"] or "",
+                    updated_at=convert.ts(e["updated_at"]),
+                )
+                for e in status.recent_errors
+            ],
+        )
+        for field in ("oldest_pending_age", "oldest_processing_age", "oldest_due_timer_age"):
+            age = getattr(status, field)
+            if age is not None:
+                duration = duration_pb2.Duration()
+                duration.FromTimedelta(age)
+                getattr(response, field).CopyFrom(duration)
+        if not request.skip_provider_checks:
+            response.llm.CopyFrom(provider_health(self.summariser.name, self.summariser.check))
+            response.embedder.CopyFrom(provider_health(self.embedder.name, self.embedder.check))
+        return response
 
 
 def register(server: grpc.Server, servicer: SummariserServicer) -> None:

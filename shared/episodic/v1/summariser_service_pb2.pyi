@@ -1,6 +1,11 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -42,3 +47,73 @@ class CheckProvidersResponse(_message.Message):
     llm: ProviderHealth
     embedder: ProviderHealth
     def __init__(self, llm: _Optional[_Union[ProviderHealth, _Mapping]] = ..., embedder: _Optional[_Union[ProviderHealth, _Mapping]] = ...) -> None: ...
+
+class GetPipelineStatusRequest(_message.Message):
+    __slots__ = ("dataset", "max_errors", "skip_provider_checks")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    MAX_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    SKIP_PROVIDER_CHECKS_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    max_errors: int
+    skip_provider_checks: bool
+    def __init__(self, dataset: _Optional[str] = ..., max_errors: _Optional[int] = ..., skip_provider_checks: _Optional[bool] = ...) -> None: ...
+
+class EpisodeError(_message.Message):
+    __slots__ = ("episode_id", "thread_id", "dataset", "status", "retry_count", "error", "updated_at")
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    thread_id: str
+    dataset: str
+    status: str
+    retry_count: int
+    error: str
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, episode_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., status: _Optional[str] = ..., retry_count: _Optional[int] = ..., error: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetPipelineStatusResponse(_message.Message):
+    __slots__ = ("status_counts", "semantic_status_counts", "oldest_pending_age", "oldest_processing_age", "timers_due", "oldest_due_timer_age", "timers_waiting", "threads_uncaptured", "recent_errors", "llm", "embedder", "observed_at")
+    class StatusCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class SemanticStatusCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    STATUS_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_STATUS_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_PENDING_AGE_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_PROCESSING_AGE_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_DUE_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_DUE_TIMER_AGE_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_WAITING_FIELD_NUMBER: _ClassVar[int]
+    THREADS_UNCAPTURED_FIELD_NUMBER: _ClassVar[int]
+    RECENT_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    LLM_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    status_counts: _containers.ScalarMap[str, int]
+    semantic_status_counts: _containers.ScalarMap[str, int]
+    oldest_pending_age: _duration_pb2.Duration
+    oldest_processing_age: _duration_pb2.Duration
+    timers_due: int
+    oldest_due_timer_age: _duration_pb2.Duration
+    timers_waiting: int
+    threads_uncaptured: int
+    recent_errors: _containers.RepeatedCompositeFieldContainer[EpisodeError]
+    llm: ProviderHealth
+    embedder: ProviderHealth
+    observed_at: _timestamp_pb2.Timestamp
+    def __init__(self, status_counts: _Optional[_Mapping[str, int]] = ..., semantic_status_counts: _Optional[_Mapping[str, int]] = ..., oldest_pending_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., oldest_processing_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timers_due: _Optional[int] = ..., oldest_due_timer_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timers_waiting: _Optional[int] = ..., threads_uncaptured: _Optional[int] = ..., recent_errors: _Optional[_Iterable[_Union[EpisodeError, _Mapping]]] = ..., llm: _Optional[_Union[ProviderHealth, _Mapping]] = ..., embedder: _Optional[_Union[ProviderHealth, _Mapping]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

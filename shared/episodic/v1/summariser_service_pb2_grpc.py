@@ -47,6 +47,11 @@ class SummariserServiceStub:
                 request_serializer=episodic_dot_v1_dot_summariser__service__pb2.CheckProvidersRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_summariser__service__pb2.CheckProvidersResponse.FromString,
                 _registered_method=True)
+        self.GetPipelineStatus = channel.unary_unary(
+                '/episodic.v1.SummariserService/GetPipelineStatus',
+                request_serializer=episodic_dot_v1_dot_summariser__service__pb2.GetPipelineStatusRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_summariser__service__pb2.GetPipelineStatusResponse.FromString,
+                _registered_method=True)
 
 
 class SummariserServiceServicer:
@@ -69,6 +74,14 @@ class SummariserServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetPipelineStatus(self, request, context):
+        """Shows whether the pipeline moves: counts per status, backlog ages, overdue timers,
+        recent errors and provider health. A healthy-looking but stuck pipeline shows here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SummariserServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -81,6 +94,11 @@ def add_SummariserServiceServicer_to_server(servicer, server):
                     servicer.CheckProviders,
                     request_deserializer=episodic_dot_v1_dot_summariser__service__pb2.CheckProvidersRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_summariser__service__pb2.CheckProvidersResponse.SerializeToString,
+            ),
+            'GetPipelineStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPipelineStatus,
+                    request_deserializer=episodic_dot_v1_dot_summariser__service__pb2.GetPipelineStatusRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_summariser__service__pb2.GetPipelineStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -140,6 +158,33 @@ class SummariserService:
             '/episodic.v1.SummariserService/CheckProviders',
             episodic_dot_v1_dot_summariser__service__pb2.CheckProvidersRequest.SerializeToString,
             episodic_dot_v1_dot_summariser__service__pb2.CheckProvidersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPipelineStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.SummariserService/GetPipelineStatus',
+            episodic_dot_v1_dot_summariser__service__pb2.GetPipelineStatusRequest.SerializeToString,
+            episodic_dot_v1_dot_summariser__service__pb2.GetPipelineStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,49 @@
+"""Prints the configuration table for the README from the settings classes.
+
+``python -m episodic.devtools.config_table``; a test checks the README carries the current
+table, so the documentation cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic.fields import FieldInfo
+
+from episodic import config
+
+AREAS = [
+    ("Database", config.DatabaseSettings),
+    ("Ingest", config.IngestSettings),
+    ("Scheduler", config.SchedulerSettings),
+    ("Summariser", config.SummariserSettings),
+    ("LLM", config.LLMSettings),
+    ("Embeddings", config.EmbeddingSettings),
+    ("Recall", config.RecallSettings),
+    ("Services", config.ServiceSettings),
+]
+
+
+def _default(field: FieldInfo) -> str:
+    value = field.default
+    if value is None:
+        return "unset"
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+        return f"{seconds:g} s"
+    if hasattr(value, "get_secret_value"):
+        return "unset" if not value.get_secret_value() else "(secret)"
+    return f"`{value}`"
+
+
+def table() -> str:
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for area, cls in AREAS:
+        for name, field in cls.model_fields.items():
+            desc = (field.description or "").replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| `EPISODIC_{name.upper()}` | {_default(field)} | {area}: {desc} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())
