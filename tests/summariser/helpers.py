@@ -15,6 +15,8 @@ from services.ingest import domain as ingest
 from services.summariser.pipeline import Pipeline
 from services.summariser.semantic import KeyLearningFacts
 
+DEFAULT_EXTRACTOR = KeyLearningFacts()
+
 CAR_CHAT = [
     ("user", "Hi! I'm looking for a family car and my budget is under $30k."),
     ("assistant", "Happy to help. Are you open to SUVs, or do you prefer something smaller?"),
@@ -48,7 +50,7 @@ def open_episode(engine: Engine, thread_id: uuid.UUID, trigger: str = "explicit"
         return lifecycle.open_episode(conn, thread_id, trigger)
 
 
-def make_pipeline(engine: Engine, summariser=None, extractor=KeyLearningFacts(), **kw) -> Pipeline:  # type: ignore[no-untyped-def]
+def make_pipeline(engine: Engine, summariser=None, extractor=DEFAULT_EXTRACTOR, **kw) -> Pipeline:  # type: ignore[no-untyped-def]
     embedder = HashingEmbedder(dimension=384)
     return Pipeline(
         engine,
