@@ -36,3 +36,7 @@ protos: install
 
 clean:
 	rm -rf $(VENV) .episodic
+
+## Regenerate the README's configuration table from the settings.
+docs: install
+	$(BIN)/python -m episodic.devtools.config_table --write

@@ -158,8 +158,12 @@ class EmbeddingSettings(BaseSettings):
     )
     embedding_api_key: SecretStr = Field(default=SecretStr(""), description="Bearer token.")
     embedding_model: str = Field(default="nomic-embed-text", description="Embedding model name.")
-    embedding_timeout: Duration = Field(default=timedelta(seconds=30))
-    embedding_max_retries: int = Field(default=3, ge=0, le=20)
+    embedding_timeout: Duration = Field(
+        default=timedelta(seconds=30), description="Deadline of one embeddings call."
+    )
+    embedding_max_retries: int = Field(
+        default=3, ge=0, le=20, description="Retries of one call on 429/5xx/timeouts (backoff)."
+    )
     embedding_threads: int = Field(
         default=1,
         ge=1,
@@ -191,8 +195,12 @@ class LLMSettings(BaseSettings):
     llm_base_url: str = Field(default="http://localhost:11434/v1", description="Base URL.")
     llm_api_key: SecretStr = Field(default=SecretStr(""), description="Bearer token.")
     llm_model: str = Field(default="llama3.2", description="Chat model name.")
-    llm_timeout: Duration = Field(default=timedelta(seconds=60))
-    llm_max_retries: int = Field(default=3, ge=0, le=20)
+    llm_timeout: Duration = Field(
+        default=timedelta(seconds=60), description="Deadline of one chat-completions call."
+    )
+    llm_max_retries: int = Field(
+        default=3, ge=0, le=20, description="Retries of one call on 429/5xx/timeouts (backoff)."
+    )
     llm_max_input_chars: int = Field(
         default=24000,
         ge=1000,
@@ -223,7 +231,9 @@ class SummariserSettings(BaseSettings):
         description="How often idle workers look for pending episodes (they are also woken "
         "by NOTIFY). 0 disables the loop (tests drive it with ProcessPending).",
     )
-    summariser_batch_size: int = Field(default=4, ge=1, le=1000)
+    summariser_batch_size: int = Field(
+        default=4, ge=1, le=1000, description="Episodes a worker claims at a time."
+    )
     semantic_enabled: bool = Field(
         default=True, description="Run semantic extraction after an episode completes."
     )
@@ -234,9 +244,15 @@ class RecallSettings(BaseSettings):
 
     model_config = _config()
 
-    context_episodes: int = Field(default=3, ge=1, le=100)
-    similarity_weight: float = Field(default=0.7, ge=0.0, le=1.0)
-    recency_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    context_episodes: int = Field(
+        default=3, ge=1, le=100, description="Episodes Recall returns when the request says 0."
+    )
+    similarity_weight: float = Field(
+        default=0.7, ge=0.0, le=1.0, description="Weight of similarity in the relevance score."
+    )
+    recency_weight: float = Field(
+        default=0.3, ge=0.0, le=1.0, description="Weight of 1/(1 + days since) in the score."
+    )
 
 
 class ServiceSettings(BaseSettings):
@@ -248,10 +264,14 @@ class ServiceSettings(BaseSettings):
         default="127.0.0.1",
         description="Interface to listen on; use [::] in containers (probes hit the pod IP).",
     )
-    ingest_port: int = Field(default=50051, ge=0, le=65535)
-    scheduler_port: int = Field(default=50052, ge=0, le=65535)
-    summariser_port: int = Field(default=50053, ge=0, le=65535)
-    recall_port: int = Field(default=50054, ge=0, le=65535)
+    ingest_port: int = Field(default=50051, ge=0, le=65535, description="Ingest's port (0: any).")
+    scheduler_port: int = Field(
+        default=50052, ge=0, le=65535, description="Scheduler's port (0: any)."
+    )
+    summariser_port: int = Field(
+        default=50053, ge=0, le=65535, description="Summariser's port (0: any)."
+    )
+    recall_port: int = Field(default=50054, ge=0, le=65535, description="Recall's port (0: any).")
     scheduler_address: str = Field(
         default="127.0.0.1:50052", description="How Ingest reaches the Scheduler."
     )

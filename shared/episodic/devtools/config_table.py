@@ -45,5 +45,22 @@ def table() -> str:
     return "\n".join(lines)
 
 
+START, END = "<!-- CONFIG-TABLE:START -->", "<!-- CONFIG-TABLE:END -->"
+
+
+def render_readme(readme: str) -> str:
+    """The README with the table between the markers replaced by the current one."""
+    head, _, rest = readme.partition(START)
+    _, _, tail = rest.partition(END)
+    return f"{head}{START}\n{table()}\n{END}{tail}"
+
+
 if __name__ == "__main__":
-    print(table())
+    import sys
+    from pathlib import Path
+
+    if sys.argv[1:] == ["--write"]:
+        path = Path(__file__).resolve().parents[3] / "README.md"
+        path.write_text(render_readme(path.read_text()))
+    else:
+        print(table())
