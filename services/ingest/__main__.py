@@ -6,6 +6,7 @@ import grpc
 from episodic.config import get_settings
 from episodic.server import build_server, run_until_signalled, setup_logging
 from episodic.store.db import engine_from_settings
+from episodic.telemetry import instrument_grpc_client
 
 from services.ingest.notifier import SchedulerNotifier
 from services.ingest.servicer import IngestServicer, register
@@ -17,7 +18,8 @@ def main() -> None:
     settings = get_settings()
     setup_logging("ingest")
     engine = engine_from_settings(settings.database, "episodic-ingest")
-    channel = grpc.insecure_channel(settings.service.scheduler_address)
+    raw_channel = grpc.insecure_channel(settings.service.scheduler_address)
+    channel = instrument_grpc_client(raw_channel)  # the trace follows the call
     notifier = SchedulerNotifier(
         channel, timeout=settings.ingest.scheduler_notify_timeout.total_seconds()
     )
@@ -33,7 +35,7 @@ def main() -> None:
         shutdown_grace=settings.service.shutdown_grace.total_seconds(),
     )
     runtime.on_shutdown.append(notifier.close)
-    runtime.on_shutdown.append(channel.close)
+    runtime.on_shutdown.append(raw_channel.close)
     run_until_signalled(runtime)
 
 

@@ -31,8 +31,8 @@ from episodic.providers.embedding import Embedder
 from episodic.providers.entities import normalise_entities
 from episodic.providers.llm import ChatMessage, Summariser, SummaryRequest
 from episodic.store import lifecycle
+from episodic.telemetry import link_from
 from opentelemetry import trace
-from opentelemetry.propagate import extract
 from sqlalchemy import Connection, Engine, RowMapping, text
 
 from services.summariser.semantic import SemanticExtractor, WindowMessage
@@ -330,7 +330,7 @@ class Pipeline:
 
     def process(self, episode: RowMapping) -> str | None:
         """Summarises one claimed episode; returns its new status (None if the claim was lost)."""
-        links = _links(episode.get("trace_context"))
+        links = link_from(_carrier(episode.get("trace_context")))
         with tracer.start_as_current_span(
             "summarise episode",
             links=links,
@@ -429,11 +429,8 @@ def _embedding_text(summary: str, key_learnings: list[str]) -> str:
     return summary if not key_learnings else summary + "\n" + "\n".join(key_learnings)
 
 
-def _links(carrier: Any) -> list[trace.Link]:
-    """A link to the trace of the trigger that created the episode (stored on the row)."""
-    if isinstance(carrier, str):
-        carrier = json.loads(carrier)
-    if not carrier:
-        return []
-    ctx = trace.get_current_span(extract(carrier)).get_span_context()
-    return [trace.Link(ctx)] if ctx.is_valid else []
+def _carrier(value: Any) -> dict[str, str] | None:
+    """The trace context of the trigger that created the episode, stored on the row."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else None

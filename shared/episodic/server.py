@@ -20,6 +20,7 @@ from grpc_status import rpc_status
 from sqlalchemy import Engine, text
 
 from episodic.errors import ERROR_DOMAIN, EpisodicError
+from episodic.telemetry import grpc_server_interceptor, setup_telemetry, shutdown_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +83,23 @@ class ServiceRuntime:
     stopped: threading.Event = field(default_factory=threading.Event)
 
     def set_serving(self, serving: bool) -> None:
-        status = (
+        """Readiness: the service's own name follows the database. The overall name ""
+        is liveness — SERVING while the process runs, so a database outage takes replicas
+        out of rotation without making Kubernetes restart them."""
+        self.health.set(
+            self.name,
             health_pb2.HealthCheckResponse.SERVING
             if serving
-            else health_pb2.HealthCheckResponse.NOT_SERVING
+            else health_pb2.HealthCheckResponse.NOT_SERVING,
         )
-        self.health.set(self.name, status)
-        self.health.set("", status)
+
+    def set_alive(self, alive: bool) -> None:
+        self.health.set(
+            "",
+            health_pb2.HealthCheckResponse.SERVING
+            if alive
+            else health_pb2.HealthCheckResponse.NOT_SERVING,
+        )
 
     def shutdown(self) -> None:
         """Stops taking calls, lets in-flight ones finish, then runs the shutdown hooks
@@ -97,6 +108,7 @@ class ServiceRuntime:
             return
         self.stopped.set()
         self.set_serving(False)
+        self.set_alive(False)
         log.info("%s shutting down (grace %.1fs)", self.name, self.shutdown_grace)
         self.server.stop(self.shutdown_grace).wait()
         for hook in self.on_shutdown:
@@ -106,6 +118,7 @@ class ServiceRuntime:
                 log.exception("shutdown hook failed")
         if self.engine is not None:
             self.engine.dispose()
+        shutdown_telemetry()
 
     def wait(self) -> None:
         self.server.wait_for_termination()
@@ -125,7 +138,8 @@ def build_server(
 ) -> ServiceRuntime:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name.split(".")[-1]),
-        interceptors=[*interceptors, ErrorInterceptor()],
+        # Tracing first, so its span covers the error mapping and records the status.
+        interceptors=[grpc_server_interceptor(), *interceptors, ErrorInterceptor()],
         options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.so_reuseport", 0),
@@ -149,6 +163,7 @@ def build_server(
         shutdown_grace=shutdown_grace,
     )
     runtime.set_serving(False)
+    runtime.set_alive(True)
     return runtime
 
 
@@ -203,9 +218,11 @@ def run_until_signalled(runtime: ServiceRuntime, ready_line: str | None = None) 
 
 
 def setup_logging(service: str) -> None:
-    """One line per record on stderr, with the service name (12-factor logs)."""
+    """One line per record on stderr, with the service name (12-factor logs), and tracing
+    from the standard OTEL_* variables."""
     import os
 
+    setup_telemetry(f"episodic-{service}")
     logging.basicConfig(
         level=os.environ.get("EPISODIC_LOG_LEVEL", "INFO").upper(),
         format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s",

@@ -1,0 +1,424 @@
+"""OpenTelemetry tracing for the services, configured from the standard environment.
+
+Exporters (``OTEL_TRACES_EXPORTER``, comma-separated):
+
+- unset: ``otlp`` when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+  is set, otherwise none;
+- ``otlp`` (batched; OTLP over gRPC, or http/protobuf when ``OTEL_EXPORTER_OTLP_PROTOCOL``
+  asks for it and that exporter is installed), ``console`` (stdout), ``none``.
+
+Independently, ``EPISODIC_TRACE_FILE=/path`` appends every finished span as one JSON line to
+that file (flushed per span, safe for several threads and processes). Tests use it to read
+the spans of service processes.
+
+With no exporter at all nothing is installed: the API's no-op provider stays, so tracing
+costs next to nothing, while the gRPC interceptors still carry an incoming ``traceparent``
+through.
+
+Database spans without a parent (poll loops, migrations) are not exported: a scheduler
+polling every second would otherwise produce a trace per second per replica. Queries inside
+an RPC or inside a span a worker opens are exported as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import grpc
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.trace import Link
+from sqlalchemy import Engine
+
+log = logging.getLogger(__name__)
+
+TRACE_FILE_ENV = "EPISODIC_TRACE_FILE"
+_SQLALCHEMY_SCOPE = "opentelemetry.instrumentation.sqlalchemy"
+
+_lock = threading.Lock()
+_provider: TracerProvider | None = None
+_configured = False
+_engines: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+# --------------------------------------------------------------------------- exporters
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """Appends one JSON object per span to a file.
+
+    Each line holds ``trace_id``, ``span_id``, ``parent_span_id`` (hex, or null), ``name``,
+    ``kind`` (``SERVER``, ``CLIENT``, …), ``links`` (``[{trace_id, span_id}]``),
+    ``attributes``, ``service`` (the resource's service.name), ``status``, ``scope`` and the
+    start/end times in Unix nanoseconds. Every line is one ``write(2)`` on an ``O_APPEND``
+    descriptor, so lines of several processes sharing the file do not interleave.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(path)
+        self._lock = threading.Lock()
+        self._fd: int | None = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        data = b"".join(
+            (json.dumps(span_to_dict(span), default=str, separators=(",", ":")) + "\n").encode()
+            for span in spans
+        )
+        with self._lock:
+            if self._fd is None:
+                return SpanExportResult.FAILURE
+            try:
+                os.write(self._fd, data)
+            except OSError:
+                log.exception("cannot write spans to %s", self._path)
+                return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True  # every export is written at once
+
+
+def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
+    """The JSON shape written by :class:`JsonLinesSpanExporter`."""
+    ctx = span.get_span_context()
+    assert ctx is not None
+    parent = span.parent
+    return {
+        "trace_id": trace.format_trace_id(ctx.trace_id),
+        "span_id": trace.format_span_id(ctx.span_id),
+        "parent_span_id": trace.format_span_id(parent.span_id) if parent else None,
+        "name": span.name,
+        "kind": span.kind.name,
+        "links": [
+            {
+                "trace_id": trace.format_trace_id(link.context.trace_id),
+                "span_id": trace.format_span_id(link.context.span_id),
+            }
+            for link in span.links
+        ],
+        "attributes": {k: _jsonable(v) for k, v in (span.attributes or {}).items()},
+        "service": span.resource.attributes.get(SERVICE_NAME),
+        "status": span.status.status_code.name,
+        "scope": span.instrumentation_scope.name if span.instrumentation_scope else None,
+        "start_time_unix_nano": span.start_time,
+        "end_time_unix_nano": span.end_time,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+class _DropRootDatabaseSpans(SpanProcessor):
+    """Forwards every span to ``inner`` except database spans that have no parent."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self._inner = inner
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self._inner.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        scope = span.instrumentation_scope
+        if span.parent is None and scope is not None and scope.name.startswith(_SQLALCHEMY_SCOPE):
+            return
+        self._inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def selected_exporters(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Which exporters the environment asks for: a subset of otlp, console, file."""
+    env = os.environ if environ is None else environ
+    raw = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if raw:
+        names = [n.strip() for n in raw.split(",") if n.strip()]
+    elif env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        names = ["otlp"]
+    else:
+        names = []
+    chosen: list[str] = []
+    for name in names:
+        if name == "none":
+            continue
+        if name not in ("otlp", "console"):
+            log.warning("OTEL_TRACES_EXPORTER: unsupported exporter %r ignored", name)
+            continue
+        if name not in chosen:
+            chosen.append(name)
+    if env.get(TRACE_FILE_ENV):
+        chosen.append("file")
+    return chosen
+
+
+def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", ""
+    )
+    protocol = protocol.lower()
+    if protocol.startswith("http"):
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter as HttpExporter,
+            )
+
+            return HttpExporter()  # type: ignore[no-any-return]
+        except ImportError:
+            log.warning(
+                "OTLP protocol %r needs opentelemetry-exporter-otlp-proto-http; using gRPC",
+                protocol,
+            )
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()
+
+
+def _service_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("episodic")
+    except Exception:
+        return None
+
+
+def build_tracer_provider(
+    service_name: str, environ: Mapping[str, str] | None = None
+) -> TracerProvider | None:
+    """A provider with the exporters ``environ`` (default: the process environment) selects,
+    or None when it selects none. Does not install it globally."""
+    env = os.environ if environ is None else environ
+    exporters = selected_exporters(env)
+    if not exporters:
+        return None
+    attributes: dict[str, Any] = {SERVICE_NAME: service_name}
+    version = _service_version()
+    if version:
+        attributes[SERVICE_VERSION] = version
+    # Resource.create also merges OTEL_RESOURCE_ATTRIBUTES (pod name, namespace, …).
+    provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=True)
+    for name in exporters:
+        processor: SpanProcessor
+        if name == "otlp":
+            processor = BatchSpanProcessor(_otlp_exporter(env))
+        elif name == "console":
+            processor = SimpleSpanProcessor(ConsoleSpanExporter(service_name=service_name))
+        else:
+            processor = SimpleSpanProcessor(JsonLinesSpanExporter(env[TRACE_FILE_ENV]))
+        provider.add_span_processor(_DropRootDatabaseSpans(processor))
+    return provider
+
+
+def setup_telemetry(service_name: str) -> None:
+    """Configures tracing for this process from the environment. Only the first call does
+    anything; later calls (another service name included) are ignored."""
+    global _provider, _configured
+    with _lock:
+        if _configured:
+            return
+        _configured = True
+        provider = build_tracer_provider(service_name)
+        if provider is None:
+            log.debug("tracing off: no exporter configured")
+            return
+        trace.set_tracer_provider(provider)
+        _provider = provider
+        log.info("tracing on for %s: %s", service_name, ", ".join(selected_exporters()))
+
+
+def shutdown_telemetry() -> None:
+    """Flushes and stops the exporters. Call it on the shutdown path, after the server
+    stopped; safe to call more than once or without setup."""
+    global _provider
+    with _lock:
+        provider, _provider = _provider, None
+    if provider is not None:
+        try:
+            provider.force_flush()
+        finally:
+            provider.shutdown()
+
+
+def telemetry_enabled() -> bool:
+    """Whether spans are recorded by an SDK provider in this process."""
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
+
+
+# --------------------------------------------------------------------------- gRPC
+
+
+def _untraced_methods():  # type: ignore[no-untyped-def]
+    from opentelemetry.instrumentation.grpc import filters
+
+    # Probes call Health every few seconds; reflection is tooling. Neither is worth a trace.
+    return filters.any_of(filters.health_check(), filters.service_prefix("grpc.reflection."))
+
+
+# Server-side errors per the OpenTelemetry gRPC conventions; client errors (NOT_FOUND,
+# INVALID_ARGUMENT, …) keep the span status UNSET and show only in rpc.grpc.status_code.
+_SERVER_ERRORS = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+
+
+class _StatusRecordingContext:
+    """Delegates to the servicer context; ``abort_with_status`` (how the error interceptor
+    reports domain errors) also records the code on the active span, which the
+    instrumentation's own context wrapper does only for ``abort``."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def abort_with_status(self, status: Any) -> None:
+        code = getattr(status, "code", None)
+        span = trace.get_current_span()
+        if isinstance(code, grpc.StatusCode) and span.is_recording():
+            span.set_attribute("rpc.grpc.status_code", code.value[0])
+            if code in _SERVER_ERRORS:
+                details = getattr(status, "details", "") or ""
+                span.set_status(trace.Status(trace.StatusCode.ERROR, f"{code}:{details}"))
+        self._inner.abort_with_status(status)
+
+
+def _record_abort_status(handler: Any) -> Any:
+    if handler is None or handler.unary_unary is None:
+        return handler
+    inner = handler.unary_unary
+
+    def behavior(request: Any, context: grpc.ServicerContext) -> Any:
+        return inner(request, _StatusRecordingContext(context))
+
+    return grpc.unary_unary_rpc_method_handler(
+        behavior,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
+class _TracingServerInterceptor(grpc.ServerInterceptor):
+    def __init__(self, otel: grpc.ServerInterceptor) -> None:
+        self._otel = otel
+
+    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        return self._otel.intercept_service(
+            lambda details: _record_abort_status(continuation(details)), handler_call_details
+        )
+
+
+def grpc_server_interceptor(
+    tracer_provider: trace.TracerProvider | None = None,
+) -> grpc.ServerInterceptor:
+    """The OpenTelemetry server interceptor, health checks and reflection excluded, that
+    also records codes sent with ``abort_with_status``. Pass it first in the server's
+    interceptors so its span covers the error mapping."""
+    from opentelemetry.instrumentation.grpc import filters, server_interceptor
+
+    otel = server_interceptor(
+        tracer_provider=tracer_provider, filter_=filters.negate(_untraced_methods())
+    )
+    return _TracingServerInterceptor(otel)
+
+
+instrument_grpc_server = grpc_server_interceptor
+
+
+def instrument_grpc_client(
+    channel: grpc.Channel, tracer_provider: trace.TracerProvider | None = None
+) -> grpc.Channel:
+    """``channel`` with a client interceptor: outgoing calls get a CLIENT span and carry
+    ``traceparent``, so the server's span joins the caller's trace."""
+    from opentelemetry.instrumentation.grpc import client_interceptor, filters
+    from opentelemetry.instrumentation.grpc.grpcext import intercept_channel
+
+    interceptor = client_interceptor(
+        tracer_provider=tracer_provider, filter_=filters.negate(_untraced_methods())
+    )
+    return intercept_channel(channel, interceptor)  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- database
+
+
+def instrument_engine(
+    engine: Engine, tracer_provider: trace.TracerProvider | None = None
+) -> Engine:
+    """Adds SQLAlchemy query spans to ``engine`` (once per engine) and returns it.
+
+    Without ``tracer_provider`` this is a no-op while tracing is off, so a service without
+    an exporter pays nothing per query. The SQLAlchemy instrumentor is process-global: a
+    second engine re-instruments all engines passed here.
+    """
+    if tracer_provider is None and not telemetry_enabled():
+        return engine
+    from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+
+    with _lock:
+        if engine in _engines:
+            return engine
+        _engines.add(engine)
+        instrumentor = SQLAlchemyInstrumentor()
+        if instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.uninstrument()
+        instrumentor.instrument(engines=list(_engines), tracer_provider=tracer_provider)
+    return engine
+
+
+# --------------------------------------------------------------------------- propagation
+
+
+def current_trace_context() -> dict[str, str]:
+    """The active trace context as a W3C carrier (``{"traceparent": …}``), to store beside
+    work that another process picks up later; empty when no span is active."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+def link_from(carrier: Mapping[str, str] | None) -> list[Link]:
+    """Links to the span stored in ``carrier`` (from :func:`current_trace_context`), for a
+    span that continues work started elsewhere: ``tracer.start_as_current_span(name,
+    links=link_from(row.trace_context))``. Empty for a missing or malformed carrier."""
+    if not carrier:
+        return []
+    # Extract into an empty context: a malformed carrier must not yield the active span.
+    extracted = propagate.extract(dict(carrier), context=Context())
+    ctx = trace.get_current_span(extracted).get_span_context()
+    return [Link(ctx)] if ctx.is_valid else []
