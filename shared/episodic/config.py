@@ -276,6 +276,10 @@ class ServiceSettings(BaseSettings):
         default="127.0.0.1:50052", description="How Ingest reaches the Scheduler."
     )
     grpc_workers: int = Field(default=16, ge=1, le=512, description="Handler threads per server.")
+    db_health_interval: Duration = Field(
+        default=timedelta(seconds=2),
+        description="How often each service checks the database for its health status.",
+    )
     shutdown_grace: Duration = Field(
         default=timedelta(seconds=10),
         description="How long in-flight calls may finish after SIGTERM.",

@@ -199,7 +199,9 @@ def run_until_signalled(runtime: ServiceRuntime, ready_line: str | None = None) 
     """Starts the server, prints where it listens, and blocks until SIGTERM/SIGINT."""
     runtime.server.start()
     if runtime.engine is not None:
-        monitor_database(runtime)
+        from episodic.config import get_settings
+
+        monitor_database(runtime, get_settings().service.db_health_interval.total_seconds())
     else:
         runtime.set_serving(True)
     done = threading.Event()

@@ -107,12 +107,17 @@ def start_service(
         if "listening on port" in line:
             port = int(line.rsplit("port", 1)[1].split()[0])
             service = ServiceProcess(name=name, proc=proc, port=port, output=output)
-            wait_serving(service.address, timeout=max(1.0, deadline - time.monotonic()))
+            wait_serving(
+                service.address,
+                timeout=max(1.0, deadline - time.monotonic()),
+                service=f"episodic.v1.{name.capitalize()}Service",
+            )
             return service
 
 
-def wait_serving(address: str, timeout: float = 30.0) -> None:
-    """Polls the standard health service until it answers SERVING."""
+def wait_serving(address: str, timeout: float = 30.0, service: str = "") -> None:
+    """Polls the standard health service until ``service`` answers SERVING (readiness: the
+    service's own name is SERVING only once its database answers)."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     deadline = time.monotonic() + timeout
@@ -120,7 +125,7 @@ def wait_serving(address: str, timeout: float = 30.0) -> None:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             try:
-                resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
                 if resp.status == health_pb2.HealthCheckResponse.SERVING:
                     return
             except grpc.RpcError:

@@ -1,0 +1,95 @@
+"""Health follows the database; SIGTERM drains in-flight calls and releases claims."""
+
+from __future__ import annotations
+
+import socket
+
+import grpc
+import psycopg
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from sqlalchemy import text
+
+from tests.summariser.helpers import CAR_CHAT, add, make_thread, open_episode
+from tests.support.processes import wait_until
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def _status(channel: grpc.Channel, service: str) -> int:
+    return (
+        health_pb2_grpc.HealthStub(channel)
+        .Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+        .status
+    )
+
+
+def test_health_is_not_serving_while_the_database_is_unreachable(spawn, db_url, databases) -> None:  # type: ignore[no-untyped-def]
+    service = spawn("ingest", env={"EPISODIC_DB_HEALTH_INTERVAL": "0.2"})
+    channel = service.channel()
+    name = "episodic.v1.IngestService"
+    assert _status(channel, name) == SERVING
+    database = db_url.partition("?")[0].rsplit("/", 1)[1]
+    admin = psycopg.connect(databases.admin_url, autocommit=True)
+    try:
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            (database,),
+        )
+        wait_until(lambda: _status(channel, name) == NOT_SERVING, timeout=30, message="not serving")
+        assert _status(channel, "") == SERVING, "liveness stays up during a database outage"
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        wait_until(lambda: _status(channel, name) == SERVING, timeout=30, message="serving again")
+    finally:
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        admin.close()
+
+
+def test_reflection_lists_the_service(spawn) -> None:  # type: ignore[no-untyped-def]
+    channel = spawn("summariser").channel()
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    responses = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+    )
+    names = {s.name for r in responses for s in r.list_services_response.service}
+    assert {"episodic.v1.SummariserService", "grpc.health.v1.Health"} <= names
+
+
+def test_sigterm_releases_claims_for_other_replicas(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    """A summariser stuck in a slow LLM call is stopped: its claim goes back to pending at
+    once (without counting a retry) instead of waiting 10 minutes for the orphan reclaim."""
+    hanging = socket.socket()
+    hanging.bind(("127.0.0.1", 0))
+    hanging.listen(8)  # accepts connections, never answers
+    try:
+        thread = make_thread(engine)
+        add(engine, thread, CAR_CHAT)
+        ep = open_episode(engine, thread)
+        service = spawn(
+            "summariser",
+            env={
+                "EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2",
+                "EPISODIC_LLM_PROVIDER": "openai",
+                "EPISODIC_LLM_BASE_URL": f"http://127.0.0.1:{hanging.getsockname()[1]}/v1",
+                "EPISODIC_LLM_TIMEOUT": "120",
+                "EPISODIC_SHUTDOWN_GRACE": "1",
+            },
+        )
+        wait_until(lambda: _status_of(engine, ep["episode_id"])[0] == "processing", timeout=30)
+        assert service.terminate(timeout=60) == 0, service.log()
+        status, claimed_by, retries = _status_of(engine, ep["episode_id"])
+        assert (status, claimed_by, retries) == ("pending", None, 0)
+    finally:
+        hanging.close()
+
+
+def _status_of(engine, episode_id):  # type: ignore[no-untyped-def]
+    with engine.connect() as conn:
+        return tuple(
+            conn.execute(
+                text("SELECT status, claimed_by, retry_count FROM episodes WHERE episode_id = :id"),
+                {"id": episode_id},
+            ).one()
+        )
