@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import grpc
+
 from episodic.config import get_settings
 from episodic.server import build_server, run_until_signalled, setup_logging
 from episodic.store.db import engine_from_settings
 from episodic.telemetry import instrument_grpc_client
-
 from services.ingest.notifier import SchedulerNotifier
 from services.ingest.servicer import IngestServicer, register
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Connection, RowMapping, text
+
 from episodic.config import IngestSettings
 from episodic.errors import AlreadyExists, InvalidArgument, NotFound
-from sqlalchemy import Connection, RowMapping, text
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LABEL_CHARS = 200

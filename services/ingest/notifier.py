@@ -13,9 +13,10 @@ import threading
 from collections import OrderedDict
 
 import grpc
+from opentelemetry import context as otel_context
+
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
-from opentelemetry import context as otel_context
 
 log = logging.getLogger(__name__)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import grpc
+from sqlalchemy import Engine
+
 from episodic import convert
 from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
@@ -18,8 +20,6 @@ from episodic.validation import (
     parse_optional_uuid,
     parse_uuid,
 )
-from sqlalchemy import Engine
-
 from services.ingest import domain
 from services.ingest.notifier import SchedulerNotifier
 

@@ -7,7 +7,6 @@ from episodic.providers.embedding import make_embedder
 from episodic.providers.llm import make_summariser
 from episodic.server import build_server, run_until_signalled, setup_logging
 from episodic.store.db import check_embedding_dimension, engine_from_settings
-
 from services.summariser.pipeline import Pipeline
 from services.summariser.semantic import KeyLearningFacts
 from services.summariser.servicer import SummariserServicer, register

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from opentelemetry import trace
+from sqlalchemy import Connection, Engine, RowMapping, text
+
 from episodic.providers.embedding import Embedder
 from episodic.providers.entities import normalise_entities
 from episodic.providers.llm import ChatMessage, Summariser, SummaryRequest
 from episodic.store import lifecycle
 from episodic.telemetry import link_from
-from opentelemetry import trace
-from sqlalchemy import Connection, Engine, RowMapping, text
-
 from services.summariser.semantic import SemanticExtractor, WindowMessage
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,9 @@ import re
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from episodic.providers.extractive import split_sentences
 from sqlalchemy import Connection, RowMapping, text
+
+from episodic.providers.extractive import split_sentences
 
 
 class WindowMessage(NamedTuple):

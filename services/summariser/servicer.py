@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import grpc
+from google.protobuf import duration_pb2
+from sqlalchemy import Engine
+
 from episodic import convert
 from episodic.providers.embedding import Embedder
 from episodic.providers.llm import Summariser
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as pb_grpc
 from episodic.validation import check_dataset, page_size
-from google.protobuf import duration_pb2
-from sqlalchemy import Engine
-
 from services.summariser.pipeline import Pipeline
 from services.summariser.status import pipeline_status
 

@@ -17,9 +17,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from episodic import telemetry
-from episodic.errors import NotFound
-from episodic.server import build_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -27,6 +24,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from sqlalchemy import create_engine
+
+from episodic import telemetry
+from episodic.errors import NotFound
+from episodic.server import build_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

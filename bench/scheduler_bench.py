@@ -1,0 +1,184 @@
+"""Scheduler benchmark: timers fired per second with 1 and 3 replicas, and fire lag.
+
+Starts its own embedded PostgreSQL in a temporary directory, migrates it, and for each
+replica count runs real Scheduler processes (``python -m services.scheduler``, background
+loop on, production poll interval unless told otherwise) against two workloads:
+
+- burst: N threads with 2 messages each and timers all due at the same instant T0;
+  fired/s = N / (last episode created_at - T0), lag = created_at - fire_at (queueing
+  included: the last timer waits for the N-1 before it);
+- steady: M timers due at evenly spread instants over S seconds (below capacity); lag is
+  then the scheduling latency itself.
+
+Both times come from the database clock (episodes.created_at is the firing transaction's
+now(); fire_at is recorded beside the timer before it is deleted). Not part of pytest:
+
+    .venv/bin/python bench/scheduler_bench.py [--timers 2000] [--steady 600] [--seconds 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "shared"))
+
+from episodic.runtime import EmbeddedPostgres  # noqa: E402
+from episodic.store import migrate  # noqa: E402
+from tests.support.database import with_database  # noqa: E402
+from tests.support.processes import ServiceProcess, start_service  # noqa: E402
+
+
+def setup_database(admin_url: str) -> str:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS scheduler_bench WITH (FORCE)")
+        conn.execute("CREATE DATABASE scheduler_bench")
+    url = with_database(admin_url, "scheduler_bench")
+    migrate.upgrade(url, 384)
+    with psycopg.connect(url, autocommit=True) as conn:
+        # Remembers each timer's fire_at (the timer row is deleted when it fires).
+        conn.execute(
+            "CREATE TABLE bench_timers (thread_id uuid PRIMARY KEY, fire_at timestamptz NOT NULL)"
+        )
+    return url
+
+
+def reset(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE threads, leases, bench_timers CASCADE")
+
+
+def load_timers(url: str, n: int, first_due_in: float, spread: float) -> None:
+    """n threads (2 messages each) with timers due from now + first_due_in, evenly spread
+    over ``spread`` seconds (0: all at the same instant)."""
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "INSERT INTO bench_timers (thread_id, fire_at) "
+            "SELECT gen_random_uuid(), now() + make_interval(secs => %s + %s * i / %s) "
+            "FROM generate_series(0, %s - 1) i",
+            (first_due_in, spread, max(n, 1), n),
+        )
+        conn.execute(
+            "INSERT INTO threads (thread_id, dataset, last_sequence, last_message_at) "
+            "SELECT thread_id, 'd' || (random() * 100)::int, 2, now() FROM bench_timers"
+        )
+        conn.execute(
+            "INSERT INTO messages (thread_id, sequence, role, content, created_at) "
+            "SELECT thread_id, s, 'user', 'hello', now() FROM bench_timers, "
+            "generate_series(1, 2) s"
+        )
+        conn.execute(
+            "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at) "
+            "SELECT b.thread_id, t.dataset, b.fire_at FROM bench_timers b "
+            "JOIN threads t USING (thread_id)"
+        )
+        conn.commit()
+
+
+def wait_fired(url: str, n: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            done = conn.execute("SELECT count(*) FROM episodes").fetchone()[0]  # type: ignore[index]
+            if done >= n:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {done}/{n} timers fired in {timeout}s")
+            time.sleep(0.05)
+
+
+def measure(url: str) -> tuple[float, list[float]]:
+    """(seconds from the first fire_at to the last episode, lags in ms)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT extract(epoch FROM e.created_at - b.fire_at) * 1000, "
+            "extract(epoch FROM e.created_at - min(b.fire_at) OVER ()) "
+            "FROM episodes e JOIN bench_timers b USING (thread_id)"
+        ).fetchall()
+    return max(float(r[1]) for r in rows), sorted(float(r[0]) for r in rows)
+
+
+def pct(values: list[float], p: float) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
+
+
+def run(url: str, replicas: int, env: dict[str, str], args: argparse.Namespace) -> dict:  # type: ignore[type-arg]
+    results: dict[str, float] = {"replicas": replicas}
+    procs: list[ServiceProcess] = []
+    try:
+        procs = [start_service("scheduler", url, env) for _ in range(replicas)]
+
+        reset(url)
+        load_timers(url, args.timers, first_due_in=1.0, spread=0.0)
+        wait_fired(url, args.timers, timeout=300)
+        span, lags = measure(url)
+        results.update(
+            burst_rate=args.timers / span, burst_p50=pct(lags, 50), burst_p99=pct(lags, 99)
+        )
+
+        reset(url)
+        load_timers(url, args.steady, first_due_in=1.0, spread=args.seconds)
+        wait_fired(url, args.steady, timeout=args.seconds + 120)
+        _, lags = measure(url)
+        results.update(steady_p50=pct(lags, 50), steady_p99=pct(lags, 99))
+    finally:
+        for proc in procs:
+            proc.terminate()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--timers", type=int, default=2000, help="timers in the burst")
+    parser.add_argument("--steady", type=int, default=600, help="timers in the steady run")
+    parser.add_argument("--seconds", type=float, default=6.0, help="steady run length")
+    parser.add_argument("--replicas", default="1,3", help="replica counts to run")
+    parser.add_argument("--poll", default="1", help="EPISODIC_SCHEDULER_POLL_INTERVAL (s)")
+    parser.add_argument("--batch", default="50", help="EPISODIC_CLAIM_BATCH_SIZE")
+    args = parser.parse_args()
+
+    env = {
+        "EPISODIC_SCHEDULER_POLL_INTERVAL": args.poll,
+        "EPISODIC_CLAIM_BATCH_SIZE": args.batch,
+        "EPISODIC_LOG_LEVEL": "WARNING",
+    }
+    with tempfile.TemporaryDirectory(prefix="scheduler-bench-") as tmp:
+        pg = EmbeddedPostgres(Path(tmp) / "pgdata")
+        admin = pg.start()
+        try:
+            url = setup_database(admin)
+            rows = [run(url, int(r), env, args) for r in args.replicas.split(",")]
+        finally:
+            pg.stop()
+
+    print(
+        f"\nScheduler: {args.timers}-timer burst, {args.steady} timers over {args.seconds:g} s "
+        f"steady; poll {args.poll} s, claim batch {args.batch}; embedded PostgreSQL "
+        "(synchronous_commit on)\n"
+    )
+    header = (
+        f"{'replicas':>8} | {'burst fired/s':>13} | {'burst lag p50':>13} | "
+        f"{'burst lag p99':>13} | {'steady lag p50':>14} | {'steady lag p99':>14}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['replicas']:>8} | {r['burst_rate']:>13.0f} | {r['burst_p50']:>10.0f} ms | "
+            f"{r['burst_p99']:>10.0f} ms | {r['steady_p50']:>11.1f} ms | "
+            f"{r['steady_p99']:>11.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

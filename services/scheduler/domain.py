@@ -1,0 +1,494 @@
+"""When episodes are created: timers, triggers, catch-up, backstop and leases, free of gRPC.
+
+Design
+======
+
+State. ``threads.last_sequence`` is the highest message sequence; ``captured_sequence`` the
+end of the last episode window opened on the thread; ``end_requested_sequence`` the
+``last_sequence`` at the last EndThread (an explicit episode is owed while it exceeds
+``captured_sequence``). ``scheduled_episodes`` holds at most one timer per thread: when it
+fires, the trigger it fires with, a ``version`` bumped by every touch, and the claim
+(``claimed_at``/``claimed_by``) of the replica firing it.
+
+Opening an episode, whatever the trigger, is :func:`episodic.store.lifecycle.open_episode`:
+under the thread's row lock (the lock Ingest's writers take), window =
+``captured_sequence + 1 .. last_sequence``; that makes ``captured_sequence`` authoritative
+and windows contiguous and disjoint across any number of replicas.
+
+Triggers.
+1. Explicit — :func:`request_episode` opens the episode at once and drops the thread's
+   unclaimed timer (nothing is uncaptured after the open, under the same lock).
+2. New thread — :func:`record_thread_started` pulls the timer of every sibling thread of the
+   dataset that has uncaptured messages to at most ``now + sibling_pull_forward`` (never
+   later; a claimed timer is left to its firer). A sibling with uncaptured messages but no
+   timer (a lost notice) gets one. Siblings with nothing uncaptured are untouched.
+3. Inactivity — :func:`record_activity` upserts ``fire_at = now + auto_episode_interval``,
+   bumps ``version`` and clears any claim, so a burst keeps pushing one deadline out. An
+   owed explicit timer that is not being fired keeps its (earlier) deadline.
+4. Backstop — :func:`backstop_candidates` / :func:`backstop_thread` open an episode directly for threads quiet for
+   ``backstop_quiet_period`` with uncaptured messages and no timer (a singleton sweep).
+
+Firing. :func:`claim_due_timers` claims due, unclaimed timers in one statement (CTE with
+``FOR UPDATE SKIP LOCKED``, writing ``claimed_at``/``claimed_by`` and returning the
+``version`` seen). :func:`fire_timer` then, in its own transaction, opens the episode (thread
+lock) and deletes the timer only ``WHERE claimed_by = me AND version = claimed version``.
+A message arriving meanwhile is either committed before the thread lock (it is in the
+window) or after it (it is not, and stays uncaptured); its RecordActivity bumps the version
+and clears the claim, so the delete matches nothing and the timer survives with its new
+deadline — the message is neither lost nor swallowed.
+
+Catch-up. Ingest's notices are best-effort (a down Scheduler must not fail a write), so
+:func:`catch_up` — run at startup and periodically on every replica — creates a timer for
+every thread with uncaptured messages and no timer: due now with trigger ``explicit`` when
+an EndThread is owed (``end_requested_sequence > captured_sequence``), else at
+``last_message_at + auto_episode_interval``. It reads the partial index
+``threads_uncaptured_idx`` and locks the candidate threads ``FOR SHARE SKIP LOCKED``: a
+thread whose episode is being opened (or which is being written) right now is skipped, and
+a thread locked after its opener committed is re-checked on its new row version, so the
+catch-up never makes a timer for messages an in-flight episode is capturing. A timer that
+outlives its messages (say a RecordActivity arriving after an explicit episode captured
+them) fires empty and is dropped. A lost RecordThreadStarted is not replayed: the siblings then fire at their idle
+deadline instead (at most ``auto_episode_interval`` later); nothing is lost.
+
+Orphans. A replica that dies holding timer claims leaves claimed rows: the reclaim sweep
+unclaims those older than ``orphan_reclaim_after`` (:func:`reclaim_timers`), and their
+firers' guarded deletes then fail harmlessly. Stuck episode claims are reclaimed by
+:func:`episodic.store.lifecycle.reclaim_orphaned_episodes`. On SIGTERM a replica releases
+its claims and leases at once (:func:`release_claims`, :func:`release_leases`).
+
+Leases. Singleton sweeps (reclaim, backstop) run on one replica at a time: a replica runs
+one only if :func:`acquire_lease` returns the lease row (free, expired or already its own,
+judged on the database clock — never the injected clock, a lease is about live replicas).
+``last_run_at`` on the lease row carries the sweep's cadence across leaders.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, RowMapping, text
+
+from episodic.config import SchedulerSettings
+from episodic.errors import NotFound
+from episodic.store import lifecycle
+from episodic.store.lifecycle import current_trace_context
+
+_NOW = "coalesce(CAST(:now AS timestamptz), now())"
+
+
+def _trace_json(context: dict[str, str] | None) -> str | None:
+    return json.dumps(context) if context else None
+
+
+# ---------------------------------------------------------------------------------------
+# Notices from Ingest (triggers 1-3)
+
+
+def record_activity(
+    conn: Connection,
+    thread_id: uuid.UUID,
+    settings: SchedulerSettings,
+    now: datetime | None = None,
+) -> datetime:
+    """Trigger 3: (re)arms the thread's idle timer at ``now + auto_episode_interval``.
+
+    Bumping ``version`` and clearing the claim tells a replica firing the old deadline that
+    new activity arrived: its guarded delete fails and the timer survives. Returns fire_at.
+    """
+    row = conn.execute(
+        text(
+            "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
+            "trace_context, created_at, updated_at) "
+            f"SELECT thread_id, dataset, {_NOW} + :interval, 'inactivity', "
+            f"CAST(:trace AS jsonb), {_NOW}, {_NOW} FROM threads WHERE thread_id = :id "
+            "ON CONFLICT (thread_id) DO UPDATE SET "
+            # An owed explicit episode keeps its deadline unless it is being fired right now
+            # (then the firing captures up to some message and the rest waits for idleness).
+            "fire_at = CASE WHEN s.trigger = 'explicit' AND s.claimed_at IS NULL "
+            "  THEN LEAST(s.fire_at, excluded.fire_at) ELSE excluded.fire_at END, "
+            "trigger = CASE WHEN s.trigger = 'explicit' AND s.claimed_at IS NULL "
+            "  THEN 'explicit' ELSE 'inactivity' END, "
+            "version = s.version + 1, claimed_at = NULL, claimed_by = NULL, "
+            "trace_context = excluded.trace_context, updated_at = excluded.updated_at "
+            "RETURNING fire_at"
+        ),
+        {
+            "id": thread_id,
+            "interval": settings.auto_episode_interval,
+            "trace": _trace_json(current_trace_context()),
+            "now": now,
+        },
+    ).first()
+    if row is None:
+        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+    return row[0]
+
+
+def record_thread_started(
+    conn: Connection,
+    thread_id: uuid.UUID,
+    settings: SchedulerSettings,
+    now: datetime | None = None,
+) -> int:
+    """Trigger 2: pulls sibling timers forward to at most ``now + sibling_pull_forward``.
+
+    Only siblings with uncaptured messages; never pushes a deadline later; leaves a timer
+    being fired alone. Returns how many timers were pulled forward (or created for a
+    sibling whose activity notice was lost).
+    """
+    dataset = conn.execute(
+        text("SELECT dataset FROM threads WHERE thread_id = :id"), {"id": thread_id}
+    ).scalar()
+    if dataset is None:
+        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+    rows = conn.execute(
+        text(
+            "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
+            "trace_context, created_at, updated_at) "
+            f"SELECT t.thread_id, t.dataset, {_NOW} + :pull, 'new_thread', "
+            f"CAST(:trace AS jsonb), {_NOW}, {_NOW} "
+            "FROM threads t WHERE t.dataset = :dataset AND t.thread_id <> :id "
+            "AND t.last_sequence > t.captured_sequence "
+            # One lock order for every multi-row timer writer (no deadlocks between them).
+            "ORDER BY t.thread_id "
+            "ON CONFLICT (thread_id) DO UPDATE SET fire_at = excluded.fire_at, "
+            "trigger = 'new_thread', updated_at = excluded.updated_at "
+            "WHERE s.claimed_at IS NULL AND s.fire_at > excluded.fire_at "
+            "RETURNING s.thread_id"
+        ),
+        {
+            "id": thread_id,
+            "dataset": dataset,
+            "pull": settings.sibling_pull_forward,
+            "trace": _trace_json(current_trace_context()),
+            "now": now,
+        },
+    ).all()
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    episode: RowMapping | None  # None: nothing uncaptured, nothing queued
+
+
+def request_episode(
+    conn: Connection,
+    thread_id: uuid.UUID,
+    trigger: str = "explicit",
+    now: datetime | None = None,
+) -> RequestResult:
+    """Trigger 1 (and manual requests): opens an episode over the uncaptured messages now.
+
+    The thread stays writable. Under the thread lock nothing is uncaptured after the open,
+    so the thread's unclaimed timer has nothing left to do and is dropped; a later message
+    re-arms it. A timer being fired is left to its firer (it will find nothing and drop it).
+    """
+    exists = conn.execute(
+        text("SELECT 1 FROM threads WHERE thread_id = :id FOR UPDATE"), {"id": thread_id}
+    ).first()
+    if exists is None:
+        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+    episode = lifecycle.open_episode(conn, thread_id, trigger, now)
+    conn.execute(
+        text("DELETE FROM scheduled_episodes WHERE thread_id = :id AND claimed_at IS NULL"),
+        {"id": thread_id},
+    )
+    return RequestResult(episode=episode)
+
+
+# ---------------------------------------------------------------------------------------
+# Firing timers
+
+
+@dataclass(frozen=True)
+class ClaimedTimer:
+    thread_id: uuid.UUID
+    version: int
+    trigger: str
+    fire_at: datetime
+    trace_context: dict[str, str] | None
+
+
+def claim_due_timers(
+    conn: Connection, worker: str, limit: int, now: datetime | None = None
+) -> list[ClaimedTimer]:
+    """Claims up to ``limit`` due, unclaimed timers for ``worker`` in one statement.
+
+    The CTE with ``SKIP LOCKED`` picks rows no other replica is claiming; the claim itself
+    (claimed_at, claimed_by) is persisted by the same statement, because SKIP LOCKED
+    protects nothing after commit. Commit before firing, so other replicas skip them.
+    """
+    rows = (
+        conn.execute(
+            text(
+                "WITH due AS ("
+                "  SELECT thread_id FROM scheduled_episodes "
+                f"  WHERE claimed_at IS NULL AND fire_at <= {_NOW} "
+                "  ORDER BY fire_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
+                f"UPDATE scheduled_episodes s SET claimed_at = {_NOW}, claimed_by = :me, "
+                f"updated_at = {_NOW} "
+                "FROM due WHERE s.thread_id = due.thread_id AND s.claimed_at IS NULL "
+                "RETURNING s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context"
+            ),
+            {"me": worker, "limit": limit, "now": now},
+        )
+        .mappings()
+        .all()
+    )
+    return [
+        ClaimedTimer(
+            thread_id=r["thread_id"],
+            version=r["version"],
+            trigger=r["trigger"],
+            fire_at=r["fire_at"],
+            trace_context=r["trace_context"],
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class FireResult:
+    episode: RowMapping | None  # the episode opened, if the thread had uncaptured messages
+    timer_deleted: bool  # False: new activity re-armed the timer (or the claim was lost)
+
+
+def fire_timer(
+    conn: Connection, timer: ClaimedTimer, worker: str, now: datetime | None = None
+) -> FireResult:
+    """Fires one claimed timer (call in its own transaction).
+
+    Opens the episode first — taking the thread lock, which orders this against writers —
+    then deletes the timer only if it is still ours at the version we claimed.
+    """
+    # The firing span if tracing is on (it links to the write that armed the timer),
+    # otherwise the write's own context stored on the timer.
+    context = current_trace_context() or timer.trace_context
+    episode = lifecycle.open_episode(
+        conn, timer.thread_id, timer.trigger, now, trace_context=context
+    )
+    return FireResult(episode=episode, timer_deleted=finish_timer(conn, timer, worker))
+
+
+def finish_timer(conn: Connection, timer: ClaimedTimer, worker: str) -> bool:
+    """Deletes a fired timer if it is still ours at the claimed version. False when new
+    activity re-armed it meanwhile (it survives with the new deadline) or the claim was
+    reclaimed."""
+    deleted = conn.execute(
+        text(
+            "DELETE FROM scheduled_episodes WHERE thread_id = :id AND claimed_by = :me "
+            "AND version = :version"
+        ),
+        {"id": timer.thread_id, "me": worker, "version": timer.version},
+    ).rowcount
+    return deleted == 1
+
+
+def unclaim_timers(conn: Connection, worker: str, thread_ids: list[uuid.UUID]) -> int:
+    """Gives back claimed timers this worker will not fire (e.g. on shutdown)."""
+    if not thread_ids:
+        return 0
+    return conn.execute(
+        text(
+            "UPDATE scheduled_episodes SET claimed_at = NULL, claimed_by = NULL "
+            "WHERE thread_id = ANY(:ids) AND claimed_by = :me"
+        ),
+        {"ids": thread_ids, "me": worker},
+    ).rowcount
+
+
+def next_due_in(conn: Connection) -> float | None:
+    """Seconds (database clock) until the earliest unclaimed timer is due; None if none."""
+    return conn.execute(
+        text(
+            "SELECT extract(epoch FROM min(fire_at) - now()) FROM scheduled_episodes "
+            "WHERE claimed_at IS NULL"
+        )
+    ).scalar()
+
+
+# ---------------------------------------------------------------------------------------
+# Sweeps
+
+
+def catch_up(
+    conn: Connection,
+    settings: SchedulerSettings,
+    now: datetime | None = None,
+    limit: int = 1000,
+) -> int:
+    """Creates timers for threads with uncaptured messages and no timer (lost notices).
+
+    Candidates come from the partial index ``threads_uncaptured_idx`` and are locked
+    ``FOR SHARE SKIP LOCKED``: threads being written or having an episode opened right now
+    are skipped (the next pass sees their committed state), and a row that changed since
+    the statement's snapshot is re-checked on its new version. Returns timers created.
+    """
+    rows = conn.execute(
+        text(
+            "WITH cand AS ("
+            "  SELECT t.thread_id, t.dataset, "
+            "    t.end_requested_sequence > t.captured_sequence AS owed, t.last_message_at "
+            "  FROM threads t "
+            "  WHERE t.last_sequence > t.captured_sequence "
+            "  AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
+            "                  WHERE s.thread_id = t.thread_id) "
+            "  ORDER BY t.last_message_at LIMIT :limit "
+            "  FOR SHARE OF t SKIP LOCKED) "
+            "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at, trigger, created_at, "
+            "updated_at) "
+            "SELECT thread_id, dataset, "
+            f"  CASE WHEN owed THEN {_NOW} "
+            f"       ELSE coalesce(last_message_at, {_NOW}) + :interval END, "
+            "  CASE WHEN owed THEN 'explicit' ELSE 'inactivity' END, "
+            f"  {_NOW}, {_NOW} "
+            "FROM cand ORDER BY thread_id "
+            "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id"
+        ),
+        {"interval": settings.auto_episode_interval, "now": now, "limit": limit},
+    ).all()
+    return len(rows)
+
+
+def backstop_candidates(
+    conn: Connection,
+    settings: SchedulerSettings,
+    now: datetime | None = None,
+    limit: int = 1000,
+) -> list[uuid.UUID]:
+    """Threads quiet for ``backstop_quiet_period`` with uncaptured messages and no timer."""
+    rows = conn.execute(
+        text(
+            "SELECT t.thread_id FROM threads t "
+            "WHERE t.last_sequence > t.captured_sequence "
+            f"AND t.last_message_at < {_NOW} - :quiet "
+            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE s.thread_id = t.thread_id) "
+            "ORDER BY t.last_message_at LIMIT :limit"
+        ),
+        {"quiet": settings.backstop_quiet_period, "now": now, "limit": limit},
+    ).all()
+    return [r[0] for r in rows]
+
+
+def backstop_thread(
+    conn: Connection,
+    thread_id: uuid.UUID,
+    settings: SchedulerSettings,
+    now: datetime | None = None,
+) -> RowMapping | None:
+    """Trigger 4 for one candidate (own transaction): re-checks the conditions under the
+    thread lock, then opens the episode."""
+    still = conn.execute(
+        text(
+            "SELECT 1 FROM threads t WHERE t.thread_id = :id "
+            "AND t.last_sequence > t.captured_sequence "
+            f"AND t.last_message_at < {_NOW} - :quiet "
+            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE s.thread_id = t.thread_id) "
+            "FOR UPDATE OF t"
+        ),
+        {"id": thread_id, "quiet": settings.backstop_quiet_period, "now": now},
+    ).first()
+    if still is None:
+        return None
+    return lifecycle.open_episode(conn, thread_id, "backstop", now)
+
+
+def reclaim_timers(
+    conn: Connection, older_than: timedelta, now: datetime | None = None, limit: int = 1000
+) -> int:
+    """Unclaims timers whose claim is older than ``older_than`` (their replica died).
+
+    The dead firer's guarded delete (claimed_by = me) can no longer match, so whichever
+    replica claims the timer next fires it; at worst it fires empty and is dropped.
+    """
+    return len(
+        conn.execute(
+            text(
+                "WITH stale AS ("
+                "  SELECT thread_id FROM scheduled_episodes "
+                f"  WHERE claimed_at IS NOT NULL AND claimed_at < {_NOW} - :after "
+                "  ORDER BY thread_id LIMIT :limit FOR UPDATE SKIP LOCKED) "
+                "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL, "
+                f"updated_at = {_NOW} "
+                f"FROM stale WHERE s.thread_id = stale.thread_id "
+                f"AND s.claimed_at < {_NOW} - :after RETURNING s.thread_id"
+            ),
+            {"after": older_than, "now": now, "limit": limit},
+        ).all()
+    )
+
+
+def release_claims(conn: Connection, worker: str) -> int:
+    """On shutdown: every timer this replica claimed becomes claimable again at once."""
+    return len(
+        conn.execute(
+            text(
+                "WITH mine AS (SELECT thread_id FROM scheduled_episodes WHERE claimed_by = :me "
+                "  ORDER BY thread_id FOR UPDATE) "
+                "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL "
+                "FROM mine WHERE s.thread_id = mine.thread_id AND s.claimed_by = :me "
+                "RETURNING s.thread_id"
+            ),
+            {"me": worker},
+        ).all()
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Leases (database clock only)
+
+
+@dataclass(frozen=True)
+class Lease:
+    name: str
+    last_run_at: datetime | None
+    db_now: datetime
+
+    def due(self, interval: timedelta) -> bool:
+        return self.last_run_at is None or self.db_now - self.last_run_at >= interval
+
+
+def acquire_lease(conn: Connection, name: str, holder: str, ttl: timedelta) -> Lease | None:
+    """Takes or renews lease ``name`` for ``ttl`` if it is free, expired or already ours.
+    None when another live replica holds it."""
+    row = (
+        conn.execute(
+            text(
+                "INSERT INTO leases AS l (name, holder, expires_at) "
+                "VALUES (:name, :holder, now() + :ttl) "
+                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+                "expires_at = excluded.expires_at "
+                "WHERE l.expires_at < now() OR l.holder = excluded.holder "
+                "RETURNING l.last_run_at, now() AS db_now"
+            ),
+            {"name": name, "holder": holder, "ttl": ttl},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        return None
+    return Lease(name=name, last_run_at=row["last_run_at"], db_now=row["db_now"])
+
+
+def mark_lease_run(conn: Connection, name: str, holder: str) -> bool:
+    """Records that the sweep ran (only while we still hold the lease)."""
+    return (
+        conn.execute(
+            text("UPDATE leases SET last_run_at = now() WHERE name = :name AND holder = :holder"),
+            {"name": name, "holder": holder},
+        ).rowcount
+        == 1
+    )
+
+
+def release_leases(conn: Connection, holder: str) -> int:
+    """Expires this replica's leases (keeping last_run_at) so another takes over at once."""
+    return conn.execute(
+        text("UPDATE leases SET expires_at = '-infinity' WHERE holder = :holder"),
+        {"holder": holder},
+    ).rowcount

@@ -1,0 +1,90 @@
+"""SchedulerService: parse the request, call the domain, map the result."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import grpc
+from sqlalchemy import Engine
+
+from episodic import convert
+from episodic.config import SchedulerSettings
+from episodic.errors import InvalidArgument
+from episodic.store import lifecycle
+from episodic.v1 import scheduler_service_pb2 as pb
+from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
+from episodic.validation import parse_uuid
+from services.scheduler import domain
+from services.scheduler.sweeper import Sweeper
+
+
+def _as_of(request: pb.RunSweepRequest) -> datetime | None:
+    try:
+        return convert.optional_from_ts(request, "as_of")
+    except (ValueError, OverflowError):
+        raise InvalidArgument("as_of is not a valid timestamp", field="as_of") from None
+
+
+def _trigger(value: int) -> str:
+    if value == 0:
+        return "explicit"
+    trigger = convert.TRIGGER_FROM_PROTO.get(value)
+    if trigger is None:
+        raise InvalidArgument(f"trigger {value} is not a known EpisodeTrigger", field="trigger")
+    return trigger
+
+
+class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
+    def __init__(self, engine: Engine, settings: SchedulerSettings, sweeper: Sweeper) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.sweeper = sweeper
+
+    def RecordActivity(self, request, context):  # type: ignore[no-untyped-def]
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        with self.engine.begin() as conn:
+            fire_at = domain.record_activity(conn, thread_id, self.settings)
+        return pb.RecordActivityResponse(fire_at=convert.ts(fire_at))
+
+    def RecordThreadStarted(self, request, context):  # type: ignore[no-untyped-def]
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        with self.engine.begin() as conn:
+            pulled = domain.record_thread_started(conn, thread_id, self.settings)
+        return pb.RecordThreadStartedResponse(timers_pulled_forward=pulled)
+
+    def RequestEpisode(self, request, context):  # type: ignore[no-untyped-def]
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        trigger = _trigger(request.trigger)
+        with self.engine.begin() as conn:
+            result = domain.request_episode(conn, thread_id, trigger)
+        if result.episode is None:
+            return pb.RequestEpisodeResponse(episode_queued=False)
+        return pb.RequestEpisodeResponse(
+            episode_queued=True, episode=convert.episode(result.episode)
+        )
+
+    def RunSweep(self, request, context):  # type: ignore[no-untyped-def]
+        result = self.sweeper.run_pass(_as_of(request), force=True)
+        return pb.RunSweepResponse(
+            episodes_created=result.episodes_created,
+            timers_dropped=result.timers_dropped,
+            timers_caught_up=result.timers_caught_up,
+            claims_reclaimed=result.claims_reclaimed,
+            backstop_episodes=result.backstop_episodes,
+        )
+
+    def DeleteEpisode(self, request, context):  # type: ignore[no-untyped-def]
+        episode_id = parse_uuid(request.episode_id, "episode_id")
+        with self.engine.begin() as conn:
+            row = lifecycle.delete_episode(conn, episode_id)
+        return pb.DeleteEpisodeResponse(episode=convert.episode(row))
+
+    def RetryEpisode(self, request, context):  # type: ignore[no-untyped-def]
+        episode_id = parse_uuid(request.episode_id, "episode_id")
+        with self.engine.begin() as conn:
+            row = lifecycle.retry_episode(conn, episode_id)
+        return pb.RetryEpisodeResponse(episode=convert.episode(row))
+
+
+def register(server: grpc.Server, servicer: SchedulerServicer) -> None:
+    pb_grpc.add_SchedulerServiceServicer_to_server(servicer, server)

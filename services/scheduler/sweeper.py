@@ -1,0 +1,267 @@
+"""The Scheduler's periodic work: one pass = singleton sweeps (orphan reclaim, backstop)
+under leases, the catch-up, then firing every due timer.
+
+Every replica runs passes in a loop thread (every ``scheduler_poll_interval``, or sooner
+when the next timer is due sooner); ``RunSweep`` runs a forced pass at an injected time. A
+forced pass ignores the local cadences and the lease's ``last_run_at`` (the caller asked for
+a full pass now) but still needs the lease, so two replicas never run a singleton sweep at
+once; the catch-up and timer firing need no lease (``SKIP LOCKED`` claims and the thread
+lock keep replicas apart).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from opentelemetry import trace
+from sqlalchemy import Engine
+
+from episodic.config import SchedulerSettings
+from episodic.store import lifecycle
+from episodic.telemetry import link_from
+from services.scheduler import domain
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("episodic.scheduler")
+
+RECLAIM_LEASE = "scheduler.reclaim"
+BACKSTOP_LEASE = "scheduler.backstop"
+SWEEP_LIMIT = 1000
+
+
+def replica_id() -> str:
+    """``host:pid:random`` — unique per process, readable in claimed_by columns."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@dataclass
+class SweepResult:
+    episodes_created: int = 0
+    timers_dropped: int = 0
+    timers_survived: int = 0  # fired, but new activity re-armed them meanwhile
+    timers_caught_up: int = 0
+    claims_reclaimed: int = 0
+    backstop_episodes: int = 0
+
+    def __bool__(self) -> bool:
+        return any(vars(self).values())
+
+
+class Sweeper:
+    """Runs passes for one replica; thread-safe (the loop and RunSweep calls may overlap)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: SchedulerSettings,
+        worker: str | None = None,
+        *,
+        catch_up_interval: timedelta | None = None,
+        reclaim_interval: timedelta | None = None,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.worker = worker or replica_id()
+        # Lost notices only delay an episode, so the catch-up need not run on every pass:
+        # a quarter of the idle interval (at most 30 s) keeps the delay small and cheap.
+        self.catch_up_interval = catch_up_interval or min(
+            settings.auto_episode_interval / 4, timedelta(seconds=30)
+        )
+        self.reclaim_interval = reclaim_interval or min(
+            settings.orphan_reclaim_after / 4, timedelta(seconds=60)
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._state = threading.Lock()
+        self._next_check: dict[str, float] = {}
+        self._singleton_locks = {
+            RECLAIM_LEASE: threading.Lock(),
+            BACKSTOP_LEASE: threading.Lock(),
+        }
+
+    # -- one pass ------------------------------------------------------------------------
+
+    def run_pass(self, now: datetime | None = None, *, force: bool = False) -> SweepResult:
+        """Reclaim and backstop (if this replica holds their lease and they are due), the
+        catch-up (if due), then every due timer. ``force``: ignore cadences."""
+        result = SweepResult()
+        result.claims_reclaimed = self._singleton(
+            RECLAIM_LEASE, self.reclaim_interval, force, lambda: self.reclaim(now)
+        )
+        result.backstop_episodes = self._singleton(
+            BACKSTOP_LEASE, self.settings.backstop_interval, force, lambda: self.backstop(now)
+        )
+        if force or self._due("catch_up"):
+            result.timers_caught_up = self.catch_up(now)
+            self._schedule("catch_up", self.catch_up_interval.total_seconds())
+        self.fire_due(now, result)
+        if result:
+            log.info("sweep %s", result)
+        return result
+
+    def catch_up(self, now: datetime | None = None) -> int:
+        total = 0
+        while True:
+            with self.engine.begin() as conn:
+                n = domain.catch_up(conn, self.settings, now, limit=SWEEP_LIMIT)
+            total += n
+            if n < SWEEP_LIMIT or self._stop.is_set():
+                return total
+
+    def reclaim(self, now: datetime | None = None) -> int:
+        after = self.settings.orphan_reclaim_after
+        with self.engine.begin() as conn:
+            timers = domain.reclaim_timers(conn, after, now, limit=SWEEP_LIMIT)
+        with self.engine.begin() as conn:
+            episodes = lifecycle.reclaim_orphaned_episodes(
+                conn,
+                older_than=after,
+                max_retries=self.settings.max_retries,
+                now=now,
+                limit=SWEEP_LIMIT,
+            )
+        if timers or episodes.total:
+            log.warning("reclaimed %d timer claims and %s from lost workers", timers, episodes)
+        return timers + episodes.total
+
+    def backstop(self, now: datetime | None = None) -> int:
+        opened = 0
+        while not self._stop.is_set():
+            with self.engine.connect() as conn:
+                candidates = domain.backstop_candidates(conn, self.settings, now, SWEEP_LIMIT)
+            for thread_id in candidates:
+                with self.engine.begin() as conn:
+                    if domain.backstop_thread(conn, thread_id, self.settings, now) is not None:
+                        opened += 1
+            if len(candidates) < SWEEP_LIMIT:
+                break
+        if opened:
+            log.warning("backstop opened %d episodes (threads with no timer)", opened)
+        return opened
+
+    def fire_due(
+        self, now: datetime | None = None, result: SweepResult | None = None
+    ) -> SweepResult:
+        """Claims and fires due timers in batches until none is left."""
+        result = result if result is not None else SweepResult()
+        batch = self.settings.claim_batch_size
+        while not self._stop.is_set():
+            with self.engine.begin() as conn:
+                timers = domain.claim_due_timers(conn, self.worker, batch, now)
+            for i, timer in enumerate(timers):
+                if self._stop.is_set():
+                    with self.engine.begin() as conn:
+                        domain.unclaim_timers(conn, self.worker, [t.thread_id for t in timers[i:]])
+                    return result
+                try:
+                    with (
+                        tracer.start_as_current_span(
+                            "scheduler.fire_timer",
+                            links=link_from(timer.trace_context),
+                            attributes={
+                                "episodic.thread_id": str(timer.thread_id),
+                                "episodic.trigger": timer.trigger,
+                            },
+                        ),
+                        self.engine.begin() as conn,
+                    ):
+                        fired = domain.fire_timer(conn, timer, self.worker, now)
+                except Exception:
+                    # The claim stays; the reclaim sweep returns it after the timeout, which
+                    # is the backoff a persistent failure needs.
+                    log.exception("firing the timer of thread %s failed", timer.thread_id)
+                    continue
+                if fired.episode is not None:
+                    result.episodes_created += 1
+                elif fired.timer_deleted:
+                    result.timers_dropped += 1
+                if not fired.timer_deleted:
+                    result.timers_survived += 1
+            if len(timers) < batch:
+                break
+        return result
+
+    # -- singleton sweeps ----------------------------------------------------------------
+
+    def _due(self, key: str) -> bool:
+        with self._state:
+            return time.monotonic() >= self._next_check.get(key, 0.0)
+
+    def _schedule(self, key: str, seconds: float) -> None:
+        with self._state:
+            self._next_check[key] = time.monotonic() + max(seconds, 0.0)
+
+    def _singleton(
+        self, name: str, interval: timedelta, force: bool, work: Callable[[], int]
+    ) -> int:
+        if not force and not self._due(name):
+            return 0
+        lock = self._singleton_locks[name]
+        if not lock.acquire(blocking=force):
+            return 0  # this process is already running it
+        try:
+            ttl = self.settings.lease_ttl
+            with self.engine.begin() as conn:
+                lease = domain.acquire_lease(conn, name, self.worker, ttl)
+            if lease is None:
+                # Someone else leads; look again when their lease could have lapsed.
+                self._schedule(name, min(interval, ttl).total_seconds())
+                return 0
+            if not force and not lease.due(interval):
+                assert lease.last_run_at is not None
+                self._schedule(name, (lease.last_run_at + interval - lease.db_now).total_seconds())
+                return 0
+            with tracer.start_as_current_span(f"{name} sweep"):
+                done = work()
+            with self.engine.begin() as conn:
+                domain.mark_lease_run(conn, name, self.worker)
+            self._schedule(name, interval.total_seconds())
+            return done
+        finally:
+            lock.release()
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Starts the background loop (not when the poll interval is 0)."""
+        if self.settings.scheduler_poll_interval.total_seconds() <= 0:
+            return
+        self._thread = threading.Thread(target=self._loop, name="scheduler-loop", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        poll = self.settings.scheduler_poll_interval.total_seconds()
+        while not self._stop.is_set():
+            try:
+                self.run_pass()
+                with self.engine.connect() as conn:
+                    due_in = domain.next_due_in(conn)
+                # Wake for the next deadline if it comes before the next poll.
+                wait = poll if due_in is None else min(poll, max(float(due_in), 0.005))
+            except Exception:
+                log.exception("scheduler pass failed; retrying")
+                wait = max(poll, 1.0)
+            self._stop.wait(wait)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stops the loop, then gives back this replica's timer claims and leases so
+        another replica continues at once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        try:
+            with self.engine.begin() as conn:
+                released = domain.release_claims(conn, self.worker)
+                domain.release_leases(conn, self.worker)
+            if released:
+                log.info("released %d timer claims", released)
+        except Exception:
+            log.exception("could not release claims (the reclaim sweep will)")

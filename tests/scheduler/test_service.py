@@ -1,0 +1,144 @@
+"""The SchedulerService over gRPC in a real process: every RPC, its status codes, and
+SIGTERM giving back claims and leases."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import grpc
+import pytest
+from google.protobuf import timestamp_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+from sqlalchemy import text
+
+from episodic.v1 import episode_pb2 as e
+from episodic.v1 import scheduler_service_pb2 as pb
+from episodic.v1 import scheduler_service_pb2_grpc as g
+from tests.scheduler.helpers import add_messages, claim_episode, db_now, new_thread, timer
+from tests.support.invariants import check_invariants
+
+
+def ts(value) -> timestamp_pb2.Timestamp:  # type: ignore[no-untyped-def]
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value)
+    return out
+
+
+def error_reason(err: grpc.RpcError) -> str:
+    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    assert status is not None
+    info = error_details_pb2.ErrorInfo()
+    status.details[0].Unpack(info)
+    return info.reason
+
+
+def expect(code: grpc.StatusCode, call, *args):  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.RpcError) as err:
+        call(*args, timeout=10)
+    assert err.value.code() == code, err.value.details()
+    return err.value
+
+
+def test_scheduler_rpcs_end_to_end(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    service = spawn("scheduler")
+    channel = service.channel()
+    stub = g.SchedulerServiceStub(channel)
+    now = db_now(engine)
+
+    # RecordActivity arms the idle timer.
+    thread_id = new_thread(engine, "ds", messages=2)
+    fire_at = stub.RecordActivity(
+        pb.RecordActivityRequest(thread_id=str(thread_id)), timeout=10
+    ).fire_at.ToDatetime(tzinfo=now.tzinfo)
+    assert timedelta(minutes=29) < fire_at - now < timedelta(minutes=31)
+
+    # RecordThreadStarted pulls it forward.
+    newcomer = new_thread(engine, "ds")
+    answer = stub.RecordThreadStarted(
+        pb.RecordThreadStartedRequest(thread_id=str(newcomer)), timeout=10
+    )
+    assert answer.timers_pulled_forward == 1
+    assert timer(engine, thread_id)["trigger"] == "new_thread"
+
+    # RunSweep at an injected time fires it.
+    swept = stub.RunSweep(pb.RunSweepRequest(as_of=ts(now + timedelta(minutes=6))), timeout=30)
+    assert swept.episodes_created == 1
+
+    # RequestEpisode: explicit by default; nothing uncaptured answers false.
+    add_messages(engine, thread_id, 3, notify=False)
+    queued = stub.RequestEpisode(pb.RequestEpisodeRequest(thread_id=str(thread_id)), timeout=10)
+    assert queued.episode_queued
+    episode = queued.episode
+    assert (episode.start_sequence, episode.end_sequence) == (3, 5)
+    assert episode.trigger == e.EPISODE_TRIGGER_EXPLICIT
+    assert episode.status == e.EPISODE_STATUS_PENDING and episode.thread_label == "label-ds"
+    again = stub.RequestEpisode(pb.RequestEpisodeRequest(thread_id=str(thread_id)), timeout=10)
+    assert not again.episode_queued and not again.HasField("episode")
+
+    # RetryEpisode: FAILED_PRECONDITION unless failed, with a clear message.
+    err = expect(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        stub.RetryEpisode,
+        pb.RetryEpisodeRequest(episode_id=episode.episode_id),
+    )
+    assert "is pending; only a failed episode can be retried" in err.details()
+    assert error_reason(err) == "FAILED_PRECONDITION"
+    claim_episode(engine, uuid.UUID(episode.episode_id), "w")
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE episodes SET status = 'failed', error = 'x' WHERE episode_id = :id"),
+            {"id": episode.episode_id},
+        )
+    retried = stub.RetryEpisode(pb.RetryEpisodeRequest(episode_id=episode.episode_id), timeout=10)
+    assert retried.episode.status == e.EPISODE_STATUS_PENDING and retried.episode.error == ""
+
+    # DeleteEpisode: soft delete, returns the episode; idempotent.
+    deleted = stub.DeleteEpisode(pb.DeleteEpisodeRequest(episode_id=episode.episode_id), timeout=10)
+    assert deleted.episode.status == e.EPISODE_STATUS_ARCHIVED
+    assert deleted.episode.episode_id == episode.episode_id
+    twice = stub.DeleteEpisode(pb.DeleteEpisodeRequest(episode_id=episode.episode_id), timeout=10)
+    assert twice.episode.status == e.EPISODE_STATUS_ARCHIVED
+
+    # Bad input and unknown ids.
+    missing = str(uuid.uuid4())
+    for call, request in (
+        (stub.RecordActivity, pb.RecordActivityRequest(thread_id="nope")),
+        (stub.RecordThreadStarted, pb.RecordThreadStartedRequest(thread_id="")),
+        (stub.RequestEpisode, pb.RequestEpisodeRequest(thread_id="x")),
+        (stub.RequestEpisode, pb.RequestEpisodeRequest(thread_id=missing, trigger=99)),
+        (stub.DeleteEpisode, pb.DeleteEpisodeRequest(episode_id="1")),
+        (stub.RetryEpisode, pb.RetryEpisodeRequest(episode_id="")),
+    ):
+        assert error_reason(expect(grpc.StatusCode.INVALID_ARGUMENT, call, request))
+    for call, request in (
+        (stub.RecordActivity, pb.RecordActivityRequest(thread_id=missing)),
+        (stub.RecordThreadStarted, pb.RecordThreadStartedRequest(thread_id=missing)),
+        (stub.RequestEpisode, pb.RequestEpisodeRequest(thread_id=missing)),
+        (stub.DeleteEpisode, pb.DeleteEpisodeRequest(episode_id=missing)),
+        (stub.RetryEpisode, pb.RetryEpisodeRequest(episode_id=missing)),
+    ):
+        expect(grpc.StatusCode.NOT_FOUND, call, request)
+    check_invariants(engine, all_covered=True)
+
+    # SIGTERM: claims and leases of this replica are given back at once.
+    with engine.connect() as conn:
+        me = conn.execute(text("SELECT holder FROM leases LIMIT 1")).scalar_one()
+    other = new_thread(engine, "ds", messages=1)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at, claimed_at, "
+                "claimed_by) VALUES (:id, 'ds', now(), now(), :me)"
+            ),
+            {"id": other, "me": me},
+        )
+    channel.close()
+    assert service.terminate() == 0
+    assert timer(engine, other)["claimed_by"] is None
+    with engine.connect() as conn:
+        assert conn.execute(
+            text("SELECT bool_and(expires_at < now()) FROM leases WHERE holder = :me"),
+            {"me": me},
+        ).scalar_one()

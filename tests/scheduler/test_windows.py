@@ -1,0 +1,184 @@
+"""Windows: contiguous from 1, never overlapping, whatever the triggers; permanent even for
+an episode that failed for good."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from episodic.store import lifecycle
+from services.scheduler import domain
+from services.scheduler.sweeper import Sweeper
+from tests.scheduler.helpers import (
+    add_messages,
+    claim_episode,
+    db_now,
+    episodes,
+    new_thread,
+    set_quiet_since,
+    settings,
+    thread_row,
+    windows,
+)
+from tests.support.invariants import InvariantViolation, check_invariants
+
+CFG = settings()
+
+
+def test_every_trigger_continues_where_the_last_window_ended(engine) -> None:  # type: ignore[no-untyped-def]
+    now = db_now(engine)
+    sweeper = Sweeper(engine, CFG)
+    thread_id = new_thread(engine, "ds")
+    add_messages(engine, thread_id, 3, now=now)
+    with engine.begin() as conn:
+        domain.request_episode(conn, thread_id, "explicit", now)
+    add_messages(engine, thread_id, 2, now=now)
+    sweeper.run_pass(now + timedelta(minutes=31), force=True)  # inactivity
+    add_messages(engine, thread_id, 4, now=now + timedelta(minutes=40))
+    sibling = new_thread(engine, "ds")
+    with engine.begin() as conn:
+        domain.record_thread_started(conn, sibling, CFG, now + timedelta(minutes=41))
+    sweeper.run_pass(now + timedelta(minutes=47), force=True)  # new thread
+    add_messages(engine, thread_id, 1, notify=False)
+    set_quiet_since(engine, thread_id, now - timedelta(days=2))
+    sweeper.backstop(now + timedelta(minutes=50))  # backstop
+    add_messages(engine, thread_id, 2, notify=False)
+    with engine.begin() as conn:
+        domain.request_episode(conn, thread_id, "manual", now)
+
+    assert windows(engine, thread_id) == [
+        (1, 3, "explicit"),
+        (4, 5, "inactivity"),
+        (6, 9, "new_thread"),
+        (10, 10, "backstop"),
+        (11, 12, "manual"),
+    ]
+    check_invariants(engine, all_covered=True)
+
+
+def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine) -> None:  # type: ignore[no-untyped-def]
+    cfg = settings(max_retries=2)
+    thread_id = new_thread(engine, messages=3)
+    with engine.begin() as conn:
+        failed = domain.request_episode(conn, thread_id).episode
+    statuses = []
+    for _ in range(3):  # first attempt + max_retries retries
+        claim_episode(engine, failed["episode_id"], "summariser-1")
+        with engine.begin() as conn:
+            statuses.append(
+                lifecycle.record_failure(
+                    conn,
+                    failed["episode_id"],
+                    "summariser-1",
+                    "llm timed out",
+                    max_retries=cfg.max_retries,
+                    backoff=timedelta(0),
+                )
+            )
+    assert statuses == ["pending", "pending", "failed"]
+
+    # The window is not given back: captured_sequence stays, the next episode follows it.
+    assert thread_row(engine, thread_id)["captured_sequence"] == 3
+    add_messages(engine, thread_id, 2, notify=False)
+    with engine.begin() as conn:
+        assert domain.request_episode(conn, thread_id).episode is not None
+    rows = episodes(engine, thread_id)
+    assert [(e["start_sequence"], e["end_sequence"], e["status"]) for e in rows] == [
+        (1, 3, "failed"),
+        (4, 5, "pending"),
+    ]
+    assert rows[0]["error"] == "llm timed out" and rows[0]["retry_count"] == 3
+    check_invariants(engine, all_covered=True)
+
+    # An operator retry re-processes exactly the same window.
+    with engine.begin() as conn:
+        retried = lifecycle.retry_episode(conn, failed["episode_id"])
+    assert (retried["start_sequence"], retried["end_sequence"], retried["status"]) == (
+        1,
+        3,
+        "pending",
+    )
+    check_invariants(engine, all_covered=True)
+
+
+def test_the_invariant_checker_catches_broken_windows(engine) -> None:  # type: ignore[no-untyped-def]
+    thread_id = new_thread(engine, messages=5)
+    with engine.begin() as conn:
+        domain.request_episode(conn, thread_id)
+    check_invariants(engine, all_covered=True)
+    with engine.begin() as conn:  # a gap: the window starts at 2
+        conn.execute(
+            text("UPDATE episodes SET start_sequence = 2, message_count = 4 WHERE thread_id = :id"),
+            {"id": thread_id},
+        )
+    try:
+        check_invariants(engine)
+    except InvariantViolation as err:
+        assert "gap before sequence 1" in str(err)
+    else:
+        raise AssertionError("a gap went unnoticed")
+    add_messages(engine, thread_id, 1, notify=False)
+    try:
+        check_invariants(engine, all_covered=True)
+    except InvariantViolation as err:
+        assert "6..6 are in no episode" in str(err)
+    else:
+        raise AssertionError("an uncovered message went unnoticed")
+
+
+# Random interleavings of writes, notices, triggers and sweeps at moving times.
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 2), st.integers(1, 3), st.booleans()),
+        st.tuples(st.just("end"), st.integers(0, 2)),
+        st.tuples(st.just("start_sibling"), st.integers(0, 2)),
+        st.tuples(st.just("sweep"), st.integers(0, 90)),
+        st.tuples(st.just("backstop"), st.integers(0, 2)),
+        st.tuples(
+            st.just("delete_timers"),
+        ),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@hsettings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(ops=OPS)
+def test_windows_stay_contiguous_under_any_interleaving(engine, ops) -> None:  # type: ignore[no-untyped-def]
+    dataset = f"ds_{uuid.uuid4().hex[:8]}"  # each example gets its own threads
+    threads = [new_thread(engine, dataset) for _ in range(3)]
+    sweeper = Sweeper(engine, CFG, "prop")
+    clock = db_now(engine)
+    for op in ops:
+        kind = op[0]
+        if kind == "write":
+            _, i, n, notify = op
+            add_messages(engine, threads[i], n, notify=notify, now=clock)
+        elif kind == "end":
+            with engine.begin() as conn:
+                domain.request_episode(conn, threads[op[1]], "explicit", clock)
+        elif kind == "start_sibling":
+            with engine.begin() as conn:
+                domain.record_thread_started(conn, threads[op[1]], CFG, clock)
+        elif kind == "sweep":
+            clock += timedelta(minutes=op[1])
+            sweeper.run_pass(clock, force=True)
+        elif kind == "backstop":
+            set_quiet_since(engine, threads[op[1]], clock - timedelta(days=2))
+            sweeper.backstop(clock)
+        else:  # the Scheduler lost every timer: the catch-up must recover
+            with engine.begin() as conn:
+                conn.execute(text("DELETE FROM scheduled_episodes"))
+        check_invariants(engine)
+    sweeper.run_pass(clock + timedelta(hours=1), force=True)
+    check_invariants(engine, all_covered=True)
