@@ -229,3 +229,5 @@ def setup_logging(service: str) -> None:
         level=os.environ.get("EPISODIC_LOG_LEVEL", "INFO").upper(),
         format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s",
     )
+    # One INFO line per provider request drowns the service's own log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
