@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+from sqlalchemy import Engine
+
 from episodic.config import IngestSettings
 from episodic.providers.embedding import HashingEmbedder
 from episodic.providers.extractive import ExtractiveSummariser
 from episodic.store import lifecycle
-from sqlalchemy import Engine
-
 from services.ingest import domain as ingest
 from services.summariser.pipeline import Pipeline
 from services.summariser.semantic import KeyLearningFacts

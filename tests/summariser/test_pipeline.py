@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from episodic.providers.llm import SummaryRequest, SummaryResult
-from episodic.store import lifecycle
 from sqlalchemy import text
 
+from episodic.providers.llm import SummaryRequest, SummaryResult
+from episodic.store import lifecycle
 from services.summariser.pipeline import claim_pending, complete
 from tests.summariser.helpers import CAR_CHAT, add, make_pipeline, make_thread, open_episode
 

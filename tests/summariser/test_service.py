@@ -7,10 +7,10 @@ import sys
 
 import grpc
 import pytest
-from episodic.v1 import summariser_service_pb2 as pb
-from episodic.v1 import summariser_service_pb2_grpc as g
 from sqlalchemy import text
 
+from episodic.v1 import summariser_service_pb2 as pb
+from episodic.v1 import summariser_service_pb2_grpc as g
 from tests.summariser.helpers import CAR_CHAT, add, make_thread, open_episode
 from tests.support.processes import REPO_ROOT, wait_until
 
