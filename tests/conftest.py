@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from episodic.store.db import make_engine
 from sqlalchemy import Engine
 
+from episodic.store.db import make_engine
 from tests.support.database import TestDatabases, test_server
 from tests.support.processes import ServiceProcess, start_service
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from episodic.devtools import protogen
 
 REPO = Path(__file__).resolve().parents[1]

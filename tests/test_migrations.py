@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from alembic.script import ScriptDirectory
+from sqlalchemy import inspect
+
 from episodic.errors import SchemaMismatch
 from episodic.store import migrate
 from episodic.store.db import check_embedding_dimension, make_engine, schema_embedding_dimension
-from sqlalchemy import inspect
 
 TABLES = {"threads", "messages", "scheduled_episodes", "episodes", "leases"}
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
+
 from episodic.supervisor import available_services
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as g
-
 from tests.support.processes import TEST_ENV
 
 PORT_VARS = [

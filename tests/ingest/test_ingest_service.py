@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-from episodic.v1 import episode_pb2 as e
-from episodic.v1 import ingest_service_pb2 as pb
-from episodic.v1 import ingest_service_pb2_grpc as g
 from google.protobuf import struct_pb2, timestamp_pb2
 from grpc_status import rpc_status
 from sqlalchemy import text
+
+from episodic.v1 import episode_pb2 as e
+from episodic.v1 import ingest_service_pb2 as pb
+from episodic.v1 import ingest_service_pb2_grpc as g
 
 
 @pytest.fixture

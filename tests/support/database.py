@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
+
 from episodic.runtime import EmbeddedPostgres
 from episodic.store import migrate
 
