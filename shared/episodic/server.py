@@ -18,8 +18,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import DisconnectionError, OperationalError
 
-from episodic.errors import ERROR_DOMAIN, EpisodicError
+from episodic.errors import ERROR_DOMAIN, EpisodicError, Unavailable
 from episodic.telemetry import grpc_server_interceptor, setup_telemetry, shutdown_telemetry
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,14 @@ class ErrorInterceptor(grpc.ServerInterceptor):
                 return inner(request, context)
             except EpisodicError as err:
                 context.abort_with_status(rpc_status.to_status(_status_for(err)))
+            except (OperationalError, DisconnectionError) as err:
+                # The database is down or restarting: a retryable condition, not a bug.
+                log.warning("database unavailable in %s: %s", method, err)
+                context.abort_with_status(
+                    rpc_status.to_status(
+                        _status_for(Unavailable("the database is unavailable; retry with backoff"))
+                    )
+                )
             except Exception:
                 if context.code() is not None and context.code() != grpc.StatusCode.OK:
                     raise  # already aborted by the handler

@@ -6,10 +6,13 @@ import socket
 
 import grpc
 import psycopg
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from sqlalchemy import text
 
+from episodic.v1 import ingest_service_pb2 as ipb
+from episodic.v1 import ingest_service_pb2_grpc as ig
 from tests.summariser.helpers import CAR_CHAT, add, make_thread, open_episode
 from tests.support.processes import wait_until
 
@@ -40,6 +43,12 @@ def test_health_is_not_serving_while_the_database_is_unreachable(spawn, db_url, 
         )
         wait_until(lambda: _status(channel, name) == NOT_SERVING, timeout=30, message="not serving")
         assert _status(channel, "") == SERVING, "liveness stays up during a database outage"
+        # Calls meanwhile get a retryable UNAVAILABLE, not INTERNAL.
+        with pytest.raises(grpc.RpcError) as err:
+            ig.IngestServiceStub(channel).CreateThread(
+                ipb.CreateThreadRequest(dataset="d"), timeout=30
+            )
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE, err.value.details()
         admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
         wait_until(lambda: _status(channel, name) == SERVING, timeout=30, message="serving again")
     finally:

@@ -1,0 +1,468 @@
+"""Summariser benchmark: episodes summarised per second with the offline defaults, split into
+summarise / embed / database time.
+
+Starts its own embedded PostgreSQL (tests/support/database.py), migrates it, writes N threads
+with real conversations (one LoCoMo session per thread, from ``../shared/bench/locomo10.json``,
+sessions taken round-robin over the ten conversations; synthetic chat if the file is absent),
+opens one episode per thread (``lifecycle.open_episode``), and drains them with
+``services.summariser.pipeline.Pipeline`` built as the service builds it, from default
+settings: ``make_embedder(EmbeddingSettings())`` (MiniLM int8 ONNX, 1 intra-op thread),
+``make_summariser(LLMSettings())`` (extractive), ``KeyLearningFacts``, claim batch
+``SummariserSettings().summariser_batch_size``. Workers call ``run_once`` in a loop, as the
+service's worker does once woken, until nothing is left.
+
+Per episode it splits the time (wrappers around the summariser and the embedder):
+
+- summarise: ``summariser.summarise`` (the extractive summariser embeds the thread's
+  sentences with the same MiniLM model: shown as "of which sentence embedding");
+- embed: the pipeline's embedding of the summary + key learnings;
+- database: everything else in the worker — the claim, loading the thread, the completion
+  transaction and the semantic pass (window load, fact rules, facts insert, status) — with a
+  pass's claim and semantic time shared equally among the episodes it completed.
+
+Run once with 1 worker and once with 2 (two Pipelines with their own worker ids in two
+threads of this process: the model is shared, the sentence caches are not, like two
+replicas), each on fresh threads and a fresh summariser (empty sentence cache). Not part of
+pytest:
+
+    .venv/bin/python bench/summariser_bench.py [--threads 100] [--workers 1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "shared"))
+
+from episodic.config import (  # noqa: E402
+    EmbeddingSettings,
+    IngestSettings,
+    LLMSettings,
+    SchedulerSettings,
+    SummariserSettings,
+)
+from episodic.providers import (  # noqa: E402
+    Embedder,
+    Summariser,
+    SummaryRequest,
+    SummaryResult,
+    make_embedder,
+    make_summariser,
+)
+from episodic.store import lifecycle  # noqa: E402
+from episodic.store.db import make_engine  # noqa: E402
+from services.ingest import domain as ingest  # noqa: E402
+from services.summariser.pipeline import PassResult, Pipeline  # noqa: E402
+from services.summariser.semantic import KeyLearningFacts  # noqa: E402
+from tests.support.database import test_server  # noqa: E402
+
+LOCOMO = REPO.parent / "shared" / "bench" / "locomo10.json"
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str
+    speaker: str
+    text: str
+    at: datetime
+
+
+# ---- conversations -------------------------------------------------------------------------
+
+
+def _when(value: str) -> datetime:
+    # LoCoMo writes "1:56 pm on 8 May, 2023".
+    return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def locomo_sessions(path: Path) -> list[list[Turn]]:
+    """Every non-empty session, round-robin over the conversations (variety of speakers)."""
+    per_conversation: list[list[list[Turn]]] = []
+    for sample in json.loads(path.read_text()):
+        conv = sample["conversation"]
+        numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
+        sessions = []
+        for n in numbers:
+            if not conv[f"session_{n}"]:
+                continue
+            start = _when(conv[f"session_{n}_date_time"])
+            turns = []
+            for i, turn in enumerate(conv[f"session_{n}"]):
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text += f" [shares image: {turn['blip_caption']}]"
+                role = "user" if turn["speaker"] == conv["speaker_a"] else "assistant"
+                turns.append(Turn(role, turn["speaker"], text, start + timedelta(seconds=30 * i)))
+            sessions.append(turns)
+        per_conversation.append(sessions)
+    out = []
+    for i in range(max(len(s) for s in per_conversation)):
+        out += [sessions[i] for sessions in per_conversation if i < len(sessions)]
+    return out
+
+
+def synthetic_sessions(n: int) -> list[list[Turn]]:
+    """Fallback when LoCoMo is absent: 20-turn chats with varied facts."""
+    cities = ["Lisbon", "Oslo", "Kyoto", "Austin", "Nairobi", "Lima", "Porto", "Seoul"]
+    start = datetime(2024, 3, 1, 9, tzinfo=UTC)
+    out = []
+    for s in range(n):
+        city = cities[s % len(cities)]
+        turns = []
+        for i in range(10):
+            turns.append(
+                Turn(
+                    "user",
+                    "Sam",
+                    f"I'm planning a trip to {city} in week {i + 1}. My budget is "
+                    f"${900 + 37 * s + i} and I prefer trains over flights. Can you help?",
+                    start + timedelta(days=s, seconds=60 * i),
+                )
+            )
+            turns.append(
+                Turn(
+                    "assistant",
+                    "Assistant",
+                    f"Sure. The train to {city} takes about {3 + i % 5} hours; I found a "
+                    f"hotel near the station for ${80 + i * 3} a night. Shall I book it?",
+                    start + timedelta(days=s, seconds=60 * i + 30),
+                )
+            )
+        out.append(turns)
+    return out
+
+
+# ---- instrumentation -----------------------------------------------------------------------
+
+
+@dataclass
+class Clock:
+    """One worker's phase timers for the episode in hand."""
+
+    summarise: float = 0.0
+    sentence_embed: float = 0.0
+    embed: float = 0.0
+    texts: int = 0
+    in_summarise: bool = False
+
+    def reset(self) -> None:
+        self.summarise = self.sentence_embed = self.embed = 0.0
+        self.texts = 0
+
+
+class TimedEmbedder:
+    """Times every embed call: inside summarise (sentences) or the pipeline's own."""
+
+    def __init__(self, inner: Embedder, clock: Clock) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.dimension = inner.dimension
+        self.name = inner.name
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = self.inner.embed(texts)
+        dt = time.perf_counter() - t0
+        if self.clock.in_summarise:
+            self.clock.sentence_embed += dt
+            self.clock.texts += len(texts)
+        else:
+            self.clock.embed += dt
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def check(self) -> None:
+        self.inner.check()
+
+
+class TimedSummariser:
+    def __init__(self, inner: Summariser, clock: Clock) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.name = getattr(inner, "name", type(inner).__name__)
+
+    def summarise(self, request: SummaryRequest) -> SummaryResult:
+        self.clock.in_summarise = True
+        t0 = time.perf_counter()
+        try:
+            return self.inner.summarise(request)
+        finally:
+            self.clock.summarise += time.perf_counter() - t0
+            self.clock.in_summarise = False
+
+    def check(self) -> None:
+        self.inner.check()  # type: ignore[attr-defined]
+
+
+@dataclass
+class EpisodeTime:
+    total: float  # process() + its share of the pass's claim and semantic work
+    summarise: float
+    sentence_embed: float
+    embed: float
+    texts: int
+
+    @property
+    def database(self) -> float:
+        return self.total - self.summarise - self.embed
+
+
+class TimedPipeline(Pipeline):
+    """Records per-episode phase times; a pass's claim + semantic time is shared out."""
+
+    def __init__(self, *args: Any, clock: Clock, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clock = clock
+        self.episodes: list[EpisodeTime] = []
+        self._pass: list[EpisodeTime] = []
+        self._orphan = 0.0  # semantic work in passes that completed nothing
+
+    def settle(self) -> None:
+        """Shares out semantic time of passes that completed no episode of their own."""
+        for e in self.episodes:
+            e.total += self._orphan / len(self.episodes)
+        self._orphan = 0.0
+
+    def process(self, episode):  # type: ignore[no-untyped-def]
+        self.clock.reset()
+        t0 = time.perf_counter()
+        status = super().process(episode)
+        c = self.clock
+        self._pass.append(
+            EpisodeTime(time.perf_counter() - t0, c.summarise, c.sentence_embed, c.embed, c.texts)
+        )
+        return status
+
+    def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
+        self._pass = []
+        t0 = time.perf_counter()
+        result = super().run_once(limit, now)
+        overhead = time.perf_counter() - t0 - sum(e.total for e in self._pass)
+        for e in self._pass:
+            e.total += overhead / len(self._pass)
+        if not self._pass and result.semantic_processed:
+            self._orphan += overhead
+        self.episodes += self._pass
+        return result
+
+
+# ---- the run -------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    workers: int
+    episodes: int
+    seconds: float
+    times: list[EpisodeTime] = field(default_factory=list)
+    messages: int = 0
+    facts: int = 0
+    per_worker: list[int] = field(default_factory=list)
+
+
+def load_threads(engine, sessions: list[list[Turn]], dataset: str) -> int:  # type: ignore[no-untyped-def]
+    """One thread per session, one AddMessages transaction each, then one open episode each.
+    Returns the number of messages written."""
+    settings = IngestSettings()
+    written = 0
+    for turns in sessions:
+        with engine.begin() as conn:
+            thread = ingest.create_thread(
+                conn, dataset=dataset, thread_id=uuid.uuid4(), label="", metadata_json="{}"
+            )
+            ingest.add_messages(
+                conn,
+                thread["thread_id"],
+                [
+                    ingest.NewMessage(t.role, t.text, {"speaker": t.speaker}, created_at=t.at)
+                    for t in turns
+                ],
+                settings,
+            )
+            written += len(turns)
+        with engine.begin() as conn:
+            assert lifecycle.open_episode(conn, thread["thread_id"], "explicit") is not None
+    return written
+
+
+def build_pipeline(engine, worker: str) -> TimedPipeline:  # type: ignore[no-untyped-def]
+    """As services/summariser/__main__.py builds it, from default settings (on_complete:
+    the service passes the recall-index hook, which is None today)."""
+    clock = Clock()
+    embedder = TimedEmbedder(make_embedder(EmbeddingSettings(), 384), clock)
+    summariser = TimedSummariser(make_summariser(LLMSettings(), embedder), clock)  # type: ignore[arg-type]
+    scheduler = SchedulerSettings()
+    return TimedPipeline(
+        engine,
+        summariser,  # type: ignore[arg-type]
+        embedder,  # type: ignore[arg-type]
+        KeyLearningFacts(),
+        max_retries=scheduler.max_retries,
+        retry_backoff=scheduler.retry_backoff,
+        worker=worker,
+        clock=clock,
+    )
+
+
+def run(engine, url: str, sessions: list[list[Turn]], workers: int, batch: int) -> RunResult:  # type: ignore[no-untyped-def]
+    dataset = f"bench-w{workers}"
+    messages = load_threads(engine, sessions, dataset)
+    pipelines = [build_pipeline(engine, f"bench-{workers}-{i}") for i in range(workers)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(workers + 1)
+
+    def drain(p: TimedPipeline) -> None:
+        barrier.wait()
+        try:
+            while True:
+                r = p.run_once(batch)
+                if not (r.completed or r.failed or r.semantic_processed):
+                    return
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=drain, args=(p,)) for p in pipelines]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    for p in pipelines:
+        if p.episodes:
+            p.settle()
+
+    with psycopg.connect(url) as conn:
+        done, semantic = conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'completed'), "
+            "count(*) FILTER (WHERE semantic_status IN ('completed', 'skipped')) "
+            "FROM episodes WHERE dataset = %s",
+            (dataset,),
+        ).fetchone()  # type: ignore[misc]
+        facts = conn.execute("SELECT count(*) FROM facts WHERE dataset = %s", (dataset,)).fetchone()
+    if done != len(sessions) or semantic != len(sessions):
+        raise AssertionError(f"{done} completed, {semantic} semantic of {len(sessions)}")
+    return RunResult(
+        workers=workers,
+        episodes=len(sessions),
+        seconds=seconds,
+        times=[e for p in pipelines for e in p.episodes],
+        messages=messages,
+        facts=int(facts[0]),  # type: ignore[index]
+        per_worker=[len(p.episodes) for p in pipelines],
+    )
+
+
+def pct(values: list[float], p: int) -> float:
+    return float(np.percentile(np.array(values), p))
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=100, help="threads (= episodes) per run")
+    parser.add_argument("--workers", default="1,2", help="worker counts to run")
+    parser.add_argument("--path", type=Path, default=LOCOMO, help="LoCoMo locomo10.json")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=SummariserSettings().summariser_batch_size,
+        help="episodes claimed per pass (default: the service's default)",
+    )
+    args = parser.parse_args()
+
+    if args.path.is_file():
+        pool = locomo_sessions(args.path)
+        source = f"LoCoMo sessions ({args.path.name})"
+    else:
+        pool = synthetic_sessions(args.threads)
+        source = "synthetic chats (LoCoMo not found)"
+    if args.threads > len(pool):
+        print(f"note: only {len(pool)} sessions; reusing them", file=sys.stderr)
+    sessions = [pool[i % len(pool)] for i in range(args.threads)]
+
+    probe = make_embedder(EmbeddingSettings(), 384)
+    t0 = time.perf_counter()
+    probe.check()  # loads the model once per process; every run below uses it warm
+    cold = time.perf_counter() - t0
+    summariser_name = make_summariser(LLMSettings(), probe).name  # type: ignore[attr-defined]
+
+    results: list[tuple[RunResult, str, str]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="summariser-bench-") as tmp,
+        test_server(Path(tmp)) as dbs,
+    ):
+        url = dbs.create()
+        engine = make_engine(url, pool_size=10, application_name="summariser-bench")
+        try:
+            for workers in (int(w) for w in args.workers.split(",")):
+                before = loadavg()
+                result = run(engine, url, sessions, workers, args.batch)
+                results.append((result, before, loadavg()))
+                print(f"{workers} worker(s) done", file=sys.stderr, flush=True)
+        finally:
+            engine.dispose()
+
+    print(
+        f"\nSummariser pipeline, offline defaults: embedder {probe.name} "
+        f"(model load {cold:.1f} s, excluded), summariser {summariser_name}, KeyLearningFacts; "
+        f"claim batch {args.batch}; {args.threads} episodes of {source}, "
+        f"{results[0][0].messages / args.threads:.1f} messages each; embedded PostgreSQL.\n"
+        "ms per episode (mean); total = summarise + embed + database; p50/p95 of total.\n"
+    )
+    header = (
+        f"{'workers':>7} | {'episodes/s':>10} | {'summarise':>9} | {'(sent. emb.)':>12} | "
+        f"{'embed':>6} | {'database':>8} | {'total p50':>9} | {'total p95':>9} | "
+        f"{'split':>9} | loadavg before -> after"
+    )
+    print(header)
+    print("-" * len(header))
+    for r, before, after in results:
+        t = r.times
+
+        def mean(attr: str, t: list[EpisodeTime] = t) -> float:
+            return statistics.fmean(getattr(e, attr) for e in t) * 1000
+
+        totals = [e.total * 1000 for e in t]
+        print(
+            f"{r.workers:>7} | {r.episodes / r.seconds:>10.2f} | {mean('summarise'):>9.1f} | "
+            f"{mean('sentence_embed'):>12.1f} | {mean('embed'):>6.1f} | "
+            f"{mean('database'):>8.1f} | {pct(totals, 50):>9.1f} | {pct(totals, 95):>9.1f} | "
+            f"{'/'.join(str(n) for n in r.per_worker):>9} | {before} -> {after}"
+        )
+    r0 = results[0][0]
+    print(
+        f"\nPer episode: {statistics.fmean(e.texts for e in r0.times):.0f} sentences embedded "
+        f"by the summariser (1 worker run); {r0.facts} facts stored over {r0.episodes} "
+        "episodes. split: episodes completed by each worker. Every episode was checked "
+        "completed with semantic extraction done."
+    )
+
+
+if __name__ == "__main__":
+    main()
