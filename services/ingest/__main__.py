@@ -18,7 +18,7 @@ def main() -> None:
     settings = get_settings()
     setup_logging("ingest")
     engine = engine_from_settings(settings.database, "episodic-ingest")
-    raw_channel = grpc.insecure_channel(settings.service.scheduler_address)
+    raw_channel = grpc.insecure_channel(settings.service.address_of("scheduler"))
     channel = instrument_grpc_client(raw_channel)  # the trace follows the call
     notifier = SchedulerNotifier(
         channel, timeout=settings.ingest.scheduler_notify_timeout.total_seconds()

@@ -30,7 +30,6 @@ def main() -> None:
         KeyLearningFacts() if settings.summariser.semantic_enabled else None,
         max_retries=settings.scheduler.max_retries,
         retry_backoff=settings.scheduler.retry_backoff,
-        on_complete=_recall_index_hook(embedder),
     )
     servicer = SummariserServicer(engine, pipeline, summariser, embedder)
     runtime = build_server(
@@ -60,11 +59,6 @@ def main() -> None:
     else:
         runtime.on_shutdown.insert(0, pipeline.release)
     run_until_signalled(runtime)
-
-
-def _recall_index_hook(embedder):  # type: ignore[no-untyped-def]
-    """Recall's search index is written in the completion transaction, when available."""
-    return None
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from episodic.providers.embedding import Embedder
 from episodic.providers.entities import normalise_entities
 from episodic.providers.llm import ChatMessage, Summariser, SummaryRequest
 from episodic.store import lifecycle
+from episodic.store.recall_index import prepare_episode_index, write_episode_index
 from episodic.telemetry import link_from
 from services.summariser.semantic import SemanticExtractor, WindowMessage
 
@@ -303,7 +304,7 @@ class Pipeline:
         max_retries: int,
         retry_backoff: timedelta,
         worker: str | None = None,
-        on_complete: Any = None,
+        index_for_recall: bool = True,
     ) -> None:
         self.engine = engine
         self.summariser = summariser
@@ -312,8 +313,9 @@ class Pipeline:
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
         self.worker = worker or worker_id()
-        # Hook run inside the completion transaction (e.g. the recall index).
-        self.on_complete = on_complete
+        # Recall searches what the thread said (chunk embeddings + a lexical document),
+        # written in the completion transaction; see episodic.store.recall_index.
+        self.index_for_recall = index_for_recall
 
     def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
         result = PassResult()
@@ -349,6 +351,14 @@ class Pipeline:
                     vector = self.embedder.embed(
                         [_embedding_text(result.summary, result.key_learnings)]
                     )[0]
+                prepared = None
+                if self.index_for_recall:
+                    # The slow part (embedding new chunks) runs outside any transaction.
+                    with (
+                        tracer.start_as_current_span("index.prepare"),
+                        self.engine.connect() as conn,
+                    ):
+                        prepared = prepare_episode_index(conn, episode["episode_id"], self.embedder)
                 with self.engine.begin() as conn:
                     status = complete(
                         conn,
@@ -361,8 +371,8 @@ class Pipeline:
                         actor=result.actor,
                         embedding=[float(x) for x in vector],
                     )
-                    if status is not None and self.on_complete is not None:
-                        self.on_complete(conn, episode, request)
+                    if status is not None and prepared is not None:
+                        write_episode_index(conn, prepared)
                 if status is None:
                     log.warning(
                         "claim on episode %s was lost; result dropped", episode["episode_id"]

@@ -54,7 +54,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from episodic.v1 import summariser_service_pb2 as pb
     from episodic.v1 import summariser_service_pb2_grpc as pb_grpc
 
-    address = args.address or f"127.0.0.1:{get_settings().service.summariser_port}"
+    address = args.address or get_settings().service.address_of("summariser")
     with grpc.insecure_channel(address) as channel:
         try:
             status = pb_grpc.SummariserServiceStub(channel).GetPipelineStatus(

@@ -253,6 +253,10 @@ class RecallSettings(BaseSettings):
     recency_weight: float = Field(
         default=0.3, ge=0.0, le=1.0, description="Weight of 1/(1 + days since) in the score."
     )
+    recall_statement_timeout: Duration = Field(
+        default=timedelta(seconds=10),
+        description="Ceiling of every Recall statement; shorter client deadlines apply too.",
+    )
 
 
 class ServiceSettings(BaseSettings):
@@ -272,8 +276,19 @@ class ServiceSettings(BaseSettings):
         default=50053, ge=0, le=65535, description="Summariser's port (0: any)."
     )
     recall_port: int = Field(default=50054, ge=0, le=65535, description="Recall's port (0: any).")
-    scheduler_address: str = Field(
-        default="127.0.0.1:50052", description="How Ingest reaches the Scheduler."
+    ingest_address: str | None = Field(
+        default=None, description="Where the SDK and CLI reach Ingest (127.0.0.1:<port> if unset)."
+    )
+    scheduler_address: str | None = Field(
+        default=None,
+        description="Where Ingest, the SDK and CLI reach the Scheduler (127.0.0.1:<port> if unset).",
+    )
+    summariser_address: str | None = Field(
+        default=None,
+        description="Where the SDK and CLI reach the Summariser (127.0.0.1:<port> if unset).",
+    )
+    recall_address: str | None = Field(
+        default=None, description="Where the SDK and CLI reach Recall (127.0.0.1:<port> if unset)."
     )
     grpc_workers: int = Field(default=16, ge=1, le=512, description="Handler threads per server.")
     db_health_interval: Duration = Field(
@@ -284,6 +299,11 @@ class ServiceSettings(BaseSettings):
         default=timedelta(seconds=10),
         description="How long in-flight calls may finish after SIGTERM.",
     )
+
+    def address_of(self, service: str) -> str:
+        """host:port of ``service`` (ingest, scheduler, summariser, recall) for clients."""
+        address = getattr(self, f"{service}_address")
+        return address or f"127.0.0.1:{getattr(self, f'{service}_port')}"
 
 
 class Settings:

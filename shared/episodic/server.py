@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from concurrent import futures
@@ -222,7 +223,9 @@ def run_until_signalled(runtime: ServiceRuntime, ready_line: str | None = None) 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     # Parent processes (episodic up, tests) wait for this line to know the port.
-    print(ready_line or f"{runtime.name} listening on port {runtime.port}", flush=True)
+    # One write: a log line from another thread must not land inside it.
+    sys.stdout.write((ready_line or f"{runtime.name} listening on port {runtime.port}") + "\n")
+    sys.stdout.flush()
     while not done.wait(0.5):
         pass
     runtime.shutdown()

@@ -20,7 +20,7 @@ def alembic_config(url: str, embedding_dimension: int) -> Config:
     return cfg
 
 
-def upgrade(url: str, embedding_dimension: int, revision: str = "heads") -> None:
+def upgrade(url: str, embedding_dimension: int, revision: str = "head") -> None:
     """Brings the schema to ``revision``; idempotent (a second run changes nothing)."""
     command.upgrade(alembic_config(url, embedding_dimension), revision)
 

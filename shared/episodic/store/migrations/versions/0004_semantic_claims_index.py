@@ -4,16 +4,14 @@
 semantic claims (semantic_status = 'processing', which may outlive status 'completed' when
 the episode is archived meanwhile) had no index, so every reclaim pass scanned the table.
 
-Revision ID: 0002
+Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-29
 """
 
 from alembic import op
 
-revision = "0002"
-# Chained after the newest revision present when this was written (the numbering is not
-# the order); re-chain freely, nothing here depends on 0003 or 0004.
+revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None

@@ -1,13 +1,13 @@
 """Facts extracted from episode windows (the built-in semantic extraction).
 
-Revision ID: 0004
+Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-29
 """
 
 from alembic import op
 
-revision = "0004"
+revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None

@@ -1,0 +1,349 @@
+"""Session-level retrieval quality on LoCoMo: episodes through the real services versus raw
+text baselines, computed in the same run.
+
+    .venv/bin/python -m bench.recall_quality [--limit-conversations N] [--output out.json]
+
+What it does:
+
+1. Starts PostgreSQL (embedded, in a temporary directory, unless ``--database-url`` names
+   an admin URL of a server to create a scratch database on) and the four services as
+   processes with the offline defaults (MiniLM embedder, extractive summariser).
+2. Ingests every LoCoMo session as one thread of its conversation's dataset, through the
+   SDK, with the original timestamps (``created_at``) and the speaker's name in each
+   message's metadata, then ends the thread: the Scheduler opens an episode and the
+   Summariser completes it (summary, key learnings, entities, embedding) — the pipeline as
+   deployed. If the Summariser does not index episodes for recall yet, the benchmark
+   indexes them with ``index_episode`` and says so.
+3. Asks every question (categories 1–4 with evidence) through ``Recall`` with
+   ``as_of`` = the question's time and ``context_episodes`` = 10, and scores the sessions
+   returned: recall_any@1/3/5/10 and MRR, overall and per category.
+4. Computes the baselines on the same sessions and questions in this process: BM25 over
+   the raw session text (as in research/retrieval-baselines.md, and with PostgreSQL's
+   english stemming), the same embedder over raw-text chunks (max over chunks), their
+   reciprocal-rank fusion, and the episodes' summary embedding alone (without and with
+   the seed's recency term).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from bench import locomo
+
+REPO = Path(__file__).resolve().parents[1]
+# NLTK's English stop words (the list the research baseline removed).
+_STOPWORD_TEXT = """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+    she her hers herself it its itself they them their theirs themselves what which who whom
+    this that these those am is are was were be been being have has had having do does did
+    doing a an the and but if or because as until while of at by for with about against
+    between into through during before after above below to from up down in out on off over
+    under again further then once here there when where why how all any both each few more
+    most other some such no nor not only own same so than too very s t can will just don
+    should now d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma mightn
+    mustn needn shan shouldn wasn weren won wouldn
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def tokens(text: str) -> list[str]:
+    """Research baseline tokenizer: lowercase alphanumerics, stop words out, no stemming."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+def bm25_scores(docs: list[Counter[str]], query: list[str], k1: float, b: float) -> np.ndarray:
+    """Okapi BM25 with idf = ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    n = len(docs)
+    lengths = np.array([sum(d.values()) for d in docs], dtype=float)
+    avg = max(lengths.mean(), 1.0)
+    scores = np.zeros(n)
+    for term in set(query):
+        df = sum(1 for d in docs if term in d)
+        if not df:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        tf = np.array([d.get(term, 0) for d in docs], dtype=float)
+        scores += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / avg))
+    return scores
+
+
+def ranking(ids: list[str], scores: np.ndarray) -> list[str]:
+    order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))
+    return [ids[i] for i in order]
+
+
+def rrf(*rankings: list[str], k: int = 60) -> list[str]:
+    score: dict[str, float] = {}
+    for ranked in rankings:
+        for rank, item in enumerate(ranked):
+            score[item] = score.get(item, 0.0) + 1.0 / (k + rank + 1)
+    return sorted(score, key=lambda i: -score[i])
+
+
+def raw_chunks(session: locomo.Session, words: int = 180) -> list[str]:
+    """Consecutive messages packed into chunks within the embedder's 256-token window."""
+    chunks: list[str] = []
+    current: list[str] = []
+    count = 0
+    for m in session.messages:
+        w = len(m.text.split())
+        if current and count + w > words:
+            chunks.append("\n".join(current))
+            current, count = [], 0
+        current.append(m.text)
+        count += w
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit-conversations", type=int, default=None)
+    parser.add_argument("--database-url", help="admin URL of a PostgreSQL with pgvector")
+    parser.add_argument("--output", help="also write the scores as JSON here")
+    parser.add_argument(
+        "--embedding-provider", default="minilm", help="EPISODIC_EMBEDDING_PROVIDER"
+    )
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(REPO))
+    from episodic.client import EpisodicClient, NewMessage
+    from episodic.config import EmbeddingSettings
+    from episodic.providers.embedding import make_embedder
+    from episodic.store import migrate
+    from episodic.store.db import make_engine
+    from episodic.store.recall_index import index_missing
+    from tests.support.database import with_database
+    from tests.support.processes import start_service
+
+    conversations = locomo.load(limit=args.limit_conversations)
+    n_questions = sum(len(c.questions) for c in conversations)
+    log(
+        f"{len(conversations)} conversations, "
+        f"{sum(len(c.sessions) for c in conversations)} sessions, {n_questions} questions"
+    )
+
+    with ExitStack() as stack:
+        # -- database
+        admin = args.database_url
+        if not admin:
+            from episodic.runtime import EmbeddedPostgres
+
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="episodic-bench-"))
+            pg = EmbeddedPostgres(Path(tmp) / "pgdata")
+            admin = pg.start()
+            stack.callback(pg.stop)
+        name = f"bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+        def drop() -> None:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+        stack.callback(drop)
+        url = with_database(admin, name)
+        migrate.upgrade(url, 384)
+        engine = make_engine(url, pool_size=2)
+        stack.callback(engine.dispose)
+
+        # -- services, as deployed but driven explicitly (no polling loops)
+        env = {
+            "EPISODIC_EMBEDDING_PROVIDER": args.embedding_provider,
+            "EPISODIC_LOG_LEVEL": "WARNING",
+        }
+        procs = {}
+        for svc in ("scheduler", "summariser", "recall", "ingest"):
+            extra = dict(env)
+            if svc == "ingest":
+                extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
+            procs[svc] = start_service(svc, url, extra, timeout=180)
+            stack.callback(procs[svc].terminate)
+        client = EpisodicClient(
+            ingest=procs["ingest"].address,
+            recall=procs["recall"].address,
+            scheduler=procs["scheduler"].address,
+            summariser=procs["summariser"].address,
+            timeout=120,
+        )
+        stack.callback(client.close)
+
+        # -- ingest through the pipeline
+        started = time.monotonic()
+        for conv in conversations:
+            for session in conv.sessions:
+                thread = client.start_thread(conv.dataset, label=session.thread_id)
+                client.add_messages(
+                    thread.thread_id,
+                    [
+                        NewMessage(
+                            role=m.role,
+                            content=m.content,
+                            metadata={"name": m.name} if m.name else {},
+                            created_at=m.ts,
+                        )
+                        for m in session.messages
+                    ],
+                )
+                client.end_thread(thread.thread_id)
+        log(f"ingested in {time.monotonic() - started:.1f}s")
+        expected = sum(len(c.sessions) for c in conversations)
+        started = time.monotonic()
+        with engine.connect() as conn:
+            pending = conn.exec_driver_sql(
+                "SELECT count(*) FROM episodes WHERE status = 'pending'"
+            ).scalar_one()
+        if pending < expected:
+            client.run_sweep()  # explicit ends the Scheduler missed are caught up here
+        while True:
+            client.process_pending(50, timeout=900)
+            with engine.connect() as conn:
+                done = conn.exec_driver_sql(
+                    "SELECT count(*) FROM episodes WHERE status = 'completed'"
+                ).scalar_one()
+                failed = conn.exec_driver_sql(
+                    "SELECT count(*) FROM episodes WHERE status = 'failed'"
+                ).scalar_one()
+            log(f"  episodes completed {done}/{expected} (failed {failed})")
+            if done + failed >= expected:
+                break
+        log(f"summarised in {time.monotonic() - started:.1f}s")
+
+        embedder = make_embedder(
+            EmbeddingSettings(embedding_provider=args.embedding_provider, embedding_threads=2),
+            384,
+        )
+        # What the summariser's completion hook runs, for episodes it did not index.
+        indexed_by_bench = index_missing(engine, embedder)
+        if indexed_by_bench:
+            log(f"the summariser did not index {indexed_by_bench} episodes; indexed here")
+
+        # -- the system under test: Recall through gRPC
+        rows: dict[str, locomo.Scores] = {}
+        ours = locomo.Scores()
+        ours_sim = locomo.Scores()
+        started = time.monotonic()
+        for conv in conversations:
+            for q in conv.questions:
+                for scores, kwargs in ((ours, {}), (ours_sim, {"recency_weight": 0.0})):
+                    result = client.recall(
+                        conv.dataset, q.question, limit=10, as_of=q.asked_at, **kwargs
+                    )
+                    scores.add(q.category, [e.thread_label for e in result], q.evidence_threads)
+        recall_seconds = time.monotonic() - started
+        log(f"{2 * n_questions} recalls in {recall_seconds:.1f}s")
+
+        # -- baselines over the raw sessions, and the summary embedding alone
+        base = {
+            k: locomo.Scores()
+            for k in ("bm25", "bm25_pg", "chunks", "rrf", "summary", "summary_rec")
+        }
+        with engine.connect() as conn:
+            summaries = {
+                label: np.array(json.loads(vec), dtype=np.float32)
+                for label, vec in conn.exec_driver_sql(
+                    "SELECT t.label, e.embedding::text FROM episodes e "
+                    "JOIN threads t USING (thread_id) WHERE e.status = 'completed'"
+                )
+            }
+        with psycopg.connect(url) as pgc:
+
+            def lexemes(text: str) -> Counter[str]:
+                return Counter(
+                    {
+                        lex: n or 1
+                        for lex, n in pgc.execute(
+                            "SELECT lexeme, array_length(positions, 1) "
+                            "FROM unnest(to_tsvector('english', %s))",
+                            (text,),
+                        )
+                    }
+                )
+
+            for conv in conversations:
+                ids = [s.thread_id for s in conv.sessions]
+                raw = [Counter(tokens(s.text)) for s in conv.sessions]
+                stemmed = [lexemes(s.text) for s in conv.sessions]
+                chunk_vectors = [embedder.embed(raw_chunks(s)) for s in conv.sessions]
+                questions = list(conv.questions)
+                qvecs = embedder.embed([q.question for q in questions])
+                for q, qv in zip(questions, qvecs, strict=True):
+                    r_bm25 = ranking(ids, bm25_scores(raw, tokens(q.question), 1.5, 0.75))
+                    r_pg = ranking(ids, bm25_scores(stemmed, list(lexemes(q.question)), 1.2, 0.75))
+                    r_chunks = ranking(
+                        ids, np.array([float((v @ qv).max()) for v in chunk_vectors])
+                    )
+                    base["bm25"].add(q.category, r_bm25, q.evidence_threads)
+                    base["bm25_pg"].add(q.category, r_pg, q.evidence_threads)
+                    base["chunks"].add(q.category, r_chunks, q.evidence_threads)
+                    base["rrf"].add(q.category, rrf(r_bm25, r_chunks), q.evidence_threads)
+                    cos = np.array(
+                        [float(summaries[i] @ qv) if i in summaries else -1.0 for i in ids]
+                    )
+                    days = np.array(
+                        [
+                            max(0.0, (q.asked_at - s.messages[-1].ts).total_seconds() / 86400)
+                            for s in conv.sessions
+                        ]
+                    )
+                    base["summary"].add(q.category, ranking(ids, cos), q.evidence_threads)
+                    base["summary_rec"].add(
+                        q.category,
+                        ranking(ids, 0.7 * np.clip(cos, 0, 1) + 0.3 / (1 + days)),
+                        q.evidence_threads,
+                    )
+
+        rows = {
+            "BM25 over raw session text (k1=1.5, b=0.75, no stemming)": base["bm25"],
+            "BM25 over raw session text (PostgreSQL english stemming)": base["bm25_pg"],
+            "same embedder over raw-text chunks (max over chunks)": base["chunks"],
+            "reciprocal-rank fusion of the two (k=60)": base["rrf"],
+            "summary embedding alone": base["summary"],
+            "summary × 0.7 + 1/(1+days) × 0.3": base["summary_rec"],
+            "**episodes via Recall (default 0.7/0.3, as_of)**": ours,
+            "episodes via Recall, recency weight 0 (diagnostic)": ours_sim,
+        }
+        print(locomo.table(rows))
+        print(
+            f"\n{len(conversations)} conversations, {n_questions} questions; embedder "
+            f"{embedder.name}; mean Recall latency over gRPC "
+            f"{1000 * recall_seconds / (2 * n_questions):.1f} "
+            f"ms; episodes indexed by the benchmark: {indexed_by_bench}; load average "
+            f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
+        if args.output:
+            Path(args.output).write_text(
+                json.dumps(
+                    {
+                        name: {"overall": s.overall(), "by_category": s.by_category()}
+                        for name, s in rows.items()
+                    },
+                    indent=2,
+                )
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""Recall latency through gRPC versus the bare SQL it runs, side by side in one run.
+
+    .venv/bin/python -m bench.recall_speed [--episodes 100000] [--datasets 1000] [--queries 2000]
+
+Builds a synthetic store directly in SQL (default 100k completed episodes over 1k datasets,
+each episode a thread of 8 messages of Zipf-distributed words, with its lexical document,
+3 message chunks and random unit vectors for the summary and the chunks — what
+``index_episode`` would have written), then measures, for random datasets and 3-word
+queries, sequentially from one client:
+
+- ``grpc``: ``Recall`` through the SDK, against a Recall service using the hashing embedder
+  (embedding costs ~0.1 ms, so this is the service's own overhead plus the SQL);
+- ``sql``: the same statement (ranking and count in one) through psycopg on one
+  connection in autocommit, as the service runs it, with the query vector computed
+  beforehand;
+- ``embed``: the default MiniLM embedder's ``embed_query`` alone (what the deployed
+  service adds per query), and ``grpc+minilm``: Recall against a second Recall service
+  using MiniLM;
+- the same for recency-only recall (no query): no embedding, no text search.
+
+Prints p50/p95/p99 per path and the gRPC/SQL ratios at p50 and p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+import psycopg
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pick(p: float) -> float:
+        return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
+
+    return {
+        "p50": pick(0.50),
+        "p95": pick(0.95),
+        "p99": pick(0.99),
+        "mean": statistics.fmean(ordered),
+    }
+
+
+def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> None:
+    """Synthetic threads, messages, episodes and chunks, generated inside PostgreSQL."""
+    per_message = 15
+    log(f"building {episodes} episodes over {datasets} datasets …")
+    started = time.monotonic()
+    conn.execute(
+        """
+        INSERT INTO threads (thread_id, dataset, label, last_sequence, captured_sequence,
+                             last_message_at, last_activity_at)
+        SELECT md5('t' || i)::uuid, 'ds-' || lpad(mod(i, %(datasets)s)::text, 4, '0'),
+               'thread-' || i, 8, 8, now(), now()
+        FROM generate_series(1, %(n)s) i
+        """,
+        {"n": episodes, "datasets": datasets},
+    )
+    log(f"  threads {time.monotonic() - started:.0f}s")
+    # Zipf-ish words: a few are common, most are rare (like real text).
+    conn.execute(
+        f"""
+        INSERT INTO messages (thread_id, sequence, role, content, created_at)
+        SELECT md5('t' || i)::uuid, s, CASE WHEN mod(s, 2) = 1 THEN 'user' ELSE 'assistant' END,
+               (SELECT string_agg('w' || (1 + floor(5000 * power(random(), 3)))::int, ' ')
+                FROM generate_series(1, {per_message}) k WHERE i > 0 AND s > 0),
+               now() - interval '1 day' * mod(i, 365)
+        FROM generate_series(1, %(n)s) i, generate_series(1, 8) s
+        """,
+        {"n": episodes},
+    )
+    log(f"  messages {time.monotonic() - started:.0f}s")
+    # The lexical document is computed in the same INSERT: a later UPDATE would rewrite
+    # every row and its HNSW index entry.
+    conn.execute(
+        f"""
+        INSERT INTO episodes (episode_id, thread_id, dataset, status, semantic_status, trigger,
+                              start_sequence, end_sequence, message_count, started_at, ended_at,
+                              summary, embedding, completed_at, search_vector, search_length)
+        SELECT md5('e' || i)::uuid, md5('t' || i)::uuid,
+               'ds-' || lpad(mod(i, %(datasets)s)::text, 4, '0'), 'completed', 'skipped',
+               'explicit', 1, 8, 8, ended - interval '10 minutes', ended, d.first,
+               (SELECT array_agg(random() - 0.5) FROM generate_series(1, {dim}) d
+                WHERE i > 0)::vector,
+               now(), d.v,
+               (SELECT sum(coalesce(array_length(x.positions, 1), 1)) FROM unnest(d.v) x)
+        FROM generate_series(1, %(n)s) i
+        CROSS JOIN LATERAL (
+            SELECT now() - interval '1 second' * floor(random() * 365 * 86400) AS ended
+            WHERE i > 0
+        ) t
+        CROSS JOIN LATERAL (
+            SELECT to_tsvector('english', string_agg(m.content, E'\\n' ORDER BY m.sequence)) v,
+                   min(m.content) FILTER (WHERE m.sequence = 1) AS first
+            FROM messages m WHERE m.thread_id = md5('t' || i)::uuid
+        ) d
+        """,
+        {"n": episodes, "datasets": datasets},
+    )
+    log(f"  episodes and their lexical documents {time.monotonic() - started:.0f}s")
+    conn.execute(
+        f"""
+        INSERT INTO message_chunks (thread_id, start_sequence, start_offset, end_sequence,
+                                    dataset, embedding, search_vector, search_length)
+        SELECT e.thread_id, c.s, 0, c.s + 3, e.dataset,
+               (SELECT array_agg(random() - 0.5) FROM generate_series(1, {dim}) d
+                WHERE c.s > 0 AND e.thread_id IS NOT NULL)::vector,
+               tv.v, (SELECT sum(coalesce(array_length(x.positions, 1), 1)) FROM unnest(tv.v) x)
+        FROM episodes e
+        CROSS JOIN (VALUES (1), (3), (5)) c(s)
+        CROSS JOIN LATERAL (
+            SELECT to_tsvector('english', string_agg(m.content, E'\\n' ORDER BY m.sequence)) v
+            FROM messages m
+            WHERE m.thread_id = e.thread_id AND m.sequence BETWEEN c.s AND c.s + 3
+        ) tv
+        """
+    )
+    log(f"  chunks {time.monotonic() - started:.0f}s")
+    conn.execute("ANALYZE")
+    log(f"built in {time.monotonic() - started:.0f}s")
+
+
+def psycopg_sql(sql: str) -> str:
+    """SQLAlchemy's :name parameters as psycopg's %(name)s (casts like ::text untouched)."""
+    sql = sql.replace("%", "%%")
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--datasets", type=int, default=1_000)
+    parser.add_argument("--queries", type=int, default=2_000)
+    parser.add_argument("--database-url", help="admin URL of a PostgreSQL with pgvector")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(REPO))
+    from episodic.client import EpisodicClient
+    from episodic.config import EmbeddingSettings
+    from episodic.providers.embedding import HashingEmbedder, make_embedder
+    from episodic.store import migrate
+    from episodic.store.recall_queries import recall_statement, vector_literal
+    from tests.support.database import with_database
+    from tests.support.processes import start_service
+
+    rng = random.Random(args.seed)
+    with ExitStack() as stack:
+        admin = args.database_url
+        if not admin:
+            from episodic.runtime import EmbeddedPostgres
+
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="episodic-speed-"))
+            pg = EmbeddedPostgres(Path(tmp) / "pgdata")
+            admin = pg.start()
+            stack.callback(pg.stop)
+        name = f"speed_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+        def drop() -> None:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+        stack.callback(drop)
+        url = with_database(admin, name)
+        migrate.upgrade(url, 384)
+        with psycopg.connect(url, autocommit=True) as conn:
+            build(conn, args.episodes, args.datasets, 384)
+
+        hashing = start_service("recall", url, {"EPISODIC_LOG_LEVEL": "WARNING"}, timeout=120)
+        stack.callback(hashing.terminate)
+        minilm = start_service(
+            "recall",
+            url,
+            {"EPISODIC_LOG_LEVEL": "WARNING", "EPISODIC_EMBEDDING_PROVIDER": "minilm"},
+            timeout=180,
+        )
+        stack.callback(minilm.terminate)
+        fast = stack.enter_context(EpisodicClient(recall=hashing.address, timeout=30))
+        real = stack.enter_context(EpisodicClient(recall=minilm.address, timeout=30))
+        embedder = make_embedder(EmbeddingSettings(embedding_provider="minilm"), 384)
+        embedder.check()
+        hasher = HashingEmbedder(384)
+
+        vocab = [f"w{i}" for i in range(1, 5001)]
+        work = [
+            (
+                f"ds-{rng.randrange(args.datasets):04d}",
+                " ".join(vocab[int(5000 * rng.random() ** 3)] for _ in range(3)),
+            )
+            for _ in range(args.queries)
+        ]
+        # Exactly the statement the service runs (ranking and count in one), autocommit.
+        rank_query = psycopg_sql(recall_statement(with_query=True, with_vector=True))
+        rank_recent = psycopg_sql(recall_statement(with_query=False, with_vector=False))
+        base = {
+            "since": None,
+            "until": None,
+            "thread_ids": None,
+            "entities": None,
+            "event_type": None,
+            "as_of": None,
+            "ws": 0.7,
+            "wr": 0.3,
+            "limit": 3,
+        }
+        times: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "grpc",
+                "sql",
+                "embed",
+                "grpc+minilm",
+                "grpc recency-only",
+                "sql recency-only",
+            )
+        }
+        sql_conn = stack.enter_context(psycopg.connect(url, autocommit=True))
+        # Warm-up: caches, prepared statements, channels.
+        for dataset, query in work[:50]:
+            fast.recall(dataset, query)
+            real.recall(dataset, query)
+            fast.recall(dataset)
+        log(f"measuring {len(work)} queries per path …")
+        for i, (dataset, query) in enumerate(work):
+            vector = vector_literal(hasher.embed_query(query))
+            params = {**base, "dataset": dataset, "query": query, "qvec": vector}
+            # Untimed first read of the dataset: every path then finds its pages in shared
+            # buffers, and the paths run in a shuffled order, so none pays the cold read.
+            sql_conn.execute(rank_query, params).fetchall()
+            paths: list[tuple[str, Callable[[], object]]] = [
+                ("grpc", lambda d=dataset, q=query: fast.recall(d, q)),
+                ("sql", lambda p=params: sql_conn.execute(rank_query, p).fetchall()),
+                ("embed", lambda q=query: embedder.embed_query(q)),
+                ("grpc+minilm", lambda d=dataset, q=query: real.recall(d, q)),
+                ("grpc recency-only", lambda d=dataset: fast.recall(d)),
+                (
+                    "sql recency-only",
+                    lambda d=dataset: sql_conn.execute(
+                        rank_recent, {**base, "dataset": d}
+                    ).fetchall(),
+                ),
+            ]
+            rng.shuffle(paths)
+            for key, run in paths:
+                t = time.perf_counter()
+                run()
+                times[key].append(time.perf_counter() - t)
+            if (i + 1) % 500 == 0:
+                log(f"  {i + 1}")
+
+        stats = {k: percentiles(v) for k, v in times.items()}
+        print(f"load average during the run: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(
+            f"Recall latency, {args.episodes} episodes over {args.datasets} datasets "
+            f"({args.episodes // args.datasets} per dataset), {args.queries} sequential "
+            "queries per path, top 3 (ms):\n"
+        )
+        print("| path | p50 | p95 | p99 | mean |")
+        print("|---|---|---|---|---|")
+        for key, s in stats.items():
+            print(
+                f"| {key} | {1000 * s['p50']:.2f} | {1000 * s['p95']:.2f} | "
+                f"{1000 * s['p99']:.2f} | {1000 * s['mean']:.2f} |"
+            )
+        print()
+        for grpc_key, sql_key in (("grpc", "sql"), ("grpc recency-only", "sql recency-only")):
+            g, s = stats[grpc_key], stats[sql_key]
+            print(
+                f"{grpc_key} / {sql_key}: p50 {g['p50'] / s['p50']:.2f}x "
+                f"(+{1000 * (g['p50'] - s['p50']):.2f} ms), p99 {g['p99'] / s['p99']:.2f}x "
+                f"(+{1000 * (g['p99'] - s['p99']):.2f} ms)"
+            )
+        e = stats["embed"]
+        print(
+            f"query embedding (MiniLM int8, 1 thread): p50 {1000 * e['p50']:.2f} ms, "
+            f"p99 {1000 * e['p99']:.2f} ms — the deployed Recall pays it once per query "
+            f"(grpc+minilm p50 {1000 * stats['grpc+minilm']['p50']:.2f} ms)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

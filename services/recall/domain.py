@@ -1,0 +1,225 @@
+"""The read path's rules, free of gRPC: what a recall asks for, checked, and answered.
+
+Functions that touch the database take an open SQLAlchemy connection; embedding the query
+(the only slow, non-database step) happens before a connection is taken, in
+:func:`embed_query`.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import grpc
+import numpy as np
+from sqlalchemy import Connection, RowMapping
+
+from episodic.config import RecallSettings
+from episodic.errors import EpisodicError, InvalidArgument, NotFound
+from episodic.providers.embedding import Embedder
+from episodic.providers.entities import normalise_entity
+from episodic.store import recall_queries as q
+from episodic.store.recall_queries import RecallFilters
+
+#: Calls with less time left than this (seconds) get their own deadline as the statement
+#: timeout; longer deadlines rely on the ceiling (and save two round trips).
+EXACT_DEADLINE_BELOW = 2.0
+MAX_CONTEXT_EPISODES = 100
+MAX_QUERY_CHARS = 8192
+MAX_FILTER_THREADS = 1000
+MAX_FILTER_ENTITIES = 100
+MAX_EVENT_TYPE_CHARS = 64
+SEARCH_DEFAULT_SIZE = 5
+SEARCH_MAX_SIZE = 100
+LIST_DEFAULT_SIZE = 10
+LIST_MAX_SIZE = 1000
+STATUSES = ("pending", "processing", "completed", "failed", "archived", "deleted")
+
+
+class DeadlineExceeded(EpisodicError):
+    """The database did not answer within the caller's deadline."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    reason = "DEADLINE_EXCEEDED"
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """A checked recall request."""
+
+    dataset: str
+    query: str | None
+    include_episodes: bool
+    limit: int
+    similarity_weight: float
+    recency_weight: float
+    filters: RecallFilters = field(default_factory=RecallFilters)
+
+    @property
+    def needs_embedding(self) -> bool:
+        """Only a query that similarity can affect is embedded: temporal recall (no query,
+        or similarity weight 0) never touches the embedder."""
+        return self.include_episodes and bool(self.query) and self.similarity_weight > 0
+
+
+@dataclass(frozen=True)
+class RecallAnswer:
+    """Ranked rows (episode columns plus similarity, recency, relevance) and the count."""
+
+    rows: list[RowMapping]
+    episode_count: int
+
+
+def check_text(value: str, field: str, max_chars: int) -> str:
+    if len(value) > max_chars:
+        raise InvalidArgument(
+            f"{field} is {len(value)} characters; the limit is {max_chars}", field=field
+        )
+    if "\x00" in value:
+        raise InvalidArgument(f"{field} contains a NUL character", field=field)
+    return value
+
+
+def check_weight(value: float | None, default: float, field: str) -> float:
+    """Unset means the server default; a set weight must be a number in [0, 1]."""
+    if value is None:
+        return default
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidArgument(f"{field} must be between 0 and 1 (got {value})", field=field)
+    return float(value)
+
+
+def check_context_episodes(value: int, settings: RecallSettings) -> int:
+    if value < 0:
+        raise InvalidArgument(
+            f"context_episodes must not be negative (got {value})", field="context_episodes"
+        )
+    if value == 0:
+        return settings.context_episodes
+    return min(value, MAX_CONTEXT_EPISODES)
+
+
+def check_entities(entities: list[str]) -> list[str]:
+    """Normalises filter entities exactly as stored ones are (seed 002, "entity drift")."""
+    if len(entities) > MAX_FILTER_ENTITIES:
+        raise InvalidArgument(
+            f"{len(entities)} entities; at most {MAX_FILTER_ENTITIES} may be given",
+            field="entities",
+        )
+    out: list[str] = []
+    for i, raw in enumerate(entities):
+        check_text(raw, f"entities[{i}]", 500)
+        normalised = normalise_entity(raw)
+        if not normalised:
+            raise InvalidArgument(
+                f"entities[{i}] {raw[:80]!r} is empty once normalised", field=f"entities[{i}]"
+            )
+        if normalised not in out:
+            out.append(normalised)
+    return out
+
+
+def check_thread_ids(values: list[str], parse) -> list[uuid.UUID]:  # type: ignore[no-untyped-def]
+    if len(values) > MAX_FILTER_THREADS:
+        raise InvalidArgument(
+            f"{len(values)} thread_ids; at most {MAX_FILTER_THREADS} may be given",
+            field="thread_ids",
+        )
+    return list(dict.fromkeys(parse(v, f"thread_ids[{i}]") for i, v in enumerate(values)))
+
+
+def check_event_type(value: str) -> str | None:
+    value = value.strip().lower()
+    if not value:
+        return None
+    return check_text(value, "event_type", MAX_EVENT_TYPE_CHARS)
+
+
+def check_window(since: datetime | None, until: datetime | None) -> None:
+    if since is not None and until is not None and since > until:
+        raise InvalidArgument(
+            f"since ({since.isoformat()}) is after until ({until.isoformat()})", field="since"
+        )
+
+
+def check_query(value: str) -> str | None:
+    check_text(value, "query", MAX_QUERY_CHARS)
+    return value if value.strip() else None
+
+
+def check_status(value: str | None) -> str | None:
+    if value is not None and value not in STATUSES:
+        raise InvalidArgument(f"status {value!r} is not an episode status", field="status")
+    return value
+
+
+def check_weights_usable(similarity_weight: float, recency_weight: float) -> None:
+    if similarity_weight == 0 and recency_weight == 0:
+        raise InvalidArgument(
+            "similarity_weight and recency_weight are both 0, so nothing would rank the "
+            "episodes; leave them unset for the defaults (0.7 and 0.3)",
+            field="similarity_weight",
+        )
+
+
+def embed_query(embedder: Embedder, query: str) -> np.ndarray:
+    """The query's embedding (ProviderError, i.e. UNAVAILABLE, when the embedder fails)."""
+    return embedder.embed_query(query)
+
+
+def recall(conn: Connection, request: RecallQuery, query_vector: np.ndarray | None) -> RecallAnswer:
+    """Ranks the dataset's current episodes (see :mod:`episodic.store.recall_queries`)."""
+    rows, count = q.rank_episodes(
+        conn,
+        dataset=request.dataset,
+        filters=request.filters,
+        query=request.query,
+        query_vector=query_vector,
+        similarity_weight=request.similarity_weight,
+        recency_weight=request.recency_weight,
+        limit=request.limit,
+    )
+    return RecallAnswer(rows=rows, episode_count=count)
+
+
+def search(
+    conn: Connection, dataset: str, query: str, query_vector: np.ndarray | None, limit: int
+) -> list[RowMapping]:
+    """Current episodes by text alone (similarity, no recency), best first; episodes that do
+    not match at all (similarity 0) are left out."""
+    rows, _ = q.rank_episodes(
+        conn,
+        dataset=dataset,
+        filters=RecallFilters(),
+        query=query,
+        query_vector=query_vector,
+        similarity_weight=1.0,
+        recency_weight=0.0,
+        limit=limit,
+    )
+    return [r for r in rows if r["similarity"] > 0]
+
+
+def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
+    """One episode in any status (archived ones too, for provenance)."""
+    row = q.get_episode(conn, episode_id)
+    if row is None:
+        raise NotFound(f"episode {episode_id} does not exist", episode_id=str(episode_id))
+    return row
+
+
+def list_episodes(
+    conn: Connection,
+    dataset: str,
+    *,
+    status: str | None,
+    thread_id: uuid.UUID | None,
+    before: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> tuple[list[RowMapping], bool]:
+    """A dataset's episodes in any (or one) status, newest first."""
+    return q.list_episodes(
+        conn, dataset, status=check_status(status), thread_id=thread_id, before=before, limit=limit
+    )

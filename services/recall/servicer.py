@@ -1,0 +1,217 @@
+"""RecallService: parse the request, call the domain, map the result."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import grpc
+import psycopg
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
+
+from episodic import convert
+from episodic.config import RecallSettings
+from episodic.errors import InvalidArgument, Unavailable
+from episodic.providers.embedding import Embedder
+from episodic.store.recall_queries import RecallFilters
+from episodic.v1 import episode_pb2
+from episodic.v1 import recall_service_pb2 as pb
+from episodic.v1 import recall_service_pb2_grpc as pb_grpc
+from episodic.validation import (
+    check_dataset,
+    decode_page_token,
+    encode_page_token,
+    page_size,
+    parse_optional_uuid,
+    parse_uuid,
+)
+from services.recall import domain
+
+_KNOWN_INCLUDES = {pb.RECALL_INCLUDE_EPISODES}
+
+
+def _timestamp(message: Any, field: str) -> datetime | None:
+    try:
+        return convert.optional_from_ts(message, field)
+    except (ValueError, OverflowError):
+        raise InvalidArgument(f"{field} is not a valid timestamp", field=field) from None
+
+
+def _optional(message: Any, field: str) -> Any:
+    return getattr(message, field) if message.HasField(field) else None
+
+
+def _include_episodes(values: list[int]) -> bool:
+    for i, value in enumerate(values):
+        if value not in _KNOWN_INCLUDES:
+            raise InvalidArgument(
+                f"include[{i}] is {'unspecified' if value == 0 else f'unknown ({value})'}; "
+                "use RECALL_INCLUDE_EPISODES",
+                field=f"include[{i}]",
+            )
+    return pb.RECALL_INCLUDE_EPISODES in values
+
+
+def _scored(row: Any) -> episode_pb2.ScoredEpisode:
+    return episode_pb2.ScoredEpisode(
+        episode=convert.episode(row),
+        relevance_score=float(row["relevance"]),
+        similarity=float(row["similarity"]),
+        recency=float(row["recency"]),
+    )
+
+
+@contextmanager
+def _reading(engine: Engine, context: grpc.ServicerContext | None) -> Iterator[Connection]:
+    """A connection for one call's reads.
+
+    The engine runs in autocommit (each read is one statement: one round trip, one
+    snapshot) with a statement_timeout ceiling set per connection, which bounds the work of
+    any call. A caller with a short deadline gets it enforced exactly instead: a
+    transaction with a local statement_timeout (two more round trips), so the database
+    stops as soon as that client gives up. A lost connection is UNAVAILABLE (the SDK
+    retries reads), a cancelled statement DEADLINE_EXCEEDED.
+    """
+    remaining = context.time_remaining() if context is not None else None
+    try:
+        with engine.connect() as conn:
+            if remaining is not None and remaining < domain.EXACT_DEADLINE_BELOW:
+                conn = conn.execution_options(isolation_level="READ COMMITTED")
+                with conn.begin():
+                    conn.execute(
+                        text("SELECT set_config('statement_timeout', :ms, true)"),
+                        {"ms": str(max(1, int(remaining * 1000)))},
+                    )
+                    yield conn
+            else:
+                yield conn
+    except DBAPIError as err:
+        if isinstance(err.orig, psycopg.errors.QueryCanceled):
+            raise domain.DeadlineExceeded(
+                "the database did not answer within the call's deadline"
+            ) from err
+        if err.connection_invalidated or isinstance(err.orig, psycopg.OperationalError):
+            raise Unavailable("the database is unreachable; retry shortly") from err
+        raise
+
+
+class RecallServicer(pb_grpc.RecallServiceServicer):
+    def __init__(self, engine: Engine, settings: RecallSettings, embedder: Embedder) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.embedder = embedder
+
+    def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
+        """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
+        dataset = check_dataset(request.dataset)
+        include = _include_episodes(list(request.include))
+        query = domain.check_query(request.query)
+        limit = domain.check_context_episodes(request.context_episodes, self.settings)
+        ws = domain.check_weight(
+            _optional(request, "similarity_weight"),
+            self.settings.similarity_weight,
+            "similarity_weight",
+        )
+        wr = domain.check_weight(
+            _optional(request, "recency_weight"), self.settings.recency_weight, "recency_weight"
+        )
+        domain.check_weights_usable(ws, wr)
+        since = _timestamp(request, "since")
+        until = _timestamp(request, "until")
+        domain.check_window(since, until)
+        filters = RecallFilters(
+            since=since,
+            until=until,
+            thread_ids=domain.check_thread_ids(list(request.thread_ids), parse_uuid),
+            entities=domain.check_entities(list(request.entities)),
+            event_type=domain.check_event_type(request.event_type),
+            as_of=_timestamp(request, "as_of"),
+        )
+        return domain.RecallQuery(
+            dataset=dataset,
+            query=query,
+            include_episodes=include,
+            limit=limit,
+            similarity_weight=ws,
+            recency_weight=wr,
+            filters=filters,
+        )
+
+    def Recall(self, request, context):  # type: ignore[no-untyped-def]
+        query = self.parse_recall(request)
+        if not query.include_episodes:
+            return pb.RecallResponse()  # episodes are opt-in (seed 000, "Retrieval")
+        vector = domain.embed_query(self.embedder, query.query) if query.needs_embedding else None
+        with _reading(self.engine, context) as conn:
+            answer = domain.recall(conn, query, vector)
+        return pb.RecallResponse(
+            episodes=pb.RecalledEpisodes(
+                episodes=[_scored(r) for r in answer.rows], episode_count=answer.episode_count
+            )
+        )
+
+    def SearchEpisodes(self, request, context):  # type: ignore[no-untyped-def]
+        dataset = check_dataset(request.dataset)
+        query = domain.check_query(request.query)
+        if query is None:
+            raise InvalidArgument("query is required", field="query")
+        limit = page_size(
+            request.page_size, default=domain.SEARCH_DEFAULT_SIZE, maximum=domain.SEARCH_MAX_SIZE
+        )
+        vector = domain.embed_query(self.embedder, query)
+        with _reading(self.engine, context) as conn:
+            rows = domain.search(conn, dataset, query, vector, limit)
+        return pb.SearchEpisodesResponse(episodes=[_scored(r) for r in rows])
+
+    def GetEpisode(self, request, context):  # type: ignore[no-untyped-def]
+        episode_id = parse_uuid(request.episode_id, "episode_id")
+        with _reading(self.engine, context) as conn:
+            row = domain.get_episode(conn, episode_id)
+        return pb.GetEpisodeResponse(episode=convert.episode(row))
+
+    def ListEpisodes(self, request, context):  # type: ignore[no-untyped-def]
+        dataset = check_dataset(request.dataset)
+        if request.status and request.status not in convert.STATUS_FROM_PROTO:
+            raise InvalidArgument(
+                f"status {request.status} is not an episode status", field="status"
+            )
+        status = convert.STATUS_FROM_PROTO.get(request.status)
+        thread_id = parse_optional_uuid(request.thread_id, "thread_id")
+        limit = page_size(
+            request.page_size, default=domain.LIST_DEFAULT_SIZE, maximum=domain.LIST_MAX_SIZE
+        )
+        filters = {
+            "dataset": dataset,
+            "status": status or "",
+            "thread": str(thread_id) if thread_id else "",
+        }
+        cursor = decode_page_token(request.page_token, expect=filters)
+        before = None
+        if cursor:
+            try:
+                before = (
+                    datetime.fromisoformat(cursor["at"]),
+                    parse_uuid(cursor["id"], "page_token"),
+                )
+            except (KeyError, TypeError, ValueError, InvalidArgument):
+                raise InvalidArgument("page_token is malformed", field="page_token") from None
+        with _reading(self.engine, context) as conn:
+            rows, more = domain.list_episodes(
+                conn, dataset, status=status, thread_id=thread_id, before=before, limit=limit
+            )
+        token = ""
+        if more:
+            last = rows[-1]
+            token = encode_page_token(
+                {**filters, "at": last["ended_at"].isoformat(), "id": str(last["episode_id"])}
+            )
+        return pb.ListEpisodesResponse(
+            episodes=[convert.episode(r) for r in rows], next_page_token=token
+        )
+
+
+def register(server: grpc.Server, servicer: RecallServicer) -> None:
+    pb_grpc.add_RecallServiceServicer_to_server(servicer, server)

@@ -1,0 +1,1045 @@
+"""The Python SDK: one client for the four services, typed results, deadlines and retries.
+
+Example (with ``episodic up`` running)::
+
+    from episodic.client import EpisodicClient
+    from episodic.render import render_episodes
+
+    with EpisodicClient() as memory:
+        thread = memory.start_thread("user_42", label="car-search")
+        memory.add_messages(thread.thread_id, [
+            ("user", "I need a family car under $30k, SUVs feel too big."),
+            ("assistant", "The Toyota Corolla Hybrid fits city commuting and your budget."),
+        ])
+        memory.end_thread(thread.thread_id)           # queues an episode (a checkpoint)
+        memory.wait_for_episode(thread.thread_id)     # summarised in the background
+        found = memory.recall("user_42", "car recommendations")
+        print(render_episodes(found.episodes))
+
+Addresses default to ``127.0.0.1`` and the ports ``episodic up`` uses (``EPISODIC_*_PORT``),
+or ``EPISODIC_INGEST_ADDRESS`` / ``EPISODIC_RECALL_ADDRESS`` / ``EPISODIC_SCHEDULER_ADDRESS``
+/ ``EPISODIC_SUMMARISER_ADDRESS`` when set.
+
+Every call has a deadline (``timeout``, default 10 s). Calls that are safe to repeat are
+retried on UNAVAILABLE by gRPC itself (the channel's service config, with backoff): every
+read, Recall, and AddMessages — which the client makes safe by giving each message an
+idempotency key unless you pass your own (``auto_idempotency_keys``). Errors come back as
+:class:`EpisodicRpcError` subclasses carrying the gRPC code and the server's reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+import grpc
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2
+from episodic.v1 import ingest_service_pb2_grpc as ingest_grpc
+from episodic.v1 import recall_service_pb2_grpc as recall_grpc
+from episodic.v1 import scheduler_service_pb2 as scheduler_pb2
+from episodic.v1 import scheduler_service_pb2_grpc as scheduler_grpc
+from episodic.v1 import summariser_service_pb2 as summariser_pb2
+from episodic.v1 import summariser_service_pb2_grpc as summariser_grpc
+
+__all__ = [
+    "AddMessagesResult",
+    "AlreadyExistsError",
+    "DeadlineExceededError",
+    "EndThreadResult",
+    "Episode",
+    "EpisodicClient",
+    "EpisodicRpcError",
+    "FailedPreconditionError",
+    "InvalidArgumentError",
+    "Message",
+    "NewMessage",
+    "NotFoundError",
+    "Page",
+    "ProviderHealth",
+    "RecallResult",
+    "ScoredEpisode",
+    "SweepResult",
+    "Thread",
+    "UnavailableError",
+    "default_address",
+]
+
+DEFAULT_TIMEOUT = 10.0
+_SERVICES = ("ingest", "recall", "scheduler", "summariser")
+
+# --------------------------------------------------------------------------- errors
+
+
+class EpisodicRpcError(Exception):
+    """A call failed. ``code`` is the gRPC status code, ``reason`` the server's
+    ``google.rpc.ErrorInfo`` reason (e.g. ``INVALID_ARGUMENT``, ``PROVIDER_ERROR``; the
+    code's name when the server sent none), ``metadata`` its details (``field`` names the
+    offending request field)."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        reason: str = "",
+        metadata: Mapping[str, str] | None = None,
+        method: str = "",
+    ) -> None:
+        super().__init__(f"{code.name}: {message}" + (f" ({method})" if method else ""))
+        self.code = code
+        self.message = message
+        self.reason = reason or code.name
+        self.metadata = dict(metadata or {})
+        self.method = method
+
+    @property
+    def field(self) -> str | None:
+        """The request field the server blamed, when it named one."""
+        return self.metadata.get("field")
+
+
+class InvalidArgumentError(EpisodicRpcError):
+    """INVALID_ARGUMENT: the request is wrong; repeating it will not help."""
+
+
+class NotFoundError(EpisodicRpcError):
+    """NOT_FOUND: the thread or episode does not exist."""
+
+
+class AlreadyExistsError(EpisodicRpcError):
+    """ALREADY_EXISTS: e.g. a thread with the chosen id exists."""
+
+
+class FailedPreconditionError(EpisodicRpcError):
+    """FAILED_PRECONDITION: e.g. retrying an episode that is not failed."""
+
+
+class UnavailableError(EpisodicRpcError):
+    """UNAVAILABLE: the service (or its database or provider) is down; try again later."""
+
+
+class DeadlineExceededError(EpisodicRpcError):
+    """DEADLINE_EXCEEDED: the call did not finish within its timeout."""
+
+
+_ERROR_TYPES: dict[grpc.StatusCode, type[EpisodicRpcError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+}
+
+
+def _translate(err: grpc.RpcError, method: str) -> EpisodicRpcError:
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    message = (err.details() if hasattr(err, "details") else None) or str(err)
+    reason, metadata = "", {}
+    try:
+        status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    except Exception:  # a status without rich details, or not a call at all
+        status = None
+    if status is not None:
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                reason, metadata = info.reason, dict(info.metadata)
+                break
+    return _ERROR_TYPES.get(code, EpisodicRpcError)(code, message, reason, metadata, method)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _time(message: Any, name: str) -> datetime | None:
+    return getattr(message, name).ToDatetime(tzinfo=UTC) if message.HasField(name) else None
+
+
+def _struct(message: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(message)
+
+
+def _enum_name(value: int, enum: Any, prefix: str) -> str:
+    try:
+        return enum.Name(value).removeprefix(prefix).lower()
+    except ValueError:
+        return str(value)
+
+
+@dataclass(frozen=True)
+class Thread:
+    """A conversation thread of a dataset."""
+
+    thread_id: str
+    dataset: str
+    label: str
+    metadata: dict[str, Any]
+    message_count: int
+    captured_sequence: int
+    created_at: datetime | None
+    last_message_at: datetime | None
+    ended_at: datetime | None
+
+    @classmethod
+    def from_proto(cls, m: episode_pb2.Thread) -> Thread:
+        """Builds it from the wire message."""
+        return cls(
+            thread_id=m.thread_id,
+            dataset=m.dataset,
+            label=m.label,
+            metadata=_struct(m.metadata),
+            message_count=m.message_count,
+            captured_sequence=m.captured_sequence,
+            created_at=_time(m, "created_at"),
+            last_message_at=_time(m, "last_message_at"),
+            ended_at=_time(m, "ended_at"),
+        )
+
+
+@dataclass(frozen=True)
+class Message:
+    """A stored message (turn) of a thread."""
+
+    thread_id: str
+    sequence: int
+    role: str  # "system", "user", "assistant" or "tool"
+    content: str
+    metadata: dict[str, Any]
+    created_at: datetime | None
+    received_at: datetime | None
+    idempotency_key: str
+
+    @classmethod
+    def from_proto(cls, m: episode_pb2.Message) -> Message:
+        """Builds it from the wire message."""
+        return cls(
+            thread_id=m.thread_id,
+            sequence=m.sequence,
+            role=_enum_name(m.role, episode_pb2.Role, "ROLE_"),
+            content=m.content,
+            metadata=_struct(m.metadata),
+            created_at=_time(m, "created_at"),
+            received_at=_time(m, "received_at"),
+            idempotency_key=m.idempotency_key,
+        )
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A summarised stretch of a thread."""
+
+    episode_id: str
+    thread_id: str
+    dataset: str
+    status: str  # pending, processing, completed, failed, archived, deleted
+    semantic_status: str
+    summary: str
+    key_learnings: list[str]
+    entities: list[str]
+    event_type: str
+    actor: str
+    message_count: int
+    start_sequence: int
+    end_sequence: int
+    started_at: datetime | None
+    ended_at: datetime | None
+    trigger: str
+    retry_count: int
+    error: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    thread_label: str
+
+    @classmethod
+    def from_proto(cls, m: episode_pb2.Episode) -> Episode:
+        """Builds it from the wire message."""
+        return cls(
+            episode_id=m.episode_id,
+            thread_id=m.thread_id,
+            dataset=m.dataset,
+            status=_enum_name(m.status, episode_pb2.EpisodeStatus, "EPISODE_STATUS_"),
+            semantic_status=_enum_name(
+                m.semantic_status, episode_pb2.SemanticStatus, "SEMANTIC_STATUS_"
+            ),
+            summary=m.summary,
+            key_learnings=list(m.key_learnings),
+            entities=list(m.entities),
+            event_type=m.event_type,
+            actor=m.actor,
+            message_count=m.message_count,
+            start_sequence=m.start_sequence,
+            end_sequence=m.end_sequence,
+            started_at=_time(m, "started_at"),
+            ended_at=_time(m, "ended_at"),
+            trigger=_enum_name(m.trigger, episode_pb2.EpisodeTrigger, "EPISODE_TRIGGER_"),
+            retry_count=m.retry_count,
+            error=m.error,
+            created_at=_time(m, "created_at"),
+            updated_at=_time(m, "updated_at"),
+            thread_label=m.thread_label,
+        )
+
+
+@dataclass(frozen=True)
+class ScoredEpisode:
+    """An episode with its ranking: ``relevance_score = similarity × similarity_weight +
+    recency × recency_weight``."""
+
+    episode: Episode
+    relevance_score: float
+    similarity: float
+    recency: float
+
+    @classmethod
+    def from_proto(cls, m: episode_pb2.ScoredEpisode) -> ScoredEpisode:
+        """Builds it from the wire message."""
+        return cls(Episode.from_proto(m.episode), m.relevance_score, m.similarity, m.recency)
+
+    # The episode's fields, for convenience (``scored.summary``).
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "episode":
+            raise AttributeError(name)
+        return getattr(self.episode, name)
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """What :meth:`EpisodicClient.recall` returns: the top episodes, best first, and how
+    many current episodes the dataset holds."""
+
+    episodes: list[ScoredEpisode]
+    episode_count: int
+
+    def __iter__(self) -> Iterator[ScoredEpisode]:
+        return iter(self.episodes)
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+
+@dataclass(frozen=True)
+class AddMessagesResult:
+    """The stored messages in request order, and how many were new (the rest were
+    replays of an idempotency key)."""
+
+    messages: list[Message]
+    stored_count: int
+
+
+@dataclass(frozen=True)
+class EndThreadResult:
+    """Whether an episode was queued, and its id when the Scheduler answered in time."""
+
+    thread_id: str
+    episode_queued: bool
+    episode_id: str
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one Scheduler sweep did."""
+
+    episodes_created: int
+    timers_dropped: int
+    timers_caught_up: int
+    claims_reclaimed: int
+    backstop_episodes: int
+
+
+@dataclass(frozen=True)
+class ProviderHealth:
+    """Whether a provider of the Summariser answered a probe."""
+
+    name: str
+    ok: bool
+    error: str
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list; pass ``next_page_token`` to get the next (empty on the last)."""
+
+    items: list[T]
+    next_page_token: str
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message to add. ``created_at`` backfills history (defaults to the receive time);
+    ``idempotency_key`` makes a repeated add a no-op (generated when not given and the
+    client's ``auto_idempotency_keys`` is on)."""
+
+    role: str
+    content: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    idempotency_key: str | None = None
+
+
+MessageLike = NewMessage | Mapping[str, Any] | tuple[str, str]
+
+_ROLES = {
+    "system": episode_pb2.ROLE_SYSTEM,
+    "user": episode_pb2.ROLE_USER,
+    "assistant": episode_pb2.ROLE_ASSISTANT,
+    "agent": episode_pb2.ROLE_ASSISTANT,
+    "tool": episode_pb2.ROLE_TOOL,
+}
+_STATUSES = {
+    name.removeprefix("EPISODE_STATUS_").lower(): value
+    for name, value in episode_pb2.EpisodeStatus.items()
+    if value
+}
+
+
+def _to_new_message(value: MessageLike) -> NewMessage:
+    if isinstance(value, NewMessage):
+        return value
+    if isinstance(value, tuple):
+        role, content = value
+        return NewMessage(role=role, content=content)
+    if isinstance(value, Mapping):
+        return NewMessage(
+            role=value.get("role", "user"),
+            content=value["content"],
+            metadata=value.get("metadata") or {},
+            created_at=value.get("created_at"),
+            idempotency_key=value.get("idempotency_key"),
+        )
+    raise TypeError(f"a message must be a NewMessage, a mapping or (role, content); got {value!r}")
+
+
+def _timestamp(value: datetime) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value if value.tzinfo else value.replace(tzinfo=UTC))
+    return out
+
+
+def _role(role: str) -> int:
+    try:
+        return _ROLES[role.lower()]
+    except KeyError:
+        raise ValueError(f"unknown role {role!r}; use system, user, assistant or tool") from None
+
+
+# --------------------------------------------------------------------------- channels
+
+
+def default_address(service: str) -> str:
+    """Where ``service`` listens unless told otherwise: ``EPISODIC_<SERVICE>_ADDRESS``,
+    else ``127.0.0.1:<EPISODIC_<SERVICE>_PORT or the default port>``."""
+    if service not in _SERVICES:
+        raise ValueError(f"unknown service {service!r}")
+    from episodic.config import ServiceSettings
+
+    return ServiceSettings().address_of(service)
+
+
+def _service_config(service: str, methods: Sequence[str]) -> str:
+    """gRPC retries (A6): only methods safe to repeat, only on UNAVAILABLE, with backoff."""
+    return json.dumps(
+        {
+            "methodConfig": [
+                {
+                    "name": [{"service": f"episodic.v1.{service}", "method": m} for m in methods],
+                    "retryPolicy": {
+                        "maxAttempts": 5,
+                        "initialBackoff": "0.1s",
+                        "maxBackoff": "2s",
+                        "backoffMultiplier": 2,
+                        "retryableStatusCodes": ["UNAVAILABLE"],
+                    },
+                }
+            ]
+        }
+    )
+
+
+_RETRIED = {
+    "ingest": ("IngestService", ("GetThread", "ListMessages", "ListThreads", "AddMessages")),
+    "recall": ("RecallService", ("Recall", "ListEpisodes", "SearchEpisodes", "GetEpisode")),
+    "scheduler": ("SchedulerService", ()),
+    "summariser": ("SummariserService", ("CheckProviders",)),
+}
+
+
+# --------------------------------------------------------------------------- the client
+
+
+class EpisodicClient:
+    """A client for the four episodic services (channels open lazily, one per service).
+
+    Use it as a context manager (or call :meth:`close`). ``timeout`` is the default
+    deadline of every call in seconds; each method also takes ``timeout=``. It is safe to
+    share one client between threads.
+    """
+
+    def __init__(
+        self,
+        ingest: str | None = None,
+        recall: str | None = None,
+        scheduler: str | None = None,
+        summariser: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        auto_idempotency_keys: bool = True,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        """Addresses are ``host:port``; unset ones come from :func:`default_address`."""
+        self.addresses = {
+            "ingest": ingest or default_address("ingest"),
+            "recall": recall or default_address("recall"),
+            "scheduler": scheduler or default_address("scheduler"),
+            "summariser": summariser or default_address("summariser"),
+        }
+        self.timeout = timeout
+        self.auto_idempotency_keys = auto_idempotency_keys
+        self._options = list(channel_options)
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, Any] = {}
+
+    # -- plumbing
+
+    def _channel(self, key: str) -> grpc.Channel:
+        channel = self._channels.get(key)
+        if channel is None:
+            service = key.removesuffix(":noretry")
+            options = [*self._options, ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+            if key.endswith(":noretry"):
+                options.append(("grpc.enable_retries", 0))
+            else:
+                name, methods = _RETRIED[service]
+                options += [
+                    ("grpc.enable_retries", 1),
+                    ("grpc.service_config", _service_config(name, methods)),
+                ]
+            channel = grpc.insecure_channel(self.addresses[service], options=options)
+            self._channels[key] = channel
+        return channel
+
+    def _stub(self, key: str) -> Any:
+        stub = self._stubs.get(key)
+        if stub is None:
+            factory = {
+                "ingest": ingest_grpc.IngestServiceStub,
+                "recall": recall_grpc.RecallServiceStub,
+                "scheduler": scheduler_grpc.SchedulerServiceStub,
+                "summariser": summariser_grpc.SummariserServiceStub,
+            }[key.removesuffix(":noretry")]
+            stub = factory(self._channel(key))
+            self._stubs[key] = stub
+        return stub
+
+    def _call(
+        self, service: str, method: str, request: Any, timeout: float | None, *, retry: bool = True
+    ) -> Any:
+        key = service if retry else f"{service}:noretry"
+        fn: Callable[..., Any] = getattr(self._stub(key), method)
+        try:
+            return fn(request, timeout=self.timeout if timeout is None else timeout)
+        except grpc.RpcError as err:
+            raise _translate(err, method) from None
+
+    def close(self) -> None:
+        """Closes every channel."""
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+        self._stubs.clear()
+
+    def __enter__(self) -> EpisodicClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait_ready(self, services: Iterable[str] = _SERVICES, timeout: float = 30.0) -> None:
+        """Blocks until each named service answers its health check with SERVING; raises
+        UnavailableError naming the first one that does not within ``timeout`` seconds."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        deadline = time.monotonic() + timeout
+        for service in services:
+            stub = health_pb2_grpc.HealthStub(self._channel(service))
+            while True:
+                try:
+                    answer = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                    if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                        break
+                except grpc.RpcError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise UnavailableError(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"{service} at {self.addresses[service]} is not serving",
+                        method="Health.Check",
+                    )
+                time.sleep(0.1)
+
+    # -- threads and messages (Ingest)
+
+    def create_thread(
+        self,
+        dataset: str,
+        *,
+        label: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Thread:
+        """Creates a thread in ``dataset``; starting a thread also tells the Scheduler the
+        dataset's other threads are probably over (their idle timers are pulled forward)."""
+        request = ingest_service_pb2.CreateThreadRequest(
+            dataset=dataset, label=label, thread_id=thread_id or ""
+        )
+        if metadata:
+            request.metadata.update(dict(metadata))
+        answer = self._call("ingest", "CreateThread", request, timeout, retry=False)
+        return Thread.from_proto(answer.thread)
+
+    def start_thread(
+        self,
+        dataset: str,
+        label: str = "",
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Thread:
+        """Starts a new conversation thread (same as :meth:`create_thread`)."""
+        return self.create_thread(
+            dataset, label=label, metadata=metadata, thread_id=thread_id, timeout=timeout
+        )
+
+    def add_messages(
+        self, thread_id: str, messages: Iterable[MessageLike], *, timeout: float | None = None
+    ) -> AddMessagesResult:
+        """Appends messages to a thread in one durable batch, in order.
+
+        Each message is a :class:`NewMessage`, a mapping with ``role``/``content`` (and
+        optionally ``metadata``, ``created_at``, ``idempotency_key``) or a ``(role, content)``
+        tuple. With ``auto_idempotency_keys`` (the default) every message without a key gets
+        one, so the call is retried safely on UNAVAILABLE and a replay stores nothing twice.
+        """
+        batch = [_to_new_message(m) for m in messages]
+        request = ingest_service_pb2.AddMessagesRequest(thread_id=thread_id)
+        for msg in batch:
+            key = msg.idempotency_key
+            if not key and self.auto_idempotency_keys:
+                key = f"auto:{uuid.uuid4()}"
+            item = request.messages.add(
+                role=_role(msg.role), content=msg.content, idempotency_key=key or ""
+            )
+            if msg.metadata:
+                item.metadata.update(dict(msg.metadata))
+            if msg.created_at is not None:
+                item.created_at.CopyFrom(_timestamp(msg.created_at))
+        safe = all(m.idempotency_key for m in request.messages)
+        answer = self._call("ingest", "AddMessages", request, timeout, retry=safe)
+        return AddMessagesResult(
+            messages=[Message.from_proto(m) for m in answer.messages],
+            stored_count=answer.stored_count,
+        )
+
+    def add_message(
+        self,
+        thread_id: str,
+        role: str,
+        content: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+        idempotency_key: str | None = None,
+        timeout: float | None = None,
+    ) -> Message:
+        """Appends one message and returns it stored (with its sequence)."""
+        result = self.add_messages(
+            thread_id,
+            [NewMessage(role, content, metadata or {}, created_at, idempotency_key)],
+            timeout=timeout,
+        )
+        return result.messages[0]
+
+    def end_thread(self, thread_id: str, *, timeout: float | None = None) -> EndThreadResult:
+        """Marks the end of a stretch of conversation: an episode is queued over the
+        messages no episode covers yet. The thread stays writable (a checkpoint)."""
+        answer = self._call(
+            "ingest",
+            "EndThread",
+            ingest_service_pb2.EndThreadRequest(thread_id=thread_id),
+            timeout,
+            retry=False,
+        )
+        return EndThreadResult(answer.thread_id, answer.episode_queued, answer.episode_id)
+
+    def get_thread(self, thread_id: str, *, timeout: float | None = None) -> Thread:
+        """Returns one thread (NotFoundError when it does not exist)."""
+        answer = self._call(
+            "ingest", "GetThread", ingest_service_pb2.GetThreadRequest(thread_id=thread_id), timeout
+        )
+        return Thread.from_proto(answer.thread)
+
+    def list_messages(
+        self,
+        thread_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        start_sequence: int = 0,
+        end_sequence: int = 0,
+        timeout: float | None = None,
+    ) -> Page[Message]:
+        """One page of a thread's messages in sequence order (0 means the server default
+        page size, 100)."""
+        answer = self._call(
+            "ingest",
+            "ListMessages",
+            ingest_service_pb2.ListMessagesRequest(
+                thread_id=thread_id,
+                page_size=page_size,
+                page_token=page_token,
+                start_sequence=start_sequence,
+                end_sequence=end_sequence,
+            ),
+            timeout,
+        )
+        return Page([Message.from_proto(m) for m in answer.messages], answer.next_page_token)
+
+    def load_session(
+        self,
+        thread_id: str,
+        *,
+        start_sequence: int = 0,
+        end_sequence: int = 0,
+        timeout: float | None = None,
+    ) -> list[Message]:
+        """Every message of a thread in order (seed 003's ``load_session``), across pages;
+        ``timeout`` applies to each page."""
+        out: list[Message] = []
+        token = ""
+        while True:
+            page = self.list_messages(
+                thread_id,
+                page_size=1000,
+                page_token=token,
+                start_sequence=start_sequence,
+                end_sequence=end_sequence,
+                timeout=timeout,
+            )
+            out.extend(page.items)
+            token = page.next_page_token
+            if not token:
+                return out
+
+    def list_threads(
+        self,
+        dataset: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> Page[Thread]:
+        """One page of a dataset's threads, most recently active first."""
+        answer = self._call(
+            "ingest",
+            "ListThreads",
+            ingest_service_pb2.ListThreadsRequest(
+                dataset=dataset, page_size=page_size, page_token=page_token
+            ),
+            timeout,
+        )
+        return Page([Thread.from_proto(t) for t in answer.threads], answer.next_page_token)
+
+    def recent_threads(
+        self, dataset: str, n: int = 5, *, timeout: float | None = None
+    ) -> list[Thread]:
+        """The ``n`` most recently active threads of a dataset (seed 003's
+        ``recent_sessions``)."""
+        if n <= 0:
+            return []
+        out: list[Thread] = []
+        token = ""
+        while len(out) < n:
+            page = self.list_threads(
+                dataset, page_size=min(n - len(out), 1000), page_token=token, timeout=timeout
+            )
+            out.extend(page.items)
+            token = page.next_page_token
+            if not token:
+                break
+        return out[:n]
+
+    # -- recall (Recall)
+
+    def recall(
+        self,
+        dataset: str,
+        query: str | None = None,
+        *,
+        limit: int | None = None,
+        similarity_weight: float | None = None,
+        recency_weight: float | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        thread_ids: Sequence[str] = (),
+        entities: Sequence[str] = (),
+        event_type: str | None = None,
+        as_of: datetime | None = None,
+        timeout: float | None = None,
+    ) -> RecallResult:
+        """The dataset's most relevant current episodes, best first.
+
+        ``relevance = similarity × similarity_weight + recency × recency_weight`` (server
+        defaults 0.7 and 0.3); without ``query``, plain recency order — which is how
+        temporal questions ("the last 3 decisions about pricing") are asked:
+        ``recall(ds, event_type="decision", entities=["pricing"], limit=3)``.
+        ``limit``: how many (server default 3, at most 100). ``since``/``until`` bound the
+        episode's span; ``entities`` must all be present (normalised like stored ones);
+        ``as_of`` ranks as if it were that time (nothing that ended later is returned).
+        """
+        request = recall_service_pb2.RecallRequest(
+            dataset=dataset,
+            query=query or "",
+            include=[recall_service_pb2.RECALL_INCLUDE_EPISODES],
+            context_episodes=limit or 0,
+            thread_ids=list(thread_ids),
+            entities=list(entities),
+            event_type=event_type or "",
+        )
+        if similarity_weight is not None:
+            request.similarity_weight = similarity_weight
+        if recency_weight is not None:
+            request.recency_weight = recency_weight
+        for name, value in (("since", since), ("until", until), ("as_of", as_of)):
+            if value is not None:
+                getattr(request, name).CopyFrom(_timestamp(value))
+        answer = self._call("recall", "Recall", request, timeout)
+        return RecallResult(
+            episodes=[ScoredEpisode.from_proto(e) for e in answer.episodes.episodes],
+            episode_count=answer.episodes.episode_count,
+        )
+
+    # -- episode administration (Recall reads, Scheduler writes)
+
+    def list_episodes(
+        self,
+        dataset: str,
+        *,
+        status: str | None = None,
+        thread_id: str | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> Page[Episode]:
+        """One page of a dataset's episodes, newest first; ``status`` is e.g.
+        ``"completed"`` or ``"failed"`` (any when None)."""
+        if status is not None and status not in _STATUSES:
+            raise ValueError(f"unknown status {status!r}; use one of {sorted(_STATUSES)}")
+        answer = self._call(
+            "recall",
+            "ListEpisodes",
+            recall_service_pb2.ListEpisodesRequest(
+                dataset=dataset,
+                status=_STATUSES.get(status or "", 0),
+                thread_id=thread_id or "",
+                page_size=page_size,
+                page_token=page_token,
+            ),
+            timeout,
+        )
+        return Page([Episode.from_proto(e) for e in answer.episodes], answer.next_page_token)
+
+    def iter_episodes(
+        self,
+        dataset: str,
+        *,
+        status: str | None = None,
+        thread_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[Episode]:
+        """Every episode of a dataset (optionally of one status or thread), newest first."""
+        token = ""
+        while True:
+            page = self.list_episodes(
+                dataset,
+                status=status,
+                thread_id=thread_id,
+                page_size=1000,
+                page_token=token,
+                timeout=timeout,
+            )
+            yield from page.items
+            token = page.next_page_token
+            if not token:
+                return
+
+    def search_episodes(
+        self, dataset: str, query: str, *, limit: int = 0, timeout: float | None = None
+    ) -> list[ScoredEpisode]:
+        """Current episodes matching ``query`` by text alone (no recency), best first."""
+        answer = self._call(
+            "recall",
+            "SearchEpisodes",
+            recall_service_pb2.SearchEpisodesRequest(dataset=dataset, query=query, page_size=limit),
+            timeout,
+        )
+        return [ScoredEpisode.from_proto(e) for e in answer.episodes]
+
+    def get_episode(self, episode_id: str, *, timeout: float | None = None) -> Episode:
+        """One episode in any status (archived ones too, for provenance)."""
+        answer = self._call(
+            "recall",
+            "GetEpisode",
+            recall_service_pb2.GetEpisodeRequest(episode_id=episode_id),
+            timeout,
+        )
+        return Episode.from_proto(answer.episode)
+
+    def delete_episode(self, episode_id: str, *, timeout: float | None = None) -> Episode:
+        """Soft-deletes an episode (it becomes archived and leaves recall); returns it."""
+        answer = self._call(
+            "scheduler",
+            "DeleteEpisode",
+            scheduler_pb2.DeleteEpisodeRequest(episode_id=episode_id),
+            timeout,
+            retry=False,
+        )
+        return Episode.from_proto(answer.episode)
+
+    def retry_episode(self, episode_id: str, *, timeout: float | None = None) -> Episode:
+        """Puts a failed episode back to pending (FailedPreconditionError otherwise)."""
+        answer = self._call(
+            "scheduler",
+            "RetryEpisode",
+            scheduler_pb2.RetryEpisodeRequest(episode_id=episode_id),
+            timeout,
+            retry=False,
+        )
+        return Episode.from_proto(answer.episode)
+
+    def request_episode(self, thread_id: str, *, timeout: float | None = None) -> Episode | None:
+        """Asks the Scheduler for an episode over the thread's uncaptured messages now (an
+        operator's manual trigger); None when there was nothing to capture."""
+        answer = self._call(
+            "scheduler",
+            "RequestEpisode",
+            scheduler_pb2.RequestEpisodeRequest(
+                thread_id=thread_id, trigger=episode_pb2.EPISODE_TRIGGER_MANUAL
+            ),
+            timeout,
+            retry=False,
+        )
+        return Episode.from_proto(answer.episode) if answer.episode_queued else None
+
+    def record_activity(self, thread_id: str, *, timeout: float | None = None) -> datetime | None:
+        """Tells the Scheduler a thread received messages (Ingest does this after every
+        write; exposed for completeness and tools). Returns when its idle timer fires."""
+        answer = self._call(
+            "scheduler",
+            "RecordActivity",
+            scheduler_pb2.RecordActivityRequest(thread_id=thread_id),
+            timeout,
+            retry=False,
+        )
+        return _time(answer, "fire_at")
+
+    def record_thread_started(self, thread_id: str, *, timeout: float | None = None) -> int:
+        """Tells the Scheduler a thread started (Ingest does this on CreateThread); returns
+        how many sibling timers were pulled forward."""
+        answer = self._call(
+            "scheduler",
+            "RecordThreadStarted",
+            scheduler_pb2.RecordThreadStartedRequest(thread_id=thread_id),
+            timeout,
+            retry=False,
+        )
+        return int(answer.timers_pulled_forward)
+
+    def run_sweep(
+        self, *, as_of: datetime | None = None, timeout: float | None = None
+    ) -> SweepResult:
+        """Runs one pass of the Scheduler's periodic work now (tests, operators)."""
+        request = scheduler_pb2.RunSweepRequest()
+        if as_of is not None:
+            request.as_of.CopyFrom(_timestamp(as_of))
+        a = self._call("scheduler", "RunSweep", request, timeout, retry=False)
+        return SweepResult(
+            a.episodes_created,
+            a.timers_dropped,
+            a.timers_caught_up,
+            a.claims_reclaimed,
+            a.backstop_episodes,
+        )
+
+    def process_pending(self, max_episodes: int = 0, *, timeout: float | None = None) -> int:
+        """Makes the Summariser process up to ``max_episodes`` pending episodes now;
+        returns how many completed."""
+        answer = self._call(
+            "summariser",
+            "ProcessPending",
+            summariser_pb2.ProcessPendingRequest(max_episodes=max_episodes),
+            timeout,
+            retry=False,
+        )
+        return int(answer.completed)
+
+    def check_providers(self, *, timeout: float | None = None) -> dict[str, ProviderHealth]:
+        """Whether the Summariser's LLM and embedding providers answer."""
+        a = self._call(
+            "summariser", "CheckProviders", summariser_pb2.CheckProvidersRequest(), timeout
+        )
+        return {
+            "llm": ProviderHealth(a.llm.name, a.llm.ok, a.llm.error),
+            "embedder": ProviderHealth(a.embedder.name, a.embedder.ok, a.embedder.error),
+        }
+
+    def wait_for_episode(
+        self,
+        thread_id: str,
+        *,
+        end_sequence: int | None = None,
+        timeout: float = 60.0,
+        poll_interval: float = 0.2,
+    ) -> Episode:
+        """Waits until the thread's episode covering ``end_sequence`` (default: the
+        thread's last message) is summarised, and returns it — completed, or failed for
+        good. Raises DeadlineExceededError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        thread = self.get_thread(thread_id)
+        if end_sequence is None:
+            end_sequence = thread.message_count
+        dataset = thread.dataset
+        while True:
+            for episode in self.list_episodes(dataset, thread_id=thread_id, page_size=50):
+                if episode.end_sequence >= end_sequence and episode.status in (
+                    "completed",
+                    "failed",
+                    "archived",
+                ):
+                    return episode
+            if time.monotonic() > deadline:
+                raise DeadlineExceededError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"no summarised episode of thread {thread_id} up to message {end_sequence} "
+                    f"after {timeout:.0f}s (are the scheduler and summariser running?)",
+                    method="wait_for_episode",
+                )
+            time.sleep(poll_interval)

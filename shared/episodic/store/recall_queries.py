@@ -1,0 +1,394 @@
+"""The SQL of the read path: ranked recall, listing, search and single reads of episodes.
+
+Ranking (seed 000, "Ranking"), computed entirely in SQL over every candidate:
+
+    relevance  = similarity × similarity_weight + recency × recency_weight
+    recency    = 1 / (1 + days since the episode ended, measured from as_of; ≥ 0 days)
+    similarity = (LEXICAL_SHARE × lexical + (1 − LEXICAL_SHARE) × semantic) ^ BAND_EXPONENT
+    lexical    = (document + passage) / 2
+
+    document   = BM25 of the query against the episode's document (the thread's messages up
+                 to the episode's end, its summary and key learnings; english stemming),
+                 divided by the best such BM25 among the candidates (0 when none matches);
+    passage    = the best BM25 of any chunk of the thread's messages (a few consecutive
+                 messages; statistics over the candidates' chunks), divided likewise — a
+                 long thread is found by the passage that answers, not by its average;
+    semantic   = the best cosine between the query's embedding and the episode's summary
+                 embedding or any chunk of its thread's messages, clipped at 0, divided by
+                 the best such cosine among the candidates.
+
+So similarity is in [0, 1]: 1 for the episode that best matches the query on both signals,
+lower as an episode matches less well *relative to the best match* (BM25 has no absolute
+scale, and neither do cosines across embedders). The exponent makes the band of "about as
+similar as the best" narrow: recency then orders episodes within that band (seed 002:
+"sort by ts DESC within a similarity band") instead of lifting yesterday's loosely related
+chat over last month's exact answer. Without a query, similarity is 0 and the order is plain
+recency.
+
+Candidates are the dataset's completed episodes that pass the filters; every one is scored
+(a btree on (dataset, status) finds them), so the top N is exactly the top N of the
+formula, including a very recent, moderately similar episode that an approximate nearest
+neighbour search by similarity alone would not have fetched. Per-dataset candidate sets are
+small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episodes); the HNSW
+index of the schema is not used.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+
+import numpy as np
+from sqlalchemy import Connection, RowMapping, TextClause, text
+
+from episodic.store.recall_index import TEXT_SEARCH_CONFIG
+
+__all__ = [
+    "BAND_EXPONENT",
+    "BM25_B",
+    "BM25_K1",
+    "LEXICAL_SHARE",
+    "RecallFilters",
+    "count_current",
+    "get_episode",
+    "list_episodes",
+    "rank_episodes",
+    "recall_sql",
+    "recall_statement",
+]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: Share of the lexical signal in similarity (the rest is the semantic signal).
+LEXICAL_SHARE = 0.5
+#: Sharpness of similarity: (relative match)^BAND_EXPONENT.
+BAND_EXPONENT = 3
+
+_EPISODE_COLUMNS = (
+    "e.episode_id, e.thread_id, e.dataset, e.status, e.semantic_status, e.summary, "
+    "e.key_learnings, e.entities, e.event_type, e.actor, e.message_count, e.start_sequence, "
+    "e.end_sequence, e.started_at, e.ended_at, e.trigger, e.retry_count, e.error, "
+    "e.created_at, e.updated_at, t.label AS thread_label"
+)
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    """Which completed episodes of a dataset are candidates. Empty means no filter."""
+
+    since: datetime | None = None  # the episode's span ends at or after this
+    until: datetime | None = None  # the episode's span starts at or before this
+    thread_ids: Sequence[uuid.UUID] = field(default_factory=tuple)
+    entities: Sequence[str] = field(default_factory=tuple)  # all of these (normalised)
+    event_type: str | None = None
+    as_of: datetime | None = None  # nothing that ended after it; recency measured from it
+
+
+def _filter_params(dataset: str, filters: RecallFilters) -> dict[str, object]:
+    return {
+        "dataset": dataset,
+        "since": filters.since,
+        "until": filters.until,
+        "thread_ids": list(filters.thread_ids) or None,
+        "entities": list(filters.entities) or None,
+        "event_type": filters.event_type,
+        "as_of": filters.as_of,
+    }
+
+
+_CANDIDATES = """
+    SELECT e.episode_id, e.thread_id, e.end_sequence, e.ended_at, e.embedding,
+           e.search_vector, e.search_length, e.summary, e.key_learnings
+    FROM episodes e
+    WHERE e.dataset = :dataset AND e.status = 'completed'
+      AND (CAST(:as_of AS timestamptz) IS NULL OR e.ended_at <= CAST(:as_of AS timestamptz))
+      AND (CAST(:since AS timestamptz) IS NULL OR e.ended_at >= CAST(:since AS timestamptz))
+      AND (CAST(:until AS timestamptz) IS NULL OR e.started_at <= CAST(:until AS timestamptz))
+      AND (CAST(:thread_ids AS uuid[]) IS NULL OR e.thread_id = ANY(CAST(:thread_ids AS uuid[])))
+      AND (CAST(:entities AS text[]) IS NULL OR e.entities @> CAST(:entities AS text[]))
+      AND (CAST(:event_type AS text) IS NULL OR e.event_type = CAST(:event_type AS text))
+"""
+
+# A lexeme as a quoted tsquery operand ('it''s', backslashes doubled), so OR-ing the query's
+# lexemes never re-parses or re-stems them.
+_QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"""
+
+_RECENCY = (
+    "1.0 / (1.0 + greatest(extract(epoch FROM "
+    "(coalesce(CAST(:as_of AS timestamptz), now()) - c.ended_at)), 0) / 86400.0)"
+)
+
+
+@lru_cache(maxsize=8)
+def recall_sql(*, with_query: bool, with_vector: bool) -> str:
+    """The ranking statement. ``with_query``: score similarity (lexical part);
+    ``with_vector``: also the semantic part (needs ``:qvec``)."""
+    if not with_query:
+        return f"""
+            WITH c AS ({_CANDIDATES}),
+            scored AS (
+                SELECT c.episode_id, c.ended_at, 0.0::float8 AS similarity,
+                       ({_RECENCY})::float8 AS recency
+                FROM c
+            )
+            SELECT {_EPISODE_COLUMNS}, s.similarity, s.recency,
+                   CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
+            FROM scored s
+            JOIN episodes e ON e.episode_id = s.episode_id
+            JOIN threads t ON t.thread_id = e.thread_id
+            ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
+            LIMIT :limit
+        """
+    chunk_cos = "NULL::float8"
+    summary_cos = "0.0::float8"
+    if with_vector:
+        chunk_cos = "1.0 - (m.embedding <=> (SELECT v FROM qv))"
+        summary_cos = "coalesce(1.0 - (c.embedding <=> (SELECT v FROM qv)), 0.0)"
+    return f"""
+        WITH c AS MATERIALIZED (
+            SELECT x.*,
+                   coalesce(x.search_vector, to_tsvector('{TEXT_SEARCH_CONFIG}',
+                            x.summary || ' ' || x.key_learnings::text)) AS tsv
+            FROM ({_CANDIDATES}) x
+        ),
+        qv AS (SELECT CAST(CAST(:qvec AS text) AS vector) AS v),
+        q AS (
+            SELECT DISTINCT lexeme
+            FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', CAST(:query AS text)))
+        ),
+        -- The query's lexemes OR-ed, quoted for tsquery: documents that contain none of
+        -- them are skipped before their lexemes are unnested (NULL, no rows, without any).
+        qq AS (
+            SELECT string_agg({_QUOTED_LEXEME}, ' | ')::tsquery AS tq,
+                   array_agg(lexeme) AS lexemes
+            FROM q
+        ),
+        -- Document level: the thread's messages up to the episode's end, and its summary.
+        docs AS (
+            SELECT c.episode_id,
+                   coalesce(c.search_length,
+                            (SELECT sum(coalesce(array_length(u.positions, 1), 1))
+                             FROM unnest(c.tsv) u))::float8 AS dl
+            FROM c
+        ),
+        dstats AS (SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM docs),
+        dterms AS (
+            SELECT c.episode_id, u.lexeme,
+                   coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+            FROM c CROSS JOIN LATERAL unnest({_only_query_lexemes("c.tsv")}) AS u
+            WHERE c.tsv @@ (SELECT tq FROM qq)
+        ),
+        ddf AS (SELECT lexeme, count(*)::float8 AS df FROM dterms GROUP BY lexeme),
+        doc_bm25 AS (
+            SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s")} AS score
+            FROM dterms t
+            JOIN ddf ON ddf.lexeme = t.lexeme
+            JOIN docs d ON d.episode_id = t.episode_id
+            CROSS JOIN dstats s
+            GROUP BY t.episode_id
+        ),
+        -- Passage level: the thread's chunks (keyed by thread; the primary key serves this).
+        passages AS MATERIALIZED (
+            SELECT row_number() OVER () AS pid, c.episode_id, m.search_vector AS tsv,
+                   greatest(m.search_length, 1)::float8 AS dl, {chunk_cos} AS cos
+            FROM c
+            JOIN message_chunks m
+              ON m.thread_id = c.thread_id AND m.end_sequence <= c.end_sequence
+        ),
+        pstats AS (
+            SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM passages
+        ),
+        pterms AS (
+            SELECT p.pid, p.episode_id, p.dl, u.lexeme,
+                   coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+            FROM passages p CROSS JOIN LATERAL unnest({_only_query_lexemes("p.tsv")}) AS u
+            WHERE p.tsv @@ (SELECT tq FROM qq)
+        ),
+        pdf AS (SELECT lexeme, count(*)::float8 AS df FROM pterms GROUP BY lexeme),
+        passage_bm25 AS (
+            SELECT episode_id, max(score) AS score
+            FROM (
+                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s")} AS score
+                FROM pterms t
+                JOIN pdf ON pdf.lexeme = t.lexeme
+                CROSS JOIN pstats s
+                GROUP BY t.pid, t.episode_id
+            ) per_passage
+            GROUP BY episode_id
+        ),
+        passage_cos AS (
+            SELECT episode_id, max(cos) AS cos FROM passages GROUP BY episode_id
+        ),
+        raw AS (
+            SELECT c.episode_id, c.ended_at,
+                   coalesce(db.score, 0.0) AS doc_lexical,
+                   coalesce(pb.score, 0.0) AS passage_lexical,
+                   greatest({summary_cos}, coalesce(pc.cos, 0.0), 0.0) AS semantic,
+                   ({_RECENCY})::float8 AS recency
+            FROM c
+            LEFT JOIN doc_bm25 db ON db.episode_id = c.episode_id
+            LEFT JOIN passage_bm25 pb ON pb.episode_id = c.episode_id
+            LEFT JOIN passage_cos pc ON pc.episode_id = c.episode_id
+        ),
+        normed AS (
+            SELECT r.*,
+                   coalesce(r.doc_lexical / nullif(max(r.doc_lexical) OVER (), 0.0), 0.0)
+                       AS doc_rel,
+                   coalesce(r.passage_lexical / nullif(max(r.passage_lexical) OVER (), 0.0),
+                            0.0) AS passage_rel,
+                   coalesce(r.semantic / nullif(max(r.semantic) OVER (), 0.0), 0.0) AS sem_rel
+            FROM raw r
+        ),
+        scored AS (
+            SELECT n.episode_id, n.ended_at, n.recency,
+                   power(least(1.0, {LEXICAL_SHARE / 2} * (n.doc_rel + n.passage_rel)
+                                    + {1.0 - LEXICAL_SHARE} * n.sem_rel),
+                         {BAND_EXPONENT})::float8 AS similarity
+            FROM normed n
+        )
+        SELECT {_EPISODE_COLUMNS}, s.similarity, s.recency,
+               CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
+        FROM scored s
+        JOIN episodes e ON e.episode_id = s.episode_id
+        JOIN threads t ON t.thread_id = e.thread_id
+        ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
+        LIMIT :limit
+    """
+
+
+def _only_query_lexemes(tsv: str) -> str:
+    """The query's lexemes of ``tsv`` with their positions, without unnesting the rest:
+    setweight marks them (weight B, unused elsewhere), ts_filter keeps only the marked."""
+    return f"ts_filter(setweight({tsv}, 'B', (SELECT lexemes FROM qq)), '{{b}}')"
+
+
+def _bm25(terms: str, df: str, length: str, stats: str) -> str:
+    """Okapi BM25 summed over a document's (or passage's) matching terms."""
+    return (
+        f"sum(ln(1.0 + ({stats}.n - {df}.df + 0.5) / ({df}.df + 0.5)) * {terms}.tf "
+        f"* ({BM25_K1} + 1.0) / ({terms}.tf + {BM25_K1} * (1.0 - {BM25_B} "
+        f"+ {BM25_B} * {length} / {stats}.avgdl)))"
+    )
+
+
+def vector_literal(vector: np.ndarray | Sequence[float]) -> str:
+    """pgvector's text form of a vector."""
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+_COUNT = (
+    "SELECT count(*) AS episode_count FROM episodes WHERE dataset = :dataset "
+    "AND status = 'completed' AND (CAST(:as_of AS timestamptz) IS NULL "
+    "OR ended_at <= CAST(:as_of AS timestamptz))"
+)
+
+
+@lru_cache(maxsize=8)
+def recall_statement(*, with_query: bool, with_vector: bool) -> str:
+    """The ranking and the dataset's episode count in one statement (one round trip, one
+    snapshot): one row per ranked episode, each carrying ``episode_count``; a single row
+    with only ``episode_count`` when no episode qualifies."""
+    return f"""
+        SELECT total.episode_count, r.*
+        FROM ({_COUNT}) total
+        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector)}) r ON true
+        ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
+    """
+
+
+@lru_cache(maxsize=8)
+def _compiled(with_query: bool, with_vector: bool) -> TextClause:
+    return text(recall_statement(with_query=with_query, with_vector=with_vector))
+
+
+def rank_episodes(
+    conn: Connection,
+    *,
+    dataset: str,
+    filters: RecallFilters,
+    query: str | None,
+    query_vector: np.ndarray | None,
+    similarity_weight: float,
+    recency_weight: float,
+    limit: int,
+) -> tuple[list[RowMapping], int]:
+    """The top ``limit`` candidates by relevance, best first, with ``similarity``,
+    ``recency`` and ``relevance`` columns beside the episode's, and how many completed
+    episodes the dataset has (that ended by ``as_of``, when given; other filters do not
+    apply to the count). Without ``query`` (or with ``similarity_weight`` 0) similarity is
+    0 and nothing is searched; without ``query_vector`` the semantic part is 0."""
+    with_query = bool(query and query.strip()) and similarity_weight > 0
+    with_vector = with_query and query_vector is not None
+    params: dict[str, object] = {
+        **_filter_params(dataset, filters),
+        "ws": float(similarity_weight),
+        "wr": float(recency_weight),
+        "limit": limit,
+    }
+    if with_query:
+        params["query"] = query
+        params["qvec"] = vector_literal(query_vector) if with_vector else None
+    rows = list(conn.execute(_compiled(with_query, with_vector), params).mappings())
+    count = int(rows[0]["episode_count"]) if rows else 0
+    return [r for r in rows if r["episode_id"] is not None], count
+
+
+def count_current(conn: Connection, dataset: str, as_of: datetime | None = None) -> int:
+    """How many completed episodes the dataset has (that ended by ``as_of``, when given)."""
+    return int(conn.execute(text(_COUNT), {"dataset": dataset, "as_of": as_of}).scalar_one())
+
+
+def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping | None:
+    """One episode in any status, with its thread's label."""
+    return (
+        conn.execute(
+            text(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes e "
+                "JOIN threads t ON t.thread_id = e.thread_id WHERE e.episode_id = :id"
+            ),
+            {"id": episode_id},
+        )
+        .mappings()
+        .first()
+    )
+
+
+def list_episodes(
+    conn: Connection,
+    dataset: str,
+    *,
+    status: str | None,
+    thread_id: uuid.UUID | None,
+    before: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> tuple[list[RowMapping], bool]:
+    """A dataset's episodes newest first (by ``ended_at``, then id), keyset-paged; the bool
+    says whether more follow."""
+    rows = (
+        conn.execute(
+            text(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes e "
+                "JOIN threads t ON t.thread_id = e.thread_id "
+                "WHERE e.dataset = :dataset "
+                "AND (CAST(:status AS text) IS NULL OR e.status = CAST(:status AS text)) "
+                "AND (CAST(:thread AS uuid) IS NULL OR e.thread_id = CAST(:thread AS uuid)) "
+                "AND (CAST(:at AS timestamptz) IS NULL OR (e.ended_at, e.episode_id) < "
+                "     (CAST(:at AS timestamptz), CAST(:id AS uuid))) "
+                "ORDER BY e.ended_at DESC, e.episode_id DESC LIMIT :limit"
+            ),
+            {
+                "dataset": dataset,
+                "status": status,
+                "thread": thread_id,
+                "at": before[0] if before else None,
+                "id": before[1] if before else None,
+                "limit": limit + 1,
+            },
+        )
+        .mappings()
+        .all()
+    )
+    return list(rows[:limit]), len(rows) > limit

@@ -1,0 +1,126 @@
+"""The `episodic` client commands as a newcomer runs them: subprocesses against real
+services."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.processes import REPO_ROOT
+
+
+@pytest.fixture
+def services(spawn):  # type: ignore[no-untyped-def]
+    scheduler = spawn("scheduler")
+    ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    # The summariser's own loop does the work here, as under `episodic up`.
+    summariser = spawn("summariser", env={"EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2"})
+    recall = spawn("recall")
+    return {
+        "EPISODIC_INGEST_ADDRESS": ingest.address,
+        "EPISODIC_RECALL_ADDRESS": recall.address,
+        "EPISODIC_SCHEDULER_ADDRESS": scheduler.address,
+        "EPISODIC_SUMMARISER_ADDRESS": summariser.address,
+    }
+
+
+def _run(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "episodic.cli", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "COLUMNS": "160", **env},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _ok(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    done = _run(env, *args, stdin=stdin)
+    assert done.returncode == 0, f"episodic {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-def]
+    env = services
+    thread = _ok(env, "thread", "create", "shell_user", "--label", "car-search", "-q").strip()
+    assert len(thread) == 36
+
+    out = _ok(env, "add", thread, "--role", "user", "I need a family car under $30k; SUVs big.")
+    assert "stored 1 message(s)" in out
+    out = _ok(
+        env,
+        "add",
+        thread,
+        "--file",
+        "-",
+        stdin="assistant: The Corolla Hybrid fits your budget.\n"
+        '{"role": "user", "content": "Booking a Corolla test drive on Saturday."}\n',
+    )
+    assert "stored 2 message(s)" in out and "sequence 2-3" in out
+
+    out = _ok(env, "end", thread, "--wait", "60")
+    assert "queued" in out and "status:    completed" in out and "summary:" in out
+
+    out = _ok(env, "recall", "shell_user", "car recommendations")
+    assert "RELEVANCE" in out and "car-search" in out and "1 of 1 current episode" in out
+    out = _ok(env, "recall", "shell_user", "car", "--render", "timeline")
+    assert out.startswith("[") and 'thread "car-search"]' in out
+    out = _ok(env, "recall", "shell_user", "--render", "past")
+    assert out.startswith("Past conversation 1 (")
+    data = json.loads(_ok(env, "recall", "shell_user", "car", "--json"))
+    episode_id = data["episodes"][0]["episode"]["episode_id"]
+    assert data["episode_count"] == 1
+
+    out = _ok(env, "thread", "show", thread)
+    assert "3 messages, 3 covered by episodes" in out and "Corolla" in out
+    assert episode_id in out
+    assert thread in _ok(env, "thread", "list", "shell_user")
+
+    out = _ok(env, "episodes", "list", "shell_user", "--status", "completed")
+    assert episode_id in out and "completed" in out
+    shown = _ok(env, "episodes", "get", episode_id)
+    assert shown.startswith("episode:") and episode_id in shown and "summary:" in shown
+    assert episode_id in _ok(env, "episodes", "search", "shell_user", "Corolla")
+
+    failed = _run(env, "episodes", "retry", episode_id)
+    assert failed.returncode == 1 and "FAILED_PRECONDITION" in failed.stderr
+
+    out = _ok(env, "episodes", "delete", episode_id)
+    assert "archived" in out
+    assert "(none)" in _ok(env, "recall", "shell_user", "car")
+
+
+def test_demo_and_errors(services) -> None:  # type: ignore[no-untyped-def]
+    out = _ok(services, "demo", "--dataset", "demo_cli", "--wait", "60")
+    assert "the episode is completed" in out
+    assert 'thread "car-search"]' in out
+
+    bad = _run(services, "recall", "not valid!", "x")
+    assert bad.returncode == 1 and "INVALID_ARGUMENT (dataset)" in bad.stderr
+    bad = _run(services, "recall", "ds", "x", "--similarity-weight", "3")
+    assert bad.returncode == 1 and "similarity_weight" in bad.stderr
+    down = _run(
+        {"EPISODIC_RECALL_ADDRESS": "127.0.0.1:1"}, "episodes", "list", "ds", "--timeout", "2"
+    )
+    assert down.returncode == 1 and "UNAVAILABLE" in down.stderr and "episodic up" in down.stderr
+
+
+def test_reindex_needs_only_the_database(engine, db_url) -> None:  # type: ignore[no-untyped-def]
+    from tests.recall.factory import make_episode
+
+    with engine.begin() as conn:
+        make_episode(conn, "ds", ["never indexed"], index=False)
+    env = {"EPISODIC_EMBEDDING_PROVIDER": "hashing"}
+    out = _ok(env, "reindex", "--database-url", db_url)
+    assert "indexed 1 episode(s)" in out
+    assert "indexed 0 episode(s)" in _ok(env, "reindex", "--database-url", db_url)
+    wrong = _run({**env, "EPISODIC_EMBEDDING_DIMENSION": "64"}, "reindex", "--database-url", db_url)
+    assert wrong.returncode == 1 and "dimensional" in wrong.stderr

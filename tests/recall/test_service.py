@@ -1,0 +1,289 @@
+"""The Recall service as a real process: requests, answers and status codes over gRPC."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from episodic.v1 import episode_pb2
+from episodic.v1 import recall_service_pb2 as pb
+from episodic.v1 import recall_service_pb2_grpc as pb_grpc
+from tests.recall.factory import T0, make_episode
+
+EPISODES = [pb.RECALL_INCLUDE_EPISODES]
+
+
+def _reason(err: grpc.RpcError) -> tuple[str, dict[str, str]]:
+    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    assert status is not None, "every error carries a google.rpc.Status"
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    return info.reason, dict(info.metadata)
+
+
+def _ts(dt):  # type: ignore[no-untyped-def]
+    from google.protobuf import timestamp_pb2
+
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(dt)
+    return out
+
+
+@pytest.fixture
+def recall(spawn, engine):  # type: ignore[no-untyped-def]
+    service = spawn("recall")
+    with service.channel() as channel:
+        yield pb_grpc.RecallServiceStub(channel)
+
+
+def test_recall_over_grpc(recall, engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        billing = make_episode(
+            conn,
+            "user_42",
+            ["we agreed the Pro tier costs $29 for project Atlas"],
+            key_learnings=["user chose the Pro tier"],
+            entities=["project atlas"],
+            event_type="decision",
+            label="billing-q2",
+            ended_at=T0 - timedelta(days=3),
+        )
+        make_episode(conn, "user_42", ["invoice 42 escalated"], ended_at=T0 - timedelta(hours=2))
+        make_episode(conn, "user_42", ["pending one"], status="pending", ended_at=T0)
+
+    # Episodes are opt-in: without include, nothing comes back.
+    assert not recall.Recall(pb.RecallRequest(dataset="user_42"), timeout=10).HasField("episodes")
+
+    answer = recall.Recall(
+        pb.RecallRequest(
+            dataset="user_42", query="Pro tier pricing", include=EPISODES, as_of=_ts(T0)
+        ),
+        timeout=10,
+    ).episodes
+    assert answer.episode_count == 2
+    top = answer.episodes[0]
+    assert top.episode.episode_id == str(billing.episode_id)
+    assert top.episode.thread_label == "billing-q2"
+    assert top.episode.status == episode_pb2.EPISODE_STATUS_COMPLETED
+    assert list(top.episode.key_learnings) == ["user chose the Pro tier"]
+    assert top.recency == pytest.approx(1 / (1 + 3))
+    assert top.relevance_score == pytest.approx(0.7 * top.similarity + 0.3 * top.recency)
+
+    # Weights per request; recency only.
+    by_time = recall.Recall(
+        pb.RecallRequest(
+            dataset="user_42",
+            query="Pro tier pricing",
+            include=EPISODES,
+            similarity_weight=0.0,
+            recency_weight=1.0,
+            as_of=_ts(T0),
+        ),
+        timeout=10,
+    ).episodes.episodes
+    assert by_time[0].episode.summary == "invoice 42 escalated"
+    assert all(e.similarity == 0 for e in by_time)
+
+    # Entity filter, normalised like stored entities.
+    atlas = recall.Recall(
+        pb.RecallRequest(dataset="user_42", include=EPISODES, entities=["Atlas Project"]),
+        timeout=10,
+    ).episodes.episodes
+    assert [e.episode.episode_id for e in atlas] == [str(billing.episode_id)]
+
+
+def test_admin_reads_over_grpc(recall, engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        first = make_episode(
+            conn, "ds", ["kubernetes upgrade plan"], ended_at=T0 - timedelta(days=2)
+        )
+        second = make_episode(
+            conn,
+            "ds",
+            ["rollback done"],
+            thread_id=first.thread_id,
+            ended_at=T0 - timedelta(days=1),
+        )
+        for i in range(3):
+            make_episode(conn, "ds", [f"other {i}"], ended_at=T0 - timedelta(days=10 + i))
+        make_episode(conn, "ds", ["broken"], status="failed", ended_at=T0)
+
+    # GetEpisode returns archived episodes too (provenance).
+    archived = recall.GetEpisode(pb.GetEpisodeRequest(episode_id=str(first.episode_id)), timeout=10)
+    assert archived.episode.status == episode_pb2.EPISODE_STATUS_ARCHIVED
+
+    # ListEpisodes pages through a status, newest first.
+    seen, token = [], ""
+    while True:
+        page = recall.ListEpisodes(
+            pb.ListEpisodesRequest(
+                dataset="ds",
+                status=episode_pb2.EPISODE_STATUS_COMPLETED,
+                page_size=2,
+                page_token=token,
+            ),
+            timeout=10,
+        )
+        seen += [e.episode_id for e in page.episodes]
+        token = page.next_page_token
+        if not token:
+            break
+    assert len(seen) == 4 and seen[0] == str(second.episode_id)
+    everything = recall.ListEpisodes(pb.ListEpisodesRequest(dataset="ds"), timeout=10)
+    assert len(everything.episodes) == 6
+    of_thread = recall.ListEpisodes(
+        pb.ListEpisodesRequest(dataset="ds", thread_id=str(first.thread_id)), timeout=10
+    )
+    assert [e.episode_id for e in of_thread.episodes] == [
+        str(second.episode_id),
+        str(first.episode_id),
+    ]
+
+    # SearchEpisodes finds the current episode of the thread by its archived window's words.
+    found = recall.SearchEpisodes(
+        pb.SearchEpisodesRequest(dataset="ds", query="kubernetes"), timeout=10
+    )
+    assert [e.episode.episode_id for e in found.episodes] == [str(second.episode_id)]
+
+
+BAD_REQUESTS = [
+    ("Recall", pb.RecallRequest(dataset="", include=EPISODES), "dataset"),
+    ("Recall", pb.RecallRequest(dataset="bad dataset!", include=EPISODES), "dataset"),
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", include=EPISODES, similarity_weight=1.5),
+        "similarity_weight",
+    ),
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", include=EPISODES, recency_weight=-0.1),
+        "recency_weight",
+    ),
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", include=EPISODES, similarity_weight=float("nan")),
+        "similarity_weight",
+    ),
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", include=EPISODES, similarity_weight=0, recency_weight=0),
+        "similarity_weight",
+    ),
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", include=EPISODES, context_episodes=-1),
+        "context_episodes",
+    ),
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", include=EPISODES, thread_ids=["nope"]),
+        "thread_ids[0]",
+    ),
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", include=EPISODES, entities=["  ***  "]),
+        "entities[0]",
+    ),
+    ("Recall", pb.RecallRequest(dataset="ds", include=[0]), "include[0]"),
+    ("Recall", pb.RecallRequest(dataset="ds", include=[7]), "include[0]"),
+    ("Recall", pb.RecallRequest(dataset="ds", include=EPISODES, query="x" * 9000), "query"),
+    ("Recall", pb.RecallRequest(dataset="ds", include=EPISODES, query="a\x00b"), "query"),
+    (
+        "Recall",
+        pb.RecallRequest(
+            dataset="ds", include=EPISODES, since=_ts(T0), until=_ts(T0 - timedelta(days=1))
+        ),
+        "since",
+    ),
+    ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", page_size=-1), "page_size"),
+    ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", page_token="garbage!"), "page_token"),
+    ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", thread_id="x"), "thread_id"),
+    ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", status=42), "status"),
+    ("ListEpisodes", pb.ListEpisodesRequest(dataset=""), "dataset"),
+    ("SearchEpisodes", pb.SearchEpisodesRequest(dataset="ds", query=" "), "query"),
+    (
+        "SearchEpisodes",
+        pb.SearchEpisodesRequest(dataset="ds", query="x", page_size=-5),
+        "page_size",
+    ),
+    ("GetEpisode", pb.GetEpisodeRequest(episode_id="not-a-uuid"), "episode_id"),
+    ("GetEpisode", pb.GetEpisodeRequest(episode_id=""), "episode_id"),
+]
+
+
+def test_bad_input_is_invalid_argument_naming_the_field(recall) -> None:  # type: ignore[no-untyped-def]
+    for method, request, field in BAD_REQUESTS:
+        with pytest.raises(grpc.RpcError) as caught:
+            getattr(recall, method)(request, timeout=10)
+        err = caught.value
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, request, err.details())
+        reason, metadata = _reason(err)
+        assert reason == "INVALID_ARGUMENT"
+        assert metadata.get("field") == field, (method, err.details())
+
+
+def test_page_token_of_other_filters_is_refused(recall, engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        for i in range(3):
+            make_episode(conn, "ds", [f"m{i}"], ended_at=T0 - timedelta(hours=i))
+    page = recall.ListEpisodes(pb.ListEpisodesRequest(dataset="ds", page_size=1), timeout=10)
+    assert page.next_page_token
+    with pytest.raises(grpc.RpcError) as caught:
+        recall.ListEpisodes(
+            pb.ListEpisodesRequest(
+                dataset="ds", page_size=1, page_token=page.next_page_token, status=3
+            ),
+            timeout=10,
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_unknown_episode_is_not_found_and_unknown_dataset_is_empty(recall) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.RpcError) as caught:
+        recall.GetEpisode(pb.GetEpisodeRequest(episode_id=str(uuid.uuid4())), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert _reason(caught.value)[0] == "NOT_FOUND"
+    answer = recall.Recall(
+        pb.RecallRequest(dataset="nobody", query="anything", include=EPISODES), timeout=10
+    )
+    assert answer.episodes.episode_count == 0 and not answer.episodes.episodes
+
+
+def test_refuses_to_start_with_an_embedder_of_another_dimension(spawn) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(RuntimeError, match="dimensional"):
+        spawn("recall", env={"EPISODIC_EMBEDDING_DIMENSION": "128"})
+
+
+def test_deadlines_bound_the_database_work(db_url) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import text
+
+    from episodic.config import DatabaseSettings
+    from services.recall import domain
+    from services.recall.__main__ import read_engine
+    from services.recall.servicer import _reading
+
+    class Deadline:
+        def __init__(self, seconds: float) -> None:
+            self.seconds = seconds
+
+        def time_remaining(self) -> float:
+            return self.seconds
+
+    engine = read_engine(DatabaseSettings(database_url=db_url, db_pool_size=1), 10_000)
+    try:
+        # A long deadline: one autocommit statement under the connection's ceiling.
+        with _reading(engine, Deadline(30)) as conn:
+            assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "10s"
+        # A short one is enforced on the statement itself.
+        with pytest.raises(domain.DeadlineExceeded), _reading(engine, Deadline(0.05)) as conn:
+            conn.execute(text("SELECT pg_sleep(2)"))
+        # The connection goes back to the pool clean.
+        with _reading(engine, None) as conn:
+            assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "10s"
+    finally:
+        engine.dispose()

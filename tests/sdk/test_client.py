@@ -1,0 +1,266 @@
+"""The SDK against real service processes (and a fake server for the retry policy)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+
+from episodic.client import (
+    AddMessagesResult,
+    EpisodicClient,
+    InvalidArgumentError,
+    NewMessage,
+    NotFoundError,
+    RecallResult,
+    ScoredEpisode,
+    UnavailableError,
+    default_address,
+)
+from episodic.render import render_episodes
+from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2
+from episodic.v1 import ingest_service_pb2_grpc as ingest_grpc
+from episodic.v1 import recall_service_pb2_grpc as recall_grpc
+from tests.recall.factory import T0, make_episode
+
+
+@pytest.fixture
+def ingest_recall(spawn):  # type: ignore[no-untyped-def]
+    ingest, recall = spawn("ingest"), spawn("recall")
+    with EpisodicClient(ingest=ingest.address, recall=recall.address, timeout=10) as client:
+        yield client
+
+
+def test_threads_and_messages(ingest_recall: EpisodicClient) -> None:
+    client = ingest_recall
+    thread = client.start_thread("user_42", "billing-q2", metadata={"channel": "web"})
+    assert thread.dataset == "user_42" and thread.label == "billing-q2"
+    assert thread.metadata == {"channel": "web"}
+
+    first = client.add_message(thread.thread_id, "user", "Hello there")
+    assert first.sequence == 1 and first.role == "user"
+    assert first.idempotency_key.startswith("auto:"), "keys make AddMessages retry-safe"
+
+    backfilled = datetime(2025, 1, 2, 3, 4, tzinfo=UTC)
+    result = client.add_messages(
+        thread.thread_id,
+        [
+            ("assistant", "Hi! How can I help?"),
+            {"role": "user", "content": "Invoice 42 failed", "metadata": {"name": "Ann"}},
+            NewMessage("user", "from the past", created_at=backfilled, idempotency_key="k1"),
+        ],
+    )
+    assert isinstance(result, AddMessagesResult) and result.stored_count == 3
+    assert [m.sequence for m in result.messages] == [2, 3, 4]
+    assert result.messages[1].metadata == {"name": "Ann"}
+    assert result.messages[2].created_at == backfilled
+
+    replay = client.add_messages(thread.thread_id, [NewMessage("user", "x", idempotency_key="k1")])
+    assert replay.stored_count == 0 and replay.messages[0].sequence == 4
+
+    session = client.load_session(thread.thread_id)
+    assert [m.content for m in session][:2] == ["Hello there", "Hi! How can I help?"]
+    page = client.list_messages(thread.thread_id, page_size=3)
+    assert len(page) == 3 and page.next_page_token
+    rest = client.list_messages(thread.thread_id, page_size=3, page_token=page.next_page_token)
+    assert [m.sequence for m in rest] == [4] and not rest.next_page_token
+
+    other = client.start_thread("user_42", "support")
+    client.add_message(other.thread_id, "user", "newest activity")
+    assert [t.thread_id for t in client.recent_threads("user_42", 5)] == [
+        other.thread_id,
+        thread.thread_id,
+    ]
+    assert len(client.recent_threads("user_42", 1)) == 1
+    assert client.get_thread(thread.thread_id).message_count == 4
+
+    ended = client.end_thread(thread.thread_id)
+    assert ended.episode_queued  # durable even though no Scheduler runs in this test
+
+
+def test_errors_are_typed_with_code_reason_and_field(ingest_recall: EpisodicClient) -> None:
+    client = ingest_recall
+    with pytest.raises(InvalidArgumentError) as caught:
+        client.start_thread("not a dataset!")
+    err = caught.value
+    assert err.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.reason == "INVALID_ARGUMENT" and err.field == "dataset"
+    with pytest.raises(NotFoundError) as missing:
+        client.get_episode("0b7f3e0c-6a3c-4c1e-9a57-2f1b8f4e5d21")
+    assert missing.value.reason == "NOT_FOUND"
+    with pytest.raises(InvalidArgumentError):
+        client.recall("ds", "q", similarity_weight=2.0)
+    with pytest.raises(ValueError, match="unknown role"):
+        client.add_message("0b7f3e0c-6a3c-4c1e-9a57-2f1b8f4e5d21", "robot", "x")
+
+
+def test_recall_and_admin_reads(ingest_recall: EpisodicClient, engine) -> None:  # type: ignore[no-untyped-def]
+    client = ingest_recall
+    with engine.begin() as conn:
+        first = make_episode(
+            conn,
+            "user_42",
+            ["we compared the Corolla Hybrid with two SUVs"],
+            label="car-search",
+            ended_at=T0 - timedelta(days=3),
+        )
+        current = make_episode(
+            conn,
+            "user_42",
+            ["test drive booked for Saturday"],
+            thread_id=first.thread_id,
+            key_learnings=["user books a test drive"],
+            entities=["toyota corolla hybrid"],
+            event_type="decision",
+            ended_at=T0 - timedelta(days=2),
+        )
+        make_episode(conn, "user_42", ["invoice questions"], ended_at=T0 - timedelta(hours=1))
+        make_episode(conn, "user_42", ["broken"], status="failed", ended_at=T0)
+
+    found = client.recall("user_42", "Corolla hybrid", as_of=T0, limit=5)
+    assert isinstance(found, RecallResult) and found.episode_count == 2
+    top = found.episodes[0]
+    assert isinstance(top, ScoredEpisode)
+    assert top.episode.episode_id == str(current.episode_id)
+    assert top.summary == top.episode.summary  # the episode's fields, for convenience
+    assert top.thread_label == "car-search" and top.key_learnings == ["user books a test drive"]
+    assert top.status == "completed" and top.trigger == "explicit"
+    assert top.relevance_score == pytest.approx(0.7 * top.similarity + 0.3 * top.recency)
+
+    latest = client.recall("user_42", as_of=T0, limit=1)
+    assert [e.summary for e in latest] == ["invoice questions"]
+    decisions = client.recall("user_42", event_type="decision", entities=["Toyota Corolla Hybrid"])
+    assert [e.episode.episode_id for e in decisions] == [str(current.episode_id)]
+
+    text = render_episodes(found.episodes[:1], now=T0)
+    assert text.startswith('[2 days ago, 2026-05-15 12:00 UTC, thread "car-search"]\n')
+
+    assert client.get_episode(str(first.episode_id)).status == "archived"
+    page = client.list_episodes("user_42", status="completed", page_size=1)
+    assert len(page) == 1 and page.next_page_token
+    assert len(list(client.iter_episodes("user_42"))) == 4
+    assert [e.status for e in client.iter_episodes("user_42", status="failed")] == ["failed"]
+    hits = client.search_episodes("user_42", "SUVs")
+    assert [h.episode.episode_id for h in hits] == [str(current.episode_id)]
+    with pytest.raises(ValueError, match="unknown status"):
+        client.list_episodes("user_42", status="done")
+
+
+def test_the_whole_loop(spawn) -> None:  # type: ignore[no-untyped-def]
+    scheduler = spawn("scheduler")
+    ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    summariser, recall = spawn("summariser"), spawn("recall")
+    with EpisodicClient(
+        ingest=ingest.address,
+        recall=recall.address,
+        scheduler=scheduler.address,
+        summariser=summariser.address,
+    ) as client:
+        client.wait_ready()
+        thread = client.start_thread("loop_user", "car-search")
+        client.add_messages(
+            thread.thread_id,
+            [
+                ("user", "I need a family car under $30k, SUVs feel too big."),
+                ("assistant", "The Toyota Corolla Hybrid fits city commuting and the budget."),
+                ("user", "Great, I will book a Corolla Hybrid test drive on Saturday."),
+            ],
+        )
+        ended = client.end_thread(thread.thread_id)
+        assert ended.episode_queued and ended.episode_id
+        assert client.process_pending(10) == 1
+        episode = client.wait_for_episode(thread.thread_id, timeout=30)
+        assert episode.status == "completed" and episode.episode_id == ended.episode_id
+        assert episode.summary and episode.end_sequence == 3
+
+        found = client.recall("loop_user", "car recommendations")
+        assert [e.episode.episode_id for e in found] == [ended.episode_id]
+        assert "Corolla" in render_episodes(found.episodes)
+        assert client.check_providers()["embedder"].ok
+        assert client.record_activity(thread.thread_id) is not None
+        assert client.record_thread_started(thread.thread_id) == 0
+        assert client.request_episode(thread.thread_id) is None  # nothing uncaptured
+        assert client.run_sweep().episodes_created == 0
+
+        deleted = client.delete_episode(ended.episode_id)
+        assert deleted.status == "archived"
+        assert client.recall("loop_user", "car").episodes == []
+        assert client.get_episode(ended.episode_id).status == "archived"
+
+
+# ---- retries: only what is safe to repeat -------------------------------------------------
+
+
+class _Flaky(recall_grpc.RecallServiceServicer, ingest_grpc.IngestServiceServicer):
+    """Fails the first call of each method with UNAVAILABLE, then answers."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def _count(self, name: str) -> int:
+        with self.lock:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return self.calls[name]
+
+    def GetEpisode(self, request, context):  # type: ignore[no-untyped-def]
+        if self._count("GetEpisode") == 1:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "try again")
+        return recall_service_pb2.GetEpisodeResponse(
+            episode=episode_pb2.Episode(episode_id=request.episode_id)
+        )
+
+    def AddMessages(self, request, context):  # type: ignore[no-untyped-def]
+        if self._count("AddMessages") == 1:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "try again")
+        return ingest_service_pb2.AddMessagesResponse(
+            messages=[episode_pb2.Message(thread_id=request.thread_id, sequence=1)],
+            stored_count=1,
+        )
+
+    def EndThread(self, request, context):  # type: ignore[no-untyped-def]
+        self._count("EndThread")
+        context.abort(grpc.StatusCode.UNAVAILABLE, "down")
+
+
+@pytest.fixture
+def flaky():  # type: ignore[no-untyped-def]
+    servicer = _Flaky()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    recall_grpc.add_RecallServiceServicer_to_server(servicer, server)
+    ingest_grpc.add_IngestServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, f"127.0.0.1:{port}"
+    server.stop(0)
+
+
+def test_idempotent_calls_are_retried_and_others_are_not(flaky) -> None:  # type: ignore[no-untyped-def]
+    servicer, address = flaky
+    with EpisodicClient(ingest=address, recall=address, timeout=10) as client:
+        assert client.get_episode("e1").episode_id == "e1"
+        assert servicer.calls["GetEpisode"] == 2
+        # Keyed (automatically) AddMessages is retried …
+        client.add_message("t", "user", "hello")
+        assert servicer.calls["AddMessages"] == 2
+        with pytest.raises(UnavailableError):
+            client.end_thread("t")  # … EndThread is not.
+        assert servicer.calls["EndThread"] == 1
+    servicer.calls.clear()
+    with EpisodicClient(ingest=address, recall=address, auto_idempotency_keys=False) as client:
+        with pytest.raises(UnavailableError):
+            client.add_message("t", "user", "no key: a retry could store it twice")
+        assert servicer.calls["AddMessages"] == 1
+
+
+def test_default_addresses(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("EPISODIC_RECALL_ADDRESS", raising=False)
+    monkeypatch.delenv("EPISODIC_RECALL_PORT", raising=False)
+    assert default_address("recall") == "127.0.0.1:50054"
+    monkeypatch.setenv("EPISODIC_RECALL_PORT", "6000")
+    assert default_address("recall") == "127.0.0.1:6000"
+    monkeypatch.setenv("EPISODIC_RECALL_ADDRESS", "recall.svc:50054")
+    assert default_address("recall") == "recall.svc:50054"

@@ -1,0 +1,117 @@
+"""Prompt rendering of episodes (pure functions)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from episodic.client import Episode, ScoredEpisode
+from episodic.render import absolute_time, relative_time, render_episodes
+
+NOW = datetime(2026, 5, 17, 10, 10, tzinfo=UTC)
+
+
+def _episode(summary: str, ended: datetime, label: str = "", learnings=()) -> Episode:  # type: ignore[no-untyped-def]
+    return Episode(
+        episode_id="e",
+        thread_id="t",
+        dataset="ds",
+        status="completed",
+        semantic_status="completed",
+        summary=summary,
+        key_learnings=list(learnings),
+        entities=[],
+        event_type="conversation",
+        actor="user",
+        message_count=2,
+        start_sequence=1,
+        end_sequence=2,
+        started_at=ended,
+        ended_at=ended,
+        trigger="explicit",
+        retry_count=0,
+        error="",
+        created_at=ended,
+        updated_at=ended,
+        thread_label=label,
+    )
+
+
+@pytest.mark.parametrize(
+    ("delta", "text"),
+    [
+        (timedelta(seconds=5), "just now"),
+        (timedelta(minutes=1), "1 minute ago"),
+        (timedelta(minutes=59), "59 minutes ago"),
+        (timedelta(hours=2), "2 hours ago"),
+        (timedelta(hours=30), "yesterday"),
+        (timedelta(days=3), "3 days ago"),
+        (timedelta(days=15), "2 weeks ago"),
+        (timedelta(days=95), "3 months ago"),
+        (timedelta(days=800), "2 years ago"),
+        (-timedelta(hours=5), "in 5 hours"),
+        (-timedelta(days=3), "in 3 days"),
+    ],
+)
+def test_relative_time(delta: timedelta, text: str) -> None:
+    assert relative_time(NOW - delta, NOW) == text
+
+
+def test_absolute_time_is_utc() -> None:
+    from datetime import timezone
+
+    paris = timezone(timedelta(hours=2))
+    assert absolute_time(datetime(2026, 5, 14, 16, 22, tzinfo=paris)) == "2026-05-14 14:22 UTC"
+    assert absolute_time(datetime(2026, 5, 14, 14, 22)) == "2026-05-14 14:22 UTC"
+
+
+def test_timeline_is_chronological_with_relative_and_absolute_time() -> None:
+    recent = _episode(
+        "Agent escalated invoice #42 to finance.", NOW - timedelta(hours=2), "support-#412"
+    )
+    older = _episode(
+        "User confirmed the Pro tier at $29.",
+        datetime(2026, 5, 14, 14, 22, tzinfo=UTC),
+        "billing-q2",
+        learnings=["user chose Pro"],
+    )
+    scored = [ScoredEpisode(recent, 0.9, 0.8, 0.9), ScoredEpisode(older, 0.5, 0.6, 0.2)]
+    assert render_episodes(scored, now=NOW) == (
+        '[2 days ago, 2026-05-14 14:22 UTC, thread "billing-q2"]\n'
+        "User confirmed the Pro tier at $29.\n\n"
+        '[2 hours ago, 2026-05-17 08:10 UTC, thread "support-#412"]\n'
+        "Agent escalated invoice #42 to finance."
+    )
+    with_learnings = render_episodes([older], now=NOW, key_learnings=True)
+    assert with_learnings.endswith("User confirmed the Pro tier at $29.\n- user chose Pro")
+    unlabelled = render_episodes([replace(older, thread_label="")], now=NOW)
+    assert unlabelled.startswith("[2 days ago, 2026-05-14 14:22 UTC]\n")
+
+
+def test_past_conversation_keeps_the_given_order() -> None:
+    a = _episode("First summary.", datetime(2026, 5, 1, tzinfo=UTC))
+    b = _episode("Second summary.", datetime(2026, 4, 2, tzinfo=UTC))
+    assert render_episodes([a, b], style="past_conversation") == (
+        "Past conversation 1 (2026-05-01):\nFirst summary.\n\n"
+        "Past conversation 2 (2026-04-02):\nSecond summary."
+    )
+    assert render_episodes([], style="past_conversation") == ""
+    with pytest.raises(ValueError, match="unknown style"):
+        render_episodes([a], style="other")  # type: ignore[arg-type]
+
+
+def test_renders_protobuf_episodes_too() -> None:
+    from google.protobuf import timestamp_pb2
+
+    from episodic.v1 import episode_pb2
+
+    ended = timestamp_pb2.Timestamp()
+    ended.FromDatetime(NOW - timedelta(days=3))
+    message = episode_pb2.ScoredEpisode(
+        episode=episode_pb2.Episode(summary="From the wire.", thread_label="x", ended_at=ended)
+    )
+    assert render_episodes([message], now=NOW) == (
+        '[3 days ago, 2026-05-14 10:10 UTC, thread "x"]\nFrom the wire.'
+    )
