@@ -9,6 +9,8 @@ from pathlib import Path
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
+from episodic.v1 import recall_service_pb2 as rpb
+from episodic.v1 import recall_service_pb2_grpc as rg
 from episodic.v1 import summariser_service_pb2 as spb
 from episodic.v1 import summariser_service_pb2_grpc as sg
 from tests.support.processes import wait_until
@@ -31,6 +33,7 @@ def test_trace_crosses_ingest_scheduler_and_links_summariser(spawn, tmp_path: Pa
     scheduler = spawn("scheduler", env=env)
     ingest = spawn("ingest", env={**env, "EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
     summariser = spawn("summariser", env=env)
+    recall = spawn("recall", env=env)
 
     stub = ig.IngestServiceStub(ingest.channel())
     thread = stub.CreateThread(ipb.CreateThreadRequest(dataset="traced"), timeout=10).thread
@@ -47,6 +50,13 @@ def test_trace_crosses_ingest_scheduler_and_links_summariser(spawn, tmp_path: Pa
         spb.ProcessPendingRequest(), timeout=60
     )
     assert done.completed == 1
+    found = rg.RecallServiceStub(recall.channel()).Recall(
+        rpb.RecallRequest(
+            dataset="traced", query="blue car", include=[rpb.RECALL_INCLUDE_EPISODES]
+        ),
+        timeout=30,
+    )
+    assert found.episodes.episodes[0].episode.episode_id == ended.episode_id
 
     def complete_set():  # type: ignore[no-untyped-def]
         spans = _spans(trace_file)
@@ -57,6 +67,7 @@ def test_trace_crosses_ingest_scheduler_and_links_summariser(spawn, tmp_path: Pa
             "/episodic.v1.IngestService/EndThread",
             "/episodic.v1.SchedulerService/RequestEpisode",
             "summarise episode",
+            "/episodic.v1.RecallService/Recall",
         }
         return spans if wanted <= names else None
 
@@ -86,3 +97,12 @@ def test_trace_crosses_ingest_scheduler_and_links_summariser(spawn, tmp_path: Pa
     # The summariser's database work is traced under its span.
     children = [s for s in spans if s["parent_span_id"] == summarise["span_id"]]
     assert children, "summarise episode has child spans (llm, embed, database)"
+
+    # Recall's trace shows the database time: query spans under the server span.
+    recall_span = _one(spans, name="/episodic.v1.RecallService/Recall", kind="SERVER")
+    db_spans = [
+        s
+        for s in spans
+        if s["trace_id"] == recall_span["trace_id"] and "db.statement" in s["attributes"]
+    ]
+    assert db_spans and all(s["service"] == "episodic-recall" for s in db_spans)
