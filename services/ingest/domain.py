@@ -47,13 +47,29 @@ def _check_text(value: str, field: str) -> None:
         )
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def check_metadata(metadata: dict[str, Any], field: str, settings: IngestSettings) -> str:
-    """Returns the metadata as JSON text, refusing what PostgreSQL's jsonb cannot hold."""
-    encoded = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
-    if "\\u0000" in encoded:
+    """Returns the metadata as JSON text, refusing what PostgreSQL's jsonb cannot hold
+    (NUL characters, NaN and infinities)."""
+    if _has_nul(metadata):
         raise InvalidArgument(
             f"{field} contains a NUL character, which cannot be stored", field=field
         )
+    try:
+        encoded = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise InvalidArgument(
+            f"{field} contains NaN or an infinity, which JSON cannot hold", field=field
+        ) from None
     size = len(encoded.encode())
     if size > settings.max_metadata_bytes:
         raise InvalidArgument(

@@ -21,6 +21,12 @@ from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 
+# Beyond this many distinct pending notices (a hung Scheduler) the oldest are dropped: a
+# very late notice would only push a timer out needlessly, and the catch-up sweep covers
+# every thread whose notice never arrived.
+MAX_PENDING = 10_000
+
+
 class SchedulerNotifier:
     def __init__(self, channel: grpc.Channel, timeout: float) -> None:
         self._stub = pb_grpc.SchedulerServiceStub(channel)
@@ -30,8 +36,9 @@ class SchedulerNotifier:
         self._cv = threading.Condition()
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="scheduler-notifier", daemon=True)
-        self._worker.start()
         self.failures = 0
+        self.dropped = 0
+        self._worker.start()
 
     def record_activity(self, thread_id: str) -> None:
         self._enqueue("activity", thread_id)
@@ -55,6 +62,9 @@ class SchedulerNotifier:
             key = (kind, thread_id)
             self._pending.pop(key, None)
             self._pending[key] = otel_context.get_current()
+            while len(self._pending) > MAX_PENDING:
+                self._pending.popitem(last=False)
+                self.dropped += 1
             self._cv.notify()
 
     def _run(self) -> None:

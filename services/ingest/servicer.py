@@ -44,7 +44,7 @@ def _new_messages(request: pb.AddMessagesRequest, thread_id: str) -> list[domain
             domain.NewMessage(
                 role=convert.ROLE_FROM_PROTO.get(msg.role, ""),
                 content=msg.content,
-                metadata=convert.struct_to_dict(msg.metadata),
+                metadata=convert.struct_to_dict(msg.metadata, f"messages[{i}].metadata"),
                 created_at=_timestamp(msg, "created_at"),
                 idempotency_key=msg.idempotency_key or None,
             )
@@ -119,8 +119,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             "end": request.end_sequence,
         }
         cursor = decode_page_token(request.page_token, expect=filters)
-        after = cursor["after"] if cursor else max(request.start_sequence - 1, 0)
-        if not isinstance(after, int):
+        after = cursor.get("after") if cursor else max(request.start_sequence - 1, 0)
+        if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after < 2**63:
             raise InvalidArgument("page_token is malformed", field="page_token")
         with self.engine.connect() as conn:
             rows, more = domain.list_messages(

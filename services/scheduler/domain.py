@@ -321,7 +321,8 @@ def catch_up(
     now: datetime | None = None,
     limit: int = 1000,
 ) -> int:
-    """Creates timers for threads with uncaptured messages and no timer (lost notices).
+    """Creates timers for threads with uncaptured messages and no timer (lost notices), and
+    makes an owed explicit episode (EndThread whose RequestEpisode was lost) due now.
 
     Candidates come from the partial index ``threads_uncaptured_idx`` and are locked
     ``FOR SHARE SKIP LOCKED``: threads being written or having an episode opened right now
@@ -351,7 +352,26 @@ def catch_up(
         ),
         {"interval": settings.auto_episode_interval, "now": now, "limit": limit},
     ).all()
-    return len(rows)
+    # An EndThread whose RequestEpisode was lost, on a thread that already has an idle
+    # timer: make that timer due now as an explicit one, or the checkpoint would wait for
+    # (and be merged into) the next idle episode.
+    owed = conn.execute(
+        text(
+            "WITH cand AS ("
+            "  SELECT t.thread_id FROM threads t "
+            "  WHERE t.last_sequence > t.captured_sequence "
+            "  AND t.end_requested_sequence > t.captured_sequence "
+            "  ORDER BY t.thread_id LIMIT :limit "
+            "  FOR SHARE OF t SKIP LOCKED) "
+            f"UPDATE scheduled_episodes s SET fire_at = {_NOW}, trigger = 'explicit', "
+            f"version = s.version + 1, updated_at = {_NOW} "
+            "FROM cand WHERE s.thread_id = cand.thread_id AND s.claimed_at IS NULL "
+            f"AND (s.trigger <> 'explicit' OR s.fire_at > {_NOW}) "
+            "RETURNING s.thread_id"
+        ),
+        {"now": now, "limit": limit},
+    ).all()
+    return len(rows) + len(owed)
 
 
 def backstop_candidates(

@@ -225,6 +225,17 @@ def complete(
         text("SELECT 1 FROM threads WHERE thread_id = :t FOR UPDATE"),
         {"t": episode["thread_id"]},
     )
+    # Still ours? Checked (and locked) before touching any other row: a lost claim must
+    # not archive the thread's current episode.
+    mine = conn.execute(
+        text(
+            "SELECT 1 FROM episodes WHERE episode_id = :id AND status = 'processing' "
+            "AND claimed_by = :worker FOR UPDATE"
+        ),
+        {"id": episode["episode_id"], "worker": worker},
+    ).first()
+    if mine is None:
+        return None
     newer = conn.execute(
         text(
             "SELECT 1 FROM episodes WHERE thread_id = :t AND status = 'completed' "

@@ -30,6 +30,7 @@ idempotency key unless you pass your own (``auto_idempotency_keys``). Errors com
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -515,10 +516,13 @@ class EpisodicClient:
         self._options = list(channel_options)
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, Any] = {}
+        # First calls from several threads must not each open (and leak) a channel.
+        self._lock = threading.Lock()
 
     # -- plumbing
 
     def _channel(self, key: str) -> grpc.Channel:
+        # Called with self._lock held (from _stub).
         channel = self._channels.get(key)
         if channel is None:
             service = key.removesuffix(":noretry")
@@ -537,15 +541,20 @@ class EpisodicClient:
 
     def _stub(self, key: str) -> Any:
         stub = self._stubs.get(key)
-        if stub is None:
-            factory = {
-                "ingest": ingest_grpc.IngestServiceStub,
-                "recall": recall_grpc.RecallServiceStub,
-                "scheduler": scheduler_grpc.SchedulerServiceStub,
-                "summariser": summariser_grpc.SummariserServiceStub,
-            }[key.removesuffix(":noretry")]
-            stub = factory(self._channel(key))
-            self._stubs[key] = stub
+        if stub is not None:
+            return stub
+        with self._lock:
+            return self._stubs.get(key) or self._new_stub(key)
+
+    def _new_stub(self, key: str) -> Any:
+        factory = {
+            "ingest": ingest_grpc.IngestServiceStub,
+            "recall": recall_grpc.RecallServiceStub,
+            "scheduler": scheduler_grpc.SchedulerServiceStub,
+            "summariser": summariser_grpc.SummariserServiceStub,
+        }[key.removesuffix(":noretry")]
+        stub = factory(self._channel(key))
+        self._stubs[key] = stub
         return stub
 
     def _call(

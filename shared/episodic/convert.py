@@ -9,6 +9,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from episodic.errors import InvalidArgument
 from episodic.v1 import episode_pb2
 
 ROLE_TO_PROTO = {
@@ -74,8 +75,14 @@ def struct(value: Mapping[str, Any] | str | None) -> struct_pb2.Struct:
     return out
 
 
-def struct_to_dict(value: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(value)
+def struct_to_dict(value: struct_pb2.Struct, field: str = "metadata") -> dict[str, Any]:
+    """The Struct as plain JSON data; a value JSON cannot hold (NaN, ±inf) is bad input."""
+    try:
+        return json_format.MessageToDict(value)
+    except (ValueError, json_format.Error):
+        raise InvalidArgument(
+            f"{field} contains NaN or an infinity, which JSON cannot hold", field=field
+        ) from None
 
 
 def thread(row: Mapping[str, Any]) -> episode_pb2.Thread:

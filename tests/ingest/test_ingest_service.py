@@ -434,3 +434,59 @@ def test_page_token_from_other_thread_is_rejected(ingest) -> None:  # type: igno
     with pytest.raises(grpc.RpcError) as err:
         ingest.ListMessages(pb.ListMessagesRequest(thread_id=b.thread_id, page_token=token))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _struct(**values):  # type: ignore[no-untyped-def]
+    out = struct_pb2.Struct()
+    out.update(values)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("metadata", "phrase"),
+    [
+        (_struct(x=float("nan")), "NaN"),
+        (_struct(x=float("inf")), "NaN or an infinity"),
+        (_struct(**{"k\x00": 1}), "NUL"),
+        (_struct(nested={"v": "a\x00b"}), "NUL"),
+    ],
+    ids=["nan", "infinity", "nul-key", "nested-nul"],
+)
+def test_metadata_json_cannot_hold_is_invalid_argument(ingest, engine, metadata, phrase) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+    with pytest.raises(grpc.RpcError) as err:
+        ingest.AddMessages(
+            pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg(metadata=metadata)])
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert phrase in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        ingest.CreateThread(pb.CreateThreadRequest(dataset="d", metadata=metadata))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_escaped_text_that_looks_like_nul_is_fine(ingest) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+    stored = ingest.AddMessages(
+        pb.AddMessagesRequest(
+            thread_id=thread.thread_id, messages=[msg(metadata=_struct(k="\\u0000 literal"))]
+        )
+    ).messages[0]
+    assert dict(stored.metadata) == {"k": "\\u0000 literal"}
+
+
+def test_forged_page_token_is_invalid_argument(ingest) -> None:  # type: ignore[no-untyped-def]
+    from episodic.validation import encode_page_token
+
+    thread = new_thread(ingest)
+    for cursor in (
+        {"thread": thread.thread_id, "end": 0},
+        {"thread": thread.thread_id, "end": 0, "after": True},
+    ):
+        with pytest.raises(grpc.RpcError) as err:
+            ingest.ListMessages(
+                pb.ListMessagesRequest(
+                    thread_id=thread.thread_id, page_token=encode_page_token(cursor)
+                )
+            )
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -114,3 +114,30 @@ def test_ingest_notifies_a_running_scheduler(spawn, engine) -> None:  # type: ig
         again = ingest.EndThread(ipb.EndThreadRequest(thread_id=first.thread_id), timeout=10)
         assert not again.episode_queued
     check_invariants(engine, all_covered=True)
+
+
+def test_lost_request_episode_on_a_thread_with_an_idle_timer_fires_now(engine) -> None:  # type: ignore[no-untyped-def]
+    """EndThread committed but its RequestEpisode was lost, while the thread already had an
+    idle timer 30 minutes out: the catch-up makes that timer due as an explicit one."""
+    from sqlalchemy import text
+
+    from episodic.config import SchedulerSettings
+    from services.ingest import domain as ingest
+    from services.scheduler import domain
+    from services.scheduler.sweeper import Sweeper
+    from tests.summariser.helpers import CAR_CHAT, add, make_thread
+
+    settings = SchedulerSettings()
+    thread = make_thread(engine)
+    add(engine, thread, CAR_CHAT[:2])
+    with engine.begin() as conn:
+        domain.record_activity(conn, thread, settings)  # the idle timer, 30 min out
+        ingest.end_thread(conn, thread)  # EndThread committed; RequestEpisode lost
+        now = conn.execute(text("SELECT now()")).scalar_one()
+    Sweeper(engine, settings, "replica-1").run_pass(now + timedelta(seconds=1), force=True)
+    with engine.connect() as conn:
+        episodes = conn.execute(
+            text("SELECT trigger, start_sequence, end_sequence FROM episodes WHERE thread_id = :t"),
+            {"t": thread},
+        ).all()
+    assert [tuple(e) for e in episodes] == [("explicit", 1, 2)]

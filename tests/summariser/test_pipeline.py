@@ -259,3 +259,30 @@ def test_release_hands_claims_back_without_counting_a_retry(engine) -> None:  # 
     assert pipeline.release() == 1
     row = episode_row(engine, ep["episode_id"])
     assert row["status"] == "pending" and row["retry_count"] == 0 and row["claimed_by"] is None
+
+
+def test_a_lost_claim_does_not_archive_the_current_episode(engine) -> None:  # type: ignore[no-untyped-def]
+    thread = make_thread(engine)
+    add(engine, thread, CAR_CHAT[:3])
+    first = open_episode(engine, thread)
+    make_pipeline(engine).run_once(10)
+    add(engine, thread, CAR_CHAT[3:])
+    second = open_episode(engine, thread)
+    with engine.begin() as conn:
+        claimed = claim_pending(conn, "w1", 10)[0]
+    with engine.begin() as conn:  # an admin deletes the in-flight episode
+        lifecycle.delete_episode(conn, second["episode_id"])
+    with engine.begin() as conn:
+        status = complete(
+            conn,
+            claimed,
+            "w1",
+            summary="late",
+            key_learnings=[],
+            entities=[],
+            event_type="conversation",
+            actor="user",
+            embedding=[0.0] * 384,
+        )
+    assert status is None
+    assert episode_row(engine, first["episode_id"])["status"] == "completed"

@@ -320,6 +320,9 @@ def delete_episode(
         conn.execute(
             text(
                 "UPDATE episodes SET status = 'archived', claimed_at = NULL, claimed_by = NULL, "
+                # A deleted episode's window is not mined for facts any more.
+                "semantic_status = CASE WHEN semantic_status = 'pending' THEN 'skipped' "
+                "ELSE semantic_status END, "
                 f"updated_at = {_NOW} "
                 "WHERE episode_id = :id AND status <> 'archived' "
                 f"RETURNING {_EPISODE_COLUMNS}"
