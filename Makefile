@@ -29,6 +29,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/buf lint
 	$(BIN)/buf format -d --exit-code
+	$(BIN)/mypy
 
 ## Regenerate the gRPC stubs after editing proto/.
 protos: install

@@ -28,7 +28,7 @@ def _as_of(request: pb.RunSweepRequest) -> datetime | None:
 def _trigger(value: int) -> str:
     if value == 0:
         return "explicit"
-    trigger = convert.TRIGGER_FROM_PROTO.get(value)
+    trigger = convert.TRIGGER_FROM_PROTO.get(value)  # type: ignore[call-overload]
     if trigger is None:
         raise InvalidArgument(f"trigger {value} is not a known EpisodeTrigger", field="trigger")
     return trigger

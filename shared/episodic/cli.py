@@ -87,10 +87,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {label + ':':<19} {health.name} {state}")
     if status.recent_errors:
         print("  recent errors:")
-        for err in status.recent_errors:
+        for failure in status.recent_errors:
             print(
-                f"    {err.updated_at.ToDatetime():%m-%d %H:%M} {err.episode_id} "
-                f"[{err.status}, retry {err.retry_count}] {err.error[:100]}"
+                f"    {failure.updated_at.ToDatetime():%m-%d %H:%M} {failure.episode_id} "
+                f"[{failure.status}, retry {failure.retry_count}] {failure.error[:100]}"
             )
     return 0
 

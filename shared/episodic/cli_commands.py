@@ -324,8 +324,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
         _print_json(result)
         return 0
     if args.render:
-        style = "timeline" if args.render == "timeline" else "past_conversation"
-        print(render_episodes(result.episodes, now=args.as_of, style=style))
+        if args.render == "timeline":
+            print(render_episodes(result.episodes, now=args.as_of, style="timeline"))
+        else:
+            print(render_episodes(result.episodes, now=args.as_of, style="past_conversation"))
         return 0
     rows = [
         [

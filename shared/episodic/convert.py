@@ -68,10 +68,9 @@ def optional_from_ts(message: Any, field: str) -> datetime | None:
 
 def struct(value: Mapping[str, Any] | str | None) -> struct_pb2.Struct:
     out = struct_pb2.Struct()
-    if isinstance(value, str):
-        value = json.loads(value)
-    if value:
-        out.update(dict(value))
+    data = json.loads(value) if isinstance(value, str) else value
+    if data:
+        out.update(dict(data))
     return out
 
 

@@ -89,7 +89,7 @@ class ServiceRuntime:
     port: int
     engine: Engine | None = None
     shutdown_grace: float = 10.0
-    on_shutdown: list[Callable[[], None]] = field(default_factory=list)
+    on_shutdown: list[Callable[[], object]] = field(default_factory=list)
     stopped: threading.Event = field(default_factory=threading.Event)
 
     def set_serving(self, serving: bool) -> None:

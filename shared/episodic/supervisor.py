@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from episodic.config import Settings
+from episodic.runtime import EmbeddedPostgres
 
 START_ORDER = ("scheduler", "ingest", "summariser", "recall")
 READY_TIMEOUT = 120.0
@@ -38,7 +39,7 @@ class Supervisor:
         self.children = [Child(name) for name in START_ORDER if name in wanted]
         self.stopping = threading.Event()
         self.database_url: str | None = settings.database.database_url
-        self._pg = None
+        self._pg: EmbeddedPostgres | None = None
         self.log_dir = settings.database.data_dir.expanduser().resolve() / "logs"
 
     # -- lifecycle -----------------------------------------------------------------
@@ -73,11 +74,10 @@ class Supervisor:
         if self.database_url:
             print("database: EPISODIC_DATABASE_URL (external)", flush=True)
             return
-        from episodic.runtime import EmbeddedPostgres
-
         data_dir = self.settings.database.data_dir.expanduser().resolve()
-        self._pg = EmbeddedPostgres(data_dir / "pgdata")
-        self.database_url = self._pg.start()
+        pg = EmbeddedPostgres(data_dir / "pgdata")
+        self._pg = pg
+        self.database_url = pg.start()
         print(f"database: embedded PostgreSQL at {self.database_url}", flush=True)
 
     def _migrate(self) -> None:

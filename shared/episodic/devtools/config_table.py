@@ -39,7 +39,8 @@ def _default(field: FieldInfo) -> str:
 def table() -> str:
     lines = ["| variable | default | meaning |", "|---|---|---|"]
     for area, cls in AREAS:
-        for name, field in cls.model_fields.items():
+        fields: dict[str, FieldInfo] = cls.model_fields  # type: ignore[attr-defined]
+        for name, field in fields.items():
             desc = (field.description or "").replace("|", "\\|").replace("\n", " ")
             lines.append(f"| `EPISODIC_{name.upper()}` | {_default(field)} | {area}: {desc} |")
     return "\n".join(lines)

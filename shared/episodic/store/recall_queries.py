@@ -330,7 +330,9 @@ def rank_episodes(
     }
     if with_query:
         params["query"] = query
-        params["qvec"] = vector_literal(query_vector) if with_vector else None
+        params["qvec"] = (
+            vector_literal(query_vector) if with_vector and query_vector is not None else None
+        )
     rows = list(conn.execute(_compiled(with_query, with_vector), params).mappings())
     count = int(rows[0]["episode_count"]) if rows else 0
     return [r for r in rows if r["episode_id"] is not None], count

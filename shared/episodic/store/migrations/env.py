@@ -17,7 +17,10 @@ def run_migrations_online() -> None:
     if connectable is not None:
         _run(connectable)
         return
-    engine = create_engine(config.get_main_option("sqlalchemy.url"), poolclass=pool.NullPool)
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise SystemExit("no database URL given to the migrations")
+    engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as connection:
         connection.execute(text("SELECT pg_advisory_lock(:id)"), {"id": MIGRATION_LOCK_ID})
         try:
