@@ -32,9 +32,7 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
-import uuid
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
@@ -130,10 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient, NewMessage
     from episodic.config import EmbeddingSettings
     from episodic.providers.embedding import make_embedder
-    from episodic.store import migrate
     from episodic.store.db import make_engine
     from episodic.store.recall_index import index_missing
-    from tests.support.database import with_database
+    from tests.support.database import scratch_database
     from tests.support.processes import start_service
 
     conversations = locomo.load(limit=args.limit_conversations)
@@ -145,25 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with ExitStack() as stack:
         # -- database
-        admin = args.database_url
-        if not admin:
-            from episodic.runtime import EmbeddedPostgres
-
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="episodic-bench-"))
-            pg = EmbeddedPostgres(Path(tmp) / "pgdata")
-            admin = pg.start()
-            stack.callback(pg.stop)
-        name = f"bench_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-        def drop() -> None:
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-        stack.callback(drop)
-        url = with_database(admin, name)
-        migrate.upgrade(url, 384)
+        url = stack.enter_context(scratch_database(args.database_url, "episodic-bench-"))
         engine = make_engine(url, pool_size=2)
         stack.callback(engine.dispose)
 

@@ -29,9 +29,7 @@ import random
 import re
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -157,32 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers.embedding import HashingEmbedder, make_embedder
-    from episodic.store import migrate
     from episodic.store.recall_queries import recall_statement, vector_literal
-    from tests.support.database import with_database
+    from tests.support.database import scratch_database
     from tests.support.processes import start_service
 
     rng = random.Random(args.seed)
     with ExitStack() as stack:
-        admin = args.database_url
-        if not admin:
-            from episodic.runtime import EmbeddedPostgres
-
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="episodic-speed-"))
-            pg = EmbeddedPostgres(Path(tmp) / "pgdata")
-            admin = pg.start()
-            stack.callback(pg.stop)
-        name = f"speed_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-        def drop() -> None:
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-        stack.callback(drop)
-        url = with_database(admin, name)
-        migrate.upgrade(url, 384)
+        url = stack.enter_context(scratch_database(args.database_url, "episodic-speed-"))
         with psycopg.connect(url, autocommit=True) as conn:
             build(conn, args.episodes, args.datasets, 384)
 

@@ -74,3 +74,29 @@ def test_server(base_dir: Path) -> Iterator[TestDatabases]:
         yield TestDatabases(url)
     finally:
         pg.stop()
+
+
+@contextmanager
+def scratch_database(
+    admin_url: str | None = None, prefix: str = "episodic-bench-"
+) -> Iterator[str]:
+    """A migrated database that is dropped afterwards, for benchmarks: on ``admin_url``
+    when given, else on an embedded server in a temporary directory (stopped afterwards)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        if admin_url:
+            dbs = TestDatabases(admin_url)
+            url = dbs.create()
+            try:
+                yield url
+            finally:
+                dbs.drop(url)
+            return
+        pg = EmbeddedPostgres(Path(tmp) / "pgdata")
+        dbs = TestDatabases(pg.start())
+        try:
+            url = dbs.create()
+            yield url
+        finally:
+            pg.stop()
