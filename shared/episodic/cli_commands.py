@@ -366,34 +366,37 @@ def cmd_episodes_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_episodes_get(args: argparse.Namespace) -> int:
+def _episode_action(
+    args: argparse.Namespace, call: str, describe: Callable[[Any], str] | None
+) -> int:
+    """get/retry/delete: one call by episode id, shown as JSON, in full, or as one line."""
     with _client(args) as client:
-        episode = client.get_episode(args.episode_id)
+        episode = getattr(client, call)(args.episode_id)
     if args.json:
         _print_json(episode)
-    else:
+    elif describe is None:
         _show_episode(episode)
+    else:
+        print(describe(episode))
     return 0
+
+
+def cmd_episodes_get(args: argparse.Namespace) -> int:
+    return _episode_action(args, "get_episode", None)
 
 
 def cmd_episodes_retry(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        episode = client.retry_episode(args.episode_id)
-    if args.json:
-        _print_json(episode)
-    else:
-        print(f"episode {episode.episode_id} is {episode.status} again")
-    return 0
+    return _episode_action(
+        args, "retry_episode", lambda e: f"episode {e.episode_id} is {e.status} again"
+    )
 
 
 def cmd_episodes_delete(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        episode = client.delete_episode(args.episode_id)
-    if args.json:
-        _print_json(episode)
-    else:
-        print(f"episode {episode.episode_id} is now {episode.status} (kept for provenance)")
-    return 0
+    return _episode_action(
+        args,
+        "delete_episode",
+        lambda e: f"episode {e.episode_id} is now {e.status} (kept for provenance)",
+    )
 
 
 def cmd_episodes_search(args: argparse.Namespace) -> int:
