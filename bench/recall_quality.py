@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.providers.embedding import make_embedder
     from episodic.store.db import make_engine
     from episodic.store.recall_index import index_missing
-    from tests.support.database import scratch_database
-    from tests.support.processes import start_service
+    from episodic.testing.database import scratch_database
+    from episodic.testing.processes import start_service
 
     conversations = locomo.load(limit=args.limit_conversations)
     n_questions = sum(len(c.questions) for c in conversations)

@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.config import EmbeddingSettings
     from episodic.providers.embedding import HashingEmbedder, make_embedder
     from episodic.store.recall_queries import recall_statement, vector_literal
-    from tests.support.database import scratch_database
-    from tests.support.processes import start_service
+    from episodic.testing.database import scratch_database
+    from episodic.testing.processes import start_service
 
     rng = random.Random(args.seed)
     with ExitStack() as stack:

@@ -1,7 +1,7 @@
 """Scheduler benchmark: timers fired per second with 1 and 3 replicas, and fire lag.
 
 Starts its own embedded PostgreSQL in a temporary directory, migrates it, and for each
-replica count runs real Scheduler processes (``python -m services.scheduler``, background
+replica count runs real Scheduler processes (``python -m episodic.services.scheduler``, background
 loop on, production poll interval unless told otherwise) against two workloads:
 
 - burst: N threads with 2 messages each and timers all due at the same instant T0;
@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO / "shared"))
 
 from episodic.runtime import EmbeddedPostgres  # noqa: E402
 from episodic.store import migrate  # noqa: E402
-from tests.support.database import with_database  # noqa: E402
-from tests.support.processes import ServiceProcess, start_service  # noqa: E402
+from episodic.testing.database import with_database  # noqa: E402
+from episodic.testing.processes import ServiceProcess, start_service  # noqa: E402
 
 
 def setup_database(admin_url: str) -> str:

@@ -1,11 +1,11 @@
 """Summariser benchmark: episodes summarised per second with the offline defaults, split into
 summarise / embed / database time.
 
-Starts its own embedded PostgreSQL (tests/support/database.py), migrates it, writes N threads
+Starts its own embedded PostgreSQL (episodic/testing/database.py), migrates it, writes N threads
 with real conversations (one LoCoMo session per thread, from ``../shared/bench/locomo10.json``,
 sessions taken round-robin over the ten conversations; synthetic chat if the file is absent),
 opens one episode per thread (``lifecycle.open_episode``), and drains them with
-``services.summariser.pipeline.Pipeline`` built as the service builds it, from default
+``episodic.services.summariser.pipeline.Pipeline`` built as the service builds it, from default
 settings: ``make_embedder(EmbeddingSettings())`` (MiniLM int8 ONNX, 1 intra-op thread),
 ``make_summariser(LLMSettings())`` (extractive), ``KeyLearningFacts``, claim batch
 ``SummariserSettings().summariser_batch_size``. Workers call ``run_once`` in a loop, as the
@@ -66,12 +66,12 @@ from episodic.providers import (  # noqa: E402
     make_embedder,
     make_summariser,
 )
+from episodic.services.ingest import domain as ingest  # noqa: E402
+from episodic.services.summariser.pipeline import PassResult, Pipeline  # noqa: E402
+from episodic.services.summariser.semantic import KeyLearningFacts  # noqa: E402
 from episodic.store import lifecycle  # noqa: E402
 from episodic.store.db import make_engine  # noqa: E402
-from services.ingest import domain as ingest  # noqa: E402
-from services.summariser.pipeline import PassResult, Pipeline  # noqa: E402
-from services.summariser.semantic import KeyLearningFacts  # noqa: E402
-from tests.support.database import test_server  # noqa: E402
+from episodic.testing.database import test_server  # noqa: E402
 
 LOCOMO = REPO.parent / "shared" / "bench" / "locomo10.json"
 

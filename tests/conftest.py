@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Engine
 
 from episodic.store.db import make_engine
-from tests.support.database import TestDatabases, test_server
-from tests.support.processes import ServiceProcess, start_service
+from episodic.testing.database import TestDatabases, test_server
+from episodic.testing.processes import ServiceProcess, start_service
 
 
 @pytest.fixture(scope="session")

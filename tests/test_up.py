@@ -17,10 +17,10 @@ import psutil
 import pytest
 
 from episodic.supervisor import available_services
+from episodic.testing.processes import TEST_ENV
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as g
-from tests.support.processes import TEST_ENV
 
 PORT_VARS = [
     "EPISODIC_INGEST_PORT",
@@ -80,7 +80,7 @@ def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) 
         }
         assert set(services) == set(available_services()) and "ingest" in services, banner
         children = psutil.Process(proc.pid).children(recursive=True)
-        service_pids = [c.pid for c in children if "services." in " ".join(c.cmdline())]
+        service_pids = [c.pid for c in children if "episodic.services." in " ".join(c.cmdline())]
         assert len(service_pids) == len(services)
         postmaster = _postmaster_pid(tmp_path)
         assert psutil.pid_exists(postmaster)
@@ -118,7 +118,7 @@ def test_up_restarts_a_service_that_dies(tmp_path: Path) -> None:
     proc, output, lines = _start_up(tmp_path)
     try:
         children = psutil.Process(proc.pid).children(recursive=False)
-        victim = next(c for c in children if "services.ingest" in " ".join(c.cmdline()))
+        victim = next(c for c in children if "episodic.services.ingest" in " ".join(c.cmdline()))
         victim.kill()
         deadline = time.monotonic() + 60
         while "restarting" not in "".join(output):
@@ -128,7 +128,7 @@ def test_up_restarts_a_service_that_dies(tmp_path: Path) -> None:
 
         def restarted() -> bool:
             return any(
-                "services.ingest" in " ".join(c.cmdline()) and c.pid != victim.pid
+                "episodic.services.ingest" in " ".join(c.cmdline()) and c.pid != victim.pid
                 for c in psutil.Process(proc.pid).children(recursive=False)
             )
 

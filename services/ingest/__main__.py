@@ -8,8 +8,9 @@ from episodic.config import get_settings
 from episodic.server import build_server, run_until_signalled, setup_logging
 from episodic.store.db import engine_from_settings
 from episodic.telemetry import instrument_grpc_client
-from services.ingest.notifier import SchedulerNotifier
-from services.ingest.servicer import IngestServicer, register
+
+from .notifier import SchedulerNotifier
+from .servicer import IngestServicer, register
 
 SERVICE_NAME = "episodic.v1.IngestService"
 

@@ -20,8 +20,9 @@ from episodic.validation import (
     parse_optional_uuid,
     parse_uuid,
 )
-from services.ingest import domain
-from services.ingest.notifier import SchedulerNotifier
+
+from . import domain
+from .notifier import SchedulerNotifier
 
 
 def _timestamp(message, field: str) -> datetime | None:  # type: ignore[no-untyped-def]

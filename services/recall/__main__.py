@@ -13,7 +13,8 @@ from episodic.providers.embedding import make_embedder
 from episodic.server import build_server, run_until_signalled, setup_logging
 from episodic.store.db import check_embedding_dimension
 from episodic.telemetry import instrument_engine
-from services.recall.servicer import RecallServicer, register
+
+from .servicer import RecallServicer, register
 
 SERVICE_NAME = "episodic.v1.RecallService"
 

@@ -28,7 +28,8 @@ from episodic.validation import (
     parse_optional_uuid,
     parse_uuid,
 )
-from services.recall import domain
+
+from . import domain
 
 _KNOWN_INCLUDES = {pb.RECALL_INCLUDE_EPISODES}
 

@@ -8,12 +8,13 @@ import threading
 from episodic.config import get_settings
 from episodic.server import build_server, run_until_signalled, setup_logging
 from episodic.store.db import engine_from_settings
-from services.scheduler.servicer import SchedulerServicer, register
-from services.scheduler.sweeper import Sweeper
+
+from .servicer import SchedulerServicer, register
+from .sweeper import Sweeper
 
 SERVICE_NAME = "episodic.v1.SchedulerService"
 
-log = logging.getLogger("services.scheduler")
+log = logging.getLogger(__name__)
 
 
 def _startup_catch_up(sweeper: Sweeper) -> None:

@@ -14,8 +14,9 @@ from episodic.store import lifecycle
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
 from episodic.validation import parse_uuid
-from services.scheduler import domain
-from services.scheduler.sweeper import Sweeper
+
+from . import domain
+from .sweeper import Sweeper
 
 
 def _as_of(request: pb.RunSweepRequest) -> datetime | None:

@@ -27,7 +27,8 @@ from sqlalchemy import Engine
 from episodic.config import SchedulerSettings
 from episodic.store import lifecycle
 from episodic.telemetry import link_from
-from services.scheduler import domain
+
+from . import domain
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("episodic.scheduler")

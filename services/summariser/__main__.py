@@ -7,10 +7,11 @@ from episodic.providers.embedding import make_embedder
 from episodic.providers.llm import make_summariser
 from episodic.server import build_server, run_until_signalled, setup_logging
 from episodic.store.db import check_embedding_dimension, engine_from_settings
-from services.summariser.pipeline import Pipeline
-from services.summariser.semantic import KeyLearningFacts
-from services.summariser.servicer import SummariserServicer, register
-from services.summariser.worker import Worker
+
+from .pipeline import Pipeline
+from .semantic import KeyLearningFacts
+from .servicer import SummariserServicer, register
+from .worker import Worker
 
 SERVICE_NAME = "episodic.v1.SummariserService"
 

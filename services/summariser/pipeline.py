@@ -36,7 +36,8 @@ from episodic.providers.llm import ChatMessage, Summariser, SummaryRequest
 from episodic.store import lifecycle
 from episodic.store.recall_index import prepare_episode_index, write_episode_index
 from episodic.telemetry import link_from
-from services.summariser.semantic import SemanticExtractor, WindowMessage
+
+from .semantic import SemanticExtractor, WindowMessage
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("episodic.summariser")

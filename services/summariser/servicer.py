@@ -12,8 +12,9 @@ from episodic.providers.llm import Summariser
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as pb_grpc
 from episodic.validation import check_dataset, page_size
-from services.summariser.pipeline import Pipeline
-from services.summariser.status import pipeline_status
+
+from .pipeline import Pipeline
+from .status import pipeline_status
 
 
 def provider_health(name: str, check) -> pb.ProviderHealth:  # type: ignore[no-untyped-def]

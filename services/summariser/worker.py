@@ -8,7 +8,7 @@ import threading
 
 import psycopg
 
-from services.summariser.pipeline import Pipeline
+from .pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 CHANNELS = ("episodic_episodes", "episodic_semantic")

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -43,6 +43,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from episodic.endpoints import address_from_env
 from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2
 from episodic.v1 import ingest_service_pb2_grpc as ingest_grpc
 from episodic.v1 import recall_service_pb2_grpc as recall_grpc
@@ -57,6 +58,7 @@ __all__ = [
     "DeadlineExceededError",
     "EndThreadResult",
     "Episode",
+    "EpisodeFailure",
     "EpisodicClient",
     "EpisodicRpcError",
     "FailedPreconditionError",
@@ -65,6 +67,7 @@ __all__ = [
     "NewMessage",
     "NotFoundError",
     "Page",
+    "PipelineStatus",
     "ProviderHealth",
     "RecallResult",
     "ScoredEpisode",
@@ -163,6 +166,17 @@ def _translate(err: grpc.RpcError, method: str) -> EpisodicRpcError:
 
 def _time(message: Any, name: str) -> datetime | None:
     return getattr(message, name).ToDatetime(tzinfo=UTC) if message.HasField(name) else None
+
+
+def _duration(message: Any, name: str) -> timedelta | None:
+    return getattr(message, name).ToTimedelta() if message.HasField(name) else None
+
+
+def _health(message: Any, name: str) -> ProviderHealth | None:
+    if not message.HasField(name):
+        return None
+    value = getattr(message, name)
+    return ProviderHealth(value.name, value.ok, value.error)
 
 
 def _struct(message: struct_pb2.Struct) -> dict[str, Any]:
@@ -365,6 +379,39 @@ class ProviderHealth:
     error: str
 
 
+@dataclass(frozen=True)
+class EpisodeFailure:
+    """An episode whose last attempt failed: ``status`` is "pending" (it will be retried),
+    "failed" (for good) or "semantic" (its extraction failed)."""
+
+    episode_id: str
+    thread_id: str
+    dataset: str
+    status: str
+    retry_count: int
+    error: str
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    """Whether the episode pipeline moves (see :meth:`EpisodicClient.pipeline_status`).
+    Ages are ``None`` when nothing is waiting; providers are ``None`` when not probed."""
+
+    observed_at: datetime | None
+    status_counts: dict[str, int]
+    semantic_status_counts: dict[str, int]
+    oldest_pending_age: timedelta | None
+    oldest_processing_age: timedelta | None
+    timers_due: int
+    oldest_due_timer_age: timedelta | None
+    timers_waiting: int
+    threads_uncaptured: int
+    recent_errors: list[EpisodeFailure]
+    llm: ProviderHealth | None
+    embedder: ProviderHealth | None
+
+
 T = TypeVar("T")
 
 
@@ -447,11 +494,7 @@ def _role(role: str) -> int:
 def default_address(service: str) -> str:
     """Where ``service`` listens unless told otherwise: ``EPISODIC_<SERVICE>_ADDRESS``,
     else ``127.0.0.1:<EPISODIC_<SERVICE>_PORT or the default port>``."""
-    if service not in _SERVICES:
-        raise ValueError(f"unknown service {service!r}")
-    from episodic.config import ServiceSettings
-
-    return ServiceSettings().address_of(service)
+    return address_from_env(service)
 
 
 def _service_config(service: str, methods: Sequence[str]) -> str:
@@ -478,9 +521,16 @@ _RETRIED = {
     "ingest": ("IngestService", ("GetThread", "ListMessages", "ListThreads", "AddMessages")),
     "recall": ("RecallService", ("Recall", "ListEpisodes", "SearchEpisodes", "GetEpisode")),
     "scheduler": ("SchedulerService", ()),
-    "summariser": ("SummariserService", ("CheckProviders",)),
+    "summariser": ("SummariserService", ("CheckProviders", "GetPipelineStatus")),
 }
 
+
+_STUBS: dict[str, Callable[[grpc.Channel], Any]] = {
+    "ingest": ingest_grpc.IngestServiceStub,
+    "recall": recall_grpc.RecallServiceStub,
+    "scheduler": scheduler_grpc.SchedulerServiceStub,
+    "summariser": summariser_grpc.SummariserServiceStub,
+}
 
 # --------------------------------------------------------------------------- the client
 
@@ -516,46 +566,47 @@ class EpisodicClient:
         self._options = list(channel_options)
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, Any] = {}
-        # First calls from several threads must not each open (and leak) a channel.
+        # Guards both dicts: first calls from several threads must not each open (and
+        # leak) a channel, and close() may run while another thread calls.
         self._lock = threading.Lock()
 
     # -- plumbing
 
     def _channel(self, key: str) -> grpc.Channel:
-        # Called with self._lock held (from _stub).
-        channel = self._channels.get(key)
-        if channel is None:
-            service = key.removesuffix(":noretry")
-            options = [*self._options, ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-            if key.endswith(":noretry"):
-                options.append(("grpc.enable_retries", 0))
-            else:
-                name, methods = _RETRIED[service]
-                options += [
-                    ("grpc.enable_retries", 1),
-                    ("grpc.service_config", _service_config(name, methods)),
-                ]
-            channel = grpc.insecure_channel(self.addresses[service], options=options)
-            self._channels[key] = channel
-        return channel
+        """The channel for ``key`` ("ingest", or "ingest:noretry" for calls that must not
+        be repeated), opened on first use. Thread-safe: concurrent first calls share one."""
+        with self._lock:
+            channel = self._channels.get(key)
+            if channel is None:
+                channel = grpc.insecure_channel(
+                    self.addresses[key.removesuffix(":noretry")], options=self._options_for(key)
+                )
+                self._channels[key] = channel
+            return channel
+
+    def _options_for(self, key: str) -> list[tuple[str, Any]]:
+        service = key.removesuffix(":noretry")
+        options = [*self._options, ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        if key.endswith(":noretry"):
+            return [*options, ("grpc.enable_retries", 0)]
+        name, methods = _RETRIED[service]
+        return [
+            *options,
+            ("grpc.enable_retries", 1),
+            ("grpc.service_config", _service_config(name, methods)),
+        ]
 
     def _stub(self, key: str) -> Any:
         stub = self._stubs.get(key)
         if stub is not None:
             return stub
+        channel = self._channel(key)
         with self._lock:
-            return self._stubs.get(key) or self._new_stub(key)
-
-    def _new_stub(self, key: str) -> Any:
-        factory = {
-            "ingest": ingest_grpc.IngestServiceStub,
-            "recall": recall_grpc.RecallServiceStub,
-            "scheduler": scheduler_grpc.SchedulerServiceStub,
-            "summariser": summariser_grpc.SummariserServiceStub,
-        }[key.removesuffix(":noretry")]
-        stub = factory(self._channel(key))
-        self._stubs[key] = stub
-        return stub
+            stub = self._stubs.get(key)
+            if stub is None:
+                stub = _STUBS[key.removesuffix(":noretry")](channel)
+                self._stubs[key] = stub
+            return stub
 
     def _call(
         self, service: str, method: str, request: Any, timeout: float | None, *, retry: bool = True
@@ -568,11 +619,13 @@ class EpisodicClient:
             raise _translate(err, method) from None
 
     def close(self) -> None:
-        """Closes every channel."""
-        for channel in self._channels.values():
+        """Closes every channel (a later call opens them again)."""
+        with self._lock:
+            channels = list(self._channels.values())
+            self._channels.clear()
+            self._stubs.clear()
+        for channel in channels:
             channel.close()
-        self._channels.clear()
-        self._stubs.clear()
 
     def __enter__(self) -> EpisodicClient:
         return self
@@ -1019,6 +1072,53 @@ class EpisodicClient:
             "llm": ProviderHealth(a.llm.name, a.llm.ok, a.llm.error),
             "embedder": ProviderHealth(a.embedder.name, a.embedder.ok, a.embedder.error),
         }
+
+    def pipeline_status(
+        self,
+        dataset: str | None = None,
+        *,
+        max_errors: int = 0,
+        check_providers: bool = True,
+        timeout: float | None = None,
+    ) -> PipelineStatus:
+        """Whether the pipeline moves, for one dataset or the whole suite: episodes per
+        status, backlog ages, overdue timers, recent errors and (unless
+        ``check_providers=False``, which avoids calling a remote LLM) provider health."""
+        a = self._call(
+            "summariser",
+            "GetPipelineStatus",
+            summariser_pb2.GetPipelineStatusRequest(
+                dataset=dataset or "",
+                max_errors=max_errors,
+                skip_provider_checks=not check_providers,
+            ),
+            timeout,
+        )
+        return PipelineStatus(
+            observed_at=_time(a, "observed_at"),
+            status_counts=dict(a.status_counts),
+            semantic_status_counts=dict(a.semantic_status_counts),
+            oldest_pending_age=_duration(a, "oldest_pending_age"),
+            oldest_processing_age=_duration(a, "oldest_processing_age"),
+            timers_due=a.timers_due,
+            oldest_due_timer_age=_duration(a, "oldest_due_timer_age"),
+            timers_waiting=a.timers_waiting,
+            threads_uncaptured=a.threads_uncaptured,
+            recent_errors=[
+                EpisodeFailure(
+                    e.episode_id,
+                    e.thread_id,
+                    e.dataset,
+                    e.status,
+                    e.retry_count,
+                    e.error,
+                    _time(e, "updated_at"),
+                )
+                for e in a.recent_errors
+            ],
+            llm=_health(a, "llm"),
+            embedder=_health(a, "embedder"),
+        )
 
     def wait_for_episode(
         self,

@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from episodic.endpoints import DEFAULT_PORTS, resolve_address
+
 
 def _seconds(value: object) -> object:
     """Environment variables are strings: accept "1800" and "0.5" as seconds."""
@@ -268,14 +270,21 @@ class ServiceSettings(BaseSettings):
         default="127.0.0.1",
         description="Interface to listen on; use [::] in containers (probes hit the pod IP).",
     )
-    ingest_port: int = Field(default=50051, ge=0, le=65535, description="Ingest's port (0: any).")
+    ingest_port: int = Field(
+        default=DEFAULT_PORTS["ingest"], ge=0, le=65535, description="Ingest's port (0: any)."
+    )
     scheduler_port: int = Field(
-        default=50052, ge=0, le=65535, description="Scheduler's port (0: any)."
+        default=DEFAULT_PORTS["scheduler"], ge=0, le=65535, description="Scheduler's port (0: any)."
     )
     summariser_port: int = Field(
-        default=50053, ge=0, le=65535, description="Summariser's port (0: any)."
+        default=DEFAULT_PORTS["summariser"],
+        ge=0,
+        le=65535,
+        description="Summariser's port (0: any).",
     )
-    recall_port: int = Field(default=50054, ge=0, le=65535, description="Recall's port (0: any).")
+    recall_port: int = Field(
+        default=DEFAULT_PORTS["recall"], ge=0, le=65535, description="Recall's port (0: any)."
+    )
     ingest_address: str | None = Field(
         default=None, description="Where the SDK and CLI reach Ingest (127.0.0.1:<port> if unset)."
     )
@@ -302,8 +311,9 @@ class ServiceSettings(BaseSettings):
 
     def address_of(self, service: str) -> str:
         """host:port of ``service`` (ingest, scheduler, summariser, recall) for clients."""
-        address = getattr(self, f"{service}_address")
-        return address or f"127.0.0.1:{getattr(self, f'{service}_port')}"
+        return resolve_address(
+            service, getattr(self, f"{service}_address"), getattr(self, f"{service}_port")
+        )
 
 
 class Settings:

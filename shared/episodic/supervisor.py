@@ -101,7 +101,7 @@ class Supervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         child.ready.clear()
         child.proc = subprocess.Popen(
-            [sys.executable, "-m", f"services.{child.name}"],
+            [sys.executable, "-m", f"episodic.services.{child.name}"],
             env=self._env(child),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -185,4 +185,4 @@ def available_services() -> list[str]:
     """Services whose process entry point exists in this installation."""
     import importlib.util
 
-    return [n for n in START_ORDER if importlib.util.find_spec(f"services.{n}.__main__")]
+    return [n for n in START_ORDER if importlib.util.find_spec(f"episodic.services.{n}.__main__")]

@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-from tests.support.processes import REPO_ROOT
-
 
 @pytest.fixture
 def services(spawn):  # type: ignore[no-untyped-def]
@@ -33,7 +31,6 @@ def _run(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "episodic.cli", *args],
-        cwd=REPO_ROOT,
         env={**os.environ, "COLUMNS": "160", **env},
         input=stdin,
         capture_output=True,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from episodic.testing.invariants import check_invariants
+from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
 from episodic.v1 import recall_service_pb2 as rpb
 from episodic.v1 import recall_service_pb2_grpc as rg
-from tests.support.invariants import check_invariants
-from tests.support.processes import wait_until
 
 
 def _say(stub, thread_id: str, *turns: tuple[int, str]) -> None:  # type: ignore[no-untyped-def]

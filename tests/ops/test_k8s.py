@@ -163,7 +163,7 @@ def test_processes_ports_and_grpc_probes(overlay: str) -> None:
     assert config["EPISODIC_BIND_HOST"] == "[::]"  # probes reach the pod IP
     for name, (port, grpc_service) in SERVICES.items():
         c = container(one(overlay, "Deployment", f"episodic-{name}"))
-        assert c["command"][-1] == f"services.{name}"
+        assert c["command"][-1] == f"episodic.services.{name}"
         assert c["ports"] == [{"name": "grpc", "containerPort": port, "protocol": "TCP"}]
         assert config[f"EPISODIC_{name.upper()}_PORT"] == str(port)
         for probe in ("startupProbe", "readinessProbe"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
@@ -13,7 +14,6 @@ from episodic.v1 import recall_service_pb2 as rpb
 from episodic.v1 import recall_service_pb2_grpc as rg
 from episodic.v1 import summariser_service_pb2 as spb
 from episodic.v1 import summariser_service_pb2_grpc as sg
-from tests.support.processes import wait_until
 
 
 def _spans(path: Path) -> list[dict]:  # type: ignore[type-arg]

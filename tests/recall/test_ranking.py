@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import text
 
 from episodic.errors import InvalidArgument, NotFound
+from episodic.services.recall import domain
 from episodic.store.recall_index import index_episode, index_missing
 from episodic.store.recall_queries import RecallFilters, count_current
-from services.recall import domain
 from tests.recall.factory import EMBEDDER, T0, make_episode, make_thread
 from tests.recall.reference import reference_rank
 

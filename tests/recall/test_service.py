@@ -263,9 +263,9 @@ def test_deadlines_bound_the_database_work(db_url) -> None:  # type: ignore[no-u
     from sqlalchemy import text
 
     from episodic.config import DatabaseSettings
-    from services.recall import domain
-    from services.recall.__main__ import read_engine
-    from services.recall.servicer import _reading
+    from episodic.services.recall import domain
+    from episodic.services.recall.__main__ import read_engine
+    from episodic.services.recall.servicer import _reading
 
     class Deadline:
         def __init__(self, seconds: float) -> None:

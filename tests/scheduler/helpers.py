@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from episodic.config import IngestSettings, SchedulerSettings
-from services.ingest import domain as ingest
-from services.scheduler import domain
+from episodic.services.ingest import domain as ingest
+from episodic.services.scheduler import domain
 
 INGEST = IngestSettings()
 

@@ -9,15 +9,15 @@ from datetime import timedelta
 from google.protobuf import timestamp_pb2
 from sqlalchemy import text
 
+from episodic.services.scheduler import domain
+from episodic.testing.invariants import check_invariants
+from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as g
-from services.scheduler import domain
 from tests.scheduler.helpers import db_now, episodes, new_thread, settings, timer, windows
-from tests.support.invariants import check_invariants
-from tests.support.processes import wait_until
 
 
 def messages(n: int) -> list[ipb.NewMessage]:
@@ -122,9 +122,9 @@ def test_lost_request_episode_on_a_thread_with_an_idle_timer_fires_now(engine) -
     from sqlalchemy import text
 
     from episodic.config import SchedulerSettings
-    from services.ingest import domain as ingest
-    from services.scheduler import domain
-    from services.scheduler.sweeper import Sweeper
+    from episodic.services.ingest import domain as ingest
+    from episodic.services.scheduler import domain
+    from episodic.services.scheduler.sweeper import Sweeper
     from tests.summariser.helpers import CAR_CHAT, add, make_thread
 
     settings = SchedulerSettings()

@@ -9,9 +9,11 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, text
 
+from episodic.services.scheduler import domain
+from episodic.services.scheduler.sweeper import Sweeper
 from episodic.store import lifecycle
-from services.scheduler import domain
-from services.scheduler.sweeper import Sweeper
+from episodic.testing.invariants import check_invariants
+from episodic.testing.processes import wait_until
 from tests.scheduler.helpers import (
     add_messages,
     db_now,
@@ -21,8 +23,6 @@ from tests.scheduler.helpers import (
     timer,
     windows,
 )
-from tests.support.invariants import check_invariants
-from tests.support.processes import wait_until
 
 CFG = settings()
 

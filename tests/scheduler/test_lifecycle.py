@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import text
 
 from episodic.errors import FailedPrecondition, NotFound
+from episodic.services.scheduler import domain
 from episodic.store import lifecycle
-from services.scheduler import domain
+from episodic.testing.invariants import check_invariants
 from tests.scheduler.helpers import add_messages, claim_episode, db_now, episodes, new_thread
-from tests.support.invariants import check_invariants
 
 
 def opened(engine, messages: int = 2):  # type: ignore[no-untyped-def]

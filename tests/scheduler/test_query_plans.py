@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, event
 
+from episodic.services.scheduler import domain
 from episodic.store import lifecycle
-from services.scheduler import domain
 from tests.scheduler.helpers import settings
 
 CFG = settings()

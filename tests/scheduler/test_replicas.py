@@ -13,13 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from sqlalchemy import Engine, text
 
+from episodic.services.ingest import domain as ingest
+from episodic.services.scheduler.domain import request_episode
+from episodic.testing.invariants import check_invariants
+from episodic.testing.processes import wait_until
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as g
-from services.ingest import domain as ingest
-from services.scheduler.domain import request_episode
 from tests.scheduler.helpers import add_messages, claim_episode, new_thread
-from tests.support.invariants import check_invariants
-from tests.support.processes import wait_until
 
 FAST = {
     "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.05",

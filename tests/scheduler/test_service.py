@@ -13,11 +13,11 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from sqlalchemy import text
 
+from episodic.testing.invariants import check_invariants
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as g
 from tests.scheduler.helpers import add_messages, claim_episode, db_now, new_thread, timer
-from tests.support.invariants import check_invariants
 
 
 def ts(value) -> timestamp_pb2.Timestamp:  # type: ignore[no-untyped-def]

@@ -11,8 +11,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy import text
 
 from episodic.errors import NotFound
-from services.scheduler import domain
-from services.scheduler.sweeper import Sweeper
+from episodic.services.scheduler import domain
+from episodic.services.scheduler.sweeper import Sweeper
+from episodic.testing.invariants import check_invariants
 from tests.scheduler.helpers import (
     add_messages,
     db_now,
@@ -24,7 +25,6 @@ from tests.scheduler.helpers import (
     timer,
     windows,
 )
-from tests.support.invariants import check_invariants
 
 CFG = settings()
 

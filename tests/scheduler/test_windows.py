@@ -11,9 +11,10 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from episodic.services.scheduler import domain
+from episodic.services.scheduler.sweeper import Sweeper
 from episodic.store import lifecycle
-from services.scheduler import domain
-from services.scheduler.sweeper import Sweeper
+from episodic.testing.invariants import InvariantViolation, check_invariants
 from tests.scheduler.helpers import (
     add_messages,
     claim_episode,
@@ -25,7 +26,6 @@ from tests.scheduler.helpers import (
     thread_row,
     windows,
 )
-from tests.support.invariants import InvariantViolation, check_invariants
 
 CFG = settings()
 

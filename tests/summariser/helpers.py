@@ -10,10 +10,10 @@ from sqlalchemy import Engine
 from episodic.config import IngestSettings
 from episodic.providers.embedding import HashingEmbedder
 from episodic.providers.extractive import ExtractiveSummariser
+from episodic.services.ingest import domain as ingest
+from episodic.services.summariser.pipeline import Pipeline
+from episodic.services.summariser.semantic import KeyLearningFacts
 from episodic.store import lifecycle
-from services.ingest import domain as ingest
-from services.summariser.pipeline import Pipeline
-from services.summariser.semantic import KeyLearningFacts
 
 DEFAULT_EXTRACTOR = KeyLearningFacts()
 

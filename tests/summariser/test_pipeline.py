@@ -7,8 +7,8 @@ from datetime import timedelta
 from sqlalchemy import text
 
 from episodic.providers.llm import SummaryRequest, SummaryResult
+from episodic.services.summariser.pipeline import claim_pending, complete
 from episodic.store import lifecycle
-from services.summariser.pipeline import claim_pending, complete
 from tests.summariser.helpers import CAR_CHAT, add, make_pipeline, make_thread, open_episode
 
 

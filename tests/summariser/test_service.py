@@ -9,10 +9,10 @@ import grpc
 import pytest
 from sqlalchemy import text
 
+from episodic.testing.processes import wait_until
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as g
 from tests.summariser.helpers import CAR_CHAT, add, make_thread, open_episode
-from tests.support.processes import REPO_ROOT, wait_until
 
 
 def test_process_pending_and_pipeline_status(spawn, engine) -> None:  # type: ignore[no-untyped-def]
@@ -44,7 +44,6 @@ def test_process_pending_and_pipeline_status(spawn, engine) -> None:  # type: ig
 
     cli = subprocess.run(
         [sys.executable, "-m", "episodic.cli", "status", "--address", service.address],
-        cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=60,

@@ -29,6 +29,8 @@ def with_database(url: str, database: str) -> str:
 class TestDatabases:
     """Creates per-test databases on one server; works for embedded or external servers."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(self, admin_url: str) -> None:
         self.admin_url = admin_url
         self._template_ready = False

@@ -1,5 +1,5 @@
-"""Service processes for integration tests: each service runs as `python -m
-services.<name>` in its own process against the test's database, on a free port."""
+"""Service processes for integration tests: each service runs as ``python -m
+episodic.services.<name>`` in its own process against the test's database, on a free port."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Fast, deterministic defaults for tests; a test overrides what it exercises.
 TEST_ENV = {
@@ -68,13 +65,12 @@ class ServiceProcess:
 def start_service(
     name: str, database_url: str, env: dict[str, str] | None = None, timeout: float = 60.0
 ) -> ServiceProcess:
-    """Starts ``services.<name>`` and waits (on its output, not a sleep) until it listens."""
+    """Starts ``episodic.services.<name>`` and waits (on its output, not a sleep) until it listens."""
     full_env = {**os.environ, **TEST_ENV, "EPISODIC_DATABASE_URL": database_url}
     full_env[f"EPISODIC_{name.upper()}_PORT"] = "0"
     full_env.update(env or {})
     proc = subprocess.Popen(
-        [sys.executable, "-m", f"services.{name}"],
-        cwd=REPO_ROOT,
+        [sys.executable, "-m", f"episodic.services.{name}"],
         env=full_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

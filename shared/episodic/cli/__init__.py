@@ -1,0 +1,60 @@
+"""The ``episodic`` command. Commands are grouped by audience:
+
+- memory (``thread``, ``add``, ``end``, ``recall``, ``demo``): an agent's data, through
+  the running services — :mod:`episodic.cli.memory`;
+- admin (``episodes``, ``status``): looking after memory — :mod:`episodic.cli.admin`;
+- operations (``up``, ``migrate``, ``reindex``): running the suite and its database —
+  :mod:`episodic.cli.operations` (these need the ``server`` extra).
+
+The memory and admin commands go through the SDK and work with the core install alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from episodic.cli import admin, memory, operations
+from episodic.cli._common import CommandGroups
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="episodic",
+        description="Episodic memory for AI agents (gRPC services).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    groups = CommandGroups(sub)
+    memory.register(groups)
+    admin.register(groups)
+    operations.register(groups)
+    parser.epilog = groups.epilog() + "\n\n`episodic COMMAND --help` tells more."
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parses ``argv``. A command that takes free text (``add``) also takes text after its
+    options (``episodic add T --role assistant "hi"``): argparse's ``nargs="*"`` positional
+    is matched, empty, before the options, so the leftovers are appended to it here."""
+    args, extra = parser.parse_known_args(argv)
+    field = getattr(args, "trailing_text", None)
+    if extra and field and not any(e.startswith("-") for e in extra):
+        setattr(args, field, [*getattr(args, field), *extra])
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parse(parser, argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

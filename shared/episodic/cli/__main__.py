@@ -1,0 +1,7 @@
+"""``python -m episodic.cli`` is the ``episodic`` command."""
+
+import sys
+
+from episodic.cli import main
+
+sys.exit(main())

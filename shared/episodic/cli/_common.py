@@ -1,0 +1,260 @@
+"""What every command shares: connection options, one client per command, readable errors
+and plain-text output (tables, times, JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from episodic.endpoints import SERVICES
+
+if TYPE_CHECKING:
+    from episodic.client import EpisodicClient
+
+Handler = Callable[[argparse.Namespace], int]
+
+SERVER_EXTRA_HINT = (
+    "this command runs server code; install it with: pip install 'episodic[server]' "
+    "(or 'episodic[embedded]' for the embedded PostgreSQL)"
+)
+
+
+class CommandGroups:
+    """Subcommands registered by audience; the top-level help lists them per group (argparse
+    itself has one flat list of subcommands)."""
+
+    def __init__(self, sub: Any) -> None:
+        self.sub = sub
+        self.listing: dict[str, list[tuple[str, str]]] = {}
+
+    def add(self, group: str, name: str, help: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """A new subcommand ``name`` of ``group``; ``help`` is its one-line description."""
+        self.listing.setdefault(group, []).append((name, help))
+        parser: argparse.ArgumentParser = self.sub.add_parser(name, description=help, **kwargs)
+        return parser
+
+    def epilog(self) -> str:
+        lines: list[str] = []
+        for group, commands in self.listing.items():
+            lines.append(f"{group}:")
+            lines += [f"  {name:<10} {help}" for name, help in commands]
+            lines.append("")
+        return "\n".join(lines).rstrip()
+
+
+def connection_options() -> argparse.ArgumentParser:
+    """The options of every command that talks to the services (a parent parser)."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection")
+    for service in SERVICES:
+        group.add_argument(
+            f"--{service}",
+            metavar="HOST:PORT",
+            help=f"{service} address (default: EPISODIC_{service.upper()}_ADDRESS or "
+            f"127.0.0.1:EPISODIC_{service.upper()}_PORT)",
+        )
+    group.add_argument(
+        "--timeout", type=float, default=10.0, help="deadline of each call in seconds (10)"
+    )
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return common
+
+
+def connect(args: argparse.Namespace) -> EpisodicClient:
+    """The SDK client for one command, from its connection options."""
+    from episodic.client import EpisodicClient
+
+    return EpisodicClient(
+        ingest=args.ingest,
+        recall=args.recall,
+        scheduler=args.scheduler,
+        summariser=args.summariser,
+        timeout=args.timeout,
+    )
+
+
+def guarded(fn: Handler) -> Handler:
+    """Errors become one readable line on stderr: 1 for a service's or the database's
+    answer, 2 for bad local input or a missing server extra."""
+
+    def run(args: argparse.Namespace) -> int:
+        from episodic.client import EpisodicRpcError
+        from episodic.errors import EpisodicError
+
+        try:
+            return fn(args)
+        except EpisodicRpcError as err:
+            where = f" ({err.field})" if err.field else ""
+            print(
+                f"episodic {args.command}: {err.code.name}{where}: {err.message}", file=sys.stderr
+            )
+            if err.code.name == "UNAVAILABLE":
+                print("  is `episodic up` running? see --help for addresses", file=sys.stderr)
+            return 1
+        except ModuleNotFoundError as err:
+            print(
+                f"episodic {args.command}: {err.name} is missing: {SERVER_EXTRA_HINT}",
+                file=sys.stderr,
+            )
+            return 2
+        except EpisodicError as err:  # local server-side work: schema or provider problems
+            print(f"episodic {args.command}: {err.message}", file=sys.stderr)
+            return 1
+        except (ValueError, OSError) as err:  # json.JSONDecodeError is a ValueError
+            print(f"episodic {args.command}: {err}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _width() -> int:
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
+
+
+def _clip(value: Any, width: int) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], flex: int = -1) -> str:
+    """A plain-text table; column ``flex`` (default the last) takes the remaining width and
+    is clipped with an ellipsis."""
+    if not rows:
+        return "(none)"
+    cells = [[" ".join(str(c).split()) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    flex = flex % len(headers)
+    fixed = sum(w for i, w in enumerate(widths) if i != flex) + 2 * (len(headers) - 1)
+    widths[flex] = max(len(headers[flex]), min(widths[flex], _width() - fixed))
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            _clip(v, widths[i]).ljust(widths[i]) for i, v in enumerate(values)
+        ).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def fill(text: str, indent: str = "  ") -> str:
+    """``text`` wrapped to the terminal, indented."""
+    import textwrap
+
+    return textwrap.indent(textwrap.fill(text, _width() - len(indent)), indent)
+
+
+def when(value: datetime | None, now: datetime | None = None) -> str:
+    """``2026-05-14 14:22 (3 days ago)``, or ``-``."""
+    from episodic.render import relative_time
+
+    if value is None:
+        return "-"
+    return f"{value.astimezone(UTC):%Y-%m-%d %H:%M} ({relative_time(value, now)})"
+
+
+def age(value: timedelta | None) -> str:
+    """``3.5h``, ``12.0s``, or ``-``."""
+    if value is None:
+        return "-"
+    seconds = value.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.1f}s"
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def print_json(value: Any) -> None:
+    """SDK results (dataclasses) as indented JSON; times in ISO 8601, durations in seconds."""
+    print(json.dumps(_jsonable(value), indent=2, ensure_ascii=False))
+
+
+def parse_time(value: str) -> datetime:
+    """ISO 8601 (``2026-05-14T14:22:00Z``, a date, or naive = UTC), or ``now``."""
+    if value == "now":
+        return datetime.now(UTC)
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an ISO 8601 time (e.g. 2026-05-14T14:22:00Z)"
+        ) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def parse_weight(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+
+
+# --------------------------------------------------------------------------- episodes
+
+EPISODE_HEADERS = ("EPISODE", "STATUS", "ENDED", "MSGS", "THREAD", "SUMMARY")
+
+
+def episode_rows(episodes: Sequence[Any]) -> list[list[Any]]:
+    """Table rows of SDK ``Episode`` objects (see :data:`EPISODE_HEADERS`)."""
+    return [
+        [
+            e.episode_id,
+            e.status,
+            when(e.ended_at),
+            e.message_count,
+            e.thread_label or e.thread_id[:8],
+            e.summary or (f"error: {e.error}" if e.error else ""),
+        ]
+        for e in episodes
+    ]
+
+
+def show_episode(e: Any) -> None:
+    """Prints one SDK ``Episode`` in full."""
+    fields = [
+        ("episode", e.episode_id),
+        ("status", f"{e.status} (semantic: {e.semantic_status})"),
+        ("thread", f"{e.thread_id}" + (f' "{e.thread_label}"' if e.thread_label else "")),
+        ("dataset", e.dataset),
+        ("window", f"messages {e.start_sequence}-{e.end_sequence} ({e.message_count})"),
+        ("started", when(e.started_at)),
+        ("ended", when(e.ended_at)),
+        ("trigger", e.trigger),
+        ("event", f"{e.event_type or '-'} by {e.actor or '-'}"),
+        ("entities", ", ".join(e.entities) or "-"),
+        ("retries", str(e.retry_count)),
+    ]
+    if e.error:
+        fields.append(("error", e.error))
+    for name, value in fields:
+        print(f"{name + ':':<10} {value}")
+    if e.summary:
+        print("summary:")
+        print(fill(e.summary))
+    if e.key_learnings:
+        print("key learnings:")
+        for k in e.key_learnings:
+            print(f"  - {k}")

