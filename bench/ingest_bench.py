@@ -51,15 +51,11 @@ import grpc
 import psycopg
 from google.protobuf import struct_pb2
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "shared"))
-
-from episodic.testing.database import test_server  # noqa: E402
-from episodic.testing.processes import ServiceProcess, start_service  # noqa: E402
-from episodic.v1 import episode_pb2  # noqa: E402
-from episodic.v1 import ingest_service_pb2 as pb  # noqa: E402
-from episodic.v1 import ingest_service_pb2_grpc as pb_grpc  # noqa: E402
+from episodic.testing.database import test_server
+from episodic.testing.processes import ServiceProcess, start_service
+from episodic.v1 import episode_pb2
+from episodic.v1 import ingest_service_pb2 as pb
+from episodic.v1 import ingest_service_pb2_grpc as pb_grpc
 
 # ~200 characters, like a chat turn.
 CONTENT = (

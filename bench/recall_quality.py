@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from episodic.client import EpisodicClient, NewMessage
     from episodic.config import EmbeddingSettings
-    from episodic.providers.embedding import make_embedder
+    from episodic.providers import make_embedder
     from episodic.store.db import make_engine
     from episodic.store.recall_index import index_missing
     from episodic.testing.database import scratch_database

@@ -35,6 +35,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import psycopg
+from pgvector.psycopg import register_vector
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -154,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from episodic.client import EpisodicClient
     from episodic.config import EmbeddingSettings
-    from episodic.providers.embedding import HashingEmbedder, make_embedder
-    from episodic.store.recall_queries import recall_statement, vector_literal
+    from episodic.providers import HashingEmbedder, make_embedder
+    from episodic.store.recall_queries import recall_statement
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         }
         sql_conn = stack.enter_context(psycopg.connect(url, autocommit=True))
+        register_vector(sql_conn)  # vectors travel as Recall sends them
         # Warm-up: caches, prepared statements, channels.
         for dataset, query in work[:50]:
             fast.recall(dataset, query)
@@ -221,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             fast.recall(dataset)
         log(f"measuring {len(work)} queries per path …")
         for i, (dataset, query) in enumerate(work):
-            vector = vector_literal(hasher.embed_query(query))
+            vector = hasher.embed_query(query)
             params = {**base, "dataset": dataset, "query": query, "qvec": vector}
             # Untimed first read of the dataset: every path then finds its pages in shared
             # buffers, and the paths run in a shuffled order, so none pays the cold read.

@@ -20,21 +20,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import psycopg
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "shared"))
-
-from episodic.runtime import EmbeddedPostgres  # noqa: E402
-from episodic.store import migrate  # noqa: E402
-from episodic.testing.database import with_database  # noqa: E402
-from episodic.testing.processes import ServiceProcess, start_service  # noqa: E402
+from episodic.runtime import EmbeddedPostgres
+from episodic.store import migrate
+from episodic.testing.database import with_database
+from episodic.testing.processes import ServiceProcess, start_service
 
 
 def setup_database(admin_url: str) -> str:

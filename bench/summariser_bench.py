@@ -4,7 +4,7 @@ summarise / embed / database time.
 Starts its own embedded PostgreSQL (episodic/testing/database.py), migrates it, writes N threads
 with real conversations (one LoCoMo session per thread, from ``../shared/bench/locomo10.json``,
 sessions taken round-robin over the ten conversations; synthetic chat if the file is absent),
-opens one episode per thread (``lifecycle.open_episode``), and drains them with
+opens one episode per thread (``episodes.open_episode``), and drains them with
 ``episodic.services.summariser.pipeline.Pipeline`` built as the service builds it, from default
 settings: ``make_embedder(EmbeddingSettings())`` (MiniLM int8 ONNX, 1 intra-op thread),
 ``make_summariser(LLMSettings())`` (extractive), ``KeyLearningFacts``, claim batch
@@ -47,18 +47,14 @@ from typing import Any
 import numpy as np
 import psycopg
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "shared"))
-
-from episodic.config import (  # noqa: E402
+from episodic.config import (
     EmbeddingSettings,
     IngestSettings,
     LLMSettings,
-    SchedulerSettings,
+    RetrySettings,
     SummariserSettings,
 )
-from episodic.providers import (  # noqa: E402
+from episodic.providers import (
     Embedder,
     Summariser,
     SummaryRequest,
@@ -66,12 +62,14 @@ from episodic.providers import (  # noqa: E402
     make_embedder,
     make_summariser,
 )
-from episodic.services.ingest import domain as ingest  # noqa: E402
-from episodic.services.summariser.pipeline import PassResult, Pipeline  # noqa: E402
-from episodic.services.summariser.semantic import KeyLearningFacts  # noqa: E402
-from episodic.store import lifecycle  # noqa: E402
-from episodic.store.db import make_engine  # noqa: E402
-from episodic.testing.database import test_server  # noqa: E402
+from episodic.services.ingest import domain as ingest
+from episodic.services.summariser.pipeline import PassResult, Pipeline
+from episodic.services.summariser.semantic import KeyLearningFacts
+from episodic.store import episodes
+from episodic.store.db import make_engine
+from episodic.testing.database import test_server
+
+REPO = Path(__file__).resolve().parents[1]
 
 LOCOMO = REPO.parent / "shared" / "bench" / "locomo10.json"
 
@@ -300,7 +298,7 @@ def load_threads(engine, sessions: list[list[Turn]], dataset: str) -> int:  # ty
             )
             written += len(turns)
         with engine.begin() as conn:
-            assert lifecycle.open_episode(conn, thread["thread_id"], "explicit") is not None
+            assert episodes.open_episode(conn, thread["thread_id"], "explicit") is not None
     return written
 
 
@@ -310,14 +308,14 @@ def build_pipeline(engine, worker: str) -> TimedPipeline:  # type: ignore[no-unt
     clock = Clock()
     embedder = TimedEmbedder(make_embedder(EmbeddingSettings(), 384), clock)
     summariser = TimedSummariser(make_summariser(LLMSettings(), embedder), clock)  # type: ignore[arg-type]
-    scheduler = SchedulerSettings()
+    retries = RetrySettings()
     return TimedPipeline(
         engine,
         summariser,  # type: ignore[arg-type]
         embedder,  # type: ignore[arg-type]
         KeyLearningFacts(),
-        max_retries=scheduler.max_retries,
-        retry_backoff=scheduler.retry_backoff,
+        max_retries=retries.max_retries,
+        retry_backoff=retries.retry_backoff,
         worker=worker,
         clock=clock,
     )

@@ -1,44 +1,30 @@
-"""Runs the Ingest service: ``python -m services.ingest``."""
+"""Runs the Ingest service: ``python -m episodic.services.ingest``."""
 
 from __future__ import annotations
 
 import grpc
+from sqlalchemy import Engine
 
-from episodic.config import get_settings
-from episodic.server import build_server, run_until_signalled, setup_logging
-from episodic.store.db import engine_from_settings
+from episodic.config import Settings
+from episodic.server import Service, serve
 from episodic.telemetry import instrument_grpc_client
 
 from .notifier import SchedulerNotifier
 from .servicer import IngestServicer, register
 
-SERVICE_NAME = "episodic.v1.IngestService"
 
-
-def main() -> None:
-    settings = get_settings()
-    setup_logging("ingest")
-    engine = engine_from_settings(settings.database, "episodic-ingest")
+def build(settings: Settings, engine: Engine) -> Service:
     raw_channel = grpc.insecure_channel(settings.service.address_of("scheduler"))
     channel = instrument_grpc_client(raw_channel)  # the trace follows the call
     notifier = SchedulerNotifier(
         channel, timeout=settings.ingest.scheduler_notify_timeout.total_seconds()
     )
     servicer = IngestServicer(engine, settings.ingest, notifier)
-    runtime = build_server(
-        name=SERVICE_NAME,
+    return Service(
         register=lambda server: register(server, servicer),
-        service_names=[SERVICE_NAME],
-        host=settings.service.bind_host,
-        port=settings.service.ingest_port,
-        workers=settings.service.grpc_workers,
-        engine=engine,
-        shutdown_grace=settings.service.shutdown_grace.total_seconds(),
+        on_shutdown=[notifier.close, raw_channel.close],
     )
-    runtime.on_shutdown.append(notifier.close)
-    runtime.on_shutdown.append(raw_channel.close)
-    run_until_signalled(runtime)
 
 
 if __name__ == "__main__":
-    main()
+    serve("ingest", build)

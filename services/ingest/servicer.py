@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import grpc
+from google.protobuf.message import Message
 from sqlalchemy import Engine
 
 from episodic import convert
@@ -25,7 +26,7 @@ from . import domain
 from .notifier import SchedulerNotifier
 
 
-def _timestamp(message, field: str) -> datetime | None:  # type: ignore[no-untyped-def]
+def _timestamp(message: Message, field: str) -> datetime | None:
     try:
         return convert.optional_from_ts(message, field)
     except (ValueError, OverflowError):
@@ -61,7 +62,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.settings = settings
         self.notifier = notifier
 
-    def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
+    def CreateThread(
+        self, request: pb.CreateThreadRequest, context: grpc.ServicerContext
+    ) -> pb.CreateThreadResponse:
         dataset = check_dataset(request.dataset)
         thread_id = parse_optional_uuid(request.thread_id, "thread_id")
         label = domain.check_label(request.label)
@@ -75,7 +78,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.notifier.record_thread_started(str(row["thread_id"]))
         return pb.CreateThreadResponse(thread=convert.thread(row))
 
-    def AddMessages(self, request, context):  # type: ignore[no-untyped-def]
+    def AddMessages(
+        self, request: pb.AddMessagesRequest, context: grpc.ServicerContext
+    ) -> pb.AddMessagesResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         messages = _new_messages(request, request.thread_id)
         domain.check_new_messages(messages, self.settings)
@@ -89,7 +94,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             stored_count=result.stored_count,
         )
 
-    def EndThread(self, request, context):  # type: ignore[no-untyped-def]
+    def EndThread(
+        self, request: pb.EndThreadRequest, context: grpc.ServicerContext
+    ) -> pb.EndThreadResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
             _, owed = domain.end_thread(conn, thread_id)
@@ -103,13 +110,17 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 response.episode_id = answer.episode.episode_id
         return response
 
-    def GetThread(self, request, context):  # type: ignore[no-untyped-def]
+    def GetThread(
+        self, request: pb.GetThreadRequest, context: grpc.ServicerContext
+    ) -> pb.GetThreadResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.connect() as conn:
             row = domain.get_thread(conn, thread_id)
         return pb.GetThreadResponse(thread=convert.thread(row))
 
-    def ListMessages(self, request, context):  # type: ignore[no-untyped-def]
+    def ListMessages(
+        self, request: pb.ListMessagesRequest, context: grpc.ServicerContext
+    ) -> pb.ListMessagesResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         limit = page_size(request.page_size, default=100, maximum=1000)
         for field in ("start_sequence", "end_sequence"):
@@ -136,7 +147,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             messages=[convert.message(r) for r in rows], next_page_token=token
         )
 
-    def ListThreads(self, request, context):  # type: ignore[no-untyped-def]
+    def ListThreads(
+        self, request: pb.ListThreadsRequest, context: grpc.ServicerContext
+    ) -> pb.ListThreadsResponse:
         dataset = check_dataset(request.dataset)
         limit = page_size(request.page_size, default=20, maximum=1000)
         cursor = decode_page_token(request.page_token, expect={"dataset": dataset})

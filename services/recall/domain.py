@@ -1,14 +1,14 @@
 """The read path's rules, free of gRPC: what a recall asks for, checked, and answered.
 
-Functions that touch the database take an open SQLAlchemy connection; embedding the query
-(the only slow, non-database step) happens before a connection is taken, in
-:func:`embed_query`.
+Functions that touch the database take an open SQLAlchemy connection; the servicer embeds
+the query (the only slow, non-database step) before it takes one.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,12 +16,13 @@ import grpc
 import numpy as np
 from sqlalchemy import Connection, RowMapping
 
+from episodic import convert
 from episodic.config import RecallSettings
-from episodic.errors import EpisodicError, InvalidArgument, NotFound
-from episodic.providers.embedding import Embedder
+from episodic.errors import EpisodicError, InvalidArgument
 from episodic.providers.entities import normalise_entity
 from episodic.store import recall_queries as q
 from episodic.store.recall_queries import RecallFilters
+from episodic.v1 import episode_pb2
 
 #: Calls with less time left than this (seconds) get their own deadline as the statement
 #: timeout; longer deadlines rely on the ceiling (and save two round trips).
@@ -35,7 +36,6 @@ SEARCH_DEFAULT_SIZE = 5
 SEARCH_MAX_SIZE = 100
 LIST_DEFAULT_SIZE = 10
 LIST_MAX_SIZE = 1000
-STATUSES = ("pending", "processing", "completed", "failed", "archived", "deleted")
 
 
 class DeadlineExceeded(EpisodicError):
@@ -121,7 +121,7 @@ def check_entities(entities: list[str]) -> list[str]:
     return out
 
 
-def check_thread_ids(values: list[str], parse) -> list[uuid.UUID]:  # type: ignore[no-untyped-def]
+def check_thread_ids(values: list[str], parse: Callable[[str, str], uuid.UUID]) -> list[uuid.UUID]:
     if len(values) > MAX_FILTER_THREADS:
         raise InvalidArgument(
             f"{len(values)} thread_ids; at most {MAX_FILTER_THREADS} may be given",
@@ -149,10 +149,20 @@ def check_query(value: str) -> str | None:
     return value if value.strip() else None
 
 
-def check_status(value: str | None) -> str | None:
-    if value is not None and value not in STATUSES:
-        raise InvalidArgument(f"status {value!r} is not an episode status", field="status")
-    return value
+def check_status(value: int) -> str | None:
+    """A ListEpisodes status filter: unset means any status."""
+    if value == episode_pb2.EPISODE_STATUS_UNSPECIFIED:
+        return None
+    if value == episode_pb2.EPISODE_STATUS_DELETED:
+        raise InvalidArgument(
+            "status EPISODE_STATUS_DELETED is reserved and never produced (a deleted episode "
+            "is archived): filter on EPISODE_STATUS_ARCHIVED",
+            field="status",
+        )
+    status = convert.STATUS_FROM_PROTO.get(value)
+    if status is None:
+        raise InvalidArgument(f"status {value} is not an episode status", field="status")
+    return str(status)
 
 
 def check_weights_usable(similarity_weight: float, recency_weight: float) -> None:
@@ -162,11 +172,6 @@ def check_weights_usable(similarity_weight: float, recency_weight: float) -> Non
             "episodes; leave them unset for the defaults (0.7 and 0.3)",
             field="similarity_weight",
         )
-
-
-def embed_query(embedder: Embedder, query: str) -> np.ndarray:
-    """The query's embedding (ProviderError, i.e. UNAVAILABLE, when the embedder fails)."""
-    return embedder.embed_query(query)
 
 
 def recall(conn: Connection, request: RecallQuery, query_vector: np.ndarray | None) -> RecallAnswer:
@@ -200,26 +205,3 @@ def search(
         limit=limit,
     )
     return [r for r in rows if r["similarity"] > 0]
-
-
-def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
-    """One episode in any status (archived ones too, for provenance)."""
-    row = q.get_episode(conn, episode_id)
-    if row is None:
-        raise NotFound(f"episode {episode_id} does not exist", episode_id=str(episode_id))
-    return row
-
-
-def list_episodes(
-    conn: Connection,
-    dataset: str,
-    *,
-    status: str | None,
-    thread_id: uuid.UUID | None,
-    before: tuple[datetime, uuid.UUID] | None,
-    limit: int,
-) -> tuple[list[RowMapping], bool]:
-    """A dataset's episodes in any (or one) status, newest first."""
-    return q.list_episodes(
-        conn, dataset, status=check_status(status), thread_id=thread_id, before=before, limit=limit
-    )

@@ -15,7 +15,8 @@ from sqlalchemy.exc import DBAPIError
 from episodic import convert
 from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, Unavailable
-from episodic.providers.embedding import Embedder
+from episodic.providers.types import Embedder
+from episodic.store import recall_queries
 from episodic.store.recall_queries import RecallFilters
 from episodic.v1 import episode_pb2
 from episodic.v1 import recall_service_pb2 as pb
@@ -141,11 +142,15 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             filters=filters,
         )
 
-    def Recall(self, request, context):  # type: ignore[no-untyped-def]
+    def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         query = self.parse_recall(request)
         if not query.include_episodes:
             return pb.RecallResponse()  # episodes are opt-in (seed 000, "Retrieval")
-        vector = domain.embed_query(self.embedder, query.query) if query.needs_embedding else None
+        vector = (
+            self.embedder.embed_query(query.query)
+            if query.needs_embedding and query.query
+            else None
+        )
         with _reading(self.engine, context) as conn:
             answer = domain.recall(conn, query, vector)
         return pb.RecallResponse(
@@ -154,7 +159,9 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             )
         )
 
-    def SearchEpisodes(self, request, context):  # type: ignore[no-untyped-def]
+    def SearchEpisodes(
+        self, request: pb.SearchEpisodesRequest, context: grpc.ServicerContext
+    ) -> pb.SearchEpisodesResponse:
         dataset = check_dataset(request.dataset)
         query = domain.check_query(request.query)
         if query is None:
@@ -162,24 +169,24 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         limit = page_size(
             request.page_size, default=domain.SEARCH_DEFAULT_SIZE, maximum=domain.SEARCH_MAX_SIZE
         )
-        vector = domain.embed_query(self.embedder, query)
+        vector = self.embedder.embed_query(query)
         with _reading(self.engine, context) as conn:
             rows = domain.search(conn, dataset, query, vector, limit)
         return pb.SearchEpisodesResponse(episodes=[_scored(r) for r in rows])
 
-    def GetEpisode(self, request, context):  # type: ignore[no-untyped-def]
+    def GetEpisode(
+        self, request: pb.GetEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.GetEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with _reading(self.engine, context) as conn:
-            row = domain.get_episode(conn, episode_id)
+            row = recall_queries.get_episode(conn, episode_id)
         return pb.GetEpisodeResponse(episode=convert.episode(row))
 
-    def ListEpisodes(self, request, context):  # type: ignore[no-untyped-def]
+    def ListEpisodes(
+        self, request: pb.ListEpisodesRequest, context: grpc.ServicerContext
+    ) -> pb.ListEpisodesResponse:
         dataset = check_dataset(request.dataset)
-        if request.status and request.status not in convert.STATUS_FROM_PROTO:
-            raise InvalidArgument(
-                f"status {request.status} is not an episode status", field="status"
-            )
-        status = convert.STATUS_FROM_PROTO.get(request.status)
+        status = domain.check_status(request.status)
         thread_id = parse_optional_uuid(request.thread_id, "thread_id")
         limit = page_size(
             request.page_size, default=domain.LIST_DEFAULT_SIZE, maximum=domain.LIST_MAX_SIZE
@@ -200,7 +207,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             except (KeyError, TypeError, ValueError, InvalidArgument):
                 raise InvalidArgument("page_token is malformed", field="page_token") from None
         with _reading(self.engine, context) as conn:
-            rows, more = domain.list_episodes(
+            rows, more = recall_queries.list_episodes(
                 conn, dataset, status=status, thread_id=thread_id, before=before, limit=limit
             )
         token = ""

@@ -1,18 +1,17 @@
-"""Runs the Scheduler service: ``python -m services.scheduler``."""
+"""Runs the Scheduler service: ``python -m episodic.services.scheduler``."""
 
 from __future__ import annotations
 
 import logging
 import threading
 
-from episodic.config import get_settings
-from episodic.server import build_server, run_until_signalled, setup_logging
-from episodic.store.db import engine_from_settings
+from sqlalchemy import Engine
+
+from episodic.config import Settings
+from episodic.server import Service, serve
 
 from .servicer import SchedulerServicer, register
 from .sweeper import Sweeper
-
-SERVICE_NAME = "episodic.v1.SchedulerService"
 
 log = logging.getLogger(__name__)
 
@@ -28,33 +27,26 @@ def _startup_catch_up(sweeper: Sweeper) -> None:
         log.exception("catch-up at startup failed; the next sweep retries")
 
 
-def main() -> None:
-    settings = get_settings()
-    setup_logging("scheduler")
-    engine = engine_from_settings(settings.database, "episodic-scheduler")
-    sweeper = Sweeper(engine, settings.scheduler)
+def build(settings: Settings, engine: Engine) -> Service:
+    sweeper = Sweeper(engine, settings.scheduler, max_retries=settings.retries.max_retries)
     log.info("replica %s", sweeper.worker)
     servicer = SchedulerServicer(engine, settings.scheduler, sweeper)
-    runtime = build_server(
-        name=SERVICE_NAME,
-        register=lambda server: register(server, servicer),
-        service_names=[SERVICE_NAME],
-        host=settings.service.bind_host,
-        port=settings.service.scheduler_port,
-        workers=settings.service.grpc_workers,
-        engine=engine,
-        shutdown_grace=settings.service.shutdown_grace.total_seconds(),
-    )
-    # Runs after in-flight calls finished: stop the loop, release claims and leases.
-    runtime.on_shutdown.append(sweeper.shutdown)
     if settings.scheduler.scheduler_poll_interval.total_seconds() > 0:
-        sweeper.start()
+        start = sweeper.start
     else:
-        threading.Thread(
-            target=_startup_catch_up, args=(sweeper,), name="catch-up", daemon=True
-        ).start()
-    run_until_signalled(runtime)
+
+        def start() -> None:
+            threading.Thread(
+                target=_startup_catch_up, args=(sweeper,), name="catch-up", daemon=True
+            ).start()
+
+    return Service(
+        register=lambda server: register(server, servicer),
+        on_start=[start],
+        # Runs after in-flight calls finished: stop the loop, release claims and leases.
+        on_shutdown=[sweeper.shutdown],
+    )
 
 
 if __name__ == "__main__":
-    main()
+    serve("scheduler", build)

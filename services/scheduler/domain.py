@@ -10,7 +10,7 @@ end of the last episode window opened on the thread; ``end_requested_sequence`` 
 fires, the trigger it fires with, a ``version`` bumped by every touch, and the claim
 (``claimed_at``/``claimed_by``) of the replica firing it.
 
-Opening an episode, whatever the trigger, is :func:`episodic.store.lifecycle.open_episode`:
+Opening an episode, whatever the trigger, is :func:`episodic.store.episodes.open_episode`:
 under the thread's row lock (the lock Ingest's writers take), window =
 ``captured_sequence + 1 .. last_sequence``; that makes ``captured_sequence`` authoritative
 and windows contiguous and disjoint across any number of replicas.
@@ -53,7 +53,7 @@ deadline instead (at most ``auto_episode_interval`` later); nothing is lost.
 Orphans. A replica that dies holding timer claims leaves claimed rows: the reclaim sweep
 unclaims those older than ``orphan_reclaim_after`` (:func:`reclaim_timers`), and their
 firers' guarded deletes then fail harmlessly. Stuck episode claims are reclaimed by
-:func:`episodic.store.lifecycle.reclaim_orphaned_episodes`. On SIGTERM a replica releases
+:func:`episodic.store.episodes.reclaim_orphaned`. On SIGTERM a replica releases
 its claims and leases at once (:func:`release_claims`, :func:`release_leases`).
 
 Leases. Singleton sweeps (reclaim, backstop) run on one replica at a time: a replica runs
@@ -73,10 +73,9 @@ from sqlalchemy import Connection, RowMapping, text
 
 from episodic.config import SchedulerSettings
 from episodic.errors import NotFound
-from episodic.store import lifecycle
-from episodic.store.lifecycle import current_trace_context
-
-_NOW = "coalesce(CAST(:now AS timestamptz), now())"
+from episodic.store import episodes
+from episodic.store.sql import NOW
+from episodic.telemetry import current_trace_context
 
 
 def _trace_json(context: dict[str, str] | None) -> str | None:
@@ -102,8 +101,8 @@ def record_activity(
         text(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
             "trace_context, created_at, updated_at) "
-            f"SELECT thread_id, dataset, {_NOW} + :interval, 'inactivity', "
-            f"CAST(:trace AS jsonb), {_NOW}, {_NOW} FROM threads WHERE thread_id = :id "
+            f"SELECT thread_id, dataset, {NOW} + :interval, 'inactivity', "
+            f"CAST(:trace AS jsonb), {NOW}, {NOW} FROM threads WHERE thread_id = :id "
             "ON CONFLICT (thread_id) DO UPDATE SET "
             # An owed explicit episode keeps its deadline unless it is being fired right now
             # (then the firing captures up to some message and the rest waits for idleness).
@@ -148,8 +147,8 @@ def record_thread_started(
         text(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
             "trace_context, created_at, updated_at) "
-            f"SELECT t.thread_id, t.dataset, {_NOW} + :pull, 'new_thread', "
-            f"CAST(:trace AS jsonb), {_NOW}, {_NOW} "
+            f"SELECT t.thread_id, t.dataset, {NOW} + :pull, 'new_thread', "
+            f"CAST(:trace AS jsonb), {NOW}, {NOW} "
             "FROM threads t WHERE t.dataset = :dataset AND t.thread_id <> :id "
             "AND t.last_sequence > t.captured_sequence "
             # One lock order for every multi-row timer writer (no deadlocks between them).
@@ -192,7 +191,7 @@ def request_episode(
     ).first()
     if exists is None:
         raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
-    episode = lifecycle.open_episode(conn, thread_id, trigger, now)
+    episode = episodes.open_episode(conn, thread_id, trigger, now)
     conn.execute(
         text("DELETE FROM scheduled_episodes WHERE thread_id = :id AND claimed_at IS NULL"),
         {"id": thread_id},
@@ -227,10 +226,10 @@ def claim_due_timers(
             text(
                 "WITH due AS ("
                 "  SELECT thread_id FROM scheduled_episodes "
-                f"  WHERE claimed_at IS NULL AND fire_at <= {_NOW} "
+                f"  WHERE claimed_at IS NULL AND fire_at <= {NOW} "
                 "  ORDER BY fire_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
-                f"UPDATE scheduled_episodes s SET claimed_at = {_NOW}, claimed_by = :me, "
-                f"updated_at = {_NOW} "
+                f"UPDATE scheduled_episodes s SET claimed_at = {NOW}, claimed_by = :me, "
+                f"updated_at = {NOW} "
                 "FROM due WHERE s.thread_id = due.thread_id AND s.claimed_at IS NULL "
                 "RETURNING s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context"
             ),
@@ -268,7 +267,7 @@ def fire_timer(
     # The firing span if tracing is on (it links to the write that armed the timer),
     # otherwise the write's own context stored on the timer.
     context = current_trace_context() or timer.trace_context
-    episode = lifecycle.open_episode(
+    episode = episodes.open_episode(
         conn, timer.thread_id, timer.trigger, now, trace_context=context
     )
     return FireResult(episode=episode, timer_deleted=finish_timer(conn, timer, worker))
@@ -343,10 +342,10 @@ def catch_up(
             "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at, trigger, created_at, "
             "updated_at) "
             "SELECT thread_id, dataset, "
-            f"  CASE WHEN owed THEN {_NOW} "
-            f"       ELSE coalesce(last_message_at, {_NOW}) + :interval END, "
+            f"  CASE WHEN owed THEN {NOW} "
+            f"       ELSE coalesce(last_message_at, {NOW}) + :interval END, "
             "  CASE WHEN owed THEN 'explicit' ELSE 'inactivity' END, "
-            f"  {_NOW}, {_NOW} "
+            f"  {NOW}, {NOW} "
             "FROM cand ORDER BY thread_id "
             "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id"
         ),
@@ -363,10 +362,10 @@ def catch_up(
             "  AND t.end_requested_sequence > t.captured_sequence "
             "  ORDER BY t.thread_id LIMIT :limit "
             "  FOR SHARE OF t SKIP LOCKED) "
-            f"UPDATE scheduled_episodes s SET fire_at = {_NOW}, trigger = 'explicit', "
-            f"version = s.version + 1, updated_at = {_NOW} "
+            f"UPDATE scheduled_episodes s SET fire_at = {NOW}, trigger = 'explicit', "
+            f"version = s.version + 1, updated_at = {NOW} "
             "FROM cand WHERE s.thread_id = cand.thread_id AND s.claimed_at IS NULL "
-            f"AND (s.trigger <> 'explicit' OR s.fire_at > {_NOW}) "
+            f"AND (s.trigger <> 'explicit' OR s.fire_at > {NOW}) "
             "RETURNING s.thread_id"
         ),
         {"now": now, "limit": limit},
@@ -385,7 +384,7 @@ def backstop_candidates(
         text(
             "SELECT t.thread_id FROM threads t "
             "WHERE t.last_sequence > t.captured_sequence "
-            f"AND t.last_message_at < {_NOW} - :quiet "
+            f"AND t.last_message_at < {NOW} - :quiet "
             "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE s.thread_id = t.thread_id) "
             "ORDER BY t.last_message_at LIMIT :limit"
         ),
@@ -406,7 +405,7 @@ def backstop_thread(
         text(
             "SELECT 1 FROM threads t WHERE t.thread_id = :id "
             "AND t.last_sequence > t.captured_sequence "
-            f"AND t.last_message_at < {_NOW} - :quiet "
+            f"AND t.last_message_at < {NOW} - :quiet "
             "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE s.thread_id = t.thread_id) "
             "FOR UPDATE OF t"
         ),
@@ -414,7 +413,7 @@ def backstop_thread(
     ).first()
     if still is None:
         return None
-    return lifecycle.open_episode(conn, thread_id, "backstop", now)
+    return episodes.open_episode(conn, thread_id, "backstop", now)
 
 
 def reclaim_timers(
@@ -430,12 +429,12 @@ def reclaim_timers(
             text(
                 "WITH stale AS ("
                 "  SELECT thread_id FROM scheduled_episodes "
-                f"  WHERE claimed_at IS NOT NULL AND claimed_at < {_NOW} - :after "
+                f"  WHERE claimed_at IS NOT NULL AND claimed_at < {NOW} - :after "
                 "  ORDER BY thread_id LIMIT :limit FOR UPDATE SKIP LOCKED) "
                 "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL, "
-                f"updated_at = {_NOW} "
+                f"updated_at = {NOW} "
                 f"FROM stale WHERE s.thread_id = stale.thread_id "
-                f"AND s.claimed_at < {_NOW} - :after RETURNING s.thread_id"
+                f"AND s.claimed_at < {NOW} - :after RETURNING s.thread_id"
             ),
             {"after": older_than, "now": now, "limit": limit},
         ).all()

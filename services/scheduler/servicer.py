@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 from episodic import convert
 from episodic.config import SchedulerSettings
 from episodic.errors import InvalidArgument
-from episodic.store import lifecycle
+from episodic.store import episodes
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
 from episodic.validation import parse_uuid
@@ -29,7 +29,7 @@ def _as_of(request: pb.RunSweepRequest) -> datetime | None:
 def _trigger(value: int) -> str:
     if value == 0:
         return "explicit"
-    trigger = convert.TRIGGER_FROM_PROTO.get(value)  # type: ignore[call-overload]
+    trigger = convert.TRIGGER_FROM_PROTO.get(value)
     if trigger is None:
         raise InvalidArgument(f"trigger {value} is not a known EpisodeTrigger", field="trigger")
     return trigger
@@ -41,19 +41,25 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         self.settings = settings
         self.sweeper = sweeper
 
-    def RecordActivity(self, request, context):  # type: ignore[no-untyped-def]
+    def RecordActivity(
+        self, request: pb.RecordActivityRequest, context: grpc.ServicerContext
+    ) -> pb.RecordActivityResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
             fire_at = domain.record_activity(conn, thread_id, self.settings)
         return pb.RecordActivityResponse(fire_at=convert.ts(fire_at))
 
-    def RecordThreadStarted(self, request, context):  # type: ignore[no-untyped-def]
+    def RecordThreadStarted(
+        self, request: pb.RecordThreadStartedRequest, context: grpc.ServicerContext
+    ) -> pb.RecordThreadStartedResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
             pulled = domain.record_thread_started(conn, thread_id, self.settings)
         return pb.RecordThreadStartedResponse(timers_pulled_forward=pulled)
 
-    def RequestEpisode(self, request, context):  # type: ignore[no-untyped-def]
+    def RequestEpisode(
+        self, request: pb.RequestEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.RequestEpisodeResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         trigger = _trigger(request.trigger)
         with self.engine.begin() as conn:
@@ -64,7 +70,9 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
             episode_queued=True, episode=convert.episode(result.episode)
         )
 
-    def RunSweep(self, request, context):  # type: ignore[no-untyped-def]
+    def RunSweep(
+        self, request: pb.RunSweepRequest, context: grpc.ServicerContext
+    ) -> pb.RunSweepResponse:
         result = self.sweeper.run_pass(_as_of(request), force=True)
         return pb.RunSweepResponse(
             episodes_created=result.episodes_created,
@@ -74,16 +82,20 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
             backstop_episodes=result.backstop_episodes,
         )
 
-    def DeleteEpisode(self, request, context):  # type: ignore[no-untyped-def]
+    def DeleteEpisode(
+        self, request: pb.DeleteEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
-            row = lifecycle.delete_episode(conn, episode_id)
+            row = episodes.delete_episode(conn, episode_id)
         return pb.DeleteEpisodeResponse(episode=convert.episode(row))
 
-    def RetryEpisode(self, request, context):  # type: ignore[no-untyped-def]
+    def RetryEpisode(
+        self, request: pb.RetryEpisodeRequest, context: grpc.ServicerContext
+    ) -> pb.RetryEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
-            row = lifecycle.retry_episode(conn, episode_id)
+            row = episodes.retry_episode(conn, episode_id)
         return pb.RetryEpisodeResponse(episode=convert.episode(row))
 
 

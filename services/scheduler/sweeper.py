@@ -12,9 +12,6 @@ lock keep replicas apart).
 from __future__ import annotations
 
 import logging
-import os
-import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +22,8 @@ from opentelemetry import trace
 from sqlalchemy import Engine
 
 from episodic.config import SchedulerSettings
-from episodic.store import lifecycle
+from episodic.store import episodes
+from episodic.store.sql import worker_id
 from episodic.telemetry import link_from
 
 from . import domain
@@ -36,11 +34,6 @@ tracer = trace.get_tracer("episodic.scheduler")
 RECLAIM_LEASE = "scheduler.reclaim"
 BACKSTOP_LEASE = "scheduler.backstop"
 SWEEP_LIMIT = 1000
-
-
-def replica_id() -> str:
-    """``host:pid:random`` — unique per process, readable in claimed_by columns."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 @dataclass
@@ -65,12 +58,14 @@ class Sweeper:
         settings: SchedulerSettings,
         worker: str | None = None,
         *,
+        max_retries: int = 3,
         catch_up_interval: timedelta | None = None,
         reclaim_interval: timedelta | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
-        self.worker = worker or replica_id()
+        self.worker = worker or worker_id()
+        self.max_retries = max_retries
         # Lost notices only delay an episode, so the catch-up need not run on every pass:
         # a quarter of the idle interval (at most 30 s) keeps the delay small and cheap.
         self.catch_up_interval = catch_up_interval or min(
@@ -122,16 +117,16 @@ class Sweeper:
         with self.engine.begin() as conn:
             timers = domain.reclaim_timers(conn, after, now, limit=SWEEP_LIMIT)
         with self.engine.begin() as conn:
-            episodes = lifecycle.reclaim_orphaned_episodes(
+            lost = episodes.reclaim_orphaned(
                 conn,
                 older_than=after,
-                max_retries=self.settings.max_retries,
+                max_retries=self.max_retries,
                 now=now,
                 limit=SWEEP_LIMIT,
             )
-        if timers or episodes.total:
-            log.warning("reclaimed %d timer claims and %s from lost workers", timers, episodes)
-        return timers + episodes.total
+        if timers or lost.total:
+            log.warning("reclaimed %d timer claims and %s from lost workers", timers, lost)
+        return timers + lost.total
 
     def backstop(self, now: datetime | None = None) -> int:
         opened = 0

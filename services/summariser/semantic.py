@@ -7,19 +7,19 @@ transaction it is given. It returns how many items it stored; 0 means "nothing t
 and the episode's semantic_status becomes `skipped`.
 
 The built-in `KeyLearningFacts` stores fact statements the user made about themselves
-(preferences, plans, decisions, constraints, numbers and dates) in the `facts` table, each
-with provenance: the episode and the message sequence it came from.
+(preferences, plans, decisions, constraints, numbers and dates; see
+:mod:`episodic.providers.statements`) in the `facts` table, each with provenance: the
+episode and the message sequence it came from.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import Connection, RowMapping, text
 
-from episodic.providers.extractive import split_sentences
+from episodic.providers.statements import is_fact_statement, split_sentences
 
 
 class WindowMessage(NamedTuple):
@@ -37,34 +37,14 @@ class SemanticExtractor(Protocol):
         ...
 
 
-# First-person statements that carry a fact: preferences, plans, decisions, possessions,
-# constraints. Questions and small talk are left out.
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|we|we're|we've|our)\b", re.I)
-_FACT_SIGNAL = re.compile(
-    r"\b(prefer|like|love|hate|dislike|want|need|plan|planning|going to|will|decided|decide|"
-    r"chose|choose|picked|booked|bought|agreed|agree|work|working|live|living|moved|have|has|"
-    r"own|started|finished|allergic|budget|deadline|can't|cannot|don't|never|always|usually)\b",
-    re.I,
-)
-_NUMBER_OR_DATE = re.compile(
-    r"\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
-    r"january|february|march|april|may|june|july|august|september|"
-    r"october|november|december|tomorrow|yesterday|next week)\b",
-    re.I,
-)
 MAX_FACT_CHARS = 300
 
 
 def fact_sentences(content: str) -> list[str]:
-    """Sentences of one message that state a fact about the speaker."""
-    out = []
-    for sentence in split_sentences(content):
-        s = sentence.strip()
-        if len(s) < 12 or s.endswith("?"):
-            continue
-        if _FIRST_PERSON.search(s) and (_FACT_SIGNAL.search(s) or _NUMBER_OR_DATE.search(s)):
-            out.append(s[:MAX_FACT_CHARS])
-    return out
+    """Sentences of one message that state a fact about the speaker (the same notion as
+    the extractive summariser's key learnings: :func:`is_fact_statement`)."""
+    sentences = (sentence.strip() for sentence in split_sentences(content))
+    return [s[:MAX_FACT_CHARS] for s in sentences if is_fact_statement(s)]
 
 
 class KeyLearningFacts:

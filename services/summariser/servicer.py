@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 from google.protobuf import duration_pb2
 from sqlalchemy import Engine
 
 from episodic import convert
-from episodic.providers.embedding import Embedder
-from episodic.providers.llm import Summariser
+from episodic.providers.types import Embedder, Summariser
+from episodic.store.status import pipeline_status
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as pb_grpc
 from episodic.validation import check_dataset, page_size
 
 from .pipeline import Pipeline
-from .status import pipeline_status
 
 
-def provider_health(name: str, check) -> pb.ProviderHealth:  # type: ignore[no-untyped-def]
+def provider_health(name: str, check: Callable[[], None]) -> pb.ProviderHealth:
     try:
         check()
         return pb.ProviderHealth(name=name, ok=True)
@@ -34,7 +35,9 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
         self.summariser = summariser
         self.embedder = embedder
 
-    def ProcessPending(self, request, context):  # type: ignore[no-untyped-def]
+    def ProcessPending(
+        self, request: pb.ProcessPendingRequest, context: grpc.ServicerContext
+    ) -> pb.ProcessPendingResponse:
         limit = page_size(request.max_episodes, default=10, maximum=1000, field="max_episodes")
         result = self.pipeline.run_once(limit)
         return pb.ProcessPendingResponse(
@@ -43,13 +46,17 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
             semantic_processed=result.semantic_processed,
         )
 
-    def CheckProviders(self, request, context):  # type: ignore[no-untyped-def]
+    def CheckProviders(
+        self, request: pb.CheckProvidersRequest, context: grpc.ServicerContext
+    ) -> pb.CheckProvidersResponse:
         return pb.CheckProvidersResponse(
             llm=provider_health(self.summariser.name, self.summariser.check),
             embedder=provider_health(self.embedder.name, self.embedder.check),
         )
 
-    def GetPipelineStatus(self, request, context):  # type: ignore[no-untyped-def]
+    def GetPipelineStatus(
+        self, request: pb.GetPipelineStatusRequest, context: grpc.ServicerContext
+    ) -> pb.GetPipelineStatusResponse:
         dataset = check_dataset(request.dataset) if request.dataset else None
         max_errors = page_size(request.max_errors, default=10, maximum=100, field="max_errors")
         with self.engine.connect() as conn:

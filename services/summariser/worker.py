@@ -8,10 +8,11 @@ import threading
 
 import psycopg
 
+from episodic.store.episodes import CHANNELS
+
 from .pipeline import Pipeline
 
 log = logging.getLogger(__name__)
-CHANNELS = ("episodic_episodes", "episodic_semantic")
 
 
 class Worker:

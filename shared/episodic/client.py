@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
@@ -53,6 +53,7 @@ from episodic.v1 import summariser_service_pb2 as summariser_pb2
 from episodic.v1 import summariser_service_pb2_grpc as summariser_grpc
 
 __all__ = [
+    "EPISODE_STATUSES",
     "AddMessagesResult",
     "AlreadyExistsError",
     "DeadlineExceededError",
@@ -255,7 +256,7 @@ class Episode:
     episode_id: str
     thread_id: str
     dataset: str
-    status: str  # pending, processing, completed, failed, archived, deleted
+    status: str  # one of EPISODE_STATUSES: pending, processing, completed, failed, archived
     semantic_status: str
     summary: str
     key_learnings: list[str]
@@ -451,11 +452,15 @@ _ROLES = {
     "agent": episode_pb2.ROLE_ASSISTANT,
     "tool": episode_pb2.ROLE_TOOL,
 }
-_STATUSES = {
-    name.removeprefix("EPISODE_STATUS_").lower(): value
+#: Episode statuses a list can filter on. ``deleted`` is reserved by the design and never
+#: produced (a soft delete archives), so it is not offered.
+_STATUSES: dict[str, episode_pb2.EpisodeStatus] = {
+    name.removeprefix("EPISODE_STATUS_").lower(): cast("episode_pb2.EpisodeStatus", value)
     for name, value in episode_pb2.EpisodeStatus.items()
-    if value
+    if value and name != "EPISODE_STATUS_DELETED"
 }
+#: The statuses an episode can have, as :attr:`Episode.status` names them.
+EPISODE_STATUSES: tuple[str, ...] = tuple(_STATUSES)
 
 
 def _to_new_message(value: MessageLike) -> NewMessage:
@@ -640,7 +645,8 @@ class EpisodicClient:
 
         deadline = time.monotonic() + timeout
         for service in services:
-            stub = health_pb2_grpc.HealthStub(self._channel(service))
+            # Any: typeshed's HealthStub declares no methods.
+            stub: Any = health_pb2_grpc.HealthStub(self._channel(service))
             while True:
                 try:
                     answer = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
@@ -920,7 +926,7 @@ class EpisodicClient:
             "ListEpisodes",
             recall_service_pb2.ListEpisodesRequest(
                 dataset=dataset,
-                status=_STATUSES.get(status or "", 0),
+                status=_STATUSES[status] if status else episode_pb2.EPISODE_STATUS_UNSPECIFIED,
                 thread_id=thread_id or "",
                 page_size=page_size,
                 page_token=page_token,

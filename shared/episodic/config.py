@@ -66,6 +66,10 @@ class DatabaseSettings(BaseSettings):
             )
         return to_sqlalchemy_url(self.database_url)
 
+    def libpq_url(self) -> str:
+        """The URL as libpq (and psycopg.connect) takes it: ``postgresql://…``."""
+        return self.sqlalchemy_url().replace("postgresql+psycopg://", "postgresql://", 1)
+
 
 def to_sqlalchemy_url(url: str) -> str:
     """Accepts plain libpq URLs (postgresql://…) and selects the psycopg 3 driver."""
@@ -125,13 +129,6 @@ class SchedulerSettings(BaseSettings):
         default=timedelta(minutes=10),
         description="A processing claim older than this is treated as orphaned and reclaimed.",
     )
-    max_retries: int = Field(
-        default=3, ge=0, le=100, description="Retries of a failed summarisation before `failed`."
-    )
-    retry_backoff: Duration = Field(
-        default=timedelta(seconds=30),
-        description="Base of the exponential retry backoff (base * 2^(retry-1)).",
-    )
     scheduler_poll_interval: Duration = Field(
         default=timedelta(seconds=1),
         description="How often the scheduler loop looks for due timers. 0 disables the loop "
@@ -141,6 +138,22 @@ class SchedulerSettings(BaseSettings):
     lease_ttl: Duration = Field(
         default=timedelta(seconds=30),
         description="Lease of the replica running the singleton sweeps (backstop, reclaim).",
+    )
+
+
+class RetrySettings(BaseSettings):
+    """How often a failed summarisation is retried. Read by the Summariser (a failed attempt)
+    and the Scheduler (a claim whose worker was lost counts as a failed attempt)."""
+
+    model_config = _config()
+
+    max_retries: int = Field(
+        default=3, ge=0, le=100, description="Retries of a failed summarisation before `failed`."
+    )
+    retry_backoff: Duration = Field(
+        default=timedelta(seconds=30),
+        description="Base of the exponential retry backoff: the n-th retry waits "
+        "base * 2^(n-1), at most 1 h.",
     )
 
 
@@ -323,6 +336,7 @@ class Settings:
         self.database = DatabaseSettings()
         self.ingest = IngestSettings()
         self.scheduler = SchedulerSettings()
+        self.retries = RetrySettings()
         self.embedding = EmbeddingSettings()
         self.llm = LLMSettings()
         self.summariser = SummariserSettings()

@@ -18,17 +18,18 @@ ROLE_TO_PROTO = {
     "assistant": episode_pb2.ROLE_ASSISTANT,
     "tool": episode_pb2.ROLE_TOOL,
 }
-ROLE_FROM_PROTO = {v: k for k, v in ROLE_TO_PROTO.items()}
+ROLE_FROM_PROTO: dict[int, str] = {int(v): k for k, v in ROLE_TO_PROTO.items()}
 
+# Every status the store produces (episodes.STATUSES); EPISODE_STATUS_DELETED is reserved
+# by the design and never produced, so it maps to nothing.
 STATUS_TO_PROTO = {
     "pending": episode_pb2.EPISODE_STATUS_PENDING,
     "processing": episode_pb2.EPISODE_STATUS_PROCESSING,
     "completed": episode_pb2.EPISODE_STATUS_COMPLETED,
     "failed": episode_pb2.EPISODE_STATUS_FAILED,
     "archived": episode_pb2.EPISODE_STATUS_ARCHIVED,
-    "deleted": episode_pb2.EPISODE_STATUS_DELETED,
 }
-STATUS_FROM_PROTO = {v: k for k, v in STATUS_TO_PROTO.items()}
+STATUS_FROM_PROTO: dict[int, str] = {int(v): k for k, v in STATUS_TO_PROTO.items()}
 
 SEMANTIC_TO_PROTO = {
     "pending": episode_pb2.SEMANTIC_STATUS_PENDING,
@@ -37,7 +38,6 @@ SEMANTIC_TO_PROTO = {
     "failed": episode_pb2.SEMANTIC_STATUS_FAILED,
     "skipped": episode_pb2.SEMANTIC_STATUS_SKIPPED,
 }
-SEMANTIC_FROM_PROTO = {v: k for k, v in SEMANTIC_TO_PROTO.items()}
 
 TRIGGER_TO_PROTO = {
     "explicit": episode_pb2.EPISODE_TRIGGER_EXPLICIT,
@@ -46,7 +46,7 @@ TRIGGER_TO_PROTO = {
     "backstop": episode_pb2.EPISODE_TRIGGER_BACKSTOP,
     "manual": episode_pb2.EPISODE_TRIGGER_MANUAL,
 }
-TRIGGER_FROM_PROTO = {v: k for k, v in TRIGGER_TO_PROTO.items()}
+TRIGGER_FROM_PROTO: dict[int, str] = {int(v): k for k, v in TRIGGER_TO_PROTO.items()}
 
 
 def ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -84,7 +84,7 @@ def struct_to_dict(value: struct_pb2.Struct, field: str = "metadata") -> dict[st
         ) from None
 
 
-def thread(row: Mapping[str, Any]) -> episode_pb2.Thread:
+def thread(row: Mapping[Any, Any]) -> episode_pb2.Thread:
     return episode_pb2.Thread(
         thread_id=str(row["thread_id"]),
         dataset=row["dataset"],
@@ -98,7 +98,7 @@ def thread(row: Mapping[str, Any]) -> episode_pb2.Thread:
     )
 
 
-def message(row: Mapping[str, Any]) -> episode_pb2.Message:
+def message(row: Mapping[Any, Any]) -> episode_pb2.Message:
     return episode_pb2.Message(
         thread_id=str(row["thread_id"]),
         sequence=row["sequence"],
@@ -111,7 +111,7 @@ def message(row: Mapping[str, Any]) -> episode_pb2.Message:
     )
 
 
-def episode(row: Mapping[str, Any]) -> episode_pb2.Episode:
+def episode(row: Mapping[Any, Any]) -> episode_pb2.Episode:
     learnings = row.get("key_learnings") or []
     if isinstance(learnings, str):
         learnings = json.loads(learnings)

@@ -1,9 +1,13 @@
 """What every service process shares: the gRPC server with error mapping, health and
-reflection, a database health monitor, and graceful shutdown on SIGTERM/SIGINT."""
+reflection, a database health monitor, and graceful shutdown on SIGTERM/SIGINT.
+
+:func:`serve` is the one bootstrap of the four services: each ``__main__`` only says what
+its service adds (a :class:`Service`: servicers, start and shutdown hooks)."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -21,8 +25,15 @@ from grpc_status import rpc_status
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DisconnectionError, OperationalError
 
+from episodic.config import Settings, get_settings
 from episodic.errors import ERROR_DOMAIN, EpisodicError, Unavailable
-from episodic.telemetry import grpc_server_interceptor, setup_telemetry, shutdown_telemetry
+from episodic.store.db import make_engine
+from episodic.telemetry import (
+    grpc_server_interceptor,
+    instrument_engine,
+    setup_telemetry,
+    shutdown_telemetry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +45,13 @@ def _status_for(err: EpisodicError) -> status_pb2.Status:
     detail = any_pb2.Any()
     detail.Pack(info)
     return status_pb2.Status(code=err.code.value[0], message=err.message, details=[detail])
+
+
+def _aborted(context: grpc.ServicerContext) -> bool:
+    """Whether the handler already set a non-OK status (``code()`` exists on grpcio's
+    servicer context but not in its typed interface)."""
+    code = getattr(context, "code", lambda: None)()
+    return code is not None and code != grpc.StatusCode.OK
 
 
 class ErrorInterceptor(grpc.ServerInterceptor):
@@ -61,7 +79,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
                     )
                 )
             except Exception:
-                if context.code() is not None and context.code() != grpc.StatusCode.OK:
+                if _aborted(context):
                     raise  # already aborted by the handler
                 log.exception("unhandled error in %s", method)
                 context.abort_with_status(
@@ -205,13 +223,13 @@ def monitor_database(runtime: ServiceRuntime, interval: float = 2.0) -> threadin
     return thread
 
 
-def run_until_signalled(runtime: ServiceRuntime, ready_line: str | None = None) -> None:
+def run_until_signalled(
+    runtime: ServiceRuntime, ready_line: str | None = None, health_interval: float = 2.0
+) -> None:
     """Starts the server, prints where it listens, and blocks until SIGTERM/SIGINT."""
     runtime.server.start()
     if runtime.engine is not None:
-        from episodic.config import get_settings
-
-        monitor_database(runtime, get_settings().service.db_health_interval.total_seconds())
+        monitor_database(runtime, health_interval)
     else:
         runtime.set_serving(True)
     done = threading.Event()
@@ -234,8 +252,6 @@ def run_until_signalled(runtime: ServiceRuntime, ready_line: str | None = None) 
 def setup_logging(service: str) -> None:
     """One line per record on stderr, with the service name (12-factor logs), and tracing
     from the standard OTEL_* variables."""
-    import os
-
     setup_telemetry(f"episodic-{service}")
     logging.basicConfig(
         level=os.environ.get("EPISODIC_LOG_LEVEL", "INFO").upper(),
@@ -243,3 +259,72 @@ def setup_logging(service: str) -> None:
     )
     # One INFO line per provider request drowns the service's own log.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+#: The gRPC service each process serves, by the name ``episodic up`` and the settings use.
+GRPC_SERVICES = {
+    "ingest": "episodic.v1.IngestService",
+    "scheduler": "episodic.v1.SchedulerService",
+    "summariser": "episodic.v1.SummariserService",
+    "recall": "episodic.v1.RecallService",
+}
+
+
+@dataclass
+class Service:
+    """What one service adds to the common bootstrap: its servicers (``register``), work to
+    start once the server listens (background loops) and hooks to run after in-flight calls
+    finished on shutdown (release claims, stop loops, close channels), in order."""
+
+    register: Callable[[grpc.Server], None]
+    on_start: list[Callable[[], object]] = field(default_factory=list)
+    on_shutdown: list[Callable[[], object]] = field(default_factory=list)
+
+
+def serve(
+    name: str,
+    build: Callable[[Settings, Engine], Service],
+    *,
+    engine_options: Callable[[Settings], dict[str, Any]] | None = None,
+) -> None:
+    """Runs service ``name`` (ingest, scheduler, summariser, recall) until SIGTERM/SIGINT:
+    settings, logging and tracing, the database engine (``engine_options(settings)`` are
+    passed to :func:`~episodic.store.db.make_engine`), the service's own parts from ``build``, then
+    the gRPC server with health and reflection. A configuration the service cannot work
+    with (``build`` raises an :class:`EpisodicError`, e.g. a schema of another embedding
+    dimension) is one log line and exit status 2, not a traceback."""
+    settings = get_settings()
+    setup_logging(name)
+    engine = instrument_engine(  # traces show the database time
+        make_engine(
+            settings.database.sqlalchemy_url(),
+            pool_size=settings.database.db_pool_size,
+            application_name=f"episodic-{name}",
+            **(engine_options(settings) if engine_options else {}),
+        )
+    )
+    try:
+        service = build(settings, engine)
+    except EpisodicError as err:
+        log.error("%s cannot start: %s", name, err.message)
+        engine.dispose()
+        sys.exit(2)
+    grpc_name = GRPC_SERVICES[name]
+    runtime = build_server(
+        name=grpc_name,
+        register=service.register,
+        service_names=[grpc_name],
+        host=settings.service.bind_host,
+        port=getattr(settings.service, f"{name}_port"),
+        workers=settings.service.grpc_workers,
+        engine=engine,
+        shutdown_grace=settings.service.shutdown_grace.total_seconds(),
+    )
+    runtime.on_shutdown.extend(service.on_shutdown)
+    for start in service.on_start:
+        start()
+    run_until_signalled(
+        runtime, health_interval=settings.service.db_health_interval.total_seconds()
+    )

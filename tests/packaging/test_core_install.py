@@ -4,6 +4,7 @@ virtual environment and talks to a running suite (a recall, through the SDK and 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -38,6 +39,13 @@ def test_every_package_is_listed_in_pyproject() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy: setuptools leaves a build/ folder in the tree it builds.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in ("shared", "services"):
+        shutil.copytree(REPO / name, source / name, ignore=ignore)
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [
@@ -50,7 +58,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-build-isolation",
             "--wheel-dir",
             str(out),
-            str(REPO),
+            str(source),
         ],
         check=True,
         capture_output=True,

@@ -12,9 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, text
 
-from episodic.providers.embedding import Embedder, HashingEmbedder
+from episodic.providers import Embedder, HashingEmbedder
 from episodic.store.recall_index import index_episode
-from episodic.store.recall_queries import vector_literal
 
 EMBEDDER = HashingEmbedder(384)
 T0 = datetime(2026, 5, 17, 12, 0, tzinfo=UTC)
@@ -140,7 +139,7 @@ def make_episode(
             "kl": json.dumps(list(key_learnings)),
             "entities": list(entities),
             "event_type": event_type,
-            "embedding": vector_literal(embedder.embed([summary])[0]) if done else None,
+            "embedding": embedder.embed([summary])[0] if done else None,
             "done": done,
         },
     )

@@ -204,6 +204,12 @@ BAD_REQUESTS = [
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", page_token="garbage!"), "page_token"),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", thread_id="x"), "thread_id"),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", status=42), "status"),
+    # Reserved by the design and never produced: not a filter that could ever match.
+    (
+        "ListEpisodes",
+        pb.ListEpisodesRequest(dataset="ds", status=episode_pb2.EPISODE_STATUS_DELETED),
+        "status",
+    ),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset=""), "dataset"),
     ("SearchEpisodes", pb.SearchEpisodesRequest(dataset="ds", query=" "), "query"),
     (
@@ -262,10 +268,11 @@ def test_refuses_to_start_with_an_embedder_of_another_dimension(spawn) -> None: 
 def test_deadlines_bound_the_database_work(db_url) -> None:  # type: ignore[no-untyped-def]
     from sqlalchemy import text
 
-    from episodic.config import DatabaseSettings
+    from episodic.config import Settings
     from episodic.services.recall import domain
-    from episodic.services.recall.__main__ import read_engine
+    from episodic.services.recall.__main__ import engine_options
     from episodic.services.recall.servicer import _reading
+    from episodic.store.db import make_engine
 
     class Deadline:
         def __init__(self, seconds: float) -> None:
@@ -274,7 +281,9 @@ def test_deadlines_bound_the_database_work(db_url) -> None:  # type: ignore[no-u
         def time_remaining(self) -> float:
             return self.seconds
 
-    engine = read_engine(DatabaseSettings(database_url=db_url, db_pool_size=1), 10_000)
+    settings = Settings()
+    settings.recall.recall_statement_timeout = timedelta(seconds=10)
+    engine = make_engine(db_url, pool_size=1, **engine_options(settings))
     try:
         # A long deadline: one autocommit statement under the connection's ceiling.
         with _reading(engine, Deadline(30)) as conn:

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, text
 
 from episodic.services.scheduler import domain
 from episodic.services.scheduler.sweeper import Sweeper
-from episodic.store import lifecycle
+from episodic.store import episodes as states
 from episodic.testing.invariants import check_invariants
 from episodic.testing.processes import wait_until
 from tests.scheduler.helpers import (
@@ -171,7 +171,7 @@ def test_activity_while_the_episode_is_being_opened_keeps_the_timer_alive(engine
     with engine.begin() as conn:
         (claimed,) = domain.claim_due_timers(conn, "replica-a", 10, now)
     with engine.begin() as conn_a:
-        episode = lifecycle.open_episode(conn_a, thread_id, claimed.trigger, now)
+        episode = states.open_episode(conn_a, thread_id, claimed.trigger, now)
         assert episode is not None  # A holds the thread lock now
         with engine.begin() as conn_b:
             domain.record_activity(conn_b, thread_id, CFG, now)

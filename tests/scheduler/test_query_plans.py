@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Connection, event
 
 from episodic.services.scheduler import domain
-from episodic.store import lifecycle
+from episodic.store import episodes as states
 from tests.scheduler.helpers import settings
 
 CFG = settings()
@@ -70,9 +70,7 @@ def plans(engine, call: Callable[[Connection], object]) -> str:  # type: ignore[
         ),
         (
             "episode reclaim",
-            lambda c: lifecycle.reclaim_orphaned_episodes(
-                c, older_than=timedelta(minutes=10), max_retries=3
-            ),
+            lambda c: states.reclaim_orphaned(c, older_than=timedelta(minutes=10), max_retries=3),
             ["episodes_processing_idx", "episodes_semantic_processing_idx"],
         ),
         ("next deadline", domain.next_due_in, ["scheduled_episodes_due_idx"]),

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from episodic.services.scheduler import domain
 from episodic.services.scheduler.sweeper import Sweeper
-from episodic.store import lifecycle
+from episodic.store import episodes as states
 from episodic.testing.invariants import InvariantViolation, check_invariants
 from tests.scheduler.helpers import (
     add_messages,
@@ -62,7 +62,7 @@ def test_every_trigger_continues_where_the_last_window_ended(engine) -> None:  #
 
 
 def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine) -> None:  # type: ignore[no-untyped-def]
-    cfg = settings(max_retries=2)
+    max_retries = 2
     thread_id = new_thread(engine, messages=3)
     with engine.begin() as conn:
         failed = domain.request_episode(conn, thread_id).episode
@@ -71,12 +71,12 @@ def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine
         claim_episode(engine, failed["episode_id"], "summariser-1")
         with engine.begin() as conn:
             statuses.append(
-                lifecycle.record_failure(
+                states.record_failure(
                     conn,
                     failed["episode_id"],
                     "summariser-1",
                     "llm timed out",
-                    max_retries=cfg.max_retries,
+                    max_retries=max_retries,
                     backoff=timedelta(0),
                 )
             )
@@ -97,7 +97,7 @@ def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine
 
     # An operator retry re-processes exactly the same window.
     with engine.begin() as conn:
-        retried = lifecycle.retry_episode(conn, failed["episode_id"])
+        retried = states.retry_episode(conn, failed["episode_id"])
     assert (retried["start_sequence"], retried["end_sequence"], retried["status"]) == (
         1,
         3,

@@ -13,7 +13,7 @@ from episodic.providers.extractive import ExtractiveSummariser
 from episodic.services.ingest import domain as ingest
 from episodic.services.summariser.pipeline import Pipeline
 from episodic.services.summariser.semantic import KeyLearningFacts
-from episodic.store import lifecycle
+from episodic.store import episodes as states
 
 DEFAULT_EXTRACTOR = KeyLearningFacts()
 
@@ -47,7 +47,7 @@ def add(engine: Engine, thread_id: uuid.UUID, turns: list[tuple[str, str]]) -> N
 
 def open_episode(engine: Engine, thread_id: uuid.UUID, trigger: str = "explicit"):  # type: ignore[no-untyped-def]
     with engine.begin() as conn:
-        return lifecycle.open_episode(conn, thread_id, trigger)
+        return states.open_episode(conn, thread_id, trigger)
 
 
 def make_pipeline(engine: Engine, summariser=None, extractor=DEFAULT_EXTRACTOR, **kw) -> Pipeline:  # type: ignore[no-untyped-def]

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from sqlalchemy import text
 
-from episodic.providers.llm import SummaryRequest, SummaryResult
-from episodic.services.summariser.pipeline import claim_pending, complete
-from episodic.store import lifecycle
+from episodic.providers.types import SummaryRequest, SummaryResult
+from episodic.store import episodes as states
+from episodic.store.episodes import claim_pending, complete
 from tests.summariser.helpers import CAR_CHAT, add, make_pipeline, make_thread, open_episode
 
 
@@ -180,7 +180,7 @@ def test_failures_beyond_max_retries_fail_for_good_and_lose_nothing(engine) -> N
     assert pipeline.run_once(10).failed == 0  # not claimed again
     # The work is not lost: an admin retry makes it pending and it completes.
     with engine.begin() as conn:
-        lifecycle.retry_episode(conn, ep["episode_id"])
+        states.retry_episode(conn, ep["episode_id"])
     assert make_pipeline(engine).run_once(10).completed == 1
 
 
@@ -271,7 +271,7 @@ def test_a_lost_claim_does_not_archive_the_current_episode(engine) -> None:  # t
     with engine.begin() as conn:
         claimed = claim_pending(conn, "w1", 10)[0]
     with engine.begin() as conn:  # an admin deletes the in-flight episode
-        lifecycle.delete_episode(conn, second["episode_id"])
+        states.delete_episode(conn, second["episode_id"])
     with engine.begin() as conn:
         status = complete(
             conn,

@@ -21,10 +21,9 @@ from episodic.cli._common import (
     table,
     when,
 )
+from episodic.client import EPISODE_STATUSES
 
 GROUP = "admin (looking after memory)"
-#: Statuses an episode can have (``deleted`` is reserved by the design and never produced).
-STATUSES = ("pending", "processing", "completed", "failed", "archived")
 
 
 def cmd_episodes_list(args: argparse.Namespace) -> int:
@@ -148,7 +147,7 @@ def register(groups: CommandGroups) -> None:
     esub = episodes.add_subparsers(dest="episodes_command", required=True, metavar="ACTION")
     p = add(esub, "list", cmd_episodes_list, "a dataset's episodes, newest first")
     p.add_argument("dataset")
-    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--status", choices=EPISODE_STATUSES)
     p.add_argument("--thread", help="only this thread's episodes")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--page-token")

@@ -47,7 +47,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     from episodic.config import get_settings
-    from episodic.providers.embedding import make_embedder
+    from episodic.providers import make_embedder
     from episodic.store.db import check_embedding_dimension, make_engine
     from episodic.store.recall_index import index_missing
 

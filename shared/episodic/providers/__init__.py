@@ -1,5 +1,10 @@
 """Embedding and summarisation providers (pure library code: no gRPC, no database).
 
+The modules import one way: :mod:`~episodic.providers.types` (shared types and protocols)
+← :mod:`~episodic.providers.statements`, :mod:`~episodic.providers.entities` ←
+:mod:`~episodic.providers.embedding`, :mod:`~episodic.providers.extractive`,
+:mod:`~episodic.providers.openai_chat` ← :mod:`~episodic.providers.factory`.
+
 Build them from settings with :func:`make_embedder` and :func:`make_summariser`; both
 return objects that satisfy the :class:`Embedder` / :class:`Summariser` protocols and raise
 :class:`~episodic.errors.ProviderError` when a provider fails or answers nonsense.
@@ -8,24 +13,23 @@ return objects that satisfy the :class:`Embedder` / :class:`Summariser` protocol
 from episodic.providers._http import RetryPolicy
 from episodic.providers.embedding import (
     MINILM_DIMENSION,
-    Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
-    make_embedder,
     normalise_rows,
 )
 from episodic.providers.entities import normalise_entities, normalise_entity
 from episodic.providers.extractive import ExtractiveSummariser
-from episodic.providers.llm import (
+from episodic.providers.factory import make_embedder, make_summariser
+from episodic.providers.openai_chat import OpenAIChatSummariser
+from episodic.providers.types import (
     ACTORS,
     EVENT_TYPES,
     ChatMessage,
-    OpenAIChatSummariser,
+    Embedder,
     Summariser,
     SummaryRequest,
     SummaryResult,
-    make_summariser,
 )
 
 __all__ = [

@@ -21,19 +21,19 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy, make_client, post_json, snippet
+from episodic.providers.types import Embedder
 
 if TYPE_CHECKING:
     import httpx
     import onnxruntime
     import tokenizers
 
-    from episodic.config import EmbeddingSettings
 
 __all__ = [
     "MINILM_DIMENSION",
@@ -41,39 +41,10 @@ __all__ = [
     "HashingEmbedder",
     "MiniLMEmbedder",
     "OpenAIEmbedder",
-    "make_embedder",
     "normalise_rows",
 ]
 
 MINILM_DIMENSION = 384
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into unit-length float32 vectors of a fixed dimension."""
-
-    @property
-    def dimension(self) -> int:
-        """Length of every vector this embedder returns."""
-        ...
-
-    @property
-    def name(self) -> str:
-        """Identifies the model (for logs and for recording what produced a vector)."""
-        ...
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Embeds documents: a ``(len(texts), dimension)`` float32 array of unit rows."""
-        ...
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """Embeds one search query: a ``(dimension,)`` float32 unit vector."""
-        ...
-
-    def check(self) -> None:
-        """Raises ProviderError if the embedder cannot work (missing model, unreachable
-        endpoint, wrong dimension). Services call it at startup."""
-        ...
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -410,40 +381,3 @@ class OpenAIEmbedder:
     def check(self) -> None:
         """Embeds a probe text: proves the endpoint, the key, the model and the dimension."""
         self.embed(["probe"])
-
-
-# --------------------------------------------------------------------------- factory
-
-
-def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
-    """Builds the configured embedder for vectors of ``dimension`` (the schema's dimension,
-    ``DatabaseSettings.embedding_dimension``). Raises ProviderError when the provider cannot
-    produce that dimension."""
-    provider = settings.embedding_provider
-    if provider == "minilm":
-        if dimension != MINILM_DIMENSION:
-            raise ProviderError(
-                f"the minilm embedder produces {MINILM_DIMENSION}-dimensional vectors but the "
-                f"configured embedding dimension is {dimension}; set "
-                f"EPISODIC_EMBEDDING_DIMENSION={MINILM_DIMENSION} (before the schema is "
-                "created) or use EPISODIC_EMBEDDING_PROVIDER=openai with a model of that "
-                "dimension",
-                provider="minilm",
-            )
-        return MiniLMEmbedder(
-            threads=settings.embedding_threads, batch_size=settings.embedding_batch_size
-        )
-    if provider == "hashing":
-        return HashingEmbedder(dimension)
-    if provider == "openai":
-        return OpenAIEmbedder(
-            base_url=settings.embedding_base_url,
-            model=settings.embedding_model,
-            dimension=dimension,
-            api_key=settings.embedding_api_key.get_secret_value() or None,
-            timeout=settings.embedding_timeout.total_seconds(),
-            retry=RetryPolicy(max_retries=settings.embedding_max_retries),
-            batch_size=settings.embedding_batch_size,
-            send_dimensions=settings.embedding_send_dimensions,
-        )
-    raise ProviderError(f"unknown embedding provider {provider!r}")

@@ -32,10 +32,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from episodic.providers.embedding import Embedder
 from episodic.providers.entities import KIND_WORDS, normalise_entities, normalise_entity
-from episodic.providers.llm import (
+from episodic.providers.statements import (
+    STOPWORDS,
+    Signals,
+    fact_strength,
+    is_fact_statement,
+    signals,
+    split_sentences,
+    words,
+    wordset,
+)
+from episodic.providers.types import (
     ChatMessage,
+    Embedder,
     SummaryRequest,
     SummaryResult,
     actor_of_role,
@@ -53,50 +63,7 @@ __all__ = [
 # --------------------------------------------------------------------------- sentences
 
 
-def _wordset(text: str) -> frozenset[str]:
-    """A set of words written as one whitespace-separated string (compact to read)."""
-    return frozenset(text.split())
-
-
-_ABBREVIATIONS = _wordset(
-    """
-    mr mrs ms dr prof sr jr st vs etc e.g i.e approx inc ltd co no u.s a.m p.m fig
-    """
-)
-# A sentence ends at . ! ? … (with closing quotes/brackets) followed by whitespace, or at a
-# line break. "$3.5k" and "v1.2" have no space after the dot and stay whole.
-_SENTENCE_END = re.compile(r"[.!?…]+[\"”’')\]]*(?=\s)|\n")
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _MAX_SENTENCE_CHARS = 300
-
-
-def _ends_with_abbreviation(piece: str) -> bool:
-    last = piece.rsplit(None, 1)[-1].lower().rstrip(".")
-    # "J. K. Rowling": a single capital letter followed by a dot is an initial.
-    return last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha() and piece.endswith("."))
-
-
-def split_sentences(text: str) -> list[str]:
-    """Splits ``text`` into sentences with a regex (keeps abbreviations and initials whole)."""
-    pieces: list[str] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        piece = text[start : match.end()].strip()
-        if piece:
-            pieces.append(piece)
-        start = match.end()
-    tail = text[start:].strip()
-    if tail:
-        pieces.append(tail)
-    merged: list[str] = []
-    for piece in pieces:
-        if merged and _ends_with_abbreviation(merged[-1]) and not merged[-1].endswith("\n"):
-            merged[-1] = f"{merged[-1]} {piece}"
-        else:
-            merged.append(piece)
-    return merged
-
-
 _INTERJECTION = re.compile(
     r"^(?:(?:hey|hi|hello|oh|ah|um|uh|haha+|lol|wow|yeah|yep|ok|okay|well|no)\b[\s,!.…-]+)+",
     re.IGNORECASE,
@@ -124,24 +91,7 @@ def _clip(sentence: str, limit: int = _MAX_SENTENCE_CHARS) -> str:
     return head[: max(cut, 1)].rstrip(" ,;:-–") + "…"
 
 
-_STOPWORDS = _wordset(
-    """
-    a about above after again against all also am an and any are aren't as at be because
-    been before being below between both but by can can't cannot could couldn't did
-    didn't do does doesn't doing don't down during each even ever every few for from
-    further get gets got had hadn't has hasn't have haven't having he he'd he'll he's
-    her here here's hers herself him himself his how how's i i'd i'll i'm i've if in
-    into is isn't it it's its itself just let's like lot lots me more most much must my
-    myself no nor not now of off on once only or other ought our ours ourselves out over
-    own really same she she'd she'll she's should shouldn't so some such than that
-    that's the their theirs them themselves then there there's these they they'd they'll
-    they're they've this those through to too under until up us very was wasn't we we'd
-    we'll we're we've were weren't what what's when when's where where's which while who
-    who's whom why why's will with won't would wouldn't yet you you'd you'll you're
-    you've your yours yourself yourselves one thing things way still well
-    """
-)
-_SMALL_TALK = _wordset(
+_SMALL_TALK = wordset(
     """
     hi hey hello hiya yo bye goodbye thanks thank thx ty ok okay k sure yes yeah yep yup
     no nope cool nice great awesome amazing wow oh ah haha hahaha lol lmao omg good glad
@@ -154,73 +104,10 @@ _SMALL_TALK = _wordset(
 )
 
 
-def _words(text: str) -> list[str]:
-    return [w.lower().replace("’", "'") for w in _WORD.findall(text)]
-
-
 def _is_small_talk(sentence: str, names: frozenset[str]) -> bool:
-    words = _words(sentence)
-    content = [w for w in words if w not in _STOPWORDS and w not in _SMALL_TALK and w not in names]
-    return len(words) < 4 or len(content) < 2
-
-
-# --------------------------------------------------------------------------- signals
-
-_COMMITMENT = re.compile(
-    # "like"/"love" only as verbs of a person ("I'd love", "we really like"), not "stuff like".
-    r"\b((?:i|we|i'd|we'd|i'm|we're|would|really|also|just|do|don't|didn't|always|never)\s+"
-    r"(?:like|love|hate|enjoy|adore)\w*|"
-    r"decid\w*|decision|prefer\w*|want\w*|need\w*|plan\w*|will|going to|"
-    r"gonna|booked|book(?:ing)?|agree[ds]?|chose|choose|chosen|bought|buy(?:ing)?|signed|"
-    r"sign(?:ed)? up|register\w*|moved?|moving|start(?:ed|ing)?|finish\w*|graduat\w*|"
-    r"adopt(?:ed|ing)?|budget|allerg\w*|favou?rite|intend\w*|hope to|promise\w*|commit\w*|"
-    r"switch\w*|settled|going with|go with|can't|cannot|won't|never|always|usually|mostly|"
-    r"often|every (?:day|week|morning|evening)|too \w+ for (?:me|us)|rather|afford\w*|"
-    r"not a fan|can't stand|allergic)\b",
-    re.IGNORECASE,
-)
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'll|i'd|my|me|mine|we|we're|we've|our)\b", re.I)
-_SUBJECTLESS = re.compile(
-    r"^(?:gonna|going to|planning|planned|thinking of|hoping to|trying to|working on|"
-    r"started|starting|just (?:got|bought|booked|finished|started)|decided|booked|bought)\b",
-    re.IGNORECASE,
-)
-_NUMBER = re.compile(r"[$€£¥]\s?\d|\d")
-_DATE = re.compile(
-    r"\b(today|tomorrow|yesterday|tonight|weekend|next (?:week|month|year)|"
-    r"last (?:week|month|year|night)|ago|monday|tuesday|wednesday|thursday|friday|saturday|"
-    r"sunday|january|february|march|april|june|july|august|september|october|november|"
-    r"december|\d{4}-\d{2}-\d{2})\b",
-    re.IGNORECASE,
-)
-
-
-@dataclass(frozen=True)
-class _Signals:
-    commitment: bool
-    first_person: bool
-    number: bool
-    date: bool
-    name: bool
-    question: bool
-
-    @property
-    def count(self) -> int:
-        return sum((self.commitment, self.first_person, self.number, self.date, self.name))
-
-
-def _signals(sentence: str) -> _Signals:
-    tokens = _WORD.findall(sentence)
-    # A capitalised word after the first one that is not "I"/"I'm": a name-like token.
-    name = any(t[0].isupper() and t.lower().replace("’", "'") not in _STOPWORDS for t in tokens[1:])
-    return _Signals(
-        commitment=bool(_COMMITMENT.search(sentence)),
-        first_person=bool(_FIRST_PERSON.search(sentence.replace("’", "'"))),
-        number=bool(_NUMBER.search(sentence)),
-        date=bool(_DATE.search(sentence)),
-        name=name,
-        question=sentence.rstrip(" \"”’')").endswith("?"),
-    )
+    tokens = words(sentence)
+    content = [w for w in tokens if w not in STOPWORDS and w not in _SMALL_TALK and w not in names]
+    return len(tokens) < 4 or len(content) < 2
 
 
 # --------------------------------------------------------------------------- third person
@@ -231,20 +118,20 @@ _LEADING_FILLER = re.compile(
     r"thanks|thank you)\b[\s,!.…-]*)+",
     re.IGNORECASE,
 )
-_ADVERBS = _wordset(
+_ADVERBS = wordset(
     """
     also just really still always finally recently already actually definitely usually
     often never sometimes totally truly honestly even only mostly probably certainly
     absolutely seriously currently
     """
 )
-_AUXILIARIES = _wordset(
+_AUXILIARIES = wordset(
     """
     will would can could should must might may shall did had was used didn't couldn't
     wouldn't shouldn't can't won't wasn't hadn't mustn't
     """
 )
-_IRREGULAR_PAST = _wordset(
+_IRREGULAR_PAST = wordset(
     """
     went got made took saw bought found met did gave told said felt knew left thought
     came ran wrote began became brought chose sold spent won lost paid kept built sent
@@ -253,7 +140,7 @@ _IRREGULAR_PAST = _wordset(
     """
 )
 # Present-tense verbs that end in "ed" like a past tense would.
-_ED_BASE = _wordset(
+_ED_BASE = wordset(
     """
     need feed proceed succeed exceed bleed breed seed speed shred embed
     """
@@ -333,9 +220,9 @@ def third_person(sentence: str, speaker: str) -> str | None:
 
 _CONNECTORS = frozenset({"of", "the", "de", "la", "du", "van", "von", "and", "&", "for"})
 _NOT_NAMES = (
-    _STOPWORDS
+    STOPWORDS
     | _SMALL_TALK
-    | _wordset(
+    | wordset(
         """
         i'm i've i'll i'd january february march april may june july august
         september october november december monday tuesday wednesday thursday friday
@@ -519,7 +406,7 @@ def classify_event(window: list[ChatMessage]) -> tuple[str, str]:
     # Short messages that are mostly praise or thanks ("Great, thank you!"), as opposed to
     # the "great" sprinkled through any friendly conversation.
     reactions = [
-        m for m in user_messages if _FEEDBACK.search(m.content) and len(_words(m.content)) <= 10
+        m for m in user_messages if _FEEDBACK.search(m.content) and len(words(m.content)) <= 10
     ]
     if any(_STRONG_FEEDBACK.search(m.content) for m in user_messages) or (
         reactions and len(reactions) * 3 >= len(user_messages)
@@ -537,7 +424,7 @@ class _Candidate:
     message: ChatMessage
     order: int  # position in the thread (message index, then sentence index)
     in_window: bool
-    signals: _Signals
+    signals: Signals
 
 
 def _mmr(vectors: np.ndarray, relevance: np.ndarray, diversity: float, limit: int) -> list[int]:
@@ -640,7 +527,7 @@ class ExtractiveSummariser:
                         message=message,
                         order=index * 10_000 + j,
                         in_window=message.sequence >= request.window_start_sequence,
-                        signals=_signals(clipped),
+                        signals=signals(clipped),
                     )
                 )
         if len(out) > self.max_candidates:
@@ -724,16 +611,9 @@ class ExtractiveSummariser:
         scored: list[tuple[float, int]] = []
         for i in pool:
             c = candidates[i]
-            s = c.signals
-            words = len(_words(c.text))
-            if s.question or not 5 <= words <= 45:
+            if not is_fact_statement(c.text, c.signals):
                 continue
-            # About the speaker: first person, or chat's dropped subject ("Gonna …").
-            if not (s.first_person or _SUBJECTLESS.match(c.text)):
-                continue
-            if not (s.commitment or s.number or s.date or s.name):
-                continue
-            score = 2.0 * s.commitment + s.first_person + s.number + s.date + s.name
+            score = float(fact_strength(c.signals))
             if third_person(c.text, "x") is None and score < 3:
                 continue  # not about the speaker in so many words: needs more evidence
             scored.append((score + float(vectors[i] @ centroid), i))
@@ -767,7 +647,7 @@ class ExtractiveSummariser:
             # Only small talk (or only system messages) in the window: keep it as it is, it
             # is what happened.
             candidates += [
-                _Candidate(_clip(m.content.strip()), m, 10**9 + k, True, _signals(m.content))
+                _Candidate(_clip(m.content.strip()), m, 10**9 + k, True, signals(m.content))
                 for k, m in enumerate(window)
                 if m.content.strip()
             ]

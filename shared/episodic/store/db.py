@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, create_engine, text
+import contextlib
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from sqlalchemy import Engine, create_engine, event, text
 
 from episodic.config import DatabaseSettings, to_sqlalchemy_url
 from episodic.errors import SchemaMismatch
 
 
-def make_engine(url: str, *, pool_size: int = 10, application_name: str = "episodic") -> Engine:
-    """Creates the process's engine. ``url`` may be a plain libpq URL."""
-    return create_engine(
+def make_engine(
+    url: str, *, pool_size: int = 10, application_name: str = "episodic", **kwargs: Any
+) -> Engine:
+    """Creates the process's engine. ``url`` may be a plain libpq URL. Vectors travel as
+    pgvector values: bind a numpy array where a statement expects a ``vector`` (or a list
+    of them for ``vector[]``), and selected vectors come back as ``pgvector.Vector``."""
+    engine = create_engine(
         to_sqlalchemy_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        pool_pre_ping=kwargs.pop("pool_pre_ping", True),
         pool_recycle=1800,
-        connect_args={"application_name": application_name},
+        connect_args={"application_name": application_name, **kwargs.pop("connect_args", {})},
+        **kwargs,
     )
+    event.listen(engine, "connect", _register_vector)
+    return engine
+
+
+def _register_vector(dbapi_connection: Any, _record: Any) -> None:
+    # ProgrammingError: no vector type yet, a connection to a database not migrated so far
+    # (migrations, test fixtures). Statements that need vectors are not run on it.
+    with contextlib.suppress(psycopg.ProgrammingError):
+        register_vector(dbapi_connection)
 
 
 def engine_from_settings(settings: DatabaseSettings, application_name: str) -> Engine:

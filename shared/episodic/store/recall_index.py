@@ -23,7 +23,6 @@ Recall works without it (the summary's embedding and text stand in), only less w
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,9 +32,10 @@ import numpy as np
 from sqlalchemy import Connection, Engine, text
 
 from episodic.errors import NotFound
+from episodic.providers.types import speaker_from_metadata
 
 if TYPE_CHECKING:
-    from episodic.providers.embedding import Embedder
+    from episodic.providers.types import Embedder
 
 __all__ = [
     "CHUNK_MESSAGES",
@@ -50,7 +50,6 @@ __all__ = [
     "indexed_text",
     "make_chunks",
     "prepare_episode_index",
-    "speaker_of",
     "write_episode_index",
 ]
 
@@ -134,30 +133,10 @@ def make_chunks(messages: Sequence[tuple[int, str]]) -> list[Chunk]:
     return chunks
 
 
-def _vector_literal(vector: np.ndarray) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
-
-
-def speaker_of(metadata: Any) -> str | None:
-    """The speaker's display name a message carries in its metadata ("name", else
-    "speaker"), as the summariser reads it; None without one."""
-    if isinstance(metadata, str):
-        try:
-            metadata = json.loads(metadata)
-        except ValueError:
-            return None
-    if isinstance(metadata, dict):
-        for key in ("name", "speaker"):
-            value = metadata.get(key)
-            if isinstance(value, str) and value.strip():
-                return " ".join(value.split())
-    return None
-
-
 def indexed_text(content: str, metadata: Any = None) -> str:
     """The text of a message as indexed: ``"<speaker>: <content>"`` when the message names
     its speaker, else the content."""
-    speaker = speaker_of(metadata)
+    speaker = speaker_from_metadata(metadata)
     return f"{speaker}: {content}" if speaker else content
 
 
@@ -230,11 +209,11 @@ def write_episode_index(conn: Connection, prepared: PreparedIndex) -> IndexResul
                 f"""
                 INSERT INTO message_chunks (thread_id, start_sequence, start_offset,
                     end_sequence, dataset, embedding, search_vector, search_length)
-                SELECT :t, u.s, u.o, u.e, :dataset, CAST(u.v AS vector), tv.v,
+                SELECT :t, u.s, u.o, u.e, :dataset, u.v, tv.v,
                        (SELECT coalesce(sum(coalesce(array_length(x.positions, 1), 1)), 0)
                         FROM unnest(tv.v) AS x)
                 FROM unnest(CAST(:starts AS bigint[]), CAST(:offsets AS integer[]),
-                            CAST(:ends AS bigint[]), CAST(:vectors AS text[]),
+                            CAST(:ends AS bigint[]), CAST(:vectors AS vector[]),
                             CAST(:texts AS text[])) AS u(s, o, e, v, txt)
                 CROSS JOIN LATERAL (SELECT to_tsvector('{TEXT_SEARCH_CONFIG}', u.txt) AS v) tv
                 ON CONFLICT DO NOTHING
@@ -246,7 +225,7 @@ def write_episode_index(conn: Connection, prepared: PreparedIndex) -> IndexResul
                 "starts": [c.start_sequence for c in prepared.chunks],
                 "offsets": [c.start_offset for c in prepared.chunks],
                 "ends": [c.end_sequence for c in prepared.chunks],
-                "vectors": [_vector_literal(v) for v in prepared.vectors],
+                "vectors": list(prepared.vectors),
                 "texts": [c.text for c in prepared.chunks],
             },
         ).rowcount

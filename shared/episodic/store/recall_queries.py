@@ -44,6 +44,7 @@ from functools import lru_cache
 import numpy as np
 from sqlalchemy import Connection, RowMapping, TextClause, text
 
+from episodic.errors import NotFound
 from episodic.store.recall_index import TEXT_SEARCH_CONFIG
 
 __all__ = [
@@ -52,7 +53,6 @@ __all__ = [
     "BM25_K1",
     "LEXICAL_SHARE",
     "RecallFilters",
-    "count_current",
     "get_episode",
     "list_episodes",
     "rank_episodes",
@@ -154,7 +154,7 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
                             x.summary || ' ' || x.key_learnings::text)) AS tsv
             FROM ({_CANDIDATES}) x
         ),
-        qv AS (SELECT CAST(CAST(:qvec AS text) AS vector) AS v),
+        qv AS (SELECT CAST(:qvec AS vector) AS v),
         q AS (
             SELECT DISTINCT lexeme
             FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', CAST(:query AS text)))
@@ -274,11 +274,6 @@ def _bm25(terms: str, df: str, length: str, stats: str) -> str:
     )
 
 
-def vector_literal(vector: np.ndarray | Sequence[float]) -> str:
-    """pgvector's text form of a vector."""
-    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
-
-
 _COUNT = (
     "SELECT count(*) AS episode_count FROM episodes WHERE dataset = :dataset "
     "AND status = 'completed' AND (CAST(:as_of AS timestamptz) IS NULL "
@@ -331,21 +326,19 @@ def rank_episodes(
     if with_query:
         params["query"] = query
         params["qvec"] = (
-            vector_literal(query_vector) if with_vector and query_vector is not None else None
+            np.asarray(query_vector, dtype=np.float32)
+            if with_vector and query_vector is not None
+            else None
         )
     rows = list(conn.execute(_compiled(with_query, with_vector), params).mappings())
     count = int(rows[0]["episode_count"]) if rows else 0
     return [r for r in rows if r["episode_id"] is not None], count
 
 
-def count_current(conn: Connection, dataset: str, as_of: datetime | None = None) -> int:
-    """How many completed episodes the dataset has (that ended by ``as_of``, when given)."""
-    return int(conn.execute(text(_COUNT), {"dataset": dataset, "as_of": as_of}).scalar_one())
-
-
-def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping | None:
-    """One episode in any status, with its thread's label."""
-    return (
+def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
+    """One episode in any status (archived ones too, for provenance), with its thread's
+    label; NotFound when there is none."""
+    row = (
         conn.execute(
             text(
                 f"SELECT {_EPISODE_COLUMNS} FROM episodes e "
@@ -356,6 +349,9 @@ def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping | None:
         .mappings()
         .first()
     )
+    if row is None:
+        raise NotFound(f"episode {episode_id} does not exist", episode_id=str(episode_id))
+    return row
 
 
 def list_episodes(

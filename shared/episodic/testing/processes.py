@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
@@ -118,7 +119,7 @@ def wait_serving(address: str, timeout: float = 30.0, service: str = "") -> None
 
     deadline = time.monotonic() + timeout
     with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
+        stub: Any = health_pb2_grpc.HealthStub(channel)  # typeshed's stub declares no methods
         while True:
             try:
                 resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)

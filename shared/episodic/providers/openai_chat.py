@@ -1,167 +1,32 @@
-"""Summariser providers: a thread's messages in, an episode (summary, key learnings,
-entities, event type, actor) out.
-
-- :class:`~episodic.providers.extractive.ExtractiveSummariser` — the offline default (no
-  network, no model download): picks key sentences with the embedder; cannot invent facts.
-- :class:`OpenAIChatSummariser` — any OpenAI-compatible ``POST /chat/completions`` with a
-  strict JSON schema (OpenAI, Ollama, vLLM, llama.cpp server).
-
-Both read the same :class:`SummaryRequest`: the thread's un-compacted messages up to the end
-of the episode's window, where the window starts, and the previous episode's summary. The
-summary is rolling (it may cover the whole thread, weighted towards the window); key
-learnings come from the window only, so successive episodes never re-learn the same lines.
-"""
+"""Summaries from any OpenAI-compatible ``POST /chat/completions`` (OpenAI, Ollama, vLLM,
+llama.cpp server), with a strict JSON schema for the episode."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy, get_status, make_client, post_json, snippet
 from episodic.providers.entities import normalise_entities
+from episodic.providers.types import (
+    ACTORS,
+    EVENT_TYPES,
+    Actor,
+    ChatMessage,
+    EventType,
+    SummaryRequest,
+    SummaryResult,
+    speaker_label,
+)
 
 if TYPE_CHECKING:
     import httpx
 
-    from episodic.config import LLMSettings
-    from episodic.providers.embedding import Embedder
-
-__all__ = [
-    "ACTORS",
-    "EPISODE_JSON_SCHEMA",
-    "EVENT_TYPES",
-    "ChatMessage",
-    "OpenAIChatSummariser",
-    "Summariser",
-    "SummaryRequest",
-    "SummaryResult",
-    "actor_of_role",
-    "make_summariser",
-    "speaker_label",
-]
-
-#: Event types of seed 002, plus "conversation" for everything else.
-EVENT_TYPES: tuple[str, ...] = ("decision", "tool_call", "feedback", "milestone", "conversation")
-#: Actors of seed 002.
-ACTORS: tuple[str, ...] = ("user", "agent", "system")
-
-EventType = Literal["decision", "tool_call", "feedback", "milestone", "conversation"]
-Actor = Literal["user", "agent", "system"]
-
-_ROLE_ACTOR = {"user": "user", "assistant": "agent", "agent": "agent", "tool": "agent"}
-_ROLE_LABEL = {"user": "User", "assistant": "Agent", "system": "System", "tool": "Tool"}
-
-
-class ChatMessage(NamedTuple):
-    """One message of the thread. ``name`` is an optional display name of the speaker
-    (e.g. "Caroline"); without it the role is shown ("User", "Agent")."""
-
-    sequence: int
-    role: str
-    content: str
-    created_at: datetime
-    name: str | None = None
-
-
-def actor_of_role(role: str) -> str:
-    """Maps a message role to an episode actor: user → user, assistant/tool → agent,
-    anything else → system (tool output is the agent acting)."""
-    return _ROLE_ACTOR.get(role, "system")
-
-
-def speaker_label(message: ChatMessage) -> str:
-    """How a message's speaker is named in summaries: its name, else its role."""
-    if message.name and message.name.strip():
-        return " ".join(message.name.split())
-    return _ROLE_LABEL.get(message.role, message.role.capitalize() or "Unknown")
-
-
-@dataclass(frozen=True)
-class SummaryRequest:
-    """What a summariser reads.
-
-    ``messages``: the thread's un-compacted messages up to the window's end, in any order
-    (sorted here by sequence); plain ``(sequence, role, content, created_at)`` tuples are
-    accepted. ``window_start_sequence``: the first sequence of the new episode's window.
-    ``previous_summary``: the summary of the thread's previous episode, if any.
-    """
-
-    messages: Sequence[ChatMessage | tuple[Any, ...]]
-    window_start_sequence: int
-    previous_summary: str | None = None
-    thread_label: str = ""
-
-    def __post_init__(self) -> None:
-        converted = [m if isinstance(m, ChatMessage) else ChatMessage(*m) for m in self.messages]
-        converted.sort(key=lambda m: m.sequence)
-        # Frozen dataclass: normalise once here so every consumer sees ChatMessage rows.
-        object.__setattr__(self, "messages", converted)
-        if not any(m.sequence >= self.window_start_sequence for m in converted):
-            raise ValueError(
-                f"no message at or after window_start_sequence={self.window_start_sequence}: "
-                "an episode's window cannot be empty"
-            )
-
-    @property
-    def rows(self) -> list[ChatMessage]:
-        """All messages as :class:`ChatMessage`, sorted by sequence."""
-        return cast(list[ChatMessage], self.messages)
-
-    @property
-    def window(self) -> list[ChatMessage]:
-        """The new episode's messages."""
-        return [m for m in self.rows if m.sequence >= self.window_start_sequence]
-
-    @property
-    def context(self) -> list[ChatMessage]:
-        """Older messages of the thread (already covered by earlier episodes)."""
-        return [m for m in self.rows if m.sequence < self.window_start_sequence]
-
-
-@dataclass(frozen=True)
-class SummaryResult:
-    """An episode's content. ``entities`` are normalised (see
-    :func:`~episodic.providers.entities.normalise_entity`), sorted and unique."""
-
-    summary: str
-    key_learnings: list[str] = field(default_factory=list)
-    entities: list[str] = field(default_factory=list)
-    event_type: str = "conversation"
-    actor: str = "user"
-
-    def __post_init__(self) -> None:
-        if self.event_type not in EVENT_TYPES:
-            raise ValueError(f"event_type must be one of {EVENT_TYPES}, got {self.event_type!r}")
-        if self.actor not in ACTORS:
-            raise ValueError(f"actor must be one of {ACTORS}, got {self.actor!r}")
-
-
-@runtime_checkable
-class Summariser(Protocol):
-    """Turns a :class:`SummaryRequest` into a :class:`SummaryResult`."""
-
-    @property
-    def name(self) -> str:
-        """Identifies the summariser (for logs and episode metadata)."""
-        ...
-
-    def summarise(self, request: SummaryRequest) -> SummaryResult:
-        """Summarises; raises ProviderError when the provider fails or answers nonsense."""
-        ...
-
-    def check(self) -> None:
-        """Raises ProviderError if the summariser cannot work. Services call it at startup."""
-        ...
-
-
-# --------------------------------------------------------------------------- OpenAI chat
+__all__ = ["EPISODE_JSON_SCHEMA", "SYSTEM_PROMPT", "OpenAIChatSummariser"]
 
 #: The strict JSON schema sent as ``response_format`` (OpenAI structured outputs; Ollama,
 #: vLLM and llama.cpp accept the same shape).
@@ -477,31 +342,3 @@ class OpenAIChatSummariser:
                 provider="openai-chat",
                 status=str(status),
             )
-
-
-# --------------------------------------------------------------------------- factory
-
-
-def make_summariser(settings: LLMSettings, embedder: Embedder) -> Summariser:
-    """Builds the configured summariser. ``embedder`` is used by the extractive one to pick
-    key sentences (pass the same embedder the episodes are embedded with)."""
-    if settings.llm_provider == "extractive":
-        from episodic.providers.extractive import ExtractiveSummariser
-
-        return ExtractiveSummariser(
-            embedder,
-            max_summary_chars=settings.summary_max_chars,
-            max_key_learnings=settings.summary_max_key_learnings,
-        )
-    if settings.llm_provider == "openai":
-        return OpenAIChatSummariser(
-            base_url=settings.llm_base_url,
-            model=settings.llm_model,
-            api_key=settings.llm_api_key.get_secret_value() or None,
-            timeout=settings.llm_timeout.total_seconds(),
-            retry=RetryPolicy(max_retries=settings.llm_max_retries),
-            max_input_chars=settings.llm_max_input_chars,
-            temperature=settings.llm_temperature,
-            max_key_learnings=settings.summary_max_key_learnings,
-        )
-    raise ProviderError(f"unknown LLM provider {settings.llm_provider!r}")

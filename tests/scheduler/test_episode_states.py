@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from episodic.errors import FailedPrecondition, NotFound
 from episodic.services.scheduler import domain
-from episodic.store import lifecycle
+from episodic.store import episodes as states
 from episodic.testing.invariants import check_invariants
 from tests.scheduler.helpers import add_messages, claim_episode, db_now, episodes, new_thread
 
@@ -34,7 +34,7 @@ def fail(engine, episode_id, worker="w1", error="boom", now=None, **kw):  # type
     args = {"max_retries": 3, "backoff": timedelta(seconds=30)}
     args.update(kw)
     with engine.begin() as conn:
-        return lifecycle.record_failure(conn, episode_id, worker, error, now=now, **args)
+        return states.record_failure(conn, episode_id, worker, error, now=now, **args)
 
 
 def test_failures_back_off_exponentially_then_fail_for_good(engine) -> None:  # type: ignore[no-untyped-def]
@@ -66,7 +66,7 @@ def test_backoff_is_capped_jitter_optional_and_errors_truncated(engine) -> None:
     assert fail(engine, episode_id, now=now, error="x" * 5000, max_retries=50) == "pending"
     row = status_of(engine, episode_id)
     assert row["next_attempt_at"] - now == timedelta(hours=1)
-    assert len(row["error"]) == lifecycle.MAX_ERROR_CHARS
+    assert len(row["error"]) == states.MAX_ERROR_CHARS
     claim_episode(engine, episode_id, "w1")
     fail(engine, episode_id, now=now, max_retries=50, jitter=0.5, max_backoff=timedelta(seconds=10))
     delay = (status_of(engine, episode_id)["next_attempt_at"] - now).total_seconds()
@@ -94,11 +94,11 @@ def test_stale_processing_claims_are_reclaimed_at_the_boundary(engine) -> None: 
         conn.execute(
             text("UPDATE episodes SET retry_count = 3 WHERE episode_id = :id"), {"id": exhausted}
         )
-        result = lifecycle.reclaim_orphaned_episodes(conn, older_than=after, max_retries=3, now=now)
+        result = states.reclaim_orphaned(conn, older_than=after, max_retries=3, now=now)
     assert (result.requeued, result.failed, result.semantic_requeued) == (1, 1, 0)
     row = status_of(engine, stale)
     assert (row["status"], row["retry_count"], row["claimed_by"]) == ("pending", 1, None)
-    assert row["error"] == lifecycle.RECLAIM_ERROR
+    assert row["error"] == states.RECLAIM_ERROR
     assert status_of(engine, fresh)["status"] == "processing"
     row = status_of(engine, exhausted)
     assert (row["status"], row["retry_count"]) == ("failed", 4)
@@ -118,7 +118,7 @@ def test_stale_semantic_claims_are_reclaimed(engine) -> None:  # type: ignore[no
             ),
             {"id": episode_id, "t": now - timedelta(minutes=11)},
         )
-        result = lifecycle.reclaim_orphaned_episodes(
+        result = states.reclaim_orphaned(
             conn, older_than=timedelta(minutes=10), max_retries=3, now=now
         )
     assert result.semantic_requeued == 1
@@ -134,16 +134,16 @@ def test_retry_only_from_failed(engine) -> None:  # type: ignore[no-untyped-def]
     episode = opened(engine)
     episode_id = episode["episode_id"]
     with engine.begin() as conn, pytest.raises(FailedPrecondition) as err:
-        lifecycle.retry_episode(conn, episode_id)
+        states.retry_episode(conn, episode_id)
     assert "is pending; only a failed episode can be retried" in err.value.message
     with engine.begin() as conn, pytest.raises(NotFound):
-        lifecycle.retry_episode(conn, uuid.uuid4())
+        states.retry_episode(conn, uuid.uuid4())
 
     claim_episode(engine, episode_id, "w1")
     fail(engine, episode_id, max_retries=0)
     assert status_of(engine, episode_id)["status"] == "failed"
     with engine.begin() as conn:
-        row = lifecycle.retry_episode(conn, episode_id)
+        row = states.retry_episode(conn, episode_id)
     assert (row["status"], row["retry_count"], row["error"]) == ("pending", 0, None)
     assert row["next_attempt_at"] <= db_now(engine)
     assert (row["start_sequence"], row["end_sequence"]) == (
@@ -156,16 +156,16 @@ def test_delete_archives_from_any_status_and_is_idempotent(engine) -> None:  # t
     episode = opened(engine)
     claim_episode(engine, episode["episode_id"], "w1")
     with engine.begin() as conn:
-        row = lifecycle.delete_episode(conn, episode["episode_id"])
+        row = states.delete_episode(conn, episode["episode_id"])
     assert row["status"] == "archived" and row["claimed_by"] is None
     assert row["thread_label"] == "label-user_42"
     with engine.begin() as conn:
-        again = lifecycle.delete_episode(conn, episode["episode_id"])
+        again = states.delete_episode(conn, episode["episode_id"])
     assert again["status"] == "archived" and again["updated_at"] == row["updated_at"]
     # The worker that held the claim cannot resurrect it.
     assert fail(engine, episode["episode_id"]) is None
     with engine.begin() as conn, pytest.raises(NotFound):
-        lifecycle.delete_episode(conn, uuid.uuid4())
+        states.delete_episode(conn, uuid.uuid4())
     # Its window stays captured: the next episode starts after it.
     add_messages(engine, episode["thread_id"], 1, notify=False)
     with engine.begin() as conn:

@@ -1,0 +1,556 @@
+"""The episode state machine: every state change of an episode, one statement each.
+
+Two independent status columns (seed 000, "Status lifecycle")::
+
+    status:          pending ─► processing ─► completed ─► archived (superseded / deleted)
+                        ▲            │
+                        └── retry ◄──┴──► failed (retries used up; admin retry → pending)
+
+    semantic_status: pending ─► processing ─► completed | skipped | failed
+                     (claimable once summarisation completed)
+
+The transitions, in the order an episode meets them:
+
+=========================  =====================================================  ========
+transition                 statement                                              used by
+=========================  =====================================================  ========
+:func:`open_episode`       INSERT pending over the thread's uncaptured messages   Scheduler
+:func:`claim_pending`      pending (due) → processing, CTE + SKIP LOCKED          Summariser
+:func:`complete`           processing (mine) → completed; others → archived       Summariser
+:func:`record_failure`     processing (mine) → pending (backoff) or failed        Summariser
+:func:`release_claims`     processing (mine) → pending, no retry counted          Summariser
+:func:`reclaim_orphaned`   processing (stale) → pending or failed                 Scheduler
+:func:`retry_episode`      failed → pending, retries reset (admin)                Scheduler
+:func:`delete_episode`     any → archived (soft delete, admin)                    Scheduler
+:func:`claim_semantic`     semantic pending → processing                          Summariser
+:func:`finish_semantic`    semantic processing (mine) → completed/skipped/failed  Summariser
+=========================  =====================================================  ========
+
+Every function takes an open SQLAlchemy connection inside a transaction (READ COMMITTED,
+the PostgreSQL default); committing is the caller's job. Every transition is one
+state-guarded ``UPDATE … WHERE <expected state> … RETURNING`` on the database clock, and the
+caller learns from the returned row (or its absence) whether it won: a worker whose claim
+was reclaimed, released or deleted meanwhile writes nothing. ``now`` is the injected clock
+(see :mod:`episodic.store.sql`).
+
+Windows
+-------
+An episode covers the messages ``start_sequence .. end_sequence`` of its thread. Opening one
+(:func:`open_episode`, whatever the trigger) locks the thread row ``FOR UPDATE`` — the lock
+Ingest's ``AddMessages`` takes to bump ``threads.last_sequence`` — so under that lock
+``captured_sequence`` (end of the last window opened) and ``last_sequence`` are exact: the
+new window is ``captured_sequence + 1 .. last_sequence`` and ``captured_sequence`` moves to
+its end in the same transaction. Windows of a thread are therefore contiguous from 1 and
+never overlap, whatever interleaving of triggers, writers and replicas; the exclusion
+constraint ``episodes_windows_disjoint`` backs this up in the schema.
+
+Windows are permanent. An episode that failed for good (``failed``), or was soft-deleted
+(``archived``), KEEPS its window: ``captured_sequence`` is never rolled back, and the next
+episode starts after it. Nothing is lost by that: summarisation reads the whole thread, so
+the next episode's rolling summary still covers the failed window's messages; only that
+window's key learnings and semantic extraction wait until an operator retries it
+(:func:`retry_episode` re-processes exactly the same window). Re-capturing the messages in
+a later window instead would make two episodes extract the same messages, which is what
+windows exist to prevent.
+
+One current episode per thread
+------------------------------
+:func:`complete` serialises on the thread row, archives the thread's other completed
+episode and completes this one in one transaction; if a *newer* window of the thread
+completed first (an out-of-order finish), this one goes straight to ``archived``: a
+thread's one current episode is always its latest window. A partial unique index backs it.
+
+Retries
+-------
+:func:`record_failure` puts a processing episode back to ``pending`` with an exponential
+backoff (``backoff * 2^retry_count``, capped) until ``retry_count`` would exceed
+``max_retries``; then it is ``failed`` with the error kept. :func:`reclaim_orphaned`
+treats a processing claim older than the reclaim timeout as a failed attempt of a lost
+worker (same bound). :func:`retry_episode` (admin) is the only way out of ``failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, text
+
+from episodic.errors import FailedPrecondition, NotFound
+from episodic.store.sql import NOW
+from episodic.telemetry import current_trace_context
+
+#: Values of ``episodes.status``. ``deleted`` is reserved by the design and never produced
+#: (a soft delete archives), so it is not among them.
+STATUSES: tuple[str, ...] = ("pending", "processing", "completed", "failed", "archived")
+#: Values of ``episodes.semantic_status``.
+SEMANTIC_STATUSES: tuple[str, ...] = ("pending", "processing", "completed", "failed", "skipped")
+#: What opened an episode.
+TRIGGERS: tuple[str, ...] = ("explicit", "new_thread", "inactivity", "backstop", "manual")
+
+#: Summariser workers LISTEN on these; the payload is an episode id (or a hint).
+EPISODES_CHANNEL = "episodic_episodes"  # an episode became claimable
+SEMANTIC_CHANNEL = "episodic_semantic"  # an episode's extraction became claimable
+CHANNELS: tuple[str, ...] = (EPISODES_CHANNEL, SEMANTIC_CHANNEL)
+
+#: Longest error text kept on a row (``error``, ``semantic_error``).
+MAX_ERROR_CHARS = 2000
+RECLAIM_ERROR = "claim expired (worker lost)"
+
+# Episode rows as clients see them: with the thread's label for rendering.
+EPISODE_COLUMNS = (
+    "episodes.*, (SELECT label FROM threads t WHERE t.thread_id = episodes.thread_id) "
+    "AS thread_label"
+)
+
+
+def error_text(err: BaseException) -> str:
+    """How an exception is recorded on a row: its type and message, capped."""
+    return f"{type(err).__name__}: {err}"[:MAX_ERROR_CHARS]
+
+
+def notify_episodes(
+    conn: Connection, episode_ids: Sequence[Any], channel: str = EPISODES_CHANNEL
+) -> None:
+    """Wakes summariser workers (delivered when the caller's transaction commits)."""
+    if episode_ids:
+        conn.execute(
+            text("SELECT pg_notify(:channel, x) FROM unnest(CAST(:ids AS text[])) x"),
+            {"channel": channel, "ids": [str(i) for i in episode_ids]},
+        )
+
+
+def open_episode(
+    conn: Connection,
+    thread_id: uuid.UUID,
+    trigger: str,
+    now: datetime | None = None,
+    *,
+    trace_context: dict[str, str] | None = None,
+) -> RowMapping | None:
+    """Opens a pending episode over the thread's uncaptured messages, if it has any.
+
+    Takes the thread's row lock (held until the caller commits), so a message committed
+    before the lock is in the window and one committed after it is not — it stays
+    uncaptured for the next episode. Returns the new episode row, or None when the thread
+    has nothing uncaptured (or does not exist). ``trace_context`` defaults to the current
+    span's context, so the summariser's span links back to the trigger.
+    """
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown trigger {trigger!r}")
+    thread = (
+        conn.execute(
+            text(
+                "SELECT dataset, last_sequence, captured_sequence FROM threads "
+                "WHERE thread_id = :id FOR UPDATE"
+            ),
+            {"id": thread_id},
+        )
+        .mappings()
+        .first()
+    )
+    if thread is None or thread["last_sequence"] <= thread["captured_sequence"]:
+        return None
+    start, end = thread["captured_sequence"] + 1, thread["last_sequence"]
+    context = trace_context if trace_context is not None else current_trace_context() or None
+    episode = (
+        conn.execute(
+            text(
+                "INSERT INTO episodes (episode_id, thread_id, dataset, trigger, start_sequence, "
+                "end_sequence, message_count, started_at, ended_at, trace_context, "
+                "next_attempt_at, created_at, updated_at) "
+                "SELECT :eid, :tid, :dataset, :trigger, :start, :end, :count, "
+                "(SELECT created_at FROM messages WHERE thread_id = :tid AND sequence = :start), "
+                "(SELECT created_at FROM messages WHERE thread_id = :tid AND sequence = :end), "
+                "CAST(:trace AS jsonb), "
+                # Claimable at once, whether the injected clock is ahead of or behind the
+                # database's (a replayed past must not hide new work from live workers).
+                f"LEAST({NOW}, now()), {NOW}, {NOW} "
+                f"RETURNING {EPISODE_COLUMNS}"
+            ),
+            {
+                "eid": uuid.uuid4(),
+                "tid": thread_id,
+                "dataset": thread["dataset"],
+                "trigger": trigger,
+                "start": start,
+                "end": end,
+                "count": end - start + 1,
+                "trace": json.dumps(context) if context else None,
+                "now": now,
+            },
+        )
+        .mappings()
+        .one()
+    )
+    conn.execute(
+        text("UPDATE threads SET captured_sequence = :end WHERE thread_id = :tid"),
+        {"end": end, "tid": thread_id},
+    )
+    notify_episodes(conn, [episode["episode_id"]])
+    return episode
+
+
+def claim_pending(
+    conn: Connection, worker: str, limit: int, now: datetime | None = None
+) -> list[RowMapping]:
+    return list(
+        conn.execute(
+            text(
+                f"""
+                WITH due AS (
+                    SELECT episode_id FROM episodes
+                    WHERE status = 'pending'
+                      AND next_attempt_at <= {NOW}
+                    ORDER BY next_attempt_at, created_at
+                    LIMIT :limit
+                    FOR UPDATE SKIP LOCKED
+                )
+                UPDATE episodes e
+                SET status = 'processing', claimed_by = :worker,
+                    claimed_at = {NOW},
+                    updated_at = {NOW}
+                FROM due WHERE e.episode_id = due.episode_id AND e.status = 'pending'
+                RETURNING e.*
+                """
+            ),
+            {"worker": worker, "limit": limit, "now": now},
+        ).mappings()
+    )
+
+
+def claim_semantic(
+    conn: Connection, worker: str, limit: int, now: datetime | None = None
+) -> list[RowMapping]:
+    """Semantic extraction only starts once summarisation succeeded (completed_at is set;
+    an episode superseded right at completion is archived but did complete)."""
+    return list(
+        conn.execute(
+            text(
+                f"""
+                WITH due AS (
+                    SELECT episode_id FROM episodes
+                    WHERE semantic_status = 'pending' AND completed_at IS NOT NULL
+                      AND status IN ('completed', 'archived')
+                    ORDER BY completed_at
+                    LIMIT :limit
+                    FOR UPDATE SKIP LOCKED
+                )
+                UPDATE episodes e
+                SET semantic_status = 'processing', semantic_claimed_by = :worker,
+                    semantic_claimed_at = {NOW},
+                    updated_at = {NOW}
+                FROM due WHERE e.episode_id = due.episode_id AND e.semantic_status = 'pending'
+                RETURNING e.*
+                """
+            ),
+            {"worker": worker, "limit": limit, "now": now},
+        ).mappings()
+    )
+
+
+def release_claims(conn: Connection, worker: str) -> int:
+    """Hands this worker's claims back (graceful shutdown): no retry is counted."""
+    a = conn.execute(
+        text(
+            "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
+            "next_attempt_at = now(), updated_at = now() "
+            "WHERE status = 'processing' AND claimed_by = :w"
+        ),
+        {"w": worker},
+    ).rowcount
+    b = conn.execute(
+        text(
+            "UPDATE episodes SET semantic_status = 'pending', semantic_claimed_by = NULL, "
+            "semantic_claimed_at = NULL, updated_at = now() "
+            "WHERE semantic_status = 'processing' AND semantic_claimed_by = :w"
+        ),
+        {"w": worker},
+    ).rowcount
+    if a or b:
+        notify_episodes(conn, ["released"])
+    return a + b
+
+
+def complete(
+    conn: Connection,
+    episode: RowMapping,
+    worker: str,
+    *,
+    summary: str,
+    key_learnings: list[str],
+    entities: list[str],
+    event_type: str,
+    actor: str,
+    embedding: list[float],
+) -> str | None:
+    """Writes the result and keeps one current episode per thread. Returns the new status
+    ('completed', or 'archived' when a newer window already completed), or None when the
+    claim was lost and nothing was written."""
+    # Serialise completions of one thread (brief: the slow work is already done).
+    conn.execute(
+        text("SELECT 1 FROM threads WHERE thread_id = :t FOR UPDATE"),
+        {"t": episode["thread_id"]},
+    )
+    # Still ours? Checked (and locked) before touching any other row: a lost claim must
+    # not archive the thread's current episode.
+    mine = conn.execute(
+        text(
+            "SELECT 1 FROM episodes WHERE episode_id = :id AND status = 'processing' "
+            "AND claimed_by = :worker FOR UPDATE"
+        ),
+        {"id": episode["episode_id"], "worker": worker},
+    ).first()
+    if mine is None:
+        return None
+    newer = conn.execute(
+        text(
+            "SELECT 1 FROM episodes WHERE thread_id = :t AND status = 'completed' "
+            "AND end_sequence > :end LIMIT 1"
+        ),
+        {"t": episode["thread_id"], "end": episode["end_sequence"]},
+    ).first()
+    final_status = "archived" if newer else "completed"
+    if final_status == "completed":
+        conn.execute(
+            text(
+                "UPDATE episodes SET status = 'archived', updated_at = now() "
+                "WHERE thread_id = :t AND status = 'completed' AND episode_id <> :id"
+            ),
+            {"t": episode["thread_id"], "id": episode["episode_id"]},
+        )
+    row = conn.execute(
+        text(
+            """
+            UPDATE episodes SET status = :status, summary = :summary,
+                key_learnings = CAST(:learnings AS jsonb), entities = CAST(:entities AS text[]),
+                event_type = :event_type, actor = :actor, embedding = CAST(:embedding AS vector),
+                error = NULL, claimed_by = NULL, claimed_at = NULL,
+                completed_at = now(), updated_at = now()
+            WHERE episode_id = :id AND status = 'processing' AND claimed_by = :worker
+            RETURNING episode_id
+            """
+        ),
+        {
+            "status": final_status,
+            "summary": summary,
+            "learnings": json.dumps(key_learnings),
+            "entities": entities,
+            "event_type": event_type,
+            "actor": actor,
+            "embedding": "[" + ",".join(f"{x:.7g}" for x in embedding) + "]",
+            "id": episode["episode_id"],
+            "worker": worker,
+        },
+    ).first()
+    if row is None:
+        return None
+    notify_episodes(conn, [row[0]], SEMANTIC_CHANNEL)
+    return final_status
+
+
+def finish_semantic(
+    conn: Connection, episode_id: Any, worker: str, status: str, error: str | None = None
+) -> bool:
+    return (
+        conn.execute(
+            text(
+                "UPDATE episodes SET semantic_status = :status, semantic_error = :error, "
+                "semantic_claimed_by = NULL, semantic_claimed_at = NULL, updated_at = now() "
+                "WHERE episode_id = :id AND semantic_status = 'processing' "
+                "AND semantic_claimed_by = :worker"
+            ),
+            {"status": status, "error": error, "id": episode_id, "worker": worker},
+        ).rowcount
+        == 1
+    )
+
+
+def record_failure(
+    conn: Connection,
+    episode_id: uuid.UUID,
+    claimed_by: str,
+    error: str,
+    *,
+    max_retries: int,
+    backoff: timedelta,
+    max_backoff: timedelta = timedelta(hours=1),
+    jitter: float = 0.0,
+    now: datetime | None = None,
+) -> str | None:
+    """Records a failed summarisation attempt by the worker holding the claim.
+
+    ``retry_count`` goes up by one; past ``max_retries`` the episode is ``failed`` for good,
+    otherwise ``pending`` again after ``backoff * 2^(retry_count before)`` (at most
+    ``max_backoff``, stretched by up to ``jitter`` × itself at random; 0 keeps it
+    deterministic). Returns the new status, or None when this worker no longer holds a
+    processing claim on the episode (reclaimed, deleted or completed meanwhile).
+    """
+    row = conn.execute(
+        text(
+            "UPDATE episodes SET retry_count = retry_count + 1, "
+            "status = CASE WHEN retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
+            f"next_attempt_at = {NOW} + make_interval(secs => "
+            "  LEAST(:base * power(2, retry_count), :cap) * (1 + :jitter * random())), "
+            "claimed_at = NULL, claimed_by = NULL, error = :error, "
+            f"updated_at = {NOW} "
+            "WHERE episode_id = :id AND status = 'processing' AND claimed_by = :me "
+            "RETURNING status"
+        ),
+        {
+            "id": episode_id,
+            "me": claimed_by,
+            "max": max_retries,
+            "base": backoff.total_seconds(),
+            "cap": max_backoff.total_seconds(),
+            "jitter": jitter,
+            "error": error[:MAX_ERROR_CHARS],
+            "now": now,
+        },
+    ).first()
+    if row is None:
+        return None
+    if row[0] == "pending":
+        notify_episodes(conn, [episode_id])
+    return str(row[0])
+
+
+@dataclass(frozen=True)
+class ReclaimResult:
+    requeued: int  # processing claims returned to pending
+    failed: int  # processing claims that exhausted max_retries
+    semantic_requeued: int  # semantic processing claims returned to pending
+
+    @property
+    def total(self) -> int:
+        return self.requeued + self.failed + self.semantic_requeued
+
+
+def reclaim_orphaned(
+    conn: Connection,
+    *,
+    older_than: timedelta,
+    max_retries: int,
+    now: datetime | None = None,
+    limit: int = 1000,
+) -> ReclaimResult:
+    """Returns processing claims older than ``older_than`` to pending (their worker is
+    presumed lost), or to ``failed`` once the retries are used up.
+
+    Rows are picked with ``SKIP LOCKED`` and the ``UPDATE`` re-checks state and age, so a
+    worker completing or failing the episode at the same moment wins cleanly: its own
+    guarded ``UPDATE`` (status = 'processing' AND claimed_by = me) or ours matches, never
+    both.
+    """
+    params = {"after": older_than, "max": max_retries, "now": now, "limit": limit}
+    rows = conn.execute(
+        text(
+            "WITH stale AS ("
+            "  SELECT episode_id FROM episodes "
+            f"  WHERE status = 'processing' AND claimed_at < {NOW} - :after "
+            "  ORDER BY claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
+            "UPDATE episodes e SET retry_count = e.retry_count + 1, "
+            "status = CASE WHEN e.retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
+            f"error = '{RECLAIM_ERROR}', next_attempt_at = {NOW}, "
+            f"claimed_at = NULL, claimed_by = NULL, updated_at = {NOW} "
+            "FROM stale WHERE e.episode_id = stale.episode_id "
+            f"AND e.status = 'processing' AND e.claimed_at < {NOW} - :after "
+            "RETURNING e.episode_id, e.status"
+        ),
+        params,
+    ).all()
+    requeued = [r[0] for r in rows if r[1] == "pending"]
+    semantic = conn.execute(
+        text(
+            "WITH stale AS ("
+            "  SELECT episode_id FROM episodes "
+            "  WHERE semantic_status = 'processing' "
+            f"  AND semantic_claimed_at < {NOW} - :after "
+            "  ORDER BY semantic_claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
+            "UPDATE episodes e SET semantic_status = 'pending', "
+            f"semantic_error = '{RECLAIM_ERROR}', "
+            f"semantic_claimed_at = NULL, semantic_claimed_by = NULL, updated_at = {NOW} "
+            "FROM stale WHERE e.episode_id = stale.episode_id "
+            "AND e.semantic_status = 'processing' "
+            f"AND e.semantic_claimed_at < {NOW} - :after "
+            "RETURNING e.episode_id"
+        ),
+        params,
+    ).all()
+    notify_episodes(conn, requeued + [r[0] for r in semantic])
+    return ReclaimResult(
+        requeued=len(requeued), failed=len(rows) - len(requeued), semantic_requeued=len(semantic)
+    )
+
+
+def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
+    row = (
+        conn.execute(
+            text(f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE episode_id = :id"),
+            {"id": episode_id},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"episode {episode_id} does not exist", episode_id=str(episode_id))
+    return row
+
+
+def retry_episode(
+    conn: Connection, episode_id: uuid.UUID, now: datetime | None = None
+) -> RowMapping:
+    """Admin retry: a ``failed`` episode goes back to ``pending`` over the same window, with
+    its retry budget reset. FAILED_PRECONDITION from any other status."""
+    row = (
+        conn.execute(
+            text(
+                "UPDATE episodes SET status = 'pending', retry_count = 0, error = NULL, "
+                f"next_attempt_at = LEAST({NOW}, now()), claimed_at = NULL, "
+                f"claimed_by = NULL, updated_at = {NOW} "
+                "WHERE episode_id = :id AND status = 'failed' "
+                f"RETURNING {EPISODE_COLUMNS}"
+            ),
+            {"id": episode_id, "now": now},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        current = get_episode(conn, episode_id)  # NotFound when missing
+        raise FailedPrecondition(
+            f"episode {episode_id} is {current['status']}; only a failed episode can be retried",
+            episode_id=str(episode_id),
+            status=current["status"],
+        )
+    notify_episodes(conn, [episode_id])
+    return row
+
+
+def delete_episode(
+    conn: Connection, episode_id: uuid.UUID, now: datetime | None = None
+) -> RowMapping:
+    """Soft delete (AIP-164): the episode becomes ``archived`` from any status and is
+    returned; deleting an archived episode again returns it unchanged. Its window stays
+    captured. A worker holding a claim loses it: its completion re-checks the claim."""
+    row = (
+        conn.execute(
+            text(
+                "UPDATE episodes SET status = 'archived', claimed_at = NULL, claimed_by = NULL, "
+                # A deleted episode's window is not mined for facts any more.
+                "semantic_status = CASE WHEN semantic_status = 'pending' THEN 'skipped' "
+                "ELSE semantic_status END, "
+                f"updated_at = {NOW} "
+                "WHERE episode_id = :id AND status <> 'archived' "
+                f"RETURNING {EPISODE_COLUMNS}"
+            ),
+            {"id": episode_id, "now": now},
+        )
+        .mappings()
+        .first()
+    )
+    return row if row is not None else get_episode(conn, episode_id)
