@@ -16,7 +16,7 @@ from episodic import convert
 from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, Unavailable
 from episodic.providers.types import Embedder
-from episodic.store import recall_queries
+from episodic.store import episodes, recall_queries
 from episodic.store.recall_queries import RecallFilters
 from episodic.v1 import episode_pb2
 from episodic.v1 import recall_service_pb2 as pb
@@ -179,7 +179,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     ) -> pb.GetEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with _reading(self.engine, context) as conn:
-            row = recall_queries.get_episode(conn, episode_id)
+            row = episodes.get_episode(conn, episode_id)
         return pb.GetEpisodeResponse(episode=convert.episode(row))
 
     def ListEpisodes(

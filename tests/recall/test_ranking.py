@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from episodic.errors import InvalidArgument, NotFound
 from episodic.services.recall import domain
+from episodic.store import episodes as states
 from episodic.store import recall_queries
 from episodic.store.recall_index import index_episode, index_missing
 from episodic.store.recall_queries import RecallFilters
@@ -394,8 +395,8 @@ def test_list_and_get_episodes(engine) -> None:  # type: ignore[no-untyped-def]
             conn, "ds", status=None, thread_id=thread, before=None, limit=10
         )
         assert none == []
-        assert recall_queries.get_episode(conn, failed.episode_id)["status"] == "failed"
+        assert states.get_episode(conn, failed.episode_id)["status"] == "failed"
         with pytest.raises(NotFound):
-            recall_queries.get_episode(conn, uuid.uuid4())
+            states.get_episode(conn, uuid.uuid4())
     with pytest.raises(InvalidArgument):
         domain.check_status(42)

@@ -97,7 +97,12 @@ def test_the_trigger_trace_context_is_stored_on_the_episode(engine) -> None:  # 
     with tracer.start_as_current_span("end-thread") as span:
         episode = request(engine, thread_id)
     trace_id = format(span.get_span_context().trace_id, "032x")
-    assert trace_id in episode["trace_context"]["traceparent"]
+    with engine.connect() as conn:
+        stored = conn.execute(
+            text("SELECT trace_context FROM episodes WHERE episode_id = :id"),
+            {"id": episode["episode_id"]},
+        ).scalar_one()
+    assert trace_id in stored["traceparent"]
 
 
 # -- 2. a new thread in the dataset ----------------------------------------------------

@@ -48,6 +48,18 @@ class CommandGroups:
         return "\n".join(lines).rstrip()
 
 
+def add_action(
+    parent: Any, name: str, fn: Handler, help: str, common: argparse.ArgumentParser
+) -> argparse.ArgumentParser:
+    """An action of a command with subactions (``episodes list``, ``thread create``), with
+    the connection options and readable errors."""
+    parser: argparse.ArgumentParser = parent.add_parser(
+        name, parents=[common], help=help, description=help
+    )
+    parser.set_defaults(func=guarded(fn))
+    return parser
+
+
 def connection_options() -> argparse.ArgumentParser:
     """The options of every command that talks to the services (a parent parser)."""
     common = argparse.ArgumentParser(add_help=False)

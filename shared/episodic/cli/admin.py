@@ -11,6 +11,8 @@ from typing import Any
 from episodic.cli._common import (
     EPISODE_HEADERS,
     CommandGroups,
+    Handler,
+    add_action,
     age,
     connect,
     connection_options,
@@ -136,12 +138,8 @@ def register(groups: CommandGroups) -> None:
     """Adds the admin commands."""
     common = connection_options()
 
-    def add(parent: Any, name: str, fn: Any, help: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = parent.add_parser(
-            name, parents=[common], help=help, description=help
-        )
-        parser.set_defaults(func=guarded(fn))
-        return parser
+    def add(parent: Any, name: str, fn: Handler, help: str) -> argparse.ArgumentParser:
+        return add_action(parent, name, fn, help, common)
 
     episodes = groups.add(GROUP, "episodes", "list, get, search, retry and delete episodes")
     esub = episodes.add_subparsers(dest="episodes_command", required=True, metavar="ACTION")

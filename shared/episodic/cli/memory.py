@@ -25,6 +25,8 @@ from typing import Any
 from episodic.cli._common import (
     EPISODE_HEADERS,
     CommandGroups,
+    Handler,
+    add_action,
     connect,
     connection_options,
     episode_rows,
@@ -255,12 +257,8 @@ def register(groups: CommandGroups) -> None:
     """Adds the memory commands."""
     common = connection_options()
 
-    def add(parent: Any, name: str, fn: Any, help: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = parent.add_parser(
-            name, parents=[common], help=help, description=help
-        )
-        parser.set_defaults(func=guarded(fn))
-        return parser
+    def add(parent: Any, name: str, fn: Handler, help: str) -> argparse.ArgumentParser:
+        return add_action(parent, name, fn, help, common)
 
     thread = groups.add(GROUP, "thread", "create, show and list threads")
     tsub = thread.add_subparsers(dest="thread_command", required=True, metavar="ACTION")

@@ -101,11 +101,41 @@ CHANNELS: tuple[str, ...] = (EPISODES_CHANNEL, SEMANTIC_CHANNEL)
 MAX_ERROR_CHARS = 2000
 RECLAIM_ERROR = "claim expired (worker lost)"
 
-# Episode rows as clients see them: with the thread's label for rendering.
-EPISODE_COLUMNS = (
-    "episodes.*, (SELECT label FROM threads t WHERE t.thread_id = episodes.thread_id) "
-    "AS thread_label"
+#: The columns of an episode that clients see (``convert.episode`` reads these), without the
+#: internal ones (embedding, search index, claims, trace context).
+VISIBLE_COLUMNS: tuple[str, ...] = (
+    "episode_id",
+    "thread_id",
+    "dataset",
+    "status",
+    "semantic_status",
+    "summary",
+    "key_learnings",
+    "entities",
+    "event_type",
+    "actor",
+    "message_count",
+    "start_sequence",
+    "end_sequence",
+    "started_at",
+    "ended_at",
+    "trigger",
+    "retry_count",
+    "error",
+    "created_at",
+    "updated_at",
 )
+
+
+def episode_columns(table: str = "episodes") -> str:
+    """SQL for :data:`VISIBLE_COLUMNS` of ``table`` (a table name or alias) and the thread's
+    label (``thread_label``, for rendering)."""
+    columns = ", ".join(f"{table}.{c}" for c in VISIBLE_COLUMNS)
+    label = f"(SELECT label FROM threads t WHERE t.thread_id = {table}.thread_id)"
+    return f"{columns}, {label} AS thread_label"
+
+
+EPISODE_COLUMNS = episode_columns()
 
 
 def error_text(err: BaseException) -> str:
@@ -488,6 +518,8 @@ def reclaim_orphaned(
 
 
 def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
+    """One episode in any status (archived ones too, for provenance), as clients see it;
+    NotFound when there is none."""
     row = (
         conn.execute(
             text(f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE episode_id = :id"),

@@ -44,7 +44,7 @@ from functools import lru_cache
 import numpy as np
 from sqlalchemy import Connection, RowMapping, TextClause, text
 
-from episodic.errors import NotFound
+from episodic.store.episodes import episode_columns
 from episodic.store.recall_index import TEXT_SEARCH_CONFIG
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "BM25_K1",
     "LEXICAL_SHARE",
     "RecallFilters",
-    "get_episode",
     "list_episodes",
     "rank_episodes",
     "recall_sql",
@@ -67,12 +66,7 @@ LEXICAL_SHARE = 0.5
 #: Sharpness of similarity: (relative match)^BAND_EXPONENT.
 BAND_EXPONENT = 3
 
-_EPISODE_COLUMNS = (
-    "e.episode_id, e.thread_id, e.dataset, e.status, e.semantic_status, e.summary, "
-    "e.key_learnings, e.entities, e.event_type, e.actor, e.message_count, e.start_sequence, "
-    "e.end_sequence, e.started_at, e.ended_at, e.trigger, e.retry_count, e.error, "
-    "e.created_at, e.updated_at, t.label AS thread_label"
-)
+_EPISODE_COLUMNS = episode_columns("e")
 
 
 @dataclass(frozen=True)
@@ -138,7 +132,6 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
                    CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
             FROM scored s
             JOIN episodes e ON e.episode_id = s.episode_id
-            JOIN threads t ON t.thread_id = e.thread_id
             ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
             LIMIT :limit
         """
@@ -253,7 +246,6 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
                CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
         FROM scored s
         JOIN episodes e ON e.episode_id = s.episode_id
-        JOIN threads t ON t.thread_id = e.thread_id
         ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
         LIMIT :limit
     """
@@ -335,25 +327,6 @@ def rank_episodes(
     return [r for r in rows if r["episode_id"] is not None], count
 
 
-def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
-    """One episode in any status (archived ones too, for provenance), with its thread's
-    label; NotFound when there is none."""
-    row = (
-        conn.execute(
-            text(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes e "
-                "JOIN threads t ON t.thread_id = e.thread_id WHERE e.episode_id = :id"
-            ),
-            {"id": episode_id},
-        )
-        .mappings()
-        .first()
-    )
-    if row is None:
-        raise NotFound(f"episode {episode_id} does not exist", episode_id=str(episode_id))
-    return row
-
-
 def list_episodes(
     conn: Connection,
     dataset: str,
@@ -369,7 +342,6 @@ def list_episodes(
         conn.execute(
             text(
                 f"SELECT {_EPISODE_COLUMNS} FROM episodes e "
-                "JOIN threads t ON t.thread_id = e.thread_id "
                 "WHERE e.dataset = :dataset "
                 "AND (CAST(:status AS text) IS NULL OR e.status = CAST(:status AS text)) "
                 "AND (CAST(:thread AS uuid) IS NULL OR e.thread_id = CAST(:thread AS uuid)) "
