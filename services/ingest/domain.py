@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,8 +34,19 @@ class NewMessage:
 
 
 @dataclass(frozen=True)
+class Receipt:
+    """Where one message of a request was stored."""
+
+    sequence: int
+    idempotency_key: str | None
+    stored: bool  # False: a replay of an idempotency key stored earlier
+    created_at: datetime
+    received_at: datetime
+
+
+@dataclass(frozen=True)
 class AddResult:
-    messages: list[RowMapping]  # in request order
+    receipts: list[Receipt]  # in request order
     stored_count: int
     dataset: str
 
@@ -202,22 +213,38 @@ def add_messages(
     existing: dict[str, RowMapping] = {}
     if keys:
         for row in conn.execute(
-            text("SELECT * FROM messages WHERE thread_id = :id AND idempotency_key = ANY(:keys)"),
+            text(
+                "SELECT sequence, role, content, metadata, created_at, received_at, "
+                "idempotency_key FROM messages "
+                "WHERE thread_id = :id AND idempotency_key = ANY(:keys)"
+            ),
             {"id": thread_id, "keys": keys},
         ).mappings():
             existing[row["idempotency_key"]] = row
 
+    # Which messages are new: a key already stored (or earlier in this batch) is a replay,
+    # and a replay must be the same message, or the caller would silently lose its content.
     to_store: list[NewMessage] = []
-    seen_in_batch: set[str] = set()
-    for msg in messages:
+    first_in_batch: dict[str, tuple[int, NewMessage]] = {}
+    for i, msg in enumerate(messages):
         key = msg.idempotency_key
-        if key and (key in existing or key in seen_in_batch):
-            continue
-        if key:
-            seen_in_batch.add(key)
-        to_store.append(msg)
+        if not key:
+            to_store.append(msg)
+        elif key in existing:
+            _check_replay(msg, existing[key], i)
+        elif key in first_in_batch:
+            j, first = first_in_batch[key]
+            if not _same_message(msg, first):
+                raise InvalidArgument(
+                    f"messages[{i}] reuses the idempotency key {key!r} of messages[{j}] with "
+                    "different content; give each message its own key",
+                    field=f"messages[{i}].idempotency_key",
+                )
+        else:
+            first_in_batch[key] = (i, msg)
+            to_store.append(msg)
 
-    stored: dict[int, RowMapping] = {}
+    new_rows: list[RowMapping] = []
     if to_store:
         last = conn.execute(
             text(
@@ -227,7 +254,7 @@ def add_messages(
             {"n": len(to_store), "id": thread_id},
         ).scalar_one()
         first = last - len(to_store) + 1
-        rows = (
+        new_rows = list(
             conn.execute(
                 text(
                     "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
@@ -237,7 +264,8 @@ def add_messages(
                     "FROM unnest(CAST(:seqs AS bigint[]), CAST(:roles AS text[]), "
                     "CAST(:contents AS text[]), CAST(:metas AS text[]), "
                     "CAST(:created AS timestamptz[]), CAST(:keys AS text[])) "
-                    "AS u(seq, role, content, meta, created_at, ikey) RETURNING *"
+                    "AS u(seq, role, content, meta, created_at, ikey) "
+                    "RETURNING sequence, idempotency_key, created_at, received_at"
                 ),
                 {
                     "id": thread_id,
@@ -252,23 +280,67 @@ def add_messages(
             .mappings()
             .all()
         )
-        stored = {row["sequence"]: row for row in rows}
+    new_rows.sort(key=lambda r: r["sequence"])
 
-    # Put the answer back in request order; replays answer with the stored message.
-    by_key = dict(existing)
-    by_key.update({r["idempotency_key"]: r for r in stored.values() if r["idempotency_key"]})
-    ordered: list[RowMapping] = []
-    next_seq = iter(sorted(stored))
-    seen_in_batch.clear()
+    # Receipts in request order: new messages in the order they were stored, replays with
+    # the message stored first.
+    stored_rows = iter(new_rows)
+    by_key: dict[str, Receipt] = {k: _receipt(row, stored=False) for k, row in existing.items()}
+    receipts: list[Receipt] = []
     for msg in messages:
         key = msg.idempotency_key
-        if key and (key in existing or key in seen_in_batch):
-            ordered.append(by_key[key])
+        if key and key in by_key:
+            receipts.append(by_key[key])
             continue
-        if key:
-            seen_in_batch.add(key)
-        ordered.append(stored[next(next_seq)])
-    return AddResult(messages=ordered, stored_count=len(stored), dataset=thread["dataset"])
+        receipt = _receipt(next(stored_rows), stored=True)
+        if key:  # a later duplicate in this batch answers with this one, as a replay
+            by_key[key] = replace(receipt, stored=False)
+        receipts.append(receipt)
+    return AddResult(receipts=receipts, stored_count=len(new_rows), dataset=thread["dataset"])
+
+
+def _receipt(row: RowMapping, *, stored: bool) -> Receipt:
+    return Receipt(
+        sequence=row["sequence"],
+        idempotency_key=row["idempotency_key"],
+        stored=stored,
+        created_at=row["created_at"],
+        received_at=row["received_at"],
+    )
+
+
+def _same_message(new: NewMessage, old: NewMessage) -> bool:
+    return (new.role, new.content, new.metadata, new.created_at) == (
+        old.role,
+        old.content,
+        old.metadata,
+        old.created_at,
+    )
+
+
+def _check_replay(msg: NewMessage, stored: RowMapping, index: int) -> None:
+    """A retry must send the same message again: ALREADY_EXISTS (Stripe-style) when the key
+    comes back with another role, content, metadata or client timestamp. Without a client
+    timestamp the stored receive time stands."""
+    metadata = stored["metadata"]
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata)
+    same = (
+        msg.role == stored["role"]
+        and msg.content == stored["content"]
+        and msg.metadata == (metadata or {})
+        and (msg.created_at is None or msg.created_at == stored["created_at"])
+    )
+    if not same:
+        raise AlreadyExists(
+            f"idempotency key {msg.idempotency_key!r} (messages[{index}]) was already used for "
+            f"message {stored['sequence']} of this thread with different content; a retry "
+            "must resend the same message, a new message needs a new key",
+            field=f"messages[{index}].idempotency_key",
+            reason="IDEMPOTENCY_KEY_REUSED",
+            idempotency_key=str(msg.idempotency_key),
+            sequence=str(stored["sequence"]),
+        )
 
 
 def end_thread(conn: Connection, thread_id: uuid.UUID) -> tuple[str, bool]:

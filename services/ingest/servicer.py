@@ -90,8 +90,18 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         if result.stored_count:
             self.notifier.record_activity(str(thread_id))
         return pb.AddMessagesResponse(
-            messages=[convert.message(r) for r in result.messages],
             stored_count=result.stored_count,
+            thread_id=str(thread_id),
+            receipts=[
+                pb.MessageReceipt(
+                    sequence=r.sequence,
+                    idempotency_key=r.idempotency_key or "",
+                    stored=r.stored,
+                    created_at=convert.ts(r.created_at),
+                    received_at=convert.ts(r.received_at),
+                )
+                for r in result.receipts
+            ],
         )
 
     def EndThread(

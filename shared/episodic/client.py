@@ -65,6 +65,7 @@ __all__ = [
     "FailedPreconditionError",
     "InvalidArgumentError",
     "Message",
+    "MessageReceipt",
     "NewMessage",
     "NotFoundError",
     "Page",
@@ -343,12 +344,42 @@ class RecallResult:
 
 
 @dataclass(frozen=True)
-class AddMessagesResult:
-    """The stored messages in request order, and how many were new (the rest were
-    replays of an idempotency key)."""
+class MessageReceipt:
+    """Where one added message was stored: its ``sequence`` in the thread (a message is
+    identified by thread and sequence), and whether this call ``stored`` it (False: its
+    idempotency key was stored earlier, and this describes that message)."""
 
-    messages: list[Message]
+    sequence: int
+    idempotency_key: str
+    stored: bool
+    created_at: datetime | None
+    received_at: datetime | None
+
+    @classmethod
+    def from_proto(cls, m: ingest_service_pb2.MessageReceipt) -> MessageReceipt:
+        """Builds it from the wire message."""
+        return cls(
+            m.sequence,
+            m.idempotency_key,
+            m.stored,
+            _time(m, "created_at"),
+            _time(m, "received_at"),
+        )
+
+
+@dataclass(frozen=True)
+class AddMessagesResult:
+    """One receipt per added message, in request order, and how many this call stored
+    (the rest were replays of an idempotency key)."""
+
+    thread_id: str
+    receipts: list[MessageReceipt]
     stored_count: int
+
+    @property
+    def sequences(self) -> list[int]:
+        """The messages' sequences, in request order."""
+        return [r.sequence for r in self.receipts]
 
 
 @dataclass(frozen=True)
@@ -723,7 +754,8 @@ class EpisodicClient:
         safe = all(m.idempotency_key for m in request.messages)
         answer = self._call("ingest", "AddMessages", request, timeout, retry=safe)
         return AddMessagesResult(
-            messages=[Message.from_proto(m) for m in answer.messages],
+            thread_id=answer.thread_id,
+            receipts=[MessageReceipt.from_proto(r) for r in answer.receipts],
             stored_count=answer.stored_count,
         )
 
@@ -737,14 +769,14 @@ class EpisodicClient:
         created_at: datetime | None = None,
         idempotency_key: str | None = None,
         timeout: float | None = None,
-    ) -> Message:
-        """Appends one message and returns it stored (with its sequence)."""
+    ) -> MessageReceipt:
+        """Appends one message and returns its receipt (with its sequence)."""
         result = self.add_messages(
             thread_id,
             [NewMessage(role, content, metadata or {}, created_at, idempotency_key)],
             timeout=timeout,
         )
-        return result.messages[0]
+        return result.receipts[0]
 
     def end_thread(self, thread_id: str, *, timeout: float | None = None) -> EndThreadResult:
         """Marks the end of a stretch of conversation: an episode is queued over the

@@ -14,9 +14,20 @@ class EpisodicError(Exception):
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
     reason: str = "INTERNAL"
 
-    def __init__(self, message: str, *, field: str | None = None, **metadata: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        reason: str | None = None,
+        **metadata: str,
+    ) -> None:
+        """``message`` is for a person; ``field`` names the offending request field;
+        ``reason`` (UPPER_SNAKE) refines the class's reason for machines."""
         super().__init__(message)
         self.message = message
+        if reason:
+            self.reason = reason
         self.metadata = {k: str(v) for k, v in metadata.items()}
         if field:
             self.metadata["field"] = field

@@ -48,15 +48,16 @@ def test_create_get_and_add_messages_assign_sequences(ingest, engine) -> None:  
     assert dict(thread.metadata) == {"channel": "web", "n": 3}
 
     one = ingest.AddMessages(pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg("a")]))
-    assert [m.sequence for m in one.messages] == [1]
+    assert [r.sequence for r in one.receipts] == [1]
     many = ingest.AddMessages(
         pb.AddMessagesRequest(
             thread_id=thread.thread_id,
             messages=[msg("b", e.ROLE_ASSISTANT), msg("c", e.ROLE_TOOL), msg("d", e.ROLE_SYSTEM)],
         )
     )
-    assert [m.sequence for m in many.messages] == [2, 3, 4]
-    assert [m.role for m in many.messages] == [e.ROLE_ASSISTANT, e.ROLE_TOOL, e.ROLE_SYSTEM]
+    assert [r.sequence for r in many.receipts] == [2, 3, 4]
+    stored = ingest.ListMessages(pb.ListMessagesRequest(thread_id=thread.thread_id)).messages
+    assert [m.role for m in stored[1:]] == [e.ROLE_ASSISTANT, e.ROLE_TOOL, e.ROLE_SYSTEM]
     assert many.stored_count == 3
 
     got = ingest.GetThread(pb.GetThreadRequest(thread_id=thread.thread_id)).thread
@@ -77,13 +78,15 @@ def test_client_timestamp_and_metadata_are_kept(ingest) -> None:  # type: ignore
     past = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     meta = struct_pb2.Struct()
     meta.update({"source": "import"})
-    out = ingest.AddMessages(
+    receipt = ingest.AddMessages(
         pb.AddMessagesRequest(
             thread_id=thread.thread_id, messages=[msg("old", created_at=ts(past), metadata=meta)]
         )
-    ).messages[0]
+    ).receipts[0]
+    assert receipt.created_at.ToDatetime(tzinfo=UTC) == past
+    assert receipt.received_at.ToDatetime(tzinfo=UTC) > past
+    (out,) = ingest.ListMessages(pb.ListMessagesRequest(thread_id=thread.thread_id)).messages
     assert out.created_at.ToDatetime(tzinfo=UTC) == past
-    assert out.received_at.ToDatetime(tzinfo=UTC) > past
     assert dict(out.metadata) == {"source": "import"}
 
 
@@ -95,9 +98,12 @@ def test_idempotency_key_prevents_double_store(ingest) -> None:  # type: ignore[
     )
     first = ingest.AddMessages(req)
     retried = ingest.AddMessages(req)
-    assert [m.sequence for m in first.messages] == [1, 2]
-    assert [m.sequence for m in retried.messages] == [1, 2]
+    assert [(r.sequence, r.stored) for r in first.receipts] == [(1, True), (2, True)]
+    assert [(r.sequence, r.stored) for r in retried.receipts] == [(1, False), (2, False)]
     assert first.stored_count == 2 and retried.stored_count == 0
+    assert retried.thread_id == thread.thread_id
+    assert [r.idempotency_key for r in retried.receipts] == ["k1", "k2"]
+    assert retried.receipts[0].received_at == first.receipts[0].received_at
     # A batch mixing a replay, a new key and a duplicate key inside the batch.
     mixed = ingest.AddMessages(
         pb.AddMessagesRequest(
@@ -105,15 +111,51 @@ def test_idempotency_key_prevents_double_store(ingest) -> None:  # type: ignore[
             messages=[
                 msg("a", idempotency_key="k1"),
                 msg("c", idempotency_key="k3"),
-                msg("c again", idempotency_key="k3"),
+                msg("c", idempotency_key="k3"),
                 msg("no key"),
             ],
         )
     )
-    assert [m.sequence for m in mixed.messages] == [1, 3, 3, 4]
+    assert [(r.sequence, r.stored) for r in mixed.receipts] == [
+        (1, False),
+        (3, True),
+        (3, False),
+        (4, True),
+    ]
     assert mixed.stored_count == 2
     page = ingest.ListMessages(pb.ListMessagesRequest(thread_id=thread.thread_id))
     assert [m.content for m in page.messages] == ["a", "b", "c", "no key"]
+
+
+def test_a_reused_idempotency_key_with_other_content_is_refused(ingest) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+    past = datetime(2024, 1, 1, tzinfo=UTC)
+    first = msg("hello", idempotency_key="k1", created_at=ts(past), metadata=_struct(a="1"))
+    ingest.AddMessages(pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[first]))
+    changed = [
+        msg("hello, edited", idempotency_key="k1", created_at=ts(past), metadata=_struct(a="1")),
+        msg("hello", idempotency_key="k1", created_at=ts(past), metadata=_struct(a="2")),
+        msg("hello", idempotency_key="k1", created_at=ts(past + timedelta(seconds=1))),
+        msg("hello", role=e.ROLE_ASSISTANT, idempotency_key="k1", created_at=ts(past)),
+    ]
+    for i, reused in enumerate(changed):
+        batch = [msg(f"new {i}", idempotency_key=f"n{i}"), reused]
+        with pytest.raises(grpc.RpcError) as err:
+            ingest.AddMessages(pb.AddMessagesRequest(thread_id=thread.thread_id, messages=batch))
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS, reused
+        assert "'k1'" in err.value.details() and "messages[1]" in err.value.details()
+    # Inside one batch, two messages with one key must be the same message too.
+    with pytest.raises(grpc.RpcError) as err:
+        ingest.AddMessages(
+            pb.AddMessagesRequest(
+                thread_id=thread.thread_id,
+                messages=[msg("x", idempotency_key="k9"), msg("y", idempotency_key="k9")],
+            )
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # Nothing of the refused batches was stored.
+    page = ingest.ListMessages(pb.ListMessagesRequest(thread_id=thread.thread_id))
+    assert [m.content for m in page.messages] == ["hello"]
 
 
 def test_eight_concurrent_writers_get_exactly_one_to_1600(ingest, engine) -> None:  # type: ignore[no-untyped-def]
@@ -126,7 +168,7 @@ def test_eight_concurrent_writers_get_exactly_one_to_1600(ingest, engine) -> Non
                 pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg(f"w{w} m{i}")]),
                 timeout=30,
             )
-            seqs.append(r.messages[0].sequence)
+            seqs.append(r.receipts[0].sequence)
         return seqs
 
     with ThreadPoolExecutor(8) as pool:
@@ -199,7 +241,7 @@ def test_end_thread_answers_whether_an_episode_is_owed(ingest) -> None:  # type:
     assert ended.episode_queued is True and ended.thread_id == busy.thread_id
     # The thread stays writable: EndThread is a checkpoint, not a close.
     more = ingest.AddMessages(pb.AddMessagesRequest(thread_id=busy.thread_id, messages=[msg()]))
-    assert more.messages[0].sequence == 2
+    assert more.receipts[0].sequence == 2
     got = ingest.GetThread(pb.GetThreadRequest(thread_id=busy.thread_id)).thread
     assert got.HasField("ended_at")
 
@@ -467,11 +509,12 @@ def test_metadata_json_cannot_hold_is_invalid_argument(ingest, engine, metadata,
 
 def test_escaped_text_that_looks_like_nul_is_fine(ingest) -> None:  # type: ignore[no-untyped-def]
     thread = new_thread(ingest)
-    stored = ingest.AddMessages(
+    ingest.AddMessages(
         pb.AddMessagesRequest(
             thread_id=thread.thread_id, messages=[msg(metadata=_struct(k="\\u0000 literal"))]
         )
-    ).messages[0]
+    )
+    (stored,) = ingest.ListMessages(pb.ListMessagesRequest(thread_id=thread.thread_id)).messages
     assert dict(stored.metadata) == {"k": "\\u0000 literal"}
 
 

@@ -65,7 +65,7 @@ def add_messages(
     if notify:
         with engine.begin() as conn:
             domain.record_activity(conn, thread_id, cfg or settings(), now)
-    return int(result.messages[-1]["sequence"])
+    return result.receipts[-1].sequence
 
 
 def thread_row(engine: Engine, thread_id: uuid.UUID) -> Any:

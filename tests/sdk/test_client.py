@@ -11,6 +11,7 @@ import pytest
 
 from episodic.client import (
     AddMessagesResult,
+    AlreadyExistsError,
     EpisodicClient,
     InvalidArgumentError,
     NewMessage,
@@ -41,7 +42,7 @@ def test_threads_and_messages(ingest_recall: EpisodicClient) -> None:
     assert thread.metadata == {"channel": "web"}
 
     first = client.add_message(thread.thread_id, "user", "Hello there")
-    assert first.sequence == 1 and first.role == "user"
+    assert first.sequence == 1 and first.stored
     assert first.idempotency_key.startswith("auto:"), "keys make AddMessages retry-safe"
 
     backfilled = datetime(2025, 1, 2, 3, 4, tzinfo=UTC)
@@ -54,15 +55,23 @@ def test_threads_and_messages(ingest_recall: EpisodicClient) -> None:
         ],
     )
     assert isinstance(result, AddMessagesResult) and result.stored_count == 3
-    assert [m.sequence for m in result.messages] == [2, 3, 4]
-    assert result.messages[1].metadata == {"name": "Ann"}
-    assert result.messages[2].created_at == backfilled
+    assert result.sequences == [2, 3, 4] and result.thread_id == thread.thread_id
+    assert result.receipts[2].created_at == backfilled
 
-    replay = client.add_messages(thread.thread_id, [NewMessage("user", "x", idempotency_key="k1")])
-    assert replay.stored_count == 0 and replay.messages[0].sequence == 4
+    replay = client.add_messages(
+        thread.thread_id,
+        [NewMessage("user", "from the past", created_at=backfilled, idempotency_key="k1")],
+    )
+    assert replay.stored_count == 0 and replay.receipts[0].sequence == 4
+    assert not replay.receipts[0].stored
+    # The same key with other content is refused, naming the key: nothing is dropped silently.
+    with pytest.raises(AlreadyExistsError) as reused:
+        client.add_messages(thread.thread_id, [NewMessage("user", "x", idempotency_key="k1")])
+    assert reused.value.reason == "IDEMPOTENCY_KEY_REUSED" and "'k1'" in reused.value.message
 
     session = client.load_session(thread.thread_id)
     assert [m.content for m in session][:2] == ["Hello there", "Hi! How can I help?"]
+    assert session[2].metadata == {"name": "Ann"} and session[3].created_at == backfilled
     page = client.list_messages(thread.thread_id, page_size=3)
     assert len(page) == 3 and page.next_page_token
     rest = client.list_messages(thread.thread_id, page_size=3, page_token=page.next_page_token)
@@ -217,7 +226,8 @@ class _Flaky(recall_grpc.RecallServiceServicer, ingest_grpc.IngestServiceService
         if self._count("AddMessages") == 1:
             context.abort(grpc.StatusCode.UNAVAILABLE, "try again")
         return ingest_service_pb2.AddMessagesResponse(
-            messages=[episode_pb2.Message(thread_id=request.thread_id, sequence=1)],
+            thread_id=request.thread_id,
+            receipts=[ingest_service_pb2.MessageReceipt(sequence=1, stored=True)],
             stored_count=1,
         )
 

@@ -144,7 +144,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        seqs = [m.sequence for m in result.messages]
+        seqs = result.sequences
         span = f"{seqs[0]}" if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}"
         print(
             f"stored {result.stored_count} message(s) in thread {args.thread_id} (sequence {span})"

@@ -54,12 +54,28 @@ class AddMessagesRequest(_message.Message):
     def __init__(self, thread_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[NewMessage, _Mapping]]] = ...) -> None: ...
 
 class AddMessagesResponse(_message.Message):
-    __slots__ = ("messages", "stored_count")
-    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("stored_count", "thread_id", "receipts")
     STORED_COUNT_FIELD_NUMBER: _ClassVar[int]
-    messages: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Message]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
     stored_count: int
-    def __init__(self, messages: _Optional[_Iterable[_Union[_episode_pb2.Message, _Mapping]]] = ..., stored_count: _Optional[int] = ...) -> None: ...
+    thread_id: str
+    receipts: _containers.RepeatedCompositeFieldContainer[MessageReceipt]
+    def __init__(self, stored_count: _Optional[int] = ..., thread_id: _Optional[str] = ..., receipts: _Optional[_Iterable[_Union[MessageReceipt, _Mapping]]] = ...) -> None: ...
+
+class MessageReceipt(_message.Message):
+    __slots__ = ("sequence", "idempotency_key", "stored", "created_at", "received_at")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_AT_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    idempotency_key: str
+    stored: bool
+    created_at: _timestamp_pb2.Timestamp
+    received_at: _timestamp_pb2.Timestamp
+    def __init__(self, sequence: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., stored: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., received_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class EndThreadRequest(_message.Message):
     __slots__ = ("thread_id",)

@@ -80,7 +80,7 @@ class IngestServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AddMessages(self, request, context):
-        """Appends one or many messages to one thread. Every returned message is durable.
+        """Appends one or many messages to one thread. Every message in the answer is durable.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
