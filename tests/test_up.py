@@ -140,3 +140,62 @@ def test_up_restarts_a_service_that_dies(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_up_starts_a_killed_postgres_again(tmp_path: Path) -> None:
+    proc, output, lines = _start_up(tmp_path)
+    try:
+        services = {
+            line.split()[0]: int(line.rsplit(":", 1)[1])
+            for line in "".join(output).splitlines()
+            if "grpc://" in line
+        }
+        os.kill(_postmaster_pid(tmp_path), signal.SIGKILL)
+        deadline = time.monotonic() + 90
+        while "embedded PostgreSQL is back" not in "".join(output):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(output)
+            with contextlib.suppress(queue.Empty):
+                lines.get(timeout=1)
+        # Writes work again, through the same Ingest (it reconnects by itself).
+        with grpc.insecure_channel(f"127.0.0.1:{services['ingest']}") as channel:
+            stub = g.IngestServiceStub(channel)
+            while True:
+                try:
+                    stub.CreateThread(pb.CreateThreadRequest(dataset="after"), timeout=5)
+                    break
+                except grpc.RpcError as err:
+                    assert err.code() == grpc.StatusCode.UNAVAILABLE, err
+                    assert time.monotonic() < deadline, "".join(output)
+                    time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_restart_backoff_starts_over_after_a_healthy_run(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from episodic import supervisor
+    from episodic.config import Settings
+
+    sup = supervisor.Supervisor(Settings(), services=["ingest"])
+    child = sup.children[0]
+    waits: list[float] = []
+    monkeypatch.setattr(sup, "_start", lambda c: setattr(c, "started_at", clock[0]))
+    monkeypatch.setattr(sup.stopping, "wait", lambda delay: waits.append(delay) or False)
+    clock = [1000.0]
+    monkeypatch.setattr(supervisor.time, "monotonic", lambda: clock[0])
+
+    class Dead:
+        returncode = 1
+
+        def poll(self) -> int:
+            return 1
+
+    child.proc = Dead()  # type: ignore[assignment]
+    child.started_at = clock[0]
+    for _ in range(3):  # dies at once, three times: the backoff grows
+        sup._restart_dead()
+    clock[0] += supervisor.HEALTHY_AFTER + 1  # then it runs healthily for a while
+    sup._restart_dead()
+    assert waits == [supervisor.backoff(n) for n in (1, 2, 3, 1)]

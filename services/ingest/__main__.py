@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
 from sqlalchemy import Engine
 
@@ -12,9 +14,43 @@ from episodic.telemetry import instrument_grpc_client
 from .notifier import SchedulerNotifier
 from .servicer import IngestServicer, register
 
+# Activity and thread-started notices are idempotent (an upsert; a pull-forward that never
+# moves a deadline later), so gRPC may retry them on another replica. RequestEpisode is not
+# retried: a second attempt would find nothing left to capture and answer "not queued".
+NOTIFY_CHANNEL_OPTIONS = [
+    ("grpc.lb_policy_name", "round_robin"),
+    ("grpc.enable_retries", 1),
+    (
+        "grpc.service_config",
+        json.dumps(
+            {
+                "methodConfig": [
+                    {
+                        "name": [
+                            {"service": "episodic.v1.SchedulerService", "method": m}
+                            for m in ("RecordActivity", "RecordThreadStarted")
+                        ],
+                        "retryPolicy": {
+                            "maxAttempts": 3,
+                            "initialBackoff": "0.05s",
+                            "maxBackoff": "0.5s",
+                            "backoffMultiplier": 2,
+                            "retryableStatusCodes": ["UNAVAILABLE"],
+                        },
+                    }
+                ]
+            }
+        ),
+    ),
+]
+
 
 def build(settings: Settings, engine: Engine) -> Service:
-    raw_channel = grpc.insecure_channel(settings.service.address_of("scheduler"))
+    # Round robin over every address the name resolves to: with several Scheduler replicas
+    # behind a headless Service (dns:///…), notices spread over them and skip a dead one.
+    raw_channel = grpc.insecure_channel(
+        settings.service.address_of("scheduler"), options=NOTIFY_CHANNEL_OPTIONS
+    )
     channel = instrument_grpc_client(raw_channel)  # the trace follows the call
     notifier = SchedulerNotifier(
         channel, timeout=settings.ingest.scheduler_notify_timeout.total_seconds()

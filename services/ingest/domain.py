@@ -20,6 +20,8 @@ from episodic.errors import AlreadyExists, InvalidArgument, NotFound
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LABEL_CHARS = 200
 MAX_IDEMPOTENCY_KEY_CHARS = 128
+#: Most bytes of content and metadata in one page of ListMessages.
+MAX_PAGE_BYTES = 3 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def check_new_messages(
             field="messages",
         )
     latest_allowed = (now or datetime.now(UTC)) + settings.future_timestamp_tolerance
+    batch_bytes = 0
     for i, msg in enumerate(messages):
         where = f"messages[{i}]"
         if msg.role not in ROLES:
@@ -130,7 +133,13 @@ def check_new_messages(
                 field=f"{where}.content",
             )
         _check_text(msg.content, f"{where}.content")
-        check_metadata(msg.metadata, f"{where}.metadata", settings)
+        batch_bytes += size + len(check_metadata(msg.metadata, f"{where}.metadata", settings))
+        if batch_bytes > settings.max_batch_bytes:
+            raise InvalidArgument(
+                f"the batch holds more than {settings.max_batch_bytes} bytes of content and "
+                f"metadata by {where} (EPISODIC_MAX_BATCH_BYTES): split it into several calls",
+                field="messages",
+            )
         if msg.created_at is not None and msg.created_at > latest_allowed:
             raise InvalidArgument(
                 f"{where}.created_at {msg.created_at.isoformat()} is in the future (more than "
@@ -375,21 +384,39 @@ def list_messages(
     limit: int,
 ) -> tuple[list[RowMapping], bool]:
     """Messages with sequence > after_sequence (and <= end_sequence), in order; the bool says
-    whether more follow."""
+    whether more follow. A page also stops before :data:`MAX_PAGE_BYTES` of content and
+    metadata (always holding at least one message), so it fits every client's default
+    4 MiB receive limit; AIP-158 lets a page hold fewer than ``page_size`` items."""
     get_thread(conn, thread_id)
     rows = (
         conn.execute(
             text(
-                "SELECT * FROM messages WHERE thread_id = :id AND sequence > :after "
-                "AND (CAST(:end AS bigint) IS NULL OR sequence <= :end) "
-                "ORDER BY sequence LIMIT :limit"
+                "WITH page AS ("
+                "  SELECT * FROM messages WHERE thread_id = :id AND sequence > :after "
+                "  AND (CAST(:end AS bigint) IS NULL OR sequence <= :end) "
+                "  ORDER BY sequence LIMIT :limit), "
+                "sized AS ("
+                "  SELECT page.*, count(*) OVER () AS page_rows, "
+                "    sum(octet_length(content) + octet_length(metadata::text)) "
+                "      OVER (ORDER BY sequence) AS running_bytes "
+                "  FROM page) "
+                "SELECT * FROM sized "
+                "WHERE running_bytes <= :budget OR sequence = (SELECT min(sequence) FROM page) "
+                "ORDER BY sequence"
             ),
-            {"id": thread_id, "after": after_sequence, "end": end_sequence, "limit": limit + 1},
+            {
+                "id": thread_id,
+                "after": after_sequence,
+                "end": end_sequence,
+                "limit": limit + 1,
+                "budget": MAX_PAGE_BYTES,
+            },
         )
         .mappings()
         .all()
     )
-    return list(rows[:limit]), len(rows) > limit
+    more = bool(rows) and (rows[0]["page_rows"] > min(len(rows), limit))
+    return list(rows[:limit]), more
 
 
 def list_threads(

@@ -8,6 +8,7 @@ import threading
 from sqlalchemy import Engine
 
 from episodic.config import Settings
+from episodic.errors import log_failure
 from episodic.server import Service, serve
 
 from .servicer import SchedulerServicer, register
@@ -23,8 +24,8 @@ def _startup_catch_up(sweeper: Sweeper) -> None:
         created = sweeper.catch_up()
         if created:
             log.info("catch-up at startup created %d timers", created)
-    except Exception:
-        log.exception("catch-up at startup failed; the next sweep retries")
+    except Exception as err:
+        log_failure(log, "catch-up at startup failed; the next sweep retries", err)
 
 
 def build(settings: Settings, engine: Engine) -> Service:

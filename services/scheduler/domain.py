@@ -74,7 +74,7 @@ from sqlalchemy import Connection, RowMapping, text
 from episodic.config import SchedulerSettings
 from episodic.errors import NotFound
 from episodic.store import episodes
-from episodic.store.sql import NOW
+from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
 
 
@@ -102,7 +102,7 @@ def record_activity(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
             "trace_context, created_at, updated_at) "
             f"SELECT thread_id, dataset, {NOW} + :interval, 'inactivity', "
-            f"CAST(:trace AS jsonb), {NOW}, {NOW} FROM threads WHERE thread_id = :id "
+            "CAST(:trace AS jsonb), now(), now() FROM threads WHERE thread_id = :id "
             "ON CONFLICT (thread_id) DO UPDATE SET "
             # An owed explicit episode keeps its deadline unless it is being fired right now
             # (then the firing captures up to some message and the rest waits for idleness).
@@ -148,7 +148,7 @@ def record_thread_started(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
             "trace_context, created_at, updated_at) "
             f"SELECT t.thread_id, t.dataset, {NOW} + :pull, 'new_thread', "
-            f"CAST(:trace AS jsonb), {NOW}, {NOW} "
+            "CAST(:trace AS jsonb), now(), now() "
             "FROM threads t WHERE t.dataset = :dataset AND t.thread_id <> :id "
             "AND t.last_sequence > t.captured_sequence "
             # One lock order for every multi-row timer writer (no deadlocks between them).
@@ -228,8 +228,8 @@ def claim_due_timers(
                 "  SELECT thread_id FROM scheduled_episodes "
                 f"  WHERE claimed_at IS NULL AND fire_at <= {NOW} "
                 "  ORDER BY fire_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
-                f"UPDATE scheduled_episodes s SET claimed_at = {NOW}, claimed_by = :me, "
-                f"updated_at = {NOW} "
+                "UPDATE scheduled_episodes s SET claimed_at = now(), claimed_by = :me, "
+                "updated_at = now() "
                 "FROM due WHERE s.thread_id = due.thread_id AND s.claimed_at IS NULL "
                 "RETURNING s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context"
             ),
@@ -342,10 +342,10 @@ def catch_up(
             "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at, trigger, created_at, "
             "updated_at) "
             "SELECT thread_id, dataset, "
-            f"  CASE WHEN owed THEN {NOW} "
-            f"       ELSE coalesce(last_message_at, {NOW}) + :interval END, "
+            f"  CASE WHEN owed THEN {DUE_NOW} "
+            "       ELSE coalesce(last_message_at, now()) + :interval END, "
             "  CASE WHEN owed THEN 'explicit' ELSE 'inactivity' END, "
-            f"  {NOW}, {NOW} "
+            "  now(), now() "
             "FROM cand ORDER BY thread_id "
             "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id"
         ),
@@ -362,10 +362,10 @@ def catch_up(
             "  AND t.end_requested_sequence > t.captured_sequence "
             "  ORDER BY t.thread_id LIMIT :limit "
             "  FOR SHARE OF t SKIP LOCKED) "
-            f"UPDATE scheduled_episodes s SET fire_at = {NOW}, trigger = 'explicit', "
-            f"version = s.version + 1, updated_at = {NOW} "
+            f"UPDATE scheduled_episodes s SET fire_at = {DUE_NOW}, trigger = 'explicit', "
+            "version = s.version + 1, updated_at = now() "
             "FROM cand WHERE s.thread_id = cand.thread_id AND s.claimed_at IS NULL "
-            f"AND (s.trigger <> 'explicit' OR s.fire_at > {NOW}) "
+            f"AND (s.trigger <> 'explicit' OR s.fire_at > {DUE_NOW}) "
             "RETURNING s.thread_id"
         ),
         {"now": now, "limit": limit},
@@ -432,7 +432,7 @@ def reclaim_timers(
                 f"  WHERE claimed_at IS NOT NULL AND claimed_at < {NOW} - :after "
                 "  ORDER BY thread_id LIMIT :limit FOR UPDATE SKIP LOCKED) "
                 "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL, "
-                f"updated_at = {NOW} "
+                "updated_at = now() "
                 f"FROM stale WHERE s.thread_id = stale.thread_id "
                 f"AND s.claimed_at < {NOW} - :after RETURNING s.thread_id"
             ),

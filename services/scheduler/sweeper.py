@@ -22,6 +22,7 @@ from opentelemetry import trace
 from sqlalchemy import Engine
 
 from episodic.config import SchedulerSettings
+from episodic.errors import log_failure
 from episodic.store import episodes
 from episodic.store.sql import worker_id
 from episodic.telemetry import link_from
@@ -170,10 +171,10 @@ class Sweeper:
                         self.engine.begin() as conn,
                     ):
                         fired = domain.fire_timer(conn, timer, self.worker, now)
-                except Exception:
+                except Exception as err:
                     # The claim stays; the reclaim sweep returns it after the timeout, which
                     # is the backoff a persistent failure needs.
-                    log.exception("firing the timer of thread %s failed", timer.thread_id)
+                    log_failure(log, f"firing the timer of thread {timer.thread_id} failed", err)
                     continue
                 if fired.episode is not None:
                     result.episodes_created += 1
@@ -242,8 +243,8 @@ class Sweeper:
                     due_in = domain.next_due_in(conn)
                 # Wake for the next deadline if it comes before the next poll.
                 wait = poll if due_in is None else min(poll, max(float(due_in), 0.005))
-            except Exception:
-                log.exception("scheduler pass failed; retrying")
+            except Exception as err:
+                log_failure(log, "scheduler pass failed; retrying", err)
                 wait = max(poll, 1.0)
             self._stop.wait(wait)
 
@@ -259,5 +260,5 @@ class Sweeper:
                 domain.release_leases(conn, self.worker)
             if released:
                 log.info("released %d timer claims", released)
-        except Exception:
-            log.exception("could not release claims (the reclaim sweep will)")
+        except Exception as err:
+            log_failure(log, "could not release claims (the reclaim sweep will)", err)

@@ -140,7 +140,7 @@ class Pipeline:
                 result.completed += 1
             elif status is not None:
                 result.failed += 1
-        result.semantic_processed = self.run_semantic(limit, now)
+        result.semantic_processed = self.run_semantic(limit)
         return result
 
     def process(self, episode: RowMapping) -> str | None:
@@ -208,9 +208,9 @@ class Pipeline:
                 span.set_attribute("episodic.status", status or "lost")
                 return status
 
-    def run_semantic(self, limit: int, now: datetime | None = None) -> int:
+    def run_semantic(self, limit: int) -> int:
         with self.engine.begin() as conn:
-            claimed = episodes.claim_semantic(conn, self.worker, limit, now)
+            claimed = episodes.claim_semantic(conn, self.worker, limit)
         for episode in claimed:
             self.process_semantic(episode)
         return len(claimed)
@@ -232,7 +232,11 @@ class Pipeline:
                     episodes.finish_semantic(conn, episode["episode_id"], self.worker, status)
                 return status
             except Exception as err:
-                log.warning("semantic extraction of %s failed: %s", episode["episode_id"], err)
+                log.warning(
+                    "semantic extraction of %s failed: %s",
+                    episode["episode_id"],
+                    episodes.error_text(err),
+                )
                 with self.engine.begin() as conn:
                     episodes.finish_semantic(
                         conn,

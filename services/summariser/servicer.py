@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2
@@ -68,20 +69,18 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
             timers_waiting=status.timers_waiting,
             threads_uncaptured=status.threads_uncaptured,
             observed_at=convert.ts(status.observed_at),
-            recent_errors=[
-                pb.EpisodeError(
-                    episode_id=str(e["episode_id"]),
-                    thread_id=str(e["thread_id"]),
-                    dataset=e["dataset"],
-                    status=e["status"],
-                    retry_count=e["retry_count"],
-                    error=e["error"] or "",
-                    updated_at=convert.ts(e["updated_at"]),
-                )
-                for e in status.recent_errors
-            ],
+            recent_errors=[_episode_error(e) for e in status.recent_errors],
+            pending_waiting=status.pending_waiting,
+            latest_retry_at=convert.ts(status.latest_retry_at),
+            failed_episodes=[_episode_error(e) for e in status.failed_episodes],
+            threads_without_timer=status.threads_without_timer,
         )
-        for field in ("oldest_pending_age", "oldest_processing_age", "oldest_due_timer_age"):
+        for field in (
+            "oldest_pending_age",
+            "oldest_processing_age",
+            "oldest_due_timer_age",
+            "oldest_untimed_thread_age",
+        ):
             age = getattr(status, field)
             if age is not None:
                 duration = duration_pb2.Duration()
@@ -91,6 +90,18 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
             response.llm.CopyFrom(provider_health(self.summariser.name, self.summariser.check))
             response.embedder.CopyFrom(provider_health(self.embedder.name, self.embedder.check))
         return response
+
+
+def _episode_error(row: Mapping[str, Any]) -> pb.EpisodeError:
+    return pb.EpisodeError(
+        episode_id=str(row["episode_id"]),
+        thread_id=str(row["thread_id"]),
+        dataset=row["dataset"],
+        status=row["status"],
+        retry_count=row["retry_count"],
+        error=row["error"] or "",
+        updated_at=convert.ts(row["updated_at"]),
+    )
 
 
 def register(server: grpc.Server, servicer: SummariserServicer) -> None:

@@ -8,6 +8,7 @@ import threading
 
 import psycopg
 
+from episodic.errors import describe_error, log_failure
 from episodic.store.episodes import CHANNELS
 
 from .pipeline import Pipeline
@@ -47,10 +48,10 @@ class Worker:
                         for _ in listen.notifies(timeout=self.poll_interval, stop_after=1):
                             pass
             except psycopg.OperationalError as err:
-                log.warning("summariser lost the database: %s; retrying", err)
+                log.warning("summariser lost the database: %s; retrying", describe_error(err))
                 self.stop_event.wait(min(5.0, self.poll_interval * 5))
-            except Exception:
-                log.exception("summariser loop failed; restarting it")
+            except Exception as err:
+                log_failure(log, "summariser loop failed; restarting it", err)
                 self.stop_event.wait(1.0)
 
     def _drain(self) -> None:

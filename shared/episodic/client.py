@@ -424,6 +424,19 @@ class EpisodeFailure:
     error: str
     updated_at: datetime | None
 
+    @classmethod
+    def from_proto(cls, m: summariser_pb2.EpisodeError) -> EpisodeFailure:
+        """Builds it from the wire message."""
+        return cls(
+            m.episode_id,
+            m.thread_id,
+            m.dataset,
+            m.status,
+            m.retry_count,
+            m.error,
+            _time(m, "updated_at"),
+        )
+
 
 @dataclass(frozen=True)
 class PipelineStatus:
@@ -442,6 +455,11 @@ class PipelineStatus:
     recent_errors: list[EpisodeFailure]
     llm: ProviderHealth | None
     embedder: ProviderHealth | None
+    pending_waiting: int
+    latest_retry_at: datetime | None
+    failed_episodes: list[EpisodeFailure]
+    threads_without_timer: int
+    oldest_untimed_thread_age: timedelta | None
 
 
 T = TypeVar("T")
@@ -1142,20 +1160,14 @@ class EpisodicClient:
             oldest_due_timer_age=_duration(a, "oldest_due_timer_age"),
             timers_waiting=a.timers_waiting,
             threads_uncaptured=a.threads_uncaptured,
-            recent_errors=[
-                EpisodeFailure(
-                    e.episode_id,
-                    e.thread_id,
-                    e.dataset,
-                    e.status,
-                    e.retry_count,
-                    e.error,
-                    _time(e, "updated_at"),
-                )
-                for e in a.recent_errors
-            ],
+            recent_errors=[EpisodeFailure.from_proto(e) for e in a.recent_errors],
             llm=_health(a, "llm"),
             embedder=_health(a, "embedder"),
+            pending_waiting=a.pending_waiting,
+            latest_retry_at=_time(a, "latest_retry_at"),
+            failed_episodes=[EpisodeFailure.from_proto(e) for e in a.failed_episodes],
+            threads_without_timer=a.threads_without_timer,
+            oldest_untimed_thread_age=_duration(a, "oldest_untimed_thread_age"),
         )
 
     def wait_for_episode(

@@ -90,6 +90,11 @@ class IngestSettings(BaseSettings):
     max_batch_messages: int = Field(
         default=1000, ge=1, le=100_000, description="Most messages in one AddMessages call."
     )
+    max_batch_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        description="Most bytes of content and metadata in one AddMessages call.",
+    )
     max_metadata_bytes: int = Field(
         default=16384, ge=2, description="Largest JSON metadata of a thread or message."
     )
@@ -303,7 +308,9 @@ class ServiceSettings(BaseSettings):
     )
     scheduler_address: str | None = Field(
         default=None,
-        description="Where Ingest, the SDK and CLI reach the Scheduler (127.0.0.1:<port> if unset).",
+        description="Where Ingest, the SDK and CLI reach the Scheduler (127.0.0.1:<port> if "
+        "unset). A dns:///name:port target makes Ingest balance its notices over every "
+        "replica the name resolves to (the Kubernetes base uses a headless Service).",
     )
     summariser_address: str | None = Field(
         default=None,
@@ -313,6 +320,13 @@ class ServiceSettings(BaseSettings):
         default=None, description="Where the SDK and CLI reach Recall (127.0.0.1:<port> if unset)."
     )
     grpc_workers: int = Field(default=16, ge=1, le=512, description="Handler threads per server.")
+    max_request_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="Largest request a server reads; larger ones are refused before they are "
+        "read into memory (RESOURCE_EXHAUSTED).",
+    )
     db_health_interval: Duration = Field(
         default=timedelta(seconds=2),
         description="How often each service checks the database for its health status.",

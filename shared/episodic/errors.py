@@ -3,6 +3,9 @@ status codes with a ``google.rpc.ErrorInfo`` (AIP-193), so servicers never pick 
 
 from __future__ import annotations
 
+import logging
+import traceback
+
 import grpc
 
 ERROR_DOMAIN = "episodic.dev"
@@ -70,3 +73,30 @@ class ProviderError(EpisodicError):
 
     code = grpc.StatusCode.UNAVAILABLE
     reason = "PROVIDER_ERROR"
+
+
+def describe_error(err: BaseException, limit: int = 500) -> str:
+    """A description of ``err`` safe for logs and for an episode's ``error`` column: no
+    user content and no SQL parameters.
+
+    Our own errors carry messages written for people (they name fields, never quote stored
+    content). A database error's text can quote the values it choked on ('invalid input
+    syntax for type uuid: "…"', a key's value in a uniqueness violation), so it is reduced
+    to its class and SQLSTATE. Anything else is ``Type: message``, capped at ``limit``.
+    """
+    if isinstance(err, EpisodicError):
+        return f"{type(err).__name__}: {err.message}"[:limit]
+    driver = getattr(err, "orig", None) or err  # sqlalchemy wraps the driver's error
+    if type(driver).__module__.startswith("psycopg"):
+        sqlstate = getattr(driver, "sqlstate", None)
+        where = f" (SQLSTATE {sqlstate})" if sqlstate else ""
+        return f"{type(err).__name__}: {type(driver).__name__}{where}"
+    # Our code and SQLAlchemy's own errors (engines hide statement parameters).
+    return f"{type(err).__name__}: {err}"[:limit]
+
+
+def log_failure(logger: logging.Logger, what: str, err: BaseException) -> None:
+    """Logs an unexpected failure at ERROR: ``what``, :func:`describe_error` of ``err`` and
+    its traceback's frames — never the exception's own text, which may quote user content."""
+    frames = "".join(traceback.format_tb(err.__traceback__))
+    logger.error("%s: %s\n%s", what, describe_error(err), frames.rstrip())

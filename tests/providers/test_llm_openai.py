@@ -106,7 +106,9 @@ def test_malformed_json_is_a_clear_error_after_one_retry(
     with pytest.raises(ProviderError) as excinfo:
         _summariser(fake, policy).summarise(_request())
     message = str(excinfo.value)
-    assert "not JSON" in message and "{not json" in message
+    # Says what is wrong, but never quotes the answer: it is made of the user's words.
+    assert "not JSON" in message and "at character 1 of 9" in message
+    assert "{not json" not in message and "likes cars" not in message
     assert len(fake.requests_to("chat")) == 2
 
 

@@ -13,6 +13,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from sqlalchemy import text
 
+from episodic.services.scheduler import domain
 from episodic.testing.invariants import check_invariants
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import scheduler_service_pb2 as pb
@@ -142,3 +143,44 @@ def test_scheduler_rpcs_end_to_end(spawn, engine) -> None:  # type: ignore[no-un
             text("SELECT bool_and(expires_at < now()) FROM leases WHERE holder = :me"),
             {"me": me},
         ).scalar_one()
+
+
+def test_a_far_future_sweep_strands_nothing(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    """RunSweep(as_of=9999-12-31) moves the horizon of decisions only: the claims it
+    reclaims, the timers it creates and the episodes it opens are stamped with the
+    database's clock and due at once, so live workers pick them up."""
+    scheduler = spawn("scheduler")
+    stub = g.SchedulerServiceStub(scheduler.channel())
+    processing = new_thread(engine, "ds", messages=2)
+    with engine.begin() as conn:
+        episode_id = domain.request_episode(conn, processing).episode["episode_id"]
+    claim_episode(engine, episode_id, "live-worker")  # a live claim a moment ago
+    owed = new_thread(engine, "ds", messages=1)  # an EndThread whose notice was lost
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE threads SET end_requested_sequence = 1 WHERE thread_id = :t"),
+            {"t": owed},
+        )
+    idle = new_thread(engine, "ds", messages=1)  # activity whose notice was lost
+
+    far = ts(db_now(engine).replace(year=9999, month=12, day=31))
+    stub.RunSweep(pb.RunSweepRequest(as_of=far), timeout=30)
+
+    with engine.connect() as conn:
+        real_now = db_now(engine)
+        rows = conn.execute(
+            text("SELECT status, next_attempt_at, created_at, updated_at, claimed_at FROM episodes")
+        ).all()
+        timers = conn.execute(
+            text("SELECT thread_id, fire_at, created_at, updated_at FROM scheduled_episodes")
+        ).all()
+    assert rows, "the sweep fired or reclaimed episodes"
+    for status, next_attempt_at, created_at, updated_at, claimed_at in rows:
+        assert status in ("pending", "failed"), status  # reclaimed, or opened and not claimed
+        assert next_attempt_at <= real_now, "due at once, not in year 9999"
+        assert created_at <= real_now and updated_at <= real_now
+        assert claimed_at is None
+    for thread_id, fire_at, created_at, updated_at in timers:
+        assert created_at <= real_now and updated_at <= real_now
+        assert thread_id != owed or fire_at <= real_now
+    assert {t[0] for t in timers} <= {idle}, "the owed thread's episode was opened at once"

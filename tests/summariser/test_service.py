@@ -72,6 +72,64 @@ def test_status_shows_a_stuck_pipeline(spawn, engine) -> None:  # type: ignore[n
     assert not status.llm.name  # skipped
 
 
+def test_status_shows_failed_backing_off_and_lost_notices(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    failed_thread, waiting_thread, lost_thread = (make_thread(engine) for _ in range(3))
+    for thread in (failed_thread, waiting_thread, lost_thread):
+        add(engine, thread, CAR_CHAT)
+    failed = open_episode(engine, failed_thread)
+    waiting = open_episode(engine, waiting_thread)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE episodes SET status = 'failed', retry_count = 4, error = 'gave up' "
+                "WHERE episode_id = :id"
+            ),
+            {"id": failed["episode_id"]},
+        )
+        conn.execute(
+            text(
+                "UPDATE episodes SET next_attempt_at = now() + interval '20 minutes' "
+                "WHERE episode_id = :id"
+            ),
+            {"id": waiting["episode_id"]},
+        )
+        # Messages no episode covers, quiet for 5 minutes, and no timer: a lost notice.
+        conn.execute(
+            text(
+                "UPDATE threads SET last_message_at = now() - interval '5 minutes' WHERE thread_id = :t"
+            ),
+            {"t": lost_thread},
+        )
+    service = spawn("summariser")
+    status = g.SummariserServiceStub(service.channel()).GetPipelineStatus(
+        pb.GetPipelineStatusRequest(skip_provider_checks=True)
+    )
+    assert [e.episode_id for e in status.failed_episodes] == [str(failed["episode_id"])]
+    assert status.failed_episodes[0].error == "gave up"
+    assert status.pending_waiting == 1 and status.HasField("latest_retry_at")
+    assert status.threads_without_timer == 1
+    assert status.oldest_untimed_thread_age.ToTimedelta().total_seconds() >= 290
+
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "episodic.cli",
+            "status",
+            "--address",
+            service.address,
+            "--skip-providers",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "failed for good" in cli.stdout and str(failed["episode_id"]) in cli.stdout
+    assert "backing off:        1" in cli.stdout
+    assert "notices lost:       1 thread(s)" in cli.stdout
+
+
 def test_bad_requests(spawn) -> None:  # type: ignore[no-untyped-def]
     stub = g.SummariserServiceStub(spawn("summariser").channel())
     for call, req in (

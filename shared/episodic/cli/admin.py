@@ -119,10 +119,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"(most overdue {age(status.oldest_due_timer_age)})"
     )
     print(f"  threads uncaptured: {status.threads_uncaptured}")
+    if status.pending_waiting:
+        latest = when(status.latest_retry_at)
+        print(f"  backing off:        {status.pending_waiting} (latest retry {latest})")
+    if status.threads_without_timer:
+        print(
+            f"  notices lost:       {status.threads_without_timer} thread(s) with no timer "
+            f"(quiet for up to {age(status.oldest_untimed_thread_age)}; the catch-up arms them)"
+        )
     for label, health in (("llm", status.llm), ("embedder", status.embedder)):
         if health is not None:
             state = "ok" if health.ok else f"FAILING: {health.error}"
             print(f"  {label + ':':<19} {health.name} {state}")
+    if status.failed_episodes:
+        print("  failed for good (episodes retry <id> re-runs one):")
+        for failure in status.failed_episodes:
+            stamp = f"{failure.updated_at:%m-%d %H:%M}" if failure.updated_at else "-"
+            print(f"    {stamp} {failure.episode_id} {failure.error[:100]}")
     if status.recent_errors:
         print("  recent errors:")
         for failure in status.recent_errors:

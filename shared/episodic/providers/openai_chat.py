@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from episodic.errors import ProviderError
-from episodic.providers._http import RetryPolicy, get_status, make_client, post_json, snippet
+from episodic.providers._http import RetryPolicy, get_status, make_client, post_json
 from episodic.providers.entities import normalise_entities
 from episodic.providers.types import (
     ACTORS,
@@ -253,21 +253,25 @@ class OpenAIChatSummariser:
             choice = answer["choices"][0]
             message = choice["message"]
         except (KeyError, IndexError, TypeError) as exc:
-            raise _Malformed(
-                f"the answer has no choices[0].message: {snippet(str(answer))!r}"
-            ) from exc
+            keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+            raise _Malformed(f"the answer has no choices[0].message (it has {keys})") from exc
         if isinstance(message, dict) and message.get("refusal"):
             raise ProviderError(
-                f"{self.name}: the model refused: {snippet(str(message['refusal']))!r}",
+                f"{self.name}: the model refused to summarise "
+                f"({len(str(message['refusal']))} characters of refusal)",
                 provider="openai-chat",
             )
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):  # some servers answer with content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if not isinstance(content, str) or not content.strip():
-            raise _Malformed(f"the answer has no message content: {snippet(str(choice))!r}")
+            raise _Malformed(
+                f"the answer has no message content (finish_reason={choice.get('finish_reason')!r})"
+            )
         if choice.get("finish_reason") == "length":
-            raise _Malformed(f"the answer was cut off (finish_reason=length): {snippet(content)!r}")
+            raise _Malformed(
+                f"the answer was cut off after {len(content)} characters (finish_reason=length)"
+            )
         return content
 
     def _parse(self, content: str) -> SummaryResult:
@@ -276,7 +280,7 @@ class OpenAIChatSummariser:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise _Malformed(
-                f"the model's answer is not JSON ({exc.msg}): {snippet(text)!r}"
+                f"the model's answer is not JSON ({exc.msg} at character {exc.pos} of {len(text)})"
             ) from exc
         if isinstance(data, dict):
             # Harmless spelling drift is accepted; anything else must match the schema.
@@ -293,8 +297,7 @@ class OpenAIChatSummariser:
                 for e in exc.errors()
             )
             raise _Malformed(
-                f"the model's JSON does not match the episode schema ({problems}): "
-                f"{snippet(text)!r}"
+                f"the model's JSON does not match the episode schema ({problems})"
             ) from exc
         learnings: list[str] = []
         for item in parsed.key_learnings:

@@ -25,6 +25,8 @@ def make_engine(
         max_overflow=pool_size,
         pool_pre_ping=kwargs.pop("pool_pre_ping", True),
         pool_recycle=1800,
+        # Statement errors and logs never carry the parameters: they are people's messages.
+        hide_parameters=True,
         connect_args={"application_name": application_name, **kwargs.pop("connect_args", {})},
         **kwargs,
     )

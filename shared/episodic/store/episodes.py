@@ -80,8 +80,8 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, text
 
-from episodic.errors import FailedPrecondition, NotFound
-from episodic.store.sql import NOW
+from episodic.errors import FailedPrecondition, NotFound, describe_error
+from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
 
 #: Values of ``episodes.status``. ``deleted`` is reserved by the design and never produced
@@ -139,8 +139,9 @@ EPISODE_COLUMNS = episode_columns()
 
 
 def error_text(err: BaseException) -> str:
-    """How an exception is recorded on a row: its type and message, capped."""
-    return f"{type(err).__name__}: {err}"[:MAX_ERROR_CHARS]
+    """How an exception is recorded on a row (and logged): without user content or SQL
+    parameters (see :func:`episodic.errors.describe_error`), capped."""
+    return describe_error(err, MAX_ERROR_CHARS)
 
 
 def notify_episodes(
@@ -199,7 +200,7 @@ def open_episode(
                 "CAST(:trace AS jsonb), "
                 # Claimable at once, whether the injected clock is ahead of or behind the
                 # database's (a replayed past must not hide new work from live workers).
-                f"LEAST({NOW}, now()), {NOW}, {NOW} "
+                f"{DUE_NOW}, now(), now() "
                 f"RETURNING {EPISODE_COLUMNS}"
             ),
             {
@@ -228,6 +229,9 @@ def open_episode(
 def claim_pending(
     conn: Connection, worker: str, limit: int, now: datetime | None = None
 ) -> list[RowMapping]:
+    """Claims up to ``limit`` due pending episodes for ``worker``: one statement (a CTE with
+    ``FOR UPDATE SKIP LOCKED``, so replicas never claim the same row) that writes the
+    claimant and the claim time, so the claim outlives the transaction."""
     return list(
         conn.execute(
             text(
@@ -242,8 +246,8 @@ def claim_pending(
                 )
                 UPDATE episodes e
                 SET status = 'processing', claimed_by = :worker,
-                    claimed_at = {NOW},
-                    updated_at = {NOW}
+                    claimed_at = now(),
+                    updated_at = now()
                 FROM due WHERE e.episode_id = due.episode_id AND e.status = 'pending'
                 RETURNING e.*
                 """
@@ -253,15 +257,14 @@ def claim_pending(
     )
 
 
-def claim_semantic(
-    conn: Connection, worker: str, limit: int, now: datetime | None = None
-) -> list[RowMapping]:
+def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping]:
     """Semantic extraction only starts once summarisation succeeded (completed_at is set;
-    an episode superseded right at completion is archived but did complete)."""
+    an episode superseded right at completion is archived but did complete). Nothing here
+    is time-dependent, so there is no injected clock."""
     return list(
         conn.execute(
             text(
-                f"""
+                """
                 WITH due AS (
                     SELECT episode_id FROM episodes
                     WHERE semantic_status = 'pending' AND completed_at IS NOT NULL
@@ -272,13 +275,13 @@ def claim_semantic(
                 )
                 UPDATE episodes e
                 SET semantic_status = 'processing', semantic_claimed_by = :worker,
-                    semantic_claimed_at = {NOW},
-                    updated_at = {NOW}
+                    semantic_claimed_at = now(),
+                    updated_at = now()
                 FROM due WHERE e.episode_id = due.episode_id AND e.semantic_status = 'pending'
                 RETURNING e.*
                 """
             ),
-            {"worker": worker, "limit": limit, "now": now},
+            {"worker": worker, "limit": limit},
         ).mappings()
     )
 
@@ -424,10 +427,10 @@ def record_failure(
         text(
             "UPDATE episodes SET retry_count = retry_count + 1, "
             "status = CASE WHEN retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
-            f"next_attempt_at = {NOW} + make_interval(secs => "
+            f"next_attempt_at = {DUE_NOW} + make_interval(secs => "
             "  LEAST(:base * power(2, retry_count), :cap) * (1 + :jitter * random())), "
             "claimed_at = NULL, claimed_by = NULL, error = :error, "
-            f"updated_at = {NOW} "
+            "updated_at = now() "
             "WHERE episode_id = :id AND status = 'processing' AND claimed_by = :me "
             "RETURNING status"
         ),
@@ -485,8 +488,8 @@ def reclaim_orphaned(
             "  ORDER BY claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
             "UPDATE episodes e SET retry_count = e.retry_count + 1, "
             "status = CASE WHEN e.retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
-            f"error = '{RECLAIM_ERROR}', next_attempt_at = {NOW}, "
-            f"claimed_at = NULL, claimed_by = NULL, updated_at = {NOW} "
+            f"error = '{RECLAIM_ERROR}', next_attempt_at = {DUE_NOW}, "
+            "claimed_at = NULL, claimed_by = NULL, updated_at = now() "
             "FROM stale WHERE e.episode_id = stale.episode_id "
             f"AND e.status = 'processing' AND e.claimed_at < {NOW} - :after "
             "RETURNING e.episode_id, e.status"
@@ -503,7 +506,7 @@ def reclaim_orphaned(
             "  ORDER BY semantic_claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
             "UPDATE episodes e SET semantic_status = 'pending', "
             f"semantic_error = '{RECLAIM_ERROR}', "
-            f"semantic_claimed_at = NULL, semantic_claimed_by = NULL, updated_at = {NOW} "
+            "semantic_claimed_at = NULL, semantic_claimed_by = NULL, updated_at = now() "
             "FROM stale WHERE e.episode_id = stale.episode_id "
             "AND e.semantic_status = 'processing' "
             f"AND e.semantic_claimed_at < {NOW} - :after "
@@ -542,8 +545,8 @@ def retry_episode(
         conn.execute(
             text(
                 "UPDATE episodes SET status = 'pending', retry_count = 0, error = NULL, "
-                f"next_attempt_at = LEAST({NOW}, now()), claimed_at = NULL, "
-                f"claimed_by = NULL, updated_at = {NOW} "
+                f"next_attempt_at = {DUE_NOW}, claimed_at = NULL, "
+                "claimed_by = NULL, updated_at = now() "
                 "WHERE episode_id = :id AND status = 'failed' "
                 f"RETURNING {EPISODE_COLUMNS}"
             ),
@@ -576,7 +579,7 @@ def delete_episode(
                 # A deleted episode's window is not mined for facts any more.
                 "semantic_status = CASE WHEN semantic_status = 'pending' THEN 'skipped' "
                 "ELSE semantic_status END, "
-                f"updated_at = {NOW} "
+                "updated_at = now() "
                 "WHERE episode_id = :id AND status <> 'archived' "
                 f"RETURNING {EPISODE_COLUMNS}"
             ),

@@ -22,6 +22,16 @@ class PipelineStatus:
     timers_waiting: int = 0
     threads_uncaptured: int = 0
     recent_errors: list[dict[str, Any]] = field(default_factory=list)
+    pending_waiting: int = 0
+    latest_retry_at: datetime | None = None
+    failed_episodes: list[dict[str, Any]] = field(default_factory=list)
+    threads_without_timer: int = 0
+    oldest_untimed_thread_age: timedelta | None = None
+
+
+#: A thread with uncaptured messages and no timer this long after its last message lost its
+#: notice (a live write arms its timer within a moment).
+LOST_NOTICE_AFTER = timedelta(minutes=1)
 
 
 def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> PipelineStatus:
@@ -51,7 +61,11 @@ def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> P
             f"(SELECT now() - min(fire_at) FROM scheduled_episodes WHERE {scope} "
             "   AND fire_at <= now()), "
             f"(SELECT count(*) FROM scheduled_episodes WHERE {scope} AND fire_at > now()), "
-            f"(SELECT count(*) FROM threads WHERE {scope} AND last_sequence > captured_sequence)"
+            f"(SELECT count(*) FROM threads WHERE {scope} AND last_sequence > captured_sequence), "
+            f"(SELECT count(*) FROM episodes WHERE {scope} "
+            "   AND status = 'pending' AND next_attempt_at > now()), "
+            f"(SELECT max(next_attempt_at) FROM episodes WHERE {scope} "
+            "   AND status = 'pending' AND next_attempt_at > now())"
         ),
         params,
     ).one()
@@ -62,7 +76,30 @@ def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> P
         status.oldest_due_timer_age,
         status.timers_waiting,
         status.threads_uncaptured,
+        status.pending_waiting,
+        status.latest_retry_at,
     ) = ages
+    untimed = conn.execute(
+        text(
+            "SELECT count(*), now() - min(t.last_message_at) FROM threads t "
+            "WHERE (CAST(:dataset AS text) IS NULL OR t.dataset = :dataset) "
+            "AND t.last_sequence > t.captured_sequence AND t.last_message_at < now() - :grace "
+            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE s.thread_id = t.thread_id)"
+        ),
+        {**params, "grace": LOST_NOTICE_AFTER},
+    ).one()
+    status.threads_without_timer, status.oldest_untimed_thread_age = untimed[0], untimed[1]
+    status.failed_episodes = [
+        dict(row)
+        for row in conn.execute(
+            text(
+                "SELECT episode_id, thread_id, dataset, status, retry_count, error, updated_at "
+                f"FROM episodes WHERE {scope} AND status = 'failed' "
+                "ORDER BY updated_at DESC LIMIT :max_errors"
+            ),
+            params,
+        ).mappings()
+    ]
     status.recent_errors = [
         dict(row)
         for row in conn.execute(
