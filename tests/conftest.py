@@ -48,8 +48,8 @@ def spawn(db_url: str) -> Iterator:  # type: ignore[type-arg]
     every process is stopped (SIGTERM, then SIGKILL) when the test ends."""
     started: list[ServiceProcess] = []
 
-    def _spawn(name: str, env: dict[str, str] | None = None) -> ServiceProcess:
-        service = start_service(name, db_url, env)
+    def _spawn(name: str, env: dict[str, str] | None = None, **kw) -> ServiceProcess:  # type: ignore[no-untyped-def]
+        service = start_service(name, db_url, env, **kw)
         started.append(service)
         return service
 

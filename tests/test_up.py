@@ -30,11 +30,14 @@ PORT_VARS = [
 ]
 
 
-def _start_up(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str], queue.Queue[str | None]]:
+def _start_up(
+    tmp_path: Path, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], list[str], queue.Queue[str | None]]:
     env = {**os.environ, **TEST_ENV, "EPISODIC_DATA_DIR": str(tmp_path / "state")}
     env.pop("EPISODIC_DATABASE_URL", None)
     env.pop("EPISODIC_SCHEDULER_ADDRESS", None)
     env.update({var: "0" for var in PORT_VARS})
+    env.update(extra_env or {})
     proc = subprocess.Popen(
         [sys.executable, "-m", "episodic.cli", "up"],
         cwd=tmp_path,
@@ -199,3 +202,60 @@ def test_restart_backoff_starts_over_after_a_healthy_run(monkeypatch) -> None:  
     clock[0] += supervisor.HEALTHY_AFTER + 1  # then it runs healthily for a while
     sup._restart_dead()
     assert waits == [supervisor.backoff(n) for n in (1, 2, 3, 1)]
+
+
+def test_up_with_keys_required_runs_the_whole_loop(tmp_path: Path) -> None:
+    """EPISODIC_AUTH=required: callers need keys, and the services reach each other with a
+    service key `episodic up` mints for the run (and revokes when it stops)."""
+    from episodic.client import EpisodicClient, UnauthenticatedError
+
+    loops = {"EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2", "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.2"}
+    proc, output, _ = _start_up(tmp_path, {"EPISODIC_AUTH": "required", **loops})
+    try:
+        banner = "".join(output)
+        assert "auth: API keys required" in banner
+        database = next(
+            line.split(" at ", 1)[1].strip()
+            for line in banner.splitlines()
+            if line.startswith("database: embedded PostgreSQL at")
+        )
+        services = {
+            line.split()[0]: f"127.0.0.1:{line.rsplit(':', 1)[1].strip()}"
+            for line in banner.splitlines()
+            if "grpc://" in line
+        }
+        made = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "episodic.cli",
+                "keys",
+                "create",
+                "--dataset",
+                "me",
+                "--role",
+                "writer",
+            ],
+            env={**os.environ, "EPISODIC_DATABASE_URL": database},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert made.returncode == 0, made.stderr
+        key = made.stdout.strip().splitlines()[-1]
+        addresses = {s: services[s] for s in ("ingest", "recall", "scheduler", "summariser")}
+        with EpisodicClient(**addresses) as anonymous, pytest.raises(UnauthenticatedError):
+            anonymous.recall("me", "anything")
+        with EpisodicClient(**addresses, api_key=key, timeout=30) as client:
+            thread = client.start_thread("me", "keys")
+            client.add_messages(thread.thread_id, [("user", "We picked the Pro tier.")])
+            assert client.end_thread(thread.thread_id).episode_id  # Ingest → Scheduler, keyed
+            deadline = time.monotonic() + 90
+            while not client.recall("me", "tier").episodes:
+                assert time.monotonic() < deadline, "".join(output)
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

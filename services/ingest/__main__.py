@@ -10,7 +10,9 @@ from sqlalchemy import Engine
 from episodic.config import Settings
 from episodic.server import Service, serve
 from episodic.telemetry import instrument_grpc_client
+from episodic.tls import channel_credentials
 
+from . import admin
 from .notifier import SchedulerNotifier
 from .servicer import IngestServicer, register
 
@@ -48,16 +50,34 @@ NOTIFY_CHANNEL_OPTIONS = [
 def build(settings: Settings, engine: Engine) -> Service:
     # Round robin over every address the name resolves to: with several Scheduler replicas
     # behind a headless Service (dns:///…), notices spread over them and skip a dead one.
-    raw_channel = grpc.insecure_channel(
-        settings.service.address_of("scheduler"), options=NOTIFY_CHANNEL_OPTIONS
+    address = settings.service.address_of("scheduler")
+    tls = settings.tls
+    raw_channel = (
+        grpc.secure_channel(
+            address,
+            channel_credentials(tls.tls_ca_file, tls.tls_client_cert_file, tls.tls_client_key_file),
+            options=NOTIFY_CHANNEL_OPTIONS,
+        )
+        if tls.tls_ca_file
+        else grpc.insecure_channel(address, options=NOTIFY_CHANNEL_OPTIONS)
     )
     channel = instrument_grpc_client(raw_channel)  # the trace follows the call
+    service_key = settings.auth.service_key.get_secret_value()
     notifier = SchedulerNotifier(
-        channel, timeout=settings.ingest.scheduler_notify_timeout.total_seconds()
+        channel,
+        timeout=settings.ingest.scheduler_notify_timeout.total_seconds(),
+        metadata=(("authorization", f"Bearer {service_key}"),) if service_key else (),
     )
     servicer = IngestServicer(engine, settings.ingest, notifier)
+    admin_servicer = admin.AdminServicer(engine)
+
+    def register_both(server: grpc.Server) -> None:
+        register(server, servicer)
+        admin.register(server, admin_servicer)
+
     return Service(
-        register=lambda server: register(server, servicer),
+        register=register_both,
+        also_serves=["episodic.v1.AdminService"],
         on_shutdown=[notifier.close, raw_channel.close],
     )
 

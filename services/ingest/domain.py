@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, text
 
 from episodic.config import IngestSettings
-from episodic.errors import AlreadyExists, InvalidArgument, NotFound
+from episodic.errors import AlreadyExists, InvalidArgument
+from episodic.store.owners import thread_not_found
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LABEL_CHARS = 200
@@ -192,7 +193,7 @@ def get_thread(conn: Connection, thread_id: uuid.UUID) -> RowMapping:
         .first()
     )
     if row is None:
-        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+        raise thread_not_found(thread_id)
     return row
 
 
@@ -214,9 +215,7 @@ def add_messages(
         .first()
     )
     if thread is None:
-        raise NotFound(
-            f"thread {thread_id} does not exist; create it first", thread_id=str(thread_id)
-        )
+        raise thread_not_found(thread_id)
 
     keys = [m.idempotency_key for m in messages if m.idempotency_key]
     existing: dict[str, RowMapping] = {}
@@ -371,7 +370,7 @@ def end_thread(conn: Connection, thread_id: uuid.UUID) -> tuple[str, bool]:
         .first()
     )
     if row is None:
-        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+        raise thread_not_found(thread_id)
     return row["dataset"], bool(row["owed"])
 
 

@@ -28,9 +28,16 @@ MAX_PENDING = 10_000
 
 
 class SchedulerNotifier:
-    def __init__(self, channel: grpc.Channel, timeout: float) -> None:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        timeout: float,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """``metadata`` goes with every call (the services' own key)."""
         self._stub = pb_grpc.SchedulerServiceStub(channel)
         self._timeout = timeout
+        self._metadata = metadata
         # thread_id -> (kind, OTel context of the write that caused it)
         self._pending: OrderedDict[tuple[str, str], otel_context.Context] = OrderedDict()
         self._cv = threading.Condition()
@@ -50,7 +57,9 @@ class SchedulerNotifier:
         """Synchronous: EndThread wants the answer. None when the Scheduler did not answer."""
         try:
             return self._stub.RequestEpisode(
-                pb.RequestEpisodeRequest(thread_id=thread_id), timeout=min(timeout, self._timeout)
+                pb.RequestEpisodeRequest(thread_id=thread_id),
+                timeout=min(timeout, self._timeout),
+                metadata=self._metadata,
             )
         except grpc.RpcError as err:
             self.failures += 1
@@ -79,11 +88,15 @@ class SchedulerNotifier:
             try:
                 if kind == "activity":
                     self._stub.RecordActivity(
-                        pb.RecordActivityRequest(thread_id=thread_id), timeout=self._timeout
+                        pb.RecordActivityRequest(thread_id=thread_id),
+                        timeout=self._timeout,
+                        metadata=self._metadata,
                     )
                 else:
                     self._stub.RecordThreadStarted(
-                        pb.RecordThreadStartedRequest(thread_id=thread_id), timeout=self._timeout
+                        pb.RecordThreadStartedRequest(thread_id=thread_id),
+                        timeout=self._timeout,
+                        metadata=self._metadata,
                     )
             except grpc.RpcError as err:
                 self.failures += 1

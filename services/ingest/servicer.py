@@ -8,9 +8,10 @@ import grpc
 from google.protobuf.message import Message
 from sqlalchemy import Engine
 
-from episodic import convert
+from episodic import access, convert
 from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
+from episodic.store import owners
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as pb_grpc
 from episodic.validation import (
@@ -66,6 +67,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self, request: pb.CreateThreadRequest, context: grpc.ServicerContext
     ) -> pb.CreateThreadResponse:
         dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
         thread_id = parse_optional_uuid(request.thread_id, "thread_id")
         label = domain.check_label(request.label)
         metadata = domain.check_metadata(
@@ -85,6 +87,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         messages = _new_messages(request, request.thread_id)
         domain.check_new_messages(messages, self.settings)
         with self.engine.begin() as conn:
+            owners.require_thread(conn, thread_id)
             result = domain.add_messages(conn, thread_id, messages, self.settings)
         # Committed: the messages are durable. Only now tell the Scheduler.
         if result.stored_count:
@@ -109,6 +112,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     ) -> pb.EndThreadResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
+            owners.require_thread(conn, thread_id)
             _, owed = domain.end_thread(conn, thread_id)
         response = pb.EndThreadResponse(thread_id=str(thread_id), episode_queued=owed)
         if owed:
@@ -125,6 +129,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     ) -> pb.GetThreadResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.connect() as conn:
+            owners.require_thread(conn, thread_id)
             row = domain.get_thread(conn, thread_id)
         return pb.GetThreadResponse(thread=convert.thread(row))
 
@@ -145,6 +150,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after < 2**63:
             raise InvalidArgument("page_token is malformed", field="page_token")
         with self.engine.connect() as conn:
+            owners.require_thread(conn, thread_id)
             rows, more = domain.list_messages(
                 conn,
                 thread_id,
@@ -161,6 +167,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self, request: pb.ListThreadsRequest, context: grpc.ServicerContext
     ) -> pb.ListThreadsResponse:
         dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
         limit = page_size(request.page_size, default=20, maximum=1000)
         cursor = decode_page_token(request.page_token, expect={"dataset": dataset})
         before = None

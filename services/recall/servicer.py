@@ -12,11 +12,11 @@ import psycopg
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from episodic import convert
+from episodic import access, convert
 from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, Unavailable
 from episodic.providers.types import Embedder
-from episodic.store import episodes, recall_queries
+from episodic.store import episodes, owners, recall_queries
 from episodic.store.recall_queries import RecallFilters
 from episodic.v1 import episode_pb2
 from episodic.v1 import recall_service_pb2 as pb
@@ -109,6 +109,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
         dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
         include = _include_episodes(list(request.include))
         query = domain.check_query(request.query)
         limit = domain.check_context_episodes(request.context_episodes, self.settings)
@@ -163,6 +164,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         self, request: pb.SearchEpisodesRequest, context: grpc.ServicerContext
     ) -> pb.SearchEpisodesResponse:
         dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
         query = domain.check_query(request.query)
         if query is None:
             raise InvalidArgument("query is required", field="query")
@@ -179,6 +181,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     ) -> pb.GetEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with _reading(self.engine, context) as conn:
+            owners.require_episode(conn, episode_id)
             row = episodes.get_episode(conn, episode_id)
         return pb.GetEpisodeResponse(episode=convert.episode(row))
 
@@ -186,6 +189,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         self, request: pb.ListEpisodesRequest, context: grpc.ServicerContext
     ) -> pb.ListEpisodesResponse:
         dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
         status = domain.check_status(request.status)
         thread_id = parse_optional_uuid(request.thread_id, "thread_id")
         limit = page_size(

@@ -72,8 +72,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, RowMapping, text
 
 from episodic.config import SchedulerSettings
-from episodic.errors import NotFound
 from episodic.store import episodes
+from episodic.store.owners import thread_not_found
 from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
 
@@ -122,7 +122,7 @@ def record_activity(
         },
     ).first()
     if row is None:
-        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+        raise thread_not_found(thread_id)
     return row[0]
 
 
@@ -142,7 +142,7 @@ def record_thread_started(
         text("SELECT dataset FROM threads WHERE thread_id = :id"), {"id": thread_id}
     ).scalar()
     if dataset is None:
-        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+        raise thread_not_found(thread_id)
     rows = conn.execute(
         text(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
@@ -190,7 +190,7 @@ def request_episode(
         text("SELECT 1 FROM threads WHERE thread_id = :id FOR UPDATE"), {"id": thread_id}
     ).first()
     if exists is None:
-        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+        raise thread_not_found(thread_id)
     episode = episodes.open_episode(conn, thread_id, trigger, now)
     conn.execute(
         text("DELETE FROM scheduled_episodes WHERE thread_id = :id AND claimed_at IS NULL"),

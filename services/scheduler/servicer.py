@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 import grpc
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
-from episodic import convert
+from episodic import access, convert
 from episodic.config import SchedulerSettings
 from episodic.errors import InvalidArgument
-from episodic.store import episodes
+from episodic.store import audit, episodes, owners
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
 from episodic.validation import parse_uuid
@@ -46,6 +47,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.RecordActivityResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
+            owners.require_thread(conn, thread_id)
             fire_at = domain.record_activity(conn, thread_id, self.settings)
         return pb.RecordActivityResponse(fire_at=convert.ts(fire_at))
 
@@ -54,6 +56,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.RecordThreadStartedResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
+            owners.require_thread(conn, thread_id)
             pulled = domain.record_thread_started(conn, thread_id, self.settings)
         return pb.RecordThreadStartedResponse(timers_pulled_forward=pulled)
 
@@ -63,6 +66,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         thread_id = parse_uuid(request.thread_id, "thread_id")
         trigger = _trigger(request.trigger)
         with self.engine.begin() as conn:
+            owners.require_thread(conn, thread_id)
             result = domain.request_episode(conn, thread_id, trigger)
         if result.episode is None:
             return pb.RequestEpisodeResponse(episode_queued=False)
@@ -73,7 +77,15 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     def RunSweep(
         self, request: pb.RunSweepRequest, context: grpc.ServicerContext
     ) -> pb.RunSweepResponse:
-        result = self.sweeper.run_pass(_as_of(request), force=True)
+        as_of = _as_of(request)
+        result = self.sweeper.run_pass(as_of, force=True)
+        with self.engine.begin() as conn:
+            audit.record(
+                conn,
+                key_prefix=access.current().prefix,
+                action="sweep.run",
+                details={"as_of": as_of.isoformat() if as_of else None, **vars(result)},
+            )
         return pb.RunSweepResponse(
             episodes_created=result.episodes_created,
             timers_dropped=result.timers_dropped,
@@ -87,7 +99,9 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.DeleteEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
+            dataset = owners.require_episode(conn, episode_id)
             row = episodes.delete_episode(conn, episode_id)
+            _audit(conn, "episode.delete", dataset, episode_id)
         return pb.DeleteEpisodeResponse(episode=convert.episode(row))
 
     def RetryEpisode(
@@ -95,8 +109,20 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.RetryEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
+            dataset = owners.require_episode(conn, episode_id)
             row = episodes.retry_episode(conn, episode_id)
+            _audit(conn, "episode.retry", dataset, episode_id)
         return pb.RetryEpisodeResponse(episode=convert.episode(row))
+
+
+def _audit(conn: Connection, action: str, dataset: str, episode_id: uuid.UUID) -> None:
+    audit.record(
+        conn,
+        key_prefix=access.current().prefix,
+        action=action,
+        dataset=dataset,
+        target=str(episode_id),
+    )
 
 
 def register(server: grpc.Server, servicer: SchedulerServicer) -> None:

@@ -9,7 +9,7 @@ import grpc
 from google.protobuf import duration_pb2
 from sqlalchemy import Engine
 
-from episodic import convert
+from episodic import access, convert
 from episodic.providers.types import Embedder, Summariser
 from episodic.store.status import pipeline_status
 from episodic.v1 import summariser_service_pb2 as pb
@@ -59,6 +59,10 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
         self, request: pb.GetPipelineStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetPipelineStatusResponse:
         dataset = check_dataset(request.dataset) if request.dataset else None
+        if dataset is None:
+            access.require_global("the status of every dataset")
+        else:
+            access.require_dataset(dataset)
         max_errors = page_size(request.max_errors, default=10, maximum=100, field="max_errors")
         with self.engine.connect() as conn:
             status = pipeline_status(conn, dataset, max_errors)

@@ -30,6 +30,7 @@ idempotency key unless you pass your own (``auto_idempotency_keys``). Errors com
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -44,6 +45,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from episodic.endpoints import address_from_env
+from episodic.tls import channel_credentials
 from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2
 from episodic.v1 import ingest_service_pb2_grpc as ingest_grpc
 from episodic.v1 import recall_service_pb2_grpc as recall_grpc
@@ -69,12 +71,15 @@ __all__ = [
     "NewMessage",
     "NotFoundError",
     "Page",
+    "PermissionDeniedError",
     "PipelineStatus",
     "ProviderHealth",
     "RecallResult",
+    "ResourceExhaustedError",
     "ScoredEpisode",
     "SweepResult",
     "Thread",
+    "UnauthenticatedError",
     "UnavailableError",
     "default_address",
 ]
@@ -98,6 +103,7 @@ class EpisodicRpcError(Exception):
         reason: str = "",
         metadata: Mapping[str, str] | None = None,
         method: str = "",
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(f"{code.name}: {message}" + (f" ({method})" if method else ""))
         self.code = code
@@ -105,6 +111,8 @@ class EpisodicRpcError(Exception):
         self.reason = reason or code.name
         self.metadata = dict(metadata or {})
         self.method = method
+        #: Seconds the server asked the caller to wait (a google.rpc.RetryInfo), if any.
+        self.retry_after = retry_after
 
     @property
     def field(self) -> str | None:
@@ -118,6 +126,20 @@ class InvalidArgumentError(EpisodicRpcError):
 
 class NotFoundError(EpisodicRpcError):
     """NOT_FOUND: the thread or episode does not exist."""
+
+
+class UnauthenticatedError(EpisodicRpcError):
+    """UNAUTHENTICATED: no API key, or one that is unknown, revoked or expired."""
+
+
+class PermissionDeniedError(EpisodicRpcError):
+    """PERMISSION_DENIED: the key's role or datasets do not allow the call."""
+
+
+class ResourceExhaustedError(EpisodicRpcError):
+    """RESOURCE_EXHAUSTED: a limit was reached; ``retry_after`` says when to try again
+    (rate limits; the client waits and retries by itself first). Without ``retry_after``
+    (a request too large) repeating it will not help."""
 
 
 class AlreadyExistsError(EpisodicRpcError):
@@ -143,13 +165,16 @@ _ERROR_TYPES: dict[grpc.StatusCode, type[EpisodicRpcError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
 }
 
 
 def _translate(err: grpc.RpcError, method: str) -> EpisodicRpcError:
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     message = (err.details() if hasattr(err, "details") else None) or str(err)
-    reason, metadata = "", {}
+    reason, metadata, retry_after = "", {}, None
     try:
         status = rpc_status.from_call(err)  # type: ignore[arg-type]
     except Exception:  # a status without rich details, or not a call at all
@@ -157,10 +182,14 @@ def _translate(err: grpc.RpcError, method: str) -> EpisodicRpcError:
     if status is not None:
         for detail in status.details:
             info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info):
+            retry = error_details_pb2.RetryInfo()
+            if detail.Is(info.DESCRIPTOR) and detail.Unpack(info):
                 reason, metadata = info.reason, dict(info.metadata)
-                break
-    return _ERROR_TYPES.get(code, EpisodicRpcError)(code, message, reason, metadata, method)
+            elif detail.Is(retry.DESCRIPTOR) and detail.Unpack(retry):
+                retry_after = retry.retry_delay.ToTimedelta().total_seconds()
+    return _ERROR_TYPES.get(code, EpisodicRpcError)(
+        code, message, reason, metadata, method, retry_after
+    )
 
 
 # --------------------------------------------------------------------------- results
@@ -595,6 +624,15 @@ class EpisodicClient:
     Use it as a context manager (or call :meth:`close`). ``timeout`` is the default
     deadline of every call in seconds; each method also takes ``timeout=``. It is safe to
     share one client between threads.
+
+    Credentials: ``api_key`` (default ``EPISODIC_API_KEY``) is sent with every call as
+    ``authorization: Bearer <key>``. TLS is on when ``tls=True`` or a ``ca_file`` is given
+    (default ``EPISODIC_TLS_CA_FILE``; the system's roots otherwise), with a client
+    certificate for mutual TLS (``client_cert_file``/``client_key_file``, defaults
+    ``EPISODIC_TLS_CLIENT_CERT_FILE``/``_KEY_FILE``).
+
+    A call refused by a rate limit (RESOURCE_EXHAUSTED with a RetryInfo) is retried after
+    the delay the server asks for, up to ``rate_limit_retries`` times within its deadline.
     """
 
     def __init__(
@@ -607,8 +645,26 @@ class EpisodicClient:
         timeout: float = DEFAULT_TIMEOUT,
         auto_idempotency_keys: bool = True,
         channel_options: Sequence[tuple[str, Any]] = (),
+        api_key: str | None = None,
+        tls: bool | None = None,
+        ca_file: str | None = None,
+        client_cert_file: str | None = None,
+        client_key_file: str | None = None,
+        rate_limit_retries: int = 3,
     ) -> None:
         """Addresses are ``host:port``; unset ones come from :func:`default_address`."""
+        env = os.environ
+        self.api_key = api_key if api_key is not None else env.get("EPISODIC_API_KEY") or None
+        ca_file = ca_file or env.get("EPISODIC_TLS_CA_FILE") or None
+        client_cert_file = client_cert_file or env.get("EPISODIC_TLS_CLIENT_CERT_FILE") or None
+        client_key_file = client_key_file or env.get("EPISODIC_TLS_CLIENT_KEY_FILE") or None
+        self._credentials = (
+            channel_credentials(ca_file, client_cert_file, client_key_file)
+            if tls or (tls is None and ca_file)
+            else None
+        )
+        self._metadata = (("authorization", f"Bearer {self.api_key}"),) if self.api_key else ()
+        self.rate_limit_retries = rate_limit_retries
         self.addresses = {
             "ingest": ingest or default_address("ingest"),
             "recall": recall or default_address("recall"),
@@ -632,8 +688,12 @@ class EpisodicClient:
         with self._lock:
             channel = self._channels.get(key)
             if channel is None:
-                channel = grpc.insecure_channel(
-                    self.addresses[key.removesuffix(":noretry")], options=self._options_for(key)
+                address = self.addresses[key.removesuffix(":noretry")]
+                options = self._options_for(key)
+                channel = (
+                    grpc.secure_channel(address, self._credentials, options=options)
+                    if self._credentials is not None
+                    else grpc.insecure_channel(address, options=options)
                 )
                 self._channels[key] = channel
             return channel
@@ -667,10 +727,31 @@ class EpisodicClient:
     ) -> Any:
         key = service if retry else f"{service}:noretry"
         fn: Callable[..., Any] = getattr(self._stub(key), method)
-        try:
-            return fn(request, timeout=self.timeout if timeout is None else timeout)
-        except grpc.RpcError as err:
-            raise _translate(err, method) from None
+        budget = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        attempt = 0
+        while True:
+            try:
+                return fn(
+                    request,
+                    timeout=max(deadline - time.monotonic(), 0.001),
+                    metadata=self._metadata,
+                )
+            except grpc.RpcError as err:
+                error = _translate(err, method)
+            # Refused by a rate limit before anything happened: safe to repeat any call
+            # once the server's delay has passed, if the deadline allows.
+            wait = error.retry_after
+            if (
+                isinstance(error, ResourceExhaustedError)
+                and wait is not None
+                and attempt < self.rate_limit_retries
+                and time.monotonic() + wait < deadline
+            ):
+                attempt += 1
+                time.sleep(wait)
+                continue
+            raise error from None
 
     def close(self) -> None:
         """Closes every channel (a later call opens them again)."""
@@ -695,7 +776,7 @@ class EpisodicClient:
         deadline = time.monotonic() + timeout
         for service in services:
             # Any: typeshed's HealthStub declares no methods.
-            stub: Any = health_pb2_grpc.HealthStub(self._channel(service))
+            stub: Any = health_pb2_grpc.HealthStub(self._channel(service))  # health is open
             while True:
                 try:
                     answer = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)

@@ -343,6 +343,75 @@ class ServiceSettings(BaseSettings):
         )
 
 
+class AuthSettings(BaseSettings):
+    """Who may call (API keys), and how much."""
+
+    model_config = _config()
+
+    auth: Literal["auto", "required", "disabled"] = Field(
+        default="auto",
+        description="required: every data RPC needs an API key (`authorization: Bearer …`), "
+        "on any address. auto: required, except that a server bound to loopback only runs "
+        "in development mode without keys; a server bound to any other address refuses to "
+        "start. disabled: no keys, on any address (say so deliberately).",
+    )
+    auth_cache_ttl: Duration = Field(
+        default=timedelta(seconds=5),
+        description="How long a replica trusts a key it looked up; a revoked key is refused "
+        "everywhere within this time.",
+    )
+    service_key: SecretStr = Field(
+        default=SecretStr(""),
+        description="The services' own key (role service), which Ingest sends to the "
+        "Scheduler. Needed when auth is required.",
+    )
+    rate_limit_requests: float = Field(
+        default=200.0,
+        ge=0.0,
+        description="Calls per second one API key may make to one replica (bursts of two "
+        "seconds' worth); 0: no limit. Over it: RESOURCE_EXHAUSTED with RetryInfo.",
+    )
+    rate_limit_bytes: float = Field(
+        default=16 * 1024 * 1024,
+        ge=0.0,
+        description="Request bytes per second one API key may send to one replica (bursts "
+        "of two seconds' worth); 0: no limit.",
+    )
+
+
+class TlsSettings(BaseSettings):
+    """TLS for the servers, and for the services' calls to each other."""
+
+    model_config = _config()
+
+    tls_cert_file: Path | None = Field(
+        default=None,
+        description="Server: PEM certificate chain. With tls_key_file, servers speak TLS only "
+        "(files are re-read when they change).",
+    )
+    tls_key_file: Path | None = Field(default=None, description="Server: PEM private key.")
+    tls_client_ca_file: Path | None = Field(
+        default=None,
+        description="Server: PEM CA bundle; when set, clients must present a certificate it "
+        "signed (mutual TLS).",
+    )
+    tls_ca_file: Path | None = Field(
+        default=None,
+        description="Client side (Ingest → Scheduler, the CLI): PEM CA bundle to verify "
+        "servers with; setting it turns TLS on for those calls.",
+    )
+    tls_client_cert_file: Path | None = Field(
+        default=None, description="Client side: PEM certificate for mutual TLS."
+    )
+    tls_client_key_file: Path | None = Field(
+        default=None, description="Client side: PEM private key for mutual TLS."
+    )
+
+    @property
+    def server_tls(self) -> bool:
+        return self.tls_cert_file is not None and self.tls_key_file is not None
+
+
 class Settings:
     """All settings areas, read once per process."""
 
@@ -356,6 +425,8 @@ class Settings:
         self.summariser = SummariserSettings()
         self.recall = RecallSettings()
         self.service = ServiceSettings()
+        self.auth = AuthSettings()
+        self.tls = TlsSettings()
 
 
 @lru_cache(maxsize=1)

@@ -10,7 +10,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from episodic.errors import InvalidArgument
-from episodic.v1 import episode_pb2
+from episodic.v1 import admin_service_pb2, episode_pb2
 
 ROLE_TO_PROTO = {
     "system": episode_pb2.ROLE_SYSTEM,
@@ -137,4 +137,30 @@ def episode(row: Mapping[Any, Any]) -> episode_pb2.Episode:
         created_at=ts(row["created_at"]),
         updated_at=ts(row["updated_at"]),
         thread_label=row.get("thread_label") or "",
+    )
+
+
+def api_key(row: Mapping[Any, Any]) -> admin_service_pb2.ApiKey:
+    return admin_service_pb2.ApiKey(
+        key_id=str(row["key_id"]),
+        prefix=f"ek_{row['prefix']}",
+        name=row["name"] or "",
+        role=f"ACCESS_ROLE_{row['role'].upper()}",  # protobuf takes the enum value name
+        datasets=list(row["datasets"]),
+        created_at=ts(row["created_at"]),
+        expires_at=ts(row["expires_at"]),
+        revoked_at=ts(row["revoked_at"]),
+        created_by=row["created_by"] or "",
+    )
+
+
+def audit_event(row: Mapping[Any, Any]) -> admin_service_pb2.AuditEvent:
+    return admin_service_pb2.AuditEvent(
+        event_id=row["event_id"],
+        occurred_at=ts(row["occurred_at"]),
+        key_prefix=row["key_prefix"],
+        action=row["action"],
+        dataset=row["dataset"] or "",
+        target=row["target"] or "",
+        details=struct(row["details"]),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from typing import Any
 
 import grpc
 
@@ -59,6 +60,39 @@ class FailedPrecondition(EpisodicError):
 class Unavailable(EpisodicError):
     code = grpc.StatusCode.UNAVAILABLE
     reason = "UNAVAILABLE"
+
+
+class Unauthenticated(EpisodicError):
+    """No API key, or one that is unknown, revoked or expired."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(EpisodicError):
+    """The key is valid but its role or datasets do not allow the call."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+    reason = "PERMISSION_DENIED"
+
+
+class ResourceExhausted(EpisodicError):
+    """A limit was reached; ``retry_after`` (seconds) says when to try again, and travels
+    as a ``google.rpc.RetryInfo`` detail beside the ErrorInfo."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    reason = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, message: str, *, retry_after: float, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class ConfigurationError(EpisodicError):
+    """The settings do not allow the service to start; raised at startup."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    reason = "CONFIGURATION_ERROR"
 
 
 class SchemaMismatch(EpisodicError):

@@ -14,10 +14,11 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -25,15 +26,17 @@ from grpc_status import rpc_status
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DisconnectionError, OperationalError
 
-from episodic import requests
+from episodic import access, requests
 from episodic.config import Settings, get_settings
 from episodic.errors import (
     ERROR_DOMAIN,
+    ConfigurationError,
     EpisodicError,
     Unavailable,
     describe_error,
     log_failure,
 )
+from episodic.guard import Guard, is_loopback
 from episodic.store.db import make_engine
 from episodic.telemetry import (
     grpc_server_interceptor,
@@ -41,17 +44,27 @@ from episodic.telemetry import (
     setup_telemetry,
     shutdown_telemetry,
 )
+from episodic.tls import server_credentials
 
 log = logging.getLogger(__name__)
 
 
 def _status_for(err: EpisodicError) -> status_pb2.Status:
-    info = error_details_pb2.ErrorInfo(
-        reason=err.reason, domain=ERROR_DOMAIN, metadata=err.metadata
+    """The google.rpc.Status of a domain error: its code and message, one ErrorInfo
+    (AIP-193), and a RetryInfo when the caller should wait before trying again."""
+    info = any_pb2.Any()
+    info.Pack(
+        error_details_pb2.ErrorInfo(reason=err.reason, domain=ERROR_DOMAIN, metadata=err.metadata)
     )
-    detail = any_pb2.Any()
-    detail.Pack(info)
-    return status_pb2.Status(code=err.code.value[0], message=err.message, details=[detail])
+    details = [info]
+    retry_after = getattr(err, "retry_after", None)
+    if retry_after is not None:
+        retry = any_pb2.Any()
+        delay = duration_pb2.Duration()
+        delay.FromTimedelta(timedelta(seconds=max(retry_after, 0.0)))
+        retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+        details.append(retry)
+    return status_pb2.Status(code=err.code.value[0], message=err.message, details=details)
 
 
 def _aborted(context: grpc.ServicerContext) -> bool:
@@ -61,22 +74,31 @@ def _aborted(context: grpc.ServicerContext) -> bool:
     return code is not None and code != grpc.StatusCode.OK
 
 
+def _size(request: Any) -> int:
+    return request.ByteSize() if hasattr(request, "ByteSize") else 0
+
+
 def _abort(context: grpc.ServicerContext, err: EpisodicError) -> None:
     context.abort_with_status(rpc_status.to_status(_status_for(err)))
 
 
-class ErrorInterceptor(grpc.ServerInterceptor):
-    """The one place where a call's outcome becomes a status code, for every RPC of every
-    service:
+class CallInterceptor(grpc.ServerInterceptor):
+    """The one place every call of every service passes, in this order:
 
     - bytes that are not a valid request (bad protobuf, invalid UTF-8 in a string field,
       nesting too deep, oversized Structs) answer INVALID_ARGUMENT naming the problem — see
       :mod:`episodic.requests`; grpcio would answer INTERNAL and log a traceback;
+    - the guard (:mod:`episodic.guard`) admits the caller — API key, role, global scope,
+      rate limit — and the handler runs as that principal (:func:`episodic.access.current`);
+      health and reflection are not guarded (they reveal no data);
     - domain errors answer their own code with a ``google.rpc.ErrorInfo`` (AIP-193);
     - a database that is down or restarting answers UNAVAILABLE (retryable);
     - anything else is our bug: INTERNAL with a generic message, logged without the
       exception's text (which may quote user content), with its traceback frames.
     """
+
+    def __init__(self, guard: Guard | None = None) -> None:
+        self.guard = guard
 
     def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = continuation(handler_call_details)
@@ -84,12 +106,17 @@ class ErrorInterceptor(grpc.ServerInterceptor):
             return handler
         inner = handler.unary_unary
         method = handler_call_details.method
+        guard = self.guard if self.guard is not None and self.guard.governs(method) else None
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             if isinstance(request, requests.Unparsable):
                 _abort(context, request.error())
             try:
-                return inner(request, context)
+                if guard is None:
+                    return inner(request, context)
+                principal = guard.admit(method, context.invocation_metadata(), _size(request))
+                with access.running_as(principal):
+                    return inner(request, context)
             except EpisodicError as err:
                 _abort(context, err)
             except (OperationalError, DisconnectionError) as err:
@@ -181,12 +208,17 @@ def build_server(
     engine: Engine | None,
     shutdown_grace: float,
     max_request_bytes: int = 8 * 1024 * 1024,
+    guard: Guard | None = None,
+    credentials: grpc.ServerCredentials | None = None,
     interceptors: Iterable[grpc.ServerInterceptor] = (),
 ) -> ServiceRuntime:
+    """A gRPC server for ``service_names`` with health, reflection, the call interceptor
+    (``guard`` admits callers; None: no authentication at all) and tracing, listening on
+    ``host:port`` — with TLS when ``credentials`` are given."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name.split(".")[-1]),
         # Tracing first, so its span covers the error mapping and records the status.
-        interceptors=[grpc_server_interceptor(), *interceptors, ErrorInterceptor()],
+        interceptors=[grpc_server_interceptor(), *interceptors, CallInterceptor(guard)],
         options=[
             # gRPC refuses a larger request before reading it into memory
             # (RESOURCE_EXHAUSTED, naming the limit).
@@ -200,7 +232,12 @@ def build_server(
     reflection.enable_server_reflection(
         [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
-    bound = server.add_insecure_port(f"{host}:{port}")
+    address = f"{host}:{port}"
+    bound = (
+        server.add_secure_port(address, credentials)
+        if credentials is not None
+        else server.add_insecure_port(address)
+    )
     if bound == 0:
         raise RuntimeError(f"{name}: cannot listen on {host}:{port} (port in use?)")
     runtime = ServiceRuntime(
@@ -295,13 +332,42 @@ GRPC_SERVICES = {
 
 @dataclass
 class Service:
-    """What one service adds to the common bootstrap: its servicers (``register``), work to
+    """What one service adds to the common bootstrap: its servicers (``register``), the
+    other gRPC services its process serves (``also_serves``, fully qualified), work to
     start once the server listens (background loops) and hooks to run after in-flight calls
     finished on shutdown (release claims, stop loops, close channels), in order."""
 
     register: Callable[[grpc.Server], None]
+    also_serves: list[str] = field(default_factory=list)
     on_start: list[Callable[[], object]] = field(default_factory=list)
     on_shutdown: list[Callable[[], object]] = field(default_factory=list)
+
+
+def auth_required(settings: Settings) -> bool:
+    """Whether callers need API keys (EPISODIC_AUTH). ``auto`` means yes, except in
+    development mode on loopback; ``auto`` on any other address is a configuration error
+    (ConfigurationError), so nobody exposes an open server by accident."""
+    mode = settings.auth.auth
+    if mode == "auto" and not is_loopback(settings.service.bind_host):
+        raise ConfigurationError(
+            f"the server would listen on {settings.service.bind_host}, beyond this machine, "
+            "without API keys. Set EPISODIC_AUTH=required (and create keys with `episodic "
+            "keys create`), or EPISODIC_AUTH=disabled to run it open on purpose."
+        )
+    return mode == "required"
+
+
+def describe_auth(settings: Settings) -> str:
+    """One line saying how callers are authenticated (printed at startup)."""
+    mode = settings.auth.auth
+    if mode == "required":
+        return "auth: API keys required"
+    if mode == "disabled":
+        return "auth: DISABLED (EPISODIC_AUTH=disabled): anyone who reaches a port may call"
+    return (
+        "auth: development mode on loopback: no API keys needed (set EPISODIC_AUTH=required "
+        "to require them)"
+    )
 
 
 def serve(
@@ -328,21 +394,46 @@ def serve(
     )
     try:
         service = build(settings, engine)
-    except EpisodicError as err:
-        log.error("%s cannot start: %s", name, err.message)
+        grpc_names = [GRPC_SERVICES[name], *service.also_serves]
+        guard = Guard(
+            engine,
+            grpc_names,
+            required=auth_required(settings),
+            cache_ttl=settings.auth.auth_cache_ttl.total_seconds(),
+            requests_per_second=settings.auth.rate_limit_requests,
+            bytes_per_second=settings.auth.rate_limit_bytes,
+        )
+        if guard.unguarded_methods():  # a contract without an access rule: fail closed
+            raise ConfigurationError(
+                f"RPCs without an access rule: {', '.join(guard.unguarded_methods())}"
+            )
+        credentials = (
+            server_credentials(
+                settings.tls.tls_cert_file,  # type: ignore[arg-type]
+                settings.tls.tls_key_file,  # type: ignore[arg-type]
+                settings.tls.tls_client_ca_file,
+            )
+            if settings.tls.server_tls
+            else None
+        )
+    except (EpisodicError, OSError) as err:
+        log.error("%s cannot start: %s", name, getattr(err, "message", err))
         engine.dispose()
         sys.exit(2)
+    log.info("%s; TLS %s", describe_auth(settings), "on" if credentials else "off")
     grpc_name = GRPC_SERVICES[name]
     runtime = build_server(
         name=grpc_name,
         register=service.register,
-        service_names=[grpc_name],
+        service_names=grpc_names,
         host=settings.service.bind_host,
         port=getattr(settings.service, f"{name}_port"),
         workers=settings.service.grpc_workers,
         engine=engine,
         shutdown_grace=settings.service.shutdown_grace.total_seconds(),
         max_request_bytes=settings.service.max_request_bytes,
+        guard=guard,
+        credentials=credentials,
     )
     runtime.on_shutdown.extend(service.on_shutdown)
     for start in service.on_start:

@@ -52,6 +52,7 @@ class Supervisor:
         self.stopping = threading.Event()
         self.database_url: str | None = settings.database.database_url
         self._pg: EmbeddedPostgres | None = None
+        self._service_key: str | None = None
         self.log_dir = settings.database.data_dir.expanduser().resolve() / "logs"
 
     # -- lifecycle -----------------------------------------------------------------
@@ -59,8 +60,12 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
         try:
+            from episodic.server import auth_required
+
+            auth_required(self.settings)  # refuses an open server beyond loopback
             self._start_database()
             self._migrate()
+            self._mint_service_key()
             for child in self.children:
                 if self.stopping.is_set():
                     break
@@ -72,7 +77,7 @@ class Supervisor:
                 self._restart_dead()
             return 0
         except Exception as err:  # startup failed: say why, clean up, non-zero exit
-            print(f"episodic up: {err}", file=sys.stderr, flush=True)
+            print(f"episodic up: {getattr(err, 'message', err)}", file=sys.stderr, flush=True)
             return 1
         finally:
             self._stop_all()
@@ -108,7 +113,50 @@ class Supervisor:
             env["EPISODIC_SCHEDULER_ADDRESS"] = f"127.0.0.1:{scheduler.port}"
         if child.port:  # keep the port across restarts so clients can reconnect
             env[f"EPISODIC_{child.name.upper()}_PORT"] = str(child.port)
+        if self._service_key:
+            env["EPISODIC_SERVICE_KEY"] = self._service_key
         return env
+
+    def _mint_service_key(self) -> None:
+        """With keys required and no EPISODIC_SERVICE_KEY, this run gets a service key of
+        its own (Ingest needs one to call the Scheduler), revoked when it stops."""
+        from episodic.server import auth_required
+
+        if not auth_required(self.settings) or self.settings.auth.service_key.get_secret_value():
+            return
+        from episodic.access import Role
+        from episodic.store import keys
+        from episodic.store.db import make_engine
+
+        assert self.database_url
+        engine = make_engine(self.database_url, pool_size=1, application_name="episodic-up")
+        try:
+            with engine.begin() as conn:
+                minted = keys.create_key(
+                    conn,
+                    role=Role.SERVICE,
+                    datasets=["*"],
+                    name="episodic up (this run's services)",
+                    created_by="episodic up",
+                )
+        finally:
+            engine.dispose()
+        self._service_key = minted.secret
+
+    def _revoke_service_key(self) -> None:
+        if not self._service_key or not self.database_url:
+            return
+        from episodic.store import keys
+        from episodic.store.db import make_engine
+
+        engine = make_engine(self.database_url, pool_size=1, application_name="episodic-up")
+        try:
+            with engine.begin() as conn:
+                keys.revoke_key(conn, self._service_key)
+        except Exception as err:  # the database may be gone already; the key dies with it
+            print(f"could not revoke this run's service key: {err}", file=sys.stderr)
+        finally:
+            engine.dispose()
 
     def _start(self, child: Child) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -185,6 +233,9 @@ class Supervisor:
         for child in self.children:
             print(f"  {child.name:<11} grpc://{host}:{child.port}", flush=True)
         print(f"  logs        {self.log_dir}", flush=True)
+        from episodic.server import describe_auth
+
+        print(f"  {describe_auth(self.settings)}", flush=True)
         print("Press Ctrl-C to stop.", flush=True)
 
     def _stop_all(self) -> None:
@@ -202,6 +253,7 @@ class Supervisor:
                 print(f"{child.name} did not stop in {grace:.0f}s; killing it", flush=True)
                 child.proc.kill()
                 child.proc.wait(10)
+        self._revoke_service_key()
         if self._pg is not None:
             self._pg.stop()
             print("database stopped", flush=True)

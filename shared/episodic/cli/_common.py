@@ -74,6 +74,16 @@ def connection_options() -> argparse.ArgumentParser:
     group.add_argument(
         "--timeout", type=float, default=10.0, help="deadline of each call in seconds (10)"
     )
+    group.add_argument("--api-key", metavar="KEY", help="API key (default: EPISODIC_API_KEY)")
+    group.add_argument(
+        "--ca-file",
+        metavar="PEM",
+        help="CA bundle to verify the services' TLS certificates with; turns TLS on "
+        "(default: EPISODIC_TLS_CA_FILE)",
+    )
+    group.add_argument(
+        "--tls", action="store_true", help="use TLS with the system's CA certificates"
+    )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return common
 
@@ -88,6 +98,9 @@ def connect(args: argparse.Namespace) -> EpisodicClient:
         scheduler=args.scheduler,
         summariser=args.summariser,
         timeout=args.timeout,
+        api_key=args.api_key,
+        tls=True if args.tls else None,
+        ca_file=args.ca_file,
     )
 
 
@@ -108,6 +121,8 @@ def guarded(fn: Handler) -> Handler:
             )
             if err.code.name == "UNAVAILABLE":
                 print("  is `episodic up` running? see --help for addresses", file=sys.stderr)
+            if err.code.name == "UNAUTHENTICATED":
+                print("  pass --api-key or set EPISODIC_API_KEY", file=sys.stderr)
             return 1
         except ModuleNotFoundError as err:
             print(

@@ -5,7 +5,9 @@ the SDK (:class:`episodic.client.EpisodicClient`)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from episodic.cli._common import (
@@ -18,6 +20,7 @@ from episodic.cli._common import (
     connection_options,
     episode_rows,
     guarded,
+    parse_time,
     print_json,
     show_episode,
     table,
@@ -147,6 +150,121 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- API keys
+# Against the database directly (like `episodic migrate`): the first admin key must exist
+# before anything is exposed. The AdminService RPCs do the same over gRPC.
+
+
+def _expiry(value: str) -> datetime:
+    """``30d``, ``12h``, ``90m`` from now, or an ISO 8601 time."""
+    units = {"d": 86400, "h": 3600, "m": 60}
+    if value and value[-1] in units and value[:-1].isdigit():
+        return datetime.now(UTC) + timedelta(seconds=int(value[:-1]) * units[value[-1]])
+    return parse_time(value)
+
+
+def _keys_database(args: argparse.Namespace) -> Any:
+    from episodic.config import get_settings
+    from episodic.store.db import make_engine
+
+    url = args.database_url or get_settings().database.database_url
+    if not url:
+        raise ValueError(
+            "set EPISODIC_DATABASE_URL (or pass --database-url): keys are managed in the "
+            "database, like `episodic migrate`"
+        )
+    return make_engine(url, pool_size=1, application_name="episodic-keys")
+
+
+def _key_row(row: Any) -> list[Any]:
+    state = "revoked" if row["revoked_at"] else "active"
+    expires = when(row["expires_at"]) if row["expires_at"] else "never"
+    return [
+        f"ek_{row['prefix']}",
+        row["role"],
+        ",".join(row["datasets"]),
+        state,
+        expires,
+        when(row["created_at"]),
+        row["name"],
+    ]
+
+
+_KEY_HEADERS = ("PREFIX", "ROLE", "DATASETS", "STATE", "EXPIRES", "CREATED", "NAME")
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from episodic.access import Role
+    from episodic.store import audit, keys
+
+    engine = _keys_database(args)
+    try:
+        with engine.begin() as conn:
+            minted = keys.create_key(
+                conn,
+                role=Role.parse(args.role),
+                datasets=args.dataset,
+                name=args.name or "",
+                expires_at=args.expires,
+                created_by="cli",
+            )
+            audit.record(
+                conn,
+                key_prefix="cli",
+                action="key.create",
+                target=str(minted.row["key_id"]),
+                details={
+                    "prefix": f"ek_{minted.row['prefix']}",
+                    "role": args.role,
+                    "datasets": list(minted.row["datasets"]),
+                },
+            )
+    finally:
+        engine.dispose()
+    row = minted.row
+    print(
+        f"created {row['role']} key ek_{row['prefix']} for {', '.join(row['datasets'])}"
+        + (f", expiring {when(row['expires_at'])}" if row["expires_at"] else ""),
+        file=sys.stderr,
+    )
+    print("it is shown once and stored only as a hash; keep it in a secret store:", file=sys.stderr)
+    print(minted.secret)  # alone on the last line of standard output
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    from episodic.store import keys
+
+    engine = _keys_database(args)
+    try:
+        with engine.connect() as conn:
+            rows, _ = keys.list_keys(conn, include_inactive=args.all, before=None, limit=args.limit)
+    finally:
+        engine.dispose()
+    print(table([_key_row(r) for r in rows], _KEY_HEADERS))
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from episodic.store import audit, keys
+
+    engine = _keys_database(args)
+    try:
+        with engine.begin() as conn:
+            row = keys.revoke_key(conn, args.key)
+            audit.record(
+                conn,
+                key_prefix="cli",
+                action="key.revoke",
+                target=str(row["key_id"]),
+                details={"prefix": f"ek_{row['prefix']}"},
+            )
+    finally:
+        engine.dispose()
+    print(f"key ek_{row['prefix']} is revoked (every replica refuses it within seconds)")
+    return 0
+
+
 def register(groups: CommandGroups) -> None:
     """Adds the admin commands."""
     common = connection_options()
@@ -178,3 +296,34 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("--dataset", help="one dataset (default: all)")
     p.add_argument("--address", dest="summariser", metavar="HOST:PORT", help="same as --summariser")
     p.add_argument("--skip-providers", action="store_true", help="do not probe the LLM")
+
+    keys = groups.add(GROUP, "keys", "create, list and revoke API keys (in the database)")
+    ksub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    database = argparse.ArgumentParser(add_help=False)
+    database.add_argument("--database-url", help="defaults to EPISODIC_DATABASE_URL")
+    p = ksub.add_parser(
+        "create",
+        parents=[database],
+        help="mint a key; prints it alone on the last line",
+        description="Mints an API key and prints it alone on the last line of standard "
+        "output (it is stored only as a hash).",
+    )
+    p.set_defaults(func=guarded(cmd_keys_create))
+    p.add_argument(
+        "--dataset",
+        action="append",
+        required=True,
+        help="a dataset, a prefix like 'acme/*', or '*' for all (repeatable)",
+    )
+    p.add_argument("--role", required=True, choices=("reader", "writer", "admin", "service"))
+    p.add_argument("--name", help='what the key is for, e.g. "support-bot prod"')
+    p.add_argument("--expires", type=_expiry, help="30d, 12h, 90m, or an ISO 8601 time")
+    p = ksub.add_parser("list", parents=[database], help="active keys, newest first")
+    p.set_defaults(func=guarded(cmd_keys_list))
+    p.add_argument("--all", action="store_true", help="include revoked and expired keys")
+    p.add_argument("--limit", type=int, default=100)
+    p = ksub.add_parser(
+        "revoke", parents=[database], help="revoke a key by the key, its prefix or its id"
+    )
+    p.set_defaults(func=guarded(cmd_keys_revoke))
+    p.add_argument("key", metavar="KEY_OR_PREFIX")

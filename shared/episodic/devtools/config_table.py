@@ -22,6 +22,8 @@ AREAS = [
     ("Embeddings", config.EmbeddingSettings),
     ("Recall", config.RecallSettings),
     ("Services", config.ServiceSettings),
+    ("Auth", config.AuthSettings),
+    ("TLS", config.TlsSettings),
 ]
 
 

@@ -80,7 +80,8 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, text
 
-from episodic.errors import FailedPrecondition, NotFound, describe_error
+from episodic.errors import FailedPrecondition, describe_error
+from episodic.store.owners import episode_not_found
 from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
 
@@ -532,7 +533,7 @@ def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
         .first()
     )
     if row is None:
-        raise NotFound(f"episode {episode_id} does not exist", episode_id=str(episode_id))
+        raise episode_not_found(episode_id)
     return row
 
 

@@ -64,9 +64,14 @@ class ServiceProcess:
 
 
 def start_service(
-    name: str, database_url: str, env: dict[str, str] | None = None, timeout: float = 60.0
+    name: str,
+    database_url: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> ServiceProcess:
-    """Starts ``episodic.services.<name>`` and waits (on its output, not a sleep) until it listens."""
+    """Starts ``episodic.services.<name>`` and waits (on its output, not a sleep) until it
+    listens and answers SERVING. ``credentials``: how to reach a TLS server for that check."""
     full_env = {**os.environ, **TEST_ENV, "EPISODIC_DATABASE_URL": database_url}
     full_env[f"EPISODIC_{name.upper()}_PORT"] = "0"
     full_env.update(env or {})
@@ -108,17 +113,28 @@ def start_service(
                 service.address,
                 timeout=max(1.0, deadline - time.monotonic()),
                 service=f"episodic.v1.{name.capitalize()}Service",
+                credentials=credentials,
             )
             return service
 
 
-def wait_serving(address: str, timeout: float = 30.0, service: str = "") -> None:
+def wait_serving(
+    address: str,
+    timeout: float = 30.0,
+    service: str = "",
+    credentials: grpc.ChannelCredentials | None = None,
+) -> None:
     """Polls the standard health service until ``service`` answers SERVING (readiness: the
     service's own name is SERVING only once its database answers)."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(address) as channel:
+    channel = (
+        grpc.secure_channel(address, credentials)
+        if credentials is not None
+        else grpc.insecure_channel(address)
+    )
+    with channel:
         stub: Any = health_pb2_grpc.HealthStub(channel)  # typeshed's stub declares no methods
         while True:
             try:

@@ -22,46 +22,59 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from episodic.v1 import access_pb2 as episodic_dot_v1_dot_access__pb2
 from episodic.v1 import episode_pb2 as episodic_dot_v1_dot_episode__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n episodic/v1/ingest_service.proto\x12\x0b\x65pisodic.v1\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"s\n\x13\x43reateThreadRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\";\n\x14\x43reateThreadResponse\x12#\n\x06thread\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Thread\"\xc5\x01\n\nNewMessage\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x1f\n\x04role\x18\x02 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\"R\n\x12\x41\x64\x64MessagesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12)\n\x08messages\x18\x02 \x03(\x0b\x32\x17.episodic.v1.NewMessage\"}\n\x13\x41\x64\x64MessagesResponse\x12\x14\n\x0cstored_count\x18\x02 \x01(\x05\x12\x11\n\tthread_id\x18\x03 \x01(\t\x12-\n\x08receipts\x18\x04 \x03(\x0b\x32\x1b.episodic.v1.MessageReceiptJ\x04\x08\x01\x10\x02R\x08messages\"\xac\x01\n\x0eMessageReceipt\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x0e\n\x06stored\x18\x03 \x01(\x08\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0breceived_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"%\n\x10\x45ndThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"R\n\x11\x45ndThreadResponse\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x16\n\x0e\x65pisode_queued\x18\x02 \x01(\x08\x12\x12\n\nepisode_id\x18\x03 \x01(\t\"%\n\x10GetThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"8\n\x11GetThreadResponse\x12#\n\x06thread\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Thread\"}\n\x13ListMessagesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x16\n\x0estart_sequence\x18\x04 \x01(\x03\x12\x14\n\x0c\x65nd_sequence\x18\x05 \x01(\x03\"W\n\x14ListMessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"L\n\x12ListThreadsRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"T\n\x13ListThreadsResponse\x12$\n\x07threads\x18\x01 \x03(\x0b\x32\x13.episodic.v1.Thread\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xf5\x03\n\rIngestService\x12S\n\x0c\x43reateThread\x12 .episodic.v1.CreateThreadRequest\x1a!.episodic.v1.CreateThreadResponse\x12P\n\x0b\x41\x64\x64Messages\x12\x1f.episodic.v1.AddMessagesRequest\x1a .episodic.v1.AddMessagesResponse\x12J\n\tEndThread\x12\x1d.episodic.v1.EndThreadRequest\x1a\x1e.episodic.v1.EndThreadResponse\x12J\n\tGetThread\x12\x1d.episodic.v1.GetThreadRequest\x1a\x1e.episodic.v1.GetThreadResponse\x12S\n\x0cListMessages\x12 .episodic.v1.ListMessagesRequest\x1a!.episodic.v1.ListMessagesResponse\x12P\n\x0bListThreads\x12\x1f.episodic.v1.ListThreadsRequest\x1a .episodic.v1.ListThreadsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n episodic/v1/ingest_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"s\n\x13\x43reateThreadRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\";\n\x14\x43reateThreadResponse\x12#\n\x06thread\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Thread\"\xc5\x01\n\nNewMessage\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x1f\n\x04role\x18\x02 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\"R\n\x12\x41\x64\x64MessagesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12)\n\x08messages\x18\x02 \x03(\x0b\x32\x17.episodic.v1.NewMessage\"}\n\x13\x41\x64\x64MessagesResponse\x12\x14\n\x0cstored_count\x18\x02 \x01(\x05\x12\x11\n\tthread_id\x18\x03 \x01(\t\x12-\n\x08receipts\x18\x04 \x03(\x0b\x32\x1b.episodic.v1.MessageReceiptJ\x04\x08\x01\x10\x02R\x08messages\"\xac\x01\n\x0eMessageReceipt\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x0e\n\x06stored\x18\x03 \x01(\x08\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0breceived_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"%\n\x10\x45ndThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"R\n\x11\x45ndThreadResponse\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x16\n\x0e\x65pisode_queued\x18\x02 \x01(\x08\x12\x12\n\nepisode_id\x18\x03 \x01(\t\"%\n\x10GetThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"8\n\x11GetThreadResponse\x12#\n\x06thread\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Thread\"}\n\x13ListMessagesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x16\n\x0estart_sequence\x18\x04 \x01(\x03\x12\x14\n\x0c\x65nd_sequence\x18\x05 \x01(\x03\"W\n\x14ListMessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"L\n\x12ListThreadsRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"T\n\x13ListThreadsResponse\x12$\n\x07threads\x18\x01 \x03(\x0b\x32\x13.episodic.v1.Thread\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xb1\x04\n\rIngestService\x12]\n\x0c\x43reateThread\x12 .episodic.v1.CreateThreadRequest\x1a!.episodic.v1.CreateThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12Z\n\x0b\x41\x64\x64Messages\x12\x1f.episodic.v1.AddMessagesRequest\x1a .episodic.v1.AddMessagesResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12T\n\tEndThread\x12\x1d.episodic.v1.EndThreadRequest\x1a\x1e.episodic.v1.EndThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12T\n\tGetThread\x12\x1d.episodic.v1.GetThreadRequest\x1a\x1e.episodic.v1.GetThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12]\n\x0cListMessages\x12 .episodic.v1.ListMessagesRequest\x1a!.episodic.v1.ListMessagesResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12Z\n\x0bListThreads\x12\x1f.episodic.v1.ListThreadsRequest\x1a .episodic.v1.ListThreadsResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic.v1.ingest_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CREATETHREADREQUEST']._serialized_start=139
-  _globals['_CREATETHREADREQUEST']._serialized_end=254
-  _globals['_CREATETHREADRESPONSE']._serialized_start=256
-  _globals['_CREATETHREADRESPONSE']._serialized_end=315
-  _globals['_NEWMESSAGE']._serialized_start=318
-  _globals['_NEWMESSAGE']._serialized_end=515
-  _globals['_ADDMESSAGESREQUEST']._serialized_start=517
-  _globals['_ADDMESSAGESREQUEST']._serialized_end=599
-  _globals['_ADDMESSAGESRESPONSE']._serialized_start=601
-  _globals['_ADDMESSAGESRESPONSE']._serialized_end=726
-  _globals['_MESSAGERECEIPT']._serialized_start=729
-  _globals['_MESSAGERECEIPT']._serialized_end=901
-  _globals['_ENDTHREADREQUEST']._serialized_start=903
-  _globals['_ENDTHREADREQUEST']._serialized_end=940
-  _globals['_ENDTHREADRESPONSE']._serialized_start=942
-  _globals['_ENDTHREADRESPONSE']._serialized_end=1024
-  _globals['_GETTHREADREQUEST']._serialized_start=1026
-  _globals['_GETTHREADREQUEST']._serialized_end=1063
-  _globals['_GETTHREADRESPONSE']._serialized_start=1065
-  _globals['_GETTHREADRESPONSE']._serialized_end=1121
-  _globals['_LISTMESSAGESREQUEST']._serialized_start=1123
-  _globals['_LISTMESSAGESREQUEST']._serialized_end=1248
-  _globals['_LISTMESSAGESRESPONSE']._serialized_start=1250
-  _globals['_LISTMESSAGESRESPONSE']._serialized_end=1337
-  _globals['_LISTTHREADSREQUEST']._serialized_start=1339
-  _globals['_LISTTHREADSREQUEST']._serialized_end=1415
-  _globals['_LISTTHREADSRESPONSE']._serialized_start=1417
-  _globals['_LISTTHREADSRESPONSE']._serialized_end=1501
-  _globals['_INGESTSERVICE']._serialized_start=1504
-  _globals['_INGESTSERVICE']._serialized_end=2005
+  _globals['_INGESTSERVICE'].methods_by_name['CreateThread']._loaded_options = None
+  _globals['_INGESTSERVICE'].methods_by_name['CreateThread']._serialized_options = b'\212\265\030\004\010\002\020\001'
+  _globals['_INGESTSERVICE'].methods_by_name['AddMessages']._loaded_options = None
+  _globals['_INGESTSERVICE'].methods_by_name['AddMessages']._serialized_options = b'\212\265\030\004\010\002\020\001'
+  _globals['_INGESTSERVICE'].methods_by_name['EndThread']._loaded_options = None
+  _globals['_INGESTSERVICE'].methods_by_name['EndThread']._serialized_options = b'\212\265\030\004\010\002\020\001'
+  _globals['_INGESTSERVICE'].methods_by_name['GetThread']._loaded_options = None
+  _globals['_INGESTSERVICE'].methods_by_name['GetThread']._serialized_options = b'\212\265\030\004\010\001\020\001'
+  _globals['_INGESTSERVICE'].methods_by_name['ListMessages']._loaded_options = None
+  _globals['_INGESTSERVICE'].methods_by_name['ListMessages']._serialized_options = b'\212\265\030\004\010\001\020\001'
+  _globals['_INGESTSERVICE'].methods_by_name['ListThreads']._loaded_options = None
+  _globals['_INGESTSERVICE'].methods_by_name['ListThreads']._serialized_options = b'\212\265\030\004\010\001\020\001'
+  _globals['_CREATETHREADREQUEST']._serialized_start=165
+  _globals['_CREATETHREADREQUEST']._serialized_end=280
+  _globals['_CREATETHREADRESPONSE']._serialized_start=282
+  _globals['_CREATETHREADRESPONSE']._serialized_end=341
+  _globals['_NEWMESSAGE']._serialized_start=344
+  _globals['_NEWMESSAGE']._serialized_end=541
+  _globals['_ADDMESSAGESREQUEST']._serialized_start=543
+  _globals['_ADDMESSAGESREQUEST']._serialized_end=625
+  _globals['_ADDMESSAGESRESPONSE']._serialized_start=627
+  _globals['_ADDMESSAGESRESPONSE']._serialized_end=752
+  _globals['_MESSAGERECEIPT']._serialized_start=755
+  _globals['_MESSAGERECEIPT']._serialized_end=927
+  _globals['_ENDTHREADREQUEST']._serialized_start=929
+  _globals['_ENDTHREADREQUEST']._serialized_end=966
+  _globals['_ENDTHREADRESPONSE']._serialized_start=968
+  _globals['_ENDTHREADRESPONSE']._serialized_end=1050
+  _globals['_GETTHREADREQUEST']._serialized_start=1052
+  _globals['_GETTHREADREQUEST']._serialized_end=1089
+  _globals['_GETTHREADRESPONSE']._serialized_start=1091
+  _globals['_GETTHREADRESPONSE']._serialized_end=1147
+  _globals['_LISTMESSAGESREQUEST']._serialized_start=1149
+  _globals['_LISTMESSAGESREQUEST']._serialized_end=1274
+  _globals['_LISTMESSAGESRESPONSE']._serialized_start=1276
+  _globals['_LISTMESSAGESRESPONSE']._serialized_end=1363
+  _globals['_LISTTHREADSREQUEST']._serialized_start=1365
+  _globals['_LISTTHREADSREQUEST']._serialized_end=1441
+  _globals['_LISTTHREADSRESPONSE']._serialized_start=1443
+  _globals['_LISTTHREADSRESPONSE']._serialized_end=1527
+  _globals['_INGESTSERVICE']._serialized_start=1530
+  _globals['_INGESTSERVICE']._serialized_end=2091
 # @@protoc_insertion_point(module_scope)

@@ -22,41 +22,54 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from episodic.v1 import access_pb2 as episodic_dot_v1_dot_access__pb2
 from episodic.v1 import episode_pb2 as episodic_dot_v1_dot_episode__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#episodic/v1/scheduler_service.proto\x12\x0b\x65pisodic.v1\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"*\n\x15RecordActivityRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"E\n\x16RecordActivityResponse\x12+\n\x07\x66ire_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x1aRecordThreadStartedRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"<\n\x1bRecordThreadStartedResponse\x12\x1d\n\x15timers_pulled_forward\x18\x01 \x01(\x05\"X\n\x15RequestEpisodeRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12,\n\x07trigger\x18\x02 \x01(\x0e\x32\x1b.episodic.v1.EpisodeTrigger\"W\n\x16RequestEpisodeResponse\x12\x16\n\x0e\x65pisode_queued\x18\x01 \x01(\x08\x12%\n\x07\x65pisode\x18\x02 \x01(\x0b\x32\x14.episodic.v1.Episode\"<\n\x0fRunSweepRequest\x12)\n\x05\x61s_of\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x93\x01\n\x10RunSweepResponse\x12\x18\n\x10\x65pisodes_created\x18\x01 \x01(\x05\x12\x16\n\x0etimers_dropped\x18\x02 \x01(\x05\x12\x18\n\x10timers_caught_up\x18\x03 \x01(\x05\x12\x18\n\x10\x63laims_reclaimed\x18\x04 \x01(\x05\x12\x19\n\x11\x62\x61\x63kstop_episodes\x18\x05 \x01(\x05\"*\n\x14\x44\x65leteEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\">\n\x15\x44\x65leteEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\")\n\x13RetryEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\"=\n\x14RetryEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode2\xa8\x04\n\x10SchedulerService\x12Y\n\x0eRecordActivity\x12\".episodic.v1.RecordActivityRequest\x1a#.episodic.v1.RecordActivityResponse\x12h\n\x13RecordThreadStarted\x12\'.episodic.v1.RecordThreadStartedRequest\x1a(.episodic.v1.RecordThreadStartedResponse\x12Y\n\x0eRequestEpisode\x12\".episodic.v1.RequestEpisodeRequest\x1a#.episodic.v1.RequestEpisodeResponse\x12G\n\x08RunSweep\x12\x1c.episodic.v1.RunSweepRequest\x1a\x1d.episodic.v1.RunSweepResponse\x12V\n\rDeleteEpisode\x12!.episodic.v1.DeleteEpisodeRequest\x1a\".episodic.v1.DeleteEpisodeResponse\x12S\n\x0cRetryEpisode\x12 .episodic.v1.RetryEpisodeRequest\x1a!.episodic.v1.RetryEpisodeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#episodic/v1/scheduler_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"*\n\x15RecordActivityRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"E\n\x16RecordActivityResponse\x12+\n\x07\x66ire_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x1aRecordThreadStartedRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"<\n\x1bRecordThreadStartedResponse\x12\x1d\n\x15timers_pulled_forward\x18\x01 \x01(\x05\"X\n\x15RequestEpisodeRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12,\n\x07trigger\x18\x02 \x01(\x0e\x32\x1b.episodic.v1.EpisodeTrigger\"W\n\x16RequestEpisodeResponse\x12\x16\n\x0e\x65pisode_queued\x18\x01 \x01(\x08\x12%\n\x07\x65pisode\x18\x02 \x01(\x0b\x32\x14.episodic.v1.Episode\"<\n\x0fRunSweepRequest\x12)\n\x05\x61s_of\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x93\x01\n\x10RunSweepResponse\x12\x18\n\x10\x65pisodes_created\x18\x01 \x01(\x05\x12\x16\n\x0etimers_dropped\x18\x02 \x01(\x05\x12\x18\n\x10timers_caught_up\x18\x03 \x01(\x05\x12\x18\n\x10\x63laims_reclaimed\x18\x04 \x01(\x05\x12\x19\n\x11\x62\x61\x63kstop_episodes\x18\x05 \x01(\x05\"*\n\x14\x44\x65leteEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\">\n\x15\x44\x65leteEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\")\n\x13RetryEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\"=\n\x14RetryEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode2\xe4\x04\n\x10SchedulerService\x12\x63\n\x0eRecordActivity\x12\".episodic.v1.RecordActivityRequest\x1a#.episodic.v1.RecordActivityResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12r\n\x13RecordThreadStarted\x12\'.episodic.v1.RecordThreadStartedRequest\x1a(.episodic.v1.RecordThreadStartedResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12\x63\n\x0eRequestEpisode\x12\".episodic.v1.RequestEpisodeRequest\x1a#.episodic.v1.RequestEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12Q\n\x08RunSweep\x12\x1c.episodic.v1.RunSweepRequest\x1a\x1d.episodic.v1.RunSweepResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x02\x12`\n\rDeleteEpisode\x12!.episodic.v1.DeleteEpisodeRequest\x1a\".episodic.v1.DeleteEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x01\x12]\n\x0cRetryEpisode\x12 .episodic.v1.RetryEpisodeRequest\x1a!.episodic.v1.RetryEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic.v1.scheduler_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RECORDACTIVITYREQUEST']._serialized_start=112
-  _globals['_RECORDACTIVITYREQUEST']._serialized_end=154
-  _globals['_RECORDACTIVITYRESPONSE']._serialized_start=156
-  _globals['_RECORDACTIVITYRESPONSE']._serialized_end=225
-  _globals['_RECORDTHREADSTARTEDREQUEST']._serialized_start=227
-  _globals['_RECORDTHREADSTARTEDREQUEST']._serialized_end=274
-  _globals['_RECORDTHREADSTARTEDRESPONSE']._serialized_start=276
-  _globals['_RECORDTHREADSTARTEDRESPONSE']._serialized_end=336
-  _globals['_REQUESTEPISODEREQUEST']._serialized_start=338
-  _globals['_REQUESTEPISODEREQUEST']._serialized_end=426
-  _globals['_REQUESTEPISODERESPONSE']._serialized_start=428
-  _globals['_REQUESTEPISODERESPONSE']._serialized_end=515
-  _globals['_RUNSWEEPREQUEST']._serialized_start=517
-  _globals['_RUNSWEEPREQUEST']._serialized_end=577
-  _globals['_RUNSWEEPRESPONSE']._serialized_start=580
-  _globals['_RUNSWEEPRESPONSE']._serialized_end=727
-  _globals['_DELETEEPISODEREQUEST']._serialized_start=729
-  _globals['_DELETEEPISODEREQUEST']._serialized_end=771
-  _globals['_DELETEEPISODERESPONSE']._serialized_start=773
-  _globals['_DELETEEPISODERESPONSE']._serialized_end=835
-  _globals['_RETRYEPISODEREQUEST']._serialized_start=837
-  _globals['_RETRYEPISODEREQUEST']._serialized_end=878
-  _globals['_RETRYEPISODERESPONSE']._serialized_start=880
-  _globals['_RETRYEPISODERESPONSE']._serialized_end=941
-  _globals['_SCHEDULERSERVICE']._serialized_start=944
-  _globals['_SCHEDULERSERVICE']._serialized_end=1496
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RecordActivity']._loaded_options = None
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RecordActivity']._serialized_options = b'\212\265\030\004\010\004\020\001'
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RecordThreadStarted']._loaded_options = None
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RecordThreadStarted']._serialized_options = b'\212\265\030\004\010\004\020\001'
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RequestEpisode']._loaded_options = None
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RequestEpisode']._serialized_options = b'\212\265\030\004\010\004\020\001'
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RunSweep']._loaded_options = None
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RunSweep']._serialized_options = b'\212\265\030\004\010\003\020\002'
+  _globals['_SCHEDULERSERVICE'].methods_by_name['DeleteEpisode']._loaded_options = None
+  _globals['_SCHEDULERSERVICE'].methods_by_name['DeleteEpisode']._serialized_options = b'\212\265\030\004\010\003\020\001'
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RetryEpisode']._loaded_options = None
+  _globals['_SCHEDULERSERVICE'].methods_by_name['RetryEpisode']._serialized_options = b'\212\265\030\004\010\003\020\001'
+  _globals['_RECORDACTIVITYREQUEST']._serialized_start=138
+  _globals['_RECORDACTIVITYREQUEST']._serialized_end=180
+  _globals['_RECORDACTIVITYRESPONSE']._serialized_start=182
+  _globals['_RECORDACTIVITYRESPONSE']._serialized_end=251
+  _globals['_RECORDTHREADSTARTEDREQUEST']._serialized_start=253
+  _globals['_RECORDTHREADSTARTEDREQUEST']._serialized_end=300
+  _globals['_RECORDTHREADSTARTEDRESPONSE']._serialized_start=302
+  _globals['_RECORDTHREADSTARTEDRESPONSE']._serialized_end=362
+  _globals['_REQUESTEPISODEREQUEST']._serialized_start=364
+  _globals['_REQUESTEPISODEREQUEST']._serialized_end=452
+  _globals['_REQUESTEPISODERESPONSE']._serialized_start=454
+  _globals['_REQUESTEPISODERESPONSE']._serialized_end=541
+  _globals['_RUNSWEEPREQUEST']._serialized_start=543
+  _globals['_RUNSWEEPREQUEST']._serialized_end=603
+  _globals['_RUNSWEEPRESPONSE']._serialized_start=606
+  _globals['_RUNSWEEPRESPONSE']._serialized_end=753
+  _globals['_DELETEEPISODEREQUEST']._serialized_start=755
+  _globals['_DELETEEPISODEREQUEST']._serialized_end=797
+  _globals['_DELETEEPISODERESPONSE']._serialized_start=799
+  _globals['_DELETEEPISODERESPONSE']._serialized_end=861
+  _globals['_RETRYEPISODEREQUEST']._serialized_start=863
+  _globals['_RETRYEPISODEREQUEST']._serialized_end=904
+  _globals['_RETRYEPISODERESPONSE']._serialized_start=906
+  _globals['_RETRYEPISODERESPONSE']._serialized_end=967
+  _globals['_SCHEDULERSERVICE']._serialized_start=970
+  _globals['_SCHEDULERSERVICE']._serialized_end=1582
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 import datetime
 
+from episodic.v1 import access_pb2 as _access_pb2
 from episodic.v1 import episode_pb2 as _episode_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf import descriptor as _descriptor

@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from episodic.v1 import access_pb2 as episodic_dot_v1_dot_access__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$episodic/v1/summariser_service.proto\x12\x0b\x65pisodic.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"-\n\x15ProcessPendingRequest\x12\x14\n\x0cmax_episodes\x18\x01 \x01(\x05\"W\n\x16ProcessPendingResponse\x12\x11\n\tcompleted\x18\x01 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x02 \x01(\x05\x12\x1a\n\x12semantic_processed\x18\x03 \x01(\x05\"\x17\n\x15\x43heckProvidersRequest\"9\n\x0eProviderHealth\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"q\n\x16\x43heckProvidersResponse\x12(\n\x03llm\x18\x01 \x01(\x0b\x32\x1b.episodic.v1.ProviderHealth\x12-\n\x08\x65mbedder\x18\x02 \x01(\x0b\x32\x1b.episodic.v1.ProviderHealth\"]\n\x18GetPipelineStatusRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x12\n\nmax_errors\x18\x02 \x01(\x05\x12\x1c\n\x14skip_provider_checks\x18\x03 \x01(\x08\"\xaa\x01\n\x0c\x45pisodeError\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x61taset\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x13\n\x0bretry_count\x18\x05 \x01(\x05\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12.\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xcd\x07\n\x19GetPipelineStatusResponse\x12O\n\rstatus_counts\x18\x01 \x03(\x0b\x32\x38.episodic.v1.GetPipelineStatusResponse.StatusCountsEntry\x12`\n\x16semantic_status_counts\x18\x02 \x03(\x0b\x32@.episodic.v1.GetPipelineStatusResponse.SemanticStatusCountsEntry\x12\x35\n\x12oldest_pending_age\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x38\n\x15oldest_processing_age\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\ntimers_due\x18\x05 \x01(\x03\x12\x37\n\x14oldest_due_timer_age\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x16\n\x0etimers_waiting\x18\x07 \x01(\x03\x12\x1a\n\x12threads_uncaptured\x18\x08 \x01(\x03\x12\x30\n\rrecent_errors\x18\t \x03(\x0b\x32\x19.episodic.v1.EpisodeError\x12(\n\x03llm\x18\n \x01(\x0b\x32\x1b.episodic.v1.ProviderHealth\x12-\n\x08\x65mbedder\x18\x0b \x01(\x0b\x32\x1b.episodic.v1.ProviderHealth\x12/\n\x0bobserved_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fpending_waiting\x18\r \x01(\x03\x12\x33\n\x0flatest_retry_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0f\x66\x61iled_episodes\x18\x0f \x03(\x0b\x32\x19.episodic.v1.EpisodeError\x12\x1d\n\x15threads_without_timer\x18\x10 \x01(\x03\x12<\n\x19oldest_untimed_thread_age\x18\x11 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a\x33\n\x11StatusCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a;\n\x19SemanticStatusCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x32\xad\x02\n\x11SummariserService\x12Y\n\x0eProcessPending\x12\".episodic.v1.ProcessPendingRequest\x1a#.episodic.v1.ProcessPendingResponse\x12Y\n\x0e\x43heckProviders\x12\".episodic.v1.CheckProvidersRequest\x1a#.episodic.v1.CheckProvidersResponse\x12\x62\n\x11GetPipelineStatus\x12%.episodic.v1.GetPipelineStatusRequest\x1a&.episodic.v1.GetPipelineStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$episodic/v1/summariser_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"-\n\x15ProcessPendingRequest\x12\x14\n\x0cmax_episodes\x18\x01 \x01(\x05\"W\n\x16ProcessPendingResponse\x12\x11\n\tcompleted\x18\x01 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x02 \x01(\x05\x12\x1a\n\x12semantic_processed\x18\x03 \x01(\x05\"\x17\n\x15\x43heckProvidersRequest\"9\n\x0eProviderHealth\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"q\n\x16\x43heckProvidersResponse\x12(\n\x03llm\x18\x01 \x01(\x0b\x32\x1b.episodic.v1.ProviderHealth\x12-\n\x08\x65mbedder\x18\x02 \x01(\x0b\x32\x1b.episodic.v1.ProviderHealth\"]\n\x18GetPipelineStatusRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x12\n\nmax_errors\x18\x02 \x01(\x05\x12\x1c\n\x14skip_provider_checks\x18\x03 \x01(\x08\"\xaa\x01\n\x0c\x45pisodeError\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x61taset\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x13\n\x0bretry_count\x18\x05 \x01(\x05\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12.\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xcd\x07\n\x19GetPipelineStatusResponse\x12O\n\rstatus_counts\x18\x01 \x03(\x0b\x32\x38.episodic.v1.GetPipelineStatusResponse.StatusCountsEntry\x12`\n\x16semantic_status_counts\x18\x02 \x03(\x0b\x32@.episodic.v1.GetPipelineStatusResponse.SemanticStatusCountsEntry\x12\x35\n\x12oldest_pending_age\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x38\n\x15oldest_processing_age\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\ntimers_due\x18\x05 \x01(\x03\x12\x37\n\x14oldest_due_timer_age\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x16\n\x0etimers_waiting\x18\x07 \x01(\x03\x12\x1a\n\x12threads_uncaptured\x18\x08 \x01(\x03\x12\x30\n\rrecent_errors\x18\t \x03(\x0b\x32\x19.episodic.v1.EpisodeError\x12(\n\x03llm\x18\n \x01(\x0b\x32\x1b.episodic.v1.ProviderHealth\x12-\n\x08\x65mbedder\x18\x0b \x01(\x0b\x32\x1b.episodic.v1.ProviderHealth\x12/\n\x0bobserved_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fpending_waiting\x18\r \x01(\x03\x12\x33\n\x0flatest_retry_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0f\x66\x61iled_episodes\x18\x0f \x03(\x0b\x32\x19.episodic.v1.EpisodeError\x12\x1d\n\x15threads_without_timer\x18\x10 \x01(\x03\x12<\n\x19oldest_untimed_thread_age\x18\x11 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a\x33\n\x11StatusCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a;\n\x19SemanticStatusCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x32\xcb\x02\n\x11SummariserService\x12\x63\n\x0eProcessPending\x12\".episodic.v1.ProcessPendingRequest\x1a#.episodic.v1.ProcessPendingResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x02\x12\x63\n\x0e\x43heckProviders\x12\".episodic.v1.CheckProvidersRequest\x1a#.episodic.v1.CheckProvidersResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x02\x12l\n\x11GetPipelineStatus\x12%.episodic.v1.GetPipelineStatusRequest\x1a&.episodic.v1.GetPipelineStatusResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,26 +38,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETPIPELINESTATUSRESPONSE_STATUSCOUNTSENTRY']._serialized_options = b'8\001'
   _globals['_GETPIPELINESTATUSRESPONSE_SEMANTICSTATUSCOUNTSENTRY']._loaded_options = None
   _globals['_GETPIPELINESTATUSRESPONSE_SEMANTICSTATUSCOUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_PROCESSPENDINGREQUEST']._serialized_start=118
-  _globals['_PROCESSPENDINGREQUEST']._serialized_end=163
-  _globals['_PROCESSPENDINGRESPONSE']._serialized_start=165
-  _globals['_PROCESSPENDINGRESPONSE']._serialized_end=252
-  _globals['_CHECKPROVIDERSREQUEST']._serialized_start=254
-  _globals['_CHECKPROVIDERSREQUEST']._serialized_end=277
-  _globals['_PROVIDERHEALTH']._serialized_start=279
-  _globals['_PROVIDERHEALTH']._serialized_end=336
-  _globals['_CHECKPROVIDERSRESPONSE']._serialized_start=338
-  _globals['_CHECKPROVIDERSRESPONSE']._serialized_end=451
-  _globals['_GETPIPELINESTATUSREQUEST']._serialized_start=453
-  _globals['_GETPIPELINESTATUSREQUEST']._serialized_end=546
-  _globals['_EPISODEERROR']._serialized_start=549
-  _globals['_EPISODEERROR']._serialized_end=719
-  _globals['_GETPIPELINESTATUSRESPONSE']._serialized_start=722
-  _globals['_GETPIPELINESTATUSRESPONSE']._serialized_end=1695
-  _globals['_GETPIPELINESTATUSRESPONSE_STATUSCOUNTSENTRY']._serialized_start=1583
-  _globals['_GETPIPELINESTATUSRESPONSE_STATUSCOUNTSENTRY']._serialized_end=1634
-  _globals['_GETPIPELINESTATUSRESPONSE_SEMANTICSTATUSCOUNTSENTRY']._serialized_start=1636
-  _globals['_GETPIPELINESTATUSRESPONSE_SEMANTICSTATUSCOUNTSENTRY']._serialized_end=1695
-  _globals['_SUMMARISERSERVICE']._serialized_start=1698
-  _globals['_SUMMARISERSERVICE']._serialized_end=1999
+  _globals['_SUMMARISERSERVICE'].methods_by_name['ProcessPending']._loaded_options = None
+  _globals['_SUMMARISERSERVICE'].methods_by_name['ProcessPending']._serialized_options = b'\212\265\030\004\010\003\020\002'
+  _globals['_SUMMARISERSERVICE'].methods_by_name['CheckProviders']._loaded_options = None
+  _globals['_SUMMARISERSERVICE'].methods_by_name['CheckProviders']._serialized_options = b'\212\265\030\004\010\003\020\002'
+  _globals['_SUMMARISERSERVICE'].methods_by_name['GetPipelineStatus']._loaded_options = None
+  _globals['_SUMMARISERSERVICE'].methods_by_name['GetPipelineStatus']._serialized_options = b'\212\265\030\004\010\003\020\001'
+  _globals['_PROCESSPENDINGREQUEST']._serialized_start=144
+  _globals['_PROCESSPENDINGREQUEST']._serialized_end=189
+  _globals['_PROCESSPENDINGRESPONSE']._serialized_start=191
+  _globals['_PROCESSPENDINGRESPONSE']._serialized_end=278
+  _globals['_CHECKPROVIDERSREQUEST']._serialized_start=280
+  _globals['_CHECKPROVIDERSREQUEST']._serialized_end=303
+  _globals['_PROVIDERHEALTH']._serialized_start=305
+  _globals['_PROVIDERHEALTH']._serialized_end=362
+  _globals['_CHECKPROVIDERSRESPONSE']._serialized_start=364
+  _globals['_CHECKPROVIDERSRESPONSE']._serialized_end=477
+  _globals['_GETPIPELINESTATUSREQUEST']._serialized_start=479
+  _globals['_GETPIPELINESTATUSREQUEST']._serialized_end=572
+  _globals['_EPISODEERROR']._serialized_start=575
+  _globals['_EPISODEERROR']._serialized_end=745
+  _globals['_GETPIPELINESTATUSRESPONSE']._serialized_start=748
+  _globals['_GETPIPELINESTATUSRESPONSE']._serialized_end=1721
+  _globals['_GETPIPELINESTATUSRESPONSE_STATUSCOUNTSENTRY']._serialized_start=1609
+  _globals['_GETPIPELINESTATUSRESPONSE_STATUSCOUNTSENTRY']._serialized_end=1660
+  _globals['_GETPIPELINESTATUSRESPONSE_SEMANTICSTATUSCOUNTSENTRY']._serialized_start=1662
+  _globals['_GETPIPELINESTATUSRESPONSE_SEMANTICSTATUSCOUNTSENTRY']._serialized_end=1721
+  _globals['_SUMMARISERSERVICE']._serialized_start=1724
+  _globals['_SUMMARISERSERVICE']._serialized_end=2055
 # @@protoc_insertion_point(module_scope)

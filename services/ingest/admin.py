@@ -1,0 +1,131 @@
+"""AdminService: API keys and the audit log (served by the Ingest process). Every action
+is written to the audit log with the acting key's prefix, in the action's transaction."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import grpc
+from sqlalchemy import Engine
+
+from episodic import access, convert
+from episodic.access import Role
+from episodic.errors import InvalidArgument
+from episodic.store import audit, keys
+from episodic.v1 import access_pb2
+from episodic.v1 import admin_service_pb2 as pb
+from episodic.v1 import admin_service_pb2_grpc as pb_grpc
+from episodic.validation import (
+    check_dataset,
+    decode_page_token,
+    encode_page_token,
+    page_size,
+    parse_uuid,
+)
+
+
+def _role(value: int) -> Role:
+    if value == access_pb2.ACCESS_ROLE_UNSPECIFIED or value not in Role._value2member_map_:
+        raise InvalidArgument(
+            "role is required: ACCESS_ROLE_READER, _WRITER, _ADMIN or _SERVICE", field="role"
+        )
+    return Role(value)
+
+
+class AdminServicer(pb_grpc.AdminServiceServicer):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def CreateApiKey(
+        self, request: pb.CreateApiKeyRequest, context: grpc.ServicerContext
+    ) -> pb.CreateApiKeyResponse:
+        role = _role(request.role)
+        expires_at = convert.optional_from_ts(request, "expires_at")
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            raise InvalidArgument("expires_at lies in the past", field="expires_at")
+        actor = access.current().prefix
+        with self.engine.begin() as conn:
+            minted = keys.create_key(
+                conn,
+                role=role,
+                datasets=list(request.datasets),
+                name=request.name,
+                expires_at=expires_at,
+                created_by=actor,
+            )
+            audit.record(
+                conn,
+                key_prefix=actor,
+                action="key.create",
+                target=str(minted.row["key_id"]),
+                details={
+                    "prefix": f"ek_{minted.row['prefix']}",
+                    "role": role.label,
+                    "datasets": list(minted.row["datasets"]),
+                },
+            )
+        return pb.CreateApiKeyResponse(key=convert.api_key(minted.row), secret=minted.secret)
+
+    def ListApiKeys(
+        self, request: pb.ListApiKeysRequest, context: grpc.ServicerContext
+    ) -> pb.ListApiKeysResponse:
+        limit = page_size(request.page_size, default=50, maximum=1000)
+        filters = {"all": request.include_inactive}
+        cursor = decode_page_token(request.page_token, expect=filters)
+        before = None
+        if cursor:
+            try:
+                before = (datetime.fromisoformat(cursor["at"]), parse_uuid(cursor["id"], "id"))
+            except (KeyError, TypeError, ValueError, InvalidArgument):
+                raise InvalidArgument("page_token is malformed", field="page_token") from None
+        with self.engine.connect() as conn:
+            rows, more = keys.list_keys(
+                conn, include_inactive=request.include_inactive, before=before, limit=limit
+            )
+        token = ""
+        if more:
+            last = rows[-1]
+            token = encode_page_token(
+                {**filters, "at": last["created_at"].isoformat(), "id": str(last["key_id"])}
+            )
+        return pb.ListApiKeysResponse(
+            keys=[convert.api_key(r) for r in rows], next_page_token=token
+        )
+
+    def RevokeApiKey(
+        self, request: pb.RevokeApiKeyRequest, context: grpc.ServicerContext
+    ) -> pb.RevokeApiKeyResponse:
+        if not request.key.strip():
+            raise InvalidArgument("key is required (its id, its prefix or the key)", field="key")
+        actor = access.current().prefix
+        with self.engine.begin() as conn:
+            row = keys.revoke_key(conn, request.key.strip())
+            audit.record(
+                conn,
+                key_prefix=actor,
+                action="key.revoke",
+                target=str(row["key_id"]),
+                details={"prefix": f"ek_{row['prefix']}"},
+            )
+        return pb.RevokeApiKeyResponse(key=convert.api_key(row))
+
+    def ListAuditEvents(
+        self, request: pb.ListAuditEventsRequest, context: grpc.ServicerContext
+    ) -> pb.ListAuditEventsResponse:
+        dataset = check_dataset(request.dataset) if request.dataset else None
+        limit = page_size(request.page_size, default=100, maximum=1000)
+        filters = {"dataset": dataset or ""}
+        cursor = decode_page_token(request.page_token, expect=filters)
+        before = cursor.get("before") if cursor else None
+        if before is not None and (not isinstance(before, int) or isinstance(before, bool)):
+            raise InvalidArgument("page_token is malformed", field="page_token")
+        with self.engine.connect() as conn:
+            rows, more = audit.list_events(conn, dataset=dataset, before=before, limit=limit)
+        token = encode_page_token({**filters, "before": rows[-1]["event_id"]}) if more else ""
+        return pb.ListAuditEventsResponse(
+            events=[convert.audit_event(r) for r in rows], next_page_token=token
+        )
+
+
+def register(server: grpc.Server, servicer: AdminServicer) -> None:
+    pb_grpc.add_AdminServiceServicer_to_server(servicer, server)

@@ -1,0 +1,42 @@
+"""Which dataset owns a thread or an episode a request names by id — the check every by-id
+RPC makes before it reads or changes anything (:func:`episodic.access.require_visible`).
+
+A missing id and another dataset's id get the very same NOT_FOUND, built here once.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import Connection, text
+
+from episodic.access import require_visible
+from episodic.errors import NotFound
+
+__all__ = ["episode_not_found", "require_episode", "require_thread", "thread_not_found"]
+
+
+def thread_not_found(thread_id: uuid.UUID) -> NotFound:
+    """The answer for a thread id that does not exist — or that the caller may not see."""
+    return NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+
+
+def episode_not_found(episode_id: uuid.UUID) -> NotFound:
+    """The answer for an episode id that does not exist — or that the caller may not see."""
+    return NotFound(f"episode {episode_id} does not exist", episode_id=str(episode_id))
+
+
+def require_thread(conn: Connection, thread_id: uuid.UUID) -> str:
+    """The dataset of thread ``thread_id`` if the caller may see it; NOT_FOUND otherwise."""
+    dataset = conn.execute(
+        text("SELECT dataset FROM threads WHERE thread_id = :id"), {"id": thread_id}
+    ).scalar()
+    return require_visible(dataset, thread_not_found(thread_id))
+
+
+def require_episode(conn: Connection, episode_id: uuid.UUID) -> str:
+    """The dataset of episode ``episode_id`` if the caller may see it; NOT_FOUND otherwise."""
+    dataset = conn.execute(
+        text("SELECT dataset FROM episodes WHERE episode_id = :id"), {"id": episode_id}
+    ).scalar()
+    return require_visible(dataset, episode_not_found(episode_id))
