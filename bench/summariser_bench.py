@@ -51,7 +51,7 @@ from episodic.config import (
     EmbeddingSettings,
     IngestSettings,
     LLMSettings,
-    RetrySettings,
+    RecoverySettings,
     SummariserSettings,
 )
 from episodic.providers import (
@@ -308,7 +308,7 @@ def build_pipeline(engine, worker: str) -> TimedPipeline:  # type: ignore[no-unt
     clock = Clock()
     embedder = TimedEmbedder(make_embedder(EmbeddingSettings(), 384), clock)
     summariser = TimedSummariser(make_summariser(LLMSettings(), embedder), clock)  # type: ignore[arg-type]
-    retries = RetrySettings()
+    retries = RecoverySettings()
     return TimedPipeline(
         engine,
         summariser,  # type: ignore[arg-type]

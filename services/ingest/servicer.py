@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 import grpc
-from google.protobuf.message import Message
 from sqlalchemy import Engine
 
 from episodic import access, convert
@@ -27,13 +26,6 @@ from . import domain
 from .notifier import SchedulerNotifier
 
 
-def _timestamp(message: Message, field: str) -> datetime | None:
-    try:
-        return convert.optional_from_ts(message, field)
-    except (ValueError, OverflowError):
-        raise InvalidArgument(f"{field} is not a valid timestamp", field=field) from None
-
-
 def _new_messages(request: pb.AddMessagesRequest, thread_id: str) -> list[domain.NewMessage]:
     out = []
     for i, msg in enumerate(request.messages):
@@ -48,7 +40,7 @@ def _new_messages(request: pb.AddMessagesRequest, thread_id: str) -> list[domain
                 role=convert.ROLE_FROM_PROTO.get(msg.role, ""),
                 content=msg.content,
                 metadata=convert.struct_to_dict(msg.metadata, f"messages[{i}].metadata"),
-                created_at=_timestamp(msg, "created_at"),
+                created_at=convert.optional_from_ts(msg, "created_at"),
                 idempotency_key=msg.idempotency_key or None,
             )
         )

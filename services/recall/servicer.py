@@ -35,13 +35,6 @@ from . import domain
 _KNOWN_INCLUDES = {pb.RECALL_INCLUDE_EPISODES}
 
 
-def _timestamp(message: Any, field: str) -> datetime | None:
-    try:
-        return convert.optional_from_ts(message, field)
-    except (ValueError, OverflowError):
-        raise InvalidArgument(f"{field} is not a valid timestamp", field=field) from None
-
-
 def _optional(message: Any, field: str) -> Any:
     return getattr(message, field) if message.HasField(field) else None
 
@@ -122,8 +115,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             _optional(request, "recency_weight"), self.settings.recency_weight, "recency_weight"
         )
         domain.check_weights_usable(ws, wr)
-        since = _timestamp(request, "since")
-        until = _timestamp(request, "until")
+        since = convert.optional_from_ts(request, "since")
+        until = convert.optional_from_ts(request, "until")
         domain.check_window(since, until)
         filters = RecallFilters(
             since=since,
@@ -131,7 +124,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             thread_ids=domain.check_thread_ids(list(request.thread_ids), parse_uuid),
             entities=domain.check_entities(list(request.entities)),
             event_type=domain.check_event_type(request.event_type),
-            as_of=_timestamp(request, "as_of"),
+            as_of=convert.optional_from_ts(request, "as_of"),
         )
         return domain.RecallQuery(
             dataset=dataset,

@@ -29,7 +29,7 @@ def _startup_catch_up(sweeper: Sweeper) -> None:
 
 
 def build(settings: Settings, engine: Engine) -> Service:
-    sweeper = Sweeper(engine, settings.scheduler, max_retries=settings.retries.max_retries)
+    sweeper = Sweeper(engine, settings.scheduler, recovery=settings.recovery)
     log.info("replica %s", sweeper.worker)
     servicer = SchedulerServicer(engine, settings.scheduler, sweeper)
     if settings.scheduler.scheduler_poll_interval.total_seconds() > 0:

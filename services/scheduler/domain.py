@@ -180,20 +180,26 @@ def request_episode(
     trigger: str = "explicit",
     now: datetime | None = None,
 ) -> RequestResult:
-    """Trigger 1 (and manual requests): opens an episode over the uncaptured messages now.
+    """Trigger 1 (and manual requests): opens an episode over the uncaptured messages now
+    (an explicit one up to the EndThread's checkpoint).
 
-    The thread stays writable. Under the thread lock nothing is uncaptured after the open,
-    so the thread's unclaimed timer has nothing left to do and is dropped; a later message
-    re-arms it. A timer being fired is left to its firer (it will find nothing and drop it).
+    The thread stays writable. When nothing is uncaptured after the open (under the thread
+    lock), the thread's unclaimed timer has nothing left to do and is dropped; a later
+    message re-arms it. Messages after the checkpoint keep their idle timer. A timer being
+    fired is left to its firer (it will find nothing and drop it).
     """
-    exists = conn.execute(
+    thread = conn.execute(
         text("SELECT 1 FROM threads WHERE thread_id = :id FOR UPDATE"), {"id": thread_id}
     ).first()
-    if exists is None:
+    if thread is None:
         raise thread_not_found(thread_id)
     episode = episodes.open_episode(conn, thread_id, trigger, now)
     conn.execute(
-        text("DELETE FROM scheduled_episodes WHERE thread_id = :id AND claimed_at IS NULL"),
+        text(
+            "DELETE FROM scheduled_episodes s USING threads t "
+            "WHERE s.thread_id = :id AND s.claimed_at IS NULL "
+            "AND t.thread_id = s.thread_id AND t.last_sequence <= t.captured_sequence"
+        ),
         {"id": thread_id},
     )
     return RequestResult(episode=episode)

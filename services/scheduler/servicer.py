@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 
 import grpc
 from sqlalchemy import Connection, Engine
@@ -18,13 +17,6 @@ from episodic.validation import parse_uuid
 
 from . import domain
 from .sweeper import Sweeper
-
-
-def _as_of(request: pb.RunSweepRequest) -> datetime | None:
-    try:
-        return convert.optional_from_ts(request, "as_of")
-    except (ValueError, OverflowError):
-        raise InvalidArgument("as_of is not a valid timestamp", field="as_of") from None
 
 
 def _trigger(value: int) -> str:
@@ -77,7 +69,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     def RunSweep(
         self, request: pb.RunSweepRequest, context: grpc.ServicerContext
     ) -> pb.RunSweepResponse:
-        as_of = _as_of(request)
+        as_of = convert.optional_from_ts(request, "as_of")
         result = self.sweeper.run_pass(as_of, force=True)
         with self.engine.begin() as conn:
             audit.record(

@@ -21,9 +21,10 @@ from datetime import datetime, timedelta
 from opentelemetry import trace
 from sqlalchemy import Engine
 
-from episodic.config import SchedulerSettings
-from episodic.errors import log_failure
+from episodic.config import RecoverySettings, SchedulerSettings
+from episodic.errors import describe_error, log_failure
 from episodic.store import episodes
+from episodic.store.db import is_database_outage
 from episodic.store.sql import worker_id
 from episodic.telemetry import link_from
 
@@ -59,23 +60,24 @@ class Sweeper:
         settings: SchedulerSettings,
         worker: str | None = None,
         *,
-        max_retries: int = 3,
+        recovery: RecoverySettings | None = None,
         catch_up_interval: timedelta | None = None,
         reclaim_interval: timedelta | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.worker = worker or worker_id()
-        self.max_retries = max_retries
+        self.recovery = recovery or RecoverySettings()
         # Lost notices only delay an episode, so the catch-up need not run on every pass:
         # a quarter of the idle interval (at most 30 s) keeps the delay small and cheap.
         self.catch_up_interval = catch_up_interval or min(
             settings.auto_episode_interval / 4, timedelta(seconds=30)
         )
         self.reclaim_interval = reclaim_interval or min(
-            settings.orphan_reclaim_after / 4, timedelta(seconds=60)
+            self.recovery.orphan_reclaim_after / 4, timedelta(seconds=60)
         )
         self._stop = threading.Event()
+        self._release_owed = False
         self._thread: threading.Thread | None = None
         self._state = threading.Lock()
         self._next_check: dict[str, float] = {}
@@ -90,6 +92,10 @@ class Sweeper:
         """Reclaim and backstop (if this replica holds their lease and they are due), the
         catch-up (if due), then every due timer. ``force``: ignore cadences."""
         result = SweepResult()
+        if self._release_owed:  # claims of a batch the database interrupted
+            with self.engine.begin() as conn:
+                domain.release_claims(conn, self.worker)
+            self._release_owed = False
         result.claims_reclaimed = self._singleton(
             RECLAIM_LEASE, self.reclaim_interval, force, lambda: self.reclaim(now)
         )
@@ -114,14 +120,14 @@ class Sweeper:
                 return total
 
     def reclaim(self, now: datetime | None = None) -> int:
-        after = self.settings.orphan_reclaim_after
+        after = self.recovery.orphan_reclaim_after
         with self.engine.begin() as conn:
             timers = domain.reclaim_timers(conn, after, now, limit=SWEEP_LIMIT)
         with self.engine.begin() as conn:
             lost = episodes.reclaim_orphaned(
                 conn,
                 older_than=after,
-                max_retries=self.max_retries,
+                max_retries=self.recovery.max_retries,
                 now=now,
                 limit=SWEEP_LIMIT,
             )
@@ -172,6 +178,11 @@ class Sweeper:
                     ):
                         fired = domain.fire_timer(conn, timer, self.worker, now)
                 except Exception as err:
+                    if is_database_outage(err):
+                        # The batch stops; its claims are handed back once the database
+                        # answers again (the next pass), not after the reclaim timeout.
+                        self._release_owed = True
+                        raise
                     # The claim stays; the reclaim sweep returns it after the timeout, which
                     # is the backoff a persistent failure needs.
                     log_failure(log, f"firing the timer of thread {timer.thread_id} failed", err)
@@ -244,7 +255,10 @@ class Sweeper:
                 # Wake for the next deadline if it comes before the next poll.
                 wait = poll if due_in is None else min(poll, max(float(due_in), 0.005))
             except Exception as err:
-                log_failure(log, "scheduler pass failed; retrying", err)
+                if is_database_outage(err):
+                    log.warning("scheduler lost the database: %s; retrying", describe_error(err))
+                else:
+                    log_failure(log, "scheduler pass failed; retrying", err)
                 wait = max(poll, 1.0)
             self._stop.wait(wait)
 

@@ -25,8 +25,9 @@ def build(settings: Settings, engine: Engine) -> Service:
         summariser,
         embedder,
         KeyLearningFacts() if settings.summariser.semantic_enabled else None,
-        max_retries=settings.retries.max_retries,
-        retry_backoff=settings.retries.retry_backoff,
+        max_retries=settings.recovery.max_retries,
+        retry_backoff=settings.recovery.retry_backoff,
+        heartbeat=settings.recovery.orphan_reclaim_after / 4,
     )
     servicer = SummariserServicer(engine, pipeline, summariser, embedder)
     service = Service(register=lambda server: register(server, servicer))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from opentelemetry import trace
 from sqlalchemy import Connection, Engine, RowMapping, text
 
+from episodic.errors import describe_error
 from episodic.providers.entities import normalise_entities
 from episodic.providers.types import (
     ChatMessage,
@@ -28,6 +30,7 @@ from episodic.providers.types import (
     speaker_from_metadata,
 )
 from episodic.store import episodes
+from episodic.store.db import is_database_outage
 from episodic.store.recall_index import prepare_episode_index, write_episode_index
 from episodic.store.sql import worker_id
 from episodic.telemetry import link_from
@@ -104,8 +107,43 @@ def load_window(conn: Connection, episode: RowMapping) -> list[WindowMessage]:
 # ---- the pipeline ------------------------------------------------------------------------
 
 
+class _Heartbeat:
+    """Renews the worker's claims every ``interval`` while a batch is being worked on (see
+    :func:`episodic.store.episodes.renew_claims`). A failed renewal is only logged: the
+    work goes on, and at worst the claim is reclaimed and the result dropped."""
+
+    def __init__(self, pipeline: Pipeline, interval: float) -> None:
+        self.pipeline = pipeline
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="claim-heartbeat", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                with self.pipeline.engine.begin() as conn:
+                    episodes.renew_claims(conn, self.pipeline.worker)
+            except Exception as err:
+                log.warning("could not renew claims: %s", describe_error(err))
+
+
 class Pipeline:
-    """One worker's view: claim, summarise, embed, complete; then semantic extraction."""
+    """One worker's view: claim, summarise, embed, complete; then semantic extraction.
+
+    While it works on claimed episodes it renews its claims every ``heartbeat`` (a quarter
+    of the reclaim timeout), so only a worker that is gone loses them. When the database
+    goes away mid-batch, the batch stops (the outage is no episode's fault: no retry is
+    counted) and the claims still held are handed back as soon as the database answers
+    again, at the start of the next pass.
+    """
 
     def __init__(
         self,
@@ -118,6 +156,7 @@ class Pipeline:
         retry_backoff: timedelta,
         worker: str | None = None,
         index_for_recall: bool = True,
+        heartbeat: timedelta = timedelta(seconds=150),
     ) -> None:
         self.engine = engine
         self.summariser = summariser
@@ -129,18 +168,31 @@ class Pipeline:
         # Recall searches what the thread said (chunk embeddings + a lexical document),
         # written in the completion transaction; see episodic.store.recall_index.
         self.index_for_recall = index_for_recall
+        self.heartbeat = heartbeat.total_seconds()
+        self._release_owed = False
 
     def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
+        """Claims up to ``limit`` due episodes and works through them, then semantic
+        extraction. A database outage propagates (the caller retries later)."""
         result = PassResult()
+        if self._release_owed:  # claims left from a pass the database interrupted
+            self.release()
+            self._release_owed = False
         with self.engine.begin() as conn:
             claimed = episodes.claim_pending(conn, self.worker, limit, now)
-        for episode in claimed:
-            status = self.process(episode)
-            if status in ("completed", "archived"):
-                result.completed += 1
-            elif status is not None:
-                result.failed += 1
-        result.semantic_processed = self.run_semantic(limit)
+        try:
+            with _Heartbeat(self, self.heartbeat):
+                for episode in claimed:
+                    status = self.process(episode)
+                    if status in ("completed", "archived"):
+                        result.completed += 1
+                    elif status is not None:
+                        result.failed += 1
+                result.semantic_processed = self.run_semantic(limit)
+        except Exception as err:
+            if is_database_outage(err):
+                self._release_owed = True
+            raise
         return result
 
     def process(self, episode: RowMapping) -> str | None:
@@ -194,6 +246,8 @@ class Pipeline:
                 return status
             except Exception as err:  # any provider or data problem: count it, retry later
                 span.record_exception(err)
+                if is_database_outage(err):
+                    raise  # nobody's fault: the pass stops and hands its claims back
                 message = episodes.error_text(err)
                 log.warning("episode %s failed: %s", episode["episode_id"], message)
                 with self.engine.begin() as conn:
@@ -232,6 +286,8 @@ class Pipeline:
                     episodes.finish_semantic(conn, episode["episode_id"], self.worker, status)
                 return status
             except Exception as err:
+                if is_database_outage(err):
+                    raise  # not the extraction's fault: handed back, not failed
                 log.warning(
                     "semantic extraction of %s failed: %s",
                     episode["episode_id"],

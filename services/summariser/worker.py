@@ -9,6 +9,7 @@ import threading
 import psycopg
 
 from episodic.errors import describe_error, log_failure
+from episodic.store.db import is_database_outage
 from episodic.store.episodes import CHANNELS
 
 from .pipeline import Pipeline
@@ -47,12 +48,13 @@ class Worker:
                         # Wait for a notification or the poll interval, whichever is first.
                         for _ in listen.notifies(timeout=self.poll_interval, stop_after=1):
                             pass
-            except psycopg.OperationalError as err:
-                log.warning("summariser lost the database: %s; retrying", describe_error(err))
-                self.stop_event.wait(min(5.0, self.poll_interval * 5))
             except Exception as err:
-                log_failure(log, "summariser loop failed; restarting it", err)
-                self.stop_event.wait(1.0)
+                if is_database_outage(err):  # psycopg's or SQLAlchemy's: a restart, a cut
+                    log.warning("summariser lost the database: %s; retrying", describe_error(err))
+                    self.stop_event.wait(min(5.0, self.poll_interval * 5))
+                else:
+                    log_failure(log, "summariser loop failed; restarting it", err)
+                    self.stop_event.wait(1.0)
 
     def _drain(self) -> None:
         while not self.stop_event.is_set():

@@ -130,10 +130,6 @@ class SchedulerSettings(BaseSettings):
         default=timedelta(hours=24),
         description="The backstop covers threads quiet this long with uncaptured messages.",
     )
-    orphan_reclaim_after: Duration = Field(
-        default=timedelta(minutes=10),
-        description="A processing claim older than this is treated as orphaned and reclaimed.",
-    )
     scheduler_poll_interval: Duration = Field(
         default=timedelta(seconds=1),
         description="How often the scheduler loop looks for due timers. 0 disables the loop "
@@ -146,11 +142,18 @@ class SchedulerSettings(BaseSettings):
     )
 
 
-class RetrySettings(BaseSettings):
-    """How often a failed summarisation is retried. Read by the Summariser (a failed attempt)
-    and the Scheduler (a claim whose worker was lost counts as a failed attempt)."""
+class RecoverySettings(BaseSettings):
+    """How failed attempts and lost workers are handled — a contract between the Summariser
+    (which retries, and renews its claims while it works) and the Scheduler (which
+    reclaims claims not renewed for ``orphan_reclaim_after``)."""
 
     model_config = _config()
+
+    orphan_reclaim_after: Duration = Field(
+        default=timedelta(minutes=10),
+        description="A claim its worker has not renewed for this long is orphaned and "
+        "reclaimed (summariser workers renew theirs every quarter of it while they work).",
+    )
 
     max_retries: int = Field(
         default=3, ge=0, le=100, description="Retries of a failed summarisation before `failed`."
@@ -419,7 +422,7 @@ class Settings:
         self.database = DatabaseSettings()
         self.ingest = IngestSettings()
         self.scheduler = SchedulerSettings()
-        self.retries = RetrySettings()
+        self.recovery = RecoverySettings()
         self.embedding = EmbeddingSettings()
         self.llm = LLMSettings()
         self.summariser = SummariserSettings()

@@ -62,8 +62,15 @@ def from_ts(value: timestamp_pb2.Timestamp) -> datetime:
 
 
 def optional_from_ts(message: Any, field: str) -> datetime | None:
-    """Reads a Timestamp field that may be unset (unset means None, not the epoch)."""
-    return from_ts(getattr(message, field)) if message.HasField(field) else None
+    """Reads a Timestamp field of a request that may be unset (unset means None, not the
+    epoch); one outside what a Timestamp may hold (nanos out of range, beyond year 9999)
+    is INVALID_ARGUMENT."""
+    if not message.HasField(field):
+        return None
+    try:
+        return from_ts(getattr(message, field))
+    except (ValueError, OverflowError):
+        raise InvalidArgument(f"{field} is not a valid timestamp", field=field) from None
 
 
 def struct(value: Mapping[str, Any] | str | None) -> struct_pb2.Struct:

@@ -23,7 +23,6 @@ def settings(**overrides: Any) -> SchedulerSettings:
         "sibling_pull_forward": timedelta(minutes=5),
         "backstop_interval": timedelta(hours=1),
         "backstop_quiet_period": timedelta(hours=24),
-        "orphan_reclaim_after": timedelta(minutes=10),
         "scheduler_poll_interval": timedelta(0),
         "claim_batch_size": 50,
         "lease_ttl": timedelta(seconds=30),

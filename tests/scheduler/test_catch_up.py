@@ -141,3 +141,27 @@ def test_lost_request_episode_on_a_thread_with_an_idle_timer_fires_now(engine) -
             {"t": thread},
         ).all()
     assert [tuple(e) for e in episodes] == [("explicit", 1, 2)]
+
+
+def test_a_late_explicit_episode_still_ends_at_the_checkpoint(engine) -> None:  # type: ignore[no-untyped-def]
+    """EndThread after message 2, its RequestEpisode lost, then messages 3-4: the explicit
+    episode the catch-up opens covers 1-2 (where the user ended), and 3-4 wait for their
+    own trigger with a timer of their own."""
+    from episodic.services.ingest import domain as ingest
+    from episodic.services.scheduler.sweeper import Sweeper
+    from tests.scheduler.helpers import add_messages
+
+    cfg = settings()
+    thread = new_thread(engine, messages=2)
+    with engine.begin() as conn:
+        ingest.end_thread(conn, thread)  # committed; the Scheduler never heard of it
+    add_messages(engine, thread, 2, notify=False)  # later messages, their notices lost too
+    now = db_now(engine)
+    Sweeper(engine, cfg, "replica-1").run_pass(now + timedelta(seconds=1), force=True)
+    assert windows(engine, thread) == [(1, 2, "explicit")]
+    Sweeper(engine, cfg, "replica-1").run_pass(now + timedelta(seconds=1), force=True)
+    later = timer(engine, thread)
+    assert later is not None and later["trigger"] == "inactivity"
+    Sweeper(engine, cfg, "replica-1").run_pass(now + cfg.auto_episode_interval * 2, force=True)
+    assert windows(engine, thread) == [(1, 2, "explicit"), (3, 4, "inactivity")]
+    check_invariants(engine, all_covered=True)

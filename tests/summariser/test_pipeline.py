@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import text
 
 from episodic.providers.types import SummaryRequest, SummaryResult
@@ -286,3 +287,97 @@ def test_a_lost_claim_does_not_archive_the_current_episode(engine) -> None:  # t
         )
     assert status is None
     assert episode_row(engine, first["episode_id"])["status"] == "completed"
+
+
+class _GatedSummariser:
+    """Blocks in summarise() until released: a slow LLM."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        import threading
+
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def summarise(self, request):  # type: ignore[no-untyped-def]
+        self.started.set()
+        assert self.release.wait(60)
+        return SummaryResult(summary="slow but sure", key_learnings=[], entities=[])
+
+    def check(self) -> None:
+        pass
+
+
+def _claim_of(engine, episode_id):  # type: ignore[no-untyped-def]
+    with engine.connect() as conn:
+        return conn.execute(
+            text("SELECT status, claimed_at, retry_count FROM episodes WHERE episode_id = :id"),
+            {"id": episode_id},
+        ).one()
+
+
+def test_a_working_worker_renews_its_claims(engine) -> None:  # type: ignore[no-untyped-def]
+    """A batch that outlasts the reclaim timeout is not taken from a live worker: its
+    heartbeat keeps the claim fresh while the slow call runs."""
+    import threading
+    from datetime import timedelta
+
+    from episodic.testing.processes import wait_until
+
+    thread = make_thread(engine)
+    add(engine, thread, CAR_CHAT)
+    ep = open_episode(engine, thread)
+    slow = _GatedSummariser()
+    pipeline = make_pipeline(engine, summariser=slow, heartbeat=timedelta(seconds=0.05))
+    worker = threading.Thread(target=pipeline.run_once, args=(1,))
+    worker.start()
+    assert slow.started.wait(30)
+    first = _claim_of(engine, ep["episode_id"]).claimed_at
+    wait_until(
+        lambda: _claim_of(engine, ep["episode_id"]).claimed_at > first,
+        timeout=30,
+        message="the claim was renewed while the call ran",
+    )
+    slow.release.set()
+    worker.join(60)
+    status, _, retries = _claim_of(engine, ep["episode_id"])
+    assert (status, retries) == ("completed", 0)
+
+
+class _DatabaseGone:
+    """The first summarise() finds the database gone (a restart mid-batch)."""
+
+    name = "gone"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def summarise(self, request):  # type: ignore[no-untyped-def]
+        from sqlalchemy.exc import OperationalError
+
+        self.calls += 1
+        if self.calls == 1:
+            raise OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+        return SummaryResult(summary="after the restart", key_learnings=[], entities=[])
+
+    def check(self) -> None:
+        pass
+
+
+def test_an_outage_mid_batch_costs_no_retry_and_strands_nothing(engine) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy.exc import OperationalError
+
+    first, second = make_thread(engine), make_thread(engine)
+    for thread in (first, second):
+        add(engine, thread, CAR_CHAT)
+    eps = [open_episode(engine, t)["episode_id"] for t in (first, second)]
+    pipeline = make_pipeline(engine, summariser=_DatabaseGone())
+    with pytest.raises(OperationalError):
+        pipeline.run_once(10)
+    # Neither episode is blamed: no retry counted, nothing failed.
+    assert all(_claim_of(engine, e).retry_count == 0 for e in eps)
+    # The next pass (the database is back) hands the held claims back and finishes both.
+    while pipeline.run_once(10).completed:
+        pass
+    assert [tuple(_claim_of(engine, e))[::2] for e in eps] == [("completed", 0)] * 2

@@ -16,7 +16,7 @@ AREAS = [
     ("Database", config.DatabaseSettings),
     ("Ingest", config.IngestSettings),
     ("Scheduler", config.SchedulerSettings),
-    ("Retries", config.RetrySettings),
+    ("Recovery", config.RecoverySettings),
     ("Summariser", config.SummariserSettings),
     ("LLM", config.LLMSettings),
     ("Embeddings", config.EmbeddingSettings),

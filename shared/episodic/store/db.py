@@ -41,6 +41,14 @@ def _register_vector(dbapi_connection: Any, _record: Any) -> None:
         register_vector(dbapi_connection)
 
 
+def is_database_outage(err: BaseException) -> bool:
+    """Whether ``err`` means the database is down, restarting or unreachable (retry later;
+    nobody's fault) rather than a statement that failed."""
+    from sqlalchemy.exc import DisconnectionError, OperationalError
+
+    return isinstance(err, OperationalError | DisconnectionError | psycopg.OperationalError)
+
+
 def engine_from_settings(settings: DatabaseSettings, application_name: str) -> Engine:
     return make_engine(
         settings.sqlalchemy_url(),

@@ -18,6 +18,7 @@ transition                 statement                                            
 :func:`claim_pending`      pending (due) → processing, CTE + SKIP LOCKED          Summariser
 :func:`complete`           processing (mine) → completed; others → archived       Summariser
 :func:`record_failure`     processing (mine) → pending (backoff) or failed        Summariser
+:func:`renew_claims`       processing (mine): claimed_at = now(), still working   Summariser
 :func:`release_claims`     processing (mine) → pending, no retry counted          Summariser
 :func:`reclaim_orphaned`   processing (stale) → pending or failed                 Scheduler
 :func:`retry_episode`      failed → pending, retries reset (admin)                Scheduler
@@ -171,14 +172,19 @@ def open_episode(
     uncaptured for the next episode. Returns the new episode row, or None when the thread
     has nothing uncaptured (or does not exist). ``trace_context`` defaults to the current
     span's context, so the summariser's span links back to the trigger.
+
+    An explicit episode honours the checkpoint: when an EndThread is owed
+    (``end_requested_sequence`` beyond what is captured), its window ends where the
+    EndThread was made, however late the episode is opened (the Scheduler was down, the
+    call was lost); messages written after the EndThread wait for their own trigger.
     """
     if trigger not in TRIGGERS:
         raise ValueError(f"unknown trigger {trigger!r}")
     thread = (
         conn.execute(
             text(
-                "SELECT dataset, last_sequence, captured_sequence FROM threads "
-                "WHERE thread_id = :id FOR UPDATE"
+                "SELECT dataset, last_sequence, captured_sequence, end_requested_sequence "
+                "FROM threads WHERE thread_id = :id FOR UPDATE"
             ),
             {"id": thread_id},
         )
@@ -188,6 +194,9 @@ def open_episode(
     if thread is None or thread["last_sequence"] <= thread["captured_sequence"]:
         return None
     start, end = thread["captured_sequence"] + 1, thread["last_sequence"]
+    checkpoint = thread["end_requested_sequence"]
+    if trigger == "explicit" and start <= checkpoint < end:
+        end = checkpoint
     context = trace_context if trace_context is not None else current_trace_context() or None
     episode = (
         conn.execute(
@@ -285,6 +294,26 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
             {"worker": worker, "limit": limit},
         ).mappings()
     )
+
+
+def renew_claims(conn: Connection, worker: str) -> int:
+    """The worker's heartbeat: every claim it holds (summarisation and semantic) is fresh
+    again, so the reclaim sweep — which takes claims older than the reclaim timeout —
+    never takes work from a worker that is alive, however long a batch or an LLM call."""
+    mine = conn.execute(
+        text(
+            "UPDATE episodes SET claimed_at = now() WHERE status = 'processing' AND claimed_by = :w"
+        ),
+        {"w": worker},
+    ).rowcount
+    semantic = conn.execute(
+        text(
+            "UPDATE episodes SET semantic_claimed_at = now() "
+            "WHERE semantic_status = 'processing' AND semantic_claimed_by = :w"
+        ),
+        {"w": worker},
+    ).rowcount
+    return int(mine) + int(semantic)
 
 
 def release_claims(conn: Connection, worker: str) -> int:
