@@ -323,6 +323,13 @@ class ServiceSettings(BaseSettings):
         default=None, description="Where the SDK and CLI reach Recall (127.0.0.1:<port> if unset)."
     )
     grpc_workers: int = Field(default=16, ge=1, le=512, description="Handler threads per server.")
+    health_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="A second, plaintext port that answers gRPC health checks only (for "
+        "Kubernetes probes, which cannot speak TLS). Unset: the service port answers them.",
+    )
     max_request_bytes: int = Field(
         default=8 * 1024 * 1024,
         ge=64 * 1024,

@@ -154,6 +154,10 @@ class ServiceRuntime:
     shutdown_grace: float = 10.0
     on_shutdown: list[Callable[[], object]] = field(default_factory=list)
     stopped: threading.Event = field(default_factory=threading.Event)
+    # A plaintext server answering health checks only (Kubernetes' gRPC probes cannot
+    # speak TLS); None when the service's own port answers them.
+    health_server: grpc.Server | None = None
+    health_port: int | None = None
 
     def set_serving(self, serving: bool) -> None:
         """Readiness: the service's own name follows the database. The overall name ""
@@ -184,6 +188,8 @@ class ServiceRuntime:
         self.set_alive(False)
         log.info("%s shutting down (grace %.1fs)", self.name, self.shutdown_grace)
         self.server.stop(self.shutdown_grace).wait()
+        if self.health_server is not None:
+            self.health_server.stop(0).wait()
         for hook in self.on_shutdown:
             try:
                 hook()
@@ -211,6 +217,7 @@ def build_server(
     guard: Guard | None = None,
     credentials: grpc.ServerCredentials | None = None,
     interceptors: Iterable[grpc.ServerInterceptor] = (),
+    health_port: int | None = None,
 ) -> ServiceRuntime:
     """A gRPC server for ``service_names`` with health, reflection, the call interceptor
     (``guard`` admits callers; None: no authentication at all) and tracing, listening on
@@ -248,6 +255,14 @@ def build_server(
         engine=engine,
         shutdown_grace=shutdown_grace,
     )
+    if health_port is not None:
+        # Health only, without TLS: what it reveals (SERVING or not) is no secret.
+        probe = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="health"))
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe)
+        runtime.health_port = probe.add_insecure_port(f"{host}:{health_port}")
+        if runtime.health_port == 0:
+            raise RuntimeError(f"{name}: cannot listen on {host}:{health_port} for health")
+        runtime.health_server = probe
     runtime.set_serving(False)
     runtime.set_alive(True)
     return runtime
@@ -286,6 +301,8 @@ def run_until_signalled(
 ) -> None:
     """Starts the server, prints where it listens, and blocks until SIGTERM/SIGINT."""
     runtime.server.start()
+    if runtime.health_server is not None:
+        runtime.health_server.start()
     if runtime.engine is not None:
         monitor_database(runtime, health_interval)
     else:
@@ -434,6 +451,7 @@ def serve(
         max_request_bytes=settings.service.max_request_bytes,
         guard=guard,
         credentials=credentials,
+        health_port=settings.service.health_port,
     )
     runtime.on_shutdown.extend(service.on_shutdown)
     for start in service.on_start:

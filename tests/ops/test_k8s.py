@@ -161,16 +161,19 @@ def test_one_deployment_service_and_pdb_per_service(overlay: str) -> None:
 def test_processes_ports_and_grpc_probes(overlay: str) -> None:
     config = config_map(overlay)
     assert config["EPISODIC_BIND_HOST"] == "[::]"  # probes reach the pod IP
+    # With TLS on, probes go to the plaintext health port (kubelet probes cannot do TLS).
+    health = int(config.get("EPISODIC_HEALTH_PORT", 0))
     for name, (port, grpc_service) in SERVICES.items():
         c = container(one(overlay, "Deployment", f"episodic-{name}"))
         assert c["command"][-1] == f"episodic.services.{name}"
-        assert c["ports"] == [{"name": "grpc", "containerPort": port, "protocol": "TCP"}]
+        assert c["ports"][0] == {"name": "grpc", "containerPort": port, "protocol": "TCP"}
         assert config[f"EPISODIC_{name.upper()}_PORT"] == str(port)
+        probe_port = health or port
         for probe in ("startupProbe", "readinessProbe"):
-            assert c[probe]["grpc"] == {"port": port, "service": grpc_service}, (name, probe)
+            assert c[probe]["grpc"] == {"port": probe_port, "service": grpc_service}, (name, probe)
         # Liveness asks the overall name "", which stays SERVING during a database outage.
         live = c["livenessProbe"]
-        assert live["grpc"] == {"port": port}, name
+        assert live["grpc"] == {"port": probe_port}, name
         assert live["periodSeconds"] * live["failureThreshold"] >= 30
     # Ingest resolves every Scheduler pod and balances over them (a headless Service).
     host, _, port = config["EPISODIC_SCHEDULER_ADDRESS"].rpartition(":")
@@ -281,14 +284,22 @@ def test_dev_runs_one_replica_each_and_its_own_pgvector_postgres() -> None:
     assert any(m["name"] == "data" for m in c["volumeMounts"])
     service = one("dev", "Service", sts["spec"]["serviceName"])
     assert service["spec"]["ports"][0]["port"] == 5432
-    # The generated URL points at that Service; the StatefulSet reads its password from
-    # the same Secret the services use.
-    env = {e["name"]: e for e in c["env"]}
-    secret_name = env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"]
-    secret = one("dev", "Secret", secret_name)
+    # No password at all: the dev database trusts connections, and only the episodic pods
+    # (services, migration Job) may reach it.
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["POSTGRES_HOST_AUTH_METHOD"] == "trust" and "POSTGRES_PASSWORD" not in env
+    (secret,) = [
+        s for s in of_kind("dev", "Secret") if s["metadata"]["name"].startswith("episodic-database")
+    ]
     url = base64.b64decode(secret["data"]["url"]).decode()
-    password = base64.b64decode(secret["data"]["password"]).decode()
-    assert f":{password}@episodic-postgres:5432/" in url
+    assert url == "postgresql://episodic@episodic-postgres:5432/episodic"
+    policy = one("dev", "NetworkPolicy", "episodic-postgres")
+    assert matches(policy["spec"]["podSelector"], sts["spec"]["template"]["metadata"]["labels"])
+    assert policy["spec"]["ingress"][0]["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "episodic"}}}
+    ]
+    # A development namespace runs without keys, said explicitly.
+    assert config_map("dev")["EPISODIC_AUTH"] == "disabled"
 
 
 def test_prod_runs_several_replicas_spread_out() -> None:
@@ -320,3 +331,72 @@ def test_prod_runs_several_replicas_spread_out() -> None:
     for name in SERVICES:
         limits = container(one("prod", "Deployment", f"episodic-{name}"))["resources"]["limits"]
         assert quantity(limits["memory"]) >= dev_limits[name]
+
+
+def test_prod_requires_keys_speaks_tls_and_verifies_the_database() -> None:
+    config = config_map("prod")
+    assert config["EPISODIC_AUTH"] == "required"
+    assert config["PGSSLMODE"] == "verify-full"
+    for name in SERVICES:
+        deployment = one("prod", "Deployment", f"episodic-{name}")
+        c = container(deployment)
+        mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        for variable in ("EPISODIC_TLS_CERT_FILE", "EPISODIC_TLS_KEY_FILE", "EPISODIC_TLS_CA_FILE"):
+            folder = str(Path(config[variable]).parent)
+            assert volumes[mounts[folder]]["secret"]["secretName"] == "episodic-tls"
+        folder = str(Path(config["PGSSLROOTCERT"]).parent)
+        assert volumes[mounts[folder]]["secret"]["secretName"] == "episodic-database-ca"
+    ingest = {e["name"]: e for e in container(one("prod", "Deployment", "episodic-ingest"))["env"]}
+    assert ingest["EPISODIC_SERVICE_KEY"]["valueFrom"]["secretKeyRef"]["name"] == (
+        "episodic-service-key"
+    )
+    job = one("prod", "Job", "episodic-migrate")
+    assert any(
+        v.get("secret", {}).get("secretName") == "episodic-database-ca"
+        for v in job["spec"]["template"]["spec"]["volumes"]
+    )
+
+
+def test_prod_network_policies_expose_only_ingest_and_recall() -> None:
+    policies = {p["metadata"]["name"]: p["spec"] for p in of_kind("prod", "NetworkPolicy")}
+    deny = policies["episodic-default-deny"]
+    assert deny["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "episodic"}
+    assert "ingress" not in deny  # nothing allowed unless another policy says so
+    apps = policies["episodic-applications"]
+    components = next(
+        e["values"]
+        for e in apps["podSelector"]["matchExpressions"]
+        if e["key"] == "app.kubernetes.io/component"
+    )
+    assert sorted(components) == ["ingest", "recall"]
+    assert {p["port"] for p in apps["ingress"][0]["ports"]} == {50051, 50054}
+    scheduler = policies["episodic-scheduler-from-ingest"]
+    assert scheduler["ingress"][0]["from"] == [
+        {
+            "podSelector": {
+                "matchLabels": {
+                    "app.kubernetes.io/name": "episodic",
+                    "app.kubernetes.io/component": "ingest",
+                }
+            }
+        }
+    ]
+    # Ports an application label opens: nothing but Ingest's and Recall's.
+    opened = {
+        port["port"]
+        for spec in policies.values()
+        for rule in spec.get("ingress", [])
+        if any("episodic.dev/client" in str(peer) for peer in rule.get("from", []))
+        for port in rule.get("ports", [])
+    }
+    assert opened == {50051, 50054}
+
+
+def test_no_password_is_a_literal_in_git() -> None:
+    for path in (REPO_ROOT / "k8s").rglob("*"):
+        if not path.is_file() or path.suffix not in (".yaml", ".yml", ".env"):
+            continue
+        text = path.read_text()
+        assert not re.search(r"password\s*[=:]\s*(?!\$)\S", text, re.IGNORECASE), path
+        assert not re.search(r"postgres(?:ql)?://[^:@\s/]+:[^@\s]+@(?!HOST)", text), path
