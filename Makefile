@@ -2,15 +2,22 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+TS := clients/typescript
 
 .PHONY: install up test test-all lint protos bench clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(TS)/node_modules/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# The TypeScript client's dependencies, from the npm registry (its tests are part of the
+# suite: tests/polyglot).
+$(TS)/node_modules/.installed: $(TS)/package-lock.json
+	npm ci --prefix $(TS) --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## Start the embedded PostgreSQL and every service; Ctrl-C stops all of them.
@@ -31,9 +38,10 @@ lint: install
 	$(BIN)/buf format -d --exit-code
 	$(BIN)/mypy
 
-## Regenerate the gRPC stubs after editing proto/.
+## Regenerate the gRPC stubs (Python and TypeScript) after editing proto/.
 protos: install
 	$(BIN)/python -m episodic.devtools.protogen
+	npm --prefix $(TS) run --silent generate
 
 clean:
 	rm -rf $(VENV) .episodic

@@ -1,0 +1,891 @@
+/**
+ * The TypeScript SDK: one client for the four services, mirroring the Python SDK
+ * (`episodic.client`): deadlines on every call, retries on UNAVAILABLE for calls that are
+ * safe to repeat, automatic idempotency keys, typed errors.
+ *
+ * Messages are the generated protobuf-es types (src/gen); this module only adds the small
+ * surface around them.
+ */
+
+import { randomUUID } from "node:crypto";
+import type * as http2 from "node:http2";
+
+import { create } from "@bufbuild/protobuf";
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import type { CallOptions, Client, Interceptor, Transport } from "@connectrpc/connect";
+import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+
+import { SERVICES, addressFromEnv } from "./endpoints.js";
+import type { Environment, ServiceName } from "./endpoints.js";
+import { DeadlineExceededError, UnavailableError, translateError } from "./errors.js";
+import {
+  EpisodeStatus,
+  EpisodeStatusSchema,
+  EpisodeTrigger,
+  Role,
+  RoleSchema,
+  SemanticStatusSchema,
+  EpisodeTriggerSchema,
+} from "./gen/episodic/v1/episode_pb.js";
+import type {
+  Episode,
+  Message,
+  ScoredEpisode,
+  SemanticStatus,
+  Thread,
+} from "./gen/episodic/v1/episode_pb.js";
+import { IngestService, NewMessageSchema } from "./gen/episodic/v1/ingest_service_pb.js";
+import type {
+  EndThreadResponse,
+  MessageReceipt,
+  NewMessage as NewMessageProto,
+} from "./gen/episodic/v1/ingest_service_pb.js";
+import { RecallInclude, RecallService } from "./gen/episodic/v1/recall_service_pb.js";
+import type { RecallRequestSchema } from "./gen/episodic/v1/recall_service_pb.js";
+import { SchedulerService } from "./gen/episodic/v1/scheduler_service_pb.js";
+import type { RunSweepResponse } from "./gen/episodic/v1/scheduler_service_pb.js";
+import { SummariserService } from "./gen/episodic/v1/summariser_service_pb.js";
+import type {
+  GetPipelineStatusResponse,
+  ProcessPendingResponse,
+  ProviderHealth,
+} from "./gen/episodic/v1/summariser_service_pb.js";
+import { Health, HealthCheckResponse_ServingStatus } from "./gen/grpc/health/v1/health_pb.js";
+
+/** Default deadline of every call, in milliseconds (the Python SDK's 10 s). */
+export const DEFAULT_TIMEOUT_MS = 10_000;
+
+// --------------------------------------------------------------------------- options
+
+/** Exponential backoff on UNAVAILABLE for calls that are safe to repeat (gRPC A6 style:
+ * each wait is random in [0, min(initial × multiplier^(n-1), max)]), always within the
+ * call's deadline. */
+export interface RetryPolicy {
+  /** Attempts in all, the first included (default 5; 1 disables retries). */
+  maxAttempts: number;
+  initialBackoffMs: number;
+  maxBackoffMs: number;
+  multiplier: number;
+}
+
+export const DEFAULT_RETRY: Readonly<RetryPolicy> = Object.freeze({
+  maxAttempts: 5,
+  initialBackoffMs: 100,
+  maxBackoffMs: 2000,
+  multiplier: 2,
+});
+
+/** TLS settings (passed to `http2.connect`); `true` means TLS with the system's CAs. */
+export type TlsOptions =
+  | boolean
+  | Pick<http2.SecureClientSessionOptions, "ca" | "cert" | "key" | "servername" | "rejectUnauthorized">;
+
+export interface EpisodicClientOptions {
+  /** `host:port` (or a full `http://` / `https://` URL) of each service; unset ones come
+   * from `EPISODIC_<SERVICE>_ADDRESS` / `_PORT` or the default ports. */
+  ingest?: string;
+  recall?: string;
+  scheduler?: string;
+  summariser?: string;
+  /** Default deadline of every call in ms (each method also takes `timeoutMs`). */
+  timeoutMs?: number;
+  /** Give every message without an idempotency key an `auto:<uuid>` one (default true),
+   * which makes AddMessages safe to retry. */
+  autoIdempotencyKeys?: boolean;
+  /** Sent as `authorization: Bearer <key>` on every call. Defaults to `EPISODIC_API_KEY`.
+   * A function is called before each call (for rotating tokens). */
+  apiKey?: string | (() => string | Promise<string>);
+  /** TLS for every service (default: plaintext HTTP/2, like `episodic up`). */
+  tls?: TlsOptions;
+  /** Retry policy for idempotent calls; `false` disables retries. */
+  retry?: Partial<RetryPolicy> | false;
+  /** Extra Connect interceptors (tracing, logging), run on every attempt. */
+  interceptors?: Interceptor[];
+  /** Where `EPISODIC_*` variables are read from (default `process.env`). */
+  env?: Environment;
+}
+
+/** Per-call options every method takes. */
+export interface CallOpts {
+  /** Deadline of this call in ms, across its retries (default: the client's). */
+  timeoutMs?: number;
+  /** Aborts the call. */
+  signal?: AbortSignal;
+}
+
+// --------------------------------------------------------------------------- inputs/results
+
+export type RoleName = "system" | "user" | "assistant" | "agent" | "tool";
+
+/** A message to add: `createdAt` backfills history (defaults to the receive time);
+ * `idempotencyKey` makes a repeated add a no-op (generated when not given and the client's
+ * `autoIdempotencyKeys` is on). */
+export interface NewMessageInput {
+  role: RoleName | Role;
+  content: string;
+  metadata?: JsonObject;
+  createdAt?: Date | Timestamp;
+  idempotencyKey?: string;
+}
+
+/** A message as an object or a `[role, content]` pair. */
+export type MessageInput = NewMessageInput | readonly [RoleName | Role, string];
+
+/** One receipt per added message, in request order, and how many this call stored (the
+ * rest were replays of an idempotency key). */
+export interface AddMessagesResult {
+  threadId: string;
+  receipts: MessageReceipt[];
+  storedCount: number;
+  /** The messages' sequences, in request order. */
+  sequences: bigint[];
+}
+
+/** The top episodes, best first, and how many current episodes the dataset holds. Iterable
+ * over its episodes, and accepted by `renderEpisodes` as it is. */
+export interface RecallResult extends Iterable<ScoredEpisode> {
+  episodes: ScoredEpisode[];
+  episodeCount: number;
+}
+
+/** One page of a list; pass `nextPageToken` to get the next (empty on the last). */
+export interface Page<T> extends Iterable<T> {
+  items: T[];
+  nextPageToken: string;
+}
+
+export type EpisodeStatusName = "pending" | "processing" | "completed" | "failed" | "archived";
+
+export interface CreateThreadOptions extends CallOpts {
+  label?: string;
+  metadata?: JsonObject;
+  /** A UUID chosen by the client (ALREADY_EXISTS when taken). */
+  threadId?: string;
+}
+
+export interface ListMessagesOptions extends CallOpts {
+  pageSize?: number;
+  pageToken?: string;
+  startSequence?: number | bigint;
+  endSequence?: number | bigint;
+}
+
+export interface PageOptions extends CallOpts {
+  pageSize?: number;
+  pageToken?: string;
+}
+
+export interface RecallOptions extends CallOpts {
+  /** How many episodes (server default 3, at most 100). */
+  limit?: number;
+  similarityWeight?: number;
+  recencyWeight?: number;
+  /** Only episodes whose span ends at or after this time. */
+  since?: Date;
+  /** Only episodes whose span starts at or before this time. */
+  until?: Date;
+  threadIds?: string[];
+  /** All must be present (normalised like stored entities). */
+  entities?: string[];
+  eventType?: string;
+  /** Rank as if it were this time (nothing that ended later is returned). */
+  asOf?: Date;
+}
+
+export interface ListEpisodesOptions extends PageOptions {
+  status?: EpisodeStatusName | EpisodeStatus;
+  threadId?: string;
+}
+
+export interface WaitForEpisodeOptions {
+  /** The sequence the episode must cover (default: the thread's last message). */
+  endSequence?: number | bigint;
+  /** Give up after this long (default 60 s) with a DeadlineExceededError. */
+  timeoutMs?: number;
+  pollIntervalMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface PipelineStatusOptions extends CallOpts {
+  maxErrors?: number;
+  /** Probe the LLM and embedder (default true; false avoids calling a remote LLM). */
+  checkProviders?: boolean;
+}
+
+// --------------------------------------------------------------------------- names
+
+function lowerName(schema: { value: Record<number, { localName: string } | undefined> }, n: number) {
+  return schema.value[n]?.localName.toLowerCase() ?? String(n);
+}
+
+/** `EpisodeStatus.COMPLETED` → `"completed"` (Python's `Episode.status`). */
+export function episodeStatusName(status: EpisodeStatus): string {
+  return lowerName(EpisodeStatusSchema, status);
+}
+/** `SemanticStatus.SKIPPED` → `"skipped"`. */
+export function semanticStatusName(status: SemanticStatus): string {
+  return lowerName(SemanticStatusSchema, status);
+}
+/** `EpisodeTrigger.EXPLICIT` → `"explicit"`. */
+export function triggerName(trigger: EpisodeTrigger): string {
+  return lowerName(EpisodeTriggerSchema, trigger);
+}
+/** `Role.ASSISTANT` → `"assistant"`. */
+export function roleName(role: Role): string {
+  return lowerName(RoleSchema, role);
+}
+
+const ROLES: Readonly<Record<RoleName, Role>> = {
+  system: Role.SYSTEM,
+  user: Role.USER,
+  assistant: Role.ASSISTANT,
+  agent: Role.ASSISTANT,
+  tool: Role.TOOL,
+};
+
+/** Episode statuses a list can filter on. `deleted` is reserved by the design and never
+ * produced (a soft delete archives), so it is not offered. */
+const STATUSES: Readonly<Record<EpisodeStatusName, EpisodeStatus>> = {
+  pending: EpisodeStatus.PENDING,
+  processing: EpisodeStatus.PROCESSING,
+  completed: EpisodeStatus.COMPLETED,
+  failed: EpisodeStatus.FAILED,
+  archived: EpisodeStatus.ARCHIVED,
+};
+export const EPISODE_STATUSES = Object.keys(STATUSES) as EpisodeStatusName[];
+
+function toRole(role: RoleName | Role): Role {
+  if (typeof role === "number") return role;
+  const value = ROLES[role.toLowerCase() as RoleName];
+  if (value === undefined) {
+    throw new RangeError(`unknown role '${role}'; use system, user, assistant or tool`);
+  }
+  return value;
+}
+
+function toStatus(status: EpisodeStatusName | EpisodeStatus | undefined): EpisodeStatus {
+  if (status === undefined) return EpisodeStatus.UNSPECIFIED;
+  if (typeof status === "number") return status;
+  const value = STATUSES[status];
+  if (value === undefined) {
+    throw new RangeError(
+      `unknown status '${status}'; use one of ${[...EPISODE_STATUSES].sort().join(", ")}`,
+    );
+  }
+  return value;
+}
+
+function toTimestamp(value: Date | Timestamp): Timestamp {
+  return value instanceof Date ? timestampFromDate(value) : value;
+}
+
+function page<T>(items: T[], nextPageToken: string): Page<T> {
+  return { items, nextPageToken, [Symbol.iterator]: () => items[Symbol.iterator]() };
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function baseUrl(address: string, tls: boolean): string {
+  if (/^https?:\/\//i.test(address)) return address;
+  return `${tls ? "https" : "http"}://${address}`;
+}
+
+// --------------------------------------------------------------------------- the client
+
+type Services = {
+  ingest: Client<typeof IngestService>;
+  recall: Client<typeof RecallService>;
+  scheduler: Client<typeof SchedulerService>;
+  summariser: Client<typeof SummariserService>;
+};
+
+const SERVICE_DESCRIPTORS = {
+  ingest: IngestService,
+  recall: RecallService,
+  scheduler: SchedulerService,
+  summariser: SummariserService,
+} as const;
+
+/**
+ * A client for the four episodic services. Connections (one HTTP/2 session per service)
+ * open lazily and are shared by concurrent calls; `close()` ends them (a later call opens
+ * them again).
+ */
+export class EpisodicClient {
+  readonly addresses: Readonly<Record<ServiceName, string>>;
+  readonly timeoutMs: number;
+  readonly autoIdempotencyKeys: boolean;
+  readonly retryPolicy: Readonly<RetryPolicy> | null;
+
+  private readonly tls: TlsOptions;
+  private readonly apiKey: EpisodicClientOptions["apiKey"];
+  private readonly interceptors: Interceptor[];
+  private readonly sessions = new Map<ServiceName, Http2SessionManager>();
+  private readonly transports = new Map<ServiceName, Transport>();
+  private readonly clients = new Map<ServiceName, unknown>();
+
+  constructor(options: EpisodicClientOptions = {}) {
+    const env = options.env ?? process.env;
+    this.addresses = Object.freeze({
+      ingest: options.ingest || addressFromEnv("ingest", env),
+      recall: options.recall || addressFromEnv("recall", env),
+      scheduler: options.scheduler || addressFromEnv("scheduler", env),
+      summariser: options.summariser || addressFromEnv("summariser", env),
+    });
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.autoIdempotencyKeys = options.autoIdempotencyKeys ?? true;
+    this.retryPolicy =
+      options.retry === false ? null : Object.freeze({ ...DEFAULT_RETRY, ...options.retry });
+    this.tls = options.tls ?? false;
+    this.apiKey = options.apiKey ?? (env["EPISODIC_API_KEY"]?.trim() || undefined);
+    this.interceptors = [...(options.interceptors ?? [])];
+  }
+
+  // -- plumbing
+
+  private authInterceptor(): Interceptor | null {
+    const key = this.apiKey;
+    if (!key) return null;
+    return (next) => async (req) => {
+      const token = typeof key === "function" ? await key() : key;
+      if (token) req.header.set("authorization", `Bearer ${token}`);
+      return next(req);
+    };
+  }
+
+  private transport(service: ServiceName): Transport {
+    let transport = this.transports.get(service);
+    if (transport === undefined) {
+      const url = baseUrl(this.addresses[service], this.tls !== false);
+      const nodeOptions: http2.SecureClientSessionOptions =
+        typeof this.tls === "object" ? { ...this.tls } : {};
+      const session = new Http2SessionManager(url, {}, nodeOptions);
+      const auth = this.authInterceptor();
+      transport = createGrpcTransport({
+        baseUrl: url,
+        sessionManager: session,
+        interceptors: auth ? [auth, ...this.interceptors] : [...this.interceptors],
+      });
+      this.sessions.set(service, session);
+      this.transports.set(service, transport);
+    }
+    return transport;
+  }
+
+  private client<S extends ServiceName>(service: S): Services[S] {
+    let client = this.clients.get(service) as Services[S] | undefined;
+    if (client === undefined) {
+      client = createClient(SERVICE_DESCRIPTORS[service], this.transport(service)) as Services[S];
+      this.clients.set(service, client);
+    }
+    return client;
+  }
+
+  /**
+   * Runs one call with a deadline; when `retry`, repeats it on UNAVAILABLE with backoff
+   * while attempts and the deadline allow. Every failure becomes an EpisodicError.
+   */
+  private async call<S extends ServiceName, T>(
+    service: S,
+    method: string,
+    fn: (client: Services[S], options: CallOptions) => Promise<T>,
+    opts: CallOpts | undefined,
+    retry: boolean,
+  ): Promise<T> {
+    const timeoutMs = opts?.timeoutMs ?? this.timeoutMs;
+    const deadline = Date.now() + timeoutMs;
+    const policy = retry ? this.retryPolicy : null;
+    const maxAttempts = policy ? Math.max(1, policy.maxAttempts) : 1;
+    let backoff = policy?.initialBackoffMs ?? 0;
+    const client = this.client(service);
+    for (let attempt = 1; ; attempt++) {
+      const remaining = Math.max(1, deadline - Date.now());
+      try {
+        return await fn(client, { timeoutMs: remaining, signal: opts?.signal });
+      } catch (err) {
+        const code = ConnectError.from(err).code;
+        if (!policy || code !== Code.Unavailable || attempt >= maxAttempts || opts?.signal?.aborted) {
+          throw translateError(err, method);
+        }
+        const delay = Math.random() * Math.min(backoff, policy.maxBackoffMs);
+        backoff *= policy.multiplier;
+        if (Date.now() + delay >= deadline) throw translateError(err, method);
+        await sleep(delay, opts?.signal);
+      }
+    }
+  }
+
+  /** Closes every connection (a later call opens them again). */
+  close(): void {
+    for (const session of this.sessions.values()) session.abort();
+    this.sessions.clear();
+    this.transports.clear();
+    this.clients.clear();
+  }
+
+  /**
+   * Waits until each named service answers its gRPC health check with SERVING; throws
+   * UnavailableError naming the first one that does not within `timeoutMs` (default 30 s).
+   */
+  async waitReady(
+    services: readonly ServiceName[] = SERVICES,
+    { timeoutMs = 30_000 }: { timeoutMs?: number } = {},
+  ): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (const service of services) {
+      const health = createClient(Health, this.transport(service));
+      for (;;) {
+        try {
+          const answer = await health.check({ service: "" }, { timeoutMs: 2000 });
+          if (answer.status === HealthCheckResponse_ServingStatus.SERVING) break;
+        } catch {
+          // not up yet
+        }
+        if (Date.now() > deadline) {
+          throw new UnavailableError({
+            code: Code.Unavailable,
+            message: `${service} at ${this.addresses[service]} is not serving`,
+            method: "Health.Check",
+          });
+        }
+        await sleep(100);
+      }
+    }
+  }
+
+  // -- threads and messages (Ingest)
+
+  /** Creates a thread in `dataset`; starting a thread also tells the Scheduler the
+   * dataset's other threads are probably over (their idle timers are pulled forward). */
+  async createThread(dataset: string, options: CreateThreadOptions = {}): Promise<Thread> {
+    const answer = await this.call(
+      "ingest",
+      "CreateThread",
+      (c, o) =>
+        c.createThread(
+          {
+            dataset,
+            label: options.label ?? "",
+            threadId: options.threadId ?? "",
+            metadata: options.metadata,
+          },
+          o,
+        ),
+      options,
+      false,
+    );
+    return answer.thread!;
+  }
+
+  /** Starts a new conversation thread (same as `createThread`); the second argument is
+   * the label or the options. */
+  startThread(dataset: string, labelOrOptions: string | CreateThreadOptions = {}): Promise<Thread> {
+    const options = typeof labelOrOptions === "string" ? { label: labelOrOptions } : labelOrOptions;
+    return this.createThread(dataset, options);
+  }
+
+  /**
+   * Appends messages to a thread in one durable batch, in order. Each is an object
+   * (`role`, `content`, optionally `metadata`, `createdAt`, `idempotencyKey`) or a
+   * `[role, content]` pair. With `autoIdempotencyKeys` (the default) every message without
+   * a key gets `auto:<uuid>`, so the call is retried safely on UNAVAILABLE and a replay
+   * stores nothing twice.
+   */
+  async addMessages(
+    threadId: string,
+    messages: Iterable<MessageInput>,
+    opts: CallOpts = {},
+  ): Promise<AddMessagesResult> {
+    const batch: NewMessageProto[] = [];
+    for (const value of messages) {
+      const m: NewMessageInput = Array.isArray(value)
+        ? { role: value[0], content: value[1] }
+        : (value as NewMessageInput);
+      let key = m.idempotencyKey ?? "";
+      if (!key && this.autoIdempotencyKeys) key = `auto:${randomUUID()}`;
+      batch.push(
+        create(NewMessageSchema, {
+          role: toRole(m.role ?? "user"),
+          content: m.content,
+          idempotencyKey: key,
+          metadata: m.metadata && Object.keys(m.metadata).length ? m.metadata : undefined,
+          createdAt: m.createdAt === undefined ? undefined : toTimestamp(m.createdAt),
+        }),
+      );
+    }
+    const safe = batch.every((m) => m.idempotencyKey !== "");
+    const answer = await this.call(
+      "ingest",
+      "AddMessages",
+      (c, o) => c.addMessages({ threadId, messages: batch }, o),
+      opts,
+      safe,
+    );
+    return {
+      threadId: answer.threadId,
+      receipts: answer.receipts,
+      storedCount: answer.storedCount,
+      sequences: answer.receipts.map((r) => r.sequence),
+    };
+  }
+
+  /** Appends one message and returns its receipt (with its sequence). */
+  async addMessage(
+    threadId: string,
+    role: RoleName | Role,
+    content: string,
+    options: CallOpts & Omit<NewMessageInput, "role" | "content"> = {},
+  ): Promise<MessageReceipt> {
+    const { timeoutMs, signal, ...rest } = options;
+    const result = await this.addMessages(threadId, [{ role, content, ...rest }], {
+      timeoutMs,
+      signal,
+    });
+    return result.receipts[0]!;
+  }
+
+  /** Marks the end of a stretch of conversation: an episode is queued over the messages no
+   * episode covers yet. The thread stays writable (a checkpoint). */
+  endThread(threadId: string, opts: CallOpts = {}): Promise<EndThreadResponse> {
+    return this.call("ingest", "EndThread", (c, o) => c.endThread({ threadId }, o), opts, false);
+  }
+
+  /** One thread (NotFoundError when it does not exist). */
+  async getThread(threadId: string, opts: CallOpts = {}): Promise<Thread> {
+    const answer = await this.call("ingest", "GetThread", (c, o) => c.getThread({ threadId }, o), opts, true);
+    return answer.thread!;
+  }
+
+  /** One page of a thread's messages in sequence order (page size 0: the server's, 100). */
+  async listMessages(threadId: string, options: ListMessagesOptions = {}): Promise<Page<Message>> {
+    const answer = await this.call(
+      "ingest",
+      "ListMessages",
+      (c, o) =>
+        c.listMessages(
+          {
+            threadId,
+            pageSize: options.pageSize ?? 0,
+            pageToken: options.pageToken ?? "",
+            startSequence: BigInt(options.startSequence ?? 0),
+            endSequence: BigInt(options.endSequence ?? 0),
+          },
+          o,
+        ),
+      options,
+      true,
+    );
+    return page(answer.messages, answer.nextPageToken);
+  }
+
+  /** Every message of a thread in order, across pages (`timeoutMs` applies to each page). */
+  async loadSession(
+    threadId: string,
+    options: Omit<ListMessagesOptions, "pageSize" | "pageToken"> = {},
+  ): Promise<Message[]> {
+    const out: Message[] = [];
+    let pageToken = "";
+    for (;;) {
+      const p = await this.listMessages(threadId, { ...options, pageSize: 1000, pageToken });
+      out.push(...p.items);
+      pageToken = p.nextPageToken;
+      if (!pageToken) return out;
+    }
+  }
+
+  /** One page of a dataset's threads, most recently active first. */
+  async listThreads(dataset: string, options: PageOptions = {}): Promise<Page<Thread>> {
+    const answer = await this.call(
+      "ingest",
+      "ListThreads",
+      (c, o) =>
+        c.listThreads(
+          { dataset, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+          o,
+        ),
+      options,
+      true,
+    );
+    return page(answer.threads, answer.nextPageToken);
+  }
+
+  /** The `n` most recently active threads of a dataset. */
+  async recentThreads(dataset: string, n = 5, opts: CallOpts = {}): Promise<Thread[]> {
+    if (n <= 0) return [];
+    const out: Thread[] = [];
+    let pageToken = "";
+    while (out.length < n) {
+      const p = await this.listThreads(dataset, {
+        ...opts,
+        pageSize: Math.min(n - out.length, 1000),
+        pageToken,
+      });
+      out.push(...p.items);
+      pageToken = p.nextPageToken;
+      if (!pageToken) break;
+    }
+    return out.slice(0, n);
+  }
+
+  // -- recall (Recall)
+
+  /**
+   * The dataset's most relevant current episodes, best first:
+   * `relevance = similarity × similarityWeight + recency × recencyWeight` (server defaults
+   * 0.7 and 0.3). Without `query`, plain recency order — which is how temporal questions
+   * are asked: `recall(ds, undefined, { eventType: "decision", entities: ["pricing"], limit: 3 })`.
+   */
+  async recall(dataset: string, query?: string, options: RecallOptions = {}): Promise<RecallResult> {
+    const request: MessageInitShape<typeof RecallRequestSchema> = {
+      dataset,
+      query: query ?? "",
+      include: [RecallInclude.EPISODES],
+      contextEpisodes: options.limit ?? 0,
+      threadIds: [...(options.threadIds ?? [])],
+      entities: [...(options.entities ?? [])],
+      eventType: options.eventType ?? "",
+      similarityWeight: options.similarityWeight,
+      recencyWeight: options.recencyWeight,
+      since: options.since ? timestampFromDate(options.since) : undefined,
+      until: options.until ? timestampFromDate(options.until) : undefined,
+      asOf: options.asOf ? timestampFromDate(options.asOf) : undefined,
+    };
+    const answer = await this.call("recall", "Recall", (c, o) => c.recall(request, o), options, true);
+    const episodes = answer.episodes?.episodes ?? [];
+    return {
+      episodes,
+      episodeCount: Number(answer.episodes?.episodeCount ?? 0n),
+      [Symbol.iterator]: () => episodes[Symbol.iterator](),
+    };
+  }
+
+  // -- episode administration (Recall reads, Scheduler writes)
+
+  /** One page of a dataset's episodes, newest first; `status` e.g. "completed" or
+   * "failed" (any when unset). */
+  async listEpisodes(dataset: string, options: ListEpisodesOptions = {}): Promise<Page<Episode>> {
+    const status = toStatus(options.status);
+    const answer = await this.call(
+      "recall",
+      "ListEpisodes",
+      (c, o) =>
+        c.listEpisodes(
+          {
+            dataset,
+            status,
+            threadId: options.threadId ?? "",
+            pageSize: options.pageSize ?? 0,
+            pageToken: options.pageToken ?? "",
+          },
+          o,
+        ),
+      options,
+      true,
+    );
+    return page(answer.episodes, answer.nextPageToken);
+  }
+
+  /** Every episode of a dataset (optionally of one status or thread), newest first. */
+  async *iterEpisodes(
+    dataset: string,
+    options: Omit<ListEpisodesOptions, "pageSize" | "pageToken"> = {},
+  ): AsyncGenerator<Episode> {
+    let pageToken = "";
+    for (;;) {
+      const p = await this.listEpisodes(dataset, { ...options, pageSize: 1000, pageToken });
+      yield* p.items;
+      pageToken = p.nextPageToken;
+      if (!pageToken) return;
+    }
+  }
+
+  /** Current episodes matching `query` by text alone (no recency), best first. */
+  async searchEpisodes(
+    dataset: string,
+    query: string,
+    options: CallOpts & { limit?: number } = {},
+  ): Promise<ScoredEpisode[]> {
+    const answer = await this.call(
+      "recall",
+      "SearchEpisodes",
+      (c, o) => c.searchEpisodes({ dataset, query, pageSize: options.limit ?? 0 }, o),
+      options,
+      true,
+    );
+    return answer.episodes;
+  }
+
+  /** One episode in any status (archived ones too, for provenance). */
+  async getEpisode(episodeId: string, opts: CallOpts = {}): Promise<Episode> {
+    const answer = await this.call("recall", "GetEpisode", (c, o) => c.getEpisode({ episodeId }, o), opts, true);
+    return answer.episode!;
+  }
+
+  /** Soft-deletes an episode (it becomes archived and leaves recall); returns it. */
+  async deleteEpisode(episodeId: string, opts: CallOpts = {}): Promise<Episode> {
+    const answer = await this.call(
+      "scheduler",
+      "DeleteEpisode",
+      (c, o) => c.deleteEpisode({ episodeId }, o),
+      opts,
+      false,
+    );
+    return answer.episode!;
+  }
+
+  /** Puts a failed episode back to pending (FailedPreconditionError otherwise). */
+  async retryEpisode(episodeId: string, opts: CallOpts = {}): Promise<Episode> {
+    const answer = await this.call(
+      "scheduler",
+      "RetryEpisode",
+      (c, o) => c.retryEpisode({ episodeId }, o),
+      opts,
+      false,
+    );
+    return answer.episode!;
+  }
+
+  /** Asks the Scheduler for an episode over the thread's uncaptured messages now (an
+   * operator's manual trigger); undefined when there was nothing to capture. */
+  async requestEpisode(threadId: string, opts: CallOpts = {}): Promise<Episode | undefined> {
+    const answer = await this.call(
+      "scheduler",
+      "RequestEpisode",
+      (c, o) => c.requestEpisode({ threadId, trigger: EpisodeTrigger.MANUAL }, o),
+      opts,
+      false,
+    );
+    return answer.episodeQueued ? answer.episode : undefined;
+  }
+
+  /** Tells the Scheduler a thread received messages (Ingest does this after every write);
+   * returns when its idle timer fires. */
+  async recordActivity(threadId: string, opts: CallOpts = {}): Promise<Timestamp | undefined> {
+    const answer = await this.call(
+      "scheduler",
+      "RecordActivity",
+      (c, o) => c.recordActivity({ threadId }, o),
+      opts,
+      false,
+    );
+    return answer.fireAt;
+  }
+
+  /** Tells the Scheduler a thread started (Ingest does this on CreateThread); returns how
+   * many sibling timers were pulled forward. */
+  async recordThreadStarted(threadId: string, opts: CallOpts = {}): Promise<number> {
+    const answer = await this.call(
+      "scheduler",
+      "RecordThreadStarted",
+      (c, o) => c.recordThreadStarted({ threadId }, o),
+      opts,
+      false,
+    );
+    return answer.timersPulledForward;
+  }
+
+  /** Runs one pass of the Scheduler's periodic work now (tests, operators). */
+  runSweep(options: CallOpts & { asOf?: Date } = {}): Promise<RunSweepResponse> {
+    return this.call(
+      "scheduler",
+      "RunSweep",
+      (c, o) => c.runSweep({ asOf: options.asOf ? timestampFromDate(options.asOf) : undefined }, o),
+      options,
+      false,
+    );
+  }
+
+  /** Makes the Summariser process up to `maxEpisodes` pending episodes now. */
+  processPending(maxEpisodes = 0, opts: CallOpts = {}): Promise<ProcessPendingResponse> {
+    return this.call(
+      "summariser",
+      "ProcessPending",
+      (c, o) => c.processPending({ maxEpisodes }, o),
+      opts,
+      false,
+    );
+  }
+
+  /** Whether the Summariser's LLM and embedding providers answer. */
+  async checkProviders(
+    opts: CallOpts = {},
+  ): Promise<{ llm: ProviderHealth | undefined; embedder: ProviderHealth | undefined }> {
+    const a = await this.call("summariser", "CheckProviders", (c, o) => c.checkProviders({}, o), opts, true);
+    return { llm: a.llm, embedder: a.embedder };
+  }
+
+  /** Whether the pipeline moves, for one dataset or the whole suite: episodes per status,
+   * backlog ages, overdue timers, recent errors and provider health. */
+  pipelineStatus(
+    dataset?: string,
+    options: PipelineStatusOptions = {},
+  ): Promise<GetPipelineStatusResponse> {
+    return this.call(
+      "summariser",
+      "GetPipelineStatus",
+      (c, o) =>
+        c.getPipelineStatus(
+          {
+            dataset: dataset ?? "",
+            maxErrors: options.maxErrors ?? 0,
+            skipProviderChecks: options.checkProviders === false,
+          },
+          o,
+        ),
+      options,
+      true,
+    );
+  }
+
+  /**
+   * Waits until the thread's episode covering `endSequence` (default: the thread's last
+   * message) is summarised, and returns it — completed, or failed for good (or already
+   * archived by a newer one). Polls ListEpisodes like the Python SDK; throws
+   * DeadlineExceededError after `timeoutMs` (default 60 s).
+   */
+  async waitForEpisode(threadId: string, options: WaitForEpisodeOptions = {}): Promise<Episode> {
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const pollIntervalMs = options.pollIntervalMs ?? 200;
+    const deadline = Date.now() + timeoutMs;
+    const thread = await this.getThread(threadId, { signal: options.signal });
+    const endSequence =
+      options.endSequence === undefined ? thread.messageCount : BigInt(options.endSequence);
+    const done = new Set([EpisodeStatus.COMPLETED, EpisodeStatus.FAILED, EpisodeStatus.ARCHIVED]);
+    for (;;) {
+      const p = await this.listEpisodes(thread.dataset, {
+        threadId,
+        pageSize: 50,
+        signal: options.signal,
+      });
+      for (const episode of p.items) {
+        if (episode.endSequence >= endSequence && done.has(episode.status)) return episode;
+      }
+      if (Date.now() > deadline) {
+        throw new DeadlineExceededError({
+          code: Code.DeadlineExceeded,
+          message:
+            `no summarised episode of thread ${threadId} up to message ${endSequence} ` +
+            `after ${Math.round(timeoutMs / 1000)}s (are the scheduler and summariser running?)`,
+          method: "waitForEpisode",
+        });
+      }
+      await sleep(pollIntervalMs, options.signal);
+    }
+  }
+}
