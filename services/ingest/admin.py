@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from episodic import access, convert
 from episodic.access import Role
 from episodic.errors import InvalidArgument
-from episodic.store import audit, keys
+from episodic.store import audit, datasets, keys
 from episodic.v1 import access_pb2
 from episodic.v1 import admin_service_pb2 as pb
 from episodic.v1 import admin_service_pb2_grpc as pb_grpc
@@ -108,6 +108,42 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 details={"prefix": f"ek_{row['prefix']}"},
             )
         return pb.RevokeApiKeyResponse(key=convert.api_key(row))
+
+    def ListDatasets(
+        self, request: pb.ListDatasetsRequest, context: grpc.ServicerContext
+    ) -> pb.ListDatasetsResponse:
+        limit = page_size(request.page_size, default=50, maximum=1000)
+        prefix = request.prefix
+        if prefix and ("\x00" in prefix or len(prefix) > 128):
+            raise InvalidArgument("prefix is not a dataset prefix", field="prefix")
+        filters = {"prefix": prefix}
+        cursor = decode_page_token(request.page_token, expect=filters)
+        before = None
+        if cursor:
+            try:
+                before = (datetime.fromisoformat(cursor["at"]), str(cursor["dataset"]))
+            except (KeyError, TypeError, ValueError):
+                raise InvalidArgument("page_token is malformed", field="page_token") from None
+        with self.engine.connect() as conn:
+            rows, more = datasets.list_datasets(conn, prefix=prefix, before=before, limit=limit)
+        token = ""
+        if more:
+            last = rows[-1]
+            token = encode_page_token(
+                {**filters, "at": last["last_activity_at"].isoformat(), "dataset": last["dataset"]}
+            )
+        return pb.ListDatasetsResponse(
+            datasets=[
+                pb.DatasetSummary(
+                    dataset=r["dataset"],
+                    thread_count=r["thread_count"],
+                    message_count=r["message_count"],
+                    last_activity_at=convert.ts(r["last_activity_at"]),
+                )
+                for r in rows
+            ],
+            next_page_token=token,
+        )
 
     def ListAuditEvents(
         self, request: pb.ListAuditEventsRequest, context: grpc.ServicerContext

@@ -56,6 +56,8 @@ def _scored(row: Any) -> episode_pb2.ScoredEpisode:
         relevance_score=float(row["relevance"]),
         similarity=float(row["similarity"]),
         recency=float(row["recency"]),
+        lexical=float(row["lexical"]),
+        semantic=float(row["semantic"]),
     )
 
 

@@ -46,6 +46,8 @@ from grpc_status import rpc_status
 
 from episodic.endpoints import address_from_env
 from episodic.tls import channel_credentials
+from episodic.v1 import admin_service_pb2 as admin_pb2
+from episodic.v1 import admin_service_pb2_grpc as admin_grpc
 from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2
 from episodic.v1 import ingest_service_pb2_grpc as ingest_grpc
 from episodic.v1 import recall_service_pb2_grpc as recall_grpc
@@ -344,11 +346,20 @@ class ScoredEpisode:
     relevance_score: float
     similarity: float
     recency: float
+    lexical: float = 0.0  # the parts of similarity, relative to the best candidate
+    semantic: float = 0.0
 
     @classmethod
     def from_proto(cls, m: episode_pb2.ScoredEpisode) -> ScoredEpisode:
         """Builds it from the wire message."""
-        return cls(Episode.from_proto(m.episode), m.relevance_score, m.similarity, m.recency)
+        return cls(
+            Episode.from_proto(m.episode),
+            m.relevance_score,
+            m.similarity,
+            m.recency,
+            m.lexical,
+            m.semantic,
+        )
 
     # The episode's fields, for convenience (``scored.summary``).
     def __getattr__(self, name: str) -> Any:
@@ -438,6 +449,16 @@ class ProviderHealth:
     name: str
     ok: bool
     error: str
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """A dataset, as its threads describe it."""
+
+    dataset: str
+    thread_count: int
+    message_count: int
+    last_activity_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -601,6 +622,7 @@ def _service_config(service: str, methods: Sequence[str]) -> str:
 
 
 _RETRIED = {
+    "admin": ("AdminService", ("ListApiKeys", "ListAuditEvents", "ListDatasets")),
     "ingest": ("IngestService", ("GetThread", "ListMessages", "ListThreads", "AddMessages")),
     "recall": ("RecallService", ("Recall", "ListEpisodes", "SearchEpisodes", "GetEpisode")),
     "scheduler": ("SchedulerService", ()),
@@ -608,7 +630,11 @@ _RETRIED = {
 }
 
 
+#: The process serving a service that shares another's address.
+_PROCESS_OF = {"admin": "ingest"}
+
 _STUBS: dict[str, Callable[[grpc.Channel], Any]] = {
+    "admin": admin_grpc.AdminServiceStub,
     "ingest": ingest_grpc.IngestServiceStub,
     "recall": recall_grpc.RecallServiceStub,
     "scheduler": scheduler_grpc.SchedulerServiceStub,
@@ -688,7 +714,8 @@ class EpisodicClient:
         with self._lock:
             channel = self._channels.get(key)
             if channel is None:
-                address = self.addresses[key.removesuffix(":noretry")]
+                service = key.removesuffix(":noretry")
+                address = self.addresses[_PROCESS_OF.get(service, service)]
                 options = self._options_for(key)
                 channel = (
                     grpc.secure_channel(address, self._credentials, options=options)
@@ -1209,6 +1236,34 @@ class EpisodicClient:
             "llm": ProviderHealth(a.llm.name, a.llm.ok, a.llm.error),
             "embedder": ProviderHealth(a.embedder.name, a.embedder.ok, a.embedder.error),
         }
+
+    def list_datasets(
+        self,
+        *,
+        prefix: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> Page[DatasetSummary]:
+        """One page of the datasets, most recently active first (an admin key for every
+        dataset); ``prefix`` keeps those starting with it, e.g. ``"acme/"``."""
+        answer = self._call(
+            "admin",
+            "ListDatasets",
+            admin_pb2.ListDatasetsRequest(
+                prefix=prefix, page_size=page_size, page_token=page_token
+            ),
+            timeout,
+        )
+        return Page(
+            [
+                DatasetSummary(
+                    d.dataset, d.thread_count, d.message_count, _time(d, "last_activity_at")
+                )
+                for d in answer.datasets
+            ],
+            answer.next_page_token,
+        )
 
     def pipeline_status(
         self,

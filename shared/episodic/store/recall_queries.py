@@ -125,10 +125,11 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
             WITH c AS ({_CANDIDATES}),
             scored AS (
                 SELECT c.episode_id, c.ended_at, 0.0::float8 AS similarity,
+                       0.0::float8 AS lexical, 0.0::float8 AS semantic,
                        ({_RECENCY})::float8 AS recency
                 FROM c
             )
-            SELECT {_EPISODE_COLUMNS}, s.similarity, s.recency,
+            SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
                    CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
             FROM scored s
             JOIN episodes e ON e.episode_id = s.episode_id
@@ -239,10 +240,12 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
             SELECT n.episode_id, n.ended_at, n.recency,
                    power(least(1.0, {LEXICAL_SHARE / 2} * (n.doc_rel + n.passage_rel)
                                     + {1.0 - LEXICAL_SHARE} * n.sem_rel),
-                         {BAND_EXPONENT})::float8 AS similarity
+                         {BAND_EXPONENT})::float8 AS similarity,
+                   ((n.doc_rel + n.passage_rel) / 2.0)::float8 AS lexical,
+                   n.sem_rel::float8 AS semantic
             FROM normed n
         )
-        SELECT {_EPISODE_COLUMNS}, s.similarity, s.recency,
+        SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
                CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
         FROM scored s
         JOIN episodes e ON e.episode_id = s.episode_id

@@ -118,3 +118,33 @@ class ListAuditEventsResponse(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[AuditEvent]
     next_page_token: str
     def __init__(self, events: _Optional[_Iterable[_Union[AuditEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DatasetSummary(_message.Message):
+    __slots__ = ("dataset", "thread_count", "message_count", "last_activity_at")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    THREAD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_AT_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    thread_count: int
+    message_count: int
+    last_activity_at: _timestamp_pb2.Timestamp
+    def __init__(self, dataset: _Optional[str] = ..., thread_count: _Optional[int] = ..., message_count: _Optional[int] = ..., last_activity_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListDatasetsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "prefix")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    prefix: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., prefix: _Optional[str] = ...) -> None: ...
+
+class ListDatasetsResponse(_message.Message):
+    __slots__ = ("datasets", "next_page_token")
+    DATASETS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    datasets: _containers.RepeatedCompositeFieldContainer[DatasetSummary]
+    next_page_token: str
+    def __init__(self, datasets: _Optional[_Iterable[_Union[DatasetSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

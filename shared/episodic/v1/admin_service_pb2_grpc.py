@@ -50,6 +50,11 @@ class AdminServiceStub:
                 request_serializer=episodic_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.FromString,
                 _registered_method=True)
+        self.ListDatasets = channel.unary_unary(
+                '/episodic.v1.AdminService/ListDatasets',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.ListDatasetsRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.ListDatasetsResponse.FromString,
+                _registered_method=True)
         self.ListAuditEvents = channel.unary_unary(
                 '/episodic.v1.AdminService/ListAuditEvents',
                 request_serializer=episodic_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
@@ -83,6 +88,13 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDatasets(self, request, context):
+        """Pages through the datasets (the ones with threads), most recently active first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListAuditEvents(self, request, context):
         """Pages through the audit log: admin actions, newest first.
         """
@@ -107,6 +119,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeApiKey,
                     request_deserializer=episodic_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.SerializeToString,
+            ),
+            'ListDatasets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDatasets,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.ListDatasetsRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.ListDatasetsResponse.SerializeToString,
             ),
             'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAuditEvents,
@@ -196,6 +213,33 @@ class AdminService:
             '/episodic.v1.AdminService/RevokeApiKey',
             episodic_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.SerializeToString,
             episodic_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDatasets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/ListDatasets',
+            episodic_dot_v1_dot_admin__service__pb2.ListDatasetsRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.ListDatasetsResponse.FromString,
             options,
             channel_credentials,
             insecure,
