@@ -9,6 +9,7 @@ import grpc
 import pytest
 from sqlalchemy import text
 
+from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as g
@@ -51,7 +52,10 @@ def test_a_database_error_quoting_the_content_is_logged_without_it(ingest, engin
         )
     secret = _secret()
     assert _add(stub, thread.thread_id, secret) == grpc.StatusCode.INTERNAL
-    log = service.log()
+    # The log line may reach us a moment after the answer (it is read from a pipe).
+    log = wait_until(
+        lambda: "SQLSTATE" in service.log() and service.log(), message="the error is logged"
+    )
     assert "unhandled error in /episodic.v1.IngestService/AddMessages" in log
     assert "SQLSTATE P0001" in log  # what went wrong is still there, without the words
     assert secret not in log
@@ -71,6 +75,8 @@ def test_a_statement_cut_off_mid_flight_is_logged_without_its_parameters(ingest,
         )
     secret = _secret()
     assert _add(stub, thread.thread_id, secret) == grpc.StatusCode.UNAVAILABLE
-    log = service.log()
-    assert "database unavailable" in log
+    log = wait_until(
+        lambda: "database unavailable" in service.log() and service.log(),
+        message="the outage is logged",
+    )
     assert secret not in log
