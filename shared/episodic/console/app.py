@@ -1,0 +1,496 @@
+"""The console's HTTP side: a WSGI application (a table of routes → views) and a threaded
+server from the standard library (:mod:`wsgiref`), so the console installs with the SDK
+alone.
+
+Security, in order of a request:
+
+1. **Host** — bound to loopback, only loopback host names are served (a DNS-rebinding page
+   cannot read the console through the browser).
+2. **Credentials** — when the console has a key to ask for (see :func:`http_key_for`), every
+   page needs it: HTTP Basic (any user name, the API key as password; browsers prompt) or
+   ``Authorization: Bearer <key>``. The health check and static files need none.
+3. **Writes** — the only POSTs are the admin actions the RPCs allow (retry, delete); each
+   needs the page's CSRF token, a same-origin ``Origin`` and ``Sec-Fetch-Site`` when the
+   browser sends them.
+4. **Output** — every page is escaped by construction (:mod:`episodic.console.views.html`)
+   and served with a Content-Security-Policy that allows scripts and styles from the
+   console itself only (no inline script, no eval), no framing, no referrer, no caching.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import logging
+import secrets
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from http import HTTPStatus
+from importlib import resources
+from socketserver import ThreadingMixIn
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from episodic.client import (
+    EpisodicRpcError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+)
+from episodic.console.views import (
+    BadRequest,
+    Ctx,
+    Fragment,
+    Page,
+    Redirect,
+    View,
+    datasets,
+    episode,
+    pipeline,
+    recall,
+    thread,
+    timeline,
+)
+from episodic.console.views.html import html
+from episodic.console.views.layout import error_panel
+from episodic.console.views.layout import page as layout
+
+if TYPE_CHECKING:
+    from episodic.client import EpisodicClient
+
+__all__ = [
+    "AUTH_MODES",
+    "ConsoleApp",
+    "ConsoleConfigError",
+    "ConsoleServer",
+    "http_key_for",
+    "is_loopback",
+]
+
+logger = logging.getLogger("episodic.console")
+
+AUTH_MODES = ("auto", "required", "disabled")
+MAX_FORM_BYTES = 16 * 1024
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+STATIC_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".md": "text/plain; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".LICENSE": "text/plain; charset=utf-8",
+}
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = [
+    ("Content-Security-Policy", CSP),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+]
+
+
+class ConsoleConfigError(ValueError):
+    """The console refuses to start as configured (said in one sentence)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host (a bind address or a Host header's name) is this machine only."""
+    name = host.strip().strip("[]").lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def http_key_for(mode: str, host: str, api_key: str | None) -> str | None:
+    """The key a browser must present to the console, mirroring ``EPISODIC_AUTH``:
+
+    - ``required``: the console needs a key, and so does every browser (the same key);
+    - ``auto``: with a key, as required; without one only on loopback (development mode,
+      like the services), and any other address refuses to start;
+    - ``disabled``: no key asked of browsers, on any address (said deliberately).
+    """
+    if mode not in AUTH_MODES:
+        raise ConsoleConfigError(f"auth mode {mode!r} is not one of {', '.join(AUTH_MODES)}")
+    if mode == "disabled":
+        return None
+    if api_key:
+        return api_key
+    if mode == "required":
+        raise ConsoleConfigError(
+            "auth is required: give the console an API key (--api-key or EPISODIC_API_KEY); "
+            "browsers then sign in with it"
+        )
+    if is_loopback(host):
+        return None
+    raise ConsoleConfigError(
+        f"the console would serve memory without a key on {host}, beyond this machine: "
+        "give it an API key (--api-key or EPISODIC_API_KEY), bind it to 127.0.0.1, or "
+        "choose --auth disabled deliberately"
+    )
+
+
+# --------------------------------------------------------------------------- requests
+
+
+class Request:
+    """What a view's caller needs from a WSGI environ."""
+
+    def __init__(self, environ: Mapping[str, Any]) -> None:
+        self.environ = environ
+        self.method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        self.path = str(environ.get("PATH_INFO", "/")) or "/"
+        raw = parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+        self.query = {k: v[0] for k, v in raw.items()}
+
+    def header(self, name: str) -> str:
+        return str(self.environ.get("HTTP_" + name.upper().replace("-", "_"), ""))
+
+    @property
+    def htmx_target(self) -> str | None:
+        if self.header("HX-Request") != "true" or self.header("HX-History-Restore-Request"):
+            return None
+        return self.header("HX-Target") or ""
+
+    def form(self) -> dict[str, str]:
+        try:
+            length = int(self.environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > MAX_FORM_BYTES:
+            raise BadRequest("the form is too large")
+        body = self.environ["wsgi.input"].read(length) if length > 0 else b""
+        parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+        return {k: v[0] for k, v in parsed.items()}
+
+
+Response = tuple[int, list[tuple[str, str]], bytes]
+
+
+def _status_line(code: int) -> str:
+    return f"{code} {HTTPStatus(code).phrase}"
+
+
+def _html_response(code: int, body: str, extra: Iterable[tuple[str, str]] = ()) -> Response:
+    headers = [
+        ("Content-Type", "text/html; charset=utf-8"),
+        ("Cache-Control", "no-store"),
+        ("Vary", "HX-Request, HX-Target"),
+        *SECURITY_HEADERS,
+        *extra,
+    ]
+    return code, headers, body.encode("utf-8")
+
+
+def _rpc_status(err: EpisodicRpcError) -> tuple[int, str, str]:
+    """HTTP status, title and hint of a failed call."""
+    if isinstance(err, NotFoundError):
+        return 404, "Not found", "It does not exist, or the console's key does not cover it."
+    if isinstance(err, PermissionDeniedError):
+        return 403, "Not allowed", "The console's API key does not allow this."
+    if isinstance(err, UnauthenticatedError):
+        return (
+            502,
+            "The services refused the console's API key",
+            "Start the console with a valid key (--api-key or EPISODIC_API_KEY).",
+        )
+    if isinstance(err, InvalidArgumentError):
+        return 400, "The services refused the request", ""
+    if isinstance(err, FailedPreconditionError):
+        return 409, "Not possible in the episode's state", ""
+    name = err.code.name
+    if name == "UNAVAILABLE":
+        return 503, "A service is unavailable", "Is `episodic up` running? Try again shortly."
+    if name == "DEADLINE_EXCEEDED":
+        return 504, "A service did not answer in time", ""
+    if name == "RESOURCE_EXHAUSTED":
+        return 429, "Rate limited", "Wait a moment and try again."
+    return 502, f"A service failed ({name})", ""
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def _static_version() -> str:
+    digest = hashlib.sha256()
+    for name in ("console.css", "console.js", "htmx.min.js"):
+        digest.update(_static_file(name) or b"")
+    return digest.hexdigest()[:12]
+
+
+def _static_file(name: str) -> bytes | None:
+    folder = resources.files("episodic.console.static")
+    if "/" in name or "\\" in name or name.startswith("."):
+        return None
+    entry = folder / name
+    if not entry.is_file():
+        return None
+    return entry.read_bytes()
+
+
+class ConsoleApp:
+    """The WSGI application. ``http_key``: what browsers must present (None: nothing);
+    ``loopback``: whether the server is bound to loopback (then only loopback host names
+    are served)."""
+
+    def __init__(
+        self,
+        client: EpisodicClient,
+        *,
+        http_key: str | None = None,
+        loopback: bool = True,
+        workers: int = 8,
+    ) -> None:
+        self.client = client
+        self.http_key = http_key
+        self.loopback = loopback
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="console-rpc")
+        # A fresh secret per process: the CSRF token of every form this process serves.
+        self.csrf = hmac.new(secrets.token_bytes(32), b"episodic-console", "sha256").hexdigest()
+        self.static_version = _static_version()
+        self.routes: dict[tuple[str, str], View] = {
+            ("GET", "/"): datasets.datasets,
+            ("GET", "/dataset"): datasets.threads,
+            ("GET", "/thread"): thread.thread,
+            ("GET", "/timeline"): timeline.timeline,
+            ("GET", "/episode"): episode.episode,
+            ("GET", "/recall"): recall.recall,
+            ("GET", "/pipeline"): pipeline.pipeline,
+            ("GET", "/pipeline/panel"): pipeline.pipeline_panel,
+            ("GET", "/pipeline/providers"): pipeline.pipeline_providers,
+            ("POST", "/episode/retry"): episode.retry,
+            ("POST", "/episode/delete"): episode.delete,
+        }
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- WSGI
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        started = time.perf_counter()
+        request = Request(environ)
+        try:
+            code, headers, body = self.handle(request)
+        except Exception as err:  # our bug: logged by type and frames, never the content
+            logger.error(
+                "console error %s at %s:\n%s",
+                type(err).__name__,
+                request.path,
+                "".join(traceback.format_tb(err.__traceback__)),
+            )
+            code, headers, body = _html_response(
+                500, error_panel("The console failed", "An unexpected error; see its log.")
+            )
+        if request.method == "HEAD":
+            body = b""
+        headers = [*headers, ("Content-Length", str(len(body)))]
+        start_response(_status_line(code), headers)
+        # The path only: queries carry what users typed.
+        logger.debug(
+            "%s %s %d %.1f ms",
+            request.method,
+            request.path,
+            code,
+            (time.perf_counter() - started) * 1000,
+        )
+        return [body]
+
+    def handle(self, request: Request) -> Response:
+        if not self._host_allowed(request):
+            return _html_response(421, "<p>This console answers on its own host name only.</p>")
+        if request.path == "/healthz":
+            return 200, [("Content-Type", "text/plain"), ("Cache-Control", "no-store")], b"ok\n"
+        if request.path == "/favicon.ico":
+            return self._static("favicon.svg")
+        if request.path.startswith("/static/"):
+            return self._static(request.path.removeprefix("/static/"))
+        if not self._authenticated(request):
+            return _html_response(
+                401,
+                "<p>This console needs the API key it was started with: sign in with any "
+                "user name and the key as password.</p>",
+                [("WWW-Authenticate", 'Basic realm="episodic console", charset="UTF-8"')],
+            )
+        method = "GET" if request.method == "HEAD" else request.method
+        view = self.routes.get((method, request.path))
+        if view is None:
+            if any(path == request.path for _, path in self.routes):
+                return _html_response(405, "<p>Method not allowed.</p>", [("Allow", "GET, POST")])
+            return self._page_error(request, 404, "Not found", "No such page.", "")
+        form: dict[str, str] = {}
+        if method == "POST":
+            try:
+                form = request.form()
+            except BadRequest as err:
+                return self._page_error(request, 400, "Bad request", str(err), "")
+            refusal = self._csrf_refusal(request, form)
+            if refusal:
+                return self._page_error(request, 403, "Refused", refusal, "")
+        ctx = Ctx(
+            client=self.client,
+            pool=self.pool,
+            csrf=self.csrf,
+            path=request.path,
+            query=request.query,
+            form=form,
+            now=datetime.now(UTC),
+            target=request.htmx_target,
+        )
+        try:
+            result = view(ctx)
+        except BadRequest as err:
+            return self._page_error(request, 400, "Bad request", str(err), "")
+        except EpisodicRpcError as err:
+            code, title, hint = _rpc_status(err)
+            return self._page_error(request, code, title, err.message, hint)
+        if isinstance(result, Redirect):
+            return 303, [("Location", result.location), ("Cache-Control", "no-store")], b""
+        if isinstance(result, Fragment):
+            return _html_response(result.status, result.body)
+        return _html_response(result.status, layout(result, static=self.static_version))
+
+    # -- pieces
+
+    def _page_error(
+        self, request: Request, code: int, title: str, detail: str, hint: str
+    ) -> Response:
+        panel = error_panel(title, detail, hint)
+        target = request.htmx_target
+        if target is not None:
+            # Swapped in by htmx: keep the element the next request targets.
+            if target == "results":
+                panel = html('<section id="results">{p}</section>', p=panel)
+            return _html_response(code, panel)
+        body = layout(Page(title, panel), static=self.static_version)
+        return _html_response(code, body)
+
+    def _host_allowed(self, request: Request) -> bool:
+        if not self.loopback:
+            return True
+        host = request.header("Host") or str(request.environ.get("SERVER_NAME", ""))
+        # "[::1]:8780" or "localhost:8780"
+        name = host[1 : host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+        return is_loopback(name)
+
+    def _authenticated(self, request: Request) -> bool:
+        if self.http_key is None:
+            return True
+        scheme, _, value = request.header("Authorization").strip().partition(" ")
+        presented = ""
+        if scheme.lower() == "bearer":
+            presented = value.strip()
+        elif scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                return False
+            presented = decoded.partition(":")[2]
+        return bool(presented) and hmac.compare_digest(
+            presented.encode("utf-8"), self.http_key.encode("utf-8")
+        )
+
+    def _csrf_refusal(self, request: Request, form: Mapping[str, str]) -> str:
+        if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
+            return "This form is stale or did not come from the console; reload the page."
+        site = request.header("Sec-Fetch-Site")
+        if site and site not in ("same-origin", "none"):
+            return "Actions are accepted from the console's own pages only."
+        origin = request.header("Origin")
+        if origin and origin != "null":
+            host = request.header("Host")
+            if origin.split("://", 1)[-1] != host:
+                return "Actions are accepted from the console's own pages only."
+        return ""
+
+    def _static(self, name: str) -> Response:
+        data = _static_file(name)
+        suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+        if data is None or suffix not in STATIC_TYPES:
+            return 404, [("Content-Type", "text/plain")], b"not found\n"
+        return (
+            200,
+            [
+                ("Content-Type", STATIC_TYPES[suffix]),
+                ("Cache-Control", "public, max-age=86400"),
+                ("X-Content-Type-Options", "nosniff"),
+                ("Cross-Origin-Resource-Policy", "same-origin"),
+            ],
+            data,
+        )
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class _Handler(WSGIRequestHandler):
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass  # the app logs each request (without its query)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("http: " + format, *args)
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class ConsoleServer:
+    """The console's HTTP server; :meth:`serve_forever` in the foreground (the command),
+    or :meth:`start` in a thread (tests, benchmarks). ``port`` 0 picks a free one."""
+
+    def __init__(self, app: ConsoleApp, host: str = "127.0.0.1", port: int = 8780) -> None:
+        self.app = app
+        bind = host.strip("[]")
+        server_class = _Server6 if ":" in bind else _Server
+        self.httpd = make_server(bind, port, app, server_class=server_class, handler_class=_Handler)
+        self.host = bind
+        self.port = int(self.httpd.server_address[1])
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        if host in ("0.0.0.0", "[::]"):
+            host = "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever(poll_interval=0.5)
+
+    def start(self) -> ConsoleServer:
+        self._thread = threading.Thread(
+            target=self.serve_forever, name="episodic-console", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.app.close()

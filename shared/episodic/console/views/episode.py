@@ -1,0 +1,129 @@
+"""One episode in full (``get_episode``), as a page or as the timeline's details panel, and
+the two admin actions the RPCs allow: ``RetryEpisode`` (failed only) and ``DeleteEpisode``
+(a soft delete: archived)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from episodic.client import Episode
+from episodic.console.views import BadRequest, Ctx, Fragment, Page, Redirect
+from episodic.console.views.html import Safe, html, url, when
+from episodic.console.views.layout import (
+    episode_actions,
+    esc_list,
+    notice,
+    status_badge,
+    text_block,
+)
+
+DONE = {"retried": "is pending again", "deleted": "is archived (deleted)"}
+
+
+def details(e: Episode, ctx: Ctx, *, heading: str = "h2", actions_back: str = "") -> Safe:
+    """Everything an episode says: summary, key learnings, entities, event, trigger,
+    window, status and the admin actions."""
+    summary = text_block(e.summary) if e.summary else Safe('<p class="muted">no summary</p>')
+    error = (
+        html('<p class="error-text"><strong>Error:</strong> {err}</p>', err=e.error)
+        if e.error
+        else Safe("")
+    )
+    return html(
+        '<{h} class="episode-title">Episode <code>{short}</code> {badge}</{h}>'
+        "{error}"
+        '<h3 class="sub">Summary</h3>{summary}'
+        '<h3 class="sub">Key learnings</h3>{learnings}'
+        '<dl class="facts">'
+        "<dt>Entities</dt><dd>{entities}</dd>"
+        "<dt>Event type</dt><dd>{event}</dd><dt>Actor</dt><dd>{actor}</dd>"
+        "<dt>Trigger</dt><dd>{trigger}</dd>"
+        '<dt>Window</dt><dd><a href="{window_href}">messages {a}–{b}</a> ({n} messages) of '
+        'thread <a href="{thread_href}">{thread}</a></dd>'
+        "<dt>Span</dt><dd>{started} – {ended}</dd>"
+        "<dt>Status</dt><dd>{status} (semantic extraction: {semantic}), {retries} retries</dd>"
+        "<dt>Created / updated</dt><dd>{created} / {updated}</dd>"
+        "<dt>Id</dt><dd><code>{id}</code></dd></dl>"
+        "{actions}",
+        h=Safe(heading),
+        short=e.episode_id[:8],
+        badge=status_badge(e.status),
+        error=error,
+        summary=summary,
+        learnings=esc_list(e.key_learnings, "learnings"),
+        entities=esc_list(e.entities, "chips"),
+        event=e.event_type or "–",
+        actor=e.actor or "–",
+        trigger=e.trigger,
+        window_href=url("/thread", id=e.thread_id) + f"#window-{e.episode_id}",
+        a=e.start_sequence,
+        b=e.end_sequence,
+        n=e.message_count,
+        thread_href=url("/thread", id=e.thread_id),
+        thread=e.thread_label or e.thread_id[:8],
+        started=when(e.started_at, ctx.now),
+        ended=when(e.ended_at, ctx.now),
+        status=status_badge(e.status),
+        semantic=e.semantic_status,
+        retries=e.retry_count,
+        created=when(e.created_at, ctx.now),
+        updated=when(e.updated_at, ctx.now),
+        id=e.episode_id,
+        actions=episode_actions(
+            e.episode_id, e.status, ctx.csrf, actions_back or url("/episode", id=e.episode_id)
+        ),
+    )
+
+
+def episode(ctx: Ctx) -> Page | Fragment:
+    e = ctx.client.get_episode(ctx.required("id"))
+    if ctx.target == "details" or ctx.arg("fragment") == "details":  # the timeline's panel
+        back = url("/timeline", dataset=e.dataset, episode=e.episode_id)
+        return Fragment(details(e, ctx, actions_back=back))
+    done = DONE.get(ctx.arg("done"))
+    body = html(
+        "{notice}{details}",
+        notice=notice(f"Episode {e.episode_id[:8]} {done}.") if done else "",
+        details=details(e, ctx),
+    )
+    return Page(f"Episode {e.episode_id[:8]}", body, section="threads", dataset=e.dataset)
+
+
+def _back(ctx: Ctx, fallback: str) -> str:
+    """Where to go after an action: one of our own paths, never another site."""
+    target = ctx.form.get("next", "")
+    parts = urlsplit(target)
+    if (
+        not target.startswith("/")
+        or target[1:2] in ("/", "\\")  # //host and /\host are other sites to a browser
+        or parts.scheme
+        or parts.netloc
+        or any(ord(c) < 0x21 or ord(c) == 0x7F for c in target)
+    ):
+        return fallback
+    return target
+
+
+def _with_done(path: str, done: str, episode_id: str) -> str:
+    sep = "&" if "?" in path else "?"
+    return f"{path}{sep}done={done}&episode={episode_id}"
+
+
+def retry(ctx: Ctx) -> Redirect:
+    episode_id = ctx.form.get("id", "").strip()
+    if not episode_id:
+        raise BadRequest("the episode id is missing")
+    e = ctx.client.retry_episode(episode_id)
+    return Redirect(
+        _with_done(_back(ctx, url("/episode", id=e.episode_id)), "retried", e.episode_id)
+    )
+
+
+def delete(ctx: Ctx) -> Redirect:
+    episode_id = ctx.form.get("id", "").strip()
+    if not episode_id:
+        raise BadRequest("the episode id is missing")
+    e = ctx.client.delete_episode(episode_id)
+    return Redirect(
+        _with_done(_back(ctx, url("/episode", id=e.episode_id)), "deleted", e.episode_id)
+    )

@@ -1,0 +1,682 @@
+"""An MCP server that gives a model episodic memory: ``episodic mcp``.
+
+Six tools, each a thin layer over the SDK (:class:`episodic.client.EpisodicClient`), so
+addresses, API key (``EPISODIC_API_KEY``) and TLS (``EPISODIC_TLS_CA_FILE``, client
+certificates) come from the same environment variables and options as every other
+command:
+
+- ``remember`` — append messages to a thread (starting one when no ``thread_id`` is given);
+- ``end_thread`` — queue the thread's episode now (the explicit trigger);
+- ``recall`` — episodes rendered for a prompt, with relative and absolute times
+  (:func:`episodic.render.render_episodes`), by meaning and recency, within a time range,
+  or as of an earlier moment;
+- ``search_episodes`` — episodes by text match alone;
+- ``list_threads`` — the most recently active threads;
+- ``load_thread`` — a thread's messages verbatim.
+
+Every tool answers with concise text for the model and, for applications, structured
+content that matches the tool's published output schema. Errors of the services become
+tool errors (``isError``) whose text says what to change.
+
+The dataset (whose memory) is the tool call's ``dataset`` argument, else the server's
+default (``--dataset`` or ``EPISODIC_MCP_DATASET``). Transports: stdio (a host starts the
+server per session) and streamable HTTP (``--transport http``; it binds 127.0.0.1 by
+default, with DNS-rebinding protection, and has no authentication of its own: every caller
+acts with the server's episodic credentials).
+
+Built on the official MCP Python SDK (``mcp`` 2.x, whose high-level server is
+``mcp.server.mcpserver.MCPServer`` — FastMCP's name in mcp 1.x).
+"""
+
+# No ``from __future__ import annotations``: MCPServer reads the tools' annotations, and
+# those name values of :func:`build_server`'s scope (the dataset help text).
+
+import os
+import socket
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from episodic.client import Episode as SdkEpisode
+from episodic.client import (
+    EpisodicClient,
+    EpisodicRpcError,
+    NotFoundError,
+    ScoredEpisode,
+    Thread,
+)
+from episodic.client import Message as SdkMessage
+from episodic.render import absolute_time, relative_time, render_episodes
+
+__all__ = ["DATASET_ENV", "build_server", "serve"]
+
+#: The environment variable naming the default dataset.
+DATASET_ENV = "EPISODIC_MCP_DATASET"
+SERVER_NAME = "episodic"
+INSTRUCTIONS = (
+    "Long-term episodic memory of past conversations. Call `recall` before answering "
+    "anything that may depend on earlier conversations (preferences, decisions, facts the "
+    "user shared, what happened last time). Save the conversation with `remember` (keep the "
+    "returned thread_id and pass it on later calls) and call `end_thread` when a task or "
+    "topic is finished, so it is summarised into an episode that `recall` can find."
+)
+MAX_RECALL = 20
+MAX_LOAD = 500
+
+# --------------------------------------------------------------------------- outputs
+
+
+class MessageIn(BaseModel):
+    """One message to remember."""
+
+    role: Literal["user", "assistant", "system", "tool"] = Field(
+        description="Who wrote it: 'user' (the person), 'assistant' (you), 'system' or 'tool'."
+    )
+    content: str = Field(min_length=1, description="The message text, verbatim.")
+    name: str | None = Field(
+        default=None,
+        description="Optional display name of the speaker (e.g. 'Alice'); summaries use it.",
+    )
+
+
+class RememberOutput(BaseModel):
+    thread_id: str = Field(description="The thread the messages were added to.")
+    dataset: str
+    created_thread: bool = Field(description="Whether this call started the thread.")
+    sequences: list[int] = Field(description="Each message's position in the thread.")
+    stored_count: int = Field(description="Messages stored by this call (not replays).")
+
+
+class EndThreadOutput(BaseModel):
+    thread_id: str
+    episode_queued: bool = Field(description="False when every message was already captured.")
+    episode_id: str | None = None
+
+
+class EpisodeOut(BaseModel):
+    episode_id: str
+    thread_id: str
+    thread_label: str
+    status: str
+    summary: str
+    key_learnings: list[str]
+    entities: list[str]
+    started_at: datetime | None = Field(description="Time of the episode's first message.")
+    ended_at: datetime | None = Field(description="Time of the episode's last message.")
+    message_count: int
+    relevance_score: float | None = None
+
+
+class RecallOutput(BaseModel):
+    dataset: str
+    episode_count: int = Field(description="Current episodes the dataset holds in all.")
+    now: datetime = Field(description="The time relative timestamps are measured from.")
+    episodes: list[EpisodeOut] = Field(description="Best first.")
+
+
+class SearchOutput(BaseModel):
+    dataset: str
+    episodes: list[EpisodeOut] = Field(description="Best text match first.")
+
+
+class ThreadOut(BaseModel):
+    thread_id: str
+    dataset: str
+    label: str
+    message_count: int
+    summarised_count: int = Field(description="Messages already covered by episodes.")
+    created_at: datetime | None
+    last_message_at: datetime | None
+
+
+class ThreadsOutput(BaseModel):
+    dataset: str
+    threads: list[ThreadOut] = Field(description="Most recently active first.")
+
+
+class MessageOut(BaseModel):
+    sequence: int
+    role: str
+    name: str | None
+    content: str
+    created_at: datetime | None
+
+
+class LoadThreadOutput(BaseModel):
+    thread: ThreadOut
+    messages: list[MessageOut] = Field(description="Oldest first.")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _episode_out(item: SdkEpisode | ScoredEpisode) -> EpisodeOut:
+    e = item.episode if isinstance(item, ScoredEpisode) else item
+    return EpisodeOut(
+        episode_id=e.episode_id,
+        thread_id=e.thread_id,
+        thread_label=e.thread_label,
+        status=e.status,
+        summary=e.summary,
+        key_learnings=e.key_learnings,
+        entities=e.entities,
+        started_at=e.started_at,
+        ended_at=e.ended_at,
+        message_count=e.message_count,
+        relevance_score=item.relevance_score if isinstance(item, ScoredEpisode) else None,
+    )
+
+
+def _thread_out(t: Thread) -> ThreadOut:
+    return ThreadOut(
+        thread_id=t.thread_id,
+        dataset=t.dataset,
+        label=t.label,
+        message_count=t.message_count,
+        summarised_count=t.captured_sequence,
+        created_at=t.created_at,
+        last_message_at=t.last_message_at,
+    )
+
+
+def _speaker(m: SdkMessage) -> str | None:
+    name = m.metadata.get("name") or m.metadata.get("speaker")
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def _when(value: datetime | None, now: datetime | None = None) -> str:
+    if value is None:
+        return "unknown time"
+    return f"{relative_time(value, now)}, {absolute_time(value)}"
+
+
+def _result(text: str, output: BaseModel) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=output.model_dump(mode="json"),
+    )
+
+
+def parse_time(value: str | None, name: str) -> datetime | None:
+    """An ISO 8601 argument (a date, or a time; naive means UTC), or None."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.lower() == "now":
+        return datetime.now(UTC)
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ToolError(
+            f"{name}={value!r} is not an ISO 8601 date or time; use e.g. 2026-05-14 or "
+            "2026-05-14T14:22:00Z"
+        ) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _tool_error(err: EpisodicRpcError, client: EpisodicClient) -> ToolError:
+    code = err.code.name
+    where = f" (field {err.field})" if err.field else ""
+    text = f"episodic refused the call: {code}{where}: {err.message}"
+    if code == "UNAVAILABLE":
+        addresses = ", ".join(f"{k} {v}" for k, v in sorted(client.addresses.items()))
+        text = (
+            f"episodic memory is unreachable ({err.message}); is `episodic up` running? "
+            f"addresses: {addresses}"
+        )
+    elif code == "UNAUTHENTICATED":
+        text += " — the MCP server needs EPISODIC_API_KEY in its environment"
+    elif code == "PERMISSION_DENIED":
+        text += " — the server's API key does not allow this dataset or call"
+    elif isinstance(err, NotFoundError):
+        text = f"not found: {err.message} (list_threads shows the thread ids that exist)"
+    return ToolError(text)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def build_server(
+    client: EpisodicClient | Callable[[], EpisodicClient],
+    default_dataset: str | None = None,
+) -> MCPServer[Any]:
+    """The MCP server with its six tools over ``client`` (or a factory called once, on
+    first use). ``default_dataset`` answers for tool calls without a ``dataset``."""
+    state: dict[str, EpisodicClient] = {}
+
+    def memory() -> EpisodicClient:
+        if "client" not in state:
+            state["client"] = client() if callable(client) else client
+        return state["client"]
+
+    def call(fn: Callable[[EpisodicClient], Any]) -> Any:
+        c = memory()
+        try:
+            return fn(c)
+        except EpisodicRpcError as err:
+            raise _tool_error(err, c) from None
+
+    def dataset_of(value: str | None) -> str:
+        chosen = (value or "").strip() or default_dataset
+        if not chosen:
+            raise ToolError(
+                "no dataset: pass `dataset` (whose memory, e.g. 'user_42') — this server has "
+                f"no default (start it with --dataset or {DATASET_ENV})"
+            )
+        return chosen
+
+    dataset_help = (
+        "Whose memory to use, e.g. 'user_42' (letters, digits, _ . : @ -, '/' between parts). "
+        + (
+            f"Default: '{default_dataset}'; usually leave it out."
+            if default_dataset
+            else "Required: this server has no default dataset."
+        )
+    )
+    Dataset = Annotated[str | None, Field(description=dataset_help)]
+
+    server: MCPServer[Any] = MCPServer(
+        SERVER_NAME,
+        title="Episodic memory",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+    )
+
+    # ---------------------------------------------------------------- remember
+
+    @server.tool(
+        name="remember",
+        title="Remember messages",
+        description=(
+            "Save conversation turns to long-term memory. Pass the messages worth keeping "
+            "(the user's words and your replies) in order. Without thread_id a new thread "
+            "(one conversation) is started: keep the returned thread_id and pass it on later "
+            "calls so the conversation continues in the same thread. Saved messages are "
+            "summarised into an episode after end_thread (or 30 minutes without new "
+            "messages); only then can recall find them. Returns the thread id and each "
+            "message's sequence number."
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False
+        ),
+    )
+    def remember(
+        messages: Annotated[
+            list[MessageIn],
+            Field(min_length=1, max_length=1000, description="The messages, oldest first."),
+        ],
+        thread_id: Annotated[
+            str | None,
+            Field(description="Thread to append to (from an earlier call); omit to start one."),
+        ] = None,
+        label: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="Short name for a new thread, e.g. 'car-search' (ignored with "
+                "thread_id); recall shows it.",
+            ),
+        ] = None,
+        dataset: Dataset = None,
+    ) -> Annotated[CallToolResult, RememberOutput]:
+        items = [
+            {
+                "role": m.role,
+                "content": m.content,
+                "metadata": {"name": m.name} if m.name else {},
+            }
+            for m in messages
+        ]
+
+        def run(c: EpisodicClient) -> tuple[Thread, bool, Any]:
+            if thread_id:
+                result = c.add_messages(thread_id, items)
+                return c.get_thread(thread_id), False, result
+            thread = c.create_thread(dataset_of(dataset), label=label or "")
+            return thread, True, c.add_messages(thread.thread_id, items)
+
+        thread, created, result = call(run)
+        seqs = result.sequences
+        span = f"{seqs[0]}" if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}"
+        start = f"started thread {thread.thread_id}" if created else f"thread {thread.thread_id}"
+        name = f' "{thread.label}"' if thread.label else ""
+        text = (
+            f"Remembered {len(seqs)} message(s) in {start}{name} (dataset {thread.dataset}), "
+            f"sequence {span}. Pass thread_id={thread.thread_id} to continue this "
+            "conversation; call end_thread when it is done."
+        )
+        return _result(
+            text,
+            RememberOutput(
+                thread_id=thread.thread_id,
+                dataset=thread.dataset,
+                created_thread=created,
+                sequences=seqs,
+                stored_count=result.stored_count,
+            ),
+        )
+
+    # ---------------------------------------------------------------- end_thread
+
+    @server.tool(
+        name="end_thread",
+        title="End a thread",
+        description=(
+            "Mark the end of a stretch of conversation so it is summarised into an episode "
+            "now (instead of after 30 minutes without messages). Call it when a task or topic "
+            "is finished. The thread stays open: later remember calls with the same "
+            "thread_id continue it and become its next episode."
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True
+        ),
+    )
+    def end_thread(
+        thread_id: Annotated[str, Field(description="The thread to end (from remember).")],
+    ) -> Annotated[CallToolResult, EndThreadOutput]:
+        result = call(lambda c: c.end_thread(thread_id))
+        if result.episode_queued:
+            text = (
+                f"Ended thread {thread_id}: episode {result.episode_id or '(id pending)'} is "
+                "queued and will be summarised in the background; recall finds it within "
+                "moments."
+            )
+        else:
+            text = f"Thread {thread_id}: every message is already in an episode; nothing queued."
+        return _result(
+            text,
+            EndThreadOutput(
+                thread_id=thread_id,
+                episode_queued=result.episode_queued,
+                episode_id=result.episode_id or None,
+            ),
+        )
+
+    # ---------------------------------------------------------------- recall
+
+    @server.tool(
+        name="recall",
+        title="Recall memories",
+        description=(
+            "Retrieve memories of past conversations, ready to read: each episode's summary "
+            "under a header saying when it happened (e.g. '3 days ago, 2026-05-14 14:22 "
+            "UTC') and in which thread, oldest first. Use it before answering anything that "
+            "may depend on earlier conversations: preferences, decisions, facts the user "
+            "shared, what happened last time. Episodes are ranked by similarity to `query` "
+            "and by recency; without a query the most recent come back. since/until keep "
+            "episodes within a time range; as_of answers as if it were that moment (nothing "
+            "that ended later is returned)."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+    )
+    def recall(
+        query: Annotated[
+            str | None,
+            Field(description="What to remember, in words, e.g. 'pricing decisions'."),
+        ] = None,
+        limit: Annotated[
+            int | None, Field(ge=1, le=MAX_RECALL, description="How many episodes (default 3).")
+        ] = None,
+        since: Annotated[
+            str | None,
+            Field(description="Only episodes ending at or after this ISO 8601 date or time."),
+        ] = None,
+        until: Annotated[
+            str | None,
+            Field(description="Only episodes starting at or before this ISO 8601 date or time."),
+        ] = None,
+        as_of: Annotated[
+            str | None,
+            Field(
+                description="Answer as if it were this ISO 8601 time: only episodes that "
+                "ended by then, ranked and dated from then."
+            ),
+        ] = None,
+        dataset: Dataset = None,
+    ) -> Annotated[CallToolResult, RecallOutput]:
+        ds = dataset_of(dataset)
+        when_as_of = parse_time(as_of, "as_of")
+        result = call(
+            lambda c: c.recall(
+                ds,
+                query or None,
+                limit=limit,
+                since=parse_time(since, "since"),
+                until=parse_time(until, "until"),
+                as_of=when_as_of,
+            )
+        )
+        now = when_as_of or datetime.now(UTC)
+        episodes = result.episodes
+        if not episodes:
+            window = [
+                f"{name} {absolute_time(value)}"
+                for name, value in (
+                    ("since", parse_time(since, "since")),
+                    ("until", parse_time(until, "until")),
+                    ("as of", when_as_of),
+                )
+                if value is not None
+            ]
+            if window:
+                text = f"No memories of dataset {ds} {', '.join(window)}."
+            elif result.episode_count == 0:
+                text = (
+                    f"No memories in dataset {ds} yet: messages are summarised into episodes "
+                    "after end_thread or 30 minutes without new messages."
+                )
+            else:
+                text = f"No memories of dataset {ds} match this request."
+        else:
+            threads = {e.thread_id: e.thread_label for e in episodes}
+            ids = "; ".join(f'"{label}" {tid}' if label else tid for tid, label in threads.items())
+            text = (
+                f"{len(episodes)} of {result.episode_count} episodes of dataset {ds}, oldest "
+                f"first (now: {absolute_time(now)}):\n\n"
+                + render_episodes(episodes, now=now, key_learnings=True)
+                + f"\n\n(Threads: {ids}. load_thread gives a thread's exact messages.)"
+            )
+        return _result(
+            text,
+            RecallOutput(
+                dataset=ds,
+                episode_count=result.episode_count,
+                now=now,
+                episodes=[_episode_out(e) for e in episodes],
+            ),
+        )
+
+    # ---------------------------------------------------------------- search_episodes
+
+    @server.tool(
+        name="search_episodes",
+        title="Search episodes",
+        description=(
+            "Find past episodes by their words alone (names, identifiers, exact phrases), "
+            "best text match first, with no preference for recent ones. Prefer recall for "
+            "ordinary questions; use this to look up a specific thing, e.g. when recall's "
+            "preference for recent episodes hides an older one. Returns each episode's time, "
+            "thread and summary."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+    )
+    def search_episodes(
+        query: Annotated[str, Field(min_length=1, description="Words to look for.")],
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_RECALL, description="How many episodes (default 5).")
+        ] = 5,
+        dataset: Dataset = None,
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        ds = dataset_of(dataset)
+        found = call(lambda c: c.search_episodes(ds, query, limit=limit))
+        if not found:
+            text = f"No episodes of dataset {ds} match {query!r}."
+        else:
+            blocks = []
+            for i, s in enumerate(found, start=1):
+                e = s.episode
+                label = f'thread "{e.thread_label}" ' if e.thread_label else "thread "
+                blocks.append(
+                    f"{i}. [{_when(e.ended_at)}, {label}{e.thread_id}, "
+                    f"match {s.relevance_score:.2f}]\n{e.summary.strip()}"
+                )
+            text = f"{len(found)} episode(s) of dataset {ds} matching {query!r}:\n\n" + (
+                "\n\n".join(blocks)
+            )
+        return _result(text, SearchOutput(dataset=ds, episodes=[_episode_out(s) for s in found]))
+
+    # ---------------------------------------------------------------- list_threads
+
+    @server.tool(
+        name="list_threads",
+        title="List recent threads",
+        description=(
+            "List the most recently active conversation threads, newest first, with their "
+            "ids, labels, message counts and last activity. Use it to find a thread_id to "
+            "continue with remember or to read with load_thread."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+    )
+    def list_threads(
+        limit: Annotated[int, Field(ge=1, le=100, description="How many threads.")] = 10,
+        dataset: Dataset = None,
+    ) -> Annotated[CallToolResult, ThreadsOutput]:
+        ds = dataset_of(dataset)
+        threads = call(lambda c: c.recent_threads(ds, limit))
+        if not threads:
+            text = f"Dataset {ds} has no threads yet."
+        else:
+            lines = [f"{len(threads)} most recently active thread(s) of dataset {ds}:"]
+            for t in threads:
+                label = f'"{t.label}" ' if t.label else ""
+                lines.append(
+                    f"- {label}{t.thread_id}: {t.message_count} messages "
+                    f"({t.captured_sequence} summarised), last message "
+                    f"{_when(t.last_message_at)}"
+                )
+            text = "\n".join(lines)
+        return _result(text, ThreadsOutput(dataset=ds, threads=[_thread_out(t) for t in threads]))
+
+    # ---------------------------------------------------------------- load_thread
+
+    @server.tool(
+        name="load_thread",
+        title="Load a thread",
+        description=(
+            "Read one thread's messages verbatim, oldest first, with their sequence, time "
+            "and speaker. Use it when a summary from recall is not enough and the exact "
+            "words matter. Returns the last `limit` messages, or `limit` messages from "
+            "start_sequence on."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+    )
+    def load_thread(
+        thread_id: Annotated[str, Field(description="The thread to read.")],
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_LOAD, description="How many messages (default 50).")
+        ] = 50,
+        start_sequence: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                description="First message to return (1 is the first); omit for the "
+                "last `limit` messages.",
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, LoadThreadOutput]:
+        def run(c: EpisodicClient) -> tuple[Thread, list[SdkMessage]]:
+            thread = c.get_thread(thread_id)
+            first = start_sequence or max(1, thread.message_count - limit + 1)
+            if thread.message_count == 0 or first > thread.message_count:
+                return thread, []
+            return thread, c.load_session(
+                thread_id, start_sequence=first, end_sequence=first + limit - 1
+            )
+
+        thread, messages = call(run)
+        label = f' "{thread.label}"' if thread.label else ""
+        head = (
+            f"Thread{label} {thread.thread_id} (dataset {thread.dataset}): "
+            f"{thread.message_count} messages, {thread.captured_sequence} summarised into "
+            "episodes"
+        )
+        if messages:
+            head += f"; messages {messages[0].sequence}-{messages[-1].sequence}:"
+            lines = [head]
+            for m in messages:
+                who = _speaker(m)
+                speaker = f"{who} ({m.role})" if who else m.role
+                lines.append(f"#{m.sequence} [{_when(m.created_at)}] {speaker}: {m.content}")
+            text = "\n".join(lines)
+        else:
+            text = head + "; no messages in that range."
+        return _result(
+            text,
+            LoadThreadOutput(
+                thread=_thread_out(thread),
+                messages=[
+                    MessageOut(
+                        sequence=m.sequence,
+                        role=m.role,
+                        name=_speaker(m),
+                        content=m.content,
+                        created_at=m.created_at,
+                    )
+                    for m in messages
+                ],
+            ),
+        )
+
+    return server
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("episodic")
+    except Exception:  # not installed as a distribution (a source tree)
+        return ""
+
+
+# --------------------------------------------------------------------------- running
+
+
+async def _serve_http(server: MCPServer[Any], host: str, port: int, path: str) -> None:
+    """Streamable HTTP on ``host:port`` at ``path``. The socket is bound first, so the
+    line announcing the URL names the real port (``--port 0`` picks a free one)."""
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"episodic mcp: streamable HTTP on http://{shown}:{bound}{path}", file=sys.stderr)
+    sys.stderr.flush()
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def serve(
+    client: EpisodicClient,
+    *,
+    dataset: str | None = None,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    path: str = "/mcp",
+) -> None:
+    """Runs the MCP server until the host disconnects (stdio) or it is interrupted (HTTP)."""
+    server = build_server(client, dataset or os.environ.get(DATASET_ENV) or None)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        anyio.run(_serve_http, server, host, port, path)

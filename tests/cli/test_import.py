@@ -1,0 +1,474 @@
+"""`episodic import`: reading and mapping the three formats (no services), and a backfill
+against real services that is killed midway and resumed without duplicates."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+
+from episodic.backfill import (
+    NAMESPACE,
+    Importer,
+    InputError,
+    ProgressBar,
+    ThreadImportError,
+    batches,
+    idempotency_key,
+    read_plan,
+    thread_uuid,
+)
+from episodic.client import AlreadyExistsError, EpisodicClient, Thread
+from episodic.testing.processes import wait_until
+
+# Beside the repository, as bench/locomo.py finds it (or EPISODIC_LOCOMO_PATH).
+LOCOMO = Path(
+    os.environ.get("EPISODIC_LOCOMO_PATH")
+    or Path(__file__).resolve().parents[3] / "shared" / "bench" / "locomo10.jsonl"
+)
+
+
+def _lines(*records: dict) -> list[str]:  # type: ignore[type-arg]
+    return [json.dumps(r) for r in records]
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_simple_format_maps_threads_messages_and_keys() -> None:
+    plan = read_plan(
+        _lines(
+            {
+                "dataset": "u1",
+                "thread": "b",
+                "role": "user",
+                "content": "later thread",
+                "ts": "2024-06-01T10:00:00Z",
+            },
+            {
+                "dataset": "u1",
+                "thread": "a",
+                "label": "cars",
+                "role": "user",
+                "content": "I need a car.",
+                "ts": "2024-05-01T09:00:00",
+                "name": "Dana",
+                "metadata": {"channel": "email"},
+            },
+            {
+                "dataset": "u1",
+                "thread": "a",
+                "role": "Assistant",
+                "content": "Corolla?",
+                "ts": "2024-05-01T09:01:00+02:00",
+            },
+            {"dataset": "u1", "thread": "b", "role": "ROLE_ASSISTANT", "content": "ok"},
+            {"dataset": "u1", "thread": "c", "role": "user", "content": "no label"},
+            {"dataset": "u1", "thread": "c", "role": "user", "content": "late", "label": "L"},
+        )
+    )
+    assert [t.label for t in plan.threads] == ["cars", "b", "L"]
+    plan.threads.pop()
+    # Ordered by first message time: "a" (May) before "b" (June).
+    assert [t.source_id for t in plan.threads] == ["a", "b"]
+    a, b = plan.threads
+    assert a.thread_id == str(uuid.uuid5(NAMESPACE, "u1\na")) == thread_uuid("u1", "a")
+    assert a.label == "cars" and b.label == "b"  # the source id when no label is given
+    assert a.metadata == {"source_thread": "a"}
+    first, second = a.messages
+    assert first.created_at == datetime(2024, 5, 1, 9, tzinfo=UTC)  # naive is UTC
+    assert second.created_at == datetime(2024, 5, 1, 7, 1, tzinfo=UTC)
+    assert first.metadata == {"channel": "email", "name": "Dana"}
+    assert second.role == "assistant" and b.messages[1].role == "assistant"
+    assert [m.idempotency_key for m in a.messages] == ["import:a:0", "import:a:1"]
+    assert b.messages[1].created_at is None
+    assert plan.formats == {"simple": 6} and plan.message_count == 4
+
+    # --dataset moves everything, and so the ids.
+    moved = read_plan(
+        _lines({"dataset": "u1", "thread": "a", "role": "user", "content": "x"}), dataset="u2"
+    )
+    assert moved.threads[0].dataset == "u2"
+    assert moved.threads[0].thread_id == thread_uuid("u2", "a") != a.thread_id
+
+
+def test_bad_lines_are_named() -> None:
+    cases = [
+        ({"thread": "a", "role": "user", "content": "x"}, "no dataset"),
+        ({"dataset": "d", "thread": "a", "role": "boss", "content": "x"}, "role 'boss'"),
+        ({"dataset": "d", "thread": "a", "role": "user", "content": " "}, "'content'"),
+        (
+            {"dataset": "d", "thread": "a", "role": "user", "content": "x", "ts": "May 1"},
+            "not ISO 8601",
+        ),
+        ({"hello": "world"}, "not a record of a known format"),
+        ({"type": 7}, "'type' must be a string"),
+        ({"dataset": "a b", "thread": "a", "role": "user", "content": "x"}, "'a b' is not valid"),
+    ]
+    for record, message in cases:
+        with pytest.raises(InputError, match=message) as caught:
+            read_plan(["", json.dumps(record)])
+        assert caught.value.line == 2
+    with pytest.raises(InputError, match="line 1: not JSON"):
+        read_plan(["{oops"])
+    # Two source datasets' threads of one id would merge under --dataset: refused.
+    with pytest.raises(InputError, match="would merge"):
+        read_plan(
+            _lines(
+                {"dataset": "a", "thread": "t", "role": "user", "content": "x"},
+                {"dataset": "b", "thread": "t", "role": "user", "content": "y"},
+            ),
+            dataset="all",
+        )
+
+
+def test_threaded_format_uses_the_conversation_as_dataset() -> None:
+    line = {
+        "dataset": "locomo10",
+        "conversation_id": "conv-1",
+        "threads": [
+            {
+                "thread_id": "conv-1/session_2",
+                "started_at": "2023-05-09T10:00:00Z",
+                "messages": [{"role": "user", "content": "second", "name": "Mel"}],
+            },
+            {
+                "thread_id": "conv-1/session_1",
+                "started_at": "2023-05-08T13:56:00Z",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": "hi",
+                        "ts": "2023-05-08T13:56:00Z",
+                        "name": "Caroline",
+                    },
+                    {
+                        "role": "assistant",
+                        "content": "hey",
+                        "ts": "2023-05-08T13:57:00Z",
+                        "name": "Mel",
+                    },
+                ],
+            },
+        ],
+        "questions": [{"qid": "q1"}],
+    }
+    plan = read_plan(_lines(line))
+    assert [t.label for t in plan.threads] == ["conv-1/session_1", "conv-1/session_2"]
+    assert plan.datasets == ["conv-1"]
+    s1, s2 = plan.threads
+    assert s1.messages[0].metadata == {"name": "Caroline"}
+    assert s2.messages[0].created_at == datetime(2023, 5, 9, 10, tzinfo=UTC)  # started_at
+    assert s1.messages[1].idempotency_key == "import:conv-1/session_1:1"
+    assert read_plan(_lines(line), dataset="mine").datasets == ["mine"]
+
+
+@pytest.mark.skipif(not LOCOMO.is_file(), reason="LoCoMo not beside the repository")
+def test_locomo_reads_whole() -> None:
+    with LOCOMO.open(encoding="utf-8") as handle:
+        plan = read_plan(handle)
+    assert len(plan.datasets) == 10 and len(plan.threads) == 272
+    assert plan.message_count == 5882
+    assert len({t.thread_id for t in plan.threads}) == 272
+
+
+def test_export_format_joins_records_in_any_order() -> None:
+    source = str(uuid.uuid4())
+    plan = read_plan(
+        _lines(
+            {
+                "type": "message",
+                "thread_id": source,
+                "sequence": 2,
+                "role": "assistant",
+                "content": "two",
+                "metadata": {},
+                "created_at": "2026-01-01T10:01:00Z",
+                "idempotency_key": "",
+            },
+            {"type": "episode", "episode_id": "e1", "thread_id": source},
+            {
+                "type": "thread",
+                "thread": {
+                    "thread_id": source,
+                    "dataset": "acme/u1",
+                    "label": "billing",
+                    "metadata": {"k": 1},
+                    "created_at": "2026-01-01T09:00:00Z",
+                },
+            },
+            {
+                "type": "message",
+                "message": {
+                    "thread_id": source,
+                    "sequence": 1,
+                    "role": "user",
+                    "content": "one",
+                    "metadata": {"name": "Ann"},
+                    "created_at": "2026-01-01T10:00:00Z",
+                    "idempotency_key": "auto:abc",
+                },
+            },
+        )
+    )
+    (thread,) = plan.threads
+    assert thread.dataset == "acme/u1" and thread.label == "billing"
+    assert thread.metadata == {"k": 1} and thread.thread_id == thread_uuid("acme/u1", source)
+    assert [m.content for m in thread.messages] == ["one", "two"]
+    # The exported key is kept; a message without one gets a derived key.
+    assert [m.idempotency_key for m in thread.messages] == ["auto:abc", f"import:{source}:2"]
+    assert plan.skipped == {"episode": 1} and plan.formats == {"export": 4}
+    assert plan.warnings and "no 'end' record" in plan.warnings[0]
+    kept = read_plan(
+        _lines({"type": "thread", "thread_id": source, "dataset": "d"}), keep_thread_ids=True
+    )
+    assert kept.threads[0].thread_id == source
+
+
+def test_batches_keys_and_progress_bar() -> None:
+    plan = read_plan(
+        _lines(
+            *(
+                {"dataset": "d", "thread": "t", "role": "user", "content": "x" * 10}
+                for _ in range(7)
+            )
+        )
+    )
+    messages = plan.threads[0].messages
+    assert [len(b) for b in batches(messages, 3)] == [3, 3, 1]
+    assert [len(b) for b in batches(messages, 100, max_bytes=25)] == [2, 2, 2, 1]
+    long_key = idempotency_key("s" * 200, 7)
+    assert len(long_key) <= 128 and long_key.endswith(":7")
+    assert long_key == idempotency_key("s" * 200, 7)
+
+    now = [100.0]
+    out = io.StringIO()
+    bar = ProgressBar(1000, stream=out, enabled=True, width=10, clock=lambda: now[0])
+    now[0] = 102.0
+    bar.update(500)
+    assert out.getvalue() == "\r[#####-----] 500/1,000 msgs  50% 250 msg/s ETA 0:02"
+    bar.update(500)
+    bar.close()
+    # Padded to the longest line drawn, so no tail of it is left on the terminal.
+    assert out.getvalue().endswith("1,000/1,000 msgs 100% 500 msg/s done  \n")
+    quiet = io.StringIO()
+    off = ProgressBar(10, stream=quiet)  # a StringIO is no terminal: draws nothing
+    off.update(10)
+    off.close()
+    assert quiet.getvalue() == ""
+
+
+def test_a_thread_id_taken_in_another_dataset_stops_the_import() -> None:
+    class Taken:
+        """Every thread id exists already, in another dataset."""
+
+        def create_thread(self, dataset: str, **kw: object) -> Thread:
+            raise AlreadyExistsError(grpc.StatusCode.ALREADY_EXISTS, "thread exists")
+
+        def get_thread(self, thread_id: str, **kw: object) -> Thread:
+            return Thread(thread_id, "someone_else", "", {}, 0, 0, None, None, None)
+
+    plan = read_plan(_lines({"dataset": "d", "thread": "t", "role": "user", "content": "x"}))
+    with pytest.raises(ThreadImportError, match="exists in dataset 'someone_else', not 'd'"):
+        Importer(Taken()).run(plan)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- backfill
+
+THREADS, PER_THREAD = 40, 50
+START = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def _message_time(t: int, i: int) -> datetime:
+    return START + timedelta(days=t, minutes=i)
+
+
+def _write_input(path: Path) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for t in range(THREADS):
+            for i in range(PER_THREAD):
+                record = {
+                    "dataset": "backfill_user",
+                    "thread": f"chat-{t:02d}",
+                    "label": f"chat {t:02d}",
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"Day {t} message {i}: we discussed topic {t} in detail.",
+                    "ts": _message_time(t, i).isoformat(),
+                }
+                out.write(json.dumps(record) + "\n")
+
+
+def _plain(value: object) -> dict:  # type: ignore[type-arg]
+    """An SDK dataclass as an export line's fields (times in ISO 8601)."""
+    return {
+        k: v.isoformat() if isinstance(v, datetime) else v
+        for k, v in dataclasses.asdict(value).items()  # type: ignore[call-overload]
+    }
+
+
+def _import(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "episodic.cli", "import", *args],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _stored(client: EpisodicClient) -> int:
+    return sum(t.message_count for t in client.recent_threads("backfill_user", 100))
+
+
+def test_import_killed_midway_resumes_without_duplicates(spawn, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    scheduler = spawn("scheduler")
+    ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    summariser = spawn("summariser", env={"EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2"})
+    recall = spawn("recall")
+    env = {
+        "EPISODIC_INGEST_ADDRESS": ingest.address,
+        "EPISODIC_RECALL_ADDRESS": recall.address,
+        "EPISODIC_SCHEDULER_ADDRESS": scheduler.address,
+        "EPISODIC_SUMMARISER_ADDRESS": summariser.address,
+    }
+    source = tmp_path / "history.jsonl"
+    _write_input(source)
+    total = THREADS * PER_THREAD
+
+    with EpisodicClient(ingest=ingest.address, recall=recall.address) as client:
+        # 1. Small batches, so the import is still running when it is killed.
+        crashed = _import(env, str(source), "--batch-size", "2")
+        wait_until(
+            lambda: _stored(client) >= 100 or crashed.poll() is not None,
+            timeout=60,
+            message="the import stored nothing",
+        )
+        crashed.send_signal(signal.SIGKILL)
+        _, crash_err = crashed.communicate(timeout=10)
+        assert crashed.returncode == -signal.SIGKILL, f"the import ended first: {crash_err}"
+        partial = _stored(client)
+        assert 100 <= partial < total
+
+        # 2. The same command again: it resumes.
+        resumed = _import(env, str(source), "--batch-size", "2", "--json")
+        out, err = resumed.communicate(timeout=120)
+        assert resumed.returncode == 0, err
+        stats = json.loads(out)
+        assert stats["messages"] == total
+        # A batch the killed process had sent may have committed after `partial` was read.
+        assert stats["already_stored"] >= partial
+        assert stats["stored"] == total - stats["already_stored"]
+        # Not a terminal: no bar, one final line.
+        assert err.count("\n") == 1 and err.startswith(f"imported {total:,} messages in 40 ")
+        assert "msg/s" in err
+
+        # Every thread holds its 50 messages once, in order, with their original times.
+        threads = client.recent_threads("backfill_user", 100)
+        assert len(threads) == THREADS
+        for thread in threads:
+            t = int(thread.label.split()[1])
+            assert thread.thread_id == thread_uuid("backfill_user", f"chat-{t:02d}")
+            messages = client.load_session(thread.thread_id)
+            assert [m.sequence for m in messages] == list(range(1, PER_THREAD + 1))
+            assert [m.idempotency_key for m in messages] == [
+                f"import:chat-{t:02d}:{i}" for i in range(PER_THREAD)
+            ]
+            assert [m.created_at for m in messages] == [
+                _message_time(t, i) for i in range(PER_THREAD)
+            ]
+
+        # 3. EndThread queued each thread's episode; their times are the messages' times.
+        def summarised() -> list:  # type: ignore[type-arg]
+            episodes = list(client.iter_episodes("backfill_user"))
+            done = [e for e in episodes if e.status == "completed"]
+            return episodes if len(done) == len(episodes) >= THREADS else []
+
+        episodes = wait_until(summarised, timeout=60, message="episodes not summarised")
+        by_thread: dict[str, list] = {}  # type: ignore[type-arg]
+        for e in episodes:
+            by_thread.setdefault(e.thread_id, []).append(e)
+        assert len(by_thread) == THREADS
+        for thread in threads:
+            t = int(thread.label.split()[1])
+            windows = sorted(
+                (e.start_sequence, e.end_sequence) for e in by_thread[thread.thread_id]
+            )
+            assert windows[0][0] == 1 and windows[-1][1] == PER_THREAD
+            last = max(by_thread[thread.thread_id], key=lambda e: e.end_sequence)
+            assert last.ended_at == _message_time(t, PER_THREAD - 1)
+            assert last.trigger == "explicit"
+
+        # as_of replays history: at the end of day 10, threads 0-10 had happened.
+        as_of = _message_time(10, PER_THREAD)
+        result = client.recall("backfill_user", limit=100, as_of=as_of)
+        assert {e.episode.thread_label for e in result.episodes} == {
+            f"chat {t:02d}" for t in range(11)
+        }
+
+        # 4. Export-format records of five threads (as `episodic export` writes them)
+        #    import into another dataset with their keys and times.
+        exported = tmp_path / "export.jsonl"
+        with exported.open("w", encoding="utf-8") as out:
+            out.write(json.dumps({"type": "dataset", "dataset": "backfill_user"}) + "\n")
+            for thread in threads[:5]:
+                out.write(json.dumps({"type": "thread", **_plain(thread)}) + "\n")
+                for m in client.load_session(thread.thread_id):
+                    out.write(json.dumps({"type": "message", **_plain(m)}) + "\n")
+                for e in by_thread[thread.thread_id]:
+                    out.write(json.dumps({"type": "episode", **_plain(e)}) + "\n")
+            out.write(json.dumps({"type": "end"}) + "\n")
+        restore = _import(env, str(exported), "--dataset", "restored", "--json")
+        out, err = restore.communicate(timeout=120)
+        assert restore.returncode == 0, err
+        assert json.loads(out)["stored"] == 5 * PER_THREAD and "warning" not in err
+        for thread in threads[:5]:
+            copy = client.get_thread(thread_uuid("restored", thread.thread_id))
+            assert (copy.dataset, copy.label) == ("restored", thread.label)
+            original = [_plain(m) for m in client.load_session(thread.thread_id)]
+            copied = [_plain(m) for m in client.load_session(copy.thread_id)]
+            for o, c in zip(original, copied, strict=True):
+                for name in ("sequence", "role", "content", "created_at", "idempotency_key"):
+                    assert o[name] == c[name]
+
+        # 5. A third run finds everything stored and changes nothing.
+        again = _import(env, str(source), "--json")
+        out, err = again.communicate(timeout=120)
+        assert again.returncode == 0, err
+        stats = json.loads(out)
+        assert stats["stored"] == 0 and stats["already_stored"] == total
+        assert stats["threads_created"] == 0 and stats["threads_ended"] == 0
+        assert _stored(client) == total
+        assert len(list(client.iter_episodes("backfill_user"))) == len(episodes)
+
+
+@pytest.mark.skipif(not LOCOMO.is_file(), reason="LoCoMo not beside the repository")
+def test_dry_run_reads_locomo() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "episodic.cli", "import", str(LOCOMO), "--dry-run", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["threads"] == 272 and summary["messages"] == 5882
+    assert summary["datasets"][:2] == ["conv-26", "conv-30"]
+    bad = subprocess.run(
+        [sys.executable, "-m", "episodic.cli", "import", "-", "--dry-run"],
+        input='{"thread": "a", "role": "user", "content": "x"}\n',
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "line 1: no dataset" in bad.stderr

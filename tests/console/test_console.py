@@ -1,0 +1,559 @@
+"""The web console in a real browser (headless Chromium driven by Playwright) against the
+four services as real processes: every page shows what the SDK answers, a thread's episode
+windows, the timeline's details by mouse and keyboard, a recall with its score bars and the
+prompt exactly as ``render_episodes`` writes it, the live pipeline, the admin actions, text
+that looks like HTML shown as text, credentials and the accessibility basics.
+
+Screenshots land in ``$EPISODIC_TEST_ARTIFACTS/console`` (default: the temp folder)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from episodic.client import EPISODE_STATUSES
+from episodic.console import HTMX_LICENSE, HTMX_SHA256, HTMX_VERSION, ConsoleApp, ConsoleServer
+from episodic.console.app import ConsoleConfigError, http_key_for
+from episodic.console.views.layout import STATUS_LABELS
+from episodic.render import render_episodes
+from episodic.testing.processes import wait_until
+from tests.console.conftest import AS_OF, DATASET, OPS_DATASET, SCRIPT, XSS_MESSAGE, Demo, Suite
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser's tests skip (the browser fixture says why)
+    expect = None
+else:
+    expect.set_options(timeout=15_000)  # no sleeps: every wait polls up to a deadline
+
+STATIC = Path(__file__).resolve().parents[2] / "shared" / "episodic" / "console" / "static"
+
+
+# The console is on loopback: never through a proxy from the environment.
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def shot(page: Any, artifacts: Path, name: str) -> Path:
+    path = artifacts / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    print(f"screenshot: {path}")
+    return path
+
+
+def _get(
+    url: str, headers: dict[str, str] | None = None, data: bytes | None = None
+) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url, headers=headers or {}, data=data)
+    try:
+        with DIRECT.open(request, timeout=20) as answer:
+            return answer.status, dict(answer.headers), answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read().decode()
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def test_datasets_and_threads_show_what_the_sdk_answers(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    with suite.client() as sdk:
+        datasets = sdk.list_datasets().items
+        threads = sdk.list_threads(DATASET, page_size=50).items
+        unfinished = [
+            e
+            for st in ("pending", "processing", "failed")
+            for e in sdk.iter_episodes(DATASET, status=st)
+        ]
+    assert {d.dataset for d in datasets} == {DATASET, OPS_DATASET}
+
+    page.goto(console + "/")
+    for d in datasets:
+        row = page.locator("#datasets tbody tr", has_text=d.dataset)
+        cells = row.locator("td").all_inner_texts()
+        assert cells[:2] == [str(d.thread_count), str(d.message_count)], (d, cells)
+    shot(page, artifacts, "01-datasets")
+
+    page.get_by_role("link", name=DATASET, exact=True).click()
+    page.wait_for_url("**/dataset?dataset=*")
+    assert page.locator("h1").inner_text() == f"Threads of {DATASET}"
+    rows = page.locator("#threads tbody tr")
+    assert rows.count() == len(threads)
+    for i, t in enumerate(threads):  # most recently active first, like the SDK
+        row = rows.nth(i)
+        assert row.locator("th a").inner_text() == (t.label or "(no label)")
+        cells = row.locator("td").all_inner_texts()
+        assert cells[0] == str(t.message_count)
+        state = cells[2]
+        if t.captured_sequence:
+            assert f"messages 1–{t.captured_sequence} in episodes" in state
+        for e in unfinished:  # episodes not done yet, with their windows
+            shown = f"{STATUS_LABELS[e.status]} messages {e.start_sequence}–{e.end_sequence}"
+            assert (shown in state) == (e.thread_id == t.thread_id), (shown, state)
+        uncaptured = t.message_count - t.captured_sequence
+        assert (f"{uncaptured} message" in state) == (uncaptured > 0), state
+    shot(page, artifacts, "02-threads")
+
+
+def test_a_thread_shows_its_messages_inside_its_episode_windows(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    thread_id = demo.threads["billing-q2"]
+    with suite.client() as sdk:
+        thread = sdk.get_thread(thread_id)
+        episodes = list(sdk.iter_episodes(DATASET, thread_id=thread_id))
+        messages = sdk.load_session(thread_id)
+    assert {e.status for e in episodes} == {
+        "archived",
+        "completed",
+        "failed",
+        "pending",
+        "processing",
+    }
+
+    page.goto(f"{console}/thread?id={thread_id}")
+    ordered = sorted(episodes, key=lambda e: e.start_sequence)
+    for n, e in enumerate(ordered, start=1):
+        window = page.locator(f"#window-{e.episode_id}")
+        head = window.locator("h3").inner_text()
+        assert (
+            f"Episode {n} of {len(episodes)}: messages {e.start_sequence}–{e.end_sequence}" in head
+        )
+        assert STATUS_LABELS[e.status] in head  # the status in words, not colour alone
+        ids = window.locator("li.msg").evaluate_all("els => els.map(e => e.id)")
+        assert ids == [f"m-{s}" for s in range(e.start_sequence, e.end_sequence + 1)]
+    rest = page.locator(".window-none")
+    assert "not in an episode yet" in rest.locator("h3").inner_text()
+    ids = rest.locator("li.msg").evaluate_all("els => els.map(e => e.id)")
+    assert ids == [f"m-{s}" for s in range(thread.captured_sequence + 1, thread.message_count + 1)]
+    shown = page.locator("li.msg .text").all_text_contents()
+    assert shown == [m.content for m in messages]
+    # The episodes table lists the same windows.
+    table = page.locator("#thread-episodes tbody tr").all_inner_texts()
+    assert [r.split("\t")[1] for r in table] == [
+        f"{e.start_sequence}–{e.end_sequence}" for e in ordered
+    ]
+    shot(page, artifacts, "03-thread-windows")
+
+    # A summarised LoCoMo-like session: one current window over all its messages.
+    session = demo.threads["conv-demo/session_1"]
+    page.goto(f"{console}/thread?id={session}")
+    assert page.locator(".window-completed li.msg").count() == 6
+    assert page.locator(".window-completed .name").first.inner_text() == "Caroline"
+    shot(page, artifacts, "04-thread-session")
+
+
+def test_a_script_in_a_message_is_shown_as_text(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    thread_id = demo.threads["xss-probe"]
+    page.goto(f"{console}/thread?id={thread_id}")
+    first = page.locator("li.msg .text").first
+    assert first.text_content() == XSS_MESSAGE
+    assert SCRIPT in first.inner_text()  # visible, as text
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("main script, main img").count() == 0
+    status, _, raw = _get(f"{console}/thread?id={thread_id}")
+    assert status == 200
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in raw and SCRIPT not in raw
+    shot(page, artifacts, "05-script-as-text")
+    # The summary quotes it too: shown as text in the recall playground as well.
+    page.goto(f"{console}/recall?dataset={DATASET}&q=snippet+text&run=1")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("main script, main img").count() == 0
+
+
+def test_timeline_details_by_mouse_and_keyboard(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    with suite.client() as sdk:
+        threads = sdk.list_threads(DATASET, page_size=25).items
+        expected = {
+            e.episode_id: e
+            for t in threads
+            for e in sdk.iter_episodes(DATASET, thread_id=t.thread_id)
+        }
+    page.goto(f"{console}/timeline?dataset={DATASET}")
+    marks = page.locator("a.mark")
+    assert marks.count() == len(expected)
+    assert set(marks.evaluate_all("els => els.map(e => e.dataset.episode)")) == set(expected)
+    rows = page.locator("a.row-label text").all_text_contents()
+    assert len(rows) == len(threads)
+
+    # Hover: the SVG title carries the summary; click: the details panel, focused.
+    current = expected[demo.episodes["billing-current"]]
+    mark = page.locator(f"#mark-{current.episode_id}")
+    assert current.summary[:40] in mark.locator("title").text_content()
+    assert "current" in mark.get_attribute("aria-label")
+    mark.hover()
+    mark.click()
+    details = page.locator("#details")
+    details.get_by_text(current.key_learnings[0]).wait_for()
+    assert current.summary in details.locator("p.text").inner_text()
+    for entity in current.entities:
+        assert entity in details.locator("ul.chips").inner_text()
+    facts = details.locator("dl.facts").inner_text()
+    assert current.event_type in facts and current.trigger in facts
+    assert page.evaluate("document.activeElement.id") == "details"
+    shot(page, artifacts, "06-timeline-details")
+
+    # Keyboard only: Tab reaches the episodes, Enter opens one, Escape goes back to it.
+    page.locator(".chart-scroll").focus()
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.classList.contains('mark')"):
+            break
+    else:
+        raise AssertionError("Tab never reached an episode of the timeline")
+    focused = page.evaluate("document.activeElement.dataset.episode")
+    outline = page.evaluate(
+        "getComputedStyle(document.activeElement.querySelector('rect')).strokeWidth"
+    )
+    assert float(outline.rstrip("px")) >= 3  # visible focus
+    page.keyboard.press("Enter")
+    wanted = expected[focused]
+    expect(page.locator("#details dl.facts")).to_contain_text(wanted.episode_id)
+    expect(page.locator("#details")).to_be_focused()
+    page.keyboard.press("Escape")
+    assert page.evaluate("document.activeElement.dataset.episode") == focused
+
+    # Without scripts the link is a page of its own with the panel filled.
+    status, _, raw = _get(f"{console}/timeline?dataset={DATASET}&episode={current.episode_id}")
+    assert status == 200 and "Key learnings" in raw and current.key_learnings[0] in raw
+
+
+def test_recall_playground_matches_the_sdk_and_the_prompt(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    query = "adoption agency home study"
+    with suite.client() as sdk:
+        found = sdk.recall(
+            DATASET, query, limit=5, similarity_weight=0.8, recency_weight=0.2, as_of=AS_OF
+        )
+    assert len(found) == 5
+
+    page.goto(f"{console}/recall?dataset={DATASET}")
+    page.get_by_label("Query", exact=True).fill(query)
+    page.get_by_label("As of (UTC)", exact=True).fill("2023-07-01T00:00:00")
+    page.get_by_label("Similarity weight", exact=True).fill("0.8")
+    page.get_by_label("Recency weight", exact=True).fill("0.2")
+    page.get_by_label("Episodes", exact=True).fill("5")
+    page.get_by_role("button", name="Recall").click()
+    page.locator("#results-title").wait_for()
+    expect(page.locator("#results-title")).to_be_focused()
+    assert "q=adoption" in page.url  # htmx pushed the recall's own URL
+
+    assert page.locator("#results-title").inner_text() == (
+        f"5 of {found.episode_count} current episodes"
+    )
+    hrefs = page.locator("article.hit h3 a[href^='/episode']").evaluate_all(
+        "els => els.map(e => new URL(e.href).searchParams.get('id'))"
+    )
+    assert hrefs == [s.episode_id for s in found]
+    for attr, name in (
+        ("relevance_score", "Relevance"),
+        ("similarity", "Similarity"),
+        ("lexical", "Lexical"),
+        ("semantic", "Semantic"),
+        ("recency", "Recency"),
+    ):
+        labels = page.locator(f"meter[aria-label^='{name} ']").evaluate_all(
+            "els => els.map(e => e.getAttribute('aria-label'))"
+        )
+        assert [label.split(" ")[1] for label in labels] == [
+            f"{getattr(s, attr):.3f}" for s in found
+        ], name
+    timeline = render_episodes(found.episodes, AS_OF, "timeline")
+    past = render_episodes(found.episodes, AS_OF, "past_conversation")
+    assert page.locator("#prompt-timeline").text_content() == timeline
+    assert page.locator("#prompt-past").text_content() == past
+    shot(page, artifacts, "07-recall")
+
+    page.get_by_label("Key learnings in the prompt", exact=True).check()
+    page.get_by_role("button", name="Recall").click()
+    expect(page.locator("#results")).to_have_attribute("data-learnings", "1")
+    assert page.locator("#prompt-timeline").text_content() == render_episodes(
+        found.episodes, AS_OF, "timeline", key_learnings=True
+    )
+
+    # A request the service refuses is explained, in place.
+    page.get_by_label("Similarity weight", exact=True).fill("0")
+    page.get_by_label("Recency weight", exact=True).fill("0")
+    page.get_by_role("button", name="Recall").click()
+    page.locator("#results .error").wait_for()
+    assert "both 0" in page.locator("#results .error").inner_text()
+    # The browser logs the refusal (an HTTP 400) as an error: expected here.
+    page.browser_errors.remove(
+        "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+    )
+
+
+def test_pipeline_page_refreshes_live(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    with suite.client() as sdk:
+        status = sdk.pipeline_status(check_providers=False, max_errors=20)
+    page.goto(f"{console}/pipeline")
+    for st in EPISODE_STATUSES:
+        value = page.locator(f"[data-metric='status-{st}'] .value").inner_text()
+        assert value == str(status.status_counts.get(st, 0)), st
+    assert page.locator("[data-metric='backing-off'] .value").inner_text() == str(
+        status.pending_waiting
+    )
+    assert page.locator("[data-metric='lost-notices'] .value").inner_text() == str(
+        status.threads_without_timer
+    )
+    failed = page.locator("#failed-episodes").inner_text()
+    for f in status.failed_episodes:
+        assert f.episode_id[:8] in failed and f.error in failed
+    assert "Needs attention" in page.locator(".verdict").inner_text()
+    page.locator("#provider-health").wait_for()  # probed after the page loaded
+    assert page.locator("#provider-health").inner_text().count("answering") == 2
+
+    # htmx polls the panel: the observation time moves without a reload.
+    before = page.locator("#observed-at").get_attribute("data-observed")
+    expect(page.locator("#observed-at")).not_to_have_attribute("data-observed", before or "")
+    shot(page, artifacts, "08-pipeline")
+
+    # Paused by the checkbox (and while focus is inside the panel): the poll is cancelled.
+    cancelled = """() => { const panel = document.getElementById('pipeline-panel');
+        const evt = new CustomEvent('htmx:beforeRequest',
+            {bubbles: true, cancelable: true, detail: {elt: panel}});
+        panel.dispatchEvent(evt); return evt.defaultPrevented; }"""
+    assert page.evaluate(cancelled) is False
+    page.get_by_label("Refresh every 3 seconds", exact=True).uncheck()
+    assert page.evaluate(cancelled) is True
+    page.get_by_label("Refresh every 3 seconds", exact=True).check()
+    with page.expect_request(lambda r: "/pipeline/panel" in r.url):
+        pass  # polling goes on
+
+
+def test_admin_actions_delete_and_retry(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    doomed, broken = demo.episodes["ops-delete"], demo.episodes["ops-retry"]
+    page.goto(f"{console}/episode?id={doomed}")
+    page.get_by_text(f"Delete episode {doomed[:8]}…").click()
+    page.get_by_role("button", name=f"Delete episode {doomed[:8]}").click()
+    page.get_by_role("status").filter(has_text="is archived (deleted)").wait_for()
+    with suite.client() as sdk:
+        assert sdk.get_episode(doomed).status == "archived"
+
+    page.goto(f"{console}/pipeline?dataset={OPS_DATASET}")
+    assert page.locator("[data-metric='status-failed'] .value").inner_text() == "1"
+    page.get_by_role("button", name=f"Retry episode {broken[:8]}").click()
+    page.get_by_role("status").filter(has_text="is pending again").wait_for()
+    with suite.client() as sdk:
+        wait_until(
+            lambda: sdk.get_episode(broken).status == "completed",
+            timeout=30,
+            message="the retried episode is summarised",
+        )
+    # The live panel catches up by itself.
+    expect(page.locator("[data-metric='status-failed'] .value")).to_have_text("0")
+    shot(page, artifacts, "09-after-retry")
+
+
+def test_accessibility_basics(page: Any, console: str, demo: Demo) -> None:
+    """Labels on every control, a skip link first, visible focus, text contrast >= 4.5:1."""
+    pages = [
+        "/",
+        f"/dataset?dataset={DATASET}",
+        f"/thread?id={demo.threads['billing-q2']}",
+        f"/timeline?dataset={DATASET}&episode={demo.episodes['billing-failed']}",
+        f"/recall?dataset={DATASET}&q=pottery&run=1",
+        "/pipeline",
+    ]
+    unlabeled_js = """() => [...document.querySelectorAll(
+        'input:not([type=hidden]), select, textarea, button')]
+        .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')
+                && !(e.tagName === 'BUTTON' && e.textContent.trim()))
+        .map(e => e.outerHTML)"""
+    contrast_js = """() => {
+        const lum = c => { const [r, g, b] = c.match(/[\\d.]+/g).slice(0, 3).map(Number)
+            .map(v => v / 255).map(v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+            return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+        const bg = el => { for (let e = el; e; e = e.parentElement) {
+            const c = getComputedStyle(e).backgroundColor;
+            if (!c.startsWith('rgba') || !c.endsWith(', 0)')) return c; }
+            return 'rgb(255, 255, 255)'; };
+        const bad = [];
+        for (const el of document.querySelectorAll('body *')) {
+            if (el.closest('svg') || !el.checkVisibility()) continue;
+            const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+            if (!own) continue;
+            const fg = lum(getComputedStyle(el).color), b = lum(bg(el));
+            const ratio = (Math.max(fg, b) + 0.05) / (Math.min(fg, b) + 0.05);
+            if (ratio < 4.5) bad.push(`${el.tagName}.${el.className}: ${ratio.toFixed(2)}`);
+        }
+        return bad; }"""
+    for path in pages:
+        page.goto(console + path)
+        assert page.evaluate(unlabeled_js) == [], path
+        assert page.evaluate(contrast_js) == [], path
+        assert page.locator("html").get_attribute("lang") == "en"
+        assert page.locator("main h1").count() == 1
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.className") == "skip-link", path
+        assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"
+        page.keyboard.press("Enter")
+        assert page.evaluate("document.activeElement.id") == "main", path
+    # The timeline's marks: graphics with at least 3:1 against the page.
+    fills = page.goto(f"{console}/timeline?dataset={DATASET}") and page.evaluate(
+        "() => [...document.querySelectorAll('svg.timeline text')].map(t => getComputedStyle(t).fill)"
+    )
+    assert fills and all(f in ("rgb(26, 26, 26)", "rgb(11, 87, 208)") for f in fills), set(fills)
+
+
+def test_vendored_htmx_is_served_and_nothing_leaves_the_origin(page: Any, console: str) -> None:
+    data = (STATIC / "htmx.min.js").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == HTMX_SHA256
+    assert f'version:"{HTMX_VERSION}"'.encode() in data
+    assert HTMX_LICENSE == "0BSD" and "Zero-Clause BSD" in (STATIC / "htmx.LICENSE").read_text()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{console}/pipeline")
+    assert page.evaluate("window.htmx.version") == HTMX_VERSION
+    assert requests and all(u.startswith(console) for u in requests), requests
+    status, headers, _ = _get(f"{console}/static/htmx.min.js")
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    status, headers, _ = _get(f"{console}/")
+    csp = headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe" not in csp and "frame-ancestors 'none'" in csp
+    assert _get(f"{console}/static/../app.py")[0] == 404
+
+
+# --------------------------------------------------------------------------- security
+
+
+def _keys(db_url: str) -> dict[str, str]:
+    from episodic.access import Role
+    from episodic.store.db import make_engine
+    from episodic.store.keys import create_key
+
+    engine = make_engine(db_url, pool_size=1)
+    try:
+        with engine.begin() as conn:
+            return {
+                "admin": create_key(conn, role=Role.ADMIN, datasets=["*"], name="console").secret,
+                "reader": create_key(conn, role=Role.READER, datasets=[DATASET]).secret,
+            }
+    finally:
+        engine.dispose()
+
+
+def test_credentials_hosts_and_forms(suite: Suite, demo: Demo) -> None:
+    keys = _keys(suite.db_url)
+    admin = suite.client(api_key=keys["admin"])
+    server = ConsoleServer(ConsoleApp(admin, http_key=keys["admin"]), "127.0.0.1", 0).start()
+    try:
+        status, headers, _ = _get(server.url + "/")
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+        wrong = base64.b64encode(b"me:ek_wrong").decode()
+        assert _get(server.url + "/", {"Authorization": f"Basic {wrong}"})[0] == 401
+        right = base64.b64encode(f"me:{keys['admin']}".encode()).decode()
+        status, _, body = _get(server.url + "/", {"Authorization": f"Basic {right}"})
+        assert status == 200 and DATASET in body  # and the RPCs took the console's key
+        assert _get(server.url + "/", {"Authorization": f"Bearer {keys['admin']}"})[0] == 200
+        assert _get(server.url + "/healthz")[0] == 200  # probes need no key
+        # Bound to loopback, another host name is refused (DNS rebinding).
+        evil = {"Authorization": f"Basic {right}", "Host": f"evil.example:{server.port}"}
+        assert _get(server.url + "/", evil)[0] == 421
+        # A form without the page's token changes nothing.
+        form = f"id={demo.episodes['billing-failed']}".encode()
+        status, _, body = _get(
+            server.url + "/episode/retry", {"Authorization": f"Basic {right}"}, form
+        )
+        assert status == 403 and "stale" in body
+        with suite.client() as sdk:
+            assert sdk.get_episode(demo.episodes["billing-failed"]).status == "failed"
+    finally:
+        server.stop()
+        admin.close()
+
+    # The console calls with its key: a reader key may not see the pipeline.
+    reader = suite.client(api_key=keys["reader"])
+    server = ConsoleServer(ConsoleApp(reader), "127.0.0.1", 0).start()
+    try:
+        status, _, body = _get(server.url + "/pipeline")
+        assert status == 200 and "unavailable (PERMISSION_DENIED)" in body
+        status, _, body = _get(server.url + "/")
+        assert "This key cannot list every dataset" in body
+        assert _get(server.url + f"/dataset?dataset={DATASET}")[0] == 200
+        assert _get(server.url + f"/dataset?dataset={OPS_DATASET}")[0] == 403
+    finally:
+        server.stop()
+        reader.close()
+
+
+def test_the_console_refuses_to_serve_memory_openly() -> None:
+    assert http_key_for("auto", "127.0.0.1", None) is None  # development mode
+    assert http_key_for("auto", "0.0.0.0", "k") == "k"
+    assert http_key_for("required", "127.0.0.1", "k") == "k"
+    assert http_key_for("disabled", "0.0.0.0", "k") is None
+    for mode, host in (("auto", "0.0.0.0"), ("auto", "::"), ("required", "127.0.0.1")):
+        with pytest.raises(ConsoleConfigError):
+            http_key_for(mode, host, None)
+    env = {k: v for k, v in os.environ.items() if k not in ("EPISODIC_API_KEY", "EPISODIC_AUTH")}
+    done = subprocess.run(
+        [sys.executable, "-m", "episodic.cli", "console", "--host", "0.0.0.0", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "without a key" in done.stderr, done.stderr
+
+
+def test_the_console_command_serves(suite: Suite, demo: Demo) -> None:
+    env = {
+        **os.environ,
+        "EPISODIC_INGEST_ADDRESS": suite.addresses["ingest"],
+        "EPISODIC_RECALL_ADDRESS": suite.addresses["recall"],
+        "EPISODIC_SCHEDULER_ADDRESS": suite.addresses["scheduler"],
+        "EPISODIC_SUMMARISER_ADDRESS": suite.addresses["summariser"],
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("EPISODIC_API_KEY", None)
+    env.pop("EPISODIC_AUTH", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "episodic.cli", "console", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "episodic console at http://127.0.0.1:" in line, line
+        url = line.split(" at ", 1)[1].split(" ", 1)[0]
+        status, _, body = _get(url + f"/timeline?dataset={DATASET}")
+        assert status == 200 and "billing-q2" in body
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_k8s_console_deployment() -> None:
+    k8s = pytest.importorskip("tests.ops.test_k8s")
+    for overlay, replicas in (("dev", 1), ("prod", 0)):
+        deployment = k8s.one(overlay, "Deployment", "episodic-console")
+        assert deployment["spec"]["replicas"] == replicas
+        c = k8s.container(deployment)
+        assert c["command"][:2] == ["episodic", "console"]
+        env = {e["name"] for e in c.get("env", [])}
+        assert "EPISODIC_DATABASE_URL" not in env  # the RPCs only
+        assert "exec" in c["readinessProbe"]
+    assert not [
+        s for s in k8s.of_kind("prod", "Service") if s["metadata"]["name"] == "episodic-console"
+    ]  # reached through `kubectl port-forward` only

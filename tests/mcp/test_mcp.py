@@ -1,0 +1,239 @@
+"""`episodic mcp` as an MCP host sees it: the official SDK's client talks to the server
+over stdio (and once over streamable HTTP), against real services."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+DEADLINE = 60.0
+
+
+@pytest.fixture
+def services(spawn):  # type: ignore[no-untyped-def]
+    scheduler = spawn("scheduler")
+    ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    summariser = spawn("summariser", env={"EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2"})
+    recall = spawn("recall")
+    return {
+        "EPISODIC_INGEST_ADDRESS": ingest.address,
+        "EPISODIC_RECALL_ADDRESS": recall.address,
+        "EPISODIC_SCHEDULER_ADDRESS": scheduler.address,
+        "EPISODIC_SUMMARISER_ADDRESS": summariser.address,
+    }
+
+
+def _text(result: Any) -> str:
+    return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def _call(session: ClientSession, name: str, **arguments: Any) -> Any:
+    result = await session.call_tool(name, arguments)
+    assert not result.is_error, f"{name}: {_text(result)}"
+    return result
+
+
+def test_a_model_remembers_and_recalls_over_stdio(services) -> None:  # type: ignore[no-untyped-def]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "episodic.cli", "mcp", "--dataset", "mcp_user"],
+        env={**os.environ, **services},
+    )
+
+    async def session_run() -> None:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            assert init.server_info.name == "episodic"
+            assert "recall" in (init.instructions or "")
+
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert set(tools) == {
+                "remember",
+                "end_thread",
+                "recall",
+                "search_episodes",
+                "list_threads",
+                "load_thread",
+            }
+            for tool in tools.values():
+                assert tool.description and tool.output_schema, tool.name
+            assert "Default: 'mcp_user'" in json.dumps(tools["recall"].input_schema)
+            assert tools["recall"].annotations.read_only_hint is True
+
+            # Nothing yet: an empty recall says why.
+            empty = await _call(session, "recall", query="cars")
+            assert "No memories in dataset mcp_user yet" in _text(empty)
+
+            first = await _call(
+                session,
+                "remember",
+                label="car-search",
+                messages=[
+                    {
+                        "role": "user",
+                        "content": "I need a family car under $30k, SUVs are too big to park.",
+                        "name": "Dana",
+                    },
+                    {
+                        "role": "assistant",
+                        "content": "The Toyota Corolla Hybrid fits city commuting and your budget.",
+                    },
+                ],
+            )
+            made = first.structured_content
+            thread_id = made["thread_id"]
+            assert made["created_thread"] is True and made["sequences"] == [1, 2]
+            assert made["dataset"] == "mcp_user"
+            assert f"thread_id={thread_id}" in _text(first)
+
+            more = await _call(
+                session,
+                "remember",
+                thread_id=thread_id,
+                messages=[{"role": "user", "content": "Booking a Corolla test drive Saturday."}],
+            )
+            assert more.structured_content["sequences"] == [3]
+            assert more.structured_content["created_thread"] is False
+
+            ended = await _call(session, "end_thread", thread_id=thread_id)
+            assert ended.structured_content["episode_queued"] is True
+            assert "queued" in _text(ended)
+
+            # The summariser works in the background: poll recall until the episode is
+            # there (a deadline, not a fixed wait).
+            deadline = time.monotonic() + DEADLINE
+            while True:
+                found = await _call(session, "recall", query="car recommendations", limit=5)
+                if found.structured_content["episodes"]:
+                    break
+                assert time.monotonic() < deadline, f"no episode: {_text(found)}"
+                await anyio.sleep(0.2)
+            text = _text(found)
+            episode = found.structured_content["episodes"][0]
+            assert episode["thread_id"] == thread_id and episode["message_count"] == 3
+            assert 'thread "car-search"' in text and "just now" in text and " UTC" in text
+            assert "Corolla" in text and thread_id in text
+            assert episode["ended_at"] and episode["started_at"]
+
+            # as_of before the conversation: nothing had happened yet.
+            past = await _call(session, "recall", query="cars", as_of="2020-01-01")
+            assert past.structured_content["episodes"] == []
+            assert _text(past) == "No memories of dataset mcp_user as of 2020-01-01 00:00 UTC."
+            since = await _call(session, "recall", since="2020-01-01T00:00:00Z")
+            assert len(since.structured_content["episodes"]) == 1
+
+            searched = await _call(session, "search_episodes", query="Corolla")
+            assert searched.structured_content["episodes"][0]["thread_id"] == thread_id
+
+            listed = await _call(session, "list_threads")
+            assert listed.structured_content["threads"][0]["thread_id"] == thread_id
+            assert '"car-search"' in _text(listed) and "3 messages (3 summarised)" in _text(listed)
+
+            loaded = await _call(session, "load_thread", thread_id=thread_id, limit=2)
+            assert [m["sequence"] for m in loaded.structured_content["messages"]] == [2, 3]
+            page = await _call(session, "load_thread", thread_id=thread_id, start_sequence=1)
+            assert "#1 [" in _text(page) and "Dana (user): I need a family car" in _text(page)
+            assert page.structured_content["messages"][0]["name"] == "Dana"
+
+            # Errors come back as tool errors the model can act on.
+            missing = await session.call_tool(
+                "load_thread", {"thread_id": "00000000-0000-4000-8000-000000000000"}
+            )
+            assert missing.is_error and "not found" in _text(missing)
+            bad_time = await session.call_tool("recall", {"since": "last tuesday"})
+            assert bad_time.is_error and "ISO 8601" in _text(bad_time)
+            other = await _call(session, "list_threads", dataset="somebody_else")
+            assert other.structured_content == {"dataset": "somebody_else", "threads": []}
+
+    anyio.run(session_run)
+
+
+def _start_http_server(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """Starts ``episodic mcp --transport http --port 0`` and reads the URL it announces."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "episodic.cli", "mcp", "--transport", "http", "--port", "0"],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + 30
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        if "streamable HTTP on " in line:
+            return proc, line.rsplit(" ", 1)[1].strip()
+    proc.kill()
+    raise AssertionError(f"episodic mcp did not announce its URL:\n{''.join(seen)}")
+
+
+def test_streamable_http_transport(spawn) -> None:  # type: ignore[no-untyped-def]
+    ingest = spawn("ingest")
+    recall = spawn("recall")
+    env = {
+        "EPISODIC_INGEST_ADDRESS": ingest.address,
+        "EPISODIC_RECALL_ADDRESS": recall.address,
+        "EPISODIC_MCP_DATASET": "http_user",
+    }
+    proc, url = _start_http_server(env)
+    try:
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+
+        async def session_run() -> None:
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                names = {t.name for t in (await session.list_tools()).tools}
+                assert {"remember", "recall", "load_thread"} <= names
+                made = await _call(
+                    session,
+                    "remember",
+                    label="over-http",
+                    messages=[{"role": "user", "content": "Remember me over HTTP."}],
+                )
+                thread_id = made.structured_content["thread_id"]
+                assert made.structured_content["dataset"] == "http_user"
+                loaded = await _call(session, "load_thread", thread_id=thread_id)
+                assert "user: Remember me over HTTP." in _text(loaded)
+
+        anyio.run(session_run)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
