@@ -89,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             for process in processes:
                 process.terminate()
 
-    print(f"\nauthentication cost: {args.rounds} alternating rounds x {args.calls} calls, "
-          f"key cache {args.cache_ttl:g} s, sequential calls through the SDK")
+    print(
+        f"\nauthentication cost: {args.rounds} alternating rounds x {args.calls} calls, "
+        f"key cache {args.cache_ttl:g} s, sequential calls through the SDK"
+    )
     print("| RPC | without keys p50 / p99 ms | with keys p50 / p99 ms | ratio p50 |")
     print("|---|---|---|---|")
     for rpc in ("Recall", "AddMessages"):

@@ -51,7 +51,10 @@ import grpc
 import psycopg
 from google.protobuf import struct_pb2
 
+from episodic.crypto import ClearKey, DatasetKey, plain, seal_json
+from episodic.store.db import make_engine
 from episodic.testing.database import test_server
+from episodic.testing.keys import test_vault
 from episodic.testing.processes import ServiceProcess, start_service
 from episodic.v1 import episode_pb2
 from episodic.v1 import ingest_service_pb2 as pb
@@ -64,11 +67,18 @@ CONTENT = (
 )
 METADATA = {"source": "bench", "channel": "web", "lang": "en"}
 METADATA_JSON = json.dumps(METADATA, separators=(",", ":"))
+# The floor: the same rows as the table stores them in the clear.
+PLAIN_CONTENT = plain(CONTENT)
+PLAIN_METADATA = plain(METADATA_JSON)
 ROLES = ("user", "assistant")
 METHODS = ("grpc", "sql", "plain")
 
 # What services/ingest/domain.py add_messages runs (no idempotency keys: no key lookup).
-LOCK_SQL = "SELECT thread_id, dataset FROM threads WHERE thread_id = %s FOR UPDATE"
+LOCK_SQL = (
+    "SELECT t.thread_id, t.dataset, d.key_id, d.master_key_id, d.wrapped_key "
+    "FROM threads t JOIN datasets d ON d.dataset = t.dataset "
+    "WHERE t.thread_id = %s FOR UPDATE OF t"
+)
 BUMP_SQL = (
     "UPDATE threads SET last_sequence = last_sequence + %s, last_message_at = now(), "
     "last_activity_at = now() WHERE thread_id = %s RETURNING last_sequence"
@@ -76,16 +86,19 @@ BUMP_SQL = (
 UNNEST_SQL = (
     "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
     "idempotency_key) "
-    "SELECT %s, u.seq, u.role, u.content, CAST(u.meta AS jsonb), "
+    "SELECT %s, u.seq, u.role, u.content, u.meta, "
     "coalesce(u.created_at, now()), u.ikey "
-    "FROM unnest(CAST(%s AS bigint[]), CAST(%s AS text[]), CAST(%s AS text[]), "
-    "CAST(%s AS text[]), CAST(%s AS timestamptz[]), CAST(%s AS text[])) "
+    "FROM unnest(CAST(%s AS bigint[]), CAST(%s AS text[]), CAST(%s AS bytea[]), "
+    "CAST(%s AS bytea[]), CAST(%s AS timestamptz[]), CAST(%s AS text[])) "
     "AS u(seq, role, content, meta, created_at, ikey) RETURNING *"
 )
 PLAIN_SQL = (
     "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at) "
-    "VALUES (%s, %s, %s, %s, CAST(%s AS jsonb), now())"
+    "VALUES (%s, %s, %s, %s, %s, now())"
 )
+
+#: The bench dataset's key (sealing, as Ingest does; set by main from --encryption).
+KEY: DatasetKey = ClearKey("bench")
 
 
 @dataclass(frozen=True)
@@ -150,10 +163,11 @@ def loadavg() -> str:
 
 def make_threads(url: str, n: int) -> list[uuid.UUID]:
     ids = [uuid.uuid4() for _ in range(n)]
+    label = KEY.seal("ingest", "threads.label")
     with psycopg.connect(url) as conn:
         conn.cursor().executemany(
-            "INSERT INTO threads (thread_id, dataset, label) VALUES (%s, 'bench', 'ingest')",
-            [(i,) for i in ids],
+            "INSERT INTO threads (thread_id, dataset, label) VALUES (%s, 'bench', %s)",
+            [(i, label) for i in ids],
         )
     return ids
 
@@ -191,7 +205,6 @@ def grpc_client(address: str, thread_id: uuid.UUID, batch: int) -> Client:
 def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
     conn = psycopg.connect(url)
     roles = [ROLES[i % 2] for i in range(batch)]
-    contents = [CONTENT] * batch
     nones: list[None] = [None] * batch
 
     def call() -> None:
@@ -200,7 +213,9 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
             assert cur.fetchone() is not None
             cur.execute(BUMP_SQL, (batch, thread_id))
             last = cur.fetchone()[0]  # type: ignore[index]
-            metas = [json.dumps(METADATA, separators=(",", ":")) for _ in range(batch)]
+            # Sealed per message, as Ingest does (a fresh nonce each).
+            contents = [KEY.seal(CONTENT, "messages.content") for _ in range(batch)]
+            metas = [seal_json(KEY, METADATA, "messages.metadata") for _ in range(batch)]
             cur.execute(
                 UNNEST_SQL,
                 (
@@ -226,7 +241,8 @@ def plain_client(
 
     def call() -> None:
         rows = [
-            (thread_id, next(sequences), ROLES[i % 2], CONTENT, METADATA_JSON) for i in range(batch)
+            (thread_id, next(sequences), ROLES[i % 2], PLAIN_CONTENT, PLAIN_METADATA)
+            for i in range(batch)
         ]
         with conn.cursor() as cur:
             if batch == 1:
@@ -328,7 +344,14 @@ def main() -> None:
         action="store_true",
         help="run a real Scheduler (each activity notice is then a timer upsert)",
     )
+    parser.add_argument(
+        "--encryption",
+        choices=("on", "off"),
+        default="on",
+        help="the bench dataset encrypted at rest (on, as `episodic up` runs) or in the clear",
+    )
     args = parser.parse_args()
+    global KEY
 
     service_env = {
         # Production defaults instead of the test harness's smaller pool.
@@ -343,6 +366,10 @@ def main() -> None:
         url = dbs.create()
         with psycopg.connect(url) as conn:
             sync = conn.execute("SHOW synchronous_commit").fetchone()[0]  # type: ignore[index]
+        engine = make_engine(url, pool_size=1)
+        with engine.begin() as conn:  # the dataset, with a data key when encrypted
+            KEY = test_vault(encrypt=args.encryption == "on").for_write(conn, "bench")
+        engine.dispose()
         procs: list[ServiceProcess] = []
         try:
             if args.scheduler:
@@ -377,7 +404,8 @@ def main() -> None:
     print(
         f"\nIngest AddMessages vs raw SQL: medians of {args.repeats} x {args.seconds:g} s; "
         f"embedded PostgreSQL (synchronous_commit {sync}); ingest pool 10, 16 handler "
-        f"threads; {scheduler_note}.\nloadavg before {load_before}, after {load_after}; "
+        f"threads; {scheduler_note}; encryption at rest {args.encryption} (SQL seals like "
+        f"Ingest, plain stores the clear form).\nloadavg before {load_before}, after {load_after}; "
         f"{time.monotonic() - started:.0f} s in all.\n"
     )
     header = (

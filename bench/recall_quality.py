@@ -122,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--embedding-provider", default="minilm", help="EPISODIC_EMBEDDING_PROVIDER"
     )
+    parser.add_argument(
+        "--encryption",
+        choices=("on", "off"),
+        default="on",
+        help="encryption at rest of the datasets (on, as `episodic up` runs)",
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
@@ -131,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.store.db import make_engine
     from episodic.store.recall_index import index_missing
     from episodic.testing.database import scratch_database
+    from episodic.testing.keys import test_vault
     from episodic.testing.processes import start_service
 
     conversations = locomo.load(limit=args.limit_conversations)
@@ -150,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {
             "EPISODIC_EMBEDDING_PROVIDER": args.embedding_provider,
             "EPISODIC_LOG_LEVEL": "WARNING",
+            "EPISODIC_ENCRYPTION": "auto" if args.encryption == "on" else "off",
         }
         procs = {}
         for svc in ("scheduler", "summariser", "recall", "ingest"):
@@ -213,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
             384,
         )
         # What the summariser's completion hook runs, for episodes it did not index.
-        indexed_by_bench = index_missing(engine, embedder)
+        vault = test_vault()  # the keyring the services were started with
+        indexed_by_bench = index_missing(engine, embedder, vault)
         if indexed_by_bench:
             log(f"the summariser did not index {indexed_by_bench} episodes; indexed here")
 
@@ -238,13 +247,18 @@ def main(argv: list[str] | None = None) -> int:
             for k in ("bm25", "bm25_pg", "chunks", "rrf", "summary", "summary_rec")
         }
         with engine.connect() as conn:
+            labelled = conn.exec_driver_sql(
+                "SELECT t.dataset, t.label, e.embedding::text AS vec FROM episodes e "
+                "JOIN threads t USING (thread_id) WHERE e.status = 'completed'"
+            ).mappings()
             summaries = {
-                label: np.array(json.loads(vec), dtype=np.float32)
-                for label, vec in conn.exec_driver_sql(
-                    "SELECT t.label, e.embedding::text FROM episodes e "
-                    "JOIN threads t USING (thread_id) WHERE e.status = 'completed'"
-                )
+                r["label"]: np.array(json.loads(r["vec"]), dtype=np.float32)
+                for r in (vault.open_one(conn, row, "threads") for row in labelled.all())
             }
+            encrypted = conn.exec_driver_sql(
+                "SELECT count(*) FILTER (WHERE key_id IS NOT NULL), count(*) FROM datasets"
+            ).one()
+        log(f"datasets encrypted at rest: {encrypted[0]} of {encrypted[1]}")
         with psycopg.connect(url) as pgc:
 
             def lexemes(text: str) -> Counter[str]:

@@ -63,12 +63,18 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
     per_message = 15
     log(f"building {episodes} episodes over {datasets} datasets …")
     started = time.monotonic()
+    # Datasets in the clear (no data key): the text is stored as 0x00 || UTF-8.
+    conn.execute(
+        "INSERT INTO datasets (dataset) SELECT 'ds-' || lpad(g::text, 4, '0') "
+        "FROM generate_series(0, %(datasets)s - 1) g",
+        {"datasets": datasets},
+    )
     conn.execute(
         """
         INSERT INTO threads (thread_id, dataset, label, last_sequence, captured_sequence,
                              last_message_at, last_activity_at)
         SELECT md5('t' || i)::uuid, 'ds-' || lpad(mod(i, %(datasets)s)::text, 4, '0'),
-               'thread-' || i, 8, 8, now(), now()
+               '\\x00'::bytea || convert_to('thread-' || i, 'UTF8'), 8, 8, now(), now()
         FROM generate_series(1, %(n)s) i
         """,
         {"n": episodes, "datasets": datasets},
@@ -79,8 +85,9 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
         f"""
         INSERT INTO messages (thread_id, sequence, role, content, created_at)
         SELECT md5('t' || i)::uuid, s, CASE WHEN mod(s, 2) = 1 THEN 'user' ELSE 'assistant' END,
-               (SELECT string_agg('w' || (1 + floor(5000 * power(random(), 3)))::int, ' ')
-                FROM generate_series(1, {per_message}) k WHERE i > 0 AND s > 0),
+               '\\x00'::bytea || convert_to(
+                   (SELECT string_agg('w' || (1 + floor(5000 * power(random(), 3)))::int, ' ')
+                    FROM generate_series(1, {per_message}) k WHERE i > 0 AND s > 0), 'UTF8'),
                now() - interval '1 day' * mod(i, 365)
         FROM generate_series(1, %(n)s) i, generate_series(1, 8) s
         """,
@@ -107,7 +114,8 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
             WHERE i > 0
         ) t
         CROSS JOIN LATERAL (
-            SELECT to_tsvector('english', string_agg(m.content, E'\\n' ORDER BY m.sequence)) v,
+            SELECT to_tsvector('english', string_agg(convert_from(substring(m.content FROM 2), 'UTF8'), E'\\n'
+                                             ORDER BY m.sequence)) v,
                    min(m.content) FILTER (WHERE m.sequence = 1) AS first
             FROM messages m WHERE m.thread_id = md5('t' || i)::uuid
         ) d
@@ -126,7 +134,8 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
         FROM episodes e
         CROSS JOIN (VALUES (1), (3), (5)) c(s)
         CROSS JOIN LATERAL (
-            SELECT to_tsvector('english', string_agg(m.content, E'\\n' ORDER BY m.sequence)) v
+            SELECT to_tsvector('english', string_agg(convert_from(substring(m.content FROM 2), 'UTF8'), E'\\n'
+                                             ORDER BY m.sequence)) v
             FROM messages m
             WHERE m.thread_id = e.thread_id AND m.sequence BETWEEN c.s AND c.s + 3
         ) tv

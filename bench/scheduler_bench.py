@@ -62,12 +62,16 @@ def load_timers(url: str, n: int, first_due_in: float, spread: float) -> None:
             (first_due_in, spread, max(n, 1), n),
         )
         conn.execute(
+            "INSERT INTO datasets (dataset) SELECT 'd' || g FROM generate_series(0, 100) g "
+            "ON CONFLICT DO NOTHING"
+        )
+        conn.execute(
             "INSERT INTO threads (thread_id, dataset, last_sequence, last_message_at) "
             "SELECT thread_id, 'd' || (random() * 100)::int, 2, now() FROM bench_timers"
         )
-        conn.execute(
+        conn.execute(  # stored in the clear (0x00 || UTF-8): the Scheduler never reads it
             "INSERT INTO messages (thread_id, sequence, role, content, created_at) "
-            "SELECT thread_id, s, 'user', 'hello', now() FROM bench_timers, "
+            "SELECT thread_id, s, 'user', '\\x0068656c6c6f'::bytea, now() FROM bench_timers, "
             "generate_series(1, 2) s"
         )
         conn.execute(

@@ -68,6 +68,7 @@ from episodic.services.summariser.semantic import KeyLearningFacts
 from episodic.store import episodes
 from episodic.store.db import make_engine
 from episodic.testing.database import test_server
+from episodic.testing.keys import test_vault
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -277,6 +278,10 @@ class RunResult:
     per_worker: list[int] = field(default_factory=list)
 
 
+#: Encrypted at rest, as `episodic up` runs (a per-run keyring in a temporary directory).
+VAULT = test_vault()
+
+
 def load_threads(engine, sessions: list[list[Turn]], dataset: str) -> int:  # type: ignore[no-untyped-def]
     """One thread per session, one AddMessages transaction each, then one open episode each.
     Returns the number of messages written."""
@@ -285,10 +290,16 @@ def load_threads(engine, sessions: list[list[Turn]], dataset: str) -> int:  # ty
     for turns in sessions:
         with engine.begin() as conn:
             thread = ingest.create_thread(
-                conn, dataset=dataset, thread_id=uuid.uuid4(), label="", metadata_json="{}"
+                conn,
+                VAULT,
+                dataset=dataset,
+                thread_id=uuid.uuid4(),
+                label="",
+                metadata_json="{}",
             )
             ingest.add_messages(
                 conn,
+                VAULT,
                 thread["thread_id"],
                 [
                     ingest.NewMessage(t.role, t.text, {"speaker": t.speaker}, created_at=t.at)
@@ -314,6 +325,7 @@ def build_pipeline(engine, worker: str) -> TimedPipeline:  # type: ignore[no-unt
         summariser,  # type: ignore[arg-type]
         embedder,  # type: ignore[arg-type]
         KeyLearningFacts(),
+        vault=VAULT,
         max_retries=retries.max_retries,
         retry_backoff=retries.retry_backoff,
         worker=worker,

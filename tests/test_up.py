@@ -15,7 +15,9 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
+from sqlalchemy import text
 
+from episodic.store.db import make_engine
 from episodic.supervisor import available_services
 from episodic.testing.processes import TEST_ENV
 from episodic.v1 import episode_pb2 as e
@@ -99,6 +101,26 @@ def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) 
                 ),
                 timeout=10,
             )
+
+        # Encrypted at rest by default, with a master key made on first start.
+        keyring = tmp_path / "state" / "master-keys.json"
+        assert "generated a master key" in banner and "BACK IT UP" in banner, banner
+        assert keyring.exists() and keyring.stat().st_mode & 0o777 == 0o600
+        url = next(
+            line.split(" at ", 1)[1]
+            for line in banner.splitlines()
+            if "embedded PostgreSQL at" in line
+        )
+        engine = make_engine(url, pool_size=1)
+        try:
+            with engine.connect() as conn:
+                assert conn.execute(
+                    text("SELECT key_id IS NOT NULL FROM datasets WHERE dataset = 'demo'")
+                ).scalar_one()
+                stored = conn.execute(text("SELECT content FROM messages")).scalar_one()
+            assert bytes(stored).startswith(b"\x01")
+        finally:
+            engine.dispose()
 
         proc.send_signal(sig)
         assert proc.wait(90) == 0, "".join(output)

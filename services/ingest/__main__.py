@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 
 from episodic.config import Settings
 from episodic.server import Service, serve
+from episodic.store.vault import make_vault
 from episodic.telemetry import instrument_grpc_client
 from episodic.tls import channel_credentials
 
@@ -68,8 +69,9 @@ def build(settings: Settings, engine: Engine) -> Service:
         timeout=settings.ingest.scheduler_notify_timeout.total_seconds(),
         metadata=(("authorization", f"Bearer {service_key}"),) if service_key else (),
     )
-    servicer = IngestServicer(engine, settings.ingest, notifier)
-    admin_servicer = admin.AdminServicer(engine)
+    vault = make_vault(settings.privacy)
+    servicer = IngestServicer(engine, settings.ingest, notifier, vault)
+    admin_servicer = admin.AdminServicer(engine, vault, settings.privacy)
 
     def register_both(server: grpc.Server) -> None:
         register(server, servicer)

@@ -1,5 +1,6 @@
-"""AdminService: API keys and the audit log (served by the Ingest process). Every action
-is written to the audit log with the acting key's prefix, in the action's transaction."""
+"""AdminService: API keys, the audit log, erasure and datasets' lifecycle policy (served by
+the Ingest process). Every action is written to the audit log with the acting key's
+prefix, in the action's transaction (an erasure: when it finished, with its receipt)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from sqlalchemy import Engine
 
 from episodic import access, convert
 from episodic.access import Role
+from episodic.config import PrivacySettings
 from episodic.errors import InvalidArgument
-from episodic.store import audit, datasets, keys
+from episodic.store import audit, datasets, erasure, keys, owners
+from episodic.store.vault import Vault
 from episodic.v1 import access_pb2
 from episodic.v1 import admin_service_pb2 as pb
 from episodic.v1 import admin_service_pb2_grpc as pb_grpc
@@ -33,8 +36,10 @@ def _role(value: int) -> Role:
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, vault: Vault, privacy: PrivacySettings) -> None:
         self.engine = engine
+        self.vault = vault
+        self.privacy = privacy
 
     def CreateApiKey(
         self, request: pb.CreateApiKeyRequest, context: grpc.ServicerContext
@@ -161,6 +166,84 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         return pb.ListAuditEventsResponse(
             events=[convert.audit_event(r) for r in rows], next_page_token=token
         )
+
+    def DeleteDataset(
+        self, request: pb.DeleteDatasetRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteDatasetResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        receipt = erasure.erase_dataset(
+            self.engine,
+            dataset,
+            actor=access.current().prefix,
+            batch_rows=self.privacy.erasure_batch_rows,
+        )
+        self.vault.forget(dataset)
+        return pb.DeleteDatasetResponse(receipt=convert.receipt(receipt))
+
+    def DeleteThread(
+        self, request: pb.DeleteThreadRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteThreadResponse:
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        with self.engine.connect() as conn:
+            owners.require_thread(conn, thread_id)
+        receipt = erasure.erase_thread(
+            self.engine,
+            thread_id,
+            actor=access.current().prefix,
+            batch_rows=self.privacy.erasure_batch_rows,
+        )
+        return pb.DeleteThreadResponse(receipt=convert.receipt(receipt))
+
+    def GetDatasetPolicy(
+        self, request: pb.GetDatasetPolicyRequest, context: grpc.ServicerContext
+    ) -> pb.GetDatasetPolicyResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        with self.engine.connect() as conn:
+            policy = datasets.get_policy(conn, dataset, self.privacy)
+        return pb.GetDatasetPolicyResponse(policy=_policy(policy))
+
+    def SetDatasetPolicy(
+        self, request: pb.SetDatasetPolicyRequest, context: grpc.ServicerContext
+    ) -> pb.SetDatasetPolicyResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        days: dict[str, int | None] = {}
+        for field in ("retention_days", "compact_after_days"):
+            value = getattr(request, field) if request.HasField(field) else None
+            if value is not None and not 1 <= value <= 36_500:
+                raise InvalidArgument(
+                    f"{field} must be between 1 and 36500 days (leave it unset for the "
+                    "global default)",
+                    field=field,
+                )
+            days[field] = value
+        with self.engine.begin() as conn:
+            self.vault.for_write(conn, dataset)  # registers a new dataset (with its key)
+            policy = datasets.set_policy(conn, dataset, self.privacy, **days)
+            audit.record(
+                conn,
+                key_prefix=access.current().prefix,
+                action="dataset.policy",
+                dataset=dataset,
+                details=days,
+            )
+        return pb.SetDatasetPolicyResponse(policy=_policy(policy))
+
+
+def _policy(policy: datasets.Policy) -> pb.DatasetPolicy:
+    out = pb.DatasetPolicy(
+        dataset=policy.dataset,
+        effective_retention_days=policy.effective_retention_days or 0,
+        effective_compact_after_days=policy.effective_compact_after_days or 0,
+        encrypted=policy.encrypted,
+    )
+    if policy.retention_days is not None:
+        out.retention_days = policy.retention_days
+    if policy.compact_after_days is not None:
+        out.compact_after_days = policy.compact_after_days
+    return out
 
 
 def register(server: grpc.Server, servicer: AdminServicer) -> None:

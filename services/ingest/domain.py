@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -15,8 +16,10 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, text
 
 from episodic.config import IngestSettings
+from episodic.crypto import seal_json
 from episodic.errors import AlreadyExists, InvalidArgument
 from episodic.store.owners import thread_not_found
+from episodic.store.vault import Vault, open_row
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LABEL_CHARS = 200
@@ -45,6 +48,13 @@ class Receipt:
     stored: bool  # False: a replay of an idempotency key stored earlier
     created_at: datetime
     received_at: datetime
+
+
+@dataclass(frozen=True)
+class MessagesPage:
+    thread: dict[str, Any]
+    messages: list[dict[str, Any]]
+    more: bool
 
 
 @dataclass(frozen=True)
@@ -158,24 +168,28 @@ def check_new_messages(
 
 def create_thread(
     conn: Connection,
+    vault: Vault,
     *,
     dataset: str,
     thread_id: uuid.UUID | None,
     label: str,
     metadata_json: str,
-) -> RowMapping:
+) -> dict[str, Any]:
+    """Creates a thread (registering its dataset on first use); returns it as clients see
+    it. The label and metadata are sealed with the dataset's key."""
+    key = vault.for_write(conn, dataset)
     row = (
         conn.execute(
             text(
                 "INSERT INTO threads (thread_id, dataset, label, metadata) "
-                "VALUES (:id, :dataset, :label, CAST(:metadata AS jsonb)) "
+                "VALUES (:id, :dataset, :label, :metadata) "
                 "ON CONFLICT (thread_id) DO NOTHING RETURNING *"
             ),
             {
                 "id": thread_id or uuid.uuid4(),
                 "dataset": dataset,
-                "label": label,
-                "metadata": metadata_json,
+                "label": key.seal(label, "threads.label"),
+                "metadata": key.seal(metadata_json, "threads.metadata"),
             },
         )
         .mappings()
@@ -183,10 +197,10 @@ def create_thread(
     )
     if row is None:
         raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
-    return row
+    return open_row(key, row, "threads")
 
 
-def get_thread(conn: Connection, thread_id: uuid.UUID) -> RowMapping:
+def get_thread(conn: Connection, vault: Vault, thread_id: uuid.UUID) -> dict[str, Any]:
     row = (
         conn.execute(text("SELECT * FROM threads WHERE thread_id = :id"), {"id": thread_id})
         .mappings()
@@ -194,21 +208,57 @@ def get_thread(conn: Connection, thread_id: uuid.UUID) -> RowMapping:
     )
     if row is None:
         raise thread_not_found(thread_id)
-    return row
+    return _with_compaction(conn, vault, row["dataset"], [vault.open_one(conn, row, "threads")])[0]
+
+
+def _with_compaction(
+    conn: Connection, vault: Vault, dataset: str, threads: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Compacted threads get ``compaction_episode``: their current episode's id and summary,
+    which stand in for the dropped messages."""
+    compacted = [t["thread_id"] for t in threads if t.get("compacted_at") is not None]
+    if not compacted:
+        return threads
+    rows = (
+        conn.execute(
+            text(
+                "SELECT thread_id, episode_id, dataset, summary FROM episodes "
+                "WHERE thread_id = ANY(:ids) AND status = 'completed'"
+            ),
+            {"ids": compacted},
+        )
+        .mappings()
+        .all()
+    )
+    current = {r["thread_id"]: r for r in vault.open_rows(conn, dataset, list(rows), "episodes")}
+    for t in threads:
+        if t["thread_id"] in current:
+            t["compaction_episode"] = current[t["thread_id"]]
+    return threads
 
 
 def add_messages(
-    conn: Connection, thread_id: uuid.UUID, messages: list[NewMessage], settings: IngestSettings
+    conn: Connection,
+    vault: Vault,
+    thread_id: uuid.UUID,
+    messages: list[NewMessage],
+    settings: IngestSettings,
 ) -> AddResult:
-    """Appends messages with gap-free sequences.
+    """Appends messages with gap-free sequences, sealed with the dataset's key.
 
     The thread row is locked first (``FOR UPDATE``), which serialises writers of one thread:
     the counter bump and the inserts commit or roll back together, so sequences have no gaps
-    or duplicates, and an idempotency key seen under the lock is seen exactly once.
+    or duplicates, and an idempotency key seen under the lock is seen exactly once. The
+    same statement reads the dataset's current key, so a message is never sealed with the
+    key of a dataset that was erased and created again.
     """
     thread = (
         conn.execute(
-            text("SELECT thread_id, dataset FROM threads WHERE thread_id = :id FOR UPDATE"),
+            text(
+                "SELECT t.thread_id, t.dataset, d.key_id, d.master_key_id, d.wrapped_key "
+                "FROM threads t JOIN datasets d ON d.dataset = t.dataset "
+                "WHERE t.thread_id = :id FOR UPDATE OF t"
+            ),
             {"id": thread_id},
         )
         .mappings()
@@ -216,9 +266,12 @@ def add_messages(
     )
     if thread is None:
         raise thread_not_found(thread_id)
+    data_key = vault.key_of(
+        thread["dataset"], thread["key_id"], thread["master_key_id"], thread["wrapped_key"]
+    )
 
     keys = [m.idempotency_key for m in messages if m.idempotency_key]
-    existing: dict[str, RowMapping] = {}
+    existing: dict[str, dict[str, Any]] = {}
     if keys:
         for row in conn.execute(
             text(
@@ -228,7 +281,7 @@ def add_messages(
             ),
             {"id": thread_id, "keys": keys},
         ).mappings():
-            existing[row["idempotency_key"]] = row
+            existing[row["idempotency_key"]] = open_row(data_key, row, "messages")
 
     # Which messages are new: a key already stored (or earlier in this batch) is a replay,
     # and a replay must be the same message, or the caller would silently lose its content.
@@ -267,10 +320,10 @@ def add_messages(
                 text(
                     "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
                     "idempotency_key) "
-                    "SELECT :id, u.seq, u.role, u.content, CAST(u.meta AS jsonb), "
+                    "SELECT :id, u.seq, u.role, u.content, u.meta, "
                     "coalesce(u.created_at, now()), u.ikey "
                     "FROM unnest(CAST(:seqs AS bigint[]), CAST(:roles AS text[]), "
-                    "CAST(:contents AS text[]), CAST(:metas AS text[]), "
+                    "CAST(:contents AS bytea[]), CAST(:metas AS bytea[]), "
                     "CAST(:created AS timestamptz[]), CAST(:keys AS text[])) "
                     "AS u(seq, role, content, meta, created_at, ikey) "
                     "RETURNING sequence, idempotency_key, created_at, received_at"
@@ -279,8 +332,10 @@ def add_messages(
                     "id": thread_id,
                     "seqs": list(range(first, last + 1)),
                     "roles": [m.role for m in to_store],
-                    "contents": [m.content for m in to_store],
-                    "metas": [json.dumps(m.metadata, separators=(",", ":")) for m in to_store],
+                    "contents": [data_key.seal(m.content, "messages.content") for m in to_store],
+                    "metas": [
+                        seal_json(data_key, m.metadata, "messages.metadata") for m in to_store
+                    ],
                     "created": [m.created_at for m in to_store],
                     "keys": [m.idempotency_key for m in to_store],
                 },
@@ -307,7 +362,7 @@ def add_messages(
     return AddResult(receipts=receipts, stored_count=len(new_rows), dataset=thread["dataset"])
 
 
-def _receipt(row: RowMapping, *, stored: bool) -> Receipt:
+def _receipt(row: Mapping[Any, Any], *, stored: bool) -> Receipt:
     return Receipt(
         sequence=row["sequence"],
         idempotency_key=row["idempotency_key"],
@@ -326,17 +381,14 @@ def _same_message(new: NewMessage, old: NewMessage) -> bool:
     )
 
 
-def _check_replay(msg: NewMessage, stored: RowMapping, index: int) -> None:
+def _check_replay(msg: NewMessage, stored: Mapping[str, Any], index: int) -> None:
     """A retry must send the same message again: ALREADY_EXISTS (Stripe-style) when the key
     comes back with another role, content, metadata or client timestamp. Without a client
     timestamp the stored receive time stands."""
-    metadata = stored["metadata"]
-    if isinstance(metadata, str):
-        metadata = json.loads(metadata)
     same = (
         msg.role == stored["role"]
         and msg.content == stored["content"]
-        and msg.metadata == (metadata or {})
+        and msg.metadata == (stored["metadata"] or {})
         and (msg.created_at is None or msg.created_at == stored["created_at"])
     )
     if not same:
@@ -376,17 +428,19 @@ def end_thread(conn: Connection, thread_id: uuid.UUID) -> tuple[str, bool]:
 
 def list_messages(
     conn: Connection,
+    vault: Vault,
     thread_id: uuid.UUID,
     *,
     after_sequence: int,
     end_sequence: int | None,
     limit: int,
-) -> tuple[list[RowMapping], bool]:
-    """Messages with sequence > after_sequence (and <= end_sequence), in order; the bool says
-    whether more follow. A page also stops before :data:`MAX_PAGE_BYTES` of content and
-    metadata (always holding at least one message), so it fits every client's default
-    4 MiB receive limit; AIP-158 lets a page hold fewer than ``page_size`` items."""
-    get_thread(conn, thread_id)
+) -> MessagesPage:
+    """Messages with sequence > after_sequence (and <= end_sequence), in order, and whether
+    more follow. A page also stops before :data:`MAX_PAGE_BYTES` of content and metadata
+    (always holding at least one message), so it fits every client's default 4 MiB
+    receive limit; AIP-158 lets a page hold fewer than ``page_size`` items. The thread
+    comes along: a compacted thread's summary stands in for the messages it dropped."""
+    thread = get_thread(conn, vault, thread_id)
     rows = (
         conn.execute(
             text(
@@ -396,7 +450,7 @@ def list_messages(
                 "  ORDER BY sequence LIMIT :limit), "
                 "sized AS ("
                 "  SELECT page.*, count(*) OVER () AS page_rows, "
-                "    sum(octet_length(content) + octet_length(metadata::text)) "
+                "    sum(octet_length(content) + octet_length(metadata)) "
                 "      OVER (ORDER BY sequence) AS running_bytes "
                 "  FROM page) "
                 "SELECT * FROM sized "
@@ -415,16 +469,18 @@ def list_messages(
         .all()
     )
     more = bool(rows) and (rows[0]["page_rows"] > min(len(rows), limit))
-    return list(rows[:limit]), more
+    messages = vault.open_rows(conn, thread["dataset"], list(rows[:limit]), "messages")
+    return MessagesPage(thread=thread, messages=messages, more=more)
 
 
 def list_threads(
     conn: Connection,
+    vault: Vault,
     dataset: str,
     *,
     before: tuple[datetime, uuid.UUID] | None,
     limit: int,
-) -> tuple[list[RowMapping], bool]:
+) -> tuple[list[dict[str, Any]], bool]:
     """A dataset's threads, most recently active first (keyset paging on the index)."""
     rows = (
         conn.execute(
@@ -444,4 +500,5 @@ def list_threads(
         .mappings()
         .all()
     )
-    return list(rows[:limit]), len(rows) > limit
+    threads = vault.open_rows(conn, dataset, list(rows[:limit]), "threads")
+    return _with_compaction(conn, vault, dataset, threads), len(rows) > limit

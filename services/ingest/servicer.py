@@ -11,6 +11,7 @@ from episodic import access, convert
 from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
 from episodic.store import owners
+from episodic.store.vault import Vault
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as pb_grpc
 from episodic.validation import (
@@ -49,11 +50,12 @@ def _new_messages(request: pb.AddMessagesRequest, thread_id: str) -> list[domain
 
 class IngestServicer(pb_grpc.IngestServiceServicer):
     def __init__(
-        self, engine: Engine, settings: IngestSettings, notifier: SchedulerNotifier
+        self, engine: Engine, settings: IngestSettings, notifier: SchedulerNotifier, vault: Vault
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.notifier = notifier
+        self.vault = vault
 
     def CreateThread(
         self, request: pb.CreateThreadRequest, context: grpc.ServicerContext
@@ -67,7 +69,12 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         )
         with self.engine.begin() as conn:
             row = domain.create_thread(
-                conn, dataset=dataset, thread_id=thread_id, label=label, metadata_json=metadata
+                conn,
+                self.vault,
+                dataset=dataset,
+                thread_id=thread_id,
+                label=label,
+                metadata_json=metadata,
             )
         self.notifier.record_thread_started(str(row["thread_id"]))
         return pb.CreateThreadResponse(thread=convert.thread(row))
@@ -80,7 +87,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         domain.check_new_messages(messages, self.settings)
         with self.engine.begin() as conn:
             owners.require_thread(conn, thread_id)
-            result = domain.add_messages(conn, thread_id, messages, self.settings)
+            result = domain.add_messages(conn, self.vault, thread_id, messages, self.settings)
         # Committed: the messages are durable. Only now tell the Scheduler.
         if result.stored_count:
             self.notifier.record_activity(str(thread_id))
@@ -122,7 +129,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.connect() as conn:
             owners.require_thread(conn, thread_id)
-            row = domain.get_thread(conn, thread_id)
+            row = domain.get_thread(conn, self.vault, thread_id)
         return pb.GetThreadResponse(thread=convert.thread(row))
 
     def ListMessages(
@@ -143,16 +150,21 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             raise InvalidArgument("page_token is malformed", field="page_token")
         with self.engine.connect() as conn:
             owners.require_thread(conn, thread_id)
-            rows, more = domain.list_messages(
+            page = domain.list_messages(
                 conn,
+                self.vault,
                 thread_id,
                 after_sequence=after,
                 end_sequence=request.end_sequence or None,
                 limit=limit,
             )
-        token = encode_page_token({**filters, "after": rows[-1]["sequence"]}) if more else ""
+        token = ""
+        if page.more:
+            token = encode_page_token({**filters, "after": page.messages[-1]["sequence"]})
         return pb.ListMessagesResponse(
-            messages=[convert.message(r) for r in rows], next_page_token=token
+            messages=[convert.message(r) for r in page.messages],
+            next_page_token=token,
+            compaction=convert.compaction(page.thread),
         )
 
     def ListThreads(
@@ -172,7 +184,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             except (KeyError, TypeError, ValueError):
                 raise InvalidArgument("page_token is malformed", field="page_token") from None
         with self.engine.connect() as conn:
-            rows, more = domain.list_threads(conn, dataset, before=before, limit=limit)
+            rows, more = domain.list_threads(conn, self.vault, dataset, before=before, limit=limit)
         token = ""
         if more:
             last = rows[-1]

@@ -10,6 +10,7 @@ from episodic.config import Settings
 from episodic.providers import make_embedder
 from episodic.server import Service, serve
 from episodic.store.db import check_embedding_dimension
+from episodic.store.vault import make_vault
 
 from .servicer import RecallServicer, register
 
@@ -22,7 +23,7 @@ def build(settings: Settings, engine: Engine) -> Service:
     check_embedding_dimension(engine, embedder.dimension)
     embedder.check()  # loads the model now, not on the first user's query
     log.info("recall embedder: %s", embedder.name)
-    servicer = RecallServicer(engine, settings.recall, embedder)
+    servicer = RecallServicer(engine, settings.recall, embedder, make_vault(settings.privacy))
     return Service(register=lambda server: register(server, servicer))
 
 

@@ -11,17 +11,20 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import grpc
 import numpy as np
-from sqlalchemy import Connection, RowMapping
+from sqlalchemy import Connection
 
 from episodic import convert
 from episodic.config import RecallSettings
+from episodic.crypto import WrongKey
 from episodic.errors import EpisodicError, InvalidArgument
 from episodic.providers.entities import normalise_entity
 from episodic.store import recall_queries as q
 from episodic.store.recall_queries import RecallFilters
+from episodic.store.vault import Vault, open_row
 from episodic.v1 import episode_pb2
 
 #: Calls with less time left than this (seconds) get their own deadline as the statement
@@ -68,7 +71,7 @@ class RecallQuery:
 class RecallAnswer:
     """Ranked rows (episode columns plus similarity, recency, relevance) and the count."""
 
-    rows: list[RowMapping]
+    rows: list[dict[str, Any]]
     episode_count: int
 
 
@@ -174,11 +177,30 @@ def check_weights_usable(similarity_weight: float, recency_weight: float) -> Non
         )
 
 
-def recall(conn: Connection, request: RecallQuery, query_vector: np.ndarray | None) -> RecallAnswer:
+def _rank(
+    conn: Connection, vault: Vault, dataset: str, **ranking: Any
+) -> tuple[list[dict[str, Any]], int]:
+    """rank_episodes with the dataset's key, rows opened. A key gone stale (the dataset was
+    erased and created again since it was cached) is noticed on the rows and the ranking
+    redone with the new one: the query's tokens must be the new key's too."""
+    key = vault.for_read(conn, dataset)
+    try:
+        rows, count = q.rank_episodes(conn, key=key, **ranking)
+        return [open_row(key, r, "episodes") for r in rows], count
+    except WrongKey:
+        key = vault.for_read(conn, dataset, fresh=True)
+        rows, count = q.rank_episodes(conn, key=key, **ranking)
+        return [open_row(key, r, "episodes") for r in rows], count
+
+
+def recall(
+    conn: Connection, vault: Vault, request: RecallQuery, query_vector: np.ndarray | None
+) -> RecallAnswer:
     """Ranks the dataset's current episodes (see :mod:`episodic.store.recall_queries`)."""
-    rows, count = q.rank_episodes(
+    rows, count = _rank(
         conn,
-        dataset=request.dataset,
+        vault,
+        request.dataset,
         filters=request.filters,
         query=request.query,
         query_vector=query_vector,
@@ -190,13 +212,19 @@ def recall(conn: Connection, request: RecallQuery, query_vector: np.ndarray | No
 
 
 def search(
-    conn: Connection, dataset: str, query: str, query_vector: np.ndarray | None, limit: int
-) -> list[RowMapping]:
+    conn: Connection,
+    vault: Vault,
+    dataset: str,
+    query: str,
+    query_vector: np.ndarray | None,
+    limit: int,
+) -> list[dict[str, Any]]:
     """Current episodes by text alone (similarity, no recency), best first; episodes that do
     not match at all (similarity 0) are left out."""
-    rows, _ = q.rank_episodes(
+    rows, _ = _rank(
         conn,
-        dataset=dataset,
+        vault,
+        dataset,
         filters=RecallFilters(),
         query=query,
         query_vector=query_vector,

@@ -18,6 +18,7 @@ from episodic.errors import InvalidArgument, Unavailable
 from episodic.providers.types import Embedder
 from episodic.store import episodes, owners, recall_queries
 from episodic.store.recall_queries import RecallFilters
+from episodic.store.vault import Vault
 from episodic.v1 import episode_pb2
 from episodic.v1 import recall_service_pb2 as pb
 from episodic.v1 import recall_service_pb2_grpc as pb_grpc
@@ -96,10 +97,13 @@ def _reading(engine: Engine, context: grpc.ServicerContext | None) -> Iterator[C
 
 
 class RecallServicer(pb_grpc.RecallServiceServicer):
-    def __init__(self, engine: Engine, settings: RecallSettings, embedder: Embedder) -> None:
+    def __init__(
+        self, engine: Engine, settings: RecallSettings, embedder: Embedder, vault: Vault
+    ) -> None:
         self.engine = engine
         self.settings = settings
         self.embedder = embedder
+        self.vault = vault
 
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
@@ -148,7 +152,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             else None
         )
         with _reading(self.engine, context) as conn:
-            answer = domain.recall(conn, query, vector)
+            answer = domain.recall(conn, self.vault, query, vector)
         return pb.RecallResponse(
             episodes=pb.RecalledEpisodes(
                 episodes=[_scored(r) for r in answer.rows], episode_count=answer.episode_count
@@ -168,7 +172,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         )
         vector = self.embedder.embed_query(query)
         with _reading(self.engine, context) as conn:
-            rows = domain.search(conn, dataset, query, vector, limit)
+            rows = domain.search(conn, self.vault, dataset, query, vector, limit)
         return pb.SearchEpisodesResponse(episodes=[_scored(r) for r in rows])
 
     def GetEpisode(
@@ -177,7 +181,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with _reading(self.engine, context) as conn:
             owners.require_episode(conn, episode_id)
-            row = episodes.get_episode(conn, episode_id)
+            row = self.vault.open_one(conn, episodes.get_episode(conn, episode_id), "episodes")
         return pb.GetEpisodeResponse(episode=convert.episode(row))
 
     def ListEpisodes(
@@ -206,9 +210,10 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             except (KeyError, TypeError, ValueError, InvalidArgument):
                 raise InvalidArgument("page_token is malformed", field="page_token") from None
         with _reading(self.engine, context) as conn:
-            rows, more = recall_queries.list_episodes(
+            stored, more = recall_queries.list_episodes(
                 conn, dataset, status=status, thread_id=thread_id, before=before, limit=limit
             )
+            rows = self.vault.open_rows(conn, dataset, stored, "episodes")
         token = ""
         if more:
             last = rows[-1]

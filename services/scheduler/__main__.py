@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from episodic.config import Settings
 from episodic.errors import log_failure
 from episodic.server import Service, serve
+from episodic.store.vault import make_vault
 
 from .servicer import SchedulerServicer, register
 from .sweeper import Sweeper
@@ -29,9 +30,16 @@ def _startup_catch_up(sweeper: Sweeper) -> None:
 
 
 def build(settings: Settings, engine: Engine) -> Service:
-    sweeper = Sweeper(engine, settings.scheduler, recovery=settings.recovery)
+    vault = make_vault(settings.privacy)
+    sweeper = Sweeper(
+        engine,
+        settings.scheduler,
+        recovery=settings.recovery,
+        privacy=settings.privacy,
+        vault=vault,
+    )
     log.info("replica %s", sweeper.worker)
-    servicer = SchedulerServicer(engine, settings.scheduler, sweeper)
+    servicer = SchedulerServicer(engine, settings.scheduler, sweeper, vault)
     if settings.scheduler.scheduler_poll_interval.total_seconds() > 0:
         start = sweeper.start
     else:

@@ -500,12 +500,22 @@ def acquire_lease(conn: Connection, name: str, holder: str, ttl: timedelta) -> L
     return Lease(name=name, last_run_at=row["last_run_at"], db_now=row["db_now"])
 
 
-def mark_lease_run(conn: Connection, name: str, holder: str) -> bool:
-    """Records that the sweep ran (only while we still hold the lease)."""
+def mark_lease_run(
+    conn: Connection, name: str, holder: str, result: dict[str, object] | None = None
+) -> bool:
+    """Records that the sweep ran, and what it did (only while we still hold the lease)."""
     return (
         conn.execute(
-            text("UPDATE leases SET last_run_at = now() WHERE name = :name AND holder = :holder"),
-            {"name": name, "holder": holder},
+            text(
+                "UPDATE leases SET last_run_at = now(), "
+                "last_result = coalesce(CAST(:result AS jsonb), last_result) "
+                "WHERE name = :name AND holder = :holder"
+            ),
+            {
+                "name": name,
+                "holder": holder,
+                "result": json.dumps(result) if result is not None else None,
+            },
         ).rowcount
         == 1
     )

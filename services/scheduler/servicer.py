@@ -11,6 +11,7 @@ from episodic import access, convert
 from episodic.config import SchedulerSettings
 from episodic.errors import InvalidArgument
 from episodic.store import audit, episodes, owners
+from episodic.store.vault import Vault
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
 from episodic.validation import parse_uuid
@@ -29,10 +30,13 @@ def _trigger(value: int) -> str:
 
 
 class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
-    def __init__(self, engine: Engine, settings: SchedulerSettings, sweeper: Sweeper) -> None:
+    def __init__(
+        self, engine: Engine, settings: SchedulerSettings, sweeper: Sweeper, vault: Vault
+    ) -> None:
         self.engine = engine
         self.settings = settings
         self.sweeper = sweeper
+        self.vault = vault
 
     def RecordActivity(
         self, request: pb.RecordActivityRequest, context: grpc.ServicerContext
@@ -60,11 +64,10 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         with self.engine.begin() as conn:
             owners.require_thread(conn, thread_id)
             result = domain.request_episode(conn, thread_id, trigger)
-        if result.episode is None:
-            return pb.RequestEpisodeResponse(episode_queued=False)
-        return pb.RequestEpisodeResponse(
-            episode_queued=True, episode=convert.episode(result.episode)
-        )
+            if result.episode is None:
+                return pb.RequestEpisodeResponse(episode_queued=False)
+            episode = self.vault.open_one(conn, result.episode, "episodes")
+        return pb.RequestEpisodeResponse(episode_queued=True, episode=convert.episode(episode))
 
     def RunSweep(
         self, request: pb.RunSweepRequest, context: grpc.ServicerContext
@@ -84,6 +87,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
             timers_caught_up=result.timers_caught_up,
             claims_reclaimed=result.claims_reclaimed,
             backstop_episodes=result.backstop_episodes,
+            threads_purged=result.threads_purged,
+            threads_compacted=result.threads_compacted,
         )
 
     def DeleteEpisode(
@@ -92,7 +97,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
             dataset = owners.require_episode(conn, episode_id)
-            row = episodes.delete_episode(conn, episode_id)
+            row = self.vault.open_one(conn, episodes.delete_episode(conn, episode_id), "episodes")
             _audit(conn, "episode.delete", dataset, episode_id)
         return pb.DeleteEpisodeResponse(episode=convert.episode(row))
 
@@ -102,7 +107,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
             dataset = owners.require_episode(conn, episode_id)
-            row = episodes.retry_episode(conn, episode_id)
+            row = self.vault.open_one(conn, episodes.retry_episode(conn, episode_id), "episodes")
             _audit(conn, "episode.retry", dataset, episode_id)
         return pb.RetryEpisodeResponse(episode=convert.episode(row))
 

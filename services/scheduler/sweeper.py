@@ -1,5 +1,6 @@
-"""The Scheduler's periodic work: one pass = singleton sweeps (orphan reclaim, backstop)
-under leases, the catch-up, then firing every due timer.
+"""The Scheduler's periodic work: one pass = singleton sweeps (orphan reclaim, backstop,
+lifecycle: retention, compaction, stalled erasures) under leases, the catch-up, then firing
+every due timer.
 
 Every replica runs passes in a loop thread (every ``scheduler_poll_interval``, or sooner
 when the next timer is due sooner); ``RunSweep`` runs a forced pass at an injected time. A
@@ -21,11 +22,13 @@ from datetime import datetime, timedelta
 from opentelemetry import trace
 from sqlalchemy import Engine
 
-from episodic.config import RecoverySettings, SchedulerSettings
+from episodic.config import PrivacySettings, RecoverySettings, SchedulerSettings
 from episodic.errors import describe_error, log_failure
 from episodic.store import episodes
 from episodic.store.db import is_database_outage
+from episodic.store.lifecycle import LifecycleResult, run_lifecycle
 from episodic.store.sql import worker_id
+from episodic.store.vault import Vault
 from episodic.telemetry import link_from
 
 from . import domain
@@ -35,6 +38,7 @@ tracer = trace.get_tracer("episodic.scheduler")
 
 RECLAIM_LEASE = "scheduler.reclaim"
 BACKSTOP_LEASE = "scheduler.backstop"
+LIFECYCLE_LEASE = "scheduler.lifecycle"
 SWEEP_LIMIT = 1000
 
 
@@ -46,6 +50,8 @@ class SweepResult:
     timers_caught_up: int = 0
     claims_reclaimed: int = 0
     backstop_episodes: int = 0
+    threads_purged: int = 0
+    threads_compacted: int = 0
 
     def __bool__(self) -> bool:
         return any(vars(self).values())
@@ -61,6 +67,8 @@ class Sweeper:
         worker: str | None = None,
         *,
         recovery: RecoverySettings | None = None,
+        privacy: PrivacySettings | None = None,
+        vault: Vault | None = None,
         catch_up_interval: timedelta | None = None,
         reclaim_interval: timedelta | None = None,
     ) -> None:
@@ -68,6 +76,8 @@ class Sweeper:
         self.settings = settings
         self.worker = worker or worker_id()
         self.recovery = recovery or RecoverySettings()
+        self.privacy = privacy or PrivacySettings()
+        self.vault = vault or Vault(None, encrypt=False)
         # Lost notices only delay an episode, so the catch-up need not run on every pass:
         # a quarter of the idle interval (at most 30 s) keeps the delay small and cheap.
         self.catch_up_interval = catch_up_interval or min(
@@ -84,7 +94,9 @@ class Sweeper:
         self._singleton_locks = {
             RECLAIM_LEASE: threading.Lock(),
             BACKSTOP_LEASE: threading.Lock(),
+            LIFECYCLE_LEASE: threading.Lock(),
         }
+        self._results: dict[str, dict[str, object]] = {}
 
     # -- one pass ------------------------------------------------------------------------
 
@@ -102,6 +114,17 @@ class Sweeper:
         result.backstop_episodes = self._singleton(
             BACKSTOP_LEASE, self.settings.backstop_interval, force, lambda: self.backstop(now)
         )
+        lifecycle = LifecycleResult()
+
+        def apply_lifecycle() -> int:
+            nonlocal lifecycle
+            lifecycle = self.lifecycle(now)
+            self._results[LIFECYCLE_LEASE] = lifecycle.as_record()
+            return lifecycle.threads_purged + lifecycle.threads_compacted
+
+        self._singleton(LIFECYCLE_LEASE, self.privacy.lifecycle_interval, force, apply_lifecycle)
+        result.threads_purged = lifecycle.threads_purged
+        result.threads_compacted = lifecycle.threads_compacted
         if force or self._due("catch_up"):
             result.timers_caught_up = self.catch_up(now)
             self._schedule("catch_up", self.catch_up_interval.total_seconds())
@@ -149,6 +172,17 @@ class Sweeper:
         if opened:
             log.warning("backstop opened %d episodes (threads with no timer)", opened)
         return opened
+
+    def lifecycle(self, now: datetime | None = None) -> LifecycleResult:
+        """Retention, compaction and stalled erasures (see :mod:`episodic.store.lifecycle`)."""
+        with tracer.start_as_current_span("lifecycle") as span:
+            done = run_lifecycle(
+                self.engine, self.vault, self.privacy, actor=f"scheduler:{self.worker}", now=now
+            )
+            for name, value in done.as_record().items():
+                if isinstance(value, int):
+                    span.set_attribute(f"episodic.lifecycle.{name}", value)
+        return done
 
     def fire_due(
         self, now: datetime | None = None, result: SweepResult | None = None
@@ -230,7 +264,7 @@ class Sweeper:
             with tracer.start_as_current_span(f"{name} sweep"):
                 done = work()
             with self.engine.begin() as conn:
-                domain.mark_lease_run(conn, name, self.worker)
+                domain.mark_lease_run(conn, name, self.worker, self._results.pop(name, None))
             self._schedule(name, interval.total_seconds())
             return done
         finally:

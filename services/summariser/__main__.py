@@ -8,6 +8,7 @@ from episodic.config import Settings
 from episodic.providers import make_embedder, make_summariser
 from episodic.server import Service, serve
 from episodic.store.db import check_embedding_dimension
+from episodic.store.vault import make_vault
 
 from .pipeline import Pipeline
 from .semantic import KeyLearningFacts
@@ -25,6 +26,7 @@ def build(settings: Settings, engine: Engine) -> Service:
         summariser,
         embedder,
         KeyLearningFacts() if settings.summariser.semantic_enabled else None,
+        vault=make_vault(settings.privacy),
         max_retries=settings.recovery.max_retries,
         retry_backoff=settings.recovery.retry_backoff,
         heartbeat=settings.recovery.orphan_reclaim_after / 4,

@@ -31,8 +31,9 @@ from episodic.providers.types import (
 )
 from episodic.store import episodes
 from episodic.store.db import is_database_outage
-from episodic.store.recall_index import prepare_episode_index, write_episode_index
+from episodic.store.recall_index import IndexInput, prepare_episode_index, write_episode_index
 from episodic.store.sql import worker_id
+from episodic.store.vault import Vault
 from episodic.telemetry import link_from
 
 from .semantic import SemanticExtractor, WindowMessage
@@ -51,8 +52,9 @@ class PassResult:
 # ---- reading -----------------------------------------------------------------------------
 
 
-def load_summary_request(conn: Connection, episode: RowMapping) -> SummaryRequest:
+def load_summary_request(conn: Connection, vault: Vault, episode: RowMapping) -> SummaryRequest:
     """The whole un-compacted thread up to the window's end, plus the previous summary."""
+    dataset = episode["dataset"]
     rows = conn.execute(
         text(
             "SELECT sequence, role, content, created_at, metadata FROM messages "
@@ -68,27 +70,37 @@ def load_summary_request(conn: Connection, episode: RowMapping) -> SummaryReques
             r["created_at"],
             speaker_from_metadata(r["metadata"]),
         )
-        for r in rows
+        for r in vault.open_rows(conn, dataset, list(rows), "messages")
     ]
-    previous = conn.execute(
-        text(
-            "SELECT summary FROM episodes WHERE thread_id = :t AND end_sequence < :start "
-            "AND completed_at IS NOT NULL ORDER BY end_sequence DESC LIMIT 1"
-        ),
-        {"t": episode["thread_id"], "start": episode["start_sequence"]},
-    ).scalar()
-    label = conn.execute(
-        text("SELECT label FROM threads WHERE thread_id = :t"), {"t": episode["thread_id"]}
-    ).scalar()
+    previous = (
+        conn.execute(
+            text(
+                "SELECT summary FROM episodes WHERE thread_id = :t AND end_sequence < :start "
+                "AND completed_at IS NOT NULL ORDER BY end_sequence DESC LIMIT 1"
+            ),
+            {"t": episode["thread_id"], "start": episode["start_sequence"]},
+        )
+        .mappings()
+        .all()
+    )
+    label = (
+        conn.execute(
+            text("SELECT label FROM threads WHERE thread_id = :t"), {"t": episode["thread_id"]}
+        )
+        .mappings()
+        .all()
+    )
+    previous_summary = vault.open_rows(conn, dataset, list(previous), "episodes")
+    thread = vault.open_rows(conn, dataset, list(label), "threads")
     return SummaryRequest(
         messages=messages,
         window_start_sequence=episode["start_sequence"],
-        previous_summary=previous or None,
-        thread_label=label or "",
+        previous_summary=(previous_summary[0]["summary"] if previous_summary else "") or None,
+        thread_label=(thread[0]["label"] if thread else "") or "",
     )
 
 
-def load_window(conn: Connection, episode: RowMapping) -> list[WindowMessage]:
+def load_window(conn: Connection, vault: Vault, episode: RowMapping) -> list[WindowMessage]:
     """Only the episode's own window: semantic extraction never re-reads older messages."""
     rows = conn.execute(
         text(
@@ -101,7 +113,26 @@ def load_window(conn: Connection, episode: RowMapping) -> list[WindowMessage]:
             "end": episode["end_sequence"],
         },
     ).mappings()
-    return [WindowMessage(r["sequence"], r["role"], r["content"], r["created_at"]) for r in rows]
+    return [
+        WindowMessage(r["sequence"], r["role"], r["content"], r["created_at"])
+        for r in vault.open_rows(conn, episode["dataset"], list(rows), "messages")
+    ]
+
+
+def index_input(episode: RowMapping, request: SummaryRequest, result: Any) -> IndexInput:
+    """What the episode's recall index is built from, out of what the summariser has in
+    hand (the thread as read for the summary, and the summary)."""
+    return IndexInput(
+        episode_id=episode["episode_id"],
+        thread_id=episode["thread_id"],
+        dataset=episode["dataset"],
+        end_sequence=episode["end_sequence"],
+        messages=[
+            (m.sequence, f"{m.name}: {m.content}" if m.name else m.content) for m in request.rows
+        ],
+        summary=result.summary,
+        key_learnings=list(result.key_learnings),
+    )
 
 
 # ---- the pipeline ------------------------------------------------------------------------
@@ -152,6 +183,7 @@ class Pipeline:
         embedder: Embedder,
         extractor: SemanticExtractor | None,
         *,
+        vault: Vault,
         max_retries: int,
         retry_backoff: timedelta,
         worker: str | None = None,
@@ -159,6 +191,7 @@ class Pipeline:
         heartbeat: timedelta = timedelta(seconds=150),
     ) -> None:
         self.engine = engine
+        self.vault = vault
         self.summariser = summariser
         self.embedder = embedder
         self.extractor = extractor
@@ -209,7 +242,10 @@ class Pipeline:
         ) as span:
             try:
                 with self.engine.connect() as conn:
-                    request = load_summary_request(conn, episode)
+                    request = load_summary_request(conn, self.vault, episode)
+                    # The key that opened the thread seals the result (a dataset erased
+                    # and created meanwhile has no such episode any more: nothing is written).
+                    key = self.vault.for_read(conn, episode["dataset"])
                 with tracer.start_as_current_span("llm.summarise"):
                     result = self.summariser.summarise(request)
                 with tracer.start_as_current_span("embed.summary"):
@@ -223,12 +259,15 @@ class Pipeline:
                         tracer.start_as_current_span("index.prepare"),
                         self.engine.connect() as conn,
                     ):
-                        prepared = prepare_episode_index(conn, episode["episode_id"], self.embedder)
+                        prepared = prepare_episode_index(
+                            conn, key, index_input(episode, request, result), self.embedder
+                        )
                 with self.engine.begin() as conn:
                     status = episodes.complete(
                         conn,
                         episode,
                         self.worker,
+                        key=key,
                         summary=result.summary,
                         key_learnings=result.key_learnings,
                         entities=normalise_entities(result.entities),
@@ -279,9 +318,10 @@ class Pipeline:
                 return "skipped"
             try:
                 with self.engine.connect() as conn:
-                    window = load_window(conn, episode)
+                    window = load_window(conn, self.vault, episode)
+                    key = self.vault.for_read(conn, episode["dataset"])
                 with self.engine.begin() as conn:
-                    stored = self.extractor.extract(conn, episode, window)
+                    stored = self.extractor.extract(conn, episode, window, key)
                     status = "completed" if stored else "skipped"
                     episodes.finish_semantic(conn, episode["episode_id"], self.worker, status)
                 return status

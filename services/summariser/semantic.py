@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import Connection, RowMapping, text
 
+from episodic.crypto import DatasetKey
 from episodic.providers.statements import is_fact_statement, split_sentences
 
 
@@ -32,8 +33,15 @@ class WindowMessage(NamedTuple):
 class SemanticExtractor(Protocol):
     name: str
 
-    def extract(self, conn: Connection, episode: RowMapping, window: list[WindowMessage]) -> int:
-        """Stores what the window reveals; returns how many items were stored."""
+    def extract(
+        self,
+        conn: Connection,
+        episode: RowMapping,
+        window: list[WindowMessage],
+        key: DatasetKey,
+    ) -> int:
+        """Stores what the window reveals (user text sealed with the dataset's ``key``);
+        returns how many items were stored."""
         ...
 
 
@@ -55,7 +63,13 @@ class KeyLearningFacts:
     def __init__(self, roles: tuple[str, ...] = ("user",)) -> None:
         self.roles = roles
 
-    def extract(self, conn: Connection, episode: RowMapping, window: list[WindowMessage]) -> int:
+    def extract(
+        self,
+        conn: Connection,
+        episode: RowMapping,
+        window: list[WindowMessage],
+        key: DatasetKey,
+    ) -> int:
         rows: list[dict[str, Any]] = []
         for msg in window:
             if msg.role not in self.roles:
@@ -66,7 +80,8 @@ class KeyLearningFacts:
                         "episode_id": episode["episode_id"],
                         "thread_id": episode["thread_id"],
                         "dataset": episode["dataset"],
-                        "statement": statement,
+                        "statement": key.seal(statement, "facts.statement"),
+                        "statement_token": key.token(statement),
                         "source_sequence": msg.sequence,
                         "stated_at": msg.created_at,
                     }
@@ -76,10 +91,10 @@ class KeyLearningFacts:
         # Idempotent: a re-run after a crash stores nothing twice.
         conn.execute(
             text(
-                "INSERT INTO facts (episode_id, thread_id, dataset, statement, source_sequence, "
-                "stated_at) VALUES (:episode_id, :thread_id, :dataset, :statement, "
-                ":source_sequence, :stated_at) "
-                "ON CONFLICT (episode_id, source_sequence, statement) DO NOTHING"
+                "INSERT INTO facts (episode_id, thread_id, dataset, statement, statement_token, "
+                "source_sequence, stated_at) VALUES (:episode_id, :thread_id, :dataset, "
+                ":statement, :statement_token, :source_sequence, :stated_at) "
+                "ON CONFLICT (episode_id, source_sequence, statement_token) DO NOTHING"
             ),
             rows,
         )

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from episodic import access, convert
 from episodic.providers.types import Embedder, Summariser
-from episodic.store.status import pipeline_status
+from episodic.store.status import PipelineStatus, pipeline_status
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as pb_grpc
 from episodic.validation import check_dataset, page_size
@@ -78,6 +78,7 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
             latest_retry_at=convert.ts(status.latest_retry_at),
             failed_episodes=[_episode_error(e) for e in status.failed_episodes],
             threads_without_timer=status.threads_without_timer,
+            lifecycle=_lifecycle(status),
         )
         for field in (
             "oldest_pending_age",
@@ -94,6 +95,19 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
             response.llm.CopyFrom(provider_health(self.summariser.name, self.summariser.check))
             response.embedder.CopyFrom(provider_health(self.embedder.name, self.embedder.check))
         return response
+
+
+def _lifecycle(status: PipelineStatus) -> pb.LifecycleStatus:
+    last = status.lifecycle_last_result
+    return pb.LifecycleStatus(
+        last_run_at=convert.ts(status.lifecycle_last_run_at),
+        threads_purged=int(last.get("threads_purged", 0)),
+        threads_compacted=int(last.get("threads_compacted", 0)),
+        messages_compacted=int(last.get("messages_compacted", 0)),
+        erasures_resumed=int(last.get("erasures_resumed", 0)),
+        datasets_erasing=status.datasets_erasing,
+        threads_compacted_total=status.threads_compacted,
+    )
 
 
 def _episode_error(row: Mapping[str, Any]) -> pb.EpisodeError:

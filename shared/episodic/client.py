@@ -60,15 +60,20 @@ __all__ = [
     "EPISODE_STATUSES",
     "AddMessagesResult",
     "AlreadyExistsError",
+    "DatasetPolicy",
+    "DatasetSummary",
     "DeadlineExceededError",
     "EndThreadResult",
     "Episode",
     "EpisodeFailure",
     "EpisodicClient",
     "EpisodicRpcError",
+    "ErasureReceipt",
     "FailedPreconditionError",
     "InvalidArgumentError",
+    "LifecycleStatus",
     "Message",
+    "MessagePage",
     "MessageReceipt",
     "NewMessage",
     "NotFoundError",
@@ -81,6 +86,7 @@ __all__ = [
     "ScoredEpisode",
     "SweepResult",
     "Thread",
+    "ThreadCompaction",
     "UnauthenticatedError",
     "UnavailableError",
     "default_address",
@@ -236,6 +242,7 @@ class Thread:
     created_at: datetime | None
     last_message_at: datetime | None
     ended_at: datetime | None
+    compaction: ThreadCompaction | None = None
 
     @classmethod
     def from_proto(cls, m: episode_pb2.Thread) -> Thread:
@@ -250,6 +257,34 @@ class Thread:
             created_at=_time(m, "created_at"),
             last_message_at=_time(m, "last_message_at"),
             ended_at=_time(m, "ended_at"),
+            compaction=ThreadCompaction.from_proto(m, "compaction"),
+        )
+
+
+@dataclass(frozen=True)
+class ThreadCompaction:
+    """A compacted thread's messages 1 .. ``through_sequence`` are gone; ``summary`` (of
+    episode ``episode_id``) stands in for them; ``content_digest`` is the SHA-256 of what
+    was dropped."""
+
+    compacted_at: datetime | None
+    through_sequence: int
+    content_digest: str
+    episode_id: str
+    summary: str
+
+    @classmethod
+    def from_proto(cls, parent: Any, field: str) -> ThreadCompaction | None:
+        """The ``field`` of ``parent`` (None when unset: never compacted)."""
+        if not parent.HasField(field):
+            return None
+        m = getattr(parent, field)
+        return cls(
+            _time(m, "compacted_at"),
+            m.through_sequence,
+            m.content_digest,
+            m.episode_id,
+            m.summary,
         )
 
 
@@ -440,6 +475,8 @@ class SweepResult:
     timers_caught_up: int
     claims_reclaimed: int
     backstop_episodes: int
+    threads_purged: int = 0
+    threads_compacted: int = 0
 
 
 @dataclass(frozen=True)
@@ -510,6 +547,20 @@ class PipelineStatus:
     failed_episodes: list[EpisodeFailure]
     threads_without_timer: int
     oldest_untimed_thread_age: timedelta | None
+    lifecycle: LifecycleStatus | None = None
+
+
+@dataclass(frozen=True)
+class LifecycleStatus:
+    """What the lifecycle sweep did last (retention, compaction, stalled erasures)."""
+
+    last_run_at: datetime | None
+    threads_purged: int
+    threads_compacted: int
+    messages_compacted: int
+    erasures_resumed: int
+    datasets_erasing: int
+    threads_compacted_total: int
 
 
 T = TypeVar("T")
@@ -527,6 +578,76 @@ class Page(Generic[T]):
 
     def __len__(self) -> int:
         return len(self.items)
+
+
+@dataclass(frozen=True)
+class MessagePage(Page["Message"]):
+    """A page of messages; ``compaction`` is set when the thread was compacted (its early
+    messages are gone and the summary stands in for them)."""
+
+    compaction: ThreadCompaction | None = None
+
+
+@dataclass(frozen=True)
+class ErasureReceipt:
+    """What an erasure removed (see ``ErasureReceipt`` in admin_service.proto): rows per
+    table, when, whether the data key was destroyed, and a digest to keep."""
+
+    receipt_id: str
+    scope: str
+    dataset: str
+    dataset_digest: str
+    thread_id: str
+    rows_deleted: dict[str, int]
+    started_at: datetime | None
+    finished_at: datetime | None
+    data_key_destroyed: bool
+    audit_events_pseudonymised: int
+    api_keys_scrubbed: int
+    digest: str
+
+    @classmethod
+    def from_proto(cls, m: admin_pb2.ErasureReceipt) -> ErasureReceipt:
+        """Builds it from the wire message."""
+        return cls(
+            receipt_id=m.receipt_id,
+            scope=m.scope,
+            dataset=m.dataset,
+            dataset_digest=m.dataset_digest,
+            thread_id=m.thread_id,
+            rows_deleted=dict(m.rows_deleted),
+            started_at=_time(m, "started_at"),
+            finished_at=_time(m, "finished_at"),
+            data_key_destroyed=m.data_key_destroyed,
+            audit_events_pseudonymised=m.audit_events_pseudonymised,
+            api_keys_scrubbed=m.api_keys_scrubbed,
+            digest=m.digest,
+        )
+
+
+@dataclass(frozen=True)
+class DatasetPolicy:
+    """A dataset's lifecycle policy: its own values (None: the global default) and those
+    in force (None: never)."""
+
+    dataset: str
+    retention_days: int | None
+    compact_after_days: int | None
+    effective_retention_days: int | None
+    effective_compact_after_days: int | None
+    encrypted: bool
+
+    @classmethod
+    def from_proto(cls, m: admin_pb2.DatasetPolicy) -> DatasetPolicy:
+        """Builds it from the wire message."""
+        return cls(
+            dataset=m.dataset,
+            retention_days=m.retention_days if m.HasField("retention_days") else None,
+            compact_after_days=m.compact_after_days if m.HasField("compact_after_days") else None,
+            effective_retention_days=m.effective_retention_days or None,
+            effective_compact_after_days=m.effective_compact_after_days or None,
+            encrypted=m.encrypted,
+        )
 
 
 @dataclass(frozen=True)
@@ -932,9 +1053,9 @@ class EpisodicClient:
         start_sequence: int = 0,
         end_sequence: int = 0,
         timeout: float | None = None,
-    ) -> Page[Message]:
+    ) -> MessagePage:
         """One page of a thread's messages in sequence order (0 means the server default
-        page size, 100)."""
+        page size, 100). A compacted thread's page says so (``compaction``)."""
         answer = self._call(
             "ingest",
             "ListMessages",
@@ -947,7 +1068,11 @@ class EpisodicClient:
             ),
             timeout,
         )
-        return Page([Message.from_proto(m) for m in answer.messages], answer.next_page_token)
+        return MessagePage(
+            [Message.from_proto(m) for m in answer.messages],
+            answer.next_page_token,
+            ThreadCompaction.from_proto(answer, "compaction"),
+        )
 
     def load_session(
         self,
@@ -1213,6 +1338,8 @@ class EpisodicClient:
             a.timers_caught_up,
             a.claims_reclaimed,
             a.backstop_episodes,
+            a.threads_purged,
+            a.threads_compacted,
         )
 
     def process_pending(self, max_episodes: int = 0, *, timeout: float | None = None) -> int:
@@ -1265,6 +1392,54 @@ class EpisodicClient:
             answer.next_page_token,
         )
 
+    def delete_dataset(self, dataset: str, *, timeout: float | None = None) -> ErasureReceipt:
+        """Erases a dataset — every thread, message, episode, embedding, fact and timer, and
+        its data key — and returns the receipt (an admin key for the dataset). Not retried
+        automatically: a second call while the first runs gets ABORTED, after it NOT_FOUND."""
+        answer = self._call(
+            "admin",
+            "DeleteDataset",
+            admin_pb2.DeleteDatasetRequest(dataset=dataset),
+            timeout,
+            retry=False,
+        )
+        return ErasureReceipt.from_proto(answer.receipt)
+
+    def delete_thread(self, thread_id: str, *, timeout: float | None = None) -> ErasureReceipt:
+        """Erases one thread and everything derived from it; returns the receipt."""
+        answer = self._call(
+            "admin",
+            "DeleteThread",
+            admin_pb2.DeleteThreadRequest(thread_id=thread_id),
+            timeout,
+            retry=False,
+        )
+        return ErasureReceipt.from_proto(answer.receipt)
+
+    def get_dataset_policy(self, dataset: str, *, timeout: float | None = None) -> DatasetPolicy:
+        """A dataset's retention and compaction policy, and whether it is encrypted."""
+        answer = self._call(
+            "admin", "GetDatasetPolicy", admin_pb2.GetDatasetPolicyRequest(dataset=dataset), timeout
+        )
+        return DatasetPolicy.from_proto(answer.policy)
+
+    def set_dataset_policy(
+        self,
+        dataset: str,
+        *,
+        retention_days: int | None = None,
+        compact_after_days: int | None = None,
+        timeout: float | None = None,
+    ) -> DatasetPolicy:
+        """Sets a dataset's own retention and compaction (None: the global default)."""
+        request = admin_pb2.SetDatasetPolicyRequest(dataset=dataset)
+        if retention_days is not None:
+            request.retention_days = retention_days
+        if compact_after_days is not None:
+            request.compact_after_days = compact_after_days
+        answer = self._call("admin", "SetDatasetPolicy", request, timeout)
+        return DatasetPolicy.from_proto(answer.policy)
+
     def pipeline_status(
         self,
         dataset: str | None = None,
@@ -1304,6 +1479,15 @@ class EpisodicClient:
             failed_episodes=[EpisodeFailure.from_proto(e) for e in a.failed_episodes],
             threads_without_timer=a.threads_without_timer,
             oldest_untimed_thread_age=_duration(a, "oldest_untimed_thread_age"),
+            lifecycle=LifecycleStatus(
+                last_run_at=_time(a.lifecycle, "last_run_at"),
+                threads_purged=a.lifecycle.threads_purged,
+                threads_compacted=a.lifecycle.threads_compacted,
+                messages_compacted=a.lifecycle.messages_compacted,
+                erasures_resumed=a.lifecycle.erasures_resumed,
+                datasets_erasing=a.lifecycle.datasets_erasing,
+                threads_compacted_total=a.lifecycle.threads_compacted_total,
+            ),
         )
 
     def wait_for_episode(

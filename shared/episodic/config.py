@@ -422,6 +422,54 @@ class TlsSettings(BaseSettings):
         return self.tls_cert_file is not None and self.tls_key_file is not None
 
 
+class PrivacySettings(BaseSettings):
+    """Encryption at rest, retention and compaction (seed 003, "Privacy and Retention",
+    "Compacting Old Episodes")."""
+
+    model_config = _config()
+
+    master_key_file: Path | None = Field(
+        default=None,
+        description="The master keyring (JSON; a Kubernetes Secret mounted as a file works) "
+        "that wraps each dataset's data key. `episodic up` creates one in the data directory "
+        "on first start. Without it, text is stored in the clear.",
+    )
+    encryption: Literal["auto", "required", "off"] = Field(
+        default="auto",
+        description="auto: datasets created while a keyring is configured are encrypted. "
+        "required: a service refuses to start without a keyring. off: new datasets are "
+        "stored in the clear even with a keyring (existing encrypted ones stay readable).",
+    )
+    retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        description="Global default: threads whose last message is older than this many days "
+        "are purged (a dataset's own policy overrides it). Unset: kept until deleted.",
+    )
+    compact_after_days: int | None = Field(
+        default=None,
+        ge=1,
+        description="Global default: threads whose last message is older than this many days "
+        "lose their verbatim messages and keep their current episode. Unset: never.",
+    )
+    lifecycle_interval: Duration = Field(
+        default=timedelta(hours=1),
+        description="How often the Scheduler's leased sweep applies retention and compaction "
+        "and resumes interrupted erasures.",
+    )
+    erasure_batch_rows: int = Field(
+        default=2000,
+        ge=10,
+        le=1_000_000,
+        description="Rows one erasure or purge transaction deletes at most (short "
+        "transactions: other datasets' writers never wait long).",
+    )
+
+    @property
+    def encrypt_new_datasets(self) -> bool:
+        return self.encryption != "off" and self.master_key_file is not None
+
+
 class Settings:
     """All settings areas, read once per process."""
 
@@ -437,6 +485,7 @@ class Settings:
         self.service = ServiceSettings()
         self.auth = AuthSettings()
         self.tls = TlsSettings()
+        self.privacy = PrivacySettings()
 
 
 @lru_cache(maxsize=1)

@@ -102,6 +102,40 @@ def thread(row: Mapping[Any, Any]) -> episode_pb2.Thread:
         created_at=ts(row["created_at"]),
         last_message_at=ts(row["last_message_at"]),
         ended_at=ts(row["ended_at"]),
+        compaction=compaction(row),
+    )
+
+
+def compaction(row: Mapping[Any, Any]) -> episode_pb2.ThreadCompaction | None:
+    """A thread row's compaction (None when it was never compacted); ``compaction_episode``
+    (the current episode's id and summary) is attached by the ingest domain."""
+    if row.get("compacted_at") is None:
+        return None
+    episode = row.get("compaction_episode") or {}
+    return episode_pb2.ThreadCompaction(
+        compacted_at=ts(row["compacted_at"]),
+        through_sequence=row["compacted_through"],
+        content_digest=row["compacted_digest"] or "",
+        episode_id=str(episode.get("episode_id") or ""),
+        summary=episode.get("summary") or "",
+    )
+
+
+def receipt(value: Any) -> admin_service_pb2.ErasureReceipt:
+    """An :class:`episodic.store.erasure.Receipt` as the API returns it."""
+    return admin_service_pb2.ErasureReceipt(
+        receipt_id=value.receipt_id,
+        scope=value.scope,
+        dataset=value.dataset,
+        dataset_digest=value.dataset_digest,
+        thread_id=value.thread_id,
+        rows_deleted={t: int(n) for t, n in value.rows.items()},
+        started_at=ts(value.started_at),
+        finished_at=ts(value.finished_at),
+        data_key_destroyed=value.data_key_destroyed,
+        audit_events_pseudonymised=value.audit_events_pseudonymised,
+        api_keys_scrubbed=value.api_keys_scrubbed,
+        digest=value.digest,
     )
 
 

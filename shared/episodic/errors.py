@@ -57,6 +57,13 @@ class FailedPrecondition(EpisodicError):
     reason = "FAILED_PRECONDITION"
 
 
+class Aborted(EpisodicError):
+    """Another operation on the same thing is under way; retry once it finished."""
+
+    code = grpc.StatusCode.ABORTED
+    reason = "ABORTED"
+
+
 class Unavailable(EpisodicError):
     code = grpc.StatusCode.UNAVAILABLE
     reason = "UNAVAILABLE"

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from episodic.config import Settings
 from episodic.runtime import EmbeddedPostgres
@@ -53,6 +54,7 @@ class Supervisor:
         self.database_url: str | None = settings.database.database_url
         self._pg: EmbeddedPostgres | None = None
         self._service_key: str | None = None
+        self._master_key_file: Path | None = settings.privacy.master_key_file
         self.log_dir = settings.database.data_dir.expanduser().resolve() / "logs"
 
     # -- lifecycle -----------------------------------------------------------------
@@ -63,6 +65,7 @@ class Supervisor:
             from episodic.server import auth_required
 
             auth_required(self.settings)  # refuses an open server beyond loopback
+            self._prepare_master_key()
             self._start_database()
             self._migrate()
             self._mint_service_key()
@@ -104,6 +107,33 @@ class Supervisor:
         assert self.database_url
         migrate.upgrade(self.database_url, self.settings.database.embedding_dimension)
 
+    def _prepare_master_key(self) -> None:
+        """Encryption at rest is on by default: without EPISODIC_MASTER_KEY_FILE, the data
+        directory's keyring is used, created on first start."""
+        if self._master_key_file is not None:
+            print(f"encryption: master keyring {self._master_key_file}", flush=True)
+            return
+        if self.settings.privacy.encryption == "off":
+            print(
+                "encryption: off (EPISODIC_ENCRYPTION=off): new datasets in the clear", flush=True
+            )
+            return
+        from episodic.crypto import KEYRING_FILE_NAME, LocalKeyring
+
+        data_dir = self.settings.database.data_dir.expanduser().resolve()
+        path = data_dir / KEYRING_FILE_NAME
+        if path.exists():
+            print(f"encryption: master keyring {path}", flush=True)
+        else:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            LocalKeyring.create(path)
+            print(
+                f"encryption: generated a master key in {path} — BACK IT UP: without it "
+                "the encrypted data cannot be read (not even from backups)",
+                flush=True,
+            )
+        self._master_key_file = path
+
     # -- services --------------------------------------------------------------------
     def _env(self, child: Child) -> dict[str, str]:
         env = dict(os.environ)
@@ -115,6 +145,8 @@ class Supervisor:
             env[f"EPISODIC_{child.name.upper()}_PORT"] = str(child.port)
         if self._service_key:
             env["EPISODIC_SERVICE_KEY"] = self._service_key
+        if self._master_key_file is not None:
+            env["EPISODIC_MASTER_KEY_FILE"] = str(self._master_key_file)
         return env
 
     def _mint_service_key(self) -> None:

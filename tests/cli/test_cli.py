@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from episodic.testing.keys import keyring_file
+
 
 @pytest.fixture
 def services(spawn):  # type: ignore[no-untyped-def]
@@ -31,7 +33,12 @@ def _run(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "episodic.cli", *args],
-        env={**os.environ, "COLUMNS": "160", **env},
+        env={
+            **os.environ,
+            "COLUMNS": "160",
+            "EPISODIC_MASTER_KEY_FILE": str(keyring_file()),  # the services' keyring
+            **env,
+        },
         input=stdin,
         capture_output=True,
         text=True,

@@ -12,6 +12,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 from grpc_status import rpc_status
 from sqlalchemy import text
 
+from episodic.testing.keys import test_vault
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as g
@@ -70,7 +71,14 @@ def test_create_get_and_add_messages_assign_sequences(ingest, engine) -> None:  
             text("SELECT sequence, content FROM messages WHERE thread_id = :t ORDER BY sequence"),
             {"t": thread.thread_id},
         ).all()
-    assert rows == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+        opened = test_vault().open_rows(conn, thread.dataset, rows, "messages")
+    assert [(r["sequence"], r["content"]) for r in opened] == [
+        (1, "a"),
+        (2, "b"),
+        (3, "c"),
+        (4, "d"),
+    ]
+    assert all(bytes(r[1]).startswith(b"\x01") for r in rows), "stored sealed, not in the clear"
 
 
 def test_client_timestamp_and_metadata_are_kept(ingest) -> None:  # type: ignore[no-untyped-def]
@@ -262,10 +270,11 @@ def test_acknowledged_write_survives_kill_9(spawn, engine) -> None:  # type: ign
     stub.AddMessages(pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg("keep me")]))
     service.kill()
     with engine.connect() as conn:
-        content = conn.execute(
+        rows = conn.execute(
             text("SELECT content FROM messages WHERE thread_id = :t"), {"t": thread.thread_id}
-        ).scalar_one()
-    assert content == "keep me"
+        ).all()
+        [stored] = test_vault().open_rows(conn, thread.dataset, rows, "messages")
+    assert stored["content"] == "keep me"
 
 
 # ---- bad input: every case answers a clear status and stores nothing --------------------

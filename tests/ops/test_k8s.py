@@ -342,6 +342,7 @@ def test_prod_requires_keys_speaks_tls_and_verifies_the_database() -> None:
     config = config_map("prod")
     assert config["EPISODIC_AUTH"] == "required"
     assert config["PGSSLMODE"] == "verify-full"
+    assert config["EPISODIC_ENCRYPTION"] == "required"
     for name in SERVICES:
         deployment = one("prod", "Deployment", f"episodic-{name}")
         c = container(deployment)
@@ -352,6 +353,8 @@ def test_prod_requires_keys_speaks_tls_and_verifies_the_database() -> None:
             assert volumes[mounts[folder]]["secret"]["secretName"] == "episodic-tls"
         folder = str(Path(config["PGSSLROOTCERT"]).parent)
         assert volumes[mounts[folder]]["secret"]["secretName"] == "episodic-database-ca"
+        folder = str(Path(config["EPISODIC_MASTER_KEY_FILE"]).parent)
+        assert volumes[mounts[folder]]["secret"]["secretName"] == "episodic-master-keys"
     ingest = {e["name"]: e for e in container(one("prod", "Deployment", "episodic-ingest"))["env"]}
     assert ingest["EPISODIC_SERVICE_KEY"]["valueFrom"]["secretKeyRef"]["name"] == (
         "episodic-service-key"

@@ -4,7 +4,6 @@ tested without running the Scheduler and the Summariser."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,8 +11,11 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, text
 
+from episodic.crypto import DatasetKey, seal_json
 from episodic.providers import Embedder, HashingEmbedder
 from episodic.store.recall_index import index_episode
+from episodic.store.vault import Vault
+from episodic.testing.keys import test_vault
 
 EMBEDDER = HashingEmbedder(384)
 T0 = datetime(2026, 5, 17, 12, 0, tzinfo=UTC)
@@ -27,11 +29,17 @@ class Made:
     ended_at: datetime
 
 
+def _key(conn: Connection, dataset: str, vault: Vault | None = None) -> DatasetKey:
+    """The dataset's key, registering the dataset (encrypted) on first use."""
+    return (vault or test_vault()).for_write(conn, dataset)
+
+
 def make_thread(conn: Connection, dataset: str, label: str = "") -> uuid.UUID:
     thread_id = uuid.uuid4()
+    key = _key(conn, dataset)
     conn.execute(
         text("INSERT INTO threads (thread_id, dataset, label) VALUES (:id, :ds, :label)"),
-        {"id": thread_id, "ds": dataset, "label": label},
+        {"id": thread_id, "ds": dataset, "label": key.seal(label, "threads.label")},
     )
     return thread_id
 
@@ -46,10 +54,11 @@ def add_messages(
     names: Sequence[str | None] | None = None,
 ) -> tuple[int, int, datetime, datetime]:
     """Appends messages ending at ``at``; returns (first, last sequence, first, last time)."""
-    last = conn.execute(
-        text("SELECT last_sequence FROM threads WHERE thread_id = :t FOR UPDATE"),
+    last, dataset = conn.execute(
+        text("SELECT last_sequence, dataset FROM threads WHERE thread_id = :t FOR UPDATE"),
         {"t": thread_id},
-    ).scalar_one()
+    ).one()
+    key = _key(conn, dataset)
     n = len(contents)
     times = [at - spacing * (n - 1 - i) for i in range(n)]
     for i, content in enumerate(contents):
@@ -57,14 +66,14 @@ def add_messages(
         conn.execute(
             text(
                 "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at) "
-                "VALUES (:t, :s, :r, :c, CAST(:m AS jsonb), :at)"
+                "VALUES (:t, :s, :r, :c, :m, :at)"
             ),
             {
                 "t": thread_id,
                 "s": last + 1 + i,
                 "r": "user" if i % 2 == 0 else "assistant",
-                "c": content,
-                "m": json.dumps({"name": name} if name else {}),
+                "c": key.seal(content, "messages.content"),
+                "m": seal_json(key, {"name": name} if name else {}, "messages.metadata"),
                 "at": times[i],
             },
         )
@@ -104,6 +113,7 @@ def make_episode(
         thread_id = make_thread(conn, dataset, label)
     first, last, started, ended = add_messages(conn, thread_id, messages, at=ended_at, names=names)
     summary = " ".join(messages) if summary is None else summary
+    key = _key(conn, dataset)
     episode_id = uuid.uuid4()
     done = status in ("completed", "archived", "deleted")
     if status == "completed":
@@ -119,10 +129,11 @@ def make_episode(
             """
             INSERT INTO episodes (episode_id, thread_id, dataset, status, semantic_status,
                 trigger, start_sequence, end_sequence, message_count, started_at, ended_at,
-                summary, key_learnings, entities, event_type, actor, embedding, completed_at)
+                summary, key_learnings, entities, entity_tokens, event_type, actor, embedding,
+                completed_at)
             VALUES (:id, :t, :ds, :status, 'skipped', 'explicit', :first, :last, :n, :started,
-                :ended, :summary, CAST(:kl AS jsonb), CAST(:entities AS text[]), :event_type,
-                'user', CAST(:embedding AS vector), CASE WHEN :done THEN now() END)
+                :ended, :summary, :kl, :entities, CAST(:tokens AS text[]), :event_type,
+                :actor, CAST(:embedding AS vector), CASE WHEN :done THEN now() END)
             """
         ),
         {
@@ -135,9 +146,11 @@ def make_episode(
             "n": last - first + 1,
             "started": started,
             "ended": ended,
-            "summary": summary if done else "",
-            "kl": json.dumps(list(key_learnings)),
-            "entities": list(entities),
+            "summary": key.seal(summary if done else "", "episodes.summary"),
+            "kl": seal_json(key, list(key_learnings), "episodes.key_learnings"),
+            "entities": seal_json(key, list(entities), "episodes.entities"),
+            "tokens": sorted({key.token(e) for e in entities}),
+            "actor": key.seal("user", "episodes.actor"),
             "event_type": event_type,
             "embedding": embedder.embed([summary])[0] if done else None,
             "done": done,
@@ -148,5 +161,5 @@ def make_episode(
         {"last": last, "t": thread_id},
     )
     if index and done:
-        index_episode(conn, episode_id, embedder)
+        index_episode(conn, test_vault(), episode_id, embedder)
     return Made(episode_id, thread_id, dataset, ended)

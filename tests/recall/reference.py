@@ -17,6 +17,7 @@ import numpy as np
 from sqlalchemy import Connection, text
 
 from episodic.store.recall_queries import BAND_EXPONENT, BM25_B, BM25_K1, LEXICAL_SHARE
+from episodic.testing.keys import test_vault
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,9 @@ def reference_rank(
     ]
     similarity = [0.0] * n
     if query and query.strip() and similarity_weight > 0:
+        key = test_vault().for_read(conn, dataset)  # the index holds the key's tokens
         q_lexemes = {
-            r[0]
+            key.token(r[0])
             for r in conn.execute(
                 text("SELECT lexeme FROM unnest(to_tsvector('english', CAST(:q AS text)))"),
                 {"q": query},

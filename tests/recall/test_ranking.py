@@ -15,6 +15,7 @@ from episodic.store import episodes as states
 from episodic.store import recall_queries
 from episodic.store.recall_index import index_episode, index_missing
 from episodic.store.recall_queries import RecallFilters
+from episodic.testing.keys import test_vault
 from tests.recall.factory import EMBEDDER, T0, make_episode, make_thread
 from tests.recall.reference import reference_rank
 
@@ -31,7 +32,7 @@ def _recall(conn, dataset, query=None, *, ws=0.7, wr=0.3, limit=10, **filters): 
         filters=RecallFilters(**filters),
     )
     vector = EMBEDDER.embed_query(query) if request.needs_embedding else None
-    return domain.recall(conn, request, vector)
+    return domain.recall(conn, test_vault(), request, vector)
 
 
 def _ids(answer) -> list[str]:  # type: ignore[no-untyped-def]
@@ -112,7 +113,7 @@ def test_recency_is_never_above_one(engine) -> None:  # type: ignore[no-untyped-
         make_episode(conn, "ds", ["clock skew"], ended_at=T0 + timedelta(minutes=3))
     with engine.connect() as conn:
         request = domain.RecallQuery("ds", None, True, 3, 0.7, 0.3, RecallFilters())
-        rows = domain.recall(conn, request, None).rows
+        rows = domain.recall(conn, test_vault(), request, None).rows
     assert rows and rows[0]["recency"] <= 1.0
 
 
@@ -170,7 +171,7 @@ def test_filters_by_time_window_threads_entities_and_event_type(engine) -> None:
             RecallFilters(entities=["pricing"], event_type="decision", as_of=T0),
         )
         assert not request.needs_embedding
-        assert _ids(domain.recall(conn, request, None)) == [ids["c"]]
+        assert _ids(domain.recall(conn, test_vault(), request, None)) == [ids["c"]]
 
 
 def test_similarity_weight_one_orders_by_similarity(engine) -> None:  # type: ignore[no-untyped-def]
@@ -253,8 +254,8 @@ def test_index_missing_backfills_episodes_completed_without_an_index(engine) -> 
             conn, "ds", ["the Zanzibar offsite is in March"], summary="An offsite.", index=False
         )
         make_episode(conn, "ds", ["already indexed"], ended_at=T0 - timedelta(days=1))
-    assert index_missing(engine, EMBEDDER) == 1
-    assert index_missing(engine, EMBEDDER) == 0
+    assert index_missing(engine, EMBEDDER, test_vault()) == 1
+    assert index_missing(engine, EMBEDDER, test_vault()) == 0
     with engine.connect() as conn:
         answer = _recall(conn, "ds", "Zanzibar", ws=1.0, wr=0.0)
     assert _ids(answer)[0] == str(plain.episode_id)
@@ -264,12 +265,12 @@ def test_index_episode_is_idempotent_and_reports_unknown_episodes(engine) -> Non
     with engine.begin() as conn:
         made = make_episode(conn, "ds", ["one", "two", "three"])
         before = conn.execute(text("SELECT count(*) FROM message_chunks")).scalar_one()
-        again = index_episode(conn, made.episode_id, EMBEDDER)
+        again = index_episode(conn, test_vault(), made.episode_id, EMBEDDER)
         after = conn.execute(text("SELECT count(*) FROM message_chunks")).scalar_one()
         assert again.chunks_added == 0 and before == after
         assert again.search_length > 0
         with pytest.raises(NotFound):
-            index_episode(conn, uuid.uuid4(), EMBEDDER)
+            index_episode(conn, test_vault(), uuid.uuid4(), EMBEDDER)
 
 
 def _words(rng: random.Random, pool: list[str], k: int) -> str:
@@ -360,7 +361,9 @@ def test_search_ranks_by_text_only_and_skips_non_matches(engine) -> None:  # typ
         )
         make_episode(conn, "ds", ["lunch plans"], ended_at=T0)
     with engine.connect() as conn:
-        rows = domain.search(conn, "ds", "terraform", EMBEDDER.embed_query("terraform"), 5)
+        rows = domain.search(
+            conn, test_vault(), "ds", "terraform", EMBEDDER.embed_query("terraform"), 5
+        )
     assert [str(r["episode_id"]) for r in rows] == [str(old.episode_id)]
     assert rows[0]["relevance"] == pytest.approx(rows[0]["similarity"])
 

@@ -12,6 +12,7 @@ from sqlalchemy import Engine, text
 from episodic.config import IngestSettings, SchedulerSettings
 from episodic.services.ingest import domain as ingest
 from episodic.services.scheduler import domain
+from episodic.testing.keys import test_vault
 
 INGEST = IngestSettings()
 
@@ -39,7 +40,12 @@ def db_now(engine: Engine) -> datetime:
 def new_thread(engine: Engine, dataset: str = "user_42", messages: int = 0) -> uuid.UUID:
     with engine.begin() as conn:
         row = ingest.create_thread(
-            conn, dataset=dataset, thread_id=None, label="label-" + dataset, metadata_json="{}"
+            conn,
+            test_vault(),
+            dataset=dataset,
+            thread_id=None,
+            label="label-" + dataset,
+            metadata_json="{}",
         )
     thread_id = row["thread_id"]
     if messages:
@@ -60,7 +66,7 @@ def add_messages(
     Returns the last sequence."""
     batch = [ingest.NewMessage(role="user", content=f"message {i}", metadata={}) for i in range(n)]
     with engine.begin() as conn:
-        result = ingest.add_messages(conn, thread_id, batch, INGEST)
+        result = ingest.add_messages(conn, test_vault(), thread_id, batch, INGEST)
     if notify:
         with engine.begin() as conn:
             domain.record_activity(conn, thread_id, cfg or settings(), now)

@@ -31,6 +31,7 @@ def due_threads(engine: Engine, n: int, messages: int = 1) -> list[uuid.UUID]:
     """n threads with uncaptured messages and a timer due an hour ago (bulk SQL)."""
     ids = [uuid.uuid4() for _ in range(n)]
     with engine.begin() as conn:
+        conn.execute(text("INSERT INTO datasets (dataset) VALUES ('bulk') ON CONFLICT DO NOTHING"))
         conn.execute(
             text(
                 "INSERT INTO threads (thread_id, dataset, last_sequence, last_message_at) "
@@ -41,7 +42,7 @@ def due_threads(engine: Engine, n: int, messages: int = 1) -> list[uuid.UUID]:
         conn.execute(
             text(
                 "INSERT INTO messages (thread_id, sequence, role, content, created_at) "
-                "SELECT id, s, 'user', 'hi', now() FROM unnest(:ids) id, "
+                "SELECT id, s, 'user', '\\x006869'::bytea, now() FROM unnest(:ids) id, "
                 "generate_series(1, :m) s"
             ),
             {"ids": ids, "m": messages},

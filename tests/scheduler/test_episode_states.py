@@ -12,6 +12,7 @@ from episodic.errors import FailedPrecondition, NotFound
 from episodic.services.scheduler import domain
 from episodic.store import episodes as states
 from episodic.testing.invariants import check_invariants
+from episodic.testing.keys import test_vault
 from tests.scheduler.helpers import add_messages, claim_episode, db_now, episodes, new_thread
 
 
@@ -156,7 +157,9 @@ def test_delete_archives_from_any_status_and_is_idempotent(engine) -> None:  # t
     episode = opened(engine)
     claim_episode(engine, episode["episode_id"], "w1")
     with engine.begin() as conn:
-        row = states.delete_episode(conn, episode["episode_id"])
+        row = test_vault().open_one(
+            conn, states.delete_episode(conn, episode["episode_id"]), "episodes"
+        )
     assert row["status"] == "archived"
     assert status_of(engine, episode["episode_id"])["claimed_by"] is None
     assert row["thread_label"] == "label-user_42"

@@ -124,6 +124,12 @@ def test_sigkill_of_a_replica_mid_work_loses_nothing(spawn, engine) -> None:  # 
     with engine.begin() as conn:
         conn.execute(
             text(
+                "INSERT INTO datasets (dataset) SELECT 'd' || g FROM generate_series(0, 20) g "
+                "ON CONFLICT DO NOTHING"
+            )
+        )
+        conn.execute(
+            text(
                 "INSERT INTO threads (thread_id, dataset, last_sequence, last_message_at) "
                 "SELECT id, 'd' || (random() * 20)::int, 2, now() FROM unnest(:ids) id"
             ),
@@ -132,7 +138,8 @@ def test_sigkill_of_a_replica_mid_work_loses_nothing(spawn, engine) -> None:  # 
         conn.execute(
             text(
                 "INSERT INTO messages (thread_id, sequence, role, content, created_at) "
-                "SELECT id, s, 'user', 'hi', now() FROM unnest(:ids) id, generate_series(1, 2) s"
+                "SELECT id, s, 'user', '\\x006869'::bytea, now() FROM unnest(:ids) id, "
+                "generate_series(1, 2) s"
             ),
             {"ids": ids},
         )

@@ -14,6 +14,7 @@ from episodic.errors import NotFound
 from episodic.services.scheduler import domain
 from episodic.services.scheduler.sweeper import Sweeper
 from episodic.testing.invariants import check_invariants
+from episodic.testing.keys import test_vault
 from tests.scheduler.helpers import (
     add_messages,
     db_now,
@@ -45,7 +46,8 @@ def test_explicit_queues_an_episode_over_the_uncaptured_messages(engine) -> None
     assert episode["message_count"] == 3
     assert episode["status"] == "pending" and episode["semantic_status"] == "pending"
     assert episode["trigger"] == "explicit"
-    assert episode["thread_label"] == "label-user_42"
+    with engine.connect() as conn:  # the label is sealed at rest
+        assert test_vault().open_one(conn, episode, "episodes")["thread_label"] == "label-user_42"
     with engine.connect() as conn:
         first, last = conn.execute(
             text("SELECT min(created_at), max(created_at) FROM messages WHERE thread_id = :id"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from episodic.config import IngestSettings
 from episodic.providers.embedding import HashingEmbedder
@@ -14,6 +14,7 @@ from episodic.services.ingest import domain as ingest
 from episodic.services.summariser.pipeline import Pipeline
 from episodic.services.summariser.semantic import KeyLearningFacts
 from episodic.store import episodes as states
+from episodic.testing.keys import test_vault
 
 DEFAULT_EXTRACTOR = KeyLearningFacts()
 
@@ -30,7 +31,7 @@ CAR_CHAT = [
 def make_thread(engine: Engine, dataset: str = "user_42", label: str = "cars") -> uuid.UUID:
     with engine.begin() as conn:
         row = ingest.create_thread(
-            conn, dataset=dataset, thread_id=None, label=label, metadata_json="{}"
+            conn, test_vault(), dataset=dataset, thread_id=None, label=label, metadata_json="{}"
         )
     return row["thread_id"]
 
@@ -39,6 +40,7 @@ def add(engine: Engine, thread_id: uuid.UUID, turns: list[tuple[str, str]]) -> N
     with engine.begin() as conn:
         ingest.add_messages(
             conn,
+            test_vault(),
             thread_id,
             [ingest.NewMessage(role=r, content=c, metadata={}) for r, c in turns],
             IngestSettings(),
@@ -57,7 +59,19 @@ def make_pipeline(engine: Engine, summariser=None, extractor=DEFAULT_EXTRACTOR, 
         summariser or ExtractiveSummariser(embedder),
         embedder,
         extractor,
+        vault=kw.pop("vault", test_vault()),
         max_retries=kw.pop("max_retries", 2),
         retry_backoff=kw.pop("retry_backoff", timedelta(seconds=0)),
         **kw,
     )
+
+
+def episode_row(engine: Engine, episode_id: uuid.UUID):  # type: ignore[no-untyped-def]
+    """The stored episode row, its sealed text opened."""
+    with engine.connect() as conn:
+        row = (
+            conn.execute(text("SELECT * FROM episodes WHERE episode_id = :id"), {"id": episode_id})
+            .mappings()
+            .one()
+        )
+        return test_vault().open_one(conn, row, "episodes")

@@ -10,16 +10,15 @@ from sqlalchemy import text
 from episodic.providers.types import SummaryRequest, SummaryResult
 from episodic.store import episodes as states
 from episodic.store.episodes import claim_pending, complete
-from tests.summariser.helpers import CAR_CHAT, add, make_pipeline, make_thread, open_episode
-
-
-def episode_row(engine, episode_id):  # type: ignore[no-untyped-def]
-    with engine.connect() as conn:
-        return (
-            conn.execute(text("SELECT * FROM episodes WHERE episode_id = :id"), {"id": episode_id})
-            .mappings()
-            .one()
-        )
+from episodic.testing.keys import test_vault
+from tests.summariser.helpers import (
+    CAR_CHAT,
+    add,
+    episode_row,
+    make_pipeline,
+    make_thread,
+    open_episode,
+)
 
 
 def test_pending_episode_becomes_completed_with_every_field(engine) -> None:  # type: ignore[no-untyped-def]
@@ -41,7 +40,9 @@ def test_pending_episode_becomes_completed_with_every_field(engine) -> None:  # 
     # Semantic extraction ran after completion and stored facts with provenance.
     assert row["semantic_status"] == "completed"
     with engine.connect() as conn:
-        facts = conn.execute(text("SELECT statement, source_sequence, episode_id FROM facts")).all()
+        facts = conn.execute(
+            text("SELECT dataset, statement, source_sequence, episode_id FROM facts")
+        ).all()
     assert facts and all(
         f.episode_id == ep["episode_id"] and 1 <= f.source_sequence <= 6 for f in facts
     )
@@ -87,7 +88,7 @@ def test_summary_reads_whole_thread_but_extraction_reads_only_the_window(engine)
     class SpyExtractor:
         name = "spy"
 
-        def extract(self, conn, episode, window):  # type: ignore[no-untyped-def]
+        def extract(self, conn, episode, window, key):  # type: ignore[no-untyped-def]
             seen_windows.append([m.sequence for m in window])
             return len(window)
 
@@ -125,9 +126,10 @@ def test_out_of_order_completion_keeps_the_latest_window_current(engine) -> None
         embedding=[0.1] * 384,
     )
     with engine.begin() as conn:  # the newer window finishes first …
-        assert complete(conn, claimed[newer["episode_id"]], "w1", **fields) == "completed"
+        key = test_vault().for_read(conn, "user_42")
+        assert complete(conn, claimed[newer["episode_id"]], "w1", key=key, **fields) == "completed"
     with engine.begin() as conn:  # … then the older one: it must not become current
-        assert complete(conn, claimed[older["episode_id"]], "w1", **fields) == "archived"
+        assert complete(conn, claimed[older["episode_id"]], "w1", key=key, **fields) == "archived"
     assert episode_row(engine, newer["episode_id"])["status"] == "completed"
     assert episode_row(engine, older["episode_id"])["status"] == "archived"
     with engine.connect() as conn:
@@ -214,6 +216,7 @@ def test_a_lost_claim_writes_nothing(engine) -> None:  # type: ignore[no-untyped
             conn,
             claimed,
             "w1",
+            key=test_vault().for_read(conn, "user_42"),
             summary="stale",
             key_learnings=[],
             entities=[],
@@ -278,6 +281,7 @@ def test_a_lost_claim_does_not_archive_the_current_episode(engine) -> None:  # t
             conn,
             claimed,
             "w1",
+            key=test_vault().for_read(conn, "user_42"),
             summary="late",
             key_learnings=[],
             entities=[],

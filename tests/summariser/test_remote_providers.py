@@ -5,12 +5,11 @@ output fails clearly, and a dimension that does not fit the schema refuses to st
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
 
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as g
 from tests.providers.fake_openai import FakeOpenAI
-from tests.summariser.helpers import CAR_CHAT, add, make_thread, open_episode
+from tests.summariser.helpers import CAR_CHAT, add, episode_row, make_thread, open_episode
 
 
 @pytest.fixture
@@ -35,13 +34,7 @@ def openai_env(fake: FakeOpenAI, **extra: str) -> dict[str, str]:
     }
 
 
-def row(engine, episode_id):  # type: ignore[no-untyped-def]
-    with engine.connect() as conn:
-        return (
-            conn.execute(text("SELECT * FROM episodes WHERE episode_id = :id"), {"id": episode_id})
-            .mappings()
-            .one()
-        )
+row = episode_row
 
 
 def test_llm_outage_is_retried_and_loses_nothing(spawn, engine, fake) -> None:  # type: ignore[no-untyped-def]

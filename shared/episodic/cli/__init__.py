@@ -2,13 +2,19 @@
 
 - memory (``thread``, ``add``, ``end``, ``recall``, ``demo``): an agent's data, through
   the running services — :mod:`episodic.cli.memory`;
-- admin (``episodes``, ``status``): looking after memory — :mod:`episodic.cli.admin`;
+- admin (``episodes``, ``status``, ``keys``): looking after memory — :mod:`episodic.cli.admin`;
+- privacy (``erase``, ``datasets``, ``encryption``): erasure with a receipt, retention and
+  compaction policy, master keys — :mod:`episodic.cli.privacy`;
+- data (``export``, ``replay``): a dataset as JSON lines, and through the current pipeline
+  again — :mod:`episodic.cli.data`;
 - ``console``: the web console — :mod:`episodic.cli.console`;
 - integrations (``mcp``, ``import``): memory as MCP tools, backfill — :mod:`episodic.cli.integrations`;
 - operations (``up``, ``migrate``, ``reindex``): running the suite and its database —
   :mod:`episodic.cli.operations` (these need the ``server`` extra).
 
-The memory and admin commands go through the SDK and work with the core install alone.
+The memory, admin, erase/datasets, export, console and import commands go through the SDK
+and work with the core install alone (``mcp`` needs the ``mcp`` extra; ``replay``,
+``encryption`` and operations need ``server``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import argparse
 import logging
 import sys
 
-from episodic.cli import admin, console, integrations, memory, operations
+from episodic.cli import admin, console, data, integrations, memory, operations, privacy
 from episodic.cli._common import CommandGroups
 
 __all__ = ["build_parser", "main"]
@@ -33,9 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     groups = CommandGroups(sub)
     memory.register(groups)
     admin.register(groups)
+    privacy.register(groups)
     console.register(groups)
     operations.register(groups)
     integrations.register(groups)
+    data.register(groups)
     parser.epilog = groups.epilog() + "\n\n`episodic COMMAND --help` tells more."
     return parser
 

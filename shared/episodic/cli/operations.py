@@ -50,6 +50,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from episodic.providers import make_embedder
     from episodic.store.db import check_embedding_dimension, make_engine
     from episodic.store.recall_index import index_missing
+    from episodic.store.vault import make_vault
 
     url = _database_url(args)
     if not url:
@@ -59,7 +60,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     try:
         embedder = make_embedder(settings.embedding, settings.database.embedding_dimension)
         check_embedding_dimension(engine, embedder.dimension)
-        count = index_missing(engine, embedder)
+        vault = make_vault(settings.privacy, data_dir=settings.database.data_dir)
+        count = index_missing(engine, embedder, vault)
     finally:
         engine.dispose()
     print(f"indexed {count} episode(s) for recall")

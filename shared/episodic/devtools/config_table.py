@@ -24,6 +24,7 @@ AREAS = [
     ("Services", config.ServiceSettings),
     ("Auth", config.AuthSettings),
     ("TLS", config.TlsSettings),
+    ("Privacy", config.PrivacySettings),
 ]
 
 

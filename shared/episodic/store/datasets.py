@@ -1,12 +1,79 @@
-"""Datasets as a whole: listing them (a dataset exists while it has threads)."""
+"""Datasets as a whole: listing them (a dataset is listed while it has threads), and their
+lifecycle policy (rows of ``datasets``, see migration 0006)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, RowMapping, text
 
-__all__ = ["list_datasets"]
+from episodic.config import PrivacySettings
+from episodic.errors import NotFound
+
+__all__ = ["Policy", "get_policy", "list_datasets", "set_policy"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    dataset: str
+    retention_days: int | None  # the dataset's own (None: the global default)
+    compact_after_days: int | None
+    effective_retention_days: int | None  # in force (None: never)
+    effective_compact_after_days: int | None
+    encrypted: bool
+
+
+def _policy(row: RowMapping, defaults: PrivacySettings) -> Policy:
+    return Policy(
+        dataset=row["dataset"],
+        retention_days=row["retention_days"],
+        compact_after_days=row["compact_after_days"],
+        effective_retention_days=row["retention_days"] or defaults.retention_days,
+        effective_compact_after_days=row["compact_after_days"] or defaults.compact_after_days,
+        encrypted=row["key_id"] is not None,
+    )
+
+
+def get_policy(conn: Connection, dataset: str, defaults: PrivacySettings) -> Policy:
+    row = (
+        conn.execute(
+            text(
+                "SELECT dataset, retention_days, compact_after_days, key_id FROM datasets "
+                "WHERE dataset = :d"
+            ),
+            {"d": dataset},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"dataset {dataset!r} holds nothing", dataset=dataset)
+    return _policy(row, defaults)
+
+
+def set_policy(
+    conn: Connection,
+    dataset: str,
+    defaults: PrivacySettings,
+    *,
+    retention_days: int | None,
+    compact_after_days: int | None,
+) -> Policy:
+    """Sets the dataset's own policy (the row must exist: Vault.for_write registers it)."""
+    row = (
+        conn.execute(
+            text(
+                "UPDATE datasets SET retention_days = :r, compact_after_days = :c, "
+                "updated_at = now() WHERE dataset = :d "
+                "RETURNING dataset, retention_days, compact_after_days, key_id"
+            ),
+            {"d": dataset, "r": retention_days, "c": compact_after_days},
+        )
+        .mappings()
+        .one()
+    )
+    return _policy(row, defaults)
 
 
 def list_datasets(

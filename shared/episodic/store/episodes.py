@@ -81,6 +81,7 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, text
 
+from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import FailedPrecondition, describe_error
 from episodic.store.owners import episode_not_found
 from episodic.store.sql import DUE_NOW, NOW
@@ -344,6 +345,7 @@ def complete(
     episode: RowMapping,
     worker: str,
     *,
+    key: DatasetKey,
     summary: str,
     key_learnings: list[str],
     entities: list[str],
@@ -351,7 +353,8 @@ def complete(
     actor: str,
     embedding: list[float],
 ) -> str | None:
-    """Writes the result and keeps one current episode per thread. Returns the new status
+    """Writes the result (text sealed with the dataset's ``key``; entities also as blind
+    tokens, for filters) and keeps one current episode per thread. Returns the new status
     ('completed', or 'archived' when a newer window already completed), or None when the
     claim was lost and nothing was written."""
     # Serialise completions of one thread (brief: the slow work is already done).
@@ -390,7 +393,8 @@ def complete(
         text(
             """
             UPDATE episodes SET status = :status, summary = :summary,
-                key_learnings = CAST(:learnings AS jsonb), entities = CAST(:entities AS text[]),
+                key_learnings = :learnings, entities = :entities,
+                entity_tokens = CAST(:entity_tokens AS text[]),
                 event_type = :event_type, actor = :actor, embedding = CAST(:embedding AS vector),
                 error = NULL, claimed_by = NULL, claimed_at = NULL,
                 completed_at = now(), updated_at = now()
@@ -400,11 +404,12 @@ def complete(
         ),
         {
             "status": final_status,
-            "summary": summary,
-            "learnings": json.dumps(key_learnings),
-            "entities": entities,
+            "summary": key.seal(summary, "episodes.summary"),
+            "learnings": seal_json(key, key_learnings, "episodes.key_learnings"),
+            "entities": seal_json(key, entities, "episodes.entities"),
+            "entity_tokens": sorted({key.token(e) for e in entities}),
             "event_type": event_type,
-            "actor": actor,
+            "actor": key.seal(actor, "episodes.actor"),
             "embedding": "[" + ",".join(f"{x:.7g}" for x in embedding) + "]",
             "id": episode["episode_id"],
             "worker": worker,

@@ -17,8 +17,16 @@ whole thread, seed 000 "Sequence windows").
   the episode that wrote them: the next episode of the thread only embeds its own window
   and reuses the rest.
 
-The summariser calls :func:`index_episode` in the transaction that completes the episode.
-Recall works without it (the summary's embedding and text stand in), only less well.
+Both tsvectors hold **blind tokens**, not words (:func:`blind_vectors`): PostgreSQL parses
+and stems the text as before, and each lexeme is replaced by an HMAC under the dataset's
+key, so the index of an encrypted dataset reveals no words while BM25 ranks exactly as it
+would over the words (equal words, equal tokens; queries are blinded the same way,
+:func:`query_tokens`). A dataset stored in the clear keeps its lexemes as they are.
+
+The summariser prepares the index from what it has in hand and writes it in the
+transaction that completes the episode; :func:`index_episode` does both for an episode
+whose summary is stored. Recall works without it (the summary's embedding stands in),
+only less well.
 """
 
 from __future__ import annotations
@@ -35,7 +43,9 @@ from episodic.errors import NotFound
 from episodic.providers.types import speaker_from_metadata
 
 if TYPE_CHECKING:
+    from episodic.crypto import DatasetKey
     from episodic.providers.types import Embedder
+    from episodic.store.vault import Vault
 
 __all__ = [
     "CHUNK_MESSAGES",
@@ -43,13 +53,17 @@ __all__ = [
     "MAX_INDEXED_CHARS",
     "TEXT_SEARCH_CONFIG",
     "Chunk",
+    "IndexInput",
     "IndexResult",
     "PreparedIndex",
+    "blind_vectors",
     "index_episode",
     "index_missing",
     "indexed_text",
+    "load_index_input",
     "make_chunks",
     "prepare_episode_index",
+    "query_tokens",
     "write_episode_index",
 ]
 
@@ -140,82 +154,153 @@ def indexed_text(content: str, metadata: Any = None) -> str:
     return f"{speaker}: {content}" if speaker else content
 
 
-# The same rule in SQL, for the lexical document built inside the database.
-_SQL_SPEAKER = (
-    "coalesce(CASE WHEN jsonb_typeof(m.metadata->'name') = 'string' "
-    "AND btrim(m.metadata->>'name') <> '' THEN btrim(m.metadata->>'name') || ': ' END, "
-    "CASE WHEN jsonb_typeof(m.metadata->'speaker') = 'string' "
-    "AND btrim(m.metadata->>'speaker') <> '' THEN btrim(m.metadata->>'speaker') || ': ' END, "
-    "'')"
-)
+@dataclass(frozen=True)
+class IndexInput:
+    """What an episode's index is built from: the thread's messages up to the episode's
+    end, as indexed (:func:`indexed_text`), and the episode's summary and key learnings."""
+
+    episode_id: uuid.UUID
+    thread_id: uuid.UUID
+    dataset: str
+    end_sequence: int
+    messages: Sequence[tuple[int, str]]  # (sequence, indexed text), in sequence order
+    summary: str
+    key_learnings: Sequence[str]
 
 
 @dataclass(frozen=True)
 class PreparedIndex:
-    """The slow half of indexing (chunks embedded), ready to be written."""
+    """The slow half of indexing (chunks embedded, lexemes blinded), ready to be written."""
 
     episode_id: uuid.UUID
     thread_id: uuid.UUID
     dataset: str
     chunks: list[Chunk]
     vectors: np.ndarray
+    chunk_vectors: list[str]  # tsvector literals of the chunks (blind tokens)
+    chunk_lengths: list[int]
+    document: str  # tsvector literal of the episode's document
+    document_length: int
+
+
+def _quote(token: str) -> str:
+    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _literal(
+    key: DatasetKey, lexemes: Sequence[tuple[str, list[int] | None, list[str] | None]]
+) -> tuple[str, int]:
+    """A tsvector literal of ``lexemes`` (lexeme, positions, weights) with every lexeme
+    replaced by its token, and its length (positions counted, BM25's document length)."""
+    parts: list[str] = []
+    length = 0
+    for lexeme, positions, weights in lexemes:
+        token = _quote(key.token(lexeme))
+        if not positions:
+            parts.append(token)
+            length += 1
+            continue
+        marks = weights or ["D"] * len(positions)
+        parts.append(
+            token
+            + ":"
+            + ",".join(f"{p}{w if w != 'D' else ''}" for p, w in zip(positions, marks, strict=True))
+        )
+        length += len(positions)
+    return " ".join(parts), length
+
+
+def blind_vectors(
+    conn: Connection, key: DatasetKey, documents: Sequence[tuple[str, str]]
+) -> list[tuple[str, int]]:
+    """tsvectors of ``documents`` — (body, head) pairs; the head gets weight A, as
+    ``to_tsvector(body) || setweight(to_tsvector(head), 'A')`` — with every lexeme replaced
+    by ``key``'s token, as literals with their lengths.
+
+    PostgreSQL parses, stems and positions the text exactly as it always did (one round
+    trip; the text is a statement parameter, never stored); only the lexemes are blinded,
+    so BM25 over tokens ranks exactly as BM25 over words. For a dataset in the clear the
+    token is the lexeme itself.
+    """
+    if not documents:
+        return []
+    grouped: list[list[tuple[str, list[int] | None, list[str] | None]]] = [[] for _ in documents]
+    for row in conn.execute(
+        text(
+            f"""
+            SELECT t.i, u.lexeme, u.positions, u.weights
+            FROM unnest(CAST(:bodies AS text[]), CAST(:heads AS text[]))
+                 WITH ORDINALITY AS t(body, head, i)
+            CROSS JOIN LATERAL unnest(
+                to_tsvector('{TEXT_SEARCH_CONFIG}', t.body)
+                || setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', t.head), 'A')) AS u
+            """
+        ),
+        {"bodies": [d[0] for d in documents], "heads": [d[1] for d in documents]},
+    ):
+        grouped[int(row[0]) - 1].append((row[1], row[2], row[3]))
+    return [_literal(key, lexemes) for lexemes in grouped]
+
+
+def query_tokens(conn: Connection, key: DatasetKey, query: str) -> list[str]:
+    """The query's distinct lexemes (the index's parser and stemmer), as ``key``'s tokens."""
+    lexemes = conn.execute(
+        text(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', :q))"),
+        {"q": query},
+    ).scalars()
+    return sorted(key.token(lexeme) for lexeme in lexemes)
 
 
 def prepare_episode_index(
-    conn: Connection, episode_id: uuid.UUID | str, embedder: Embedder
+    conn: Connection, key: DatasetKey, source: IndexInput, embedder: Embedder
 ) -> PreparedIndex:
-    """Reads the thread's messages up to the episode's ``end_sequence`` that no chunk covers
-    yet and embeds them. Needs no transaction and holds no lock, so the summariser can run
-    it next to its other slow work; :func:`write_episode_index` stores the result."""
-    episode_uuid = uuid.UUID(str(episode_id))
-    row = (
-        conn.execute(
-            text("SELECT thread_id, dataset, end_sequence FROM episodes WHERE episode_id = :id"),
-            {"id": episode_uuid},
-        )
-        .mappings()
-        .first()
-    )
-    if row is None:
-        raise NotFound(f"episode {episode_uuid} does not exist", episode_id=str(episode_uuid))
+    """Embeds the thread's messages that no chunk covers yet and builds the blinded
+    lexical vectors of those chunks and of the episode's document. Needs no transaction
+    and holds no lock, so the summariser runs it next to its other slow work;
+    :func:`write_episode_index` stores the result."""
     covered = conn.execute(
         text("SELECT coalesce(max(end_sequence), 0) FROM message_chunks WHERE thread_id = :t"),
-        {"t": row["thread_id"]},
+        {"t": source.thread_id},
     ).scalar_one()
-    messages = conn.execute(
-        text(
-            "SELECT sequence, content, metadata FROM messages WHERE thread_id = :t "
-            "AND sequence > :covered AND sequence <= :end ORDER BY sequence"
-        ),
-        {"t": row["thread_id"], "covered": covered, "end": row["end_sequence"]},
-    ).all()
-    chunks = make_chunks([(m[0], indexed_text(m[1], m[2])) for m in messages])
+    chunks = make_chunks([m for m in source.messages if covered < m[0] <= source.end_sequence])
     vectors = (
         embedder.embed([c.text for c in chunks])
         if chunks
         else np.zeros((0, embedder.dimension), dtype=np.float32)
     )
-    return PreparedIndex(episode_uuid, row["thread_id"], row["dataset"], chunks, vectors)
+    body = "\n".join(m[1] for m in source.messages if m[0] <= source.end_sequence)
+    head = "\n".join([source.summary, *source.key_learnings])
+    literals = blind_vectors(
+        conn, key, [(body[-MAX_INDEXED_CHARS:], head)] + [(c.text, "") for c in chunks]
+    )
+    return PreparedIndex(
+        episode_id=source.episode_id,
+        thread_id=source.thread_id,
+        dataset=source.dataset,
+        chunks=chunks,
+        vectors=vectors,
+        chunk_vectors=[v for v, _ in literals[1:]],
+        chunk_lengths=[n for _, n in literals[1:]],
+        document=literals[0][0],
+        document_length=literals[0][1],
+    )
 
 
 def write_episode_index(conn: Connection, prepared: PreparedIndex) -> IndexResult:
-    """Stores prepared chunks (skipping any already stored) and rebuilds the episode's
-    lexical document from its current summary, key learnings and the thread's messages.
-    Run it in the completion transaction, after the summary is written."""
+    """Stores prepared chunks (skipping any already stored) and the episode's lexical
+    document. Run it in the completion transaction."""
     added = 0
     if prepared.chunks:
         added = conn.execute(
             text(
-                f"""
+                """
                 INSERT INTO message_chunks (thread_id, start_sequence, start_offset,
                     end_sequence, dataset, embedding, search_vector, search_length)
-                SELECT :t, u.s, u.o, u.e, :dataset, u.v, tv.v,
-                       (SELECT coalesce(sum(coalesce(array_length(x.positions, 1), 1)), 0)
-                        FROM unnest(tv.v) AS x)
+                SELECT :t, u.s, u.o, u.e, :dataset, u.v, u.tsv, u.n
                 FROM unnest(CAST(:starts AS bigint[]), CAST(:offsets AS integer[]),
                             CAST(:ends AS bigint[]), CAST(:vectors AS vector[]),
-                            CAST(:texts AS text[])) AS u(s, o, e, v, txt)
-                CROSS JOIN LATERAL (SELECT to_tsvector('{TEXT_SEARCH_CONFIG}', u.txt) AS v) tv
+                            CAST(:tsvs AS tsvector[]), CAST(:lengths AS integer[]))
+                     AS u(s, o, e, v, tsv, n)
                 ON CONFLICT DO NOTHING
                 """
             ),
@@ -226,74 +311,94 @@ def write_episode_index(conn: Connection, prepared: PreparedIndex) -> IndexResul
                 "offsets": [c.start_offset for c in prepared.chunks],
                 "ends": [c.end_sequence for c in prepared.chunks],
                 "vectors": list(prepared.vectors),
-                "texts": [c.text for c in prepared.chunks],
+                "tsvs": prepared.chunk_vectors,
+                "lengths": prepared.chunk_lengths,
             },
         ).rowcount
-    # One statement builds the lexical document from the stored messages: no thread text
-    # travels to Python and back.
-    length = conn.execute(
+    found = conn.execute(
         text(
-            f"""
-            WITH doc AS (
-                SELECT to_tsvector('{TEXT_SEARCH_CONFIG}', coalesce(right(string_agg(
-                           {_SQL_SPEAKER} || m.content, E'\\n' ORDER BY m.sequence),
-                           :max_chars), ''))
-                       || setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', e.summary || E'\\n' ||
-                           coalesce((SELECT string_agg(k, E'\\n')
-                                     FROM jsonb_array_elements_text(e.key_learnings) AS k),
-                                    '')), 'A') AS v
-                FROM episodes e
-                LEFT JOIN messages m
-                       ON m.thread_id = e.thread_id AND m.sequence <= e.end_sequence
-                WHERE e.episode_id = :id
-                GROUP BY e.episode_id
-            )
-            UPDATE episodes e
-               SET search_vector = doc.v,
-                   search_length = (SELECT coalesce(sum(coalesce(array_length(t.positions, 1),
-                                                                 1)), 0)
-                                    FROM unnest(doc.v) AS t)
-              FROM doc
-             WHERE e.episode_id = :id
-            RETURNING e.search_length
-            """
+            "UPDATE episodes SET search_vector = CAST(:v AS tsvector), search_length = :n "
+            "WHERE episode_id = :id RETURNING episode_id"
         ),
-        {"id": prepared.episode_id, "max_chars": MAX_INDEXED_CHARS},
-    ).scalar_one_or_none()
-    if length is None:
+        {"v": prepared.document, "n": prepared.document_length, "id": prepared.episode_id},
+    ).first()
+    if found is None:
         raise NotFound(
             f"episode {prepared.episode_id} does not exist",
             episode_id=str(prepared.episode_id),
         )
     return IndexResult(
-        episode_id=prepared.episode_id, chunks_added=added, search_length=int(length)
+        episode_id=prepared.episode_id,
+        chunks_added=added,
+        search_length=prepared.document_length,
     )
 
 
-def index_episode(conn: Connection, episode_id: uuid.UUID | str, embedder: Embedder) -> IndexResult:
-    """Indexes an episode for Recall: :func:`prepare_episode_index` then
-    :func:`write_episode_index` on the same connection.
+def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str) -> IndexInput:
+    """Reads (and opens) what :func:`prepare_episode_index` needs from the database: for
+    an episode whose summary is stored (backfills, tests); the summariser passes what it
+    has in hand instead."""
+    episode_uuid = uuid.UUID(str(episode_id))
+    row = (
+        conn.execute(
+            text(
+                "SELECT episode_id, thread_id, dataset, end_sequence, summary, key_learnings "
+                "FROM episodes WHERE episode_id = :id"
+            ),
+            {"id": episode_uuid},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"episode {episode_uuid} does not exist", episode_id=str(episode_uuid))
+    episode = vault.open_one(conn, row, "episodes")
+    rows = (
+        conn.execute(
+            text(
+                "SELECT sequence, content, metadata FROM messages "
+                "WHERE thread_id = :t AND sequence <= :end ORDER BY sequence"
+            ),
+            {"t": row["thread_id"], "end": row["end_sequence"]},
+        )
+        .mappings()
+        .all()
+    )
+    messages = vault.open_rows(conn, row["dataset"], list(rows), "messages")
+    return IndexInput(
+        episode_id=episode_uuid,
+        thread_id=row["thread_id"],
+        dataset=row["dataset"],
+        end_sequence=row["end_sequence"],
+        messages=[(m["sequence"], indexed_text(m["content"], m["metadata"])) for m in messages],
+        summary=episode["summary"],
+        key_learnings=list(episode["key_learnings"] or []),
+    )
+
+
+def index_episode(
+    conn: Connection, vault: Vault, episode_id: uuid.UUID | str, embedder: Embedder
+) -> IndexResult:
+    """Indexes an episode whose summary is stored: :func:`load_index_input`,
+    :func:`prepare_episode_index` and :func:`write_episode_index` on one connection.
 
     Contract:
 
-    - Call it in the transaction that completes the episode, after the row has its final
-      ``summary`` and ``key_learnings`` (before or after ``status = 'completed'``). The
-      thread's messages up to ``end_sequence`` are stored by then (Ingest commits messages
-      before an episode over them can exist).
+    - The summariser does the same in two halves: it prepares from what it has in hand
+      before the completion transaction and writes inside it, after the summary.
     - It embeds, with ``embedder`` (of the schema's dimension), the thread's messages up to
       ``end_sequence`` that no chunk covers yet: normally just the episode's window (the
-      first call on an older thread also covers its earlier windows). MiniLM embeds ~30
-      chunks a second; to keep that out of the transaction, call
-      :func:`prepare_episode_index` before it and :func:`write_episode_index` inside it.
+      first call on an older thread also covers its earlier windows).
     - Idempotent: chunks are keyed by thread and position (``ON CONFLICT DO NOTHING``) and
-      the lexical document is rebuilt; a rolled-back transaction leaves nothing behind.
-    - Raises NotFound for an unknown episode and ProviderError when the embedder fails
-      (treat it like a failure to embed the summary: retry the episode).
+      the lexical document is rewritten; a rolled-back transaction leaves nothing behind.
+    - Raises NotFound for an unknown episode and ProviderError when the embedder fails.
     """
-    return write_episode_index(conn, prepare_episode_index(conn, episode_id, embedder))
+    source = load_index_input(conn, vault, episode_id)
+    key = vault.for_read(conn, source.dataset)
+    return write_episode_index(conn, prepare_episode_index(conn, key, source, embedder))
 
 
-def index_missing(engine: Engine, embedder: Embedder, *, batch: int = 20) -> int:
+def index_missing(engine: Engine, embedder: Embedder, vault: Vault, *, batch: int = 20) -> int:
     """Indexes every completed episode that has no lexical document yet (episodes completed
     before the summariser indexed them, or after a change of the index); returns how many.
     Each batch is its own transaction; embedding happens outside it."""
@@ -309,7 +414,11 @@ def index_missing(engine: Engine, embedder: Embedder, *, batch: int = 20) -> int
                     {"n": batch},
                 ).scalars()
             )
-            prepared = [prepare_episode_index(conn, i, embedder) for i in ids]
+            prepared = []
+            for episode_id in ids:
+                source = load_index_input(conn, vault, episode_id)
+                key = vault.for_read(conn, source.dataset)
+                prepared.append(prepare_episode_index(conn, key, source, embedder))
         if not ids:
             return done
         with engine.begin() as conn:

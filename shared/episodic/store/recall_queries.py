@@ -44,8 +44,9 @@ from functools import lru_cache
 import numpy as np
 from sqlalchemy import Connection, RowMapping, TextClause, text
 
+from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
-from episodic.store.recall_index import TEXT_SEARCH_CONFIG
+from episodic.store.recall_index import query_tokens
 
 __all__ = [
     "BAND_EXPONENT",
@@ -81,13 +82,14 @@ class RecallFilters:
     as_of: datetime | None = None  # nothing that ended after it; recency measured from it
 
 
-def _filter_params(dataset: str, filters: RecallFilters) -> dict[str, object]:
+def _filter_params(key: DatasetKey, filters: RecallFilters) -> dict[str, object]:
     return {
-        "dataset": dataset,
+        "dataset": key.dataset,
         "since": filters.since,
         "until": filters.until,
         "thread_ids": list(filters.thread_ids) or None,
-        "entities": list(filters.entities) or None,
+        # Stored entities are blind tokens (episodes.entity_tokens).
+        "entities": sorted({key.token(e) for e in filters.entities}) or None,
         "event_type": filters.event_type,
         "as_of": filters.as_of,
     }
@@ -95,14 +97,14 @@ def _filter_params(dataset: str, filters: RecallFilters) -> dict[str, object]:
 
 _CANDIDATES = """
     SELECT e.episode_id, e.thread_id, e.end_sequence, e.ended_at, e.embedding,
-           e.search_vector, e.search_length, e.summary, e.key_learnings
+           e.search_vector, e.search_length
     FROM episodes e
     WHERE e.dataset = :dataset AND e.status = 'completed'
       AND (CAST(:as_of AS timestamptz) IS NULL OR e.ended_at <= CAST(:as_of AS timestamptz))
       AND (CAST(:since AS timestamptz) IS NULL OR e.ended_at >= CAST(:since AS timestamptz))
       AND (CAST(:until AS timestamptz) IS NULL OR e.started_at <= CAST(:until AS timestamptz))
       AND (CAST(:thread_ids AS uuid[]) IS NULL OR e.thread_id = ANY(CAST(:thread_ids AS uuid[])))
-      AND (CAST(:entities AS text[]) IS NULL OR e.entities @> CAST(:entities AS text[]))
+      AND (CAST(:entities AS text[]) IS NULL OR e.entity_tokens @> CAST(:entities AS text[]))
       AND (CAST(:event_type AS text) IS NULL OR e.event_type = CAST(:event_type AS text))
 """
 
@@ -143,16 +145,13 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
         summary_cos = "coalesce(1.0 - (c.embedding <=> (SELECT v FROM qv)), 0.0)"
     return f"""
         WITH c AS MATERIALIZED (
-            SELECT x.*,
-                   coalesce(x.search_vector, to_tsvector('{TEXT_SEARCH_CONFIG}',
-                            x.summary || ' ' || x.key_learnings::text)) AS tsv
+            -- An episode not indexed yet is found by its summary's embedding alone.
+            SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
             FROM ({_CANDIDATES}) x
         ),
         qv AS (SELECT CAST(:qvec AS vector) AS v),
-        q AS (
-            SELECT DISTINCT lexeme
-            FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', CAST(:query AS text)))
-        ),
+        -- The query's lexemes, blinded like the index (recall_index.query_tokens).
+        q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
         -- The query's lexemes OR-ed, quoted for tsquery: documents that contain none of
         -- them are skipped before their lexemes are unnested (NULL, no rows, without any).
         qq AS (
@@ -297,7 +296,7 @@ def _compiled(with_query: bool, with_vector: bool) -> TextClause:
 def rank_episodes(
     conn: Connection,
     *,
-    dataset: str,
+    key: DatasetKey,
     filters: RecallFilters,
     query: str | None,
     query_vector: np.ndarray | None,
@@ -305,21 +304,23 @@ def rank_episodes(
     recency_weight: float,
     limit: int,
 ) -> tuple[list[RowMapping], int]:
-    """The top ``limit`` candidates by relevance, best first, with ``similarity``,
-    ``recency`` and ``relevance`` columns beside the episode's, and how many completed
-    episodes the dataset has (that ended by ``as_of``, when given; other filters do not
-    apply to the count). Without ``query`` (or with ``similarity_weight`` 0) similarity is
-    0 and nothing is searched; without ``query_vector`` the semantic part is 0."""
+    """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
+    ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
+    stored: open them with ``key``), and how many completed episodes the dataset has (that
+    ended by ``as_of``, when given; other filters do not apply to the count). Without
+    ``query`` (or with ``similarity_weight`` 0) similarity is 0 and nothing is searched;
+    without ``query_vector`` the semantic part is 0."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
     params: dict[str, object] = {
-        **_filter_params(dataset, filters),
+        **_filter_params(key, filters),
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,
     }
     if with_query:
-        params["query"] = query
+        assert query is not None
+        params["lexemes"] = query_tokens(conn, key, query)
         params["qvec"] = (
             np.asarray(query_vector, dtype=np.float32)
             if with_vector and query_vector is not None

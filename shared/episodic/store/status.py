@@ -27,6 +27,10 @@ class PipelineStatus:
     failed_episodes: list[dict[str, Any]] = field(default_factory=list)
     threads_without_timer: int = 0
     oldest_untimed_thread_age: timedelta | None = None
+    lifecycle_last_run_at: datetime | None = None
+    lifecycle_last_result: dict[str, Any] = field(default_factory=dict)
+    datasets_erasing: int = 0
+    threads_compacted: int = 0
 
 
 #: A thread with uncaptured messages and no timer this long after its last message lost its
@@ -89,6 +93,19 @@ def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> P
         {**params, "grace": LOST_NOTICE_AFTER},
     ).one()
     status.threads_without_timer, status.oldest_untimed_thread_age = untimed[0], untimed[1]
+    lease = conn.execute(
+        text("SELECT last_run_at, last_result FROM leases WHERE name = 'scheduler.lifecycle'")
+    ).first()
+    if lease is not None:
+        status.lifecycle_last_run_at = lease[0]
+        status.lifecycle_last_result = dict(lease[1] or {})
+    status.datasets_erasing, status.threads_compacted = conn.execute(
+        text(
+            f"SELECT (SELECT count(*) FROM datasets WHERE {scope} AND erasing_since IS NOT NULL), "
+            f"(SELECT count(*) FROM threads WHERE {scope} AND compacted_at IS NOT NULL)"
+        ),
+        params,
+    ).one()
     status.failed_episodes = [
         dict(row)
         for row in conn.execute(

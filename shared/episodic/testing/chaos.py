@@ -19,7 +19,8 @@ load, the run waits (polling with a deadline) until the services' own loops have
 every message with an episode and nothing is pending, processing or scheduled, then checks:
 
 - every acknowledged message is stored, at the sequence its receipt named, with the same
-  idempotency key, role and content (SHA-256 compared in SQL); nothing stored twice;
+  idempotency key, role and content (opened with the keyring, SHA-256 compared); nothing
+  stored twice;
 - :func:`~episodic.testing.invariants.check_invariants` with ``all_covered=True``
   (gap-free sequences, contiguous disjoint windows, at most one current episode);
 - no episode stuck (pending, processing or failed; semantic extraction likewise);
@@ -70,6 +71,7 @@ from episodic.runtime import EmbeddedPostgres
 from episodic.store.db import make_engine
 from episodic.testing.database import TestDatabases
 from episodic.testing.invariants import InvariantViolation, check_invariants
+from episodic.testing.keys import test_vault
 from episodic.testing.processes import ServiceProcess, start_service
 from episodic.testing.proxy import CutMode, TcpProxy
 
@@ -1326,15 +1328,27 @@ class _Run:
                 "WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = a.thread_id "
                 "AND m.sequence = a.sequence) ORDER BY 1, 2"
             ).fetchall()
-            changed = conn.execute(
-                "SELECT a.thread_id, a.sequence, a.key, m.idempotency_key, a.role, m.role, "
-                "a.sha256 = encode(sha256(convert_to(m.content, 'UTF8')), 'hex') "
-                "FROM acked a JOIN messages m ON m.thread_id = a.thread_id "
-                "AND m.sequence = a.sequence "
-                "WHERE m.idempotency_key IS DISTINCT FROM a.key OR m.role <> a.role "
-                "OR encode(sha256(convert_to(m.content, 'UTF8')), 'hex') <> a.sha256 "
-                "ORDER BY 1, 2"
-            ).fetchall()
+            # Content is sealed at rest: opened here with the suite's keyring, then hashed.
+            vault = test_vault()
+            keys: dict[str, Any] = {}
+            changed = []
+            with conn.cursor(name="acked_rows") as cursor:
+                cursor.execute(
+                    "SELECT a.thread_id, a.sequence, a.key, m.idempotency_key, a.role, m.role, "
+                    "a.sha256, m.content, t.dataset "
+                    "FROM acked a JOIN messages m ON m.thread_id = a.thread_id "
+                    "AND m.sequence = a.sequence JOIN threads t ON t.thread_id = m.thread_id "
+                    "ORDER BY 1, 2"
+                )
+                for r in cursor:
+                    dataset = r[8]
+                    if dataset not in keys:
+                        with self.engine.connect() as sa:
+                            keys[dataset] = vault.for_read(sa, dataset, fresh=True)
+                    content = keys[dataset].open(bytes(r[7]), "messages.content")
+                    same = _sha256(content) == r[6]
+                    if r[3] != r[2] or r[5] != r[4] or not same:
+                        changed.append((*r[:6], same))
             duplicates = conn.execute(
                 "SELECT thread_id, idempotency_key, count(*) FROM messages "
                 "WHERE idempotency_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1"

@@ -15,6 +15,8 @@ from typing import Any
 
 import grpc
 
+from episodic.testing.keys import keyring_file
+
 # Fast, deterministic defaults for tests; a test overrides what it exercises.
 TEST_ENV = {
     "EPISODIC_EMBEDDING_PROVIDER": "hashing",
@@ -72,9 +74,16 @@ def start_service(
 ) -> ServiceProcess:
     """Starts ``episodic.services.<name>`` and waits (on its output, not a sleep) until it
     listens and answers SERVING. ``credentials``: how to reach a TLS server for that check."""
-    full_env = {**os.environ, **TEST_ENV, "EPISODIC_DATABASE_URL": database_url}
+    full_env = {
+        **os.environ,
+        **TEST_ENV,
+        "EPISODIC_MASTER_KEY_FILE": str(keyring_file()),
+        "EPISODIC_DATABASE_URL": database_url,
+    }
     full_env[f"EPISODIC_{name.upper()}_PORT"] = "0"
     full_env.update(env or {})
+    if not full_env["EPISODIC_MASTER_KEY_FILE"]:  # a test running without encryption
+        del full_env["EPISODIC_MASTER_KEY_FILE"]
     proc = subprocess.Popen(
         [sys.executable, "-m", f"episodic.services.{name}"],
         env=full_env,

@@ -148,3 +148,106 @@ class ListDatasetsResponse(_message.Message):
     datasets: _containers.RepeatedCompositeFieldContainer[DatasetSummary]
     next_page_token: str
     def __init__(self, datasets: _Optional[_Iterable[_Union[DatasetSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ErasureReceipt(_message.Message):
+    __slots__ = ("receipt_id", "scope", "dataset", "dataset_digest", "thread_id", "rows_deleted", "started_at", "finished_at", "data_key_destroyed", "audit_events_pseudonymised", "api_keys_scrubbed", "digest")
+    class RowsDeletedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    DATASET_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    ROWS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    DATA_KEY_DESTROYED_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_EVENTS_PSEUDONYMISED_FIELD_NUMBER: _ClassVar[int]
+    API_KEYS_SCRUBBED_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    receipt_id: str
+    scope: str
+    dataset: str
+    dataset_digest: str
+    thread_id: str
+    rows_deleted: _containers.ScalarMap[str, int]
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    data_key_destroyed: bool
+    audit_events_pseudonymised: int
+    api_keys_scrubbed: int
+    digest: str
+    def __init__(self, receipt_id: _Optional[str] = ..., scope: _Optional[str] = ..., dataset: _Optional[str] = ..., dataset_digest: _Optional[str] = ..., thread_id: _Optional[str] = ..., rows_deleted: _Optional[_Mapping[str, int]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_key_destroyed: _Optional[bool] = ..., audit_events_pseudonymised: _Optional[int] = ..., api_keys_scrubbed: _Optional[int] = ..., digest: _Optional[str] = ...) -> None: ...
+
+class DeleteDatasetRequest(_message.Message):
+    __slots__ = ("dataset",)
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    def __init__(self, dataset: _Optional[str] = ...) -> None: ...
+
+class DeleteDatasetResponse(_message.Message):
+    __slots__ = ("receipt",)
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    receipt: ErasureReceipt
+    def __init__(self, receipt: _Optional[_Union[ErasureReceipt, _Mapping]] = ...) -> None: ...
+
+class DeleteThreadRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
+class DeleteThreadResponse(_message.Message):
+    __slots__ = ("receipt",)
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    receipt: ErasureReceipt
+    def __init__(self, receipt: _Optional[_Union[ErasureReceipt, _Mapping]] = ...) -> None: ...
+
+class DatasetPolicy(_message.Message):
+    __slots__ = ("dataset", "retention_days", "compact_after_days", "effective_retention_days", "effective_compact_after_days", "encrypted")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
+    COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTED_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    retention_days: int
+    compact_after_days: int
+    effective_retention_days: int
+    effective_compact_after_days: int
+    encrypted: bool
+    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ..., effective_retention_days: _Optional[int] = ..., effective_compact_after_days: _Optional[int] = ..., encrypted: _Optional[bool] = ...) -> None: ...
+
+class GetDatasetPolicyRequest(_message.Message):
+    __slots__ = ("dataset",)
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    def __init__(self, dataset: _Optional[str] = ...) -> None: ...
+
+class GetDatasetPolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: DatasetPolicy
+    def __init__(self, policy: _Optional[_Union[DatasetPolicy, _Mapping]] = ...) -> None: ...
+
+class SetDatasetPolicyRequest(_message.Message):
+    __slots__ = ("dataset", "retention_days", "compact_after_days")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
+    COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    retention_days: int
+    compact_after_days: int
+    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ...) -> None: ...
+
+class SetDatasetPolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: DatasetPolicy
+    def __init__(self, policy: _Optional[_Union[DatasetPolicy, _Mapping]] = ...) -> None: ...

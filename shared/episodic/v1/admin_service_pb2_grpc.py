@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class AdminServiceStub:
-    """Administration of the suite: API keys and the audit log. Served by the Ingest process.
+    """Administration of the suite: API keys, the audit log, datasets' erasure and lifecycle
+    policy. Served by the Ingest process.
     """
 
     def __init__(self, channel):
@@ -60,10 +61,31 @@ class AdminServiceStub:
                 request_serializer=episodic_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
+        self.DeleteDataset = channel.unary_unary(
+                '/episodic.v1.AdminService/DeleteDataset',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.DeleteDatasetRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.DeleteDatasetResponse.FromString,
+                _registered_method=True)
+        self.DeleteThread = channel.unary_unary(
+                '/episodic.v1.AdminService/DeleteThread',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.DeleteThreadRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.DeleteThreadResponse.FromString,
+                _registered_method=True)
+        self.GetDatasetPolicy = channel.unary_unary(
+                '/episodic.v1.AdminService/GetDatasetPolicy',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.GetDatasetPolicyRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.GetDatasetPolicyResponse.FromString,
+                _registered_method=True)
+        self.SetDatasetPolicy = channel.unary_unary(
+                '/episodic.v1.AdminService/SetDatasetPolicy',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
-    """Administration of the suite: API keys and the audit log. Served by the Ingest process.
+    """Administration of the suite: API keys, the audit log, datasets' erasure and lifecycle
+    policy. Served by the Ingest process.
     """
 
     def CreateApiKey(self, request, context):
@@ -102,6 +124,39 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteDataset(self, request, context):
+        """Erases a dataset: every thread, message, episode (any status), embedding, chunk,
+        fact, timer and idempotency key of it, and its data key (crypto-erasure of backups).
+        Runs in short transactions while the pipeline keeps running; threads cannot be
+        created in the dataset until it is done. NOT_FOUND when nothing of it is stored;
+        ABORTED while another erasure of it runs. Returns a receipt, also kept in the audit
+        log under a pseudonym.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteThread(self, request, context):
+        """Erases one thread and everything derived from it; returns a receipt.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDatasetPolicy(self, request, context):
+        """A dataset's retention and compaction policy, and whether it is encrypted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetDatasetPolicy(self, request, context):
+        """Sets a dataset's retention and compaction policy (unset fields: the global default).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +185,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=episodic_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.SerializeToString,
             ),
+            'DeleteDataset': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteDataset,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.DeleteDatasetRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.DeleteDatasetResponse.SerializeToString,
+            ),
+            'DeleteThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteThread,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.DeleteThreadRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.DeleteThreadResponse.SerializeToString,
+            ),
+            'GetDatasetPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDatasetPolicy,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.GetDatasetPolicyRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.GetDatasetPolicyResponse.SerializeToString,
+            ),
+            'SetDatasetPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetDatasetPolicy,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'episodic.v1.AdminService', rpc_method_handlers)
@@ -139,7 +214,8 @@ def add_AdminServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class AdminService:
-    """Administration of the suite: API keys and the audit log. Served by the Ingest process.
+    """Administration of the suite: API keys, the audit log, datasets' erasure and lifecycle
+    policy. Served by the Ingest process.
     """
 
     @staticmethod
@@ -267,6 +343,114 @@ class AdminService:
             '/episodic.v1.AdminService/ListAuditEvents',
             episodic_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
             episodic_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteDataset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/DeleteDataset',
+            episodic_dot_v1_dot_admin__service__pb2.DeleteDatasetRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.DeleteDatasetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/DeleteThread',
+            episodic_dot_v1_dot_admin__service__pb2.DeleteThreadRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.DeleteThreadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDatasetPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/GetDatasetPolicy',
+            episodic_dot_v1_dot_admin__service__pb2.GetDatasetPolicyRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.GetDatasetPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetDatasetPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/SetDatasetPolicy',
+            episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

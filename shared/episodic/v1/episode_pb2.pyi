@@ -72,7 +72,7 @@ EPISODE_TRIGGER_BACKSTOP: EpisodeTrigger
 EPISODE_TRIGGER_MANUAL: EpisodeTrigger
 
 class Thread(_message.Message):
-    __slots__ = ("thread_id", "dataset", "label", "metadata", "message_count", "captured_sequence", "created_at", "last_message_at", "ended_at")
+    __slots__ = ("thread_id", "dataset", "label", "metadata", "message_count", "captured_sequence", "created_at", "last_message_at", "ended_at", "compaction")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,7 @@ class Thread(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_MESSAGE_AT_FIELD_NUMBER: _ClassVar[int]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     dataset: str
     label: str
@@ -91,7 +92,22 @@ class Thread(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     last_message_at: _timestamp_pb2.Timestamp
     ended_at: _timestamp_pb2.Timestamp
-    def __init__(self, thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., label: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., message_count: _Optional[int] = ..., captured_sequence: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_message_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    compaction: ThreadCompaction
+    def __init__(self, thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., label: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., message_count: _Optional[int] = ..., captured_sequence: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_message_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., compaction: _Optional[_Union[ThreadCompaction, _Mapping]] = ...) -> None: ...
+
+class ThreadCompaction(_message.Message):
+    __slots__ = ("compacted_at", "through_sequence", "content_digest", "episode_id", "summary")
+    COMPACTED_AT_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    compacted_at: _timestamp_pb2.Timestamp
+    through_sequence: int
+    content_digest: str
+    episode_id: str
+    summary: str
+    def __init__(self, compacted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., through_sequence: _Optional[int] = ..., content_digest: _Optional[str] = ..., episode_id: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
     __slots__ = ("thread_id", "sequence", "role", "content", "metadata", "created_at", "received_at", "idempotency_key")

@@ -121,12 +121,14 @@ class ListMessagesRequest(_message.Message):
     def __init__(self, thread_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., start_sequence: _Optional[int] = ..., end_sequence: _Optional[int] = ...) -> None: ...
 
 class ListMessagesResponse(_message.Message):
-    __slots__ = ("messages", "next_page_token")
+    __slots__ = ("messages", "next_page_token", "compaction")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Message]
     next_page_token: str
-    def __init__(self, messages: _Optional[_Iterable[_Union[_episode_pb2.Message, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    compaction: _episode_pb2.ThreadCompaction
+    def __init__(self, messages: _Optional[_Iterable[_Union[_episode_pb2.Message, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., compaction: _Optional[_Union[_episode_pb2.ThreadCompaction, _Mapping]] = ...) -> None: ...
 
 class ListThreadsRequest(_message.Message):
     __slots__ = ("dataset", "page_size", "page_token")

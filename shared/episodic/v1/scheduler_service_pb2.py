@@ -27,7 +27,7 @@ from episodic.v1 import episode_pb2 as episodic_dot_v1_dot_episode__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#episodic/v1/scheduler_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"*\n\x15RecordActivityRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"E\n\x16RecordActivityResponse\x12+\n\x07\x66ire_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x1aRecordThreadStartedRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"<\n\x1bRecordThreadStartedResponse\x12\x1d\n\x15timers_pulled_forward\x18\x01 \x01(\x05\"X\n\x15RequestEpisodeRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12,\n\x07trigger\x18\x02 \x01(\x0e\x32\x1b.episodic.v1.EpisodeTrigger\"W\n\x16RequestEpisodeResponse\x12\x16\n\x0e\x65pisode_queued\x18\x01 \x01(\x08\x12%\n\x07\x65pisode\x18\x02 \x01(\x0b\x32\x14.episodic.v1.Episode\"<\n\x0fRunSweepRequest\x12)\n\x05\x61s_of\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x93\x01\n\x10RunSweepResponse\x12\x18\n\x10\x65pisodes_created\x18\x01 \x01(\x05\x12\x16\n\x0etimers_dropped\x18\x02 \x01(\x05\x12\x18\n\x10timers_caught_up\x18\x03 \x01(\x05\x12\x18\n\x10\x63laims_reclaimed\x18\x04 \x01(\x05\x12\x19\n\x11\x62\x61\x63kstop_episodes\x18\x05 \x01(\x05\"*\n\x14\x44\x65leteEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\">\n\x15\x44\x65leteEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\")\n\x13RetryEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\"=\n\x14RetryEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode2\xe4\x04\n\x10SchedulerService\x12\x63\n\x0eRecordActivity\x12\".episodic.v1.RecordActivityRequest\x1a#.episodic.v1.RecordActivityResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12r\n\x13RecordThreadStarted\x12\'.episodic.v1.RecordThreadStartedRequest\x1a(.episodic.v1.RecordThreadStartedResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12\x63\n\x0eRequestEpisode\x12\".episodic.v1.RequestEpisodeRequest\x1a#.episodic.v1.RequestEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12Q\n\x08RunSweep\x12\x1c.episodic.v1.RunSweepRequest\x1a\x1d.episodic.v1.RunSweepResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x02\x12`\n\rDeleteEpisode\x12!.episodic.v1.DeleteEpisodeRequest\x1a\".episodic.v1.DeleteEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x01\x12]\n\x0cRetryEpisode\x12 .episodic.v1.RetryEpisodeRequest\x1a!.episodic.v1.RetryEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#episodic/v1/scheduler_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"*\n\x15RecordActivityRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"E\n\x16RecordActivityResponse\x12+\n\x07\x66ire_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x1aRecordThreadStartedRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"<\n\x1bRecordThreadStartedResponse\x12\x1d\n\x15timers_pulled_forward\x18\x01 \x01(\x05\"X\n\x15RequestEpisodeRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12,\n\x07trigger\x18\x02 \x01(\x0e\x32\x1b.episodic.v1.EpisodeTrigger\"W\n\x16RequestEpisodeResponse\x12\x16\n\x0e\x65pisode_queued\x18\x01 \x01(\x08\x12%\n\x07\x65pisode\x18\x02 \x01(\x0b\x32\x14.episodic.v1.Episode\"<\n\x0fRunSweepRequest\x12)\n\x05\x61s_of\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xc6\x01\n\x10RunSweepResponse\x12\x18\n\x10\x65pisodes_created\x18\x01 \x01(\x05\x12\x16\n\x0etimers_dropped\x18\x02 \x01(\x05\x12\x18\n\x10timers_caught_up\x18\x03 \x01(\x05\x12\x18\n\x10\x63laims_reclaimed\x18\x04 \x01(\x05\x12\x19\n\x11\x62\x61\x63kstop_episodes\x18\x05 \x01(\x05\x12\x16\n\x0ethreads_purged\x18\x06 \x01(\x05\x12\x19\n\x11threads_compacted\x18\x07 \x01(\x05\"*\n\x14\x44\x65leteEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\">\n\x15\x44\x65leteEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\")\n\x13RetryEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\"=\n\x14RetryEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode2\xe4\x04\n\x10SchedulerService\x12\x63\n\x0eRecordActivity\x12\".episodic.v1.RecordActivityRequest\x1a#.episodic.v1.RecordActivityResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12r\n\x13RecordThreadStarted\x12\'.episodic.v1.RecordThreadStartedRequest\x1a(.episodic.v1.RecordThreadStartedResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12\x63\n\x0eRequestEpisode\x12\".episodic.v1.RequestEpisodeRequest\x1a#.episodic.v1.RequestEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x04\x10\x01\x12Q\n\x08RunSweep\x12\x1c.episodic.v1.RunSweepRequest\x1a\x1d.episodic.v1.RunSweepResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x02\x12`\n\rDeleteEpisode\x12!.episodic.v1.DeleteEpisodeRequest\x1a\".episodic.v1.DeleteEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x01\x12]\n\x0cRetryEpisode\x12 .episodic.v1.RetryEpisodeRequest\x1a!.episodic.v1.RetryEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x03\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -61,15 +61,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNSWEEPREQUEST']._serialized_start=543
   _globals['_RUNSWEEPREQUEST']._serialized_end=603
   _globals['_RUNSWEEPRESPONSE']._serialized_start=606
-  _globals['_RUNSWEEPRESPONSE']._serialized_end=753
-  _globals['_DELETEEPISODEREQUEST']._serialized_start=755
-  _globals['_DELETEEPISODEREQUEST']._serialized_end=797
-  _globals['_DELETEEPISODERESPONSE']._serialized_start=799
-  _globals['_DELETEEPISODERESPONSE']._serialized_end=861
-  _globals['_RETRYEPISODEREQUEST']._serialized_start=863
-  _globals['_RETRYEPISODEREQUEST']._serialized_end=904
-  _globals['_RETRYEPISODERESPONSE']._serialized_start=906
-  _globals['_RETRYEPISODERESPONSE']._serialized_end=967
-  _globals['_SCHEDULERSERVICE']._serialized_start=970
-  _globals['_SCHEDULERSERVICE']._serialized_end=1582
+  _globals['_RUNSWEEPRESPONSE']._serialized_end=804
+  _globals['_DELETEEPISODEREQUEST']._serialized_start=806
+  _globals['_DELETEEPISODEREQUEST']._serialized_end=848
+  _globals['_DELETEEPISODERESPONSE']._serialized_start=850
+  _globals['_DELETEEPISODERESPONSE']._serialized_end=912
+  _globals['_RETRYEPISODEREQUEST']._serialized_start=914
+  _globals['_RETRYEPISODEREQUEST']._serialized_end=955
+  _globals['_RETRYEPISODERESPONSE']._serialized_start=957
+  _globals['_RETRYEPISODERESPONSE']._serialized_end=1018
+  _globals['_SCHEDULERSERVICE']._serialized_start=1021
+  _globals['_SCHEDULERSERVICE']._serialized_end=1633
 # @@protoc_insertion_point(module_scope)

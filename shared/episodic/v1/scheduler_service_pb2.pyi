@@ -57,18 +57,22 @@ class RunSweepRequest(_message.Message):
     def __init__(self, as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunSweepResponse(_message.Message):
-    __slots__ = ("episodes_created", "timers_dropped", "timers_caught_up", "claims_reclaimed", "backstop_episodes")
+    __slots__ = ("episodes_created", "timers_dropped", "timers_caught_up", "claims_reclaimed", "backstop_episodes", "threads_purged", "threads_compacted")
     EPISODES_CREATED_FIELD_NUMBER: _ClassVar[int]
     TIMERS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     TIMERS_CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
     CLAIMS_RECLAIMED_FIELD_NUMBER: _ClassVar[int]
     BACKSTOP_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    THREADS_PURGED_FIELD_NUMBER: _ClassVar[int]
+    THREADS_COMPACTED_FIELD_NUMBER: _ClassVar[int]
     episodes_created: int
     timers_dropped: int
     timers_caught_up: int
     claims_reclaimed: int
     backstop_episodes: int
-    def __init__(self, episodes_created: _Optional[int] = ..., timers_dropped: _Optional[int] = ..., timers_caught_up: _Optional[int] = ..., claims_reclaimed: _Optional[int] = ..., backstop_episodes: _Optional[int] = ...) -> None: ...
+    threads_purged: int
+    threads_compacted: int
+    def __init__(self, episodes_created: _Optional[int] = ..., timers_dropped: _Optional[int] = ..., timers_caught_up: _Optional[int] = ..., claims_reclaimed: _Optional[int] = ..., backstop_episodes: _Optional[int] = ..., threads_purged: _Optional[int] = ..., threads_compacted: _Optional[int] = ...) -> None: ...
 
 class DeleteEpisodeRequest(_message.Message):
     __slots__ = ("episode_id",)

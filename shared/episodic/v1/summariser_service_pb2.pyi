@@ -78,7 +78,7 @@ class EpisodeError(_message.Message):
     def __init__(self, episode_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., status: _Optional[str] = ..., retry_count: _Optional[int] = ..., error: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetPipelineStatusResponse(_message.Message):
-    __slots__ = ("status_counts", "semantic_status_counts", "oldest_pending_age", "oldest_processing_age", "timers_due", "oldest_due_timer_age", "timers_waiting", "threads_uncaptured", "recent_errors", "llm", "embedder", "observed_at", "pending_waiting", "latest_retry_at", "failed_episodes", "threads_without_timer", "oldest_untimed_thread_age")
+    __slots__ = ("status_counts", "semantic_status_counts", "oldest_pending_age", "oldest_processing_age", "timers_due", "oldest_due_timer_age", "timers_waiting", "threads_uncaptured", "recent_errors", "llm", "embedder", "observed_at", "pending_waiting", "latest_retry_at", "failed_episodes", "threads_without_timer", "oldest_untimed_thread_age", "lifecycle")
     class StatusCountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,7 @@ class GetPipelineStatusResponse(_message.Message):
     FAILED_EPISODES_FIELD_NUMBER: _ClassVar[int]
     THREADS_WITHOUT_TIMER_FIELD_NUMBER: _ClassVar[int]
     OLDEST_UNTIMED_THREAD_AGE_FIELD_NUMBER: _ClassVar[int]
+    LIFECYCLE_FIELD_NUMBER: _ClassVar[int]
     status_counts: _containers.ScalarMap[str, int]
     semantic_status_counts: _containers.ScalarMap[str, int]
     oldest_pending_age: _duration_pb2.Duration
@@ -127,4 +128,23 @@ class GetPipelineStatusResponse(_message.Message):
     failed_episodes: _containers.RepeatedCompositeFieldContainer[EpisodeError]
     threads_without_timer: int
     oldest_untimed_thread_age: _duration_pb2.Duration
-    def __init__(self, status_counts: _Optional[_Mapping[str, int]] = ..., semantic_status_counts: _Optional[_Mapping[str, int]] = ..., oldest_pending_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., oldest_processing_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timers_due: _Optional[int] = ..., oldest_due_timer_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timers_waiting: _Optional[int] = ..., threads_uncaptured: _Optional[int] = ..., recent_errors: _Optional[_Iterable[_Union[EpisodeError, _Mapping]]] = ..., llm: _Optional[_Union[ProviderHealth, _Mapping]] = ..., embedder: _Optional[_Union[ProviderHealth, _Mapping]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending_waiting: _Optional[int] = ..., latest_retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failed_episodes: _Optional[_Iterable[_Union[EpisodeError, _Mapping]]] = ..., threads_without_timer: _Optional[int] = ..., oldest_untimed_thread_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    lifecycle: LifecycleStatus
+    def __init__(self, status_counts: _Optional[_Mapping[str, int]] = ..., semantic_status_counts: _Optional[_Mapping[str, int]] = ..., oldest_pending_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., oldest_processing_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timers_due: _Optional[int] = ..., oldest_due_timer_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timers_waiting: _Optional[int] = ..., threads_uncaptured: _Optional[int] = ..., recent_errors: _Optional[_Iterable[_Union[EpisodeError, _Mapping]]] = ..., llm: _Optional[_Union[ProviderHealth, _Mapping]] = ..., embedder: _Optional[_Union[ProviderHealth, _Mapping]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending_waiting: _Optional[int] = ..., latest_retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failed_episodes: _Optional[_Iterable[_Union[EpisodeError, _Mapping]]] = ..., threads_without_timer: _Optional[int] = ..., oldest_untimed_thread_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lifecycle: _Optional[_Union[LifecycleStatus, _Mapping]] = ...) -> None: ...
+
+class LifecycleStatus(_message.Message):
+    __slots__ = ("last_run_at", "threads_purged", "threads_compacted", "messages_compacted", "erasures_resumed", "datasets_erasing", "threads_compacted_total")
+    LAST_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    THREADS_PURGED_FIELD_NUMBER: _ClassVar[int]
+    THREADS_COMPACTED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_COMPACTED_FIELD_NUMBER: _ClassVar[int]
+    ERASURES_RESUMED_FIELD_NUMBER: _ClassVar[int]
+    DATASETS_ERASING_FIELD_NUMBER: _ClassVar[int]
+    THREADS_COMPACTED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    last_run_at: _timestamp_pb2.Timestamp
+    threads_purged: int
+    threads_compacted: int
+    messages_compacted: int
+    erasures_resumed: int
+    datasets_erasing: int
+    threads_compacted_total: int
+    def __init__(self, last_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., threads_purged: _Optional[int] = ..., threads_compacted: _Optional[int] = ..., messages_compacted: _Optional[int] = ..., erasures_resumed: _Optional[int] = ..., datasets_erasing: _Optional[int] = ..., threads_compacted_total: _Optional[int] = ...) -> None: ...

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/admin_service.proto.
  */
 export const file_episodic_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9lcGlzb2RpYy92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtlcGlzb2RpYy52MSKTAgoGQXBpS2V5Eg4KBmtleV9pZBgBIAEoCRIOCgZwcmVmaXgYAiABKAkSDAoEbmFtZRgDIAEoCRIlCgRyb2xlGAQgASgOMhcuZXBpc29kaWMudjEuQWNjZXNzUm9sZRIQCghkYXRhc2V0cxgFIAMoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpjcmVhdGVkX2J5GAkgASgJIowBChNDcmVhdGVBcGlLZXlSZXF1ZXN0EgwKBG5hbWUYASABKAkSJQoEcm9sZRgCIAEoDjIXLmVwaXNvZGljLnYxLkFjY2Vzc1JvbGUSEAoIZGF0YXNldHMYAyADKAkSLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USIAoDa2V5GAEgASgLMhMuZXBpc29kaWMudjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSJVChJMaXN0QXBpS2V5c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSGAoQaW5jbHVkZV9pbmFjdGl2ZRgDIAEoCCJRChNMaXN0QXBpS2V5c1Jlc3BvbnNlEiEKBGtleXMYASADKAsyEy5lcGlzb2RpYy52MS5BcGlLZXkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKE1Jldm9rZUFwaUtleVJlcXVlc3QSCwoDa2V5GAEgASgJIjgKFFJldm9rZUFwaUtleVJlc3BvbnNlEiAKA2tleRgBIAEoCzITLmVwaXNvZGljLnYxLkFwaUtleSK+AQoKQXVkaXRFdmVudBIQCghldmVudF9pZBgBIAEoAxIvCgtvY2N1cnJlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKa2V5X3ByZWZpeBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSDwoHZGF0YXNldBgFIAEoCRIOCgZ0YXJnZXQYBiABKAkSKAoHZGV0YWlscxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiUAoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRIPCgdkYXRhc2V0GAMgASgJIlsKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmVwaXNvZGljLnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMpADCgxBZG1pblNlcnZpY2USXQoMQ3JlYXRlQXBpS2V5EiAuZXBpc29kaWMudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBohLmVwaXNvZGljLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlIgiKtRgECAMQAhJaCgtMaXN0QXBpS2V5cxIfLmVwaXNvZGljLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBogLmVwaXNvZGljLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiCIq1GAQIAxACEl0KDFJldm9rZUFwaUtleRIgLmVwaXNvZGljLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIS5lcGlzb2RpYy52MS5SZXZva2VBcGlLZXlSZXNwb25zZSIIirUYBAgDEAISZgoPTGlzdEF1ZGl0RXZlbnRzEiMuZXBpc29kaWMudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBokLmVwaXNvZGljLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlIgiKtRgECAMQAmIGcHJvdG8z", [file_episodic_v1_access, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch9lcGlzb2RpYy92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtlcGlzb2RpYy52MSKTAgoGQXBpS2V5Eg4KBmtleV9pZBgBIAEoCRIOCgZwcmVmaXgYAiABKAkSDAoEbmFtZRgDIAEoCRIlCgRyb2xlGAQgASgOMhcuZXBpc29kaWMudjEuQWNjZXNzUm9sZRIQCghkYXRhc2V0cxgFIAMoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpjcmVhdGVkX2J5GAkgASgJIowBChNDcmVhdGVBcGlLZXlSZXF1ZXN0EgwKBG5hbWUYASABKAkSJQoEcm9sZRgCIAEoDjIXLmVwaXNvZGljLnYxLkFjY2Vzc1JvbGUSEAoIZGF0YXNldHMYAyADKAkSLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USIAoDa2V5GAEgASgLMhMuZXBpc29kaWMudjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSJVChJMaXN0QXBpS2V5c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSGAoQaW5jbHVkZV9pbmFjdGl2ZRgDIAEoCCJRChNMaXN0QXBpS2V5c1Jlc3BvbnNlEiEKBGtleXMYASADKAsyEy5lcGlzb2RpYy52MS5BcGlLZXkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKE1Jldm9rZUFwaUtleVJlcXVlc3QSCwoDa2V5GAEgASgJIjgKFFJldm9rZUFwaUtleVJlc3BvbnNlEiAKA2tleRgBIAEoCzITLmVwaXNvZGljLnYxLkFwaUtleSK+AQoKQXVkaXRFdmVudBIQCghldmVudF9pZBgBIAEoAxIvCgtvY2N1cnJlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKa2V5X3ByZWZpeBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSDwoHZGF0YXNldBgFIAEoCRIOCgZ0YXJnZXQYBiABKAkSKAoHZGV0YWlscxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiUAoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRIPCgdkYXRhc2V0GAMgASgJIlsKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmVwaXNvZGljLnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoQBCg5EYXRhc2V0U3VtbWFyeRIPCgdkYXRhc2V0GAEgASgJEhQKDHRocmVhZF9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDEjQKEGxhc3RfYWN0aXZpdHlfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkwKE0xpc3REYXRhc2V0c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSDgoGcHJlZml4GAMgASgJIl4KFExpc3REYXRhc2V0c1Jlc3BvbnNlEi0KCGRhdGFzZXRzGAEgAygLMhsuZXBpc29kaWMudjEuRGF0YXNldFN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrMDCg5FcmFzdXJlUmVjZWlwdBISCgpyZWNlaXB0X2lkGAEgASgJEg0KBXNjb3BlGAIgASgJEg8KB2RhdGFzZXQYAyABKAkSFgoOZGF0YXNldF9kaWdlc3QYBCABKAkSEQoJdGhyZWFkX2lkGAUgASgJEkIKDHJvd3NfZGVsZXRlZBgGIAMoCzIsLmVwaXNvZGljLnYxLkVyYXN1cmVSZWNlaXB0LlJvd3NEZWxldGVkRW50cnkSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmRhdGFfa2V5X2Rlc3Ryb3llZBgJIAEoCBIiChphdWRpdF9ldmVudHNfcHNldWRvbnltaXNlZBgKIAEoAxIZChFhcGlfa2V5c19zY3J1YmJlZBgLIAEoAxIOCgZkaWdlc3QYDCABKAkaMgoQUm93c0RlbGV0ZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBIicKFERlbGV0ZURhdGFzZXRSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkiRQoVRGVsZXRlRGF0YXNldFJlc3BvbnNlEiwKB3JlY2VpcHQYASABKAsyGy5lcGlzb2RpYy52MS5FcmFzdXJlUmVjZWlwdCIoChNEZWxldGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSJEChREZWxldGVUaHJlYWRSZXNwb25zZRIsCgdyZWNlaXB0GAEgASgLMhsuZXBpc29kaWMudjEuRXJhc3VyZVJlY2VpcHQi4wEKDURhdGFzZXRQb2xpY3kSDwoHZGF0YXNldBgBIAEoCRIbCg5yZXRlbnRpb25fZGF5cxgCIAEoBUgAiAEBEh8KEmNvbXBhY3RfYWZ0ZXJfZGF5cxgDIAEoBUgBiAEBEiAKGGVmZmVjdGl2ZV9yZXRlbnRpb25fZGF5cxgEIAEoBRIkChxlZmZlY3RpdmVfY29tcGFjdF9hZnRlcl9kYXlzGAUgASgFEhEKCWVuY3J5cHRlZBgGIAEoCEIRCg9fcmV0ZW50aW9uX2RheXNCFQoTX2NvbXBhY3RfYWZ0ZXJfZGF5cyIqChdHZXREYXRhc2V0UG9saWN5UmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJIkYKGEdldERhdGFzZXRQb2xpY3lSZXNwb25zZRIqCgZwb2xpY3kYASABKAsyGi5lcGlzb2RpYy52MS5EYXRhc2V0UG9saWN5IpIBChdTZXREYXRhc2V0UG9saWN5UmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhsKDnJldGVudGlvbl9kYXlzGAIgASgFSACIAQESHwoSY29tcGFjdF9hZnRlcl9kYXlzGAMgASgFSAGIAQFCEQoPX3JldGVudGlvbl9kYXlzQhUKE19jb21wYWN0X2FmdGVyX2RheXMiRgoYU2V0RGF0YXNldFBvbGljeVJlc3BvbnNlEioKBnBvbGljeRgBIAEoCzIaLmVwaXNvZGljLnYxLkRhdGFzZXRQb2xpY3kyhgcKDEFkbWluU2VydmljZRJdCgxDcmVhdGVBcGlLZXkSIC5lcGlzb2RpYy52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiEuZXBpc29kaWMudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2UiCIq1GAQIAxACEloKC0xpc3RBcGlLZXlzEh8uZXBpc29kaWMudjEuTGlzdEFwaUtleXNSZXF1ZXN0GiAuZXBpc29kaWMudjEuTGlzdEFwaUtleXNSZXNwb25zZSIIirUYBAgDEAISXQoMUmV2b2tlQXBpS2V5EiAuZXBpc29kaWMudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBohLmVwaXNvZGljLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlIgiKtRgECAMQAhJdCgxMaXN0RGF0YXNldHMSIC5lcGlzb2RpYy52MS5MaXN0RGF0YXNldHNSZXF1ZXN0GiEuZXBpc29kaWMudjEuTGlzdERhdGFzZXRzUmVzcG9uc2UiCIq1GAQIAxACEmYKD0xpc3RBdWRpdEV2ZW50cxIjLmVwaXNvZGljLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5lcGlzb2RpYy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIIirUYBAgDEAISYAoNRGVsZXRlRGF0YXNldBIhLmVwaXNvZGljLnYxLkRlbGV0ZURhdGFzZXRSZXF1ZXN0GiIuZXBpc29kaWMudjEuRGVsZXRlRGF0YXNldFJlc3BvbnNlIgiKtRgECAMQARJdCgxEZWxldGVUaHJlYWQSIC5lcGlzb2RpYy52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GiEuZXBpc29kaWMudjEuRGVsZXRlVGhyZWFkUmVzcG9uc2UiCIq1GAQIAxABEmkKEEdldERhdGFzZXRQb2xpY3kSJC5lcGlzb2RpYy52MS5HZXREYXRhc2V0UG9saWN5UmVxdWVzdBolLmVwaXNvZGljLnYxLkdldERhdGFzZXRQb2xpY3lSZXNwb25zZSIIirUYBAgDEAESaQoQU2V0RGF0YXNldFBvbGljeRIkLmVwaXNvZGljLnYxLlNldERhdGFzZXRQb2xpY3lSZXF1ZXN0GiUuZXBpc29kaWMudjEuU2V0RGF0YXNldFBvbGljeVJlc3BvbnNlIgiKtRgECAMQAWIGcHJvdG8z", [file_episodic_v1_access, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * An API key as stored: everything but its secret.
@@ -398,7 +398,454 @@ export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> 
   messageDesc(file_episodic_v1_admin_service, 9);
 
 /**
- * Administration of the suite: API keys and the audit log. Served by the Ingest process.
+ * A dataset, as its threads describe it.
+ *
+ * @generated from message episodic.v1.DatasetSummary
+ */
+export type DatasetSummary = Message<"episodic.v1.DatasetSummary"> & {
+  /**
+   * The dataset.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * How many threads it has.
+   *
+   * @generated from field: int64 thread_count = 2;
+   */
+  threadCount: bigint;
+
+  /**
+   * How many messages its threads hold.
+   *
+   * @generated from field: int64 message_count = 3;
+   */
+  messageCount: bigint;
+
+  /**
+   * When its most recent thread was last active.
+   *
+   * @generated from field: google.protobuf.Timestamp last_activity_at = 4;
+   */
+  lastActivityAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.DatasetSummary.
+ * Use `create(DatasetSummarySchema)` to create a new message.
+ */
+export const DatasetSummarySchema: GenMessage<DatasetSummary> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 10);
+
+/**
+ * Request for AdminService.ListDatasets.
+ *
+ * @generated from message episodic.v1.ListDatasetsRequest
+ */
+export type ListDatasetsRequest = Message<"episodic.v1.ListDatasetsRequest"> & {
+  /**
+   * Maximum datasets to return: 0 means 50, larger values are capped at 1000.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * Token from a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+
+  /**
+   * Optional: only datasets starting with this (e.g. "acme/").
+   *
+   * @generated from field: string prefix = 3;
+   */
+  prefix: string;
+};
+
+/**
+ * Describes the message episodic.v1.ListDatasetsRequest.
+ * Use `create(ListDatasetsRequestSchema)` to create a new message.
+ */
+export const ListDatasetsRequestSchema: GenMessage<ListDatasetsRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 11);
+
+/**
+ * Response for AdminService.ListDatasets.
+ *
+ * @generated from message episodic.v1.ListDatasetsResponse
+ */
+export type ListDatasetsResponse = Message<"episodic.v1.ListDatasetsResponse"> & {
+  /**
+   * Datasets, most recently active first.
+   *
+   * @generated from field: repeated episodic.v1.DatasetSummary datasets = 1;
+   */
+  datasets: DatasetSummary[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message episodic.v1.ListDatasetsResponse.
+ * Use `create(ListDatasetsResponseSchema)` to create a new message.
+ */
+export const ListDatasetsResponseSchema: GenMessage<ListDatasetsResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 12);
+
+/**
+ * What an erasure removed: kept by whoever asked for it, and (without the dataset's name)
+ * in the audit log as the details of a "dataset.erase" or "thread.erase" event.
+ *
+ * @generated from message episodic.v1.ErasureReceipt
+ */
+export type ErasureReceipt = Message<"episodic.v1.ErasureReceipt"> & {
+  /**
+   * The receipt's id (UUID).
+   *
+   * @generated from field: string receipt_id = 1;
+   */
+  receiptId: string;
+
+  /**
+   * "dataset" or "thread".
+   *
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+
+  /**
+   * The dataset erased, or the erased thread's dataset.
+   *
+   * @generated from field: string dataset = 3;
+   */
+  dataset: string;
+
+  /**
+   * SHA-256 (hex) of the dataset's name: how the audit log's copy is found.
+   *
+   * @generated from field: string dataset_digest = 4;
+   */
+  datasetDigest: string;
+
+  /**
+   * The thread erased (DeleteThread only).
+   *
+   * @generated from field: string thread_id = 5;
+   */
+  threadId: string;
+
+  /**
+   * Rows deleted per table: facts, message_chunks, messages, episodes,
+   * scheduled_episodes, threads, datasets.
+   *
+   * @generated from field: map<string, int64> rows_deleted = 6;
+   */
+  rowsDeleted: { [key: string]: bigint };
+
+  /**
+   * When the erasure started and finished (database clock).
+   *
+   * @generated from field: google.protobuf.Timestamp started_at = 7;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * When the last row was gone.
+   *
+   * @generated from field: google.protobuf.Timestamp finished_at = 8;
+   */
+  finishedAt?: Timestamp | undefined;
+
+  /**
+   * The dataset's data key was destroyed: sealed copies anywhere (backups, WAL archives,
+   * replicas' old pages) can no longer be read.
+   *
+   * @generated from field: bool data_key_destroyed = 9;
+   */
+  dataKeyDestroyed: boolean;
+
+  /**
+   * Audit events that named the dataset or an erased id and now name a pseudonym.
+   *
+   * @generated from field: int64 audit_events_pseudonymised = 10;
+   */
+  auditEventsPseudonymised: bigint;
+
+  /**
+   * API keys that lost the dataset from their scope (a key left without one is revoked).
+   *
+   * @generated from field: int64 api_keys_scrubbed = 11;
+   */
+  apiKeysScrubbed: bigint;
+
+  /**
+   * SHA-256 (hex) over the receipt's fields and the identity of every row erased, in
+   * order: keep it to check the audit log's copy of the receipt later.
+   *
+   * @generated from field: string digest = 12;
+   */
+  digest: string;
+};
+
+/**
+ * Describes the message episodic.v1.ErasureReceipt.
+ * Use `create(ErasureReceiptSchema)` to create a new message.
+ */
+export const ErasureReceiptSchema: GenMessage<ErasureReceipt> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 13);
+
+/**
+ * Request for AdminService.DeleteDataset.
+ *
+ * @generated from message episodic.v1.DeleteDatasetRequest
+ */
+export type DeleteDatasetRequest = Message<"episodic.v1.DeleteDatasetRequest"> & {
+  /**
+   * Required. The dataset to erase.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+};
+
+/**
+ * Describes the message episodic.v1.DeleteDatasetRequest.
+ * Use `create(DeleteDatasetRequestSchema)` to create a new message.
+ */
+export const DeleteDatasetRequestSchema: GenMessage<DeleteDatasetRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 14);
+
+/**
+ * Response for AdminService.DeleteDataset.
+ *
+ * @generated from message episodic.v1.DeleteDatasetResponse
+ */
+export type DeleteDatasetResponse = Message<"episodic.v1.DeleteDatasetResponse"> & {
+  /**
+   * What was erased.
+   *
+   * @generated from field: episodic.v1.ErasureReceipt receipt = 1;
+   */
+  receipt?: ErasureReceipt | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.DeleteDatasetResponse.
+ * Use `create(DeleteDatasetResponseSchema)` to create a new message.
+ */
+export const DeleteDatasetResponseSchema: GenMessage<DeleteDatasetResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 15);
+
+/**
+ * Request for AdminService.DeleteThread.
+ *
+ * @generated from message episodic.v1.DeleteThreadRequest
+ */
+export type DeleteThreadRequest = Message<"episodic.v1.DeleteThreadRequest"> & {
+  /**
+   * Required. The thread to erase (UUID).
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+};
+
+/**
+ * Describes the message episodic.v1.DeleteThreadRequest.
+ * Use `create(DeleteThreadRequestSchema)` to create a new message.
+ */
+export const DeleteThreadRequestSchema: GenMessage<DeleteThreadRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 16);
+
+/**
+ * Response for AdminService.DeleteThread.
+ *
+ * @generated from message episodic.v1.DeleteThreadResponse
+ */
+export type DeleteThreadResponse = Message<"episodic.v1.DeleteThreadResponse"> & {
+  /**
+   * What was erased.
+   *
+   * @generated from field: episodic.v1.ErasureReceipt receipt = 1;
+   */
+  receipt?: ErasureReceipt | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.DeleteThreadResponse.
+ * Use `create(DeleteThreadResponseSchema)` to create a new message.
+ */
+export const DeleteThreadResponseSchema: GenMessage<DeleteThreadResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 17);
+
+/**
+ * A dataset's lifecycle policy.
+ *
+ * @generated from message episodic.v1.DatasetPolicy
+ */
+export type DatasetPolicy = Message<"episodic.v1.DatasetPolicy"> & {
+  /**
+   * The dataset.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * The dataset's own retention in days (unset: the global default applies).
+   *
+   * @generated from field: optional int32 retention_days = 2;
+   */
+  retentionDays?: number | undefined;
+
+  /**
+   * The dataset's own compaction age in days (unset: the global default applies).
+   *
+   * @generated from field: optional int32 compact_after_days = 3;
+   */
+  compactAfterDays?: number | undefined;
+
+  /**
+   * Retention in force: threads whose last message is older are purged (0: never).
+   *
+   * @generated from field: int32 effective_retention_days = 4;
+   */
+  effectiveRetentionDays: number;
+
+  /**
+   * Compaction in force: threads whose last message is older lose their messages
+   * (0: never).
+   *
+   * @generated from field: int32 effective_compact_after_days = 5;
+   */
+  effectiveCompactAfterDays: number;
+
+  /**
+   * Whether the dataset's text is encrypted at rest with its own data key.
+   *
+   * @generated from field: bool encrypted = 6;
+   */
+  encrypted: boolean;
+};
+
+/**
+ * Describes the message episodic.v1.DatasetPolicy.
+ * Use `create(DatasetPolicySchema)` to create a new message.
+ */
+export const DatasetPolicySchema: GenMessage<DatasetPolicy> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 18);
+
+/**
+ * Request for AdminService.GetDatasetPolicy.
+ *
+ * @generated from message episodic.v1.GetDatasetPolicyRequest
+ */
+export type GetDatasetPolicyRequest = Message<"episodic.v1.GetDatasetPolicyRequest"> & {
+  /**
+   * Required. The dataset.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+};
+
+/**
+ * Describes the message episodic.v1.GetDatasetPolicyRequest.
+ * Use `create(GetDatasetPolicyRequestSchema)` to create a new message.
+ */
+export const GetDatasetPolicyRequestSchema: GenMessage<GetDatasetPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 19);
+
+/**
+ * Response for AdminService.GetDatasetPolicy.
+ *
+ * @generated from message episodic.v1.GetDatasetPolicyResponse
+ */
+export type GetDatasetPolicyResponse = Message<"episodic.v1.GetDatasetPolicyResponse"> & {
+  /**
+   * The policy.
+   *
+   * @generated from field: episodic.v1.DatasetPolicy policy = 1;
+   */
+  policy?: DatasetPolicy | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.GetDatasetPolicyResponse.
+ * Use `create(GetDatasetPolicyResponseSchema)` to create a new message.
+ */
+export const GetDatasetPolicyResponseSchema: GenMessage<GetDatasetPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 20);
+
+/**
+ * Request for AdminService.SetDatasetPolicy.
+ *
+ * @generated from message episodic.v1.SetDatasetPolicyRequest
+ */
+export type SetDatasetPolicyRequest = Message<"episodic.v1.SetDatasetPolicyRequest"> & {
+  /**
+   * Required. The dataset (registered if it has no data yet).
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * Days after a thread's last message before it is purged; unset: the global default.
+   *
+   * @generated from field: optional int32 retention_days = 2;
+   */
+  retentionDays?: number | undefined;
+
+  /**
+   * Days after a thread's last message before it is compacted; unset: the global default.
+   *
+   * @generated from field: optional int32 compact_after_days = 3;
+   */
+  compactAfterDays?: number | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.SetDatasetPolicyRequest.
+ * Use `create(SetDatasetPolicyRequestSchema)` to create a new message.
+ */
+export const SetDatasetPolicyRequestSchema: GenMessage<SetDatasetPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 21);
+
+/**
+ * Response for AdminService.SetDatasetPolicy.
+ *
+ * @generated from message episodic.v1.SetDatasetPolicyResponse
+ */
+export type SetDatasetPolicyResponse = Message<"episodic.v1.SetDatasetPolicyResponse"> & {
+  /**
+   * The policy now in force.
+   *
+   * @generated from field: episodic.v1.DatasetPolicy policy = 1;
+   */
+  policy?: DatasetPolicy | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.SetDatasetPolicyResponse.
+ * Use `create(SetDatasetPolicyResponseSchema)` to create a new message.
+ */
+export const SetDatasetPolicyResponseSchema: GenMessage<SetDatasetPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 22);
+
+/**
+ * Administration of the suite: API keys, the audit log, datasets' erasure and lifecycle
+ * policy. Served by the Ingest process.
  *
  * @generated from service episodic.v1.AdminService
  */
@@ -435,6 +882,16 @@ export const AdminService: GenService<{
     output: typeof RevokeApiKeyResponseSchema;
   },
   /**
+   * Pages through the datasets (the ones with threads), most recently active first.
+   *
+   * @generated from rpc episodic.v1.AdminService.ListDatasets
+   */
+  listDatasets: {
+    methodKind: "unary";
+    input: typeof ListDatasetsRequestSchema;
+    output: typeof ListDatasetsResponseSchema;
+  },
+  /**
    * Pages through the audit log: admin actions, newest first.
    *
    * @generated from rpc episodic.v1.AdminService.ListAuditEvents
@@ -443,6 +900,51 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ListAuditEventsRequestSchema;
     output: typeof ListAuditEventsResponseSchema;
+  },
+  /**
+   * Erases a dataset: every thread, message, episode (any status), embedding, chunk,
+   * fact, timer and idempotency key of it, and its data key (crypto-erasure of backups).
+   * Runs in short transactions while the pipeline keeps running; threads cannot be
+   * created in the dataset until it is done. NOT_FOUND when nothing of it is stored;
+   * ABORTED while another erasure of it runs. Returns a receipt, also kept in the audit
+   * log under a pseudonym.
+   *
+   * @generated from rpc episodic.v1.AdminService.DeleteDataset
+   */
+  deleteDataset: {
+    methodKind: "unary";
+    input: typeof DeleteDatasetRequestSchema;
+    output: typeof DeleteDatasetResponseSchema;
+  },
+  /**
+   * Erases one thread and everything derived from it; returns a receipt.
+   *
+   * @generated from rpc episodic.v1.AdminService.DeleteThread
+   */
+  deleteThread: {
+    methodKind: "unary";
+    input: typeof DeleteThreadRequestSchema;
+    output: typeof DeleteThreadResponseSchema;
+  },
+  /**
+   * A dataset's retention and compaction policy, and whether it is encrypted.
+   *
+   * @generated from rpc episodic.v1.AdminService.GetDatasetPolicy
+   */
+  getDatasetPolicy: {
+    methodKind: "unary";
+    input: typeof GetDatasetPolicyRequestSchema;
+    output: typeof GetDatasetPolicyResponseSchema;
+  },
+  /**
+   * Sets a dataset's retention and compaction policy (unset fields: the global default).
+   *
+   * @generated from rpc episodic.v1.AdminService.SetDatasetPolicy
+   */
+  setDatasetPolicy: {
+    methodKind: "unary";
+    input: typeof SetDatasetPolicyRequestSchema;
+    output: typeof SetDatasetPolicyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_episodic_v1_admin_service, 0);

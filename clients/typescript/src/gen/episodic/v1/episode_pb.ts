@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/episode.proto.
  */
 export const file_episodic_v1_episode: GenFile = /*@__PURE__*/
-  fileDesc("ChllcGlzb2RpYy92MS9lcGlzb2RlLnByb3RvEgtlcGlzb2RpYy52MSKrAgoGVGhyZWFkEhEKCXRocmVhZF9pZBgBIAEoCRIPCgdkYXRhc2V0GAIgASgJEg0KBWxhYmVsGAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1tZXNzYWdlX2NvdW50GAUgASgDEhkKEWNhcHR1cmVkX3NlcXVlbmNlGAYgASgDEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoUCCgdNZXNzYWdlEhEKCXRocmVhZF9pZBgBIAEoCRIQCghzZXF1ZW5jZRgCIAEoAxIfCgRyb2xlGAMgASgOMhEuZXBpc29kaWMudjEuUm9sZRIPCgdjb250ZW50GAQgASgJEikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZWNlaXZlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAggASgJIusECgdFcGlzb2RlEhIKCmVwaXNvZGVfaWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEg8KB2RhdGFzZXQYAyABKAkSKgoGc3RhdHVzGAQgASgOMhouZXBpc29kaWMudjEuRXBpc29kZVN0YXR1cxI0Cg9zZW1hbnRpY19zdGF0dXMYBSABKA4yGy5lcGlzb2RpYy52MS5TZW1hbnRpY1N0YXR1cxIPCgdzdW1tYXJ5GAYgASgJEhUKDWtleV9sZWFybmluZ3MYByADKAkSEAoIZW50aXRpZXMYCCADKAkSEgoKZXZlbnRfdHlwZRgJIAEoCRINCgVhY3RvchgKIAEoCRIVCg1tZXNzYWdlX2NvdW50GAsgASgDEhYKDnN0YXJ0X3NlcXVlbmNlGAwgASgDEhQKDGVuZF9zZXF1ZW5jZRgNIAEoAxIuCgpzdGFydGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHdHJpZ2dlchgQIAEoDjIbLmVwaXNvZGljLnYxLkVwaXNvZGVUcmlnZ2VyEhMKC3JldHJ5X2NvdW50GBEgASgFEg0KBWVycm9yGBIgASgJEi4KCmNyZWF0ZWRfYXQYEyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHRocmVhZF9sYWJlbBgVIAEoCSJ0Cg1TY29yZWRFcGlzb2RlEiUKB2VwaXNvZGUYASABKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlEhcKD3JlbGV2YW5jZV9zY29yZRgCIAEoARISCgpzaW1pbGFyaXR5GAMgASgBEg8KB3JlY2VuY3kYBCABKAEqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9TWVNURU0QARINCglST0xFX1VTRVIQAhISCg5ST0xFX0FTU0lTVEFOVBADEg0KCVJPTEVfVE9PTBAEKuABCg1FcGlzb2RlU3RhdHVzEh4KGkVQSVNPREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGgoWRVBJU09ERV9TVEFUVVNfUEVORElORxABEh0KGUVQSVNPREVfU1RBVFVTX1BST0NFU1NJTkcQAhIcChhFUElTT0RFX1NUQVRVU19DT01QTEVURUQQAxIZChVFUElTT0RFX1NUQVRVU19GQUlMRUQQBBIbChdFUElTT0RFX1NUQVRVU19BUkNISVZFRBAFEh4KFkVQSVNPREVfU1RBVFVTX0RFTEVURUQQBhoCCAEqxgEKDlNlbWFudGljU3RhdHVzEh8KG1NFTUFOVElDX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1NFTUFOVElDX1NUQVRVU19QRU5ESU5HEAESHgoaU0VNQU5USUNfU1RBVFVTX1BST0NFU1NJTkcQAhIdChlTRU1BTlRJQ19TVEFUVVNfQ09NUExFVEVEEAMSGgoWU0VNQU5USUNfU1RBVFVTX0ZBSUxFRBAEEhsKF1NFTUFOVElDX1NUQVRVU19TS0lQUEVEEAUqyQEKDkVwaXNvZGVUcmlnZ2VyEh8KG0VQSVNPREVfVFJJR0dFUl9VTlNQRUNJRklFRBAAEhwKGEVQSVNPREVfVFJJR0dFUl9FWFBMSUNJVBABEh4KGkVQSVNPREVfVFJJR0dFUl9ORVdfVEhSRUFEEAISHgoaRVBJU09ERV9UUklHR0VSX0lOQUNUSVZJVFkQAxIcChhFUElTT0RFX1RSSUdHRVJfQkFDS1NUT1AQBBIaChZFUElTT0RFX1RSSUdHRVJfTUFOVUFMEAViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChllcGlzb2RpYy92MS9lcGlzb2RlLnByb3RvEgtlcGlzb2RpYy52MSLeAgoGVGhyZWFkEhEKCXRocmVhZF9pZBgBIAEoCRIPCgdkYXRhc2V0GAIgASgJEg0KBWxhYmVsGAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1tZXNzYWdlX2NvdW50GAUgASgDEhkKEWNhcHR1cmVkX3NlcXVlbmNlGAYgASgDEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCmNvbXBhY3Rpb24YCiABKAsyHS5lcGlzb2RpYy52MS5UaHJlYWRDb21wYWN0aW9uIpsBChBUaHJlYWRDb21wYWN0aW9uEjAKDGNvbXBhY3RlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQdGhyb3VnaF9zZXF1ZW5jZRgCIAEoAxIWCg5jb250ZW50X2RpZ2VzdBgDIAEoCRISCgplcGlzb2RlX2lkGAQgASgJEg8KB3N1bW1hcnkYBSABKAkihQIKB01lc3NhZ2USEQoJdGhyZWFkX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgDEh8KBHJvbGUYAyABKA4yES5lcGlzb2RpYy52MS5Sb2xlEg8KB2NvbnRlbnQYBCABKAkSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3JlY2VpdmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAki6wQKB0VwaXNvZGUSEgoKZXBpc29kZV9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDwoHZGF0YXNldBgDIAEoCRIqCgZzdGF0dXMYBCABKA4yGi5lcGlzb2RpYy52MS5FcGlzb2RlU3RhdHVzEjQKD3NlbWFudGljX3N0YXR1cxgFIAEoDjIbLmVwaXNvZGljLnYxLlNlbWFudGljU3RhdHVzEg8KB3N1bW1hcnkYBiABKAkSFQoNa2V5X2xlYXJuaW5ncxgHIAMoCRIQCghlbnRpdGllcxgIIAMoCRISCgpldmVudF90eXBlGAkgASgJEg0KBWFjdG9yGAogASgJEhUKDW1lc3NhZ2VfY291bnQYCyABKAMSFgoOc3RhcnRfc2VxdWVuY2UYDCABKAMSFAoMZW5kX3NlcXVlbmNlGA0gASgDEi4KCnN0YXJ0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgd0cmlnZ2VyGBAgASgOMhsuZXBpc29kaWMudjEuRXBpc29kZVRyaWdnZXISEwoLcmV0cnlfY291bnQYESABKAUSDQoFZXJyb3IYEiABKAkSLgoKY3JlYXRlZF9hdBgTIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMdGhyZWFkX2xhYmVsGBUgASgJIpcBCg1TY29yZWRFcGlzb2RlEiUKB2VwaXNvZGUYASABKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlEhcKD3JlbGV2YW5jZV9zY29yZRgCIAEoARISCgpzaW1pbGFyaXR5GAMgASgBEg8KB3JlY2VuY3kYBCABKAESDwoHbGV4aWNhbBgFIAEoARIQCghzZW1hbnRpYxgGIAEoASpfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIPCgtST0xFX1NZU1RFTRABEg0KCVJPTEVfVVNFUhACEhIKDlJPTEVfQVNTSVNUQU5UEAMSDQoJUk9MRV9UT09MEAQq4AEKDUVwaXNvZGVTdGF0dXMSHgoaRVBJU09ERV9TVEFUVVNfVU5TUEVDSUZJRUQQABIaChZFUElTT0RFX1NUQVRVU19QRU5ESU5HEAESHQoZRVBJU09ERV9TVEFUVVNfUFJPQ0VTU0lORxACEhwKGEVQSVNPREVfU1RBVFVTX0NPTVBMRVRFRBADEhkKFUVQSVNPREVfU1RBVFVTX0ZBSUxFRBAEEhsKF0VQSVNPREVfU1RBVFVTX0FSQ0hJVkVEEAUSHgoWRVBJU09ERV9TVEFUVVNfREVMRVRFRBAGGgIIASrGAQoOU2VtYW50aWNTdGF0dXMSHwobU0VNQU5USUNfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXU0VNQU5USUNfU1RBVFVTX1BFTkRJTkcQARIeChpTRU1BTlRJQ19TVEFUVVNfUFJPQ0VTU0lORxACEh0KGVNFTUFOVElDX1NUQVRVU19DT01QTEVURUQQAxIaChZTRU1BTlRJQ19TVEFUVVNfRkFJTEVEEAQSGwoXU0VNQU5USUNfU1RBVFVTX1NLSVBQRUQQBSrJAQoORXBpc29kZVRyaWdnZXISHwobRVBJU09ERV9UUklHR0VSX1VOU1BFQ0lGSUVEEAASHAoYRVBJU09ERV9UUklHR0VSX0VYUExJQ0lUEAESHgoaRVBJU09ERV9UUklHR0VSX05FV19USFJFQUQQAhIeChpFUElTT0RFX1RSSUdHRVJfSU5BQ1RJVklUWRADEhwKGEVQSVNPREVfVFJJR0dFUl9CQUNLU1RPUBAEEhoKFkVQSVNPREVfVFJJR0dFUl9NQU5VQUwQBWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * A conversation thread. Threads belong to a dataset (usually one end user).
@@ -82,6 +82,14 @@ export type Thread = Message$1<"episodic.v1.Thread"> & {
    * @generated from field: google.protobuf.Timestamp ended_at = 9;
    */
   endedAt?: Timestamp | undefined;
+
+  /**
+   * Set when the thread was compacted: its verbatim messages up to a sequence were dropped
+   * and its current episode stands in for them.
+   *
+   * @generated from field: episodic.v1.ThreadCompaction compaction = 10;
+   */
+  compaction?: ThreadCompaction | undefined;
 };
 
 /**
@@ -90,6 +98,59 @@ export type Thread = Message$1<"episodic.v1.Thread"> & {
  */
 export const ThreadSchema: GenMessage<Thread> = /*@__PURE__*/
   messageDesc(file_episodic_v1_episode, 0);
+
+/**
+ * What compaction left of a thread's old messages (seed 003, "Compacting Old Episodes"):
+ * the summary in their place, and proof of what was dropped.
+ *
+ * @generated from message episodic.v1.ThreadCompaction
+ */
+export type ThreadCompaction = Message$1<"episodic.v1.ThreadCompaction"> & {
+  /**
+   * When the messages were dropped.
+   *
+   * @generated from field: google.protobuf.Timestamp compacted_at = 1;
+   */
+  compactedAt?: Timestamp | undefined;
+
+  /**
+   * Messages 1 .. through_sequence are gone; later ones (if any) are kept.
+   *
+   * @generated from field: int64 through_sequence = 2;
+   */
+  throughSequence: bigint;
+
+  /**
+   * SHA-256 (hex) of the dropped messages: one JSON line per message, in sequence order,
+   * {"sequence", "role", "content", "metadata", "created_at"} with sorted keys, compact
+   * separators and created_at in ISO 8601 (UTC). An export taken before compaction hashes
+   * to it.
+   *
+   * @generated from field: string content_digest = 3;
+   */
+  contentDigest: string;
+
+  /**
+   * The thread's current episode, which covers the dropped messages.
+   *
+   * @generated from field: string episode_id = 4;
+   */
+  episodeId: string;
+
+  /**
+   * That episode's summary, in place of the messages.
+   *
+   * @generated from field: string summary = 5;
+   */
+  summary: string;
+};
+
+/**
+ * Describes the message episodic.v1.ThreadCompaction.
+ * Use `create(ThreadCompactionSchema)` to create a new message.
+ */
+export const ThreadCompactionSchema: GenMessage<ThreadCompaction> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_episode, 1);
 
 /**
  * One message (turn) of a thread.
@@ -160,7 +221,7 @@ export type Message = Message$1<"episodic.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_episode, 1);
+  messageDesc(file_episodic_v1_episode, 2);
 
 /**
  * A summarised stretch of one thread (seed 000, "Shape"; seed 002, "What Counts as an Episode").
@@ -321,7 +382,7 @@ export type Episode = Message$1<"episodic.v1.Episode"> & {
  * Use `create(EpisodeSchema)` to create a new message.
  */
 export const EpisodeSchema: GenMessage<Episode> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_episode, 2);
+  messageDesc(file_episodic_v1_episode, 3);
 
 /**
  * An episode with the parts of its ranking score.
@@ -359,6 +420,21 @@ export type ScoredEpisode = Message$1<"episodic.v1.ScoredEpisode"> & {
    * @generated from field: double recency = 4;
    */
   recency: number;
+
+  /**
+   * The lexical part of similarity in [0, 1] (BM25 of the document and of the best passage,
+   * relative to the best candidate), before they are combined.
+   *
+   * @generated from field: double lexical = 5;
+   */
+  lexical: number;
+
+  /**
+   * The semantic part of similarity in [0, 1] (best cosine, relative to the best candidate).
+   *
+   * @generated from field: double semantic = 6;
+   */
+  semantic: number;
 };
 
 /**
@@ -366,7 +442,7 @@ export type ScoredEpisode = Message$1<"episodic.v1.ScoredEpisode"> & {
  * Use `create(ScoredEpisodeSchema)` to create a new message.
  */
 export const ScoredEpisodeSchema: GenMessage<ScoredEpisode> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_episode, 3);
+  messageDesc(file_episodic_v1_episode, 4);
 
 /**
  * Who wrote a message in a thread.

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/summariser_service.proto.
  */
 export const file_episodic_v1_summariser_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRlcGlzb2RpYy92MS9zdW1tYXJpc2VyX3NlcnZpY2UucHJvdG8SC2VwaXNvZGljLnYxIi0KFVByb2Nlc3NQZW5kaW5nUmVxdWVzdBIUCgxtYXhfZXBpc29kZXMYASABKAUiVwoWUHJvY2Vzc1BlbmRpbmdSZXNwb25zZRIRCgljb21wbGV0ZWQYASABKAUSDgoGZmFpbGVkGAIgASgFEhoKEnNlbWFudGljX3Byb2Nlc3NlZBgDIAEoBSIXChVDaGVja1Byb3ZpZGVyc1JlcXVlc3QiOQoOUHJvdmlkZXJIZWFsdGgSDAoEbmFtZRgBIAEoCRIKCgJvaxgCIAEoCBINCgVlcnJvchgDIAEoCSJxChZDaGVja1Byb3ZpZGVyc1Jlc3BvbnNlEigKA2xsbRgBIAEoCzIbLmVwaXNvZGljLnYxLlByb3ZpZGVySGVhbHRoEi0KCGVtYmVkZGVyGAIgASgLMhsuZXBpc29kaWMudjEuUHJvdmlkZXJIZWFsdGgiXQoYR2V0UGlwZWxpbmVTdGF0dXNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSEgoKbWF4X2Vycm9ycxgCIAEoBRIcChRza2lwX3Byb3ZpZGVyX2NoZWNrcxgDIAEoCCKqAQoMRXBpc29kZUVycm9yEhIKCmVwaXNvZGVfaWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEg8KB2RhdGFzZXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhMKC3JldHJ5X2NvdW50GAUgASgFEg0KBWVycm9yGAYgASgJEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIs0HChlHZXRQaXBlbGluZVN0YXR1c1Jlc3BvbnNlEk8KDXN0YXR1c19jb3VudHMYASADKAsyOC5lcGlzb2RpYy52MS5HZXRQaXBlbGluZVN0YXR1c1Jlc3BvbnNlLlN0YXR1c0NvdW50c0VudHJ5EmAKFnNlbWFudGljX3N0YXR1c19jb3VudHMYAiADKAsyQC5lcGlzb2RpYy52MS5HZXRQaXBlbGluZVN0YXR1c1Jlc3BvbnNlLlNlbWFudGljU3RhdHVzQ291bnRzRW50cnkSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjgKFW9sZGVzdF9wcm9jZXNzaW5nX2FnZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgp0aW1lcnNfZHVlGAUgASgDEjcKFG9sZGVzdF9kdWVfdGltZXJfYWdlGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDnRpbWVyc193YWl0aW5nGAcgASgDEhoKEnRocmVhZHNfdW5jYXB0dXJlZBgIIAEoAxIwCg1yZWNlbnRfZXJyb3JzGAkgAygLMhkuZXBpc29kaWMudjEuRXBpc29kZUVycm9yEigKA2xsbRgKIAEoCzIbLmVwaXNvZGljLnYxLlByb3ZpZGVySGVhbHRoEi0KCGVtYmVkZGVyGAsgASgLMhsuZXBpc29kaWMudjEuUHJvdmlkZXJIZWFsdGgSLwoLb2JzZXJ2ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3BlbmRpbmdfd2FpdGluZxgNIAEoAxIzCg9sYXRlc3RfcmV0cnlfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKD2ZhaWxlZF9lcGlzb2RlcxgPIAMoCzIZLmVwaXNvZGljLnYxLkVwaXNvZGVFcnJvchIdChV0aHJlYWRzX3dpdGhvdXRfdGltZXIYECABKAMSPAoZb2xkZXN0X3VudGltZWRfdGhyZWFkX2FnZRgRIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhozChFTdGF0dXNDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBGjsKGVNlbWFudGljU3RhdHVzQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ATLLAgoRU3VtbWFyaXNlclNlcnZpY2USYwoOUHJvY2Vzc1BlbmRpbmcSIi5lcGlzb2RpYy52MS5Qcm9jZXNzUGVuZGluZ1JlcXVlc3QaIy5lcGlzb2RpYy52MS5Qcm9jZXNzUGVuZGluZ1Jlc3BvbnNlIgiKtRgECAMQAhJjCg5DaGVja1Byb3ZpZGVycxIiLmVwaXNvZGljLnYxLkNoZWNrUHJvdmlkZXJzUmVxdWVzdBojLmVwaXNvZGljLnYxLkNoZWNrUHJvdmlkZXJzUmVzcG9uc2UiCIq1GAQIAxACEmwKEUdldFBpcGVsaW5lU3RhdHVzEiUuZXBpc29kaWMudjEuR2V0UGlwZWxpbmVTdGF0dXNSZXF1ZXN0GiYuZXBpc29kaWMudjEuR2V0UGlwZWxpbmVTdGF0dXNSZXNwb25zZSIIirUYBAgDEAFiBnByb3RvMw", [file_episodic_v1_access, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRlcGlzb2RpYy92MS9zdW1tYXJpc2VyX3NlcnZpY2UucHJvdG8SC2VwaXNvZGljLnYxIi0KFVByb2Nlc3NQZW5kaW5nUmVxdWVzdBIUCgxtYXhfZXBpc29kZXMYASABKAUiVwoWUHJvY2Vzc1BlbmRpbmdSZXNwb25zZRIRCgljb21wbGV0ZWQYASABKAUSDgoGZmFpbGVkGAIgASgFEhoKEnNlbWFudGljX3Byb2Nlc3NlZBgDIAEoBSIXChVDaGVja1Byb3ZpZGVyc1JlcXVlc3QiOQoOUHJvdmlkZXJIZWFsdGgSDAoEbmFtZRgBIAEoCRIKCgJvaxgCIAEoCBINCgVlcnJvchgDIAEoCSJxChZDaGVja1Byb3ZpZGVyc1Jlc3BvbnNlEigKA2xsbRgBIAEoCzIbLmVwaXNvZGljLnYxLlByb3ZpZGVySGVhbHRoEi0KCGVtYmVkZGVyGAIgASgLMhsuZXBpc29kaWMudjEuUHJvdmlkZXJIZWFsdGgiXQoYR2V0UGlwZWxpbmVTdGF0dXNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSEgoKbWF4X2Vycm9ycxgCIAEoBRIcChRza2lwX3Byb3ZpZGVyX2NoZWNrcxgDIAEoCCKqAQoMRXBpc29kZUVycm9yEhIKCmVwaXNvZGVfaWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEg8KB2RhdGFzZXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhMKC3JldHJ5X2NvdW50GAUgASgFEg0KBWVycm9yGAYgASgJEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIv4HChlHZXRQaXBlbGluZVN0YXR1c1Jlc3BvbnNlEk8KDXN0YXR1c19jb3VudHMYASADKAsyOC5lcGlzb2RpYy52MS5HZXRQaXBlbGluZVN0YXR1c1Jlc3BvbnNlLlN0YXR1c0NvdW50c0VudHJ5EmAKFnNlbWFudGljX3N0YXR1c19jb3VudHMYAiADKAsyQC5lcGlzb2RpYy52MS5HZXRQaXBlbGluZVN0YXR1c1Jlc3BvbnNlLlNlbWFudGljU3RhdHVzQ291bnRzRW50cnkSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjgKFW9sZGVzdF9wcm9jZXNzaW5nX2FnZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgp0aW1lcnNfZHVlGAUgASgDEjcKFG9sZGVzdF9kdWVfdGltZXJfYWdlGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDnRpbWVyc193YWl0aW5nGAcgASgDEhoKEnRocmVhZHNfdW5jYXB0dXJlZBgIIAEoAxIwCg1yZWNlbnRfZXJyb3JzGAkgAygLMhkuZXBpc29kaWMudjEuRXBpc29kZUVycm9yEigKA2xsbRgKIAEoCzIbLmVwaXNvZGljLnYxLlByb3ZpZGVySGVhbHRoEi0KCGVtYmVkZGVyGAsgASgLMhsuZXBpc29kaWMudjEuUHJvdmlkZXJIZWFsdGgSLwoLb2JzZXJ2ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3BlbmRpbmdfd2FpdGluZxgNIAEoAxIzCg9sYXRlc3RfcmV0cnlfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKD2ZhaWxlZF9lcGlzb2RlcxgPIAMoCzIZLmVwaXNvZGljLnYxLkVwaXNvZGVFcnJvchIdChV0aHJlYWRzX3dpdGhvdXRfdGltZXIYECABKAMSPAoZb2xkZXN0X3VudGltZWRfdGhyZWFkX2FnZRgRIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCglsaWZlY3ljbGUYEiABKAsyHC5lcGlzb2RpYy52MS5MaWZlY3ljbGVTdGF0dXMaMwoRU3RhdHVzQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ARo7ChlTZW1hbnRpY1N0YXR1c0NvdW50c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEi5gEKD0xpZmVjeWNsZVN0YXR1cxIvCgtsYXN0X3J1bl9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOdGhyZWFkc19wdXJnZWQYAiABKAMSGQoRdGhyZWFkc19jb21wYWN0ZWQYAyABKAMSGgoSbWVzc2FnZXNfY29tcGFjdGVkGAQgASgDEhgKEGVyYXN1cmVzX3Jlc3VtZWQYBSABKAMSGAoQZGF0YXNldHNfZXJhc2luZxgGIAEoAxIfChd0aHJlYWRzX2NvbXBhY3RlZF90b3RhbBgHIAEoAzLLAgoRU3VtbWFyaXNlclNlcnZpY2USYwoOUHJvY2Vzc1BlbmRpbmcSIi5lcGlzb2RpYy52MS5Qcm9jZXNzUGVuZGluZ1JlcXVlc3QaIy5lcGlzb2RpYy52MS5Qcm9jZXNzUGVuZGluZ1Jlc3BvbnNlIgiKtRgECAMQAhJjCg5DaGVja1Byb3ZpZGVycxIiLmVwaXNvZGljLnYxLkNoZWNrUHJvdmlkZXJzUmVxdWVzdBojLmVwaXNvZGljLnYxLkNoZWNrUHJvdmlkZXJzUmVzcG9uc2UiCIq1GAQIAxACEmwKEUdldFBpcGVsaW5lU3RhdHVzEiUuZXBpc29kaWMudjEuR2V0UGlwZWxpbmVTdGF0dXNSZXF1ZXN0GiYuZXBpc29kaWMudjEuR2V0UGlwZWxpbmVTdGF0dXNSZXNwb25zZSIIirUYBAgDEAFiBnByb3RvMw", [file_episodic_v1_access, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Request for SummariserService.ProcessPending.
@@ -373,6 +373,13 @@ export type GetPipelineStatusResponse = Message<"episodic.v1.GetPipelineStatusRe
    * @generated from field: google.protobuf.Duration oldest_untimed_thread_age = 17;
    */
   oldestUntimedThreadAge?: Duration | undefined;
+
+  /**
+   * Retention, compaction and erasure.
+   *
+   * @generated from field: episodic.v1.LifecycleStatus lifecycle = 18;
+   */
+  lifecycle?: LifecycleStatus | undefined;
 };
 
 /**
@@ -381,6 +388,69 @@ export type GetPipelineStatusResponse = Message<"episodic.v1.GetPipelineStatusRe
  */
 export const GetPipelineStatusResponseSchema: GenMessage<GetPipelineStatusResponse> = /*@__PURE__*/
   messageDesc(file_episodic_v1_summariser_service, 7);
+
+/**
+ * What the Scheduler's lifecycle sweep did last, and where erasure and compaction stand.
+ *
+ * @generated from message episodic.v1.LifecycleStatus
+ */
+export type LifecycleStatus = Message<"episodic.v1.LifecycleStatus"> & {
+  /**
+   * When the sweep last ran (unset: never).
+   *
+   * @generated from field: google.protobuf.Timestamp last_run_at = 1;
+   */
+  lastRunAt?: Timestamp | undefined;
+
+  /**
+   * Threads its last run purged (retention).
+   *
+   * @generated from field: int64 threads_purged = 2;
+   */
+  threadsPurged: bigint;
+
+  /**
+   * Threads its last run compacted.
+   *
+   * @generated from field: int64 threads_compacted = 3;
+   */
+  threadsCompacted: bigint;
+
+  /**
+   * Messages its last run dropped by compacting.
+   *
+   * @generated from field: int64 messages_compacted = 4;
+   */
+  messagesCompacted: bigint;
+
+  /**
+   * Interrupted erasures its last run finished.
+   *
+   * @generated from field: int64 erasures_resumed = 5;
+   */
+  erasuresResumed: bigint;
+
+  /**
+   * Datasets being erased right now (in the scope asked about: all, or the one dataset).
+   *
+   * @generated from field: int64 datasets_erasing = 6;
+   */
+  datasetsErasing: bigint;
+
+  /**
+   * Compacted threads (in scope).
+   *
+   * @generated from field: int64 threads_compacted_total = 7;
+   */
+  threadsCompactedTotal: bigint;
+};
+
+/**
+ * Describes the message episodic.v1.LifecycleStatus.
+ * Use `create(LifecycleStatusSchema)` to create a new message.
+ */
+export const LifecycleStatusSchema: GenMessage<LifecycleStatus> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_summariser_service, 8);
 
 /**
  * The Summariser turns pending episodes into completed ones (summary, key learnings,

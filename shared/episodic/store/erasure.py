@@ -1,0 +1,407 @@
+"""Erasure: every row of a dataset or thread gone, in short transactions, with a receipt.
+
+What goes (every table holding a dataset's rows; tests/privacy scans the whole schema to
+prove it): the threads; their messages (content, metadata, idempotency keys); episodes of
+every status (summaries, key learnings, entities, embeddings, lexical documents); message
+chunks (embeddings and lexical vectors); facts; timers. For a dataset also its row in
+``datasets`` — the only copy of its data key, so copies of its sealed rows in backups or
+WAL archives become unreadable (crypto-erasure). Audit events that named the dataset or an
+erased thread or episode keep the fact of the action but name a pseudonym instead
+(``erased:`` + SHA-256 prefix); API keys scoped to the dataset lose it (a key scoped to
+nothing else is revoked).
+
+How it stays safe while everything runs:
+
+- **Bounded transactions.** Messages, chunks and facts go in slices of at most
+  ``batch_rows`` rows per transaction; a thread's last transaction locks its row (the lock
+  AddMessages and the summariser's completion take), deletes what is left — including
+  anything written meanwhile — and the thread itself. Writers of other datasets never wait
+  on more than one slice.
+- **No orphans.** A DeleteDataset first marks the dataset ``erasing``: CreateThread takes a
+  share lock on the dataset row and refuses an erasing dataset, so no thread appears
+  behind the sweep. A message for a thread not yet reached is stored and then erased with
+  it; one for a thread already gone gets NOT_FOUND. A summariser finishing an episode of an
+  erased thread finds its claim gone and writes nothing (:func:`episodes.complete`).
+- **One eraser per dataset.** A session advisory lock; a second caller gets ABORTED. An
+  erasure interrupted by a crash leaves the dataset ``erasing``; the Scheduler's lifecycle
+  sweep resumes it (:func:`resume_stalled`), and a new DeleteDataset call does too.
+
+The receipt counts rows per table and carries a digest: SHA-256 over the receipt's fields
+and the identities of every row erased (in erasure order). An auditor keeps the digest;
+the audit log keeps the receipt (under the pseudonym), so the two can be checked against
+each other later without keeping anything of the person.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, text
+
+from episodic.errors import Aborted, NotFound
+from episodic.store import audit
+
+__all__ = [
+    "ERASED_TABLES",
+    "ErasureInProgress",
+    "Receipt",
+    "erase_dataset",
+    "erase_thread",
+    "erase_threads",
+    "pseudonym",
+    "resume_stalled",
+]
+
+#: Tables whose rows belong to a thread, deleted before it (children first).
+_SLICED = ("facts", "message_chunks", "messages")
+#: Every table a receipt counts, in erasure order.
+ERASED_TABLES = (
+    "facts",
+    "message_chunks",
+    "messages",
+    "episodes",
+    "scheduled_episodes",
+    "threads",
+    "datasets",
+)
+# A sliced table's key within a thread (its rows are picked by an index on thread_id).
+_SLICE_KEY = {
+    "facts": ("fact_id",),
+    "message_chunks": ("start_sequence", "start_offset"),
+    "messages": ("sequence",),
+}
+
+
+def _slice_sql(table: str, *, limited: bool) -> str:
+    """Deletes (a slice of) a thread's rows of ``table``, returning each row's key."""
+    columns = ", ".join(_SLICE_KEY[table])
+    identity = " || '.' || ".join(f"{c}::text" for c in _SLICE_KEY[table])
+    where = "thread_id = :t"
+    if limited:
+        where += (
+            f" AND ({columns}) IN (SELECT {columns} FROM {table} WHERE thread_id = :t LIMIT :n)"
+        )
+    return f"DELETE FROM {table} WHERE {where} RETURNING {identity}"
+
+
+#: An interrupted erasure untouched this long is resumed by the lifecycle sweep.
+STALL_AFTER = timedelta(minutes=5)
+
+
+class ErasureInProgress(Aborted):
+    reason = "ERASURE_IN_PROGRESS"
+
+
+def pseudonym(value: str) -> str:
+    """What audit records say instead of an erased dataset name or id."""
+    return "erased:" + hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Receipt:
+    """What an erasure removed. ``dataset`` is the name (the caller knows it); the copy in
+    the audit log has only ``dataset_digest``."""
+
+    receipt_id: str
+    scope: str  # "dataset", "thread", or "retention"
+    dataset: str
+    thread_id: str = ""
+    rows: Counter[str] = field(default_factory=Counter)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    data_key_destroyed: bool = False
+    audit_events_pseudonymised: int = 0
+    api_keys_scrubbed: int = 0
+    digest: str = ""
+    _ids: Any = field(default_factory=hashlib.sha256, repr=False)
+
+    @property
+    def dataset_digest(self) -> str:
+        return hashlib.sha256(self.dataset.encode()).hexdigest()
+
+    def record(self, table: str, identities: Iterable[object]) -> None:
+        n = 0
+        for identity in identities:
+            self._ids.update(f"{table}:{identity}\n".encode())
+            n += 1
+        self.rows[table] += n
+
+    def seal(self) -> None:
+        """Computes the digest over the receipt's fields and the erased identities."""
+        body = self.as_record(with_digest=False)
+        self.digest = hashlib.sha256(
+            json.dumps(body, sort_keys=True).encode() + self._ids.digest()
+        ).hexdigest()
+
+    def as_record(self, *, with_digest: bool = True) -> dict[str, object]:
+        """The receipt as the audit log keeps it: no dataset name, no ids."""
+        out: dict[str, object] = {
+            "receipt_id": self.receipt_id,
+            "scope": self.scope,
+            "dataset_digest": self.dataset_digest,
+            "thread_digest": (
+                hashlib.sha256(self.thread_id.encode()).hexdigest() if self.thread_id else ""
+            ),
+            "rows": {t: self.rows.get(t, 0) for t in ERASED_TABLES},
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "data_key_destroyed": self.data_key_destroyed,
+            "audit_events_pseudonymised": self.audit_events_pseudonymised,
+            "api_keys_scrubbed": self.api_keys_scrubbed,
+        }
+        if with_digest:
+            out["digest"] = self.digest
+        return out
+
+
+def _now(conn: Connection) -> datetime:
+    return conn.execute(text("SELECT clock_timestamp()")).scalar_one()  # type: ignore[no-any-return]
+
+
+def _erase_one_thread(
+    engine: Engine, thread_id: uuid.UUID, receipt: Receipt, batch_rows: int
+) -> list[str]:
+    """Erases one thread in slices; returns the ids of its episodes (for the audit log)."""
+    for table in _SLICED:
+        while True:
+            with engine.begin() as conn:
+                ids = conn.execute(
+                    text(_slice_sql(table, limited=True)), {"t": thread_id, "n": batch_rows}
+                ).scalars()
+                got = [f"{thread_id}/{i}" for i in ids]
+            receipt.record(table, got)
+            if len(got) < batch_rows:
+                break
+    with engine.begin() as conn:
+        # The thread's lock: writers of this thread wait, then find it gone.
+        locked = conn.execute(
+            text("SELECT 1 FROM threads WHERE thread_id = :t FOR UPDATE"), {"t": thread_id}
+        ).first()
+        for table in _SLICED:  # whatever was written since its slices
+            rest = conn.execute(text(_slice_sql(table, limited=False)), {"t": thread_id})
+            receipt.record(table, (f"{thread_id}/{i}" for i in rest.scalars()))
+        episodes = [
+            str(e)
+            for e in conn.execute(
+                text("DELETE FROM episodes WHERE thread_id = :t RETURNING episode_id"),
+                {"t": thread_id},
+            ).scalars()
+        ]
+        receipt.record("episodes", episodes)
+        receipt.record(
+            "scheduled_episodes",
+            conn.execute(
+                text("DELETE FROM scheduled_episodes WHERE thread_id = :t RETURNING thread_id"),
+                {"t": thread_id},
+            ).scalars(),
+        )
+        if locked is not None:
+            receipt.record(
+                "threads",
+                conn.execute(
+                    text("DELETE FROM threads WHERE thread_id = :t RETURNING thread_id"),
+                    {"t": thread_id},
+                ).scalars(),
+            )
+    return episodes
+
+
+def _pseudonymise_audit(conn: Connection, dataset: str | None, targets: list[str]) -> int:
+    """Audit events keep what was done, not whom it concerned."""
+    n = 0
+    if targets:
+        n += conn.execute(
+            text(
+                "UPDATE audit_events SET target = 'erased:' || "
+                "left(encode(sha256(convert_to(target, 'UTF8')), 'hex'), 16) "
+                "WHERE target = ANY(:targets)"
+            ),
+            {"targets": targets},
+        ).rowcount
+    if dataset is not None:
+        name, alias = json.dumps(dataset), json.dumps(pseudonym(dataset))
+        n += conn.execute(
+            text(
+                "UPDATE audit_events SET dataset = CASE WHEN dataset = :d THEN :p "
+                "ELSE dataset END, details = replace(details::text, :name, :alias)::jsonb "
+                "WHERE dataset = :d OR strpos(details::text, :name) > 0"
+            ),
+            {"d": dataset, "p": pseudonym(dataset), "name": name, "alias": alias},
+        ).rowcount
+    return int(n)
+
+
+def _scrub_keys(conn: Connection, dataset: str) -> int:
+    """API keys lose the erased dataset from their scope; a key left with no dataset is
+    revoked (it would otherwise reach a new dataset of the same name)."""
+    return int(
+        conn.execute(
+            text(
+                "UPDATE api_keys SET "
+                "revoked_at = CASE WHEN datasets = ARRAY[CAST(:d AS text)] "
+                "  THEN coalesce(revoked_at, now()) ELSE revoked_at END, "
+                "datasets = CASE WHEN datasets = ARRAY[CAST(:d AS text)] THEN ARRAY[:p] "
+                "  ELSE array_remove(datasets, CAST(:d AS text)) END "
+                "WHERE CAST(:d AS text) = ANY(datasets)"
+            ),
+            {"d": dataset, "p": pseudonym(dataset)},
+        ).rowcount
+    )
+
+
+def _advisory_key(dataset: str) -> int:
+    return zlib.crc32(f"episodic erase {dataset}".encode()) - 2**31
+
+
+def erase_dataset(
+    engine: Engine,
+    dataset: str,
+    *,
+    actor: str,
+    batch_rows: int = 2000,
+    progress: Callable[[Receipt], None] | None = None,
+) -> Receipt:
+    """Erases every row of ``dataset`` and its data key; returns the sealed receipt.
+    NotFound when nothing of it is stored; ErasureInProgress when another eraser holds it."""
+    receipt = Receipt(receipt_id=str(uuid.uuid4()), scope="dataset", dataset=dataset)
+    with engine.connect() as lock_conn:
+        key = _advisory_key(dataset)
+        if not lock_conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+            raise ErasureInProgress(
+                f"dataset {dataset!r} is being erased by another call; its receipt will be "
+                "in the audit log (action dataset.erase)",
+                dataset=dataset,
+            )
+        try:
+            with engine.begin() as conn:
+                receipt.started_at = _now(conn)
+                # Waits for CreateThreads holding the dataset row; later ones are refused.
+                marked = conn.execute(
+                    text(
+                        "UPDATE datasets SET erasing_since = coalesce(erasing_since, now()), "
+                        "updated_at = now() WHERE dataset = :d RETURNING key_id"
+                    ),
+                    {"d": dataset},
+                ).first()
+            if marked is None:
+                raise NotFound(
+                    f"dataset {dataset!r} holds nothing (never written, or already erased)",
+                    dataset=dataset,
+                )
+            targets: list[str] = []
+            while True:
+                with engine.begin() as conn:
+                    batch = list(
+                        conn.execute(
+                            text(
+                                "SELECT thread_id FROM threads WHERE dataset = :d "
+                                "ORDER BY thread_id LIMIT 100"
+                            ),
+                            {"d": dataset},
+                        ).scalars()
+                    )
+                    conn.execute(  # the eraser's heartbeat (resume_stalled reads it)
+                        text("UPDATE datasets SET updated_at = now() WHERE dataset = :d"),
+                        {"d": dataset},
+                    )
+                if not batch:
+                    break
+                for thread_id in batch:
+                    targets.append(str(thread_id))
+                    targets.extend(_erase_one_thread(engine, thread_id, receipt, batch_rows))
+                if progress is not None:
+                    progress(receipt)
+            with engine.begin() as conn:
+                receipt.api_keys_scrubbed = _scrub_keys(conn, dataset)
+                receipt.audit_events_pseudonymised = _pseudonymise_audit(conn, dataset, targets)
+                gone = conn.execute(
+                    text("DELETE FROM datasets WHERE dataset = :d RETURNING key_id"),
+                    {"d": dataset},
+                ).first()
+                receipt.record("datasets", [dataset] if gone is not None else [])
+                receipt.data_key_destroyed = gone is not None and gone[0] is not None
+                receipt.finished_at = _now(conn)
+                receipt.seal()
+                audit.record(
+                    conn,
+                    key_prefix=actor,
+                    action="dataset.erase",
+                    dataset=pseudonym(dataset),
+                    details=receipt.as_record(),
+                )
+        finally:
+            lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            lock_conn.commit()
+    return receipt
+
+
+def erase_thread(
+    engine: Engine, thread_id: uuid.UUID, *, actor: str, batch_rows: int = 2000
+) -> Receipt:
+    """Erases one thread and everything derived from it; returns the sealed receipt."""
+    with engine.connect() as conn:
+        dataset = conn.execute(
+            text("SELECT dataset FROM threads WHERE thread_id = :t"), {"t": thread_id}
+        ).scalar()
+        started = _now(conn)
+    if dataset is None:
+        raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
+    receipt = Receipt(
+        receipt_id=str(uuid.uuid4()),
+        scope="thread",
+        dataset=dataset,
+        thread_id=str(thread_id),
+        started_at=started,
+    )
+    targets = [str(thread_id), *_erase_one_thread(engine, thread_id, receipt, batch_rows)]
+    with engine.begin() as conn:
+        receipt.audit_events_pseudonymised = _pseudonymise_audit(conn, None, targets)
+        receipt.finished_at = _now(conn)
+        receipt.seal()
+        audit.record(
+            conn,
+            key_prefix=actor,
+            action="thread.erase",
+            dataset=dataset,
+            target=pseudonym(str(thread_id)),
+            details=receipt.as_record(),
+        )
+    return receipt
+
+
+def erase_threads(
+    engine: Engine, dataset: str, thread_ids: list[uuid.UUID], receipt: Receipt, batch_rows: int
+) -> None:
+    """Erases ``thread_ids`` into ``receipt`` (retention purges), without audit changes."""
+    for thread_id in thread_ids:
+        _erase_one_thread(engine, thread_id, receipt, batch_rows)
+
+
+def resume_stalled(engine: Engine, *, actor: str, batch_rows: int) -> list[Receipt]:
+    """Finishes erasures a crash interrupted (datasets still ``erasing`` whose eraser has
+    not moved for :data:`STALL_AFTER`)."""
+    with engine.connect() as conn:
+        stalled = list(
+            conn.execute(
+                text(
+                    "SELECT dataset FROM datasets WHERE erasing_since IS NOT NULL "
+                    "AND updated_at < now() - :after"
+                ),
+                {"after": STALL_AFTER},
+            ).scalars()
+        )
+    done = []
+    for dataset in stalled:
+        try:
+            done.append(erase_dataset(engine, dataset, actor=actor, batch_rows=batch_rows))
+        except (ErasureInProgress, NotFound):
+            continue
+    return done

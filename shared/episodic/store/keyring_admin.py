@@ -1,0 +1,60 @@
+"""Master-key rotation: data keys re-wrapped under a new master key, no data rewritten.
+
+A data key is stored only wrapped (``datasets.wrapped_key``, by ``master_key_id``).
+Rotation unwraps each with the old master key and wraps it with the keyring's active one,
+one dataset per transaction (a row lock: a concurrent unwrap reads either the old or the
+new wrapping, both valid while the old key is still in the keyring). The sealed values
+themselves never change: their data keys are the same.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, Engine, text
+
+from episodic.crypto import LocalKeyring
+
+__all__ = ["rewrap_all", "wrapped_by"]
+
+
+def wrapped_by(conn: Connection) -> dict[str, int]:
+    """How many data keys each master key wraps."""
+    return {
+        str(k): int(n)
+        for k, n in conn.execute(
+            text(
+                "SELECT master_key_id, count(*) FROM datasets WHERE key_id IS NOT NULL "
+                "GROUP BY master_key_id ORDER BY master_key_id"
+            )
+        )
+    }
+
+
+def rewrap_all(engine: Engine, keyring: LocalKeyring) -> int:
+    """Re-wraps every data key not wrapped by the keyring's active master key; returns
+    how many."""
+    active = keyring.active_key_id
+    done = 0
+    while True:
+        with engine.begin() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT dataset, key_id, master_key_id, wrapped_key FROM datasets "
+                    "WHERE key_id IS NOT NULL AND master_key_id <> :active "
+                    "ORDER BY dataset LIMIT 100 FOR UPDATE"
+                ),
+                {"active": active},
+            ).all()
+            for dataset, key_id, master_key_id, wrapped in rows:
+                context = f"{dataset}|{key_id}"
+                material = keyring.unwrap(master_key_id, bytes(wrapped), context)
+                new_id, blob = keyring.wrap(material, context)
+                conn.execute(
+                    text(
+                        "UPDATE datasets SET master_key_id = :m, wrapped_key = :w, "
+                        "updated_at = now() WHERE dataset = :d"
+                    ),
+                    {"m": new_id, "w": blob, "d": dataset},
+                )
+        done += len(rows)
+        if len(rows) < 100:
+            return done

@@ -1,0 +1,33 @@
+"""Encryption at rest in tests: one master keyring per test process, shared by the
+services it starts (EPISODIC_MASTER_KEY_FILE) and by tests that write rows directly, so
+tests run with encryption on — as `episodic up` and the prod overlay do."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from episodic.crypto import LocalKeyring
+from episodic.store.vault import Vault
+
+__all__ = ["keyring_file", "test_vault"]
+
+
+@lru_cache(maxsize=1)
+def keyring_file() -> Path:
+    """This process's test keyring (created on first use, removed at exit)."""
+    directory = Path(tempfile.mkdtemp(prefix="episodic-test-keys-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = directory / "master-keys.json"
+    LocalKeyring.create(path)
+    return path
+
+
+@lru_cache(maxsize=2)
+def test_vault(encrypt: bool = True) -> Vault:
+    """A vault over :func:`keyring_file`: ``encrypt`` decides whether datasets it
+    registers get a data key."""
+    return Vault(LocalKeyring.load(keyring_file()), encrypt=encrypt)

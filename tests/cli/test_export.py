@@ -1,0 +1,364 @@
+"""`episodic export`: against a real suite (four service processes over a real
+PostgreSQL), run as a newcomer runs it (a subprocess), and the pseudonymiser on its own."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from episodic.client import EpisodicClient
+from episodic.export import Pseudonymiser
+from episodic.testing.database import TestDatabases
+from episodic.testing.processes import ServiceProcess, start_service
+
+DATASET = "acme_support"
+#: Names the data carries in metadata (values of identifier keys).
+PEOPLE = ["alice_w", "Alice Walker", "bob.k@example.com", "Bob Kowalski"]
+
+
+@dataclasses.dataclass
+class Suite:
+    env: dict[str, str]
+    db_url: str
+    admin_url: str
+    threads: dict[str, str]  # name -> thread id
+
+
+@contextmanager
+def running_suite(databases: TestDatabases) -> Iterator[Suite]:
+    """A fresh database and the four services (no background loops: the test drives the
+    Scheduler and the Summariser), filled by :func:`fill`."""
+    db_url = databases.create()
+    started: list[ServiceProcess] = []
+    try:
+        scheduler = start_service("scheduler", db_url)
+        started.append(scheduler)
+        # The other three at once (each waits for its own readiness, not a sleep).
+        with ThreadPoolExecutor(3) as pool:
+            futures = [
+                pool.submit(start_service, name, db_url, env)
+                for name, env in (
+                    ("ingest", {"EPISODIC_SCHEDULER_ADDRESS": scheduler.address}),
+                    ("summariser", None),
+                    ("recall", None),
+                )
+            ]
+            for future in futures:
+                with contextlib.suppress(Exception):  # raised again by result() below
+                    started.append(future.result())
+            for future in futures:
+                future.result()
+        by_name = {s.name: s.address for s in started}
+        env = {f"EPISODIC_{n.upper()}_ADDRESS": a for n, a in by_name.items()}
+        with EpisodicClient(
+            ingest=by_name["ingest"],
+            recall=by_name["recall"],
+            scheduler=by_name["scheduler"],
+            summariser=by_name["summariser"],
+        ) as client:
+            threads = fill(client)
+        yield Suite(env, db_url, databases.admin_url, threads)
+    finally:
+        for service in reversed(started):
+            service.terminate()
+        databases.drop(db_url)
+
+
+def fill(client: EpisodicClient) -> dict[str, str]:
+    """Three threads with names in metadata and text, episodes of four statuses
+    (archived, completed, pending) and every trigger the export must keep."""
+    a = client.create_thread(
+        DATASET,
+        label="billing Alice",
+        metadata={"user_id": "alice_w", "channel": "email", "nested": {"author": "Alice Walker"}},
+    ).thread_id
+    # One call per message: each is received at its own time (replay reads those times).
+    client.add_message(
+        a,
+        "user",
+        "Hi, I'm Alice Walker. We agreed on the Pro tier at $29 for project Atlas.\n"
+        "Second line\u2028with a line separator.",
+        metadata={"name": "Alice Walker"},
+    )
+    client.add_message(a, "assistant", "Noted, Alice: the Pro tier for project Atlas.")
+    client.end_thread(a)  # explicit: 1-2
+    client.add_message(
+        a,
+        "user",
+        "Alice again: please send the Atlas invoice to alice_w.",
+        metadata={"name": "Alice Walker"},
+    )
+    client.add_message(a, "assistant", "I will send the Atlas invoice today.")
+    client.run_sweep(as_of=datetime.now(UTC) + timedelta(hours=1))  # inactivity: 3-4
+    client.process_pending()  # 1-2 archived, 3-4 completed
+
+    b = client.create_thread(
+        DATASET, label="cars", metadata={"user": "bob.k@example.com"}
+    ).thread_id
+    client.add_message(
+        b,
+        "user",
+        "Bob Kowalski here; I need a family car under $30k, the Toyota Corolla maybe.",
+        metadata={"speaker": "Bob Kowalski"},
+        created_at=datetime(2025, 3, 1, 9, 0, tzinfo=UTC),
+    )
+    client.add_message(b, "assistant", "The Toyota Corolla Hybrid fits your budget, Bob.")
+    client.end_thread(b)
+    client.process_pending()  # completed
+
+    c = client.create_thread(DATASET, label="later").thread_id
+    client.add_message(c, "user", "Bob Kowalski asked about the Corolla again.")
+    client.end_thread(c)  # pending: nobody summarises it
+    return {"a": a, "b": b, "c": c}
+
+
+@pytest.fixture(scope="module")
+def suite(databases: TestDatabases) -> Iterator[Suite]:
+    with running_suite(databases) as s:
+        yield s
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "episodic.cli", *args],
+        env={**os.environ, "EPISODIC_EMBEDDING_PROVIDER": "hashing", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def ok(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = run_cli(env, *args)
+    assert done.returncode == 0, f"episodic {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def records(text: str) -> list[dict[str, Any]]:
+    """Every line is exactly one JSON object (str.splitlines also splits on U+2028)."""
+    lines = text.splitlines()
+    assert lines == text.split("\n")[:-1] and text.endswith("\n")
+    out = [json.loads(line) for line in lines]
+    assert all(isinstance(r, dict) for r in out)
+    return out
+
+
+def _wire(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _same(record: dict[str, Any], obj: Any, kind: str) -> None:
+    """The record holds every field of the SDK object, equal, and parses back to it."""
+    assert record["type"] == kind
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        assert record[f.name] == _wire(value), (kind, f.name)
+        if isinstance(value, datetime):
+            assert datetime.fromisoformat(record[f.name]) == value
+
+
+# --------------------------------------------------------------------------- export
+
+
+def test_export_round_trips_every_field_one_object_per_line(suite: Suite) -> None:
+    done = ok(suite.env, "export", DATASET)
+    assert "lines/s" not in done.stderr  # no progress when stderr is not a terminal
+    out = records(done.stdout)
+    header, *body, end = out
+    assert header["type"] == "dataset" and header["format"] == "episodic-export"
+    assert header["version"] == 1 and header["dataset"] == DATASET
+    assert not header["pseudonymised"] and datetime.fromisoformat(header["exported_at"])
+    counts = {k: sum(1 for r in body if r["type"] == k) for k in ("thread", "message", "episode")}
+    assert end["type"] == "end" and end["counts"] == counts
+    assert counts == {"thread": 3, "message": 7, "episode": 4}
+
+    # Grouped: each thread's line, then its messages in order, then its episodes.
+    order = [(r["type"], r["thread_id"]) for r in body]
+    for thread_id in suite.threads.values():
+        mine = [i for i, (_, t) in enumerate(order) if t == thread_id]
+        assert mine == list(range(mine[0], mine[0] + len(mine)))
+        assert order[mine[0]][0] == "thread"
+
+    with EpisodicClient(**_addresses(suite)) as client:
+        for thread_id in suite.threads.values():
+            thread = client.get_thread(thread_id)
+            _same(
+                next(r for r in body if r["type"] == "thread" and r["thread_id"] == thread_id),
+                thread,
+                "thread",
+            )
+            messages = client.load_session(thread_id)
+            exported = [r for r in body if r["type"] == "message" and r["thread_id"] == thread_id]
+            assert [r["sequence"] for r in exported] == [m.sequence for m in messages]
+            for record, message in zip(exported, messages, strict=True):
+                _same(record, message, "message")
+            episodes = list(client.iter_episodes(DATASET, thread_id=thread_id))
+            exported = [r for r in body if r["type"] == "episode" and r["thread_id"] == thread_id]
+            assert [r["start_sequence"] for r in exported] == sorted(
+                e.start_sequence for e in episodes
+            )
+            for episode in episodes:
+                _same(
+                    next(r for r in exported if r["episode_id"] == episode.episode_id),
+                    episode,
+                    "episode",
+                )
+
+    statuses = {r["status"] for r in body if r["type"] == "episode"}
+    assert statuses == {"archived", "completed", "pending"}  # every status, no filter
+    a_windows = [
+        (r["start_sequence"], r["end_sequence"], r["trigger"])
+        for r in body
+        if r["type"] == "episode" and r["thread_id"] == suite.threads["a"]
+    ]
+    assert a_windows == [(1, 2, "explicit"), (3, 4, "inactivity")]
+    first = next(r for r in body if r["type"] == "message" and r["thread_id"] == suite.threads["a"])
+    assert "\u2028" in first["content"] and "\n" in first["content"]  # escaped, kept
+
+
+def _addresses(suite: Suite) -> dict[str, str]:
+    return {
+        name: suite.env[f"EPISODIC_{name.upper()}_ADDRESS"]
+        for name in ("ingest", "recall", "scheduler", "summariser")
+    }
+
+
+def test_export_to_a_file_with_progress(suite: Suite, tmp_path: Path) -> None:
+    target = tmp_path / "out.jsonl"
+    done = ok(suite.env, "export", DATASET, "-o", str(target), "--progress")
+    assert done.stdout == ""  # nothing but the file
+    assert "lines/s" in done.stderr and "exported 3 thread(s), 7 message(s)" in done.stderr
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600  # it holds people's messages
+    assert not list(tmp_path.glob("*.partial"))
+    from_file = records(target.read_text(encoding="utf-8"))
+    from_stdout = records(ok(suite.env, "export", DATASET).stdout)
+
+    def stable(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if k not in ("exported_at", "finished_at")} for r in rs]
+
+    assert stable(from_file) == stable(from_stdout)
+
+    missing = run_cli(suite.env, "export", DATASET, "-o", str(tmp_path / "no" / "x.jsonl"))
+    assert missing.returncode == 2 and "No such file" in missing.stderr
+
+
+# --------------------------------------------------------------------------- pseudonyms
+
+#: Fields whose values are the format's own words, not the data's.
+_VOCABULARY_FIELDS = {"type", "format", "role", "status", "semantic_status", "trigger",
+                      "event_type", "identifier_keys"}  # fmt: skip
+
+
+def _strings(value: Any, key: str = "") -> Iterator[str]:
+    if key in _VOCABULARY_FIELDS:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _strings(v, k)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v, key)
+
+
+def _mentions(texts: list[str], term: str) -> list[str]:
+    words = r"\s+".join(re.escape(w) for w in term.split())
+    pattern = re.compile(rf"(?<!\w){words}(?!\w)", re.IGNORECASE)
+    return [t for t in texts if pattern.search(t)]
+
+
+def test_pseudonymised_export_hides_names_with_stable_keyed_pseudonyms(
+    suite: Suite, tmp_path: Path
+) -> None:
+    plain = records(ok(suite.env, "export", DATASET).stdout)
+    key = tmp_path / "keys" / "pseudonym.key"
+    first = ok(suite.env, "export", DATASET, "--pseudonymise", "--pseudonym-key-file", str(key))
+    assert f"created a new pseudonym key in {key}" in first.stderr
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    second = ok(suite.env, "export", DATASET, "--pseudonymise", "--pseudonym-key-file", str(key))
+    assert "created" not in second.stderr
+    other = ok(
+        suite.env, "export", DATASET, "--pseudonymise", "--pseudonym-key-file", str(tmp_path / "k2")
+    )
+    masked, again, other_key = (records(d.stdout) for d in (first, second, other))
+
+    # None of the original names and ids is left anywhere in the data.
+    originals = [DATASET, *PEOPLE, *suite.threads.values()]
+    originals += [r["episode_id"] for r in plain if r["type"] == "episode"]
+    entities = {e for r in plain if r["type"] == "episode" for e in r["entities"]}
+    assert {"project atlas", "toyota corolla hybrid"} <= entities  # what the summariser found
+    originals += [e for e in entities if len(e) > 3 and any(c.isalpha() for c in e)]
+    texts = [s for r in masked for s in _strings(r)]
+    for name in originals:
+        assert not _mentions(texts, name), name
+    assert not _mentions(texts, "alice") and not _mentions(texts, "atlas")  # parts of names
+    a = next(r for r in masked if r["type"] == "thread" and r["label"].startswith("billing"))
+    content = next(
+        r for r in masked if r["type"] == "message" and r["thread_id"] == a["thread_id"]
+    )["content"]
+    assert content.startswith("Hi, I'm user_") and "tier at $29" in content  # the rest is kept
+
+    # Same shape, every record pseudonymised consistently.
+    assert [r["type"] for r in masked] == [r["type"] for r in plain]
+    header = masked[0]
+    assert header["pseudonymised"] and header["dataset"].startswith("dataset_")
+    thread_ids = {r["thread_id"] for r in masked if r["type"] == "thread"}
+    assert len(thread_ids) == 3 and all(len(t) == 36 for t in thread_ids)  # still UUIDs
+    assert {r["thread_id"] for r in masked if r["type"] == "message"} == thread_ids
+    a_meta = a
+    assert a_meta["metadata"]["channel"] == "email" and a_meta["metadata"]["user_id"].startswith(
+        "user_"
+    )
+    speaker = a_meta["metadata"]["nested"]["author"]
+    assert speaker in content  # "Alice Walker" in metadata and in text: one pseudonym
+
+    # Stable with the same key, different with another.
+    def stable(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if k not in ("exported_at", "finished_at")} for r in rs]
+
+    assert stable(masked) == stable(again)
+    assert masked[0]["pseudonym_key_id"] == again[0]["pseudonym_key_id"]
+    assert other_key[0]["pseudonym_key_id"] != masked[0]["pseudonym_key_id"]
+    assert {r["thread_id"] for r in other_key if r["type"] == "thread"}.isdisjoint(thread_ids)
+    assert other_key[0]["dataset"] != header["dataset"]
+
+    wrong = run_cli(suite.env, "export", DATASET, "--pseudonym-key-file", str(key))
+    assert wrong.returncode == 2 and "needs --pseudonymise" in wrong.stderr
+
+
+def test_pseudonymiser_whole_words_any_case_longest_first() -> None:
+    p = Pseudonymiser(b"k" * 32)
+    p.learn_entity("project atlas")
+    p.learn_metadata({"profile": {"Speaker": "Dana"}, "name": "x", "user_id": 42})
+    text = p.text("Project  ATLAS and atlas, not Atlassian; dana@corp.io wrote to DANA.")
+    whole, part = p.name("project atlas"), p.name("atlas")
+    assert text.startswith(f"{whole} and {part}, not Atlassian; email_")
+    assert text.endswith(f"wrote to {p.name('dana')}.") and whole != part
+    assert p.name("DANA") == p.name("dana").lower() and p.name("dana").startswith("user_")
+    # Too short to search for in text (would mask every "x"), masked in metadata.
+    assert p.text("x marks 42") == "x marks 42"
+    masked = p.metadata({"name": "x", "user_id": 42, "note": "Dana called"})
+    assert masked["name"].startswith("user_") and masked["user_id"].startswith("user_")
+    assert masked["note"] == f"{p.name('dana')} called"
+    # Keyed: another key, other pseudonyms; never the plain hash of the name.
+    assert Pseudonymiser(b"j" * 32).name("dana") != p.name("dana")
+    thread_id = "0b7f3e0c-6a3c-4c1e-9a57-2f1b8f4e5d21"
+    assert p.text(f"see {thread_id}") == f"see {p.identifier(thread_id)}"
+    with pytest.raises(ValueError):
+        Pseudonymiser(b"short")
