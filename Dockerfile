@@ -40,7 +40,7 @@ ENV PATH=/opt/venv/bin:$PATH \
 # empty, read-only working directory (it lands on sys.path with `python -m`).
 WORKDIR /app
 USER 10001:10001
-EXPOSE 50051 50052 50053 50054
+EXPOSE 50051 50052 50053 50054 9464-9467
 # Python is PID 1: the services install their own SIGTERM handler (health NOT_SERVING,
 # then a graceful stop), and they start no child processes that would need reaping.
 CMD ["episodic", "--help"]

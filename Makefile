@@ -43,6 +43,12 @@ protos: install
 	$(BIN)/python -m episodic.devtools.protogen
 	npm --prefix $(TS) run --silent generate
 
+## On release: record proto/ as the released contracts. tests/test_contracts.py runs
+## `buf breaking` against this image, so a later change that breaks clients fails the tests.
+.PHONY: proto-baseline
+proto-baseline: install
+	$(BIN)/buf build --exclude-source-info -o proto/baseline/episodic-v1.binpb
+
 clean:
 	rm -rf $(VENV) .episodic
 

@@ -36,7 +36,9 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
+import grpc
 import numpy as np
 import psycopg
 
@@ -131,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
+    from bench.temporal_questions import build_temporal_questions
     from episodic.client import EpisodicClient, NewMessage
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.testing.database import scratch_database
     from episodic.testing.keys import test_vault
     from episodic.testing.processes import start_service
+    from episodic.v1.recall_service_pb2_grpc import RecallServiceStub
 
     conversations = locomo.load(limit=args.limit_conversations)
     n_questions = sum(len(c.questions) for c in conversations)
@@ -226,20 +230,45 @@ def main(argv: list[str] | None = None) -> int:
         if indexed_by_bench:
             log(f"the summariser did not index {indexed_by_bench} episodes; indexed here")
 
-        # -- the system under test: Recall through gRPC
+        # -- the system under test: Recall through gRPC, reading time in the query and
+        # literally (the same requests with literal_query), interleaved
+        channel = grpc.insecure_channel(procs["recall"].address)
+        stack.callback(channel.close)
+        stub = RecallServiceStub(channel)
         rows: dict[str, locomo.Scores] = {}
         ours = locomo.Scores()
+        ours_literal = locomo.Scores()
         ours_sim = locomo.Scores()
+        latency: dict[bool, list[float]] = {True: [], False: []}
         started = time.monotonic()
         for conv in conversations:
             for q in conv.questions:
-                for scores, kwargs in ((ours, {}), (ours_sim, {"recency_weight": 0.0})):
-                    result = client.recall(
-                        conv.dataset, q.question, limit=10, as_of=q.asked_at, **kwargs
+                for scores, literal, extra in (
+                    (ours, False, {}),
+                    (ours_literal, True, {}),
+                    (ours_sim, False, {"recency_weight": 0.0}),
+                ):
+                    ranking_, ms = _recall(
+                        stub, conv.dataset, q.question, q.asked_at, literal, **extra
                     )
-                    scores.add(q.category, [e.thread_label for e in result], q.evidence_threads)
+                    if not extra:
+                        latency[literal].append(ms)
+                    scores.add(q.category, ranking_, q.evidence_threads)
         recall_seconds = time.monotonic() - started
-        log(f"{2 * n_questions} recalls in {recall_seconds:.1f}s")
+        log(f"{3 * n_questions} recalls in {recall_seconds:.1f}s")
+
+        # -- temporal questions built from the sessions' dates (bench/temporal_questions.py)
+        temporal = {True: locomo.Scores(), False: locomo.Scores()}
+        questions_t = build_temporal_questions(conversations, seed=0)
+        by_id = {c.conversation_id: c for c in conversations}
+        for tq in questions_t:
+            for literal in (False, True):
+                ranking_, ms = _recall(
+                    stub, by_id[tq.conversation_id].dataset, tq.question, tq.asked_at, literal
+                )
+                latency[literal].append(ms)
+                temporal[literal].add(tq.kind, ranking_, tq.evidence_threads)
+        log(f"{2 * len(questions_t)} temporal recalls")
 
         # -- baselines over the raw sessions, and the summary embedding alone
         base = {
@@ -314,9 +343,28 @@ def main(argv: list[str] | None = None) -> int:
             "summary embedding alone": base["summary"],
             "summary × 0.7 + 1/(1+days) × 0.3": base["summary_rec"],
             "**episodes via Recall (default 0.7/0.3, as_of)**": ours,
+            "episodes via Recall, query read literally (literal_query)": ours_literal,
             "episodes via Recall, recency weight 0 (diagnostic)": ours_sim,
         }
         print(locomo.table(rows))
+        print("\nTemporal questions (bench/temporal_questions.py, seed 0), R@k per kind:\n")
+        print(
+            locomo.table(
+                {
+                    "Recall, time understood (default)": temporal[False],
+                    "Recall, query read literally": temporal[True],
+                }
+            )
+        )
+        for literal in (False, True):
+            values = sorted(latency[literal])
+            print(
+                f"Recall latency, {'literal' if literal else 'time understood'}: p50 "
+                f"{values[len(values) // 2]:.2f} ms, p99 {values[int(len(values) * 0.99)]:.2f} ms "
+                f"({len(values)} calls, interleaved)"
+            )
+        rows["temporal: time understood"] = temporal[False]
+        rows["temporal: literal"] = temporal[True]
         print(
             f"\n{len(conversations)} conversations, {n_questions} questions; embedder "
             f"{embedder.name}; mean Recall latency over gRPC "
@@ -335,6 +383,27 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
     return 0
+
+
+def _recall(
+    stub: Any, dataset: str, question: str, asked_at: Any, literal: bool, **weights: float
+) -> tuple[list[str], float]:
+    """Thread labels best first, and the call's milliseconds."""
+    from episodic.v1 import recall_service_pb2 as rpb
+
+    request = rpb.RecallRequest(
+        dataset=dataset,
+        query=question,
+        include=[rpb.RECALL_INCLUDE_EPISODES],
+        context_episodes=10,
+        literal_query=literal,
+        **weights,
+    )
+    request.as_of.FromDatetime(asked_at)
+    started = time.perf_counter()
+    answer = stub.Recall(request, timeout=60)
+    ms = (time.perf_counter() - started) * 1000
+    return [e.episode.thread_label for e in answer.episodes.episodes], ms
 
 
 if __name__ == "__main__":

@@ -1,18 +1,25 @@
-"""The protos are lint-clean, formatted, and the committed stubs match them."""
+"""The protos are lint-clean (documented), formatted, compatible with the released ones,
+and the committed stubs (Python, Java, Go) match them and compile where a toolchain is."""
 
 from __future__ import annotations
 
 import filecmp
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from google.protobuf import descriptor_pb2
 
 from episodic.devtools import protogen
 
 REPO = Path(__file__).resolve().parents[1]
+#: The contracts as last released (`make proto-baseline`): a buf image (a FileDescriptorSet).
+BASELINE = REPO / "proto" / "baseline" / "episodic-v1.binpb"
 
 
 def _buf() -> str:
@@ -73,3 +80,218 @@ def test_every_rpc_the_seeds_name_exists() -> None:
         recall_service_pb2, "RecallService"
     )
     assert {"DeleteEpisode", "RetryEpisode"} <= methods(scheduler_service_pb2, "SchedulerService")
+
+
+# ---- contracts that cannot break silently ------------------------------------------------
+
+
+def _copy_contracts(tmp_path: Path) -> Path:
+    """A scratch copy of the workspace's buf.yaml and protos, to break on purpose."""
+    work = tmp_path / "contracts"
+    shutil.copytree(REPO / "proto", work / "proto", ignore=shutil.ignore_patterns("baseline"))
+    shutil.copy(REPO / "buf.yaml", work / "buf.yaml")
+    return work
+
+
+def _rules(output: str) -> set[str]:
+    """The rule ids of buf's --error-format=json findings."""
+    return {json.loads(line)["type"] for line in output.splitlines() if line.startswith("{")}
+
+
+def test_the_baseline_holds_the_released_contracts() -> None:
+    # An empty or foreign image would make `buf breaking` pass whatever changed.
+    image = descriptor_pb2.FileDescriptorSet.FromString(BASELINE.read_bytes())
+    files = {f.name: f for f in image.file}
+    services = {s.name for f in files.values() for s in f.service}
+    assert "episodic/v1/episode.proto" in files
+    assert {
+        "IngestService",
+        "RecallService",
+        "SchedulerService",
+        "SummariserService",
+        "AdminService",
+    } <= services
+
+
+def test_contracts_do_not_break_the_released_ones() -> None:
+    out = subprocess.run(
+        [_buf(), "breaking", "--against", str(BASELINE), "--error-format", "json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, (
+        "proto/ breaks the released contracts (buf breaking, FILE rules). Keep the change "
+        "compatible (add fields and RPCs; deprecate, do not remove), or release a "
+        "new package (episodic.v2):\n" + out.stdout + out.stderr
+    )
+
+
+def test_a_breaking_change_is_reported(tmp_path: Path) -> None:
+    work = _copy_contracts(tmp_path)
+    episode = work / "proto" / "episodic" / "v1" / "episode.proto"
+    text = episode.read_text()
+    broken = re.sub(r"\bstring thread_id = (\d+);", r"int64 thread_id = \1;", text, count=1)
+    assert broken != text
+    episode.write_text(broken)
+    out = subprocess.run(
+        [_buf(), "breaking", "--against", str(BASELINE), "--error-format", "json"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert "FIELD_SAME_TYPE" in _rules(out.stdout), out.stdout + out.stderr
+
+
+def test_lint_requires_every_element_documented(tmp_path: Path) -> None:
+    work = _copy_contracts(tmp_path)
+    episode = work / "proto" / "episodic" / "v1" / "episode.proto"
+    episode.write_text(episode.read_text() + "\nmessage Undocumented {\n  string name = 1;\n}\n")
+    out = subprocess.run(
+        [_buf(), "lint", "--error-format", "json"], cwd=work, capture_output=True, text=True
+    )
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert {"COMMENT_MESSAGE", "COMMENT_FIELD"} <= _rules(out.stdout), out.stdout + out.stderr
+
+
+# ---- stubs for other languages (clients/stubs) ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(protogen.PARTS))
+def test_client_stubs_match_protos(name: str, tmp_path: Path) -> None:
+    part = protogen.PARTS[name]
+    why = part.missing()
+    if why:
+        pytest.skip(f"{name} stubs are not regenerated here: {why}")
+    fresh = {p.relative_to(tmp_path): p for p in part.generate(tmp_path)}
+    committed = {p.relative_to(part.folder): p for p in part.committed()}
+    hint = "run `make protos` (python -m episodic.devtools.protogen)"
+    assert fresh.keys() == committed.keys(), f"{name}: files differ from the protos; {hint}"
+    for rel, path in fresh.items():
+        assert filecmp.cmp(path, committed[rel], shallow=False), f"{rel} is stale; {hint}"
+
+
+def test_every_proto_has_committed_client_stubs() -> None:
+    """Holds where the generators are missing too: a new proto cannot go without stubs."""
+    stems = {p.stem for p in protogen.proto_files()}
+    services = {
+        m.group(1)
+        for p in protogen.proto_files()
+        for m in re.finditer(r"^service (\w+)", p.read_text(), re.MULTILINE)
+    }
+    names = {name: {p.name for p in part.committed()} for name, part in protogen.PARTS.items()}
+    assert names["go"] == {f"{stem}.pb.go" for stem in stems}
+    assert names["go-grpc"] == {
+        f"{p.stem}_grpc.pb.go" for p in protogen.proto_files() if "\nservice " in p.read_text()
+    }
+    assert names["java-grpc"] == {f"{service}Grpc.java" for service in services}
+    assert len(names["java"]) == len(stems)  # one outer class per file
+
+
+def _javac() -> str:
+    javac = shutil.which("javac")
+    if javac is None:
+        pytest.skip("no JDK (javac) here: the Java stubs are only generated and checked current")
+    return javac
+
+
+def _compile_java(javac: str, sources: list[Path], classpath: list[Path], out: Path) -> None:
+    done = subprocess.run(
+        [
+            javac,
+            "-nowarn",
+            "-proc:none",
+            "-d",
+            str(out),
+            "-cp",
+            os.pathsep.join(map(str, classpath)),
+        ]
+        + [str(s) for s in sources],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+
+def test_java_stubs_compile(tmp_path: Path) -> None:
+    """The committed Java stubs, as they are, against the protobuf-java they were made for."""
+    javac = _javac()
+    java = protogen.CLIENT_STUBS / "java"
+    header = (java / "episodic" / "v1" / "EpisodeOuterClass.java").read_text()
+    gencode = re.search(r"Protobuf Java Version: ([\d.]+)", header)
+    assert gencode, "no protobuf version in the Java stubs"
+    jars = [Path(j) for j in os.environ.get("EPISODIC_JAVA_CLASSPATH", "").split(os.pathsep) if j]
+    if not any(re.fullmatch(rf"protobuf-java-{re.escape(gencode[1])}\.jar", j.name) for j in jars):
+        pytest.skip(
+            f"the committed messages need protobuf-java {gencode[1]} (protoc's gencode version), "
+            "which is not here: Maven Central is out of reach and Debian ships 3.21; "
+            "set EPISODIC_JAVA_CLASSPATH to it and grpc-java's jars (grpc-api, grpc-stub, "
+            "grpc-protobuf, guava, javax.annotation-api) to compile them"
+        )
+    _compile_java(javac, sorted(java.rglob("*.java")), jars, tmp_path)
+
+
+def test_java_grpc_stubs_compile_with_debians_grpc_java(tmp_path: Path) -> None:
+    """The committed gRPC service stubs (grpc_java_plugin 1.41, Debian's) against Debian's
+    grpc-java, with the messages from Debian's protoc and protobuf-java of one version — the
+    Java toolchain this machine can have offline."""
+    javac = _javac()
+    share = Path("/usr/share/java")
+    protoc = shutil.which("protoc", path="/usr/bin")
+    runtime = sorted(share.glob("protobuf-3.*.jar"))
+    wanted = ["grpc-api", "grpc-stub", "grpc-protobuf", "grpc-protobuf-lite", "grpc-context"]
+    wanted += ["guava", "geronimo-annotation-1.3-spec"]
+    jars = [share / f"{name}.jar" for name in wanted]
+    if protoc is None or not runtime or not all(j.exists() for j in jars):
+        pytest.skip(
+            "needs Debian's protobuf-compiler, libprotobuf-java and libgrpc-java "
+            "(apt-get install protobuf-compiler libprotobuf-java libgrpc-java)"
+        )
+    version = subprocess.run([protoc, "--version"], capture_output=True, text=True).stdout
+    if version.split()[-1] != runtime[-1].stem.removeprefix("protobuf-"):
+        pytest.skip(f"/usr/bin/protoc ({version.strip()}) is not the version of {runtime[-1]}")
+    sources = tmp_path / "src"
+    sources.mkdir()
+    subprocess.run(
+        [protoc, f"-I{protogen.PROTO_ROOT}", f"--java_out={sources}"]
+        + [str(p.relative_to(protogen.PROTO_ROOT)) for p in protogen.proto_files()],
+        check=True,
+        cwd=protogen.PROTO_ROOT,
+    )
+    for stub in protogen.PARTS["java-grpc"].committed():
+        shutil.copy(stub, sources / "episodic" / "v1" / stub.name)
+    _compile_java(javac, sorted(sources.rglob("*.java")), [runtime[-1], *jars], tmp_path / "out")
+
+
+def test_go_stubs_compile(tmp_path: Path) -> None:
+    """The committed Go stubs build (go vet) against google.golang.org/protobuf and grpc."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip(
+            "no Go toolchain (go) here: the Go stubs are only generated and checked current"
+        )
+    # The Go module proxy is out of reach: build in GOPATH mode over Debian's Go sources.
+    gocode = Path("/usr/share/gocode")
+    modules = [gocode / "src" / "google.golang.org" / name for name in ("grpc", "protobuf")]
+    if not all(m.is_dir() for m in modules):
+        pytest.skip(
+            "Go is here but not the sources of google.golang.org/grpc and /protobuf "
+            "(Debian: golang-google-grpc-dev golang-google-protobuf-dev), and the module proxy "
+            "is out of reach"
+        )
+    package = tmp_path / "src" / protogen.GO_MODULE
+    shutil.copytree(protogen.CLIENT_STUBS / "go", package)
+    env = {
+        **os.environ,
+        "GOPATH": f"{tmp_path}{os.pathsep}{gocode}",
+        "GO111MODULE": "off",
+        "GOFLAGS": "",
+        "GOPROXY": "off",
+        "GOCACHE": str(tmp_path / "cache"),
+    }
+    done = subprocess.run(
+        [go, "vet", "./..."], cwd=package, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

@@ -7,7 +7,7 @@ from datetime import datetime
 import grpc
 from sqlalchemy import Engine
 
-from episodic import access, convert
+from episodic import access, convert, metrics
 from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
 from episodic.store import owners
@@ -88,7 +88,11 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         with self.engine.begin() as conn:
             owners.require_thread(conn, thread_id)
             result = domain.add_messages(conn, self.vault, thread_id, messages, self.settings)
-        # Committed: the messages are durable. Only now tell the Scheduler.
+        # Committed: the messages are durable. Only now count them and tell the Scheduler.
+        metrics.messages_ingested(
+            m.role for m, r in zip(messages, result.receipts, strict=True) if r.stored
+        )
+        metrics.messages_deduplicated(len(messages) - result.stored_count)
         if result.stored_count:
             self.notifier.record_activity(str(thread_id))
         return pb.AddMessagesResponse(

@@ -6,6 +6,7 @@ import logging
 
 from sqlalchemy import Engine
 
+from episodic import temporal
 from episodic.config import Settings
 from episodic.providers import make_embedder
 from episodic.server import Service, serve
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 
 def build(settings: Settings, engine: Engine) -> Service:
     embedder = make_embedder(settings.embedding, settings.database.embedding_dimension)
+    temporal.warm_up()  # dateparser's language data, before the first query
     # Query vectors must be comparable with the stored ones: refuse to start otherwise.
     check_embedding_dimension(engine, embedder.dimension)
     embedder.check()  # loads the model now, not on the first user's query

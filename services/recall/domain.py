@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -25,8 +25,14 @@ from episodic.providers.entities import normalise_entity
 from episodic.store import recall_queries as q
 from episodic.store.recall_queries import RecallFilters
 from episodic.store.vault import Vault, open_row
+from episodic.temporal import QueryTime, understand
 from episodic.v1 import episode_pb2
 
+#: "The first time we talked about X": episodes with at least this similarity (relative to
+#: the best match, cubed: about 0.6 of the best's match) count as being about X.
+ORDINAL_MATCH_BAND = 0.2
+#: How many matching episodes an ordinal over matches orders in time.
+ORDINAL_POOL = 200
 #: Calls with less time left than this (seconds) get their own deadline as the statement
 #: timeout; longer deadlines rely on the ceiling (and save two round trips).
 EXACT_DEADLINE_BELOW = 2.0
@@ -59,12 +65,28 @@ class RecallQuery:
     similarity_weight: float
     recency_weight: float
     filters: RecallFilters = field(default_factory=RecallFilters)
+    #: What the query says about time (None: none, or the request asked for it literally).
+    understanding: QueryTime | None = None
+
+    @property
+    def applied_time(self) -> QueryTime | None:
+        """The query's time, when it narrows the search (see QueryTime.applied)."""
+        u = self.understanding
+        return u if u is not None and u.applied else None
+
+    @property
+    def ranked_query(self) -> str | None:
+        """The text ranked by similarity: the query without its time words (when they
+        narrow the search), else the query as written."""
+        if self.applied_time is not None:
+            return self.applied_time.remainder or None
+        return self.query
 
     @property
     def needs_embedding(self) -> bool:
         """Only a query that similarity can affect is embedded: temporal recall (no query,
         or similarity weight 0) never touches the embedder."""
-        return self.include_episodes and bool(self.query) and self.similarity_weight > 0
+        return self.include_episodes and bool(self.ranked_query) and self.similarity_weight > 0
 
 
 @dataclass(frozen=True)
@@ -73,6 +95,7 @@ class RecallAnswer:
 
     rows: list[dict[str, Any]]
     episode_count: int
+    selected_threads: list[uuid.UUID] = field(default_factory=list)  # an ordinal's choice
 
 
 def check_text(value: str, field: str, max_chars: int) -> str:
@@ -193,21 +216,92 @@ def _rank(
         return [open_row(key, r, "episodes") for r in rows], count
 
 
+def read_time(query: str | None, as_of: datetime | None, literal: bool) -> QueryTime | None:
+    """The time expressions of a query (see :mod:`episodic.temporal`), or None."""
+    if literal or not query:
+        return None
+    understood = understand(query, as_of or datetime.now(UTC))
+    return understood if understood.found else None
+
+
+def _within(filters: RecallFilters, understood: QueryTime) -> RecallFilters:
+    """The request's filters narrowed to the query's window (both apply)."""
+    since, until = filters.since, filters.until
+    if understood.start is not None:
+        since = understood.start if since is None else max(since, understood.start)
+    if understood.end is not None:
+        last = understood.end - timedelta(microseconds=1)  # the window's end is exclusive
+        until = last if until is None else min(until, last)
+    event_type = filters.event_type
+    if understood.ordinal is not None and understood.ordinal.event_type and not event_type:
+        event_type = understood.ordinal.event_type
+    return replace(filters, since=since, until=until, event_type=event_type)
+
+
+def _in_time_order(rows: list[dict[str, Any]], newest_first: bool = False) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (r["started_at"], str(r["episode_id"])), reverse=newest_first)
+
+
 def recall(
     conn: Connection, vault: Vault, request: RecallQuery, query_vector: np.ndarray | None
 ) -> RecallAnswer:
-    """Ranks the dataset's current episodes (see :mod:`episodic.store.recall_queries`)."""
-    rows, count = _rank(
-        conn,
-        vault,
-        request.dataset,
-        filters=request.filters,
-        query=request.query,
-        query_vector=query_vector,
-        similarity_weight=request.similarity_weight,
-        recency_weight=request.recency_weight,
-        limit=request.limit,
-    )
+    """Ranks the dataset's current episodes (see :mod:`episodic.store.recall_queries`),
+    within the window and ordinal the query names (seed 002: temporal + semantic, recency
+    inside the similarity band)."""
+    understood = request.applied_time
+    filters = request.filters if understood is None else _within(request.filters, understood)
+    ranking: dict[str, Any] = {
+        "filters": filters,
+        "query": request.ranked_query,
+        "query_vector": query_vector,
+        "similarity_weight": request.similarity_weight,
+        "recency_weight": request.recency_weight,
+        "limit": request.limit,
+    }
+    if understood is None:
+        rows, count = _rank(conn, vault, request.dataset, **ranking)
+        return RecallAnswer(rows=rows, episode_count=count)
+    ordinal = understood.ordinal
+    if ordinal is not None and ordinal.scope == "sessions":
+        chosen = q.threads_in_order(
+            conn,
+            request.dataset,
+            as_of=filters.as_of,
+            since=filters.since,
+            until=filters.until,
+            position=ordinal.position,
+            from_end=ordinal.from_end,
+            count=ordinal.count,
+        )
+        if filters.thread_ids:
+            chosen = [t for t in chosen if t in set(filters.thread_ids)]
+        if not chosen:
+            _, count = _rank(conn, vault, request.dataset, **{**ranking, "limit": 1})
+            return RecallAnswer(rows=[], episode_count=count)
+        ranking["filters"] = replace(filters, thread_ids=chosen)
+        rows, count = _rank(conn, vault, request.dataset, **ranking)
+        if not request.ranked_query:
+            rows = _in_time_order(rows)
+        return RecallAnswer(rows=rows, episode_count=count, selected_threads=chosen)
+    if ordinal is not None:  # "the first time we talked about X", "the last 3 decisions"
+        pool = {**ranking, "limit": ORDINAL_POOL}
+        if request.ranked_query:
+            pool.update(similarity_weight=1.0, recency_weight=0.0)
+        rows, count = _rank(conn, vault, request.dataset, **pool)
+        if request.ranked_query:
+            rows = [r for r in rows if r["similarity"] >= ORDINAL_MATCH_BAND]
+        ordered = _in_time_order(rows, newest_first=ordinal.from_end)
+        picked = ordered[ordinal.position - 1 : ordinal.position - 1 + ordinal.count]
+        return RecallAnswer(
+            rows=_in_time_order(picked)[: request.limit],
+            episode_count=count,
+            selected_threads=[r["thread_id"] for r in picked],
+        )
+    if understood.time_only:
+        # Nothing but time: the window's episodes, in time order, similarity aside.
+        rows, count = _rank(conn, vault, request.dataset, **{**ranking, "query": None})
+        return RecallAnswer(rows=_in_time_order(rows), episode_count=count)
+    rows, count = _rank(conn, vault, request.dataset, **ranking)
     return RecallAnswer(rows=rows, episode_count=count)
 
 

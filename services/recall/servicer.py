@@ -19,6 +19,7 @@ from episodic.providers.types import Embedder
 from episodic.store import episodes, owners, recall_queries
 from episodic.store.recall_queries import RecallFilters
 from episodic.store.vault import Vault
+from episodic.temporal import QueryTime
 from episodic.v1 import episode_pb2
 from episodic.v1 import recall_service_pb2 as pb
 from episodic.v1 import recall_service_pb2_grpc as pb_grpc
@@ -60,6 +61,42 @@ def _scored(row: Any) -> episode_pb2.ScoredEpisode:
         lexical=float(row["lexical"]),
         semantic=float(row["semantic"]),
     )
+
+
+def _understanding(
+    understood: QueryTime | None, selected: list[Any]
+) -> pb.QueryUnderstanding | None:
+    """What Recall read from the query about time, for the response."""
+    if understood is None:
+        return None
+    out = pb.QueryUnderstanding(
+        ranked_query=understood.remainder,
+        expressions=[
+            pb.TimeExpression(
+                text=e.text, kind=e.kind, start=convert.ts(e.start), end=convert.ts(e.end)
+            )
+            for e in understood.expressions
+        ],
+        window_start=convert.ts(understood.start),
+        window_end=convert.ts(understood.end),
+        time_only=understood.time_only,
+        applied=understood.applied,
+        notes=list(understood.notes),
+    )
+    if understood.ordinal is not None:
+        o = understood.ordinal
+        out.ordinal.CopyFrom(
+            pb.SessionOrdinal(
+                text=o.text,
+                position=o.position,
+                from_end=o.from_end,
+                count=o.count,
+                scope=o.scope,
+                event_type=o.event_type or "",
+                thread_ids=[str(t) for t in selected],
+            )
+        )
+    return out
 
 
 @contextmanager
@@ -124,13 +161,14 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         since = convert.optional_from_ts(request, "since")
         until = convert.optional_from_ts(request, "until")
         domain.check_window(since, until)
+        as_of = convert.optional_from_ts(request, "as_of")
         filters = RecallFilters(
             since=since,
             until=until,
             thread_ids=domain.check_thread_ids(list(request.thread_ids), parse_uuid),
             entities=domain.check_entities(list(request.entities)),
             event_type=domain.check_event_type(request.event_type),
-            as_of=convert.optional_from_ts(request, "as_of"),
+            as_of=as_of,
         )
         return domain.RecallQuery(
             dataset=dataset,
@@ -140,23 +178,22 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             similarity_weight=ws,
             recency_weight=wr,
             filters=filters,
+            understanding=domain.read_time(query, as_of, request.literal_query),
         )
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         query = self.parse_recall(request)
         if not query.include_episodes:
             return pb.RecallResponse()  # episodes are opt-in (seed 000, "Retrieval")
-        vector = (
-            self.embedder.embed_query(query.query)
-            if query.needs_embedding and query.query
-            else None
-        )
+        ranked = query.ranked_query
+        vector = self.embedder.embed_query(ranked) if query.needs_embedding and ranked else None
         with _reading(self.engine, context) as conn:
             answer = domain.recall(conn, self.vault, query, vector)
         return pb.RecallResponse(
             episodes=pb.RecalledEpisodes(
                 episodes=[_scored(r) for r in answer.rows], episode_count=answer.episode_count
-            )
+            ),
+            understanding=_understanding(query.understanding, answer.selected_threads),
         )
 
     def SearchEpisodes(

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
+from episodic import metrics
 from episodic.config import Settings
 from episodic.errors import log_failure
 from episodic.server import Service, serve
+from episodic.store.episodes import SEMANTIC_STATUSES, STATUSES
+from episodic.store.status import PipelineStatus, pipeline_status
 from episodic.store.vault import make_vault
 
 from .servicer import SchedulerServicer, register
@@ -29,7 +32,23 @@ def _startup_catch_up(sweeper: Sweeper) -> None:
         log_failure(log, "catch-up at startup failed; the next sweep retries", err)
 
 
+def _read_pipeline(engine: Engine) -> PipelineStatus:
+    with engine.begin() as conn:
+        # A scrape gives up after 10 s by default: do not keep the database busy longer.
+        conn.execute(text("SET LOCAL statement_timeout = '5s'"))
+        return pipeline_status(conn, None, max_errors=0)
+
+
 def build(settings: Settings, engine: Engine) -> Service:
+    # The pipeline gauges come from the Scheduler: it owns the timers and the episode
+    # lifecycle, needs no model (cheap to scrape), and keeps reporting a growing pending
+    # age while the Summariser is the part that is stuck or down.
+    metrics.observe_pipeline(
+        lambda: _read_pipeline(engine),
+        ttl=settings.metrics.metrics_pipeline_cache.total_seconds(),
+        statuses=STATUSES,
+        semantic_statuses=SEMANTIC_STATUSES,
+    )
     vault = make_vault(settings.privacy)
     sweeper = Sweeper(
         engine,

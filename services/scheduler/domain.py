@@ -216,6 +216,7 @@ class ClaimedTimer:
     trigger: str
     fire_at: datetime
     trace_context: dict[str, str] | None
+    lag: timedelta = timedelta(0)  # how late the claim came, on the database clock
 
 
 def claim_due_timers(
@@ -237,7 +238,8 @@ def claim_due_timers(
                 "UPDATE scheduled_episodes s SET claimed_at = now(), claimed_by = :me, "
                 "updated_at = now() "
                 "FROM due WHERE s.thread_id = due.thread_id AND s.claimed_at IS NULL "
-                "RETURNING s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context"
+                "RETURNING s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context, "
+                f"{NOW} - s.fire_at AS lag"
             ),
             {"me": worker, "limit": limit, "now": now},
         )
@@ -251,6 +253,7 @@ def claim_due_timers(
             trigger=r["trigger"],
             fire_at=r["fire_at"],
             trace_context=r["trace_context"],
+            lag=r["lag"],
         )
         for r in rows
     ]

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from opentelemetry import trace
 from sqlalchemy import Engine
 
+from episodic import metrics
 from episodic.config import PrivacySettings, RecoverySettings, SchedulerSettings
 from episodic.errors import describe_error, log_failure
 from episodic.store import episodes
@@ -154,6 +155,9 @@ class Sweeper:
                 now=now,
                 limit=SWEEP_LIMIT,
             )
+        metrics.claims_reclaimed("timer", timers)
+        metrics.claims_reclaimed("episode", lost.requeued + lost.failed)
+        metrics.claims_reclaimed("extraction", lost.semantic_requeued)
         if timers or lost.total:
             log.warning("reclaimed %d timer claims and %s from lost workers", timers, lost)
         return timers + lost.total
@@ -221,6 +225,11 @@ class Sweeper:
                     # is the backoff a persistent failure needs.
                     log_failure(log, f"firing the timer of thread {timer.thread_id} failed", err)
                     continue
+                metrics.timer_fired(
+                    timer.trigger,
+                    opened_episode=fired.episode is not None,
+                    lag_seconds=timer.lag.total_seconds(),
+                )
                 if fired.episode is not None:
                     result.episodes_created += 1
                 elif fired.timer_deleted:

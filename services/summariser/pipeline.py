@@ -20,6 +20,7 @@ from typing import Any
 from opentelemetry import trace
 from sqlalchemy import Connection, Engine, RowMapping, text
 
+from episodic import metrics
 from episodic.errors import describe_error
 from episodic.providers.entities import normalise_entities
 from episodic.providers.types import (
@@ -246,9 +247,15 @@ class Pipeline:
                     # The key that opened the thread seals the result (a dataset erased
                     # and created meanwhile has no such episode any more: nothing is written).
                     key = self.vault.for_read(conn, episode["dataset"])
-                with tracer.start_as_current_span("llm.summarise"):
+                with (
+                    tracer.start_as_current_span("llm.summarise"),
+                    metrics.summarising(self.summariser.name),
+                ):
                     result = self.summariser.summarise(request)
-                with tracer.start_as_current_span("embed.summary"):
+                with (
+                    tracer.start_as_current_span("embed.summary"),
+                    metrics.embedding(self.embedder.name, "summary"),
+                ):
                     vector = self.embedder.embed(
                         [_embedding_text(result.summary, result.key_learnings)]
                     )[0]
@@ -257,6 +264,7 @@ class Pipeline:
                     # The slow part (embedding new chunks) runs outside any transaction.
                     with (
                         tracer.start_as_current_span("index.prepare"),
+                        metrics.embedding(self.embedder.name, "chunks"),
                         self.engine.connect() as conn,
                     ):
                         prepared = prepare_episode_index(
@@ -282,6 +290,7 @@ class Pipeline:
                         "claim on episode %s was lost; result dropped", episode["episode_id"]
                     )
                 span.set_attribute("episodic.status", status or "lost")
+                metrics.episode_processed(status)
                 return status
             except Exception as err:  # any provider or data problem: count it, retry later
                 span.record_exception(err)
@@ -299,6 +308,7 @@ class Pipeline:
                         backoff=self.retry_backoff,
                     )
                 span.set_attribute("episodic.status", status or "lost")
+                metrics.episode_processed(status)
                 return status
 
     def run_semantic(self, limit: int) -> int:
@@ -315,6 +325,7 @@ class Pipeline:
             if self.extractor is None:
                 with self.engine.begin() as conn:
                     episodes.finish_semantic(conn, episode["episode_id"], self.worker, "skipped")
+                metrics.extraction_finished("skipped")
                 return "skipped"
             try:
                 with self.engine.connect() as conn:
@@ -324,6 +335,7 @@ class Pipeline:
                     stored = self.extractor.extract(conn, episode, window, key)
                     status = "completed" if stored else "skipped"
                     episodes.finish_semantic(conn, episode["episode_id"], self.worker, status)
+                metrics.extraction_finished(status)
                 return status
             except Exception as err:
                 if is_database_outage(err):
@@ -341,6 +353,7 @@ class Pipeline:
                         "failed",
                         episodes.error_text(err),
                     )
+                metrics.extraction_finished("failed")
                 return "failed"
 
     def release(self) -> int:

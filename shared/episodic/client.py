@@ -25,37 +25,73 @@ retried on UNAVAILABLE by gRPC itself (the channel's service config, with backof
 read, Recall, and AddMessages — which the client makes safe by giving each message an
 idempotency key unless you pass your own (``auto_idempotency_keys``). Errors come back as
 :class:`EpisodicRpcError` subclasses carrying the gRPC code and the server's reason.
+
+:class:`episodic.aio.AsyncEpisodicClient` is the same client for asyncio (``grpc.aio``):
+the same methods, arguments and results, awaited. Both drive the calls written once in
+:mod:`episodic.client_core` (requests, results, errors, retries); this module is the
+blocking driver.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar, cast
+from collections.abc import Callable, Iterator
+from functools import wraps
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import grpc
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
-from episodic.endpoints import address_from_env
-from episodic.tls import channel_credentials
-from episodic.v1 import admin_service_pb2 as admin_pb2
-from episodic.v1 import admin_service_pb2_grpc as admin_grpc
-from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2
-from episodic.v1 import ingest_service_pb2_grpc as ingest_grpc
-from episodic.v1 import recall_service_pb2_grpc as recall_grpc
-from episodic.v1 import scheduler_service_pb2 as scheduler_pb2
-from episodic.v1 import scheduler_service_pb2_grpc as scheduler_grpc
-from episodic.v1 import summariser_service_pb2 as summariser_pb2
-from episodic.v1 import summariser_service_pb2_grpc as summariser_grpc
+from episodic import client_core as ops
+from episodic.client_core import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from episodic.client_core import (
+    EPISODE_STATUSES,
+    AddMessagesResult,
+    AlreadyExistsError,
+    ClientCore,
+    DatasetPolicy,
+    DatasetSummary,
+    DeadlineExceededError,
+    Emit,
+    EndThreadResult,
+    Episode,
+    EpisodeFailure,
+    EpisodicRpcError,
+    ErasureReceipt,
+    FailedPreconditionError,
+    Flow,
+    InvalidArgumentError,
+    LifecycleStatus,
+    Message,
+    MessagePage,
+    MessageReceipt,
+    NewMessage,
+    NotFoundError,
+    Page,
+    PermissionDeniedError,
+    PipelineStatus,
+    ProviderHealth,
+    QueryUnderstanding,
+    RecallResult,
+    ResourceExhaustedError,
+    ScoredEpisode,
+    SessionOrdinal,
+    Sleep,
+    Step,
+    Stream,
+    SweepResult,
+    Thread,
+    ThreadCompaction,
+    TimeExpression,
+    UnauthenticatedError,
+    UnavailableError,
+    default_address,
+    present_as_method,
+    translate_error,
+)
+from episodic.client_core import MessageLike as MessageLike
 
+# (DEFAULT_TIMEOUT and MessageLike stay importable from here, outside __all__, as before
+# the shared core moved to episodic.client_core.)
 __all__ = [
     "EPISODE_STATUSES",
     "AddMessagesResult",
@@ -81,691 +117,52 @@ __all__ = [
     "PermissionDeniedError",
     "PipelineStatus",
     "ProviderHealth",
+    "QueryUnderstanding",
     "RecallResult",
     "ResourceExhaustedError",
     "ScoredEpisode",
+    "SessionOrdinal",
     "SweepResult",
     "Thread",
     "ThreadCompaction",
+    "TimeExpression",
     "UnauthenticatedError",
     "UnavailableError",
     "default_address",
 ]
 
-DEFAULT_TIMEOUT = 10.0
-_SERVICES = ("ingest", "recall", "scheduler", "summariser")
-
-# --------------------------------------------------------------------------- errors
-
-
-class EpisodicRpcError(Exception):
-    """A call failed. ``code`` is the gRPC status code, ``reason`` the server's
-    ``google.rpc.ErrorInfo`` reason (e.g. ``INVALID_ARGUMENT``, ``PROVIDER_ERROR``; the
-    code's name when the server sent none), ``metadata`` its details (``field`` names the
-    offending request field)."""
-
-    def __init__(
-        self,
-        code: grpc.StatusCode,
-        message: str,
-        reason: str = "",
-        metadata: Mapping[str, str] | None = None,
-        method: str = "",
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(f"{code.name}: {message}" + (f" ({method})" if method else ""))
-        self.code = code
-        self.message = message
-        self.reason = reason or code.name
-        self.metadata = dict(metadata or {})
-        self.method = method
-        #: Seconds the server asked the caller to wait (a google.rpc.RetryInfo), if any.
-        self.retry_after = retry_after
-
-    @property
-    def field(self) -> str | None:
-        """The request field the server blamed, when it named one."""
-        return self.metadata.get("field")
-
-
-class InvalidArgumentError(EpisodicRpcError):
-    """INVALID_ARGUMENT: the request is wrong; repeating it will not help."""
-
-
-class NotFoundError(EpisodicRpcError):
-    """NOT_FOUND: the thread or episode does not exist."""
-
-
-class UnauthenticatedError(EpisodicRpcError):
-    """UNAUTHENTICATED: no API key, or one that is unknown, revoked or expired."""
-
-
-class PermissionDeniedError(EpisodicRpcError):
-    """PERMISSION_DENIED: the key's role or datasets do not allow the call."""
-
-
-class ResourceExhaustedError(EpisodicRpcError):
-    """RESOURCE_EXHAUSTED: a limit was reached; ``retry_after`` says when to try again
-    (rate limits; the client waits and retries by itself first). Without ``retry_after``
-    (a request too large) repeating it will not help."""
-
-
-class AlreadyExistsError(EpisodicRpcError):
-    """ALREADY_EXISTS: e.g. a thread with the chosen id exists."""
-
-
-class FailedPreconditionError(EpisodicRpcError):
-    """FAILED_PRECONDITION: e.g. retrying an episode that is not failed."""
-
-
-class UnavailableError(EpisodicRpcError):
-    """UNAVAILABLE: the service (or its database or provider) is down; try again later."""
-
-
-class DeadlineExceededError(EpisodicRpcError):
-    """DEADLINE_EXCEEDED: the call did not finish within its timeout."""
-
-
-_ERROR_TYPES: dict[grpc.StatusCode, type[EpisodicRpcError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
-    grpc.StatusCode.NOT_FOUND: NotFoundError,
-    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
-    grpc.StatusCode.UNAVAILABLE: UnavailableError,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
-    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
-}
-
-
-def _translate(err: grpc.RpcError, method: str) -> EpisodicRpcError:
-    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
-    message = (err.details() if hasattr(err, "details") else None) or str(err)
-    reason, metadata, retry_after = "", {}, None
-    try:
-        status = rpc_status.from_call(err)  # type: ignore[arg-type]
-    except Exception:  # a status without rich details, or not a call at all
-        status = None
-    if status is not None:
-        for detail in status.details:
-            info = error_details_pb2.ErrorInfo()
-            retry = error_details_pb2.RetryInfo()
-            if detail.Is(info.DESCRIPTOR) and detail.Unpack(info):
-                reason, metadata = info.reason, dict(info.metadata)
-            elif detail.Is(retry.DESCRIPTOR) and detail.Unpack(retry):
-                retry_after = retry.retry_delay.ToTimedelta().total_seconds()
-    return _ERROR_TYPES.get(code, EpisodicRpcError)(
-        code, message, reason, metadata, method, retry_after
-    )
-
-
-# --------------------------------------------------------------------------- results
-
-
-def _time(message: Any, name: str) -> datetime | None:
-    return getattr(message, name).ToDatetime(tzinfo=UTC) if message.HasField(name) else None
-
-
-def _duration(message: Any, name: str) -> timedelta | None:
-    return getattr(message, name).ToTimedelta() if message.HasField(name) else None
-
-
-def _health(message: Any, name: str) -> ProviderHealth | None:
-    if not message.HasField(name):
-        return None
-    value = getattr(message, name)
-    return ProviderHealth(value.name, value.ok, value.error)
-
-
-def _struct(message: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(message)
-
-
-def _enum_name(value: int, enum: Any, prefix: str) -> str:
-    try:
-        return enum.Name(value).removeprefix(prefix).lower()
-    except ValueError:
-        return str(value)
-
-
-@dataclass(frozen=True)
-class Thread:
-    """A conversation thread of a dataset."""
-
-    thread_id: str
-    dataset: str
-    label: str
-    metadata: dict[str, Any]
-    message_count: int
-    captured_sequence: int
-    created_at: datetime | None
-    last_message_at: datetime | None
-    ended_at: datetime | None
-    compaction: ThreadCompaction | None = None
-
-    @classmethod
-    def from_proto(cls, m: episode_pb2.Thread) -> Thread:
-        """Builds it from the wire message."""
-        return cls(
-            thread_id=m.thread_id,
-            dataset=m.dataset,
-            label=m.label,
-            metadata=_struct(m.metadata),
-            message_count=m.message_count,
-            captured_sequence=m.captured_sequence,
-            created_at=_time(m, "created_at"),
-            last_message_at=_time(m, "last_message_at"),
-            ended_at=_time(m, "ended_at"),
-            compaction=ThreadCompaction.from_proto(m, "compaction"),
-        )
-
-
-@dataclass(frozen=True)
-class ThreadCompaction:
-    """A compacted thread's messages 1 .. ``through_sequence`` are gone; ``summary`` (of
-    episode ``episode_id``) stands in for them; ``content_digest`` is the SHA-256 of what
-    was dropped."""
-
-    compacted_at: datetime | None
-    through_sequence: int
-    content_digest: str
-    episode_id: str
-    summary: str
-
-    @classmethod
-    def from_proto(cls, parent: Any, field: str) -> ThreadCompaction | None:
-        """The ``field`` of ``parent`` (None when unset: never compacted)."""
-        if not parent.HasField(field):
-            return None
-        m = getattr(parent, field)
-        return cls(
-            _time(m, "compacted_at"),
-            m.through_sequence,
-            m.content_digest,
-            m.episode_id,
-            m.summary,
-        )
-
-
-@dataclass(frozen=True)
-class Message:
-    """A stored message (turn) of a thread."""
-
-    thread_id: str
-    sequence: int
-    role: str  # "system", "user", "assistant" or "tool"
-    content: str
-    metadata: dict[str, Any]
-    created_at: datetime | None
-    received_at: datetime | None
-    idempotency_key: str
-
-    @classmethod
-    def from_proto(cls, m: episode_pb2.Message) -> Message:
-        """Builds it from the wire message."""
-        return cls(
-            thread_id=m.thread_id,
-            sequence=m.sequence,
-            role=_enum_name(m.role, episode_pb2.Role, "ROLE_"),
-            content=m.content,
-            metadata=_struct(m.metadata),
-            created_at=_time(m, "created_at"),
-            received_at=_time(m, "received_at"),
-            idempotency_key=m.idempotency_key,
-        )
-
-
-@dataclass(frozen=True)
-class Episode:
-    """A summarised stretch of a thread."""
-
-    episode_id: str
-    thread_id: str
-    dataset: str
-    status: str  # one of EPISODE_STATUSES: pending, processing, completed, failed, archived
-    semantic_status: str
-    summary: str
-    key_learnings: list[str]
-    entities: list[str]
-    event_type: str
-    actor: str
-    message_count: int
-    start_sequence: int
-    end_sequence: int
-    started_at: datetime | None
-    ended_at: datetime | None
-    trigger: str
-    retry_count: int
-    error: str
-    created_at: datetime | None
-    updated_at: datetime | None
-    thread_label: str
-
-    @classmethod
-    def from_proto(cls, m: episode_pb2.Episode) -> Episode:
-        """Builds it from the wire message."""
-        return cls(
-            episode_id=m.episode_id,
-            thread_id=m.thread_id,
-            dataset=m.dataset,
-            status=_enum_name(m.status, episode_pb2.EpisodeStatus, "EPISODE_STATUS_"),
-            semantic_status=_enum_name(
-                m.semantic_status, episode_pb2.SemanticStatus, "SEMANTIC_STATUS_"
-            ),
-            summary=m.summary,
-            key_learnings=list(m.key_learnings),
-            entities=list(m.entities),
-            event_type=m.event_type,
-            actor=m.actor,
-            message_count=m.message_count,
-            start_sequence=m.start_sequence,
-            end_sequence=m.end_sequence,
-            started_at=_time(m, "started_at"),
-            ended_at=_time(m, "ended_at"),
-            trigger=_enum_name(m.trigger, episode_pb2.EpisodeTrigger, "EPISODE_TRIGGER_"),
-            retry_count=m.retry_count,
-            error=m.error,
-            created_at=_time(m, "created_at"),
-            updated_at=_time(m, "updated_at"),
-            thread_label=m.thread_label,
-        )
-
-
-@dataclass(frozen=True)
-class ScoredEpisode:
-    """An episode with its ranking: ``relevance_score = similarity × similarity_weight +
-    recency × recency_weight``."""
-
-    episode: Episode
-    relevance_score: float
-    similarity: float
-    recency: float
-    lexical: float = 0.0  # the parts of similarity, relative to the best candidate
-    semantic: float = 0.0
-
-    @classmethod
-    def from_proto(cls, m: episode_pb2.ScoredEpisode) -> ScoredEpisode:
-        """Builds it from the wire message."""
-        return cls(
-            Episode.from_proto(m.episode),
-            m.relevance_score,
-            m.similarity,
-            m.recency,
-            m.lexical,
-            m.semantic,
-        )
-
-    # The episode's fields, for convenience (``scored.summary``).
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "episode":
-            raise AttributeError(name)
-        return getattr(self.episode, name)
-
-
-@dataclass(frozen=True)
-class RecallResult:
-    """What :meth:`EpisodicClient.recall` returns: the top episodes, best first, and how
-    many current episodes the dataset holds."""
-
-    episodes: list[ScoredEpisode]
-    episode_count: int
-
-    def __iter__(self) -> Iterator[ScoredEpisode]:
-        return iter(self.episodes)
-
-    def __len__(self) -> int:
-        return len(self.episodes)
-
-
-@dataclass(frozen=True)
-class MessageReceipt:
-    """Where one added message was stored: its ``sequence`` in the thread (a message is
-    identified by thread and sequence), and whether this call ``stored`` it (False: its
-    idempotency key was stored earlier, and this describes that message)."""
-
-    sequence: int
-    idempotency_key: str
-    stored: bool
-    created_at: datetime | None
-    received_at: datetime | None
-
-    @classmethod
-    def from_proto(cls, m: ingest_service_pb2.MessageReceipt) -> MessageReceipt:
-        """Builds it from the wire message."""
-        return cls(
-            m.sequence,
-            m.idempotency_key,
-            m.stored,
-            _time(m, "created_at"),
-            _time(m, "received_at"),
-        )
-
-
-@dataclass(frozen=True)
-class AddMessagesResult:
-    """One receipt per added message, in request order, and how many this call stored
-    (the rest were replays of an idempotency key)."""
-
-    thread_id: str
-    receipts: list[MessageReceipt]
-    stored_count: int
-
-    @property
-    def sequences(self) -> list[int]:
-        """The messages' sequences, in request order."""
-        return [r.sequence for r in self.receipts]
-
-
-@dataclass(frozen=True)
-class EndThreadResult:
-    """Whether an episode was queued, and its id when the Scheduler answered in time."""
-
-    thread_id: str
-    episode_queued: bool
-    episode_id: str
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    """What one Scheduler sweep did."""
-
-    episodes_created: int
-    timers_dropped: int
-    timers_caught_up: int
-    claims_reclaimed: int
-    backstop_episodes: int
-    threads_purged: int = 0
-    threads_compacted: int = 0
-
-
-@dataclass(frozen=True)
-class ProviderHealth:
-    """Whether a provider of the Summariser answered a probe."""
-
-    name: str
-    ok: bool
-    error: str
-
-
-@dataclass(frozen=True)
-class DatasetSummary:
-    """A dataset, as its threads describe it."""
-
-    dataset: str
-    thread_count: int
-    message_count: int
-    last_activity_at: datetime | None
-
-
-@dataclass(frozen=True)
-class EpisodeFailure:
-    """An episode whose last attempt failed: ``status`` is "pending" (it will be retried),
-    "failed" (for good) or "semantic" (its extraction failed)."""
-
-    episode_id: str
-    thread_id: str
-    dataset: str
-    status: str
-    retry_count: int
-    error: str
-    updated_at: datetime | None
-
-    @classmethod
-    def from_proto(cls, m: summariser_pb2.EpisodeError) -> EpisodeFailure:
-        """Builds it from the wire message."""
-        return cls(
-            m.episode_id,
-            m.thread_id,
-            m.dataset,
-            m.status,
-            m.retry_count,
-            m.error,
-            _time(m, "updated_at"),
-        )
-
-
-@dataclass(frozen=True)
-class PipelineStatus:
-    """Whether the episode pipeline moves (see :meth:`EpisodicClient.pipeline_status`).
-    Ages are ``None`` when nothing is waiting; providers are ``None`` when not probed."""
-
-    observed_at: datetime | None
-    status_counts: dict[str, int]
-    semantic_status_counts: dict[str, int]
-    oldest_pending_age: timedelta | None
-    oldest_processing_age: timedelta | None
-    timers_due: int
-    oldest_due_timer_age: timedelta | None
-    timers_waiting: int
-    threads_uncaptured: int
-    recent_errors: list[EpisodeFailure]
-    llm: ProviderHealth | None
-    embedder: ProviderHealth | None
-    pending_waiting: int
-    latest_retry_at: datetime | None
-    failed_episodes: list[EpisodeFailure]
-    threads_without_timer: int
-    oldest_untimed_thread_age: timedelta | None
-    lifecycle: LifecycleStatus | None = None
-
-
-@dataclass(frozen=True)
-class LifecycleStatus:
-    """What the lifecycle sweep did last (retention, compaction, stalled erasures)."""
-
-    last_run_at: datetime | None
-    threads_purged: int
-    threads_compacted: int
-    messages_compacted: int
-    erasures_resumed: int
-    datasets_erasing: int
-    threads_compacted_total: int
-
-
+P = ParamSpec("P")
+R = TypeVar("R")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    """One page of a list; pass ``next_page_token`` to get the next (empty on the last)."""
+def _blocking(
+    flow: Callable[Concatenate[ClientCore, P], Flow[R]],
+) -> Callable[Concatenate[EpisodicClient, P], R]:
+    """The :class:`EpisodicClient` method that runs ``flow`` to its result."""
 
-    items: list[T]
-    next_page_token: str
+    @wraps(flow)
+    def method(self: EpisodicClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._run(flow(self, *args, **kwargs))
 
-    def __iter__(self) -> Iterator[T]:
-        return iter(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-
-@dataclass(frozen=True)
-class MessagePage(Page["Message"]):
-    """A page of messages; ``compaction`` is set when the thread was compacted (its early
-    messages are gone and the summary stands in for them)."""
-
-    compaction: ThreadCompaction | None = None
+    present_as_method(method, flow, f"{__name__}:EpisodicClient", "{}")
+    return method
 
 
-@dataclass(frozen=True)
-class ErasureReceipt:
-    """What an erasure removed (see ``ErasureReceipt`` in admin_service.proto): rows per
-    table, when, whether the data key was destroyed, and a digest to keep."""
+def _blocking_stream(
+    flow: Callable[Concatenate[ClientCore, P], Stream[T]],
+) -> Callable[Concatenate[EpisodicClient, P], Iterator[T]]:
+    """The :class:`EpisodicClient` method that iterates over what ``flow`` emits."""
 
-    receipt_id: str
-    scope: str
-    dataset: str
-    dataset_digest: str
-    thread_id: str
-    rows_deleted: dict[str, int]
-    started_at: datetime | None
-    finished_at: datetime | None
-    data_key_destroyed: bool
-    audit_events_pseudonymised: int
-    api_keys_scrubbed: int
-    digest: str
+    @wraps(flow)
+    def method(self: EpisodicClient, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        return self._iterate(flow(self, *args, **kwargs))
 
-    @classmethod
-    def from_proto(cls, m: admin_pb2.ErasureReceipt) -> ErasureReceipt:
-        """Builds it from the wire message."""
-        return cls(
-            receipt_id=m.receipt_id,
-            scope=m.scope,
-            dataset=m.dataset,
-            dataset_digest=m.dataset_digest,
-            thread_id=m.thread_id,
-            rows_deleted=dict(m.rows_deleted),
-            started_at=_time(m, "started_at"),
-            finished_at=_time(m, "finished_at"),
-            data_key_destroyed=m.data_key_destroyed,
-            audit_events_pseudonymised=m.audit_events_pseudonymised,
-            api_keys_scrubbed=m.api_keys_scrubbed,
-            digest=m.digest,
-        )
+    present_as_method(method, flow, f"{__name__}:EpisodicClient", "Iterator[{}]")
+    return method
 
 
-@dataclass(frozen=True)
-class DatasetPolicy:
-    """A dataset's lifecycle policy: its own values (None: the global default) and those
-    in force (None: never)."""
-
-    dataset: str
-    retention_days: int | None
-    compact_after_days: int | None
-    effective_retention_days: int | None
-    effective_compact_after_days: int | None
-    encrypted: bool
-
-    @classmethod
-    def from_proto(cls, m: admin_pb2.DatasetPolicy) -> DatasetPolicy:
-        """Builds it from the wire message."""
-        return cls(
-            dataset=m.dataset,
-            retention_days=m.retention_days if m.HasField("retention_days") else None,
-            compact_after_days=m.compact_after_days if m.HasField("compact_after_days") else None,
-            effective_retention_days=m.effective_retention_days or None,
-            effective_compact_after_days=m.effective_compact_after_days or None,
-            encrypted=m.encrypted,
-        )
-
-
-@dataclass(frozen=True)
-class NewMessage:
-    """A message to add. ``created_at`` backfills history (defaults to the receive time);
-    ``idempotency_key`` makes a repeated add a no-op (generated when not given and the
-    client's ``auto_idempotency_keys`` is on)."""
-
-    role: str
-    content: str
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    created_at: datetime | None = None
-    idempotency_key: str | None = None
-
-
-MessageLike = NewMessage | Mapping[str, Any] | tuple[str, str]
-
-_ROLES = {
-    "system": episode_pb2.ROLE_SYSTEM,
-    "user": episode_pb2.ROLE_USER,
-    "assistant": episode_pb2.ROLE_ASSISTANT,
-    "agent": episode_pb2.ROLE_ASSISTANT,
-    "tool": episode_pb2.ROLE_TOOL,
-}
-#: Episode statuses a list can filter on. ``deleted`` is reserved by the design and never
-#: produced (a soft delete archives), so it is not offered.
-_STATUSES: dict[str, episode_pb2.EpisodeStatus] = {
-    name.removeprefix("EPISODE_STATUS_").lower(): cast("episode_pb2.EpisodeStatus", value)
-    for name, value in episode_pb2.EpisodeStatus.items()
-    if value and name != "EPISODE_STATUS_DELETED"
-}
-#: The statuses an episode can have, as :attr:`Episode.status` names them.
-EPISODE_STATUSES: tuple[str, ...] = tuple(_STATUSES)
-
-
-def _to_new_message(value: MessageLike) -> NewMessage:
-    if isinstance(value, NewMessage):
-        return value
-    if isinstance(value, tuple):
-        role, content = value
-        return NewMessage(role=role, content=content)
-    if isinstance(value, Mapping):
-        return NewMessage(
-            role=value.get("role", "user"),
-            content=value["content"],
-            metadata=value.get("metadata") or {},
-            created_at=value.get("created_at"),
-            idempotency_key=value.get("idempotency_key"),
-        )
-    raise TypeError(f"a message must be a NewMessage, a mapping or (role, content); got {value!r}")
-
-
-def _timestamp(value: datetime) -> timestamp_pb2.Timestamp:
-    out = timestamp_pb2.Timestamp()
-    out.FromDatetime(value if value.tzinfo else value.replace(tzinfo=UTC))
-    return out
-
-
-def _role(role: str) -> int:
-    try:
-        return _ROLES[role.lower()]
-    except KeyError:
-        raise ValueError(f"unknown role {role!r}; use system, user, assistant or tool") from None
-
-
-# --------------------------------------------------------------------------- channels
-
-
-def default_address(service: str) -> str:
-    """Where ``service`` listens unless told otherwise: ``EPISODIC_<SERVICE>_ADDRESS``,
-    else ``127.0.0.1:<EPISODIC_<SERVICE>_PORT or the default port>``."""
-    return address_from_env(service)
-
-
-def _service_config(service: str, methods: Sequence[str]) -> str:
-    """gRPC retries (A6): only methods safe to repeat, only on UNAVAILABLE, with backoff."""
-    return json.dumps(
-        {
-            "methodConfig": [
-                {
-                    "name": [{"service": f"episodic.v1.{service}", "method": m} for m in methods],
-                    "retryPolicy": {
-                        "maxAttempts": 5,
-                        "initialBackoff": "0.1s",
-                        "maxBackoff": "2s",
-                        "backoffMultiplier": 2,
-                        "retryableStatusCodes": ["UNAVAILABLE"],
-                    },
-                }
-            ]
-        }
-    )
-
-
-_RETRIED = {
-    "admin": ("AdminService", ("ListApiKeys", "ListAuditEvents", "ListDatasets")),
-    "ingest": ("IngestService", ("GetThread", "ListMessages", "ListThreads", "AddMessages")),
-    "recall": ("RecallService", ("Recall", "ListEpisodes", "SearchEpisodes", "GetEpisode")),
-    "scheduler": ("SchedulerService", ()),
-    "summariser": ("SummariserService", ("CheckProviders", "GetPipelineStatus")),
-}
-
-
-#: The process serving a service that shares another's address.
-_PROCESS_OF = {"admin": "ingest"}
-
-_STUBS: dict[str, Callable[[grpc.Channel], Any]] = {
-    "admin": admin_grpc.AdminServiceStub,
-    "ingest": ingest_grpc.IngestServiceStub,
-    "recall": recall_grpc.RecallServiceStub,
-    "scheduler": scheduler_grpc.SchedulerServiceStub,
-    "summariser": summariser_grpc.SummariserServiceStub,
-}
-
-# --------------------------------------------------------------------------- the client
-
-
-class EpisodicClient:
+class EpisodicClient(ClientCore):
     """A client for the four episodic services (channels open lazily, one per service).
 
     Use it as a context manager (or call :meth:`close`). ``timeout`` is the default
@@ -782,132 +179,58 @@ class EpisodicClient:
     the delay the server asks for, up to ``rate_limit_retries`` times within its deadline.
     """
 
-    def __init__(
-        self,
-        ingest: str | None = None,
-        recall: str | None = None,
-        scheduler: str | None = None,
-        summariser: str | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        auto_idempotency_keys: bool = True,
-        channel_options: Sequence[tuple[str, Any]] = (),
-        api_key: str | None = None,
-        tls: bool | None = None,
-        ca_file: str | None = None,
-        client_cert_file: str | None = None,
-        client_key_file: str | None = None,
-        rate_limit_retries: int = 3,
-    ) -> None:
-        """Addresses are ``host:port``; unset ones come from :func:`default_address`."""
-        env = os.environ
-        self.api_key = api_key if api_key is not None else env.get("EPISODIC_API_KEY") or None
-        ca_file = ca_file or env.get("EPISODIC_TLS_CA_FILE") or None
-        client_cert_file = client_cert_file or env.get("EPISODIC_TLS_CLIENT_CERT_FILE") or None
-        client_key_file = client_key_file or env.get("EPISODIC_TLS_CLIENT_KEY_FILE") or None
-        self._credentials = (
-            channel_credentials(ca_file, client_cert_file, client_key_file)
-            if tls or (tls is None and ca_file)
-            else None
-        )
-        self._metadata = (("authorization", f"Bearer {self.api_key}"),) if self.api_key else ()
-        self.rate_limit_retries = rate_limit_retries
-        self.addresses = {
-            "ingest": ingest or default_address("ingest"),
-            "recall": recall or default_address("recall"),
-            "scheduler": scheduler or default_address("scheduler"),
-            "summariser": summariser or default_address("summariser"),
-        }
-        self.timeout = timeout
-        self.auto_idempotency_keys = auto_idempotency_keys
-        self._options = list(channel_options)
-        self._channels: dict[str, grpc.Channel] = {}
-        self._stubs: dict[str, Any] = {}
-        # Guards both dicts: first calls from several threads must not each open (and
-        # leak) a channel, and close() may run while another thread calls.
-        self._lock = threading.Lock()
+    # -- the driver: blocking calls and sleeps
 
-    # -- plumbing
+    def _open_channel(
+        self, address: str, credentials: grpc.ChannelCredentials | None, options: list[Any]
+    ) -> grpc.Channel:
+        if credentials is not None:
+            return grpc.secure_channel(address, credentials, options=options)
+        return grpc.insecure_channel(address, options=options)
 
-    def _channel(self, key: str) -> grpc.Channel:
-        """The channel for ``key`` ("ingest", or "ingest:noretry" for calls that must not
-        be repeated), opened on first use. Thread-safe: concurrent first calls share one."""
-        with self._lock:
-            channel = self._channels.get(key)
-            if channel is None:
-                service = key.removesuffix(":noretry")
-                address = self.addresses[_PROCESS_OF.get(service, service)]
-                options = self._options_for(key)
-                channel = (
-                    grpc.secure_channel(address, self._credentials, options=options)
-                    if self._credentials is not None
-                    else grpc.insecure_channel(address, options=options)
-                )
-                self._channels[key] = channel
-            return channel
+    def _perform(self, step: Step) -> Any:
+        if isinstance(step, Sleep):
+            time.sleep(step.seconds)
+            return None
+        fn, kwargs = self._prepare(step)
+        try:
+            return fn(step.request, **kwargs)
+        except grpc.RpcError as err:
+            raise translate_error(err, step.method) from None
 
-    def _options_for(self, key: str) -> list[tuple[str, Any]]:
-        service = key.removesuffix(":noretry")
-        options = [*self._options, ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        if key.endswith(":noretry"):
-            return [*options, ("grpc.enable_retries", 0)]
-        name, methods = _RETRIED[service]
-        return [
-            *options,
-            ("grpc.enable_retries", 1),
-            ("grpc.service_config", _service_config(name, methods)),
-        ]
-
-    def _stub(self, key: str) -> Any:
-        stub = self._stubs.get(key)
-        if stub is not None:
-            return stub
-        channel = self._channel(key)
-        with self._lock:
-            stub = self._stubs.get(key)
-            if stub is None:
-                stub = _STUBS[key.removesuffix(":noretry")](channel)
-                self._stubs[key] = stub
-            return stub
-
-    def _call(
-        self, service: str, method: str, request: Any, timeout: float | None, *, retry: bool = True
-    ) -> Any:
-        key = service if retry else f"{service}:noretry"
-        fn: Callable[..., Any] = getattr(self._stub(key), method)
-        budget = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + budget
-        attempt = 0
+    def _run(self, flow: Flow[R]) -> R:
+        reply: Any = None
+        error: EpisodicRpcError | None = None
         while True:
             try:
-                return fn(
-                    request,
-                    timeout=max(deadline - time.monotonic(), 0.001),
-                    metadata=self._metadata,
-                )
-            except grpc.RpcError as err:
-                error = _translate(err, method)
-            # Refused by a rate limit before anything happened: safe to repeat any call
-            # once the server's delay has passed, if the deadline allows.
-            wait = error.retry_after
-            if (
-                isinstance(error, ResourceExhaustedError)
-                and wait is not None
-                and attempt < self.rate_limit_retries
-                and time.monotonic() + wait < deadline
-            ):
-                attempt += 1
-                time.sleep(wait)
+                step = flow.send(reply) if error is None else flow.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            try:
+                reply, error = self._perform(step), None
+            except EpisodicRpcError as err:
+                reply, error = None, err
+
+    def _iterate(self, flow: Stream[T]) -> Iterator[T]:
+        reply: Any = None
+        error: EpisodicRpcError | None = None
+        while True:
+            try:
+                step = flow.send(reply) if error is None else flow.throw(error)
+            except StopIteration:
+                return
+            if isinstance(step, Emit):
+                reply, error = None, None
+                yield step.item
                 continue
-            raise error from None
+            try:
+                reply, error = self._perform(step), None
+            except EpisodicRpcError as err:
+                reply, error = None, err
 
     def close(self) -> None:
         """Closes every channel (a later call opens them again)."""
-        with self._lock:
-            channels = list(self._channels.values())
-            self._channels.clear()
-            self._stubs.clear()
-        for channel in channels:
+        for channel in self._take_channels():
             channel.close()
 
     def __enter__(self) -> EpisodicClient:
@@ -916,609 +239,36 @@ class EpisodicClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def wait_ready(self, services: Iterable[str] = _SERVICES, timeout: float = 30.0) -> None:
-        """Blocks until each named service answers its health check with SERVING; raises
-        UnavailableError naming the first one that does not within ``timeout`` seconds."""
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
+    # -- the calls (written once in episodic.client_core, shared with the asyncio client)
 
-        deadline = time.monotonic() + timeout
-        for service in services:
-            # Any: typeshed's HealthStub declares no methods.
-            stub: Any = health_pb2_grpc.HealthStub(self._channel(service))  # health is open
-            while True:
-                try:
-                    answer = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
-                    if answer.status == health_pb2.HealthCheckResponse.SERVING:
-                        break
-                except grpc.RpcError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise UnavailableError(
-                        grpc.StatusCode.UNAVAILABLE,
-                        f"{service} at {self.addresses[service]} is not serving",
-                        method="Health.Check",
-                    )
-                time.sleep(0.1)
-
-    # -- threads and messages (Ingest)
-
-    def create_thread(
-        self,
-        dataset: str,
-        *,
-        label: str = "",
-        metadata: Mapping[str, Any] | None = None,
-        thread_id: str | None = None,
-        timeout: float | None = None,
-    ) -> Thread:
-        """Creates a thread in ``dataset``; starting a thread also tells the Scheduler the
-        dataset's other threads are probably over (their idle timers are pulled forward)."""
-        request = ingest_service_pb2.CreateThreadRequest(
-            dataset=dataset, label=label, thread_id=thread_id or ""
-        )
-        if metadata:
-            request.metadata.update(dict(metadata))
-        answer = self._call("ingest", "CreateThread", request, timeout, retry=False)
-        return Thread.from_proto(answer.thread)
-
-    def start_thread(
-        self,
-        dataset: str,
-        label: str = "",
-        *,
-        metadata: Mapping[str, Any] | None = None,
-        thread_id: str | None = None,
-        timeout: float | None = None,
-    ) -> Thread:
-        """Starts a new conversation thread (same as :meth:`create_thread`)."""
-        return self.create_thread(
-            dataset, label=label, metadata=metadata, thread_id=thread_id, timeout=timeout
-        )
-
-    def add_messages(
-        self, thread_id: str, messages: Iterable[MessageLike], *, timeout: float | None = None
-    ) -> AddMessagesResult:
-        """Appends messages to a thread in one durable batch, in order.
-
-        Each message is a :class:`NewMessage`, a mapping with ``role``/``content`` (and
-        optionally ``metadata``, ``created_at``, ``idempotency_key``) or a ``(role, content)``
-        tuple. With ``auto_idempotency_keys`` (the default) every message without a key gets
-        one, so the call is retried safely on UNAVAILABLE and a replay stores nothing twice.
-        """
-        batch = [_to_new_message(m) for m in messages]
-        request = ingest_service_pb2.AddMessagesRequest(thread_id=thread_id)
-        for msg in batch:
-            key = msg.idempotency_key
-            if not key and self.auto_idempotency_keys:
-                key = f"auto:{uuid.uuid4()}"
-            item = request.messages.add(
-                role=_role(msg.role), content=msg.content, idempotency_key=key or ""
-            )
-            if msg.metadata:
-                item.metadata.update(dict(msg.metadata))
-            if msg.created_at is not None:
-                item.created_at.CopyFrom(_timestamp(msg.created_at))
-        safe = all(m.idempotency_key for m in request.messages)
-        answer = self._call("ingest", "AddMessages", request, timeout, retry=safe)
-        return AddMessagesResult(
-            thread_id=answer.thread_id,
-            receipts=[MessageReceipt.from_proto(r) for r in answer.receipts],
-            stored_count=answer.stored_count,
-        )
-
-    def add_message(
-        self,
-        thread_id: str,
-        role: str,
-        content: str,
-        *,
-        metadata: Mapping[str, Any] | None = None,
-        created_at: datetime | None = None,
-        idempotency_key: str | None = None,
-        timeout: float | None = None,
-    ) -> MessageReceipt:
-        """Appends one message and returns its receipt (with its sequence)."""
-        result = self.add_messages(
-            thread_id,
-            [NewMessage(role, content, metadata or {}, created_at, idempotency_key)],
-            timeout=timeout,
-        )
-        return result.receipts[0]
-
-    def end_thread(self, thread_id: str, *, timeout: float | None = None) -> EndThreadResult:
-        """Marks the end of a stretch of conversation: an episode is queued over the
-        messages no episode covers yet. The thread stays writable (a checkpoint)."""
-        answer = self._call(
-            "ingest",
-            "EndThread",
-            ingest_service_pb2.EndThreadRequest(thread_id=thread_id),
-            timeout,
-            retry=False,
-        )
-        return EndThreadResult(answer.thread_id, answer.episode_queued, answer.episode_id)
-
-    def get_thread(self, thread_id: str, *, timeout: float | None = None) -> Thread:
-        """Returns one thread (NotFoundError when it does not exist)."""
-        answer = self._call(
-            "ingest", "GetThread", ingest_service_pb2.GetThreadRequest(thread_id=thread_id), timeout
-        )
-        return Thread.from_proto(answer.thread)
-
-    def list_messages(
-        self,
-        thread_id: str,
-        *,
-        page_size: int = 0,
-        page_token: str = "",
-        start_sequence: int = 0,
-        end_sequence: int = 0,
-        timeout: float | None = None,
-    ) -> MessagePage:
-        """One page of a thread's messages in sequence order (0 means the server default
-        page size, 100). A compacted thread's page says so (``compaction``)."""
-        answer = self._call(
-            "ingest",
-            "ListMessages",
-            ingest_service_pb2.ListMessagesRequest(
-                thread_id=thread_id,
-                page_size=page_size,
-                page_token=page_token,
-                start_sequence=start_sequence,
-                end_sequence=end_sequence,
-            ),
-            timeout,
-        )
-        return MessagePage(
-            [Message.from_proto(m) for m in answer.messages],
-            answer.next_page_token,
-            ThreadCompaction.from_proto(answer, "compaction"),
-        )
-
-    def load_session(
-        self,
-        thread_id: str,
-        *,
-        start_sequence: int = 0,
-        end_sequence: int = 0,
-        timeout: float | None = None,
-    ) -> list[Message]:
-        """Every message of a thread in order (seed 003's ``load_session``), across pages;
-        ``timeout`` applies to each page."""
-        out: list[Message] = []
-        token = ""
-        while True:
-            page = self.list_messages(
-                thread_id,
-                page_size=1000,
-                page_token=token,
-                start_sequence=start_sequence,
-                end_sequence=end_sequence,
-                timeout=timeout,
-            )
-            out.extend(page.items)
-            token = page.next_page_token
-            if not token:
-                return out
-
-    def list_threads(
-        self,
-        dataset: str,
-        *,
-        page_size: int = 0,
-        page_token: str = "",
-        timeout: float | None = None,
-    ) -> Page[Thread]:
-        """One page of a dataset's threads, most recently active first."""
-        answer = self._call(
-            "ingest",
-            "ListThreads",
-            ingest_service_pb2.ListThreadsRequest(
-                dataset=dataset, page_size=page_size, page_token=page_token
-            ),
-            timeout,
-        )
-        return Page([Thread.from_proto(t) for t in answer.threads], answer.next_page_token)
-
-    def recent_threads(
-        self, dataset: str, n: int = 5, *, timeout: float | None = None
-    ) -> list[Thread]:
-        """The ``n`` most recently active threads of a dataset (seed 003's
-        ``recent_sessions``)."""
-        if n <= 0:
-            return []
-        out: list[Thread] = []
-        token = ""
-        while len(out) < n:
-            page = self.list_threads(
-                dataset, page_size=min(n - len(out), 1000), page_token=token, timeout=timeout
-            )
-            out.extend(page.items)
-            token = page.next_page_token
-            if not token:
-                break
-        return out[:n]
-
-    # -- recall (Recall)
-
-    def recall(
-        self,
-        dataset: str,
-        query: str | None = None,
-        *,
-        limit: int | None = None,
-        similarity_weight: float | None = None,
-        recency_weight: float | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        thread_ids: Sequence[str] = (),
-        entities: Sequence[str] = (),
-        event_type: str | None = None,
-        as_of: datetime | None = None,
-        timeout: float | None = None,
-    ) -> RecallResult:
-        """The dataset's most relevant current episodes, best first.
-
-        ``relevance = similarity × similarity_weight + recency × recency_weight`` (server
-        defaults 0.7 and 0.3); without ``query``, plain recency order — which is how
-        temporal questions ("the last 3 decisions about pricing") are asked:
-        ``recall(ds, event_type="decision", entities=["pricing"], limit=3)``.
-        ``limit``: how many (server default 3, at most 100). ``since``/``until`` bound the
-        episode's span; ``entities`` must all be present (normalised like stored ones);
-        ``as_of`` ranks as if it were that time (nothing that ended later is returned).
-        """
-        request = recall_service_pb2.RecallRequest(
-            dataset=dataset,
-            query=query or "",
-            include=[recall_service_pb2.RECALL_INCLUDE_EPISODES],
-            context_episodes=limit or 0,
-            thread_ids=list(thread_ids),
-            entities=list(entities),
-            event_type=event_type or "",
-        )
-        if similarity_weight is not None:
-            request.similarity_weight = similarity_weight
-        if recency_weight is not None:
-            request.recency_weight = recency_weight
-        for name, value in (("since", since), ("until", until), ("as_of", as_of)):
-            if value is not None:
-                getattr(request, name).CopyFrom(_timestamp(value))
-        answer = self._call("recall", "Recall", request, timeout)
-        return RecallResult(
-            episodes=[ScoredEpisode.from_proto(e) for e in answer.episodes.episodes],
-            episode_count=answer.episodes.episode_count,
-        )
-
-    # -- episode administration (Recall reads, Scheduler writes)
-
-    def list_episodes(
-        self,
-        dataset: str,
-        *,
-        status: str | None = None,
-        thread_id: str | None = None,
-        page_size: int = 0,
-        page_token: str = "",
-        timeout: float | None = None,
-    ) -> Page[Episode]:
-        """One page of a dataset's episodes, newest first; ``status`` is e.g.
-        ``"completed"`` or ``"failed"`` (any when None)."""
-        if status is not None and status not in _STATUSES:
-            raise ValueError(f"unknown status {status!r}; use one of {sorted(_STATUSES)}")
-        answer = self._call(
-            "recall",
-            "ListEpisodes",
-            recall_service_pb2.ListEpisodesRequest(
-                dataset=dataset,
-                status=_STATUSES[status] if status else episode_pb2.EPISODE_STATUS_UNSPECIFIED,
-                thread_id=thread_id or "",
-                page_size=page_size,
-                page_token=page_token,
-            ),
-            timeout,
-        )
-        return Page([Episode.from_proto(e) for e in answer.episodes], answer.next_page_token)
-
-    def iter_episodes(
-        self,
-        dataset: str,
-        *,
-        status: str | None = None,
-        thread_id: str | None = None,
-        timeout: float | None = None,
-    ) -> Iterator[Episode]:
-        """Every episode of a dataset (optionally of one status or thread), newest first."""
-        token = ""
-        while True:
-            page = self.list_episodes(
-                dataset,
-                status=status,
-                thread_id=thread_id,
-                page_size=1000,
-                page_token=token,
-                timeout=timeout,
-            )
-            yield from page.items
-            token = page.next_page_token
-            if not token:
-                return
-
-    def search_episodes(
-        self, dataset: str, query: str, *, limit: int = 0, timeout: float | None = None
-    ) -> list[ScoredEpisode]:
-        """Current episodes matching ``query`` by text alone (no recency), best first."""
-        answer = self._call(
-            "recall",
-            "SearchEpisodes",
-            recall_service_pb2.SearchEpisodesRequest(dataset=dataset, query=query, page_size=limit),
-            timeout,
-        )
-        return [ScoredEpisode.from_proto(e) for e in answer.episodes]
-
-    def get_episode(self, episode_id: str, *, timeout: float | None = None) -> Episode:
-        """One episode in any status (archived ones too, for provenance)."""
-        answer = self._call(
-            "recall",
-            "GetEpisode",
-            recall_service_pb2.GetEpisodeRequest(episode_id=episode_id),
-            timeout,
-        )
-        return Episode.from_proto(answer.episode)
-
-    def delete_episode(self, episode_id: str, *, timeout: float | None = None) -> Episode:
-        """Soft-deletes an episode (it becomes archived and leaves recall); returns it."""
-        answer = self._call(
-            "scheduler",
-            "DeleteEpisode",
-            scheduler_pb2.DeleteEpisodeRequest(episode_id=episode_id),
-            timeout,
-            retry=False,
-        )
-        return Episode.from_proto(answer.episode)
-
-    def retry_episode(self, episode_id: str, *, timeout: float | None = None) -> Episode:
-        """Puts a failed episode back to pending (FailedPreconditionError otherwise)."""
-        answer = self._call(
-            "scheduler",
-            "RetryEpisode",
-            scheduler_pb2.RetryEpisodeRequest(episode_id=episode_id),
-            timeout,
-            retry=False,
-        )
-        return Episode.from_proto(answer.episode)
-
-    def request_episode(self, thread_id: str, *, timeout: float | None = None) -> Episode | None:
-        """Asks the Scheduler for an episode over the thread's uncaptured messages now (an
-        operator's manual trigger); None when there was nothing to capture."""
-        answer = self._call(
-            "scheduler",
-            "RequestEpisode",
-            scheduler_pb2.RequestEpisodeRequest(
-                thread_id=thread_id, trigger=episode_pb2.EPISODE_TRIGGER_MANUAL
-            ),
-            timeout,
-            retry=False,
-        )
-        return Episode.from_proto(answer.episode) if answer.episode_queued else None
-
-    def record_activity(self, thread_id: str, *, timeout: float | None = None) -> datetime | None:
-        """Tells the Scheduler a thread received messages (Ingest does this after every
-        write; exposed for completeness and tools). Returns when its idle timer fires."""
-        answer = self._call(
-            "scheduler",
-            "RecordActivity",
-            scheduler_pb2.RecordActivityRequest(thread_id=thread_id),
-            timeout,
-            retry=False,
-        )
-        return _time(answer, "fire_at")
-
-    def record_thread_started(self, thread_id: str, *, timeout: float | None = None) -> int:
-        """Tells the Scheduler a thread started (Ingest does this on CreateThread); returns
-        how many sibling timers were pulled forward."""
-        answer = self._call(
-            "scheduler",
-            "RecordThreadStarted",
-            scheduler_pb2.RecordThreadStartedRequest(thread_id=thread_id),
-            timeout,
-            retry=False,
-        )
-        return int(answer.timers_pulled_forward)
-
-    def run_sweep(
-        self, *, as_of: datetime | None = None, timeout: float | None = None
-    ) -> SweepResult:
-        """Runs one pass of the Scheduler's periodic work now (tests, operators)."""
-        request = scheduler_pb2.RunSweepRequest()
-        if as_of is not None:
-            request.as_of.CopyFrom(_timestamp(as_of))
-        a = self._call("scheduler", "RunSweep", request, timeout, retry=False)
-        return SweepResult(
-            a.episodes_created,
-            a.timers_dropped,
-            a.timers_caught_up,
-            a.claims_reclaimed,
-            a.backstop_episodes,
-            a.threads_purged,
-            a.threads_compacted,
-        )
-
-    def process_pending(self, max_episodes: int = 0, *, timeout: float | None = None) -> int:
-        """Makes the Summariser process up to ``max_episodes`` pending episodes now;
-        returns how many completed."""
-        answer = self._call(
-            "summariser",
-            "ProcessPending",
-            summariser_pb2.ProcessPendingRequest(max_episodes=max_episodes),
-            timeout,
-            retry=False,
-        )
-        return int(answer.completed)
-
-    def check_providers(self, *, timeout: float | None = None) -> dict[str, ProviderHealth]:
-        """Whether the Summariser's LLM and embedding providers answer."""
-        a = self._call(
-            "summariser", "CheckProviders", summariser_pb2.CheckProvidersRequest(), timeout
-        )
-        return {
-            "llm": ProviderHealth(a.llm.name, a.llm.ok, a.llm.error),
-            "embedder": ProviderHealth(a.embedder.name, a.embedder.ok, a.embedder.error),
-        }
-
-    def list_datasets(
-        self,
-        *,
-        prefix: str = "",
-        page_size: int = 0,
-        page_token: str = "",
-        timeout: float | None = None,
-    ) -> Page[DatasetSummary]:
-        """One page of the datasets, most recently active first (an admin key for every
-        dataset); ``prefix`` keeps those starting with it, e.g. ``"acme/"``."""
-        answer = self._call(
-            "admin",
-            "ListDatasets",
-            admin_pb2.ListDatasetsRequest(
-                prefix=prefix, page_size=page_size, page_token=page_token
-            ),
-            timeout,
-        )
-        return Page(
-            [
-                DatasetSummary(
-                    d.dataset, d.thread_count, d.message_count, _time(d, "last_activity_at")
-                )
-                for d in answer.datasets
-            ],
-            answer.next_page_token,
-        )
-
-    def delete_dataset(self, dataset: str, *, timeout: float | None = None) -> ErasureReceipt:
-        """Erases a dataset — every thread, message, episode, embedding, fact and timer, and
-        its data key — and returns the receipt (an admin key for the dataset). Not retried
-        automatically: a second call while the first runs gets ABORTED, after it NOT_FOUND."""
-        answer = self._call(
-            "admin",
-            "DeleteDataset",
-            admin_pb2.DeleteDatasetRequest(dataset=dataset),
-            timeout,
-            retry=False,
-        )
-        return ErasureReceipt.from_proto(answer.receipt)
-
-    def delete_thread(self, thread_id: str, *, timeout: float | None = None) -> ErasureReceipt:
-        """Erases one thread and everything derived from it; returns the receipt."""
-        answer = self._call(
-            "admin",
-            "DeleteThread",
-            admin_pb2.DeleteThreadRequest(thread_id=thread_id),
-            timeout,
-            retry=False,
-        )
-        return ErasureReceipt.from_proto(answer.receipt)
-
-    def get_dataset_policy(self, dataset: str, *, timeout: float | None = None) -> DatasetPolicy:
-        """A dataset's retention and compaction policy, and whether it is encrypted."""
-        answer = self._call(
-            "admin", "GetDatasetPolicy", admin_pb2.GetDatasetPolicyRequest(dataset=dataset), timeout
-        )
-        return DatasetPolicy.from_proto(answer.policy)
-
-    def set_dataset_policy(
-        self,
-        dataset: str,
-        *,
-        retention_days: int | None = None,
-        compact_after_days: int | None = None,
-        timeout: float | None = None,
-    ) -> DatasetPolicy:
-        """Sets a dataset's own retention and compaction (None: the global default)."""
-        request = admin_pb2.SetDatasetPolicyRequest(dataset=dataset)
-        if retention_days is not None:
-            request.retention_days = retention_days
-        if compact_after_days is not None:
-            request.compact_after_days = compact_after_days
-        answer = self._call("admin", "SetDatasetPolicy", request, timeout)
-        return DatasetPolicy.from_proto(answer.policy)
-
-    def pipeline_status(
-        self,
-        dataset: str | None = None,
-        *,
-        max_errors: int = 0,
-        check_providers: bool = True,
-        timeout: float | None = None,
-    ) -> PipelineStatus:
-        """Whether the pipeline moves, for one dataset or the whole suite: episodes per
-        status, backlog ages, overdue timers, recent errors and (unless
-        ``check_providers=False``, which avoids calling a remote LLM) provider health."""
-        a = self._call(
-            "summariser",
-            "GetPipelineStatus",
-            summariser_pb2.GetPipelineStatusRequest(
-                dataset=dataset or "",
-                max_errors=max_errors,
-                skip_provider_checks=not check_providers,
-            ),
-            timeout,
-        )
-        return PipelineStatus(
-            observed_at=_time(a, "observed_at"),
-            status_counts=dict(a.status_counts),
-            semantic_status_counts=dict(a.semantic_status_counts),
-            oldest_pending_age=_duration(a, "oldest_pending_age"),
-            oldest_processing_age=_duration(a, "oldest_processing_age"),
-            timers_due=a.timers_due,
-            oldest_due_timer_age=_duration(a, "oldest_due_timer_age"),
-            timers_waiting=a.timers_waiting,
-            threads_uncaptured=a.threads_uncaptured,
-            recent_errors=[EpisodeFailure.from_proto(e) for e in a.recent_errors],
-            llm=_health(a, "llm"),
-            embedder=_health(a, "embedder"),
-            pending_waiting=a.pending_waiting,
-            latest_retry_at=_time(a, "latest_retry_at"),
-            failed_episodes=[EpisodeFailure.from_proto(e) for e in a.failed_episodes],
-            threads_without_timer=a.threads_without_timer,
-            oldest_untimed_thread_age=_duration(a, "oldest_untimed_thread_age"),
-            lifecycle=LifecycleStatus(
-                last_run_at=_time(a.lifecycle, "last_run_at"),
-                threads_purged=a.lifecycle.threads_purged,
-                threads_compacted=a.lifecycle.threads_compacted,
-                messages_compacted=a.lifecycle.messages_compacted,
-                erasures_resumed=a.lifecycle.erasures_resumed,
-                datasets_erasing=a.lifecycle.datasets_erasing,
-                threads_compacted_total=a.lifecycle.threads_compacted_total,
-            ),
-        )
-
-    def wait_for_episode(
-        self,
-        thread_id: str,
-        *,
-        end_sequence: int | None = None,
-        timeout: float = 60.0,
-        poll_interval: float = 0.2,
-    ) -> Episode:
-        """Waits until the thread's episode covering ``end_sequence`` (default: the
-        thread's last message) is summarised, and returns it — completed, or failed for
-        good. Raises DeadlineExceededError after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        thread = self.get_thread(thread_id)
-        if end_sequence is None:
-            end_sequence = thread.message_count
-        dataset = thread.dataset
-        while True:
-            for episode in self.list_episodes(dataset, thread_id=thread_id, page_size=50):
-                if episode.end_sequence >= end_sequence and episode.status in (
-                    "completed",
-                    "failed",
-                    "archived",
-                ):
-                    return episode
-            if time.monotonic() > deadline:
-                raise DeadlineExceededError(
-                    grpc.StatusCode.DEADLINE_EXCEEDED,
-                    f"no summarised episode of thread {thread_id} up to message {end_sequence} "
-                    f"after {timeout:.0f}s (are the scheduler and summariser running?)",
-                    method="wait_for_episode",
-                )
-            time.sleep(poll_interval)
+    wait_ready = _blocking(ops.wait_ready)
+    create_thread = _blocking(ops.create_thread)
+    start_thread = _blocking(ops.start_thread)
+    add_messages = _blocking(ops.add_messages)
+    add_message = _blocking(ops.add_message)
+    end_thread = _blocking(ops.end_thread)
+    get_thread = _blocking(ops.get_thread)
+    list_messages = _blocking(ops.list_messages)
+    load_session = _blocking(ops.load_session)
+    list_threads = _blocking(ops.list_threads)
+    recent_threads = _blocking(ops.recent_threads)
+    recall = _blocking(ops.recall)
+    list_episodes = _blocking(ops.list_episodes)
+    iter_episodes = _blocking_stream(ops.iter_episodes)
+    search_episodes = _blocking(ops.search_episodes)
+    get_episode = _blocking(ops.get_episode)
+    delete_episode = _blocking(ops.delete_episode)
+    retry_episode = _blocking(ops.retry_episode)
+    request_episode = _blocking(ops.request_episode)
+    record_activity = _blocking(ops.record_activity)
+    record_thread_started = _blocking(ops.record_thread_started)
+    run_sweep = _blocking(ops.run_sweep)
+    process_pending = _blocking(ops.process_pending)
+    check_providers = _blocking(ops.check_providers)
+    list_datasets = _blocking(ops.list_datasets)
+    delete_dataset = _blocking(ops.delete_dataset)
+    delete_thread = _blocking(ops.delete_thread)
+    get_dataset_policy = _blocking(ops.get_dataset_policy)
+    set_dataset_policy = _blocking(ops.set_dataset_policy)
+    pipeline_status = _blocking(ops.pipeline_status)
+    wait_for_episode = _blocking(ops.wait_for_episode)

@@ -353,6 +353,51 @@ class ServiceSettings(BaseSettings):
         )
 
 
+#: Where each service serves /metrics when EPISODIC_METRICS_PORT is unset (9464 is the
+#: OpenTelemetry Prometheus exporter's customary port).
+METRICS_PORTS: dict[str, int] = {
+    "ingest": 9464,
+    "scheduler": 9465,
+    "summariser": 9466,
+    "recall": 9467,
+}
+
+
+class MetricsSettings(BaseSettings):
+    """Metrics in Prometheus format on a plain-HTTP port of every service. OTLP export
+    follows the standard OTEL_METRICS_EXPORTER / OTEL_EXPORTER_OTLP_* variables."""
+
+    model_config = _config()
+
+    metrics_enabled: bool = Field(
+        default=True,
+        description="Serve Prometheus metrics over plain HTTP at /metrics (no user content, "
+        "no dataset names). false: no endpoint; OTLP export, when configured, goes on.",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Port of /metrics, on EPISODIC_BIND_HOST (0: any; the service prints "
+        "`metrics on port N`). Unset: 9464 Ingest, 9465 Scheduler, 9466 Summariser, 9467 "
+        "Recall — or any free port when the service's own port is 0. One value serves one "
+        "service per host (Kubernetes); leave it unset (or 0) for `episodic up`.",
+    )
+    metrics_pipeline_cache: Duration = Field(
+        default=timedelta(seconds=5),
+        description="The Scheduler computes the pipeline gauges (episodes by status, oldest "
+        "pending and processing age, due timers) from the database at scrape time, at most "
+        "once per this interval; scrapes in between get the cached values. 0: every scrape.",
+    )
+
+    def port_for(self, service: str, service_port: int) -> int:
+        """The /metrics port of ``service`` whose gRPC port setting is ``service_port``:
+        replicas started on any port (0) get any metrics port too, so they never collide."""
+        if self.metrics_port is not None:
+            return self.metrics_port
+        return 0 if service_port == 0 else METRICS_PORTS[service]
+
+
 class AuthSettings(BaseSettings):
     """Who may call (API keys), and how much."""
 
@@ -483,6 +528,7 @@ class Settings:
         self.summariser = SummariserSettings()
         self.recall = RecallSettings()
         self.service = ServiceSettings()
+        self.metrics = MetricsSettings()
         self.auth = AuthSettings()
         self.tls = TlsSettings()
         self.privacy = PrivacySettings()

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from grpc_status import rpc_status
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DisconnectionError, OperationalError
 
-from episodic import access, requests
+from episodic import access, metrics, requests
 from episodic.config import Settings, get_settings
 from episodic.errors import (
     ERROR_DOMAIN,
@@ -41,6 +42,7 @@ from episodic.store.db import make_engine
 from episodic.telemetry import (
     grpc_server_interceptor,
     instrument_engine,
+    setup_metrics,
     setup_telemetry,
     shutdown_telemetry,
 )
@@ -67,11 +69,22 @@ def _status_for(err: EpisodicError) -> status_pb2.Status:
     return status_pb2.Status(code=err.code.value[0], message=err.message, details=details)
 
 
-def _aborted(context: grpc.ServicerContext) -> bool:
-    """Whether the handler already set a non-OK status (``code()`` exists on grpcio's
-    servicer context but not in its typed interface)."""
+def _code(context: grpc.ServicerContext) -> grpc.StatusCode | None:
+    """The status the call has set so far, if any (``code()`` exists on grpcio's servicer
+    context but not in its typed interface)."""
     code = getattr(context, "code", lambda: None)()
+    return code if isinstance(code, grpc.StatusCode) else None
+
+
+def _aborted(context: grpc.ServicerContext) -> bool:
+    """Whether the handler already set a non-OK status."""
+    code = _code(context)
     return code is not None and code != grpc.StatusCode.OK
+
+
+# Probes call Health every few seconds and reflection is tooling: neither is measured
+# (nor traced, see episodic.telemetry).
+_UNMEASURED = ("/grpc.health.", "/grpc.reflection.")
 
 
 def _size(request: Any) -> int:
@@ -94,7 +107,9 @@ class CallInterceptor(grpc.ServerInterceptor):
     - domain errors answer their own code with a ``google.rpc.ErrorInfo`` (AIP-193);
     - a database that is down or restarting answers UNAVAILABLE (retryable);
     - anything else is our bug: INTERNAL with a generic message, logged without the
-      exception's text (which may quote user content), with its traceback frames.
+      exception's text (which may quote user content), with its traceback frames;
+    - every call but health checks and reflection is measured: ``rpc.server.call.duration``
+      by method and the status code it answered (:mod:`episodic.metrics`).
     """
 
     def __init__(self, guard: Guard | None = None) -> None:
@@ -107,6 +122,19 @@ class CallInterceptor(grpc.ServerInterceptor):
         inner = handler.unary_unary
         method = handler_call_details.method
         guard = self.guard if self.guard is not None and self.guard.governs(method) else None
+
+        def measured(request: Any, context: grpc.ServicerContext) -> Any:
+            started = time.perf_counter()
+            answered = False
+            try:
+                response = wrapped(request, context)
+                answered = True
+                return response
+            finally:
+                code = _code(context) or (grpc.StatusCode.OK if answered else None)
+                metrics.rpc_finished(
+                    method, code.name if code else "UNKNOWN", time.perf_counter() - started
+                )
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             if isinstance(request, requests.Unparsable):
@@ -136,7 +164,7 @@ class CallInterceptor(grpc.ServerInterceptor):
                 )
 
         return grpc.unary_unary_rpc_method_handler(
-            wrapped,
+            wrapped if method.startswith(_UNMEASURED) else measured,
             request_deserializer=requests.guarded_deserializer(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
@@ -387,6 +415,21 @@ def describe_auth(settings: Settings) -> str:
     )
 
 
+def start_metrics(name: str, settings: Settings) -> int | None:
+    """Metrics of service ``name``: Prometheus text on ``EPISODIC_METRICS_PORT`` (unless
+    ``EPISODIC_METRICS_ENABLED=false``) and OTLP when the OTEL_* variables ask for it.
+    Prints ``<service> metrics on port N`` (parents find the port in that line, as they
+    find the gRPC port in the ready line) and returns N, or None without an endpoint."""
+    port = None
+    if settings.metrics.metrics_enabled:
+        port = settings.metrics.port_for(name, getattr(settings.service, f"{name}_port"))
+    bound = setup_metrics(f"episodic-{name}", host=settings.service.bind_host, port=port)
+    if bound is not None:
+        sys.stdout.write(f"{GRPC_SERVICES[name]} metrics on port {bound}\n")
+        sys.stdout.flush()
+    return bound
+
+
 def serve(
     name: str,
     build: Callable[[Settings, Engine], Service],
@@ -394,13 +437,18 @@ def serve(
     engine_options: Callable[[Settings], dict[str, Any]] | None = None,
 ) -> None:
     """Runs service ``name`` (ingest, scheduler, summariser, recall) until SIGTERM/SIGINT:
-    settings, logging and tracing, the database engine (``engine_options(settings)`` are
+    settings, logging, tracing and metrics, the database engine (``engine_options(settings)`` are
     passed to :func:`~episodic.store.db.make_engine`), the service's own parts from ``build``, then
     the gRPC server with health and reflection. A configuration the service cannot work
     with (``build`` raises an :class:`EpisodicError`, e.g. a schema of another embedding
     dimension) is one log line and exit status 2, not a traceback."""
     settings = get_settings()
     setup_logging(name)
+    try:
+        start_metrics(name, settings)
+    except OSError as err:
+        log.error("%s cannot start: cannot serve metrics: %s", name, err)
+        sys.exit(2)
     engine = instrument_engine(  # traces show the database time
         make_engine(
             settings.database.sqlalchemy_url(),

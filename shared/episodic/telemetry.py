@@ -18,6 +18,13 @@ through.
 Database spans without a parent (poll loops, migrations) are not exported: a scheduler
 polling every second would otherwise produce a trace per second per replica. Queries inside
 an RPC or inside a span a worker opens are exported as usual.
+
+Metrics (the instruments are in :mod:`episodic.metrics`): :func:`setup_metrics` serves them
+in Prometheus format on a plain-HTTP port, and pushes them over OTLP when
+``OTEL_METRICS_EXPORTER`` says ``otlp`` (or, unset, when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` is set; every ``OTEL_METRIC_EXPORT_INTERVAL``).
+``console`` prints them; ``prometheus`` in that list is accepted and changes nothing (the
+endpoint follows ``EPISODIC_METRICS_ENABLED``).
 """
 
 from __future__ import annotations
@@ -31,8 +38,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
+from opentelemetry import metrics as otel_metrics
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -210,6 +225,16 @@ def _service_version() -> str | None:
         return None
 
 
+def service_resource(service_name: str) -> Resource:
+    """The OpenTelemetry resource of a service process (traces and metrics)."""
+    attributes: dict[str, Any] = {SERVICE_NAME: service_name}
+    version = _service_version()
+    if version:
+        attributes[SERVICE_VERSION] = version
+    # Resource.create also merges OTEL_RESOURCE_ATTRIBUTES (pod name, namespace, …).
+    return Resource.create(attributes)
+
+
 def build_tracer_provider(
     service_name: str, environ: Mapping[str, str] | None = None
 ) -> TracerProvider | None:
@@ -219,12 +244,7 @@ def build_tracer_provider(
     exporters = selected_exporters(env)
     if not exporters:
         return None
-    attributes: dict[str, Any] = {SERVICE_NAME: service_name}
-    version = _service_version()
-    if version:
-        attributes[SERVICE_VERSION] = version
-    # Resource.create also merges OTEL_RESOURCE_ATTRIBUTES (pod name, namespace, …).
-    provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=True)
+    provider = TracerProvider(resource=service_resource(service_name), shutdown_on_exit=True)
     for name in exporters:
         processor: SpanProcessor
         if name == "otlp":
@@ -260,11 +280,14 @@ def shutdown_telemetry() -> None:
     global _provider
     with _lock:
         provider, _provider = _provider, None
-    if provider is not None:
-        try:
-            provider.force_flush()
-        finally:
-            provider.shutdown()
+    try:
+        if provider is not None:
+            try:
+                provider.force_flush()
+            finally:
+                provider.shutdown()
+    finally:
+        shutdown_metrics()
 
 
 def telemetry_enabled() -> bool:
@@ -399,6 +422,135 @@ def instrument_engine(
             instrumentor.uninstrument()
         instrumentor.instrument(engines=list(_engines), tracer_provider=tracer_provider)
     return engine
+
+
+# --------------------------------------------------------------------------- metrics
+
+_meter_provider: MeterProvider | None = None
+_metrics_configured = False
+_metrics_server: Any = None  # the WSGI server behind /metrics
+
+
+def selected_metric_exporters(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Which push exporters of metrics the environment asks for: a subset of otlp,
+    console (the Prometheus endpoint is not one of them: EPISODIC_METRICS_* governs it)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("OTEL_METRICS_EXPORTER", "").strip().lower()
+    if raw:
+        names = [n.strip() for n in raw.split(",") if n.strip()]
+    elif env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        names = ["otlp"]
+    else:
+        names = []
+    chosen: list[str] = []
+    for name in names:
+        if name in ("none", "prometheus"):
+            continue
+        if name not in ("otlp", "console"):
+            log.warning("OTEL_METRICS_EXPORTER: unsupported exporter %r ignored", name)
+            continue
+        if name not in chosen:
+            chosen.append(name)
+    return chosen
+
+
+def _otlp_metric_exporter(env: Mapping[str, str]) -> MetricExporter:
+    protocol = env.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or env.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", ""
+    )
+    if protocol.lower().startswith("http"):
+        try:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter as HttpExporter,
+            )
+
+            return HttpExporter()  # type: ignore[no-any-return]
+        except ImportError:
+            log.warning(
+                "OTLP protocol %r needs opentelemetry-exporter-otlp-proto-http; using gRPC",
+                protocol,
+            )
+    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+    return OTLPMetricExporter()
+
+
+def build_meter_provider(
+    service_name: str,
+    *,
+    prometheus_registry: Any = None,
+    environ: Mapping[str, str] | None = None,
+) -> MeterProvider | None:
+    """A meter provider whose readers are a Prometheus reader registered in
+    ``prometheus_registry`` (a ``prometheus_client.CollectorRegistry``; None: no Prometheus)
+    and the push exporters ``environ`` selects; None when there is no reader at all. Does
+    not install it globally."""
+    env = os.environ if environ is None else environ
+    readers: list[MetricReader] = []
+    if prometheus_registry is not None:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+        readers.append(PrometheusMetricReader(registry=prometheus_registry))
+    for name in selected_metric_exporters(env):
+        exporter = _otlp_metric_exporter(env) if name == "otlp" else ConsoleMetricExporter()
+        readers.append(PeriodicExportingMetricReader(exporter))
+    if not readers:
+        return None
+    return MeterProvider(
+        metric_readers=readers, resource=service_resource(service_name), shutdown_on_exit=False
+    )
+
+
+def setup_metrics(service_name: str, *, host: str, port: int | None) -> int | None:
+    """Configures metrics for this process: Prometheus text at ``http://host:port/metrics``
+    unless ``port`` is None (0: any free port), plus the push exporters of the environment.
+    Returns the port /metrics listens on (None: no endpoint). Only the first call does
+    anything. Raises OSError when the port cannot be bound."""
+    from prometheus_client import REGISTRY, start_http_server
+
+    global _meter_provider, _metrics_configured, _metrics_server
+    with _lock:
+        if _metrics_configured:
+            return _metrics_server.server_port if _metrics_server is not None else None
+        _metrics_configured = True
+        # The global registry also has prometheus_client's process and Python collectors.
+        provider = build_meter_provider(
+            service_name, prometheus_registry=REGISTRY if port is not None else None
+        )
+        if provider is None:
+            log.debug("metrics off: no endpoint and no exporter configured")
+            return None
+        bound = None
+        if port is not None:
+            try:
+                # The server answers every path; /metrics is the one to scrape.
+                _metrics_server, _ = start_http_server(port, addr=host.strip("[]"))
+            except OSError:
+                provider.shutdown()
+                raise
+            bound = int(_metrics_server.server_port)
+        otel_metrics.set_meter_provider(provider)
+        _meter_provider = provider
+        exporters = selected_metric_exporters()
+        log.info(
+            "metrics on for %s: %s",
+            service_name,
+            ", ".join([*([f"prometheus :{bound}/metrics"] if bound else []), *exporters]),
+        )
+        return bound
+
+
+def shutdown_metrics() -> None:
+    """Stops /metrics and flushes the push exporters; safe to call more than once."""
+    global _meter_provider, _metrics_server
+    with _lock:
+        provider, _meter_provider = _meter_provider, None
+        server, _metrics_server = _metrics_server, None
+    if server is not None:
+        server.shutdown()
+        server.server_close()
+    if provider is not None:
+        provider.shutdown()
 
 
 # --------------------------------------------------------------------------- propagation

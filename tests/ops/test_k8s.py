@@ -170,6 +170,11 @@ def test_processes_ports_and_grpc_probes(overlay: str) -> None:
         assert c["command"][-1] == f"episodic.services.{name}"
         assert c["ports"][0] == {"name": "grpc", "containerPort": port, "protocol": "TCP"}
         assert config[f"EPISODIC_{name.upper()}_PORT"] == str(port)
+        # /metrics: one port in every pod, named for the PodMonitor, annotated for scrapers.
+        metrics_port = int(config["EPISODIC_METRICS_PORT"])
+        assert {"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"} in c["ports"]
+        pod = one(overlay, "Deployment", f"episodic-{name}")["spec"]["template"]["metadata"]
+        assert pod["annotations"]["prometheus.io/port"] == str(metrics_port)
         probe_port = health or port
         for probe in ("startupProbe", "readinessProbe"):
             assert c[probe]["grpc"] == {"port": probe_port, "service": grpc_service}, (name, probe)
@@ -402,6 +407,19 @@ def test_prod_network_policies_expose_only_ingest_and_recall() -> None:
         for port in rule.get("ports", [])
     }
     assert opened == {50051, 50054}
+    # /metrics: only monitoring pods (any namespace), only the metrics port.
+    metrics = policies["episodic-metrics"]
+    assert metrics["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "episodic"}
+    (rule,) = metrics["ingress"]
+    assert rule["from"] == [
+        {
+            "namespaceSelector": {},
+            "podSelector": {"matchLabels": {"episodic.dev/monitoring": "true"}},
+        }
+    ]
+    assert rule["ports"] == [
+        {"port": int(config_map("prod")["EPISODIC_METRICS_PORT"]), "protocol": "TCP"}
+    ]
 
 
 def test_no_password_is_a_literal_in_git() -> None:

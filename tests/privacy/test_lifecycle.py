@@ -49,6 +49,10 @@ def test_retention_purges_threads_past_their_datasets_policy(suite, engine) -> N
     assert err.value.code == grpc.StatusCode.NOT_FOUND
     with engine.connect() as conn:
         assert not find(conn, [short])
+        purge = conn.execute(
+            text("SELECT dataset, details FROM audit_events WHERE action = 'retention.purge'")
+        ).one()
+    assert purge[0] == "short_memory" and purge[1] == {"threads": 1}
     assert client.get_thread(default).dataset == "default_memory"  # 90 days not passed
     status = client.pipeline_status(check_providers=False)
     assert status.lifecycle is not None and status.lifecycle.threads_purged == 1

@@ -287,6 +287,16 @@ def test_extract_entities_forms() -> None:
         ([("assistant", "I've booked your flight to Lisbon.")], ("decision", "agent")),
         ([("user", "We finally launched the new website!")], ("milestone", "user")),
         ([("user", "This answer is useless, I'm disappointed.")], ("feedback", "user")),
+        ([("user", "I took your advice and it worked!")], ("feedback", "user")),
+        # Friendly praise in a chat is not feedback on help received.
+        (
+            [
+                ("user", "Wow, great job on the race! That's so cool."),
+                ("assistant", "Thanks! It was tough."),
+                ("user", "You're so talented, well done!"),
+            ],
+            ("conversation", "user"),
+        ),
         (
             [
                 ("user", "Thanks, great answer."),

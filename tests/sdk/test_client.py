@@ -1,14 +1,24 @@
-"""The SDK against real service processes (and a fake server for the retry policy)."""
+"""The SDK against real service processes (and a fake server for the retry policy).
+
+Every test that takes ``make_client`` runs twice: with the blocking EpisodicClient and with
+the asyncio AsyncEpisodicClient (see conftest.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
+import time
 from concurrent import futures
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
+from episodic.aio import AsyncEpisodicClient
 from episodic.client import (
     AddMessagesResult,
     AlreadyExistsError,
@@ -17,6 +27,7 @@ from episodic.client import (
     NewMessage,
     NotFoundError,
     RecallResult,
+    ResourceExhaustedError,
     ScoredEpisode,
     UnavailableError,
     default_address,
@@ -29,9 +40,9 @@ from tests.recall.factory import T0, make_episode
 
 
 @pytest.fixture
-def ingest_recall(spawn):  # type: ignore[no-untyped-def]
+def ingest_recall(spawn, make_client):  # type: ignore[no-untyped-def]
     ingest, recall = spawn("ingest"), spawn("recall")
-    with EpisodicClient(ingest=ingest.address, recall=recall.address, timeout=10) as client:
+    with make_client(ingest=ingest.address, recall=recall.address, timeout=10) as client:
         yield client
 
 
@@ -158,11 +169,11 @@ def test_recall_and_admin_reads(ingest_recall: EpisodicClient, engine) -> None: 
         client.list_episodes("user_42", status="done")
 
 
-def test_the_whole_loop(spawn) -> None:  # type: ignore[no-untyped-def]
+def test_the_whole_loop(spawn, make_client) -> None:  # type: ignore[no-untyped-def]
     scheduler = spawn("scheduler")
     ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
     summariser, recall = spawn("summariser"), spawn("recall")
-    with EpisodicClient(
+    with make_client(
         ingest=ingest.address,
         recall=recall.address,
         scheduler=scheduler.address,
@@ -209,6 +220,7 @@ class _Flaky(recall_grpc.RecallServiceServicer, ingest_grpc.IngestServiceService
     def __init__(self) -> None:
         self.calls: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.rate_limited = 0  # SearchEpisodes: how many first calls a rate limit refuses
 
     def _count(self, name: str) -> int:
         with self.lock:
@@ -235,6 +247,18 @@ class _Flaky(recall_grpc.RecallServiceServicer, ingest_grpc.IngestServiceService
         self._count("EndThread")
         context.abort(grpc.StatusCode.UNAVAILABLE, "down")
 
+    def SearchEpisodes(self, request, context):  # type: ignore[no-untyped-def]
+        if self._count("SearchEpisodes") <= self.rate_limited:
+            retry = error_details_pb2.RetryInfo()
+            retry.retry_delay.FromTimedelta(timedelta(milliseconds=50))
+            detail = any_pb2.Any()
+            detail.Pack(retry)
+            status = status_pb2.Status(
+                code=code_pb2.RESOURCE_EXHAUSTED, message="slow down", details=[detail]
+            )
+            context.abort_with_status(rpc_status.to_status(status))
+        return recall_service_pb2.SearchEpisodesResponse()
+
 
 @pytest.fixture
 def flaky():  # type: ignore[no-untyped-def]
@@ -248,9 +272,9 @@ def flaky():  # type: ignore[no-untyped-def]
     server.stop(0)
 
 
-def test_idempotent_calls_are_retried_and_others_are_not(flaky) -> None:  # type: ignore[no-untyped-def]
+def test_idempotent_calls_are_retried_and_others_are_not(flaky, make_client) -> None:  # type: ignore[no-untyped-def]
     servicer, address = flaky
-    with EpisodicClient(ingest=address, recall=address, timeout=10) as client:
+    with make_client(ingest=address, recall=address, timeout=10) as client:
         assert client.get_episode("e1").episode_id == "e1"
         assert servicer.calls["GetEpisode"] == 2
         # Keyed (automatically) AddMessages is retried …
@@ -260,10 +284,59 @@ def test_idempotent_calls_are_retried_and_others_are_not(flaky) -> None:  # type
             client.end_thread("t")  # … EndThread is not.
         assert servicer.calls["EndThread"] == 1
     servicer.calls.clear()
-    with EpisodicClient(ingest=address, recall=address, auto_idempotency_keys=False) as client:
+    with make_client(ingest=address, recall=address, auto_idempotency_keys=False) as client:
         with pytest.raises(UnavailableError):
             client.add_message("t", "user", "no key: a retry could store it twice")
         assert servicer.calls["AddMessages"] == 1
+
+
+def test_rate_limited_calls_wait_as_long_as_the_server_asks(flaky, make_client) -> None:  # type: ignore[no-untyped-def]
+    servicer, address = flaky
+    servicer.rate_limited = 2
+    with make_client(recall=address, timeout=10) as client:
+        started = time.monotonic()
+        assert client.search_episodes("ds", "q") == []
+        assert servicer.calls["SearchEpisodes"] == 3
+        assert time.monotonic() - started >= 0.1  # twice the RetryInfo's 50 ms
+    servicer.calls.clear()
+    with make_client(recall=address, rate_limit_retries=1) as client:
+        with pytest.raises(ResourceExhaustedError) as refused:
+            client.search_episodes("ds", "q")
+        assert refused.value.retry_after == pytest.approx(0.05)
+        assert servicer.calls["SearchEpisodes"] == 2
+
+
+def test_both_clients_have_the_same_surface() -> None:
+    def public(cls: type) -> dict[str, object]:
+        return {name: getattr(cls, name) for name in dir(cls) if not name.startswith("_")}
+
+    blocking, asynchronous = public(EpisodicClient), public(AsyncEpisodicClient)
+    assert blocking.keys() == asynchronous.keys()
+    assert inspect.signature(EpisodicClient) == inspect.signature(AsyncEpisodicClient)
+    for name, method in blocking.items():
+        assert callable(method), name
+        mine, theirs = inspect.signature(method), inspect.signature(asynchronous[name])  # type: ignore[arg-type]
+        assert mine.parameters == theirs.parameters, name
+        assert method.__doc__ == asynchronous[name].__doc__, name
+        if name == "iter_episodes":
+            assert theirs.return_annotation == "AsyncIterator[Episode]"
+        else:
+            assert inspect.iscoroutinefunction(asynchronous[name]), name
+            assert mine.return_annotation == theirs.return_annotation, name
+
+
+def test_the_async_client_serves_concurrent_tasks_and_a_new_loop(flaky) -> None:  # type: ignore[no-untyped-def]
+    _, address = flaky
+    client = AsyncEpisodicClient(ingest=address, recall=address, timeout=10)
+
+    async def many() -> list[str]:
+        found = await asyncio.gather(*(client.get_episode(f"e{i}") for i in range(20)))
+        return [episode.episode_id for episode in found]
+
+    assert asyncio.run(many()) == [f"e{i}" for i in range(20)]
+    # A second event loop (a second asyncio.run) cannot use the first one's channels.
+    assert asyncio.run(client.get_episode("again")).episode_id == "again"
+    asyncio.run(client.close())
 
 
 def test_default_addresses(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -22,6 +22,7 @@ AREAS = [
     ("Embeddings", config.EmbeddingSettings),
     ("Recall", config.RecallSettings),
     ("Services", config.ServiceSettings),
+    ("Metrics", config.MetricsSettings),
     ("Auth", config.AuthSettings),
     ("TLS", config.TlsSettings),
     ("Privacy", config.PrivacySettings),

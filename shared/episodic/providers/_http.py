@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
+from episodic import metrics
 from episodic.errors import ProviderError
 
 log = logging.getLogger(__name__)
@@ -102,9 +103,19 @@ def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (RetryableStatus, *RETRYABLE_TRANSPORT_ERRORS))
 
 
+def _reason(exc: BaseException | None) -> str:
+    """A failure as a metric label: one of a few fixed words, never the message."""
+    if isinstance(exc, RetryableStatus):
+        return "http_429" if exc.status == 429 else "http_5xx"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    return "connection"
+
+
 def _log_retry(provider: str) -> Callable[[RetryCallState], None]:
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
+        metrics.provider_retry(provider, _reason(exc))
         log.warning(
             "%s: attempt %d failed (%s); retrying in %.2fs",
             provider,
@@ -149,6 +160,7 @@ def post_json(
                         parse_retry_after(response.headers.get("retry-after")),
                     )
     except RetryableStatus as exc:
+        metrics.provider_error(provider, _reason(exc))
         raise ProviderError(
             f"{provider}: {url} answered HTTP {exc.status} {attempts} time(s) in a row: "
             f"{snippet(exc.body)!r}",
@@ -156,18 +168,21 @@ def post_json(
             status=str(exc.status),
         ) from exc
     except RETRYABLE_TRANSPORT_ERRORS as exc:
+        metrics.provider_error(provider, _reason(exc))
         raise ProviderError(
             f"{provider}: cannot reach {url} after {attempts} attempt(s): "
             f"{type(exc).__name__}: {exc}",
             provider=provider,
         ) from exc
     except httpx.HTTPError as exc:
+        metrics.provider_error(provider, "connection")
         raise ProviderError(
             f"{provider}: request to {url} failed: {type(exc).__name__}: {exc}",
             provider=provider,
         ) from exc
 
     if response.status_code >= 400:
+        metrics.provider_error(provider, "http_4xx")
         raise ProviderError(
             f"{provider}: {url} answered HTTP {response.status_code}: {snippet(response.text)!r}",
             provider=provider,
@@ -176,6 +191,7 @@ def post_json(
     try:
         return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        metrics.provider_error(provider, "invalid_response")
         raise ProviderError(
             f"{provider}: {url} answered HTTP {response.status_code} with a body that is not "
             f"JSON: {snippet(response.text)!r}",
@@ -196,6 +212,7 @@ def get_status(client: httpx.Client, url: str, provider: str) -> int:
     try:
         return client.get(url).status_code
     except httpx.HTTPError as exc:
+        metrics.provider_error(provider, "connection")
         raise ProviderError(
             f"{provider}: cannot reach {url}: {type(exc).__name__}: {exc}", provider=provider
         ) from exc

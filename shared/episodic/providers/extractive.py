@@ -364,18 +364,45 @@ _MILESTONE = re.compile(
     r"got promoted|reached|achieved|accomplished|passed (?:my|the))\b",
     re.IGNORECASE,
 )
-_FEEDBACK = re.compile(
-    r"\b(thanks|thank you|great job|well done|good job|love it|helpful|unhelpful|complain\w*|"
-    r"disappoint\w*|terrible|awful|bad|wrong|frustrat\w*|perfect|excellent|great|useless)\b",
+# Feedback is a verdict on help, advice or information *received* (seed 002: "did the
+# agent help?"), not the praise of friendly chat ("great job!", "that's so cool"): an
+# evaluation with what it is about ("your advice was helpful", "the recommendation worked"),
+# or an unmistakable judgement of the answer ("that's wrong", "not helpful").
+_FEEDBACK_SUBJECT = re.compile(
+    r"\b(?:your|the|that|this) (?:\w+ )?(?:advice|recommendations?|suggestions?|tips?|"
+    r"answers?|explanations?|instructions|guidance|fix|solution|code|summary)\b",
+    re.IGNORECASE,
+)
+_FEEDBACK_VERDICT = re.compile(
+    r"\b(?:was|were|is|are|has been|have been|worked|works|did(?:n't| not) work|helped)\b"
+    r"[^.!?]{0,30}?\b(helpful|unhelpful|useful|useless|wrong|incorrect|spot on|great|"
+    r"excellent|perfect|awesome|terrible|awful|confusing|clear|worked|works|helped)\b"
+    r"|\b(?:worked|did(?:n't| not) work|helped)\b",
     re.IGNORECASE,
 )
 _STRONG_FEEDBACK = re.compile(
-    r"\b(complain\w*|disappoint\w*|not helpful|unhelpful|useless|frustrat\w*|great job|"
-    r"well done|good job|that's wrong|you're wrong|"
-    r"(?:that|this|you|it) (?:was|were|is|are|have been) (?:really |so |very )?"
+    # "thanks, great answer", "that's some good advice" (not "got good advice from them")
+    r"\b(?:that's|that is|what|such|thanks|thank you|your)\b\W+(?:(?:for|the|some|a|really|"
+    r"such)\W+){0,3}(?:great|good|helpful|useful|perfect|excellent|clear|wrong|bad|terrible|"
+    r"useless|confusing)\s+(?:advice|answers?|explanations?|tips?|suggestions?|"
+    r"recommendations?|summary|fix|solution)\b|"
+    r"\b(complain\w*|not helpful|unhelpful|that's wrong|that is wrong|you're wrong|"
+    r"that's not what i asked|you misunderstood|didn't help|did not help|"
+    r"(?:that|this|it) (?:was|were|is|are|have been) (?:really |so |very )?"
     r"(?:helpful|useful|unhelpful|useless))\b",
     re.IGNORECASE,
 )
+
+
+def _judges_help(text: str) -> bool:
+    """A verdict on help received: a strong one anywhere, or a verdict and what it is
+    about in one sentence."""
+    if _STRONG_FEEDBACK.search(text):
+        return True
+    return any(
+        _FEEDBACK_SUBJECT.search(sentence) and _FEEDBACK_VERDICT.search(sentence)
+        for sentence in split_sentences(text)
+    )
 
 
 def classify_event(window: list[ChatMessage]) -> tuple[str, str]:
@@ -383,8 +410,9 @@ def classify_event(window: list[ChatMessage]) -> tuple[str, str]:
 
     tool_call (a ``tool`` message is present) > decision (decide/agree/chose/booked… in a
     user or agent message) > milestone (finished/launched/completed…) > feedback (the user
-    complains or praises: strong words, or short praise/thanks messages make up a third of
-    the user's messages, since every friendly chat says "great") > conversation.
+    judges help received: a verdict together with what it is about — "your advice was
+    helpful" — or an unmistakable one — "that's wrong"; the "great!" of friendly chat is
+    not feedback) > conversation.
 
     The actor is who acted for tool calls (agent) and decisions (whoever said it, the user
     first); otherwise the role that wrote most of the window's text.
@@ -403,14 +431,7 @@ def classify_event(window: list[ChatMessage]) -> tuple[str, str]:
     achievers = [actor_of_role(m.role) for m in window if _MILESTONE.search(m.content)]
     if achievers:
         return "milestone", "user" if "user" in achievers else achievers[0]
-    # Short messages that are mostly praise or thanks ("Great, thank you!"), as opposed to
-    # the "great" sprinkled through any friendly conversation.
-    reactions = [
-        m for m in user_messages if _FEEDBACK.search(m.content) and len(words(m.content)) <= 10
-    ]
-    if any(_STRONG_FEEDBACK.search(m.content) for m in user_messages) or (
-        reactions and len(reactions) * 3 >= len(user_messages)
-    ):
+    if any(_judges_help(m.content) for m in user_messages):
         return "feedback", "user"
     return "conversation", dominant
 

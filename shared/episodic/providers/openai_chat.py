@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from episodic import metrics
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy, get_status, make_client, post_json
 from episodic.providers.entities import normalise_entities
@@ -317,13 +318,16 @@ class OpenAIChatSummariser:
         body = self.request_body(request)
         url = f"{self.base_url}/chat/completions"
         last: _Malformed | None = None
-        for _ in range(self.malformed_retries + 1):
+        for attempt in range(self.malformed_retries + 1):
+            if attempt:
+                metrics.provider_retry(self.name, "invalid_response")
             answer = post_json(self._client, url, body, policy=self.retry, provider=self.name)
             try:
                 return self._parse(self._content(answer))
             except _Malformed as exc:
                 last = exc
         assert last is not None
+        metrics.provider_error(self.name, "invalid_response")
         raise ProviderError(
             f"{self.name}: unusable answer after {self.malformed_retries + 1} attempt(s): {last}",
             provider="openai-chat",

@@ -46,6 +46,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
+from episodic import metrics
 from episodic.errors import Aborted, NotFound
 from episodic.store import audit
 
@@ -340,6 +341,7 @@ def erase_dataset(
         finally:
             lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
             lock_conn.commit()
+    metrics.erasure_finished("dataset", receipt.rows)
     return receipt
 
 
@@ -374,13 +376,15 @@ def erase_thread(
             target=pseudonym(str(thread_id)),
             details=receipt.as_record(),
         )
+    metrics.erasure_finished("thread", receipt.rows)
     return receipt
 
 
 def erase_threads(
-    engine: Engine, dataset: str, thread_ids: list[uuid.UUID], receipt: Receipt, batch_rows: int
+    engine: Engine, thread_ids: list[uuid.UUID], receipt: Receipt, batch_rows: int
 ) -> None:
-    """Erases ``thread_ids`` into ``receipt`` (retention purges), without audit changes."""
+    """Erases ``thread_ids`` into ``receipt`` (retention purges); the audit log keeps
+    referring to them (a purge is policy, not a request to forget)."""
     for thread_id in thread_ids:
         _erase_one_thread(engine, thread_id, receipt, batch_rows)
 

@@ -33,8 +33,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
+from episodic import metrics
 from episodic.config import PrivacySettings
-from episodic.store import erasure
+from episodic.store import audit, erasure
 from episodic.store.recall_index import blind_vectors
 from episodic.store.sql import NOW
 from episodic.store.vault import Vault
@@ -244,10 +245,19 @@ def run_lifecycle(
     with engine.connect() as conn:
         expired = retention_candidates(conn, settings.retention_days, now, PASS_LIMIT)
     receipt = erasure.Receipt(receipt_id=str(uuid.uuid4()), scope="retention", dataset="")
-    for thread_id, dataset in expired:
-        erasure.erase_threads(engine, dataset, [thread_id], receipt, settings.erasure_batch_rows)
+    erasure.erase_threads(engine, [t for t, _ in expired], receipt, settings.erasure_batch_rows)
     result.threads_purged = receipt.rows.get("threads", 0)
     result.rows_purged = receipt.rows
+    if result.threads_purged:
+        with engine.begin() as conn:
+            for dataset, n in Counter(d for _, d in expired).items():
+                audit.record(
+                    conn,
+                    key_prefix=actor,
+                    action="retention.purge",
+                    dataset=dataset,
+                    details={"threads": n},
+                )
     with engine.connect() as conn:
         due = compaction_candidates(conn, settings.compact_after_days, now, PASS_LIMIT)
     for thread_id in due:
@@ -256,6 +266,9 @@ def run_lifecycle(
         if dropped is not None:
             result.threads_compacted += 1
             result.messages_compacted += dropped
+    metrics.erasure_finished("retention", receipt.rows, counted=False)
+    metrics.lifecycle_threads("purged", result.threads_purged)
+    metrics.lifecycle_threads("compacted", result.threads_compacted)
     if result.threads_purged or result.threads_compacted or result.erasures_resumed:
         log.info("lifecycle: %s", result.as_record())
     return result

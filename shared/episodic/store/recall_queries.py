@@ -44,6 +44,7 @@ from functools import lru_cache
 import numpy as np
 from sqlalchemy import Connection, RowMapping, TextClause, text
 
+from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
 from episodic.store.recall_index import query_tokens
@@ -58,6 +59,7 @@ __all__ = [
     "rank_episodes",
     "recall_sql",
     "recall_statement",
+    "threads_in_order",
 ]
 
 BM25_K1 = 1.2
@@ -328,7 +330,53 @@ def rank_episodes(
         )
     rows = list(conn.execute(_compiled(with_query, with_vector), params).mappings())
     count = int(rows[0]["episode_count"]) if rows else 0
-    return [r for r in rows if r["episode_id"] is not None], count
+    ranked = [r for r in rows if r["episode_id"] is not None]
+    metrics.recall_ranked(candidates=count, results=len(ranked))
+    return ranked, count
+
+
+def threads_in_order(
+    conn: Connection,
+    dataset: str,
+    *,
+    as_of: datetime | None,
+    since: datetime | None,
+    until: datetime | None,
+    position: int,
+    from_end: bool,
+    count: int,
+) -> list[uuid.UUID]:
+    """A dataset's sessions by order in time: its threads ordered by their first episode's
+    start (archived episodes count: they keep the thread's early windows), those that had
+    started by ``as_of`` (and started within ``since``..``until`` when given); ``count``
+    threads from 1-based ``position``, counted from the latest when ``from_end``."""
+    direction = "DESC" if from_end else "ASC"
+    return list(
+        conn.execute(
+            text(
+                f"""
+                SELECT thread_id FROM (
+                    SELECT thread_id, min(started_at) AS first_at FROM episodes
+                    WHERE dataset = :dataset
+                    GROUP BY thread_id
+                ) t
+                WHERE first_at <= coalesce(CAST(:as_of AS timestamptz), now())
+                  AND (CAST(:since AS timestamptz) IS NULL OR first_at >= CAST(:since AS timestamptz))
+                  AND (CAST(:until AS timestamptz) IS NULL OR first_at <= CAST(:until AS timestamptz))
+                ORDER BY first_at {direction}, thread_id {direction}
+                OFFSET :skip LIMIT :count
+                """
+            ),
+            {
+                "dataset": dataset,
+                "as_of": as_of,
+                "since": since,
+                "until": until,
+                "skip": max(position - 1, 0),
+                "count": count,
+            },
+        ).scalars()
+    )
 
 
 def list_episodes(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,14 +17,22 @@ from episodic.store.vault import Vault
 __all__ = ["keyring_file", "test_vault"]
 
 
-@lru_cache(maxsize=1)
+_lock = threading.Lock()
+_keyring: Path | None = None
+
+
 def keyring_file() -> Path:
-    """This process's test keyring (created on first use, removed at exit)."""
-    directory = Path(tempfile.mkdtemp(prefix="episodic-test-keys-"))
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    path = directory / "master-keys.json"
-    LocalKeyring.create(path)
-    return path
+    """This process's test keyring (created on first use, removed at exit). Locked: tests
+    start services from several threads at once, and they must all get the same one."""
+    global _keyring
+    with _lock:
+        if _keyring is None:
+            directory = Path(tempfile.mkdtemp(prefix="episodic-test-keys-"))
+            atexit.register(shutil.rmtree, directory, ignore_errors=True)
+            path = directory / "master-keys.json"
+            LocalKeyring.create(path)
+            _keyring = path
+        return _keyring
 
 
 @lru_cache(maxsize=2)

@@ -27,6 +27,7 @@ TEST_ENV = {
     "EPISODIC_DB_POOL_SIZE": "5",
     "EPISODIC_SCHEDULER_ADDRESS": "127.0.0.1:1",  # nothing listens: set when a test runs one
     "OTEL_TRACES_EXPORTER": "none",
+    "EPISODIC_METRICS_PORT": "0",  # any free port: tests run services side by side
     "PYTHONUNBUFFERED": "1",
 }
 
@@ -39,10 +40,16 @@ class ServiceProcess:
     proc: subprocess.Popen[str]
     port: int
     output: list[str] = field(default_factory=list)
+    metrics_port: int | None = None  # where /metrics listens (None: no endpoint)
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        assert self.metrics_port is not None, f"{self.name} serves no /metrics"
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def channel(self) -> grpc.Channel:
         return grpc.insecure_channel(self.address)
@@ -104,6 +111,7 @@ def start_service(
 
     threading.Thread(target=pump, daemon=True).start()
     deadline = time.monotonic() + timeout
+    metrics_port: int | None = None
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -115,9 +123,13 @@ def start_service(
             continue
         if line is None:
             raise RuntimeError(f"{name} exited with {proc.wait()}:\n{''.join(output)}")
+        if "metrics on port" in line:  # printed before the ready line
+            metrics_port = int(line.rsplit("port", 1)[1].split()[0])
         if "listening on port" in line:
             port = int(line.rsplit("port", 1)[1].split()[0])
-            service = ServiceProcess(name=name, proc=proc, port=port, output=output)
+            service = ServiceProcess(
+                name=name, proc=proc, port=port, output=output, metrics_port=metrics_port
+            )
             wait_serving(
                 service.address,
                 timeout=max(1.0, deadline - time.monotonic()),

@@ -20,7 +20,7 @@ RECALL_INCLUDE_UNSPECIFIED: RecallInclude
 RECALL_INCLUDE_EPISODES: RecallInclude
 
 class RecallRequest(_message.Message):
-    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of")
+    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of", "literal_query")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,7 @@ class RecallRequest(_message.Message):
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
+    LITERAL_QUERY_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     query: str
     include: _containers.RepeatedScalarFieldContainer[RecallInclude]
@@ -45,7 +46,8 @@ class RecallRequest(_message.Message):
     entities: _containers.RepeatedScalarFieldContainer[str]
     event_type: str
     as_of: _timestamp_pb2.Timestamp
-    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    literal_query: bool
+    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., literal_query: _Optional[bool] = ...) -> None: ...
 
 class RecalledEpisodes(_message.Message):
     __slots__ = ("episodes", "episode_count")
@@ -56,10 +58,62 @@ class RecalledEpisodes(_message.Message):
     def __init__(self, episodes: _Optional[_Iterable[_Union[_episode_pb2.ScoredEpisode, _Mapping]]] = ..., episode_count: _Optional[int] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
-    __slots__ = ("episodes",)
+    __slots__ = ("episodes", "understanding")
     EPISODES_FIELD_NUMBER: _ClassVar[int]
+    UNDERSTANDING_FIELD_NUMBER: _ClassVar[int]
     episodes: RecalledEpisodes
-    def __init__(self, episodes: _Optional[_Union[RecalledEpisodes, _Mapping]] = ...) -> None: ...
+    understanding: QueryUnderstanding
+    def __init__(self, episodes: _Optional[_Union[RecalledEpisodes, _Mapping]] = ..., understanding: _Optional[_Union[QueryUnderstanding, _Mapping]] = ...) -> None: ...
+
+class QueryUnderstanding(_message.Message):
+    __slots__ = ("ranked_query", "expressions", "window_start", "window_end", "ordinal", "time_only", "applied", "notes")
+    RANKED_QUERY_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_FIELD_NUMBER: _ClassVar[int]
+    ORDINAL_FIELD_NUMBER: _ClassVar[int]
+    TIME_ONLY_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    ranked_query: str
+    expressions: _containers.RepeatedCompositeFieldContainer[TimeExpression]
+    window_start: _timestamp_pb2.Timestamp
+    window_end: _timestamp_pb2.Timestamp
+    ordinal: SessionOrdinal
+    time_only: bool
+    applied: bool
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ranked_query: _Optional[str] = ..., expressions: _Optional[_Iterable[_Union[TimeExpression, _Mapping]]] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ordinal: _Optional[_Union[SessionOrdinal, _Mapping]] = ..., time_only: _Optional[bool] = ..., applied: _Optional[bool] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TimeExpression(_message.Message):
+    __slots__ = ("text", "kind", "start", "end")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    kind: str
+    start: _timestamp_pb2.Timestamp
+    end: _timestamp_pb2.Timestamp
+    def __init__(self, text: _Optional[str] = ..., kind: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SessionOrdinal(_message.Message):
+    __slots__ = ("text", "position", "from_end", "count", "scope", "event_type", "thread_ids")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    FROM_END_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_IDS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    position: int
+    from_end: bool
+    count: int
+    scope: str
+    event_type: str
+    thread_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, text: _Optional[str] = ..., position: _Optional[int] = ..., from_end: _Optional[bool] = ..., count: _Optional[int] = ..., scope: _Optional[str] = ..., event_type: _Optional[str] = ..., thread_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListEpisodesRequest(_message.Message):
     __slots__ = ("dataset", "status", "page_size", "page_token", "thread_id")

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/recall_service.proto.
  */
 export const file_episodic_v1_recall_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBlcGlzb2RpYy92MS9yZWNhbGxfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEilwMKDVJlY2FsbFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIrCgdpbmNsdWRlGAMgAygOMhouZXBpc29kaWMudjEuUmVjYWxsSW5jbHVkZRIYChBjb250ZXh0X2VwaXNvZGVzGAQgASgFEh4KEXNpbWlsYXJpdHlfd2VpZ2h0GAUgASgBSACIAQESGwoOcmVjZW5jeV93ZWlnaHQYBiABKAFIAYgBARIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnRocmVhZF9pZHMYCSADKAkSEAoIZW50aXRpZXMYCiADKAkSEgoKZXZlbnRfdHlwZRgLIAEoCRIpCgVhc19vZhgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCFAoSX3NpbWlsYXJpdHlfd2VpZ2h0QhEKD19yZWNlbmN5X3dlaWdodCJXChBSZWNhbGxlZEVwaXNvZGVzEiwKCGVwaXNvZGVzGAEgAygLMhouZXBpc29kaWMudjEuU2NvcmVkRXBpc29kZRIVCg1lcGlzb2RlX2NvdW50GAIgASgDIkEKDlJlY2FsbFJlc3BvbnNlEi8KCGVwaXNvZGVzGAEgASgLMh0uZXBpc29kaWMudjEuUmVjYWxsZWRFcGlzb2RlcyKMAQoTTGlzdEVwaXNvZGVzUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEioKBnN0YXR1cxgCIAEoDjIaLmVwaXNvZGljLnYxLkVwaXNvZGVTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEQoJdGhyZWFkX2lkGAUgASgJIlcKFExpc3RFcGlzb2Rlc1Jlc3BvbnNlEiYKCGVwaXNvZGVzGAEgAygLMhQuZXBpc29kaWMudjEuRXBpc29kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoVU2VhcmNoRXBpc29kZXNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSDQoFcXVlcnkYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFIkYKFlNlYXJjaEVwaXNvZGVzUmVzcG9uc2USLAoIZXBpc29kZXMYASADKAsyGi5lcGlzb2RpYy52MS5TY29yZWRFcGlzb2RlIicKEUdldEVwaXNvZGVSZXF1ZXN0EhIKCmVwaXNvZGVfaWQYASABKAkiOwoSR2V0RXBpc29kZVJlc3BvbnNlEiUKB2VwaXNvZGUYASABKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlKkwKDVJlY2FsbEluY2x1ZGUSHgoaUkVDQUxMX0lOQ0xVREVfVU5TUEVDSUZJRUQQABIbChdSRUNBTExfSU5DTFVERV9FUElTT0RFUxABMvkCCg1SZWNhbGxTZXJ2aWNlEksKBlJlY2FsbBIaLmVwaXNvZGljLnYxLlJlY2FsbFJlcXVlc3QaGy5lcGlzb2RpYy52MS5SZWNhbGxSZXNwb25zZSIIirUYBAgBEAESXQoMTGlzdEVwaXNvZGVzEiAuZXBpc29kaWMudjEuTGlzdEVwaXNvZGVzUmVxdWVzdBohLmVwaXNvZGljLnYxLkxpc3RFcGlzb2Rlc1Jlc3BvbnNlIgiKtRgECAEQARJjCg5TZWFyY2hFcGlzb2RlcxIiLmVwaXNvZGljLnYxLlNlYXJjaEVwaXNvZGVzUmVxdWVzdBojLmVwaXNvZGljLnYxLlNlYXJjaEVwaXNvZGVzUmVzcG9uc2UiCIq1GAQIARABElcKCkdldEVwaXNvZGUSHi5lcGlzb2RpYy52MS5HZXRFcGlzb2RlUmVxdWVzdBofLmVwaXNvZGljLnYxLkdldEVwaXNvZGVSZXNwb25zZSIIirUYBAgBEAFiBnByb3RvMw", [file_episodic_v1_access, file_episodic_v1_episode, file_google_protobuf_timestamp]);
+  fileDesc("CiBlcGlzb2RpYy92MS9yZWNhbGxfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEirgMKDVJlY2FsbFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIrCgdpbmNsdWRlGAMgAygOMhouZXBpc29kaWMudjEuUmVjYWxsSW5jbHVkZRIYChBjb250ZXh0X2VwaXNvZGVzGAQgASgFEh4KEXNpbWlsYXJpdHlfd2VpZ2h0GAUgASgBSACIAQESGwoOcmVjZW5jeV93ZWlnaHQYBiABKAFIAYgBARIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnRocmVhZF9pZHMYCSADKAkSEAoIZW50aXRpZXMYCiADKAkSEgoKZXZlbnRfdHlwZRgLIAEoCRIpCgVhc19vZhgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGl0ZXJhbF9xdWVyeRgNIAEoCEIUChJfc2ltaWxhcml0eV93ZWlnaHRCEQoPX3JlY2VuY3lfd2VpZ2h0IlcKEFJlY2FsbGVkRXBpc29kZXMSLAoIZXBpc29kZXMYASADKAsyGi5lcGlzb2RpYy52MS5TY29yZWRFcGlzb2RlEhUKDWVwaXNvZGVfY291bnQYAiABKAMieQoOUmVjYWxsUmVzcG9uc2USLwoIZXBpc29kZXMYASABKAsyHS5lcGlzb2RpYy52MS5SZWNhbGxlZEVwaXNvZGVzEjYKDXVuZGVyc3RhbmRpbmcYAiABKAsyHy5lcGlzb2RpYy52MS5RdWVyeVVuZGVyc3RhbmRpbmcinwIKElF1ZXJ5VW5kZXJzdGFuZGluZxIUCgxyYW5rZWRfcXVlcnkYASABKAkSMAoLZXhwcmVzc2lvbnMYAiADKAsyGy5lcGlzb2RpYy52MS5UaW1lRXhwcmVzc2lvbhIwCgx3aW5kb3dfc3RhcnQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCndpbmRvd19lbmQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKB29yZGluYWwYBSABKAsyGy5lcGlzb2RpYy52MS5TZXNzaW9uT3JkaW5hbBIRCgl0aW1lX29ubHkYBiABKAgSDwoHYXBwbGllZBgHIAEoCBINCgVub3RlcxgIIAMoCSKAAQoOVGltZUV4cHJlc3Npb24SDAoEdGV4dBgBIAEoCRIMCgRraW5kGAIgASgJEikKBXN0YXJ0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgNlbmQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIogBCg5TZXNzaW9uT3JkaW5hbBIMCgR0ZXh0GAEgASgJEhAKCHBvc2l0aW9uGAIgASgFEhAKCGZyb21fZW5kGAMgASgIEg0KBWNvdW50GAQgASgFEg0KBXNjb3BlGAUgASgJEhIKCmV2ZW50X3R5cGUYBiABKAkSEgoKdGhyZWFkX2lkcxgHIAMoCSKMAQoTTGlzdEVwaXNvZGVzUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEioKBnN0YXR1cxgCIAEoDjIaLmVwaXNvZGljLnYxLkVwaXNvZGVTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEQoJdGhyZWFkX2lkGAUgASgJIlcKFExpc3RFcGlzb2Rlc1Jlc3BvbnNlEiYKCGVwaXNvZGVzGAEgAygLMhQuZXBpc29kaWMudjEuRXBpc29kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoVU2VhcmNoRXBpc29kZXNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSDQoFcXVlcnkYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFIkYKFlNlYXJjaEVwaXNvZGVzUmVzcG9uc2USLAoIZXBpc29kZXMYASADKAsyGi5lcGlzb2RpYy52MS5TY29yZWRFcGlzb2RlIicKEUdldEVwaXNvZGVSZXF1ZXN0EhIKCmVwaXNvZGVfaWQYASABKAkiOwoSR2V0RXBpc29kZVJlc3BvbnNlEiUKB2VwaXNvZGUYASABKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlKkwKDVJlY2FsbEluY2x1ZGUSHgoaUkVDQUxMX0lOQ0xVREVfVU5TUEVDSUZJRUQQABIbChdSRUNBTExfSU5DTFVERV9FUElTT0RFUxABMvkCCg1SZWNhbGxTZXJ2aWNlEksKBlJlY2FsbBIaLmVwaXNvZGljLnYxLlJlY2FsbFJlcXVlc3QaGy5lcGlzb2RpYy52MS5SZWNhbGxSZXNwb25zZSIIirUYBAgBEAESXQoMTGlzdEVwaXNvZGVzEiAuZXBpc29kaWMudjEuTGlzdEVwaXNvZGVzUmVxdWVzdBohLmVwaXNvZGljLnYxLkxpc3RFcGlzb2Rlc1Jlc3BvbnNlIgiKtRgECAEQARJjCg5TZWFyY2hFcGlzb2RlcxIiLmVwaXNvZGljLnYxLlNlYXJjaEVwaXNvZGVzUmVxdWVzdBojLmVwaXNvZGljLnYxLlNlYXJjaEVwaXNvZGVzUmVzcG9uc2UiCIq1GAQIARABElcKCkdldEVwaXNvZGUSHi5lcGlzb2RpYy52MS5HZXRFcGlzb2RlUmVxdWVzdBofLmVwaXNvZGljLnYxLkdldEVwaXNvZGVSZXNwb25zZSIIirUYBAgBEAFiBnByb3RvMw", [file_episodic_v1_access, file_episodic_v1_episode, file_google_protobuf_timestamp]);
 
 /**
  * Request for RecallService.Recall.
@@ -107,6 +107,14 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
    * @generated from field: google.protobuf.Timestamp as_of = 12;
    */
   asOf?: Timestamp | undefined;
+
+  /**
+   * Read the query literally: no time expressions are taken from it ("2 days ago", "in
+   * July", "our third session" then count as words like any other).
+   *
+   * @generated from field: bool literal_query = 13;
+   */
+  literalQuery: boolean;
 };
 
 /**
@@ -157,6 +165,14 @@ export type RecallResponse = Message<"episodic.v1.RecallResponse"> & {
    * @generated from field: episodic.v1.RecalledEpisodes episodes = 1;
    */
   episodes?: RecalledEpisodes | undefined;
+
+  /**
+   * How the query was read: the time expressions found and what they resolved to (unset
+   * when the query has none, or literal_query was set).
+   *
+   * @generated from field: episodic.v1.QueryUnderstanding understanding = 2;
+   */
+  understanding?: QueryUnderstanding | undefined;
 };
 
 /**
@@ -165,6 +181,188 @@ export type RecallResponse = Message<"episodic.v1.RecallResponse"> & {
  */
 export const RecallResponseSchema: GenMessage<RecallResponse> = /*@__PURE__*/
   messageDesc(file_episodic_v1_recall_service, 2);
+
+/**
+ * What Recall read from a query's words about time, so an agent can show or correct it.
+ *
+ * @generated from message episodic.v1.QueryUnderstanding
+ */
+export type QueryUnderstanding = Message<"episodic.v1.QueryUnderstanding"> & {
+  /**
+   * The query as ranked: the request's query without its time words (empty when nothing
+   * but time was asked).
+   *
+   * @generated from field: string ranked_query = 1;
+   */
+  rankedQuery: string;
+
+  /**
+   * The time expressions, in the order found.
+   *
+   * @generated from field: repeated episodic.v1.TimeExpression expressions = 2;
+   */
+  expressions: TimeExpression[];
+
+  /**
+   * The window the expressions make together (their intersection), start inclusive.
+   *
+   * @generated from field: google.protobuf.Timestamp window_start = 3;
+   */
+  windowStart?: Timestamp | undefined;
+
+  /**
+   * End of that window, exclusive.
+   *
+   * @generated from field: google.protobuf.Timestamp window_end = 4;
+   */
+  windowEnd?: Timestamp | undefined;
+
+  /**
+   * Which session(s) or matching episode(s) by order in time, when the query names one.
+   *
+   * @generated from field: episodic.v1.SessionOrdinal ordinal = 5;
+   */
+  ordinal?: SessionOrdinal | undefined;
+
+  /**
+   * Nothing but time was asked: the window's episodes come in time order (oldest first).
+   *
+   * @generated from field: bool time_only = 6;
+   */
+  timeOnly: boolean;
+
+  /**
+   * Whether the time narrowed the search. It does when it names when something was said
+   * (the question is about the conversation, names nothing but time, or names a session);
+   * "when did Ann go camping in June?" names when something happened, which a later
+   * conversation may tell, and is ranked as written (applied false).
+   *
+   * @generated from field: bool applied = 7;
+   */
+  applied: boolean;
+
+  /**
+   * Remarks on the reading, for a person (e.g. why the time was not applied).
+   *
+   * @generated from field: repeated string notes = 8;
+   */
+  notes: string[];
+};
+
+/**
+ * Describes the message episodic.v1.QueryUnderstanding.
+ * Use `create(QueryUnderstandingSchema)` to create a new message.
+ */
+export const QueryUnderstandingSchema: GenMessage<QueryUnderstanding> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 3);
+
+/**
+ * A time named in a query.
+ *
+ * @generated from message episodic.v1.TimeExpression
+ */
+export type TimeExpression = Message<"episodic.v1.TimeExpression"> & {
+  /**
+   * The words, as written in the query.
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * relative_day, relative_week, relative_month, relative_year, weekday, absolute_date,
+   * month, date_span, session_ordinal, sessions_ago, session_before_last or last_n.
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * The window it names, start inclusive (unset for an ordinal).
+   *
+   * @generated from field: google.protobuf.Timestamp start = 3;
+   */
+  start?: Timestamp | undefined;
+
+  /**
+   * End of that window, exclusive.
+   *
+   * @generated from field: google.protobuf.Timestamp end = 4;
+   */
+  end?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.TimeExpression.
+ * Use `create(TimeExpressionSchema)` to create a new message.
+ */
+export const TimeExpressionSchema: GenMessage<TimeExpression> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 4);
+
+/**
+ * "our third session", "2 sessions ago", "the first time we talked about X", "the last 3
+ * decisions".
+ *
+ * @generated from message episodic.v1.SessionOrdinal
+ */
+export type SessionOrdinal = Message<"episodic.v1.SessionOrdinal"> & {
+  /**
+   * The words, as written in the query.
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * 1-based position: from the first (from_end false) or from the latest (from_end true).
+   *
+   * @generated from field: int32 position = 2;
+   */
+  position: number;
+
+  /**
+   * Counted from the latest.
+   *
+   * @generated from field: bool from_end = 3;
+   */
+  fromEnd: boolean;
+
+  /**
+   * How many, from that position on.
+   *
+   * @generated from field: int32 count = 4;
+   */
+  count: number;
+
+  /**
+   * "sessions": threads in the order they started; "matches": the episodes that match the
+   * rest of the query, in time order.
+   *
+   * @generated from field: string scope = 5;
+   */
+  scope: string;
+
+  /**
+   * Only episodes of this event type ("the last 3 decisions": decision).
+   *
+   * @generated from field: string event_type = 6;
+   */
+  eventType: string;
+
+  /**
+   * The threads it selected (empty when none qualifies).
+   *
+   * @generated from field: repeated string thread_ids = 7;
+   */
+  threadIds: string[];
+};
+
+/**
+ * Describes the message episodic.v1.SessionOrdinal.
+ * Use `create(SessionOrdinalSchema)` to create a new message.
+ */
+export const SessionOrdinalSchema: GenMessage<SessionOrdinal> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 5);
 
 /**
  * Request for RecallService.ListEpisodes.
@@ -213,7 +411,7 @@ export type ListEpisodesRequest = Message<"episodic.v1.ListEpisodesRequest"> & {
  * Use `create(ListEpisodesRequestSchema)` to create a new message.
  */
 export const ListEpisodesRequestSchema: GenMessage<ListEpisodesRequest> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_recall_service, 3);
+  messageDesc(file_episodic_v1_recall_service, 6);
 
 /**
  * Response for RecallService.ListEpisodes.
@@ -241,7 +439,7 @@ export type ListEpisodesResponse = Message<"episodic.v1.ListEpisodesResponse"> &
  * Use `create(ListEpisodesResponseSchema)` to create a new message.
  */
 export const ListEpisodesResponseSchema: GenMessage<ListEpisodesResponse> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_recall_service, 4);
+  messageDesc(file_episodic_v1_recall_service, 7);
 
 /**
  * Request for RecallService.SearchEpisodes.
@@ -276,7 +474,7 @@ export type SearchEpisodesRequest = Message<"episodic.v1.SearchEpisodesRequest">
  * Use `create(SearchEpisodesRequestSchema)` to create a new message.
  */
 export const SearchEpisodesRequestSchema: GenMessage<SearchEpisodesRequest> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_recall_service, 5);
+  messageDesc(file_episodic_v1_recall_service, 8);
 
 /**
  * Response for RecallService.SearchEpisodes.
@@ -297,7 +495,7 @@ export type SearchEpisodesResponse = Message<"episodic.v1.SearchEpisodesResponse
  * Use `create(SearchEpisodesResponseSchema)` to create a new message.
  */
 export const SearchEpisodesResponseSchema: GenMessage<SearchEpisodesResponse> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_recall_service, 6);
+  messageDesc(file_episodic_v1_recall_service, 9);
 
 /**
  * Request for RecallService.GetEpisode.
@@ -318,7 +516,7 @@ export type GetEpisodeRequest = Message<"episodic.v1.GetEpisodeRequest"> & {
  * Use `create(GetEpisodeRequestSchema)` to create a new message.
  */
 export const GetEpisodeRequestSchema: GenMessage<GetEpisodeRequest> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_recall_service, 7);
+  messageDesc(file_episodic_v1_recall_service, 10);
 
 /**
  * Response for RecallService.GetEpisode.
@@ -339,7 +537,7 @@ export type GetEpisodeResponse = Message<"episodic.v1.GetEpisodeResponse"> & {
  * Use `create(GetEpisodeResponseSchema)` to create a new message.
  */
 export const GetEpisodeResponseSchema: GenMessage<GetEpisodeResponse> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_recall_service, 8);
+  messageDesc(file_episodic_v1_recall_service, 11);
 
 /**
  * What Recall returns. Episodes are opt-in.
