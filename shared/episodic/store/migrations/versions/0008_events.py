@@ -1,4 +1,4 @@
-"""Event episodes and the entity canon (issue 13). Placeholder: filled by the events work.
+"""Event episodes recorded by agents (RecordEvent) and the turn classifier's output (issue 13). Placeholder: filled by the events work.
 
 Revision ID: 0008
 Revises: 0007

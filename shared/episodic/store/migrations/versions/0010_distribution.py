@@ -1,12 +1,12 @@
 """Distribution-ready schema: dataset in every key, hash partitions (issue 15). Placeholder: filled by the scale-out work.
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-11-30
 """
 
-revision = "0009"
-down_revision = "0008"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
