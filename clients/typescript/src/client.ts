@@ -44,6 +44,7 @@ import type {
   NewMessage as NewMessageProto,
 } from "./gen/episodic/v1/ingest_service_pb.js";
 import { RecallInclude, RecallService } from "./gen/episodic/v1/recall_service_pb.js";
+import type { QueryUnderstanding } from "./gen/episodic/v1/recall_service_pb.js";
 import type { RecallRequestSchema } from "./gen/episodic/v1/recall_service_pb.js";
 import { SchedulerService } from "./gen/episodic/v1/scheduler_service_pb.js";
 import type { RunSweepResponse } from "./gen/episodic/v1/scheduler_service_pb.js";
@@ -149,6 +150,10 @@ export interface AddMessagesResult {
 export interface RecallResult extends Iterable<ScoredEpisode> {
   episodes: ScoredEpisode[];
   episodeCount: number;
+  /** How the query was read: the time expressions found, the window or session ordinal
+   * they resolved to, whether it was applied, and the text that was ranked. Undefined when
+   * `literalQuery` was set or there was no query. */
+  understanding?: QueryUnderstanding;
 }
 
 /** One page of a list; pass `nextPageToken` to get the next (empty on the last). */
@@ -193,6 +198,8 @@ export interface RecallOptions extends CallOpts {
   eventType?: string;
   /** Rank as if it were this time (nothing that ended later is returned). */
   asOf?: Date;
+  /** Rank the query's words as written: no time expressions are read from it. */
+  literalQuery?: boolean;
 }
 
 export interface ListEpisodesOptions extends PageOptions {
@@ -665,12 +672,14 @@ export class EpisodicClient {
       since: options.since ? timestampFromDate(options.since) : undefined,
       until: options.until ? timestampFromDate(options.until) : undefined,
       asOf: options.asOf ? timestampFromDate(options.asOf) : undefined,
+      literalQuery: options.literalQuery ?? false,
     };
     const answer = await this.call("recall", "Recall", (c, o) => c.recall(request, o), options, true);
     const episodes = answer.episodes?.episodes ?? [];
     return {
       episodes,
       episodeCount: Number(answer.episodes?.episodeCount ?? 0n),
+      understanding: answer.understanding,
       [Symbol.iterator]: () => episodes[Symbol.iterator](),
     };
   }

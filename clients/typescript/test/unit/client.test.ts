@@ -361,6 +361,26 @@ describe("EpisodicClient against a fake server", () => {
       assert.equal(request.eventType, "decision");
     });
 
+    it("recall returns how the query was understood, and literalQuery turns the reading off", async () => {
+      server.on(RECALL, () =>
+        ok(RecallResponseSchema, {
+          episodes: { episodes: [], episodeCount: 2n },
+          understanding: {
+            rankedQuery: "pricing",
+            expressions: [{ text: "last week", kind: "relative_week" }],
+            applied: true,
+          },
+        }),
+      );
+      const result = await client.recall("ds", "what did we decide about pricing last week?");
+      assert.equal(result.understanding?.rankedQuery, "pricing");
+      assert.equal(result.understanding?.expressions[0]?.text, "last week");
+      assert.equal(result.understanding?.applied, true);
+      assert.equal(decode(RecallRequestSchema, server.calls[0]!).literalQuery, false);
+      await client.recall("ds", "last week", { literalQuery: true });
+      assert.equal(decode(RecallRequestSchema, server.calls[1]!).literalQuery, true);
+    });
+
     it("waitForEpisode polls ListEpisodes until the thread's last message is summarised", async () => {
       server.on(GET_THREAD, () =>
         ok(GetThreadResponseSchema, { thread: { threadId: THREAD_ID, dataset: "ds", messageCount: 4n } }),
