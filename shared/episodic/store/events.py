@@ -18,7 +18,9 @@ recalled beside the summarised episodes:
   semantic) ^ BAND_EXPONENT, recency from ``occurred_at``. An event has no thread chunks:
   its lexical part is the BM25 of its document (summary, type, actor, entities) and its
   semantic part the cosine of its embedding, each relative to the best *event* candidate
-  of the request (BM25 statistics are not comparable across the two document kinds).
+  of the request (BM25 statistics are not comparable across the two document kinds). An
+  event the Summariser has not embedded yet is ranked on its words alone (its semantic
+  part is unknown, not zero).
 - Every statement filters by one dataset (the distribution rule of ``events``).
 """
 
@@ -300,10 +302,10 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
         joins = "JOIN normed n ON n.event_id = c.event_id"
         lexical = "n.lex_rel::float8"
         semantic = "n.sem_rel::float8"
-        similarity = (
-            f"power(least(1.0, {LEXICAL_SHARE} * n.lex_rel + {1.0 - LEXICAL_SHARE} * n.sem_rel), "
-            f"{BAND_EXPONENT})::float8"
-        )
+        blended = f"{LEXICAL_SHARE} * n.lex_rel + {1.0 - LEXICAL_SHARE} * n.sem_rel"
+        if with_vector:  # an event not embedded yet is ranked on its words alone
+            blended = f"CASE WHEN c.embedding IS NULL THEN n.lex_rel ELSE {blended} END"
+        similarity = f"power(least(1.0, {blended}), {BAND_EXPONENT})::float8"
     return f"""
         WITH c AS MATERIALIZED ({_CANDIDATES}),{terms}
         scored AS (
