@@ -5,14 +5,18 @@ summaries without knowing about them."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
 
 from episodic.crypto import DatasetKey
+from episodic.store import events as event_store
 from episodic.store.events import EventFilters, rank_events
 from episodic.store.recall_queries import RecallFilters
+from episodic.store.vault import Vault
 
 MAX_ACTOR_CHARS = 128
 
@@ -69,3 +73,34 @@ def merge(
     )
     candidates = found if scope.actor else [*episodes, *found]
     return sorted(candidates, key=_order)[:limit]
+
+
+def with_listed_events(
+    conn: Connection,
+    vault: Vault,
+    dataset: str,
+    episodes: list[dict[str, Any]],
+    more: bool,
+    *,
+    status: str | None,
+    thread_id: uuid.UUID | None,
+    before: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], bool]:
+    """A ListEpisodes page with the dataset's events merged in: both are ordered by
+    (time, id) descending (an event's time is when it occurred), so one cursor pages
+    through both. Events are always completed: a status filter other than completed
+    leaves them out."""
+    if status not in (None, "completed"):
+        return episodes, more
+    events, events_more = event_store.list_page(
+        conn, vault, dataset, thread_id=thread_id, before=before, limit=limit
+    )
+    if not events:
+        return episodes, more
+    merged = sorted(
+        [*episodes, *events],
+        key=lambda r: (r["ended_at"], uuid.UUID(str(r["episode_id"]))),
+        reverse=True,
+    )
+    return merged[:limit], more or events_more or len(merged) > limit

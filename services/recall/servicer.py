@@ -33,6 +33,7 @@ from episodic.validation import (
 )
 
 from . import domain
+from . import events as recall_events
 from .events import MAX_ACTOR_CHARS, EventScope
 
 _KNOWN_INCLUDES = {pb.RECALL_INCLUDE_EPISODES}
@@ -266,6 +267,17 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 conn, dataset, status=status, thread_id=thread_id, before=before, limit=limit
             )
             rows = self.vault.open_rows(conn, dataset, stored, "episodes")
+            rows, more = recall_events.with_listed_events(
+                conn,
+                self.vault,
+                dataset,
+                rows,
+                more,
+                status=status,
+                thread_id=thread_id,
+                before=before,
+                limit=limit,
+            )
         token = ""
         if more:
             last = rows[-1]

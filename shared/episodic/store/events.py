@@ -55,6 +55,7 @@ __all__ = [
     "erase_thread_events",
     "event_document",
     "list_for_export",
+    "list_page",
     "purge_expired",
     "rank_events",
     "record_event",
@@ -470,6 +471,40 @@ def purge_expired(engine: Engine, default_days: int | None, now: datetime | None
                 {"d": dataset, "days": days, "now": now},
             ).rowcount
     return purged
+
+
+def list_page(
+    conn: Connection,
+    vault: Vault,
+    dataset: str,
+    *,
+    thread_id: uuid.UUID | None,
+    before: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], bool]:
+    """A dataset's events newest first by (occurred_at, id) — the order ListEpisodes pages
+    episodes in (ended_at, id) — keyset-paged, opened; the bool says whether more follow."""
+    rows = (
+        conn.execute(
+            text(
+                f"SELECT {_EVENT_AS_EPISODE} FROM events ev WHERE ev.dataset = :d "
+                "AND (CAST(:thread AS uuid) IS NULL OR ev.thread_id = CAST(:thread AS uuid)) "
+                "AND (CAST(:at AS timestamptz) IS NULL OR (ev.occurred_at, ev.event_id) < "
+                "     (CAST(:at AS timestamptz), CAST(:id AS uuid))) "
+                "ORDER BY ev.occurred_at DESC, ev.event_id DESC LIMIT :limit"
+            ),
+            {
+                "d": dataset,
+                "thread": thread_id,
+                "at": before[0] if before else None,
+                "id": before[1] if before else None,
+                "limit": limit + 1,
+            },
+        )
+        .mappings()
+        .all()
+    )
+    return vault.open_rows(conn, dataset, list(rows[:limit]), "events"), len(rows) > limit
 
 
 def list_for_export(conn: Connection, vault: Vault, dataset: str) -> list[dict[str, Any]]:

@@ -600,7 +600,9 @@ export const RecallService: GenService<{
     output: typeof RecallResponseSchema;
   },
   /**
-   * Pages through a dataset's episodes, newest first, optionally by status.
+   * Pages through a dataset's episodes, newest first, optionally by status. Events
+   * (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+   * filter is other than completed.
    *
    * @generated from rpc episodic.v1.RecallService.ListEpisodes
    */
@@ -610,7 +612,7 @@ export const RecallService: GenService<{
     output: typeof ListEpisodesResponseSchema;
   },
   /**
-   * Finds a dataset's current episodes by text.
+   * Finds a dataset's current episodes (and events) by text.
    *
    * @generated from rpc episodic.v1.RecallService.SearchEpisodes
    */
@@ -620,7 +622,9 @@ export const RecallService: GenService<{
     output: typeof SearchEpisodesResponseSchema;
   },
   /**
-   * Returns one episode in any status (archived ones too, for provenance).
+   * Returns one episode in any status (archived ones too, for provenance). Summaries
+   * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+   * event id is NOT_FOUND here.
    *
    * @generated from rpc episodic.v1.RecallService.GetEpisode
    */
