@@ -248,6 +248,9 @@ _CANDIDATES = """
       AND (CAST(:actor AS text) IS NULL OR ev.actor_token = CAST(:actor AS text))
 """
 
+# A lexeme as a quoted tsquery operand (quoted as recall_queries quotes it).
+_QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"""
+
 _RECENCY = (
     "1.0 / (1.0 + greatest(extract(epoch FROM "
     "(coalesce(CAST(:as_of AS timestamptz), now()) - c.occurred_at)), 0) / 86400.0)"
@@ -256,33 +259,40 @@ _RECENCY = (
 
 @lru_cache(maxsize=4)
 def _rank_sql(with_query: bool, with_vector: bool) -> str:
-    similarity = "0.0::float8"
-    lexical = "0.0::float8"
-    semantic = "0.0::float8"
-    terms = ""
-    joins = ""
-    if with_query:
+    # Every intermediate result is MATERIALIZED and the top rows are cut before the join
+    # back to ``events``: the planner cannot estimate CTE sizes and otherwise re-runs the
+    # window aggregates once per candidate.
+    if not with_query:
+        scored = f"""
+        scored AS (
+            SELECT c.event_id, c.occurred_at, 0.0::float8 AS similarity, 0.0::float8 AS lexical,
+                   0.0::float8 AS semantic, ({_RECENCY})::float8 AS recency
+            FROM c
+        ),"""
+    else:
         cos = (
             "coalesce(1.0 - (c.embedding <=> CAST(:qvec AS vector)), 0.0)" if with_vector else "0.0"
         )
-        terms = f"""
+        blended = f"{LEXICAL_SHARE} * n.lex_rel + {1.0 - LEXICAL_SHARE} * n.sem_rel"
+        if with_vector:  # an event not embedded yet is ranked on its words alone
+            blended = f"CASE WHEN n.unembedded THEN n.lex_rel ELSE {blended} END"
+        recency = _RECENCY.replace("c.occurred_at", "n.occurred_at")
+        scored = f"""
         q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
-        qq AS (
-            SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''')
-                              || '''', ' | ')::tsquery AS tq,
-                   array_agg(lexeme) AS lexemes
-            FROM q
+        qq AS (SELECT string_agg({_QUOTED_LEXEME}, ' | ')::tsquery AS tq,
+                      array_agg(lexeme) AS lexemes FROM q),
+        stats AS MATERIALIZED (
+            SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM c
         ),
-        stats AS (SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM c),
-        terms AS (
+        terms AS MATERIALIZED (
             SELECT c.event_id, c.dl, u.lexeme,
                    coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM c CROSS JOIN LATERAL unnest(
                 ts_filter(setweight(c.tsv, 'B', (SELECT lexemes FROM qq)), '{{b}}')) AS u
             WHERE c.tsv @@ (SELECT tq FROM qq)
         ),
-        df AS (SELECT lexeme, count(*)::float8 AS df FROM terms GROUP BY lexeme),
-        bm25 AS (
+        df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS df FROM terms GROUP BY lexeme),
+        bm25 AS MATERIALIZED (
             SELECT t.event_id,
                    sum(ln(1.0 + (s.n - df.df + 0.5) / (df.df + 0.5)) * t.tf * ({BM25_K1} + 1.0)
                        / (t.tf + {BM25_K1} * (1.0 - {BM25_B} + {BM25_B} * t.dl / s.avgdl)))
@@ -290,36 +300,37 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
             FROM terms t JOIN df ON df.lexeme = t.lexeme CROSS JOIN stats s
             GROUP BY t.event_id
         ),
-        raw AS (
-            SELECT c.event_id, coalesce(b.score, 0.0) AS lex, greatest({cos}, 0.0) AS sem
+        raw AS MATERIALIZED (
+            SELECT c.event_id, c.occurred_at, c.embedding IS NULL AS unembedded,
+                   coalesce(b.score, 0.0) AS lex, greatest({cos}, 0.0) AS sem
             FROM c LEFT JOIN bm25 b ON b.event_id = c.event_id
         ),
-        normed AS (
-            SELECT r.event_id,
+        normed AS MATERIALIZED (
+            SELECT r.*,
                    coalesce(r.lex / nullif(max(r.lex) OVER (), 0.0), 0.0) AS lex_rel,
                    coalesce(r.sem / nullif(max(r.sem) OVER (), 0.0), 0.0) AS sem_rel
             FROM raw r
-        ),"""
-        joins = "JOIN normed n ON n.event_id = c.event_id"
-        lexical = "n.lex_rel::float8"
-        semantic = "n.sem_rel::float8"
-        blended = f"{LEXICAL_SHARE} * n.lex_rel + {1.0 - LEXICAL_SHARE} * n.sem_rel"
-        if with_vector:  # an event not embedded yet is ranked on its words alone
-            blended = f"CASE WHEN c.embedding IS NULL THEN n.lex_rel ELSE {blended} END"
-        similarity = f"power(least(1.0, {blended}), {BAND_EXPONENT})::float8"
-    return f"""
-        WITH c AS MATERIALIZED ({_CANDIDATES}),{terms}
+        ),
         scored AS (
-            SELECT c.event_id, c.occurred_at, {similarity} AS similarity,
-                   {lexical} AS lexical, {semantic} AS semantic, ({_RECENCY})::float8 AS recency
-            FROM c {joins}
+            SELECT n.event_id, n.occurred_at,
+                   power(least(1.0, {blended}), {BAND_EXPONENT})::float8 AS similarity,
+                   n.lex_rel::float8 AS lexical, n.sem_rel::float8 AS semantic,
+                   ({recency})::float8 AS recency
+            FROM normed n
+        ),"""
+    return f"""
+        WITH c AS MATERIALIZED ({_CANDIDATES}),{scored}
+        top AS MATERIALIZED (
+            SELECT s.*, CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency
+                       AS relevance
+            FROM scored s
+            ORDER BY relevance DESC, s.occurred_at DESC, s.event_id DESC
+            LIMIT :limit
         )
-        SELECT {_EVENT_AS_EPISODE}, s.similarity, s.lexical, s.semantic, s.recency,
-               CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency
-                   AS relevance
-        FROM scored s JOIN events ev ON ev.dataset = :dataset AND ev.event_id = s.event_id
-        ORDER BY relevance DESC, s.occurred_at DESC, s.event_id DESC
-        LIMIT :limit
+        SELECT {_EVENT_AS_EPISODE}, t.similarity, t.lexical, t.semantic, t.recency,
+               t.relevance
+        FROM top t JOIN events ev ON ev.dataset = :dataset AND ev.event_id = t.event_id
+        ORDER BY t.relevance DESC, t.occurred_at DESC, t.event_id DESC
     """
 
 
