@@ -177,14 +177,20 @@ def episode(row: Mapping[Any, Any]) -> episode_pb2.Episode:
         end_sequence=row["end_sequence"],
         started_at=ts(row["started_at"]),
         ended_at=ts(row["ended_at"]),
-        trigger=TRIGGER_TO_PROTO[row["trigger"]] if not is_event else 0,
+        trigger=(
+            TRIGGER_TO_PROTO[row["trigger"]]
+            if not is_event
+            else episode_pb2.EPISODE_TRIGGER_UNSPECIFIED
+        ),
         retry_count=row.get("retry_count") or 0,
         error=row.get("error") or "",
         created_at=ts(row["created_at"]),
         updated_at=ts(row["updated_at"]),
         thread_label=row.get("thread_label") or "",
         kind=episode_pb2.EPISODE_KIND_EVENT if is_event else episode_pb2.EPISODE_KIND_SUMMARY,
-        event_source=EVENT_SOURCE_TO_PROTO.get(row.get("event_source") or "", 0),
+        event_source=EVENT_SOURCE_TO_PROTO.get(
+            row.get("event_source") or "", episode_pb2.EVENT_SOURCE_UNSPECIFIED
+        ),
     )
 
 

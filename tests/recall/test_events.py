@@ -4,7 +4,7 @@ by words before the Summariser embeds them and by meaning after."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import grpc
 import pytest

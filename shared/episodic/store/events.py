@@ -208,6 +208,7 @@ def record_event(conn: Connection, vault: Vault, event: NewEvent) -> tuple[dict[
         row = _select_one(conn, event.dataset, "ev.event_id = :id", {"id": new_id})
         return open_row(key, row, "events"), True
     # A conflict: the same idempotency key, or (classifier) the same turn.
+    params: dict[str, Any]
     if event.source == "classifier":
         where, params = (
             "ev.source = 'classifier' AND ev.thread_id = :t AND ev.source_sequence = :seq",
