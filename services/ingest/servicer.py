@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from episodic import access, convert, metrics
 from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
+from episodic.store import events as event_store
 from episodic.store import owners
 from episodic.store.vault import Vault
 from episodic.v1 import ingest_service_pb2 as pb
@@ -24,6 +25,7 @@ from episodic.validation import (
 )
 
 from . import domain
+from . import events as event_rules
 from .notifier import SchedulerNotifier
 
 
@@ -126,6 +128,26 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             if answer is not None and answer.episode_queued:
                 response.episode_id = answer.episode.episode_id
         return response
+
+    def RecordEvent(
+        self, request: pb.RecordEventRequest, context: grpc.ServicerContext
+    ) -> pb.RecordEventResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        event = event_rules.check_new_event(
+            dataset=dataset,
+            actor=request.actor,
+            event_type=request.event_type,
+            summary=request.summary,
+            entities=list(request.entities),
+            occurred_at=convert.optional_from_ts(request, "occurred_at"),
+            thread_id=parse_optional_uuid(request.thread_id, "thread_id"),
+            idempotency_key=request.idempotency_key,
+            settings=self.settings,
+        )
+        with self.engine.begin() as conn:
+            row, stored = event_store.record_event(conn, self.vault, event)
+        return pb.RecordEventResponse(event=convert.episode(row), stored=stored)
 
     def GetThread(
         self, request: pb.GetThreadRequest, context: grpc.ServicerContext

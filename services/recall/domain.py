@@ -28,6 +28,9 @@ from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
 from episodic.v1 import episode_pb2
 
+from . import events as recall_events
+from .events import EventScope
+
 #: "The first time we talked about X": episodes with at least this similarity (relative to
 #: the best match, cubed: about 0.6 of the best's match) count as being about X.
 ORDINAL_MATCH_BAND = 0.2
@@ -67,6 +70,8 @@ class RecallQuery:
     filters: RecallFilters = field(default_factory=RecallFilters)
     #: What the query says about time (None: none, or the request asked for it literally).
     understanding: QueryTime | None = None
+    #: Which events join the episodes (None: none, the request excluded them).
+    events: EventScope | None = field(default_factory=EventScope)
 
     @property
     def applied_time(self) -> QueryTime | None:
@@ -206,14 +211,23 @@ def _rank(
     """rank_episodes with the dataset's key, rows opened. A key gone stale (the dataset was
     erased and created again since it was cached) is noticed on the rows and the ranking
     redone with the new one: the query's tokens must be the new key's too."""
+    events: EventScope | None = ranking.pop("events", None)
     key = vault.for_read(conn, dataset)
     try:
-        rows, count = q.rank_episodes(conn, key=key, **ranking)
-        return [open_row(key, r, "episodes") for r in rows], count
+        return _rank_with(conn, key, events, ranking)
     except WrongKey:
         key = vault.for_read(conn, dataset, fresh=True)
-        rows, count = q.rank_episodes(conn, key=key, **ranking)
-        return [open_row(key, r, "episodes") for r in rows], count
+        return _rank_with(conn, key, events, ranking)
+
+
+def _rank_with(
+    conn: Connection, key: Any, events: EventScope | None, ranking: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int]:
+    rows, count = q.rank_episodes(conn, key=key, **ranking)
+    opened = [open_row(key, r, "episodes") for r in rows]
+    if events is not None:  # events join the candidates (services/recall/events.py)
+        opened = recall_events.merge(conn, key, opened, events, **ranking)
+    return opened, count
 
 
 def read_time(query: str | None, as_of: datetime | None, literal: bool) -> QueryTime | None:
@@ -257,6 +271,7 @@ def recall(
         "similarity_weight": request.similarity_weight,
         "recency_weight": request.recency_weight,
         "limit": request.limit,
+        "events": request.events,
     }
     if understood is None:
         rows, count = _rank(conn, vault, request.dataset, **ranking)
@@ -295,7 +310,7 @@ def recall(
         return RecallAnswer(
             rows=_in_time_order(picked)[: request.limit],
             episode_count=count,
-            selected_threads=[r["thread_id"] for r in picked],
+            selected_threads=[r["thread_id"] for r in picked if r["thread_id"] is not None],
         )
     if understood.time_only:
         # Nothing but time: the window's episodes, in time order, similarity aside.
@@ -325,5 +340,6 @@ def search(
         similarity_weight=1.0,
         recency_weight=0.0,
         limit=limit,
+        events=EventScope(),
     )
     return [r for r in rows if r["similarity"] > 0]

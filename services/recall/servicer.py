@@ -33,6 +33,8 @@ from episodic.validation import (
 )
 
 from . import domain
+from . import events as recall_events
+from .events import MAX_ACTOR_CHARS, EventScope
 
 _KNOWN_INCLUDES = {pb.RECALL_INCLUDE_EPISODES}
 
@@ -50,6 +52,19 @@ def _include_episodes(values: list[int]) -> bool:
                 field=f"include[{i}]",
             )
     return pb.RECALL_INCLUDE_EPISODES in values
+
+
+def _event_scope(request: pb.RecallRequest) -> EventScope | None:
+    """Events join the recall unless excluded; an actor filter keeps only that actor's."""
+    actor = domain.check_text(request.actor.strip(), "actor", MAX_ACTOR_CHARS) or None
+    if request.exclude_events:
+        if actor is not None:
+            raise InvalidArgument(
+                "actor filters events, and exclude_events leaves them out: set one of them",
+                field="actor",
+            )
+        return None
+    return EventScope(actor=actor)
 
 
 def _scored(row: Any) -> episode_pb2.ScoredEpisode:
@@ -179,6 +194,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             recency_weight=wr,
             filters=filters,
             understanding=domain.read_time(query, as_of, request.literal_query),
+            events=_event_scope(request),
         )
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
@@ -251,6 +267,17 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 conn, dataset, status=status, thread_id=thread_id, before=before, limit=limit
             )
             rows = self.vault.open_rows(conn, dataset, stored, "episodes")
+            rows, more = recall_events.with_listed_events(
+                conn,
+                self.vault,
+                dataset,
+                rows,
+                more,
+                status=status,
+                thread_id=thread_id,
+                before=before,
+                limit=limit,
+            )
         token = ""
         if more:
             last = rows[-1]

@@ -10,6 +10,7 @@ from episodic.server import Service, serve
 from episodic.store.db import check_embedding_dimension
 from episodic.store.vault import make_vault
 
+from .events import EventWork, make_turn_classifier
 from .pipeline import Pipeline
 from .semantic import KeyLearningFacts
 from .servicer import SummariserServicer, register
@@ -21,15 +22,24 @@ def build(settings: Settings, engine: Engine) -> Service:
     # Refuse to start rather than fail every episode later.
     check_embedding_dimension(engine, embedder.dimension)
     summariser = make_summariser(settings.llm, embedder)
+    vault = make_vault(settings.privacy)
+    event_work = EventWork(
+        engine,
+        vault,
+        embedder,
+        make_turn_classifier(settings.summariser, settings.llm),
+        batch_turns=settings.summariser.event_classifier_batch_turns,
+    )
     pipeline = Pipeline(
         engine,
         summariser,
         embedder,
         KeyLearningFacts() if settings.summariser.semantic_enabled else None,
-        vault=make_vault(settings.privacy),
+        vault=vault,
         max_retries=settings.recovery.max_retries,
         retry_backoff=settings.recovery.retry_backoff,
         heartbeat=settings.recovery.orphan_reclaim_after / 4,
+        event_work=event_work,
     )
     servicer = SummariserServicer(engine, pipeline, summariser, embedder)
     service = Service(register=lambda server: register(server, servicer))

@@ -37,6 +37,7 @@ from episodic.store.sql import worker_id
 from episodic.store.vault import Vault
 from episodic.telemetry import link_from
 
+from .events import EventWork
 from .semantic import SemanticExtractor, WindowMessage
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class PassResult:
     completed: int = 0
     failed: int = 0
     semantic_processed: int = 0
+    events_embedded: int = 0  # events given their vector (services/summariser/events.py)
+    turns_classified: int = 0  # turns the classifier read
 
 
 # ---- reading -----------------------------------------------------------------------------
@@ -190,6 +193,7 @@ class Pipeline:
         worker: str | None = None,
         index_for_recall: bool = True,
         heartbeat: timedelta = timedelta(seconds=150),
+        event_work: EventWork | None = None,
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -204,6 +208,8 @@ class Pipeline:
         self.index_for_recall = index_for_recall
         self.heartbeat = heartbeat.total_seconds()
         self._release_owed = False
+        # Events: embedding them, and the turn classifier (after episodes, never before).
+        self.event_work = event_work
 
     def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
         """Claims up to ``limit`` due episodes and works through them, then semantic
@@ -223,6 +229,7 @@ class Pipeline:
                     elif status is not None:
                         result.failed += 1
                 result.semantic_processed = self.run_semantic(limit)
+            self.run_events(result)
         except Exception as err:
             if is_database_outage(err):
                 self._release_owed = True
@@ -355,6 +362,21 @@ class Pipeline:
                     )
                 metrics.extraction_finished("failed")
                 return "failed"
+
+    def run_events(self, result: PassResult) -> None:
+        """Embeds new events and classifies new turns; a provider failure is logged and
+        retried on the next pass (it never fails an episode)."""
+        if self.event_work is None:
+            return
+        try:
+            done = self.event_work.run_once()
+        except Exception as err:
+            if is_database_outage(err):
+                raise
+            log.warning("event work failed: %s", describe_error(err))
+            return
+        result.events_embedded = done.embedded
+        result.turns_classified = done.turns_classified
 
     def release(self) -> int:
         with self.engine.begin() as conn:

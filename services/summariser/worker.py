@@ -59,5 +59,11 @@ class Worker:
     def _drain(self) -> None:
         while not self.stop_event.is_set():
             result = self.pipeline.run_once(self.batch_size)
-            if not (result.completed or result.failed or result.semantic_processed):
+            if not (
+                result.completed
+                or result.failed
+                or result.semantic_processed
+                or result.events_embedded
+                or result.turns_classified
+            ):
                 return

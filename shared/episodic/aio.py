@@ -164,6 +164,7 @@ class AsyncEpisodicClient(ClientCore):
     start_thread = _awaitable(ops.start_thread)
     add_messages = _awaitable(ops.add_messages)
     add_message = _awaitable(ops.add_message)
+    record_event = _awaitable(ops.record_event)
     end_thread = _awaitable(ops.end_thread)
     get_thread = _awaitable(ops.get_thread)
     list_messages = _awaitable(ops.list_messages)

@@ -72,6 +72,7 @@ from episodic.client_core import (
     ProviderHealth,
     QueryUnderstanding,
     RecallResult,
+    RecordEventResult,
     ResourceExhaustedError,
     ScoredEpisode,
     SessionOrdinal,
@@ -119,6 +120,7 @@ __all__ = [
     "ProviderHealth",
     "QueryUnderstanding",
     "RecallResult",
+    "RecordEventResult",
     "ResourceExhaustedError",
     "ScoredEpisode",
     "SessionOrdinal",
@@ -246,6 +248,7 @@ class EpisodicClient(ClientCore):
     start_thread = _blocking(ops.start_thread)
     add_messages = _blocking(ops.add_messages)
     add_message = _blocking(ops.add_message)
+    record_event = _blocking(ops.record_event)
     end_thread = _blocking(ops.end_thread)
     get_thread = _blocking(ops.get_thread)
     list_messages = _blocking(ops.list_messages)

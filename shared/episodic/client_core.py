@@ -301,6 +301,15 @@ class Episode:
     created_at: datetime | None
     updated_at: datetime | None
     thread_label: str
+    #: "summary" (a summarised stretch of a thread) or "event" (one moment: recorded with
+    #: record_event, or by the turn classifier; started_at == ended_at == when it occurred).
+    kind: str = "summary"
+    #: For an event: "agent" (record_event) or "classifier"; "" for a summary.
+    event_source: str = ""
+
+    @property
+    def is_event(self) -> bool:
+        return self.kind == "event"
 
     @classmethod
     def from_proto(cls, m: episode_pb2.Episode) -> Episode:
@@ -329,7 +338,19 @@ class Episode:
             created_at=_time(m, "created_at"),
             updated_at=_time(m, "updated_at"),
             thread_label=m.thread_label,
+            kind="event" if m.kind == episode_pb2.EPISODE_KIND_EVENT else "summary",
+            event_source=_enum_name(m.event_source, episode_pb2.EventSource, "EVENT_SOURCE_")
+            if m.event_source
+            else "",
         )
+
+
+@dataclass(frozen=True)
+class RecordEventResult:
+    """What record_event stored."""
+
+    event: Episode  # kind "event"; event.episode_id is the event's id
+    stored: bool  # False: its idempotency key was stored before (a replay)
 
 
 @dataclass(frozen=True)
@@ -1157,6 +1178,40 @@ def add_message(
     return result.receipts[0]
 
 
+def record_event(
+    core: ClientCore,
+    dataset: str,
+    summary: str,
+    *,
+    event_type: str,
+    actor: str = "agent",
+    entities: Sequence[str] = (),
+    occurred_at: datetime | None = None,
+    thread_id: str | None = None,
+    idempotency_key: str | None = None,
+    timeout: float | None = None,
+) -> Flow[RecordEventResult]:
+    """Records something the agent knows happened as an event episode, recalled beside the
+    summaries: ``event_type`` is decision, tool_call, feedback, milestone or a custom
+    lowercase name; ``occurred_at`` defaults to now; ``thread_id`` (optional) must be a
+    thread of ``dataset``. With ``auto_idempotency_keys`` (the default) an event without
+    a key gets one, so the call is retried safely on UNAVAILABLE."""
+    key = idempotency_key or (f"auto:{uuid.uuid4()}" if core.auto_idempotency_keys else "")
+    request = ingest_service_pb2.RecordEventRequest(
+        dataset=dataset,
+        actor=actor,
+        event_type=event_type,
+        summary=summary,
+        entities=list(entities),
+        thread_id=thread_id or "",
+        idempotency_key=key,
+    )
+    if occurred_at is not None:
+        request.occurred_at.CopyFrom(_timestamp(occurred_at))
+    answer = yield from call(core, "ingest", "RecordEvent", request, timeout, retry=bool(key))
+    return RecordEventResult(event=Episode.from_proto(answer.event), stored=answer.stored)
+
+
 def end_thread(
     core: ClientCore, thread_id: str, *, timeout: float | None = None
 ) -> Flow[EndThreadResult]:
@@ -1304,6 +1359,8 @@ def recall(
     event_type: str | None = None,
     as_of: datetime | None = None,
     literal_query: bool = False,
+    actor: str | None = None,
+    exclude_events: bool = False,
     timeout: float | None = None,
 ) -> Flow[RecallResult]:
     """The dataset's most relevant current episodes, best first.
@@ -1316,7 +1373,9 @@ def recall(
     episode's span; ``entities`` must all be present (normalised like stored ones);
     ``as_of`` ranks as if it were that time (nothing that ended later is returned).
     Time in the query is understood ("2 days ago", "in July", "our third session"; see
-    ``result.understanding``) unless ``literal_query``.
+    ``result.understanding``) unless ``literal_query``. Events (``episode.kind ==
+    "event"``) come back beside summaries; ``actor`` keeps only the events of that actor,
+    ``exclude_events`` leaves events out.
     """
     request = recall_service_pb2.RecallRequest(
         dataset=dataset,
@@ -1327,6 +1386,8 @@ def recall(
         entities=list(entities),
         event_type=event_type or "",
         literal_query=literal_query,
+        actor=actor or "",
+        exclude_events=exclude_events,
     )
     if similarity_weight is not None:
         request.similarity_weight = similarity_weight

@@ -260,6 +260,21 @@ class SummariserSettings(BaseSettings):
     semantic_enabled: bool = Field(
         default=True, description="Run semantic extraction after an episode completes."
     )
+    event_classifier: Literal["off", "heuristic", "openai"] = Field(
+        default="off",
+        description="Turn classifier: records the turns written with AddMessages that are "
+        "events worth keeping (a decision, a milestone, feedback, a tool call, a new entity) "
+        "as events, after the write has committed. off (default: it writes memories the "
+        "agent did not ask for, and its precision is modest, see bench/event_classifier.py); "
+        "heuristic: built-in rules, offline; openai: the LLM_* chat endpoint with a strict "
+        "JSON schema.",
+    )
+    event_classifier_batch_turns: int = Field(
+        default=200,
+        ge=1,
+        le=10000,
+        description="Turns the classifier reads per pass (the rest wait for the next one).",
+    )
 
 
 class RecallSettings(BaseSettings):

@@ -47,6 +47,10 @@ TRIGGER_TO_PROTO = {
     "manual": episode_pb2.EPISODE_TRIGGER_MANUAL,
 }
 TRIGGER_FROM_PROTO: dict[int, str] = {int(v): k for k, v in TRIGGER_TO_PROTO.items()}
+EVENT_SOURCE_TO_PROTO = {
+    "agent": episode_pb2.EVENT_SOURCE_AGENT,
+    "classifier": episode_pb2.EVENT_SOURCE_CLASSIFIER,
+}
 
 
 def ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -156,9 +160,10 @@ def episode(row: Mapping[Any, Any]) -> episode_pb2.Episode:
     learnings = row.get("key_learnings") or []
     if isinstance(learnings, str):
         learnings = json.loads(learnings)
+    is_event = row.get("kind") == "event"
     return episode_pb2.Episode(
         episode_id=str(row["episode_id"]),
-        thread_id=str(row["thread_id"]),
+        thread_id=str(row["thread_id"]) if row["thread_id"] is not None else "",
         dataset=row["dataset"],
         status=STATUS_TO_PROTO[row["status"]],
         semantic_status=SEMANTIC_TO_PROTO[row["semantic_status"]],
@@ -172,12 +177,20 @@ def episode(row: Mapping[Any, Any]) -> episode_pb2.Episode:
         end_sequence=row["end_sequence"],
         started_at=ts(row["started_at"]),
         ended_at=ts(row["ended_at"]),
-        trigger=TRIGGER_TO_PROTO[row["trigger"]],
+        trigger=(
+            TRIGGER_TO_PROTO[row["trigger"]]
+            if not is_event
+            else episode_pb2.EPISODE_TRIGGER_UNSPECIFIED
+        ),
         retry_count=row.get("retry_count") or 0,
         error=row.get("error") or "",
         created_at=ts(row["created_at"]),
         updated_at=ts(row["updated_at"]),
         thread_label=row.get("thread_label") or "",
+        kind=episode_pb2.EPISODE_KIND_EVENT if is_event else episode_pb2.EPISODE_KIND_SUMMARY,
+        event_source=EVENT_SOURCE_TO_PROTO.get(
+            row.get("event_source") or "", episode_pb2.EVENT_SOURCE_UNSPECIFIED
+        ),
     )
 
 

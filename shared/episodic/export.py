@@ -19,6 +19,8 @@ Format (version :data:`FORMAT_VERSION`): one JSON object per line, each with a `
      "start_sequence", "end_sequence", "started_at", "ended_at", "trigger",
      "retry_count", "error", "created_at", "updated_at", "thread_label"}
                                                    (every status, by window)
+    {"type": "episode", …, "kind": "event", "event_source": "agent"}
+                 (events: a thread's with its episodes, those without a thread at the end)
     {"type": "end", "counts": {"thread": 3, "message": 41, "episode": 5}, "finished_at": "…"}
 
 A thread's line is followed by its messages and then its episodes, so a reader can handle
@@ -568,6 +570,17 @@ def _episodes(source: ExportSource, dataset: str, thread_id: str) -> list[Episod
     return sorted(out, key=lambda e: (e.start_sequence, e.created_at or far, e.episode_id))
 
 
+def _threadless_events(source: ExportSource, dataset: str) -> Iterator[Episode]:
+    """The dataset's events that belong to no thread, newest first."""
+    token = ""
+    while True:
+        page = source.list_episodes(dataset, page_size=PAGE_SIZE, page_token=token)
+        yield from (e for e in page.items if e.kind == "event" and not e.thread_id)
+        token = page.next_page_token
+        if not token:
+            return
+
+
 @dataclass
 class _Fetched:
     """A thread with the first page of its messages and its episodes."""
@@ -731,6 +744,9 @@ def export_dataset(
     recent = _active_since(_threads(source, dataset), started - ACTIVITY_MARGIN)
     for fetched in _prefetched(source, _unseen(recent, seen), workers):
         writer.thread(source, fetched)
+    # Events recorded without a thread (a thread's events came with its episodes).
+    for event in _threadless_events(source, dataset):
+        writer.write(episode_record(event))
     writer.write(
         {"type": "end", "counts": writer.counts.as_dict(), "finished_at": now().isoformat()}
     )

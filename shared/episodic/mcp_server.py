@@ -1,12 +1,14 @@
 """An MCP server that gives a model episodic memory: ``episodic mcp``.
 
-Six tools, each a thin layer over the SDK (:class:`episodic.client.EpisodicClient`), so
+Seven tools, each a thin layer over the SDK (:class:`episodic.client.EpisodicClient`), so
 addresses, API key (``EPISODIC_API_KEY``) and TLS (``EPISODIC_TLS_CA_FILE``, client
 certificates) come from the same environment variables and options as every other
 command:
 
 - ``remember`` — append messages to a thread (starting one when no ``thread_id`` is given);
 - ``end_thread`` — queue the thread's episode now (the explicit trigger);
+- ``record_event`` — record something that happened (a decision, a tool call, feedback, a
+  milestone) as an event, recalled beside the episodes;
 - ``recall`` — episodes rendered for a prompt, with relative and absolute times
   (:func:`episodic.render.render_episodes`), by meaning and recency, within a time range,
   or as of an earlier moment;
@@ -100,6 +102,13 @@ class EndThreadOutput(BaseModel):
     episode_id: str | None = None
 
 
+class RecordEventOutput(BaseModel):
+    event_id: str
+    dataset: str
+    occurred_at: datetime | None
+    stored: bool = Field(description="False when the idempotency key was already recorded.")
+
+
 class EpisodeOut(BaseModel):
     episode_id: str
     thread_id: str
@@ -112,6 +121,9 @@ class EpisodeOut(BaseModel):
     ended_at: datetime | None = Field(description="Time of the episode's last message.")
     message_count: int
     relevance_score: float | None = None
+    kind: str = Field(default="summary", description="'summary' or 'event'.")
+    event_type: str = ""
+    actor: str = ""
 
 
 class RecallOutput(BaseModel):
@@ -171,6 +183,9 @@ def _episode_out(item: SdkEpisode | ScoredEpisode) -> EpisodeOut:
         ended_at=e.ended_at,
         message_count=e.message_count,
         relevance_score=item.relevance_score if isinstance(item, ScoredEpisode) else None,
+        kind=e.kind,
+        event_type=e.event_type,
+        actor=e.actor,
     )
 
 
@@ -247,7 +262,7 @@ def build_server(
     client: EpisodicClient | Callable[[], EpisodicClient],
     default_dataset: str | None = None,
 ) -> MCPServer[Any]:
-    """The MCP server with its six tools over ``client`` (or a factory called once, on
+    """The MCP server with its seven tools over ``client`` (or a factory called once, on
     first use). ``default_dataset`` answers for tool calls without a ``dataset``."""
     state: dict[str, EpisodicClient] = {}
 
@@ -396,6 +411,75 @@ def build_server(
                 thread_id=thread_id,
                 episode_queued=result.episode_queued,
                 episode_id=result.episode_id or None,
+            ),
+        )
+
+    # ---------------------------------------------------------------- record_event
+
+    @server.tool(
+        name="record_event",
+        title="Record an event",
+        description=(
+            "Record something that just happened and is worth remembering on its own: a "
+            "decision or commitment ('decision'), a non-trivial action you took with a tool "
+            "('tool_call'), the user's verdict on your help ('feedback'), something finished "
+            "or achieved ('milestone'), or a lowercase type of your own. It is stored at once "
+            "and recall returns it beside the conversation episodes, with its time. Do not "
+            "record small talk or repeats."
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False
+        ),
+    )
+    def record_event(
+        summary: Annotated[
+            str,
+            Field(min_length=1, max_length=4096, description="What happened, in a sentence."),
+        ],
+        event_type: Annotated[
+            str,
+            Field(description="decision, tool_call, feedback, milestone, or a custom type."),
+        ],
+        actor: Annotated[
+            str, Field(description="Who acted: 'user', 'agent', or a name.")
+        ] = "agent",
+        entities: Annotated[
+            list[str] | None,
+            Field(description="People, projects, products it concerns, e.g. 'project atlas'."),
+        ] = None,
+        occurred_at: Annotated[
+            str | None, Field(description="When it happened (ISO 8601); default now.")
+        ] = None,
+        thread_id: Annotated[
+            str | None, Field(description="The thread it happened in, if any.")
+        ] = None,
+        dataset: Dataset = None,
+    ) -> Annotated[CallToolResult, RecordEventOutput]:
+        ds = dataset_of(dataset)
+        when = parse_time(occurred_at, "occurred_at")
+        result = call(
+            lambda c: c.record_event(
+                ds,
+                summary,
+                event_type=event_type,
+                actor=actor,
+                entities=entities or [],
+                occurred_at=when,
+                thread_id=thread_id or None,
+            )
+        )
+        event = result.event
+        text = (
+            f"Recorded {event.event_type} event {event.episode_id} in dataset {ds} "
+            f"({_when(event.ended_at)}); recall returns it with the episodes."
+        )
+        return _result(
+            text,
+            RecordEventOutput(
+                event_id=event.episode_id,
+                dataset=ds,
+                occurred_at=event.ended_at,
+                stored=result.stored,
             ),
         )
 

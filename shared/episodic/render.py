@@ -16,6 +16,15 @@ its thread, oldest first so the model reads events in the order they happened::
 
     Past conversation 1 (2026-05-14):
     User confirmed the new pricing tier (Pro at $29) for project Atlas.
+
+Events (episodes of kind "event": one moment, recorded by an agent or the turn classifier)
+say so, with when they occurred to the minute and their type and actor::
+
+    [2 days ago, 2026-05-15 09:30 UTC, decision by agent, thread "billing-q2"]
+    Switched the Atlas invoices to annual billing.
+
+    Event (2026-05-15 09:30 UTC, decision by agent):
+    Switched the Atlas invoices to annual billing.
 """
 
 from __future__ import annotations
@@ -85,6 +94,19 @@ def _ended_at(episode: Any) -> datetime | None:
     return value.ToDatetime(tzinfo=UTC)
 
 
+def _is_event(episode: Any) -> bool:
+    # "event" on an SDK Episode; EPISODE_KIND_EVENT (2) on a protobuf one.
+    kind = getattr(episode, "kind", None)
+    return kind == "event" or kind == 2
+
+
+def _what(episode: Any) -> str:
+    """An event's type and actor: "decision by agent"."""
+    kind = getattr(episode, "event_type", "") or "event"
+    actor = getattr(episode, "actor", "") or ""
+    return f"{kind} by {actor}" if actor else kind
+
+
 def render_episode(item: Any, now: datetime | None = None, *, key_learnings: bool = False) -> str:
     """One episode in the timeline style: a header with relative and absolute time and the
     thread's label (when it has one), then the summary (and its key learnings as bullets
@@ -94,6 +116,8 @@ def render_episode(item: Any, now: datetime | None = None, *, key_learnings: boo
     parts = []
     if ended is not None:
         parts += [relative_time(ended, now), absolute_time(ended)]
+    if _is_event(episode):
+        parts.append(_what(episode))
     label = getattr(episode, "thread_label", "") or ""
     if label:
         parts.append(f'thread "{label}"')
@@ -128,8 +152,12 @@ def render_episodes(
         for i, item in enumerate(items, start=1):
             episode = _episode(item)
             ended = _ended_at(episode)
-            day = f" ({_aware(ended).astimezone(UTC).date().isoformat()})" if ended else ""
-            block = f"Past conversation {i}{day}:\n{(episode.summary or '').strip()}"
+            if _is_event(episode):
+                when = f"{absolute_time(ended)}, " if ended else ""
+                block = f"Event ({when}{_what(episode)}):\n{(episode.summary or '').strip()}"
+            else:
+                day = f" ({_aware(ended).astimezone(UTC).date().isoformat()})" if ended else ""
+                block = f"Past conversation {i}{day}:\n{(episode.summary or '').strip()}"
             if key_learnings:
                 block += "".join(f"\n- {k}" for k in episode.key_learnings or [])
             blocks.append(block)

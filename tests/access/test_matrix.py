@@ -146,6 +146,8 @@ def _request(method: MethodDescriptor, world: World, *, thread: str, episode: st
             request.datasets.append(DATASET_A)
         elif name == "key":
             request.key = world.throwaway_keys[0]  # revoked only by the right-key call
+        elif method.name == "RecordEvent" and name in ("actor", "event_type", "summary"):
+            setattr(request, name, {"actor": "agent", "event_type": "decision"}.get(name, "x"))
     return request
 
 

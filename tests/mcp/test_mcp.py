@@ -65,6 +65,7 @@ def test_a_model_remembers_and_recalls_over_stdio(services) -> None:  # type: ig
             assert set(tools) == {
                 "remember",
                 "end_thread",
+                "record_event",
                 "recall",
                 "search_episodes",
                 "list_threads",
@@ -126,6 +127,8 @@ def test_a_model_remembers_and_recalls_over_stdio(services) -> None:  # type: ig
             text = _text(found)
             episode = found.structured_content["episodes"][0]
             assert episode["thread_id"] == thread_id and episode["message_count"] == 3
+            assert episode["kind"] == "summary"
+
             assert 'thread "car-search"' in text and "just now" in text and " UTC" in text
             assert "Corolla" in text and thread_id in text
             assert episode["ended_at"] and episode["started_at"]
@@ -149,6 +152,26 @@ def test_a_model_remembers_and_recalls_over_stdio(services) -> None:  # type: ig
             page = await _call(session, "load_thread", thread_id=thread_id, start_sequence=1)
             assert "#1 [" in _text(page) and "Dana (user): I need a family car" in _text(page)
             assert page.structured_content["messages"][0]["name"] == "Dana"
+
+            # An event the agent records is recalled beside the episodes, marked as one.
+            recorded = await _call(
+                session,
+                "record_event",
+                summary="Booked the Corolla test drive for Saturday 10am",
+                event_type="decision",
+                entities=["Toyota Corolla Hybrid"],
+            )
+            event_id = recorded.structured_content["event_id"]
+            assert recorded.structured_content["stored"] is True
+            assert "Recorded decision event" in _text(recorded)
+            with_event = await _call(session, "recall", query="test drive booked", limit=5)
+            kinds = {e["episode_id"]: e["kind"] for e in with_event.structured_content["episodes"]}
+            assert kinds.get(event_id) == "event"
+            assert "decision by agent" in _text(with_event)
+            bad = await session.call_tool(
+                "record_event", {"summary": "x", "event_type": "Bad Type"}
+            )
+            assert bad.is_error and "event_type" in _text(bad)
 
             # Errors come back as tool errors the model can act on.
             missing = await session.call_tool(

@@ -169,6 +169,46 @@ def test_recall_and_admin_reads(ingest_recall: EpisodicClient, engine) -> None: 
         client.list_episodes("user_42", status="done")
 
 
+def test_record_event_and_recall_it(ingest_recall: EpisodicClient) -> None:
+    client = ingest_recall
+    thread = client.start_thread("user_42", "billing-q2")
+    at = datetime(2026, 5, 15, 9, 30, tzinfo=UTC)
+    first = client.record_event(
+        "user_42",
+        "Switched the Atlas invoices to annual billing",
+        event_type="decision",
+        entities=["Project Atlas"],
+        occurred_at=at,
+        thread_id=thread.thread_id,
+        idempotency_key="evt-1",
+    )
+    assert first.stored and first.event.is_event and first.event.event_source == "agent"
+    assert first.event.ended_at == at and first.event.entities == ["project atlas"]
+    again = client.record_event(
+        "user_42",
+        "Switched the Atlas invoices to annual billing",
+        event_type="decision",
+        entities=["project atlas"],
+        occurred_at=at,
+        thread_id=thread.thread_id,
+        idempotency_key="evt-1",
+    )
+    assert not again.stored and again.event.episode_id == first.event.episode_id
+    with pytest.raises(AlreadyExistsError):
+        client.record_event("user_42", "other", event_type="decision", idempotency_key="evt-1")
+    auto = client.record_event(
+        "user_42", "Ran the nightly export", event_type="tool_call", actor="cron"
+    )
+    assert auto.stored
+
+    found = client.recall("user_42", "annual billing Atlas", as_of=at + timedelta(days=2))
+    assert found.episodes[0].episode.episode_id == first.event.episode_id
+    assert found.episodes[0].kind == "event"
+    by_actor = client.recall("user_42", actor="cron")
+    assert [e.episode.episode_id for e in by_actor] == [auto.event.episode_id]
+    assert not client.recall("user_42", exclude_events=True).episodes
+
+
 def test_the_whole_loop(spawn, make_client) -> None:  # type: ignore[no-untyped-def]
     scheduler = spawn("scheduler")
     ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})

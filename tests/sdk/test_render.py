@@ -115,3 +115,25 @@ def test_renders_protobuf_episodes_too() -> None:
     assert render_episodes([message], now=NOW) == (
         '[3 days ago, 2026-05-14 10:10 UTC, thread "x"]\nFrom the wire.'
     )
+
+
+def test_events_render_with_their_moment_type_and_actor() -> None:
+    at = NOW - timedelta(days=2, minutes=40)
+    event = replace(
+        _episode("Switched the Atlas invoices to annual billing.", at, "billing-q2"),
+        kind="event",
+        event_source="agent",
+        event_type="decision",
+        actor="agent",
+    )
+    chat = _episode("We talked about invoices.", NOW - timedelta(days=3))
+    text = render_episodes([event, chat], now=NOW)
+    assert text.split("\n\n")[1] == (
+        '[2 days ago, 2026-05-15 09:30 UTC, decision by agent, thread "billing-q2"]\n'
+        "Switched the Atlas invoices to annual billing."
+    )
+    plain = render_episodes([event], now=NOW, style="past_conversation")
+    assert plain == (
+        "Event (2026-05-15 09:30 UTC, decision by agent):\n"
+        "Switched the Atlas invoices to annual billing."
+    )

@@ -200,6 +200,31 @@ export interface RecallOptions extends CallOpts {
   asOf?: Date;
   /** Rank the query's words as written: no time expressions are read from it. */
   literalQuery?: boolean;
+  /** Only the events recorded with this actor (summaries are then left out). */
+  actor?: string;
+  /** Leave events out: summaries only. */
+  excludeEvents?: boolean;
+}
+
+export interface RecordEventOptions extends CallOpts {
+  /** decision, tool_call, feedback, milestone, or a custom lowercase type. */
+  eventType: string;
+  /** Who acted (default "agent"). */
+  actor?: string;
+  entities?: string[];
+  /** When it happened (default: now). */
+  occurredAt?: Date;
+  /** A thread of the same dataset it happened in. */
+  threadId?: string;
+  /** Unique per dataset; generated (auto:<uuid>) when `autoIdempotencyKeys` is on. */
+  idempotencyKey?: string;
+}
+
+export interface RecordEventResult {
+  /** The event (kind EPISODE_KIND_EVENT; `episodeId` is the event's id). */
+  event: Episode;
+  /** False when its idempotency key was stored before (a replay). */
+  stored: boolean;
 }
 
 export interface ListEpisodesOptions extends PageOptions {
@@ -567,6 +592,41 @@ export class EpisodicClient {
     return result.receipts[0]!;
   }
 
+  /**
+   * Records something the agent knows happened as an event episode, recalled beside the
+   * summaries. Retried safely on UNAVAILABLE when it has an idempotency key (given, or
+   * generated with `autoIdempotencyKeys`).
+   */
+  async recordEvent(
+    dataset: string,
+    summary: string,
+    options: RecordEventOptions,
+  ): Promise<RecordEventResult> {
+    let key = options.idempotencyKey ?? "";
+    if (!key && this.autoIdempotencyKeys) key = `auto:${randomUUID()}`;
+    const answer = await this.call(
+      "ingest",
+      "RecordEvent",
+      (c, o) =>
+        c.recordEvent(
+          {
+            dataset,
+            summary,
+            eventType: options.eventType,
+            actor: options.actor ?? "agent",
+            entities: [...(options.entities ?? [])],
+            occurredAt: options.occurredAt ? timestampFromDate(options.occurredAt) : undefined,
+            threadId: options.threadId ?? "",
+            idempotencyKey: key,
+          },
+          o,
+        ),
+      options,
+      key !== "",
+    );
+    return { event: answer.event!, stored: answer.stored };
+  }
+
   /** Marks the end of a stretch of conversation: an episode is queued over the messages no
    * episode covers yet. The thread stays writable (a checkpoint). */
   endThread(threadId: string, opts: CallOpts = {}): Promise<EndThreadResponse> {
@@ -673,6 +733,8 @@ export class EpisodicClient {
       until: options.until ? timestampFromDate(options.until) : undefined,
       asOf: options.asOf ? timestampFromDate(options.asOf) : undefined,
       literalQuery: options.literalQuery ?? false,
+      actor: options.actor ?? "",
+      excludeEvents: options.excludeEvents ?? false,
     };
     const answer = await this.call("recall", "Recall", (c, o) => c.recall(request, o), options, true);
     const episodes = answer.episodes?.episodes ?? [];

@@ -19,8 +19,10 @@ export * from "./endpoints.js";
 
 // The wire types, generated from proto/ by protoc-gen-es (no hand-written message types).
 export {
+  EpisodeKind,
   EpisodeStatus,
   EpisodeTrigger,
+  EventSource,
   Role,
   SemanticStatus,
   EpisodeSchema,

@@ -1,7 +1,7 @@
 """Erasure: every row of a dataset or thread gone, in short transactions, with a receipt.
 
 What goes (every table holding a dataset's rows; tests/privacy scans the whole schema to
-prove it): the threads; their messages (content, metadata, idempotency keys); episodes of
+prove it): the dataset's events (with their thread, or with the dataset); the threads; their messages (content, metadata, idempotency keys); episodes of
 every status (summaries, key learnings, entities, embeddings, lexical documents); message
 chunks (embeddings and lexical vectors); facts; timers. For a dataset also its row in
 ``datasets`` — the only copy of its data key, so copies of its sealed rows in backups or
@@ -48,7 +48,7 @@ from sqlalchemy import Connection, Engine, text
 
 from episodic import metrics
 from episodic.errors import Aborted, NotFound
-from episodic.store import audit
+from episodic.store import audit, events
 
 __all__ = [
     "ERASED_TABLES",
@@ -65,6 +65,7 @@ __all__ = [
 _SLICED = ("facts", "message_chunks", "messages")
 #: Every table a receipt counts, in erasure order.
 ERASED_TABLES = (
+    "events",
     "facts",
     "message_chunks",
     "messages",
@@ -189,6 +190,8 @@ def _erase_one_thread(
         for table in _SLICED:  # whatever was written since its slices
             rest = conn.execute(text(_slice_sql(table, limited=False)), {"t": thread_id})
             receipt.record(table, (f"{thread_id}/{i}" for i in rest.scalars()))
+        # The thread's events (RecordEvent share-locks the thread: none can slip past).
+        receipt.record("events", events.erase_thread_events(conn, thread_id))
         episodes = [
             str(e)
             for e in conn.execute(
@@ -320,6 +323,12 @@ def erase_dataset(
                     targets.extend(_erase_one_thread(engine, thread_id, receipt, batch_rows))
                 if progress is not None:
                     progress(receipt)
+            while True:  # events without a thread (RecordEvent refuses an erasing dataset)
+                with engine.begin() as conn:
+                    gone_events = events.erase_dataset_events(conn, dataset, batch_rows)
+                receipt.record("events", gone_events)
+                if len(gone_events) < batch_rows:
+                    break
             with engine.begin() as conn:
                 receipt.api_keys_scrubbed = _scrub_keys(conn, dataset)
                 receipt.audit_events_pseudonymised = _pseudonymise_audit(conn, dataset, targets)

@@ -6,8 +6,9 @@ global default (EPISODIC_RETENTION_DAYS / EPISODIC_COMPACT_AFTER_DAYS), measured
 thread's last message, and applied by the Scheduler's leased lifecycle sweep
 (:func:`run_lifecycle`), which also resumes erasures a crash interrupted.
 
-- **Retention** purges whole threads, with everything derived from them, exactly as
-  DeleteThread does (:mod:`episodic.store.erasure`), in short transactions.
+- **Retention** purges whole threads, with everything derived from them (their events
+  too), exactly as DeleteThread does (:mod:`episodic.store.erasure`), in short
+  transactions; events recorded without a thread expire by ``occurred_at``.
 - **Compaction** keeps a thread's current episode (summary, key learnings, entities,
   embedding, window, facts) and drops its verbatim messages and the message chunks derived
   from them; the episode's lexical document is rebuilt from the summary and key learnings
@@ -35,7 +36,7 @@ from sqlalchemy import Connection, Engine, text
 
 from episodic import metrics
 from episodic.config import PrivacySettings
-from episodic.store import audit, erasure
+from episodic.store import audit, erasure, events
 from episodic.store.recall_index import blind_vectors
 from episodic.store.sql import NOW
 from episodic.store.vault import Vault
@@ -247,6 +248,8 @@ def run_lifecycle(
     receipt = erasure.Receipt(receipt_id=str(uuid.uuid4()), scope="retention", dataset="")
     erasure.erase_threads(engine, [t for t, _ in expired], receipt, settings.erasure_batch_rows)
     result.threads_purged = receipt.rows.get("threads", 0)
+    # Events without a thread expire by when they occurred (a thread's go with it).
+    receipt.rows["events"] += events.purge_expired(engine, settings.retention_days, now)
     result.rows_purged = receipt.rows
     if result.threads_purged:
         with engine.begin() as conn:

@@ -66,6 +66,12 @@ SEALED_COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
         "thread_label": ("text", "threads.label"),
     },
     "facts": {"statement": ("text", "facts.statement")},
+    "events": {
+        "summary": ("text", "events.summary"),
+        "entities": ("json", "events.entities"),
+        "actor": ("text", "events.actor"),
+        "thread_label": ("text", "threads.label"),
+    },
 }
 
 #: How long a reader trusts the key id it read for a dataset. Only matters when a dataset

@@ -46,6 +46,18 @@ class EpisodeTrigger(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EPISODE_TRIGGER_INACTIVITY: _ClassVar[EpisodeTrigger]
     EPISODE_TRIGGER_BACKSTOP: _ClassVar[EpisodeTrigger]
     EPISODE_TRIGGER_MANUAL: _ClassVar[EpisodeTrigger]
+
+class EpisodeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EPISODE_KIND_UNSPECIFIED: _ClassVar[EpisodeKind]
+    EPISODE_KIND_SUMMARY: _ClassVar[EpisodeKind]
+    EPISODE_KIND_EVENT: _ClassVar[EpisodeKind]
+
+class EventSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVENT_SOURCE_UNSPECIFIED: _ClassVar[EventSource]
+    EVENT_SOURCE_AGENT: _ClassVar[EventSource]
+    EVENT_SOURCE_CLASSIFIER: _ClassVar[EventSource]
 ROLE_UNSPECIFIED: Role
 ROLE_SYSTEM: Role
 ROLE_USER: Role
@@ -70,6 +82,12 @@ EPISODE_TRIGGER_NEW_THREAD: EpisodeTrigger
 EPISODE_TRIGGER_INACTIVITY: EpisodeTrigger
 EPISODE_TRIGGER_BACKSTOP: EpisodeTrigger
 EPISODE_TRIGGER_MANUAL: EpisodeTrigger
+EPISODE_KIND_UNSPECIFIED: EpisodeKind
+EPISODE_KIND_SUMMARY: EpisodeKind
+EPISODE_KIND_EVENT: EpisodeKind
+EVENT_SOURCE_UNSPECIFIED: EventSource
+EVENT_SOURCE_AGENT: EventSource
+EVENT_SOURCE_CLASSIFIER: EventSource
 
 class Thread(_message.Message):
     __slots__ = ("thread_id", "dataset", "label", "metadata", "message_count", "captured_sequence", "created_at", "last_message_at", "ended_at", "compaction")
@@ -130,7 +148,7 @@ class Message(_message.Message):
     def __init__(self, thread_id: _Optional[str] = ..., sequence: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., received_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class Episode(_message.Message):
-    __slots__ = ("episode_id", "thread_id", "dataset", "status", "semantic_status", "summary", "key_learnings", "entities", "event_type", "actor", "message_count", "start_sequence", "end_sequence", "started_at", "ended_at", "trigger", "retry_count", "error", "created_at", "updated_at", "thread_label")
+    __slots__ = ("episode_id", "thread_id", "dataset", "status", "semantic_status", "summary", "key_learnings", "entities", "event_type", "actor", "message_count", "start_sequence", "end_sequence", "started_at", "ended_at", "trigger", "retry_count", "error", "created_at", "updated_at", "thread_label", "kind", "event_source")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +170,8 @@ class Episode(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     THREAD_LABEL_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    EVENT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     thread_id: str
     dataset: str
@@ -173,7 +193,9 @@ class Episode(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     thread_label: str
-    def __init__(self, episode_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., semantic_status: _Optional[_Union[SemanticStatus, str]] = ..., summary: _Optional[str] = ..., key_learnings: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., actor: _Optional[str] = ..., message_count: _Optional[int] = ..., start_sequence: _Optional[int] = ..., end_sequence: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[EpisodeTrigger, str]] = ..., retry_count: _Optional[int] = ..., error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_label: _Optional[str] = ...) -> None: ...
+    kind: EpisodeKind
+    event_source: EventSource
+    def __init__(self, episode_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., semantic_status: _Optional[_Union[SemanticStatus, str]] = ..., summary: _Optional[str] = ..., key_learnings: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., actor: _Optional[str] = ..., message_count: _Optional[int] = ..., start_sequence: _Optional[int] = ..., end_sequence: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[EpisodeTrigger, str]] = ..., retry_count: _Optional[int] = ..., error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_label: _Optional[str] = ..., kind: _Optional[_Union[EpisodeKind, str]] = ..., event_source: _Optional[_Union[EventSource, str]] = ...) -> None: ...
 
 class ScoredEpisode(_message.Message):
     __slots__ = ("episode", "relevance_score", "similarity", "recency", "lexical", "semantic")

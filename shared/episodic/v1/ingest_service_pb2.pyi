@@ -147,3 +147,31 @@ class ListThreadsResponse(_message.Message):
     threads: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Thread]
     next_page_token: str
     def __init__(self, threads: _Optional[_Iterable[_Union[_episode_pb2.Thread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RecordEventRequest(_message.Message):
+    __slots__ = ("dataset", "actor", "event_type", "summary", "entities", "occurred_at", "thread_id", "idempotency_key")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    actor: str
+    event_type: str
+    summary: str
+    entities: _containers.RepeatedScalarFieldContainer[str]
+    occurred_at: _timestamp_pb2.Timestamp
+    thread_id: str
+    idempotency_key: str
+    def __init__(self, dataset: _Optional[str] = ..., actor: _Optional[str] = ..., event_type: _Optional[str] = ..., summary: _Optional[str] = ..., entities: _Optional[_Iterable[str]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class RecordEventResponse(_message.Message):
+    __slots__ = ("event", "stored")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    event: _episode_pb2.Episode
+    stored: bool
+    def __init__(self, event: _Optional[_Union[_episode_pb2.Episode, _Mapping]] = ..., stored: _Optional[bool] = ...) -> None: ...

@@ -50,6 +50,11 @@ class IngestServiceStub:
                 request_serializer=episodic_dot_v1_dot_ingest__service__pb2.EndThreadRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_ingest__service__pb2.EndThreadResponse.FromString,
                 _registered_method=True)
+        self.RecordEvent = channel.unary_unary(
+                '/episodic.v1.IngestService/RecordEvent',
+                request_serializer=episodic_dot_v1_dot_ingest__service__pb2.RecordEventRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_ingest__service__pb2.RecordEventResponse.FromString,
+                _registered_method=True)
         self.GetThread = channel.unary_unary(
                 '/episodic.v1.IngestService/GetThread',
                 request_serializer=episodic_dot_v1_dot_ingest__service__pb2.GetThreadRequest.SerializeToString,
@@ -94,6 +99,16 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordEvent(self, request, context):
+        """Records an event the agent knows happened (a decision, a tool call, feedback, a
+        milestone, or a type of its own) as an episode of kind EVENT, recalled beside the
+        summarised episodes. Durable when the call returns; embedded shortly after by the
+        Summariser (until then it is found by its words and its time).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetThread(self, request, context):
         """Returns one thread.
         """
@@ -132,6 +147,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.EndThread,
                     request_deserializer=episodic_dot_v1_dot_ingest__service__pb2.EndThreadRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_ingest__service__pb2.EndThreadResponse.SerializeToString,
+            ),
+            'RecordEvent': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordEvent,
+                    request_deserializer=episodic_dot_v1_dot_ingest__service__pb2.RecordEventRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_ingest__service__pb2.RecordEventResponse.SerializeToString,
             ),
             'GetThread': grpc.unary_unary_rpc_method_handler(
                     servicer.GetThread,
@@ -231,6 +251,33 @@ class IngestService:
             '/episodic.v1.IngestService/EndThread',
             episodic_dot_v1_dot_ingest__service__pb2.EndThreadRequest.SerializeToString,
             episodic_dot_v1_dot_ingest__service__pb2.EndThreadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.IngestService/RecordEvent',
+            episodic_dot_v1_dot_ingest__service__pb2.RecordEventRequest.SerializeToString,
+            episodic_dot_v1_dot_ingest__service__pb2.RecordEventResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -71,21 +71,25 @@ class RecallServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListEpisodes(self, request, context):
-        """Pages through a dataset's episodes, newest first, optionally by status.
+        """Pages through a dataset's episodes, newest first, optionally by status. Events
+        (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+        filter is other than completed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SearchEpisodes(self, request, context):
-        """Finds a dataset's current episodes by text.
+        """Finds a dataset's current episodes (and events) by text.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetEpisode(self, request, context):
-        """Returns one episode in any status (archived ones too, for provenance).
+        """Returns one episode in any status (archived ones too, for provenance). Summaries
+        only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+        event id is NOT_FOUND here.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -16,6 +16,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
   AlreadyExistsError,
   DeadlineExceededError,
+  EpisodeKind,
   EpisodeStatus,
   EpisodicError,
   EpisodicClient,
@@ -188,6 +189,30 @@ describe("the whole loop against episodic up", { skip: skipReason(), timeout: 30
     assert.equal(got.episodeId, episode.episodeId);
     assert.equal(got.summary, episode.summary);
     assert.equal(found[0]?.episode?.episodeId, episode.episodeId);
+  });
+
+  it("records an event and recalls it beside the episodes", async () => {
+    const recorded = await memory.recordEvent(dataset, "Booked the Corolla test drive for Saturday", {
+      eventType: "decision",
+      entities: ["Toyota Corolla Hybrid"],
+      idempotencyKey: "ts-event-1",
+    });
+    assert.equal(recorded.stored, true);
+    assert.equal(recorded.event.kind, EpisodeKind.EVENT);
+    const again = await memory.recordEvent(dataset, "Booked the Corolla test drive for Saturday", {
+      eventType: "decision",
+      entities: ["toyota corolla hybrid"],
+      idempotencyKey: "ts-event-1",
+    });
+    assert.equal(again.stored, false);
+    assert.equal(again.event.episodeId, recorded.event.episodeId);
+    const mine = await memory.recall(dataset, undefined, { actor: "agent" });
+    assert.deepEqual(
+      mine.episodes.map((e) => e.episode?.episodeId),
+      [recorded.event.episodeId],
+    );
+    const summaries = await memory.recall(dataset, undefined, { excludeEvents: true, limit: 10 });
+    assert.ok(summaries.episodes.every((e) => e.episode?.kind !== EpisodeKind.EVENT));
   });
 
   it("admin reads: pipelineStatus", async () => {

@@ -151,7 +151,14 @@ def thread(ctx: Ctx) -> Page:
         ctx.pool.submit(
             ctx.client.load_session, thread_id, start_sequence=first, end_sequence=last
         ),
-        ctx.pool.submit(lambda: list(ctx.client.iter_episodes(t.dataset, thread_id=thread_id))),
+        # Windows only: the thread's events (one moment each) have none to group by.
+        ctx.pool.submit(
+            lambda: [
+                e
+                for e in ctx.client.iter_episodes(t.dataset, thread_id=thread_id)
+                if not e.is_event
+            ]
+        ),
     )
     messages, episodes = futures[0].result(), futures[1].result()
     runs = group_by_window(messages, episodes)

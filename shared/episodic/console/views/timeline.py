@@ -276,7 +276,9 @@ def timeline(ctx: Ctx) -> Page:
             items = ctx.client.list_episodes(
                 dataset, thread_id=thread.thread_id, page_size=1000
             ).items
-            return Row(thread, items)
+            # The chart draws windows of messages; events (one moment, no window) are not
+            # drawn yet.
+            return Row(thread, [e for e in items if not e.is_event])
         except EpisodicRpcError as err:
             return Row(thread, [], err.code.name)
 

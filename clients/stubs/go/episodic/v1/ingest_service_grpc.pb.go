@@ -25,6 +25,11 @@ type IngestServiceClient interface {
 	// Marks a stretch of the thread as finished and queues an episode for it (trigger 1).
 	// The thread stays writable: this is a checkpoint, not a close.
 	EndThread(ctx context.Context, in *EndThreadRequest, opts ...grpc.CallOption) (*EndThreadResponse, error)
+	// Records an event the agent knows happened (a decision, a tool call, feedback, a
+	// milestone, or a type of its own) as an episode of kind EVENT, recalled beside the
+	// summarised episodes. Durable when the call returns; embedded shortly after by the
+	// Summariser (until then it is found by its words and its time).
+	RecordEvent(ctx context.Context, in *RecordEventRequest, opts ...grpc.CallOption) (*RecordEventResponse, error)
 	// Returns one thread.
 	GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error)
 	// Pages through a thread's messages in sequence order (seed 003's load_session).
@@ -62,6 +67,15 @@ func (c *ingestServiceClient) AddMessages(ctx context.Context, in *AddMessagesRe
 func (c *ingestServiceClient) EndThread(ctx context.Context, in *EndThreadRequest, opts ...grpc.CallOption) (*EndThreadResponse, error) {
 	out := new(EndThreadResponse)
 	err := c.cc.Invoke(ctx, "/episodic.v1.IngestService/EndThread", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ingestServiceClient) RecordEvent(ctx context.Context, in *RecordEventRequest, opts ...grpc.CallOption) (*RecordEventResponse, error) {
+	out := new(RecordEventResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.IngestService/RecordEvent", in, out, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +121,11 @@ type IngestServiceServer interface {
 	// Marks a stretch of the thread as finished and queues an episode for it (trigger 1).
 	// The thread stays writable: this is a checkpoint, not a close.
 	EndThread(context.Context, *EndThreadRequest) (*EndThreadResponse, error)
+	// Records an event the agent knows happened (a decision, a tool call, feedback, a
+	// milestone, or a type of its own) as an episode of kind EVENT, recalled beside the
+	// summarised episodes. Durable when the call returns; embedded shortly after by the
+	// Summariser (until then it is found by its words and its time).
+	RecordEvent(context.Context, *RecordEventRequest) (*RecordEventResponse, error)
 	// Returns one thread.
 	GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error)
 	// Pages through a thread's messages in sequence order (seed 003's load_session).
@@ -128,6 +147,9 @@ func (UnimplementedIngestServiceServer) AddMessages(context.Context, *AddMessage
 }
 func (UnimplementedIngestServiceServer) EndThread(context.Context, *EndThreadRequest) (*EndThreadResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method EndThread not implemented")
+}
+func (UnimplementedIngestServiceServer) RecordEvent(context.Context, *RecordEventRequest) (*RecordEventResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RecordEvent not implemented")
 }
 func (UnimplementedIngestServiceServer) GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetThread not implemented")
@@ -205,6 +227,24 @@ func _IngestService_EndThread_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IngestService_RecordEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IngestServiceServer).RecordEvent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.IngestService/RecordEvent",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IngestServiceServer).RecordEvent(ctx, req.(*RecordEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _IngestService_GetThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetThreadRequest)
 	if err := dec(in); err != nil {
@@ -274,6 +314,10 @@ var _IngestService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EndThread",
 			Handler:    _IngestService_EndThread_Handler,
+		},
+		{
+			MethodName: "RecordEvent",
+			Handler:    _IngestService_RecordEvent_Handler,
 		},
 		{
 			MethodName: "GetThread",

@@ -19,11 +19,15 @@ const _ = grpc.SupportPackageIsVersion7
 type RecallServiceClient interface {
 	// Returns the dataset's most relevant current episodes (seed 000, "Retrieval").
 	Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error)
-	// Pages through a dataset's episodes, newest first, optionally by status.
+	// Pages through a dataset's episodes, newest first, optionally by status. Events
+	// (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+	// filter is other than completed.
 	ListEpisodes(ctx context.Context, in *ListEpisodesRequest, opts ...grpc.CallOption) (*ListEpisodesResponse, error)
-	// Finds a dataset's current episodes by text.
+	// Finds a dataset's current episodes (and events) by text.
 	SearchEpisodes(ctx context.Context, in *SearchEpisodesRequest, opts ...grpc.CallOption) (*SearchEpisodesResponse, error)
-	// Returns one episode in any status (archived ones too, for provenance).
+	// Returns one episode in any status (archived ones too, for provenance). Summaries
+	// only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+	// event id is NOT_FOUND here.
 	GetEpisode(ctx context.Context, in *GetEpisodeRequest, opts ...grpc.CallOption) (*GetEpisodeResponse, error)
 }
 
@@ -77,11 +81,15 @@ func (c *recallServiceClient) GetEpisode(ctx context.Context, in *GetEpisodeRequ
 type RecallServiceServer interface {
 	// Returns the dataset's most relevant current episodes (seed 000, "Retrieval").
 	Recall(context.Context, *RecallRequest) (*RecallResponse, error)
-	// Pages through a dataset's episodes, newest first, optionally by status.
+	// Pages through a dataset's episodes, newest first, optionally by status. Events
+	// (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+	// filter is other than completed.
 	ListEpisodes(context.Context, *ListEpisodesRequest) (*ListEpisodesResponse, error)
-	// Finds a dataset's current episodes by text.
+	// Finds a dataset's current episodes (and events) by text.
 	SearchEpisodes(context.Context, *SearchEpisodesRequest) (*SearchEpisodesResponse, error)
-	// Returns one episode in any status (archived ones too, for provenance).
+	// Returns one episode in any status (archived ones too, for provenance). Summaries
+	// only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+	// event id is NOT_FOUND here.
 	GetEpisode(context.Context, *GetEpisodeRequest) (*GetEpisodeResponse, error)
 	mustEmbedUnimplementedRecallServiceServer()
 }

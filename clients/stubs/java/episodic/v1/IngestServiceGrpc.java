@@ -111,6 +111,37 @@ public final class IngestServiceGrpc {
     return getEndThreadMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.IngestServiceOuterClass.RecordEventRequest,
+      episodic.v1.IngestServiceOuterClass.RecordEventResponse> getRecordEventMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "RecordEvent",
+      requestType = episodic.v1.IngestServiceOuterClass.RecordEventRequest.class,
+      responseType = episodic.v1.IngestServiceOuterClass.RecordEventResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.IngestServiceOuterClass.RecordEventRequest,
+      episodic.v1.IngestServiceOuterClass.RecordEventResponse> getRecordEventMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.IngestServiceOuterClass.RecordEventRequest, episodic.v1.IngestServiceOuterClass.RecordEventResponse> getRecordEventMethod;
+    if ((getRecordEventMethod = IngestServiceGrpc.getRecordEventMethod) == null) {
+      synchronized (IngestServiceGrpc.class) {
+        if ((getRecordEventMethod = IngestServiceGrpc.getRecordEventMethod) == null) {
+          IngestServiceGrpc.getRecordEventMethod = getRecordEventMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.IngestServiceOuterClass.RecordEventRequest, episodic.v1.IngestServiceOuterClass.RecordEventResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "RecordEvent"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.IngestServiceOuterClass.RecordEventRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.IngestServiceOuterClass.RecordEventResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new IngestServiceMethodDescriptorSupplier("RecordEvent"))
+              .build();
+        }
+      }
+    }
+    return getRecordEventMethod;
+  }
+
   private static volatile io.grpc.MethodDescriptor<episodic.v1.IngestServiceOuterClass.GetThreadRequest,
       episodic.v1.IngestServiceOuterClass.GetThreadResponse> getGetThreadMethod;
 
@@ -289,6 +320,19 @@ public final class IngestServiceGrpc {
 
     /**
      * <pre>
+     * Records an event the agent knows happened (a decision, a tool call, feedback, a
+     * milestone, or a type of its own) as an episode of kind EVENT, recalled beside the
+     * summarised episodes. Durable when the call returns; embedded shortly after by the
+     * Summariser (until then it is found by its words and its time).
+     * </pre>
+     */
+    public void recordEvent(episodic.v1.IngestServiceOuterClass.RecordEventRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.RecordEventResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getRecordEventMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
      * Returns one thread.
      * </pre>
      */
@@ -340,6 +384,13 @@ public final class IngestServiceGrpc {
                 episodic.v1.IngestServiceOuterClass.EndThreadRequest,
                 episodic.v1.IngestServiceOuterClass.EndThreadResponse>(
                   this, METHODID_END_THREAD)))
+          .addMethod(
+            getRecordEventMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.IngestServiceOuterClass.RecordEventRequest,
+                episodic.v1.IngestServiceOuterClass.RecordEventResponse>(
+                  this, METHODID_RECORD_EVENT)))
           .addMethod(
             getGetThreadMethod(),
             io.grpc.stub.ServerCalls.asyncUnaryCall(
@@ -415,6 +466,20 @@ public final class IngestServiceGrpc {
         io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.EndThreadResponse> responseObserver) {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getEndThreadMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Records an event the agent knows happened (a decision, a tool call, feedback, a
+     * milestone, or a type of its own) as an episode of kind EVENT, recalled beside the
+     * summarised episodes. Durable when the call returns; embedded shortly after by the
+     * Summariser (until then it is found by its words and its time).
+     * </pre>
+     */
+    public void recordEvent(episodic.v1.IngestServiceOuterClass.RecordEventRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.RecordEventResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getRecordEventMethod(), getCallOptions()), request, responseObserver);
     }
 
     /**
@@ -502,6 +567,19 @@ public final class IngestServiceGrpc {
 
     /**
      * <pre>
+     * Records an event the agent knows happened (a decision, a tool call, feedback, a
+     * milestone, or a type of its own) as an episode of kind EVENT, recalled beside the
+     * summarised episodes. Durable when the call returns; embedded shortly after by the
+     * Summariser (until then it is found by its words and its time).
+     * </pre>
+     */
+    public episodic.v1.IngestServiceOuterClass.RecordEventResponse recordEvent(episodic.v1.IngestServiceOuterClass.RecordEventRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getRecordEventMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
      * Returns one thread.
      * </pre>
      */
@@ -585,6 +663,20 @@ public final class IngestServiceGrpc {
 
     /**
      * <pre>
+     * Records an event the agent knows happened (a decision, a tool call, feedback, a
+     * milestone, or a type of its own) as an episode of kind EVENT, recalled beside the
+     * summarised episodes. Durable when the call returns; embedded shortly after by the
+     * Summariser (until then it is found by its words and its time).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.IngestServiceOuterClass.RecordEventResponse> recordEvent(
+        episodic.v1.IngestServiceOuterClass.RecordEventRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getRecordEventMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
      * Returns one thread.
      * </pre>
      */
@@ -620,9 +712,10 @@ public final class IngestServiceGrpc {
   private static final int METHODID_CREATE_THREAD = 0;
   private static final int METHODID_ADD_MESSAGES = 1;
   private static final int METHODID_END_THREAD = 2;
-  private static final int METHODID_GET_THREAD = 3;
-  private static final int METHODID_LIST_MESSAGES = 4;
-  private static final int METHODID_LIST_THREADS = 5;
+  private static final int METHODID_RECORD_EVENT = 3;
+  private static final int METHODID_GET_THREAD = 4;
+  private static final int METHODID_LIST_MESSAGES = 5;
+  private static final int METHODID_LIST_THREADS = 6;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -652,6 +745,10 @@ public final class IngestServiceGrpc {
         case METHODID_END_THREAD:
           serviceImpl.endThread((episodic.v1.IngestServiceOuterClass.EndThreadRequest) request,
               (io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.EndThreadResponse>) responseObserver);
+          break;
+        case METHODID_RECORD_EVENT:
+          serviceImpl.recordEvent((episodic.v1.IngestServiceOuterClass.RecordEventRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.RecordEventResponse>) responseObserver);
           break;
         case METHODID_GET_THREAD:
           serviceImpl.getThread((episodic.v1.IngestServiceOuterClass.GetThreadRequest) request,
@@ -729,6 +826,7 @@ public final class IngestServiceGrpc {
               .addMethod(getCreateThreadMethod())
               .addMethod(getAddMessagesMethod())
               .addMethod(getEndThreadMethod())
+              .addMethod(getRecordEventMethod())
               .addMethod(getGetThreadMethod())
               .addMethod(getListMessagesMethod())
               .addMethod(getListThreadsMethod())

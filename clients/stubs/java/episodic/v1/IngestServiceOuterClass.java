@@ -13916,6 +13916,2820 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
 
   }
 
+  public interface RecordEventRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.RecordEventRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. The dataset the event belongs to.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * Required. The dataset the event belongs to.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+
+    /**
+     * <pre>
+     * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+     * </pre>
+     *
+     * <code>string actor = 2;</code>
+     * @return The actor.
+     */
+    java.lang.String getActor();
+    /**
+     * <pre>
+     * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+     * </pre>
+     *
+     * <code>string actor = 2;</code>
+     * @return The bytes for actor.
+     */
+    com.google.protobuf.ByteString
+        getActorBytes();
+
+    /**
+     * <pre>
+     * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+     * letters, digits and underscores, starting with a letter, at most 64 characters.
+     * </pre>
+     *
+     * <code>string event_type = 3;</code>
+     * @return The eventType.
+     */
+    java.lang.String getEventType();
+    /**
+     * <pre>
+     * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+     * letters, digits and underscores, starting with a letter, at most 64 characters.
+     * </pre>
+     *
+     * <code>string event_type = 3;</code>
+     * @return The bytes for eventType.
+     */
+    com.google.protobuf.ByteString
+        getEventTypeBytes();
+
+    /**
+     * <pre>
+     * Required. What happened, in a sentence or a few (at most 4096 characters).
+     * </pre>
+     *
+     * <code>string summary = 4;</code>
+     * @return The summary.
+     */
+    java.lang.String getSummary();
+    /**
+     * <pre>
+     * Required. What happened, in a sentence or a few (at most 4096 characters).
+     * </pre>
+     *
+     * <code>string summary = 4;</code>
+     * @return The bytes for summary.
+     */
+    com.google.protobuf.ByteString
+        getSummaryBytes();
+
+    /**
+     * <pre>
+     * Optional entities it concerns (at most 50), normalised like an episode's entities.
+     * </pre>
+     *
+     * <code>repeated string entities = 5;</code>
+     * @return A list containing the entities.
+     */
+    java.util.List<java.lang.String>
+        getEntitiesList();
+    /**
+     * <pre>
+     * Optional entities it concerns (at most 50), normalised like an episode's entities.
+     * </pre>
+     *
+     * <code>repeated string entities = 5;</code>
+     * @return The count of entities.
+     */
+    int getEntitiesCount();
+    /**
+     * <pre>
+     * Optional entities it concerns (at most 50), normalised like an episode's entities.
+     * </pre>
+     *
+     * <code>repeated string entities = 5;</code>
+     * @param index The index of the element to return.
+     * @return The entities at the given index.
+     */
+    java.lang.String getEntities(int index);
+    /**
+     * <pre>
+     * Optional entities it concerns (at most 50), normalised like an episode's entities.
+     * </pre>
+     *
+     * <code>repeated string entities = 5;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the entities at the given index.
+     */
+    com.google.protobuf.ByteString
+        getEntitiesBytes(int index);
+
+    /**
+     * <pre>
+     * Optional. When it happened; defaults to receive time. Must not lie in the future by
+     * more than `future_timestamp_tolerance` (default 5 minutes).
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+     * @return Whether the occurredAt field is set.
+     */
+    boolean hasOccurredAt();
+    /**
+     * <pre>
+     * Optional. When it happened; defaults to receive time. Must not lie in the future by
+     * more than `future_timestamp_tolerance` (default 5 minutes).
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+     * @return The occurredAt.
+     */
+    com.google.protobuf.Timestamp getOccurredAt();
+    /**
+     * <pre>
+     * Optional. When it happened; defaults to receive time. Must not lie in the future by
+     * more than `future_timestamp_tolerance` (default 5 minutes).
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+     */
+    com.google.protobuf.TimestampOrBuilder getOccurredAtOrBuilder();
+
+    /**
+     * <pre>
+     * Optional UUID of a thread of the same dataset the event happened in.
+     * </pre>
+     *
+     * <code>string thread_id = 7;</code>
+     * @return The threadId.
+     */
+    java.lang.String getThreadId();
+    /**
+     * <pre>
+     * Optional UUID of a thread of the same dataset the event happened in.
+     * </pre>
+     *
+     * <code>string thread_id = 7;</code>
+     * @return The bytes for threadId.
+     */
+    com.google.protobuf.ByteString
+        getThreadIdBytes();
+
+    /**
+     * <pre>
+     * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+     * same event answers with the stored event (stored=false); with a different event it is
+     * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+     * </pre>
+     *
+     * <code>string idempotency_key = 8;</code>
+     * @return The idempotencyKey.
+     */
+    java.lang.String getIdempotencyKey();
+    /**
+     * <pre>
+     * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+     * same event answers with the stored event (stored=false); with a different event it is
+     * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+     * </pre>
+     *
+     * <code>string idempotency_key = 8;</code>
+     * @return The bytes for idempotencyKey.
+     */
+    com.google.protobuf.ByteString
+        getIdempotencyKeyBytes();
+  }
+  /**
+   * <pre>
+   * Request for IngestService.RecordEvent.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.RecordEventRequest}
+   */
+  public static final class RecordEventRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.RecordEventRequest)
+      RecordEventRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "RecordEventRequest");
+    }
+    // Use RecordEventRequest.newBuilder() to construct.
+    private RecordEventRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private RecordEventRequest() {
+      dataset_ = "";
+      actor_ = "";
+      eventType_ = "";
+      summary_ = "";
+      entities_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+      threadId_ = "";
+      idempotencyKey_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.IngestServiceOuterClass.RecordEventRequest.class, episodic.v1.IngestServiceOuterClass.RecordEventRequest.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int DATASET_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * Required. The dataset the event belongs to.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The dataset the event belongs to.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int ACTOR_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object actor_ = "";
+    /**
+     * <pre>
+     * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+     * </pre>
+     *
+     * <code>string actor = 2;</code>
+     * @return The actor.
+     */
+    @java.lang.Override
+    public java.lang.String getActor() {
+      java.lang.Object ref = actor_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        actor_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+     * </pre>
+     *
+     * <code>string actor = 2;</code>
+     * @return The bytes for actor.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getActorBytes() {
+      java.lang.Object ref = actor_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        actor_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int EVENT_TYPE_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object eventType_ = "";
+    /**
+     * <pre>
+     * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+     * letters, digits and underscores, starting with a letter, at most 64 characters.
+     * </pre>
+     *
+     * <code>string event_type = 3;</code>
+     * @return The eventType.
+     */
+    @java.lang.Override
+    public java.lang.String getEventType() {
+      java.lang.Object ref = eventType_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        eventType_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+     * letters, digits and underscores, starting with a letter, at most 64 characters.
+     * </pre>
+     *
+     * <code>string event_type = 3;</code>
+     * @return The bytes for eventType.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getEventTypeBytes() {
+      java.lang.Object ref = eventType_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        eventType_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int SUMMARY_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object summary_ = "";
+    /**
+     * <pre>
+     * Required. What happened, in a sentence or a few (at most 4096 characters).
+     * </pre>
+     *
+     * <code>string summary = 4;</code>
+     * @return The summary.
+     */
+    @java.lang.Override
+    public java.lang.String getSummary() {
+      java.lang.Object ref = summary_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        summary_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. What happened, in a sentence or a few (at most 4096 characters).
+     * </pre>
+     *
+     * <code>string summary = 4;</code>
+     * @return The bytes for summary.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getSummaryBytes() {
+      java.lang.Object ref = summary_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        summary_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int ENTITIES_FIELD_NUMBER = 5;
+    @SuppressWarnings("serial")
+    private com.google.protobuf.LazyStringArrayList entities_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    /**
+     * <pre>
+     * Optional entities it concerns (at most 50), normalised like an episode's entities.
+     * </pre>
+     *
+     * <code>repeated string entities = 5;</code>
+     * @return A list containing the entities.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getEntitiesList() {
+      return entities_;
+    }
+    /**
+     * <pre>
+     * Optional entities it concerns (at most 50), normalised like an episode's entities.
+     * </pre>
+     *
+     * <code>repeated string entities = 5;</code>
+     * @return The count of entities.
+     */
+    public int getEntitiesCount() {
+      return entities_.size();
+    }
+    /**
+     * <pre>
+     * Optional entities it concerns (at most 50), normalised like an episode's entities.
+     * </pre>
+     *
+     * <code>repeated string entities = 5;</code>
+     * @param index The index of the element to return.
+     * @return The entities at the given index.
+     */
+    public java.lang.String getEntities(int index) {
+      return entities_.get(index);
+    }
+    /**
+     * <pre>
+     * Optional entities it concerns (at most 50), normalised like an episode's entities.
+     * </pre>
+     *
+     * <code>repeated string entities = 5;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the entities at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getEntitiesBytes(int index) {
+      return entities_.getByteString(index);
+    }
+
+    public static final int OCCURRED_AT_FIELD_NUMBER = 6;
+    private com.google.protobuf.Timestamp occurredAt_;
+    /**
+     * <pre>
+     * Optional. When it happened; defaults to receive time. Must not lie in the future by
+     * more than `future_timestamp_tolerance` (default 5 minutes).
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+     * @return Whether the occurredAt field is set.
+     */
+    @java.lang.Override
+    public boolean hasOccurredAt() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * Optional. When it happened; defaults to receive time. Must not lie in the future by
+     * more than `future_timestamp_tolerance` (default 5 minutes).
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+     * @return The occurredAt.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Timestamp getOccurredAt() {
+      return occurredAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : occurredAt_;
+    }
+    /**
+     * <pre>
+     * Optional. When it happened; defaults to receive time. Must not lie in the future by
+     * more than `future_timestamp_tolerance` (default 5 minutes).
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.TimestampOrBuilder getOccurredAtOrBuilder() {
+      return occurredAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : occurredAt_;
+    }
+
+    public static final int THREAD_ID_FIELD_NUMBER = 7;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object threadId_ = "";
+    /**
+     * <pre>
+     * Optional UUID of a thread of the same dataset the event happened in.
+     * </pre>
+     *
+     * <code>string thread_id = 7;</code>
+     * @return The threadId.
+     */
+    @java.lang.Override
+    public java.lang.String getThreadId() {
+      java.lang.Object ref = threadId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        threadId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Optional UUID of a thread of the same dataset the event happened in.
+     * </pre>
+     *
+     * <code>string thread_id = 7;</code>
+     * @return The bytes for threadId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getThreadIdBytes() {
+      java.lang.Object ref = threadId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        threadId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int IDEMPOTENCY_KEY_FIELD_NUMBER = 8;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object idempotencyKey_ = "";
+    /**
+     * <pre>
+     * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+     * same event answers with the stored event (stored=false); with a different event it is
+     * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+     * </pre>
+     *
+     * <code>string idempotency_key = 8;</code>
+     * @return The idempotencyKey.
+     */
+    @java.lang.Override
+    public java.lang.String getIdempotencyKey() {
+      java.lang.Object ref = idempotencyKey_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        idempotencyKey_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+     * same event answers with the stored event (stored=false); with a different event it is
+     * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+     * </pre>
+     *
+     * <code>string idempotency_key = 8;</code>
+     * @return The bytes for idempotencyKey.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getIdempotencyKeyBytes() {
+      java.lang.Object ref = idempotencyKey_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        idempotencyKey_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(actor_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, actor_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(eventType_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 3, eventType_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(summary_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 4, summary_);
+      }
+      for (int i = 0; i < entities_.size(); i++) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 5, entities_.getRaw(i));
+      }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(6, getOccurredAt());
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 7, threadId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 8, idempotencyKey_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(actor_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, actor_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(eventType_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(3, eventType_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(summary_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(4, summary_);
+      }
+      {
+        int dataSize = 0;
+        for (int i = 0; i < entities_.size(); i++) {
+          dataSize += computeStringSizeNoTag(entities_.getRaw(i));
+        }
+        size += dataSize;
+        size += 1 * getEntitiesList().size();
+      }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(6, getOccurredAt());
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(7, threadId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(8, idempotencyKey_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.IngestServiceOuterClass.RecordEventRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.IngestServiceOuterClass.RecordEventRequest other = (episodic.v1.IngestServiceOuterClass.RecordEventRequest) obj;
+
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (!getActor()
+          .equals(other.getActor())) return false;
+      if (!getEventType()
+          .equals(other.getEventType())) return false;
+      if (!getSummary()
+          .equals(other.getSummary())) return false;
+      if (!getEntitiesList()
+          .equals(other.getEntitiesList())) return false;
+      if (hasOccurredAt() != other.hasOccurredAt()) return false;
+      if (hasOccurredAt()) {
+        if (!getOccurredAt()
+            .equals(other.getOccurredAt())) return false;
+      }
+      if (!getThreadId()
+          .equals(other.getThreadId())) return false;
+      if (!getIdempotencyKey()
+          .equals(other.getIdempotencyKey())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (37 * hash) + ACTOR_FIELD_NUMBER;
+      hash = (53 * hash) + getActor().hashCode();
+      hash = (37 * hash) + EVENT_TYPE_FIELD_NUMBER;
+      hash = (53 * hash) + getEventType().hashCode();
+      hash = (37 * hash) + SUMMARY_FIELD_NUMBER;
+      hash = (53 * hash) + getSummary().hashCode();
+      if (getEntitiesCount() > 0) {
+        hash = (37 * hash) + ENTITIES_FIELD_NUMBER;
+        hash = (53 * hash) + getEntitiesList().hashCode();
+      }
+      if (hasOccurredAt()) {
+        hash = (37 * hash) + OCCURRED_AT_FIELD_NUMBER;
+        hash = (53 * hash) + getOccurredAt().hashCode();
+      }
+      hash = (37 * hash) + THREAD_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getThreadId().hashCode();
+      hash = (37 * hash) + IDEMPOTENCY_KEY_FIELD_NUMBER;
+      hash = (53 * hash) + getIdempotencyKey().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.IngestServiceOuterClass.RecordEventRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for IngestService.RecordEvent.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.RecordEventRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.RecordEventRequest)
+        episodic.v1.IngestServiceOuterClass.RecordEventRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.IngestServiceOuterClass.RecordEventRequest.class, episodic.v1.IngestServiceOuterClass.RecordEventRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.IngestServiceOuterClass.RecordEventRequest.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetOccurredAtFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        dataset_ = "";
+        actor_ = "";
+        eventType_ = "";
+        summary_ = "";
+        entities_ =
+            com.google.protobuf.LazyStringArrayList.emptyList();
+        occurredAt_ = null;
+        if (occurredAtBuilder_ != null) {
+          occurredAtBuilder_.dispose();
+          occurredAtBuilder_ = null;
+        }
+        threadId_ = "";
+        idempotencyKey_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordEventRequest getDefaultInstanceForType() {
+        return episodic.v1.IngestServiceOuterClass.RecordEventRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordEventRequest build() {
+        episodic.v1.IngestServiceOuterClass.RecordEventRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordEventRequest buildPartial() {
+        episodic.v1.IngestServiceOuterClass.RecordEventRequest result = new episodic.v1.IngestServiceOuterClass.RecordEventRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.IngestServiceOuterClass.RecordEventRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.dataset_ = dataset_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.actor_ = actor_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.eventType_ = eventType_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.summary_ = summary_;
+        }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          entities_.makeImmutable();
+          result.entities_ = entities_;
+        }
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000020) != 0)) {
+          result.occurredAt_ = occurredAtBuilder_ == null
+              ? occurredAt_
+              : occurredAtBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        if (((from_bitField0_ & 0x00000040) != 0)) {
+          result.threadId_ = threadId_;
+        }
+        if (((from_bitField0_ & 0x00000080) != 0)) {
+          result.idempotencyKey_ = idempotencyKey_;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.IngestServiceOuterClass.RecordEventRequest) {
+          return mergeFrom((episodic.v1.IngestServiceOuterClass.RecordEventRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.IngestServiceOuterClass.RecordEventRequest other) {
+        if (other == episodic.v1.IngestServiceOuterClass.RecordEventRequest.getDefaultInstance()) return this;
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getActor().isEmpty()) {
+          actor_ = other.actor_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (!other.getEventType().isEmpty()) {
+          eventType_ = other.eventType_;
+          bitField0_ |= 0x00000004;
+          onChanged();
+        }
+        if (!other.getSummary().isEmpty()) {
+          summary_ = other.summary_;
+          bitField0_ |= 0x00000008;
+          onChanged();
+        }
+        if (!other.entities_.isEmpty()) {
+          if (entities_.isEmpty()) {
+            entities_ = other.entities_;
+            bitField0_ |= 0x00000010;
+          } else {
+            ensureEntitiesIsMutable();
+            entities_.addAll(other.entities_);
+          }
+          onChanged();
+        }
+        if (other.hasOccurredAt()) {
+          mergeOccurredAt(other.getOccurredAt());
+        }
+        if (!other.getThreadId().isEmpty()) {
+          threadId_ = other.threadId_;
+          bitField0_ |= 0x00000040;
+          onChanged();
+        }
+        if (!other.getIdempotencyKey().isEmpty()) {
+          idempotencyKey_ = other.idempotencyKey_;
+          bitField0_ |= 0x00000080;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                actor_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 26: {
+                eventType_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 26
+              case 34: {
+                summary_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 34
+              case 42: {
+                ensureEntitiesIsMutable();
+                entities_.add(input.readStringRequireUtf8());
+                break;
+              } // case 42
+              case 50: {
+                input.readMessage(
+                    internalGetOccurredAtFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000020;
+                break;
+              } // case 50
+              case 58: {
+                threadId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000040;
+                break;
+              } // case 58
+              case 66: {
+                idempotencyKey_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000080;
+                break;
+              } // case 66
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * Required. The dataset the event belongs to.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset the event belongs to.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset the event belongs to.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset the event belongs to.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset the event belongs to.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object actor_ = "";
+      /**
+       * <pre>
+       * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+       * </pre>
+       *
+       * <code>string actor = 2;</code>
+       * @return The actor.
+       */
+      public java.lang.String getActor() {
+        java.lang.Object ref = actor_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          actor_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+       * </pre>
+       *
+       * <code>string actor = 2;</code>
+       * @return The bytes for actor.
+       */
+      public com.google.protobuf.ByteString
+          getActorBytes() {
+        java.lang.Object ref = actor_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          actor_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+       * </pre>
+       *
+       * <code>string actor = 2;</code>
+       * @param value The actor to set.
+       * @return This builder for chaining.
+       */
+      public Builder setActor(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        actor_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+       * </pre>
+       *
+       * <code>string actor = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearActor() {
+        actor_ = getDefaultInstance().getActor();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+       * </pre>
+       *
+       * <code>string actor = 2;</code>
+       * @param value The bytes for actor to set.
+       * @return This builder for chaining.
+       */
+      public Builder setActorBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        actor_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object eventType_ = "";
+      /**
+       * <pre>
+       * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+       * letters, digits and underscores, starting with a letter, at most 64 characters.
+       * </pre>
+       *
+       * <code>string event_type = 3;</code>
+       * @return The eventType.
+       */
+      public java.lang.String getEventType() {
+        java.lang.Object ref = eventType_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          eventType_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+       * letters, digits and underscores, starting with a letter, at most 64 characters.
+       * </pre>
+       *
+       * <code>string event_type = 3;</code>
+       * @return The bytes for eventType.
+       */
+      public com.google.protobuf.ByteString
+          getEventTypeBytes() {
+        java.lang.Object ref = eventType_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          eventType_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+       * letters, digits and underscores, starting with a letter, at most 64 characters.
+       * </pre>
+       *
+       * <code>string event_type = 3;</code>
+       * @param value The eventType to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEventType(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        eventType_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+       * letters, digits and underscores, starting with a letter, at most 64 characters.
+       * </pre>
+       *
+       * <code>string event_type = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearEventType() {
+        eventType_ = getDefaultInstance().getEventType();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+       * letters, digits and underscores, starting with a letter, at most 64 characters.
+       * </pre>
+       *
+       * <code>string event_type = 3;</code>
+       * @param value The bytes for eventType to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEventTypeBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        eventType_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object summary_ = "";
+      /**
+       * <pre>
+       * Required. What happened, in a sentence or a few (at most 4096 characters).
+       * </pre>
+       *
+       * <code>string summary = 4;</code>
+       * @return The summary.
+       */
+      public java.lang.String getSummary() {
+        java.lang.Object ref = summary_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          summary_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. What happened, in a sentence or a few (at most 4096 characters).
+       * </pre>
+       *
+       * <code>string summary = 4;</code>
+       * @return The bytes for summary.
+       */
+      public com.google.protobuf.ByteString
+          getSummaryBytes() {
+        java.lang.Object ref = summary_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          summary_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. What happened, in a sentence or a few (at most 4096 characters).
+       * </pre>
+       *
+       * <code>string summary = 4;</code>
+       * @param value The summary to set.
+       * @return This builder for chaining.
+       */
+      public Builder setSummary(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        summary_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. What happened, in a sentence or a few (at most 4096 characters).
+       * </pre>
+       *
+       * <code>string summary = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearSummary() {
+        summary_ = getDefaultInstance().getSummary();
+        bitField0_ = (bitField0_ & ~0x00000008);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. What happened, in a sentence or a few (at most 4096 characters).
+       * </pre>
+       *
+       * <code>string summary = 4;</code>
+       * @param value The bytes for summary to set.
+       * @return This builder for chaining.
+       */
+      public Builder setSummaryBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        summary_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.LazyStringArrayList entities_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+      private void ensureEntitiesIsMutable() {
+        if (!entities_.isModifiable()) {
+          entities_ = new com.google.protobuf.LazyStringArrayList(entities_);
+        }
+        bitField0_ |= 0x00000010;
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @return A list containing the entities.
+       */
+      public com.google.protobuf.ProtocolStringList
+          getEntitiesList() {
+        entities_.makeImmutable();
+        return entities_;
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @return The count of entities.
+       */
+      public int getEntitiesCount() {
+        return entities_.size();
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @param index The index of the element to return.
+       * @return The entities at the given index.
+       */
+      public java.lang.String getEntities(int index) {
+        return entities_.get(index);
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @param index The index of the value to return.
+       * @return The bytes of the entities at the given index.
+       */
+      public com.google.protobuf.ByteString
+          getEntitiesBytes(int index) {
+        return entities_.getByteString(index);
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @param index The index to set the value at.
+       * @param value The entities to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEntities(
+          int index, java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ensureEntitiesIsMutable();
+        entities_.set(index, value);
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @param value The entities to add.
+       * @return This builder for chaining.
+       */
+      public Builder addEntities(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ensureEntitiesIsMutable();
+        entities_.add(value);
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @param values The entities to add.
+       * @return This builder for chaining.
+       */
+      public Builder addAllEntities(
+          java.lang.Iterable<java.lang.String> values) {
+        ensureEntitiesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, entities_);
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearEntities() {
+        entities_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000010);;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional entities it concerns (at most 50), normalised like an episode's entities.
+       * </pre>
+       *
+       * <code>repeated string entities = 5;</code>
+       * @param value The bytes of the entities to add.
+       * @return This builder for chaining.
+       */
+      public Builder addEntitiesBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        ensureEntitiesIsMutable();
+        entities_.add(value);
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.Timestamp occurredAt_;
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> occurredAtBuilder_;
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       * @return Whether the occurredAt field is set.
+       */
+      public boolean hasOccurredAt() {
+        return ((bitField0_ & 0x00000020) != 0);
+      }
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       * @return The occurredAt.
+       */
+      public com.google.protobuf.Timestamp getOccurredAt() {
+        if (occurredAtBuilder_ == null) {
+          return occurredAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : occurredAt_;
+        } else {
+          return occurredAtBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       */
+      public Builder setOccurredAt(com.google.protobuf.Timestamp value) {
+        if (occurredAtBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          occurredAt_ = value;
+        } else {
+          occurredAtBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000020;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       */
+      public Builder setOccurredAt(
+          com.google.protobuf.Timestamp.Builder builderForValue) {
+        if (occurredAtBuilder_ == null) {
+          occurredAt_ = builderForValue.build();
+        } else {
+          occurredAtBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000020;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       */
+      public Builder mergeOccurredAt(com.google.protobuf.Timestamp value) {
+        if (occurredAtBuilder_ == null) {
+          if (((bitField0_ & 0x00000020) != 0) &&
+            occurredAt_ != null &&
+            occurredAt_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+            getOccurredAtBuilder().mergeFrom(value);
+          } else {
+            occurredAt_ = value;
+          }
+        } else {
+          occurredAtBuilder_.mergeFrom(value);
+        }
+        if (occurredAt_ != null) {
+          bitField0_ |= 0x00000020;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       */
+      public Builder clearOccurredAt() {
+        bitField0_ = (bitField0_ & ~0x00000020);
+        occurredAt_ = null;
+        if (occurredAtBuilder_ != null) {
+          occurredAtBuilder_.dispose();
+          occurredAtBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       */
+      public com.google.protobuf.Timestamp.Builder getOccurredAtBuilder() {
+        bitField0_ |= 0x00000020;
+        onChanged();
+        return internalGetOccurredAtFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       */
+      public com.google.protobuf.TimestampOrBuilder getOccurredAtOrBuilder() {
+        if (occurredAtBuilder_ != null) {
+          return occurredAtBuilder_.getMessageOrBuilder();
+        } else {
+          return occurredAt_ == null ?
+              com.google.protobuf.Timestamp.getDefaultInstance() : occurredAt_;
+        }
+      }
+      /**
+       * <pre>
+       * Optional. When it happened; defaults to receive time. Must not lie in the future by
+       * more than `future_timestamp_tolerance` (default 5 minutes).
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp occurred_at = 6;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+          internalGetOccurredAtFieldBuilder() {
+        if (occurredAtBuilder_ == null) {
+          occurredAtBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                  getOccurredAt(),
+                  getParentForChildren(),
+                  isClean());
+          occurredAt_ = null;
+        }
+        return occurredAtBuilder_;
+      }
+
+      private java.lang.Object threadId_ = "";
+      /**
+       * <pre>
+       * Optional UUID of a thread of the same dataset the event happened in.
+       * </pre>
+       *
+       * <code>string thread_id = 7;</code>
+       * @return The threadId.
+       */
+      public java.lang.String getThreadId() {
+        java.lang.Object ref = threadId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          threadId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional UUID of a thread of the same dataset the event happened in.
+       * </pre>
+       *
+       * <code>string thread_id = 7;</code>
+       * @return The bytes for threadId.
+       */
+      public com.google.protobuf.ByteString
+          getThreadIdBytes() {
+        java.lang.Object ref = threadId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          threadId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional UUID of a thread of the same dataset the event happened in.
+       * </pre>
+       *
+       * <code>string thread_id = 7;</code>
+       * @param value The threadId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setThreadId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        threadId_ = value;
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional UUID of a thread of the same dataset the event happened in.
+       * </pre>
+       *
+       * <code>string thread_id = 7;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearThreadId() {
+        threadId_ = getDefaultInstance().getThreadId();
+        bitField0_ = (bitField0_ & ~0x00000040);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional UUID of a thread of the same dataset the event happened in.
+       * </pre>
+       *
+       * <code>string thread_id = 7;</code>
+       * @param value The bytes for threadId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setThreadIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        threadId_ = value;
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object idempotencyKey_ = "";
+      /**
+       * <pre>
+       * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+       * same event answers with the stored event (stored=false); with a different event it is
+       * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+       * </pre>
+       *
+       * <code>string idempotency_key = 8;</code>
+       * @return The idempotencyKey.
+       */
+      public java.lang.String getIdempotencyKey() {
+        java.lang.Object ref = idempotencyKey_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          idempotencyKey_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+       * same event answers with the stored event (stored=false); with a different event it is
+       * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+       * </pre>
+       *
+       * <code>string idempotency_key = 8;</code>
+       * @return The bytes for idempotencyKey.
+       */
+      public com.google.protobuf.ByteString
+          getIdempotencyKeyBytes() {
+        java.lang.Object ref = idempotencyKey_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          idempotencyKey_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+       * same event answers with the stored event (stored=false); with a different event it is
+       * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+       * </pre>
+       *
+       * <code>string idempotency_key = 8;</code>
+       * @param value The idempotencyKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setIdempotencyKey(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        idempotencyKey_ = value;
+        bitField0_ |= 0x00000080;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+       * same event answers with the stored event (stored=false); with a different event it is
+       * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+       * </pre>
+       *
+       * <code>string idempotency_key = 8;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearIdempotencyKey() {
+        idempotencyKey_ = getDefaultInstance().getIdempotencyKey();
+        bitField0_ = (bitField0_ & ~0x00000080);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+       * same event answers with the stored event (stored=false); with a different event it is
+       * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+       * </pre>
+       *
+       * <code>string idempotency_key = 8;</code>
+       * @param value The bytes for idempotencyKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setIdempotencyKeyBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        idempotencyKey_ = value;
+        bitField0_ |= 0x00000080;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.RecordEventRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.RecordEventRequest)
+    private static final episodic.v1.IngestServiceOuterClass.RecordEventRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.IngestServiceOuterClass.RecordEventRequest();
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordEventRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<RecordEventRequest>
+        PARSER = new com.google.protobuf.AbstractParser<RecordEventRequest>() {
+      @java.lang.Override
+      public RecordEventRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<RecordEventRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<RecordEventRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.IngestServiceOuterClass.RecordEventRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface RecordEventResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.RecordEventResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+     * </pre>
+     *
+     * <code>.episodic.v1.Episode event = 1;</code>
+     * @return Whether the event field is set.
+     */
+    boolean hasEvent();
+    /**
+     * <pre>
+     * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+     * </pre>
+     *
+     * <code>.episodic.v1.Episode event = 1;</code>
+     * @return The event.
+     */
+    episodic.v1.EpisodeOuterClass.Episode getEvent();
+    /**
+     * <pre>
+     * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+     * </pre>
+     *
+     * <code>.episodic.v1.Episode event = 1;</code>
+     */
+    episodic.v1.EpisodeOuterClass.EpisodeOrBuilder getEventOrBuilder();
+
+    /**
+     * <pre>
+     * True when this call stored it; false when its idempotency key was already stored.
+     * </pre>
+     *
+     * <code>bool stored = 2;</code>
+     * @return The stored.
+     */
+    boolean getStored();
+  }
+  /**
+   * <pre>
+   * Response for IngestService.RecordEvent.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.RecordEventResponse}
+   */
+  public static final class RecordEventResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.RecordEventResponse)
+      RecordEventResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "RecordEventResponse");
+    }
+    // Use RecordEventResponse.newBuilder() to construct.
+    private RecordEventResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private RecordEventResponse() {
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.IngestServiceOuterClass.RecordEventResponse.class, episodic.v1.IngestServiceOuterClass.RecordEventResponse.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int EVENT_FIELD_NUMBER = 1;
+    private episodic.v1.EpisodeOuterClass.Episode event_;
+    /**
+     * <pre>
+     * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+     * </pre>
+     *
+     * <code>.episodic.v1.Episode event = 1;</code>
+     * @return Whether the event field is set.
+     */
+    @java.lang.Override
+    public boolean hasEvent() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+     * </pre>
+     *
+     * <code>.episodic.v1.Episode event = 1;</code>
+     * @return The event.
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.Episode getEvent() {
+      return event_ == null ? episodic.v1.EpisodeOuterClass.Episode.getDefaultInstance() : event_;
+    }
+    /**
+     * <pre>
+     * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+     * </pre>
+     *
+     * <code>.episodic.v1.Episode event = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.EpisodeOrBuilder getEventOrBuilder() {
+      return event_ == null ? episodic.v1.EpisodeOuterClass.Episode.getDefaultInstance() : event_;
+    }
+
+    public static final int STORED_FIELD_NUMBER = 2;
+    private boolean stored_ = false;
+    /**
+     * <pre>
+     * True when this call stored it; false when its idempotency key was already stored.
+     * </pre>
+     *
+     * <code>bool stored = 2;</code>
+     * @return The stored.
+     */
+    @java.lang.Override
+    public boolean getStored() {
+      return stored_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(1, getEvent());
+      }
+      if (stored_ != false) {
+        output.writeBool(2, stored_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, getEvent());
+      }
+      if (stored_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(2, stored_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.IngestServiceOuterClass.RecordEventResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.IngestServiceOuterClass.RecordEventResponse other = (episodic.v1.IngestServiceOuterClass.RecordEventResponse) obj;
+
+      if (hasEvent() != other.hasEvent()) return false;
+      if (hasEvent()) {
+        if (!getEvent()
+            .equals(other.getEvent())) return false;
+      }
+      if (getStored()
+          != other.getStored()) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (hasEvent()) {
+        hash = (37 * hash) + EVENT_FIELD_NUMBER;
+        hash = (53 * hash) + getEvent().hashCode();
+      }
+      hash = (37 * hash) + STORED_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getStored());
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.IngestServiceOuterClass.RecordEventResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for IngestService.RecordEvent.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.RecordEventResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.RecordEventResponse)
+        episodic.v1.IngestServiceOuterClass.RecordEventResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.IngestServiceOuterClass.RecordEventResponse.class, episodic.v1.IngestServiceOuterClass.RecordEventResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.IngestServiceOuterClass.RecordEventResponse.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetEventFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        event_ = null;
+        if (eventBuilder_ != null) {
+          eventBuilder_.dispose();
+          eventBuilder_ = null;
+        }
+        stored_ = false;
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordEventResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordEventResponse getDefaultInstanceForType() {
+        return episodic.v1.IngestServiceOuterClass.RecordEventResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordEventResponse build() {
+        episodic.v1.IngestServiceOuterClass.RecordEventResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordEventResponse buildPartial() {
+        episodic.v1.IngestServiceOuterClass.RecordEventResponse result = new episodic.v1.IngestServiceOuterClass.RecordEventResponse(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.IngestServiceOuterClass.RecordEventResponse result) {
+        int from_bitField0_ = bitField0_;
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.event_ = eventBuilder_ == null
+              ? event_
+              : eventBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.stored_ = stored_;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.IngestServiceOuterClass.RecordEventResponse) {
+          return mergeFrom((episodic.v1.IngestServiceOuterClass.RecordEventResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.IngestServiceOuterClass.RecordEventResponse other) {
+        if (other == episodic.v1.IngestServiceOuterClass.RecordEventResponse.getDefaultInstance()) return this;
+        if (other.hasEvent()) {
+          mergeEvent(other.getEvent());
+        }
+        if (other.getStored() != false) {
+          setStored(other.getStored());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                input.readMessage(
+                    internalGetEventFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 16: {
+                stored_ = input.readBool();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private episodic.v1.EpisodeOuterClass.Episode event_;
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Episode, episodic.v1.EpisodeOuterClass.Episode.Builder, episodic.v1.EpisodeOuterClass.EpisodeOrBuilder> eventBuilder_;
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       * @return Whether the event field is set.
+       */
+      public boolean hasEvent() {
+        return ((bitField0_ & 0x00000001) != 0);
+      }
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       * @return The event.
+       */
+      public episodic.v1.EpisodeOuterClass.Episode getEvent() {
+        if (eventBuilder_ == null) {
+          return event_ == null ? episodic.v1.EpisodeOuterClass.Episode.getDefaultInstance() : event_;
+        } else {
+          return eventBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       */
+      public Builder setEvent(episodic.v1.EpisodeOuterClass.Episode value) {
+        if (eventBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          event_ = value;
+        } else {
+          eventBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       */
+      public Builder setEvent(
+          episodic.v1.EpisodeOuterClass.Episode.Builder builderForValue) {
+        if (eventBuilder_ == null) {
+          event_ = builderForValue.build();
+        } else {
+          eventBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       */
+      public Builder mergeEvent(episodic.v1.EpisodeOuterClass.Episode value) {
+        if (eventBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0) &&
+            event_ != null &&
+            event_ != episodic.v1.EpisodeOuterClass.Episode.getDefaultInstance()) {
+            getEventBuilder().mergeFrom(value);
+          } else {
+            event_ = value;
+          }
+        } else {
+          eventBuilder_.mergeFrom(value);
+        }
+        if (event_ != null) {
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       */
+      public Builder clearEvent() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        event_ = null;
+        if (eventBuilder_ != null) {
+          eventBuilder_.dispose();
+          eventBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Episode.Builder getEventBuilder() {
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return internalGetEventFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.EpisodeOrBuilder getEventOrBuilder() {
+        if (eventBuilder_ != null) {
+          return eventBuilder_.getMessageOrBuilder();
+        } else {
+          return event_ == null ?
+              episodic.v1.EpisodeOuterClass.Episode.getDefaultInstance() : event_;
+        }
+      }
+      /**
+       * <pre>
+       * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+       * </pre>
+       *
+       * <code>.episodic.v1.Episode event = 1;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Episode, episodic.v1.EpisodeOuterClass.Episode.Builder, episodic.v1.EpisodeOuterClass.EpisodeOrBuilder> 
+          internalGetEventFieldBuilder() {
+        if (eventBuilder_ == null) {
+          eventBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              episodic.v1.EpisodeOuterClass.Episode, episodic.v1.EpisodeOuterClass.Episode.Builder, episodic.v1.EpisodeOuterClass.EpisodeOrBuilder>(
+                  getEvent(),
+                  getParentForChildren(),
+                  isClean());
+          event_ = null;
+        }
+        return eventBuilder_;
+      }
+
+      private boolean stored_ ;
+      /**
+       * <pre>
+       * True when this call stored it; false when its idempotency key was already stored.
+       * </pre>
+       *
+       * <code>bool stored = 2;</code>
+       * @return The stored.
+       */
+      @java.lang.Override
+      public boolean getStored() {
+        return stored_;
+      }
+      /**
+       * <pre>
+       * True when this call stored it; false when its idempotency key was already stored.
+       * </pre>
+       *
+       * <code>bool stored = 2;</code>
+       * @param value The stored to set.
+       * @return This builder for chaining.
+       */
+      public Builder setStored(boolean value) {
+
+        stored_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * True when this call stored it; false when its idempotency key was already stored.
+       * </pre>
+       *
+       * <code>bool stored = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearStored() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        stored_ = false;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.RecordEventResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.RecordEventResponse)
+    private static final episodic.v1.IngestServiceOuterClass.RecordEventResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.IngestServiceOuterClass.RecordEventResponse();
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordEventResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<RecordEventResponse>
+        PARSER = new com.google.protobuf.AbstractParser<RecordEventResponse>() {
+      @java.lang.Override
+      public RecordEventResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<RecordEventResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<RecordEventResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.IngestServiceOuterClass.RecordEventResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
   private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_episodic_v1_CreateThreadRequest_descriptor;
   private static final 
@@ -13986,6 +16800,16 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
   private static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_episodic_v1_ListThreadsResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_RecordEventRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_RecordEventRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_RecordEventResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_RecordEventResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -14034,21 +16858,31 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       "\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\npag" +
       "e_token\030\003 \001(\t\"T\n\023ListThreadsResponse\022$\n\007" +
       "threads\030\001 \003(\0132\023.episodic.v1.Thread\022\027\n\017ne" +
-      "xt_page_token\030\002 \001(\t2\261\004\n\rIngestService\022]\n" +
-      "\014CreateThread\022 .episodic.v1.CreateThread" +
-      "Request\032!.episodic.v1.CreateThreadRespon" +
-      "se\"\010\212\265\030\004\010\002\020\001\022Z\n\013AddMessages\022\037.episodic.v" +
-      "1.AddMessagesRequest\032 .episodic.v1.AddMe" +
-      "ssagesResponse\"\010\212\265\030\004\010\002\020\001\022T\n\tEndThread\022\035." +
-      "episodic.v1.EndThreadRequest\032\036.episodic." +
-      "v1.EndThreadResponse\"\010\212\265\030\004\010\002\020\001\022T\n\tGetThr" +
-      "ead\022\035.episodic.v1.GetThreadRequest\032\036.epi" +
-      "sodic.v1.GetThreadResponse\"\010\212\265\030\004\010\001\020\001\022]\n\014" +
-      "ListMessages\022 .episodic.v1.ListMessagesR" +
-      "equest\032!.episodic.v1.ListMessagesRespons" +
-      "e\"\010\212\265\030\004\010\001\020\001\022Z\n\013ListThreads\022\037.episodic.v1" +
-      ".ListThreadsRequest\032 .episodic.v1.ListTh" +
-      "readsResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
+      "xt_page_token\030\002 \001(\t\"\310\001\n\022RecordEventReque" +
+      "st\022\017\n\007dataset\030\001 \001(\t\022\r\n\005actor\030\002 \001(\t\022\022\n\nev" +
+      "ent_type\030\003 \001(\t\022\017\n\007summary\030\004 \001(\t\022\020\n\010entit" +
+      "ies\030\005 \003(\t\022/\n\013occurred_at\030\006 \001(\0132\032.google." +
+      "protobuf.Timestamp\022\021\n\tthread_id\030\007 \001(\t\022\027\n" +
+      "\017idempotency_key\030\010 \001(\t\"J\n\023RecordEventRes" +
+      "ponse\022#\n\005event\030\001 \001(\0132\024.episodic.v1.Episo" +
+      "de\022\016\n\006stored\030\002 \001(\0102\215\005\n\rIngestService\022]\n\014" +
+      "CreateThread\022 .episodic.v1.CreateThreadR" +
+      "equest\032!.episodic.v1.CreateThreadRespons" +
+      "e\"\010\212\265\030\004\010\002\020\001\022Z\n\013AddMessages\022\037.episodic.v1" +
+      ".AddMessagesRequest\032 .episodic.v1.AddMes" +
+      "sagesResponse\"\010\212\265\030\004\010\002\020\001\022T\n\tEndThread\022\035.e" +
+      "pisodic.v1.EndThreadRequest\032\036.episodic.v" +
+      "1.EndThreadResponse\"\010\212\265\030\004\010\002\020\001\022Z\n\013RecordE" +
+      "vent\022\037.episodic.v1.RecordEventRequest\032 ." +
+      "episodic.v1.RecordEventResponse\"\010\212\265\030\004\010\002\020" +
+      "\001\022T\n\tGetThread\022\035.episodic.v1.GetThreadRe" +
+      "quest\032\036.episodic.v1.GetThreadResponse\"\010\212" +
+      "\265\030\004\010\001\020\001\022]\n\014ListMessages\022 .episodic.v1.Li" +
+      "stMessagesRequest\032!.episodic.v1.ListMess" +
+      "agesResponse\"\010\212\265\030\004\010\001\020\001\022Z\n\013ListThreads\022\037." +
+      "episodic.v1.ListThreadsRequest\032 .episodi" +
+      "c.v1.ListThreadsResponse\"\010\212\265\030\004\010\001\020\001b\006prot" +
+      "o3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -14142,6 +16976,18 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_ListThreadsResponse_descriptor,
         new java.lang.String[] { "Threads", "NextPageToken", });
+    internal_static_episodic_v1_RecordEventRequest_descriptor =
+      getDescriptor().getMessageType(14);
+    internal_static_episodic_v1_RecordEventRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_RecordEventRequest_descriptor,
+        new java.lang.String[] { "Dataset", "Actor", "EventType", "Summary", "Entities", "OccurredAt", "ThreadId", "IdempotencyKey", });
+    internal_static_episodic_v1_RecordEventResponse_descriptor =
+      getDescriptor().getMessageType(15);
+    internal_static_episodic_v1_RecordEventResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_RecordEventResponse_descriptor,
+        new java.lang.String[] { "Event", "Stored", });
     descriptor.resolveAllFeaturesImmutable();
     episodic.v1.Access.getDescriptor();
     episodic.v1.EpisodeOuterClass.getDescriptor();

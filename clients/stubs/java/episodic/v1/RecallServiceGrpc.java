@@ -207,7 +207,9 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Pages through a dataset's episodes, newest first, optionally by status.
+     * Pages through a dataset's episodes, newest first, optionally by status. Events
+     * (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+     * filter is other than completed.
      * </pre>
      */
     public void listEpisodes(episodic.v1.RecallServiceOuterClass.ListEpisodesRequest request,
@@ -217,7 +219,7 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Finds a dataset's current episodes by text.
+     * Finds a dataset's current episodes (and events) by text.
      * </pre>
      */
     public void searchEpisodes(episodic.v1.RecallServiceOuterClass.SearchEpisodesRequest request,
@@ -227,7 +229,9 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Returns one episode in any status (archived ones too, for provenance).
+     * Returns one episode in any status (archived ones too, for provenance). Summaries
+     * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+     * event id is NOT_FOUND here.
      * </pre>
      */
     public void getEpisode(episodic.v1.RecallServiceOuterClass.GetEpisodeRequest request,
@@ -300,7 +304,9 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Pages through a dataset's episodes, newest first, optionally by status.
+     * Pages through a dataset's episodes, newest first, optionally by status. Events
+     * (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+     * filter is other than completed.
      * </pre>
      */
     public void listEpisodes(episodic.v1.RecallServiceOuterClass.ListEpisodesRequest request,
@@ -311,7 +317,7 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Finds a dataset's current episodes by text.
+     * Finds a dataset's current episodes (and events) by text.
      * </pre>
      */
     public void searchEpisodes(episodic.v1.RecallServiceOuterClass.SearchEpisodesRequest request,
@@ -322,7 +328,9 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Returns one episode in any status (archived ones too, for provenance).
+     * Returns one episode in any status (archived ones too, for provenance). Summaries
+     * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+     * event id is NOT_FOUND here.
      * </pre>
      */
     public void getEpisode(episodic.v1.RecallServiceOuterClass.GetEpisodeRequest request,
@@ -362,7 +370,9 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Pages through a dataset's episodes, newest first, optionally by status.
+     * Pages through a dataset's episodes, newest first, optionally by status. Events
+     * (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+     * filter is other than completed.
      * </pre>
      */
     public episodic.v1.RecallServiceOuterClass.ListEpisodesResponse listEpisodes(episodic.v1.RecallServiceOuterClass.ListEpisodesRequest request) {
@@ -372,7 +382,7 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Finds a dataset's current episodes by text.
+     * Finds a dataset's current episodes (and events) by text.
      * </pre>
      */
     public episodic.v1.RecallServiceOuterClass.SearchEpisodesResponse searchEpisodes(episodic.v1.RecallServiceOuterClass.SearchEpisodesRequest request) {
@@ -382,7 +392,9 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Returns one episode in any status (archived ones too, for provenance).
+     * Returns one episode in any status (archived ones too, for provenance). Summaries
+     * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+     * event id is NOT_FOUND here.
      * </pre>
      */
     public episodic.v1.RecallServiceOuterClass.GetEpisodeResponse getEpisode(episodic.v1.RecallServiceOuterClass.GetEpisodeRequest request) {
@@ -422,7 +434,9 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Pages through a dataset's episodes, newest first, optionally by status.
+     * Pages through a dataset's episodes, newest first, optionally by status. Events
+     * (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+     * filter is other than completed.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<episodic.v1.RecallServiceOuterClass.ListEpisodesResponse> listEpisodes(
@@ -433,7 +447,7 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Finds a dataset's current episodes by text.
+     * Finds a dataset's current episodes (and events) by text.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<episodic.v1.RecallServiceOuterClass.SearchEpisodesResponse> searchEpisodes(
@@ -444,7 +458,9 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Returns one episode in any status (archived ones too, for provenance).
+     * Returns one episode in any status (archived ones too, for provenance). Summaries
+     * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+     * event id is NOT_FOUND here.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<episodic.v1.RecallServiceOuterClass.GetEpisodeResponse> getEpisode(

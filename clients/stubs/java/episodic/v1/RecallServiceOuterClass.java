@@ -500,6 +500,40 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * @return The literalQuery.
      */
     boolean getLiteralQuery();
+
+    /**
+     * <pre>
+     * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+     * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+     * this is set.
+     * </pre>
+     *
+     * <code>string actor = 15;</code>
+     * @return The actor.
+     */
+    java.lang.String getActor();
+    /**
+     * <pre>
+     * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+     * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+     * this is set.
+     * </pre>
+     *
+     * <code>string actor = 15;</code>
+     * @return The bytes for actor.
+     */
+    com.google.protobuf.ByteString
+        getActorBytes();
+
+    /**
+     * <pre>
+     * Leave events out: summarised episodes only.
+     * </pre>
+     *
+     * <code>bool exclude_events = 16;</code>
+     * @return The excludeEvents.
+     */
+    boolean getExcludeEvents();
   }
   /**
    * <pre>
@@ -535,6 +569,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       entities_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
       eventType_ = "";
+      actor_ = "";
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -1084,6 +1119,72 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return literalQuery_;
     }
 
+    public static final int ACTOR_FIELD_NUMBER = 15;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object actor_ = "";
+    /**
+     * <pre>
+     * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+     * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+     * this is set.
+     * </pre>
+     *
+     * <code>string actor = 15;</code>
+     * @return The actor.
+     */
+    @java.lang.Override
+    public java.lang.String getActor() {
+      java.lang.Object ref = actor_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        actor_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+     * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+     * this is set.
+     * </pre>
+     *
+     * <code>string actor = 15;</code>
+     * @return The bytes for actor.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getActorBytes() {
+      java.lang.Object ref = actor_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        actor_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int EXCLUDE_EVENTS_FIELD_NUMBER = 16;
+    private boolean excludeEvents_ = false;
+    /**
+     * <pre>
+     * Leave events out: summarised episodes only.
+     * </pre>
+     *
+     * <code>bool exclude_events = 16;</code>
+     * @return The excludeEvents.
+     */
+    @java.lang.Override
+    public boolean getExcludeEvents() {
+      return excludeEvents_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -1141,6 +1242,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (literalQuery_ != false) {
         output.writeBool(13, literalQuery_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(actor_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 15, actor_);
+      }
+      if (excludeEvents_ != false) {
+        output.writeBool(16, excludeEvents_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -1211,6 +1318,13 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(13, literalQuery_);
       }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(actor_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(15, actor_);
+      }
+      if (excludeEvents_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(16, excludeEvents_);
+      }
       return size;
     }
     @java.lang.Override
@@ -1277,6 +1391,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (getLiteralQuery()
           != other.getLiteralQuery()) return false;
+      if (!getActor()
+          .equals(other.getActor())) return false;
+      if (getExcludeEvents()
+          != other.getExcludeEvents()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -1333,6 +1451,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + LITERAL_QUERY_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getLiteralQuery());
+      hash = (37 * hash) + ACTOR_FIELD_NUMBER;
+      hash = (53 * hash) + getActor().hashCode();
+      hash = (37 * hash) + EXCLUDE_EVENTS_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getExcludeEvents());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -1503,6 +1626,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           asOfBuilder_ = null;
         }
         literalQuery_ = false;
+        actor_ = "";
+        excludeEvents_ = false;
         return this;
       }
 
@@ -1590,6 +1715,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         if (((from_bitField0_ & 0x00001000) != 0)) {
           result.literalQuery_ = literalQuery_;
         }
+        if (((from_bitField0_ & 0x00002000) != 0)) {
+          result.actor_ = actor_;
+        }
+        if (((from_bitField0_ & 0x00004000) != 0)) {
+          result.excludeEvents_ = excludeEvents_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -1671,6 +1802,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.getLiteralQuery() != false) {
           setLiteralQuery(other.getLiteralQuery());
+        }
+        if (!other.getActor().isEmpty()) {
+          actor_ = other.actor_;
+          bitField0_ |= 0x00002000;
+          onChanged();
+        }
+        if (other.getExcludeEvents() != false) {
+          setExcludeEvents(other.getExcludeEvents());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -1780,6 +1919,16 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00001000;
                 break;
               } // case 104
+              case 122: {
+                actor_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00002000;
+                break;
+              } // case 122
+              case 128: {
+                excludeEvents_ = input.readBool();
+                bitField0_ |= 0x00004000;
+                break;
+              } // case 128
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -3232,6 +3381,152 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       public Builder clearLiteralQuery() {
         bitField0_ = (bitField0_ & ~0x00001000);
         literalQuery_ = false;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object actor_ = "";
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @return The actor.
+       */
+      public java.lang.String getActor() {
+        java.lang.Object ref = actor_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          actor_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @return The bytes for actor.
+       */
+      public com.google.protobuf.ByteString
+          getActorBytes() {
+        java.lang.Object ref = actor_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          actor_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @param value The actor to set.
+       * @return This builder for chaining.
+       */
+      public Builder setActor(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        actor_ = value;
+        bitField0_ |= 0x00002000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearActor() {
+        actor_ = getDefaultInstance().getActor();
+        bitField0_ = (bitField0_ & ~0x00002000);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @param value The bytes for actor to set.
+       * @return This builder for chaining.
+       */
+      public Builder setActorBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        actor_ = value;
+        bitField0_ |= 0x00002000;
+        onChanged();
+        return this;
+      }
+
+      private boolean excludeEvents_ ;
+      /**
+       * <pre>
+       * Leave events out: summarised episodes only.
+       * </pre>
+       *
+       * <code>bool exclude_events = 16;</code>
+       * @return The excludeEvents.
+       */
+      @java.lang.Override
+      public boolean getExcludeEvents() {
+        return excludeEvents_;
+      }
+      /**
+       * <pre>
+       * Leave events out: summarised episodes only.
+       * </pre>
+       *
+       * <code>bool exclude_events = 16;</code>
+       * @param value The excludeEvents to set.
+       * @return This builder for chaining.
+       */
+      public Builder setExcludeEvents(boolean value) {
+
+        excludeEvents_ = value;
+        bitField0_ |= 0x00004000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Leave events out: summarised episodes only.
+       * </pre>
+       *
+       * <code>bool exclude_events = 16;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearExcludeEvents() {
+        bitField0_ = (bitField0_ & ~0x00004000);
+        excludeEvents_ = false;
         onChanged();
         return this;
       }
@@ -15519,7 +15814,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "\n episodic/v1/recall_service.proto\022\013epis" +
       "odic.v1\032\030episodic/v1/access.proto\032\031episo" +
       "dic/v1/episode.proto\032\037google/protobuf/ti" +
-      "mestamp.proto\"\256\003\n\rRecallRequest\022\017\n\007datas" +
+      "mestamp.proto\"\325\003\n\rRecallRequest\022\017\n\007datas" +
       "et\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022+\n\007include\030\003 \003(\016" +
       "2\032.episodic.v1.RecallInclude\022\030\n\020context_" +
       "episodes\030\004 \001(\005\022\036\n\021similarity_weight\030\005 \001(" +
@@ -15529,51 +15824,52 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "p\022\022\n\nthread_ids\030\t \003(\t\022\020\n\010entities\030\n \003(\t\022" +
       "\022\n\nevent_type\030\013 \001(\t\022)\n\005as_of\030\014 \001(\0132\032.goo" +
       "gle.protobuf.Timestamp\022\025\n\rliteral_query\030" +
-      "\r \001(\010B\024\n\022_similarity_weightB\021\n\017_recency_" +
-      "weight\"W\n\020RecalledEpisodes\022,\n\010episodes\030\001" +
-      " \003(\0132\032.episodic.v1.ScoredEpisode\022\025\n\repis" +
-      "ode_count\030\002 \001(\003\"y\n\016RecallResponse\022/\n\010epi" +
-      "sodes\030\001 \001(\0132\035.episodic.v1.RecalledEpisod" +
-      "es\0226\n\runderstanding\030\002 \001(\0132\037.episodic.v1." +
-      "QueryUnderstanding\"\237\002\n\022QueryUnderstandin" +
-      "g\022\024\n\014ranked_query\030\001 \001(\t\0220\n\013expressions\030\002" +
-      " \003(\0132\033.episodic.v1.TimeExpression\0220\n\014win" +
-      "dow_start\030\003 \001(\0132\032.google.protobuf.Timest" +
-      "amp\022.\n\nwindow_end\030\004 \001(\0132\032.google.protobu" +
-      "f.Timestamp\022,\n\007ordinal\030\005 \001(\0132\033.episodic." +
-      "v1.SessionOrdinal\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007" +
-      "applied\030\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n\016TimeExp" +
-      "ression\022\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005s" +
-      "tart\030\003 \001(\0132\032.google.protobuf.Timestamp\022\'" +
-      "\n\003end\030\004 \001(\0132\032.google.protobuf.Timestamp\"" +
-      "\210\001\n\016SessionOrdinal\022\014\n\004text\030\001 \001(\t\022\020\n\010posi" +
-      "tion\030\002 \001(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n\005count\030\004 " +
-      "\001(\005\022\r\n\005scope\030\005 \001(\t\022\022\n\nevent_type\030\006 \001(\t\022\022" +
-      "\n\nthread_ids\030\007 \003(\t\"\214\001\n\023ListEpisodesReque" +
-      "st\022\017\n\007dataset\030\001 \001(\t\022*\n\006status\030\002 \001(\0162\032.ep" +
-      "isodic.v1.EpisodeStatus\022\021\n\tpage_size\030\003 \001" +
-      "(\005\022\022\n\npage_token\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(" +
-      "\t\"W\n\024ListEpisodesResponse\022&\n\010episodes\030\001 " +
-      "\003(\0132\024.episodic.v1.Episode\022\027\n\017next_page_t" +
-      "oken\030\002 \001(\t\"J\n\025SearchEpisodesRequest\022\017\n\007d" +
-      "ataset\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\tpage_size" +
-      "\030\003 \001(\005\"F\n\026SearchEpisodesResponse\022,\n\010epis" +
-      "odes\030\001 \003(\0132\032.episodic.v1.ScoredEpisode\"\'" +
-      "\n\021GetEpisodeRequest\022\022\n\nepisode_id\030\001 \001(\t\"" +
-      ";\n\022GetEpisodeResponse\022%\n\007episode\030\001 \001(\0132\024" +
-      ".episodic.v1.Episode*L\n\rRecallInclude\022\036\n" +
-      "\032RECALL_INCLUDE_UNSPECIFIED\020\000\022\033\n\027RECALL_" +
-      "INCLUDE_EPISODES\020\0012\371\002\n\rRecallService\022K\n\006" +
-      "Recall\022\032.episodic.v1.RecallRequest\032\033.epi" +
-      "sodic.v1.RecallResponse\"\010\212\265\030\004\010\001\020\001\022]\n\014Lis" +
-      "tEpisodes\022 .episodic.v1.ListEpisodesRequ" +
-      "est\032!.episodic.v1.ListEpisodesResponse\"\010" +
-      "\212\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022\".episodic.v1" +
-      ".SearchEpisodesRequest\032#.episodic.v1.Sea" +
-      "rchEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpis" +
-      "ode\022\036.episodic.v1.GetEpisodeRequest\032\037.ep" +
-      "isodic.v1.GetEpisodeResponse\"\010\212\265\030\004\010\001\020\001b\006" +
-      "proto3"
+      "\r \001(\010\022\r\n\005actor\030\017 \001(\t\022\026\n\016exclude_events\030\020" +
+      " \001(\010B\024\n\022_similarity_weightB\021\n\017_recency_w" +
+      "eight\"W\n\020RecalledEpisodes\022,\n\010episodes\030\001 " +
+      "\003(\0132\032.episodic.v1.ScoredEpisode\022\025\n\repiso" +
+      "de_count\030\002 \001(\003\"y\n\016RecallResponse\022/\n\010epis" +
+      "odes\030\001 \001(\0132\035.episodic.v1.RecalledEpisode" +
+      "s\0226\n\runderstanding\030\002 \001(\0132\037.episodic.v1.Q" +
+      "ueryUnderstanding\"\237\002\n\022QueryUnderstanding" +
+      "\022\024\n\014ranked_query\030\001 \001(\t\0220\n\013expressions\030\002 " +
+      "\003(\0132\033.episodic.v1.TimeExpression\0220\n\014wind" +
+      "ow_start\030\003 \001(\0132\032.google.protobuf.Timesta" +
+      "mp\022.\n\nwindow_end\030\004 \001(\0132\032.google.protobuf" +
+      ".Timestamp\022,\n\007ordinal\030\005 \001(\0132\033.episodic.v" +
+      "1.SessionOrdinal\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007a" +
+      "pplied\030\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n\016TimeExpr" +
+      "ession\022\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005st" +
+      "art\030\003 \001(\0132\032.google.protobuf.Timestamp\022\'\n" +
+      "\003end\030\004 \001(\0132\032.google.protobuf.Timestamp\"\210" +
+      "\001\n\016SessionOrdinal\022\014\n\004text\030\001 \001(\t\022\020\n\010posit" +
+      "ion\030\002 \001(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n\005count\030\004 \001" +
+      "(\005\022\r\n\005scope\030\005 \001(\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n" +
+      "\nthread_ids\030\007 \003(\t\"\214\001\n\023ListEpisodesReques" +
+      "t\022\017\n\007dataset\030\001 \001(\t\022*\n\006status\030\002 \001(\0162\032.epi" +
+      "sodic.v1.EpisodeStatus\022\021\n\tpage_size\030\003 \001(" +
+      "\005\022\022\n\npage_token\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t" +
+      "\"W\n\024ListEpisodesResponse\022&\n\010episodes\030\001 \003" +
+      "(\0132\024.episodic.v1.Episode\022\027\n\017next_page_to" +
+      "ken\030\002 \001(\t\"J\n\025SearchEpisodesRequest\022\017\n\007da" +
+      "taset\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\tpage_size\030" +
+      "\003 \001(\005\"F\n\026SearchEpisodesResponse\022,\n\010episo" +
+      "des\030\001 \003(\0132\032.episodic.v1.ScoredEpisode\"\'\n" +
+      "\021GetEpisodeRequest\022\022\n\nepisode_id\030\001 \001(\t\";" +
+      "\n\022GetEpisodeResponse\022%\n\007episode\030\001 \001(\0132\024." +
+      "episodic.v1.Episode*L\n\rRecallInclude\022\036\n\032" +
+      "RECALL_INCLUDE_UNSPECIFIED\020\000\022\033\n\027RECALL_I" +
+      "NCLUDE_EPISODES\020\0012\371\002\n\rRecallService\022K\n\006R" +
+      "ecall\022\032.episodic.v1.RecallRequest\032\033.epis" +
+      "odic.v1.RecallResponse\"\010\212\265\030\004\010\001\020\001\022]\n\014List" +
+      "Episodes\022 .episodic.v1.ListEpisodesReque" +
+      "st\032!.episodic.v1.ListEpisodesResponse\"\010\212" +
+      "\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022\".episodic.v1." +
+      "SearchEpisodesRequest\032#.episodic.v1.Sear" +
+      "chEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpiso" +
+      "de\022\036.episodic.v1.GetEpisodeRequest\032\037.epi" +
+      "sodic.v1.GetEpisodeResponse\"\010\212\265\030\004\010\001\020\001b\006p" +
+      "roto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -15587,7 +15883,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecallRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecallRequest_descriptor,
-        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", });
+        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", "Actor", "ExcludeEvents", });
     internal_static_episodic_v1_RecalledEpisodes_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_episodic_v1_RecalledEpisodes_fieldAccessorTable = new

@@ -5,7 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_episodic_v1_access } from "./access_pb.js";
-import type { Message as Message$1, Role, Thread, ThreadCompaction } from "./episode_pb.js";
+import type { Episode, Message as Message$1, Role, Thread, ThreadCompaction } from "./episode_pb.js";
 import { file_episodic_v1_episode } from "./episode_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/ingest_service.proto.
  */
 export const file_episodic_v1_ingest_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBlcGlzb2RpYy92MS9pbmdlc3Rfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEicwoTQ3JlYXRlVGhyZWFkUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRINCgVsYWJlbBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiOwoUQ3JlYXRlVGhyZWFkUmVzcG9uc2USIwoGdGhyZWFkGAEgASgLMhMuZXBpc29kaWMudjEuVGhyZWFkIsUBCgpOZXdNZXNzYWdlEhEKCXRocmVhZF9pZBgBIAEoCRIfCgRyb2xlGAIgASgOMhEuZXBpc29kaWMudjEuUm9sZRIPCgdjb250ZW50GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9pZGVtcG90ZW5jeV9rZXkYBiABKAkiUgoSQWRkTWVzc2FnZXNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIpCghtZXNzYWdlcxgCIAMoCzIXLmVwaXNvZGljLnYxLk5ld01lc3NhZ2UifQoTQWRkTWVzc2FnZXNSZXNwb25zZRIUCgxzdG9yZWRfY291bnQYAiABKAUSEQoJdGhyZWFkX2lkGAMgASgJEi0KCHJlY2VpcHRzGAQgAygLMhsuZXBpc29kaWMudjEuTWVzc2FnZVJlY2VpcHRKBAgBEAJSCG1lc3NhZ2VzIqwBCg5NZXNzYWdlUmVjZWlwdBIQCghzZXF1ZW5jZRgBIAEoAxIXCg9pZGVtcG90ZW5jeV9rZXkYAiABKAkSDgoGc3RvcmVkGAMgASgIEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3JlY2VpdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIlChBFbmRUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSJSChFFbmRUaHJlYWRSZXNwb25zZRIRCgl0aHJlYWRfaWQYASABKAkSFgoOZXBpc29kZV9xdWV1ZWQYAiABKAgSEgoKZXBpc29kZV9pZBgDIAEoCSIlChBHZXRUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSI4ChFHZXRUaHJlYWRSZXNwb25zZRIjCgZ0aHJlYWQYASABKAsyEy5lcGlzb2RpYy52MS5UaHJlYWQifQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSFgoOc3RhcnRfc2VxdWVuY2UYBCABKAMSFAoMZW5kX3NlcXVlbmNlGAUgASgDIooBChRMaXN0TWVzc2FnZXNSZXNwb25zZRImCghtZXNzYWdlcxgBIAMoCzIULmVwaXNvZGljLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEjEKCmNvbXBhY3Rpb24YAyABKAsyHS5lcGlzb2RpYy52MS5UaHJlYWRDb21wYWN0aW9uIkwKEkxpc3RUaHJlYWRzUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlQKE0xpc3RUaHJlYWRzUmVzcG9uc2USJAoHdGhyZWFkcxgBIAMoCzITLmVwaXNvZGljLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkysQQKDUluZ2VzdFNlcnZpY2USXQoMQ3JlYXRlVGhyZWFkEiAuZXBpc29kaWMudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdBohLmVwaXNvZGljLnYxLkNyZWF0ZVRocmVhZFJlc3BvbnNlIgiKtRgECAIQARJaCgtBZGRNZXNzYWdlcxIfLmVwaXNvZGljLnYxLkFkZE1lc3NhZ2VzUmVxdWVzdBogLmVwaXNvZGljLnYxLkFkZE1lc3NhZ2VzUmVzcG9uc2UiCIq1GAQIAhABElQKCUVuZFRocmVhZBIdLmVwaXNvZGljLnYxLkVuZFRocmVhZFJlcXVlc3QaHi5lcGlzb2RpYy52MS5FbmRUaHJlYWRSZXNwb25zZSIIirUYBAgCEAESVAoJR2V0VGhyZWFkEh0uZXBpc29kaWMudjEuR2V0VGhyZWFkUmVxdWVzdBoeLmVwaXNvZGljLnYxLkdldFRocmVhZFJlc3BvbnNlIgiKtRgECAEQARJdCgxMaXN0TWVzc2FnZXMSIC5lcGlzb2RpYy52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0GiEuZXBpc29kaWMudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2UiCIq1GAQIARABEloKC0xpc3RUaHJlYWRzEh8uZXBpc29kaWMudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiAuZXBpc29kaWMudjEuTGlzdFRocmVhZHNSZXNwb25zZSIIirUYBAgBEAFiBnByb3RvMw", [file_episodic_v1_access, file_episodic_v1_episode, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiBlcGlzb2RpYy92MS9pbmdlc3Rfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEicwoTQ3JlYXRlVGhyZWFkUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRINCgVsYWJlbBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiOwoUQ3JlYXRlVGhyZWFkUmVzcG9uc2USIwoGdGhyZWFkGAEgASgLMhMuZXBpc29kaWMudjEuVGhyZWFkIsUBCgpOZXdNZXNzYWdlEhEKCXRocmVhZF9pZBgBIAEoCRIfCgRyb2xlGAIgASgOMhEuZXBpc29kaWMudjEuUm9sZRIPCgdjb250ZW50GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9pZGVtcG90ZW5jeV9rZXkYBiABKAkiUgoSQWRkTWVzc2FnZXNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIpCghtZXNzYWdlcxgCIAMoCzIXLmVwaXNvZGljLnYxLk5ld01lc3NhZ2UifQoTQWRkTWVzc2FnZXNSZXNwb25zZRIUCgxzdG9yZWRfY291bnQYAiABKAUSEQoJdGhyZWFkX2lkGAMgASgJEi0KCHJlY2VpcHRzGAQgAygLMhsuZXBpc29kaWMudjEuTWVzc2FnZVJlY2VpcHRKBAgBEAJSCG1lc3NhZ2VzIqwBCg5NZXNzYWdlUmVjZWlwdBIQCghzZXF1ZW5jZRgBIAEoAxIXCg9pZGVtcG90ZW5jeV9rZXkYAiABKAkSDgoGc3RvcmVkGAMgASgIEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3JlY2VpdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIlChBFbmRUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSJSChFFbmRUaHJlYWRSZXNwb25zZRIRCgl0aHJlYWRfaWQYASABKAkSFgoOZXBpc29kZV9xdWV1ZWQYAiABKAgSEgoKZXBpc29kZV9pZBgDIAEoCSIlChBHZXRUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSI4ChFHZXRUaHJlYWRSZXNwb25zZRIjCgZ0aHJlYWQYASABKAsyEy5lcGlzb2RpYy52MS5UaHJlYWQifQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSFgoOc3RhcnRfc2VxdWVuY2UYBCABKAMSFAoMZW5kX3NlcXVlbmNlGAUgASgDIooBChRMaXN0TWVzc2FnZXNSZXNwb25zZRImCghtZXNzYWdlcxgBIAMoCzIULmVwaXNvZGljLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEjEKCmNvbXBhY3Rpb24YAyABKAsyHS5lcGlzb2RpYy52MS5UaHJlYWRDb21wYWN0aW9uIkwKEkxpc3RUaHJlYWRzUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlQKE0xpc3RUaHJlYWRzUmVzcG9uc2USJAoHdGhyZWFkcxgBIAMoCzITLmVwaXNvZGljLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiyAEKElJlY29yZEV2ZW50UmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEg0KBWFjdG9yGAIgASgJEhIKCmV2ZW50X3R5cGUYAyABKAkSDwoHc3VtbWFyeRgEIAEoCRIQCghlbnRpdGllcxgFIAMoCRIvCgtvY2N1cnJlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJdGhyZWFkX2lkGAcgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgIIAEoCSJKChNSZWNvcmRFdmVudFJlc3BvbnNlEiMKBWV2ZW50GAEgASgLMhQuZXBpc29kaWMudjEuRXBpc29kZRIOCgZzdG9yZWQYAiABKAgyjQUKDUluZ2VzdFNlcnZpY2USXQoMQ3JlYXRlVGhyZWFkEiAuZXBpc29kaWMudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdBohLmVwaXNvZGljLnYxLkNyZWF0ZVRocmVhZFJlc3BvbnNlIgiKtRgECAIQARJaCgtBZGRNZXNzYWdlcxIfLmVwaXNvZGljLnYxLkFkZE1lc3NhZ2VzUmVxdWVzdBogLmVwaXNvZGljLnYxLkFkZE1lc3NhZ2VzUmVzcG9uc2UiCIq1GAQIAhABElQKCUVuZFRocmVhZBIdLmVwaXNvZGljLnYxLkVuZFRocmVhZFJlcXVlc3QaHi5lcGlzb2RpYy52MS5FbmRUaHJlYWRSZXNwb25zZSIIirUYBAgCEAESWgoLUmVjb3JkRXZlbnQSHy5lcGlzb2RpYy52MS5SZWNvcmRFdmVudFJlcXVlc3QaIC5lcGlzb2RpYy52MS5SZWNvcmRFdmVudFJlc3BvbnNlIgiKtRgECAIQARJUCglHZXRUaHJlYWQSHS5lcGlzb2RpYy52MS5HZXRUaHJlYWRSZXF1ZXN0Gh4uZXBpc29kaWMudjEuR2V0VGhyZWFkUmVzcG9uc2UiCIq1GAQIARABEl0KDExpc3RNZXNzYWdlcxIgLmVwaXNvZGljLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaIS5lcGlzb2RpYy52MS5MaXN0TWVzc2FnZXNSZXNwb25zZSIIirUYBAgBEAESWgoLTGlzdFRocmVhZHMSHy5lcGlzb2RpYy52MS5MaXN0VGhyZWFkc1JlcXVlc3QaIC5lcGlzb2RpYy52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlIgiKtRgECAEQAWIGcHJvdG8z", [file_episodic_v1_access, file_episodic_v1_episode, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Request for IngestService.CreateThread.
@@ -506,6 +506,108 @@ export const ListThreadsResponseSchema: GenMessage<ListThreadsResponse> = /*@__P
   messageDesc(file_episodic_v1_ingest_service, 13);
 
 /**
+ * Request for IngestService.RecordEvent.
+ *
+ * @generated from message episodic.v1.RecordEventRequest
+ */
+export type RecordEventRequest = Message<"episodic.v1.RecordEventRequest"> & {
+  /**
+   * Required. The dataset the event belongs to.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * Required. Who acted: "user", "agent", "system" or a name (1-128 characters).
+   *
+   * @generated from field: string actor = 2;
+   */
+  actor: string;
+
+  /**
+   * Required. decision, tool_call, feedback, milestone, or a custom type: lowercase
+   * letters, digits and underscores, starting with a letter, at most 64 characters.
+   *
+   * @generated from field: string event_type = 3;
+   */
+  eventType: string;
+
+  /**
+   * Required. What happened, in a sentence or a few (at most 4096 characters).
+   *
+   * @generated from field: string summary = 4;
+   */
+  summary: string;
+
+  /**
+   * Optional entities it concerns (at most 50), normalised like an episode's entities.
+   *
+   * @generated from field: repeated string entities = 5;
+   */
+  entities: string[];
+
+  /**
+   * Optional. When it happened; defaults to receive time. Must not lie in the future by
+   * more than `future_timestamp_tolerance` (default 5 minutes).
+   *
+   * @generated from field: google.protobuf.Timestamp occurred_at = 6;
+   */
+  occurredAt?: Timestamp | undefined;
+
+  /**
+   * Optional UUID of a thread of the same dataset the event happened in.
+   *
+   * @generated from field: string thread_id = 7;
+   */
+  threadId: string;
+
+  /**
+   * Optional key of at most 128 characters, unique per dataset. Sending it again with the
+   * same event answers with the stored event (stored=false); with a different event it is
+   * ALREADY_EXISTS (reason IDEMPOTENCY_KEY_REUSED).
+   *
+   * @generated from field: string idempotency_key = 8;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message episodic.v1.RecordEventRequest.
+ * Use `create(RecordEventRequestSchema)` to create a new message.
+ */
+export const RecordEventRequestSchema: GenMessage<RecordEventRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_ingest_service, 14);
+
+/**
+ * Response for IngestService.RecordEvent.
+ *
+ * @generated from message episodic.v1.RecordEventResponse
+ */
+export type RecordEventResponse = Message<"episodic.v1.RecordEventResponse"> & {
+  /**
+   * The event as stored (kind EPISODE_KIND_EVENT; episode_id is the event's id).
+   *
+   * @generated from field: episodic.v1.Episode event = 1;
+   */
+  event?: Episode | undefined;
+
+  /**
+   * True when this call stored it; false when its idempotency key was already stored.
+   *
+   * @generated from field: bool stored = 2;
+   */
+  stored: boolean;
+};
+
+/**
+ * Describes the message episodic.v1.RecordEventResponse.
+ * Use `create(RecordEventResponseSchema)` to create a new message.
+ */
+export const RecordEventResponseSchema: GenMessage<RecordEventResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_ingest_service, 15);
+
+/**
  * Ingest owns threads and messages: the write path agents call on every turn.
  *
  * @generated from service episodic.v1.IngestService
@@ -542,6 +644,19 @@ export const IngestService: GenService<{
     methodKind: "unary";
     input: typeof EndThreadRequestSchema;
     output: typeof EndThreadResponseSchema;
+  },
+  /**
+   * Records an event the agent knows happened (a decision, a tool call, feedback, a
+   * milestone, or a type of its own) as an episode of kind EVENT, recalled beside the
+   * summarised episodes. Durable when the call returns; embedded shortly after by the
+   * Summariser (until then it is found by its words and its time).
+   *
+   * @generated from rpc episodic.v1.IngestService.RecordEvent
+   */
+  recordEvent: {
+    methodKind: "unary";
+    input: typeof RecordEventRequestSchema;
+    output: typeof RecordEventResponseSchema;
   },
   /**
    * Returns one thread.

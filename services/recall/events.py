@@ -1,0 +1,106 @@
+"""Events in Recall: ranked by the episodes' formula (:func:`episodic.store.events.rank_events`)
+and merged into a recall's candidates by relevance, so every path of the recall — plain
+ranking, a time window, "the last 3 decisions", a session ordinal — sees events beside
+summaries without knowing about them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from episodic.crypto import DatasetKey
+from episodic.store import events as event_store
+from episodic.store.events import EventFilters, rank_events
+from episodic.store.recall_queries import RecallFilters
+from episodic.store.vault import Vault
+
+MAX_ACTOR_CHARS = 128
+
+
+@dataclass(frozen=True)
+class EventScope:
+    """Which events join a recall: all (that pass the request's filters), or only those of
+    one actor — then summaries, which carry no recorded actor, are left out."""
+
+    actor: str | None = None
+
+
+def event_filters(filters: RecallFilters, scope: EventScope) -> EventFilters:
+    """The recall's filters as they apply to events (an event's span is its moment)."""
+    return EventFilters(
+        since=filters.since,
+        until=filters.until,
+        as_of=filters.as_of,
+        thread_ids=tuple(filters.thread_ids),
+        entities=tuple(filters.entities),
+        event_type=filters.event_type,
+        actor=scope.actor,
+    )
+
+
+def _order(row: dict[str, Any]) -> tuple[float, float, str]:
+    return (-float(row["relevance"]), -row["ended_at"].timestamp(), str(row["episode_id"]))
+
+
+def merge(
+    conn: Connection,
+    key: DatasetKey,
+    episodes: list[dict[str, Any]],
+    scope: EventScope,
+    *,
+    filters: RecallFilters,
+    query: str | None,
+    query_vector: Any,
+    similarity_weight: float,
+    recency_weight: float,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """The best ``limit`` of the ranked (opened) episodes and the dataset's events, by
+    relevance (then newest first)."""
+    found = rank_events(
+        conn,
+        key=key,
+        filters=event_filters(filters, scope),
+        query=query,
+        query_vector=query_vector,
+        similarity_weight=similarity_weight,
+        recency_weight=recency_weight,
+        limit=limit,
+    )
+    candidates = found if scope.actor else [*episodes, *found]
+    return sorted(candidates, key=_order)[:limit]
+
+
+def with_listed_events(
+    conn: Connection,
+    vault: Vault,
+    dataset: str,
+    episodes: list[dict[str, Any]],
+    more: bool,
+    *,
+    status: str | None,
+    thread_id: uuid.UUID | None,
+    before: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], bool]:
+    """A ListEpisodes page with the dataset's events merged in: both are ordered by
+    (time, id) descending (an event's time is when it occurred), so one cursor pages
+    through both. Events are always completed: a status filter other than completed
+    leaves them out."""
+    if status not in (None, "completed"):
+        return episodes, more
+    events, events_more = event_store.list_page(
+        conn, vault, dataset, thread_id=thread_id, before=before, limit=limit
+    )
+    if not events:
+        return episodes, more
+    merged = sorted(
+        [*episodes, *events],
+        key=lambda r: (r["ended_at"], uuid.UUID(str(r["episode_id"]))),
+        reverse=True,
+    )
+    return merged[:limit], more or events_more or len(merged) > limit

@@ -1,0 +1,535 @@
+"""Events: episodes that are one moment, not a stretch of a thread (seed 002, "Episodes are
+events, not messages — write selectively, query by time + entity + similarity").
+
+An event is recorded by an agent (IngestService.RecordEvent) or by the turn classifier
+(:mod:`episodic.services.summariser.events`), stored in ``events`` (migration 0008) and
+recalled beside the summarised episodes:
+
+- **Sealed like episodes.** ``summary``, ``entities`` and ``actor`` are sealed with the
+  dataset's key (:data:`episodic.store.vault.SEALED_COLUMNS`); ``entity_tokens`` and
+  ``actor_token`` are blind tokens for the filters, and the lexical document
+  (``search_vector``) holds blind tokens too (:func:`episodic.store.recall_index.blind_vectors`),
+  written with the row, so an event is searchable by its words as soon as it is stored.
+- **Embedded afterwards.** The Summariser has the embedder; :func:`embed_pending` gives
+  new events their vector shortly after they are written (an unembedded event still
+  ranks on its words, its time and its filters). Ingest stays free of the model.
+- **Ranked by the episodes' formula** (:func:`rank_events`): relevance = similarity ×
+  weight + recency × weight, similarity = (LEXICAL_SHARE × lexical + (1 − LEXICAL_SHARE) ×
+  semantic) ^ BAND_EXPONENT, recency from ``occurred_at``. An event has no thread chunks:
+  its lexical part is the BM25 of its document (summary, type, actor, entities) and its
+  semantic part the cosine of its embedding, each relative to the best *event* candidate
+  of the request (BM25 statistics are not comparable across the two document kinds). An
+  event the Summariser has not embedded yet is ranked on its words alone (its semantic
+  part is unknown, not zero).
+- Every statement filters by one dataset (the distribution rule of ``events``).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection, Engine, RowMapping, text
+
+from episodic.crypto import DatasetKey, seal_json
+from episodic.errors import AlreadyExists, NotFound
+from episodic.providers.entities import normalise_entities
+from episodic.store.recall_index import blind_vectors, query_tokens
+from episodic.store.recall_queries import BAND_EXPONENT, BM25_B, BM25_K1, LEXICAL_SHARE
+from episodic.store.vault import Vault, open_row
+
+__all__ = [
+    "BUILT_IN_TYPES",
+    "EVENT_TYPE_PATTERN",
+    "EventFilters",
+    "NewEvent",
+    "actor_token",
+    "embed_pending",
+    "erase_dataset_events",
+    "erase_thread_events",
+    "event_document",
+    "list_for_export",
+    "list_page",
+    "purge_expired",
+    "rank_events",
+    "record_event",
+]
+
+#: The types seed 002 names; any other lowercase name is a custom type.
+BUILT_IN_TYPES = ("decision", "tool_call", "feedback", "milestone")
+EVENT_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event as checked by the write path (entities already normalised)."""
+
+    dataset: str
+    actor: str
+    event_type: str
+    summary: str
+    entities: tuple[str, ...]
+    occurred_at: datetime | None  # None: the time it is stored
+    thread_id: uuid.UUID | None = None
+    idempotency_key: str | None = None
+    source: str = "agent"  # or "classifier"
+    source_sequence: int | None = None  # the classified turn
+
+
+@dataclass(frozen=True)
+class EventFilters:
+    """Which events of a dataset are candidates (RecallFilters' meaning, plus the actor)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    as_of: datetime | None = None
+    thread_ids: Sequence[uuid.UUID] = ()
+    entities: Sequence[str] = ()
+    event_type: str | None = None
+    actor: str | None = None
+
+
+def actor_token(key: DatasetKey, actor: str) -> str:
+    """The actor as the filter compares it: case-insensitive, blind for a sealed dataset."""
+    return key.token("actor:" + actor.strip().casefold())
+
+
+def event_document(event: NewEvent | dict[str, Any]) -> str:
+    """What an event is found by: its summary, type, actor and entities (also embedded)."""
+    get = event.get if isinstance(event, dict) else lambda k: getattr(event, k)
+    entities = " ".join(e.replace(":", " ") for e in get("entities") or ())
+    kind = str(get("event_type")).replace("_", " ")
+    return f"{get('summary')}\n{kind} by {get('actor')}. {entities}".strip()
+
+
+# Columns of an event shaped as an episode row (convert.episode reads them), sealed.
+_EVENT_AS_EPISODE = """
+    ev.event_id AS episode_id, ev.thread_id, ev.dataset, 'completed' AS status,
+    'skipped' AS semantic_status, ev.summary, NULL::jsonb AS key_learnings, ev.entities,
+    ev.event_type, ev.actor,
+    CASE WHEN ev.source_sequence IS NULL THEN 0 ELSE 1 END AS message_count,
+    coalesce(ev.source_sequence, 0) AS start_sequence,
+    coalesce(ev.source_sequence, 0) AS end_sequence,
+    ev.occurred_at AS started_at, ev.occurred_at AS ended_at, NULL::text AS trigger,
+    0 AS retry_count, NULL::text AS error, ev.created_at, ev.created_at AS updated_at,
+    (SELECT t.label FROM threads t WHERE t.thread_id = ev.thread_id
+       AND t.dataset = ev.dataset) AS thread_label,
+    'event' AS kind, ev.source AS event_source
+"""
+
+
+def _same(event: NewEvent, stored: dict[str, Any]) -> bool:
+    """A retry must send the same event; without occurred_at the stored time stands."""
+    return (
+        event.actor == stored["actor"]
+        and event.event_type == stored["event_type"]
+        and event.summary == stored["summary"]
+        and list(event.entities) == list(stored["entities"] or [])
+        and event.thread_id == stored["thread_id"]
+        and (event.occurred_at is None or event.occurred_at == stored["started_at"])
+    )
+
+
+def _select_one(conn: Connection, dataset: str, where: str, params: dict[str, Any]) -> RowMapping:
+    row = (
+        conn.execute(
+            text(f"SELECT {_EVENT_AS_EPISODE} FROM events ev WHERE ev.dataset = :d AND {where}"),
+            {"d": dataset, **params},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:  # pragma: no cover - callers select what they just saw
+        raise NotFound("event not found")
+    return row
+
+
+def record_event(conn: Connection, vault: Vault, event: NewEvent) -> tuple[dict[str, Any], bool]:
+    """Stores ``event`` in the caller's transaction; returns it (opened, shaped as an
+    episode row) and whether this call stored it (False: its idempotency key, or for the
+    classifier its turn, was stored before).
+
+    The dataset row is share-locked (:meth:`Vault.for_write`: no erasure starts meanwhile)
+    and so is the thread, if any (an erasure of the thread waits, then deletes the event
+    with it). ALREADY_EXISTS when the idempotency key names a different event."""
+    key = vault.for_write(conn, event.dataset)
+    if event.thread_id is not None:
+        owner = conn.execute(
+            text("SELECT dataset FROM threads WHERE thread_id = :t FOR SHARE"),
+            {"t": event.thread_id},
+        ).scalar()
+        if owner != event.dataset:  # missing, or another dataset's: the same answer
+            raise NotFound(
+                f"thread {event.thread_id} does not exist in dataset {event.dataset!r}",
+                field="thread_id",
+                thread_id=str(event.thread_id),
+            )
+    entities = normalise_entities(event.entities)
+    [(document, length)] = blind_vectors(conn, key, [(event_document(event), "")])
+    new_id = uuid.uuid4()
+    inserted = conn.execute(
+        text(
+            """
+            INSERT INTO events (dataset, event_id, source, thread_id, source_sequence,
+                event_type, actor, actor_token, summary, entities, entity_tokens, occurred_at,
+                idempotency_key, search_vector, search_length)
+            VALUES (:d, :id, :source, :t, :seq, :type, :actor, :actor_token, :summary,
+                :entities, CAST(:tokens AS text[]), coalesce(CAST(:at AS timestamptz), now()),
+                :ikey, CAST(:tsv AS tsvector), :n)
+            ON CONFLICT DO NOTHING
+            RETURNING event_id
+            """
+        ),
+        {
+            "d": event.dataset,
+            "id": new_id,
+            "source": event.source,
+            "t": event.thread_id,
+            "seq": event.source_sequence,
+            "type": event.event_type,
+            "actor": key.seal(event.actor, "events.actor"),
+            "actor_token": actor_token(key, event.actor),
+            "summary": key.seal(event.summary, "events.summary"),
+            "entities": seal_json(key, entities, "events.entities"),
+            "tokens": sorted({key.token(e) for e in entities}),
+            "at": event.occurred_at,
+            "ikey": event.idempotency_key,
+            "tsv": document,
+            "n": length,
+        },
+    ).scalar()
+    if inserted is not None:
+        row = _select_one(conn, event.dataset, "ev.event_id = :id", {"id": new_id})
+        return open_row(key, row, "events"), True
+    # A conflict: the same idempotency key, or (classifier) the same turn.
+    params: dict[str, Any]
+    if event.source == "classifier":
+        where, params = (
+            "ev.source = 'classifier' AND ev.thread_id = :t AND ev.source_sequence = :seq",
+            {"t": event.thread_id, "seq": event.source_sequence},
+        )
+    else:
+        where, params = "ev.idempotency_key = :k", {"k": event.idempotency_key}
+    stored = open_row(key, _select_one(conn, event.dataset, where, params), "events")
+    if event.source == "agent" and not _same(
+        NewEvent(**{**event.__dict__, "entities": tuple(entities)}), stored
+    ):
+        raise AlreadyExists(
+            f"idempotency key {event.idempotency_key!r} was already used for event "
+            f"{stored['episode_id']} of dataset {event.dataset!r} with different content; a "
+            "retry must resend the same event, a new event needs a new key",
+            field="idempotency_key",
+            reason="IDEMPOTENCY_KEY_REUSED",
+            idempotency_key=str(event.idempotency_key),
+            event_id=str(stored["episode_id"]),
+        )
+    return stored, False
+
+
+# ---- recall --------------------------------------------------------------------------------
+
+_CANDIDATES = """
+    SELECT ev.event_id, ev.occurred_at, ev.embedding,
+           coalesce(ev.search_vector, ''::tsvector) AS tsv,
+           greatest(coalesce(ev.search_length, 1), 1)::float8 AS dl
+    FROM events ev
+    WHERE ev.dataset = :dataset
+      AND (CAST(:as_of AS timestamptz) IS NULL OR ev.occurred_at <= CAST(:as_of AS timestamptz))
+      AND (CAST(:since AS timestamptz) IS NULL OR ev.occurred_at >= CAST(:since AS timestamptz))
+      AND (CAST(:until AS timestamptz) IS NULL OR ev.occurred_at <= CAST(:until AS timestamptz))
+      AND (CAST(:thread_ids AS uuid[]) IS NULL OR ev.thread_id = ANY(CAST(:thread_ids AS uuid[])))
+      AND (CAST(:entities AS text[]) IS NULL OR ev.entity_tokens @> CAST(:entities AS text[]))
+      AND (CAST(:event_type AS text) IS NULL OR ev.event_type = CAST(:event_type AS text))
+      AND (CAST(:actor AS text) IS NULL OR ev.actor_token = CAST(:actor AS text))
+"""
+
+# A lexeme as a quoted tsquery operand (quoted as recall_queries quotes it).
+_QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"""
+
+_RECENCY = (
+    "1.0 / (1.0 + greatest(extract(epoch FROM "
+    "(coalesce(CAST(:as_of AS timestamptz), now()) - c.occurred_at)), 0) / 86400.0)"
+)
+
+
+@lru_cache(maxsize=4)
+def _rank_sql(with_query: bool, with_vector: bool) -> str:
+    # Every intermediate result is MATERIALIZED and the top rows are cut before the join
+    # back to ``events``: the planner cannot estimate CTE sizes and otherwise re-runs the
+    # window aggregates once per candidate.
+    if not with_query:
+        scored = f"""
+        scored AS (
+            SELECT c.event_id, c.occurred_at, 0.0::float8 AS similarity, 0.0::float8 AS lexical,
+                   0.0::float8 AS semantic, ({_RECENCY})::float8 AS recency
+            FROM c
+        ),"""
+    else:
+        cos = (
+            "coalesce(1.0 - (c.embedding <=> CAST(:qvec AS vector)), 0.0)" if with_vector else "0.0"
+        )
+        blended = f"{LEXICAL_SHARE} * n.lex_rel + {1.0 - LEXICAL_SHARE} * n.sem_rel"
+        if with_vector:  # an event not embedded yet is ranked on its words alone
+            blended = f"CASE WHEN n.unembedded THEN n.lex_rel ELSE {blended} END"
+        recency = _RECENCY.replace("c.occurred_at", "n.occurred_at")
+        scored = f"""
+        q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
+        qq AS (SELECT string_agg({_QUOTED_LEXEME}, ' | ')::tsquery AS tq,
+                      array_agg(lexeme) AS lexemes FROM q),
+        stats AS MATERIALIZED (
+            SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM c
+        ),
+        terms AS MATERIALIZED (
+            SELECT c.event_id, c.dl, u.lexeme,
+                   coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+            FROM c CROSS JOIN LATERAL unnest(
+                ts_filter(setweight(c.tsv, 'B', (SELECT lexemes FROM qq)), '{{b}}')) AS u
+            WHERE c.tsv @@ (SELECT tq FROM qq)
+        ),
+        df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS df FROM terms GROUP BY lexeme),
+        bm25 AS MATERIALIZED (
+            SELECT t.event_id,
+                   sum(ln(1.0 + (s.n - df.df + 0.5) / (df.df + 0.5)) * t.tf * ({BM25_K1} + 1.0)
+                       / (t.tf + {BM25_K1} * (1.0 - {BM25_B} + {BM25_B} * t.dl / s.avgdl)))
+                       AS score
+            FROM terms t JOIN df ON df.lexeme = t.lexeme CROSS JOIN stats s
+            GROUP BY t.event_id
+        ),
+        raw AS MATERIALIZED (
+            SELECT c.event_id, c.occurred_at, c.embedding IS NULL AS unembedded,
+                   coalesce(b.score, 0.0) AS lex, greatest({cos}, 0.0) AS sem
+            FROM c LEFT JOIN bm25 b ON b.event_id = c.event_id
+        ),
+        normed AS MATERIALIZED (
+            SELECT r.*,
+                   coalesce(r.lex / nullif(max(r.lex) OVER (), 0.0), 0.0) AS lex_rel,
+                   coalesce(r.sem / nullif(max(r.sem) OVER (), 0.0), 0.0) AS sem_rel
+            FROM raw r
+        ),
+        scored AS (
+            SELECT n.event_id, n.occurred_at,
+                   power(least(1.0, {blended}), {BAND_EXPONENT})::float8 AS similarity,
+                   n.lex_rel::float8 AS lexical, n.sem_rel::float8 AS semantic,
+                   ({recency})::float8 AS recency
+            FROM normed n
+        ),"""
+    return f"""
+        WITH c AS MATERIALIZED ({_CANDIDATES}),{scored}
+        top AS MATERIALIZED (
+            SELECT s.*, CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency
+                       AS relevance
+            FROM scored s
+            ORDER BY relevance DESC, s.occurred_at DESC, s.event_id DESC
+            LIMIT :limit
+        )
+        SELECT {_EVENT_AS_EPISODE}, t.similarity, t.lexical, t.semantic, t.recency,
+               t.relevance
+        FROM top t JOIN events ev ON ev.dataset = :dataset AND ev.event_id = t.event_id
+        ORDER BY t.relevance DESC, t.occurred_at DESC, t.event_id DESC
+    """
+
+
+def rank_events(
+    conn: Connection,
+    *,
+    key: DatasetKey,
+    filters: EventFilters,
+    query: str | None,
+    query_vector: np.ndarray | None,
+    similarity_weight: float,
+    recency_weight: float,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """The top ``limit`` events of ``key``'s dataset by relevance, best first, opened and
+    shaped as episode rows (with ``kind`` 'event', ``similarity``, ``lexical``,
+    ``semantic``, ``recency`` and ``relevance``), by the episodes' formula (module
+    docstring)."""
+    with_query = bool(query and query.strip()) and similarity_weight > 0
+    with_vector = with_query and query_vector is not None
+    params: dict[str, Any] = {
+        "dataset": key.dataset,
+        "as_of": filters.as_of,
+        "since": filters.since,
+        "until": filters.until,
+        "thread_ids": list(filters.thread_ids) or None,
+        "entities": sorted({key.token(e) for e in filters.entities}) or None,
+        "event_type": filters.event_type,
+        "actor": actor_token(key, filters.actor) if filters.actor else None,
+        "ws": float(similarity_weight),
+        "wr": float(recency_weight),
+        "limit": limit,
+    }
+    if with_query:
+        assert query is not None
+        params["lexemes"] = query_tokens(conn, key, query)
+        if with_vector:
+            params["qvec"] = np.asarray(query_vector, dtype=np.float32)
+    rows = conn.execute(text(_rank_sql(with_query, with_vector)), params).mappings().all()
+    return [open_row(key, r, "events") for r in rows]
+
+
+# ---- embedding (the Summariser) -------------------------------------------------------------
+
+
+def embed_pending(engine: Engine, vault: Vault, embedder: Any, *, limit: int = 64) -> int:
+    """Gives up to ``limit`` events without a vector their embedding (of
+    :func:`event_document`); returns how many. The model runs outside any transaction; the
+    write only fills a still-empty vector, so two workers never fight."""
+    with engine.connect() as conn:
+        datasets = list(
+            conn.execute(
+                text(
+                    "SELECT DISTINCT d.dataset FROM datasets d WHERE d.erasing_since IS NULL "
+                    "AND EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = d.dataset "
+                    "AND ev.embedding IS NULL)"
+                )
+            ).scalars()
+        )
+        todo: list[tuple[str, uuid.UUID, str]] = []
+        for dataset in datasets:
+            rows = (
+                conn.execute(
+                    text(
+                        "SELECT ev.event_id, ev.dataset, ev.summary, ev.actor, ev.entities, "
+                        "ev.event_type FROM events ev WHERE ev.dataset = :d "
+                        "AND ev.embedding IS NULL ORDER BY ev.created_at LIMIT :n"
+                    ),
+                    {"d": dataset, "n": limit - len(todo)},
+                )
+                .mappings()
+                .all()
+            )
+            for row in vault.open_rows(conn, dataset, list(rows), "events"):
+                todo.append((dataset, row["event_id"], event_document(row)))
+            if len(todo) >= limit:
+                break
+    if not todo:
+        return 0
+    vectors = embedder.embed([t[2] for t in todo])
+    done = 0
+    with engine.begin() as conn:
+        for (dataset, event_id, _), vector in zip(todo, vectors, strict=True):
+            done += conn.execute(
+                text(
+                    "UPDATE events SET embedding = :v WHERE dataset = :d AND event_id = :id "
+                    "AND embedding IS NULL"
+                ),
+                {"v": np.asarray(vector, dtype=np.float32), "d": dataset, "id": event_id},
+            ).rowcount
+    return done
+
+
+# ---- erasure, retention, export -------------------------------------------------------------
+
+
+def erase_thread_events(conn: Connection, thread_id: uuid.UUID) -> list[str]:
+    """Deletes the events of a thread (in the thread's erasing transaction); returns their
+    ids for the receipt."""
+    dataset = conn.execute(
+        text("SELECT dataset FROM threads WHERE thread_id = :t"), {"t": thread_id}
+    ).scalar()
+    if dataset is None:
+        return []
+    return [
+        str(i)
+        for i in conn.execute(
+            text("DELETE FROM events WHERE dataset = :d AND thread_id = :t RETURNING event_id"),
+            {"d": dataset, "t": thread_id},
+        ).scalars()
+    ]
+
+
+def erase_dataset_events(conn: Connection, dataset: str, limit: int | None) -> list[str]:
+    """Deletes (up to ``limit`` of) a dataset's events; returns their ids."""
+    where = "dataset = :d"
+    if limit is not None:
+        where += " AND event_id IN (SELECT event_id FROM events WHERE dataset = :d LIMIT :n)"
+    return [
+        str(i)
+        for i in conn.execute(
+            text(f"DELETE FROM events WHERE {where} RETURNING event_id"),
+            {"d": dataset, "n": limit},
+        ).scalars()
+    ]
+
+
+def purge_expired(engine: Engine, default_days: int | None, now: datetime | None) -> int:
+    """Retention of events without a thread (a thread's events go with the thread): those
+    that occurred longer ago than their dataset's retention; returns how many."""
+    with engine.connect() as conn:
+        policies = conn.execute(
+            text(
+                "SELECT dataset, coalesce(retention_days, CAST(:default AS integer)) AS days "
+                "FROM datasets WHERE erasing_since IS NULL "
+                "AND coalesce(retention_days, CAST(:default AS integer)) IS NOT NULL"
+            ),
+            {"default": default_days},
+        ).all()
+    purged = 0
+    for dataset, days in policies:
+        with engine.begin() as conn:
+            purged += conn.execute(
+                text(
+                    "DELETE FROM events WHERE dataset = :d AND thread_id IS NULL "
+                    "AND occurred_at < coalesce(CAST(:now AS timestamptz), now()) "
+                    "- make_interval(days => :days)"
+                ),
+                {"d": dataset, "days": days, "now": now},
+            ).rowcount
+    return purged
+
+
+def list_page(
+    conn: Connection,
+    vault: Vault,
+    dataset: str,
+    *,
+    thread_id: uuid.UUID | None,
+    before: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], bool]:
+    """A dataset's events newest first by (occurred_at, id) — the order ListEpisodes pages
+    episodes in (ended_at, id) — keyset-paged, opened; the bool says whether more follow."""
+    rows = (
+        conn.execute(
+            text(
+                f"SELECT {_EVENT_AS_EPISODE} FROM events ev WHERE ev.dataset = :d "
+                "AND (CAST(:thread AS uuid) IS NULL OR ev.thread_id = CAST(:thread AS uuid)) "
+                "AND (CAST(:at AS timestamptz) IS NULL OR (ev.occurred_at, ev.event_id) < "
+                "     (CAST(:at AS timestamptz), CAST(:id AS uuid))) "
+                "ORDER BY ev.occurred_at DESC, ev.event_id DESC LIMIT :limit"
+            ),
+            {
+                "d": dataset,
+                "thread": thread_id,
+                "at": before[0] if before else None,
+                "id": before[1] if before else None,
+                "limit": limit + 1,
+            },
+        )
+        .mappings()
+        .all()
+    )
+    return vault.open_rows(conn, dataset, list(rows[:limit]), "events"), len(rows) > limit
+
+
+def list_for_export(conn: Connection, vault: Vault, dataset: str) -> list[dict[str, Any]]:
+    """A dataset's events, oldest first, opened (for ``episodic export``)."""
+    rows = (
+        conn.execute(
+            text(
+                f"SELECT {_EVENT_AS_EPISODE}, ev.idempotency_key FROM events ev "
+                "WHERE ev.dataset = :d ORDER BY ev.occurred_at, ev.event_id"
+            ),
+            {"d": dataset},
+        )
+        .mappings()
+        .all()
+    )
+    return vault.open_rows(conn, dataset, list(rows), "events")

@@ -1,0 +1,154 @@
+"""Events in Recall, through real Ingest, Summariser and Recall processes: recalled beside
+episodes by the same formula, marked as events, filtered by type, actor and time, found
+by words before the Summariser embeds them and by meaning after."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import grpc
+import pytest
+from google.protobuf import timestamp_pb2
+from sqlalchemy import text
+
+from episodic.testing.processes import wait_until
+from episodic.v1 import episode_pb2 as e
+from episodic.v1 import ingest_service_pb2 as ipb
+from episodic.v1 import ingest_service_pb2_grpc as ig
+from episodic.v1 import recall_service_pb2 as pb
+from episodic.v1 import recall_service_pb2_grpc as rg
+from episodic.v1 import summariser_service_pb2 as spb
+from episodic.v1 import summariser_service_pb2_grpc as sg
+from tests.recall.factory import T0, make_episode
+
+EPISODES = [pb.RECALL_INCLUDE_EPISODES]
+
+
+def ts(value: datetime) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value)
+    return out
+
+
+@pytest.fixture
+def stubs(spawn):  # type: ignore[no-untyped-def]
+    ingest, recall, summariser = spawn("ingest"), spawn("recall"), spawn("summariser")
+    channels = [s.channel() for s in (ingest, recall, summariser)]
+    yield (
+        ig.IngestServiceStub(channels[0]),
+        rg.RecallServiceStub(channels[1]),
+        sg.SummariserServiceStub(channels[2]),
+    )
+    for channel in channels:
+        channel.close()
+
+
+def record(ingest, summary: str, at: datetime, **kw):  # type: ignore[no-untyped-def]
+    fields = {"dataset": "user_42", "actor": "agent", "event_type": "decision"}
+    fields.update(kw)
+    return ingest.RecordEvent(
+        ipb.RecordEventRequest(summary=summary, occurred_at=ts(at), **fields), timeout=10
+    ).event
+
+
+def recall_(stub, **kw):  # type: ignore[no-untyped-def]
+    kw.setdefault("dataset", "user_42")
+    kw.setdefault("as_of", ts(T0))
+    return stub.Recall(pb.RecallRequest(include=EPISODES, **kw), timeout=10).episodes.episodes
+
+
+def test_events_are_recalled_beside_episodes_and_filtered(stubs, engine) -> None:  # type: ignore[no-untyped-def]
+    ingest, recall, _ = stubs
+    with engine.begin() as conn:
+        chat = make_episode(
+            conn,
+            "user_42",
+            ["we talked about the weather in Lisbon"],
+            ended_at=T0 - timedelta(days=1),
+        )
+    pricing = record(
+        ingest,
+        "Switched the Atlas invoices to annual billing",
+        T0 - timedelta(days=2),
+        entities=["project atlas"],
+    )
+    deploy = record(
+        ingest,
+        "Deployed the billing service v2",
+        T0 - timedelta(hours=3),
+        actor="ci-bot",
+        event_type="tool_call",
+    )
+    record(ingest, "Planned next quarter", T0 + timedelta(days=1))  # after as_of: never
+
+    # By words, before any embedding: the event answers, marked as an event.
+    top = recall_(recall, query="annual billing for the invoices")[0]
+    assert top.episode.episode_id == pricing.episode_id
+    assert top.episode.kind == e.EPISODE_KIND_EVENT
+    assert top.lexical > 0 and top.semantic == 0
+    assert top.recency == pytest.approx(1 / (1 + 2))
+    assert top.relevance_score == pytest.approx(0.7 * top.similarity + 0.3 * top.recency)
+
+    # No query: everything by recency, episodes and events together; nothing after as_of.
+    ids = [s.episode.episode_id for s in recall_(recall, context_episodes=10)]
+    assert ids == [deploy.episode_id, str(chat.episode_id), pricing.episode_id]
+    kinds = {s.episode.episode_id: s.episode.kind for s in recall_(recall, context_episodes=10)}
+    assert kinds[str(chat.episode_id)] == e.EPISODE_KIND_SUMMARY
+
+    # Filters: event type (episodes and events alike), actor (events only), entities, time.
+    assert [s.episode.episode_id for s in recall_(recall, event_type="tool_call")] == [
+        deploy.episode_id
+    ]
+    assert [s.episode.episode_id for s in recall_(recall, actor="CI-Bot")] == [deploy.episode_id]
+    assert [s.episode.episode_id for s in recall_(recall, entities=["Atlas Project"])] == [
+        pricing.episode_id
+    ]
+    window = recall_(
+        recall, since=ts(T0 - timedelta(days=3)), until=ts(T0 - timedelta(days=1, hours=12))
+    )
+    assert [s.episode.episode_id for s in window] == [pricing.episode_id]
+    only_summaries = recall_(recall, exclude_events=True, context_episodes=10)
+    assert [s.episode.episode_id for s in only_summaries] == [str(chat.episode_id)]
+
+    # Time in the query places events by when they occurred.
+    understood = recall.Recall(
+        pb.RecallRequest(
+            dataset="user_42",
+            query="what did we decide 2 days ago?",
+            include=EPISODES,
+            as_of=ts(T0),
+        ),
+        timeout=10,
+    )
+    assert [s.episode.episode_id for s in understood.episodes.episodes] == [pricing.episode_id]
+
+    # actor and exclude_events contradict each other.
+    with pytest.raises(grpc.RpcError) as err:
+        recall_(recall, actor="agent", exclude_events=True)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "exclude_events" in err.value.details()
+
+
+def test_the_summariser_embeds_events_so_meaning_finds_them(stubs, engine) -> None:  # type: ignore[no-untyped-def]
+    ingest, recall, summariser = stubs
+    event = record(ingest, "Agreed on the Pro tier pricing", T0 - timedelta(days=1))
+    with engine.connect() as conn:
+        assert (
+            conn.execute(text("SELECT count(*) FROM events WHERE embedding IS NULL")).scalar_one()
+            == 1
+        )
+
+    def embedded() -> bool:
+        summariser.ProcessPending(spb.ProcessPendingRequest(), timeout=30)
+        with engine.connect() as conn:
+            return (
+                conn.execute(
+                    text("SELECT count(*) FROM events WHERE embedding IS NOT NULL")
+                ).scalar_one()
+                == 1
+            )
+
+    wait_until(embedded, timeout=30)
+    top = recall_(recall, query="pricing tier agreed")[0]
+    assert top.episode.episode_id == event.episode_id
+    assert top.semantic > 0  # the hashing embedder shares words with the query
