@@ -66,6 +66,7 @@ SEALED_COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
         "thread_label": ("text", "threads.label"),
     },
     "facts": {"statement": ("text", "facts.statement")},
+    "entity_aliases": {"alias": ("text", "entity_aliases.alias")},
 }
 
 #: How long a reader trusts the key id it read for a dataset. Only matters when a dataset
