@@ -96,8 +96,12 @@ def record_mentions(conn: Connection, key: DatasetKey, spellings: Iterable[str])
     transaction that stores what mentions them."""
     dataset = key.dataset
     conn.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": _lock_key(dataset)})
-    # Sorted: two workers take the same rows' locks in the same order (no deadlock).
-    return [_resolve_for_write(conn, key, s) for s in _spellings(spellings)]
+    # Locks are taken per match key (its row in entity_keys), then per alias of that key:
+    # ordered by (key, spelling), two workers filing overlapping names take them in the
+    # same order and cannot deadlock ("orion" + "project atlas" against "atlas" + "orion").
+    ordered = sorted(_spellings(spellings), key=lambda s: (entity_match_key(s), s))
+    by_spelling = {s: _resolve_for_write(conn, key, s) for s in ordered}
+    return [by_spelling[s] for s in sorted(by_spelling)]
 
 
 def _resolve_for_write(conn: Connection, key: DatasetKey, spelling: str) -> uuid.UUID:
@@ -554,3 +558,57 @@ def resolve_filters(conn: Connection, key: DatasetKey, filters: RecallFilters) -
     if not filters.entities:
         return filters
     return replace(filters, entity_groups=entity_groups(conn, key, filters.entities))
+
+
+# ---- backfill ---------------------------------------------------------------------------
+
+
+@dataclass
+class BackfillResult:
+    datasets: int = 0
+    episodes: int = 0
+    spellings: int = 0
+
+
+def backfill(
+    engine: Any, vault: Any, *, dataset: str | None = None, batch: int = 200
+) -> BackfillResult:
+    """Files the entities of every episode written before the canon existed (or of one
+    dataset). Idempotent (filing a known spelling changes nothing), so it can be re-run or
+    resumed after an interruption. It needs the datasets' keys — the entities of an
+    encrypted dataset are sealed — which is why it is a command run with the services'
+    keyring and not part of migration 0009."""
+    from episodic.crypto import open_json  # the crypto module is light; kept local anyway
+
+    out = BackfillResult()
+    with engine.connect() as conn:
+        names = (
+            [dataset]
+            if dataset is not None
+            else list(conn.execute(text("SELECT dataset FROM datasets ORDER BY dataset")).scalars())
+        )
+    for name in names:
+        out.datasets += 1
+        after = uuid.UUID(int=0)
+        while True:
+            with engine.begin() as conn:
+                key = vault.for_read(conn, name)
+                rows = conn.execute(
+                    text(
+                        "SELECT episode_id, entities FROM episodes WHERE dataset = :d "
+                        "AND cardinality(entity_tokens) > 0 AND episode_id > :after "
+                        "ORDER BY episode_id LIMIT :n"
+                    ),
+                    {"d": name, "after": after, "n": batch},
+                ).all()
+                spellings: set[str] = set()
+                for row in rows:
+                    spellings.update(open_json(key, bytes(row.entities), "episodes.entities"))
+                if spellings:
+                    record_mentions(conn, key, spellings)
+            out.episodes += len(rows)
+            out.spellings += len(spellings)
+            if len(rows) < batch:
+                break
+            after = rows[-1].episode_id
+    return out
