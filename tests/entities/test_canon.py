@@ -298,3 +298,28 @@ def test_names_are_sealed_at_rest(engine) -> None:  # type: ignore[no-untyped-de
         ).one()
     assert b"zanzibar" not in bytes(rows.alias)
     assert all("zanzibar" not in str(v) for v in rows[1:])
+
+
+def test_backfill_files_episodes_written_before_the_canon_and_is_idempotent(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:  # as migration 0009 finds them: tokens, no canon
+        for day, raw in enumerate([["project Atlas", "Bo"], ["atlas"], ["Atlas project"]]):
+            make_episode(
+                conn,
+                DATASET,
+                ["old talk"],
+                ended_at=T0 + timedelta(days=day),
+                entities=normalise_entities(raw),
+            )
+    assert _all(engine) == []
+    done = entities.backfill(engine, vault_of_tests(), batch=2)
+    assert done.episodes == 3 and done.datasets >= 1
+    first = sorted((e.name, sorted(e.aliases), e.episode_count) for e in _all(engine))
+    by_alias = {a: (n, count) for n, aliases, count in first for a, _ in aliases}
+    assert set(by_alias) == {"bo", "atlas", "project atlas"}
+    assert by_alias["atlas"] == by_alias["project atlas"] and by_alias["atlas"][1] == 3
+    assert dict(next(al for _, al, _ in first if ("bo", 1) not in al)) == {
+        "atlas": 1,
+        "project atlas": 2,
+    }
+    entities.backfill(engine, vault_of_tests(), dataset=DATASET)
+    assert sorted((e.name, sorted(e.aliases), e.episode_count) for e in _all(engine)) == first
