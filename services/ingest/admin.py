@@ -1,5 +1,5 @@
-"""AdminService: API keys, the audit log, erasure and datasets' lifecycle policy (served by
-the Ingest process). Every action is written to the audit log with the acting key's
+"""AdminService: API keys, the audit log, erasure, datasets' lifecycle policy and the entity
+canon's merges and splits (served by the Ingest process). Every action is written to the audit log with the acting key's
 prefix, in the action's transaction (an erasure: when it finished, with its receipt)."""
 
 from __future__ import annotations
