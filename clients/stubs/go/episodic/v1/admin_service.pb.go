@@ -950,7 +950,7 @@ type ErasureReceipt struct {
 	// The thread erased (DeleteThread only).
 	ThreadId string `protobuf:"bytes,5,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
 	// Rows deleted per table: facts, message_chunks, messages, episodes,
-	// scheduled_episodes, threads, datasets.
+	// scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
 	RowsDeleted map[string]int64 `protobuf:"bytes,6,rep,name=rows_deleted,json=rowsDeleted,proto3" json:"rows_deleted,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"varint,2,opt,name=value,proto3"`
 	// When the erasure started and finished (database clock).
 	StartedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`

@@ -14138,7 +14138,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14147,7 +14147,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14163,7 +14163,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14173,7 +14173,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14184,7 +14184,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14629,7 +14629,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14651,7 +14651,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14663,7 +14663,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14680,7 +14680,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -15996,7 +15996,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16018,7 +16018,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16030,7 +16030,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16047,7 +16047,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16072,7 +16072,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16096,7 +16096,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16114,7 +16114,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>

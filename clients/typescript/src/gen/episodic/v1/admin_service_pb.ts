@@ -548,7 +548,7 @@ export type ErasureReceipt = Message<"episodic.v1.ErasureReceipt"> & {
 
   /**
    * Rows deleted per table: facts, message_chunks, messages, episodes,
-   * scheduled_episodes, threads, datasets.
+   * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
    *
    * @generated from field: map<string, int64> rows_deleted = 6;
    */
