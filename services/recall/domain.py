@@ -255,7 +255,7 @@ def recall(
     inside the similarity band)."""
     understood = request.applied_time
     filters = request.filters if understood is None else _within(request.filters, understood)
-    if request.entity_canon:
+    if request.entity_canon and filters.entities:
         filters = entities.resolve_filters(conn, vault.for_read(conn, request.dataset), filters)
     ranking: dict[str, Any] = {
         "filters": filters,
