@@ -231,9 +231,21 @@ def entity_groups(conn: Connection, key: DatasetKey, spellings: Sequence[str]) -
     canon does not know matches itself only — what filtering did before the canon."""
     groups = []
     for spelling in spellings:
-        entity_id = _entity_of_spelling(conn, key, spelling)
-        tokens = _alias_tokens(conn, key.dataset, entity_id) if entity_id is not None else []
         own = key.token(spelling)
+        tokens = conn.execute(  # one round trip: the entity, then all its aliases
+            text(
+                """
+                WITH hit AS (
+                    SELECT entity_id FROM entity_aliases WHERE dataset = :d AND alias_token = :a
+                    UNION ALL
+                    (SELECT entity_id FROM entity_keys WHERE dataset = :d AND key_token = :k)
+                    LIMIT 1)
+                SELECT alias_token FROM entity_aliases
+                WHERE dataset = :d AND entity_id = (SELECT entity_id FROM hit)
+                """
+            ),
+            {"d": key.dataset, "a": own, "k": key.token(entity_match_key(spelling))},
+        ).scalars()
         groups.append(sorted({own, *tokens}))
     return groups
 
