@@ -73,6 +73,7 @@ def test_normalised_entity_has_no_edge_whitespace_or_double_spaces(raw: str) -> 
         (["atlas-web", "atlas_web", "Atlas web"], "atlas web"),  # joiners
         (["Atlas Projects", "atlas projects"], "atlas"),  # a plural head noun
         (["“Atlas”,", "Atlas."], "atlas"),  # punctuation at the edges
+        (["Mark and Josh", "Josh and Mark", "josh & mark"], "josh and mark"),  # a pair
     ],
 )
 def test_spellings_of_one_thing_share_a_match_key(spellings: list[str], key: str) -> None:
@@ -91,6 +92,8 @@ def test_spellings_of_one_thing_share_a_match_key(spellings: list[str], key: str
         ("invoice:#42", "invoice #42"),  # kind:value forms are exact
         ("the team", "team alpha"),
         ("Atlas", "Atlas 2"),
+        ("Team of Rivals", "Rivals"),  # the head noun is part of the name
+        ("Project and Team", "Team"),
     ],
 )
 def test_different_things_keep_different_match_keys(one: str, other: str) -> None:

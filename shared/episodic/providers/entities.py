@@ -39,8 +39,11 @@ d. A possessive ``'s`` (or a bare trailing ``'``) at the very end is dropped
    (``atlas's`` = ``atlas``); inside the name it stays ("alex's team" is not Alex).
 e. Generic head nouns are dropped from either end — ``project``, ``team``, ``company``,
    ``corp``, ``corporation``, ``inc``, ``ltd``, ``llc`` (and their plurals) — when what
-   remains holds a letter and no possessive ("project 2" and "team 2" stay apart, as do
-   "alex's team" and "alex").
+   remains holds a letter, no possessive and does not begin or end with a connector
+   ("project 2" and "team 2" stay apart, as do "alex's team" and "alex", and "Team of
+   Rivals" keeps its team).
+f. Names joined by ``and`` or ``&`` are put in order: "Mark and Josh" = "Josh & Mark"
+   (the same pair, listed either way).
 
 It is deliberately conservative: no stemming (names end in s: Atlas, James), no prefixes or
 edit distance ("alex" and "alexandra" stay two entities until an admin merges them), and
@@ -141,6 +144,7 @@ GENERIC_HEAD_NOUNS: frozenset[str] = frozenset(
     | {"projects", "teams", "companies"}
 )
 _ARTICLES = frozenset({"the", "a", "an"})
+_CONNECTORS = frozenset({"and", "&", "of", "for", "or"})
 _JOINERS = re.compile(r"(?<=\w)[-_](?=\w)")
 _EXACT_LEADING = frozenset("#@$€£¥")
 
@@ -151,7 +155,7 @@ def _is_possessive(word: str) -> bool:
 
 def entity_match_key(spelling: str) -> str:
     """The key under which the canon files ``spelling`` (see the module docstring, rules
-    a–e). Takes any spelling (normalises it first); idempotent; ``""`` for nothing."""
+    a–f). Takes any spelling (normalises it first); idempotent; ``""`` for nothing."""
     s = normalise_entity(spelling)
     if not s or ":" in s or s[0] in _EXACT_LEADING:
         return s
@@ -163,10 +167,13 @@ def entity_match_key(spelling: str) -> str:
         words = [*words[:-1], last] if last else words[:-1]
 
     def droppable(rest: list[str]) -> bool:
+        # "Team of Rivals", "team and x": the noun is part of a longer name, not its kind.
         return (
             bool(rest)
             and any(ch.isalpha() for w in rest for ch in w)
             and not any(_is_possessive(w) for w in rest)
+            and rest[0] not in _CONNECTORS
+            and rest[-1] not in _CONNECTORS
         )
 
     while len(words) > 1 and words[0] in GENERIC_HEAD_NOUNS and droppable(words[1:]):
@@ -175,4 +182,8 @@ def entity_match_key(spelling: str) -> str:
         words = words[:-1]
     if len(words) > 1 and words[0] in _ARTICLES:  # "project the atlas" → "the atlas" → "atlas"
         words = words[1:]
+    joined = " ".join("and" if w == "&" else w for w in words)
+    parts = joined.split(" and ")
+    if len(parts) > 1 and all(parts):
+        return " and ".join(sorted(parts))
     return " ".join(words)
