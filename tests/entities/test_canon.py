@@ -323,3 +323,14 @@ def test_backfill_files_episodes_written_before_the_canon_and_is_idempotent(engi
     }
     entities.backfill(engine, vault_of_tests(), dataset=DATASET)
     assert sorted((e.name, sorted(e.aliases), e.episode_count) for e in _all(engine)) == first
+
+
+def test_splitting_off_an_entitys_name_renames_what_remains(engine) -> None:  # type: ignore[no-untyped-def]
+    _episode(engine, ["project Atlas"])
+    _episode(engine, ["atlas"], days=1)
+    key = _key(engine)
+    with engine.begin() as conn:
+        split_off, remaining = entities.split_alias(conn, key, "Project Atlas")
+    assert split_off.name == "project atlas"
+    assert remaining.name == "atlas" and [a for a, _ in remaining.aliases] == ["atlas"]
+    assert sorted(e.name for e in _all(engine)) == ["atlas", "project atlas"]
