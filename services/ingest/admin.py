@@ -1,5 +1,5 @@
-"""AdminService: API keys, the audit log, erasure and datasets' lifecycle policy (served by
-the Ingest process). Every action is written to the audit log with the acting key's
+"""AdminService: API keys, the audit log, erasure, datasets' lifecycle policy and the entity
+canon's merges and splits (served by the Ingest process). Every action is written to the audit log with the acting key's
 prefix, in the action's transaction (an erasure: when it finished, with its receipt)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from episodic import access, convert
 from episodic.access import Role
 from episodic.config import PrivacySettings
 from episodic.errors import InvalidArgument
-from episodic.store import audit, datasets, erasure, keys, owners
+from episodic.store import audit, datasets, entities, erasure, keys, owners
 from episodic.store.vault import Vault
 from episodic.v1 import access_pb2
 from episodic.v1 import admin_service_pb2 as pb
@@ -230,6 +230,108 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 details=days,
             )
         return pb.SetDatasetPolicyResponse(policy=_policy(policy))
+
+    # ---- the entity canon ----------------------------------------------------------
+
+    def ListEntities(
+        self, request: pb.ListEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.ListEntitiesResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        limit = page_size(request.page_size, default=50, maximum=1000)
+        filters = {"dataset": dataset}
+        cursor = decode_page_token(request.page_token, expect=filters)
+        after = None
+        if cursor:
+            try:
+                after = (datetime.fromisoformat(cursor["at"]), parse_uuid(cursor["id"], "id"))
+            except (KeyError, TypeError, ValueError, InvalidArgument):
+                raise InvalidArgument("page_token is malformed", field="page_token") from None
+        with self.engine.connect() as conn:
+            key = self.vault.for_read(conn, dataset)
+            page, more = entities.list_entities(conn, key, after=after, limit=limit)
+        token = ""
+        if more:
+            last = page[-1]
+            token = encode_page_token(
+                {**filters, "at": last.created_at.isoformat(), "id": str(last.entity_id)}
+            )
+        return pb.ListEntitiesResponse(
+            entities=[convert.entity(e) for e in page], next_page_token=token
+        )
+
+    def MergeEntities(
+        self, request: pb.MergeEntitiesRequest, context: grpc.ServicerContext
+    ) -> pb.MergeEntitiesResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        _check_reference(request.into, "into")
+        if not request.sources:
+            raise InvalidArgument(
+                "sources is required: the entities to merge into `into`", field="sources"
+            )
+        if len(request.sources) > MAX_MERGE_SOURCES:
+            raise InvalidArgument(
+                f"{len(request.sources)} sources; at most {MAX_MERGE_SOURCES} per call",
+                field="sources",
+            )
+        for i, source in enumerate(request.sources):
+            _check_reference(source, f"sources[{i}]")
+        with self.engine.begin() as conn:
+            key = self.vault.for_read(conn, dataset)
+            into = entities.find_entity(conn, key, request.into, field="into")
+            sources = [
+                entities.find_entity(conn, key, s, field=f"sources[{i}]")
+                for i, s in enumerate(request.sources)
+            ]
+            merged = entities.merge_entities(conn, key, into, sources)
+            audit.record(  # ids only: entity names are people's words
+                conn,
+                key_prefix=access.current().prefix,
+                action="entity.merge",
+                dataset=dataset,
+                target=str(into),
+                details={"sources": sorted({str(s) for s in sources})},
+            )
+        return pb.MergeEntitiesResponse(entity=convert.entity(merged))
+
+    def SplitEntity(
+        self, request: pb.SplitEntityRequest, context: grpc.ServicerContext
+    ) -> pb.SplitEntityResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        _check_reference(request.alias, "alias")
+        with self.engine.begin() as conn:
+            key = self.vault.for_read(conn, dataset)
+            split_off, remaining = entities.split_alias(conn, key, request.alias)
+            audit.record(
+                conn,
+                key_prefix=access.current().prefix,
+                action="entity.split",
+                dataset=dataset,
+                target=str(remaining.entity_id),
+                details={"split_off": str(split_off.entity_id)},
+            )
+        return pb.SplitEntityResponse(
+            split_off=convert.entity(split_off), remaining=convert.entity(remaining)
+        )
+
+
+#: Entities one MergeEntities call may merge into one.
+MAX_MERGE_SOURCES = 100
+#: Longest entity reference (an id or a name).
+MAX_ENTITY_REFERENCE_CHARS = 500
+
+
+def _check_reference(value: str, field: str) -> None:
+    if not value.strip():
+        raise InvalidArgument(f"{field} is required (an entity id or a name)", field=field)
+    if len(value) > MAX_ENTITY_REFERENCE_CHARS or "\x00" in value:
+        raise InvalidArgument(
+            f"{field} is not an entity reference (at most {MAX_ENTITY_REFERENCE_CHARS} "
+            "characters, no NUL)",
+            field=field,
+        )
 
 
 def _policy(policy: datasets.Policy) -> pb.DatasetPolicy:

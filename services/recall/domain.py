@@ -22,6 +22,7 @@ from episodic.config import RecallSettings
 from episodic.crypto import WrongKey
 from episodic.errors import EpisodicError, InvalidArgument
 from episodic.providers.entities import normalise_entity
+from episodic.store import entities
 from episodic.store import recall_queries as q
 from episodic.store.recall_queries import RecallFilters
 from episodic.store.vault import Vault, open_row
@@ -48,6 +49,8 @@ SEARCH_DEFAULT_SIZE = 5
 SEARCH_MAX_SIZE = 100
 LIST_DEFAULT_SIZE = 10
 LIST_MAX_SIZE = 1000
+TIMELINE_DEFAULT_SIZE = 20
+MAX_ENTITY_REFERENCE_CHARS = 500
 
 
 class DeadlineExceeded(EpisodicError):
@@ -72,6 +75,8 @@ class RecallQuery:
     understanding: QueryTime | None = None
     #: Which events join the episodes (None: none, the request excluded them).
     events: EventScope | None = field(default_factory=EventScope)
+    #: Entity filters match every alias of the entity (False: the exact spelling only).
+    entity_canon: bool = True
 
     @property
     def applied_time(self) -> QueryTime | None:
@@ -264,6 +269,8 @@ def recall(
     inside the similarity band)."""
     understood = request.applied_time
     filters = request.filters if understood is None else _within(request.filters, understood)
+    if request.entity_canon and filters.entities:
+        filters = entities.resolve_filters(conn, vault.for_read(conn, request.dataset), filters)
     ranking: dict[str, Any] = {
         "filters": filters,
         "query": request.ranked_query,
@@ -343,3 +350,32 @@ def search(
         events=EventScope(),
     )
     return [r for r in rows if r["similarity"] > 0]
+
+
+def check_entity_reference(value: str) -> str:
+    """An entity named by a request: its id or any name of it."""
+    check_text(value, "entity", MAX_ENTITY_REFERENCE_CHARS)
+    if not normalise_entity(value):
+        raise InvalidArgument(
+            'entity is required: an entity id or a name ("atlas", "project Atlas")',
+            field="entity",
+        )
+    return value.strip()
+
+
+def entity_timeline(
+    conn: Connection,
+    vault: Vault,
+    dataset: str,
+    reference: str,
+    *,
+    after: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> tuple[entities.Entity, list[dict[str, Any]], bool]:
+    """The entity ``reference`` names and a page of the episodes mentioning it, oldest
+    first (see :func:`episodic.store.entities.timeline`)."""
+    key = vault.for_read(conn, dataset)
+    entity_id = entities.find_entity(conn, key, reference, field="entity")
+    entity = entities.get_entity(conn, key, entity_id)
+    page = entities.timeline(conn, key, entity_id, after=after, limit=limit)
+    return entity, [open_row(key, r, "episodes") for r in page.episodes], page.more

@@ -37,6 +37,7 @@ def event_filters(filters: RecallFilters, scope: EventScope) -> EventFilters:
         as_of=filters.as_of,
         thread_ids=tuple(filters.thread_ids),
         entities=tuple(filters.entities),
+        entity_groups=filters.entity_groups,
         event_type=filters.event_type,
         actor=scope.actor,
     )

@@ -195,6 +195,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             filters=filters,
             understanding=domain.read_time(query, as_of, request.literal_query),
             events=_event_scope(request),
+            entity_canon=not request.exact_entities,
         )
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
@@ -286,6 +287,42 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             )
         return pb.ListEpisodesResponse(
             episodes=[convert.episode(r) for r in rows], next_page_token=token
+        )
+
+    def EntityTimeline(
+        self, request: pb.EntityTimelineRequest, context: grpc.ServicerContext
+    ) -> pb.EntityTimelineResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        reference = domain.check_entity_reference(request.entity)
+        limit = page_size(
+            request.page_size, default=domain.TIMELINE_DEFAULT_SIZE, maximum=domain.LIST_MAX_SIZE
+        )
+        filters = {"dataset": dataset, "entity": reference}
+        cursor = decode_page_token(request.page_token, expect=filters)
+        after = None
+        if cursor:
+            try:
+                after = (
+                    datetime.fromisoformat(cursor["at"]),
+                    parse_uuid(cursor["id"], "page_token"),
+                )
+            except (KeyError, TypeError, ValueError, InvalidArgument):
+                raise InvalidArgument("page_token is malformed", field="page_token") from None
+        with _reading(self.engine, context) as conn:
+            entity, rows, more = domain.entity_timeline(
+                conn, self.vault, dataset, reference, after=after, limit=limit
+            )
+        token = ""
+        if more:
+            last = rows[-1]
+            token = encode_page_token(
+                {**filters, "at": last["started_at"].isoformat(), "id": str(last["episode_id"])}
+            )
+        return pb.EntityTimelineResponse(
+            entity=convert.entity(entity),
+            episodes=[convert.episode(r) for r in rows],
+            next_page_token=token,
         )
 
 

@@ -30,7 +30,7 @@ from episodic.providers.types import (
     SummaryRequest,
     speaker_from_metadata,
 )
-from episodic.store import episodes
+from episodic.store import entities, episodes
 from episodic.store.db import is_database_outage
 from episodic.store.recall_index import IndexInput, prepare_episode_index, write_episode_index
 from episodic.store.sql import worker_id
@@ -277,6 +277,7 @@ class Pipeline:
                         prepared = prepare_episode_index(
                             conn, key, index_input(episode, request, result), self.embedder
                         )
+                spellings = normalise_entities(result.entities)
                 with self.engine.begin() as conn:
                     status = episodes.complete(
                         conn,
@@ -285,11 +286,15 @@ class Pipeline:
                         key=key,
                         summary=result.summary,
                         key_learnings=result.key_learnings,
-                        entities=normalise_entities(result.entities),
+                        entities=spellings,
                         event_type=result.event_type,
                         actor=result.actor,
                         embedding=vector,
                     )
+                    if status is not None:
+                        # Merge on write: each spelling joins its canonical entity, in the
+                        # transaction that stores the episode naming it.
+                        entities.record_mentions(conn, key, spellings)
                     if status is not None and prepared is not None:
                         write_episode_index(conn, prepared)
                 if status is None:

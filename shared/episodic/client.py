@@ -53,6 +53,9 @@ from episodic.client_core import (
     DeadlineExceededError,
     Emit,
     EndThreadResult,
+    Entity,
+    EntitySplit,
+    EntityTimelinePage,
     Episode,
     EpisodeFailure,
     EpisodicRpcError,
@@ -101,6 +104,9 @@ __all__ = [
     "DatasetSummary",
     "DeadlineExceededError",
     "EndThreadResult",
+    "Entity",
+    "EntitySplit",
+    "EntityTimelinePage",
     "Episode",
     "EpisodeFailure",
     "EpisodicClient",
@@ -271,6 +277,10 @@ class EpisodicClient(ClientCore):
     list_datasets = _blocking(ops.list_datasets)
     delete_dataset = _blocking(ops.delete_dataset)
     delete_thread = _blocking(ops.delete_thread)
+    list_entities = _blocking(ops.list_entities)
+    merge_entities = _blocking(ops.merge_entities)
+    split_entity = _blocking(ops.split_entity)
+    entity_timeline = _blocking(ops.entity_timeline)
     get_dataset_policy = _blocking(ops.get_dataset_policy)
     set_dataset_policy = _blocking(ops.set_dataset_policy)
     pipeline_status = _blocking(ops.pipeline_status)

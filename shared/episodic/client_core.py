@@ -41,7 +41,7 @@ from episodic.endpoints import address_from_env
 from episodic.tls import channel_credentials
 from episodic.v1 import admin_service_pb2 as admin_pb2
 from episodic.v1 import admin_service_pb2_grpc as admin_grpc
-from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2
+from episodic.v1 import entity_pb2, episode_pb2, ingest_service_pb2, recall_service_pb2
 from episodic.v1 import ingest_service_pb2_grpc as ingest_grpc
 from episodic.v1 import recall_service_pb2_grpc as recall_grpc
 from episodic.v1 import scheduler_service_pb2 as scheduler_pb2
@@ -671,6 +671,45 @@ class ErasureReceipt:
             api_keys_scrubbed=m.api_keys_scrubbed,
             digest=m.digest,
         )
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A canonical entity of a dataset: its name, every spelling it was met under
+    (``aliases``: (alias, episodes mentioning it), the most mentioned first) and how many
+    current episodes mention it."""
+
+    entity_id: str
+    name: str
+    aliases: list[tuple[str, int]]
+    episode_count: int
+    created_at: datetime | None
+
+    @classmethod
+    def from_proto(cls, m: entity_pb2.Entity) -> Entity:
+        """Builds it from the wire message."""
+        return cls(
+            entity_id=m.entity_id,
+            name=m.name,
+            aliases=[(a.alias, a.episode_count) for a in m.aliases],
+            episode_count=m.episode_count,
+            created_at=_time(m, "created_at"),
+        )
+
+
+@dataclass(frozen=True)
+class EntitySplit:
+    """What SplitEntity left: the new entity and what remains of the old one."""
+
+    split_off: Entity
+    remaining: Entity
+
+
+@dataclass(frozen=True)
+class EntityTimelinePage(Page["Episode"]):
+    """A page of the episodes mentioning ``entity``, oldest first."""
+
+    entity: Entity | None = None
 
 
 @dataclass(frozen=True)
@@ -1361,6 +1400,7 @@ def recall(
     literal_query: bool = False,
     actor: str | None = None,
     exclude_events: bool = False,
+    exact_entities: bool = False,
     timeout: float | None = None,
 ) -> Flow[RecallResult]:
     """The dataset's most relevant current episodes, best first.
@@ -1375,7 +1415,8 @@ def recall(
     Time in the query is understood ("2 days ago", "in July", "our third session"; see
     ``result.understanding``) unless ``literal_query``. Events (``episode.kind ==
     "event"``) come back beside summaries; ``actor`` keeps only the events of that actor,
-    ``exclude_events`` leaves events out.
+    ``exclude_events`` leaves events out. ``entities`` match every alias of the entity
+    ("atlas" finds "project Atlas") unless ``exact_entities``.
     """
     request = recall_service_pb2.RecallRequest(
         dataset=dataset,
@@ -1388,6 +1429,7 @@ def recall(
         literal_query=literal_query,
         actor=actor or "",
         exclude_events=exclude_events,
+        exact_entities=exact_entities,
     )
     if similarity_weight is not None:
         request.similarity_weight = similarity_weight
@@ -1476,6 +1518,34 @@ def search_episodes(
         timeout,
     )
     return [ScoredEpisode.from_proto(e) for e in answer.episodes]
+
+
+def entity_timeline(
+    core: ClientCore,
+    dataset: str,
+    entity: str,
+    *,
+    page_size: int = 0,
+    page_token: str = "",
+    timeout: float | None = None,
+) -> Flow[EntityTimelinePage]:
+    """Everything about one entity, in order: a page of the current episodes mentioning it
+    under any alias, oldest first. ``entity`` is its id or any name of it ("atlas", "the
+    Atlas project"); NotFoundError when the dataset has no such entity."""
+    answer = yield from call(
+        core,
+        "recall",
+        "EntityTimeline",
+        recall_service_pb2.EntityTimelineRequest(
+            dataset=dataset, entity=entity, page_size=page_size, page_token=page_token
+        ),
+        timeout,
+    )
+    return EntityTimelinePage(
+        [Episode.from_proto(e) for e in answer.episodes],
+        answer.next_page_token,
+        entity=Entity.from_proto(answer.entity),
+    )
 
 
 def get_episode(
@@ -1644,6 +1714,63 @@ def list_datasets(
         ],
         answer.next_page_token,
     )
+
+
+def list_entities(
+    core: ClientCore,
+    dataset: str,
+    *,
+    page_size: int = 0,
+    page_token: str = "",
+    timeout: float | None = None,
+) -> Flow[Page[Entity]]:
+    """One page of a dataset's canonical entities, oldest first, with their aliases and
+    counts (an admin key for the dataset)."""
+    answer = yield from call(
+        core,
+        "admin",
+        "ListEntities",
+        admin_pb2.ListEntitiesRequest(dataset=dataset, page_size=page_size, page_token=page_token),
+        timeout,
+    )
+    return Page([Entity.from_proto(e) for e in answer.entities], answer.next_page_token)
+
+
+def merge_entities(
+    core: ClientCore,
+    dataset: str,
+    into: str,
+    sources: Sequence[str],
+    *,
+    timeout: float | None = None,
+) -> Flow[Entity]:
+    """Merges ``sources`` into ``into`` (each an entity id or any alias): their aliases
+    become ``into``'s. Not retried automatically (a second merge of the same names finds
+    them one entity already and is refused)."""
+    answer = yield from call(
+        core,
+        "admin",
+        "MergeEntities",
+        admin_pb2.MergeEntitiesRequest(dataset=dataset, into=into, sources=list(sources)),
+        timeout,
+        retry=False,
+    )
+    return Entity.from_proto(answer.entity)
+
+
+def split_entity(
+    core: ClientCore, dataset: str, alias: str, *, timeout: float | None = None
+) -> Flow[EntitySplit]:
+    """Splits ``alias`` off its entity into a new entity of its own."""
+    answer = yield from call(
+        core,
+        "admin",
+        "SplitEntity",
+        admin_pb2.SplitEntityRequest(dataset=dataset, alias=alias),
+        timeout,
+        retry=False,
+    )
+    return EntitySplit(Entity.from_proto(answer.split_off), Entity.from_proto(answer.remaining))
 
 
 def delete_dataset(

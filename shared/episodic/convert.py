@@ -10,7 +10,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from episodic.errors import InvalidArgument
-from episodic.v1 import admin_service_pb2, episode_pb2
+from episodic.v1 import admin_service_pb2, entity_pb2, episode_pb2
 
 ROLE_TO_PROTO = {
     "system": episode_pb2.ROLE_SYSTEM,
@@ -217,4 +217,18 @@ def audit_event(row: Mapping[Any, Any]) -> admin_service_pb2.AuditEvent:
         dataset=row["dataset"] or "",
         target=row["target"] or "",
         details=struct(row["details"]),
+    )
+
+
+def entity(value: Any) -> entity_pb2.Entity:
+    """A canonical entity (:class:`episodic.store.entities.Entity`, opened)."""
+    return entity_pb2.Entity(
+        entity_id=str(value.entity_id),
+        name=value.name,
+        aliases=[
+            entity_pb2.EntityAlias(alias=alias, episode_count=count)
+            for alias, count in value.aliases
+        ],
+        episode_count=value.episode_count,
+        created_at=ts(value.created_at),
     )

@@ -23,7 +23,8 @@ from google.protobuf.descriptor import MethodDescriptor
 from sqlalchemy import Engine, text
 
 from episodic.access import Role, Rule, rule_of
-from episodic.store import erasure, keys
+from episodic.store import entities, erasure, keys
+from episodic.testing.keys import test_vault as vault_of_tests
 from episodic.v1 import (
     admin_service_pb2,
     episode_pb2,
@@ -46,6 +47,9 @@ DATASET_A = "tenant_a/alice"
 DATASET_B = "tenant_b/bob"
 SECRET_A = "A-ONLY-51c2e8"  # words only dataset A ever said
 SECRET_B = "B-ONLY-7f3a9c"  # words only dataset B ever said
+# Dataset A's entities: "atlas" is an alias of "project atlas" (SplitEntity splits it off),
+# "orion" is merged into "pro tier" (MergeEntities), "project atlas" has a timeline.
+ENTITIES_A = ["atlas", "orion", "pro tier", "project atlas"]
 
 
 def all_methods() -> list[MethodDescriptor]:
@@ -95,7 +99,13 @@ def _mint(engine: Engine, role: Role, datasets: list[str], **kw: Any) -> str:
 
 def _world(engine: Engine) -> World:
     with engine.begin() as conn:
-        a = make_episode(conn, DATASET_A, [f"{SECRET_A}: we agreed on the Pro tier at $29"])
+        a = make_episode(
+            conn,
+            DATASET_A,
+            [f"{SECRET_A}: we agreed on the Pro tier at $29"],
+            entities=ENTITIES_A,
+        )
+        entities.record_mentions(conn, vault_of_tests().for_write(conn, DATASET_A), ENTITIES_A)
         b = make_episode(conn, DATASET_B, [f"{SECRET_B}: my bank details are private"])
     world = World(str(a.thread_id), str(a.episode_id), str(b.thread_id), str(b.episode_id))
     for role in (Role.READER, Role.WRITER, Role.ADMIN):
@@ -148,6 +158,14 @@ def _request(method: MethodDescriptor, world: World, *, thread: str, episode: st
             request.key = world.throwaway_keys[0]  # revoked only by the right-key call
         elif method.name == "RecordEvent" and name in ("actor", "event_type", "summary"):
             setattr(request, name, {"actor": "agent", "event_type": "decision"}.get(name, "x"))
+        elif name == "into":
+            request.into = "pro tier"
+        elif name == "sources":
+            request.sources.append("orion")
+        elif name == "alias":
+            request.alias = "atlas"
+        elif name == "entity":
+            request.entity = "project atlas"
     return request
 
 

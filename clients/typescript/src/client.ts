@@ -43,6 +43,7 @@ import type {
   MessageReceipt,
   NewMessage as NewMessageProto,
 } from "./gen/episodic/v1/ingest_service_pb.js";
+import type { Entity } from "./gen/episodic/v1/entity_pb.js";
 import { RecallInclude, RecallService } from "./gen/episodic/v1/recall_service_pb.js";
 import type { QueryUnderstanding } from "./gen/episodic/v1/recall_service_pb.js";
 import type { RecallRequestSchema } from "./gen/episodic/v1/recall_service_pb.js";
@@ -162,6 +163,11 @@ export interface Page<T> extends Iterable<T> {
   nextPageToken: string;
 }
 
+/** A page of the episodes mentioning `entity` (with its aliases), oldest first. */
+export interface EntityTimelinePage extends Page<Episode> {
+  entity?: Entity;
+}
+
 export type EpisodeStatusName = "pending" | "processing" | "completed" | "failed" | "archived";
 
 export interface CreateThreadOptions extends CallOpts {
@@ -193,8 +199,11 @@ export interface RecallOptions extends CallOpts {
   /** Only episodes whose span starts at or before this time. */
   until?: Date;
   threadIds?: string[];
-  /** All must be present (normalised like stored entities). */
+  /** All must be present; each matches every alias of its entity ("atlas" finds
+   * "project Atlas") unless `exactEntities`. */
   entities?: string[];
+  /** Match `entities` by their exact (normalised) spelling only. */
+  exactEntities?: boolean;
   eventType?: string;
   /** Rank as if it were this time (nothing that ended later is returned). */
   asOf?: Date;
@@ -726,6 +735,7 @@ export class EpisodicClient {
       contextEpisodes: options.limit ?? 0,
       threadIds: [...(options.threadIds ?? [])],
       entities: [...(options.entities ?? [])],
+      exactEntities: options.exactEntities ?? false,
       eventType: options.eventType ?? "",
       similarityWeight: options.similarityWeight,
       recencyWeight: options.recencyWeight,
@@ -784,6 +794,27 @@ export class EpisodicClient {
       pageToken = p.nextPageToken;
       if (!pageToken) return;
     }
+  }
+
+  /** Everything about one entity, in order: a page of the current episodes mentioning it
+   * under any alias, oldest first. `entity` is its id or any name of it ("atlas"). */
+  async entityTimeline(
+    dataset: string,
+    entity: string,
+    options: PageOptions = {},
+  ): Promise<EntityTimelinePage> {
+    const answer = await this.call(
+      "recall",
+      "EntityTimeline",
+      (c, o) =>
+        c.entityTimeline(
+          { dataset, entity, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+          o,
+        ),
+      options,
+      true,
+    );
+    return { ...page(answer.episodes, answer.nextPageToken), entity: answer.entity };
   }
 
   /** Current episodes matching `query` by text alone (no recency), best first. */

@@ -33,6 +33,7 @@ export {
 export type { Episode, Message, ScoredEpisode, Thread } from "./gen/episodic/v1/episode_pb.js";
 export type { EndThreadResponse, MessageReceipt } from "./gen/episodic/v1/ingest_service_pb.js";
 export type { QueryUnderstanding, SessionOrdinal, TimeExpression } from "./gen/episodic/v1/recall_service_pb.js";
+export type { Entity, EntityAlias } from "./gen/episodic/v1/entity_pb.js";
 export type { RunSweepResponse } from "./gen/episodic/v1/scheduler_service_pb.js";
 export type {
   EpisodeError,

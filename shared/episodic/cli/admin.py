@@ -265,6 +265,90 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------- entities
+
+
+def _entity_line(entity: Any) -> list[Any]:
+    aliases = ", ".join(f"{a} ({n})" for a, n in entity.aliases)
+    return [entity.entity_id, entity.name, entity.episode_count, aliases]
+
+
+_ENTITY_HEADERS = ("ENTITY", "NAME", "EPISODES", "ALIASES (EPISODES)")
+
+
+def cmd_entities_list(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        page = client.list_entities(
+            args.dataset, page_size=args.limit, page_token=args.page_token or ""
+        )
+    if args.json:
+        print_json(page)
+        return 0
+    print(table([_entity_line(e) for e in page.items], _ENTITY_HEADERS))
+    if page.next_page_token:
+        print(f"\nmore: --page-token {page.next_page_token}")
+    return 0
+
+
+def cmd_entities_merge(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        merged = client.merge_entities(args.dataset, args.into, args.sources)
+    if args.json:
+        print_json(merged)
+    else:
+        print(table([_entity_line(merged)], _ENTITY_HEADERS))
+    return 0
+
+
+def cmd_entities_split(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        split = client.split_entity(args.dataset, args.alias)
+    if args.json:
+        print_json(split)
+    else:
+        print(
+            table([_entity_line(split.split_off), _entity_line(split.remaining)], _ENTITY_HEADERS)
+        )
+    return 0
+
+
+def cmd_entities_timeline(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        page = client.entity_timeline(
+            args.dataset, args.entity, page_size=args.limit, page_token=args.page_token or ""
+        )
+    if args.json:
+        print_json(page)
+        return 0
+    if page.entity is not None:
+        print(
+            f"{page.entity.name} ({page.entity.entity_id}): {page.entity.episode_count} episode(s)"
+        )
+    print(table(episode_rows(page.items), EPISODE_HEADERS))
+    if page.next_page_token:
+        print(f"\nmore: --page-token {page.next_page_token}")
+    return 0
+
+
+def cmd_entities_backfill(args: argparse.Namespace) -> int:
+    from episodic.config import get_settings
+    from episodic.store import entities
+    from episodic.store.vault import make_vault
+
+    engine = _keys_database(args)
+    try:
+        settings = get_settings()
+        vault = make_vault(settings.privacy, data_dir=settings.database.data_dir)
+        done = entities.backfill(engine, vault, dataset=args.dataset)
+    finally:
+        engine.dispose()
+    print(
+        f"filed the entities of {done.episodes} episode(s) of {done.datasets} dataset(s) "
+        f"({done.spellings} spelling(s)); re-running changes nothing"
+    )
+    return 0
+
+
 def register(groups: CommandGroups) -> None:
     """Adds the admin commands."""
     common = connection_options()
@@ -327,3 +411,29 @@ def register(groups: CommandGroups) -> None:
     )
     p.set_defaults(func=guarded(cmd_keys_revoke))
     p.add_argument("key", metavar="KEY_OR_PREFIX")
+
+    ents = groups.add(GROUP, "entities", "a dataset's entities: list, merge, split, timeline")
+    nsub = ents.add_subparsers(dest="entities_command", required=True, metavar="ACTION")
+    p = add(nsub, "list", cmd_entities_list, "a dataset's entities with aliases and counts")
+    p.add_argument("dataset")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--page-token")
+    p = add(nsub, "merge", cmd_entities_merge, "merge entities into one (admin)")
+    p.add_argument("dataset")
+    p.add_argument("into", help="the entity that remains: its id or any alias")
+    p.add_argument("sources", nargs="+", help="entities merged into it: ids or aliases")
+    p = add(nsub, "split", cmd_entities_split, "split an alias off into its own entity (admin)")
+    p.add_argument("dataset")
+    p.add_argument("alias")
+    p = add(nsub, "timeline", cmd_entities_timeline, "every episode about an entity, in order")
+    p.add_argument("dataset")
+    p.add_argument("entity", help="its id or any of its names")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--page-token")
+    p = nsub.add_parser(
+        "backfill",
+        parents=[database],
+        help="file existing episodes' entities in the canon (idempotent; needs the keyring)",
+    )
+    p.set_defaults(func=guarded(cmd_entities_backfill))
+    p.add_argument("--dataset", help="one dataset (default: all)")

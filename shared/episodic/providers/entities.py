@@ -25,6 +25,30 @@ the function idempotent by construction):
 Nothing is translated between the spaced and the colon form: ``project atlas`` and
 ``project:atlas`` stay different keys; writers should pick one (the extractive summariser
 writes ``project atlas``; the ``kind:#id`` form is used for ids such as ``invoice:#42``).
+
+**Match keys** (:func:`entity_match_key`) are coarser: the entity canon
+(:mod:`episodic.store.entities`) files every spelling with the same match key under one
+canonical entity, so "project Atlas", "Atlas project", "the Atlas project" and "atlas" are
+one entity. Applied to a normalised spelling, in this order:
+
+a. ``kind:value`` forms and spellings starting with ``#``, ``@`` or a currency sign are
+   their own key (an id is exact).
+b. Hyphens and underscores between words become spaces (``atlas-web`` = ``atlas web``).
+c. A leading article (``the``, ``a``, ``an``) is dropped.
+d. A possessive ``'s`` (or a bare trailing ``'``) at the very end is dropped
+   (``atlas's`` = ``atlas``); inside the name it stays ("alex's team" is not Alex).
+e. Generic head nouns are dropped from either end — ``project``, ``team``, ``company``,
+   ``corp``, ``corporation``, ``inc``, ``ltd``, ``llc`` (and their plurals) — when what
+   remains holds a letter, no possessive and does not begin or end with a connector
+   ("project 2" and "team 2" stay apart, as do "alex's team" and "alex", and "Team of
+   Rivals" keeps its team).
+f. Names joined by ``and`` or ``&`` are put in order: "Mark and Josh" = "Josh & Mark"
+   (the same pair, listed either way).
+
+It is deliberately conservative: no stemming (names end in s: Atlas, James), no prefixes or
+edit distance ("alex" and "alexandra" stay two entities until an admin merges them), and
+``ticket``, ``invoice`` and ``issue`` are not generic (``ticket #42`` and ``invoice #42``
+are different things).
 """
 
 from __future__ import annotations
@@ -33,7 +57,13 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["KIND_WORDS", "normalise_entities", "normalise_entity"]
+__all__ = [
+    "GENERIC_HEAD_NOUNS",
+    "KIND_WORDS",
+    "entity_match_key",
+    "normalise_entities",
+    "normalise_entity",
+]
 
 #: Words that name the kind of an entity; "<name> <kind>" is rewritten to "<kind> <name>".
 KIND_WORDS: frozenset[str] = frozenset({"project", "ticket", "invoice", "issue"})
@@ -106,3 +136,54 @@ def normalise_entity(entity: str) -> str:
 def normalise_entities(entities: Iterable[str]) -> list[str]:
     """Normalises every entity and returns them sorted, unique, without empty strings."""
     return sorted({n for n in (normalise_entity(e) for e in entities) if n})
+
+
+#: Words that say what sort of thing a name is, not which one: dropped from match keys.
+GENERIC_HEAD_NOUNS: frozenset[str] = frozenset(
+    {"project", "team", "company", "corp", "corporation", "inc", "ltd", "llc"}
+    | {"projects", "teams", "companies"}
+)
+_ARTICLES = frozenset({"the", "a", "an"})
+_CONNECTORS = frozenset({"and", "&", "of", "for", "or"})
+_JOINERS = re.compile(r"(?<=\w)[-_](?=\w)")
+_EXACT_LEADING = frozenset("#@$€£¥")
+
+
+def _is_possessive(word: str) -> bool:
+    return word.endswith(("'s", "'")) and len(word) > 2
+
+
+def entity_match_key(spelling: str) -> str:
+    """The key under which the canon files ``spelling`` (see the module docstring, rules
+    a–f). Takes any spelling (normalises it first); idempotent; ``""`` for nothing."""
+    s = normalise_entity(spelling)
+    if not s or ":" in s or s[0] in _EXACT_LEADING:
+        return s
+    words = _JOINERS.sub(" ", s).split()
+    if len(words) > 1 and words[0] in _ARTICLES:
+        words = words[1:]
+    if words and _is_possessive(words[-1]):
+        last = words[-1][:-2] if words[-1].endswith("'s") else words[-1][:-1]
+        words = [*words[:-1], last] if last else words[:-1]
+
+    def droppable(rest: list[str]) -> bool:
+        # "Team of Rivals", "team and x": the noun is part of a longer name, not its kind.
+        return (
+            bool(rest)
+            and any(ch.isalpha() for w in rest for ch in w)
+            and not any(_is_possessive(w) for w in rest)
+            and rest[0] not in _CONNECTORS
+            and rest[-1] not in _CONNECTORS
+        )
+
+    while len(words) > 1 and words[0] in GENERIC_HEAD_NOUNS and droppable(words[1:]):
+        words = words[1:]
+    while len(words) > 1 and words[-1] in GENERIC_HEAD_NOUNS and droppable(words[:-1]):
+        words = words[:-1]
+    if len(words) > 1 and words[0] in _ARTICLES:  # "project the atlas" → "the atlas" → "atlas"
+        words = words[1:]
+    joined = " ".join("and" if w == "&" else w for w in words)
+    parts = joined.split(" and ")
+    if len(parts) > 1 and all(parts):
+        return " and ".join(sorted(parts))
+    return " ".join(words)

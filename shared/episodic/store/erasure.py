@@ -3,7 +3,9 @@
 What goes (every table holding a dataset's rows; tests/privacy scans the whole schema to
 prove it): the dataset's events (with their thread, or with the dataset); the threads; their messages (content, metadata, idempotency keys); episodes of
 every status (summaries, key learnings, entities, embeddings, lexical documents); message
-chunks (embeddings and lexical vectors); facts; timers. For a dataset also its row in
+chunks (embeddings and lexical vectors); facts; timers; the entity canon's rows (for a
+thread: the aliases no remaining episode mentions, and entities left without one — see
+:func:`episodic.store.entities.forget_unmentioned`). For a dataset also its row in
 ``datasets`` — the only copy of its data key, so copies of its sealed rows in backups or
 WAL archives become unreadable (crypto-erasure). Audit events that named the dataset or an
 erased thread or episode keep the fact of the action but name a pseudonym instead
@@ -48,7 +50,7 @@ from sqlalchemy import Connection, Engine, text
 
 from episodic import metrics
 from episodic.errors import Aborted, NotFound
-from episodic.store import audit, events
+from episodic.store import audit, entities, events
 
 __all__ = [
     "ERASED_TABLES",
@@ -72,6 +74,9 @@ ERASED_TABLES = (
     "episodes",
     "scheduled_episodes",
     "threads",
+    "entity_keys",
+    "entity_aliases",
+    "entities",
     "datasets",
 )
 # A sliced table's key within a thread (its rows are picked by an index on thread_id).
@@ -332,6 +337,8 @@ def erase_dataset(
             with engine.begin() as conn:
                 receipt.api_keys_scrubbed = _scrub_keys(conn, dataset)
                 receipt.audit_events_pseudonymised = _pseudonymise_audit(conn, dataset, targets)
+                for table, identities in entities.erase_dataset_canon(conn, dataset).items():
+                    receipt.record(table, identities)
                 gone = conn.execute(
                     text("DELETE FROM datasets WHERE dataset = :d RETURNING key_id"),
                     {"d": dataset},
@@ -374,6 +381,7 @@ def erase_thread(
     )
     targets = [str(thread_id), *_erase_one_thread(engine, thread_id, receipt, batch_rows)]
     with engine.begin() as conn:
+        receipt.record("entity_aliases", entities.forget_unmentioned(conn, dataset))
         receipt.audit_events_pseudonymised = _pseudonymise_audit(conn, None, targets)
         receipt.finished_at = _now(conn)
         receipt.seal()
@@ -394,8 +402,20 @@ def erase_threads(
 ) -> None:
     """Erases ``thread_ids`` into ``receipt`` (retention purges); the audit log keeps
     referring to them (a purge is policy, not a request to forget)."""
+    if not thread_ids:
+        return
+    with engine.connect() as conn:
+        touched = sorted(
+            conn.execute(
+                text("SELECT DISTINCT dataset FROM threads WHERE thread_id = ANY(:t)"),
+                {"t": thread_ids},
+            ).scalars()
+        )
     for thread_id in thread_ids:
         _erase_one_thread(engine, thread_id, receipt, batch_rows)
+    for dataset in touched:  # names only the purged threads used go with them
+        with engine.begin() as conn:
+            receipt.record("entity_aliases", entities.forget_unmentioned(conn, dataset))
 
 
 def resume_stalled(engine: Engine, *, actor: str, batch_rows: int) -> list[Receipt]:

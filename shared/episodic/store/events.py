@@ -40,8 +40,16 @@ from sqlalchemy import Connection, Engine, RowMapping, text
 from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import AlreadyExists, NotFound
 from episodic.providers.entities import normalise_entities
+from episodic.store import entities as canon
 from episodic.store.recall_index import blind_vectors, query_tokens
-from episodic.store.recall_queries import BAND_EXPONENT, BM25_B, BM25_K1, LEXICAL_SHARE
+from episodic.store.recall_queries import (
+    BAND_EXPONENT,
+    BM25_B,
+    BM25_K1,
+    LEXICAL_SHARE,
+    entity_clauses,
+    entity_params,
+)
 from episodic.store.vault import Vault, open_row
 
 __all__ = [
@@ -91,6 +99,8 @@ class EventFilters:
     as_of: datetime | None = None
     thread_ids: Sequence[uuid.UUID] = ()
     entities: Sequence[str] = ()
+    #: The entities resolved by the canon (store/entities.py), as in RecallFilters.
+    entity_groups: Sequence[Sequence[str]] | None = None
     event_type: str | None = None
     actor: str | None = None
 
@@ -205,6 +215,9 @@ def record_event(conn: Connection, vault: Vault, event: NewEvent) -> tuple[dict[
         },
     ).scalar()
     if inserted is not None:
+        # Its names join the dataset's entity canon, so an entity filter that resolves
+        # "atlas" to every alias finds the event as it finds episodes.
+        canon.record_mentions(conn, key, entities)
         row = _select_one(conn, event.dataset, "ev.event_id = :id", {"id": new_id})
         return open_row(key, row, "events"), True
     # A conflict: the same idempotency key, or (classifier) the same turn.
@@ -234,7 +247,8 @@ def record_event(conn: Connection, vault: Vault, event: NewEvent) -> tuple[dict[
 
 # ---- recall --------------------------------------------------------------------------------
 
-_CANDIDATES = """
+_CANDIDATES = (
+    """
     SELECT ev.event_id, ev.occurred_at, ev.embedding,
            coalesce(ev.search_vector, ''::tsvector) AS tsv,
            greatest(coalesce(ev.search_length, 1), 1)::float8 AS dl
@@ -244,10 +258,12 @@ _CANDIDATES = """
       AND (CAST(:since AS timestamptz) IS NULL OR ev.occurred_at >= CAST(:since AS timestamptz))
       AND (CAST(:until AS timestamptz) IS NULL OR ev.occurred_at <= CAST(:until AS timestamptz))
       AND (CAST(:thread_ids AS uuid[]) IS NULL OR ev.thread_id = ANY(CAST(:thread_ids AS uuid[])))
-      AND (CAST(:entities AS text[]) IS NULL OR ev.entity_tokens @> CAST(:entities AS text[]))
+    """
+    + entity_clauses("ev")
+    + """
       AND (CAST(:event_type AS text) IS NULL OR ev.event_type = CAST(:event_type AS text))
-      AND (CAST(:actor AS text) IS NULL OR ev.actor_token = CAST(:actor AS text))
-"""
+      AND (CAST(:actor AS text) IS NULL OR ev.actor_token = CAST(:actor AS text))"""
+)
 
 # A lexeme as a quoted tsquery operand (quoted as recall_queries quotes it).
 _QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"""
@@ -358,7 +374,7 @@ def rank_events(
         "since": filters.since,
         "until": filters.until,
         "thread_ids": list(filters.thread_ids) or None,
-        "entities": sorted({key.token(e) for e in filters.entities}) or None,
+        **entity_params(key, filters.entities, filters.entity_groups),
         "event_type": filters.event_type,
         "actor": actor_token(key, filters.actor) if filters.actor else None,
         "ws": float(similarity_weight),
@@ -474,7 +490,7 @@ def purge_expired(engine: Engine, default_days: int | None, now: datetime | None
     purged = 0
     for dataset, days in policies:
         with engine.begin() as conn:
-            purged += conn.execute(
+            gone = conn.execute(
                 text(
                     "DELETE FROM events WHERE dataset = :d AND thread_id IS NULL "
                     "AND occurred_at < coalesce(CAST(:now AS timestamptz), now()) "
@@ -482,6 +498,9 @@ def purge_expired(engine: Engine, default_days: int | None, now: datetime | None
                 ),
                 {"d": dataset, "days": days, "now": now},
             ).rowcount
+            if gone:  # names only the purged events used go with them
+                canon.forget_unmentioned(conn, dataset)
+            purged += gone
     return purged
 
 

@@ -35,6 +35,7 @@ index of the schema is not used.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,9 @@ class RecallFilters:
     until: datetime | None = None  # the episode's span starts at or before this
     thread_ids: Sequence[uuid.UUID] = field(default_factory=tuple)
     entities: Sequence[str] = field(default_factory=tuple)  # all of these (normalised)
+    #: The entities resolved by the canon (store/entities.py): per entity, the blind tokens
+    #: of all its aliases, any of which matches. None: match ``entities`` spelled exactly.
+    entity_groups: Sequence[Sequence[str]] | None = None
     event_type: str | None = None
     as_of: datetime | None = None  # nothing that ended after it; recency measured from it
 
@@ -90,14 +94,42 @@ def _filter_params(key: DatasetKey, filters: RecallFilters) -> dict[str, object]
         "since": filters.since,
         "until": filters.until,
         "thread_ids": list(filters.thread_ids) or None,
-        # Stored entities are blind tokens (episodes.entity_tokens).
-        "entities": sorted({key.token(e) for e in filters.entities}) or None,
+        **entity_params(key, filters.entities, filters.entity_groups),
         "event_type": filters.event_type,
         "as_of": filters.as_of,
     }
 
 
-_CANDIDATES = """
+def entity_params(
+    key: DatasetKey, entities: Sequence[str], entity_groups: Sequence[Sequence[str]] | None
+) -> dict[str, object]:
+    """Stored entities are blind tokens (``entity_tokens`` of episodes and events). Entities
+    with one spelling are all required (``@>``, the GIN index); each with several (resolved
+    by the canon) needs any one of them. Parameters of ``entity_clauses``."""
+    groups = entity_groups
+    if groups is None:
+        groups = [[key.token(e)] for e in entities]
+    single = sorted({g[0] for g in groups if len(g) == 1})
+    several = [sorted(g) for g in groups if len(g) > 1]
+    return {
+        "entities": single or None,
+        "entity_any": several[0] if several else None,
+        "entity_groups": json.dumps(several[1:]) if len(several) > 1 else None,
+    }
+
+
+def entity_clauses(alias: str) -> str:
+    """The entity filter on ``alias.entity_tokens`` (parameters from ``entity_params``)."""
+    return f"""
+      AND (CAST(:entities AS text[]) IS NULL OR {alias}.entity_tokens @> CAST(:entities AS text[]))
+      AND (CAST(:entity_any AS text[]) IS NULL OR {alias}.entity_tokens && CAST(:entity_any AS text[]))
+      AND (CAST(:entity_groups AS jsonb) IS NULL OR NOT EXISTS (
+            SELECT 1 FROM jsonb_array_elements(CAST(:entity_groups AS jsonb)) g
+            WHERE NOT {alias}.entity_tokens && ARRAY(SELECT jsonb_array_elements_text(g))))"""
+
+
+_CANDIDATES = (
+    """
     SELECT e.episode_id, e.thread_id, e.end_sequence, e.ended_at, e.embedding,
            e.search_vector, e.search_length
     FROM episodes e
@@ -106,9 +138,11 @@ _CANDIDATES = """
       AND (CAST(:since AS timestamptz) IS NULL OR e.ended_at >= CAST(:since AS timestamptz))
       AND (CAST(:until AS timestamptz) IS NULL OR e.started_at <= CAST(:until AS timestamptz))
       AND (CAST(:thread_ids AS uuid[]) IS NULL OR e.thread_id = ANY(CAST(:thread_ids AS uuid[])))
-      AND (CAST(:entities AS text[]) IS NULL OR e.entity_tokens @> CAST(:entities AS text[]))
-      AND (CAST(:event_type AS text) IS NULL OR e.event_type = CAST(:event_type AS text))
-"""
+    """
+    + entity_clauses("e")
+    + """
+      AND (CAST(:event_type AS text) IS NULL OR e.event_type = CAST(:event_type AS text))"""
+)
 
 # A lexeme as a quoted tsquery operand ('it''s', backslashes doubled), so OR-ing the query's
 # lexemes never re-parses or re-stems them.

@@ -72,6 +72,7 @@ SEALED_COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
         "actor": ("text", "events.actor"),
         "thread_label": ("text", "threads.label"),
     },
+    "entity_aliases": {"alias": ("text", "entity_aliases.alias")},
 }
 
 #: How long a reader trusts the key id it read for a dataset. Only matters when a dataset

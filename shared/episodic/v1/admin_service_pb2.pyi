@@ -1,6 +1,7 @@
 import datetime
 
 from episodic.v1 import access_pb2 as _access_pb2
+from episodic.v1 import entity_pb2 as _entity_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -251,3 +252,53 @@ class SetDatasetPolicyResponse(_message.Message):
     POLICY_FIELD_NUMBER: _ClassVar[int]
     policy: DatasetPolicy
     def __init__(self, policy: _Optional[_Union[DatasetPolicy, _Mapping]] = ...) -> None: ...
+
+class ListEntitiesRequest(_message.Message):
+    __slots__ = ("dataset", "page_size", "page_token")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    page_size: int
+    page_token: str
+    def __init__(self, dataset: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListEntitiesResponse(_message.Message):
+    __slots__ = ("entities", "next_page_token")
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    entities: _containers.RepeatedCompositeFieldContainer[_entity_pb2.Entity]
+    next_page_token: str
+    def __init__(self, entities: _Optional[_Iterable[_Union[_entity_pb2.Entity, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class MergeEntitiesRequest(_message.Message):
+    __slots__ = ("dataset", "into", "sources")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    INTO_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    into: str
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, dataset: _Optional[str] = ..., into: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MergeEntitiesResponse(_message.Message):
+    __slots__ = ("entity",)
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    entity: _entity_pb2.Entity
+    def __init__(self, entity: _Optional[_Union[_entity_pb2.Entity, _Mapping]] = ...) -> None: ...
+
+class SplitEntityRequest(_message.Message):
+    __slots__ = ("dataset", "alias")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    ALIAS_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    alias: str
+    def __init__(self, dataset: _Optional[str] = ..., alias: _Optional[str] = ...) -> None: ...
+
+class SplitEntityResponse(_message.Message):
+    __slots__ = ("split_off", "remaining")
+    SPLIT_OFF_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    split_off: _entity_pb2.Entity
+    remaining: _entity_pb2.Entity
+    def __init__(self, split_off: _Optional[_Union[_entity_pb2.Entity, _Mapping]] = ..., remaining: _Optional[_Union[_entity_pb2.Entity, _Mapping]] = ...) -> None: ...

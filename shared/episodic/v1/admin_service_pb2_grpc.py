@@ -81,6 +81,21 @@ class AdminServiceStub:
                 request_serializer=episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyResponse.FromString,
                 _registered_method=True)
+        self.ListEntities = channel.unary_unary(
+                '/episodic.v1.AdminService/ListEntities',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.ListEntitiesRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.ListEntitiesResponse.FromString,
+                _registered_method=True)
+        self.MergeEntities = channel.unary_unary(
+                '/episodic.v1.AdminService/MergeEntities',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.MergeEntitiesRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.MergeEntitiesResponse.FromString,
+                _registered_method=True)
+        self.SplitEntity = channel.unary_unary(
+                '/episodic.v1.AdminService/SplitEntity',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.SplitEntityRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.SplitEntityResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -157,6 +172,31 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEntities(self, request, context):
+        """Pages through a dataset's canonical entities (oldest first) with their aliases and
+        how many current episodes mention each.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MergeEntities(self, request, context):
+        """Merges entities into one: every alias of `sources` becomes an alias of `into`, and
+        entity filters and timelines of any of them then find the episodes of all. Audited.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SplitEntity(self, request, context):
+        """Splits one alias off its entity into a new entity of its own (for two different
+        things the normalisation rules or a merge put together). FAILED_PRECONDITION when it is
+        the entity's only alias. Audited.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -204,6 +244,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.SetDatasetPolicy,
                     request_deserializer=episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyResponse.SerializeToString,
+            ),
+            'ListEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntities,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.ListEntitiesRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.ListEntitiesResponse.SerializeToString,
+            ),
+            'MergeEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeEntities,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.MergeEntitiesRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.MergeEntitiesResponse.SerializeToString,
+            ),
+            'SplitEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.SplitEntity,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.SplitEntityRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.SplitEntityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -451,6 +506,87 @@ class AdminService:
             '/episodic.v1.AdminService/SetDatasetPolicy',
             episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyRequest.SerializeToString,
             episodic_dot_v1_dot_admin__service__pb2.SetDatasetPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/ListEntities',
+            episodic_dot_v1_dot_admin__service__pb2.ListEntitiesRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.ListEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/MergeEntities',
+            episodic_dot_v1_dot_admin__service__pb2.MergeEntitiesRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.MergeEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SplitEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/SplitEntity',
+            episodic_dot_v1_dot_admin__service__pb2.SplitEntityRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.SplitEntityResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,11 @@ class RecallServiceStub:
                 request_serializer=episodic_dot_v1_dot_recall__service__pb2.GetEpisodeRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_recall__service__pb2.GetEpisodeResponse.FromString,
                 _registered_method=True)
+        self.EntityTimeline = channel.unary_unary(
+                '/episodic.v1.RecallService/EntityTimeline',
+                request_serializer=episodic_dot_v1_dot_recall__service__pb2.EntityTimelineRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_recall__service__pb2.EntityTimelineResponse.FromString,
+                _registered_method=True)
 
 
 class RecallServiceServicer:
@@ -95,6 +100,14 @@ class RecallServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EntityTimeline(self, request, context):
+        """Everything about one entity, in order: the dataset's current episodes that mention it
+        under any of its aliases, oldest first, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RecallServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -117,6 +130,11 @@ def add_RecallServiceServicer_to_server(servicer, server):
                     servicer.GetEpisode,
                     request_deserializer=episodic_dot_v1_dot_recall__service__pb2.GetEpisodeRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_recall__service__pb2.GetEpisodeResponse.SerializeToString,
+            ),
+            'EntityTimeline': grpc.unary_unary_rpc_method_handler(
+                    servicer.EntityTimeline,
+                    request_deserializer=episodic_dot_v1_dot_recall__service__pb2.EntityTimelineRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_recall__service__pb2.EntityTimelineResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -229,6 +247,33 @@ class RecallService:
             '/episodic.v1.RecallService/GetEpisode',
             episodic_dot_v1_dot_recall__service__pb2.GetEpisodeRequest.SerializeToString,
             episodic_dot_v1_dot_recall__service__pb2.GetEpisodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EntityTimeline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.RecallService/EntityTimeline',
+            episodic_dot_v1_dot_recall__service__pb2.EntityTimelineRequest.SerializeToString,
+            episodic_dot_v1_dot_recall__service__pb2.EntityTimelineResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -150,6 +150,17 @@ describe("the whole loop against episodic up", { skip: skipReason(), timeout: 30
     assert.ok(past.startsWith(`Past conversation 1 (${ended.toISOString().slice(0, 10)}):\n`));
   });
 
+  it("finds the episode on the entity's timeline, under another spelling", async () => {
+    const entity = episode.entities.find((e) => e.includes("corolla"));
+    assert.ok(entity, `an entity about the Corolla in ${JSON.stringify(episode.entities)}`);
+    const timeline = await memory.entityTimeline(dataset, entity.toUpperCase());
+    log(`entityTimeline(${dataset}, ${entity.toUpperCase()}) → ${timeline.items.length} episode(s) of ${timeline.entity?.name}`);
+    assert.deepEqual(timeline.items.map((e) => e.episodeId), [episode.episodeId]);
+    assert.equal(timeline.entity?.name, entity);
+    const filtered = await memory.recall(dataset, undefined, { entities: [entity] });
+    assert.equal(filtered.episodes[0]?.episode?.episodeId, episode.episodeId);
+  });
+
   it("renders exactly like the Python SDK (same recall, same as-of)", async (t) => {
     // Three days (and a minute, as Dates drop the timestamp's microseconds) after the
     // episode ended: "3 days ago" on both sides. Recall with as_of in the future ranks as of

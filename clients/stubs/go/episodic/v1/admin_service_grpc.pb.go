@@ -41,6 +41,16 @@ type AdminServiceClient interface {
 	GetDatasetPolicy(ctx context.Context, in *GetDatasetPolicyRequest, opts ...grpc.CallOption) (*GetDatasetPolicyResponse, error)
 	// Sets a dataset's retention and compaction policy (unset fields: the global default).
 	SetDatasetPolicy(ctx context.Context, in *SetDatasetPolicyRequest, opts ...grpc.CallOption) (*SetDatasetPolicyResponse, error)
+	// Pages through a dataset's canonical entities (oldest first) with their aliases and
+	// how many current episodes mention each.
+	ListEntities(ctx context.Context, in *ListEntitiesRequest, opts ...grpc.CallOption) (*ListEntitiesResponse, error)
+	// Merges entities into one: every alias of `sources` becomes an alias of `into`, and
+	// entity filters and timelines of any of them then find the episodes of all. Audited.
+	MergeEntities(ctx context.Context, in *MergeEntitiesRequest, opts ...grpc.CallOption) (*MergeEntitiesResponse, error)
+	// Splits one alias off its entity into a new entity of its own (for two different
+	// things the normalisation rules or a merge put together). FAILED_PRECONDITION when it is
+	// the entity's only alias. Audited.
+	SplitEntity(ctx context.Context, in *SplitEntityRequest, opts ...grpc.CallOption) (*SplitEntityResponse, error)
 }
 
 type adminServiceClient struct {
@@ -132,6 +142,33 @@ func (c *adminServiceClient) SetDatasetPolicy(ctx context.Context, in *SetDatase
 	return out, nil
 }
 
+func (c *adminServiceClient) ListEntities(ctx context.Context, in *ListEntitiesRequest, opts ...grpc.CallOption) (*ListEntitiesResponse, error) {
+	out := new(ListEntitiesResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.AdminService/ListEntities", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) MergeEntities(ctx context.Context, in *MergeEntitiesRequest, opts ...grpc.CallOption) (*MergeEntitiesResponse, error) {
+	out := new(MergeEntitiesResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.AdminService/MergeEntities", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SplitEntity(ctx context.Context, in *SplitEntityRequest, opts ...grpc.CallOption) (*SplitEntityResponse, error) {
+	out := new(SplitEntityResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.AdminService/SplitEntity", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility
@@ -160,6 +197,16 @@ type AdminServiceServer interface {
 	GetDatasetPolicy(context.Context, *GetDatasetPolicyRequest) (*GetDatasetPolicyResponse, error)
 	// Sets a dataset's retention and compaction policy (unset fields: the global default).
 	SetDatasetPolicy(context.Context, *SetDatasetPolicyRequest) (*SetDatasetPolicyResponse, error)
+	// Pages through a dataset's canonical entities (oldest first) with their aliases and
+	// how many current episodes mention each.
+	ListEntities(context.Context, *ListEntitiesRequest) (*ListEntitiesResponse, error)
+	// Merges entities into one: every alias of `sources` becomes an alias of `into`, and
+	// entity filters and timelines of any of them then find the episodes of all. Audited.
+	MergeEntities(context.Context, *MergeEntitiesRequest) (*MergeEntitiesResponse, error)
+	// Splits one alias off its entity into a new entity of its own (for two different
+	// things the normalisation rules or a merge put together). FAILED_PRECONDITION when it is
+	// the entity's only alias. Audited.
+	SplitEntity(context.Context, *SplitEntityRequest) (*SplitEntityResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -193,6 +240,15 @@ func (UnimplementedAdminServiceServer) GetDatasetPolicy(context.Context, *GetDat
 }
 func (UnimplementedAdminServiceServer) SetDatasetPolicy(context.Context, *SetDatasetPolicyRequest) (*SetDatasetPolicyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetDatasetPolicy not implemented")
+}
+func (UnimplementedAdminServiceServer) ListEntities(context.Context, *ListEntitiesRequest) (*ListEntitiesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListEntities not implemented")
+}
+func (UnimplementedAdminServiceServer) MergeEntities(context.Context, *MergeEntitiesRequest) (*MergeEntitiesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MergeEntities not implemented")
+}
+func (UnimplementedAdminServiceServer) SplitEntity(context.Context, *SplitEntityRequest) (*SplitEntityResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SplitEntity not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 
@@ -369,6 +425,60 @@ func _AdminService_SetDatasetPolicy_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListEntities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEntitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListEntities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.AdminService/ListEntities",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListEntities(ctx, req.(*ListEntitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_MergeEntities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeEntitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).MergeEntities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.AdminService/MergeEntities",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).MergeEntities(ctx, req.(*MergeEntitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SplitEntity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SplitEntityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SplitEntity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.AdminService/SplitEntity",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SplitEntity(ctx, req.(*SplitEntityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _AdminService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "episodic.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
@@ -408,6 +518,18 @@ var _AdminService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetDatasetPolicy",
 			Handler:    _AdminService_SetDatasetPolicy_Handler,
+		},
+		{
+			MethodName: "ListEntities",
+			Handler:    _AdminService_ListEntities_Handler,
+		},
+		{
+			MethodName: "MergeEntities",
+			Handler:    _AdminService_MergeEntities_Handler,
+		},
+		{
+			MethodName: "SplitEntity",
+			Handler:    _AdminService_SplitEntity_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -29,6 +29,9 @@ type RecallServiceClient interface {
 	// only: an event is whole in the Recall and ListEpisodes answers that name it, and an
 	// event id is NOT_FOUND here.
 	GetEpisode(ctx context.Context, in *GetEpisodeRequest, opts ...grpc.CallOption) (*GetEpisodeResponse, error)
+	// Everything about one entity, in order: the dataset's current episodes that mention it
+	// under any of its aliases, oldest first, paged.
+	EntityTimeline(ctx context.Context, in *EntityTimelineRequest, opts ...grpc.CallOption) (*EntityTimelineResponse, error)
 }
 
 type recallServiceClient struct {
@@ -75,6 +78,15 @@ func (c *recallServiceClient) GetEpisode(ctx context.Context, in *GetEpisodeRequ
 	return out, nil
 }
 
+func (c *recallServiceClient) EntityTimeline(ctx context.Context, in *EntityTimelineRequest, opts ...grpc.CallOption) (*EntityTimelineResponse, error) {
+	out := new(EntityTimelineResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.RecallService/EntityTimeline", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RecallServiceServer is the server API for RecallService service.
 // All implementations must embed UnimplementedRecallServiceServer
 // for forward compatibility
@@ -91,6 +103,9 @@ type RecallServiceServer interface {
 	// only: an event is whole in the Recall and ListEpisodes answers that name it, and an
 	// event id is NOT_FOUND here.
 	GetEpisode(context.Context, *GetEpisodeRequest) (*GetEpisodeResponse, error)
+	// Everything about one entity, in order: the dataset's current episodes that mention it
+	// under any of its aliases, oldest first, paged.
+	EntityTimeline(context.Context, *EntityTimelineRequest) (*EntityTimelineResponse, error)
 	mustEmbedUnimplementedRecallServiceServer()
 }
 
@@ -109,6 +124,9 @@ func (UnimplementedRecallServiceServer) SearchEpisodes(context.Context, *SearchE
 }
 func (UnimplementedRecallServiceServer) GetEpisode(context.Context, *GetEpisodeRequest) (*GetEpisodeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetEpisode not implemented")
+}
+func (UnimplementedRecallServiceServer) EntityTimeline(context.Context, *EntityTimelineRequest) (*EntityTimelineResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method EntityTimeline not implemented")
 }
 func (UnimplementedRecallServiceServer) mustEmbedUnimplementedRecallServiceServer() {}
 
@@ -195,6 +213,24 @@ func _RecallService_GetEpisode_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RecallService_EntityTimeline_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EntityTimelineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RecallServiceServer).EntityTimeline(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.RecallService/EntityTimeline",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RecallServiceServer).EntityTimeline(ctx, req.(*EntityTimelineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _RecallService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "episodic.v1.RecallService",
 	HandlerType: (*RecallServiceServer)(nil),
@@ -214,6 +250,10 @@ var _RecallService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetEpisode",
 			Handler:    _RecallService_GetEpisode_Handler,
+		},
+		{
+			MethodName: "EntityTimeline",
+			Handler:    _RecallService_EntityTimeline_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -298,6 +298,99 @@ public final class AdminServiceGrpc {
     return getSetDatasetPolicyMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.ListEntitiesRequest,
+      episodic.v1.AdminServiceOuterClass.ListEntitiesResponse> getListEntitiesMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListEntities",
+      requestType = episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.class,
+      responseType = episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.ListEntitiesRequest,
+      episodic.v1.AdminServiceOuterClass.ListEntitiesResponse> getListEntitiesMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.ListEntitiesRequest, episodic.v1.AdminServiceOuterClass.ListEntitiesResponse> getListEntitiesMethod;
+    if ((getListEntitiesMethod = AdminServiceGrpc.getListEntitiesMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getListEntitiesMethod = AdminServiceGrpc.getListEntitiesMethod) == null) {
+          AdminServiceGrpc.getListEntitiesMethod = getListEntitiesMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.AdminServiceOuterClass.ListEntitiesRequest, episodic.v1.AdminServiceOuterClass.ListEntitiesResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListEntities"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("ListEntities"))
+              .build();
+        }
+      }
+    }
+    return getListEntitiesMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest,
+      episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse> getMergeEntitiesMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "MergeEntities",
+      requestType = episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.class,
+      responseType = episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest,
+      episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse> getMergeEntitiesMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest, episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse> getMergeEntitiesMethod;
+    if ((getMergeEntitiesMethod = AdminServiceGrpc.getMergeEntitiesMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getMergeEntitiesMethod = AdminServiceGrpc.getMergeEntitiesMethod) == null) {
+          AdminServiceGrpc.getMergeEntitiesMethod = getMergeEntitiesMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest, episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "MergeEntities"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("MergeEntities"))
+              .build();
+        }
+      }
+    }
+    return getMergeEntitiesMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.SplitEntityRequest,
+      episodic.v1.AdminServiceOuterClass.SplitEntityResponse> getSplitEntityMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "SplitEntity",
+      requestType = episodic.v1.AdminServiceOuterClass.SplitEntityRequest.class,
+      responseType = episodic.v1.AdminServiceOuterClass.SplitEntityResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.SplitEntityRequest,
+      episodic.v1.AdminServiceOuterClass.SplitEntityResponse> getSplitEntityMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.SplitEntityRequest, episodic.v1.AdminServiceOuterClass.SplitEntityResponse> getSplitEntityMethod;
+    if ((getSplitEntityMethod = AdminServiceGrpc.getSplitEntityMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getSplitEntityMethod = AdminServiceGrpc.getSplitEntityMethod) == null) {
+          AdminServiceGrpc.getSplitEntityMethod = getSplitEntityMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.AdminServiceOuterClass.SplitEntityRequest, episodic.v1.AdminServiceOuterClass.SplitEntityResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "SplitEntity"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.AdminServiceOuterClass.SplitEntityRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.AdminServiceOuterClass.SplitEntityResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("SplitEntity"))
+              .build();
+        }
+      }
+    }
+    return getSplitEntityMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -446,6 +539,40 @@ public final class AdminServiceGrpc {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getSetDatasetPolicyMethod(), responseObserver);
     }
 
+    /**
+     * <pre>
+     * Pages through a dataset's canonical entities (oldest first) with their aliases and
+     * how many current episodes mention each.
+     * </pre>
+     */
+    public void listEntities(episodic.v1.AdminServiceOuterClass.ListEntitiesRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.ListEntitiesResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListEntitiesMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Merges entities into one: every alias of `sources` becomes an alias of `into`, and
+     * entity filters and timelines of any of them then find the episodes of all. Audited.
+     * </pre>
+     */
+    public void mergeEntities(episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getMergeEntitiesMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Splits one alias off its entity into a new entity of its own (for two different
+     * things the normalisation rules or a merge put together). FAILED_PRECONDITION when it is
+     * the entity's only alias. Audited.
+     * </pre>
+     */
+    public void splitEntity(episodic.v1.AdminServiceOuterClass.SplitEntityRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.SplitEntityResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getSplitEntityMethod(), responseObserver);
+    }
+
     @java.lang.Override public final io.grpc.ServerServiceDefinition bindService() {
       return io.grpc.ServerServiceDefinition.builder(getServiceDescriptor())
           .addMethod(
@@ -511,6 +638,27 @@ public final class AdminServiceGrpc {
                 episodic.v1.AdminServiceOuterClass.SetDatasetPolicyRequest,
                 episodic.v1.AdminServiceOuterClass.SetDatasetPolicyResponse>(
                   this, METHODID_SET_DATASET_POLICY)))
+          .addMethod(
+            getListEntitiesMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.AdminServiceOuterClass.ListEntitiesRequest,
+                episodic.v1.AdminServiceOuterClass.ListEntitiesResponse>(
+                  this, METHODID_LIST_ENTITIES)))
+          .addMethod(
+            getMergeEntitiesMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest,
+                episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse>(
+                  this, METHODID_MERGE_ENTITIES)))
+          .addMethod(
+            getSplitEntityMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.AdminServiceOuterClass.SplitEntityRequest,
+                episodic.v1.AdminServiceOuterClass.SplitEntityResponse>(
+                  this, METHODID_SPLIT_ENTITY)))
           .build();
     }
   }
@@ -637,6 +785,43 @@ public final class AdminServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getSetDatasetPolicyMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * Pages through a dataset's canonical entities (oldest first) with their aliases and
+     * how many current episodes mention each.
+     * </pre>
+     */
+    public void listEntities(episodic.v1.AdminServiceOuterClass.ListEntitiesRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.ListEntitiesResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListEntitiesMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Merges entities into one: every alias of `sources` becomes an alias of `into`, and
+     * entity filters and timelines of any of them then find the episodes of all. Audited.
+     * </pre>
+     */
+    public void mergeEntities(episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getMergeEntitiesMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Splits one alias off its entity into a new entity of its own (for two different
+     * things the normalisation rules or a merge put together). FAILED_PRECONDITION when it is
+     * the entity's only alias. Audited.
+     * </pre>
+     */
+    public void splitEntity(episodic.v1.AdminServiceOuterClass.SplitEntityRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.SplitEntityResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getSplitEntityMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -751,6 +936,40 @@ public final class AdminServiceGrpc {
     public episodic.v1.AdminServiceOuterClass.SetDatasetPolicyResponse setDatasetPolicy(episodic.v1.AdminServiceOuterClass.SetDatasetPolicyRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getSetDatasetPolicyMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Pages through a dataset's canonical entities (oldest first) with their aliases and
+     * how many current episodes mention each.
+     * </pre>
+     */
+    public episodic.v1.AdminServiceOuterClass.ListEntitiesResponse listEntities(episodic.v1.AdminServiceOuterClass.ListEntitiesRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListEntitiesMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Merges entities into one: every alias of `sources` becomes an alias of `into`, and
+     * entity filters and timelines of any of them then find the episodes of all. Audited.
+     * </pre>
+     */
+    public episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse mergeEntities(episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getMergeEntitiesMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Splits one alias off its entity into a new entity of its own (for two different
+     * things the normalisation rules or a merge put together). FAILED_PRECONDITION when it is
+     * the entity's only alias. Audited.
+     * </pre>
+     */
+    public episodic.v1.AdminServiceOuterClass.SplitEntityResponse splitEntity(episodic.v1.AdminServiceOuterClass.SplitEntityRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getSplitEntityMethod(), getCallOptions(), request);
     }
   }
 
@@ -876,6 +1095,43 @@ public final class AdminServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getSetDatasetPolicyMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * Pages through a dataset's canonical entities (oldest first) with their aliases and
+     * how many current episodes mention each.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.AdminServiceOuterClass.ListEntitiesResponse> listEntities(
+        episodic.v1.AdminServiceOuterClass.ListEntitiesRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListEntitiesMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Merges entities into one: every alias of `sources` becomes an alias of `into`, and
+     * entity filters and timelines of any of them then find the episodes of all. Audited.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse> mergeEntities(
+        episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getMergeEntitiesMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Splits one alias off its entity into a new entity of its own (for two different
+     * things the normalisation rules or a merge put together). FAILED_PRECONDITION when it is
+     * the entity's only alias. Audited.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.AdminServiceOuterClass.SplitEntityResponse> splitEntity(
+        episodic.v1.AdminServiceOuterClass.SplitEntityRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getSplitEntityMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_CREATE_API_KEY = 0;
@@ -887,6 +1143,9 @@ public final class AdminServiceGrpc {
   private static final int METHODID_DELETE_THREAD = 6;
   private static final int METHODID_GET_DATASET_POLICY = 7;
   private static final int METHODID_SET_DATASET_POLICY = 8;
+  private static final int METHODID_LIST_ENTITIES = 9;
+  private static final int METHODID_MERGE_ENTITIES = 10;
+  private static final int METHODID_SPLIT_ENTITY = 11;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -940,6 +1199,18 @@ public final class AdminServiceGrpc {
         case METHODID_SET_DATASET_POLICY:
           serviceImpl.setDatasetPolicy((episodic.v1.AdminServiceOuterClass.SetDatasetPolicyRequest) request,
               (io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.SetDatasetPolicyResponse>) responseObserver);
+          break;
+        case METHODID_LIST_ENTITIES:
+          serviceImpl.listEntities((episodic.v1.AdminServiceOuterClass.ListEntitiesRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.ListEntitiesResponse>) responseObserver);
+          break;
+        case METHODID_MERGE_ENTITIES:
+          serviceImpl.mergeEntities((episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse>) responseObserver);
+          break;
+        case METHODID_SPLIT_ENTITY:
+          serviceImpl.splitEntity((episodic.v1.AdminServiceOuterClass.SplitEntityRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.SplitEntityResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -1011,6 +1282,9 @@ public final class AdminServiceGrpc {
               .addMethod(getDeleteThreadMethod())
               .addMethod(getGetDatasetPolicyMethod())
               .addMethod(getSetDatasetPolicyMethod())
+              .addMethod(getListEntitiesMethod())
+              .addMethod(getMergeEntitiesMethod())
+              .addMethod(getSplitEntityMethod())
               .build();
         }
       }

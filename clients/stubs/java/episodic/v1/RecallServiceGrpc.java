@@ -143,6 +143,37 @@ public final class RecallServiceGrpc {
     return getGetEpisodeMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.EntityTimelineRequest,
+      episodic.v1.RecallServiceOuterClass.EntityTimelineResponse> getEntityTimelineMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "EntityTimeline",
+      requestType = episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.class,
+      responseType = episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.EntityTimelineRequest,
+      episodic.v1.RecallServiceOuterClass.EntityTimelineResponse> getEntityTimelineMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.EntityTimelineRequest, episodic.v1.RecallServiceOuterClass.EntityTimelineResponse> getEntityTimelineMethod;
+    if ((getEntityTimelineMethod = RecallServiceGrpc.getEntityTimelineMethod) == null) {
+      synchronized (RecallServiceGrpc.class) {
+        if ((getEntityTimelineMethod = RecallServiceGrpc.getEntityTimelineMethod) == null) {
+          RecallServiceGrpc.getEntityTimelineMethod = getEntityTimelineMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.RecallServiceOuterClass.EntityTimelineRequest, episodic.v1.RecallServiceOuterClass.EntityTimelineResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "EntityTimeline"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new RecallServiceMethodDescriptorSupplier("EntityTimeline"))
+              .build();
+        }
+      }
+    }
+    return getEntityTimelineMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -239,6 +270,17 @@ public final class RecallServiceGrpc {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getGetEpisodeMethod(), responseObserver);
     }
 
+    /**
+     * <pre>
+     * Everything about one entity, in order: the dataset's current episodes that mention it
+     * under any of its aliases, oldest first, paged.
+     * </pre>
+     */
+    public void entityTimeline(episodic.v1.RecallServiceOuterClass.EntityTimelineRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.EntityTimelineResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getEntityTimelineMethod(), responseObserver);
+    }
+
     @java.lang.Override public final io.grpc.ServerServiceDefinition bindService() {
       return io.grpc.ServerServiceDefinition.builder(getServiceDescriptor())
           .addMethod(
@@ -269,6 +311,13 @@ public final class RecallServiceGrpc {
                 episodic.v1.RecallServiceOuterClass.GetEpisodeRequest,
                 episodic.v1.RecallServiceOuterClass.GetEpisodeResponse>(
                   this, METHODID_GET_EPISODE)))
+          .addMethod(
+            getEntityTimelineMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.RecallServiceOuterClass.EntityTimelineRequest,
+                episodic.v1.RecallServiceOuterClass.EntityTimelineResponse>(
+                  this, METHODID_ENTITY_TIMELINE)))
           .build();
     }
   }
@@ -338,6 +387,18 @@ public final class RecallServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getGetEpisodeMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * Everything about one entity, in order: the dataset's current episodes that mention it
+     * under any of its aliases, oldest first, paged.
+     * </pre>
+     */
+    public void entityTimeline(episodic.v1.RecallServiceOuterClass.EntityTimelineRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.EntityTimelineResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getEntityTimelineMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -400,6 +461,17 @@ public final class RecallServiceGrpc {
     public episodic.v1.RecallServiceOuterClass.GetEpisodeResponse getEpisode(episodic.v1.RecallServiceOuterClass.GetEpisodeRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getGetEpisodeMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Everything about one entity, in order: the dataset's current episodes that mention it
+     * under any of its aliases, oldest first, paged.
+     * </pre>
+     */
+    public episodic.v1.RecallServiceOuterClass.EntityTimelineResponse entityTimeline(episodic.v1.RecallServiceOuterClass.EntityTimelineRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getEntityTimelineMethod(), getCallOptions(), request);
     }
   }
 
@@ -468,12 +540,25 @@ public final class RecallServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getGetEpisodeMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * Everything about one entity, in order: the dataset's current episodes that mention it
+     * under any of its aliases, oldest first, paged.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.RecallServiceOuterClass.EntityTimelineResponse> entityTimeline(
+        episodic.v1.RecallServiceOuterClass.EntityTimelineRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getEntityTimelineMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_RECALL = 0;
   private static final int METHODID_LIST_EPISODES = 1;
   private static final int METHODID_SEARCH_EPISODES = 2;
   private static final int METHODID_GET_EPISODE = 3;
+  private static final int METHODID_ENTITY_TIMELINE = 4;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -507,6 +592,10 @@ public final class RecallServiceGrpc {
         case METHODID_GET_EPISODE:
           serviceImpl.getEpisode((episodic.v1.RecallServiceOuterClass.GetEpisodeRequest) request,
               (io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.GetEpisodeResponse>) responseObserver);
+          break;
+        case METHODID_ENTITY_TIMELINE:
+          serviceImpl.entityTimeline((episodic.v1.RecallServiceOuterClass.EntityTimelineRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.EntityTimelineResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -573,6 +662,7 @@ public final class RecallServiceGrpc {
               .addMethod(getListEpisodesMethod())
               .addMethod(getSearchEpisodesMethod())
               .addMethod(getGetEpisodeMethod())
+              .addMethod(getEntityTimelineMethod())
               .build();
         }
       }
