@@ -40,3 +40,7 @@ def test_vault(encrypt: bool = True) -> Vault:
     """A vault over :func:`keyring_file`: ``encrypt`` decides whether datasets it
     registers get a data key."""
     return Vault(LocalKeyring.load(keyring_file()), encrypt=encrypt)
+
+
+# A helper, not a test: modules that import it by name must not have pytest collect it.
+test_vault.__test__ = False  # type: ignore[attr-defined]
