@@ -183,7 +183,7 @@ def create_thread(
             text(
                 "INSERT INTO threads (thread_id, dataset, label, metadata) "
                 "VALUES (:id, :dataset, :label, :metadata) "
-                "ON CONFLICT (thread_id) DO NOTHING RETURNING *"
+                "ON CONFLICT (dataset, thread_id) DO NOTHING RETURNING *"
             ),
             {
                 "id": thread_id or uuid.uuid4(),
@@ -318,9 +318,9 @@ def add_messages(
         new_rows = list(
             conn.execute(
                 text(
-                    "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
-                    "idempotency_key) "
-                    "SELECT :id, u.seq, u.role, u.content, u.meta, "
+                    "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
+                    "created_at, idempotency_key) "
+                    "SELECT :dataset, :id, u.seq, u.role, u.content, u.meta, "
                     "coalesce(u.created_at, now()), u.ikey "
                     "FROM unnest(CAST(:seqs AS bigint[]), CAST(:roles AS text[]), "
                     "CAST(:contents AS bytea[]), CAST(:metas AS bytea[]), "
@@ -329,6 +329,7 @@ def add_messages(
                     "RETURNING sequence, idempotency_key, created_at, received_at"
                 ),
                 {
+                    "dataset": thread["dataset"],
                     "id": thread_id,
                     "seqs": list(range(first, last + 1)),
                     "roles": [m.role for m in to_store],

@@ -103,7 +103,7 @@ def record_activity(
             "trace_context, created_at, updated_at) "
             f"SELECT thread_id, dataset, {NOW} + :interval, 'inactivity', "
             "CAST(:trace AS jsonb), now(), now() FROM threads WHERE thread_id = :id "
-            "ON CONFLICT (thread_id) DO UPDATE SET "
+            "ON CONFLICT (dataset, thread_id) DO UPDATE SET "
             # An owed explicit episode keeps its deadline unless it is being fired right now
             # (then the firing captures up to some message and the rest waits for idleness).
             "fire_at = CASE WHEN s.trigger = 'explicit' AND s.claimed_at IS NULL "
@@ -153,7 +153,7 @@ def record_thread_started(
             "AND t.last_sequence > t.captured_sequence "
             # One lock order for every multi-row timer writer (no deadlocks between them).
             "ORDER BY t.thread_id "
-            "ON CONFLICT (thread_id) DO UPDATE SET fire_at = excluded.fire_at, "
+            "ON CONFLICT (dataset, thread_id) DO UPDATE SET fire_at = excluded.fire_at, "
             "trigger = 'new_thread', updated_at = excluded.updated_at "
             "WHERE s.claimed_at IS NULL AND s.fire_at > excluded.fire_at "
             "RETURNING s.thread_id"
@@ -356,7 +356,7 @@ def catch_up(
             "  CASE WHEN owed THEN 'explicit' ELSE 'inactivity' END, "
             "  now(), now() "
             "FROM cand ORDER BY thread_id "
-            "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id"
+            "ON CONFLICT (dataset, thread_id) DO NOTHING RETURNING thread_id"
         ),
         {"interval": settings.auto_episode_interval, "now": now, "limit": limit},
     ).all()

@@ -58,6 +58,20 @@ class DatabaseSettings(BaseSettings):
         "provider of another dimension is refused at startup.",
     )
 
+    database_partitions: int = Field(
+        default=8,
+        ge=1,
+        le=1024,
+        description="Hash partitions per dataset table (partitioned by `dataset`). Fixed when "
+        "`episodic migrate` first reaches revision 0010; later changes need a rebuild.",
+    )
+    database_read_url: str | None = Field(
+        default=None,
+        description="Optional URL of a streaming replica (hot standby) for Recall and the "
+        "admin reads; writes always go to EPISODIC_DATABASE_URL. A replica lags: read your "
+        "own writes from the primary (see README, Read replicas).",
+    )
+
     def sqlalchemy_url(self) -> str:
         if not self.database_url:
             raise RuntimeError(
