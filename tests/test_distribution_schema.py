@@ -196,38 +196,47 @@ def _fill(engine: Engine) -> None:
     vector = "[" + ",".join(["0.1"] * DIM) + "]"
     with engine.begin() as conn:
         for statement in (
-            "INSERT INTO datasets (dataset) SELECT 'ds-' || d FROM generate_series(1, 3) d; "
-            "INSERT INTO threads (thread_id, dataset, label, last_sequence, captured_sequence, "
-            "  last_message_at) "
-            "SELECT md5('t' || i)::uuid, 'ds-' || (1 + i % 3), "
-            "  '\\x00'::bytea || convert_to('label ' || i, 'UTF8'), 6, 4, now() "
-            "FROM generate_series(1, 30) i; "
-            "INSERT INTO messages (thread_id, sequence, role, content, created_at, "
-            "  idempotency_key) "
-            "SELECT t.thread_id, s, 'user', '\\x00'::bytea || convert_to('m' || s, 'UTF8'), "
-            "  now(), CASE WHEN s = 1 THEN 'k' END "
-            "FROM threads t, generate_series(1, 6) s; "
-            "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at) "
-            "SELECT thread_id, dataset, now() FROM threads; "
-            "INSERT INTO episodes (episode_id, thread_id, dataset, trigger, start_sequence, "
-            "  end_sequence, message_count, started_at, ended_at, status, embedding) "
-            "SELECT md5('e' || t.thread_id || w)::uuid, t.thread_id, t.dataset, 'explicit', "
-            "  1 + 2 * w, 2 + 2 * w, 2, now(), now(), "
-            "  CASE WHEN w = 1 THEN 'completed' ELSE 'archived' END, CAST(:v AS vector) "
-            "FROM threads t, generate_series(0, 1) w; "
-            "INSERT INTO facts (episode_id, thread_id, dataset, statement, statement_token, "
-            "  source_sequence, stated_at) "
-            "SELECT episode_id, thread_id, dataset, '\\x00'::bytea || convert_to('f', 'UTF8'), "
-            "  'f', start_sequence, now() FROM episodes; "
-            "INSERT INTO message_chunks (thread_id, start_sequence, end_sequence, dataset, "
-            "  embedding, search_vector, search_length) "
-            "SELECT thread_id, 1, 2, dataset, CAST(:v AS vector), to_tsvector('simple', 'a b'), "
-            "  2 FROM threads; "
-            "INSERT INTO leases (name, holder, expires_at) VALUES ('sweep', 'x', now()); "
-            "INSERT INTO api_keys (key_id, prefix, secret_hash, role, datasets) "
-            "VALUES (gen_random_uuid(), 'ek_x', '\\x00', 'reader', '{ds-1}'); "
-            "INSERT INTO audit_events (key_prefix, action, dataset) VALUES ('ek_x', 'a', 'ds-1')"
-        ).split("; "):
+            "INSERT INTO datasets (dataset) SELECT 'ds-' || d FROM generate_series(1, 3) d",
+            (
+                "INSERT INTO threads (thread_id, dataset, label, last_sequence, "
+                "captured_sequence, last_message_at) SELECT md5('t' || i)::uuid, 'ds-' || (1 + i "
+                "% 3), '\\x00'::bytea || convert_to('label ' || i, 'UTF8'), 6, 4, now() FROM "
+                "generate_series(1, 30) i"
+            ),
+            (
+                "INSERT INTO messages (thread_id, sequence, role, content, created_at, "
+                "idempotency_key) SELECT t.thread_id, s, 'user', '\\x00'::bytea || convert_to('m' "
+                "|| s, 'UTF8'), now(), CASE WHEN s = 1 THEN 'k' END FROM threads t, "
+                "generate_series(1, 6) s"
+            ),
+            (
+                "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at) SELECT thread_id, "
+                "dataset, now() FROM threads"
+            ),
+            (
+                "INSERT INTO episodes (episode_id, thread_id, dataset, trigger, start_sequence, "
+                "end_sequence, message_count, started_at, ended_at, status, embedding) SELECT "
+                "md5('e' || t.thread_id || w)::uuid, t.thread_id, t.dataset, 'explicit', 1 + 2 * "
+                "w, 2 + 2 * w, 2, now(), now(), CASE WHEN w = 1 THEN 'completed' ELSE 'archived' "
+                "END, CAST(:v AS vector) FROM threads t, generate_series(0, 1) w"
+            ),
+            (
+                "INSERT INTO facts (episode_id, thread_id, dataset, statement, statement_token, "
+                "source_sequence, stated_at) SELECT episode_id, thread_id, dataset, '\\x00'::bytea"
+                " || convert_to('f', 'UTF8'), 'f', start_sequence, now() FROM episodes"
+            ),
+            (
+                "INSERT INTO message_chunks (thread_id, start_sequence, end_sequence, dataset, "
+                "embedding, search_vector, search_length) SELECT thread_id, 1, 2, dataset, "
+                "CAST(:v AS vector), to_tsvector('simple', 'a b'), 2 FROM threads"
+            ),
+            "INSERT INTO leases (name, holder, expires_at) VALUES ('sweep', 'x', now())",
+            (
+                "INSERT INTO api_keys (key_id, prefix, secret_hash, role, datasets) VALUES "
+                "(gen_random_uuid(), 'ek_x', '\\x00', 'reader', '{ds-1}')"
+            ),
+            ("INSERT INTO audit_events (key_prefix, action, dataset) VALUES ('ek_x', 'a', 'ds-1')"),
+        ):
             conn.execute(text(statement), {"v": vector} if ":v" in statement else {})
 
 

@@ -80,6 +80,13 @@ class DatabaseSettings(BaseSettings):
             )
         return to_sqlalchemy_url(self.database_url)
 
+    def read_sqlalchemy_url(self) -> str:
+        """Where read-only services read: the replica when EPISODIC_DATABASE_READ_URL is
+        set, else the primary."""
+        if self.database_read_url:
+            return to_sqlalchemy_url(self.database_read_url)
+        return self.sqlalchemy_url()
+
     def libpq_url(self) -> str:
         """The URL as libpq (and psycopg.connect) takes it: ``postgresql://…``."""
         return self.sqlalchemy_url().replace("postgresql+psycopg://", "postgresql://", 1)
