@@ -117,7 +117,9 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
             SELECT to_tsvector('english', string_agg(convert_from(substring(m.content FROM 2), 'UTF8'), E'\\n'
                                              ORDER BY m.sequence)) v,
                    min(m.content) FILTER (WHERE m.sequence = 1) AS first
-            FROM messages m WHERE m.thread_id = md5('t' || i)::uuid
+            FROM messages m
+            WHERE m.dataset = 'ds-' || lpad(mod(i, %(datasets)s)::text, 4, '0')
+              AND m.thread_id = md5('t' || i)::uuid
         ) d
         """,
         {"n": episodes, "datasets": datasets},
@@ -137,7 +139,8 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
             SELECT to_tsvector('english', string_agg(convert_from(substring(m.content FROM 2), 'UTF8'), E'\\n'
                                              ORDER BY m.sequence)) v
             FROM messages m
-            WHERE m.thread_id = e.thread_id AND m.sequence BETWEEN c.s AND c.s + 3
+            WHERE m.dataset = e.dataset AND m.thread_id = e.thread_id
+              AND m.sequence BETWEEN c.s AND c.s + 3
         ) tv
         """
     )

@@ -68,8 +68,8 @@ class DatabaseSettings(BaseSettings):
     database_read_url: str | None = Field(
         default=None,
         description="Optional URL of a streaming replica (hot standby) for Recall and the "
-        "admin reads; writes always go to EPISODIC_DATABASE_URL. A replica lags: read your "
-        "own writes from the primary (see README, Read replicas).",
+        "admin's reporting reads; writes always go to EPISODIC_DATABASE_URL. A replica lags: "
+        "see README, Beyond one database, for the read-your-writes rule.",
     )
 
     def sqlalchemy_url(self) -> str:

@@ -47,6 +47,7 @@ GLOBAL_TABLES = frozenset({"alembic_version", "api_keys", "audit_events", "lease
 # Marks a key this migration widened with `dataset`, so the downgrade narrows only those.
 WIDENED = "episodic 0010: dataset added for distribution"
 DEFAULT_PARTITIONS = 8
+_ROUTING_INDEXES = (("threads", "thread_id"), ("episodes", "episode_id"))
 
 
 def _partitions() -> int:
@@ -279,10 +280,17 @@ def upgrade() -> None:
             continue
         op.execute(f"ALTER TABLE {_q(table)} ADD CONSTRAINT {_q(name)} {_widen('f', definition)}")
         op.execute(f"COMMENT ON CONSTRAINT {_q(name)} ON {_q(table)} IS '{WIDENED}'")
+    # The primary keys now lead with dataset. An RPC that carries only a thread's or an
+    # episode's id finds its dataset through these (one index probe per partition; on
+    # Citus one per shard), then names the dataset in every later statement.
+    for table, column in _ROUTING_INDEXES:
+        op.execute(f"CREATE INDEX {table}_{column}_routing_idx ON {table} ({column})")
 
 
 def downgrade() -> None:
     conn = op.get_bind()
+    for table, column in _ROUTING_INDEXES:
+        op.execute(f"DROP INDEX IF EXISTS {table}_{column}_routing_idx")
     tables = _dataset_tables(conn, "p")
     foreign_keys = _foreign_keys(conn, tables)
     for table, name, _, _ in foreign_keys:
