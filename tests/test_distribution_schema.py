@@ -4,6 +4,7 @@ row."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 
@@ -289,3 +290,46 @@ def test_a_filled_database_moves_to_partitions_and_back_row_for_row(blank_url: s
             assert conn.execute(text("SELECT max(fact_id) FROM facts")).scalar_one() == top + 1
     finally:
         engine.dispose()
+
+
+def test_a_threads_statements_touch_one_partition(engine: Engine) -> None:
+    """AddMessages finds the thread's dataset once (the id lookup probes every partition
+    through the routing index), then every statement names it, so the planner prunes to
+    the one partition that holds the dataset (one shard on Citus)."""
+    from episodic.config import IngestSettings, PrivacySettings
+    from episodic.services.ingest import domain
+    from episodic.store.vault import make_vault
+    from tests.scheduler.test_query_plans import captured
+
+    vault = make_vault(PrivacySettings())
+    with engine.begin() as conn:
+        thread = domain.create_thread(
+            conn, vault, dataset="ds-route", thread_id=None, label="", metadata_json="{}"
+        )
+    with engine.connect() as conn:
+        with captured(conn) as statements:
+            domain.add_messages(
+                conn,
+                vault,
+                thread["thread_id"],
+                [domain.NewMessage("user", "hello", {}, idempotency_key="k1")],
+                IngestSettings(),
+            )
+        conn.rollback()
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        routed = 0
+        for statement, parameters in statements:
+            cursor.execute("EXPLAIN " + statement, parameters)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            partitions = set(re.findall(r"\b(?:threads|messages)_p\d+\b", plan))
+            if statement.lstrip().startswith("INSERT"):
+                assert "dataset" in statement  # a row goes to its dataset's partition
+                routed += 1
+            elif re.search(r"\bdataset = %\(", statement):
+                routed += 1
+                tables = {p.rsplit("_p", 1)[0] for p in partitions}
+                assert len(partitions) == len(tables), f"more than one partition:\n{plan}"
+            else:  # the one lookup by id: every partition, each through an index
+                assert "Index Cond: (thread_id = " in plan, plan
+        conn.rollback()
+    assert routed >= 3  # idempotency check, counter, insert
