@@ -253,7 +253,7 @@ def claim_pending(
             text(
                 f"""
                 WITH due AS (
-                    SELECT episode_id FROM episodes
+                    SELECT dataset, episode_id FROM episodes
                     WHERE status = 'pending'
                       AND next_attempt_at <= {NOW}
                     ORDER BY next_attempt_at, created_at
@@ -264,7 +264,8 @@ def claim_pending(
                 SET status = 'processing', claimed_by = :worker,
                     claimed_at = now(),
                     updated_at = now()
-                FROM due WHERE e.episode_id = due.episode_id AND e.status = 'pending'
+                FROM due WHERE e.dataset = due.dataset AND e.episode_id = due.episode_id
+                  AND e.status = 'pending'
                 RETURNING e.*
                 """
             ),
@@ -282,7 +283,7 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
             text(
                 """
                 WITH due AS (
-                    SELECT episode_id FROM episodes
+                    SELECT dataset, episode_id FROM episodes
                     WHERE semantic_status = 'pending' AND completed_at IS NOT NULL
                       AND status IN ('completed', 'archived')
                     ORDER BY completed_at
@@ -293,7 +294,8 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
                 SET semantic_status = 'processing', semantic_claimed_by = :worker,
                     semantic_claimed_at = now(),
                     updated_at = now()
-                FROM due WHERE e.episode_id = due.episode_id AND e.semantic_status = 'pending'
+                FROM due WHERE e.dataset = due.dataset AND e.episode_id = due.episode_id
+                  AND e.semantic_status = 'pending'
                 RETURNING e.*
                 """
             ),
@@ -527,14 +529,14 @@ def reclaim_orphaned(
     rows = conn.execute(
         text(
             "WITH stale AS ("
-            "  SELECT episode_id FROM episodes "
+            "  SELECT dataset, episode_id FROM episodes "
             f"  WHERE status = 'processing' AND claimed_at < {NOW} - :after "
             "  ORDER BY claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
             "UPDATE episodes e SET retry_count = e.retry_count + 1, "
             "status = CASE WHEN e.retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
             f"error = '{RECLAIM_ERROR}', next_attempt_at = {DUE_NOW}, "
             "claimed_at = NULL, claimed_by = NULL, updated_at = now() "
-            "FROM stale WHERE e.episode_id = stale.episode_id "
+            "FROM stale WHERE e.dataset = stale.dataset AND e.episode_id = stale.episode_id "
             f"AND e.status = 'processing' AND e.claimed_at < {NOW} - :after "
             "RETURNING e.episode_id, e.status"
         ),
@@ -544,14 +546,14 @@ def reclaim_orphaned(
     semantic = conn.execute(
         text(
             "WITH stale AS ("
-            "  SELECT episode_id FROM episodes "
+            "  SELECT dataset, episode_id FROM episodes "
             "  WHERE semantic_status = 'processing' "
             f"  AND semantic_claimed_at < {NOW} - :after "
             "  ORDER BY semantic_claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
             "UPDATE episodes e SET semantic_status = 'pending', "
             f"semantic_error = '{RECLAIM_ERROR}', "
             "semantic_claimed_at = NULL, semantic_claimed_by = NULL, updated_at = now() "
-            "FROM stale WHERE e.episode_id = stale.episode_id "
+            "FROM stale WHERE e.dataset = stale.dataset AND e.episode_id = stale.episode_id "
             "AND e.semantic_status = 'processing' "
             f"AND e.semantic_claimed_at < {NOW} - :after "
             "RETURNING e.episode_id"
