@@ -24,8 +24,12 @@ SELECT create_distributed_table('scheduled_episodes', 'dataset', colocate_with :
 SELECT create_distributed_table('episodes', 'dataset', colocate_with := 'datasets');
 SELECT create_distributed_table('facts', 'dataset', colocate_with := 'datasets');
 SELECT create_distributed_table('message_chunks', 'dataset', colocate_with := 'datasets');
--- Tables added by revisions 0007-0009 (events, entities): one line each, same form, in
--- foreign-key order. This query must return no row before the services start:
+SELECT create_distributed_table('events', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('entities', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('entity_keys', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('entity_aliases', 'dataset', colocate_with := 'datasets');
+-- A table added later gets one line of the same form, in foreign-key order. This query
+-- must return no row before the services start:
 SELECT c.relname AS not_distributed
 FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'dataset'
 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
