@@ -84,17 +84,17 @@ BUMP_SQL = (
     "last_activity_at = now() WHERE thread_id = %s RETURNING last_sequence"
 )
 UNNEST_SQL = (
-    "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
+    "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, created_at, "
     "idempotency_key) "
-    "SELECT %s, u.seq, u.role, u.content, u.meta, "
+    "SELECT 'bench', %s, u.seq, u.role, u.content, u.meta, "
     "coalesce(u.created_at, now()), u.ikey "
     "FROM unnest(CAST(%s AS bigint[]), CAST(%s AS text[]), CAST(%s AS bytea[]), "
     "CAST(%s AS bytea[]), CAST(%s AS timestamptz[]), CAST(%s AS text[])) "
     "AS u(seq, role, content, meta, created_at, ikey) RETURNING *"
 )
 PLAIN_SQL = (
-    "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at) "
-    "VALUES (%s, %s, %s, %s, %s, now())"
+    "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, created_at) "
+    "VALUES ('bench', %s, %s, %s, %s, %s, now())"
 )
 
 #: The bench dataset's key (sealing, as Ingest does; set by main from --encryption).

@@ -83,15 +83,15 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
     # Zipf-ish words: a few are common, most are rare (like real text).
     conn.execute(
         f"""
-        INSERT INTO messages (thread_id, sequence, role, content, created_at)
-        SELECT md5('t' || i)::uuid, s, CASE WHEN mod(s, 2) = 1 THEN 'user' ELSE 'assistant' END,
+        INSERT INTO messages (dataset, thread_id, sequence, role, content, created_at)
+        SELECT 'ds-' || lpad(mod(i, %(datasets)s)::text, 4, '0'), md5('t' || i)::uuid, s, CASE WHEN mod(s, 2) = 1 THEN 'user' ELSE 'assistant' END,
                '\\x00'::bytea || convert_to(
                    (SELECT string_agg('w' || (1 + floor(5000 * power(random(), 3)))::int, ' ')
                     FROM generate_series(1, {per_message}) k WHERE i > 0 AND s > 0), 'UTF8'),
                now() - interval '1 day' * mod(i, 365)
         FROM generate_series(1, %(n)s) i, generate_series(1, 8) s
         """,
-        {"n": episodes},
+        {"n": episodes, "datasets": datasets},
     )
     log(f"  messages {time.monotonic() - started:.0f}s")
     # The lexical document is computed in the same INSERT: a later UPDATE would rewrite
@@ -117,7 +117,9 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
             SELECT to_tsvector('english', string_agg(convert_from(substring(m.content FROM 2), 'UTF8'), E'\\n'
                                              ORDER BY m.sequence)) v,
                    min(m.content) FILTER (WHERE m.sequence = 1) AS first
-            FROM messages m WHERE m.thread_id = md5('t' || i)::uuid
+            FROM messages m
+            WHERE m.dataset = 'ds-' || lpad(mod(i, %(datasets)s)::text, 4, '0')
+              AND m.thread_id = md5('t' || i)::uuid
         ) d
         """,
         {"n": episodes, "datasets": datasets},
@@ -137,7 +139,8 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> N
             SELECT to_tsvector('english', string_agg(convert_from(substring(m.content FROM 2), 'UTF8'), E'\\n'
                                              ORDER BY m.sequence)) v
             FROM messages m
-            WHERE m.thread_id = e.thread_id AND m.sequence BETWEEN c.s AND c.s + 3
+            WHERE m.dataset = e.dataset AND m.thread_id = e.thread_id
+              AND m.sequence BETWEEN c.s AND c.s + 3
         ) tv
         """
     )

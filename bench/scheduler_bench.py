@@ -70,9 +70,9 @@ def load_timers(url: str, n: int, first_due_in: float, spread: float) -> None:
             "SELECT thread_id, 'd' || (random() * 100)::int, 2, now() FROM bench_timers"
         )
         conn.execute(  # stored in the clear (0x00 || UTF-8): the Scheduler never reads it
-            "INSERT INTO messages (thread_id, sequence, role, content, created_at) "
-            "SELECT thread_id, s, 'user', '\\x0068656c6c6f'::bytea, now() FROM bench_timers, "
-            "generate_series(1, 2) s"
+            "INSERT INTO messages (dataset, thread_id, sequence, role, content, created_at) "
+            "SELECT t.dataset, b.thread_id, s, 'user', '\\x0068656c6c6f'::bytea, now() "
+            "FROM bench_timers b JOIN threads t USING (thread_id), generate_series(1, 2) s"
         )
         conn.execute(
             "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at) "

@@ -9,8 +9,9 @@ from sqlalchemy import Engine
 
 from episodic.config import Settings
 from episodic.server import Service, serve
+from episodic.store.db import make_engine
 from episodic.store.vault import make_vault
-from episodic.telemetry import instrument_grpc_client
+from episodic.telemetry import instrument_engine, instrument_grpc_client
 from episodic.tls import channel_credentials
 
 from . import admin
@@ -71,7 +72,19 @@ def build(settings: Settings, engine: Engine) -> Service:
     )
     vault = make_vault(settings.privacy)
     servicer = IngestServicer(engine, settings.ingest, notifier, vault)
-    admin_servicer = admin.AdminServicer(engine, vault, settings.privacy)
+    read_engine = (
+        instrument_engine(
+            make_engine(
+                settings.database.read_sqlalchemy_url(),
+                pool_size=2,
+                application_name="episodic-ingest-reads",
+                isolation_level="AUTOCOMMIT",
+            )
+        )
+        if settings.database.database_read_url
+        else None
+    )
+    admin_servicer = admin.AdminServicer(engine, vault, settings.privacy, read_engine)
 
     def register_both(server: grpc.Server) -> None:
         register(server, servicer)

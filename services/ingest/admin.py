@@ -36,8 +36,17 @@ def _role(value: int) -> Role:
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
-    def __init__(self, engine: Engine, vault: Vault, privacy: PrivacySettings) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        vault: Vault,
+        privacy: PrivacySettings,
+        read_engine: Engine | None = None,
+    ) -> None:
         self.engine = engine
+        # Reporting reads (ListDatasets, ListAuditEvents) may lag and go to a replica; keys
+        # and policies are read where they are written, so a change shows at once.
+        self.read_engine = read_engine or engine
         self.vault = vault
         self.privacy = privacy
 
@@ -129,7 +138,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 before = (datetime.fromisoformat(cursor["at"]), str(cursor["dataset"]))
             except (KeyError, TypeError, ValueError):
                 raise InvalidArgument("page_token is malformed", field="page_token") from None
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             rows, more = datasets.list_datasets(conn, prefix=prefix, before=before, limit=limit)
         token = ""
         if more:
@@ -160,7 +169,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         before = cursor.get("before") if cursor else None
         if before is not None and (not isinstance(before, int) or isinstance(before, bool)):
             raise InvalidArgument("page_token is malformed", field="page_token")
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             rows, more = audit.list_events(conn, dataset=dataset, before=before, limit=limit)
         token = encode_page_token({**filters, "before": rows[-1]["event_id"]}) if more else ""
         return pb.ListAuditEventsResponse(

@@ -178,12 +178,21 @@ def create_thread(
     """Creates a thread (registering its dataset on first use); returns it as clients see
     it. The label and metadata are sealed with the dataset's key."""
     key = vault.for_write(conn, dataset)
+    # A thread id is unique across datasets (id-only RPCs find the dataset by it), but the
+    # primary key is (dataset, thread_id): a caller's own id is checked in every dataset.
+    if (
+        thread_id is not None
+        and conn.execute(
+            text("SELECT 1 FROM threads WHERE thread_id = :id"), {"id": thread_id}
+        ).first()
+    ):
+        raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
     row = (
         conn.execute(
             text(
                 "INSERT INTO threads (thread_id, dataset, label, metadata) "
                 "VALUES (:id, :dataset, :label, :metadata) "
-                "ON CONFLICT (thread_id) DO NOTHING RETURNING *"
+                "ON CONFLICT (dataset, thread_id) DO NOTHING RETURNING *"
             ),
             {
                 "id": thread_id or uuid.uuid4(),
@@ -223,9 +232,9 @@ def _with_compaction(
         conn.execute(
             text(
                 "SELECT thread_id, episode_id, dataset, summary FROM episodes "
-                "WHERE thread_id = ANY(:ids) AND status = 'completed'"
+                "WHERE dataset = :dataset AND thread_id = ANY(:ids) AND status = 'completed'"
             ),
-            {"ids": compacted},
+            {"dataset": dataset, "ids": compacted},
         )
         .mappings()
         .all()
@@ -277,9 +286,9 @@ def add_messages(
             text(
                 "SELECT sequence, role, content, metadata, created_at, received_at, "
                 "idempotency_key FROM messages "
-                "WHERE thread_id = :id AND idempotency_key = ANY(:keys)"
+                "WHERE dataset = :dataset AND thread_id = :id AND idempotency_key = ANY(:keys)"
             ),
-            {"id": thread_id, "keys": keys},
+            {"dataset": thread["dataset"], "id": thread_id, "keys": keys},
         ).mappings():
             existing[row["idempotency_key"]] = open_row(data_key, row, "messages")
 
@@ -310,17 +319,18 @@ def add_messages(
         last = conn.execute(
             text(
                 "UPDATE threads SET last_sequence = last_sequence + :n, last_message_at = now(), "
-                "last_activity_at = now() WHERE thread_id = :id RETURNING last_sequence"
+                "last_activity_at = now() WHERE dataset = :dataset AND thread_id = :id "
+                "RETURNING last_sequence"
             ),
-            {"n": len(to_store), "id": thread_id},
+            {"n": len(to_store), "dataset": thread["dataset"], "id": thread_id},
         ).scalar_one()
         first = last - len(to_store) + 1
         new_rows = list(
             conn.execute(
                 text(
-                    "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at, "
-                    "idempotency_key) "
-                    "SELECT :id, u.seq, u.role, u.content, u.meta, "
+                    "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
+                    "created_at, idempotency_key) "
+                    "SELECT :dataset, :id, u.seq, u.role, u.content, u.meta, "
                     "coalesce(u.created_at, now()), u.ikey "
                     "FROM unnest(CAST(:seqs AS bigint[]), CAST(:roles AS text[]), "
                     "CAST(:contents AS bytea[]), CAST(:metas AS bytea[]), "
@@ -329,6 +339,7 @@ def add_messages(
                     "RETURNING sequence, idempotency_key, created_at, received_at"
                 ),
                 {
+                    "dataset": thread["dataset"],
                     "id": thread_id,
                     "seqs": list(range(first, last + 1)),
                     "roles": [m.role for m in to_store],
@@ -445,7 +456,8 @@ def list_messages(
         conn.execute(
             text(
                 "WITH page AS ("
-                "  SELECT * FROM messages WHERE thread_id = :id AND sequence > :after "
+                "  SELECT * FROM messages WHERE dataset = :dataset AND thread_id = :id "
+                "  AND sequence > :after "
                 "  AND (CAST(:end AS bigint) IS NULL OR sequence <= :end) "
                 "  ORDER BY sequence LIMIT :limit), "
                 "sized AS ("
@@ -458,6 +470,7 @@ def list_messages(
                 "ORDER BY sequence"
             ),
             {
+                "dataset": thread["dataset"],
                 "id": thread_id,
                 "after": after_sequence,
                 "end": end_sequence,

@@ -43,4 +43,4 @@ def engine_options(settings: Settings) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    serve("recall", build, engine_options=engine_options)
+    serve("recall", build, engine_options=engine_options, reads_only=True)

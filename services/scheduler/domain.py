@@ -103,7 +103,7 @@ def record_activity(
             "trace_context, created_at, updated_at) "
             f"SELECT thread_id, dataset, {NOW} + :interval, 'inactivity', "
             "CAST(:trace AS jsonb), now(), now() FROM threads WHERE thread_id = :id "
-            "ON CONFLICT (thread_id) DO UPDATE SET "
+            "ON CONFLICT (dataset, thread_id) DO UPDATE SET "
             # An owed explicit episode keeps its deadline unless it is being fired right now
             # (then the firing captures up to some message and the rest waits for idleness).
             "fire_at = CASE WHEN s.trigger = 'explicit' AND s.claimed_at IS NULL "
@@ -153,7 +153,7 @@ def record_thread_started(
             "AND t.last_sequence > t.captured_sequence "
             # One lock order for every multi-row timer writer (no deadlocks between them).
             "ORDER BY t.thread_id "
-            "ON CONFLICT (thread_id) DO UPDATE SET fire_at = excluded.fire_at, "
+            "ON CONFLICT (dataset, thread_id) DO UPDATE SET fire_at = excluded.fire_at, "
             "trigger = 'new_thread', updated_at = excluded.updated_at "
             "WHERE s.claimed_at IS NULL AND s.fire_at > excluded.fire_at "
             "RETURNING s.thread_id"
@@ -198,7 +198,8 @@ def request_episode(
         text(
             "DELETE FROM scheduled_episodes s USING threads t "
             "WHERE s.thread_id = :id AND s.claimed_at IS NULL "
-            "AND t.thread_id = s.thread_id AND t.last_sequence <= t.captured_sequence"
+            "AND t.dataset = s.dataset AND t.thread_id = s.thread_id "
+            "AND t.last_sequence <= t.captured_sequence"
         ),
         {"id": thread_id},
     )
@@ -217,6 +218,7 @@ class ClaimedTimer:
     fire_at: datetime
     trace_context: dict[str, str] | None
     lag: timedelta = timedelta(0)  # how late the claim came, on the database clock
+    dataset: str | None = None  # routes the timer's delete to its partition (None: search)
 
 
 def claim_due_timers(
@@ -232,13 +234,14 @@ def claim_due_timers(
         conn.execute(
             text(
                 "WITH due AS ("
-                "  SELECT thread_id FROM scheduled_episodes "
+                "  SELECT dataset, thread_id FROM scheduled_episodes "
                 f"  WHERE claimed_at IS NULL AND fire_at <= {NOW} "
                 "  ORDER BY fire_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
                 "UPDATE scheduled_episodes s SET claimed_at = now(), claimed_by = :me, "
                 "updated_at = now() "
-                "FROM due WHERE s.thread_id = due.thread_id AND s.claimed_at IS NULL "
-                "RETURNING s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context, "
+                "FROM due WHERE s.dataset = due.dataset AND s.thread_id = due.thread_id "
+                "AND s.claimed_at IS NULL "
+                "RETURNING s.dataset, s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context, "
                 f"{NOW} - s.fire_at AS lag"
             ),
             {"me": worker, "limit": limit, "now": now},
@@ -254,6 +257,7 @@ def claim_due_timers(
             fire_at=r["fire_at"],
             trace_context=r["trace_context"],
             lag=r["lag"],
+            dataset=r["dataset"],
         )
         for r in rows
     ]
@@ -286,12 +290,13 @@ def finish_timer(conn: Connection, timer: ClaimedTimer, worker: str) -> bool:
     """Deletes a fired timer if it is still ours at the claimed version. False when new
     activity re-armed it meanwhile (it survives with the new deadline) or the claim was
     reclaimed."""
+    routed = "dataset = :dataset AND " if timer.dataset is not None else ""
     deleted = conn.execute(
         text(
-            "DELETE FROM scheduled_episodes WHERE thread_id = :id AND claimed_by = :me "
-            "AND version = :version"
+            f"DELETE FROM scheduled_episodes WHERE {routed}thread_id = :id "
+            "AND claimed_by = :me AND version = :version"
         ),
-        {"id": timer.thread_id, "me": worker, "version": timer.version},
+        {"id": timer.thread_id, "me": worker, "version": timer.version, "dataset": timer.dataset},
     ).rowcount
     return deleted == 1
 
@@ -345,7 +350,7 @@ def catch_up(
             "  FROM threads t "
             "  WHERE t.last_sequence > t.captured_sequence "
             "  AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
-            "                  WHERE s.thread_id = t.thread_id) "
+            "                  WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id) "
             "  ORDER BY t.last_message_at LIMIT :limit "
             "  FOR SHARE OF t SKIP LOCKED) "
             "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at, trigger, created_at, "
@@ -356,7 +361,7 @@ def catch_up(
             "  CASE WHEN owed THEN 'explicit' ELSE 'inactivity' END, "
             "  now(), now() "
             "FROM cand ORDER BY thread_id "
-            "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id"
+            "ON CONFLICT (dataset, thread_id) DO NOTHING RETURNING thread_id"
         ),
         {"interval": settings.auto_episode_interval, "now": now, "limit": limit},
     ).all()
@@ -366,14 +371,15 @@ def catch_up(
     owed = conn.execute(
         text(
             "WITH cand AS ("
-            "  SELECT t.thread_id FROM threads t "
+            "  SELECT t.dataset, t.thread_id FROM threads t "
             "  WHERE t.last_sequence > t.captured_sequence "
             "  AND t.end_requested_sequence > t.captured_sequence "
             "  ORDER BY t.thread_id LIMIT :limit "
             "  FOR SHARE OF t SKIP LOCKED) "
             f"UPDATE scheduled_episodes s SET fire_at = {DUE_NOW}, trigger = 'explicit', "
             "version = s.version + 1, updated_at = now() "
-            "FROM cand WHERE s.thread_id = cand.thread_id AND s.claimed_at IS NULL "
+            "FROM cand WHERE s.dataset = cand.dataset AND s.thread_id = cand.thread_id "
+            "AND s.claimed_at IS NULL "
             f"AND (s.trigger <> 'explicit' OR s.fire_at > {DUE_NOW}) "
             "RETURNING s.thread_id"
         ),
@@ -394,7 +400,8 @@ def backstop_candidates(
             "SELECT t.thread_id FROM threads t "
             "WHERE t.last_sequence > t.captured_sequence "
             f"AND t.last_message_at < {NOW} - :quiet "
-            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE s.thread_id = t.thread_id) "
+            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
+            "  WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id) "
             "ORDER BY t.last_message_at LIMIT :limit"
         ),
         {"quiet": settings.backstop_quiet_period, "now": now, "limit": limit},
@@ -415,7 +422,8 @@ def backstop_thread(
             "SELECT 1 FROM threads t WHERE t.thread_id = :id "
             "AND t.last_sequence > t.captured_sequence "
             f"AND t.last_message_at < {NOW} - :quiet "
-            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE s.thread_id = t.thread_id) "
+            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
+            "  WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id) "
             "FOR UPDATE OF t"
         ),
         {"id": thread_id, "quiet": settings.backstop_quiet_period, "now": now},
@@ -437,12 +445,12 @@ def reclaim_timers(
         conn.execute(
             text(
                 "WITH stale AS ("
-                "  SELECT thread_id FROM scheduled_episodes "
+                "  SELECT dataset, thread_id FROM scheduled_episodes "
                 f"  WHERE claimed_at IS NOT NULL AND claimed_at < {NOW} - :after "
                 "  ORDER BY thread_id LIMIT :limit FOR UPDATE SKIP LOCKED) "
                 "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL, "
                 "updated_at = now() "
-                f"FROM stale WHERE s.thread_id = stale.thread_id "
+                "FROM stale WHERE s.dataset = stale.dataset AND s.thread_id = stale.thread_id "
                 f"AND s.claimed_at < {NOW} - :after RETURNING s.thread_id"
             ),
             {"after": older_than, "now": now, "limit": limit},
@@ -455,10 +463,12 @@ def release_claims(conn: Connection, worker: str) -> int:
     return len(
         conn.execute(
             text(
-                "WITH mine AS (SELECT thread_id FROM scheduled_episodes WHERE claimed_by = :me "
+                "WITH mine AS (SELECT dataset, thread_id FROM scheduled_episodes "
+                "  WHERE claimed_by = :me "
                 "  ORDER BY thread_id FOR UPDATE) "
                 "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL "
-                "FROM mine WHERE s.thread_id = mine.thread_id AND s.claimed_by = :me "
+                "FROM mine WHERE s.dataset = mine.dataset AND s.thread_id = mine.thread_id "
+                "AND s.claimed_by = :me "
                 "RETURNING s.thread_id"
             ),
             {"me": worker},

@@ -62,9 +62,9 @@ def load_summary_request(conn: Connection, vault: Vault, episode: RowMapping) ->
     rows = conn.execute(
         text(
             "SELECT sequence, role, content, created_at, metadata FROM messages "
-            "WHERE thread_id = :t AND sequence <= :end ORDER BY sequence"
+            "WHERE dataset = :d AND thread_id = :t AND sequence <= :end ORDER BY sequence"
         ),
-        {"t": episode["thread_id"], "end": episode["end_sequence"]},
+        {"d": dataset, "t": episode["thread_id"], "end": episode["end_sequence"]},
     ).mappings()
     messages = [
         ChatMessage(
@@ -79,17 +79,19 @@ def load_summary_request(conn: Connection, vault: Vault, episode: RowMapping) ->
     previous = (
         conn.execute(
             text(
-                "SELECT summary FROM episodes WHERE thread_id = :t AND end_sequence < :start "
-                "AND completed_at IS NOT NULL ORDER BY end_sequence DESC LIMIT 1"
+                "SELECT summary FROM episodes WHERE dataset = :d AND thread_id = :t "
+                "AND end_sequence < :start AND completed_at IS NOT NULL "
+                "ORDER BY end_sequence DESC LIMIT 1"
             ),
-            {"t": episode["thread_id"], "start": episode["start_sequence"]},
+            {"d": dataset, "t": episode["thread_id"], "start": episode["start_sequence"]},
         )
         .mappings()
         .all()
     )
     label = (
         conn.execute(
-            text("SELECT label FROM threads WHERE thread_id = :t"), {"t": episode["thread_id"]}
+            text("SELECT label FROM threads WHERE dataset = :d AND thread_id = :t"),
+            {"d": dataset, "t": episode["thread_id"]},
         )
         .mappings()
         .all()
@@ -108,10 +110,11 @@ def load_window(conn: Connection, vault: Vault, episode: RowMapping) -> list[Win
     """Only the episode's own window: semantic extraction never re-reads older messages."""
     rows = conn.execute(
         text(
-            "SELECT sequence, role, content, created_at FROM messages WHERE thread_id = :t "
-            "AND sequence BETWEEN :start AND :end ORDER BY sequence"
+            "SELECT sequence, role, content, created_at FROM messages WHERE dataset = :d "
+            "AND thread_id = :t AND sequence BETWEEN :start AND :end ORDER BY sequence"
         ),
         {
+            "d": episode["dataset"],
             "t": episode["thread_id"],
             "start": episode["start_sequence"],
             "end": episode["end_sequence"],

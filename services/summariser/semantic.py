@@ -94,7 +94,7 @@ class KeyLearningFacts:
                 "INSERT INTO facts (episode_id, thread_id, dataset, statement, statement_token, "
                 "source_sequence, stated_at) VALUES (:episode_id, :thread_id, :dataset, "
                 ":statement, :statement_token, :source_sequence, :stated_at) "
-                "ON CONFLICT (episode_id, source_sequence, statement_token) DO NOTHING"
+                "ON CONFLICT (dataset, episode_id, source_sequence, statement_token) DO NOTHING"
             ),
             rows,
         )

@@ -58,6 +58,20 @@ class DatabaseSettings(BaseSettings):
         "provider of another dimension is refused at startup.",
     )
 
+    database_partitions: int = Field(
+        default=8,
+        ge=1,
+        le=1024,
+        description="Hash partitions per dataset table (partitioned by `dataset`). Fixed when "
+        "`episodic migrate` first reaches revision 0010; later changes need a rebuild.",
+    )
+    database_read_url: str | None = Field(
+        default=None,
+        description="Optional URL of a streaming replica (hot standby) for Recall and the "
+        "admin's reporting reads; writes always go to EPISODIC_DATABASE_URL. A replica lags: "
+        "see README, Beyond one database, for the read-your-writes rule.",
+    )
+
     def sqlalchemy_url(self) -> str:
         if not self.database_url:
             raise RuntimeError(
@@ -65,6 +79,13 @@ class DatabaseSettings(BaseSettings):
                 "PostgreSQL) or point EPISODIC_DATABASE_URL at a PostgreSQL with pgvector."
             )
         return to_sqlalchemy_url(self.database_url)
+
+    def read_sqlalchemy_url(self) -> str:
+        """Where read-only services read: the replica when EPISODIC_DATABASE_READ_URL is
+        set, else the primary."""
+        if self.database_read_url:
+            return to_sqlalchemy_url(self.database_read_url)
+        return self.sqlalchemy_url()
 
     def libpq_url(self) -> str:
         """The URL as libpq (and psycopg.connect) takes it: ``postgresql://…``."""

@@ -435,13 +435,17 @@ def serve(
     build: Callable[[Settings, Engine], Service],
     *,
     engine_options: Callable[[Settings], dict[str, Any]] | None = None,
+    reads_only: bool = False,
 ) -> None:
     """Runs service ``name`` (ingest, scheduler, summariser, recall) until SIGTERM/SIGINT:
     settings, logging, tracing and metrics, the database engine (``engine_options(settings)`` are
     passed to :func:`~episodic.store.db.make_engine`), the service's own parts from ``build``, then
     the gRPC server with health and reflection. A configuration the service cannot work
     with (``build`` raises an :class:`EpisodicError`, e.g. a schema of another embedding
-    dimension) is one log line and exit status 2, not a traceback."""
+    dimension) is one log line and exit status 2, not a traceback. A service that
+    ``reads_only`` (Recall) connects to EPISODIC_DATABASE_READ_URL when it is set: its calls,
+    its key checks and its health all follow the replica, so it keeps answering while the
+    primary restarts."""
     settings = get_settings()
     setup_logging(name)
     try:
@@ -451,7 +455,9 @@ def serve(
         sys.exit(2)
     engine = instrument_engine(  # traces show the database time
         make_engine(
-            settings.database.sqlalchemy_url(),
+            settings.database.read_sqlalchemy_url()
+            if reads_only
+            else settings.database.sqlalchemy_url(),
             pool_size=settings.database.db_pool_size,
             application_name=f"episodic-{name}",
             **(engine_options(settings) if engine_options else {}),

@@ -20,7 +20,7 @@ yaml = pytest.importorskip("yaml")
 pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is a dev dependency")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-OVERLAYS = ("dev", "prod")
+OVERLAYS = ("dev", "prod", "citus")
 # Oldest version the manifests target (native gRPC probes: 1.27; preStop sleep: 1.30) and
 # the newest schema kubernetes-validate bundles.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
@@ -429,3 +429,19 @@ def test_no_password_is_a_literal_in_git() -> None:
         text = path.read_text()
         assert not re.search(r"password\s*[=:]\s*(?!\$)\S", text, re.IGNORECASE), path
         assert not re.search(r"postgres(?:ql)?://[^:@\s/]+:[^@\s]+@(?!HOST)", text), path
+
+
+def test_citus_reads_recall_from_a_replica_and_leaves_sharding_to_citus() -> None:
+    for name in SERVICES:
+        env = {
+            e["name"]: e for e in container(one("citus", "Deployment", f"episodic-{name}"))["env"]
+        }
+        if name in ("recall", "ingest"):  # Recall, and Ingest's reporting reads
+            ref = env["EPISODIC_DATABASE_READ_URL"]["valueFrom"]["secretKeyRef"]
+            assert ref == {"name": "episodic-database-read", "key": "url"}
+        else:
+            assert "EPISODIC_DATABASE_READ_URL" not in env, name
+    assert config_map("citus")["EPISODIC_DATABASE_PARTITIONS"] == "1"
+    assert config_map("citus")["EPISODIC_AUTH"] == "required"  # everything of prod
+    sql = (REPO_ROOT / "k8s" / "overlays" / "citus" / "distribute.sql").read_text()
+    assert "create_distributed_table('threads', 'dataset'" in sql

@@ -65,10 +65,11 @@ def add_messages(
         name = names[i] if names else None
         conn.execute(
             text(
-                "INSERT INTO messages (thread_id, sequence, role, content, metadata, created_at) "
-                "VALUES (:t, :s, :r, :c, :m, :at)"
+                "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
+                "created_at) VALUES (:ds, :t, :s, :r, :c, :m, :at)"
             ),
             {
+                "ds": dataset,
                 "t": thread_id,
                 "s": last + 1 + i,
                 "r": "user" if i % 2 == 0 else "assistant",

@@ -41,9 +41,10 @@ def due_threads(engine: Engine, n: int, messages: int = 1) -> list[uuid.UUID]:
         )
         conn.execute(
             text(
-                "INSERT INTO messages (thread_id, sequence, role, content, created_at) "
-                "SELECT id, s, 'user', '\\x006869'::bytea, now() FROM unnest(:ids) id, "
-                "generate_series(1, :m) s"
+                "INSERT INTO messages (dataset, thread_id, sequence, role, content, created_at) "
+                "SELECT t.dataset, t.thread_id, s, 'user', '\\x006869'::bytea, now() "
+                "FROM threads t, "
+                "generate_series(1, :m) s WHERE t.thread_id = ANY(:ids)"
             ),
             {"ids": ids, "m": messages},
         )

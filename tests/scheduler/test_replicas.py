@@ -137,9 +137,10 @@ def test_sigkill_of_a_replica_mid_work_loses_nothing(spawn, engine) -> None:  # 
         )
         conn.execute(
             text(
-                "INSERT INTO messages (thread_id, sequence, role, content, created_at) "
-                "SELECT id, s, 'user', '\\x006869'::bytea, now() FROM unnest(:ids) id, "
-                "generate_series(1, 2) s"
+                "INSERT INTO messages (dataset, thread_id, sequence, role, content, created_at) "
+                "SELECT t.dataset, t.thread_id, s, 'user', '\\x006869'::bytea, now() "
+                "FROM threads t, "
+                "generate_series(1, 2) s WHERE t.thread_id = ANY(:ids)"
             ),
             {"ids": ids},
         )

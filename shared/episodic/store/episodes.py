@@ -206,8 +206,10 @@ def open_episode(
                 "end_sequence, message_count, started_at, ended_at, trace_context, "
                 "next_attempt_at, created_at, updated_at) "
                 "SELECT :eid, :tid, :dataset, :trigger, :start, :end, :count, "
-                "(SELECT created_at FROM messages WHERE thread_id = :tid AND sequence = :start), "
-                "(SELECT created_at FROM messages WHERE thread_id = :tid AND sequence = :end), "
+                "(SELECT created_at FROM messages WHERE dataset = :dataset AND thread_id = :tid "
+                "  AND sequence = :start), "
+                "(SELECT created_at FROM messages WHERE dataset = :dataset AND thread_id = :tid "
+                "  AND sequence = :end), "
                 "CAST(:trace AS jsonb), "
                 # Claimable at once, whether the injected clock is ahead of or behind the
                 # database's (a replayed past must not hide new work from live workers).
@@ -230,8 +232,11 @@ def open_episode(
         .one()
     )
     conn.execute(
-        text("UPDATE threads SET captured_sequence = :end WHERE thread_id = :tid"),
-        {"end": end, "tid": thread_id},
+        text(
+            "UPDATE threads SET captured_sequence = :end "
+            "WHERE dataset = :dataset AND thread_id = :tid"
+        ),
+        {"end": end, "dataset": thread["dataset"], "tid": thread_id},
     )
     notify_episodes(conn, [episode["episode_id"]])
     return episode
@@ -248,7 +253,7 @@ def claim_pending(
             text(
                 f"""
                 WITH due AS (
-                    SELECT episode_id FROM episodes
+                    SELECT dataset, episode_id FROM episodes
                     WHERE status = 'pending'
                       AND next_attempt_at <= {NOW}
                     ORDER BY next_attempt_at, created_at
@@ -259,7 +264,8 @@ def claim_pending(
                 SET status = 'processing', claimed_by = :worker,
                     claimed_at = now(),
                     updated_at = now()
-                FROM due WHERE e.episode_id = due.episode_id AND e.status = 'pending'
+                FROM due WHERE e.dataset = due.dataset AND e.episode_id = due.episode_id
+                  AND e.status = 'pending'
                 RETURNING e.*
                 """
             ),
@@ -277,7 +283,7 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
             text(
                 """
                 WITH due AS (
-                    SELECT episode_id FROM episodes
+                    SELECT dataset, episode_id FROM episodes
                     WHERE semantic_status = 'pending' AND completed_at IS NOT NULL
                       AND status IN ('completed', 'archived')
                     ORDER BY completed_at
@@ -288,7 +294,8 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
                 SET semantic_status = 'processing', semantic_claimed_by = :worker,
                     semantic_claimed_at = now(),
                     updated_at = now()
-                FROM due WHERE e.episode_id = due.episode_id AND e.semantic_status = 'pending'
+                FROM due WHERE e.dataset = due.dataset AND e.episode_id = due.episode_id
+                  AND e.semantic_status = 'pending'
                 RETURNING e.*
                 """
             ),
@@ -358,36 +365,38 @@ def complete(
     ('completed', or 'archived' when a newer window already completed), or None when the
     claim was lost and nothing was written."""
     # Serialise completions of one thread (brief: the slow work is already done).
+    dataset = episode["dataset"]
     conn.execute(
-        text("SELECT 1 FROM threads WHERE thread_id = :t FOR UPDATE"),
-        {"t": episode["thread_id"]},
+        text("SELECT 1 FROM threads WHERE dataset = :d AND thread_id = :t FOR UPDATE"),
+        {"d": dataset, "t": episode["thread_id"]},
     )
     # Still ours? Checked (and locked) before touching any other row: a lost claim must
     # not archive the thread's current episode.
     mine = conn.execute(
         text(
-            "SELECT 1 FROM episodes WHERE episode_id = :id AND status = 'processing' "
-            "AND claimed_by = :worker FOR UPDATE"
+            "SELECT 1 FROM episodes WHERE dataset = :d AND episode_id = :id "
+            "AND status = 'processing' AND claimed_by = :worker FOR UPDATE"
         ),
-        {"id": episode["episode_id"], "worker": worker},
+        {"d": dataset, "id": episode["episode_id"], "worker": worker},
     ).first()
     if mine is None:
         return None
     newer = conn.execute(
         text(
-            "SELECT 1 FROM episodes WHERE thread_id = :t AND status = 'completed' "
-            "AND end_sequence > :end LIMIT 1"
+            "SELECT 1 FROM episodes WHERE dataset = :d AND thread_id = :t "
+            "AND status = 'completed' AND end_sequence > :end LIMIT 1"
         ),
-        {"t": episode["thread_id"], "end": episode["end_sequence"]},
+        {"d": dataset, "t": episode["thread_id"], "end": episode["end_sequence"]},
     ).first()
     final_status = "archived" if newer else "completed"
     if final_status == "completed":
         conn.execute(
             text(
                 "UPDATE episodes SET status = 'archived', updated_at = now() "
-                "WHERE thread_id = :t AND status = 'completed' AND episode_id <> :id"
+                "WHERE dataset = :d AND thread_id = :t AND status = 'completed' "
+                "AND episode_id <> :id"
             ),
-            {"t": episode["thread_id"], "id": episode["episode_id"]},
+            {"d": dataset, "t": episode["thread_id"], "id": episode["episode_id"]},
         )
     row = conn.execute(
         text(
@@ -398,7 +407,8 @@ def complete(
                 event_type = :event_type, actor = :actor, embedding = CAST(:embedding AS vector),
                 error = NULL, claimed_by = NULL, claimed_at = NULL,
                 completed_at = now(), updated_at = now()
-            WHERE episode_id = :id AND status = 'processing' AND claimed_by = :worker
+            WHERE dataset = :d AND episode_id = :id AND status = 'processing'
+                AND claimed_by = :worker
             RETURNING episode_id
             """
         ),
@@ -411,6 +421,7 @@ def complete(
             "event_type": event_type,
             "actor": key.seal(actor, "episodes.actor"),
             "embedding": "[" + ",".join(f"{x:.7g}" for x in embedding) + "]",
+            "d": dataset,
             "id": episode["episode_id"],
             "worker": worker,
         },
@@ -518,14 +529,14 @@ def reclaim_orphaned(
     rows = conn.execute(
         text(
             "WITH stale AS ("
-            "  SELECT episode_id FROM episodes "
+            "  SELECT dataset, episode_id FROM episodes "
             f"  WHERE status = 'processing' AND claimed_at < {NOW} - :after "
             "  ORDER BY claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
             "UPDATE episodes e SET retry_count = e.retry_count + 1, "
             "status = CASE WHEN e.retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
             f"error = '{RECLAIM_ERROR}', next_attempt_at = {DUE_NOW}, "
             "claimed_at = NULL, claimed_by = NULL, updated_at = now() "
-            "FROM stale WHERE e.episode_id = stale.episode_id "
+            "FROM stale WHERE e.dataset = stale.dataset AND e.episode_id = stale.episode_id "
             f"AND e.status = 'processing' AND e.claimed_at < {NOW} - :after "
             "RETURNING e.episode_id, e.status"
         ),
@@ -535,14 +546,14 @@ def reclaim_orphaned(
     semantic = conn.execute(
         text(
             "WITH stale AS ("
-            "  SELECT episode_id FROM episodes "
+            "  SELECT dataset, episode_id FROM episodes "
             "  WHERE semantic_status = 'processing' "
             f"  AND semantic_claimed_at < {NOW} - :after "
             "  ORDER BY semantic_claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
             "UPDATE episodes e SET semantic_status = 'pending', "
             f"semantic_error = '{RECLAIM_ERROR}', "
             "semantic_claimed_at = NULL, semantic_claimed_by = NULL, updated_at = now() "
-            "FROM stale WHERE e.episode_id = stale.episode_id "
+            "FROM stale WHERE e.dataset = stale.dataset AND e.episode_id = stale.episode_id "
             "AND e.semantic_status = 'processing' "
             f"AND e.semantic_claimed_at < {NOW} - :after "
             "RETURNING e.episode_id"

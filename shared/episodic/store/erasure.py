@@ -91,10 +91,11 @@ def _slice_sql(table: str, *, limited: bool) -> str:
     """Deletes (a slice of) a thread's rows of ``table``, returning each row's key."""
     columns = ", ".join(_SLICE_KEY[table])
     identity = " || '.' || ".join(f"{c}::text" for c in _SLICE_KEY[table])
-    where = "thread_id = :t"
+    where = "dataset = :d AND thread_id = :t"
     if limited:
         where += (
-            f" AND ({columns}) IN (SELECT {columns} FROM {table} WHERE thread_id = :t LIMIT :n)"
+            f" AND ({columns}) IN (SELECT {columns} FROM {table} "
+            "WHERE dataset = :d AND thread_id = :t LIMIT :n)"
         )
     return f"DELETE FROM {table} WHERE {where} RETURNING {identity}"
 
@@ -177,11 +178,19 @@ def _erase_one_thread(
     engine: Engine, thread_id: uuid.UUID, receipt: Receipt, batch_rows: int
 ) -> list[str]:
     """Erases one thread in slices; returns the ids of its episodes (for the audit log)."""
+    # The thread's dataset routes every statement below to one partition (shard).
+    with engine.connect() as conn:
+        dataset = conn.execute(
+            text("SELECT dataset FROM threads WHERE thread_id = :t"), {"t": thread_id}
+        ).scalar()
+    if dataset is None:  # already gone, and its rows with it (the foreign keys cascade)
+        return []
     for table in _SLICED:
         while True:
             with engine.begin() as conn:
                 ids = conn.execute(
-                    text(_slice_sql(table, limited=True)), {"t": thread_id, "n": batch_rows}
+                    text(_slice_sql(table, limited=True)),
+                    {"d": dataset, "t": thread_id, "n": batch_rows},
                 ).scalars()
                 got = [f"{thread_id}/{i}" for i in ids]
             receipt.record(table, got)
@@ -190,34 +199,46 @@ def _erase_one_thread(
     with engine.begin() as conn:
         # The thread's lock: writers of this thread wait, then find it gone.
         locked = conn.execute(
-            text("SELECT 1 FROM threads WHERE thread_id = :t FOR UPDATE"), {"t": thread_id}
+            text("SELECT 1 FROM threads WHERE dataset = :d AND thread_id = :t FOR UPDATE"),
+            {"d": dataset, "t": thread_id},
         ).first()
         for table in _SLICED:  # whatever was written since its slices
-            rest = conn.execute(text(_slice_sql(table, limited=False)), {"t": thread_id})
+            rest = conn.execute(
+                text(_slice_sql(table, limited=False)), {"d": dataset, "t": thread_id}
+            )
             receipt.record(table, (f"{thread_id}/{i}" for i in rest.scalars()))
         # The thread's events (RecordEvent share-locks the thread: none can slip past).
         receipt.record("events", events.erase_thread_events(conn, thread_id))
         episodes = [
             str(e)
             for e in conn.execute(
-                text("DELETE FROM episodes WHERE thread_id = :t RETURNING episode_id"),
-                {"t": thread_id},
+                text(
+                    "DELETE FROM episodes WHERE dataset = :d AND thread_id = :t "
+                    "RETURNING episode_id"
+                ),
+                {"d": dataset, "t": thread_id},
             ).scalars()
         ]
         receipt.record("episodes", episodes)
         receipt.record(
             "scheduled_episodes",
             conn.execute(
-                text("DELETE FROM scheduled_episodes WHERE thread_id = :t RETURNING thread_id"),
-                {"t": thread_id},
+                text(
+                    "DELETE FROM scheduled_episodes WHERE dataset = :d AND thread_id = :t "
+                    "RETURNING thread_id"
+                ),
+                {"d": dataset, "t": thread_id},
             ).scalars(),
         )
         if locked is not None:
             receipt.record(
                 "threads",
                 conn.execute(
-                    text("DELETE FROM threads WHERE thread_id = :t RETURNING thread_id"),
-                    {"t": thread_id},
+                    text(
+                        "DELETE FROM threads WHERE dataset = :d AND thread_id = :t "
+                        "RETURNING thread_id"
+                    ),
+                    {"d": dataset, "t": thread_id},
                 ).scalars(),
             )
     return episodes

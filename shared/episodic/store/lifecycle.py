@@ -106,9 +106,10 @@ def retention_candidates(
 _COMPACTABLE = """
     t.compacted_through < t.last_sequence
     AND t.captured_sequence = t.last_sequence
-    AND EXISTS (SELECT 1 FROM episodes e WHERE e.thread_id = t.thread_id
+    AND EXISTS (SELECT 1 FROM episodes e WHERE e.dataset = t.dataset AND e.thread_id = t.thread_id
                 AND e.status = 'completed' AND e.end_sequence = t.last_sequence)
-    AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.thread_id = t.thread_id
+    AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.dataset = t.dataset
+                    AND e.thread_id = t.thread_id
                     AND (e.status IN ('pending', 'processing')
                          OR (e.semantic_status IN ('pending', 'processing')
                              AND e.completed_at IS NOT NULL)))
@@ -176,34 +177,40 @@ def compact_thread(conn: Connection, vault: Vault, thread_id: uuid.UUID) -> int 
     if thread is None:
         return None
     # Re-checked under the lock: the candidate query ran without it.
+    dataset, through = thread["dataset"], thread["last_sequence"]
+    # Every later statement names the dataset: it routes to the thread's partition (shard).
     still = conn.execute(
-        text(f"SELECT 1 FROM threads t WHERE t.thread_id = :t AND {_COMPACTABLE}"),
-        {"t": thread_id},
+        text(
+            f"SELECT 1 FROM threads t WHERE t.dataset = :d AND t.thread_id = :t AND {_COMPACTABLE}"
+        ),
+        {"d": dataset, "t": thread_id},
     ).first()
     if still is None:
         return None
-    dataset, through = thread["dataset"], thread["last_sequence"]
     rows = conn.execute(
         text(
             "SELECT sequence, role, content, metadata, created_at FROM messages "
-            "WHERE thread_id = :t AND sequence <= :through ORDER BY sequence"
+            "WHERE dataset = :d AND thread_id = :t AND sequence <= :through ORDER BY sequence"
         ),
-        {"t": thread_id, "through": through},
+        {"d": dataset, "t": thread_id, "through": through},
     ).mappings()
     digest = messages_digest(vault.open_rows(conn, dataset, list(rows), "messages"))
     dropped = conn.execute(
-        text("DELETE FROM messages WHERE thread_id = :t AND sequence <= :through"),
-        {"t": thread_id, "through": through},
+        text("DELETE FROM messages WHERE dataset = :d AND thread_id = :t AND sequence <= :through"),
+        {"d": dataset, "t": thread_id, "through": through},
     ).rowcount
-    conn.execute(text("DELETE FROM message_chunks WHERE thread_id = :t"), {"t": thread_id})
+    conn.execute(
+        text("DELETE FROM message_chunks WHERE dataset = :d AND thread_id = :t"),
+        {"d": dataset, "t": thread_id},
+    )
     # The current episode's lexical document: its summary and key learnings only.
     episode = (
         conn.execute(
             text(
                 "SELECT episode_id, dataset, summary, key_learnings FROM episodes "
-                "WHERE thread_id = :t AND status = 'completed'"
+                "WHERE dataset = :d AND thread_id = :t AND status = 'completed'"
             ),
-            {"t": thread_id},
+            {"d": dataset, "t": thread_id},
         )
         .mappings()
         .one()
@@ -215,16 +222,16 @@ def compact_thread(conn: Connection, vault: Vault, thread_id: uuid.UUID) -> int 
     conn.execute(
         text(
             "UPDATE episodes SET search_vector = CAST(:v AS tsvector), search_length = :n "
-            "WHERE episode_id = :id"
+            "WHERE dataset = :d AND episode_id = :id"
         ),
-        {"v": document, "n": length, "id": episode["episode_id"]},
+        {"v": document, "n": length, "d": dataset, "id": episode["episode_id"]},
     )
     conn.execute(
         text(
             "UPDATE threads SET compacted_at = now(), compacted_through = :through, "
-            "compacted_digest = :digest WHERE thread_id = :t"
+            "compacted_digest = :digest WHERE dataset = :d AND thread_id = :t"
         ),
-        {"through": through, "digest": digest, "t": thread_id},
+        {"through": through, "digest": digest, "d": dataset, "t": thread_id},
     )
     return int(dropped)
 

@@ -259,8 +259,11 @@ def prepare_episode_index(
     and holds no lock, so the summariser runs it next to its other slow work;
     :func:`write_episode_index` stores the result."""
     covered = conn.execute(
-        text("SELECT coalesce(max(end_sequence), 0) FROM message_chunks WHERE thread_id = :t"),
-        {"t": source.thread_id},
+        text(
+            "SELECT coalesce(max(end_sequence), 0) FROM message_chunks "
+            "WHERE dataset = :d AND thread_id = :t"
+        ),
+        {"d": source.dataset, "t": source.thread_id},
     ).scalar_one()
     chunks = make_chunks([m for m in source.messages if covered < m[0] <= source.end_sequence])
     vectors = (
@@ -318,9 +321,14 @@ def write_episode_index(conn: Connection, prepared: PreparedIndex) -> IndexResul
     found = conn.execute(
         text(
             "UPDATE episodes SET search_vector = CAST(:v AS tsvector), search_length = :n "
-            "WHERE episode_id = :id RETURNING episode_id"
+            "WHERE dataset = :d AND episode_id = :id RETURNING episode_id"
         ),
-        {"v": prepared.document, "n": prepared.document_length, "id": prepared.episode_id},
+        {
+            "v": prepared.document,
+            "n": prepared.document_length,
+            "d": prepared.dataset,
+            "id": prepared.episode_id,
+        },
     ).first()
     if found is None:
         raise NotFound(
@@ -357,9 +365,9 @@ def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str
         conn.execute(
             text(
                 "SELECT sequence, content, metadata FROM messages "
-                "WHERE thread_id = :t AND sequence <= :end ORDER BY sequence"
+                "WHERE dataset = :d AND thread_id = :t AND sequence <= :end ORDER BY sequence"
             ),
-            {"t": row["thread_id"], "end": row["end_sequence"]},
+            {"d": row["dataset"], "t": row["thread_id"], "end": row["end_sequence"]},
         )
         .mappings()
         .all()

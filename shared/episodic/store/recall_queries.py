@@ -170,7 +170,7 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
             SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
                    CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
             FROM scored s
-            JOIN episodes e ON e.episode_id = s.episode_id
+            JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
             ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
             LIMIT :limit
         """
@@ -225,7 +225,8 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
                    greatest(m.search_length, 1)::float8 AS dl, {chunk_cos} AS cos
             FROM c
             JOIN message_chunks m
-              ON m.thread_id = c.thread_id AND m.end_sequence <= c.end_sequence
+              ON m.dataset = :dataset AND m.thread_id = c.thread_id
+              AND m.end_sequence <= c.end_sequence
         ),
         pstats AS (
             SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM passages
@@ -283,7 +284,7 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
         SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
                CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
         FROM scored s
-        JOIN episodes e ON e.episode_id = s.episode_id
+        JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
         ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
         LIMIT :limit
     """

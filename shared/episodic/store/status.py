@@ -88,7 +88,8 @@ def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> P
             "SELECT count(*), now() - min(t.last_message_at) FROM threads t "
             "WHERE (CAST(:dataset AS text) IS NULL OR t.dataset = :dataset) "
             "AND t.last_sequence > t.captured_sequence AND t.last_message_at < now() - :grace "
-            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE s.thread_id = t.thread_id)"
+            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
+            "WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id)"
         ),
         {**params, "grace": LOST_NOTICE_AFTER},
     ).one()

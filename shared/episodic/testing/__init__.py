@@ -13,5 +13,7 @@ and available to applications that want integration tests against real services:
   cuts;
 - :mod:`episodic.testing.fuzz`: requests of every RPC generated from the descriptors, and
   byte-level mutations of valid ones;
+- :mod:`episodic.testing.replica`: a streaming hot standby of the embedded primary
+  (``pg_basebackup``), for read-replica tests and benchmarks;
 - :mod:`episodic.testing.certificates`: throwaway CA, server and client certificates.
 """

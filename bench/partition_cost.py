@@ -1,0 +1,120 @@
+"""What hash partitioning by dataset (revision 0010) costs Recall's SQL, in one run.
+
+    .venv/bin/python -m bench.partition_cost [--episodes 20000] [--datasets 200] [--queries 1000]
+
+Fills a database at head (partitioned, 8 partitions) with bench.recall_speed's synthetic
+store, clones it (CREATE DATABASE … TEMPLATE) and migrates the clone down to 0009 (the
+plain tables, same rows). Then runs Recall's ranking statement (query + vector, exactly as
+the service sends it) for the same random datasets and 3-word queries on both, interleaved
+in a shuffled order, after an untimed read of each dataset on both; prints p50/p95/p99
+and the partitioned/plain ratios, and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+from pgvector.psycopg import register_vector
+
+from bench.recall_speed import build, log, percentiles, psycopg_sql
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=20_000)
+    parser.add_argument("--datasets", type=int, default=200)
+    parser.add_argument("--queries", type=int, default=1_000)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(REPO))
+    from episodic.providers import HashingEmbedder
+    from episodic.store import migrate
+    from episodic.store.recall_queries import recall_statement
+    from episodic.testing.database import scratch_database, with_database
+
+    rng = random.Random(args.seed)
+    print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with scratch_database(None, "episodic-partition-") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            build(conn, args.episodes, args.datasets, 384)
+        name = url.partition("?")[0].rsplit("/", 1)[1]
+        plain_url = with_database(url, name + "_plain")
+        with psycopg.connect(with_database(url, "postgres"), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}_plain" TEMPLATE "{name}"')
+        log("migrating the clone down to 0009 (plain tables) …")
+        migrate.downgrade(plain_url, 384, "0009")
+        with psycopg.connect(plain_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            kinds = conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'p'").fetchone()
+            assert kinds == (0,), "the clone still has partitioned tables"
+
+        statement = psycopg_sql(recall_statement(with_query=True, with_vector=True))
+        hasher = HashingEmbedder(384)
+        vocab = [f"w{i}" for i in range(1, 5001)]
+        work = []
+        for _ in range(args.queries):
+            words = [vocab[int(5000 * rng.random() ** 3)] for _ in range(3)]
+            query = " ".join(words)
+            work.append(
+                {
+                    "dataset": f"ds-{rng.randrange(args.datasets):04d}",
+                    "query": query,
+                    "lexemes": words,  # datasets in the clear: the lexemes are the words
+                    "qvec": hasher.embed_query(query),
+                    "since": None,
+                    "until": None,
+                    "thread_ids": None,
+                    "entities": None,
+                    "event_type": None,
+                    "as_of": None,
+                    "ws": 0.7,
+                    "wr": 0.3,
+                    "limit": 3,
+                }
+            )
+        conns = {
+            "partitioned": psycopg.connect(url, autocommit=True),
+            "plain": psycopg.connect(plain_url, autocommit=True),
+        }
+        for conn in conns.values():
+            register_vector(conn)
+        times: dict[str, list[float]] = {k: [] for k in conns}
+        log(f"measuring {len(work)} queries per layout …")
+        for params in work:
+            for conn in conns.values():  # untimed: the dataset's pages in shared buffers
+                conn.execute(statement, params).fetchall()
+            order = list(conns.items())
+            rng.shuffle(order)
+            for key, conn in order:
+                started = time.perf_counter()
+                conn.execute(statement, params).fetchall()
+                times[key].append(time.perf_counter() - started)
+        for conn in conns.values():
+            conn.close()
+        stats = {k: percentiles(v) for k, v in times.items()}
+        print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(
+            f"Recall's SQL, {args.episodes} episodes over {args.datasets} datasets, "
+            f"{args.queries} queries per layout:"
+        )
+        for key, s in stats.items():
+            print(
+                f"  {key:12s} p50 {s['p50'] * 1000:7.2f} ms  p95 {s['p95'] * 1000:7.2f} ms  "
+                f"p99 {s['p99'] * 1000:7.2f} ms"
+            )
+        for p in ("p50", "p99"):
+            print(f"  partitioned/plain at {p}: {stats['partitioned'][p] / stats['plain'][p]:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

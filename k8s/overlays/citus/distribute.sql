@@ -1,0 +1,37 @@
+-- Distributes episodic's schema over a Citus cluster. Run once, on the coordinator, as a
+-- superuser, after `episodic migrate` has reached revision 0010 (migrate with
+-- EPISODIC_DATABASE_PARTITIONS=1: Citus shards by dataset itself) and before the services
+-- start:   psql "$COORDINATOR_URL" -v ON_ERROR_STOP=1 -f distribute.sql
+-- Not run on this project's CI (no Citus build for the embedded PostgreSQL here); the
+-- schema test (tests/test_distribution_schema.py) checks the rules these calls rely on.
+
+CREATE EXTENSION IF NOT EXISTS citus;  -- citus first in shared_preload_libraries
+
+-- Global tables: small, read on every call (api_keys) or by every replica (leases):
+-- copied to every node. The audit log outlives the datasets it mentions: it stays on the
+-- coordinator.
+SELECT create_reference_table('api_keys');
+SELECT create_reference_table('leases');
+SELECT citus_add_local_table_to_metadata('audit_events');
+
+-- Dataset tables: sharded by dataset, one colocation group, so every statement that filters
+-- one dataset (and every foreign key, which carries dataset) stays on one node. Referenced
+-- tables before the tables that reference them.
+SELECT create_distributed_table('datasets', 'dataset', shard_count := 64);
+SELECT create_distributed_table('threads', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('messages', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('scheduled_episodes', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('episodes', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('facts', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('message_chunks', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('events', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('entities', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('entity_keys', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('entity_aliases', 'dataset', colocate_with := 'datasets');
+-- A table added later gets one line of the same form, in foreign-key order. This query
+-- must return no row before the services start:
+SELECT c.relname AS not_distributed
+FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'dataset'
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+  AND NOT c.relispartition AND c.relname <> 'audit_events'
+  AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = c.oid);
