@@ -263,6 +263,7 @@ class Pipeline:
         episode that cannot be read here is read again, and fails, in :meth:`process`."""
         loaded: dict[Any, Loaded] = {}
         texts: list[str] = []
+        threads: set[Any] = set()
         sentences = getattr(self.summariser, "sentences", None)
         with self.engine.connect() as conn:
             for episode in claimed:
@@ -286,6 +287,12 @@ class Pipeline:
                         raise
                     continue
                 texts += [u for c in chunks or [] for u in chunk_units(c)]
+                if episode["thread_id"] in threads:
+                    # A later window of a thread in this batch: what it reads (the previous
+                    # summary, the chunks still to index) changes when the earlier one
+                    # completes, so process() reads it then; its texts are warm anyway.
+                    continue
+                threads.add(episode["thread_id"])
                 loaded[episode["episode_id"]] = Loaded(request, key, chunks)
         if texts:
             try:
