@@ -406,7 +406,7 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def run_before(checkout: Path, threads: int, batch: int) -> float:
+def run_before(checkout: Path, threads: int, batch: int, path: Path) -> float:
     """Runs the older checkout's own summariser_bench (1 worker) and reads its episodes/s."""
     import subprocess
 
@@ -420,6 +420,8 @@ def run_before(checkout: Path, threads: int, batch: int) -> float:
             str(threads),
             "--batch",
             str(batch),
+            "--path",
+            str(path),
         ],
         capture_output=True,
         text=True,
@@ -452,7 +454,7 @@ def main() -> None:
 
     before_rate = None
     if args.before:
-        before_rate = run_before(args.before, args.threads, args.batch)
+        before_rate = run_before(args.before, args.threads, args.batch, args.path)
 
     if args.path.is_file():
         pool = locomo_sessions(args.path)
