@@ -10,10 +10,16 @@ prints medians:
 
 - gRPC: ``IngestService.AddMessages`` through the service, one channel per client thread;
 - SQL: the statements ``services/ingest/domain.py`` runs, sent by psycopg from this process
-  (``SELECT … FOR UPDATE`` on the thread row, ``UPDATE threads … RETURNING last_sequence``,
-  ``INSERT … SELECT FROM unnest(…) RETURNING *``, commit);
-- plain: a plain ``INSERT INTO messages`` of the same rows with client-chosen sequences (no
-  thread lock, no counter; ``executemany`` for batches), the floor of what the table takes.
+  (``SELECT … FOR UPDATE`` on the thread row, then one ``WITH bumped AS (UPDATE threads …)
+  INSERT … SELECT FROM unnest(…) RETURNING …``, commit);
+- plain: the floor of what the table takes — one plain ``INSERT INTO messages … SELECT FROM
+  unnest(…)`` of the same rows with client-chosen sequences (a single-row ``INSERT …
+  VALUES`` for batch 1), then commit: no thread lock, no counter, no sealing;
+- before (with ``--before DIR``): AddMessages through the Ingest of another checkout (its
+  ``.venv``, e.g. a ``git worktree`` of main) on the same database, in the same rounds.
+
+The summary line prints the issue's ratios: time per message of gRPC (and of before) over
+the plain INSERT, at batch 1 and batch 100 (one client).
 
 Each client thread writes to its own thread_id, except the hot-row case, where 8 clients
 append to the SAME thread (the row lock serialises them). Messages are ~200 characters with
@@ -29,6 +35,7 @@ same database (an extra commit per coalesced notice), which the raw SQL does not
 Not part of pytest:
 
     .venv/bin/python bench/ingest_bench.py [--seconds 3] [--repeats 3] [--scheduler]
+        [--encryption on|off] [--before DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -79,22 +86,29 @@ LOCK_SQL = (
     "FROM threads t JOIN datasets d ON d.dataset = t.dataset "
     "WHERE t.thread_id = %s FOR UPDATE OF t"
 )
-BUMP_SQL = (
-    "UPDATE threads SET last_sequence = last_sequence + %s, last_message_at = now(), "
-    "last_activity_at = now() WHERE thread_id = %s RETURNING last_sequence"
-)
-UNNEST_SQL = (
+INSERT_SQL = (
+    "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + %(n)s, "
+    "last_message_at = now(), last_activity_at = now() "
+    "WHERE dataset = 'bench' AND thread_id = %(id)s "
+    "RETURNING last_sequence) "
     "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, created_at, "
     "idempotency_key) "
-    "SELECT 'bench', %s, u.seq, u.role, u.content, u.meta, "
+    "SELECT 'bench', %(id)s, b.last_sequence - %(n)s + u.i, u.role, u.content, u.meta, "
     "coalesce(u.created_at, now()), u.ikey "
-    "FROM unnest(CAST(%s AS bigint[]), CAST(%s AS text[]), CAST(%s AS bytea[]), "
-    "CAST(%s AS bytea[]), CAST(%s AS timestamptz[]), CAST(%s AS text[])) "
-    "AS u(seq, role, content, meta, created_at, ikey) RETURNING *"
+    "FROM bumped b, unnest(CAST(%(roles)s AS text[]), CAST(%(contents)s AS bytea[]), "
+    "CAST(%(metas)s AS bytea[]), CAST(%(created)s AS timestamptz[]), CAST(%(keys)s AS text[])) "
+    "WITH ORDINALITY AS u(role, content, meta, created_at, ikey, i) "
+    "RETURNING sequence, idempotency_key, created_at, received_at"
 )
 PLAIN_SQL = (
     "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, created_at) "
     "VALUES ('bench', %s, %s, %s, %s, %s, now())"
+)
+PLAIN_UNNEST_SQL = (
+    "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, created_at) "
+    "SELECT 'bench', %s, u.seq, u.role, u.content, u.meta, now() "
+    "FROM unnest(CAST(%s AS bigint[]), CAST(%s AS text[]), CAST(%s AS bytea[]), "
+    "CAST(%s AS bytea[])) AS u(seq, role, content, meta)"
 )
 
 #: The bench dataset's key (sealing, as Ingest does; set by main from --encryption).
@@ -211,22 +225,20 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
         with conn.cursor() as cur:
             cur.execute(LOCK_SQL, (thread_id,))
             assert cur.fetchone() is not None
-            cur.execute(BUMP_SQL, (batch, thread_id))
-            last = cur.fetchone()[0]  # type: ignore[index]
             # Sealed per message, as Ingest does (a fresh nonce each).
             contents = [KEY.seal(CONTENT, "messages.content") for _ in range(batch)]
             metas = [seal_json(KEY, METADATA, "messages.metadata") for _ in range(batch)]
             cur.execute(
-                UNNEST_SQL,
-                (
-                    thread_id,
-                    list(range(last - batch + 1, last + 1)),
-                    roles,
-                    contents,
-                    metas,
-                    nones,
-                    nones,
-                ),
+                INSERT_SQL,
+                {
+                    "id": thread_id,
+                    "n": batch,
+                    "roles": roles,
+                    "contents": contents,
+                    "metas": metas,
+                    "created": nones,
+                    "keys": nones,
+                },
             )
             assert len(cur.fetchall()) == batch
         conn.commit()
@@ -240,25 +252,34 @@ def plain_client(
     conn = psycopg.connect(url)
 
     def call() -> None:
-        rows = [
-            (thread_id, next(sequences), ROLES[i % 2], PLAIN_CONTENT, PLAIN_METADATA)
-            for i in range(batch)
-        ]
         with conn.cursor() as cur:
             if batch == 1:
-                cur.execute(PLAIN_SQL, rows[0])
+                cur.execute(
+                    PLAIN_SQL, (thread_id, next(sequences), ROLES[0], PLAIN_CONTENT, PLAIN_METADATA)
+                )
             else:
-                cur.executemany(PLAIN_SQL, rows)
+                cur.execute(
+                    PLAIN_UNNEST_SQL,
+                    (
+                        thread_id,
+                        [next(sequences) for _ in range(batch)],
+                        [ROLES[i % 2] for i in range(batch)],
+                        [PLAIN_CONTENT] * batch,
+                        [PLAIN_METADATA] * batch,
+                    ),
+                )
         conn.commit()
 
     return call, conn.close
 
 
-def make_clients(method: str, case: Case, url: str, address: str) -> tuple[list[Client], list]:  # type: ignore[type-arg]
+def make_clients(
+    method: str, case: Case, url: str, addresses: dict[str, str]
+) -> tuple[list[Client], list]:  # type: ignore[type-arg]
     threads = make_threads(url, 1 if case.same_thread else case.clients)
     per_client = [threads[0] if case.same_thread else threads[i] for i in range(case.clients)]
-    if method == "grpc":
-        return [grpc_client(address, t, case.batch) for t in per_client], threads
+    if method in addresses:  # grpc, before
+        return [grpc_client(addresses[method], t, case.batch) for t in per_client], threads
     if method == "sql":
         return [sql_client(url, t, case.batch) for t in per_client], threads
     # itertools.count's next() is atomic under the GIL: shared by the hot-row clients.
@@ -319,12 +340,17 @@ def check_hot_thread(url: str, thread_id: uuid.UUID) -> None:
         raise AssertionError(f"hot thread {thread_id}: last={last} rows={n} max={top}")
 
 
-def measure(method: str, case: Case, url: str, ingest: ServiceProcess, seconds: float) -> Run:
-    clients, threads = make_clients(method, case, url, ingest.address)
+def measure(
+    method: str, case: Case, url: str, ingests: dict[str, ServiceProcess], seconds: float
+) -> Run:
+    clients, threads = make_clients(
+        method, case, url, {name: p.address for name, p in ingests.items()}
+    )
     try:
-        cpu = process_cpu(ingest.proc.pid)
+        ingest = ingests.get(method)
+        cpu = process_cpu(ingest.proc.pid) if ingest else 0.0
         run = drive(clients, case.batch, seconds)
-        if method == "grpc":
+        if ingest:
             run.service_cpu = process_cpu(ingest.proc.pid) - cpu
     finally:
         for _, close in clients:
@@ -350,8 +376,16 @@ def main() -> None:
         default="on",
         help="the bench dataset encrypted at rest (on, as `episodic up` runs) or in the clear",
     )
+    parser.add_argument(
+        "--before", type=Path, help="an older checkout (with .venv): its Ingest, same rounds"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="only the one-client cases (batch 1 and 100)"
+    )
     args = parser.parse_args()
     global KEY
+    methods = METHODS + (("before",) if args.before else ())
+    cases = [c for c in CASES if c.clients == 1] if args.quick else list(CASES)
 
     service_env = {
         # Production defaults instead of the test harness's smaller pool.
@@ -359,7 +393,7 @@ def main() -> None:
         "EPISODIC_GRPC_WORKERS": "16",
         "EPISODIC_LOG_LEVEL": "WARNING" if args.scheduler else "ERROR",
     }
-    results: dict[tuple[str, str], Runs] = {(c.name, m): Runs() for c in CASES for m in METHODS}
+    results: dict[tuple[str, str], Runs] = {(c.name, m): Runs() for c in cases for m in methods}
     load_before = loadavg()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ingest-bench-") as tmp, test_server(Path(tmp)) as dbs:
@@ -378,17 +412,21 @@ def main() -> None:
                 )
                 procs.append(scheduler)
                 service_env["EPISODIC_SCHEDULER_ADDRESS"] = scheduler.address
-            ingest = start_service("ingest", url, service_env)
-            procs.append(ingest)
+            ingests = {"grpc": start_service("ingest", url, service_env)}
+            if args.before:
+                ingests["before"] = start_service(
+                    "ingest", url, service_env, python=str(args.before / ".venv/bin/python")
+                )
+            procs += ingests.values()
 
-            for case in CASES:
-                for method in METHODS:
-                    measure(method, case, url, ingest, args.warmup)
+            for case in cases:
+                for method in methods:
+                    measure(method, case, url, ingests, args.warmup)
             for round_ in range(args.repeats):
-                for case in CASES:
-                    shift = round_ % len(METHODS)
-                    for method in METHODS[shift:] + METHODS[:shift]:
-                        run = measure(method, case, url, ingest, args.seconds)
+                for case in cases:
+                    shift = round_ % len(methods)
+                    for method in methods[shift:] + methods[:shift]:
+                        run = measure(method, case, url, ingests, args.seconds)
                         results[(case.name, method)].runs.append(run)
                 print(f"round {round_ + 1}/{args.repeats} done", file=sys.stderr, flush=True)
         finally:
@@ -415,7 +453,7 @@ def main() -> None:
     )
     print(header)
     print("-" * len(header))
-    for case in CASES:
+    for case in cases:
         g, s, p = (results[(case.name, m)] for m in METHODS)
         print(
             f"{case.name:<30} | {g.median('rate'):>11.0f} | {s.median('rate'):>10.0f} | "
@@ -424,10 +462,30 @@ def main() -> None:
             f"{s.median('p50'):>5.1f} / {s.median('p99'):>6.1f} | "
             f"{g.median('cpu_ms_per_call'):>5.2f} ms ({g.median('cores'):.2f} cores)"
         )
-    print("\nmsgs/s in each round (gRPC | SQL | plain), to judge the noise:")
-    for case in CASES:
+    print(
+        "\nTime per message over the plain INSERT's (the issue's ratios; goal <= 2.5x at batch 1, <= 1.5x at batch 100):"
+    )
+    for case in cases:
+        if case.clients != 1:
+            continue
+        plain_rate = results[(case.name, "plain")].median("rate")
+        cells = ", ".join(
+            f"{m} {plain_rate / results[(case.name, m)].median('rate'):.2f}x"
+            for m in methods
+            if m != "plain"
+        )
+        print(f"  {case.name:<30} {cells}")
+    if args.before:
+        print("\nIngest CPU per call, this checkout vs --before (less noisy than rates):")
+        for case in cases:
+            this, old = (
+                results[(case.name, m)].median("cpu_ms_per_call") for m in ("grpc", "before")
+            )
+            print(f"  {case.name:<30} {this:.2f} ms vs {old:.2f} ms = {this / old:.2f}x")
+    print(f"\nmsgs/s in each round ({' | '.join(methods)}), to judge the noise:")
+    for case in cases:
         cells = " | ".join(
-            " ".join(f"{r.rate:.0f}" for r in results[(case.name, m)].runs) for m in METHODS
+            " ".join(f"{r.rate:.0f}" for r in results[(case.name, m)].runs) for m in methods
         )
         print(f"  {case.name:<30} {cells}")
     print(

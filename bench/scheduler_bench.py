@@ -14,6 +14,11 @@ Both times come from the database clock (episodes.created_at is the firing trans
 now(); fire_at is recorded beside the timer before it is deleted). Not part of pytest:
 
     .venv/bin/python bench/scheduler_bench.py [--timers 2000] [--steady 600] [--seconds 6]
+        [--before /path/to/older/checkout]
+
+``--before DIR`` also runs the Scheduler of another checkout (its ``.venv``, e.g. a
+``git worktree`` of main) on the same database in the same run, alternating with this one,
+and prints this checkout's burst rate as a ratio of that one's.
 """
 
 from __future__ import annotations
@@ -111,11 +116,13 @@ def pct(values: list[float], p: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
 
 
-def run(url: str, replicas: int, env: dict[str, str], args: argparse.Namespace) -> dict:  # type: ignore[type-arg]
+def run(
+    url: str, replicas: int, env: dict[str, str], args: argparse.Namespace, python: str | None
+) -> dict:  # type: ignore[type-arg]
     results: dict[str, float] = {"replicas": replicas}
     procs: list[ServiceProcess] = []
     try:
-        procs = [start_service("scheduler", url, env) for _ in range(replicas)]
+        procs = [start_service("scheduler", url, env, python=python) for _ in range(replicas)]
 
         reset(url)
         load_timers(url, args.timers, first_due_in=1.0, spread=0.0)
@@ -144,7 +151,13 @@ def main() -> None:
     parser.add_argument("--replicas", default="1,3", help="replica counts to run")
     parser.add_argument("--poll", default="1", help="EPISODIC_SCHEDULER_POLL_INTERVAL (s)")
     parser.add_argument("--batch", default="50", help="EPISODIC_CLAIM_BATCH_SIZE")
+    parser.add_argument(
+        "--before", type=Path, help="an older checkout (with .venv) to run in the same run"
+    )
     args = parser.parse_args()
+    variants: list[tuple[str, str | None]] = [("this", None)]
+    if args.before:
+        variants = [("before", str(args.before / ".venv" / "bin" / "python")), ("this", None)]
 
     env = {
         "EPISODIC_SCHEDULER_POLL_INTERVAL": args.poll,
@@ -156,7 +169,13 @@ def main() -> None:
         admin = pg.start()
         try:
             url = setup_database(admin)
-            rows = [run(url, int(r), env, args) for r in args.replicas.split(",")]
+            load_before = loadavg()
+            rows = [
+                {"variant": name, **run(url, int(r), env, args, python)}
+                for r in args.replicas.split(",")
+                for name, python in variants
+            ]
+            load_after = loadavg()
         finally:
             pg.stop()
 
@@ -166,17 +185,29 @@ def main() -> None:
         "(synchronous_commit on)\n"
     )
     header = (
-        f"{'replicas':>8} | {'burst fired/s':>13} | {'burst lag p50':>13} | "
+        f"{'variant':>7} | {'replicas':>8} | {'burst fired/s':>13} | {'burst lag p50':>13} | "
         f"{'burst lag p99':>13} | {'steady lag p50':>14} | {'steady lag p99':>14}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
-            f"{r['replicas']:>8} | {r['burst_rate']:>13.0f} | {r['burst_p50']:>10.0f} ms | "
+            f"{r['variant']:>7} | {r['replicas']:>8} | {r['burst_rate']:>13.0f} | {r['burst_p50']:>10.0f} ms | "
             f"{r['burst_p99']:>10.0f} ms | {r['steady_p50']:>11.1f} ms | "
             f"{r['steady_p99']:>11.1f} ms"
         )
+    if args.before:
+        for replicas in args.replicas.split(","):
+            by = {r["variant"]: r for r in rows if r["replicas"] == int(replicas)}
+            print(
+                f"{replicas} replica(s): burst fired/s this/before = "
+                f"{by['this']['burst_rate'] / by['before']['burst_rate']:.2f}x"
+            )
+    print(f"load average: {load_before} -> {load_after}")
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 if __name__ == "__main__":

@@ -14,8 +14,11 @@ service's worker does once woken, until nothing is left.
 Per episode it splits the time (wrappers around the summariser and the embedder):
 
 - summarise: ``summariser.summarise`` (the extractive summariser embeds the thread's
-  sentences with the same MiniLM model: shown as "of which sentence embedding");
-- embed: the pipeline's embedding of the summary + key learnings;
+  sentences with the same MiniLM model: shown as "of which sentence embedding" — since the
+  pipeline embeds every episode's sentences in one batched call per pass, only what that
+  call missed);
+- embed: the pipeline's model time: the pass's batched call (shared equally among its
+  episodes), the summary + key learnings, and index chunk units the batch missed;
 - database: everything else in the worker — the claim, loading the thread, the completion
   transaction and the semantic pass (window load, fact rules, facts insert, status) — with a
   pass's claim and semantic time shared equally among the episodes it completed.
@@ -55,6 +58,7 @@ from episodic.config import (
     SummariserSettings,
 )
 from episodic.providers import (
+    CachedEmbedder,
     Embedder,
     Summariser,
     SummaryRequest,
@@ -241,23 +245,31 @@ class TimedPipeline(Pipeline):
             e.total += self._orphan / len(self.episodes)
         self._orphan = 0.0
 
-    def process(self, episode):  # type: ignore[no-untyped-def]
+    def process(self, episode, loaded=None):  # type: ignore[no-untyped-def]
         self.clock.reset()
         t0 = time.perf_counter()
-        status = super().process(episode)
+        status = super().process(episode, loaded)
         c = self.clock
         self._pass.append(
             EpisodeTime(time.perf_counter() - t0, c.summarise, c.sentence_embed, c.embed, c.texts)
         )
         return status
 
+    def load_and_embed(self, claimed):  # type: ignore[no-untyped-def]
+        self.clock.reset()
+        loaded = super().load_and_embed(claimed)
+        self._batch_embed = self.clock.embed  # the model time of the pass's batched call
+        return loaded
+
     def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
         self._pass = []
+        self._batch_embed = 0.0
         t0 = time.perf_counter()
         result = super().run_once(limit, now)
         overhead = time.perf_counter() - t0 - sum(e.total for e in self._pass)
         for e in self._pass:
             e.total += overhead / len(self._pass)
+            e.embed += self._batch_embed / len(self._pass)
         if not self._pass and result.semantic_processed:
             self._orphan += overhead
         self.episodes += self._pass
@@ -317,7 +329,8 @@ def build_pipeline(engine, worker: str) -> TimedPipeline:  # type: ignore[no-unt
     """As services/summariser/__main__.py builds it, from default settings (on_complete:
     the service passes the recall-index hook, which is None today)."""
     clock = Clock()
-    embedder = TimedEmbedder(make_embedder(EmbeddingSettings(), 384), clock)
+    # One cache for the summary and the index, as the service builds it.
+    embedder = CachedEmbedder(TimedEmbedder(make_embedder(EmbeddingSettings(), 384), clock))
     summariser = TimedSummariser(make_summariser(LLMSettings(), embedder), clock)  # type: ignore[arg-type]
     retries = RecoverySettings()
     return TimedPipeline(
@@ -393,6 +406,34 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def run_before(checkout: Path, threads: int, batch: int, path: Path) -> float:
+    """Runs the older checkout's own summariser_bench (1 worker) and reads its episodes/s."""
+    import subprocess
+
+    out = subprocess.run(
+        [
+            str(checkout / ".venv" / "bin" / "python"),
+            str(checkout / "bench" / "summariser_bench.py"),
+            "--workers",
+            "1",
+            "--threads",
+            str(threads),
+            "--batch",
+            str(batch),
+            "--path",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    print(out, file=sys.stderr)
+    match = re.search(r"^\s*1 \|\s*([\d.]+) \|", out, re.MULTILINE)
+    if match is None:
+        raise RuntimeError("no 1-worker row in the older checkout's output")
+    return float(match.group(1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=100, help="threads (= episodes) per run")
@@ -404,7 +445,16 @@ def main() -> None:
         default=SummariserSettings().summariser_batch_size,
         help="episodes claimed per pass (default: the service's default)",
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="an older checkout (with .venv): its summariser_bench runs first, 1 worker",
+    )
     args = parser.parse_args()
+
+    before_rate = None
+    if args.before:
+        before_rate = run_before(args.before, args.threads, args.batch, args.path)
 
     if args.path.is_file():
         pool = locomo_sessions(args.path)
@@ -464,6 +514,12 @@ def main() -> None:
             f"{mean('sentence_embed'):>12.1f} | {mean('embed'):>6.1f} | "
             f"{mean('database'):>8.1f} | {pct(totals, 50):>9.1f} | {pct(totals, 95):>9.1f} | "
             f"{'/'.join(str(n) for n in r.per_worker):>9} | {before} -> {after}"
+        )
+    if before_rate is not None:
+        this_rate = next(r.episodes / r.seconds for r, _, _ in results if r.workers == 1)
+        print(
+            f"\n1 worker, this checkout / {args.before}: {this_rate:.2f} / {before_rate:.2f} "
+            f"episodes/s = {this_rate / before_rate:.2f}x (run back to back in this command)"
         )
     r0 = results[0][0]
     print(

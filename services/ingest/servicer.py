@@ -88,8 +88,18 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         messages = _new_messages(request, request.thread_id)
         domain.check_new_messages(messages, self.settings)
         with self.engine.begin() as conn:
-            owners.require_thread(conn, thread_id)
-            result = domain.add_messages(conn, self.vault, thread_id, messages, self.settings)
+            result = domain.add_messages(
+                conn,
+                self.vault,
+                thread_id,
+                messages,
+                self.settings,
+                # Under the lock, before any write: a thread the caller may not see is
+                # NOT_FOUND, exactly as a missing one.
+                authorize=lambda dataset: access.require_visible(
+                    dataset, owners.thread_not_found(thread_id)
+                ),
+            )
         # Committed: the messages are durable. Only now count them and tell the Scheduler.
         metrics.messages_ingested(
             m.role for m, r in zip(messages, result.receipts, strict=True) if r.stored

@@ -30,8 +30,10 @@ Triggers.
 
 Firing. :func:`claim_due_timers` claims due, unclaimed timers in one statement (CTE with
 ``FOR UPDATE SKIP LOCKED``, writing ``claimed_at``/``claimed_by`` and returning the
-``version`` seen). :func:`fire_timer` then, in its own transaction, opens the episode (thread
-lock) and deletes the timer only ``WHERE claimed_by = me AND version = claimed version``.
+``version`` seen). :func:`fire_timers` then, in one transaction per claimed batch, opens the
+episodes (thread locks, taken in thread_id order) and deletes each timer only ``WHERE
+claimed_by = me AND version = claimed version`` (timer locks, in thread_id order);
+:func:`fire_timer` is the same for one timer.
 A message arriving meanwhile is either committed before the thread lock (it is in the
 window) or after it (it is not, and stays uncaptured); its RecordActivity bumps the version
 and clears the claim, so the delete matches nothing and the timer survives with its new
@@ -284,6 +286,55 @@ def fire_timer(
         conn, timer.thread_id, timer.trigger, now, trace_context=context
     )
     return FireResult(episode=episode, timer_deleted=finish_timer(conn, timer, worker))
+
+
+def fire_timers(
+    conn: Connection, timers: list[ClaimedTimer], worker: str, now: datetime | None = None
+) -> list[FireResult]:
+    """Fires a batch of claimed timers in one transaction (call in its own); the results
+    are in the order of ``timers``.
+
+    The same two steps as :func:`fire_timer`, set-wise: open the episodes (every thread lock,
+    in thread_id order, :func:`episodic.store.episodes.open_episodes`), then delete the
+    timers still ours at the claimed version (their rows locked in thread_id order too).
+    Every lock is taken in one order — threads by id, then timers by id — and every other
+    writer takes at most one thread's lock, or timers in that same order
+    (:func:`record_thread_started`), so the batch cannot deadlock with them; that is what
+    makes one transaction per batch safe where the first version needed one per timer.
+    A message arriving meanwhile behaves exactly as with :func:`fire_timer`.
+    """
+    if not timers:
+        return []
+    # The firing span if tracing is on (it links to the writes that armed the timers),
+    # otherwise each write's own context stored on its timer.
+    context = current_trace_context() or None
+    opened = episodes.open_episodes(
+        conn,
+        [
+            episodes.EpisodeToOpen(t.thread_id, t.trigger, context or t.trace_context)
+            for t in timers
+        ],
+        now,
+    )
+    deleted = set(
+        conn.execute(
+            text(
+                "DELETE FROM scheduled_episodes s USING ("
+                "  SELECT se.thread_id FROM scheduled_episodes se "
+                "  JOIN unnest(CAST(:ids AS uuid[]), CAST(:versions AS bigint[])) "
+                "    AS d(thread_id, version) "
+                "    ON se.thread_id = d.thread_id AND se.version = d.version "
+                "  WHERE se.claimed_by = :me ORDER BY se.thread_id FOR UPDATE OF se) mine "
+                "WHERE s.thread_id = mine.thread_id RETURNING s.thread_id"
+            ),
+            {
+                "ids": [t.thread_id for t in timers],
+                "versions": [t.version for t in timers],
+                "me": worker,
+            },
+        ).scalars()
+    )
+    return [FireResult(opened.get(t.thread_id), t.thread_id in deleted) for t in timers]
 
 
 def finish_timer(conn: Connection, timer: ClaimedTimer, worker: str) -> bool:

@@ -43,6 +43,13 @@ LIFECYCLE_LEASE = "scheduler.lifecycle"
 SWEEP_LIMIT = 1000
 
 
+#: Most timers fired in one transaction. One transaction per batch is what makes a burst
+#: fast (a commit per timer was the cost); the bound keeps the thread locks a batch holds —
+#: which Ingest's writers of those threads wait for — short, and what a crash rolls back
+#: small.
+FIRE_BATCH = 100
+
+
 @dataclass
 class SweepResult:
     episodes_created: int = 0
@@ -197,34 +204,22 @@ class Sweeper:
         while not self._stop.is_set():
             with self.engine.begin() as conn:
                 timers = domain.claim_due_timers(conn, self.worker, batch, now)
-            for i, timer in enumerate(timers):
+            if timers and self._stop.is_set():
+                with self.engine.begin() as conn:
+                    domain.unclaim_timers(conn, self.worker, [t.thread_id for t in timers])
+                return result
+            fired_all: list[domain.FireResult | None] = []
+            for start in range(0, len(timers), FIRE_BATCH):
                 if self._stop.is_set():
                     with self.engine.begin() as conn:
-                        domain.unclaim_timers(conn, self.worker, [t.thread_id for t in timers[i:]])
-                    return result
-                try:
-                    with (
-                        tracer.start_as_current_span(
-                            "scheduler.fire_timer",
-                            links=link_from(timer.trace_context),
-                            attributes={
-                                "episodic.thread_id": str(timer.thread_id),
-                                "episodic.trigger": timer.trigger,
-                            },
-                        ),
-                        self.engine.begin() as conn,
-                    ):
-                        fired = domain.fire_timer(conn, timer, self.worker, now)
-                except Exception as err:
-                    if is_database_outage(err):
-                        # The batch stops; its claims are handed back once the database
-                        # answers again (the next pass), not after the reclaim timeout.
-                        self._release_owed = True
-                        raise
-                    # The claim stays; the reclaim sweep returns it after the timeout, which
-                    # is the backoff a persistent failure needs.
-                    log_failure(log, f"firing the timer of thread {timer.thread_id} failed", err)
-                    continue
+                        rest = [t.thread_id for t in timers[start:]]
+                        domain.unclaim_timers(conn, self.worker, rest)
+                    fired_all += [None] * (len(timers) - start)
+                    break
+                fired_all += self._fire(timers[start : start + FIRE_BATCH], now)
+            for timer, fired in zip(timers, fired_all, strict=True):
+                if fired is None:
+                    continue  # failed alone (its claim stays for the reclaim sweep) or unclaimed
                 metrics.timer_fired(
                     timer.trigger,
                     opened_episode=fired.episode is not None,
@@ -239,6 +234,44 @@ class Sweeper:
             if len(timers) < batch:
                 break
         return result
+
+    def _fire(
+        self, timers: list[domain.ClaimedTimer], now: datetime | None
+    ) -> list[domain.FireResult | None]:
+        """Fires a claimed batch in one transaction; if that fails for a reason other than
+        an outage, fires the batch's timers one by one, so one bad thread costs only its
+        own timer (None: that timer failed; its claim stays)."""
+        if not timers:
+            return []
+        try:
+            with (
+                tracer.start_as_current_span(
+                    "scheduler.fire_timers",
+                    links=[link for t in timers[:32] for link in link_from(t.trace_context)],
+                    attributes={"episodic.timers": len(timers)},
+                ),
+                self.engine.begin() as conn,
+            ):
+                return list(domain.fire_timers(conn, timers, self.worker, now))
+        except Exception as err:
+            if is_database_outage(err):
+                # The batch stops; its claims are handed back once the database answers
+                # again (the next pass), not after the reclaim timeout.
+                self._release_owed = True
+                raise
+            if len(timers) == 1:
+                log_failure(log, f"firing the timer of thread {timers[0].thread_id} failed", err)
+                return [None]
+            log.warning("firing a batch of %d timers failed; firing them one by one", len(timers))
+        results: list[domain.FireResult | None] = []
+        for timer in timers:
+            if self._stop.is_set():
+                with self.engine.begin() as conn:
+                    domain.unclaim_timers(conn, self.worker, [timer.thread_id])
+                results.append(None)
+                continue
+            results += self._fire([timer], now)
+        return results
 
     # -- singleton sweeps ----------------------------------------------------------------
 

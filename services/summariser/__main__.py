@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from episodic.config import Settings
-from episodic.providers import make_embedder, make_summariser
+from episodic.providers import CachedEmbedder, make_embedder, make_summariser
 from episodic.server import Service, serve
 from episodic.store.db import check_embedding_dimension
 from episodic.store.vault import make_vault
@@ -18,7 +18,10 @@ from .worker import Worker
 
 
 def build(settings: Settings, engine: Engine) -> Service:
-    embedder = make_embedder(settings.embedding, settings.database.embedding_dimension)
+    # One cache shared by the summary and the recall index: each text is embedded once.
+    embedder = CachedEmbedder(
+        make_embedder(settings.embedding, settings.database.embedding_dimension)
+    )
     # Refuse to start rather than fail every episode later.
     check_embedding_dimension(engine, embedder.dimension)
     summariser = make_summariser(settings.llm, embedder)

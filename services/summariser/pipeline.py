@@ -21,7 +21,9 @@ from opentelemetry import trace
 from sqlalchemy import Connection, Engine, RowMapping, text
 
 from episodic import metrics
+from episodic.crypto import DatasetKey
 from episodic.errors import describe_error
+from episodic.providers.embedding import CachedEmbedder
 from episodic.providers.entities import normalise_entities
 from episodic.providers.types import (
     ChatMessage,
@@ -32,7 +34,14 @@ from episodic.providers.types import (
 )
 from episodic.store import entities, episodes
 from episodic.store.db import is_database_outage
-from episodic.store.recall_index import IndexInput, prepare_episode_index, write_episode_index
+from episodic.store.recall_index import (
+    Chunk,
+    IndexInput,
+    chunk_units,
+    pending_chunks,
+    prepare_episode_index,
+    write_episode_index,
+)
 from episodic.store.sql import worker_id
 from episodic.store.vault import Vault
 from episodic.telemetry import link_from
@@ -42,6 +51,16 @@ from .semantic import SemanticExtractor, WindowMessage
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("episodic.summariser")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What :meth:`Pipeline.process` reads before the slow work: the summary request, the
+    key that seals the result, and the index chunks still to embed (None: not read)."""
+
+    request: SummaryRequest
+    key: DatasetKey
+    chunks: list[Chunk] | None
 
 
 @dataclass
@@ -126,6 +145,11 @@ def load_window(conn: Connection, vault: Vault, episode: RowMapping) -> list[Win
     ]
 
 
+def indexed_messages(request: SummaryRequest) -> list[tuple[int, str]]:
+    """The thread as read for the summary, as the recall index reads it."""
+    return [(m.sequence, f"{m.name}: {m.content}" if m.name else m.content) for m in request.rows]
+
+
 def index_input(episode: RowMapping, request: SummaryRequest, result: Any) -> IndexInput:
     """What the episode's recall index is built from, out of what the summariser has in
     hand (the thread as read for the summary, and the summary)."""
@@ -134,9 +158,7 @@ def index_input(episode: RowMapping, request: SummaryRequest, result: Any) -> In
         thread_id=episode["thread_id"],
         dataset=episode["dataset"],
         end_sequence=episode["end_sequence"],
-        messages=[
-            (m.sequence, f"{m.name}: {m.content}" if m.name else m.content) for m in request.rows
-        ],
+        messages=indexed_messages(request),
         summary=result.summary,
         key_learnings=list(result.key_learnings),
     )
@@ -201,7 +223,11 @@ class Pipeline:
         self.engine = engine
         self.vault = vault
         self.summariser = summariser
-        self.embedder = embedder
+        # Every text is embedded once per pass: the service hands the summariser and the
+        # pipeline the same CachedEmbedder (summary sentences = the index's chunk units).
+        self.embedder = (
+            embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder)
+        )
         self.extractor = extractor
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
@@ -225,8 +251,9 @@ class Pipeline:
             claimed = episodes.claim_pending(conn, self.worker, limit, now)
         try:
             with _Heartbeat(self, self.heartbeat):
+                loaded = self.load_and_embed(claimed)
                 for episode in claimed:
-                    status = self.process(episode)
+                    status = self.process(episode, loaded.get(episode["episode_id"]))
                     if status in ("completed", "archived"):
                         result.completed += 1
                     elif status is not None:
@@ -239,8 +266,56 @@ class Pipeline:
             raise
         return result
 
-    def process(self, episode: RowMapping) -> str | None:
-        """Summarises one claimed episode; returns its new status (None if the claim was lost)."""
+    def load_and_embed(self, claimed: list[RowMapping]) -> dict[Any, Loaded]:
+        """Reads every claimed episode's thread on one connection and embeds, in one batched
+        model call, the texts all of them will need (the extractive summary's sentences and
+        the index's chunk units; the cache hands them to :meth:`process`). Best effort: an
+        episode that cannot be read here is read again, and fails, in :meth:`process`."""
+        loaded: dict[Any, Loaded] = {}
+        texts: list[str] = []
+        threads: set[Any] = set()
+        sentences = getattr(self.summariser, "sentences", None)
+        with self.engine.connect() as conn:
+            for episode in claimed:
+                try:
+                    request = load_summary_request(conn, self.vault, episode)
+                    key = self.vault.for_read(conn, episode["dataset"])
+                    chunks = (
+                        pending_chunks(
+                            conn,
+                            episode["dataset"],
+                            episode["thread_id"],
+                            indexed_messages(request),
+                            episode["end_sequence"],
+                        )
+                        if self.index_for_recall
+                        else None
+                    )
+                    if callable(sentences):
+                        texts += sentences(request)
+                except Exception as err:
+                    if is_database_outage(err):
+                        raise
+                    continue
+                texts += [u for c in chunks or [] for u in chunk_units(c)]
+                if episode["thread_id"] in threads:
+                    # A later window of a thread in this batch: what it reads (the previous
+                    # summary, the chunks still to index) changes when the earlier one
+                    # completes, so process() reads it then; its texts are warm anyway.
+                    continue
+                threads.add(episode["thread_id"])
+                loaded[episode["episode_id"]] = Loaded(request, key, chunks)
+        if texts:
+            try:
+                with metrics.embedding(self.embedder.name, "batch"):
+                    self.embedder.embed(list(dict.fromkeys(texts)))
+            except Exception as err:  # each episode embeds (and fails) on its own below
+                log.warning("batched embedding failed: %s", describe_error(err))
+        return loaded
+
+    def process(self, episode: RowMapping, loaded: Loaded | None = None) -> str | None:
+        """Summarises one claimed episode; returns its new status (None if the claim was lost).
+        ``loaded``: what :meth:`load_and_embed` read for it."""
         links = link_from(_carrier(episode.get("trace_context")))
         with tracer.start_as_current_span(
             "summarise episode",
@@ -252,11 +327,17 @@ class Pipeline:
             },
         ) as span:
             try:
-                with self.engine.connect() as conn:
-                    request = load_summary_request(conn, self.vault, episode)
-                    # The key that opened the thread seals the result (a dataset erased
-                    # and created meanwhile has no such episode any more: nothing is written).
-                    key = self.vault.for_read(conn, episode["dataset"])
+                if loaded is None:
+                    with self.engine.connect() as conn:
+                        loaded = Loaded(
+                            load_summary_request(conn, self.vault, episode),
+                            # The key that opened the thread seals the result (a dataset
+                            # erased and created meanwhile has no such episode any more:
+                            # nothing is written).
+                            self.vault.for_read(conn, episode["dataset"]),
+                            None,
+                        )
+                request, key = loaded.request, loaded.key
                 with (
                     tracer.start_as_current_span("llm.summarise"),
                     metrics.summarising(self.summariser.name),
@@ -278,7 +359,11 @@ class Pipeline:
                         self.engine.connect() as conn,
                     ):
                         prepared = prepare_episode_index(
-                            conn, key, index_input(episode, request, result), self.embedder
+                            conn,
+                            key,
+                            index_input(episode, request, result),
+                            self.embedder,
+                            loaded.chunks,
                         )
                 spellings = normalise_entities(result.entities)
                 with self.engine.begin() as conn:

@@ -242,3 +242,41 @@ def test_make_embedder_hashing_and_openai(fake: FakeOpenAI) -> None:
     assert isinstance(openai, OpenAIEmbedder)
     openai.check()
     assert fake.requests_to("embeddings")[0].headers["authorization"] == "Bearer sk-x"
+
+
+class _CountingEmbedder(HashingEmbedder):
+    """A real hashing embedder that remembers which texts reached it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.seen += texts
+        return super().embed(texts)
+
+
+def test_cached_embedder_embeds_each_distinct_text_once_with_the_same_vectors() -> None:
+    from episodic.providers.embedding import CachedEmbedder
+
+    inner = _CountingEmbedder()
+    cached = CachedEmbedder(inner, size=10)
+    first = cached.embed(["a b", "c d", "a b"])
+    again = cached.embed(["c d", "e f"])
+    assert inner.seen == ["a b", "c d", "e f"]
+    np.testing.assert_allclose(first[0], first[2])
+    np.testing.assert_allclose(again[0], first[1])
+    np.testing.assert_allclose(again[1], HashingEmbedder().embed(["e f"])[0])
+
+
+def test_a_chunk_vector_is_the_length_weighted_mean_of_its_sentences() -> None:
+    from episodic.store.recall_index import Chunk, chunk_units, chunk_vectors
+
+    chunk = Chunk(1, 0, 2, "Caroline: I adopted a dog. He is called Rex.\nMel: Nice dog")
+    units = chunk_units(chunk)
+    assert units == ["I adopted a dog.", "He is called Rex.", "Nice dog"]
+    embedder = HashingEmbedder()
+    (vector,) = chunk_vectors([chunk], embedder)
+    parts = embedder.embed(units)
+    expected = (parts * np.array([4.0, 4.0, 2.0])[:, None]).sum(axis=0)
+    np.testing.assert_allclose(vector, expected / np.linalg.norm(expected), rtol=1e-5)

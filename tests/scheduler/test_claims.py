@@ -278,3 +278,34 @@ def test_racing_lease_takers_get_one_winner(engine) -> None:  # type: ignore[no-
 
     with ThreadPoolExecutor(5) as pool:
         assert sum(pool.map(take, range(5))) == 1
+
+
+def test_a_batch_fires_every_timer_and_keeps_the_one_rearmed_after_its_claim(engine) -> None:  # type: ignore[no-untyped-def]
+    # One transaction fires a claimed batch: every thread gets its episode, every timer
+    # still ours at the claimed version is deleted, and the timer that new activity
+    # re-armed between the claim and the firing survives (its claim cleared).
+    ids = due_threads(engine, 5, messages=2)
+    with engine.begin() as conn:
+        claimed = domain.claim_due_timers(conn, "replica-a", 10)
+    assert {t.thread_id for t in claimed} == set(ids)
+    rearmed = claimed[2].thread_id
+    with engine.begin() as conn:
+        domain.record_activity(conn, rearmed, CFG)
+    with engine.begin() as conn:
+        fired = domain.fire_timers(conn, claimed, "replica-a")
+    assert [f.episode is not None for f in fired] == [True] * 5
+    assert all(
+        (f.episode["start_sequence"], f.episode["end_sequence"]) == (1, 2)
+        for f in fired
+        if f.episode is not None
+    )
+    assert [f.timer_deleted for f in fired] == [t.thread_id != rearmed for t in claimed]
+    with engine.connect() as conn:
+        left = conn.execute(
+            text(
+                "SELECT thread_id, claimed_by FROM scheduled_episodes WHERE thread_id = ANY(:ids)"
+            ),
+            {"ids": ids},
+        ).all()
+    assert left == [(rearmed, None)]
+    check_invariants(engine)

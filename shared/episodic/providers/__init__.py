@@ -13,6 +13,7 @@ return objects that satisfy the :class:`Embedder` / :class:`Summariser` protocol
 from episodic.providers._http import RetryPolicy
 from episodic.providers.embedding import (
     MINILM_DIMENSION,
+    CachedEmbedder,
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
@@ -36,6 +37,7 @@ __all__ = [
     "ACTORS",
     "EVENT_TYPES",
     "MINILM_DIMENSION",
+    "CachedEmbedder",
     "ChatMessage",
     "Embedder",
     "ExtractiveSummariser",

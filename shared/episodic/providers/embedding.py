@@ -19,6 +19,7 @@ import importlib.util
 import itertools
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MINILM_DIMENSION",
+    "CachedEmbedder",
     "Embedder",
     "HashingEmbedder",
     "MiniLMEmbedder",
@@ -52,6 +54,60 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+# --------------------------------------------------------------------------- shared vectors
+
+
+class CachedEmbedder:
+    """An embedder that remembers the vectors of the texts it embedded (a bounded LRU,
+    shared by threads) and embeds only the texts it has not seen, in one call.
+
+    Why: the Summariser embeds the same text for several purposes — the extractive
+    summary's sentences, the recall index's chunks (pooled from those sentences, see
+    :func:`episodic.store.recall_index.chunk_vectors`) and the rolling summary's older
+    messages on the thread's next episode. One instance shared by all of them embeds each
+    text once; :meth:`embed` on the texts of all the episodes a worker holds fills it in
+    one batched model call.
+    """
+
+    def __init__(self, inner: Embedder, size: int = 8192) -> None:
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        self.inner = inner
+        self.size = size
+        self.dimension = inner.dimension
+        self.name = inner.name
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embeds ``texts`` (see :meth:`Embedder.embed`), reusing remembered vectors."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            known = {t: self._vectors[t] for t in texts if t in self._vectors}
+            for t in known:
+                self._vectors.move_to_end(t)
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            fresh = self.inner.embed(missing)
+            known.update(zip(missing, fresh, strict=True))
+            if self.size:
+                with self._lock:
+                    for t, v in zip(missing, fresh, strict=True):
+                        self._vectors[t] = v
+                    while len(self._vectors) > self.size:
+                        self._vectors.popitem(last=False)
+        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Queries are not remembered: each is asked once."""
+        return self.inner.embed_query(text)
+
+    def check(self) -> None:
+        """The inner embedder's check."""
+        self.inner.check()
 
 
 # --------------------------------------------------------------------------- MiniLM (ONNX)

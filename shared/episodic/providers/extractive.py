@@ -26,12 +26,12 @@ How it works:
 from __future__ import annotations
 
 import re
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
+from episodic.providers.embedding import CachedEmbedder
 from episodic.providers.entities import KIND_WORDS, normalise_entities, normalise_entity
 from episodic.providers.statements import (
     STOPWORDS,
@@ -54,6 +54,7 @@ from episodic.providers.types import (
 
 __all__ = [
     "ExtractiveSummariser",
+    "candidate_text",
     "classify_event",
     "extract_entities",
     "split_sentences",
@@ -89,6 +90,13 @@ def _clip(sentence: str, limit: int = _MAX_SENTENCE_CHARS) -> str:
     if cut < limit // 2:
         cut = head.rfind(" ")
     return head[: max(cut, 1)].rstrip(" ,;:-–") + "…"
+
+
+def candidate_text(sentence: str) -> str:
+    """A sentence as the summariser reads and embeds it (interjection trimmed, clipped).
+    The recall index pools its chunk vectors from the same texts, so each is embedded once
+    (see :func:`episodic.store.recall_index.chunk_vectors`)."""
+    return _clip(_trim_interjections(sentence))
 
 
 _SMALL_TALK = wordset(
@@ -503,31 +511,26 @@ class ExtractiveSummariser:
         self.diversity = diversity
         self.name = f"extractive:{embedder.name}"
         # Rolling summaries re-read the thread's older messages on every episode; their
-        # sentence vectors are remembered (bounded LRU, shared by worker threads).
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        # sentence vectors are remembered (bounded LRU, shared by worker threads). An
+        # embedder that already remembers (the Summariser service shares one between the
+        # summary and the recall index) is used as it is.
+        self.vectors = (
+            embedder
+            if isinstance(embedder, CachedEmbedder)
+            else CachedEmbedder(embedder, cache_size)
+        )
 
     def check(self) -> None:
         """The summariser works whenever its embedder does."""
         self.embedder.check()
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        with self._cache_lock:
-            known = {t: self._cache[t] for t in texts if t in self._cache}
-            for t in known:
-                self._cache.move_to_end(t)
-        missing = list(dict.fromkeys(t for t in texts if t not in known))
-        if missing:
-            fresh = self.embedder.embed(missing)
-            known.update(zip(missing, fresh, strict=True))
-            if self.cache_size:
-                with self._cache_lock:
-                    for t, v in zip(missing, fresh, strict=True):
-                        self._cache[t] = v
-                    while len(self._cache) > self.cache_size:
-                        self._cache.popitem(last=False)
-        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+        return self.vectors.embed(texts)
+
+    def sentences(self, request: SummaryRequest) -> list[str]:
+        """The texts :meth:`summarise` will embed for ``request``: a worker holding several
+        episodes embeds them all in one batched call first (see ``CachedEmbedder``)."""
+        return [c.text for c in self._candidates(request)]
 
     # -- candidates
 
@@ -541,7 +544,7 @@ class ExtractiveSummariser:
             for j, sentence in enumerate(split_sentences(message.content)):
                 if _is_small_talk(sentence, names):
                     continue
-                clipped = _clip(_trim_interjections(sentence))
+                clipped = candidate_text(sentence)
                 out.append(
                     _Candidate(
                         text=clipped,

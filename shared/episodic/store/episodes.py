@@ -158,6 +158,16 @@ def notify_episodes(
         )
 
 
+@dataclass(frozen=True)
+class EpisodeToOpen:
+    """One thread to open an episode on (see :func:`open_episodes`)."""
+
+    thread_id: uuid.UUID
+    trigger: str
+    #: None: the current span's context (so the summariser's span links back to the trigger).
+    trace_context: dict[str, str] | None = None
+
+
 def open_episode(
     conn: Connection,
     thread_id: uuid.UUID,
@@ -166,80 +176,122 @@ def open_episode(
     *,
     trace_context: dict[str, str] | None = None,
 ) -> RowMapping | None:
-    """Opens a pending episode over the thread's uncaptured messages, if it has any.
+    """Opens a pending episode over the thread's uncaptured messages, if it has any:
+    :func:`open_episodes` for one thread. Returns the new episode row, or None when the
+    thread has nothing uncaptured (or does not exist)."""
+    opened = open_episodes(conn, [EpisodeToOpen(thread_id, trigger, trace_context)], now)
+    return opened.get(thread_id)
 
-    Takes the thread's row lock (held until the caller commits), so a message committed
+
+def open_episodes(
+    conn: Connection, wanted: Sequence[EpisodeToOpen], now: datetime | None = None
+) -> dict[uuid.UUID, RowMapping]:
+    """Opens a pending episode over each thread's uncaptured messages, if it has any; returns
+    the new episode rows by thread (threads with nothing uncaptured, or gone, are absent).
+
+    Takes the threads' row locks (held until the caller commits), so a message committed
     before the lock is in the window and one committed after it is not — it stays
-    uncaptured for the next episode. Returns the new episode row, or None when the thread
-    has nothing uncaptured (or does not exist). ``trace_context`` defaults to the current
-    span's context, so the summariser's span links back to the trigger.
+    uncaptured for the next episode. The locks are taken in ``thread_id`` order, the one
+    lock order of every writer that locks several threads: two replicas firing overlapping
+    batches, or a batch and Ingest's writers (one thread each), wait for each other but
+    cannot deadlock. Four statements whatever the number of threads (lock, insert, update,
+    notify).
 
     An explicit episode honours the checkpoint: when an EndThread is owed
     (``end_requested_sequence`` beyond what is captured), its window ends where the
     EndThread was made, however late the episode is opened (the Scheduler was down, the
     call was lost); messages written after the EndThread wait for their own trigger.
     """
-    if trigger not in TRIGGERS:
-        raise ValueError(f"unknown trigger {trigger!r}")
-    thread = (
+    by_thread: dict[uuid.UUID, EpisodeToOpen] = {}
+    for item in wanted:
+        if item.trigger not in TRIGGERS:
+            raise ValueError(f"unknown trigger {item.trigger!r}")
+        by_thread.setdefault(item.thread_id, item)
+    if not by_thread:
+        return {}
+    threads = (
         conn.execute(
             text(
-                "SELECT dataset, last_sequence, captured_sequence, end_requested_sequence "
-                "FROM threads WHERE thread_id = :id FOR UPDATE"
+                "SELECT thread_id, dataset, last_sequence, captured_sequence, "
+                "end_requested_sequence FROM threads WHERE thread_id = ANY(:ids) "
+                "ORDER BY thread_id FOR UPDATE"
             ),
-            {"id": thread_id},
+            {"ids": sorted(by_thread)},
         )
         .mappings()
-        .first()
+        .all()
     )
-    if thread is None or thread["last_sequence"] <= thread["captured_sequence"]:
-        return None
-    start, end = thread["captured_sequence"] + 1, thread["last_sequence"]
-    checkpoint = thread["end_requested_sequence"]
-    if trigger == "explicit" and start <= checkpoint < end:
-        end = checkpoint
-    context = trace_context if trace_context is not None else current_trace_context() or None
-    episode = (
+    current = current_trace_context() or None
+    windows: list[tuple[uuid.UUID, uuid.UUID, str, str, int, int, str | None]] = []
+    for thread in threads:
+        if thread["last_sequence"] <= thread["captured_sequence"]:
+            continue
+        item = by_thread[thread["thread_id"]]
+        start, end = thread["captured_sequence"] + 1, thread["last_sequence"]
+        checkpoint = thread["end_requested_sequence"]
+        if item.trigger == "explicit" and start <= checkpoint < end:
+            end = checkpoint
+        context = item.trace_context if item.trace_context is not None else current
+        windows.append(
+            (
+                uuid.uuid4(),
+                thread["thread_id"],
+                thread["dataset"],
+                item.trigger,
+                start,
+                end,
+                json.dumps(context) if context else None,
+            )
+        )
+    if not windows:
+        return {}
+    columns = list(zip(*windows, strict=True))
+    rows = (
         conn.execute(
             text(
                 "INSERT INTO episodes (episode_id, thread_id, dataset, trigger, start_sequence, "
                 "end_sequence, message_count, started_at, ended_at, trace_context, "
                 "next_attempt_at, created_at, updated_at) "
-                "SELECT :eid, :tid, :dataset, :trigger, :start, :end, :count, "
-                "(SELECT created_at FROM messages WHERE dataset = :dataset AND thread_id = :tid "
-                "  AND sequence = :start), "
-                "(SELECT created_at FROM messages WHERE dataset = :dataset AND thread_id = :tid "
-                "  AND sequence = :end), "
-                "CAST(:trace AS jsonb), "
+                "SELECT w.eid, w.tid, w.dataset, w.trig, w.s, w.e, w.e - w.s + 1, "
+                "(SELECT created_at FROM messages WHERE dataset = w.dataset AND thread_id = w.tid "
+                "  AND sequence = w.s), "
+                "(SELECT created_at FROM messages WHERE dataset = w.dataset AND thread_id = w.tid "
+                "  AND sequence = w.e), "
+                "CAST(w.trace AS jsonb), "
                 # Claimable at once, whether the injected clock is ahead of or behind the
                 # database's (a replayed past must not hide new work from live workers).
                 f"{DUE_NOW}, now(), now() "
+                "FROM unnest(CAST(:eids AS uuid[]), CAST(:tids AS uuid[]), "
+                "CAST(:datasets AS text[]), CAST(:triggers AS text[]), "
+                "CAST(:starts AS bigint[]), CAST(:ends AS bigint[]), CAST(:traces AS text[])) "
+                "AS w(eid, tid, dataset, trig, s, e, trace) "
                 f"RETURNING {EPISODE_COLUMNS}"
             ),
             {
-                "eid": uuid.uuid4(),
-                "tid": thread_id,
-                "dataset": thread["dataset"],
-                "trigger": trigger,
-                "start": start,
-                "end": end,
-                "count": end - start + 1,
-                "trace": json.dumps(context) if context else None,
+                "eids": list(columns[0]),
+                "tids": list(columns[1]),
+                "datasets": list(columns[2]),
+                "triggers": list(columns[3]),
+                "starts": list(columns[4]),
+                "ends": list(columns[5]),
+                "traces": list(columns[6]),
                 "now": now,
             },
         )
         .mappings()
-        .one()
+        .all()
     )
     conn.execute(
         text(
-            "UPDATE threads SET captured_sequence = :end "
-            "WHERE dataset = :dataset AND thread_id = :tid"
+            "UPDATE threads t SET captured_sequence = w.e "
+            "FROM unnest(CAST(:datasets AS text[]), CAST(:tids AS uuid[]), "
+            "CAST(:ends AS bigint[])) AS w(dataset, tid, e) "
+            "WHERE t.dataset = w.dataset AND t.thread_id = w.tid"
         ),
-        {"end": end, "dataset": thread["dataset"], "tid": thread_id},
+        {"datasets": list(columns[2]), "tids": list(columns[1]), "ends": list(columns[5])},
     )
-    notify_episodes(conn, [episode["episode_id"]])
-    return episode
+    notify_episodes(conn, [r["episode_id"] for r in rows])
+    return {r["thread_id"]: r for r in rows}
 
 
 def claim_pending(

@@ -12,7 +12,8 @@ whole thread, seed 000 "Sequence windows").
   summary and key learnings (weight A), and its token count (BM25's document length).
 - ``message_chunks``: overlapping runs of consecutive messages (up to
   :data:`CHUNK_MESSAGES` messages / :data:`CHUNK_WORDS` words, the embedder's window) with
-  their embedding and tsvector (for passage-level BM25: the best passage of a long thread
+  their embedding (pooled from the embeddings of its sentences, :func:`chunk_vectors`) and
+  tsvector (for passage-level BM25: the best passage of a long thread
   matters more than the thread's average), keyed by thread and position, so they outlive
   the episode that wrote them: the next episode of the thread only embeds its own window
   and reuses the rest.
@@ -31,6 +32,7 @@ only less well.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +42,8 @@ import numpy as np
 from sqlalchemy import Connection, Engine, text
 
 from episodic.errors import NotFound
+from episodic.providers.extractive import candidate_text
+from episodic.providers.statements import split_sentences
 from episodic.providers.types import speaker_from_metadata
 
 if TYPE_CHECKING:
@@ -57,11 +61,14 @@ __all__ = [
     "IndexResult",
     "PreparedIndex",
     "blind_vectors",
+    "chunk_units",
+    "chunk_vectors",
     "index_episode",
     "index_missing",
     "indexed_text",
     "load_index_input",
     "make_chunks",
+    "pending_chunks",
     "prepare_episode_index",
     "query_tokens",
     "write_episode_index",
@@ -242,6 +249,64 @@ def blind_vectors(
     return [_literal(key, lexemes) for lexemes in grouped]
 
 
+_SPEAKER_PREFIX = re.compile(r"^[^:\n]{1,60}: ")
+
+
+def chunk_units(chunk: Chunk) -> list[str]:
+    """The sentences a chunk's vector is pooled from: each line's sentences, without the
+    speaker prefix, as the extractive summariser embeds them (:func:`candidate_text`)."""
+    units: list[str] = []
+    for line in chunk.text.split("\n"):
+        units += [candidate_text(s) for s in split_sentences(_SPEAKER_PREFIX.sub("", line, 1))]
+    return [u for u in units if u.strip()] or [chunk.text]
+
+
+def chunk_vectors(chunks: Sequence[Chunk], embedder: Embedder) -> np.ndarray:
+    """One unit vector per chunk: the normalised mean of its sentences' vectors, weighted by
+    their length in words.
+
+    Why pooled and not the chunk's own embedding: the summariser has just embedded these
+    sentences for the extractive summary, so through a shared
+    :class:`~episodic.providers.embedding.CachedEmbedder` the index costs almost no model
+    time (embedding the chunks themselves cost twice the summary's sentences: the chunks
+    overlap by half). Recall quality with pooled chunks is measured in the README
+    (bench/recall_quality.py).
+    """
+    if not chunks:
+        return np.zeros((0, embedder.dimension), dtype=np.float32)
+    units = [chunk_units(c) for c in chunks]
+    flat = [u for group in units for u in group]
+    vectors = embedder.embed(flat)
+    weights = np.array([max(1, len(u.split())) for u in flat], dtype=np.float32)
+    out = np.empty((len(chunks), embedder.dimension), dtype=np.float32)
+    start = 0
+    for i, group in enumerate(units):
+        end = start + len(group)
+        out[i] = (vectors[start:end] * weights[start:end, None]).sum(axis=0)
+        start = end
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return (out / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+def pending_chunks(
+    conn: Connection,
+    dataset: str,
+    thread_id: uuid.UUID,
+    messages: Sequence[tuple[int, str]],
+    end_sequence: int,
+) -> list[Chunk]:
+    """The chunks of the thread's ``(sequence, indexed text)`` messages up to
+    ``end_sequence`` that no stored chunk covers yet (normally just the episode's window)."""
+    covered = conn.execute(
+        text(
+            "SELECT coalesce(max(end_sequence), 0) FROM message_chunks "
+            "WHERE dataset = :d AND thread_id = :t"
+        ),
+        {"d": dataset, "t": thread_id},
+    ).scalar_one()
+    return make_chunks([m for m in messages if covered < m[0] <= end_sequence])
+
+
 def query_tokens(conn: Connection, key: DatasetKey, query: str) -> list[str]:
     """The query's distinct lexemes (the index's parser and stemmer), as ``key``'s tokens."""
     lexemes = conn.execute(
@@ -252,25 +317,22 @@ def query_tokens(conn: Connection, key: DatasetKey, query: str) -> list[str]:
 
 
 def prepare_episode_index(
-    conn: Connection, key: DatasetKey, source: IndexInput, embedder: Embedder
+    conn: Connection,
+    key: DatasetKey,
+    source: IndexInput,
+    embedder: Embedder,
+    chunks: list[Chunk] | None = None,
 ) -> PreparedIndex:
     """Embeds the thread's messages that no chunk covers yet and builds the blinded
     lexical vectors of those chunks and of the episode's document. Needs no transaction
     and holds no lock, so the summariser runs it next to its other slow work;
-    :func:`write_episode_index` stores the result."""
-    covered = conn.execute(
-        text(
-            "SELECT coalesce(max(end_sequence), 0) FROM message_chunks "
-            "WHERE dataset = :d AND thread_id = :t"
-        ),
-        {"d": source.dataset, "t": source.thread_id},
-    ).scalar_one()
-    chunks = make_chunks([m for m in source.messages if covered < m[0] <= source.end_sequence])
-    vectors = (
-        embedder.embed([c.text for c in chunks])
-        if chunks
-        else np.zeros((0, embedder.dimension), dtype=np.float32)
-    )
+    :func:`write_episode_index` stores the result. ``chunks``: :func:`pending_chunks`
+    when the caller already read them."""
+    if chunks is None:
+        chunks = pending_chunks(
+            conn, source.dataset, source.thread_id, source.messages, source.end_sequence
+        )
+    vectors = chunk_vectors(chunks, embedder)
     body = "\n".join(m[1] for m in source.messages if m[0] <= source.end_sequence)
     head = "\n".join([source.summary, *source.key_learnings])
     literals = blind_vectors(

@@ -78,9 +78,12 @@ def start_service(
     env: dict[str, str] | None = None,
     timeout: float = 60.0,
     credentials: grpc.ChannelCredentials | None = None,
+    python: str | None = None,
 ) -> ServiceProcess:
     """Starts ``episodic.services.<name>`` and waits (on its output, not a sleep) until it
-    listens and answers SERVING. ``credentials``: how to reach a TLS server for that check."""
+    listens and answers SERVING. ``credentials``: how to reach a TLS server for that check.
+    ``python``: another interpreter (a benchmark runs an older checkout's venv beside this
+    one, to compare in one run)."""
     full_env = {
         **os.environ,
         **TEST_ENV,
@@ -92,7 +95,7 @@ def start_service(
     if not full_env["EPISODIC_MASTER_KEY_FILE"]:  # a test running without encryption
         del full_env["EPISODIC_MASTER_KEY_FILE"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", f"episodic.services.{name}"],
+        [python or sys.executable, "-m", f"episodic.services.{name}"],
         env=full_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -1,0 +1,172 @@
+"""Time to memory: from ``EndThread`` returning to the episode being recallable, under a
+steady load of threads ending, with the offline defaults.
+
+    .venv/bin/python -m bench.time_to_memory [--rate 1] [--seconds 60] [--before DIR]
+
+What it does:
+
+1. Starts PostgreSQL (embedded, in a temporary directory) and the Scheduler, the Summariser
+   and Ingest as processes with the production defaults that matter here: MiniLM embedder,
+   extractive summariser, 1 s poll intervals (the Summariser is woken by NOTIFY), one
+   replica each, encryption at rest on.
+2. Writes one thread per LoCoMo session (the messages, ~21 per session, are written before
+   the clock starts: the figure is about ending a conversation, not writing it).
+3. Ends ``--rate`` threads per second for ``--seconds`` on an open-loop schedule (a slow
+   pipeline does not slow the load down), and records when each ``EndThread`` returned.
+4. A poller reads, every 10 ms, which of those threads has a completed episode: the
+   summary, its embedding and the recall index are written in the completion transaction,
+   so a committed completed episode is what Recall ranks. Time to memory = first seen -
+   EndThread returned (the poll adds up to ~10 ms).
+
+``--before DIR`` runs the same load on the services of another checkout (its ``.venv``,
+e.g. a ``git worktree`` of main) in the same run, first, on fresh threads of the same
+sessions, and prints both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import psycopg
+
+from bench import locomo
+from episodic.client import EpisodicClient, NewMessage
+from episodic.testing.database import scratch_database
+from episodic.testing.processes import start_service
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def pct(values: list[float], p: int) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
+
+
+def run(url: str, args: argparse.Namespace, variant: str, python: str | None) -> dict[str, float]:
+    env = {
+        "EPISODIC_EMBEDDING_PROVIDER": "minilm",
+        "EPISODIC_SCHEDULER_POLL_INTERVAL": "1",
+        "EPISODIC_SUMMARISER_POLL_INTERVAL": "1",
+        "EPISODIC_LOG_LEVEL": "WARNING",
+        "EPISODIC_ENCRYPTION": "auto",
+    }
+    sessions = [s for c in locomo.load() for s in c.sessions]
+    n = int(args.rate * args.seconds)
+    with ExitStack() as stack:
+        procs = {}
+        for svc in ("scheduler", "summariser", "ingest"):
+            extra = dict(env)
+            if svc == "ingest":
+                extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
+            procs[svc] = start_service(svc, url, extra, timeout=180, python=python)
+            stack.callback(procs[svc].terminate)
+        client = EpisodicClient(
+            ingest=procs["ingest"].address, scheduler=procs["scheduler"].address, timeout=60
+        )
+        stack.callback(client.close)
+
+        threads: list[str] = []
+        for i in range(n):
+            session = sessions[i % len(sessions)]
+            thread = client.start_thread(f"ttm-{variant}", label=session.thread_id)
+            client.add_messages(
+                thread.thread_id,
+                [
+                    NewMessage(
+                        role=m.role,
+                        content=m.content,
+                        metadata={"name": m.name} if m.name else {},
+                        created_at=m.ts,
+                    )
+                    for m in session.messages
+                ],
+            )
+            threads.append(thread.thread_id)
+
+        ended: dict[str, float] = {}
+        seen: dict[str, float] = {}
+        done = threading.Event()
+
+        def poll() -> None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                while not done.is_set():
+                    rows = conn.execute(
+                        "SELECT DISTINCT thread_id::text FROM episodes "
+                        "WHERE dataset = %s AND status = 'completed'",
+                        (f"ttm-{variant}",),
+                    ).fetchall()
+                    now = time.monotonic()
+                    for (thread_id,) in rows:
+                        seen.setdefault(thread_id, now)
+                    if len(seen) >= n:
+                        return
+                    time.sleep(0.01)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        load_before = loadavg()
+        start = time.monotonic()
+        for i, thread_id in enumerate(threads):
+            due = start + i / args.rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # the open-loop schedule, not a wait for background work
+            client.end_thread(thread_id)
+            ended[thread_id] = time.monotonic()
+        poller.join(timeout=args.seconds + 300)
+        done.set()
+        missing = [t for t in threads if t not in seen]
+        if missing:
+            raise AssertionError(f"{variant}: {len(missing)} of {n} episodes never completed")
+        latencies = sorted((seen[t] - ended[t]) * 1000 for t in threads)
+        return {
+            "n": n,
+            "p50": pct(latencies, 50),
+            "p90": pct(latencies, 90),
+            "p99": pct(latencies, 99),
+            "max": latencies[-1],
+            "load_before": load_before,  # type: ignore[dict-item]
+            "load_after": loadavg(),  # type: ignore[dict-item]
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=1.0, help="threads ended per second")
+    parser.add_argument("--seconds", type=float, default=60.0, help="length of the load")
+    parser.add_argument("--before", type=Path, help="an older checkout (with .venv) to run too")
+    args = parser.parse_args()
+    variants: list[tuple[str, str | None]] = [("this", None)]
+    if args.before:
+        variants.insert(0, ("before", str(args.before / ".venv" / "bin" / "python")))
+    results = {}
+    with scratch_database(None, "time-to-memory-") as url:
+        for name, python in variants:
+            results[name] = run(url, args, name, python)
+            print(f"{name} done", file=sys.stderr, flush=True)
+    print(
+        f"\nTime to memory (EndThread returned -> episode completed and indexed), "
+        f"{args.rate:g} threads ending/s for {args.seconds:g} s, LoCoMo sessions; offline "
+        "defaults (MiniLM, extractive), 1 replica each, encryption on.\n"
+    )
+    header = f"{'variant':>7} | {'threads':>7} | {'p50 ms':>7} | {'p90 ms':>7} | {'p99 ms':>7} | {'max ms':>7} | loadavg before -> after"
+    print(header)
+    print("-" * len(header))
+    for name, r in results.items():
+        print(
+            f"{name:>7} | {r['n']:>7} | {r['p50']:>7.0f} | {r['p90']:>7.0f} | {r['p99']:>7.0f} | "
+            f"{r['max']:>7.0f} | {r['load_before']} -> {r['load_after']}"
+        )
+
+
+if __name__ == "__main__":
+    main()
