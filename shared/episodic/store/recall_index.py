@@ -57,6 +57,7 @@ __all__ = [
     "IndexResult",
     "PreparedIndex",
     "blind_vectors",
+    "chunk_texts",
     "index_episode",
     "index_missing",
     "indexed_text",
@@ -68,8 +69,15 @@ __all__ = [
 ]
 
 #: PostgreSQL text search configuration of the lexical index and of queries (they must
-#: agree). 'english' stems and drops stop words; other languages still match word for word.
+#: agree) for a dataset that chose none: 'english' stems and drops stop words; other
+#: languages still match word for word. A dataset's own is ``datasets.text_search_config``
+#: (migration 0007, :mod:`episodic.store.languages`), read in the statement that tokenises.
 TEXT_SEARCH_CONFIG = "english"
+#: The dataset's configuration (``:dataset``) as a regconfig, inside a statement.
+DATASET_CONFIG = (
+    "CAST(coalesce((SELECT text_search_config FROM datasets WHERE dataset = :dataset), "
+    f"'{TEXT_SEARCH_CONFIG}') AS regconfig)"
+)
 #: A chunk holds at most this many consecutive messages…
 CHUNK_MESSAGES = 4
 #: …and at most this many words (all-MiniLM-L6-v2 reads 256 word pieces, ~190 words).
@@ -127,24 +135,41 @@ def make_chunks(messages: Sequence[tuple[int, str]]) -> list[Chunk]:
     chunks: list[Chunk] = []
     i = 0
     while i < len(pieces):
-        j, words = i, 0
-        while j < len(pieces) and j - i < CHUNK_MESSAGES:
-            if j > i and words + pieces[j][3] > CHUNK_WORDS:
-                break
-            words += pieces[j][3]
-            j += 1
-        chunks.append(
-            Chunk(
-                start_sequence=pieces[i][0],
-                start_offset=pieces[i][1],
-                end_sequence=pieces[j - 1][0],
-                text="\n".join(p[2] for p in pieces[i:j]),
-            )
-        )
+        chunk, j = _chunk_at(pieces, i)
+        chunks.append(chunk)
         if j >= len(pieces):
             break
         i += max(1, (j - i) // 2)
     return chunks
+
+
+def _chunk_at(pieces: list[tuple[int, int, str, int]], i: int) -> tuple[Chunk, int]:
+    """The chunk that starts at piece ``i`` (up to CHUNK_MESSAGES pieces within CHUNK_WORDS
+    words, at least one) and the index of the piece after it."""
+    j, words = i, 0
+    while j < len(pieces) and j - i < CHUNK_MESSAGES:
+        if j > i and words + pieces[j][3] > CHUNK_WORDS:
+            break
+        words += pieces[j][3]
+        j += 1
+    chunk = Chunk(
+        start_sequence=pieces[i][0],
+        start_offset=pieces[i][1],
+        end_sequence=pieces[j - 1][0],
+        text="\n".join(p[2] for p in pieces[i:j]),
+    )
+    return chunk, j
+
+
+def chunk_texts(
+    messages: Sequence[tuple[int, str]], starts: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], str]:
+    """The text of stored chunks again, from the thread's messages: a chunk is determined by
+    where it starts (``(start_sequence, start_offset)``), because chunks are cut greedily
+    from their first piece. Starts not found among the pieces are left out."""
+    pieces = _pieces(messages)
+    at = {(p[0], p[1]): i for i, p in enumerate(pieces)}
+    return {s: _chunk_at(pieces, at[s])[0].text for s in starts if s in at}
 
 
 def indexed_text(content: str, metadata: Any = None) -> str:
@@ -214,8 +239,10 @@ def blind_vectors(
     conn: Connection, key: DatasetKey, documents: Sequence[tuple[str, str]]
 ) -> list[tuple[str, int]]:
     """tsvectors of ``documents`` — (body, head) pairs; the head gets weight A, as
-    ``to_tsvector(body) || setweight(to_tsvector(head), 'A')`` — with every lexeme replaced
-    by ``key``'s token, as literals with their lengths.
+    ``to_tsvector(body) || setweight(to_tsvector(head), 'A')`` in the dataset's text-search
+    configuration — with every lexeme replaced by ``key``'s token, as literals with their
+    lengths. Stemming happens before blinding, so a sealed dataset is stemmed like a clear
+    one in any language.
 
     PostgreSQL parses, stems and positions the text exactly as it always did (one round
     trip; the text is a statement parameter, never stored); only the lexemes are blinded,
@@ -228,25 +255,30 @@ def blind_vectors(
     for row in conn.execute(
         text(
             f"""
+            WITH cfg AS (SELECT {DATASET_CONFIG} AS c)
             SELECT t.i, u.lexeme, u.positions, u.weights
-            FROM unnest(CAST(:bodies AS text[]), CAST(:heads AS text[]))
+            FROM cfg, unnest(CAST(:bodies AS text[]), CAST(:heads AS text[]))
                  WITH ORDINALITY AS t(body, head, i)
             CROSS JOIN LATERAL unnest(
-                to_tsvector('{TEXT_SEARCH_CONFIG}', t.body)
-                || setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', t.head), 'A')) AS u
+                to_tsvector(cfg.c, t.body) || setweight(to_tsvector(cfg.c, t.head), 'A')) AS u
             """
         ),
-        {"bodies": [d[0] for d in documents], "heads": [d[1] for d in documents]},
+        {
+            "bodies": [d[0] for d in documents],
+            "heads": [d[1] for d in documents],
+            "dataset": key.dataset,
+        },
     ):
         grouped[int(row[0]) - 1].append((row[1], row[2], row[3]))
     return [_literal(key, lexemes) for lexemes in grouped]
 
 
 def query_tokens(conn: Connection, key: DatasetKey, query: str) -> list[str]:
-    """The query's distinct lexemes (the index's parser and stemmer), as ``key``'s tokens."""
+    """The query's distinct lexemes (the index's parser and stemmer: the dataset's
+    configuration), as ``key``'s tokens."""
     lexemes = conn.execute(
-        text(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', :q))"),
-        {"q": query},
+        text(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector({DATASET_CONFIG}, :q))"),
+        {"q": query, "dataset": key.dataset},
     ).scalars()
     return sorted(key.token(lexeme) for lexeme in lexemes)
 

@@ -19236,6 +19236,30 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * @return The encrypted.
      */
     boolean getEncrypted();
+
+    /**
+     * <pre>
+     * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+     * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+     * has no stemmer for).
+     * </pre>
+     *
+     * <code>string language = 7;</code>
+     * @return The language.
+     */
+    java.lang.String getLanguage();
+    /**
+     * <pre>
+     * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+     * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+     * has no stemmer for).
+     * </pre>
+     *
+     * <code>string language = 7;</code>
+     * @return The bytes for language.
+     */
+    com.google.protobuf.ByteString
+        getLanguageBytes();
   }
   /**
    * <pre>
@@ -19264,6 +19288,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     }
     private DatasetPolicy() {
       dataset_ = "";
+      language_ = "";
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -19432,6 +19457,57 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       return encrypted_;
     }
 
+    public static final int LANGUAGE_FIELD_NUMBER = 7;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object language_ = "";
+    /**
+     * <pre>
+     * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+     * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+     * has no stemmer for).
+     * </pre>
+     *
+     * <code>string language = 7;</code>
+     * @return The language.
+     */
+    @java.lang.Override
+    public java.lang.String getLanguage() {
+      java.lang.Object ref = language_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        language_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+     * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+     * has no stemmer for).
+     * </pre>
+     *
+     * <code>string language = 7;</code>
+     * @return The bytes for language.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getLanguageBytes() {
+      java.lang.Object ref = language_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        language_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -19464,6 +19540,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       if (encrypted_ != false) {
         output.writeBool(6, encrypted_);
       }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(language_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 7, language_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -19490,6 +19569,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       if (encrypted_ != false) {
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(6, encrypted_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(language_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(7, language_);
       }
       return size;
     }
@@ -19533,6 +19615,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
           != other.getEffectiveCompactAfterDays()) return false;
       if (getEncrypted()
           != other.getEncrypted()) return false;
+      if (!getLanguage()
+          .equals(other.getLanguage())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -19561,6 +19645,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       hash = (37 * hash) + ENCRYPTED_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getEncrypted());
+      hash = (37 * hash) + LANGUAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getLanguage().hashCode();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -19702,6 +19788,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         effectiveRetentionDays_ = 0;
         effectiveCompactAfterDays_ = 0;
         encrypted_ = false;
+        language_ = "";
         return this;
       }
 
@@ -19756,6 +19843,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         if (((from_bitField0_ & 0x00000020) != 0)) {
           result.encrypted_ = encrypted_;
         }
+        if (((from_bitField0_ & 0x00000040) != 0)) {
+          result.language_ = language_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -19790,6 +19880,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         }
         if (other.getEncrypted() != false) {
           setEncrypted(other.getEncrypted());
+        }
+        if (!other.getLanguage().isEmpty()) {
+          language_ = other.language_;
+          bitField0_ |= 0x00000040;
+          onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -19847,6 +19942,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
                 bitField0_ |= 0x00000020;
                 break;
               } // case 48
+              case 58: {
+                language_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000040;
+                break;
+              } // case 58
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -20199,6 +20299,108 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       public Builder clearEncrypted() {
         bitField0_ = (bitField0_ & ~0x00000020);
         encrypted_ = false;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object language_ = "";
+      /**
+       * <pre>
+       * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+       * has no stemmer for).
+       * </pre>
+       *
+       * <code>string language = 7;</code>
+       * @return The language.
+       */
+      public java.lang.String getLanguage() {
+        java.lang.Object ref = language_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          language_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+       * has no stemmer for).
+       * </pre>
+       *
+       * <code>string language = 7;</code>
+       * @return The bytes for language.
+       */
+      public com.google.protobuf.ByteString
+          getLanguageBytes() {
+        java.lang.Object ref = language_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          language_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+       * has no stemmer for).
+       * </pre>
+       *
+       * <code>string language = 7;</code>
+       * @param value The language to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLanguage(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        language_ = value;
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+       * has no stemmer for).
+       * </pre>
+       *
+       * <code>string language = 7;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearLanguage() {
+        language_ = getDefaultInstance().getLanguage();
+        bitField0_ = (bitField0_ & ~0x00000040);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
+       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
+       * has no stemmer for).
+       * </pre>
+       *
+       * <code>string language = 7;</code>
+       * @param value The bytes for language to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLanguageBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        language_ = value;
+        bitField0_ |= 0x00000040;
         onChanged();
         return this;
       }
@@ -21525,6 +21727,41 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * @return The compactAfterDays.
      */
     int getCompactAfterDays();
+
+    /**
+     * <pre>
+     * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * </pre>
+     *
+     * <code>optional string language = 4;</code>
+     * @return Whether the language field is set.
+     */
+    boolean hasLanguage();
+    /**
+     * <pre>
+     * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * </pre>
+     *
+     * <code>optional string language = 4;</code>
+     * @return The language.
+     */
+    java.lang.String getLanguage();
+    /**
+     * <pre>
+     * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * </pre>
+     *
+     * <code>optional string language = 4;</code>
+     * @return The bytes for language.
+     */
+    com.google.protobuf.ByteString
+        getLanguageBytes();
   }
   /**
    * <pre>
@@ -21553,6 +21790,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     }
     private SetDatasetPolicyRequest() {
       dataset_ = "";
+      language_ = "";
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -21675,6 +21913,71 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       return compactAfterDays_;
     }
 
+    public static final int LANGUAGE_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object language_ = "";
+    /**
+     * <pre>
+     * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * </pre>
+     *
+     * <code>optional string language = 4;</code>
+     * @return Whether the language field is set.
+     */
+    @java.lang.Override
+    public boolean hasLanguage() {
+      return ((bitField0_ & 0x00000004) != 0);
+    }
+    /**
+     * <pre>
+     * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * </pre>
+     *
+     * <code>optional string language = 4;</code>
+     * @return The language.
+     */
+    @java.lang.Override
+    public java.lang.String getLanguage() {
+      java.lang.Object ref = language_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        language_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * </pre>
+     *
+     * <code>optional string language = 4;</code>
+     * @return The bytes for language.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getLanguageBytes() {
+      java.lang.Object ref = language_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        language_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -21698,6 +22001,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       if (((bitField0_ & 0x00000002) != 0)) {
         output.writeInt32(3, compactAfterDays_);
       }
+      if (((bitField0_ & 0x00000004) != 0)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 4, language_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -21712,6 +22018,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       if (((bitField0_ & 0x00000002) != 0)) {
         size += com.google.protobuf.CodedOutputStream
           .computeInt32Size(3, compactAfterDays_);
+      }
+      if (((bitField0_ & 0x00000004) != 0)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(4, language_);
       }
       return size;
     }
@@ -21749,6 +22058,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         if (getCompactAfterDays()
             != other.getCompactAfterDays()) return false;
       }
+      if (hasLanguage() != other.hasLanguage()) return false;
+      if (hasLanguage()) {
+        if (!getLanguage()
+            .equals(other.getLanguage())) return false;
+      }
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -21769,6 +22083,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       if (hasCompactAfterDays()) {
         hash = (37 * hash) + COMPACT_AFTER_DAYS_FIELD_NUMBER;
         hash = (53 * hash) + getCompactAfterDays();
+      }
+      if (hasLanguage()) {
+        hash = (37 * hash) + LANGUAGE_FIELD_NUMBER;
+        hash = (53 * hash) + getLanguage().hashCode();
       }
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
@@ -21908,6 +22226,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         dataset_ = "";
         retentionDays_ = 0;
         compactAfterDays_ = 0;
+        language_ = "";
         return this;
       }
 
@@ -21953,6 +22272,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
           result.compactAfterDays_ = compactAfterDays_;
           to_bitField0_ |= 0x00000002;
         }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.language_ = language_;
+          to_bitField0_ |= 0x00000004;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -21978,6 +22301,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         }
         if (other.hasCompactAfterDays()) {
           setCompactAfterDays(other.getCompactAfterDays());
+        }
+        if (other.hasLanguage()) {
+          language_ = other.language_;
+          bitField0_ |= 0x00000008;
+          onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -22020,6 +22348,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
                 bitField0_ |= 0x00000004;
                 break;
               } // case 24
+              case 34: {
+                language_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 34
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -22237,6 +22570,121 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       public Builder clearCompactAfterDays() {
         bitField0_ = (bitField0_ & ~0x00000004);
         compactAfterDays_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object language_ = "";
+      /**
+       * <pre>
+       * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * </pre>
+       *
+       * <code>optional string language = 4;</code>
+       * @return Whether the language field is set.
+       */
+      public boolean hasLanguage() {
+        return ((bitField0_ & 0x00000008) != 0);
+      }
+      /**
+       * <pre>
+       * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * </pre>
+       *
+       * <code>optional string language = 4;</code>
+       * @return The language.
+       */
+      public java.lang.String getLanguage() {
+        java.lang.Object ref = language_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          language_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * </pre>
+       *
+       * <code>optional string language = 4;</code>
+       * @return The bytes for language.
+       */
+      public com.google.protobuf.ByteString
+          getLanguageBytes() {
+        java.lang.Object ref = language_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          language_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * </pre>
+       *
+       * <code>optional string language = 4;</code>
+       * @param value The language to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLanguage(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        language_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * </pre>
+       *
+       * <code>optional string language = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearLanguage() {
+        language_ = getDefaultInstance().getLanguage();
+        bitField0_ = (bitField0_ & ~0x00000008);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
+       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
+       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * </pre>
+       *
+       * <code>optional string language = 4;</code>
+       * @param value The bytes for language to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLanguageBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        language_ = value;
+        bitField0_ |= 0x00000008;
         onChanged();
         return this;
       }
@@ -23123,44 +23571,46 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       "eceipt\030\001 \001(\0132\033.episodic.v1.ErasureReceip" +
       "t\"(\n\023DeleteThreadRequest\022\021\n\tthread_id\030\001 " +
       "\001(\t\"D\n\024DeleteThreadResponse\022,\n\007receipt\030\001" +
-      " \001(\0132\033.episodic.v1.ErasureReceipt\"\343\001\n\rDa" +
+      " \001(\0132\033.episodic.v1.ErasureReceipt\"\365\001\n\rDa" +
       "tasetPolicy\022\017\n\007dataset\030\001 \001(\t\022\033\n\016retentio" +
       "n_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compact_after_days\030" +
       "\003 \001(\005H\001\210\001\001\022 \n\030effective_retention_days\030\004" +
       " \001(\005\022$\n\034effective_compact_after_days\030\005 \001" +
-      "(\005\022\021\n\tencrypted\030\006 \001(\010B\021\n\017_retention_days" +
-      "B\025\n\023_compact_after_days\"*\n\027GetDatasetPol" +
-      "icyRequest\022\017\n\007dataset\030\001 \001(\t\"F\n\030GetDatase" +
-      "tPolicyResponse\022*\n\006policy\030\001 \001(\0132\032.episod" +
-      "ic.v1.DatasetPolicy\"\222\001\n\027SetDatasetPolicy" +
-      "Request\022\017\n\007dataset\030\001 \001(\t\022\033\n\016retention_da" +
-      "ys\030\002 \001(\005H\000\210\001\001\022\037\n\022compact_after_days\030\003 \001(" +
-      "\005H\001\210\001\001B\021\n\017_retention_daysB\025\n\023_compact_af" +
-      "ter_days\"F\n\030SetDatasetPolicyResponse\022*\n\006" +
-      "policy\030\001 \001(\0132\032.episodic.v1.DatasetPolicy" +
-      "2\206\007\n\014AdminService\022]\n\014CreateApiKey\022 .epis" +
-      "odic.v1.CreateApiKeyRequest\032!.episodic.v" +
-      "1.CreateApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022Z\n\013List" +
-      "ApiKeys\022\037.episodic.v1.ListApiKeysRequest" +
-      "\032 .episodic.v1.ListApiKeysResponse\"\010\212\265\030\004" +
-      "\010\003\020\002\022]\n\014RevokeApiKey\022 .episodic.v1.Revok" +
-      "eApiKeyRequest\032!.episodic.v1.RevokeApiKe" +
-      "yResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014ListDatasets\022 .ep" +
-      "isodic.v1.ListDatasetsRequest\032!.episodic" +
-      ".v1.ListDatasetsResponse\"\010\212\265\030\004\010\003\020\002\022f\n\017Li" +
-      "stAuditEvents\022#.episodic.v1.ListAuditEve" +
-      "ntsRequest\032$.episodic.v1.ListAuditEvents" +
-      "Response\"\010\212\265\030\004\010\003\020\002\022`\n\rDeleteDataset\022!.ep" +
-      "isodic.v1.DeleteDatasetRequest\032\".episodi" +
-      "c.v1.DeleteDatasetResponse\"\010\212\265\030\004\010\003\020\001\022]\n\014" +
-      "DeleteThread\022 .episodic.v1.DeleteThreadR" +
-      "equest\032!.episodic.v1.DeleteThreadRespons" +
-      "e\"\010\212\265\030\004\010\003\020\001\022i\n\020GetDatasetPolicy\022$.episod" +
-      "ic.v1.GetDatasetPolicyRequest\032%.episodic" +
-      ".v1.GetDatasetPolicyResponse\"\010\212\265\030\004\010\003\020\001\022i" +
-      "\n\020SetDatasetPolicy\022$.episodic.v1.SetData" +
-      "setPolicyRequest\032%.episodic.v1.SetDatase" +
-      "tPolicyResponse\"\010\212\265\030\004\010\003\020\001b\006proto3"
+      "(\005\022\021\n\tencrypted\030\006 \001(\010\022\020\n\010language\030\007 \001(\tB" +
+      "\021\n\017_retention_daysB\025\n\023_compact_after_day" +
+      "s\"*\n\027GetDatasetPolicyRequest\022\017\n\007dataset\030" +
+      "\001 \001(\t\"F\n\030GetDatasetPolicyResponse\022*\n\006pol" +
+      "icy\030\001 \001(\0132\032.episodic.v1.DatasetPolicy\"\266\001" +
+      "\n\027SetDatasetPolicyRequest\022\017\n\007dataset\030\001 \001" +
+      "(\t\022\033\n\016retention_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compa" +
+      "ct_after_days\030\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001" +
+      "(\tH\002\210\001\001B\021\n\017_retention_daysB\025\n\023_compact_a" +
+      "fter_daysB\013\n\t_language\"F\n\030SetDatasetPoli" +
+      "cyResponse\022*\n\006policy\030\001 \001(\0132\032.episodic.v1" +
+      ".DatasetPolicy2\206\007\n\014AdminService\022]\n\014Creat" +
+      "eApiKey\022 .episodic.v1.CreateApiKeyReques" +
+      "t\032!.episodic.v1.CreateApiKeyResponse\"\010\212\265" +
+      "\030\004\010\003\020\002\022Z\n\013ListApiKeys\022\037.episodic.v1.List" +
+      "ApiKeysRequest\032 .episodic.v1.ListApiKeys" +
+      "Response\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 .epi" +
+      "sodic.v1.RevokeApiKeyRequest\032!.episodic." +
+      "v1.RevokeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014Lis" +
+      "tDatasets\022 .episodic.v1.ListDatasetsRequ" +
+      "est\032!.episodic.v1.ListDatasetsResponse\"\010" +
+      "\212\265\030\004\010\003\020\002\022f\n\017ListAuditEvents\022#.episodic.v" +
+      "1.ListAuditEventsRequest\032$.episodic.v1.L" +
+      "istAuditEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\rDele" +
+      "teDataset\022!.episodic.v1.DeleteDatasetReq" +
+      "uest\032\".episodic.v1.DeleteDatasetResponse" +
+      "\"\010\212\265\030\004\010\003\020\001\022]\n\014DeleteThread\022 .episodic.v1" +
+      ".DeleteThreadRequest\032!.episodic.v1.Delet" +
+      "eThreadResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020GetDatasetP" +
+      "olicy\022$.episodic.v1.GetDatasetPolicyRequ" +
+      "est\032%.episodic.v1.GetDatasetPolicyRespon" +
+      "se\"\010\212\265\030\004\010\003\020\001\022i\n\020SetDatasetPolicy\022$.episo" +
+      "dic.v1.SetDatasetPolicyRequest\032%.episodi" +
+      "c.v1.SetDatasetPolicyResponse\"\010\212\265\030\004\010\003\020\001b" +
+      "\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -23288,7 +23738,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     internal_static_episodic_v1_DatasetPolicy_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_DatasetPolicy_descriptor,
-        new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "EffectiveRetentionDays", "EffectiveCompactAfterDays", "Encrypted", });
+        new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "EffectiveRetentionDays", "EffectiveCompactAfterDays", "Encrypted", "Language", });
     internal_static_episodic_v1_GetDatasetPolicyRequest_descriptor =
       getDescriptor().getMessageType(19);
     internal_static_episodic_v1_GetDatasetPolicyRequest_fieldAccessorTable = new
@@ -23306,7 +23756,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     internal_static_episodic_v1_SetDatasetPolicyRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_SetDatasetPolicyRequest_descriptor,
-        new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", });
+        new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "Language", });
     internal_static_episodic_v1_SetDatasetPolicyResponse_descriptor =
       getDescriptor().getMessageType(22);
     internal_static_episodic_v1_SetDatasetPolicyResponse_fieldAccessorTable = new
