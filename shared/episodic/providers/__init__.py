@@ -12,7 +12,9 @@ return objects that satisfy the :class:`Embedder` / :class:`Summariser` protocol
 
 from episodic.providers._http import RetryPolicy
 from episodic.providers.embedding import (
+    E5_DIMENSION,
     MINILM_DIMENSION,
+    E5Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
@@ -34,9 +36,11 @@ from episodic.providers.types import (
 
 __all__ = [
     "ACTORS",
+    "E5_DIMENSION",
     "EVENT_TYPES",
     "MINILM_DIMENSION",
     "ChatMessage",
+    "E5Embedder",
     "Embedder",
     "ExtractiveSummariser",
     "HashingEmbedder",
