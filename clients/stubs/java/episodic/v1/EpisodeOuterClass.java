@@ -10875,7 +10875,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
      * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
      * where lexical is BM25 over the thread's text and best passage and semantic the best
      * cosine over the summary and the thread's chunks, each relative to the best candidate
-     * of this request. It orders episodes; it is not an absolute score to threshold on.
+     * of this request. It orders episodes; it is not an absolute score to threshold on
+     * (`relevance` is).
      * </pre>
      *
      * <code>double similarity = 3;</code>
@@ -10913,6 +10914,20 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
      * @return The semantic.
      */
     double getSemantic();
+
+    /**
+     * <pre>
+     * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
+     * estimate of how likely this episode answers the query, from absolute signals only (the
+     * best cosine to the query's embedding, and the share of the query's words the episode and
+     * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
+     * similarity. 0 without a query.
+     * </pre>
+     *
+     * <code>double relevance = 7;</code>
+     * @return The relevance.
+     */
+    double getRelevance();
   }
   /**
    * <pre>
@@ -11021,7 +11036,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
      * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
      * where lexical is BM25 over the thread's text and best passage and semantic the best
      * cosine over the summary and the thread's chunks, each relative to the best candidate
-     * of this request. It orders episodes; it is not an absolute score to threshold on.
+     * of this request. It orders episodes; it is not an absolute score to threshold on
+     * (`relevance` is).
      * </pre>
      *
      * <code>double similarity = 3;</code>
@@ -11078,6 +11094,25 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       return semantic_;
     }
 
+    public static final int RELEVANCE_FIELD_NUMBER = 7;
+    private double relevance_ = 0D;
+    /**
+     * <pre>
+     * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
+     * estimate of how likely this episode answers the query, from absolute signals only (the
+     * best cosine to the query's embedding, and the share of the query's words the episode and
+     * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
+     * similarity. 0 without a query.
+     * </pre>
+     *
+     * <code>double relevance = 7;</code>
+     * @return The relevance.
+     */
+    @java.lang.Override
+    public double getRelevance() {
+      return relevance_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -11110,6 +11145,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       if (java.lang.Double.doubleToRawLongBits(semantic_) != 0) {
         output.writeDouble(6, semantic_);
       }
+      if (java.lang.Double.doubleToRawLongBits(relevance_) != 0) {
+        output.writeDouble(7, relevance_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -11137,6 +11175,10 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       if (java.lang.Double.doubleToRawLongBits(semantic_) != 0) {
         size += com.google.protobuf.CodedOutputStream
           .computeDoubleSize(6, semantic_);
+      }
+      if (java.lang.Double.doubleToRawLongBits(relevance_) != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeDoubleSize(7, relevance_);
       }
       return size;
     }
@@ -11182,6 +11224,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       if (java.lang.Double.doubleToLongBits(getSemantic())
           != java.lang.Double.doubleToLongBits(
               other.getSemantic())) return false;
+      if (java.lang.Double.doubleToLongBits(getRelevance())
+          != java.lang.Double.doubleToLongBits(
+              other.getRelevance())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -11212,6 +11257,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       hash = (37 * hash) + SEMANTIC_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
           java.lang.Double.doubleToLongBits(getSemantic()));
+      hash = (37 * hash) + RELEVANCE_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getRelevance()));
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -11363,6 +11411,7 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         recency_ = 0D;
         lexical_ = 0D;
         semantic_ = 0D;
+        relevance_ = 0D;
         return this;
       }
 
@@ -11418,6 +11467,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         if (((from_bitField0_ & 0x00000020) != 0)) {
           result.semantic_ = semantic_;
         }
+        if (((from_bitField0_ & 0x00000040) != 0)) {
+          result.relevance_ = relevance_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -11450,6 +11502,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         }
         if (java.lang.Double.doubleToRawLongBits(other.getSemantic()) != 0) {
           setSemantic(other.getSemantic());
+        }
+        if (java.lang.Double.doubleToRawLongBits(other.getRelevance()) != 0) {
+          setRelevance(other.getRelevance());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -11509,6 +11564,11 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
                 bitField0_ |= 0x00000020;
                 break;
               } // case 49
+              case 57: {
+                relevance_ = input.readDouble();
+                bitField0_ |= 0x00000040;
+                break;
+              } // case 57
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -11733,7 +11793,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
        * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
        * where lexical is BM25 over the thread's text and best passage and semantic the best
        * cosine over the summary and the thread's chunks, each relative to the best candidate
-       * of this request. It orders episodes; it is not an absolute score to threshold on.
+       * of this request. It orders episodes; it is not an absolute score to threshold on
+       * (`relevance` is).
        * </pre>
        *
        * <code>double similarity = 3;</code>
@@ -11748,7 +11809,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
        * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
        * where lexical is BM25 over the thread's text and best passage and semantic the best
        * cosine over the summary and the thread's chunks, each relative to the best candidate
-       * of this request. It orders episodes; it is not an absolute score to threshold on.
+       * of this request. It orders episodes; it is not an absolute score to threshold on
+       * (`relevance` is).
        * </pre>
        *
        * <code>double similarity = 3;</code>
@@ -11767,7 +11829,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
        * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
        * where lexical is BM25 over the thread's text and best passage and semantic the best
        * cosine over the summary and the thread's chunks, each relative to the best candidate
-       * of this request. It orders episodes; it is not an absolute score to threshold on.
+       * of this request. It orders episodes; it is not an absolute score to threshold on
+       * (`relevance` is).
        * </pre>
        *
        * <code>double similarity = 3;</code>
@@ -11915,6 +11978,62 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         return this;
       }
 
+      private double relevance_ ;
+      /**
+       * <pre>
+       * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
+       * estimate of how likely this episode answers the query, from absolute signals only (the
+       * best cosine to the query's embedding, and the share of the query's words the episode and
+       * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
+       * similarity. 0 without a query.
+       * </pre>
+       *
+       * <code>double relevance = 7;</code>
+       * @return The relevance.
+       */
+      @java.lang.Override
+      public double getRelevance() {
+        return relevance_;
+      }
+      /**
+       * <pre>
+       * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
+       * estimate of how likely this episode answers the query, from absolute signals only (the
+       * best cosine to the query's embedding, and the share of the query's words the episode and
+       * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
+       * similarity. 0 without a query.
+       * </pre>
+       *
+       * <code>double relevance = 7;</code>
+       * @param value The relevance to set.
+       * @return This builder for chaining.
+       */
+      public Builder setRelevance(double value) {
+
+        relevance_ = value;
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
+       * estimate of how likely this episode answers the query, from absolute signals only (the
+       * best cosine to the query's embedding, and the share of the query's words the episode and
+       * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
+       * similarity. 0 without a query.
+       * </pre>
+       *
+       * <code>double relevance = 7;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearRelevance() {
+        bitField0_ = (bitField0_ & ~0x00000040);
+        relevance_ = 0D;
+        onChanged();
+        return this;
+      }
+
       // @@protoc_insertion_point(builder_scope:episodic.v1.ScoredEpisode)
     }
 
@@ -12037,29 +12156,30 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       "t\030\021 \001(\005\022\r\n\005error\030\022 \001(\t\022.\n\ncreated_at\030\023 \001" +
       "(\0132\032.google.protobuf.Timestamp\022.\n\nupdate" +
       "d_at\030\024 \001(\0132\032.google.protobuf.Timestamp\022\024" +
-      "\n\014thread_label\030\025 \001(\t\"\227\001\n\rScoredEpisode\022%" +
+      "\n\014thread_label\030\025 \001(\t\"\252\001\n\rScoredEpisode\022%" +
       "\n\007episode\030\001 \001(\0132\024.episodic.v1.Episode\022\027\n" +
       "\017relevance_score\030\002 \001(\001\022\022\n\nsimilarity\030\003 \001" +
       "(\001\022\017\n\007recency\030\004 \001(\001\022\017\n\007lexical\030\005 \001(\001\022\020\n\010" +
-      "semantic\030\006 \001(\001*_\n\004Role\022\024\n\020ROLE_UNSPECIFI" +
-      "ED\020\000\022\017\n\013ROLE_SYSTEM\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016" +
-      "ROLE_ASSISTANT\020\003\022\r\n\tROLE_TOOL\020\004*\340\001\n\rEpis" +
-      "odeStatus\022\036\n\032EPISODE_STATUS_UNSPECIFIED\020" +
-      "\000\022\032\n\026EPISODE_STATUS_PENDING\020\001\022\035\n\031EPISODE" +
-      "_STATUS_PROCESSING\020\002\022\034\n\030EPISODE_STATUS_C" +
-      "OMPLETED\020\003\022\031\n\025EPISODE_STATUS_FAILED\020\004\022\033\n" +
-      "\027EPISODE_STATUS_ARCHIVED\020\005\022\036\n\026EPISODE_ST" +
-      "ATUS_DELETED\020\006\032\002\010\001*\306\001\n\016SemanticStatus\022\037\n" +
-      "\033SEMANTIC_STATUS_UNSPECIFIED\020\000\022\033\n\027SEMANT" +
-      "IC_STATUS_PENDING\020\001\022\036\n\032SEMANTIC_STATUS_P" +
-      "ROCESSING\020\002\022\035\n\031SEMANTIC_STATUS_COMPLETED" +
-      "\020\003\022\032\n\026SEMANTIC_STATUS_FAILED\020\004\022\033\n\027SEMANT" +
-      "IC_STATUS_SKIPPED\020\005*\311\001\n\016EpisodeTrigger\022\037" +
-      "\n\033EPISODE_TRIGGER_UNSPECIFIED\020\000\022\034\n\030EPISO" +
-      "DE_TRIGGER_EXPLICIT\020\001\022\036\n\032EPISODE_TRIGGER" +
-      "_NEW_THREAD\020\002\022\036\n\032EPISODE_TRIGGER_INACTIV" +
-      "ITY\020\003\022\034\n\030EPISODE_TRIGGER_BACKSTOP\020\004\022\032\n\026E" +
-      "PISODE_TRIGGER_MANUAL\020\005b\006proto3"
+      "semantic\030\006 \001(\001\022\021\n\trelevance\030\007 \001(\001*_\n\004Rol" +
+      "e\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013ROLE_SYSTEM\020\001" +
+      "\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSISTANT\020\003\022\r\n\tR" +
+      "OLE_TOOL\020\004*\340\001\n\rEpisodeStatus\022\036\n\032EPISODE_" +
+      "STATUS_UNSPECIFIED\020\000\022\032\n\026EPISODE_STATUS_P" +
+      "ENDING\020\001\022\035\n\031EPISODE_STATUS_PROCESSING\020\002\022" +
+      "\034\n\030EPISODE_STATUS_COMPLETED\020\003\022\031\n\025EPISODE" +
+      "_STATUS_FAILED\020\004\022\033\n\027EPISODE_STATUS_ARCHI" +
+      "VED\020\005\022\036\n\026EPISODE_STATUS_DELETED\020\006\032\002\010\001*\306\001" +
+      "\n\016SemanticStatus\022\037\n\033SEMANTIC_STATUS_UNSP" +
+      "ECIFIED\020\000\022\033\n\027SEMANTIC_STATUS_PENDING\020\001\022\036" +
+      "\n\032SEMANTIC_STATUS_PROCESSING\020\002\022\035\n\031SEMANT" +
+      "IC_STATUS_COMPLETED\020\003\022\032\n\026SEMANTIC_STATUS" +
+      "_FAILED\020\004\022\033\n\027SEMANTIC_STATUS_SKIPPED\020\005*\311" +
+      "\001\n\016EpisodeTrigger\022\037\n\033EPISODE_TRIGGER_UNS" +
+      "PECIFIED\020\000\022\034\n\030EPISODE_TRIGGER_EXPLICIT\020\001" +
+      "\022\036\n\032EPISODE_TRIGGER_NEW_THREAD\020\002\022\036\n\032EPIS" +
+      "ODE_TRIGGER_INACTIVITY\020\003\022\034\n\030EPISODE_TRIG" +
+      "GER_BACKSTOP\020\004\022\032\n\026EPISODE_TRIGGER_MANUAL" +
+      "\020\005b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -12096,7 +12216,7 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_episodic_v1_ScoredEpisode_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_ScoredEpisode_descriptor,
-        new java.lang.String[] { "Episode", "RelevanceScore", "Similarity", "Recency", "Lexical", "Semantic", });
+        new java.lang.String[] { "Episode", "RelevanceScore", "Similarity", "Recency", "Lexical", "Semantic", "Relevance", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.StructProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();

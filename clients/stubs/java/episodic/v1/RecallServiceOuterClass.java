@@ -500,6 +500,19 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * @return The literalQuery.
      */
     boolean getLiteralQuery();
+
+    /**
+     * <pre>
+     * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
+     * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
+     * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+     * query (a recall without one matches nothing and is not filtered).
+     * </pre>
+     *
+     * <code>double min_relevance = 14;</code>
+     * @return The minRelevance.
+     */
+    double getMinRelevance();
   }
   /**
    * <pre>
@@ -1084,6 +1097,24 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return literalQuery_;
     }
 
+    public static final int MIN_RELEVANCE_FIELD_NUMBER = 14;
+    private double minRelevance_ = 0D;
+    /**
+     * <pre>
+     * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
+     * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
+     * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+     * query (a recall without one matches nothing and is not filtered).
+     * </pre>
+     *
+     * <code>double min_relevance = 14;</code>
+     * @return The minRelevance.
+     */
+    @java.lang.Override
+    public double getMinRelevance() {
+      return minRelevance_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -1141,6 +1172,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (literalQuery_ != false) {
         output.writeBool(13, literalQuery_);
+      }
+      if (java.lang.Double.doubleToRawLongBits(minRelevance_) != 0) {
+        output.writeDouble(14, minRelevance_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -1211,6 +1245,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(13, literalQuery_);
       }
+      if (java.lang.Double.doubleToRawLongBits(minRelevance_) != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeDoubleSize(14, minRelevance_);
+      }
       return size;
     }
     @java.lang.Override
@@ -1277,6 +1315,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (getLiteralQuery()
           != other.getLiteralQuery()) return false;
+      if (java.lang.Double.doubleToLongBits(getMinRelevance())
+          != java.lang.Double.doubleToLongBits(
+              other.getMinRelevance())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -1333,6 +1374,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + LITERAL_QUERY_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getLiteralQuery());
+      hash = (37 * hash) + MIN_RELEVANCE_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getMinRelevance()));
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -1503,6 +1547,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           asOfBuilder_ = null;
         }
         literalQuery_ = false;
+        minRelevance_ = 0D;
         return this;
       }
 
@@ -1590,6 +1635,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         if (((from_bitField0_ & 0x00001000) != 0)) {
           result.literalQuery_ = literalQuery_;
         }
+        if (((from_bitField0_ & 0x00002000) != 0)) {
+          result.minRelevance_ = minRelevance_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -1671,6 +1719,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.getLiteralQuery() != false) {
           setLiteralQuery(other.getLiteralQuery());
+        }
+        if (java.lang.Double.doubleToRawLongBits(other.getMinRelevance()) != 0) {
+          setMinRelevance(other.getMinRelevance());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -1780,6 +1831,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00001000;
                 break;
               } // case 104
+              case 113: {
+                minRelevance_ = input.readDouble();
+                bitField0_ |= 0x00002000;
+                break;
+              } // case 113
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -3232,6 +3288,59 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       public Builder clearLiteralQuery() {
         bitField0_ = (bitField0_ & ~0x00001000);
         literalQuery_ = false;
+        onChanged();
+        return this;
+      }
+
+      private double minRelevance_ ;
+      /**
+       * <pre>
+       * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
+       * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
+       * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+       * query (a recall without one matches nothing and is not filtered).
+       * </pre>
+       *
+       * <code>double min_relevance = 14;</code>
+       * @return The minRelevance.
+       */
+      @java.lang.Override
+      public double getMinRelevance() {
+        return minRelevance_;
+      }
+      /**
+       * <pre>
+       * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
+       * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
+       * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+       * query (a recall without one matches nothing and is not filtered).
+       * </pre>
+       *
+       * <code>double min_relevance = 14;</code>
+       * @param value The minRelevance to set.
+       * @return This builder for chaining.
+       */
+      public Builder setMinRelevance(double value) {
+
+        minRelevance_ = value;
+        bitField0_ |= 0x00002000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
+       * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
+       * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+       * query (a recall without one matches nothing and is not filtered).
+       * </pre>
+       *
+       * <code>double min_relevance = 14;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearMinRelevance() {
+        bitField0_ = (bitField0_ & ~0x00002000);
+        minRelevance_ = 0D;
         onChanged();
         return this;
       }
@@ -15519,7 +15628,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "\n episodic/v1/recall_service.proto\022\013epis" +
       "odic.v1\032\030episodic/v1/access.proto\032\031episo" +
       "dic/v1/episode.proto\032\037google/protobuf/ti" +
-      "mestamp.proto\"\256\003\n\rRecallRequest\022\017\n\007datas" +
+      "mestamp.proto\"\305\003\n\rRecallRequest\022\017\n\007datas" +
       "et\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022+\n\007include\030\003 \003(\016" +
       "2\032.episodic.v1.RecallInclude\022\030\n\020context_" +
       "episodes\030\004 \001(\005\022\036\n\021similarity_weight\030\005 \001(" +
@@ -15529,51 +15638,51 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "p\022\022\n\nthread_ids\030\t \003(\t\022\020\n\010entities\030\n \003(\t\022" +
       "\022\n\nevent_type\030\013 \001(\t\022)\n\005as_of\030\014 \001(\0132\032.goo" +
       "gle.protobuf.Timestamp\022\025\n\rliteral_query\030" +
-      "\r \001(\010B\024\n\022_similarity_weightB\021\n\017_recency_" +
-      "weight\"W\n\020RecalledEpisodes\022,\n\010episodes\030\001" +
-      " \003(\0132\032.episodic.v1.ScoredEpisode\022\025\n\repis" +
-      "ode_count\030\002 \001(\003\"y\n\016RecallResponse\022/\n\010epi" +
-      "sodes\030\001 \001(\0132\035.episodic.v1.RecalledEpisod" +
-      "es\0226\n\runderstanding\030\002 \001(\0132\037.episodic.v1." +
-      "QueryUnderstanding\"\237\002\n\022QueryUnderstandin" +
-      "g\022\024\n\014ranked_query\030\001 \001(\t\0220\n\013expressions\030\002" +
-      " \003(\0132\033.episodic.v1.TimeExpression\0220\n\014win" +
-      "dow_start\030\003 \001(\0132\032.google.protobuf.Timest" +
-      "amp\022.\n\nwindow_end\030\004 \001(\0132\032.google.protobu" +
-      "f.Timestamp\022,\n\007ordinal\030\005 \001(\0132\033.episodic." +
-      "v1.SessionOrdinal\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007" +
-      "applied\030\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n\016TimeExp" +
-      "ression\022\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005s" +
-      "tart\030\003 \001(\0132\032.google.protobuf.Timestamp\022\'" +
-      "\n\003end\030\004 \001(\0132\032.google.protobuf.Timestamp\"" +
-      "\210\001\n\016SessionOrdinal\022\014\n\004text\030\001 \001(\t\022\020\n\010posi" +
-      "tion\030\002 \001(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n\005count\030\004 " +
-      "\001(\005\022\r\n\005scope\030\005 \001(\t\022\022\n\nevent_type\030\006 \001(\t\022\022" +
-      "\n\nthread_ids\030\007 \003(\t\"\214\001\n\023ListEpisodesReque" +
-      "st\022\017\n\007dataset\030\001 \001(\t\022*\n\006status\030\002 \001(\0162\032.ep" +
-      "isodic.v1.EpisodeStatus\022\021\n\tpage_size\030\003 \001" +
-      "(\005\022\022\n\npage_token\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(" +
-      "\t\"W\n\024ListEpisodesResponse\022&\n\010episodes\030\001 " +
-      "\003(\0132\024.episodic.v1.Episode\022\027\n\017next_page_t" +
-      "oken\030\002 \001(\t\"J\n\025SearchEpisodesRequest\022\017\n\007d" +
-      "ataset\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\tpage_size" +
-      "\030\003 \001(\005\"F\n\026SearchEpisodesResponse\022,\n\010epis" +
-      "odes\030\001 \003(\0132\032.episodic.v1.ScoredEpisode\"\'" +
-      "\n\021GetEpisodeRequest\022\022\n\nepisode_id\030\001 \001(\t\"" +
-      ";\n\022GetEpisodeResponse\022%\n\007episode\030\001 \001(\0132\024" +
-      ".episodic.v1.Episode*L\n\rRecallInclude\022\036\n" +
-      "\032RECALL_INCLUDE_UNSPECIFIED\020\000\022\033\n\027RECALL_" +
-      "INCLUDE_EPISODES\020\0012\371\002\n\rRecallService\022K\n\006" +
-      "Recall\022\032.episodic.v1.RecallRequest\032\033.epi" +
-      "sodic.v1.RecallResponse\"\010\212\265\030\004\010\001\020\001\022]\n\014Lis" +
-      "tEpisodes\022 .episodic.v1.ListEpisodesRequ" +
-      "est\032!.episodic.v1.ListEpisodesResponse\"\010" +
-      "\212\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022\".episodic.v1" +
-      ".SearchEpisodesRequest\032#.episodic.v1.Sea" +
-      "rchEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpis" +
-      "ode\022\036.episodic.v1.GetEpisodeRequest\032\037.ep" +
-      "isodic.v1.GetEpisodeResponse\"\010\212\265\030\004\010\001\020\001b\006" +
-      "proto3"
+      "\r \001(\010\022\025\n\rmin_relevance\030\016 \001(\001B\024\n\022_similar" +
+      "ity_weightB\021\n\017_recency_weight\"W\n\020Recalle" +
+      "dEpisodes\022,\n\010episodes\030\001 \003(\0132\032.episodic.v" +
+      "1.ScoredEpisode\022\025\n\repisode_count\030\002 \001(\003\"y" +
+      "\n\016RecallResponse\022/\n\010episodes\030\001 \001(\0132\035.epi" +
+      "sodic.v1.RecalledEpisodes\0226\n\runderstandi" +
+      "ng\030\002 \001(\0132\037.episodic.v1.QueryUnderstandin" +
+      "g\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_query" +
+      "\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episodic.v" +
+      "1.TimeExpression\0220\n\014window_start\030\003 \001(\0132\032" +
+      ".google.protobuf.Timestamp\022.\n\nwindow_end" +
+      "\030\004 \001(\0132\032.google.protobuf.Timestamp\022,\n\007or" +
+      "dinal\030\005 \001(\0132\033.episodic.v1.SessionOrdinal" +
+      "\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005" +
+      "notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030\001" +
+      " \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.goo" +
+      "gle.protobuf.Timestamp\"\210\001\n\016SessionOrdina" +
+      "l\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010fro" +
+      "m_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001(" +
+      "\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(" +
+      "\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007dataset\030\001 \001" +
+      "(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.Episode" +
+      "Status\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030" +
+      "\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisodes" +
+      "Response\022&\n\010episodes\030\001 \003(\0132\024.episodic.v1" +
+      ".Episode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025Sea" +
+      "rchEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005q" +
+      "uery\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026SearchE" +
+      "pisodesResponse\022,\n\010episodes\030\001 \003(\0132\032.epis" +
+      "odic.v1.ScoredEpisode\"\'\n\021GetEpisodeReque" +
+      "st\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeResp" +
+      "onse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Epis" +
+      "ode*L\n\rRecallInclude\022\036\n\032RECALL_INCLUDE_U" +
+      "NSPECIFIED\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020" +
+      "\0012\371\002\n\rRecallService\022K\n\006Recall\022\032.episodic" +
+      ".v1.RecallRequest\032\033.episodic.v1.RecallRe" +
+      "sponse\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episo" +
+      "dic.v1.ListEpisodesRequest\032!.episodic.v1" +
+      ".ListEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Searc" +
+      "hEpisodes\022\".episodic.v1.SearchEpisodesRe" +
+      "quest\032#.episodic.v1.SearchEpisodesRespon" +
+      "se\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic.v1" +
+      ".GetEpisodeRequest\032\037.episodic.v1.GetEpis" +
+      "odeResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -15587,7 +15696,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecallRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecallRequest_descriptor,
-        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", });
+        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", "MinRelevance", });
     internal_static_episodic_v1_RecalledEpisodes_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_episodic_v1_RecalledEpisodes_fieldAccessorTable = new
