@@ -3,7 +3,7 @@
 each) through the running suite, with the English defaults and with the multilingual
 options.
 
-    .venv/bin/python -m bench.multilingual_quality [--embedders minilm,e5]
+    .venv/bin/python -m bench.multilingual_quality [--embedders minilm,e5] [--direct]
 
 For each embedder it starts the four services (offline defaults otherwise: extractive
 summaries), writes every user's sessions twice — into a dataset left at the default
@@ -116,16 +116,109 @@ def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str
     return results
 
 
+def run_direct(embedder_name: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str, Any]:
+    """The same questions without the Summariser (whose extractive summaries embed every
+    sentence: with e5 on a shared 2-core machine that takes the better part of an hour):
+    each session becomes a completed episode written directly (summary = the session's
+    text, as tests/recall/factory.py writes them), indexed with ``index_episode`` (chunks
+    embedded with the embedder under test, lexemes with the dataset's configuration) and
+    ranked by Recall's own code (``domain.recall``) in this process."""
+    from episodic.config import EmbeddingSettings, RecallSettings
+    from episodic.providers import make_embedder
+    from episodic.services.recall import domain
+    from episodic.store.db import make_engine
+    from episodic.store.languages import resolve_language, set_language
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.testing.database import scratch_database
+    from episodic.testing.keys import test_vault
+    from tests.recall.factory import make_episode
+
+    embedder = make_embedder(
+        EmbeddingSettings(embedding_provider=embedder_name, embedding_threads=2), 384
+    )
+    vault = test_vault()
+    settings = RecallSettings()
+    results: dict[str, Any] = {}
+    with ExitStack() as stack:
+        url = stack.enter_context(scratch_database(None, "episodic-ml-bench-"))
+        engine = make_engine(url, pool_size=2)
+        stack.callback(engine.dispose)
+        variants = {"english config": "", "language set": ".lang"}
+        started = time.monotonic()
+        for language, conv in users:
+            for suffix in variants.values():
+                dataset = conv.dataset + suffix
+                with engine.begin() as conn:
+                    vault.for_write(conn, dataset)
+                    if suffix:
+                        set_language(conn, vault, dataset, resolve_language(conn, language))
+                    for session in conv.sessions:
+                        make_episode(
+                            conn,
+                            dataset,
+                            [m.text for m in session.messages],
+                            ended_at=session.messages[-1].ts,
+                            label=session.thread_id,
+                            embedder=embedder,
+                        )
+        log(f"{embedder_name}: written and indexed in {time.monotonic() - started:.0f}s")
+        with engine.connect() as conn:
+            labels = {
+                r["thread_id"]: r["label"]
+                for r in (
+                    vault.open_one(conn, row, "threads")
+                    for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
+                )
+            }
+            for name, suffix in variants.items():
+                per_language: dict[str, locomo.Scores] = {}
+                latency: list[float] = []
+                for language, conv in users:
+                    scores = per_language.setdefault(language, locomo.Scores())
+                    for q in conv.questions:
+                        t0 = time.perf_counter()
+                        request = domain.RecallQuery(
+                            dataset=conv.dataset + suffix,
+                            query=q.question,
+                            include_episodes=True,
+                            limit=10,
+                            similarity_weight=settings.similarity_weight,
+                            recency_weight=settings.recency_weight,
+                            filters=RecallFilters(as_of=q.asked_at),
+                            understanding=domain.read_time(q.question, q.asked_at, False),
+                        )
+                        vector = embedder.embed_query(request.ranked_query or q.question)
+                        answer = domain.recall(conn, vault, request, vector)
+                        latency.append((time.perf_counter() - t0) * 1000)
+                        scores.add(
+                            language,
+                            [labels[r["thread_id"]] for r in answer.rows],
+                            q.evidence_threads,
+                        )
+                latency.sort()
+                results[f"{embedder_name}, {name} (direct)"] = {
+                    "scores": per_language,
+                    "p50": latency[len(latency) // 2],
+                    "p99": latency[int(len(latency) * 0.99)],
+                }
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--path", default=str(DEFAULT_PATH))
     parser.add_argument("--embedders", default="minilm,e5")
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="episodes written and indexed directly, ranked in-process (no Summariser)",
+    )
     args = parser.parse_args(argv)
     users = load(Path(args.path))
     log(f"{len(users)} users, {sum(len(c.questions) for _, c in users)} questions")
     results: dict[str, Any] = {}
     for embedder in args.embedders.split(","):
-        results.update(run(embedder, users))
+        results.update(run_direct(embedder, users) if args.direct else run(embedder, users))
     languages = sorted({lang for lang, _ in users})
     head = "| variant | " + " | ".join(f"{lang} R@1 / R@5 / MRR" for lang in languages)
     print(head + " | all R@1 / R@5 / MRR | Recall p50 / p99 ms |")

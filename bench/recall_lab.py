@@ -80,7 +80,7 @@ def _database(data_dir: Path, stack: ExitStack) -> str:
     return url
 
 
-def _build(url: str, conversations: list[locomo.Conversation]) -> None:
+def _build(url: str, conversations: list[locomo.Conversation], *, ingest: bool = True) -> None:
     from episodic.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.testing.processes import start_service
@@ -90,7 +90,12 @@ def _build(url: str, conversations: list[locomo.Conversation]) -> None:
         stack.callback(engine.dispose)
         procs: dict[str, Any] = {}
         for svc in ("scheduler", "summariser", "recall", "ingest"):
-            extra = {"EPISODIC_LOG_LEVEL": "WARNING", "EPISODIC_EMBEDDING_PROVIDER": "minilm"}
+            extra = {
+                "EPISODIC_LOG_LEVEL": "WARNING",
+                "EPISODIC_EMBEDDING_PROVIDER": "minilm",
+                # a resumed build reclaims what an interrupted one had claimed
+                "EPISODIC_ORPHAN_RECLAIM_AFTER": "5",
+            }
             if svc == "ingest":
                 extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
             procs[svc] = start_service(svc, url, extra, timeout=180)
@@ -103,7 +108,9 @@ def _build(url: str, conversations: list[locomo.Conversation]) -> None:
             timeout=120,
         )
         stack.callback(client.close)
-        ingest_and_summarise(client, engine, conversations)
+        if not ingest:
+            client.run_sweep()
+        ingest_and_summarise(client, engine, conversations, ingest=ingest)
 
 
 def _features(url: str, conversations: list[locomo.Conversation], adversarial: dict) -> list:
@@ -430,11 +437,12 @@ def main(argv: list[str] | None = None) -> int:
             import psycopg
 
             with psycopg.connect(url) as conn:
-                have = conn.execute(
-                    "SELECT count(*) FROM episodes WHERE status = 'completed'"
-                ).fetchone()[0]
-            if not have:
-                _build(url, conversations)
+                threads, done = conn.execute(
+                    "SELECT (SELECT count(*) FROM threads), "
+                    "(SELECT count(*) FROM episodes WHERE status = 'completed')"
+                ).fetchone()
+            if done < sum(len(c.sessions) for c in conversations):
+                _build(url, conversations, ingest=not threads)
             started = time.monotonic()
             rows = _features(url, conversations, _adversarial())
             log(f"features of {len(rows)} recalls in {time.monotonic() - started:.1f}s")

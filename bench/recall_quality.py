@@ -113,15 +113,15 @@ def raw_chunks(session: locomo.Session, words: int = 180) -> list[str]:
 
 
 def ingest_and_summarise(
-    client: Any, engine: Any, conversations: list[locomo.Conversation]
+    client: Any, engine: Any, conversations: list[locomo.Conversation], *, ingest: bool = True
 ) -> None:
     """Writes every LoCoMo session as one ended thread of its conversation's dataset, through
     the SDK, and drives the Scheduler and Summariser until every episode is completed."""
     from episodic.client import NewMessage
 
-    # -- ingest through the pipeline
+    # -- ingest through the pipeline (``ingest=False``: resume summarising what is there)
     started = time.monotonic()
-    for conv in conversations:
+    for conv in conversations if ingest else []:
         for session in conv.sessions:
             thread = client.start_thread(conv.dataset, label=session.thread_id)
             client.add_messages(

@@ -242,3 +242,34 @@ def test_make_embedder_hashing_and_openai(fake: FakeOpenAI) -> None:
     assert isinstance(openai, OpenAIEmbedder)
     openai.check()
     assert fake.requests_to("embeddings")[0].headers["authorization"] == "Bearer sk-x"
+
+
+# --------------------------------------------------------------------------- multilingual e5
+
+
+def test_e5_matches_meaning_across_french_spanish_and_german() -> None:
+    from episodic.providers import E5Embedder
+
+    e5 = make_embedder(EmbeddingSettings(embedding_provider="e5"), 384)
+    assert isinstance(e5, E5Embedder) and isinstance(e5, Embedder)
+    passages = e5.embed(
+        [
+            "Nous avons réservé le vol pour Lisbonne avec easyJet.",  # fr: the flight
+            "El perro se llama Toby y tiene tres años.",  # es: the dog
+            "Die Steuererklärung muss bis Ende Juli beim Finanzamt sein.",  # de: taxes
+        ]
+    )
+    assert passages.shape == (3, 384) and passages.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
+    for query, gold in (
+        ("Quelle compagnie aérienne ai-je choisie ?", 0),
+        ("¿Cómo se llama mi mascota?", 1),
+        ("Wann ist die Frist für die Steuer?", 2),
+    ):
+        scores = passages @ e5.embed_query(query)
+        assert int(np.argmax(scores)) == gold, (query, scores)
+
+
+def test_e5_refuses_another_dimension() -> None:
+    with pytest.raises(ProviderError, match="EPISODIC_EMBEDDING_DIMENSION=384"):
+        make_embedder(EmbeddingSettings(embedding_provider="e5"), 768)
