@@ -119,7 +119,7 @@ def test_relevance_is_the_same_episode_score_whatever_else_the_dataset_holds(  #
     question = "Which car did I buy?"
     (alone,) = _ask(recall, "alone", question).episodes
     crowded = _ask(recall, "crowded", question).episodes
-    same = next(e for e in crowded.episodes if e.episode.summary == alone.episode.summary)
+    same = next(e for e in crowded if e.episode.summary == alone.episode.summary)
     assert same.relevance == pytest.approx(alone.relevance, abs=1e-9)
     assert alone.relevance >= RECOMMENDED_MIN_RELEVANCE
 
