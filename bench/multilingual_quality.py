@@ -116,7 +116,9 @@ def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str
     return results
 
 
-def run_direct(embedder_name: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str, Any]:
+def run_direct(
+    embedder_name: str, users: list[tuple[str, locomo.Conversation]], only: str | None = None
+) -> dict[str, Any]:
     """The same questions without the Summariser (whose extractive summaries embed every
     sentence: with e5 on a shared 2-core machine that takes the better part of an hour):
     each session becomes a completed episode written directly (summary = the session's
@@ -144,6 +146,8 @@ def run_direct(embedder_name: str, users: list[tuple[str, locomo.Conversation]])
         engine = make_engine(url, pool_size=2)
         stack.callback(engine.dispose)
         variants = {"english config": "", "language set": ".lang"}
+        if only:
+            variants = {only: variants[only]}
         started = time.monotonic()
         for language, conv in users:
             for suffix in variants.values():
@@ -213,12 +217,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="episodes written and indexed directly, ranked in-process (no Summariser)",
     )
+    parser.add_argument(
+        "--only", choices=("english config", "language set"), help="--direct: one variant"
+    )
     args = parser.parse_args(argv)
     users = load(Path(args.path))
     log(f"{len(users)} users, {sum(len(c.questions) for _, c in users)} questions")
     results: dict[str, Any] = {}
     for embedder in args.embedders.split(","):
-        results.update(run_direct(embedder, users) if args.direct else run(embedder, users))
+        results.update(
+            run_direct(embedder, users, args.only) if args.direct else run(embedder, users)
+        )
     languages = sorted({lang for lang, _ in users})
     head = "| variant | " + " | ".join(f"{lang} R@1 / R@5 / MRR" for lang in languages)
     print(head + " | all R@1 / R@5 / MRR | Recall p50 / p99 ms |")
