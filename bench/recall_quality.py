@@ -112,6 +112,55 @@ def raw_chunks(session: locomo.Session, words: int = 180) -> list[str]:
     return chunks
 
 
+def ingest_and_summarise(
+    client: Any, engine: Any, conversations: list[locomo.Conversation], *, ingest: bool = True
+) -> None:
+    """Writes every LoCoMo session as one ended thread of its conversation's dataset, through
+    the SDK, and drives the Scheduler and Summariser until every episode is completed."""
+    from episodic.client import NewMessage
+
+    # -- ingest through the pipeline (``ingest=False``: resume summarising what is there)
+    started = time.monotonic()
+    for conv in conversations if ingest else []:
+        for session in conv.sessions:
+            thread = client.start_thread(conv.dataset, label=session.thread_id)
+            client.add_messages(
+                thread.thread_id,
+                [
+                    NewMessage(
+                        role=m.role,
+                        content=m.content,
+                        metadata={"name": m.name} if m.name else {},
+                        created_at=m.ts,
+                    )
+                    for m in session.messages
+                ],
+            )
+            client.end_thread(thread.thread_id)
+    log(f"ingested in {time.monotonic() - started:.1f}s")
+    expected = sum(len(c.sessions) for c in conversations)
+    started = time.monotonic()
+    with engine.connect() as conn:
+        pending = conn.exec_driver_sql(
+            "SELECT count(*) FROM episodes WHERE status = 'pending'"
+        ).scalar_one()
+    if pending < expected:
+        client.run_sweep()  # explicit ends the Scheduler missed are caught up here
+    while True:
+        client.process_pending(50, timeout=900)
+        with engine.connect() as conn:
+            done = conn.exec_driver_sql(
+                "SELECT count(*) FROM episodes WHERE status = 'completed'"
+            ).scalar_one()
+            failed = conn.exec_driver_sql(
+                "SELECT count(*) FROM episodes WHERE status = 'failed'"
+            ).scalar_one()
+        log(f"  episodes completed {done}/{expected} (failed {failed})")
+        if done + failed >= expected:
+            break
+    log(f"summarised in {time.monotonic() - started:.1f}s")
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -134,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO))
     from bench.temporal_questions import build_temporal_questions
-    from episodic.client import EpisodicClient, NewMessage
+    from episodic.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
     from episodic.store.db import make_engine
@@ -179,46 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         stack.callback(client.close)
 
-        # -- ingest through the pipeline
-        started = time.monotonic()
-        for conv in conversations:
-            for session in conv.sessions:
-                thread = client.start_thread(conv.dataset, label=session.thread_id)
-                client.add_messages(
-                    thread.thread_id,
-                    [
-                        NewMessage(
-                            role=m.role,
-                            content=m.content,
-                            metadata={"name": m.name} if m.name else {},
-                            created_at=m.ts,
-                        )
-                        for m in session.messages
-                    ],
-                )
-                client.end_thread(thread.thread_id)
-        log(f"ingested in {time.monotonic() - started:.1f}s")
-        expected = sum(len(c.sessions) for c in conversations)
-        started = time.monotonic()
-        with engine.connect() as conn:
-            pending = conn.exec_driver_sql(
-                "SELECT count(*) FROM episodes WHERE status = 'pending'"
-            ).scalar_one()
-        if pending < expected:
-            client.run_sweep()  # explicit ends the Scheduler missed are caught up here
-        while True:
-            client.process_pending(50, timeout=900)
-            with engine.connect() as conn:
-                done = conn.exec_driver_sql(
-                    "SELECT count(*) FROM episodes WHERE status = 'completed'"
-                ).scalar_one()
-                failed = conn.exec_driver_sql(
-                    "SELECT count(*) FROM episodes WHERE status = 'failed'"
-                ).scalar_one()
-            log(f"  episodes completed {done}/{expected} (failed {failed})")
-            if done + failed >= expected:
-                break
-        log(f"summarised in {time.monotonic() - started:.1f}s")
+        ingest_and_summarise(client, engine, conversations)
 
         embedder = make_embedder(
             EmbeddingSettings(embedding_provider=args.embedding_provider, embedding_threads=2),
@@ -256,6 +266,38 @@ def main(argv: list[str] | None = None) -> int:
                     scores.add(q.category, ranking_, q.evidence_threads)
         recall_seconds = time.monotonic() - started
         log(f"{3 * n_questions} recalls in {recall_seconds:.1f}s")
+
+        # -- abstention at the recommended min_relevance (episodic/store/relevance.py):
+        # each question also asked of the next conversation's dataset (nothing there should
+        # match), LoCoMo's adversarial questions of their own, and the real questions again
+        # with the threshold (what it costs them). Halves as in bench/recall_lab.py.
+        from bench.recall_lab import _adversarial, halves
+        from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE as threshold
+
+        split = halves(conversations)
+        adversarial = _adversarial()
+        thresholded = {h: locomo.Scores() for h in split}
+        unthresholded = {h: locomo.Scores() for h in split}
+        empty: dict[tuple[str, str], list[bool]] = {}
+        for i, conv in enumerate(conversations):
+            half = next(h for h, ids in split.items() if conv.conversation_id in ids)
+            foreign = conversations[(i + 1) % len(conversations)]
+            for q in conv.questions:
+                kept, _ = _recall(
+                    stub, conv.dataset, q.question, q.asked_at, False, min_relevance=threshold
+                )
+                thresholded[half].add(q.category, kept, q.evidence_threads)
+                full, _ = _recall(stub, conv.dataset, q.question, q.asked_at, False)
+                unthresholded[half].add(q.category, full, q.evidence_threads)
+                got, _ = _recall(
+                    stub, foreign.dataset, q.question, q.asked_at, False, min_relevance=threshold
+                )
+                empty.setdefault((half, "foreign"), []).append(not got)
+            for q in adversarial.get(conv.conversation_id, []) if len(conversations) > 1 else []:
+                got, _ = _recall(
+                    stub, conv.dataset, q.question, q.asked_at, False, min_relevance=threshold
+                )
+                empty.setdefault((half, "adversarial"), []).append(not got)
 
         # -- temporal questions built from the sessions' dates (bench/temporal_questions.py)
         temporal = {True: locomo.Scores(), False: locomo.Scores()}
@@ -363,6 +405,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"{values[len(values) // 2]:.2f} ms, p99 {values[int(len(values) * 0.99)]:.2f} ms "
                 f"({len(values)} calls, interleaved)"
             )
+        print(f"\nAbstention at min_relevance {threshold}:\n")
+        print(
+            "| half | foreign questions with nothing | adversarial with nothing "
+            "| R@1 without → with | R@5 without → with | MRR without → with |"
+        )
+        print("|---|---|---|---|---|---|")
+        for half in split:
+            f, a = empty.get((half, "foreign"), []), empty.get((half, "adversarial"), [])
+            b, t = unthresholded[half].overall(), thresholded[half].overall()
+            print(
+                f"| {half} | {sum(f) / max(len(f), 1):.3f} ({len(f)}) | "
+                f"{sum(a) / max(len(a), 1):.3f} ({len(a)}) | {b['R@1']:.3f} → {t['R@1']:.3f} | "
+                f"{b['R@5']:.3f} → {t['R@5']:.3f} | "
+                f"{b['MRR']:.3f} → {t['MRR']:.3f} |"
+            )
         rows["temporal: time understood"] = temporal[False]
         rows["temporal: literal"] = temporal[True]
         print(
@@ -386,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _recall(
-    stub: Any, dataset: str, question: str, asked_at: Any, literal: bool, **weights: float
+    stub: Any, dataset: str, question: str, asked_at: Any, literal: bool, **options: float
 ) -> tuple[list[str], float]:
     """Thread labels best first, and the call's milliseconds."""
     from episodic.v1 import recall_service_pb2 as rpb
@@ -397,7 +454,7 @@ def _recall(
         include=[rpb.RECALL_INCLUDE_EPISODES],
         context_episodes=10,
         literal_query=literal,
-        **weights,
+        **options,
     )
     request.as_of.FromDatetime(asked_at)
     started = time.perf_counter()

@@ -13,7 +13,7 @@ from episodic import access, convert
 from episodic.access import Role
 from episodic.config import PrivacySettings
 from episodic.errors import InvalidArgument
-from episodic.store import audit, datasets, entities, erasure, keys, owners
+from episodic.store import audit, datasets, entities, erasure, keys, languages, owners
 from episodic.store.vault import Vault
 from episodic.v1 import access_pb2
 from episodic.v1 import admin_service_pb2 as pb
@@ -228,15 +228,21 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                     field=field,
                 )
             days[field] = value
+        language = request.language if request.HasField("language") else None
         with self.engine.begin() as conn:
             self.vault.for_write(conn, dataset)  # registers a new dataset (with its key)
+            details: dict[str, int | str | None] = dict(days)
+            if language is not None:
+                config = languages.resolve_language(conn, language)
+                languages.set_language(conn, self.vault, dataset, config)
+                details["language"] = config
             policy = datasets.set_policy(conn, dataset, self.privacy, **days)
             audit.record(
                 conn,
                 key_prefix=access.current().prefix,
                 action="dataset.policy",
                 dataset=dataset,
-                details=days,
+                details=details,
             )
         return pb.SetDatasetPolicyResponse(policy=_policy(policy))
 
@@ -349,6 +355,7 @@ def _policy(policy: datasets.Policy) -> pb.DatasetPolicy:
         effective_retention_days=policy.effective_retention_days or 0,
         effective_compact_after_days=policy.effective_compact_after_days or 0,
         encrypted=policy.encrypted,
+        language=policy.language,
     )
     if policy.retention_days is not None:
         out.retention_days = policy.retention_days

@@ -8,7 +8,8 @@ from sqlalchemy import Engine
 
 from episodic import temporal
 from episodic.config import Settings
-from episodic.providers import make_embedder
+from episodic.providers import RetryPolicy, make_embedder
+from episodic.providers.rerank import HttpReranker
 from episodic.server import Service, serve
 from episodic.store.db import check_embedding_dimension
 from episodic.store.vault import make_vault
@@ -25,7 +26,19 @@ def build(settings: Settings, engine: Engine) -> Service:
     check_embedding_dimension(engine, embedder.dimension)
     embedder.check()  # loads the model now, not on the first user's query
     log.info("recall embedder: %s", embedder.name)
-    servicer = RecallServicer(engine, settings.recall, embedder, make_vault(settings.privacy))
+    reranker = None
+    if settings.recall.rerank_base_url:
+        reranker = HttpReranker(
+            base_url=settings.recall.rerank_base_url,
+            model=settings.recall.rerank_model,
+            api_key=settings.recall.rerank_api_key.get_secret_value() or None,
+            timeout=settings.recall.rerank_timeout.total_seconds(),
+            retry=RetryPolicy(max_retries=1),
+        )
+        log.info("recall reranker: %s at %s", reranker.name, settings.recall.rerank_base_url)
+    servicer = RecallServicer(
+        engine, settings.recall, embedder, make_vault(settings.privacy), reranker
+    )
     return Service(register=lambda server: register(server, servicer))
 
 

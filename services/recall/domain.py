@@ -25,6 +25,7 @@ from episodic.providers.entities import normalise_entity
 from episodic.store import entities
 from episodic.store import recall_queries as q
 from episodic.store.recall_queries import RecallFilters
+from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE
 from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
 from episodic.v1 import episode_pb2
@@ -77,6 +78,9 @@ class RecallQuery:
     events: EventScope | None = field(default_factory=EventScope)
     #: Entity filters match every alias of the entity (False: the exact spelling only).
     entity_canon: bool = True
+    #: Candidates whose calibrated relevance (episodic.store.relevance) is below this are
+    #: left out; 0 keeps every one.
+    min_relevance: float = 0.0
 
     @property
     def applied_time(self) -> QueryTime | None:
@@ -91,6 +95,13 @@ class RecallQuery:
         if self.applied_time is not None:
             return self.applied_time.remainder or None
         return self.query
+
+    @property
+    def rerankable(self) -> bool:
+        """Whether a reranker may reorder the answer: a ranked query, and no ordinal (an
+        ordinal's answer is in time order, by design)."""
+        u = self.applied_time
+        return bool(self.ranked_query) and (u is None or (u.ordinal is None and not u.time_only))
 
     @property
     def needs_embedding(self) -> bool:
@@ -201,6 +212,17 @@ def check_status(value: int) -> str | None:
     return str(status)
 
 
+def check_min_relevance(value: float) -> float:
+    """0 (unset) keeps every candidate; otherwise a number in [0, 1]."""
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidArgument(
+            f"min_relevance must be between 0 and 1 (got {value}); 0 keeps every episode, "
+            f"{RECOMMENDED_MIN_RELEVANCE} is the recommended threshold",
+            field="min_relevance",
+        )
+    return float(value)
+
+
 def check_weights_usable(similarity_weight: float, recency_weight: float) -> None:
     if similarity_weight == 0 and recency_weight == 0:
         raise InvalidArgument(
@@ -279,6 +301,7 @@ def recall(
         "recency_weight": request.recency_weight,
         "limit": request.limit,
         "events": request.events,
+        "min_relevance": request.min_relevance,
     }
     if understood is None:
         rows, count = _rank(conn, vault, request.dataset, **ranking)
@@ -325,6 +348,23 @@ def recall(
         return RecallAnswer(rows=_in_time_order(rows), episode_count=count)
     rows, count = _rank(conn, vault, request.dataset, **ranking)
     return RecallAnswer(rows=rows, episode_count=count)
+
+
+def rerank_text(row: dict[str, Any]) -> str:
+    """What a reranker reads of an episode: its summary and key learnings."""
+    return "\n".join([row.get("summary") or "", *(row.get("key_learnings") or [])]).strip()
+
+
+def rerank(
+    rows: list[dict[str, Any]], query: str, scores: Callable[[str, list[str]], list[float]]
+) -> list[dict[str, Any]]:
+    """``rows`` reordered by a reranker's ``scores`` (best first; ties keep Recall's
+    order). Each row keeps its own scores; ``rerank_score`` is added."""
+    if len(rows) < 2:
+        return rows
+    given = scores(query, [rerank_text(r) for r in rows])
+    ranked = sorted(range(len(rows)), key=lambda i: (-given[i], i))
+    return [{**rows[i], "rerank_score": given[i]} for i in ranked]
 
 
 def search(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +16,8 @@ from sqlalchemy.exc import DBAPIError
 
 from episodic import access, convert
 from episodic.config import RecallSettings
-from episodic.errors import InvalidArgument, Unavailable
+from episodic.errors import InvalidArgument, ProviderError, Unavailable
+from episodic.providers.rerank import HttpReranker
 from episodic.providers.types import Embedder
 from episodic.store import episodes, owners, recall_queries
 from episodic.store.recall_queries import RecallFilters
@@ -35,6 +38,8 @@ from episodic.validation import (
 from . import domain
 from . import events as recall_events
 from .events import MAX_ACTOR_CHARS, EventScope
+
+log = logging.getLogger(__name__)
 
 _KNOWN_INCLUDES = {pb.RECALL_INCLUDE_EPISODES}
 
@@ -75,6 +80,7 @@ def _scored(row: Any) -> episode_pb2.ScoredEpisode:
         recency=float(row["recency"]),
         lexical=float(row["lexical"]),
         semantic=float(row["semantic"]),
+        relevance=float(row.get("absolute_relevance") or 0.0),
     )
 
 
@@ -150,12 +156,18 @@ def _reading(engine: Engine, context: grpc.ServicerContext | None) -> Iterator[C
 
 class RecallServicer(pb_grpc.RecallServiceServicer):
     def __init__(
-        self, engine: Engine, settings: RecallSettings, embedder: Embedder, vault: Vault
+        self,
+        engine: Engine,
+        settings: RecallSettings,
+        embedder: Embedder,
+        vault: Vault,
+        reranker: HttpReranker | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.embedder = embedder
         self.vault = vault
+        self.reranker = reranker
 
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
@@ -196,6 +208,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             understanding=domain.read_time(query, as_of, request.literal_query),
             events=_event_scope(request),
             entity_canon=not request.exact_entities,
+            min_relevance=domain.check_min_relevance(request.min_relevance),
         )
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
@@ -204,8 +217,19 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             return pb.RecallResponse()  # episodes are opt-in (seed 000, "Retrieval")
         ranked = query.ranked_query
         vector = self.embedder.embed_query(ranked) if query.needs_embedding and ranked else None
+        limit = query.limit
+        reranker = self.reranker if vector is not None and query.rerankable else None
+        if reranker is not None:  # it may lift a candidate from below the requested limit
+            query = replace(query, limit=max(limit, self.settings.rerank_candidates))
         with _reading(self.engine, context) as conn:
             answer = domain.recall(conn, self.vault, query, vector)
+        if reranker is not None and ranked:
+            try:
+                rows = domain.rerank(answer.rows, ranked, reranker.scores)
+            except ProviderError as err:
+                log.warning("rerank failed; answering in Recall's own order: %s", err)
+                rows = answer.rows
+            answer = replace(answer, rows=rows[:limit])
         return pb.RecallResponse(
             episodes=pb.RecalledEpisodes(
                 episodes=[_scored(r) for r in answer.rows], episode_count=answer.episode_count

@@ -37,7 +37,6 @@ from episodic.store.db import is_database_outage
 from episodic.store.recall_index import (
     Chunk,
     IndexInput,
-    chunk_units,
     pending_chunks,
     prepare_episode_index,
     write_episode_index,
@@ -224,7 +223,7 @@ class Pipeline:
         self.vault = vault
         self.summariser = summariser
         # Every text is embedded once per pass: the service hands the summariser and the
-        # pipeline the same CachedEmbedder (summary sentences = the index's chunk units).
+        # pipeline the same CachedEmbedder (the summary's sentences, the index's chunks).
         self.embedder = (
             embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder)
         )
@@ -269,7 +268,7 @@ class Pipeline:
     def load_and_embed(self, claimed: list[RowMapping]) -> dict[Any, Loaded]:
         """Reads every claimed episode's thread on one connection and embeds, in one batched
         model call, the texts all of them will need (the extractive summary's sentences and
-        the index's chunk units; the cache hands them to :meth:`process`). Best effort: an
+        the index's chunks; the cache hands them to :meth:`process`). Best effort: an
         episode that cannot be read here is read again, and fails, in :meth:`process`."""
         loaded: dict[Any, Loaded] = {}
         texts: list[str] = []
@@ -297,7 +296,7 @@ class Pipeline:
                     if is_database_outage(err):
                         raise
                     continue
-                texts += [u for c in chunks or [] for u in chunk_units(c)]
+                texts += [c.text for c in chunks or []]
                 if episode["thread_id"] in threads:
                     # A later window of a thread in this batch: what it reads (the previous
                     # summary, the chunks still to index) changes when the earlier one

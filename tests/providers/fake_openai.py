@@ -1,10 +1,12 @@
 """A fake OpenAI-compatible server that speaks the real wire format.
 
-Serves ``POST /v1/chat/completions``, ``POST /v1/embeddings`` and ``GET /v1/models`` on
-127.0.0.1 from a background thread (stdlib ``ThreadingHTTPServer``). Each endpoint has a
-queue of scripted responses (status, headers, body); when its queue is empty it answers
-validly: chat with a canned episode JSON, embeddings from a :class:`HashingEmbedder` of the
-configured dimension. Every request is recorded.
+Serves ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``POST /v1/rerank`` and
+``GET /v1/models`` on 127.0.0.1 from a background thread (stdlib ``ThreadingHTTPServer``).
+Each endpoint has a queue of scripted responses (status, headers, body); when its queue is
+empty it answers validly: chat with a canned episode JSON, embeddings from a
+:class:`HashingEmbedder` of the configured dimension, rerank (the Jina/Cohere format that
+vLLM and text-embeddings-inference serve) with the cosine of those embeddings. Every
+request is recorded.
 
 In-process use::
 
@@ -38,8 +40,8 @@ from typing import Any, Literal
 
 from episodic.providers.embedding import HashingEmbedder
 
-Endpoint = Literal["chat", "embeddings", "models"]
-ENDPOINTS: tuple[Endpoint, ...] = ("chat", "embeddings", "models")
+Endpoint = Literal["chat", "embeddings", "models", "rerank"]
+ENDPOINTS: tuple[Endpoint, ...] = ("chat", "embeddings", "models", "rerank")
 
 #: What the default chat answer contains (a valid episode).
 DEFAULT_CHAT_RESULT: dict[str, Any] = {
@@ -91,6 +93,8 @@ def _endpoint_of(path: str) -> Endpoint | None:
         return "embeddings"
     if path.endswith("/models"):
         return "models"
+    if path.endswith("/rerank"):
+        return "rerank"
     return None
 
 
@@ -123,6 +127,16 @@ def embeddings_answer(vectors: list[list[float]], model: str = "fake-model") -> 
         ],
         "model": model,
         "usage": {"prompt_tokens": 1, "total_tokens": 1},
+    }
+
+
+def rerank_answer(results: list[tuple[int, float]], model: str = "fake-model") -> dict[str, Any]:
+    """A rerank answer in the Jina/Cohere wire format: (document index, score), best first."""
+    return {
+        "id": "rerank-fake",
+        "model": model,
+        "results": [{"index": i, "relevance_score": score} for i, score in results],
+        "usage": {"total_tokens": 1},
     }
 
 
@@ -285,6 +299,17 @@ class FakeOpenAI:
             if not isinstance(payload.get("messages"), list):
                 return 400, _error("'messages' must be a list")
             return 200, chat_completion(json.dumps(self.chat_result), payload["model"])
+        if endpoint == "rerank":
+            query, documents = payload.get("query"), payload.get("documents")
+            if not isinstance(query, str) or not isinstance(documents, list):
+                return 400, _error("'query' (a string) and 'documents' (a list) are required")
+            embedder = HashingEmbedder(self.dimension)
+            scores = (
+                embedder.embed([str(d) for d in documents]) @ embedder.embed_query(query)
+            ).tolist()
+            order = sorted(range(len(scores)), key=lambda i: -scores[i])
+            top_n = payload.get("top_n") or len(order)
+            return 200, rerank_answer([(i, scores[i]) for i in order[:top_n]], payload["model"])
         inputs = payload.get("input")
         if isinstance(inputs, str):
             inputs = [inputs]
@@ -316,8 +341,8 @@ class FakeOpenAI:
                 self.enqueue_chat(**spec)
             elif endpoint == "embeddings":
                 self.enqueue_embeddings(**spec)
-            elif endpoint == "models":
-                self.enqueue("models", FakeResponse(**spec))
+            elif endpoint in ("models", "rerank"):
+                self.enqueue(endpoint, FakeResponse(**spec))
             else:
                 return 400, _error(f"unknown endpoint {endpoint!r}")
             return 200, {"ok": True}
@@ -332,7 +357,7 @@ class FakeOpenAI:
         request = RecordedRequest(method, path, headers, body)
         self._record(request)
         endpoint = _endpoint_of(path)
-        allowed = {"chat": "POST", "embeddings": "POST", "models": "GET"}
+        allowed = {"chat": "POST", "embeddings": "POST", "models": "GET", "rerank": "POST"}
         if endpoint is None or allowed[endpoint] != method:
             return 404, {}, json.dumps(_error(f"no route {method} {path}")).encode()
         if self.require_api_key is not None and headers.get("authorization") != (

@@ -269,14 +269,44 @@ def test_cached_embedder_embeds_each_distinct_text_once_with_the_same_vectors() 
     np.testing.assert_allclose(again[1], HashingEmbedder().embed(["e f"])[0])
 
 
-def test_a_chunk_vector_is_the_length_weighted_mean_of_its_sentences() -> None:
-    from episodic.store.recall_index import Chunk, chunk_units, chunk_vectors
+def test_a_chunk_vector_is_the_embedding_of_the_chunk_text_through_the_shared_cache() -> None:
+    """The index embeds each chunk's own text (what the relevance curve was fitted on), and
+    a chunk the worker's batched call already embedded costs no second model call."""
+    from episodic.providers.embedding import CachedEmbedder
+    from episodic.store.recall_index import Chunk, chunk_vectors
 
     chunk = Chunk(1, 0, 2, "Caroline: I adopted a dog. He is called Rex.\nMel: Nice dog")
-    units = chunk_units(chunk)
-    assert units == ["I adopted a dog.", "He is called Rex.", "Nice dog"]
-    embedder = HashingEmbedder()
-    (vector,) = chunk_vectors([chunk], embedder)
-    parts = embedder.embed(units)
-    expected = (parts * np.array([4.0, 4.0, 2.0])[:, None]).sum(axis=0)
-    np.testing.assert_allclose(vector, expected / np.linalg.norm(expected), rtol=1e-5)
+    inner = _CountingEmbedder()
+    cached = CachedEmbedder(inner, size=10)
+    cached.embed([chunk.text])  # the worker's batched call
+    (vector,) = chunk_vectors([chunk], cached)
+    assert inner.seen == [chunk.text]
+    np.testing.assert_allclose(vector, HashingEmbedder().embed([chunk.text])[0], rtol=1e-5)
+
+
+def test_e5_matches_meaning_across_french_spanish_and_german() -> None:
+    from episodic.providers import E5Embedder
+
+    e5 = make_embedder(EmbeddingSettings(embedding_provider="e5"), 384)
+    assert isinstance(e5, E5Embedder) and isinstance(e5, Embedder)
+    passages = e5.embed(
+        [
+            "Nous avons réservé le vol pour Lisbonne avec easyJet.",  # fr: the flight
+            "El perro se llama Toby y tiene tres años.",  # es: the dog
+            "Die Steuererklärung muss bis Ende Juli beim Finanzamt sein.",  # de: taxes
+        ]
+    )
+    assert passages.shape == (3, 384) and passages.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
+    for query, gold in (
+        ("Quelle compagnie aérienne ai-je choisie ?", 0),
+        ("¿Cómo se llama mi mascota?", 1),
+        ("Wann ist die Frist für die Steuer?", 2),
+    ):
+        scores = passages @ e5.embed_query(query)
+        assert int(np.argmax(scores)) == gold, (query, scores)
+
+
+def test_e5_refuses_another_dimension() -> None:
+    with pytest.raises(ProviderError, match="EPISODIC_EMBEDDING_DIMENSION=384"):
+        make_embedder(EmbeddingSettings(embedding_provider="e5"), 768)

@@ -200,6 +200,12 @@ BAD_REQUESTS = [
         ),
         "since",
     ),
+    ("Recall", pb.RecallRequest(dataset="ds", query="x", min_relevance=1.5), "min_relevance"),
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", query="x", min_relevance=float("nan")),
+        "min_relevance",
+    ),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", page_size=-1), "page_size"),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", page_token="garbage!"), "page_token"),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", thread_id="x"), "thread_id"),

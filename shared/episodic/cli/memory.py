@@ -193,6 +193,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
             entities=args.entity or (),
             event_type=args.event_type,
             as_of=args.as_of,
+            min_relevance=args.min_relevance or 0.0,
         )
     if args.json:
         print_json(result)
@@ -207,6 +208,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         [
             i,
             f"{s.relevance_score:.3f}",
+            f"{s.relevance:.3f}" if args.query else "-",
             f"{s.similarity:.3f}",
             f"{s.recency:.3f}",
             when(s.episode.ended_at, args.as_of),
@@ -215,7 +217,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
         ]
         for i, s in enumerate(result.episodes, start=1)
     ]
-    print(table(rows, ("#", "RELEVANCE", "SIMILARITY", "RECENCY", "ENDED", "THREAD", "SUMMARY")))
+    print(
+        table(
+            rows, ("#", "RELEVANCE", "MATCH", "SIMILARITY", "RECENCY", "ENDED", "THREAD", "SUMMARY")
+        )
+    )
     print(
         f"\n{len(result.episodes)} of {result.episode_count} current episode(s) in {args.dataset}"
     )
@@ -313,6 +319,11 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("--thread", action="append", help="only this thread (repeatable)")
     p.add_argument("--entity", action="append", help="only episodes mentioning it (repeatable)")
     p.add_argument("--event-type", help="decision, tool_call, feedback, milestone, …")
+    p.add_argument(
+        "--min-relevance",
+        type=parse_weight,
+        help="leave out episodes whose calibrated relevance is below this (0–1)",
+    )
     p.add_argument(
         "--render",
         choices=("timeline", "past"),

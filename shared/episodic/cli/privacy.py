@@ -103,13 +103,34 @@ def cmd_datasets_list(args: argparse.Namespace) -> int:
 
 def cmd_datasets_policy(args: argparse.Namespace) -> int:
     with connect(args) as client:
-        if args.retention_days is None and args.compact_after_days is None and not args.reset:
+        import grpc
+
+        from episodic.client import EpisodicRpcError
+
+        changing_days = args.retention_days is not None or args.compact_after_days is not None
+        if args.language and not changing_days and not args.reset:
+            # The language alone: keep the dataset's own days (unset days mean the defaults).
+            try:
+                current = client.get_dataset_policy(args.dataset)
+                days = (current.retention_days, current.compact_after_days)
+            except EpisodicRpcError as err:
+                if err.code != grpc.StatusCode.NOT_FOUND:
+                    raise
+                days = (None, None)
+            policy = client.set_dataset_policy(
+                args.dataset,
+                retention_days=days[0],
+                compact_after_days=days[1],
+                language=args.language,
+            )
+        elif not changing_days and not args.reset:
             policy = client.get_dataset_policy(args.dataset)
         else:
             policy = client.set_dataset_policy(
                 args.dataset,
                 retention_days=args.retention_days,
                 compact_after_days=args.compact_after_days,
+                language=args.language,
             )
     if args.json:
         print_json(policy)
@@ -120,6 +141,7 @@ def cmd_datasets_policy(args: argparse.Namespace) -> int:
     print(f"  retention   {_days(policy.effective_retention_days)}{own}")
     print(f"  compaction  {_days(policy.effective_compact_after_days)}{own_c}")
     print(f"  encrypted   {'yes (its own data key)' if policy.encrypted else 'no'}")
+    print(f"  language    {policy.language} (text-search configuration of its index)")
     return 0
 
 
@@ -236,6 +258,9 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("dataset")
     p.add_argument("--retention-days", type=int, help="purge threads quiet this many days")
     p.add_argument("--compact-after-days", type=int, help="compact threads quiet this long")
+    p.add_argument(
+        "--language", help="language of the dataset's text: fr, de, es, pt-BR, … (or 'english')"
+    )
     p.add_argument(
         "--reset", action="store_true", help="back to the global defaults (no days given)"
     )

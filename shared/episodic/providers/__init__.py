@@ -12,8 +12,10 @@ return objects that satisfy the :class:`Embedder` / :class:`Summariser` protocol
 
 from episodic.providers._http import RetryPolicy
 from episodic.providers.embedding import (
+    E5_DIMENSION,
     MINILM_DIMENSION,
     CachedEmbedder,
+    E5Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
@@ -35,10 +37,12 @@ from episodic.providers.types import (
 
 __all__ = [
     "ACTORS",
+    "E5_DIMENSION",
     "EVENT_TYPES",
     "MINILM_DIMENSION",
     "CachedEmbedder",
     "ChatMessage",
+    "E5Embedder",
     "Embedder",
     "ExtractiveSummariser",
     "HashingEmbedder",

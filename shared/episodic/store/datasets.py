@@ -22,6 +22,7 @@ class Policy:
     effective_retention_days: int | None  # in force (None: never)
     effective_compact_after_days: int | None
     encrypted: bool
+    language: str = "english"  # the text-search configuration (migration 0007)
 
 
 def _policy(row: RowMapping, defaults: PrivacySettings) -> Policy:
@@ -32,6 +33,7 @@ def _policy(row: RowMapping, defaults: PrivacySettings) -> Policy:
         effective_retention_days=row["retention_days"] or defaults.retention_days,
         effective_compact_after_days=row["compact_after_days"] or defaults.compact_after_days,
         encrypted=row["key_id"] is not None,
+        language=row["text_search_config"],
     )
 
 
@@ -39,7 +41,8 @@ def get_policy(conn: Connection, dataset: str, defaults: PrivacySettings) -> Pol
     row = (
         conn.execute(
             text(
-                "SELECT dataset, retention_days, compact_after_days, key_id FROM datasets "
+                "SELECT dataset, retention_days, compact_after_days, key_id, text_search_config "
+                "FROM datasets "
                 "WHERE dataset = :d"
             ),
             {"d": dataset},
@@ -66,7 +69,7 @@ def set_policy(
             text(
                 "UPDATE datasets SET retention_days = :r, compact_after_days = :c, "
                 "updated_at = now() WHERE dataset = :d "
-                "RETURNING dataset, retention_days, compact_after_days, key_id"
+                "RETURNING dataset, retention_days, compact_after_days, key_id, text_search_config"
             ),
             {"d": dataset, "r": retention_days, "c": compact_after_days},
         )

@@ -12,7 +12,7 @@ whole thread, seed 000 "Sequence windows").
   summary and key learnings (weight A), and its token count (BM25's document length).
 - ``message_chunks``: overlapping runs of consecutive messages (up to
   :data:`CHUNK_MESSAGES` messages / :data:`CHUNK_WORDS` words, the embedder's window) with
-  their embedding (pooled from the embeddings of its sentences, :func:`chunk_vectors`) and
+  their embedding (of the chunk's own text, :func:`chunk_vectors`) and
   tsvector (for passage-level BM25: the best passage of a long thread
   matters more than the thread's average), keyed by thread and position, so they outlive
   the episode that wrote them: the next episode of the thread only embeds its own window
@@ -32,7 +32,6 @@ only less well.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,8 +41,6 @@ import numpy as np
 from sqlalchemy import Connection, Engine, text
 
 from episodic.errors import NotFound
-from episodic.providers.extractive import candidate_text
-from episodic.providers.statements import split_sentences
 from episodic.providers.types import speaker_from_metadata
 
 if TYPE_CHECKING:
@@ -61,7 +58,7 @@ __all__ = [
     "IndexResult",
     "PreparedIndex",
     "blind_vectors",
-    "chunk_units",
+    "chunk_texts",
     "chunk_vectors",
     "index_episode",
     "index_missing",
@@ -75,8 +72,15 @@ __all__ = [
 ]
 
 #: PostgreSQL text search configuration of the lexical index and of queries (they must
-#: agree). 'english' stems and drops stop words; other languages still match word for word.
+#: agree) for a dataset that chose none: 'english' stems and drops stop words; other
+#: languages still match word for word. A dataset's own is ``datasets.text_search_config``
+#: (migration 0007, :mod:`episodic.store.languages`), read in the statement that tokenises.
 TEXT_SEARCH_CONFIG = "english"
+#: The dataset's configuration (``:dataset``) as a regconfig, inside a statement.
+DATASET_CONFIG = (
+    "CAST(coalesce((SELECT text_search_config FROM datasets WHERE dataset = :dataset), "
+    f"'{TEXT_SEARCH_CONFIG}') AS regconfig)"
+)
 #: A chunk holds at most this many consecutive messages…
 CHUNK_MESSAGES = 4
 #: …and at most this many words (all-MiniLM-L6-v2 reads 256 word pieces, ~190 words).
@@ -134,24 +138,41 @@ def make_chunks(messages: Sequence[tuple[int, str]]) -> list[Chunk]:
     chunks: list[Chunk] = []
     i = 0
     while i < len(pieces):
-        j, words = i, 0
-        while j < len(pieces) and j - i < CHUNK_MESSAGES:
-            if j > i and words + pieces[j][3] > CHUNK_WORDS:
-                break
-            words += pieces[j][3]
-            j += 1
-        chunks.append(
-            Chunk(
-                start_sequence=pieces[i][0],
-                start_offset=pieces[i][1],
-                end_sequence=pieces[j - 1][0],
-                text="\n".join(p[2] for p in pieces[i:j]),
-            )
-        )
+        chunk, j = _chunk_at(pieces, i)
+        chunks.append(chunk)
         if j >= len(pieces):
             break
         i += max(1, (j - i) // 2)
     return chunks
+
+
+def _chunk_at(pieces: list[tuple[int, int, str, int]], i: int) -> tuple[Chunk, int]:
+    """The chunk that starts at piece ``i`` (up to CHUNK_MESSAGES pieces within CHUNK_WORDS
+    words, at least one) and the index of the piece after it."""
+    j, words = i, 0
+    while j < len(pieces) and j - i < CHUNK_MESSAGES:
+        if j > i and words + pieces[j][3] > CHUNK_WORDS:
+            break
+        words += pieces[j][3]
+        j += 1
+    chunk = Chunk(
+        start_sequence=pieces[i][0],
+        start_offset=pieces[i][1],
+        end_sequence=pieces[j - 1][0],
+        text="\n".join(p[2] for p in pieces[i:j]),
+    )
+    return chunk, j
+
+
+def chunk_texts(
+    messages: Sequence[tuple[int, str]], starts: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], str]:
+    """The text of stored chunks again, from the thread's messages: a chunk is determined by
+    where it starts (``(start_sequence, start_offset)``), because chunks are cut greedily
+    from their first piece. Starts not found among the pieces are left out."""
+    pieces = _pieces(messages)
+    at = {(p[0], p[1]): i for i, p in enumerate(pieces)}
+    return {s: _chunk_at(pieces, at[s])[0].text for s in starts if s in at}
 
 
 def indexed_text(content: str, metadata: Any = None) -> str:
@@ -221,8 +242,10 @@ def blind_vectors(
     conn: Connection, key: DatasetKey, documents: Sequence[tuple[str, str]]
 ) -> list[tuple[str, int]]:
     """tsvectors of ``documents`` — (body, head) pairs; the head gets weight A, as
-    ``to_tsvector(body) || setweight(to_tsvector(head), 'A')`` — with every lexeme replaced
-    by ``key``'s token, as literals with their lengths.
+    ``to_tsvector(body) || setweight(to_tsvector(head), 'A')`` in the dataset's text-search
+    configuration — with every lexeme replaced by ``key``'s token, as literals with their
+    lengths. Stemming happens before blinding, so a sealed dataset is stemmed like a clear
+    one in any language.
 
     PostgreSQL parses, stems and positions the text exactly as it always did (one round
     trip; the text is a statement parameter, never stored); only the lexemes are blinded,
@@ -235,57 +258,38 @@ def blind_vectors(
     for row in conn.execute(
         text(
             f"""
+            WITH cfg AS (SELECT {DATASET_CONFIG} AS c)
             SELECT t.i, u.lexeme, u.positions, u.weights
-            FROM unnest(CAST(:bodies AS text[]), CAST(:heads AS text[]))
+            FROM cfg, unnest(CAST(:bodies AS text[]), CAST(:heads AS text[]))
                  WITH ORDINALITY AS t(body, head, i)
             CROSS JOIN LATERAL unnest(
-                to_tsvector('{TEXT_SEARCH_CONFIG}', t.body)
-                || setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', t.head), 'A')) AS u
+                to_tsvector(cfg.c, t.body) || setweight(to_tsvector(cfg.c, t.head), 'A')) AS u
             """
         ),
-        {"bodies": [d[0] for d in documents], "heads": [d[1] for d in documents]},
+        {
+            "bodies": [d[0] for d in documents],
+            "heads": [d[1] for d in documents],
+            "dataset": key.dataset,
+        },
     ):
         grouped[int(row[0]) - 1].append((row[1], row[2], row[3]))
     return [_literal(key, lexemes) for lexemes in grouped]
 
 
-_SPEAKER_PREFIX = re.compile(r"^[^:\n]{1,60}: ")
-
-
-def chunk_units(chunk: Chunk) -> list[str]:
-    """The sentences a chunk's vector is pooled from: each line's sentences, without the
-    speaker prefix, as the extractive summariser embeds them (:func:`candidate_text`)."""
-    units: list[str] = []
-    for line in chunk.text.split("\n"):
-        units += [candidate_text(s) for s in split_sentences(_SPEAKER_PREFIX.sub("", line, 1))]
-    return [u for u in units if u.strip()] or [chunk.text]
-
-
 def chunk_vectors(chunks: Sequence[Chunk], embedder: Embedder) -> np.ndarray:
-    """One unit vector per chunk: the normalised mean of its sentences' vectors, weighted by
-    their length in words.
+    """One unit vector per chunk: the embedding of the chunk's own text, in one model call
+    (through the Summariser's shared :class:`~episodic.providers.embedding.CachedEmbedder`,
+    which the worker has already filled in its batched call for every episode it holds).
 
-    Why pooled and not the chunk's own embedding: the summariser has just embedded these
-    sentences for the extractive summary, so through a shared
-    :class:`~episodic.providers.embedding.CachedEmbedder` the index costs almost no model
-    time (embedding the chunks themselves cost twice the summary's sentences: the chunks
-    overlap by half). Recall quality with pooled chunks is measured in the README
-    (bench/recall_quality.py).
+    Why not pooled from the sentences the summary already embedded (which would make the
+    index almost free): measured on LoCoMo, pooled chunk vectors cost R@3 -.015, R@5 -.006
+    and MRR -.002, and Recall's calibrated relevance (store/relevance.py) was fitted on the
+    chunks' own embeddings — its cosines would move. Quality first; the batching and the
+    cache keep most of the speed.
     """
     if not chunks:
         return np.zeros((0, embedder.dimension), dtype=np.float32)
-    units = [chunk_units(c) for c in chunks]
-    flat = [u for group in units for u in group]
-    vectors = embedder.embed(flat)
-    weights = np.array([max(1, len(u.split())) for u in flat], dtype=np.float32)
-    out = np.empty((len(chunks), embedder.dimension), dtype=np.float32)
-    start = 0
-    for i, group in enumerate(units):
-        end = start + len(group)
-        out[i] = (vectors[start:end] * weights[start:end, None]).sum(axis=0)
-        start = end
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return (out / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
+    return np.asarray(embedder.embed([c.text for c in chunks]), dtype=np.float32)
 
 
 def pending_chunks(
@@ -308,10 +312,11 @@ def pending_chunks(
 
 
 def query_tokens(conn: Connection, key: DatasetKey, query: str) -> list[str]:
-    """The query's distinct lexemes (the index's parser and stemmer), as ``key``'s tokens."""
+    """The query's distinct lexemes (the index's parser and stemmer: the dataset's
+    configuration), as ``key``'s tokens."""
     lexemes = conn.execute(
-        text(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TEXT_SEARCH_CONFIG}', :q))"),
-        {"q": query},
+        text(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector({DATASET_CONFIG}, :q))"),
+        {"q": query, "dataset": key.dataset},
     ).scalars()
     return sorted(key.token(lexeme) for lexeme in lexemes)
 

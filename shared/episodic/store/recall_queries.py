@@ -49,6 +49,7 @@ from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
 from episodic.store.recall_index import query_tokens
+from episodic.store.relevance import relevance_sql
 
 __all__ = [
     "BAND_EXPONENT",
@@ -168,7 +169,9 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
                 FROM c
             )
             SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
-                   CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
+                   CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
+                   0.0::float8 AS cosine, 0.0::float8 AS coverage,
+                   0.0::float8 AS passage_coverage, 0.0::float8 AS absolute_relevance
             FROM scored s
             JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
             ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
@@ -211,8 +214,10 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
             WHERE c.tsv @@ (SELECT tq FROM qq)
         ),
         ddf AS (SELECT lexeme, count(*)::float8 AS df FROM dterms GROUP BY lexeme),
+        nq AS (SELECT greatest(count(*), 1)::float8 AS n FROM q),
         doc_bm25 AS (
-            SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s")} AS score
+            SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s")} AS score,
+                   count(*)::float8 AS matched
             FROM dterms t
             JOIN ddf ON ddf.lexeme = t.lexeme
             JOIN docs d ON d.episode_id = t.episode_id
@@ -239,9 +244,10 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
         ),
         pdf AS (SELECT lexeme, count(*)::float8 AS df FROM pterms GROUP BY lexeme),
         passage_bm25 AS (
-            SELECT episode_id, max(score) AS score
+            SELECT episode_id, max(score) AS score, max(matched) AS matched
             FROM (
-                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s")} AS score
+                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s")} AS score,
+                       count(*)::float8 AS matched
                 FROM pterms t
                 JOIN pdf ON pdf.lexeme = t.lexeme
                 CROSS JOIN pstats s
@@ -257,6 +263,8 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
                    coalesce(db.score, 0.0) AS doc_lexical,
                    coalesce(pb.score, 0.0) AS passage_lexical,
                    greatest({summary_cos}, coalesce(pc.cos, 0.0), 0.0) AS semantic,
+                   coalesce(db.matched, 0.0) / (SELECT n FROM nq) AS coverage,
+                   coalesce(pb.matched, 0.0) / (SELECT n FROM nq) AS passage_coverage,
                    ({_RECENCY})::float8 AS recency
             FROM c
             LEFT JOIN doc_bm25 db ON db.episode_id = c.episode_id
@@ -274,6 +282,9 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
         ),
         scored AS (
             SELECT n.episode_id, n.ended_at, n.recency,
+                   n.semantic::float8 AS cosine, n.coverage::float8 AS coverage,
+                   n.passage_coverage::float8 AS passage_coverage,
+                   {relevance_sql("n.semantic", "n.coverage", "n.passage_coverage")} AS absolute_relevance,
                    power(least(1.0, {LEXICAL_SHARE / 2} * (n.doc_rel + n.passage_rel)
                                     + {1.0 - LEXICAL_SHARE} * n.sem_rel),
                          {BAND_EXPONENT})::float8 AS similarity,
@@ -282,9 +293,11 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
             FROM normed n
         )
         SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
-               CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance
+               CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
+               s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance
         FROM scored s
         JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
+        WHERE s.absolute_relevance >= CAST(:min_relevance AS float8)
         ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
         LIMIT :limit
     """
@@ -340,13 +353,18 @@ def rank_episodes(
     similarity_weight: float,
     recency_weight: float,
     limit: int,
+    min_relevance: float = 0.0,
 ) -> tuple[list[RowMapping], int]:
     """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
     ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
     stored: open them with ``key``), and how many completed episodes the dataset has (that
     ended by ``as_of``, when given; other filters do not apply to the count). Without
     ``query`` (or with ``similarity_weight`` 0) similarity is 0 and nothing is searched;
-    without ``query_vector`` the semantic part is 0."""
+    without ``query_vector`` the semantic part is 0. Each row also carries the episode's
+    absolute ``absolute_relevance`` (:mod:`episodic.store.relevance`) and its inputs
+    (``cosine``, ``coverage``, ``passage_coverage``); with a query, candidates whose
+    absolute relevance is below ``min_relevance`` are left out (without one, nothing is
+    matched and ``min_relevance`` does not apply)."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
     params: dict[str, object] = {
@@ -354,6 +372,7 @@ def rank_episodes(
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,
+        "min_relevance": float(min_relevance),
     }
     if with_query:
         assert query is not None

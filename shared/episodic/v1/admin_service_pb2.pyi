@@ -210,20 +210,22 @@ class DeleteThreadResponse(_message.Message):
     def __init__(self, receipt: _Optional[_Union[ErasureReceipt, _Mapping]] = ...) -> None: ...
 
 class DatasetPolicy(_message.Message):
-    __slots__ = ("dataset", "retention_days", "compact_after_days", "effective_retention_days", "effective_compact_after_days", "encrypted")
+    __slots__ = ("dataset", "retention_days", "compact_after_days", "effective_retention_days", "effective_compact_after_days", "encrypted", "language")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
     COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
     ENCRYPTED_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     retention_days: int
     compact_after_days: int
     effective_retention_days: int
     effective_compact_after_days: int
     encrypted: bool
-    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ..., effective_retention_days: _Optional[int] = ..., effective_compact_after_days: _Optional[int] = ..., encrypted: _Optional[bool] = ...) -> None: ...
+    language: str
+    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ..., effective_retention_days: _Optional[int] = ..., effective_compact_after_days: _Optional[int] = ..., encrypted: _Optional[bool] = ..., language: _Optional[str] = ...) -> None: ...
 
 class GetDatasetPolicyRequest(_message.Message):
     __slots__ = ("dataset",)
@@ -238,14 +240,16 @@ class GetDatasetPolicyResponse(_message.Message):
     def __init__(self, policy: _Optional[_Union[DatasetPolicy, _Mapping]] = ...) -> None: ...
 
 class SetDatasetPolicyRequest(_message.Message):
-    __slots__ = ("dataset", "retention_days", "compact_after_days")
+    __slots__ = ("dataset", "retention_days", "compact_after_days", "language")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
     COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     retention_days: int
     compact_after_days: int
-    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ...) -> None: ...
+    language: str
+    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ..., language: _Optional[str] = ...) -> None: ...
 
 class SetDatasetPolicyResponse(_message.Message):
     __slots__ = ("policy",)

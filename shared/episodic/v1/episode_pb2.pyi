@@ -198,17 +198,19 @@ class Episode(_message.Message):
     def __init__(self, episode_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., semantic_status: _Optional[_Union[SemanticStatus, str]] = ..., summary: _Optional[str] = ..., key_learnings: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., actor: _Optional[str] = ..., message_count: _Optional[int] = ..., start_sequence: _Optional[int] = ..., end_sequence: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[EpisodeTrigger, str]] = ..., retry_count: _Optional[int] = ..., error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_label: _Optional[str] = ..., kind: _Optional[_Union[EpisodeKind, str]] = ..., event_source: _Optional[_Union[EventSource, str]] = ...) -> None: ...
 
 class ScoredEpisode(_message.Message):
-    __slots__ = ("episode", "relevance_score", "similarity", "recency", "lexical", "semantic")
+    __slots__ = ("episode", "relevance_score", "similarity", "recency", "lexical", "semantic", "relevance")
     EPISODE_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_SCORE_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     RECENCY_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_FIELD_NUMBER: _ClassVar[int]
     SEMANTIC_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     episode: Episode
     relevance_score: float
     similarity: float
     recency: float
     lexical: float
     semantic: float
-    def __init__(self, episode: _Optional[_Union[Episode, _Mapping]] = ..., relevance_score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., lexical: _Optional[float] = ..., semantic: _Optional[float] = ...) -> None: ...
+    relevance: float
+    def __init__(self, episode: _Optional[_Union[Episode, _Mapping]] = ..., relevance_score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., lexical: _Optional[float] = ..., semantic: _Optional[float] = ..., relevance: _Optional[float] = ...) -> None: ...

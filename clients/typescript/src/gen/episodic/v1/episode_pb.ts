@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/episode.proto.
  */
 export const file_episodic_v1_episode: GenFile = /*@__PURE__*/
-  fileDesc("ChllcGlzb2RpYy92MS9lcGlzb2RlLnByb3RvEgtlcGlzb2RpYy52MSLeAgoGVGhyZWFkEhEKCXRocmVhZF9pZBgBIAEoCRIPCgdkYXRhc2V0GAIgASgJEg0KBWxhYmVsGAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1tZXNzYWdlX2NvdW50GAUgASgDEhkKEWNhcHR1cmVkX3NlcXVlbmNlGAYgASgDEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCmNvbXBhY3Rpb24YCiABKAsyHS5lcGlzb2RpYy52MS5UaHJlYWRDb21wYWN0aW9uIpsBChBUaHJlYWRDb21wYWN0aW9uEjAKDGNvbXBhY3RlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQdGhyb3VnaF9zZXF1ZW5jZRgCIAEoAxIWCg5jb250ZW50X2RpZ2VzdBgDIAEoCRISCgplcGlzb2RlX2lkGAQgASgJEg8KB3N1bW1hcnkYBSABKAkihQIKB01lc3NhZ2USEQoJdGhyZWFkX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgDEh8KBHJvbGUYAyABKA4yES5lcGlzb2RpYy52MS5Sb2xlEg8KB2NvbnRlbnQYBCABKAkSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3JlY2VpdmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkiwwUKB0VwaXNvZGUSEgoKZXBpc29kZV9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDwoHZGF0YXNldBgDIAEoCRIqCgZzdGF0dXMYBCABKA4yGi5lcGlzb2RpYy52MS5FcGlzb2RlU3RhdHVzEjQKD3NlbWFudGljX3N0YXR1cxgFIAEoDjIbLmVwaXNvZGljLnYxLlNlbWFudGljU3RhdHVzEg8KB3N1bW1hcnkYBiABKAkSFQoNa2V5X2xlYXJuaW5ncxgHIAMoCRIQCghlbnRpdGllcxgIIAMoCRISCgpldmVudF90eXBlGAkgASgJEg0KBWFjdG9yGAogASgJEhUKDW1lc3NhZ2VfY291bnQYCyABKAMSFgoOc3RhcnRfc2VxdWVuY2UYDCABKAMSFAoMZW5kX3NlcXVlbmNlGA0gASgDEi4KCnN0YXJ0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgd0cmlnZ2VyGBAgASgOMhsuZXBpc29kaWMudjEuRXBpc29kZVRyaWdnZXISEwoLcmV0cnlfY291bnQYESABKAUSDQoFZXJyb3IYEiABKAkSLgoKY3JlYXRlZF9hdBgTIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMdGhyZWFkX2xhYmVsGBUgASgJEiYKBGtpbmQYFiABKA4yGC5lcGlzb2RpYy52MS5FcGlzb2RlS2luZBIuCgxldmVudF9zb3VyY2UYFyABKA4yGC5lcGlzb2RpYy52MS5FdmVudFNvdXJjZSKXAQoNU2NvcmVkRXBpc29kZRIlCgdlcGlzb2RlGAEgASgLMhQuZXBpc29kaWMudjEuRXBpc29kZRIXCg9yZWxldmFuY2Vfc2NvcmUYAiABKAESEgoKc2ltaWxhcml0eRgDIAEoARIPCgdyZWNlbmN5GAQgASgBEg8KB2xleGljYWwYBSABKAESEAoIc2VtYW50aWMYBiABKAEqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9TWVNURU0QARINCglST0xFX1VTRVIQAhISCg5ST0xFX0FTU0lTVEFOVBADEg0KCVJPTEVfVE9PTBAEKuABCg1FcGlzb2RlU3RhdHVzEh4KGkVQSVNPREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGgoWRVBJU09ERV9TVEFUVVNfUEVORElORxABEh0KGUVQSVNPREVfU1RBVFVTX1BST0NFU1NJTkcQAhIcChhFUElTT0RFX1NUQVRVU19DT01QTEVURUQQAxIZChVFUElTT0RFX1NUQVRVU19GQUlMRUQQBBIbChdFUElTT0RFX1NUQVRVU19BUkNISVZFRBAFEh4KFkVQSVNPREVfU1RBVFVTX0RFTEVURUQQBhoCCAEqxgEKDlNlbWFudGljU3RhdHVzEh8KG1NFTUFOVElDX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1NFTUFOVElDX1NUQVRVU19QRU5ESU5HEAESHgoaU0VNQU5USUNfU1RBVFVTX1BST0NFU1NJTkcQAhIdChlTRU1BTlRJQ19TVEFUVVNfQ09NUExFVEVEEAMSGgoWU0VNQU5USUNfU1RBVFVTX0ZBSUxFRBAEEhsKF1NFTUFOVElDX1NUQVRVU19TS0lQUEVEEAUqyQEKDkVwaXNvZGVUcmlnZ2VyEh8KG0VQSVNPREVfVFJJR0dFUl9VTlNQRUNJRklFRBAAEhwKGEVQSVNPREVfVFJJR0dFUl9FWFBMSUNJVBABEh4KGkVQSVNPREVfVFJJR0dFUl9ORVdfVEhSRUFEEAISHgoaRVBJU09ERV9UUklHR0VSX0lOQUNUSVZJVFkQAxIcChhFUElTT0RFX1RSSUdHRVJfQkFDS1NUT1AQBBIaChZFUElTT0RFX1RSSUdHRVJfTUFOVUFMEAUqXQoLRXBpc29kZUtpbmQSHAoYRVBJU09ERV9LSU5EX1VOU1BFQ0lGSUVEEAASGAoURVBJU09ERV9LSU5EX1NVTU1BUlkQARIWChJFUElTT0RFX0tJTkRfRVZFTlQQAipgCgtFdmVudFNvdXJjZRIcChhFVkVOVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIWChJFVkVOVF9TT1VSQ0VfQUdFTlQQARIbChdFVkVOVF9TT1VSQ0VfQ0xBU1NJRklFUhACYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChllcGlzb2RpYy92MS9lcGlzb2RlLnByb3RvEgtlcGlzb2RpYy52MSLeAgoGVGhyZWFkEhEKCXRocmVhZF9pZBgBIAEoCRIPCgdkYXRhc2V0GAIgASgJEg0KBWxhYmVsGAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1tZXNzYWdlX2NvdW50GAUgASgDEhkKEWNhcHR1cmVkX3NlcXVlbmNlGAYgASgDEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCmNvbXBhY3Rpb24YCiABKAsyHS5lcGlzb2RpYy52MS5UaHJlYWRDb21wYWN0aW9uIpsBChBUaHJlYWRDb21wYWN0aW9uEjAKDGNvbXBhY3RlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQdGhyb3VnaF9zZXF1ZW5jZRgCIAEoAxIWCg5jb250ZW50X2RpZ2VzdBgDIAEoCRISCgplcGlzb2RlX2lkGAQgASgJEg8KB3N1bW1hcnkYBSABKAkihQIKB01lc3NhZ2USEQoJdGhyZWFkX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgDEh8KBHJvbGUYAyABKA4yES5lcGlzb2RpYy52MS5Sb2xlEg8KB2NvbnRlbnQYBCABKAkSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3JlY2VpdmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAki6wQKB0VwaXNvZGUSEgoKZXBpc29kZV9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDwoHZGF0YXNldBgDIAEoCRIqCgZzdGF0dXMYBCABKA4yGi5lcGlzb2RpYy52MS5FcGlzb2RlU3RhdHVzEjQKD3NlbWFudGljX3N0YXR1cxgFIAEoDjIbLmVwaXNvZGljLnYxLlNlbWFudGljU3RhdHVzEg8KB3N1bW1hcnkYBiABKAkSFQoNa2V5X2xlYXJuaW5ncxgHIAMoCRIQCghlbnRpdGllcxgIIAMoCRISCgpldmVudF90eXBlGAkgASgJEg0KBWFjdG9yGAogASgJEhUKDW1lc3NhZ2VfY291bnQYCyABKAMSFgoOc3RhcnRfc2VxdWVuY2UYDCABKAMSFAoMZW5kX3NlcXVlbmNlGA0gASgDEi4KCnN0YXJ0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgd0cmlnZ2VyGBAgASgOMhsuZXBpc29kaWMudjEuRXBpc29kZVRyaWdnZXISEwoLcmV0cnlfY291bnQYESABKAUSDQoFZXJyb3IYEiABKAkSLgoKY3JlYXRlZF9hdBgTIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMdGhyZWFkX2xhYmVsGBUgASgJIqoBCg1TY29yZWRFcGlzb2RlEiUKB2VwaXNvZGUYASABKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlEhcKD3JlbGV2YW5jZV9zY29yZRgCIAEoARISCgpzaW1pbGFyaXR5GAMgASgBEg8KB3JlY2VuY3kYBCABKAESDwoHbGV4aWNhbBgFIAEoARIQCghzZW1hbnRpYxgGIAEoARIRCglyZWxldmFuY2UYByABKAEqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9TWVNURU0QARINCglST0xFX1VTRVIQAhISCg5ST0xFX0FTU0lTVEFOVBADEg0KCVJPTEVfVE9PTBAEKuABCg1FcGlzb2RlU3RhdHVzEh4KGkVQSVNPREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGgoWRVBJU09ERV9TVEFUVVNfUEVORElORxABEh0KGUVQSVNPREVfU1RBVFVTX1BST0NFU1NJTkcQAhIcChhFUElTT0RFX1NUQVRVU19DT01QTEVURUQQAxIZChVFUElTT0RFX1NUQVRVU19GQUlMRUQQBBIbChdFUElTT0RFX1NUQVRVU19BUkNISVZFRBAFEh4KFkVQSVNPREVfU1RBVFVTX0RFTEVURUQQBhoCCAEqxgEKDlNlbWFudGljU3RhdHVzEh8KG1NFTUFOVElDX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1NFTUFOVElDX1NUQVRVU19QRU5ESU5HEAESHgoaU0VNQU5USUNfU1RBVFVTX1BST0NFU1NJTkcQAhIdChlTRU1BTlRJQ19TVEFUVVNfQ09NUExFVEVEEAMSGgoWU0VNQU5USUNfU1RBVFVTX0ZBSUxFRBAEEhsKF1NFTUFOVElDX1NUQVRVU19TS0lQUEVEEAUqyQEKDkVwaXNvZGVUcmlnZ2VyEh8KG0VQSVNPREVfVFJJR0dFUl9VTlNQRUNJRklFRBAAEhwKGEVQSVNPREVfVFJJR0dFUl9FWFBMSUNJVBABEh4KGkVQSVNPREVfVFJJR0dFUl9ORVdfVEhSRUFEEAISHgoaRVBJU09ERV9UUklHR0VSX0lOQUNUSVZJVFkQAxIcChhFUElTT0RFX1RSSUdHRVJfQkFDS1NUT1AQBBIaChZFUElTT0RFX1RSSUdHRVJfTUFOVUFMEAViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * A conversation thread. Threads belong to a dataset (usually one end user).
@@ -375,22 +375,6 @@ export type Episode = Message$1<"episodic.v1.Episode"> & {
    * @generated from field: string thread_label = 21;
    */
   threadLabel: string;
-
-  /**
-   * A summary or an event. Events come back from Recall beside summaries, ranked by the
-   * same formula, placed in time by when they occurred; for an event without a thread,
-   * thread_id is empty.
-   *
-   * @generated from field: episodic.v1.EpisodeKind kind = 22;
-   */
-  kind: EpisodeKind;
-
-  /**
-   * For an event: who recorded it.
-   *
-   * @generated from field: episodic.v1.EventSource event_source = 23;
-   */
-  eventSource: EventSource;
 };
 
 /**
@@ -424,7 +408,8 @@ export type ScoredEpisode = Message$1<"episodic.v1.ScoredEpisode"> & {
    * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
    * where lexical is BM25 over the thread's text and best passage and semantic the best
    * cosine over the summary and the thread's chunks, each relative to the best candidate
-   * of this request. It orders episodes; it is not an absolute score to threshold on.
+   * of this request. It orders episodes; it is not an absolute score to threshold on
+   * (`relevance` is).
    *
    * @generated from field: double similarity = 3;
    */
@@ -451,6 +436,17 @@ export type ScoredEpisode = Message$1<"episodic.v1.ScoredEpisode"> & {
    * @generated from field: double semantic = 6;
    */
   semantic: number;
+
+  /**
+   * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
+   * estimate of how likely this episode answers the query, from absolute signals only (the
+   * best cosine to the query's embedding, and the share of the query's words the episode and
+   * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
+   * similarity. 0 without a query.
+   *
+   * @generated from field: double relevance = 7;
+   */
+  relevance: number;
 };
 
 /**
@@ -681,75 +677,4 @@ export enum EpisodeTrigger {
  */
 export const EpisodeTriggerSchema: GenEnum<EpisodeTrigger> = /*@__PURE__*/
   enumDesc(file_episodic_v1_episode, 3);
-
-/**
- * What an Episode message holds.
- *
- * @generated from enum episodic.v1.EpisodeKind
- */
-export enum EpisodeKind {
-  /**
-   * Not set (servers before events answer without it: a summary).
-   *
-   * @generated from enum value: EPISODE_KIND_UNSPECIFIED = 0;
-   */
-  UNSPECIFIED = 0,
-
-  /**
-   * A summarised stretch of one thread (the summariser wrote it).
-   *
-   * @generated from enum value: EPISODE_KIND_SUMMARY = 1;
-   */
-  SUMMARY = 1,
-
-  /**
-   * An event: something that happened at one point in time (occurred_at is both started_at
-   * and ended_at), recorded by an agent (IngestService.RecordEvent) or by the turn
-   * classifier. It has no status lifecycle, key learnings or message window of its own.
-   *
-   * @generated from enum value: EPISODE_KIND_EVENT = 2;
-   */
-  EVENT = 2,
-}
-
-/**
- * Describes the enum episodic.v1.EpisodeKind.
- */
-export const EpisodeKindSchema: GenEnum<EpisodeKind> = /*@__PURE__*/
-  enumDesc(file_episodic_v1_episode, 4);
-
-/**
- * Who recorded an event.
- *
- * @generated from enum episodic.v1.EventSource
- */
-export enum EventSource {
-  /**
-   * Not an event.
-   *
-   * @generated from enum value: EVENT_SOURCE_UNSPECIFIED = 0;
-   */
-  UNSPECIFIED = 0,
-
-  /**
-   * An agent called IngestService.RecordEvent.
-   *
-   * @generated from enum value: EVENT_SOURCE_AGENT = 1;
-   */
-  AGENT = 1,
-
-  /**
-   * The turn classifier (EPISODIC_EVENT_CLASSIFIER) judged a turn of the thread worth
-   * recording; start_sequence and end_sequence name that turn.
-   *
-   * @generated from enum value: EVENT_SOURCE_CLASSIFIER = 2;
-   */
-  CLASSIFIER = 2,
-}
-
-/**
- * Describes the enum episodic.v1.EventSource.
- */
-export const EventSourceSchema: GenEnum<EventSource> = /*@__PURE__*/
-  enumDesc(file_episodic_v1_episode, 5);
 

@@ -1,0 +1,252 @@
+"""Recall in French, Spanish and German: the hand-written test set of
+``bench/data/multilingual.jsonl`` (30 users, 153 sessions, 120 questions, one gold session
+each) through the running suite, with the English defaults and with the multilingual
+options.
+
+    .venv/bin/python -m bench.multilingual_quality [--embedders minilm,e5] [--direct]
+
+For each embedder it starts the four services (offline defaults otherwise: extractive
+summaries), writes every user's sessions twice — into a dataset left at the default
+text-search configuration (english) and into one whose language is set with
+SetDatasetPolicy (french / spanish / german) — and asks every question of both with
+``as_of`` = the question's time. Scores are session-level R@1, R@5 and MRR within each
+user's own sessions (as with LoCoMo), per language and overall, with the Recall latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from bench import locomo
+from bench.recall_quality import ingest_and_summarise, log
+
+DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "multilingual.jsonl"
+
+
+def load(path: Path) -> list[tuple[str, locomo.Conversation]]:
+    """(language, conversation) per user, in LoCoMo's shapes (one thread per session)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        row["conversation_id"] = row["dataset"]
+        for question in row["questions"]:
+            question["category"] = "single-hop"
+        tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"ml-{os.getpid()}.jsonl"
+        tmp.write_text(json.dumps(row), encoding="utf-8")
+        (conversation,) = locomo.load(tmp)
+        tmp.unlink()
+        out.append((row["language"], conversation))
+    return out
+
+
+def _with_dataset(conv: locomo.Conversation, suffix: str) -> locomo.Conversation:
+    return locomo.Conversation(conv.conversation_id + suffix, conv.sessions, conv.questions)
+
+
+def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str, Any]:
+    from episodic.client import EpisodicClient
+    from episodic.store.db import make_engine
+    from episodic.testing.database import scratch_database
+    from episodic.testing.processes import start_service
+
+    results: dict[str, Any] = {}
+    with ExitStack() as stack:
+        url = stack.enter_context(scratch_database(None, "episodic-ml-bench-"))
+        engine = make_engine(url, pool_size=2)
+        stack.callback(engine.dispose)
+        env = {"EPISODIC_EMBEDDING_PROVIDER": embedder, "EPISODIC_LOG_LEVEL": "WARNING"}
+        procs: dict[str, Any] = {}
+        for svc in ("scheduler", "summariser", "recall", "ingest"):
+            extra = dict(env)
+            if svc == "ingest":
+                extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
+            procs[svc] = start_service(svc, url, extra, timeout=300)
+            stack.callback(procs[svc].terminate)
+        client = EpisodicClient(
+            ingest=procs["ingest"].address,
+            recall=procs["recall"].address,
+            scheduler=procs["scheduler"].address,
+            summariser=procs["summariser"].address,
+            timeout=300,
+        )
+        stack.callback(client.close)
+        variants = {"english config": "", "language set": ".lang"}
+        convs = []
+        for language, conv in users:
+            for suffix in variants.values():
+                c = _with_dataset(conv, suffix)
+                if suffix:
+                    client.set_dataset_policy(c.dataset, language=language)
+                convs.append(c)
+        started = time.monotonic()
+        ingest_and_summarise(client, engine, convs)
+        log(
+            f"{embedder}: {len(convs)} users written and summarised in {time.monotonic() - started:.0f}s"
+        )
+        for name, suffix in variants.items():
+            per_language: dict[str, locomo.Scores] = {}
+            latency: list[float] = []
+            for language, conv in users:
+                c = _with_dataset(conv, suffix)
+                scores = per_language.setdefault(language, locomo.Scores())
+                for q in c.questions:
+                    t0 = time.perf_counter()
+                    answer = client.recall(c.dataset, q.question, limit=10, as_of=q.asked_at)
+                    latency.append((time.perf_counter() - t0) * 1000)
+                    scores.add(
+                        language,
+                        [e.episode.thread_label for e in answer.episodes],
+                        q.evidence_threads,
+                    )
+            latency.sort()
+            results[f"{embedder}, {name}"] = {
+                "scores": per_language,
+                "p50": latency[len(latency) // 2],
+                "p99": latency[int(len(latency) * 0.99)],
+            }
+    return results
+
+
+def run_direct(
+    embedder_name: str, users: list[tuple[str, locomo.Conversation]], only: str | None = None
+) -> dict[str, Any]:
+    """The same questions without the Summariser (whose extractive summaries embed every
+    sentence: with e5 on a shared 2-core machine that takes the better part of an hour):
+    each session becomes a completed episode written directly (summary = the session's
+    text, as tests/recall/factory.py writes them), indexed with ``index_episode`` (chunks
+    embedded with the embedder under test, lexemes with the dataset's configuration) and
+    ranked by Recall's own code (``domain.recall``) in this process."""
+    from episodic.config import EmbeddingSettings, RecallSettings
+    from episodic.providers import make_embedder
+    from episodic.services.recall import domain
+    from episodic.store.db import make_engine
+    from episodic.store.languages import resolve_language, set_language
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.testing.database import scratch_database
+    from episodic.testing.keys import test_vault
+    from tests.recall.factory import make_episode
+
+    embedder = make_embedder(
+        EmbeddingSettings(embedding_provider=embedder_name, embedding_threads=2), 384
+    )
+    vault = test_vault()
+    settings = RecallSettings()
+    results: dict[str, Any] = {}
+    with ExitStack() as stack:
+        url = stack.enter_context(scratch_database(None, "episodic-ml-bench-"))
+        engine = make_engine(url, pool_size=2)
+        stack.callback(engine.dispose)
+        variants = {"english config": "", "language set": ".lang"}
+        if only:
+            variants = {only: variants[only]}
+        started = time.monotonic()
+        for language, conv in users:
+            for suffix in variants.values():
+                dataset = conv.dataset + suffix
+                with engine.begin() as conn:
+                    vault.for_write(conn, dataset)
+                    if suffix:
+                        set_language(conn, vault, dataset, resolve_language(conn, language))
+                    for session in conv.sessions:
+                        make_episode(
+                            conn,
+                            dataset,
+                            [m.text for m in session.messages],
+                            ended_at=session.messages[-1].ts,
+                            label=session.thread_id,
+                            embedder=embedder,
+                        )
+        log(f"{embedder_name}: written and indexed in {time.monotonic() - started:.0f}s")
+        with engine.connect() as conn:
+            labels = {
+                r["thread_id"]: r["label"]
+                for r in (
+                    vault.open_one(conn, row, "threads")
+                    for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
+                )
+            }
+            for name, suffix in variants.items():
+                per_language: dict[str, locomo.Scores] = {}
+                latency: list[float] = []
+                for language, conv in users:
+                    scores = per_language.setdefault(language, locomo.Scores())
+                    for q in conv.questions:
+                        t0 = time.perf_counter()
+                        request = domain.RecallQuery(
+                            dataset=conv.dataset + suffix,
+                            query=q.question,
+                            include_episodes=True,
+                            limit=10,
+                            similarity_weight=settings.similarity_weight,
+                            recency_weight=settings.recency_weight,
+                            filters=RecallFilters(as_of=q.asked_at),
+                            understanding=domain.read_time(q.question, q.asked_at, False),
+                        )
+                        vector = embedder.embed_query(request.ranked_query or q.question)
+                        answer = domain.recall(conn, vault, request, vector)
+                        latency.append((time.perf_counter() - t0) * 1000)
+                        scores.add(
+                            language,
+                            [labels[r["thread_id"]] for r in answer.rows],
+                            q.evidence_threads,
+                        )
+                latency.sort()
+                results[f"{embedder_name}, {name} (direct)"] = {
+                    "scores": per_language,
+                    "p50": latency[len(latency) // 2],
+                    "p99": latency[int(len(latency) * 0.99)],
+                }
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--path", default=str(DEFAULT_PATH))
+    parser.add_argument("--embedders", default="minilm,e5")
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="episodes written and indexed directly, ranked in-process (no Summariser)",
+    )
+    parser.add_argument(
+        "--only", choices=("english config", "language set"), help="--direct: one variant"
+    )
+    args = parser.parse_args(argv)
+    users = load(Path(args.path))
+    log(f"{len(users)} users, {sum(len(c.questions) for _, c in users)} questions")
+    results: dict[str, Any] = {}
+    for embedder in args.embedders.split(","):
+        results.update(
+            run_direct(embedder, users, args.only) if args.direct else run(embedder, users)
+        )
+    languages = sorted({lang for lang, _ in users})
+    head = "| variant | " + " | ".join(f"{lang} R@1 / R@5 / MRR" for lang in languages)
+    print(head + " | all R@1 / R@5 / MRR | Recall p50 / p99 ms |")
+    print("|---" * (len(languages) + 3) + "|")
+    for name, r in results.items():
+        cells = []
+        overall = locomo.Scores()
+        for lang in languages:
+            o = r["scores"][lang].overall()
+            cells.append(f"{o['R@1']:.3f} / {o['R@5']:.3f} / {o['MRR']:.3f}")
+            overall._rows.extend(r["scores"][lang]._rows)
+        o = overall.overall()
+        cells.append(f"{o['R@1']:.3f} / {o['R@5']:.3f} / {o['MRR']:.3f}")
+        cells.append(f"{r['p50']:.1f} / {r['p99']:.1f}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"\nload average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
+    sys.exit(main())

@@ -1,0 +1,485 @@
+"""A fast harness for Recall's ranking and relevance: LoCoMo summarised once, kept, and
+every question scored in-process against the same database.
+
+    .venv/bin/python -m bench.recall_lab [--data-dir /tmp/episodic-recall-lab] [--fit]
+
+1. The first run starts an embedded PostgreSQL in ``--data-dir`` (kept between runs), and
+   — once — the four services with the offline defaults, which ingest and summarise LoCoMo
+   exactly as ``bench.recall_quality`` does (one ended thread per session).
+2. Every run asks each question (categories 1–4) of its own conversation's dataset, and of a
+   *foreign* dataset (conversation i's questions of conversation i+1's, in file order),
+   plus the adversarial category of its own dataset, through the read path's own code
+   (``episodic.services.recall.domain.recall``, the SQL the service runs) with every
+   candidate returned, and caches the per-candidate signals in ``features.json``.
+3. From the cache it scores ranking variants and the calibrated relevance, on the two
+   fixed halves of the conversations: **development** = positions 0, 2, 4, 6, 8 of
+   locomo10.jsonl (conv-26, conv-41, conv-43, conv-47, conv-49), **held out** = the other
+   five. ``--fit`` fits the relevance curve on the development half only and prints the
+   constants to write into ``episodic/store/relevance.py``.
+
+The figures of the running suite come from ``bench.recall_quality``; this harness is for
+comparing variants quickly (and honestly: everything is reported on both halves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import locomo
+from bench.recall_quality import ingest_and_summarise, log, rrf
+
+DATABASE = "locomo_lab"
+
+
+def halves(conversations: list[locomo.Conversation]) -> dict[str, set[str]]:
+    """The fixed split: even positions in the file develop, odd positions are held out."""
+    ids = [c.conversation_id for c in conversations]
+    return {"dev": set(ids[0::2]), "held-out": set(ids[1::2])}
+
+
+def _keep_keyring(data_dir: Path) -> None:
+    """The test keyring is made per process; the kept database needs the same one in every
+    run (its datasets are encrypted at rest, as ``episodic up`` runs them)."""
+    from episodic.crypto import LocalKeyring
+    from episodic.testing import keys
+
+    path = data_dir / "master-keys.json"
+    if not path.exists():
+        LocalKeyring.create(path)
+    keys._keyring = path
+
+
+def _database(data_dir: Path, stack: ExitStack) -> str:
+    import psycopg
+
+    from episodic.runtime import EmbeddedPostgres
+    from episodic.store import migrate
+    from episodic.testing.database import with_database
+
+    pg = EmbeddedPostgres(data_dir / "pgdata")
+    admin = pg.start()
+    stack.callback(pg.stop)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE}"')
+    url = with_database(admin, DATABASE)
+    migrate.upgrade(url, 384)
+    return url
+
+
+def _build(url: str, conversations: list[locomo.Conversation], *, ingest: bool = True) -> None:
+    from episodic.client import EpisodicClient
+    from episodic.store.db import make_engine
+    from episodic.testing.processes import start_service
+
+    engine = make_engine(url, pool_size=2)
+    with ExitStack() as stack:
+        stack.callback(engine.dispose)
+        procs: dict[str, Any] = {}
+        for svc in ("scheduler", "summariser", "recall", "ingest"):
+            extra = {
+                "EPISODIC_LOG_LEVEL": "WARNING",
+                "EPISODIC_EMBEDDING_PROVIDER": "minilm",
+                # a resumed build reclaims what an interrupted one had claimed
+                "EPISODIC_ORPHAN_RECLAIM_AFTER": "5",
+            }
+            if svc == "ingest":
+                extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
+            procs[svc] = start_service(svc, url, extra, timeout=180)
+            stack.callback(procs[svc].terminate)
+        client = EpisodicClient(
+            ingest=procs["ingest"].address,
+            recall=procs["recall"].address,
+            scheduler=procs["scheduler"].address,
+            summariser=procs["summariser"].address,
+            timeout=120,
+        )
+        stack.callback(client.close)
+        if not ingest:
+            client.run_sweep()
+        ingest_and_summarise(client, engine, conversations, ingest=ingest)
+
+
+def _features(url: str, conversations: list[locomo.Conversation], adversarial: dict) -> list:
+    """Every candidate's signals for every (question, dataset) pair asked."""
+    from episodic.config import EmbeddingSettings, RecallSettings
+    from episodic.providers import make_embedder
+    from episodic.services.recall import domain
+    from episodic.store.db import make_engine
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.testing.keys import test_vault
+
+    engine = make_engine(url, pool_size=2)
+    vault = test_vault()
+    embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
+    settings = RecallSettings()
+    out: list[dict[str, Any]] = []
+    n = len(conversations)
+    with engine.connect() as conn:
+        labels = {
+            r["thread_id"]: r
+            for r in (
+                vault.open_one(conn, row, "threads")
+                for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
+            )
+        }
+        for i, conv in enumerate(conversations):
+            foreign = conversations[(i + 1) % n]
+            asks = [(q, conv, "own") for q in conv.questions]
+            asks += [(q, foreign, "foreign") for q in conv.questions]
+            asks += [(q, conv, "adversarial") for q in adversarial.get(conv.conversation_id, [])]
+            vectors = embedder.embed([q.question for q, _, _ in asks])
+            for (q, target, kind), vector in zip(asks, vectors, strict=True):
+                request = domain.RecallQuery(
+                    dataset=target.dataset,
+                    query=q.question,
+                    include_episodes=True,
+                    limit=domain.MAX_CONTEXT_EPISODES,
+                    similarity_weight=settings.similarity_weight,
+                    recency_weight=settings.recency_weight,
+                    filters=RecallFilters(as_of=q.asked_at),
+                    understanding=domain.read_time(q.question, q.asked_at, False),
+                )
+                started = time.perf_counter()
+                answer = domain.recall(conn, vault, request, vector)
+                ms = (time.perf_counter() - started) * 1000
+                out.append(
+                    {
+                        "conversation": conv.conversation_id,
+                        "dataset": target.dataset,
+                        "kind": kind,
+                        "category": q.category,
+                        "question": q.question,
+                        "gold": list(q.evidence_threads) if kind == "own" else [],
+                        "ms": ms,
+                        "candidates": [
+                            {
+                                "label": labels[r["thread_id"]]["label"],
+                                **{
+                                    k: float(r[k])
+                                    for k in (
+                                        "relevance",
+                                        "similarity",
+                                        "recency",
+                                        "lexical",
+                                        "semantic",
+                                        "cosine",
+                                        "coverage",
+                                        "passage_coverage",
+                                        "absolute_relevance",
+                                    )
+                                },
+                            }
+                            for r in answer.rows
+                        ],
+                    }
+                )
+            log(f"  {conv.conversation_id}: {len(asks)} recalls")
+    engine.dispose()
+    return out
+
+
+def _adversarial(path: Path | None = None) -> dict[str, list[locomo.Question]]:
+    """LoCoMo's category 5 (questions about things never said), which locomo.load skips."""
+    source = Path(path or os.environ.get("EPISODIC_LOCOMO_PATH") or locomo.DEFAULT_PATH)
+    out: dict[str, list[locomo.Question]] = {}
+    for line in source.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        out[row["conversation_id"]] = [
+            locomo.Question(
+                qid=q["qid"],
+                question=q["question"],
+                asked_at=locomo._time(q["asked_at"]),
+                category="adversarial",
+                evidence_threads=(),
+            )
+            for q in row["questions"]
+            if q["category"] == "adversarial"
+        ]
+    return out
+
+
+# -- variants -------------------------------------------------------------------------
+
+
+def rank_default(c: list[dict]) -> list[str]:
+    return [x["label"] for x in sorted(c, key=lambda x: -x["relevance"])]
+
+
+def rank_rrf(c: list[dict]) -> list[str]:
+    lex = [x["label"] for x in sorted(c, key=lambda x: -x["lexical"])]
+    sem = [x["label"] for x in sorted(c, key=lambda x: -x["semantic"])]
+    return rrf(lex, sem)
+
+
+def rank_similarity_only(c: list[dict]) -> list[str]:
+    return [x["label"] for x in sorted(c, key=lambda x: -x["similarity"])]
+
+
+def rank_absolute(c: list[dict]) -> list[str]:
+    return [x["label"] for x in sorted(c, key=lambda x: -x["absolute_relevance"])]
+
+
+def fused(share: float = 0.5, ws: float = 0.7, wr: float = 0.3, wa: float = 0.0) -> Any:
+    """Score fusion with another lexical share / weights, plus ``wa`` × calibrated
+    relevance, recomputed from the cached relative signals."""
+
+    def rank(c: list[dict]) -> list[str]:
+        def score(x: dict) -> float:
+            sim = min(1.0, share * x["lexical"] + (1 - share) * x["semantic"]) ** 3
+            return ws * sim + wr * x["recency"] + wa * x["absolute_relevance"]
+
+        return [x["label"] for x in sorted(c, key=lambda x: -score(x))]
+
+    return rank
+
+
+def rank_rrf_recency(c: list[dict]) -> list[str]:
+    """RRF of lexical, semantic and recency ranks."""
+    lex = [x["label"] for x in sorted(c, key=lambda x: -x["lexical"])]
+    sem = [x["label"] for x in sorted(c, key=lambda x: -x["semantic"])]
+    rec = [x["label"] for x in sorted(c, key=lambda x: -x["recency"])]
+    return rrf(lex, sem, rec)
+
+
+VARIANTS = {
+    "default (score fusion, 0.7/0.3)": rank_default,
+    "similarity only (no recency)": rank_similarity_only,
+    "recency weight 0.1 (0.9/0.1)": fused(ws=0.9, wr=0.1),
+    "lexical share 0.3 (semantic 0.7)": fused(share=0.3),
+    "lexical share 0.7 (semantic 0.3)": fused(share=0.7),
+    "rank fusion (RRF k=60) of lexical and semantic": rank_rrf,
+    "rank fusion (RRF k=60) of lexical, semantic and recency": rank_rrf_recency,
+    "calibrated relevance as the ranking": rank_absolute,
+    "default + 0.5 x calibrated relevance": fused(wa=0.5),
+}
+
+
+def score_variants(rows: list[dict], split: dict[str, set[str]]) -> str:
+    lines = [
+        "| variant | dev R@1 | dev R@5 | dev MRR | held-out R@1 | held-out R@5 | held-out MRR |"
+    ]
+    lines.append("|---|---|---|---|---|---|---|")
+    for name, fn in VARIANTS.items():
+        cells = []
+        for half in ("dev", "held-out"):
+            s = locomo.Scores()
+            for r in rows:
+                if r["kind"] == "own" and r["conversation"] in split[half]:
+                    s.add(r["category"], fn(r["candidates"]), tuple(r["gold"]))
+            o = s.overall()
+            cells += [f"{o['R@1']:.3f}", f"{o['R@5']:.3f}", f"{o['MRR']:.3f}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _x(c: dict) -> list[float]:
+    return [c["cosine"], c["coverage"], c["passage_coverage"]]
+
+
+def fit(rows: list[dict], dev: set[str], l2: float = 1e-3) -> tuple[float, list[float]]:
+    """Logistic regression (Newton) on the development half: gold episodes of own questions
+    are positives, every candidate of a foreign question a negative."""
+    xs, ys = [], []
+    for r in rows:
+        if r["conversation"] not in dev:
+            continue
+        if r["kind"] == "own":
+            for c in r["candidates"]:
+                if c["label"] in r["gold"]:
+                    xs.append(_x(c))
+                    ys.append(1.0)
+        elif r["kind"] == "foreign":
+            for c in r["candidates"]:
+                xs.append(_x(c))
+                ys.append(0.0)
+    x = np.hstack([np.ones((len(xs), 1)), np.array(xs)])
+    y = np.array(ys)
+    # balance the classes so the curve is not dominated by the many negatives
+    w = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean()))
+    beta = np.zeros(x.shape[1])
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-x @ beta))
+        grad = x.T @ (w * (p - y)) / len(y) + l2 * np.r_[0, beta[1:]]
+        hess = (x.T * (w * p * (1 - p))) @ x / len(y) + l2 * np.diag(
+            np.r_[0, np.ones(len(beta) - 1)]
+        )
+        beta -= np.linalg.solve(hess, grad)
+    return float(beta[0]), [float(b) for b in beta[1:]]
+
+
+def abstention(rows: list[dict], split: dict[str, set[str]], threshold: float, rel: Any) -> str:
+    """At ``threshold``: share of foreign/adversarial questions with nothing left, and R@5
+    of the real ones before and after dropping the candidates below it."""
+    parts = []
+    for half in ("dev", "held-out"):
+        chosen = [r for r in rows if r["conversation"] in split[half]]
+        foreign = [r for r in chosen if r["kind"] == "foreign"]
+        adv = [r for r in chosen if r["kind"] == "adversarial"]
+        own = [r for r in chosen if r["kind"] == "own"]
+
+        def empty(r: dict) -> bool:
+            return all(rel(c) < threshold for c in r["candidates"])
+
+        before, after = locomo.Scores(), locomo.Scores()
+        for r in own:
+            before.add(r["category"], rank_default(r["candidates"]), tuple(r["gold"]))
+            kept = [c for c in r["candidates"] if rel(c) >= threshold]
+            after.add(r["category"], rank_default(kept), tuple(r["gold"]))
+        b, a = before.overall(), after.overall()
+        parts.append(
+            f"{half}: foreign abstained {sum(map(empty, foreign)) / max(len(foreign), 1):.3f} "
+            f"({len(foreign)}), adversarial abstained {sum(map(empty, adv)) / max(len(adv), 1):.3f} "
+            f"({len(adv)}), real questions with nothing {sum(map(empty, own)) / max(len(own), 1):.3f}, "
+            f"R@5 {b['R@5']:.3f} -> {a['R@5']:.3f}, MRR {b['MRR']:.3f} -> {a['MRR']:.3f}"
+        )
+    return "\n".join(parts)
+
+
+def confirm(url: str, conversations: list[locomo.Conversation], split: dict[str, set[str]]) -> None:
+    """The recommended threshold through a running Recall service (gRPC) on the kept
+    database: R@1/R@5/MRR per half without and with it, the share of foreign and
+    adversarial questions answered with nothing, and the latency of both, interleaved."""
+    import grpc
+
+    from bench.recall_quality import _recall
+    from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE as threshold
+    from episodic.testing.processes import start_service
+    from episodic.v1.recall_service_pb2_grpc import RecallServiceStub
+
+    service = start_service(
+        "recall", url, {"EPISODIC_EMBEDDING_PROVIDER": "minilm", "EPISODIC_LOG_LEVEL": "WARNING"}
+    )
+    try:
+        channel = grpc.insecure_channel(service.address)
+        stub = RecallServiceStub(channel)
+        adversarial = _adversarial()
+        scores = {(h, t): locomo.Scores() for h in split for t in (0.0, threshold)}
+        empty: dict[tuple[str, str], list[bool]] = {}
+        latency: dict[float, list[float]] = {0.0: [], threshold: []}
+        for i, conv in enumerate(conversations):
+            half = next(h for h, ids in split.items() if conv.conversation_id in ids)
+            foreign = conversations[(i + 1) % len(conversations)]
+            for q in conv.questions:
+                for t in (0.0, threshold):
+                    got, ms = _recall(
+                        stub, conv.dataset, q.question, q.asked_at, False, min_relevance=t
+                    )
+                    scores[(half, t)].add(q.category, got, q.evidence_threads)
+                    latency[t].append(ms)
+                got, _ = _recall(
+                    stub, foreign.dataset, q.question, q.asked_at, False, min_relevance=threshold
+                )
+                empty.setdefault((half, "foreign"), []).append(not got)
+            for q in adversarial.get(conv.conversation_id, []):
+                got, _ = _recall(
+                    stub, conv.dataset, q.question, q.asked_at, False, min_relevance=threshold
+                )
+                empty.setdefault((half, "adversarial"), []).append(not got)
+        channel.close()
+    finally:
+        service.terminate()
+    print(f"\nThrough the Recall service (gRPC), min_relevance {threshold}:\n")
+    print(
+        "| half | R@1 / R@5 / MRR without | with | foreign with nothing | adversarial with nothing |"
+    )
+    print("|---|---|---|---|---|")
+    for half in split:
+        b, t = scores[(half, 0.0)].overall(), scores[(half, threshold)].overall()
+        f, a = empty[(half, "foreign")], empty.get((half, "adversarial"), [])
+        print(
+            f"| {half} | {b['R@1']:.3f} / {b['R@5']:.3f} / {b['MRR']:.3f} "
+            f"| {t['R@1']:.3f} / {t['R@5']:.3f} / {t['MRR']:.3f} "
+            f"| {sum(f) / len(f):.3f} ({len(f)}) | {sum(a) / max(len(a), 1):.3f} ({len(a)}) |"
+        )
+    for t, values in latency.items():
+        values.sort()
+        print(
+            f"Recall latency, min_relevance {t}: p50 {values[len(values) // 2]:.2f} ms, "
+            f"p99 {values[int(len(values) * 0.99)]:.2f} ms ({len(values)} calls, interleaved)"
+        )
+    print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default="/tmp/episodic-recall-lab")
+    parser.add_argument("--fit", action="store_true", help="fit the relevance curve (dev half)")
+    parser.add_argument("--refresh", action="store_true", help="recompute the features")
+    parser.add_argument(
+        "--confirm", action="store_true", help="measure the recommended threshold over gRPC"
+    )
+    args = parser.parse_args(argv)
+    data_dir = Path(args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    _keep_keyring(data_dir)
+    conversations = locomo.load()
+    split = halves(conversations)
+    cache = data_dir / "features.json"
+    if args.refresh or not cache.exists():
+        with ExitStack() as stack:
+            url = _database(data_dir, stack)
+            import psycopg
+
+            with psycopg.connect(url) as conn:
+                threads, done = conn.execute(
+                    "SELECT (SELECT count(*) FROM threads), "
+                    "(SELECT count(*) FROM episodes WHERE status = 'completed')"
+                ).fetchone()
+            if done < sum(len(c.sessions) for c in conversations):
+                _build(url, conversations, ingest=not threads)
+            started = time.monotonic()
+            rows = _features(url, conversations, _adversarial())
+            log(f"features of {len(rows)} recalls in {time.monotonic() - started:.1f}s")
+        cache.write_text(json.dumps(rows))
+    rows = json.loads(cache.read_text())
+    from episodic.store import relevance as relmod
+
+    coef: tuple[float, list[float]] = (relmod.INTERCEPT, list(relmod.COEFFICIENTS))
+    if args.fit:
+        coef = fit(rows, split["dev"])
+        print(
+            f"fitted on dev: INTERCEPT = {coef[0]:.3f}, "
+            f"COEFFICIENTS = {tuple(round(b, 3) for b in coef[1])}"
+        )
+
+    def rel(c: dict) -> float:
+        z = coef[0] + sum(b * v for b, v in zip(coef[1], _x(c), strict=True))
+        return 1 / (1 + math.exp(-max(min(z, 50), -50)))
+
+    for r in rows:  # the curve in use (fitted or the code's), for the variants that use it
+        for c in r["candidates"]:
+            c["absolute_relevance"] = rel(c)
+    print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(score_variants(rows, split))
+    ms = sorted(r["ms"] for r in rows if r["kind"] == "own")
+    print(
+        f"in-process recall (all candidates): p50 {ms[len(ms) // 2]:.1f} ms, "
+        f"p99 {ms[int(len(ms) * 0.99)]:.1f} ms"
+    )
+    for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        print(f"-- min_relevance {t}\n{abstention(rows, split, t, rel)}")
+    if args.confirm:
+        with ExitStack() as stack:
+            confirm(_database(data_dir, stack), conversations, split)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Calibrated relevance and abstention: an episode's relevance is absolute (comparable
+across queries and datasets), and ``min_relevance`` leaves out what does not fit — so a
+question nothing in the dataset answers gets nothing, through the real Recall service with
+the offline embedder the curve was fitted for (MiniLM)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from episodic.providers import MiniLMEmbedder
+from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE, relevance
+from episodic.v1 import recall_service_pb2 as pb
+from episodic.v1 import recall_service_pb2_grpc as pb_grpc
+from tests.recall.factory import T0, make_episode
+
+EPISODES = [pb.RECALL_INCLUDE_EPISODES]
+
+CAR = [
+    "I need a family car under $30k, SUVs feel too big for the city.",
+    "The Toyota Corolla Hybrid fits your budget and city commuting.",
+    "Great, I went with the Corolla Hybrid in silver.",
+]
+TRIP = [
+    "We are planning a week in Lisbon in October with the kids.",
+    "Alfama and Belem are walkable; the tram 28 is crowded in the mornings.",
+]
+PRICING = [
+    "For project Atlas we agreed on the Pro tier at $29 per seat.",
+    "Annual billing gets two months free.",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
+
+
+@pytest.fixture
+def recall(spawn):  # type: ignore[no-untyped-def]
+    service = spawn("recall", {"EPISODIC_EMBEDDING_PROVIDER": "minilm"})
+    with service.channel() as channel:
+        yield pb_grpc.RecallServiceStub(channel)
+
+
+def _ask(recall, dataset: str, query: str, min_relevance: float = 0.0):  # type: ignore[no-untyped-def]
+    return recall.Recall(
+        pb.RecallRequest(
+            dataset=dataset,
+            query=query,
+            include=EPISODES,
+            context_episodes=10,
+            min_relevance=min_relevance,
+        ),
+        timeout=30,
+    ).episodes
+
+
+def _make_life(engine, minilm, dataset: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        made = {
+            name: make_episode(
+                conn,
+                dataset,
+                messages,
+                label=name,
+                embedder=minilm,
+                ended_at=T0 - timedelta(days=i),
+            )
+            for i, (name, messages) in enumerate(
+                (("car", CAR), ("trip", TRIP), ("pricing", PRICING))
+            )
+        }
+    return {str(m.episode_id): name for name, m in made.items()}
+
+
+def test_a_question_nothing_answers_gets_nothing_at_the_threshold(recall, engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    names = _make_life(engine, minilm, "user_7")
+
+    # Without a threshold the ranking still fills the answer (relative similarity)...
+    unfiltered = _ask(recall, "user_7", "What is my dog's name?")
+    assert len(unfiltered.episodes) == 3
+    assert max(e.semantic for e in unfiltered.episodes) == pytest.approx(1.0)
+    # ...but the calibrated relevance says none of them fits.
+    assert all(e.relevance < RECOMMENDED_MIN_RELEVANCE for e in unfiltered.episodes)
+
+    filtered = _ask(recall, "user_7", "What is my dog's name?", RECOMMENDED_MIN_RELEVANCE)
+    assert list(filtered.episodes) == []
+    assert filtered.episode_count == 3  # the dataset is not empty; nothing fitted
+
+    found = _ask(recall, "user_7", "Which car did I buy?", RECOMMENDED_MIN_RELEVANCE)
+    assert [names[e.episode.episode_id] for e in found.episodes][:1] == ["car"]
+    assert found.episodes[0].relevance >= RECOMMENDED_MIN_RELEVANCE
+    assert all(e.relevance >= RECOMMENDED_MIN_RELEVANCE for e in found.episodes)
+
+    pricing = _ask(
+        recall, "user_7", "What price did we agree for Atlas?", RECOMMENDED_MIN_RELEVANCE
+    )
+    assert [names[e.episode.episode_id] for e in pricing.episodes][:1] == ["pricing"]
+
+
+def test_a_lone_unrelated_episode_is_similar_but_not_relevant(recall, engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        make_episode(conn, "lonely", TRIP, embedder=minilm)
+    (only,) = _ask(recall, "lonely", "How much does the Pro tier cost per seat?").episodes
+    assert only.semantic == pytest.approx(1.0)  # relative to the best candidate: itself
+    assert 0.0 <= only.relevance < RECOMMENDED_MIN_RELEVANCE
+
+
+def test_relevance_is_the_same_episode_score_whatever_else_the_dataset_holds(  # type: ignore[no-untyped-def]
+    recall, engine, minilm
+) -> None:
+    """Comparable across datasets: the same episode and question get the same relevance
+    alone and among others (similarity, relative, changes)."""
+    with engine.begin() as conn:
+        make_episode(conn, "alone", CAR, embedder=minilm)
+    _make_life(engine, minilm, "crowded")
+    question = "Which car did I buy?"
+    (alone,) = _ask(recall, "alone", question).episodes
+    crowded = _ask(recall, "crowded", question).episodes
+    same = next(e for e in crowded if e.episode.summary == alone.episode.summary)
+    assert same.relevance == pytest.approx(alone.relevance, abs=1e-9)
+    assert alone.relevance >= RECOMMENDED_MIN_RELEVANCE
+
+
+def test_a_recall_without_a_query_is_not_filtered(recall, engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    _make_life(engine, minilm, "user_8")
+    answer = recall.Recall(
+        pb.RecallRequest(
+            dataset="user_8", include=EPISODES, context_episodes=10, min_relevance=0.9
+        ),
+        timeout=30,
+    ).episodes
+    assert len(answer.episodes) == 3
+    assert all(e.relevance == 0 for e in answer.episodes)
+
+
+def test_the_sql_curve_is_the_python_curve(engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    from episodic.store import recall_queries as q
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.testing import keys
+
+    _make_life(engine, minilm, "user_9")
+    with engine.connect() as conn:
+        key = keys.test_vault().for_read(conn, "user_9")
+        query = "Which car did I buy in the city?"
+        rows, _ = q.rank_episodes(
+            conn,
+            key=key,
+            filters=RecallFilters(),
+            query=query,
+            query_vector=minilm.embed_query(query),
+            similarity_weight=0.7,
+            recency_weight=0.3,
+            limit=10,
+        )
+    assert len(rows) == 3
+    for r in rows:
+        assert 0.0 <= r["coverage"] <= 1.0 and 0.0 <= r["passage_coverage"] <= r["coverage"]
+        assert r["absolute_relevance"] == pytest.approx(
+            relevance(r["cosine"], r["coverage"], r["passage_coverage"]), abs=1e-9
+        )
+    car = max(rows, key=lambda r: r["absolute_relevance"])
+    # "car" and "city" are in the car episode (one passage); "buy" is not.
+    assert car["coverage"] == pytest.approx(2 / 3)
