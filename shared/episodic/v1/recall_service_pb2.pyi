@@ -1,6 +1,7 @@
 import datetime
 
 from episodic.v1 import access_pb2 as _access_pb2
+from episodic.v1 import entity_pb2 as _entity_pb2
 from episodic.v1 import episode_pb2 as _episode_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -20,7 +21,7 @@ RECALL_INCLUDE_UNSPECIFIED: RecallInclude
 RECALL_INCLUDE_EPISODES: RecallInclude
 
 class RecallRequest(_message.Message):
-    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of", "literal_query", "min_relevance")
+    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of", "literal_query", "actor", "exclude_events", "exact_entities", "min_relevance")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +35,9 @@ class RecallRequest(_message.Message):
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
     LITERAL_QUERY_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    EXACT_ENTITIES_FIELD_NUMBER: _ClassVar[int]
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     query: str
@@ -48,8 +52,11 @@ class RecallRequest(_message.Message):
     event_type: str
     as_of: _timestamp_pb2.Timestamp
     literal_query: bool
+    actor: str
+    exclude_events: bool
+    exact_entities: bool
     min_relevance: float
-    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., literal_query: _Optional[bool] = ..., min_relevance: _Optional[float] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., literal_query: _Optional[bool] = ..., actor: _Optional[str] = ..., exclude_events: _Optional[bool] = ..., exact_entities: _Optional[bool] = ..., min_relevance: _Optional[float] = ...) -> None: ...
 
 class RecalledEpisodes(_message.Message):
     __slots__ = ("episodes", "episode_count")
@@ -166,3 +173,25 @@ class GetEpisodeResponse(_message.Message):
     EPISODE_FIELD_NUMBER: _ClassVar[int]
     episode: _episode_pb2.Episode
     def __init__(self, episode: _Optional[_Union[_episode_pb2.Episode, _Mapping]] = ...) -> None: ...
+
+class EntityTimelineRequest(_message.Message):
+    __slots__ = ("dataset", "entity", "page_size", "page_token")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    entity: str
+    page_size: int
+    page_token: str
+    def __init__(self, dataset: _Optional[str] = ..., entity: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class EntityTimelineResponse(_message.Message):
+    __slots__ = ("entity", "episodes", "next_page_token")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    entity: _entity_pb2.Entity
+    episodes: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Episode]
+    next_page_token: str
+    def __init__(self, entity: _Optional[_Union[_entity_pb2.Entity, _Mapping]] = ..., episodes: _Optional[_Iterable[_Union[_episode_pb2.Episode, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

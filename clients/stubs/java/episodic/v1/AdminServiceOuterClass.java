@@ -14138,7 +14138,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14147,7 +14147,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14163,7 +14163,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14173,7 +14173,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14184,7 +14184,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14629,7 +14629,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14651,7 +14651,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14663,7 +14663,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -14680,7 +14680,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Rows deleted per table: facts, message_chunks, messages, episodes,
-     * scheduled_episodes, threads, datasets.
+     * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
      * </pre>
      *
      * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -15996,7 +15996,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16018,7 +16018,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16030,7 +16030,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16047,7 +16047,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16072,7 +16072,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16096,7 +16096,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -16114,7 +16114,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * Rows deleted per table: facts, message_chunks, messages, episodes,
-       * scheduled_episodes, threads, datasets.
+       * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
        * </pre>
        *
        * <code>map&lt;string, int64&gt; rows_deleted = 6;</code>
@@ -23387,6 +23387,5232 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
 
   }
 
+  public interface ListEntitiesRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ListEntitiesRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+
+    /**
+     * <pre>
+     * Maximum entities to return: 0 means 50, larger values are capped at 1000.
+     * </pre>
+     *
+     * <code>int32 page_size = 2;</code>
+     * @return The pageSize.
+     */
+    int getPageSize();
+
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 3;</code>
+     * @return The pageToken.
+     */
+    java.lang.String getPageToken();
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 3;</code>
+     * @return The bytes for pageToken.
+     */
+    com.google.protobuf.ByteString
+        getPageTokenBytes();
+  }
+  /**
+   * <pre>
+   * Request for AdminService.ListEntities.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ListEntitiesRequest}
+   */
+  public static final class ListEntitiesRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ListEntitiesRequest)
+      ListEntitiesRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ListEntitiesRequest");
+    }
+    // Use ListEntitiesRequest.newBuilder() to construct.
+    private ListEntitiesRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ListEntitiesRequest() {
+      dataset_ = "";
+      pageToken_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.class, episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.Builder.class);
+    }
+
+    public static final int DATASET_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int PAGE_SIZE_FIELD_NUMBER = 2;
+    private int pageSize_ = 0;
+    /**
+     * <pre>
+     * Maximum entities to return: 0 means 50, larger values are capped at 1000.
+     * </pre>
+     *
+     * <code>int32 page_size = 2;</code>
+     * @return The pageSize.
+     */
+    @java.lang.Override
+    public int getPageSize() {
+      return pageSize_;
+    }
+
+    public static final int PAGE_TOKEN_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object pageToken_ = "";
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 3;</code>
+     * @return The pageToken.
+     */
+    @java.lang.Override
+    public java.lang.String getPageToken() {
+      java.lang.Object ref = pageToken_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        pageToken_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 3;</code>
+     * @return The bytes for pageToken.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getPageTokenBytes() {
+      java.lang.Object ref = pageToken_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        pageToken_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, dataset_);
+      }
+      if (pageSize_ != 0) {
+        output.writeInt32(2, pageSize_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pageToken_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 3, pageToken_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, dataset_);
+      }
+      if (pageSize_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeInt32Size(2, pageSize_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pageToken_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(3, pageToken_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.AdminServiceOuterClass.ListEntitiesRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.AdminServiceOuterClass.ListEntitiesRequest other = (episodic.v1.AdminServiceOuterClass.ListEntitiesRequest) obj;
+
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (getPageSize()
+          != other.getPageSize()) return false;
+      if (!getPageToken()
+          .equals(other.getPageToken())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (37 * hash) + PAGE_SIZE_FIELD_NUMBER;
+      hash = (53 * hash) + getPageSize();
+      hash = (37 * hash) + PAGE_TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + getPageToken().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.AdminServiceOuterClass.ListEntitiesRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for AdminService.ListEntities.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ListEntitiesRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ListEntitiesRequest)
+        episodic.v1.AdminServiceOuterClass.ListEntitiesRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.class, episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        dataset_ = "";
+        pageSize_ = 0;
+        pageToken_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.ListEntitiesRequest getDefaultInstanceForType() {
+        return episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.ListEntitiesRequest build() {
+        episodic.v1.AdminServiceOuterClass.ListEntitiesRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.ListEntitiesRequest buildPartial() {
+        episodic.v1.AdminServiceOuterClass.ListEntitiesRequest result = new episodic.v1.AdminServiceOuterClass.ListEntitiesRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.AdminServiceOuterClass.ListEntitiesRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.dataset_ = dataset_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.pageSize_ = pageSize_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.pageToken_ = pageToken_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.AdminServiceOuterClass.ListEntitiesRequest) {
+          return mergeFrom((episodic.v1.AdminServiceOuterClass.ListEntitiesRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.AdminServiceOuterClass.ListEntitiesRequest other) {
+        if (other == episodic.v1.AdminServiceOuterClass.ListEntitiesRequest.getDefaultInstance()) return this;
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (other.getPageSize() != 0) {
+          setPageSize(other.getPageSize());
+        }
+        if (!other.getPageToken().isEmpty()) {
+          pageToken_ = other.pageToken_;
+          bitField0_ |= 0x00000004;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 16: {
+                pageSize_ = input.readInt32();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
+              case 26: {
+                pageToken_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 26
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private int pageSize_ ;
+      /**
+       * <pre>
+       * Maximum entities to return: 0 means 50, larger values are capped at 1000.
+       * </pre>
+       *
+       * <code>int32 page_size = 2;</code>
+       * @return The pageSize.
+       */
+      @java.lang.Override
+      public int getPageSize() {
+        return pageSize_;
+      }
+      /**
+       * <pre>
+       * Maximum entities to return: 0 means 50, larger values are capped at 1000.
+       * </pre>
+       *
+       * <code>int32 page_size = 2;</code>
+       * @param value The pageSize to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageSize(int value) {
+
+        pageSize_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Maximum entities to return: 0 means 50, larger values are capped at 1000.
+       * </pre>
+       *
+       * <code>int32 page_size = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearPageSize() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        pageSize_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object pageToken_ = "";
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @return The pageToken.
+       */
+      public java.lang.String getPageToken() {
+        java.lang.Object ref = pageToken_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          pageToken_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @return The bytes for pageToken.
+       */
+      public com.google.protobuf.ByteString
+          getPageTokenBytes() {
+        java.lang.Object ref = pageToken_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          pageToken_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @param value The pageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageToken(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        pageToken_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearPageToken() {
+        pageToken_ = getDefaultInstance().getPageToken();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @param value The bytes for pageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageTokenBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        pageToken_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ListEntitiesRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ListEntitiesRequest)
+    private static final episodic.v1.AdminServiceOuterClass.ListEntitiesRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.AdminServiceOuterClass.ListEntitiesRequest();
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ListEntitiesRequest>
+        PARSER = new com.google.protobuf.AbstractParser<ListEntitiesRequest>() {
+      @java.lang.Override
+      public ListEntitiesRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ListEntitiesRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ListEntitiesRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.AdminServiceOuterClass.ListEntitiesRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ListEntitiesResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ListEntitiesResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    java.util.List<episodic.v1.EntityOuterClass.Entity> 
+        getEntitiesList();
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    episodic.v1.EntityOuterClass.Entity getEntities(int index);
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    int getEntitiesCount();
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    java.util.List<? extends episodic.v1.EntityOuterClass.EntityOrBuilder> 
+        getEntitiesOrBuilderList();
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    episodic.v1.EntityOuterClass.EntityOrBuilder getEntitiesOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2;</code>
+     * @return The nextPageToken.
+     */
+    java.lang.String getNextPageToken();
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2;</code>
+     * @return The bytes for nextPageToken.
+     */
+    com.google.protobuf.ByteString
+        getNextPageTokenBytes();
+  }
+  /**
+   * <pre>
+   * Response for AdminService.ListEntities.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ListEntitiesResponse}
+   */
+  public static final class ListEntitiesResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ListEntitiesResponse)
+      ListEntitiesResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ListEntitiesResponse");
+    }
+    // Use ListEntitiesResponse.newBuilder() to construct.
+    private ListEntitiesResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ListEntitiesResponse() {
+      entities_ = java.util.Collections.emptyList();
+      nextPageToken_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.class, episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.Builder.class);
+    }
+
+    public static final int ENTITIES_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EntityOuterClass.Entity> entities_;
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EntityOuterClass.Entity> getEntitiesList() {
+      return entities_;
+    }
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EntityOuterClass.EntityOrBuilder> 
+        getEntitiesOrBuilderList() {
+      return entities_;
+    }
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    @java.lang.Override
+    public int getEntitiesCount() {
+      return entities_.size();
+    }
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.Entity getEntities(int index) {
+      return entities_.get(index);
+    }
+    /**
+     * <pre>
+     * Entities, oldest first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Entity entities = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.EntityOrBuilder getEntitiesOrBuilder(
+        int index) {
+      return entities_.get(index);
+    }
+
+    public static final int NEXT_PAGE_TOKEN_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object nextPageToken_ = "";
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2;</code>
+     * @return The nextPageToken.
+     */
+    @java.lang.Override
+    public java.lang.String getNextPageToken() {
+      java.lang.Object ref = nextPageToken_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        nextPageToken_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2;</code>
+     * @return The bytes for nextPageToken.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNextPageTokenBytes() {
+      java.lang.Object ref = nextPageToken_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        nextPageToken_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      for (int i = 0; i < entities_.size(); i++) {
+        output.writeMessage(1, entities_.get(i));
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(nextPageToken_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, nextPageToken_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+
+          {
+            final int count = entities_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(entities_.get(i));
+            }
+            size += 1 * count;
+          }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(nextPageToken_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, nextPageToken_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.AdminServiceOuterClass.ListEntitiesResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.AdminServiceOuterClass.ListEntitiesResponse other = (episodic.v1.AdminServiceOuterClass.ListEntitiesResponse) obj;
+
+      if (!getEntitiesList()
+          .equals(other.getEntitiesList())) return false;
+      if (!getNextPageToken()
+          .equals(other.getNextPageToken())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (getEntitiesCount() > 0) {
+        hash = (37 * hash) + ENTITIES_FIELD_NUMBER;
+        hash = (53 * hash) + getEntitiesList().hashCode();
+      }
+      hash = (37 * hash) + NEXT_PAGE_TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + getNextPageToken().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.AdminServiceOuterClass.ListEntitiesResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for AdminService.ListEntities.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ListEntitiesResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ListEntitiesResponse)
+        episodic.v1.AdminServiceOuterClass.ListEntitiesResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.class, episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        if (entitiesBuilder_ == null) {
+          entities_ = java.util.Collections.emptyList();
+        } else {
+          entities_ = null;
+          entitiesBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000001);
+        nextPageToken_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_ListEntitiesResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.ListEntitiesResponse getDefaultInstanceForType() {
+        return episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.ListEntitiesResponse build() {
+        episodic.v1.AdminServiceOuterClass.ListEntitiesResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.ListEntitiesResponse buildPartial() {
+        episodic.v1.AdminServiceOuterClass.ListEntitiesResponse result = new episodic.v1.AdminServiceOuterClass.ListEntitiesResponse(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(episodic.v1.AdminServiceOuterClass.ListEntitiesResponse result) {
+        if (entitiesBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0)) {
+            entities_ = java.util.Collections.unmodifiableList(entities_);
+            bitField0_ = (bitField0_ & ~0x00000001);
+          }
+          result.entities_ = entities_;
+        } else {
+          result.entities_ = entitiesBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(episodic.v1.AdminServiceOuterClass.ListEntitiesResponse result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.nextPageToken_ = nextPageToken_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.AdminServiceOuterClass.ListEntitiesResponse) {
+          return mergeFrom((episodic.v1.AdminServiceOuterClass.ListEntitiesResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.AdminServiceOuterClass.ListEntitiesResponse other) {
+        if (other == episodic.v1.AdminServiceOuterClass.ListEntitiesResponse.getDefaultInstance()) return this;
+        if (entitiesBuilder_ == null) {
+          if (!other.entities_.isEmpty()) {
+            if (entities_.isEmpty()) {
+              entities_ = other.entities_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+            } else {
+              ensureEntitiesIsMutable();
+              entities_.addAll(other.entities_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.entities_.isEmpty()) {
+            if (entitiesBuilder_.isEmpty()) {
+              entitiesBuilder_.dispose();
+              entitiesBuilder_ = null;
+              entities_ = other.entities_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+              entitiesBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetEntitiesFieldBuilder() : null;
+            } else {
+              entitiesBuilder_.addAllMessages(other.entities_);
+            }
+          }
+        }
+        if (!other.getNextPageToken().isEmpty()) {
+          nextPageToken_ = other.nextPageToken_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                episodic.v1.EntityOuterClass.Entity m =
+                    input.readMessage(
+                        episodic.v1.EntityOuterClass.Entity.parser(),
+                        extensionRegistry);
+                if (entitiesBuilder_ == null) {
+                  ensureEntitiesIsMutable();
+                  entities_.add(m);
+                } else {
+                  entitiesBuilder_.addMessage(m);
+                }
+                break;
+              } // case 10
+              case 18: {
+                nextPageToken_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.util.List<episodic.v1.EntityOuterClass.Entity> entities_ =
+        java.util.Collections.emptyList();
+      private void ensureEntitiesIsMutable() {
+        if (!((bitField0_ & 0x00000001) != 0)) {
+          entities_ = new java.util.ArrayList<episodic.v1.EntityOuterClass.Entity>(entities_);
+          bitField0_ |= 0x00000001;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> entitiesBuilder_;
+
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public java.util.List<episodic.v1.EntityOuterClass.Entity> getEntitiesList() {
+        if (entitiesBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(entities_);
+        } else {
+          return entitiesBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public int getEntitiesCount() {
+        if (entitiesBuilder_ == null) {
+          return entities_.size();
+        } else {
+          return entitiesBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.Entity getEntities(int index) {
+        if (entitiesBuilder_ == null) {
+          return entities_.get(index);
+        } else {
+          return entitiesBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder setEntities(
+          int index, episodic.v1.EntityOuterClass.Entity value) {
+        if (entitiesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEntitiesIsMutable();
+          entities_.set(index, value);
+          onChanged();
+        } else {
+          entitiesBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder setEntities(
+          int index, episodic.v1.EntityOuterClass.Entity.Builder builderForValue) {
+        if (entitiesBuilder_ == null) {
+          ensureEntitiesIsMutable();
+          entities_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          entitiesBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder addEntities(episodic.v1.EntityOuterClass.Entity value) {
+        if (entitiesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEntitiesIsMutable();
+          entities_.add(value);
+          onChanged();
+        } else {
+          entitiesBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder addEntities(
+          int index, episodic.v1.EntityOuterClass.Entity value) {
+        if (entitiesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEntitiesIsMutable();
+          entities_.add(index, value);
+          onChanged();
+        } else {
+          entitiesBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder addEntities(
+          episodic.v1.EntityOuterClass.Entity.Builder builderForValue) {
+        if (entitiesBuilder_ == null) {
+          ensureEntitiesIsMutable();
+          entities_.add(builderForValue.build());
+          onChanged();
+        } else {
+          entitiesBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder addEntities(
+          int index, episodic.v1.EntityOuterClass.Entity.Builder builderForValue) {
+        if (entitiesBuilder_ == null) {
+          ensureEntitiesIsMutable();
+          entities_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          entitiesBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder addAllEntities(
+          java.lang.Iterable<? extends episodic.v1.EntityOuterClass.Entity> values) {
+        if (entitiesBuilder_ == null) {
+          ensureEntitiesIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, entities_);
+          onChanged();
+        } else {
+          entitiesBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder clearEntities() {
+        if (entitiesBuilder_ == null) {
+          entities_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000001);
+          onChanged();
+        } else {
+          entitiesBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public Builder removeEntities(int index) {
+        if (entitiesBuilder_ == null) {
+          ensureEntitiesIsMutable();
+          entities_.remove(index);
+          onChanged();
+        } else {
+          entitiesBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.Entity.Builder getEntitiesBuilder(
+          int index) {
+        return internalGetEntitiesFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.EntityOrBuilder getEntitiesOrBuilder(
+          int index) {
+        if (entitiesBuilder_ == null) {
+          return entities_.get(index);  } else {
+          return entitiesBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public java.util.List<? extends episodic.v1.EntityOuterClass.EntityOrBuilder> 
+           getEntitiesOrBuilderList() {
+        if (entitiesBuilder_ != null) {
+          return entitiesBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(entities_);
+        }
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.Entity.Builder addEntitiesBuilder() {
+        return internalGetEntitiesFieldBuilder().addBuilder(
+            episodic.v1.EntityOuterClass.Entity.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.Entity.Builder addEntitiesBuilder(
+          int index) {
+        return internalGetEntitiesFieldBuilder().addBuilder(
+            index, episodic.v1.EntityOuterClass.Entity.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Entities, oldest first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Entity entities = 1;</code>
+       */
+      public java.util.List<episodic.v1.EntityOuterClass.Entity.Builder> 
+           getEntitiesBuilderList() {
+        return internalGetEntitiesFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> 
+          internalGetEntitiesFieldBuilder() {
+        if (entitiesBuilder_ == null) {
+          entitiesBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder>(
+                  entities_,
+                  ((bitField0_ & 0x00000001) != 0),
+                  getParentForChildren(),
+                  isClean());
+          entities_ = null;
+        }
+        return entitiesBuilder_;
+      }
+
+      private java.lang.Object nextPageToken_ = "";
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @return The nextPageToken.
+       */
+      public java.lang.String getNextPageToken() {
+        java.lang.Object ref = nextPageToken_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          nextPageToken_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @return The bytes for nextPageToken.
+       */
+      public com.google.protobuf.ByteString
+          getNextPageTokenBytes() {
+        java.lang.Object ref = nextPageToken_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          nextPageToken_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @param value The nextPageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNextPageToken(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        nextPageToken_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearNextPageToken() {
+        nextPageToken_ = getDefaultInstance().getNextPageToken();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @param value The bytes for nextPageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNextPageTokenBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        nextPageToken_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ListEntitiesResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ListEntitiesResponse)
+    private static final episodic.v1.AdminServiceOuterClass.ListEntitiesResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.AdminServiceOuterClass.ListEntitiesResponse();
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.ListEntitiesResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ListEntitiesResponse>
+        PARSER = new com.google.protobuf.AbstractParser<ListEntitiesResponse>() {
+      @java.lang.Override
+      public ListEntitiesResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ListEntitiesResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ListEntitiesResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.AdminServiceOuterClass.ListEntitiesResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface MergeEntitiesRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.MergeEntitiesRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+
+    /**
+     * <pre>
+     * Required. The entity that remains (keeps its id and name): its id, or any alias.
+     * </pre>
+     *
+     * <code>string into = 2;</code>
+     * @return The into.
+     */
+    java.lang.String getInto();
+    /**
+     * <pre>
+     * Required. The entity that remains (keeps its id and name): its id, or any alias.
+     * </pre>
+     *
+     * <code>string into = 2;</code>
+     * @return The bytes for into.
+     */
+    com.google.protobuf.ByteString
+        getIntoBytes();
+
+    /**
+     * <pre>
+     * Required. The entities merged into it, each by id or any alias.
+     * </pre>
+     *
+     * <code>repeated string sources = 3;</code>
+     * @return A list containing the sources.
+     */
+    java.util.List<java.lang.String>
+        getSourcesList();
+    /**
+     * <pre>
+     * Required. The entities merged into it, each by id or any alias.
+     * </pre>
+     *
+     * <code>repeated string sources = 3;</code>
+     * @return The count of sources.
+     */
+    int getSourcesCount();
+    /**
+     * <pre>
+     * Required. The entities merged into it, each by id or any alias.
+     * </pre>
+     *
+     * <code>repeated string sources = 3;</code>
+     * @param index The index of the element to return.
+     * @return The sources at the given index.
+     */
+    java.lang.String getSources(int index);
+    /**
+     * <pre>
+     * Required. The entities merged into it, each by id or any alias.
+     * </pre>
+     *
+     * <code>repeated string sources = 3;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the sources at the given index.
+     */
+    com.google.protobuf.ByteString
+        getSourcesBytes(int index);
+  }
+  /**
+   * <pre>
+   * Request for AdminService.MergeEntities.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.MergeEntitiesRequest}
+   */
+  public static final class MergeEntitiesRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.MergeEntitiesRequest)
+      MergeEntitiesRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "MergeEntitiesRequest");
+    }
+    // Use MergeEntitiesRequest.newBuilder() to construct.
+    private MergeEntitiesRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private MergeEntitiesRequest() {
+      dataset_ = "";
+      into_ = "";
+      sources_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.class, episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.Builder.class);
+    }
+
+    public static final int DATASET_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int INTO_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object into_ = "";
+    /**
+     * <pre>
+     * Required. The entity that remains (keeps its id and name): its id, or any alias.
+     * </pre>
+     *
+     * <code>string into = 2;</code>
+     * @return The into.
+     */
+    @java.lang.Override
+    public java.lang.String getInto() {
+      java.lang.Object ref = into_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        into_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The entity that remains (keeps its id and name): its id, or any alias.
+     * </pre>
+     *
+     * <code>string into = 2;</code>
+     * @return The bytes for into.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getIntoBytes() {
+      java.lang.Object ref = into_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        into_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int SOURCES_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private com.google.protobuf.LazyStringArrayList sources_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    /**
+     * <pre>
+     * Required. The entities merged into it, each by id or any alias.
+     * </pre>
+     *
+     * <code>repeated string sources = 3;</code>
+     * @return A list containing the sources.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getSourcesList() {
+      return sources_;
+    }
+    /**
+     * <pre>
+     * Required. The entities merged into it, each by id or any alias.
+     * </pre>
+     *
+     * <code>repeated string sources = 3;</code>
+     * @return The count of sources.
+     */
+    public int getSourcesCount() {
+      return sources_.size();
+    }
+    /**
+     * <pre>
+     * Required. The entities merged into it, each by id or any alias.
+     * </pre>
+     *
+     * <code>repeated string sources = 3;</code>
+     * @param index The index of the element to return.
+     * @return The sources at the given index.
+     */
+    public java.lang.String getSources(int index) {
+      return sources_.get(index);
+    }
+    /**
+     * <pre>
+     * Required. The entities merged into it, each by id or any alias.
+     * </pre>
+     *
+     * <code>repeated string sources = 3;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the sources at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getSourcesBytes(int index) {
+      return sources_.getByteString(index);
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(into_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, into_);
+      }
+      for (int i = 0; i < sources_.size(); i++) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 3, sources_.getRaw(i));
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(into_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, into_);
+      }
+      {
+        int dataSize = 0;
+        for (int i = 0; i < sources_.size(); i++) {
+          dataSize += computeStringSizeNoTag(sources_.getRaw(i));
+        }
+        size += dataSize;
+        size += 1 * getSourcesList().size();
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest other = (episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest) obj;
+
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (!getInto()
+          .equals(other.getInto())) return false;
+      if (!getSourcesList()
+          .equals(other.getSourcesList())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (37 * hash) + INTO_FIELD_NUMBER;
+      hash = (53 * hash) + getInto().hashCode();
+      if (getSourcesCount() > 0) {
+        hash = (37 * hash) + SOURCES_FIELD_NUMBER;
+        hash = (53 * hash) + getSourcesList().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for AdminService.MergeEntities.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.MergeEntitiesRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.MergeEntitiesRequest)
+        episodic.v1.AdminServiceOuterClass.MergeEntitiesRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.class, episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        dataset_ = "";
+        into_ = "";
+        sources_ =
+            com.google.protobuf.LazyStringArrayList.emptyList();
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest getDefaultInstanceForType() {
+        return episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest build() {
+        episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest buildPartial() {
+        episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest result = new episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.dataset_ = dataset_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.into_ = into_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          sources_.makeImmutable();
+          result.sources_ = sources_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest) {
+          return mergeFrom((episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest other) {
+        if (other == episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest.getDefaultInstance()) return this;
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getInto().isEmpty()) {
+          into_ = other.into_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (!other.sources_.isEmpty()) {
+          if (sources_.isEmpty()) {
+            sources_ = other.sources_;
+            bitField0_ |= 0x00000004;
+          } else {
+            ensureSourcesIsMutable();
+            sources_.addAll(other.sources_);
+          }
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                into_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 26: {
+                ensureSourcesIsMutable();
+                sources_.add(input.readStringRequireUtf8());
+                break;
+              } // case 26
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object into_ = "";
+      /**
+       * <pre>
+       * Required. The entity that remains (keeps its id and name): its id, or any alias.
+       * </pre>
+       *
+       * <code>string into = 2;</code>
+       * @return The into.
+       */
+      public java.lang.String getInto() {
+        java.lang.Object ref = into_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          into_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The entity that remains (keeps its id and name): its id, or any alias.
+       * </pre>
+       *
+       * <code>string into = 2;</code>
+       * @return The bytes for into.
+       */
+      public com.google.protobuf.ByteString
+          getIntoBytes() {
+        java.lang.Object ref = into_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          into_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The entity that remains (keeps its id and name): its id, or any alias.
+       * </pre>
+       *
+       * <code>string into = 2;</code>
+       * @param value The into to set.
+       * @return This builder for chaining.
+       */
+      public Builder setInto(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        into_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The entity that remains (keeps its id and name): its id, or any alias.
+       * </pre>
+       *
+       * <code>string into = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearInto() {
+        into_ = getDefaultInstance().getInto();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The entity that remains (keeps its id and name): its id, or any alias.
+       * </pre>
+       *
+       * <code>string into = 2;</code>
+       * @param value The bytes for into to set.
+       * @return This builder for chaining.
+       */
+      public Builder setIntoBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        into_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.LazyStringArrayList sources_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+      private void ensureSourcesIsMutable() {
+        if (!sources_.isModifiable()) {
+          sources_ = new com.google.protobuf.LazyStringArrayList(sources_);
+        }
+        bitField0_ |= 0x00000004;
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @return A list containing the sources.
+       */
+      public com.google.protobuf.ProtocolStringList
+          getSourcesList() {
+        sources_.makeImmutable();
+        return sources_;
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @return The count of sources.
+       */
+      public int getSourcesCount() {
+        return sources_.size();
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @param index The index of the element to return.
+       * @return The sources at the given index.
+       */
+      public java.lang.String getSources(int index) {
+        return sources_.get(index);
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @param index The index of the value to return.
+       * @return The bytes of the sources at the given index.
+       */
+      public com.google.protobuf.ByteString
+          getSourcesBytes(int index) {
+        return sources_.getByteString(index);
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @param index The index to set the value at.
+       * @param value The sources to set.
+       * @return This builder for chaining.
+       */
+      public Builder setSources(
+          int index, java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ensureSourcesIsMutable();
+        sources_.set(index, value);
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @param value The sources to add.
+       * @return This builder for chaining.
+       */
+      public Builder addSources(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ensureSourcesIsMutable();
+        sources_.add(value);
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @param values The sources to add.
+       * @return This builder for chaining.
+       */
+      public Builder addAllSources(
+          java.lang.Iterable<java.lang.String> values) {
+        ensureSourcesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, sources_);
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearSources() {
+        sources_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000004);;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The entities merged into it, each by id or any alias.
+       * </pre>
+       *
+       * <code>repeated string sources = 3;</code>
+       * @param value The bytes of the sources to add.
+       * @return This builder for chaining.
+       */
+      public Builder addSourcesBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        ensureSourcesIsMutable();
+        sources_.add(value);
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.MergeEntitiesRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.MergeEntitiesRequest)
+    private static final episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest();
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<MergeEntitiesRequest>
+        PARSER = new com.google.protobuf.AbstractParser<MergeEntitiesRequest>() {
+      @java.lang.Override
+      public MergeEntitiesRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<MergeEntitiesRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<MergeEntitiesRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.AdminServiceOuterClass.MergeEntitiesRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface MergeEntitiesResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.MergeEntitiesResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The merged entity, with all its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     * @return Whether the entity field is set.
+     */
+    boolean hasEntity();
+    /**
+     * <pre>
+     * The merged entity, with all its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     * @return The entity.
+     */
+    episodic.v1.EntityOuterClass.Entity getEntity();
+    /**
+     * <pre>
+     * The merged entity, with all its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     */
+    episodic.v1.EntityOuterClass.EntityOrBuilder getEntityOrBuilder();
+  }
+  /**
+   * <pre>
+   * Response for AdminService.MergeEntities.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.MergeEntitiesResponse}
+   */
+  public static final class MergeEntitiesResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.MergeEntitiesResponse)
+      MergeEntitiesResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "MergeEntitiesResponse");
+    }
+    // Use MergeEntitiesResponse.newBuilder() to construct.
+    private MergeEntitiesResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private MergeEntitiesResponse() {
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.class, episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int ENTITY_FIELD_NUMBER = 1;
+    private episodic.v1.EntityOuterClass.Entity entity_;
+    /**
+     * <pre>
+     * The merged entity, with all its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     * @return Whether the entity field is set.
+     */
+    @java.lang.Override
+    public boolean hasEntity() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * The merged entity, with all its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     * @return The entity.
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.Entity getEntity() {
+      return entity_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : entity_;
+    }
+    /**
+     * <pre>
+     * The merged entity, with all its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.EntityOrBuilder getEntityOrBuilder() {
+      return entity_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : entity_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(1, getEntity());
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, getEntity());
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse other = (episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse) obj;
+
+      if (hasEntity() != other.hasEntity()) return false;
+      if (hasEntity()) {
+        if (!getEntity()
+            .equals(other.getEntity())) return false;
+      }
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (hasEntity()) {
+        hash = (37 * hash) + ENTITY_FIELD_NUMBER;
+        hash = (53 * hash) + getEntity().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for AdminService.MergeEntities.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.MergeEntitiesResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.MergeEntitiesResponse)
+        episodic.v1.AdminServiceOuterClass.MergeEntitiesResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.class, episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetEntityFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        entity_ = null;
+        if (entityBuilder_ != null) {
+          entityBuilder_.dispose();
+          entityBuilder_ = null;
+        }
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_MergeEntitiesResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse getDefaultInstanceForType() {
+        return episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse build() {
+        episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse buildPartial() {
+        episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse result = new episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse result) {
+        int from_bitField0_ = bitField0_;
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.entity_ = entityBuilder_ == null
+              ? entity_
+              : entityBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse) {
+          return mergeFrom((episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse other) {
+        if (other == episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse.getDefaultInstance()) return this;
+        if (other.hasEntity()) {
+          mergeEntity(other.getEntity());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                input.readMessage(
+                    internalGetEntityFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private episodic.v1.EntityOuterClass.Entity entity_;
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> entityBuilder_;
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       * @return Whether the entity field is set.
+       */
+      public boolean hasEntity() {
+        return ((bitField0_ & 0x00000001) != 0);
+      }
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       * @return The entity.
+       */
+      public episodic.v1.EntityOuterClass.Entity getEntity() {
+        if (entityBuilder_ == null) {
+          return entity_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : entity_;
+        } else {
+          return entityBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public Builder setEntity(episodic.v1.EntityOuterClass.Entity value) {
+        if (entityBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          entity_ = value;
+        } else {
+          entityBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public Builder setEntity(
+          episodic.v1.EntityOuterClass.Entity.Builder builderForValue) {
+        if (entityBuilder_ == null) {
+          entity_ = builderForValue.build();
+        } else {
+          entityBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public Builder mergeEntity(episodic.v1.EntityOuterClass.Entity value) {
+        if (entityBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0) &&
+            entity_ != null &&
+            entity_ != episodic.v1.EntityOuterClass.Entity.getDefaultInstance()) {
+            getEntityBuilder().mergeFrom(value);
+          } else {
+            entity_ = value;
+          }
+        } else {
+          entityBuilder_.mergeFrom(value);
+        }
+        if (entity_ != null) {
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public Builder clearEntity() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        entity_ = null;
+        if (entityBuilder_ != null) {
+          entityBuilder_.dispose();
+          entityBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.Entity.Builder getEntityBuilder() {
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return internalGetEntityFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.EntityOrBuilder getEntityOrBuilder() {
+        if (entityBuilder_ != null) {
+          return entityBuilder_.getMessageOrBuilder();
+        } else {
+          return entity_ == null ?
+              episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : entity_;
+        }
+      }
+      /**
+       * <pre>
+       * The merged entity, with all its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> 
+          internalGetEntityFieldBuilder() {
+        if (entityBuilder_ == null) {
+          entityBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder>(
+                  getEntity(),
+                  getParentForChildren(),
+                  isClean());
+          entity_ = null;
+        }
+        return entityBuilder_;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.MergeEntitiesResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.MergeEntitiesResponse)
+    private static final episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse();
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<MergeEntitiesResponse>
+        PARSER = new com.google.protobuf.AbstractParser<MergeEntitiesResponse>() {
+      @java.lang.Override
+      public MergeEntitiesResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<MergeEntitiesResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<MergeEntitiesResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.AdminServiceOuterClass.MergeEntitiesResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface SplitEntityRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.SplitEntityRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+
+    /**
+     * <pre>
+     * Required. The alias to split off (matched exactly, after normalisation).
+     * </pre>
+     *
+     * <code>string alias = 2;</code>
+     * @return The alias.
+     */
+    java.lang.String getAlias();
+    /**
+     * <pre>
+     * Required. The alias to split off (matched exactly, after normalisation).
+     * </pre>
+     *
+     * <code>string alias = 2;</code>
+     * @return The bytes for alias.
+     */
+    com.google.protobuf.ByteString
+        getAliasBytes();
+  }
+  /**
+   * <pre>
+   * Request for AdminService.SplitEntity.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.SplitEntityRequest}
+   */
+  public static final class SplitEntityRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.SplitEntityRequest)
+      SplitEntityRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "SplitEntityRequest");
+    }
+    // Use SplitEntityRequest.newBuilder() to construct.
+    private SplitEntityRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private SplitEntityRequest() {
+      dataset_ = "";
+      alias_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.AdminServiceOuterClass.SplitEntityRequest.class, episodic.v1.AdminServiceOuterClass.SplitEntityRequest.Builder.class);
+    }
+
+    public static final int DATASET_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int ALIAS_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object alias_ = "";
+    /**
+     * <pre>
+     * Required. The alias to split off (matched exactly, after normalisation).
+     * </pre>
+     *
+     * <code>string alias = 2;</code>
+     * @return The alias.
+     */
+    @java.lang.Override
+    public java.lang.String getAlias() {
+      java.lang.Object ref = alias_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        alias_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The alias to split off (matched exactly, after normalisation).
+     * </pre>
+     *
+     * <code>string alias = 2;</code>
+     * @return The bytes for alias.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getAliasBytes() {
+      java.lang.Object ref = alias_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        alias_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(alias_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, alias_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(alias_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, alias_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.AdminServiceOuterClass.SplitEntityRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.AdminServiceOuterClass.SplitEntityRequest other = (episodic.v1.AdminServiceOuterClass.SplitEntityRequest) obj;
+
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (!getAlias()
+          .equals(other.getAlias())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (37 * hash) + ALIAS_FIELD_NUMBER;
+      hash = (53 * hash) + getAlias().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.AdminServiceOuterClass.SplitEntityRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for AdminService.SplitEntity.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.SplitEntityRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.SplitEntityRequest)
+        episodic.v1.AdminServiceOuterClass.SplitEntityRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.AdminServiceOuterClass.SplitEntityRequest.class, episodic.v1.AdminServiceOuterClass.SplitEntityRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.AdminServiceOuterClass.SplitEntityRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        dataset_ = "";
+        alias_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.SplitEntityRequest getDefaultInstanceForType() {
+        return episodic.v1.AdminServiceOuterClass.SplitEntityRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.SplitEntityRequest build() {
+        episodic.v1.AdminServiceOuterClass.SplitEntityRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.SplitEntityRequest buildPartial() {
+        episodic.v1.AdminServiceOuterClass.SplitEntityRequest result = new episodic.v1.AdminServiceOuterClass.SplitEntityRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.AdminServiceOuterClass.SplitEntityRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.dataset_ = dataset_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.alias_ = alias_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.AdminServiceOuterClass.SplitEntityRequest) {
+          return mergeFrom((episodic.v1.AdminServiceOuterClass.SplitEntityRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.AdminServiceOuterClass.SplitEntityRequest other) {
+        if (other == episodic.v1.AdminServiceOuterClass.SplitEntityRequest.getDefaultInstance()) return this;
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getAlias().isEmpty()) {
+          alias_ = other.alias_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                alias_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object alias_ = "";
+      /**
+       * <pre>
+       * Required. The alias to split off (matched exactly, after normalisation).
+       * </pre>
+       *
+       * <code>string alias = 2;</code>
+       * @return The alias.
+       */
+      public java.lang.String getAlias() {
+        java.lang.Object ref = alias_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          alias_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The alias to split off (matched exactly, after normalisation).
+       * </pre>
+       *
+       * <code>string alias = 2;</code>
+       * @return The bytes for alias.
+       */
+      public com.google.protobuf.ByteString
+          getAliasBytes() {
+        java.lang.Object ref = alias_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          alias_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The alias to split off (matched exactly, after normalisation).
+       * </pre>
+       *
+       * <code>string alias = 2;</code>
+       * @param value The alias to set.
+       * @return This builder for chaining.
+       */
+      public Builder setAlias(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        alias_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The alias to split off (matched exactly, after normalisation).
+       * </pre>
+       *
+       * <code>string alias = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearAlias() {
+        alias_ = getDefaultInstance().getAlias();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The alias to split off (matched exactly, after normalisation).
+       * </pre>
+       *
+       * <code>string alias = 2;</code>
+       * @param value The bytes for alias to set.
+       * @return This builder for chaining.
+       */
+      public Builder setAliasBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        alias_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.SplitEntityRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.SplitEntityRequest)
+    private static final episodic.v1.AdminServiceOuterClass.SplitEntityRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.AdminServiceOuterClass.SplitEntityRequest();
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<SplitEntityRequest>
+        PARSER = new com.google.protobuf.AbstractParser<SplitEntityRequest>() {
+      @java.lang.Override
+      public SplitEntityRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<SplitEntityRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<SplitEntityRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.AdminServiceOuterClass.SplitEntityRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface SplitEntityResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.SplitEntityResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The new entity, named after the alias.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity split_off = 1;</code>
+     * @return Whether the splitOff field is set.
+     */
+    boolean hasSplitOff();
+    /**
+     * <pre>
+     * The new entity, named after the alias.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity split_off = 1;</code>
+     * @return The splitOff.
+     */
+    episodic.v1.EntityOuterClass.Entity getSplitOff();
+    /**
+     * <pre>
+     * The new entity, named after the alias.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity split_off = 1;</code>
+     */
+    episodic.v1.EntityOuterClass.EntityOrBuilder getSplitOffOrBuilder();
+
+    /**
+     * <pre>
+     * What is left of the entity it was split from.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity remaining = 2;</code>
+     * @return Whether the remaining field is set.
+     */
+    boolean hasRemaining();
+    /**
+     * <pre>
+     * What is left of the entity it was split from.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity remaining = 2;</code>
+     * @return The remaining.
+     */
+    episodic.v1.EntityOuterClass.Entity getRemaining();
+    /**
+     * <pre>
+     * What is left of the entity it was split from.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity remaining = 2;</code>
+     */
+    episodic.v1.EntityOuterClass.EntityOrBuilder getRemainingOrBuilder();
+  }
+  /**
+   * <pre>
+   * Response for AdminService.SplitEntity.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.SplitEntityResponse}
+   */
+  public static final class SplitEntityResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.SplitEntityResponse)
+      SplitEntityResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "SplitEntityResponse");
+    }
+    // Use SplitEntityResponse.newBuilder() to construct.
+    private SplitEntityResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private SplitEntityResponse() {
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.AdminServiceOuterClass.SplitEntityResponse.class, episodic.v1.AdminServiceOuterClass.SplitEntityResponse.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int SPLIT_OFF_FIELD_NUMBER = 1;
+    private episodic.v1.EntityOuterClass.Entity splitOff_;
+    /**
+     * <pre>
+     * The new entity, named after the alias.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity split_off = 1;</code>
+     * @return Whether the splitOff field is set.
+     */
+    @java.lang.Override
+    public boolean hasSplitOff() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * The new entity, named after the alias.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity split_off = 1;</code>
+     * @return The splitOff.
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.Entity getSplitOff() {
+      return splitOff_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : splitOff_;
+    }
+    /**
+     * <pre>
+     * The new entity, named after the alias.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity split_off = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.EntityOrBuilder getSplitOffOrBuilder() {
+      return splitOff_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : splitOff_;
+    }
+
+    public static final int REMAINING_FIELD_NUMBER = 2;
+    private episodic.v1.EntityOuterClass.Entity remaining_;
+    /**
+     * <pre>
+     * What is left of the entity it was split from.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity remaining = 2;</code>
+     * @return Whether the remaining field is set.
+     */
+    @java.lang.Override
+    public boolean hasRemaining() {
+      return ((bitField0_ & 0x00000002) != 0);
+    }
+    /**
+     * <pre>
+     * What is left of the entity it was split from.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity remaining = 2;</code>
+     * @return The remaining.
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.Entity getRemaining() {
+      return remaining_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : remaining_;
+    }
+    /**
+     * <pre>
+     * What is left of the entity it was split from.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity remaining = 2;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.EntityOrBuilder getRemainingOrBuilder() {
+      return remaining_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : remaining_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(1, getSplitOff());
+      }
+      if (((bitField0_ & 0x00000002) != 0)) {
+        output.writeMessage(2, getRemaining());
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, getSplitOff());
+      }
+      if (((bitField0_ & 0x00000002) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(2, getRemaining());
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.AdminServiceOuterClass.SplitEntityResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.AdminServiceOuterClass.SplitEntityResponse other = (episodic.v1.AdminServiceOuterClass.SplitEntityResponse) obj;
+
+      if (hasSplitOff() != other.hasSplitOff()) return false;
+      if (hasSplitOff()) {
+        if (!getSplitOff()
+            .equals(other.getSplitOff())) return false;
+      }
+      if (hasRemaining() != other.hasRemaining()) return false;
+      if (hasRemaining()) {
+        if (!getRemaining()
+            .equals(other.getRemaining())) return false;
+      }
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (hasSplitOff()) {
+        hash = (37 * hash) + SPLIT_OFF_FIELD_NUMBER;
+        hash = (53 * hash) + getSplitOff().hashCode();
+      }
+      if (hasRemaining()) {
+        hash = (37 * hash) + REMAINING_FIELD_NUMBER;
+        hash = (53 * hash) + getRemaining().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.AdminServiceOuterClass.SplitEntityResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for AdminService.SplitEntity.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.SplitEntityResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.SplitEntityResponse)
+        episodic.v1.AdminServiceOuterClass.SplitEntityResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.AdminServiceOuterClass.SplitEntityResponse.class, episodic.v1.AdminServiceOuterClass.SplitEntityResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.AdminServiceOuterClass.SplitEntityResponse.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetSplitOffFieldBuilder();
+          internalGetRemainingFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        splitOff_ = null;
+        if (splitOffBuilder_ != null) {
+          splitOffBuilder_.dispose();
+          splitOffBuilder_ = null;
+        }
+        remaining_ = null;
+        if (remainingBuilder_ != null) {
+          remainingBuilder_.dispose();
+          remainingBuilder_ = null;
+        }
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_SplitEntityResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.SplitEntityResponse getDefaultInstanceForType() {
+        return episodic.v1.AdminServiceOuterClass.SplitEntityResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.SplitEntityResponse build() {
+        episodic.v1.AdminServiceOuterClass.SplitEntityResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.SplitEntityResponse buildPartial() {
+        episodic.v1.AdminServiceOuterClass.SplitEntityResponse result = new episodic.v1.AdminServiceOuterClass.SplitEntityResponse(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.AdminServiceOuterClass.SplitEntityResponse result) {
+        int from_bitField0_ = bitField0_;
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.splitOff_ = splitOffBuilder_ == null
+              ? splitOff_
+              : splitOffBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.remaining_ = remainingBuilder_ == null
+              ? remaining_
+              : remainingBuilder_.build();
+          to_bitField0_ |= 0x00000002;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.AdminServiceOuterClass.SplitEntityResponse) {
+          return mergeFrom((episodic.v1.AdminServiceOuterClass.SplitEntityResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.AdminServiceOuterClass.SplitEntityResponse other) {
+        if (other == episodic.v1.AdminServiceOuterClass.SplitEntityResponse.getDefaultInstance()) return this;
+        if (other.hasSplitOff()) {
+          mergeSplitOff(other.getSplitOff());
+        }
+        if (other.hasRemaining()) {
+          mergeRemaining(other.getRemaining());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                input.readMessage(
+                    internalGetSplitOffFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                input.readMessage(
+                    internalGetRemainingFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private episodic.v1.EntityOuterClass.Entity splitOff_;
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> splitOffBuilder_;
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       * @return Whether the splitOff field is set.
+       */
+      public boolean hasSplitOff() {
+        return ((bitField0_ & 0x00000001) != 0);
+      }
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       * @return The splitOff.
+       */
+      public episodic.v1.EntityOuterClass.Entity getSplitOff() {
+        if (splitOffBuilder_ == null) {
+          return splitOff_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : splitOff_;
+        } else {
+          return splitOffBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       */
+      public Builder setSplitOff(episodic.v1.EntityOuterClass.Entity value) {
+        if (splitOffBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          splitOff_ = value;
+        } else {
+          splitOffBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       */
+      public Builder setSplitOff(
+          episodic.v1.EntityOuterClass.Entity.Builder builderForValue) {
+        if (splitOffBuilder_ == null) {
+          splitOff_ = builderForValue.build();
+        } else {
+          splitOffBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       */
+      public Builder mergeSplitOff(episodic.v1.EntityOuterClass.Entity value) {
+        if (splitOffBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0) &&
+            splitOff_ != null &&
+            splitOff_ != episodic.v1.EntityOuterClass.Entity.getDefaultInstance()) {
+            getSplitOffBuilder().mergeFrom(value);
+          } else {
+            splitOff_ = value;
+          }
+        } else {
+          splitOffBuilder_.mergeFrom(value);
+        }
+        if (splitOff_ != null) {
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       */
+      public Builder clearSplitOff() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        splitOff_ = null;
+        if (splitOffBuilder_ != null) {
+          splitOffBuilder_.dispose();
+          splitOffBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.Entity.Builder getSplitOffBuilder() {
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return internalGetSplitOffFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.EntityOrBuilder getSplitOffOrBuilder() {
+        if (splitOffBuilder_ != null) {
+          return splitOffBuilder_.getMessageOrBuilder();
+        } else {
+          return splitOff_ == null ?
+              episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : splitOff_;
+        }
+      }
+      /**
+       * <pre>
+       * The new entity, named after the alias.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity split_off = 1;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> 
+          internalGetSplitOffFieldBuilder() {
+        if (splitOffBuilder_ == null) {
+          splitOffBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder>(
+                  getSplitOff(),
+                  getParentForChildren(),
+                  isClean());
+          splitOff_ = null;
+        }
+        return splitOffBuilder_;
+      }
+
+      private episodic.v1.EntityOuterClass.Entity remaining_;
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> remainingBuilder_;
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       * @return Whether the remaining field is set.
+       */
+      public boolean hasRemaining() {
+        return ((bitField0_ & 0x00000002) != 0);
+      }
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       * @return The remaining.
+       */
+      public episodic.v1.EntityOuterClass.Entity getRemaining() {
+        if (remainingBuilder_ == null) {
+          return remaining_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : remaining_;
+        } else {
+          return remainingBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       */
+      public Builder setRemaining(episodic.v1.EntityOuterClass.Entity value) {
+        if (remainingBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          remaining_ = value;
+        } else {
+          remainingBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       */
+      public Builder setRemaining(
+          episodic.v1.EntityOuterClass.Entity.Builder builderForValue) {
+        if (remainingBuilder_ == null) {
+          remaining_ = builderForValue.build();
+        } else {
+          remainingBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       */
+      public Builder mergeRemaining(episodic.v1.EntityOuterClass.Entity value) {
+        if (remainingBuilder_ == null) {
+          if (((bitField0_ & 0x00000002) != 0) &&
+            remaining_ != null &&
+            remaining_ != episodic.v1.EntityOuterClass.Entity.getDefaultInstance()) {
+            getRemainingBuilder().mergeFrom(value);
+          } else {
+            remaining_ = value;
+          }
+        } else {
+          remainingBuilder_.mergeFrom(value);
+        }
+        if (remaining_ != null) {
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       */
+      public Builder clearRemaining() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        remaining_ = null;
+        if (remainingBuilder_ != null) {
+          remainingBuilder_.dispose();
+          remainingBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       */
+      public episodic.v1.EntityOuterClass.Entity.Builder getRemainingBuilder() {
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return internalGetRemainingFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       */
+      public episodic.v1.EntityOuterClass.EntityOrBuilder getRemainingOrBuilder() {
+        if (remainingBuilder_ != null) {
+          return remainingBuilder_.getMessageOrBuilder();
+        } else {
+          return remaining_ == null ?
+              episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : remaining_;
+        }
+      }
+      /**
+       * <pre>
+       * What is left of the entity it was split from.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity remaining = 2;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> 
+          internalGetRemainingFieldBuilder() {
+        if (remainingBuilder_ == null) {
+          remainingBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder>(
+                  getRemaining(),
+                  getParentForChildren(),
+                  isClean());
+          remaining_ = null;
+        }
+        return remainingBuilder_;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.SplitEntityResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.SplitEntityResponse)
+    private static final episodic.v1.AdminServiceOuterClass.SplitEntityResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.AdminServiceOuterClass.SplitEntityResponse();
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.SplitEntityResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<SplitEntityResponse>
+        PARSER = new com.google.protobuf.AbstractParser<SplitEntityResponse>() {
+      @java.lang.Override
+      public SplitEntityResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<SplitEntityResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<SplitEntityResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.AdminServiceOuterClass.SplitEntityResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
   private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_episodic_v1_ApiKey_descriptor;
   private static final 
@@ -23507,6 +28733,36 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
   private static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_episodic_v1_SetDatasetPolicyResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ListEntitiesRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ListEntitiesRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ListEntitiesResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ListEntitiesResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_MergeEntitiesRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_MergeEntitiesRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_MergeEntitiesResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_MergeEntitiesResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_SplitEntityRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_SplitEntityRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_SplitEntityResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_SplitEntityResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -23517,105 +28773,125 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
   static {
     java.lang.String[] descriptorData = {
       "\n\037episodic/v1/admin_service.proto\022\013episo" +
-      "dic.v1\032\030episodic/v1/access.proto\032\034google" +
-      "/protobuf/struct.proto\032\037google/protobuf/" +
-      "timestamp.proto\"\223\002\n\006ApiKey\022\016\n\006key_id\030\001 \001" +
-      "(\t\022\016\n\006prefix\030\002 \001(\t\022\014\n\004name\030\003 \001(\t\022%\n\004role" +
-      "\030\004 \001(\0162\027.episodic.v1.AccessRole\022\020\n\010datas" +
-      "ets\030\005 \003(\t\022.\n\ncreated_at\030\006 \001(\0132\032.google.p" +
-      "rotobuf.Timestamp\022.\n\nexpires_at\030\007 \001(\0132\032." +
-      "google.protobuf.Timestamp\022.\n\nrevoked_at\030" +
-      "\010 \001(\0132\032.google.protobuf.Timestamp\022\022\n\ncre" +
-      "ated_by\030\t \001(\t\"\214\001\n\023CreateApiKeyRequest\022\014\n" +
-      "\004name\030\001 \001(\t\022%\n\004role\030\002 \001(\0162\027.episodic.v1." +
-      "AccessRole\022\020\n\010datasets\030\003 \003(\t\022.\n\nexpires_" +
-      "at\030\004 \001(\0132\032.google.protobuf.Timestamp\"H\n\024" +
-      "CreateApiKeyResponse\022 \n\003key\030\001 \001(\0132\023.epis" +
-      "odic.v1.ApiKey\022\016\n\006secret\030\002 \001(\t\"U\n\022ListAp" +
-      "iKeysRequest\022\021\n\tpage_size\030\001 \001(\005\022\022\n\npage_" +
-      "token\030\002 \001(\t\022\030\n\020include_inactive\030\003 \001(\010\"Q\n" +
-      "\023ListApiKeysResponse\022!\n\004keys\030\001 \003(\0132\023.epi" +
-      "sodic.v1.ApiKey\022\027\n\017next_page_token\030\002 \001(\t" +
-      "\"\"\n\023RevokeApiKeyRequest\022\013\n\003key\030\001 \001(\t\"8\n\024" +
-      "RevokeApiKeyResponse\022 \n\003key\030\001 \001(\0132\023.epis" +
-      "odic.v1.ApiKey\"\276\001\n\nAuditEvent\022\020\n\010event_i" +
-      "d\030\001 \001(\003\022/\n\013occurred_at\030\002 \001(\0132\032.google.pr" +
-      "otobuf.Timestamp\022\022\n\nkey_prefix\030\003 \001(\t\022\016\n\006" +
-      "action\030\004 \001(\t\022\017\n\007dataset\030\005 \001(\t\022\016\n\006target\030" +
-      "\006 \001(\t\022(\n\007details\030\007 \001(\0132\027.google.protobuf" +
-      ".Struct\"P\n\026ListAuditEventsRequest\022\021\n\tpag" +
-      "e_size\030\001 \001(\005\022\022\n\npage_token\030\002 \001(\t\022\017\n\007data" +
-      "set\030\003 \001(\t\"[\n\027ListAuditEventsResponse\022\'\n\006" +
-      "events\030\001 \003(\0132\027.episodic.v1.AuditEvent\022\027\n" +
-      "\017next_page_token\030\002 \001(\t\"\204\001\n\016DatasetSummar" +
-      "y\022\017\n\007dataset\030\001 \001(\t\022\024\n\014thread_count\030\002 \001(\003" +
-      "\022\025\n\rmessage_count\030\003 \001(\003\0224\n\020last_activity" +
-      "_at\030\004 \001(\0132\032.google.protobuf.Timestamp\"L\n" +
-      "\023ListDatasetsRequest\022\021\n\tpage_size\030\001 \001(\005\022" +
-      "\022\n\npage_token\030\002 \001(\t\022\016\n\006prefix\030\003 \001(\t\"^\n\024L" +
-      "istDatasetsResponse\022-\n\010datasets\030\001 \003(\0132\033." +
-      "episodic.v1.DatasetSummary\022\027\n\017next_page_" +
-      "token\030\002 \001(\t\"\263\003\n\016ErasureReceipt\022\022\n\nreceip" +
-      "t_id\030\001 \001(\t\022\r\n\005scope\030\002 \001(\t\022\017\n\007dataset\030\003 \001" +
-      "(\t\022\026\n\016dataset_digest\030\004 \001(\t\022\021\n\tthread_id\030" +
-      "\005 \001(\t\022B\n\014rows_deleted\030\006 \003(\0132,.episodic.v" +
-      "1.ErasureReceipt.RowsDeletedEntry\022.\n\nsta" +
-      "rted_at\030\007 \001(\0132\032.google.protobuf.Timestam" +
-      "p\022/\n\013finished_at\030\010 \001(\0132\032.google.protobuf" +
-      ".Timestamp\022\032\n\022data_key_destroyed\030\t \001(\010\022\"" +
-      "\n\032audit_events_pseudonymised\030\n \001(\003\022\031\n\021ap" +
-      "i_keys_scrubbed\030\013 \001(\003\022\016\n\006digest\030\014 \001(\t\0322\n" +
-      "\020RowsDeletedEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030" +
-      "\002 \001(\003:\0028\001\"\'\n\024DeleteDatasetRequest\022\017\n\007dat" +
-      "aset\030\001 \001(\t\"E\n\025DeleteDatasetResponse\022,\n\007r" +
-      "eceipt\030\001 \001(\0132\033.episodic.v1.ErasureReceip" +
-      "t\"(\n\023DeleteThreadRequest\022\021\n\tthread_id\030\001 " +
-      "\001(\t\"D\n\024DeleteThreadResponse\022,\n\007receipt\030\001" +
-      " \001(\0132\033.episodic.v1.ErasureReceipt\"\365\001\n\rDa" +
-      "tasetPolicy\022\017\n\007dataset\030\001 \001(\t\022\033\n\016retentio" +
+      "dic.v1\032\030episodic/v1/access.proto\032\030episod" +
+      "ic/v1/entity.proto\032\034google/protobuf/stru" +
+      "ct.proto\032\037google/protobuf/timestamp.prot" +
+      "o\"\223\002\n\006ApiKey\022\016\n\006key_id\030\001 \001(\t\022\016\n\006prefix\030\002" +
+      " \001(\t\022\014\n\004name\030\003 \001(\t\022%\n\004role\030\004 \001(\0162\027.episo" +
+      "dic.v1.AccessRole\022\020\n\010datasets\030\005 \003(\t\022.\n\nc" +
+      "reated_at\030\006 \001(\0132\032.google.protobuf.Timest" +
+      "amp\022.\n\nexpires_at\030\007 \001(\0132\032.google.protobu" +
+      "f.Timestamp\022.\n\nrevoked_at\030\010 \001(\0132\032.google" +
+      ".protobuf.Timestamp\022\022\n\ncreated_by\030\t \001(\t\"" +
+      "\214\001\n\023CreateApiKeyRequest\022\014\n\004name\030\001 \001(\t\022%\n" +
+      "\004role\030\002 \001(\0162\027.episodic.v1.AccessRole\022\020\n\010" +
+      "datasets\030\003 \003(\t\022.\n\nexpires_at\030\004 \001(\0132\032.goo" +
+      "gle.protobuf.Timestamp\"H\n\024CreateApiKeyRe" +
+      "sponse\022 \n\003key\030\001 \001(\0132\023.episodic.v1.ApiKey" +
+      "\022\016\n\006secret\030\002 \001(\t\"U\n\022ListApiKeysRequest\022\021" +
+      "\n\tpage_size\030\001 \001(\005\022\022\n\npage_token\030\002 \001(\t\022\030\n" +
+      "\020include_inactive\030\003 \001(\010\"Q\n\023ListApiKeysRe" +
+      "sponse\022!\n\004keys\030\001 \003(\0132\023.episodic.v1.ApiKe" +
+      "y\022\027\n\017next_page_token\030\002 \001(\t\"\"\n\023RevokeApiK" +
+      "eyRequest\022\013\n\003key\030\001 \001(\t\"8\n\024RevokeApiKeyRe" +
+      "sponse\022 \n\003key\030\001 \001(\0132\023.episodic.v1.ApiKey" +
+      "\"\276\001\n\nAuditEvent\022\020\n\010event_id\030\001 \001(\003\022/\n\013occ" +
+      "urred_at\030\002 \001(\0132\032.google.protobuf.Timesta" +
+      "mp\022\022\n\nkey_prefix\030\003 \001(\t\022\016\n\006action\030\004 \001(\t\022\017" +
+      "\n\007dataset\030\005 \001(\t\022\016\n\006target\030\006 \001(\t\022(\n\007detai" +
+      "ls\030\007 \001(\0132\027.google.protobuf.Struct\"P\n\026Lis" +
+      "tAuditEventsRequest\022\021\n\tpage_size\030\001 \001(\005\022\022" +
+      "\n\npage_token\030\002 \001(\t\022\017\n\007dataset\030\003 \001(\t\"[\n\027L" +
+      "istAuditEventsResponse\022\'\n\006events\030\001 \003(\0132\027" +
+      ".episodic.v1.AuditEvent\022\027\n\017next_page_tok" +
+      "en\030\002 \001(\t\"\204\001\n\016DatasetSummary\022\017\n\007dataset\030\001" +
+      " \001(\t\022\024\n\014thread_count\030\002 \001(\003\022\025\n\rmessage_co" +
+      "unt\030\003 \001(\003\0224\n\020last_activity_at\030\004 \001(\0132\032.go" +
+      "ogle.protobuf.Timestamp\"L\n\023ListDatasetsR" +
+      "equest\022\021\n\tpage_size\030\001 \001(\005\022\022\n\npage_token\030" +
+      "\002 \001(\t\022\016\n\006prefix\030\003 \001(\t\"^\n\024ListDatasetsRes" +
+      "ponse\022-\n\010datasets\030\001 \003(\0132\033.episodic.v1.Da" +
+      "tasetSummary\022\027\n\017next_page_token\030\002 \001(\t\"\263\003" +
+      "\n\016ErasureReceipt\022\022\n\nreceipt_id\030\001 \001(\t\022\r\n\005" +
+      "scope\030\002 \001(\t\022\017\n\007dataset\030\003 \001(\t\022\026\n\016dataset_" +
+      "digest\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\022B\n\014rows_" +
+      "deleted\030\006 \003(\0132,.episodic.v1.ErasureRecei" +
+      "pt.RowsDeletedEntry\022.\n\nstarted_at\030\007 \001(\0132" +
+      "\032.google.protobuf.Timestamp\022/\n\013finished_" +
+      "at\030\010 \001(\0132\032.google.protobuf.Timestamp\022\032\n\022" +
+      "data_key_destroyed\030\t \001(\010\022\"\n\032audit_events" +
+      "_pseudonymised\030\n \001(\003\022\031\n\021api_keys_scrubbe" +
+      "d\030\013 \001(\003\022\016\n\006digest\030\014 \001(\t\0322\n\020RowsDeletedEn" +
+      "try\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\003:\0028\001\"\'\n\024D" +
+      "eleteDatasetRequest\022\017\n\007dataset\030\001 \001(\t\"E\n\025" +
+      "DeleteDatasetResponse\022,\n\007receipt\030\001 \001(\0132\033" +
+      ".episodic.v1.ErasureReceipt\"(\n\023DeleteThr" +
+      "eadRequest\022\021\n\tthread_id\030\001 \001(\t\"D\n\024DeleteT" +
+      "hreadResponse\022,\n\007receipt\030\001 \001(\0132\033.episodi" +
+      "c.v1.ErasureReceipt\"\365\001\n\rDatasetPolicy\022\017\n" +
+      "\007dataset\030\001 \001(\t\022\033\n\016retention_days\030\002 \001(\005H\000" +
+      "\210\001\001\022\037\n\022compact_after_days\030\003 \001(\005H\001\210\001\001\022 \n\030" +
+      "effective_retention_days\030\004 \001(\005\022$\n\034effect" +
+      "ive_compact_after_days\030\005 \001(\005\022\021\n\tencrypte" +
+      "d\030\006 \001(\010\022\020\n\010language\030\007 \001(\tB\021\n\017_retention_" +
+      "daysB\025\n\023_compact_after_days\"*\n\027GetDatase" +
+      "tPolicyRequest\022\017\n\007dataset\030\001 \001(\t\"F\n\030GetDa" +
+      "tasetPolicyResponse\022*\n\006policy\030\001 \001(\0132\032.ep" +
+      "isodic.v1.DatasetPolicy\"\266\001\n\027SetDatasetPo" +
+      "licyRequest\022\017\n\007dataset\030\001 \001(\t\022\033\n\016retentio" +
       "n_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compact_after_days\030" +
-      "\003 \001(\005H\001\210\001\001\022 \n\030effective_retention_days\030\004" +
-      " \001(\005\022$\n\034effective_compact_after_days\030\005 \001" +
-      "(\005\022\021\n\tencrypted\030\006 \001(\010\022\020\n\010language\030\007 \001(\tB" +
-      "\021\n\017_retention_daysB\025\n\023_compact_after_day" +
-      "s\"*\n\027GetDatasetPolicyRequest\022\017\n\007dataset\030" +
-      "\001 \001(\t\"F\n\030GetDatasetPolicyResponse\022*\n\006pol" +
-      "icy\030\001 \001(\0132\032.episodic.v1.DatasetPolicy\"\266\001" +
-      "\n\027SetDatasetPolicyRequest\022\017\n\007dataset\030\001 \001" +
-      "(\t\022\033\n\016retention_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compa" +
-      "ct_after_days\030\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001" +
-      "(\tH\002\210\001\001B\021\n\017_retention_daysB\025\n\023_compact_a" +
-      "fter_daysB\013\n\t_language\"F\n\030SetDatasetPoli" +
-      "cyResponse\022*\n\006policy\030\001 \001(\0132\032.episodic.v1" +
-      ".DatasetPolicy2\206\007\n\014AdminService\022]\n\014Creat" +
-      "eApiKey\022 .episodic.v1.CreateApiKeyReques" +
-      "t\032!.episodic.v1.CreateApiKeyResponse\"\010\212\265" +
-      "\030\004\010\003\020\002\022Z\n\013ListApiKeys\022\037.episodic.v1.List" +
-      "ApiKeysRequest\032 .episodic.v1.ListApiKeys" +
-      "Response\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 .epi" +
-      "sodic.v1.RevokeApiKeyRequest\032!.episodic." +
-      "v1.RevokeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014Lis" +
-      "tDatasets\022 .episodic.v1.ListDatasetsRequ" +
-      "est\032!.episodic.v1.ListDatasetsResponse\"\010" +
-      "\212\265\030\004\010\003\020\002\022f\n\017ListAuditEvents\022#.episodic.v" +
-      "1.ListAuditEventsRequest\032$.episodic.v1.L" +
-      "istAuditEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\rDele" +
-      "teDataset\022!.episodic.v1.DeleteDatasetReq" +
-      "uest\032\".episodic.v1.DeleteDatasetResponse" +
-      "\"\010\212\265\030\004\010\003\020\001\022]\n\014DeleteThread\022 .episodic.v1" +
-      ".DeleteThreadRequest\032!.episodic.v1.Delet" +
-      "eThreadResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020GetDatasetP" +
-      "olicy\022$.episodic.v1.GetDatasetPolicyRequ" +
-      "est\032%.episodic.v1.GetDatasetPolicyRespon" +
-      "se\"\010\212\265\030\004\010\003\020\001\022i\n\020SetDatasetPolicy\022$.episo" +
-      "dic.v1.SetDatasetPolicyRequest\032%.episodi" +
-      "c.v1.SetDatasetPolicyResponse\"\010\212\265\030\004\010\003\020\001b" +
-      "\006proto3"
+      "\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001(\tH\002\210\001\001B\021\n\017_re" +
+      "tention_daysB\025\n\023_compact_after_daysB\013\n\t_" +
+      "language\"F\n\030SetDatasetPolicyResponse\022*\n\006" +
+      "policy\030\001 \001(\0132\032.episodic.v1.DatasetPolicy" +
+      "\"M\n\023ListEntitiesRequest\022\017\n\007dataset\030\001 \001(\t" +
+      "\022\021\n\tpage_size\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\"" +
+      "V\n\024ListEntitiesResponse\022%\n\010entities\030\001 \003(" +
+      "\0132\023.episodic.v1.Entity\022\027\n\017next_page_toke" +
+      "n\030\002 \001(\t\"F\n\024MergeEntitiesRequest\022\017\n\007datas" +
+      "et\030\001 \001(\t\022\014\n\004into\030\002 \001(\t\022\017\n\007sources\030\003 \003(\t\"" +
+      "<\n\025MergeEntitiesResponse\022#\n\006entity\030\001 \001(\013" +
+      "2\023.episodic.v1.Entity\"4\n\022SplitEntityRequ" +
+      "est\022\017\n\007dataset\030\001 \001(\t\022\r\n\005alias\030\002 \001(\t\"e\n\023S" +
+      "plitEntityResponse\022&\n\tsplit_off\030\001 \001(\0132\023." +
+      "episodic.v1.Entity\022&\n\tremaining\030\002 \001(\0132\023." +
+      "episodic.v1.Entity2\243\t\n\014AdminService\022]\n\014C" +
+      "reateApiKey\022 .episodic.v1.CreateApiKeyRe" +
+      "quest\032!.episodic.v1.CreateApiKeyResponse" +
+      "\"\010\212\265\030\004\010\003\020\002\022Z\n\013ListApiKeys\022\037.episodic.v1." +
+      "ListApiKeysRequest\032 .episodic.v1.ListApi" +
+      "KeysResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 " +
+      ".episodic.v1.RevokeApiKeyRequest\032!.episo" +
+      "dic.v1.RevokeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n" +
+      "\014ListDatasets\022 .episodic.v1.ListDatasets" +
+      "Request\032!.episodic.v1.ListDatasetsRespon" +
+      "se\"\010\212\265\030\004\010\003\020\002\022f\n\017ListAuditEvents\022#.episod" +
+      "ic.v1.ListAuditEventsRequest\032$.episodic." +
+      "v1.ListAuditEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\r" +
+      "DeleteDataset\022!.episodic.v1.DeleteDatase" +
+      "tRequest\032\".episodic.v1.DeleteDatasetResp" +
+      "onse\"\010\212\265\030\004\010\003\020\001\022]\n\014DeleteThread\022 .episodi" +
+      "c.v1.DeleteThreadRequest\032!.episodic.v1.D" +
+      "eleteThreadResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020GetData" +
+      "setPolicy\022$.episodic.v1.GetDatasetPolicy" +
+      "Request\032%.episodic.v1.GetDatasetPolicyRe" +
+      "sponse\"\010\212\265\030\004\010\003\020\001\022i\n\020SetDatasetPolicy\022$.e" +
+      "pisodic.v1.SetDatasetPolicyRequest\032%.epi" +
+      "sodic.v1.SetDatasetPolicyResponse\"\010\212\265\030\004\010" +
+      "\003\020\001\022]\n\014ListEntities\022 .episodic.v1.ListEn" +
+      "titiesRequest\032!.episodic.v1.ListEntities" +
+      "Response\"\010\212\265\030\004\010\003\020\001\022`\n\rMergeEntities\022!.ep" +
+      "isodic.v1.MergeEntitiesRequest\032\".episodi" +
+      "c.v1.MergeEntitiesResponse\"\010\212\265\030\004\010\003\020\001\022Z\n\013" +
+      "SplitEntity\022\037.episodic.v1.SplitEntityReq" +
+      "uest\032 .episodic.v1.SplitEntityResponse\"\010" +
+      "\212\265\030\004\010\003\020\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           episodic.v1.Access.getDescriptor(),
+          episodic.v1.EntityOuterClass.getDescriptor(),
           com.google.protobuf.StructProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
         });
@@ -23763,8 +29039,45 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_SetDatasetPolicyResponse_descriptor,
         new java.lang.String[] { "Policy", });
+    internal_static_episodic_v1_ListEntitiesRequest_descriptor =
+      getDescriptor().getMessageType(23);
+    internal_static_episodic_v1_ListEntitiesRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ListEntitiesRequest_descriptor,
+        new java.lang.String[] { "Dataset", "PageSize", "PageToken", });
+    internal_static_episodic_v1_ListEntitiesResponse_descriptor =
+      getDescriptor().getMessageType(24);
+    internal_static_episodic_v1_ListEntitiesResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ListEntitiesResponse_descriptor,
+        new java.lang.String[] { "Entities", "NextPageToken", });
+    internal_static_episodic_v1_MergeEntitiesRequest_descriptor =
+      getDescriptor().getMessageType(25);
+    internal_static_episodic_v1_MergeEntitiesRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_MergeEntitiesRequest_descriptor,
+        new java.lang.String[] { "Dataset", "Into", "Sources", });
+    internal_static_episodic_v1_MergeEntitiesResponse_descriptor =
+      getDescriptor().getMessageType(26);
+    internal_static_episodic_v1_MergeEntitiesResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_MergeEntitiesResponse_descriptor,
+        new java.lang.String[] { "Entity", });
+    internal_static_episodic_v1_SplitEntityRequest_descriptor =
+      getDescriptor().getMessageType(27);
+    internal_static_episodic_v1_SplitEntityRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_SplitEntityRequest_descriptor,
+        new java.lang.String[] { "Dataset", "Alias", });
+    internal_static_episodic_v1_SplitEntityResponse_descriptor =
+      getDescriptor().getMessageType(28);
+    internal_static_episodic_v1_SplitEntityResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_SplitEntityResponse_descriptor,
+        new java.lang.String[] { "SplitOff", "Remaining", });
     descriptor.resolveAllFeaturesImmutable();
     episodic.v1.Access.getDescriptor();
+    episodic.v1.EntityOuterClass.getDescriptor();
     com.google.protobuf.StructProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
     com.google.protobuf.ExtensionRegistry registry =

@@ -849,6 +849,320 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     // @@protoc_insertion_point(enum_scope:episodic.v1.EpisodeTrigger)
   }
 
+  /**
+   * <pre>
+   * What an Episode message holds.
+   * </pre>
+   *
+   * Protobuf enum {@code episodic.v1.EpisodeKind}
+   */
+  public enum EpisodeKind
+      implements com.google.protobuf.ProtocolMessageEnum {
+    /**
+     * <pre>
+     * Not set (servers before events answer without it: a summary).
+     * </pre>
+     *
+     * <code>EPISODE_KIND_UNSPECIFIED = 0;</code>
+     */
+    EPISODE_KIND_UNSPECIFIED(0),
+    /**
+     * <pre>
+     * A summarised stretch of one thread (the summariser wrote it).
+     * </pre>
+     *
+     * <code>EPISODE_KIND_SUMMARY = 1;</code>
+     */
+    EPISODE_KIND_SUMMARY(1),
+    /**
+     * <pre>
+     * An event: something that happened at one point in time (occurred_at is both started_at
+     * and ended_at), recorded by an agent (IngestService.RecordEvent) or by the turn
+     * classifier. It has no status lifecycle, key learnings or message window of its own.
+     * </pre>
+     *
+     * <code>EPISODE_KIND_EVENT = 2;</code>
+     */
+    EPISODE_KIND_EVENT(2),
+    UNRECOGNIZED(-1),
+    ;
+
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "EpisodeKind");
+    }
+    /**
+     * <pre>
+     * Not set (servers before events answer without it: a summary).
+     * </pre>
+     *
+     * <code>EPISODE_KIND_UNSPECIFIED = 0;</code>
+     */
+    public static final int EPISODE_KIND_UNSPECIFIED_VALUE = 0;
+    /**
+     * <pre>
+     * A summarised stretch of one thread (the summariser wrote it).
+     * </pre>
+     *
+     * <code>EPISODE_KIND_SUMMARY = 1;</code>
+     */
+    public static final int EPISODE_KIND_SUMMARY_VALUE = 1;
+    /**
+     * <pre>
+     * An event: something that happened at one point in time (occurred_at is both started_at
+     * and ended_at), recorded by an agent (IngestService.RecordEvent) or by the turn
+     * classifier. It has no status lifecycle, key learnings or message window of its own.
+     * </pre>
+     *
+     * <code>EPISODE_KIND_EVENT = 2;</code>
+     */
+    public static final int EPISODE_KIND_EVENT_VALUE = 2;
+
+
+    public final int getNumber() {
+      if (this == UNRECOGNIZED) {
+        throw new java.lang.IllegalArgumentException(
+            "Can't get the number of an unknown enum value.");
+      }
+      return value;
+    }
+
+    /**
+     * @param value The numeric wire value of the corresponding enum entry.
+     * @return The enum associated with the given numeric wire value.
+     * @deprecated Use {@link #forNumber(int)} instead.
+     */
+    @java.lang.Deprecated
+    public static EpisodeKind valueOf(int value) {
+      return forNumber(value);
+    }
+
+    /**
+     * @param value The numeric wire value of the corresponding enum entry.
+     * @return The enum associated with the given numeric wire value.
+     */
+    public static EpisodeKind forNumber(int value) {
+      switch (value) {
+        case 0: return EPISODE_KIND_UNSPECIFIED;
+        case 1: return EPISODE_KIND_SUMMARY;
+        case 2: return EPISODE_KIND_EVENT;
+        default: return null;
+      }
+    }
+
+    public static com.google.protobuf.Internal.EnumLiteMap<EpisodeKind>
+        internalGetValueMap() {
+      return internalValueMap;
+    }
+    private static final com.google.protobuf.Internal.EnumLiteMap<
+        EpisodeKind> internalValueMap =
+          new com.google.protobuf.Internal.EnumLiteMap<EpisodeKind>() {
+            public EpisodeKind findValueByNumber(int number) {
+              return EpisodeKind.forNumber(number);
+            }
+          };
+
+    public final com.google.protobuf.Descriptors.EnumValueDescriptor
+        getValueDescriptor() {
+      if (this == UNRECOGNIZED) {
+        throw new java.lang.IllegalStateException(
+            "Can't get the descriptor of an unrecognized enum value.");
+      }
+      return getDescriptor().getValue(ordinal());
+    }
+    public final com.google.protobuf.Descriptors.EnumDescriptor
+        getDescriptorForType() {
+      return getDescriptor();
+    }
+    public static com.google.protobuf.Descriptors.EnumDescriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.getDescriptor().getEnumType(4);
+    }
+
+    private static final EpisodeKind[] VALUES = values();
+
+    public static EpisodeKind valueOf(
+        com.google.protobuf.Descriptors.EnumValueDescriptor desc) {
+      if (desc.getType() != getDescriptor()) {
+        throw new java.lang.IllegalArgumentException(
+          "EnumValueDescriptor is not for this type.");
+      }
+      if (desc.getIndex() == -1) {
+        return UNRECOGNIZED;
+      }
+      return VALUES[desc.getIndex()];
+    }
+
+    private final int value;
+
+    private EpisodeKind(int value) {
+      this.value = value;
+    }
+
+    // @@protoc_insertion_point(enum_scope:episodic.v1.EpisodeKind)
+  }
+
+  /**
+   * <pre>
+   * Who recorded an event.
+   * </pre>
+   *
+   * Protobuf enum {@code episodic.v1.EventSource}
+   */
+  public enum EventSource
+      implements com.google.protobuf.ProtocolMessageEnum {
+    /**
+     * <pre>
+     * Not an event.
+     * </pre>
+     *
+     * <code>EVENT_SOURCE_UNSPECIFIED = 0;</code>
+     */
+    EVENT_SOURCE_UNSPECIFIED(0),
+    /**
+     * <pre>
+     * An agent called IngestService.RecordEvent.
+     * </pre>
+     *
+     * <code>EVENT_SOURCE_AGENT = 1;</code>
+     */
+    EVENT_SOURCE_AGENT(1),
+    /**
+     * <pre>
+     * The turn classifier (EPISODIC_EVENT_CLASSIFIER) judged a turn of the thread worth
+     * recording; start_sequence and end_sequence name that turn.
+     * </pre>
+     *
+     * <code>EVENT_SOURCE_CLASSIFIER = 2;</code>
+     */
+    EVENT_SOURCE_CLASSIFIER(2),
+    UNRECOGNIZED(-1),
+    ;
+
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "EventSource");
+    }
+    /**
+     * <pre>
+     * Not an event.
+     * </pre>
+     *
+     * <code>EVENT_SOURCE_UNSPECIFIED = 0;</code>
+     */
+    public static final int EVENT_SOURCE_UNSPECIFIED_VALUE = 0;
+    /**
+     * <pre>
+     * An agent called IngestService.RecordEvent.
+     * </pre>
+     *
+     * <code>EVENT_SOURCE_AGENT = 1;</code>
+     */
+    public static final int EVENT_SOURCE_AGENT_VALUE = 1;
+    /**
+     * <pre>
+     * The turn classifier (EPISODIC_EVENT_CLASSIFIER) judged a turn of the thread worth
+     * recording; start_sequence and end_sequence name that turn.
+     * </pre>
+     *
+     * <code>EVENT_SOURCE_CLASSIFIER = 2;</code>
+     */
+    public static final int EVENT_SOURCE_CLASSIFIER_VALUE = 2;
+
+
+    public final int getNumber() {
+      if (this == UNRECOGNIZED) {
+        throw new java.lang.IllegalArgumentException(
+            "Can't get the number of an unknown enum value.");
+      }
+      return value;
+    }
+
+    /**
+     * @param value The numeric wire value of the corresponding enum entry.
+     * @return The enum associated with the given numeric wire value.
+     * @deprecated Use {@link #forNumber(int)} instead.
+     */
+    @java.lang.Deprecated
+    public static EventSource valueOf(int value) {
+      return forNumber(value);
+    }
+
+    /**
+     * @param value The numeric wire value of the corresponding enum entry.
+     * @return The enum associated with the given numeric wire value.
+     */
+    public static EventSource forNumber(int value) {
+      switch (value) {
+        case 0: return EVENT_SOURCE_UNSPECIFIED;
+        case 1: return EVENT_SOURCE_AGENT;
+        case 2: return EVENT_SOURCE_CLASSIFIER;
+        default: return null;
+      }
+    }
+
+    public static com.google.protobuf.Internal.EnumLiteMap<EventSource>
+        internalGetValueMap() {
+      return internalValueMap;
+    }
+    private static final com.google.protobuf.Internal.EnumLiteMap<
+        EventSource> internalValueMap =
+          new com.google.protobuf.Internal.EnumLiteMap<EventSource>() {
+            public EventSource findValueByNumber(int number) {
+              return EventSource.forNumber(number);
+            }
+          };
+
+    public final com.google.protobuf.Descriptors.EnumValueDescriptor
+        getValueDescriptor() {
+      if (this == UNRECOGNIZED) {
+        throw new java.lang.IllegalStateException(
+            "Can't get the descriptor of an unrecognized enum value.");
+      }
+      return getDescriptor().getValue(ordinal());
+    }
+    public final com.google.protobuf.Descriptors.EnumDescriptor
+        getDescriptorForType() {
+      return getDescriptor();
+    }
+    public static com.google.protobuf.Descriptors.EnumDescriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.getDescriptor().getEnumType(5);
+    }
+
+    private static final EventSource[] VALUES = values();
+
+    public static EventSource valueOf(
+        com.google.protobuf.Descriptors.EnumValueDescriptor desc) {
+      if (desc.getType() != getDescriptor()) {
+        throw new java.lang.IllegalArgumentException(
+          "EnumValueDescriptor is not for this type.");
+      }
+      if (desc.getIndex() == -1) {
+        return UNRECOGNIZED;
+      }
+      return VALUES[desc.getIndex()];
+    }
+
+    private final int value;
+
+    private EventSource(int value) {
+      this.value = value;
+    }
+
+    // @@protoc_insertion_point(enum_scope:episodic.v1.EventSource)
+  }
+
   public interface ThreadOrBuilder extends
       // @@protoc_insertion_point(interface_extends:episodic.v1.Thread)
       com.google.protobuf.MessageOrBuilder {
@@ -7027,6 +7341,48 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
      */
     com.google.protobuf.ByteString
         getThreadLabelBytes();
+
+    /**
+     * <pre>
+     * A summary or an event. Events come back from Recall beside summaries, ranked by the
+     * same formula, placed in time by when they occurred; for an event without a thread,
+     * thread_id is empty.
+     * </pre>
+     *
+     * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+     * @return The enum numeric value on the wire for kind.
+     */
+    int getKindValue();
+    /**
+     * <pre>
+     * A summary or an event. Events come back from Recall beside summaries, ranked by the
+     * same formula, placed in time by when they occurred; for an event without a thread,
+     * thread_id is empty.
+     * </pre>
+     *
+     * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+     * @return The kind.
+     */
+    episodic.v1.EpisodeOuterClass.EpisodeKind getKind();
+
+    /**
+     * <pre>
+     * For an event: who recorded it.
+     * </pre>
+     *
+     * <code>.episodic.v1.EventSource event_source = 23;</code>
+     * @return The enum numeric value on the wire for eventSource.
+     */
+    int getEventSourceValue();
+    /**
+     * <pre>
+     * For an event: who recorded it.
+     * </pre>
+     *
+     * <code>.episodic.v1.EventSource event_source = 23;</code>
+     * @return The eventSource.
+     */
+    episodic.v1.EpisodeOuterClass.EventSource getEventSource();
   }
   /**
    * <pre>
@@ -7069,6 +7425,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       trigger_ = 0;
       error_ = "";
       threadLabel_ = "";
+      kind_ = 0;
+      eventSource_ = 0;
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -7862,6 +8220,62 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
     }
 
+    public static final int KIND_FIELD_NUMBER = 22;
+    private int kind_ = 0;
+    /**
+     * <pre>
+     * A summary or an event. Events come back from Recall beside summaries, ranked by the
+     * same formula, placed in time by when they occurred; for an event without a thread,
+     * thread_id is empty.
+     * </pre>
+     *
+     * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+     * @return The enum numeric value on the wire for kind.
+     */
+    @java.lang.Override public int getKindValue() {
+      return kind_;
+    }
+    /**
+     * <pre>
+     * A summary or an event. Events come back from Recall beside summaries, ranked by the
+     * same formula, placed in time by when they occurred; for an event without a thread,
+     * thread_id is empty.
+     * </pre>
+     *
+     * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+     * @return The kind.
+     */
+    @java.lang.Override public episodic.v1.EpisodeOuterClass.EpisodeKind getKind() {
+      episodic.v1.EpisodeOuterClass.EpisodeKind result = episodic.v1.EpisodeOuterClass.EpisodeKind.forNumber(kind_);
+      return result == null ? episodic.v1.EpisodeOuterClass.EpisodeKind.UNRECOGNIZED : result;
+    }
+
+    public static final int EVENT_SOURCE_FIELD_NUMBER = 23;
+    private int eventSource_ = 0;
+    /**
+     * <pre>
+     * For an event: who recorded it.
+     * </pre>
+     *
+     * <code>.episodic.v1.EventSource event_source = 23;</code>
+     * @return The enum numeric value on the wire for eventSource.
+     */
+    @java.lang.Override public int getEventSourceValue() {
+      return eventSource_;
+    }
+    /**
+     * <pre>
+     * For an event: who recorded it.
+     * </pre>
+     *
+     * <code>.episodic.v1.EventSource event_source = 23;</code>
+     * @return The eventSource.
+     */
+    @java.lang.Override public episodic.v1.EpisodeOuterClass.EventSource getEventSource() {
+      episodic.v1.EpisodeOuterClass.EventSource result = episodic.v1.EpisodeOuterClass.EventSource.forNumber(eventSource_);
+      return result == null ? episodic.v1.EpisodeOuterClass.EventSource.UNRECOGNIZED : result;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -7938,6 +8352,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadLabel_)) {
         com.google.protobuf.GeneratedMessage.writeString(output, 21, threadLabel_);
+      }
+      if (kind_ != episodic.v1.EpisodeOuterClass.EpisodeKind.EPISODE_KIND_UNSPECIFIED.getNumber()) {
+        output.writeEnum(22, kind_);
+      }
+      if (eventSource_ != episodic.v1.EpisodeOuterClass.EventSource.EVENT_SOURCE_UNSPECIFIED.getNumber()) {
+        output.writeEnum(23, eventSource_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -8027,6 +8447,14 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadLabel_)) {
         size += com.google.protobuf.GeneratedMessage.computeStringSize(21, threadLabel_);
       }
+      if (kind_ != episodic.v1.EpisodeOuterClass.EpisodeKind.EPISODE_KIND_UNSPECIFIED.getNumber()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeEnumSize(22, kind_);
+      }
+      if (eventSource_ != episodic.v1.EpisodeOuterClass.EventSource.EVENT_SOURCE_UNSPECIFIED.getNumber()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeEnumSize(23, eventSource_);
+      }
       return size;
     }
     @java.lang.Override
@@ -8102,6 +8530,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       if (!getThreadLabel()
           .equals(other.getThreadLabel())) return false;
+      if (kind_ != other.kind_) return false;
+      if (eventSource_ != other.eventSource_) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -8170,6 +8600,10 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       hash = (37 * hash) + THREAD_LABEL_FIELD_NUMBER;
       hash = (53 * hash) + getThreadLabel().hashCode();
+      hash = (37 * hash) + KIND_FIELD_NUMBER;
+      hash = (53 * hash) + kind_;
+      hash = (37 * hash) + EVENT_SOURCE_FIELD_NUMBER;
+      hash = (53 * hash) + eventSource_;
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -8353,6 +8787,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
           updatedAtBuilder_ = null;
         }
         threadLabel_ = "";
+        kind_ = 0;
+        eventSource_ = 0;
         return this;
       }
 
@@ -8464,6 +8900,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         if (((from_bitField0_ & 0x00100000) != 0)) {
           result.threadLabel_ = threadLabel_;
         }
+        if (((from_bitField0_ & 0x00200000) != 0)) {
+          result.kind_ = kind_;
+        }
+        if (((from_bitField0_ & 0x00400000) != 0)) {
+          result.eventSource_ = eventSource_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -8571,6 +9013,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
           threadLabel_ = other.threadLabel_;
           bitField0_ |= 0x00100000;
           onChanged();
+        }
+        if (other.kind_ != 0) {
+          setKindValue(other.getKindValue());
+        }
+        if (other.eventSource_ != 0) {
+          setEventSourceValue(other.getEventSourceValue());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -8711,6 +9159,16 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
                 bitField0_ |= 0x00100000;
                 break;
               } // case 170
+              case 176: {
+                kind_ = input.readEnum();
+                bitField0_ |= 0x00200000;
+                break;
+              } // case 176
+              case 184: {
+                eventSource_ = input.readEnum();
+                bitField0_ |= 0x00400000;
+                break;
+              } // case 184
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -10778,6 +11236,160 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         return this;
       }
 
+      private int kind_ = 0;
+      /**
+       * <pre>
+       * A summary or an event. Events come back from Recall beside summaries, ranked by the
+       * same formula, placed in time by when they occurred; for an event without a thread,
+       * thread_id is empty.
+       * </pre>
+       *
+       * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+       * @return The enum numeric value on the wire for kind.
+       */
+      @java.lang.Override public int getKindValue() {
+        return kind_;
+      }
+      /**
+       * <pre>
+       * A summary or an event. Events come back from Recall beside summaries, ranked by the
+       * same formula, placed in time by when they occurred; for an event without a thread,
+       * thread_id is empty.
+       * </pre>
+       *
+       * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+       * @param value The enum numeric value on the wire for kind to set.
+       * @return This builder for chaining.
+       */
+      public Builder setKindValue(int value) {
+        kind_ = value;
+        bitField0_ |= 0x00200000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * A summary or an event. Events come back from Recall beside summaries, ranked by the
+       * same formula, placed in time by when they occurred; for an event without a thread,
+       * thread_id is empty.
+       * </pre>
+       *
+       * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+       * @return The kind.
+       */
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.EpisodeKind getKind() {
+        episodic.v1.EpisodeOuterClass.EpisodeKind result = episodic.v1.EpisodeOuterClass.EpisodeKind.forNumber(kind_);
+        return result == null ? episodic.v1.EpisodeOuterClass.EpisodeKind.UNRECOGNIZED : result;
+      }
+      /**
+       * <pre>
+       * A summary or an event. Events come back from Recall beside summaries, ranked by the
+       * same formula, placed in time by when they occurred; for an event without a thread,
+       * thread_id is empty.
+       * </pre>
+       *
+       * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+       * @param value The kind to set.
+       * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+       * @return This builder for chaining.
+       */
+      public Builder setKind(episodic.v1.EpisodeOuterClass.EpisodeKind value) {
+        if (value == null) { throw new NullPointerException(); }
+        bitField0_ |= 0x00200000;
+        kind_ = value.getNumber();
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * A summary or an event. Events come back from Recall beside summaries, ranked by the
+       * same formula, placed in time by when they occurred; for an event without a thread,
+       * thread_id is empty.
+       * </pre>
+       *
+       * <code>.episodic.v1.EpisodeKind kind = 22;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearKind() {
+        bitField0_ = (bitField0_ & ~0x00200000);
+        kind_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private int eventSource_ = 0;
+      /**
+       * <pre>
+       * For an event: who recorded it.
+       * </pre>
+       *
+       * <code>.episodic.v1.EventSource event_source = 23;</code>
+       * @return The enum numeric value on the wire for eventSource.
+       */
+      @java.lang.Override public int getEventSourceValue() {
+        return eventSource_;
+      }
+      /**
+       * <pre>
+       * For an event: who recorded it.
+       * </pre>
+       *
+       * <code>.episodic.v1.EventSource event_source = 23;</code>
+       * @param value The enum numeric value on the wire for eventSource to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEventSourceValue(int value) {
+        eventSource_ = value;
+        bitField0_ |= 0x00400000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * For an event: who recorded it.
+       * </pre>
+       *
+       * <code>.episodic.v1.EventSource event_source = 23;</code>
+       * @return The eventSource.
+       */
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.EventSource getEventSource() {
+        episodic.v1.EpisodeOuterClass.EventSource result = episodic.v1.EpisodeOuterClass.EventSource.forNumber(eventSource_);
+        return result == null ? episodic.v1.EpisodeOuterClass.EventSource.UNRECOGNIZED : result;
+      }
+      /**
+       * <pre>
+       * For an event: who recorded it.
+       * </pre>
+       *
+       * <code>.episodic.v1.EventSource event_source = 23;</code>
+       * @param value The eventSource to set.
+       * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+       * @return This builder for chaining.
+       */
+      public Builder setEventSource(episodic.v1.EpisodeOuterClass.EventSource value) {
+        if (value == null) { throw new NullPointerException(); }
+        bitField0_ |= 0x00400000;
+        eventSource_ = value.getNumber();
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * For an event: who recorded it.
+       * </pre>
+       *
+       * <code>.episodic.v1.EventSource event_source = 23;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearEventSource() {
+        bitField0_ = (bitField0_ & ~0x00400000);
+        eventSource_ = 0;
+        onChanged();
+        return this;
+      }
+
       // @@protoc_insertion_point(builder_scope:episodic.v1.Episode)
     }
 
@@ -12140,8 +12752,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       "adata\030\005 \001(\0132\027.google.protobuf.Struct\022.\n\n" +
       "created_at\030\006 \001(\0132\032.google.protobuf.Times" +
       "tamp\022/\n\013received_at\030\007 \001(\0132\032.google.proto" +
-      "buf.Timestamp\022\027\n\017idempotency_key\030\010 \001(\t\"\353" +
-      "\004\n\007Episode\022\022\n\nepisode_id\030\001 \001(\t\022\021\n\tthread" +
+      "buf.Timestamp\022\027\n\017idempotency_key\030\010 \001(\t\"\303" +
+      "\005\n\007Episode\022\022\n\nepisode_id\030\001 \001(\t\022\021\n\tthread" +
       "_id\030\002 \001(\t\022\017\n\007dataset\030\003 \001(\t\022*\n\006status\030\004 \001" +
       "(\0162\032.episodic.v1.EpisodeStatus\0224\n\017semant" +
       "ic_status\030\005 \001(\0162\033.episodic.v1.SemanticSt" +
@@ -12156,30 +12768,37 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       "t\030\021 \001(\005\022\r\n\005error\030\022 \001(\t\022.\n\ncreated_at\030\023 \001" +
       "(\0132\032.google.protobuf.Timestamp\022.\n\nupdate" +
       "d_at\030\024 \001(\0132\032.google.protobuf.Timestamp\022\024" +
-      "\n\014thread_label\030\025 \001(\t\"\252\001\n\rScoredEpisode\022%" +
-      "\n\007episode\030\001 \001(\0132\024.episodic.v1.Episode\022\027\n" +
-      "\017relevance_score\030\002 \001(\001\022\022\n\nsimilarity\030\003 \001" +
-      "(\001\022\017\n\007recency\030\004 \001(\001\022\017\n\007lexical\030\005 \001(\001\022\020\n\010" +
-      "semantic\030\006 \001(\001\022\021\n\trelevance\030\007 \001(\001*_\n\004Rol" +
-      "e\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013ROLE_SYSTEM\020\001" +
-      "\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSISTANT\020\003\022\r\n\tR" +
-      "OLE_TOOL\020\004*\340\001\n\rEpisodeStatus\022\036\n\032EPISODE_" +
-      "STATUS_UNSPECIFIED\020\000\022\032\n\026EPISODE_STATUS_P" +
-      "ENDING\020\001\022\035\n\031EPISODE_STATUS_PROCESSING\020\002\022" +
-      "\034\n\030EPISODE_STATUS_COMPLETED\020\003\022\031\n\025EPISODE" +
-      "_STATUS_FAILED\020\004\022\033\n\027EPISODE_STATUS_ARCHI" +
-      "VED\020\005\022\036\n\026EPISODE_STATUS_DELETED\020\006\032\002\010\001*\306\001" +
-      "\n\016SemanticStatus\022\037\n\033SEMANTIC_STATUS_UNSP" +
-      "ECIFIED\020\000\022\033\n\027SEMANTIC_STATUS_PENDING\020\001\022\036" +
-      "\n\032SEMANTIC_STATUS_PROCESSING\020\002\022\035\n\031SEMANT" +
-      "IC_STATUS_COMPLETED\020\003\022\032\n\026SEMANTIC_STATUS" +
-      "_FAILED\020\004\022\033\n\027SEMANTIC_STATUS_SKIPPED\020\005*\311" +
-      "\001\n\016EpisodeTrigger\022\037\n\033EPISODE_TRIGGER_UNS" +
-      "PECIFIED\020\000\022\034\n\030EPISODE_TRIGGER_EXPLICIT\020\001" +
-      "\022\036\n\032EPISODE_TRIGGER_NEW_THREAD\020\002\022\036\n\032EPIS" +
-      "ODE_TRIGGER_INACTIVITY\020\003\022\034\n\030EPISODE_TRIG" +
-      "GER_BACKSTOP\020\004\022\032\n\026EPISODE_TRIGGER_MANUAL" +
-      "\020\005b\006proto3"
+      "\n\014thread_label\030\025 \001(\t\022&\n\004kind\030\026 \001(\0162\030.epi" +
+      "sodic.v1.EpisodeKind\022.\n\014event_source\030\027 \001" +
+      "(\0162\030.episodic.v1.EventSource\"\252\001\n\rScoredE" +
+      "pisode\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Ep" +
+      "isode\022\027\n\017relevance_score\030\002 \001(\001\022\022\n\nsimila" +
+      "rity\030\003 \001(\001\022\017\n\007recency\030\004 \001(\001\022\017\n\007lexical\030\005" +
+      " \001(\001\022\020\n\010semantic\030\006 \001(\001\022\021\n\trelevance\030\007 \001(" +
+      "\001*_\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013ROLE_" +
+      "SYSTEM\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSISTAN" +
+      "T\020\003\022\r\n\tROLE_TOOL\020\004*\340\001\n\rEpisodeStatus\022\036\n\032" +
+      "EPISODE_STATUS_UNSPECIFIED\020\000\022\032\n\026EPISODE_" +
+      "STATUS_PENDING\020\001\022\035\n\031EPISODE_STATUS_PROCE" +
+      "SSING\020\002\022\034\n\030EPISODE_STATUS_COMPLETED\020\003\022\031\n" +
+      "\025EPISODE_STATUS_FAILED\020\004\022\033\n\027EPISODE_STAT" +
+      "US_ARCHIVED\020\005\022\036\n\026EPISODE_STATUS_DELETED\020" +
+      "\006\032\002\010\001*\306\001\n\016SemanticStatus\022\037\n\033SEMANTIC_STA" +
+      "TUS_UNSPECIFIED\020\000\022\033\n\027SEMANTIC_STATUS_PEN" +
+      "DING\020\001\022\036\n\032SEMANTIC_STATUS_PROCESSING\020\002\022\035" +
+      "\n\031SEMANTIC_STATUS_COMPLETED\020\003\022\032\n\026SEMANTI" +
+      "C_STATUS_FAILED\020\004\022\033\n\027SEMANTIC_STATUS_SKI" +
+      "PPED\020\005*\311\001\n\016EpisodeTrigger\022\037\n\033EPISODE_TRI" +
+      "GGER_UNSPECIFIED\020\000\022\034\n\030EPISODE_TRIGGER_EX" +
+      "PLICIT\020\001\022\036\n\032EPISODE_TRIGGER_NEW_THREAD\020\002" +
+      "\022\036\n\032EPISODE_TRIGGER_INACTIVITY\020\003\022\034\n\030EPIS" +
+      "ODE_TRIGGER_BACKSTOP\020\004\022\032\n\026EPISODE_TRIGGE" +
+      "R_MANUAL\020\005*]\n\013EpisodeKind\022\034\n\030EPISODE_KIN" +
+      "D_UNSPECIFIED\020\000\022\030\n\024EPISODE_KIND_SUMMARY\020" +
+      "\001\022\026\n\022EPISODE_KIND_EVENT\020\002*`\n\013EventSource" +
+      "\022\034\n\030EVENT_SOURCE_UNSPECIFIED\020\000\022\026\n\022EVENT_" +
+      "SOURCE_AGENT\020\001\022\033\n\027EVENT_SOURCE_CLASSIFIE" +
+      "R\020\002b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -12210,7 +12829,7 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_episodic_v1_Episode_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_Episode_descriptor,
-        new java.lang.String[] { "EpisodeId", "ThreadId", "Dataset", "Status", "SemanticStatus", "Summary", "KeyLearnings", "Entities", "EventType", "Actor", "MessageCount", "StartSequence", "EndSequence", "StartedAt", "EndedAt", "Trigger", "RetryCount", "Error", "CreatedAt", "UpdatedAt", "ThreadLabel", });
+        new java.lang.String[] { "EpisodeId", "ThreadId", "Dataset", "Status", "SemanticStatus", "Summary", "KeyLearnings", "Entities", "EventType", "Actor", "MessageCount", "StartSequence", "EndSequence", "StartedAt", "EndedAt", "Trigger", "RetryCount", "Error", "CreatedAt", "UpdatedAt", "ThreadLabel", "Kind", "EventSource", });
     internal_static_episodic_v1_ScoredEpisode_descriptor =
       getDescriptor().getMessageType(4);
     internal_static_episodic_v1_ScoredEpisode_fieldAccessorTable = new

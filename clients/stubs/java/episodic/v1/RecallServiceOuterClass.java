@@ -503,6 +503,51 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
 
     /**
      * <pre>
+     * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+     * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+     * this is set.
+     * </pre>
+     *
+     * <code>string actor = 15;</code>
+     * @return The actor.
+     */
+    java.lang.String getActor();
+    /**
+     * <pre>
+     * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+     * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+     * this is set.
+     * </pre>
+     *
+     * <code>string actor = 15;</code>
+     * @return The bytes for actor.
+     */
+    com.google.protobuf.ByteString
+        getActorBytes();
+
+    /**
+     * <pre>
+     * Leave events out: summarised episodes only.
+     * </pre>
+     *
+     * <code>bool exclude_events = 16;</code>
+     * @return The excludeEvents.
+     */
+    boolean getExcludeEvents();
+
+    /**
+     * <pre>
+     * Match `entities` by their exact (normalised) spelling only, not through the entity
+     * canon's aliases ("atlas" then misses episodes that say "project atlas").
+     * </pre>
+     *
+     * <code>bool exact_entities = 17;</code>
+     * @return The exactEntities.
+     */
+    boolean getExactEntities();
+
+    /**
+     * <pre>
      * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
      * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
      * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
@@ -548,6 +593,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       entities_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
       eventType_ = "";
+      actor_ = "";
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -1097,6 +1143,88 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return literalQuery_;
     }
 
+    public static final int ACTOR_FIELD_NUMBER = 15;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object actor_ = "";
+    /**
+     * <pre>
+     * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+     * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+     * this is set.
+     * </pre>
+     *
+     * <code>string actor = 15;</code>
+     * @return The actor.
+     */
+    @java.lang.Override
+    public java.lang.String getActor() {
+      java.lang.Object ref = actor_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        actor_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+     * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+     * this is set.
+     * </pre>
+     *
+     * <code>string actor = 15;</code>
+     * @return The bytes for actor.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getActorBytes() {
+      java.lang.Object ref = actor_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        actor_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int EXCLUDE_EVENTS_FIELD_NUMBER = 16;
+    private boolean excludeEvents_ = false;
+    /**
+     * <pre>
+     * Leave events out: summarised episodes only.
+     * </pre>
+     *
+     * <code>bool exclude_events = 16;</code>
+     * @return The excludeEvents.
+     */
+    @java.lang.Override
+    public boolean getExcludeEvents() {
+      return excludeEvents_;
+    }
+
+    public static final int EXACT_ENTITIES_FIELD_NUMBER = 17;
+    private boolean exactEntities_ = false;
+    /**
+     * <pre>
+     * Match `entities` by their exact (normalised) spelling only, not through the entity
+     * canon's aliases ("atlas" then misses episodes that say "project atlas").
+     * </pre>
+     *
+     * <code>bool exact_entities = 17;</code>
+     * @return The exactEntities.
+     */
+    @java.lang.Override
+    public boolean getExactEntities() {
+      return exactEntities_;
+    }
+
     public static final int MIN_RELEVANCE_FIELD_NUMBER = 14;
     private double minRelevance_ = 0D;
     /**
@@ -1176,6 +1304,15 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (java.lang.Double.doubleToRawLongBits(minRelevance_) != 0) {
         output.writeDouble(14, minRelevance_);
       }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(actor_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 15, actor_);
+      }
+      if (excludeEvents_ != false) {
+        output.writeBool(16, excludeEvents_);
+      }
+      if (exactEntities_ != false) {
+        output.writeBool(17, exactEntities_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -1249,6 +1386,17 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         size += com.google.protobuf.CodedOutputStream
           .computeDoubleSize(14, minRelevance_);
       }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(actor_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(15, actor_);
+      }
+      if (excludeEvents_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(16, excludeEvents_);
+      }
+      if (exactEntities_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(17, exactEntities_);
+      }
       return size;
     }
     @java.lang.Override
@@ -1315,6 +1463,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (getLiteralQuery()
           != other.getLiteralQuery()) return false;
+      if (!getActor()
+          .equals(other.getActor())) return false;
+      if (getExcludeEvents()
+          != other.getExcludeEvents()) return false;
+      if (getExactEntities()
+          != other.getExactEntities()) return false;
       if (java.lang.Double.doubleToLongBits(getMinRelevance())
           != java.lang.Double.doubleToLongBits(
               other.getMinRelevance())) return false;
@@ -1374,6 +1528,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + LITERAL_QUERY_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getLiteralQuery());
+      hash = (37 * hash) + ACTOR_FIELD_NUMBER;
+      hash = (53 * hash) + getActor().hashCode();
+      hash = (37 * hash) + EXCLUDE_EVENTS_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getExcludeEvents());
+      hash = (37 * hash) + EXACT_ENTITIES_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getExactEntities());
       hash = (37 * hash) + MIN_RELEVANCE_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
           java.lang.Double.doubleToLongBits(getMinRelevance()));
@@ -1547,6 +1709,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           asOfBuilder_ = null;
         }
         literalQuery_ = false;
+        actor_ = "";
+        excludeEvents_ = false;
+        exactEntities_ = false;
         minRelevance_ = 0D;
         return this;
       }
@@ -1636,6 +1801,15 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           result.literalQuery_ = literalQuery_;
         }
         if (((from_bitField0_ & 0x00002000) != 0)) {
+          result.actor_ = actor_;
+        }
+        if (((from_bitField0_ & 0x00004000) != 0)) {
+          result.excludeEvents_ = excludeEvents_;
+        }
+        if (((from_bitField0_ & 0x00008000) != 0)) {
+          result.exactEntities_ = exactEntities_;
+        }
+        if (((from_bitField0_ & 0x00010000) != 0)) {
           result.minRelevance_ = minRelevance_;
         }
         result.bitField0_ |= to_bitField0_;
@@ -1719,6 +1893,17 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.getLiteralQuery() != false) {
           setLiteralQuery(other.getLiteralQuery());
+        }
+        if (!other.getActor().isEmpty()) {
+          actor_ = other.actor_;
+          bitField0_ |= 0x00002000;
+          onChanged();
+        }
+        if (other.getExcludeEvents() != false) {
+          setExcludeEvents(other.getExcludeEvents());
+        }
+        if (other.getExactEntities() != false) {
+          setExactEntities(other.getExactEntities());
         }
         if (java.lang.Double.doubleToRawLongBits(other.getMinRelevance()) != 0) {
           setMinRelevance(other.getMinRelevance());
@@ -1833,9 +2018,24 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
               } // case 104
               case 113: {
                 minRelevance_ = input.readDouble();
-                bitField0_ |= 0x00002000;
+                bitField0_ |= 0x00010000;
                 break;
               } // case 113
+              case 122: {
+                actor_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00002000;
+                break;
+              } // case 122
+              case 128: {
+                excludeEvents_ = input.readBool();
+                bitField0_ |= 0x00004000;
+                break;
+              } // case 128
+              case 136: {
+                exactEntities_ = input.readBool();
+                bitField0_ |= 0x00008000;
+                break;
+              } // case 136
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -3292,6 +3492,199 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         return this;
       }
 
+      private java.lang.Object actor_ = "";
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @return The actor.
+       */
+      public java.lang.String getActor() {
+        java.lang.Object ref = actor_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          actor_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @return The bytes for actor.
+       */
+      public com.google.protobuf.ByteString
+          getActorBytes() {
+        java.lang.Object ref = actor_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          actor_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @param value The actor to set.
+       * @return This builder for chaining.
+       */
+      public Builder setActor(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        actor_ = value;
+        bitField0_ |= 0x00002000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearActor() {
+        actor_ = getDefaultInstance().getActor();
+        bitField0_ = (bitField0_ & ~0x00002000);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+       * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+       * this is set.
+       * </pre>
+       *
+       * <code>string actor = 15;</code>
+       * @param value The bytes for actor to set.
+       * @return This builder for chaining.
+       */
+      public Builder setActorBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        actor_ = value;
+        bitField0_ |= 0x00002000;
+        onChanged();
+        return this;
+      }
+
+      private boolean excludeEvents_ ;
+      /**
+       * <pre>
+       * Leave events out: summarised episodes only.
+       * </pre>
+       *
+       * <code>bool exclude_events = 16;</code>
+       * @return The excludeEvents.
+       */
+      @java.lang.Override
+      public boolean getExcludeEvents() {
+        return excludeEvents_;
+      }
+      /**
+       * <pre>
+       * Leave events out: summarised episodes only.
+       * </pre>
+       *
+       * <code>bool exclude_events = 16;</code>
+       * @param value The excludeEvents to set.
+       * @return This builder for chaining.
+       */
+      public Builder setExcludeEvents(boolean value) {
+
+        excludeEvents_ = value;
+        bitField0_ |= 0x00004000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Leave events out: summarised episodes only.
+       * </pre>
+       *
+       * <code>bool exclude_events = 16;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearExcludeEvents() {
+        bitField0_ = (bitField0_ & ~0x00004000);
+        excludeEvents_ = false;
+        onChanged();
+        return this;
+      }
+
+      private boolean exactEntities_ ;
+      /**
+       * <pre>
+       * Match `entities` by their exact (normalised) spelling only, not through the entity
+       * canon's aliases ("atlas" then misses episodes that say "project atlas").
+       * </pre>
+       *
+       * <code>bool exact_entities = 17;</code>
+       * @return The exactEntities.
+       */
+      @java.lang.Override
+      public boolean getExactEntities() {
+        return exactEntities_;
+      }
+      /**
+       * <pre>
+       * Match `entities` by their exact (normalised) spelling only, not through the entity
+       * canon's aliases ("atlas" then misses episodes that say "project atlas").
+       * </pre>
+       *
+       * <code>bool exact_entities = 17;</code>
+       * @param value The exactEntities to set.
+       * @return This builder for chaining.
+       */
+      public Builder setExactEntities(boolean value) {
+
+        exactEntities_ = value;
+        bitField0_ |= 0x00008000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Match `entities` by their exact (normalised) spelling only, not through the entity
+       * canon's aliases ("atlas" then misses episodes that say "project atlas").
+       * </pre>
+       *
+       * <code>bool exact_entities = 17;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearExactEntities() {
+        bitField0_ = (bitField0_ & ~0x00008000);
+        exactEntities_ = false;
+        onChanged();
+        return this;
+      }
+
       private double minRelevance_ ;
       /**
        * <pre>
@@ -3323,7 +3716,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       public Builder setMinRelevance(double value) {
 
         minRelevance_ = value;
-        bitField0_ |= 0x00002000;
+        bitField0_ |= 0x00010000;
         onChanged();
         return this;
       }
@@ -3339,7 +3732,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * @return This builder for chaining.
        */
       public Builder clearMinRelevance() {
-        bitField0_ = (bitField0_ & ~0x00002000);
+        bitField0_ = (bitField0_ & ~0x00010000);
         minRelevance_ = 0D;
         onChanged();
         return this;
@@ -15556,6 +15949,2356 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
 
   }
 
+  public interface EntityTimelineRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.EntityTimelineRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+
+    /**
+     * <pre>
+     * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+     * </pre>
+     *
+     * <code>string entity = 2;</code>
+     * @return The entity.
+     */
+    java.lang.String getEntity();
+    /**
+     * <pre>
+     * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+     * </pre>
+     *
+     * <code>string entity = 2;</code>
+     * @return The bytes for entity.
+     */
+    com.google.protobuf.ByteString
+        getEntityBytes();
+
+    /**
+     * <pre>
+     * Maximum episodes to return: 0 means 20, larger values are capped at 1000.
+     * </pre>
+     *
+     * <code>int32 page_size = 3;</code>
+     * @return The pageSize.
+     */
+    int getPageSize();
+
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 4;</code>
+     * @return The pageToken.
+     */
+    java.lang.String getPageToken();
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 4;</code>
+     * @return The bytes for pageToken.
+     */
+    com.google.protobuf.ByteString
+        getPageTokenBytes();
+  }
+  /**
+   * <pre>
+   * Request for RecallService.EntityTimeline.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.EntityTimelineRequest}
+   */
+  public static final class EntityTimelineRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.EntityTimelineRequest)
+      EntityTimelineRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "EntityTimelineRequest");
+    }
+    // Use EntityTimelineRequest.newBuilder() to construct.
+    private EntityTimelineRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private EntityTimelineRequest() {
+      dataset_ = "";
+      entity_ = "";
+      pageToken_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.class, episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.Builder.class);
+    }
+
+    public static final int DATASET_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int ENTITY_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object entity_ = "";
+    /**
+     * <pre>
+     * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+     * </pre>
+     *
+     * <code>string entity = 2;</code>
+     * @return The entity.
+     */
+    @java.lang.Override
+    public java.lang.String getEntity() {
+      java.lang.Object ref = entity_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        entity_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+     * </pre>
+     *
+     * <code>string entity = 2;</code>
+     * @return The bytes for entity.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getEntityBytes() {
+      java.lang.Object ref = entity_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        entity_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int PAGE_SIZE_FIELD_NUMBER = 3;
+    private int pageSize_ = 0;
+    /**
+     * <pre>
+     * Maximum episodes to return: 0 means 20, larger values are capped at 1000.
+     * </pre>
+     *
+     * <code>int32 page_size = 3;</code>
+     * @return The pageSize.
+     */
+    @java.lang.Override
+    public int getPageSize() {
+      return pageSize_;
+    }
+
+    public static final int PAGE_TOKEN_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object pageToken_ = "";
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 4;</code>
+     * @return The pageToken.
+     */
+    @java.lang.Override
+    public java.lang.String getPageToken() {
+      java.lang.Object ref = pageToken_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        pageToken_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 4;</code>
+     * @return The bytes for pageToken.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getPageTokenBytes() {
+      java.lang.Object ref = pageToken_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        pageToken_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(entity_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, entity_);
+      }
+      if (pageSize_ != 0) {
+        output.writeInt32(3, pageSize_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pageToken_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 4, pageToken_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(entity_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, entity_);
+      }
+      if (pageSize_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeInt32Size(3, pageSize_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pageToken_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(4, pageToken_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.RecallServiceOuterClass.EntityTimelineRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.RecallServiceOuterClass.EntityTimelineRequest other = (episodic.v1.RecallServiceOuterClass.EntityTimelineRequest) obj;
+
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (!getEntity()
+          .equals(other.getEntity())) return false;
+      if (getPageSize()
+          != other.getPageSize()) return false;
+      if (!getPageToken()
+          .equals(other.getPageToken())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (37 * hash) + ENTITY_FIELD_NUMBER;
+      hash = (53 * hash) + getEntity().hashCode();
+      hash = (37 * hash) + PAGE_SIZE_FIELD_NUMBER;
+      hash = (53 * hash) + getPageSize();
+      hash = (37 * hash) + PAGE_TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + getPageToken().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.RecallServiceOuterClass.EntityTimelineRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for RecallService.EntityTimeline.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.EntityTimelineRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.EntityTimelineRequest)
+        episodic.v1.RecallServiceOuterClass.EntityTimelineRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.class, episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        dataset_ = "";
+        entity_ = "";
+        pageSize_ = 0;
+        pageToken_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.EntityTimelineRequest getDefaultInstanceForType() {
+        return episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.EntityTimelineRequest build() {
+        episodic.v1.RecallServiceOuterClass.EntityTimelineRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.EntityTimelineRequest buildPartial() {
+        episodic.v1.RecallServiceOuterClass.EntityTimelineRequest result = new episodic.v1.RecallServiceOuterClass.EntityTimelineRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.RecallServiceOuterClass.EntityTimelineRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.dataset_ = dataset_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.entity_ = entity_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.pageSize_ = pageSize_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.pageToken_ = pageToken_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.RecallServiceOuterClass.EntityTimelineRequest) {
+          return mergeFrom((episodic.v1.RecallServiceOuterClass.EntityTimelineRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.RecallServiceOuterClass.EntityTimelineRequest other) {
+        if (other == episodic.v1.RecallServiceOuterClass.EntityTimelineRequest.getDefaultInstance()) return this;
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getEntity().isEmpty()) {
+          entity_ = other.entity_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (other.getPageSize() != 0) {
+          setPageSize(other.getPageSize());
+        }
+        if (!other.getPageToken().isEmpty()) {
+          pageToken_ = other.pageToken_;
+          bitField0_ |= 0x00000008;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                entity_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 24: {
+                pageSize_ = input.readInt32();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 24
+              case 34: {
+                pageToken_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 34
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object entity_ = "";
+      /**
+       * <pre>
+       * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+       * </pre>
+       *
+       * <code>string entity = 2;</code>
+       * @return The entity.
+       */
+      public java.lang.String getEntity() {
+        java.lang.Object ref = entity_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          entity_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+       * </pre>
+       *
+       * <code>string entity = 2;</code>
+       * @return The bytes for entity.
+       */
+      public com.google.protobuf.ByteString
+          getEntityBytes() {
+        java.lang.Object ref = entity_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          entity_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+       * </pre>
+       *
+       * <code>string entity = 2;</code>
+       * @param value The entity to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEntity(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        entity_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+       * </pre>
+       *
+       * <code>string entity = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearEntity() {
+        entity_ = getDefaultInstance().getEntity();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+       * </pre>
+       *
+       * <code>string entity = 2;</code>
+       * @param value The bytes for entity to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEntityBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        entity_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private int pageSize_ ;
+      /**
+       * <pre>
+       * Maximum episodes to return: 0 means 20, larger values are capped at 1000.
+       * </pre>
+       *
+       * <code>int32 page_size = 3;</code>
+       * @return The pageSize.
+       */
+      @java.lang.Override
+      public int getPageSize() {
+        return pageSize_;
+      }
+      /**
+       * <pre>
+       * Maximum episodes to return: 0 means 20, larger values are capped at 1000.
+       * </pre>
+       *
+       * <code>int32 page_size = 3;</code>
+       * @param value The pageSize to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageSize(int value) {
+
+        pageSize_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Maximum episodes to return: 0 means 20, larger values are capped at 1000.
+       * </pre>
+       *
+       * <code>int32 page_size = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearPageSize() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        pageSize_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object pageToken_ = "";
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 4;</code>
+       * @return The pageToken.
+       */
+      public java.lang.String getPageToken() {
+        java.lang.Object ref = pageToken_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          pageToken_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 4;</code>
+       * @return The bytes for pageToken.
+       */
+      public com.google.protobuf.ByteString
+          getPageTokenBytes() {
+        java.lang.Object ref = pageToken_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          pageToken_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 4;</code>
+       * @param value The pageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageToken(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        pageToken_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearPageToken() {
+        pageToken_ = getDefaultInstance().getPageToken();
+        bitField0_ = (bitField0_ & ~0x00000008);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 4;</code>
+       * @param value The bytes for pageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageTokenBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        pageToken_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.EntityTimelineRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.EntityTimelineRequest)
+    private static final episodic.v1.RecallServiceOuterClass.EntityTimelineRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.RecallServiceOuterClass.EntityTimelineRequest();
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<EntityTimelineRequest>
+        PARSER = new com.google.protobuf.AbstractParser<EntityTimelineRequest>() {
+      @java.lang.Override
+      public EntityTimelineRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<EntityTimelineRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<EntityTimelineRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.RecallServiceOuterClass.EntityTimelineRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface EntityTimelineResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.EntityTimelineResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The entity the request named, with its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     * @return Whether the entity field is set.
+     */
+    boolean hasEntity();
+    /**
+     * <pre>
+     * The entity the request named, with its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     * @return The entity.
+     */
+    episodic.v1.EntityOuterClass.Entity getEntity();
+    /**
+     * <pre>
+     * The entity the request named, with its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     */
+    episodic.v1.EntityOuterClass.EntityOrBuilder getEntityOrBuilder();
+
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    java.util.List<episodic.v1.EpisodeOuterClass.Episode> 
+        getEpisodesList();
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    episodic.v1.EpisodeOuterClass.Episode getEpisodes(int index);
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    int getEpisodesCount();
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    java.util.List<? extends episodic.v1.EpisodeOuterClass.EpisodeOrBuilder> 
+        getEpisodesOrBuilderList();
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    episodic.v1.EpisodeOuterClass.EpisodeOrBuilder getEpisodesOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 3;</code>
+     * @return The nextPageToken.
+     */
+    java.lang.String getNextPageToken();
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 3;</code>
+     * @return The bytes for nextPageToken.
+     */
+    com.google.protobuf.ByteString
+        getNextPageTokenBytes();
+  }
+  /**
+   * <pre>
+   * Response for RecallService.EntityTimeline.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.EntityTimelineResponse}
+   */
+  public static final class EntityTimelineResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.EntityTimelineResponse)
+      EntityTimelineResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "EntityTimelineResponse");
+    }
+    // Use EntityTimelineResponse.newBuilder() to construct.
+    private EntityTimelineResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private EntityTimelineResponse() {
+      episodes_ = java.util.Collections.emptyList();
+      nextPageToken_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.class, episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int ENTITY_FIELD_NUMBER = 1;
+    private episodic.v1.EntityOuterClass.Entity entity_;
+    /**
+     * <pre>
+     * The entity the request named, with its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     * @return Whether the entity field is set.
+     */
+    @java.lang.Override
+    public boolean hasEntity() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * The entity the request named, with its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     * @return The entity.
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.Entity getEntity() {
+      return entity_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : entity_;
+    }
+    /**
+     * <pre>
+     * The entity the request named, with its aliases.
+     * </pre>
+     *
+     * <code>.episodic.v1.Entity entity = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EntityOuterClass.EntityOrBuilder getEntityOrBuilder() {
+      return entity_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : entity_;
+    }
+
+    public static final int EPISODES_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EpisodeOuterClass.Episode> episodes_;
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EpisodeOuterClass.Episode> getEpisodesList() {
+      return episodes_;
+    }
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EpisodeOuterClass.EpisodeOrBuilder> 
+        getEpisodesOrBuilderList() {
+      return episodes_;
+    }
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    @java.lang.Override
+    public int getEpisodesCount() {
+      return episodes_.size();
+    }
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.Episode getEpisodes(int index) {
+      return episodes_.get(index);
+    }
+    /**
+     * <pre>
+     * Episodes mentioning it, oldest first (by the start of their window).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.EpisodeOrBuilder getEpisodesOrBuilder(
+        int index) {
+      return episodes_.get(index);
+    }
+
+    public static final int NEXT_PAGE_TOKEN_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object nextPageToken_ = "";
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 3;</code>
+     * @return The nextPageToken.
+     */
+    @java.lang.Override
+    public java.lang.String getNextPageToken() {
+      java.lang.Object ref = nextPageToken_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        nextPageToken_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 3;</code>
+     * @return The bytes for nextPageToken.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNextPageTokenBytes() {
+      java.lang.Object ref = nextPageToken_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        nextPageToken_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(1, getEntity());
+      }
+      for (int i = 0; i < episodes_.size(); i++) {
+        output.writeMessage(2, episodes_.get(i));
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(nextPageToken_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 3, nextPageToken_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, getEntity());
+      }
+
+          {
+            final int count = episodes_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(episodes_.get(i));
+            }
+            size += 1 * count;
+          }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(nextPageToken_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(3, nextPageToken_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.RecallServiceOuterClass.EntityTimelineResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.RecallServiceOuterClass.EntityTimelineResponse other = (episodic.v1.RecallServiceOuterClass.EntityTimelineResponse) obj;
+
+      if (hasEntity() != other.hasEntity()) return false;
+      if (hasEntity()) {
+        if (!getEntity()
+            .equals(other.getEntity())) return false;
+      }
+      if (!getEpisodesList()
+          .equals(other.getEpisodesList())) return false;
+      if (!getNextPageToken()
+          .equals(other.getNextPageToken())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (hasEntity()) {
+        hash = (37 * hash) + ENTITY_FIELD_NUMBER;
+        hash = (53 * hash) + getEntity().hashCode();
+      }
+      if (getEpisodesCount() > 0) {
+        hash = (37 * hash) + EPISODES_FIELD_NUMBER;
+        hash = (53 * hash) + getEpisodesList().hashCode();
+      }
+      hash = (37 * hash) + NEXT_PAGE_TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + getNextPageToken().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.RecallServiceOuterClass.EntityTimelineResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for RecallService.EntityTimeline.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.EntityTimelineResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.EntityTimelineResponse)
+        episodic.v1.RecallServiceOuterClass.EntityTimelineResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.class, episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetEntityFieldBuilder();
+          internalGetEpisodesFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        entity_ = null;
+        if (entityBuilder_ != null) {
+          entityBuilder_.dispose();
+          entityBuilder_ = null;
+        }
+        if (episodesBuilder_ == null) {
+          episodes_ = java.util.Collections.emptyList();
+        } else {
+          episodes_ = null;
+          episodesBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000002);
+        nextPageToken_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_EntityTimelineResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.EntityTimelineResponse getDefaultInstanceForType() {
+        return episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.EntityTimelineResponse build() {
+        episodic.v1.RecallServiceOuterClass.EntityTimelineResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.EntityTimelineResponse buildPartial() {
+        episodic.v1.RecallServiceOuterClass.EntityTimelineResponse result = new episodic.v1.RecallServiceOuterClass.EntityTimelineResponse(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(episodic.v1.RecallServiceOuterClass.EntityTimelineResponse result) {
+        if (episodesBuilder_ == null) {
+          if (((bitField0_ & 0x00000002) != 0)) {
+            episodes_ = java.util.Collections.unmodifiableList(episodes_);
+            bitField0_ = (bitField0_ & ~0x00000002);
+          }
+          result.episodes_ = episodes_;
+        } else {
+          result.episodes_ = episodesBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(episodic.v1.RecallServiceOuterClass.EntityTimelineResponse result) {
+        int from_bitField0_ = bitField0_;
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.entity_ = entityBuilder_ == null
+              ? entity_
+              : entityBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.nextPageToken_ = nextPageToken_;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.RecallServiceOuterClass.EntityTimelineResponse) {
+          return mergeFrom((episodic.v1.RecallServiceOuterClass.EntityTimelineResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.RecallServiceOuterClass.EntityTimelineResponse other) {
+        if (other == episodic.v1.RecallServiceOuterClass.EntityTimelineResponse.getDefaultInstance()) return this;
+        if (other.hasEntity()) {
+          mergeEntity(other.getEntity());
+        }
+        if (episodesBuilder_ == null) {
+          if (!other.episodes_.isEmpty()) {
+            if (episodes_.isEmpty()) {
+              episodes_ = other.episodes_;
+              bitField0_ = (bitField0_ & ~0x00000002);
+            } else {
+              ensureEpisodesIsMutable();
+              episodes_.addAll(other.episodes_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.episodes_.isEmpty()) {
+            if (episodesBuilder_.isEmpty()) {
+              episodesBuilder_.dispose();
+              episodesBuilder_ = null;
+              episodes_ = other.episodes_;
+              bitField0_ = (bitField0_ & ~0x00000002);
+              episodesBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetEpisodesFieldBuilder() : null;
+            } else {
+              episodesBuilder_.addAllMessages(other.episodes_);
+            }
+          }
+        }
+        if (!other.getNextPageToken().isEmpty()) {
+          nextPageToken_ = other.nextPageToken_;
+          bitField0_ |= 0x00000004;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                input.readMessage(
+                    internalGetEntityFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                episodic.v1.EpisodeOuterClass.Episode m =
+                    input.readMessage(
+                        episodic.v1.EpisodeOuterClass.Episode.parser(),
+                        extensionRegistry);
+                if (episodesBuilder_ == null) {
+                  ensureEpisodesIsMutable();
+                  episodes_.add(m);
+                } else {
+                  episodesBuilder_.addMessage(m);
+                }
+                break;
+              } // case 18
+              case 26: {
+                nextPageToken_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 26
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private episodic.v1.EntityOuterClass.Entity entity_;
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> entityBuilder_;
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       * @return Whether the entity field is set.
+       */
+      public boolean hasEntity() {
+        return ((bitField0_ & 0x00000001) != 0);
+      }
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       * @return The entity.
+       */
+      public episodic.v1.EntityOuterClass.Entity getEntity() {
+        if (entityBuilder_ == null) {
+          return entity_ == null ? episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : entity_;
+        } else {
+          return entityBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public Builder setEntity(episodic.v1.EntityOuterClass.Entity value) {
+        if (entityBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          entity_ = value;
+        } else {
+          entityBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public Builder setEntity(
+          episodic.v1.EntityOuterClass.Entity.Builder builderForValue) {
+        if (entityBuilder_ == null) {
+          entity_ = builderForValue.build();
+        } else {
+          entityBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public Builder mergeEntity(episodic.v1.EntityOuterClass.Entity value) {
+        if (entityBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0) &&
+            entity_ != null &&
+            entity_ != episodic.v1.EntityOuterClass.Entity.getDefaultInstance()) {
+            getEntityBuilder().mergeFrom(value);
+          } else {
+            entity_ = value;
+          }
+        } else {
+          entityBuilder_.mergeFrom(value);
+        }
+        if (entity_ != null) {
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public Builder clearEntity() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        entity_ = null;
+        if (entityBuilder_ != null) {
+          entityBuilder_.dispose();
+          entityBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.Entity.Builder getEntityBuilder() {
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return internalGetEntityFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      public episodic.v1.EntityOuterClass.EntityOrBuilder getEntityOrBuilder() {
+        if (entityBuilder_ != null) {
+          return entityBuilder_.getMessageOrBuilder();
+        } else {
+          return entity_ == null ?
+              episodic.v1.EntityOuterClass.Entity.getDefaultInstance() : entity_;
+        }
+      }
+      /**
+       * <pre>
+       * The entity the request named, with its aliases.
+       * </pre>
+       *
+       * <code>.episodic.v1.Entity entity = 1;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder> 
+          internalGetEntityFieldBuilder() {
+        if (entityBuilder_ == null) {
+          entityBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              episodic.v1.EntityOuterClass.Entity, episodic.v1.EntityOuterClass.Entity.Builder, episodic.v1.EntityOuterClass.EntityOrBuilder>(
+                  getEntity(),
+                  getParentForChildren(),
+                  isClean());
+          entity_ = null;
+        }
+        return entityBuilder_;
+      }
+
+      private java.util.List<episodic.v1.EpisodeOuterClass.Episode> episodes_ =
+        java.util.Collections.emptyList();
+      private void ensureEpisodesIsMutable() {
+        if (!((bitField0_ & 0x00000002) != 0)) {
+          episodes_ = new java.util.ArrayList<episodic.v1.EpisodeOuterClass.Episode>(episodes_);
+          bitField0_ |= 0x00000002;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Episode, episodic.v1.EpisodeOuterClass.Episode.Builder, episodic.v1.EpisodeOuterClass.EpisodeOrBuilder> episodesBuilder_;
+
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.Episode> getEpisodesList() {
+        if (episodesBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(episodes_);
+        } else {
+          return episodesBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public int getEpisodesCount() {
+        if (episodesBuilder_ == null) {
+          return episodes_.size();
+        } else {
+          return episodesBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Episode getEpisodes(int index) {
+        if (episodesBuilder_ == null) {
+          return episodes_.get(index);
+        } else {
+          return episodesBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder setEpisodes(
+          int index, episodic.v1.EpisodeOuterClass.Episode value) {
+        if (episodesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEpisodesIsMutable();
+          episodes_.set(index, value);
+          onChanged();
+        } else {
+          episodesBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder setEpisodes(
+          int index, episodic.v1.EpisodeOuterClass.Episode.Builder builderForValue) {
+        if (episodesBuilder_ == null) {
+          ensureEpisodesIsMutable();
+          episodes_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          episodesBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder addEpisodes(episodic.v1.EpisodeOuterClass.Episode value) {
+        if (episodesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEpisodesIsMutable();
+          episodes_.add(value);
+          onChanged();
+        } else {
+          episodesBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder addEpisodes(
+          int index, episodic.v1.EpisodeOuterClass.Episode value) {
+        if (episodesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEpisodesIsMutable();
+          episodes_.add(index, value);
+          onChanged();
+        } else {
+          episodesBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder addEpisodes(
+          episodic.v1.EpisodeOuterClass.Episode.Builder builderForValue) {
+        if (episodesBuilder_ == null) {
+          ensureEpisodesIsMutable();
+          episodes_.add(builderForValue.build());
+          onChanged();
+        } else {
+          episodesBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder addEpisodes(
+          int index, episodic.v1.EpisodeOuterClass.Episode.Builder builderForValue) {
+        if (episodesBuilder_ == null) {
+          ensureEpisodesIsMutable();
+          episodes_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          episodesBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder addAllEpisodes(
+          java.lang.Iterable<? extends episodic.v1.EpisodeOuterClass.Episode> values) {
+        if (episodesBuilder_ == null) {
+          ensureEpisodesIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, episodes_);
+          onChanged();
+        } else {
+          episodesBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder clearEpisodes() {
+        if (episodesBuilder_ == null) {
+          episodes_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000002);
+          onChanged();
+        } else {
+          episodesBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public Builder removeEpisodes(int index) {
+        if (episodesBuilder_ == null) {
+          ensureEpisodesIsMutable();
+          episodes_.remove(index);
+          onChanged();
+        } else {
+          episodesBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Episode.Builder getEpisodesBuilder(
+          int index) {
+        return internalGetEpisodesFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.EpisodeOrBuilder getEpisodesOrBuilder(
+          int index) {
+        if (episodesBuilder_ == null) {
+          return episodes_.get(index);  } else {
+          return episodesBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public java.util.List<? extends episodic.v1.EpisodeOuterClass.EpisodeOrBuilder> 
+           getEpisodesOrBuilderList() {
+        if (episodesBuilder_ != null) {
+          return episodesBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(episodes_);
+        }
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Episode.Builder addEpisodesBuilder() {
+        return internalGetEpisodesFieldBuilder().addBuilder(
+            episodic.v1.EpisodeOuterClass.Episode.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Episode.Builder addEpisodesBuilder(
+          int index) {
+        return internalGetEpisodesFieldBuilder().addBuilder(
+            index, episodic.v1.EpisodeOuterClass.Episode.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Episodes mentioning it, oldest first (by the start of their window).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Episode episodes = 2;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.Episode.Builder> 
+           getEpisodesBuilderList() {
+        return internalGetEpisodesFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Episode, episodic.v1.EpisodeOuterClass.Episode.Builder, episodic.v1.EpisodeOuterClass.EpisodeOrBuilder> 
+          internalGetEpisodesFieldBuilder() {
+        if (episodesBuilder_ == null) {
+          episodesBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EpisodeOuterClass.Episode, episodic.v1.EpisodeOuterClass.Episode.Builder, episodic.v1.EpisodeOuterClass.EpisodeOrBuilder>(
+                  episodes_,
+                  ((bitField0_ & 0x00000002) != 0),
+                  getParentForChildren(),
+                  isClean());
+          episodes_ = null;
+        }
+        return episodesBuilder_;
+      }
+
+      private java.lang.Object nextPageToken_ = "";
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 3;</code>
+       * @return The nextPageToken.
+       */
+      public java.lang.String getNextPageToken() {
+        java.lang.Object ref = nextPageToken_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          nextPageToken_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 3;</code>
+       * @return The bytes for nextPageToken.
+       */
+      public com.google.protobuf.ByteString
+          getNextPageTokenBytes() {
+        java.lang.Object ref = nextPageToken_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          nextPageToken_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 3;</code>
+       * @param value The nextPageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNextPageToken(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        nextPageToken_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearNextPageToken() {
+        nextPageToken_ = getDefaultInstance().getNextPageToken();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 3;</code>
+       * @param value The bytes for nextPageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNextPageTokenBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        nextPageToken_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.EntityTimelineResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.EntityTimelineResponse)
+    private static final episodic.v1.RecallServiceOuterClass.EntityTimelineResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.RecallServiceOuterClass.EntityTimelineResponse();
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.EntityTimelineResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<EntityTimelineResponse>
+        PARSER = new com.google.protobuf.AbstractParser<EntityTimelineResponse>() {
+      @java.lang.Override
+      public EntityTimelineResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<EntityTimelineResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<EntityTimelineResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.RecallServiceOuterClass.EntityTimelineResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
   private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_episodic_v1_RecallRequest_descriptor;
   private static final 
@@ -15616,6 +18359,16 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
   private static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_episodic_v1_GetEpisodeResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_EntityTimelineRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_EntityTimelineRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_EntityTimelineResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_EntityTimelineResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -15626,68 +18379,80 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
   static {
     java.lang.String[] descriptorData = {
       "\n episodic/v1/recall_service.proto\022\013epis" +
-      "odic.v1\032\030episodic/v1/access.proto\032\031episo" +
-      "dic/v1/episode.proto\032\037google/protobuf/ti" +
-      "mestamp.proto\"\305\003\n\rRecallRequest\022\017\n\007datas" +
-      "et\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022+\n\007include\030\003 \003(\016" +
-      "2\032.episodic.v1.RecallInclude\022\030\n\020context_" +
-      "episodes\030\004 \001(\005\022\036\n\021similarity_weight\030\005 \001(" +
-      "\001H\000\210\001\001\022\033\n\016recency_weight\030\006 \001(\001H\001\210\001\001\022)\n\005s" +
-      "ince\030\007 \001(\0132\032.google.protobuf.Timestamp\022)" +
-      "\n\005until\030\010 \001(\0132\032.google.protobuf.Timestam" +
-      "p\022\022\n\nthread_ids\030\t \003(\t\022\020\n\010entities\030\n \003(\t\022" +
-      "\022\n\nevent_type\030\013 \001(\t\022)\n\005as_of\030\014 \001(\0132\032.goo" +
-      "gle.protobuf.Timestamp\022\025\n\rliteral_query\030" +
-      "\r \001(\010\022\025\n\rmin_relevance\030\016 \001(\001B\024\n\022_similar" +
-      "ity_weightB\021\n\017_recency_weight\"W\n\020Recalle" +
-      "dEpisodes\022,\n\010episodes\030\001 \003(\0132\032.episodic.v" +
-      "1.ScoredEpisode\022\025\n\repisode_count\030\002 \001(\003\"y" +
-      "\n\016RecallResponse\022/\n\010episodes\030\001 \001(\0132\035.epi" +
-      "sodic.v1.RecalledEpisodes\0226\n\runderstandi" +
-      "ng\030\002 \001(\0132\037.episodic.v1.QueryUnderstandin" +
-      "g\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_query" +
-      "\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episodic.v" +
-      "1.TimeExpression\0220\n\014window_start\030\003 \001(\0132\032" +
-      ".google.protobuf.Timestamp\022.\n\nwindow_end" +
-      "\030\004 \001(\0132\032.google.protobuf.Timestamp\022,\n\007or" +
-      "dinal\030\005 \001(\0132\033.episodic.v1.SessionOrdinal" +
-      "\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005" +
-      "notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030\001" +
-      " \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.goog" +
-      "le.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.goo" +
-      "gle.protobuf.Timestamp\"\210\001\n\016SessionOrdina" +
-      "l\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010fro" +
-      "m_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001(" +
-      "\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(" +
-      "\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007dataset\030\001 \001" +
-      "(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.Episode" +
-      "Status\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030" +
-      "\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisodes" +
-      "Response\022&\n\010episodes\030\001 \003(\0132\024.episodic.v1" +
-      ".Episode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025Sea" +
-      "rchEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005q" +
-      "uery\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026SearchE" +
-      "pisodesResponse\022,\n\010episodes\030\001 \003(\0132\032.epis" +
-      "odic.v1.ScoredEpisode\"\'\n\021GetEpisodeReque" +
-      "st\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeResp" +
-      "onse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Epis" +
-      "ode*L\n\rRecallInclude\022\036\n\032RECALL_INCLUDE_U" +
-      "NSPECIFIED\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020" +
-      "\0012\371\002\n\rRecallService\022K\n\006Recall\022\032.episodic" +
-      ".v1.RecallRequest\032\033.episodic.v1.RecallRe" +
-      "sponse\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episo" +
-      "dic.v1.ListEpisodesRequest\032!.episodic.v1" +
-      ".ListEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Searc" +
-      "hEpisodes\022\".episodic.v1.SearchEpisodesRe" +
-      "quest\032#.episodic.v1.SearchEpisodesRespon" +
-      "se\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic.v1" +
-      ".GetEpisodeRequest\032\037.episodic.v1.GetEpis" +
-      "odeResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
+      "odic.v1\032\030episodic/v1/access.proto\032\030episo" +
+      "dic/v1/entity.proto\032\031episodic/v1/episode" +
+      ".proto\032\037google/protobuf/timestamp.proto\"" +
+      "\204\004\n\rRecallRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
+      "ery\030\002 \001(\t\022+\n\007include\030\003 \003(\0162\032.episodic.v1" +
+      ".RecallInclude\022\030\n\020context_episodes\030\004 \001(\005" +
+      "\022\036\n\021similarity_weight\030\005 \001(\001H\000\210\001\001\022\033\n\016rece" +
+      "ncy_weight\030\006 \001(\001H\001\210\001\001\022)\n\005since\030\007 \001(\0132\032.g" +
+      "oogle.protobuf.Timestamp\022)\n\005until\030\010 \001(\0132" +
+      "\032.google.protobuf.Timestamp\022\022\n\nthread_id" +
+      "s\030\t \003(\t\022\020\n\010entities\030\n \003(\t\022\022\n\nevent_type\030" +
+      "\013 \001(\t\022)\n\005as_of\030\014 \001(\0132\032.google.protobuf.T" +
+      "imestamp\022\025\n\rliteral_query\030\r \001(\010\022\r\n\005actor" +
+      "\030\017 \001(\t\022\026\n\016exclude_events\030\020 \001(\010\022\026\n\016exact_" +
+      "entities\030\021 \001(\010\022\025\n\rmin_relevance\030\016 \001(\001B\024\n" +
+      "\022_similarity_weightB\021\n\017_recency_weight\"W" +
+      "\n\020RecalledEpisodes\022,\n\010episodes\030\001 \003(\0132\032.e" +
+      "pisodic.v1.ScoredEpisode\022\025\n\repisode_coun" +
+      "t\030\002 \001(\003\"y\n\016RecallResponse\022/\n\010episodes\030\001 " +
+      "\001(\0132\035.episodic.v1.RecalledEpisodes\0226\n\run" +
+      "derstanding\030\002 \001(\0132\037.episodic.v1.QueryUnd" +
+      "erstanding\"\237\002\n\022QueryUnderstanding\022\024\n\014ran" +
+      "ked_query\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.e" +
+      "pisodic.v1.TimeExpression\0220\n\014window_star" +
+      "t\030\003 \001(\0132\032.google.protobuf.Timestamp\022.\n\nw" +
+      "indow_end\030\004 \001(\0132\032.google.protobuf.Timest" +
+      "amp\022,\n\007ordinal\030\005 \001(\0132\033.episodic.v1.Sessi" +
+      "onOrdinal\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030" +
+      "\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022" +
+      "\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001" +
+      "(\0132\032.google.protobuf.Timestamp\022\'\n\003end\030\004 " +
+      "\001(\0132\032.google.protobuf.Timestamp\"\210\001\n\016Sess" +
+      "ionOrdinal\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001" +
+      "(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005s" +
+      "cope\030\005 \001(\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread" +
+      "_ids\030\007 \003(\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007da" +
+      "taset\030\001 \001(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v" +
+      "1.EpisodeStatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npa" +
+      "ge_token\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024Lis" +
+      "tEpisodesResponse\022&\n\010episodes\030\001 \003(\0132\024.ep" +
+      "isodic.v1.Episode\022\027\n\017next_page_token\030\002 \001" +
+      "(\t\"J\n\025SearchEpisodesRequest\022\017\n\007dataset\030\001" +
+      " \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F" +
+      "\n\026SearchEpisodesResponse\022,\n\010episodes\030\001 \003" +
+      "(\0132\032.episodic.v1.ScoredEpisode\"\'\n\021GetEpi" +
+      "sodeRequest\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEp" +
+      "isodeResponse\022%\n\007episode\030\001 \001(\0132\024.episodi" +
+      "c.v1.Episode\"_\n\025EntityTimelineRequest\022\017\n" +
+      "\007dataset\030\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_s" +
+      "ize\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\"~\n\026EntityT" +
+      "imelineResponse\022#\n\006entity\030\001 \001(\0132\023.episod" +
+      "ic.v1.Entity\022&\n\010episodes\030\002 \003(\0132\024.episodi" +
+      "c.v1.Episode\022\027\n\017next_page_token\030\003 \001(\t*L\n" +
+      "\rRecallInclude\022\036\n\032RECALL_INCLUDE_UNSPECI" +
+      "FIED\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020\0012\336\003\n\r" +
+      "RecallService\022K\n\006Recall\022\032.episodic.v1.Re" +
+      "callRequest\032\033.episodic.v1.RecallResponse" +
+      "\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episodic.v1" +
+      ".ListEpisodesRequest\032!.episodic.v1.ListE" +
+      "pisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016SearchEpiso" +
+      "des\022\".episodic.v1.SearchEpisodesRequest\032" +
+      "#.episodic.v1.SearchEpisodesResponse\"\010\212\265" +
+      "\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic.v1.GetEp" +
+      "isodeRequest\032\037.episodic.v1.GetEpisodeRes" +
+      "ponse\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022\".epis" +
+      "odic.v1.EntityTimelineRequest\032#.episodic" +
+      ".v1.EntityTimelineResponse\"\010\212\265\030\004\010\001\020\001b\006pr" +
+      "oto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           episodic.v1.Access.getDescriptor(),
+          episodic.v1.EntityOuterClass.getDescriptor(),
           episodic.v1.EpisodeOuterClass.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
         });
@@ -15696,7 +18461,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecallRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecallRequest_descriptor,
-        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", "MinRelevance", });
+        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", "Actor", "ExcludeEvents", "ExactEntities", "MinRelevance", });
     internal_static_episodic_v1_RecalledEpisodes_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_episodic_v1_RecalledEpisodes_fieldAccessorTable = new
@@ -15763,8 +18528,21 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_GetEpisodeResponse_descriptor,
         new java.lang.String[] { "Episode", });
+    internal_static_episodic_v1_EntityTimelineRequest_descriptor =
+      getDescriptor().getMessageType(12);
+    internal_static_episodic_v1_EntityTimelineRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_EntityTimelineRequest_descriptor,
+        new java.lang.String[] { "Dataset", "Entity", "PageSize", "PageToken", });
+    internal_static_episodic_v1_EntityTimelineResponse_descriptor =
+      getDescriptor().getMessageType(13);
+    internal_static_episodic_v1_EntityTimelineResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_EntityTimelineResponse_descriptor,
+        new java.lang.String[] { "Entity", "Episodes", "NextPageToken", });
     descriptor.resolveAllFeaturesImmutable();
     episodic.v1.Access.getDescriptor();
+    episodic.v1.EntityOuterClass.getDescriptor();
     episodic.v1.EpisodeOuterClass.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
     com.google.protobuf.ExtensionRegistry registry =

@@ -6,6 +6,8 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { AccessRole } from "./access_pb.js";
 import { file_episodic_v1_access } from "./access_pb.js";
+import type { Entity } from "./entity_pb.js";
+import { file_episodic_v1_entity } from "./entity_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -14,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/admin_service.proto.
  */
 export const file_episodic_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9lcGlzb2RpYy92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtlcGlzb2RpYy52MSKTAgoGQXBpS2V5Eg4KBmtleV9pZBgBIAEoCRIOCgZwcmVmaXgYAiABKAkSDAoEbmFtZRgDIAEoCRIlCgRyb2xlGAQgASgOMhcuZXBpc29kaWMudjEuQWNjZXNzUm9sZRIQCghkYXRhc2V0cxgFIAMoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpjcmVhdGVkX2J5GAkgASgJIowBChNDcmVhdGVBcGlLZXlSZXF1ZXN0EgwKBG5hbWUYASABKAkSJQoEcm9sZRgCIAEoDjIXLmVwaXNvZGljLnYxLkFjY2Vzc1JvbGUSEAoIZGF0YXNldHMYAyADKAkSLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USIAoDa2V5GAEgASgLMhMuZXBpc29kaWMudjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSJVChJMaXN0QXBpS2V5c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSGAoQaW5jbHVkZV9pbmFjdGl2ZRgDIAEoCCJRChNMaXN0QXBpS2V5c1Jlc3BvbnNlEiEKBGtleXMYASADKAsyEy5lcGlzb2RpYy52MS5BcGlLZXkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKE1Jldm9rZUFwaUtleVJlcXVlc3QSCwoDa2V5GAEgASgJIjgKFFJldm9rZUFwaUtleVJlc3BvbnNlEiAKA2tleRgBIAEoCzITLmVwaXNvZGljLnYxLkFwaUtleSK+AQoKQXVkaXRFdmVudBIQCghldmVudF9pZBgBIAEoAxIvCgtvY2N1cnJlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKa2V5X3ByZWZpeBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSDwoHZGF0YXNldBgFIAEoCRIOCgZ0YXJnZXQYBiABKAkSKAoHZGV0YWlscxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiUAoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRIPCgdkYXRhc2V0GAMgASgJIlsKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmVwaXNvZGljLnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoQBCg5EYXRhc2V0U3VtbWFyeRIPCgdkYXRhc2V0GAEgASgJEhQKDHRocmVhZF9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDEjQKEGxhc3RfYWN0aXZpdHlfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkwKE0xpc3REYXRhc2V0c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSDgoGcHJlZml4GAMgASgJIl4KFExpc3REYXRhc2V0c1Jlc3BvbnNlEi0KCGRhdGFzZXRzGAEgAygLMhsuZXBpc29kaWMudjEuRGF0YXNldFN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrMDCg5FcmFzdXJlUmVjZWlwdBISCgpyZWNlaXB0X2lkGAEgASgJEg0KBXNjb3BlGAIgASgJEg8KB2RhdGFzZXQYAyABKAkSFgoOZGF0YXNldF9kaWdlc3QYBCABKAkSEQoJdGhyZWFkX2lkGAUgASgJEkIKDHJvd3NfZGVsZXRlZBgGIAMoCzIsLmVwaXNvZGljLnYxLkVyYXN1cmVSZWNlaXB0LlJvd3NEZWxldGVkRW50cnkSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmRhdGFfa2V5X2Rlc3Ryb3llZBgJIAEoCBIiChphdWRpdF9ldmVudHNfcHNldWRvbnltaXNlZBgKIAEoAxIZChFhcGlfa2V5c19zY3J1YmJlZBgLIAEoAxIOCgZkaWdlc3QYDCABKAkaMgoQUm93c0RlbGV0ZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBIicKFERlbGV0ZURhdGFzZXRSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkiRQoVRGVsZXRlRGF0YXNldFJlc3BvbnNlEiwKB3JlY2VpcHQYASABKAsyGy5lcGlzb2RpYy52MS5FcmFzdXJlUmVjZWlwdCIoChNEZWxldGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSJEChREZWxldGVUaHJlYWRSZXNwb25zZRIsCgdyZWNlaXB0GAEgASgLMhsuZXBpc29kaWMudjEuRXJhc3VyZVJlY2VpcHQi9QEKDURhdGFzZXRQb2xpY3kSDwoHZGF0YXNldBgBIAEoCRIbCg5yZXRlbnRpb25fZGF5cxgCIAEoBUgAiAEBEh8KEmNvbXBhY3RfYWZ0ZXJfZGF5cxgDIAEoBUgBiAEBEiAKGGVmZmVjdGl2ZV9yZXRlbnRpb25fZGF5cxgEIAEoBRIkChxlZmZlY3RpdmVfY29tcGFjdF9hZnRlcl9kYXlzGAUgASgFEhEKCWVuY3J5cHRlZBgGIAEoCBIQCghsYW5ndWFnZRgHIAEoCUIRCg9fcmV0ZW50aW9uX2RheXNCFQoTX2NvbXBhY3RfYWZ0ZXJfZGF5cyIqChdHZXREYXRhc2V0UG9saWN5UmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJIkYKGEdldERhdGFzZXRQb2xpY3lSZXNwb25zZRIqCgZwb2xpY3kYASABKAsyGi5lcGlzb2RpYy52MS5EYXRhc2V0UG9saWN5IrYBChdTZXREYXRhc2V0UG9saWN5UmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhsKDnJldGVudGlvbl9kYXlzGAIgASgFSACIAQESHwoSY29tcGFjdF9hZnRlcl9kYXlzGAMgASgFSAGIAQESFQoIbGFuZ3VhZ2UYBCABKAlIAogBAUIRCg9fcmV0ZW50aW9uX2RheXNCFQoTX2NvbXBhY3RfYWZ0ZXJfZGF5c0ILCglfbGFuZ3VhZ2UiRgoYU2V0RGF0YXNldFBvbGljeVJlc3BvbnNlEioKBnBvbGljeRgBIAEoCzIaLmVwaXNvZGljLnYxLkRhdGFzZXRQb2xpY3kyhgcKDEFkbWluU2VydmljZRJdCgxDcmVhdGVBcGlLZXkSIC5lcGlzb2RpYy52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiEuZXBpc29kaWMudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2UiCIq1GAQIAxACEloKC0xpc3RBcGlLZXlzEh8uZXBpc29kaWMudjEuTGlzdEFwaUtleXNSZXF1ZXN0GiAuZXBpc29kaWMudjEuTGlzdEFwaUtleXNSZXNwb25zZSIIirUYBAgDEAISXQoMUmV2b2tlQXBpS2V5EiAuZXBpc29kaWMudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBohLmVwaXNvZGljLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlIgiKtRgECAMQAhJdCgxMaXN0RGF0YXNldHMSIC5lcGlzb2RpYy52MS5MaXN0RGF0YXNldHNSZXF1ZXN0GiEuZXBpc29kaWMudjEuTGlzdERhdGFzZXRzUmVzcG9uc2UiCIq1GAQIAxACEmYKD0xpc3RBdWRpdEV2ZW50cxIjLmVwaXNvZGljLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5lcGlzb2RpYy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIIirUYBAgDEAISYAoNRGVsZXRlRGF0YXNldBIhLmVwaXNvZGljLnYxLkRlbGV0ZURhdGFzZXRSZXF1ZXN0GiIuZXBpc29kaWMudjEuRGVsZXRlRGF0YXNldFJlc3BvbnNlIgiKtRgECAMQARJdCgxEZWxldGVUaHJlYWQSIC5lcGlzb2RpYy52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GiEuZXBpc29kaWMudjEuRGVsZXRlVGhyZWFkUmVzcG9uc2UiCIq1GAQIAxABEmkKEEdldERhdGFzZXRQb2xpY3kSJC5lcGlzb2RpYy52MS5HZXREYXRhc2V0UG9saWN5UmVxdWVzdBolLmVwaXNvZGljLnYxLkdldERhdGFzZXRQb2xpY3lSZXNwb25zZSIIirUYBAgDEAESaQoQU2V0RGF0YXNldFBvbGljeRIkLmVwaXNvZGljLnYxLlNldERhdGFzZXRQb2xpY3lSZXF1ZXN0GiUuZXBpc29kaWMudjEuU2V0RGF0YXNldFBvbGljeVJlc3BvbnNlIgiKtRgECAMQAWIGcHJvdG8z", [file_episodic_v1_access, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch9lcGlzb2RpYy92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtlcGlzb2RpYy52MSKTAgoGQXBpS2V5Eg4KBmtleV9pZBgBIAEoCRIOCgZwcmVmaXgYAiABKAkSDAoEbmFtZRgDIAEoCRIlCgRyb2xlGAQgASgOMhcuZXBpc29kaWMudjEuQWNjZXNzUm9sZRIQCghkYXRhc2V0cxgFIAMoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpjcmVhdGVkX2J5GAkgASgJIowBChNDcmVhdGVBcGlLZXlSZXF1ZXN0EgwKBG5hbWUYASABKAkSJQoEcm9sZRgCIAEoDjIXLmVwaXNvZGljLnYxLkFjY2Vzc1JvbGUSEAoIZGF0YXNldHMYAyADKAkSLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USIAoDa2V5GAEgASgLMhMuZXBpc29kaWMudjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSJVChJMaXN0QXBpS2V5c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSGAoQaW5jbHVkZV9pbmFjdGl2ZRgDIAEoCCJRChNMaXN0QXBpS2V5c1Jlc3BvbnNlEiEKBGtleXMYASADKAsyEy5lcGlzb2RpYy52MS5BcGlLZXkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKE1Jldm9rZUFwaUtleVJlcXVlc3QSCwoDa2V5GAEgASgJIjgKFFJldm9rZUFwaUtleVJlc3BvbnNlEiAKA2tleRgBIAEoCzITLmVwaXNvZGljLnYxLkFwaUtleSK+AQoKQXVkaXRFdmVudBIQCghldmVudF9pZBgBIAEoAxIvCgtvY2N1cnJlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKa2V5X3ByZWZpeBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSDwoHZGF0YXNldBgFIAEoCRIOCgZ0YXJnZXQYBiABKAkSKAoHZGV0YWlscxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiUAoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRIPCgdkYXRhc2V0GAMgASgJIlsKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmVwaXNvZGljLnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoQBCg5EYXRhc2V0U3VtbWFyeRIPCgdkYXRhc2V0GAEgASgJEhQKDHRocmVhZF9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDEjQKEGxhc3RfYWN0aXZpdHlfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkwKE0xpc3REYXRhc2V0c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSDgoGcHJlZml4GAMgASgJIl4KFExpc3REYXRhc2V0c1Jlc3BvbnNlEi0KCGRhdGFzZXRzGAEgAygLMhsuZXBpc29kaWMudjEuRGF0YXNldFN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrMDCg5FcmFzdXJlUmVjZWlwdBISCgpyZWNlaXB0X2lkGAEgASgJEg0KBXNjb3BlGAIgASgJEg8KB2RhdGFzZXQYAyABKAkSFgoOZGF0YXNldF9kaWdlc3QYBCABKAkSEQoJdGhyZWFkX2lkGAUgASgJEkIKDHJvd3NfZGVsZXRlZBgGIAMoCzIsLmVwaXNvZGljLnYxLkVyYXN1cmVSZWNlaXB0LlJvd3NEZWxldGVkRW50cnkSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmRhdGFfa2V5X2Rlc3Ryb3llZBgJIAEoCBIiChphdWRpdF9ldmVudHNfcHNldWRvbnltaXNlZBgKIAEoAxIZChFhcGlfa2V5c19zY3J1YmJlZBgLIAEoAxIOCgZkaWdlc3QYDCABKAkaMgoQUm93c0RlbGV0ZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBIicKFERlbGV0ZURhdGFzZXRSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkiRQoVRGVsZXRlRGF0YXNldFJlc3BvbnNlEiwKB3JlY2VpcHQYASABKAsyGy5lcGlzb2RpYy52MS5FcmFzdXJlUmVjZWlwdCIoChNEZWxldGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSJEChREZWxldGVUaHJlYWRSZXNwb25zZRIsCgdyZWNlaXB0GAEgASgLMhsuZXBpc29kaWMudjEuRXJhc3VyZVJlY2VpcHQi9QEKDURhdGFzZXRQb2xpY3kSDwoHZGF0YXNldBgBIAEoCRIbCg5yZXRlbnRpb25fZGF5cxgCIAEoBUgAiAEBEh8KEmNvbXBhY3RfYWZ0ZXJfZGF5cxgDIAEoBUgBiAEBEiAKGGVmZmVjdGl2ZV9yZXRlbnRpb25fZGF5cxgEIAEoBRIkChxlZmZlY3RpdmVfY29tcGFjdF9hZnRlcl9kYXlzGAUgASgFEhEKCWVuY3J5cHRlZBgGIAEoCBIQCghsYW5ndWFnZRgHIAEoCUIRCg9fcmV0ZW50aW9uX2RheXNCFQoTX2NvbXBhY3RfYWZ0ZXJfZGF5cyIqChdHZXREYXRhc2V0UG9saWN5UmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJIkYKGEdldERhdGFzZXRQb2xpY3lSZXNwb25zZRIqCgZwb2xpY3kYASABKAsyGi5lcGlzb2RpYy52MS5EYXRhc2V0UG9saWN5IrYBChdTZXREYXRhc2V0UG9saWN5UmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhsKDnJldGVudGlvbl9kYXlzGAIgASgFSACIAQESHwoSY29tcGFjdF9hZnRlcl9kYXlzGAMgASgFSAGIAQESFQoIbGFuZ3VhZ2UYBCABKAlIAogBAUIRCg9fcmV0ZW50aW9uX2RheXNCFQoTX2NvbXBhY3RfYWZ0ZXJfZGF5c0ILCglfbGFuZ3VhZ2UiRgoYU2V0RGF0YXNldFBvbGljeVJlc3BvbnNlEioKBnBvbGljeRgBIAEoCzIaLmVwaXNvZGljLnYxLkRhdGFzZXRQb2xpY3kiTQoTTGlzdEVudGl0aWVzUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlYKFExpc3RFbnRpdGllc1Jlc3BvbnNlEiUKCGVudGl0aWVzGAEgAygLMhMuZXBpc29kaWMudjEuRW50aXR5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJGChRNZXJnZUVudGl0aWVzUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEgwKBGludG8YAiABKAkSDwoHc291cmNlcxgDIAMoCSI8ChVNZXJnZUVudGl0aWVzUmVzcG9uc2USIwoGZW50aXR5GAEgASgLMhMuZXBpc29kaWMudjEuRW50aXR5IjQKElNwbGl0RW50aXR5UmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEg0KBWFsaWFzGAIgASgJImUKE1NwbGl0RW50aXR5UmVzcG9uc2USJgoJc3BsaXRfb2ZmGAEgASgLMhMuZXBpc29kaWMudjEuRW50aXR5EiYKCXJlbWFpbmluZxgCIAEoCzITLmVwaXNvZGljLnYxLkVudGl0eTKjCQoMQWRtaW5TZXJ2aWNlEl0KDENyZWF0ZUFwaUtleRIgLmVwaXNvZGljLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaIS5lcGlzb2RpYy52MS5DcmVhdGVBcGlLZXlSZXNwb25zZSIIirUYBAgDEAISWgoLTGlzdEFwaUtleXMSHy5lcGlzb2RpYy52MS5MaXN0QXBpS2V5c1JlcXVlc3QaIC5lcGlzb2RpYy52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlIgiKtRgECAMQAhJdCgxSZXZva2VBcGlLZXkSIC5lcGlzb2RpYy52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiEuZXBpc29kaWMudjEuUmV2b2tlQXBpS2V5UmVzcG9uc2UiCIq1GAQIAxACEl0KDExpc3REYXRhc2V0cxIgLmVwaXNvZGljLnYxLkxpc3REYXRhc2V0c1JlcXVlc3QaIS5lcGlzb2RpYy52MS5MaXN0RGF0YXNldHNSZXNwb25zZSIIirUYBAgDEAISZgoPTGlzdEF1ZGl0RXZlbnRzEiMuZXBpc29kaWMudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBokLmVwaXNvZGljLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlIgiKtRgECAMQAhJgCg1EZWxldGVEYXRhc2V0EiEuZXBpc29kaWMudjEuRGVsZXRlRGF0YXNldFJlcXVlc3QaIi5lcGlzb2RpYy52MS5EZWxldGVEYXRhc2V0UmVzcG9uc2UiCIq1GAQIAxABEl0KDERlbGV0ZVRocmVhZBIgLmVwaXNvZGljLnYxLkRlbGV0ZVRocmVhZFJlcXVlc3QaIS5lcGlzb2RpYy52MS5EZWxldGVUaHJlYWRSZXNwb25zZSIIirUYBAgDEAESaQoQR2V0RGF0YXNldFBvbGljeRIkLmVwaXNvZGljLnYxLkdldERhdGFzZXRQb2xpY3lSZXF1ZXN0GiUuZXBpc29kaWMudjEuR2V0RGF0YXNldFBvbGljeVJlc3BvbnNlIgiKtRgECAMQARJpChBTZXREYXRhc2V0UG9saWN5EiQuZXBpc29kaWMudjEuU2V0RGF0YXNldFBvbGljeVJlcXVlc3QaJS5lcGlzb2RpYy52MS5TZXREYXRhc2V0UG9saWN5UmVzcG9uc2UiCIq1GAQIAxABEl0KDExpc3RFbnRpdGllcxIgLmVwaXNvZGljLnYxLkxpc3RFbnRpdGllc1JlcXVlc3QaIS5lcGlzb2RpYy52MS5MaXN0RW50aXRpZXNSZXNwb25zZSIIirUYBAgDEAESYAoNTWVyZ2VFbnRpdGllcxIhLmVwaXNvZGljLnYxLk1lcmdlRW50aXRpZXNSZXF1ZXN0GiIuZXBpc29kaWMudjEuTWVyZ2VFbnRpdGllc1Jlc3BvbnNlIgiKtRgECAMQARJaCgtTcGxpdEVudGl0eRIfLmVwaXNvZGljLnYxLlNwbGl0RW50aXR5UmVxdWVzdBogLmVwaXNvZGljLnYxLlNwbGl0RW50aXR5UmVzcG9uc2UiCIq1GAQIAxABYgZwcm90bzM", [file_episodic_v1_access, file_episodic_v1_entity, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * An API key as stored: everything but its secret.
@@ -546,7 +548,7 @@ export type ErasureReceipt = Message<"episodic.v1.ErasureReceipt"> & {
 
   /**
    * Rows deleted per table: facts, message_chunks, messages, episodes,
-   * scheduled_episodes, threads, datasets.
+   * scheduled_episodes, threads, entity_keys, entity_aliases, entities, datasets.
    *
    * @generated from field: map<string, int64> rows_deleted = 6;
    */
@@ -862,6 +864,181 @@ export const SetDatasetPolicyResponseSchema: GenMessage<SetDatasetPolicyResponse
   messageDesc(file_episodic_v1_admin_service, 22);
 
 /**
+ * Request for AdminService.ListEntities.
+ *
+ * @generated from message episodic.v1.ListEntitiesRequest
+ */
+export type ListEntitiesRequest = Message<"episodic.v1.ListEntitiesRequest"> & {
+  /**
+   * Required. The dataset.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * Maximum entities to return: 0 means 50, larger values are capped at 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Token from a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message episodic.v1.ListEntitiesRequest.
+ * Use `create(ListEntitiesRequestSchema)` to create a new message.
+ */
+export const ListEntitiesRequestSchema: GenMessage<ListEntitiesRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 23);
+
+/**
+ * Response for AdminService.ListEntities.
+ *
+ * @generated from message episodic.v1.ListEntitiesResponse
+ */
+export type ListEntitiesResponse = Message<"episodic.v1.ListEntitiesResponse"> & {
+  /**
+   * Entities, oldest first.
+   *
+   * @generated from field: repeated episodic.v1.Entity entities = 1;
+   */
+  entities: Entity[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message episodic.v1.ListEntitiesResponse.
+ * Use `create(ListEntitiesResponseSchema)` to create a new message.
+ */
+export const ListEntitiesResponseSchema: GenMessage<ListEntitiesResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 24);
+
+/**
+ * Request for AdminService.MergeEntities.
+ *
+ * @generated from message episodic.v1.MergeEntitiesRequest
+ */
+export type MergeEntitiesRequest = Message<"episodic.v1.MergeEntitiesRequest"> & {
+  /**
+   * Required. The dataset.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * Required. The entity that remains (keeps its id and name): its id, or any alias.
+   *
+   * @generated from field: string into = 2;
+   */
+  into: string;
+
+  /**
+   * Required. The entities merged into it, each by id or any alias.
+   *
+   * @generated from field: repeated string sources = 3;
+   */
+  sources: string[];
+};
+
+/**
+ * Describes the message episodic.v1.MergeEntitiesRequest.
+ * Use `create(MergeEntitiesRequestSchema)` to create a new message.
+ */
+export const MergeEntitiesRequestSchema: GenMessage<MergeEntitiesRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 25);
+
+/**
+ * Response for AdminService.MergeEntities.
+ *
+ * @generated from message episodic.v1.MergeEntitiesResponse
+ */
+export type MergeEntitiesResponse = Message<"episodic.v1.MergeEntitiesResponse"> & {
+  /**
+   * The merged entity, with all its aliases.
+   *
+   * @generated from field: episodic.v1.Entity entity = 1;
+   */
+  entity?: Entity | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.MergeEntitiesResponse.
+ * Use `create(MergeEntitiesResponseSchema)` to create a new message.
+ */
+export const MergeEntitiesResponseSchema: GenMessage<MergeEntitiesResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 26);
+
+/**
+ * Request for AdminService.SplitEntity.
+ *
+ * @generated from message episodic.v1.SplitEntityRequest
+ */
+export type SplitEntityRequest = Message<"episodic.v1.SplitEntityRequest"> & {
+  /**
+   * Required. The dataset.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * Required. The alias to split off (matched exactly, after normalisation).
+   *
+   * @generated from field: string alias = 2;
+   */
+  alias: string;
+};
+
+/**
+ * Describes the message episodic.v1.SplitEntityRequest.
+ * Use `create(SplitEntityRequestSchema)` to create a new message.
+ */
+export const SplitEntityRequestSchema: GenMessage<SplitEntityRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 27);
+
+/**
+ * Response for AdminService.SplitEntity.
+ *
+ * @generated from message episodic.v1.SplitEntityResponse
+ */
+export type SplitEntityResponse = Message<"episodic.v1.SplitEntityResponse"> & {
+  /**
+   * The new entity, named after the alias.
+   *
+   * @generated from field: episodic.v1.Entity split_off = 1;
+   */
+  splitOff?: Entity | undefined;
+
+  /**
+   * What is left of the entity it was split from.
+   *
+   * @generated from field: episodic.v1.Entity remaining = 2;
+   */
+  remaining?: Entity | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.SplitEntityResponse.
+ * Use `create(SplitEntityResponseSchema)` to create a new message.
+ */
+export const SplitEntityResponseSchema: GenMessage<SplitEntityResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_admin_service, 28);
+
+/**
  * Administration of the suite: API keys, the audit log, datasets' erasure and lifecycle
  * policy. Served by the Ingest process.
  *
@@ -963,6 +1140,40 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof SetDatasetPolicyRequestSchema;
     output: typeof SetDatasetPolicyResponseSchema;
+  },
+  /**
+   * Pages through a dataset's canonical entities (oldest first) with their aliases and
+   * how many current episodes mention each.
+   *
+   * @generated from rpc episodic.v1.AdminService.ListEntities
+   */
+  listEntities: {
+    methodKind: "unary";
+    input: typeof ListEntitiesRequestSchema;
+    output: typeof ListEntitiesResponseSchema;
+  },
+  /**
+   * Merges entities into one: every alias of `sources` becomes an alias of `into`, and
+   * entity filters and timelines of any of them then find the episodes of all. Audited.
+   *
+   * @generated from rpc episodic.v1.AdminService.MergeEntities
+   */
+  mergeEntities: {
+    methodKind: "unary";
+    input: typeof MergeEntitiesRequestSchema;
+    output: typeof MergeEntitiesResponseSchema;
+  },
+  /**
+   * Splits one alias off its entity into a new entity of its own (for two different
+   * things the normalisation rules or a merge put together). FAILED_PRECONDITION when it is
+   * the entity's only alias. Audited.
+   *
+   * @generated from rpc episodic.v1.AdminService.SplitEntity
+   */
+  splitEntity: {
+    methodKind: "unary";
+    input: typeof SplitEntityRequestSchema;
+    output: typeof SplitEntityResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_episodic_v1_admin_service, 0);

@@ -5,6 +5,8 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_episodic_v1_access } from "./access_pb.js";
+import type { Entity } from "./entity_pb.js";
+import { file_episodic_v1_entity } from "./entity_pb.js";
 import type { Episode, EpisodeStatus, ScoredEpisode } from "./episode_pb.js";
 import { file_episodic_v1_episode } from "./episode_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -15,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/recall_service.proto.
  */
 export const file_episodic_v1_recall_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBlcGlzb2RpYy92MS9yZWNhbGxfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEixQMKDVJlY2FsbFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIrCgdpbmNsdWRlGAMgAygOMhouZXBpc29kaWMudjEuUmVjYWxsSW5jbHVkZRIYChBjb250ZXh0X2VwaXNvZGVzGAQgASgFEh4KEXNpbWlsYXJpdHlfd2VpZ2h0GAUgASgBSACIAQESGwoOcmVjZW5jeV93ZWlnaHQYBiABKAFIAYgBARIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnRocmVhZF9pZHMYCSADKAkSEAoIZW50aXRpZXMYCiADKAkSEgoKZXZlbnRfdHlwZRgLIAEoCRIpCgVhc19vZhgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGl0ZXJhbF9xdWVyeRgNIAEoCBIVCg1taW5fcmVsZXZhbmNlGA4gASgBQhQKEl9zaW1pbGFyaXR5X3dlaWdodEIRCg9fcmVjZW5jeV93ZWlnaHQiVwoQUmVjYWxsZWRFcGlzb2RlcxIsCghlcGlzb2RlcxgBIAMoCzIaLmVwaXNvZGljLnYxLlNjb3JlZEVwaXNvZGUSFQoNZXBpc29kZV9jb3VudBgCIAEoAyJ5Cg5SZWNhbGxSZXNwb25zZRIvCghlcGlzb2RlcxgBIAEoCzIdLmVwaXNvZGljLnYxLlJlY2FsbGVkRXBpc29kZXMSNgoNdW5kZXJzdGFuZGluZxgCIAEoCzIfLmVwaXNvZGljLnYxLlF1ZXJ5VW5kZXJzdGFuZGluZyKfAgoSUXVlcnlVbmRlcnN0YW5kaW5nEhQKDHJhbmtlZF9xdWVyeRgBIAEoCRIwCgtleHByZXNzaW9ucxgCIAMoCzIbLmVwaXNvZGljLnYxLlRpbWVFeHByZXNzaW9uEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHb3JkaW5hbBgFIAEoCzIbLmVwaXNvZGljLnYxLlNlc3Npb25PcmRpbmFsEhEKCXRpbWVfb25seRgGIAEoCBIPCgdhcHBsaWVkGAcgASgIEg0KBW5vdGVzGAggAygJIoABCg5UaW1lRXhwcmVzc2lvbhIMCgR0ZXh0GAEgASgJEgwKBGtpbmQYAiABKAkSKQoFc3RhcnQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiiAEKDlNlc3Npb25PcmRpbmFsEgwKBHRleHQYASABKAkSEAoIcG9zaXRpb24YAiABKAUSEAoIZnJvbV9lbmQYAyABKAgSDQoFY291bnQYBCABKAUSDQoFc2NvcGUYBSABKAkSEgoKZXZlbnRfdHlwZRgGIAEoCRISCgp0aHJlYWRfaWRzGAcgAygJIowBChNMaXN0RXBpc29kZXNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSKgoGc3RhdHVzGAIgASgOMhouZXBpc29kaWMudjEuRXBpc29kZVN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIRCgl0aHJlYWRfaWQYBSABKAkiVwoUTGlzdEVwaXNvZGVzUmVzcG9uc2USJgoIZXBpc29kZXMYASADKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChVTZWFyY2hFcGlzb2Rlc1JlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUiRgoWU2VhcmNoRXBpc29kZXNSZXNwb25zZRIsCghlcGlzb2RlcxgBIAMoCzIaLmVwaXNvZGljLnYxLlNjb3JlZEVwaXNvZGUiJwoRR2V0RXBpc29kZVJlcXVlc3QSEgoKZXBpc29kZV9pZBgBIAEoCSI7ChJHZXRFcGlzb2RlUmVzcG9uc2USJQoHZXBpc29kZRgBIAEoCzIULmVwaXNvZGljLnYxLkVwaXNvZGUqTAoNUmVjYWxsSW5jbHVkZRIeChpSRUNBTExfSU5DTFVERV9VTlNQRUNJRklFRBAAEhsKF1JFQ0FMTF9JTkNMVURFX0VQSVNPREVTEAEy+QIKDVJlY2FsbFNlcnZpY2USSwoGUmVjYWxsEhouZXBpc29kaWMudjEuUmVjYWxsUmVxdWVzdBobLmVwaXNvZGljLnYxLlJlY2FsbFJlc3BvbnNlIgiKtRgECAEQARJdCgxMaXN0RXBpc29kZXMSIC5lcGlzb2RpYy52MS5MaXN0RXBpc29kZXNSZXF1ZXN0GiEuZXBpc29kaWMudjEuTGlzdEVwaXNvZGVzUmVzcG9uc2UiCIq1GAQIARABEmMKDlNlYXJjaEVwaXNvZGVzEiIuZXBpc29kaWMudjEuU2VhcmNoRXBpc29kZXNSZXF1ZXN0GiMuZXBpc29kaWMudjEuU2VhcmNoRXBpc29kZXNSZXNwb25zZSIIirUYBAgBEAESVwoKR2V0RXBpc29kZRIeLmVwaXNvZGljLnYxLkdldEVwaXNvZGVSZXF1ZXN0Gh8uZXBpc29kaWMudjEuR2V0RXBpc29kZVJlc3BvbnNlIgiKtRgECAEQAWIGcHJvdG8z", [file_episodic_v1_access, file_episodic_v1_episode, file_google_protobuf_timestamp]);
+  fileDesc("CiBlcGlzb2RpYy92MS9yZWNhbGxfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEihAQKDVJlY2FsbFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIrCgdpbmNsdWRlGAMgAygOMhouZXBpc29kaWMudjEuUmVjYWxsSW5jbHVkZRIYChBjb250ZXh0X2VwaXNvZGVzGAQgASgFEh4KEXNpbWlsYXJpdHlfd2VpZ2h0GAUgASgBSACIAQESGwoOcmVjZW5jeV93ZWlnaHQYBiABKAFIAYgBARIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnRocmVhZF9pZHMYCSADKAkSEAoIZW50aXRpZXMYCiADKAkSEgoKZXZlbnRfdHlwZRgLIAEoCRIpCgVhc19vZhgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGl0ZXJhbF9xdWVyeRgNIAEoCBINCgVhY3RvchgPIAEoCRIWCg5leGNsdWRlX2V2ZW50cxgQIAEoCBIWCg5leGFjdF9lbnRpdGllcxgRIAEoCBIVCg1taW5fcmVsZXZhbmNlGA4gASgBQhQKEl9zaW1pbGFyaXR5X3dlaWdodEIRCg9fcmVjZW5jeV93ZWlnaHQiVwoQUmVjYWxsZWRFcGlzb2RlcxIsCghlcGlzb2RlcxgBIAMoCzIaLmVwaXNvZGljLnYxLlNjb3JlZEVwaXNvZGUSFQoNZXBpc29kZV9jb3VudBgCIAEoAyJ5Cg5SZWNhbGxSZXNwb25zZRIvCghlcGlzb2RlcxgBIAEoCzIdLmVwaXNvZGljLnYxLlJlY2FsbGVkRXBpc29kZXMSNgoNdW5kZXJzdGFuZGluZxgCIAEoCzIfLmVwaXNvZGljLnYxLlF1ZXJ5VW5kZXJzdGFuZGluZyKfAgoSUXVlcnlVbmRlcnN0YW5kaW5nEhQKDHJhbmtlZF9xdWVyeRgBIAEoCRIwCgtleHByZXNzaW9ucxgCIAMoCzIbLmVwaXNvZGljLnYxLlRpbWVFeHByZXNzaW9uEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHb3JkaW5hbBgFIAEoCzIbLmVwaXNvZGljLnYxLlNlc3Npb25PcmRpbmFsEhEKCXRpbWVfb25seRgGIAEoCBIPCgdhcHBsaWVkGAcgASgIEg0KBW5vdGVzGAggAygJIoABCg5UaW1lRXhwcmVzc2lvbhIMCgR0ZXh0GAEgASgJEgwKBGtpbmQYAiABKAkSKQoFc3RhcnQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiiAEKDlNlc3Npb25PcmRpbmFsEgwKBHRleHQYASABKAkSEAoIcG9zaXRpb24YAiABKAUSEAoIZnJvbV9lbmQYAyABKAgSDQoFY291bnQYBCABKAUSDQoFc2NvcGUYBSABKAkSEgoKZXZlbnRfdHlwZRgGIAEoCRISCgp0aHJlYWRfaWRzGAcgAygJIowBChNMaXN0RXBpc29kZXNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSKgoGc3RhdHVzGAIgASgOMhouZXBpc29kaWMudjEuRXBpc29kZVN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIRCgl0aHJlYWRfaWQYBSABKAkiVwoUTGlzdEVwaXNvZGVzUmVzcG9uc2USJgoIZXBpc29kZXMYASADKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChVTZWFyY2hFcGlzb2Rlc1JlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUiRgoWU2VhcmNoRXBpc29kZXNSZXNwb25zZRIsCghlcGlzb2RlcxgBIAMoCzIaLmVwaXNvZGljLnYxLlNjb3JlZEVwaXNvZGUiJwoRR2V0RXBpc29kZVJlcXVlc3QSEgoKZXBpc29kZV9pZBgBIAEoCSI7ChJHZXRFcGlzb2RlUmVzcG9uc2USJQoHZXBpc29kZRgBIAEoCzIULmVwaXNvZGljLnYxLkVwaXNvZGUiXwoVRW50aXR5VGltZWxpbmVSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSDgoGZW50aXR5GAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIn4KFkVudGl0eVRpbWVsaW5lUmVzcG9uc2USIwoGZW50aXR5GAEgASgLMhMuZXBpc29kaWMudjEuRW50aXR5EiYKCGVwaXNvZGVzGAIgAygLMhQuZXBpc29kaWMudjEuRXBpc29kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkqTAoNUmVjYWxsSW5jbHVkZRIeChpSRUNBTExfSU5DTFVERV9VTlNQRUNJRklFRBAAEhsKF1JFQ0FMTF9JTkNMVURFX0VQSVNPREVTEAEy3gMKDVJlY2FsbFNlcnZpY2USSwoGUmVjYWxsEhouZXBpc29kaWMudjEuUmVjYWxsUmVxdWVzdBobLmVwaXNvZGljLnYxLlJlY2FsbFJlc3BvbnNlIgiKtRgECAEQARJdCgxMaXN0RXBpc29kZXMSIC5lcGlzb2RpYy52MS5MaXN0RXBpc29kZXNSZXF1ZXN0GiEuZXBpc29kaWMudjEuTGlzdEVwaXNvZGVzUmVzcG9uc2UiCIq1GAQIARABEmMKDlNlYXJjaEVwaXNvZGVzEiIuZXBpc29kaWMudjEuU2VhcmNoRXBpc29kZXNSZXF1ZXN0GiMuZXBpc29kaWMudjEuU2VhcmNoRXBpc29kZXNSZXNwb25zZSIIirUYBAgBEAESVwoKR2V0RXBpc29kZRIeLmVwaXNvZGljLnYxLkdldEVwaXNvZGVSZXF1ZXN0Gh8uZXBpc29kaWMudjEuR2V0RXBpc29kZVJlc3BvbnNlIgiKtRgECAEQARJjCg5FbnRpdHlUaW1lbGluZRIiLmVwaXNvZGljLnYxLkVudGl0eVRpbWVsaW5lUmVxdWVzdBojLmVwaXNvZGljLnYxLkVudGl0eVRpbWVsaW5lUmVzcG9uc2UiCIq1GAQIARABYgZwcm90bzM", [file_episodic_v1_access, file_episodic_v1_entity, file_episodic_v1_episode, file_google_protobuf_timestamp]);
 
 /**
  * Request for RecallService.Recall.
@@ -115,6 +117,30 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
    * @generated from field: bool literal_query = 13;
    */
   literalQuery: boolean;
+
+  /**
+   * Only events recorded with this actor (compared case-insensitively, e.g. "agent",
+   * "billing-bot"). Summarised episodes carry no recorded actor, so they are left out when
+   * this is set.
+   *
+   * @generated from field: string actor = 15;
+   */
+  actor: string;
+
+  /**
+   * Leave events out: summarised episodes only.
+   *
+   * @generated from field: bool exclude_events = 16;
+   */
+  excludeEvents: boolean;
+
+  /**
+   * Match `entities` by their exact (normalised) spelling only, not through the entity
+   * canon's aliases ("atlas" then misses episodes that say "project atlas").
+   *
+   * @generated from field: bool exact_entities = 17;
+   */
+  exactEntities: boolean;
 
   /**
    * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
@@ -550,6 +576,83 @@ export const GetEpisodeResponseSchema: GenMessage<GetEpisodeResponse> = /*@__PUR
   messageDesc(file_episodic_v1_recall_service, 11);
 
 /**
+ * Request for RecallService.EntityTimeline.
+ *
+ * @generated from message episodic.v1.EntityTimelineRequest
+ */
+export type EntityTimelineRequest = Message<"episodic.v1.EntityTimelineRequest"> & {
+  /**
+   * Required. The dataset.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * Required. The entity: its id, or any of its names ("atlas", "the Atlas project").
+   *
+   * @generated from field: string entity = 2;
+   */
+  entity: string;
+
+  /**
+   * Maximum episodes to return: 0 means 20, larger values are capped at 1000.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Token from a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message episodic.v1.EntityTimelineRequest.
+ * Use `create(EntityTimelineRequestSchema)` to create a new message.
+ */
+export const EntityTimelineRequestSchema: GenMessage<EntityTimelineRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 12);
+
+/**
+ * Response for RecallService.EntityTimeline.
+ *
+ * @generated from message episodic.v1.EntityTimelineResponse
+ */
+export type EntityTimelineResponse = Message<"episodic.v1.EntityTimelineResponse"> & {
+  /**
+   * The entity the request named, with its aliases.
+   *
+   * @generated from field: episodic.v1.Entity entity = 1;
+   */
+  entity?: Entity | undefined;
+
+  /**
+   * Episodes mentioning it, oldest first (by the start of their window).
+   *
+   * @generated from field: repeated episodic.v1.Episode episodes = 2;
+   */
+  episodes: Episode[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message episodic.v1.EntityTimelineResponse.
+ * Use `create(EntityTimelineResponseSchema)` to create a new message.
+ */
+export const EntityTimelineResponseSchema: GenMessage<EntityTimelineResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 13);
+
+/**
  * What Recall returns. Episodes are opt-in.
  *
  * @generated from enum episodic.v1.RecallInclude
@@ -594,7 +697,9 @@ export const RecallService: GenService<{
     output: typeof RecallResponseSchema;
   },
   /**
-   * Pages through a dataset's episodes, newest first, optionally by status.
+   * Pages through a dataset's episodes, newest first, optionally by status. Events
+   * (kind EPISODE_KIND_EVENT) are listed too, by when they occurred, unless the status
+   * filter is other than completed.
    *
    * @generated from rpc episodic.v1.RecallService.ListEpisodes
    */
@@ -604,7 +709,7 @@ export const RecallService: GenService<{
     output: typeof ListEpisodesResponseSchema;
   },
   /**
-   * Finds a dataset's current episodes by text.
+   * Finds a dataset's current episodes (and events) by text.
    *
    * @generated from rpc episodic.v1.RecallService.SearchEpisodes
    */
@@ -614,7 +719,9 @@ export const RecallService: GenService<{
     output: typeof SearchEpisodesResponseSchema;
   },
   /**
-   * Returns one episode in any status (archived ones too, for provenance).
+   * Returns one episode in any status (archived ones too, for provenance). Summaries
+   * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
+   * event id is NOT_FOUND here.
    *
    * @generated from rpc episodic.v1.RecallService.GetEpisode
    */
@@ -622,6 +729,17 @@ export const RecallService: GenService<{
     methodKind: "unary";
     input: typeof GetEpisodeRequestSchema;
     output: typeof GetEpisodeResponseSchema;
+  },
+  /**
+   * Everything about one entity, in order: the dataset's current episodes that mention it
+   * under any of its aliases, oldest first, paged.
+   *
+   * @generated from rpc episodic.v1.RecallService.EntityTimeline
+   */
+  entityTimeline: {
+    methodKind: "unary";
+    input: typeof EntityTimelineRequestSchema;
+    output: typeof EntityTimelineResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_episodic_v1_recall_service, 0);
