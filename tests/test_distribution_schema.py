@@ -332,4 +332,4 @@ def test_a_threads_statements_touch_one_partition(engine: Engine) -> None:
             else:  # the one lookup by id: every partition, each through an index
                 assert "Index Cond: (thread_id = " in plan, plan
         conn.rollback()
-    assert routed >= 3  # idempotency check, counter, insert
+    assert routed >= 2  # the idempotency check; the counter bump and insert (one statement)

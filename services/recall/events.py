@@ -59,9 +59,11 @@ def merge(
     similarity_weight: float,
     recency_weight: float,
     limit: int,
+    min_relevance: float = 0.0,
 ) -> list[dict[str, Any]]:
     """The best ``limit`` of the ranked (opened) episodes and the dataset's events, by
-    relevance (then newest first)."""
+    relevance (then newest first); events below ``min_relevance`` are left out as episodes
+    are."""
     found = rank_events(
         conn,
         key=key,
@@ -71,6 +73,7 @@ def merge(
         similarity_weight=similarity_weight,
         recency_weight=recency_weight,
         limit=limit,
+        min_relevance=min_relevance,
     )
     candidates = found if scope.actor else [*episodes, *found]
     return sorted(candidates, key=_order)[:limit]

@@ -152,3 +152,29 @@ def test_the_summariser_embeds_events_so_meaning_finds_them(stubs, engine) -> No
     top = recall_(recall, query="pricing tier agreed")[0]
     assert top.episode.episode_id == event.episode_id
     assert top.semantic > 0  # the hashing embedder shares words with the query
+
+
+def test_events_carry_the_calibrated_relevance_and_min_relevance_drops_them(stubs, engine) -> None:  # type: ignore[no-untyped-def]
+    """Events take part in abstention like episodes: a question the event answers keeps it
+    at the recommended threshold (with its calibrated relevance on the answer), one it does
+    not answer gets nothing."""
+    from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE
+
+    ingest, recall, _ = stubs
+    with engine.begin() as conn:  # the dataset exists
+        make_episode(
+            conn, "user_42", ["we talked about the weather"], ended_at=T0 - timedelta(days=9)
+        )
+    dog = record(
+        ingest, "The user's dog is named Rex", T0 - timedelta(days=1), event_type="milestone"
+    )
+
+    found = recall_(recall, query="what is my dog's name?", min_relevance=RECOMMENDED_MIN_RELEVANCE)
+    assert [s.episode.episode_id for s in found] == [dog.episode_id]
+    assert found[0].relevance >= RECOMMENDED_MIN_RELEVANCE
+    unrelated = recall_(
+        recall, query="which airline flies to Lisbon?", min_relevance=RECOMMENDED_MIN_RELEVANCE
+    )
+    assert unrelated == []
+    everything = recall_(recall, query="which airline flies to Lisbon?", context_episodes=10)
+    assert dog.episode_id in {s.episode.episode_id for s in everything}  # only the threshold

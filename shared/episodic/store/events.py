@@ -50,6 +50,7 @@ from episodic.store.recall_queries import (
     entity_clauses,
     entity_params,
 )
+from episodic.store.relevance import relevance_sql
 from episodic.store.vault import Vault, open_row
 
 __all__ = [
@@ -283,7 +284,8 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
         scored = f"""
         scored AS (
             SELECT c.event_id, c.occurred_at, 0.0::float8 AS similarity, 0.0::float8 AS lexical,
-                   0.0::float8 AS semantic, ({_RECENCY})::float8 AS recency
+                   0.0::float8 AS semantic, ({_RECENCY})::float8 AS recency,
+                   0.0::float8 AS absolute_relevance
             FROM c
         ),"""
     else:
@@ -313,13 +315,16 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
             SELECT t.event_id,
                    sum(ln(1.0 + (s.n - df.df + 0.5) / (df.df + 0.5)) * t.tf * ({BM25_K1} + 1.0)
                        / (t.tf + {BM25_K1} * (1.0 - {BM25_B} + {BM25_B} * t.dl / s.avgdl)))
-                       AS score
+                       AS score,
+                   count(*)::float8 AS matched
             FROM terms t JOIN df ON df.lexeme = t.lexeme CROSS JOIN stats s
             GROUP BY t.event_id
         ),
         raw AS MATERIALIZED (
             SELECT c.event_id, c.occurred_at, c.embedding IS NULL AS unembedded,
-                   coalesce(b.score, 0.0) AS lex, greatest({cos}, 0.0) AS sem
+                   coalesce(b.score, 0.0) AS lex, greatest({cos}, 0.0) AS sem,
+                   coalesce(b.matched, 0.0) / greatest((SELECT count(*) FROM q), 1)::float8
+                       AS coverage
             FROM c LEFT JOIN bm25 b ON b.event_id = c.event_id
         ),
         normed AS MATERIALIZED (
@@ -332,20 +337,28 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
             SELECT n.event_id, n.occurred_at,
                    power(least(1.0, {blended}), {BAND_EXPONENT})::float8 AS similarity,
                    n.lex_rel::float8 AS lexical, n.sem_rel::float8 AS semantic,
-                   ({recency})::float8 AS recency
+                   ({recency})::float8 AS recency,
+                   -- Recall's calibrated relevance (store/relevance.py) from the event's
+                   -- absolute signals: an event is one passage, so its document coverage
+                   -- is its passage coverage too.
+                   {relevance_sql("n.sem", "n.coverage", "n.coverage")} AS absolute_relevance
             FROM normed n
         ),"""
+    # min_relevance applies only with a query (without one nothing is matched), as for
+    # episodes (recall_queries.rank_episodes).
+    relevant = "WHERE s.absolute_relevance >= CAST(:min_relevance AS float8)" if with_query else ""
     return f"""
         WITH c AS MATERIALIZED ({_CANDIDATES}),{scored}
         top AS MATERIALIZED (
             SELECT s.*, CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency
                        AS relevance
             FROM scored s
+            {relevant}
             ORDER BY relevance DESC, s.occurred_at DESC, s.event_id DESC
             LIMIT :limit
         )
         SELECT {_EVENT_AS_EPISODE}, t.similarity, t.lexical, t.semantic, t.recency,
-               t.relevance
+               t.relevance, t.absolute_relevance
         FROM top t JOIN events ev ON ev.dataset = :dataset AND ev.event_id = t.event_id
         ORDER BY t.relevance DESC, t.occurred_at DESC, t.event_id DESC
     """
@@ -361,11 +374,13 @@ def rank_events(
     similarity_weight: float,
     recency_weight: float,
     limit: int,
+    min_relevance: float = 0.0,
 ) -> list[dict[str, Any]]:
     """The top ``limit`` events of ``key``'s dataset by relevance, best first, opened and
     shaped as episode rows (with ``kind`` 'event', ``similarity``, ``lexical``,
-    ``semantic``, ``recency`` and ``relevance``), by the episodes' formula (module
-    docstring)."""
+    ``semantic``, ``recency``, ``relevance`` and the calibrated ``absolute_relevance``),
+    by the episodes' formula (module docstring); with a query, events whose calibrated
+    relevance is below ``min_relevance`` are left out."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
     params: dict[str, Any] = {
@@ -380,6 +395,7 @@ def rank_events(
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,
+        "min_relevance": float(min_relevance),
     }
     if with_query:
         assert query is not None
