@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import select
 import time
 from typing import Any
 
@@ -44,16 +45,34 @@ def make_engine(
     return engine
 
 
+def _has_pending_input(dbapi_connection: Any) -> bool:
+    """Whether the server sent something to an idle connection — without a round trip. A
+    healthy idle connection has nothing to read; one the server closed (a restart's
+    AdminShutdown, a terminated backend) has its farewell or EOF waiting, and is then
+    pinged (and replaced) instead of failing the caller's first statement. A NOTIFY also
+    makes it readable: that costs one ping, nothing more."""
+    try:
+        fd = dbapi_connection.fileno()
+    except Exception:  # closed or broken: let the ping decide
+        return True
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
+
+
 def _ping_when_idle(engine: Engine) -> None:
-    """Pings pooled connections idle for more than PING_AFTER_IDLE_SECONDS at checkout; a
-    dead one is replaced (DisconnectionError makes the pool connect afresh)."""
+    """Pings pooled connections at checkout when idle for more than PING_AFTER_IDLE_SECONDS
+    or when the server sent them something meanwhile (``_has_pending_input``); a dead one
+    is replaced (DisconnectionError makes the pool connect afresh)."""
 
     def checkin(_dbapi_connection: Any, record: Any) -> None:
         record.info["idle_since"] = time.monotonic()
 
     def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
         idle_since = record.info.pop("idle_since", None)
-        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
+        recently_used = (
+            idle_since is not None and time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS
+        )
+        if idle_since is None or (recently_used and not _has_pending_input(dbapi_connection)):
             return
         try:
             engine.dialect.do_ping(dbapi_connection)

@@ -220,12 +220,10 @@ describe("EpisodicClient against a fake server", () => {
         });
       });
       const offline = new EpisodicClient({ ingest: `127.0.0.1:${port}`, retry: fastRetry, env: {} });
-      const started = Date.now();
       await assert.rejects(offline.getThread(THREAD_ID), (e: unknown) => {
         assert.ok(e instanceof UnavailableError, String(e));
         return true;
       });
-      assert.ok(Date.now() - started < 5000);
       offline.close();
     });
   });
@@ -246,17 +244,23 @@ describe("EpisodicClient against a fake server", () => {
       server.on(RECALL, () => ({ hang: true }));
       const started = Date.now();
       await assert.rejects(client.recall("ds", "q", { timeoutMs: 200 }), DeadlineExceededError);
+      // It waited for the deadline (a hanging server never answers: without the deadline
+      // the call would not end at all); no upper bound, which a loaded machine could break.
       const took = Date.now() - started;
-      assert.ok(took >= 150 && took < 3000, `took ${took} ms`);
+      assert.ok(took >= 150, `took ${took} ms`);
     });
 
     it("retries stay within the call's deadline", async () => {
       client.close();
       client = newClient({ retry: { maxAttempts: 100, initialBackoffMs: 50, maxBackoffMs: 50 } });
       server.on(GET_THREAD, () => ({ code: Code.Unavailable, message: "down" }));
-      const started = Date.now();
-      await assert.rejects(client.getThread(THREAD_ID, { timeoutMs: 300 }), UnavailableError);
-      assert.ok(Date.now() - started < 1500);
+      // The deadline ends the retries, not maxAttempts: the last error is the server's
+      // UNAVAILABLE, or DEADLINE_EXCEEDED when the deadline falls inside an attempt (a
+      // loaded machine). No wall-clock assertion: the call count says it stopped early.
+      await assert.rejects(
+        client.getThread(THREAD_ID, { timeoutMs: 300 }),
+        (e: unknown) => e instanceof UnavailableError || e instanceof DeadlineExceededError,
+      );
       assert.ok(server.callsTo(GET_THREAD).length < 100);
     });
   });
