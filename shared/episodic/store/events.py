@@ -47,8 +47,10 @@ from episodic.store.recall_queries import (
     BM25_B,
     BM25_K1,
     LEXICAL_SHARE,
+    QUOTED_LEXEME,
     entity_clauses,
     entity_params,
+    recency_sql,
 )
 from episodic.store.relevance import relevance_sql
 from episodic.store.vault import Vault, open_row
@@ -266,13 +268,7 @@ _CANDIDATES = (
       AND (CAST(:actor AS text) IS NULL OR ev.actor_token = CAST(:actor AS text))"""
 )
 
-# A lexeme as a quoted tsquery operand (quoted as recall_queries quotes it).
-_QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"""
-
-_RECENCY = (
-    "1.0 / (1.0 + greatest(extract(epoch FROM "
-    "(coalesce(CAST(:as_of AS timestamptz), now()) - c.occurred_at)), 0) / 86400.0)"
-)
+_RECENCY = recency_sql("c.occurred_at")
 
 
 @lru_cache(maxsize=4)
@@ -295,10 +291,10 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
         blended = f"{LEXICAL_SHARE} * n.lex_rel + {1.0 - LEXICAL_SHARE} * n.sem_rel"
         if with_vector:  # an event not embedded yet is ranked on its words alone
             blended = f"CASE WHEN n.unembedded THEN n.lex_rel ELSE {blended} END"
-        recency = _RECENCY.replace("c.occurred_at", "n.occurred_at")
+        recency = recency_sql("n.occurred_at")
         scored = f"""
         q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
-        qq AS (SELECT string_agg({_QUOTED_LEXEME}, ' | ')::tsquery AS tq,
+        qq AS (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery AS tq,
                       array_agg(lexeme) AS lexemes FROM q),
         stats AS MATERIALIZED (
             SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM c

@@ -147,12 +147,19 @@ _CANDIDATES = (
 
 # A lexeme as a quoted tsquery operand ('it''s', backslashes doubled), so OR-ing the query's
 # lexemes never re-parses or re-stems them.
-_QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"""
+QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"""
 
-_RECENCY = (
-    "1.0 / (1.0 + greatest(extract(epoch FROM "
-    "(coalesce(CAST(:as_of AS timestamptz), now()) - c.ended_at)), 0) / 86400.0)"
-)
+
+def recency_sql(moment: str) -> str:
+    """Recency of a timestamp expression: 1 at ``as_of`` (or now), halving after a day —
+    the one definition episodes (``ended_at``) and events (``occurred_at``) share."""
+    return (
+        "1.0 / (1.0 + greatest(extract(epoch FROM "
+        f"(coalesce(CAST(:as_of AS timestamptz), now()) - {moment})), 0) / 86400.0)"
+    )
+
+
+_RECENCY = recency_sql("c.ended_at")
 
 
 @lru_cache(maxsize=8)
@@ -194,7 +201,7 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
         -- The query's lexemes OR-ed, quoted for tsquery: documents that contain none of
         -- them are skipped before their lexemes are unnested (NULL, no rows, without any).
         qq AS (
-            SELECT string_agg({_QUOTED_LEXEME}, ' | ')::tsquery AS tq,
+            SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery AS tq,
                    array_agg(lexeme) AS lexemes
             FROM q
         ),
