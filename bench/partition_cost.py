@@ -88,11 +88,14 @@ def main(argv: list[str] | None = None) -> int:
                     "until": None,
                     "thread_ids": None,
                     "entities": None,
+                    "entity_any": None,
+                    "entity_groups": None,
                     "event_type": None,
                     "as_of": None,
                     "ws": 0.7,
                     "wr": 0.3,
                     "limit": 3,
+                    "min_relevance": 0.0,
                 }
             )
         conns = {
