@@ -55,3 +55,4 @@ clean:
 ## Regenerate the README's configuration table from the settings.
 docs: install
 	$(BIN)/python -m episodic.devtools.config_table --write
+	$(BIN)/python -m episodic.store.distribution --write

@@ -8,6 +8,18 @@ plain tables, same rows). Then runs Recall's ranking statement (query + vector, 
 the service sends it) for the same random datasets and 3-word queries on both, interleaved
 in a shuffled order, after an untimed read of each dataset on both; prints p50/p95/p99
 and the partitioned/plain ratios, and the load average.
+
+Then what the routing lookup of a request that names an episode by id (GetEpisode,
+RetryEpisode, DeleteEpisode) costs: for random episodes, interleaved, on the partitioned
+database (``--by-id`` reads of each variant):
+
+* ``lookup+routed``: the lookup by id (every partition, through the routing index), then
+  the read naming the dataset (one partition) — what the services do;
+* ``lookup+by-id``: the lookup, then the read by id alone (every partition again) — what
+  they did before every statement named its dataset;
+* ``routed``: the read naming the dataset alone (a request that carried its dataset);
+
+and as the bare baseline the read by id alone on the plain clone (one table, one index).
 """
 
 from __future__ import annotations
@@ -32,12 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=20_000)
     parser.add_argument("--datasets", type=int, default=200)
     parser.add_argument("--queries", type=int, default=1_000)
+    parser.add_argument("--by-id", type=int, default=2_000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
     from episodic.providers import HashingEmbedder
     from episodic.store import migrate
+    from episodic.store.episodes import VISIBLE_COLUMNS, episode_columns
     from episodic.store.recall_queries import recall_statement
     from episodic.testing.database import scratch_database, with_database
 
@@ -74,11 +88,14 @@ def main(argv: list[str] | None = None) -> int:
                     "until": None,
                     "thread_ids": None,
                     "entities": None,
+                    "entity_any": None,
+                    "entity_groups": None,
                     "event_type": None,
                     "as_of": None,
                     "ws": 0.7,
                     "wr": 0.3,
                     "limit": 3,
+                    "min_relevance": 0.0,
                 }
             )
         conns = {
@@ -113,7 +130,68 @@ def main(argv: list[str] | None = None) -> int:
             )
         for p in ("p50", "p99"):
             print(f"  partitioned/plain at {p}: {stats['partitioned'][p] / stats['plain'][p]:.2f}x")
+        by_id(url, plain_url, args.by_id, rng, episode_columns, VISIBLE_COLUMNS)
     return 0
+
+
+def by_id(  # type: ignore[no-untyped-def]
+    url: str, plain_url: str, n: int, rng: random.Random, episode_columns, visible_columns
+) -> None:
+    """The routing lookup's cost for a request naming an episode by id (see the module
+    docstring)."""
+    # episodic.store.owners.require_episode's statement.
+    lookup = "SELECT dataset FROM episodes WHERE episode_id = %(id)s"
+    # episodic.store.episodes.get_episode's, naming the dataset (now) or not (before).
+    routed = psycopg_sql(
+        f"SELECT {episode_columns('episodes', ':dataset')} FROM episodes "
+        "WHERE dataset = :dataset AND episode_id = :id"
+    )
+    unrouted = (
+        f"SELECT {', '.join('episodes.' + c for c in visible_columns)}, "
+        "(SELECT label FROM threads t WHERE t.thread_id = episodes.thread_id) AS thread_label "
+        "FROM episodes WHERE episode_id = %(id)s"
+    )
+    part = psycopg.connect(url, autocommit=True)
+    plain = psycopg.connect(plain_url, autocommit=True)
+    picked = part.execute(
+        "SELECT episode_id, dataset FROM episodes ORDER BY random() LIMIT %s", (n,)
+    ).fetchall()
+
+    def lookup_then(read: str):  # type: ignore[no-untyped-def]
+        def run(episode_id, dataset):  # type: ignore[no-untyped-def]
+            found = part.execute(lookup, {"id": episode_id}).fetchone()
+            assert found == (dataset,)
+            part.execute(read, {"id": episode_id, "dataset": found[0]}).fetchall()
+
+        return run
+
+    variants = {
+        "lookup+routed": lookup_then(routed),
+        "lookup+by-id": lookup_then(unrouted),
+        "routed": lambda e, d: part.execute(routed, {"id": e, "dataset": d}).fetchall(),
+        "plain by-id": lambda e, d: plain.execute(unrouted, {"id": e, "dataset": d}).fetchall(),
+    }
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    log(f"measuring {len(picked)} reads by id per variant …")
+    for episode_id, dataset in picked:
+        for run in variants.values():  # untimed: the rows and index pages in shared buffers
+            run(episode_id, dataset)
+        order = list(variants.items())
+        rng.shuffle(order)
+        for key, run in order:
+            started = time.perf_counter()
+            run(episode_id, dataset)
+            times[key].append(time.perf_counter() - started)
+    part.close()
+    plain.close()
+    stats = {k: percentiles(v) for k, v in times.items()}
+    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"An episode read by id, {len(picked)} reads per variant (8 partitions):")
+    for key, s in stats.items():
+        print(
+            f"  {key:14s} p50 {s['p50'] * 1000:7.3f} ms  p99 {s['p99'] * 1000:7.3f} ms  "
+            f"(p50 {s['p50'] / stats['plain by-id']['p50']:.2f}x the plain read)"
+        )
 
 
 if __name__ == "__main__":

@@ -321,7 +321,10 @@ def load_threads(engine, sessions: list[list[Turn]], dataset: str) -> int:  # ty
             )
             written += len(turns)
         with engine.begin() as conn:
-            assert episodes.open_episode(conn, thread["thread_id"], "explicit") is not None
+            opened = episodes.open_episode(
+                conn, thread["thread_id"], "explicit", dataset=thread["dataset"]
+            )
+            assert opened is not None
     return written
 
 

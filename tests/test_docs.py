@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from episodic import config
 from episodic.devtools.config_table import AREAS, render_readme
+from episodic.store import distribution
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -27,3 +30,26 @@ def test_every_settings_area_is_in_the_table() -> None:
     areas = {cls for _, cls in AREAS}
     used = {type(area) for area in vars(config.Settings()).values()}
     assert used <= areas, f"add {used - areas} to episodic.devtools.config_table.AREAS"
+
+
+def test_readme_list_of_cross_dataset_statements_is_current() -> None:
+    """The README lists every statement marked ``across_datasets`` (generated from the code)."""
+    text = README.read_text()
+    assert "<!-- ACROSS-DATASETS:START -->" in text
+    assert text == distribution.render_readme(text, README.parent), (
+        "README's list of cross-dataset statements is stale: run make docs "
+        "(python -m episodic.store.distribution --write)"
+    )
+
+
+def test_a_marker_needs_a_literal_reason(tmp_path: Path) -> None:
+    """The list is read from the code, so a reason must be written there."""
+    (tmp_path / "services").mkdir()
+    (tmp_path / "shared/episodic").mkdir(parents=True)
+    (tmp_path / "services/sweeps.py").write_text(
+        "def sweep(why):\n    return across_datasets('the sweep') + across_datasets(why)\n"
+    )
+    with pytest.raises(ValueError, match="takes a literal"):
+        distribution.marked_statements(tmp_path)
+    with pytest.raises(ValueError, match="close the SQL comment"):
+        distribution.across_datasets("a */ b")

@@ -195,10 +195,11 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     ) -> pb.DeleteThreadResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.connect() as conn:
-            owners.require_thread(conn, thread_id)
+            dataset = owners.require_thread(conn, thread_id)
         receipt = erasure.erase_thread(
             self.engine,
             thread_id,
+            dataset=dataset,
             actor=access.current().prefix,
             batch_rows=self.privacy.erasure_batch_rows,
         )

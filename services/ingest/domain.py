@@ -18,6 +18,7 @@ from sqlalchemy import Connection, RowMapping, text
 from episodic.config import IngestSettings
 from episodic.crypto import seal_json
 from episodic.errors import AlreadyExists, InvalidArgument
+from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
 from episodic.store.vault import Vault, open_row
 
@@ -183,7 +184,11 @@ def create_thread(
     if (
         thread_id is not None
         and conn.execute(
-            text("SELECT 1 FROM threads WHERE thread_id = :id"), {"id": thread_id}
+            text(
+                across_datasets("a caller's own thread id must be new in every dataset")
+                + "SELECT 1 FROM threads WHERE thread_id = :id"
+            ),
+            {"id": thread_id},
         ).first()
     ):
         raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
@@ -209,9 +214,15 @@ def create_thread(
     return open_row(key, row, "threads")
 
 
-def get_thread(conn: Connection, vault: Vault, thread_id: uuid.UUID) -> dict[str, Any]:
+def get_thread(
+    conn: Connection, vault: Vault, thread_id: uuid.UUID, *, dataset: str
+) -> dict[str, Any]:
+    """The thread as clients see it (``dataset`` is the one its routing lookup found)."""
     row = (
-        conn.execute(text("SELECT * FROM threads WHERE thread_id = :id"), {"id": thread_id})
+        conn.execute(
+            text("SELECT * FROM threads WHERE dataset = :dataset AND thread_id = :id"),
+            {"dataset": dataset, "id": thread_id},
+        )
         .mappings()
         .first()
     )
@@ -271,7 +282,9 @@ def add_messages(
     thread = (
         conn.execute(
             text(
-                "SELECT t.thread_id, t.dataset, d.key_id, d.master_key_id, d.wrapped_key "
+                # The routing lookup of AddMessages, and its thread lock, in one statement.
+                across_datasets("AddMessages' routing lookup by thread id, which locks the thread")
+                + "SELECT t.thread_id, t.dataset, d.key_id, d.master_key_id, d.wrapped_key "
                 "FROM threads t JOIN datasets d ON d.dataset = t.dataset "
                 "WHERE t.thread_id = :id FOR UPDATE OF t"
             ),
@@ -421,7 +434,7 @@ def _check_replay(msg: NewMessage, stored: Mapping[str, Any], index: int) -> Non
         )
 
 
-def end_thread(conn: Connection, thread_id: uuid.UUID) -> tuple[str, bool]:
+def end_thread(conn: Connection, thread_id: uuid.UUID, *, dataset: str) -> tuple[str, bool]:
     """Records the explicit end durably and says whether an episode is owed.
 
     ``end_requested_sequence`` keeps the request even when the Scheduler cannot be reached:
@@ -431,10 +444,10 @@ def end_thread(conn: Connection, thread_id: uuid.UUID) -> tuple[str, bool]:
         conn.execute(
             text(
                 "UPDATE threads SET ended_at = now(), end_requested_sequence = last_sequence, "
-                "last_activity_at = now() WHERE thread_id = :id "
+                "last_activity_at = now() WHERE dataset = :dataset AND thread_id = :id "
                 "RETURNING dataset, last_sequence > captured_sequence AS owed"
             ),
-            {"id": thread_id},
+            {"dataset": dataset, "id": thread_id},
         )
         .mappings()
         .first()
@@ -449,6 +462,7 @@ def list_messages(
     vault: Vault,
     thread_id: uuid.UUID,
     *,
+    dataset: str,
     after_sequence: int,
     end_sequence: int | None,
     limit: int,
@@ -458,7 +472,7 @@ def list_messages(
     (always holding at least one message), so it fits every client's default 4 MiB
     receive limit; AIP-158 lets a page hold fewer than ``page_size`` items. The thread
     comes along: a compacted thread's summary stands in for the messages it dropped."""
-    thread = get_thread(conn, vault, thread_id)
+    thread = get_thread(conn, vault, thread_id, dataset=dataset)
     rows = (
         conn.execute(
             text(

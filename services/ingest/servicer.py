@@ -127,8 +127,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     ) -> pb.EndThreadResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
-            owners.require_thread(conn, thread_id)
-            _, owed = domain.end_thread(conn, thread_id)
+            dataset = owners.require_thread(conn, thread_id)
+            _, owed = domain.end_thread(conn, thread_id, dataset=dataset)
         response = pb.EndThreadResponse(thread_id=str(thread_id), episode_queued=owed)
         if owed:
             remaining = context.time_remaining()
@@ -164,8 +164,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     ) -> pb.GetThreadResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.connect() as conn:
-            owners.require_thread(conn, thread_id)
-            row = domain.get_thread(conn, self.vault, thread_id)
+            dataset = owners.require_thread(conn, thread_id)
+            row = domain.get_thread(conn, self.vault, thread_id, dataset=dataset)
         return pb.GetThreadResponse(thread=convert.thread(row))
 
     def ListMessages(
@@ -185,11 +185,12 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after < 2**63:
             raise InvalidArgument("page_token is malformed", field="page_token")
         with self.engine.connect() as conn:
-            owners.require_thread(conn, thread_id)
+            dataset = owners.require_thread(conn, thread_id)
             page = domain.list_messages(
                 conn,
                 self.vault,
                 thread_id,
+                dataset=dataset,
                 after_sequence=after,
                 end_sequence=request.end_sequence or None,
                 limit=limit,

@@ -258,8 +258,10 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     ) -> pb.GetEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with _reading(self.engine, context) as conn:
-            owners.require_episode(conn, episode_id)
-            row = self.vault.open_one(conn, episodes.get_episode(conn, episode_id), "episodes")
+            dataset = owners.require_episode(conn, episode_id)
+            row = self.vault.open_one(
+                conn, episodes.get_episode(conn, episode_id, dataset=dataset), "episodes"
+            )
         return pb.GetEpisodeResponse(episode=convert.episode(row))
 
     def ListEpisodes(

@@ -75,6 +75,7 @@ from sqlalchemy import Connection, RowMapping, text
 
 from episodic.config import SchedulerSettings
 from episodic.store import episodes
+from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
 from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
@@ -93,6 +94,8 @@ def record_activity(
     thread_id: uuid.UUID,
     settings: SchedulerSettings,
     now: datetime | None = None,
+    *,
+    dataset: str,
 ) -> datetime:
     """Trigger 3: (re)arms the thread's idle timer at ``now + auto_episode_interval``.
 
@@ -104,7 +107,8 @@ def record_activity(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
             "trace_context, created_at, updated_at) "
             f"SELECT thread_id, dataset, {NOW} + :interval, 'inactivity', "
-            "CAST(:trace AS jsonb), now(), now() FROM threads WHERE thread_id = :id "
+            "CAST(:trace AS jsonb), now(), now() FROM threads "
+            "WHERE dataset = :dataset AND thread_id = :id "
             "ON CONFLICT (dataset, thread_id) DO UPDATE SET "
             # An owed explicit episode keeps its deadline unless it is being fired right now
             # (then the firing captures up to some message and the rest waits for idleness).
@@ -117,6 +121,7 @@ def record_activity(
             "RETURNING fire_at"
         ),
         {
+            "dataset": dataset,
             "id": thread_id,
             "interval": settings.auto_episode_interval,
             "trace": _trace_json(current_trace_context()),
@@ -133,6 +138,8 @@ def record_thread_started(
     thread_id: uuid.UUID,
     settings: SchedulerSettings,
     now: datetime | None = None,
+    *,
+    dataset: str,
 ) -> int:
     """Trigger 2: pulls sibling timers forward to at most ``now + sibling_pull_forward``.
 
@@ -140,11 +147,6 @@ def record_thread_started(
     being fired alone. Returns how many timers were pulled forward (or created for a
     sibling whose activity notice was lost).
     """
-    dataset = conn.execute(
-        text("SELECT dataset FROM threads WHERE thread_id = :id"), {"id": thread_id}
-    ).scalar()
-    if dataset is None:
-        raise thread_not_found(thread_id)
     rows = conn.execute(
         text(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
@@ -181,6 +183,8 @@ def request_episode(
     thread_id: uuid.UUID,
     trigger: str = "explicit",
     now: datetime | None = None,
+    *,
+    dataset: str,
 ) -> RequestResult:
     """Trigger 1 (and manual requests): opens an episode over the uncaptured messages now
     (an explicit one up to the EndThread's checkpoint).
@@ -191,19 +195,20 @@ def request_episode(
     fired is left to its firer (it will find nothing and drop it).
     """
     thread = conn.execute(
-        text("SELECT 1 FROM threads WHERE thread_id = :id FOR UPDATE"), {"id": thread_id}
+        text("SELECT 1 FROM threads WHERE dataset = :dataset AND thread_id = :id FOR UPDATE"),
+        {"dataset": dataset, "id": thread_id},
     ).first()
     if thread is None:
         raise thread_not_found(thread_id)
-    episode = episodes.open_episode(conn, thread_id, trigger, now)
+    episode = episodes.open_episode(conn, thread_id, trigger, now, dataset=dataset)
     conn.execute(
         text(
             "DELETE FROM scheduled_episodes s USING threads t "
-            "WHERE s.thread_id = :id AND s.claimed_at IS NULL "
-            "AND t.dataset = s.dataset AND t.thread_id = s.thread_id "
+            "WHERE s.dataset = :dataset AND s.thread_id = :id AND s.claimed_at IS NULL "
+            "AND t.dataset = :dataset AND t.thread_id = s.thread_id "
             "AND t.last_sequence <= t.captured_sequence"
         ),
-        {"id": thread_id},
+        {"dataset": dataset, "id": thread_id},
     )
     return RequestResult(episode=episode)
 
@@ -219,8 +224,8 @@ class ClaimedTimer:
     trigger: str
     fire_at: datetime
     trace_context: dict[str, str] | None
+    dataset: str  # routes every later statement on the timer to its dataset's partition
     lag: timedelta = timedelta(0)  # how late the claim came, on the database clock
-    dataset: str | None = None  # routes the timer's delete to its partition (None: search)
 
 
 def claim_due_timers(
@@ -235,7 +240,8 @@ def claim_due_timers(
     rows = (
         conn.execute(
             text(
-                "WITH due AS ("
+                across_datasets("the Scheduler claims due timers of every dataset")
+                + "WITH due AS ("
                 "  SELECT dataset, thread_id FROM scheduled_episodes "
                 f"  WHERE claimed_at IS NULL AND fire_at <= {NOW} "
                 "  ORDER BY fire_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
@@ -283,7 +289,7 @@ def fire_timer(
     # otherwise the write's own context stored on the timer.
     context = current_trace_context() or timer.trace_context
     episode = episodes.open_episode(
-        conn, timer.thread_id, timer.trigger, now, trace_context=context
+        conn, timer.thread_id, timer.trigger, now, trace_context=context, dataset=timer.dataset
     )
     return FireResult(episode=episode, timer_deleted=finish_timer(conn, timer, worker))
 
@@ -311,25 +317,37 @@ def fire_timers(
     opened = episodes.open_episodes(
         conn,
         [
-            episodes.EpisodeToOpen(t.thread_id, t.trigger, context or t.trace_context)
+            episodes.EpisodeToOpen(t.dataset, t.thread_id, t.trigger, context or t.trace_context)
             for t in timers
         ],
         now,
     )
+    datasets = sorted({t.dataset for t in timers})
     deleted = set(
         conn.execute(
             text(
-                "DELETE FROM scheduled_episodes s USING ("
-                "  SELECT se.thread_id FROM scheduled_episodes se "
-                "  JOIN unnest(CAST(:ids AS uuid[]), CAST(:versions AS bigint[])) "
-                "    AS d(thread_id, version) "
-                "    ON se.thread_id = d.thread_id AND se.version = d.version "
-                "  WHERE se.claimed_by = :me ORDER BY se.thread_id FOR UPDATE OF se) mine "
-                "WHERE s.thread_id = mine.thread_id RETURNING s.thread_id"
+                (
+                    across_datasets("a batch of claimed timers spans the datasets it came from")
+                    if len(datasets) > 1
+                    else ""
+                )
+                + "DELETE FROM scheduled_episodes s USING ("
+                "  SELECT se.dataset, se.thread_id FROM scheduled_episodes se "
+                "  JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[]), "
+                "    CAST(:versions AS bigint[])) AS d(dataset, thread_id, version) "
+                "    ON se.dataset = d.dataset AND se.thread_id = d.thread_id "
+                "    AND se.version = d.version "
+                # The datasets as constants too: the planner prunes to their partitions.
+                "  WHERE se.dataset = ANY(:batch) AND se.claimed_by = :me "
+                "  ORDER BY se.thread_id FOR UPDATE OF se) mine "
+                "WHERE s.dataset = ANY(:batch) AND s.dataset = mine.dataset "
+                "AND s.thread_id = mine.thread_id RETURNING s.thread_id"
             ),
             {
+                "datasets": [t.dataset for t in timers],
                 "ids": [t.thread_id for t in timers],
                 "versions": [t.version for t in timers],
+                "batch": datasets,
                 "me": worker,
             },
         ).scalars()
@@ -341,10 +359,9 @@ def finish_timer(conn: Connection, timer: ClaimedTimer, worker: str) -> bool:
     """Deletes a fired timer if it is still ours at the claimed version. False when new
     activity re-armed it meanwhile (it survives with the new deadline) or the claim was
     reclaimed."""
-    routed = "dataset = :dataset AND " if timer.dataset is not None else ""
     deleted = conn.execute(
         text(
-            f"DELETE FROM scheduled_episodes WHERE {routed}thread_id = :id "
+            "DELETE FROM scheduled_episodes WHERE dataset = :dataset AND thread_id = :id "
             "AND claimed_by = :me AND version = :version"
         ),
         {"id": timer.thread_id, "me": worker, "version": timer.version, "dataset": timer.dataset},
@@ -352,16 +369,29 @@ def finish_timer(conn: Connection, timer: ClaimedTimer, worker: str) -> bool:
     return deleted == 1
 
 
-def unclaim_timers(conn: Connection, worker: str, thread_ids: list[uuid.UUID]) -> int:
+def unclaim_timers(conn: Connection, worker: str, timers: list[ClaimedTimer]) -> int:
     """Gives back claimed timers this worker will not fire (e.g. on shutdown)."""
-    if not thread_ids:
+    if not timers:
         return 0
+    datasets = sorted({t.dataset for t in timers})
     return conn.execute(
         text(
-            "UPDATE scheduled_episodes SET claimed_at = NULL, claimed_by = NULL "
-            "WHERE thread_id = ANY(:ids) AND claimed_by = :me"
+            (
+                across_datasets("a batch of claimed timers spans the datasets it came from")
+                if len(datasets) > 1
+                else ""
+            )
+            + "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL "
+            "FROM unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS u(dataset, id) "
+            "WHERE s.dataset = ANY(:batch) AND s.dataset = u.dataset "
+            "AND s.thread_id = u.id AND s.claimed_by = :me"
         ),
-        {"ids": thread_ids, "me": worker},
+        {
+            "datasets": [t.dataset for t in timers],
+            "ids": [t.thread_id for t in timers],
+            "batch": datasets,
+            "me": worker,
+        },
     ).rowcount
 
 
@@ -369,7 +399,8 @@ def next_due_in(conn: Connection) -> float | None:
     """Seconds (database clock) until the earliest unclaimed timer is due; None if none."""
     return conn.execute(
         text(
-            "SELECT extract(epoch FROM min(fire_at) - now()) FROM scheduled_episodes "
+            across_datasets("the Scheduler's next deadline, over every dataset")
+            + "SELECT extract(epoch FROM min(fire_at) - now()) FROM scheduled_episodes "
             "WHERE claimed_at IS NULL"
         )
     ).scalar()
@@ -395,7 +426,8 @@ def catch_up(
     """
     rows = conn.execute(
         text(
-            "WITH cand AS ("
+            across_datasets("the Scheduler's catch-up sweep finds threads of every dataset")
+            + "WITH cand AS ("
             "  SELECT t.thread_id, t.dataset, "
             "    t.end_requested_sequence > t.captured_sequence AS owed, t.last_message_at "
             "  FROM threads t "
@@ -421,7 +453,8 @@ def catch_up(
     # (and be merged into) the next idle episode.
     owed = conn.execute(
         text(
-            "WITH cand AS ("
+            across_datasets("the Scheduler's catch-up sweep finds threads of every dataset")
+            + "WITH cand AS ("
             "  SELECT t.dataset, t.thread_id FROM threads t "
             "  WHERE t.last_sequence > t.captured_sequence "
             "  AND t.end_requested_sequence > t.captured_sequence "
@@ -444,11 +477,13 @@ def backstop_candidates(
     settings: SchedulerSettings,
     now: datetime | None = None,
     limit: int = 1000,
-) -> list[uuid.UUID]:
-    """Threads quiet for ``backstop_quiet_period`` with uncaptured messages and no timer."""
+) -> list[tuple[str, uuid.UUID]]:
+    """Threads quiet for ``backstop_quiet_period`` with uncaptured messages and no timer,
+    as (dataset, thread_id)."""
     rows = conn.execute(
         text(
-            "SELECT t.thread_id FROM threads t "
+            across_datasets("the Scheduler's backstop sweep finds threads of every dataset")
+            + "SELECT t.dataset, t.thread_id FROM threads t "
             "WHERE t.last_sequence > t.captured_sequence "
             f"AND t.last_message_at < {NOW} - :quiet "
             "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
@@ -457,7 +492,7 @@ def backstop_candidates(
         ),
         {"quiet": settings.backstop_quiet_period, "now": now, "limit": limit},
     ).all()
-    return [r[0] for r in rows]
+    return [(r[0], r[1]) for r in rows]
 
 
 def backstop_thread(
@@ -465,23 +500,25 @@ def backstop_thread(
     thread_id: uuid.UUID,
     settings: SchedulerSettings,
     now: datetime | None = None,
+    *,
+    dataset: str,
 ) -> RowMapping | None:
     """Trigger 4 for one candidate (own transaction): re-checks the conditions under the
     thread lock, then opens the episode."""
     still = conn.execute(
         text(
-            "SELECT 1 FROM threads t WHERE t.thread_id = :id "
+            "SELECT 1 FROM threads t WHERE t.dataset = :dataset AND t.thread_id = :id "
             "AND t.last_sequence > t.captured_sequence "
             f"AND t.last_message_at < {NOW} - :quiet "
             "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
             "  WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id) "
             "FOR UPDATE OF t"
         ),
-        {"id": thread_id, "quiet": settings.backstop_quiet_period, "now": now},
+        {"dataset": dataset, "id": thread_id, "quiet": settings.backstop_quiet_period, "now": now},
     ).first()
     if still is None:
         return None
-    return episodes.open_episode(conn, thread_id, "backstop", now)
+    return episodes.open_episode(conn, thread_id, "backstop", now, dataset=dataset)
 
 
 def reclaim_timers(
@@ -495,7 +532,8 @@ def reclaim_timers(
     return len(
         conn.execute(
             text(
-                "WITH stale AS ("
+                across_datasets("the Scheduler reclaims orphaned timers of every dataset")
+                + "WITH stale AS ("
                 "  SELECT dataset, thread_id FROM scheduled_episodes "
                 f"  WHERE claimed_at IS NOT NULL AND claimed_at < {NOW} - :after "
                 "  ORDER BY thread_id LIMIT :limit FOR UPDATE SKIP LOCKED) "
@@ -514,7 +552,8 @@ def release_claims(conn: Connection, worker: str) -> int:
     return len(
         conn.execute(
             text(
-                "WITH mine AS (SELECT dataset, thread_id FROM scheduled_episodes "
+                across_datasets("a stopping Scheduler releases its claims, whatever the dataset")
+                + "WITH mine AS (SELECT dataset, thread_id FROM scheduled_episodes "
                 "  WHERE claimed_by = :me "
                 "  ORDER BY thread_id FOR UPDATE) "
                 "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL "

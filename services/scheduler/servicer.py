@@ -43,8 +43,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.RecordActivityResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
-            owners.require_thread(conn, thread_id)
-            fire_at = domain.record_activity(conn, thread_id, self.settings)
+            dataset = owners.require_thread(conn, thread_id)
+            fire_at = domain.record_activity(conn, thread_id, self.settings, dataset=dataset)
         return pb.RecordActivityResponse(fire_at=convert.ts(fire_at))
 
     def RecordThreadStarted(
@@ -52,8 +52,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.RecordThreadStartedResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         with self.engine.begin() as conn:
-            owners.require_thread(conn, thread_id)
-            pulled = domain.record_thread_started(conn, thread_id, self.settings)
+            dataset = owners.require_thread(conn, thread_id)
+            pulled = domain.record_thread_started(conn, thread_id, self.settings, dataset=dataset)
         return pb.RecordThreadStartedResponse(timers_pulled_forward=pulled)
 
     def RequestEpisode(
@@ -62,8 +62,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         thread_id = parse_uuid(request.thread_id, "thread_id")
         trigger = _trigger(request.trigger)
         with self.engine.begin() as conn:
-            owners.require_thread(conn, thread_id)
-            result = domain.request_episode(conn, thread_id, trigger)
+            dataset = owners.require_thread(conn, thread_id)
+            result = domain.request_episode(conn, thread_id, trigger, dataset=dataset)
             if result.episode is None:
                 return pb.RequestEpisodeResponse(episode_queued=False)
             episode = self.vault.open_one(conn, result.episode, "episodes")
@@ -97,7 +97,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
             dataset = owners.require_episode(conn, episode_id)
-            row = self.vault.open_one(conn, episodes.delete_episode(conn, episode_id), "episodes")
+            deleted = episodes.delete_episode(conn, episode_id, dataset=dataset)
+            row = self.vault.open_one(conn, deleted, "episodes")
             _audit(conn, "episode.delete", dataset, episode_id)
         return pb.DeleteEpisodeResponse(episode=convert.episode(row))
 
@@ -107,7 +108,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
             dataset = owners.require_episode(conn, episode_id)
-            row = self.vault.open_one(conn, episodes.retry_episode(conn, episode_id), "episodes")
+            retried = episodes.retry_episode(conn, episode_id, dataset=dataset)
+            row = self.vault.open_one(conn, retried, "episodes")
             _audit(conn, "episode.retry", dataset, episode_id)
         return pb.RetryEpisodeResponse(episode=convert.episode(row))
 

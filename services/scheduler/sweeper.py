@@ -174,9 +174,12 @@ class Sweeper:
         while not self._stop.is_set():
             with self.engine.connect() as conn:
                 candidates = domain.backstop_candidates(conn, self.settings, now, SWEEP_LIMIT)
-            for thread_id in candidates:
+            for dataset, thread_id in candidates:
                 with self.engine.begin() as conn:
-                    if domain.backstop_thread(conn, thread_id, self.settings, now) is not None:
+                    episode = domain.backstop_thread(
+                        conn, thread_id, self.settings, now, dataset=dataset
+                    )
+                    if episode is not None:
                         opened += 1
             if len(candidates) < SWEEP_LIMIT:
                 break
@@ -206,14 +209,13 @@ class Sweeper:
                 timers = domain.claim_due_timers(conn, self.worker, batch, now)
             if timers and self._stop.is_set():
                 with self.engine.begin() as conn:
-                    domain.unclaim_timers(conn, self.worker, [t.thread_id for t in timers])
+                    domain.unclaim_timers(conn, self.worker, timers)
                 return result
             fired_all: list[domain.FireResult | None] = []
             for start in range(0, len(timers), FIRE_BATCH):
                 if self._stop.is_set():
                     with self.engine.begin() as conn:
-                        rest = [t.thread_id for t in timers[start:]]
-                        domain.unclaim_timers(conn, self.worker, rest)
+                        domain.unclaim_timers(conn, self.worker, timers[start:])
                     fired_all += [None] * (len(timers) - start)
                     break
                 fired_all += self._fire(timers[start : start + FIRE_BATCH], now)
@@ -267,7 +269,7 @@ class Sweeper:
         for timer in timers:
             if self._stop.is_set():
                 with self.engine.begin() as conn:
-                    domain.unclaim_timers(conn, self.worker, [timer.thread_id])
+                    domain.unclaim_timers(conn, self.worker, [timer])
                 results.append(None)
                 continue
             results += self._fire([timer], now)

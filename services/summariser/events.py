@@ -32,6 +32,7 @@ from episodic.providers.turn_classifier import (
 )
 from episodic.providers.types import Embedder, speaker_from_metadata
 from episodic.store import events
+from episodic.store.distribution import across_datasets
 from episodic.store.vault import DatasetErasing, Vault
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,8 @@ class EventWork:
         with self.engine.connect() as conn:
             threads = conn.execute(
                 text(
-                    "SELECT thread_id, dataset, classified_sequence, last_sequence FROM threads "
+                    across_datasets("the turn classifier finds unread turns of every dataset")
+                    + "SELECT thread_id, dataset, classified_sequence, last_sequence FROM threads "
                     "WHERE last_sequence > classified_sequence "
                     "ORDER BY last_message_at LIMIT :n"
                 ),
@@ -133,10 +135,15 @@ class EventWork:
                 conn.execute(
                     text(
                         "SELECT sequence, role, content, metadata, created_at FROM messages "
-                        "WHERE thread_id = :t AND sequence > :from AND sequence <= :upto "
-                        "ORDER BY sequence"
+                        "WHERE dataset = :d AND thread_id = :t "
+                        "AND sequence > :from AND sequence <= :upto ORDER BY sequence"
                     ),
-                    {"t": thread_id, "from": max(read_to - CONTEXT_TURNS, 0), "upto": upto},
+                    {
+                        "d": dataset,
+                        "t": thread_id,
+                        "from": max(read_to - CONTEXT_TURNS, 0),
+                        "upto": upto,
+                    },
                 )
                 .mappings()
                 .all()
@@ -149,10 +156,10 @@ class EventWork:
         with self.engine.begin() as conn:
             moved = conn.execute(
                 text(
-                    "UPDATE threads SET classified_sequence = :upto WHERE thread_id = :t "
-                    "AND classified_sequence = :from"
+                    "UPDATE threads SET classified_sequence = :upto "
+                    "WHERE dataset = :d AND thread_id = :t AND classified_sequence = :from"
                 ),
-                {"upto": upto, "t": thread_id, "from": read_to},
+                {"upto": upto, "d": dataset, "t": thread_id, "from": read_to},
             ).rowcount
             if not moved:  # another worker read these turns first (or the thread is gone)
                 return

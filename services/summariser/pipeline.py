@@ -405,6 +405,7 @@ class Pipeline:
                         message,
                         max_retries=self.max_retries,
                         backoff=self.retry_backoff,
+                        dataset=episode["dataset"],
                     )
                 span.set_attribute("episodic.status", status or "lost")
                 metrics.episode_processed(status)
@@ -423,7 +424,13 @@ class Pipeline:
         ):
             if self.extractor is None:
                 with self.engine.begin() as conn:
-                    episodes.finish_semantic(conn, episode["episode_id"], self.worker, "skipped")
+                    episodes.finish_semantic(
+                        conn,
+                        episode["episode_id"],
+                        self.worker,
+                        "skipped",
+                        dataset=episode["dataset"],
+                    )
                 metrics.extraction_finished("skipped")
                 return "skipped"
             try:
@@ -433,7 +440,9 @@ class Pipeline:
                 with self.engine.begin() as conn:
                     stored = self.extractor.extract(conn, episode, window, key)
                     status = "completed" if stored else "skipped"
-                    episodes.finish_semantic(conn, episode["episode_id"], self.worker, status)
+                    episodes.finish_semantic(
+                        conn, episode["episode_id"], self.worker, status, dataset=episode["dataset"]
+                    )
                 metrics.extraction_finished(status)
                 return status
             except Exception as err:
@@ -451,6 +460,7 @@ class Pipeline:
                         self.worker,
                         "failed",
                         episodes.error_text(err),
+                        dataset=episode["dataset"],
                     )
                 metrics.extraction_finished("failed")
                 return "failed"

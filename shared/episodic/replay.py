@@ -610,12 +610,12 @@ class _Run:
         opened over its window, then completed with the exported result and indexed for
         recall, or archived (it was never summarised, so recall never saw it)."""
         trigger = episode.trigger if episode.trigger in states.TRIGGERS else "manual"
-        row = states.open_episode(conn, thread.old_id, trigger)
+        row = states.open_episode(conn, thread.old_id, trigger, dataset=OLD_DATASET)
         if row is None:
             return
         summarised = episode.status in ("completed", "archived") and episode.summary
         if not summarised:
-            states.delete_episode(conn, row["episode_id"])
+            states.delete_episode(conn, row["episode_id"], dataset=OLD_DATASET)
             return
         claimed = states.claim_pending(conn, self.worker, 1)
         if not claimed or claimed[0]["episode_id"] != row["episode_id"]:
@@ -657,7 +657,8 @@ class _Run:
         )
         write_episode_index(conn, prepare_episode_index(conn, key, index, self.embedder))
         if episode.status == "archived" and episode is thread.old[-1]:
-            states.delete_episode(conn, row["episode_id"])  # deleted, not superseded
+            # Deleted, not superseded.
+            states.delete_episode(conn, row["episode_id"], dataset=OLD_DATASET)
 
     # -- 2. simulate
 
@@ -769,14 +770,18 @@ class _Run:
                     metadata_json=json.dumps(thread.metadata),
                 )
                 scheduler.record_thread_started(
-                    conn, thread.new_id, self.settings.scheduler, event.at
+                    conn, thread.new_id, self.settings.scheduler, event.at, dataset=NEW_DATASET
                 )
             elif event.kind == "end":
-                _, owed = ingest.end_thread(conn, thread.new_id)
+                _, owed = ingest.end_thread(conn, thread.new_id, dataset=NEW_DATASET)
                 if owed:
-                    scheduler.request_episode(conn, thread.new_id, "explicit", event.at)
+                    scheduler.request_episode(
+                        conn, thread.new_id, "explicit", event.at, dataset=NEW_DATASET
+                    )
             else:
-                scheduler.request_episode(conn, thread.new_id, "manual", event.at)
+                scheduler.request_episode(
+                    conn, thread.new_id, "manual", event.at, dataset=NEW_DATASET
+                )
 
     def _write(self, thread: _Thread, first: int, last: int, at: datetime) -> None:
         with self.engine.begin() as conn:
@@ -786,6 +791,7 @@ class _Run:
                     conn,
                     self.vault,
                     thread.old_id,
+                    dataset=OLD_DATASET,
                     after_sequence=first - 1 + len(staged),
                     end_sequence=last,
                     limit=last - first + 1 - len(staged),
@@ -804,7 +810,9 @@ class _Run:
             ]
             ingest.add_messages(conn, self.vault, thread.new_id, batch, self.settings.ingest)
         with self.engine.begin() as conn:
-            scheduler.record_activity(conn, thread.new_id, self.settings.scheduler, at)
+            scheduler.record_activity(
+                conn, thread.new_id, self.settings.scheduler, at, dataset=NEW_DATASET
+            )
 
     def _fire_due(self, now: datetime) -> None:
         limit = 1000

@@ -250,7 +250,7 @@ def test_the_timeline_pages_through_an_entity_oldest_first(engine) -> None:  # t
 def test_erasing_a_thread_forgets_names_only_it_used(engine) -> None:  # type: ignore[no-untyped-def]
     kept = _episode(engine, ["project Atlas", "Bo"])
     gone = _episode(engine, ["atlas", "Zed Quill"], days=1)
-    erasure.erase_thread(engine, gone.thread_id, actor="test")
+    erasure.erase_thread(engine, gone.thread_id, dataset=DATASET, actor="test")
     found = _by_name(engine)
     assert set(found) == {"project atlas", "bo"}
     assert [a for a, _ in found["project atlas"].aliases] == ["project atlas"]
@@ -259,7 +259,7 @@ def test_erasing_a_thread_forgets_names_only_it_used(engine) -> None:  # type: i
             text("SELECT count(*) FROM entity_aliases WHERE dataset = :d"), {"d": DATASET}
         ).scalar()
     assert left == 2
-    erasure.erase_thread(engine, kept.thread_id, actor="test")
+    erasure.erase_thread(engine, kept.thread_id, dataset=DATASET, actor="test")
     assert _all(engine) == []
     with engine.connect() as conn:
         for table in ("entities", "entity_aliases", "entity_keys"):
@@ -272,7 +272,7 @@ def test_erasing_a_thread_forgets_names_only_it_used(engine) -> None:  # type: i
 def test_a_thread_erasure_renames_an_entity_whose_name_went(engine) -> None:  # type: ignore[no-untyped-def]
     first = _episode(engine, ["project Atlas"])
     _episode(engine, ["atlas"], days=1)
-    erasure.erase_thread(engine, first.thread_id, actor="test")
+    erasure.erase_thread(engine, first.thread_id, dataset=DATASET, actor="test")
     assert [e.name for e in _all(engine)] == ["atlas"]
 
 

@@ -401,6 +401,7 @@ def _seed_data(suite: Suite) -> Seeds:
             "seeded failure",
             max_retries=0,
             backoff=timedelta(0),
+            dataset=DATASET,
         )
         assert status == "failed"
 

@@ -268,7 +268,7 @@ def test_a_summariser_finishing_an_erased_thread_writes_nothing(engine) -> None:
 
     with engine.begin() as conn:
         [claimed] = episodes.claim_pending(conn, pipeline.worker, 1)
-    erasure.erase_thread(engine, thread, actor="test")
+    erasure.erase_thread(engine, thread, dataset="racy", actor="test")
     assert pipeline.process(claimed) is None  # the claim is gone with the episode
     with engine.connect() as conn:
         for table in ("threads", "messages", "episodes", "message_chunks", "facts"):

@@ -398,8 +398,8 @@ def test_list_and_get_episodes(engine) -> None:  # type: ignore[no-untyped-def]
             conn, "ds", status=None, thread_id=thread, before=None, limit=10
         )
         assert none == []
-        assert states.get_episode(conn, failed.episode_id)["status"] == "failed"
+        assert states.get_episode(conn, failed.episode_id, dataset="ds")["status"] == "failed"
         with pytest.raises(NotFound):
-            states.get_episode(conn, uuid.uuid4())
+            states.get_episode(conn, uuid.uuid4(), dataset="ds")
     with pytest.raises(InvalidArgument):
         domain.check_status(42)

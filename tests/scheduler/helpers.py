@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from episodic.config import IngestSettings, SchedulerSettings
 from episodic.services.ingest import domain as ingest
@@ -69,7 +69,9 @@ def add_messages(
         result = ingest.add_messages(conn, test_vault(), thread_id, batch, INGEST)
     if notify:
         with engine.begin() as conn:
-            domain.record_activity(conn, thread_id, cfg or settings(), now)
+            domain.record_activity(
+                conn, thread_id, cfg or settings(), now, dataset=dataset_of(conn, thread_id)
+            )
     return result.receipts[-1].sequence
 
 
@@ -132,3 +134,24 @@ def claim_episode(engine: Engine, episode_id: Any, worker: str, at: datetime | N
             {"w": worker, "id": episode_id, "at": at},
         ).rowcount
     assert n == 1
+
+
+def dataset_of(conn: Connection, thread_id: uuid.UUID) -> str:
+    """The dataset of a thread, as the services' routing lookup finds it (domain functions
+    take the dataset their caller found; "" when there is none: the call finds nothing)."""
+    return (
+        conn.execute(
+            text("SELECT dataset FROM threads WHERE thread_id = :id"), {"id": thread_id}
+        ).scalar()
+        or ""
+    )
+
+
+def episode_dataset(conn: Connection, episode_id: uuid.UUID) -> str:
+    """The dataset of an episode ("" when there is none: the call then finds nothing)."""
+    return (
+        conn.execute(
+            text("SELECT dataset FROM episodes WHERE episode_id = :id"), {"id": episode_id}
+        ).scalar()
+        or ""
+    )

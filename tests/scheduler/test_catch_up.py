@@ -17,7 +17,15 @@ from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as g
-from tests.scheduler.helpers import db_now, episodes, new_thread, settings, timer, windows
+from tests.scheduler.helpers import (
+    dataset_of,
+    db_now,
+    episodes,
+    new_thread,
+    settings,
+    timer,
+    windows,
+)
 
 
 def messages(n: int) -> list[ipb.NewMessage]:
@@ -131,8 +139,12 @@ def test_lost_request_episode_on_a_thread_with_an_idle_timer_fires_now(engine) -
     thread = make_thread(engine)
     add(engine, thread, CAR_CHAT[:2])
     with engine.begin() as conn:
-        domain.record_activity(conn, thread, settings)  # the idle timer, 30 min out
-        ingest.end_thread(conn, thread)  # EndThread committed; RequestEpisode lost
+        domain.record_activity(
+            conn, thread, settings, dataset=dataset_of(conn, thread)
+        )  # the idle timer, 30 min out
+        ingest.end_thread(
+            conn, thread, dataset=dataset_of(conn, thread)
+        )  # EndThread committed; RequestEpisode lost
         now = conn.execute(text("SELECT now()")).scalar_one()
     Sweeper(engine, settings, "replica-1").run_pass(now + timedelta(seconds=1), force=True)
     with engine.connect() as conn:
@@ -154,7 +166,9 @@ def test_a_late_explicit_episode_still_ends_at_the_checkpoint(engine) -> None:  
     cfg = settings()
     thread = new_thread(engine, messages=2)
     with engine.begin() as conn:
-        ingest.end_thread(conn, thread)  # committed; the Scheduler never heard of it
+        ingest.end_thread(
+            conn, thread, dataset=dataset_of(conn, thread)
+        )  # committed; the Scheduler never heard of it
     add_messages(engine, thread, 2, notify=False)  # later messages, their notices lost too
     now = db_now(engine)
     Sweeper(engine, cfg, "replica-1").run_pass(now + timedelta(seconds=1), force=True)

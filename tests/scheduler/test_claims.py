@@ -16,6 +16,7 @@ from episodic.testing.invariants import check_invariants
 from episodic.testing.processes import wait_until
 from tests.scheduler.helpers import (
     add_messages,
+    dataset_of,
     db_now,
     new_thread,
     settings,
@@ -173,10 +174,14 @@ def test_activity_while_the_episode_is_being_opened_keeps_the_timer_alive(engine
     with engine.begin() as conn:
         (claimed,) = domain.claim_due_timers(conn, "replica-a", 10, now)
     with engine.begin() as conn_a:
-        episode = states.open_episode(conn_a, thread_id, claimed.trigger, now)
+        episode = states.open_episode(
+            conn_a, thread_id, claimed.trigger, now, dataset=dataset_of(conn_a, thread_id)
+        )
         assert episode is not None  # A holds the thread lock now
         with engine.begin() as conn_b:
-            domain.record_activity(conn_b, thread_id, CFG, now)
+            domain.record_activity(
+                conn_b, thread_id, CFG, now, dataset=dataset_of(conn_b, thread_id)
+            )
         assert not domain.finish_timer(conn_a, claimed, "replica-a")
     assert timer(engine, thread_id)["fire_at"] == now + CFG.auto_episode_interval
 
@@ -189,7 +194,9 @@ def test_opening_twice_concurrently_yields_one_window(engine, db_url) -> None:  
     def opener(i: int) -> None:
         barrier.wait()
         with engine.begin() as conn:
-            results.append(domain.request_episode(conn, thread_id).episode)
+            results.append(
+                domain.request_episode(conn, thread_id, dataset=dataset_of(conn, thread_id)).episode
+            )
 
     with ThreadPoolExecutor(6) as pool:
         list(pool.map(opener, range(6)))
@@ -200,7 +207,10 @@ def test_opening_twice_concurrently_yields_one_window(engine, db_url) -> None:  
 def test_catch_up_skips_a_thread_whose_episode_is_being_opened(engine) -> None:  # type: ignore[no-untyped-def]
     thread_id = new_thread(engine, messages=2)  # uncaptured, no timer (notice lost)
     with engine.begin() as conn_a:
-        assert domain.request_episode(conn_a, thread_id).episode is not None
+        assert (
+            domain.request_episode(conn_a, thread_id, dataset=dataset_of(conn_a, thread_id)).episode
+            is not None
+        )
         with engine.begin() as conn_b:  # while A holds the lock, not yet committed
             assert domain.catch_up(conn_b, CFG) == 0
     with engine.begin() as conn:  # after A: nothing uncaptured, still nothing to do
@@ -229,7 +239,7 @@ def test_timer_claims_of_a_dead_replica_are_reclaimed_only_when_stale(engine) ->
     assert timer(engine, fresh)["claimed_by"] == "dead:1:x"
     # The dead firer coming back cannot delete what it no longer holds.
     with engine.begin() as conn:
-        ghost = domain.ClaimedTimer(stale, 1, "inactivity", now, None)
+        ghost = domain.ClaimedTimer(stale, 1, "inactivity", now, None, dataset_of(conn, stale))
         assert not domain.fire_timer(conn, ghost, "dead:1:x", now).timer_deleted
     check_invariants(engine)
 
@@ -290,7 +300,7 @@ def test_a_batch_fires_every_timer_and_keeps_the_one_rearmed_after_its_claim(eng
     assert {t.thread_id for t in claimed} == set(ids)
     rearmed = claimed[2].thread_id
     with engine.begin() as conn:
-        domain.record_activity(conn, rearmed, CFG)
+        domain.record_activity(conn, rearmed, CFG, dataset=dataset_of(conn, rearmed))
     with engine.begin() as conn:
         fired = domain.fire_timers(conn, claimed, "replica-a")
     assert [f.episode is not None for f in fired] == [True] * 5

@@ -13,13 +13,21 @@ from episodic.services.scheduler import domain
 from episodic.store import episodes as states
 from episodic.testing.invariants import check_invariants
 from episodic.testing.keys import test_vault
-from tests.scheduler.helpers import add_messages, claim_episode, db_now, episodes, new_thread
+from tests.scheduler.helpers import (
+    add_messages,
+    claim_episode,
+    dataset_of,
+    db_now,
+    episode_dataset,
+    episodes,
+    new_thread,
+)
 
 
 def opened(engine, messages: int = 2):  # type: ignore[no-untyped-def]
     thread_id = new_thread(engine, messages=messages)
     with engine.begin() as conn:
-        return domain.request_episode(conn, thread_id).episode
+        return domain.request_episode(conn, thread_id, dataset=dataset_of(conn, thread_id)).episode
 
 
 def status_of(engine, episode_id):  # type: ignore[no-untyped-def]
@@ -35,7 +43,15 @@ def fail(engine, episode_id, worker="w1", error="boom", now=None, **kw):  # type
     args = {"max_retries": 3, "backoff": timedelta(seconds=30)}
     args.update(kw)
     with engine.begin() as conn:
-        return states.record_failure(conn, episode_id, worker, error, now=now, **args)
+        return states.record_failure(
+            conn,
+            episode_id,
+            worker,
+            error,
+            now=now,
+            **args,
+            dataset=episode_dataset(conn, episode_id),
+        )
 
 
 def test_failures_back_off_exponentially_then_fail_for_good(engine) -> None:  # type: ignore[no-untyped-def]
@@ -135,16 +151,16 @@ def test_retry_only_from_failed(engine) -> None:  # type: ignore[no-untyped-def]
     episode = opened(engine)
     episode_id = episode["episode_id"]
     with engine.begin() as conn, pytest.raises(FailedPrecondition) as err:
-        states.retry_episode(conn, episode_id)
+        states.retry_episode(conn, episode_id, dataset=episode_dataset(conn, episode_id))
     assert "is pending; only a failed episode can be retried" in err.value.message
     with engine.begin() as conn, pytest.raises(NotFound):
-        states.retry_episode(conn, uuid.uuid4())
+        states.retry_episode(conn, uuid.uuid4(), dataset="user_42")
 
     claim_episode(engine, episode_id, "w1")
     fail(engine, episode_id, max_retries=0)
     assert status_of(engine, episode_id)["status"] == "failed"
     with engine.begin() as conn:
-        row = states.retry_episode(conn, episode_id)
+        row = states.retry_episode(conn, episode_id, dataset=episode_dataset(conn, episode_id))
     assert (row["status"], row["retry_count"], row["error"]) == ("pending", 0, None)
     assert status_of(engine, episode_id)["next_attempt_at"] <= db_now(engine)
     assert (row["start_sequence"], row["end_sequence"]) == (
@@ -158,22 +174,26 @@ def test_delete_archives_from_any_status_and_is_idempotent(engine) -> None:  # t
     claim_episode(engine, episode["episode_id"], "w1")
     with engine.begin() as conn:
         row = test_vault().open_one(
-            conn, states.delete_episode(conn, episode["episode_id"]), "episodes"
+            conn,
+            states.delete_episode(conn, episode["episode_id"], dataset=episode["dataset"]),
+            "episodes",
         )
     assert row["status"] == "archived"
     assert status_of(engine, episode["episode_id"])["claimed_by"] is None
     assert row["thread_label"] == "label-user_42"
     with engine.begin() as conn:
-        again = states.delete_episode(conn, episode["episode_id"])
+        again = states.delete_episode(conn, episode["episode_id"], dataset=episode["dataset"])
     assert again["status"] == "archived" and again["updated_at"] == row["updated_at"]
     # The worker that held the claim cannot resurrect it.
     assert fail(engine, episode["episode_id"]) is None
     with engine.begin() as conn, pytest.raises(NotFound):
-        states.delete_episode(conn, uuid.uuid4())
+        states.delete_episode(conn, uuid.uuid4(), dataset="user_42")
     # Its window stays captured: the next episode starts after it.
     add_messages(engine, episode["thread_id"], 1, notify=False)
     with engine.begin() as conn:
-        nxt = domain.request_episode(conn, episode["thread_id"]).episode
+        nxt = domain.request_episode(
+            conn, episode["thread_id"], dataset=dataset_of(conn, episode["thread_id"])
+        ).episode
     assert nxt["start_sequence"] == episode["end_sequence"] + 1
     assert len(episodes(engine, episode["thread_id"])) == 2
     check_invariants(engine, all_covered=True)

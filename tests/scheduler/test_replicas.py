@@ -19,7 +19,7 @@ from episodic.testing.invariants import check_invariants
 from episodic.testing.processes import wait_until
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as g
-from tests.scheduler.helpers import add_messages, claim_episode, new_thread
+from tests.scheduler.helpers import add_messages, claim_episode, dataset_of, new_thread
 
 FAST = {
     "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.05",
@@ -60,7 +60,9 @@ def test_three_replicas_and_many_writers_cover_every_message_once(spawn, engine)
     # A summariser died holding an episode: a replica's reclaim sweep (1 s here) requeues it.
     stuck_thread = new_thread(engine, "user_0", messages=2)
     with engine.begin() as conn:
-        stuck = request_episode(conn, stuck_thread).episode["episode_id"]
+        stuck = request_episode(conn, stuck_thread, dataset=dataset_of(conn, stuck_thread)).episode[
+            "episode_id"
+        ]
     claim_episode(engine, stuck, "lost-summariser")
     lock = threading.Lock()
 
@@ -83,7 +85,9 @@ def test_three_replicas_and_many_writers_cover_every_message_once(spawn, engine)
                 notify("RecordActivity", pb.RecordActivityRequest(thread_id=str(thread_id)))
             elif roll < 0.92:
                 with engine.begin() as conn:
-                    _, owed = ingest.end_thread(conn, thread_id)
+                    _, owed = ingest.end_thread(
+                        conn, thread_id, dataset=dataset_of(conn, thread_id)
+                    )
                 if owed:
                     notify("RequestEpisode", pb.RequestEpisodeRequest(thread_id=str(thread_id)))
             else:

@@ -18,7 +18,14 @@ from episodic.testing.invariants import check_invariants
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as g
-from tests.scheduler.helpers import add_messages, claim_episode, db_now, new_thread, timer
+from tests.scheduler.helpers import (
+    add_messages,
+    claim_episode,
+    dataset_of,
+    db_now,
+    new_thread,
+    timer,
+)
 
 
 def ts(value) -> timestamp_pb2.Timestamp:  # type: ignore[no-untyped-def]
@@ -153,7 +160,9 @@ def test_a_far_future_sweep_strands_nothing(spawn, engine) -> None:  # type: ign
     stub = g.SchedulerServiceStub(scheduler.channel())
     processing = new_thread(engine, "ds", messages=2)
     with engine.begin() as conn:
-        episode_id = domain.request_episode(conn, processing).episode["episode_id"]
+        episode_id = domain.request_episode(
+            conn, processing, dataset=dataset_of(conn, processing)
+        ).episode["episode_id"]
     claim_episode(engine, episode_id, "live-worker")  # a live claim a moment ago
     owed = new_thread(engine, "ds", messages=1)  # an EndThread whose notice was lost
     with engine.begin() as conn:

@@ -17,6 +17,7 @@ from episodic.testing.invariants import check_invariants
 from episodic.testing.keys import test_vault
 from tests.scheduler.helpers import (
     add_messages,
+    dataset_of,
     db_now,
     episodes,
     new_thread,
@@ -32,7 +33,9 @@ CFG = settings()
 
 def request(engine, thread_id, trigger="explicit", now=None):  # type: ignore[no-untyped-def]
     with engine.begin() as conn:
-        return domain.request_episode(conn, thread_id, trigger, now).episode
+        return domain.request_episode(
+            conn, thread_id, trigger, now, dataset=dataset_of(conn, thread_id)
+        ).episode
 
 
 # -- 1. explicit -----------------------------------------------------------------------
@@ -120,7 +123,7 @@ def test_new_thread_pulls_sibling_timers_forward_but_never_later(engine) -> None
     add_messages(engine, captured, 1, now=now)
     request(engine, captured)
     with engine.begin() as conn:  # a stale timer on a thread with nothing uncaptured
-        domain.record_activity(conn, captured, CFG, now)
+        domain.record_activity(conn, captured, CFG, now, dataset=dataset_of(conn, captured))
     lost_notice = new_thread(engine, "ds", messages=1)  # uncaptured, but no timer
     being_fired = new_thread(engine, "ds")
     add_messages(engine, being_fired, 1, now=now)
@@ -138,7 +141,9 @@ def test_new_thread_pulls_sibling_timers_forward_but_never_later(engine) -> None
 
     newcomer = new_thread(engine, "ds")
     with engine.begin() as conn:
-        pulled = domain.record_thread_started(conn, newcomer, CFG, now)
+        pulled = domain.record_thread_started(
+            conn, newcomer, CFG, now, dataset=dataset_of(conn, newcomer)
+        )
 
     assert pulled == 2
     limit = now + timedelta(minutes=5)
@@ -155,8 +160,6 @@ def test_new_thread_pulls_sibling_timers_forward_but_never_later(engine) -> None
     assert windows(engine, waiting) == [(1, 2, "new_thread")]
     assert windows(engine, sooner) == [(1, 1, "inactivity")]
     assert windows(engine, elsewhere) == []
-    with pytest.raises(NotFound), engine.begin() as conn:
-        domain.record_thread_started(conn, uuid.uuid4(), CFG, now)
 
 
 # -- 3. inactivity ---------------------------------------------------------------------

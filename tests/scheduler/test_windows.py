@@ -18,6 +18,7 @@ from episodic.testing.invariants import InvariantViolation, check_invariants
 from tests.scheduler.helpers import (
     add_messages,
     claim_episode,
+    dataset_of,
     db_now,
     episodes,
     new_thread,
@@ -36,20 +37,24 @@ def test_every_trigger_continues_where_the_last_window_ended(engine) -> None:  #
     thread_id = new_thread(engine, "ds")
     add_messages(engine, thread_id, 3, now=now)
     with engine.begin() as conn:
-        domain.request_episode(conn, thread_id, "explicit", now)
+        domain.request_episode(
+            conn, thread_id, "explicit", now, dataset=dataset_of(conn, thread_id)
+        )
     add_messages(engine, thread_id, 2, now=now)
     sweeper.run_pass(now + timedelta(minutes=31), force=True)  # inactivity
     add_messages(engine, thread_id, 4, now=now + timedelta(minutes=40))
     sibling = new_thread(engine, "ds")
     with engine.begin() as conn:
-        domain.record_thread_started(conn, sibling, CFG, now + timedelta(minutes=41))
+        domain.record_thread_started(
+            conn, sibling, CFG, now + timedelta(minutes=41), dataset=dataset_of(conn, sibling)
+        )
     sweeper.run_pass(now + timedelta(minutes=47), force=True)  # new thread
     add_messages(engine, thread_id, 1, notify=False)
     set_quiet_since(engine, thread_id, now - timedelta(days=2))
     sweeper.backstop(now + timedelta(minutes=50))  # backstop
     add_messages(engine, thread_id, 2, notify=False)
     with engine.begin() as conn:
-        domain.request_episode(conn, thread_id, "manual", now)
+        domain.request_episode(conn, thread_id, "manual", now, dataset=dataset_of(conn, thread_id))
 
     assert windows(engine, thread_id) == [
         (1, 3, "explicit"),
@@ -65,7 +70,9 @@ def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine
     max_retries = 2
     thread_id = new_thread(engine, messages=3)
     with engine.begin() as conn:
-        failed = domain.request_episode(conn, thread_id).episode
+        failed = domain.request_episode(
+            conn, thread_id, dataset=dataset_of(conn, thread_id)
+        ).episode
     statuses = []
     for _ in range(3):  # first attempt + max_retries retries
         claim_episode(engine, failed["episode_id"], "summariser-1")
@@ -78,6 +85,7 @@ def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine
                     "llm timed out",
                     max_retries=max_retries,
                     backoff=timedelta(0),
+                    dataset=failed["dataset"],
                 )
             )
     assert statuses == ["pending", "pending", "failed"]
@@ -86,7 +94,10 @@ def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine
     assert thread_row(engine, thread_id)["captured_sequence"] == 3
     add_messages(engine, thread_id, 2, notify=False)
     with engine.begin() as conn:
-        assert domain.request_episode(conn, thread_id).episode is not None
+        assert (
+            domain.request_episode(conn, thread_id, dataset=dataset_of(conn, thread_id)).episode
+            is not None
+        )
     rows = episodes(engine, thread_id)
     assert [(e["start_sequence"], e["end_sequence"], e["status"]) for e in rows] == [
         (1, 3, "failed"),
@@ -97,7 +108,7 @@ def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine
 
     # An operator retry re-processes exactly the same window.
     with engine.begin() as conn:
-        retried = states.retry_episode(conn, failed["episode_id"])
+        retried = states.retry_episode(conn, failed["episode_id"], dataset=failed["dataset"])
     assert (retried["start_sequence"], retried["end_sequence"], retried["status"]) == (
         1,
         3,
@@ -109,7 +120,7 @@ def test_a_window_that_failed_for_good_stays_and_the_next_starts_after_it(engine
 def test_the_invariant_checker_catches_broken_windows(engine) -> None:  # type: ignore[no-untyped-def]
     thread_id = new_thread(engine, messages=5)
     with engine.begin() as conn:
-        domain.request_episode(conn, thread_id)
+        domain.request_episode(conn, thread_id, dataset=dataset_of(conn, thread_id))
     check_invariants(engine, all_covered=True)
     with engine.begin() as conn:  # a gap: the window starts at 2
         conn.execute(
@@ -166,10 +177,18 @@ def test_windows_stay_contiguous_under_any_interleaving(engine, ops) -> None:  #
             add_messages(engine, threads[i], n, notify=notify, now=clock)
         elif kind == "end":
             with engine.begin() as conn:
-                domain.request_episode(conn, threads[op[1]], "explicit", clock)
+                domain.request_episode(
+                    conn,
+                    threads[op[1]],
+                    "explicit",
+                    clock,
+                    dataset=dataset_of(conn, threads[op[1]]),
+                )
         elif kind == "start_sibling":
             with engine.begin() as conn:
-                domain.record_thread_started(conn, threads[op[1]], CFG, clock)
+                domain.record_thread_started(
+                    conn, threads[op[1]], CFG, clock, dataset=dataset_of(conn, threads[op[1]])
+                )
         elif kind == "sweep":
             clock += timedelta(minutes=op[1])
             sweeper.run_pass(clock, force=True)

@@ -15,6 +15,7 @@ from episodic.services.summariser.pipeline import Pipeline
 from episodic.services.summariser.semantic import KeyLearningFacts
 from episodic.store import episodes as states
 from episodic.testing.keys import test_vault
+from tests.scheduler.helpers import dataset_of
 
 DEFAULT_EXTRACTOR = KeyLearningFacts()
 
@@ -49,7 +50,7 @@ def add(engine: Engine, thread_id: uuid.UUID, turns: list[tuple[str, str]]) -> N
 
 def open_episode(engine: Engine, thread_id: uuid.UUID, trigger: str = "explicit"):  # type: ignore[no-untyped-def]
     with engine.begin() as conn:
-        return states.open_episode(conn, thread_id, trigger)
+        return states.open_episode(conn, thread_id, trigger, dataset=dataset_of(conn, thread_id))
 
 
 def make_pipeline(engine: Engine, summariser=None, extractor=DEFAULT_EXTRACTOR, **kw) -> Pipeline:  # type: ignore[no-untyped-def]

@@ -183,7 +183,7 @@ def test_failures_beyond_max_retries_fail_for_good_and_lose_nothing(engine) -> N
     assert pipeline.run_once(10).failed == 0  # not claimed again
     # The work is not lost: an admin retry makes it pending and it completes.
     with engine.begin() as conn:
-        states.retry_episode(conn, ep["episode_id"])
+        states.retry_episode(conn, ep["episode_id"], dataset=ep["dataset"])
     assert make_pipeline(engine).run_once(10).completed == 1
 
 
@@ -275,7 +275,7 @@ def test_a_lost_claim_does_not_archive_the_current_episode(engine) -> None:  # t
     with engine.begin() as conn:
         claimed = claim_pending(conn, "w1", 10)[0]
     with engine.begin() as conn:  # an admin deletes the in-flight episode
-        states.delete_episode(conn, second["episode_id"])
+        states.delete_episode(conn, second["episode_id"], dataset=second["dataset"])
     with engine.begin() as conn:
         status = complete(
             conn,

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, RowMapping, text
 
 from episodic.config import PrivacySettings
 from episodic.errors import NotFound
+from episodic.store.distribution import across_datasets
 
 __all__ = ["Policy", "get_policy", "list_datasets", "set_policy"]
 
@@ -91,7 +92,8 @@ def list_datasets(
     rows = (
         conn.execute(
             text(
-                "SELECT * FROM ("
+                across_datasets("the admin's ListDatasets reports on every dataset")
+                + "SELECT * FROM ("
                 "  SELECT dataset, count(*) AS thread_count, sum(last_sequence)::bigint AS message_count,"
                 "         max(last_activity_at) AS last_activity_at "
                 "  FROM threads WHERE starts_with(dataset, :prefix) GROUP BY dataset) d "

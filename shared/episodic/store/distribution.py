@@ -11,6 +11,11 @@ hold no single dataset's data are listed in ``GLOBAL_TABLES`` with the reason.
 
 from __future__ import annotations
 
+import ast
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -126,3 +131,92 @@ def _dataset_pairs(columns: list[str], target_columns: list[str]) -> bool:
         local == "dataset" and remote == "dataset"
         for local, remote in zip(columns, target_columns, strict=True)
     )
+
+
+#: What every statement that scans across datasets on purpose carries in its SQL.
+ACROSS_DATASETS = "/* across datasets:"
+
+
+def across_datasets(reason: str) -> str:
+    """The marker that opens a statement which reaches every dataset's partition on purpose
+    (a sweep, a claim, the routing lookup of a request that names only an id):
+    ``/* across datasets: <reason> */``. Every other statement names one dataset, and
+    tests/test_one_shard.py EXPLAINs each statement the services send and fails on one that
+    reaches several partitions without this marker. ``reason`` must be a string literal:
+    the README's list of such statements is generated from these calls
+    (:func:`marked_statements`)."""
+    if "*/" in reason:
+        raise ValueError("a reason cannot close the SQL comment")
+    return f"{ACROSS_DATASETS} {reason} */ "
+
+
+@dataclass(frozen=True)
+class MarkedStatement:
+    path: str  # relative to the repository
+    function: str
+    reason: str
+
+
+def marked_statements(root: Path) -> list[MarkedStatement]:
+    """Every ``across_datasets("…")`` call in the services' code under ``root`` (the
+    repository), with the function that makes it."""
+    found: list[MarkedStatement] = []
+    for base in ("shared/episodic", "services"):
+        for path in sorted((root / base).rglob("*.py")):
+            if path.name == "distribution.py" or "testing" in path.parts:
+                continue
+            finder = _MarkerFinder(str(path.relative_to(root)))
+            finder.visit(ast.parse(path.read_text(), str(path)))
+            found.extend(finder.found)
+    return sorted(found, key=lambda m: (m.path, m.function, m.reason))
+
+
+class _MarkerFinder(ast.NodeVisitor):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.functions: list[str] = []
+        self.found: list[MarkedStatement] = []
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+        if name == "across_datasets":
+            reason = node.args[0] if node.args else None
+            if not (isinstance(reason, ast.Constant) and isinstance(reason.value, str)):
+                raise ValueError(f"{self.path}:{node.lineno}: across_datasets takes a literal")
+            function = ".".join(self.functions) or "<module>"
+            self.found.append(MarkedStatement(self.path, function, reason.value))
+        self.generic_visit(node)
+
+
+START, END = "<!-- ACROSS-DATASETS:START -->", "<!-- ACROSS-DATASETS:END -->"
+
+
+def render_readme(readme: str, root: Path) -> str:
+    """The README with the list of cross-dataset statements replaced by the current one."""
+    head, _, rest = readme.partition(START)
+    _, _, tail = rest.partition(END)
+    counted = Counter(marked_statements(root))  # in order; a repeated reason counts once
+    lines = [
+        f"- `{m.path}` `{m.function}`: {m.reason}" + (f" ({n} statements)" if n > 1 else "")
+        for m, n in counted.items()
+    ]
+    return f"{head}{START}\n" + "\n".join(lines) + f"\n{END}{tail}"
+
+
+if __name__ == "__main__":
+    import sys
+
+    repository = Path(__file__).resolve().parents[3]
+    readme = repository / "README.md"
+    if sys.argv[1:] == ["--write"]:
+        readme.write_text(render_readme(readme.read_text(), repository))
+    else:
+        for m in marked_statements(repository):
+            print(f"{m.path} {m.function}: {m.reason}")

@@ -280,7 +280,7 @@ _ENTITY_SELECT = f"""
            (SELECT count(*) FROM episodes e
             WHERE {_MENTIONING} AND e.entity_tokens && ARRAY(
                 SELECT a.alias_token FROM entity_aliases a
-                WHERE a.dataset = en.dataset AND a.entity_id = en.entity_id)) AS n
+                WHERE a.dataset = :d AND a.entity_id = en.entity_id)) AS n
     FROM entities en
     JOIN entity_aliases na ON na.dataset = en.dataset AND na.alias_token = en.name_token
     WHERE en.dataset = :d
@@ -457,7 +457,7 @@ def timeline(
         conn.execute(
             text(
                 f"""
-                SELECT {episode_columns("e")}
+                SELECT {episode_columns("e", ":d")}
                 FROM episodes e
                 WHERE {_MENTIONING} AND e.entity_tokens && CAST(:tokens AS text[])
                   AND (CAST(:at AS timestamptz) IS NULL
@@ -489,9 +489,9 @@ def _rename_nameless(conn: Connection, dataset: str) -> None:
             """
             UPDATE entities en SET name_token = (
                 SELECT min(a.alias_token) FROM entity_aliases a
-                WHERE a.dataset = en.dataset AND a.entity_id = en.entity_id)
+                WHERE a.dataset = :d AND a.entity_id = en.entity_id)
             WHERE en.dataset = :d AND NOT EXISTS (
-                SELECT 1 FROM entity_aliases a WHERE a.dataset = en.dataset
+                SELECT 1 FROM entity_aliases a WHERE a.dataset = :d
                   AND a.entity_id = en.entity_id AND a.alias_token = en.name_token)
             """
         ),

@@ -83,6 +83,7 @@ from sqlalchemy import Connection, RowMapping, text
 
 from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import FailedPrecondition, describe_error
+from episodic.store.distribution import across_datasets
 from episodic.store.owners import episode_not_found
 from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
@@ -130,15 +131,20 @@ VISIBLE_COLUMNS: tuple[str, ...] = (
 )
 
 
-def episode_columns(table: str = "episodes") -> str:
+def episode_columns(table: str, dataset: str) -> str:
     """SQL for :data:`VISIBLE_COLUMNS` of ``table`` (a table name or alias) and the thread's
-    label (``thread_label``, for rendering)."""
+    label (``thread_label``, for rendering). ``dataset`` is the statement's SQL for the
+    dataset (``:dataset``, ``ANY(:batch)``): a constant, not ``{table}.dataset``, so the
+    planner prunes the label's lookup to that dataset's partition."""
     columns = ", ".join(f"{table}.{c}" for c in VISIBLE_COLUMNS)
-    label = f"(SELECT label FROM threads t WHERE t.thread_id = {table}.thread_id)"
+    label = (
+        f"(SELECT label FROM threads t WHERE t.dataset = {dataset} "
+        f"AND t.dataset = {table}.dataset AND t.thread_id = {table}.thread_id)"
+    )
     return f"{columns}, {label} AS thread_label"
 
 
-EPISODE_COLUMNS = episode_columns()
+EPISODE_COLUMNS = episode_columns("episodes", ":dataset")
 
 
 def error_text(err: BaseException) -> str:
@@ -162,6 +168,7 @@ def notify_episodes(
 class EpisodeToOpen:
     """One thread to open an episode on (see :func:`open_episodes`)."""
 
+    dataset: str
     thread_id: uuid.UUID
     trigger: str
     #: None: the current span's context (so the summariser's span links back to the trigger).
@@ -175,11 +182,12 @@ def open_episode(
     now: datetime | None = None,
     *,
     trace_context: dict[str, str] | None = None,
+    dataset: str,
 ) -> RowMapping | None:
     """Opens a pending episode over the thread's uncaptured messages, if it has any:
     :func:`open_episodes` for one thread. Returns the new episode row, or None when the
     thread has nothing uncaptured (or does not exist)."""
-    opened = open_episodes(conn, [EpisodeToOpen(thread_id, trigger, trace_context)], now)
+    opened = open_episodes(conn, [EpisodeToOpen(dataset, thread_id, trigger, trace_context)], now)
     return opened.get(thread_id)
 
 
@@ -209,14 +217,28 @@ def open_episodes(
         by_thread.setdefault(item.thread_id, item)
     if not by_thread:
         return {}
+    # Every statement names the batch's datasets as constants (``dataset = ANY(:batch)``),
+    # so it reaches their partitions only: one for a single thread's episode.
+    batch = sorted({item.dataset for item in by_thread.values()})
+    spans = (
+        across_datasets("a batch of fired timers opens episodes in the datasets it came from")
+        if len(batch) > 1
+        else ""
+    )
     threads = (
         conn.execute(
             text(
-                "SELECT thread_id, dataset, last_sequence, captured_sequence, "
-                "end_requested_sequence FROM threads WHERE thread_id = ANY(:ids) "
-                "ORDER BY thread_id FOR UPDATE"
+                spans + "SELECT t.thread_id, t.dataset, t.last_sequence, t.captured_sequence, "
+                "t.end_requested_sequence FROM threads t "
+                "JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS w(dataset, tid) "
+                "ON t.dataset = w.dataset AND t.thread_id = w.tid "
+                "WHERE t.dataset = ANY(:batch) ORDER BY t.thread_id FOR UPDATE OF t"
             ),
-            {"ids": sorted(by_thread)},
+            {
+                "datasets": [by_thread[t].dataset for t in sorted(by_thread)],
+                "ids": sorted(by_thread),
+                "batch": batch,
+            },
         )
         .mappings()
         .all()
@@ -249,14 +271,15 @@ def open_episodes(
     rows = (
         conn.execute(
             text(
-                "INSERT INTO episodes (episode_id, thread_id, dataset, trigger, start_sequence, "
+                spans + "INSERT INTO episodes (episode_id, thread_id, dataset, trigger, "
+                "start_sequence, "
                 "end_sequence, message_count, started_at, ended_at, trace_context, "
                 "next_attempt_at, created_at, updated_at) "
                 "SELECT w.eid, w.tid, w.dataset, w.trig, w.s, w.e, w.e - w.s + 1, "
-                "(SELECT created_at FROM messages WHERE dataset = w.dataset AND thread_id = w.tid "
-                "  AND sequence = w.s), "
-                "(SELECT created_at FROM messages WHERE dataset = w.dataset AND thread_id = w.tid "
-                "  AND sequence = w.e), "
+                "(SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
+                "  AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.s), "
+                "(SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
+                "  AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e), "
                 "CAST(w.trace AS jsonb), "
                 # Claimable at once, whether the injected clock is ahead of or behind the
                 # database's (a replayed past must not hide new work from live workers).
@@ -265,9 +288,10 @@ def open_episodes(
                 "CAST(:datasets AS text[]), CAST(:triggers AS text[]), "
                 "CAST(:starts AS bigint[]), CAST(:ends AS bigint[]), CAST(:traces AS text[])) "
                 "AS w(eid, tid, dataset, trig, s, e, trace) "
-                f"RETURNING {EPISODE_COLUMNS}"
+                f"RETURNING {episode_columns('episodes', 'ANY(:batch)')}"
             ),
             {
+                "batch": batch,
                 "eids": list(columns[0]),
                 "tids": list(columns[1]),
                 "datasets": list(columns[2]),
@@ -283,12 +307,17 @@ def open_episodes(
     )
     conn.execute(
         text(
-            "UPDATE threads t SET captured_sequence = w.e "
+            spans + "UPDATE threads t SET captured_sequence = w.e "
             "FROM unnest(CAST(:datasets AS text[]), CAST(:tids AS uuid[]), "
             "CAST(:ends AS bigint[])) AS w(dataset, tid, e) "
-            "WHERE t.dataset = w.dataset AND t.thread_id = w.tid"
+            "WHERE t.dataset = ANY(:batch) AND t.dataset = w.dataset AND t.thread_id = w.tid"
         ),
-        {"datasets": list(columns[2]), "tids": list(columns[1]), "ends": list(columns[5])},
+        {
+            "batch": batch,
+            "datasets": list(columns[2]),
+            "tids": list(columns[1]),
+            "ends": list(columns[5]),
+        },
     )
     notify_episodes(conn, [r["episode_id"] for r in rows])
     return {r["thread_id"]: r for r in rows}
@@ -303,7 +332,8 @@ def claim_pending(
     return list(
         conn.execute(
             text(
-                f"""
+                across_datasets("the Summariser claims pending episodes of every dataset")
+                + f"""
                 WITH due AS (
                     SELECT dataset, episode_id FROM episodes
                     WHERE status = 'pending'
@@ -333,7 +363,8 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
     return list(
         conn.execute(
             text(
-                """
+                across_datasets("the Summariser claims pending extractions of every dataset")
+                + """
                 WITH due AS (
                     SELECT dataset, episode_id FROM episodes
                     WHERE semantic_status = 'pending' AND completed_at IS NOT NULL
@@ -362,13 +393,16 @@ def renew_claims(conn: Connection, worker: str) -> int:
     never takes work from a worker that is alive, however long a batch or an LLM call."""
     mine = conn.execute(
         text(
-            "UPDATE episodes SET claimed_at = now() WHERE status = 'processing' AND claimed_by = :w"
+            across_datasets("a Summariser worker renews its claims, whatever their dataset")
+            + "UPDATE episodes SET claimed_at = now() "
+            "WHERE status = 'processing' AND claimed_by = :w"
         ),
         {"w": worker},
     ).rowcount
     semantic = conn.execute(
         text(
-            "UPDATE episodes SET semantic_claimed_at = now() "
+            across_datasets("a Summariser worker renews its claims, whatever their dataset")
+            + "UPDATE episodes SET semantic_claimed_at = now() "
             "WHERE semantic_status = 'processing' AND semantic_claimed_by = :w"
         ),
         {"w": worker},
@@ -380,7 +414,8 @@ def release_claims(conn: Connection, worker: str) -> int:
     """Hands this worker's claims back (graceful shutdown): no retry is counted."""
     a = conn.execute(
         text(
-            "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
+            across_datasets("a stopping Summariser worker releases its claims")
+            + "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
             "next_attempt_at = now(), updated_at = now() "
             "WHERE status = 'processing' AND claimed_by = :w"
         ),
@@ -388,7 +423,8 @@ def release_claims(conn: Connection, worker: str) -> int:
     ).rowcount
     b = conn.execute(
         text(
-            "UPDATE episodes SET semantic_status = 'pending', semantic_claimed_by = NULL, "
+            across_datasets("a stopping Summariser worker releases its claims")
+            + "UPDATE episodes SET semantic_status = 'pending', semantic_claimed_by = NULL, "
             "semantic_claimed_at = NULL, updated_at = now() "
             "WHERE semantic_status = 'processing' AND semantic_claimed_by = :w"
         ),
@@ -485,17 +521,29 @@ def complete(
 
 
 def finish_semantic(
-    conn: Connection, episode_id: Any, worker: str, status: str, error: str | None = None
+    conn: Connection,
+    episode_id: Any,
+    worker: str,
+    status: str,
+    error: str | None = None,
+    *,
+    dataset: str,
 ) -> bool:
     return (
         conn.execute(
             text(
                 "UPDATE episodes SET semantic_status = :status, semantic_error = :error, "
                 "semantic_claimed_by = NULL, semantic_claimed_at = NULL, updated_at = now() "
-                "WHERE episode_id = :id AND semantic_status = 'processing' "
-                "AND semantic_claimed_by = :worker"
+                "WHERE dataset = :dataset AND episode_id = :id "
+                "AND semantic_status = 'processing' AND semantic_claimed_by = :worker"
             ),
-            {"status": status, "error": error, "id": episode_id, "worker": worker},
+            {
+                "status": status,
+                "error": error,
+                "dataset": dataset,
+                "id": episode_id,
+                "worker": worker,
+            },
         ).rowcount
         == 1
     )
@@ -512,6 +560,7 @@ def record_failure(
     max_backoff: timedelta = timedelta(hours=1),
     jitter: float = 0.0,
     now: datetime | None = None,
+    dataset: str,
 ) -> str | None:
     """Records a failed summarisation attempt by the worker holding the claim.
 
@@ -529,10 +578,11 @@ def record_failure(
             "  LEAST(:base * power(2, retry_count), :cap) * (1 + :jitter * random())), "
             "claimed_at = NULL, claimed_by = NULL, error = :error, "
             "updated_at = now() "
-            "WHERE episode_id = :id AND status = 'processing' AND claimed_by = :me "
-            "RETURNING status"
+            "WHERE dataset = :dataset AND episode_id = :id AND status = 'processing' "
+            "AND claimed_by = :me RETURNING status"
         ),
         {
+            "dataset": dataset,
             "id": episode_id,
             "me": claimed_by,
             "max": max_retries,
@@ -580,7 +630,8 @@ def reclaim_orphaned(
     params = {"after": older_than, "max": max_retries, "now": now, "limit": limit}
     rows = conn.execute(
         text(
-            "WITH stale AS ("
+            across_datasets("the Scheduler reclaims orphaned summarisations of every dataset")
+            + "WITH stale AS ("
             "  SELECT dataset, episode_id FROM episodes "
             f"  WHERE status = 'processing' AND claimed_at < {NOW} - :after "
             "  ORDER BY claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
@@ -597,7 +648,8 @@ def reclaim_orphaned(
     requeued = [r[0] for r in rows if r[1] == "pending"]
     semantic = conn.execute(
         text(
-            "WITH stale AS ("
+            across_datasets("the Scheduler reclaims orphaned extractions of every dataset")
+            + "WITH stale AS ("
             "  SELECT dataset, episode_id FROM episodes "
             "  WHERE semantic_status = 'processing' "
             f"  AND semantic_claimed_at < {NOW} - :after "
@@ -618,13 +670,16 @@ def reclaim_orphaned(
     )
 
 
-def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
-    """One episode in any status (archived ones too, for provenance), as clients see it;
-    NotFound when there is none."""
+def get_episode(conn: Connection, episode_id: uuid.UUID, *, dataset: str) -> RowMapping:
+    """One episode of ``dataset`` in any status (archived ones too, for provenance), as
+    clients see it; NotFound when there is none."""
     row = (
         conn.execute(
-            text(f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE episode_id = :id"),
-            {"id": episode_id},
+            text(
+                f"SELECT {EPISODE_COLUMNS} FROM episodes "
+                "WHERE dataset = :dataset AND episode_id = :id"
+            ),
+            {"dataset": dataset, "id": episode_id},
         )
         .mappings()
         .first()
@@ -635,7 +690,7 @@ def get_episode(conn: Connection, episode_id: uuid.UUID) -> RowMapping:
 
 
 def retry_episode(
-    conn: Connection, episode_id: uuid.UUID, now: datetime | None = None
+    conn: Connection, episode_id: uuid.UUID, now: datetime | None = None, *, dataset: str
 ) -> RowMapping:
     """Admin retry: a ``failed`` episode goes back to ``pending`` over the same window, with
     its retry budget reset. FAILED_PRECONDITION from any other status."""
@@ -645,16 +700,16 @@ def retry_episode(
                 "UPDATE episodes SET status = 'pending', retry_count = 0, error = NULL, "
                 f"next_attempt_at = {DUE_NOW}, claimed_at = NULL, "
                 "claimed_by = NULL, updated_at = now() "
-                "WHERE episode_id = :id AND status = 'failed' "
+                "WHERE dataset = :dataset AND episode_id = :id AND status = 'failed' "
                 f"RETURNING {EPISODE_COLUMNS}"
             ),
-            {"id": episode_id, "now": now},
+            {"dataset": dataset, "id": episode_id, "now": now},
         )
         .mappings()
         .first()
     )
     if row is None:
-        current = get_episode(conn, episode_id)  # NotFound when missing
+        current = get_episode(conn, episode_id, dataset=dataset)  # NotFound when missing
         raise FailedPrecondition(
             f"episode {episode_id} is {current['status']}; only a failed episode can be retried",
             episode_id=str(episode_id),
@@ -665,7 +720,7 @@ def retry_episode(
 
 
 def delete_episode(
-    conn: Connection, episode_id: uuid.UUID, now: datetime | None = None
+    conn: Connection, episode_id: uuid.UUID, now: datetime | None = None, *, dataset: str
 ) -> RowMapping:
     """Soft delete (AIP-164): the episode becomes ``archived`` from any status and is
     returned; deleting an archived episode again returns it unchanged. Its window stays
@@ -678,12 +733,12 @@ def delete_episode(
                 "semantic_status = CASE WHEN semantic_status = 'pending' THEN 'skipped' "
                 "ELSE semantic_status END, "
                 "updated_at = now() "
-                "WHERE episode_id = :id AND status <> 'archived' "
+                "WHERE dataset = :dataset AND episode_id = :id AND status <> 'archived' "
                 f"RETURNING {EPISODE_COLUMNS}"
             ),
-            {"id": episode_id, "now": now},
+            {"dataset": dataset, "id": episode_id, "now": now},
         )
         .mappings()
         .first()
     )
-    return row if row is not None else get_episode(conn, episode_id)
+    return row if row is not None else get_episode(conn, episode_id, dataset=dataset)

@@ -51,6 +51,7 @@ from sqlalchemy import Connection, Engine, text
 from episodic import metrics
 from episodic.errors import Aborted, NotFound
 from episodic.store import audit, entities, events
+from episodic.store.distribution import across_datasets
 
 __all__ = [
     "ERASED_TABLES",
@@ -175,16 +176,11 @@ def _now(conn: Connection) -> datetime:
 
 
 def _erase_one_thread(
-    engine: Engine, thread_id: uuid.UUID, receipt: Receipt, batch_rows: int
+    engine: Engine, dataset: str, thread_id: uuid.UUID, receipt: Receipt, batch_rows: int
 ) -> list[str]:
-    """Erases one thread in slices; returns the ids of its episodes (for the audit log)."""
-    # The thread's dataset routes every statement below to one partition (shard).
-    with engine.connect() as conn:
-        dataset = conn.execute(
-            text("SELECT dataset FROM threads WHERE thread_id = :t"), {"t": thread_id}
-        ).scalar()
-    if dataset is None:  # already gone, and its rows with it (the foreign keys cascade)
-        return []
+    """Erases one thread of ``dataset`` in slices; returns the ids of its episodes (for the
+    audit log). The dataset routes every statement to one partition (shard); a thread
+    already gone has nothing left to delete."""
     for table in _SLICED:
         while True:
             with engine.begin() as conn:
@@ -208,7 +204,7 @@ def _erase_one_thread(
             )
             receipt.record(table, (f"{thread_id}/{i}" for i in rest.scalars()))
         # The thread's events (RecordEvent share-locks the thread: none can slip past).
-        receipt.record("events", events.erase_thread_events(conn, thread_id))
+        receipt.record("events", events.erase_thread_events(conn, dataset, thread_id))
         episodes = [
             str(e)
             for e in conn.execute(
@@ -346,7 +342,9 @@ def erase_dataset(
                     break
                 for thread_id in batch:
                     targets.append(str(thread_id))
-                    targets.extend(_erase_one_thread(engine, thread_id, receipt, batch_rows))
+                    targets.extend(
+                        _erase_one_thread(engine, dataset, thread_id, receipt, batch_rows)
+                    )
                 if progress is not None:
                     progress(receipt)
             while True:  # events without a thread (RecordEvent refuses an erasing dataset)
@@ -383,15 +381,17 @@ def erase_dataset(
 
 
 def erase_thread(
-    engine: Engine, thread_id: uuid.UUID, *, actor: str, batch_rows: int = 2000
+    engine: Engine, thread_id: uuid.UUID, *, dataset: str, actor: str, batch_rows: int = 2000
 ) -> Receipt:
-    """Erases one thread and everything derived from it; returns the sealed receipt."""
+    """Erases one thread of ``dataset`` (the caller's routing lookup found it) and
+    everything derived from it; returns the sealed receipt."""
     with engine.connect() as conn:
-        dataset = conn.execute(
-            text("SELECT dataset FROM threads WHERE thread_id = :t"), {"t": thread_id}
-        ).scalar()
+        exists = conn.execute(
+            text("SELECT 1 FROM threads WHERE dataset = :d AND thread_id = :t"),
+            {"d": dataset, "t": thread_id},
+        ).first()
         started = _now(conn)
-    if dataset is None:
+    if exists is None:
         raise NotFound(f"thread {thread_id} does not exist", thread_id=str(thread_id))
     receipt = Receipt(
         receipt_id=str(uuid.uuid4()),
@@ -400,7 +400,8 @@ def erase_thread(
         thread_id=str(thread_id),
         started_at=started,
     )
-    targets = [str(thread_id), *_erase_one_thread(engine, thread_id, receipt, batch_rows)]
+    erased = _erase_one_thread(engine, dataset, thread_id, receipt, batch_rows)
+    targets = [str(thread_id), *erased]
     with engine.begin() as conn:
         receipt.record("entity_aliases", entities.forget_unmentioned(conn, dataset))
         receipt.audit_events_pseudonymised = _pseudonymise_audit(conn, None, targets)
@@ -419,22 +420,15 @@ def erase_thread(
 
 
 def erase_threads(
-    engine: Engine, thread_ids: list[uuid.UUID], receipt: Receipt, batch_rows: int
+    engine: Engine, threads: list[tuple[uuid.UUID, str]], receipt: Receipt, batch_rows: int
 ) -> None:
-    """Erases ``thread_ids`` into ``receipt`` (retention purges); the audit log keeps
-    referring to them (a purge is policy, not a request to forget)."""
-    if not thread_ids:
-        return
-    with engine.connect() as conn:
-        touched = sorted(
-            conn.execute(
-                text("SELECT DISTINCT dataset FROM threads WHERE thread_id = ANY(:t)"),
-                {"t": thread_ids},
-            ).scalars()
-        )
-    for thread_id in thread_ids:
-        _erase_one_thread(engine, thread_id, receipt, batch_rows)
-    for dataset in touched:  # names only the purged threads used go with them
+    """Erases ``threads`` ((thread id, dataset) pairs) into ``receipt`` (retention purges);
+    the audit log keeps referring to them (a purge is policy, not a request to forget)."""
+    for thread_id, dataset in threads:
+        _erase_one_thread(engine, dataset, thread_id, receipt, batch_rows)
+    for dataset in sorted(
+        {d for _, d in threads}
+    ):  # names only the purged threads used go with them
         with engine.begin() as conn:
             receipt.record("entity_aliases", entities.forget_unmentioned(conn, dataset))
 
@@ -446,7 +440,8 @@ def resume_stalled(engine: Engine, *, actor: str, batch_rows: int) -> list[Recei
         stalled = list(
             conn.execute(
                 text(
-                    "SELECT dataset FROM datasets WHERE erasing_since IS NOT NULL "
+                    across_datasets("the lifecycle sweep finds interrupted erasures")
+                    + "SELECT dataset FROM datasets WHERE erasing_since IS NOT NULL "
                     "AND updated_at < now() - :after"
                 ),
                 {"after": STALL_AFTER},

@@ -41,6 +41,7 @@ from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import AlreadyExists, NotFound
 from episodic.providers.entities import normalise_entities
 from episodic.store import entities as canon
+from episodic.store.distribution import across_datasets
 from episodic.store.recall_index import blind_vectors, query_tokens
 from episodic.store.recall_queries import (
     BAND_EXPONENT,
@@ -121,8 +122,11 @@ def event_document(event: NewEvent | dict[str, Any]) -> str:
     return f"{get('summary')}\n{kind} by {get('actor')}. {entities}".strip()
 
 
-# Columns of an event shaped as an episode row (convert.episode reads them), sealed.
-_EVENT_AS_EPISODE = """
+def _event_as_episode(dataset: str) -> str:
+    """Columns of an event shaped as an episode row (convert.episode reads them), sealed.
+    ``dataset`` is the statement's SQL for the dataset (``:d``): the thread label's lookup
+    names it as a constant, so the planner prunes it to that dataset's partition."""
+    return f"""
     ev.event_id AS episode_id, ev.thread_id, ev.dataset, 'completed' AS status,
     'skipped' AS semantic_status, ev.summary, NULL::jsonb AS key_learnings, ev.entities,
     ev.event_type, ev.actor,
@@ -131,7 +135,7 @@ _EVENT_AS_EPISODE = """
     coalesce(ev.source_sequence, 0) AS end_sequence,
     ev.occurred_at AS started_at, ev.occurred_at AS ended_at, NULL::text AS trigger,
     0 AS retry_count, NULL::text AS error, ev.created_at, ev.created_at AS updated_at,
-    (SELECT t.label FROM threads t WHERE t.thread_id = ev.thread_id
+    (SELECT t.label FROM threads t WHERE t.dataset = {dataset} AND t.thread_id = ev.thread_id
        AND t.dataset = ev.dataset) AS thread_label,
     'event' AS kind, ev.source AS event_source
 """
@@ -152,7 +156,9 @@ def _same(event: NewEvent, stored: dict[str, Any]) -> bool:
 def _select_one(conn: Connection, dataset: str, where: str, params: dict[str, Any]) -> RowMapping:
     row = (
         conn.execute(
-            text(f"SELECT {_EVENT_AS_EPISODE} FROM events ev WHERE ev.dataset = :d AND {where}"),
+            text(
+                f"SELECT {_event_as_episode(':d')} FROM events ev WHERE ev.dataset = :d AND {where}"
+            ),
             {"d": dataset, **params},
         )
         .mappings()
@@ -173,11 +179,11 @@ def record_event(conn: Connection, vault: Vault, event: NewEvent) -> tuple[dict[
     with it). ALREADY_EXISTS when the idempotency key names a different event."""
     key = vault.for_write(conn, event.dataset)
     if event.thread_id is not None:
-        owner = conn.execute(
-            text("SELECT dataset FROM threads WHERE thread_id = :t FOR SHARE"),
-            {"t": event.thread_id},
-        ).scalar()
-        if owner != event.dataset:  # missing, or another dataset's: the same answer
+        owned = conn.execute(
+            text("SELECT 1 FROM threads WHERE dataset = :d AND thread_id = :t FOR SHARE"),
+            {"d": event.dataset, "t": event.thread_id},
+        ).first()
+        if owned is None:  # missing, or another dataset's: the same answer
             raise NotFound(
                 f"thread {event.thread_id} does not exist in dataset {event.dataset!r}",
                 field="thread_id",
@@ -353,7 +359,7 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
             ORDER BY relevance DESC, s.occurred_at DESC, s.event_id DESC
             LIMIT :limit
         )
-        SELECT {_EVENT_AS_EPISODE}, t.similarity, t.lexical, t.semantic, t.recency,
+        SELECT {_event_as_episode(":dataset")}, t.similarity, t.lexical, t.semantic, t.recency,
                t.relevance, t.absolute_relevance
         FROM top t JOIN events ev ON ev.dataset = :dataset AND ev.event_id = t.event_id
         ORDER BY t.relevance DESC, t.occurred_at DESC, t.event_id DESC
@@ -413,7 +419,8 @@ def embed_pending(engine: Engine, vault: Vault, embedder: Any, *, limit: int = 6
         datasets = list(
             conn.execute(
                 text(
-                    "SELECT DISTINCT d.dataset FROM datasets d WHERE d.erasing_since IS NULL "
+                    across_datasets("the Summariser finds the datasets with events to embed")
+                    + "SELECT DISTINCT d.dataset FROM datasets d WHERE d.erasing_since IS NULL "
                     "AND EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = d.dataset "
                     "AND ev.embedding IS NULL)"
                 )
@@ -456,14 +463,9 @@ def embed_pending(engine: Engine, vault: Vault, embedder: Any, *, limit: int = 6
 # ---- erasure, retention, export -------------------------------------------------------------
 
 
-def erase_thread_events(conn: Connection, thread_id: uuid.UUID) -> list[str]:
+def erase_thread_events(conn: Connection, dataset: str, thread_id: uuid.UUID) -> list[str]:
     """Deletes the events of a thread (in the thread's erasing transaction); returns their
     ids for the receipt."""
-    dataset = conn.execute(
-        text("SELECT dataset FROM threads WHERE thread_id = :t"), {"t": thread_id}
-    ).scalar()
-    if dataset is None:
-        return []
     return [
         str(i)
         for i in conn.execute(
@@ -493,7 +495,8 @@ def purge_expired(engine: Engine, default_days: int | None, now: datetime | None
     with engine.connect() as conn:
         policies = conn.execute(
             text(
-                "SELECT dataset, coalesce(retention_days, CAST(:default AS integer)) AS days "
+                across_datasets("the lifecycle sweep reads every dataset's retention policy")
+                + "SELECT dataset, coalesce(retention_days, CAST(:default AS integer)) AS days "
                 "FROM datasets WHERE erasing_since IS NULL "
                 "AND coalesce(retention_days, CAST(:default AS integer)) IS NOT NULL"
             ),
@@ -530,7 +533,7 @@ def list_page(
     rows = (
         conn.execute(
             text(
-                f"SELECT {_EVENT_AS_EPISODE} FROM events ev WHERE ev.dataset = :d "
+                f"SELECT {_event_as_episode(':d')} FROM events ev WHERE ev.dataset = :d "
                 "AND (CAST(:thread AS uuid) IS NULL OR ev.thread_id = CAST(:thread AS uuid)) "
                 "AND (CAST(:at AS timestamptz) IS NULL OR (ev.occurred_at, ev.event_id) < "
                 "     (CAST(:at AS timestamptz), CAST(:id AS uuid))) "
@@ -555,7 +558,7 @@ def list_for_export(conn: Connection, vault: Vault, dataset: str) -> list[dict[s
     rows = (
         conn.execute(
             text(
-                f"SELECT {_EVENT_AS_EPISODE}, ev.idempotency_key FROM events ev "
+                f"SELECT {_event_as_episode(':d')}, ev.idempotency_key FROM events ev "
                 "WHERE ev.dataset = :d ORDER BY ev.occurred_at, ev.event_id"
             ),
             {"d": dataset},

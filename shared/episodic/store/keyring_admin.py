@@ -12,6 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, Engine, text
 
 from episodic.crypto import LocalKeyring
+from episodic.store.distribution import across_datasets
 
 __all__ = ["rewrap_all", "wrapped_by"]
 
@@ -22,7 +23,8 @@ def wrapped_by(conn: Connection) -> dict[str, int]:
         str(k): int(n)
         for k, n in conn.execute(
             text(
-                "SELECT master_key_id, count(*) FROM datasets WHERE key_id IS NOT NULL "
+                across_datasets("key rotation counts the data keys of every dataset")
+                + "SELECT master_key_id, count(*) FROM datasets WHERE key_id IS NOT NULL "
                 "GROUP BY master_key_id ORDER BY master_key_id"
             )
         )
@@ -38,7 +40,8 @@ def rewrap_all(engine: Engine, keyring: LocalKeyring) -> int:
         with engine.begin() as conn:
             rows = conn.execute(
                 text(
-                    "SELECT dataset, key_id, master_key_id, wrapped_key FROM datasets "
+                    across_datasets("key rotation re-wraps the data keys of every dataset")
+                    + "SELECT dataset, key_id, master_key_id, wrapped_key FROM datasets "
                     "WHERE key_id IS NOT NULL AND master_key_id <> :active "
                     "ORDER BY dataset LIMIT 100 FOR UPDATE"
                 ),

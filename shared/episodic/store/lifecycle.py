@@ -37,6 +37,7 @@ from sqlalchemy import Connection, Engine, text
 from episodic import metrics
 from episodic.config import PrivacySettings
 from episodic.store import audit, erasure, events
+from episodic.store.distribution import across_datasets
 from episodic.store.recall_index import blind_vectors
 from episodic.store.sql import NOW
 from episodic.store.vault import Vault
@@ -94,7 +95,8 @@ def retention_candidates(
         (r[0], r[1])
         for r in conn.execute(
             text(
-                f"SELECT t.thread_id, t.dataset {_policy_join('retention_days')} "
+                across_datasets("the lifecycle sweep finds threads past retention")
+                + f"SELECT t.thread_id, t.dataset {_policy_join('retention_days')} "
                 "ORDER BY t.last_message_at NULLS FIRST LIMIT :limit"
             ),
             {"default": default_days, "now": now, "limit": limit},
@@ -102,13 +104,17 @@ def retention_candidates(
     ]
 
 
-#: What makes a thread safe to compact (see the module docstring), as SQL over ``t``.
-_COMPACTABLE = """
+def _compactable(dataset: str) -> str:
+    """What makes a thread safe to compact (see the module docstring), as SQL over ``t``.
+    ``dataset`` is the SQL of its dataset: ``:d`` for one thread, so the episodes'
+    subqueries prune to that dataset's partition; ``t.dataset`` in the sweep."""
+    return f"""
     t.compacted_through < t.last_sequence
     AND t.captured_sequence = t.last_sequence
-    AND EXISTS (SELECT 1 FROM episodes e WHERE e.dataset = t.dataset AND e.thread_id = t.thread_id
+    AND EXISTS (SELECT 1 FROM episodes e WHERE e.dataset = {dataset}
+                AND e.thread_id = t.thread_id
                 AND e.status = 'completed' AND e.end_sequence = t.last_sequence)
-    AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.dataset = t.dataset
+    AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.dataset = {dataset}
                     AND e.thread_id = t.thread_id
                     AND (e.status IN ('pending', 'processing')
                          OR (e.semantic_status IN ('pending', 'processing')
@@ -118,17 +124,20 @@ _COMPACTABLE = """
 
 def compaction_candidates(
     conn: Connection, default_days: int | None, now: datetime | None, limit: int
-) -> list[uuid.UUID]:
-    """Threads past their dataset's compaction age that are safe to compact."""
-    return list(
-        conn.execute(
+) -> list[tuple[uuid.UUID, str]]:
+    """Threads past their dataset's compaction age that are safe to compact: (thread id,
+    dataset)."""
+    return [
+        (r[0], r[1])
+        for r in conn.execute(
             text(
-                f"SELECT t.thread_id {_policy_join('compact_after_days')} AND {_COMPACTABLE} "
-                "ORDER BY t.last_message_at LIMIT :limit"
+                across_datasets("the lifecycle sweep finds threads to compact")
+                + f"SELECT t.thread_id, t.dataset {_policy_join('compact_after_days')} "
+                f"AND {_compactable('t.dataset')} ORDER BY t.last_message_at LIMIT :limit"
             ),
             {"default": default_days, "now": now, "limit": limit},
-        ).scalars()
-    )
+        )
+    ]
 
 
 def message_line(message: Mapping[str, Any]) -> bytes:
@@ -159,17 +168,21 @@ def messages_digest(messages: Iterable[Mapping[str, Any]]) -> str:
     return digest.hexdigest()
 
 
-def compact_thread(conn: Connection, vault: Vault, thread_id: uuid.UUID) -> int | None:
+def compact_thread(
+    conn: Connection, vault: Vault, thread_id: uuid.UUID, *, dataset: str
+) -> int | None:
     """Compacts one thread in the caller's transaction; returns how many messages were
     dropped, or None when it is not (or no longer) safe to compact. Takes the thread's
     row lock first, so a message or an episode arriving meanwhile waits or wins."""
+    # Every statement names the dataset: it routes to the thread's partition (shard).
     thread = (
         conn.execute(
             text(
-                "SELECT t.thread_id, t.dataset, t.last_sequence FROM threads t "
-                f"WHERE t.thread_id = :t AND {_COMPACTABLE} FOR UPDATE OF t"
+                "SELECT t.thread_id, t.last_sequence FROM threads t "
+                f"WHERE t.dataset = :d AND t.thread_id = :t AND {_compactable(':d')} "
+                "FOR UPDATE OF t"
             ),
-            {"t": thread_id},
+            {"d": dataset, "t": thread_id},
         )
         .mappings()
         .first()
@@ -177,11 +190,11 @@ def compact_thread(conn: Connection, vault: Vault, thread_id: uuid.UUID) -> int 
     if thread is None:
         return None
     # Re-checked under the lock: the candidate query ran without it.
-    dataset, through = thread["dataset"], thread["last_sequence"]
-    # Every later statement names the dataset: it routes to the thread's partition (shard).
+    through = thread["last_sequence"]
     still = conn.execute(
         text(
-            f"SELECT 1 FROM threads t WHERE t.dataset = :d AND t.thread_id = :t AND {_COMPACTABLE}"
+            "SELECT 1 FROM threads t WHERE t.dataset = :d AND t.thread_id = :t "
+            f"AND {_compactable(':d')}"
         ),
         {"d": dataset, "t": thread_id},
     ).first()
@@ -253,7 +266,7 @@ def run_lifecycle(
     with engine.connect() as conn:
         expired = retention_candidates(conn, settings.retention_days, now, PASS_LIMIT)
     receipt = erasure.Receipt(receipt_id=str(uuid.uuid4()), scope="retention", dataset="")
-    erasure.erase_threads(engine, [t for t, _ in expired], receipt, settings.erasure_batch_rows)
+    erasure.erase_threads(engine, expired, receipt, settings.erasure_batch_rows)
     result.threads_purged = receipt.rows.get("threads", 0)
     # Events without a thread expire by when they occurred (a thread's go with it).
     receipt.rows["events"] += events.purge_expired(engine, settings.retention_days, now)
@@ -270,9 +283,9 @@ def run_lifecycle(
                 )
     with engine.connect() as conn:
         due = compaction_candidates(conn, settings.compact_after_days, now, PASS_LIMIT)
-    for thread_id in due:
+    for thread_id, dataset in due:
         with engine.begin() as conn:
-            dropped = compact_thread(conn, vault, thread_id)
+            dropped = compact_thread(conn, vault, thread_id, dataset=dataset)
         if dropped is not None:
             result.threads_compacted += 1
             result.messages_compacted += dropped

@@ -1,5 +1,7 @@
 """Which dataset owns a thread or an episode a request names by id — the check every by-id
 RPC makes before it reads or changes anything (:func:`episodic.access.require_visible`).
+This lookup is the one statement of such a call that searches every dataset (through the
+``*_routing_idx`` indexes); the call names the dataset it returns in every later statement.
 
 A missing id and another dataset's id get the very same NOT_FOUND, built here once.
 """
@@ -12,6 +14,7 @@ from sqlalchemy import Connection, text
 
 from episodic.access import require_visible
 from episodic.errors import NotFound
+from episodic.store.distribution import across_datasets
 
 __all__ = ["episode_not_found", "require_episode", "require_thread", "thread_not_found"]
 
@@ -29,7 +32,11 @@ def episode_not_found(episode_id: uuid.UUID) -> NotFound:
 def require_thread(conn: Connection, thread_id: uuid.UUID) -> str:
     """The dataset of thread ``thread_id`` if the caller may see it; NOT_FOUND otherwise."""
     dataset = conn.execute(
-        text("SELECT dataset FROM threads WHERE thread_id = :id"), {"id": thread_id}
+        text(
+            across_datasets("the routing lookup of a request that names a thread by id")
+            + "SELECT dataset FROM threads WHERE thread_id = :id"
+        ),
+        {"id": thread_id},
     ).scalar()
     return require_visible(dataset, thread_not_found(thread_id))
 
@@ -37,6 +44,10 @@ def require_thread(conn: Connection, thread_id: uuid.UUID) -> str:
 def require_episode(conn: Connection, episode_id: uuid.UUID) -> str:
     """The dataset of episode ``episode_id`` if the caller may see it; NOT_FOUND otherwise."""
     dataset = conn.execute(
-        text("SELECT dataset FROM episodes WHERE episode_id = :id"), {"id": episode_id}
+        text(
+            across_datasets("the routing lookup of a request that names an episode by id")
+            + "SELECT dataset FROM episodes WHERE episode_id = :id"
+        ),
+        {"id": episode_id},
     ).scalar()
     return require_visible(dataset, episode_not_found(episode_id))

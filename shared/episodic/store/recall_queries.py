@@ -71,7 +71,7 @@ LEXICAL_SHARE = 0.5
 #: Sharpness of similarity: (relative match)^BAND_EXPONENT.
 BAND_EXPONENT = 3
 
-_EPISODE_COLUMNS = episode_columns("e")
+_EPISODE_COLUMNS = episode_columns("e", ":dataset")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from episodic.store.distribution import across_datasets
+
 
 @dataclass
 class PipelineStatus:
@@ -41,22 +43,29 @@ LOST_NOTICE_AFTER = timedelta(minutes=1)
 def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> PipelineStatus:
     params = {"dataset": dataset, "max_errors": max_errors}
     scope = "(CAST(:dataset AS text) IS NULL OR dataset = :dataset)"
+    # Without a dataset, `episodic status` and the pipeline gauges read every dataset.
+    every = (
+        across_datasets("`episodic status` and the pipeline gauges without a dataset")
+        if dataset is None
+        else ""
+    )
     now = conn.execute(text("SELECT now()")).scalar_one()
     status = PipelineStatus(observed_at=now)
     for name, count in conn.execute(
-        text(f"SELECT status, count(*) FROM episodes WHERE {scope} GROUP BY status"), params
+        text(every + f"SELECT status, count(*) FROM episodes WHERE {scope} GROUP BY status"), params
     ):
         status.status_counts[name] = count
     for name, count in conn.execute(
         text(
-            f"SELECT semantic_status, count(*) FROM episodes WHERE {scope} GROUP BY semantic_status"
+            every
+            + f"SELECT semantic_status, count(*) FROM episodes WHERE {scope} GROUP BY semantic_status"
         ),
         params,
     ):
         status.semantic_status_counts[name] = count
     ages = conn.execute(
         text(
-            "SELECT "
+            every + "SELECT "
             f"(SELECT now() - min(next_attempt_at) FROM episodes WHERE {scope} "
             "   AND status = 'pending' AND next_attempt_at <= now()), "
             f"(SELECT now() - min(claimed_at) FROM episodes WHERE {scope} "
@@ -85,7 +94,7 @@ def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> P
     ) = ages
     untimed = conn.execute(
         text(
-            "SELECT count(*), now() - min(t.last_message_at) FROM threads t "
+            every + "SELECT count(*), now() - min(t.last_message_at) FROM threads t "
             "WHERE (CAST(:dataset AS text) IS NULL OR t.dataset = :dataset) "
             "AND t.last_sequence > t.captured_sequence AND t.last_message_at < now() - :grace "
             "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
@@ -102,7 +111,8 @@ def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> P
         status.lifecycle_last_result = dict(lease[1] or {})
     status.datasets_erasing, status.threads_compacted = conn.execute(
         text(
-            f"SELECT (SELECT count(*) FROM datasets WHERE {scope} AND erasing_since IS NOT NULL), "
+            every
+            + f"SELECT (SELECT count(*) FROM datasets WHERE {scope} AND erasing_since IS NOT NULL), "
             f"(SELECT count(*) FROM threads WHERE {scope} AND compacted_at IS NOT NULL)"
         ),
         params,
@@ -111,7 +121,8 @@ def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> P
         dict(row)
         for row in conn.execute(
             text(
-                "SELECT episode_id, thread_id, dataset, status, retry_count, error, updated_at "
+                every
+                + "SELECT episode_id, thread_id, dataset, status, retry_count, error, updated_at "
                 f"FROM episodes WHERE {scope} AND status = 'failed' "
                 "ORDER BY updated_at DESC LIMIT :max_errors"
             ),
@@ -122,7 +133,7 @@ def pipeline_status(conn: Connection, dataset: str | None, max_errors: int) -> P
         dict(row)
         for row in conn.execute(
             text(
-                "SELECT episode_id, thread_id, dataset, "
+                every + "SELECT episode_id, thread_id, dataset, "
                 "CASE WHEN error IS NOT NULL THEN status ELSE 'semantic' END AS status, "
                 "retry_count, coalesce(error, semantic_error) AS error, updated_at "
                 f"FROM episodes WHERE {scope} "

@@ -1,0 +1,409 @@
+"""Every statement the services send on a dataset table reaches one partition of it (one
+shard on Citus), unless it says why it must scan across datasets.
+
+The four services run in this process (real gRPC servers over the test's database) and a
+client walks a realistic flow through them; a listener on every SQLAlchemy engine records
+each statement with its parameters. Each statement on a dataset table is then EXPLAINed
+with those parameters: when the plan names more than one partition of a table, the
+statement must carry the marker ``/* across datasets: <reason> */``
+(:data:`episodic.store.distribution.ACROSS_DATASETS`). Nothing is chosen by hand: a
+statement added tomorrow on any path of the flow is checked the same way."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import re
+import socket
+import threading
+import traceback
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import grpc
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+from sqlalchemy import Engine, event
+
+from episodic.client import EpisodicClient
+from episodic.config import LLMSettings, RecoverySettings, Settings
+from episodic.export import export_dataset
+from episodic.guard import Guard
+from episodic.server import GRPC_SERVICES, build_server
+from episodic.store.db import make_engine
+from episodic.store.distribution import ACROSS_DATASETS, GLOBAL_TABLES
+from episodic.testing.keys import keyring_file
+from episodic.testing.processes import TEST_ENV
+
+EXPLAINABLE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.I | re.S)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One statement as a service sent it."""
+
+    step: str  # the step of the flow under way
+    rpc: str  # the RPC being served ("" outside any call, e.g. a hook)
+    call: int  # which call of it (one number per call served)
+    statement: str
+    parameters: Any
+    origin: str  # file:line of our code that sent it
+
+
+class Calls(grpc.ServerInterceptor):
+    """Numbers every unary call the servers serve and remembers, per handler thread, which
+    call is under way: the statements it sends are then counted per call."""
+
+    def __init__(self) -> None:
+        self.current = threading.local()
+        self.numbers = itertools.count(1)
+
+    def intercept_service(self, continuation, details):  # type: ignore[no-untyped-def]
+        handler = continuation(details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        rpc, inner = details.method.rsplit("/", 1)[-1], handler.unary_unary
+
+        def serve(request, context):  # type: ignore[no-untyped-def]
+            self.current.rpc, self.current.call = rpc, next(self.numbers)
+            try:
+                return inner(request, context)
+            finally:
+                self.current.rpc, self.current.call = "", 0
+
+        return grpc.unary_unary_rpc_method_handler(
+            serve,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+@dataclass
+class Recorder:
+    """Every statement any engine of this process sends, in order."""
+
+    calls: Calls
+    step: str = "setup"
+    sent: list[Sent] = field(default_factory=list)
+
+    def __call__(self, conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        if executemany and parameters:
+            parameters = parameters[0]  # one row's values plan like every other row's
+        current = self.calls.current
+        self.sent.append(
+            Sent(
+                self.step,
+                getattr(current, "rpc", ""),
+                getattr(current, "call", 0),
+                statement,
+                parameters,
+                _origin(),
+            )
+        )
+
+
+def _origin() -> str:
+    """file:line of the innermost frame of our code that sent the statement."""
+    for frame in reversed(traceback.extract_stack()):
+        if _OURS.search(frame.filename) and "/testing/" not in frame.filename:
+            return f"{_OURS.split(frame.filename)[-1]}:{frame.lineno}"
+    return "?"
+
+
+_OURS = re.compile(r"/(?:shared/episodic|services)/")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Deployment:
+    client: EpisodicClient
+    failing: EpisodicClient  # its Summariser cannot reach its LLM: episodes fail
+    recorder: Recorder
+
+    def step(self, name: str) -> None:
+        self.recorder.step = name
+
+
+@pytest.fixture
+def deployment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployment]:
+    from episodic.services.ingest.__main__ import build as build_ingest
+    from episodic.services.recall.__main__ import build as build_recall
+    from episodic.services.recall.__main__ import engine_options as recall_engine_options
+    from episodic.services.scheduler.__main__ import build as build_scheduler
+    from episodic.services.summariser.__main__ import build as build_summariser
+
+    port, failing_port = _free_port(), _free_port()
+    for name, value in TEST_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("EPISODIC_DATABASE_URL", db_url)
+    monkeypatch.setenv("EPISODIC_MASTER_KEY_FILE", str(keyring_file()))
+    monkeypatch.setenv("EPISODIC_SCHEDULER_ADDRESS", f"127.0.0.1:{port}")
+    monkeypatch.setenv("EPISODIC_EVENT_CLASSIFIER", "heuristic")
+    settings = Settings()
+    failing_settings = Settings()
+    failing_settings.llm = LLMSettings(
+        llm_provider="openai", llm_base_url="http://127.0.0.1:1/v1", llm_max_retries=0
+    )
+    failing_settings.recovery = RecoverySettings(max_retries=0)
+
+    calls = Calls()
+    recorder = Recorder(calls)
+    event.listen(Engine, "before_cursor_execute", recorder)
+    engines = [
+        make_engine(settings.database.sqlalchemy_url(), pool_size=5),
+        make_engine(
+            settings.database.sqlalchemy_url(), pool_size=5, **recall_engine_options(settings)
+        ),
+    ]
+    engine, recall_engine = engines
+    services = [
+        build_ingest(settings, engine),
+        build_scheduler(settings, engine),
+        build_summariser(settings, engine),
+        build_recall(settings, recall_engine),
+    ]
+    failing = build_summariser(failing_settings, engine)
+    runtimes = []
+    names = [*GRPC_SERVICES.values(), "episodic.v1.AdminService"]
+    try:
+        for at, parts in ((port, services), (failing_port, [failing])):
+            runtime = build_server(
+                name=f"episodic-all-{at}",
+                register=lambda server, parts=parts: [part.register(server) for part in parts],
+                service_names=names,
+                host="127.0.0.1",
+                port=at,
+                workers=8,
+                engine=None,
+                shutdown_grace=1,
+                # Development mode (no keys), as `episodic up` on loopback runs.
+                guard=Guard(engine, names, required=False),
+                interceptors=[calls],
+            )
+            runtime.server.start()
+            runtimes.append(runtime)
+        address = f"127.0.0.1:{port}"
+        client = EpisodicClient(address, address, address, address, timeout=30)
+        failing_client = EpisodicClient(
+            address, address, address, f"127.0.0.1:{failing_port}", timeout=30
+        )
+        yield Deployment(client, failing_client, recorder)
+        client.close()
+        failing_client.close()
+    finally:
+        for runtime in runtimes:
+            runtime.server.stop(0).wait()
+        for service in [*services, failing]:
+            for hook in service.on_shutdown:
+                hook()
+        event.remove(Engine, "before_cursor_execute", recorder)
+        for each in engines:
+            each.dispose()
+
+
+def _walk(d: Deployment) -> None:
+    """A day in the life of two datasets, through every RPC family that touches their data."""
+    c = d.client
+    old = datetime.now(UTC) - timedelta(days=3)
+
+    d.step("CreateThread")
+    cars = c.create_thread("ds-cars", label="cars", metadata={"user": "ada"})
+    trip = c.create_thread("ds-trips", label="trip")
+    d.step("AddMessages")
+    c.add_messages(
+        cars.thread_id,
+        [
+            ("user", "I need a compact family car under $30k for city commuting with Atlas."),
+            ("assistant", "The Toyota Corolla Hybrid fits: efficient and affordable."),
+            ("user", "I decided to test drive the Corolla Hybrid on Saturday."),
+        ],
+    )
+    c.add_messages(
+        trip.thread_id,
+        [
+            {"role": "user", "content": "Plan a hiking trip to the Dolomites.", "created_at": old},
+            {"role": "assistant", "content": "Try the Alta Via 1.", "created_at": old},
+        ],
+    )
+    d.step("GetThread")
+    c.get_thread(cars.thread_id)
+    d.step("ListMessages")
+    c.list_messages(cars.thread_id)
+    d.step("ListThreads")
+    c.list_threads("ds-cars")
+    d.step("RecordEvent")
+    c.record_event(
+        "ds-cars", "Chose the Corolla Hybrid", event_type="decision", entities=["Corolla"],
+        thread_id=cars.thread_id,
+    )  # fmt: skip
+    d.step("RecordActivity")
+    c.record_activity(cars.thread_id)
+    d.step("RecordThreadStarted")
+    c.record_thread_started(trip.thread_id)
+    d.step("EndThread")
+    ended = c.end_thread(cars.thread_id)
+    assert ended.episode_queued
+    d.step("RunSweep")
+    c.run_sweep(as_of=datetime.now(UTC) + timedelta(days=1))  # the trip's idle timer fires
+    d.step("ProcessPending")
+    assert c.process_pending() >= 2
+    d.step("GetEpisode")
+    c.get_episode(ended.episode_id)
+    d.step("Recall")
+    c.recall("ds-cars", "which car will I test drive?", limit=5)
+    c.recall(
+        "ds-cars", "car", thread_ids=[cars.thread_id], entities=["Corolla"], since=old,
+        until=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
+    c.recall("ds-cars", "decision", event_type="decision")
+    d.step("SearchEpisodes")
+    c.search_episodes("ds-trips", "hiking")
+    d.step("ListEpisodes")
+    c.list_episodes("ds-cars")
+    c.list_episodes("ds-cars", thread_id=cars.thread_id, status="completed")
+    d.step("Entities")
+    entities = c.list_entities("ds-cars").items
+    if entities:
+        c.entity_timeline("ds-cars", entities[0].entity_id)
+    d.step("Export")
+    export_dataset(c, "ds-cars", io.StringIO())  # type: ignore[arg-type]
+    d.step("PipelineStatus")
+    c.pipeline_status("ds-cars", check_providers=False)
+
+    # A summarisation that fails, then is retried and completes; a manual episode deleted.
+    d.step("AddMessages")
+    c.add_messages(cars.thread_id, [("user", "The test drive went well, I bought it.")])
+    d.step("RequestEpisode")
+    requested = c.request_episode(cars.thread_id)
+    assert requested is not None
+    d.step("ProcessPending (failing)")
+    d.failing.process_pending()
+    d.step("RetryEpisode")
+    assert c.get_episode(requested.episode_id).status == "failed"
+    c.retry_episode(requested.episode_id)
+    d.step("ProcessPending")
+    c.process_pending()
+    d.step("DeleteEpisode")
+    c.delete_episode(requested.episode_id)
+
+    # Policies, then the lifecycle sweep a year on (compaction, retention), erasure.
+    d.step("Policies")
+    c.set_dataset_policy("ds-trips", retention_days=30)
+    c.set_dataset_policy("ds-cars", compact_after_days=7)
+    c.get_dataset_policy("ds-cars")
+    d.step("ListDatasets")
+    c.list_datasets()
+    d.step("RunSweep (lifecycle)")
+    c.run_sweep(as_of=datetime.now(UTC) + timedelta(days=365))
+    d.step("DeleteThread")
+    doomed = c.create_thread("ds-cars", label="doomed")
+    c.add_messages(doomed.thread_id, [("user", "forget me")])
+    c.delete_thread(doomed.thread_id)
+    d.step("DeleteDataset")
+    c.delete_dataset("ds-trips")
+
+
+@dataclass
+class Reach:
+    sent: Sent
+    partitions: dict[str, set[str]]  # table -> its partitions in the plan
+
+    @property
+    def widest(self) -> int:
+        return max((len(p) for p in self.partitions.values()), default=0)
+
+    @property
+    def touched(self) -> int:
+        return sum(len(p) for p in self.partitions.values())
+
+    @property
+    def marked(self) -> bool:
+        return ACROSS_DATASETS in self.sent.statement
+
+
+def _reaches(db_url: str, sent: list[Sent]) -> list[Reach]:
+    """Each statement sent on a dataset table, with the partitions its plan names."""
+    with psycopg.connect(db_url, autocommit=True) as db:
+        register_vector(db)  # the services bind numpy arrays as vectors
+        tables = [
+            name
+            for (name,) in db.execute(
+                "SELECT relname FROM pg_class WHERE relkind = 'p' "
+                "AND relnamespace = 'public'::regnamespace"
+            )
+        ]
+        assert tables and not set(tables) & set(GLOBAL_TABLES)
+        mentions = re.compile(r"\b(?:" + "|".join(tables) + r")\b")
+        partition_of = {t: re.compile(rf"\b{t}_p\d+\b") for t in tables}
+        out = []
+        for each in sent:
+            if not (EXPLAINABLE.match(each.statement) and mentions.search(each.statement)):
+                continue
+            plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + each.statement, each.parameters))
+            found = {t: set(p.findall(plan)) for t, p in partition_of.items()}
+            out.append(Reach(each, {t: p for t, p in found.items() if p}))
+        return out
+
+
+#: RPCs that name a thread or an episode by id only: one routing lookup, then one dataset.
+ID_ONLY = {"AddMessages", "EndThread", "GetThread", "ListMessages", "GetEpisode",
+           "RetryEpisode", "DeleteEpisode", "RecordActivity", "RecordThreadStarted",
+           "RequestEpisode", "DeleteThread"}  # fmt: skip
+
+
+def test_every_statement_on_a_dataset_table_reaches_one_partition(
+    deployment: Deployment, db_url: str
+) -> None:
+    _walk(deployment)
+    reaches = _reaches(db_url, deployment.recorder.sent)
+    _print_partitions_per_call(reaches)
+    # The flow reached what it names (an RPC that sent nothing proves nothing).
+    served = {r.sent.rpc for r in reaches}
+    assert ID_ONLY | {"ProcessPending", "Recall", "RunSweep", "DeleteDataset", "ListEpisodes",
+                      "ListEntities", "EntityTimeline", "SetDatasetPolicy", "RecordEvent",
+                      "SearchEpisodes", "ListDatasets"} <= served, served  # fmt: skip
+    offenders = sorted(
+        {
+            (r.sent.origin, r.sent.rpc or r.sent.step, _short(r.sent.statement), r.widest)
+            for r in reaches
+            if r.widest > 1 and not r.marked
+        }
+    )
+    assert not offenders, "statements that reach several partitions without saying why:\n" + (
+        "\n".join(f"{at} [{rpc}] ({n} partitions) {sql}" for at, rpc, sql, n in offenders)
+    )
+    # An id-only call looks its dataset up once, then names it: no second search.
+    lookups = Counter((r.sent.rpc, r.sent.call) for r in reaches if r.marked)
+    repeated = {k: n for k, n in lookups.items() if k[0] in ID_ONLY and n > 1}
+    assert not repeated, f"id-only calls that searched every dataset more than once: {repeated}"
+
+
+def _short(statement: str) -> str:
+    return " ".join(statement.split())[:200]
+
+
+def _print_partitions_per_call(reaches: list[Reach]) -> None:
+    """Per RPC: calls, and per call the statements on dataset tables, the partitions their
+    plans reach, and how many of those the cross-dataset statements reach (the README's
+    figures; shown with -s)."""
+    per_rpc: dict[str, list[Reach]] = defaultdict(list)
+    for r in reaches:
+        per_rpc[r.sent.rpc or f"({r.sent.step}, no call)"].append(r)
+    print("\nrpc | calls | statements/call | partitions/call | of which across datasets")
+    for rpc, rs in sorted(per_rpc.items()):
+        calls = len({r.sent.call for r in rs}) or 1
+        touched = sum(r.touched for r in rs)
+        marked = sum(r.touched for r in rs if r.marked)
+        print(
+            f"{rpc} | {calls} | {len(rs) / calls:.1f} | {touched / calls:.1f} | "
+            f"{marked / calls:.1f}"
+        )
