@@ -167,6 +167,11 @@ def check_new_messages(
             _check_text(msg.idempotency_key, f"{where}.idempotency_key")
 
 
+#: The first key of the two-key advisory locks on caller-chosen thread ids (a key space of
+#: its own: one-key locks, such as the erasure's and the migrations', never collide with it).
+THREAD_ID_LOCK_SPACE = 0x7468
+
+
 def create_thread(
     conn: Connection,
     vault: Vault,
@@ -180,18 +185,24 @@ def create_thread(
     it. The label and metadata are sealed with the dataset's key."""
     key = vault.for_write(conn, dataset)
     # A thread id is unique across datasets (id-only RPCs find the dataset by it), but the
-    # primary key is (dataset, thread_id): a caller's own id is checked in every dataset.
-    if (
-        thread_id is not None
-        and conn.execute(
+    # primary key is (dataset, thread_id), which no index can extend across partitions: a
+    # caller's own id is checked in every dataset. The transaction lock on the id makes
+    # check-then-insert atomic: a second creation of the same id, in any dataset, waits
+    # here until the first commits, then sees its row.
+    if thread_id is not None:
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:space, hashtext(:id))"),
+            {"space": THREAD_ID_LOCK_SPACE, "id": str(thread_id)},
+        )
+        taken = conn.execute(
             text(
                 across_datasets("a caller's own thread id must be new in every dataset")
                 + "SELECT 1 FROM threads WHERE thread_id = :id"
             ),
             {"id": thread_id},
         ).first()
-    ):
-        raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
+        if taken:
+            raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
     row = (
         conn.execute(
             text(
