@@ -226,6 +226,38 @@ def test_restart_backoff_starts_over_after_a_healthy_run(monkeypatch) -> None:  
     assert waits == [supervisor.backoff(n) for n in (1, 2, 3, 1)]
 
 
+def test_a_database_start_that_timed_out_is_announced_once_it_accepts(capsys) -> None:  # type: ignore[no-untyped-def]
+    """On a loaded machine crash recovery can outlast the start's timeout; the server then
+    comes up by itself, and the supervisor must still say so (and only once it answers)."""
+    from episodic import supervisor
+    from episodic.config import Settings
+
+    class Recovering:
+        alive = False
+        answers = False
+
+        def running(self) -> bool:
+            return self.alive
+
+        def accepting(self) -> bool:
+            return self.answers
+
+        def restart(self) -> str:
+            self.alive = True  # the postmaster started, recovery still running
+            raise RuntimeError("pg_ctl: server did not start in time")
+
+    pg = Recovering()
+    sup = supervisor.Supervisor(Settings(), services=["ingest"])
+    sup._pg = pg  # type: ignore[assignment]
+    sup._restart_database()
+    sup._restart_database()  # running, not accepting yet: nothing announced
+    assert "is back" not in capsys.readouterr().out
+    pg.answers = True
+    sup._restart_database()
+    sup._restart_database()
+    assert capsys.readouterr().out.count("embedded PostgreSQL is back") == 1
+
+
 def test_up_with_keys_required_runs_the_whole_loop(tmp_path: Path) -> None:
     """EPISODIC_AUTH=required: callers need keys, and the services reach each other with a
     service key `episodic up` mints for the run (and revokes when it stops)."""

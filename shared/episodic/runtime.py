@@ -59,6 +59,16 @@ class EmbeddedPostgres:
         except psutil.NoSuchProcess:
             return False
 
+    def accepting(self) -> bool:
+        """Whether the server accepts connections (not still recovering or starting)."""
+        import psycopg
+
+        try:
+            psycopg.connect(self.url(), connect_timeout=2).close()
+        except psycopg.Error:
+            return False
+        return True
+
     def restart(self) -> str:
         """Starts the server again on the same data directory (after it died); the URL and
         socket stay the same, so clients reconnect."""

@@ -53,6 +53,8 @@ class Supervisor:
         self.stopping = threading.Event()
         self.database_url: str | None = settings.database.database_url
         self._pg: EmbeddedPostgres | None = None
+        # Set while the embedded PostgreSQL is down or still starting after a restart.
+        self._database_down = False
         self._service_key: str | None = None
         self._master_key_file: Path | None = settings.privacy.master_key_file
         self.log_dir = settings.database.data_dir.expanduser().resolve() / "logs"
@@ -250,11 +252,20 @@ class Supervisor:
 
     def _restart_database(self) -> None:
         """Starts the embedded PostgreSQL again if it died (kill -9, OOM killer)."""
-        if self._pg is None or self._pg.running():
+        if self._pg is None:
             return
+        if self._pg.running():
+            # A start can time out while crash recovery goes on (a loaded machine); the
+            # server then comes up by itself, and is announced once it accepts connections.
+            if self._database_down and self._pg.accepting():
+                self._database_down = False
+                print("embedded PostgreSQL is back", flush=True)
+            return
+        self._database_down = True
         print("embedded PostgreSQL is not running; starting it again", flush=True)
         try:
             self._pg.restart()
+            self._database_down = False
             print("embedded PostgreSQL is back", flush=True)
         except Exception as err:  # keep supervising: the next check tries again
             print(f"episodic up: PostgreSQL did not start: {err}", file=sys.stderr, flush=True)
