@@ -250,11 +250,19 @@ def _rank(
 def _rank_with(
     conn: Connection, key: Any, events: EventScope | None, ranking: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], int]:
-    rows, count = q.rank_episodes(conn, key=key, **ranking)
-    opened = [open_row(key, r, "episodes") for r in rows]
+    ranked = q.rank(conn, key=key, **ranking)
+    opened = [open_row(key, r, "episodes") for r in ranked.rows]
     if events is not None:  # events join the candidates (services/recall/events.py)
-        opened = recall_events.merge(conn, key, opened, events, **ranking)
-    return opened, count
+        opened = recall_events.merge(
+            conn,
+            key,
+            opened,
+            events,
+            **ranking,
+            any_events=ranked.has_events,
+            lexemes=ranked.lexemes,
+        )
+    return opened, ranked.count
 
 
 def read_time(query: str | None, as_of: datetime | None, literal: bool) -> QueryTime | None:

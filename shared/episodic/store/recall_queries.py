@@ -56,8 +56,10 @@ __all__ = [
     "BM25_B",
     "BM25_K1",
     "LEXICAL_SHARE",
+    "Ranking",
     "RecallFilters",
     "list_episodes",
+    "rank",
     "rank_episodes",
     "recall_sql",
     "recall_statement",
@@ -325,8 +327,12 @@ def _bm25(terms: str, df: str, length: str, stats: str) -> str:
     )
 
 
+# The count, and whether the dataset has any event (one probe of the events' primary key):
+# most datasets have none, and then Recall skips the events' statement (a round trip).
 _COUNT = (
-    "SELECT count(*) AS episode_count FROM episodes WHERE dataset = :dataset "
+    "SELECT count(*) AS episode_count, "
+    "EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = :dataset) AS has_events "
+    "FROM episodes WHERE dataset = :dataset "
     "AND status = 'completed' AND (CAST(:as_of AS timestamptz) IS NULL "
     "OR ended_at <= CAST(:as_of AS timestamptz))"
 )
@@ -335,10 +341,10 @@ _COUNT = (
 @lru_cache(maxsize=8)
 def recall_statement(*, with_query: bool, with_vector: bool) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
-    snapshot): one row per ranked episode, each carrying ``episode_count``; a single row
-    with only ``episode_count`` when no episode qualifies."""
+    snapshot): one row per ranked episode, each carrying ``episode_count`` and
+    ``has_events``; a single row with only those when no episode qualifies."""
     return f"""
-        SELECT total.episode_count, r.*
+        SELECT total.episode_count, total.has_events, r.*
         FROM ({_COUNT}) total
         LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector)}) r ON true
         ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
@@ -348,6 +354,18 @@ def recall_statement(*, with_query: bool, with_vector: bool) -> str:
 @lru_cache(maxsize=8)
 def _compiled(with_query: bool, with_vector: bool) -> TextClause:
     return text(recall_statement(with_query=with_query, with_vector=with_vector))
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What one ranking statement answered (see :func:`rank`)."""
+
+    rows: list[RowMapping]
+    count: int
+    #: Whether the dataset has any event at all (else ranking its events can be skipped).
+    has_events: bool
+    #: The query's tokens as sent (None without a query), for the events' ranking to reuse.
+    lexemes: list[str] | None
 
 
 def rank_episodes(
@@ -362,6 +380,33 @@ def rank_episodes(
     limit: int,
     min_relevance: float = 0.0,
 ) -> tuple[list[RowMapping], int]:
+    """:func:`rank`'s rows and count."""
+    ranking = rank(
+        conn,
+        key=key,
+        filters=filters,
+        query=query,
+        query_vector=query_vector,
+        similarity_weight=similarity_weight,
+        recency_weight=recency_weight,
+        limit=limit,
+        min_relevance=min_relevance,
+    )
+    return ranking.rows, ranking.count
+
+
+def rank(
+    conn: Connection,
+    *,
+    key: DatasetKey,
+    filters: RecallFilters,
+    query: str | None,
+    query_vector: np.ndarray | None,
+    similarity_weight: float,
+    recency_weight: float,
+    limit: int,
+    min_relevance: float = 0.0,
+) -> Ranking:
     """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
     ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
     stored: open them with ``key``), and how many completed episodes the dataset has (that
@@ -381,9 +426,10 @@ def rank_episodes(
         "limit": limit,
         "min_relevance": float(min_relevance),
     }
+    lexemes: list[str] | None = None
     if with_query:
         assert query is not None
-        params["lexemes"] = query_tokens(conn, key, query)
+        lexemes = params["lexemes"] = query_tokens(conn, key, query)
         params["qvec"] = (
             np.asarray(query_vector, dtype=np.float32)
             if with_vector and query_vector is not None
@@ -393,7 +439,8 @@ def rank_episodes(
     count = int(rows[0]["episode_count"]) if rows else 0
     ranked = [r for r in rows if r["episode_id"] is not None]
     metrics.recall_ranked(candidates=count, results=len(ranked))
-    return ranked, count
+    has_events = bool(rows[0]["has_events"]) if rows else True
+    return Ranking(ranked, count, has_events, lexemes)
 
 
 def threads_in_order(
