@@ -51,7 +51,7 @@ def engine_options(settings: Settings) -> dict[str, object]:
     (iterative scan), with a search list as long as that: set per session, since an
     autocommit statement has no transaction for SET LOCAL."""
     ceiling_ms = int(settings.recall.recall_statement_timeout.total_seconds() * 1000)
-    ef_search = max(40, settings.recall.approximate_candidates)
+    ef_search = max(40, settings.recall.recall_approximate_candidates)
     return {
         "isolation_level": "AUTOCOMMIT",
         "pool_pre_ping": False,

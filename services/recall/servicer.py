@@ -169,9 +169,10 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         self.vault = vault
         self.reranker = reranker
         self.sizes = domain.DatasetSizes(
-            settings.approximate_above,
+            settings.recall_approximate_above,
             Approximation(
-                candidates=settings.approximate_candidates, recent=settings.approximate_recent
+                candidates=settings.recall_approximate_candidates,
+                recent=settings.recall_approximate_recent,
             ),
         )
 

@@ -317,7 +317,7 @@ class RecallSettings(BaseSettings):
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",
     )
-    approximate_above: int = Field(
+    recall_approximate_above: int = Field(
         default=20_000,
         ge=0,
         description="Datasets with more completed episodes than this are ranked on a "
@@ -325,14 +325,14 @@ class RecallSettings(BaseSettings):
         "most recent episodes) re-scored by the exact formula, instead of every episode "
         '(README "Recall at scale").',
     )
-    approximate_candidates: int = Field(
+    recall_approximate_candidates: int = Field(
         default=200,
         ge=10,
         le=1000,
         description="Approximate path: episodes taken from each of the nearest summaries, "
         "the nearest chunks and the best lexical matches (also hnsw.ef_search).",
     )
-    approximate_recent: int = Field(
+    recall_approximate_recent: int = Field(
         default=100,
         ge=0,
         le=10_000,

@@ -27,7 +27,7 @@ FILLER = ["gardening", "weather", "football", "recipes", "holidays", "music", "c
 def recall_engine(db_url: str) -> Iterator[Engine]:
     """An engine with the Recall service's session settings (iterative HNSW scans)."""
     settings = Settings()
-    settings.recall.approximate_candidates = SMALL.candidates
+    settings.recall.recall_approximate_candidates = SMALL.candidates
     eng = make_engine(db_url, pool_size=2, **engine_options(settings))
     yield eng
     eng.dispose()
