@@ -29,8 +29,15 @@ Candidates are the dataset's completed episodes that pass the filters; every one
 (a btree on (dataset, status) finds them), so the top N is exactly the top N of the
 formula, including a very recent, moderately similar episode that an approximate nearest
 neighbour search by similarity alone would not have fetched. Per-dataset candidate sets are
-small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episodes); the HNSW
-index of the schema is not used.
+small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episodes).
+
+A large dataset (more episodes than ``recall_approximate_above``; services/recall/domain.py
+chooses) takes the approximate path instead: the same formula over a generous candidate
+set — the episodes nearest the query by summary and by chunk (the HNSW indexes, iterative
+scan), the best lexical matches (GIN) and the most recent ones — so the relative signals
+are normalised by the best of those candidates (which holds the best of all with high
+probability) and BM25's statistics are the candidates'. README "Recall at scale" has its
+recall@N against the exact ranking.
 """
 
 from __future__ import annotations
