@@ -46,12 +46,19 @@ def engine_options(settings: Settings) -> dict[str, object]:
     """Recall only reads, one statement per call: autocommit saves the BEGIN and ROLLBACK
     round trips, and no pre-ping saves another (a connection lost to a database restart
     fails that call with UNAVAILABLE, which the SDK retries, and is replaced). Every
-    statement is bounded by the statement timeout ceiling."""
+    statement is bounded by the statement timeout ceiling. The approximate path's HNSW
+    scans walk on until they have the candidates asked for, filtered by dataset
+    (iterative scan), with a search list as long as that: set per session, since an
+    autocommit statement has no transaction for SET LOCAL."""
     ceiling_ms = int(settings.recall.recall_statement_timeout.total_seconds() * 1000)
+    ef_search = max(40, settings.recall.recall_approximate_candidates)
     return {
         "isolation_level": "AUTOCOMMIT",
         "pool_pre_ping": False,
-        "connect_args": {"options": f"-c statement_timeout={ceiling_ms}"},
+        "connect_args": {
+            "options": f"-c statement_timeout={ceiling_ms} "
+            f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={ef_search}"
+        },
     }
 
 

@@ -232,6 +232,34 @@ def check_weights_usable(similarity_weight: float, recency_weight: float) -> Non
         )
 
 
+class DatasetSizes:
+    """Which datasets are large enough for the approximate candidate path: each dataset's
+    count of completed episodes as the last recall saw it (every ranking statement returns
+    it), or, the first time, a count that stops at the threshold (an index-only probe of at
+    most ``threshold + 1`` entries) — never a full count before a call. Process-local; a
+    dataset that grows past the threshold switches at its next recall."""
+
+    MAX_REMEMBERED = 100_000
+
+    def __init__(self, threshold: int, approximation: q.Approximation) -> None:
+        self.threshold = threshold
+        self.approximation = approximation
+        self._seen: dict[str, int] = {}
+
+    def path(self, conn: Connection, dataset: str) -> q.Approximation | None:
+        """The approximation to rank ``dataset`` with, or None for the exact path."""
+        size = self._seen.get(dataset)
+        if size is None:
+            size = q.count_up_to(conn, dataset, self.threshold + 1)
+            self.saw(dataset, size)
+        return self.approximation if size > self.threshold else None
+
+    def saw(self, dataset: str, size: int) -> None:
+        if len(self._seen) >= self.MAX_REMEMBERED:
+            self._seen.clear()
+        self._seen[dataset] = size
+
+
 def _rank(
     conn: Connection, vault: Vault, dataset: str, **ranking: Any
 ) -> tuple[list[dict[str, Any]], int]:
@@ -239,22 +267,39 @@ def _rank(
     erased and created again since it was cached) is noticed on the rows and the ranking
     redone with the new one: the query's tokens must be the new key's too."""
     events: EventScope | None = ranking.pop("events", None)
+    sizes: DatasetSizes | None = ranking.pop("sizes", None)
+    approximate = sizes.path(conn, dataset) if sizes is not None else None
     key = vault.for_read(conn, dataset)
     try:
-        return _rank_with(conn, key, events, ranking)
+        opened, count = _rank_with(conn, key, events, approximate, ranking)
     except WrongKey:
         key = vault.for_read(conn, dataset, fresh=True)
-        return _rank_with(conn, key, events, ranking)
+        opened, count = _rank_with(conn, key, events, approximate, ranking)
+    if sizes is not None and ranking["filters"].as_of is None:  # the count is the size
+        sizes.saw(dataset, count)
+    return opened, count
 
 
 def _rank_with(
-    conn: Connection, key: Any, events: EventScope | None, ranking: dict[str, Any]
+    conn: Connection,
+    key: Any,
+    events: EventScope | None,
+    approximate: q.Approximation | None,
+    ranking: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], int]:
-    rows, count = q.rank_episodes(conn, key=key, **ranking)
-    opened = [open_row(key, r, "episodes") for r in rows]
+    ranked = q.rank(conn, key=key, approximate=approximate, **ranking)
+    opened = [open_row(key, r, "episodes") for r in ranked.rows]
     if events is not None:  # events join the candidates (services/recall/events.py)
-        opened = recall_events.merge(conn, key, opened, events, **ranking)
-    return opened, count
+        opened = recall_events.merge(
+            conn,
+            key,
+            opened,
+            events,
+            **ranking,
+            any_events=ranked.has_events,
+            lexemes=ranked.lexemes,
+        )
+    return opened, ranked.count
 
 
 def read_time(query: str | None, as_of: datetime | None, literal: bool) -> QueryTime | None:
@@ -284,11 +329,16 @@ def _in_time_order(rows: list[dict[str, Any]], newest_first: bool = False) -> li
 
 
 def recall(
-    conn: Connection, vault: Vault, request: RecallQuery, query_vector: np.ndarray | None
+    conn: Connection,
+    vault: Vault,
+    request: RecallQuery,
+    query_vector: np.ndarray | None,
+    sizes: DatasetSizes | None = None,
 ) -> RecallAnswer:
     """Ranks the dataset's current episodes (see :mod:`episodic.store.recall_queries`),
     within the window and ordinal the query names (seed 002: temporal + semantic, recency
-    inside the similarity band)."""
+    inside the similarity band). ``sizes``: large datasets take the approximate candidate
+    path (None: every dataset is ranked exactly)."""
     understood = request.applied_time
     filters = request.filters if understood is None else _within(request.filters, understood)
     if request.entity_canon and filters.entities:
@@ -302,6 +352,7 @@ def recall(
         "limit": request.limit,
         "events": request.events,
         "min_relevance": request.min_relevance,
+        "sizes": sizes,
     }
     if understood is None:
         rows, count = _rank(conn, vault, request.dataset, **ranking)

@@ -60,20 +60,28 @@ def merge(
     recency_weight: float,
     limit: int,
     min_relevance: float = 0.0,
+    any_events: bool = True,
+    lexemes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The best ``limit`` of the ranked (opened) episodes and the dataset's events, by
     relevance (then newest first); events below ``min_relevance`` are left out as episodes
-    are."""
-    found = rank_events(
-        conn,
-        key=key,
-        filters=event_filters(filters, scope),
-        query=query,
-        query_vector=query_vector,
-        similarity_weight=similarity_weight,
-        recency_weight=recency_weight,
-        limit=limit,
-        min_relevance=min_relevance,
+    are. ``any_events`` False (the dataset has none, as the episodes' statement saw) skips
+    the events' statement; ``lexemes``: the query's tokens the episodes' ranking sent."""
+    found = (
+        rank_events(
+            conn,
+            key=key,
+            filters=event_filters(filters, scope),
+            query=query,
+            query_vector=query_vector,
+            similarity_weight=similarity_weight,
+            recency_weight=recency_weight,
+            limit=limit,
+            min_relevance=min_relevance,
+            lexemes=lexemes,
+        )
+        if any_events
+        else []
     )
     candidates = found if scope.actor else [*episodes, *found]
     return sorted(candidates, key=_order)[:limit]

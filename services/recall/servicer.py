@@ -20,7 +20,7 @@ from episodic.errors import InvalidArgument, ProviderError, Unavailable
 from episodic.providers.rerank import HttpReranker
 from episodic.providers.types import Embedder
 from episodic.store import episodes, owners, recall_queries
-from episodic.store.recall_queries import RecallFilters
+from episodic.store.recall_queries import Approximation, RecallFilters
 from episodic.store.vault import Vault
 from episodic.temporal import QueryTime
 from episodic.v1 import episode_pb2
@@ -168,6 +168,13 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         self.embedder = embedder
         self.vault = vault
         self.reranker = reranker
+        self.sizes = domain.DatasetSizes(
+            settings.recall_approximate_above,
+            Approximation(
+                candidates=settings.recall_approximate_candidates,
+                recent=settings.recall_approximate_recent,
+            ),
+        )
 
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
@@ -222,7 +229,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         if reranker is not None:  # it may lift a candidate from below the requested limit
             query = replace(query, limit=max(limit, self.settings.rerank_candidates))
         with _reading(self.engine, context) as conn:
-            answer = domain.recall(conn, self.vault, query, vector)
+            answer = domain.recall(conn, self.vault, query, vector, self.sizes)
         if reranker is not None and ranked:
             try:
                 rows = domain.rerank(answer.rows, ranked, reranker.scores)

@@ -317,6 +317,27 @@ class RecallSettings(BaseSettings):
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",
     )
+    recall_approximate_above: int = Field(
+        default=20_000,
+        ge=0,
+        description="Datasets with more completed episodes than this are ranked on a "
+        "generous candidate set (HNSW nearest summaries and chunks, best lexical matches, "
+        "most recent episodes) re-scored by the exact formula, instead of every episode "
+        '(README "Recall at scale").',
+    )
+    recall_approximate_candidates: int = Field(
+        default=200,
+        ge=10,
+        le=1000,
+        description="Approximate path: episodes taken from each of the nearest summaries, "
+        "the nearest chunks and the best lexical matches (also hnsw.ef_search).",
+    )
+    recall_approximate_recent: int = Field(
+        default=100,
+        ge=0,
+        le=10_000,
+        description="Approximate path: the most recent episodes added to the candidates.",
+    )
     rerank_base_url: str | None = Field(
         default=None,
         description="Base URL of a reranking endpoint (POST {url}/rerank, the Jina/Cohere "

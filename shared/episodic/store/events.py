@@ -35,7 +35,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, RowMapping, text
+from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
 
 from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import AlreadyExists, NotFound
@@ -377,12 +377,14 @@ def rank_events(
     recency_weight: float,
     limit: int,
     min_relevance: float = 0.0,
+    lexemes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The top ``limit`` events of ``key``'s dataset by relevance, best first, opened and
     shaped as episode rows (with ``kind`` 'event', ``similarity``, ``lexical``,
     ``semantic``, ``recency``, ``relevance`` and the calibrated ``absolute_relevance``),
     by the episodes' formula (module docstring); with a query, events whose calibrated
-    relevance is below ``min_relevance`` are left out."""
+    relevance is below ``min_relevance`` are left out. ``lexemes``: the query's tokens when
+    the caller already has them (the episodes' ranking sent them), saving a round trip."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
     params: dict[str, Any] = {
@@ -401,11 +403,16 @@ def rank_events(
     }
     if with_query:
         assert query is not None
-        params["lexemes"] = query_tokens(conn, key, query)
+        params["lexemes"] = lexemes if lexemes is not None else query_tokens(conn, key, query)
         if with_vector:
             params["qvec"] = np.asarray(query_vector, dtype=np.float32)
-    rows = conn.execute(text(_rank_sql(with_query, with_vector)), params).mappings().all()
+    rows = conn.execute(_rank_statement(with_query, with_vector), params).mappings().all()
     return [open_row(key, r, "events") for r in rows]
+
+
+@lru_cache(maxsize=4)
+def _rank_statement(with_query: bool, with_vector: bool) -> TextClause:
+    return text(_rank_sql(with_query, with_vector))  # parsed once, not per call
 
 
 # ---- embedding (the Summariser) -------------------------------------------------------------

@@ -29,8 +29,15 @@ Candidates are the dataset's completed episodes that pass the filters; every one
 (a btree on (dataset, status) finds them), so the top N is exactly the top N of the
 formula, including a very recent, moderately similar episode that an approximate nearest
 neighbour search by similarity alone would not have fetched. Per-dataset candidate sets are
-small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episodes); the HNSW
-index of the schema is not used.
+small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episodes).
+
+A large dataset (more episodes than ``recall_approximate_above``; services/recall/domain.py
+chooses) takes the approximate path instead: the same formula over a generous candidate
+set — the episodes nearest the query by summary and by chunk (the HNSW indexes, iterative
+scan), the best lexical matches (GIN) and the most recent ones — so the relative signals
+are normalised by the best of those candidates (which holds the best of all with high
+probability) and BM25's statistics are the candidates'. README "Recall at scale" has its
+recall@N against the exact ranking.
 """
 
 from __future__ import annotations
@@ -56,8 +63,12 @@ __all__ = [
     "BM25_B",
     "BM25_K1",
     "LEXICAL_SHARE",
+    "Approximation",
+    "Ranking",
     "RecallFilters",
+    "count_up_to",
     "list_episodes",
+    "rank",
     "rank_episodes",
     "recall_sql",
     "recall_statement",
@@ -162,13 +173,47 @@ def recency_sql(moment: str) -> str:
 _RECENCY = recency_sql("c.ended_at")
 
 
-@lru_cache(maxsize=8)
-def recall_sql(*, with_query: bool, with_vector: bool) -> str:
+def _approximate_pool(with_vector: bool) -> str:
+    """The approximate path's candidates (a large dataset): a generous set that holds the
+    exact top N with high probability, re-scored by the exact formula. The episodes whose
+    summary is nearest the query and those of the threads whose chunks are (HNSW with
+    iterative scan, the filters applied as it walks), the best lexical matches (the GIN
+    index finds the documents with any query lexeme; ts_rank orders them) and the most
+    recent episodes (recency alone can carry one into the top). Every part applies the
+    request's filters."""
+    parts = [
+        f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
+            WHERE x.search_vector @@ (SELECT tq FROM qq)
+            ORDER BY ts_rank(x.search_vector, (SELECT tq FROM qq), 1) DESC
+            LIMIT :approx_candidates""",
+        f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
+            ORDER BY x.ended_at DESC LIMIT :approx_recent""",
+    ]
+    if with_vector:
+        parts += [
+            f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
+                ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_candidates""",
+            f"""SELECT x.episode_id
+                FROM (SELECT m.thread_id FROM message_chunks m WHERE m.dataset = :dataset
+                      ORDER BY m.embedding <=> CAST(:qvec AS vector)
+                      LIMIT :approx_candidates) near
+                JOIN ({_CANDIDATES}) x ON x.thread_id = near.thread_id""",
+        ]
+    return "\n            UNION\n            ".join(f"({p})" for p in parts)
+
+
+@lru_cache(maxsize=16)
+def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False) -> str:
     """The ranking statement. ``with_query``: score similarity (lexical part);
-    ``with_vector``: also the semantic part (needs ``:qvec``)."""
+    ``with_vector``: also the semantic part (needs ``:qvec``). ``approximate``: score only
+    the candidates of :func:`_approximate_pool` (needs ``:approx_candidates`` and
+    ``:approx_recent``); without a query it is exact (the order is the time order)."""
     if not with_query:
+        candidates = _CANDIDATES
+        if approximate:  # recency alone: the newest episodes by the index, as ranked below
+            candidates += " ORDER BY e.ended_at DESC, e.episode_id DESC LIMIT :limit"
         return f"""
-            WITH c AS ({_CANDIDATES}),
+            WITH c AS ({candidates}),
             scored AS (
                 SELECT c.episode_id, c.ended_at, 0.0::float8 AS similarity,
                        0.0::float8 AS lexical, 0.0::float8 AS semantic,
@@ -189,12 +234,7 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
     if with_vector:
         chunk_cos = "1.0 - (m.embedding <=> (SELECT v FROM qv))"
         summary_cos = "coalesce(1.0 - (c.embedding <=> (SELECT v FROM qv)), 0.0)"
-    return f"""
-        WITH c AS MATERIALIZED (
-            -- An episode not indexed yet is found by its summary's embedding alone.
-            SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
-            FROM ({_CANDIDATES}) x
-        ),
+    query_ctes = f"""
         qv AS (SELECT CAST(:qvec AS vector) AS v),
         -- The query's lexemes, blinded like the index (recall_index.query_tokens).
         q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
@@ -204,7 +244,26 @@ def recall_sql(*, with_query: bool, with_vector: bool) -> str:
             SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery AS tq,
                    array_agg(lexeme) AS lexemes
             FROM q
+        ),"""
+    if approximate:
+        head = f"""
+        WITH {query_ctes}
+        pool AS MATERIALIZED (
+            {_approximate_pool(with_vector)}
         ),
+        c AS MATERIALIZED (
+            SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
+            FROM ({_CANDIDATES}) x
+            WHERE x.episode_id IN (SELECT episode_id FROM pool)
+        ),"""
+    else:
+        head = f"""
+        WITH c AS MATERIALIZED (
+            -- An episode not indexed yet is found by its summary's embedding alone.
+            SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
+            FROM ({_CANDIDATES}) x
+        ),{query_ctes}"""
+    return f"""{head}
         -- Document level: the thread's messages up to the episode's end, and its summary.
         docs AS (
             SELECT c.episode_id,
@@ -325,29 +384,57 @@ def _bm25(terms: str, df: str, length: str, stats: str) -> str:
     )
 
 
+# The count, and whether the dataset has any event (one probe of the events' primary key):
+# most datasets have none, and then Recall skips the events' statement (a round trip).
 _COUNT = (
-    "SELECT count(*) AS episode_count FROM episodes WHERE dataset = :dataset "
+    "SELECT count(*) AS episode_count, "
+    "EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = :dataset) AS has_events "
+    "FROM episodes WHERE dataset = :dataset "
     "AND status = 'completed' AND (CAST(:as_of AS timestamptz) IS NULL "
     "OR ended_at <= CAST(:as_of AS timestamptz))"
 )
 
 
-@lru_cache(maxsize=8)
-def recall_statement(*, with_query: bool, with_vector: bool) -> str:
+@lru_cache(maxsize=16)
+def recall_statement(*, with_query: bool, with_vector: bool, approximate: bool = False) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
-    snapshot): one row per ranked episode, each carrying ``episode_count``; a single row
-    with only ``episode_count`` when no episode qualifies."""
+    snapshot): one row per ranked episode, each carrying ``episode_count`` and
+    ``has_events``; a single row with only those when no episode qualifies."""
     return f"""
-        SELECT total.episode_count, r.*
+        SELECT total.episode_count, total.has_events, r.*
         FROM ({_COUNT}) total
-        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector)}) r ON true
+        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector, approximate=approximate)}) r ON true
         ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
     """
 
 
-@lru_cache(maxsize=8)
-def _compiled(with_query: bool, with_vector: bool) -> TextClause:
-    return text(recall_statement(with_query=with_query, with_vector=with_vector))
+@lru_cache(maxsize=16)
+def _compiled(with_query: bool, with_vector: bool, approximate: bool) -> TextClause:
+    return text(
+        recall_statement(with_query=with_query, with_vector=with_vector, approximate=approximate)
+    )
+
+
+@dataclass(frozen=True)
+class Approximation:
+    """How the approximate path gathers candidates (see :func:`_approximate_pool`)."""
+
+    #: How many episodes each of the nearest-summary, nearest-chunk and lexical parts adds.
+    candidates: int = 200
+    #: How many of the most recent episodes join them.
+    recent: int = 100
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What one ranking statement answered (see :func:`rank`)."""
+
+    rows: list[RowMapping]
+    count: int
+    #: Whether the dataset has any event at all (else ranking its events can be skipped).
+    has_events: bool
+    #: The query's tokens as sent (None without a query), for the events' ranking to reuse.
+    lexemes: list[str] | None
 
 
 def rank_episodes(
@@ -362,6 +449,34 @@ def rank_episodes(
     limit: int,
     min_relevance: float = 0.0,
 ) -> tuple[list[RowMapping], int]:
+    """:func:`rank`'s rows and count."""
+    ranking = rank(
+        conn,
+        key=key,
+        filters=filters,
+        query=query,
+        query_vector=query_vector,
+        similarity_weight=similarity_weight,
+        recency_weight=recency_weight,
+        limit=limit,
+        min_relevance=min_relevance,
+    )
+    return ranking.rows, ranking.count
+
+
+def rank(
+    conn: Connection,
+    *,
+    key: DatasetKey,
+    filters: RecallFilters,
+    query: str | None,
+    query_vector: np.ndarray | None,
+    similarity_weight: float,
+    recency_weight: float,
+    limit: int,
+    min_relevance: float = 0.0,
+    approximate: Approximation | None = None,
+) -> Ranking:
     """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
     ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
     stored: open them with ``key``), and how many completed episodes the dataset has (that
@@ -371,7 +486,8 @@ def rank_episodes(
     absolute ``absolute_relevance`` (:mod:`episodic.store.relevance`) and its inputs
     (``cosine``, ``coverage``, ``passage_coverage``); with a query, candidates whose
     absolute relevance is below ``min_relevance`` are left out (without one, nothing is
-    matched and ``min_relevance`` does not apply)."""
+    matched and ``min_relevance`` does not apply). ``approximate``: score only a generous
+    candidate set of the dataset (a large one) instead of every episode."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
     params: dict[str, object] = {
@@ -381,19 +497,39 @@ def rank_episodes(
         "limit": limit,
         "min_relevance": float(min_relevance),
     }
+    if approximate is not None:
+        params["approx_candidates"] = approximate.candidates
+        params["approx_recent"] = approximate.recent
+    lexemes: list[str] | None = None
     if with_query:
         assert query is not None
-        params["lexemes"] = query_tokens(conn, key, query)
+        lexemes = params["lexemes"] = query_tokens(conn, key, query)
         params["qvec"] = (
             np.asarray(query_vector, dtype=np.float32)
             if with_vector and query_vector is not None
             else None
         )
-    rows = list(conn.execute(_compiled(with_query, with_vector), params).mappings())
+    statement = _compiled(with_query, with_vector, approximate is not None)
+    rows = list(conn.execute(statement, params).mappings())
     count = int(rows[0]["episode_count"]) if rows else 0
     ranked = [r for r in rows if r["episode_id"] is not None]
     metrics.recall_ranked(candidates=count, results=len(ranked))
-    return ranked, count
+    has_events = bool(rows[0]["has_events"]) if rows else True
+    return Ranking(ranked, count, has_events, lexemes)
+
+
+def count_up_to(conn: Connection, dataset: str, bound: int) -> int:
+    """How many completed episodes ``dataset`` has, counting no further than ``bound``
+    (an index-only scan of at most ``bound`` entries: cheap however large the dataset)."""
+    return int(
+        conn.execute(
+            text(
+                "SELECT count(*) FROM (SELECT 1 FROM episodes WHERE dataset = :dataset "
+                "AND status = 'completed' LIMIT :bound) x"
+            ),
+            {"dataset": dataset, "bound": bound},
+        ).scalar_one()
+    )
 
 
 def threads_in_order(

@@ -1,0 +1,142 @@
+"""Recall's approximate candidate path (a large dataset): chosen by dataset size only above
+the threshold, and it ranks the same top episodes as the exact path, filters included."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from episodic.config import Settings
+from episodic.services.recall import domain
+from episodic.services.recall.__main__ import engine_options
+from episodic.store.db import make_engine
+from episodic.store.recall_queries import Approximation, RecallFilters
+from episodic.testing.keys import test_vault
+from tests.recall.factory import EMBEDDER, T0, make_episode
+
+#: Small enough that the candidate set is a strict part of the dataset's 64 episodes.
+SMALL = Approximation(candidates=4, recent=3)
+FILLER = ["gardening", "weather", "football", "recipes", "holidays", "music", "cars", "films"]
+
+
+@pytest.fixture
+def recall_engine(db_url: str) -> Iterator[Engine]:
+    """An engine with the Recall service's session settings (iterative HNSW scans)."""
+    settings = Settings()
+    settings.recall.recall_approximate_candidates = SMALL.candidates
+    eng = make_engine(db_url, pool_size=2, **engine_options(settings))
+    yield eng
+    eng.dispose()
+
+
+def _fill(engine: Engine) -> None:
+    rng = random.Random(5)
+    with engine.begin() as conn:
+        for i in range(60):
+            topic = rng.choice(FILLER)
+            make_episode(
+                conn,
+                "big",
+                [f"we talked about {topic} for a while", f"more on {topic} and {i}"],
+                ended_at=T0 - timedelta(days=3 + i, hours=rng.randrange(24)),
+                entities=["alice"] if i % 2 else ["bob"],
+            )
+        for days, entities in ((10, ["alice"]), (40, ["bob"]), (70, ["alice"])):
+            make_episode(
+                conn,
+                "big",
+                ["the zebra invoice was paid late", "zebra invoice number 12 needs a refund"],
+                ended_at=T0 - timedelta(days=days),
+                entities=entities,
+            )
+        make_episode(conn, "big", ["something from this morning"], ended_at=T0)
+
+
+def _recall(conn, query, sizes, *, limit=3, **filters) -> domain.RecallAnswer:  # type: ignore[no-untyped-def]
+    filters.setdefault("as_of", T0 + timedelta(hours=1))
+    request = domain.RecallQuery(
+        dataset="big",
+        query=query,
+        include_episodes=True,
+        limit=limit,
+        similarity_weight=0.7,
+        recency_weight=0.3,
+        filters=RecallFilters(**filters),
+    )
+    vector = EMBEDDER.embed_query(query) if request.needs_embedding else None
+    return domain.recall(conn, test_vault(), request, vector, sizes)
+
+
+def _ids(answer: domain.RecallAnswer) -> list[str]:
+    return [str(r["episode_id"]) for r in answer.rows]
+
+
+def test_the_approximate_path_is_chosen_only_above_the_threshold(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    _fill(recall_engine)
+    with recall_engine.connect() as conn:
+        # 64 episodes: the approximate path above 63, not at 64 (its threshold) or more.
+        assert domain.DatasetSizes(63, SMALL).path(conn, "big") is SMALL
+        assert domain.DatasetSizes(64, SMALL).path(conn, "big") is None
+        assert domain.DatasetSizes(63, SMALL).path(conn, "other") is None
+        assert domain.DatasetSizes(0, SMALL).path(conn, "big") is SMALL
+        # Asked for every episode, the exact path answers all 64, the approximate one only
+        # its candidates: proof that it ranked a part of the dataset.
+        exact = _recall(conn, "zebra invoice", domain.DatasetSizes(10_000, SMALL), limit=100)
+        approximate = _recall(conn, "zebra invoice", domain.DatasetSizes(10, SMALL), limit=100)
+        assert len(exact.rows) == 64
+        assert 3 <= len(approximate.rows) < 64
+        assert exact.episode_count == approximate.episode_count == 64
+        # The size a recall saw is remembered: a dataset that grows switches paths.
+        sizes = domain.DatasetSizes(63, SMALL)
+        sizes.saw("big", 10)
+        assert sizes.path(conn, "big") is None
+        _recall(conn, None, sizes, as_of=None)
+        assert sizes.path(conn, "big") is SMALL
+
+
+@pytest.mark.parametrize(
+    ("query", "filters"),
+    [
+        ("zebra invoice", {}),
+        ("zebra refund", {"since": T0 - timedelta(days=50)}),
+        ("zebra invoice", {"entities": ["alice"]}),
+        ("zebra invoice", {"as_of": T0 - timedelta(days=20)}),
+        ("invoice", {"min_relevance": 0.1}),
+        (None, {}),
+        (None, {"until": T0 - timedelta(days=30)}),
+    ],
+)
+def test_the_approximate_path_ranks_the_same_top_episodes(  # type: ignore[no-untyped-def]
+    recall_engine, query, filters
+) -> None:
+    _fill(recall_engine)
+    min_relevance = filters.pop("min_relevance", 0.0)
+    with recall_engine.connect() as conn:
+        answers = []
+        for threshold in (10_000, 10):  # exact, then approximate
+            request = domain.RecallQuery(
+                dataset="big",
+                query=query,
+                include_episodes=True,
+                limit=3,
+                similarity_weight=0.7,
+                recency_weight=0.3,
+                filters=RecallFilters(**{"as_of": T0 + timedelta(hours=1), **filters}),
+                min_relevance=min_relevance,
+            )
+            vector = EMBEDDER.embed_query(query) if request.needs_embedding else None
+            answers.append(
+                domain.recall(
+                    conn, test_vault(), request, vector, domain.DatasetSizes(threshold, SMALL)
+                )
+            )
+    exact, approximate = answers
+    assert exact.rows, "the case must rank something"
+    assert _ids(approximate) == _ids(exact)
+    for a, e in zip(approximate.rows, exact.rows, strict=True):
+        assert a["recency"] == pytest.approx(e["recency"])
+        assert a["absolute_relevance"] == pytest.approx(e["absolute_relevance"])
