@@ -59,16 +59,26 @@ def _keep_keyring(data_dir: Path) -> None:
     keys._keyring = path
 
 
+_STARTED: dict[Path, str] = {}
+
+
 def _database(data_dir: Path, stack: ExitStack) -> str:
+    """The kept database's URL. Its server is started once per process (an embedded server
+    stopped in a process does not start again in it) and stopped when the process exits;
+    ``stack`` is kept for the callers' shape."""
+    import atexit
+
     import psycopg
 
     from episodic.runtime import EmbeddedPostgres
     from episodic.store import migrate
     from episodic.testing.database import with_database
 
+    if data_dir in _STARTED:
+        return _STARTED[data_dir]
     pg = EmbeddedPostgres(data_dir / "pgdata")
     admin = pg.start()
-    stack.callback(pg.stop)
+    atexit.register(pg.stop)
     with psycopg.connect(admin, autocommit=True) as conn:
         exists = conn.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
@@ -77,6 +87,7 @@ def _database(data_dir: Path, stack: ExitStack) -> str:
             conn.execute(f'CREATE DATABASE "{DATABASE}"')
     url = with_database(admin, DATABASE)
     migrate.upgrade(url, 384)
+    _STARTED[data_dir] = url
     return url
 
 
@@ -113,8 +124,74 @@ def _build(url: str, conversations: list[locomo.Conversation], *, ingest: bool =
         ingest_and_summarise(client, engine, conversations, ingest=ingest)
 
 
-def _features(url: str, conversations: list[locomo.Conversation], adversarial: dict) -> list:
-    """Every candidate's signals for every (question, dataset) pair asked."""
+def _reindex(
+    url: str, chunk_messages: int | None, head_entities: bool, embed_entities: bool
+) -> int:
+    """Rebuilds every completed episode's recall index (document and chunks) with the
+    index switches of recall_index (passage granularity, entities in the head), so a
+    variant of the index can be scored. Run it on a copy of the kept database
+    (``cp -a``): the variant replaces what was indexed."""
+    from sqlalchemy import text as sql
+
+    from episodic.config import EmbeddingSettings
+    from episodic.providers import make_embedder
+    from episodic.store import recall_index
+    from episodic.store.db import make_engine
+    from episodic.testing.keys import test_vault
+
+    if chunk_messages:
+        recall_index.CHUNK_MESSAGES = chunk_messages
+    recall_index.HEAD_ENTITIES = head_entities
+    engine = make_engine(url, pool_size=2)
+    with engine.begin() as conn:
+        if chunk_messages:
+            conn.execute(sql("DELETE FROM message_chunks"))
+        conn.execute(sql("UPDATE episodes SET search_vector = NULL WHERE status = 'completed'"))
+    embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
+    vault = test_vault()
+    done = recall_index.index_missing(engine, embedder, vault)
+    if embed_entities:  # the episode's own vector, as the Summariser would embed it
+        from episodic.services.summariser import pipeline
+
+        pipeline.EMBED_ENTITIES = True
+        with engine.begin() as conn:
+            rows = conn.execute(
+                sql(
+                    "SELECT episode_id, dataset, summary, key_learnings, entities FROM episodes "
+                    "WHERE status = 'completed'"
+                )
+            ).mappings()
+            opened = [vault.open_one(conn, r, "episodes") for r in rows]
+            texts = [
+                pipeline.embedding_text(
+                    e["summary"], list(e["key_learnings"] or []), list(e["entities"] or [])
+                )
+                for e in opened
+            ]
+            for e, vector in zip(opened, embedder.embed(texts), strict=True):
+                conn.execute(
+                    sql(
+                        "UPDATE episodes SET embedding = CAST(:v AS vector) "
+                        "WHERE dataset = :d AND episode_id = :id"
+                    ),
+                    {
+                        "v": str([float(x) for x in vector]),
+                        "d": e["dataset"],
+                        "id": e["episode_id"],
+                    },
+                )
+    engine.dispose()
+    return done
+
+
+def _features(
+    url: str,
+    conversations: list[locomo.Conversation],
+    adversarial: dict,
+    options: Any = None,
+) -> list:
+    """Every candidate's signals for every (question, dataset) pair asked, ranked with
+    ``options`` (recall_queries.RankingOptions; None: Recall's default)."""
     from episodic.config import EmbeddingSettings, RecallSettings
     from episodic.providers import make_embedder
     from episodic.services.recall import domain
@@ -125,7 +202,10 @@ def _features(url: str, conversations: list[locomo.Conversation], adversarial: d
     engine = make_engine(url, pool_size=2)
     vault = test_vault()
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
+    from episodic.store.recall_queries import DEFAULT_RANKING
+
     settings = RecallSettings()
+    options = options or DEFAULT_RANKING
     out: list[dict[str, Any]] = []
     n = len(conversations)
     with engine.connect() as conn:
@@ -141,9 +221,8 @@ def _features(url: str, conversations: list[locomo.Conversation], adversarial: d
             asks = [(q, conv, "own") for q in conv.questions]
             asks += [(q, foreign, "foreign") for q in conv.questions]
             asks += [(q, conv, "adversarial") for q in adversarial.get(conv.conversation_id, [])]
-            vectors = embedder.embed([q.question for q, _, _ in asks])
-            for (q, target, kind), vector in zip(asks, vectors, strict=True):
-                request = domain.RecallQuery(
+            requests = [
+                domain.RecallQuery(
                     dataset=target.dataset,
                     query=q.question,
                     include_episodes=True,
@@ -152,7 +231,16 @@ def _features(url: str, conversations: list[locomo.Conversation], adversarial: d
                     recency_weight=settings.recency_weight,
                     filters=RecallFilters(as_of=q.asked_at),
                     understanding=domain.read_time(q.question, q.asked_at, False),
+                    ranking=options,
+                    # LoCoMo has no events (the classifier is off by default), and a lab
+                    # database kept from before the events migration has no events table
+                    events=None,
                 )
+                for q, target, _ in asks
+            ]
+            # what the servicer embeds: the ranked query (time words and framing removed)
+            vectors = embedder.embed([r.ranked_query or r.query or "" for r in requests])
+            for (q, target, kind), vector, request in zip(asks, vectors, requests, strict=True):
                 started = time.perf_counter()
                 answer = domain.recall(conn, vault, request, vector)
                 ms = (time.perf_counter() - started) * 1000
@@ -268,6 +356,98 @@ VARIANTS = {
     "calibrated relevance as the ranking": rank_absolute,
     "default + 0.5 x calibrated relevance": fused(wa=0.5),
 }
+
+
+def ranking_variants() -> dict[str, Any]:
+    """The ranking switches (recall_queries.RankingOptions) a run can flip with
+    ``--options``: each is scored by recomputing every candidate's signals with it."""
+    from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions
+
+    return {
+        "off": RankingOptions(),  # every switch off: Recall before this issue
+        "default": DEFAULT_RANKING,
+        "stop-phrases": RankingOptions(strip_stop_phrases=True),
+        "term-weights": RankingOptions(weight_generic_terms=True),
+        "head-field-0.2": RankingOptions(head_share=0.2),
+        "head-field-0.4": RankingOptions(head_share=0.4),
+    }
+
+
+def _scores(rows: list[dict], split: dict[str, set[str]], fn: Any = None) -> list[str]:
+    cells = []
+    for half in ("dev", "held-out"):
+        s = locomo.Scores()
+        for r in rows:
+            if r["kind"] == "own" and r["conversation"] in split[half]:
+                s.add(r["category"], (fn or rank_default)(r["candidates"]), tuple(r["gold"]))
+        o = s.overall()
+        cells += [f"{o['R@1']:.3f}", f"{o['R@5']:.3f}", f"{o['MRR']:.3f}"]
+    return cells
+
+
+def latency(url: str, conversations: list[locomo.Conversation], names: list[str]) -> str:
+    """In-process Recall (embedding excluded: the same vector per question) with each of
+    ``names``' switches, interleaved question by question, top 10 as the service asks."""
+    from episodic.config import EmbeddingSettings, RecallSettings
+    from episodic.providers import make_embedder
+    from episodic.services.recall import domain
+    from episodic.store.db import make_engine
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.testing.keys import test_vault
+
+    known = ranking_variants()
+    engine = make_engine(url, pool_size=2)
+    vault = test_vault()
+    embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
+    settings = RecallSettings()
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    with engine.connect() as conn:
+        for conv in conversations:
+            for q in conv.questions:
+                for name in names:
+                    request = domain.RecallQuery(
+                        dataset=conv.dataset,
+                        query=q.question,
+                        include_episodes=True,
+                        limit=10,
+                        similarity_weight=settings.similarity_weight,
+                        recency_weight=settings.recency_weight,
+                        filters=RecallFilters(as_of=q.asked_at),
+                        understanding=domain.read_time(q.question, q.asked_at, False),
+                        ranking=known[name],
+                        events=None,
+                    )
+                    vector = embedder.embed_query(request.ranked_query or q.question)
+                    started = time.perf_counter()
+                    domain.recall(conn, vault, request, vector)
+                    samples[name].append((time.perf_counter() - started) * 1000)
+    engine.dispose()
+    lines = []
+    base = names[0]
+    for name in names:
+        v = sorted(samples[name])
+        b = sorted(samples[base])
+        p50, p99 = v[len(v) // 2], v[int(len(v) * 0.99)]
+        lines.append(
+            f"{name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({len(v)} calls); vs {base}: "
+            f"{p50 / b[len(b) // 2]:.2f}x p50, {p99 / b[int(len(b) * 0.99)]:.2f}x p99"
+        )
+    return "\n".join(lines)
+
+
+def score_options(caches: dict[str, Path], split: dict[str, set[str]]) -> str:
+    """One row per ranking switch (or index variant): Recall's own order on its features."""
+    lines = [
+        "| variant | dev R@1 | dev R@5 | dev MRR | held-out R@1 | held-out R@5 | held-out MRR "
+        "| p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, path in caches.items():
+        rows = json.loads(path.read_text())
+        ms = sorted(r["ms"] for r in rows if r["kind"] == "own")
+        cells = [*_scores(rows, split), f"{ms[len(ms) // 2]:.1f}", f"{ms[int(len(ms) * 0.99)]:.1f}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def score_variants(rows: list[dict], split: dict[str, set[str]]) -> str:
@@ -424,6 +604,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--confirm", action="store_true", help="measure the recommended threshold over gRPC"
     )
+    parser.add_argument(
+        "--options",
+        default="",
+        help="comma-separated ranking switches to score, each alone (features recomputed "
+        f"once per switch into features-NAME.json): {', '.join(ranking_variants())}",
+    )
+    parser.add_argument(
+        "--reindex",
+        action="store_true",
+        help="rebuild the recall index of --data-dir (a copy!) with --chunk-messages / "
+        "--head-entities first",
+    )
+    parser.add_argument(
+        "--chunk-messages", type=int, default=0, help="messages per chunk (recall_index)"
+    )
+    parser.add_argument(
+        "--head-entities", action="store_true", help="entities in the document's head"
+    )
+    parser.add_argument(
+        "--embed-entities",
+        action="store_true",
+        help="entities in the text of the episode's embedding (summariser pipeline)",
+    )
+    parser.add_argument(
+        "--latency",
+        default="",
+        help="comma-separated switches to time in-process, interleaved (the first is the "
+        "baseline of the ratios), e.g. off,default",
+    )
     args = parser.parse_args(argv)
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -431,6 +640,16 @@ def main(argv: list[str] | None = None) -> int:
     conversations = locomo.load()
     split = halves(conversations)
     cache = data_dir / "features.json"
+    if args.reindex:
+        with ExitStack() as stack:
+            url = _database(data_dir, stack)
+            started = time.monotonic()
+            done = _reindex(
+                url, args.chunk_messages or None, args.head_entities, args.embed_entities
+            )
+            log(f"re-indexed {done} episodes in {time.monotonic() - started:.1f}s")
+        for old in data_dir.glob("features*.json"):
+            old.unlink()
     if args.refresh or not cache.exists():
         with ExitStack() as stack:
             url = _database(data_dir, stack)
@@ -447,6 +666,29 @@ def main(argv: list[str] | None = None) -> int:
             rows = _features(url, conversations, _adversarial())
             log(f"features of {len(rows)} recalls in {time.monotonic() - started:.1f}s")
         cache.write_text(json.dumps(rows))
+    if args.latency:
+        with ExitStack() as stack:
+            url = _database(data_dir, stack)
+            print(f"load average before {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            print(latency(url, conversations, [n.strip() for n in args.latency.split(",")]))
+            print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
+    if args.options:
+        chosen = [n.strip() for n in args.options.split(",") if n.strip()]
+        known = ranking_variants()
+        caches = {name: data_dir / f"features-{name}.json" for name in chosen}
+        missing = [n for n, path in caches.items() if args.refresh or not path.exists()]
+        if missing:
+            with ExitStack() as stack:  # one server for every switch
+                url = _database(data_dir, stack)
+                for name in missing:
+                    started = time.monotonic()
+                    got = _features(url, conversations, _adversarial(), known[name])
+                    log(f"{name}: {len(got)} recalls in {time.monotonic() - started:.1f}s")
+                    caches[name].write_text(json.dumps(got))
+        print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(score_options(caches, split))
+        return 0
     rows = json.loads(cache.read_text())
     from episodic.store import relevance as relmod
 

@@ -22,9 +22,10 @@ from episodic.config import RecallSettings
 from episodic.crypto import WrongKey
 from episodic.errors import EpisodicError, InvalidArgument
 from episodic.providers.entities import normalise_entity
+from episodic.query_focus import strip_stop_phrases
 from episodic.store import entities
 from episodic.store import recall_queries as q
-from episodic.store.recall_queries import RecallFilters
+from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions, RecallFilters
 from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE
 from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
@@ -81,6 +82,8 @@ class RecallQuery:
     #: Candidates whose calibrated relevance (episodic.store.relevance) is below this are
     #: left out; 0 keeps every one.
     min_relevance: float = 0.0
+    #: How similarity is scored (recall_queries.RankingOptions).
+    ranking: RankingOptions = DEFAULT_RANKING
 
     @property
     def applied_time(self) -> QueryTime | None:
@@ -91,10 +94,14 @@ class RecallQuery:
     @property
     def ranked_query(self) -> str | None:
         """The text ranked by similarity: the query without its time words (when they
-        narrow the search), else the query as written."""
+        narrow the search), else the query as written; without its framing phrases when
+        the ranking strips them."""
+        query = self.query
         if self.applied_time is not None:
-            return self.applied_time.remainder or None
-        return self.query
+            query = self.applied_time.remainder or None
+        if query and self.ranking.strip_stop_phrases:
+            return strip_stop_phrases(query)
+        return query
 
     @property
     def rerankable(self) -> bool:
@@ -287,7 +294,14 @@ def _rank_with(
     approximate: q.Approximation | None,
     ranking: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], int]:
-    ranked = q.rank(conn, key=key, approximate=approximate, **ranking)
+    shared = {k: v for k, v in ranking.items() if k != "options"}  # events rank their own way
+    ranked = q.rank(
+        conn,
+        key=key,
+        approximate=approximate,
+        options=ranking.get("options", DEFAULT_RANKING),
+        **shared,
+    )
     opened = [open_row(key, r, "episodes") for r in ranked.rows]
     if events is not None:  # events join the candidates (services/recall/events.py)
         opened = recall_events.merge(
@@ -295,7 +309,7 @@ def _rank_with(
             key,
             opened,
             events,
-            **ranking,
+            **shared,
             any_events=ranked.has_events,
             lexemes=ranked.lexemes,
         )
@@ -353,6 +367,7 @@ def recall(
         "events": request.events,
         "min_relevance": request.min_relevance,
         "sizes": sizes,
+        "options": request.ranking,
     }
     if understood is None:
         rows, count = _rank(conn, vault, request.dataset, **ranking)

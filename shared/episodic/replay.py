@@ -654,6 +654,7 @@ class _Run:
             ],
             summary=episode.summary,
             key_learnings=learnings,
+            entities=episode.entities,
         )
         write_episode_index(conn, prepare_episode_index(conn, key, index, self.embedder))
         if episode.status == "archived" and episode is thread.old[-1]:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHUNK_MESSAGES",
     "CHUNK_WORDS",
+    "HEAD_ENTITIES",
     "MAX_INDEXED_CHARS",
     "TEXT_SEARCH_CONFIG",
     "Chunk",
@@ -60,6 +61,7 @@ __all__ = [
     "blind_vectors",
     "chunk_texts",
     "chunk_vectors",
+    "head_text",
     "index_episode",
     "index_missing",
     "indexed_text",
@@ -68,6 +70,7 @@ __all__ = [
     "pending_chunks",
     "prepare_episode_index",
     "query_tokens",
+    "weighted_query_tokens",
     "write_episode_index",
 ]
 
@@ -85,6 +88,10 @@ DATASET_CONFIG = (
 CHUNK_MESSAGES = 4
 #: …and at most this many words (all-MiniLM-L6-v2 reads 256 word pieces, ~190 words).
 CHUNK_WORDS = 180
+#: Whether the episode's entities join its summary and key learnings in the document's
+#: head (weight A, the field ``RankingOptions.head_share`` scores on its own). Measured
+#: alone on LoCoMo (README "Recall quality"); changing it needs a re-index.
+HEAD_ENTITIES = False
 #: The lexical document keeps the newest this-many characters of a very long thread
 #: (a tsvector holds at most 1 MB).
 MAX_INDEXED_CHARS = 400_000
@@ -194,6 +201,16 @@ class IndexInput:
     messages: Sequence[tuple[int, str]]  # (sequence, indexed text), in sequence order
     summary: str
     key_learnings: Sequence[str]
+    entities: Sequence[str] = ()
+
+
+def head_text(source: IndexInput) -> str:
+    """The document's head (weight A): the summary and key learnings, and the entities
+    when :data:`HEAD_ENTITIES` is on."""
+    parts = [source.summary, *source.key_learnings]
+    if HEAD_ENTITIES:
+        parts += list(source.entities)
+    return "\n".join(parts)
 
 
 @dataclass(frozen=True)
@@ -321,6 +338,29 @@ def query_tokens(conn: Connection, key: DatasetKey, query: str) -> list[str]:
     return sorted(key.token(lexeme) for lexeme in lexemes)
 
 
+def weighted_query_tokens(conn: Connection, key: DatasetKey, query: str) -> list[tuple[str, float]]:
+    """The query's distinct lexemes as ``key``'s tokens (like :func:`query_tokens`), each
+    with its query-side weight: :data:`episodic.query_focus.GENERIC_WEIGHT` for the lexemes
+    of :data:`~episodic.query_focus.GENERIC_WORDS` (stemmed in the same statement, with the
+    dataset's configuration), 1 for the rest."""
+    from episodic.query_focus import GENERIC_WEIGHT, GENERIC_WORDS
+
+    rows = conn.execute(
+        text(
+            f"""
+            WITH cfg AS (SELECT {DATASET_CONFIG} AS c)
+            SELECT DISTINCT u.lexeme,
+                   u.lexeme IN (SELECT g.lexeme FROM cfg, unnest(to_tsvector(cfg.c, :generic)) g)
+            FROM cfg, unnest(to_tsvector(cfg.c, :q)) u
+            """
+        ),
+        {"q": query, "generic": GENERIC_WORDS, "dataset": key.dataset},
+    ).all()
+    return sorted(
+        (key.token(lexeme), GENERIC_WEIGHT if generic else 1.0) for lexeme, generic in rows
+    )
+
+
 def prepare_episode_index(
     conn: Connection,
     key: DatasetKey,
@@ -339,7 +379,7 @@ def prepare_episode_index(
         )
     vectors = chunk_vectors(chunks, embedder)
     body = "\n".join(m[1] for m in source.messages if m[0] <= source.end_sequence)
-    head = "\n".join([source.summary, *source.key_learnings])
+    head = head_text(source)
     literals = blind_vectors(
         conn, key, [(body[-MAX_INDEXED_CHARS:], head)] + [(c.text, "") for c in chunks]
     )
@@ -417,8 +457,8 @@ def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str
     row = (
         conn.execute(
             text(
-                "SELECT episode_id, thread_id, dataset, end_sequence, summary, key_learnings "
-                "FROM episodes WHERE episode_id = :id"
+                "SELECT episode_id, thread_id, dataset, end_sequence, summary, key_learnings, "
+                "entities FROM episodes WHERE episode_id = :id"
             ),
             {"id": episode_uuid},
         )
@@ -448,6 +488,7 @@ def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str
         messages=[(m["sequence"], indexed_text(m["content"], m["metadata"])) for m in messages],
         summary=episode["summary"],
         key_learnings=list(episode["key_learnings"] or []),
+        entities=list(episode["entities"] or []),
     )
 
 

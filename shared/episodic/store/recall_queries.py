@@ -55,16 +55,18 @@ from sqlalchemy import Connection, RowMapping, TextClause, text
 from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
-from episodic.store.recall_index import query_tokens
+from episodic.store.recall_index import query_tokens, weighted_query_tokens
 from episodic.store.relevance import relevance_sql
 
 __all__ = [
     "BAND_EXPONENT",
     "BM25_B",
     "BM25_K1",
+    "DEFAULT_RANKING",
     "LEXICAL_SHARE",
     "Approximation",
     "Ranking",
+    "RankingOptions",
     "RecallFilters",
     "count_up_to",
     "list_episodes",
@@ -83,6 +85,31 @@ LEXICAL_SHARE = 0.5
 BAND_EXPONENT = 3
 
 _EPISODE_COLUMNS = episode_columns("e", ":dataset")
+
+
+@dataclass(frozen=True)
+class RankingOptions:
+    """Switches of the ranking, each measured alone on LoCoMo (bench/recall_lab.py,
+    README "Recall quality"); :data:`DEFAULT_RANKING` is what Recall runs.
+
+    - ``strip_stop_phrases``: the query's framing ("what did we discuss about", "do you
+      remember", "what kind of") is removed before it is embedded and tokenised
+      (:func:`episodic.query_focus.strip_stop_phrases`; applied by the read path's domain).
+    - ``weight_generic_terms``: query-side term weighting: the lexemes of words that occur
+      in questions about any topic (:data:`episodic.query_focus.GENERIC_WORDS`) count
+      ``GENERIC_WEIGHT`` in BM25 instead of 1.
+    - ``head_share``: share of the lexical signal given to a third field, BM25 over the
+      episode's summary and key learnings alone (the weight-A part of its document), beside
+      the whole document and the best passage; 0 leaves the field out of the statement.
+    """
+
+    strip_stop_phrases: bool = False
+    weight_generic_terms: bool = False
+    head_share: float = 0.0
+
+
+#: The ranking Recall runs.
+DEFAULT_RANKING = RankingOptions()
 
 
 @dataclass(frozen=True)
@@ -203,11 +230,19 @@ def _approximate_pool(with_vector: bool) -> str:
 
 
 @lru_cache(maxsize=16)
-def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False) -> str:
+def recall_sql(
+    *,
+    with_query: bool,
+    with_vector: bool,
+    approximate: bool = False,
+    options: RankingOptions = DEFAULT_RANKING,
+) -> str:
     """The ranking statement. ``with_query``: score similarity (lexical part);
     ``with_vector``: also the semantic part (needs ``:qvec``). ``approximate``: score only
     the candidates of :func:`_approximate_pool` (needs ``:approx_candidates`` and
-    ``:approx_recent``); without a query it is exact (the order is the time order)."""
+    ``:approx_recent``); without a query it is exact (the order is the time order).
+    ``options``: see :class:`RankingOptions` (with ``weight_generic_terms``, ``:weights``
+    holds each lexeme's weight, in the order of ``:lexemes``)."""
     if not with_query:
         candidates = _CANDIDATES
         if approximate:  # recency alone: the newest episodes by the index, as ranked below
@@ -229,6 +264,53 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
             ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
             LIMIT :limit
         """
+    query_lexemes = "q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme)"
+    weight, weight_join = None, ""
+    if options.weight_generic_terms:
+        query_lexemes = (
+            "q AS (SELECT lexeme, max(weight) AS weight FROM unnest("
+            "CAST(:lexemes AS text[]), CAST(:weights AS float8[])) AS u(lexeme, weight) "
+            "GROUP BY lexeme)"
+        )
+        weight, weight_join = "qw.weight", "\n            JOIN q qw ON qw.lexeme = t.lexeme"
+    lexical = "((n.doc_rel + n.passage_rel) / 2.0)"
+    head_ctes, head_score, head_join, head_rel = "", "", "", ""
+    if options.head_share > 0:
+        h = options.head_share
+        lexical = f"({(1.0 - h) / 2} * (n.doc_rel + n.passage_rel) + {h} * n.head_rel)"
+        head_score = "\n                   coalesce(hb.score, 0.0) AS head_lexical,"
+        head_join = "\n            LEFT JOIN head_bm25 hb ON hb.episode_id = c.episode_id"
+        head_rel = (
+            "                   coalesce(r.head_lexical / nullif(max(r.head_lexical) OVER (), "
+            "0.0), 0.0) AS head_rel,\n"
+        )
+        head_ctes = f"""
+        -- The summary and key learnings alone (the weight-A positions of the document).
+        heads AS MATERIALIZED (
+            SELECT c.episode_id, ts_filter(c.tsv, '{{a}}') AS tsv FROM c
+        ),
+        hlens AS (
+            SELECT h.episode_id,
+                   greatest((SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0)
+                             FROM unnest(h.tsv) u), 1)::float8 AS dl
+            FROM heads h
+        ),
+        hstats AS (SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM hlens),
+        hterms AS (
+            SELECT h.episode_id, u.lexeme,
+                   coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+            FROM heads h CROSS JOIN LATERAL unnest({_only_query_lexemes("h.tsv")}) AS u
+            WHERE h.tsv @@ (SELECT tq FROM qq)
+        ),
+        hdf AS (SELECT lexeme, count(*)::float8 AS df FROM hterms GROUP BY lexeme),
+        head_bm25 AS (
+            SELECT t.episode_id, {_bm25("t", "hdf", "l.dl", "s", weight)} AS score
+            FROM hterms t
+            JOIN hdf ON hdf.lexeme = t.lexeme
+            JOIN hlens l ON l.episode_id = t.episode_id{weight_join}
+            CROSS JOIN hstats s
+            GROUP BY t.episode_id
+        ),"""
     chunk_cos = "NULL::float8"
     summary_cos = "0.0::float8"
     if with_vector:
@@ -237,7 +319,7 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
     query_ctes = f"""
         qv AS (SELECT CAST(:qvec AS vector) AS v),
         -- The query's lexemes, blinded like the index (recall_index.query_tokens).
-        q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
+        {query_lexemes},
         -- The query's lexemes OR-ed, quoted for tsquery: documents that contain none of
         -- them are skipped before their lexemes are unnested (NULL, no rows, without any).
         qq AS (
@@ -278,14 +360,14 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
                    coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM c CROSS JOIN LATERAL unnest({_only_query_lexemes("c.tsv")}) AS u
             WHERE c.tsv @@ (SELECT tq FROM qq)
-        ),
+        ),{head_ctes}
         ddf AS (SELECT lexeme, count(*)::float8 AS df FROM dterms GROUP BY lexeme),
         nq AS (SELECT greatest(count(*), 1)::float8 AS n FROM q),
         doc_bm25 AS (
-            SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s")} AS score,
+            SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s", weight)} AS score,
                    count(*)::float8 AS matched
             FROM dterms t
-            JOIN ddf ON ddf.lexeme = t.lexeme
+            JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
             JOIN docs d ON d.episode_id = t.episode_id
             CROSS JOIN dstats s
             GROUP BY t.episode_id
@@ -312,10 +394,10 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
         passage_bm25 AS (
             SELECT episode_id, max(score) AS score, max(matched) AS matched
             FROM (
-                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s")} AS score,
+                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight)} AS score,
                        count(*)::float8 AS matched
                 FROM pterms t
-                JOIN pdf ON pdf.lexeme = t.lexeme
+                JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN pstats s
                 GROUP BY t.pid, t.episode_id
             ) per_passage
@@ -327,7 +409,7 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
         raw AS (
             SELECT c.episode_id, c.ended_at,
                    coalesce(db.score, 0.0) AS doc_lexical,
-                   coalesce(pb.score, 0.0) AS passage_lexical,
+                   coalesce(pb.score, 0.0) AS passage_lexical,{head_score}
                    greatest({summary_cos}, coalesce(pc.cos, 0.0), 0.0) AS semantic,
                    coalesce(db.matched, 0.0) / (SELECT n FROM nq) AS coverage,
                    coalesce(pb.matched, 0.0) / (SELECT n FROM nq) AS passage_coverage,
@@ -335,7 +417,7 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
             FROM c
             LEFT JOIN doc_bm25 db ON db.episode_id = c.episode_id
             LEFT JOIN passage_bm25 pb ON pb.episode_id = c.episode_id
-            LEFT JOIN passage_cos pc ON pc.episode_id = c.episode_id
+            LEFT JOIN passage_cos pc ON pc.episode_id = c.episode_id{head_join}
         ),
         normed AS (
             SELECT r.*,
@@ -343,7 +425,7 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
                        AS doc_rel,
                    coalesce(r.passage_lexical / nullif(max(r.passage_lexical) OVER (), 0.0),
                             0.0) AS passage_rel,
-                   coalesce(r.semantic / nullif(max(r.semantic) OVER (), 0.0), 0.0) AS sem_rel
+{head_rel}                   coalesce(r.semantic / nullif(max(r.semantic) OVER (), 0.0), 0.0) AS sem_rel
             FROM raw r
         ),
         scored AS (
@@ -351,10 +433,10 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
                    n.semantic::float8 AS cosine, n.coverage::float8 AS coverage,
                    n.passage_coverage::float8 AS passage_coverage,
                    {relevance_sql("n.semantic", "n.coverage", "n.passage_coverage")} AS absolute_relevance,
-                   power(least(1.0, {LEXICAL_SHARE / 2} * (n.doc_rel + n.passage_rel)
+                   power(least(1.0, {LEXICAL_SHARE} * {lexical}
                                     + {1.0 - LEXICAL_SHARE} * n.sem_rel),
                          {BAND_EXPONENT})::float8 AS similarity,
-                   ((n.doc_rel + n.passage_rel) / 2.0)::float8 AS lexical,
+                   ({lexical})::float8 AS lexical,
                    n.sem_rel::float8 AS semantic
             FROM normed n
         )
@@ -375,10 +457,12 @@ def _only_query_lexemes(tsv: str) -> str:
     return f"ts_filter(setweight({tsv}, 'B', (SELECT lexemes FROM qq)), '{{b}}')"
 
 
-def _bm25(terms: str, df: str, length: str, stats: str) -> str:
-    """Okapi BM25 summed over a document's (or passage's) matching terms."""
+def _bm25(terms: str, df: str, length: str, stats: str, weight: str | None = None) -> str:
+    """Okapi BM25 summed over a document's (or passage's) matching terms, each term times
+    its query-side ``weight`` expression when given."""
+    weighted = f"{weight} * " if weight else ""
     return (
-        f"sum(ln(1.0 + ({stats}.n - {df}.df + 0.5) / ({df}.df + 0.5)) * {terms}.tf "
+        f"sum({weighted}ln(1.0 + ({stats}.n - {df}.df + 0.5) / ({df}.df + 0.5)) * {terms}.tf "
         f"* ({BM25_K1} + 1.0) / ({terms}.tf + {BM25_K1} * (1.0 - {BM25_B} "
         f"+ {BM25_B} * {length} / {stats}.avgdl)))"
     )
@@ -396,22 +480,32 @@ _COUNT = (
 
 
 @lru_cache(maxsize=16)
-def recall_statement(*, with_query: bool, with_vector: bool, approximate: bool = False) -> str:
+def recall_statement(
+    *,
+    with_query: bool,
+    with_vector: bool,
+    approximate: bool = False,
+    options: RankingOptions = DEFAULT_RANKING,
+) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
     snapshot): one row per ranked episode, each carrying ``episode_count`` and
     ``has_events``; a single row with only those when no episode qualifies."""
     return f"""
         SELECT total.episode_count, total.has_events, r.*
         FROM ({_COUNT}) total
-        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector, approximate=approximate)}) r ON true
+        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector, approximate=approximate, options=options)}) r ON true
         ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
     """
 
 
 @lru_cache(maxsize=16)
-def _compiled(with_query: bool, with_vector: bool, approximate: bool) -> TextClause:
+def _compiled(
+    with_query: bool, with_vector: bool, approximate: bool, options: RankingOptions
+) -> TextClause:
     return text(
-        recall_statement(with_query=with_query, with_vector=with_vector, approximate=approximate)
+        recall_statement(
+            with_query=with_query, with_vector=with_vector, approximate=approximate, options=options
+        )
     )
 
 
@@ -448,6 +542,7 @@ def rank_episodes(
     recency_weight: float,
     limit: int,
     min_relevance: float = 0.0,
+    options: RankingOptions = DEFAULT_RANKING,
 ) -> tuple[list[RowMapping], int]:
     """:func:`rank`'s rows and count."""
     ranking = rank(
@@ -460,6 +555,7 @@ def rank_episodes(
         recency_weight=recency_weight,
         limit=limit,
         min_relevance=min_relevance,
+        options=options,
     )
     return ranking.rows, ranking.count
 
@@ -476,6 +572,7 @@ def rank(
     limit: int,
     min_relevance: float = 0.0,
     approximate: Approximation | None = None,
+    options: RankingOptions = DEFAULT_RANKING,
 ) -> Ranking:
     """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
     ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
@@ -487,7 +584,8 @@ def rank(
     (``cosine``, ``coverage``, ``passage_coverage``); with a query, candidates whose
     absolute relevance is below ``min_relevance`` are left out (without one, nothing is
     matched and ``min_relevance`` does not apply). ``approximate``: score only a generous
-    candidate set of the dataset (a large one) instead of every episode."""
+    candidate set of the dataset (a large one) instead of every episode. ``options``:
+    :class:`RankingOptions`."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
     params: dict[str, object] = {
@@ -503,13 +601,18 @@ def rank(
     lexemes: list[str] | None = None
     if with_query:
         assert query is not None
-        lexemes = params["lexemes"] = query_tokens(conn, key, query)
+        if options.weight_generic_terms:
+            weighted = weighted_query_tokens(conn, key, query)
+            lexemes = params["lexemes"] = [t for t, _ in weighted]
+            params["weights"] = [w for _, w in weighted]
+        else:
+            lexemes = params["lexemes"] = query_tokens(conn, key, query)
         params["qvec"] = (
             np.asarray(query_vector, dtype=np.float32)
             if with_vector and query_vector is not None
             else None
         )
-    statement = _compiled(with_query, with_vector, approximate is not None)
+    statement = _compiled(with_query, with_vector, approximate is not None, options)
     rows = list(conn.execute(statement, params).mappings())
     count = int(rows[0]["episode_count"]) if rows else 0
     ranked = [r for r in rows if r["episode_id"] is not None]

@@ -1,0 +1,82 @@
+"""What a recall query is about: its framing words set aside before ranking.
+
+Agents ask "what did we discuss about the pricing model?", "do you remember what Ann said
+about Lisbon?", "what kind of music does John like?". The framing ("what did we discuss
+about", "do you remember", "what kind of") says *that* something was said, not *what*; as
+topic words it pulls the query's embedding towards every conversation alike, and lexically
+"discuss", "remember" or "kind" match whichever episode happens to use them.
+
+Two query-side treatments, each a switch of the ranking (``RankingOptions`` in
+:mod:`episodic.store.recall_queries`), measured alone on LoCoMo (README "Recall quality"):
+
+- :func:`strip_stop_phrases`: removes framing phrases from the text that is embedded and
+  tokenised. The query is kept as written when nothing would be left.
+- :data:`GENERIC_WORDS`: words that occur in questions about any topic (verbs of saying and
+  doing, "kind", "thing"); their lexemes weigh :data:`GENERIC_WEIGHT` of a topic word's in
+  the lexical score (stemmed with the dataset's configuration, so "talked" and "talking"
+  are "talk"). Stop words proper ("what", "did") are already dropped by the text-search
+  configuration.
+
+Both are English rules: for a dataset in another language they change nothing (no phrase
+matches; the generic words are stemmed with the dataset's configuration and rarely occur).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["GENERIC_WEIGHT", "GENERIC_WORDS", "strip_stop_phrases"]
+
+_SAYING = (
+    r"(?:discuss(?:ed)?|talk(?:ed)?|chat(?:ted)?|say|said|mention(?:ed)?|speak|spoke|"
+    r"tell|told|share[ds]?|bring|brought|go|went|cover(?:ed)?)"
+)
+_WHO = r"(?:we|you|i|us|they)"
+
+#: Framing phrases, matched case-insensitively on word boundaries, longest first.
+_STOP_PHRASES = [
+    # "what did we discuss about", "what have you told me regarding", "when did we talk about"
+    rf"\b(?:what|when|where|how|why|who|which)\b(?:\s+\w+)?\s+\b(?:did|do|does|have|has|had|were|was)\s+"
+    rf"{_WHO}\s+(?:ever\s+)?{_SAYING}(?:\s+(?:to\s+me|to\s+you|with\s+me|with\s+you|up))?"
+    r"(?:\s+(?:about|regarding|concerning|on|of|over))?\b",
+    # "do you remember (when|what|that|if)", "can you remind me (of|about)"
+    r"\b(?:do|did|can|could|would)\s+(?:you|we)\s+(?:remember|recall|remind\s+me)"
+    r"(?:\s+(?:of|about|when|what|that|if|whether|how|where|who))?\b",
+    r"\b(?:can|could|would)\s+you\s+(?:tell|remind)\s+me(?:\s+(?:about|of|what|when|how|where))?\b",
+    r"\b(?:tell|remind)\s+me(?:\s+(?:about|of|again))?\b",
+    # "the conversation about", "our chat on", "the time we talked about"
+    r"\b(?:the|our|that)\s+(?:conversation|discussion|chat|talk|session)s?\s+(?:about|on|regarding)\b",
+    rf"\b{_WHO}\s+{_SAYING}\s+(?:about|regarding|on)\b",
+    # "did Ann and Bo talk about (regarding)"
+    rf"\b{_SAYING}\s+(?:about|regarding|concerning)(?:\s+(?:about|regarding))?\b",
+    # "what kind of", "which type of", "some sort of"
+    r"\b(?:what|which|some|any)\s+(?:kinds?|types?|sorts?)\s+of\b",
+]
+_PATTERN = re.compile("|".join(f"(?:{p})" for p in _STOP_PHRASES), re.IGNORECASE)
+_CONTENT = re.compile(r"\w{2,}", re.UNICODE)
+_ONLY_STOP_WORDS = re.compile(
+    r"^(?:\s|\W|\b(?:what|when|where|how|why|who|which|is|are|was|were|the|a|an|it|that|"
+    r"this|do|did|does|me|we|you|i|about|of)\b)*$",
+    re.IGNORECASE,
+)
+
+#: Words of questions about any topic. Their lexemes count GENERIC_WEIGHT in the lexical
+#: score when query term weighting is on.
+GENERIC_WORDS = (
+    "discuss talk chat say tell mention speak share remember recall think feel "
+    "kind type sort thing stuff way lot something anything everything "
+    "get go make do have take give put want like "
+    "ever recently usually often sometimes really also "
+    "time times thing things happen happened"
+)
+GENERIC_WEIGHT = 0.3
+
+
+def strip_stop_phrases(query: str) -> str:
+    """``query`` without its framing phrases, whitespace tidied; the query as written when
+    only framing (or stop words) would be left."""
+    stripped = _PATTERN.sub(" ", query)
+    stripped = re.sub(r"\s+", " ", stripped).strip(" ,;:")
+    if not _CONTENT.search(stripped) or _ONLY_STOP_WORDS.match(stripped):
+        return query
+    return stripped

@@ -1,0 +1,155 @@
+"""The ranking switches measured on LoCoMo (recall_queries.RankingOptions, recall_index's
+index switches): each does what it says, on a real PostgreSQL, at the domain level."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from episodic.query_focus import GENERIC_WEIGHT, strip_stop_phrases
+from episodic.services.recall import domain
+from episodic.store import recall_index
+from episodic.store.recall_index import index_episode, weighted_query_tokens
+from episodic.store.recall_queries import RankingOptions, RecallFilters
+from episodic.testing.keys import test_vault
+from tests.recall.factory import EMBEDDER, T0, _key, make_episode
+
+
+@pytest.mark.parametrize(
+    ("query", "focused"),
+    [
+        ("What did we discuss about the pricing model?", "the pricing model?"),
+        ("Do you remember what Ann said about Lisbon?", "Ann Lisbon?"),
+        ("What kind of music does John like?", "music does John like?"),
+        ("Can you tell me about her trip to Paris?", "her trip to Paris?"),
+        ("What did Ann and Bo talk about regarding adoption?", "What did Ann and Bo adoption?"),
+        # nothing but framing: kept as written (something must be ranked)
+        ("What did we discuss?", "What did we discuss?"),
+        ("What did we talk about?", "What did we talk about?"),
+        # no framing: unchanged
+        ("When did Melanie go to the park?", "When did Melanie go to the park?"),
+        (
+            "Quand est-ce que nous avons parlé de Lisbonne ?",
+            "Quand est-ce que nous avons parlé de Lisbonne ?",
+        ),
+    ],
+)
+def test_stop_phrases_leave_the_topic(query: str, focused: str) -> None:
+    assert strip_stop_phrases(query) == focused
+
+
+def _request(query: str, options: RankingOptions) -> domain.RecallQuery:
+    return domain.RecallQuery(
+        dataset="ds",
+        query=query,
+        include_episodes=True,
+        limit=10,
+        similarity_weight=1.0,
+        recency_weight=0.0,
+        filters=RecallFilters(as_of=T0),
+        ranking=options,
+    )
+
+
+def test_the_ranked_query_loses_its_framing_only_when_the_switch_is_on() -> None:
+    query = "What did we discuss about the Lisbon trip?"
+    assert _request(query, RankingOptions()).ranked_query == query
+    assert (
+        _request(query, RankingOptions(strip_stop_phrases=True)).ranked_query == "the Lisbon trip?"
+    )
+
+
+def _lexical(conn, query: str, options: RankingOptions) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Each episode's lexical signal (no embedding: the lexical part alone)."""
+    answer = domain.recall(conn, test_vault(), _request(query, options), None)
+    return {str(r["episode_id"]): float(r["lexical"]) for r in answer.rows}
+
+
+def test_generic_words_weigh_less_than_topic_words_when_terms_are_weighted(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        chatty = make_episode(
+            conn,
+            "ds",
+            ["we talk and talk, then talk some more", "good talk today"],
+            ended_at=T0 - timedelta(days=1),
+        )
+        topic = make_episode(
+            conn, "ds", ["the Lisbon apartment is booked"], ended_at=T0 - timedelta(days=2)
+        )
+    query = "talk Lisbon"
+    with engine.connect() as conn:
+        weights = dict(weighted_query_tokens(conn, _key(conn, "ds"), "talked about Lisbon"))
+        assert sorted(weights.values()) == [GENERIC_WEIGHT, 1.0]  # "talk" (stemmed), "lisbon"
+        plain = _lexical(conn, query, RankingOptions())
+        weighted = _lexical(conn, query, RankingOptions(weight_generic_terms=True))
+    chatty_id, topic_id = str(chatty.episode_id), str(topic.episode_id)
+    # "talk" four times beats "lisbon" once when both count fully…
+    assert plain[chatty_id] > plain[topic_id]
+    # …and loses once a generic word counts GENERIC_WEIGHT of a topic word
+    assert weighted[topic_id] > weighted[chatty_id]
+
+
+def test_the_head_field_lifts_an_episode_whose_summary_names_the_topic(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        in_passing = make_episode(
+            conn,
+            "ds",
+            ["Lisbon, Lisbon: the band was called Lisbon", "anyway, back to the budget"],
+            summary="Budget review.",
+            ended_at=T0 - timedelta(days=1),
+        )
+        about = make_episode(
+            conn,
+            "ds",
+            ["we fly to Lisbon in October", "the kids want to see the trams"],
+            summary="Planning the October trip to Lisbon.",
+            ended_at=T0 - timedelta(days=2),
+        )
+    with engine.connect() as conn:
+        plain = _lexical(conn, "Lisbon", RankingOptions())
+        head = _lexical(conn, "Lisbon", RankingOptions(head_share=0.4))
+    passing_id, about_id = str(in_passing.episode_id), str(about.episode_id)
+    assert plain[passing_id] > plain[about_id]
+    assert head[about_id] > head[passing_id]
+
+
+def test_entities_join_the_documents_head_only_when_the_switch_is_on(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        made = make_episode(
+            conn, "ds", ["we walked up the hill to the castle"], entities=["alfama"], index=False
+        )
+    options = RankingOptions(head_share=0.4)
+    with engine.begin() as conn:
+        index_episode(conn, test_vault(), made.episode_id, EMBEDDER)
+    with engine.connect() as conn:
+        assert _lexical(conn, "Alfama", options)[str(made.episode_id)] == 0.0
+    monkeypatch.setattr(recall_index, "HEAD_ENTITIES", True)
+    with engine.begin() as conn:
+        index_episode(conn, test_vault(), made.episode_id, EMBEDDER)
+    with engine.connect() as conn:
+        assert _lexical(conn, "Alfama", options)[str(made.episode_id)] > 0.0
+
+
+def test_chunks_hold_as_many_messages_as_the_switch_says(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    messages = [(i, f"message number {i}") for i in range(1, 9)]
+    assert [(c.start_sequence, c.end_sequence) for c in recall_index.make_chunks(messages)] == [
+        (1, 4),
+        (3, 6),
+        (5, 8),
+    ]
+    monkeypatch.setattr(recall_index, "CHUNK_MESSAGES", 2)  # turn pairs, overlapping
+    pairs = [(c.start_sequence, c.end_sequence) for c in recall_index.make_chunks(messages)]
+    assert pairs == [(i, i + 1) for i in range(1, 8)]
+
+
+def test_the_episode_embedding_reads_its_entities_only_when_the_switch_is_on(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from episodic.services.summariser import pipeline
+
+    assert pipeline.embedding_text("Trip planning.", ["User flies in May"], ["lisbon"]) == (
+        "Trip planning.\nUser flies in May"
+    )
+    monkeypatch.setattr(pipeline, "EMBED_ENTITIES", True)
+    assert pipeline.embedding_text("Trip planning.", [], ["lisbon", "tram 28"]) == (
+        "Trip planning.\nNames: lisbon, tram 28"
+    )
