@@ -14,11 +14,9 @@ service's worker does once woken, until nothing is left.
 Per episode it splits the time (wrappers around the summariser and the embedder):
 
 - summarise: ``summariser.summarise`` (the extractive summariser embeds the thread's
-  sentences with the same MiniLM model: shown as "of which sentence embedding" — since the
-  pipeline embeds every episode's sentences in one batched call per pass, only what that
-  call missed);
-- embed: the pipeline's model time: the pass's batched call (shared equally among its
-  episodes), the summary + key learnings, and index chunk units the batch missed;
+  sentences with the same MiniLM model: shown as "of which sentence embedding");
+- embed: the pipeline's model time: the summary + key learnings, and the pass's chunk
+  index call (after the pass's completions, shared equally among its episodes);
 - database: everything else in the worker — the claim, loading the thread, the completion
   transaction and the semantic pass (window load, fact rules, facts insert, status) — with a
   pass's claim and semantic time shared equally among the episodes it completed.
@@ -245,21 +243,21 @@ class TimedPipeline(Pipeline):
             e.total += self._orphan / len(self.episodes)
         self._orphan = 0.0
 
-    def process(self, episode, loaded=None):  # type: ignore[no-untyped-def]
+    def process(self, episode, loaded=None, deferred=None):  # type: ignore[no-untyped-def]
         self.clock.reset()
         t0 = time.perf_counter()
-        status = super().process(episode, loaded)
+        status = super().process(episode, loaded, deferred)
         c = self.clock
         self._pass.append(
             EpisodeTime(time.perf_counter() - t0, c.summarise, c.sentence_embed, c.embed, c.texts)
         )
         return status
 
-    def load_and_embed(self, claimed):  # type: ignore[no-untyped-def]
+    def index_chunks(self, work):  # type: ignore[no-untyped-def]
         self.clock.reset()
-        loaded = super().load_and_embed(claimed)
-        self._batch_embed = self.clock.embed  # the model time of the pass's batched call
-        return loaded
+        done = super().index_chunks(work)
+        self._batch_embed += self.clock.embed  # the model time of the pass's chunk call
+        return done
 
     def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
         self._pass = []

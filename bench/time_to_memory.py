@@ -14,9 +14,12 @@ What it does:
 3. Ends ``--rate`` threads per second for ``--seconds`` on an open-loop schedule (a slow
    pipeline does not slow the load down), and records when each ``EndThread`` returned.
 4. A poller reads, every 10 ms, which of those threads has a completed episode: the
-   summary, its embedding and the recall index are written in the completion transaction,
-   so a committed completed episode is what Recall ranks. Time to memory = first seen -
-   EndThread returned (the poll adds up to ~10 ms).
+   summary, its embedding and the lexical document are written in the completion
+   transaction, so a committed completed episode is what Recall ranks. Time to memory =
+   first seen - EndThread returned (the poll adds up to ~10 ms). The thread's chunk index
+   is written right after the completion (``episodes.chunks_pending`` marks the gap, see
+   episodic.store.recall_index); the time until it is there too is printed as "+ chunks"
+   (an older checkout writes them with the completion: the same figure).
 
 ``--before DIR`` runs the same load on the services of another checkout (its ``.venv``,
 e.g. a ``git worktree`` of main) in the same run, first, on fresh threads of the same
@@ -94,20 +97,23 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
 
         ended: dict[str, float] = {}
         seen: dict[str, float] = {}
+        indexed: dict[str, float] = {}  # completed and its chunks stored
         done = threading.Event()
 
         def poll() -> None:
             with psycopg.connect(url, autocommit=True) as conn:
                 while not done.is_set():
                     rows = conn.execute(
-                        "SELECT DISTINCT thread_id::text FROM episodes "
-                        "WHERE dataset = %s AND status = 'completed'",
+                        "SELECT thread_id::text, bool_and(NOT chunks_pending) FROM episodes "
+                        "WHERE dataset = %s AND status = 'completed' GROUP BY thread_id",
                         (f"ttm-{variant}",),
                     ).fetchall()
                     now = time.monotonic()
-                    for (thread_id,) in rows:
+                    for thread_id, chunks_done in rows:
                         seen.setdefault(thread_id, now)
-                    if len(seen) >= n:
+                        if chunks_done:
+                            indexed.setdefault(thread_id, now)
+                    if len(indexed) >= n:
                         return
                     time.sleep(0.01)
 
@@ -124,16 +130,19 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
             ended[thread_id] = time.monotonic()
         poller.join(timeout=args.seconds + 300)
         done.set()
-        missing = [t for t in threads if t not in seen]
+        missing = [t for t in threads if t not in indexed]
         if missing:
-            raise AssertionError(f"{variant}: {len(missing)} of {n} episodes never completed")
+            raise AssertionError(f"{variant}: {len(missing)} of {n} episodes never indexed")
         latencies = sorted((seen[t] - ended[t]) * 1000 for t in threads)
+        with_chunks = sorted((indexed[t] - ended[t]) * 1000 for t in threads)
         return {
             "n": n,
             "p50": pct(latencies, 50),
             "p90": pct(latencies, 90),
             "p99": pct(latencies, 99),
             "max": latencies[-1],
+            "chunks_p50": pct(with_chunks, 50),
+            "chunks_p99": pct(with_chunks, 99),
             "load_before": load_before,  # type: ignore[dict-item]
             "load_after": loadavg(),  # type: ignore[dict-item]
         }
@@ -154,17 +163,22 @@ def main() -> None:
             results[name] = run(url, args, name, python)
             print(f"{name} done", file=sys.stderr, flush=True)
     print(
-        f"\nTime to memory (EndThread returned -> episode completed and indexed), "
+        f"\nTime to memory (EndThread returned -> episode completed; + chunks: and its chunk "
+        "index stored), "
         f"{args.rate:g} threads ending/s for {args.seconds:g} s, LoCoMo sessions; offline "
         "defaults (MiniLM, extractive), 1 replica each, encryption on.\n"
     )
-    header = f"{'variant':>7} | {'threads':>7} | {'p50 ms':>7} | {'p90 ms':>7} | {'p99 ms':>7} | {'max ms':>7} | loadavg before -> after"
+    header = (
+        f"{'variant':>7} | {'threads':>7} | {'p50 ms':>7} | {'p90 ms':>7} | {'p99 ms':>7} | "
+        f"{'max ms':>7} | {'+ chunks p50':>12} | {'p99':>6} | loadavg before -> after"
+    )
     print(header)
     print("-" * len(header))
     for name, r in results.items():
         print(
             f"{name:>7} | {r['n']:>7} | {r['p50']:>7.0f} | {r['p90']:>7.0f} | {r['p99']:>7.0f} | "
-            f"{r['max']:>7.0f} | {r['load_before']} -> {r['load_after']}"
+            f"{r['max']:>7.0f} | {r['chunks_p50']:>12.0f} | {r['chunks_p99']:>6.0f} | "
+            f"{r['load_before']} -> {r['load_after']}"
         )
 
 

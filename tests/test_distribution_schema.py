@@ -249,7 +249,8 @@ def test_a_filled_database_moves_to_partitions_and_back_row_for_row(blank_url: s
         before = _fingerprints(engine)
         assert before["messages"][0] == 180
 
-        migrate.upgrade(blank_url, DIM, partitions=4)
+        # 0010 itself: a later revision may add columns, which changes the rows' fingerprints.
+        migrate.upgrade(blank_url, DIM, "0010", partitions=4)
         engine.dispose()
         with engine.connect() as conn:
             assert distribution_violations(conn) == []
@@ -274,7 +275,7 @@ def test_a_filled_database_moves_to_partitions_and_back_row_for_row(blank_url: s
                 == 0
             )
 
-        migrate.upgrade(blank_url, DIM, partitions=4)
+        migrate.upgrade(blank_url, DIM, "0010", partitions=4)
         engine.dispose()
         assert _fingerprints(engine) == before
         # The identity of facts continues after the copied rows.

@@ -1,5 +1,6 @@
 """The Summariser's orchestration: claim pending episodes, summarise and embed them,
-complete them; then run semantic extraction over each completed episode's window.
+complete them, index their chunks; then run semantic extraction over each completed
+episode's window.
 
 Every state change is a transition of :mod:`episodic.store.episodes` (claim, complete,
 record_failure, release, the semantic claim and finish). What this module adds is the
@@ -14,7 +15,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opentelemetry import trace
@@ -35,11 +36,12 @@ from episodic.providers.types import (
 from episodic.store import entities, episodes
 from episodic.store.db import is_database_outage
 from episodic.store.recall_index import (
-    Chunk,
+    ChunkWork,
     IndexInput,
-    pending_chunks,
-    prepare_episode_index,
-    write_episode_index,
+    index_pending_chunks,
+    pending_chunk_work,
+    prepare_episode_document,
+    write_episode_document,
 )
 from episodic.store.sql import worker_id
 from episodic.store.vault import Vault
@@ -54,12 +56,11 @@ tracer = trace.get_tracer("episodic.summariser")
 
 @dataclass(frozen=True)
 class Loaded:
-    """What :meth:`Pipeline.process` reads before the slow work: the summary request, the
-    key that seals the result, and the index chunks still to embed (None: not read)."""
+    """What :meth:`Pipeline.process` reads before the slow work: the summary request and
+    the key that seals the result."""
 
     request: SummaryRequest
     key: DatasetKey
-    chunks: list[Chunk] | None
 
 
 @dataclass
@@ -69,6 +70,7 @@ class PassResult:
     semantic_processed: int = 0
     events_embedded: int = 0  # events given their vector (services/summariser/events.py)
     turns_classified: int = 0  # turns the classifier read
+    chunks_resumed: int = 0  # episodes whose chunk index a crashed pass had left undone
 
 
 # ---- reading -----------------------------------------------------------------------------
@@ -219,6 +221,7 @@ class Pipeline:
         index_for_recall: bool = True,
         heartbeat: timedelta = timedelta(seconds=150),
         event_work: EventWork | None = None,
+        chunk_grace: timedelta = timedelta(seconds=60),
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -232,9 +235,13 @@ class Pipeline:
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
         self.worker = worker or worker_id()
-        # Recall searches what the thread said (chunk embeddings + a lexical document),
-        # written in the completion transaction; see episodic.store.recall_index.
+        # Recall searches what the thread said (chunk embeddings + a lexical document): the
+        # document is written in the completion transaction, the chunks right after it
+        # (the deferred chunk index, see episodic.store.recall_index).
         self.index_for_recall = index_for_recall
+        # An episode still marked chunks_pending this long after it completed was left by
+        # a pass that stopped (a crash): any worker's next pass indexes it.
+        self.chunk_grace = chunk_grace
         self.heartbeat = heartbeat.total_seconds()
         self._release_owed = False
         # Events: embedding them, and the turn classifier (after episodes, never before).
@@ -251,13 +258,18 @@ class Pipeline:
             claimed = episodes.claim_pending(conn, self.worker, limit, now)
         try:
             with _Heartbeat(self, self.heartbeat):
-                loaded = self.load_and_embed(claimed)
+                loaded = self.load(claimed)
+                # Each episode is completed (recallable) as soon as its summary is stored;
+                # the chunks of all of them are embedded after, in one model call.
+                deferred: list[ChunkWork] = []
                 for episode in claimed:
-                    status = self.process(episode, loaded.get(episode["episode_id"]))
+                    status = self.process(episode, loaded.get(episode["episode_id"]), deferred)
                     if status in ("completed", "archived"):
                         result.completed += 1
                     elif status is not None:
                         result.failed += 1
+                self.index_chunks(deferred)
+                result.chunks_resumed = self.resume_chunks(limit)
                 result.semantic_processed = self.run_semantic(limit)
             self.run_events(result)
         except Exception as err:
@@ -266,56 +278,44 @@ class Pipeline:
             raise
         return result
 
-    def load_and_embed(self, claimed: list[RowMapping]) -> dict[Any, Loaded]:
-        """Reads every claimed episode's thread on one connection and embeds, in one batched
-        model call, the texts all of them will need (the extractive summary's sentences and
-        the index's chunks; the cache hands them to :meth:`process`). Best effort: an
-        episode that cannot be read here is read again, and fails, in :meth:`process`."""
+    def load(self, claimed: list[RowMapping]) -> dict[Any, Loaded]:
+        """Reads every claimed episode's thread on one connection. Best effort: an episode
+        that cannot be read here is read again, and fails, in :meth:`process`.
+
+        The episodes' texts are not embedded here in one batch for all of them: that would
+        hold every episode's completion back until all were embedded (time to memory);
+        each episode's sentences are one model call of their own (tens of sentences), and
+        the chunks, most of the work, are batched across the pass after the completions."""
         loaded: dict[Any, Loaded] = {}
-        texts: list[str] = []
         threads: set[Any] = set()
-        sentences = getattr(self.summariser, "sentences", None)
         with self.engine.connect() as conn:
             for episode in claimed:
+                if episode["thread_id"] in threads:
+                    # A later window of a thread in this batch: what it reads (the previous
+                    # summary) changes when the earlier one completes, so process() reads
+                    # it then.
+                    continue
                 try:
                     request = load_summary_request(conn, self.vault, episode)
                     key = self.vault.for_read(conn, episode["dataset"])
-                    chunks = (
-                        pending_chunks(
-                            conn,
-                            episode["dataset"],
-                            episode["thread_id"],
-                            indexed_messages(request),
-                            episode["end_sequence"],
-                        )
-                        if self.index_for_recall
-                        else None
-                    )
-                    if callable(sentences):
-                        texts += sentences(request)
                 except Exception as err:
                     if is_database_outage(err):
                         raise
                     continue
-                texts += [c.text for c in chunks or []]
-                if episode["thread_id"] in threads:
-                    # A later window of a thread in this batch: what it reads (the previous
-                    # summary, the chunks still to index) changes when the earlier one
-                    # completes, so process() reads it then; its texts are warm anyway.
-                    continue
                 threads.add(episode["thread_id"])
-                loaded[episode["episode_id"]] = Loaded(request, key, chunks)
-        if texts:
-            try:
-                with metrics.embedding(self.embedder.name, "batch"):
-                    self.embedder.embed(list(dict.fromkeys(texts)))
-            except Exception as err:  # each episode embeds (and fails) on its own below
-                log.warning("batched embedding failed: %s", describe_error(err))
+                loaded[episode["episode_id"]] = Loaded(request, key)
         return loaded
 
-    def process(self, episode: RowMapping, loaded: Loaded | None = None) -> str | None:
+    def process(
+        self,
+        episode: RowMapping,
+        loaded: Loaded | None = None,
+        deferred: list[ChunkWork] | None = None,
+    ) -> str | None:
         """Summarises one claimed episode; returns its new status (None if the claim was lost).
-        ``loaded``: what :meth:`load_and_embed` read for it."""
+        ``loaded``: what :meth:`load` read for it. The episode's chunks are appended to
+        ``deferred`` for the caller to index (:meth:`index_chunks`); without it they are
+        indexed here, right after the completion."""
         links = link_from(_carrier(episode.get("trace_context")))
         with tracer.start_as_current_span(
             "summarise episode",
@@ -335,7 +335,6 @@ class Pipeline:
                             # erased and created meanwhile has no such episode any more:
                             # nothing is written).
                             self.vault.for_read(conn, episode["dataset"]),
-                            None,
                         )
                 request, key = loaded.request, loaded.key
                 with (
@@ -350,20 +349,16 @@ class Pipeline:
                     vector = self.embedder.embed(
                         [embedding_text(result.summary, result.key_learnings, result.entities)]
                     )[0]
-                prepared = None
+                document = None
                 if self.index_for_recall:
-                    # The slow part (embedding new chunks) runs outside any transaction.
+                    # The lexical document (no model: cheap) is written with the completion;
+                    # the chunks' embeddings after it (index_chunks).
                     with (
-                        tracer.start_as_current_span("index.prepare"),
-                        metrics.embedding(self.embedder.name, "chunks"),
+                        tracer.start_as_current_span("index.document"),
                         self.engine.connect() as conn,
                     ):
-                        prepared = prepare_episode_index(
-                            conn,
-                            key,
-                            index_input(episode, request, result),
-                            self.embedder,
-                            loaded.chunks,
+                        document = prepare_episode_document(
+                            conn, key, index_input(episode, request, result)
                         )
                 spellings = normalise_entities(result.entities)
                 with self.engine.begin() as conn:
@@ -383,8 +378,27 @@ class Pipeline:
                         # Merge on write: each spelling joins its canonical entity, in the
                         # transaction that stores the episode naming it.
                         entities.record_mentions(conn, key, spellings)
-                    if status is not None and prepared is not None:
-                        write_episode_index(conn, prepared)
+                    if status is not None and document is not None:
+                        write_episode_document(
+                            conn,
+                            episode["dataset"],
+                            episode["episode_id"],
+                            *document,
+                            chunks_pending=True,
+                        )
+                if status is not None and document is not None:
+                    work = ChunkWork(
+                        episode_id=episode["episode_id"],
+                        thread_id=episode["thread_id"],
+                        dataset=episode["dataset"],
+                        end_sequence=episode["end_sequence"],
+                        messages=indexed_messages(request),
+                        key=key,
+                    )
+                    if deferred is None:
+                        self.index_chunks([work])
+                    else:
+                        deferred.append(work)
                 if status is None:
                     log.warning(
                         "claim on episode %s was lost; result dropped", episode["episode_id"]
@@ -411,6 +425,40 @@ class Pipeline:
                 span.set_attribute("episodic.status", status or "lost")
                 metrics.episode_processed(status)
                 return status
+
+    def index_chunks(self, work: list[ChunkWork]) -> bool:
+        """Embeds and stores the chunks of completed episodes (one model call for all) and
+        clears their ``chunks_pending``; False when it failed. A provider failure is
+        logged and leaves the marks for :meth:`resume_chunks` (the episodes stay
+        completed and recallable by their summaries)."""
+        if not work:
+            return True
+        try:
+            with (
+                tracer.start_as_current_span("index.chunks", attributes={"episodes": len(work)}),
+                metrics.embedding(self.embedder.name, "chunks"),
+            ):
+                index_pending_chunks(self.engine, self.embedder, work)
+            return True
+        except Exception as err:
+            if is_database_outage(err):
+                raise
+            log.warning("chunk index of %d episode(s) failed: %s", len(work), describe_error(err))
+            return False
+
+    def resume_chunks(self, limit: int, now: datetime | None = None) -> int:
+        """Indexes the chunks of up to ``limit`` episodes that a stopped pass completed but
+        did not index (still ``chunks_pending`` ``chunk_grace`` after completing); returns
+        how many episodes it indexed."""
+        if not self.index_for_recall:
+            return 0
+        before = (now or datetime.now(UTC)) - self.chunk_grace
+        with self.engine.connect() as conn:
+            work = pending_chunk_work(conn, self.vault, completed_before=before, limit=limit)
+        if not work:
+            return 0
+        log.info("indexing the chunks of %d episode(s) a stopped pass left", len(work))
+        return len(work) if self.index_chunks(work) else 0
 
     def run_semantic(self, limit: int) -> int:
         with self.engine.begin() as conn:

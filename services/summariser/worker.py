@@ -65,5 +65,6 @@ class Worker:
                 or result.semantic_processed
                 or result.events_embedded
                 or result.turns_classified
+                or result.chunks_resumed
             ):
                 return

@@ -431,9 +431,7 @@ def summarising(provider: str) -> AbstractContextManager[None]:
     return _timed(_summarise_duration, {"provider": provider})
 
 
-def embedding(
-    provider: str, target: Literal["summary", "chunks", "batch"]
-) -> AbstractContextManager[None]:
+def embedding(provider: str, target: Literal["summary", "chunks"]) -> AbstractContextManager[None]:
     """``with metrics.embedding(embedder.name, "summary"): …`` times one embedding step."""
     return _timed(_embed_duration, {"provider": provider, "target": target})
 

@@ -525,11 +525,6 @@ class ExtractiveSummariser:
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self.vectors.embed(texts)
 
-    def sentences(self, request: SummaryRequest) -> list[str]:
-        """The texts :meth:`summarise` will embed for ``request``: a worker holding several
-        episodes embeds them all in one batched call first (see ``CachedEmbedder``)."""
-        return [c.text for c in self._candidates(request)]
-
     # -- candidates
 
     def _candidates(self, request: SummaryRequest) -> list[_Candidate]:

@@ -24,10 +24,16 @@ key, so the index of an encrypted dataset reveals no words while BM25 ranks exac
 would over the words (equal words, equal tokens; queries are blinded the same way,
 :func:`query_tokens`). A dataset stored in the clear keeps its lexemes as they are.
 
-The summariser prepares the index from what it has in hand and writes it in the
-transaction that completes the episode; :func:`index_episode` does both for an episode
-whose summary is stored. Recall works without it (the summary's embedding stands in),
-only less well.
+The summariser writes the lexical document in the transaction that completes the episode
+(:func:`prepare_episode_document`, :func:`write_episode_document`) and marks the episode
+``chunks_pending``; it embeds and stores the thread's new chunks right after, in the same
+pass (:func:`index_pending_chunks`, which clears the mark in the transaction that stores
+them). Why deferred: embedding the chunks is most of an episode's cost, and the episode is
+recallable without them (its summary's vector and lexical document, the thread's older
+chunks), so it becomes recallable that much sooner. A crash in between leaves the mark, and
+the next pass of any worker indexes what it finds marked (:func:`pending_chunk_work`).
+:func:`index_episode` does everything at once for an episode whose summary is stored.
+Recall works without any of it (the summary's embedding stands in), only less well.
 """
 
 from __future__ import annotations
@@ -42,11 +48,12 @@ from sqlalchemy import Connection, Engine, text
 
 from episodic.errors import NotFound
 from episodic.providers.types import speaker_from_metadata
+from episodic.store.distribution import across_datasets
 
 if TYPE_CHECKING:
     from episodic.crypto import DatasetKey
     from episodic.providers.types import Embedder
-    from episodic.store.vault import Vault
+from episodic.store.vault import Vault
 
 __all__ = [
     "CHUNK_MESSAGES",
@@ -55,6 +62,7 @@ __all__ = [
     "MAX_INDEXED_CHARS",
     "TEXT_SEARCH_CONFIG",
     "Chunk",
+    "ChunkWork",
     "IndexInput",
     "IndexResult",
     "PreparedIndex",
@@ -64,13 +72,17 @@ __all__ = [
     "head_text",
     "index_episode",
     "index_missing",
+    "index_pending_chunks",
     "indexed_text",
     "load_index_input",
     "make_chunks",
+    "pending_chunk_work",
     "pending_chunks",
+    "prepare_episode_document",
     "prepare_episode_index",
     "query_tokens",
     "weighted_query_tokens",
+    "write_episode_document",
     "write_episode_index",
 ]
 
@@ -361,6 +373,44 @@ def weighted_query_tokens(conn: Connection, key: DatasetKey, query: str) -> list
     )
 
 
+def _document(source: IndexInput) -> tuple[str, str]:
+    """The episode's lexical document as (body, head): the thread's messages up to its end
+    (the newest MAX_INDEXED_CHARS), and its head (:func:`head_text`, weight A)."""
+    body = "\n".join(m[1] for m in source.messages if m[0] <= source.end_sequence)
+    return body[-MAX_INDEXED_CHARS:], head_text(source)
+
+
+def prepare_episode_document(
+    conn: Connection, key: DatasetKey, source: IndexInput
+) -> tuple[str, int]:
+    """The blinded tsvector literal of the episode's lexical document and its length (no
+    embedding: cheap; the summariser writes it in the completion transaction)."""
+    return blind_vectors(conn, key, [_document(source)])[0]
+
+
+def write_episode_document(
+    conn: Connection,
+    dataset: str,
+    episode_id: uuid.UUID,
+    document: str,
+    length: int,
+    *,
+    chunks_pending: bool = False,
+) -> None:
+    """Stores the episode's lexical document; ``chunks_pending`` marks that the thread's new
+    chunks are still to be indexed (:func:`index_pending_chunks` clears it)."""
+    found = conn.execute(
+        text(
+            "UPDATE episodes SET search_vector = CAST(:v AS tsvector), search_length = :n, "
+            "chunks_pending = :pending WHERE dataset = :d AND episode_id = :id "
+            "RETURNING episode_id"
+        ),
+        {"v": document, "n": length, "pending": chunks_pending, "d": dataset, "id": episode_id},
+    ).first()
+    if found is None:
+        raise NotFound(f"episode {episode_id} does not exist", episode_id=str(episode_id))
+
+
 def prepare_episode_index(
     conn: Connection,
     key: DatasetKey,
@@ -370,19 +420,14 @@ def prepare_episode_index(
 ) -> PreparedIndex:
     """Embeds the thread's messages that no chunk covers yet and builds the blinded
     lexical vectors of those chunks and of the episode's document. Needs no transaction
-    and holds no lock, so the summariser runs it next to its other slow work;
-    :func:`write_episode_index` stores the result. ``chunks``: :func:`pending_chunks`
-    when the caller already read them."""
+    and holds no lock; :func:`write_episode_index` stores the result. ``chunks``:
+    :func:`pending_chunks` when the caller already read them."""
     if chunks is None:
         chunks = pending_chunks(
             conn, source.dataset, source.thread_id, source.messages, source.end_sequence
         )
     vectors = chunk_vectors(chunks, embedder)
-    body = "\n".join(m[1] for m in source.messages if m[0] <= source.end_sequence)
-    head = head_text(source)
-    literals = blind_vectors(
-        conn, key, [(body[-MAX_INDEXED_CHARS:], head)] + [(c.text, "") for c in chunks]
-    )
+    literals = blind_vectors(conn, key, [_document(source)] + [(c.text, "") for c in chunks])
     return PreparedIndex(
         episode_id=source.episode_id,
         thread_id=source.thread_id,
@@ -396,57 +441,193 @@ def prepare_episode_index(
     )
 
 
-def write_episode_index(conn: Connection, prepared: PreparedIndex) -> IndexResult:
-    """Stores prepared chunks (skipping any already stored) and the episode's lexical
-    document. Run it in the completion transaction."""
-    added = 0
-    if prepared.chunks:
-        added = conn.execute(
-            text(
-                """
-                INSERT INTO message_chunks (thread_id, start_sequence, start_offset,
-                    end_sequence, dataset, embedding, search_vector, search_length)
-                SELECT :t, u.s, u.o, u.e, :dataset, u.v, u.tsv, u.n
-                FROM unnest(CAST(:starts AS bigint[]), CAST(:offsets AS integer[]),
-                            CAST(:ends AS bigint[]), CAST(:vectors AS vector[]),
-                            CAST(:tsvs AS tsvector[]), CAST(:lengths AS integer[]))
-                     AS u(s, o, e, v, tsv, n)
-                ON CONFLICT DO NOTHING
-                """
-            ),
-            {
-                "t": prepared.thread_id,
-                "dataset": prepared.dataset,
-                "starts": [c.start_sequence for c in prepared.chunks],
-                "offsets": [c.start_offset for c in prepared.chunks],
-                "ends": [c.end_sequence for c in prepared.chunks],
-                "vectors": list(prepared.vectors),
-                "tsvs": prepared.chunk_vectors,
-                "lengths": prepared.chunk_lengths,
-            },
-        ).rowcount
-    found = conn.execute(
+def _insert_chunks(
+    conn: Connection,
+    dataset: str,
+    thread_id: uuid.UUID,
+    chunks: Sequence[Chunk],
+    vectors: np.ndarray,
+    tsvs: Sequence[str],
+    lengths: Sequence[int],
+) -> int:
+    """Stores chunks, skipping any already stored (they are keyed by thread and position)."""
+    if not chunks:
+        return 0
+    return conn.execute(
         text(
-            "UPDATE episodes SET search_vector = CAST(:v AS tsvector), search_length = :n "
-            "WHERE dataset = :d AND episode_id = :id RETURNING episode_id"
+            """
+            INSERT INTO message_chunks (thread_id, start_sequence, start_offset,
+                end_sequence, dataset, embedding, search_vector, search_length)
+            SELECT :t, u.s, u.o, u.e, :dataset, u.v, u.tsv, u.n
+            FROM unnest(CAST(:starts AS bigint[]), CAST(:offsets AS integer[]),
+                        CAST(:ends AS bigint[]), CAST(:vectors AS vector[]),
+                        CAST(:tsvs AS tsvector[]), CAST(:lengths AS integer[]))
+                 AS u(s, o, e, v, tsv, n)
+            ON CONFLICT DO NOTHING
+            """
         ),
         {
-            "v": prepared.document,
-            "n": prepared.document_length,
-            "d": prepared.dataset,
-            "id": prepared.episode_id,
+            "t": thread_id,
+            "dataset": dataset,
+            "starts": [c.start_sequence for c in chunks],
+            "offsets": [c.start_offset for c in chunks],
+            "ends": [c.end_sequence for c in chunks],
+            "vectors": list(vectors),
+            "tsvs": list(tsvs),
+            "lengths": list(lengths),
         },
-    ).first()
-    if found is None:
-        raise NotFound(
-            f"episode {prepared.episode_id} does not exist",
-            episode_id=str(prepared.episode_id),
-        )
+    ).rowcount
+
+
+def write_episode_index(conn: Connection, prepared: PreparedIndex) -> IndexResult:
+    """Stores prepared chunks (skipping any already stored) and the episode's lexical
+    document, all at once (:func:`index_episode`)."""
+    added = _insert_chunks(
+        conn,
+        prepared.dataset,
+        prepared.thread_id,
+        prepared.chunks,
+        prepared.vectors,
+        prepared.chunk_vectors,
+        prepared.chunk_lengths,
+    )
+    write_episode_document(
+        conn, prepared.dataset, prepared.episode_id, prepared.document, prepared.document_length
+    )
     return IndexResult(
         episode_id=prepared.episode_id,
         chunks_added=added,
         search_length=prepared.document_length,
     )
+
+
+# ---- the deferred chunk index --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkWork:
+    """A completed episode whose thread's new chunks are still to be indexed
+    (``episodes.chunks_pending``), with what indexing them needs."""
+
+    episode_id: uuid.UUID
+    thread_id: uuid.UUID
+    dataset: str
+    end_sequence: int
+    messages: Sequence[tuple[int, str]]  # (sequence, indexed text), in sequence order
+    key: DatasetKey
+
+
+def index_pending_chunks(engine: Engine, embedder: Embedder, work: Sequence[ChunkWork]) -> int:
+    """Embeds and stores the new chunks of the episodes in ``work`` and clears their
+    ``chunks_pending``; returns the chunks added.
+
+    All the episodes' chunks are embedded in one model call, outside any transaction. Each
+    episode is then stored in its own short transaction, which first takes the thread's
+    row ``FOR KEY SHARE`` (the lock the chunks' foreign key takes anyway: before the
+    episode's row, so it cannot deadlock with a completion, which locks the thread and then
+    the thread's episodes) and clears the mark; no mark (the episode was erased meanwhile,
+    or another worker indexed it) means nothing is written. Idempotent: chunks are keyed
+    by thread and position. Two windows of one thread are indexed one after the other, so
+    the later one's chunks are cut after the earlier one's are stored, as if each had been
+    indexed when it completed.
+    """
+    added = 0
+    remaining = sorted(work, key=lambda w: w.end_sequence)
+    while remaining:
+        this_round: list[ChunkWork] = []
+        later: list[ChunkWork] = []
+        threads: set[tuple[str, uuid.UUID]] = set()
+        for item in remaining:
+            (later if (item.dataset, item.thread_id) in threads else this_round).append(item)
+            threads.add((item.dataset, item.thread_id))
+        with engine.connect() as conn:
+            chunks = [
+                pending_chunks(conn, w.dataset, w.thread_id, w.messages, w.end_sequence)
+                for w in this_round
+            ]
+            literals = [
+                blind_vectors(conn, w.key, [(c.text, "") for c in cs])
+                for w, cs in zip(this_round, chunks, strict=True)
+            ]
+        vectors = chunk_vectors([c for cs in chunks for c in cs], embedder)
+        start = 0
+        for item, cs, lits in zip(this_round, chunks, literals, strict=True):
+            with engine.begin() as conn:
+                conn.execute(
+                    text(
+                        "SELECT 1 FROM threads WHERE dataset = :d AND thread_id = :t FOR KEY SHARE"
+                    ),
+                    {"d": item.dataset, "t": item.thread_id},
+                )
+                marked = conn.execute(
+                    text(
+                        "UPDATE episodes SET chunks_pending = false WHERE dataset = :d "
+                        "AND episode_id = :id AND chunks_pending RETURNING episode_id"
+                    ),
+                    {"d": item.dataset, "id": item.episode_id},
+                ).first()
+                if marked is not None:
+                    added += _insert_chunks(
+                        conn,
+                        item.dataset,
+                        item.thread_id,
+                        cs,
+                        vectors[start : start + len(cs)],
+                        [v for v, _ in lits],
+                        [n for _, n in lits],
+                    )
+            start += len(cs)
+        remaining = later
+    return added
+
+
+def pending_chunk_work(
+    conn: Connection, vault: Vault, *, completed_before: Any, limit: int
+) -> list[ChunkWork]:
+    """Episodes left marked ``chunks_pending`` that completed before ``completed_before``
+    (a worker that crashed between completing them and indexing their chunks; the grace
+    keeps a live worker's own episodes out), oldest first, with their thread's messages read
+    and opened."""
+    rows = (
+        conn.execute(
+            text(
+                across_datasets("the Summariser resumes chunk indexes left pending, any dataset")
+                + "SELECT episode_id, thread_id, dataset, end_sequence FROM episodes "
+                "WHERE chunks_pending AND completed_at < :before "
+                "ORDER BY completed_at LIMIT :n"
+            ),
+            {"before": completed_before, "n": limit},
+        )
+        .mappings()
+        .all()
+    )
+    out: list[ChunkWork] = []
+    for row in rows:
+        messages = (
+            conn.execute(
+                text(
+                    "SELECT sequence, content, metadata FROM messages WHERE dataset = :d "
+                    "AND thread_id = :t AND sequence <= :end ORDER BY sequence"
+                ),
+                {"d": row["dataset"], "t": row["thread_id"], "end": row["end_sequence"]},
+            )
+            .mappings()
+            .all()
+        )
+        opened = vault.open_rows(conn, row["dataset"], list(messages), "messages")
+        out.append(
+            ChunkWork(
+                episode_id=row["episode_id"],
+                thread_id=row["thread_id"],
+                dataset=row["dataset"],
+                end_sequence=row["end_sequence"],
+                messages=[
+                    (m["sequence"], indexed_text(m["content"], m["metadata"])) for m in opened
+                ],
+                key=vault.for_read(conn, row["dataset"]),
+            )
+        )
+    return out
 
 
 def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str) -> IndexInput:
