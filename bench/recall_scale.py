@@ -119,7 +119,7 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, heavy: int) ->
     indexes = conn.execute(
         "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
         "('episodes', 'message_chunks') AND (indexdef ILIKE '%%USING hnsw%%' "
-        "OR indexname = 'episodes_search_vector_idx')"
+        "OR indexname IN ('episodes_search_vector_idx', 'message_chunks_search_vector_idx'))"
     ).fetchall()
     for name, _ in indexes:
         conn.execute(f"DROP INDEX {name}")

@@ -245,7 +245,16 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
                    array_agg(lexeme) AS lexemes
             FROM q
         ),"""
+    # BM25's statistics: over the candidates, which on the exact path are the whole
+    # filtered dataset; the approximate path scores a part of it, so it counts them over
+    # the whole filtered dataset instead (else every query word looks common among
+    # candidates chosen for matching it, and the scores, hence the order, differ).
+    doc_stats = "SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM docs"
+    doc_df = "SELECT lexeme, count(*)::float8 AS df FROM dterms GROUP BY lexeme"
+    passage_stats = "SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM passages"
+    passage_df = "SELECT lexeme, count(*)::float8 AS df FROM pterms GROUP BY lexeme"
     if approximate:
+        doc_stats, doc_df, passage_stats, passage_df = _dataset_statistics()
         head = f"""
         WITH {query_ctes}
         pool AS MATERIALIZED (
@@ -266,20 +275,16 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
     return f"""{head}
         -- Document level: the thread's messages up to the episode's end, and its summary.
         docs AS (
-            SELECT c.episode_id,
-                   coalesce(c.search_length,
-                            (SELECT sum(coalesce(array_length(u.positions, 1), 1))
-                             FROM unnest(c.tsv) u))::float8 AS dl
-            FROM c
+            SELECT c.episode_id, {_document_length("c")} AS dl FROM c
         ),
-        dstats AS (SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM docs),
+        dstats AS ({doc_stats}),
         dterms AS (
             SELECT c.episode_id, u.lexeme,
                    coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM c CROSS JOIN LATERAL unnest({_only_query_lexemes("c.tsv")}) AS u
             WHERE c.tsv @@ (SELECT tq FROM qq)
         ),
-        ddf AS (SELECT lexeme, count(*)::float8 AS df FROM dterms GROUP BY lexeme),
+        ddf AS ({doc_df}),
         nq AS (SELECT greatest(count(*), 1)::float8 AS n FROM q),
         doc_bm25 AS (
             SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s")} AS score,
@@ -299,16 +304,14 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
               ON m.dataset = :dataset AND m.thread_id = c.thread_id
               AND m.end_sequence <= c.end_sequence
         ),
-        pstats AS (
-            SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM passages
-        ),
+        pstats AS ({passage_stats}),
         pterms AS (
             SELECT p.pid, p.episode_id, p.dl, u.lexeme,
                    coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM passages p CROSS JOIN LATERAL unnest({_only_query_lexemes("p.tsv")}) AS u
             WHERE p.tsv @@ (SELECT tq FROM qq)
         ),
-        pdf AS (SELECT lexeme, count(*)::float8 AS df FROM pterms GROUP BY lexeme),
+        pdf AS ({passage_df}),
         passage_bm25 AS (
             SELECT episode_id, max(score) AS score, max(matched) AS matched
             FROM (
@@ -367,6 +370,47 @@ def recall_sql(*, with_query: bool, with_vector: bool, approximate: bool = False
         ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
         LIMIT :limit
     """
+
+
+def _document_length(alias: str) -> str:
+    """An episode's document length in lexemes: its stored ``search_length``, else counted
+    from its lexical document (``alias.tsv``; an episode indexed before lengths were kept)."""
+    return (
+        f"coalesce({alias}.search_length, (SELECT sum(coalesce(array_length(u.positions, 1), 1))"
+        f" FROM unnest({alias}.tsv) u))::float8"
+    )
+
+
+def _dataset_statistics() -> tuple[str, str, str, str]:
+    """BM25's statistics over the whole filtered dataset, as the exact path computes them
+    over its candidates (every filtered episode), for the approximate path's scores to equal
+    the exact ones: the document count and average length (one pass over the filtered
+    episodes, no document read unless its length is missing), each query lexeme's document
+    frequency (counted through the GIN index on ``episodes.search_vector``), and the same for
+    passages — every (episode, chunk of its thread up to its end) pair, each lexeme counted
+    through the GIN index on ``message_chunks.search_vector`` (0012)."""
+    filtered = f"SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv FROM ({_CANDIDATES}) x"
+    lexeme = f"CAST({QUOTED_LEXEME.replace('lexeme', 'q.lexeme')} AS tsquery)"
+    passages_of = f"""({_CANDIDATES}) x
+              JOIN message_chunks m
+                ON m.dataset = :dataset AND m.thread_id = x.thread_id
+                AND m.end_sequence <= x.end_sequence"""
+    doc_stats = f"""
+            SELECT count(*)::float8 AS n, greatest(avg({_document_length("f")}), 1.0) AS avgdl
+            FROM ({filtered}) f"""
+    doc_df = f"""
+            SELECT q.lexeme, df.df FROM q CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS df FROM ({_CANDIDATES}) x
+                WHERE x.search_vector @@ {lexeme}) df"""
+    passage_stats = f"""
+            SELECT count(*)::float8 AS n, greatest(avg(greatest(m.search_length, 1)), 1.0)
+                   AS avgdl
+            FROM {passages_of}"""
+    passage_df = f"""
+            SELECT q.lexeme, df.df FROM q CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS df FROM {passages_of}
+                WHERE m.search_vector @@ {lexeme}) df"""
+    return doc_stats, doc_df, passage_stats, passage_df
 
 
 def _only_query_lexemes(tsv: str) -> str:
