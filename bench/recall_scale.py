@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
-    from episodic.store.recall_queries import recall_statement
+    from episodic.store.recall_queries import Approximation, recall_statement
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 
@@ -241,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                 "limit": limit,
                 "approx_candidates": defaults.recall_approximate_candidates,
                 "approx_recent": defaults.recall_approximate_recent,
+                "approx_per_lexeme": Approximation().per_lexeme,
+                "approx_selective_df": Approximation().selective_df,
             }
             p["lexemes"] = sql.execute(LEXEMES_SQL, p).fetchone()[0]  # type: ignore[index]
             return p
