@@ -34,10 +34,12 @@ small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episod
 A large dataset (more episodes than ``recall_approximate_above``; services/recall/domain.py
 chooses) takes the approximate path instead: the same formula over a generous candidate
 set — the episodes nearest the query by summary and by chunk (the HNSW indexes, iterative
-scan), the best lexical matches (GIN) and the most recent ones — so the relative signals
-are normalised by the best of those candidates (which holds the best of all with high
-probability) and BM25's statistics are the candidates'. README "Recall at scale" has its
-recall@N against the exact ranking.
+scan), the best lexical matches (GIN), the most recent ones and each query word's
+densest documents and chunks — while BM25's statistics and the best BM25 come from the whole filtered dataset
+(:func:`_dataset_statistics`), so a candidate scores as on the exact path; the semantic
+signal is normalised by the best cosine among the candidates (the HNSW nearest, which holds
+the dataset's best with high probability). README "Recall at scale" has its recall@N
+against the exact ranking.
 """
 
 from __future__ import annotations
