@@ -119,7 +119,7 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, heavy: int) ->
     indexes = conn.execute(
         "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
         "('episodes', 'message_chunks') AND (indexdef ILIKE '%%USING hnsw%%' "
-        "OR indexname = 'episodes_search_vector_idx')"
+        "OR indexname IN ('episodes_search_vector_idx', 'message_chunks_search_vector_idx'))"
     ).fetchall()
     for name, _ in indexes:
         conn.execute(f"DROP INDEX {name}")
@@ -179,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", help="admin URL of a PostgreSQL with pgvector")
     parser.add_argument("--url", help="an already built database (skips the build)")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--before",
+        help="an older store/recall_queries.py: its approximate statement is run on the same "
+        "queries for recall@N and latency (before/after in one run)",
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
-    from episodic.store.recall_queries import recall_statement
+    from episodic.store.recall_queries import Approximation, recall_statement
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 
@@ -218,6 +223,18 @@ def main(argv: list[str] | None = None) -> int:
             return " ".join(vocab[int(5000 * rng.random() ** 3)] for _ in range(3))
 
         exact_sql = psycopg_sql(recall_statement(with_query=True, with_vector=True))
+        before_sql = None
+        if args.before:
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("recall_queries_before", args.before)
+            assert spec is not None and spec.loader is not None
+            older = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = older  # dataclasses look their module up
+            spec.loader.exec_module(older)
+            before_sql = psycopg_sql(
+                older.recall_statement(with_query=True, with_vector=True, approximate=True)
+            )
         approx_sql = psycopg_sql(
             recall_statement(with_query=True, with_vector=True, approximate=True)
         )
@@ -241,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                 "limit": limit,
                 "approx_candidates": defaults.recall_approximate_candidates,
                 "approx_recent": defaults.recall_approximate_recent,
+                "approx_per_lexeme": Approximation().per_lexeme,
+                "approx_selective_df": Approximation().selective_df,
             }
             p["lexemes"] = sql.execute(LEXEMES_SQL, p).fetchone()[0]  # type: ignore[index]
             return p
@@ -279,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         approx_times: list[float] = []
         at5: list[float] = []
         at10: list[float] = []
+        before_times: list[float] = []
+        before5: list[float] = []
+        before10: list[float] = []
         for i in range(args.exact_queries):
             query = words()
             t = time.perf_counter()
@@ -289,12 +311,20 @@ def main(argv: list[str] | None = None) -> int:
             approx_times.append(time.perf_counter() - t)
             at5.append(recall_at(approximate, exact, 5))
             at10.append(recall_at(approximate, exact, 10))
+            if before_sql is not None:
+                t = time.perf_counter()
+                older_ranking = bare(before_sql, HEAVY, query, limit=10)
+                before_times.append(time.perf_counter() - t)
+                before5.append(recall_at(older_ranking, exact, 5))
+                before10.append(recall_at(older_ranking, exact, 10))
             if (i + 1) % 10 == 0:
                 log(f"  {i + 1}")
 
         stats = {k: percentiles(v) for k, v in times.items()}
         stats["heavy sql, exact"] = percentiles(exact_times)
         stats["heavy sql, approximate (same queries)"] = percentiles(approx_times)
+        if before_times:
+            stats["heavy sql, approximate before (same queries)"] = percentiles(before_times)
         print(f"load average during the run: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(
             f"Recall at scale: {args.episodes} episodes over {args.datasets} datasets "
@@ -322,6 +352,14 @@ def main(argv: list[str] | None = None) -> int:
             f"recall@5 {statistics.fmean(at5):.3f} (min {min(at5):.2f}), "
             f"recall@10 {statistics.fmean(at10):.3f} (min {min(at10):.2f})"
         )
+        if before_times:
+            b = stats["heavy sql, approximate before (same queries)"]
+            print(
+                f"before ({args.before}): p50 {b['p50'] / e['p50']:.3f}x exact, "
+                f"after/before p50 {a['p50'] / b['p50']:.2f}x, p99 {a['p99'] / b['p99']:.2f}x; "
+                f"recall@5 {statistics.fmean(before5):.3f} (min {min(before5):.2f}), "
+                f"recall@10 {statistics.fmean(before10):.3f} (min {min(before10):.2f})"
+            )
     return 0
 
 

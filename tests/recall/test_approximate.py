@@ -140,3 +140,31 @@ def test_the_approximate_path_ranks_the_same_top_episodes(  # type: ignore[no-un
     for a, e in zip(approximate.rows, exact.rows, strict=True):
         assert a["recency"] == pytest.approx(e["recency"])
         assert a["absolute_relevance"] == pytest.approx(e["absolute_relevance"])
+
+
+@pytest.mark.parametrize(
+    ("query", "filters"),
+    [
+        ("zebra invoice", {}),
+        ("invoice refund football", {}),
+        ("gardening weather", {}),
+        ("music films", {"entities": ["bob"]}),
+        ("zebra refund", {"since": T0 - timedelta(days=50)}),
+    ],
+)
+def test_the_approximate_path_scores_its_candidates_as_the_exact_path_does(  # type: ignore[no-untyped-def]
+    recall_engine, query, filters
+) -> None:
+    """Each episode the approximate path ranks gets the exact path's scores: BM25's
+    statistics and the normalising maxima are the whole filtered dataset's, not those of
+    the candidates (a strict part of it here)."""
+    _fill(recall_engine)
+    with recall_engine.connect() as conn:
+        exact = _recall(conn, query, domain.DatasetSizes(10_000, SMALL), limit=100, **filters)
+        approximate = _recall(conn, query, domain.DatasetSizes(10, SMALL), limit=100, **filters)
+    by_id = {r["episode_id"]: r for r in exact.rows}
+    assert 3 <= len(approximate.rows) < len(exact.rows), "the candidates must be a strict part"
+    for row in approximate.rows:
+        want = by_id[row["episode_id"]]
+        for column in ("lexical", "semantic", "similarity", "relevance", "absolute_relevance"):
+            assert row[column] == pytest.approx(want[column], abs=1e-9), column

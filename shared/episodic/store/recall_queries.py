@@ -34,10 +34,12 @@ small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episod
 A large dataset (more episodes than ``recall_approximate_above``; services/recall/domain.py
 chooses) takes the approximate path instead: the same formula over a generous candidate
 set — the episodes nearest the query by summary and by chunk (the HNSW indexes, iterative
-scan), the best lexical matches (GIN) and the most recent ones — so the relative signals
-are normalised by the best of those candidates (which holds the best of all with high
-probability) and BM25's statistics are the candidates'. README "Recall at scale" has its
-recall@N against the exact ranking.
+scan), the best lexical matches (GIN), the most recent ones and each query word's
+densest documents and chunks — while BM25's statistics and the best BM25 come from the whole filtered dataset
+(:func:`_dataset_statistics`), so a candidate scores as on the exact path; the semantic
+signal is normalised by the best cosine among the candidates (the HNSW nearest, which holds
+the dataset's best with high probability). README "Recall at scale" has its recall@N
+against the exact ranking.
 """
 
 from __future__ import annotations
@@ -198,6 +200,8 @@ def recency_sql(moment: str) -> str:
 
 
 _RECENCY = recency_sql("c.ended_at")
+#: One query lexeme (``q.lexeme``) as a tsquery of its own.
+_LEXEME_QUERY = f"CAST({QUOTED_LEXEME.replace('lexeme', 'q.lexeme')} AS tsquery)"
 
 
 def _approximate_pool(with_vector: bool) -> str:
@@ -215,6 +219,22 @@ def _approximate_pool(with_vector: bool) -> str:
             LIMIT :approx_candidates""",
         f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
             ORDER BY x.ended_at DESC LIMIT :approx_recent""",
+        # The normalising maxima (best document and best passage BM25) must be the
+        # dataset's, and ts_rank over all the query's words weighs a common word like a
+        # rare one: so, per query word, the documents and the threads of the chunks that
+        # hold it most densely (GIN indexes; a rare word's best holders carry the best BM25).
+        f"""SELECT best.episode_id FROM q CROSS JOIN LATERAL (
+                SELECT x.episode_id FROM ({_CANDIDATES}) x
+                WHERE x.search_vector @@ {_LEXEME_QUERY}
+                ORDER BY ts_rank(x.search_vector, {_LEXEME_QUERY}, 1) DESC
+                LIMIT :approx_per_lexeme) best""",
+        f"""SELECT x.episode_id
+            FROM q CROSS JOIN LATERAL (
+                SELECT m.thread_id FROM message_chunks m
+                WHERE m.dataset = :dataset AND m.search_vector @@ {_LEXEME_QUERY}
+                ORDER BY ts_rank(m.search_vector, {_LEXEME_QUERY}, 1) DESC
+                LIMIT :approx_per_lexeme) dense
+            JOIN ({_CANDIDATES}) x ON x.thread_id = dense.thread_id""",
     ]
     if with_vector:
         parts += [
@@ -327,7 +347,27 @@ def recall_sql(
                    array_agg(lexeme) AS lexemes
             FROM q
         ),"""
+    # BM25's statistics: over the candidates, which on the exact path are the whole
+    # filtered dataset; the approximate path scores a part of it, so it counts them over
+    # the whole filtered dataset instead (else every query word looks common among
+    # candidates chosen for matching it, and the scores, hence the order, differ).
+    doc_stats = "SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM docs"
+    doc_df = "\n        ddf AS (SELECT lexeme, count(*)::float8 AS df FROM dterms GROUP BY lexeme),"
+    passage_stats = "SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM passages"
+    passage_df = (
+        "\n        pdf AS (SELECT lexeme, count(*)::float8 AS df FROM pterms GROUP BY lexeme),"
+    )
+    # The normalising maxima: the candidates' best, the dataset's on the approximate path.
+    best_doc, best_passage = "max(r.doc_lexical) OVER ()", "max(r.passage_lexical) OVER ()"
+    dataset_ctes = dataset_best = ""
     if approximate:
+        dataset_ctes, doc_stats, passage_stats = _dataset_statistics()
+        best_doc, best_passage = (
+            "(SELECT score FROM best_document)",
+            "(SELECT score FROM best_passage)",
+        )
+        dataset_best = _DATASET_BEST
+        doc_df = passage_df = ""  # counted over the dataset (dataset_ctes)
         head = f"""
         WITH {query_ctes}
         pool AS MATERIALIZED (
@@ -337,7 +377,7 @@ def recall_sql(
             SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
             FROM ({_CANDIDATES}) x
             WHERE x.episode_id IN (SELECT episode_id FROM pool)
-        ),"""
+        ),{dataset_ctes}"""
     else:
         head = f"""
         WITH c AS MATERIALIZED (
@@ -348,20 +388,15 @@ def recall_sql(
     return f"""{head}
         -- Document level: the thread's messages up to the episode's end, and its summary.
         docs AS (
-            SELECT c.episode_id,
-                   coalesce(c.search_length,
-                            (SELECT sum(coalesce(array_length(u.positions, 1), 1))
-                             FROM unnest(c.tsv) u))::float8 AS dl
-            FROM c
+            SELECT c.episode_id, {_document_length("c")} AS dl FROM c
         ),
-        dstats AS (SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM docs),
+        dstats AS ({doc_stats}),
         dterms AS (
             SELECT c.episode_id, u.lexeme,
                    coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM c CROSS JOIN LATERAL unnest({_only_query_lexemes("c.tsv")}) AS u
             WHERE c.tsv @@ (SELECT tq FROM qq)
-        ),{head_ctes}
-        ddf AS (SELECT lexeme, count(*)::float8 AS df FROM dterms GROUP BY lexeme),
+        ),{head_ctes}{doc_df}
         nq AS (SELECT greatest(count(*), 1)::float8 AS n FROM q),
         doc_bm25 AS (
             SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s", weight)} AS score,
@@ -381,16 +416,14 @@ def recall_sql(
               ON m.dataset = :dataset AND m.thread_id = c.thread_id
               AND m.end_sequence <= c.end_sequence
         ),
-        pstats AS (
-            SELECT count(*)::float8 AS n, greatest(avg(dl), 1.0) AS avgdl FROM passages
-        ),
+        pstats AS ({passage_stats}),
         pterms AS (
             SELECT p.pid, p.episode_id, p.dl, u.lexeme,
                    coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM passages p CROSS JOIN LATERAL unnest({_only_query_lexemes("p.tsv")}) AS u
             WHERE p.tsv @@ (SELECT tq FROM qq)
         ),
-        pdf AS (SELECT lexeme, count(*)::float8 AS df FROM pterms GROUP BY lexeme),
+{passage_df}
         passage_bm25 AS (
             SELECT episode_id, max(score) AS score, max(matched) AS matched
             FROM (
@@ -406,6 +439,7 @@ def recall_sql(
         passage_cos AS (
             SELECT episode_id, max(cos) AS cos FROM passages GROUP BY episode_id
         ),
+        {dataset_best}
         raw AS (
             SELECT c.episode_id, c.ended_at,
                    coalesce(db.score, 0.0) AS doc_lexical,
@@ -421,9 +455,9 @@ def recall_sql(
         ),
         normed AS (
             SELECT r.*,
-                   coalesce(r.doc_lexical / nullif(max(r.doc_lexical) OVER (), 0.0), 0.0)
+                   coalesce(r.doc_lexical / nullif({best_doc}, 0.0), 0.0)
                        AS doc_rel,
-                   coalesce(r.passage_lexical / nullif(max(r.passage_lexical) OVER (), 0.0),
+                   coalesce(r.passage_lexical / nullif({best_passage}, 0.0),
                             0.0) AS passage_rel,
 {head_rel}                   coalesce(r.semantic / nullif(max(r.semantic) OVER (), 0.0), 0.0) AS sem_rel
             FROM raw r
@@ -451,6 +485,77 @@ def recall_sql(
     """
 
 
+def _document_length(alias: str) -> str:
+    """An episode's document length in lexemes: its stored ``search_length``, else counted
+    from its lexical document (``alias.tsv``; an episode indexed before lengths were kept)."""
+    return (
+        f"coalesce({alias}.search_length, (SELECT sum(coalesce(array_length(u.positions, 1), 1))"
+        f" FROM unnest({alias}.tsv) u))::float8"
+    )
+
+
+def _dataset_statistics() -> tuple[str, str, str]:
+    """What the approximate path takes from the whole filtered dataset rather than from its
+    candidates, for its scores to equal the exact path's (which computes them over every
+    filtered episode): BM25's statistics and the best BM25, by which the lexical signals
+    are normalised. Returns CTEs to follow the pool (``dataset_dterms``, ``dataset_pterms``:
+    every document and passage holding a query lexeme, found through the GIN indexes on
+    ``search_vector``, with the lexemes' counts) and the bodies of ``dstats``, ``ddf``,
+    ``pstats`` and ``pdf``. The counts and average lengths come from index-only scans of the
+    covering indexes of 0012 (no document, vector or chunk row read). A passage is an
+    (episode, chunk of its thread up to the episode's end) pair, as on the exact path."""
+    passages_of = f"""({_CANDIDATES}) x
+              JOIN message_chunks m
+                ON m.dataset = :dataset AND m.thread_id = x.thread_id
+                AND m.end_sequence <= x.end_sequence"""
+    # ``search_length`` alone: it is written with ``search_vector`` (recall_index), so the
+    # exact path's fallback (counting the document's lexemes) never applies.
+    # The best BM25 is computed over the documents (passages) holding a selective query
+    # lexeme (at most :approx_selective_df holders): reading every holder of a word most
+    # documents contain would cost what the exact path costs. A document holding only
+    # common words scores little (their idf is small); the candidates' best covers it.
+    ctes = f"""
+        ddf AS (
+            SELECT q.lexeme, df.df FROM q CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS df FROM ({_CANDIDATES}) x
+                WHERE x.search_vector @@ {_LEXEME_QUERY}) df
+        ),
+        pdf AS (
+            SELECT q.lexeme, df.df FROM q CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS df FROM {passages_of}
+                WHERE m.search_vector @@ {_LEXEME_QUERY}) df
+        ),
+        selective AS (
+            SELECT (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery FROM ddf
+                    WHERE df > 0 AND df <= :approx_selective_df) AS doc_tq,
+                   (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery FROM pdf
+                    WHERE df > 0 AND df <= :approx_selective_df) AS passage_tq
+        ),
+        dataset_dterms AS MATERIALIZED (
+            SELECT x.episode_id, x.search_length::float8 AS dl, u.lexeme,
+                   coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+            FROM ({_CANDIDATES}) x
+            CROSS JOIN LATERAL unnest({_only_query_lexemes("x.search_vector")}) AS u
+            WHERE x.search_vector @@ (SELECT doc_tq FROM selective)
+        ),
+        dataset_pterms AS MATERIALIZED (
+            SELECT x.episode_id, m.start_sequence, m.start_offset,
+                   greatest(m.search_length, 1)::float8 AS dl, u.lexeme,
+                   coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+            FROM {passages_of}
+            CROSS JOIN LATERAL unnest({_only_query_lexemes("m.search_vector")}) AS u
+            WHERE m.search_vector @@ (SELECT passage_tq FROM selective)
+        ),"""
+    doc_stats = f"""
+            SELECT count(*)::float8 AS n, greatest(avg(x.search_length), 1.0) AS avgdl
+            FROM ({_CANDIDATES}) x"""
+    passage_stats = f"""
+            SELECT count(*)::float8 AS n, greatest(avg(greatest(m.search_length, 1)), 1.0)
+                   AS avgdl
+            FROM {passages_of}"""
+    return ctes, doc_stats, passage_stats
+
+
 def _only_query_lexemes(tsv: str) -> str:
     """The query's lexemes of ``tsv`` with their positions, without unnesting the rest:
     setweight marks them (weight B, unused elsewhere), ts_filter keeps only the marked."""
@@ -466,6 +571,23 @@ def _bm25(terms: str, df: str, length: str, stats: str, weight: str | None = Non
         f"* ({BM25_K1} + 1.0) / ({terms}.tf + {BM25_K1} * (1.0 - {BM25_B} "
         f"+ {BM25_B} * {length} / {stats}.avgdl)))"
     )
+
+
+_DATASET_BEST = f"""
+        -- The dataset's best document and passage BM25 among the holders of a selective
+        -- query lexeme (_dataset_statistics); the candidates' best covers the rest.
+        best_document AS (
+            SELECT max(score) AS score FROM (
+                SELECT {_bm25("t", "ddf", "t.dl", "s")} AS score
+                FROM dataset_dterms t JOIN ddf ON ddf.lexeme = t.lexeme CROSS JOIN dstats s
+                GROUP BY t.episode_id) per_document
+        ),
+        best_passage AS (
+            SELECT max(score) AS score FROM (
+                SELECT {_bm25("t", "pdf", "t.dl", "s")} AS score
+                FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme CROSS JOIN pstats s
+                GROUP BY t.episode_id, t.start_sequence, t.start_offset) per_passage
+        ),"""
 
 
 # The count, and whether the dataset has any event (one probe of the events' primary key):
@@ -517,6 +639,13 @@ class Approximation:
     candidates: int = 200
     #: How many of the most recent episodes join them.
     recent: int = 100
+    #: Per query word, how many of the documents and of the chunks that hold it most
+    #: densely join them (they carry the dataset's best BM25, which normalises the
+    #: lexical signal).
+    per_lexeme: int = 50
+    #: A query word held by at most this many documents (passages) is selective: the
+    #: best BM25 that normalises the lexical signal is computed over all its holders.
+    selective_df: int = 5000
 
 
 @dataclass(frozen=True)
@@ -598,6 +727,8 @@ def rank(
     if approximate is not None:
         params["approx_candidates"] = approximate.candidates
         params["approx_recent"] = approximate.recent
+        params["approx_per_lexeme"] = approximate.per_lexeme
+        params["approx_selective_df"] = approximate.selective_df
     lexemes: list[str] | None = None
     if with_query:
         assert query is not None
