@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, RowMapping, TextClause, text
@@ -502,7 +503,7 @@ def _dataset_statistics() -> tuple[str, str, str]:
     every document and passage holding a query lexeme, found through the GIN indexes on
     ``search_vector``, with the lexemes' counts) and the bodies of ``dstats``, ``ddf``,
     ``pstats`` and ``pdf``. The counts and average lengths come from index-only scans of the
-    covering indexes of 0012 (no document, vector or chunk row read). A passage is an
+    covering indexes of 0013 (no document, vector or chunk row read). A passage is an
     (episode, chunk of its thread up to the episode's end) pair, as on the exact path."""
     passages_of = f"""({_CANDIDATES}) x
               JOIN message_chunks m
@@ -660,32 +661,9 @@ class Ranking:
     lexemes: list[str] | None
 
 
-def rank_episodes(
-    conn: Connection,
-    *,
-    key: DatasetKey,
-    filters: RecallFilters,
-    query: str | None,
-    query_vector: np.ndarray | None,
-    similarity_weight: float,
-    recency_weight: float,
-    limit: int,
-    min_relevance: float = 0.0,
-    options: RankingOptions = DEFAULT_RANKING,
-) -> tuple[list[RowMapping], int]:
-    """:func:`rank`'s rows and count."""
-    ranking = rank(
-        conn,
-        key=key,
-        filters=filters,
-        query=query,
-        query_vector=query_vector,
-        similarity_weight=similarity_weight,
-        recency_weight=recency_weight,
-        limit=limit,
-        min_relevance=min_relevance,
-        options=options,
-    )
+def rank_episodes(conn: Connection, **arguments: Any) -> tuple[list[RowMapping], int]:
+    """:func:`rank`'s rows and count (same arguments)."""
+    ranking = rank(conn, **arguments)
     return ranking.rows, ranking.count
 
 
