@@ -202,8 +202,8 @@ def open_episodes(
     uncaptured for the next episode. The locks are taken in ``thread_id`` order, the one
     lock order of every writer that locks several threads: two replicas firing overlapping
     batches, or a batch and Ingest's writers (one thread each), wait for each other but
-    cannot deadlock. Four statements whatever the number of threads (lock, insert, update,
-    notify).
+    cannot deadlock. Two statements whatever the number of threads: the locks, then the
+    windows, episodes, counters and notices in one.
 
     An explicit episode honours the checkpoint: when an EndThread is owed
     (``end_requested_sequence`` beyond what is captured), its window ends where the
@@ -225,101 +225,81 @@ def open_episodes(
         if len(batch) > 1
         else ""
     )
-    threads = (
-        conn.execute(
-            text(
-                spans + "SELECT t.thread_id, t.dataset, t.last_sequence, t.captured_sequence, "
-                "t.end_requested_sequence FROM threads t "
-                "JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS w(dataset, tid) "
-                "ON t.dataset = w.dataset AND t.thread_id = w.tid "
-                "WHERE t.dataset = ANY(:batch) ORDER BY t.thread_id FOR UPDATE OF t"
-            ),
-            {
-                "datasets": [by_thread[t].dataset for t in sorted(by_thread)],
-                "ids": sorted(by_thread),
-                "batch": batch,
-            },
-        )
-        .mappings()
-        .all()
-    )
+    ids = sorted(by_thread)
     current = current_trace_context() or None
-    windows: list[tuple[uuid.UUID, uuid.UUID, str, str, int, int, str | None]] = []
-    for thread in threads:
-        if thread["last_sequence"] <= thread["captured_sequence"]:
-            continue
-        item = by_thread[thread["thread_id"]]
-        start, end = thread["captured_sequence"] + 1, thread["last_sequence"]
-        checkpoint = thread["end_requested_sequence"]
-        if item.trigger == "explicit" and start <= checkpoint < end:
-            end = checkpoint
-        context = item.trace_context if item.trace_context is not None else current
-        windows.append(
-            (
-                uuid.uuid4(),
-                thread["thread_id"],
-                thread["dataset"],
-                item.trigger,
-                start,
-                end,
-                json.dumps(context) if context else None,
-            )
-        )
-    if not windows:
-        return {}
-    columns = list(zip(*windows, strict=True))
+    traces = []
+    for thread_id in ids:
+        context = by_thread[thread_id].trace_context
+        context = context if context is not None else current
+        traces.append(json.dumps(context) if context else None)
+    # The locks first, in a statement of their own: the next statement's snapshot is taken
+    # after they are granted, so it sees every message committed before them (the window's
+    # last message included) and none written after.
+    conn.execute(
+        text(
+            spans + "SELECT 1 FROM threads t "
+            "JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS w(dataset, tid) "
+            "ON t.dataset = w.dataset AND t.thread_id = w.tid "
+            "WHERE t.dataset = ANY(:batch) ORDER BY t.thread_id FOR UPDATE OF t"
+        ),
+        {"datasets": [by_thread[t].dataset for t in ids], "ids": ids, "batch": batch},
+    )
+    # Then one statement for the rest, whatever the number of threads: the windows (from the
+    # locked rows, so no Python round trip in between), the episodes, the threads' captured
+    # counters and the summarisers' wake-up notices. The counter update only touches rows
+    # the statement above already locked, so it takes no lock of its own.
     rows = (
         conn.execute(
             text(
-                spans + "INSERT INTO episodes (episode_id, thread_id, dataset, trigger, "
-                "start_sequence, "
-                "end_sequence, message_count, started_at, ended_at, trace_context, "
-                "next_attempt_at, created_at, updated_at) "
-                "SELECT w.eid, w.tid, w.dataset, w.trig, w.s, w.e, w.e - w.s + 1, "
-                "(SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
-                "  AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.s), "
-                "(SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
-                "  AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e), "
-                "CAST(w.trace AS jsonb), "
+                spans + "WITH w AS ("
+                "  SELECT t.dataset, t.thread_id AS tid, u.trig, u.trace, "
+                "    t.captured_sequence + 1 AS s, "
+                # An explicit episode ends at the EndThread's checkpoint when one is owed.
+                "    CASE WHEN u.trig = 'explicit' "
+                "      AND t.end_requested_sequence > t.captured_sequence "
+                "      AND t.end_requested_sequence < t.last_sequence "
+                "      THEN t.end_requested_sequence ELSE t.last_sequence END AS e "
+                "  FROM threads t JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[]), "
+                "    CAST(:triggers AS text[]), CAST(:traces AS text[])) "
+                "    AS u(dataset, tid, trig, trace) "
+                "    ON t.dataset = u.dataset AND t.thread_id = u.tid "
+                "  WHERE t.dataset = ANY(:batch) AND t.last_sequence > t.captured_sequence), "
+                "opened AS ("
+                "  INSERT INTO episodes (episode_id, thread_id, dataset, trigger, "
+                "  start_sequence, end_sequence, message_count, started_at, ended_at, "
+                "  trace_context, next_attempt_at, created_at, updated_at) "
+                "  SELECT gen_random_uuid(), w.tid, w.dataset, w.trig, w.s, w.e, w.e - w.s + 1, "
+                "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
+                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.s), "
+                "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
+                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e), "
+                "  CAST(w.trace AS jsonb), "
                 # Claimable at once, whether the injected clock is ahead of or behind the
                 # database's (a replayed past must not hide new work from live workers).
-                f"{DUE_NOW}, now(), now() "
-                "FROM unnest(CAST(:eids AS uuid[]), CAST(:tids AS uuid[]), "
-                "CAST(:datasets AS text[]), CAST(:triggers AS text[]), "
-                "CAST(:starts AS bigint[]), CAST(:ends AS bigint[]), CAST(:traces AS text[])) "
-                "AS w(eid, tid, dataset, trig, s, e, trace) "
-                f"RETURNING {episode_columns('episodes', 'ANY(:batch)')}"
+                f"  {DUE_NOW}, now(), now() FROM w "
+                "  RETURNING *), "
+                "captured AS ("
+                "  UPDATE threads t SET captured_sequence = w.e FROM w "
+                "  WHERE t.dataset = ANY(:batch) AND t.dataset = w.dataset "
+                "  AND t.thread_id = w.tid) "
+                f"SELECT {episode_columns('opened', 'ANY(:batch)')} FROM opened "
+                # Delivered when the caller commits.
+                "CROSS JOIN LATERAL (SELECT pg_notify(:channel, CAST(opened.episode_id AS text))) "
+                "AS notice"
             ),
             {
                 "batch": batch,
-                "eids": list(columns[0]),
-                "tids": list(columns[1]),
-                "datasets": list(columns[2]),
-                "triggers": list(columns[3]),
-                "starts": list(columns[4]),
-                "ends": list(columns[5]),
-                "traces": list(columns[6]),
+                "datasets": [by_thread[t].dataset for t in ids],
+                "ids": ids,
+                "triggers": [by_thread[t].trigger for t in ids],
+                "traces": traces,
+                "channel": EPISODES_CHANNEL,
                 "now": now,
             },
         )
         .mappings()
         .all()
     )
-    conn.execute(
-        text(
-            spans + "UPDATE threads t SET captured_sequence = w.e "
-            "FROM unnest(CAST(:datasets AS text[]), CAST(:tids AS uuid[]), "
-            "CAST(:ends AS bigint[])) AS w(dataset, tid, e) "
-            "WHERE t.dataset = ANY(:batch) AND t.dataset = w.dataset AND t.thread_id = w.tid"
-        ),
-        {
-            "batch": batch,
-            "datasets": list(columns[2]),
-            "tids": list(columns[1]),
-            "ends": list(columns[5]),
-        },
-    )
-    notify_episodes(conn, [r["episode_id"] for r in rows])
     return {r["thread_id"]: r for r in rows}
 
 
