@@ -159,6 +159,12 @@ class Runs:
         return statistics.median(getattr(r, attr) for r in self.runs)
 
 
+def round_ratios(floor: Runs, method: Runs) -> list[float]:
+    """Time per message of ``method`` over the floor's, one ratio per round: the two were
+    measured back to back in that round, so they saw the same load."""
+    return [f.rate / m.rate for f, m in zip(floor.runs, method.runs, strict=True)]
+
+
 def process_cpu(pid: int) -> float:
     """User + system CPU seconds of a process (and its waited-for children)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -362,8 +368,12 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="length of one measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds (medians are reported)")
+    parser.add_argument(
+        "--seconds", type=float, help="length of one measurement (3; 1.5 with --quick)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, help="rounds, medians are reported (3; 7 with --quick)"
+    )
     parser.add_argument("--warmup", type=float, default=0.5, help="untimed run per case/method")
     parser.add_argument(
         "--scheduler",
@@ -383,6 +393,11 @@ def main() -> None:
         "--quick", action="store_true", help="only the one-client cases (batch 1 and 100)"
     )
     args = parser.parse_args()
+    # --quick: more, shorter rounds (a ratio per round, their median is what varies least).
+    if args.seconds is None:
+        args.seconds = 1.5 if args.quick else 3.0
+    if args.repeats is None:
+        args.repeats = 7 if args.quick else 3
     global KEY
     methods = METHODS + (("before",) if args.before else ())
     cases = [c for c in CASES if c.clients == 1] if args.quick else list(CASES)
@@ -463,18 +478,22 @@ def main() -> None:
             f"{g.median('cpu_ms_per_call'):>5.2f} ms ({g.median('cores'):.2f} cores)"
         )
     print(
-        "\nTime per message over the plain INSERT's (the issue's ratios; goal <= 2.5x at batch 1, <= 1.5x at batch 100):"
+        "\nTime per message over the plain INSERT's (the issue's ratios; goal <= 2.5x at batch "
+        "1, <= 1.5x at batch 100): the median of the rounds' ratios, each round's ratio from "
+        "its own back-to-back measurements (so a load swing between rounds cancels out), "
+        "then every round's ratio:"
     )
     for case in cases:
         if case.clients != 1:
             continue
-        plain_rate = results[(case.name, "plain")].median("rate")
-        cells = ", ".join(
-            f"{m} {plain_rate / results[(case.name, m)].median('rate'):.2f}x"
-            for m in methods
-            if m != "plain"
-        )
-        print(f"  {case.name:<30} {cells}")
+        cells = []
+        for m in methods:
+            if m == "plain":
+                continue
+            ratios = round_ratios(results[(case.name, "plain")], results[(case.name, m)])
+            listed = " ".join(f"{r:.2f}" for r in ratios)
+            cells.append(f"{m} {statistics.median(ratios):.2f}x ({listed})")
+        print(f"  {case.name:<30} {', '.join(cells)}")
     if args.before:
         print("\nIngest CPU per call, this checkout vs --before (less noisy than rates):")
         for case in cases:
