@@ -137,7 +137,7 @@ def pct(values: list[float], p: float) -> float:
 def run(
     url: str, replicas: int, env: dict[str, str], args: argparse.Namespace, python: str | None
 ) -> dict:  # type: ignore[type-arg]
-    results: dict[str, float] = {"replicas": replicas}
+    results: dict[str, float | str] = {"replicas": replicas}
     procs: list[ServiceProcess] = []
     try:
         procs = [start_service("scheduler", url, env, python=python) for _ in range(replicas)]

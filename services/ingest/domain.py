@@ -7,7 +7,9 @@ caller's job, so an accepted message is durable exactly when the caller's commit
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -16,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, text
 
 from episodic.config import IngestSettings
-from episodic.crypto import seal_json
+from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import AlreadyExists, InvalidArgument
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
@@ -268,6 +270,41 @@ def _with_compaction(
     return threads
 
 
+class ThreadRoutes:
+    """Which dataset (and data key) each recently written thread belongs to, so the next
+    AddMessages on it needs one statement instead of two (bounded, least recently used
+    first out; thread-safe).
+
+    A thread never changes dataset, and a dataset's key changes only when it is erased and
+    created again; the statement that uses a route checks both (the thread row in that
+    dataset, the dataset's current key id), so a stale route matches nothing and the call
+    falls back to the lookup — it can cost a round trip, never a wrong write.
+    """
+
+    def __init__(self, capacity: int = 65_536) -> None:
+        self.capacity = capacity
+        self._routes: OrderedDict[uuid.UUID, tuple[str, DatasetKey]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, thread_id: uuid.UUID) -> tuple[str, DatasetKey] | None:
+        with self._lock:
+            route = self._routes.get(thread_id)
+            if route is not None:
+                self._routes.move_to_end(thread_id)
+            return route
+
+    def remember(self, thread_id: uuid.UUID, dataset: str, key: DatasetKey) -> None:
+        with self._lock:
+            self._routes[thread_id] = (dataset, key)
+            self._routes.move_to_end(thread_id)
+            while len(self._routes) > self.capacity:
+                self._routes.popitem(last=False)
+
+    def forget(self, thread_id: uuid.UUID) -> None:
+        with self._lock:
+            self._routes.pop(thread_id, None)
+
+
 def add_messages(
     conn: Connection,
     vault: Vault,
@@ -276,6 +313,7 @@ def add_messages(
     settings: IngestSettings,
     *,
     authorize: Callable[[str], object] | None = None,
+    routes: ThreadRoutes | None = None,
 ) -> AddResult:
     """Appends messages with gap-free sequences, sealed with the dataset's key.
 
@@ -289,7 +327,26 @@ def add_messages(
 
     Three round trips besides BEGIN/COMMIT at most, two without idempotency keys: the lock,
     (the replay lookup,) and one statement that bumps the counter and inserts the rows.
+    One when ``routes`` knows the thread and no message has an idempotency key: the
+    counter bump's ``UPDATE`` takes the same row lock, and the statement checks the
+    remembered dataset and key (see :class:`ThreadRoutes`).
     """
+    if routes is not None and not any(m.idempotency_key for m in messages):
+        route = routes.get(thread_id)
+        if route is not None:
+            dataset, data_key = route
+            rows = []
+            if _allowed(authorize, dataset):
+                rows = _store(conn, data_key, dataset, thread_id, messages, check_route=True)
+            if rows:
+                return AddResult(
+                    receipts=[_receipt(r, stored=True) for r in rows],
+                    stored_count=len(rows),
+                    dataset=dataset,
+                )
+            # Gone, or its dataset was erased and created again (the id may now name a
+            # thread of another dataset): nothing was written; the lookup decides.
+            routes.forget(thread_id)
     thread = (
         conn.execute(
             text(
@@ -349,43 +406,9 @@ def add_messages(
 
     new_rows: list[RowMapping] = []
     if to_store:
-        n = len(to_store)
-        new_rows = list(
-            conn.execute(
-                text(
-                    # The counter bump and the insert in one statement: the new sequences
-                    # are last_sequence - n + 1 .. last_sequence, in request order.
-                    "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + :n, "
-                    "last_message_at = now(), last_activity_at = now() "
-                    "WHERE dataset = :dataset AND thread_id = :id "
-                    "RETURNING last_sequence) "
-                    "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
-                    "created_at, idempotency_key) "
-                    "SELECT :dataset, :id, b.last_sequence - :n + u.i, u.role, u.content, u.meta, "
-                    "coalesce(u.created_at, now()), u.ikey "
-                    "FROM bumped b, unnest(CAST(:roles AS text[]), CAST(:contents AS bytea[]), "
-                    "CAST(:metas AS bytea[]), CAST(:created AS timestamptz[]), "
-                    "CAST(:keys AS text[])) WITH ORDINALITY AS u(role, content, meta, "
-                    "created_at, ikey, i) "
-                    "RETURNING sequence, idempotency_key, created_at, received_at"
-                ),
-                {
-                    "dataset": thread["dataset"],
-                    "id": thread_id,
-                    "n": n,
-                    "roles": [m.role for m in to_store],
-                    "contents": [data_key.seal(m.content, "messages.content") for m in to_store],
-                    "metas": [
-                        seal_json(data_key, m.metadata, "messages.metadata") for m in to_store
-                    ],
-                    "created": [m.created_at for m in to_store],
-                    "keys": [m.idempotency_key for m in to_store],
-                },
-            )
-            .mappings()
-            .all()
-        )
-    new_rows.sort(key=lambda r: r["sequence"])
+        new_rows = _store(conn, data_key, thread["dataset"], thread_id, to_store)
+    if routes is not None:
+        routes.remember(thread_id, thread["dataset"], data_key)
 
     # Receipts in request order: new messages in the order they were stored, replays with
     # the message stored first.
@@ -402,6 +425,81 @@ def add_messages(
             by_key[key] = replace(receipt, stored=False)
         receipts.append(receipt)
     return AddResult(receipts=receipts, stored_count=len(new_rows), dataset=thread["dataset"])
+
+
+def _allowed(authorize: Callable[[str], object] | None, dataset: str) -> bool:
+    """Whether the caller may write to a remembered route's dataset. A refusal is not
+    answered from the route: it may be stale, and the lookup path asks again about the
+    thread's actual dataset (raising there is the answer)."""
+    if authorize is None:
+        return True
+    try:
+        authorize(dataset)
+    except Exception:  # the check's own refusal, whatever its type
+        return False
+    return True
+
+
+#: Where the insert checks a remembered route: the thread's dataset must still hold its
+#: current key (a dataset erased and created again has another key id).
+_ROUTE_CHECK = (
+    "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = :dataset "
+    "AND d.key_id IS NOT DISTINCT FROM CAST(:key_id AS uuid)) "
+)
+
+
+def _store(
+    conn: Connection,
+    data_key: DatasetKey,
+    dataset: str,
+    thread_id: uuid.UUID,
+    messages: list[NewMessage],
+    *,
+    check_route: bool = False,
+) -> list[RowMapping]:
+    """Bumps the thread's counter and inserts ``messages`` (sealed) in one statement;
+    the rows (sequence, idempotency key, timestamps) in sequence order. ``check_route``:
+    also require the dataset's current key to be ``data_key`` — when it is not (or the
+    thread is not in ``dataset``) no row matches and nothing is written."""
+    n = len(messages)
+    rows = list(
+        conn.execute(
+            text(
+                # The counter bump and the insert in one statement: the new sequences
+                # are last_sequence - n + 1 .. last_sequence, in request order. The
+                # UPDATE takes the thread's row lock, which serialises its writers.
+                "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + :n, "
+                "last_message_at = now(), last_activity_at = now() "
+                "WHERE dataset = :dataset AND thread_id = :id "
+                + (_ROUTE_CHECK if check_route else "")
+                + "RETURNING last_sequence) "
+                "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
+                "created_at, idempotency_key) "
+                "SELECT :dataset, :id, b.last_sequence - :n + u.i, u.role, u.content, u.meta, "
+                "coalesce(u.created_at, now()), u.ikey "
+                "FROM bumped b, unnest(CAST(:roles AS text[]), CAST(:contents AS bytea[]), "
+                "CAST(:metas AS bytea[]), CAST(:created AS timestamptz[]), "
+                "CAST(:keys AS text[])) WITH ORDINALITY AS u(role, content, meta, "
+                "created_at, ikey, i) "
+                "RETURNING sequence, idempotency_key, created_at, received_at"
+            ),
+            {
+                "dataset": dataset,
+                "id": thread_id,
+                "n": n,
+                "roles": [m.role for m in messages],
+                "contents": [data_key.seal(m.content, "messages.content") for m in messages],
+                "metas": [seal_json(data_key, m.metadata, "messages.metadata") for m in messages],
+                "created": [m.created_at for m in messages],
+                "keys": [m.idempotency_key for m in messages],
+                **({"key_id": data_key.key_id} if check_route else {}),
+            },
+        )
+        .mappings()
+        .all()
+    )
+    rows.sort(key=lambda r: r["sequence"])
+    return rows
 
 
 def _receipt(row: Mapping[Any, Any], *, stored: bool) -> Receipt:

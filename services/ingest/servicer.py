@@ -58,6 +58,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.settings = settings
         self.notifier = notifier
         self.vault = vault
+        # Threads this process wrote to lately: their next AddMessages is one statement.
+        self.routes = domain.ThreadRoutes()
 
     def CreateThread(
         self, request: pb.CreateThreadRequest, context: grpc.ServicerContext
@@ -99,6 +101,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 authorize=lambda dataset: access.require_visible(
                     dataset, owners.thread_not_found(thread_id)
                 ),
+                routes=self.routes,
             )
         # Committed: the messages are durable. Only now count them and tell the Scheduler.
         metrics.messages_ingested(
