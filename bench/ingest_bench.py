@@ -486,14 +486,14 @@ def main() -> None:
     for case in cases:
         if case.clients != 1:
             continue
-        cells = []
+        ratio_cells = []
         for m in methods:
             if m == "plain":
                 continue
             ratios = round_ratios(results[(case.name, "plain")], results[(case.name, m)])
             listed = " ".join(f"{r:.2f}" for r in ratios)
-            cells.append(f"{m} {statistics.median(ratios):.2f}x ({listed})")
-        print(f"  {case.name:<30} {', '.join(cells)}")
+            ratio_cells.append(f"{m} {statistics.median(ratios):.2f}x ({listed})")
+        print(f"  {case.name:<30} {', '.join(ratio_cells)}")
     if args.before:
         print("\nIngest CPU per call, this checkout vs --before (less noisy than rates):")
         for case in cases:

@@ -236,10 +236,10 @@ class Sweeper:
                     domain.unclaim_timers(conn, self.worker, timers)
                 return result
             fired_all: list[domain.FireResult | None] = []
-            for fired in self._fire_pool().map(
+            for chunk_results in self._fire_pool().map(
                 lambda chunk: self._fire_unless_stopping(chunk, now), fire_chunks(timers)
             ):
-                fired_all += fired
+                fired_all += chunk_results
             for timer, fired in zip(timers, fired_all, strict=True):
                 if fired is None:
                     continue  # failed alone (its claim stays for the reclaim sweep) or unclaimed
