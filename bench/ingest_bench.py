@@ -160,7 +160,7 @@ class Runs:
 
 
 def round_ratios(floor: Runs, method: Runs) -> list[float]:
-    """Time per message of ``method`` over the floor's, one ratio per round: the two were
+    """Time per message of ``method`` over ``floor``'s, one ratio per round: the two were
     measured back to back in that round, so they saw the same load."""
     return [f.rate / m.rate for f, m in zip(floor.runs, method.runs, strict=True)]
 
@@ -495,6 +495,14 @@ def main() -> None:
             ratio_cells.append(f"{m} {statistics.median(ratios):.2f}x ({listed})")
         print(f"  {case.name:<30} {', '.join(ratio_cells)}")
     if args.before:
+        print(
+            "\nThis checkout over --before, time per message, the median of per-round ratios "
+            "(each round measured both back to back), then every round's:"
+        )
+        for case in cases:
+            ratios = round_ratios(results[(case.name, "before")], results[(case.name, "grpc")])
+            listed = " ".join(f"{r:.2f}" for r in ratios)
+            print(f"  {case.name:<30} {statistics.median(ratios):.2f}x ({listed})")
         print("\nIngest CPU per call, this checkout vs --before (less noisy than rates):")
         for case in cases:
             this, old = (
