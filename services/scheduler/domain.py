@@ -217,24 +217,6 @@ def request_episode(
 # Firing timers
 
 
-def commit_without_waiting_for_disk(conn: Connection) -> None:
-    """The transaction's commit returns before its WAL is flushed (``synchronous_commit =
-    off`` for this transaction only): a commit is the largest single cost of a claimed
-    batch, and the Scheduler's transactions can afford to lose their durability window.
-
-    Why that is safe: everything a claim or a firing writes is re-derived from durable
-    state if a database crash loses it. WAL is flushed in order, so such a transaction is
-    lost only together with everything committed after it — a lost firing takes its episode,
-    its threads' ``captured_sequence`` and its timers' deletion with it, and the timers
-    (still there, unclaimed or claimed by a replica whose claims are released or reclaimed)
-    fire again: the episode is delayed, never lost or doubled. Any durable commit that
-    depends on it (an Ingest write to the thread, a Summariser claiming the episode) flushes
-    the WAL past it first. A crash of the Scheduler alone loses nothing: the commit is
-    already visible and will be flushed by the database's WAL writer.
-    """
-    conn.execute(text("SET LOCAL synchronous_commit = off"))
-
-
 @dataclass(frozen=True)
 class ClaimedTimer:
     thread_id: uuid.UUID

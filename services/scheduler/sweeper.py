@@ -229,7 +229,6 @@ class Sweeper:
         batch = self.settings.claim_batch_size
         while not self._stop.is_set():
             with self.engine.begin() as conn:
-                domain.commit_without_waiting_for_disk(conn)
                 timers = domain.claim_due_timers(conn, self.worker, batch, now)
             if timers and self._stop.is_set():
                 with self.engine.begin() as conn:
@@ -291,7 +290,6 @@ class Sweeper:
                 ),
                 self.engine.begin() as conn,
             ):
-                domain.commit_without_waiting_for_disk(conn)
                 return list(domain.fire_timers(conn, timers, self.worker, now))
         except Exception as err:
             if is_database_outage(err):

@@ -1,14 +1,12 @@
 """A burst of due timers: a claim larger than one chunk is fired as chunks side by side
-(each its own transaction and connection), every thread gets exactly its one episode, and
-the Scheduler's transactions commit without waiting for the WAL flush while leaving the
-session's setting as it was."""
+(each its own transaction and connection), and every thread gets exactly its one episode."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import timedelta
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from episodic.services.scheduler import domain
 from episodic.services.scheduler.sweeper import (
@@ -59,17 +57,3 @@ def test_a_burst_larger_than_a_chunk_opens_each_thread_exactly_one_episode(
         assert windows(engine, thread_id) == [(1, 1 + i % 3, "inactivity")]
         assert timer(engine, thread_id) is None
     assert len(episodes(engine)) == len(threads)
-
-
-def test_the_schedulers_transactions_do_not_wait_for_the_flush_and_leave_the_session_be(
-    engine: Engine,
-) -> None:
-    with engine.connect() as conn:
-        default = conn.execute(text("SHOW synchronous_commit")).scalar_one()
-        conn.commit()
-        domain.commit_without_waiting_for_disk(conn)  # begins the transaction
-        inside = conn.execute(text("SHOW synchronous_commit")).scalar_one()
-        conn.commit()
-        after = conn.execute(text("SHOW synchronous_commit")).scalar_one()
-    assert inside == "off"
-    assert default == after == "on"  # SET LOCAL: only that transaction
