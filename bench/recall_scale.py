@@ -354,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             recall_statement(with_query=True, with_vector=True, approximate=True, exact_cosine=True)
         )
         count_sql = psycopg_sql(COUNT_STATEMENT)
+        # What the Recall service sends for the heavy dataset, as configured.
+        service_sql = exact_cosine_sql if defaults.recall_approximate_exact_cosine else approx_sql
 
         topics = [r[0] for r in sql.execute("SELECT v FROM scale_centroids ORDER BY n")]
 
@@ -414,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("normal grpc", lambda d=normal, q=query: client.recall(d, q)),
                 ("normal sql", lambda d=normal, q=query: bare(exact_sql, d, q)),
                 ("heavy grpc", lambda q=query: client.recall(HEAVY, q)),
-                ("heavy sql", lambda q=query: bare(approx_sql, HEAVY, q)),
+                ("heavy sql", lambda q=query: bare(service_sql, HEAVY, q)),
             ]
             rng.shuffle(paths)
             for key, run in paths:
@@ -432,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
             f"({args.episodes // max(args.datasets, 1)} each) and {args.heavy} in one heavy "
             f"dataset; approximate path above {defaults.recall_approximate_above} episodes "
             f"({defaults.recall_approximate_candidates} candidates per part, "
-            f"{defaults.recall_approximate_recent} recent); top 3, {args.queries} sequential "
+            f"{defaults.recall_approximate_recent} recent, exact cosine "
+            f"{defaults.recall_approximate_exact_cosine}); top 3, {args.queries} sequential "
             "queries per path (ms):\n"
         )
         _table(stats)
