@@ -326,6 +326,16 @@ def main(argv: list[str] | None = None) -> int:
         "not on all 8: the whole build did not fit a session at 1M episodes",
     )
     parser.add_argument(
+        "--normal-only",
+        action="store_true",
+        help="time the normal datasets' paths only (e.g. while the heavy ones' indexes build)",
+    )
+    parser.add_argument(
+        "--recall-on",
+        help=f"comma-separated heavy datasets to measure recall@N on (default {HEAVY}, and "
+        f"{CLUSTERED} when the store has it)",
+    )
+    parser.add_argument(
         "--keep",
         action="store_true",
         help="with --database-url: build into a new database, print its URL and stop "
@@ -465,8 +475,12 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, list[float]] = {
             k: [] for k in ("normal grpc", "normal sql", "heavy grpc", "heavy sql")
         }
-        for _ in range(20):  # warm-up: the service learns the heavy dataset's size
-            client.recall(HEAVY, words())
+        timed = {"normal grpc", "normal sql"} if args.normal_only else set(times)
+        if args.queries == 0:
+            timed = set()
+        for _ in range(20 if timed else 0):  # warm-up: the service learns the heavy dataset's size
+            if not args.normal_only:
+                client.recall(HEAVY, words())
             client.recall(f"ds-{rng.randrange(args.datasets):05d}", words())
         log(f"measuring {args.queries} queries per path …")
         for i in range(args.queries):
@@ -479,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("heavy grpc", lambda q=query: client.recall(HEAVY, q)),
                 ("heavy sql", lambda q=query: bare(service_sql, HEAVY, q)),
             ]
+            paths = [(k, run) for k, run in paths if k in timed]
             rng.shuffle(paths)
             for key, run in paths:
                 t = time.perf_counter()
@@ -486,7 +501,9 @@ def main(argv: list[str] | None = None) -> int:
                 times[key].append(time.perf_counter() - t)
             if (i + 1) % 100 == 0:
                 log(f"  {i + 1}")
-        stats = {k: percentiles(v) for k, v in times.items()}
+        stats = {k: percentiles(v) for k, v in times.items() if k in timed}
+        if not timed:
+            log("no timed paths (--queries 0)")
         print(
             f"load average after the timed paths: {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
         )
@@ -499,8 +516,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{defaults.recall_approximate_exact_cosine}); top 3, {args.queries} sequential "
             "queries per path (ms):\n"
         )
-        _table(stats)
+        if stats:
+            _table(stats)
         for g, s in (("normal grpc", "normal sql"), ("heavy grpc", "heavy sql")):
+            if g not in stats:
+                continue
             a, b = stats[g], stats[s]
             print(f"{g} / {s}: p50 {a['p50'] / b['p50']:.2f}x, p99 {a['p99'] / b['p99']:.2f}x")
 
@@ -510,14 +530,15 @@ def main(argv: list[str] | None = None) -> int:
         variants = {"approximate": approx_sql, "approximate, exact cosine": exact_cosine_sql}
         if before_sql is not None:
             variants["approximate before"] = before_sql
-        heavies = [HEAVY] + (
-            [CLUSTERED]
-            if sql.execute(
+        heavies = args.recall_on.split(",") if args.recall_on else [HEAVY]
+        if (
+            not args.recall_on
+            and sql.execute(
                 "SELECT 1 FROM episodes WHERE dataset = %s LIMIT 1", (CLUSTERED,)
             ).fetchone()
-            else []
-        )
-        for dataset in heavies:
+        ):
+            heavies.append(CLUSTERED)
+        for dataset in [] if args.normal_only else heavies:
             log(f"ranking {args.exact_queries} queries exactly on {dataset} …")
             took: dict[str, list[float]] = {k: [] for k in ["exact", *variants, "count"]}
             at: dict[str, dict[int, list[float]]] = {k: {5: [], 10: []} for k in variants}
