@@ -37,12 +37,20 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = "heavy-0000"
+CLUSTERED = "heavy-clustered"
 DIM = 384
+# Clustered vectors: CENTROIDS topics; each vector is its topic's unit centroid plus uniform
+# noise of per-dimension width NOISE_SCALE (norm ~ NOISE_SCALE * sqrt(DIM / 12) ~ 1), so a
+# text's cosine to its topic is ~0.7 and to another text of the topic ~0.5, about what
+# MiniLM gives sentences on one subject.
+CENTROIDS = 500
+NOISE_SCALE = 0.18
 
 
 def log(msg: str) -> None:
@@ -57,18 +65,38 @@ def _words(count: int, seed_column: str) -> str:
     )
 
 
-def _vector(seed_column: str) -> str:
-    """SQL: a random unit vector (the correlated WHERE makes it one per row)."""
+def _vector(seed_column: str, centroid: str | None = None) -> str:
+    """SQL: a random unit vector (the correlated WHERE makes it one per row); with
+    ``centroid`` (an SQL expression numbering a row of ``scale_centroids``), that centroid
+    plus noise (``NOISE_SCALE``), normalised: a topic's texts, as real embeddings
+    cluster."""
+    if centroid is None:
+        return (
+            f"(SELECT l2_normalize(array_agg(random() - 0.5)::vector) "
+            f"FROM generate_series(1, {DIM}) d WHERE {seed_column} IS NOT NULL)"
+        )
     return (
-        f"(SELECT l2_normalize(array_agg(random() - 0.5)::vector) "
-        f"FROM generate_series(1, {DIM}) d WHERE {seed_column} IS NOT NULL)"
+        f"(SELECT l2_normalize(sc.v + array_agg((random() - 0.5) * {NOISE_SCALE})::vector) "
+        f"FROM generate_series(1, {DIM}) d, scale_centroids sc "
+        f"WHERE sc.n = {centroid} AND {seed_column} IS NOT NULL GROUP BY sc.v)"
     )
 
 
-def load(conn: psycopg.Connection, *, first: int, count: int, dataset_sql: str) -> None:
-    """``count`` threads, episodes and chunks numbered from ``first``; ``dataset_sql`` gives
-    episode ``i``'s dataset."""
+def load(
+    conn: psycopg.Connection,
+    *,
+    first: int,
+    count: int,
+    dataset_sql: str,
+    chunks: int = 3,
+    clustered: bool = False,
+) -> None:
+    """``count`` threads, episodes and ``chunks`` chunks each, numbered from ``first``;
+    ``dataset_sql`` gives episode ``i``'s dataset; ``clustered``: vectors around episode
+    ``i``'s topic (a centroid) instead of uniformly random."""
     params = {"first": first, "last": first + count - 1}
+    topic = f"mod(i * 7919, {CENTROIDS})" if clustered else None
+    starts = ", ".join(f"({1 + 2 * k})" for k in range(chunks))
     conn.execute(
         f"""
         INSERT INTO threads (thread_id, dataset, label, last_sequence, captured_sequence,
@@ -86,7 +114,7 @@ def load(conn: psycopg.Connection, *, first: int, count: int, dataset_sql: str) 
                               summary, embedding, completed_at, search_vector, search_length)
         SELECT md5('e' || i)::uuid, md5('t' || i)::uuid, {dataset_sql}, 'completed',
                'skipped', 'explicit', 1, 8, 8, t.ended - interval '10 minutes', t.ended,
-               '\\x00'::bytea || convert_to('summary of thread ' || i, 'UTF8'), {_vector("i")},
+               '\\x00'::bytea || convert_to('summary of thread ' || i, 'UTF8'), {_vector("i", topic)},
                now(), d.v, (SELECT sum(coalesce(array_length(x.positions, 1), 1))
                             FROM unnest(d.v) x)
         FROM generate_series(%(first)s::bigint, %(last)s::bigint) i
@@ -101,17 +129,38 @@ def load(conn: psycopg.Connection, *, first: int, count: int, dataset_sql: str) 
         f"""
         INSERT INTO message_chunks (thread_id, start_sequence, start_offset, end_sequence,
                                     dataset, embedding, search_vector, search_length)
-        SELECT md5('t' || i)::uuid, c.s, 0, c.s + 3, {dataset_sql}, {_vector("c.s + i")},
+        SELECT md5('t' || i)::uuid, c.s, 0, c.s + 3, {dataset_sql}, {_vector("c.s + i", topic)},
                tv.v, (SELECT sum(coalesce(array_length(x.positions, 1), 1)) FROM unnest(tv.v) x)
         FROM generate_series(%(first)s::bigint, %(last)s::bigint) i
-        CROSS JOIN (VALUES (1), (3), (5)) c(s)
+        CROSS JOIN (VALUES {starts}) c(s)
         CROSS JOIN LATERAL (SELECT to_tsvector('english', {_words(20, "c.s + i")}) AS v) tv
         """,
         params,
     )
 
 
-def build(conn: psycopg.Connection, episodes: int, datasets: int, heavy: int) -> dict[str, float]:
+def centroids(seed: int) -> list[list[float]]:
+    """The clustered dataset's topics: ``CENTROIDS`` random unit vectors (also the queries')."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(CENTROIDS):
+        v = [rng.gauss(0.0, 1.0) for _ in range(DIM)]
+        norm = sum(x * x for x in v) ** 0.5
+        out.append([x / norm for x in v])
+    return out
+
+
+def build(
+    conn: psycopg.Connection,
+    episodes: int,
+    datasets: int,
+    heavy: int,
+    *,
+    chunks: int = 3,
+    clustered: int = 0,
+    seed: int = 11,
+    heavy_indexes_only: bool = False,
+) -> dict[str, float]:
     """The store (see the module docstring); returns seconds per phase."""
     timings: dict[str, float] = {}
     started = time.monotonic()
@@ -119,42 +168,119 @@ def build(conn: psycopg.Connection, episodes: int, datasets: int, heavy: int) ->
     indexes = conn.execute(
         "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
         "('episodes', 'message_chunks') AND (indexdef ILIKE '%%USING hnsw%%' "
-        "OR indexname IN ('episodes_search_vector_idx', 'message_chunks_search_vector_idx'))"
+        "OR indexdef ILIKE '%%USING gin%%')"
     ).fetchall()
     for name, _ in indexes:
         conn.execute(f"DROP INDEX {name}")
+    conn.execute(
+        "CREATE TABLE scale_centroids (n int PRIMARY KEY, v vector(%s))" % DIM  # noqa: UP031
+    )
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO scale_centroids (n, v) VALUES (%s, %s::vector)",
+            [(n, str(v)) for n, v in enumerate(centroids(seed))],
+        )
     conn.execute(
         "INSERT INTO datasets (dataset) SELECT 'ds-' || lpad(g::text, 5, '0') "
         "FROM generate_series(0, %(n)s - 1) g",
         {"n": datasets},
     )
-    conn.execute("INSERT INTO datasets (dataset) VALUES (%s)", (HEAVY,))
+    conn.execute("INSERT INTO datasets (dataset) VALUES (%s), (%s)", (HEAVY, CLUSTERED))
     normal = f"'ds-' || lpad(mod(i, {datasets})::text, 5, '0')"
     step = 100_000
-    for first in range(1, episodes + 1, step):
-        load(conn, first=first, count=min(step, episodes + 1 - first), dataset_sql=normal)
-        log(
-            f"  normal episodes {min(first + step - 1, episodes)} ({time.monotonic() - started:.0f}s)"
-        )
-    for first in range(episodes + 1, episodes + heavy + 1, step):
-        load(
-            conn,
-            first=first,
-            count=min(step, episodes + heavy + 1 - first),
-            dataset_sql=f"'{HEAVY}'",
-        )
-        log(f"  heavy episodes {first + step - 1 - episodes} ({time.monotonic() - started:.0f}s)")
+    parts = [("normal", 1, episodes, normal, chunks, False)]
+    parts.append(("heavy", episodes + 1, heavy, f"'{HEAVY}'", 3, False))
+    parts.append(("clustered", episodes + heavy + 1, clustered, f"'{CLUSTERED}'", 3, True))
+    for label, start, total, dataset_sql, per_episode, topics in parts:
+        for first in range(start, start + total, step):
+            n = min(step, start + total - first)
+            load(
+                conn,
+                first=first,
+                count=n,
+                dataset_sql=dataset_sql,
+                chunks=per_episode,
+                clustered=topics,
+            )
+            log(f"  {label} episodes {first + n - start} ({time.monotonic() - started:.0f}s)")
     timings["load"] = time.monotonic() - started
-    conn.execute("SET maintenance_work_mem = '1GB'")
-    conn.execute("SET max_parallel_maintenance_workers = 2")
-    for name, definition in indexes:
-        t = time.monotonic()
-        # pg_indexes shows a partitioned table's index as ON ONLY (the parent alone).
-        conn.execute(definition.replace(" ON ONLY ", " ON "))
-        log(f"  {name} {time.monotonic() - t:.0f}s")
-    timings["hnsw"] = time.monotonic() - started - timings["load"]
+    timings.update(
+        create_indexes(conn, indexes, heavy_partitions(conn) if heavy_indexes_only else None)
+    )
+    t = time.monotonic()
     conn.execute("VACUUM ANALYZE")
+    timings["vacuum analyze"] = time.monotonic() - t
     timings["total"] = time.monotonic() - started
+    return timings
+
+
+def _table(stats: dict[str, dict[str, float]]) -> None:
+    print("| path | p50 | p95 | p99 | mean |")
+    print("|---|---|---|---|---|")
+    for key, s in stats.items():
+        print(
+            f"| {key} | {1000 * s['p50']:.2f} | {1000 * s['p95']:.2f} | "
+            f"{1000 * s['p99']:.2f} | {1000 * s['mean']:.2f} |"
+        )
+    print()
+
+
+def heavy_partitions(conn: psycopg.Connection) -> dict[str, list[str]]:
+    """Per table, the partitions that hold the heavy datasets."""
+    return {
+        table: sorted(
+            {
+                str(
+                    conn.execute(
+                        f"SELECT tableoid::regclass FROM {table} WHERE dataset = %s LIMIT 1", (d,)
+                    ).fetchone()[0]
+                )  # type: ignore[index]
+                for d in (HEAVY, CLUSTERED)
+                if conn.execute(
+                    f"SELECT 1 FROM {table} WHERE dataset = %s LIMIT 1", (d,)
+                ).fetchone()
+            }
+        )
+        for table in ("episodes", "message_chunks")
+    }
+
+
+def create_indexes(
+    conn: psycopg.Connection,
+    indexes: list[tuple[str, str]],
+    partitions: dict[str, list[str]] | None = None,
+) -> dict[str, float]:
+    """Builds the bulk load's dropped indexes (``pg_indexes`` rows of the parents); returns
+    seconds per index. ``partitions``: only on these partitions of each table (what the
+    heavy datasets' queries read: a statement naming one dataset reads one partition, and
+    the normal datasets' exact path reads none of these indexes), not the whole table."""
+    # HNSW builds many times faster when the graph fits maintenance_work_mem (per partition:
+    # the indexes of a hash-partitioned table are built one partition at a time).
+    conn.execute("SET maintenance_work_mem = '6GB'")
+    conn.execute("SET max_parallel_maintenance_workers = 2")
+    timings: dict[str, float] = {}
+    for name, definition in indexes:
+        # pg_indexes shows a partitioned table's index as ON ONLY (the parent alone).
+        table = (
+            "message_chunks" if "message_chunks" in definition.split(" USING ")[0] else "episodes"
+        )
+        if partitions is None:
+            statements = [(name, definition.replace(" ON ONLY ", " ON "))]
+        else:
+            statements = [
+                (
+                    f"{name}_{part}",
+                    definition.replace(f"INDEX {name} ", f"INDEX {name}_{part} ").replace(
+                        f" ON ONLY public.{table} ", f" ON {part} "
+                    ),
+                )
+                for part in partitions[table]
+            ]
+        for label, statement in statements:
+            t = time.monotonic()
+            conn.execute(statement)
+            timings[label] = time.monotonic() - t
+            log(f"  {label} {timings[label]:.0f}s")
     return timings
 
 
@@ -180,6 +306,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="an already built database (skips the build)")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
+        "--chunks",
+        type=int,
+        default=3,
+        help="chunks per episode of the normal datasets (the heavy ones always have 3)",
+    )
+    parser.add_argument(
+        "--clustered",
+        type=int,
+        default=0,
+        help=f"episodes of a second heavy dataset, {CLUSTERED}, whose vectors cluster "
+        "around topics (as real embeddings do); recall@N is measured on it too",
+    )
+    parser.add_argument(
+        "--heavy-indexes-only",
+        action="store_true",
+        help="build the HNSW and GIN indexes only on the partitions holding the heavy "
+        "datasets (all their queries read; the normal datasets' exact path reads none), "
+        "not on all 8: the whole build did not fit a session at 1M episodes",
+    )
+    parser.add_argument(
+        "--normal-only",
+        action="store_true",
+        help="time the normal datasets' paths only (e.g. while the heavy ones' indexes build)",
+    )
+    parser.add_argument(
+        "--recall-on",
+        help=f"comma-separated heavy datasets to measure recall@N on (default {HEAVY}, and "
+        f"{CLUSTERED} when the store has it)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="with --database-url: build into a new database, print its URL and stop "
+        "(measure it later with --url)",
+    )
+    parser.add_argument(
         "--before",
         help="an older store/recall_queries.py: its approximate statement is run on the same "
         "queries for recall@N and latency (before/after in one run)",
@@ -191,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
-    from episodic.store.recall_queries import Approximation, recall_statement
+    from episodic.store.recall_queries import COUNT_STATEMENT, Approximation, recall_statement
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 
@@ -200,17 +362,45 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         url = args.url
         if url is None:
-            url = stack.enter_context(scratch_database(args.database_url, "episodic-scale-"))
+            if args.keep:
+                from episodic.testing.database import TestDatabases
+
+                if not args.database_url:
+                    parser.error("--keep needs --database-url")
+                url = TestDatabases(args.database_url).create()
+            else:
+                url = stack.enter_context(scratch_database(args.database_url, "episodic-scale-"))
             with psycopg.connect(url, autocommit=True) as conn:
                 log(
                     f"building {args.episodes} episodes over {args.datasets} datasets "
-                    f"and {args.heavy} in {HEAVY} …"
+                    f"({args.chunks} chunks each), {args.heavy} in {HEAVY} and "
+                    f"{args.clustered} in {CLUSTERED} (3 chunks each) …"
                 )
-                built = build(conn, args.episodes, args.datasets, args.heavy)
-                log(f"built: {', '.join(f'{k} {v:.0f}s' for k, v in built.items())}")
-        service = start_service("recall", url, {"EPISODIC_LOG_LEVEL": "WARNING"}, timeout=120)
+                built = build(
+                    conn,
+                    args.episodes,
+                    args.datasets,
+                    args.heavy,
+                    chunks=args.chunks,
+                    clustered=args.clustered,
+                    seed=args.seed,
+                    heavy_indexes_only=args.heavy_indexes_only,
+                )
+                print(f"load average after the build: {os.getloadavg()}")
+                print(f"built: {', '.join(f'{k} {v:.0f}s' for k, v in built.items())}")
+            if args.keep:
+                print(f"kept: {url}")
+                return 0
+        # A loaded machine's first reads of a 100k dataset (cold pages) can exceed the
+        # service's 10 s statement ceiling; the ceiling is not what is measured here.
+        service = start_service(
+            "recall",
+            url,
+            {"EPISODIC_LOG_LEVEL": "WARNING", "EPISODIC_RECALL_STATEMENT_TIMEOUT": "120"},
+            timeout=120,
+        )
         stack.callback(service.terminate)
-        client = stack.enter_context(EpisodicClient(recall=service.address, timeout=60))
+        client = stack.enter_context(EpisodicClient(recall=service.address, timeout=120))
         sql = stack.enter_context(psycopg.connect(url, autocommit=True))
         register_vector(sql)
         # The Recall service's session settings (services/recall/__main__.py).
@@ -238,12 +428,32 @@ def main(argv: list[str] | None = None) -> int:
         approx_sql = psycopg_sql(
             recall_statement(with_query=True, with_vector=True, approximate=True)
         )
+        exact_cosine_sql = psycopg_sql(
+            recall_statement(with_query=True, with_vector=True, approximate=True, exact_cosine=True)
+        )
+        count_sql = psycopg_sql(COUNT_STATEMENT)
+        # What the Recall service sends for the heavy dataset, as configured.
+        service_sql = exact_cosine_sql if defaults.recall_approximate_exact_cosine else approx_sql
+
+        topics = [r[0] for r in sql.execute("SELECT v FROM scale_centroids ORDER BY n")]
+
+        def query_vector(dataset: str, query: str) -> object:
+            """A query about one of the clustered dataset's topics (its centroid plus the
+            stored vectors' noise), else the hashing embedder's (random-looking, as the
+            stored ones are)."""
+            if dataset != CLUSTERED:
+                return hasher.embed_query(query)
+            centre = topics[rng.randrange(len(topics))].to_numpy().astype(np.float32)
+            noisy = centre + NOISE_SCALE * (
+                np.asarray([rng.random() for _ in range(DIM)], dtype=np.float32) - 0.5
+            )
+            return (noisy / np.linalg.norm(noisy)).astype(np.float32)
 
         def params(dataset: str, query: str, limit: int) -> dict[str, object]:
             p: dict[str, object] = {
                 "dataset": dataset,
                 "query": query,
-                "qvec": hasher.embed_query(query),
+                "qvec": query_vector(dataset, query),
                 "since": None,
                 "until": None,
                 "thread_ids": None,
@@ -272,8 +482,12 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, list[float]] = {
             k: [] for k in ("normal grpc", "normal sql", "heavy grpc", "heavy sql")
         }
-        for _ in range(20):  # warm-up: the service learns the heavy dataset's size
-            client.recall(HEAVY, words())
+        timed = {"normal grpc", "normal sql"} if args.normal_only else set(times)
+        if args.queries == 0:
+            timed = set()
+        for _ in range(20 if timed else 0):  # warm-up: the service learns the heavy dataset's size
+            if not args.normal_only:
+                client.recall(HEAVY, words())
             client.recall(f"ds-{rng.randrange(args.datasets):05d}", words())
         log(f"measuring {args.queries} queries per path …")
         for i in range(args.queries):
@@ -284,8 +498,9 @@ def main(argv: list[str] | None = None) -> int:
                 ("normal grpc", lambda d=normal, q=query: client.recall(d, q)),
                 ("normal sql", lambda d=normal, q=query: bare(exact_sql, d, q)),
                 ("heavy grpc", lambda q=query: client.recall(HEAVY, q)),
-                ("heavy sql", lambda q=query: bare(approx_sql, HEAVY, q)),
+                ("heavy sql", lambda q=query: bare(service_sql, HEAVY, q)),
             ]
+            paths = [(k, run) for k, run in paths if k in timed]
             rng.shuffle(paths)
             for key, run in paths:
                 t = time.perf_counter()
@@ -293,72 +508,91 @@ def main(argv: list[str] | None = None) -> int:
                 times[key].append(time.perf_counter() - t)
             if (i + 1) % 100 == 0:
                 log(f"  {i + 1}")
-        log(f"ranking {args.exact_queries} queries exactly on {HEAVY} …")
-        exact_times: list[float] = []
-        approx_times: list[float] = []
-        at5: list[float] = []
-        at10: list[float] = []
-        before_times: list[float] = []
-        before5: list[float] = []
-        before10: list[float] = []
-        for i in range(args.exact_queries):
-            query = words()
-            t = time.perf_counter()
-            exact = bare(exact_sql, HEAVY, query, limit=10)
-            exact_times.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            approximate = bare(approx_sql, HEAVY, query, limit=10)
-            approx_times.append(time.perf_counter() - t)
-            at5.append(recall_at(approximate, exact, 5))
-            at10.append(recall_at(approximate, exact, 10))
-            if before_sql is not None:
-                t = time.perf_counter()
-                older_ranking = bare(before_sql, HEAVY, query, limit=10)
-                before_times.append(time.perf_counter() - t)
-                before5.append(recall_at(older_ranking, exact, 5))
-                before10.append(recall_at(older_ranking, exact, 10))
-            if (i + 1) % 10 == 0:
-                log(f"  {i + 1}")
-
-        stats = {k: percentiles(v) for k, v in times.items()}
-        stats["heavy sql, exact"] = percentiles(exact_times)
-        stats["heavy sql, approximate (same queries)"] = percentiles(approx_times)
-        if before_times:
-            stats["heavy sql, approximate before (same queries)"] = percentiles(before_times)
-        print(f"load average during the run: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        stats = {k: percentiles(v) for k, v in times.items() if k in timed}
+        if not timed:
+            log("no timed paths (--queries 0)")
+        print(
+            f"load average after the timed paths: {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
         print(
             f"Recall at scale: {args.episodes} episodes over {args.datasets} datasets "
             f"({args.episodes // max(args.datasets, 1)} each) and {args.heavy} in one heavy "
             f"dataset; approximate path above {defaults.recall_approximate_above} episodes "
             f"({defaults.recall_approximate_candidates} candidates per part, "
-            f"{defaults.recall_approximate_recent} recent); top 3, {args.queries} sequential "
+            f"{defaults.recall_approximate_recent} recent, exact cosine "
+            f"{defaults.recall_approximate_exact_cosine}); top 3, {args.queries} sequential "
             "queries per path (ms):\n"
         )
-        print("| path | p50 | p95 | p99 | mean |")
-        print("|---|---|---|---|---|")
-        for key, s in stats.items():
-            print(
-                f"| {key} | {1000 * s['p50']:.2f} | {1000 * s['p95']:.2f} | "
-                f"{1000 * s['p99']:.2f} | {1000 * s['mean']:.2f} |"
-            )
-        print()
+        if stats:
+            _table(stats)
         for g, s in (("normal grpc", "normal sql"), ("heavy grpc", "heavy sql")):
+            if g not in stats:
+                continue
             a, b = stats[g], stats[s]
             print(f"{g} / {s}: p50 {a['p50'] / b['p50']:.2f}x, p99 {a['p99'] / b['p99']:.2f}x")
-        e, a = stats["heavy sql, exact"], stats["heavy sql, approximate (same queries)"]
-        print(
-            f"heavy approximate / exact ({args.exact_queries} queries, top 10): "
-            f"p50 {a['p50'] / e['p50']:.3f}x, p99 {a['p99'] / e['p99']:.3f}x; "
-            f"recall@5 {statistics.fmean(at5):.3f} (min {min(at5):.2f}), "
-            f"recall@10 {statistics.fmean(at10):.3f} (min {min(at10):.2f})"
-        )
-        if before_times:
-            b = stats["heavy sql, approximate before (same queries)"]
+
+        # recall@N of the approximate path against the exact ranking, per heavy dataset:
+        # the exact statement, the approximate one as configured, the approximate one with
+        # the dataset's exact best cosine, and (--before) an older approximate statement.
+        variants = {"approximate": approx_sql, "approximate, exact cosine": exact_cosine_sql}
+        if before_sql is not None:
+            variants["approximate before"] = before_sql
+        heavies = args.recall_on.split(",") if args.recall_on else [HEAVY]
+        if (
+            not args.recall_on
+            and sql.execute(
+                "SELECT 1 FROM episodes WHERE dataset = %s LIMIT 1", (CLUSTERED,)
+            ).fetchone()
+        ):
+            heavies.append(CLUSTERED)
+        for dataset in [] if args.normal_only else heavies:
+            log(f"ranking {args.exact_queries} queries exactly on {dataset} …")
+            took: dict[str, list[float]] = {k: [] for k in ["exact", *variants, "count"]}
+            at: dict[str, dict[int, list[float]]] = {k: {5: [], 10: []} for k in variants}
+            for i in range(args.exact_queries):
+                p = params(dataset, words(), 10)
+                t = time.perf_counter()
+                exact = [r[2] for r in sql.execute(exact_sql, p).fetchall() if r[2] is not None]
+                took["exact"].append(time.perf_counter() - t)
+                order = list(variants.items())
+                rng.shuffle(order)
+                for name, statement in order:
+                    t = time.perf_counter()
+                    got = [r[2] for r in sql.execute(statement, p).fetchall() if r[2] is not None]
+                    took[name].append(time.perf_counter() - t)
+                    for n in (5, 10):
+                        at[name][n].append(recall_at(got, exact, n))
+                # What every Recall statement pays for the dataset's episode count.
+                t = time.perf_counter()
+                sql.execute(count_sql, p).fetchall()
+                took["count"].append(time.perf_counter() - t)
+                if (i + 1) % 10 == 0:
+                    log(f"  {i + 1}")
             print(
-                f"before ({args.before}): p50 {b['p50'] / e['p50']:.3f}x exact, "
-                f"after/before p50 {a['p50'] / b['p50']:.2f}x, p99 {a['p99'] / b['p99']:.2f}x; "
-                f"recall@5 {statistics.fmean(before5):.3f} (min {min(before5):.2f}), "
-                f"recall@10 {statistics.fmean(before10):.3f} (min {min(before10):.2f})"
+                f"\n{dataset}: {args.exact_queries} queries, top 10 (ms; load average "
+                f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}):\n"
+            )
+            heavy_stats = {k: percentiles(v) for k, v in took.items()}
+            _table(heavy_stats)
+            e = heavy_stats["exact"]
+            for name in variants:
+                a = heavy_stats[name]
+                print(
+                    f"{dataset} {name} / exact: p50 {a['p50'] / e['p50']:.3f}x, "
+                    f"p99 {a['p99'] / e['p99']:.3f}x; "
+                    f"recall@5 {statistics.fmean(at[name][5]):.3f} (min {min(at[name][5]):.2f}), "
+                    f"recall@10 {statistics.fmean(at[name][10]):.3f} "
+                    f"(min {min(at[name][10]):.2f})"
+                )
+            a, b = heavy_stats["approximate, exact cosine"], heavy_stats["approximate"]
+            print(
+                f"{dataset} exact cosine / approximate: p50 {a['p50'] / b['p50']:.2f}x, "
+                f"p99 {a['p99'] / b['p99']:.2f}x"
+            )
+            c = heavy_stats["count"]
+            print(
+                f"{dataset} episode count alone: p50 {1000 * c['p50']:.1f} ms = "
+                f"{c['p50'] / b['p50']:.3f}x the approximate statement's p50"
             )
     return 0
 

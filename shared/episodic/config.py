@@ -345,6 +345,13 @@ class RecallSettings(BaseSettings):
         le=10_000,
         description="Approximate path: the most recent episodes added to the candidates.",
     )
+    recall_approximate_exact_cosine: bool = Field(
+        default=False,
+        description="Approximate path: normalise the semantic signal by the dataset's best "
+        "cosine, read from every summary and chunk vector of the filtered dataset (the exact "
+        "path's scores), instead of the candidates' best (the HNSW nearest, which can miss "
+        'it). Costs that read (README "Recall at scale").',
+    )
     rerank_base_url: str | None = Field(
         default=None,
         description="Base URL of a reranking endpoint (POST {url}/rerank, the Jina/Cohere "

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import Engine
 
 from episodic.config import Settings
+from episodic.providers import HashingEmbedder
 from episodic.services.recall import domain
 from episodic.services.recall.__main__ import engine_options
 from episodic.store.db import make_engine
@@ -167,4 +171,99 @@ def test_the_approximate_path_scores_its_candidates_as_the_exact_path_does(  # t
     for row in approximate.rows:
         want = by_id[row["episode_id"]]
         for column in ("lexical", "semantic", "similarity", "relevance", "absolute_relevance"):
+            assert row[column] == pytest.approx(want[column], abs=1e-9), column
+
+
+class _PlacedEmbedder(HashingEmbedder):
+    """The hashing embedder, except that a text holding one of ``placed``'s marker words
+    gets that word's vector: a test chooses which summaries and chunks are near a query."""
+
+    def __init__(self, placed: dict[str, np.ndarray]) -> None:
+        super().__init__(EMBEDDER.dimension)
+        self.placed = placed
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = super().embed(texts)
+        for i, t in enumerate(texts):
+            for marker, vector in self.placed.items():
+                if marker in t:
+                    vectors[i] = vector
+        return vectors
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def test_the_exact_cosine_option_normalises_by_the_datasets_best_cosine(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    """The candidates' best cosine is not the dataset's when the nearest neighbours the pool
+    holds miss it (on random vectors HNSW does; here the chunk part's nearest chunks all
+    belong to episodes the time filter leaves out, a miss that needs no luck): the semantic
+    scores then differ from the exact path's, and ``exact_cosine`` makes them equal."""
+    rng = np.random.default_rng(3)
+    toward = _unit(rng.standard_normal(EMBEDDER.dimension))  # the query's vector
+
+    def near(cosine: float) -> np.ndarray:
+        other = rng.standard_normal(EMBEDDER.dimension)
+        other = _unit(other - other.dot(toward) * toward)
+        return _unit(cosine * toward + (1 - cosine**2) ** 0.5 * other)
+
+    embedder = _PlacedEmbedder({"oldnear": near(0.95), "needle": near(0.8), "quietday": -toward})
+    _fill(recall_engine)
+    with recall_engine.begin() as conn:
+        for i in range(2 * SMALL.candidates):  # the nearest chunks, outside the filter below
+            make_episode(
+                conn,
+                "big",
+                [f"oldnear remark {i}"],
+                ended_at=T0 - timedelta(days=200 + i),
+                embedder=embedder,
+            )
+        # The filtered dataset's best cosine: a chunk of this episode, whose summary is far
+        # from the query and which matches none of its words and is not among the newest.
+        needle = make_episode(
+            conn,
+            "big",
+            ["needle remark"],
+            summary="quietday",
+            ended_at=T0 - timedelta(days=30, hours=5),
+            embedder=embedder,
+        )
+
+    def ranked(threshold: int, approximation: Approximation) -> list[dict[str, Any]]:
+        request = domain.RecallQuery(
+            dataset="big",
+            query="zebra invoice",
+            include_episodes=True,
+            limit=100,
+            similarity_weight=0.7,
+            recency_weight=0.3,
+            filters=RecallFilters(as_of=T0 + timedelta(hours=1), since=T0 - timedelta(days=50)),
+        )
+        with recall_engine.connect() as conn:
+            answer = domain.recall(
+                conn,
+                test_vault(),
+                request,
+                toward,
+                domain.DatasetSizes(threshold, approximation),
+            )
+        return answer.rows
+
+    exact = {r["episode_id"]: r for r in ranked(10_000, SMALL)}
+    assert max(exact.values(), key=lambda r: r["cosine"])["episode_id"] == needle.episode_id
+    candidates_best = ranked(10, SMALL)
+    dataset_best = ranked(10, replace(SMALL, exact_cosine=True))
+    assert needle.episode_id not in {r["episode_id"] for r in dataset_best}
+    assert 3 <= len(dataset_best) < len(exact), "the candidates must be a strict part"
+    # Normalised by the candidates' best, every semantic score is too high ...
+    assert all(
+        r["semantic"] > exact[r["episode_id"]]["semantic"] + 0.05
+        for r in candidates_best
+        if exact[r["episode_id"]]["cosine"] > 0
+    )
+    # ... and by the dataset's best, each is the exact path's.
+    for row in dataset_best:
+        want = exact[row["episode_id"]]
+        for column in ("semantic", "similarity", "relevance", "absolute_relevance"):
             assert row[column] == pytest.approx(want[column], abs=1e-9), column

@@ -65,6 +65,7 @@ __all__ = [
     "BAND_EXPONENT",
     "BM25_B",
     "BM25_K1",
+    "COUNT_STATEMENT",
     "DEFAULT_RANKING",
     "LEXICAL_SHARE",
     "Approximation",
@@ -257,11 +258,15 @@ def recall_sql(
     with_vector: bool,
     approximate: bool = False,
     options: RankingOptions = DEFAULT_RANKING,
+    exact_cosine: bool = False,
 ) -> str:
     """The ranking statement. ``with_query``: score similarity (lexical part);
     ``with_vector``: also the semantic part (needs ``:qvec``). ``approximate``: score only
     the candidates of :func:`_approximate_pool` (needs ``:approx_candidates`` and
     ``:approx_recent``); without a query it is exact (the order is the time order).
+    ``exact_cosine`` (approximate path): normalise the semantic signal by the dataset's
+    best cosine, read from every filtered summary and chunk vector, instead of the
+    candidates' best (see :class:`Approximation`).
     ``options``: see :class:`RankingOptions` (with ``weight_generic_terms``, ``:weights``
     holds each lexeme's weight, in the order of ``:lexemes``)."""
     if not with_query:
@@ -360,6 +365,7 @@ def recall_sql(
     )
     # The normalising maxima: the candidates' best, the dataset's on the approximate path.
     best_doc, best_passage = "max(r.doc_lexical) OVER ()", "max(r.passage_lexical) OVER ()"
+    best_cosine = "max(r.semantic) OVER ()"
     dataset_ctes = dataset_best = ""
     if approximate:
         dataset_ctes, doc_stats, passage_stats = _dataset_statistics()
@@ -369,6 +375,9 @@ def recall_sql(
         )
         dataset_best = _DATASET_BEST
         doc_df = passage_df = ""  # counted over the dataset (dataset_ctes)
+        if exact_cosine and with_vector:
+            dataset_best += _dataset_best_cosine()
+            best_cosine = "greatest((SELECT cos FROM best_cosine), max(r.semantic) OVER ())"
         head = f"""
         WITH {query_ctes}
         pool AS MATERIALIZED (
@@ -460,7 +469,7 @@ def recall_sql(
                        AS doc_rel,
                    coalesce(r.passage_lexical / nullif({best_passage}, 0.0),
                             0.0) AS passage_rel,
-{head_rel}                   coalesce(r.semantic / nullif(max(r.semantic) OVER (), 0.0), 0.0) AS sem_rel
+{head_rel}                   coalesce(r.semantic / nullif({best_cosine}, 0.0), 0.0) AS sem_rel
             FROM raw r
         ),
         scored AS (
@@ -505,10 +514,7 @@ def _dataset_statistics() -> tuple[str, str, str]:
     ``pstats`` and ``pdf``. The counts and average lengths come from index-only scans of the
     covering indexes of 0013 (no document, vector or chunk row read). A passage is an
     (episode, chunk of its thread up to the episode's end) pair, as on the exact path."""
-    passages_of = f"""({_CANDIDATES}) x
-              JOIN message_chunks m
-                ON m.dataset = :dataset AND m.thread_id = x.thread_id
-                AND m.end_sequence <= x.end_sequence"""
+    passages_of = _passages_of_candidates()
     # ``search_length`` alone: it is written with ``search_vector`` (recall_index), so the
     # exact path's fallback (counting the document's lexemes) never applies.
     # The best BM25 is computed over the documents (passages) holding a selective query
@@ -557,6 +563,29 @@ def _dataset_statistics() -> tuple[str, str, str]:
     return ctes, doc_stats, passage_stats
 
 
+def _passages_of_candidates() -> str:
+    """FROM items: every filtered episode (``x``) joined to the chunks of its thread up to
+    its end (``m``): the exact path's passages."""
+    return f"""({_CANDIDATES}) x
+              JOIN message_chunks m
+                ON m.dataset = :dataset AND m.thread_id = x.thread_id
+                AND m.end_sequence <= x.end_sequence"""
+
+
+def _dataset_best_cosine() -> str:
+    """The best cosine between the query and any filtered summary or passage of the
+    dataset, as the exact path's ``max(semantic)``: a read of every such vector (no index
+    answers a maximum exactly; HNSW's nearest neighbours miss it on hard data)."""
+    return f"""
+        best_cosine AS (
+            SELECT greatest(
+                (SELECT max(1.0 - (x.embedding <=> (SELECT v FROM qv))) FROM ({_CANDIDATES}) x),
+                (SELECT max(1.0 - (m.embedding <=> (SELECT v FROM qv)))
+                 FROM {_passages_of_candidates()}),
+                0.0) AS cos
+        ),"""
+
+
 def _only_query_lexemes(tsv: str) -> str:
     """The query's lexemes of ``tsv`` with their positions, without unnesting the rest:
     setweight marks them (weight B, unused elsewhere), ts_filter keeps only the marked."""
@@ -593,7 +622,7 @@ _DATASET_BEST = f"""
 
 # The count, and whether the dataset has any event (one probe of the events' primary key):
 # most datasets have none, and then Recall skips the events' statement (a round trip).
-_COUNT = (
+COUNT_STATEMENT = (
     "SELECT count(*) AS episode_count, "
     "EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = :dataset) AS has_events "
     "FROM episodes WHERE dataset = :dataset "
@@ -609,25 +638,34 @@ def recall_statement(
     with_vector: bool,
     approximate: bool = False,
     options: RankingOptions = DEFAULT_RANKING,
+    exact_cosine: bool = False,
 ) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
     snapshot): one row per ranked episode, each carrying ``episode_count`` and
     ``has_events``; a single row with only those when no episode qualifies."""
     return f"""
         SELECT total.episode_count, total.has_events, r.*
-        FROM ({_COUNT}) total
-        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector, approximate=approximate, options=options)}) r ON true
+        FROM ({COUNT_STATEMENT}) total
+        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector, approximate=approximate, options=options, exact_cosine=exact_cosine)}) r ON true
         ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
     """
 
 
 @lru_cache(maxsize=16)
 def _compiled(
-    with_query: bool, with_vector: bool, approximate: bool, options: RankingOptions
+    with_query: bool,
+    with_vector: bool,
+    approximate: bool,
+    options: RankingOptions,
+    exact_cosine: bool = False,
 ) -> TextClause:
     return text(
         recall_statement(
-            with_query=with_query, with_vector=with_vector, approximate=approximate, options=options
+            with_query=with_query,
+            with_vector=with_vector,
+            approximate=approximate,
+            options=options,
+            exact_cosine=exact_cosine,
         )
     )
 
@@ -647,6 +685,11 @@ class Approximation:
     #: A query word held by at most this many documents (passages) is selective: the
     #: best BM25 that normalises the lexical signal is computed over all its holders.
     selective_df: int = 5000
+    #: Normalise the semantic signal by the dataset's best cosine (every filtered summary
+    #: and chunk vector read) rather than the candidates' best (the HNSW nearest, which
+    #: misses the dataset's best on hard data): the exact path's semantic scores, at the
+    #: price of that read (README "Recall at scale").
+    exact_cosine: bool = False
 
 
 @dataclass(frozen=True)
@@ -721,7 +764,13 @@ def rank(
             if with_vector and query_vector is not None
             else None
         )
-    statement = _compiled(with_query, with_vector, approximate is not None, options)
+    statement = _compiled(
+        with_query,
+        with_vector,
+        approximate is not None,
+        options,
+        approximate is not None and approximate.exact_cosine,
+    )
     rows = list(conn.execute(statement, params).mappings())
     count = int(rows[0]["episode_count"]) if rows else 0
     ranked = [r for r in rows if r["episode_id"] is not None]
