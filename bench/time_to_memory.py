@@ -56,7 +56,7 @@ def pct(values: list[float], p: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
 
-def run(url: str, args: argparse.Namespace, variant: str, python: str | None) -> dict[str, float]:
+def run(url: str, args: argparse.Namespace, variant: str, python: str | None) -> dict[str, Any]:
     env = {
         "EPISODIC_EMBEDDING_PROVIDER": "minilm",
         "EPISODIC_SCHEDULER_POLL_INTERVAL": "1",
@@ -67,7 +67,7 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
     sessions = [s for c in locomo.load() for s in c.sessions]
     n = int(args.rate * args.seconds)
     with ExitStack() as stack:
-        procs = {}
+        procs: dict[str, Any] = {}
         spans = Path(args.spans) / f"{variant}.jsonl" if args.spans else None
         for svc in ("scheduler", "summariser", "ingest"):
             extra = dict(env)
@@ -152,8 +152,8 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
             "max": latencies[-1],
             "chunks_p50": pct(with_chunks, 50),
             "chunks_p99": pct(with_chunks, 99),
-            "load_before": load_before,  # type: ignore[dict-item]
-            "load_after": loadavg(),  # type: ignore[dict-item]
+            "load_before": load_before,
+            "load_after": loadavg(),
         }
 
 

@@ -17,8 +17,8 @@ from episodic.providers.extractive import ExtractiveSummariser
 from episodic.services.summariser.pipeline import Pipeline
 from episodic.services.summariser.worker import Worker
 from episodic.store.recall_index import indexed_text, make_chunks
-from episodic.testing.processes import wait_until
 from episodic.testing.keys import test_vault
+from episodic.testing.processes import wait_until
 from tests.summariser.helpers import CAR_CHAT, DEFAULT_EXTRACTOR, add, make_thread, open_episode
 
 OTHER_CHAT = [
@@ -29,7 +29,9 @@ OTHER_CHAT = [
 
 
 def _chunk_texts(turns: list[tuple[str, str]]) -> set[str]:
-    return {c.text for c in make_chunks([(i, indexed_text(t)) for i, (_, t) in enumerate(turns, 1)])}
+    return {
+        c.text for c in make_chunks([(i, indexed_text(t)) for i, (_, t) in enumerate(turns, 1)])
+    }
 
 
 class OpensAnEpisodeMidIndex(HashingEmbedder):
@@ -142,7 +144,7 @@ def test_an_episode_due_mid_index_completes_before_the_index_is_stored(engine) -
 
 def test_a_due_episode_it_cannot_claim_does_not_stall_the_index(engine) -> None:  # type: ignore[no-untyped-def]
     """B is due but locked (another worker claiming it): every pass still embeds a slice."""
-    pipeline, first, second = _scenario(engine, "yield-b")
+    pipeline, first, _second = _scenario(engine, "yield-b")
     pipeline.run_once(10)
     opened = pipeline.embedder.inner.opened  # type: ignore[attr-defined]
     assert opened is not None and _chunks_pending(engine, first["episode_id"]) is True
@@ -164,7 +166,7 @@ def test_a_due_episode_it_cannot_claim_does_not_stall_the_index(engine) -> None:
 
 
 def test_an_index_half_the_grace_old_does_not_yield(engine) -> None:  # type: ignore[no-untyped-def]
-    pipeline, first, second = _scenario(engine, "yield-c", chunk_grace=timedelta(0))
+    pipeline, first, _second = _scenario(engine, "yield-c", chunk_grace=timedelta(0))
     result = pipeline.run_once(10)
     assert result.chunks_deferred == 0
     assert pipeline.embedder.inner.opened is not None  # type: ignore[attr-defined]
@@ -175,16 +177,18 @@ def test_an_index_half_the_grace_old_does_not_yield(engine) -> None:  # type: ig
 def test_the_worker_loop_completes_the_due_episode_then_finishes_the_index(
     engine, db_url: str
 ) -> None:  # type: ignore[no-untyped-def]
-    """Through the worker's loop (LISTEN, drain): a pass that yielded counts as work, so
-    the loop goes on without a notification or a poll (the poll interval is an hour)."""
-    pipeline, first, second = _scenario(engine, "yield-d")
+    """Through the worker's loop (LISTEN, drain, a poll interval of an hour): the same
+    order, and the loop finishes the index after the pass that yielded."""
+    pipeline, first, _second = _scenario(engine, "yield-d")
     worker = Worker(pipeline, db_url, poll_interval=3600, batch_size=10)
     worker.start()
     try:
         wait_until(
-            lambda: pipeline.embedder.inner.opened is not None  # type: ignore[attr-defined]
-            and _status(engine, pipeline.embedder.inner.opened["episode_id"]) == "completed"  # type: ignore[attr-defined]
-            and not _chunks_pending(engine, first["episode_id"]),
+            lambda: (
+                pipeline.embedder.inner.opened is not None  # type: ignore[attr-defined]
+                and _status(engine, pipeline.embedder.inner.opened["episode_id"]) == "completed"  # type: ignore[attr-defined]
+                and not _chunks_pending(engine, first["episode_id"])
+            ),
             timeout=120,
         )
     finally:
