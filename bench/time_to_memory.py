@@ -220,7 +220,7 @@ def _episode_spans(path: Path) -> dict[str, Any]:
             episodes.setdefault(s["attributes"]["episodic.episode_id"], {}).update(
                 start=s["start_time_unix_nano"] / 1e9, end=s["end_time_unix_nano"] / 1e9
             )
-        elif s["name"] == "index.chunks":
+        elif s["name"] in ("index.chunks", "embed.chunks"):  # embed.chunks: its slices
             episodes["index.chunks"]["runs"].append(
                 (s["start_time_unix_nano"] / 1e9, s["end_time_unix_nano"] / 1e9)
             )
