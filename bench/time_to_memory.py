@@ -69,6 +69,8 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
     with ExitStack() as stack:
         procs: dict[str, Any] = {}
         spans = Path(args.spans) / f"{variant}.jsonl" if args.spans else None
+        if variant == "this":
+            env = {**env, **dict(item.split("=", 1) for item in args.this_env)}
         for svc in ("scheduler", "summariser", "ingest"):
             extra = dict(env)
             if svc == "summariser" and spans:
@@ -243,6 +245,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1.0, help="threads ended per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the load")
     parser.add_argument("--before", type=Path, help="an older checkout (with .venv) to run too")
+    parser.add_argument(
+        "--this-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment for this checkout's services only (e.g. EPISODIC_EMBEDDING_THREADS=2"
+        "; with --before of this same checkout, a setting against the default in one run)",
+    )
     parser.add_argument(
         "--spans",
         type=Path,
