@@ -265,14 +265,19 @@ class Pipeline:
         # The chunk index this worker owes (completed episodes, oldest first), embedded in
         # slices of about this many tokens; between slices it yields to a due episode.
         self.chunk_slice_tokens = chunk_slice_tokens
+        # The worker's loop and ProcessPending may run passes at once: the backlog is shared
+        # under a lock (indexing an episode twice is harmless: the second finds no mark).
         self._backlog: list[ChunkWork] = []
         self._backlog_since: float | None = None  # monotonic time its oldest entry joined
+        self._backlog_lock = threading.Lock()
         self.heartbeat = heartbeat.total_seconds()
         self._release_owed = False
         # Events: embedding them, and the turn classifier (after episodes, never before).
         self.event_work = event_work
 
-    def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
+    def run_once(
+        self, limit: int, now: datetime | None = None, *, yield_chunks: bool = True
+    ) -> PassResult:
         """Claims up to ``limit`` due episodes and completes them, then works through the
         chunk index it owes, then semantic extraction. A database outage propagates (the
         caller retries later).
@@ -280,7 +285,8 @@ class Pipeline:
         Time to memory: the chunk index (most of the model work) is embedded in slices,
         and before each slice the pass asks whether an episode has become due; if one has,
         it returns at once (``chunks_deferred``) and the next pass claims and completes
-        that episode before it goes on with the chunks."""
+        that episode before it goes on with the chunks. ``yield_chunks=False`` (an explicit
+        ProcessPending) finishes the index whatever is due."""
         result = PassResult()
         if self._release_owed:  # claims left from a pass the database interrupted
             self.release()
@@ -292,17 +298,19 @@ class Pipeline:
                 loaded = self.load(claimed)
                 # Each episode is completed (recallable) as soon as its summary is stored;
                 # its chunks join the backlog, embedded after the pass's completions.
+                owed: list[ChunkWork] = []
                 for episode in claimed:
-                    status = self.process(episode, loaded.get(episode["episode_id"]), self._backlog)
+                    status = self.process(episode, loaded.get(episode["episode_id"]), owed)
                     if status in ("completed", "archived"):
                         result.completed += 1
                     elif status is not None:
                         result.failed += 1
-                if self._backlog and self._backlog_since is None:
-                    self._backlog_since = time.monotonic()
+                self._owe(owed)
                 # A pass that claimed nothing embeds one slice before it may yield: a due
                 # episode it cannot claim (another worker holds it) must not stall it.
-                if not self.index_backlog(progress_first=not claimed, now=now):
+                if not self.index_backlog(
+                    may_yield=yield_chunks, progress_first=not claimed, now=now
+                ):
                     result.chunks_deferred = len(self._backlog)
                     return result
                 result.chunks_resumed = self.resume_chunks(limit)
@@ -314,7 +322,9 @@ class Pipeline:
             raise
         return result
 
-    def index_backlog(self, *, progress_first: bool = False, now: datetime | None = None) -> bool:
+    def index_backlog(
+        self, *, may_yield: bool = True, progress_first: bool = False, now: datetime | None = None
+    ) -> bool:
         """Embeds the chunk index this worker owes, slice by slice (through the shared
         cache), then stores it (:meth:`index_chunks`); returns False when it stopped
         because an episode became due (what it embedded stays in the cache, the rest in the
@@ -323,12 +333,14 @@ class Pipeline:
         It does not yield once its oldest entry is half ``chunk_grace`` old: by then
         :meth:`resume_chunks` of other workers would soon take those episodes for
         abandoned, and a worker that keeps yielding must still finish its index."""
-        if not self._backlog:
+        with self._backlog_lock:
+            work = list(self._backlog)
+        if not work:
             return True
         try:
-            texts = self._uncached_chunk_texts(self._backlog)
+            texts = self._uncached_chunk_texts(work)
             for i, piece in enumerate(_slices(texts, self.chunk_slice_tokens)):
-                if (i > 0 or not progress_first) and self._should_yield(now):
+                if may_yield and (i > 0 or not progress_first) and self._should_yield(now):
                     return False
                 with (
                     tracer.start_as_current_span("embed.chunks", attributes={"texts": len(piece)}),
@@ -339,19 +351,29 @@ class Pipeline:
             if is_database_outage(err):
                 raise
             # Left marked chunks_pending: resume_chunks indexes them after the grace.
-            log.warning(
-                "chunk index of %d episode(s) failed: %s", len(self._backlog), describe_error(err)
-            )
-            self._clear_backlog()
+            log.warning("chunk index of %d episode(s) failed: %s", len(work), describe_error(err))
+            self._settle(work)
             return True
-        work = list(self._backlog)
-        self._clear_backlog()
+        self._settle(work)
         self.index_chunks(work)  # every vector is in the cache now: the writes only
         return True
 
-    def _clear_backlog(self) -> None:
-        self._backlog.clear()
-        self._backlog_since = None
+    def _owe(self, work: list[ChunkWork]) -> None:
+        """Adds completed episodes' chunk work to the backlog."""
+        if not work:
+            return
+        with self._backlog_lock:
+            if not self._backlog:
+                self._backlog_since = time.monotonic()
+            self._backlog.extend(work)
+
+    def _settle(self, work: list[ChunkWork]) -> None:
+        """Takes ``work`` (indexed now, or given up to resume_chunks) off the backlog."""
+        done = {id(w) for w in work}
+        with self._backlog_lock:
+            self._backlog[:] = [w for w in self._backlog if id(w) not in done]
+            if not self._backlog:
+                self._backlog_since = None
 
     def _should_yield(self, now: datetime | None) -> bool:
         """Whether the chunk index should stop for a due episode."""

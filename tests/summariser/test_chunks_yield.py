@@ -196,3 +196,14 @@ def test_the_worker_loop_completes_the_due_episode_then_finishes_the_index(
     stored_a = [status for ids, status in pipeline.stored if first["episode_id"] in ids]
     assert stored_a == ["completed"]
     assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
+
+
+def test_an_explicit_pass_finishes_its_index_whatever_became_due(engine) -> None:  # type: ignore[no-untyped-def]
+    """ProcessPending's pass (``yield_chunks=False``): the caller asked for the work done."""
+    pipeline, first, _second = _scenario(engine, "yield-e")
+    result = pipeline.run_once(10, yield_chunks=False)
+    opened = pipeline.embedder.inner.opened  # type: ignore[attr-defined]
+    assert opened is not None and _status(engine, opened["episode_id"]) == "pending"
+    assert result.chunks_deferred == 0
+    assert _chunks_pending(engine, first["episode_id"]) is False
+    assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
