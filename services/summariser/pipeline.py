@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -355,7 +356,8 @@ class Pipeline:
             self._settle(work)
             return True
         self._settle(work)
-        self.index_chunks(work)  # every vector is in the cache now: the writes only
+        # Every vector is in the cache now (the slices were timed as the model work).
+        self.index_chunks(work, timed=False)
         return True
 
     def _owe(self, work: list[ChunkWork]) -> None:
@@ -553,7 +555,7 @@ class Pipeline:
                 metrics.episode_processed(status)
                 return status
 
-    def index_chunks(self, work: list[ChunkWork]) -> bool:
+    def index_chunks(self, work: list[ChunkWork], *, timed: bool = True) -> bool:
         """Embeds and stores the chunks of completed episodes (one model call for all) and
         clears their ``chunks_pending``; False when it failed. A provider failure is
         logged and leaves the marks for :meth:`resume_chunks` (the episodes stay
@@ -563,7 +565,7 @@ class Pipeline:
         try:
             with (
                 tracer.start_as_current_span("index.chunks", attributes={"episodes": len(work)}),
-                metrics.embedding(self.embedder.name, "chunks"),
+                metrics.embedding(self.embedder.name, "chunks") if timed else nullcontext(),
             ):
                 index_pending_chunks(self.engine, self.embedder, work)
             return True

@@ -62,11 +62,11 @@ class RecordsIndexOrder(Pipeline):
         super().__init__(*args, **kw)
         self.stored: list[tuple[set[uuid.UUID], str | None]] = []
 
-    def index_chunks(self, work):  # type: ignore[no-untyped-def]
+    def index_chunks(self, work, **kw):  # type: ignore[no-untyped-def]
         opened = self.embedder.inner.opened  # type: ignore[attr-defined]
         status = _status(self.engine, opened["episode_id"]) if opened is not None else None
         self.stored.append(({w.episode_id for w in work}, status))
-        return super().index_chunks(work)
+        return super().index_chunks(work, **kw)
 
 
 def _status(engine: Engine, episode_id: uuid.UUID) -> str:
