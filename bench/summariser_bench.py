@@ -15,8 +15,10 @@ Per episode it splits the time (wrappers around the summariser and the embedder)
 
 - summarise: ``summariser.summarise`` (the extractive summariser embeds the thread's
   sentences with the same MiniLM model: shown as "of which sentence embedding");
-- embed: the pipeline's model time: the summary + key learnings, and the pass's chunk
-  index call (after the pass's completions, shared equally among its episodes);
+- embed: the pipeline's model time: the summary + key learnings, and the chunk index
+  (embedded after the completions, in slices that yield to due episodes: shared equally
+  among the episodes of the pass that embedded it, or among all episodes when a pass
+  that completed none embedded it);
 - database: everything else in the worker — the claim, loading the thread, the completion
   transaction and the semantic pass (window load, fact rules, facts insert, status) — with a
   pass's claim and semantic time shared equally among the episodes it completed.
@@ -235,13 +237,15 @@ class TimedPipeline(Pipeline):
         self.clock = clock
         self.episodes: list[EpisodeTime] = []
         self._pass: list[EpisodeTime] = []
-        self._orphan = 0.0  # semantic work in passes that completed nothing
+        self._orphan = 0.0  # work in passes that completed nothing (semantic, chunks)
+        self._orphan_embed = 0.0  # of which chunk-index model time
 
     def settle(self) -> None:
         """Shares out semantic time of passes that completed no episode of their own."""
         for e in self.episodes:
             e.total += self._orphan / len(self.episodes)
-        self._orphan = 0.0
+            e.embed += self._orphan_embed / len(self.episodes)
+        self._orphan = self._orphan_embed = 0.0
 
     def process(self, episode, loaded=None, deferred=None):  # type: ignore[no-untyped-def]
         self.clock.reset()
@@ -253,10 +257,12 @@ class TimedPipeline(Pipeline):
         )
         return status
 
-    def index_chunks(self, work):  # type: ignore[no-untyped-def]
+    def index_backlog(self, **kw):  # type: ignore[no-untyped-def]
+        # The chunk index's model time (its slices, and the write's call, which finds them
+        # cached); a pass that yielded carries the slices it embedded to the next.
         self.clock.reset()
-        done = super().index_chunks(work)
-        self._batch_embed += self.clock.embed  # the model time of the pass's chunk call
+        done = super().index_backlog(**kw)
+        self._batch_embed += self.clock.embed
         return done
 
     def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
@@ -268,8 +274,9 @@ class TimedPipeline(Pipeline):
         for e in self._pass:
             e.total += overhead / len(self._pass)
             e.embed += self._batch_embed / len(self._pass)
-        if not self._pass and result.semantic_processed:
+        if not self._pass:  # the chunk index of earlier passes, or semantic work only
             self._orphan += overhead
+            self._orphan_embed += self._batch_embed
         self.episodes += self._pass
         return result
 
@@ -359,7 +366,7 @@ def run(engine, url: str, sessions: list[list[Turn]], workers: int, batch: int) 
         try:
             while True:
                 r = p.run_once(batch)
-                if not (r.completed or r.failed or r.semantic_processed):
+                if not r.did_work:  # as the service's worker drains
                     return
         except BaseException as err:
             errors.append(err)

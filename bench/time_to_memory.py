@@ -29,12 +29,14 @@ sessions, and prints both.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -54,7 +56,7 @@ def pct(values: list[float], p: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
 
-def run(url: str, args: argparse.Namespace, variant: str, python: str | None) -> dict[str, float]:
+def run(url: str, args: argparse.Namespace, variant: str, python: str | None) -> dict[str, Any]:
     env = {
         "EPISODIC_EMBEDDING_PROVIDER": "minilm",
         "EPISODIC_SCHEDULER_POLL_INTERVAL": "1",
@@ -65,9 +67,14 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
     sessions = [s for c in locomo.load() for s in c.sessions]
     n = int(args.rate * args.seconds)
     with ExitStack() as stack:
-        procs = {}
+        procs: dict[str, Any] = {}
+        spans = Path(args.spans) / f"{variant}.jsonl" if args.spans else None
+        if variant == "this":
+            env = {**env, **dict(item.split("=", 1) for item in args.this_env)}
         for svc in ("scheduler", "summariser", "ingest"):
             extra = dict(env)
+            if svc == "summariser" and spans:
+                extra["EPISODIC_TRACE_FILE"] = str(spans)
             if svc == "ingest":
                 extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
             procs[svc] = start_service(svc, url, extra, timeout=180, python=python)
@@ -96,6 +103,7 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
             threads.append(thread.thread_id)
 
         ended: dict[str, float] = {}
+        ended_wall: dict[str, float] = {}  # the same instant on the clock the database uses
         seen: dict[str, float] = {}
         indexed: dict[str, float] = {}  # completed and its chunks stored
         done = threading.Event()
@@ -128,6 +136,7 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
                 time.sleep(delay)  # the open-loop schedule, not a wait for background work
             client.end_thread(thread_id)
             ended[thread_id] = time.monotonic()
+            ended_wall[thread_id] = time.time()
         poller.join(timeout=args.seconds + 300)
         done.set()
         missing = [t for t in threads if t not in indexed]
@@ -135,7 +144,9 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
             raise AssertionError(f"{variant}: {len(missing)} of {n} episodes never indexed")
         latencies = sorted((seen[t] - ended[t]) * 1000 for t in threads)
         with_chunks = sorted((indexed[t] - ended[t]) * 1000 for t in threads)
+        parts = breakdown(url, f"ttm-{variant}", ended_wall, spans)
         return {
+            **{f"part {name}": value for name, value in parts.items()},
             "n": n,
             "p50": pct(latencies, 50),
             "p90": pct(latencies, 90),
@@ -143,9 +154,90 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
             "max": latencies[-1],
             "chunks_p50": pct(with_chunks, 50),
             "chunks_p99": pct(with_chunks, 99),
-            "load_before": load_before,  # type: ignore[dict-item]
-            "load_after": loadavg(),  # type: ignore[dict-item]
+            "load_before": load_before,
+            "load_after": loadavg(),
         }
+
+
+#: The hops of one episode's time to memory. From the episode row (the database's clock,
+#: the machine's: the bench runs on it) and the EndThread's return; with ``--spans``, also
+#: from the Summariser's spans (``EPISODIC_TRACE_FILE``): when the worker took the episode
+#: up and what each step of its work cost.
+PARTS = (
+    ("opened", "EndThread returned -> episode opened (negative: opened inside the call)"),
+    ("started", "EndThread returned -> the worker starts on it (claim, read; --spans)"),
+    ("behind_chunks", "  of which the worker was embedding other episodes' chunks (--spans)"),
+    ("llm.summarise", "  extractive summary (its sentences embedded) (--spans)"),
+    ("embed.summary", "  the summary's own vector (--spans)"),
+    ("index.document", "  lexical document (--spans)"),
+    ("store", "  the completion transaction and the rest (--spans)"),
+    ("completed", "EndThread returned -> completed (committed)"),
+)
+
+
+def breakdown(
+    url: str, dataset: str, ended_wall: dict[str, float], spans: Path | None
+) -> dict[str, tuple[float, float]]:
+    """p50/p99 of each hop of :data:`PARTS` over the run's threads, in ms."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT episode_id::text, thread_id::text, extract(epoch FROM created_at), "
+            "extract(epoch FROM completed_at) FROM episodes "
+            "WHERE dataset = %s AND status = 'completed'",
+            (dataset,),
+        ).fetchall()
+    work = _episode_spans(spans) if spans else {}
+    chunk_runs = work.pop("index.chunks", {}).get("runs", []) if work else []
+    hops: dict[str, list[float]] = {name: [] for name, _ in PARTS}
+    for episode_id, thread_id, opened, completed in rows:
+        end = ended_wall[thread_id]
+        hops["opened"].append((float(opened) - end) * 1000)
+        hops["completed"].append((float(completed) - end) * 1000)
+        steps = work.get(episode_id)
+        if not steps:
+            continue
+        start = steps["start"]
+        hops["started"].append((start - end) * 1000)
+        behind = sum(max(0.0, min(b, start) - max(a, end)) for a, b in chunk_runs)
+        hops["behind_chunks"].append(behind * 1000)
+        inner = 0.0
+        for name in ("llm.summarise", "embed.summary", "index.document"):
+            hops[name].append(steps.get(name, 0.0) * 1000)
+            inner += steps.get(name, 0.0)
+        hops["store"].append((steps["end"] - start - inner) * 1000)
+    return {
+        name: (pct(sorted(v), 50), pct(sorted(v), 99)) if v else (float("nan"),) * 2
+        for name, v in hops.items()
+    }
+
+
+def _episode_spans(path: Path) -> dict[str, Any]:
+    """Per episode id: its ``summarise episode`` span's start and end (Unix seconds) and the
+    duration of each child step; under ``index.chunks``, every chunk-index span."""
+    spans = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    by_id = {s["span_id"]: s for s in spans}
+    episodes: dict[str, Any] = {"index.chunks": {"runs": []}}
+    for s in spans:
+        if s["name"] == "summarise episode":
+            episodes.setdefault(s["attributes"]["episodic.episode_id"], {}).update(
+                start=s["start_time_unix_nano"] / 1e9, end=s["end_time_unix_nano"] / 1e9
+            )
+        elif s["name"] in ("index.chunks", "embed.chunks"):  # embed.chunks: its slices
+            episodes["index.chunks"]["runs"].append(
+                (s["start_time_unix_nano"] / 1e9, s["end_time_unix_nano"] / 1e9)
+            )
+    for s in spans:
+        parent = by_id.get(s.get("parent_span_id") or "")
+        if parent and parent["name"] == "summarise episode" and s["name"] in PART_NAMES:
+            steps = episodes[parent["attributes"]["episodic.episode_id"]]
+            steps[s["name"]] = (
+                steps.get(s["name"], 0.0)
+                + (s["end_time_unix_nano"] - s["start_time_unix_nano"]) / 1e9
+            )
+    return episodes
+
+
+PART_NAMES = {name for name, _ in PARTS}
 
 
 def main() -> None:
@@ -153,6 +245,20 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1.0, help="threads ended per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the load")
     parser.add_argument("--before", type=Path, help="an older checkout (with .venv) to run too")
+    parser.add_argument(
+        "--this-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment for this checkout's services only (e.g. EPISODIC_EMBEDDING_THREADS=2"
+        "; with --before of this same checkout, a setting against the default in one run)",
+    )
+    parser.add_argument(
+        "--spans",
+        type=Path,
+        help="a directory: the Summariser writes its spans there and the hops of each "
+        "episode's work are printed (costs the worker a little)",
+    )
     args = parser.parse_args()
     variants: list[tuple[str, str | None]] = [("this", None)]
     if args.before:
@@ -180,6 +286,13 @@ def main() -> None:
             f"{r['max']:>7.0f} | {r['chunks_p50']:>12.0f} | {r['chunks_p99']:>6.0f} | "
             f"{r['load_before']} -> {r['load_after']}"
         )
+    print("\nWhere the time goes (p50 / p99 ms of each hop; --spans for the worker's steps):")
+    for name, label in PARTS:
+        cells = "   ".join(
+            f"{v}: {r[f'part {name}'][0]:.0f} / {r[f'part {name}'][1]:.0f}"
+            for v, r in results.items()
+        )
+        print(f"  {label}: {cells}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,6 +43,7 @@ from episodic.store.recall_index import (
     IndexInput,
     index_pending_chunks,
     pending_chunk_work,
+    pending_chunks,
     prepare_episode_document,
     write_episode_document,
 )
@@ -71,6 +75,22 @@ class PassResult:
     events_embedded: int = 0  # events given their vector (services/summariser/events.py)
     turns_classified: int = 0  # turns the classifier read
     chunks_resumed: int = 0  # episodes whose chunk index a crashed pass had left undone
+    # Episodes whose chunk index this worker still owes: the pass yielded to a due episode
+    # (the next pass claims it, then goes on with these).
+    chunks_deferred: int = 0
+
+    @property
+    def did_work(self) -> bool:
+        """Whether another pass right away may find more to do (the worker's drain loop)."""
+        return bool(
+            self.completed
+            or self.failed
+            or self.semantic_processed
+            or self.events_embedded
+            or self.turns_classified
+            or self.chunks_resumed
+            or self.chunks_deferred
+        )
 
 
 # ---- reading -----------------------------------------------------------------------------
@@ -222,6 +242,7 @@ class Pipeline:
         heartbeat: timedelta = timedelta(seconds=150),
         event_work: EventWork | None = None,
         chunk_grace: timedelta = timedelta(seconds=60),
+        chunk_slice_tokens: int = 512,
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -242,14 +263,31 @@ class Pipeline:
         # An episode still marked chunks_pending this long after it completed was left by
         # a pass that stopped (a crash): any worker's next pass indexes it.
         self.chunk_grace = chunk_grace
+        # The chunk index this worker owes (completed episodes, oldest first), embedded in
+        # slices of about this many tokens; between slices it yields to a due episode.
+        self.chunk_slice_tokens = chunk_slice_tokens
+        # The worker's loop and ProcessPending may run passes at once: the backlog is shared
+        # under a lock (indexing an episode twice is harmless: the second finds no mark).
+        self._backlog: list[ChunkWork] = []
+        self._backlog_since: float | None = None  # monotonic time its oldest entry joined
+        self._backlog_lock = threading.Lock()
         self.heartbeat = heartbeat.total_seconds()
         self._release_owed = False
         # Events: embedding them, and the turn classifier (after episodes, never before).
         self.event_work = event_work
 
-    def run_once(self, limit: int, now: datetime | None = None) -> PassResult:
-        """Claims up to ``limit`` due episodes and works through them, then semantic
-        extraction. A database outage propagates (the caller retries later)."""
+    def run_once(
+        self, limit: int, now: datetime | None = None, *, yield_chunks: bool = True
+    ) -> PassResult:
+        """Claims up to ``limit`` due episodes and completes them, then works through the
+        chunk index it owes, then semantic extraction. A database outage propagates (the
+        caller retries later).
+
+        Time to memory: the chunk index (most of the model work) is embedded in slices,
+        and before each slice the pass asks whether an episode has become due; if one has,
+        it returns at once (``chunks_deferred``) and the next pass claims and completes
+        that episode before it goes on with the chunks. ``yield_chunks=False`` (an explicit
+        ProcessPending) finishes the index whatever is due."""
         result = PassResult()
         if self._release_owed:  # claims left from a pass the database interrupted
             self.release()
@@ -260,15 +298,22 @@ class Pipeline:
             with _Heartbeat(self, self.heartbeat):
                 loaded = self.load(claimed)
                 # Each episode is completed (recallable) as soon as its summary is stored;
-                # the chunks of all of them are embedded after, in one model call.
-                deferred: list[ChunkWork] = []
+                # its chunks join the backlog, embedded after the pass's completions.
+                owed: list[ChunkWork] = []
                 for episode in claimed:
-                    status = self.process(episode, loaded.get(episode["episode_id"]), deferred)
+                    status = self.process(episode, loaded.get(episode["episode_id"]), owed)
                     if status in ("completed", "archived"):
                         result.completed += 1
                     elif status is not None:
                         result.failed += 1
-                self.index_chunks(deferred)
+                self._owe(owed)
+                # A pass that claimed nothing embeds one slice before it may yield: a due
+                # episode it cannot claim (another worker holds it) must not stall it.
+                if not self.index_backlog(
+                    may_yield=yield_chunks, progress_first=not claimed, now=now
+                ):
+                    result.chunks_deferred = len(self._backlog)
+                    return result
                 result.chunks_resumed = self.resume_chunks(limit)
                 result.semantic_processed = self.run_semantic(limit)
             self.run_events(result)
@@ -277,6 +322,90 @@ class Pipeline:
                 self._release_owed = True
             raise
         return result
+
+    def index_backlog(
+        self, *, may_yield: bool = True, progress_first: bool = False, now: datetime | None = None
+    ) -> bool:
+        """Embeds the chunk index this worker owes, slice by slice (through the shared
+        cache), then stores it (:meth:`index_chunks`); returns False when it stopped
+        because an episode became due (what it embedded stays in the cache, the rest in the
+        backlog). ``progress_first``: embed one slice before the first check.
+
+        It does not yield once its oldest entry is half ``chunk_grace`` old: by then
+        :meth:`resume_chunks` of other workers would soon take those episodes for
+        abandoned, and a worker that keeps yielding must still finish its index."""
+        with self._backlog_lock:
+            work = list(self._backlog)
+        if not work:
+            return True
+        try:
+            texts = self._uncached_chunk_texts(work)
+            for i, piece in enumerate(_slices(texts, self.chunk_slice_tokens)):
+                if may_yield and (i > 0 or not progress_first) and self._should_yield(now):
+                    return False
+                with (
+                    tracer.start_as_current_span("embed.chunks", attributes={"texts": len(piece)}),
+                    metrics.embedding(self.embedder.name, "chunks"),
+                ):
+                    self.embedder.embed(piece)
+        except Exception as err:
+            if is_database_outage(err):
+                raise
+            # Left marked chunks_pending: resume_chunks indexes them after the grace.
+            log.warning("chunk index of %d episode(s) failed: %s", len(work), describe_error(err))
+            self._settle(work)
+            return True
+        self._settle(work)
+        # Every vector is in the cache now (the slices were timed as the model work).
+        self.index_chunks(work, timed=False)
+        return True
+
+    def _owe(self, work: list[ChunkWork]) -> None:
+        """Adds completed episodes' chunk work to the backlog."""
+        if not work:
+            return
+        with self._backlog_lock:
+            if not self._backlog:
+                self._backlog_since = time.monotonic()
+            self._backlog.extend(work)
+
+    def _settle(self, work: list[ChunkWork]) -> None:
+        """Takes ``work`` (indexed now, or given up to resume_chunks) off the backlog."""
+        done = {id(w) for w in work}
+        with self._backlog_lock:
+            self._backlog[:] = [w for w in self._backlog if id(w) not in done]
+            if not self._backlog:
+                self._backlog_since = None
+
+    def _should_yield(self, now: datetime | None) -> bool:
+        """Whether the chunk index should stop for a due episode."""
+        since = self._backlog_since
+        if since is None or time.monotonic() - since > self.chunk_grace.total_seconds() / 2:
+            return False
+        with self.engine.connect() as conn:
+            return episodes.any_due(conn, now)
+
+    def _uncached_chunk_texts(self, work: list[ChunkWork]) -> list[str]:
+        """The texts of the backlog's chunks the cache has no vector for, shortest first
+        (slices of similar lengths pad little). Only each thread's earliest window: a later
+        one is cut after it is stored (index_pending_chunks embeds those itself)."""
+        texts: list[str] = []
+        threads: set[tuple[str, Any]] = set()
+        with self.engine.connect() as conn:
+            for item in sorted(work, key=lambda w: w.end_sequence):
+                if (item.dataset, item.thread_id) in threads:
+                    continue
+                threads.add((item.dataset, item.thread_id))
+                chunks = pending_chunks(
+                    conn, item.dataset, item.thread_id, item.messages, item.end_sequence
+                )
+                texts.extend(c.text for c in chunks)
+        missing = (
+            self.embedder.uncached(texts)
+            if isinstance(self.embedder, CachedEmbedder)
+            else list(dict.fromkeys(texts))
+        )
+        return sorted(missing, key=len)
 
     def load(self, claimed: list[RowMapping]) -> dict[Any, Loaded]:
         """Reads every claimed episode's thread on one connection. Best effort: an episode
@@ -426,7 +555,7 @@ class Pipeline:
                 metrics.episode_processed(status)
                 return status
 
-    def index_chunks(self, work: list[ChunkWork]) -> bool:
+    def index_chunks(self, work: list[ChunkWork], *, timed: bool = True) -> bool:
         """Embeds and stores the chunks of completed episodes (one model call for all) and
         clears their ``chunks_pending``; False when it failed. A provider failure is
         logged and leaves the marks for :meth:`resume_chunks` (the episodes stay
@@ -436,7 +565,7 @@ class Pipeline:
         try:
             with (
                 tracer.start_as_current_span("index.chunks", attributes={"episodes": len(work)}),
-                metrics.embedding(self.embedder.name, "chunks"),
+                metrics.embedding(self.embedder.name, "chunks") if timed else nullcontext(),
             ):
                 index_pending_chunks(self.engine, self.embedder, work)
             return True
@@ -547,6 +676,26 @@ def embedding_text(summary: str, key_learnings: list[str], entities: list[str]) 
     if EMBED_ENTITIES and entities:
         parts.append("Names: " + ", ".join(entities))
     return "\n".join(parts)
+
+
+#: Characters per model token, roughly, for English text through MiniLM's WordPiece: how a
+#: slice of the chunk index is sized without tokenising it twice.
+CHARS_PER_TOKEN = 4
+
+
+def _slices(texts: list[str], tokens: int) -> Iterator[list[str]]:
+    """``texts`` (shortest first) in consecutive slices whose padded size (texts x the
+    longest, the last) stays within ``tokens`` by a character estimate; at least one text
+    each. The embedder packs each slice into its own runs."""
+    piece: list[str] = []
+    for t in texts:
+        longest = max([len(t), *(len(p) for p in piece)]) / CHARS_PER_TOKEN
+        if piece and (len(piece) + 1) * longest > tokens:
+            yield piece
+            piece = []
+        piece.append(t)
+    if piece:
+        yield piece
 
 
 def _carrier(value: Any) -> dict[str, str] | None:

@@ -40,7 +40,8 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
         self, request: pb.ProcessPendingRequest, context: grpc.ServicerContext
     ) -> pb.ProcessPendingResponse:
         limit = page_size(request.max_episodes, default=10, maximum=1000, field="max_episodes")
-        result = self.pipeline.run_once(limit)
+        # An explicit request: its chunk index is finished too, whatever became due.
+        result = self.pipeline.run_once(limit, yield_chunks=False)
         return pb.ProcessPendingResponse(
             completed=result.completed,
             failed=result.failed,

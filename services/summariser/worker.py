@@ -57,14 +57,8 @@ class Worker:
                     self.stop_event.wait(1.0)
 
     def _drain(self) -> None:
+        # Until a pass finds nothing to do: one that yielded its chunk index to a due
+        # episode counts as work (the next pass claims the episode, then goes on).
         while not self.stop_event.is_set():
-            result = self.pipeline.run_once(self.batch_size)
-            if not (
-                result.completed
-                or result.failed
-                or result.semantic_processed
-                or result.events_embedded
-                or result.turns_classified
-                or result.chunks_resumed
-            ):
+            if not self.pipeline.run_once(self.batch_size).did_work:
                 return

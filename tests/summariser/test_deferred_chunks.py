@@ -29,7 +29,7 @@ from tests.summariser.helpers import (
 class StopsBeforeChunks(Pipeline):
     """A pass that stops (a crash) after completing its episodes, before their chunks."""
 
-    def index_chunks(self, work):  # type: ignore[no-untyped-def]
+    def index_chunks(self, work, **kw):  # type: ignore[no-untyped-def]
         return True
 
 

@@ -103,6 +103,12 @@ class CachedEmbedder:
                         self._vectors.popitem(last=False)
         return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
 
+    def uncached(self, texts: list[str]) -> list[str]:
+        """The distinct ``texts`` it has no vector for (what :meth:`embed` would send to the
+        model), in order: a caller that embeds in pieces skips what is already known."""
+        with self._lock:
+            return list(dict.fromkeys(t for t in texts if t not in self._vectors))
+
     def embed_query(self, text: str) -> np.ndarray:
         """Queries are not remembered: each is asked once."""
         return self.inner.embed_query(text)

@@ -336,6 +336,23 @@ def claim_pending(
     )
 
 
+def any_due(conn: Connection, now: datetime | None = None) -> bool:
+    """Whether some episode is due for a worker to claim (what :func:`claim_pending` would
+    find, rows another worker is claiming included): the Summariser asks this between
+    runs of its chunk index, which yields to a due episode. An index-only probe of
+    ``episodes_pending_idx`` per partition, at most one row each."""
+    return bool(
+        conn.execute(
+            text(
+                across_datasets("the Summariser asks whether any dataset has an episode due")
+                + f"SELECT EXISTS (SELECT 1 FROM episodes WHERE status = 'pending' "
+                f"AND next_attempt_at <= {NOW})"
+            ),
+            {"now": now},
+        ).scalar_one()
+    )
+
+
 def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping]:
     """Semantic extraction only starts once summarisation succeeded (completed_at is set;
     an episode superseded right at completion is archived but did complete). Nothing here

@@ -1,0 +1,209 @@
+"""Time to memory: the chunk index a worker owes (most of its model work) yields to an
+episode that becomes due while it is being embedded; the episode is completed first, then
+the index is finished — and a worker that keeps finding due episodes it cannot claim, or
+whose index has waited half the grace, still finishes it."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, text
+
+from episodic.providers.embedding import CachedEmbedder, HashingEmbedder
+from episodic.providers.extractive import ExtractiveSummariser
+from episodic.services.summariser.pipeline import Pipeline
+from episodic.services.summariser.worker import Worker
+from episodic.store.recall_index import indexed_text, make_chunks
+from episodic.testing.keys import test_vault
+from episodic.testing.processes import wait_until
+from tests.summariser.helpers import CAR_CHAT, DEFAULT_EXTRACTOR, add, make_thread, open_episode
+
+OTHER_CHAT = [
+    ("user", "My sister's wedding is in June, in Porto."),
+    ("assistant", "Lovely! Do you need help planning the trip?"),
+    ("user", "Yes, I'd like to book flights from Berlin for the 12th."),
+]
+
+
+def _chunk_texts(turns: list[tuple[str, str]]) -> set[str]:
+    return {
+        c.text for c in make_chunks([(i, indexed_text(t)) for i, (_, t) in enumerate(turns, 1)])
+    }
+
+
+class OpensAnEpisodeMidIndex(HashingEmbedder):
+    """An embedder that, when first asked for one of ``watched`` (a chunk of the index being
+    embedded), opens a pending episode on ``thread``: an episode becomes due while the
+    worker is embedding a chunk index."""
+
+    def __init__(self, engine: Engine, watched: set[str], thread: uuid.UUID) -> None:
+        super().__init__(dimension=384)
+        self.engine, self.watched, self.thread = engine, watched, thread
+        self.opened: Any = None
+        self.chunk_calls = 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self.watched & set(texts):
+            self.chunk_calls += 1
+            if self.opened is None:
+                self.opened = open_episode(self.engine, self.thread)
+        return super().embed(texts)
+
+
+class RecordsIndexOrder(Pipeline):
+    """Notes, when a chunk index is stored, the status of the episode opened mid-index."""
+
+    watch: Any = None
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.stored: list[tuple[set[uuid.UUID], str | None]] = []
+
+    def index_chunks(self, work, **kw):  # type: ignore[no-untyped-def]
+        opened = self.embedder.inner.opened  # type: ignore[attr-defined]
+        status = _status(self.engine, opened["episode_id"]) if opened is not None else None
+        self.stored.append(({w.episode_id for w in work}, status))
+        return super().index_chunks(work, **kw)
+
+
+def _status(engine: Engine, episode_id: uuid.UUID) -> str:
+    with engine.connect() as conn:
+        return conn.execute(
+            text("SELECT status FROM episodes WHERE episode_id = :id"), {"id": episode_id}
+        ).scalar_one()
+
+
+def _chunks_pending(engine: Engine, episode_id: uuid.UUID) -> bool:
+    with engine.connect() as conn:
+        return conn.execute(
+            text("SELECT chunks_pending FROM episodes WHERE episode_id = :id"), {"id": episode_id}
+        ).scalar_one()
+
+
+def _stored_chunk_texts(engine: Engine, thread: uuid.UUID) -> int:
+    with engine.connect() as conn:
+        return conn.execute(
+            text("SELECT count(*) FROM message_chunks WHERE thread_id = :t"), {"t": thread}
+        ).scalar_one()
+
+
+def _scenario(engine: Engine, dataset: str, **kw: Any) -> tuple[RecordsIndexOrder, Any, uuid.UUID]:
+    """A thread whose episode is due (A), and a second thread with messages whose episode
+    is opened while A's chunks are being embedded. Every chunk is a slice of its own."""
+    first = make_thread(engine, dataset=dataset)
+    add(engine, first, CAR_CHAT)
+    second = make_thread(engine, dataset=dataset, label="wedding")
+    add(engine, second, OTHER_CHAT)
+    episode = open_episode(engine, first)
+    embedder = CachedEmbedder(OpensAnEpisodeMidIndex(engine, _chunk_texts(CAR_CHAT), second))
+    pipeline = RecordsIndexOrder(
+        engine,
+        ExtractiveSummariser(embedder),
+        embedder,
+        DEFAULT_EXTRACTOR,
+        vault=test_vault(),
+        max_retries=2,
+        retry_backoff=timedelta(0),
+        chunk_slice_tokens=1,
+        **kw,
+    )
+    return pipeline, episode, second
+
+
+def test_an_episode_due_mid_index_completes_before_the_index_is_stored(engine) -> None:  # type: ignore[no-untyped-def]
+    assert len(_chunk_texts(CAR_CHAT)) >= 2  # several slices: room to yield between them
+    pipeline, first, second = _scenario(engine, "yield-a")
+
+    result = pipeline.run_once(10)
+    opened = pipeline.embedder.inner.opened  # type: ignore[attr-defined]
+    assert opened is not None, "the index was embedded without the hook seeing it"
+    # The pass completed A, began its index, and stopped at the next slice for B.
+    assert result.completed >= 1 and result.chunks_deferred >= 1
+    assert _status(engine, first["episode_id"]) == "completed"
+    assert _chunks_pending(engine, first["episode_id"]) is True
+    assert _stored_chunk_texts(engine, first["thread_id"]) == 0
+    assert _status(engine, opened["episode_id"]) == "pending"
+
+    # The next pass: B first, then the whole index (A's and B's), once.
+    result = pipeline.run_once(10)
+    assert result.chunks_deferred == 0
+    assert _status(engine, opened["episode_id"]) == "completed"
+    stored_a = [status for ids, status in pipeline.stored if first["episode_id"] in ids]
+    assert stored_a == ["completed"], "A's chunks were stored before B was completed"
+    for episode_id in (first["episode_id"], opened["episode_id"]):
+        assert _chunks_pending(engine, episode_id) is False
+    assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
+    assert _stored_chunk_texts(engine, second) == len(_chunk_texts(OTHER_CHAT))
+    # Each of A's chunks went to the model once: the slices embedded before the pass
+    # yielded were remembered, not embedded again.
+    assert pipeline.embedder.inner.chunk_calls == len(_chunk_texts(CAR_CHAT))  # type: ignore[attr-defined]
+
+
+def test_a_due_episode_it_cannot_claim_does_not_stall_the_index(engine) -> None:  # type: ignore[no-untyped-def]
+    """B is due but locked (another worker claiming it): every pass still embeds a slice."""
+    pipeline, first, _second = _scenario(engine, "yield-b")
+    pipeline.run_once(10)
+    opened = pipeline.embedder.inner.opened  # type: ignore[attr-defined]
+    assert opened is not None and _chunks_pending(engine, first["episode_id"]) is True
+    with engine.connect() as holder:
+        holder.execute(
+            text("SELECT 1 FROM episodes WHERE dataset = :d AND episode_id = :id FOR UPDATE"),
+            {"d": "yield-b", "id": opened["episode_id"]},
+        )
+        passes = 0
+        while _chunks_pending(engine, first["episode_id"]):
+            passes += 1
+            assert passes <= len(_chunk_texts(CAR_CHAT)) + 1, "the index made no progress"
+            assert pipeline.run_once(10).completed == 0
+        holder.rollback()
+    assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
+    assert _status(engine, opened["episode_id"]) == "pending"
+    assert pipeline.run_once(10).completed >= 1
+    assert _status(engine, opened["episode_id"]) == "completed"
+
+
+def test_an_index_half_the_grace_old_does_not_yield(engine) -> None:  # type: ignore[no-untyped-def]
+    pipeline, first, _second = _scenario(engine, "yield-c", chunk_grace=timedelta(0))
+    result = pipeline.run_once(10)
+    assert result.chunks_deferred == 0
+    assert pipeline.embedder.inner.opened is not None  # type: ignore[attr-defined]
+    assert _chunks_pending(engine, first["episode_id"]) is False
+    assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
+
+
+def test_the_worker_loop_completes_the_due_episode_then_finishes_the_index(
+    engine, db_url: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Through the worker's loop (LISTEN, drain, a poll interval of an hour): the same
+    order, and the loop finishes the index after the pass that yielded."""
+    pipeline, first, _second = _scenario(engine, "yield-d")
+    worker = Worker(pipeline, db_url, poll_interval=3600, batch_size=10)
+    worker.start()
+    try:
+        wait_until(
+            lambda: (
+                pipeline.embedder.inner.opened is not None  # type: ignore[attr-defined]
+                and _status(engine, pipeline.embedder.inner.opened["episode_id"]) == "completed"  # type: ignore[attr-defined]
+                and not _chunks_pending(engine, first["episode_id"])
+            ),
+            timeout=120,
+        )
+    finally:
+        worker.stop(30)
+    stored_a = [status for ids, status in pipeline.stored if first["episode_id"] in ids]
+    assert stored_a == ["completed"]
+    assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
+
+
+def test_an_explicit_pass_finishes_its_index_whatever_became_due(engine) -> None:  # type: ignore[no-untyped-def]
+    """ProcessPending's pass (``yield_chunks=False``): the caller asked for the work done."""
+    pipeline, first, _second = _scenario(engine, "yield-e")
+    result = pipeline.run_once(10, yield_chunks=False)
+    opened = pipeline.embedder.inner.opened  # type: ignore[attr-defined]
+    assert opened is not None and _status(engine, opened["episode_id"]) == "pending"
+    assert result.chunks_deferred == 0
+    assert _chunks_pending(engine, first["episode_id"]) is False
+    assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
