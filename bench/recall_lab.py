@@ -16,6 +16,11 @@ every question scored in-process against the same database.
    locomo10.jsonl (conv-26, conv-41, conv-43, conv-47, conv-49), **held out** = the other
    five. ``--fit`` fits the relevance curve on the development half only and prints the
    constants to write into ``episodic/store/relevance.py``.
+4. ``--fit-ranker`` fits the learned fusion (``recall_queries.LEARNED_WEIGHTS``) and
+   chooses its temperature and ``recency_span`` on the development half, from the
+   features of the first version's ranking (``--options off``: the seed's recency, from
+   which each candidate's age is recovered), and prints every ranking variant on both
+   halves.
 
 The figures of the running suite come from ``bench.recall_quality``; this harness is for
 comparing variants quickly (and honestly: everything is reported on both halves).
@@ -853,7 +858,9 @@ def main(argv: list[str] | None = None) -> int:
         for c in r["candidates"]:
             c["absolute_relevance"] = rel(c)
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(score_variants(rows, split))
+    # the variants recompute recency from the seed's 1 / (1 + days): they are scored on
+    # features-off.json by --fit-ranker; here only Recall's own order
+    print(score_variants(rows, split, {"Recall's default": rank_default}))
     ms = sorted(r["ms"] for r in rows if r["kind"] == "own")
     print(
         f"in-process recall (all candidates): p50 {ms[len(ms) // 2]:.1f} ms, "
