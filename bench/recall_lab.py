@@ -774,7 +774,20 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated switches to time in-process, interleaved (the first is the "
         "baseline of the ratios), e.g. off,default",
     )
+    parser.add_argument(
+        "--bm25",
+        default="",
+        help="K1,B: score --options / --fit-ranker with these BM25 constants instead of "
+        "recall_queries' (the features go to features-NAME-bm25-K1-B.json)",
+    )
     args = parser.parse_args(argv)
+    suffix = ""
+    if args.bm25:  # before any statement is built (they are cached with the constants)
+        from episodic.store import recall_queries
+
+        k1, b = (float(v) for v in args.bm25.split(","))
+        recall_queries.BM25_K1, recall_queries.BM25_B = k1, b
+        suffix = f"-bm25-{k1:g}-{b:g}"
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     _keep_keyring(data_dir)
@@ -815,7 +828,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     if args.fit_ranker:
-        off = data_dir / "features-off.json"
+        off = data_dir / f"features-off{suffix}.json"
         if not off.exists():
             sys.exit(f"{off} is missing: run --options off first")
         rows = json.loads(off.read_text())
@@ -826,7 +839,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.options:
         chosen = [n.strip() for n in args.options.split(",") if n.strip()]
         known = ranking_variants()
-        caches = {name: data_dir / f"features-{name}.json" for name in chosen}
+        caches = {name: data_dir / f"features-{name}{suffix}.json" for name in chosen}
         missing = [n for n, path in caches.items() if args.refresh or not path.exists()]
         if missing:
             with ExitStack() as stack:  # one server for every switch
