@@ -16,6 +16,11 @@ every question scored in-process against the same database.
    locomo10.jsonl (conv-26, conv-41, conv-43, conv-47, conv-49), **held out** = the other
    five. ``--fit`` fits the relevance curve on the development half only and prints the
    constants to write into ``episodic/store/relevance.py``.
+4. ``--fit-ranker`` fits the learned fusion (``recall_queries.LEARNED_WEIGHTS``) and
+   chooses its temperature and ``recency_span`` on the development half, from the
+   features of the first version's ranking (``--options off``: the seed's recency, from
+   which each candidate's age is recovered), and prints every ranking variant on both
+   halves.
 
 The figures of the running suite come from ``bench.recall_quality``; this harness is for
 comparing variants quickly (and honestly: everything is reported on both halves).
@@ -323,14 +328,27 @@ def rank_absolute(c: list[dict]) -> list[str]:
     return [x["label"] for x in sorted(c, key=lambda x: -x["absolute_relevance"])]
 
 
-def fused(share: float = 0.5, ws: float = 0.7, wr: float = 0.3, wa: float = 0.0) -> Any:
+def fused(
+    share: float = 0.5,
+    ws: float = 0.7,
+    wr: float = 0.3,
+    wa: float = 0.0,
+    recency_span: float = 0.0,
+) -> Any:
     """Score fusion with another lexical share / weights, plus ``wa`` × calibrated
-    relevance, recomputed from the cached relative signals."""
+    relevance, recomputed from the cached relative signals; ``recency_span`` as
+    RankingOptions' (the features must come from a run with the seed's recency)."""
 
     def rank(c: list[dict]) -> list[str]:
+        span = max([1.0, *(1.0 / max(x["recency"], 1e-12) - 1.0 for x in c)])
+
         def score(x: dict) -> float:
             sim = min(1.0, share * x["lexical"] + (1 - share) * x["semantic"]) ** 3
-            return ws * sim + wr * x["recency"] + wa * x["absolute_relevance"]
+            recency = x["recency"]
+            if recency_span:
+                days = 1.0 / max(recency, 1e-12) - 1.0
+                recency = 1.0 / (1.0 + days / (recency_span * span))
+            return ws * sim + wr * recency + wa * x["absolute_relevance"]
 
         return [x["label"] for x in sorted(c, key=lambda x: -score(x))]
 
@@ -355,7 +373,27 @@ VARIANTS = {
     "rank fusion (RRF k=60) of lexical, semantic and recency": rank_rrf_recency,
     "calibrated relevance as the ranking": rank_absolute,
     "default + 0.5 x calibrated relevance": fused(wa=0.5),
+    "score fusion, recency relative to the span (recency_span 8)": fused(recency_span=8.0),
 }
+
+
+def learned_variants(rows: list[dict], split: dict[str, set[str]]) -> dict[str, Any]:
+    """The learned fusion's rows for the README (code's weights; the features must come
+    from a run with the seed's recency, ``--options off``)."""
+    from episodic.store.recall_queries import LEARNED_WEIGHTS, RECENCY_SPAN
+
+    w = np.array([LEARNED_WEIGHTS[k] for k in LEARNED_SIGNALS])
+    refit = fit_ranker(rows, split["dev"])
+    return {
+        "learned fusion, seed recency (1 / (1 + days))": learned(w),
+        f"learned fusion + recency_span {RECENCY_SPAN:g} (the new default)": learned(
+            w, RECENCY_SPAN
+        ),
+        "learned fusion, similarity only": learned(w, 0.0, 1.0, 0.0),
+        "learned fusion relative to the best candidate (not the ideal), refitted": learned(
+            refit * 0.5, 4.0, against_ideal=False
+        ),
+    }
 
 
 def ranking_variants() -> dict[str, Any]:
@@ -370,7 +408,102 @@ def ranking_variants() -> dict[str, Any]:
         "term-weights": RankingOptions(weight_generic_terms=True),
         "head-field-0.2": RankingOptions(head_share=0.2),
         "head-field-0.4": RankingOptions(head_share=0.4),
+        "learned": RankingOptions(fusion="learned"),
+        "recency-span-8": RankingOptions(recency_span=8.0),
+        "learned+recency-span-8": RankingOptions(fusion="learned", recency_span=8.0),
     }
+
+
+# -- the learned fusion (recall_queries.LEARNED_WEIGHTS) --------------------------------
+
+#: The signals of the learned fusion, in recall_queries.LEARNED_WEIGHTS' order.
+LEARNED_SIGNALS = ("lexical", "semantic", "cosine", "coverage", "passage_coverage")
+
+
+def _signals(candidates: list[dict]) -> np.ndarray:
+    return np.array([[c[k] for k in LEARNED_SIGNALS] for c in candidates], dtype=float)
+
+
+def _days(candidates: list[dict]) -> np.ndarray:
+    """Days since each candidate ended, from the seed's recency 1 / (1 + days): the
+    features must come from a run with ``recency_span`` 0 (``--options off``)."""
+    return np.array([1.0 / max(c["recency"], 1e-12) - 1.0 for c in candidates])
+
+
+def fit_ranker(rows: list[dict], dev: set[str], l2: float = 1e-2, steps: int = 600) -> np.ndarray:
+    """Listwise logistic regression on the development half: per own question, a softmax
+    over its candidates' linear scores, the gold sessions (uniformly) the target; gradient
+    ascent on the mean log-likelihood with an L2 penalty. Returns the weights."""
+    data = []
+    for r in rows:
+        if r["kind"] != "own" or r["conversation"] not in dev or not r["candidates"]:
+            continue
+        gold = np.array([c["label"] in r["gold"] for c in r["candidates"]], dtype=float)
+        if gold.any():
+            data.append((_signals(r["candidates"]), gold / gold.sum()))
+    w = np.zeros(len(LEARNED_SIGNALS))
+    for _ in range(steps):
+        grad = -l2 * w
+        for x, target in data:
+            s = x @ w
+            p = np.exp(s - s.max())
+            grad += x.T @ (target - p / p.sum()) / len(data)
+        w += 0.5 * grad
+    return w
+
+
+def learned(
+    weights: np.ndarray,
+    recency_span: float = 0.0,
+    ws: float = 0.7,
+    wr: float = 0.3,
+    against_ideal: bool = True,
+) -> Any:
+    """The learned fusion as Recall computes it (exp(score − best score)), plus recency
+    scaled like RankingOptions.recency_span (0: the seed's day scale)."""
+
+    def rank(c: list[dict]) -> list[str]:
+        if not c:
+            return []
+        x = _signals(c)
+        s = x @ weights
+        # the ideal candidate: best on both relative signals, every query word matched in
+        # its document and in one passage, the best cosine among the candidates
+        ideal = x.max(axis=0)
+        ideal[[0, 1, 3, 4]] = 1.0
+        similarity = np.exp(s - (ideal @ weights if against_ideal else s.max()))
+        similarity[(x[:, 0] <= 0) & (x[:, 1] <= 0)] = 0.0
+        days = _days(c)
+        if recency_span:
+            recency = 1.0 / (1.0 + days / (recency_span * max(days.max(), 1.0)))
+        else:
+            recency = 1.0 / (1.0 + days)
+        score = ws * similarity + wr * recency
+        order = sorted(range(len(c)), key=lambda i: (-score[i], days[i]))
+        return [c[i]["label"] for i in order]
+
+    return rank
+
+
+def choose_ranker(rows: list[dict], split: dict[str, set[str]]) -> str:
+    """Fits the weights on the development half, then chooses the temperature (the scale
+    of the weights) and recency_span on the same half by MRR with the seed's weights
+    (0.7 / 0.3); prints both halves of every grid point for the README."""
+    w = fit_ranker(rows, split["dev"])
+    lines = [f"fitted on dev: {dict(zip(LEARNED_SIGNALS, np.round(w, 3).tolist(), strict=True))}"]
+    best: tuple[float, float, float] = (-1.0, 0.0, 0.0)
+    for t in (0.25, 0.5, 0.75, 1.0):
+        for span in (0.0, 1.0, 2.0, 4.0, 8.0):
+            cells = _scores(rows, split, learned(w * t, span))
+            lines.append(f"temperature {t} recency_span {span}: " + " ".join(cells))
+            if float(cells[2]) > best[0]:
+                best = (float(cells[2]), t, span)
+    _, t, span = best
+    lines.append(
+        f"chosen on dev MRR: temperature {t}, recency_span {span}; LEARNED_WEIGHTS = "
+        f"{dict(zip(LEARNED_SIGNALS, np.round(w * t, 3).tolist(), strict=True))}"
+    )
+    return "\n".join(lines)
 
 
 def _scores(rows: list[dict], split: dict[str, set[str]], fn: Any = None) -> list[str]:
@@ -450,12 +583,14 @@ def score_options(caches: dict[str, Path], split: dict[str, set[str]]) -> str:
     return "\n".join(lines)
 
 
-def score_variants(rows: list[dict], split: dict[str, set[str]]) -> str:
+def score_variants(
+    rows: list[dict], split: dict[str, set[str]], variants: dict[str, Any] | None = None
+) -> str:
     lines = [
         "| variant | dev R@1 | dev R@5 | dev MRR | held-out R@1 | held-out R@5 | held-out MRR |"
     ]
     lines.append("|---|---|---|---|---|---|---|")
-    for name, fn in VARIANTS.items():
+    for name, fn in (variants or VARIANTS).items():
         cells = []
         for half in ("dev", "held-out"):
             s = locomo.Scores()
@@ -628,12 +763,31 @@ def main(argv: list[str] | None = None) -> int:
         help="entities in the text of the episode's embedding (summariser pipeline)",
     )
     parser.add_argument(
+        "--fit-ranker",
+        action="store_true",
+        help="fit the learned fusion's weights (recall_queries.LEARNED_WEIGHTS), its "
+        "temperature and recency_span on the dev half, from features-off.json",
+    )
+    parser.add_argument(
         "--latency",
         default="",
         help="comma-separated switches to time in-process, interleaved (the first is the "
         "baseline of the ratios), e.g. off,default",
     )
+    parser.add_argument(
+        "--bm25",
+        default="",
+        help="K1,B: score --options / --fit-ranker with these BM25 constants instead of "
+        "recall_queries' (the features go to features-NAME-bm25-K1-B.json)",
+    )
     args = parser.parse_args(argv)
+    suffix = ""
+    if args.bm25:  # before any statement is built (they are cached with the constants)
+        from episodic.store import recall_queries
+
+        k1, b = (float(v) for v in args.bm25.split(","))
+        recall_queries.BM25_K1, recall_queries.BM25_B = k1, b
+        suffix = f"-bm25-{k1:g}-{b:g}"
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     _keep_keyring(data_dir)
@@ -673,10 +827,19 @@ def main(argv: list[str] | None = None) -> int:
             print(latency(url, conversations, [n.strip() for n in args.latency.split(",")]))
             print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
+    if args.fit_ranker:
+        off = data_dir / f"features-off{suffix}.json"
+        if not off.exists():
+            sys.exit(f"{off} is missing: run --options off first")
+        rows = json.loads(off.read_text())
+        print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(choose_ranker(rows, split))
+        print(score_variants(rows, split, {**VARIANTS, **learned_variants(rows, split)}))
+        return 0
     if args.options:
         chosen = [n.strip() for n in args.options.split(",") if n.strip()]
         known = ranking_variants()
-        caches = {name: data_dir / f"features-{name}.json" for name in chosen}
+        caches = {name: data_dir / f"features-{name}{suffix}.json" for name in chosen}
         missing = [n for n, path in caches.items() if args.refresh or not path.exists()]
         if missing:
             with ExitStack() as stack:  # one server for every switch
@@ -708,7 +871,9 @@ def main(argv: list[str] | None = None) -> int:
         for c in r["candidates"]:
             c["absolute_relevance"] = rel(c)
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(score_variants(rows, split))
+    # the variants recompute recency from the seed's 1 / (1 + days): they are scored on
+    # features-off.json by --fit-ranker; here only Recall's own order
+    print(score_variants(rows, split, {"Recall's default": rank_default}))
     ms = sorted(r["ms"] for r in rows if r["kind"] == "own")
     print(
         f"in-process recall (all candidates): p50 {ms[len(ms) // 2]:.1f} ms, "

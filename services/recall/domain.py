@@ -294,14 +294,9 @@ def _rank_with(
     approximate: q.Approximation | None,
     ranking: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], int]:
-    shared = {k: v for k, v in ranking.items() if k != "options"}  # events rank their own way
-    ranked = q.rank(
-        conn,
-        key=key,
-        approximate=approximate,
-        options=ranking.get("options", DEFAULT_RANKING),
-        **shared,
-    )
+    shared = {k: v for k, v in ranking.items() if k != "options"}
+    options = ranking.get("options", DEFAULT_RANKING)
+    ranked = q.rank(conn, key=key, approximate=approximate, options=options, **shared)
     opened = [open_row(key, r, "episodes") for r in ranked.rows]
     if events is not None:  # events join the candidates (services/recall/events.py)
         opened = recall_events.merge(
@@ -312,6 +307,8 @@ def _rank_with(
             **shared,
             any_events=ranked.has_events,
             lexemes=ranked.lexemes,
+            # the same fusion and recency scale: episodes and events compete in one list
+            options=options,
         )
     return opened, ranked.count
 

@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 from episodic.crypto import DatasetKey
 from episodic.store import events as event_store
 from episodic.store.events import EventFilters, rank_events
-from episodic.store.recall_queries import RecallFilters
+from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions, RecallFilters
 from episodic.store.vault import Vault
 
 MAX_ACTOR_CHARS = 128
@@ -62,6 +62,7 @@ def merge(
     min_relevance: float = 0.0,
     any_events: bool = True,
     lexemes: list[str] | None = None,
+    options: RankingOptions = DEFAULT_RANKING,
 ) -> list[dict[str, Any]]:
     """The best ``limit`` of the ranked (opened) episodes and the dataset's events, by
     relevance (then newest first); events below ``min_relevance`` are left out as episodes
@@ -79,6 +80,7 @@ def merge(
             limit=limit,
             min_relevance=min_relevance,
             lexemes=lexemes,
+            options=options,
         )
         if any_events
         else []

@@ -318,7 +318,20 @@ class RecallSettings(BaseSettings):
         default=0.7, ge=0.0, le=1.0, description="Weight of similarity in the relevance score."
     )
     recency_weight: float = Field(
-        default=0.3, ge=0.0, le=1.0, description="Weight of 1/(1 + days since) in the score."
+        default=0.3, ge=0.0, le=1.0, description="Weight of recency in the score."
+    )
+    ranking_fusion: Literal["learned", "score"] = Field(
+        default="learned",
+        description="How the lexical and semantic signals become similarity: 'learned' "
+        "(weights fitted on LoCoMo's development half, recall_queries.LEARNED_WEIGHTS) or "
+        "'score' (their mean, cubed: the first version).",
+    )
+    recency_span: float = Field(
+        default=8.0,
+        ge=0.0,
+        le=1000.0,
+        description="Recency is 1/(1 + days / (recency_span x the dataset's span in days)); "
+        "0: 1/(1 + days), the first version.",
     )
     recall_statement_timeout: Duration = Field(
         default=timedelta(seconds=10),

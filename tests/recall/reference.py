@@ -16,7 +16,15 @@ from datetime import datetime
 import numpy as np
 from sqlalchemy import Connection, text
 
-from episodic.store.recall_queries import BAND_EXPONENT, BM25_B, BM25_K1, LEXICAL_SHARE
+from episodic.store.recall_queries import (
+    BAND_EXPONENT,
+    BM25_B,
+    BM25_K1,
+    DEFAULT_RANKING,
+    LEARNED_WEIGHTS,
+    LEXICAL_SHARE,
+    RankingOptions,
+)
 from episodic.testing.keys import test_vault
 
 
@@ -64,8 +72,10 @@ def reference_rank(
     as_of: datetime,
     similarity_weight: float = 0.7,
     recency_weight: float = 0.3,
+    options: RankingOptions = DEFAULT_RANKING,
 ) -> list[Ranked]:
-    """Every completed episode of ``dataset`` that ended by ``as_of``, best first."""
+    """Every completed episode of ``dataset`` that ended by ``as_of``, best first, ranked
+    with ``options``' fusion and recency scale."""
     rows = (
         conn.execute(
             text(
@@ -81,9 +91,12 @@ def reference_rank(
     n = len(rows)
     if not n:
         return []
-    recency = [
-        1.0 / (1.0 + max((as_of - r["ended_at"]).total_seconds(), 0.0) / 86400.0) for r in rows
-    ]
+    days = [max((as_of - r["ended_at"]).total_seconds(), 0.0) / 86400.0 for r in rows]
+    unit = 1.0  # the seed's: days
+    if options.recency_span:  # the dataset's span: since its oldest candidate, ≥ 1 day
+        oldest = min(r["ended_at"] for r in rows)
+        unit = options.recency_span * max((as_of - oldest).total_seconds() / 86400.0, 1.0)
+    recency = [1.0 / (1.0 + d / unit) for d in days]
     similarity = [0.0] * n
     if query and query.strip() and similarity_weight > 0:
         key = test_vault().for_read(conn, dataset)  # the index holds the key's tokens
@@ -134,8 +147,13 @@ def reference_rank(
         document = _bm25(docs, doc_lengths, q_lexemes)
         per_passage = _bm25([p[1] for p in passages], [p[2] for p in passages], q_lexemes)
         passage = [0.0] * n
-        for (i, _, _), score in zip(passages, per_passage, strict=True):
+        passage_matched = [0] * n
+        for (i, words, _), score in zip(passages, per_passage, strict=True):
             passage[i] = max(passage[i], score)
+            passage_matched[i] = max(passage_matched[i], len(q_lexemes & words.keys()))
+        nq = max(len(q_lexemes), 1)
+        coverage = [len(q_lexemes & d.keys()) / nq for d in docs]
+        passage_coverage = [m / nq for m in passage_matched]
         semantic = [0.0] * n
         if query_vector is not None:
             qv = np.asarray(query_vector, dtype=np.float64)
@@ -148,15 +166,28 @@ def reference_rank(
                 ]
                 semantic[i] = max([0.0, *cosines])
         top_doc, top_passage, top_sem = max(document), max(passage), max(semantic)
+        w = LEARNED_WEIGHTS
+        # the ideal candidate: 1 on every signal but the cosine, the candidates' best
+        ideal = sum(w.values()) - w["cosine"] + w["cosine"] * top_sem
         for i in range(n):
             lexical = (
                 (document[i] / top_doc if top_doc else 0.0)
                 + (passage[i] / top_passage if top_passage else 0.0)
             ) / 2
-            rel = lexical * LEXICAL_SHARE + (semantic[i] / top_sem if top_sem else 0.0) * (
-                1 - LEXICAL_SHARE
-            )
-            similarity[i] = min(1.0, rel) ** BAND_EXPONENT
+            sem_rel = semantic[i] / top_sem if top_sem else 0.0
+            if options.fusion == "learned":
+                fit = (
+                    w["lexical"] * lexical
+                    + w["semantic"] * sem_rel
+                    + w["cosine"] * semantic[i]
+                    + w["coverage"] * coverage[i]
+                    + w["passage_coverage"] * passage_coverage[i]
+                )
+                matched = lexical > 0 or sem_rel > 0
+                similarity[i] = math.exp(fit - ideal) if matched else 0.0
+            else:
+                rel = lexical * LEXICAL_SHARE + sem_rel * (1 - LEXICAL_SHARE)
+                similarity[i] = min(1.0, rel) ** BAND_EXPONENT
     ranked = [
         (
             similarity_weight * similarity[i] + recency_weight * recency[i],

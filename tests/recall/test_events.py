@@ -11,6 +11,7 @@ import pytest
 from google.protobuf import timestamp_pb2
 from sqlalchemy import text
 
+from episodic.store.recall_queries import RECENCY_SPAN
 from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as ipb
@@ -86,7 +87,8 @@ def test_events_are_recalled_beside_episodes_and_filtered(stubs, engine) -> None
     assert top.episode.episode_id == pricing.episode_id
     assert top.episode.kind == e.EPISODE_KIND_EVENT
     assert top.lexical > 0 and top.semantic == 0
-    assert top.recency == pytest.approx(1 / (1 + 2))
+    # 2 days back, the oldest event: recency relative to the events' span (RECENCY_SPAN)
+    assert top.recency == pytest.approx(1 / (1 + 2 / (RECENCY_SPAN * 2)))
     assert top.relevance_score == pytest.approx(0.7 * top.similarity + 0.3 * top.recency)
 
     # No query: everything by recency, episodes and events together; nothing after as_of.

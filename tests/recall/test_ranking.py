@@ -14,13 +14,20 @@ from episodic.services.recall import domain
 from episodic.store import episodes as states
 from episodic.store import recall_queries
 from episodic.store.recall_index import index_episode, index_missing
-from episodic.store.recall_queries import RecallFilters
+from episodic.store.recall_queries import (
+    DEFAULT_RANKING,
+    RECENCY_SPAN,
+    RankingOptions,
+    RecallFilters,
+)
 from episodic.testing.keys import test_vault
 from tests.recall.factory import EMBEDDER, T0, make_episode, make_thread
 from tests.recall.reference import reference_rank
 
 
-def _recall(conn, dataset, query=None, *, ws=0.7, wr=0.3, limit=10, **filters):  # type: ignore[no-untyped-def]
+def _recall(
+    conn, dataset, query=None, *, ws=0.7, wr=0.3, limit=10, ranking=DEFAULT_RANKING, **filters
+):  # type: ignore[no-untyped-def]
     filters.setdefault("as_of", T0)
     request = domain.RecallQuery(
         dataset=dataset,
@@ -30,6 +37,7 @@ def _recall(conn, dataset, query=None, *, ws=0.7, wr=0.3, limit=10, **filters): 
         similarity_weight=ws,
         recency_weight=wr,
         filters=RecallFilters(**filters),
+        ranking=ranking,
     )
     vector = EMBEDDER.embed_query(query) if request.needs_embedding else None
     return domain.recall(conn, test_vault(), request, vector)
@@ -50,7 +58,8 @@ def test_without_query_episodes_come_in_recency_order(engine) -> None:  # type: 
     for row in answer.rows:
         days = (T0 - row["ended_at"]).total_seconds() / 86400
         assert row["similarity"] == 0.0
-        assert row["recency"] == pytest.approx(1 / (1 + days))
+        # in units of the dataset's span: 9 days, the oldest episode's age
+        assert row["recency"] == pytest.approx(1 / (1 + days / (RECENCY_SPAN * 9)))
         assert row["relevance"] == pytest.approx(0.3 * row["recency"])
     assert answer.episode_count == 3
 
@@ -98,7 +107,10 @@ def test_as_of_hides_later_episodes_and_measures_recency_from_it(engine) -> None
     with engine.connect() as conn:
         answer = _recall(conn, "ds", "budget", as_of=as_of)
         assert _ids(answer) == [str(before.episode_id)]
-        assert answer.rows[0]["recency"] == pytest.approx(1 / (1 + 3))
+        # 3 days before as_of, and the span (its only candidate) is those 3 days
+        assert answer.rows[0]["recency"] == pytest.approx(1 / (1 + 3 / (RECENCY_SPAN * 3)))
+        seed = _recall(conn, "ds", "budget", as_of=as_of, ranking=FIRST_VERSION)
+        assert seed.rows[0]["recency"] == pytest.approx(1 / (1 + 3))
         assert answer.episode_count == 1
         total = "SELECT count(*) FROM episodes WHERE dataset = 'ds' AND status = 'completed'"
         assert conn.execute(text(total)).scalar_one() == 2
@@ -277,8 +289,13 @@ def _words(rng: random.Random, pool: list[str], k: int) -> str:
     return " ".join(rng.choice(pool) for _ in range(k))
 
 
+#: The ranking before issue 19: score fusion, recency on the seed's day scale.
+FIRST_VERSION = RankingOptions(fusion="score", recency_span=0.0)
+
+
+@pytest.mark.parametrize("ranking", [DEFAULT_RANKING, FIRST_VERSION], ids=["default", "first"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_ranking_equals_the_formula_over_every_episode(engine, seed: int) -> None:  # type: ignore[no-untyped-def]
+def test_ranking_equals_the_formula_over_every_episode(engine, seed: int, ranking) -> None:  # type: ignore[no-untyped-def]
     """The SQL's top 10 is exactly the brute-force top 10 of the documented formula."""
     rng = random.Random(seed)
     pool = [f"w{i}" for i in range(40)]
@@ -314,8 +331,9 @@ def test_ranking_equals_the_formula_over_every_episode(engine, seed: int) -> Non
                 as_of=T0,
                 similarity_weight=ws,
                 recency_weight=wr,
+                options=ranking,
             )[:10]
-            got = _recall(conn, "ds", query, ws=ws, wr=wr, limit=10).rows
+            got = _recall(conn, "ds", query, ws=ws, wr=wr, limit=10, ranking=ranking).rows
             assert [str(r["episode_id"]) for r in got] == [e.episode_id for e in expected]
             for row, ref in zip(got, expected, strict=True):
                 assert row["similarity"] == pytest.approx(ref.similarity, abs=1e-6)
@@ -327,7 +345,8 @@ def test_ranking_equals_the_formula_over_every_episode(engine, seed: int) -> Non
 def test_a_very_recent_moderately_similar_episode_is_not_dropped(engine) -> None:  # type: ignore[no-untyped-def]
     """Candidate generation by similarity alone (an ANN top-K) would miss it: a dozen old
     episodes are more similar. The formula lifts it into the top 3 by recency, and so
-    must Recall."""
+    must Recall. With the seed's day scale (the first version): recency relative to the
+    dataset's span lifts a day-old episode far less, by design (README "Recall quality")."""
     query = "alpha beta gamma delta"
     with engine.begin() as conn:
         for i in range(2):  # the best matches, long ago
@@ -345,9 +364,11 @@ def test_a_very_recent_moderately_similar_episode_is_not_dropped(engine) -> None
             conn, "ds", ["alpha and many other words said in passing today"], ended_at=T0
         )
     with engine.connect() as conn:
-        reference = reference_rank(conn, "ds", query, EMBEDDER.embed_query(query), as_of=T0)
+        reference = reference_rank(
+            conn, "ds", query, EMBEDDER.embed_query(query), as_of=T0, options=FIRST_VERSION
+        )
         by_similarity = sorted(reference, key=lambda r: -r.similarity)
-        got = _recall(conn, "ds", query, limit=3).rows
+        got = _recall(conn, "ds", query, limit=3, ranking=FIRST_VERSION).rows
     recent_id = str(recent.episode_id)
     assert recent_id not in [r.episode_id for r in by_similarity[:10]]
     assert recent_id in [r.episode_id for r in reference[:3]]

@@ -3,6 +3,8 @@ index switches): each does what it says, on a real PostgreSQL, at the domain lev
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -11,7 +13,12 @@ from episodic.query_focus import GENERIC_WEIGHT, strip_stop_phrases
 from episodic.services.recall import domain
 from episodic.store import recall_index
 from episodic.store.recall_index import index_episode, weighted_query_tokens
-from episodic.store.recall_queries import RankingOptions, RecallFilters
+from episodic.store.recall_queries import (
+    DEFAULT_RANKING,
+    LEARNED_WEIGHTS,
+    RankingOptions,
+    RecallFilters,
+)
 from episodic.testing.keys import test_vault
 from tests.recall.factory import EMBEDDER, T0, _key, make_episode
 
@@ -153,3 +160,112 @@ def test_the_episode_embedding_reads_its_entities_only_when_the_switch_is_on(mon
     assert pipeline.embedding_text("Trip planning.", [], ["lisbon", "tram 28"]) == (
         "Trip planning.\nNames: lisbon, tram 28"
     )
+
+
+def _rows(  # type: ignore[no-untyped-def]
+    conn, query: str | None, options: RankingOptions, embed: bool = False, **weights: float
+) -> dict[str, dict]:
+    """Each episode's ranked row (the lexical part only unless ``embed``), by episode id."""
+    request = replace(_request(query or "", options), query=query, **weights)
+    vector = EMBEDDER.embed_query(query) if embed and query else None
+    answer = domain.recall(conn, test_vault(), request, vector)
+    return {str(r["episode_id"]): dict(r) for r in answer.rows}
+
+
+def test_the_learned_fusion_scores_what_its_weights_say(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        for i, words in enumerate(
+            ["the castle tram runs at night", "castle castle castle", "a tram to the coast"]
+        ):
+            make_episode(conn, "ds", [words], ended_at=T0 - timedelta(days=i + 1))
+    with engine.connect() as conn:
+        score = _rows(conn, "castle tram", RankingOptions(), embed=True)
+        fused = _rows(conn, "castle tram", RankingOptions(fusion="learned"), embed=True)
+    assert max(float(r["cosine"]) for r in fused.values()) > 0  # every signal is in play
+    # the row's columns carry the signals under LEARNED_WEIGHTS' names; the ideal
+    # candidate is 1 on every signal but the cosine, which is the candidates' best
+    fit = {k: sum(w * float(r[s]) for s, w in LEARNED_WEIGHTS.items()) for k, r in fused.items()}
+    best_cosine = max(float(r["cosine"]) for r in fused.values())
+    ideal = sum(w * (best_cosine if s == "cosine" else 1.0) for s, w in LEARNED_WEIGHTS.items())
+    for k, r in fused.items():
+        assert float(r["similarity"]) == pytest.approx(math.exp(fit[k] - ideal))
+    # the score fusion is another formula (a mean of the relative signals, cubed)
+    assert any(
+        float(score[k]["similarity"]) != pytest.approx(float(fused[k]["similarity"])) for k in score
+    )
+
+
+def test_the_learned_fusion_prefers_the_episode_matching_every_query_word(engine) -> None:  # type: ignore[no-untyped-def]
+    """One rare word said many times wins the relative lexical signal; the learned fusion
+    also reads how many of the query's words matched."""
+    with engine.begin() as conn:
+        repeated = make_episode(
+            conn, "ds", ["zanzibar zanzibar zanzibar, zanzibar again"], ended_at=T0
+        )
+        every = make_episode(
+            conn, "ds", ["zanzibar: the ferry leaves from the harbour at noon"], ended_at=T0
+        )
+        for i in range(4):  # ferry and harbour are common in this dataset
+            make_episode(
+                conn, "ds", [f"ferry {i} and the harbour"], ended_at=T0 - timedelta(days=1)
+            )
+    query = "zanzibar ferry harbour"
+    with engine.connect() as conn:
+        score = _rows(conn, query, RankingOptions())
+        fused = _rows(conn, query, RankingOptions(fusion="learned"))
+    a, b = str(repeated.episode_id), str(every.episode_id)
+    assert score[a]["similarity"] > score[b]["similarity"]
+    assert fused[b]["similarity"] > fused[a]["similarity"]
+
+
+def test_recency_is_relative_to_the_datasets_span_when_the_switch_is_on(engine) -> None:  # type: ignore[no-untyped-def]
+    """Two datasets, one ten times longer: an episode a tenth of the way back in either
+    gets the same recency with ``recency_span``; with the seed's day scale it does not."""
+    ids = {}
+    with engine.begin() as conn:
+        for dataset, days in (("short", 10), ("long", 100)):
+            oldest = make_episode(conn, dataset, ["first"], ended_at=T0 - timedelta(days=days))
+            tenth = make_episode(conn, dataset, ["later"], ended_at=T0 - timedelta(days=days / 10))
+            ids[dataset] = (str(oldest.episode_id), str(tenth.episode_id))
+    span = RankingOptions(recency_span=2.0)
+    recency: dict[tuple[str, str], float] = {}
+    with engine.connect() as conn:
+        for dataset in ("short", "long"):
+            for name, options in (("seed", RankingOptions()), ("span", span)):
+                for query in (None, "first later"):  # both statements (without and with a query)
+                    rows = _rows(
+                        conn,
+                        query,
+                        options,
+                        dataset=dataset,
+                        similarity_weight=0.0,
+                        recency_weight=1.0,
+                    )
+                    oldest, tenth = ids[dataset]
+                    recency[(dataset, name)] = float(rows[tenth]["recency"])
+                    # the span is the oldest episode's age: it is at 1 / (1 + 1/2)
+                    if name == "span":
+                        assert float(rows[oldest]["recency"]) == pytest.approx(1 / 1.5)
+    assert recency[("short", "span")] == pytest.approx(1 / (1 + 0.1 / 2.0))
+    assert recency[("long", "span")] == pytest.approx(recency[("short", "span")])
+    assert recency[("short", "seed")] == pytest.approx(1 / (1 + 1))
+    assert recency[("long", "seed")] == pytest.approx(1 / (1 + 10))
+
+
+def test_ranking_options_refuse_what_they_cannot_do() -> None:
+    with pytest.raises(ValueError, match="fusion"):
+        RankingOptions(fusion="average")
+    with pytest.raises(ValueError, match="recency_span"):
+        RankingOptions(recency_span=-1.0)
+
+
+def test_the_recall_service_ranks_with_its_settings() -> None:
+    from episodic.config import RecallSettings
+    from episodic.services.recall.servicer import RecallServicer
+
+    def ranking(**settings: object) -> RankingOptions:
+        servicer = RecallServicer(None, RecallSettings(**settings), EMBEDDER, test_vault())  # type: ignore[arg-type]
+        return servicer.ranking
+
+    assert ranking() == DEFAULT_RANKING
+    assert ranking(ranking_fusion="score", recency_span=0.0) == RankingOptions()

@@ -10,6 +10,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from episodic.store.recall_queries import RECENCY_SPAN
 from episodic.v1 import episode_pb2
 from episodic.v1 import recall_service_pb2 as pb
 from episodic.v1 import recall_service_pb2_grpc as pb_grpc
@@ -71,7 +72,8 @@ def test_recall_over_grpc(recall, engine) -> None:  # type: ignore[no-untyped-de
     assert top.episode.thread_label == "billing-q2"
     assert top.episode.status == episode_pb2.EPISODE_STATUS_COMPLETED
     assert list(top.episode.key_learnings) == ["user chose the Pro tier"]
-    assert top.recency == pytest.approx(1 / (1 + 3))
+    # 3 days back, the oldest episode: recency relative to the dataset's span
+    assert top.recency == pytest.approx(1 / (1 + 3 / (RECENCY_SPAN * 3)))
     assert top.relevance_score == pytest.approx(0.7 * top.similarity + 0.3 * top.recency)
 
     # Weights per request; recency only.

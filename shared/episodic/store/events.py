@@ -47,11 +47,14 @@ from episodic.store.recall_queries import (
     BAND_EXPONENT,
     BM25_B,
     BM25_K1,
-    LEXICAL_SHARE,
+    DEFAULT_RANKING,
     QUOTED_LEXEME,
+    RankingOptions,
     entity_clauses,
     entity_params,
-    recency_sql,
+    ranked_recency_sql,
+    similarity_sql,
+    span_cte,
 )
 from episodic.store.relevance import relevance_sql
 from episodic.store.vault import Vault, open_row
@@ -274,11 +277,11 @@ _CANDIDATES = (
       AND (CAST(:actor AS text) IS NULL OR ev.actor_token = CAST(:actor AS text))"""
 )
 
-_RECENCY = recency_sql("c.occurred_at")
 
-
-@lru_cache(maxsize=4)
-def _rank_sql(with_query: bool, with_vector: bool) -> str:
+@lru_cache(maxsize=8)
+def _rank_sql(
+    with_query: bool, with_vector: bool, options: RankingOptions = DEFAULT_RANKING
+) -> str:
     # Every intermediate result is MATERIALIZED and the top rows are cut before the join
     # back to ``events``: the planner cannot estimate CTE sizes and otherwise re-runs the
     # window aggregates once per candidate.
@@ -286,7 +289,8 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
         scored = f"""
         scored AS (
             SELECT c.event_id, c.occurred_at, 0.0::float8 AS similarity, 0.0::float8 AS lexical,
-                   0.0::float8 AS semantic, ({_RECENCY})::float8 AS recency,
+                   0.0::float8 AS semantic,
+                   ({ranked_recency_sql("c.occurred_at", options)})::float8 AS recency,
                    0.0::float8 AS absolute_relevance
             FROM c
         ),"""
@@ -294,10 +298,23 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
         cos = (
             "coalesce(1.0 - (c.embedding <=> CAST(:qvec AS vector)), 0.0)" if with_vector else "0.0"
         )
-        blended = f"{LEXICAL_SHARE} * n.lex_rel + {1.0 - LEXICAL_SHARE} * n.sem_rel"
-        if with_vector:  # an event not embedded yet is ranked on its words alone
-            blended = f"CASE WHEN n.unembedded THEN n.lex_rel ELSE {blended} END"
-        recency = recency_sql("n.occurred_at")
+        # the episodes' fusion (an event is one passage: its coverage is the passage's)
+        similarity = similarity_sql(
+            options,
+            {
+                "lexical": "n.lex_rel",
+                "semantic": "n.sem_rel",
+                "cosine": "n.sem",
+                "coverage": "n.coverage",
+                "passage_coverage": "n.coverage",
+            },
+        )
+        if with_vector and options.fusion == "score":  # unembedded: ranked on its words alone
+            similarity = (
+                f"CASE WHEN n.unembedded THEN power(least(1.0, n.lex_rel), "
+                f"{BAND_EXPONENT}) ELSE {similarity} END"
+            )
+        recency = ranked_recency_sql("n.occurred_at", options)
         scored = f"""
         q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
         qq AS (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery AS tq,
@@ -337,7 +354,7 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
         ),
         scored AS (
             SELECT n.event_id, n.occurred_at,
-                   power(least(1.0, {blended}), {BAND_EXPONENT})::float8 AS similarity,
+                   ({similarity})::float8 AS similarity,
                    n.lex_rel::float8 AS lexical, n.sem_rel::float8 AS semantic,
                    ({recency})::float8 AS recency,
                    -- Recall's calibrated relevance (store/relevance.py) from the event's
@@ -349,8 +366,9 @@ def _rank_sql(with_query: bool, with_vector: bool) -> str:
     # min_relevance applies only with a query (without one nothing is matched), as for
     # episodes (recall_queries.rank_episodes).
     relevant = "WHERE s.absolute_relevance >= CAST(:min_relevance AS float8)" if with_query else ""
+    span = span_cte("c", "occurred_at") if options.recency_span else ""
     return f"""
-        WITH c AS MATERIALIZED ({_CANDIDATES}),{scored}
+        WITH c AS MATERIALIZED ({_CANDIDATES}),{span}{scored}
         top AS MATERIALIZED (
             SELECT s.*, CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency
                        AS relevance
@@ -378,6 +396,7 @@ def rank_events(
     limit: int,
     min_relevance: float = 0.0,
     lexemes: list[str] | None = None,
+    options: RankingOptions = DEFAULT_RANKING,
 ) -> list[dict[str, Any]]:
     """The top ``limit`` events of ``key``'s dataset by relevance, best first, opened and
     shaped as episode rows (with ``kind`` 'event', ``similarity``, ``lexical``,
@@ -406,13 +425,15 @@ def rank_events(
         params["lexemes"] = lexemes if lexemes is not None else query_tokens(conn, key, query)
         if with_vector:
             params["qvec"] = np.asarray(query_vector, dtype=np.float32)
-    rows = conn.execute(_rank_statement(with_query, with_vector), params).mappings().all()
+    rows = conn.execute(_rank_statement(with_query, with_vector, options), params).mappings().all()
     return [open_row(key, r, "events") for r in rows]
 
 
-@lru_cache(maxsize=4)
-def _rank_statement(with_query: bool, with_vector: bool) -> TextClause:
-    return text(_rank_sql(with_query, with_vector))  # parsed once, not per call
+@lru_cache(maxsize=8)
+def _rank_statement(
+    with_query: bool, with_vector: bool, options: RankingOptions = DEFAULT_RANKING
+) -> TextClause:
+    return text(_rank_sql(with_query, with_vector, options))  # parsed once, not per call
 
 
 # ---- embedding (the Summariser) -------------------------------------------------------------

@@ -3,8 +3,15 @@
 Ranking (seed 000, "Ranking"), computed entirely in SQL over every candidate:
 
     relevance  = similarity × similarity_weight + recency × recency_weight
-    recency    = 1 / (1 + days since the episode ended, measured from as_of; ≥ 0 days)
-    similarity = (LEXICAL_SHARE × lexical + (1 − LEXICAL_SHARE) × semantic) ^ BAND_EXPONENT
+    recency    = 1 / (1 + days / (RECENCY_SPAN × span)): days since the episode ended,
+                 measured from as_of (≥ 0), in units of the dataset's own span (the days
+                 since its oldest candidate, ≥ 1); RankingOptions.recency_span 0 gives the
+                 first version's 1 / (1 + days)
+    similarity = exp(fit − ideal fit), fit = Σ LEARNED_WEIGHTS × (lexical, semantic, the
+                 raw best cosine, the query words' coverage of the document and of the best
+                 passage); the ideal is 1 on each but the cosine, the candidates' best
+                 (RankingOptions.fusion "score" gives the first version:
+                 (LEXICAL_SHARE × lexical + (1 − LEXICAL_SHARE) × semantic) ^ BAND_EXPONENT)
     lexical    = (document + passage) / 2
 
     document   = BM25 of the query against the episode's document (the thread's messages up
@@ -17,11 +24,12 @@ Ranking (seed 000, "Ranking"), computed entirely in SQL over every candidate:
                  embedding or any chunk of its thread's messages, clipped at 0, divided by
                  the best such cosine among the candidates.
 
-So similarity is in [0, 1]: 1 for the episode that best matches the query on both signals,
+So similarity is in [0, 1]: 1 for an episode that best matches the query on both signals,
 lower as an episode matches less well *relative to the best match* (BM25 has no absolute
-scale, and neither do cosines across embedders). The exponent makes the band of "about as
-similar as the best" narrow: recency then orders episodes within that band (seed 002:
-"sort by ts DESC within a similarity band") instead of lifting yesterday's loosely related
+scale, and neither do cosines across embedders). The exponent (or the learned weights'
+scale) makes the band of "about as similar as the best" narrow: recency then orders
+episodes within that band (seed 002: "sort by ts DESC within a similarity band") instead
+of lifting yesterday's loosely related
 chat over last month's exact answer. Without a query, similarity is 0 and the order is plain
 recency.
 
@@ -67,7 +75,10 @@ __all__ = [
     "BM25_K1",
     "COUNT_STATEMENT",
     "DEFAULT_RANKING",
+    "FUSIONS",
+    "LEARNED_WEIGHTS",
     "LEXICAL_SHARE",
+    "RECENCY_SPAN",
     "Approximation",
     "Ranking",
     "RankingOptions",
@@ -76,8 +87,11 @@ __all__ = [
     "list_episodes",
     "rank",
     "rank_episodes",
+    "ranked_recency_sql",
     "recall_sql",
     "recall_statement",
+    "similarity_sql",
+    "span_cte",
     "threads_in_order",
 ]
 
@@ -105,15 +119,59 @@ class RankingOptions:
     - ``head_share``: share of the lexical signal given to a third field, BM25 over the
       episode's summary and key learnings alone (the weight-A part of its document), beside
       the whole document and the best passage; 0 leaves the field out of the statement.
+    - ``fusion``: how the signals become similarity. ``"score"`` (the first version):
+      ``(LEXICAL_SHARE × lexical + (1 − LEXICAL_SHARE) × semantic) ^ BAND_EXPONENT``.
+      ``"learned"``: a linear score of five signals with the weights of
+      :data:`LEARNED_WEIGHTS` (fitted on LoCoMo's development half only), made relative
+      as ``exp(score − ideal score)``, the ideal being a candidate best on both relative
+      signals with every query word matched: 1 for such a candidate, the band's width set
+      by the fit. It keeps single-signal winners (an exact lexical match with a
+      weak embedding, or the reverse) that a product-like fusion loses, and it reads how
+      many of the query's words matched, which the relative signals cannot tell.
+    - ``recency_span``: how "recent" is scaled. 0: the seed's ``1 / (1 + days)``; above 0:
+      ``1 / (1 + days / (recency_span × span))``, ``span`` being the days between the
+      dataset's oldest candidate and ``as_of`` (at least one day): a month-long history
+      and a ten-year one then decay alike over their own time, instead of the most recent
+      day of either outweighing everything before it.
     """
 
     strip_stop_phrases: bool = False
     weight_generic_terms: bool = False
     head_share: float = 0.0
+    fusion: str = "score"
+    recency_span: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
+        if self.recency_span < 0:
+            raise ValueError(f"recency_span must be 0 (days) or above, not {self.recency_span}")
 
 
-#: The ranking Recall runs.
-DEFAULT_RANKING = RankingOptions()
+#: The ways of fusing the signals (RankingOptions.fusion).
+FUSIONS = ("score", "learned")
+
+#: The learned fusion's weights, one per signal of the candidate (the names of the
+#: ranking's columns: ``lexical`` and ``semantic`` relative to the best candidate,
+#: ``cosine`` the raw best cosine, ``coverage``/``passage_coverage`` the share of the
+#: query's words in the document / best passage). Fitted by
+#: ``python -m bench.recall_lab --fit-ranker``: a listwise logistic regression (softmax over
+#: each question's candidates, the gold sessions the target, L2 0.01) on the development
+#: half of LoCoMo only (conv-26, 41, 43, 47, 49), then scaled by the temperature chosen on
+#: the same half with the recency term on (README "Recall quality").
+LEARNED_WEIGHTS: dict[str, float] = {
+    "lexical": 0.773,
+    "semantic": 0.564,
+    "cosine": 0.324,
+    "coverage": 0.341,
+    "passage_coverage": 0.451,
+}
+
+#: recency_span chosen with LEARNED_WEIGHTS (same half, same run of the lab).
+RECENCY_SPAN = 8.0
+
+#: The ranking Recall runs (RecallSettings.ranking_fusion / recency_span choose another).
+DEFAULT_RANKING = RankingOptions(fusion="learned", recency_span=RECENCY_SPAN)
 
 
 @dataclass(frozen=True)
@@ -201,9 +259,69 @@ def recency_sql(moment: str) -> str:
     )
 
 
-_RECENCY = recency_sql("c.ended_at")
 #: One query lexeme (``q.lexeme``) as a tsquery of its own.
 _LEXEME_QUERY = f"CAST({QUOTED_LEXEME.replace('lexeme', 'q.lexeme')} AS tsquery)"
+
+
+def span_cte(source: str, moment: str = "ended_at") -> str:
+    """``span``: the days between the oldest ``moment`` of ``source``'s rows (the filtered
+    candidates) and ``as_of`` (or now), at least one (RankingOptions.recency_span)."""
+    return f"""
+        span AS (
+            SELECT greatest(extract(epoch FROM (coalesce(CAST(:as_of AS timestamptz), now())
+                                               - min(x.{moment}))) / 86400.0, 1.0) AS days
+            FROM {source} x
+        ),"""
+
+
+def ranked_recency_sql(moment: str, options: RankingOptions) -> str:
+    """Recency of ``moment`` under ``options``: the seed's day scale (:func:`recency_sql`),
+    or days counted in units of ``recency_span`` × the dataset's span (needs
+    :func:`span_cte`). Episodes and events (store/events.py) share it."""
+    if not options.recency_span:
+        return recency_sql(moment)
+    return (
+        "1.0 / (1.0 + greatest(extract(epoch FROM "
+        f"(coalesce(CAST(:as_of AS timestamptz), now()) - {moment})), 0) / 86400.0 "
+        f"/ ({float(options.recency_span)} * (SELECT days FROM span)))"
+    )
+
+
+def similarity_sql(options: RankingOptions, signals: dict[str, str]) -> str:
+    """Similarity under ``options`` from a candidate's signal expressions, keyed by the
+    names of :data:`LEARNED_WEIGHTS` (``lexical`` and ``semantic`` relative to the best
+    candidate, ``cosine``, ``coverage``, ``passage_coverage``). Episodes and events
+    (store/events.py) share it."""
+    lexical, semantic = signals["lexical"], signals["semantic"]
+    if options.fusion == "learned":
+        fit = " + ".join(f"{w} * {signals[name]}" for name, w in LEARNED_WEIGHTS.items())
+        # Relative to the ideal candidate: best on both relative signals, every query word
+        # in its document and in one passage, the candidates' best cosine. 1 only for a
+        # candidate that is all of these (as the score fusion gives 1 only to the best on
+        # both signals), so a lone episode that matches one way only does not score 1;
+        # and, as there, 0 for a candidate that matches neither way.
+        ideal = " + ".join(
+            f"{w} * max({signals[name]}) OVER ()" if name == "cosine" else str(w)
+            for name, w in LEARNED_WEIGHTS.items()
+        )
+        return (
+            f"CASE WHEN {lexical} > 0 OR {semantic} > 0 THEN exp(({fit}) - ({ideal})) ELSE 0.0 END"
+        )
+    return (
+        f"power(least(1.0, {LEXICAL_SHARE} * {lexical} + {1.0 - LEXICAL_SHARE} * {semantic}), "
+        f"{BAND_EXPONENT})"
+    )
+
+
+def _signals(lexical: str) -> dict[str, str]:
+    """The signals of ``normed`` (``n``) by the names of LEARNED_WEIGHTS."""
+    return {
+        "lexical": lexical,
+        "semantic": "n.sem_rel",
+        "cosine": "n.semantic",
+        "coverage": "n.coverage",
+        "passage_coverage": "n.passage_coverage",
+    }
 
 
 def _approximate_pool(with_vector: bool) -> str:
@@ -273,12 +391,13 @@ def recall_sql(
         candidates = _CANDIDATES
         if approximate:  # recency alone: the newest episodes by the index, as ranked below
             candidates += " ORDER BY e.ended_at DESC, e.episode_id DESC LIMIT :limit"
+        span = span_cte(f"({_CANDIDATES})") if options.recency_span else ""
         return f"""
-            WITH c AS ({candidates}),
+            WITH c AS ({candidates}),{span}
             scored AS (
                 SELECT c.episode_id, c.ended_at, 0.0::float8 AS similarity,
                        0.0::float8 AS lexical, 0.0::float8 AS semantic,
-                       ({_RECENCY})::float8 AS recency
+                       ({ranked_recency_sql("c.ended_at", options)})::float8 AS recency
                 FROM c
             )
             SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
@@ -395,6 +514,8 @@ def recall_sql(
             SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
             FROM ({_CANDIDATES}) x
         ),{query_ctes}"""
+    if options.recency_span:  # the approximate path's c is a part of the candidates
+        head += span_cte(f"({_CANDIDATES})" if approximate else "c")
     return f"""{head}
         -- Document level: the thread's messages up to the episode's end, and its summary.
         docs AS (
@@ -457,7 +578,7 @@ def recall_sql(
                    greatest({summary_cos}, coalesce(pc.cos, 0.0), 0.0) AS semantic,
                    coalesce(db.matched, 0.0) / (SELECT n FROM nq) AS coverage,
                    coalesce(pb.matched, 0.0) / (SELECT n FROM nq) AS passage_coverage,
-                   ({_RECENCY})::float8 AS recency
+                   ({ranked_recency_sql("c.ended_at", options)})::float8 AS recency
             FROM c
             LEFT JOIN doc_bm25 db ON db.episode_id = c.episode_id
             LEFT JOIN passage_bm25 pb ON pb.episode_id = c.episode_id
@@ -477,9 +598,7 @@ def recall_sql(
                    n.semantic::float8 AS cosine, n.coverage::float8 AS coverage,
                    n.passage_coverage::float8 AS passage_coverage,
                    {relevance_sql("n.semantic", "n.coverage", "n.passage_coverage")} AS absolute_relevance,
-                   power(least(1.0, {LEXICAL_SHARE} * {lexical}
-                                    + {1.0 - LEXICAL_SHARE} * n.sem_rel),
-                         {BAND_EXPONENT})::float8 AS similarity,
+                   ({similarity_sql(options, _signals(lexical))})::float8 AS similarity,
                    ({lexical})::float8 AS lexical,
                    n.sem_rel::float8 AS semantic
             FROM normed n

@@ -90,7 +90,7 @@ SCORE_PARTS = (
     ("similarity", "Similarity", "to the query, lexical and semantic combined"),
     ("lexical", "Lexical", "part of similarity, relative to the best candidate"),
     ("semantic", "Semantic", "part of similarity, relative to the best candidate"),
-    ("recency", "Recency", "1 / (1 + days since the episode ended)"),
+    ("recency", "Recency", "days since the episode ended, relative to the dataset's span"),
 )
 
 
