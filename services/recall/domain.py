@@ -62,6 +62,12 @@ class DeadlineExceeded(EpisodicError):
     reason = "DEADLINE_EXCEEDED"
 
 
+def ranking_from(settings: RecallSettings) -> RankingOptions:
+    """The ranking Recall runs under ``settings`` (the fusion and the recency scale); the
+    service and the replay tool both take it from here so they rank alike."""
+    return RankingOptions(fusion=settings.ranking_fusion, recency_span=settings.recency_span)
+
+
 @dataclass(frozen=True)
 class RecallQuery:
     """A checked recall request."""

@@ -20,7 +20,7 @@ from episodic.errors import InvalidArgument, ProviderError, Unavailable
 from episodic.providers.rerank import HttpReranker
 from episodic.providers.types import Embedder
 from episodic.store import episodes, owners, recall_queries
-from episodic.store.recall_queries import Approximation, RankingOptions, RecallFilters
+from episodic.store.recall_queries import Approximation, RecallFilters
 from episodic.store.vault import Vault
 from episodic.temporal import QueryTime
 from episodic.v1 import episode_pb2
@@ -176,9 +176,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 exact_cosine=settings.recall_approximate_exact_cosine,
             ),
         )
-        self.ranking = RankingOptions(
-            fusion=settings.ranking_fusion, recency_span=settings.recency_span
-        )
+        self.ranking = domain.ranking_from(settings)
 
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""

@@ -929,6 +929,7 @@ class _Run:
                     similarity_weight=settings.similarity_weight,
                     recency_weight=settings.recency_weight,
                     filters=RecallFilters(as_of=as_of),
+                    ranking=recall.ranking_from(settings),
                 ),
                 vector,
             )
@@ -951,6 +952,8 @@ def _settings_summary(settings: Settings, embedder: Embedder) -> dict[str, Any]:
         "recall": {
             "similarity_weight": settings.recall.similarity_weight,
             "recency_weight": settings.recall.recency_weight,
+            "ranking_fusion": settings.recall.ranking_fusion,
+            "recency_span": settings.recall.recency_span,
         },
     }
 

@@ -290,8 +290,9 @@ def ranked_recency_sql(moment: str, options: RankingOptions) -> str:
 def similarity_sql(options: RankingOptions, signals: dict[str, str]) -> str:
     """Similarity under ``options`` from a candidate's signal expressions, keyed by the
     names of :data:`LEARNED_WEIGHTS` (``lexical`` and ``semantic`` relative to the best
-    candidate, ``cosine``, ``coverage``, ``passage_coverage``). Episodes and events
-    (store/events.py) share it."""
+    candidate, ``cosine``, ``coverage``, ``passage_coverage``), and optionally
+    ``best_cosine``, the ideal's cosine (the candidates' best by default; the dataset's when
+    the approximate path reads it). Episodes and events (store/events.py) share it."""
     lexical, semantic = signals["lexical"], signals["semantic"]
     if options.fusion == "learned":
         fit = " + ".join(f"{w} * {signals[name]}" for name, w in LEARNED_WEIGHTS.items())
@@ -300,8 +301,9 @@ def similarity_sql(options: RankingOptions, signals: dict[str, str]) -> str:
         # candidate that is all of these (as the score fusion gives 1 only to the best on
         # both signals), so a lone episode that matches one way only does not score 1;
         # and, as there, 0 for a candidate that matches neither way.
+        best_cosine = signals.get("best_cosine", f"max({signals['cosine']}) OVER ()")
         ideal = " + ".join(
-            f"{w} * max({signals[name]}) OVER ()" if name == "cosine" else str(w)
+            f"{w} * {best_cosine}" if name == "cosine" else str(w)
             for name, w in LEARNED_WEIGHTS.items()
         )
         return (
@@ -319,6 +321,7 @@ def _signals(lexical: str) -> dict[str, str]:
         "lexical": lexical,
         "semantic": "n.sem_rel",
         "cosine": "n.semantic",
+        "best_cosine": "n.best_cosine",
         "coverage": "n.coverage",
         "passage_coverage": "n.passage_coverage",
     }
@@ -590,7 +593,8 @@ def recall_sql(
                        AS doc_rel,
                    coalesce(r.passage_lexical / nullif({best_passage}, 0.0),
                             0.0) AS passage_rel,
-{head_rel}                   coalesce(r.semantic / nullif({best_cosine}, 0.0), 0.0) AS sem_rel
+{head_rel}                   coalesce(r.semantic / nullif({best_cosine}, 0.0), 0.0) AS sem_rel,
+                   {best_cosine} AS best_cosine
             FROM raw r
         ),
         scored AS (

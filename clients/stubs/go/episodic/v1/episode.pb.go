@@ -986,13 +986,16 @@ type ScoredEpisode struct {
 	Episode *Episode `protobuf:"bytes,1,opt,name=episode,proto3" json:"episode,omitempty"`
 	// similarity × similarity_weight + recency × recency_weight.
 	RelevanceScore float64 `protobuf:"fixed64,2,opt,name=relevance_score,json=relevanceScore,proto3" json:"relevance_score,omitempty"`
-	// Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
-	// where lexical is BM25 over the thread's text and best passage and semantic the best
-	// cosine over the summary and the thread's chunks, each relative to the best candidate
-	// of this request. It orders episodes; it is not an absolute score to threshold on
-	// (`relevance` is).
+	// Similarity to the query in [0, 1] (0 without a query): a fusion of lexical (BM25 over
+	// the thread's text and best passage) and semantic (the best cosine over the summary and
+	// the thread's chunks), each relative to the best candidate of this request, with the
+	// share of the query's words matched; by default weights fitted on half of LoCoMo
+	// (EPISODIC_RANKING_FUSION=score: (lexical/2 + semantic/2)^3). It orders episodes; it is
+	// not an absolute score to threshold on (`relevance` is).
 	Similarity float64 `protobuf:"fixed64,3,opt,name=similarity,proto3" json:"similarity,omitempty"`
-	// 1 / (1 + days since the episode ended, measured from `as_of`).
+	// 1 / (1 + days / (8 × span)): days since the episode ended, measured from `as_of`, and
+	// span the days since the dataset's oldest candidate, at least 1 (EPISODIC_RECENCY_SPAN;
+	// 0 gives the seed's 1 / (1 + days)).
 	Recency float64 `protobuf:"fixed64,4,opt,name=recency,proto3" json:"recency,omitempty"`
 	// The lexical part of similarity in [0, 1] (BM25 of the document and of the best passage,
 	// relative to the best candidate), before they are combined.

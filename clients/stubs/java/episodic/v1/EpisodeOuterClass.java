@@ -11484,11 +11484,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
 
     /**
      * <pre>
-     * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
-     * where lexical is BM25 over the thread's text and best passage and semantic the best
-     * cosine over the summary and the thread's chunks, each relative to the best candidate
-     * of this request. It orders episodes; it is not an absolute score to threshold on
-     * (`relevance` is).
+     * Similarity to the query in [0, 1] (0 without a query): a fusion of lexical (BM25 over
+     * the thread's text and best passage) and semantic (the best cosine over the summary and
+     * the thread's chunks), each relative to the best candidate of this request, with the
+     * share of the query's words matched; by default weights fitted on half of LoCoMo
+     * (EPISODIC_RANKING_FUSION=score: (lexical/2 + semantic/2)^3). It orders episodes; it is
+     * not an absolute score to threshold on (`relevance` is).
      * </pre>
      *
      * <code>double similarity = 3;</code>
@@ -11498,7 +11499,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
 
     /**
      * <pre>
-     * 1 / (1 + days since the episode ended, measured from `as_of`).
+     * 1 / (1 + days / (8 × span)): days since the episode ended, measured from `as_of`, and
+     * span the days since the dataset's oldest candidate, at least 1 (EPISODIC_RECENCY_SPAN;
+     * 0 gives the seed's 1 / (1 + days)).
      * </pre>
      *
      * <code>double recency = 4;</code>
@@ -11645,11 +11648,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     private double similarity_ = 0D;
     /**
      * <pre>
-     * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
-     * where lexical is BM25 over the thread's text and best passage and semantic the best
-     * cosine over the summary and the thread's chunks, each relative to the best candidate
-     * of this request. It orders episodes; it is not an absolute score to threshold on
-     * (`relevance` is).
+     * Similarity to the query in [0, 1] (0 without a query): a fusion of lexical (BM25 over
+     * the thread's text and best passage) and semantic (the best cosine over the summary and
+     * the thread's chunks), each relative to the best candidate of this request, with the
+     * share of the query's words matched; by default weights fitted on half of LoCoMo
+     * (EPISODIC_RANKING_FUSION=score: (lexical/2 + semantic/2)^3). It orders episodes; it is
+     * not an absolute score to threshold on (`relevance` is).
      * </pre>
      *
      * <code>double similarity = 3;</code>
@@ -11664,7 +11668,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     private double recency_ = 0D;
     /**
      * <pre>
-     * 1 / (1 + days since the episode ended, measured from `as_of`).
+     * 1 / (1 + days / (8 × span)): days since the episode ended, measured from `as_of`, and
+     * span the days since the dataset's oldest candidate, at least 1 (EPISODIC_RECENCY_SPAN;
+     * 0 gives the seed's 1 / (1 + days)).
      * </pre>
      *
      * <code>double recency = 4;</code>
@@ -12402,11 +12408,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       private double similarity_ ;
       /**
        * <pre>
-       * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
-       * where lexical is BM25 over the thread's text and best passage and semantic the best
-       * cosine over the summary and the thread's chunks, each relative to the best candidate
-       * of this request. It orders episodes; it is not an absolute score to threshold on
-       * (`relevance` is).
+       * Similarity to the query in [0, 1] (0 without a query): a fusion of lexical (BM25 over
+       * the thread's text and best passage) and semantic (the best cosine over the summary and
+       * the thread's chunks), each relative to the best candidate of this request, with the
+       * share of the query's words matched; by default weights fitted on half of LoCoMo
+       * (EPISODIC_RANKING_FUSION=score: (lexical/2 + semantic/2)^3). It orders episodes; it is
+       * not an absolute score to threshold on (`relevance` is).
        * </pre>
        *
        * <code>double similarity = 3;</code>
@@ -12418,11 +12425,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       /**
        * <pre>
-       * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
-       * where lexical is BM25 over the thread's text and best passage and semantic the best
-       * cosine over the summary and the thread's chunks, each relative to the best candidate
-       * of this request. It orders episodes; it is not an absolute score to threshold on
-       * (`relevance` is).
+       * Similarity to the query in [0, 1] (0 without a query): a fusion of lexical (BM25 over
+       * the thread's text and best passage) and semantic (the best cosine over the summary and
+       * the thread's chunks), each relative to the best candidate of this request, with the
+       * share of the query's words matched; by default weights fitted on half of LoCoMo
+       * (EPISODIC_RANKING_FUSION=score: (lexical/2 + semantic/2)^3). It orders episodes; it is
+       * not an absolute score to threshold on (`relevance` is).
        * </pre>
        *
        * <code>double similarity = 3;</code>
@@ -12438,11 +12446,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       /**
        * <pre>
-       * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
-       * where lexical is BM25 over the thread's text and best passage and semantic the best
-       * cosine over the summary and the thread's chunks, each relative to the best candidate
-       * of this request. It orders episodes; it is not an absolute score to threshold on
-       * (`relevance` is).
+       * Similarity to the query in [0, 1] (0 without a query): a fusion of lexical (BM25 over
+       * the thread's text and best passage) and semantic (the best cosine over the summary and
+       * the thread's chunks), each relative to the best candidate of this request, with the
+       * share of the query's words matched; by default weights fitted on half of LoCoMo
+       * (EPISODIC_RANKING_FUSION=score: (lexical/2 + semantic/2)^3). It orders episodes; it is
+       * not an absolute score to threshold on (`relevance` is).
        * </pre>
        *
        * <code>double similarity = 3;</code>
@@ -12458,7 +12467,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       private double recency_ ;
       /**
        * <pre>
-       * 1 / (1 + days since the episode ended, measured from `as_of`).
+       * 1 / (1 + days / (8 × span)): days since the episode ended, measured from `as_of`, and
+       * span the days since the dataset's oldest candidate, at least 1 (EPISODIC_RECENCY_SPAN;
+       * 0 gives the seed's 1 / (1 + days)).
        * </pre>
        *
        * <code>double recency = 4;</code>
@@ -12470,7 +12481,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       /**
        * <pre>
-       * 1 / (1 + days since the episode ended, measured from `as_of`).
+       * 1 / (1 + days / (8 × span)): days since the episode ended, measured from `as_of`, and
+       * span the days since the dataset's oldest candidate, at least 1 (EPISODIC_RECENCY_SPAN;
+       * 0 gives the seed's 1 / (1 + days)).
        * </pre>
        *
        * <code>double recency = 4;</code>
@@ -12486,7 +12499,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       /**
        * <pre>
-       * 1 / (1 + days since the episode ended, measured from `as_of`).
+       * 1 / (1 + days / (8 × span)): days since the episode ended, measured from `as_of`, and
+       * span the days since the dataset's oldest candidate, at least 1 (EPISODIC_RECENCY_SPAN;
+       * 0 gives the seed's 1 / (1 + days)).
        * </pre>
        *
        * <code>double recency = 4;</code>

@@ -421,18 +421,21 @@ export type ScoredEpisode = Message$1<"episodic.v1.ScoredEpisode"> & {
   relevanceScore: number;
 
   /**
-   * Similarity to the query in [0, 1] (0 without a query): (lexical/2 + semantic/2)^3,
-   * where lexical is BM25 over the thread's text and best passage and semantic the best
-   * cosine over the summary and the thread's chunks, each relative to the best candidate
-   * of this request. It orders episodes; it is not an absolute score to threshold on
-   * (`relevance` is).
+   * Similarity to the query in [0, 1] (0 without a query): a fusion of lexical (BM25 over
+   * the thread's text and best passage) and semantic (the best cosine over the summary and
+   * the thread's chunks), each relative to the best candidate of this request, with the
+   * share of the query's words matched; by default weights fitted on half of LoCoMo
+   * (EPISODIC_RANKING_FUSION=score: (lexical/2 + semantic/2)^3). It orders episodes; it is
+   * not an absolute score to threshold on (`relevance` is).
    *
    * @generated from field: double similarity = 3;
    */
   similarity: number;
 
   /**
-   * 1 / (1 + days since the episode ended, measured from `as_of`).
+   * 1 / (1 + days / (8 × span)): days since the episode ended, measured from `as_of`, and
+   * span the days since the dataset's oldest candidate, at least 1 (EPISODIC_RECENCY_SPAN;
+   * 0 gives the seed's 1 / (1 + days)).
    *
    * @generated from field: double recency = 4;
    */
