@@ -69,6 +69,8 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
     with ExitStack() as stack:
         procs: dict[str, Any] = {}
         spans = Path(args.spans) / f"{variant}.jsonl" if args.spans else None
+        if spans:
+            spans.parent.mkdir(parents=True, exist_ok=True)
         if variant == "this":
             env = {**env, **dict(item.split("=", 1) for item in args.this_env)}
         for svc in ("scheduler", "summariser", "ingest"):
