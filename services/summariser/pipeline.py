@@ -688,12 +688,14 @@ def _slices(texts: list[str], tokens: int) -> Iterator[list[str]]:
     longest, the last) stays within ``tokens`` by a character estimate; at least one text
     each. The embedder packs each slice into its own runs."""
     piece: list[str] = []
+    longest = 0  # characters of the piece's longest text
     for t in texts:
-        longest = max([len(t), *(len(p) for p in piece)]) / CHARS_PER_TOKEN
-        if piece and (len(piece) + 1) * longest > tokens:
+        with_t = max(longest, len(t))
+        if piece and (len(piece) + 1) * with_t / CHARS_PER_TOKEN > tokens:
             yield piece
-            piece = []
+            piece, with_t = [], len(t)
         piece.append(t)
+        longest = with_t
     if piece:
         yield piece
 
