@@ -267,3 +267,29 @@ def test_the_exact_cosine_option_normalises_by_the_datasets_best_cosine(recall_e
         want = exact[row["episode_id"]]
         for column in ("semantic", "similarity", "relevance", "absolute_relevance"):
             assert row[column] == pytest.approx(want[column], abs=1e-9), column
+
+
+def test_the_approximate_statement_is_planned_for_its_parameters(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    """psycopg prepares a statement from its fifth run on a connection; PostgreSQL may then
+    plan it once for any dataset and words (a generic plan), which at 1M episodes ran up to
+    87 s where the plan for the parameters took 10 s. The session here prefers generic
+    plans, as the planner's own choice did there: the approximate statement must still be
+    planned for its parameters, and the session's setting be left as it was found."""
+    _fill(recall_engine)
+    sizes = domain.DatasetSizes(10, SMALL)
+    with recall_engine.connect() as conn:
+        conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        for _ in range(7):
+            _recall(conn, "zebra invoice", sizes)
+            # Whatever the session had chosen comes back after each call (here the
+            # session's default: RESET restores it, not the SET above).
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar_one() != (
+                "force_custom_plan"
+            )
+            conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        plans = conn.exec_driver_sql(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%pool AS MATERIALIZED%%'"
+        ).all()
+    assert plans, "the approximate statement was never prepared (nothing checked)"
+    assert all(generic == 0 and custom >= 2 for generic, custom in plans), plans
