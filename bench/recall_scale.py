@@ -563,7 +563,12 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
-    from episodic.store.recall_queries import COUNT_STATEMENT, Approximation, recall_statement
+    from episodic.store.recall_queries import (
+        COUNT_STATEMENT,
+        CUSTOM_PLANS,
+        Approximation,
+        recall_statement,
+    )
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 
@@ -685,8 +690,14 @@ def main(argv: list[str] | None = None) -> int:
             return p
 
         def bare(statement: str, dataset: str, query: str, limit: int = 3) -> list[object]:
-            # What Recall sends: the query's lexemes, then the ranking statement.
+            # What Recall sends: the query's lexemes, then the ranking statement (the
+            # approximate one planned for its parameters, as rank() has it planned).
+            approximate = statement is not exact_sql
+            if approximate:
+                sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
             rows = sql.execute(statement, params(dataset, query, limit)).fetchall()
+            if approximate:
+                sql.execute("RESET plan_cache_mode")
             return [r[2] for r in rows if r[2] is not None]  # episode_id
 
         heavies = args.recall_on.split(",") if args.recall_on else [HEAVY]
@@ -697,6 +708,11 @@ def main(argv: list[str] | None = None) -> int:
             ).fetchone()
         ):
             heavies.append(CLUSTERED)
+        if args.diagnose or args.curve:
+            # The heavy datasets' statements, exact and approximate, are each planned for
+            # their parameters (psycopg prepares a statement run five times, and a generic
+            # plan of these ran many times longer: README "Recall at scale").
+            sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
         if args.diagnose:
             for dataset in heavies:
                 diagnose(sql, dataset, args.exact_queries, params, words, exact_sql, approx_sql)
@@ -767,6 +783,8 @@ def main(argv: list[str] | None = None) -> int:
         variants = {"approximate": approx_sql, "approximate, exact cosine": exact_cosine_sql}
         if before_sql is not None:
             variants["approximate before"] = before_sql
+        if not args.normal_only:
+            sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
         for dataset in [] if args.normal_only else heavies:
             log(f"ranking {args.exact_queries} queries exactly on {dataset} …")
             took: dict[str, list[float]] = {k: [] for k in ["exact", *variants, "count"]}

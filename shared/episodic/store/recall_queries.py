@@ -832,7 +832,7 @@ class Approximation:
     """How the approximate path gathers candidates (see :func:`_approximate_pool`)."""
 
     #: How many episodes each of the nearest-summary, nearest-chunk and lexical parts adds.
-    candidates: int = 200
+    candidates: int = 400
     #: How many of the most recent episodes join them.
     recent: int = 100
     #: Per query word, how many of the documents and of the chunks that hold it most
