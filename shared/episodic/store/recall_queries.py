@@ -42,8 +42,9 @@ small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episod
 A large dataset (more episodes than ``recall_approximate_above``; services/recall/domain.py
 chooses) takes the approximate path instead: the same formula over a generous candidate
 set — the episodes nearest the query by summary and by chunk (the HNSW indexes, iterative
-scan), the best lexical matches (GIN), the most recent ones and each query word's
-densest documents and chunks — while BM25's statistics and the best BM25 come from the whole filtered dataset
+scan), the best lexical matches (by the exact lexical signals among the holders of a
+selective query word, and by ts_rank through GIN), the most recent ones and each query
+word's densest documents and chunks — while BM25's statistics and the best BM25 come from the whole filtered dataset
 (:func:`_dataset_statistics`), so a candidate scores as on the exact path; the semantic
 signal is normalised by the best cosine among the candidates (the HNSW nearest, which holds
 the dataset's best with high probability). README "Recall at scale" has its recall@N
@@ -653,10 +654,11 @@ def _dataset_statistics() -> tuple[str, str, str]:
     """What the approximate path takes from the whole filtered dataset rather than from its
     candidates, for its scores to equal the exact path's (which computes them over every
     filtered episode): BM25's statistics and the best BM25, by which the lexical signals
-    are normalised. Returns CTEs to follow the pool (``dataset_dterms``, ``dataset_pterms``:
-    every document and passage holding a query lexeme, found through the GIN indexes on
-    ``search_vector``, with the lexemes' counts) and the bodies of ``dstats``, ``ddf``,
-    ``pstats`` and ``pdf``. The counts and average lengths come from index-only scans of the
+    are normalised. Returns CTEs to precede the pool (``dataset_dterms``, ``dataset_pterms``:
+    every document and passage holding a selective query lexeme, found through the GIN
+    indexes on ``search_vector``, with the lexemes' counts; ``ddf`` and ``pdf``; their
+    exact BM25 per episode, whose best the pool takes; ``best_document``,
+    ``best_passage``) and the bodies of ``dstats`` and ``pstats``. The counts and average lengths come from index-only scans of the
     covering indexes of 0013 (no document, vector or chunk row read). A passage is an
     (episode, chunk of its thread up to the episode's end) pair, as on the exact path."""
     passages_of = _passages_of_candidates()
