@@ -300,11 +300,14 @@ DEFAULT_CURVE = (
 
 def parse_curve(spec: str, defaults: object) -> list[dict[str, int]]:
     """``--curve``'s variants, each with every key (the settings' defaults for the rest)."""
+    from episodic.store.recall_queries import Approximation
+
     base = {
         "candidates": defaults.recall_approximate_candidates,  # type: ignore[attr-defined]
         "ef": max(40, defaults.recall_approximate_candidates),  # type: ignore[attr-defined]
         "scan": 20_000,  # pgvector's default hnsw.max_scan_tuples
         "recent": defaults.recall_approximate_recent,  # type: ignore[attr-defined]
+        "per_lexeme": Approximation().per_lexeme,
     }
     variants = []
     for part in (DEFAULT_CURVE if spec == "default" else spec).split(";"):
@@ -363,6 +366,7 @@ def curve(
                 **p,
                 "approx_candidates": variant["candidates"],
                 "approx_recent": variant["recent"],
+                "approx_per_lexeme": variant["per_lexeme"],
             }
             t = time.perf_counter()
             got = [r[2] for r in sql.execute(statement, q).fetchall() if r[2] is not None]
