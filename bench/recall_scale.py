@@ -290,6 +290,205 @@ def recall_at(approximate: list[object], exact: list[object], n: int) -> float:
     return len(set(approximate[:n]) & set(want)) / len(want) if want else 1.0
 
 
+#: The README's curve (--curve default): the pool's size, the HNSW search list and how far
+#: an iterative scan may walk, and the recent set, one at a time around the defaults.
+DEFAULT_CURVE = (
+    "candidates=200,ef=200;candidates=400,ef=400;candidates=800,ef=800;"
+    "candidates=200,ef=800;candidates=1000,ef=1000"
+)
+
+
+def parse_curve(spec: str, defaults: object) -> list[dict[str, int]]:
+    """``--curve``'s variants, each with every key (the settings' defaults for the rest)."""
+    from episodic.store.recall_queries import Approximation
+
+    base = {
+        "candidates": defaults.recall_approximate_candidates,  # type: ignore[attr-defined]
+        "ef": max(40, defaults.recall_approximate_candidates),  # type: ignore[attr-defined]
+        "scan": 20_000,  # pgvector's default hnsw.max_scan_tuples
+        "recent": defaults.recall_approximate_recent,  # type: ignore[attr-defined]
+        "per_lexeme": Approximation().per_lexeme,
+    }
+    variants = []
+    for part in (DEFAULT_CURVE if spec == "default" else spec).split(";"):
+        variant = dict(base)
+        for item in filter(None, part.split(",")):
+            key, value = item.split("=")
+            if key not in base:
+                raise SystemExit(f"--curve: unknown key {key!r} (one of {', '.join(base)})")
+            variant[key] = int(value)
+        variants.append(variant)
+    return variants
+
+
+def _session(sql: psycopg.Connection, variant: dict[str, int]) -> None:
+    sql.execute(f"SET hnsw.ef_search = {variant['ef']}")
+    sql.execute(f"SET hnsw.max_scan_tuples = {variant['scan']}")
+
+
+def curve(
+    sql: psycopg.Connection,
+    dataset: str,
+    queries: int,
+    params: object,
+    words: object,
+    exact_sql: str,
+    variants: list[dict[str, int]],
+    before_sql: str | None = None,
+) -> None:
+    """recall@5/@10 and latency of each approximate variant against the exact statement on
+    the same queries (variants in a shuffled order per query); ``before_sql``: an older
+    approximate statement, run with the first variant's settings."""
+    from bench.recall_speed import percentiles, psycopg_sql
+    from episodic.store.recall_queries import recall_statement
+
+    approx_sql = psycopg_sql(recall_statement(with_query=True, with_vector=True, approximate=True))
+    names = [",".join(f"{k}={v}" for k, v in variant.items()) for variant in variants]
+    statements = [approx_sql] * len(variants)
+    if before_sql is not None:
+        names.append("before: " + names[0])
+        variants = [*variants, variants[0]]
+        statements.append(before_sql)
+    took: dict[str, list[float]] = {k: [] for k in ["exact", *names]}
+    at: dict[str, dict[int, list[float]]] = {k: {5: [], 10: []} for k in names}
+    rng = random.Random(len(dataset))
+    log(f"curve on {dataset}: {queries} queries, {len(variants)} variants …")
+    for i in range(queries):
+        p = params(dataset, words(), 10)  # type: ignore[operator]
+        t = time.perf_counter()
+        exact = [r[2] for r in sql.execute(exact_sql, p).fetchall() if r[2] is not None]
+        took["exact"].append(time.perf_counter() - t)
+        order = list(zip(names, variants, statements, strict=True))
+        rng.shuffle(order)
+        for name, variant, statement in order:
+            _session(sql, variant)
+            q = {
+                **p,
+                "approx_candidates": variant["candidates"],
+                "approx_recent": variant["recent"],
+                "approx_per_lexeme": variant["per_lexeme"],
+            }
+            t = time.perf_counter()
+            got = [r[2] for r in sql.execute(statement, q).fetchall() if r[2] is not None]
+            took[name].append(time.perf_counter() - t)
+            for n in (5, 10):
+                at[name][n].append(recall_at(got, exact, n))
+        if (i + 1) % 10 == 0:
+            log(f"  {i + 1}")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    e = percentiles(took["exact"])
+    print(f"\n{dataset}: {queries} queries, top 10, load average {load}")
+    print(f"exact statement: p50 {1000 * e['p50']:.0f} ms, p99 {1000 * e['p99']:.0f} ms\n")
+    print("| variant | recall@5 (min) | recall@10 (min) | p50 ms (x exact) | p99 ms (x exact) |")
+    print("|---|---|---|---|---|")
+    for name in names:
+        a = percentiles(took[name])
+        print(
+            f"| {name} | {statistics.fmean(at[name][5]):.3f} ({min(at[name][5]):.1f}) | "
+            f"{statistics.fmean(at[name][10]):.3f} ({min(at[name][10]):.1f}) | "
+            f"{1000 * a['p50']:.0f} ({a['p50'] / e['p50']:.2f}x) | "
+            f"{1000 * a['p99']:.0f} ({a['p99'] / e['p99']:.2f}x) |"
+        )
+    sys.stdout.flush()
+
+
+def diagnose(
+    sql: psycopg.Connection,
+    dataset: str,
+    queries: int,
+    params: object,
+    words: object,
+    exact_sql: str,
+    approx_sql: str,
+) -> None:
+    """Which exact top-10 episodes the approximate top 10 misses, and why: scored
+    differently although among the candidates, or not among them; then the source that
+    should have brought each (its rank by summary cosine, by its best chunk's cosine among
+    all chunks, by ts_rank among the lexical matches, by recency) against that part's
+    size."""
+    from bench.recall_speed import psycopg_sql
+    from episodic.store.recall_queries import approximate_parts, recall_sql
+
+    approx_text = recall_sql(with_query=True, with_vector=True, approximate=True)
+    head = approx_text[: approx_text.index("pool AS MATERIALIZED (")]  # WITH qv, q, qq,
+    parts = {
+        name: psycopg_sql(f"{head} part AS ({part}) SELECT DISTINCT episode_id FROM part")
+        for name, part in approximate_parts(True).items()
+    }
+    ranks = psycopg_sql(
+        f"""{head} me AS (
+            SELECT e.episode_id, e.embedding <=> (SELECT v FROM qv) AS sd, e.ended_at,
+                   coalesce(ts_rank(e.search_vector, (SELECT tq FROM qq), 1), 0) AS tr,
+                   (SELECT min(m.embedding <=> (SELECT v FROM qv)) FROM message_chunks m
+                    WHERE m.dataset = :dataset AND m.thread_id = e.thread_id
+                      AND m.end_sequence <= e.end_sequence) AS cd
+            FROM episodes e WHERE e.dataset = :dataset AND e.episode_id = :episode)
+        SELECT
+          (SELECT count(*) FROM episodes e WHERE e.dataset = :dataset
+             AND e.status = 'completed' AND e.embedding <=> (SELECT v FROM qv) < me.sd),
+          (SELECT count(*) FROM message_chunks m WHERE m.dataset = :dataset
+             AND m.embedding <=> (SELECT v FROM qv) < me.cd),
+          CASE WHEN me.tr > 0 THEN (SELECT count(*) FROM episodes e WHERE e.dataset = :dataset
+             AND e.status = 'completed' AND e.search_vector @@ (SELECT tq FROM qq)
+             AND ts_rank(e.search_vector, (SELECT tq FROM qq), 1) > me.tr) END,
+          (SELECT count(*) FROM episodes e WHERE e.dataset = :dataset
+             AND e.status = 'completed' AND e.ended_at > me.ended_at)
+        FROM me"""
+    )
+    size = {
+        "nearest summaries": "approx_candidates",
+        "nearest chunks": "approx_candidates",
+        "lexical": "approx_candidates",
+        "recent": "approx_recent",
+    }
+    log(f"diagnosing {queries} queries on {dataset} …")
+    misses = {5: 0, 10: 0}
+    scored_differently = not_in_pool = 0
+    by_source: dict[str, int] = {}
+    for _ in range(queries):
+        p = params(dataset, words(), 10)  # type: ignore[operator]
+        exact = [r for r in sql.execute(exact_sql, p).fetchall() if r[2] is not None]
+        got = [r[2] for r in sql.execute(approx_sql, p).fetchall() if r[2] is not None]
+        exact_ids = [r[2] for r in exact]
+        members = {name: {r[0] for r in sql.execute(q, p)} for name, q in parts.items()}
+        pool = set().union(*members.values())
+        for position, episode in enumerate(exact_ids):
+            if episode in got[:10]:
+                continue
+            for n in (5, 10):
+                misses[n] += position < n
+            if episode in pool:
+                scored_differently += 1
+                where = (
+                    "in the pool (" + ", ".join(n for n, m in members.items() if episode in m) + ")"
+                )
+            else:
+                not_in_pool += 1
+                summary, chunk, lexical, recent = sql.execute(
+                    ranks, {**p, "episode": episode}
+                ).fetchone()  # type: ignore[misc]
+                rank_of = {
+                    "nearest summaries": summary,
+                    "nearest chunks": chunk,
+                    "lexical": lexical,
+                    "recent": recent,
+                }
+                best = min((r / p[size[k]], k) for k, r in rank_of.items() if r is not None)  # type: ignore[index]
+                by_source[best[1]] = by_source.get(best[1], 0) + 1
+                where = "NOT in the pool; ranks: " + ", ".join(
+                    f"{k} {r}" for k, r in rank_of.items()
+                )
+            print(
+                f"{dataset} query {p['query']!r}: exact #{position + 1} {str(episode)[:8]} missing, {where}"
+            )  # type: ignore[index]
+    print(
+        f"\n{dataset}: {queries} queries; exact top-5 episodes missed {misses[5]}, top-10 "
+        f"{misses[10]}; of the top-10 misses {scored_differently} were candidates scored "
+        f"differently, {not_in_pool} not candidates; the nearest source of those: {by_source}"
+    )
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=1_000_000)
@@ -346,6 +545,21 @@ def main(argv: list[str] | None = None) -> int:
         help="an older store/recall_queries.py: its approximate statement is run on the same "
         "queries for recall@N and latency (before/after in one run)",
     )
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="for --exact-queries queries per heavy dataset: which exact top-10 episodes the "
+        "approximate top 10 misses, whether they were among the candidates, and if not, "
+        "from which source (nearest summaries or chunks, lexical, recent) they should have "
+        "come and at what rank",
+    )
+    parser.add_argument(
+        "--curve",
+        help="approximate variants to run on the same --exact-queries queries per heavy "
+        "dataset, ';'-separated, each 'candidates=200,ef=200,scan=20000,recent=100' "
+        "(missing keys: the defaults; scan = hnsw.max_scan_tuples), or 'default' for the "
+        "README's curve: recall@5/@10 and latency against the exact statement",
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
@@ -353,7 +567,12 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
-    from episodic.store.recall_queries import COUNT_STATEMENT, Approximation, recall_statement
+    from episodic.store.recall_queries import (
+        COUNT_STATEMENT,
+        CUSTOM_PLANS,
+        Approximation,
+        recall_statement,
+    )
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 
@@ -475,9 +694,40 @@ def main(argv: list[str] | None = None) -> int:
             return p
 
         def bare(statement: str, dataset: str, query: str, limit: int = 3) -> list[object]:
-            # What Recall sends: the query's lexemes, then the ranking statement.
+            # What Recall sends: the query's lexemes, then the ranking statement (the
+            # approximate one planned for its parameters, as rank() has it planned).
+            approximate = statement is not exact_sql
+            if approximate:
+                sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
             rows = sql.execute(statement, params(dataset, query, limit)).fetchall()
+            if approximate:
+                sql.execute("RESET plan_cache_mode")
             return [r[2] for r in rows if r[2] is not None]  # episode_id
+
+        heavies = args.recall_on.split(",") if args.recall_on else [HEAVY]
+        if (
+            not args.recall_on
+            and sql.execute(
+                "SELECT 1 FROM episodes WHERE dataset = %s LIMIT 1", (CLUSTERED,)
+            ).fetchone()
+        ):
+            heavies.append(CLUSTERED)
+        if args.diagnose or args.curve:
+            # The heavy datasets' statements, exact and approximate, are each planned for
+            # their parameters (psycopg prepares a statement run five times, and a generic
+            # plan of these ran many times longer: README "Recall at scale").
+            sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
+        if args.diagnose:
+            for dataset in heavies:
+                diagnose(sql, dataset, args.exact_queries, params, words, exact_sql, approx_sql)
+            return 0
+        if args.curve:
+            variants = parse_curve(args.curve, defaults)
+            for dataset in heavies:
+                curve(
+                    sql, dataset, args.exact_queries, params, words, exact_sql, variants, before_sql
+                )
+            return 0
 
         times: dict[str, list[float]] = {
             k: [] for k in ("normal grpc", "normal sql", "heavy grpc", "heavy sql")
@@ -537,14 +787,8 @@ def main(argv: list[str] | None = None) -> int:
         variants = {"approximate": approx_sql, "approximate, exact cosine": exact_cosine_sql}
         if before_sql is not None:
             variants["approximate before"] = before_sql
-        heavies = args.recall_on.split(",") if args.recall_on else [HEAVY]
-        if (
-            not args.recall_on
-            and sql.execute(
-                "SELECT 1 FROM episodes WHERE dataset = %s LIMIT 1", (CLUSTERED,)
-            ).fetchone()
-        ):
-            heavies.append(CLUSTERED)
+        if not args.normal_only:
+            sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
         for dataset in [] if args.normal_only else heavies:
             log(f"ranking {args.exact_queries} queries exactly on {dataset} …")
             took: dict[str, list[float]] = {k: [] for k in ["exact", *variants, "count"]}

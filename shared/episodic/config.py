@@ -346,11 +346,13 @@ class RecallSettings(BaseSettings):
         '(README "Recall at scale").',
     )
     recall_approximate_candidates: int = Field(
-        default=200,
+        default=400,
         ge=10,
         le=1000,
         description="Approximate path: episodes taken from each of the nearest summaries, "
-        "the nearest chunks and the best lexical matches (also hnsw.ef_search).",
+        "the nearest chunks and the best lexical matches (also hnsw.ef_search). 400: "
+        "recall@10 1.000 against the exact ranking on clustered vectors, .943 on uniformly "
+        'random ones, at a third of the exact path\'s time (README "Recall at scale").',
     )
     recall_approximate_recent: int = Field(
         default=100,

@@ -267,3 +267,66 @@ def test_the_exact_cosine_option_normalises_by_the_datasets_best_cosine(recall_e
         want = exact[row["episode_id"]]
         for column in ("semantic", "similarity", "relevance", "absolute_relevance"):
             assert row[column] == pytest.approx(want[column], abs=1e-9), column
+
+
+def test_the_approximate_statement_is_planned_for_its_parameters(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    """psycopg prepares a statement from its fifth run on a connection; PostgreSQL may then
+    plan it once for any dataset and words (a generic plan), which at 1M episodes ran up to
+    87 s where the plan for the parameters took 10 s. The session here prefers generic
+    plans, as the planner's own choice did there: the approximate statement must still be
+    planned for its parameters, and the session's setting be left as it was found."""
+    _fill(recall_engine)
+    sizes = domain.DatasetSizes(10, SMALL)
+    with recall_engine.connect() as conn:
+        conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        for _ in range(7):
+            _recall(conn, "zebra invoice", sizes)
+            # Whatever the session had chosen comes back after each call (here the
+            # session's default: RESET restores it, not the SET above).
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar_one() != (
+                "force_custom_plan"
+            )
+            conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        plans = conn.exec_driver_sql(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%pool AS MATERIALIZED%%'"
+        ).all()
+    assert plans, "the approximate statement was never prepared (nothing checked)"
+    assert all(generic == 0 and custom >= 2 for generic, custom in plans), plans
+
+
+def test_the_pool_holds_the_best_lexical_match_that_ts_rank_ties_with_others(  # type: ignore[no-untyped-def]
+    recall_engine,
+) -> None:
+    """ts_rank ranks documents holding as many query words by their length alone, however
+    rare the words: 40 documents hold the common "alpha" and "beta", one a word longer the
+    common "beta" and the rare "gamma" — the exact formula's best lexical match (BM25 weighs
+    rarity), last by ts_rank — and two short ones hold "gamma" (so the densest holder of
+    "gamma" is not it). The pool must still hold it, from the dataset's exact lexical
+    scores; no vectors (the nearest summaries and chunks would be luck), and it is older
+    than the 40 (not recent)."""
+    tiny = Approximation(candidates=4, recent=1, per_lexeme=1)
+    with recall_engine.begin() as conn:
+        best = make_episode(
+            conn, "big", ["we noted beta and gamma quietly today"], ended_at=T0 - timedelta(days=60)
+        )
+        for i in range(40):
+            make_episode(
+                conn, "big", ["we noted alpha and beta today"], ended_at=T0 - timedelta(days=i)
+            )
+        for i in range(2):
+            make_episode(conn, "big", ["gamma today"], ended_at=T0 - timedelta(days=80 + i))
+    request = domain.RecallQuery(
+        dataset="big",
+        query="alpha beta gamma",
+        include_episodes=True,
+        limit=1,
+        similarity_weight=0.7,
+        recency_weight=0.3,
+        filters=RecallFilters(as_of=T0 + timedelta(hours=1)),
+    )
+    with recall_engine.connect() as conn:
+        exact = domain.recall(conn, test_vault(), request, None, domain.DatasetSizes(10_000, tiny))
+        approximate = domain.recall(conn, test_vault(), request, None, domain.DatasetSizes(0, tiny))
+    assert _ids(exact) == [str(best.episode_id)]
+    assert _ids(approximate) == _ids(exact)

@@ -42,8 +42,9 @@ small (research/postgres-limits.md: ~1–1.5 ms for the vector part at 1M episod
 A large dataset (more episodes than ``recall_approximate_above``; services/recall/domain.py
 chooses) takes the approximate path instead: the same formula over a generous candidate
 set — the episodes nearest the query by summary and by chunk (the HNSW indexes, iterative
-scan), the best lexical matches (GIN), the most recent ones and each query word's
-densest documents and chunks — while BM25's statistics and the best BM25 come from the whole filtered dataset
+scan), the best lexical matches (by the exact lexical signals among the holders of a
+selective query word, and by ts_rank through GIN), the most recent ones and each query
+word's densest documents and chunks — while BM25's statistics and the best BM25 come from the whole filtered dataset
 (:func:`_dataset_statistics`), so a candidate scores as on the exact path; the semantic
 signal is normalised by the best cosine among the candidates (the HNSW nearest, which holds
 the dataset's best with high probability). README "Recall at scale" has its recall@N
@@ -327,49 +328,70 @@ def _signals(lexical: str) -> dict[str, str]:
     }
 
 
-def _approximate_pool(with_vector: bool) -> str:
-    """The approximate path's candidates (a large dataset): a generous set that holds the
-    exact top N with high probability, re-scored by the exact formula. The episodes whose
-    summary is nearest the query and those of the threads whose chunks are (HNSW with
-    iterative scan, the filters applied as it walks), the best lexical matches (the GIN
-    index finds the documents with any query lexeme; ts_rank orders them) and the most
-    recent episodes (recency alone can carry one into the top). Every part applies the
-    request's filters."""
-    parts = [
-        f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
+def approximate_parts(with_vector: bool) -> dict[str, str]:
+    """The approximate path's candidates (a large dataset) by source: a generous set that
+    holds the exact top N with high probability, re-scored by the exact formula. The
+    episodes whose summary is nearest the query and those of the threads whose chunks are
+    (HNSW with iterative scan, the filters applied as it walks), the best lexical matches
+    (the GIN index finds the documents with any query lexeme; ts_rank orders them) and the
+    most recent episodes (recency alone can carry one into the top). Every part applies the
+    request's filters. Named so that bench/recall_scale.py can tell which source holds (or
+    should have held) an exact top-N episode."""
+    # The lexical part of the default fusion (LEARNED_WEIGHTS): what orders the selective
+    # words' holders, whose exact BM25 the dataset's statistics have already computed.
+    lexical_fit = (
+        f"{LEARNED_WEIGHTS['lexical'] / 2} * (coalesce(d.score / nullif((SELECT score FROM "
+        "best_document), 0.0), 0.0) + coalesce(p.score / nullif((SELECT score FROM "
+        f"best_passage), 0.0), 0.0)) + ({LEARNED_WEIGHTS['coverage']} * coalesce(d.matched, 0.0) "
+        f"+ {LEARNED_WEIGHTS['passage_coverage']} * coalesce(p.matched, 0.0)) "
+        "/ greatest((SELECT count(*) FROM q), 1)"
+    )
+    parts = {
+        # Ranked as the exact formula's lexical signals rank them; ts_rank (below) ties
+        # on documents of similar length and ignores how rare each word is.
+        "best lexical": f"""SELECT coalesce(d.episode_id, p.episode_id) AS episode_id
+            FROM dataset_doc_bm25 d FULL JOIN dataset_passage_bm25 p
+              ON p.episode_id = d.episode_id
+            ORDER BY {lexical_fit} DESC LIMIT :approx_candidates""",
+        "lexical": f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
             WHERE x.search_vector @@ (SELECT tq FROM qq)
             ORDER BY ts_rank(x.search_vector, (SELECT tq FROM qq), 1) DESC
             LIMIT :approx_candidates""",
-        f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
+        "recent": f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
             ORDER BY x.ended_at DESC LIMIT :approx_recent""",
         # The normalising maxima (best document and best passage BM25) must be the
         # dataset's, and ts_rank over all the query's words weighs a common word like a
         # rare one: so, per query word, the documents and the threads of the chunks that
         # hold it most densely (GIN indexes; a rare word's best holders carry the best BM25).
-        f"""SELECT best.episode_id FROM q CROSS JOIN LATERAL (
+        "densest documents": f"""SELECT best.episode_id FROM q CROSS JOIN LATERAL (
                 SELECT x.episode_id FROM ({_CANDIDATES}) x
                 WHERE x.search_vector @@ {_LEXEME_QUERY}
                 ORDER BY ts_rank(x.search_vector, {_LEXEME_QUERY}, 1) DESC
                 LIMIT :approx_per_lexeme) best""",
-        f"""SELECT x.episode_id
+        "densest chunks": f"""SELECT x.episode_id
             FROM q CROSS JOIN LATERAL (
                 SELECT m.thread_id FROM message_chunks m
                 WHERE m.dataset = :dataset AND m.search_vector @@ {_LEXEME_QUERY}
                 ORDER BY ts_rank(m.search_vector, {_LEXEME_QUERY}, 1) DESC
                 LIMIT :approx_per_lexeme) dense
             JOIN ({_CANDIDATES}) x ON x.thread_id = dense.thread_id""",
-    ]
+    }
     if with_vector:
-        parts += [
-            f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
-                ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_candidates""",
-            f"""SELECT x.episode_id
+        parts["nearest summaries"] = f"""SELECT x.episode_id FROM ({_CANDIDATES}) x
+                ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_candidates"""
+        parts["nearest chunks"] = f"""SELECT x.episode_id
                 FROM (SELECT m.thread_id FROM message_chunks m WHERE m.dataset = :dataset
                       ORDER BY m.embedding <=> CAST(:qvec AS vector)
                       LIMIT :approx_candidates) near
-                JOIN ({_CANDIDATES}) x ON x.thread_id = near.thread_id""",
-        ]
-    return "\n            UNION\n            ".join(f"({p})" for p in parts)
+                JOIN ({_CANDIDATES}) x ON x.thread_id = near.thread_id"""
+    return parts
+
+
+def _approximate_pool(with_vector: bool) -> str:
+    """The union of :func:`approximate_parts`."""
+    return "\n            UNION\n            ".join(
+        f"({p})" for p in approximate_parts(with_vector).values()
+    )
 
 
 @lru_cache(maxsize=16)
@@ -495,13 +517,14 @@ def recall_sql(
             "(SELECT score FROM best_document)",
             "(SELECT score FROM best_passage)",
         )
-        dataset_best = _DATASET_BEST
         doc_df = passage_df = ""  # counted over the dataset (dataset_ctes)
         if exact_cosine and with_vector:
             dataset_best += _dataset_best_cosine()
             best_cosine = "greatest((SELECT cos FROM best_cosine), max(r.semantic) OVER ())"
+        # The dataset's statistics come first: the pool takes the best-scoring holders of
+        # the selective words from them.
         head = f"""
-        WITH {query_ctes}
+        WITH {query_ctes}{dataset_ctes}
         pool AS MATERIALIZED (
             {_approximate_pool(with_vector)}
         ),
@@ -509,7 +532,7 @@ def recall_sql(
             SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
             FROM ({_CANDIDATES}) x
             WHERE x.episode_id IN (SELECT episode_id FROM pool)
-        ),{dataset_ctes}"""
+        ),"""
     else:
         head = f"""
         WITH c AS MATERIALIZED (
@@ -631,10 +654,11 @@ def _dataset_statistics() -> tuple[str, str, str]:
     """What the approximate path takes from the whole filtered dataset rather than from its
     candidates, for its scores to equal the exact path's (which computes them over every
     filtered episode): BM25's statistics and the best BM25, by which the lexical signals
-    are normalised. Returns CTEs to follow the pool (``dataset_dterms``, ``dataset_pterms``:
-    every document and passage holding a query lexeme, found through the GIN indexes on
-    ``search_vector``, with the lexemes' counts) and the bodies of ``dstats``, ``ddf``,
-    ``pstats`` and ``pdf``. The counts and average lengths come from index-only scans of the
+    are normalised. Returns CTEs to precede the pool (``dataset_dterms``, ``dataset_pterms``:
+    every document and passage holding a selective query lexeme, found through the GIN
+    indexes on ``search_vector``, with the lexemes' counts; ``ddf`` and ``pdf``; their
+    exact BM25 per episode, whose best the pool takes; ``best_document``,
+    ``best_passage``) and the bodies of ``dstats`` and ``pstats``. The counts and average lengths come from index-only scans of the
     covering indexes of 0013 (no document, vector or chunk row read). A passage is an
     (episode, chunk of its thread up to the episode's end) pair, as on the exact path."""
     passages_of = _passages_of_candidates()
@@ -675,14 +699,39 @@ def _dataset_statistics() -> tuple[str, str, str]:
             FROM {passages_of}
             CROSS JOIN LATERAL unnest({_only_query_lexemes("m.search_vector")}) AS u
             WHERE m.search_vector @@ (SELECT passage_tq FROM selective)
-        ),"""
-    doc_stats = f"""
+        ),
+        dataset_dstats AS MATERIALIZED (
             SELECT count(*)::float8 AS n, greatest(avg(x.search_length), 1.0) AS avgdl
-            FROM ({_CANDIDATES}) x"""
-    passage_stats = f"""
+            FROM ({_CANDIDATES}) x
+        ),
+        dataset_pstats AS MATERIALIZED (
             SELECT count(*)::float8 AS n, greatest(avg(greatest(m.search_length, 1)), 1.0)
                    AS avgdl
-            FROM {passages_of}"""
+            FROM {passages_of}
+        ),
+        -- The exact document and best-passage BM25 (and how many query words each holds)
+        -- of every holder of a selective word: the best of them normalise the lexical
+        -- signal, and the pool takes the best of them by their lexical score.
+        dataset_doc_bm25 AS MATERIALIZED (
+            SELECT t.episode_id, {_bm25("t", "ddf", "t.dl", "s")} AS score,
+                   count(*)::float8 AS matched
+            FROM dataset_dterms t JOIN ddf ON ddf.lexeme = t.lexeme
+            CROSS JOIN dataset_dstats s
+            GROUP BY t.episode_id
+        ),
+        dataset_passage_bm25 AS MATERIALIZED (
+            SELECT episode_id, max(score) AS score, max(matched) AS matched FROM (
+                SELECT t.episode_id, {_bm25("t", "pdf", "t.dl", "s")} AS score,
+                       count(*)::float8 AS matched
+                FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme
+                CROSS JOIN dataset_pstats s
+                GROUP BY t.episode_id, t.start_sequence, t.start_offset) per_passage
+            GROUP BY episode_id
+        ),
+        best_document AS (SELECT max(score) AS score FROM dataset_doc_bm25),
+        best_passage AS (SELECT max(score) AS score FROM dataset_passage_bm25),"""
+    doc_stats = "SELECT n, avgdl FROM dataset_dstats"
+    passage_stats = "SELECT n, avgdl FROM dataset_pstats"
     return ctes, doc_stats, passage_stats
 
 
@@ -724,23 +773,6 @@ def _bm25(terms: str, df: str, length: str, stats: str, weight: str | None = Non
         f"* ({BM25_K1} + 1.0) / ({terms}.tf + {BM25_K1} * (1.0 - {BM25_B} "
         f"+ {BM25_B} * {length} / {stats}.avgdl)))"
     )
-
-
-_DATASET_BEST = f"""
-        -- The dataset's best document and passage BM25 among the holders of a selective
-        -- query lexeme (_dataset_statistics); the candidates' best covers the rest.
-        best_document AS (
-            SELECT max(score) AS score FROM (
-                SELECT {_bm25("t", "ddf", "t.dl", "s")} AS score
-                FROM dataset_dterms t JOIN ddf ON ddf.lexeme = t.lexeme CROSS JOIN dstats s
-                GROUP BY t.episode_id) per_document
-        ),
-        best_passage AS (
-            SELECT max(score) AS score FROM (
-                SELECT {_bm25("t", "pdf", "t.dl", "s")} AS score
-                FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme CROSS JOIN pstats s
-                GROUP BY t.episode_id, t.start_sequence, t.start_offset) per_passage
-        ),"""
 
 
 # The count, and whether the dataset has any event (one probe of the events' primary key):
@@ -793,12 +825,16 @@ def _compiled(
     )
 
 
+#: How the approximate statement is planned (see :func:`rank`).
+CUSTOM_PLANS = "force_custom_plan"
+
+
 @dataclass(frozen=True)
 class Approximation:
     """How the approximate path gathers candidates (see :func:`_approximate_pool`)."""
 
     #: How many episodes each of the nearest-summary, nearest-chunk and lexical parts adds.
-    candidates: int = 200
+    candidates: int = 400
     #: How many of the most recent episodes join them.
     recent: int = 100
     #: Per query word, how many of the documents and of the chunks that hold it most
@@ -894,7 +930,20 @@ def rank(
         options,
         approximate is not None and approximate.exact_cosine,
     )
-    rows = list(conn.execute(statement, params).mappings())
+    if approximate is None:
+        rows = list(conn.execute(statement, params).mappings())
+    else:
+        # psycopg prepares a statement run five times on a connection, and PostgreSQL then
+        # switches to a generic plan (one planned before the dataset and the query's words
+        # are known) whenever its estimated cost is below the custom plans': for this
+        # statement it always is (the estimates are far off), and the generic plan ran
+        # 2-9x longer than the custom one at 1M episodes, up to 87 s (README "Recall at
+        # scale"). So this statement is always planned for its parameters.
+        conn.exec_driver_sql(f"SET plan_cache_mode = {CUSTOM_PLANS}")
+        try:
+            rows = list(conn.execute(statement, params).mappings())
+        finally:
+            conn.exec_driver_sql("RESET plan_cache_mode")
     count = int(rows[0]["episode_count"]) if rows else 0
     ranked = [r for r in rows if r["episode_id"] is not None]
     metrics.recall_ranked(candidates=count, results=len(ranked))
