@@ -52,6 +52,7 @@ from episodic.store.recall_queries import (
     RankingOptions,
     entity_clauses,
     entity_params,
+    named_time_params,
     ranked_recency_sql,
     similarity_sql,
     span_cte,
@@ -110,6 +111,8 @@ class EventFilters:
     entity_groups: Sequence[Sequence[str]] | None = None
     event_type: str | None = None
     actor: str | None = None
+    #: RecallFilters.named_time (recency measured from it).
+    named_time: tuple[datetime, datetime] | None = None
 
 
 def actor_token(key: DatasetKey, actor: str) -> str:
@@ -415,6 +418,7 @@ def rank_events(
         **entity_params(key, filters.entities, filters.entity_groups),
         "event_type": filters.event_type,
         "actor": actor_token(key, filters.actor) if filters.actor else None,
+        **named_time_params(filters.named_time),
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,
