@@ -395,3 +395,26 @@ def test_weights_need_their_signals() -> None:
     assert RankingOptions(entity_match=True, weights=(("entity_match", 1.0),)).signals()[-1] == (
         "entity_match"
     )
+
+
+def test_min_relevance_keeps_what_happened_at_the_named_time(engine) -> None:  # type: ignore[no-untyped-def]
+    """The calibrated relevance reads words and meaning; an episode of the very time the
+    question names answers it whatever its words, so min_relevance keeps it (with the
+    switch) while it drops the rest."""
+    with engine.begin() as conn:
+        then = make_episode(conn, "ds", ["we fixed the gutter"], ended_at=T0 - timedelta(days=15))
+        make_episode(conn, "ds", ["we fixed the roof"], ended_at=T0 - timedelta(days=1))
+    query = "What was Ann doing on May 2, 2026?"
+    understood = domain.read_time(query, T0, False)
+    kept: dict[bool, list[str]] = {}
+    with engine.connect() as conn:
+        for on in (False, True):
+            request = replace(
+                _request(query, replace(DEFAULT_RANKING, named_time_recency=on)),
+                understanding=understood,
+                min_relevance=0.99,
+            )
+            rows = domain.recall(conn, test_vault(), request, EMBEDDER.embed_query(query)).rows
+            kept[on] = [str(r["episode_id"]) for r in rows]
+    assert kept[False] == []
+    assert kept[True] == [str(then.episode_id)]

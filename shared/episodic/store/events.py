@@ -54,6 +54,7 @@ from episodic.store.recall_queries import (
     entity_params,
     named_time_params,
     ranked_recency_sql,
+    relevant_sql,
     similarity_sql,
     span_cte,
 )
@@ -368,7 +369,7 @@ def _rank_sql(
         ),"""
     # min_relevance applies only with a query (without one nothing is matched), as for
     # episodes (recall_queries.rank_episodes).
-    relevant = "WHERE s.absolute_relevance >= CAST(:min_relevance AS float8)" if with_query else ""
+    relevant = f"WHERE {relevant_sql('s.occurred_at', options)}" if with_query else ""
     span = span_cte("c", "occurred_at") if options.recency_span else ""
     return f"""
         WITH c AS MATERIALIZED ({_CANDIDATES}),{span}{scored}

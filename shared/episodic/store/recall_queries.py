@@ -95,6 +95,7 @@ __all__ = [
     "ranked_recency_sql",
     "recall_sql",
     "recall_statement",
+    "relevant_sql",
     "similarity_sql",
     "span_cte",
     "threads_in_order",
@@ -270,6 +271,20 @@ def _filter_params(key: DatasetKey, filters: RecallFilters) -> dict[str, object]
         "as_of": filters.as_of,
         **named_time_params(filters.named_time),
     }
+
+
+def relevant_sql(moment: str, options: RankingOptions) -> str:
+    """The ``min_relevance`` condition on a scored row (``s``): its calibrated relevance,
+    or — under ``named_time_recency`` — its ``moment`` inside the time the query names.
+    What happened then answers "what was Sam doing on December 4?" whatever its words,
+    and the calibrated relevance reads only words and meaning. Episodes and events share it."""
+    relevant = "s.absolute_relevance >= CAST(:min_relevance AS float8)"
+    if not options.named_time_recency:
+        return relevant
+    return (
+        f"({relevant} OR ({moment} >= CAST(:named_start AS timestamptz) "
+        f"AND {moment} <= CAST(:named_end AS timestamptz)))"
+    )
 
 
 def named_time_params(named_time: tuple[datetime, datetime] | None) -> dict[str, object]:
@@ -719,7 +734,7 @@ def recall_sql(
                s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance{extra_out}
         FROM scored s
         JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
-        WHERE s.absolute_relevance >= CAST(:min_relevance AS float8)
+        WHERE {relevant_sql("s.ended_at", options)}
         ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
         LIMIT :limit
     """
