@@ -485,11 +485,14 @@ def learned(
     wr: float = 0.3,
     against_ideal: bool = True,
     names: tuple[str, ...] = LEARNED_SIGNALS,
+    named_times: dict[str, tuple[float, float]] | None = None,
 ) -> Any:
     """The learned fusion as Recall computes it (exp(score − best score)), plus recency
-    scaled like RankingOptions.recency_span (0: the seed's day scale)."""
+    scaled like RankingOptions.recency_span (0: the seed's day scale). ``named_times``:
+    per question, the window it names as days before it was asked (``named_time_windows``):
+    recency 1 / (1 + days outside it), as RankingOptions.named_time_recency."""
 
-    def rank(c: list[dict]) -> list[str]:
+    def rank(c: list[dict], question: str | None = None) -> list[str]:
         if not c:
             return []
         x = _signals(c, names)
@@ -506,10 +509,14 @@ def learned(
             recency = 1.0 / (1.0 + days / (recency_span * max(days.max(), 1.0)))
         else:
             recency = 1.0 / (1.0 + days)
+        if named_times and question in named_times:
+            latest, earliest = named_times[question]  # days before the question
+            recency = 1.0 / (1.0 + np.maximum(np.maximum(days - earliest, latest - days), 0.0))
         score = ws * similarity + wr * recency
         order = sorted(range(len(c)), key=lambda i: (-score[i], days[i]))
         return [c[i]["label"] for i in order]
 
+    rank.wants_question = True  # type: ignore[attr-defined]
     return rank
 
 
@@ -534,7 +541,11 @@ def choose_ranker(rows: list[dict], split: dict[str, set[str]]) -> str:
     return "\n".join(lines)
 
 
-def choose_extras(rows: list[dict], split: dict[str, set[str]]) -> str:
+def choose_extras(
+    rows: list[dict],
+    split: dict[str, set[str]],
+    named_times: dict[str, tuple[float, float]] | None = None,
+) -> str:
     """The third pass: each optional signal (recall_queries.EXTRA_SIGNALS present in the
     features) alone, then together, added to the learned fusion: weights fitted on the
     development half, temperature and recency_span chosen there by MRR (as
@@ -561,7 +572,9 @@ def choose_extras(rows: list[dict], split: dict[str, set[str]]) -> str:
         best: tuple[float, float, float, list[str]] = (-1.0, 0.0, 0.0, [])
         for t in (0.25, 0.5, 0.75, 1.0):
             for span in (0.0, 4.0, 8.0):
-                cells = _scores(rows, split, learned(w * t, span, names=names))
+                cells = _scores(
+                    rows, split, learned(w * t, span, names=names, named_times=named_times)
+                )
                 if float(cells[2]) > best[0]:
                     best = (float(cells[2]), t, span, cells)
         _, t, span, cells = best
@@ -571,6 +584,25 @@ def choose_extras(rows: list[dict], split: dict[str, set[str]]) -> str:
             f"| {' / '.join(cells[3:])} |"
         )
     return "\n".join(lines)
+
+
+def named_time_windows(conversations: list[locomo.Conversation]) -> dict[str, tuple[float, float]]:
+    """Per question that names when something happened (read, not applied: the read
+    path's ``named_time``), the window as (days before the question of its end, of its
+    start)."""
+    from services.recall import domain
+
+    out = {}
+    for conv in conversations:
+        for q in conv.questions:
+            u = domain.read_time(q.question, q.asked_at, False)
+            if u is None or u.applied or u.start is None or u.end is None or u.ordinal:
+                continue
+            out[q.question] = (
+                (q.asked_at - u.end).total_seconds() / 86400,
+                (q.asked_at - u.start).total_seconds() / 86400,
+            )
+    return out
 
 
 def _first_candidate(rows: list[dict]) -> dict:
@@ -583,7 +615,13 @@ def _scores(rows: list[dict], split: dict[str, set[str]], fn: Any = None) -> lis
         s = locomo.Scores()
         for r in rows:
             if r["kind"] == "own" and r["conversation"] in split[half]:
-                s.add(r["category"], (fn or rank_default)(r["candidates"]), tuple(r["gold"]))
+                if fn is None:
+                    got = rank_default(r["candidates"])
+                elif getattr(fn, "wants_question", False):  # learned(..., named_times=…)
+                    got = fn(r["candidates"], r["question"])
+                else:
+                    got = fn(r["candidates"])
+                s.add(r["category"], got, tuple(r["gold"]))
         o = s.overall()
         cells += [f"{o['R@1']:.3f}", f"{o['R@5']:.3f}", f"{o['MRR']:.3f}"]
     return cells
@@ -909,6 +947,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = json.loads((data_dir / f"features-{args.fit_extras}{suffix}.json").read_text())
         print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(choose_extras(rows, split))
+        print("\nthe same with recency from the time a question names (the third pass's default):")
+        print(choose_extras(rows, split, named_time_windows(conversations)))
         return 0
     if args.fit_ranker:
         off = data_dir / f"features-off{suffix}.json"
