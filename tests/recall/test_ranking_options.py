@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from episodic.query_focus import GENERIC_WEIGHT, strip_stop_phrases
+from episodic.query_focus import GENERIC_WEIGHT, query_phrases, strip_stop_phrases
 from episodic.services.recall import domain
 from episodic.store import recall_index
 from episodic.store.recall_index import index_episode, weighted_query_tokens
@@ -341,6 +341,13 @@ def test_passage_depth_reads_the_best_passages_of_an_episode(engine) -> None:  #
     assert rows[a]["cosine_depth"] > rows[b]["cosine_depth"]
     # the mean of the two best chunk cosines is at most the best one
     assert rows[a]["cosine_depth"] <= rows[a]["cosine"] + 1e-9
+
+
+def test_query_phrases_are_spelled_as_entities_are_stored() -> None:
+    phrases = query_phrases("What did Caroline's LGBTQ support group do?")
+    assert {"caroline", "lgbtq support group", "support group", "lgbtq"} <= set(phrases)
+    assert "caroline's" not in phrases  # the possessive is dropped
+    assert all(len(p.split()) <= 3 for p in phrases)
 
 
 def test_entity_match_weighs_names_by_their_rarity(engine) -> None:  # type: ignore[no-untyped-def]
