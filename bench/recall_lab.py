@@ -45,6 +45,10 @@ from bench.recall_quality import ingest_and_summarise, log, rrf
 
 DATABASE = "locomo_lab"
 
+#: recall_queries.EXTRA_SIGNALS (kept here so the module imports without the package's
+#: statement being built).
+EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine")
+
 
 def halves(conversations: list[locomo.Conversation]) -> dict[str, set[str]]:
     """The fixed split: even positions in the file develop, odd positions are held out."""
@@ -275,6 +279,8 @@ def _features(
                                         "absolute_relevance",
                                     )
                                 },
+                                # the optional signals, when their switch is on
+                                **{k: float(r[k]) for k in EXTRA_SIGNALS if k in r},
                             }
                             for r in answer.rows
                         ],
@@ -411,6 +417,15 @@ def ranking_variants() -> dict[str, Any]:
         "learned": RankingOptions(fusion="learned"),
         "recency-span-8": RankingOptions(recency_span=8.0),
         "learned+recency-span-8": RankingOptions(fusion="learned", recency_span=8.0),
+        # the first version's order (seed recency, for --fit-ranker) with every optional
+        # signal of the third pass computed, so the fit can try each alone and together
+        "off+signals": RankingOptions(passage_depth=3, entity_match=True, feedback=3),
+        "off+depth-2": RankingOptions(passage_depth=2),
+        "off+depth-5": RankingOptions(passage_depth=5),
+        "off+feedback-5": RankingOptions(feedback=5),
+        # the second pass's default (before recency from a named time)
+        "second-pass": RankingOptions(fusion="learned", recency_span=8.0),
+        "off+named-time": RankingOptions(named_time_recency=True),
     }
 
 
@@ -420,8 +435,13 @@ def ranking_variants() -> dict[str, Any]:
 LEARNED_SIGNALS = ("lexical", "semantic", "cosine", "coverage", "passage_coverage")
 
 
-def _signals(candidates: list[dict]) -> np.ndarray:
-    return np.array([[c[k] for k in LEARNED_SIGNALS] for c in candidates], dtype=float)
+def _signals(candidates: list[dict], names: tuple[str, ...] = LEARNED_SIGNALS) -> np.ndarray:
+    return np.array([[c[k] for k in names] for c in candidates], dtype=float)
+
+
+#: The signals whose ideal is 1 (relative to the best candidate, or a share of the query's
+#: words); the others' ideal is the candidates' best (recall_queries.similarity_sql).
+_IDEAL_ONE = ("lexical", "semantic", "coverage", "passage_coverage")
 
 
 def _days(candidates: list[dict]) -> np.ndarray:
@@ -430,7 +450,13 @@ def _days(candidates: list[dict]) -> np.ndarray:
     return np.array([1.0 / max(c["recency"], 1e-12) - 1.0 for c in candidates])
 
 
-def fit_ranker(rows: list[dict], dev: set[str], l2: float = 1e-2, steps: int = 600) -> np.ndarray:
+def fit_ranker(
+    rows: list[dict],
+    dev: set[str],
+    l2: float = 1e-2,
+    steps: int = 600,
+    names: tuple[str, ...] = LEARNED_SIGNALS,
+) -> np.ndarray:
     """Listwise logistic regression on the development half: per own question, a softmax
     over its candidates' linear scores, the gold sessions (uniformly) the target; gradient
     ascent on the mean log-likelihood with an L2 penalty. Returns the weights."""
@@ -440,8 +466,8 @@ def fit_ranker(rows: list[dict], dev: set[str], l2: float = 1e-2, steps: int = 6
             continue
         gold = np.array([c["label"] in r["gold"] for c in r["candidates"]], dtype=float)
         if gold.any():
-            data.append((_signals(r["candidates"]), gold / gold.sum()))
-    w = np.zeros(len(LEARNED_SIGNALS))
+            data.append((_signals(r["candidates"], names), gold / gold.sum()))
+    w = np.zeros(len(names))
     for _ in range(steps):
         grad = -l2 * w
         for x, target in data:
@@ -458,19 +484,24 @@ def learned(
     ws: float = 0.7,
     wr: float = 0.3,
     against_ideal: bool = True,
+    names: tuple[str, ...] = LEARNED_SIGNALS,
+    named_times: dict[str, tuple[float, float]] | None = None,
 ) -> Any:
     """The learned fusion as Recall computes it (exp(score − best score)), plus recency
-    scaled like RankingOptions.recency_span (0: the seed's day scale)."""
+    scaled like RankingOptions.recency_span (0: the seed's day scale). ``named_times``:
+    per question, the window it names as days before it was asked (``named_time_windows``):
+    recency 1 / (1 + days outside it), as RankingOptions.named_time_recency."""
 
-    def rank(c: list[dict]) -> list[str]:
+    def rank(c: list[dict], question: str | None = None) -> list[str]:
         if not c:
             return []
-        x = _signals(c)
+        x = _signals(c, names)
         s = x @ weights
         # the ideal candidate: best on both relative signals, every query word matched in
-        # its document and in one passage, the best cosine among the candidates
+        # its document and in one passage, the best cosine (and optional signal) among the
+        # candidates
         ideal = x.max(axis=0)
-        ideal[[0, 1, 3, 4]] = 1.0
+        ideal[[i for i, n in enumerate(names) if n in _IDEAL_ONE]] = 1.0
         similarity = np.exp(s - (ideal @ weights if against_ideal else s.max()))
         similarity[(x[:, 0] <= 0) & (x[:, 1] <= 0)] = 0.0
         days = _days(c)
@@ -478,10 +509,14 @@ def learned(
             recency = 1.0 / (1.0 + days / (recency_span * max(days.max(), 1.0)))
         else:
             recency = 1.0 / (1.0 + days)
+        if named_times and question in named_times:
+            latest, earliest = named_times[question]  # days before the question
+            recency = 1.0 / (1.0 + np.maximum(np.maximum(days - earliest, latest - days), 0.0))
         score = ws * similarity + wr * recency
         order = sorted(range(len(c)), key=lambda i: (-score[i], days[i]))
         return [c[i]["label"] for i in order]
 
+    rank.wants_question = True  # type: ignore[attr-defined]
     return rank
 
 
@@ -506,13 +541,87 @@ def choose_ranker(rows: list[dict], split: dict[str, set[str]]) -> str:
     return "\n".join(lines)
 
 
+def choose_extras(
+    rows: list[dict],
+    split: dict[str, set[str]],
+    named_times: dict[str, tuple[float, float]] | None = None,
+) -> str:
+    """The third pass: each optional signal (recall_queries.EXTRA_SIGNALS present in the
+    features) alone, then together, added to the learned fusion: weights fitted on the
+    development half, temperature and recency_span chosen there by MRR (as
+    :func:`choose_ranker`), both halves printed. The features must come from a run with
+    the seed's recency and the switches on (``--options off+signals``)."""
+    present = [n for n in EXTRA_SIGNALS if rows and n in _first_candidate(rows)]
+    groups: dict[str, tuple[str, ...]] = {"base (LEARNED_SIGNALS)": ()}
+    if "cosine_depth" in present:
+        groups["passage depth: cosine_depth + passage_depth"] = ("cosine_depth", "passage_depth")
+        groups["passage depth: cosine_depth only"] = ("cosine_depth",)
+        groups["passage depth: passage_depth only"] = ("passage_depth",)
+    for name in ("entity_match", "feedback_cosine"):
+        if name in present:
+            groups[name] = (name,)
+    groups["all present"] = tuple(present)
+    lines = [
+        "| signals added | weights (dev) | temperature, span | dev R@1 / R@5 / MRR "
+        "| held out R@1 / R@5 / MRR |",
+        "|---|---|---|---|---|",
+    ]
+    for label, extra in groups.items():
+        names = (*LEARNED_SIGNALS, *extra)
+        w = fit_ranker(rows, split["dev"], names=names)
+        best: tuple[float, float, float, list[str]] = (-1.0, 0.0, 0.0, [])
+        for t in (0.25, 0.5, 0.75, 1.0):
+            for span in (0.0, 4.0, 8.0):
+                cells = _scores(
+                    rows, split, learned(w * t, span, names=names, named_times=named_times)
+                )
+                if float(cells[2]) > best[0]:
+                    best = (float(cells[2]), t, span, cells)
+        _, t, span, cells = best
+        weights = dict(zip(names, np.round(w * t, 3).tolist(), strict=True))
+        lines.append(
+            f"| {label} | {weights} | {t}, {span:g} | {' / '.join(cells[:3])} "
+            f"| {' / '.join(cells[3:])} |"
+        )
+    return "\n".join(lines)
+
+
+def named_time_windows(conversations: list[locomo.Conversation]) -> dict[str, tuple[float, float]]:
+    """Per question that names when something happened (read, not applied: the read
+    path's ``named_time``), the window as (days before the question of its end, of its
+    start)."""
+    from services.recall import domain
+
+    out = {}
+    for conv in conversations:
+        for q in conv.questions:
+            u = domain.read_time(q.question, q.asked_at, False)
+            if u is None or u.applied or u.start is None or u.end is None or u.ordinal:
+                continue
+            out[q.question] = (
+                (q.asked_at - u.end).total_seconds() / 86400,
+                (q.asked_at - u.start).total_seconds() / 86400,
+            )
+    return out
+
+
+def _first_candidate(rows: list[dict]) -> dict:
+    return next(c for r in rows for c in r["candidates"])
+
+
 def _scores(rows: list[dict], split: dict[str, set[str]], fn: Any = None) -> list[str]:
     cells = []
     for half in ("dev", "held-out"):
         s = locomo.Scores()
         for r in rows:
             if r["kind"] == "own" and r["conversation"] in split[half]:
-                s.add(r["category"], (fn or rank_default)(r["candidates"]), tuple(r["gold"]))
+                if fn is None:
+                    got = rank_default(r["candidates"])
+                elif getattr(fn, "wants_question", False):  # learned(..., named_times=…)
+                    got = fn(r["candidates"], r["question"])
+                else:
+                    got = fn(r["candidates"])
+                s.add(r["category"], got, tuple(r["gold"]))
         o = s.overall()
         cells += [f"{o['R@1']:.3f}", f"{o['R@5']:.3f}", f"{o['MRR']:.3f}"]
     return cells
@@ -769,6 +878,13 @@ def main(argv: list[str] | None = None) -> int:
         "temperature and recency_span on the dev half, from features-off.json",
     )
     parser.add_argument(
+        "--fit-extras",
+        default="",
+        help="NAME: fit the learned fusion with each optional signal of the features in "
+        "features-NAME.json (a run of --options NAME with the seed's recency, e.g. "
+        "off+signals) alone and together, on the dev half; print both halves",
+    )
+    parser.add_argument(
         "--latency",
         default="",
         help="comma-separated switches to time in-process, interleaved (the first is the "
@@ -826,6 +942,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"load average before {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
             print(latency(url, conversations, [n.strip() for n in args.latency.split(",")]))
             print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
+    if args.fit_extras:
+        rows = json.loads((data_dir / f"features-{args.fit_extras}{suffix}.json").read_text())
+        print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(choose_extras(rows, split))
+        print("\nthe same with recency from the time a question names (the third pass's default):")
+        print(choose_extras(rows, split, named_time_windows(conversations)))
         return 0
     if args.fit_ranker:
         off = data_dir / f"features-off{suffix}.json"

@@ -65,7 +65,11 @@ class DeadlineExceeded(EpisodicError):
 def ranking_from(settings: RecallSettings) -> RankingOptions:
     """The ranking Recall runs under ``settings`` (the fusion and the recency scale); the
     service and the replay tool both take it from here so they rank alike."""
-    return RankingOptions(fusion=settings.ranking_fusion, recency_span=settings.recency_span)
+    return RankingOptions(
+        fusion=settings.ranking_fusion,
+        recency_span=settings.recency_span,
+        named_time_recency=settings.recency_from_named_time,
+    )
 
 
 @dataclass(frozen=True)
@@ -358,6 +362,16 @@ def recall(
     path (None: every dataset is ranked exactly)."""
     understood = request.applied_time
     filters = request.filters if understood is None else _within(request.filters, understood)
+    named = request.understanding
+    if (
+        understood is None
+        and named is not None
+        and request.ranking.named_time_recency
+        and named.start is not None
+        and named.end is not None
+        and named.ordinal is None
+    ):  # a time the query names as when something happened: recency counts from it
+        filters = replace(filters, named_time=(named.start, named.end))
     if request.entity_canon and filters.entities:
         filters = entities.resolve_filters(conn, vault.for_read(conn, request.dataset), filters)
     ranking: dict[str, Any] = {

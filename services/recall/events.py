@@ -40,6 +40,7 @@ def event_filters(filters: RecallFilters, scope: EventScope) -> EventFilters:
         entity_groups=filters.entity_groups,
         event_type=filters.event_type,
         actor=scope.actor,
+        named_time=filters.named_time,
     )
 
 

@@ -333,6 +333,12 @@ class RecallSettings(BaseSettings):
         description="Recency is 1/(1 + days / (recency_span x the dataset's span in days)); "
         "0: 1/(1 + days), the first version.",
     )
+    recency_from_named_time: bool = Field(
+        default=True,
+        description="When the query names the time something happened ('what was Sam doing "
+        "on December 4?'), recency is 1/(1 + days) counted from that time instead of from "
+        "as_of; false: as recency_span says.",
+    )
     recall_statement_timeout: Duration = Field(
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["GENERIC_WEIGHT", "GENERIC_WORDS", "strip_stop_phrases"]
+__all__ = ["GENERIC_WEIGHT", "GENERIC_WORDS", "PHRASE_WORDS", "query_phrases", "strip_stop_phrases"]
 
 _SAYING = (
     r"(?:discuss(?:ed)?|talk(?:ed)?|chat(?:ted)?|say|said|mention(?:ed)?|speak|spoke|"
@@ -80,3 +80,29 @@ def strip_stop_phrases(query: str) -> str:
     if not _CONTENT.search(stripped) or _ONLY_STOP_WORDS.match(stripped):
         return query
     return stripped
+
+
+#: The longest run of words :func:`query_phrases` offers as a name ("new york city").
+PHRASE_WORDS = 3
+
+_WORD = re.compile(r"[\w'’&.-]+")
+
+
+def query_phrases(query: str) -> list[str]:
+    """Every run of one to :data:`PHRASE_WORDS` consecutive words of ``query``, spelled as
+    an entity is stored (:func:`episodic.providers.entities.normalise_entity`): the names
+    and phrases the query could share with an episode's entities ("What did Caroline say
+    about the LGBTQ support group?" offers "caroline", "lgbtq support group", …).
+    Possessives are dropped ("Caroline's" is "caroline"); a run that normalises to nothing
+    is left out."""
+    from episodic.providers.entities import normalise_entity
+
+    words = [re.sub(r"['’]s$", "", w).strip(".-") for w in _WORD.findall(query)]
+    words = [w for w in words if w]
+    out: set[str] = set()
+    for size in range(1, PHRASE_WORDS + 1):
+        for i in range(len(words) - size + 1):
+            phrase = normalise_entity(" ".join(words[i : i + size]))
+            if phrase:
+                out.add(phrase)
+    return sorted(out)

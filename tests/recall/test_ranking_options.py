@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from episodic.query_focus import GENERIC_WEIGHT, strip_stop_phrases
+from episodic.query_focus import GENERIC_WEIGHT, query_phrases, strip_stop_phrases
 from episodic.services.recall import domain
 from episodic.store import recall_index
 from episodic.store.recall_index import index_episode, weighted_query_tokens
@@ -268,4 +268,160 @@ def test_the_recall_service_ranks_with_its_settings() -> None:
         return servicer.ranking
 
     assert ranking() == DEFAULT_RANKING
-    assert ranking(ranking_fusion="score", recency_span=0.0) == RankingOptions()
+    assert (
+        ranking(ranking_fusion="score", recency_span=0.0, recency_from_named_time=False)
+        == RankingOptions()
+    )
+
+
+# -- the third pass: recency from a named time, and the optional signals ---------------
+
+
+def test_recency_counts_from_the_time_the_query_names_when_the_switch_is_on(engine) -> None:  # type: ignore[no-untyped-def]
+    """ "What was Ann doing on May 2?" asked on May 17: the episode of May 2 is the
+    question's "now" (recency 1), the one of May 16 is two weeks after it; without the
+    switch, recency counts from as_of and the May 16 one is the more recent."""
+    with engine.begin() as conn:
+        then = make_episode(conn, "ds", ["Ann painted the fence"], ended_at=T0 - timedelta(days=15))
+        lately = make_episode(conn, "ds", ["Ann painted the shed"], ended_at=T0 - timedelta(days=1))
+    query = "What was Ann doing on May 2, 2026?"
+    understood = domain.read_time(query, T0, False)
+    assert understood is not None and not understood.applied  # ranked as written
+    recency: dict[bool, dict[str, float]] = {}
+    with engine.connect() as conn:
+        for on in (False, True):
+            request = replace(
+                _request(query, replace(DEFAULT_RANKING, named_time_recency=on)),
+                understanding=understood,
+                similarity_weight=0.7,
+                recency_weight=0.3,
+            )
+            rows = domain.recall(conn, test_vault(), request, None).rows
+            recency[on] = {str(r["episode_id"]): float(r["recency"]) for r in rows}
+    then_id, lately_id = str(then.episode_id), str(lately.episode_id)
+    assert recency[False][lately_id] > recency[False][then_id]
+    assert recency[True][then_id] == pytest.approx(1.0)  # inside the named day
+    # ended on May 16 12:00, the named day ends May 3 00:00: 13.5 days after it
+    assert recency[True][lately_id] == pytest.approx(1 / (1 + 13.5))
+
+
+def test_a_time_the_filter_applies_does_not_move_recency(engine) -> None:  # type: ignore[no-untyped-def]
+    """ "What did we discuss last week?" narrows the search to the week (a filter): recency
+    stays measured from as_of."""
+    with engine.begin() as conn:
+        made = make_episode(conn, "ds", ["the budget review"], ended_at=T0 - timedelta(days=8))
+    query = "What did we discuss about the budget last week?"
+    understood = domain.read_time(query, T0, False)
+    assert understood is not None and understood.applied
+    request = replace(_request(query, DEFAULT_RANKING), understanding=understood)
+    with engine.connect() as conn:
+        rows = domain.recall(conn, test_vault(), request, None).rows
+    assert [str(r["episode_id"]) for r in rows] == [str(made.episode_id)]
+    span_days = 8.0  # the only candidate is the oldest: span = its age
+    assert float(rows[0]["recency"]) == pytest.approx(1 / (1 + 8 / (8.0 * span_days)))
+
+
+def test_passage_depth_reads_the_best_passages_of_an_episode(engine) -> None:  # type: ignore[no-untyped-def]
+    """Two episodes whose best passage matches alike; one also matches in a second place:
+    only the depth signals tell them apart."""
+    filler = [f"filler line {i} about nothing" for i in range(4)]
+    with engine.begin() as conn:
+        twice = make_episode(
+            conn, "ds", ["the heron nests by the lake", *filler, "the heron came back"]
+        )
+        once = make_episode(conn, "ds", ["the heron nests by the lake", *filler, "rain again"])
+    options = RankingOptions(passage_depth=2)
+    with engine.connect() as conn:
+        rows = _rows(conn, "heron", options, embed=True)
+        plain = _rows(conn, "heron", RankingOptions(), embed=True)
+    a, b = str(twice.episode_id), str(once.episode_id)
+    assert "passage_depth" not in plain[a]  # computed only with the switch
+    assert rows[a]["passage_depth"] == pytest.approx(1.0)
+    assert 0.0 < rows[b]["passage_depth"] < 1.0
+    assert rows[a]["cosine_depth"] > rows[b]["cosine_depth"]
+    # the mean of the two best chunk cosines is at most the best one
+    assert rows[a]["cosine_depth"] <= rows[a]["cosine"] + 1e-9
+
+
+def test_query_phrases_are_spelled_as_entities_are_stored() -> None:
+    phrases = query_phrases("What did Caroline's LGBTQ support group do?")
+    assert {"caroline", "lgbtq support group", "support group", "lgbtq"} <= set(phrases)
+    assert "caroline's" not in phrases  # the possessive is dropped
+    assert all(len(p.split()) <= 3 for p in phrases)
+
+
+def test_entity_match_weighs_names_by_their_rarity(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        named = make_episode(conn, "ds", ["we walked up to the castle"], entities=["ann", "alfama"])
+        other = make_episode(conn, "ds", ["we walked along the river"], entities=["ann"])
+    options = RankingOptions(entity_match=True)
+    with engine.connect() as conn:
+        rows = _rows(conn, "Did Ann like Alfama?", options)
+        speaker_only = _rows(conn, "What did Ann say?", options)
+    a, b = str(named.episode_id), str(other.episode_id)
+    assert rows[a]["entity_match"] == pytest.approx(1.0)
+    # "ann", on every episode, weighs little next to "alfama" on one
+    assert rows[b]["entity_match"] < 0.3
+    # alone, the speaker's name matches both alike
+    assert speaker_only[a]["entity_match"] == pytest.approx(speaker_only[b]["entity_match"])
+
+
+def test_feedback_mixes_the_first_pass_centroid_into_the_cosine(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        for words in ("heron lake nests", "lake boats oars", "tax forms deadline"):
+            make_episode(conn, "ds", [words])
+    with engine.connect() as conn:
+        rows = _rows(conn, "heron", RankingOptions(feedback=1), embed=True)
+        weighted = _rows(
+            conn,
+            "lake",
+            RankingOptions(
+                fusion="learned",
+                feedback=1,
+                weights=(*LEARNED_WEIGHTS.items(), ("feedback_cosine", 2.0)),
+            ),
+            embed=True,
+        )
+        unweighted = _rows(conn, "lake", RankingOptions(fusion="learned", feedback=1), embed=True)
+    top = max(rows.values(), key=lambda r: r["cosine"])
+    # the first pass's best episode is the centroid: its feedback cosine is its cosine
+    # mixed with 1 (its own best chunk), (cos + 0.5) / 1.5
+    assert top["feedback_cosine"] == pytest.approx((top["cosine"] + 0.5) / 1.5, abs=1e-6)
+    assert any(r["feedback_cosine"] != pytest.approx(r["cosine"]) for r in rows.values())
+    # a weight on the signal moves similarity (computed, not fused, without one)
+    assert any(
+        weighted[k]["similarity"] != pytest.approx(unweighted[k]["similarity"]) for k in weighted
+    )
+
+
+def test_weights_need_their_signals() -> None:
+    with pytest.raises(ValueError, match="entity_match"):
+        RankingOptions(fusion="learned", weights=(("entity_match", 1.0),))
+    with pytest.raises(ValueError, match="passage_depth"):
+        RankingOptions(passage_depth=1)
+    assert RankingOptions(entity_match=True, weights=(("entity_match", 1.0),)).signals()[-1] == (
+        "entity_match"
+    )
+
+
+def test_min_relevance_keeps_what_happened_at_the_named_time(engine) -> None:  # type: ignore[no-untyped-def]
+    """The calibrated relevance reads words and meaning; an episode of the very time the
+    question names answers it whatever its words, so min_relevance keeps it (with the
+    switch) while it drops the rest."""
+    with engine.begin() as conn:
+        then = make_episode(conn, "ds", ["we fixed the gutter"], ended_at=T0 - timedelta(days=15))
+        make_episode(conn, "ds", ["we fixed the roof"], ended_at=T0 - timedelta(days=1))
+    query = "What was Ann doing on May 2, 2026?"
+    understood = domain.read_time(query, T0, False)
+    kept: dict[bool, list[str]] = {}
+    with engine.connect() as conn:
+        for on in (False, True):
+            request = replace(
+                _request(query, replace(DEFAULT_RANKING, named_time_recency=on)),
+                understanding=understood,
+                min_relevance=0.99,
+            )
+            rows = domain.recall(conn, test_vault(), request, EMBEDDER.embed_query(query)).rows
+            kept[on] = [str(r["episode_id"]) for r in rows]
+    assert kept[False] == []
+    assert kept[True] == [str(then.episode_id)]

@@ -52,7 +52,9 @@ from episodic.store.recall_queries import (
     RankingOptions,
     entity_clauses,
     entity_params,
+    named_time_params,
     ranked_recency_sql,
+    relevant_sql,
     similarity_sql,
     span_cte,
 )
@@ -110,6 +112,8 @@ class EventFilters:
     entity_groups: Sequence[Sequence[str]] | None = None
     event_type: str | None = None
     actor: str | None = None
+    #: RecallFilters.named_time (recency measured from it).
+    named_time: tuple[datetime, datetime] | None = None
 
 
 def actor_token(key: DatasetKey, actor: str) -> str:
@@ -365,7 +369,7 @@ def _rank_sql(
         ),"""
     # min_relevance applies only with a query (without one nothing is matched), as for
     # episodes (recall_queries.rank_episodes).
-    relevant = "WHERE s.absolute_relevance >= CAST(:min_relevance AS float8)" if with_query else ""
+    relevant = f"WHERE {relevant_sql('s.occurred_at', options)}" if with_query else ""
     span = span_cte("c", "occurred_at") if options.recency_span else ""
     return f"""
         WITH c AS MATERIALIZED ({_CANDIDATES}),{span}{scored}
@@ -415,6 +419,7 @@ def rank_events(
         **entity_params(key, filters.entities, filters.entity_groups),
         "event_type": filters.event_type,
         "actor": actor_token(key, filters.actor) if filters.actor else None,
+        **named_time_params(filters.named_time),
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,

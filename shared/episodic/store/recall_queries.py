@@ -6,7 +6,9 @@ Ranking (seed 000, "Ranking"), computed entirely in SQL over every candidate:
     recency    = 1 / (1 + days / (RECENCY_SPAN × span)): days since the episode ended,
                  measured from as_of (≥ 0), in units of the dataset's own span (the days
                  since its oldest candidate, ≥ 1); RankingOptions.recency_span 0 gives the
-                 first version's 1 / (1 + days)
+                 first version's 1 / (1 + days); when the query names the time something
+                 happened (RecallFilters.named_time), 1 / (1 + days) counted from that
+                 window instead (RankingOptions.named_time_recency)
     similarity = exp(fit − ideal fit), fit = Σ LEARNED_WEIGHTS × (lexical, semantic, the
                  raw best cosine, the query words' coverage of the document and of the best
                  passage); the ideal is 1 on each but the cosine, the candidates' best
@@ -76,6 +78,8 @@ __all__ = [
     "BM25_K1",
     "COUNT_STATEMENT",
     "DEFAULT_RANKING",
+    "EXTRA_SIGNALS",
+    "FEEDBACK_SHARE",
     "FUSIONS",
     "LEARNED_WEIGHTS",
     "LEXICAL_SHARE",
@@ -86,11 +90,13 @@ __all__ = [
     "RecallFilters",
     "count_up_to",
     "list_episodes",
+    "named_time_params",
     "rank",
     "rank_episodes",
     "ranked_recency_sql",
     "recall_sql",
     "recall_statement",
+    "relevant_sql",
     "similarity_sql",
     "span_cte",
     "threads_in_order",
@@ -129,6 +135,14 @@ class RankingOptions:
       by the fit. It keeps single-signal winners (an exact lexical match with a
       weak embedding, or the reverse) that a product-like fusion loses, and it reads how
       many of the query's words matched, which the relative signals cannot tell.
+    - ``named_time_recency``: when the query names the time something happened ("what was
+      Sam doing on December 4?", which the time parser does not apply as a window:
+      ``RecallFilters.named_time``), recency is the seed's ``1 / (1 + days)`` counted from
+      that window (0 inside it) instead of from ``as_of``: the question's "now" is the time
+      it names. Without a named time, recency is as ``recency_span`` says.
+    - ``passage_depth`` (k ≥ 2), ``entity_match``, ``feedback`` (k episodes): compute the
+      optional signals of :data:`EXTRA_SIGNALS`; ``weights`` fuses them (the learned fusion's
+      weights including theirs; empty: :data:`LEARNED_WEIGHTS`).
     - ``recency_span``: how "recent" is scaled. 0: the seed's ``1 / (1 + days)``; above 0:
       ``1 / (1 + days / (recency_span × span))``, ``span`` being the days between the
       dataset's oldest candidate and ``as_of`` (at least one day): a month-long history
@@ -141,12 +155,48 @@ class RankingOptions:
     head_share: float = 0.0
     fusion: str = "score"
     recency_span: float = 0.0
+    passage_depth: int = 0
+    entity_match: bool = False
+    feedback: int = 0
+    weights: tuple[tuple[str, float], ...] = ()
+    named_time_recency: bool = False
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
         if self.recency_span < 0:
             raise ValueError(f"recency_span must be 0 (days) or above, not {self.recency_span}")
+        if self.passage_depth < 0 or self.passage_depth == 1:
+            raise ValueError(
+                f"passage_depth must be 0 (off) or 2 and above, not {self.passage_depth}"
+            )
+        if self.feedback < 0:
+            raise ValueError(
+                f"feedback must be 0 (off) or a number of episodes, not {self.feedback}"
+            )
+        computed = self.signals()
+        for name, _ in self.weights:
+            if name not in computed:
+                raise ValueError(
+                    f"a weight for {name!r} needs its signal: one of {', '.join(computed)}"
+                )
+
+    def signals(self) -> tuple[str, ...]:
+        """The signals the statement computes under these switches (LEARNED_WEIGHTS' five,
+        and the optional ones of :data:`EXTRA_SIGNALS` whose switch is on)."""
+        extra = {
+            "cosine_depth": self.passage_depth > 0,
+            "passage_depth": self.passage_depth > 0,
+            "entity_match": self.entity_match,
+            "feedback_cosine": self.feedback > 0,
+        }
+        return (*LEARNED_WEIGHTS, *(name for name in EXTRA_SIGNALS if extra[name]))
+
+    def learned_weights(self) -> dict[str, float]:
+        """The learned fusion's weights: ``weights`` when given (a fit that includes the
+        optional signals), else :data:`LEARNED_WEIGHTS` (an optional signal without a
+        weight is computed, returned, and not fused: what the lab needs to fit it)."""
+        return dict(self.weights) if self.weights else dict(LEARNED_WEIGHTS)
 
 
 #: The ways of fusing the signals (RankingOptions.fusion).
@@ -168,11 +218,28 @@ LEARNED_WEIGHTS: dict[str, float] = {
     "passage_coverage": 0.451,
 }
 
+#: The optional signals (each computed only when its RankingOptions switch is on):
+#: ``cosine_depth`` the mean of the episode's ``passage_depth`` best chunk cosines and
+#: ``passage_depth`` the sum of its ``passage_depth`` best passage BM25s relative to the
+#: candidates' best such sum (an episode matching the question in several places);
+#: ``entity_match`` the idf-weighted share of the query's names and phrases that are among
+#: the episode's entities, relative to the candidates' best (``entity_match``);
+#: ``feedback_cosine`` pseudo-relevance feedback (``feedback``: Rocchio on the query
+#: vector): the best cosine of the episode's summary or chunks with the query and with the
+#: centroid of the ``feedback`` first-pass best episodes' best passages, mixed
+#: ``1 : FEEDBACK_SHARE``. In the fit, the ideal candidate has the candidates' best of each.
+EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine")
+
+#: Rocchio's share of the feedback centroid in ``feedback_cosine``.
+FEEDBACK_SHARE = 0.5
+
 #: recency_span chosen with LEARNED_WEIGHTS (same half, same run of the lab).
 RECENCY_SPAN = 8.0
 
 #: The ranking Recall runs (RecallSettings.ranking_fusion / recency_span choose another).
-DEFAULT_RANKING = RankingOptions(fusion="learned", recency_span=RECENCY_SPAN)
+DEFAULT_RANKING = RankingOptions(
+    fusion="learned", recency_span=RECENCY_SPAN, named_time_recency=True
+)
 
 
 @dataclass(frozen=True)
@@ -188,6 +255,10 @@ class RecallFilters:
     entity_groups: Sequence[Sequence[str]] | None = None
     event_type: str | None = None
     as_of: datetime | None = None  # nothing that ended after it; recency measured from it
+    #: The window [start, end) of a time the query names as when something happened (not
+    #: applied as a filter): recency is measured from it under
+    #: RankingOptions.named_time_recency.
+    named_time: tuple[datetime, datetime] | None = None
 
 
 def _filter_params(key: DatasetKey, filters: RecallFilters) -> dict[str, object]:
@@ -199,7 +270,28 @@ def _filter_params(key: DatasetKey, filters: RecallFilters) -> dict[str, object]
         **entity_params(key, filters.entities, filters.entity_groups),
         "event_type": filters.event_type,
         "as_of": filters.as_of,
+        **named_time_params(filters.named_time),
     }
+
+
+def relevant_sql(moment: str, options: RankingOptions) -> str:
+    """The ``min_relevance`` condition on a scored row (``s``): its calibrated relevance,
+    or — under ``named_time_recency`` — its ``moment`` inside the time the query names.
+    What happened then answers "what was Sam doing on December 4?" whatever its words,
+    and the calibrated relevance reads only words and meaning. Episodes and events share it."""
+    relevant = "s.absolute_relevance >= CAST(:min_relevance AS float8)"
+    if not options.named_time_recency:
+        return relevant
+    return (
+        f"({relevant} OR ({moment} >= CAST(:named_start AS timestamptz) "
+        f"AND {moment} <= CAST(:named_end AS timestamptz)))"
+    )
+
+
+def named_time_params(named_time: tuple[datetime, datetime] | None) -> dict[str, object]:
+    """The parameters of :func:`ranked_recency_sql`'s named time (None: not named)."""
+    start, end = named_time if named_time is not None else (None, None)
+    return {"named_start": start, "named_end": end}
 
 
 def entity_params(
@@ -280,11 +372,21 @@ def ranked_recency_sql(moment: str, options: RankingOptions) -> str:
     or days counted in units of ``recency_span`` × the dataset's span (needs
     :func:`span_cte`). Episodes and events (store/events.py) share it."""
     if not options.recency_span:
-        return recency_sql(moment)
+        recency = recency_sql(moment)
+    else:
+        recency = (
+            "1.0 / (1.0 + greatest(extract(epoch FROM "
+            f"(coalesce(CAST(:as_of AS timestamptz), now()) - {moment})), 0) / 86400.0 "
+            f"/ ({float(options.recency_span)} * (SELECT days FROM span)))"
+        )
+    if not options.named_time_recency:
+        return recency
+    # Days between the moment and the named window (0 inside it), on the seed's day scale.
     return (
-        "1.0 / (1.0 + greatest(extract(epoch FROM "
-        f"(coalesce(CAST(:as_of AS timestamptz), now()) - {moment})), 0) / 86400.0 "
-        f"/ ({float(options.recency_span)} * (SELECT days FROM span)))"
+        f"CASE WHEN CAST(:named_start AS timestamptz) IS NULL THEN {recency} "
+        "ELSE 1.0 / (1.0 + greatest("
+        f"extract(epoch FROM (CAST(:named_start AS timestamptz) - {moment})), "
+        f"extract(epoch FROM ({moment} - CAST(:named_end AS timestamptz))), 0) / 86400.0) END"
     )
 
 
@@ -296,17 +398,23 @@ def similarity_sql(options: RankingOptions, signals: dict[str, str]) -> str:
     the approximate path reads it). Episodes and events (store/events.py) share it."""
     lexical, semantic = signals["lexical"], signals["semantic"]
     if options.fusion == "learned":
-        fit = " + ".join(f"{w} * {signals[name]}" for name, w in LEARNED_WEIGHTS.items())
+        weights = options.learned_weights()
+        fit = " + ".join(f"{w} * {signals[name]}" for name, w in weights.items())
         # Relative to the ideal candidate: best on both relative signals, every query word
         # in its document and in one passage, the candidates' best cosine. 1 only for a
         # candidate that is all of these (as the score fusion gives 1 only to the best on
         # both signals), so a lone episode that matches one way only does not score 1;
         # and, as there, 0 for a candidate that matches neither way.
         best_cosine = signals.get("best_cosine", f"max({signals['cosine']}) OVER ()")
-        ideal = " + ".join(
-            f"{w} * {best_cosine}" if name == "cosine" else str(w)
-            for name, w in LEARNED_WEIGHTS.items()
-        )
+
+        def ideal_of(name: str) -> str:
+            if name == "cosine":
+                return best_cosine
+            if name in EXTRA_SIGNALS:  # the candidates' best: 0 when none has it
+                return f"max({signals[name]}) OVER ()"
+            return "1.0"
+
+        ideal = " + ".join(f"{w} * {ideal_of(name)}" for name, w in weights.items())
         return (
             f"CASE WHEN {lexical} > 0 OR {semantic} > 0 THEN exp(({fit}) - ({ideal})) ELSE 0.0 END"
         )
@@ -317,7 +425,8 @@ def similarity_sql(options: RankingOptions, signals: dict[str, str]) -> str:
 
 
 def _signals(lexical: str) -> dict[str, str]:
-    """The signals of ``normed`` (``n``) by the names of LEARNED_WEIGHTS."""
+    """The signals of ``normed`` (``n``) by the names of LEARNED_WEIGHTS and EXTRA_SIGNALS
+    (an optional one is a column only when its switch is on)."""
     return {
         "lexical": lexical,
         "semantic": "n.sem_rel",
@@ -325,6 +434,7 @@ def _signals(lexical: str) -> dict[str, str]:
         "best_cosine": "n.best_cosine",
         "coverage": "n.coverage",
         "passage_coverage": "n.passage_coverage",
+        **{name: f"n.{name}" for name in EXTRA_SIGNALS},
     }
 
 
@@ -542,6 +652,17 @@ def recall_sql(
         ),{query_ctes}"""
     if options.recency_span:  # the approximate path's c is a part of the candidates
         head += span_cte(f"({_CANDIDATES})" if approximate else "c")
+    extra = _extra_signal_sql(options, with_vector, lexical)
+    chunk_vector = extra["chunk_vector"]
+    depth_lexical, depth_open, depth_close = (
+        extra["depth_lexical"],
+        extra["depth_open"],
+        extra["depth_close"],
+    )
+    depth_cosine, passage_cosines = extra["depth_cosine"], extra["passage_cosines"]
+    entity_ctes, extra_raw, extra_join = extra["entity_ctes"], extra["raw"], extra["join"]
+    extra_rel, feedback_ctes = extra["rel"], extra["feedback_ctes"]
+    scored_from, extra_scored, extra_out = extra["scored_from"], extra["scored"], extra["out"]
     return f"""{head}
         -- Document level: the thread's messages up to the episode's end, and its summary.
         docs AS (
@@ -567,7 +688,7 @@ def recall_sql(
         -- Passage level: the thread's chunks (keyed by thread; the primary key serves this).
         passages AS MATERIALIZED (
             SELECT row_number() OVER () AS pid, c.episode_id, m.search_vector AS tsv,
-                   greatest(m.search_length, 1)::float8 AS dl, {chunk_cos} AS cos
+                   greatest(m.search_length, 1)::float8 AS dl, {chunk_cos} AS cos{chunk_vector}
             FROM c
             JOIN message_chunks m
               ON m.dataset = :dataset AND m.thread_id = c.thread_id
@@ -582,20 +703,21 @@ def recall_sql(
         ),
 {passage_df}
         passage_bm25 AS (
-            SELECT episode_id, max(score) AS score, max(matched) AS matched
-            FROM (
+            SELECT episode_id, max(score) AS score, max(matched) AS matched{depth_lexical}
+            FROM ({depth_open}
                 SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight)} AS score,
                        count(*)::float8 AS matched
                 FROM pterms t
                 JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN pstats s
-                GROUP BY t.pid, t.episode_id
+                GROUP BY t.pid, t.episode_id{depth_close}
             ) per_passage
             GROUP BY episode_id
         ),
         passage_cos AS (
-            SELECT episode_id, max(cos) AS cos FROM passages GROUP BY episode_id
-        ),
+            SELECT episode_id, max(cos) AS cos{depth_cosine} FROM {passage_cosines}
+            GROUP BY episode_id
+        ),{entity_ctes}
         {dataset_best}
         raw AS (
             SELECT c.episode_id, c.ended_at,
@@ -604,11 +726,11 @@ def recall_sql(
                    greatest({summary_cos}, coalesce(pc.cos, 0.0), 0.0) AS semantic,
                    coalesce(db.matched, 0.0) / (SELECT n FROM nq) AS coverage,
                    coalesce(pb.matched, 0.0) / (SELECT n FROM nq) AS passage_coverage,
-                   ({ranked_recency_sql("c.ended_at", options)})::float8 AS recency
+                   ({ranked_recency_sql("c.ended_at", options)})::float8 AS recency{extra_raw}
             FROM c
             LEFT JOIN doc_bm25 db ON db.episode_id = c.episode_id
             LEFT JOIN passage_bm25 pb ON pb.episode_id = c.episode_id
-            LEFT JOIN passage_cos pc ON pc.episode_id = c.episode_id{head_join}
+            LEFT JOIN passage_cos pc ON pc.episode_id = c.episode_id{head_join}{extra_join}
         ),
         normed AS (
             SELECT r.*,
@@ -616,10 +738,10 @@ def recall_sql(
                        AS doc_rel,
                    coalesce(r.passage_lexical / nullif({best_passage}, 0.0),
                             0.0) AS passage_rel,
-{head_rel}                   coalesce(r.semantic / nullif({best_cosine}, 0.0), 0.0) AS sem_rel,
+{head_rel}                   coalesce(r.semantic / nullif({best_cosine}, 0.0), 0.0) AS sem_rel,{extra_rel}
                    {best_cosine} AS best_cosine
             FROM raw r
-        ),
+        ),{feedback_ctes}
         scored AS (
             SELECT n.episode_id, n.ended_at, n.recency,
                    n.semantic::float8 AS cosine, n.coverage::float8 AS coverage,
@@ -627,18 +749,132 @@ def recall_sql(
                    {relevance_sql("n.semantic", "n.coverage", "n.passage_coverage")} AS absolute_relevance,
                    ({similarity_sql(options, _signals(lexical))})::float8 AS similarity,
                    ({lexical})::float8 AS lexical,
-                   n.sem_rel::float8 AS semantic
-            FROM normed n
+                   n.sem_rel::float8 AS semantic{extra_scored}
+            FROM {scored_from} n
         )
         SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
                CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
-               s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance
+               s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance{extra_out}
         FROM scored s
         JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
-        WHERE s.absolute_relevance >= CAST(:min_relevance AS float8)
+        WHERE {relevant_sql("s.ended_at", options)}
         ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
         LIMIT :limit
     """
+
+
+def _extra_signal_sql(options: RankingOptions, with_vector: bool, lexical: str) -> dict[str, str]:
+    """The pieces of the ranking statement that compute the optional signals
+    (:data:`EXTRA_SIGNALS`) whose switch is on; empty strings leave the statement as it
+    was without them."""
+    on = set(options.signals()) - set(LEARNED_WEIGHTS)
+    pieces = dict.fromkeys(
+        (
+            "chunk_vector",
+            "depth_lexical",
+            "depth_open",
+            "depth_close",
+            "depth_cosine",
+            "entity_ctes",
+            "raw",
+            "join",
+            "rel",
+            "feedback_ctes",
+            "scored",
+            "out",
+        ),
+        "",
+    )
+    pieces["passage_cosines"] = "passages"
+    pieces["scored_from"] = "normed"
+    k = options.passage_depth
+    if k:
+        # Several places in one episode: its k best passages (BM25) and chunks (cosine).
+        pieces["depth_lexical"] = (
+            f",\n                   sum(score) FILTER (WHERE rn <= {k}) AS depth_score"
+        )
+        pieces["depth_open"] = """
+                SELECT ranked.*, row_number() OVER (
+                    PARTITION BY ranked.episode_id ORDER BY ranked.score DESC) AS rn
+                FROM ("""
+        pieces["depth_close"] = "\n                ) ranked"
+        pieces["depth_cosine"] = f", avg(cos) FILTER (WHERE rn <= {k}) AS depth_cos"
+        pieces["passage_cosines"] = """(
+                SELECT p.episode_id, p.cos, row_number() OVER (
+                    PARTITION BY p.episode_id ORDER BY p.cos DESC NULLS LAST) AS rn
+                FROM passages p) ranked_cosines"""
+        pieces["raw"] += """,
+                   coalesce(pb.depth_score, 0.0) AS passage_depth_raw,
+                   greatest(coalesce(pc.depth_cos, 0.0), 0.0) AS cosine_depth"""
+        pieces["rel"] += """
+                   coalesce(r.passage_depth_raw / nullif(max(r.passage_depth_raw) OVER (), 0.0),
+                            0.0) AS passage_depth,"""
+    if options.entity_match:
+        # The query's names and phrases among the episodes' entities (blind tokens, as the
+        # entity filter reads them), each weighted by its rarity among the candidates: the
+        # speakers' names, on every episode of their dataset, weigh nearly nothing.
+        pieces["entity_ctes"] = """
+        candidate_entities AS MATERIALIZED (
+            SELECT c.episode_id, e.entity_tokens FROM c
+            JOIN episodes e ON e.dataset = :dataset AND e.episode_id = c.episode_id
+        ),
+        entity_idf AS (
+            SELECT t.token,
+                   ln(1.0 + ((SELECT count(*) FROM c)::float8 - h.df + 0.5) / (h.df + 0.5)) AS idf
+            FROM unnest(CAST(:entity_query AS text[])) AS t(token)
+            CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS df FROM candidate_entities ce
+                WHERE ce.entity_tokens @> ARRAY[t.token]) h
+            WHERE h.df > 0
+        ),
+        entity_hits AS (
+            SELECT ce.episode_id, sum(i.idf) AS score
+            FROM candidate_entities ce JOIN entity_idf i ON ce.entity_tokens @> ARRAY[i.token]
+            GROUP BY ce.episode_id
+        ),"""
+        pieces["raw"] += ",\n                   coalesce(eh.score, 0.0) AS entity_raw"
+        pieces["join"] += "\n            LEFT JOIN entity_hits eh ON eh.episode_id = c.episode_id"
+        pieces["rel"] += """
+                   coalesce(r.entity_raw / nullif(max(r.entity_raw) OVER (), 0.0), 0.0)
+                       AS entity_match,"""
+    if options.feedback:
+        if with_vector:
+            # Rocchio: the first pass (LEARNED_WEIGHTS' fit) picks the best episodes; the
+            # centroid of their best chunks joins the query, and every chunk is compared
+            # with both (a cosine with q + share × centroid, up to its norm).
+            signals = _signals(lexical)
+            first_fit = " + ".join(f"{w} * {signals[n]}" for n, w in LEARNED_WEIGHTS.items())
+            share = float(FEEDBACK_SHARE)
+            pieces["chunk_vector"] = ", m.embedding AS vec"
+            pieces["feedback_ctes"] = f"""
+        first_pass AS (
+            SELECT n.episode_id FROM normed n
+            WHERE n.doc_rel > 0 OR n.passage_rel > 0 OR n.sem_rel > 0
+            ORDER BY {first_fit} DESC, n.episode_id LIMIT {int(options.feedback)}
+        ),
+        centroid AS (
+            SELECT avg(b.vec) AS v FROM first_pass f CROSS JOIN LATERAL (
+                SELECT p.vec FROM passages p WHERE p.episode_id = f.episode_id
+                ORDER BY p.cos DESC NULLS LAST LIMIT 1) b
+        ),
+        feedback AS (
+            SELECT p.episode_id,
+                   max((p.cos + {share} * (1.0 - (p.vec <=> (SELECT v FROM centroid))))
+                       / {1.0 + share}) AS cos
+            FROM passages p GROUP BY p.episode_id
+        ),
+        with_feedback AS (
+            SELECT n.*, greatest(coalesce(fb.cos, 0.0), 0.0) AS feedback_cosine
+            FROM normed n LEFT JOIN feedback fb ON fb.episode_id = n.episode_id
+        ),"""
+            pieces["scored_from"] = "with_feedback"
+        else:
+            pieces["rel"] += "\n                   0.0::float8 AS feedback_cosine,"
+    for name in EXTRA_SIGNALS:
+        if name in on:
+            pieces["scored"] += f",\n                   n.{name}::float8 AS {name}"
+            pieces["out"] += f", s.{name}"
+    return pieces
 
 
 def _document_length(alias: str) -> str:
@@ -918,6 +1154,10 @@ def rank(
             params["weights"] = [w for _, w in weighted]
         else:
             lexemes = params["lexemes"] = query_tokens(conn, key, query)
+        if options.entity_match:
+            from episodic.query_focus import query_phrases
+
+            params["entity_query"] = sorted({key.token(p) for p in query_phrases(query)})
         params["qvec"] = (
             np.asarray(query_vector, dtype=np.float32)
             if with_vector and query_vector is not None
