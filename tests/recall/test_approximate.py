@@ -112,6 +112,11 @@ def test_the_approximate_path_is_chosen_only_above_the_threshold(recall_engine) 
         ("invoice", {"min_relevance": 0.1}),
         (None, {}),
         (None, {"until": T0 - timedelta(days=30)}),
+        # A time the query names (recency counts from it; no episode holds these words, so
+        # recency decides): the episodes nearest that time join the candidates, as the
+        # most recent ones do otherwise. Both failed before they did.
+        ("quarterly forecast", {"named_time": (T0 - timedelta(days=41), T0 - timedelta(days=40))}),
+        (None, {"named_time": (T0 - timedelta(days=31), T0 - timedelta(days=30))}),
     ],
 )
 def test_the_approximate_path_ranks_the_same_top_episodes(  # type: ignore[no-untyped-def]

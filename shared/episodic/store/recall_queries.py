@@ -497,11 +497,31 @@ def approximate_parts(with_vector: bool) -> dict[str, str]:
     return parts
 
 
-def _approximate_pool(with_vector: bool) -> str:
-    """The union of :func:`approximate_parts`."""
-    return "\n            UNION\n            ".join(
-        f"({p})" for p in approximate_parts(with_vector).values()
-    )
+#: The episodes nearest the time a query names (RankingOptions.named_time_recency ranks
+#: them by it): those ending in or after the window, earliest first, and those ending in or
+#: before it, latest first — two walks of the (dataset, ended_at) order. Nothing when the
+#: query names no time (the NULL comparisons match no row).
+_NEAREST_NAMED_TIME = f"""(SELECT x.episode_id, x.ended_at FROM ({_CANDIDATES}) x
+            WHERE x.ended_at >= CAST(:named_start AS timestamptz)
+            ORDER BY x.ended_at LIMIT :near_limit)
+        UNION
+        (SELECT x.episode_id, x.ended_at FROM ({_CANDIDATES}) x
+            WHERE x.ended_at <= CAST(:named_end AS timestamptz)
+            ORDER BY x.ended_at DESC LIMIT :near_limit)"""
+
+
+def _approximate_pool(with_vector: bool, options: RankingOptions) -> str:
+    """The union of :func:`approximate_parts`, and — when recency counts from the time a
+    query names — the episodes nearest that time (recency alone can carry one into the
+    top, as the most recent ones otherwise)."""
+    parts = list(approximate_parts(with_vector).values())
+    if options.named_time_recency:
+        parts.append(
+            "SELECT episode_id FROM ("
+            + _NEAREST_NAMED_TIME.replace(":near_limit", ":approx_recent")
+            + ") near"
+        )
+    return "\n            UNION\n            ".join(f"({p})" for p in parts)
 
 
 @lru_cache(maxsize=16)
@@ -526,6 +546,13 @@ def recall_sql(
         candidates = _CANDIDATES
         if approximate:  # recency alone: the newest episodes by the index, as ranked below
             candidates += " ORDER BY e.ended_at DESC, e.episode_id DESC LIMIT :limit"
+            if options.named_time_recency:  # or those nearest the time the query names
+                candidates = (
+                    f"SELECT x.* FROM ({_CANDIDATES}) x WHERE x.episode_id IN ("
+                    f"SELECT newest.episode_id FROM ({candidates}) newest UNION "
+                    "SELECT near.episode_id FROM ("
+                    f"{_NEAREST_NAMED_TIME.replace(':near_limit', ':limit')}) near)"
+                )
         span = span_cte(f"({_CANDIDATES})") if options.recency_span else ""
         return f"""
             WITH c AS ({candidates}),{span}
@@ -636,7 +663,7 @@ def recall_sql(
         head = f"""
         WITH {query_ctes}{dataset_ctes}
         pool AS MATERIALIZED (
-            {_approximate_pool(with_vector)}
+            {_approximate_pool(with_vector, options)}
         ),
         c AS MATERIALIZED (
             SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
