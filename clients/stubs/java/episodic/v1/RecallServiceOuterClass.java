@@ -551,7 +551,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
      * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
      * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-     * query (a recall without one matches nothing and is not filtered).
+     * query (a recall without one matches nothing and is not filtered). An episode that ended
+     * within a time the query names as when something happened ("what was Sam doing on
+     * December 4?") is kept whatever its relevance while recency counts from that time
+     * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+     * the question.
      * </pre>
      *
      * <code>double min_relevance = 14;</code>
@@ -1232,7 +1236,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
      * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
      * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-     * query (a recall without one matches nothing and is not filtered).
+     * query (a recall without one matches nothing and is not filtered). An episode that ended
+     * within a time the query names as when something happened ("what was Sam doing on
+     * December 4?") is kept whatever its relevance while recency counts from that time
+     * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+     * the question.
      * </pre>
      *
      * <code>double min_relevance = 14;</code>
@@ -3691,7 +3699,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
        * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
        * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-       * query (a recall without one matches nothing and is not filtered).
+       * query (a recall without one matches nothing and is not filtered). An episode that ended
+       * within a time the query names as when something happened ("what was Sam doing on
+       * December 4?") is kept whatever its relevance while recency counts from that time
+       * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+       * the question.
        * </pre>
        *
        * <code>double min_relevance = 14;</code>
@@ -3706,7 +3718,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
        * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
        * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-       * query (a recall without one matches nothing and is not filtered).
+       * query (a recall without one matches nothing and is not filtered). An episode that ended
+       * within a time the query names as when something happened ("what was Sam doing on
+       * December 4?") is kept whatever its relevance while recency counts from that time
+       * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+       * the question.
        * </pre>
        *
        * <code>double min_relevance = 14;</code>
@@ -3725,7 +3741,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
        * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
        * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-       * query (a recall without one matches nothing and is not filtered).
+       * query (a recall without one matches nothing and is not filtered). An episode that ended
+       * within a time the query names as when something happened ("what was Sam doing on
+       * December 4?") is kept whatever its relevance while recency counts from that time
+       * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+       * the question.
        * </pre>
        *
        * <code>double min_relevance = 14;</code>

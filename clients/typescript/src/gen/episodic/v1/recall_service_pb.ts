@@ -146,7 +146,11 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
    * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
    * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
    * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-   * query (a recall without one matches nothing and is not filtered).
+   * query (a recall without one matches nothing and is not filtered). An episode that ended
+   * within a time the query names as when something happened ("what was Sam doing on
+   * December 4?") is kept whatever its relevance while recency counts from that time
+   * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+   * the question.
    *
    * @generated from field: double min_relevance = 14;
    */
