@@ -130,12 +130,19 @@ def _build(url: str, conversations: list[locomo.Conversation], *, ingest: bool =
 
 
 def _reindex(
-    url: str, chunk_messages: int | None, head_entities: bool, embed_entities: bool
+    url: str,
+    chunk_messages: int | None,
+    head_entities: bool,
+    embed_entities: bool,
+    *,
+    chunk_overlap: bool = True,
+    reembed: bool = False,
 ) -> int:
     """Rebuilds every completed episode's recall index (document and chunks) with the
-    index switches of recall_index (passage granularity, entities in the head), so a
-    variant of the index can be scored. Run it on a copy of the kept database
-    (``cp -a``): the variant replaces what was indexed."""
+    index switches of recall_index (passage granularity, overlap, entities in the head), so
+    a variant of the index can be scored. ``reembed``: every chunk and episode vector again
+    with the embedder of this environment (``EPISODIC_EMBEDDING_COMPUTE``). Run it on a
+    copy of the kept database (``cp -a``): the variant replaces what was indexed."""
     from sqlalchemy import text as sql
 
     from episodic.config import EmbeddingSettings
@@ -147,18 +154,19 @@ def _reindex(
     if chunk_messages:
         recall_index.CHUNK_MESSAGES = chunk_messages
     recall_index.HEAD_ENTITIES = head_entities
+    recall_index.CHUNK_OVERLAP = chunk_overlap
     engine = make_engine(url, pool_size=2)
     with engine.begin() as conn:
-        if chunk_messages:
+        if chunk_messages or not chunk_overlap or reembed:
             conn.execute(sql("DELETE FROM message_chunks"))
         conn.execute(sql("UPDATE episodes SET search_vector = NULL WHERE status = 'completed'"))
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     vault = test_vault()
     done = recall_index.index_missing(engine, embedder, vault)
-    if embed_entities:  # the episode's own vector, as the Summariser would embed it
+    if embed_entities or reembed:  # the episode's own vector, as the Summariser embeds it
         from episodic.services.summariser import pipeline
 
-        pipeline.EMBED_ENTITIES = True
+        pipeline.EMBED_ENTITIES = embed_entities
         with engine.begin() as conn:
             rows = conn.execute(
                 sql(
@@ -758,6 +766,17 @@ def main(argv: list[str] | None = None) -> int:
         "--head-entities", action="store_true", help="entities in the document's head"
     )
     parser.add_argument(
+        "--no-chunk-overlap",
+        action="store_true",
+        help="chunks that do not overlap (recall_index.CHUNK_OVERLAP off)",
+    )
+    parser.add_argument(
+        "--reembed",
+        action="store_true",
+        help="re-embed every chunk and episode vector with this environment's embedder "
+        "(e.g. EPISODIC_EMBEDDING_COMPUTE=float or int8)",
+    )
+    parser.add_argument(
         "--embed-entities",
         action="store_true",
         help="entities in the text of the episode's embedding (summariser pipeline)",
@@ -799,7 +818,12 @@ def main(argv: list[str] | None = None) -> int:
             url = _database(data_dir, stack)
             started = time.monotonic()
             done = _reindex(
-                url, args.chunk_messages or None, args.head_entities, args.embed_entities
+                url,
+                args.chunk_messages or None,
+                args.head_entities,
+                args.embed_entities,
+                chunk_overlap=not args.no_chunk_overlap,
+                reembed=args.reembed,
             )
             log(f"re-indexed {done} episodes in {time.monotonic() - started:.1f}s")
         for old in data_dir.glob("features*.json"):
