@@ -137,12 +137,16 @@ def _reindex(
     *,
     chunk_overlap: bool = True,
     reembed: bool = False,
+    pooled_summary_vector: bool = False,
 ) -> int:
     """Rebuilds every completed episode's recall index (document and chunks) with the
     index switches of recall_index (passage granularity, overlap, entities in the head), so
     a variant of the index can be scored. ``reembed``: every chunk and episode vector again
     with the embedder of this environment (``EPISODIC_EMBEDDING_COMPUTE``). Run it on a
-    copy of the kept database (``cp -a``): the variant replaces what was indexed."""
+    copy of the kept database (``cp -a``): the variant replaces what was indexed.
+    ``pooled_summary_vector``: each episode's vector becomes the mean of the vectors of the
+    sentences its extractive summary quotes (the episode re-summarised from its thread:
+    the summaries that no longer match the stored one are counted)."""
     from sqlalchemy import text as sql
 
     from episodic.config import EmbeddingSettings
@@ -193,8 +197,54 @@ def _reindex(
                         "id": e["episode_id"],
                     },
                 )
+    if pooled_summary_vector:
+        _pool_summary_vectors(engine, embedder, vault)
     engine.dispose()
     return done
+
+
+def _pool_summary_vectors(engine: Any, embedder: Any, vault: Any) -> None:
+    """Every completed episode re-summarised (extractive, this environment's embedder) with
+    ``extractive.POOL_SUMMARY_VECTOR`` on; its vector replaced by the pooled one."""
+    from sqlalchemy import text as sql
+
+    from episodic.config import LLMSettings
+    from episodic.providers import CachedEmbedder, extractive, make_summariser
+    from episodic.services.summariser.pipeline import load_summary_request
+
+    extractive.POOL_SUMMARY_VECTOR = True
+    summariser = make_summariser(LLMSettings(), CachedEmbedder(embedder))
+    same = differ = unpooled = 0
+    with engine.begin() as conn:
+        rows = (
+            conn.execute(
+                sql(
+                    "SELECT episode_id, dataset, thread_id, start_sequence, end_sequence, "
+                    "summary FROM episodes WHERE status = 'completed'"
+                )
+            )
+            .mappings()
+            .all()
+        )
+        for row in rows:
+            stored = vault.open_one(conn, row, "episodes")["summary"]
+            result = summariser.summarise(load_summary_request(conn, vault, row))
+            same, differ = (same + 1, differ) if result.summary == stored else (same, differ + 1)
+            if result.vector is None:
+                unpooled += 1
+                continue
+            conn.execute(
+                sql(
+                    "UPDATE episodes SET embedding = CAST(:v AS vector) "
+                    "WHERE dataset = :d AND episode_id = :id"
+                ),
+                {
+                    "v": str([float(x) for x in result.vector]),
+                    "d": row["dataset"],
+                    "id": row["episode_id"],
+                },
+            )
+    log(f"pooled summary vectors: {same} summaries as stored, {differ} differ, {unpooled} kept")
 
 
 def _features(
@@ -771,6 +821,12 @@ def main(argv: list[str] | None = None) -> int:
         help="chunks that do not overlap (recall_index.CHUNK_OVERLAP off)",
     )
     parser.add_argument(
+        "--pooled-summary-vector",
+        action="store_true",
+        help="each episode's vector the mean of its quoted sentences' vectors "
+        "(extractive.POOL_SUMMARY_VECTOR)",
+    )
+    parser.add_argument(
         "--reembed",
         action="store_true",
         help="re-embed every chunk and episode vector with this environment's embedder "
@@ -824,6 +880,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.embed_entities,
                 chunk_overlap=not args.no_chunk_overlap,
                 reembed=args.reembed,
+                pooled_summary_vector=args.pooled_summary_vector,
             )
             log(f"re-indexed {done} episodes in {time.monotonic() - started:.1f}s")
         for old in data_dir.glob("features*.json"):
