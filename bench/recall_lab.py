@@ -134,12 +134,23 @@ def _build(url: str, conversations: list[locomo.Conversation], *, ingest: bool =
 
 
 def _reindex(
-    url: str, chunk_messages: int | None, head_entities: bool, embed_entities: bool
+    url: str,
+    chunk_messages: int | None,
+    head_entities: bool,
+    embed_entities: bool,
+    *,
+    chunk_overlap: bool = True,
+    reembed: bool = False,
+    pooled_summary_vector: bool = False,
 ) -> int:
     """Rebuilds every completed episode's recall index (document and chunks) with the
-    index switches of recall_index (passage granularity, entities in the head), so a
-    variant of the index can be scored. Run it on a copy of the kept database
-    (``cp -a``): the variant replaces what was indexed."""
+    index switches of recall_index (passage granularity, overlap, entities in the head), so
+    a variant of the index can be scored. ``reembed``: every chunk and episode vector again
+    with the embedder of this environment (``EPISODIC_EMBEDDING_COMPUTE``). Run it on a
+    copy of the kept database (``cp -a``): the variant replaces what was indexed.
+    ``pooled_summary_vector``: each episode's vector becomes the mean of the vectors of the
+    sentences its extractive summary quotes (the episode re-summarised from its thread:
+    the summaries that no longer match the stored one are counted)."""
     from sqlalchemy import text as sql
 
     from episodic.config import EmbeddingSettings
@@ -151,18 +162,19 @@ def _reindex(
     if chunk_messages:
         recall_index.CHUNK_MESSAGES = chunk_messages
     recall_index.HEAD_ENTITIES = head_entities
+    recall_index.CHUNK_OVERLAP = chunk_overlap
     engine = make_engine(url, pool_size=2)
     with engine.begin() as conn:
-        if chunk_messages:
+        if chunk_messages or not chunk_overlap or reembed:
             conn.execute(sql("DELETE FROM message_chunks"))
         conn.execute(sql("UPDATE episodes SET search_vector = NULL WHERE status = 'completed'"))
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     vault = test_vault()
     done = recall_index.index_missing(engine, embedder, vault)
-    if embed_entities:  # the episode's own vector, as the Summariser would embed it
+    if embed_entities or reembed:  # the episode's own vector, as the Summariser embeds it
         from episodic.services.summariser import pipeline
 
-        pipeline.EMBED_ENTITIES = True
+        pipeline.EMBED_ENTITIES = embed_entities
         with engine.begin() as conn:
             rows = conn.execute(
                 sql(
@@ -189,8 +201,54 @@ def _reindex(
                         "id": e["episode_id"],
                     },
                 )
+    if pooled_summary_vector:
+        _pool_summary_vectors(engine, embedder, vault)
     engine.dispose()
     return done
+
+
+def _pool_summary_vectors(engine: Any, embedder: Any, vault: Any) -> None:
+    """Every completed episode re-summarised (extractive, this environment's embedder) with
+    ``extractive.POOL_SUMMARY_VECTOR`` on; its vector replaced by the pooled one."""
+    from sqlalchemy import text as sql
+
+    from episodic.config import LLMSettings
+    from episodic.providers import CachedEmbedder, extractive, make_summariser
+    from episodic.services.summariser.pipeline import load_summary_request
+
+    extractive.POOL_SUMMARY_VECTOR = True
+    summariser = make_summariser(LLMSettings(), CachedEmbedder(embedder))
+    same = differ = unpooled = 0
+    with engine.begin() as conn:
+        rows = (
+            conn.execute(
+                sql(
+                    "SELECT episode_id, dataset, thread_id, start_sequence, end_sequence, "
+                    "summary FROM episodes WHERE status = 'completed'"
+                )
+            )
+            .mappings()
+            .all()
+        )
+        for row in rows:
+            stored = vault.open_one(conn, row, "episodes")["summary"]
+            result = summariser.summarise(load_summary_request(conn, vault, row))
+            same, differ = (same + 1, differ) if result.summary == stored else (same, differ + 1)
+            if result.vector is None:
+                unpooled += 1
+                continue
+            conn.execute(
+                sql(
+                    "UPDATE episodes SET embedding = CAST(:v AS vector) "
+                    "WHERE dataset = :d AND episode_id = :id"
+                ),
+                {
+                    "v": str([float(x) for x in result.vector]),
+                    "d": row["dataset"],
+                    "id": row["episode_id"],
+                },
+            )
+    log(f"pooled summary vectors: {same} summaries as stored, {differ} differ, {unpooled} kept")
 
 
 def _features(
@@ -867,6 +925,23 @@ def main(argv: list[str] | None = None) -> int:
         "--head-entities", action="store_true", help="entities in the document's head"
     )
     parser.add_argument(
+        "--no-chunk-overlap",
+        action="store_true",
+        help="chunks that do not overlap (recall_index.CHUNK_OVERLAP off)",
+    )
+    parser.add_argument(
+        "--pooled-summary-vector",
+        action="store_true",
+        help="each episode's vector the mean of its quoted sentences' vectors "
+        "(extractive.POOL_SUMMARY_VECTOR)",
+    )
+    parser.add_argument(
+        "--reembed",
+        action="store_true",
+        help="re-embed every chunk and episode vector with this environment's embedder "
+        "(e.g. EPISODIC_EMBEDDING_COMPUTE=float or int8)",
+    )
+    parser.add_argument(
         "--embed-entities",
         action="store_true",
         help="entities in the text of the episode's embedding (summariser pipeline)",
@@ -915,7 +990,13 @@ def main(argv: list[str] | None = None) -> int:
             url = _database(data_dir, stack)
             started = time.monotonic()
             done = _reindex(
-                url, args.chunk_messages or None, args.head_entities, args.embed_entities
+                url,
+                args.chunk_messages or None,
+                args.head_entities,
+                args.embed_entities,
+                chunk_overlap=not args.no_chunk_overlap,
+                reembed=args.reembed,
+                pooled_summary_vector=args.pooled_summary_vector,
             )
             log(f"re-indexed {done} episodes in {time.monotonic() - started:.1f}s")
         for old in data_dir.glob("features*.json"):

@@ -458,7 +458,17 @@ def main() -> None:
         type=Path,
         help="an older checkout (with .venv): its summariser_bench runs first, 1 worker",
     )
+    parser.add_argument(
+        "--no-chunk-overlap",
+        action="store_true",
+        help="this checkout's chunk index without overlapping chunks (recall_index."
+        "CHUNK_OVERLAP off); the model's arithmetic is EPISODIC_EMBEDDING_COMPUTE",
+    )
     args = parser.parse_args()
+    if args.no_chunk_overlap:
+        from episodic.store import recall_index
+
+        recall_index.CHUNK_OVERLAP = False
 
     before_rate = None
     if args.before:
@@ -498,6 +508,8 @@ def main() -> None:
 
     print(
         f"\nSummariser pipeline, offline defaults: embedder {probe.name} "
+        f"(EPISODIC_EMBEDDING_COMPUTE={EmbeddingSettings().embedding_compute}, chunks "
+        f"{'not ' if args.no_chunk_overlap else ''}overlapping) "
         f"(model load {cold:.1f} s, excluded), summariser {summariser_name}, KeyLearningFacts; "
         f"claim batch {args.batch}; {args.threads} episodes of {source}, "
         f"{results[0][0].messages / args.threads:.1f} messages each; embedded PostgreSQL.\n"

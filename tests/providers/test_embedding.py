@@ -310,3 +310,63 @@ def test_e5_matches_meaning_across_french_spanish_and_german() -> None:
 def test_e5_refuses_another_dimension() -> None:
     with pytest.raises(ProviderError, match="EPISODIC_EMBEDDING_DIMENSION=384"):
         make_embedder(EmbeddingSettings(embedding_provider="e5"), 768)
+
+
+# --------------------------------------------------------------------------- MiniLM arithmetic
+
+
+def test_int8_graph_multiplies_every_weight_matrix_in_integers() -> None:
+    import onnx
+
+    from episodic.providers.embedding import int8_activations_graph, minilm_model_path
+
+    shipped = onnx.load(str(minilm_model_path()))
+    rewritten = onnx.load_from_string(int8_activations_graph(minilm_model_path().read_bytes()))
+    ops = [n.op_type for n in rewritten.graph.node]
+    # 6 layers x (query, key, value, attention output, two feed-forward): 36 weight
+    # products, now integer; the attention's 12 activation products stay float.
+    assert ops.count("MatMulInteger") == 36
+    assert ops.count("MatMul") == 12
+    assert [n.op_type for n in shipped.graph.node].count("MatMul") == 48
+    onnx.checker.check_model(rewritten)
+
+
+def test_int8_vectors_stay_close_to_float_and_keep_the_meaning(minilm: MiniLMEmbedder) -> None:
+    texts = [
+        "I'm looking for a compact family car that costs less than $30k.",
+        "We want an affordable small car for the family, under thirty thousand dollars.",
+        "The quarterly tax report is due to the accountant on Friday.",
+        "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+        "A long message " * 200,
+    ]
+    as_float = MiniLMEmbedder(threads=1, compute="float").embed(texts)
+    as_int8 = MiniLMEmbedder(threads=1, compute="int8").embed(texts)
+    cosines = (as_float * as_int8).sum(axis=1)
+    assert cosines.min() > 0.98, cosines
+    assert not np.allclose(as_float, as_int8, atol=1e-3)  # really another arithmetic
+    a, b, c = as_int8[:3]
+    assert _cos(a, b) > _cos(a, c) + 0.2
+    assert minilm.compute == "int8"  # the default
+
+
+def test_int8_vector_of_a_text_does_not_depend_on_its_run() -> None:
+    """Rows are quantised one by one: a text embedded alone (a query), padded in a run of
+    longer texts, or next to a text with large activations, gets the same vector."""
+    embedder = MiniLMEmbedder(threads=1, compute="int8")
+    text = "We agreed on the Pro tier at $29 for project Atlas."
+    alone = embedder.embed([text])[0]
+    padded = embedder.embed([text, "word " * 150, "!!!! ???? 1234567890 " * 20])[0]
+    np.testing.assert_allclose(alone, padded, atol=1e-5)
+
+
+def test_make_embedder_passes_the_arithmetic_and_settings_refuse_others() -> None:
+    from pydantic import ValidationError
+
+    built = make_embedder(
+        EmbeddingSettings(embedding_provider="minilm", embedding_compute="float"), 384
+    )
+    assert isinstance(built, MiniLMEmbedder) and built.compute == "float"
+    with pytest.raises(ValidationError):
+        EmbeddingSettings(embedding_compute="int4")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="compute"):
+        MiniLMEmbedder(compute="int4")

@@ -378,3 +378,29 @@ def test_sentence_vectors_are_cached_across_episodes() -> None:
     assert embedder.embedded and not set(embedder.embedded) & set(seen)
     assert ExtractiveSummariser(HashingEmbedder()).summarise(SummaryRequest(messages, 7)) == second
     assert first.summary
+
+
+def test_the_pooled_vector_is_the_mean_of_the_quoted_sentences(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from episodic.providers import extractive
+    from episodic.providers.embedding import HashingEmbedder, normalise_rows
+    from episodic.providers.types import ChatMessage, SummaryRequest
+
+    said = [
+        "The mountain trail above the village was covered in fresh snow.",
+        "Our guide pointed out two eagles circling over the frozen lake.",
+        "The hut at the top served hot soup and dark bread to the walkers.",
+    ]
+    at = datetime(2026, 1, 5, 9, tzinfo=UTC)
+    request = SummaryRequest(
+        messages=[ChatMessage(i + 1, "assistant", t, at) for i, t in enumerate(said)],
+        window_start_sequence=1,
+    )
+    embedder = HashingEmbedder(384)
+    assert ExtractiveSummariser(embedder).summarise(request).vector is None  # off by default
+    monkeypatch.setattr(extractive, "POOL_SUMMARY_VECTOR", True)
+    result = ExtractiveSummariser(embedder).summarise(request)
+    assert all(t in result.summary for t in said) and result.key_learnings == []
+    expected = normalise_rows(embedder.embed(said).sum(axis=0, keepdims=True))[0]
+    np.testing.assert_allclose(result.vector, expected, atol=1e-6)

@@ -48,3 +48,20 @@ def test_indexed_text_names_the_speaker_like_the_summariser() -> None:
     assert indexed_text("hi", '{"name": "Ann"}') == "Ann: hi"
     assert indexed_text("hi", {"name": 42}) == "hi"
     assert indexed_text("hi", None) == "hi"
+
+
+def test_without_overlap_each_message_is_in_one_chunk(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from episodic.store import recall_index
+
+    monkeypatch.setattr(recall_index, "CHUNK_OVERLAP", False)
+    chunks = make_chunks([(i, f"message {i}") for i in range(1, 10)])
+    assert [(c.start_sequence, c.end_sequence) for c in chunks] == [(1, 4), (5, 8), (9, 9)]
+    long = " ".join(f"w{i}" for i in range(CHUNK_WORDS * 2 + 10))
+    pieces = make_chunks([(1, "short hello"), (2, long), (3, "bye")])
+    words = [w for c in pieces for w in c.text.split()]
+    assert len(words) == len(set(words)) == 2 + CHUNK_WORDS * 2 + 10 + 1  # each word once
+    # A stored chunk's text is found again from where it starts, as with overlap.
+    starts = [(c.start_sequence, c.start_offset) for c in pieces]
+    assert recall_index.chunk_texts([(1, "short hello"), (2, long), (3, "bye")], starts) == {
+        s: c.text for s, c in zip(starts, pieces, strict=True)
+    }

@@ -385,3 +385,41 @@ def test_an_outage_mid_batch_costs_no_retry_and_strands_nothing(engine) -> None:
     while pipeline.run_once(10).completed:
         pass
     assert [tuple(_claim_of(engine, e))[::2] for e in eps] == [("completed", 0)] * 2
+
+
+def test_a_pooled_summary_vector_is_stored_without_embedding_the_summary(
+    engine, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """With POOL_SUMMARY_VECTOR the episode's vector is the summariser's (the mean of the
+    quoted sentences' vectors): the pipeline stores it and runs no model on the summary."""
+    import numpy as np
+
+    from episodic.providers import extractive
+    from episodic.providers.embedding import HashingEmbedder
+    from episodic.providers.extractive import ExtractiveSummariser
+    from episodic.services.summariser.pipeline import embedding_text, load_summary_request
+
+    class Recording(HashingEmbedder):
+        def __init__(self) -> None:
+            super().__init__(384)
+            self.texts: list[str] = []
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            self.texts += texts
+            return super().embed(texts)
+
+    monkeypatch.setattr(extractive, "POOL_SUMMARY_VECTOR", True)
+    thread = make_thread(engine)
+    add(engine, thread, CAR_CHAT)
+    ep = open_episode(engine, thread)
+    embedder = Recording()
+    pipeline = make_pipeline(engine, summariser=ExtractiveSummariser(embedder))
+    pipeline.embedder.inner = embedder  # the pipeline's cache over the same recording model
+    assert pipeline.run_once(10).completed == 1
+    row = episode_row(engine, ep["episode_id"])
+    assert embedding_text(row["summary"], row["key_learnings"], []) not in embedder.texts
+    with engine.connect() as conn:
+        request = load_summary_request(conn, test_vault(), {**ep, "dataset": row["dataset"]})
+    expected = ExtractiveSummariser(HashingEmbedder(384)).summarise(request).vector
+    assert expected is not None
+    np.testing.assert_allclose(row["embedding"].to_numpy(), expected, atol=1e-6)

@@ -444,6 +444,13 @@ def classify_event(window: list[ChatMessage]) -> tuple[str, str]:
 
 # --------------------------------------------------------------------------- summariser
 
+#: Whether the episode's vector is the normalised mean of the vectors of the sentences the
+#: summary and key learnings quote (already embedded to choose them: no model run) instead
+#: of an embedding of the summary's text (one more model run per episode, on the path to
+#: recall). Measured on LoCoMo (README "Summariser, fourth pass"); a change needs a
+#: re-index of the episodes' vectors.
+POOL_SUMMARY_VECTOR = False
+
 
 @dataclass
 class _Candidate:
@@ -560,7 +567,11 @@ class ExtractiveSummariser:
 
     # -- parts
 
-    def _summary(self, candidates: list[_Candidate], vectors: np.ndarray, window_start: int) -> str:
+    def _summary(
+        self, candidates: list[_Candidate], vectors: np.ndarray, window_start: int
+    ) -> tuple[str, list[int]]:
+        """The summary's text and the candidates it quotes (indexes; none when it had to
+        clip a sentence)."""
         window_mask = np.array([c.in_window for c in candidates])
         weights = np.where(window_mask, 1.0, 0.5).astype(np.float32)
         centroid = (vectors * weights[:, None]).sum(axis=0)
@@ -591,6 +602,7 @@ class ExtractiveSummariser:
             picked.append(candidate)
             if budget - used < 40:
                 break
+        quoted = [candidates.index(c) for c in picked]
         if not picked:  # every sentence is longer than the budget: clip the most central one
             best = candidates[ranking[0]]
             limit = budget - len(speaker_label(best.message)) - 3
@@ -613,16 +625,19 @@ class ExtractiveSummariser:
             else:
                 segments.append(f"{speaker}: {candidate.text}")
             previous = message
-        return " ".join(segments)
+        return " ".join(segments), quoted
 
-    def _key_learnings(self, candidates: list[_Candidate], vectors: np.ndarray) -> list[str]:
+    def _key_learnings(
+        self, candidates: list[_Candidate], vectors: np.ndarray
+    ) -> tuple[list[str], list[int]]:
+        """The key learnings and the candidates they were written from (indexes)."""
         window = [i for i, c in enumerate(candidates) if c.in_window]
         users = [i for i in window if candidates[i].message.role == "user"]
         # Learnings are about the user; an agent-only window (a scripted run) falls back to
         # what the agent said.
         pool = users or [i for i in window if candidates[i].message.role == "assistant"]
         if not pool or self.max_key_learnings == 0:
-            return []
+            return [], []
         centroid = vectors[pool].mean(axis=0)
         centroid /= max(float(np.linalg.norm(centroid)), 1e-9)
         scored: list[tuple[float, int]] = []
@@ -653,7 +668,7 @@ class ExtractiveSummariser:
             text = third_person(c.text, speaker) or f"{speaker}: {c.text}"
             if text.lower() not in {x.lower() for x in learnings}:
                 learnings.append(text)
-        return learnings
+        return learnings, chosen
 
     def summarise(self, request: SummaryRequest) -> SummaryResult:
         """Builds the episode from the request's messages (never raises for odd input: a
@@ -668,10 +683,16 @@ class ExtractiveSummariser:
                 for k, m in enumerate(window)
                 if m.content.strip()
             ]
+        vector = None
         if candidates:
             vectors = self._embed([c.text for c in candidates])
-            summary = self._summary(candidates, vectors, request.window_start_sequence)
-            learnings = self._key_learnings(candidates, vectors)
+            summary, quoted = self._summary(candidates, vectors, request.window_start_sequence)
+            learnings, sources = self._key_learnings(candidates, vectors)
+            if POOL_SUMMARY_VECTOR and quoted:
+                # What embedding_text would embed (summary, then key learnings), from the
+                # sentences' own vectors: each quoted sentence counts once per use.
+                pooled = vectors[quoted + sources].sum(axis=0)
+                vector = pooled / max(float(np.linalg.norm(pooled)), 1e-9)
         else:
             summary = f"{len(window)} message(s) without text."
             learnings = []
@@ -690,4 +711,5 @@ class ExtractiveSummariser:
             entities=normalise_entities(top[: self.max_entities]),
             event_type=event_type,
             actor=actor,
+            vector=vector,
         )

@@ -45,7 +45,9 @@ def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
                 provider="minilm",
             )
         return MiniLMEmbedder(
-            threads=settings.embedding_threads, batch_size=settings.embedding_batch_size
+            threads=settings.embedding_threads,
+            batch_size=settings.embedding_batch_size,
+            compute=settings.embedding_compute,
         )
     if provider == "e5":
         if dimension != E5_DIMENSION:

@@ -138,6 +138,10 @@ class SummaryResult:
     entities: list[str] = field(default_factory=list)
     event_type: str = "conversation"
     actor: str = "user"
+    # The episode's embedding when the summariser already holds it (the extractive one
+    # with POOL_SUMMARY_VECTOR: the mean of the vectors of the sentences it quotes); None:
+    # the pipeline embeds the summary and key learnings.
+    vector: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.event_type not in EVENT_TYPES:

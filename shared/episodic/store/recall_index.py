@@ -57,6 +57,7 @@ from episodic.store.vault import Vault
 
 __all__ = [
     "CHUNK_MESSAGES",
+    "CHUNK_OVERLAP",
     "CHUNK_WORDS",
     "HEAD_ENTITIES",
     "MAX_INDEXED_CHARS",
@@ -100,6 +101,11 @@ DATASET_CONFIG = (
 CHUNK_MESSAGES = 4
 #: …and at most this many words (all-MiniLM-L6-v2 reads 256 word pieces, ~190 words).
 CHUNK_WORDS = 180
+#: Whether each chunk starts half-way through the previous one (every message embedded in
+#: two chunks, so a fact told across two messages is seen whole once) or right after it
+#: (every message embedded once: half the model time of the index). Measured alone on
+#: LoCoMo (README "Summariser, fourth pass"); changing it needs a re-index.
+CHUNK_OVERLAP = True
 #: Whether the episode's entities join its summary and key learnings in the document's
 #: head (weight A, the field ``RankingOptions.head_share`` scores on its own). Measured
 #: alone on LoCoMo (README "Recall quality"); changing it needs a re-index.
@@ -151,7 +157,8 @@ def make_chunks(messages: Sequence[tuple[int, str]]) -> list[Chunk]:
 
     A chunk takes up to CHUNK_MESSAGES pieces within CHUNK_WORDS words (always at least
     one piece); the next chunk starts half-way through it, so every piece is in one or two
-    chunks and a fact split across two messages is still seen whole once.
+    chunks and a fact split across two messages is still seen whole once — or, without
+    :data:`CHUNK_OVERLAP`, right after it (every piece in one chunk).
     """
     pieces = _pieces(messages)
     chunks: list[Chunk] = []
@@ -161,7 +168,7 @@ def make_chunks(messages: Sequence[tuple[int, str]]) -> list[Chunk]:
         chunks.append(chunk)
         if j >= len(pieces):
             break
-        i += max(1, (j - i) // 2)
+        i += max(1, (j - i) // 2) if CHUNK_OVERLAP else j - i
     return chunks
 
 
