@@ -58,7 +58,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.settings = settings
         self.notifier = notifier
         self.vault = vault
-        # Threads this process wrote to lately: their next AddMessages is one statement.
+        # Threads this process wrote to lately: their next AddMessages is one statement,
+        # in autocommit (domain.write_messages).
         self.routes = domain.ThreadRoutes()
 
     def CreateThread(
@@ -89,20 +90,19 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         thread_id = parse_uuid(request.thread_id, "thread_id")
         messages = _new_messages(request, request.thread_id)
         domain.check_new_messages(messages, self.settings)
-        with self.engine.begin() as conn:
-            result = domain.add_messages(
-                conn,
-                self.vault,
-                thread_id,
-                messages,
-                self.settings,
-                # Under the lock, before any write: a thread the caller may not see is
-                # NOT_FOUND, exactly as a missing one.
-                authorize=lambda dataset: access.require_visible(
-                    dataset, owners.thread_not_found(thread_id)
-                ),
-                routes=self.routes,
-            )
+        result = domain.write_messages(
+            self.engine,
+            self.vault,
+            thread_id,
+            messages,
+            self.settings,
+            routes=self.routes,
+            # Before any write: a thread the caller may not see is NOT_FOUND, exactly as a
+            # missing one.
+            authorize=lambda dataset: access.require_visible(
+                dataset, owners.thread_not_found(thread_id)
+            ),
+        )
         # Committed: the messages are durable. Only now count them and tell the Scheduler.
         metrics.messages_ingested(
             m.role for m, r in zip(messages, result.receipts, strict=True) if r.stored
