@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
+from sqlalchemy import Connection, Engine, TextClause, text
 
 from episodic.config import IngestSettings
 from episodic.crypto import DatasetKey, seal_json
@@ -333,16 +333,14 @@ def write_messages(
         route = routes.get(thread_id)
         if route is not None:
             dataset, data_key = route
-            rows: list[RowMapping] = []
+            receipts: list[Receipt] = []
             if _allowed(authorize, dataset):
                 with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                    rows = _store(conn, data_key, dataset, thread_id, messages, check_route=True)
-            if rows:
-                return AddResult(
-                    receipts=[_receipt(r, stored=True) for r in rows],
-                    stored_count=len(rows),
-                    dataset=dataset,
-                )
+                    receipts = _store(
+                        conn, data_key, dataset, thread_id, messages, check_route=True
+                    )
+            if receipts:
+                return AddResult(receipts=receipts, stored_count=len(receipts), dataset=dataset)
             # Gone, or its dataset was erased and created again (the id may now name a
             # thread of another dataset): nothing was written; the lookup decides.
             routes.forget(thread_id)
@@ -434,15 +432,15 @@ def add_messages(
             first_in_batch[key] = (i, msg)
             to_store.append(msg)
 
-    new_rows: list[RowMapping] = []
+    new: list[Receipt] = []
     if to_store:
-        new_rows = _store(conn, data_key, thread["dataset"], thread_id, to_store)
+        new = _store(conn, data_key, thread["dataset"], thread_id, to_store)
     if routes is not None:
         routes.remember(thread_id, thread["dataset"], data_key)
 
     # Receipts in request order: new messages in the order they were stored, replays with
     # the message stored first.
-    stored_rows = iter(new_rows)
+    stored = iter(new)
     by_key: dict[str, Receipt] = {k: _receipt(row, stored=False) for k, row in existing.items()}
     receipts: list[Receipt] = []
     for msg in messages:
@@ -450,11 +448,11 @@ def add_messages(
         if key and key in by_key:
             receipts.append(by_key[key])
             continue
-        receipt = _receipt(next(stored_rows), stored=True)
+        receipt = next(stored)
         if key:  # a later duplicate in this batch answers with this one, as a replay
             by_key[key] = replace(receipt, stored=False)
         receipts.append(receipt)
-    return AddResult(receipts=receipts, stored_count=len(new_rows), dataset=thread["dataset"])
+    return AddResult(receipts=receipts, stored_count=len(new), dataset=thread["dataset"])
 
 
 def _allowed(authorize: Callable[[str], object] | None, dataset: str) -> bool:
@@ -475,7 +473,10 @@ def _store_statement(check_route: bool) -> TextClause:
     # last_sequence - n + 1 .. last_sequence, in request order. The UPDATE takes the
     # thread's row lock, which serialises its writers. With ``check_route``, the dataset
     # must still hold the remembered key (a dataset erased and created again has another
-    # key id): otherwise no row is bumped and nothing is inserted.
+    # key id): otherwise no row is bumped, nothing is inserted and nothing is returned.
+    # It returns one row whatever the batch size — the new last_sequence and the
+    # statement's now(), stored as every row's received_at (and created_at when the
+    # client gave none) — from which the receipts follow, instead of RETURNING each row.
     route_check = (
         "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = :dataset "
         "AND d.key_id IS NOT DISTINCT FROM CAST(:key_id AS uuid)) "
@@ -485,16 +486,16 @@ def _store_statement(check_route: bool) -> TextClause:
         "last_message_at = now(), last_activity_at = now() "
         "WHERE dataset = :dataset AND thread_id = :id "
         + (route_check if check_route else "")
-        + "RETURNING last_sequence) "
-        "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
-        "created_at, idempotency_key) "
+        + "RETURNING last_sequence), "
+        "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, "
+        "metadata, created_at, received_at, idempotency_key) "
         "SELECT :dataset, :id, b.last_sequence - :n + u.i, u.role, u.content, u.meta, "
-        "coalesce(u.created_at, now()), u.ikey "
+        "coalesce(u.created_at, now()), now(), u.ikey "
         "FROM bumped b, unnest(CAST(:roles AS text[]), CAST(:contents AS bytea[]), "
         "CAST(:metas AS bytea[]), CAST(:created AS timestamptz[]), "
         "CAST(:keys AS text[])) WITH ORDINALITY AS u(role, content, meta, "
-        "created_at, ikey, i) "
-        "RETURNING sequence, idempotency_key, created_at, received_at"
+        "created_at, ikey, i)) "
+        "SELECT last_sequence, now() AS received_at FROM bumped"
     )
 
 
@@ -512,32 +513,40 @@ def _store(
     messages: list[NewMessage],
     *,
     check_route: bool = False,
-) -> list[RowMapping]:
-    """Bumps the thread's counter and inserts ``messages`` (sealed) in one statement;
-    the rows (sequence, idempotency key, timestamps) in sequence order. ``check_route``:
-    also require the dataset's current key to be ``data_key`` — when it is not (or the
-    thread is not in ``dataset``) no row matches and nothing is written."""
+) -> list[Receipt]:
+    """Bumps the thread's counter and inserts ``messages`` (sealed) in one statement; their
+    receipts, in request order (= sequence order). ``check_route``: also require the
+    dataset's current key to be ``data_key`` — when it is not (or the thread is not in
+    ``dataset``) nothing is written and the list is empty."""
     n = len(messages)
-    rows = list(
-        conn.execute(
-            _STORE_ON_ROUTE if check_route else _STORE,
-            {
-                "dataset": dataset,
-                "id": thread_id,
-                "n": n,
-                "roles": [m.role for m in messages],
-                "contents": [data_key.seal(m.content, "messages.content") for m in messages],
-                "metas": [seal_json(data_key, m.metadata, "messages.metadata") for m in messages],
-                "created": [m.created_at for m in messages],
-                "keys": [m.idempotency_key for m in messages],
-                **({"key_id": data_key.key_id} if check_route else {}),
-            },
+    bumped = conn.execute(
+        _STORE_ON_ROUTE if check_route else _STORE,
+        {
+            "dataset": dataset,
+            "id": thread_id,
+            "n": n,
+            "roles": [m.role for m in messages],
+            "contents": [data_key.seal(m.content, "messages.content") for m in messages],
+            "metas": [seal_json(data_key, m.metadata, "messages.metadata") for m in messages],
+            "created": [m.created_at for m in messages],
+            "keys": [m.idempotency_key for m in messages],
+            **({"key_id": data_key.key_id} if check_route else {}),
+        },
+    ).first()
+    if bumped is None:
+        return []
+    last_sequence, received_at = bumped
+    first = last_sequence - n + 1
+    return [
+        Receipt(
+            sequence=first + i,
+            idempotency_key=m.idempotency_key,
+            stored=True,
+            created_at=m.created_at or received_at,
+            received_at=received_at,
         )
-        .mappings()
-        .all()
-    )
-    rows.sort(key=lambda r: r["sequence"])
-    return rows
+        for i, m in enumerate(messages)
+    ]
 
 
 def _receipt(row: Mapping[Any, Any], *, stored: bool) -> Receipt:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import grpc
+from google.protobuf import timestamp_pb2
 from sqlalchemy import Engine
 
 from episodic import access, convert, metrics
@@ -110,6 +111,16 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         metrics.messages_deduplicated(len(messages) - result.stored_count)
         if result.stored_count:
             self.notifier.record_activity(str(thread_id))
+        # A batch's receipts share one received_at (and mostly one created_at): each
+        # distinct time becomes a Timestamp once.
+        stamps: dict[datetime, timestamp_pb2.Timestamp] = {}
+
+        def stamp(at: datetime) -> timestamp_pb2.Timestamp:
+            found = stamps.get(at)
+            if found is None:
+                found = stamps[at] = convert.ts(at)  # type: ignore[assignment]
+            return found  # type: ignore[return-value]
+
         return pb.AddMessagesResponse(
             stored_count=result.stored_count,
             thread_id=str(thread_id),
@@ -118,8 +129,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                     sequence=r.sequence,
                     idempotency_key=r.idempotency_key or "",
                     stored=r.stored,
-                    created_at=convert.ts(r.created_at),
-                    received_at=convert.ts(r.received_at),
+                    created_at=stamp(r.created_at),
+                    received_at=stamp(r.received_at),
                 )
                 for r in result.receipts
             ],

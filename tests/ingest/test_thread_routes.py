@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
@@ -261,3 +262,43 @@ def test_a_failed_statement_in_autocommit_leaves_nothing_behind(engine: Engine) 
     with engine.begin() as conn:
         assert conn.connection.driver_connection.autocommit is False
         assert conn.execute(text("SELECT 1")).scalar_one() == 1
+
+
+def test_receipts_are_what_was_stored_on_either_path(engine: Engine) -> None:
+    """The statement returns one row (the new last sequence and its now()), not each
+    message: every receipt must still be exactly the stored row."""
+    vault = test_vault(encrypt=True)
+    routes = domain.ThreadRoutes()
+    thread_id = _new_thread(engine, vault, "ds-receipts")
+    given = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+    def batch(*contents: str) -> list[domain.NewMessage]:
+        return [
+            domain.NewMessage(
+                role="user", content=c, metadata={}, created_at=given if i % 2 else None
+            )
+            for i, c in enumerate(contents)
+        ]
+
+    lookup = domain.write_messages(
+        engine, vault, thread_id, batch("a", "b", "c"), SETTINGS, routes=routes
+    )
+    routed = domain.write_messages(
+        engine, vault, thread_id, batch("d", "e"), SETTINGS, routes=routes
+    )
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT sequence, created_at, received_at FROM messages "
+                "WHERE dataset = 'ds-receipts' AND thread_id = :id ORDER BY sequence"
+            ),
+            {"id": thread_id},
+        ).all()
+    receipts = lookup.receipts + routed.receipts
+    assert [(r.sequence, r.created_at, r.received_at) for r in receipts] == [
+        tuple(row) for row in rows
+    ]
+    assert [r.sequence for r in receipts] == [1, 2, 3, 4, 5]
+    assert receipts[1].created_at == given and receipts[0].created_at != given
+    assert all(r.stored and r.idempotency_key is None for r in receipts)
