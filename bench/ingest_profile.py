@@ -143,7 +143,8 @@ def main() -> None:
             sent = [
                 line.split("LOG:", 1)[1].strip()[:60]
                 for line in logged.splitlines()
-                if "LOG:" in line and f"'end-{marker}" not in line
+                # (the last line is the end marker's statement, cut at the marker)
+                if "LOG:" in line and not line.rstrip().endswith("SELECT '")
             ]
             print(f"\nround trips for 10 calls: {len(sent)}")
             for text, n in Counter(sent).most_common():
