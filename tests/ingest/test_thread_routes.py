@@ -234,6 +234,12 @@ def test_a_failed_statement_in_autocommit_leaves_nothing_behind(engine: Engine) 
             {"id": thread_id},
         )
 
+    drivers = []
+
+    def remember_driver(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        drivers.append(conn.connection.driver_connection)
+
+    event.listen(engine, "before_cursor_execute", remember_driver)
     with _statements(engine) as sent:
         try:
             _add(engine, vault, thread_id, routes, "two")
@@ -241,6 +247,7 @@ def test_a_failed_statement_in_autocommit_leaves_nothing_behind(engine: Engine) 
             pass
         else:
             raise AssertionError("a duplicate sequence was accepted")
+    event.remove(engine, "before_cursor_execute", remember_driver)
 
     assert len(sent) == 1 and sent[0].startswith("autocommit:")
     with engine.connect() as conn:
@@ -258,10 +265,11 @@ def test_a_failed_statement_in_autocommit_leaves_nothing_behind(engine: Engine) 
             {"id": thread_id},
         ).scalar_one()
     assert (last, rows) == (1, 2)  # the counter's bump went with the failed insert
-    # The pooled connection went back in transaction mode, usable.
-    with engine.begin() as conn:
-        assert conn.connection.driver_connection.autocommit is False
-        assert conn.execute(text("SELECT 1")).scalar_one() == 1
+    # The connection that failed went back to the pool in transaction mode, usable.
+    (used,) = drivers
+    assert used.autocommit is False
+    assert used.execute("SELECT 1").fetchone() == (1,)
+    used.rollback()
 
 
 def test_receipts_are_what_was_stored_on_either_path(engine: Engine) -> None:
