@@ -2,6 +2,9 @@
 
 Every function takes an open SQLAlchemy connection inside a transaction; committing is the
 caller's job, so an accepted message is durable exactly when the caller's commit returns.
+The one exception is :func:`write_messages`, AddMessages' entry point, which takes the
+engine: it chooses between one autocommitted statement (a thread it knows) and a
+transaction (everything else).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, text
+from sqlalchemy import Connection, Engine, TextClause, text
 
 from episodic.config import IngestSettings
 from episodic.crypto import DatasetKey, seal_json
@@ -305,6 +308,48 @@ class ThreadRoutes:
             self._routes.pop(thread_id, None)
 
 
+def write_messages(
+    engine: Engine,
+    vault: Vault,
+    thread_id: uuid.UUID,
+    messages: list[NewMessage],
+    settings: IngestSettings,
+    *,
+    routes: ThreadRoutes,
+    authorize: Callable[[str], object] | None = None,
+) -> AddResult:
+    """Stores a validated batch and returns once it is committed (durable: the services run
+    with ``synchronous_commit`` on).
+
+    A thread ``routes`` knows, written without idempotency keys, takes ONE round trip: its
+    statement (:func:`_store` with the route check) runs in autocommit. One statement is
+    atomic on its own — the counter bump and the inserts commit or fail together — so the
+    explicit transaction only added ``BEGIN`` and ``COMMIT`` as round trips of their own.
+    A stale route matches nothing and writes nothing; then, as for an unknown thread or a
+    batch with idempotency keys, :func:`add_messages` runs in a transaction (the lookup and
+    lock, the replay check, the insert) and remembers the route.
+    """
+    if not any(m.idempotency_key for m in messages):
+        route = routes.get(thread_id)
+        if route is not None:
+            dataset, data_key = route
+            receipts: list[Receipt] = []
+            if _allowed(authorize, dataset):
+                with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                    receipts = _store(
+                        conn, data_key, dataset, thread_id, messages, check_route=True
+                    )
+            if receipts:
+                return AddResult(receipts=receipts, stored_count=len(receipts), dataset=dataset)
+            # Gone, or its dataset was erased and created again (the id may now name a
+            # thread of another dataset): nothing was written; the lookup decides.
+            routes.forget(thread_id)
+    with engine.begin() as conn:
+        return add_messages(
+            conn, vault, thread_id, messages, settings, authorize=authorize, routes=routes
+        )
+
+
 def add_messages(
     conn: Connection,
     vault: Vault,
@@ -327,26 +372,9 @@ def add_messages(
 
     Three round trips besides BEGIN/COMMIT at most, two without idempotency keys: the lock,
     (the replay lookup,) and one statement that bumps the counter and inserts the rows.
-    One when ``routes`` knows the thread and no message has an idempotency key: the
-    counter bump's ``UPDATE`` takes the same row lock, and the statement checks the
-    remembered dataset and key (see :class:`ThreadRoutes`).
+    ``routes`` then remembers the thread's dataset and key, so that the next
+    :func:`write_messages` on it is one statement (see :class:`ThreadRoutes`).
     """
-    if routes is not None and not any(m.idempotency_key for m in messages):
-        route = routes.get(thread_id)
-        if route is not None:
-            dataset, data_key = route
-            rows = []
-            if _allowed(authorize, dataset):
-                rows = _store(conn, data_key, dataset, thread_id, messages, check_route=True)
-            if rows:
-                return AddResult(
-                    receipts=[_receipt(r, stored=True) for r in rows],
-                    stored_count=len(rows),
-                    dataset=dataset,
-                )
-            # Gone, or its dataset was erased and created again (the id may now name a
-            # thread of another dataset): nothing was written; the lookup decides.
-            routes.forget(thread_id)
     thread = (
         conn.execute(
             text(
@@ -404,15 +432,15 @@ def add_messages(
             first_in_batch[key] = (i, msg)
             to_store.append(msg)
 
-    new_rows: list[RowMapping] = []
+    new: list[Receipt] = []
     if to_store:
-        new_rows = _store(conn, data_key, thread["dataset"], thread_id, to_store)
+        new = _store(conn, data_key, thread["dataset"], thread_id, to_store)
     if routes is not None:
         routes.remember(thread_id, thread["dataset"], data_key)
 
     # Receipts in request order: new messages in the order they were stored, replays with
     # the message stored first.
-    stored_rows = iter(new_rows)
+    stored = iter(new)
     by_key: dict[str, Receipt] = {k: _receipt(row, stored=False) for k, row in existing.items()}
     receipts: list[Receipt] = []
     for msg in messages:
@@ -420,11 +448,11 @@ def add_messages(
         if key and key in by_key:
             receipts.append(by_key[key])
             continue
-        receipt = _receipt(next(stored_rows), stored=True)
+        receipt = next(stored)
         if key:  # a later duplicate in this batch answers with this one, as a replay
             by_key[key] = replace(receipt, stored=False)
         receipts.append(receipt)
-    return AddResult(receipts=receipts, stored_count=len(new_rows), dataset=thread["dataset"])
+    return AddResult(receipts=receipts, stored_count=len(new), dataset=thread["dataset"])
 
 
 def _allowed(authorize: Callable[[str], object] | None, dataset: str) -> bool:
@@ -440,12 +468,41 @@ def _allowed(authorize: Callable[[str], object] | None, dataset: str) -> bool:
     return True
 
 
-#: Where the insert checks a remembered route: the thread's dataset must still hold its
-#: current key (a dataset erased and created again has another key id).
-_ROUTE_CHECK = (
-    "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = :dataset "
-    "AND d.key_id IS NOT DISTINCT FROM CAST(:key_id AS uuid)) "
-)
+def _store_statement(check_route: bool) -> TextClause:
+    # The counter bump and the insert in one statement: the new sequences are
+    # last_sequence - n + 1 .. last_sequence, in request order. The UPDATE takes the
+    # thread's row lock, which serialises its writers. With ``check_route``, the dataset
+    # must still hold the remembered key (a dataset erased and created again has another
+    # key id): otherwise no row is bumped, nothing is inserted and nothing is returned.
+    # It returns one row whatever the batch size — the new last_sequence and the
+    # statement's now(), stored as every row's received_at (and created_at when the
+    # client gave none) — from which the receipts follow, instead of RETURNING each row.
+    route_check = (
+        "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = :dataset "
+        "AND d.key_id IS NOT DISTINCT FROM CAST(:key_id AS uuid)) "
+    )
+    return text(
+        "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + :n, "
+        "last_message_at = now(), last_activity_at = now() "
+        "WHERE dataset = :dataset AND thread_id = :id "
+        + (route_check if check_route else "")
+        + "RETURNING last_sequence), "
+        "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, "
+        "metadata, created_at, received_at, idempotency_key) "
+        "SELECT :dataset, :id, b.last_sequence - :n + u.i, u.role, u.content, u.meta, "
+        "coalesce(u.created_at, now()), now(), u.ikey "
+        "FROM bumped b, unnest(CAST(:roles AS text[]), CAST(:contents AS bytea[]), "
+        "CAST(:metas AS bytea[]), CAST(:created AS timestamptz[]), "
+        "CAST(:keys AS text[])) WITH ORDINALITY AS u(role, content, meta, "
+        "created_at, ikey, i)) "
+        "SELECT last_sequence, now() AS received_at FROM bumped"
+    )
+
+
+# Built once: a text() clause parses its bind parameters when constructed, per call
+# otherwise (SQLAlchemy caches the compiled form, not the construction).
+_STORE = _store_statement(check_route=False)
+_STORE_ON_ROUTE = _store_statement(check_route=True)
 
 
 def _store(
@@ -456,50 +513,40 @@ def _store(
     messages: list[NewMessage],
     *,
     check_route: bool = False,
-) -> list[RowMapping]:
-    """Bumps the thread's counter and inserts ``messages`` (sealed) in one statement;
-    the rows (sequence, idempotency key, timestamps) in sequence order. ``check_route``:
-    also require the dataset's current key to be ``data_key`` — when it is not (or the
-    thread is not in ``dataset``) no row matches and nothing is written."""
+) -> list[Receipt]:
+    """Bumps the thread's counter and inserts ``messages`` (sealed) in one statement; their
+    receipts, in request order (= sequence order). ``check_route``: also require the
+    dataset's current key to be ``data_key`` — when it is not (or the thread is not in
+    ``dataset``) nothing is written and the list is empty."""
     n = len(messages)
-    rows = list(
-        conn.execute(
-            text(
-                # The counter bump and the insert in one statement: the new sequences
-                # are last_sequence - n + 1 .. last_sequence, in request order. The
-                # UPDATE takes the thread's row lock, which serialises its writers.
-                "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + :n, "
-                "last_message_at = now(), last_activity_at = now() "
-                "WHERE dataset = :dataset AND thread_id = :id "
-                + (_ROUTE_CHECK if check_route else "")
-                + "RETURNING last_sequence) "
-                "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
-                "created_at, idempotency_key) "
-                "SELECT :dataset, :id, b.last_sequence - :n + u.i, u.role, u.content, u.meta, "
-                "coalesce(u.created_at, now()), u.ikey "
-                "FROM bumped b, unnest(CAST(:roles AS text[]), CAST(:contents AS bytea[]), "
-                "CAST(:metas AS bytea[]), CAST(:created AS timestamptz[]), "
-                "CAST(:keys AS text[])) WITH ORDINALITY AS u(role, content, meta, "
-                "created_at, ikey, i) "
-                "RETURNING sequence, idempotency_key, created_at, received_at"
-            ),
-            {
-                "dataset": dataset,
-                "id": thread_id,
-                "n": n,
-                "roles": [m.role for m in messages],
-                "contents": [data_key.seal(m.content, "messages.content") for m in messages],
-                "metas": [seal_json(data_key, m.metadata, "messages.metadata") for m in messages],
-                "created": [m.created_at for m in messages],
-                "keys": [m.idempotency_key for m in messages],
-                **({"key_id": data_key.key_id} if check_route else {}),
-            },
+    bumped = conn.execute(
+        _STORE_ON_ROUTE if check_route else _STORE,
+        {
+            "dataset": dataset,
+            "id": thread_id,
+            "n": n,
+            "roles": [m.role for m in messages],
+            "contents": [data_key.seal(m.content, "messages.content") for m in messages],
+            "metas": [seal_json(data_key, m.metadata, "messages.metadata") for m in messages],
+            "created": [m.created_at for m in messages],
+            "keys": [m.idempotency_key for m in messages],
+            **({"key_id": data_key.key_id} if check_route else {}),
+        },
+    ).first()
+    if bumped is None:
+        return []
+    last_sequence, received_at = bumped
+    first = last_sequence - n + 1
+    return [
+        Receipt(
+            sequence=first + i,
+            idempotency_key=m.idempotency_key,
+            stored=True,
+            created_at=m.created_at or received_at,
+            received_at=received_at,
         )
-        .mappings()
-        .all()
-    )
-    rows.sort(key=lambda r: r["sequence"])
-    return rows
+        for i, m in enumerate(messages)
+    ]
 
 
 def _receipt(row: Mapping[Any, Any], *, stored: bool) -> Receipt:

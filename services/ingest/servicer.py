@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import grpc
+from google.protobuf import timestamp_pb2
 from sqlalchemy import Engine
 
 from episodic import access, convert, metrics
@@ -58,7 +59,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.settings = settings
         self.notifier = notifier
         self.vault = vault
-        # Threads this process wrote to lately: their next AddMessages is one statement.
+        # Threads this process wrote to lately: their next AddMessages is one statement,
+        # in autocommit (domain.write_messages).
         self.routes = domain.ThreadRoutes()
 
     def CreateThread(
@@ -89,20 +91,19 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         thread_id = parse_uuid(request.thread_id, "thread_id")
         messages = _new_messages(request, request.thread_id)
         domain.check_new_messages(messages, self.settings)
-        with self.engine.begin() as conn:
-            result = domain.add_messages(
-                conn,
-                self.vault,
-                thread_id,
-                messages,
-                self.settings,
-                # Under the lock, before any write: a thread the caller may not see is
-                # NOT_FOUND, exactly as a missing one.
-                authorize=lambda dataset: access.require_visible(
-                    dataset, owners.thread_not_found(thread_id)
-                ),
-                routes=self.routes,
-            )
+        result = domain.write_messages(
+            self.engine,
+            self.vault,
+            thread_id,
+            messages,
+            self.settings,
+            routes=self.routes,
+            # Before any write: a thread the caller may not see is NOT_FOUND, exactly as a
+            # missing one.
+            authorize=lambda dataset: access.require_visible(
+                dataset, owners.thread_not_found(thread_id)
+            ),
+        )
         # Committed: the messages are durable. Only now count them and tell the Scheduler.
         metrics.messages_ingested(
             m.role for m, r in zip(messages, result.receipts, strict=True) if r.stored
@@ -110,6 +111,16 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         metrics.messages_deduplicated(len(messages) - result.stored_count)
         if result.stored_count:
             self.notifier.record_activity(str(thread_id))
+        # A batch's receipts share one received_at (and mostly one created_at): each
+        # distinct time becomes a Timestamp once.
+        stamps: dict[datetime, timestamp_pb2.Timestamp] = {}
+
+        def stamp(at: datetime) -> timestamp_pb2.Timestamp:
+            found = stamps.get(at)
+            if found is None:
+                found = stamps[at] = convert.ts(at)  # type: ignore[assignment]
+            return found  # type: ignore[return-value]
+
         return pb.AddMessagesResponse(
             stored_count=result.stored_count,
             thread_id=str(thread_id),
@@ -118,8 +129,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                     sequence=r.sequence,
                     idempotency_key=r.idempotency_key or "",
                     stored=r.stored,
-                    created_at=convert.ts(r.created_at),
-                    received_at=convert.ts(r.received_at),
+                    created_at=stamp(r.created_at),
+                    received_at=stamp(r.received_at),
                 )
                 for r in result.receipts
             ],

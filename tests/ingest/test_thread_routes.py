@@ -1,16 +1,19 @@
 """AddMessages on a thread this process wrote to before is one statement (the remembered
-route: dataset and data key); a route that went stale writes nothing and the call falls
-back to the lookup, so the messages land sealed with the right key, in the right dataset,
-with gap-free sequences."""
+route: dataset and data key), sent in autocommit (one round trip: no BEGIN, no COMMIT); a
+route that went stale writes nothing and the call falls back to the lookup in a
+transaction, so the messages land sealed with the right key, in the right dataset, with
+gap-free sequences; a statement that fails in autocommit leaves nothing behind."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
 from episodic.config import IngestSettings
 from episodic.crypto import ClearKey
@@ -29,10 +32,13 @@ def _messages(*contents: str) -> list[domain.NewMessage]:
 
 @contextmanager
 def _statements(engine: Engine) -> Iterator[list[str]]:
+    """The statements sent meanwhile, each prefixed with how: ``autocommit:`` (the driver
+    commits it on its own, one round trip) or ``in transaction:``."""
     sent: list[str] = []
 
     def record(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
-        sent.append(statement)
+        autocommit = conn.connection.driver_connection.autocommit
+        sent.append(("autocommit: " if autocommit else "in transaction: ") + statement)
 
     event.listen(engine, "before_cursor_execute", record)
     try:
@@ -50,16 +56,15 @@ def _new_thread(engine: Engine, vault, dataset: str) -> uuid.UUID:  # type: igno
 
 
 def _add(engine: Engine, vault, thread_id, routes, *contents: str, authorize=None):  # type: ignore[no-untyped-def]
-    with engine.begin() as conn:
-        return domain.add_messages(
-            conn,
-            vault,
-            thread_id,
-            _messages(*contents),
-            SETTINGS,
-            routes=routes,
-            authorize=authorize,
-        )
+    return domain.write_messages(
+        engine,
+        vault,
+        thread_id,
+        _messages(*contents),
+        SETTINGS,
+        routes=routes,
+        authorize=authorize,
+    )
 
 
 def _stored(engine: Engine, vault, thread_id: uuid.UUID, dataset: str) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
@@ -82,8 +87,10 @@ def test_a_remembered_thread_takes_one_statement_and_keeps_sequences_gap_free(
     with _statements(engine) as second:
         result = _add(engine, vault, thread_id, routes, "three", "four", "five")
 
-    assert len(first) == 2  # the lookup (and lock), then the insert
-    assert len(second) == 1  # the remembered route: the insert alone
+    # The lookup (and lock), then the insert, in one transaction.
+    assert [s.split(":", 1)[0] for s in first] == ["in transaction", "in transaction"]
+    # The remembered route: the insert alone, committed by itself (one round trip).
+    assert len(second) == 1 and second[0].startswith("autocommit: WITH bumped AS (UPDATE")
     assert [r.sequence for r in result.receipts] == [3, 4, 5]
     assert all(r.stored for r in result.receipts)
     assert _stored(engine, vault, thread_id, "ds-routes") == [
@@ -179,3 +186,127 @@ def test_routes_are_bounded_least_recently_used_first_out() -> None:
     routes.remember(c, "ds", ClearKey("ds"))
     assert routes.get(b) is None
     assert routes.get(a) is not None and routes.get(c) is not None
+
+
+def test_a_stale_route_in_autocommit_falls_back_to_a_transaction(engine: Engine) -> None:
+    vault = test_vault(encrypt=True)
+    routes = domain.ThreadRoutes()
+    thread_id = _new_thread(engine, vault, "ds-stale-ac")
+    _add(engine, vault, thread_id, routes, "one")
+    # As if the dataset had been erased and created again: the remembered key is stale.
+    routes.remember(thread_id, "ds-stale-ac", ClearKey("ds-stale-ac"))
+
+    with _statements(engine) as sent:
+        result = _add(engine, vault, thread_id, routes, "two")
+
+    # The routed statement matched nothing (alone, in autocommit); then the lookup and the
+    # insert in a transaction.
+    assert [s.split(":", 1)[0] for s in sent] == ["autocommit", "in transaction", "in transaction"]
+    assert [r.sequence for r in result.receipts] == [2]
+    assert _stored(engine, vault, thread_id, "ds-stale-ac") == [(1, "one"), (2, "two")]
+    with engine.connect() as conn:
+        last, raw = conn.execute(
+            text(
+                "SELECT t.last_sequence, m.content FROM threads t JOIN messages m "
+                "ON m.dataset = t.dataset AND m.thread_id = t.thread_id AND m.sequence = 2 "
+                "WHERE t.dataset = 'ds-stale-ac' AND t.thread_id = :id"
+            ),
+            {"id": thread_id},
+        ).one()
+    assert last == 2  # bumped once: the stale attempt bumped nothing
+    assert b"two" not in bytes(raw)  # sealed with the dataset's key, not in the clear
+
+
+def test_a_failed_statement_in_autocommit_leaves_nothing_behind(engine: Engine) -> None:
+    vault = test_vault(encrypt=False)
+    routes = domain.ThreadRoutes()
+    thread_id = _new_thread(engine, vault, "ds-failed-ac")
+    _add(engine, vault, thread_id, routes, "one")
+    # A row in the way of the next sequence (written around the counter): the routed
+    # statement's INSERT fails after its UPDATE bumped the counter.
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
+                "created_at) "
+                "VALUES ('ds-failed-ac', :id, 2, 'user', '\\x00'::bytea, '\\x00'::bytea, now())"
+            ),
+            {"id": thread_id},
+        )
+
+    drivers = []
+
+    def remember_driver(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        drivers.append(conn.connection.driver_connection)
+
+    event.listen(engine, "before_cursor_execute", remember_driver)
+    with _statements(engine) as sent:
+        try:
+            _add(engine, vault, thread_id, routes, "two")
+        except IntegrityError:
+            pass
+        else:
+            raise AssertionError("a duplicate sequence was accepted")
+    event.remove(engine, "before_cursor_execute", remember_driver)
+
+    assert len(sent) == 1 and sent[0].startswith("autocommit:")
+    with engine.connect() as conn:
+        last = conn.execute(
+            text(
+                "SELECT last_sequence FROM threads "
+                "WHERE dataset = 'ds-failed-ac' AND thread_id = :id"
+            ),
+            {"id": thread_id},
+        ).scalar_one()
+        rows = conn.execute(
+            text(
+                "SELECT count(*) FROM messages WHERE dataset = 'ds-failed-ac' AND thread_id = :id"
+            ),
+            {"id": thread_id},
+        ).scalar_one()
+    assert (last, rows) == (1, 2)  # the counter's bump went with the failed insert
+    # The connection that failed went back to the pool in transaction mode, usable.
+    (used,) = drivers
+    assert used.autocommit is False
+    assert used.execute("SELECT 1").fetchone() == (1,)
+    used.rollback()
+
+
+def test_receipts_are_what_was_stored_on_either_path(engine: Engine) -> None:
+    """The statement returns one row (the new last sequence and its now()), not each
+    message: every receipt must still be exactly the stored row."""
+    vault = test_vault(encrypt=True)
+    routes = domain.ThreadRoutes()
+    thread_id = _new_thread(engine, vault, "ds-receipts")
+    given = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+    def batch(*contents: str) -> list[domain.NewMessage]:
+        return [
+            domain.NewMessage(
+                role="user", content=c, metadata={}, created_at=given if i % 2 else None
+            )
+            for i, c in enumerate(contents)
+        ]
+
+    lookup = domain.write_messages(
+        engine, vault, thread_id, batch("a", "b", "c"), SETTINGS, routes=routes
+    )
+    routed = domain.write_messages(
+        engine, vault, thread_id, batch("d", "e"), SETTINGS, routes=routes
+    )
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT sequence, created_at, received_at FROM messages "
+                "WHERE dataset = 'ds-receipts' AND thread_id = :id ORDER BY sequence"
+            ),
+            {"id": thread_id},
+        ).all()
+    receipts = lookup.receipts + routed.receipts
+    assert [(r.sequence, r.created_at, r.received_at) for r in receipts] == [
+        tuple(row) for row in rows
+    ]
+    assert [r.sequence for r in receipts] == [1, 2, 3, 4, 5]
+    assert receipts[1].created_at == given and receipts[0].created_at != given
+    assert all(r.stored and r.idempotency_key is None for r in receipts)

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Iterator
+from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -191,6 +192,43 @@ def test_link_from_round_trips_a_stored_context() -> None:
     assert links[0].context.trace_id == span.get_span_context().trace_id
     assert links[0].context.span_id == span.get_span_context().span_id
     assert links[0].context.is_remote
+
+
+def test_with_tracing_off_the_server_carries_an_incoming_trace_through_without_spans() -> None:
+    if telemetry.telemetry_enabled():
+        pytest.skip("another test installed a global tracer provider in this process")
+    seen: list[dict[str, str]] = []
+
+    def echo(request: bytes, context: grpc.ServicerContext) -> bytes:
+        seen.append(telemetry.current_trace_context())
+        return request
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=2),
+        interceptors=[telemetry.grpc_server_interceptor()],
+    )
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "test.v1.EchoService", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            echo_call = channel.unary_unary("/test.v1.EchoService/Echo")
+            parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            assert echo_call(b"hi", metadata=(("traceparent", parent),), timeout=5) == b"hi"
+            assert echo_call(b"hi", timeout=5) == b"hi"
+    finally:
+        server.stop(0).wait()
+
+    # The handler ran in the caller's trace (its calls carry it on), and no span of its
+    # own was made (the parent is the caller's span, not a new one).
+    assert seen[0]["traceparent"] == parent
+    assert seen[1] == {}  # no trace context came, none is made up
 
 
 @pytest.mark.parametrize("carrier", [None, {}, {"traceparent": "garbage"}, {"other": "x"}])
