@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.providers import HashingEmbedder
     from episodic.store import migrate
     from episodic.store.episodes import VISIBLE_COLUMNS, episode_columns
-    from episodic.store.recall_queries import recall_statement
+    from episodic.store.recall_queries import recall_statement, unfiltered_params
     from episodic.testing.database import scratch_database, with_database
 
     rng = random.Random(args.seed)
@@ -84,14 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                     "query": query,
                     "lexemes": words,  # datasets in the clear: the lexemes are the words
                     "qvec": hasher.embed_query(query),
-                    "since": None,
-                    "until": None,
-                    "thread_ids": None,
-                    "entities": None,
-                    "entity_any": None,
-                    "entity_groups": None,
-                    "event_type": None,
-                    "as_of": None,
+                    **unfiltered_params(),
                     "ws": 0.7,
                     "wr": 0.3,
                     "limit": 3,

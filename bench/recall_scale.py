@@ -572,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         CUSTOM_PLANS,
         Approximation,
         recall_statement,
+        unfiltered_params,
     )
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
@@ -673,15 +674,8 @@ def main(argv: list[str] | None = None) -> int:
                 "dataset": dataset,
                 "query": query,
                 "qvec": query_vector(dataset, query),
-                "since": None,
-                "until": None,
-                "thread_ids": None,
-                "entities": None,
-                "entity_any": None,
-                "entity_groups": None,
-                "event_type": None,
+                **unfiltered_params(),
                 "min_relevance": 0.0,
-                "as_of": None,
                 "ws": 0.7,
                 "wr": 0.3,
                 "limit": limit,

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers import HashingEmbedder, make_embedder
-    from episodic.store.recall_queries import recall_statement
+    from episodic.store.recall_queries import recall_statement, unfiltered_params
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 
@@ -213,15 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         rank_query = psycopg_sql(recall_statement(with_query=True, with_vector=True))
         rank_recent = psycopg_sql(recall_statement(with_query=False, with_vector=False))
         base = {
-            "since": None,
-            "until": None,
-            "thread_ids": None,
-            "entities": None,
-            "entity_any": None,
-            "entity_groups": None,
-            "event_type": None,
+            **unfiltered_params(),
             "min_relevance": 0.0,
-            "as_of": None,
             "ws": 0.7,
             "wr": 0.3,
             "limit": 3,

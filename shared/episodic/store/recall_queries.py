@@ -100,6 +100,7 @@ __all__ = [
     "similarity_sql",
     "span_cte",
     "threads_in_order",
+    "unfiltered_params",
 ]
 
 BM25_K1 = 1.2
@@ -262,8 +263,19 @@ class RecallFilters:
 
 
 def _filter_params(key: DatasetKey, filters: RecallFilters) -> dict[str, object]:
+    return {"dataset": key.dataset, **_filter_values(key, filters)}
+
+
+def unfiltered_params() -> dict[str, object]:
+    """The filter parameters of a recall without filters, ``dataset`` aside: what the
+    benches that send Recall's bare SQL bind (bench/recall_speed.py, recall_scale.py,
+    partition_cost.py), from the one place a new filter's parameters are added."""
+    return _filter_values(None, RecallFilters())
+
+
+def _filter_values(key: DatasetKey | None, filters: RecallFilters) -> dict[str, object]:
+    """``key``: the dataset's, to blind the entities (None: no entity filter)."""
     return {
-        "dataset": key.dataset,
         "since": filters.since,
         "until": filters.until,
         "thread_ids": list(filters.thread_ids) or None,
@@ -295,14 +307,19 @@ def named_time_params(named_time: tuple[datetime, datetime] | None) -> dict[str,
 
 
 def entity_params(
-    key: DatasetKey, entities: Sequence[str], entity_groups: Sequence[Sequence[str]] | None
+    key: DatasetKey | None,
+    entities: Sequence[str],
+    entity_groups: Sequence[Sequence[str]] | None,
 ) -> dict[str, object]:
     """Stored entities are blind tokens (``entity_tokens`` of episodes and events). Entities
     with one spelling are all required (``@>``, the GIN index); each with several (resolved
-    by the canon) needs any one of them. Parameters of ``entity_clauses``."""
+    by the canon) needs any one of them. Parameters of ``entity_clauses``. ``key`` blinds
+    ``entities`` (None only without them)."""
     groups = entity_groups
     if groups is None:
-        groups = [[key.token(e)] for e in entities]
+        if entities and key is None:
+            raise ValueError("entities need the dataset's key to be blinded")
+        groups = [[key.token(e)] for e in entities] if key is not None else []
     single = sorted({g[0] for g in groups if len(g) == 1})
     several = [sorted(g) for g in groups if len(g) > 1]
     return {
