@@ -214,17 +214,6 @@ def build(
     return timings
 
 
-def _table(stats: dict[str, dict[str, float]]) -> None:
-    print("| path | p50 | p95 | p99 | mean |")
-    print("|---|---|---|---|---|")
-    for key, s in stats.items():
-        print(
-            f"| {key} | {1000 * s['p50']:.2f} | {1000 * s['p95']:.2f} | "
-            f"{1000 * s['p99']:.2f} | {1000 * s['mean']:.2f} |"
-        )
-    print()
-
-
 def heavy_partitions(conn: psycopg.Connection) -> dict[str, list[str]]:
     """Per table, the partitions that hold the heavy datasets."""
     return {
@@ -563,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from bench.recall_speed import LEXEMES_SQL, percentiles, psycopg_sql
+    from bench.recall_speed import LEXEMES_SQL, percentiles, print_latency_table, psycopg_sql
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
@@ -768,7 +757,7 @@ def main(argv: list[str] | None = None) -> int:
             "queries per path (ms):\n"
         )
         if stats:
-            _table(stats)
+            print_latency_table(stats)
         for g, s in (("normal grpc", "normal sql"), ("heavy grpc", "heavy sql")):
             if g not in stats:
                 continue
@@ -811,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}):\n"
             )
             heavy_stats = {k: percentiles(v) for k, v in took.items()}
-            _table(heavy_stats)
+            print_latency_table(heavy_stats)
             e = heavy_stats["exact"]
             for name in variants:
                 a = heavy_stats[name]

@@ -66,6 +66,18 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     }
 
 
+def print_latency_table(stats: dict[str, dict[str, float]]) -> None:
+    """One row per path of :func:`percentiles` (seconds), in ms, as a Markdown table."""
+    print("| path | p50 | p95 | p99 | mean |")
+    print("|---|---|---|---|---|")
+    for key, s in stats.items():
+        print(
+            f"| {key} | {1000 * s['p50']:.2f} | {1000 * s['p95']:.2f} | "
+            f"{1000 * s['p99']:.2f} | {1000 * s['mean']:.2f} |"
+        )
+    print()
+
+
 def build(conn: psycopg.Connection, episodes: int, datasets: int, dim: int) -> None:
     """Synthetic threads, messages, episodes and chunks, generated inside PostgreSQL."""
     per_message = 15
@@ -280,14 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({args.episodes // args.datasets} per dataset), {args.queries} sequential "
             "queries per path, top 3 (ms):\n"
         )
-        print("| path | p50 | p95 | p99 | mean |")
-        print("|---|---|---|---|---|")
-        for key, s in stats.items():
-            print(
-                f"| {key} | {1000 * s['p50']:.2f} | {1000 * s['p95']:.2f} | "
-                f"{1000 * s['p99']:.2f} | {1000 * s['mean']:.2f} |"
-            )
-        print()
+        print_latency_table(stats)
         for grpc_key, sql_key in (("grpc", "sql"), ("grpc recency-only", "sql recency-only")):
             g, s = stats[grpc_key], stats[sql_key]
             print(
