@@ -142,6 +142,7 @@ def _reindex(
     chunk_overlap: bool = True,
     reembed: bool = False,
     pooled_summary_vector: bool = False,
+    resummarise: str = "",
 ) -> int:
     """Rebuilds every completed episode's recall index (document and chunks) with the
     index switches of recall_index (passage granularity, overlap, entities in the head), so
@@ -164,6 +165,10 @@ def _reindex(
     recall_index.HEAD_ENTITIES = head_entities
     recall_index.CHUNK_OVERLAP = chunk_overlap
     engine = make_engine(url, pool_size=2)
+    if resummarise:
+        _resummarise(
+            engine, make_embedder(EmbeddingSettings(embedding_threads=2), 384), resummarise
+        )
     with engine.begin() as conn:
         if chunk_messages or not chunk_overlap or reembed:
             conn.execute(sql("DELETE FROM message_chunks"))
@@ -205,6 +210,66 @@ def _reindex(
         _pool_summary_vectors(engine, embedder, vault)
     engine.dispose()
     return done
+
+
+def _resummarise(engine: Any, embedder: Any, sentence_vectors: str) -> None:
+    """Every completed episode summarised again by the extractive summariser with
+    ``sentence_vectors`` ("model", or "lexical": sentences compared by TF-IDF instead of
+    the model; ``EPISODIC_SUMMARY_SENTENCE_VECTORS``) and this environment's embedder; its summary,
+    key learnings, entities and vector replaced as the Summariser would have written them.
+    The lexical documents are rebuilt by the re-index that follows."""
+    from sqlalchemy import text as sql
+
+    from episodic.config import LLMSettings
+    from episodic.crypto import seal_json
+    from episodic.providers import CachedEmbedder, extractive, make_summariser
+    from episodic.services.summariser import pipeline
+    from episodic.testing.keys import test_vault
+
+    vault = test_vault()
+    summariser = make_summariser(
+        LLMSettings(summary_sentence_vectors=sentence_vectors), CachedEmbedder(embedder)
+    )
+    same = differ = 0
+    with engine.begin() as conn:
+        rows = (
+            conn.execute(
+                sql(
+                    "SELECT episode_id, dataset, thread_id, start_sequence, end_sequence, "
+                    "summary FROM episodes WHERE status = 'completed'"
+                )
+            )
+            .mappings()
+            .all()
+        )
+        for row in rows:
+            stored = vault.open_one(conn, row, "episodes")["summary"]
+            result = summariser.summarise(pipeline.load_summary_request(conn, vault, row))
+            same, differ = (same + 1, differ) if result.summary == stored else (same, differ + 1)
+            key = vault.for_read(conn, row["dataset"])
+            entities = extractive.normalise_entities(result.entities)
+            vector = embedder.embed(
+                [pipeline.embedding_text(result.summary, result.key_learnings, result.entities)]
+            )[0]
+            conn.execute(
+                sql(
+                    "UPDATE episodes SET summary = :summary, key_learnings = :learnings, "
+                    "entities = :entities, entity_tokens = CAST(:tokens AS text[]), "
+                    "embedding = CAST(:v AS vector) WHERE dataset = :d AND episode_id = :id"
+                ),
+                {
+                    "summary": key.seal(result.summary, "episodes.summary"),
+                    "learnings": seal_json(key, result.key_learnings, "episodes.key_learnings"),
+                    "entities": seal_json(key, entities, "episodes.entities"),
+                    "tokens": sorted({key.token(e) for e in entities}),
+                    "v": str([float(x) for x in vector]),
+                    "d": row["dataset"],
+                    "id": row["episode_id"],
+                },
+            )
+    log(
+        f"re-summarised ({sentence_vectors} sentences): {same} summaries as before, {differ} changed"
+    )
 
 
 def _pool_summary_vectors(engine: Any, embedder: Any, vault: Any) -> None:
@@ -936,6 +1001,14 @@ def main(argv: list[str] | None = None) -> int:
         "(extractive.POOL_SUMMARY_VECTOR)",
     )
     parser.add_argument(
+        "--resummarise",
+        choices=["model", "lexical"],
+        default="",
+        help="with --reindex: every episode summarised again first, its sentences compared "
+        "by the model or by TF-IDF (EPISODIC_SUMMARY_SENTENCE_VECTORS), with this "
+        "environment's embedder",
+    )
+    parser.add_argument(
         "--reembed",
         action="store_true",
         help="re-embed every chunk and episode vector with this environment's embedder "
@@ -997,6 +1070,7 @@ def main(argv: list[str] | None = None) -> int:
                 chunk_overlap=not args.no_chunk_overlap,
                 reembed=args.reembed,
                 pooled_summary_vector=args.pooled_summary_vector,
+                resummarise=args.resummarise,
             )
             log(f"re-indexed {done} episodes in {time.monotonic() - started:.1f}s")
         for old in data_dir.glob("features*.json"):

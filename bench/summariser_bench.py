@@ -509,7 +509,8 @@ def main() -> None:
     print(
         f"\nSummariser pipeline, offline defaults: embedder {probe.name} "
         f"(EPISODIC_EMBEDDING_COMPUTE={EmbeddingSettings().embedding_compute}, chunks "
-        f"{'not ' if args.no_chunk_overlap else ''}overlapping) "
+        f"{'not ' if args.no_chunk_overlap else ''}overlapping, sentences compared by "
+        f"{LLMSettings().summary_sentence_vectors}: EPISODIC_SUMMARY_SENTENCE_VECTORS) "
         f"(model load {cold:.1f} s, excluded), summariser {summariser_name}, KeyLearningFacts; "
         f"claim batch {args.batch}; {args.threads} episodes of {source}, "
         f"{results[0][0].messages / args.threads:.1f} messages each; embedded PostgreSQL.\n"

@@ -278,6 +278,14 @@ class LLMSettings(BaseSettings):
     summary_max_key_learnings: int = Field(
         default=6, ge=0, le=50, description="Most key learnings kept per episode."
     )
+    summary_sentence_vectors: Literal["lexical", "model"] = Field(
+        default="lexical",
+        description="extractive: how the summary compares the conversation's sentences to "
+        "find the central ones. lexical: TF-IDF of their content words (no model run; same "
+        'LoCoMo recall as model, README "Summariser, fifth pass"). model: embeds every '
+        "sentence with the embedder (better for languages other than English with a "
+        "multilingual embedder, since the lexical vectors drop English stop words only).",
+    )
 
 
 class SummariserSettings(BaseSettings):

@@ -25,6 +25,7 @@ from episodic.providers import (
 from episodic.providers.extractive import (
     classify_event,
     extract_entities,
+    lexical_vectors,
     split_sentences,
     third_person,
 )
@@ -368,7 +369,7 @@ class _CountingEmbedder(HashingEmbedder):
 
 def test_sentence_vectors_are_cached_across_episodes() -> None:
     embedder = _CountingEmbedder()
-    summariser = ExtractiveSummariser(embedder)
+    summariser = ExtractiveSummariser(embedder, sentence_vectors="model")
     messages = _messages(OLDER + WINDOW)
     first = summariser.summarise(SummaryRequest(messages[:6], 4))
     seen = list(embedder.embedded)
@@ -376,7 +377,8 @@ def test_sentence_vectors_are_cached_across_episodes() -> None:
     second = summariser.summarise(SummaryRequest(messages, 7))  # the next, rolling episode
     # Only sentences of the new messages were embedded; the older ones came from the cache.
     assert embedder.embedded and not set(embedder.embedded) & set(seen)
-    assert ExtractiveSummariser(HashingEmbedder()).summarise(SummaryRequest(messages, 7)) == second
+    fresh = ExtractiveSummariser(HashingEmbedder(), sentence_vectors="model")
+    assert fresh.summarise(SummaryRequest(messages, 7)) == second
     assert first.summary
 
 
@@ -398,9 +400,49 @@ def test_the_pooled_vector_is_the_mean_of_the_quoted_sentences(monkeypatch) -> N
         window_start_sequence=1,
     )
     embedder = HashingEmbedder(384)
-    assert ExtractiveSummariser(embedder).summarise(request).vector is None  # off by default
+    model = ExtractiveSummariser(embedder, sentence_vectors="model")
+    assert model.summarise(request).vector is None  # off by default
     monkeypatch.setattr(extractive, "POOL_SUMMARY_VECTOR", True)
-    result = ExtractiveSummariser(embedder).summarise(request)
+    result = model.summarise(request)
     assert all(t in result.summary for t in said) and result.key_learnings == []
     expected = normalise_rows(embedder.embed(said).sum(axis=0, keepdims=True))[0]
     np.testing.assert_allclose(result.vector, expected, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- sentence vectors
+
+
+def test_lexical_sentence_vectors_compare_content_words() -> None:
+    vectors = lexical_vectors(
+        [
+            "We hiked the mountain trails for hours.",
+            "The mountain trail was steep, but hiking it was worth it.",
+            "It was what it was, and it is what it is.",  # stop words only
+            "Dinner was pasta with friends.",
+        ]
+    )
+    assert float(vectors[0] @ vectors[1]) > 0.3  # "mountain", "trail(s)", "hik(ed/ing)" shared
+    assert float(vectors[0] @ vectors[3]) == 0.0  # nothing in common but stop words
+    assert not vectors[2].any()  # no content word: similar to nothing
+    np.testing.assert_allclose(np.linalg.norm(vectors[[0, 1, 3]], axis=1), 1.0, rtol=1e-6)
+
+
+def test_the_default_summary_runs_no_model_over_its_sentences() -> None:
+    embedder = _CountingEmbedder()
+    result = ExtractiveSummariser(embedder).summarise(_car_request())
+    assert embedder.embedded == []  # lexical sentence vectors: the embedder is never called
+    assert "Corolla" in result.summary and result.key_learnings
+    model = ExtractiveSummariser(embedder, sentence_vectors="model").summarise(_car_request())
+    assert embedder.embedded  # the model variant embeds every candidate sentence
+    assert model.summary and model.key_learnings
+
+
+def test_the_setting_chooses_the_sentence_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from episodic.config import LLMSettings
+    from episodic.providers import make_summariser
+
+    assert make_summariser(LLMSettings(), HashingEmbedder()).sentence_vectors == "lexical"  # type: ignore[attr-defined]
+    monkeypatch.setenv("EPISODIC_SUMMARY_SENTENCE_VECTORS", "model")
+    assert make_summariser(LLMSettings(), HashingEmbedder()).sentence_vectors == "model"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="sentence_vectors"):
+        ExtractiveSummariser(HashingEmbedder(), sentence_vectors="bag")

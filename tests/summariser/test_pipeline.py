@@ -413,13 +413,19 @@ def test_a_pooled_summary_vector_is_stored_without_embedding_the_summary(
     add(engine, thread, CAR_CHAT)
     ep = open_episode(engine, thread)
     embedder = Recording()
-    pipeline = make_pipeline(engine, summariser=ExtractiveSummariser(embedder))
+    pipeline = make_pipeline(
+        engine, summariser=ExtractiveSummariser(embedder, sentence_vectors="model")
+    )
     pipeline.embedder.inner = embedder  # the pipeline's cache over the same recording model
     assert pipeline.run_once(10).completed == 1
     row = episode_row(engine, ep["episode_id"])
     assert embedding_text(row["summary"], row["key_learnings"], []) not in embedder.texts
     with engine.connect() as conn:
         request = load_summary_request(conn, test_vault(), {**ep, "dataset": row["dataset"]})
-    expected = ExtractiveSummariser(HashingEmbedder(384)).summarise(request).vector
+    expected = (
+        ExtractiveSummariser(HashingEmbedder(384), sentence_vectors="model")
+        .summarise(request)
+        .vector
+    )
     assert expected is not None
     np.testing.assert_allclose(row["embedding"].to_numpy(), expected, atol=1e-6)

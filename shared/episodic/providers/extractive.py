@@ -8,8 +8,11 @@ How it works:
 
 1. Split every message into sentences (a regex; NLTK's punkt would be a download) and drop
    small talk ("Hey Mel!", "Thanks!").
-2. Embed the sentences. The centroid of the window's sentences (older thread sentences at
-   half weight) is what the conversation is about; sentences near it are central.
+2. Give each sentence a vector: by default TF-IDF of its content words (stop words and
+   small talk out, light stemming, document frequencies over the request's own sentences:
+   no model run), or its embedding (``sentence_vectors="model"``). The centroid of the
+   window's sentences (older thread sentences at half weight) is what the conversation is
+   about; sentences near it are central.
 3. Summary: rank sentences by maximal marginal relevance (central, but not a repeat of an
    already chosen one), fill the character budget with whole sentences (older context may use
    at most ``context_share`` of it: the summary is rolling but weighted towards the window),
@@ -448,8 +451,50 @@ def classify_event(window: list[ChatMessage]) -> tuple[str, str]:
 #: summary and key learnings quote (already embedded to choose them: no model run) instead
 #: of an embedding of the summary's text (one more model run per episode, on the path to
 #: recall). Measured on LoCoMo (README "Summariser, fourth pass"); a change needs a
-#: re-index of the episodes' vectors.
+#: re-index of the episodes' vectors. Only with ``sentence_vectors="model"`` (lexical
+#: sentence vectors are not in the embedder's space).
 POOL_SUMMARY_VECTOR = False
+
+
+def _light_stem(word: str) -> str:
+    """Folds the commonest inflections together ("trips" → "trip", "hiking" → "hik",
+    "hiked" → "hik"), enough for sentences to share their content words."""
+    for suffix, keep in (("ies", 3), ("ing", 4), ("ed", 4), ("es", 4), ("s", 4)):
+        if (
+            word.endswith(suffix)
+            and len(word) - len(suffix) >= keep - 1
+            and not word.endswith("ss")
+        ):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def lexical_vectors(texts: list[str]) -> np.ndarray:
+    """Unit TF-IDF vectors of ``texts``' content words (stop words and small talk left
+    out), document frequencies counted over ``texts``; a text without content words gets a
+    zero vector (similar to nothing)."""
+    bags: list[Counter[str]] = []
+    for text in texts:
+        bag = Counter(
+            _light_stem(w)
+            for w in words(text)
+            if len(w) > 1 and w not in STOPWORDS and w not in _SMALL_TALK
+        )
+        bags.append(bag)
+    vocabulary: dict[str, int] = {}
+    frequency: Counter[str] = Counter()
+    for bag in bags:
+        frequency.update(bag.keys())
+        for w in bag:
+            vocabulary.setdefault(w, len(vocabulary))
+    out = np.zeros((len(texts), max(len(vocabulary), 1)), dtype=np.float32)
+    n = len(texts)
+    for row, bag in enumerate(bags):
+        for w, count in bag.items():
+            idf = np.log((n + 1) / (frequency[w] + 1)) + 1.0
+            out[row, vocabulary[w]] = (1.0 + np.log(count)) * idf
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.maximum(norms, 1e-9)
 
 
 @dataclass
@@ -480,7 +525,12 @@ def _mmr(vectors: np.ndarray, relevance: np.ndarray, diversity: float, limit: in
 
 class ExtractiveSummariser:
     """Offline summariser: summary, key learnings and entities from the conversation's own
-    sentences, chosen with ``embedder`` (centroid + MMR). See the module docstring.
+    sentences, chosen by centroid + MMR over their vectors. See the module docstring.
+
+    ``sentence_vectors``: ``"lexical"`` (TF-IDF, :func:`lexical_vectors`; no model run —
+    the model's run over every sentence was ~a third of an episode's model time, and LoCoMo
+    recall is the same either way, README "Summariser, fifth pass") or ``"model"`` (every
+    sentence embedded with ``embedder``; for other languages with a multilingual embedder).
 
     ``max_summary_chars``: the summary's budget (whole sentences). ``context_share``: the
     part of it older messages (before the window) may use. ``max_context_messages``: how
@@ -501,11 +551,15 @@ class ExtractiveSummariser:
         max_candidates: int = 400,
         diversity: float = 0.35,
         cache_size: int = 4096,
+        sentence_vectors: str = "lexical",
     ) -> None:
         if max_summary_chars < 100:
             raise ValueError("max_summary_chars must be >= 100")
         if not 0.0 <= context_share <= 1.0 or not 0.0 <= diversity < 1.0:
             raise ValueError("context_share must be in [0, 1] and diversity in [0, 1)")
+        if sentence_vectors not in ("lexical", "model"):
+            raise ValueError("sentence_vectors must be 'lexical' or 'model'")
+        self.sentence_vectors = sentence_vectors
         self.embedder = embedder
         self.max_summary_chars = max_summary_chars
         self.max_key_learnings = max_key_learnings
@@ -685,10 +739,12 @@ class ExtractiveSummariser:
             ]
         vector = None
         if candidates:
-            vectors = self._embed([c.text for c in candidates])
+            texts = [c.text for c in candidates]
+            lexical = self.sentence_vectors == "lexical"
+            vectors = lexical_vectors(texts) if lexical else self._embed(texts)
             summary, quoted = self._summary(candidates, vectors, request.window_start_sequence)
             learnings, sources = self._key_learnings(candidates, vectors)
-            if POOL_SUMMARY_VECTOR and quoted:
+            if POOL_SUMMARY_VECTOR and not lexical and quoted:
                 # What embedding_text would embed (summary, then key learnings), from the
                 # sentences' own vectors: each quoted sentence counts once per use.
                 pooled = vectors[quoted + sources].sum(axis=0)

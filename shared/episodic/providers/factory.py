@@ -82,6 +82,7 @@ def make_summariser(settings: LLMSettings, embedder: Embedder) -> Summariser:
             embedder,
             max_summary_chars=settings.summary_max_chars,
             max_key_learnings=settings.summary_max_key_learnings,
+            sentence_vectors=settings.summary_sentence_vectors,
         )
     if settings.llm_provider == "openai":
         return OpenAIChatSummariser(
