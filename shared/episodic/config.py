@@ -248,7 +248,7 @@ class LLMSettings(BaseSettings):
 
     llm_provider: Literal["extractive", "openai"] = Field(
         default="extractive",
-        description="extractive: offline, picks key messages with the embedder. openai: any "
+        description="extractive: offline, quotes the conversation's central sentences. openai: any "
         "OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, vLLM, llama.cpp).",
     )
     llm_base_url: str = Field(default="http://localhost:11434/v1", description="Base URL.")
