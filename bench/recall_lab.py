@@ -463,6 +463,8 @@ def learned_variants(rows: list[dict], split: dict[str, set[str]]) -> dict[str, 
 def ranking_variants() -> dict[str, Any]:
     """The ranking switches (recall_queries.RankingOptions) a run can flip with
     ``--options``: each is scored by recomputing every candidate's signals with it."""
+    from dataclasses import replace
+
     from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions
 
     return {
@@ -484,6 +486,12 @@ def ranking_variants() -> dict[str, Any]:
         # the second pass's default (before recency from a named time)
         "second-pass": RankingOptions(fusion="learned", recency_span=8.0),
         "off+named-time": RankingOptions(named_time_recency=True),
+        # the fourth pass: each on top of the third pass's default
+        "default+word-forms": replace(DEFAULT_RANKING, word_forms=True),
+        "default+rm3-3": replace(DEFAULT_RANKING, expansion=3),
+        "default+rm3-5": replace(DEFAULT_RANKING, expansion=5),
+        "default+rm3-10": replace(DEFAULT_RANKING, expansion=10),
+        "default+word-forms+rm3-3": replace(DEFAULT_RANKING, word_forms=True, expansion=3),
     }
 
 
@@ -971,14 +979,26 @@ def main(argv: list[str] | None = None) -> int:
         help="K1,B: score --options / --fit-ranker with these BM25 constants instead of "
         "recall_queries' (the features go to features-NAME-bm25-K1-B.json)",
     )
+    parser.add_argument(
+        "--expansion",
+        default="",
+        help="WEIGHT,TERMS: score --options with these RM3 constants instead of "
+        "recall_queries.EXPANSION_WEIGHT / EXPANSION_TERMS (features-NAME-rm3-W-T.json)",
+    )
     args = parser.parse_args(argv)
     suffix = ""
+    if args.expansion:
+        from episodic.store import recall_queries
+
+        w, terms = args.expansion.split(",")
+        recall_queries.EXPANSION_WEIGHT, recall_queries.EXPANSION_TERMS = float(w), int(terms)
+        suffix += f"-rm3-{float(w):g}-{int(terms)}"
     if args.bm25:  # before any statement is built (they are cached with the constants)
         from episodic.store import recall_queries
 
         k1, b = (float(v) for v in args.bm25.split(","))
         recall_queries.BM25_K1, recall_queries.BM25_B = k1, b
-        suffix = f"-bm25-{k1:g}-{b:g}"
+        suffix += f"-bm25-{k1:g}-{b:g}"
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     _keep_keyring(data_dir)
