@@ -47,7 +47,7 @@ DATABASE = "locomo_lab"
 
 #: recall_queries.EXTRA_SIGNALS (kept here so the module imports without the package's
 #: statement being built).
-EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine")
+EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine", "phrase")
 
 
 def halves(conversations: list[locomo.Conversation]) -> dict[str, set[str]]:
@@ -488,6 +488,7 @@ def ranking_variants() -> dict[str, Any]:
         "off+named-time": RankingOptions(named_time_recency=True),
         # the fourth pass: each on top of the third pass's default
         "default+word-forms": replace(DEFAULT_RANKING, word_forms=True),
+        "off+phrase": RankingOptions(phrase=True),
         "default+rm3-3": replace(DEFAULT_RANKING, expansion=3),
         "default+rm3-5": replace(DEFAULT_RANKING, expansion=5),
         "default+rm3-10": replace(DEFAULT_RANKING, expansion=10),
@@ -623,7 +624,7 @@ def choose_extras(
         groups["passage depth: cosine_depth + passage_depth"] = ("cosine_depth", "passage_depth")
         groups["passage depth: cosine_depth only"] = ("cosine_depth",)
         groups["passage depth: passage_depth only"] = ("passage_depth",)
-    for name in ("entity_match", "feedback_cosine"):
+    for name in ("entity_match", "feedback_cosine", "phrase"):
         if name in present:
             groups[name] = (name,)
     groups["all present"] = tuple(present)
@@ -985,8 +986,20 @@ def main(argv: list[str] | None = None) -> int:
         help="WEIGHT,TERMS: score --options with these RM3 constants instead of "
         "recall_queries.EXPANSION_WEIGHT / EXPANSION_TERMS (features-NAME-rm3-W-T.json)",
     )
+    parser.add_argument(
+        "--bm25-passage",
+        default="",
+        help="K1,B: BM25 constants for passages only (recall_queries.PASSAGE_BM25; "
+        "features-NAME-pbm25-K1-B.json)",
+    )
     args = parser.parse_args(argv)
     suffix = ""
+    if args.bm25_passage:
+        from episodic.store import recall_queries
+
+        pk1, pb = (float(v) for v in args.bm25_passage.split(","))
+        recall_queries.PASSAGE_BM25 = (pk1, pb)
+        suffix += f"-pbm25-{pk1:g}-{pb:g}"
     if args.expansion:
         from episodic.store import recall_queries
 

@@ -61,6 +61,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,9 @@ __all__ = [
 
 BM25_K1 = 1.2
 BM25_B = 0.75
+#: BM25's (k1, b) for passages (chunks of a few messages), when they differ from the
+#: document's; None: BM25_K1 and BM25_B for both fields.
+PASSAGE_BM25: tuple[float, float] | None = None
 #: Share of the lexical signal in similarity (the rest is the semantic signal).
 LEXICAL_SHARE = 0.5
 #: Sharpness of similarity: (relative match)^BAND_EXPONENT.
@@ -159,6 +163,9 @@ class RankingOptions:
       × idf over the filtered dataset, :data:`EXPANSION_TERMS` of them, not the query's
       own) join the query with at most :data:`EXPANSION_WEIGHT` of a query word's weight in
       BM25, and a second pass ranks with them. They do not count in the coverage signals.
+    - ``phrase``: compute the proximity signal ``phrase`` (:data:`EXTRA_SIGNALS`): the
+      query's adjacent word pairs ("basketball career", "lgbtq conference") found close
+      together, in order, in the episode's document; fused when ``weights`` has it.
     """
 
     strip_stop_phrases: bool = False
@@ -173,6 +180,7 @@ class RankingOptions:
     named_time_recency: bool = False
     word_forms: bool = False
     expansion: int = 0
+    phrase: bool = False
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -206,6 +214,7 @@ class RankingOptions:
             "passage_depth": self.passage_depth > 0,
             "entity_match": self.entity_match,
             "feedback_cosine": self.feedback > 0,
+            "phrase": self.phrase,
         }
         return (*LEARNED_WEIGHTS, *(name for name in EXTRA_SIGNALS if extra[name]))
 
@@ -251,7 +260,14 @@ LEARNED_WEIGHTS: dict[str, float] = {
 #: vector): the best cosine of the episode's summary or chunks with the query and with the
 #: centroid of the ``feedback`` first-pass best episodes' best passages, mixed
 #: ``1 : FEEDBACK_SHARE``. In the fit, the ideal candidate has the candidates' best of each.
-EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine")
+#: ``phrase`` (proximity): the share of the query's adjacent word pairs that the episode's
+#: document holds within :data:`PHRASE_WINDOW` positions, in the query's order
+#: (``phrase``).
+EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine", "phrase")
+
+#: RankingOptions.phrase: how far apart (in the document's positions, stop words counted)
+#: two words adjacent in the query may be and still count as the query's phrase.
+PHRASE_WINDOW = 3
 
 #: Rocchio's share of the feedback centroid in ``feedback_cosine``.
 FEEDBACK_SHARE = 0.5
@@ -783,7 +799,7 @@ def recall_sql(
         passage_bm25 AS (
             SELECT episode_id, max(score) AS score, max(matched) AS matched{depth_lexical}
             FROM ({depth_open}
-                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight)} AS score,
+                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight, passage=True)} AS score,
                        {matched} AS matched
                 FROM pterms t
                 JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
@@ -948,6 +964,20 @@ def _extra_signal_sql(options: RankingOptions, with_vector: bool, lexical: str) 
             pieces["scored_from"] = "with_feedback"
         else:
             pieces["rel"] += "\n                   0.0::float8 AS feedback_cosine,"
+    if options.phrase:
+        # The query's word pairs as phrase queries (:phrases, built by query_phrase_pairs).
+        pieces["entity_ctes"] += """
+        phrase_hits AS (
+            SELECT c.episode_id, count(*)::float8 AS hits
+            FROM c CROSS JOIN unnest(CAST(:phrases AS text[])) AS p(tq)
+            WHERE c.tsv @@ CAST(p.tq AS tsquery)
+            GROUP BY c.episode_id
+        ),"""
+        pieces["raw"] += (
+            ",\n                   coalesce(ph.hits, 0.0) "
+            "/ greatest(cardinality(CAST(:phrases AS text[])), 1) AS phrase"
+        )
+        pieces["join"] += "\n            LEFT JOIN phrase_hits ph ON ph.episode_id = c.episode_id"
     for name in EXTRA_SIGNALS:
         if name in on:
             pieces["scored"] += f",\n                   n.{name}::float8 AS {name}"
@@ -1040,7 +1070,7 @@ def _dataset_statistics(options: RankingOptions = DEFAULT_RANKING) -> tuple[str,
         ),
         dataset_passage_bm25 AS MATERIALIZED (
             SELECT episode_id, max(score) AS score, max(matched) AS matched FROM (
-                SELECT t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight)} AS score,
+                SELECT t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight, passage=True)} AS score,
                        {matched} AS matched
                 FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN dataset_pstats s
@@ -1083,14 +1113,24 @@ def _only_query_lexemes(tsv: str) -> str:
     return f"ts_filter(setweight({tsv}, 'B', (SELECT lexemes FROM qq)), '{{b}}')"
 
 
-def _bm25(terms: str, df: str, length: str, stats: str, weight: str | None = None) -> str:
+def _bm25(
+    terms: str,
+    df: str,
+    length: str,
+    stats: str,
+    weight: str | None = None,
+    *,
+    passage: bool = False,
+) -> str:
     """Okapi BM25 summed over a document's (or passage's) matching terms, each term times
-    its query-side ``weight`` expression when given."""
+    its query-side ``weight`` expression when given; a ``passage``'s constants are
+    :data:`PASSAGE_BM25` (when set), a document's BM25_K1 and BM25_B."""
     weighted = f"{weight} * " if weight else ""
+    k1, b = PASSAGE_BM25 if passage and PASSAGE_BM25 else (BM25_K1, BM25_B)
     return (
         f"sum({weighted}ln(1.0 + ({stats}.n - {df}.df + 0.5) / ({df}.df + 0.5)) * {terms}.tf "
-        f"* ({BM25_K1} + 1.0) / ({terms}.tf + {BM25_K1} * (1.0 - {BM25_B} "
-        f"+ {BM25_B} * {length} / {stats}.avgdl)))"
+        f"* ({k1} + 1.0) / ({terms}.tf + {k1} * (1.0 - {b} "
+        f"+ {b} * {length} / {stats}.avgdl)))"
     )
 
 
@@ -1239,6 +1279,8 @@ def rank(
             params["terms"] = [term for _, _, term in weighted]
         else:
             lexemes = params["lexemes"] = query_tokens(conn, key, query)
+        if options.phrase:
+            params["phrases"] = query_phrase_pairs(conn, key, query)
         if options.entity_match:
             from episodic.query_focus import query_phrases
 
@@ -1304,6 +1346,27 @@ def _execute(
         finally:
             conn.exec_driver_sql("RESET plan_cache_mode")
     return rows
+
+
+def query_phrase_pairs(conn: Connection, key: DatasetKey, query: str) -> list[str]:
+    """The query's adjacent word pairs (its lexemes in the order written, stop words
+    skipped) as phrase tsqueries of ``key``'s tokens: the second within
+    :data:`PHRASE_WINDOW` positions after the first ("When did Caroline go to the LGBTQ
+    conference?" gives caroline→go, go→lgbtq, lgbtq→conference)."""
+    rows = conn.execute(
+        text(f"SELECT u.lexeme, u.positions FROM unnest(to_tsvector({DATASET_CONFIG}, :q)) u"),
+        {"q": query, "dataset": key.dataset},
+    ).all()
+    order = [lexeme for _, lexeme in sorted((p, lexeme) for lexeme, ps in rows for p in ps)]
+
+    def quoted(lexeme: str) -> str:
+        return "'" + key.token(lexeme).replace("\\", "\\\\").replace("'", "''") + "'"
+
+    pairs = dict.fromkeys((a, b) for a, b in pairwise(order) if a != b)
+    return [
+        " | ".join(f"({quoted(a)} <{n}> {quoted(b)})" for n in range(1, PHRASE_WINDOW + 1))
+        for a, b in pairs
+    ]
 
 
 def query_terms(
