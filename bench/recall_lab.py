@@ -460,6 +460,31 @@ def learned_variants(rows: list[dict], split: dict[str, set[str]]) -> dict[str, 
     }
 
 
+_PHRASE_FIT = (
+    ("lexical", 0.738),
+    ("semantic", 0.547),
+    ("cosine", 0.313),
+    ("coverage", 0.308),
+    ("passage_coverage", 0.394),
+    ("phrase", 0.359),
+)
+_WORD_FORMS_FIT = (
+    ("lexical", 0.735),
+    ("semantic", 0.564),
+    ("cosine", 0.325),
+    ("coverage", 0.4),
+    ("passage_coverage", 0.494),
+)
+_WORD_FORMS_PHRASE_FIT = (
+    ("lexical", 0.699),
+    ("semantic", 0.548),
+    ("cosine", 0.315),
+    ("coverage", 0.366),
+    ("passage_coverage", 0.438),
+    ("phrase", 0.364),
+)
+
+
 def ranking_variants() -> dict[str, Any]:
     """The ranking switches (recall_queries.RankingOptions) a run can flip with
     ``--options``: each is scored by recomputing every candidate's signals with it."""
@@ -489,6 +514,16 @@ def ranking_variants() -> dict[str, Any]:
         # the fourth pass: each on top of the third pass's default
         "default+word-forms": replace(DEFAULT_RANKING, word_forms=True),
         "off+phrase": RankingOptions(phrase=True),
+        "off+phrase+word-forms": RankingOptions(phrase=True, word_forms=True),
+        # fitted by --fit-extras off+phrase / off+phrase+word-forms (dev half, named-time
+        # recency): the five signals refitted with word forms on, and with phrase added
+        "default+phrase-fit": replace(DEFAULT_RANKING, phrase=True, weights=_PHRASE_FIT),
+        "default+word-forms-fit": replace(
+            DEFAULT_RANKING, word_forms=True, weights=_WORD_FORMS_FIT
+        ),
+        "default+word-forms+phrase-fit": replace(
+            DEFAULT_RANKING, word_forms=True, phrase=True, weights=_WORD_FORMS_PHRASE_FIT
+        ),
         "default+rm3-3": replace(DEFAULT_RANKING, expansion=3),
         "default+rm3-5": replace(DEFAULT_RANKING, expansion=5),
         "default+rm3-10": replace(DEFAULT_RANKING, expansion=10),
