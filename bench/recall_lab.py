@@ -490,8 +490,16 @@ def ranking_variants() -> dict[str, Any]:
     ``--options``: each is scored by recomputing every candidate's signals with it."""
     from dataclasses import replace
 
-    from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions
+    from episodic.store.recall_queries import (
+        DEFAULT_RANKING,
+        THIRD_PASS_WEIGHTS,
+        RankingOptions,
+    )
 
+    # the learned fusion's weights of the second and third passes (refitted in the fourth)
+    earlier = dict(weights=THIRD_PASS_WEIGHTS)
+    # the third pass's default (before word forms and the weights refitted with them)
+    third = replace(DEFAULT_RANKING, word_forms=False, **earlier)
     return {
         "off": RankingOptions(),  # every switch off: Recall before this issue
         "default": DEFAULT_RANKING,
@@ -499,9 +507,9 @@ def ranking_variants() -> dict[str, Any]:
         "term-weights": RankingOptions(weight_generic_terms=True),
         "head-field-0.2": RankingOptions(head_share=0.2),
         "head-field-0.4": RankingOptions(head_share=0.4),
-        "learned": RankingOptions(fusion="learned"),
+        "learned": RankingOptions(fusion="learned", **earlier),
         "recency-span-8": RankingOptions(recency_span=8.0),
-        "learned+recency-span-8": RankingOptions(fusion="learned", recency_span=8.0),
+        "learned+recency-span-8": RankingOptions(fusion="learned", recency_span=8.0, **earlier),
         # the first version's order (seed recency, for --fit-ranker) with every optional
         # signal of the third pass computed, so the fit can try each alone and together
         "off+signals": RankingOptions(passage_depth=3, entity_match=True, feedback=3),
@@ -509,25 +517,25 @@ def ranking_variants() -> dict[str, Any]:
         "off+depth-5": RankingOptions(passage_depth=5),
         "off+feedback-5": RankingOptions(feedback=5),
         # the second pass's default (before recency from a named time)
-        "second-pass": RankingOptions(fusion="learned", recency_span=8.0),
+        "second-pass": RankingOptions(fusion="learned", recency_span=8.0, **earlier),
         "off+named-time": RankingOptions(named_time_recency=True),
-        # the fourth pass: each on top of the third pass's default
-        "default+word-forms": replace(DEFAULT_RANKING, word_forms=True),
+        "third-pass": third,
+        # the fourth pass: "default+…" is the third pass's default plus each switch
+        "default+word-forms": replace(third, word_forms=True),
         "off+phrase": RankingOptions(phrase=True),
         "off+phrase+word-forms": RankingOptions(phrase=True, word_forms=True),
         # fitted by --fit-extras off+phrase / off+phrase+word-forms (dev half, named-time
-        # recency): the five signals refitted with word forms on, and with phrase added
-        "default+phrase-fit": replace(DEFAULT_RANKING, phrase=True, weights=_PHRASE_FIT),
-        "default+word-forms-fit": replace(
-            DEFAULT_RANKING, word_forms=True, weights=_WORD_FORMS_FIT
-        ),
+        # recency): phrase added, the five signals refitted with word forms on (the new
+        # default), and both
+        "default+phrase-fit": replace(third, phrase=True, weights=_PHRASE_FIT),
+        "default+word-forms-fit": replace(third, word_forms=True, weights=_WORD_FORMS_FIT),
         "default+word-forms+phrase-fit": replace(
-            DEFAULT_RANKING, word_forms=True, phrase=True, weights=_WORD_FORMS_PHRASE_FIT
+            third, word_forms=True, phrase=True, weights=_WORD_FORMS_PHRASE_FIT
         ),
-        "default+rm3-3": replace(DEFAULT_RANKING, expansion=3),
-        "default+rm3-5": replace(DEFAULT_RANKING, expansion=5),
-        "default+rm3-10": replace(DEFAULT_RANKING, expansion=10),
-        "default+word-forms+rm3-3": replace(DEFAULT_RANKING, word_forms=True, expansion=3),
+        "default+rm3-3": replace(third, expansion=3),
+        "default+rm3-5": replace(third, expansion=5),
+        "default+rm3-10": replace(third, expansion=10),
+        "default+word-forms+rm3-3": replace(third, word_forms=True, expansion=3),
     }
 
 

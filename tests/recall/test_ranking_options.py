@@ -269,7 +269,12 @@ def test_the_recall_service_ranks_with_its_settings() -> None:
 
     assert ranking() == DEFAULT_RANKING
     assert (
-        ranking(ranking_fusion="score", recency_span=0.0, recency_from_named_time=False)
+        ranking(
+            ranking_fusion="score",
+            recency_span=0.0,
+            recency_from_named_time=False,
+            ranking_word_forms=False,
+        )
         == RankingOptions()
     )
 

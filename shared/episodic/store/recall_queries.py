@@ -85,6 +85,7 @@ __all__ = [
     "LEARNED_WEIGHTS",
     "LEXICAL_SHARE",
     "RECENCY_SPAN",
+    "THIRD_PASS_WEIGHTS",
     "Approximation",
     "Ranking",
     "RankingOptions",
@@ -241,14 +242,26 @@ FUSIONS = ("score", "learned")
 #: ``python -m bench.recall_lab --fit-ranker``: a listwise logistic regression (softmax over
 #: each question's candidates, the gold sessions the target, L2 0.01) on the development
 #: half of LoCoMo only (conv-26, 41, 43, 47, 49), then scaled by the temperature chosen on
-#: the same half with the recency term on (README "Recall quality").
+#: the same half with the recency term on (README "Recall quality"). Refitted in the
+#: fourth pass with the query's irregular word forms on (``word_forms``) and recency from
+#: a named time (``python -m bench.recall_lab --fit-extras off+phrase+word-forms``, its
+#: base row); the third pass's were 0.773, 0.564, 0.324, 0.341, 0.451
+#: (:data:`THIRD_PASS_WEIGHTS`).
 LEARNED_WEIGHTS: dict[str, float] = {
-    "lexical": 0.773,
+    "lexical": 0.735,
     "semantic": 0.564,
-    "cosine": 0.324,
-    "coverage": 0.341,
-    "passage_coverage": 0.451,
+    "cosine": 0.325,
+    "coverage": 0.4,
+    "passage_coverage": 0.494,
 }
+#: The learned fusion's weights before the fourth pass (fitted without word forms).
+THIRD_PASS_WEIGHTS: tuple[tuple[str, float], ...] = (
+    ("lexical", 0.773),
+    ("semantic", 0.564),
+    ("cosine", 0.324),
+    ("coverage", 0.341),
+    ("passage_coverage", 0.451),
+)
 
 #: The optional signals (each computed only when its RankingOptions switch is on):
 #: ``cosine_depth`` the mean of the episode's ``passage_depth`` best chunk cosines and
@@ -285,7 +298,7 @@ RECENCY_SPAN = 8.0
 
 #: The ranking Recall runs (RecallSettings.ranking_fusion / recency_span choose another).
 DEFAULT_RANKING = RankingOptions(
-    fusion="learned", recency_span=RECENCY_SPAN, named_time_recency=True
+    fusion="learned", recency_span=RECENCY_SPAN, named_time_recency=True, word_forms=True
 )
 
 
