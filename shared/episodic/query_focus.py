@@ -19,6 +19,10 @@ Two query-side treatments, each a switch of the ranking (``RankingOptions`` in
 
 Both are English rules: for a dataset in another language they change nothing (no phrase
 matches; the generic words are stemmed with the dataset's configuration and rarely occur).
+
+A third, on by default since the fourth pass: :func:`word_forms`, the irregular forms of the
+query's words that the english stemmer keeps apart ("went" for "go", "broke" for "broken"),
+OR-ed into the query's lexemes (``RankingOptions.word_forms``; english datasets only).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from itertools import pairwise
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import Connection, RowMapping, TextClause, text
@@ -1319,12 +1319,13 @@ def rank(
             {**params, "limit": options.expansion, "min_relevance": 0.0},
             approximate is not None,
         )
+        tokens = cast(list[str], params["lexemes"])
         feedback = expansion_terms(
-            conn, key, filters, [r for r in first if r["episode_id"]], params["lexemes"]
+            conn, key, filters, [r for r in first if r["episode_id"]], tokens
         )
-        params["lexemes"] = [*params["lexemes"], *(t for t, _ in feedback)]
-        params["weights"] = [*params["weights"], *(w for _, w in feedback)]
-        params["terms"] = [*params["terms"], *(None for _ in feedback)]
+        params["lexemes"] = [*tokens, *(t for t, _ in feedback)]
+        params["weights"] = [*cast(list[float], params["weights"]), *(w for _, w in feedback)]
+        params["terms"] = [*cast(list[str | None], params["terms"]), *(None for _ in feedback)]
     statement = _compiled(
         with_query,
         with_vector,
