@@ -47,7 +47,7 @@ DATABASE = "locomo_lab"
 
 #: recall_queries.EXTRA_SIGNALS (kept here so the module imports without the package's
 #: statement being built).
-EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine")
+EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine", "phrase")
 
 
 def halves(conversations: list[locomo.Conversation]) -> dict[str, set[str]]:
@@ -525,11 +525,46 @@ def learned_variants(rows: list[dict], split: dict[str, set[str]]) -> dict[str, 
     }
 
 
+_PHRASE_FIT = (
+    ("lexical", 0.738),
+    ("semantic", 0.547),
+    ("cosine", 0.313),
+    ("coverage", 0.308),
+    ("passage_coverage", 0.394),
+    ("phrase", 0.359),
+)
+_WORD_FORMS_FIT = (
+    ("lexical", 0.735),
+    ("semantic", 0.564),
+    ("cosine", 0.325),
+    ("coverage", 0.4),
+    ("passage_coverage", 0.494),
+)
+_WORD_FORMS_PHRASE_FIT = (
+    ("lexical", 0.699),
+    ("semantic", 0.548),
+    ("cosine", 0.315),
+    ("coverage", 0.366),
+    ("passage_coverage", 0.438),
+    ("phrase", 0.364),
+)
+
+
 def ranking_variants() -> dict[str, Any]:
     """The ranking switches (recall_queries.RankingOptions) a run can flip with
     ``--options``: each is scored by recomputing every candidate's signals with it."""
-    from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions
+    from dataclasses import replace
 
+    from episodic.store.recall_queries import (
+        DEFAULT_RANKING,
+        THIRD_PASS_WEIGHTS,
+        RankingOptions,
+    )
+
+    # the learned fusion's weights of the second and third passes (refitted in the fourth)
+    earlier = dict(weights=THIRD_PASS_WEIGHTS)
+    # the third pass's default (before word forms and the weights refitted with them)
+    third = replace(DEFAULT_RANKING, word_forms=False, **earlier)
     return {
         "off": RankingOptions(),  # every switch off: Recall before this issue
         "default": DEFAULT_RANKING,
@@ -537,9 +572,9 @@ def ranking_variants() -> dict[str, Any]:
         "term-weights": RankingOptions(weight_generic_terms=True),
         "head-field-0.2": RankingOptions(head_share=0.2),
         "head-field-0.4": RankingOptions(head_share=0.4),
-        "learned": RankingOptions(fusion="learned"),
+        "learned": RankingOptions(fusion="learned", **earlier),
         "recency-span-8": RankingOptions(recency_span=8.0),
-        "learned+recency-span-8": RankingOptions(fusion="learned", recency_span=8.0),
+        "learned+recency-span-8": RankingOptions(fusion="learned", recency_span=8.0, **earlier),
         # the first version's order (seed recency, for --fit-ranker) with every optional
         # signal of the third pass computed, so the fit can try each alone and together
         "off+signals": RankingOptions(passage_depth=3, entity_match=True, feedback=3),
@@ -547,8 +582,25 @@ def ranking_variants() -> dict[str, Any]:
         "off+depth-5": RankingOptions(passage_depth=5),
         "off+feedback-5": RankingOptions(feedback=5),
         # the second pass's default (before recency from a named time)
-        "second-pass": RankingOptions(fusion="learned", recency_span=8.0),
+        "second-pass": RankingOptions(fusion="learned", recency_span=8.0, **earlier),
         "off+named-time": RankingOptions(named_time_recency=True),
+        "third-pass": third,
+        # the fourth pass: "default+…" is the third pass's default plus each switch
+        "default+word-forms": replace(third, word_forms=True),
+        "off+phrase": RankingOptions(phrase=True),
+        "off+phrase+word-forms": RankingOptions(phrase=True, word_forms=True),
+        # fitted by --fit-extras off+phrase / off+phrase+word-forms (dev half, named-time
+        # recency): phrase added, the five signals refitted with word forms on (the new
+        # default), and both
+        "default+phrase-fit": replace(third, phrase=True, weights=_PHRASE_FIT),
+        "default+word-forms-fit": replace(third, word_forms=True, weights=_WORD_FORMS_FIT),
+        "default+word-forms+phrase-fit": replace(
+            third, word_forms=True, phrase=True, weights=_WORD_FORMS_PHRASE_FIT
+        ),
+        "default+rm3-3": replace(third, expansion=3),
+        "default+rm3-5": replace(third, expansion=5),
+        "default+rm3-10": replace(third, expansion=10),
+        "default+word-forms+rm3-3": replace(third, word_forms=True, expansion=3),
     }
 
 
@@ -680,7 +732,7 @@ def choose_extras(
         groups["passage depth: cosine_depth + passage_depth"] = ("cosine_depth", "passage_depth")
         groups["passage depth: cosine_depth only"] = ("cosine_depth",)
         groups["passage depth: passage_depth only"] = ("passage_depth",)
-    for name in ("entity_match", "feedback_cosine"):
+    for name in ("entity_match", "feedback_cosine", "phrase"):
         if name in present:
             groups[name] = (name,)
     groups["all present"] = tuple(present)
@@ -1044,14 +1096,38 @@ def main(argv: list[str] | None = None) -> int:
         help="K1,B: score --options / --fit-ranker with these BM25 constants instead of "
         "recall_queries' (the features go to features-NAME-bm25-K1-B.json)",
     )
+    parser.add_argument(
+        "--expansion",
+        default="",
+        help="WEIGHT,TERMS: score --options with these RM3 constants instead of "
+        "recall_queries.EXPANSION_WEIGHT / EXPANSION_TERMS (features-NAME-rm3-W-T.json)",
+    )
+    parser.add_argument(
+        "--bm25-passage",
+        default="",
+        help="K1,B: BM25 constants for passages only (recall_queries.PASSAGE_BM25; "
+        "features-NAME-pbm25-K1-B.json)",
+    )
     args = parser.parse_args(argv)
     suffix = ""
+    if args.bm25_passage:
+        from episodic.store import recall_queries
+
+        pk1, pb = (float(v) for v in args.bm25_passage.split(","))
+        recall_queries.PASSAGE_BM25 = (pk1, pb)
+        suffix += f"-pbm25-{pk1:g}-{pb:g}"
+    if args.expansion:
+        from episodic.store import recall_queries
+
+        w, terms = args.expansion.split(",")
+        recall_queries.EXPANSION_WEIGHT, recall_queries.EXPANSION_TERMS = float(w), int(terms)
+        suffix += f"-rm3-{float(w):g}-{int(terms)}"
     if args.bm25:  # before any statement is built (they are cached with the constants)
         from episodic.store import recall_queries
 
         k1, b = (float(v) for v in args.bm25.split(","))
         recall_queries.BM25_K1, recall_queries.BM25_B = k1, b
-        suffix = f"-bm25-{k1:g}-{b:g}"
+        suffix += f"-bm25-{k1:g}-{b:g}"
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     _keep_keyring(data_dir)

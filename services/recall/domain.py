@@ -69,6 +69,7 @@ def ranking_from(settings: RecallSettings) -> RankingOptions:
         fusion=settings.ranking_fusion,
         recency_span=settings.recency_span,
         named_time_recency=settings.recency_from_named_time,
+        word_forms=settings.ranking_word_forms,
     )
 
 

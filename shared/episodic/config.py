@@ -354,6 +354,12 @@ class RecallSettings(BaseSettings):
         "on December 4?'), recency is 1/(1 + days) counted from that time instead of from "
         "as_of; false: as recency_span says.",
     )
+    ranking_word_forms: bool = Field(
+        default=True,
+        description="The query's words also match their irregular forms, which the english "
+        "stemmer keeps apart ('broken' finds 'broke', 'bought' finds 'buy'; a hand-written "
+        "table, episodic/data/irregular_forms.txt; english datasets only).",
+    )
     recall_statement_timeout: Duration = Field(
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",

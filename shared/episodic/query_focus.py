@@ -19,13 +19,27 @@ Two query-side treatments, each a switch of the ranking (``RankingOptions`` in
 
 Both are English rules: for a dataset in another language they change nothing (no phrase
 matches; the generic words are stemmed with the dataset's configuration and rarely occur).
+
+A third, on by default since the fourth pass: :func:`word_forms`, the irregular forms of the
+query's words that the english stemmer keeps apart ("went" for "go", "broke" for "broken"),
+OR-ed into the query's lexemes (``RankingOptions.word_forms``; english datasets only).
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from importlib import resources
 
-__all__ = ["GENERIC_WEIGHT", "GENERIC_WORDS", "PHRASE_WORDS", "query_phrases", "strip_stop_phrases"]
+__all__ = [
+    "GENERIC_WEIGHT",
+    "GENERIC_WORDS",
+    "PHRASE_WORDS",
+    "query_phrases",
+    "strip_stop_phrases",
+    "word_form_groups",
+    "word_forms",
+]
 
 _SAYING = (
     r"(?:discuss(?:ed)?|talk(?:ed)?|chat(?:ted)?|say|said|mention(?:ed)?|speak|spoke|"
@@ -106,3 +120,38 @@ def query_phrases(query: str) -> list[str]:
             if phrase:
                 out.add(phrase)
     return sorted(out)
+
+
+_FORMS_FILE = "data/irregular_forms.txt"
+
+
+@lru_cache(maxsize=1)
+def word_form_groups() -> dict[str, tuple[str, ...]]:
+    """Each English word of :file:`episodic/data/irregular_forms.txt` (a hand-written table
+    of irregular verbs and plurals: "break broke broken", "buy bought", "child children")
+    mapped to the other forms of its group. The english stemmer reduces "talked" and
+    "talking" to "talk" but keeps "broke" and "broken", or "bought" and "buy", apart: a
+    question asking "what did Evan have broken?" then shares no lexeme with "my Prius broke
+    down"."""
+    text = resources.files("episodic").joinpath(_FORMS_FILE).read_text(encoding="utf-8")
+    groups: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        forms = line.split("#", 1)[0].lower().split()
+        for form in forms:
+            groups.setdefault(form, set()).update(f for f in forms if f != form)
+    return {form: tuple(sorted(others)) for form, others in groups.items() if others}
+
+
+def word_forms(query: str) -> list[tuple[str, str]]:
+    """``(form, word)`` for every other form of every word of ``query`` found in
+    :func:`word_form_groups` ("What did Evan have broken?" gives ("break", "broken") and
+    ("broke", "broken")): the forms a query-side OR-expansion adds, each credited to the
+    query word it stands for."""
+    groups = word_form_groups()
+    out: list[tuple[str, str]] = []
+    for word in dict.fromkeys(w.lower() for w in _QUERY_WORD.findall(query)):
+        out += [(form, word) for form in groups.get(word, ())]
+    return out
+
+
+_QUERY_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)

@@ -269,7 +269,12 @@ def test_the_recall_service_ranks_with_its_settings() -> None:
 
     assert ranking() == DEFAULT_RANKING
     assert (
-        ranking(ranking_fusion="score", recency_span=0.0, recency_from_named_time=False)
+        ranking(
+            ranking_fusion="score",
+            recency_span=0.0,
+            recency_from_named_time=False,
+            ranking_word_forms=False,
+        )
         == RankingOptions()
     )
 
@@ -425,3 +430,133 @@ def test_min_relevance_keeps_what_happened_at_the_named_time(engine) -> None:  #
             kept[on] = [str(r["episode_id"]) for r in rows]
     assert kept[False] == []
     assert kept[True] == [str(then.episode_id)]
+
+
+# -- the fourth pass: irregular word forms, RM3 feedback, BM25 per field ----------------
+
+
+def test_word_forms_group_the_forms_the_stemmer_keeps_apart() -> None:
+    from episodic.query_focus import word_form_groups, word_forms
+
+    groups = word_form_groups()
+    assert set(groups["broken"]) == {"break", "broke"}
+    assert "buy" in groups["bought"] and "children" in groups["child"]
+    assert "saw" not in groups.get("see", ())  # mostly another word: left out
+    assert word_forms("Who ran the race?") == [("run", "ran")]
+    assert word_forms("Wann bist du gelaufen?") == []  # not an English word of the table
+
+
+def test_word_forms_find_the_episode_that_says_it_in_another_form(engine) -> None:  # type: ignore[no-untyped-def]
+    """ "What did Evan have broken?" against "my Prius broke down": no shared lexeme until
+    the query's irregular forms are OR-ed in; the added lexeme stands for "broken" in the
+    coverage signals."""
+    with engine.begin() as conn:
+        broke = make_episode(conn, "ds", ["my Prius broke down on the highway"])
+        other = make_episode(conn, "ds", ["the Prius is parked at home"])
+    query = "What did Evan have broken?"
+    with engine.connect() as conn:
+        plain = _rows(conn, query, RankingOptions())
+        forms = _rows(conn, query, RankingOptions(word_forms=True))
+        terms = query_terms_of(conn, query, RankingOptions(word_forms=True))
+    a, b = str(broke.episode_id), str(other.episode_id)
+    assert plain[a]["lexical"] == 0.0
+    assert forms[a]["lexical"] == pytest.approx(1.0)
+    assert forms[b]["lexical"] == 0.0
+    # one of the query's two words ("evan", "broken"; not of its four lexemes) matched
+    assert forms[a]["coverage"] == pytest.approx(0.5)
+    # "evan", "broken" and the two added forms, which stand for "broken"
+    assert len(terms) == 4 and len({term for _, _, term in terms}) == 2
+
+
+def test_word_forms_leave_a_dataset_in_another_language_alone(engine) -> None:  # type: ignore[no-untyped-def]
+    from episodic.store.languages import set_language
+
+    with engine.begin() as conn:
+        make_episode(conn, "ds", ["el coche se estropeó"])
+        set_language(conn, test_vault(), "ds", "spanish")
+    with engine.connect() as conn:
+        terms = query_terms_of(conn, "children broken", RankingOptions(word_forms=True))
+    assert len(terms) == 2  # the query's own two lexemes, nothing added
+
+
+def query_terms_of(conn, query: str, options: RankingOptions) -> list[tuple[str, float, str]]:  # type: ignore[no-untyped-def]
+    from episodic.store.recall_queries import query_terms
+
+    return query_terms(conn, _key(conn, "ds"), query, options)
+
+
+def test_expansion_adds_the_first_pass_episodes_words_to_the_query(engine) -> None:  # type: ignore[no-untyped-def]
+    """RM3-style feedback: "heron" finds the episode about herons at the lake; its words
+    ("lake", "nests") join the query with a small weight, so the episode about the lake
+    that never says "heron" gets a lexical score, and one about neither stays at 0."""
+    with engine.begin() as conn:
+        heron = make_episode(conn, "ds", ["the heron nests by the lake every spring"])
+        lake = make_episode(conn, "ds", ["we rowed across the lake to the nests"])
+        tax = make_episode(conn, "ds", ["the tax forms are due on Friday"])
+    with engine.connect() as conn:
+        plain = _rows(conn, "heron", RankingOptions())
+        expanded = _rows(conn, "heron", RankingOptions(expansion=1))
+        from episodic.store.recall_queries import EXPANSION_WEIGHT, expansion_terms
+
+        key = _key(conn, "ds")
+        first = [r for r in plain.values() if str(r["episode_id"]) == str(heron.episode_id)]
+        words = expansion_terms(conn, key, RecallFilters(as_of=T0), first, [key.token("heron")])
+    h, l_, t = str(heron.episode_id), str(lake.episode_id), str(tax.episode_id)
+    assert plain[l_]["lexical"] == 0.0
+    assert expanded[l_]["lexical"] > 0.0
+    assert expanded[t]["lexical"] == 0.0
+    assert expanded[h]["lexical"] == pytest.approx(1.0)  # still the best
+    # feedback words do not count as query words: the heron episode still covers it all
+    assert expanded[h]["coverage"] == pytest.approx(1.0)
+    assert expanded[l_]["coverage"] == 0.0
+    assert {w for _, w in words} and max(w for _, w in words) == pytest.approx(EXPANSION_WEIGHT)
+    assert key.token("lake") in {t_ for t_, _ in words}
+    assert key.token("heron") not in {t_ for t_, _ in words}
+
+
+def test_passage_bm25_constants_apply_to_passages_only(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from episodic.store import recall_queries
+
+    plain = recall_queries._bm25("t", "pdf", "t.dl", "s", passage=True)
+    monkeypatch.setattr(recall_queries, "PASSAGE_BM25", (0.9, 0.4))
+    assert recall_queries._bm25("t", "pdf", "t.dl", "s", passage=True) != plain
+    assert "0.9" in recall_queries._bm25("t", "pdf", "t.dl", "s", passage=True)
+    assert recall_queries._bm25("t", "ddf", "d.dl", "s") == plain.replace("pdf", "ddf").replace(
+        "t.dl", "d.dl"
+    )
+
+
+def test_expansion_refuses_a_negative_count() -> None:
+    with pytest.raises(ValueError, match="expansion"):
+        RankingOptions(expansion=-1)
+
+
+def test_the_phrase_signal_reads_the_query_words_close_together_in_order(engine) -> None:  # type: ignore[no-untyped-def]
+    """ "the LGBTQ conference": one episode says it, another has both words apart; only the
+    proximity signal tells them apart (the lexical signals match both words in both)."""
+    with engine.begin() as conn:
+        together = make_episode(conn, "ds", ["I went to an LGBTQ conference two days ago"])
+        apart = make_episode(
+            conn,
+            "ds",
+            ["the LGBTQ parade was loud and happy", "work sent me to a sales conference"],
+        )
+    query = "When did Caroline go to the LGBTQ conference?"
+    with engine.connect() as conn:
+        rows = _rows(conn, query, RankingOptions(phrase=True))
+        plain = _rows(conn, query, RankingOptions())
+        from episodic.store.recall_queries import query_phrase_pairs
+
+        pairs = query_phrase_pairs(conn, _key(conn, "ds"), query)
+    a, b = str(together.episode_id), str(apart.episode_id)
+    assert "phrase" not in plain[a]  # computed only with the switch
+    assert len(pairs) == 3  # caroline→go, go→lgbtq, lgbtq→conference
+    assert rows[a]["phrase"] == pytest.approx(1 / 3)
+    assert rows[b]["phrase"] == 0.0
+    # a weight on it lifts the episode that says the phrase
+    weighted_options = RankingOptions(
+        fusion="learned", phrase=True, weights=(*LEARNED_WEIGHTS.items(), ("phrase", 2.0))
+    )
+    with engine.connect() as conn:
+        weighted = _rows(conn, query, weighted_options)
+    assert weighted[a]["similarity"] > weighted[b]["similarity"]

@@ -58,10 +58,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from itertools import pairwise
+from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import Connection, RowMapping, TextClause, text
@@ -69,7 +70,7 @@ from sqlalchemy import Connection, RowMapping, TextClause, text
 from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
-from episodic.store.recall_index import query_tokens, weighted_query_tokens
+from episodic.store.recall_index import DATASET_CONFIG, query_tokens
 from episodic.store.relevance import relevance_sql
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "LEARNED_WEIGHTS",
     "LEXICAL_SHARE",
     "RECENCY_SPAN",
+    "THIRD_PASS_WEIGHTS",
     "Approximation",
     "Ranking",
     "RankingOptions",
@@ -105,6 +107,9 @@ __all__ = [
 
 BM25_K1 = 1.2
 BM25_B = 0.75
+#: BM25's (k1, b) for passages (chunks of a few messages), when they differ from the
+#: document's; None: BM25_K1 and BM25_B for both fields.
+PASSAGE_BM25: tuple[float, float] | None = None
 #: Share of the lexical signal in similarity (the rest is the semantic signal).
 LEXICAL_SHARE = 0.5
 #: Sharpness of similarity: (relative match)^BAND_EXPONENT.
@@ -149,6 +154,19 @@ class RankingOptions:
       dataset's oldest candidate and ``as_of`` (at least one day): a month-long history
       and a ten-year one then decay alike over their own time, instead of the most recent
       day of either outweighing everything before it.
+    - ``word_forms``: query-side OR-expansion with the irregular forms the english stemmer
+      keeps apart ("broken" also looks for "broke" and "break";
+      :func:`episodic.query_focus.word_forms`); each added lexeme counts as the query word
+      it stands for in the coverage signals (an English table: datasets with another
+      text-search configuration are left as they are).
+    - ``expansion`` (k episodes): RM3-style lexical feedback. A first pass ranks as without
+      it; the strongest words of its k best episodes' documents (weight in those documents
+      × idf over the filtered dataset, :data:`EXPANSION_TERMS` of them, not the query's
+      own) join the query with at most :data:`EXPANSION_WEIGHT` of a query word's weight in
+      BM25, and a second pass ranks with them. They do not count in the coverage signals.
+    - ``phrase``: compute the proximity signal ``phrase`` (:data:`EXTRA_SIGNALS`): the
+      query's adjacent word pairs ("basketball career", "lgbtq conference") found close
+      together, in order, in the episode's document; fused when ``weights`` has it.
     """
 
     strip_stop_phrases: bool = False
@@ -161,6 +179,9 @@ class RankingOptions:
     feedback: int = 0
     weights: tuple[tuple[str, float], ...] = ()
     named_time_recency: bool = False
+    word_forms: bool = False
+    expansion: int = 0
+    phrase: bool = False
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -174,6 +195,10 @@ class RankingOptions:
         if self.feedback < 0:
             raise ValueError(
                 f"feedback must be 0 (off) or a number of episodes, not {self.feedback}"
+            )
+        if self.expansion < 0:
+            raise ValueError(
+                f"expansion must be 0 (off) or a number of episodes, not {self.expansion}"
             )
         computed = self.signals()
         for name, _ in self.weights:
@@ -190,8 +215,15 @@ class RankingOptions:
             "passage_depth": self.passage_depth > 0,
             "entity_match": self.entity_match,
             "feedback_cosine": self.feedback > 0,
+            "phrase": self.phrase,
         }
         return (*LEARNED_WEIGHTS, *(name for name in EXTRA_SIGNALS if extra[name]))
+
+    def weighted_terms(self) -> bool:
+        """Whether the query's lexemes carry a weight and the query word they stand for
+        (``:weights``, ``:terms``): BM25 multiplies each lexeme's part by its weight, and
+        the coverage signals count the query words matched, not the lexemes."""
+        return self.weight_generic_terms or self.word_forms or self.expansion > 0
 
     def learned_weights(self) -> dict[str, float]:
         """The learned fusion's weights: ``weights`` when given (a fit that includes the
@@ -210,14 +242,26 @@ FUSIONS = ("score", "learned")
 #: ``python -m bench.recall_lab --fit-ranker``: a listwise logistic regression (softmax over
 #: each question's candidates, the gold sessions the target, L2 0.01) on the development
 #: half of LoCoMo only (conv-26, 41, 43, 47, 49), then scaled by the temperature chosen on
-#: the same half with the recency term on (README "Recall quality").
+#: the same half with the recency term on (README "Recall quality"). Refitted in the
+#: fourth pass with the query's irregular word forms on (``word_forms``) and recency from
+#: a named time (``python -m bench.recall_lab --fit-extras off+phrase+word-forms``, its
+#: base row); the third pass's were 0.773, 0.564, 0.324, 0.341, 0.451
+#: (:data:`THIRD_PASS_WEIGHTS`).
 LEARNED_WEIGHTS: dict[str, float] = {
-    "lexical": 0.773,
+    "lexical": 0.735,
     "semantic": 0.564,
-    "cosine": 0.324,
-    "coverage": 0.341,
-    "passage_coverage": 0.451,
+    "cosine": 0.325,
+    "coverage": 0.4,
+    "passage_coverage": 0.494,
 }
+#: The learned fusion's weights before the fourth pass (fitted without word forms).
+THIRD_PASS_WEIGHTS: tuple[tuple[str, float], ...] = (
+    ("lexical", 0.773),
+    ("semantic", 0.564),
+    ("cosine", 0.324),
+    ("coverage", 0.341),
+    ("passage_coverage", 0.451),
+)
 
 #: The optional signals (each computed only when its RankingOptions switch is on):
 #: ``cosine_depth`` the mean of the episode's ``passage_depth`` best chunk cosines and
@@ -229,17 +273,32 @@ LEARNED_WEIGHTS: dict[str, float] = {
 #: vector): the best cosine of the episode's summary or chunks with the query and with the
 #: centroid of the ``feedback`` first-pass best episodes' best passages, mixed
 #: ``1 : FEEDBACK_SHARE``. In the fit, the ideal candidate has the candidates' best of each.
-EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine")
+#: ``phrase`` (proximity): the share of the query's adjacent word pairs that the episode's
+#: document holds within :data:`PHRASE_WINDOW` positions, in the query's order
+#: (``phrase``).
+EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine", "phrase")
+
+#: RankingOptions.phrase: how far apart (in the document's positions, stop words counted)
+#: two words adjacent in the query may be and still count as the query's phrase.
+PHRASE_WINDOW = 3
 
 #: Rocchio's share of the feedback centroid in ``feedback_cosine``.
 FEEDBACK_SHARE = 0.5
+
+#: RankingOptions.expansion: how many feedback words join the query, and the weight of the
+#: strongest of them in BM25 (a query word's is 1; the others in proportion to their score).
+EXPANSION_TERMS = 10
+EXPANSION_WEIGHT = 0.3
+#: The feedback documents' words considered (by their weight in those documents) before
+#: their idf is counted over the dataset.
+EXPANSION_POOL = 40
 
 #: recency_span chosen with LEARNED_WEIGHTS (same half, same run of the lab).
 RECENCY_SPAN = 8.0
 
 #: The ranking Recall runs (RecallSettings.ranking_fusion / recency_span choose another).
 DEFAULT_RANKING = RankingOptions(
-    fusion="learned", recency_span=RECENCY_SPAN, named_time_recency=True
+    fusion="learned", recency_span=RECENCY_SPAN, named_time_recency=True, word_forms=True
 )
 
 
@@ -590,13 +649,17 @@ def recall_sql(
         """
     query_lexemes = "q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme)"
     weight, weight_join = None, ""
-    if options.weight_generic_terms:
+    matched, query_words = "count(*)::float8", "count(*)"
+    if options.weighted_terms():
+        # term: the query word's own lexeme a lexeme stands for (itself, or the word an
+        # irregular form expands); NULL for a feedback word, which no coverage counts.
         query_lexemes = (
-            "q AS (SELECT lexeme, max(weight) AS weight FROM unnest("
-            "CAST(:lexemes AS text[]), CAST(:weights AS float8[])) AS u(lexeme, weight) "
-            "GROUP BY lexeme)"
+            "q AS (SELECT lexeme, max(weight) AS weight, min(term) AS term FROM unnest("
+            "CAST(:lexemes AS text[]), CAST(:weights AS float8[]), CAST(:terms AS text[])) "
+            "AS u(lexeme, weight, term) GROUP BY lexeme)"
         )
         weight, weight_join = "qw.weight", "\n            JOIN q qw ON qw.lexeme = t.lexeme"
+        matched, query_words = "count(DISTINCT qw.term)::float8", "count(DISTINCT term)"
     lexical = "((n.doc_rel + n.passage_rel) / 2.0)"
     head_ctes, head_score, head_join, head_rel = "", "", "", ""
     if options.head_share > 0:
@@ -666,7 +729,7 @@ def recall_sql(
     best_cosine = "max(r.semantic) OVER ()"
     dataset_ctes = dataset_best = ""
     if approximate:
-        dataset_ctes, doc_stats, passage_stats = _dataset_statistics()
+        dataset_ctes, doc_stats, passage_stats = _dataset_statistics(options)
         best_doc, best_passage = (
             "(SELECT score FROM best_document)",
             "(SELECT score FROM best_passage)",
@@ -719,10 +782,10 @@ def recall_sql(
             FROM c CROSS JOIN LATERAL unnest({_only_query_lexemes("c.tsv")}) AS u
             WHERE c.tsv @@ (SELECT tq FROM qq)
         ),{head_ctes}{doc_df}
-        nq AS (SELECT greatest(count(*), 1)::float8 AS n FROM q),
+        nq AS (SELECT greatest({query_words}, 1)::float8 AS n FROM q),
         doc_bm25 AS (
             SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s", weight)} AS score,
-                   count(*)::float8 AS matched
+                   {matched} AS matched
             FROM dterms t
             JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
             JOIN docs d ON d.episode_id = t.episode_id
@@ -749,8 +812,8 @@ def recall_sql(
         passage_bm25 AS (
             SELECT episode_id, max(score) AS score, max(matched) AS matched{depth_lexical}
             FROM ({depth_open}
-                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight)} AS score,
-                       count(*)::float8 AS matched
+                SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight, passage=True)} AS score,
+                       {matched} AS matched
                 FROM pterms t
                 JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN pstats s
@@ -914,6 +977,20 @@ def _extra_signal_sql(options: RankingOptions, with_vector: bool, lexical: str) 
             pieces["scored_from"] = "with_feedback"
         else:
             pieces["rel"] += "\n                   0.0::float8 AS feedback_cosine,"
+    if options.phrase:
+        # The query's word pairs as phrase queries (:phrases, built by query_phrase_pairs).
+        pieces["entity_ctes"] += """
+        phrase_hits AS (
+            SELECT c.episode_id, count(*)::float8 AS hits
+            FROM c CROSS JOIN unnest(CAST(:phrases AS text[])) AS p(tq)
+            WHERE c.tsv @@ CAST(p.tq AS tsquery)
+            GROUP BY c.episode_id
+        ),"""
+        pieces["raw"] += (
+            ",\n                   coalesce(ph.hits, 0.0) "
+            "/ greatest(cardinality(CAST(:phrases AS text[])), 1) AS phrase"
+        )
+        pieces["join"] += "\n            LEFT JOIN phrase_hits ph ON ph.episode_id = c.episode_id"
     for name in EXTRA_SIGNALS:
         if name in on:
             pieces["scored"] += f",\n                   n.{name}::float8 AS {name}"
@@ -930,7 +1007,7 @@ def _document_length(alias: str) -> str:
     )
 
 
-def _dataset_statistics() -> tuple[str, str, str]:
+def _dataset_statistics(options: RankingOptions = DEFAULT_RANKING) -> tuple[str, str, str]:
     """What the approximate path takes from the whole filtered dataset rather than from its
     candidates, for its scores to equal the exact path's (which computes them over every
     filtered episode): BM25's statistics and the best BM25, by which the lexical signals
@@ -942,6 +1019,11 @@ def _dataset_statistics() -> tuple[str, str, str]:
     covering indexes of 0013 (no document, vector or chunk row read). A passage is an
     (episode, chunk of its thread up to the episode's end) pair, as on the exact path."""
     passages_of = _passages_of_candidates()
+    # Weighted query lexemes (RankingOptions.weighted_terms) score as on the exact path.
+    weight, weight_join, matched = None, "", "count(*)::float8"
+    if options.weighted_terms():
+        weight, weight_join = "qw.weight", " JOIN q qw ON qw.lexeme = t.lexeme"
+        matched = "count(DISTINCT qw.term)::float8"
     # ``search_length`` alone: it is written with ``search_vector`` (recall_index), so the
     # exact path's fallback (counting the document's lexemes) never applies.
     # The best BM25 is computed over the documents (passages) holding a selective query
@@ -993,17 +1075,17 @@ def _dataset_statistics() -> tuple[str, str, str]:
         -- of every holder of a selective word: the best of them normalise the lexical
         -- signal, and the pool takes the best of them by their lexical score.
         dataset_doc_bm25 AS MATERIALIZED (
-            SELECT t.episode_id, {_bm25("t", "ddf", "t.dl", "s")} AS score,
-                   count(*)::float8 AS matched
-            FROM dataset_dterms t JOIN ddf ON ddf.lexeme = t.lexeme
+            SELECT t.episode_id, {_bm25("t", "ddf", "t.dl", "s", weight)} AS score,
+                   {matched} AS matched
+            FROM dataset_dterms t JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
             CROSS JOIN dataset_dstats s
             GROUP BY t.episode_id
         ),
         dataset_passage_bm25 AS MATERIALIZED (
             SELECT episode_id, max(score) AS score, max(matched) AS matched FROM (
-                SELECT t.episode_id, {_bm25("t", "pdf", "t.dl", "s")} AS score,
-                       count(*)::float8 AS matched
-                FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme
+                SELECT t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight, passage=True)} AS score,
+                       {matched} AS matched
+                FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN dataset_pstats s
                 GROUP BY t.episode_id, t.start_sequence, t.start_offset) per_passage
             GROUP BY episode_id
@@ -1044,14 +1126,24 @@ def _only_query_lexemes(tsv: str) -> str:
     return f"ts_filter(setweight({tsv}, 'B', (SELECT lexemes FROM qq)), '{{b}}')"
 
 
-def _bm25(terms: str, df: str, length: str, stats: str, weight: str | None = None) -> str:
+def _bm25(
+    terms: str,
+    df: str,
+    length: str,
+    stats: str,
+    weight: str | None = None,
+    *,
+    passage: bool = False,
+) -> str:
     """Okapi BM25 summed over a document's (or passage's) matching terms, each term times
-    its query-side ``weight`` expression when given."""
+    its query-side ``weight`` expression when given; a ``passage``'s constants are
+    :data:`PASSAGE_BM25` (when set), a document's BM25_K1 and BM25_B."""
     weighted = f"{weight} * " if weight else ""
+    k1, b = PASSAGE_BM25 if passage and PASSAGE_BM25 else (BM25_K1, BM25_B)
     return (
         f"sum({weighted}ln(1.0 + ({stats}.n - {df}.df + 0.5) / ({df}.df + 0.5)) * {terms}.tf "
-        f"* ({BM25_K1} + 1.0) / ({terms}.tf + {BM25_K1} * (1.0 - {BM25_B} "
-        f"+ {BM25_B} * {length} / {stats}.avgdl)))"
+        f"* ({k1} + 1.0) / ({terms}.tf + {k1} * (1.0 - {b} "
+        f"+ {b} * {length} / {stats}.avgdl)))"
     )
 
 
@@ -1192,12 +1284,16 @@ def rank(
     lexemes: list[str] | None = None
     if with_query:
         assert query is not None
-        if options.weight_generic_terms:
-            weighted = weighted_query_tokens(conn, key, query)
-            lexemes = params["lexemes"] = [t for t, _ in weighted]
-            params["weights"] = [w for _, w in weighted]
+        if options.weighted_terms():
+            weighted = query_terms(conn, key, query, options)
+            lexemes = [t for t, _, term in weighted if term == t]  # the query's own
+            params["lexemes"] = [t for t, _, _ in weighted]
+            params["weights"] = [w for _, w, _ in weighted]
+            params["terms"] = [term for _, _, term in weighted]
         else:
             lexemes = params["lexemes"] = query_tokens(conn, key, query)
+        if options.phrase:
+            params["phrases"] = query_phrase_pairs(conn, key, query)
         if options.entity_match:
             from episodic.query_focus import query_phrases
 
@@ -1207,6 +1303,29 @@ def rank(
             if with_vector and query_vector is not None
             else None
         )
+    if with_query and options.expansion:
+        # RM3-style feedback: a first pass without it picks the episodes whose words join
+        # the query (the second pass, below, ranks with them).
+        first_options = replace(options, expansion=0)
+        first = _execute(
+            conn,
+            _compiled(
+                with_query,
+                with_vector,
+                approximate is not None,
+                first_options,
+                approximate is not None and approximate.exact_cosine,
+            ),
+            {**params, "limit": options.expansion, "min_relevance": 0.0},
+            approximate is not None,
+        )
+        tokens = cast(list[str], params["lexemes"])
+        feedback = expansion_terms(
+            conn, key, filters, [r for r in first if r["episode_id"]], tokens
+        )
+        params["lexemes"] = [*tokens, *(t for t, _ in feedback)]
+        params["weights"] = [*cast(list[float], params["weights"]), *(w for _, w in feedback)]
+        params["terms"] = [*cast(list[str | None], params["terms"]), *(None for _ in feedback)]
     statement = _compiled(
         with_query,
         with_vector,
@@ -1214,7 +1333,19 @@ def rank(
         options,
         approximate is not None and approximate.exact_cosine,
     )
-    if approximate is None:
+    rows = _execute(conn, statement, params, approximate is not None)
+    count = int(rows[0]["episode_count"]) if rows else 0
+    ranked = [r for r in rows if r["episode_id"] is not None]
+    metrics.recall_ranked(candidates=count, results=len(ranked))
+    has_events = bool(rows[0]["has_events"]) if rows else True
+    return Ranking(ranked, count, has_events, lexemes)
+
+
+def _execute(
+    conn: Connection, statement: TextClause, params: dict[str, object], approximate: bool
+) -> list[RowMapping]:
+    """The rows of a ranking statement (:func:`rank`)."""
+    if not approximate:
         rows = list(conn.execute(statement, params).mappings())
     else:
         # psycopg prepares a statement run five times on a connection, and PostgreSQL then
@@ -1228,11 +1359,131 @@ def rank(
             rows = list(conn.execute(statement, params).mappings())
         finally:
             conn.exec_driver_sql("RESET plan_cache_mode")
-    count = int(rows[0]["episode_count"]) if rows else 0
-    ranked = [r for r in rows if r["episode_id"] is not None]
-    metrics.recall_ranked(candidates=count, results=len(ranked))
-    has_events = bool(rows[0]["has_events"]) if rows else True
-    return Ranking(ranked, count, has_events, lexemes)
+    return rows
+
+
+def query_phrase_pairs(conn: Connection, key: DatasetKey, query: str) -> list[str]:
+    """The query's adjacent word pairs (its lexemes in the order written, stop words
+    skipped) as phrase tsqueries of ``key``'s tokens: the second within
+    :data:`PHRASE_WINDOW` positions after the first ("When did Caroline go to the LGBTQ
+    conference?" gives caroline→go, go→lgbtq, lgbtq→conference)."""
+    rows = conn.execute(
+        text(f"SELECT u.lexeme, u.positions FROM unnest(to_tsvector({DATASET_CONFIG}, :q)) u"),
+        {"q": query, "dataset": key.dataset},
+    ).all()
+    order = [lexeme for _, lexeme in sorted((p, lexeme) for lexeme, ps in rows for p in ps)]
+
+    def quoted(lexeme: str) -> str:
+        return "'" + key.token(lexeme).replace("\\", "\\\\").replace("'", "''") + "'"
+
+    pairs = dict.fromkeys((a, b) for a, b in pairwise(order) if a != b)
+    return [
+        " | ".join(f"({quoted(a)} <{n}> {quoted(b)})" for n in range(1, PHRASE_WINDOW + 1))
+        for a, b in pairs
+    ]
+
+
+def query_terms(
+    conn: Connection, key: DatasetKey, query: str, options: RankingOptions
+) -> list[tuple[str, float, str]]:
+    """The query's lexemes as ``key``'s tokens, each with its weight in BM25 and the token
+    of the query word it stands for (``RankingOptions.weighted_terms``): the query's own
+    lexemes stand for themselves and weigh 1, or
+    :data:`episodic.query_focus.GENERIC_WEIGHT` for a generic word under
+    ``weight_generic_terms``; under ``word_forms`` the stems of the irregular forms of its
+    words (:func:`episodic.query_focus.word_forms`, only when the dataset's configuration
+    is english) weigh 1 and stand for the word they are a form of."""
+    from episodic.query_focus import GENERIC_WEIGHT, GENERIC_WORDS, word_forms
+
+    forms = word_forms(query) if options.word_forms else []
+    rows = conn.execute(
+        text(
+            f"""
+            WITH cfg AS (SELECT {DATASET_CONFIG} AS c)
+            SELECT DISTINCT u.lexeme, NULL::text AS word,
+                   u.lexeme IN (SELECT g.lexeme FROM cfg, unnest(to_tsvector(cfg.c, :generic)) g)
+                       AS generic
+            FROM cfg, unnest(to_tsvector(cfg.c, :q)) u
+            UNION
+            SELECT a.lexeme, o.lexeme, false
+            FROM cfg, unnest(CAST(:forms AS text[]), CAST(:words AS text[])) AS f(form, word)
+            CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, f.form)) a
+            CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, f.word)) o
+            WHERE cfg.c = CAST('english' AS regconfig)
+            """
+        ),
+        {
+            "q": query,
+            "generic": GENERIC_WORDS if options.weight_generic_terms else "",
+            "forms": [f for f, _ in forms],
+            "words": [w for _, w in forms],
+            "dataset": key.dataset,
+        },
+    ).all()
+    own = {lexeme: generic for lexeme, word, generic in rows if word is None}
+    out = {
+        key.token(lexeme): (GENERIC_WEIGHT if generic else 1.0, key.token(lexeme))
+        for lexeme, generic in own.items()
+    }
+    for lexeme, word, _ in rows:
+        if word is not None and lexeme not in own and word in own:
+            out.setdefault(key.token(lexeme), (1.0, key.token(word)))
+    return sorted((token, weight, term) for token, (weight, term) in out.items())
+
+
+def expansion_terms(
+    conn: Connection,
+    key: DatasetKey,
+    filters: RecallFilters,
+    first: Sequence[RowMapping],
+    lexemes: Sequence[str],
+) -> list[tuple[str, float]]:
+    """RM3-style feedback words (``RankingOptions.expansion``): the tokens of the ``first``
+    pass's episodes' documents that are not among ``lexemes``, scored by their share of
+    each document (tf / length, weighted by the episode's first-pass similarity) × their
+    idf over the filtered dataset; the best :data:`EXPANSION_TERMS`, each with a weight of
+    :data:`EXPANSION_WEIGHT` × its score / the best score."""
+    weights = [max(float(r["similarity"]), 0.0) for r in first]
+    if not first or sum(weights) <= 0:
+        return []
+    rows = conn.execute(
+        text(
+            f"""
+            WITH fb AS (
+                SELECT e.search_vector AS tsv, r.w,
+                       greatest(coalesce(e.search_length, length(e.search_vector)), 1)::float8
+                           AS dl
+                FROM unnest(CAST(:ids AS uuid[]), CAST(:fbw AS float8[])) AS r(id, w)
+                JOIN episodes e ON e.dataset = :dataset AND e.episode_id = r.id
+            ),
+            pool AS (
+                SELECT u.lexeme,
+                       sum(fb.w * coalesce(array_length(u.positions, 1), 1) / fb.dl) AS tf
+                FROM fb CROSS JOIN LATERAL unnest(fb.tsv) u
+                WHERE u.lexeme <> ALL (CAST(:lexemes AS text[]))
+                GROUP BY u.lexeme ORDER BY tf DESC, u.lexeme LIMIT :pool
+            ),
+            n AS (SELECT count(*)::float8 AS n FROM ({_CANDIDATES}) x)
+            SELECT q.lexeme, q.tf * ln(1.0 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS score
+            FROM pool q CROSS JOIN n CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS df FROM ({_CANDIDATES}) x
+                WHERE x.search_vector @@ {_LEXEME_QUERY}) d
+            ORDER BY score DESC, q.lexeme LIMIT :terms
+            """
+        ),
+        {
+            **_filter_params(key, filters),
+            "ids": [r["episode_id"] for r in first],
+            "fbw": [w / sum(weights) for w in weights],
+            "lexemes": list(lexemes),
+            "pool": EXPANSION_POOL,
+            "terms": EXPANSION_TERMS,
+        },
+    ).all()
+    best = max((float(score) for _, score in rows), default=0.0)
+    if best <= 0:
+        return []
+    return [(lexeme, EXPANSION_WEIGHT * float(score) / best) for lexeme, score in rows if score > 0]
 
 
 def count_up_to(conn: Connection, dataset: str, bound: int) -> int:
