@@ -11,8 +11,9 @@ prints medians:
 - gRPC: ``IngestService.AddMessages`` through the service, one channel per client thread;
 - SQL: the statement ``services/ingest/domain.py`` runs for a thread it knows (every call
   after a thread's first), sent by psycopg from this process: one ``WITH bumped AS (UPDATE
-  threads …) INSERT … SELECT FROM unnest(…) RETURNING …`` with the route check, in
-  autocommit (as Ingest sends it);
+  threads …) INSERT … SELECT FROM unnest(…) RETURNING …`` with the route check (one
+  message: the same with scalar parameters instead of arrays), in autocommit (as Ingest
+  sends it);
 - plain: the floor of what the table takes — one plain ``INSERT INTO messages … SELECT FROM
   unnest(…)`` of the same rows with client-chosen sequences (a single-row ``INSERT …
   VALUES`` for batch 1), then commit: no thread lock, no counter, no sealing. psycopg
@@ -102,6 +103,22 @@ INSERT_SQL = (
     "FROM bumped b, unnest(CAST(%(roles)s AS text[]), CAST(%(contents)s AS bytea[]), "
     "CAST(%(metas)s AS bytea[]), CAST(%(created)s AS timestamptz[]), CAST(%(keys)s AS text[])) "
     "WITH ORDINALITY AS u(role, content, meta, created_at, ikey, i)) "
+    "SELECT last_sequence, now() AS received_at FROM bumped"
+)
+# The same for a one-message batch: Ingest binds one message as scalars.
+INSERT_ONE_SQL = (
+    "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + 1, "
+    "last_message_at = now(), last_activity_at = now() "
+    "WHERE dataset = 'bench' AND thread_id = %(id)s "
+    "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = 'bench' "
+    "AND d.key_id IS NOT DISTINCT FROM CAST(%(key_id)s AS uuid)) "
+    "RETURNING last_sequence), "
+    "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
+    "created_at, received_at, idempotency_key) "
+    "SELECT 'bench', %(id)s, b.last_sequence, CAST(%(role)s AS text), "
+    "CAST(%(content)s AS bytea), CAST(%(meta)s AS bytea), "
+    "coalesce(CAST(%(created_at)s AS timestamptz), now()), now(), CAST(%(ikey)s AS text) "
+    "FROM bumped b) "
     "SELECT last_sequence, now() AS received_at FROM bumped"
 )
 PLAIN_SQL = (
@@ -233,6 +250,21 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
 
     def call() -> None:
         with conn.cursor() as cur:
+            if batch == 1:
+                cur.execute(
+                    INSERT_ONE_SQL,
+                    {
+                        "id": thread_id,
+                        "key_id": KEY.key_id,
+                        "role": roles[0],
+                        "content": KEY.seal(CONTENT, "messages.content"),
+                        "meta": seal_json(KEY, METADATA, "messages.metadata"),
+                        "created_at": None,
+                        "ikey": None,
+                    },
+                )
+                assert cur.fetchone() is not None
+                return
             # Sealed per message, as Ingest does (a fresh nonce each).
             contents = [KEY.seal(CONTENT, "messages.content") for _ in range(batch)]
             metas = [seal_json(KEY, METADATA, "messages.metadata") for _ in range(batch)]
