@@ -144,6 +144,9 @@ def serve_variant(variant: str, url: str) -> None:
     from episodic.telemetry import grpc_server_interceptor
 
     wait = 0.0
+    linger = None
+    if variant == "copy-linger0":  # the copy, its notices sent as they come (no linger)
+        linger, variant = 0.0, "copy"
     if variant.startswith("echo-wait"):  # echo-wait=SECONDS: the canned answer after a sleep
         wait = float(variant.split("=")[1])
         variant = "echo"
@@ -169,6 +172,7 @@ def serve_variant(variant: str, url: str) -> None:
         notifier = SchedulerNotifier(
             instrument_grpc_client(channel),
             timeout=settings.ingest.scheduler_notify_timeout.total_seconds(),
+            **({"linger": linger} if linger is not None else {}),
         )
     servicer = IngestServicer(engine, settings.ingest, notifier, vault)
     if "-metrics" in removed:
@@ -212,10 +216,13 @@ def serve_variant(variant: str, url: str) -> None:
 # --------------------------------------------------------------------------- the client
 
 
-def start_variant(variant: str, url: str) -> tuple[subprocess.Popen[str], str]:
+def start_variant(
+    variant: str, url: str, scheduler: str | None = None
+) -> tuple[subprocess.Popen[str], str]:
     env = {
         **os.environ,
         **TEST_ENV,
+        **({"EPISODIC_SCHEDULER_ADDRESS": scheduler} if scheduler else {}),
         "EPISODIC_DATABASE_URL": url,
         "EPISODIC_DB_POOL_SIZE": "10",
         "EPISODIC_LOG_LEVEL": "ERROR",
@@ -252,6 +259,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--scheduler",
+        action="store_true",
+        help="a real Scheduler receives the notices (else its address points nowhere), and "
+        "the copy also runs with notices sent as they come (copy-linger0)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--key-of", help=argparse.SUPPRESS)
@@ -277,15 +290,21 @@ def main() -> None:
         engine.dispose()
         servers: dict[str, tuple[Any, str]] = {}
         service: ServiceProcess | None = None
+        scheduler: ServiceProcess | None = None
         try:
-            service = start_service(
-                "ingest",
-                url,
-                {"EPISODIC_DB_POOL_SIZE": "10", "EPISODIC_LOG_LEVEL": "ERROR"},
-            )
+            env = {"EPISODIC_DB_POOL_SIZE": "10", "EPISODIC_LOG_LEVEL": "ERROR"}
+            if args.scheduler:
+                scheduler = start_service(
+                    "scheduler", url, {**env, "EPISODIC_SCHEDULER_POLL_INTERVAL": "1"}
+                )
+                env["EPISODIC_SCHEDULER_ADDRESS"] = scheduler.address
+            service = start_service("ingest", url, env)
             servers["service"] = (service.proc, service.address)
-            for variant in VARIANTS:
-                servers[variant] = start_variant(variant, url)
+            variants = ("copy-linger0", *VARIANTS) if args.scheduler else VARIANTS
+            for variant in variants:
+                servers[variant] = start_variant(
+                    variant, url, scheduler.address if scheduler else None
+                )
             methods = [*servers, "sql", "plain", "plain-ac"]
             calls = {}
             closers = []
@@ -324,14 +343,17 @@ def main() -> None:
                 if name != "service":
                     proc.kill()
                     proc.wait()
-            if service is not None:
-                service.terminate()
+            for each in (service, scheduler):
+                if each is not None:
+                    each.terminate()
     print(f"load average after: {bench.loadavg()}")
     floor = statistics.median(p50s["plain"])
     print(
         f"\nAddMessages batch {args.batch}, one client, p50 per call (median of {args.repeats} "
         f"rounds of {args.seconds:g} s), server CPU per call:\n"
     )
+    if scheduler is not None:
+        print("(a real Scheduler received the notices)")
     print(f"{'method':<16} {'p50 µs':>8} {'/ plain':>8} {'step µs':>8} {'CPU µs/call':>12}")
     previous = None
     for method in methods:
