@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +43,9 @@ class NewMessage:
     metadata: dict[str, Any]
     created_at: datetime | None = None
     idempotency_key: str | None = None
+    # The metadata as the JSON text that is sealed, set by check_new_messages: encoding it
+    # there (for its size) and again to seal it cost ~4 µs a message, ~8 % of a batch's CPU.
+    metadata_json: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,10 @@ def check_new_messages(
                 field=f"{where}.content",
             )
         _check_text(msg.content, f"{where}.content")
-        batch_bytes += size + len(check_metadata(msg.metadata, f"{where}.metadata", settings))
+        encoded = check_metadata(msg.metadata, f"{where}.metadata", settings)
+        # What _store seals: the message is frozen for its callers, this is its checked form.
+        object.__setattr__(msg, "metadata_json", encoded)
+        batch_bytes += size + len(encoded)
         if batch_bytes > settings.max_batch_bytes:
             raise InvalidArgument(
                 f"the batch holds more than {settings.max_batch_bytes} bytes of content and "
@@ -540,7 +546,7 @@ def _store(
         params.update(
             role=m.role,
             content=data_key.seal(m.content, "messages.content"),
-            meta=seal_json(data_key, m.metadata, "messages.metadata"),
+            meta=_sealed_metadata(data_key, m),
             created_at=m.created_at,
             ikey=m.idempotency_key,
         )
@@ -548,7 +554,7 @@ def _store(
         params.update(
             roles=[m.role for m in messages],
             contents=[data_key.seal(m.content, "messages.content") for m in messages],
-            metas=[seal_json(data_key, m.metadata, "messages.metadata") for m in messages],
+            metas=[_sealed_metadata(data_key, m) for m in messages],
             created=[m.created_at for m in messages],
             keys=[m.idempotency_key for m in messages],
         )
@@ -569,6 +575,14 @@ def _store(
         )
         for i, m in enumerate(messages)
     ]
+
+
+def _sealed_metadata(data_key: DatasetKey, message: NewMessage) -> bytes:
+    """The message's metadata sealed: the JSON check_new_messages encoded when it did
+    (the same text seal_json makes)."""
+    if message.metadata_json is None:
+        return seal_json(data_key, message.metadata, "messages.metadata")
+    return data_key.seal(message.metadata_json, "messages.metadata")
 
 
 def _receipt(row: Mapping[Any, Any], *, stored: bool) -> Receipt:
