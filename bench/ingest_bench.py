@@ -11,14 +11,19 @@ prints medians:
 - gRPC: ``IngestService.AddMessages`` through the service, one channel per client thread;
 - SQL: the statement ``services/ingest/domain.py`` runs for a thread it knows (every call
   after a thread's first), sent by psycopg from this process: one ``WITH bumped AS (UPDATE
-  threads …) INSERT … SELECT FROM unnest(…) RETURNING …`` with the route check, in
-  autocommit (as Ingest sends it);
+  threads …) INSERT … SELECT FROM unnest(…) RETURNING …`` with the route check (one
+  message: the same with scalar parameters instead of arrays), in autocommit (as Ingest
+  sends it);
 - plain: the floor of what the table takes — one plain ``INSERT INTO messages … SELECT FROM
   unnest(…)`` of the same rows with client-chosen sequences (a single-row ``INSERT …
   VALUES`` for batch 1), then commit: no thread lock, no counter, no sealing. psycopg
   sends it as BEGIN, INSERT, COMMIT: three round trips (the issue's floor);
 - plain-ac: the same INSERT in autocommit, one round trip: the floor Ingest's own
   autocommitted statement is fairly compared with;
+- echo: the bare gRPC hop — a Python gRPC server (the same sync server with a thread pool,
+  no interceptors) whose AddMessages parses the request and answers a canned response,
+  no database: what one call costs before the Ingest does anything. Its ratio over the
+  floor, plus the statement's, is as close as a Python gRPC service can get;
 - before (with ``--before DIR``): AddMessages through the Ingest of another checkout (its
   ``.venv``, e.g. a ``git worktree`` of main) on the same database, in the same rounds.
 
@@ -50,6 +55,7 @@ import itertools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -83,7 +89,7 @@ METADATA_JSON = json.dumps(METADATA, separators=(",", ":"))
 PLAIN_CONTENT = plain(CONTENT)
 PLAIN_METADATA = plain(METADATA_JSON)
 ROLES = ("user", "assistant")
-METHODS = ("grpc", "sql", "plain", "plain-ac")
+METHODS = ("grpc", "sql", "plain", "plain-ac", "echo")
 FLOORS = ("plain", "plain-ac")
 
 # What services/ingest/domain.py write_messages runs for a known thread (no idempotency
@@ -102,6 +108,22 @@ INSERT_SQL = (
     "FROM bumped b, unnest(CAST(%(roles)s AS text[]), CAST(%(contents)s AS bytea[]), "
     "CAST(%(metas)s AS bytea[]), CAST(%(created)s AS timestamptz[]), CAST(%(keys)s AS text[])) "
     "WITH ORDINALITY AS u(role, content, meta, created_at, ikey, i)) "
+    "SELECT last_sequence, now() AS received_at FROM bumped"
+)
+# The same for a one-message batch: Ingest binds one message as scalars.
+INSERT_ONE_SQL = (
+    "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + 1, "
+    "last_message_at = now(), last_activity_at = now() "
+    "WHERE dataset = 'bench' AND thread_id = %(id)s "
+    "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = 'bench' "
+    "AND d.key_id IS NOT DISTINCT FROM CAST(%(key_id)s AS uuid)) "
+    "RETURNING last_sequence), "
+    "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
+    "created_at, received_at, idempotency_key) "
+    "SELECT 'bench', %(id)s, b.last_sequence, CAST(%(role)s AS text), "
+    "CAST(%(content)s AS bytea), CAST(%(meta)s AS bytea), "
+    "coalesce(CAST(%(created_at)s AS timestamptz), now()), now(), CAST(%(ikey)s AS text) "
+    "FROM bumped b) "
     "SELECT last_sequence, now() AS received_at FROM bumped"
 )
 PLAIN_SQL = (
@@ -196,6 +218,48 @@ def make_threads(url: str, n: int) -> list[uuid.UUID]:
     return ids
 
 
+# ---- the bare gRPC hop -------------------------------------------------------------------
+
+
+def serve_echo() -> None:
+    """``--echo-server``: AddMessages answered with a canned response (the request parsed,
+    no database), on the sync server Ingest runs (a thread pool of 16); prints its port."""
+    from concurrent import futures
+
+    canned = pb.AddMessagesResponse(stored_count=1, receipts=[pb.MessageReceipt(sequence=1)])
+
+    class Echo(pb_grpc.IngestServiceServicer):
+        def AddMessages(self, request: pb.AddMessagesRequest, context: object) -> object:
+            if len(request.messages) != canned.stored_count:
+                answer = pb.AddMessagesResponse()
+                answer.CopyFrom(canned)
+                answer.stored_count = len(request.messages)
+                return answer
+            return canned
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    pb_grpc.add_IngestServiceServicer_to_server(Echo(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sys.stdout.write(f"echo listening on port {port}\n")
+    sys.stdout.flush()
+    server.wait_for_termination()
+
+
+def start_echo() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--echo-server"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("echo listening on port "):
+            return proc, f"127.0.0.1:{line.split()[-1]}"
+    raise RuntimeError("the echo server did not start")
+
+
 # ---- clients: each returns (call, close); one call stores one batch ----------------------
 
 
@@ -233,6 +297,21 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
 
     def call() -> None:
         with conn.cursor() as cur:
+            if batch == 1:
+                cur.execute(
+                    INSERT_ONE_SQL,
+                    {
+                        "id": thread_id,
+                        "key_id": KEY.key_id,
+                        "role": roles[0],
+                        "content": KEY.seal(CONTENT, "messages.content"),
+                        "meta": seal_json(KEY, METADATA, "messages.metadata"),
+                        "created_at": None,
+                        "ikey": None,
+                    },
+                )
+                assert cur.fetchone() is not None
+                return
             # Sealed per message, as Ingest does (a fresh nonce each).
             contents = [KEY.seal(CONTENT, "messages.content") for _ in range(batch)]
             metas = [seal_json(KEY, METADATA, "messages.metadata") for _ in range(batch)]
@@ -291,7 +370,7 @@ def make_clients(
 ) -> tuple[list[Client], list]:  # type: ignore[type-arg]
     threads = make_threads(url, 1 if case.same_thread else case.clients)
     per_client = [threads[0] if case.same_thread else threads[i] for i in range(case.clients)]
-    if method in addresses:  # grpc, before
+    if method in addresses:  # grpc, before, echo
         return [grpc_client(addresses[method], t, case.batch) for t in per_client], threads
     if method == "sql":
         return [sql_client(url, t, case.batch) for t in per_client], threads
@@ -371,7 +450,7 @@ def measure(
     finally:
         for _, close in clients:
             close()
-    if case.same_thread and method not in FLOORS:
+    if case.same_thread and method not in (*FLOORS, "echo"):
         check_hot_thread(url, threads[0])
     return run
 
@@ -402,7 +481,11 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="only the one-client cases (batch 1 and 100)"
     )
+    parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.echo_server:
+        serve_echo()
+        return
     # --quick: more, shorter rounds (a ratio per round, their median is what varies least).
     if args.seconds is None:
         args.seconds = 1.5 if args.quick else 3.0
@@ -438,6 +521,12 @@ def main() -> None:
                 procs.append(scheduler)
                 service_env["EPISODIC_SCHEDULER_ADDRESS"] = scheduler.address
             ingests = {"grpc": start_service("ingest", url, service_env)}
+            echo_proc, echo_address = start_echo()
+            ingests["echo"] = ServiceProcess(
+                "echo",
+                echo_proc,
+                int(echo_address.rsplit(":", 1)[1]),  # type: ignore[arg-type]
+            )
             if args.before:
                 ingests["before"] = start_service(
                     "ingest", url, service_env, python=str(args.before / ".venv/bin/python")
@@ -510,6 +599,26 @@ def main() -> None:
                 listed = " ".join(f"{r:.2f}" for r in ratios)
                 ratio_cells.append(f"{m} {statistics.median(ratios):.2f}x ({listed})")
             print(f"  {case.name:<30} {', '.join(ratio_cells)}")
+    print(
+        "\nWhat is left above the bare gRPC hop: time per message of gRPC over echo + SQL "
+        "(the statement alone and the canned-answer hop, measured in the same round), then "
+        "every round's:"
+    )
+    for case in cases:
+        if case.clients != 1:
+            continue
+        rounds = results[(case.name, "grpc")].runs
+        ratios = [
+            (1 / g.rate) / (1 / e.rate + 1 / q.rate)
+            for g, e, q in zip(
+                rounds,
+                results[(case.name, "echo")].runs,
+                results[(case.name, "sql")].runs,
+                strict=True,
+            )
+        ]
+        listed = " ".join(f"{r:.2f}" for r in ratios)
+        print(f"  {case.name:<30} {statistics.median(ratios):.2f}x ({listed})")
     if args.before:
         print(
             "\nThis checkout over --before, time per message, the median of per-round ratios "
@@ -535,6 +644,7 @@ def main() -> None:
         "\nSQL: the domain's statement for a known thread by psycopg, in autocommit (bump "
         "counter, INSERT … unnest … RETURNING). plain: INSERT of the same rows, client-chosen "
         "sequences, no lock or counter, BEGIN/INSERT/COMMIT; plain-ac: the same in autocommit. "
+        "echo: a bare Python gRPC server's canned AddMessages answer (no database). "
         "Latency: one call = one batch. ingest CPU/call: CPU time of the "
         "Ingest process per gRPC call (and cores it kept busy). The hot-row thread's "
         "sequences were checked gap- and duplicate-free after every run."

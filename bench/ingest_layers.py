@@ -1,0 +1,371 @@
+"""What each layer around AddMessages' statement costs: the Ingest rebuilt with its layers
+removed one at a time, measured side by side in one run.
+
+Starts its own embedded PostgreSQL and these servers, each a process of its own (one
+client calls one thread, batch 1 by default):
+
+- ``service``: the Ingest as deployed (``python -m episodic.services.ingest``);
+- ``copy``: this script's copy of it — the same servicer, guard, interceptors, metrics and
+  Scheduler notifier, built the way ``episodic.server.serve`` builds them (it should
+  measure like ``service``: the copy is faithful when it does);
+- ``-notifier``: the copy without the Scheduler notifier (no notice queued, no thread woken);
+- ``-interceptors``: also without any server interceptor (no request guard, guard, error
+  mapping, call metric, trace propagation);
+- ``-metrics``: also without the messages-ingested counters;
+- ``raw-psycopg``: also without SQLAlchemy: the handler parses, validates and seals as
+  Ingest does and sends the same routed statement on a per-thread psycopg connection in
+  autocommit;
+- ``echo``: a handler that answers a canned response: the bare gRPC hop (protobuf parsing of
+  the request included);
+
+and, sent by psycopg from this process, ``sql`` (the routed statement, autocommit),
+``plain`` (BEGIN, single-row INSERT, COMMIT: the issue's floor) and ``plain-ac`` (the INSERT
+in autocommit). The rounds interleave every method (rotating their order), and each
+method's time per call is the median of its rounds' p50s; each server's CPU per call comes
+from /proc. Differences between neighbouring rows are what a layer costs.
+
+Not part of pytest:
+
+    .venv/bin/python bench/ingest_layers.py [--batch 1] [--seconds 1.5] [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import grpc
+import psycopg
+
+from bench import ingest_bench as bench
+from episodic.store.db import make_engine
+from episodic.testing.database import test_server
+from episodic.testing.keys import test_vault
+from episodic.testing.processes import TEST_ENV, ServiceProcess, start_service
+from episodic.v1 import ingest_service_pb2 as pb
+
+VARIANTS = ("copy", "-notifier", "-interceptors", "-metrics", "raw-psycopg", "echo")
+
+
+# --------------------------------------------------------------------------- the servers
+
+
+class _NoNotices:
+    """A notifier that tells nobody."""
+
+    def record_activity(self, thread_id: str) -> None:
+        pass
+
+    def record_thread_started(self, thread_id: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _raw_add_messages(servicer: Any, url: str) -> Any:
+    """AddMessages on a per-thread psycopg connection: the same parsing, checks, sealing
+    and routed statement as the service, without SQLAlchemy (known threads only)."""
+    from episodic.crypto import seal_json
+    from episodic.services.ingest import domain
+    from episodic.services.ingest.servicer import _new_messages
+    from episodic.validation import parse_uuid
+
+    local = threading.local()
+    statement = bench.INSERT_SQL
+
+    def handler(request: pb.AddMessagesRequest, context: grpc.ServicerContext) -> Any:
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        messages = _new_messages(request, request.thread_id)
+        domain.check_new_messages(messages, servicer.settings)
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = psycopg.connect(url, autocommit=True)
+        key = bench.KEY
+        last, received_at = conn.execute(
+            statement,
+            {
+                "id": thread_id,
+                "n": len(messages),
+                "key_id": key.key_id,
+                "roles": [m.role for m in messages],
+                "contents": [key.seal(m.content, "messages.content") for m in messages],
+                "metas": [seal_json(key, m.metadata, "messages.metadata") for m in messages],
+                "created": [m.created_at for m in messages],
+                "keys": [m.idempotency_key for m in messages],
+            },
+        ).fetchone()  # type: ignore[misc]
+        from episodic import convert
+
+        stamp = convert.ts(received_at)
+        first = last - len(messages) + 1
+        return pb.AddMessagesResponse(
+            stored_count=len(messages),
+            thread_id=str(thread_id),
+            receipts=[
+                pb.MessageReceipt(
+                    sequence=first + i, stored=True, created_at=stamp, received_at=stamp
+                )
+                for i in range(len(messages))
+            ],
+        )
+
+    return handler
+
+
+def serve_variant(variant: str, url: str) -> None:
+    """Runs the copy of the Ingest with the layers ``variant`` removes (cumulative, in the
+    order of VARIANTS) until killed; prints its port."""
+    from concurrent import futures
+
+    from episodic import metrics
+    from episodic.config import get_settings
+    from episodic.guard import Guard
+    from episodic.server import (
+        GRPC_SERVICES,
+        CallInterceptor,
+        auth_required,
+        setup_logging,
+        start_metrics,
+    )
+    from episodic.services.ingest import __main__ as ingest_main
+    from episodic.services.ingest.servicer import IngestServicer, register
+    from episodic.store.vault import make_vault
+    from episodic.telemetry import grpc_server_interceptor
+
+    wait = 0.0
+    linger = None
+    if variant == "copy-linger0":  # the copy, its notices sent as they come (no linger)
+        linger, variant = 0.0, "copy"
+    if variant.startswith("echo-wait"):  # echo-wait=SECONDS: the canned answer after a sleep
+        wait = float(variant.split("=")[1])
+        variant = "echo"
+    removed = VARIANTS[: VARIANTS.index(variant) + 1]
+    settings = get_settings()
+    setup_logging("ingest")
+    start_metrics("ingest", settings)
+    engine = make_engine(
+        settings.database.sqlalchemy_url(),
+        pool_size=settings.database.db_pool_size,
+        application_name="episodic-ingest",
+    )
+    vault = make_vault(settings.privacy)
+    if "-notifier" in removed:
+        notifier: Any = _NoNotices()
+    else:
+        channel = grpc.insecure_channel(
+            settings.service.address_of("scheduler"), options=ingest_main.NOTIFY_CHANNEL_OPTIONS
+        )
+        from episodic.services.ingest.notifier import SchedulerNotifier
+        from episodic.telemetry import instrument_grpc_client
+
+        notifier = SchedulerNotifier(
+            instrument_grpc_client(channel),
+            timeout=settings.ingest.scheduler_notify_timeout.total_seconds(),
+            **({"linger": linger} if linger is not None else {}),
+        )
+    servicer = IngestServicer(engine, settings.ingest, notifier, vault)
+    if "-metrics" in removed:
+        metrics.messages_ingested = lambda roles: None  # type: ignore[assignment]
+        metrics.messages_deduplicated = lambda count: None  # type: ignore[assignment]
+    if "raw-psycopg" in removed:
+        servicer.AddMessages = _raw_add_messages(servicer, url)  # type: ignore[method-assign]
+    if "echo" in removed:
+        canned = pb.AddMessagesResponse(stored_count=1, receipts=[pb.MessageReceipt(sequence=1)])
+
+        def echo(request: pb.AddMessagesRequest, context: grpc.ServicerContext) -> Any:
+            if wait:
+                time.sleep(wait)
+            return canned
+
+        servicer.AddMessages = echo  # type: ignore[method-assign]
+    interceptors: list[grpc.ServerInterceptor] = []
+    if "-interceptors" in removed:
+        # No guard: every handler runs as the guard's anonymous principal (loopback, no keys).
+        import contextvars
+
+        from episodic import access
+
+        access._current = contextvars.ContextVar("principal", default=access.ANONYMOUS)
+    else:
+        guard = Guard(engine, [GRPC_SERVICES["ingest"]], required=auth_required(settings))
+        interceptors = [grpc_server_interceptor(), CallInterceptor(guard)]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=settings.service.grpc_workers),
+        interceptors=interceptors,
+        options=[("grpc.so_reuseport", 0)],
+    )
+    register(server, servicer)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sys.stdout.write(f"listening on port {port}\n")
+    sys.stdout.flush()
+    server.wait_for_termination()
+
+
+# --------------------------------------------------------------------------- the client
+
+
+def start_variant(
+    variant: str, url: str, scheduler: str | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    env = {
+        **os.environ,
+        **TEST_ENV,
+        **({"EPISODIC_SCHEDULER_ADDRESS": scheduler} if scheduler else {}),
+        "EPISODIC_DATABASE_URL": url,
+        "EPISODIC_DB_POOL_SIZE": "10",
+        "EPISODIC_LOG_LEVEL": "ERROR",
+    }
+    from episodic.testing.keys import keyring_file
+
+    env["EPISODIC_MASTER_KEY_FILE"] = str(keyring_file())
+    proc = subprocess.Popen(
+        [sys.executable, __file__, f"--serve={variant}", "--url", url, "--key-of", "bench"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("listening on port "):
+            return proc, f"127.0.0.1:{line.split()[-1]}"
+    raise RuntimeError(f"{variant} did not start")
+
+
+def p50_per_call(call: Any, seconds: float) -> tuple[float, int]:
+    times = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6, len(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=1.5)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--scheduler",
+        action="store_true",
+        help="a real Scheduler receives the notices (else its address points nowhere), and "
+        "the copy also runs with notices sent as they come (copy-linger0)",
+    )
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--key-of", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        # The parent's keyring (EPISODIC_MASTER_KEY_FILE) opens the bench dataset's key.
+        from episodic.config import get_settings
+        from episodic.store.vault import make_vault
+
+        engine = make_engine(args.url, pool_size=1)
+        with engine.begin() as conn:
+            bench.KEY = make_vault(get_settings().privacy).for_write(conn, args.key_of)
+        engine.dispose()
+        serve_variant(args.serve, args.url)
+        return
+
+    print(f"load average before: {bench.loadavg()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="ingest-layers-") as tmp, test_server(Path(tmp)) as dbs:
+        url = dbs.create()
+        engine = make_engine(url, pool_size=1)
+        with engine.begin() as conn:
+            bench.KEY = test_vault(encrypt=True).for_write(conn, "bench")
+        engine.dispose()
+        servers: dict[str, tuple[Any, str]] = {}
+        service: ServiceProcess | None = None
+        scheduler: ServiceProcess | None = None
+        try:
+            env = {"EPISODIC_DB_POOL_SIZE": "10", "EPISODIC_LOG_LEVEL": "ERROR"}
+            if args.scheduler:
+                scheduler = start_service(
+                    "scheduler", url, {**env, "EPISODIC_SCHEDULER_POLL_INTERVAL": "1"}
+                )
+                env["EPISODIC_SCHEDULER_ADDRESS"] = scheduler.address
+            service = start_service("ingest", url, env)
+            servers["service"] = (service.proc, service.address)
+            variants = ("copy-linger0", *VARIANTS) if args.scheduler else VARIANTS
+            for variant in variants:
+                servers[variant] = start_variant(
+                    variant, url, scheduler.address if scheduler else None
+                )
+            methods = [*servers, "sql", "plain", "plain-ac"]
+            calls = {}
+            closers = []
+            for method in methods:
+                thread = bench.make_threads(url, 1)[0]
+                if method in servers:
+                    call, close = bench.grpc_client(servers[method][1], thread, args.batch)
+                elif method == "sql":
+                    call, close = bench.sql_client(url, thread, args.batch)
+                else:
+                    import itertools
+
+                    call, close = bench.plain_client(
+                        url, thread, args.batch, itertools.count(1), autocommit=method == "plain-ac"
+                    )
+                calls[method] = call
+                closers.append(close)
+                for _ in range(200):  # warm: the route remembered, statements prepared
+                    call()
+            p50s: dict[str, list[float]] = {m: [] for m in methods}
+            cpu: dict[str, list[float]] = {m: [] for m in servers}
+            for round_ in range(args.repeats):
+                shift = round_ % len(methods)
+                for method in methods[shift:] + methods[:shift]:
+                    before = bench.process_cpu(servers[method][0].pid) if method in servers else 0
+                    p50, n = p50_per_call(calls[method], args.seconds)
+                    p50s[method].append(p50)
+                    if method in servers:
+                        used = bench.process_cpu(servers[method][0].pid) - before
+                        cpu[method].append(used * 1e6 / n)
+                print(f"round {round_ + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+            for close in closers:
+                close()
+        finally:
+            for name, (proc, _) in servers.items():
+                if name != "service":
+                    proc.kill()
+                    proc.wait()
+            for each in (service, scheduler):
+                if each is not None:
+                    each.terminate()
+    print(f"load average after: {bench.loadavg()}")
+    floor = statistics.median(p50s["plain"])
+    print(
+        f"\nAddMessages batch {args.batch}, one client, p50 per call (median of {args.repeats} "
+        f"rounds of {args.seconds:g} s), server CPU per call:\n"
+    )
+    if scheduler is not None:
+        print("(a real Scheduler received the notices)")
+    print(f"{'method':<16} {'p50 µs':>8} {'/ plain':>8} {'step µs':>8} {'CPU µs/call':>12}")
+    previous = None
+    for method in methods:
+        p50 = statistics.median(p50s[method])
+        step = f"{previous - p50:8.0f}" if previous is not None and method in servers else ""
+        used = f"{statistics.median(cpu[method]):12.0f}" if method in cpu else ""
+        print(f"{method:<16} {p50:8.0f} {p50 / floor:7.2f}x {step:>8} {used}")
+        previous = p50 if method in servers else previous
+    print("\np50 in each round:")
+    for method in methods:
+        print(f"  {method:<16} " + " ".join(f"{x:.0f}" for x in p50s[method]))
+
+
+if __name__ == "__main__":
+    main()
