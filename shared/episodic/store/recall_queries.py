@@ -69,7 +69,11 @@ from sqlalchemy import Connection, RowMapping, TextClause, text
 from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
-from episodic.store.recall_index import query_tokens, weighted_query_tokens
+from episodic.store.recall_index import (
+    TEXT_SEARCH_CONFIG,
+    query_tokens,
+    weighted_query_tokens,
+)
 from episodic.store.relevance import relevance_sql
 
 __all__ = [
@@ -85,15 +89,18 @@ __all__ = [
     "LEXICAL_SHARE",
     "RECENCY_SPAN",
     "Approximation",
+    "Opening",
     "Ranking",
     "RankingOptions",
     "RecallFilters",
+    "blinded_lexemes",
     "count_up_to",
     "list_episodes",
     "named_time_params",
     "rank",
     "rank_episodes",
     "ranked_recency_sql",
+    "read_opening",
     "recall_sql",
     "recall_statement",
     "relevant_sql",
@@ -1162,6 +1169,7 @@ def rank(
     min_relevance: float = 0.0,
     approximate: Approximation | None = None,
     options: RankingOptions = DEFAULT_RANKING,
+    read_lexemes: Sequence[tuple[str, bool]] | None = None,
 ) -> Ranking:
     """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
     ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
@@ -1174,7 +1182,8 @@ def rank(
     absolute relevance is below ``min_relevance`` are left out (without one, nothing is
     matched and ``min_relevance`` does not apply). ``approximate``: score only a generous
     candidate set of the dataset (a large one) instead of every episode. ``options``:
-    :class:`RankingOptions`."""
+    :class:`RankingOptions`. ``read_lexemes``: the query's lexemes as :func:`read_opening`
+    read them (then no round trip for them here); None: they are read now."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
     params: dict[str, object] = {
@@ -1192,7 +1201,12 @@ def rank(
     lexemes: list[str] | None = None
     if with_query:
         assert query is not None
-        if options.weight_generic_terms:
+        if read_lexemes is not None:
+            weighted = blinded_lexemes(key, read_lexemes)
+            lexemes = params["lexemes"] = [t for t, _ in weighted]
+            if options.weight_generic_terms:
+                params["weights"] = [w for _, w in weighted]
+        elif options.weight_generic_terms:
             weighted = weighted_query_tokens(conn, key, query)
             lexemes = params["lexemes"] = [t for t, _ in weighted]
             params["weights"] = [w for _, w in weighted]
@@ -1246,6 +1260,108 @@ def count_up_to(conn: Connection, dataset: str, bound: int) -> int:
             ),
             {"dataset": dataset, "bound": bound},
         ).scalar_one()
+    )
+
+
+# ---- before the ranking: one round trip ----------------------------------------------
+#
+# A recall needs three things before its ranking statement: the dataset's key (to blind the
+# query's words and open the rows), the query's lexemes (stemmed by the database, in the
+# dataset's text search configuration), and, the first time a process sees the dataset,
+# whether it is large enough for the approximate path. Sent one by one they were three
+# round trips besides the ranking; :func:`read_opening` reads them in one.
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What :func:`read_opening` read, in one snapshot."""
+
+    #: The dataset's ``datasets`` row key columns (``key_id``, ``master_key_id``,
+    #: ``wrapped_key``), or None when the dataset has no row (stored in the clear).
+    key_row: RowMapping | None
+    #: The query's distinct lexemes, each with whether it is a generic question word
+    #: (:data:`episodic.query_focus.GENERIC_WORDS`); None when no query was given.
+    lexemes: list[tuple[str, bool]] | None
+    #: How many completed episodes the dataset has, counted no further than the bound
+    #: asked for (:func:`count_up_to`); None when no bound was given.
+    size: int | None
+
+
+@lru_cache(maxsize=8)
+def _opening_statement(with_query: bool, with_generic: bool, with_size: bool) -> TextClause:
+    config = f"CAST(coalesce(d.text_search_config, '{TEXT_SEARCH_CONFIG}') AS regconfig)"
+    size = (
+        "(SELECT count(*) FROM (SELECT 1 FROM episodes WHERE dataset = :dataset "
+        "AND status = 'completed' LIMIT :bound) x)"
+        if with_size
+        else "NULL::bigint"
+    )
+    # Stemming the generic words costs ~0.5 ms: only when the ranking weighs them.
+    generic = (
+        f"u.lexeme IN (SELECT g.lexeme FROM unnest(to_tsvector({config}, :generic)) g)"
+        if with_generic
+        else "false"
+    )
+    lexemes = (
+        f"""(SELECT array_agg(ARRAY[u.lexeme, ({generic})::text] ORDER BY u.lexeme)
+             FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, :q))) u)"""
+        if with_query
+        else "NULL::text[]"
+    )
+    return text(
+        f"""
+        SELECT d.dataset IS NOT NULL AS has_row, d.key_id, d.master_key_id, d.wrapped_key,
+               {lexemes} AS lexemes, {size} AS size
+        FROM (SELECT 1) one LEFT JOIN datasets d ON d.dataset = :dataset
+        """
+    )
+
+
+def read_opening(
+    conn: Connection,
+    dataset: str,
+    *,
+    query: str | None,
+    size_bound: int | None,
+    generic: bool = False,
+) -> Opening:
+    """The dataset's key row, ``query``'s lexemes (when given) and its size counted up to
+    ``size_bound`` (when given), in one statement: what :func:`count_up_to`, the key lookup
+    of :meth:`episodic.store.vault.Vault.for_read` and the lexemes of
+    :func:`~episodic.store.recall_index.query_tokens` read, in the same configuration.
+    ``generic``: also mark each lexeme that a generic question word stems to (for
+    ``RankingOptions.weight_generic_terms``; else every lexeme is marked not generic)."""
+    from episodic.query_focus import GENERIC_WORDS
+
+    params: dict[str, object] = {"dataset": dataset}
+    if query is not None:
+        params["q"] = query
+        if generic:
+            params["generic"] = GENERIC_WORDS
+    if size_bound is not None:
+        params["bound"] = size_bound
+    statement = _opening_statement(query is not None, generic, size_bound is not None)
+    row = conn.execute(statement, params).mappings().one()
+    lexemes = None
+    if query is not None:
+        lexemes = [(lexeme, marked == "true") for lexeme, marked in row["lexemes"] or []]
+    return Opening(
+        key_row=row if row["has_row"] else None,
+        lexemes=lexemes,
+        size=None if row["size"] is None else int(row["size"]),
+    )
+
+
+def blinded_lexemes(
+    key: DatasetKey, lexemes: Sequence[tuple[str, bool]]
+) -> list[tuple[str, float]]:
+    """``lexemes`` (:attr:`Opening.lexemes`) as ``key``'s tokens with their query-side
+    weights, sorted: what :func:`~episodic.store.recall_index.weighted_query_tokens`
+    returns (its tokens alone are :func:`~episodic.store.recall_index.query_tokens`')."""
+    from episodic.query_focus import GENERIC_WEIGHT
+
+    return sorted(
+        (key.token(lexeme), GENERIC_WEIGHT if generic else 1.0) for lexeme, generic in lexemes
     )
 
 
