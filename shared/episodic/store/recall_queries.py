@@ -1112,6 +1112,28 @@ def _compiled(
     )
 
 
+def _driver_form(sql: str) -> str:
+    """``sql`` as SQLAlchemy's psycopg dialect compiles ``text(sql)`` (``:name`` becomes
+    ``%(name)s``), for :meth:`~sqlalchemy.engine.Connection.exec_driver_sql`: a statement
+    sent on every call then skips SQLAlchemy's per-call compilation and parameter
+    processing (its events still fire, its errors are still wrapped)."""
+    from sqlalchemy.dialects.postgresql import psycopg
+
+    return str(text(sql).compile(dialect=psycopg.dialect()))
+
+
+@lru_cache(maxsize=16)
+def _driver_statement(
+    with_query: bool,
+    with_vector: bool,
+    options: RankingOptions,
+) -> str:
+    """The exact ranking statement (:func:`recall_statement`) in the driver's form."""
+    return _driver_form(
+        recall_statement(with_query=with_query, with_vector=with_vector, options=options)
+    )
+
+
 #: How the approximate statement is planned (see :func:`rank`).
 CUSTOM_PLANS = "force_custom_plan"
 
@@ -1229,7 +1251,8 @@ def rank(
         approximate is not None and approximate.exact_cosine,
     )
     if approximate is None:
-        rows = list(conn.execute(statement, params).mappings())
+        exact = _driver_statement(with_query, with_vector, options)
+        rows = list(conn.exec_driver_sql(exact, params).mappings())  # type: ignore[arg-type]
     else:
         # psycopg prepares a statement run five times on a connection, and PostgreSQL then
         # switches to a generic plan (one planned before the dataset and the query's words
@@ -1288,7 +1311,7 @@ class Opening:
 
 
 @lru_cache(maxsize=8)
-def _opening_statement(with_query: bool, with_generic: bool, with_size: bool) -> TextClause:
+def _opening_statement(with_query: bool, with_generic: bool, with_size: bool) -> str:
     config = f"CAST(coalesce(d.text_search_config, '{TEXT_SEARCH_CONFIG}') AS regconfig)"
     size = (
         "(SELECT count(*) FROM (SELECT 1 FROM episodes WHERE dataset = :dataset "
@@ -1308,7 +1331,7 @@ def _opening_statement(with_query: bool, with_generic: bool, with_size: bool) ->
         if with_query
         else "NULL::text[]"
     )
-    return text(
+    return _driver_form(
         f"""
         SELECT d.dataset IS NOT NULL AS has_row, d.key_id, d.master_key_id, d.wrapped_key,
                {lexemes} AS lexemes, {size} AS size
@@ -1341,7 +1364,7 @@ def read_opening(
     if size_bound is not None:
         params["bound"] = size_bound
     statement = _opening_statement(query is not None, generic, size_bound is not None)
-    row = conn.execute(statement, params).mappings().one()
+    row = conn.exec_driver_sql(statement, params).mappings().one()  # type: ignore[arg-type]
     lexemes = None
     if query is not None:
         lexemes = [(lexeme, marked == "true") for lexeme, marked in row["lexemes"] or []]
