@@ -478,6 +478,62 @@ def diagnose(
     sys.stdout.flush()
 
 
+#: The --breakdown paths (see breakdown_paths).
+BREAKDOWN = {"normal grpc stub", "normal in-process", "health check"}
+
+
+def breakdown_paths(stack: ExitStack, url: str, address: str) -> dict[str, object]:
+    """The --breakdown paths, each a function of (dataset, query): Recall through a bare
+    gRPC stub on a plain channel (what the SDK adds is the difference to ``normal grpc``),
+    the Recall servicer's domain called in this process on an engine configured as the
+    service's (its statements and Python, no gRPC), and a health check through the
+    service's server (one gRPC round trip and the interceptors, no work)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from episodic import access
+    from episodic.config import EmbeddingSettings, PrivacySettings, Settings
+    from episodic.providers import make_embedder
+    from episodic.services.recall.__main__ import engine_options
+    from episodic.services.recall.servicer import RecallServicer
+    from episodic.store.db import make_engine
+    from episodic.store.vault import make_vault
+    from episodic.testing.keys import keyring_file
+    from episodic.v1 import recall_service_pb2 as pb
+    from episodic.v1 import recall_service_pb2_grpc as pb_grpc
+
+    channel = stack.enter_context(grpc.insecure_channel(address))
+    stub = pb_grpc.RecallServiceStub(channel)
+    health = health_pb2_grpc.HealthStub(channel)
+    settings = Settings()  # as the service runs: the hashing embedder, the test keyring
+    engine = make_engine(url, pool_size=2, **engine_options(settings))
+    stack.callback(engine.dispose)
+    servicer = RecallServicer(
+        engine,
+        settings.recall,
+        make_embedder(EmbeddingSettings(embedding_provider="hashing"), DIM),
+        make_vault(PrivacySettings(master_key_file=keyring_file())),
+    )
+    include = [pb.RECALL_INCLUDE_EPISODES]
+
+    class NoDeadline:
+        def time_remaining(self) -> None:
+            return None
+
+    def in_process(dataset: str, query: str) -> object:
+        with access.running_as(access.ANONYMOUS):
+            request = pb.RecallRequest(dataset=dataset, query=query, include=include)
+            return servicer.Recall(request, NoDeadline())  # type: ignore[arg-type]
+
+    return {
+        "normal grpc stub": lambda d, q: stub.Recall(
+            pb.RecallRequest(dataset=d, query=q, include=include), timeout=120
+        ),
+        "normal in-process": in_process,
+        "health check": lambda d, q: health.Check(health_pb2.HealthCheckRequest(), timeout=30),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=1_000_000)
@@ -522,6 +578,21 @@ def main(argv: list[str] | None = None) -> int:
         "--recall-on",
         help=f"comma-separated heavy datasets to measure recall@N on (default {HEAVY}, and "
         f"{CLUSTERED} when the store has it)",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="with the normal paths, also time in the same run: Recall through a bare gRPC "
+        "stub (no SDK), the service's domain in this process (no gRPC: the service's "
+        "statements and Python), and a health check through the same server (the gRPC hop "
+        "and the interceptors with no work): where the gRPC path's time over the SQL goes",
+    )
+    parser.add_argument(
+        "--before-tree",
+        metavar="DIR",
+        help="a checkout of older code with its own .venv (e.g. a git worktree of main): its "
+        "Recall service runs beside this one on the same store and is timed on the same "
+        "normal-dataset queries (normal grpc before): the hop's before/after in one run",
     )
     parser.add_argument(
         "--keep",
@@ -610,6 +681,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         stack.callback(service.terminate)
         client = stack.enter_context(EpisodicClient(recall=service.address, timeout=120))
+        older_client = None
+        if args.before_tree:
+            older = start_service(
+                "recall",
+                url,
+                {"EPISODIC_LOG_LEVEL": "WARNING", "EPISODIC_RECALL_STATEMENT_TIMEOUT": "120"},
+                timeout=120,
+                python=str(Path(args.before_tree) / ".venv" / "bin" / "python"),
+            )
+            stack.callback(older.terminate)
+            older_client = stack.enter_context(EpisodicClient(recall=older.address, timeout=120))
         sql = stack.enter_context(psycopg.connect(url, autocommit=True))
         register_vector(sql)
         # The Recall service's session settings (services/recall/__main__.py).
@@ -713,15 +795,24 @@ def main(argv: list[str] | None = None) -> int:
             return 0
 
         times: dict[str, list[float]] = {
-            k: [] for k in ("normal grpc", "normal sql", "heavy grpc", "heavy sql")
+            k: [] for k in ("normal grpc", "normal sql", "heavy grpc", "heavy sql", *BREAKDOWN)
         }
-        timed = {"normal grpc", "normal sql"} if args.normal_only else set(times)
+        timed = {"normal grpc", "normal sql"} if args.normal_only else set(times) - BREAKDOWN
+        if older_client is not None:
+            timed.add("normal grpc before")
+            times["normal grpc before"] = []
+        broken_down: dict[str, object] = {}
+        if args.breakdown:
+            timed |= BREAKDOWN
+            broken_down = breakdown_paths(stack, url, service.address)
         if args.queries == 0:
             timed = set()
         for _ in range(20 if timed else 0):  # warm-up: the service learns the heavy dataset's size
             if not args.normal_only:
                 client.recall(HEAVY, words())
             client.recall(f"ds-{rng.randrange(args.datasets):05d}", words())
+            if older_client is not None:
+                older_client.recall(f"ds-{rng.randrange(args.datasets):05d}", words())
         log(f"measuring {args.queries} queries per path …")
         for i in range(args.queries):
             normal = f"ds-{rng.randrange(args.datasets):05d}"
@@ -732,6 +823,14 @@ def main(argv: list[str] | None = None) -> int:
                 ("normal sql", lambda d=normal, q=query: bare(exact_sql, d, q)),
                 ("heavy grpc", lambda q=query: client.recall(HEAVY, q)),
                 ("heavy sql", lambda q=query: bare(service_sql, HEAVY, q)),
+                (
+                    "normal grpc before",
+                    lambda d=normal, q=query: older_client.recall(d, q),  # type: ignore[union-attr]
+                ),
+                *[
+                    (name, lambda d=normal, q=query, run=run: run(d, q))
+                    for name, run in broken_down.items()
+                ],
             ]
             paths = [(k, run) for k, run in paths if k in timed]
             rng.shuffle(paths)
@@ -758,11 +857,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         if stats:
             print_latency_table(stats)
-        for g, s in (("normal grpc", "normal sql"), ("heavy grpc", "heavy sql")):
+        for g, s in (
+            ("normal grpc", "normal sql"),
+            ("heavy grpc", "heavy sql"),
+            ("normal grpc before", "normal sql"),
+            ("normal grpc", "normal grpc before"),
+            ("normal grpc stub", "normal sql"),
+            ("normal in-process", "normal sql"),
+        ):
             if g not in stats:
                 continue
             a, b = stats[g], stats[s]
-            print(f"{g} / {s}: p50 {a['p50'] / b['p50']:.2f}x, p99 {a['p99'] / b['p99']:.2f}x")
+            print(
+                f"{g} / {s}: p50 {a['p50'] / b['p50']:.2f}x "
+                f"(+{1000 * (a['p50'] - b['p50']):.2f} ms), p99 {a['p99'] / b['p99']:.2f}x "
+                f"(+{1000 * (a['p99'] - b['p99']):.2f} ms)"
+            )
 
         # recall@N of the approximate path against the exact ranking, per heavy dataset:
         # the exact statement, the approximate one as configured, the approximate one with

@@ -182,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=2_000)
     parser.add_argument("--database-url", help="admin URL of a PostgreSQL with pgvector")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--before-tree",
+        metavar="DIR",
+        help="a checkout of older code with its own .venv (e.g. a git worktree of main): its "
+        "Recall service (hashing embedder) runs beside this one on the same store and is "
+        "timed on the same queries (grpc before): before/after in one run",
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
@@ -208,6 +215,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         stack.callback(minilm.terminate)
         fast = stack.enter_context(EpisodicClient(recall=hashing.address, timeout=30))
+        older = None
+        if args.before_tree:
+            before = start_service(
+                "recall",
+                url,
+                {"EPISODIC_LOG_LEVEL": "WARNING"},
+                timeout=120,
+                python=str(Path(args.before_tree) / ".venv" / "bin" / "python"),
+            )
+            stack.callback(before.terminate)
+            older = stack.enter_context(EpisodicClient(recall=before.address, timeout=30))
         real = stack.enter_context(EpisodicClient(recall=minilm.address, timeout=30))
         embedder = make_embedder(EmbeddingSettings(embedding_provider="minilm"), 384)
         embedder.check()
@@ -240,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                 "grpc+minilm",
                 "grpc recency-only",
                 "sql recency-only",
+                *(["grpc before", "grpc recency-only before"] if older else []),
             )
         }
         sql_conn = stack.enter_context(psycopg.connect(url, autocommit=True))
@@ -249,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
             fast.recall(dataset, query)
             real.recall(dataset, query)
             fast.recall(dataset)
+            if older is not None:
+                older.recall(dataset, query)
+                older.recall(dataset)
         log(f"measuring {len(work)} queries per path …")
         for i, (dataset, query) in enumerate(work):
             vector = hasher.embed_query(query)
@@ -277,6 +299,11 @@ def main(argv: list[str] | None = None) -> int:
                     ).fetchall(),
                 ),
             ]
+            if older is not None:
+                paths += [
+                    ("grpc before", lambda d=dataset, q=query: older.recall(d, q)),
+                    ("grpc recency-only before", lambda d=dataset: older.recall(d)),
+                ]
             rng.shuffle(paths)
             for key, run in paths:
                 t = time.perf_counter()
@@ -293,7 +320,16 @@ def main(argv: list[str] | None = None) -> int:
             "queries per path, top 3 (ms):\n"
         )
         print_latency_table(stats)
-        for grpc_key, sql_key in (("grpc", "sql"), ("grpc recency-only", "sql recency-only")):
+        for grpc_key, sql_key in (
+            ("grpc", "sql"),
+            ("grpc recency-only", "sql recency-only"),
+            ("grpc before", "sql"),
+            ("grpc recency-only before", "sql recency-only"),
+            ("grpc", "grpc before"),
+            ("grpc recency-only", "grpc recency-only before"),
+        ):
+            if grpc_key not in stats:
+                continue
             g, s = stats[grpc_key], stats[sql_key]
             print(
                 f"{grpc_key} / {sql_key}: p50 {g['p50'] / s['p50']:.2f}x "

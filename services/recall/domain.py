@@ -19,10 +19,10 @@ from sqlalchemy import Connection
 
 from episodic import convert
 from episodic.config import RecallSettings
-from episodic.crypto import WrongKey
+from episodic.crypto import ClearKey, WrongKey
 from episodic.errors import EpisodicError, InvalidArgument
 from episodic.providers.entities import normalise_entity
-from episodic.query_focus import strip_stop_phrases
+from episodic.query_focus import strip_stop_phrases, word_forms
 from episodic.store import entities
 from episodic.store import recall_queries as q
 from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions, RecallFilters
@@ -264,12 +264,26 @@ class DatasetSizes:
         self.approximation = approximation
         self._seen: dict[str, int] = {}
 
+    def probe_bound(self, dataset: str) -> int | None:
+        """How far to count ``dataset``'s episodes before ranking it (None: its size is
+        known; the count rides on the call's opening statement, :func:`_rank`)."""
+        return None if dataset in self._seen else self.threshold + 1
+
     def path(self, conn: Connection, dataset: str) -> q.Approximation | None:
-        """The approximation to rank ``dataset`` with, or None for the exact path."""
+        """The approximation to rank ``dataset`` with, or None for the exact path (probing
+        its size with a statement of its own the first time)."""
         size = self._seen.get(dataset)
         if size is None:
             size = q.count_up_to(conn, dataset, self.threshold + 1)
             self.saw(dataset, size)
+        return self.approximation if size > self.threshold else None
+
+    def path_probed(self, dataset: str, probed: int | None) -> q.Approximation | None:
+        """:meth:`path` when the count :meth:`probe_bound` asked for (if it asked) was read
+        with another statement: ``probed``."""
+        if probed is not None:
+            self.saw(dataset, probed)
+        size = self._seen.get(dataset, 0)
         return self.approximation if size > self.threshold else None
 
     def saw(self, dataset: str, size: int) -> None:
@@ -281,13 +295,39 @@ class DatasetSizes:
 def _rank(
     conn: Connection, vault: Vault, dataset: str, **ranking: Any
 ) -> tuple[list[dict[str, Any]], int]:
-    """rank_episodes with the dataset's key, rows opened. A key gone stale (the dataset was
-    erased and created again since it was cached) is noticed on the rows and the ranking
-    redone with the new one: the query's tokens must be the new key's too."""
+    """rank_episodes with the dataset's key, rows opened. The key, the query's lexemes (and
+    their word forms) and (the first time) the dataset's size are read in one statement before the ranking
+    (:func:`~episodic.store.recall_queries.read_opening`): two round trips per call. A key
+    gone stale (the dataset was erased and created again since it was cached) is noticed on
+    the rows and the ranking redone with the new one: the query's tokens must be the new
+    key's too."""
     events: EventScope | None = ranking.pop("events", None)
     sizes: DatasetSizes | None = ranking.pop("sizes", None)
-    approximate = sizes.path(conn, dataset) if sizes is not None else None
-    key = vault.for_read(conn, dataset)
+    query = ranking["query"]
+    with_query = bool(query and query.strip()) and ranking["similarity_weight"] > 0
+    bound = sizes.probe_bound(dataset) if sizes is not None else None
+    if with_query or bound is not None:
+        options = ranking.get("options", DEFAULT_RANKING)
+        opening = q.read_opening(
+            conn,
+            dataset,
+            query=query if with_query else None,
+            size_bound=bound,
+            generic=options.weight_generic_terms,
+            forms=word_forms(query) if with_query and options.word_forms else (),
+        )
+        row = opening.key_row
+        key = (
+            vault.key_of(dataset, row["key_id"], row["master_key_id"], row["wrapped_key"])
+            if row is not None
+            else ClearKey(dataset)  # no row yet: what Vault.for_read answers for one
+        )
+        ranking["opening"] = opening
+        probed = opening.size
+    else:  # nothing to read before the ranking but the key, which is usually cached
+        key = vault.for_read(conn, dataset)
+        probed = None
+    approximate = sizes.path_probed(dataset, probed) if sizes is not None else None
     try:
         opened, count = _rank_with(conn, key, events, approximate, ranking)
     except WrongKey:
@@ -305,9 +345,16 @@ def _rank_with(
     approximate: q.Approximation | None,
     ranking: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], int]:
-    shared = {k: v for k, v in ranking.items() if k != "options"}
+    shared = {k: v for k, v in ranking.items() if k not in ("options", "opening")}
     options = ranking.get("options", DEFAULT_RANKING)
-    ranked = q.rank(conn, key=key, approximate=approximate, options=options, **shared)
+    ranked = q.rank(
+        conn,
+        key=key,
+        approximate=approximate,
+        options=options,
+        opening=ranking.get("opening"),
+        **shared,
+    )
     opened = [open_row(key, r, "episodes") for r in ranked.rows]
     if events is not None:  # events join the candidates (services/recall/events.py)
         opened = recall_events.merge(

@@ -70,7 +70,7 @@ from sqlalchemy import Connection, RowMapping, TextClause, text
 from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
-from episodic.store.recall_index import DATASET_CONFIG, query_tokens
+from episodic.store.recall_index import DATASET_CONFIG, TEXT_SEARCH_CONFIG, query_tokens
 from episodic.store.relevance import relevance_sql
 
 __all__ = [
@@ -87,15 +87,19 @@ __all__ = [
     "RECENCY_SPAN",
     "THIRD_PASS_WEIGHTS",
     "Approximation",
+    "Opening",
     "Ranking",
     "RankingOptions",
     "RecallFilters",
+    "blinded_lexemes",
     "count_up_to",
     "list_episodes",
     "named_time_params",
+    "query_term_tokens",
     "rank",
     "rank_episodes",
     "ranked_recency_sql",
+    "read_opening",
     "recall_sql",
     "recall_statement",
     "relevant_sql",
@@ -1197,6 +1201,28 @@ def _compiled(
     )
 
 
+def _driver_form(sql: str) -> str:
+    """``sql`` as SQLAlchemy's psycopg dialect compiles ``text(sql)`` (``:name`` becomes
+    ``%(name)s``), for :meth:`~sqlalchemy.engine.Connection.exec_driver_sql`: a statement
+    sent on every call then skips SQLAlchemy's per-call compilation and parameter
+    processing (its events still fire, its errors are still wrapped)."""
+    from sqlalchemy.dialects.postgresql import psycopg
+
+    return str(text(sql).compile(dialect=psycopg.dialect()))
+
+
+@lru_cache(maxsize=16)
+def _driver_statement(
+    with_query: bool,
+    with_vector: bool,
+    options: RankingOptions,
+) -> str:
+    """The exact ranking statement (:func:`recall_statement`) in the driver's form."""
+    return _driver_form(
+        recall_statement(with_query=with_query, with_vector=with_vector, options=options)
+    )
+
+
 #: How the approximate statement is planned (see :func:`rank`).
 CUSTOM_PLANS = "force_custom_plan"
 
@@ -1254,6 +1280,7 @@ def rank(
     min_relevance: float = 0.0,
     approximate: Approximation | None = None,
     options: RankingOptions = DEFAULT_RANKING,
+    opening: Opening | None = None,
 ) -> Ranking:
     """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
     ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
@@ -1266,7 +1293,9 @@ def rank(
     absolute relevance is below ``min_relevance`` are left out (without one, nothing is
     matched and ``min_relevance`` does not apply). ``approximate``: score only a generous
     candidate set of the dataset (a large one) instead of every episode. ``options``:
-    :class:`RankingOptions`."""
+    :class:`RankingOptions`. ``opening``: what :func:`read_opening` read for this call
+    (with the query's lexemes, and their word forms under ``options.word_forms``: then no
+    round trip for them here); None: they are read now."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
     params: dict[str, object] = {
@@ -1284,14 +1313,20 @@ def rank(
     lexemes: list[str] | None = None
     if with_query:
         assert query is not None
-        if options.weighted_terms():
+        weighted: list[tuple[str, float, str]] | None = None
+        if opening is not None and opening.lexemes is not None:
+            weighted = query_term_tokens(key, opening.lexemes, opening.forms or ())
+        elif options.weighted_terms():
             weighted = query_terms(conn, key, query, options)
+        if weighted is None:
+            lexemes = params["lexemes"] = query_tokens(conn, key, query)
+        elif options.weighted_terms():
             lexemes = [t for t, _, term in weighted if term == t]  # the query's own
             params["lexemes"] = [t for t, _, _ in weighted]
             params["weights"] = [w for _, w, _ in weighted]
             params["terms"] = [term for _, _, term in weighted]
         else:
-            lexemes = params["lexemes"] = query_tokens(conn, key, query)
+            lexemes = params["lexemes"] = [t for t, _, _ in weighted]
         if options.phrase:
             params["phrases"] = query_phrase_pairs(conn, key, query)
         if options.entity_match:
@@ -1309,15 +1344,8 @@ def rank(
         first_options = replace(options, expansion=0)
         first = _execute(
             conn,
-            _compiled(
-                with_query,
-                with_vector,
-                approximate is not None,
-                first_options,
-                approximate is not None and approximate.exact_cosine,
-            ),
+            _ranking_statement(with_query, with_vector, approximate, first_options),
             {**params, "limit": options.expansion, "min_relevance": 0.0},
-            approximate is not None,
         )
         tokens = cast(list[str], params["lexemes"])
         feedback = expansion_terms(
@@ -1326,14 +1354,8 @@ def rank(
         params["lexemes"] = [*tokens, *(t for t, _ in feedback)]
         params["weights"] = [*cast(list[float], params["weights"]), *(w for _, w in feedback)]
         params["terms"] = [*cast(list[str | None], params["terms"]), *(None for _ in feedback)]
-    statement = _compiled(
-        with_query,
-        with_vector,
-        approximate is not None,
-        options,
-        approximate is not None and approximate.exact_cosine,
-    )
-    rows = _execute(conn, statement, params, approximate is not None)
+    statement = _ranking_statement(with_query, with_vector, approximate, options)
+    rows = _execute(conn, statement, params)
     count = int(rows[0]["episode_count"]) if rows else 0
     ranked = [r for r in rows if r["episode_id"] is not None]
     metrics.recall_ranked(candidates=count, results=len(ranked))
@@ -1341,12 +1363,26 @@ def rank(
     return Ranking(ranked, count, has_events, lexemes)
 
 
+def _ranking_statement(
+    with_query: bool,
+    with_vector: bool,
+    approximate: Approximation | None,
+    options: RankingOptions,
+) -> str | TextClause:
+    """The exact statement in the driver's form (sent on every call: no per-call
+    compilation), the approximate one as a SQLAlchemy text clause."""
+    if approximate is None:
+        return _driver_statement(with_query, with_vector, options)
+    return _compiled(with_query, with_vector, True, options, approximate.exact_cosine)
+
+
 def _execute(
-    conn: Connection, statement: TextClause, params: dict[str, object], approximate: bool
+    conn: Connection, statement: str | TextClause, params: dict[str, object]
 ) -> list[RowMapping]:
-    """The rows of a ranking statement (:func:`rank`)."""
-    if not approximate:
-        rows = list(conn.execute(statement, params).mappings())
+    """The rows of a ranking statement (:func:`rank`): the exact one in the driver's form
+    (:func:`_driver_statement`), the approximate one compiled by SQLAlchemy."""
+    if isinstance(statement, str):  # the exact statement (:func:`_ranking_statement`)
+        rows = list(conn.exec_driver_sql(statement, params).mappings())  # type: ignore[arg-type]
     else:
         # psycopg prepares a statement run five times on a connection, and PostgreSQL then
         # switches to a generic plan (one planned before the dataset and the query's words
@@ -1393,7 +1429,7 @@ def query_terms(
     ``weight_generic_terms``; under ``word_forms`` the stems of the irregular forms of its
     words (:func:`episodic.query_focus.word_forms`, only when the dataset's configuration
     is english) weigh 1 and stand for the word they are a form of."""
-    from episodic.query_focus import GENERIC_WEIGHT, GENERIC_WORDS, word_forms
+    from episodic.query_focus import GENERIC_WORDS, word_forms
 
     forms = word_forms(query) if options.word_forms else []
     rows = conn.execute(
@@ -1420,13 +1456,31 @@ def query_terms(
             "dataset": key.dataset,
         },
     ).all()
-    own = {lexeme: generic for lexeme, word, generic in rows if word is None}
+    return query_term_tokens(
+        key,
+        [(lexeme, generic) for lexeme, word, generic in rows if word is None],
+        [(lexeme, word) for lexeme, word, _ in rows if word is not None],
+    )
+
+
+def query_term_tokens(
+    key: DatasetKey,
+    lexemes: Sequence[tuple[str, bool]],
+    forms: Sequence[tuple[str, str]],
+) -> list[tuple[str, float, str]]:
+    """:func:`query_terms`' answer from the lexemes it read: the query's own ``lexemes``
+    (each with whether it is generic) and the ``forms`` (lexeme of a form, lexeme of the
+    query word it is a form of), as ``key``'s tokens — also what :func:`read_opening` read
+    for them."""
+    from episodic.query_focus import GENERIC_WEIGHT
+
+    own = dict(lexemes)
     out = {
         key.token(lexeme): (GENERIC_WEIGHT if generic else 1.0, key.token(lexeme))
         for lexeme, generic in own.items()
     }
-    for lexeme, word, _ in rows:
-        if word is not None and lexeme not in own and word in own:
+    for lexeme, word in forms:
+        if lexeme not in own and word in own:
             out.setdefault(key.token(lexeme), (1.0, key.token(word)))
     return sorted((token, weight, term) for token, (weight, term) in out.items())
 
@@ -1497,6 +1551,132 @@ def count_up_to(conn: Connection, dataset: str, bound: int) -> int:
             ),
             {"dataset": dataset, "bound": bound},
         ).scalar_one()
+    )
+
+
+# ---- before the ranking: one round trip ----------------------------------------------
+#
+# A recall needs three things before its ranking statement: the dataset's key (to blind the
+# query's words and open the rows), the query's lexemes (stemmed by the database, in the
+# dataset's text search configuration), and, the first time a process sees the dataset,
+# whether it is large enough for the approximate path. Sent one by one they were three
+# round trips besides the ranking; :func:`read_opening` reads them in one.
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What :func:`read_opening` read, in one snapshot."""
+
+    #: The dataset's ``datasets`` row key columns (``key_id``, ``master_key_id``,
+    #: ``wrapped_key``), or None when the dataset has no row (stored in the clear).
+    key_row: RowMapping | None
+    #: The query's distinct lexemes, each with whether it is a generic question word
+    #: (:data:`episodic.query_focus.GENERIC_WORDS`); None when no query was given.
+    lexemes: list[tuple[str, bool]] | None
+    #: How many completed episodes the dataset has, counted no further than the bound
+    #: asked for (:func:`count_up_to`); None when no bound was given.
+    size: int | None
+    #: Under ``RankingOptions.word_forms``: (lexeme of a form, lexeme of the query word it
+    #: is a form of) for the forms asked for, in a dataset whose configuration is english
+    #: (else none); None when none were asked for.
+    forms: list[tuple[str, str]] | None = None
+
+
+@lru_cache(maxsize=16)
+def _opening_statement(
+    with_query: bool, with_generic: bool, with_size: bool, with_forms: bool = False
+) -> str:
+    config = f"CAST(coalesce(d.text_search_config, '{TEXT_SEARCH_CONFIG}') AS regconfig)"
+    size = (
+        "(SELECT count(*) FROM (SELECT 1 FROM episodes WHERE dataset = :dataset "
+        "AND status = 'completed' LIMIT :bound) x)"
+        if with_size
+        else "NULL::bigint"
+    )
+    # Stemming the generic words costs ~0.5 ms: only when the ranking weighs them.
+    generic = (
+        f"u.lexeme IN (SELECT g.lexeme FROM unnest(to_tsvector({config}, :generic)) g)"
+        if with_generic
+        else "false"
+    )
+    lexemes = (
+        f"""(SELECT array_agg(ARRAY[u.lexeme, ({generic})::text] ORDER BY u.lexeme)
+             FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, :q))) u)"""
+        if with_query
+        else "NULL::text[]"
+    )
+    # What query_terms reads for the word forms, in the same statement.
+    forms = (
+        f"""(SELECT array_agg(ARRAY[a.lexeme, o.lexeme])
+             FROM unnest(CAST(:forms AS text[]), CAST(:words AS text[])) AS f(form, word)
+             CROSS JOIN LATERAL unnest(to_tsvector({config}, f.form)) a
+             CROSS JOIN LATERAL unnest(to_tsvector({config}, f.word)) o
+             WHERE {config} = CAST('english' AS regconfig))"""
+        if with_forms
+        else "NULL::text[]"
+    )
+    return _driver_form(
+        f"""
+        SELECT d.dataset IS NOT NULL AS has_row, d.key_id, d.master_key_id, d.wrapped_key,
+               {lexemes} AS lexemes, {size} AS size, {forms} AS forms
+        FROM (SELECT 1) one LEFT JOIN datasets d ON d.dataset = :dataset
+        """
+    )
+
+
+def read_opening(
+    conn: Connection,
+    dataset: str,
+    *,
+    query: str | None,
+    size_bound: int | None,
+    generic: bool = False,
+    forms: Sequence[tuple[str, str]] = (),
+) -> Opening:
+    """The dataset's key row, ``query``'s lexemes (when given) and its size counted up to
+    ``size_bound`` (when given), in one statement: what :func:`count_up_to`, the key lookup
+    of :meth:`episodic.store.vault.Vault.for_read` and the lexemes of
+    :func:`~episodic.store.recall_index.query_tokens` read, in the same configuration.
+    ``generic``: also mark each lexeme that a generic question word stems to (for
+    ``RankingOptions.weight_generic_terms``; else every lexeme is marked not generic).
+    ``forms``: (form, word) pairs of :func:`episodic.query_focus.word_forms`, stemmed as
+    :func:`query_terms` stems them (``RankingOptions.word_forms``)."""
+    from episodic.query_focus import GENERIC_WORDS
+
+    params: dict[str, object] = {"dataset": dataset}
+    if query is not None:
+        params["q"] = query
+        if generic:
+            params["generic"] = GENERIC_WORDS
+    if size_bound is not None:
+        params["bound"] = size_bound
+    with_forms = query is not None and bool(forms)
+    if with_forms:
+        params["forms"] = [f for f, _ in forms]
+        params["words"] = [w for _, w in forms]
+    statement = _opening_statement(query is not None, generic, size_bound is not None, with_forms)
+    row = conn.exec_driver_sql(statement, params).mappings().one()  # type: ignore[arg-type]
+    lexemes = None
+    if query is not None:
+        lexemes = [(lexeme, marked == "true") for lexeme, marked in row["lexemes"] or []]
+    return Opening(
+        key_row=row if row["has_row"] else None,
+        lexemes=lexemes,
+        size=None if row["size"] is None else int(row["size"]),
+        forms=[(a, o) for a, o in row["forms"] or []] if with_forms else None,
+    )
+
+
+def blinded_lexemes(
+    key: DatasetKey, lexemes: Sequence[tuple[str, bool]]
+) -> list[tuple[str, float]]:
+    """``lexemes`` (:attr:`Opening.lexemes`) as ``key``'s tokens with their query-side
+    weights, sorted: what :func:`~episodic.store.recall_index.weighted_query_tokens`
+    returns (its tokens alone are :func:`~episodic.store.recall_index.query_tokens`')."""
+    from episodic.query_focus import GENERIC_WEIGHT
+
+    return sorted(
+        (key.token(lexeme), GENERIC_WEIGHT if generic else 1.0) for lexeme, generic in lexemes
     )
 
 
