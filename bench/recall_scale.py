@@ -623,7 +623,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from bench.recall_speed import LEXEMES_SQL, percentiles, print_latency_table, psycopg_sql
+    from bench.recall_speed import (
+        percentiles,
+        print_latency_table,
+        psycopg_sql,
+        query_term_params,
+    )
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
@@ -755,8 +760,7 @@ def main(argv: list[str] | None = None) -> int:
                 "approx_per_lexeme": Approximation().per_lexeme,
                 "approx_selective_df": Approximation().selective_df,
             }
-            p["lexemes"] = sql.execute(LEXEMES_SQL, p).fetchone()[0]  # type: ignore[index]
-            return p
+            return {**p, **query_term_params(sql, dataset, query)}
 
         def bare(statement: str, dataset: str, query: str, limit: int = 3) -> list[object]:
             # What Recall sends: the query's lexemes, then the ranking statement (the

@@ -40,12 +40,50 @@ from pgvector.psycopg import register_vector
 REPO = Path(__file__).resolve().parents[1]
 
 
-#: The query's distinct lexemes, as store.recall_index.query_tokens asks for them.
-LEXEMES_SQL = (
-    "SELECT coalesce(array_agg(DISTINCT lexeme ORDER BY lexeme), '{}') FROM unnest(to_tsvector("
-    "CAST(coalesce((SELECT text_search_config FROM datasets WHERE dataset = %(dataset)s), "
-    "'english') AS regconfig), %(query)s))"
-)
+#: The query's distinct lexemes and those of its words' irregular forms, as
+#: store.recall_queries.query_terms asks for them (and Recall's opening statement reads
+#: them): what the default ranking (``RankingOptions.word_forms``) sends.
+TERMS_SQL = """
+    WITH cfg AS (SELECT CAST(coalesce((SELECT text_search_config FROM datasets
+                                       WHERE dataset = %(dataset)s), 'english') AS regconfig) AS c)
+    SELECT DISTINCT u.lexeme, NULL::text AS word FROM cfg, unnest(to_tsvector(cfg.c, %(query)s)) u
+    UNION
+    SELECT a.lexeme, o.lexeme
+    FROM cfg, unnest(CAST(%(forms)s AS text[]), CAST(%(words)s AS text[])) AS f(form, word)
+    CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, f.form)) a
+    CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, f.word)) o
+    WHERE cfg.c = CAST('english' AS regconfig)
+"""
+
+
+def query_term_params(conn: psycopg.Connection, dataset: str, query: str) -> dict[str, object]:
+    """The ranking statement's ``lexemes``, ``weights`` and ``terms`` for ``query`` in a
+    dataset stored in the clear (a lexeme is its own token), read as Recall reads them:
+    one statement, then :func:`episodic.store.recall_queries.query_term_tokens`."""
+    from episodic.crypto import ClearKey
+    from episodic.query_focus import word_forms
+    from episodic.store.recall_queries import DEFAULT_RANKING, query_term_tokens
+
+    forms = word_forms(query) if DEFAULT_RANKING.word_forms else []
+    rows = conn.execute(
+        TERMS_SQL,
+        {
+            "dataset": dataset,
+            "query": query,
+            "forms": [f for f, _ in forms],
+            "words": [w for _, w in forms],
+        },
+    ).fetchall()
+    terms = query_term_tokens(
+        ClearKey(dataset),
+        [(lexeme, False) for lexeme, word in rows if word is None],
+        [(lexeme, word) for lexeme, word in rows if word is not None],
+    )
+    return {
+        "lexemes": [t for t, _, _ in terms],
+        "weights": [w for _, w, _ in terms],
+        "terms": [term for _, _, term in terms],
+    }
 
 
 def log(msg: str) -> None:
@@ -277,11 +315,11 @@ def main(argv: list[str] | None = None) -> int:
             params = {**base, "dataset": dataset, "query": query, "qvec": vector}
 
             def bare_sql(p: dict[str, object] = params) -> object:
-                # What Recall sends: the query's lexemes (store.recall_index.query_tokens,
+                # What Recall sends: the query's terms (its lexemes and their word forms,
                 # in the dataset's configuration; the bench's datasets are in the clear, so
                 # a lexeme is its own token), then the ranking statement.
-                lexemes = sql_conn.execute(LEXEMES_SQL, p).fetchone()
-                return sql_conn.execute(rank_query, {**p, "lexemes": lexemes[0]}).fetchall()
+                terms = query_term_params(sql_conn, str(p["dataset"]), str(p["query"]))
+                return sql_conn.execute(rank_query, {**p, **terms}).fetchall()
 
             # Untimed first read of the dataset: every path then finds its pages in shared
             # buffers, and the paths run in a shuffled order, so none pays the cold read.
