@@ -296,11 +296,11 @@ def _rank(
     conn: Connection, vault: Vault, dataset: str, **ranking: Any
 ) -> tuple[list[dict[str, Any]], int]:
     """rank_episodes with the dataset's key, rows opened. The key, the query's lexemes (and
-    their word forms) and (the first time) the dataset's size are read in one statement before the ranking
-    (:func:`~episodic.store.recall_queries.read_opening`): two round trips per call. A key
-    gone stale (the dataset was erased and created again since it was cached) is noticed on
-    the rows and the ranking redone with the new one: the query's tokens must be the new
-    key's too."""
+    their word forms) and (the first time) the dataset's size are read in one statement
+    before the ranking (:func:`~episodic.store.recall_queries.read_opening`): two round
+    trips per call. A key gone stale (the dataset was erased and created again since it was
+    cached) is noticed on the rows and the ranking redone with the new one: the query's
+    tokens must be the new key's too (the lexemes read are the same for any key)."""
     events: EventScope | None = ranking.pop("events", None)
     sizes: DatasetSizes | None = ranking.pop("sizes", None)
     query = ranking["query"]
