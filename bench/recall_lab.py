@@ -34,6 +34,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -165,16 +166,14 @@ def _reindex(
     recall_index.HEAD_ENTITIES = head_entities
     recall_index.CHUNK_OVERLAP = chunk_overlap
     engine = make_engine(url, pool_size=2)
+    embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
+    vault = test_vault()
     if resummarise:
-        _resummarise(
-            engine, make_embedder(EmbeddingSettings(embedding_threads=2), 384), resummarise
-        )
+        _resummarise(engine, embedder, vault, resummarise)
     with engine.begin() as conn:
         if chunk_messages or not chunk_overlap or reembed:
             conn.execute(sql("DELETE FROM message_chunks"))
         conn.execute(sql("UPDATE episodes SET search_vector = NULL WHERE status = 'completed'"))
-    embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
-    vault = test_vault()
     done = recall_index.index_missing(engine, embedder, vault)
     if embed_entities or reembed:  # the episode's own vector, as the Summariser embeds it
         from episodic.services.summariser import pipeline
@@ -212,40 +211,49 @@ def _reindex(
     return done
 
 
-def _resummarise(engine: Any, embedder: Any, sentence_vectors: str) -> None:
+def _each_resummarised(conn: Any, vault: Any, summariser: Any) -> Iterator[tuple[Any, Any, bool]]:
+    """Every completed episode summarised again by ``summariser`` from its thread, as
+    ``(row, result, whether the summary came out as stored)``."""
+    from sqlalchemy import text as sql
+
+    from episodic.services.summariser.pipeline import load_summary_request
+
+    rows = (
+        conn.execute(
+            sql(
+                "SELECT episode_id, dataset, thread_id, start_sequence, end_sequence, "
+                "summary FROM episodes WHERE status = 'completed'"
+            )
+        )
+        .mappings()
+        .all()
+    )
+    for row in rows:
+        stored = vault.open_one(conn, row, "episodes")["summary"]
+        result = summariser.summarise(load_summary_request(conn, vault, row))
+        yield row, result, result.summary == stored
+
+
+def _resummarise(engine: Any, embedder: Any, vault: Any, sentence_vectors: str) -> None:
     """Every completed episode summarised again by the extractive summariser with
     ``sentence_vectors`` ("model", or "lexical": sentences compared by TF-IDF instead of
-    the model; ``EPISODIC_SUMMARY_SENTENCE_VECTORS``) and this environment's embedder; its summary,
-    key learnings, entities and vector replaced as the Summariser would have written them.
-    The lexical documents are rebuilt by the re-index that follows."""
+    the model; ``EPISODIC_SUMMARY_SENTENCE_VECTORS``) and this environment's embedder; its
+    summary, key learnings, entities and vector replaced as the Summariser would have
+    written them. The lexical documents are rebuilt by the re-index that follows."""
     from sqlalchemy import text as sql
 
     from episodic.config import LLMSettings
     from episodic.crypto import seal_json
     from episodic.providers import CachedEmbedder, extractive, make_summariser
     from episodic.services.summariser import pipeline
-    from episodic.testing.keys import test_vault
 
-    vault = test_vault()
     summariser = make_summariser(
         LLMSettings(summary_sentence_vectors=sentence_vectors), CachedEmbedder(embedder)
     )
     same = differ = 0
     with engine.begin() as conn:
-        rows = (
-            conn.execute(
-                sql(
-                    "SELECT episode_id, dataset, thread_id, start_sequence, end_sequence, "
-                    "summary FROM episodes WHERE status = 'completed'"
-                )
-            )
-            .mappings()
-            .all()
-        )
-        for row in rows:
-            stored = vault.open_one(conn, row, "episodes")["summary"]
-            result = summariser.summarise(pipeline.load_summary_request(conn, vault, row))
-            same, differ = (same + 1, differ) if result.summary == stored else (same, differ + 1)
+        for row, result, as_stored in _each_resummarised(conn, vault, summariser):
+            same, differ = (same + 1, differ) if as_stored else (same, differ + 1)
             key = vault.for_read(conn, row["dataset"])
             entities = extractive.normalise_entities(result.entities)
             vector = embedder.embed(
@@ -279,26 +287,15 @@ def _pool_summary_vectors(engine: Any, embedder: Any, vault: Any) -> None:
 
     from episodic.config import LLMSettings
     from episodic.providers import CachedEmbedder, extractive, make_summariser
-    from episodic.services.summariser.pipeline import load_summary_request
 
     extractive.POOL_SUMMARY_VECTOR = True
-    summariser = make_summariser(LLMSettings(), CachedEmbedder(embedder))
+    summariser = make_summariser(
+        LLMSettings(summary_sentence_vectors="model"), CachedEmbedder(embedder)
+    )
     same = differ = unpooled = 0
     with engine.begin() as conn:
-        rows = (
-            conn.execute(
-                sql(
-                    "SELECT episode_id, dataset, thread_id, start_sequence, end_sequence, "
-                    "summary FROM episodes WHERE status = 'completed'"
-                )
-            )
-            .mappings()
-            .all()
-        )
-        for row in rows:
-            stored = vault.open_one(conn, row, "episodes")["summary"]
-            result = summariser.summarise(load_summary_request(conn, vault, row))
-            same, differ = (same + 1, differ) if result.summary == stored else (same, differ + 1)
+        for row, result, as_stored in _each_resummarised(conn, vault, summariser):
+            same, differ = (same + 1, differ) if as_stored else (same, differ + 1)
             if result.vector is None:
                 unpooled += 1
                 continue
