@@ -41,6 +41,8 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
+from bench.grpc_echo import echo_server
+
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = "heavy-0000"
 CLUSTERED = "heavy-clustered"
@@ -479,15 +481,19 @@ def diagnose(
 
 
 #: The --breakdown paths (see breakdown_paths).
-BREAKDOWN = {"normal grpc stub", "normal in-process", "health check"}
+BREAKDOWN = {"normal grpc stub", "normal in-process", "health check", "normal echo"}
 
 
-def breakdown_paths(stack: ExitStack, url: str, address: str) -> dict[str, object]:
+def breakdown_paths(
+    stack: ExitStack, url: str, address: str, samples: list[tuple[str, str]]
+) -> dict[str, object]:
     """The --breakdown paths, each a function of (dataset, query): Recall through a bare
     gRPC stub on a plain channel (what the SDK adds is the difference to ``normal grpc``),
     the Recall servicer's domain called in this process on an engine configured as the
-    service's (its statements and Python, no gRPC), and a health check through the
-    service's server (one gRPC round trip and the interceptors, no work)."""
+    service's (its statements and Python, no gRPC), a health check through the
+    service's server (one gRPC round trip and the interceptors, no work), and the bare hop
+    (``bench.grpc_echo``: a Python gRPC server answering every Recall with the canned answer
+    of median size among the service's answers to ``samples``, through a bare stub)."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -516,6 +522,25 @@ def breakdown_paths(stack: ExitStack, url: str, address: str) -> dict[str, objec
     )
     include = [pb.RECALL_INCLUDE_EPISODES]
 
+    answers = sorted(
+        (
+            stub.Recall(pb.RecallRequest(dataset=d, query=q, include=include), timeout=120)
+            for d, q in samples
+        ),
+        key=lambda a: a.ByteSize(),
+    )
+    canned = answers[len(answers) // 2].SerializeToString()
+    log(f"echo answers {len(canned)} bytes (the median of {len(answers)} Recall answers)")
+    echo_address = stack.enter_context(
+        echo_server(
+            pb.DESCRIPTOR.services_by_name["RecallService"].full_name,
+            "Recall",
+            pb.RecallRequest,
+            canned,
+        )
+    )
+    echo = pb_grpc.RecallServiceStub(stack.enter_context(grpc.insecure_channel(echo_address)))
+
     class NoDeadline:
         def time_remaining(self) -> None:
             return None
@@ -531,6 +556,9 @@ def breakdown_paths(stack: ExitStack, url: str, address: str) -> dict[str, objec
         ),
         "normal in-process": in_process,
         "health check": lambda d, q: health.Check(health_pb2.HealthCheckRequest(), timeout=30),
+        "normal echo": lambda d, q: echo.Recall(
+            pb.RecallRequest(dataset=d, query=q, include=include), timeout=30
+        ),
     }
 
 
@@ -808,7 +836,8 @@ def main(argv: list[str] | None = None) -> int:
         broken_down: dict[str, object] = {}
         if args.breakdown:
             timed |= BREAKDOWN
-            broken_down = breakdown_paths(stack, url, service.address)
+            samples = [(f"ds-{rng.randrange(args.datasets):05d}", words()) for _ in range(21)]
+            broken_down = breakdown_paths(stack, url, service.address, samples)
         if args.queries == 0:
             timed = set()
         for _ in range(20 if timed else 0):  # warm-up: the service learns the heavy dataset's size
@@ -868,8 +897,9 @@ def main(argv: list[str] | None = None) -> int:
             ("normal grpc", "normal grpc before"),
             ("normal grpc stub", "normal sql"),
             ("normal in-process", "normal sql"),
+            ("normal echo", "normal sql"),
         ):
-            if g not in stats:
+            if g not in stats or s not in stats:
                 continue
             a, b = stats[g], stats[s]
             print(

@@ -1,0 +1,100 @@
+"""The bare gRPC hop: a Python gRPC server that answers one method with canned bytes.
+
+What a Python gRPC service cannot go below on this machine: the same sync server the
+services run (``grpc.server`` with a thread pool of ``grpc_workers`` handler threads), the
+request parsed as the service parses it, no interceptors, no database, the answer a
+serialized response of the real size sent as it is. A bench times its calls beside the
+service and the bare SQL in one run, so "the service over its SQL" can be read against
+"the hop alone over the SQL": the part of a ratio no change inside the service can remove.
+
+    with echo_server("episodic.v1.RecallService", "Recall", RecallRequest, answer_bytes) as address:
+        stub = RecallServiceStub(grpc.insecure_channel(address))
+
+The server runs in its own process (``python -m bench.grpc_echo``), as the services do, so
+its threads and its GIL are not the bench's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from concurrent import futures
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+#: The services' handler threads per server (``Settings.grpc_workers``' default).
+WORKERS = 16
+
+
+def serve(service: str, method: str, request_type: str, answer: bytes) -> None:
+    """Serves ``service/method`` on a free loopback port, printing it, until killed:
+    each request parsed as ``request_type`` (``module:Class``), then ``answer`` sent."""
+    import grpc
+
+    module, name = request_type.split(":")
+    parse = getattr(importlib.import_module(module), name).FromString
+
+    def handle(request: Any, context: Any) -> bytes:
+        return answer
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        handle, request_deserializer=parse, response_serializer=None
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(service, {method: handler})]
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sys.stdout.write(f"echo listening on port {port}\n")
+    sys.stdout.flush()
+    server.wait_for_termination()
+
+
+@contextmanager
+def echo_server(service: str, method: str, request_class: type, answer: bytes) -> Iterator[str]:
+    """Starts :func:`serve` in its own process for as long as the block runs; yields its
+    address (``127.0.0.1:port``)."""
+    request_type = f"{request_class.__module__}:{request_class.__name__}"
+    with tempfile.NamedTemporaryFile(prefix="episodic-echo-", suffix=".bin") as canned:
+        canned.write(answer)
+        canned.flush()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.grpc_echo", service, method, request_type, canned.name],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith("echo listening on port "):
+                    yield f"127.0.0.1:{line.split()[-1]}"
+                    break
+            else:
+                raise RuntimeError(f"the echo server for {service}/{method} did not start")
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("service", help="fully qualified, e.g. episodic.v1.RecallService")
+    parser.add_argument("method", help="e.g. Recall")
+    parser.add_argument("request_type", help="module:Class of the request, parsed per call")
+    parser.add_argument("answer_file", help="the serialized response to send")
+    args = parser.parse_args(argv)
+    serve(args.service, args.method, args.request_type, Path(args.answer_file).read_bytes())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
