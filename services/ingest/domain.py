@@ -347,9 +347,7 @@ def write_messages(
                 )
                 # Without SQLAlchemy's Core (~0.15 ms of CPU a call), still observed and
                 # traced like every statement (episodic.store.raw_statement).
-                receipts = _receipts(
-                    fetch_one_autocommitted(engine, statement, params), messages
-                )
+                receipts = _receipts(fetch_one_autocommitted(engine, statement, params), messages)
             if receipts:
                 return AddResult(receipts=receipts, stored_count=len(receipts), dataset=dataset)
             # Gone, or its dataset was erased and created again (the id may now name a

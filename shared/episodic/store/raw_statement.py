@@ -35,7 +35,7 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import Engine, event
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, StatementError
 
 from episodic.telemetry import database_span
 
@@ -108,10 +108,10 @@ def fetch_one_autocommitted(
 
 def _as_sqlalchemy_error(
     engine: Engine, pooled: Any, statement: str, parameters: Any, err: psycopg.Error
-) -> DBAPIError:
+) -> StatementError:
     """``err`` as SQLAlchemy would have raised it; a connection it shows dead is taken out
     of the pool first (the next checkout connects afresh)."""
-    gone = engine.dialect.is_disconnect(err, pooled.driver_connection, None)
+    gone = engine.dialect.is_disconnect(err, pooled.driver_connection, None)  # type: ignore[arg-type]
     if gone:
         pooled.invalidate(err)
     return DBAPIError.instance(
