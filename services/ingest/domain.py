@@ -491,22 +491,25 @@ def _store_statement(check_route: bool, single: bool) -> str:
     # scalar form measured ~30 % less client CPU and ~150 µs less per call
     # (bench/ingest_layers.py, README "AddMessages, fifth pass").
     # In psycopg's format: the routed call sends it without SQLAlchemy
-    # (episodic.store.raw_statement), a transaction with exec_driver_sql.
+    # (episodic.store.raw_statement), a transaction with exec_driver_sql. The sealed values
+    # and the arrays go in binary (``%(…)b``): as text, psycopg hex-escapes every bytea and
+    # quotes every array element in Python — 1.2 ms of CPU for 100 messages against
+    # 0.4 ms in binary (README "AddMessages, sixth pass").
     route_check = (
         "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = %(dataset)s "
         "AND d.key_id IS NOT DISTINCT FROM CAST(%(key_id)s AS uuid)) "
     )
     rows = (
         "SELECT %(dataset)s, %(id)s, b.last_sequence, CAST(%(role)s AS text), "
-        "CAST(%(content)s AS bytea), CAST(%(meta)s AS bytea), "
+        "CAST(%(content)b AS bytea), CAST(%(meta)b AS bytea), "
         "coalesce(CAST(%(created_at)s AS timestamptz), now()), now(), "
         "CAST(%(ikey)s AS text) FROM bumped b"
         if single
         else "SELECT %(dataset)s, %(id)s, b.last_sequence - %(n)s + u.i, u.role, u.content, "
         "u.meta, coalesce(u.created_at, now()), now(), u.ikey "
-        "FROM bumped b, unnest(CAST(%(roles)s AS text[]), CAST(%(contents)s AS bytea[]), "
-        "CAST(%(metas)s AS bytea[]), CAST(%(created)s AS timestamptz[]), "
-        "CAST(%(keys)s AS text[])) WITH ORDINALITY AS u(role, content, meta, "
+        "FROM bumped b, unnest(CAST(%(roles)b AS text[]), CAST(%(contents)b AS bytea[]), "
+        "CAST(%(metas)b AS bytea[]), CAST(%(created)b AS timestamptz[]), "
+        "CAST(%(keys)b AS text[])) WITH ORDINALITY AS u(role, content, meta, "
         "created_at, ikey, i)"
     )
     return (

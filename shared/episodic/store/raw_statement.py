@@ -82,10 +82,11 @@ def observing_statements(observer: StatementObserver) -> Iterator[None]:
 def fetch_one_autocommitted(
     engine: Engine, statement: str, parameters: Mapping[str, Any]
 ) -> tuple[Any, ...] | None:
-    """Runs ``statement`` (psycopg's ``%(name)s`` format) in autocommit on a connection
-    of ``engine``'s pool and returns its first row (None: no row). Committed when it
-    returns; one round trip once psycopg has prepared it on that connection (server-side,
-    ``prepare=True``: the plan is parsed and planned once per connection)."""
+    """Runs ``statement`` (psycopg's ``%(name)s`` format; ``%(name)b`` binds a value in
+    binary) in autocommit on a connection of ``engine``'s pool and returns its first row
+    (None: no row), read in binary (no text to parse: ~10 µs less for a timestamp).
+    Committed when it returns; one round trip once psycopg has prepared it on that
+    connection (server-side, ``prepare=True``: parsed and planned once per connection)."""
     pooled = engine.raw_connection()
     driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
     try:
@@ -95,7 +96,8 @@ def fetch_one_autocommitted(
             observer(statement, parameters, driver)
         with database_span(engine, statement, driver) as span:
             try:
-                return driver.execute(statement, parameters, prepare=True).fetchone()  # type: ignore[arg-type]
+                cursor = driver.execute(statement, parameters, prepare=True, binary=True)  # type: ignore[arg-type]
+                return cursor.fetchone()
             except psycopg.Error as err:
                 span.failed(err)
                 raise _as_sqlalchemy_error(engine, pooled, statement, parameters, err) from err
