@@ -20,6 +20,9 @@ prints medians:
   sends it as BEGIN, INSERT, COMMIT: three round trips (the issue's floor);
 - plain-ac: the same INSERT in autocommit, one round trip: the floor Ingest's own
   autocommitted statement is fairly compared with;
+- plain-bin: the issue's floor (BEGIN, INSERT, COMMIT) with the bytea values and arrays
+  bound in binary, as Ingest binds its own since the sixth pass: psycopg's text form
+  hex-escapes and quotes them in Python, client CPU the plain floor pays and Ingest does not;
 - echo: the bare gRPC hop — a Python gRPC server (the same sync server with a thread pool,
   no interceptors) whose AddMessages parses the request and answers a canned response,
   no database: what one call costs before the Ingest does anything. Its ratio over the
@@ -89,8 +92,8 @@ METADATA_JSON = json.dumps(METADATA, separators=(",", ":"))
 PLAIN_CONTENT = plain(CONTENT)
 PLAIN_METADATA = plain(METADATA_JSON)
 ROLES = ("user", "assistant")
-METHODS = ("grpc", "sql", "plain", "plain-ac", "echo")
-FLOORS = ("plain", "plain-ac")
+METHODS = ("grpc", "sql", "plain", "plain-ac", "plain-bin", "echo")
+FLOORS = ("plain", "plain-ac", "plain-bin")
 
 # What services/ingest/domain.py write_messages runs for a known thread (no idempotency
 # keys): the routed statement, in autocommit.
@@ -105,8 +108,8 @@ INSERT_SQL = (
     "created_at, received_at, idempotency_key) "
     "SELECT 'bench', %(id)s, b.last_sequence - %(n)s + u.i, u.role, u.content, u.meta, "
     "coalesce(u.created_at, now()), now(), u.ikey "
-    "FROM bumped b, unnest(CAST(%(roles)s AS text[]), CAST(%(contents)s AS bytea[]), "
-    "CAST(%(metas)s AS bytea[]), CAST(%(created)s AS timestamptz[]), CAST(%(keys)s AS text[])) "
+    "FROM bumped b, unnest(CAST(%(roles)b AS text[]), CAST(%(contents)b AS bytea[]), "
+    "CAST(%(metas)b AS bytea[]), CAST(%(created)b AS timestamptz[]), CAST(%(keys)b AS text[])) "
     "WITH ORDINALITY AS u(role, content, meta, created_at, ikey, i)) "
     "SELECT last_sequence, now() AS received_at FROM bumped"
 )
@@ -121,7 +124,7 @@ INSERT_ONE_SQL = (
     "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, "
     "created_at, received_at, idempotency_key) "
     "SELECT 'bench', %(id)s, b.last_sequence, CAST(%(role)s AS text), "
-    "CAST(%(content)s AS bytea), CAST(%(meta)s AS bytea), "
+    "CAST(%(content)b AS bytea), CAST(%(meta)b AS bytea), "
     "coalesce(CAST(%(created_at)s AS timestamptz), now()), now(), CAST(%(ikey)s AS text) "
     "FROM bumped b) "
     "SELECT last_sequence, now() AS received_at FROM bumped"
@@ -136,6 +139,11 @@ PLAIN_UNNEST_SQL = (
     "FROM unnest(CAST(%s AS bigint[]), CAST(%s AS text[]), CAST(%s AS bytea[]), "
     "CAST(%s AS bytea[])) AS u(seq, role, content, meta)"
 )
+# The floor with its values bound in binary, as Ingest binds its own since the sixth pass:
+# as text, psycopg hex-escapes each bytea and quotes each array element (~0.8 ms of client
+# CPU at batch 100), a cost the plain floor pays and Ingest no longer does.
+PLAIN_SQL_BINARY = PLAIN_SQL.replace("%s, %s)", "%b, %b)")
+PLAIN_UNNEST_SQL_BINARY = PLAIN_UNNEST_SQL.replace("%s AS", "%b AS")
 
 #: The bench dataset's key (sealing, as Ingest does; set by main from --encryption).
 KEY: DatasetKey = ClearKey("bench")
@@ -309,6 +317,7 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
                         "created_at": None,
                         "ikey": None,
                     },
+                    binary=True,  # the row read in binary, as Ingest reads it
                 )
                 assert cur.fetchone() is not None
                 return
@@ -327,6 +336,7 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
                     "created": nones,
                     "keys": nones,
                 },
+                binary=True,
             )
             assert cur.fetchone() is not None
 
@@ -339,18 +349,22 @@ def plain_client(
     batch: int,
     sequences: itertools.count[int],
     autocommit: bool = False,
+    binary: bool = False,
 ) -> Client:
     conn = psycopg.connect(url, autocommit=autocommit)
+    one, many = (
+        (PLAIN_SQL_BINARY, PLAIN_UNNEST_SQL_BINARY) if binary else (PLAIN_SQL, PLAIN_UNNEST_SQL)
+    )
 
     def call() -> None:
         with conn.cursor() as cur:
             if batch == 1:
                 cur.execute(
-                    PLAIN_SQL, (thread_id, next(sequences), ROLES[0], PLAIN_CONTENT, PLAIN_METADATA)
+                    one, (thread_id, next(sequences), ROLES[0], PLAIN_CONTENT, PLAIN_METADATA)
                 )
             else:
                 cur.execute(
-                    PLAIN_UNNEST_SQL,
+                    many,
                     (
                         thread_id,
                         [next(sequences) for _ in range(batch)],
@@ -377,7 +391,14 @@ def make_clients(
     # itertools.count's next() is atomic under the GIL: shared by the hot-row clients.
     counters = {t: itertools.count(1) for t in threads}
     return [
-        plain_client(url, t, case.batch, counters[t], autocommit=method == "plain-ac")
+        plain_client(
+            url,
+            t,
+            case.batch,
+            counters[t],
+            autocommit=method == "plain-ac",
+            binary=method == "plain-bin",
+        )
         for t in per_client
     ], threads
 
@@ -581,6 +602,8 @@ def main() -> None:
         "at batch 1, <= 1.5x at batch 100)",
         "plain-ac": "the same INSERT in autocommit, one round trip (the floor for Ingest's "
         "own one-statement autocommit path)",
+        "plain-bin": "the issue's floor with its values bound in binary, as Ingest binds its "
+        "own (the plain floor's text parameters cost it client CPU Ingest no longer pays)",
     }
     for floor in FLOORS:
         print(
@@ -643,7 +666,8 @@ def main() -> None:
     print(
         "\nSQL: the domain's statement for a known thread by psycopg, in autocommit (bump "
         "counter, INSERT … unnest … RETURNING). plain: INSERT of the same rows, client-chosen "
-        "sequences, no lock or counter, BEGIN/INSERT/COMMIT; plain-ac: the same in autocommit. "
+        "sequences, no lock or counter, BEGIN/INSERT/COMMIT; plain-ac: the same in autocommit; "
+        "plain-bin: plain with its values bound in binary. "
         "echo: a bare Python gRPC server's canned AddMessages answer (no database). "
         "Latency: one call = one batch. ingest CPU/call: CPU time of the "
         "Ingest process per gRPC call (and cores it kept busy). The hot-row thread's "

@@ -17,6 +17,10 @@ client calls one thread, batch 1 by default):
   autocommit;
 - ``echo``: a handler that answers a canned response: the bare gRPC hop (protobuf parsing of
   the request included);
+- with ``--undo``, before ``copy``: ``copy+core``, ``copy+counters``, ``copy+uncached``, the
+  copy with ONE of the sixth pass's changes undone (the routed statement through
+  SQLAlchemy's Core, synchronous counters, a call handler built per call): each row over
+  ``copy`` is what that change saved;
 
 and, sent by psycopg from this process, ``sql`` (the routed statement, autocommit),
 ``plain`` (BEGIN, single-row INSERT, COMMIT: the issue's floor) and ``plain-ac`` (the INSERT
@@ -26,7 +30,7 @@ from /proc. Differences between neighbouring rows are what a layer costs.
 
 Not part of pytest:
 
-    .venv/bin/python bench/ingest_layers.py [--batch 1] [--seconds 1.5] [--repeats 7]
+    .venv/bin/python bench/ingest_layers.py [--batch 1] [--seconds 1.5] [--repeats 7] [--undo]
 """
 
 from __future__ import annotations
@@ -145,6 +149,9 @@ def serve_variant(variant: str, url: str) -> None:
 
     wait = 0.0
     linger = None
+    undo = None
+    if variant.startswith("copy+"):  # the copy with one of the sixth pass's changes undone
+        undo, variant = variant.split("+", 1)[1], "copy"
     if variant == "copy-linger0":  # the copy, its notices sent as they come (no linger)
         linger, variant = 0.0, "copy"
     if variant.startswith("echo-wait"):  # echo-wait=SECONDS: the canned answer after a sleep
@@ -175,6 +182,8 @@ def serve_variant(variant: str, url: str) -> None:
             **({"linger": linger} if linger is not None else {}),
         )
     servicer = IngestServicer(engine, settings.ingest, notifier, vault)
+    if undo is not None:
+        _undo(undo)
     if "-metrics" in removed:
         metrics.messages_ingested = lambda roles: None  # type: ignore[assignment]
         metrics.messages_deduplicated = lambda count: None  # type: ignore[assignment]
@@ -199,7 +208,10 @@ def serve_variant(variant: str, url: str) -> None:
         access._current = contextvars.ContextVar("principal", default=access.ANONYMOUS)
     else:
         guard = Guard(engine, [GRPC_SERVICES["ingest"]], required=auth_required(settings))
-        interceptors = [grpc_server_interceptor(), CallInterceptor(guard)]
+        calls: grpc.ServerInterceptor = CallInterceptor(guard)
+        if undo == "uncached":
+            calls = _UncachedCallInterceptor(guard)
+        interceptors = [grpc_server_interceptor(), calls]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.service.grpc_workers),
         interceptors=interceptors,
@@ -211,6 +223,70 @@ def serve_variant(variant: str, url: str) -> None:
     sys.stdout.write(f"listening on port {port}\n")
     sys.stdout.flush()
     server.wait_for_termination()
+
+
+# The sixth pass's changes, each undone alone (``--undo``): the copy with one of them as
+# it was before, so that each change's cost shows as a step against ``copy`` in one run.
+UNDO = ("core", "counters", "uncached")
+
+
+def _undo(change: str) -> None:
+    """Puts back, in this server process, what the sixth pass changed:
+
+    - ``core``: the routed statement through SQLAlchemy's Core (a ``text()`` clause on an
+      AUTOCOMMIT connection), as before episodic.store.raw_statement (its values bound as
+      text then: ``text()`` has no binary placeholder; ~6 µs at batch 1, bench/ingest_parts.py);
+    - ``counters``: the messages-ingested metrics as synchronous OpenTelemetry counters
+      (other names: the tallies keep theirs);
+    - ``uncached``: the call interceptor builds the wrapped handler on every call (applied
+      where the interceptors are built)."""
+    import re
+
+    from sqlalchemy import text
+
+    from episodic import metrics
+    from episodic.services.ingest import domain
+
+    if change == "core":
+        clauses: dict[str, Any] = {}
+
+        def through_core(engine: Any, statement: str, parameters: Any) -> Any:
+            clause = clauses.get(statement)
+            if clause is None:
+                clause = clauses[statement] = text(re.sub(r"%\((\w+)\)[sb]", r":\1", statement))
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                return conn.execute(clause, parameters).first()
+
+        domain.fetch_one_autocommitted = through_core  # type: ignore[assignment]
+    elif change == "counters":
+
+        class Synchronous:
+            def __init__(self, name: str) -> None:
+                self.counter = metrics._meter.create_counter(name + ".synchronous")
+
+            def add(self, n: int, label: str = "") -> None:
+                self.counter.add(n, {"role": label} if label else None)
+
+        metrics._messages_ingested = Synchronous(metrics.MESSAGES_INGESTED.name)  # type: ignore[assignment]
+        metrics._messages_deduplicated = Synchronous(metrics.MESSAGES_DEDUPLICATED.name)  # type: ignore[assignment]
+    elif change != "uncached":
+        raise SystemExit(f"unknown change to undo: {change}")
+
+
+class _UncachedCallInterceptor:
+    """The call interceptor as before the sixth pass: a handler built on every call."""
+
+    def __new__(cls, guard: Any) -> Any:
+        from episodic.server import CallInterceptor
+
+        class Uncached(CallInterceptor):
+            def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+                handler = continuation(handler_call_details)
+                if handler is None or handler.unary_unary is None:
+                    return handler
+                return self._wrap(handler_call_details.method, handler)
+
+        return Uncached(guard)
 
 
 # --------------------------------------------------------------------------- the client
@@ -265,6 +341,12 @@ def main() -> None:
         help="a real Scheduler receives the notices (else its address points nowhere), and "
         "the copy also runs with notices sent as they come (copy-linger0)",
     )
+    parser.add_argument(
+        "--undo",
+        action="store_true",
+        help="also run the copy with each of the sixth pass's changes undone alone "
+        "(copy+core, copy+counters, copy+uncached)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--key-of", help=argparse.SUPPRESS)
@@ -301,6 +383,8 @@ def main() -> None:
             service = start_service("ingest", url, env)
             servers["service"] = (service.proc, service.address)
             variants = ("copy-linger0", *VARIANTS) if args.scheduler else VARIANTS
+            if args.undo:
+                variants = (*(f"copy+{change}" for change in UNDO), *variants)
             for variant in variants:
                 servers[variant] = start_variant(
                     variant, url, scheduler.address if scheduler else None
@@ -361,7 +445,22 @@ def main() -> None:
         step = f"{previous - p50:8.0f}" if previous is not None and method in servers else ""
         used = f"{statistics.median(cpu[method]):12.0f}" if method in cpu else ""
         print(f"{method:<16} {p50:8.0f} {p50 / floor:7.2f}x {step:>8} {used}")
-        previous = p50 if method in servers else previous
+        if method in servers and not method.startswith("copy+"):
+            previous = p50
+    undone = [m for m in methods if m.startswith("copy+")]
+    if undone:
+        copy_p50, copy_cpu = statistics.median(p50s["copy"]), statistics.median(cpu["copy"])
+        print("\neach change alone: the copy with it undone, over the copy (what it saved)")
+        print(f"{'undone':<16} {'p50 µs':>8} {'CPU µs/call':>12}")
+        for method in undone:
+            print(
+                f"{method:<16} {statistics.median(p50s[method]) - copy_p50:+8.0f} "
+                f"{statistics.median(cpu[method]) - copy_cpu:+12.0f}"
+            )
+        print("per round, the undone copy's p50 over the copy's in that round:")
+        for method in undone:
+            diffs = [a - b for a, b in zip(p50s[method], p50s["copy"], strict=True)]
+            print(f"  {method:<16} " + " ".join(f"{x:+.0f}" for x in diffs))
     print("\np50 in each round:")
     for method in methods:
         print(f"  {method:<16} " + " ".join(f"{x:.0f}" for x in p50s[method]))

@@ -27,7 +27,6 @@ import grpc
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
-from sqlalchemy import Engine, event
 
 from episodic.client import EpisodicClient
 from episodic.config import LLMSettings, RecoverySettings, Settings
@@ -36,6 +35,7 @@ from episodic.guard import Guard
 from episodic.server import GRPC_SERVICES, build_server
 from episodic.store.db import make_engine
 from episodic.store.distribution import ACROSS_DATASETS, GLOBAL_TABLES
+from episodic.store.raw_statement import observing_statements
 from episodic.testing.keys import keyring_file
 from episodic.testing.processes import TEST_ENV
 
@@ -90,9 +90,7 @@ class Recorder:
     step: str = "setup"
     sent: list[Sent] = field(default_factory=list)
 
-    def __call__(self, conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
-        if executemany and parameters:
-            parameters = parameters[0]  # one row's values plan like every other row's
+    def __call__(self, statement: str, parameters: Any, driver: Any) -> None:
         current = self.calls.current
         self.sent.append(
             Sent(
@@ -157,7 +155,10 @@ def deployment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploym
 
     calls = Calls()
     recorder = Recorder(calls)
-    event.listen(Engine, "before_cursor_execute", recorder)
+    # Every statement of every engine, through SQLAlchemy or sent on the pool's psycopg
+    # connection without it (the routed AddMessages: episodic.store.raw_statement).
+    observing = observing_statements(recorder)
+    observing.__enter__()
     engines = [
         make_engine(settings.database.sqlalchemy_url(), pool_size=5),
         make_engine(
@@ -205,7 +206,7 @@ def deployment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploym
         for service in [*services, failing]:
             for hook in service.on_shutdown:
                 hook()
-        event.remove(Engine, "before_cursor_execute", recorder)
+        observing.__exit__(None, None, None)
         for each in engines:
             each.dispose()
 
@@ -234,6 +235,13 @@ def _walk(d: Deployment) -> None:
             {"role": "assistant", "content": "Try the Alta Via 1.", "created_at": old},
         ],
     )
+    # The next batch without idempotency keys takes the thread's remembered route: one
+    # statement, sent on the pool's psycopg connection (episodic.store.raw_statement).
+    c.auto_idempotency_keys = False
+    try:
+        c.add_messages(cars.thread_id, [("user", "Does the hybrid come in blue?")])
+    finally:
+        c.auto_idempotency_keys = True
     d.step("GetThread")
     c.get_thread(cars.thread_id)
     d.step("ListMessages")
@@ -381,6 +389,14 @@ def test_every_statement_on_a_dataset_table_reaches_one_partition(
     assert not offenders, "statements that reach several partitions without saying why:\n" + (
         "\n".join(f"{at} [{rpc}] ({n} partitions) {sql}" for at, rpc, sql, n in offenders)
     )
+    # A thread's second AddMessages is its remembered route: ONE statement, sent on the
+    # pool's psycopg connection without SQLAlchemy. It must be seen (and checked) too.
+    routed = [
+        r for r in reaches if r.sent.rpc == "AddMessages" and "%(key_id)s" in r.sent.statement
+    ]
+    assert routed, "the routed AddMessages statement was not observed"
+    per_call = Counter(r.sent.call for r in reaches if r.sent.rpc == "AddMessages")
+    assert all(per_call[r.sent.call] == 1 for r in routed), per_call
     # An id-only call looks its dataset up once, then names it: no second search.
     lookups = Counter((r.sent.rpc, r.sent.call) for r in reaches if r.marked)
     repeated = {k: n for k, n in lookups.items() if k[0] in ID_ONLY and n > 1}

@@ -114,13 +114,27 @@ class CallInterceptor(grpc.ServerInterceptor):
 
     def __init__(self, guard: Guard | None = None) -> None:
         self.guard = guard
+        # Per method, its wrapped handler, built on the method's first call: grpcio asks
+        # the interceptors for a handler on EVERY call, and building one (the lookup, the
+        # guard's rule, three closures, the handler tuple) was ~5 µs of it. Sound because
+        # this interceptor comes last (build_server): what ``continuation`` returns for a
+        # method is the servicer's handler, fixed once the server started. Only methods
+        # found are kept, so unknown names sent by anyone cannot grow it.
+        self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        method = handler_call_details.method
+        known = self._handlers.get(method)
+        if known is not None:
+            return known
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
+        known = self._handlers[method] = self._wrap(method, handler)
+        return known
+
+    def _wrap(self, method: str, handler: Any) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
-        method = handler_call_details.method
         guard = self.guard if self.guard is not None and self.guard.governs(method) else None
 
         def measured(request: Any, context: grpc.ServicerContext) -> Any:

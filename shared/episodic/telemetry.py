@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -459,7 +460,106 @@ def instrument_engine(
         if instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.uninstrument()
         instrumentor.instrument(engines=list(_engines), tracer_provider=tracer_provider)
+        global _database_tracer
+        _database_tracer = trace.get_tracer(_SQLALCHEMY_SCOPE, tracer_provider=tracer_provider)
     return engine
+
+
+# Spans of statements sent without SQLAlchemy (episodic.store.raw_statement): the same
+# scope as the instrumentation's, so they are filtered (no parent: dropped) and found
+# (a backend's "database" view) like every other statement's.
+_database_tracer: trace.Tracer | None = None
+# Per engine: the connection attributes its spans carry (read once from a live connection).
+_database_attributes: weakref.WeakKeyDictionary[Engine, dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class _DatabaseSpan:
+    """A statement's CLIENT span, ended when the block exits."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: trace.Span) -> None:
+        self._span = span
+
+    def __enter__(self) -> _DatabaseSpan:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._span.end()
+
+    def failed(self, err: BaseException) -> None:
+        """The statement failed: the span's status says so (as the instrumentation's)."""
+        if self._span.is_recording():
+            self._span.set_status(trace.Status(trace.StatusCode.ERROR, str(err)))
+
+
+class _NoDatabaseSpan:
+    __slots__ = ()
+
+    def __enter__(self) -> _NoDatabaseSpan:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+    def failed(self, err: BaseException) -> None:
+        pass
+
+
+_NO_DATABASE_SPAN = _NoDatabaseSpan()
+
+
+def database_span(
+    engine: Engine, statement: str, connection: Any
+) -> _DatabaseSpan | _NoDatabaseSpan:
+    """The span of a statement sent on ``connection`` (psycopg) of ``engine`` without
+    SQLAlchemy, shaped like OpenTelemetry's SQLAlchemy instrumentation's (the default,
+    pre-stable database conventions: name ``<operation> <database>``, kind CLIENT,
+    ``db.statement``, ``db.system``, ``db.operation``, ``db.name``, ``db.user``, ``net.*``),
+    a child of the current span; nothing unless ``engine`` was passed to
+    :func:`instrument_engine` with tracing on. ``with database_span(…) as span:`` ends it
+    when the block exits; ``span.failed(err)`` marks a failure."""
+    tracer = _database_tracer
+    if tracer is None or engine not in _engines:
+        return _NO_DATABASE_SPAN
+    attributes = _database_attributes.get(engine)
+    if attributes is None:
+        attributes = _database_attributes[engine] = _connection_attributes(connection)
+    database = attributes.get("db.name")
+    tokens = _LEADING_COMMENT.sub("", statement, count=1).split()
+    operation = " ".join([*tokens[:1], *([database] if database else [])]) or "postgresql"
+    span = tracer.start_span(operation, kind=trace.SpanKind.CLIENT)
+    if span.is_recording():
+        span.set_attributes(
+            {
+                **attributes,
+                "db.statement": statement,
+                "db.system": "postgresql",
+                "db.operation": operation,
+            }
+        )
+    return _DatabaseSpan(span)
+
+
+_LEADING_COMMENT = re.compile(r"^/\*.*?\*/")
+
+
+def _connection_attributes(connection: Any) -> dict[str, Any]:
+    """The attributes the instrumentation gives a statement's span, from the psycopg
+    connection's ``info`` (a socket path is a peer name of transport ``other``)."""
+    info = connection.info
+    attributes: dict[str, Any] = {"db.name": info.dbname, "db.user": info.user}
+    if info.host and info.host.startswith("/"):
+        attributes["net.transport"] = "other"
+        if info.port:
+            attributes["net.peer.name"] = os.path.join(info.host, f".s.PGSQL.{info.port}")
+    else:  # the instrumentation reads a TCP peer from the URL: no net.transport then
+        attributes["net.peer.name"] = info.host
+        if info.port:
+            attributes["net.peer.port"] = int(info.port)
+    return attributes
 
 
 # --------------------------------------------------------------------------- metrics

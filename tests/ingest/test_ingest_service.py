@@ -515,8 +515,18 @@ def _struct(**values):  # type: ignore[no-untyped-def]
         (_struct(x=float("inf")), "NaN or an infinity"),
         (_struct(**{"k\x00": 1}), "NUL"),
         (_struct(nested={"v": "a\x00b"}), "NUL"),
+        (_struct(nested={"list": ["fine", {"deep": "a\x00"}]}), "NUL"),
+        # An escaped-looking text beside a real NUL: the JSON holds both \u0000 forms.
+        (_struct(a="\\u0000 literal", b="x\x00"), "NUL"),
     ],
-    ids=["nan", "infinity", "nul-key", "nested-nul"],
+    ids=[
+        "nan",
+        "infinity",
+        "nul-key",
+        "nested-nul",
+        "nul-in-list",
+        "nul-beside-escape",
+    ],
 )
 def test_metadata_json_cannot_hold_is_invalid_argument(ingest, engine, metadata, phrase) -> None:  # type: ignore[no-untyped-def]
     thread = new_thread(ingest)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -19,6 +19,7 @@ from episodic.config import IngestSettings
 from episodic.crypto import ClearKey
 from episodic.errors import NotFound
 from episodic.services.ingest import domain
+from episodic.store.raw_statement import observing_statements
 from episodic.testing.keys import test_vault
 
 SETTINGS = IngestSettings()
@@ -36,15 +37,13 @@ def _statements(engine: Engine) -> Iterator[list[str]]:
     commits it on its own, one round trip) or ``in transaction:``."""
     sent: list[str] = []
 
-    def record(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
-        autocommit = conn.connection.driver_connection.autocommit
-        sent.append(("autocommit: " if autocommit else "in transaction: ") + statement)
+    def record(statement, parameters, driver) -> None:  # type: ignore[no-untyped-def]
+        sent.append(("autocommit: " if driver.autocommit else "in transaction: ") + statement)
 
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    # The process-wide hook: statements through SQLAlchemy and the routed one sent on the
+    # pool's psycopg connection without it (episodic.store.raw_statement) alike.
+    with observing_statements(record):
         yield sent
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
 
 
 def _new_thread(engine: Engine, vault, dataset: str) -> uuid.UUID:  # type: ignore[no-untyped-def]
@@ -236,18 +235,16 @@ def test_a_failed_statement_in_autocommit_leaves_nothing_behind(engine: Engine) 
 
     drivers = []
 
-    def remember_driver(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
-        drivers.append(conn.connection.driver_connection)
+    def remember_driver(statement, parameters, driver) -> None:  # type: ignore[no-untyped-def]
+        drivers.append(driver)
 
-    event.listen(engine, "before_cursor_execute", remember_driver)
-    with _statements(engine) as sent:
+    with observing_statements(remember_driver), _statements(engine) as sent:
         try:
             _add(engine, vault, thread_id, routes, "two")
-        except IntegrityError:
+        except IntegrityError:  # psycopg's error, raised as SQLAlchemy's
             pass
         else:
             raise AssertionError("a duplicate sequence was accepted")
-    event.remove(engine, "before_cursor_execute", remember_driver)
 
     assert len(sent) == 1 and sent[0].startswith("autocommit:")
     with engine.connect() as conn:

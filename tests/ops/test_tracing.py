@@ -106,3 +106,55 @@ def test_trace_crosses_ingest_scheduler_and_links_summariser(spawn, tmp_path: Pa
         if s["trace_id"] == recall_span["trace_id"] and "db.statement" in s["attributes"]
     ]
     assert db_spans and all(s["service"] == "episodic-recall" for s in db_spans)
+
+
+def test_the_routed_statement_sent_without_sqlalchemy_is_traced_like_the_others(
+    spawn, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A thread's second AddMessages (no idempotency keys) is its remembered route: one
+    statement on the pool's psycopg connection, not through SQLAlchemy
+    (episodic.store.raw_statement). Its span must look like the instrumentation's spans of
+    the first call's statements: same scope, kind, connection attributes, a child of the
+    call's SERVER span."""
+    trace_file = tmp_path / "spans.jsonl"
+    ingest = spawn("ingest", env={"EPISODIC_TRACE_FILE": str(trace_file)})
+    stub = ig.IngestServiceStub(ingest.channel())
+    thread = stub.CreateThread(ipb.CreateThreadRequest(dataset="traced"), timeout=10).thread
+    for content in ("first: looked up, in a transaction", "second: the remembered route"):
+        stub.AddMessages(
+            ipb.AddMessagesRequest(
+                thread_id=thread.thread_id,
+                messages=[ipb.NewMessage(role=e.ROLE_USER, content=content)],
+            ),
+            timeout=10,
+        )
+
+    def two_calls():  # type: ignore[no-untyped-def]
+        spans = _spans(trace_file)
+        calls = [s for s in spans if s["name"] == "/episodic.v1.IngestService/AddMessages"]
+        return spans if len(calls) == 2 else None
+
+    spans = wait_until(two_calls, timeout=30, message="the spans of both AddMessages")
+    first, second = sorted(
+        (s for s in spans if s["name"] == "/episodic.v1.IngestService/AddMessages"),
+        key=lambda s: s["start_time_unix_nano"],
+    )
+    # Database spans only: a call's children also include the Scheduler notice's.
+    statements = [s for s in spans if "db.statement" in s["attributes"]]
+    looked_up = [s for s in statements if s["parent_span_id"] == first["span_id"]]
+    routed = [s for s in statements if s["parent_span_id"] == second["span_id"]]
+    assert len(looked_up) >= 2, looked_up  # the lookup and the append, at least
+    # The routed call: exactly one statement, the route-checked append.
+    assert len(routed) == 1, routed
+    (span,) = routed
+    assert "%(key_id)s" in span["attributes"]["db.statement"]
+    assert span["attributes"]["db.statement"].startswith("WITH bumped AS (UPDATE threads")
+    reference = next(s for s in looked_up if s["attributes"]["db.statement"].startswith("WITH"))
+    assert span["scope"] == reference["scope"] == "opentelemetry.instrumentation.sqlalchemy"
+    assert span["kind"] == reference["kind"] == "CLIENT"
+    assert span["name"] == reference["name"]  # "WITH <database>"
+    assert span["attributes"].keys() == reference["attributes"].keys()
+    for key, value in reference["attributes"].items():
+        if key != "db.statement":
+            assert span["attributes"][key] == value, key
+    assert span["trace_id"] == second["trace_id"]

@@ -1,0 +1,175 @@
+"""The CPU of AddMessages' parts, in-process, at one batch size: what a 100-message call
+spends where (and what binding the statement's values in binary saves).
+
+Starts its own embedded PostgreSQL, creates one sealed thread and measures, with
+``time.thread_time`` (CPU of this thread only: a loaded machine inflates wall times, not
+these), the median over many repetitions of:
+
+- parsing the request's bytes; ``_new_messages`` (protobuf → NewMessage, Structs →
+  dicts); ``check_new_messages``; ``_append`` (sealing and the parameters) and the
+  sealing alone;
+- the routed statement through ``fetch_one_autocommitted`` (the pool's checkout included);
+  ``write_messages``; the whole servicer ``AddMessages`` (no gRPC);
+- the same statement on a bare psycopg connection in four forms: every value as text
+  (psycopg's default), the sealed values and arrays in binary (``%(…)b``, what Ingest
+  sends), the same with the row read in binary (``binary=True``, what Ingest does), and
+  every parameter in binary.
+
+Not part of pytest:
+
+    .venv/bin/python bench/ingest_parts.py [--batch 100] [--repeats 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psycopg
+from google.protobuf import struct_pb2
+
+from bench import ingest_bench as bench
+from episodic import access
+from episodic.config import IngestSettings
+from episodic.services.ingest import domain
+from episodic.services.ingest.servicer import IngestServicer, _new_messages
+from episodic.store.db import make_engine
+from episodic.store.raw_statement import fetch_one_autocommitted
+from episodic.testing.database import test_server
+from episodic.testing.keys import test_vault
+from episodic.v1 import episode_pb2 as e
+from episodic.v1 import ingest_service_pb2 as pb
+
+
+class _NoNotices:
+    def record_activity(self, thread_id: str) -> None:
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=200)
+    args = parser.parse_args()
+    n, repeats = args.batch, args.repeats
+
+    def cpu(work: Callable[[], object], times: int = repeats) -> float:
+        """Median CPU µs of one ``work()``."""
+        spent = []
+        for _ in range(times):
+            started = time.thread_time()
+            work()
+            spent.append(time.thread_time() - started)
+        return statistics.median(spent) * 1e6
+
+    print(f"load average before: {bench.loadavg()}")
+    settings = IngestSettings()
+    rows: list[tuple[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="ingest-parts-") as tmp, test_server(Path(tmp)) as dbs:
+        url = dbs.create()
+        engine = make_engine(url)
+        vault = test_vault(encrypt=True)
+        with engine.begin() as conn:
+            key = vault.for_write(conn, "bench")
+            thread_id = domain.create_thread(
+                conn, vault, dataset="bench", thread_id=None, label="", metadata_json="{}"
+            )["thread_id"]
+        metadata = struct_pb2.Struct()
+        metadata.update(bench.METADATA)
+        request = pb.AddMessagesRequest(
+            thread_id=str(thread_id),
+            messages=[
+                pb.NewMessage(role=e.ROLE_USER, content=bench.CONTENT, metadata=metadata)
+                for _ in range(n)
+            ],
+        )
+        data = request.SerializeToString()
+        rows.append(("parse the request", cpu(lambda: pb.AddMessagesRequest.FromString(data))))
+        build = cpu(lambda: _new_messages(request, str(thread_id)))
+        rows.append(("_new_messages", build))
+
+        def build_and_check() -> None:
+            domain.check_new_messages(_new_messages(request, str(thread_id)), settings)
+
+        rows.append(("check_new_messages", cpu(build_and_check) - build))
+        messages = _new_messages(request, str(thread_id))
+        domain.check_new_messages(messages, settings)
+        rows.append(
+            (
+                "_append (seal, parameters)",
+                cpu(lambda: domain._append(key, "bench", thread_id, messages, check_route=True)),
+            )
+        )
+        rows.append(
+            (
+                "  of which sealing",
+                cpu(
+                    lambda: [
+                        (key.seal(m.content, "c"), key.seal(m.metadata_json or "", "m"))
+                        for m in messages
+                    ]
+                ),
+            )
+        )
+        statement, params = domain._append(key, "bench", thread_id, messages, check_route=True)
+        rows.append(
+            (
+                "fetch_one_autocommitted",
+                cpu(lambda: fetch_one_autocommitted(engine, statement, params), repeats // 2),
+            )
+        )
+        routes = domain.ThreadRoutes()
+        routes.remember(thread_id, "bench", key)
+        rows.append(
+            (
+                "write_messages",
+                cpu(
+                    lambda: domain.write_messages(
+                        engine, vault, thread_id, messages, settings, routes=routes
+                    ),
+                    repeats // 2,
+                ),
+            )
+        )
+        servicer = IngestServicer(engine, settings, _NoNotices(), vault)  # type: ignore[arg-type]
+        servicer.routes = routes
+        with access.running_as(access.ANONYMOUS):
+            rows.append(
+                (
+                    "servicer AddMessages (no gRPC)",
+                    cpu(lambda: servicer.AddMessages(request, None), repeats // 2),  # type: ignore[arg-type]
+                )
+            )
+        as_text = re.sub(r"%\((\w+)\)b", r"%(\1)s", statement)
+        all_binary = re.sub(r"%\((\w+)\)s", r"%(\1)b", statement)
+        with psycopg.connect(url, autocommit=True) as bare:
+            for name, sql, binary in (
+                ("statement, every value as text", as_text, False),
+                ("statement, sealed values and arrays binary", statement, False),
+                ("  + the row read in binary (Ingest's)", statement, True),
+                ("statement, every parameter binary", all_binary, True),
+            ):
+
+                def send(sql: str = sql, binary: bool = binary) -> Any:
+                    return bare.execute(sql, params, prepare=True, binary=binary).fetchone()  # type: ignore[call-overload]
+
+                send()
+                rows.append((name, cpu(send, repeats // 2)))
+        engine.dispose()
+    print(f"load average after: {bench.loadavg()}\n")
+    print(f"AddMessages of {n} message(s), in-process CPU per call (median µs, thread_time):")
+    for name, spent in rows:
+        print(f"  {name:<46} {spent:9.0f}")
+
+
+if __name__ == "__main__":
+    main()

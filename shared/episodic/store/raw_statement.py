@@ -1,0 +1,127 @@
+"""Hot statements on the pool's psycopg connection, without SQLAlchemy's Core — and the
+one hook that sees every statement a process sends, whichever way it went.
+
+SQLAlchemy's ``Connection.execute`` costs ~0.1–0.2 ms of CPU per statement (compiling the
+cache key, the execution context, the result's metadata), which is most of what a
+one-message AddMessages spends above its round trip (README "AddMessages, sixth pass").
+:func:`fetch_one_autocommitted` takes a connection from the same engine's pool (its
+``checkout``/``checkin`` events still run: the idle ping of :mod:`episodic.store.db`, the
+pool metrics of tracing) and runs one statement with psycopg in autocommit — one round
+trip, committed (durable, with the server's ``synchronous_commit``) when it returns.
+
+What watched SQLAlchemy's statements must watch these as well:
+
+- **observers** (:func:`observing_statements`): called before every statement of every
+  engine of the process — through SQLAlchemy (a ``before_cursor_execute`` listener on
+  ``Engine``, installed while anyone observes) and through this module alike. The
+  one-shard check (tests/test_one_shard.py) and the tests that count round trips use it;
+- **tracing**: a CLIENT span shaped like OpenTelemetry's SQLAlchemy instrumentation's
+  (:func:`episodic.telemetry.database_span`), when the engine is traced;
+- **errors**: psycopg's errors are raised as SQLAlchemy's (``IntegrityError``,
+  ``OperationalError``, …, parameters hidden), and a connection the error shows dead is
+  invalidated in the pool, as SQLAlchemy does — so the call interceptor's mapping
+  (a database outage answers UNAVAILABLE) and the callers' ``except`` clauses hold.
+
+Statements are written in psycopg's format (``%(name)s``); the same text can run inside a
+SQLAlchemy transaction with ``Connection.exec_driver_sql``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import psycopg
+from sqlalchemy import Engine, event
+from sqlalchemy.exc import DBAPIError, StatementError
+
+from episodic.telemetry import database_span
+
+#: ``observer(statement, parameters, driver_connection)``: the statement as the driver
+#: gets it, its parameters (an executemany's first row) and the psycopg connection it goes
+#: out on (``autocommit`` tells how it commits).
+StatementObserver = Callable[[str, Any, Any], None]
+
+# Read on every statement without the lock: replaced, never mutated.
+_observers: tuple[StatementObserver, ...] = ()
+_lock = threading.Lock()
+
+
+def _from_sqlalchemy(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+    if executemany and parameters:
+        parameters = parameters[0]  # one row's values stand for the others
+    driver = conn.connection.driver_connection
+    for observer in _observers:
+        observer(statement, parameters, driver)
+
+
+@contextmanager
+def observing_statements(observer: StatementObserver) -> Iterator[None]:
+    """Calls ``observer`` before each statement any engine of this process sends, through
+    SQLAlchemy or :func:`fetch_one_autocommitted`, while the block runs (observers are for
+    tests and profiles: none is registered in a service, where the SQLAlchemy listener is
+    then absent too)."""
+    global _observers
+    with _lock:
+        if not _observers:
+            event.listen(Engine, "before_cursor_execute", _from_sqlalchemy)
+        _observers = (*_observers, observer)
+    try:
+        yield
+    finally:
+        with _lock:
+            remaining = list(_observers)
+            remaining.remove(observer)
+            _observers = tuple(remaining)
+            if not _observers:
+                event.remove(Engine, "before_cursor_execute", _from_sqlalchemy)
+
+
+def fetch_one_autocommitted(
+    engine: Engine, statement: str, parameters: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    """Runs ``statement`` (psycopg's ``%(name)s`` format; ``%(name)b`` binds a value in
+    binary) in autocommit on a connection of ``engine``'s pool and returns its first row
+    (None: no row), read in binary (no text to parse: ~10 µs less for a timestamp).
+    Committed when it returns; one round trip once psycopg has prepared it on that
+    connection (server-side, ``prepare=True``: parsed and planned once per connection)."""
+    pooled = engine.raw_connection()
+    driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
+    try:
+        # No transaction is open on a connection the pool hands out: no round trip.
+        driver.autocommit = True
+        for observer in _observers:
+            observer(statement, parameters, driver)
+        with database_span(engine, statement, driver) as span:
+            try:
+                cursor = driver.execute(statement, parameters, prepare=True, binary=True)  # type: ignore[arg-type]
+                return cursor.fetchone()
+            except psycopg.Error as err:
+                span.failed(err)
+                raise _as_sqlalchemy_error(engine, pooled, statement, parameters, err) from err
+    finally:
+        if not driver.closed:
+            with suppress(psycopg.Error):  # a broken one is replaced at its next checkout
+                driver.autocommit = False  # how the pool's other users expect it
+        pooled.close()  # back to the pool (its reset sends nothing: no transaction is open)
+
+
+def _as_sqlalchemy_error(
+    engine: Engine, pooled: Any, statement: str, parameters: Any, err: psycopg.Error
+) -> StatementError:
+    """``err`` as SQLAlchemy would have raised it; a connection it shows dead is taken out
+    of the pool first (the next checkout connects afresh)."""
+    gone = engine.dialect.is_disconnect(err, pooled.driver_connection, None)  # type: ignore[arg-type]
+    if gone:
+        pooled.invalidate(err)
+    return DBAPIError.instance(
+        statement,
+        parameters,
+        err,
+        psycopg.Error,
+        hide_parameters=True,  # people's messages: never in a log line
+        connection_invalidated=gone,
+        dialect=engine.dialect,
+    )
