@@ -144,6 +144,7 @@ def _reindex(
     reembed: bool = False,
     pooled_summary_vector: bool = False,
     resummarise: str = "",
+    late_chunks: str = "",
 ) -> int:
     """Rebuilds every completed episode's recall index (document and chunks) with the
     index switches of recall_index (passage granularity, overlap, entities in the head), so
@@ -152,7 +153,9 @@ def _reindex(
     copy of the kept database (``cp -a``): the variant replaces what was indexed.
     ``pooled_summary_vector``: each episode's vector becomes the mean of the vectors of the
     sentences its extractive summary quotes (the episode re-summarised from its thread:
-    the summaries that no longer match the stored one are counted)."""
+    the summaries that no longer match the stored one are counted). ``late_chunks``
+    ("WINDOW[/OVERLAP]" word pieces): every chunk's vector again by late chunking
+    (``EPISODIC_CHUNK_VECTORS=late``) with model windows of that size."""
     from sqlalchemy import text as sql
 
     from episodic.config import EmbeddingSettings
@@ -168,13 +171,18 @@ def _reindex(
     engine = make_engine(url, pool_size=2)
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     vault = test_vault()
+    if late_chunks:
+        window, _, overlap = late_chunks.partition("/")
+        embedder.window_tokens = int(window)  # type: ignore[attr-defined]
+        if overlap:
+            embedder.window_overlap = int(overlap)  # type: ignore[attr-defined]
     if resummarise:
         _resummarise(engine, embedder, vault, resummarise)
     with engine.begin() as conn:
-        if chunk_messages or not chunk_overlap or reembed:
+        if chunk_messages or not chunk_overlap or reembed or late_chunks:
             conn.execute(sql("DELETE FROM message_chunks"))
         conn.execute(sql("UPDATE episodes SET search_vector = NULL WHERE status = 'completed'"))
-    done = recall_index.index_missing(engine, embedder, vault)
+    done = recall_index.index_missing(engine, embedder, vault, late=bool(late_chunks))
     if embed_entities or reembed:  # the episode's own vector, as the Summariser embeds it
         from episodic.services.summariser import pipeline
 
@@ -1058,6 +1066,14 @@ def main(argv: list[str] | None = None) -> int:
         "environment's embedder",
     )
     parser.add_argument(
+        "--late-chunks",
+        default="",
+        metavar="WINDOW[/OVERLAP]",
+        help="with --reindex: every chunk's vector by late chunking (EPISODIC_CHUNK_VECTORS="
+        "late), the model reading each episode's new messages in windows of WINDOW word "
+        "pieces overlapping by OVERLAP (MiniLMEmbedder's default 32), e.g. 256 or 128/16",
+    )
+    parser.add_argument(
         "--reembed",
         action="store_true",
         help="re-embed every chunk and episode vector with this environment's embedder "
@@ -1144,6 +1160,7 @@ def main(argv: list[str] | None = None) -> int:
                 reembed=args.reembed,
                 pooled_summary_vector=args.pooled_summary_vector,
                 resummarise=args.resummarise,
+                late_chunks=args.late_chunks,
             )
             log(f"re-indexed {done} episodes in {time.monotonic() - started:.1f}s")
         for old in data_dir.glob("features*.json"):
