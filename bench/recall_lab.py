@@ -145,6 +145,7 @@ def _reindex(
     pooled_summary_vector: bool = False,
     resummarise: str = "",
     late_chunks: str = "",
+    late_summary_vector: bool = False,
 ) -> int:
     """Rebuilds every completed episode's recall index (document and chunks) with the
     index switches of recall_index (passage granularity, overlap, entities in the head), so
@@ -155,7 +156,10 @@ def _reindex(
     sentences its extractive summary quotes (the episode re-summarised from its thread:
     the summaries that no longer match the stored one are counted). ``late_chunks``
     ("WINDOW[/OVERLAP]" word pieces): every chunk's vector again by late chunking
-    (``EPISODIC_CHUNK_VECTORS=late``) with model windows of that size."""
+    (``EPISODIC_CHUNK_VECTORS=late``) with model windows of that size.
+    ``late_summary_vector``: each episode's vector pooled from the same late read of its
+    window: the mean of the vectors of the sentences its summary and key learnings quote
+    (:func:`_late_summary_vectors`)."""
     from sqlalchemy import text as sql
 
     from episodic.config import EmbeddingSettings
@@ -215,8 +219,82 @@ def _reindex(
                 )
     if pooled_summary_vector:
         _pool_summary_vectors(engine, embedder, vault)
+    if late_summary_vector:
+        _late_summary_vectors(engine, embedder, vault)
     engine.dispose()
     return done
+
+
+def _late_summary_vectors(engine: Any, embedder: Any, vault: Any) -> None:
+    """Every completed episode's vector pooled from a late read of its window (the
+    document late chunking reads: the window's messages as indexed, one per line): the
+    normalised mean of the span vectors of the sentences the extractive summary (lexical
+    sentences, the default) and its key learnings quote, each counted once per use. A
+    quoted sentence not found verbatim in its message (clipped) pools its whole message."""
+    from sqlalchemy import text as sql
+
+    from episodic.config import LLMSettings
+    from episodic.providers import extractive, make_summariser
+    from episodic.providers.types import SpanDocument
+    from episodic.services.summariser.pipeline import indexed_messages, load_summary_request
+
+    summariser = make_summariser(LLMSettings(), embedder)
+    found = whole = 0
+    with engine.begin() as conn:
+        rows = (
+            conn.execute(
+                sql(
+                    "SELECT episode_id, dataset, thread_id, start_sequence, end_sequence "
+                    "FROM episodes WHERE status = 'completed'"
+                )
+            )
+            .mappings()
+            .all()
+        )
+        for row in rows:
+            request = load_summary_request(conn, vault, row)
+            candidates = summariser._candidates(request)  # as summarise() chooses them
+            if not candidates:
+                continue
+            vectors = extractive.lexical_vectors([c.text for c in candidates])
+            _, quoted = summariser._summary(candidates, vectors, request.window_start_sequence)
+            _, sources = summariser._key_learnings(candidates, vectors)
+            lines = [m for m in indexed_messages(request) if m[0] >= row["start_sequence"]]
+            starts, offset = {}, 0
+            for sequence, line in lines:
+                starts[sequence] = (offset, line)
+                offset += len(line) + 1
+            spans = []
+            for i in quoted + sources:
+                c = candidates[i]
+                if c.message.sequence not in starts:
+                    continue
+                begin, line = starts[c.message.sequence]
+                at = line.find(c.text)
+                if at >= 0:
+                    found += 1
+                    spans.append((begin + at, begin + at + len(c.text)))
+                else:
+                    whole += 1
+                    spans.append((begin, begin + len(line)))
+            if not spans:
+                continue
+            document = SpanDocument("\n".join(line for _, line in lines), tuple(spans))
+            (pooled,) = embedder.embed_spans([document])
+            vector = pooled.sum(axis=0)
+            vector /= max(float(np.linalg.norm(vector)), 1e-9)
+            conn.execute(
+                sql(
+                    "UPDATE episodes SET embedding = CAST(:v AS vector) "
+                    "WHERE dataset = :d AND episode_id = :id"
+                ),
+                {
+                    "v": str([float(x) for x in vector]),
+                    "d": row["dataset"],
+                    "id": row["episode_id"],
+                },
+            )
+    log(f"late summary vectors: {found} quoted sentences found in their message, {whole} whole")
 
 
 def _each_resummarised(conn: Any, vault: Any, summariser: Any) -> Iterator[tuple[Any, Any, bool]]:
@@ -1074,6 +1152,12 @@ def main(argv: list[str] | None = None) -> int:
         "pieces overlapping by OVERLAP (MiniLMEmbedder's default 32), e.g. 256 or 128/16",
     )
     parser.add_argument(
+        "--late-summary-vector",
+        action="store_true",
+        help="with --reindex: each episode's vector pooled from a late read of its window "
+        "(the sentences its summary and key learnings quote)",
+    )
+    parser.add_argument(
         "--reembed",
         action="store_true",
         help="re-embed every chunk and episode vector with this environment's embedder "
@@ -1161,6 +1245,7 @@ def main(argv: list[str] | None = None) -> int:
                 pooled_summary_vector=args.pooled_summary_vector,
                 resummarise=args.resummarise,
                 late_chunks=args.late_chunks,
+                late_summary_vector=args.late_summary_vector,
             )
             log(f"re-indexed {done} episodes in {time.monotonic() - started:.1f}s")
         for old in data_dir.glob("features*.json"):

@@ -237,8 +237,8 @@ class EmbeddingSettings(BaseSettings):
         default="separate",
         description="How the Summariser embeds Recall's chunk index (overlapping runs of up to "
         "4 messages). separate: each chunk's text on its own (every message embedded twice). "
-        "late: the episode's new messages read by the model once, in windows of 256 word "
-        "pieces, each chunk's vector the mean of its tokens' vectors (late chunking; minilm "
+        "late: the episode's new messages read by the model once, in overlapping windows "
+        "of 128 word pieces, each chunk's vector the mean of its tokens' vectors (late chunking; minilm "
         "only: other embedders have no token access and embed separately). Changing it "
         "changes new chunks only: re-index to compare.",
     )
