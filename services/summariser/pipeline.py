@@ -741,12 +741,12 @@ def _document_slices(documents: list[SpanDocument], tokens: int) -> Iterator[lis
     """``documents`` in consecutive slices of about ``tokens`` tokens by a character
     estimate, at least one document each (a document is read whole)."""
     piece: list[SpanDocument] = []
-    size = 0
+    size = 0.0
     for document in documents:
         estimate = len(document.text) / CHARS_PER_TOKEN
         if piece and size + estimate > tokens:
             yield piece
-            piece, size = [], 0
+            piece, size = [], 0.0
         piece.append(document)
         size += estimate
     if piece:

@@ -382,6 +382,13 @@ _MODELS: dict[tuple[int, str], _MiniLMModel] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+def _special_id(tokenizer: tokenizers.Tokenizer, token: str) -> int:
+    found = tokenizer.token_to_id(token)
+    if found is None:
+        raise ProviderError(f"minilm: the tokenizer has no {token} token", provider="minilm")
+    return int(found)
+
+
 def _load_minilm(threads: int, max_tokens: int, compute: str = "int8") -> _MiniLMModel:
     key = (threads, compute)
     with _MODELS_LOCK:
@@ -428,8 +435,8 @@ def _load_minilm(threads: int, max_tokens: int, compute: str = "int8") -> _MiniL
             tokenizer=tokenizer,
             input_names=frozenset(i.name for i in session.get_inputs()),
             document_tokenizer=document_tokenizer,
-            cls_id=int(tokenizer.token_to_id("[CLS]")),
-            sep_id=int(tokenizer.token_to_id("[SEP]")),
+            cls_id=_special_id(tokenizer, "[CLS]"),
+            sep_id=_special_id(tokenizer, "[SEP]"),
         )
         _MODELS[key] = model
         return model
@@ -591,10 +598,10 @@ class MiniLMEmbedder:
         for idx in self._runs([len(p) for p in pieces]):
             hidden, _ = self._hidden(model, [pieces[i] for i in idx])
             for row, i in enumerate(idx):
-                document, start, own_start, own_end = owners[i]
+                which, start, own_start, own_end = owners[i]
                 # +1: the window's [CLS] comes first.
                 first, last = own_start - start + 1, own_end - start + 1
-                tokens[document][own_start:own_end] = hidden[row, first:last]
+                tokens[which][own_start:own_end] = hidden[row, first:last]
         out: list[np.ndarray] = []
         alone: list[tuple[int, int, str]] = []
         for index, (document, encoding) in enumerate(zip(documents, encodings, strict=True)):
