@@ -408,6 +408,15 @@ def test_late_span_vector_of_a_one_window_document_is_the_mean_of_its_tokens(
         expected = hidden[0, inside].mean(axis=0)
         np.testing.assert_allclose(vector, expected / np.linalg.norm(expected), atol=1e-5)
     assert vectors.shape == (2, 384)
+    runs: list[int] = []
+
+    class Counting(MiniLMEmbedder):
+        def _hidden(self, model: Any, tokens: list[list[int]]) -> Any:
+            runs.append(len(tokens))
+            return super()._hidden(model, tokens)
+
+    (nothing,) = Counting(threads=1).embed_spans([SpanDocument("Text nobody asked for.", ())])
+    assert nothing.shape == (0, 384) and runs == []  # no span wanted: no model run
 
 
 def test_late_windows_read_every_token_once_with_overlapping_context() -> None:

@@ -591,6 +591,8 @@ class MiniLMEmbedder:
         owners: list[tuple[int, int, int, int]] = []  # (document, window start, own range)
         for index, encoding in enumerate(encodings):
             ids = encoding.ids
+            if not documents[index].spans:
+                continue  # nothing wanted from it: no model run
             for start, end, own_start, own_end in self.windows(len(ids)):
                 pieces.append([model.cls_id, *ids[start:end], model.sep_id])
                 owners.append((index, start, own_start, own_end))
