@@ -144,6 +144,8 @@ def _reindex(
     reembed: bool = False,
     pooled_summary_vector: bool = False,
     resummarise: str = "",
+    late_chunks: str = "",
+    late_summary_vector: bool = False,
 ) -> int:
     """Rebuilds every completed episode's recall index (document and chunks) with the
     index switches of recall_index (passage granularity, overlap, entities in the head), so
@@ -152,7 +154,12 @@ def _reindex(
     copy of the kept database (``cp -a``): the variant replaces what was indexed.
     ``pooled_summary_vector``: each episode's vector becomes the mean of the vectors of the
     sentences its extractive summary quotes (the episode re-summarised from its thread:
-    the summaries that no longer match the stored one are counted)."""
+    the summaries that no longer match the stored one are counted). ``late_chunks``
+    ("WINDOW[/OVERLAP]" word pieces): every chunk's vector again by late chunking
+    (``EPISODIC_CHUNK_VECTORS=late``) with model windows of that size.
+    ``late_summary_vector``: each episode's vector pooled from the same late read of its
+    window: the mean of the vectors of the sentences its summary and key learnings quote
+    (:func:`_late_summary_vectors`)."""
     from sqlalchemy import text as sql
 
     from episodic.config import EmbeddingSettings
@@ -168,13 +175,18 @@ def _reindex(
     engine = make_engine(url, pool_size=2)
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     vault = test_vault()
+    if late_chunks:
+        window, _, overlap = late_chunks.partition("/")
+        embedder.window_tokens = int(window)  # type: ignore[attr-defined]
+        if overlap:
+            embedder.window_overlap = int(overlap)  # type: ignore[attr-defined]
     if resummarise:
         _resummarise(engine, embedder, vault, resummarise)
     with engine.begin() as conn:
-        if chunk_messages or not chunk_overlap or reembed:
+        if chunk_messages or not chunk_overlap or reembed or late_chunks:
             conn.execute(sql("DELETE FROM message_chunks"))
         conn.execute(sql("UPDATE episodes SET search_vector = NULL WHERE status = 'completed'"))
-    done = recall_index.index_missing(engine, embedder, vault)
+    done = recall_index.index_missing(engine, embedder, vault, late=bool(late_chunks))
     if embed_entities or reembed:  # the episode's own vector, as the Summariser embeds it
         from episodic.services.summariser import pipeline
 
@@ -207,8 +219,82 @@ def _reindex(
                 )
     if pooled_summary_vector:
         _pool_summary_vectors(engine, embedder, vault)
+    if late_summary_vector:
+        _late_summary_vectors(engine, embedder, vault)
     engine.dispose()
     return done
+
+
+def _late_summary_vectors(engine: Any, embedder: Any, vault: Any) -> None:
+    """Every completed episode's vector pooled from a late read of its window (the
+    document late chunking reads: the window's messages as indexed, one per line): the
+    normalised mean of the span vectors of the sentences the extractive summary (lexical
+    sentences, the default) and its key learnings quote, each counted once per use. A
+    quoted sentence not found verbatim in its message (clipped) pools its whole message."""
+    from sqlalchemy import text as sql
+
+    from episodic.config import LLMSettings
+    from episodic.providers import extractive, make_summariser
+    from episodic.providers.types import SpanDocument
+    from episodic.services.summariser.pipeline import indexed_messages, load_summary_request
+
+    summariser = make_summariser(LLMSettings(), embedder)
+    found = whole = 0
+    with engine.begin() as conn:
+        rows = (
+            conn.execute(
+                sql(
+                    "SELECT episode_id, dataset, thread_id, start_sequence, end_sequence "
+                    "FROM episodes WHERE status = 'completed'"
+                )
+            )
+            .mappings()
+            .all()
+        )
+        for row in rows:
+            request = load_summary_request(conn, vault, row)
+            candidates = summariser._candidates(request)  # as summarise() chooses them
+            if not candidates:
+                continue
+            vectors = extractive.lexical_vectors([c.text for c in candidates])
+            _, quoted = summariser._summary(candidates, vectors, request.window_start_sequence)
+            _, sources = summariser._key_learnings(candidates, vectors)
+            lines = [m for m in indexed_messages(request) if m[0] >= row["start_sequence"]]
+            starts, offset = {}, 0
+            for sequence, line in lines:
+                starts[sequence] = (offset, line)
+                offset += len(line) + 1
+            spans = []
+            for i in quoted + sources:
+                c = candidates[i]
+                if c.message.sequence not in starts:
+                    continue
+                begin, line = starts[c.message.sequence]
+                at = line.find(c.text)
+                if at >= 0:
+                    found += 1
+                    spans.append((begin + at, begin + at + len(c.text)))
+                else:
+                    whole += 1
+                    spans.append((begin, begin + len(line)))
+            if not spans:
+                continue
+            document = SpanDocument("\n".join(line for _, line in lines), tuple(spans))
+            (pooled,) = embedder.embed_spans([document])
+            vector = pooled.sum(axis=0)
+            vector /= max(float(np.linalg.norm(vector)), 1e-9)
+            conn.execute(
+                sql(
+                    "UPDATE episodes SET embedding = CAST(:v AS vector) "
+                    "WHERE dataset = :d AND episode_id = :id"
+                ),
+                {
+                    "v": str([float(x) for x in vector]),
+                    "d": row["dataset"],
+                    "id": row["episode_id"],
+                },
+            )
+    log(f"late summary vectors: {found} quoted sentences found in their message, {whole} whole")
 
 
 def _each_resummarised(conn: Any, vault: Any, summariser: Any) -> Iterator[tuple[Any, Any, bool]]:
@@ -1058,6 +1144,20 @@ def main(argv: list[str] | None = None) -> int:
         "environment's embedder",
     )
     parser.add_argument(
+        "--late-chunks",
+        default="",
+        metavar="WINDOW[/OVERLAP]",
+        help="with --reindex: every chunk's vector by late chunking (EPISODIC_CHUNK_VECTORS="
+        "late), the model reading each episode's new messages in windows of WINDOW word "
+        "pieces overlapping by OVERLAP (MiniLMEmbedder's default 32), e.g. 256 or 128/16",
+    )
+    parser.add_argument(
+        "--late-summary-vector",
+        action="store_true",
+        help="with --reindex: each episode's vector pooled from a late read of its window "
+        "(the sentences its summary and key learnings quote)",
+    )
+    parser.add_argument(
         "--reembed",
         action="store_true",
         help="re-embed every chunk and episode vector with this environment's embedder "
@@ -1144,6 +1244,8 @@ def main(argv: list[str] | None = None) -> int:
                 reembed=args.reembed,
                 pooled_summary_vector=args.pooled_summary_vector,
                 resummarise=args.resummarise,
+                late_chunks=args.late_chunks,
+                late_summary_vector=args.late_summary_vector,
             )
             log(f"re-indexed {done} episodes in {time.monotonic() - started:.1f}s")
         for old in data_dir.glob("features*.json"):

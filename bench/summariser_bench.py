@@ -60,12 +60,14 @@ from episodic.config import (
 from episodic.providers import (
     CachedEmbedder,
     Embedder,
+    SpanDocument,
     Summariser,
     SummaryRequest,
     SummaryResult,
     make_embedder,
     make_summariser,
 )
+from episodic.providers.factory import late_chunks
 from episodic.services.ingest import domain as ingest
 from episodic.services.summariser.pipeline import PassResult, Pipeline
 from episodic.services.summariser.semantic import KeyLearningFacts
@@ -189,6 +191,13 @@ class TimedEmbedder:
         else:
             self.clock.embed += dt
         return out
+
+    def embed_spans(self, documents: list[SpanDocument]) -> list[np.ndarray]:
+        """Late chunking's model time (EPISODIC_CHUNK_VECTORS=late): the pipeline's own."""
+        t0 = time.perf_counter()
+        out = self.inner.embed_spans(documents)  # type: ignore[attr-defined]
+        self.clock.embed += time.perf_counter() - t0
+        return list(out)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
@@ -338,7 +347,9 @@ def build_pipeline(engine, worker: str) -> TimedPipeline:  # type: ignore[no-unt
     the service passes the recall-index hook, which is None today)."""
     clock = Clock()
     # One cache for the summary and the index, as the service builds it.
-    embedder = CachedEmbedder(TimedEmbedder(make_embedder(EmbeddingSettings(), 384), clock))
+    settings = EmbeddingSettings()
+    model = make_embedder(settings, 384)
+    embedder = CachedEmbedder(TimedEmbedder(model, clock))
     summariser = TimedSummariser(make_summariser(LLMSettings(), embedder), clock)  # type: ignore[arg-type]
     retries = RecoverySettings()
     return TimedPipeline(
@@ -351,6 +362,7 @@ def build_pipeline(engine, worker: str) -> TimedPipeline:  # type: ignore[no-unt
         retry_backoff=retries.retry_backoff,
         worker=worker,
         clock=clock,
+        chunk_vectors="late" if late_chunks(settings, model) else "separate",
     )
 
 
@@ -509,7 +521,8 @@ def main() -> None:
     print(
         f"\nSummariser pipeline, offline defaults: embedder {probe.name} "
         f"(EPISODIC_EMBEDDING_COMPUTE={EmbeddingSettings().embedding_compute}, chunks "
-        f"{'not ' if args.no_chunk_overlap else ''}overlapping, sentences compared by "
+        f"{'not ' if args.no_chunk_overlap else ''}overlapping, their vectors "
+        f"{EmbeddingSettings().chunk_vectors}: EPISODIC_CHUNK_VECTORS, sentences compared by "
         f"{LLMSettings().summary_sentence_vectors}: EPISODIC_SUMMARY_SENTENCE_VECTORS) "
         f"(model load {cold:.1f} s, excluded), summariser {summariser_name}, KeyLearningFacts; "
         f"claim batch {args.batch}; {args.threads} episodes of {source}, "

@@ -6,6 +6,7 @@ from sqlalchemy import Engine
 
 from episodic.config import Settings
 from episodic.providers import CachedEmbedder, make_embedder, make_summariser
+from episodic.providers.factory import late_chunks
 from episodic.server import Service, serve
 from episodic.store.db import check_embedding_dimension
 from episodic.store.vault import make_vault
@@ -43,6 +44,7 @@ def build(settings: Settings, engine: Engine) -> Service:
         retry_backoff=settings.recovery.retry_backoff,
         heartbeat=settings.recovery.orphan_reclaim_after / 4,
         event_work=event_work,
+        chunk_vectors="late" if late_chunks(settings.embedding, embedder) else "separate",
     )
     servicer = SummariserServicer(engine, pipeline, summariser, embedder)
     service = Service(register=lambda server: register(server, servicer))

@@ -27,11 +27,12 @@ from sqlalchemy import Connection, Engine, RowMapping, text
 from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.errors import describe_error
-from episodic.providers.embedding import CachedEmbedder
+from episodic.providers.embedding import CachedEmbedder, token_access
 from episodic.providers.entities import normalise_entities
 from episodic.providers.types import (
     ChatMessage,
     Embedder,
+    SpanDocument,
     Summariser,
     SummaryRequest,
     speaker_from_metadata,
@@ -41,9 +42,11 @@ from episodic.store.db import is_database_outage
 from episodic.store.recall_index import (
     ChunkWork,
     IndexInput,
+    chunk_document,
     index_pending_chunks,
     pending_chunk_work,
     pending_chunks,
+    pending_messages,
     prepare_episode_document,
     write_episode_document,
 )
@@ -243,6 +246,7 @@ class Pipeline:
         event_work: EventWork | None = None,
         chunk_grace: timedelta = timedelta(seconds=60),
         chunk_slice_tokens: int = 512,
+        chunk_vectors: str = "separate",
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -266,6 +270,12 @@ class Pipeline:
         # The chunk index this worker owes (completed episodes, oldest first), embedded in
         # slices of about this many tokens; between slices it yields to a due episode.
         self.chunk_slice_tokens = chunk_slice_tokens
+        # EPISODIC_CHUNK_VECTORS: "late" pools each chunk's vector from one model pass over
+        # the episode's new messages; only an embedder with token access (the in-process
+        # MiniLM) can, any other embeds each chunk's text ("separate").
+        if chunk_vectors not in ("late", "separate"):
+            raise ValueError("chunk_vectors must be 'late' or 'separate'")
+        self.late_chunks = chunk_vectors == "late" and token_access(self.embedder)
         # The worker's loop and ProcessPending may run passes at once: the backlog is shared
         # under a lock (indexing an episode twice is harmless: the second finds no mark).
         self._backlog: list[ChunkWork] = []
@@ -339,15 +349,23 @@ class Pipeline:
         if not work:
             return True
         try:
-            texts = self._uncached_chunk_texts(work)
-            for i, piece in enumerate(_slices(texts, self.chunk_slice_tokens)):
+            if self.late_chunks:
+                # Late chunking: a slice is one or more episodes' documents (each read whole).
+                documents = self._uncached_chunk_documents(work)
+                slices: Iterator[list[Any]] = _document_slices(documents, self.chunk_slice_tokens)
+            else:
+                slices = _slices(self._uncached_chunk_texts(work), self.chunk_slice_tokens)
+            for i, piece in enumerate(slices):
                 if may_yield and (i > 0 or not progress_first) and self._should_yield(now):
                     return False
                 with (
                     tracer.start_as_current_span("embed.chunks", attributes={"texts": len(piece)}),
                     metrics.embedding(self.embedder.name, "chunks"),
                 ):
-                    self.embedder.embed(piece)
+                    if self.late_chunks:
+                        self.embedder.embed_spans(piece)
+                    else:
+                        self.embedder.embed(piece)
         except Exception as err:
             if is_database_outage(err):
                 raise
@@ -406,6 +424,23 @@ class Pipeline:
             else list(dict.fromkeys(texts))
         )
         return sorted(missing, key=len)
+
+    def _uncached_chunk_documents(self, work: list[ChunkWork]) -> list[SpanDocument]:
+        """Late chunking's :meth:`_uncached_chunk_texts`: the documents (one per episode,
+        each thread's earliest window) the cache has no span vectors for, shortest first."""
+        documents: list[SpanDocument] = []
+        threads: set[tuple[str, Any]] = set()
+        with self.engine.connect() as conn:
+            for item in sorted(work, key=lambda w: w.end_sequence):
+                if (item.dataset, item.thread_id) in threads:
+                    continue
+                threads.add((item.dataset, item.thread_id))
+                pending = pending_messages(
+                    conn, item.dataset, item.thread_id, item.messages, item.end_sequence
+                )
+                if pending:
+                    documents.append(chunk_document(pending)[1])
+        return sorted(self.embedder.uncached_documents(documents), key=lambda d: len(d.text))
 
     def load(self, claimed: list[RowMapping]) -> dict[Any, Loaded]:
         """Reads every claimed episode's thread on one connection. Best effort: an episode
@@ -569,7 +604,7 @@ class Pipeline:
                 tracer.start_as_current_span("index.chunks", attributes={"episodes": len(work)}),
                 metrics.embedding(self.embedder.name, "chunks") if timed else nullcontext(),
             ):
-                index_pending_chunks(self.engine, self.embedder, work)
+                index_pending_chunks(self.engine, self.embedder, work, late=self.late_chunks)
             return True
         except Exception as err:
             if is_database_outage(err):
@@ -698,6 +733,22 @@ def _slices(texts: list[str], tokens: int) -> Iterator[list[str]]:
             piece, with_t = [], len(t)
         piece.append(t)
         longest = with_t
+    if piece:
+        yield piece
+
+
+def _document_slices(documents: list[SpanDocument], tokens: int) -> Iterator[list[SpanDocument]]:
+    """``documents`` in consecutive slices of about ``tokens`` tokens by a character
+    estimate, at least one document each (a document is read whole)."""
+    piece: list[SpanDocument] = []
+    size = 0.0
+    for document in documents:
+        estimate = len(document.text) / CHARS_PER_TOKEN
+        if piece and size + estimate > tokens:
+            yield piece
+            piece, size = [], 0.0
+        piece.append(document)
+        size += estimate
     if piece:
         yield piece
 

@@ -61,7 +61,7 @@ from sqlalchemy import Connection, Engine
 from episodic.config import Settings
 from episodic.crypto import LocalKeyring, new_data_key
 from episodic.export import FORMAT, FORMAT_VERSION
-from episodic.providers.factory import make_embedder, make_summariser
+from episodic.providers.factory import late_chunks, make_embedder, make_summariser
 from episodic.providers.types import Embedder
 from episodic.store import episodes as states
 from episodic.store import migrate, recall_queries
@@ -656,7 +656,8 @@ class _Run:
             key_learnings=learnings,
             entities=episode.entities,
         )
-        write_episode_index(conn, prepare_episode_index(conn, key, index, self.embedder))
+        late = late_chunks(self.settings.embedding, self.embedder)
+        write_episode_index(conn, prepare_episode_index(conn, key, index, self.embedder, late=late))
         if episode.status == "archived" and episode is thread.old[-1]:
             # Deleted, not superseded.
             states.delete_episode(conn, row["episode_id"], dataset=OLD_DATASET)
@@ -841,6 +842,7 @@ class _Run:
             retry_backoff=settings.recovery.retry_backoff,
             worker=self.worker,
             index_for_recall=self.with_recall,
+            chunk_vectors=settings.embedding.chunk_vectors,
         )
         # Retries are due at once on this clock (the backoff would only make us wait).
         later = (self.latest or datetime.now(UTC)) + timedelta(days=3650)

@@ -370,3 +370,175 @@ def test_make_embedder_passes_the_arithmetic_and_settings_refuse_others() -> Non
         EmbeddingSettings(embedding_compute="int4")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="compute"):
         MiniLMEmbedder(compute="int4")
+
+
+# --------------------------------------------------------------------------- late chunking
+
+
+def test_late_span_vector_of_a_one_window_document_is_the_mean_of_its_tokens(
+    minilm: MiniLMEmbedder,
+) -> None:
+    """A span's late vector is the normalised mean of the model's token vectors over the
+    span's word pieces, read once with the whole document ([CLS] document [SEP])."""
+    from episodic.providers import SpanDocument
+    from episodic.providers.embedding import _load_minilm
+
+    text = "Caroline: I adopted a dog last week.\nMel: What is he called?\nCaroline: Rex!"
+    second = (text.index("Mel"), text.index("?") + 1)
+    document = SpanDocument(text, ((0, second[0] - 1), second))
+    (vectors,) = minilm.embed_spans([document])
+
+    model = _load_minilm(1, 256, "int8")
+    encoding = model.tokenizer.encode(text)  # with [CLS] and [SEP]
+    ids = np.array([encoding.ids], dtype=np.int64)
+    (hidden,) = model.session.run(
+        ["last_hidden_state"],
+        {
+            "input_ids": ids,
+            "attention_mask": np.ones_like(ids),
+            "token_type_ids": np.zeros_like(ids),
+        },
+    )
+    for vector, (start, end) in zip(vectors, document.spans, strict=True):
+        inside = [
+            i
+            for i, (a, b) in enumerate(encoding.offsets)
+            if encoding.special_tokens_mask[i] == 0 and start <= a and b <= end
+        ]
+        expected = hidden[0, inside].mean(axis=0)
+        np.testing.assert_allclose(vector, expected / np.linalg.norm(expected), atol=1e-5)
+    assert vectors.shape == (2, 384)
+    runs: list[int] = []
+
+    class Counting(MiniLMEmbedder):
+        def _hidden(self, model: Any, tokens: list[list[int]]) -> Any:
+            runs.append(len(tokens))
+            return super()._hidden(model, tokens)
+
+    (nothing,) = Counting(threads=1).embed_spans([SpanDocument("Text nobody asked for.", ())])
+    assert nothing.shape == (0, 384) and runs == []  # no span wanted: no model run
+
+
+def test_late_windows_read_every_token_once_with_overlapping_context() -> None:
+    embedder = MiniLMEmbedder(window_tokens=66, window_overlap=16)  # 64 word pieces a window
+    for length in (1, 64, 65, 100, 129, 500):
+        windows = embedder.windows(length)
+        owned = [i for _, _, a, b in windows for i in range(a, b)]
+        assert owned == list(range(length))  # each token from exactly one window
+        for (start, end, own_start, own_end), following in zip(
+            windows, [*windows[1:], None], strict=True
+        ):
+            assert start <= own_start <= own_end <= end and end - start <= 64
+            if following is not None:  # consecutive windows overlap by at least 16
+                assert end - following[0] >= 16
+                # the owner of a token near the boundary reads >= 8 tokens past it
+                assert end - own_end >= 8 and following[2] - following[0] >= 8
+
+
+def test_late_vectors_of_a_long_document_keep_the_meaning_of_each_span() -> None:
+    """A document read in several windows: each span (two lines on one topic, like a chunk
+    of messages) gets a unit vector closest to its own topic, across window boundaries."""
+    from episodic.providers import SpanDocument
+
+    topics = [
+        "I adopted a puppy from the shelter and we walk in the park every morning",
+        "my car broke down on the highway and the mechanic replaced the gearbox",
+        "we baked sourdough bread and a chocolate cake for grandma's birthday",
+        "the quarterly tax return is due and the accountant wants the receipts",
+    ]
+    lines = [f"Speaker: {topics[(k // 2) % 4]}, part {k}." for k in range(24)]
+    text = "\n".join(lines)
+    spans = []
+    for k in range(0, 24, 2):
+        start = sum(len(line) + 1 for line in lines[:k])
+        spans.append((start, start + len(lines[k]) + 1 + len(lines[k + 1])))
+    embedder = MiniLMEmbedder(threads=1, window_tokens=64, window_overlap=16)
+    pieces = embedder._model().document_tokenizer.encode(text, add_special_tokens=False)
+    assert len(embedder.windows(len(pieces.ids))) > 4
+    (late,) = embedder.embed_spans([SpanDocument(text, tuple(spans))])
+    assert late.shape == (12, 384)
+    np.testing.assert_allclose(np.linalg.norm(late, axis=1), 1.0, rtol=1e-5)
+    own = embedder.embed(topics)
+    assert [int(np.argmax(own @ v)) for v in late] == [k % 4 for k in range(12)]
+
+
+def test_cached_embedder_pools_each_document_once() -> None:
+    from episodic.providers import SpanDocument
+    from episodic.providers.embedding import CachedEmbedder
+
+    class Spans(HashingEmbedder):
+        def __init__(self) -> None:
+            super().__init__(8)
+            self.read: list[str] = []
+
+        def embed_spans(self, documents: list[SpanDocument]) -> list[np.ndarray]:
+            self.read += [d.text for d in documents]
+            return [self.embed([d.text[a:b] for a, b in d.spans]) for d in documents]
+
+    inner = Spans()
+    cached = CachedEmbedder(inner, size=64)
+    one, two = SpanDocument("a b\nc d", ((0, 3), (4, 7))), SpanDocument("e f", ((0, 3),))
+    first = cached.embed_spans([one, one])
+    assert cached.uncached_documents([one, two]) == [two]
+    again = cached.embed_spans([two, one])
+    assert inner.read == ["a b\nc d", "e f"]
+    np.testing.assert_allclose(again[1], first[0])
+    with pytest.raises(TypeError, match="no token access"):
+        CachedEmbedder(HashingEmbedder(8)).embed_spans([one])
+
+
+def test_only_the_in_process_minilm_has_token_access(fake: FakeOpenAI) -> None:
+    """EPISODIC_CHUNK_VECTORS=late needs token vectors: MiniLM has them; an HTTP embedder,
+    e5 and the hashing embedder fall back to embedding each chunk separately."""
+    from episodic.providers import CachedEmbedder, E5Embedder
+    from episodic.providers.embedding import token_access
+    from episodic.providers.factory import late_chunks
+
+    late = EmbeddingSettings(chunk_vectors="late")
+    assert EmbeddingSettings().chunk_vectors in ("late", "separate")
+    minilm = MiniLMEmbedder()
+    remote = make_embedder(
+        EmbeddingSettings(
+            embedding_provider="openai", embedding_base_url=fake.base_url, chunk_vectors="late"
+        ),
+        384,
+    )
+    assert token_access(minilm) and token_access(CachedEmbedder(minilm))
+    assert late_chunks(late, minilm) and late_chunks(late, CachedEmbedder(minilm))
+    assert not late_chunks(EmbeddingSettings(chunk_vectors="separate"), minilm)
+    for other in (remote, E5Embedder(), HashingEmbedder()):
+        assert not token_access(other) and not late_chunks(late, CachedEmbedder(other))
+
+
+def test_the_graph_without_nan_guards_gives_the_same_vectors_bit_for_bit() -> None:
+    """The attention's ``Where(IsNaN(p), 0, p)`` guards are dropped (an identity here, ~13 %
+    of the time on long runs): every real token's vector is unchanged, padding included."""
+    import onnx
+    import onnxruntime as ort
+
+    from episodic.providers.embedding import (
+        int8_activations_graph,
+        minilm_model_path,
+        without_nan_guards,
+    )
+
+    shipped = minilm_model_path().read_bytes()
+    lean = without_nan_guards(shipped)
+    ops = [n.op_type for n in onnx.load_from_string(lean).graph.node]
+    assert "IsNaN" not in ops and "IsNaN" in [
+        n.op_type for n in onnx.load_from_string(shipped).graph.node
+    ]
+    rng = np.random.default_rng(7)
+    ids = rng.integers(1000, 20000, size=(3, 40)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 25:] = 0  # a padded row, as in a run of texts of different lengths
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    for graph in (shipped, int8_activations_graph(shipped)):
+        guarded = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
+        unguarded = ort.InferenceSession(
+            without_nan_guards(graph), providers=["CPUExecutionProvider"]
+        )
+        a = guarded.run(["last_hidden_state"], feeds)[0]
+        b = unguarded.run(["last_hidden_state"], feeds)[0]
+        real = mask.astype(bool)
+        assert np.array_equal(a[real], b[real]) and not np.isnan(b).any()

@@ -54,7 +54,7 @@ def open_episode(engine: Engine, thread_id: uuid.UUID, trigger: str = "explicit"
 
 
 def make_pipeline(engine: Engine, summariser=None, extractor=DEFAULT_EXTRACTOR, **kw) -> Pipeline:  # type: ignore[no-untyped-def]
-    embedder = HashingEmbedder(dimension=384)
+    embedder = kw.pop("embedder", None) or HashingEmbedder(dimension=384)
     return Pipeline(
         engine,
         summariser or ExtractiveSummariser(embedder),

@@ -207,3 +207,62 @@ def test_an_explicit_pass_finishes_its_index_whatever_became_due(engine) -> None
     assert result.chunks_deferred == 0
     assert _chunks_pending(engine, first["episode_id"]) is False
     assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
+
+
+class SpansOpenAnEpisode(HashingEmbedder):
+    """An embedder with token access (late chunking) that opens a pending episode on
+    ``thread`` the first time it reads a document: an episode becomes due mid-index."""
+
+    def __init__(self, engine: Engine, thread: uuid.UUID) -> None:
+        super().__init__(dimension=384)
+        self.engine, self.thread = engine, thread
+        self.opened: Any = None
+        self.read: list[str] = []
+
+    def embed_spans(self, documents: list[Any]) -> list[np.ndarray]:
+        self.read += [d.text for d in documents]
+        if self.opened is None:
+            self.opened = open_episode(self.engine, self.thread)
+        return [self.embed([d.text[a:b] for a, b in d.spans]) for d in documents]
+
+
+def test_late_chunks_yield_between_documents_and_read_each_once(engine) -> None:  # type: ignore[no-untyped-def]
+    """Late chunking (one document per episode, each read whole): the pass yields between
+    documents to an episode that became due, and no document is read twice."""
+    dataset = "yield-late"
+    first, third = make_thread(engine, dataset=dataset), make_thread(engine, dataset=dataset)
+    second = make_thread(engine, dataset=dataset, label="wedding")
+    add(engine, first, CAR_CHAT)
+    add(engine, third, CAR_CHAT[:4])
+    add(engine, second, OTHER_CHAT)
+    episodes = [open_episode(engine, first), open_episode(engine, third)]
+    inner = SpansOpenAnEpisode(engine, second)
+    embedder = CachedEmbedder(inner)
+    pipeline = Pipeline(
+        engine,
+        ExtractiveSummariser(embedder),
+        embedder,
+        DEFAULT_EXTRACTOR,
+        vault=test_vault(),
+        max_retries=2,
+        retry_backoff=timedelta(0),
+        chunk_slice_tokens=1,  # every document a slice of its own
+        chunk_vectors="late",
+    )
+    assert pipeline.late_chunks
+
+    result = pipeline.run_once(10)
+    assert result.completed == 2 and result.chunks_deferred == 2
+    assert len(inner.read) == 1  # one document read, then it yielded to the due episode
+    assert _status(engine, inner.opened["episode_id"]) == "pending"
+    assert all(_chunks_pending(engine, e["episode_id"]) for e in episodes)
+
+    result = pipeline.run_once(10)
+    assert result.completed == 1 and result.chunks_deferred == 0
+    assert _status(engine, inner.opened["episode_id"]) == "completed"
+    for episode in [*episodes, inner.opened]:
+        assert _chunks_pending(engine, episode["episode_id"]) is False
+    assert _stored_chunk_texts(engine, first) == len(_chunk_texts(CAR_CHAT))
+    assert _stored_chunk_texts(engine, third) == len(_chunk_texts(CAR_CHAT[:4]))
+    assert _stored_chunk_texts(engine, second) == len(_chunk_texts(OTHER_CHAT))
+    assert len(inner.read) == len(set(inner.read)) == 3  # each document read once

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from episodic.providers.embedding import MiniLMEmbedder
-from episodic.store.recall_index import make_chunks
+from episodic.store.recall_index import chunk_document
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as g
 from tests.summariser.helpers import CAR_CHAT, add, make_thread, open_episode
@@ -41,9 +41,10 @@ def test_the_summariser_embeds_with_the_configured_arithmetic(spawn, engine, com
     assert done.completed == 1 and done.failed == 0
 
     stored = _stored_chunk_vectors(engine, thread)
-    texts = [c.text for c in make_chunks([(i, c) for i, (_, c) in enumerate(CAR_CHAT, 1)])]
-    assert stored.shape == (len(texts), 384)
-    expected = MiniLMEmbedder(threads=1, compute=compute).embed(texts)
+    # The default chunk vectors: late chunking over the window (EPISODIC_CHUNK_VECTORS).
+    chunks, document = chunk_document([(i, c) for i, (_, c) in enumerate(CAR_CHAT, 1)])
+    assert stored.shape == (len(chunks), 384)
+    (expected,) = MiniLMEmbedder(threads=1, compute=compute).embed_spans([document])
     other = MiniLMEmbedder(threads=1, compute="float" if compute == "int8" else "int8")
     np.testing.assert_allclose(stored, expected, atol=1e-4)
-    assert not np.allclose(stored, other.embed(texts), atol=1e-3)
+    assert not np.allclose(stored, other.embed_spans([document])[0], atol=1e-3)

@@ -48,6 +48,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from episodic.config import get_settings
     from episodic.providers import make_embedder
+    from episodic.providers.factory import late_chunks
     from episodic.store.db import check_embedding_dimension, make_engine
     from episodic.store.recall_index import index_missing
     from episodic.store.vault import make_vault
@@ -61,7 +62,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         embedder = make_embedder(settings.embedding, settings.database.embedding_dimension)
         check_embedding_dimension(engine, embedder.dimension)
         vault = make_vault(settings.privacy, data_dir=settings.database.data_dir)
-        count = index_missing(engine, embedder, vault)
+        count = index_missing(
+            engine, embedder, vault, late=late_chunks(settings.embedding, embedder)
+        )
     finally:
         engine.dispose()
     print(f"indexed {count} episode(s) for recall")

@@ -20,6 +20,7 @@ import itertools
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ import numpy as np
 
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy, make_client, post_json, snippet
-from episodic.providers.types import Embedder
+from episodic.providers.types import Embedder, SpanDocument
 
 if TYPE_CHECKING:
     import httpx
@@ -46,8 +47,11 @@ __all__ = [
     "HashingEmbedder",
     "MiniLMEmbedder",
     "OpenAIEmbedder",
+    "SpanDocument",
     "int8_activations_graph",
     "normalise_rows",
+    "token_access",
+    "without_nan_guards",
 ]
 
 MINILM_DIMENSION = 384
@@ -58,6 +62,15 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+def token_access(embedder: object) -> bool:
+    """Whether ``embedder`` can pool spans of a document from its token vectors
+    (:meth:`MiniLMEmbedder.embed_spans`): the in-process MiniLM can; an HTTP embedder or e5
+    (a C engine that returns pooled vectors only) cannot."""
+    if isinstance(embedder, CachedEmbedder):
+        return token_access(embedder.inner)
+    return callable(getattr(embedder, "embed_spans", None))
 
 
 # --------------------------------------------------------------------------- shared vectors
@@ -83,6 +96,9 @@ class CachedEmbedder:
         self.dimension = inner.dimension
         self.name = inner.name
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Late chunking: a document's span vectors, keyed by the document and its spans
+        # (a span's vector depends on its whole document, not on its own text).
+        self._documents: OrderedDict[SpanDocument, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -110,6 +126,36 @@ class CachedEmbedder:
         model), in order: a caller that embeds in pieces skips what is already known."""
         with self._lock:
             return list(dict.fromkeys(t for t in texts if t not in self._vectors))
+
+    def embed_spans(self, documents: list[SpanDocument]) -> list[np.ndarray]:
+        """The inner embedder's :meth:`MiniLMEmbedder.embed_spans`, remembering each
+        document's vectors (the chunk index embeds a backlog in slices first, then stores
+        it: the second call finds them here)."""
+        embed_spans = getattr(self.inner, "embed_spans", None)
+        if embed_spans is None:
+            raise TypeError(f"{self.name} has no token access: it cannot embed spans")
+        with self._lock:
+            known = {d: self._documents[d] for d in documents if d in self._documents}
+            for d in known:
+                self._documents.move_to_end(d)
+        missing = list(dict.fromkeys(d for d in documents if d not in known))
+        if missing:
+            fresh = embed_spans(missing)
+            known.update(zip(missing, fresh, strict=True))
+            # A document holds tens of spans: an entry weighs as much as that many texts.
+            limit = max(1, self.size // 32) if self.size else 0
+            if limit:
+                with self._lock:
+                    for d, v in zip(missing, fresh, strict=True):
+                        self._documents[d] = v
+                    while len(self._documents) > limit:
+                        self._documents.popitem(last=False)
+        return [known[d] for d in documents]
+
+    def uncached_documents(self, documents: list[SpanDocument]) -> list[SpanDocument]:
+        """The distinct ``documents`` whose span vectors it does not hold, in order."""
+        with self._lock:
+            return list(dict.fromkeys(d for d in documents if d not in self._documents))
 
     def embed_query(self, text: str) -> np.ndarray:
         """Queries are not remembered: each is asked once."""
@@ -279,17 +325,68 @@ def int8_activations_graph(model: bytes) -> bytes:
     return bytes(graph_model.SerializeToString())
 
 
+def without_nan_guards(model: bytes) -> bytes:
+    """The MiniLM graph without the NaN guards of its attention.
+
+    The exported graph follows every attention softmax with ``Where(IsNaN(p), 0, p)``
+    (PyTorch's guard for a query row with every key masked). Here no row can be NaN: the
+    mask adds the float minimum (finite), not minus infinity, so a fully masked row — a
+    padding row — comes out uniform, and no real token attends to padding. The guard is an
+    identity that reads and writes the whole ``(texts, 12, tokens, tokens)`` tensor twice
+    per layer: ~13 % of the model's time on 256-token windows (an onnxruntime profile),
+    where the attention's share grows with the square of the length. The vectors are
+    bit-for-bit the same (tested).
+    """
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - a dependency of the server extra
+        return model
+    graph_model = onnx.load_from_string(model)
+    graph = graph_model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    renamed: dict[str, str] = {}
+    dropped: set[int] = set()
+    for node in graph.node:
+        guard = producer.get(node.input[0]) if node.op_type == "Where" else None
+        if guard is None or guard.op_type != "IsNaN" or guard.input[0] != node.input[2]:
+            continue
+        renamed[node.output[0]] = node.input[2]
+        dropped.update((id(node), id(guard)))
+    if not renamed or any(o.name in renamed for o in graph.output):
+        return model
+    nodes = [n for n in graph.node if id(n) not in dropped]
+    for n in nodes:
+        for k, name in enumerate(n.input):
+            if name in renamed:
+                n.input[k] = renamed[name]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return bytes(graph_model.SerializeToString())
+
+
 @dataclass
 class _MiniLMModel:
     session: onnxruntime.InferenceSession
     tokenizer: tokenizers.Tokenizer  # truncates, never pads: runs are padded by _run
     input_names: frozenset[str]
+    # Late chunking reads a whole document: no truncation, no special tokens (each window
+    # gets its own [CLS] ... [SEP]).
+    document_tokenizer: tokenizers.Tokenizer
+    cls_id: int
+    sep_id: int
 
 
 # One model per process (per thread count and arithmetic): the session is ~25 MB of weights
 # plus arenas, and InferenceSession.run is thread-safe, so every MiniLMEmbedder shares it.
 _MODELS: dict[tuple[int, str], _MiniLMModel] = {}
 _MODELS_LOCK = threading.Lock()
+
+
+def _special_id(tokenizer: tokenizers.Tokenizer, token: str) -> int:
+    found = tokenizer.token_to_id(token)
+    if found is None:
+        raise ProviderError(f"minilm: the tokenizer has no {token} token", provider="minilm")
+    return int(found)
 
 
 def _load_minilm(threads: int, max_tokens: int, compute: str = "int8") -> _MiniLMModel:
@@ -321,7 +418,7 @@ def _load_minilm(threads: int, max_tokens: int, compute: str = "int8") -> _MiniL
         # of work, burning the cores the other services (and the other replica) need.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        graph = minilm_model_path().read_bytes()
+        graph = without_nan_guards(minilm_model_path().read_bytes())
         if compute == "int8":
             graph = int8_activations_graph(graph)
         try:
@@ -330,13 +427,27 @@ def _load_minilm(threads: int, max_tokens: int, compute: str = "int8") -> _MiniL
             )
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise ProviderError(f"minilm: cannot load the ONNX model: {exc}") from exc
+        document_tokenizer = Tokenizer.from_file(str(minilm_tokenizer_path()))
+        document_tokenizer.no_truncation()
+        document_tokenizer.no_padding()
         model = _MiniLMModel(
             session=session,
             tokenizer=tokenizer,
             input_names=frozenset(i.name for i in session.get_inputs()),
+            document_tokenizer=document_tokenizer,
+            cls_id=_special_id(tokenizer, "[CLS]"),
+            sep_id=_special_id(tokenizer, "[SEP]"),
         )
         _MODELS[key] = model
         return model
+
+
+#: Late chunking's model windows: 128 word pieces ([CLS] and [SEP] included) that overlap by
+#: 16. Measured on LoCoMo against 256/32, 256/64 and 192/32 (README "Summariser, sixth
+#: pass"): all within the noise of recall, and the attention's cost per token grows with
+#: the window (float32 products: 256-piece windows cost 1.3x the CPU per token of 128).
+LATE_WINDOW_TOKENS = 128
+LATE_WINDOW_OVERLAP = 16
 
 
 class MiniLMEmbedder:
@@ -354,6 +465,10 @@ class MiniLMEmbedder:
 
     ``compute``: :data:`MINILM_COMPUTE` (int8 products by default, see
     :func:`int8_activations_graph`).
+
+    Late chunking (:meth:`embed_spans`): a document is read in consecutive windows of
+    ``window_tokens`` word pieces that overlap by ``window_overlap``, and a span's vector is
+    the mean of its tokens' vectors, each read with the context around it.
     """
 
     dimension: int = MINILM_DIMENSION
@@ -366,10 +481,16 @@ class MiniLMEmbedder:
         max_tokens: int = 256,
         run_tokens: int = 512,
         compute: str = "int8",
+        window_tokens: int = LATE_WINDOW_TOKENS,
+        window_overlap: int = LATE_WINDOW_OVERLAP,
     ) -> None:
         if threads < 1 or batch_size < 1 or not 1 <= max_tokens <= 512 or run_tokens < 1:
             raise ValueError(
                 "threads, batch_size and run_tokens must be >= 1, max_tokens in 1..512"
+            )
+        if not 8 <= window_tokens <= 512 or not 0 <= window_overlap <= (window_tokens - 2) // 2:
+            raise ValueError(
+                "window_tokens must be in 8..512 and window_overlap in 0..(window_tokens - 2) / 2"
             )
         if compute not in MINILM_COMPUTE:
             raise ValueError(f"compute must be one of {MINILM_COMPUTE}")
@@ -378,13 +499,16 @@ class MiniLMEmbedder:
         self.max_tokens = max_tokens
         self.run_tokens = run_tokens
         self.compute = compute
+        self.window_tokens = window_tokens
+        self.window_overlap = window_overlap
         self.name = "minilm:all-MiniLM-L6-v2-int8"
 
     def _model(self) -> _MiniLMModel:
         return _load_minilm(self.threads, self.max_tokens, self.compute)
 
-    def _run(self, model: _MiniLMModel, tokens: list[list[int]]) -> np.ndarray:
-        """One model run over token id lists, padded to the longest."""
+    def _hidden(self, model: _MiniLMModel, tokens: list[list[int]]) -> tuple[Any, np.ndarray]:
+        """One model run over token id lists, padded to the longest: the last hidden state
+        ``(texts, longest, dimension)`` and the attention mask."""
         ids = np.zeros((len(tokens), max(len(t) for t in tokens)), dtype=np.int64)
         mask = np.zeros_like(ids)
         for row, t in enumerate(tokens):
@@ -394,9 +518,31 @@ class MiniLMEmbedder:
         if "token_type_ids" in model.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
         (hidden,) = model.session.run(["last_hidden_state"], feeds)
+        return hidden, mask
+
+    def _run(self, model: _MiniLMModel, tokens: list[list[int]]) -> np.ndarray:
+        """One model run over token id lists, each mean-pooled over its real tokens."""
+        hidden, mask = self._hidden(model, tokens)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return np.asarray(pooled, dtype=np.float32)
+
+    def _runs(self, lengths: list[int]) -> Iterator[list[int]]:
+        """Indexes of token lists in model runs: sorted by token count, so each run pads
+        little; a run grows while its padded size (texts x the longest, the last one) stays
+        within run_tokens (always one text)."""
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while (
+                end < len(order)
+                and end - start < self.batch_size
+                and (end - start + 1) * lengths[order[end]] <= self.run_tokens
+            ):
+                end += 1
+            yield order[start:end]
+            start = end
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embeds ``texts`` (see :meth:`Embedder.embed`)."""
@@ -404,23 +550,76 @@ class MiniLMEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         model = self._model()
         tokens = [e.ids for e in model.tokenizer.encode_batch(texts)]
-        # Sorted by token count, each run pads little; a run grows while its padded size
-        # (texts x the longest, the last one) stays within run_tokens (always one text).
-        order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        start = 0
-        while start < len(order):
-            end = start + 1
-            while (
-                end < len(order)
-                and end - start < self.batch_size
-                and (end - start + 1) * len(tokens[order[end]]) <= self.run_tokens
-            ):
-                end += 1
-            idx = order[start:end]
+        for idx in self._runs([len(t) for t in tokens]):
             out[idx] = self._run(model, [tokens[i] for i in idx])
-            start = end
         return normalise_rows(out)
+
+    def windows(self, length: int) -> list[tuple[int, int, int, int]]:
+        """How a document of ``length`` word pieces is read: ``(start, end, own_start,
+        own_end)`` per window, token positions without the special tokens. Consecutive
+        windows overlap by at least ``window_overlap`` tokens (the last window is moved back
+        to be full, so its tokens have context too); each token's vector is taken from the
+        one window that *owns* it, the overlap split in the middle, so a token near a
+        window's edge is read by the neighbouring window, further from its edge."""
+        width = self.window_tokens - 2  # [CLS] and [SEP]
+        if length <= width:
+            return [(0, length, 0, length)]
+        step = width - self.window_overlap
+        starts = [*range(0, length - width, step), length - width]
+        middles = [(b + a + width) // 2 for a, b in itertools.pairwise(starts)]
+        bounds = [0, *middles, length]
+        return [(start, start + width, bounds[k], bounds[k + 1]) for k, start in enumerate(starts)]
+
+    def embed_spans(self, documents: list[SpanDocument]) -> list[np.ndarray]:
+        """Late chunking: each document is read by the model once, in windows
+        (:meth:`windows`), and each of its spans gets the normalised mean of the vectors of
+        the word pieces that start inside it — instead of embedding each span's text on
+        its own. Overlapping chunks then cost the model their document once, not once per
+        chunk, and each chunk's vector carries its surroundings (Günther et al., "Late
+        Chunking", 2024). A span with no word piece (only characters the tokenizer drops)
+        is embedded on its own. Returns one ``(len(spans), dimension)`` array per document.
+        """
+        if not documents:
+            return []
+        model = self._model()
+        encodings = model.document_tokenizer.encode_batch(
+            [d.text for d in documents], add_special_tokens=False
+        )
+        # Every window of every document, run together (sorted and packed like texts).
+        pieces: list[list[int]] = []
+        owners: list[tuple[int, int, int, int]] = []  # (document, window start, own range)
+        for index, encoding in enumerate(encodings):
+            ids = encoding.ids
+            if not documents[index].spans:
+                continue  # nothing wanted from it: no model run
+            for start, end, own_start, own_end in self.windows(len(ids)):
+                pieces.append([model.cls_id, *ids[start:end], model.sep_id])
+                owners.append((index, start, own_start, own_end))
+        tokens = [np.zeros((len(e.ids), self.dimension), dtype=np.float32) for e in encodings]
+        for idx in self._runs([len(p) for p in pieces]):
+            hidden, _ = self._hidden(model, [pieces[i] for i in idx])
+            for row, i in enumerate(idx):
+                which, start, own_start, own_end = owners[i]
+                # +1: the window's [CLS] comes first.
+                first, last = own_start - start + 1, own_end - start + 1
+                tokens[which][own_start:own_end] = hidden[row, first:last]
+        out: list[np.ndarray] = []
+        alone: list[tuple[int, int, str]] = []
+        for index, (document, encoding) in enumerate(zip(documents, encodings, strict=True)):
+            starts = np.array([o[0] for o in encoding.offsets], dtype=np.int64)
+            vectors = np.zeros((len(document.spans), self.dimension), dtype=np.float32)
+            for k, (begin, finish) in enumerate(document.spans):
+                lo, hi = np.searchsorted(starts, [begin, finish], side="left")
+                if hi > lo:
+                    vectors[k] = tokens[index][lo:hi].mean(axis=0)
+                else:
+                    alone.append((index, k, document.text[begin:finish]))
+            out.append(vectors)
+        if alone:
+            for (index, k, _), vector in zip(alone, self.embed([a[2] for a in alone]), strict=True):
+                out[index][k] = vector
+        return [normalise_rows(v) for v in out]
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embeds one query (the model is symmetric: no query prefix)."""

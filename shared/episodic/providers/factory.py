@@ -18,6 +18,7 @@ from episodic.providers.embedding import (
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
+    token_access,
 )
 from episodic.providers.extractive import ExtractiveSummariser
 from episodic.providers.openai_chat import OpenAIChatSummariser
@@ -26,7 +27,7 @@ from episodic.providers.types import Embedder, Summariser
 if TYPE_CHECKING:
     from episodic.config import EmbeddingSettings, LLMSettings
 
-__all__ = ["make_embedder", "make_summariser"]
+__all__ = ["late_chunks", "make_embedder", "make_summariser"]
 
 
 def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
@@ -72,6 +73,14 @@ def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
             send_dimensions=settings.embedding_send_dimensions,
         )
     raise ProviderError(f"unknown embedding provider {provider!r}")
+
+
+def late_chunks(settings: EmbeddingSettings, embedder: Embedder) -> bool:
+    """Whether the chunk index's vectors are pooled by late chunking
+    (``EPISODIC_CHUNK_VECTORS=late``): only for an embedder with token access (the
+    in-process MiniLM); an HTTP or e5 embedder returns pooled vectors only, so its chunks
+    are embedded separately whatever the setting."""
+    return settings.chunk_vectors == "late" and token_access(embedder)
 
 
 def make_summariser(settings: LLMSettings, embedder: Embedder) -> Summariser:

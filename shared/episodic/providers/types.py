@@ -26,6 +26,7 @@ __all__ = [
     "ChatMessage",
     "Embedder",
     "EventType",
+    "SpanDocument",
     "Summariser",
     "SummaryRequest",
     "SummaryResult",
@@ -166,6 +167,16 @@ class Summariser(Protocol):
     def check(self) -> None:
         """Raises ProviderError if the summariser cannot work. Services call it at startup."""
         ...
+
+
+@dataclass(frozen=True)
+class SpanDocument:
+    """A text read by the model as a whole, and the character ranges (``[start, end)``) of
+    it whose vectors are wanted: late chunking
+    (:meth:`~episodic.providers.embedding.MiniLMEmbedder.embed_spans`)."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
 
 
 @runtime_checkable

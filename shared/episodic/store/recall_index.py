@@ -16,7 +16,9 @@ whole thread, seed 000 "Sequence windows").
   tsvector (for passage-level BM25: the best passage of a long thread
   matters more than the thread's average), keyed by thread and position, so they outlive
   the episode that wrote them: the next episode of the thread only embeds its own window
-  and reuses the rest.
+  and reuses the rest. With late chunking (``EPISODIC_CHUNK_VECTORS=late``, in-process
+  MiniLM only) the window's text is read by the model once and each chunk's vector is
+  pooled from its tokens (:func:`late_chunk_vectors`).
 
 Both tsvectors hold **blind tokens**, not words (:func:`blind_vectors`): PostgreSQL parses
 and stems the text as before, and each lexeme is replaced by an HMAC under the dataset's
@@ -47,7 +49,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, text
 
 from episodic.errors import NotFound
-from episodic.providers.types import speaker_from_metadata
+from episodic.providers.types import SpanDocument, speaker_from_metadata
 from episodic.store.distribution import across_datasets
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ __all__ = [
     "IndexResult",
     "PreparedIndex",
     "blind_vectors",
+    "chunk_document",
     "chunk_texts",
     "chunk_vectors",
     "head_text",
@@ -75,10 +78,12 @@ __all__ = [
     "index_missing",
     "index_pending_chunks",
     "indexed_text",
+    "late_chunk_vectors",
     "load_index_input",
     "make_chunks",
     "pending_chunk_work",
     "pending_chunks",
+    "pending_messages",
     "prepare_episode_document",
     "prepare_episode_index",
     "query_tokens",
@@ -160,16 +165,37 @@ def make_chunks(messages: Sequence[tuple[int, str]]) -> list[Chunk]:
     chunks and a fact split across two messages is still seen whole once — or, without
     :data:`CHUNK_OVERLAP`, right after it (every piece in one chunk).
     """
-    pieces = _pieces(messages)
-    chunks: list[Chunk] = []
+    return [chunk for chunk, _, _ in _cut(_pieces(messages))]
+
+
+def _cut(pieces: list[tuple[int, int, str, int]]) -> list[tuple[Chunk, int, int]]:
+    """:func:`make_chunks` over pieces: each chunk with its first piece and the one after
+    its last."""
+    chunks: list[tuple[Chunk, int, int]] = []
     i = 0
     while i < len(pieces):
         chunk, j = _chunk_at(pieces, i)
-        chunks.append(chunk)
+        chunks.append((chunk, i, j))
         if j >= len(pieces):
             break
         i += max(1, (j - i) // 2) if CHUNK_OVERLAP else j - i
     return chunks
+
+
+def chunk_document(messages: Sequence[tuple[int, str]]) -> tuple[list[Chunk], SpanDocument]:
+    """The chunks of ``messages`` (:func:`make_chunks`) and the document late chunking
+    reads: every piece once, one per line, with each chunk's span in it. A chunk's text is
+    exactly its span of the document (both join the pieces with newlines)."""
+    pieces = _pieces(messages)
+    starts: list[int] = []
+    offset = 0
+    for piece in pieces:
+        starts.append(offset)
+        offset += len(piece[2]) + 1
+    cut = _cut(pieces)
+    spans = tuple((starts[i], starts[j - 1] + len(pieces[j - 1][2])) for _, i, j in cut)
+    document = SpanDocument("\n".join(p[2] for p in pieces), spans)
+    return [chunk for chunk, _, _ in cut], document
 
 
 def _chunk_at(pieces: list[tuple[int, int, str, int]], i: int) -> tuple[Chunk, int]:
@@ -328,15 +354,29 @@ def chunk_vectors(chunks: Sequence[Chunk], embedder: Embedder) -> np.ndarray:
     return np.asarray(embedder.embed([c.text for c in chunks]), dtype=np.float32)
 
 
-def pending_chunks(
+def late_chunk_vectors(documents: Sequence[SpanDocument], embedder: Embedder) -> np.ndarray:
+    """One unit vector per span of ``documents`` (:func:`chunk_document`), in order: late
+    chunking. Each document (an episode's new messages) is read by the model once, in
+    windows, and each chunk's vector is the mean of its tokens' vectors
+    (:meth:`~episodic.providers.embedding.MiniLMEmbedder.embed_spans`): every token
+    embedded once instead of once per chunk that holds it, and each chunk read in its
+    context. ``embedder`` must have token access
+    (:func:`~episodic.providers.embedding.token_access`)."""
+    parts = [v for v in embedder.embed_spans(list(documents)) if len(v)]  # type: ignore[attr-defined]
+    if not parts:
+        return np.zeros((0, embedder.dimension), dtype=np.float32)
+    return np.asarray(np.concatenate(parts), dtype=np.float32)
+
+
+def pending_messages(
     conn: Connection,
     dataset: str,
     thread_id: uuid.UUID,
     messages: Sequence[tuple[int, str]],
     end_sequence: int,
-) -> list[Chunk]:
-    """The chunks of the thread's ``(sequence, indexed text)`` messages up to
-    ``end_sequence`` that no stored chunk covers yet (normally just the episode's window)."""
+) -> list[tuple[int, str]]:
+    """The thread's ``(sequence, indexed text)`` messages up to ``end_sequence`` that no
+    stored chunk covers yet (normally just the episode's window)."""
     covered = conn.execute(
         text(
             "SELECT coalesce(max(end_sequence), 0) FROM message_chunks "
@@ -344,7 +384,45 @@ def pending_chunks(
         ),
         {"d": dataset, "t": thread_id},
     ).scalar_one()
-    return make_chunks([m for m in messages if covered < m[0] <= end_sequence])
+    return [m for m in messages if covered < m[0] <= end_sequence]
+
+
+def pending_chunks(
+    conn: Connection,
+    dataset: str,
+    thread_id: uuid.UUID,
+    messages: Sequence[tuple[int, str]],
+    end_sequence: int,
+) -> list[Chunk]:
+    """The chunks of :func:`pending_messages`."""
+    return make_chunks(pending_messages(conn, dataset, thread_id, messages, end_sequence))
+
+
+def _new_chunks(
+    conn: Connection,
+    dataset: str,
+    thread_id: uuid.UUID,
+    messages: Sequence[tuple[int, str]],
+    end_sequence: int,
+    *,
+    late: bool,
+) -> tuple[list[Chunk], SpanDocument | None]:
+    """:func:`pending_chunks`, and with ``late`` the document their vectors are pooled from."""
+    pending = pending_messages(conn, dataset, thread_id, messages, end_sequence)
+    if not late:
+        return make_chunks(pending), None
+    return chunk_document(pending)
+
+
+def _vectors(
+    chunks: Sequence[Chunk], documents: Sequence[SpanDocument | None], embedder: Embedder
+) -> np.ndarray:
+    """The vectors of ``chunks``: late (pooled from ``documents``, whose spans are the
+    chunks in order) when there are documents, else each chunk's text embedded."""
+    late = [d for d in documents if d is not None]
+    if late:
+        return late_chunk_vectors(late, embedder)
+    return chunk_vectors(chunks, embedder)
 
 
 def query_tokens(conn: Connection, key: DatasetKey, query: str) -> list[str]:
@@ -423,17 +501,17 @@ def prepare_episode_index(
     key: DatasetKey,
     source: IndexInput,
     embedder: Embedder,
-    chunks: list[Chunk] | None = None,
+    *,
+    late: bool = False,
 ) -> PreparedIndex:
     """Embeds the thread's messages that no chunk covers yet and builds the blinded
     lexical vectors of those chunks and of the episode's document. Needs no transaction
-    and holds no lock; :func:`write_episode_index` stores the result. ``chunks``:
-    :func:`pending_chunks` when the caller already read them."""
-    if chunks is None:
-        chunks = pending_chunks(
-            conn, source.dataset, source.thread_id, source.messages, source.end_sequence
-        )
-    vectors = chunk_vectors(chunks, embedder)
+    and holds no lock; :func:`write_episode_index` stores the result. ``late``: the chunks'
+    vectors by late chunking (:func:`late_chunk_vectors`)."""
+    chunks, document = _new_chunks(
+        conn, source.dataset, source.thread_id, source.messages, source.end_sequence, late=late
+    )
+    vectors = _vectors(chunks, [document], embedder)
     literals = blind_vectors(conn, key, [_document(source)] + [(c.text, "") for c in chunks])
     return PreparedIndex(
         episode_id=source.episode_id,
@@ -524,9 +602,12 @@ class ChunkWork:
     key: DatasetKey
 
 
-def index_pending_chunks(engine: Engine, embedder: Embedder, work: Sequence[ChunkWork]) -> int:
+def index_pending_chunks(
+    engine: Engine, embedder: Embedder, work: Sequence[ChunkWork], *, late: bool = False
+) -> int:
     """Embeds and stores the new chunks of the episodes in ``work`` and clears their
-    ``chunks_pending``; returns the chunks added.
+    ``chunks_pending``; returns the chunks added. ``late``: their vectors by late chunking
+    (:func:`late_chunk_vectors`, one document per episode).
 
     All the episodes' chunks are embedded in one model call, outside any transaction. Each
     episode is then stored in its own short transaction, which first takes the thread's
@@ -548,15 +629,16 @@ def index_pending_chunks(engine: Engine, embedder: Embedder, work: Sequence[Chun
             (later if (item.dataset, item.thread_id) in threads else this_round).append(item)
             threads.add((item.dataset, item.thread_id))
         with engine.connect() as conn:
-            chunks = [
-                pending_chunks(conn, w.dataset, w.thread_id, w.messages, w.end_sequence)
+            cut = [
+                _new_chunks(conn, w.dataset, w.thread_id, w.messages, w.end_sequence, late=late)
                 for w in this_round
             ]
+            chunks = [cs for cs, _ in cut]
             literals = [
                 blind_vectors(conn, w.key, [(c.text, "") for c in cs])
                 for w, cs in zip(this_round, chunks, strict=True)
             ]
-        vectors = chunk_vectors([c for cs in chunks for c in cs], embedder)
+        vectors = _vectors([c for cs in chunks for c in cs], [d for _, d in cut], embedder)
         start = 0
         for item, cs, lits in zip(this_round, chunks, literals, strict=True):
             with engine.begin() as conn:
@@ -681,7 +763,12 @@ def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str
 
 
 def index_episode(
-    conn: Connection, vault: Vault, episode_id: uuid.UUID | str, embedder: Embedder
+    conn: Connection,
+    vault: Vault,
+    episode_id: uuid.UUID | str,
+    embedder: Embedder,
+    *,
+    late: bool = False,
 ) -> IndexResult:
     """Indexes an episode whose summary is stored: :func:`load_index_input`,
     :func:`prepare_episode_index` and :func:`write_episode_index` on one connection.
@@ -699,10 +786,12 @@ def index_episode(
     """
     source = load_index_input(conn, vault, episode_id)
     key = vault.for_read(conn, source.dataset)
-    return write_episode_index(conn, prepare_episode_index(conn, key, source, embedder))
+    return write_episode_index(conn, prepare_episode_index(conn, key, source, embedder, late=late))
 
 
-def index_missing(engine: Engine, embedder: Embedder, vault: Vault, *, batch: int = 20) -> int:
+def index_missing(
+    engine: Engine, embedder: Embedder, vault: Vault, *, batch: int = 20, late: bool = False
+) -> int:
     """Indexes every completed episode that has no lexical document yet (episodes completed
     before the summariser indexed them, or after a change of the index); returns how many.
     Each batch is its own transaction; embedding happens outside it."""
@@ -722,7 +811,7 @@ def index_missing(engine: Engine, embedder: Embedder, vault: Vault, *, batch: in
             for episode_id in ids:
                 source = load_index_input(conn, vault, episode_id)
                 key = vault.for_read(conn, source.dataset)
-                prepared.append(prepare_episode_index(conn, key, source, embedder))
+                prepared.append(prepare_episode_index(conn, key, source, embedder, late=late))
         if not ids:
             return done
         with engine.begin() as conn:
