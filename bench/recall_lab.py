@@ -48,7 +48,14 @@ DATABASE = "locomo_lab"
 
 #: recall_queries.EXTRA_SIGNALS (kept here so the module imports without the package's
 #: statement being built).
-EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine", "phrase")
+EXTRA_SIGNALS = (
+    "cosine_depth",
+    "passage_depth",
+    "entity_match",
+    "feedback_cosine",
+    "phrase",
+    "speaker_coverage",
+)
 
 
 def halves(conversations: list[locomo.Conversation]) -> dict[str, set[str]]:
@@ -523,7 +530,9 @@ def _adversarial(path: Path | None = None) -> dict[str, list[locomo.Question]]:
 
 
 def rank_default(c: list[dict]) -> list[str]:
-    return [x["label"] for x in sorted(c, key=lambda x: -x["relevance"])]
+    """Recall's own order: the candidates as it answered them (by relevance, unless a
+    second look, ``RankingOptions.rerank_top``, reordered its first few)."""
+    return [x["label"] for x in c]
 
 
 def rank_rrf(c: list[dict]) -> list[str]:
@@ -633,6 +642,34 @@ _WORD_FORMS_PHRASE_FIT = (
 )
 
 
+#: The fifth pass's fits (``--fit-rerank default+signals``, development half).
+_RERANK_PHRASE: tuple[tuple[str, float], ...] = (
+    ("lexical", 0.699),
+    ("semantic", 0.551),
+    ("cosine", 0.316),
+    ("coverage", 0.37),
+    ("passage_coverage", 0.436),
+    ("phrase", 0.345),
+)
+_RERANK_SPEAKER: tuple[tuple[str, float], ...] = (
+    ("lexical", 1.258),
+    ("semantic", 1.099),
+    ("cosine", 0.633),
+    ("coverage", 0.568),
+    ("passage_coverage", 0.815),
+    ("speaker_coverage", 0.811),
+)
+_RERANK_BOTH: tuple[tuple[str, float], ...] = (
+    ("lexical", 0.6),
+    ("semantic", 0.533),
+    ("cosine", 0.307),
+    ("coverage", 0.265),
+    ("passage_coverage", 0.364),
+    ("phrase", 0.32),
+    ("speaker_coverage", 0.384),
+)
+
+
 def ranking_variants() -> dict[str, Any]:
     """The ranking switches (recall_queries.RankingOptions) a run can flip with
     ``--options``: each is scored by recomputing every candidate's signals with it."""
@@ -648,7 +685,7 @@ def ranking_variants() -> dict[str, Any]:
     earlier = dict(weights=THIRD_PASS_WEIGHTS)
     # the third pass's default (before word forms and the weights refitted with them)
     third = replace(DEFAULT_RANKING, word_forms=False, **earlier)
-    return {
+    variants = {
         "off": RankingOptions(),  # every switch off: Recall before this issue
         "default": DEFAULT_RANKING,
         "stop-phrases": RankingOptions(strip_stop_phrases=True),
@@ -684,7 +721,27 @@ def ranking_variants() -> dict[str, Any]:
         "default+rm3-5": replace(third, expansion=5),
         "default+rm3-10": replace(third, expansion=10),
         "default+word-forms+rm3-3": replace(third, word_forms=True, expansion=3),
+        # the fifth pass (on a copy re-indexed with the speakers' words): the seed's recency
+        # for --fit-extras, then the fitted weights on today's default
+        "off+speaker+word-forms": RankingOptions(speaker=True, word_forms=True),
+        # today's default with both signals computed, not fused (for --fit-rerank)
+        "off+speaker+phrase+word-forms": RankingOptions(speaker=True, phrase=True, word_forms=True),
+        "default+signals": replace(DEFAULT_RANKING, phrase=True, speaker=True),
+        # the fourth pass's default (before the second look)
+        "fourth-pass": replace(DEFAULT_RANKING, phrase=False, rerank_top=0, rerank_weights=()),
     }
+    # fitted by --fit-rerank default+signals (dev half): the second look at the top 5
+    fitted = {
+        "default+phrase-top5": (_RERANK_PHRASE, {"phrase": True}),
+        "default+speaker-top5": (_RERANK_SPEAKER, {"speaker": True}),
+        "default+speaker+phrase-top5": (_RERANK_BOTH, {"phrase": True, "speaker": True}),
+    }
+    for name, (weights, switches) in fitted.items():
+        if weights:
+            variants[name] = replace(
+                DEFAULT_RANKING, rerank_top=5, rerank_weights=weights, **switches
+            )
+    return variants
 
 
 # -- the learned fusion (recall_queries.LEARNED_WEIGHTS) --------------------------------
@@ -815,7 +872,7 @@ def choose_extras(
         groups["passage depth: cosine_depth + passage_depth"] = ("cosine_depth", "passage_depth")
         groups["passage depth: cosine_depth only"] = ("cosine_depth",)
         groups["passage depth: passage_depth only"] = ("passage_depth",)
-    for name in ("entity_match", "feedback_cosine", "phrase"):
+    for name in ("entity_match", "feedback_cosine", "phrase", "speaker_coverage"):
         if name in present:
             groups[name] = (name,)
     groups["all present"] = tuple(present)
@@ -841,6 +898,57 @@ def choose_extras(
             f"| {label} | {weights} | {t}, {span:g} | {' / '.join(cells[:3])} "
             f"| {' / '.join(cells[3:])} |"
         )
+    return "\n".join(lines)
+
+
+def choose_rerank(rows: list[dict], split: dict[str, set[str]]) -> str:
+    """The fifth pass: the learned fusion with the proximity and speaker signals (each,
+    then both) fitted on the development half on features of Recall's default order with
+    the signals computed (``--options default+signals``: its recency as Recall computed
+    it), the temperature chosen there by MRR; printed on both halves fused over the whole
+    list and as a second look at the default's top k (recall_queries.reorder_top)."""
+    from dataclasses import replace
+
+    from episodic.store.recall_queries import DEFAULT_RANKING, reorder_top
+
+    def ordered(weights: dict[str, float], top: int) -> Any:
+        options = replace(
+            DEFAULT_RANKING,
+            phrase=True,
+            speaker=True,
+            rerank_top=top,
+            rerank_weights=tuple(weights.items()),
+        )
+
+        def rank(c: list[dict]) -> list[str]:
+            return [x["label"] for x in reorder_top(c, options, 0.7, 0.3)]
+
+        return rank
+
+    lines = [
+        f"Recall's default: {' / '.join(_scores(rows, split))}",
+        "| signals | weights (dev) | fused over | dev R@1 / R@5 / MRR | held out R@1 / R@5 / MRR |",
+        "|---|---|---|---|---|",
+    ]
+    groups = {"phrase": ("phrase",), "speaker": ("speaker_coverage",)}
+    groups["both"] = ("phrase", "speaker_coverage")
+    for label, extra in groups.items():
+        names = (*LEARNED_SIGNALS, *extra)
+        w = fit_ranker(rows, split["dev"], names=names)
+        best: tuple[float, float] = (-1.0, 0.0)
+        for t in (0.25, 0.5, 0.75, 1.0):
+            weights = dict(zip(names, (w * t).tolist(), strict=True))
+            mrr = float(_scores(rows, split, ordered(weights, 10**6))[2])
+            if mrr > best[0]:
+                best = (mrr, t)
+        weights = dict(zip(names, np.round(w * best[1], 3).tolist(), strict=True))
+        for top in (10**6, 3, 5, 10):
+            cells = _scores(rows, split, ordered(weights, top))
+            where = "every candidate" if top == 10**6 else f"the default's top {top}"
+            lines.append(
+                f"| {label} | {weights} | {where} | {' / '.join(cells[:3])} "
+                f"| {' / '.join(cells[3:])} |"
+            )
     return "\n".join(lines)
 
 
@@ -1182,6 +1290,19 @@ def main(argv: list[str] | None = None) -> int:
         "off+signals) alone and together, on the dev half; print both halves",
     )
     parser.add_argument(
+        "--speaker-words",
+        action="store_true",
+        help="with --reindex: the documents also hold their speakers' words "
+        "(recall_index.SPEAKER_WORDS), which RankingOptions.speaker reads",
+    )
+    parser.add_argument(
+        "--fit-rerank",
+        default="",
+        help="NAME: fit the second look at the top candidates (RankingOptions.rerank_top) "
+        "with the proximity and speaker signals of features-NAME.json (a run of --options "
+        "default+signals) on the dev half; print both halves",
+    )
+    parser.add_argument(
         "--latency",
         default="",
         help="comma-separated switches to time in-process, interleaved (the first is the "
@@ -1206,6 +1327,10 @@ def main(argv: list[str] | None = None) -> int:
         "features-NAME-pbm25-K1-B.json)",
     )
     args = parser.parse_args(argv)
+    if args.speaker_words:
+        from episodic.store import recall_index
+
+        recall_index.SPEAKER_WORDS = True
     suffix = ""
     if args.bm25_passage:
         from episodic.store import recall_queries
@@ -1272,6 +1397,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"load average before {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
             print(latency(url, conversations, [n.strip() for n in args.latency.split(",")]))
             print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
+    if args.fit_rerank:
+        rows = json.loads((data_dir / f"features-{args.fit_rerank}{suffix}.json").read_text())
+        print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(choose_rerank(rows, split))
         return 0
     if args.fit_extras:
         rows = json.loads((data_dir / f"features-{args.fit_extras}{suffix}.json").read_text())

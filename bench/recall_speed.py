@@ -45,24 +45,33 @@ REPO = Path(__file__).resolve().parents[1]
 #: them): what the default ranking (``RankingOptions.word_forms``) sends.
 TERMS_SQL = """
     WITH cfg AS (SELECT CAST(coalesce((SELECT text_search_config FROM datasets
-                                       WHERE dataset = %(dataset)s), 'english') AS regconfig) AS c)
-    SELECT DISTINCT u.lexeme, NULL::text AS word FROM cfg, unnest(to_tsvector(cfg.c, %(query)s)) u
-    UNION
-    SELECT a.lexeme, o.lexeme
-    FROM cfg, unnest(CAST(%(forms)s AS text[]), CAST(%(words)s AS text[])) AS f(form, word)
-    CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, f.form)) a
-    CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, f.word)) o
-    WHERE cfg.c = CAST('english' AS regconfig)
+                                       WHERE dataset = %(dataset)s), 'english') AS regconfig) AS c),
+    terms AS (
+        SELECT DISTINCT u.lexeme, NULL::text AS word
+        FROM cfg, unnest(to_tsvector(cfg.c, %(query)s)) u
+        UNION
+        SELECT a.lexeme, o.lexeme
+        FROM cfg, unnest(CAST(%(forms)s AS text[]), CAST(%(words)s AS text[])) AS f(form, word)
+        CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, f.form)) a
+        CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, f.word)) o
+        WHERE cfg.c = CAST('english' AS regconfig)
+    )
+    SELECT t.lexeme, t.word,
+           (SELECT array_agg(u.lexeme ORDER BY p.position)
+            FROM cfg, unnest(to_tsvector(cfg.c, %(query)s)) u
+            CROSS JOIN LATERAL unnest(u.positions) AS p(position)) AS ordered
+    FROM terms t
 """
 
 
 def query_term_params(conn: psycopg.Connection, dataset: str, query: str) -> dict[str, object]:
-    """The ranking statement's ``lexemes``, ``weights`` and ``terms`` for ``query`` in a
-    dataset stored in the clear (a lexeme is its own token), read as Recall reads them:
-    one statement, then :func:`episodic.store.recall_queries.query_term_tokens`."""
+    """The ranking statement's ``lexemes``, ``weights`` and ``terms`` (and ``phrases``, the
+    query's word pairs, under the default's second look) for ``query`` in a dataset stored
+    in the clear (a lexeme is its own token), read as Recall reads them: one statement,
+    then :func:`episodic.store.recall_queries.query_term_tokens` and ``phrase_pairs``."""
     from episodic.crypto import ClearKey
     from episodic.query_focus import word_forms
-    from episodic.store.recall_queries import DEFAULT_RANKING, query_term_tokens
+    from episodic.store.recall_queries import DEFAULT_RANKING, phrase_pairs, query_term_tokens
 
     forms = word_forms(query) if DEFAULT_RANKING.word_forms else []
     rows = conn.execute(
@@ -76,14 +85,17 @@ def query_term_params(conn: psycopg.Connection, dataset: str, query: str) -> dic
     ).fetchall()
     terms = query_term_tokens(
         ClearKey(dataset),
-        [(lexeme, False) for lexeme, word in rows if word is None],
-        [(lexeme, word) for lexeme, word in rows if word is not None],
+        [(lexeme, False) for lexeme, word, _ in rows if word is None],
+        [(lexeme, word) for lexeme, word, _ in rows if word is not None],
     )
-    return {
+    params: dict[str, object] = {
         "lexemes": [t for t, _, _ in terms],
         "weights": [w for _, w, _ in terms],
         "terms": [term for _, _, term in terms],
     }
+    if DEFAULT_RANKING.phrase:  # the query's word pairs, from its lexemes in order
+        params["phrases"] = phrase_pairs(ClearKey(dataset), list(rows[0][2] or []) if rows else [])
+    return params
 
 
 def log(msg: str) -> None:
@@ -366,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             ("grpc", "grpc before"),
             ("grpc recency-only", "grpc recency-only before"),
         ):
-            if grpc_key not in stats:
+            if grpc_key not in stats or sql_key not in stats:  # no --before-tree
                 continue
             g, s = stats[grpc_key], stats[sql_key]
             print(

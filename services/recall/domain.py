@@ -25,7 +25,12 @@ from episodic.providers.entities import normalise_entity
 from episodic.query_focus import strip_stop_phrases, word_forms
 from episodic.store import entities
 from episodic.store import recall_queries as q
-from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions, RecallFilters
+from episodic.store.recall_queries import (
+    DEFAULT_RANKING,
+    SECOND_LOOK_WEIGHTS,
+    RankingOptions,
+    RecallFilters,
+)
 from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE
 from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
@@ -65,11 +70,15 @@ class DeadlineExceeded(EpisodicError):
 def ranking_from(settings: RecallSettings) -> RankingOptions:
     """The ranking Recall runs under ``settings`` (the fusion and the recency scale); the
     service and the replay tool both take it from here so they rank alike."""
+    second_look = settings.ranking_second_look
     return RankingOptions(
         fusion=settings.ranking_fusion,
         recency_span=settings.recency_span,
         named_time_recency=settings.recency_from_named_time,
         word_forms=settings.ranking_word_forms,
+        phrase=second_look > 0,
+        rerank_top=second_look,
+        rerank_weights=SECOND_LOOK_WEIGHTS if second_look else (),
     )
 
 
@@ -315,6 +324,7 @@ def _rank(
             size_bound=bound,
             generic=options.weight_generic_terms,
             forms=word_forms(query) if with_query and options.word_forms else (),
+            ordered=options.phrase,
         )
         row = opening.key_row
         key = (
@@ -347,6 +357,9 @@ def _rank_with(
 ) -> tuple[list[dict[str, Any]], int]:
     shared = {k: v for k, v in ranking.items() if k not in ("options", "opening")}
     options = ranking.get("options", DEFAULT_RANKING)
+    limit = shared["limit"]
+    if options.rerank_top and shared["query"]:  # the second look needs its k candidates
+        shared["limit"] = max(limit, options.rerank_top)
     ranked = q.rank(
         conn,
         key=key,
@@ -368,6 +381,10 @@ def _rank_with(
             # the same fusion and recency scale: episodes and events compete in one list
             options=options,
         )
+    if options.rerank_top and shared["query"]:
+        opened = q.reorder_top(
+            opened, options, shared["similarity_weight"], shared["recency_weight"]
+        )[:limit]
     return opened, ranked.count
 
 

@@ -186,6 +186,7 @@ def index_input(episode: RowMapping, request: SummaryRequest, result: Any) -> In
         summary=result.summary,
         key_learnings=list(result.key_learnings),
         entities=list(result.entities),
+        speakers=[(m.sequence, " ".join(m.name.split())) for m in request.rows if m.name],
     )
 
 

@@ -370,6 +370,14 @@ class RecallSettings(BaseSettings):
         "stemmer keeps apart ('broken' finds 'broke', 'bought' finds 'buy'; a hand-written "
         "table, episodic/data/irregular_forms.txt; english datasets only).",
     )
+    ranking_second_look: int = Field(
+        default=5,
+        ge=0,
+        le=100,
+        description="The best this-many candidates of a query are put in order again by a "
+        "fusion that also reads how close together the query's words are in each (its word "
+        "pairs); which episodes make them is unchanged. 0: off.",
+    )
     recall_statement_timeout: Duration = Field(
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",

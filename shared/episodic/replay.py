@@ -69,6 +69,7 @@ from episodic.store.db import make_engine
 from episodic.store.recall_index import (
     IndexInput,
     indexed_text,
+    message_speakers,
     prepare_episode_index,
     write_episode_index,
 )
@@ -655,6 +656,7 @@ class _Run:
             summary=episode.summary,
             key_learnings=learnings,
             entities=episode.entities,
+            speakers=message_speakers(messages[: episode.end]),
         )
         late = late_chunks(self.settings.embedding, self.embedder)
         write_episode_index(conn, prepare_episode_index(conn, key, index, self.embedder, late=late))

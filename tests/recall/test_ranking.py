@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -296,7 +297,10 @@ FIRST_VERSION = RankingOptions(fusion="score", recency_span=0.0)
 @pytest.mark.parametrize("ranking", [DEFAULT_RANKING, FIRST_VERSION], ids=["default", "first"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_ranking_equals_the_formula_over_every_episode(engine, seed: int, ranking) -> None:  # type: ignore[no-untyped-def]
-    """The SQL's top 10 is exactly the brute-force top 10 of the documented formula."""
+    """The SQL's top 10 is exactly the brute-force top 10 of the documented formula; the
+    default's second look (``rerank_top``) then only reorders its first k."""
+    look = ranking.rerank_top
+    ranking = replace(ranking, phrase=False, rerank_top=0, rerank_weights=())
     rng = random.Random(seed)
     pool = [f"w{i}" for i in range(40)]
     with engine.begin() as conn:
@@ -338,6 +342,14 @@ def test_ranking_equals_the_formula_over_every_episode(engine, seed: int, rankin
             for row, ref in zip(got, expected, strict=True):
                 assert row["similarity"] == pytest.approx(ref.similarity, abs=1e-6)
                 assert row["recency"] == pytest.approx(ref.recency, abs=1e-9)
+            if look:
+                second = _recall(
+                    conn, "ds", query, ws=ws, wr=wr, limit=10, ranking=DEFAULT_RANKING
+                ).rows
+                ids = [str(r["episode_id"]) for r in got]
+                looked = [str(r["episode_id"]) for r in second]
+                assert sorted(looked[:look]) == sorted(ids[:look])
+                assert looked[look:] == ids[look:]
                 assert row["relevance"] == pytest.approx(ref.relevance, abs=1e-6)
                 assert 0.0 <= row["similarity"] <= 1.0
 

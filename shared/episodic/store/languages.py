@@ -21,11 +21,11 @@ from sqlalchemy import Connection, text
 
 from episodic.errors import InvalidArgument
 from episodic.store.recall_index import (
-    MAX_INDEXED_CHARS,
     TEXT_SEARCH_CONFIG,
     blind_vectors,
     chunk_texts,
     load_index_input,
+    prepare_episode_document,
 )
 
 if TYPE_CHECKING:
@@ -125,9 +125,8 @@ def _retokenise(conn: Connection, vault: Vault, dataset: str) -> None:
     ).scalars()
     for episode_id in list(episode_ids):
         source = load_index_input(conn, vault, episode_id)
-        body = "\n".join(m[1] for m in source.messages)
-        head = "\n".join([source.summary, *source.key_learnings])
-        [(document, length)] = blind_vectors(conn, key, [(body[-MAX_INDEXED_CHARS:], head)])
+        # the document as the index writes it (with its speakers' words, re-stemmed)
+        document, length = prepare_episode_document(conn, key, source)
         conn.execute(
             text(
                 "UPDATE episodes SET search_vector = CAST(:v AS tsvector), search_length = :n "

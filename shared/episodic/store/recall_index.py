@@ -63,6 +63,7 @@ __all__ = [
     "CHUNK_WORDS",
     "HEAD_ENTITIES",
     "MAX_INDEXED_CHARS",
+    "SPEAKER_WORDS",
     "TEXT_SEARCH_CONFIG",
     "Chunk",
     "ChunkWork",
@@ -81,12 +82,15 @@ __all__ = [
     "late_chunk_vectors",
     "load_index_input",
     "make_chunks",
+    "message_speakers",
     "pending_chunk_work",
     "pending_chunks",
     "pending_messages",
     "prepare_episode_document",
     "prepare_episode_index",
     "query_tokens",
+    "speaker_pair",
+    "speaker_word_tokens",
     "weighted_query_tokens",
     "write_episode_document",
     "write_episode_index",
@@ -115,6 +119,12 @@ CHUNK_OVERLAP = True
 #: head (weight A, the field ``RankingOptions.head_share`` scores on its own). Measured
 #: alone on LoCoMo (README "Recall quality"); changing it needs a re-index.
 HEAD_ENTITIES = False
+#: Whether the episode's document also holds its speakers' words as pairs
+#: (:func:`speaker_word_tokens`), which ``RankingOptions.speaker`` reads. Measured on
+#: LoCoMo (README "Ranking, fifth pass") and off: the signal did not earn its place in the
+#: default ranking, and the pairs double the document's lexemes. Changing it needs a
+#: re-index.
+SPEAKER_WORDS = False
 #: The lexical document keeps the newest this-many characters of a very long thread
 #: (a tsvector holds at most 1 MB).
 MAX_INDEXED_CHARS = 400_000
@@ -247,6 +257,9 @@ class IndexInput:
     summary: str
     key_learnings: Sequence[str]
     entities: Sequence[str] = ()
+    #: (sequence, speaker's name) of the messages that name their speaker: the document
+    #: also holds each speaker's words as pairs (:func:`speaker_word_tokens`).
+    speakers: Sequence[tuple[int, str]] = ()
 
 
 def head_text(source: IndexInput) -> str:
@@ -470,7 +483,66 @@ def prepare_episode_document(
 ) -> tuple[str, int]:
     """The blinded tsvector literal of the episode's lexical document and its length (no
     embedding: cheap; the summariser writes it in the completion transaction)."""
-    return blind_vectors(conn, key, [_document(source)])[0]
+    return _with_speaker_words(conn, key, source, blind_vectors(conn, key, [_document(source)])[0])
+
+
+#: Separates a speaker's lexeme from the word's in a speaker-word pair (PostgreSQL's
+#: parser never leaves a space inside a lexeme, so a pair is never a word's lexeme).
+SPEAKER_PAIR_SEPARATOR = " "
+
+
+def speaker_pair(speaker_lexeme: str, word_lexeme: str) -> str:
+    """The lexeme of "``speaker`` said ``word``" (before blinding)."""
+    return f"{speaker_lexeme}{SPEAKER_PAIR_SEPARATOR}{word_lexeme}"
+
+
+def speaker_word_tokens(conn: Connection, key: DatasetKey, source: IndexInput) -> list[str]:
+    """``key``'s tokens of every (speaker, word) pair the thread holds up to the episode's
+    end: each lexeme of a message's own text paired with each lexeme of its speaker's name
+    (``"carolin research"``: Caroline said "research"), in the dataset's text-search
+    configuration; none unless :data:`SPEAKER_WORDS`. They join the episode's lexical document without positions (and are not
+    counted in its length), so BM25 never sees them; Recall's speaker signal
+    (``RankingOptions.speaker``) asks for the pairs of the person a question names ("What
+    did Caroline research?"). Empty when no message names its speaker."""
+    if not SPEAKER_WORDS:
+        return []
+    names = dict(source.speakers)
+    said = [
+        (names[sequence], text)
+        for sequence, text in source.messages
+        if sequence <= source.end_sequence and sequence in names
+    ]
+    if not said:
+        return []
+    rows = conn.execute(
+        text(
+            f"""
+            WITH cfg AS (SELECT {DATASET_CONFIG} AS c)
+            SELECT DISTINCT s.lexeme, w.lexeme
+            FROM cfg, unnest(CAST(:speakers AS text[]), CAST(:texts AS text[])) AS m(speaker, body)
+            CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, m.speaker)) s
+            CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, m.body)) w
+            WHERE s.lexeme <> w.lexeme
+            """
+        ),
+        {
+            "speakers": [name for name, _ in said],
+            "texts": [body[-MAX_INDEXED_CHARS:] for _, body in said],
+            "dataset": key.dataset,
+        },
+    ).all()
+    return sorted({key.token(speaker_pair(a, b)) for a, b in rows})
+
+
+def _with_speaker_words(
+    conn: Connection, key: DatasetKey, source: IndexInput, document: tuple[str, int]
+) -> tuple[str, int]:
+    """``document`` (literal, length) with the thread's speaker-word pairs added."""
+    tokens = speaker_word_tokens(conn, key, source)
+    if not tokens:
+        return document
+    literal, length = document
+    return " ".join([literal, *(_quote(t) for t in tokens)]).strip(), length
 
 
 def write_episode_document(
@@ -513,6 +585,7 @@ def prepare_episode_index(
     )
     vectors = _vectors(chunks, [document], embedder)
     literals = blind_vectors(conn, key, [_document(source)] + [(c.text, "") for c in chunks])
+    literals[0] = _with_speaker_words(conn, key, source, literals[0])
     return PreparedIndex(
         episode_id=source.episode_id,
         thread_id=source.thread_id,
@@ -759,7 +832,18 @@ def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str
         summary=episode["summary"],
         key_learnings=list(episode["key_learnings"] or []),
         entities=list(episode["entities"] or []),
+        speakers=message_speakers(messages),
     )
+
+
+def message_speakers(messages: Sequence[Any]) -> list[tuple[int, str]]:
+    """(sequence, speaker) of the opened ``messages`` rows whose metadata names one."""
+    out = []
+    for m in messages:
+        speaker = speaker_from_metadata(m.get("metadata"))
+        if speaker:
+            out.append((int(m["sequence"]), speaker))
+    return out
 
 
 def index_episode(

@@ -85,6 +85,8 @@ __all__ = [
     "LEARNED_WEIGHTS",
     "LEXICAL_SHARE",
     "RECENCY_SPAN",
+    "SECOND_LOOK",
+    "SECOND_LOOK_WEIGHTS",
     "THIRD_PASS_WEIGHTS",
     "Approximation",
     "Opening",
@@ -103,6 +105,7 @@ __all__ = [
     "recall_sql",
     "recall_statement",
     "relevant_sql",
+    "reorder_top",
     "similarity_sql",
     "span_cte",
     "threads_in_order",
@@ -171,6 +174,19 @@ class RankingOptions:
     - ``phrase``: compute the proximity signal ``phrase`` (:data:`EXTRA_SIGNALS`): the
       query's adjacent word pairs ("basketball career", "lgbtq conference") found close
       together, in order, in the episode's document; fused when ``weights`` has it.
+    - ``speaker``: compute ``speaker_coverage`` (:data:`EXTRA_SIGNALS`): the share of the
+      query's other words that the person it names said in the episode's thread ("What
+      did Caroline research?": did Caroline say "research", not only Melanie?), from the
+      speaker-word pairs of the document (``recall_index.speaker_word_tokens``); fused
+      when ``weights`` has it.
+    - ``rerank_top`` (k), ``rerank_weights``: a second look at the best k candidates of
+      the ranking: they are put in the order of the learned fusion with ``rerank_weights``
+      (which may weigh ``phrase`` and ``speaker_coverage``: their switches must be on),
+      the rest left where they are (:func:`reorder_top`). Which episodes make the top k,
+      their ``relevance`` and everything below it are the ranking's own; only who comes
+      first among them changes. (Fused over the whole list, the same signals lifted a few
+      candidates into the top five and pushed as many gold ones out on LoCoMo's held-out
+      half; README "Ranking, fifth pass".)
     """
 
     strip_stop_phrases: bool = False
@@ -186,6 +202,9 @@ class RankingOptions:
     word_forms: bool = False
     expansion: int = 0
     phrase: bool = False
+    speaker: bool = False
+    rerank_top: int = 0
+    rerank_weights: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -205,7 +224,12 @@ class RankingOptions:
                 f"expansion must be 0 (off) or a number of episodes, not {self.expansion}"
             )
         computed = self.signals()
-        for name, _ in self.weights:
+        if self.rerank_top < 0 or (self.rerank_top and not self.rerank_weights):
+            raise ValueError(
+                f"rerank_top must be 0 (off) or a number of candidates with rerank_weights, "
+                f"not {self.rerank_top}"
+            )
+        for name, _ in (*self.weights, *self.rerank_weights):
             if name not in computed:
                 raise ValueError(
                     f"a weight for {name!r} needs its signal: one of {', '.join(computed)}"
@@ -220,6 +244,7 @@ class RankingOptions:
             "entity_match": self.entity_match,
             "feedback_cosine": self.feedback > 0,
             "phrase": self.phrase,
+            "speaker_coverage": self.speaker,
         }
         return (*LEARNED_WEIGHTS, *(name for name in EXTRA_SIGNALS if extra[name]))
 
@@ -280,7 +305,17 @@ THIRD_PASS_WEIGHTS: tuple[tuple[str, float], ...] = (
 #: ``phrase`` (proximity): the share of the query's adjacent word pairs that the episode's
 #: document holds within :data:`PHRASE_WINDOW` positions, in the query's order
 #: (``phrase``).
-EXTRA_SIGNALS = ("cosine_depth", "passage_depth", "entity_match", "feedback_cosine", "phrase")
+#: ``speaker_coverage``: the best, over the query's words taken as a speaker's name, of the
+#: share of the query's other words that this speaker said in the episode's thread
+#: (``speaker``); 0 when the query names no speaker of the thread.
+EXTRA_SIGNALS = (
+    "cosine_depth",
+    "passage_depth",
+    "entity_match",
+    "feedback_cosine",
+    "phrase",
+    "speaker_coverage",
+)
 
 #: RankingOptions.phrase: how far apart (in the document's positions, stop words counted)
 #: two words adjacent in the query may be and still count as the query's phrase.
@@ -300,9 +335,33 @@ EXPANSION_POOL = 40
 #: recency_span chosen with LEARNED_WEIGHTS (same half, same run of the lab).
 RECENCY_SPAN = 8.0
 
+#: The second look at the best :data:`SECOND_LOOK` candidates (``RankingOptions.rerank_top``,
+#: ``RecallSettings.ranking_second_look``): the learned fusion with the proximity signal
+#: (``phrase``), fitted on LoCoMo's development half only (``python -m bench.recall_lab
+#: --fit-rerank default+signals``: listwise logistic regression over every candidate, the
+#: temperature 0.25 chosen by development MRR); of the fifth pass's three fits (proximity,
+#: the speaker signal, both) the best development MRR as a second look at the top 5
+#: (README "Ranking, fifth pass"). Five, so that the episodes of the top five are the
+#: ranking's own (R@5 unchanged by construction) and only their order is refined.
+SECOND_LOOK = 5
+SECOND_LOOK_WEIGHTS: tuple[tuple[str, float], ...] = (
+    ("lexical", 0.699),
+    ("semantic", 0.551),
+    ("cosine", 0.316),
+    ("coverage", 0.37),
+    ("passage_coverage", 0.436),
+    ("phrase", 0.345),
+)
+
 #: The ranking Recall runs (RecallSettings.ranking_fusion / recency_span choose another).
 DEFAULT_RANKING = RankingOptions(
-    fusion="learned", recency_span=RECENCY_SPAN, named_time_recency=True, word_forms=True
+    fusion="learned",
+    recency_span=RECENCY_SPAN,
+    named_time_recency=True,
+    word_forms=True,
+    phrase=True,
+    rerank_top=SECOND_LOOK,
+    rerank_weights=SECOND_LOOK_WEIGHTS,
 )
 
 
@@ -478,7 +537,9 @@ def similarity_sql(options: RankingOptions, signals: dict[str, str]) -> str:
     the approximate path reads it). Episodes and events (store/events.py) share it."""
     lexical, semantic = signals["lexical"], signals["semantic"]
     if options.fusion == "learned":
-        weights = options.learned_weights()
+        # a signal the caller does not compute (an event has no speakers) counts 0 in the
+        # fit and in the ideal alike
+        weights = {n: w for n, w in options.learned_weights().items() if n in signals}
         fit = " + ".join(f"{w} * {signals[name]}" for name, w in weights.items())
         # Relative to the ideal candidate: best on both relative signals, every query word
         # in its document and in one passage, the candidates' best cosine. 1 only for a
@@ -995,6 +1056,28 @@ def _extra_signal_sql(options: RankingOptions, with_vector: bool, lexical: str) 
             "/ greatest(cardinality(CAST(:phrases AS text[])), 1) AS phrase"
         )
         pieces["join"] += "\n            LEFT JOIN phrase_hits ph ON ph.episode_id = c.episode_id"
+    if options.speaker:
+        # The query's (name, word) pairs (:func:`speaker_pair_params`) in the document:
+        # per name, how many of the other query words that speaker said; the best name.
+        pieces["entity_ctes"] += """
+        speaker_pairs AS MATERIALIZED (
+            SELECT p.name, p.word, CAST(p.pair AS tsquery) AS tq
+            FROM unnest(CAST(:speaker_names AS text[]), CAST(:speaker_words AS text[]),
+                        CAST(:speaker_pairs AS text[])) AS p(name, word, pair)
+        ),
+        speaker_hits AS (
+            SELECT h.episode_id, max(h.words)::float8 AS words FROM (
+                SELECT c.episode_id, sp.name, count(DISTINCT sp.word) AS words
+                FROM c CROSS JOIN speaker_pairs sp
+                WHERE c.tsv @@ sp.tq
+                GROUP BY c.episode_id, sp.name) h
+            GROUP BY h.episode_id
+        ),"""
+        pieces["raw"] += (
+            ",\n                   coalesce(sh.words, 0.0) "
+            "/ CAST(:speaker_word_count AS float8) AS speaker_coverage"
+        )
+        pieces["join"] += "\n            LEFT JOIN speaker_hits sh ON sh.episode_id = c.episode_id"
     for name in EXTRA_SIGNALS:
         if name in on:
             pieces["scored"] += f",\n                   n.{name}::float8 AS {name}"
@@ -1261,6 +1344,48 @@ class Ranking:
     lexemes: list[str] | None
 
 
+def reorder_top(
+    rows: Sequence[Any],
+    options: RankingOptions,
+    similarity_weight: float,
+    recency_weight: float,
+) -> list[Any]:
+    """``rows`` (ranked, best first) with their first ``options.rerank_top`` episodes put in
+    the order of the learned fusion with ``options.rerank_weights``
+    (``RankingOptions.rerank_top``): ``similarity_weight`` × exp(fit − ideal fit) +
+    ``recency_weight`` × recency, the ideal being, among those k, 1 on the relative
+    signals and the coverages and the best of the others (the cosine, the optional
+    signals), as the ranking's own fusion has it over every candidate. Rows without one of
+    the weighted signals (events) keep their places; a tie keeps the ranking's order."""
+    k = options.rerank_top
+    if k < 2 or len(rows) < 2:
+        return list(rows)
+    weights = dict(options.rerank_weights)
+    head = [i for i, r in enumerate(rows[:k]) if all(name in r for name in weights)]
+    if len(head) < 2:
+        return list(rows)
+    ideal = {
+        name: 1.0
+        if name not in EXTRA_SIGNALS and name != "cosine"
+        else max(float(rows[i][name]) for i in head)
+        for name in weights
+    }
+    best = sum(w * ideal[name] for name, w in weights.items())
+
+    def score(row: Any) -> float:
+        similarity = 0.0
+        if float(row["lexical"]) > 0 or float(row["semantic"]) > 0:
+            fit = sum(w * float(row[name]) for name, w in weights.items())
+            similarity = float(np.exp(fit - best))
+        return similarity_weight * similarity + recency_weight * float(row["recency"])
+
+    reordered = sorted((rows[i] for i in head), key=score, reverse=True)  # stable on ties
+    out = list(rows)
+    for i, row in zip(head, reordered, strict=True):
+        out[i] = row
+    return out
+
+
 def rank_episodes(conn: Connection, **arguments: Any) -> tuple[list[RowMapping], int]:
     """:func:`rank`'s rows and count (same arguments)."""
     ranking = rank(conn, **arguments)
@@ -1328,7 +1453,17 @@ def rank(
         else:
             lexemes = params["lexemes"] = [t for t, _, _ in weighted]
         if options.phrase:
-            params["phrases"] = query_phrase_pairs(conn, key, query)
+            params["phrases"] = (
+                phrase_pairs(key, opening.ordered)
+                if opening is not None and opening.ordered is not None
+                else query_phrase_pairs(conn, key, query)
+            )
+        if options.speaker:
+            if opening is not None and opening.lexemes is not None:
+                own, forms = [w for w, _ in opening.lexemes], opening.forms or []
+            else:
+                own, forms = query_lexemes(conn, key, query), []
+            params.update(speaker_pair_params(key, own, forms))
         if options.entity_match:
             from episodic.query_focus import query_phrases
 
@@ -1408,6 +1543,12 @@ def query_phrase_pairs(conn: Connection, key: DatasetKey, query: str) -> list[st
         {"q": query, "dataset": key.dataset},
     ).all()
     order = [lexeme for _, lexeme in sorted((p, lexeme) for lexeme, ps in rows for p in ps)]
+    return phrase_pairs(key, order)
+
+
+def phrase_pairs(key: DatasetKey, order: Sequence[str]) -> list[str]:
+    """:func:`query_phrase_pairs` from the query's lexemes in the order written
+    (:attr:`Opening.ordered`)."""
 
     def quoted(lexeme: str) -> str:
         return "'" + key.token(lexeme).replace("\\", "\\\\").replace("'", "''") + "'"
@@ -1417,6 +1558,50 @@ def query_phrase_pairs(conn: Connection, key: DatasetKey, query: str) -> list[st
         " | ".join(f"({quoted(a)} <{n}> {quoted(b)})" for n in range(1, PHRASE_WINDOW + 1))
         for a, b in pairs
     ]
+
+
+def query_lexemes(conn: Connection, key: DatasetKey, query: str) -> list[str]:
+    """The query's distinct lexemes (not blinded), in the dataset's configuration."""
+    return [
+        r[0]
+        for r in conn.execute(
+            text(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector({DATASET_CONFIG}, :q))"),
+            {"q": query, "dataset": key.dataset},
+        )
+    ]
+
+
+def speaker_pair_params(
+    key: DatasetKey, lexemes: Sequence[str], forms: Sequence[tuple[str, str]] = ()
+) -> dict[str, object]:
+    """The statement's parameters of ``RankingOptions.speaker``: every ordered pair of the
+    query's distinct ``lexemes`` (one taken as a speaker's name, the other as a word, or
+    a word's irregular form from ``forms``: (form, word) lexemes) as the token of the
+    document's speaker-word pair (:func:`~episodic.store.recall_index.speaker_pair`), with
+    the name and the query word it counts for; ``speaker_words``: how many other words a
+    name can cover (the query's words less one). Which word is a name is not guessed:
+    only a speaker's pairs are in a document."""
+    from episodic.store.recall_index import speaker_pair
+
+    own = sorted(set(lexemes))
+    stands_for = [(w, w) for w in own] + [(f, w) for f, w in forms if w in own and f not in own]
+    names, words, pairs = [], [], []
+    for name in own:
+        for lexeme, word in stands_for:
+            if word != name:
+                names.append(name)
+                words.append(word)
+                pairs.append("'" + _quoted_token(key.token(speaker_pair(name, lexeme))) + "'")
+    return {
+        "speaker_names": names,
+        "speaker_words": words,
+        "speaker_pairs": pairs,
+        "speaker_word_count": max(len(own) - 1, 1),
+    }
+
+
+def _quoted_token(token: str) -> str:
+    return token.replace("\\", "\\\\").replace("'", "''")
 
 
 def query_terms(
@@ -1580,11 +1765,18 @@ class Opening:
     #: is a form of) for the forms asked for, in a dataset whose configuration is english
     #: (else none); None when none were asked for.
     forms: list[tuple[str, str]] | None = None
+    #: Under ``RankingOptions.phrase``: the query's lexemes in the order written (stop words
+    #: skipped), for its word pairs (:func:`phrase_pairs`); None when not asked for.
+    ordered: list[str] | None = None
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=32)
 def _opening_statement(
-    with_query: bool, with_generic: bool, with_size: bool, with_forms: bool = False
+    with_query: bool,
+    with_generic: bool,
+    with_size: bool,
+    with_forms: bool = False,
+    with_order: bool = False,
 ) -> str:
     config = f"CAST(coalesce(d.text_search_config, '{TEXT_SEARCH_CONFIG}') AS regconfig)"
     size = (
@@ -1615,10 +1807,18 @@ def _opening_statement(
         if with_forms
         else "NULL::text[]"
     )
+    # What query_phrase_pairs reads (the lexemes by position), in the same statement.
+    ordered = (
+        f"""(SELECT array_agg(u.lexeme ORDER BY p.position)
+             FROM unnest(to_tsvector({config}, :q)) u
+             CROSS JOIN LATERAL unnest(u.positions) AS p(position))"""
+        if with_query and with_order
+        else "NULL::text[]"
+    )
     return _driver_form(
         f"""
         SELECT d.dataset IS NOT NULL AS has_row, d.key_id, d.master_key_id, d.wrapped_key,
-               {lexemes} AS lexemes, {size} AS size, {forms} AS forms
+               {lexemes} AS lexemes, {size} AS size, {forms} AS forms, {ordered} AS ordered
         FROM (SELECT 1) one LEFT JOIN datasets d ON d.dataset = :dataset
         """
     )
@@ -1632,6 +1832,7 @@ def read_opening(
     size_bound: int | None,
     generic: bool = False,
     forms: Sequence[tuple[str, str]] = (),
+    ordered: bool = False,
 ) -> Opening:
     """The dataset's key row, ``query``'s lexemes (when given) and its size counted up to
     ``size_bound`` (when given), in one statement: what :func:`count_up_to`, the key lookup
@@ -1640,7 +1841,9 @@ def read_opening(
     ``generic``: also mark each lexeme that a generic question word stems to (for
     ``RankingOptions.weight_generic_terms``; else every lexeme is marked not generic).
     ``forms``: (form, word) pairs of :func:`episodic.query_focus.word_forms`, stemmed as
-    :func:`query_terms` stems them (``RankingOptions.word_forms``)."""
+    :func:`query_terms` stems them (``RankingOptions.word_forms``). ``ordered``: also the
+    query's lexemes in the order written (``RankingOptions.phrase``: its word pairs then
+    cost no round trip of their own)."""
     from episodic.query_focus import GENERIC_WORDS
 
     params: dict[str, object] = {"dataset": dataset}
@@ -1654,7 +1857,10 @@ def read_opening(
     if with_forms:
         params["forms"] = [f for f, _ in forms]
         params["words"] = [w for _, w in forms]
-    statement = _opening_statement(query is not None, generic, size_bound is not None, with_forms)
+    with_order = query is not None and ordered
+    statement = _opening_statement(
+        query is not None, generic, size_bound is not None, with_forms, with_order
+    )
     row = conn.exec_driver_sql(statement, params).mappings().one()  # type: ignore[arg-type]
     lexemes = None
     if query is not None:
@@ -1664,6 +1870,7 @@ def read_opening(
         lexemes=lexemes,
         size=None if row["size"] is None else int(row["size"]),
         forms=[(a, o) for a, o in row["forms"] or []] if with_forms else None,
+        ordered=list(row["ordered"] or []) if with_order else None,
     )
 
 
