@@ -34,7 +34,7 @@ from pathlib import Path
 import psycopg
 from pgvector.psycopg import register_vector
 
-from bench.recall_speed import build, log, percentiles, psycopg_sql
+from bench.recall_speed import build, log, percentiles, psycopg_sql, query_term_params
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "dataset": f"ds-{rng.randrange(args.datasets):04d}",
                     "query": query,
-                    "lexemes": words,  # datasets in the clear: the lexemes are the words
                     "qvec": hasher.embed_query(query),
                     **unfiltered_params(),
                     "ws": 0.7,
@@ -100,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, list[float]] = {k: [] for k in conns}
         log(f"measuring {len(work)} queries per layout …")
         for params in work:
+            # The query's terms as Recall reads them (lexemes, word forms, weights, word
+            # pairs), untimed: the statement binds them all.
+            params.update(
+                query_term_params(
+                    conns["partitioned"], str(params["dataset"]), str(params["query"])
+                )
+            )
             for conn in conns.values():  # untimed: the dataset's pages in shared buffers
                 conn.execute(statement, params).fetchall()
             order = list(conns.items())
