@@ -812,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.diagnose or args.curve:
             # The heavy datasets' statements, exact and approximate, are each planned for
             # their parameters (psycopg prepares a statement run five times, and a generic
-            # plan of these ran many times longer: README "Recall at scale").
+            # plan of these ran many times longer: docs/benchmarks.md "Recall at scale").
             sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
         if args.diagnose:
             for dataset in heavies:

@@ -494,12 +494,12 @@ def _store_statement(check_route: bool, single: bool) -> str:
     # ``single``: one message, bound as scalars. Most calls carry one message, and five
     # one-element arrays cost the driver ~50 µs of dumping and the server an unnest: the
     # scalar form measured ~30 % less client CPU and ~150 µs less per call
-    # (bench/ingest_layers.py, README "AddMessages, fifth pass").
+    # (bench/ingest_layers.py, docs/benchmarks.md "AddMessages, fifth pass").
     # In psycopg's format: the routed call sends it without SQLAlchemy
     # (episodic.store.raw_statement), a transaction with exec_driver_sql. The sealed values
     # and the arrays go in binary (``%(…)b``): as text, psycopg hex-escapes every bytea and
     # quotes every array element in Python — 1.2 ms of CPU for 100 messages against
-    # 0.4 ms in binary (README "AddMessages, sixth pass").
+    # 0.4 ms in binary (docs/benchmarks.md "AddMessages, sixth pass").
     route_check = (
         "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = %(dataset)s "
         "AND d.key_id IS NOT DISTINCT FROM CAST(%(key_id)s AS uuid)) "

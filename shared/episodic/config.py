@@ -239,7 +239,7 @@ class EmbeddingSettings(BaseSettings):
         "4 messages). separate: each chunk's text on its own (every message embedded twice). "
         "late: the episode's new messages read by the model once, in overlapping windows "
         "of 128 word pieces, each chunk's vector the mean of its tokens' vectors (late chunking: 1.7x the "
-        'Summariser\'s rate, LoCoMo R@5 within 0.4 point, README "Summariser, sixth pass"; '
+        'Summariser\'s rate, LoCoMo R@5 within 0.4 point, docs/benchmarks.md "Summariser, sixth pass"; '
         "minilm only: other embedders have no token access and embed separately). Changing "
         "it changes new chunks only: re-index to compare.",
     )
@@ -292,7 +292,7 @@ class LLMSettings(BaseSettings):
         default="lexical",
         description="extractive: how the summary compares the conversation's sentences to "
         "find the central ones. lexical: TF-IDF of their content words (no model run; same "
-        'LoCoMo recall as model, README "Summariser, fifth pass"). model: embeds every '
+        'LoCoMo recall as model, docs/benchmarks.md "Summariser, fifth pass"). model: embeds every '
         "sentence with the embedder (better for languages other than English with a "
         "multilingual embedder, since the lexical vectors drop English stop words only).",
     )
@@ -388,7 +388,7 @@ class RecallSettings(BaseSettings):
         description="Datasets with more completed episodes than this are ranked on a "
         "generous candidate set (HNSW nearest summaries and chunks, best lexical matches, "
         "most recent episodes) re-scored by the exact formula, instead of every episode "
-        '(README "Recall at scale").',
+        '(docs/benchmarks.md "Recall at scale").',
     )
     recall_approximate_candidates: int = Field(
         default=400,
@@ -397,7 +397,7 @@ class RecallSettings(BaseSettings):
         description="Approximate path: episodes taken from each of the nearest summaries, "
         "the nearest chunks and the best lexical matches (also hnsw.ef_search). 400: "
         "recall@10 1.000 against the exact ranking on clustered vectors, .943 on uniformly "
-        'random ones, at a third of the exact path\'s time (README "Recall at scale").',
+        'random ones, at a third of the exact path\'s time (docs/benchmarks.md "Recall at scale").',
     )
     recall_approximate_recent: int = Field(
         default=100,
@@ -410,7 +410,7 @@ class RecallSettings(BaseSettings):
         description="Approximate path: normalise the semantic signal by the dataset's best "
         "cosine, read from every summary and chunk vector of the filtered dataset (the exact "
         "path's scores), instead of the candidates' best (the HNSW nearest, which can miss "
-        'it). Costs that read (README "Recall at scale").',
+        'it). Costs that read (docs/benchmarks.md "Recall at scale").',
     )
     rerank_base_url: str | None = Field(
         default=None,

@@ -27,7 +27,7 @@ SPEAKER = RankingOptions(speaker=True, word_forms=True)
 
 @pytest.fixture(autouse=True)
 def _speaker_words(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The index switch is off by default (README "Ranking, fifth pass"): on here."""
+    """The index switch is off by default (docs/benchmarks.md "Ranking, fifth pass"): on here."""
     monkeypatch.setattr(recall_index, "SPEAKER_WORDS", True)
 
 

@@ -231,7 +231,7 @@ def int8_activations_graph(model: bytes) -> bytes:
     cached vector, a query embedded alone and a document embedded in a batch agree. The
     attention's own products (activations by activations) stay float32. The vectors move
     by a cosine of ~0.997 on average from the float32 ones: a change of what is stored,
-    measured on LoCoMo (README, "Summariser, fourth pass").
+    measured on LoCoMo (docs/benchmarks.md, "Summariser, fourth pass").
     """
     try:
         import onnx

@@ -450,7 +450,7 @@ def classify_event(window: list[ChatMessage]) -> tuple[str, str]:
 #: Whether the episode's vector is the normalised mean of the vectors of the sentences the
 #: summary and key learnings quote (already embedded to choose them: no model run) instead
 #: of an embedding of the summary's text (one more model run per episode, on the path to
-#: recall). Measured on LoCoMo (README "Summariser, fourth pass"); a change needs a
+#: recall). Measured on LoCoMo (docs/benchmarks.md "Summariser, fourth pass"); a change needs a
 #: re-index of the episodes' vectors. Only with ``sentence_vectors="model"`` (lexical
 #: sentence vectors are not in the embedder's space).
 POOL_SUMMARY_VECTOR = False
@@ -529,7 +529,7 @@ class ExtractiveSummariser:
 
     ``sentence_vectors``: ``"lexical"`` (TF-IDF, :func:`lexical_vectors`; no model run —
     the model's run over every sentence was ~a third of an episode's model time, and LoCoMo
-    recall is the same either way, README "Summariser, fifth pass") or ``"model"`` (every
+    recall is the same either way, docs/benchmarks.md "Summariser, fifth pass") or ``"model"`` (every
     sentence embedded with ``embedder``; for other languages with a multilingual embedder).
 
     ``max_summary_chars``: the summary's budget (whole sentences). ``context_share``: the

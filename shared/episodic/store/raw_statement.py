@@ -3,7 +3,7 @@ one hook that sees every statement a process sends, whichever way it went.
 
 SQLAlchemy's ``Connection.execute`` costs ~0.1–0.2 ms of CPU per statement (compiling the
 cache key, the execution context, the result's metadata), which is most of what a
-one-message AddMessages spends above its round trip (README "AddMessages, sixth pass").
+one-message AddMessages spends above its round trip (docs/benchmarks.md "AddMessages, sixth pass").
 :func:`fetch_one_autocommitted` takes a connection from the same engine's pool (its
 ``checkout``/``checkin`` events still run: the idle ping of :mod:`episodic.store.db`, the
 pool metrics of tracing) and runs one statement with psycopg in autocommit — one round

@@ -113,7 +113,7 @@ CHUNK_WORDS = 180
 #: Whether each chunk starts half-way through the previous one (every message embedded in
 #: two chunks, so a fact told across two messages is seen whole once) or right after it
 #: (every message embedded once: half the model time of the index). Measured alone on
-#: LoCoMo (README "Summariser, fourth pass"); changing it needs a re-index.
+#: LoCoMo (docs/benchmarks.md "Summariser, fourth pass"); changing it needs a re-index.
 CHUNK_OVERLAP = True
 #: Whether the episode's entities join its summary and key learnings in the document's
 #: head (weight A, the field ``RankingOptions.head_share`` scores on its own). Measured
@@ -121,7 +121,7 @@ CHUNK_OVERLAP = True
 HEAD_ENTITIES = False
 #: Whether the episode's document also holds its speakers' words as pairs
 #: (:func:`speaker_word_tokens`), which ``RankingOptions.speaker`` reads. Measured on
-#: LoCoMo (README "Ranking, fifth pass") and off: the signal did not earn its place in the
+#: LoCoMo (docs/benchmarks.md "Ranking, fifth pass") and off: the signal did not earn its place in the
 #: default ranking, and the pairs double the document's lexemes. Changing it needs a
 #: re-index.
 SPEAKER_WORDS = False

@@ -49,7 +49,7 @@ selective query word, and by ts_rank through GIN), the most recent ones and each
 word's densest documents and chunks — while BM25's statistics and the best BM25 come from the whole filtered dataset
 (:func:`_dataset_statistics`), so a candidate scores as on the exact path; the semantic
 signal is normalised by the best cosine among the candidates (the HNSW nearest, which holds
-the dataset's best with high probability). README "Recall at scale" has its recall@N
+the dataset's best with high probability). docs/benchmarks.md "Recall at scale" has its recall@N
 against the exact ranking.
 """
 
@@ -186,7 +186,7 @@ class RankingOptions:
       their ``relevance`` and everything below it are the ranking's own; only who comes
       first among them changes. (Fused over the whole list, the same signals lifted a few
       candidates into the top five and pushed as many gold ones out on LoCoMo's held-out
-      half; README "Ranking, fifth pass".)
+      half; docs/benchmarks.md "Ranking, fifth pass".)
     """
 
     strip_stop_phrases: bool = False
@@ -341,7 +341,7 @@ RECENCY_SPAN = 8.0
 #: --fit-rerank default+signals``: listwise logistic regression over every candidate, the
 #: temperature 0.25 chosen by development MRR); of the fifth pass's three fits (proximity,
 #: the speaker signal, both) the best development MRR as a second look at the top 5
-#: (README "Ranking, fifth pass"). Five, so that the episodes of the top five are the
+#: (docs/benchmarks.md "Ranking, fifth pass"). Five, so that the episodes of the top five are the
 #: ranking's own (R@5 unchanged by construction) and only their order is refined.
 SECOND_LOOK = 5
 SECOND_LOOK_WEIGHTS: tuple[tuple[str, float], ...] = (
@@ -1328,7 +1328,7 @@ class Approximation:
     #: Normalise the semantic signal by the dataset's best cosine (every filtered summary
     #: and chunk vector read) rather than the candidates' best (the HNSW nearest, which
     #: misses the dataset's best on hard data): the exact path's semantic scores, at the
-    #: price of that read (README "Recall at scale").
+    #: price of that read (docs/benchmarks.md "Recall at scale").
     exact_cosine: bool = False
 
 

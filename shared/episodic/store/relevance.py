@@ -41,7 +41,7 @@ __all__ = [
 #: docstring for how they were fitted. Refitted (2026-12-01) once the query's irregular word
 #: forms counted in coverage and the summaries' sentences were chosen by TF-IDF (before:
 #: -5.086, (6.537, 3.874, 4.526)): coverage rose for foreign questions too, and held-out
-#: abstention at 0.6 had fallen to 80.7 % (README "Summariser, fifth pass").
+#: abstention at 0.6 had fallen to 80.7 % (docs/benchmarks.md "Summariser, fifth pass").
 INTERCEPT = -5.109
 COEFFICIENTS = (6.648, 3.764, 4.373)
 #: The threshold the README recommends for ``min_relevance``, chosen on the development
