@@ -409,12 +409,8 @@ class Pipeline:
         (slices of similar lengths pad little). Only each thread's earliest window: a later
         one is cut after it is stored (index_pending_chunks embeds those itself)."""
         texts: list[str] = []
-        threads: set[tuple[str, Any]] = set()
         with self.engine.connect() as conn:
-            for item in sorted(work, key=lambda w: w.end_sequence):
-                if (item.dataset, item.thread_id) in threads:
-                    continue
-                threads.add((item.dataset, item.thread_id))
+            for item in _earliest_window_per_thread(work):
                 chunks = pending_chunks(
                     conn, item.dataset, item.thread_id, item.messages, item.end_sequence
                 )
@@ -430,12 +426,8 @@ class Pipeline:
         """Late chunking's :meth:`_uncached_chunk_texts`: the documents (one per episode,
         each thread's earliest window) the cache has no span vectors for, shortest first."""
         documents: list[SpanDocument] = []
-        threads: set[tuple[str, Any]] = set()
         with self.engine.connect() as conn:
-            for item in sorted(work, key=lambda w: w.end_sequence):
-                if (item.dataset, item.thread_id) in threads:
-                    continue
-                threads.add((item.dataset, item.thread_id))
+            for item in _earliest_window_per_thread(work):
                 pending = pending_messages(
                     conn, item.dataset, item.thread_id, item.messages, item.end_sequence
                 )
@@ -759,3 +751,13 @@ def _carrier(value: Any) -> dict[str, str] | None:
     if isinstance(value, str):
         value = json.loads(value)
     return value if isinstance(value, dict) else None
+
+
+def _earliest_window_per_thread(work: list[ChunkWork]) -> Iterator[ChunkWork]:
+    """The backlog's work items, each thread's earliest window only (in window order): a
+    later window's chunks are cut after the earlier one's are stored."""
+    threads: set[tuple[str, Any]] = set()
+    for item in sorted(work, key=lambda w: w.end_sequence):
+        if (item.dataset, item.thread_id) not in threads:
+            threads.add((item.dataset, item.thread_id))
+            yield item
