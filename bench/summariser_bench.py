@@ -6,7 +6,8 @@ with real conversations (one LoCoMo session per thread, from ``../shared/bench/l
 sessions taken round-robin over the ten conversations; synthetic chat if the file is absent),
 opens one episode per thread (``episodes.open_episode``), and drains them with
 ``episodic.services.summariser.pipeline.Pipeline`` built as the service builds it, from default
-settings: ``make_embedder(EmbeddingSettings())`` (MiniLM int8 ONNX, 1 intra-op thread),
+settings: ``make_embedder(EmbeddingSettings(), bulk=True)`` (MiniLM int8 ONNX; intra-op threads
+``EPISODIC_EMBEDDING_THREADS``, automatic by default: the process's share of the cores),
 ``make_summariser(LLMSettings())`` (extractive), ``KeyLearningFacts``, claim batch
 ``SummariserSettings().summariser_batch_size``. Workers call ``run_once`` in a loop, as the
 service's worker does once woken, until nothing is left.
@@ -348,7 +349,7 @@ def build_pipeline(engine, worker: str) -> TimedPipeline:  # type: ignore[no-unt
     clock = Clock()
     # One cache for the summary and the index, as the service builds it.
     settings = EmbeddingSettings()
-    model = make_embedder(settings, 384)
+    model = make_embedder(settings, 384, bulk=True)
     embedder = CachedEmbedder(TimedEmbedder(model, clock))
     summariser = TimedSummariser(make_summariser(LLMSettings(), embedder), clock)  # type: ignore[arg-type]
     retries = RecoverySettings()
@@ -496,7 +497,7 @@ def main() -> None:
         print(f"note: only {len(pool)} sessions; reusing them", file=sys.stderr)
     sessions = [pool[i % len(pool)] for i in range(args.threads)]
 
-    probe = make_embedder(EmbeddingSettings(), 384)
+    probe = make_embedder(EmbeddingSettings(), 384, bulk=True)
     t0 = time.perf_counter()
     probe.check()  # loads the model once per process; every run below uses it warm
     cold = time.perf_counter() - t0
@@ -520,7 +521,8 @@ def main() -> None:
 
     print(
         f"\nSummariser pipeline, offline defaults: embedder {probe.name} "
-        f"(EPISODIC_EMBEDDING_COMPUTE={EmbeddingSettings().embedding_compute}, chunks "
+        f"(EPISODIC_EMBEDDING_COMPUTE={EmbeddingSettings().embedding_compute}, "
+        f"{getattr(probe, 'threads', '-')} model threads: EPISODIC_EMBEDDING_THREADS, chunks "
         f"{'not ' if args.no_chunk_overlap else ''}overlapping, their vectors "
         f"{EmbeddingSettings().chunk_vectors}: EPISODIC_CHUNK_VECTORS, sentences compared by "
         f"{LLMSettings().summary_sentence_vectors}: EPISODIC_SUMMARY_SENTENCE_VECTORS) "

@@ -21,7 +21,7 @@ from .worker import Worker
 def build(settings: Settings, engine: Engine) -> Service:
     # One cache shared by the summary and the recall index: each text is embedded once.
     embedder = CachedEmbedder(
-        make_embedder(settings.embedding, settings.database.embedding_dimension)
+        make_embedder(settings.embedding, settings.database.embedding_dimension, bulk=True)
     )
     # Refuse to start rather than fail every episode later.
     check_embedding_dimension(engine, embedder.dimension)

@@ -217,11 +217,13 @@ class EmbeddingSettings(BaseSettings):
         default=3, ge=0, le=20, description="Retries of one call on 429/5xx/timeouts (backoff)."
     )
     embedding_threads: int = Field(
-        default=1,
-        ge=1,
+        default=0,
+        ge=0,
         le=64,
-        description="onnxruntime intra-op threads of the minilm embedder, per process. Small "
-        "by default: several service processes share the machine's cores.",
+        description="onnxruntime intra-op threads of the minilm embedder, per process. 0: "
+        "chosen by the work — the Summariser (and reindex, replay) uses the cores this "
+        "process may run on (its CPU affinity and cgroup CPU limit), at most 4; Recall, whose "
+        "model runs are one short query each, uses 1.",
     )
     embedding_batch_size: int = Field(
         default=32, ge=1, le=2048, description="Texts per model run or per embeddings request."

@@ -981,7 +981,7 @@ def replay(
     queries = [q for q in (queries or []) if q.strip()]
     reader = ExportReader(lines)
     dimension = settings.database.embedding_dimension
-    embedder = make_embedder(settings.embedding, dimension)
+    embedder = make_embedder(settings.embedding, dimension, bulk=True)
     with scratch_database(admin_url, dimension) as url:
         engine = make_engine(url, pool_size=2, application_name="episodic-replay")
         try:

@@ -59,7 +59,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     settings = get_settings()
     engine = make_engine(url, pool_size=1, application_name="episodic-reindex")
     try:
-        embedder = make_embedder(settings.embedding, settings.database.embedding_dimension)
+        embedder = make_embedder(
+            settings.embedding, settings.database.embedding_dimension, bulk=True
+        )
         check_embedding_dimension(engine, embedder.dimension)
         vault = make_vault(settings.privacy, data_dir=settings.database.data_dir)
         count = index_missing(

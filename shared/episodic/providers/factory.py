@@ -7,6 +7,9 @@ Both factories return objects that satisfy the :class:`~episodic.providers.types
 
 from __future__ import annotations
 
+import math
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from episodic.errors import ProviderError
@@ -27,13 +30,20 @@ from episodic.providers.types import Embedder, Summariser
 if TYPE_CHECKING:
     from episodic.config import EmbeddingSettings, LLMSettings
 
-__all__ = ["late_chunks", "make_embedder", "make_summariser"]
+__all__ = ["cpu_share", "embedding_threads", "late_chunks", "make_embedder", "make_summariser"]
+
+# The automatic thread count's ceiling for bulk embedding. MiniLM's runs over a batch of
+# short texts gain less from each further intra-op thread; past a few, another Summariser
+# worker or replica uses the cores better than a wider model run.
+MAX_AUTO_THREADS = 4
 
 
-def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
+def make_embedder(settings: EmbeddingSettings, dimension: int, *, bulk: bool = False) -> Embedder:
     """Builds the configured embedder for vectors of ``dimension`` (the schema's dimension,
-    ``DatabaseSettings.embedding_dimension``). Raises ProviderError when the provider cannot
-    produce that dimension."""
+    ``DatabaseSettings.embedding_dimension``). ``bulk``: the process embeds many texts per
+    call (the Summariser, reindex, replay) rather than one short query at a time (Recall);
+    it decides the automatic thread count (:func:`embedding_threads`). Raises ProviderError
+    when the provider cannot produce that dimension."""
     provider = settings.embedding_provider
     if provider == "minilm":
         if dimension != MINILM_DIMENSION:
@@ -46,7 +56,7 @@ def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
                 provider="minilm",
             )
         return MiniLMEmbedder(
-            threads=settings.embedding_threads,
+            threads=embedding_threads(settings, bulk=bulk),
             batch_size=settings.embedding_batch_size,
             compute=settings.embedding_compute,
         )
@@ -73,6 +83,45 @@ def make_embedder(settings: EmbeddingSettings, dimension: int) -> Embedder:
             send_dimensions=settings.embedding_send_dimensions,
         )
     raise ProviderError(f"unknown embedding provider {provider!r}")
+
+
+def embedding_threads(settings: EmbeddingSettings, *, bulk: bool) -> int:
+    """The in-process model's intra-op threads: ``EPISODIC_EMBEDDING_THREADS`` when set,
+    else the process's share of the cores for bulk work (at most :data:`MAX_AUTO_THREADS`)
+    and 1 for queries. A query is a few dozen word pieces: splitting its run across
+    threads costs more in hand-offs than it saves, and Recall's replicas scale instead.
+    Idle model threads do not spin (``_load_minilm``), so a second thread costs nothing
+    while the Summariser waits for work."""
+    if settings.embedding_threads:
+        return settings.embedding_threads
+    return min(MAX_AUTO_THREADS, cpu_share()) if bulk else 1
+
+
+def cpu_share(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
+    """The cores this process may use: its CPU affinity, lowered by a cgroup CPU limit
+    (a Kubernetes ``limits.cpu``, a ``docker --cpus``), rounded down, at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    limit = _cgroup_cpu_limit(cgroup_root)
+    if limit is not None:
+        cores = min(cores or 1, max(1, math.floor(limit)))
+    return max(1, cores or 1)
+
+
+def _cgroup_cpu_limit(root: Path) -> float | None:
+    """The CPU limit of the cgroup this process runs in, in cores, or None when unlimited
+    or unknown. Reads cgroup v2's ``cpu.max`` ("QUOTA PERIOD" or "max PERIOD"), else
+    cgroup v1's ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (quota -1: unlimited)."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if quota_us <= 0 or period_us <= 0 else quota_us / period_us
 
 
 def late_chunks(settings: EmbeddingSettings, embedder: Embedder) -> bool:
