@@ -12,12 +12,21 @@ service and the bare SQL in one run, so "the service over its SQL" can be read a
 
 The server runs in its own process (``python -m bench.grpc_echo``), as the services do, so
 its threads and its GIL are not the bench's.
+
+Variants, to measure what the server's own settings cost (``bench/ingest_bench.py
+--echo-variants`` prints them beside the floor in one run): ``aio=True`` serves the same
+answer from ``grpc.aio`` (an asyncio server: the handler is a coroutine on the event loop,
+no handler thread pool); ``workers`` sizes the sync server's pool; ``options`` are channel
+arguments of the server (``grpc.so_reuseport``, ``grpc.max_concurrent_streams``, …); ``env``
+is added to the process's environment (``GRPC_POLL_STRATEGY``).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -32,9 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 WORKERS = 16
 
 
-def serve(service: str, method: str, request_type: str, answer: bytes) -> None:
-    """Serves ``service/method`` on a free loopback port, printing it, until killed:
-    each request parsed as ``request_type`` (``module:Class``), then ``answer`` sent."""
+def _handler(request_type: str, answer: bytes, *, aio: bool) -> Any:
     import grpc
 
     module, name = request_type.split(":")
@@ -43,10 +50,29 @@ def serve(service: str, method: str, request_type: str, answer: bytes) -> None:
     def handle(request: Any, context: Any) -> bytes:
         return answer
 
-    handler = grpc.unary_unary_rpc_method_handler(
-        handle, request_deserializer=parse, response_serializer=None
+    async def handle_async(request: Any, context: Any) -> bytes:
+        return answer
+
+    return grpc.unary_unary_rpc_method_handler(
+        handle_async if aio else handle, request_deserializer=parse, response_serializer=None
     )
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
+
+
+def serve(
+    service: str,
+    method: str,
+    request_type: str,
+    answer: bytes,
+    *,
+    workers: int = WORKERS,
+    options: list[tuple[str, Any]] | None = None,
+) -> None:
+    """Serves ``service/method`` on a free loopback port, printing it, until killed:
+    each request parsed as ``request_type`` (``module:Class``), then ``answer`` sent."""
+    import grpc
+
+    handler = _handler(request_type, answer, aio=False)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=options)
     server.add_generic_rpc_handlers(
         [grpc.method_handlers_generic_handler(service, {method: handler})]
     )
@@ -57,26 +83,86 @@ def serve(service: str, method: str, request_type: str, answer: bytes) -> None:
     server.wait_for_termination()
 
 
+def serve_aio(
+    service: str,
+    method: str,
+    request_type: str,
+    answer: bytes,
+    *,
+    options: list[tuple[str, Any]] | None = None,
+) -> None:
+    """:func:`serve` on ``grpc.aio``: the handler a coroutine on the server's event loop."""
+    import grpc
+
+    async def run() -> None:
+        server = grpc.aio.server(options=options)
+        server.add_generic_rpc_handlers(
+            [
+                grpc.method_handlers_generic_handler(
+                    service, {method: _handler(request_type, answer, aio=True)}
+                )
+            ]
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        sys.stdout.write(f"echo listening on port {port}\n")
+        sys.stdout.flush()
+        await server.wait_for_termination()
+
+    asyncio.run(run())
+
+
 @contextmanager
 def echo_server(service: str, method: str, request_class: type, answer: bytes) -> Iterator[str]:
     """Starts :func:`serve` in its own process for as long as the block runs; yields its
     address (``127.0.0.1:port``)."""
+    with echo_process(service, method, request_class, answer) as (address, _):
+        yield address
+
+
+@contextmanager
+def echo_process(
+    service: str,
+    method: str,
+    request_class: type,
+    answer: bytes,
+    *,
+    aio: bool = False,
+    workers: int = WORKERS,
+    options: dict[str, int | str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[str, int]]:
+    """Starts :func:`serve` (or :func:`serve_aio`) in its own process for as long as the
+    block runs; yields its address (``127.0.0.1:port``) and its process id."""
     request_type = f"{request_class.__module__}:{request_class.__name__}"
+    extra = ["--aio"] if aio else ["--workers", str(workers)]
+    for key, value in (options or {}).items():
+        extra += ["--option", f"{key}={value}"]
     with tempfile.NamedTemporaryFile(prefix="episodic-echo-", suffix=".bin") as canned:
         canned.write(answer)
         canned.flush()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.grpc_echo", service, method, request_type, canned.name],
+            [
+                sys.executable,
+                "-m",
+                "bench.grpc_echo",
+                service,
+                method,
+                request_type,
+                canned.name,
+                *extra,
+            ],
             cwd=REPO,
             stdout=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 if line.startswith("echo listening on port "):
-                    yield f"127.0.0.1:{line.split()[-1]}"
+                    yield f"127.0.0.1:{line.split()[-1]}", proc.pid
                     break
             else:
                 raise RuntimeError(f"the echo server for {service}/{method} did not start")
@@ -85,14 +171,35 @@ def echo_server(service: str, method: str, request_class: type, answer: bytes) -
             proc.wait()
 
 
+def _option(text: str) -> tuple[str, int | str]:
+    key, _, value = text.partition("=")
+    return key, int(value) if value.lstrip("-").isdigit() else value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("service", help="fully qualified, e.g. episodic.v1.RecallService")
     parser.add_argument("method", help="e.g. Recall")
     parser.add_argument("request_type", help="module:Class of the request, parsed per call")
     parser.add_argument("answer_file", help="the serialized response to send")
+    parser.add_argument("--aio", action="store_true", help="serve with grpc.aio")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="sync server's pool")
+    parser.add_argument(
+        "--option", action="append", default=[], type=_option, help="server channel arg k=v"
+    )
     args = parser.parse_args(argv)
-    serve(args.service, args.method, args.request_type, Path(args.answer_file).read_bytes())
+    answer = Path(args.answer_file).read_bytes()
+    if args.aio:
+        serve_aio(args.service, args.method, args.request_type, answer, options=args.option)
+    else:
+        serve(
+            args.service,
+            args.method,
+            args.request_type,
+            answer,
+            workers=args.workers,
+            options=args.option,
+        )
     return 0
 
 

@@ -27,8 +27,19 @@ prints medians:
   no interceptors) whose AddMessages parses the request and answers a canned response,
   no database: what one call costs before the Ingest does anything. Its ratio over the
   floor, plus the statement's, is as close as a Python gRPC service can get;
+- echo-aio: the same canned answer from a ``grpc.aio`` server (``bench/grpc_echo.py``): is
+  Python's asyncio gRPC server a cheaper hop than the sync one on this machine?
+- grpc-keyed, sql-keyed: the same with an idempotency key on every message, made as the
+  Python SDK makes them (``auto:<uuid4>``, a new one per message and call: the SDK's default
+  ``auto_idempotency_keys``): what SDK users get. The keys are made before the timed calls
+  (the client's ``uuid4`` is not the service's cost). sql-keyed is the routed statement with
+  its check that no key is stored yet;
 - before (with ``--before DIR``): AddMessages through the Ingest of another checkout (its
-  ``.venv``, e.g. a ``git worktree`` of main) on the same database, in the same rounds.
+  ``.venv``, e.g. a ``git worktree`` of main) on the same database, in the same rounds;
+  before-keyed: the same with the SDK's keys;
+- with ``--echo-variants``: the sync echo with the server settings one at a time — a pool of
+  4 handler threads (echo-w4), ``GRPC_POLL_STRATEGY=poll`` (echo-poll), ``grpc.so_reuseport``
+  off (echo-noreuse), ``grpc.max_concurrent_streams`` 16 (echo-streams).
 
 The summary prints the issue's ratios: time per message of gRPC (and of before) over the
 plain INSERT, at batch 1 and batch 100 (one client) — and the same over plain-ac, so that a
@@ -48,17 +59,17 @@ same database (an extra commit per coalesced notice), which the raw SQL does not
 Not part of pytest:
 
     .venv/bin/python bench/ingest_bench.py [--seconds 3] [--repeats 3] [--scheduler]
-        [--encryption on|off] [--before DIR] [--quick]
+        [--encryption on|off] [--before DIR] [--quick] [--echo-variants]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -68,10 +79,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import grpc
 import psycopg
 from google.protobuf import struct_pb2
 
+from bench.grpc_echo import echo_process
 from episodic.crypto import ClearKey, DatasetKey, plain, seal_json
 from episodic.store.db import make_engine
 from episodic.testing.database import test_server
@@ -92,8 +106,27 @@ METADATA_JSON = json.dumps(METADATA, separators=(",", ":"))
 PLAIN_CONTENT = plain(CONTENT)
 PLAIN_METADATA = plain(METADATA_JSON)
 ROLES = ("user", "assistant")
-METHODS = ("grpc", "sql", "plain", "plain-ac", "plain-bin", "echo")
+METHODS = (
+    "grpc",
+    "grpc-keyed",
+    "sql",
+    "sql-keyed",
+    "plain",
+    "plain-ac",
+    "plain-bin",
+    "echo",
+    "echo-aio",
+)
 FLOORS = ("plain", "plain-ac", "plain-bin")
+# The sync echo with one server setting changed (--echo-variants): (workers, options, env).
+ECHO_VARIANTS: dict[str, tuple[int, dict[str, int | str], dict[str, str]]] = {
+    "echo-w4": (4, {}, {}),
+    "echo-poll": (16, {}, {"GRPC_POLL_STRATEGY": "poll"}),
+    "echo-noreuse": (16, {"grpc.so_reuseport": 0}, {}),
+    "echo-streams": (16, {"grpc.max_concurrent_streams": 16}, {}),
+}
+# Methods that call another method's server process (its CPU is theirs).
+SERVER_OF = {"grpc-keyed": "grpc", "before-keyed": "before"}
 
 # What services/ingest/domain.py write_messages runs for a known thread (no idempotency
 # keys): the routed statement, in autocommit.
@@ -128,6 +161,17 @@ INSERT_ONE_SQL = (
     "coalesce(CAST(%(created_at)s AS timestamptz), now()), now(), CAST(%(ikey)s AS text) "
     "FROM bumped b) "
     "SELECT last_sequence, now() AS received_at FROM bumped"
+)
+# The routed statement with idempotency keys: it also requires none of them to be stored.
+_NEW_KEYS = (
+    "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.dataset = 'bench' "
+    "AND m.thread_id = %(id)s AND m.idempotency_key {}) RETURNING last_sequence), "
+)
+INSERT_SQL_KEYED = INSERT_SQL.replace(
+    "RETURNING last_sequence), ", _NEW_KEYS.format("= ANY(CAST(%(keys)b AS text[]))"), 1
+)
+INSERT_ONE_SQL_KEYED = INSERT_ONE_SQL.replace(
+    "RETURNING last_sequence), ", _NEW_KEYS.format("= CAST(%(ikey)s AS text)"), 1
 )
 PLAIN_SQL = (
     "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, created_at) "
@@ -226,46 +270,9 @@ def make_threads(url: str, n: int) -> list[uuid.UUID]:
     return ids
 
 
-# ---- the bare gRPC hop -------------------------------------------------------------------
-
-
-def serve_echo() -> None:
-    """``--echo-server``: AddMessages answered with a canned response (the request parsed,
-    no database), on the sync server Ingest runs (a thread pool of 16); prints its port."""
-    from concurrent import futures
-
-    canned = pb.AddMessagesResponse(stored_count=1, receipts=[pb.MessageReceipt(sequence=1)])
-
-    class Echo(pb_grpc.IngestServiceServicer):
-        def AddMessages(self, request: pb.AddMessagesRequest, context: object) -> object:
-            if len(request.messages) != canned.stored_count:
-                answer = pb.AddMessagesResponse()
-                answer.CopyFrom(canned)
-                answer.stored_count = len(request.messages)
-                return answer
-            return canned
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-    pb_grpc.add_IngestServiceServicer_to_server(Echo(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    sys.stdout.write(f"echo listening on port {port}\n")
-    sys.stdout.flush()
-    server.wait_for_termination()
-
-
-def start_echo() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--echo-server"],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("echo listening on port "):
-            return proc, f"127.0.0.1:{line.split()[-1]}"
-    raise RuntimeError("the echo server did not start")
+def sdk_keys(count: int) -> list[str]:
+    """Idempotency keys as the Python SDK makes them (episodic.client_core)."""
+    return [f"auto:{uuid.uuid4()}" for _ in range(count)]
 
 
 # ---- clients: each returns (call, close); one call stores one batch ----------------------
@@ -274,7 +281,9 @@ def start_echo() -> tuple[subprocess.Popen[str], str]:
 Client = tuple[Callable[[], None], Callable[[], None]]
 
 
-def grpc_client(address: str, thread_id: uuid.UUID, batch: int) -> Client:
+def grpc_client(
+    address: str, thread_id: uuid.UUID, batch: int, keyed: bool = False, check: bool = True
+) -> Client:
     channel = grpc.insecure_channel(address)
     stub = pb_grpc.IngestServiceStub(channel)
     metadata = struct_pb2.Struct()
@@ -290,24 +299,37 @@ def grpc_client(address: str, thread_id: uuid.UUID, batch: int) -> Client:
             for i in range(batch)
         ],
     )
+    # Enough keys for the measurement at a quiet machine's rates, made before it; more are
+    # made as needed.
+    keys = iter(sdk_keys(max(3_000, 60 * batch * 10)) if keyed else ())
 
     def call() -> None:
+        if keyed:
+            for m in request.messages:
+                m.idempotency_key = next(keys, None) or sdk_keys(1)[0]
         response = stub.AddMessages(request, timeout=30)
-        assert response.stored_count == batch
+        if check:  # the echo's canned answer is the same for every batch
+            assert response.stored_count == batch, response
 
     return call, channel.close
 
 
-def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
+def sql_client(url: str, thread_id: uuid.UUID, batch: int, keyed: bool = False) -> Client:
     conn = psycopg.connect(url, autocommit=True)
     roles = [ROLES[i % 2] for i in range(batch)]
     nones: list[None] = [None] * batch
+    keys = iter(sdk_keys(max(3_000, 60 * batch * 10)) if keyed else ())
+
+    def next_keys() -> list[str | None]:
+        if not keyed:
+            return nones  # type: ignore[return-value]
+        return [next(keys, None) or sdk_keys(1)[0] for _ in range(batch)]
 
     def call() -> None:
         with conn.cursor() as cur:
             if batch == 1:
                 cur.execute(
-                    INSERT_ONE_SQL,
+                    INSERT_ONE_SQL_KEYED if keyed else INSERT_ONE_SQL,
                     {
                         "id": thread_id,
                         "key_id": KEY.key_id,
@@ -315,7 +337,7 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
                         "content": KEY.seal(CONTENT, "messages.content"),
                         "meta": seal_json(KEY, METADATA, "messages.metadata"),
                         "created_at": None,
-                        "ikey": None,
+                        "ikey": next_keys()[0],
                     },
                     binary=True,  # the row read in binary, as Ingest reads it
                 )
@@ -325,7 +347,7 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
             contents = [KEY.seal(CONTENT, "messages.content") for _ in range(batch)]
             metas = [seal_json(KEY, METADATA, "messages.metadata") for _ in range(batch)]
             cur.execute(
-                INSERT_SQL,
+                INSERT_SQL_KEYED if keyed else INSERT_SQL,
                 {
                     "id": thread_id,
                     "n": batch,
@@ -334,7 +356,7 @@ def sql_client(url: str, thread_id: uuid.UUID, batch: int) -> Client:
                     "contents": contents,
                     "metas": metas,
                     "created": nones,
-                    "keys": nones,
+                    "keys": next_keys(),
                 },
                 binary=True,
             )
@@ -384,10 +406,14 @@ def make_clients(
 ) -> tuple[list[Client], list]:  # type: ignore[type-arg]
     threads = make_threads(url, 1 if case.same_thread else case.clients)
     per_client = [threads[0] if case.same_thread else threads[i] for i in range(case.clients)]
-    if method in addresses:  # grpc, before, echo
-        return [grpc_client(addresses[method], t, case.batch) for t in per_client], threads
-    if method == "sql":
-        return [sql_client(url, t, case.batch) for t in per_client], threads
+    if method in addresses or method in SERVER_OF:  # grpc, before, the echoes
+        address = addresses[SERVER_OF.get(method, method)]
+        keyed = method.endswith("-keyed")
+        check = not method.startswith("echo")
+        return [grpc_client(address, t, case.batch, keyed, check) for t in per_client], threads
+    if method in ("sql", "sql-keyed"):
+        keyed = method == "sql-keyed"
+        return [sql_client(url, t, case.batch, keyed) for t in per_client], threads
     # itertools.count's next() is atomic under the GIL: shared by the hot-row clients.
     counters = {t: itertools.count(1) for t in threads}
     return [
@@ -456,24 +482,45 @@ def check_hot_thread(url: str, thread_id: uuid.UUID) -> None:
         raise AssertionError(f"hot thread {thread_id}: last={last} rows={n} max={top}")
 
 
-def measure(
-    method: str, case: Case, url: str, ingests: dict[str, ServiceProcess], seconds: float
-) -> Run:
+def measure(method: str, case: Case, url: str, ingests: dict[str, Server], seconds: float) -> Run:
     clients, threads = make_clients(
         method, case, url, {name: p.address for name, p in ingests.items()}
     )
     try:
-        ingest = ingests.get(method)
-        cpu = process_cpu(ingest.proc.pid) if ingest else 0.0
+        ingest = ingests.get(SERVER_OF.get(method, method))
+        cpu = process_cpu(ingest.pid) if ingest else 0.0
         run = drive(clients, case.batch, seconds)
         if ingest:
-            run.service_cpu = process_cpu(ingest.proc.pid) - cpu
+            run.service_cpu = process_cpu(ingest.pid) - cpu
     finally:
         for _, close in clients:
             close()
-    if case.same_thread and method not in (*FLOORS, "echo"):
+    if case.same_thread and method not in FLOORS and not method.startswith("echo"):
         check_hot_thread(url, threads[0])
     return run
+
+
+@dataclass(frozen=True)
+class Server:
+    """A gRPC server the bench calls: where, and which process to charge its CPU to."""
+
+    address: str
+    pid: int
+
+
+def echo(stack: contextlib.ExitStack, **kw) -> Server:  # type: ignore[no-untyped-def]
+    """A canned-answer AddMessages server (bench/grpc_echo.py) for the rest of the run."""
+    canned = pb.AddMessagesResponse(stored_count=1, receipts=[pb.MessageReceipt(sequence=1)])
+    address, pid = stack.enter_context(
+        echo_process(
+            pb.DESCRIPTOR.services_by_name["IngestService"].full_name,
+            "AddMessages",
+            pb.AddMessagesRequest,
+            canned.SerializeToString(),
+            **kw,
+        )
+    )
+    return Server(address, pid)
 
 
 def main() -> None:
@@ -502,18 +549,24 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="only the one-client cases (batch 1 and 100)"
     )
-    parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--echo-variants",
+        action="store_true",
+        help="also the sync echo with each server setting changed (pool, poller, reuseport, "
+        "streams)",
+    )
     args = parser.parse_args()
-    if args.echo_server:
-        serve_echo()
-        return
     # --quick: more, shorter rounds (a ratio per round, their median is what varies least).
     if args.seconds is None:
         args.seconds = 1.5 if args.quick else 3.0
     if args.repeats is None:
         args.repeats = 7 if args.quick else 3
     global KEY
-    methods = METHODS + (("before",) if args.before else ())
+    methods = (
+        METHODS
+        + (tuple(ECHO_VARIANTS) if args.echo_variants else ())
+        + (("before", "before-keyed") if args.before else ())
+    )
     cases = [c for c in CASES if c.clients == 1] if args.quick else list(CASES)
 
     service_env = {
@@ -525,7 +578,11 @@ def main() -> None:
     results: dict[tuple[str, str], Runs] = {(c.name, m): Runs() for c in cases for m in methods}
     load_before = loadavg()
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="ingest-bench-") as tmp, test_server(Path(tmp)) as dbs:
+    with (
+        tempfile.TemporaryDirectory(prefix="ingest-bench-") as tmp,
+        test_server(Path(tmp)) as dbs,
+        contextlib.ExitStack() as stack,
+    ):
         url = dbs.create()
         with psycopg.connect(url) as conn:
             sync = conn.execute("SHOW synchronous_commit").fetchone()[0]  # type: ignore[index]
@@ -541,18 +598,19 @@ def main() -> None:
                 )
                 procs.append(scheduler)
                 service_env["EPISODIC_SCHEDULER_ADDRESS"] = scheduler.address
-            ingests = {"grpc": start_service("ingest", url, service_env)}
-            echo_proc, echo_address = start_echo()
-            ingests["echo"] = ServiceProcess(
-                "echo",
-                echo_proc,
-                int(echo_address.rsplit(":", 1)[1]),  # type: ignore[arg-type]
-            )
+            procs.append(start_service("ingest", url, service_env))
+            ingests = {"grpc": Server(procs[-1].address, procs[-1].proc.pid)}
+            echoes = {"echo": (16, {}, {}), **(ECHO_VARIANTS if args.echo_variants else {})}
+            for name, (workers, options, env) in echoes.items():
+                ingests[name] = echo(stack, workers=workers, options=options, env=env)
+            ingests["echo-aio"] = echo(stack, aio=True)
             if args.before:
-                ingests["before"] = start_service(
-                    "ingest", url, service_env, python=str(args.before / ".venv/bin/python")
+                procs.append(
+                    start_service(
+                        "ingest", url, service_env, python=str(args.before / ".venv/bin/python")
+                    )
                 )
-            procs += ingests.values()
+                ingests["before"] = Server(procs[-1].address, procs[-1].proc.pid)
 
             for case in cases:
                 for method in methods:
@@ -589,7 +647,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for case in cases:
-        g, s, p = (results[(case.name, m)] for m in METHODS[:3])
+        g, s, p = (results[(case.name, m)] for m in ("grpc", "sql", "plain"))
         print(
             f"{case.name:<30} | {g.median('rate'):>11.0f} | {s.median('rate'):>10.0f} | "
             f"{s.median('rate') / g.median('rate'):>7.2f}x | {p.median('rate'):>12.0f} | "
@@ -630,39 +688,69 @@ def main() -> None:
     for case in cases:
         if case.clients != 1:
             continue
-        rounds = results[(case.name, "grpc")].runs
-        ratios = [
-            (1 / g.rate) / (1 / e.rate + 1 / q.rate)
-            for g, e, q in zip(
-                rounds,
-                results[(case.name, "echo")].runs,
-                results[(case.name, "sql")].runs,
-                strict=True,
-            )
+        for served, alone in (("grpc", "sql"), ("grpc-keyed", "sql-keyed")):
+            ratios = [
+                (1 / g.rate) / (1 / e.rate + 1 / q.rate)
+                for g, e, q in zip(
+                    results[(case.name, served)].runs,
+                    results[(case.name, "echo")].runs,
+                    results[(case.name, alone)].runs,
+                    strict=True,
+                )
+            ]
+            listed = " ".join(f"{r:.2f}" for r in ratios)
+            label = f"{case.name}, {served} over echo + {alone}"
+            print(f"  {label:<50} {statistics.median(ratios):.2f}x ({listed})")
+    print(
+        "\nKeyed (the SDK's idempotency keys) over keyless, and the other hops over the sync "
+        "echo, time per message, the median of per-round ratios:"
+    )
+    pairs = [("grpc-keyed", "grpc"), ("sql-keyed", "sql")]
+    pairs += [(m, "echo") for m in methods if m.startswith("echo") and m != "echo"]
+    if args.before:
+        pairs.append(("before-keyed", "before"))
+    for case in cases:
+        cells = []
+        for top, bottom in pairs:
+            ratios = round_ratios(results[(case.name, bottom)], results[(case.name, top)])
+            cells.append(f"{top}/{bottom} {statistics.median(ratios):.2f}x")
+        print(f"  {case.name:<30} {', '.join(cells)}")
+    print("\nServer CPU per call (ms), medians over rounds:")
+    for case in cases:
+        cells = [
+            f"{m} {results[(case.name, m)].median('cpu_ms_per_call'):.3f}"
+            for m in methods
+            if m not in FLOORS and not m.startswith("sql")
         ]
-        listed = " ".join(f"{r:.2f}" for r in ratios)
-        print(f"  {case.name:<30} {statistics.median(ratios):.2f}x ({listed})")
+        print(f"  {case.name:<30} {', '.join(cells)}")
     if args.before:
         print(
             "\nThis checkout over --before, time per message, the median of per-round ratios "
             "(each round measured both back to back), then every round's:"
         )
         for case in cases:
-            ratios = round_ratios(results[(case.name, "before")], results[(case.name, "grpc")])
-            listed = " ".join(f"{r:.2f}" for r in ratios)
-            print(f"  {case.name:<30} {statistics.median(ratios):.2f}x ({listed})")
+            for this_m, old_m in (("grpc", "before"), ("grpc-keyed", "before-keyed")):
+                ratios = round_ratios(results[(case.name, old_m)], results[(case.name, this_m)])
+                listed = " ".join(f"{r:.2f}" for r in ratios)
+                label = f"{case.name}, {this_m} / {old_m}"
+                print(f"  {label:<50} {statistics.median(ratios):.2f}x ({listed})")
         print("\nIngest CPU per call, this checkout vs --before (less noisy than rates):")
         for case in cases:
-            this, old = (
-                results[(case.name, m)].median("cpu_ms_per_call") for m in ("grpc", "before")
-            )
-            print(f"  {case.name:<30} {this:.2f} ms vs {old:.2f} ms = {this / old:.2f}x")
+            for this_m, old_m in (("grpc", "before"), ("grpc-keyed", "before-keyed")):
+                cpu_this, cpu_old = (
+                    results[(case.name, m)].median("cpu_ms_per_call") for m in (this_m, old_m)
+                )
+                label = f"{case.name}, {this_m} vs {old_m}"
+                print(
+                    f"  {label:<50} {cpu_this:.2f} ms vs {cpu_old:.2f} ms = "
+                    f"{cpu_this / cpu_old:.2f}x"
+                )
     print(f"\nmsgs/s in each round ({' | '.join(methods)}), to judge the noise:")
     for case in cases:
-        cells = " | ".join(
+        rates = " | ".join(
             " ".join(f"{r.rate:.0f}" for r in results[(case.name, m)].runs) for m in methods
         )
-        print(f"  {case.name:<30} {cells}")
+        print(f"  {case.name:<30} {rates}")
     print(
         "\nSQL: the domain's statement for a known thread by psycopg, in autocommit (bump "
         "counter, INSERT … unnest … RETURNING). plain: INSERT of the same rows, client-chosen "

@@ -10,6 +10,10 @@ these), the median over many repetitions of:
   sealing alone;
 - the routed statement through ``fetch_one_autocommitted`` (the pool's checkout included);
   ``write_messages``; the whole servicer ``AddMessages`` (no gRPC);
+- what each call costs around the servicer: the server's guarded parse (the Struct
+  checks of ``episodic.requests``), the response serialised, the call metric
+  (``metrics.rpc_finished`` with the Prometheus reader the services configure), the
+  messages-ingested tally, the guard's ``admit`` (anonymous, as on loopback);
 - the same statement on a bare psycopg connection in four forms: every value as text
   (psycopg's default), the sealed values and arrays in binary (``%(…)b``, what Ingest
   sends), the same with the row read in binary (``binary=True``, what Ingest does), and
@@ -17,7 +21,10 @@ these), the median over many repetitions of:
 
 Not part of pytest:
 
-    .venv/bin/python bench/ingest_parts.py [--batch 100] [--repeats 200]
+    .venv/bin/python bench/ingest_parts.py [--batch 100] [--repeats 200] [--keyed]
+
+``--keyed``: every message carries an idempotency key as the Python SDK makes them, a new
+one per call for the parts that write (``fresh keys`` is what making them costs here).
 """
 
 from __future__ import annotations
@@ -34,12 +41,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dataclasses import replace
+
 import psycopg
 from google.protobuf import struct_pb2
 
 from bench import ingest_bench as bench
-from episodic import access
+from episodic import access, metrics, requests, telemetry
 from episodic.config import IngestSettings
+from episodic.guard import Guard
 from episodic.services.ingest import domain
 from episodic.services.ingest.servicer import IngestServicer, _new_messages
 from episodic.store.db import make_engine
@@ -59,6 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--keyed", action="store_true", help="the SDK's idempotency keys")
     args = parser.parse_args()
     n, repeats = args.batch, args.repeats
 
@@ -88,12 +99,21 @@ def main() -> None:
         request = pb.AddMessagesRequest(
             thread_id=str(thread_id),
             messages=[
-                pb.NewMessage(role=e.ROLE_USER, content=bench.CONTENT, metadata=metadata)
+                pb.NewMessage(
+                    role=e.ROLE_USER,
+                    content=bench.CONTENT,
+                    metadata=metadata,
+                    idempotency_key=bench.sdk_keys(1)[0] if args.keyed else "",
+                )
                 for _ in range(n)
             ],
         )
         data = request.SerializeToString()
         rows.append(("parse the request", cpu(lambda: pb.AddMessagesRequest.FromString(data))))
+        guarded = requests.guarded_deserializer(pb.AddMessagesRequest.FromString)
+        assert guarded is not None
+        rows.append(("  the server's guarded parse (+ Struct checks)", cpu(lambda: guarded(data))))
+        rows.append(("  of which the Struct checks", cpu(lambda: requests.check_structs(request))))
         build = cpu(lambda: _new_messages(request, str(thread_id)))
         rows.append(("_new_messages", build))
 
@@ -121,34 +141,64 @@ def main() -> None:
             )
         )
         statement, params = domain._append(key, "bench", thread_id, messages, check_route=True)
-        rows.append(
-            (
-                "fetch_one_autocommitted",
-                cpu(lambda: fetch_one_autocommitted(engine, statement, params), repeats // 2),
-            )
-        )
+
+        def fresh_keys() -> None:
+            """New SDK keys for the next write (a stored key would make it a replay)."""
+            if args.keyed:
+                new = bench.sdk_keys(n)
+                params["ikey" if n == 1 else "keys"] = new[0] if n == 1 else new
+                messages[:] = [
+                    replace(m, idempotency_key=k, metadata_json=m.metadata_json)
+                    for m, k in zip(messages, new, strict=True)
+                ]
+                for m, k in zip(request.messages, new, strict=True):
+                    m.idempotency_key = k
+
+        rows.append(("fresh keys", cpu(fresh_keys)))
+
+        def statement_alone() -> None:
+            fresh_keys()
+            assert fetch_one_autocommitted(engine, statement, params) is not None
+
+        rows.append(("fetch_one_autocommitted", cpu(statement_alone, repeats // 2)))
         routes = domain.ThreadRoutes()
         routes.remember(thread_id, "bench", key)
-        rows.append(
-            (
-                "write_messages",
-                cpu(
-                    lambda: domain.write_messages(
-                        engine, vault, thread_id, messages, settings, routes=routes
-                    ),
-                    repeats // 2,
-                ),
+
+        def write() -> domain.AddResult:
+            fresh_keys()
+            result = domain.write_messages(
+                engine, vault, thread_id, messages, settings, routes=routes
             )
-        )
+            assert result.stored_count == n  # the routed path, not a replay
+            return result
+
+        rows.append(("write_messages", cpu(write, repeats // 2)))
         servicer = IngestServicer(engine, settings, _NoNotices(), vault)  # type: ignore[arg-type]
         servicer.routes = routes
+        answers = []
+
+        def serve() -> None:
+            fresh_keys()
+            answers.append(servicer.AddMessages(request, None))  # type: ignore[arg-type]
+
         with access.running_as(access.ANONYMOUS):
-            rows.append(
-                (
-                    "servicer AddMessages (no gRPC)",
-                    cpu(lambda: servicer.AddMessages(request, None), repeats // 2),  # type: ignore[arg-type]
-                )
+            rows.append(("servicer AddMessages (no gRPC)", cpu(serve, repeats // 2)))
+        answer = answers[-1]
+        assert answer.stored_count == n
+        rows.append(("  the response serialised", cpu(answer.SerializeToString)))
+        telemetry.setup_metrics("ingest-parts", host="127.0.0.1", port=0)
+        method = "/episodic.v1.IngestService/AddMessages"
+        rows.append(
+            (
+                "call metric (rpc_finished, Prometheus)",
+                cpu(lambda: metrics.rpc_finished(method, "OK", 0.001)),
             )
+        )
+        rows.append(
+            ("messages-ingested tally", cpu(lambda: metrics.messages_ingested(["user"] * n)))
+        )
+        guard = Guard(None, ["episodic.v1.IngestService"], required=False)
+        rows.append(("guard admit (anonymous)", cpu(lambda: guard.admit(method, (), len(data)))))
         as_text = re.sub(r"%\((\w+)\)b", r"%(\1)s", statement)
         all_binary = re.sub(r"%\((\w+)\)s", r"%(\1)b", statement)
         with psycopg.connect(url, autocommit=True) as bare:

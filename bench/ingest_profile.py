@@ -15,7 +15,11 @@ messages to one thread:
 
 Not part of pytest:
 
-    .venv/bin/python bench/ingest_profile.py [--batch 1] [--seconds 10] [--native] [--out DIR]
+    .venv/bin/python bench/ingest_profile.py [--batch 1] [--seconds 10] [--native] [--keyed]
+        [--out DIR]
+
+``--keyed``: every message carries an idempotency key made as the Python SDK makes them
+(``auto:<uuid4>``), as SDK users' calls do.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--native", action="store_true", help="py-spy --native")
+    parser.add_argument("--keyed", action="store_true", help="the SDK's idempotency keys")
     parser.add_argument("--out", type=Path, default=Path("ingest-profile"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -121,7 +126,7 @@ def main() -> None:
         ingest = start_service("ingest", url, {**env, "EPISODIC_LOG_LEVEL": "ERROR"})
         try:
             thread_id = bench.make_threads(url, 1)[0]
-            call, close = bench.grpc_client(ingest.address, thread_id, args.batch)
+            call, close = bench.grpc_client(ingest.address, thread_id, args.batch, keyed=args.keyed)
             for _ in range(50):  # the route is remembered, statements are prepared
                 call()
 

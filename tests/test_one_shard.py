@@ -242,6 +242,9 @@ def _walk(d: Deployment) -> None:
         c.add_messages(cars.thread_id, [("user", "Does the hybrid come in blue?")])
     finally:
         c.auto_idempotency_keys = True
+    # With the SDK's keys (its default), the same route: one statement that also checks the
+    # keys are new (services/ingest/domain.py, ``keyed``).
+    c.add_messages(cars.thread_id, [("user", "Or in red?")])
     d.step("GetThread")
     c.get_thread(cars.thread_id)
     d.step("ListMessages")
@@ -395,6 +398,9 @@ def test_every_statement_on_a_dataset_table_reaches_one_partition(
         r for r in reaches if r.sent.rpc == "AddMessages" and "%(key_id)s" in r.sent.statement
     ]
     assert routed, "the routed AddMessages statement was not observed"
+    assert any("m.idempotency_key" in r.sent.statement for r in routed), (
+        "the routed AddMessages statement with idempotency keys was not observed"
+    )
     per_call = Counter(r.sent.call for r in reaches if r.sent.rpc == "AddMessages")
     assert all(per_call[r.sent.call] == 1 for r in routed), per_call
     # An id-only call looks its dataset up once, then names it: no second search.

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from episodic.store import raw_statement
+from episodic.store.db import make_engine
 from episodic.store.raw_statement import fetch_one_autocommitted, observing_statements
 
 
@@ -85,3 +86,16 @@ def test_a_connection_that_dies_mid_statement_is_an_outage_and_is_replaced(
     assert failed.value.connection_invalidated
     (after,) = fetch_one_autocommitted(engine, "SELECT pg_backend_pid()", {})  # type: ignore[misc]
     assert after != before
+
+
+def test_a_database_that_cannot_be_reached_is_sqlalchemys_operational_error() -> None:
+    """The pool's checkout connects afresh when it holds no connection; a refused connect
+    is raised as SQLAlchemy's OperationalError (which the services answer UNAVAILABLE), not
+    as psycopg's (which they would answer INTERNAL)."""
+    unreachable = make_engine("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2")
+    try:
+        with pytest.raises(OperationalError) as raised:
+            fetch_one_autocommitted(unreachable, "SELECT %(secret)s", {"secret": "s3cret-words"})
+    finally:
+        unreachable.dispose()
+    assert "s3cret-words" not in str(raised.value)

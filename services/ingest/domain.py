@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import IntegrityError
 
 from episodic.config import IngestSettings
 from episodic.crypto import DatasetKey, seal_json
@@ -333,31 +334,43 @@ def write_messages(
     """Stores a validated batch and returns once it is committed (durable: the services run
     with ``synchronous_commit`` on).
 
-    A thread ``routes`` knows, written without idempotency keys, takes ONE round trip: its
-    statement (:func:`_store` with the route check) runs in autocommit. One statement is
-    atomic on its own — the counter bump and the inserts commit or fail together — so the
-    explicit transaction only added ``BEGIN`` and ``COMMIT`` as round trips of their own.
-    A stale route matches nothing and writes nothing; then, as for an unknown thread or a
-    batch with idempotency keys, :func:`add_messages` runs in a transaction (the lookup and
-    lock, the replay check, the insert) and remembers the route.
+    A thread ``routes`` knows takes ONE round trip: its statement (:func:`_store` with the
+    route check) runs in autocommit. One statement is atomic on its own — the counter bump
+    and the inserts commit or fail together — so the explicit transaction only added
+    ``BEGIN`` and ``COMMIT`` as round trips of their own. A stale route matches nothing and
+    writes nothing; then, as for an unknown thread, :func:`add_messages` runs in a
+    transaction (the lookup and lock, the replay check, the insert) and remembers the route.
+
+    Idempotency keys (the Python SDK sends one with every message) take the same statement
+    when every key is new, which it checks itself (:func:`_store_statement`, ``keyed``): a
+    key already stored for the thread makes it write nothing, and a key stored by a
+    concurrent call after the statement's snapshot violates the thread's unique index on
+    its keys, which fails the whole statement (nothing written, the counter not bumped).
+    Either way — and for a batch that repeats a key — the transaction decides, exactly as it
+    did before this path existed: it answers a replay with the stored message, refuses a
+    reused key with other content, and stores each key once under the thread's lock.
     """
-    if not any(m.idempotency_key for m in messages):
-        route = routes.get(thread_id)
-        if route is not None:
-            dataset, data_key = route
-            receipts: list[Receipt] = []
-            if _allowed(authorize, dataset):
-                statement, params = _append(
-                    data_key, dataset, thread_id, messages, check_route=True
-                )
+    route = routes.get(thread_id)
+    if route is not None and not _repeats_a_key(messages):
+        dataset, data_key = route
+        receipts: list[Receipt] = []
+        if _allowed(authorize, dataset):
+            statement, params = _append(data_key, dataset, thread_id, messages, check_route=True)
+            try:
                 # Without SQLAlchemy's Core (~0.15 ms of CPU a call), still observed and
                 # traced like every statement (episodic.store.raw_statement).
-                receipts = _receipts(fetch_one_autocommitted(engine, statement, params), messages)
-            if receipts:
-                return AddResult(receipts=receipts, stored_count=len(receipts), dataset=dataset)
-            # Gone, or its dataset was erased and created again (the id may now name a
-            # thread of another dataset): nothing was written; the lookup decides.
-            routes.forget(thread_id)
+                bumped = fetch_one_autocommitted(engine, statement, params)
+            except IntegrityError as err:
+                if not _is_key_conflict(err):
+                    raise
+                bumped = None  # a concurrent call stored one of the keys: a replay
+            receipts = _receipts(bumped, messages)
+        if receipts:
+            return AddResult(receipts=receipts, stored_count=len(receipts), dataset=dataset)
+        # Gone, or its dataset was erased and created again (the id may now name a thread
+        # of another dataset), or a key was stored before: nothing was written; the lookup
+        # decides (and remembers the route again when it holds).
+        routes.forget(thread_id)
     with engine.begin() as conn:
         return add_messages(
             conn, vault, thread_id, messages, settings, authorize=authorize, routes=routes
@@ -469,6 +482,23 @@ def add_messages(
     return AddResult(receipts=receipts, stored_count=len(new), dataset=thread["dataset"])
 
 
+def _repeats_a_key(messages: list[NewMessage]) -> bool:
+    """Whether two messages of the batch share an idempotency key (the transaction answers
+    those: the second is a replay of the first, or refused when it differs)."""
+    keys = [m.idempotency_key for m in messages if m.idempotency_key]
+    return len(keys) != len(set(keys))
+
+
+def _is_key_conflict(err: IntegrityError) -> bool:
+    """Whether the routed statement failed on the thread's unique index of idempotency
+    keys (``messages_idempotency_idx``; each partition's copy carries the column's name):
+    a concurrent call stored one of the batch's keys first."""
+    orig = err.orig
+    diag = getattr(orig, "diag", None)
+    constraint = getattr(diag, "constraint_name", None) or ""
+    return getattr(orig, "sqlstate", None) == "23505" and "idempotency" in constraint
+
+
 def _allowed(authorize: Callable[[str], object] | None, dataset: str) -> bool:
     """Whether the caller may write to a remembered route's dataset. A refusal is not
     answered from the route: it may be stale, and the lookup path asks again about the
@@ -482,7 +512,7 @@ def _allowed(authorize: Callable[[str], object] | None, dataset: str) -> bool:
     return True
 
 
-def _store_statement(check_route: bool, single: bool) -> str:
+def _store_statement(check_route: bool, single: bool, keyed: bool = False) -> str:
     # The counter bump and the insert in one statement: the new sequences are
     # last_sequence - n + 1 .. last_sequence, in request order. The UPDATE takes the
     # thread's row lock, which serialises its writers. With ``check_route``, the dataset
@@ -500,9 +530,21 @@ def _store_statement(check_route: bool, single: bool) -> str:
     # and the arrays go in binary (``%(…)b``): as text, psycopg hex-escapes every bytea and
     # quotes every array element in Python — 1.2 ms of CPU for 100 messages against
     # 0.4 ms in binary (docs/benchmarks.md "AddMessages, sixth pass").
+    # ``keyed`` (the batch carries idempotency keys, none repeated; routed calls only): no
+    # row is bumped when one of the keys is stored for the thread already — checked on the
+    # statement's snapshot through the unique index on (dataset, thread_id,
+    # idempotency_key). A key a concurrent call commits after that snapshot is not seen
+    # here, but that call held the thread's row lock this UPDATE waits for, so the INSERT
+    # then finds its key in the unique index and the statement fails whole (the caller
+    # falls back to the locked transaction, which answers the replay).
     route_check = (
         "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = %(dataset)s "
         "AND d.key_id IS NOT DISTINCT FROM CAST(%(key_id)s AS uuid)) "
+    )
+    new_keys = (
+        "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.dataset = %(dataset)s "
+        "AND m.thread_id = %(id)s AND m.idempotency_key "
+        + ("= CAST(%(ikey)s AS text)) " if single else "= ANY(CAST(%(keys)b AS text[]))) ")
     )
     rows = (
         "SELECT %(dataset)s, %(id)s, b.last_sequence, CAST(%(role)s AS text), "
@@ -522,6 +564,7 @@ def _store_statement(check_route: bool, single: bool) -> str:
         "last_message_at = now(), last_activity_at = now() "
         "WHERE dataset = %(dataset)s AND thread_id = %(id)s "
         + (route_check if check_route else "")
+        + (new_keys if keyed else "")
         + "RETURNING last_sequence), "
         "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, "
         "metadata, created_at, received_at, idempotency_key) "
@@ -530,11 +573,13 @@ def _store_statement(check_route: bool, single: bool) -> str:
     )
 
 
-# (check_route, single) -> statement
+# (check_route, single, keyed) -> statement; the transaction checked the keys under its
+# lock already, so only routed statements check them.
 _STATEMENTS = {
-    (route, single): _store_statement(check_route=route, single=single)
+    (route, single, keyed): _store_statement(check_route=route, single=single, keyed=keyed)
     for route in (False, True)
     for single in (False, True)
+    for keyed in ((False, True) if route else (False,))
 }
 
 
@@ -569,9 +614,11 @@ def _append(
             created=[m.created_at for m in messages],
             keys=[m.idempotency_key for m in messages],
         )
+    keyed = False
     if check_route:
         params["key_id"] = data_key.key_id
-    return _STATEMENTS[(check_route, n == 1)], params
+        keyed = any(m.idempotency_key for m in messages)
+    return _STATEMENTS[(check_route, n == 1, keyed)], params
 
 
 def _store(

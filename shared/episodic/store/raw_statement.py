@@ -87,7 +87,20 @@ def fetch_one_autocommitted(
     (None: no row), read in binary (no text to parse: ~10 µs less for a timestamp).
     Committed when it returns; one round trip once psycopg has prepared it on that
     connection (server-side, ``prepare=True``: parsed and planned once per connection)."""
-    pooled = engine.raw_connection()
+    try:
+        pooled = engine.raw_connection()
+    except psycopg.Error as err:
+        # No connection to be had (the database is down or restarting): SQLAlchemy's
+        # Connection wraps this, the pool's raw checkout does not — and the call
+        # interceptor answers SQLAlchemy's OperationalError UNAVAILABLE, psycopg's INTERNAL.
+        raise DBAPIError.instance(
+            statement,
+            parameters,
+            err,
+            psycopg.Error,
+            hide_parameters=True,
+            dialect=engine.dialect,
+        ) from err
     driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
     try:
         # No transaction is open on a connection the pool hands out: no round trip.
