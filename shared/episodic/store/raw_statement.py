@@ -24,6 +24,11 @@ What watched SQLAlchemy's statements must watch these as well:
 
 Statements are written in psycopg's format (``%(name)s``); the same text can run inside a
 SQLAlchemy transaction with ``Connection.exec_driver_sql``.
+
+:func:`fetch_all` is the read side's form: the rows of one statement sent on the psycopg
+connection *under* a SQLAlchemy ``Connection`` a caller already holds (in its transaction,
+or in autocommit), for a hot read whose other statements stay in SQLAlchemy — Recall's
+opening and ranking statements (docs/benchmarks.md "Recall, sixth pass").
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
-from sqlalchemy import Engine, event
+from psycopg.rows import dict_row
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from episodic.telemetry import database_span
@@ -106,6 +112,55 @@ def fetch_one_autocommitted(
             with suppress(psycopg.Error):  # a broken one is replaced at its next checkout
                 driver.autocommit = False  # how the pool's other users expect it
         pooled.close()  # back to the pool (its reset sends nothing: no transaction is open)
+
+
+def fetch_all(
+    conn: Connection,
+    statement: str,
+    parameters: Mapping[str, Any],
+    *,
+    prepare: bool | None = None,
+) -> list[dict[str, Any]]:
+    """The rows of ``statement`` (psycopg's format), as dicts of column name to value,
+    sent on the psycopg connection of ``conn`` — in the transaction ``conn`` has open, or
+    in autocommit if it runs so — without SQLAlchemy's Core: no execution context, no
+    result metadata, no row objects (~0.1–0.2 ms of CPU per statement). The values are
+    those SQLAlchemy's psycopg dialect would give for a ``text()`` statement (it converts
+    nothing there), read in binary. Observers, the span and the errors as
+    :func:`fetch_one_autocommitted`'s; a connection the error shows dead is invalidated
+    through ``conn`` (its next use reconnects). ``prepare``: psycopg's (None: prepared
+    from its fifth run on the connection)."""
+    pooled = conn.connection
+    driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
+    for observer in _observers:
+        observer(statement, parameters, driver)
+    engine = conn.engine
+    with database_span(engine, statement, driver) as span:
+        try:
+            cursor = driver.cursor(row_factory=dict_row, binary=True)
+            cursor.execute(statement, parameters, prepare=prepare)  # type: ignore[arg-type]
+            return cursor.fetchall()
+        except psycopg.Error as err:
+            span.failed(err)
+            gone = engine.dialect.is_disconnect(err, driver, None)  # type: ignore[arg-type]
+            if gone:
+                conn.invalidate(err)
+            raise _wrapped(engine, statement, parameters, err, gone) from err
+
+
+def _wrapped(
+    engine: Engine, statement: str, parameters: Any, err: psycopg.Error, gone: bool
+) -> StatementError:
+    """``err`` as SQLAlchemy raises it (``gone``: the connection was invalidated)."""
+    return DBAPIError.instance(
+        statement,
+        parameters,
+        err,
+        psycopg.Error,
+        hide_parameters=True,  # people's messages: never in a log line
+        connection_invalidated=gone,
+        dialect=engine.dialect,
+    )
 
 
 def _as_sqlalchemy_error(

@@ -65,11 +65,12 @@ from itertools import pairwise
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Connection, RowMapping, TextClause, text
+from sqlalchemy import Connection, RowMapping, text
 
 from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
+from episodic.store.raw_statement import fetch_all
 from episodic.store.recall_index import DATASET_CONFIG, TEXT_SEARCH_CONFIG, query_tokens
 from episodic.store.relevance import relevance_sql
 
@@ -1265,25 +1266,6 @@ def recall_statement(
     """
 
 
-@lru_cache(maxsize=16)
-def _compiled(
-    with_query: bool,
-    with_vector: bool,
-    approximate: bool,
-    options: RankingOptions,
-    exact_cosine: bool = False,
-) -> TextClause:
-    return text(
-        recall_statement(
-            with_query=with_query,
-            with_vector=with_vector,
-            approximate=approximate,
-            options=options,
-            exact_cosine=exact_cosine,
-        )
-    )
-
-
 def _driver_form(sql: str) -> str:
     """``sql`` as SQLAlchemy's psycopg dialect compiles ``text(sql)`` (``:name`` becomes
     ``%(name)s``), for :meth:`~sqlalchemy.engine.Connection.exec_driver_sql`: a statement
@@ -1299,10 +1281,18 @@ def _driver_statement(
     with_query: bool,
     with_vector: bool,
     options: RankingOptions,
+    approximate: bool = False,
+    exact_cosine: bool = False,
 ) -> str:
-    """The exact ranking statement (:func:`recall_statement`) in the driver's form."""
+    """The ranking statement (:func:`recall_statement`) in the driver's form."""
     return _driver_form(
-        recall_statement(with_query=with_query, with_vector=with_vector, options=options)
+        recall_statement(
+            with_query=with_query,
+            with_vector=with_vector,
+            approximate=approximate,
+            options=options,
+            exact_cosine=exact_cosine,
+        )
     )
 
 
@@ -1336,7 +1326,9 @@ class Approximation:
 class Ranking:
     """What one ranking statement answered (see :func:`rank`)."""
 
-    rows: list[RowMapping]
+    #: Column name to value (dicts, as :func:`~episodic.store.raw_statement.fetch_all`
+    #: reads them).
+    rows: list[dict[str, Any]]
     count: int
     #: Whether the dataset has any event at all (else ranking its events can be skipped).
     has_events: bool
@@ -1386,7 +1378,7 @@ def reorder_top(
     return out
 
 
-def rank_episodes(conn: Connection, **arguments: Any) -> tuple[list[RowMapping], int]:
+def rank_episodes(conn: Connection, **arguments: Any) -> tuple[list[dict[str, Any]], int]:
     """:func:`rank`'s rows and count (same arguments)."""
     ranking = rank(conn, **arguments)
     return ranking.rows, ranking.count
@@ -1503,34 +1495,38 @@ def _ranking_statement(
     with_vector: bool,
     approximate: Approximation | None,
     options: RankingOptions,
-) -> str | TextClause:
-    """The exact statement in the driver's form (sent on every call: no per-call
-    compilation), the approximate one as a SQLAlchemy text clause."""
+) -> tuple[str, bool]:
+    """The ranking statement in the driver's form (compiled once per variant, not per
+    call), and whether it is the approximate one."""
     if approximate is None:
-        return _driver_statement(with_query, with_vector, options)
-    return _compiled(with_query, with_vector, True, options, approximate.exact_cosine)
+        return _driver_statement(with_query, with_vector, options), False
+    statement = _driver_statement(
+        with_query, with_vector, options, approximate=True, exact_cosine=approximate.exact_cosine
+    )
+    return statement, True
 
 
 def _execute(
-    conn: Connection, statement: str | TextClause, params: dict[str, object]
-) -> list[RowMapping]:
-    """The rows of a ranking statement (:func:`rank`): the exact one in the driver's form
-    (:func:`_driver_statement`), the approximate one compiled by SQLAlchemy."""
-    if isinstance(statement, str):  # the exact statement (:func:`_ranking_statement`)
-        rows = list(conn.exec_driver_sql(statement, params).mappings())  # type: ignore[arg-type]
-    else:
-        # psycopg prepares a statement run five times on a connection, and PostgreSQL then
-        # switches to a generic plan (one planned before the dataset and the query's words
-        # are known) whenever its estimated cost is below the custom plans': for this
-        # statement it always is (the estimates are far off), and the generic plan ran
-        # 2-9x longer than the custom one at 1M episodes, up to 87 s (README "Recall at
-        # scale"). So this statement is always planned for its parameters.
-        conn.exec_driver_sql(f"SET plan_cache_mode = {CUSTOM_PLANS}")
-        try:
-            rows = list(conn.execute(statement, params).mappings())
-        finally:
-            conn.exec_driver_sql("RESET plan_cache_mode")
-    return rows
+    conn: Connection, statement: tuple[str, bool], params: dict[str, object]
+) -> list[dict[str, Any]]:
+    """The rows of a ranking statement (:func:`rank`, :func:`_ranking_statement`), sent on
+    the connection's psycopg connection without SQLAlchemy's Core
+    (:func:`episodic.store.raw_statement.fetch_all`: observed, traced, errors as
+    SQLAlchemy's)."""
+    sql, approximate = statement
+    if not approximate:
+        return fetch_all(conn, sql, params)
+    # psycopg prepares a statement run five times on a connection, and PostgreSQL then
+    # switches to a generic plan (one planned before the dataset and the query's words are
+    # known) whenever its estimated cost is below the custom plans': for this statement it
+    # always is (the estimates are far off), and the generic plan ran 2-9x longer than the
+    # custom one at 1M episodes, up to 87 s (docs/benchmarks.md "Recall at scale"). So this
+    # statement is always planned for its parameters.
+    conn.exec_driver_sql(f"SET plan_cache_mode = {CUSTOM_PLANS}")
+    try:
+        return fetch_all(conn, sql, params)
+    finally:
+        conn.exec_driver_sql("RESET plan_cache_mode")
 
 
 def query_phrase_pairs(conn: Connection, key: DatasetKey, query: str) -> list[str]:
@@ -1674,7 +1670,7 @@ def expansion_terms(
     conn: Connection,
     key: DatasetKey,
     filters: RecallFilters,
-    first: Sequence[RowMapping],
+    first: Sequence[Any],
     lexemes: Sequence[str],
 ) -> list[tuple[str, float]]:
     """RM3-style feedback words (``RankingOptions.expansion``): the tokens of the ``first``
@@ -1754,7 +1750,7 @@ class Opening:
 
     #: The dataset's ``datasets`` row key columns (``key_id``, ``master_key_id``,
     #: ``wrapped_key``), or None when the dataset has no row (stored in the clear).
-    key_row: RowMapping | None
+    key_row: dict[str, Any] | None
     #: The query's distinct lexemes, each with whether it is a generic question word
     #: (:data:`episodic.query_focus.GENERIC_WORDS`); None when no query was given.
     lexemes: list[tuple[str, bool]] | None
@@ -1861,7 +1857,7 @@ def read_opening(
     statement = _opening_statement(
         query is not None, generic, size_bound is not None, with_forms, with_order
     )
-    row = conn.exec_driver_sql(statement, params).mappings().one()  # type: ignore[arg-type]
+    (row,) = fetch_all(conn, statement, params)
     lexemes = None
     if query is not None:
         lexemes = [(lexeme, marked == "true") for lexeme, marked in row["lexemes"] or []]
