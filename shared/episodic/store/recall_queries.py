@@ -674,6 +674,7 @@ def recall_sql(
     approximate: bool = False,
     options: RankingOptions = DEFAULT_RANKING,
     exact_cosine: bool = False,
+    guarded: bool = False,
 ) -> str:
     """The ranking statement. ``with_query``: score similarity (lexical part);
     ``with_vector``: also the semantic part (needs ``:qvec``). ``approximate``: score only
@@ -683,7 +684,11 @@ def recall_sql(
     best cosine, read from every filtered summary and chunk vector, instead of the
     candidates' best (see :class:`Approximation`).
     ``options``: see :class:`RankingOptions` (with ``weight_generic_terms``, ``:weights``
-    holds each lexeme's weight, in the order of ``:lexemes``)."""
+    holds each lexeme's weight, in the order of ``:lexemes``). ``guarded`` (the exact path
+    with a query, inside :func:`recall_statement`'s ``guarded`` form): no candidate is read
+    when the dataset's count (its ``total``) is above ``:exact_up_to``."""
+    if guarded and (approximate or not with_query):
+        raise ValueError("only the exact statement with a query is guarded")
     if not with_query:
         candidates = _CANDIDATES
         if approximate:  # recency alone: the newest episodes by the index, as ranked below
@@ -821,7 +826,7 @@ def recall_sql(
         WITH c AS MATERIALIZED (
             -- An episode not indexed yet is found by its summary's embedding alone.
             SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
-            FROM ({_CANDIDATES}) x
+            FROM ({_CANDIDATES}) x{_SIZE_GUARD if guarded else ""}
         ),{query_ctes}"""
     if options.recency_span:  # the approximate path's c is a part of the candidates
         head += span_cte(f"({_CANDIDATES})" if approximate else "c")
@@ -1246,6 +1251,13 @@ COUNT_STATEMENT = (
 )
 
 
+#: The exact statement's candidates when the dataset's size is not known: none when the
+#: dataset has more completed episodes than ``:exact_up_to`` (its count, ``total``, is
+#: read first: a one-time filter, so no candidate is read then). Measured: no slower than
+#: the unguarded statement (docs/benchmarks.md "Recall, sixth pass").
+_SIZE_GUARD = "\n            WHERE (SELECT t.episode_count FROM total t) <= :exact_up_to"
+
+
 @lru_cache(maxsize=16)
 def recall_statement(
     *,
@@ -1254,14 +1266,34 @@ def recall_statement(
     approximate: bool = False,
     options: RankingOptions = DEFAULT_RANKING,
     exact_cosine: bool = False,
+    guarded: bool = False,
 ) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
     snapshot): one row per ranked episode, each carrying ``episode_count`` and
-    ``has_events``; a single row with only those when no episode qualifies."""
+    ``has_events``; a single row with only those when no episode qualifies. ``guarded``
+    (the exact statement with a query): the count is taken first and nothing is ranked
+    when it is above ``:exact_up_to`` — the size probe of a dataset not seen before,
+    within the ranking (:class:`SizeGuard`)."""
+    ranking = recall_sql(
+        with_query=with_query,
+        with_vector=with_vector,
+        approximate=approximate,
+        options=options,
+        exact_cosine=exact_cosine,
+        guarded=guarded,
+    )
+    if guarded:  # the count as a CTE, which the ranking's candidates read (_SIZE_GUARD)
+        return f"""
+        WITH total AS MATERIALIZED ({COUNT_STATEMENT})
+        SELECT total.episode_count, total.has_events, r.*
+        FROM total
+        LEFT JOIN ({ranking}) r ON true
+        ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
+    """
     return f"""
         SELECT total.episode_count, total.has_events, r.*
         FROM ({COUNT_STATEMENT}) total
-        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector, approximate=approximate, options=options, exact_cosine=exact_cosine)}) r ON true
+        LEFT JOIN ({ranking}) r ON true
         ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
     """
 
@@ -1283,6 +1315,7 @@ def _driver_statement(
     options: RankingOptions,
     approximate: bool = False,
     exact_cosine: bool = False,
+    guarded: bool = False,
 ) -> str:
     """The ranking statement (:func:`recall_statement`) in the driver's form."""
     return _driver_form(
@@ -1292,6 +1325,7 @@ def _driver_statement(
             approximate=approximate,
             options=options,
             exact_cosine=exact_cosine,
+            guarded=guarded,
         )
     )
 
@@ -1320,6 +1354,18 @@ class Approximation:
     #: misses the dataset's best on hard data): the exact path's semantic scores, at the
     #: price of that read (docs/benchmarks.md "Recall at scale").
     exact_cosine: bool = False
+
+
+@dataclass(frozen=True)
+class SizeGuard:
+    """How :func:`rank` ranks a dataset whose size is not known yet: exactly if it has at
+    most ``exact_up_to`` completed episodes — which the exact statement checks itself, from
+    the count it reads anyway, before reading any candidate — else, with a second
+    statement, ``otherwise``. It spares the size probe a statement of its own (or a part of
+    the opening's, ~0.2-0.3 ms: docs/benchmarks.md "Recall, sixth pass")."""
+
+    exact_up_to: int
+    otherwise: Approximation
 
 
 @dataclass(frozen=True)
@@ -1398,6 +1444,7 @@ def rank(
     approximate: Approximation | None = None,
     options: RankingOptions = DEFAULT_RANKING,
     opening: Opening | None = None,
+    guard: SizeGuard | None = None,
 ) -> Ranking:
     """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
     ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
@@ -1412,9 +1459,16 @@ def rank(
     candidate set of the dataset (a large one) instead of every episode. ``options``:
     :class:`RankingOptions`. ``opening``: what :func:`read_opening` read for this call
     (with the query's lexemes, and their word forms under ``options.word_forms``: then no
-    round trip for them here); None: they are read now."""
+    round trip for them here); None: they are read now. ``guard`` (a dataset of unknown
+    size, with a query, no ``approximate``, no ``as_of``: its count is then its size, and no
+    ``options.expansion``): :class:`SizeGuard`; the count returned is the dataset's either
+    way."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
+    if guard is not None and (
+        not with_query or approximate is not None or filters.as_of is not None or options.expansion
+    ):
+        raise ValueError("a size guard needs a query, the exact path, no as_of, no expansion")
     params: dict[str, object] = {
         **_filter_params(key, filters),
         "ws": float(similarity_weight),
@@ -1423,10 +1477,9 @@ def rank(
         "min_relevance": float(min_relevance),
     }
     if approximate is not None:
-        params["approx_candidates"] = approximate.candidates
-        params["approx_recent"] = approximate.recent
-        params["approx_per_lexeme"] = approximate.per_lexeme
-        params["approx_selective_df"] = approximate.selective_df
+        params.update(_approximation_params(approximate))
+    if guard is not None:
+        params["exact_up_to"] = guard.exact_up_to
     lexemes: list[str] | None = None
     if with_query:
         assert query is not None
@@ -1481,13 +1534,27 @@ def rank(
         params["lexemes"] = [*tokens, *(t for t, _ in feedback)]
         params["weights"] = [*cast(list[float], params["weights"]), *(w for _, w in feedback)]
         params["terms"] = [*cast(list[str | None], params["terms"]), *(None for _ in feedback)]
-    statement = _ranking_statement(with_query, with_vector, approximate, options)
+    statement = _ranking_statement(with_query, with_vector, approximate, options, guard is not None)
     rows = _execute(conn, statement, params)
     count = int(rows[0]["episode_count"]) if rows else 0
+    if guard is not None and count > guard.exact_up_to:  # too large: nothing was ranked
+        approximate = guard.otherwise
+        statement = _ranking_statement(with_query, with_vector, approximate, options)
+        rows = _execute(conn, statement, {**params, **_approximation_params(approximate)})
+        count = int(rows[0]["episode_count"]) if rows else 0
     ranked = [r for r in rows if r["episode_id"] is not None]
     metrics.recall_ranked(candidates=count, results=len(ranked))
     has_events = bool(rows[0]["has_events"]) if rows else True
     return Ranking(ranked, count, has_events, lexemes)
+
+
+def _approximation_params(approximate: Approximation) -> dict[str, object]:
+    return {
+        "approx_candidates": approximate.candidates,
+        "approx_recent": approximate.recent,
+        "approx_per_lexeme": approximate.per_lexeme,
+        "approx_selective_df": approximate.selective_df,
+    }
 
 
 def _ranking_statement(
@@ -1495,11 +1562,12 @@ def _ranking_statement(
     with_vector: bool,
     approximate: Approximation | None,
     options: RankingOptions,
+    guarded: bool = False,
 ) -> tuple[str, bool]:
     """The ranking statement in the driver's form (compiled once per variant, not per
     call), and whether it is the approximate one."""
     if approximate is None:
-        return _driver_statement(with_query, with_vector, options), False
+        return _driver_statement(with_query, with_vector, options, guarded=guarded), False
     statement = _driver_statement(
         with_query, with_vector, options, approximate=True, exact_cosine=approximate.exact_cosine
     )
