@@ -610,6 +610,12 @@ def main(argv: list[str] | None = None) -> int:
         help="time the normal datasets' paths only (e.g. while the heavy ones' indexes build)",
     )
     parser.add_argument(
+        "--heavy-only",
+        action="store_true",
+        help=f"time the heavy dataset's paths only ({HEAVY}: gRPC, its bare SQL, and with "
+        "--before-tree the older Recall's gRPC); with --exact-queries 0, no recall@N",
+    )
+    parser.add_argument(
         "--recall-on",
         help=f"comma-separated heavy datasets to measure recall@N on (default {HEAVY}, and "
         f"{CLUSTERED} when the store has it)",
@@ -848,9 +854,12 @@ def main(argv: list[str] | None = None) -> int:
             k: [] for k in ("normal grpc", "normal sql", "heavy grpc", "heavy sql", *BREAKDOWN)
         }
         timed = {"normal grpc", "normal sql"} if args.normal_only else set(times) - BREAKDOWN
+        if args.heavy_only:
+            timed = {"heavy grpc", "heavy sql"}
         if older_client is not None:
-            timed.add("normal grpc before")
-            times["normal grpc before"] = []
+            before = "heavy grpc before" if args.heavy_only else "normal grpc before"
+            timed.add(before)
+            times[before] = []
         broken_down: dict[str, object] = {}
         if args.breakdown:
             timed |= BREAKDOWN
@@ -864,6 +873,8 @@ def main(argv: list[str] | None = None) -> int:
             client.recall(f"ds-{rng.randrange(args.datasets):05d}", words())
             if older_client is not None:
                 older_client.recall(f"ds-{rng.randrange(args.datasets):05d}", words())
+                if args.heavy_only:
+                    older_client.recall(HEAVY, words())
         log(f"measuring {args.queries} queries per path …")
         for i in range(args.queries):
             normal = f"ds-{rng.randrange(args.datasets):05d}"
@@ -883,6 +894,10 @@ def main(argv: list[str] | None = None) -> int:
                 (
                     "normal grpc before",
                     lambda d=normal, q=query: older_client.recall(d, q),  # type: ignore[union-attr]
+                ),
+                (
+                    "heavy grpc before",
+                    lambda q=query: older_client.recall(HEAVY, q),  # type: ignore[union-attr]
                 ),
                 *[
                     (name, lambda d=normal, q=query, run=run: run(d, q))
@@ -919,6 +934,8 @@ def main(argv: list[str] | None = None) -> int:
             ("heavy grpc", "heavy sql"),
             ("normal grpc before", "normal sql"),
             ("normal grpc", "normal grpc before"),
+            ("heavy grpc before", "heavy sql"),
+            ("heavy grpc", "heavy grpc before"),
             ("normal grpc stub", "normal sql"),
             ("normal in-process", "normal sql"),
             ("normal echo", "normal sql"),
@@ -942,7 +959,7 @@ def main(argv: list[str] | None = None) -> int:
             variants["approximate before"] = before_sql
         if not args.normal_only:
             sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
-        for dataset in [] if args.normal_only else heavies:
+        for dataset in [] if args.normal_only or args.exact_queries == 0 else heavies:
             log(f"ranking {args.exact_queries} queries exactly on {dataset} …")
             took: dict[str, list[float]] = {k: [] for k in ["exact", *variants, "count"]}
             at: dict[str, dict[int, list[float]]] = {k: {5: [], 10: []} for k in variants}
