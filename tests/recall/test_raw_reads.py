@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from episodic.store.raw_statement import _numbered, fetch_all, observing_statements
+from episodic.store.raw_statement import fetch_all, numbered, observing_statements
 from episodic.store.recall_queries import _driver_form
 
 # Every kind of value a recall reads, a name used twice and a literal % in one statement.
@@ -45,12 +45,12 @@ def test_the_rows_are_sqlalchemys_rows(engine: Engine) -> None:
 
 
 def test_a_name_is_numbered_once_and_literal_percents_kept() -> None:
-    numbered = _numbered("SELECT %(a)s, %(b)s, %(a)s, '5%%'")
-    assert numbered.sql == "SELECT $1, $2, $1, '5%'"
-    assert numbered.names == ("a", "b")
+    sent = numbered("SELECT %(a)s, %(b)s, %(a)s, '5%%'")
+    assert sent.sql == "SELECT $1, $2, $1, '5%'"
+    assert sent.names == ("a", "b")
     for other in ("SELECT %(a)b", "SELECT %s", "SELECT 5 % 2"):
         with pytest.raises(ValueError, match="only %\\(name\\)s"):
-            _numbered(other)
+            numbered(other)
 
 
 def test_it_runs_in_the_connections_transaction(engine: Engine) -> None:

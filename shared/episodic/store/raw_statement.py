@@ -129,12 +129,12 @@ def fetch_all(
     in autocommit if it runs so — without SQLAlchemy's Core: no execution context, no
     result metadata, no row objects (~0.1–0.2 ms of CPU per statement). The values are
     those SQLAlchemy's psycopg dialect would give for a ``text()`` statement (it converts
-    nothing there), read in binary. The statement goes out in PostgreSQL's own
-    placeholders (:func:`_numbered`); observers, the span and errors see it as written. Observers, the span and the errors as
-    :func:`fetch_one_autocommitted`'s; a connection the error shows dead is invalidated
-    through ``conn`` (its next use reconnects). ``prepare``: psycopg's (None: prepared
+    nothing there), read in binary. It goes out in PostgreSQL's own placeholders
+    (:func:`numbered`); the observers, the span and the errors, as
+    :func:`fetch_one_autocommitted`'s, see it as written. A connection the error shows
+    dead is invalidated through ``conn`` (its next use reconnects). ``prepare``: psycopg's (None: prepared
     from its fifth run on the connection)."""
-    numbered = _numbered(statement)
+    sent = numbered(statement)
     pooled = conn.connection
     driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
     for observer in _observers:
@@ -144,8 +144,8 @@ def fetch_all(
         try:
             cursor = psycopg.RawCursor(driver, row_factory=dict_row)
             cursor.execute(
-                numbered.sql,
-                [parameters[name] for name in numbered.names],
+                sent.sql,
+                [parameters[name] for name in sent.names],
                 prepare=prepare,
                 binary=True,
             )
@@ -159,7 +159,7 @@ def fetch_all(
 
 
 @dataclass(frozen=True)
-class _Numbered:
+class Numbered:
     """A statement in PostgreSQL's placeholders (``$1``, ``$2``, …) and the parameter name
     each number stands for."""
 
@@ -171,7 +171,7 @@ _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s|%")
 
 
 @lru_cache(maxsize=64)
-def _numbered(statement: str) -> _Numbered:
+def numbered(statement: str) -> Numbered:
     """``statement`` (psycopg's ``%(name)s`` format; ``%%`` a literal ``%``) with each name
     numbered in order of first appearance, made once per statement. psycopg parses a named
     statement on every execute unless it is at most 4 KB long (its cache's limit): ~0.25 ms
@@ -190,7 +190,7 @@ def _numbered(statement: str) -> _Numbered:
             names.append(name)
         return f"${names.index(name) + 1}"
 
-    return _Numbered(_PLACEHOLDER.sub(number, statement), tuple(names))
+    return Numbered(_PLACEHOLDER.sub(number, statement), tuple(names))
 
 
 def _wrapped(
