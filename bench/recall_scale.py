@@ -480,13 +480,15 @@ def diagnose(
     sys.stdout.flush()
 
 
-#: The --breakdown paths (see breakdown_paths), and the bare SQL timed on the backend that
-#: read the dataset first (how ``normal sql`` was timed before 2026-12-01).
+#: The --breakdown paths (see breakdown_paths), and the bare SQL as it was timed before
+#: 2026-12-01: in psycopg's named form (``normal sql, named``), and that on the backend that
+#: read the dataset first (``normal sql, first read's backend``).
 BREAKDOWN = {
     "normal grpc stub",
     "normal in-process",
     "health check",
     "normal echo",
+    "normal sql, named",
     "normal sql, first read's backend",
 }
 
@@ -665,6 +667,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO))
     from bench.recall_speed import (
+        as_recall_sends,
         percentiles,
         print_latency_table,
         psycopg_sql,
@@ -743,10 +746,12 @@ def main(argv: list[str] | None = None) -> int:
         # same statement runs it again ~0.3-0.5 ms faster than another one (its CPU caches
         # hold the dataset's rows; docs/benchmarks.md "Recall, sixth pass"), which the bare
         # SQL got and Recall's backend never does when the first read went through ``sql``.
-        sql, first_reader = (
-            stack.enter_context(psycopg.connect(url, autocommit=True)) for _ in range(2)
+        # ``named_sql`` times the bare statement sent in psycopg's named form, on a backend
+        # of its own for the same reason.
+        sql, first_reader, named_sql = (
+            stack.enter_context(psycopg.connect(url, autocommit=True)) for _ in range(3)
         )
-        for conn in (sql, first_reader):
+        for conn in (sql, first_reader, named_sql):
             register_vector(conn)
             # The Recall service's session settings (services/recall/__main__.py).
             conn.execute("SET hnsw.iterative_scan = relaxed_order")
@@ -812,15 +817,27 @@ def main(argv: list[str] | None = None) -> int:
             return {**p, **query_term_params(sql, dataset, query)}
 
         def bare(
-            statement: str, dataset: str, query: str, limit: int = 3, on: object = None
+            statement: str,
+            dataset: str,
+            query: str,
+            limit: int = 3,
+            on: object = None,
+            named: bool = False,
         ) -> list[object]:
             # What Recall sends: the query's lexemes, then the ranking statement (the
-            # approximate one planned for its parameters, as rank() has it planned).
+            # approximate one planned for its parameters, as rank() has it planned), in
+            # numbered placeholders as Recall sends it (``named``: as psycopg sends a named
+            # statement, parsing it on every execute: how the bare SQL was sent before).
             conn: psycopg.Connection = on or sql  # type: ignore[assignment]
             approximate = statement is not exact_sql
             if approximate:
                 conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
-            rows = conn.execute(statement, params(dataset, query, limit)).fetchall()
+            p = params(dataset, query, limit)
+            rows = (
+                conn.execute(statement, p).fetchall()
+                if named
+                else as_recall_sends(conn, statement, p)
+            )
             if approximate:
                 conn.execute("RESET plan_cache_mode")
             return [r[2] for r in rows if r[2] is not None]  # episode_id
@@ -887,7 +904,11 @@ def main(argv: list[str] | None = None) -> int:
                 ("normal sql", lambda d=normal, q=query: bare(exact_sql, d, q)),
                 (
                     "normal sql, first read's backend",
-                    lambda d=normal, q=query: bare(exact_sql, d, q, on=first_reader),
+                    lambda d=normal, q=query: bare(exact_sql, d, q, on=first_reader, named=True),
+                ),
+                (
+                    "normal sql, named",
+                    lambda d=normal, q=query: bare(exact_sql, d, q, on=named_sql, named=True),
                 ),
                 ("heavy grpc", lambda q=query: client.recall(HEAVY, q)),
                 ("heavy sql", lambda q=query: bare(service_sql, HEAVY, q)),
@@ -939,7 +960,9 @@ def main(argv: list[str] | None = None) -> int:
             ("normal grpc stub", "normal sql"),
             ("normal in-process", "normal sql"),
             ("normal echo", "normal sql"),
+            ("normal grpc", "normal sql, named"),
             ("normal grpc", "normal sql, first read's backend"),
+            ("normal sql, named", "normal sql"),
             ("normal sql, first read's backend", "normal sql"),
         ):
             if g not in stats or s not in stats:

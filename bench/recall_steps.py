@@ -14,7 +14,8 @@ queries, interleaved call by call in this process:
   the rows, the events' merge, the second look, building the response; what no timer
   covers is ``unattributed``;
 - the bare SQL of ``bench.recall_scale`` (``normal sql``): the query's vector, its terms'
-  statement, their tokens, the ranking statement (limit 3), on a psycopg connection;
+  statement, their tokens, the ranking statement (limit 3, numbered placeholders as Recall
+  sends it), on a psycopg connection;
 - for the differences between the two: the bare ranking statement with Recall's limit
   (the second look's 5), and the opening statement sent bare, with and without its size
   probe.
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from pgvector.psycopg import register_vector
     from sqlalchemy import event
 
-    from bench.recall_speed import psycopg_sql, query_term_params
+    from bench.recall_speed import as_recall_sends, psycopg_sql, query_term_params
     from episodic import access
     from episodic.config import EmbeddingSettings, PrivacySettings, Settings
     from episodic.providers import make_embedder
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             "limit": limit,
             **terms,
         }
-        conn.execute(exact_sql, p).fetchall()
+        as_recall_sends(conn, exact_sql, p)  # numbered, as Recall sends it
         t3 = time.perf_counter()
         if record:
             prefix = "bare" if limit == 3 else f"bare, limit {limit}"
