@@ -480,8 +480,17 @@ def diagnose(
     sys.stdout.flush()
 
 
-#: The --breakdown paths (see breakdown_paths).
-BREAKDOWN = {"normal grpc stub", "normal in-process", "health check", "normal echo"}
+#: The --breakdown paths (see breakdown_paths), and the bare SQL as it was timed before
+#: 2026-12-01: in psycopg's named form (``normal sql, named``), and that on the backend that
+#: read the dataset first (``normal sql, first read's backend``).
+BREAKDOWN = {
+    "normal grpc stub",
+    "normal in-process",
+    "health check",
+    "normal echo",
+    "normal sql, named",
+    "normal sql, first read's backend",
+}
 
 
 def breakdown_paths(
@@ -603,6 +612,12 @@ def main(argv: list[str] | None = None) -> int:
         help="time the normal datasets' paths only (e.g. while the heavy ones' indexes build)",
     )
     parser.add_argument(
+        "--heavy-only",
+        action="store_true",
+        help=f"time the heavy dataset's paths only ({HEAVY}: gRPC, its bare SQL, and with "
+        "--before-tree the older Recall's gRPC); with --exact-queries 0, no recall@N",
+    )
+    parser.add_argument(
         "--recall-on",
         help=f"comma-separated heavy datasets to measure recall@N on (default {HEAVY}, and "
         f"{CLUSTERED} when the store has it)",
@@ -652,6 +667,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO))
     from bench.recall_speed import (
+        as_recall_sends,
         percentiles,
         print_latency_table,
         psycopg_sql,
@@ -725,11 +741,21 @@ def main(argv: list[str] | None = None) -> int:
             )
             stack.callback(older.terminate)
             older_client = stack.enter_context(EpisodicClient(recall=older.address, timeout=120))
-        sql = stack.enter_context(psycopg.connect(url, autocommit=True))
-        register_vector(sql)
-        # The Recall service's session settings (services/recall/__main__.py).
-        sql.execute("SET hnsw.iterative_scan = relaxed_order")
-        sql.execute(f"SET hnsw.ef_search = {max(40, defaults.recall_approximate_candidates)}")
+        # ``sql`` times the bare statements; ``first_reader`` reads each normal dataset's
+        # pages first, untimed, on a backend of its own: a backend that has just run the
+        # same statement runs it again ~0.3-0.5 ms faster than another one (its CPU caches
+        # hold the dataset's rows; docs/benchmarks.md "Recall, sixth pass"), which the bare
+        # SQL got and Recall's backend never does when the first read went through ``sql``.
+        # ``named_sql`` times the bare statement sent in psycopg's named form, on a backend
+        # of its own for the same reason.
+        sql, first_reader, named_sql = (
+            stack.enter_context(psycopg.connect(url, autocommit=True)) for _ in range(3)
+        )
+        for conn in (sql, first_reader, named_sql):
+            register_vector(conn)
+            # The Recall service's session settings (services/recall/__main__.py).
+            conn.execute("SET hnsw.iterative_scan = relaxed_order")
+            conn.execute(f"SET hnsw.ef_search = {max(40, defaults.recall_approximate_candidates)}")
         hasher = HashingEmbedder(DIM)
         vocab = [f"w{i}" for i in range(1, 5001)]
 
@@ -790,15 +816,30 @@ def main(argv: list[str] | None = None) -> int:
             }
             return {**p, **query_term_params(sql, dataset, query)}
 
-        def bare(statement: str, dataset: str, query: str, limit: int = 3) -> list[object]:
+        def bare(
+            statement: str,
+            dataset: str,
+            query: str,
+            limit: int = 3,
+            on: object = None,
+            named: bool = False,
+        ) -> list[object]:
             # What Recall sends: the query's lexemes, then the ranking statement (the
-            # approximate one planned for its parameters, as rank() has it planned).
+            # approximate one planned for its parameters, as rank() has it planned), in
+            # numbered placeholders as Recall sends it (``named``: as psycopg sends a named
+            # statement, parsing it on every execute: how the bare SQL was sent before).
+            conn: psycopg.Connection = on or sql  # type: ignore[assignment]
             approximate = statement is not exact_sql
             if approximate:
-                sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
-            rows = sql.execute(statement, params(dataset, query, limit)).fetchall()
+                conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
+            p = params(dataset, query, limit)
+            rows = (
+                conn.execute(statement, p).fetchall()
+                if named
+                else as_recall_sends(conn, statement, p)
+            )
             if approximate:
-                sql.execute("RESET plan_cache_mode")
+                conn.execute("RESET plan_cache_mode")
             return [r[2] for r in rows if r[2] is not None]  # episode_id
 
         heavies = args.recall_on.split(",") if args.recall_on else [HEAVY]
@@ -830,9 +871,12 @@ def main(argv: list[str] | None = None) -> int:
             k: [] for k in ("normal grpc", "normal sql", "heavy grpc", "heavy sql", *BREAKDOWN)
         }
         timed = {"normal grpc", "normal sql"} if args.normal_only else set(times) - BREAKDOWN
+        if args.heavy_only:
+            timed = {"heavy grpc", "heavy sql"}
         if older_client is not None:
-            timed.add("normal grpc before")
-            times["normal grpc before"] = []
+            before = "heavy grpc before" if args.heavy_only else "normal grpc before"
+            timed.add(before)
+            times[before] = []
         broken_down: dict[str, object] = {}
         if args.breakdown:
             timed |= BREAKDOWN
@@ -846,19 +890,35 @@ def main(argv: list[str] | None = None) -> int:
             client.recall(f"ds-{rng.randrange(args.datasets):05d}", words())
             if older_client is not None:
                 older_client.recall(f"ds-{rng.randrange(args.datasets):05d}", words())
+                if args.heavy_only:
+                    older_client.recall(HEAVY, words())
         log(f"measuring {args.queries} queries per path …")
         for i in range(args.queries):
             normal = f"ds-{rng.randrange(args.datasets):05d}"
             query = words()
-            bare(exact_sql, normal, query)  # untimed first read of the dataset's pages
+            # Untimed first read of the dataset's pages (into shared buffers), on a backend
+            # no timed path uses.
+            bare(exact_sql, normal, query, on=first_reader)
             paths: list[tuple[str, object]] = [
                 ("normal grpc", lambda d=normal, q=query: client.recall(d, q)),
                 ("normal sql", lambda d=normal, q=query: bare(exact_sql, d, q)),
+                (
+                    "normal sql, first read's backend",
+                    lambda d=normal, q=query: bare(exact_sql, d, q, on=first_reader, named=True),
+                ),
+                (
+                    "normal sql, named",
+                    lambda d=normal, q=query: bare(exact_sql, d, q, on=named_sql, named=True),
+                ),
                 ("heavy grpc", lambda q=query: client.recall(HEAVY, q)),
                 ("heavy sql", lambda q=query: bare(service_sql, HEAVY, q)),
                 (
                     "normal grpc before",
                     lambda d=normal, q=query: older_client.recall(d, q),  # type: ignore[union-attr]
+                ),
+                (
+                    "heavy grpc before",
+                    lambda q=query: older_client.recall(HEAVY, q),  # type: ignore[union-attr]
                 ),
                 *[
                     (name, lambda d=normal, q=query, run=run: run(d, q))
@@ -895,9 +955,15 @@ def main(argv: list[str] | None = None) -> int:
             ("heavy grpc", "heavy sql"),
             ("normal grpc before", "normal sql"),
             ("normal grpc", "normal grpc before"),
+            ("heavy grpc before", "heavy sql"),
+            ("heavy grpc", "heavy grpc before"),
             ("normal grpc stub", "normal sql"),
             ("normal in-process", "normal sql"),
             ("normal echo", "normal sql"),
+            ("normal grpc", "normal sql, named"),
+            ("normal grpc", "normal sql, first read's backend"),
+            ("normal sql, named", "normal sql"),
+            ("normal sql, first read's backend", "normal sql"),
         ):
             if g not in stats or s not in stats:
                 continue
@@ -916,7 +982,7 @@ def main(argv: list[str] | None = None) -> int:
             variants["approximate before"] = before_sql
         if not args.normal_only:
             sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
-        for dataset in [] if args.normal_only else heavies:
+        for dataset in [] if args.normal_only or args.exact_queries == 0 else heavies:
             log(f"ranking {args.exact_queries} queries exactly on {dataset} …")
             took: dict[str, list[float]] = {k: [] for k in ["exact", *variants, "count"]}
             at: dict[str, dict[int, list[float]]] = {k: {5: [], 10: []} for k in variants}

@@ -262,8 +262,9 @@ def check_weights_usable(similarity_weight: float, recency_weight: float) -> Non
 class DatasetSizes:
     """Which datasets are large enough for the approximate candidate path: each dataset's
     count of completed episodes as the last recall saw it (every ranking statement returns
-    it), or, the first time, a count that stops at the threshold (an index-only probe of at
-    most ``threshold + 1`` entries) — never a full count before a call. Process-local; a
+    it), or, the first time, the exact statement guarded by the threshold (:meth:`guard`)
+    or a count that stops at the threshold (an index-only probe of at most
+    ``threshold + 1`` entries) — never a full count before a call. Process-local; a
     dataset that grows past the threshold switches at its next recall."""
 
     MAX_REMEMBERED = 100_000
@@ -277,6 +278,14 @@ class DatasetSizes:
         """How far to count ``dataset``'s episodes before ranking it (None: its size is
         known; the count rides on the call's opening statement, :func:`_rank`)."""
         return None if dataset in self._seen else self.threshold + 1
+
+    def guard(self, dataset: str) -> q.SizeGuard | None:
+        """For a dataset whose size is not known: rank it with the exact statement guarded
+        by the threshold (:class:`~episodic.store.recall_queries.SizeGuard`) instead of
+        probing its size first; None when its size is known."""
+        if dataset in self._seen:
+            return None
+        return q.SizeGuard(exact_up_to=self.threshold, otherwise=self.approximation)
 
     def path(self, conn: Connection, dataset: str) -> q.Approximation | None:
         """The approximation to rank ``dataset`` with, or None for the exact path (probing
@@ -304,19 +313,31 @@ class DatasetSizes:
 def _rank(
     conn: Connection, vault: Vault, dataset: str, **ranking: Any
 ) -> tuple[list[dict[str, Any]], int]:
-    """rank_episodes with the dataset's key, rows opened. The key, the query's lexemes (and
-    their word forms) and (the first time) the dataset's size are read in one statement
-    before the ranking (:func:`~episodic.store.recall_queries.read_opening`): two round
-    trips per call. A key gone stale (the dataset was erased and created again since it was
-    cached) is noticed on the rows and the ranking redone with the new one: the query's
-    tokens must be the new key's too (the lexemes read are the same for any key)."""
+    """rank_episodes with the dataset's key, rows opened. The key and the query's lexemes
+    (and their word forms) are read in one statement before the ranking
+    (:func:`~episodic.store.recall_queries.read_opening`): two round trips per call. The
+    first time the process sees the dataset, the exact ranking statement checks its size
+    itself (:class:`~episodic.store.recall_queries.SizeGuard`: a third round trip, the
+    approximate statement, only for a dataset above the threshold), or, for a call without
+    a query or with ``as_of``, the opening counts it. A key gone stale (the dataset was
+    erased and created again since it was cached) is noticed on the rows and the ranking
+    redone with the new one: the query's tokens must be the new key's too (the lexemes
+    read are the same for any key)."""
     events: EventScope | None = ranking.pop("events", None)
     sizes: DatasetSizes | None = ranking.pop("sizes", None)
     query = ranking["query"]
+    options = ranking.get("options", DEFAULT_RANKING)
     with_query = bool(query and query.strip()) and ranking["similarity_weight"] > 0
-    bound = sizes.probe_bound(dataset) if sizes is not None else None
+    guard = bound = None
+    if sizes is not None:
+        # A dataset not seen yet: with a query, the exact statement checks its size itself
+        # (the count it reads anyway); else the opening counts it (it is its size only
+        # without as_of, and the feedback's first pass has no guard).
+        if with_query and ranking["filters"].as_of is None and not options.expansion:
+            guard = sizes.guard(dataset)
+        else:
+            bound = sizes.probe_bound(dataset)
     if with_query or bound is not None:
-        options = ranking.get("options", DEFAULT_RANKING)
         opening = q.read_opening(
             conn,
             dataset,
@@ -338,6 +359,8 @@ def _rank(
         key = vault.for_read(conn, dataset)
         probed = None
     approximate = sizes.path_probed(dataset, probed) if sizes is not None else None
+    if guard is not None:
+        ranking["guard"] = guard
     try:
         opened, count = _rank_with(conn, key, events, approximate, ranking)
     except WrongKey:
@@ -355,7 +378,7 @@ def _rank_with(
     approximate: q.Approximation | None,
     ranking: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], int]:
-    shared = {k: v for k, v in ranking.items() if k not in ("options", "opening")}
+    shared = {k: v for k, v in ranking.items() if k not in ("options", "opening", "guard")}
     options = ranking.get("options", DEFAULT_RANKING)
     limit = shared["limit"]
     if options.rerank_top and shared["query"]:  # the second look needs its k candidates
@@ -366,6 +389,7 @@ def _rank_with(
         approximate=approximate,
         options=options,
         opening=ranking.get("opening"),
+        guard=ranking.get("guard"),
         **shared,
     )
     opened = [open_row(key, r, "episodes") for r in ranked.rows]

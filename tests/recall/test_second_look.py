@@ -8,11 +8,11 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from episodic.config import RecallSettings
 from episodic.services.recall import domain
 from episodic.store import recall_queries as q
+from episodic.store.raw_statement import observing_statements
 from episodic.store.recall_queries import (
     DEFAULT_RANKING,
     LEARNED_WEIGHTS,
@@ -159,13 +159,11 @@ def test_the_opening_reads_the_query_words_in_order_so_the_pairs_cost_no_round_t
         assert q.phrase_pairs(key, opening.ordered) == q.query_phrase_pairs(conn, key, query)
         statements: list[str] = []
 
-        def seen(*args: Any) -> None:
-            statements.append(str(args[2]))
+        def seen(statement: str, *_: Any) -> None:
+            statements.append(statement)
 
-        event.listen(conn, "before_cursor_execute", seen)
-        try:
+        # Every statement, through SQLAlchemy or on its psycopg connection directly.
+        with observing_statements(seen):
             _recall(conn, query, DEFAULT_RANKING)
-        finally:
-            event.remove(conn, "before_cursor_execute", seen)
     # the opening (key, lexemes, word forms, their order) and the ranking: two round trips
     assert len(statements) == 2, statements

@@ -24,17 +24,26 @@ What watched SQLAlchemy's statements must watch these as well:
 
 Statements are written in psycopg's format (``%(name)s``); the same text can run inside a
 SQLAlchemy transaction with ``Connection.exec_driver_sql``.
+
+:func:`fetch_all` is the read side's form: the rows of one statement sent on the psycopg
+connection *under* a SQLAlchemy ``Connection`` a caller already holds (in its transaction,
+or in autocommit), for a hot read whose other statements stay in SQLAlchemy — Recall's
+opening and ranking statements (docs/benchmarks.md "Recall, sixth pass").
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import psycopg
-from sqlalchemy import Engine, event
+from psycopg.rows import dict_row
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from episodic.telemetry import database_span
@@ -119,6 +128,97 @@ def fetch_one_autocommitted(
             with suppress(psycopg.Error):  # a broken one is replaced at its next checkout
                 driver.autocommit = False  # how the pool's other users expect it
         pooled.close()  # back to the pool (its reset sends nothing: no transaction is open)
+
+
+def fetch_all(
+    conn: Connection,
+    statement: str,
+    parameters: Mapping[str, Any],
+    *,
+    prepare: bool | None = None,
+) -> list[dict[str, Any]]:
+    """The rows of ``statement`` (psycopg's format), as dicts of column name to value,
+    sent on the psycopg connection of ``conn`` — in the transaction ``conn`` has open, or
+    in autocommit if it runs so — without SQLAlchemy's Core: no execution context, no
+    result metadata, no row objects (~0.1–0.2 ms of CPU per statement). The values are
+    those SQLAlchemy's psycopg dialect would give for a ``text()`` statement (it converts
+    nothing there), read in binary. It goes out in PostgreSQL's own placeholders
+    (:func:`numbered`); the observers, the span and the errors, as
+    :func:`fetch_one_autocommitted`'s, see it as written. A connection the error shows
+    dead is invalidated through ``conn`` (its next use reconnects). ``prepare``: psycopg's (None: prepared
+    from its fifth run on the connection)."""
+    sent = numbered(statement)
+    pooled = conn.connection
+    driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
+    for observer in _observers:
+        observer(statement, parameters, driver)
+    engine = conn.engine
+    with database_span(engine, statement, driver) as span:
+        try:
+            cursor = psycopg.RawCursor(driver, row_factory=dict_row)
+            cursor.execute(
+                sent.sql,
+                [parameters[name] for name in sent.names],
+                prepare=prepare,
+                binary=True,
+            )
+            return cursor.fetchall()
+        except psycopg.Error as err:
+            span.failed(err)
+            gone = engine.dialect.is_disconnect(err, driver, None)  # type: ignore[arg-type]
+            if gone:
+                conn.invalidate(err)
+            raise _wrapped(engine, statement, parameters, err, gone) from err
+
+
+@dataclass(frozen=True)
+class Numbered:
+    """A statement in PostgreSQL's placeholders (``$1``, ``$2``, …) and the parameter name
+    each number stands for."""
+
+    sql: str
+    names: tuple[str, ...]
+
+
+_PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s|%")
+
+
+@lru_cache(maxsize=64)
+def numbered(statement: str) -> Numbered:
+    """``statement`` (psycopg's ``%(name)s`` format; ``%%`` a literal ``%``) with each name
+    numbered in order of first appearance, made once per statement. psycopg parses a named
+    statement on every execute unless it is at most 4 KB long (its cache's limit): ~0.25 ms
+    of CPU for Recall's 10 KB ranking statement, against ~0.05 ms to send it numbered
+    (psycopg's ``RawCursor``; docs/benchmarks.md "Recall, sixth pass"). Other placeholders
+    (``%(name)b``, ``%s``) are refused."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        name = match.group(1)
+        if name is None:
+            raise ValueError(f"only %(name)s placeholders can be numbered: {statement[:80]!r}")
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return Numbered(_PLACEHOLDER.sub(number, statement), tuple(names))
+
+
+def _wrapped(
+    engine: Engine, statement: str, parameters: Any, err: psycopg.Error, gone: bool
+) -> StatementError:
+    """``err`` as SQLAlchemy raises it (``gone``: the connection was invalidated)."""
+    return DBAPIError.instance(
+        statement,
+        parameters,
+        err,
+        psycopg.Error,
+        hide_parameters=True,  # people's messages: never in a log line
+        connection_invalidated=gone,
+        dialect=engine.dialect,
+    )
 
 
 def _as_sqlalchemy_error(

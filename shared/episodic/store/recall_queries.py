@@ -65,11 +65,12 @@ from itertools import pairwise
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Connection, RowMapping, TextClause, text
+from sqlalchemy import Connection, RowMapping, text
 
 from episodic import metrics
 from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
+from episodic.store.raw_statement import fetch_all
 from episodic.store.recall_index import DATASET_CONFIG, TEXT_SEARCH_CONFIG, query_tokens
 from episodic.store.relevance import relevance_sql
 
@@ -673,6 +674,7 @@ def recall_sql(
     approximate: bool = False,
     options: RankingOptions = DEFAULT_RANKING,
     exact_cosine: bool = False,
+    guarded: bool = False,
 ) -> str:
     """The ranking statement. ``with_query``: score similarity (lexical part);
     ``with_vector``: also the semantic part (needs ``:qvec``). ``approximate``: score only
@@ -682,7 +684,11 @@ def recall_sql(
     best cosine, read from every filtered summary and chunk vector, instead of the
     candidates' best (see :class:`Approximation`).
     ``options``: see :class:`RankingOptions` (with ``weight_generic_terms``, ``:weights``
-    holds each lexeme's weight, in the order of ``:lexemes``)."""
+    holds each lexeme's weight, in the order of ``:lexemes``). ``guarded`` (the exact path
+    with a query, inside :func:`recall_statement`'s ``guarded`` form): no candidate is read
+    when the dataset's count (its ``total``) is above ``:exact_up_to``."""
+    if guarded and (approximate or not with_query):
+        raise ValueError("only the exact statement with a query is guarded")
     if not with_query:
         candidates = _CANDIDATES
         if approximate:  # recency alone: the newest episodes by the index, as ranked below
@@ -820,7 +826,7 @@ def recall_sql(
         WITH c AS MATERIALIZED (
             -- An episode not indexed yet is found by its summary's embedding alone.
             SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
-            FROM ({_CANDIDATES}) x
+            FROM ({_CANDIDATES}) x{_SIZE_GUARD if guarded else ""}
         ),{query_ctes}"""
     if options.recency_span:  # the approximate path's c is a part of the candidates
         head += span_cte(f"({_CANDIDATES})" if approximate else "c")
@@ -1245,6 +1251,13 @@ COUNT_STATEMENT = (
 )
 
 
+#: The exact statement's candidates when the dataset's size is not known: none when the
+#: dataset has more completed episodes than ``:exact_up_to`` (its count, ``total``, is
+#: read first: a one-time filter, so no candidate is read then). Measured: no slower than
+#: the unguarded statement (docs/benchmarks.md "Recall, sixth pass").
+_SIZE_GUARD = "\n            WHERE (SELECT t.episode_count FROM total t) <= :exact_up_to"
+
+
 @lru_cache(maxsize=16)
 def recall_statement(
     *,
@@ -1253,35 +1266,36 @@ def recall_statement(
     approximate: bool = False,
     options: RankingOptions = DEFAULT_RANKING,
     exact_cosine: bool = False,
+    guarded: bool = False,
 ) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
     snapshot): one row per ranked episode, each carrying ``episode_count`` and
-    ``has_events``; a single row with only those when no episode qualifies."""
+    ``has_events``; a single row with only those when no episode qualifies. ``guarded``
+    (the exact statement with a query): the count is taken first and nothing is ranked
+    when it is above ``:exact_up_to`` — the size probe of a dataset not seen before,
+    within the ranking (:class:`SizeGuard`)."""
+    ranking = recall_sql(
+        with_query=with_query,
+        with_vector=with_vector,
+        approximate=approximate,
+        options=options,
+        exact_cosine=exact_cosine,
+        guarded=guarded,
+    )
+    if guarded:  # the count as a CTE, which the ranking's candidates read (_SIZE_GUARD)
+        return f"""
+        WITH total AS MATERIALIZED ({COUNT_STATEMENT})
+        SELECT total.episode_count, total.has_events, r.*
+        FROM total
+        LEFT JOIN ({ranking}) r ON true
+        ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
+    """
     return f"""
         SELECT total.episode_count, total.has_events, r.*
         FROM ({COUNT_STATEMENT}) total
-        LEFT JOIN ({recall_sql(with_query=with_query, with_vector=with_vector, approximate=approximate, options=options, exact_cosine=exact_cosine)}) r ON true
+        LEFT JOIN ({ranking}) r ON true
         ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
     """
-
-
-@lru_cache(maxsize=16)
-def _compiled(
-    with_query: bool,
-    with_vector: bool,
-    approximate: bool,
-    options: RankingOptions,
-    exact_cosine: bool = False,
-) -> TextClause:
-    return text(
-        recall_statement(
-            with_query=with_query,
-            with_vector=with_vector,
-            approximate=approximate,
-            options=options,
-            exact_cosine=exact_cosine,
-        )
-    )
 
 
 def _driver_form(sql: str) -> str:
@@ -1299,10 +1313,20 @@ def _driver_statement(
     with_query: bool,
     with_vector: bool,
     options: RankingOptions,
+    approximate: bool = False,
+    exact_cosine: bool = False,
+    guarded: bool = False,
 ) -> str:
-    """The exact ranking statement (:func:`recall_statement`) in the driver's form."""
+    """The ranking statement (:func:`recall_statement`) in the driver's form."""
     return _driver_form(
-        recall_statement(with_query=with_query, with_vector=with_vector, options=options)
+        recall_statement(
+            with_query=with_query,
+            with_vector=with_vector,
+            approximate=approximate,
+            options=options,
+            exact_cosine=exact_cosine,
+            guarded=guarded,
+        )
     )
 
 
@@ -1333,10 +1357,24 @@ class Approximation:
 
 
 @dataclass(frozen=True)
+class SizeGuard:
+    """How :func:`rank` ranks a dataset whose size is not known yet: exactly if it has at
+    most ``exact_up_to`` completed episodes — which the exact statement checks itself, from
+    the count it reads anyway, before reading any candidate — else, with a second
+    statement, ``otherwise``. It spares the size probe a statement of its own (or a part of
+    the opening's, ~0.2-0.3 ms: docs/benchmarks.md "Recall, sixth pass")."""
+
+    exact_up_to: int
+    otherwise: Approximation
+
+
+@dataclass(frozen=True)
 class Ranking:
     """What one ranking statement answered (see :func:`rank`)."""
 
-    rows: list[RowMapping]
+    #: Column name to value (dicts, as :func:`~episodic.store.raw_statement.fetch_all`
+    #: reads them).
+    rows: list[dict[str, Any]]
     count: int
     #: Whether the dataset has any event at all (else ranking its events can be skipped).
     has_events: bool
@@ -1386,7 +1424,7 @@ def reorder_top(
     return out
 
 
-def rank_episodes(conn: Connection, **arguments: Any) -> tuple[list[RowMapping], int]:
+def rank_episodes(conn: Connection, **arguments: Any) -> tuple[list[dict[str, Any]], int]:
     """:func:`rank`'s rows and count (same arguments)."""
     ranking = rank(conn, **arguments)
     return ranking.rows, ranking.count
@@ -1406,6 +1444,7 @@ def rank(
     approximate: Approximation | None = None,
     options: RankingOptions = DEFAULT_RANKING,
     opening: Opening | None = None,
+    guard: SizeGuard | None = None,
 ) -> Ranking:
     """The top ``limit`` candidates of ``key``'s dataset by relevance, best first, with
     ``similarity``, ``recency`` and ``relevance`` columns beside the episode's (sealed, as
@@ -1420,9 +1459,16 @@ def rank(
     candidate set of the dataset (a large one) instead of every episode. ``options``:
     :class:`RankingOptions`. ``opening``: what :func:`read_opening` read for this call
     (with the query's lexemes, and their word forms under ``options.word_forms``: then no
-    round trip for them here); None: they are read now."""
+    round trip for them here); None: they are read now. ``guard`` (a dataset of unknown
+    size, with a query, no ``approximate``, no ``as_of``: its count is then its size, and no
+    ``options.expansion``): :class:`SizeGuard`; the count returned is the dataset's either
+    way."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
+    if guard is not None and (
+        not with_query or approximate is not None or filters.as_of is not None or options.expansion
+    ):
+        raise ValueError("a size guard needs a query, the exact path, no as_of, no expansion")
     params: dict[str, object] = {
         **_filter_params(key, filters),
         "ws": float(similarity_weight),
@@ -1431,10 +1477,9 @@ def rank(
         "min_relevance": float(min_relevance),
     }
     if approximate is not None:
-        params["approx_candidates"] = approximate.candidates
-        params["approx_recent"] = approximate.recent
-        params["approx_per_lexeme"] = approximate.per_lexeme
-        params["approx_selective_df"] = approximate.selective_df
+        params.update(_approximation_params(approximate))
+    if guard is not None:
+        params["exact_up_to"] = guard.exact_up_to
     lexemes: list[str] | None = None
     if with_query:
         assert query is not None
@@ -1489,13 +1534,27 @@ def rank(
         params["lexemes"] = [*tokens, *(t for t, _ in feedback)]
         params["weights"] = [*cast(list[float], params["weights"]), *(w for _, w in feedback)]
         params["terms"] = [*cast(list[str | None], params["terms"]), *(None for _ in feedback)]
-    statement = _ranking_statement(with_query, with_vector, approximate, options)
+    statement = _ranking_statement(with_query, with_vector, approximate, options, guard is not None)
     rows = _execute(conn, statement, params)
     count = int(rows[0]["episode_count"]) if rows else 0
+    if guard is not None and count > guard.exact_up_to:  # too large: nothing was ranked
+        approximate = guard.otherwise
+        statement = _ranking_statement(with_query, with_vector, approximate, options)
+        rows = _execute(conn, statement, {**params, **_approximation_params(approximate)})
+        count = int(rows[0]["episode_count"]) if rows else 0
     ranked = [r for r in rows if r["episode_id"] is not None]
     metrics.recall_ranked(candidates=count, results=len(ranked))
     has_events = bool(rows[0]["has_events"]) if rows else True
     return Ranking(ranked, count, has_events, lexemes)
+
+
+def _approximation_params(approximate: Approximation) -> dict[str, object]:
+    return {
+        "approx_candidates": approximate.candidates,
+        "approx_recent": approximate.recent,
+        "approx_per_lexeme": approximate.per_lexeme,
+        "approx_selective_df": approximate.selective_df,
+    }
 
 
 def _ranking_statement(
@@ -1503,34 +1562,39 @@ def _ranking_statement(
     with_vector: bool,
     approximate: Approximation | None,
     options: RankingOptions,
-) -> str | TextClause:
-    """The exact statement in the driver's form (sent on every call: no per-call
-    compilation), the approximate one as a SQLAlchemy text clause."""
+    guarded: bool = False,
+) -> tuple[str, bool]:
+    """The ranking statement in the driver's form (compiled once per variant, not per
+    call), and whether it is the approximate one."""
     if approximate is None:
-        return _driver_statement(with_query, with_vector, options)
-    return _compiled(with_query, with_vector, True, options, approximate.exact_cosine)
+        return _driver_statement(with_query, with_vector, options, guarded=guarded), False
+    statement = _driver_statement(
+        with_query, with_vector, options, approximate=True, exact_cosine=approximate.exact_cosine
+    )
+    return statement, True
 
 
 def _execute(
-    conn: Connection, statement: str | TextClause, params: dict[str, object]
-) -> list[RowMapping]:
-    """The rows of a ranking statement (:func:`rank`): the exact one in the driver's form
-    (:func:`_driver_statement`), the approximate one compiled by SQLAlchemy."""
-    if isinstance(statement, str):  # the exact statement (:func:`_ranking_statement`)
-        rows = list(conn.exec_driver_sql(statement, params).mappings())  # type: ignore[arg-type]
-    else:
-        # psycopg prepares a statement run five times on a connection, and PostgreSQL then
-        # switches to a generic plan (one planned before the dataset and the query's words
-        # are known) whenever its estimated cost is below the custom plans': for this
-        # statement it always is (the estimates are far off), and the generic plan ran
-        # 2-9x longer than the custom one at 1M episodes, up to 87 s (README "Recall at
-        # scale"). So this statement is always planned for its parameters.
-        conn.exec_driver_sql(f"SET plan_cache_mode = {CUSTOM_PLANS}")
-        try:
-            rows = list(conn.execute(statement, params).mappings())
-        finally:
-            conn.exec_driver_sql("RESET plan_cache_mode")
-    return rows
+    conn: Connection, statement: tuple[str, bool], params: dict[str, object]
+) -> list[dict[str, Any]]:
+    """The rows of a ranking statement (:func:`rank`, :func:`_ranking_statement`), sent on
+    the connection's psycopg connection without SQLAlchemy's Core
+    (:func:`episodic.store.raw_statement.fetch_all`: observed, traced, errors as
+    SQLAlchemy's)."""
+    sql, approximate = statement
+    if not approximate:
+        return fetch_all(conn, sql, params)
+    # psycopg prepares a statement run five times on a connection, and PostgreSQL then
+    # switches to a generic plan (one planned before the dataset and the query's words are
+    # known) whenever its estimated cost is below the custom plans': for this statement it
+    # always is (the estimates are far off), and the generic plan ran 2-9x longer than the
+    # custom one at 1M episodes, up to 87 s (docs/benchmarks.md "Recall at scale"). So this
+    # statement is always planned for its parameters.
+    conn.exec_driver_sql(f"SET plan_cache_mode = {CUSTOM_PLANS}")
+    try:
+        return fetch_all(conn, sql, params)
+    finally:
+        conn.exec_driver_sql("RESET plan_cache_mode")
 
 
 def query_phrase_pairs(conn: Connection, key: DatasetKey, query: str) -> list[str]:
@@ -1674,7 +1738,7 @@ def expansion_terms(
     conn: Connection,
     key: DatasetKey,
     filters: RecallFilters,
-    first: Sequence[RowMapping],
+    first: Sequence[Any],
     lexemes: Sequence[str],
 ) -> list[tuple[str, float]]:
     """RM3-style feedback words (``RankingOptions.expansion``): the tokens of the ``first``
@@ -1754,7 +1818,7 @@ class Opening:
 
     #: The dataset's ``datasets`` row key columns (``key_id``, ``master_key_id``,
     #: ``wrapped_key``), or None when the dataset has no row (stored in the clear).
-    key_row: RowMapping | None
+    key_row: dict[str, Any] | None
     #: The query's distinct lexemes, each with whether it is a generic question word
     #: (:data:`episodic.query_focus.GENERIC_WORDS`); None when no query was given.
     lexemes: list[tuple[str, bool]] | None
@@ -1861,7 +1925,7 @@ def read_opening(
     statement = _opening_statement(
         query is not None, generic, size_bound is not None, with_forms, with_order
     )
-    row = conn.exec_driver_sql(statement, params).mappings().one()  # type: ignore[arg-type]
+    (row,) = fetch_all(conn, statement, params)
     lexemes = None
     if query is not None:
         lexemes = [(lexeme, marked == "true") for lexeme, marked in row["lexemes"] or []]
