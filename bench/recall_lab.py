@@ -1397,6 +1397,10 @@ def choose_local_rerank(rows: list[dict], split: dict[str, set[str]]) -> str:
     return "\n".join(lines)
 
 
+#: Chunks per session read for the query-time variant of late interaction.
+NEAREST_CHUNKS = 2
+
+
 def late_interaction_features(
     url: str, conversations: list[locomo.Conversation], rows: list[dict], top: int = 10
 ) -> list[dict]:
@@ -1482,6 +1486,18 @@ def late_interaction_features(
         for w in set(ws):
             df.setdefault(dataset, {})[w] = df.get(dataset, {}).get(w, 0) + 1
     asked = {(c.conversation_id, q.question): (c, q) for c in conversations for q in c.questions}
+    read: dict[str, np.ndarray] = {}
+
+    def chunk_words(chunk: str) -> np.ndarray:
+        if chunk not in read:
+            spans = tuple((m.start(), m.end()) for m in words.finditer(chunk))
+            read[chunk] = (
+                embedder.embed_spans([SpanDocument(chunk, spans)])[0]
+                if spans
+                else np.zeros((0, 384))
+            )
+        return read[chunk]
+
     out = []
     for r in rows:
         if r["kind"] != "own":
@@ -1512,12 +1528,22 @@ def late_interaction_features(
             ]
         )
         weight = np.maximum(weight, 0.0)
+        sentence = embedder.embed_query(query)
         head = []
         for c in r["candidates"][:top]:
             scores = {}
+            near = chunks[(r["dataset"], c["label"])]
+            # the session's NEAREST_CHUNKS chunks nearest the question, each read alone:
+            # what could be computed at query time without stored word vectors
+            picked = np.argsort(-(near["vectors"] @ sentence))[:NEAREST_CHUNKS]
+            alone = [chunk_words(near["chunks"][i]) for i in picked]
             for name, dv in (
                 ("late-interaction", sessions[(r["dataset"], c["label"])][1]),
-                ("word-chunk", chunks[(r["dataset"], c["label"])]["vectors"]),
+                ("word-chunk", near["vectors"]),
+                (
+                    "nearest-chunks",
+                    np.concatenate([a for a in alone if len(a)] or [np.zeros((0, 384))]),
+                ),
             ):
                 best = (qv @ dv.astype(np.float32).T).max(axis=1) if len(dv) else np.zeros(len(qv))
                 scores[f"xenc_{name}"] = (
@@ -1631,8 +1657,23 @@ def rerank_latency(url: str, conversations: list[locomo.Conversation], every: in
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     reranker = PackagedReranker(threads=2)
     settings = RecallSettings()
-    samples: dict[str, list[float]] = {"recall": [], "xenc-cold": [], "xenc-warm": [], "li": []}
+    samples: dict[str, list[float]] = {
+        "recall": [],
+        "xenc-cold": [],
+        "xenc-warm": [],
+        "li": [],
+        "li-nearest-top10": [],
+        "li-nearest-top3": [],
+    }
+    near = candidate_texts(url)
     with engine.connect() as conn:
+        labels = {
+            r["thread_id"]: r["label"]
+            for r in (
+                vault.open_one(conn, row, "threads")
+                for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
+            )
+        }
         asked = [(c, q) for c in conversations for q in c.questions][::every]
         for conv, q in asked:
             request = domain.RecallQuery(
@@ -1693,6 +1734,21 @@ def rerank_latency(url: str, conversations: list[locomo.Conversation], every: in
                 ]
             )
             samples["li"].append((time.perf_counter() - started) * 1000)
+            for top in (10, 3):  # the nearest chunks of the top k, each read alone
+                texts = []
+                for r in answer.rows[:top]:
+                    t = near[(conv.dataset, labels[r["thread_id"]])]
+                    picked = np.argsort(-(t["vectors"] @ vector))[:NEAREST_CHUNKS]
+                    texts += [t["chunks"][i] for i in picked]
+                texts.append(query)
+                started = time.perf_counter()
+                embedder.embed_spans(  # type: ignore[attr-defined]
+                    [
+                        SpanDocument(d, tuple((m.start(), m.end()) for m in words.finditer(d)))
+                        for d in texts
+                    ]
+                )
+                samples[f"li-nearest-top{top}"].append((time.perf_counter() - started) * 1000)
     engine.dispose()
     lines = []
     base = sorted(samples["recall"])
@@ -1945,6 +2001,8 @@ def main(argv: list[str] | None = None) -> int:
         print(choose_mix(rows, split, "word-chunk"))
         print(choose_second_look(rows, split, "xenc_word-chunk"))
         print(choose_second_look(rows, split, ""))
+        print(choose_mix(rows, split, "nearest-chunks"))
+        print(choose_second_look(rows, split, "xenc_nearest-chunks"))
         return 0
     if args.local_rerank:
         path = data_dir / f"features-xenc{suffix}.json"
