@@ -1630,7 +1630,9 @@ def choose_second_look(rows: list[dict], split: dict[str, set[str]], signal: str
     return "\n".join(lines)
 
 
-def rerank_latency(url: str, conversations: list[locomo.Conversation], every: int = 5) -> str:
+def rerank_latency(
+    url: str, conversations: list[locomo.Conversation], every: int = 5, sessions: bool = True
+) -> str:
     """What the two readers would add to a Recall call, timed in the same run, question by
     question (every ``every``-th question): in-process Recall top 10 (the default,
     embedding excluded as in ``latency``); the packaged reranker over Recall's top 5
@@ -1702,7 +1704,7 @@ def rerank_latency(url: str, conversations: list[locomo.Conversation], every: in
             reranker.scores(query, texts)
             samples["xenc-warm"].append((time.perf_counter() - started) * 1000)
             documents = []
-            for r in answer.rows[:10]:
+            for r in answer.rows[:10] if sessions else []:
                 messages = vault.open_rows(
                     conn,
                     conv.dataset,
@@ -1727,13 +1729,16 @@ def rerank_latency(url: str, conversations: list[locomo.Conversation], every: in
                 )
             documents.append(query)
             started = time.perf_counter()
+            if not sessions:
+                documents = []
             embedder.embed_spans(  # type: ignore[attr-defined]
                 [
                     SpanDocument(d, tuple((m.start(), m.end()) for m in words.finditer(d)))
                     for d in documents
                 ]
             )
-            samples["li"].append((time.perf_counter() - started) * 1000)
+            if sessions:
+                samples["li"].append((time.perf_counter() - started) * 1000)
             for top in (10, 3):  # the nearest chunks of the top k, each read alone
                 texts = []
                 for r in answer.rows[:top]:
@@ -1753,6 +1758,8 @@ def rerank_latency(url: str, conversations: list[locomo.Conversation], every: in
     lines = []
     base = sorted(samples["recall"])
     for name, values in samples.items():
+        if not values:
+            continue
         v = sorted(values)
         p50, p99 = v[len(v) // 2], v[int(len(v) * 0.99)]
         lines.append(
@@ -1901,6 +1908,14 @@ def main(argv: list[str] | None = None) -> int:
         help="time in the same run: in-process Recall top 10, the packaged reranker over its "
         "top 5, and the late interaction's word vectors for its top 10 (every 5th question)",
     )
+    parser.add_argument(
+        "--latency-every", type=int, default=5, help="--rerank-latency: every N-th question"
+    )
+    parser.add_argument(
+        "--latency-without-sessions",
+        action="store_true",
+        help="--rerank-latency: skip the whole sessions' word vectors (seconds per question)",
+    )
     args = parser.parse_args(argv)
     if args.speaker_words:
         from episodic.store import recall_index
@@ -1977,7 +1992,11 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:
             url = _database(data_dir, stack)
             print(f"load average before {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-            print(rerank_latency(url, conversations))
+            print(
+                rerank_latency(
+                    url, conversations, args.latency_every, not args.latency_without_sessions
+                )
+            )
             print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     if args.late_interaction:
