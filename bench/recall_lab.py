@@ -1206,6 +1206,569 @@ def confirm(url: str, conversations: list[locomo.Conversation], split: dict[str,
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
+# -- a local reranker over the top candidates (the sixth pass) ------------------------
+
+
+def candidate_texts(url: str) -> dict:
+    """What a reranker can read of every episode of the kept database, by (dataset, label):
+    its summary and key learnings (``domain.rerank_text``) and its thread's chunks (the
+    recall index's, ``recall_index.make_chunks`` over the messages it indexed) with their
+    stored vectors, to pick the chunk nearest a question."""
+    from sqlalchemy import text as sql
+
+    from episodic.services.recall import domain
+    from episodic.store import recall_index
+    from episodic.store.db import make_engine
+    from episodic.testing.keys import test_vault
+
+    engine = make_engine(url, pool_size=2)
+    vault = test_vault()
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    with engine.connect() as conn:
+        threads = {
+            r["thread_id"]: r
+            for r in (
+                vault.open_one(conn, row, "threads")
+                for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
+            )
+        }
+        episodes = (
+            conn.exec_driver_sql("SELECT * FROM episodes WHERE status = 'completed'")
+            .mappings()
+            .all()
+        )
+        for raw in episodes:
+            episode = vault.open_one(conn, raw, "episodes")
+            dataset, thread_id = raw["dataset"], raw["thread_id"]
+            messages = vault.open_rows(
+                conn,
+                dataset,
+                list(
+                    conn.execute(
+                        sql(
+                            "SELECT sequence, content, metadata FROM messages WHERE dataset = :d "
+                            "AND thread_id = :t AND sequence <= :e ORDER BY sequence"
+                        ),
+                        {"d": dataset, "t": thread_id, "e": raw["end_sequence"]},
+                    )
+                    .mappings()
+                    .all()
+                ),
+                "messages",
+            )
+            stored = conn.execute(
+                sql(
+                    "SELECT start_sequence, start_offset, embedding::text AS v FROM message_chunks "
+                    "WHERE dataset = :d AND thread_id = :t AND end_sequence <= :e"
+                ),
+                {"d": dataset, "t": thread_id, "e": raw["end_sequence"]},
+            ).all()
+            texts = recall_index.chunk_texts(
+                [
+                    (m["sequence"], recall_index.indexed_text(m["content"], m["metadata"]))
+                    for m in messages
+                ],
+                [(s, o) for s, o, _ in stored],
+            )
+            chunks = [(texts[(s, o)], json.loads(v)) for s, o, v in stored if (s, o) in texts]
+            out[(dataset, threads[thread_id]["label"])] = {
+                "summary": domain.rerank_text(episode),
+                "chunks": [c for c, _ in chunks],
+                "vectors": np.array([v for _, v in chunks], dtype=np.float32).reshape(-1, 384),
+            }
+    engine.dispose()
+    return out
+
+
+RERANK_INPUTS = ("summary", "chunk", "summary+chunk", "best-of-chunks")
+
+
+def local_rerank_features(
+    url: str, conversations: list[locomo.Conversation], rows: list[dict], top: int = 10
+) -> list[dict]:
+    """For every own question, the local reranker's score of each of Recall's top ``top``
+    candidates, read four ways (``RERANK_INPUTS``): the summary (what the HTTP reranker
+    reads), the chunk nearest the question (by the stored chunk vectors), both, and the
+    best score over every chunk. Cached by the caller."""
+    from bench.packaged_reranker import PackagedReranker
+    from episodic.config import EmbeddingSettings
+    from episodic.providers import make_embedder
+    from episodic.services.recall import domain
+
+    embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
+    reranker = PackagedReranker()
+    asked = {(c.conversation_id, q.question): (c, q) for c in conversations for q in c.questions}
+    own = [r for r in rows if r["kind"] == "own"]
+    queries = {}
+    for r in own:
+        conv, q = asked[(r["conversation"], r["question"])]
+        request = domain.RecallQuery(
+            dataset=conv.dataset,
+            query=q.question,
+            include_episodes=True,
+            limit=10,
+            similarity_weight=0.7,
+            recency_weight=0.3,
+            understanding=domain.read_time(q.question, q.asked_at, False),
+        )
+        queries[(r["conversation"], r["question"])] = request.ranked_query or q.question
+    vectors = embedder.embed(list(queries.values()))
+    qvec = dict(zip(queries, vectors, strict=True))
+    texts = candidate_texts(url)
+    out = []
+    started = time.monotonic()
+    for n, r in enumerate(own):
+        key = (r["conversation"], r["question"])
+        query = queries[key]
+        v = np.asarray(qvec[key], dtype=np.float32)
+        top_c = r["candidates"][:top]
+        docs: dict[str, list[str]] = {
+            name: [] for name in RERANK_INPUTS if name != "best-of-chunks"
+        }
+        every: list[tuple[int, str]] = []
+        for i, c in enumerate(top_c):
+            t = texts[(r["dataset"], c["label"])]
+            best = t["chunks"][int(np.argmax(t["vectors"] @ v))] if t["chunks"] else ""
+            docs["summary"].append(t["summary"])
+            docs["chunk"].append(best or t["summary"])
+            docs["summary+chunk"].append((t["summary"] + "\n" + best).strip())
+            every += [(i, ch) for ch in t["chunks"]] or [(i, t["summary"])]
+        scored = {name: reranker.scores(query, d) for name, d in docs.items()}
+        each = reranker.scores(query, [ch for _, ch in every])
+        best_of = [
+            max(s for (i, _), s in zip(every, each, strict=True) if i == j)
+            for j in range(len(top_c))
+        ]
+        scored["best-of-chunks"] = best_of
+        head = [
+            {**c, **{f"xenc_{name}": float(scored[name][i]) for name in RERANK_INPUTS}}
+            for i, c in enumerate(top_c)
+        ]
+        out.append({**r, "candidates": head + r["candidates"][top:]})
+        if n % 200 == 0:
+            log(f"  local rerank: {n}/{len(own)} questions, {time.monotonic() - started:.0f}s")
+    return out
+
+
+def rerank_order(name: str, top: int, mix: float = 1.0) -> Any:
+    """Recall's order with its best ``top`` reordered by ``mix`` × the reranker's score
+    (min-max over those ``top``) + (1 − ``mix``) × Recall's own relevance (the same)."""
+
+    def rank(c: list[dict]) -> list[str]:
+        head, tail = c[:top], c[top:]
+        if len(head) < 2:
+            return [x["label"] for x in c]
+
+        def norm(values: list[float]) -> list[float]:
+            lo, hi = min(values), max(values)
+            return [(x - lo) / (hi - lo) if hi > lo else 0.0 for x in values]
+
+        given = norm([x[f"xenc_{name}"] for x in head])
+        own = norm([x["relevance"] for x in head])
+        score = [mix * g + (1 - mix) * o for g, o in zip(given, own, strict=True)]
+        order = sorted(range(len(head)), key=lambda i: (-score[i], i))
+        return [head[i]["label"] for i in order] + [x["label"] for x in tail]
+
+    return rank
+
+
+def choose_local_rerank(rows: list[dict], split: dict[str, set[str]]) -> str:
+    """Every input and depth, pure reranker order and a mix with Recall's relevance whose
+    share is chosen on the development half by MRR; both halves printed."""
+    lines = [
+        f"Recall's default: {' / '.join(_scores(rows, split))}",
+        "| input | top k | mix (reranker share) | dev R@1 / R@5 / MRR | held out R@1 / R@5 / MRR |",
+        "|---|---|---|---|---|",
+    ]
+    for name in RERANK_INPUTS:
+        for top in (3, 5, 10):
+            pure = _scores(rows, split, rerank_order(name, top))
+            lines.append(
+                f"| {name} | {top} | 1 (pure) | {' / '.join(pure[:3])} | {' / '.join(pure[3:])} |"
+            )
+            best = max(
+                (float(_scores(rows, split, rerank_order(name, top, m))[2]), m)
+                for m in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+            )
+            cells = _scores(rows, split, rerank_order(name, top, best[1]))
+            lines.append(
+                f"| {name} | {top} | {best[1]:.1f} (dev MRR) | {' / '.join(cells[:3])} | {' / '.join(cells[3:])} |"
+            )
+    return "\n".join(lines)
+
+
+#: Chunks per session read for the query-time variant of late interaction.
+NEAREST_CHUNKS = 2
+
+
+def late_interaction_features(
+    url: str, conversations: list[locomo.Conversation], rows: list[dict], top: int = 10
+) -> list[dict]:
+    """An untried reading for the same-topic and paraphrase misses, with the embedder
+    Recall already has: every word of a session read in context (late chunking at word
+    granularity, ``MiniLMEmbedder.embed_spans`` with one span per word) and every word of
+    the question the same way; a candidate's score is the idf-weighted mean over the
+    question's words of the best cosine with any of its words (ColBERT's MaxSim, with a
+    model not trained for it). Added to each of Recall's top ``top`` candidates as
+    ``xenc_late-interaction``; a lab probe (the word vectors are computed here, not stored)."""
+    import re
+
+    from sqlalchemy import text as sql
+
+    from episodic.config import EmbeddingSettings
+    from episodic.providers import make_embedder
+    from episodic.providers.types import SpanDocument
+    from episodic.services.recall import domain
+    from episodic.store import recall_index
+    from episodic.store.db import make_engine
+    from episodic.testing.keys import test_vault
+
+    words = re.compile(r"\w+", re.UNICODE)
+    embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
+    engine = make_engine(url, pool_size=2)
+    vault = test_vault()
+    sessions: dict[tuple[str, str], tuple[list[str], np.ndarray]] = {}
+    started = time.monotonic()
+    with engine.connect() as conn:
+        labels = {
+            r["thread_id"]: r["label"]
+            for r in (
+                vault.open_one(conn, row, "threads")
+                for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
+            )
+        }
+        episodes = (
+            conn.exec_driver_sql(
+                "SELECT dataset, thread_id, end_sequence FROM episodes WHERE status = 'completed'"
+            )
+            .mappings()
+            .all()
+        )
+        for n, raw in enumerate(episodes):
+            messages = vault.open_rows(
+                conn,
+                raw["dataset"],
+                list(
+                    conn.execute(
+                        sql(
+                            "SELECT sequence, content, metadata FROM messages WHERE dataset = :d "
+                            "AND thread_id = :t AND sequence <= :e ORDER BY sequence"
+                        ),
+                        {"d": raw["dataset"], "t": raw["thread_id"], "e": raw["end_sequence"]},
+                    )
+                    .mappings()
+                    .all()
+                ),
+                "messages",
+            )
+            document = "\n".join(
+                recall_index.indexed_text(m["content"], m["metadata"]) for m in messages
+            )
+            found = list(words.finditer(document))
+            (vectors,) = embedder.embed_spans(
+                [SpanDocument(document, tuple((m.start(), m.end()) for m in found))]
+            )
+            sessions[(raw["dataset"], labels[raw["thread_id"]])] = (
+                [m.group().lower() for m in found],
+                vectors.astype(np.float16),
+            )
+            if n % 50 == 0:
+                log(
+                    f"  word vectors: {n}/{len(episodes)} sessions, {time.monotonic() - started:.0f}s"
+                )
+    engine.dispose()
+    # the control a statement could serve: the same words against the stored chunk vectors
+    chunks = candidate_texts(url)
+    df: dict[str, dict[str, int]] = {}
+    count: dict[str, int] = {}
+    for (dataset, _), (ws, _) in sessions.items():
+        count[dataset] = count.get(dataset, 0) + 1
+        for w in set(ws):
+            df.setdefault(dataset, {})[w] = df.get(dataset, {}).get(w, 0) + 1
+    asked = {(c.conversation_id, q.question): (c, q) for c in conversations for q in c.questions}
+    read: dict[str, np.ndarray] = {}
+
+    def chunk_words(chunk: str) -> np.ndarray:
+        if chunk not in read:
+            spans = tuple((m.start(), m.end()) for m in words.finditer(chunk))
+            read[chunk] = (
+                embedder.embed_spans([SpanDocument(chunk, spans)])[0]
+                if spans
+                else np.zeros((0, 384))
+            )
+        return read[chunk]
+
+    out = []
+    for r in rows:
+        if r["kind"] != "own":
+            continue
+        conv, q = asked[(r["conversation"], r["question"])]
+        request = domain.RecallQuery(
+            dataset=conv.dataset,
+            query=q.question,
+            include_episodes=True,
+            limit=10,
+            similarity_weight=0.7,
+            recency_weight=0.3,
+            understanding=domain.read_time(q.question, q.asked_at, False),
+        )
+        query = request.ranked_query or q.question
+        found = list(words.finditer(query))
+        if not found:
+            out.append(r)
+            continue
+        (qv,) = embedder.embed_spans(
+            [SpanDocument(query, tuple((m.start(), m.end()) for m in found))]
+        )
+        n_sessions = count[r["dataset"]]
+        weight = np.array(
+            [
+                math.log((n_sessions + 1) / (df[r["dataset"]].get(m.group().lower(), 0) + 0.5))
+                for m in found
+            ]
+        )
+        weight = np.maximum(weight, 0.0)
+        sentence = embedder.embed_query(query)
+        head = []
+        for c in r["candidates"][:top]:
+            scores = {}
+            near = chunks[(r["dataset"], c["label"])]
+            # the session's NEAREST_CHUNKS chunks nearest the question, each read alone:
+            # what could be computed at query time without stored word vectors
+            picked = np.argsort(-(near["vectors"] @ sentence))[:NEAREST_CHUNKS]
+            alone = [chunk_words(near["chunks"][i]) for i in picked]
+            for name, dv in (
+                ("late-interaction", sessions[(r["dataset"], c["label"])][1]),
+                ("word-chunk", near["vectors"]),
+                (
+                    "nearest-chunks",
+                    np.concatenate([a for a in alone if len(a)] or [np.zeros((0, 384))]),
+                ),
+            ):
+                best = (qv @ dv.astype(np.float32).T).max(axis=1) if len(dv) else np.zeros(len(qv))
+                scores[f"xenc_{name}"] = (
+                    float((weight * best).sum() / weight.sum()) if weight.sum() > 0 else 0.0
+                )
+            head.append({**c, **scores})
+        out.append({**r, "candidates": head + r["candidates"][top:]})
+    return out
+
+
+def choose_mix(rows: list[dict], split: dict[str, set[str]], name: str) -> str:
+    """One reader's pure order and its mix with Recall's relevance over the top 3, 5, 10,
+    the mix chosen on the development half by MRR; both halves printed."""
+    lines = [
+        f"Recall's default: {' / '.join(_scores(rows, split))}",
+        "| input | top k | mix (its share) | dev R@1 / R@5 / MRR | held out R@1 / R@5 / MRR |",
+        "|---|---|---|---|---|",
+    ]
+    for top in (3, 5, 10):
+        pure = _scores(rows, split, rerank_order(name, top))
+        lines.append(
+            f"| {name} | {top} | 1 (pure) | {' / '.join(pure[:3])} | {' / '.join(pure[3:])} |"
+        )
+        best = max(
+            (float(_scores(rows, split, rerank_order(name, top, m))[2]), m)
+            for m in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+        )
+        cells = _scores(rows, split, rerank_order(name, top, best[1]))
+        lines.append(
+            f"| {name} | {top} | {best[1]:.2f} (dev MRR) | {' / '.join(cells[:3])} "
+            f"| {' / '.join(cells[3:])} |"
+        )
+    return "\n".join(lines)
+
+
+def choose_second_look(rows: list[dict], split: dict[str, set[str]], signal: str) -> str:
+    """``signal`` (a key every one of the top 10 candidates carries) as a seventh signal of
+    the second look (``recall_queries.reorder_top``): the six refitted with it by the
+    listwise regression on the development half's top 10, the temperature chosen there by
+    MRR, then the default's top 3, 5 or 10 reordered; both halves printed."""
+    from episodic.store.recall_queries import DEFAULT_RANKING
+
+    names = (*dict(DEFAULT_RANKING.rerank_weights), *((signal,) if signal else ()))
+    head = [{**r, "candidates": r["candidates"][:10]} for r in rows]
+
+    def ordered(weights: dict[str, float], top: int) -> Any:
+        # reorder_top's arithmetic (RankingOptions accepts only the statement's signals):
+        # 0.7 x exp(fit - ideal fit) + 0.3 x recency over the top k, the ideal 1 on the
+        # relative signals and coverages, the best of the k on the cosine and this one
+        def rank(c: list[dict]) -> list[str]:
+            k = [x for x in c[:top] if all(n in x for n in weights)]
+            if len(k) < 2:
+                return [x["label"] for x in c]
+            ideal = sum(
+                w * (max(x[n] for x in k) if n in ("cosine", "phrase", signal) else 1.0)
+                for n, w in weights.items()
+            )
+
+            def score(x: dict) -> float:
+                fit = sum(w * x[n] for n, w in weights.items())
+                similarity = math.exp(fit - ideal) if x["lexical"] > 0 or x["semantic"] > 0 else 0
+                return 0.7 * similarity + 0.3 * x["recency"]
+
+            reordered = sorted(k, key=score, reverse=True)
+            return [x["label"] for x in reordered] + [x["label"] for x in c[len(k) :]]
+
+        return rank
+
+    w = fit_ranker(head, split["dev"], names=names)
+    best = max(
+        (float(_scores(rows, split, ordered(dict(zip(names, w * t, strict=True)), 5))[2]), t)
+        for t in (0.25, 0.5, 0.75, 1.0)
+    )
+    weights = dict(zip(names, np.round(w * best[1], 3).tolist(), strict=True))
+    lines = [
+        f"Recall's default: {' / '.join(_scores(rows, split))}",
+        f"weights (dev, temperature {best[1]}): {weights}",
+        "| second look over | dev R@1 / R@5 / MRR | held out R@1 / R@5 / MRR |",
+        "|---|---|---|",
+    ]
+    for top in (3, 5, 10):
+        cells = _scores(rows, split, ordered(weights, top))
+        lines.append(f"| top {top} | {' / '.join(cells[:3])} | {' / '.join(cells[3:])} |")
+    return "\n".join(lines)
+
+
+def rerank_latency(
+    url: str, conversations: list[locomo.Conversation], every: int = 5, sessions: bool = True
+) -> str:
+    """What the two readers would add to a Recall call, timed in the same run, question by
+    question (every ``every``-th question): in-process Recall top 10 (the default,
+    embedding excluded as in ``latency``); the packaged reranker over Recall's top 5
+    summaries, its document cache emptied each time (a first read) and warm; the late
+    interaction's word vectors computed at query time for the top 10 sessions and the
+    question (what it would cost without stored word vectors)."""
+    import re
+
+    from sqlalchemy import text as sql
+
+    from bench.packaged_reranker import PackagedReranker
+    from episodic.config import EmbeddingSettings, RecallSettings
+    from episodic.providers import make_embedder
+    from episodic.providers.types import SpanDocument
+    from episodic.services.recall import domain
+    from episodic.store import recall_index
+    from episodic.store.db import make_engine
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.testing.keys import test_vault
+
+    words = re.compile(r"\w+", re.UNICODE)
+    engine = make_engine(url, pool_size=2)
+    vault = test_vault()
+    embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
+    reranker = PackagedReranker(threads=2)
+    settings = RecallSettings()
+    samples: dict[str, list[float]] = {
+        "recall": [],
+        "xenc-cold": [],
+        "xenc-warm": [],
+        "li": [],
+        "li-nearest-top10": [],
+        "li-nearest-top3": [],
+    }
+    near = candidate_texts(url)
+    with engine.connect() as conn:
+        labels = {
+            r["thread_id"]: r["label"]
+            for r in (
+                vault.open_one(conn, row, "threads")
+                for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
+            )
+        }
+        asked = [(c, q) for c in conversations for q in c.questions][::every]
+        for conv, q in asked:
+            request = domain.RecallQuery(
+                dataset=conv.dataset,
+                query=q.question,
+                include_episodes=True,
+                limit=10,
+                similarity_weight=settings.similarity_weight,
+                recency_weight=settings.recency_weight,
+                filters=RecallFilters(as_of=q.asked_at),
+                understanding=domain.read_time(q.question, q.asked_at, False),
+                events=None,
+            )
+            query = request.ranked_query or q.question
+            vector = embedder.embed_query(query)
+            started = time.perf_counter()
+            answer = domain.recall(conn, vault, request, vector)
+            samples["recall"].append((time.perf_counter() - started) * 1000)
+            rows = list(answer.rows)  # opened by domain.recall
+            texts = [domain.rerank_text(r) for r in rows[:5]]
+            reranker._cache.clear()
+            started = time.perf_counter()
+            reranker.scores(query, texts)
+            samples["xenc-cold"].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            reranker.scores(query, texts)
+            samples["xenc-warm"].append((time.perf_counter() - started) * 1000)
+            documents = []
+            for r in answer.rows[:10] if sessions else []:
+                messages = vault.open_rows(
+                    conn,
+                    conv.dataset,
+                    list(
+                        conn.execute(
+                            sql(
+                                "SELECT sequence, content, metadata FROM messages "
+                                "WHERE dataset = :d AND thread_id = :t AND sequence <= :e "
+                                "ORDER BY sequence"
+                            ),
+                            {"d": conv.dataset, "t": r["thread_id"], "e": r["end_sequence"]},
+                        )
+                        .mappings()
+                        .all()
+                    ),
+                    "messages",
+                )
+                documents.append(
+                    "\n".join(
+                        recall_index.indexed_text(m["content"], m["metadata"]) for m in messages
+                    )
+                )
+            documents.append(query)
+            started = time.perf_counter()
+            if not sessions:
+                documents = []
+            embedder.embed_spans(  # type: ignore[attr-defined]
+                [
+                    SpanDocument(d, tuple((m.start(), m.end()) for m in words.finditer(d)))
+                    for d in documents
+                ]
+            )
+            if sessions:
+                samples["li"].append((time.perf_counter() - started) * 1000)
+            for top in (10, 3):  # the nearest chunks of the top k, each read alone
+                texts = []
+                for r in answer.rows[:top]:
+                    t = near[(conv.dataset, labels[r["thread_id"]])]
+                    picked = np.argsort(-(t["vectors"] @ vector))[:NEAREST_CHUNKS]
+                    texts += [t["chunks"][i] for i in picked]
+                texts.append(query)
+                started = time.perf_counter()
+                embedder.embed_spans(  # type: ignore[attr-defined]
+                    [
+                        SpanDocument(d, tuple((m.start(), m.end()) for m in words.finditer(d)))
+                        for d in texts
+                    ]
+                )
+                samples[f"li-nearest-top{top}"].append((time.perf_counter() - started) * 1000)
+    engine.dispose()
+    lines = []
+    base = sorted(samples["recall"])
+    for name, values in samples.items():
+        if not values:
+            continue
+        v = sorted(values)
+        p50, p99 = v[len(v) // 2], v[int(len(v) * 0.99)]
+        lines.append(
+            f"{name}: p50 {p50:.1f} ms, p99 {p99:.1f} ms ({len(v)} questions); "
+            f"{p50 / base[len(base) // 2]:.2f}x Recall's p50"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default="/tmp/episodic-recall-lab")
@@ -1326,6 +1889,33 @@ def main(argv: list[str] | None = None) -> int:
         help="K1,B: BM25 constants for passages only (recall_queries.PASSAGE_BM25; "
         "features-NAME-pbm25-K1-B.json)",
     )
+    parser.add_argument(
+        "--local-rerank",
+        action="store_true",
+        help="score Recall's top 10 with the packaged local reranker (bench/packaged_reranker.py; pip install nanoranker==1.2 first) "
+        "read four ways (features-xenc.json, from features-default.json) and print every "
+        "input, depth and mix on both halves, the mix chosen on the dev half",
+    )
+    parser.add_argument(
+        "--late-interaction",
+        action="store_true",
+        help="score Recall's top 10 by the question's words' best in-context cosines with "
+        "each session's words (features-li.json, from features-default.json)",
+    )
+    parser.add_argument(
+        "--rerank-latency",
+        action="store_true",
+        help="time in the same run: in-process Recall top 10, the packaged reranker over its "
+        "top 5, and the late interaction's word vectors for its top 10 (every 5th question)",
+    )
+    parser.add_argument(
+        "--latency-every", type=int, default=5, help="--rerank-latency: every N-th question"
+    )
+    parser.add_argument(
+        "--latency-without-sessions",
+        action="store_true",
+        help="--rerank-latency: skip the whole sessions' word vectors (seconds per question)",
+    )
     args = parser.parse_args(argv)
     if args.speaker_words:
         from episodic.store import recall_index
@@ -1397,6 +1987,58 @@ def main(argv: list[str] | None = None) -> int:
             print(f"load average before {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
             print(latency(url, conversations, [n.strip() for n in args.latency.split(",")]))
             print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
+    if args.rerank_latency:
+        with ExitStack() as stack:
+            url = _database(data_dir, stack)
+            print(f"load average before {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            print(
+                rerank_latency(
+                    url, conversations, args.latency_every, not args.latency_without_sessions
+                )
+            )
+            print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
+    if args.late_interaction:
+        path = data_dir / f"features-li{suffix}.json"
+        if args.refresh or not path.exists():
+            base = data_dir / f"features-default{suffix}.json"
+            if not base.exists():
+                sys.exit(f"{base} is missing: run --options default first")
+            with ExitStack() as stack:
+                url = _database(data_dir, stack)
+                started = time.monotonic()
+                got = late_interaction_features(url, conversations, json.loads(base.read_text()))
+                log(
+                    f"late interaction over {len(got)} questions in {time.monotonic() - started:.1f}s"
+                )
+            path.write_text(json.dumps(got))
+        print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        rows = json.loads(path.read_text())
+        print(choose_mix(rows, split, "late-interaction"))
+        print(choose_second_look(rows, split, "xenc_late-interaction"))
+        print(choose_mix(rows, split, "word-chunk"))
+        print(choose_second_look(rows, split, "xenc_word-chunk"))
+        print(choose_second_look(rows, split, ""))
+        print(choose_mix(rows, split, "nearest-chunks"))
+        print(choose_second_look(rows, split, "xenc_nearest-chunks"))
+        return 0
+    if args.local_rerank:
+        path = data_dir / f"features-xenc{suffix}.json"
+        if args.refresh or not path.exists():
+            base = data_dir / f"features-default{suffix}.json"
+            if not base.exists():
+                sys.exit(f"{base} is missing: run --options default first")
+            with ExitStack() as stack:
+                url = _database(data_dir, stack)
+                started = time.monotonic()
+                got = local_rerank_features(url, conversations, json.loads(base.read_text()))
+                log(
+                    f"local reranker over {len(got)} questions in {time.monotonic() - started:.1f}s"
+                )
+            path.write_text(json.dumps(got))
+        print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(choose_local_rerank(json.loads(path.read_text()), split))
         return 0
     if args.fit_rerank:
         rows = json.loads((data_dir / f"features-{args.fit_rerank}{suffix}.json").read_text())
