@@ -102,14 +102,7 @@ def fetch_one_autocommitted(
         # No connection to be had (the database is down or restarting): SQLAlchemy's
         # Connection wraps this, the pool's raw checkout does not — and the call
         # interceptor answers SQLAlchemy's OperationalError UNAVAILABLE, psycopg's INTERNAL.
-        raise DBAPIError.instance(
-            statement,
-            parameters,
-            err,
-            psycopg.Error,
-            hide_parameters=True,
-            dialect=engine.dialect,
-        ) from err
+        raise _wrapped(engine, statement, parameters, err, gone=False) from err
     driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
     try:
         # No transaction is open on a connection the pool hands out: no round trip.
@@ -168,7 +161,7 @@ def fetch_all(
             gone = engine.dialect.is_disconnect(err, driver, None)  # type: ignore[arg-type]
             if gone:
                 conn.invalidate(err)
-            raise _wrapped(engine, statement, parameters, err, gone) from err
+            raise _wrapped(engine, statement, parameters, err, gone=gone) from err
 
 
 @dataclass(frozen=True)
@@ -207,9 +200,11 @@ def numbered(statement: str) -> Numbered:
 
 
 def _wrapped(
-    engine: Engine, statement: str, parameters: Any, err: psycopg.Error, gone: bool
+    engine: Engine, statement: str, parameters: Any, err: psycopg.Error, *, gone: bool
 ) -> StatementError:
-    """``err`` as SQLAlchemy raises it (``gone``: the connection was invalidated)."""
+    """``err`` as SQLAlchemy raises it (``gone``: the connection was invalidated). The
+    call interceptor answers SQLAlchemy's errors by kind (OperationalError: UNAVAILABLE);
+    psycopg's own would be INTERNAL."""
     return DBAPIError.instance(
         statement,
         parameters,
@@ -229,12 +224,4 @@ def _as_sqlalchemy_error(
     gone = engine.dialect.is_disconnect(err, pooled.driver_connection, None)  # type: ignore[arg-type]
     if gone:
         pooled.invalidate(err)
-    return DBAPIError.instance(
-        statement,
-        parameters,
-        err,
-        psycopg.Error,
-        hide_parameters=True,  # people's messages: never in a log line
-        connection_invalidated=gone,
-        dialect=engine.dialect,
-    )
+    return _wrapped(engine, statement, parameters, err, gone=gone)
