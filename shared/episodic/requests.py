@@ -22,6 +22,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
@@ -106,50 +107,66 @@ def check_structs(request: Message) -> Unparsable | None:
                 field.message_type.full_name in _STRUCT_TYPES
             )
             for i, value in enumerate(items):
-                where = f"{path}{field.name}" + (f"[{i}]" if repeated else "")
                 if is_struct:
-                    problem = _struct_problem(value, where)
+                    problem = _struct_problem(value)
                     if problem is not None:
-                        return problem
+                        where = f"{path}{field.name}" + (f"[{i}]" if repeated else "")
+                        return Unparsable(f"{where} {problem}", where)
                 else:
+                    where = f"{path}{field.name}" + (f"[{i}]" if repeated else "")
                     stack.append((value, where + "."))
     return None
 
 
-def _struct_problem(value: Message, where: str) -> Unparsable | None:
+def _struct_problem(value: Message) -> str | None:
+    """What is wrong with one Struct, Value or ListValue (to follow its field's path), or
+    None. Called for the metadata of every message of a batch: the path is built only for
+    an answer."""
     size = value.ByteSize()
     if size > MAX_STRUCT_BYTES:
-        return Unparsable(
-            f"{where} is {size} bytes; the limit for a Struct is {MAX_STRUCT_BYTES}", where
-        )
+        return f"is {size} bytes; the limit for a Struct is {MAX_STRUCT_BYTES}"
+    if size < _BYTES_TO_EXCEED_DEPTH:
+        return None  # too small to nest that deep: no walk (most metadata)
     depth = _json_depth(value)
     if depth > MAX_STRUCT_DEPTH:
-        return Unparsable(
-            f"{where} nests objects and lists {depth} levels deep; the limit is {MAX_STRUCT_DEPTH}",
-            where,
-        )
+        return f"nests objects and lists {depth} levels deep; the limit is {MAX_STRUCT_DEPTH}"
     return None
+
+
+#: Each level of nesting below the first costs a Struct or ListValue at least 4 bytes
+#: serialized: the entry's tag and length, then the Value's tag and length (a Struct's map
+#: entry adds more; an empty key may be left out). So a Struct nested deeper than
+#: MAX_STRUCT_DEPTH is at least this large, and a smaller one needs no walk — the walk is
+#: ~6 µs for a three-key Struct, which every message of an AddMessages batch carries
+#: (tests/test_struct_depth.py checks the bound on the tightest nestings).
+_BYTES_TO_EXCEED_DEPTH = 4 * MAX_STRUCT_DEPTH
 
 
 def _json_depth(value: Message) -> int:
     """Nesting of objects and lists in a Struct, Value or ListValue (an empty object is 1),
-    computed without recursion."""
+    computed without recursion. Only Values holding an object or a list are visited."""
+    if isinstance(value, struct_pb2.Value):
+        kind = value.WhichOneof("kind")
+        if kind not in _NESTING_KINDS:
+            return 0
+        value = getattr(value, kind)
     deepest = 0
-    stack: list[tuple[Message, int]] = [(value, 0)]
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        name = node.DESCRIPTOR.full_name
-        if name == "google.protobuf.Struct":
-            deepest = max(deepest, depth + 1)
-            stack.extend((v, depth + 1) for v in node.fields.values())  # type: ignore[attr-defined]
-        elif name == "google.protobuf.ListValue":
-            deepest = max(deepest, depth + 1)
-            stack.extend((v, depth + 1) for v in node.values)  # type: ignore[attr-defined]
-        else:  # a Value: only struct_value and list_value nest
-            kind = node.WhichOneof("kind")
-            if kind in ("struct_value", "list_value"):
-                stack.append((getattr(node, kind), depth))
+        if depth > deepest:
+            deepest = depth
+        children = node.fields.values() if isinstance(node, struct_pb2.Struct) else node.values
+        for child in children:
+            kind = child.WhichOneof("kind")
+            if kind == "struct_value":
+                stack.append((child.struct_value, depth + 1))
+            elif kind == "list_value":
+                stack.append((child.list_value, depth + 1))
     return deepest
+
+
+_NESTING_KINDS = frozenset({"struct_value", "list_value"})
 
 
 @cache
