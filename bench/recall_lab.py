@@ -406,6 +406,30 @@ def _pool_summary_vectors(engine: Any, embedder: Any, vault: Any) -> None:
     log(f"pooled summary vectors: {same} summaries as stored, {differ} differ, {unpooled} kept")
 
 
+def lab_request(dataset: str, q: locomo.Question, *, limit: int = 10, ranking: Any = None) -> Any:
+    """The RecallQuery the lab asks for ``q`` of ``dataset``: the service's default weights,
+    the time the question was asked as ``as_of`` and for reading its time words, no events
+    (LoCoMo has none, and a lab database kept from before the events migration has no
+    events table); ``ranking`` None is the default ranking."""
+    from episodic.config import RecallSettings
+    from episodic.services.recall import domain
+    from episodic.store.recall_queries import DEFAULT_RANKING, RecallFilters
+
+    settings = RecallSettings()
+    return domain.RecallQuery(
+        dataset=dataset,
+        query=q.question,
+        include_episodes=True,
+        limit=limit,
+        similarity_weight=settings.similarity_weight,
+        recency_weight=settings.recency_weight,
+        filters=RecallFilters(as_of=q.asked_at),
+        understanding=domain.read_time(q.question, q.asked_at, False),
+        ranking=ranking if ranking is not None else DEFAULT_RANKING,
+        events=None,
+    )
+
+
 def _features(
     url: str,
     conversations: list[locomo.Conversation],
@@ -414,11 +438,10 @@ def _features(
 ) -> list:
     """Every candidate's signals for every (question, dataset) pair asked, ranked with
     ``options`` (recall_queries.RankingOptions; None: Recall's default)."""
-    from episodic.config import EmbeddingSettings, RecallSettings
+    from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
     from episodic.services.recall import domain
     from episodic.store.db import make_engine
-    from episodic.store.recall_queries import RecallFilters
     from episodic.testing.keys import test_vault
 
     engine = make_engine(url, pool_size=2)
@@ -426,7 +449,6 @@ def _features(
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     from episodic.store.recall_queries import DEFAULT_RANKING
 
-    settings = RecallSettings()
     options = options or DEFAULT_RANKING
     out: list[dict[str, Any]] = []
     n = len(conversations)
@@ -444,20 +466,7 @@ def _features(
             asks += [(q, foreign, "foreign") for q in conv.questions]
             asks += [(q, conv, "adversarial") for q in adversarial.get(conv.conversation_id, [])]
             requests = [
-                domain.RecallQuery(
-                    dataset=target.dataset,
-                    query=q.question,
-                    include_episodes=True,
-                    limit=domain.MAX_CONTEXT_EPISODES,
-                    similarity_weight=settings.similarity_weight,
-                    recency_weight=settings.recency_weight,
-                    filters=RecallFilters(as_of=q.asked_at),
-                    understanding=domain.read_time(q.question, q.asked_at, False),
-                    ranking=options,
-                    # LoCoMo has no events (the classifier is off by default), and a lab
-                    # database kept from before the events migration has no events table
-                    events=None,
-                )
+                lab_request(target.dataset, q, limit=domain.MAX_CONTEXT_EPISODES, ranking=options)
                 for q, target, _ in asks
             ]
             # what the servicer embeds: the ranked query (time words and framing removed)
@@ -996,35 +1005,22 @@ def _scores(rows: list[dict], split: dict[str, set[str]], fn: Any = None) -> lis
 def latency(url: str, conversations: list[locomo.Conversation], names: list[str]) -> str:
     """In-process Recall (embedding excluded: the same vector per question) with each of
     ``names``' switches, interleaved question by question, top 10 as the service asks."""
-    from episodic.config import EmbeddingSettings, RecallSettings
+    from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
     from episodic.services.recall import domain
     from episodic.store.db import make_engine
-    from episodic.store.recall_queries import RecallFilters
     from episodic.testing.keys import test_vault
 
     known = ranking_variants()
     engine = make_engine(url, pool_size=2)
     vault = test_vault()
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
-    settings = RecallSettings()
     samples: dict[str, list[float]] = {n: [] for n in names}
     with engine.connect() as conn:
         for conv in conversations:
             for q in conv.questions:
                 for name in names:
-                    request = domain.RecallQuery(
-                        dataset=conv.dataset,
-                        query=q.question,
-                        include_episodes=True,
-                        limit=10,
-                        similarity_weight=settings.similarity_weight,
-                        recency_weight=settings.recency_weight,
-                        filters=RecallFilters(as_of=q.asked_at),
-                        understanding=domain.read_time(q.question, q.asked_at, False),
-                        ranking=known[name],
-                        events=None,
-                    )
+                    request = lab_request(conv.dataset, q, ranking=known[name])
                     vector = embedder.embed_query(request.ranked_query or q.question)
                     started = time.perf_counter()
                     domain.recall(conn, vault, request, vector)
@@ -1293,7 +1289,6 @@ def local_rerank_features(
     from bench.packaged_reranker import PackagedReranker
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
-    from episodic.services.recall import domain
 
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     reranker = PackagedReranker()
@@ -1302,16 +1297,8 @@ def local_rerank_features(
     queries = {}
     for r in own:
         conv, q = asked[(r["conversation"], r["question"])]
-        request = domain.RecallQuery(
-            dataset=conv.dataset,
-            query=q.question,
-            include_episodes=True,
-            limit=10,
-            similarity_weight=0.7,
-            recency_weight=0.3,
-            understanding=domain.read_time(q.question, q.asked_at, False),
-        )
-        queries[(r["conversation"], r["question"])] = request.ranked_query or q.question
+        ranked = lab_request(conv.dataset, q).ranked_query
+        queries[(r["conversation"], r["question"])] = ranked or q.question
     vectors = embedder.embed(list(queries.values()))
     qvec = dict(zip(queries, vectors, strict=True))
     texts = candidate_texts(url)
@@ -1418,7 +1405,6 @@ def late_interaction_features(
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
     from episodic.providers.types import SpanDocument
-    from episodic.services.recall import domain
     from episodic.store import recall_index
     from episodic.store.db import make_engine
     from episodic.testing.keys import test_vault
@@ -1503,16 +1489,7 @@ def late_interaction_features(
         if r["kind"] != "own":
             continue
         conv, q = asked[(r["conversation"], r["question"])]
-        request = domain.RecallQuery(
-            dataset=conv.dataset,
-            query=q.question,
-            include_episodes=True,
-            limit=10,
-            similarity_weight=0.7,
-            recency_weight=0.3,
-            understanding=domain.read_time(q.question, q.asked_at, False),
-        )
-        query = request.ranked_query or q.question
+        query = lab_request(conv.dataset, q).ranked_query or q.question
         found = list(words.finditer(query))
         if not found:
             out.append(r)
@@ -1644,13 +1621,12 @@ def rerank_latency(
     from sqlalchemy import text as sql
 
     from bench.packaged_reranker import PackagedReranker
-    from episodic.config import EmbeddingSettings, RecallSettings
+    from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
     from episodic.providers.types import SpanDocument
     from episodic.services.recall import domain
     from episodic.store import recall_index
     from episodic.store.db import make_engine
-    from episodic.store.recall_queries import RecallFilters
     from episodic.testing.keys import test_vault
 
     words = re.compile(r"\w+", re.UNICODE)
@@ -1658,7 +1634,6 @@ def rerank_latency(
     vault = test_vault()
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     reranker = PackagedReranker(threads=2)
-    settings = RecallSettings()
     samples: dict[str, list[float]] = {
         "recall": [],
         "xenc-cold": [],
@@ -1678,17 +1653,7 @@ def rerank_latency(
         }
         asked = [(c, q) for c in conversations for q in c.questions][::every]
         for conv, q in asked:
-            request = domain.RecallQuery(
-                dataset=conv.dataset,
-                query=q.question,
-                include_episodes=True,
-                limit=10,
-                similarity_weight=settings.similarity_weight,
-                recency_weight=settings.recency_weight,
-                filters=RecallFilters(as_of=q.asked_at),
-                understanding=domain.read_time(q.question, q.asked_at, False),
-                events=None,
-            )
+            request = lab_request(conv.dataset, q)
             query = request.ranked_query or q.question
             vector = embedder.embed_query(query)
             started = time.perf_counter()
@@ -1767,6 +1732,23 @@ def rerank_latency(
             f"{p50 / base[len(base) // 2]:.2f}x Recall's p50"
         )
     return "\n".join(lines)
+
+
+def _reader_features(path: Path, base: Path, refresh: bool, compute: Any, label: str) -> list[dict]:
+    """A second reader's features over the default run's candidates (``base``, the
+    ``--options default`` cache), computed on the lab database once and kept at ``path``
+    (again with ``refresh``); prints the load average before they are scored."""
+    if refresh or not path.exists():
+        if not base.exists():
+            sys.exit(f"{base} is missing: run --options default first")
+        with ExitStack() as stack:
+            url = _database(data_dir=path.parent, stack=stack)
+            started = time.monotonic()
+            got = compute(url, json.loads(base.read_text()))
+            log(f"{label} over {len(got)} questions in {time.monotonic() - started:.1f}s")
+        path.write_text(json.dumps(got))
+    print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return json.loads(path.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -2000,21 +1982,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     if args.late_interaction:
-        path = data_dir / f"features-li{suffix}.json"
-        if args.refresh or not path.exists():
-            base = data_dir / f"features-default{suffix}.json"
-            if not base.exists():
-                sys.exit(f"{base} is missing: run --options default first")
-            with ExitStack() as stack:
-                url = _database(data_dir, stack)
-                started = time.monotonic()
-                got = late_interaction_features(url, conversations, json.loads(base.read_text()))
-                log(
-                    f"late interaction over {len(got)} questions in {time.monotonic() - started:.1f}s"
-                )
-            path.write_text(json.dumps(got))
-        print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        rows = json.loads(path.read_text())
+        rows = _reader_features(
+            data_dir / f"features-li{suffix}.json",
+            data_dir / f"features-default{suffix}.json",
+            args.refresh,
+            lambda url, base: late_interaction_features(url, conversations, base),
+            "late interaction",
+        )
         print(choose_mix(rows, split, "late-interaction"))
         print(choose_second_look(rows, split, "xenc_late-interaction"))
         print(choose_mix(rows, split, "word-chunk"))
@@ -2024,21 +1998,14 @@ def main(argv: list[str] | None = None) -> int:
         print(choose_second_look(rows, split, "xenc_nearest-chunks"))
         return 0
     if args.local_rerank:
-        path = data_dir / f"features-xenc{suffix}.json"
-        if args.refresh or not path.exists():
-            base = data_dir / f"features-default{suffix}.json"
-            if not base.exists():
-                sys.exit(f"{base} is missing: run --options default first")
-            with ExitStack() as stack:
-                url = _database(data_dir, stack)
-                started = time.monotonic()
-                got = local_rerank_features(url, conversations, json.loads(base.read_text()))
-                log(
-                    f"local reranker over {len(got)} questions in {time.monotonic() - started:.1f}s"
-                )
-            path.write_text(json.dumps(got))
-        print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(choose_local_rerank(json.loads(path.read_text()), split))
+        rows = _reader_features(
+            data_dir / f"features-xenc{suffix}.json",
+            data_dir / f"features-default{suffix}.json",
+            args.refresh,
+            lambda url, base: local_rerank_features(url, conversations, base),
+            "local reranker",
+        )
+        print(choose_local_rerank(rows, split))
         return 0
     if args.fit_rerank:
         rows = json.loads((data_dir / f"features-{args.fit_rerank}{suffix}.json").read_text())

@@ -28,6 +28,7 @@ from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as g
+from tests.ingest.helpers import new_thread
 
 SETTINGS = IngestSettings()
 
@@ -56,17 +57,9 @@ def _statements() -> Iterator[list[str]]:
         yield sent
 
 
-def _new_thread(engine: Engine, vault, dataset: str) -> uuid.UUID:  # type: ignore[no-untyped-def]
-    with engine.begin() as conn:
-        row = domain.create_thread(
-            conn, vault, dataset=dataset, thread_id=None, label="", metadata_json="{}"
-        )
-    return row["thread_id"]
-
-
 def _routed_thread(engine: Engine, vault, routes, dataset: str) -> uuid.UUID:  # type: ignore[no-untyped-def]
     """A thread with one keyless message, written through ``routes`` (which now knows it)."""
-    thread_id = _new_thread(engine, vault, dataset)
+    thread_id = new_thread(engine, vault, dataset)
     domain.write_messages(
         engine, vault, thread_id, _keyed(("first", None)), SETTINGS, routes=routes
     )

@@ -21,6 +21,7 @@ from episodic.errors import NotFound
 from episodic.services.ingest import domain
 from episodic.store.raw_statement import observing_statements
 from episodic.testing.keys import test_vault
+from tests.ingest.helpers import new_thread
 
 SETTINGS = IngestSettings()
 
@@ -44,14 +45,6 @@ def _statements(engine: Engine) -> Iterator[list[str]]:
     # pool's psycopg connection without it (episodic.store.raw_statement) alike.
     with observing_statements(record):
         yield sent
-
-
-def _new_thread(engine: Engine, vault, dataset: str) -> uuid.UUID:  # type: ignore[no-untyped-def]
-    with engine.begin() as conn:
-        row = domain.create_thread(
-            conn, vault, dataset=dataset, thread_id=None, label="", metadata_json="{}"
-        )
-    return row["thread_id"]
 
 
 def _add(engine: Engine, vault, thread_id, routes, *contents: str, authorize=None):  # type: ignore[no-untyped-def]
@@ -79,7 +72,7 @@ def test_a_remembered_thread_takes_one_statement_and_keeps_sequences_gap_free(
 ) -> None:
     vault = test_vault(encrypt=True)
     routes = domain.ThreadRoutes()
-    thread_id = _new_thread(engine, vault, "ds-routes")
+    thread_id = new_thread(engine, vault, "ds-routes")
 
     with _statements(engine) as first:
         _add(engine, vault, thread_id, routes, "one", "two")
@@ -112,7 +105,7 @@ def test_a_remembered_thread_takes_one_statement_and_keeps_sequences_gap_free(
 def test_a_route_with_another_key_writes_nothing_under_it_and_falls_back(engine: Engine) -> None:
     vault = test_vault(encrypt=True)
     routes = domain.ThreadRoutes()
-    thread_id = _new_thread(engine, vault, "ds-rekeyed")
+    thread_id = new_thread(engine, vault, "ds-rekeyed")
     # As if the dataset had been erased and created again since: the remembered key is not
     # the dataset's current one (here: the clear form, which the check tells apart).
     routes.remember(thread_id, "ds-rekeyed", ClearKey("ds-rekeyed"))
@@ -134,7 +127,7 @@ def test_a_route_with_another_key_writes_nothing_under_it_and_falls_back(engine:
 def test_a_route_to_another_dataset_is_not_the_answer(engine: Engine) -> None:
     vault = test_vault(encrypt=False)
     routes = domain.ThreadRoutes()
-    thread_id = _new_thread(engine, vault, "ds-actual")
+    thread_id = new_thread(engine, vault, "ds-actual")
     routes.remember(thread_id, "ds-stale", ClearKey("ds-stale"))
     refused: list[str] = []
 
@@ -159,7 +152,7 @@ def test_a_route_to_another_dataset_is_not_the_answer(engine: Engine) -> None:
 def test_a_route_of_a_deleted_thread_is_not_found_and_forgotten(engine: Engine) -> None:
     vault = test_vault(encrypt=False)
     routes = domain.ThreadRoutes()
-    thread_id = _new_thread(engine, vault, "ds-gone")
+    thread_id = new_thread(engine, vault, "ds-gone")
     _add(engine, vault, thread_id, routes, "hello")
     with engine.begin() as conn:
         conn.execute(
@@ -190,7 +183,7 @@ def test_routes_are_bounded_least_recently_used_first_out() -> None:
 def test_a_stale_route_in_autocommit_falls_back_to_a_transaction(engine: Engine) -> None:
     vault = test_vault(encrypt=True)
     routes = domain.ThreadRoutes()
-    thread_id = _new_thread(engine, vault, "ds-stale-ac")
+    thread_id = new_thread(engine, vault, "ds-stale-ac")
     _add(engine, vault, thread_id, routes, "one")
     # As if the dataset had been erased and created again: the remembered key is stale.
     routes.remember(thread_id, "ds-stale-ac", ClearKey("ds-stale-ac"))
@@ -219,7 +212,7 @@ def test_a_stale_route_in_autocommit_falls_back_to_a_transaction(engine: Engine)
 def test_a_failed_statement_in_autocommit_leaves_nothing_behind(engine: Engine) -> None:
     vault = test_vault(encrypt=False)
     routes = domain.ThreadRoutes()
-    thread_id = _new_thread(engine, vault, "ds-failed-ac")
+    thread_id = new_thread(engine, vault, "ds-failed-ac")
     _add(engine, vault, thread_id, routes, "one")
     # A row in the way of the next sequence (written around the counter): the routed
     # statement's INSERT fails after its UPDATE bumped the counter.
@@ -274,7 +267,7 @@ def test_receipts_are_what_was_stored_on_either_path(engine: Engine) -> None:
     message: every receipt must still be exactly the stored row."""
     vault = test_vault(encrypt=True)
     routes = domain.ThreadRoutes()
-    thread_id = _new_thread(engine, vault, "ds-receipts")
+    thread_id = new_thread(engine, vault, "ds-receipts")
     given = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
     def batch(*contents: str) -> list[domain.NewMessage]:
