@@ -18,7 +18,12 @@ Variants, to measure what the server's own settings cost (``bench/ingest_bench.p
 answer from ``grpc.aio`` (an asyncio server: the handler is a coroutine on the event loop,
 no handler thread pool); ``workers`` sizes the sync server's pool; ``options`` are channel
 arguments of the server (``grpc.so_reuseport``, ``grpc.max_concurrent_streams``, …); ``env``
-is added to the process's environment (``GRPC_POLL_STRATEGY``).
+is added to the process's environment (``GRPC_POLL_STRATEGY``); ``work`` (``module:factory``,
+sync server only) is called once in the server process and returns a function the handler
+runs on every parsed request before it answers — e.g. the service's statement, so that the
+echo measures the bare hop *with* the database work in its handler: a handler that blocks
+mid-call costs the sync server more than one that answers at once, so "the hop alone" plus
+"the statement alone" understates what a Python gRPC service can reach.
 """
 
 from __future__ import annotations
@@ -41,13 +46,21 @@ REPO = Path(__file__).resolve().parents[1]
 WORKERS = 16
 
 
-def _handler(request_type: str, answer: bytes, *, aio: bool) -> Any:
+def _imported(spec: str) -> Any:
+    """``module:name`` imported."""
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _handler(request_type: str, answer: bytes, *, aio: bool, work: str | None = None) -> Any:
     import grpc
 
-    module, name = request_type.split(":")
-    parse = getattr(importlib.import_module(module), name).FromString
+    parse = _imported(request_type).FromString
+    run = _imported(work)() if work else None
 
     def handle(request: Any, context: Any) -> bytes:
+        if run is not None:
+            run(request)
         return answer
 
     async def handle_async(request: Any, context: Any) -> bytes:
@@ -66,12 +79,14 @@ def serve(
     *,
     workers: int = WORKERS,
     options: list[tuple[str, Any]] | None = None,
+    work: str | None = None,
 ) -> None:
     """Serves ``service/method`` on a free loopback port, printing it, until killed:
-    each request parsed as ``request_type`` (``module:Class``), then ``answer`` sent."""
+    each request parsed as ``request_type`` (``module:Class``), ``work`` run on it (see
+    the module's docstring), then ``answer`` sent."""
     import grpc
 
-    handler = _handler(request_type, answer, aio=False)
+    handler = _handler(request_type, answer, aio=False, work=work)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=options)
     server.add_generic_rpc_handlers(
         [grpc.method_handlers_generic_handler(service, {method: handler})]
@@ -131,11 +146,16 @@ def echo_process(
     workers: int = WORKERS,
     options: dict[str, int | str] | None = None,
     env: dict[str, str] | None = None,
+    work: str | None = None,
 ) -> Iterator[tuple[str, int]]:
     """Starts :func:`serve` (or :func:`serve_aio`) in its own process for as long as the
     block runs; yields its address (``127.0.0.1:port``) and its process id."""
+    if aio and work:
+        raise ValueError("work runs on the sync server only")
     request_type = f"{request_class.__module__}:{request_class.__name__}"
     extra = ["--aio"] if aio else ["--workers", str(workers)]
+    if work:
+        extra += ["--work", work]
     for key, value in (options or {}).items():
         extra += ["--option", f"{key}={value}"]
     with tempfile.NamedTemporaryFile(prefix="episodic-echo-", suffix=".bin") as canned:
@@ -185,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aio", action="store_true", help="serve with grpc.aio")
     parser.add_argument("--workers", type=int, default=WORKERS, help="sync server's pool")
     parser.add_argument(
+        "--work", help="module:factory returning a function run on every request (sync only)"
+    )
+    parser.add_argument(
         "--option", action="append", default=[], type=_option, help="server channel arg k=v"
     )
     args = parser.parse_args(argv)
@@ -199,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             answer,
             workers=args.workers,
             options=args.option,
+            work=args.work,
         )
     return 0
 

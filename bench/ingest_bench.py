@@ -29,6 +29,12 @@ prints medians:
   floor, plus the statement's, is as close as a Python gRPC service can get;
 - echo-aio: the same canned answer from a ``grpc.aio`` server (``bench/grpc_echo.py``): is
   Python's asyncio gRPC server a cheaper hop than the sync one on this machine?
+- echo-sql: the sync echo whose handler first sends the statement ``sql`` sends (the
+  routed statement, sealed as Ingest seals, on a per-thread psycopg connection in
+  autocommit), then answers the canned response: the bare hop *with* the database work in
+  its handler, no service code — the best a Python gRPC service running this statement can
+  reach. It is dearer than echo + sql measured apart: a sync-server handler that blocks
+  mid-call costs more thread hand-offs than one that answers at once;
 - grpc-keyed, sql-keyed: the same with an idempotency key on every message, made as the
   Python SDK makes them (``auto:<uuid4>``, a new one per message and call: the SDK's default
   ``auto_idempotency_keys``): what SDK users get. The keys are made before the timed calls
@@ -56,10 +62,13 @@ notices cost the ingest process a fast UNAVAILABLE each (logs are quieted). ``--
 runs a real Scheduler instead, as deployed: every notice then becomes a timer upsert in the
 same database (an extra commit per coalesced notice), which the raw SQL does not pay.
 
+The tables are analysed after the warm-up (``ANALYZE``, as autovacuum keeps a running
+deployment's statistics; ``--no-analyze`` measures without, as runs before 2026-12-01 did).
+
 Not part of pytest:
 
     .venv/bin/python bench/ingest_bench.py [--seconds 3] [--repeats 3] [--scheduler]
-        [--encryption on|off] [--before DIR] [--quick] [--echo-variants]
+        [--encryption on|off] [--before DIR] [--quick] [--echo-variants] [--no-analyze]
 """
 
 from __future__ import annotations
@@ -86,10 +95,11 @@ import psycopg
 from google.protobuf import struct_pb2
 
 from bench.grpc_echo import echo_process
-from episodic.crypto import ClearKey, DatasetKey, plain, seal_json
+from episodic.crypto import ClearKey, DatasetKey, LocalKeyring, plain, seal_json
 from episodic.store.db import make_engine
+from episodic.store.vault import Vault
 from episodic.testing.database import test_server
-from episodic.testing.keys import test_vault
+from episodic.testing.keys import keyring_file, test_vault
 from episodic.testing.processes import ServiceProcess, start_service
 from episodic.v1 import episode_pb2
 from episodic.v1 import ingest_service_pb2 as pb
@@ -116,6 +126,7 @@ METHODS = (
     "plain-bin",
     "echo",
     "echo-aio",
+    "echo-sql",
 )
 FLOORS = ("plain", "plain-ac", "plain-bin")
 # The sync echo with one server setting changed (--echo-variants): (workers, options, env).
@@ -312,6 +323,34 @@ def grpc_client(
             assert response.stored_count == batch, response
 
     return call, channel.close
+
+
+def echo_statement() -> Callable[[pb.AddMessagesRequest], None]:
+    """echo-sql's work (``bench/grpc_echo.py`` ``work``), made once in the echo's process:
+    for each request, the statement :func:`sql_client` sends for its thread and batch size,
+    on a psycopg connection of the handler thread. The database and the bench's master
+    keyring come from ``EPISODIC_BENCH_URL`` and ``EPISODIC_MASTER_KEY_FILE`` (set by
+    :func:`main`)."""
+    global KEY
+    url = os.environ["EPISODIC_BENCH_URL"]
+    vault = Vault(LocalKeyring.load(Path(os.environ["EPISODIC_MASTER_KEY_FILE"])), encrypt=False)
+    engine = make_engine(url, pool_size=1)
+    with engine.begin() as conn:  # the bench dataset's key (made by main), to seal with
+        KEY = vault.for_write(conn, "bench")
+    engine.dispose()
+    local = threading.local()
+
+    def run(request: pb.AddMessagesRequest) -> None:
+        clients: dict[tuple[str, int], Callable[[], None]] = local.__dict__.setdefault(
+            "clients", {}
+        )
+        which = (request.thread_id, len(request.messages))
+        call = clients.get(which)
+        if call is None:
+            call = clients[which] = sql_client(url, uuid.UUID(which[0]), which[1])[0]
+        call()
+
+    return run
 
 
 def sql_client(url: str, thread_id: uuid.UUID, batch: int, keyed: bool = False) -> Client:
@@ -550,6 +589,11 @@ def main() -> None:
         "--quick", action="store_true", help="only the one-client cases (batch 1 and 100)"
     )
     parser.add_argument(
+        "--no-analyze",
+        action="store_true",
+        help="measure on tables never analysed (as every run before 2026-12-01 did)",
+    )
+    parser.add_argument(
         "--echo-variants",
         action="store_true",
         help="also the sync echo with each server setting changed (pool, poller, reuseport, "
@@ -604,6 +648,11 @@ def main() -> None:
             for name, (workers, options, env) in echoes.items():
                 ingests[name] = echo(stack, workers=workers, options=options, env=env)
             ingests["echo-aio"] = echo(stack, aio=True)
+            ingests["echo-sql"] = echo(
+                stack,
+                work="bench.ingest_bench:echo_statement",
+                env={"EPISODIC_BENCH_URL": url, "EPISODIC_MASTER_KEY_FILE": str(keyring_file())},
+            )
             if args.before:
                 procs.append(
                     start_service(
@@ -615,6 +664,15 @@ def main() -> None:
             for case in cases:
                 for method in methods:
                     measure(method, case, url, ingests, args.warmup)
+            if not args.no_analyze:
+                # The tables' statistics, as autovacuum keeps them on a running deployment
+                # (this run is over before it would have analysed them). Without any, the
+                # floor and every statement ran slower — the plain INSERT at batch 100 at
+                # ~0.45x its analysed rate — and by more than the service's own work, which
+                # made the service's ratios look better than a deployment's
+                # (docs/benchmarks.md "AddMessages, eighth pass").
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("ANALYZE")
             for round_ in range(args.repeats):
                 for case in cases:
                     shift = round_ % len(methods)
@@ -636,7 +694,8 @@ def main() -> None:
         f"\nIngest AddMessages vs raw SQL: medians of {args.repeats} x {args.seconds:g} s; "
         f"embedded PostgreSQL (synchronous_commit {sync}); ingest pool 10, 16 handler "
         f"threads; {scheduler_note}; encryption at rest {args.encryption} (SQL seals like "
-        f"Ingest, plain stores the clear form).\nloadavg before {load_before}, after {load_after}; "
+        f"Ingest, plain stores the clear form); tables "
+        f"{'never analysed' if args.no_analyze else 'analysed after the warm-up'}.\nloadavg before {load_before}, after {load_after}; "
         f"{time.monotonic() - started:.0f} s in all.\n"
     )
     header = (
@@ -681,13 +740,18 @@ def main() -> None:
                 ratio_cells.append(f"{m} {statistics.median(ratios):.2f}x ({listed})")
             print(f"  {case.name:<30} {', '.join(ratio_cells)}")
     print(
-        "\nWhat is left above the bare gRPC hop: time per message of gRPC over echo + SQL "
-        "(the statement alone and the canned-answer hop, measured in the same round), then "
-        "every round's:"
+        "\nWhat is left above the bare gRPC hop: time per message of gRPC over echo-sql (the "
+        "hop with the statement in its handler, no service code), and over echo + SQL (the "
+        "statement alone and the canned-answer hop, measured in the same round), the median "
+        "of per-round ratios, then every round's:"
     )
     for case in cases:
         if case.clients != 1:
             continue
+        ratios = round_ratios(results[(case.name, "echo-sql")], results[(case.name, "grpc")])
+        listed = " ".join(f"{r:.2f}" for r in ratios)
+        label = f"{case.name}, grpc over echo-sql"
+        print(f"  {label:<50} {statistics.median(ratios):.2f}x ({listed})")
         for served, alone in (("grpc", "sql"), ("grpc-keyed", "sql-keyed")):
             ratios = [
                 (1 / g.rate) / (1 / e.rate + 1 / q.rate)
@@ -756,7 +820,8 @@ def main() -> None:
         "counter, INSERT … unnest … RETURNING). plain: INSERT of the same rows, client-chosen "
         "sequences, no lock or counter, BEGIN/INSERT/COMMIT; plain-ac: the same in autocommit; "
         "plain-bin: plain with its values bound in binary. "
-        "echo: a bare Python gRPC server's canned AddMessages answer (no database). "
+        "echo: a bare Python gRPC server's canned AddMessages answer (no database); echo-sql: "
+        "the same server sending SQL's statement in its handler before answering. "
         "Latency: one call = one batch. ingest CPU/call: CPU time of the "
         "Ingest process per gRPC call (and cores it kept busy). The hot-row thread's "
         "sequences were checked gap- and duplicate-free after every run."
