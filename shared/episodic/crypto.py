@@ -33,7 +33,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,6 +55,7 @@ __all__ = [
     "LocalKeyring",
     "WrongKey",
     "fingerprint",
+    "json_text",
     "new_data_key",
     "open_json",
     "plain",
@@ -123,6 +124,10 @@ class DatasetKey(Protocol):
 
     def seal(self, text: str, column: str) -> bytes: ...
 
+    def seal_many(self, texts: Sequence[str], column: str) -> list[bytes]:
+        """``[seal(t, column) for t in texts]``, in one go (a batch's messages)."""
+        ...
+
     def open(self, value: bytes, column: str) -> str: ...
 
     def token(self, word: str) -> str: ...
@@ -142,6 +147,9 @@ class ClearKey:
 
     def seal(self, text: str, column: str) -> bytes:
         return plain(text)
+
+    def seal_many(self, texts: Sequence[str], column: str) -> list[bytes]:
+        return [plain(t) for t in texts]
 
     def open(self, value: bytes, column: str) -> str:
         if value[:1] == PLAIN:
@@ -180,6 +188,21 @@ class DataKey:
         body = self._aead.encrypt(nonce, text.encode(), self._aad(column))  # type: ignore[attr-defined]
         return SEALED + self._fingerprint + nonce + body  # type: ignore[attr-defined]
 
+    def seal_many(self, texts: Sequence[str], column: str) -> list[bytes]:
+        """``[seal(t, column) for t in texts]``: every value its own random nonce, drawn
+        from the system's CSPRNG in one read instead of one per value (a syscall each), and
+        the column's associated data made once — ~3 of a seal's ~9 µs, two seals per
+        message of every AddMessages batch."""
+        nonces = secrets.token_bytes(NONCE_BYTES * len(texts))
+        aad = self._aad(column)
+        encrypt = self._aead.encrypt  # type: ignore[attr-defined]
+        head = SEALED + self._fingerprint  # type: ignore[attr-defined]
+        out = []
+        for i, text in enumerate(texts):
+            nonce = nonces[i * NONCE_BYTES : (i + 1) * NONCE_BYTES]
+            out.append(head + nonce + encrypt(nonce, text.encode(), aad))
+        return out
+
     def open(self, value: bytes, column: str) -> str:
         """The text of a stored value (sealed with this key, or stored in the clear before
         the dataset had one). WrongKey when another key sealed it."""
@@ -202,9 +225,14 @@ class DataKey:
         return [self.token(w) for w in words]
 
 
+def json_text(value: Any) -> str:
+    """The JSON text :func:`seal_json` seals for ``value``: compact, as written."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def seal_json(key: DatasetKey, value: Any, column: str) -> bytes:
     """Seals a JSON value (metadata, key learnings, entities)."""
-    return key.seal(json.dumps(value, separators=(",", ":"), ensure_ascii=False), column)
+    return key.seal(json_text(value), column)
 
 
 def open_json(key: DatasetKey, value: bytes, column: str) -> Any:
