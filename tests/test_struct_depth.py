@@ -86,3 +86,23 @@ def test_the_tightest_too_deep_struct_is_refused_and_the_deepest_allowed_is_not(
     assert problem.field == "messages[0].metadata"
     assert f"{MAX_STRUCT_DEPTH + 1} levels deep" in problem.message
     assert check_structs(request(MAX_STRUCT_DEPTH)) is None
+
+
+def test_the_answer_names_the_field_at_its_depth_in_the_request() -> None:
+    """The path of the Struct nested too deep, through repeated and single fields."""
+    too_deep = tightest(MAX_STRUCT_DEPTH + 1, "objects")
+    batch = pb.AddMessagesRequest(thread_id="t")
+    for i in range(5):
+        message = batch.messages.add(content=f"m{i}")
+        message.metadata.update(too_deep if i == 3 else {"source": "web"})
+    problem = check_structs(batch)
+    assert problem is not None and problem.field == "messages[3].metadata"
+    assert problem.message.startswith("messages[3].metadata nests objects and lists")
+
+    answer = pb.CreateThreadResponse()  # a Struct inside a single (not repeated) field
+    answer.thread.metadata.update(too_deep)
+    problem = check_structs(answer)
+    assert problem is not None and problem.field == "thread.metadata"
+    answer.thread.metadata.Clear()
+    answer.thread.metadata.update({"fine": {"a": [1, 2]}})
+    assert check_structs(answer) is None

@@ -94,28 +94,42 @@ def check_structs(request: Message) -> Unparsable | None:
     """The first Struct-valued field of ``request`` (at any depth) that is nested deeper
     than :data:`MAX_STRUCT_DEPTH` or larger than :data:`MAX_STRUCT_BYTES`, as an
     :class:`Unparsable` naming the field; None when every Struct is fine."""
-    stack: list[tuple[Message, str]] = [(request, "")]
+    # Each message's path is kept as a link to its parent's and spelled out only for an
+    # answer: every message of an AddMessages batch is visited (~1 µs a message saved).
+    stack: list[tuple[Message, _Path | None]] = [(request, None)]
     while stack:
         message, path = stack.pop()
         for field in _struct_carriers(message.DESCRIPTOR):
-            values = getattr(message, field.name)
             repeated = field.is_repeated
             if not repeated and not message.HasField(field.name):
                 continue
-            items = list(values) if repeated else [values]
-            is_struct = field.message_type is not None and (
-                field.message_type.full_name in _STRUCT_TYPES
+            values = getattr(message, field.name)
+            is_struct = (
+                field.message_type is not None and field.message_type.full_name in _STRUCT_TYPES
             )
-            for i, value in enumerate(items):
+            for i, value in enumerate(values if repeated else (values,)):
                 if is_struct:
                     problem = _struct_problem(value)
                     if problem is not None:
-                        where = f"{path}{field.name}" + (f"[{i}]" if repeated else "")
+                        where = _spelled((path, field.name, i if repeated else None))
                         return Unparsable(f"{where} {problem}", where)
                 else:
-                    where = f"{path}{field.name}" + (f"[{i}]" if repeated else "")
-                    stack.append((value, where + "."))
+                    stack.append((value, (path, field.name, i if repeated else None)))
     return None
+
+
+#: Where a message sits in a request: (its parent's path, its field's name, its index in a
+#: repeated field or None).
+_Path = tuple[Any, str, int | None]
+
+
+def _spelled(path: _Path | None) -> str:
+    """``path`` as a field path: ``messages[3].metadata``."""
+    parts: list[str] = []
+    while path is not None:
+        path, name, index = path
+        parts.append(name if index is None else f"{name}[{index}]")
+    return ".".join(reversed(parts))
 
 
 def _struct_problem(value: Message) -> str | None:
