@@ -54,3 +54,14 @@ def test_receipts_of_an_empty_batch() -> None:
     response = pb.AddMessagesResponse()
     _add_receipts(response, [])
     assert len(response.receipts) == 0
+
+
+def test_a_single_receipt_with_one_time_or_two() -> None:
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    for receipt in (
+        Receipt(7, "k", True, now, now),
+        Receipt(7, None, False, now - timedelta(days=1), now),  # backfilled created_at
+    ):
+        response = pb.AddMessagesResponse()
+        _add_receipts(response, [receipt])
+        assert response == _one_by_one([receipt])
