@@ -95,7 +95,8 @@ def check_structs(request: Message) -> Unparsable | None:
     than :data:`MAX_STRUCT_DEPTH` or larger than :data:`MAX_STRUCT_BYTES`, as an
     :class:`Unparsable` naming the field; None when every Struct is fine."""
     # Each message's path is kept as a link to its parent's and spelled out only for an
-    # answer: every message of an AddMessages batch is visited (~1 µs a message saved).
+    # answer: every message of an AddMessages batch is visited, and building its path as
+    # text took two f-strings each.
     stack: list[tuple[Message, _Path | None]] = [(request, None)]
     while stack:
         message, path = stack.pop()
