@@ -184,24 +184,24 @@ class DataKey:
         return f"{self.dataset}|{column}".encode()
 
     def seal(self, text: str, column: str) -> bytes:
-        nonce = secrets.token_bytes(NONCE_BYTES)
-        body = self._aead.encrypt(nonce, text.encode(), self._aad(column))  # type: ignore[attr-defined]
+        return self._sealed(secrets.token_bytes(NONCE_BYTES), text, self._aad(column))
+
+    def _sealed(self, nonce: bytes, text: str, aad: bytes) -> bytes:
+        """The stored form: marker, key fingerprint, nonce, ciphertext with its tag."""
+        body = self._aead.encrypt(nonce, text.encode(), aad)  # type: ignore[attr-defined]
         return SEALED + self._fingerprint + nonce + body  # type: ignore[attr-defined]
 
     def seal_many(self, texts: Sequence[str], column: str) -> list[bytes]:
         """``[seal(t, column) for t in texts]``: every value its own random nonce, drawn
         from the system's CSPRNG in one read instead of one per value (a syscall each), and
-        the column's associated data made once — ~3 of a seal's ~9 µs, two seals per
-        message of every AddMessages batch."""
+        the column's associated data made once — 2.5 → 1.5 µs a seal on a quiet machine,
+        two seals per message of every AddMessages batch."""
         nonces = secrets.token_bytes(NONCE_BYTES * len(texts))
         aad = self._aad(column)
-        encrypt = self._aead.encrypt  # type: ignore[attr-defined]
-        head = SEALED + self._fingerprint  # type: ignore[attr-defined]
-        out = []
-        for i, text in enumerate(texts):
-            nonce = nonces[i * NONCE_BYTES : (i + 1) * NONCE_BYTES]
-            out.append(head + nonce + encrypt(nonce, text.encode(), aad))
-        return out
+        return [
+            self._sealed(nonces[i * NONCE_BYTES : (i + 1) * NONCE_BYTES], text, aad)
+            for i, text in enumerate(texts)
+        ]
 
     def open(self, value: bytes, column: str) -> str:
         """The text of a stored value (sealed with this key, or stored in the clear before
