@@ -179,7 +179,11 @@ def serve_variant(variant: str, url: str) -> None:
         notifier = SchedulerNotifier(
             instrument_grpc_client(channel),
             timeout=settings.ingest.scheduler_notify_timeout.total_seconds(),
-            **({"linger": linger} if linger is not None else {}),
+            linger=(
+                linger
+                if linger is not None
+                else settings.ingest.scheduler_notify_linger.total_seconds()
+            ),
         )
     servicer = IngestServicer(engine, settings.ingest, notifier, vault)
     if undo is not None:

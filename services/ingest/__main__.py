@@ -68,6 +68,7 @@ def build(settings: Settings, engine: Engine) -> Service:
     notifier = SchedulerNotifier(
         channel,
         timeout=settings.ingest.scheduler_notify_timeout.total_seconds(),
+        linger=settings.ingest.scheduler_notify_linger.total_seconds(),
         metadata=(("authorization", f"Bearer {service_key}"),) if service_key else (),
     )
     vault = make_vault(settings.privacy)

@@ -2,7 +2,7 @@
 
 Activity notices are coalesced per thread and sent from a background thread, so a burst of
 messages costs the Scheduler one call and a slow or absent Scheduler never slows a write.
-The thread waits :data:`LINGER_SECONDS` after the first notice before sending what has
+The thread waits a linger (``EPISODIC_SCHEDULER_NOTIFY_LINGER``, 100 ms) after the first notice before sending what has
 gathered: without it, a client writing one message at a time woke the thread and sent one
 RecordActivity (a gRPC call here, a transaction in the Scheduler) per AddMessages, on the
 same two cores as the write.
@@ -30,22 +30,20 @@ log = logging.getLogger(__name__)
 # every thread whose notice never arrived.
 MAX_PENDING = 10_000
 
-#: How long the first pending notice waits for others to join it. An activity notice only
-#: re-arms an idle timer (due minutes later): arriving this much later moves that deadline
-#: by as much, which no one can tell apart from a later message.
-LINGER_SECONDS = 0.1
-
 
 class SchedulerNotifier:
     def __init__(
         self,
         channel: grpc.Channel,
         timeout: float,
+        *,
+        linger: float,
         metadata: tuple[tuple[str, str], ...] = (),
-        linger: float = LINGER_SECONDS,
     ) -> None:
-        """``metadata`` goes with every call (the services' own key); ``linger``: see
-        :data:`LINGER_SECONDS`."""
+        """``linger``: how long the first pending notice waits for others to join it (an
+        activity notice only re-arms an idle timer due minutes later, so arriving this much
+        later moves that deadline by as much, which no one can tell apart from a later
+        message); ``metadata`` goes with every call (the services' own key)."""
         self._stub = pb_grpc.SchedulerServiceStub(channel)
         self._timeout = timeout
         self._metadata = metadata

@@ -128,6 +128,15 @@ class IngestSettings(BaseSettings):
         description="Deadline of Ingest's calls to the Scheduler. A write never fails "
         "because the Scheduler is slow or down; the Scheduler's catch-up sweep recovers.",
     )
+    scheduler_notify_linger: Duration = Field(
+        default=timedelta(milliseconds=100),
+        ge=timedelta(0),
+        le=timedelta(seconds=10),
+        description="How long Ingest holds its first pending Scheduler notice for others to "
+        "join it (one call for the writes of many threads). An activity notice only moves an "
+        "idle deadline minutes away, so holding it this long changes nothing a user can see; "
+        "0 sends each notice at once.",
+    )
 
 
 class SchedulerSettings(BaseSettings):

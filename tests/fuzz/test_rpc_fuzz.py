@@ -324,7 +324,12 @@ def suite(databases: TestDatabases) -> Iterator[Suite]:
     engine = make_engine(url, pool_size=2)
     relay = Relay()
     names = service_processes()
-    env = {"EPISODIC_SCHEDULER_ADDRESS": relay.address}  # whoever calls the Scheduler
+    env = {
+        "EPISODIC_SCHEDULER_ADDRESS": relay.address,  # whoever calls the Scheduler
+        # Ingest sends each notice at once: the test waits for them after every Ingest call
+        # (`Suite.settle`), and the default 100 ms linger was most of an Ingest RPC's time.
+        "EPISODIC_SCHEDULER_NOTIFY_LINGER": "0",
+    }
     started: dict[str, ServiceProcess] = {}
     channels: dict[str, grpc.Channel] = {}
     try:

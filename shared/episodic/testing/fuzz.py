@@ -1567,14 +1567,17 @@ StoreFingerprint = dict[str, tuple[int, str]]
 def store_fingerprint(engine: Engine, schema: str = "public") -> StoreFingerprint:
     """Row count and an order-independent content checksum of every table in ``schema``,
     in one statement (one snapshot). Tables come from the catalog, so new tables are
-    covered without changing the caller."""
+    covered without changing the caller. Only tables that hold rows are read (plain tables
+    and leaf partitions, ``relkind = 'r'``): a partitioned parent's rows are its
+    partitions', and reading both planned every partition twice (3.4x the time of a
+    snapshot, 52 -> 15 ms on the empty schema, which the fuzz suite takes twice a call)."""
     with engine.connect() as conn:
         tables = list(
             conn.execute(
                 text(
                     "SELECT c.relname FROM pg_class c "
                     "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                    "WHERE n.nspname = :schema AND c.relkind IN ('r', 'p') ORDER BY 1"
+                    "WHERE n.nspname = :schema AND c.relkind = 'r' ORDER BY 1"
                 ),
                 {"schema": schema},
             ).scalars()
