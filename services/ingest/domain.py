@@ -440,12 +440,7 @@ def add_messages(
     existing: dict[str, dict[str, Any]] = {}
     if keys:
         for row in conn.execute(
-            text(
-                "SELECT sequence, role, content, metadata, created_at, received_at, "
-                "idempotency_key FROM messages "
-                "WHERE dataset = :dataset AND thread_id = :id AND idempotency_key = ANY(:keys)"
-            ),
-            {"dataset": thread["dataset"], "id": thread_id, "keys": keys},
+            text(STORED_KEYS), {"dataset": thread["dataset"], "id": thread_id, "keys": keys}
         ).mappings():
             existing[row["idempotency_key"]] = open_row(data_key, row, "messages")
 
@@ -492,6 +487,22 @@ def add_messages(
             by_key[key] = replace(receipt, stored=False)
         receipts.append(receipt)
     return AddResult(receipts=receipts, stored_count=len(new), dataset=thread["dataset"])
+
+
+#: The stored messages of a thread that hold one of ``:keys`` — one lookup of the thread's
+#: unique index per key. Written as ``idempotency_key = ANY(:keys)`` the plan depended on
+#: the statistics: when they say threads are short (or there are none yet) PostgreSQL
+#: reads the whole thread through the primary key and filters it, which on a long thread
+#: costs its length (6,000 rows read for 100 keys: 1.9 ms against 0.4 ms for the lookups;
+#: 34-45 ms on a 10,000-message thread never analysed). ``LIMIT 1`` keeps each lookup a
+#: lookup: without it the planner may turn the lateral subquery into a join and choose
+#: the scan again.
+STORED_KEYS = (
+    "SELECT m.sequence, m.role, m.content, m.metadata, m.created_at, m.received_at, "
+    "m.idempotency_key FROM unnest(CAST(:keys AS text[])) AS k(key) CROSS JOIN LATERAL "
+    "(SELECT * FROM messages WHERE dataset = :dataset AND thread_id = :id "
+    "AND idempotency_key = k.key LIMIT 1) AS m"
+)
 
 
 def _repeats_a_key(messages: list[NewMessage]) -> bool:
@@ -553,10 +564,14 @@ def _store_statement(check_route: bool, single: bool, keyed: bool = False) -> st
         "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = %(dataset)s "
         "AND d.key_id IS NOT DISTINCT FROM CAST(%(key_id)s AS uuid)) "
     )
+    # One lookup of the unique index per key, whatever the statistics say (see STORED_KEYS).
     new_keys = (
         "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.dataset = %(dataset)s "
-        "AND m.thread_id = %(id)s AND m.idempotency_key "
-        + ("= CAST(%(ikey)s AS text)) " if single else "= ANY(CAST(%(keys)b AS text[]))) ")
+        "AND m.thread_id = %(id)s AND m.idempotency_key = CAST(%(ikey)s AS text)) "
+        if single
+        else "AND NOT EXISTS (SELECT 1 FROM unnest(CAST(%(keys)b AS text[])) AS k(key) "
+        "CROSS JOIN LATERAL (SELECT 1 FROM messages m WHERE m.dataset = %(dataset)s "
+        "AND m.thread_id = %(id)s AND m.idempotency_key = k.key LIMIT 1) AS hit) "
     )
     rows = (
         "SELECT %(dataset)s, %(id)s, b.last_sequence, CAST(%(role)s AS text), "
