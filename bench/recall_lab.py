@@ -1463,6 +1463,7 @@ def late_interaction_features(
                     f"  word vectors: {n}/{len(episodes)} sessions, {time.monotonic() - started:.0f}s"
                 )
     engine.dispose()
+    stored = _stored_word_forms(sessions)
     # the control a statement could serve: the same words against the stored chunk vectors
     chunks = candidate_texts(url)
     df: dict[str, dict[str, int]] = {}
@@ -1516,19 +1517,69 @@ def late_interaction_features(
             alone = [chunk_words(near["chunks"][i]) for i in picked]
             for name, dv in (
                 ("late-interaction", sessions[(r["dataset"], c["label"])][1]),
+                *((form, kept[(r["dataset"], c["label"])]) for form, kept in stored.items()),
                 ("word-chunk", near["vectors"]),
                 (
                     "nearest-chunks",
                     np.concatenate([a for a in alone if len(a)] or [np.zeros((0, 384))]),
                 ),
             ):
-                best = (qv @ dv.astype(np.float32).T).max(axis=1) if len(dv) else np.zeros(len(qv))
+                query_words = qv @ WORD_ROTATION.T if name.startswith("li-sign") else qv
+                best = (
+                    (query_words @ dv.astype(np.float32).T).max(axis=1)
+                    if len(dv)
+                    else np.zeros(len(qv))
+                )
                 scores[f"xenc_{name}"] = (
                     float((weight * best).sum() / weight.sum()) if weight.sum() > 0 else 0.0
                 )
             head.append({**c, **scores})
         out.append({**r, "candidates": head + r["candidates"][top:]})
     return out
+
+
+#: A fixed random rotation for the sign sketches (SimHash): the signs of a rotated vector
+#: keep its angles better than the signs of the model's own coordinates.
+WORD_ROTATION = np.linalg.qr(np.random.default_rng(2026).standard_normal((384, 384)))[0].T
+
+
+def _stored_word_forms(
+    sessions: dict[tuple[str, str], tuple[list[str], np.ndarray]],
+) -> dict[str, dict[tuple[str, str], np.ndarray]]:
+    """What storing each session's word vectors could keep, read back as the arrays MaxSim
+    uses: int8 with one scale per word (384 B a word), the signs of the rotated vector
+    (``li-sign``, 48 B a word; the question's words rotated too and kept in float, an
+    asymmetric product), the signs of the model's own coordinates, and each of those over
+    the session's distinct words only (one vector per word form, the mean of its
+    occurrences)."""
+    forms: dict[str, dict[tuple[str, str], np.ndarray]] = {
+        "li-int8": {},
+        "li-sign": {},
+        "li-sign-raw": {},
+        "li-distinct": {},
+        "li-sign-distinct": {},
+    }
+    total = distinct_total = 0
+    for key, (ws, vectors) in sessions.items():
+        v = vectors.astype(np.float32)
+        scale = np.abs(v).max(axis=1, keepdims=True) / 127.0
+        forms["li-int8"][key] = np.round(v / np.maximum(scale, 1e-12)) * scale
+        forms["li-sign"][key] = np.sign(v @ WORD_ROTATION.T)
+        forms["li-sign-raw"][key] = np.sign(v)
+        index: dict[str, list[int]] = {}
+        for i, w in enumerate(ws):
+            index.setdefault(w, []).append(i)
+        mean = np.stack([v[ix].mean(axis=0) for ix in index.values()]) if index else v[:0]
+        mean /= np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+        forms["li-distinct"][key] = mean
+        forms["li-sign-distinct"][key] = np.sign(mean @ WORD_ROTATION.T)
+        total += len(ws)
+        distinct_total += len(index)
+    log(
+        f"  stored word forms: {total / max(len(sessions), 1):.0f} words a session, "
+        f"{distinct_total / max(len(sessions), 1):.0f} distinct"
+    )
+    return forms
 
 
 def choose_mix(rows: list[dict], split: dict[str, set[str]], name: str) -> str:
@@ -1996,6 +2047,9 @@ def main(argv: list[str] | None = None) -> int:
         print(choose_second_look(rows, split, ""))
         print(choose_mix(rows, split, "nearest-chunks"))
         print(choose_second_look(rows, split, "xenc_nearest-chunks"))
+        for form in ("li-int8", "li-sign", "li-sign-raw", "li-distinct", "li-sign-distinct"):
+            print(f"stored word vectors as {form}:")
+            print(choose_second_look(rows, split, f"xenc_{form}"))
         return 0
     if args.local_rerank:
         rows = _reader_features(
