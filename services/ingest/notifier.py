@@ -2,10 +2,10 @@
 
 Activity notices are coalesced per thread and sent from a background thread, so a burst of
 messages costs the Scheduler one call and a slow or absent Scheduler never slows a write.
-The thread waits a linger (``EPISODIC_SCHEDULER_NOTIFY_LINGER``, 100 ms) after the first notice before sending what has
-gathered: without it, a client writing one message at a time woke the thread and sent one
-RecordActivity (a gRPC call here, a transaction in the Scheduler) per AddMessages, on the
-same two cores as the write.
+The thread waits a linger (``EPISODIC_SCHEDULER_NOTIFY_LINGER``, 100 ms) after the first
+notice before sending what has gathered: without it, a client writing one message at a
+time woke the thread and sent one RecordActivity (a gRPC call here, a transaction in the
+Scheduler) per AddMessages, on the same two cores as the write.
 Nothing depends on these notices for correctness: the Scheduler's catch-up sweep finds any
 thread with uncaptured messages and no timer, so a lost notice only delays an episode.
 """
