@@ -58,3 +58,31 @@ def spawn(db_url: str) -> Iterator:  # type: ignore[type-arg]
         service.terminate()
         # Captured by pytest and shown only when the test fails.
         print(f"----- {service.name} output -----\n{service.log()}")
+
+
+@pytest.fixture(scope="module")
+def module_db_url(databases: TestDatabases) -> Iterator[str]:
+    """One migrated database for a whole test module (see ``shared_ingest``)."""
+    url = databases.create()
+    yield url
+    databases.drop(url)
+
+
+@pytest.fixture(scope="module")
+def module_engine(module_db_url: str) -> Iterator[Engine]:
+    eng = make_engine(module_db_url, pool_size=2)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="module")
+def shared_ingest(module_db_url: str) -> Iterator[ServiceProcess]:
+    """One Ingest process for a whole module, against ``module_db_url``: for the many
+    requests that must be refused, which need no state of their own. A process and a
+    database per case cost ~4 s of start and stop each (~180 s of the suite over four
+    parametrised tests). A test using it asserts what its call changed, not what the
+    tables hold (other cases of the module ran against them)."""
+    service = start_service("ingest", module_db_url)
+    yield service
+    service.terminate()
+    print(f"----- {service.name} output -----\n{service.log()}")

@@ -26,6 +26,24 @@ def ingest(spawn):  # type: ignore[no-untyped-def]
     channel.close()
 
 
+@pytest.fixture(scope="module")
+def refusing(shared_ingest):  # type: ignore[no-untyped-def]
+    """The module's one Ingest (``shared_ingest``), for requests it must refuse."""
+    channel = shared_ingest.channel()
+    yield g.IngestServiceStub(channel)
+    channel.close()
+
+
+def _stored(engine) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Messages stored, and the sum of every thread's counter: what a refused AddMessages
+    must leave as it was."""
+    with engine.connect() as conn:
+        return (
+            conn.execute(text("SELECT count(*) FROM messages")).scalar_one(),
+            conn.execute(text("SELECT coalesce(sum(last_sequence), 0) FROM threads")).scalar_one(),
+        )
+
+
 def msg(content: str = "hello", role: int = e.ROLE_USER, **kw) -> pb.NewMessage:  # type: ignore[no-untyped-def]
     return pb.NewMessage(role=role, content=content, **kw)
 
@@ -377,18 +395,17 @@ def _bad_cases():  # type: ignore[no-untyped-def]
     ("case", "make", "code", "phrase"), _bad_cases(), ids=[c[0] for c in _bad_cases()]
 )
 def test_bad_add_messages_is_rejected_and_stores_nothing(
-    ingest, engine, case, make, code, phrase
+    refusing, module_engine, case, make, code, phrase
 ) -> None:  # type: ignore[no-untyped-def]
-    thread = new_thread(ingest)
+    thread = new_thread(refusing)
+    before = _stored(module_engine)
     with pytest.raises(grpc.RpcError) as err:
-        ingest.AddMessages(make(thread.thread_id))
+        refusing.AddMessages(make(thread.thread_id))
     assert err.value.code() == code, err.value.details()
     assert phrase in err.value.details()
     status = rpc_status.from_call(err.value)
     assert status is not None and status.details, "errors carry a google.rpc.ErrorInfo"
-    with engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM messages")).scalar_one() == 0
-        assert conn.execute(text("SELECT max(last_sequence) FROM threads")).scalar_one() == 0
+    assert _stored(module_engine) == before
 
 
 @pytest.mark.parametrize(
@@ -483,9 +500,9 @@ def test_bad_add_messages_is_rejected_and_stores_nothing(
         ),
     ],
 )
-def test_bad_requests_get_clear_errors(ingest, rpc, request_, code, phrase) -> None:  # type: ignore[no-untyped-def]
+def test_bad_requests_get_clear_errors(refusing, rpc, request_, code, phrase) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(grpc.RpcError) as err:
-        getattr(ingest, rpc)(request_)
+        getattr(refusing, rpc)(request_)
     assert err.value.code() == code, err.value.details()
     assert phrase in err.value.details()
 
@@ -528,16 +545,16 @@ def _struct(**values):  # type: ignore[no-untyped-def]
         "nul-beside-escape",
     ],
 )
-def test_metadata_json_cannot_hold_is_invalid_argument(ingest, engine, metadata, phrase) -> None:  # type: ignore[no-untyped-def]
-    thread = new_thread(ingest)
+def test_metadata_json_cannot_hold_is_invalid_argument(refusing, metadata, phrase) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(refusing)
     with pytest.raises(grpc.RpcError) as err:
-        ingest.AddMessages(
+        refusing.AddMessages(
             pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg(metadata=metadata)])
         )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert phrase in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
-        ingest.CreateThread(pb.CreateThreadRequest(dataset="d", metadata=metadata))
+        refusing.CreateThread(pb.CreateThreadRequest(dataset="d", metadata=metadata))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 

@@ -166,13 +166,15 @@ _FUTURE = datetime.now(UTC) + timedelta(hours=1)
     ],
 )
 def test_bad_record_event_is_invalid_argument_and_stores_nothing(
-    ingest, engine, request_, phrase
+    shared_ingest, module_engine, request_, phrase
 ) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(grpc.RpcError) as err:
-        ingest.RecordEvent(request_, timeout=10)
+    # One Ingest for every case (tests/conftest.py: shared_ingest); the module's other
+    # tests have their own.
+    with shared_ingest.channel() as channel, pytest.raises(grpc.RpcError) as err:
+        g.IngestServiceStub(channel).RecordEvent(request_, timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
     assert phrase in err.value.details()
-    with engine.connect() as conn:
+    with module_engine.connect() as conn:  # nothing else writes to the module's database
         assert conn.execute(text("SELECT count(*) FROM events")).scalar_one() == 0
 
 
