@@ -1389,7 +1389,11 @@ NEAREST_CHUNKS = 2
 
 
 def late_interaction_features(
-    url: str, conversations: list[locomo.Conversation], rows: list[dict], top: int = 10
+    url: str,
+    conversations: list[locomo.Conversation],
+    rows: list[dict],
+    top: int = 10,
+    read_chunks: bool = True,
 ) -> list[dict]:
     """An untried reading for the same-topic and paraphrase misses, with the embedder
     Recall already has: every word of a session read in context (late chunking at word
@@ -1397,7 +1401,9 @@ def late_interaction_features(
     the question the same way; a candidate's score is the idf-weighted mean over the
     question's words of the best cosine with any of its words (ColBERT's MaxSim, with a
     model not trained for it). Added to each of Recall's top ``top`` candidates as
-    ``xenc_late-interaction``; a lab probe (the word vectors are computed here, not stored)."""
+    ``xenc_late-interaction``; a lab probe (the word vectors are computed here, not stored).
+    ``read_chunks`` False: without the query-time reading of the nearest chunks (most of
+    the run's time), for the stored forms alone."""
     import re
 
     from sqlalchemy import text as sql
@@ -1514,7 +1520,7 @@ def late_interaction_features(
             # the session's NEAREST_CHUNKS chunks nearest the question, each read alone:
             # what could be computed at query time without stored word vectors
             picked = np.argsort(-(near["vectors"] @ sentence))[:NEAREST_CHUNKS]
-            alone = [chunk_words(near["chunks"][i]) for i in picked]
+            alone = [chunk_words(near["chunks"][i]) for i in picked] if read_chunks else []
             for name, dv in (
                 ("late-interaction", sessions[(r["dataset"], c["label"])][1]),
                 *((form, kept[(r["dataset"], c["label"])]) for form, kept in stored.items()),
@@ -1524,7 +1530,11 @@ def late_interaction_features(
                     np.concatenate([a for a in alone if len(a)] or [np.zeros((0, 384))]),
                 ),
             ):
-                query_words = qv @ WORD_ROTATION.T if name.startswith("li-sign") else qv
+                query_words = qv
+                if name.startswith("li-sign"):
+                    query_words = qv @ WORD_ROTATION.T
+                elif name.startswith("li-p"):
+                    query_words = _projected(qv, int(name.split("-")[1][1:]))
                 best = (
                     (query_words @ dv.astype(np.float32).T).max(axis=1)
                     if len(dv)
@@ -1543,6 +1553,23 @@ def late_interaction_features(
 WORD_ROTATION = np.linalg.qr(np.random.default_rng(2026).standard_normal((384, 384)))[0].T
 
 
+def _projected(vectors: np.ndarray, dims: int) -> np.ndarray:
+    """``vectors`` through the first ``dims`` rows of WORD_ROTATION (a random projection
+    that keeps angles approximately, Johnson-Lindenstrauss), normalised again."""
+    out = vectors.astype(np.float32) @ WORD_ROTATION[:dims].T
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def _int8(vectors: np.ndarray) -> np.ndarray:
+    """What int8 with one scale per vector keeps of ``vectors``."""
+    scale = np.abs(vectors).max(axis=1, keepdims=True) / 127.0
+    return np.round(vectors / np.maximum(scale, 1e-12)) * scale
+
+
+#: Dimensions of the projected forms.
+PROJECTIONS = (32, 64, 128)
+
+
 def _stored_word_forms(
     sessions: dict[tuple[str, str], tuple[list[str], np.ndarray]],
 ) -> dict[str, dict[tuple[str, str], np.ndarray]]:
@@ -1552,6 +1579,8 @@ def _stored_word_forms(
     asymmetric product), the signs of the model's own coordinates, and each of those over
     the session's distinct words only (one vector per word form, the mean of its
     occurrences)."""
+    # and int8 of a random projection to PROJECTIONS dimensions (distinct words; 128 also
+    # over every word): dims + 4 bytes a word
     forms: dict[str, dict[tuple[str, str], np.ndarray]] = {
         "li-int8": {},
         "li-sign": {},
@@ -1562,8 +1591,7 @@ def _stored_word_forms(
     total = distinct_total = 0
     for key, (ws, vectors) in sessions.items():
         v = vectors.astype(np.float32)
-        scale = np.abs(v).max(axis=1, keepdims=True) / 127.0
-        forms["li-int8"][key] = np.round(v / np.maximum(scale, 1e-12)) * scale
+        forms["li-int8"][key] = _int8(v)
         forms["li-sign"][key] = np.sign(v @ WORD_ROTATION.T)
         forms["li-sign-raw"][key] = np.sign(v)
         index: dict[str, list[int]] = {}
@@ -1573,6 +1601,9 @@ def _stored_word_forms(
         mean /= np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
         forms["li-distinct"][key] = mean
         forms["li-sign-distinct"][key] = np.sign(mean @ WORD_ROTATION.T)
+        for dims in PROJECTIONS:
+            forms.setdefault(f"li-p{dims}-distinct", {})[key] = _int8(_projected(mean, dims))
+        forms.setdefault("li-p128-all", {})[key] = _int8(_projected(v, 128))
         total += len(ws)
         distinct_total += len(index)
     log(
@@ -1936,6 +1967,12 @@ def main(argv: list[str] | None = None) -> int:
         "each session's words (features-li.json, from features-default.json)",
     )
     parser.add_argument(
+        "--stored-word-forms",
+        action="store_true",
+        help="only the forms stored word vectors could take, as second-look signals, without "
+        "the query-time chunk reading (features-li-forms.json)",
+    )
+    parser.add_argument(
         "--rerank-latency",
         action="store_true",
         help="time in the same run: in-process Recall top 10, the packaged reranker over its "
@@ -2031,6 +2068,26 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             print(f"load average after {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
+    if args.stored_word_forms:
+        rows = _reader_features(
+            data_dir / f"features-li-forms{suffix}.json",
+            data_dir / f"features-default{suffix}.json",
+            args.refresh,
+            lambda url, base: late_interaction_features(
+                url, conversations, base, read_chunks=False
+            ),
+            "stored word forms",
+        )
+        print(choose_second_look(rows, split, "xenc_late-interaction"))
+        for form in (
+            "li-int8",
+            "li-distinct",
+            *(f"li-p{dims}-distinct" for dims in PROJECTIONS),
+            "li-p128-all",
+        ):
+            print(f"stored word vectors as {form}:")
+            print(choose_second_look(rows, split, f"xenc_{form}"))
         return 0
     if args.late_interaction:
         rows = _reader_features(
