@@ -1578,9 +1578,8 @@ def _stored_word_forms(
     (``li-sign``, 48 B a word; the question's words rotated too and kept in float, an
     asymmetric product), the signs of the model's own coordinates, and each of those over
     the session's distinct words only (one vector per word form, the mean of its
-    occurrences)."""
-    # and int8 of a random projection to PROJECTIONS dimensions (distinct words; 128 also
-    # over every word): dims + 4 bytes a word
+    occurrences); and int8 of a random projection to each of PROJECTIONS dimensions
+    (``li-p64-distinct``: dims + 4 bytes a distinct word; 128 also over every word)."""
     forms: dict[str, dict[tuple[str, str], np.ndarray]] = {
         "li-int8": {},
         "li-sign": {},
