@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 from episodic.store.db import make_engine
 from episodic.testing.database import TestDatabases, test_server
 from episodic.testing.processes import ServiceProcess, start_service
+from episodic.v1.ingest_service_pb2_grpc import IngestServiceStub
 
 
 @pytest.fixture(scope="session")
@@ -55,9 +56,14 @@ def spawn(db_url: str) -> Iterator:  # type: ignore[type-arg]
 
     yield _spawn
     for service in reversed(started):
-        service.terminate()
-        # Captured by pytest and shown only when the test fails.
-        print(f"----- {service.name} output -----\n{service.log()}")
+        _stop(service)
+
+
+def _stop(service: ServiceProcess) -> None:
+    """Stops ``service`` and prints its output, which pytest captures and shows only when
+    a test failed."""
+    service.terminate()
+    print(f"----- {service.name} output -----\n{service.log()}")
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +82,16 @@ def module_engine(module_db_url: str) -> Iterator[Engine]:
 
 
 @pytest.fixture(scope="module")
-def shared_ingest(module_db_url: str) -> Iterator[ServiceProcess]:
+def shared_ingest(module_db_url: str) -> Iterator[IngestServiceStub]:
     """One Ingest process for a whole module, against ``module_db_url``: for the many
     requests that must be refused, which need no state of their own. A process and a
     database per case cost ~4 s of start and stop each (~180 s of the suite over four
     parametrised tests). A test using it asserts what its call changed, not what the
-    tables hold (other cases of the module ran against them)."""
+    tables hold (other cases of the module ran against them). Yields a stub."""
     service = start_service("ingest", module_db_url)
-    yield service
-    service.terminate()
-    print(f"----- {service.name} output -----\n{service.log()}")
+    channel = service.channel()
+    try:
+        yield IngestServiceStub(channel)
+    finally:
+        channel.close()
+        _stop(service)

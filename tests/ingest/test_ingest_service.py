@@ -26,14 +26,6 @@ def ingest(spawn):  # type: ignore[no-untyped-def]
     channel.close()
 
 
-@pytest.fixture(scope="module")
-def refusing(shared_ingest):  # type: ignore[no-untyped-def]
-    """The module's one Ingest (``shared_ingest``), for requests it must refuse."""
-    channel = shared_ingest.channel()
-    yield g.IngestServiceStub(channel)
-    channel.close()
-
-
 def _stored(engine) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     """Messages stored, and the sum of every thread's counter: what a refused AddMessages
     must leave as it was."""
@@ -395,12 +387,12 @@ def _bad_cases():  # type: ignore[no-untyped-def]
     ("case", "make", "code", "phrase"), _bad_cases(), ids=[c[0] for c in _bad_cases()]
 )
 def test_bad_add_messages_is_rejected_and_stores_nothing(
-    refusing, module_engine, case, make, code, phrase
+    shared_ingest, module_engine, case, make, code, phrase
 ) -> None:  # type: ignore[no-untyped-def]
-    thread = new_thread(refusing)
+    thread = new_thread(shared_ingest)
     before = _stored(module_engine)
     with pytest.raises(grpc.RpcError) as err:
-        refusing.AddMessages(make(thread.thread_id))
+        shared_ingest.AddMessages(make(thread.thread_id))
     assert err.value.code() == code, err.value.details()
     assert phrase in err.value.details()
     status = rpc_status.from_call(err.value)
@@ -500,9 +492,9 @@ def test_bad_add_messages_is_rejected_and_stores_nothing(
         ),
     ],
 )
-def test_bad_requests_get_clear_errors(refusing, rpc, request_, code, phrase) -> None:  # type: ignore[no-untyped-def]
+def test_bad_requests_get_clear_errors(shared_ingest, rpc, request_, code, phrase) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(grpc.RpcError) as err:
-        getattr(refusing, rpc)(request_)
+        getattr(shared_ingest, rpc)(request_)
     assert err.value.code() == code, err.value.details()
     assert phrase in err.value.details()
 
@@ -545,16 +537,16 @@ def _struct(**values):  # type: ignore[no-untyped-def]
         "nul-beside-escape",
     ],
 )
-def test_metadata_json_cannot_hold_is_invalid_argument(refusing, metadata, phrase) -> None:  # type: ignore[no-untyped-def]
-    thread = new_thread(refusing)
+def test_metadata_json_cannot_hold_is_invalid_argument(shared_ingest, metadata, phrase) -> None:  # type: ignore[no-untyped-def]
+    thread = new_thread(shared_ingest)
     with pytest.raises(grpc.RpcError) as err:
-        refusing.AddMessages(
+        shared_ingest.AddMessages(
             pb.AddMessagesRequest(thread_id=thread.thread_id, messages=[msg(metadata=metadata)])
         )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert phrase in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
-        refusing.CreateThread(pb.CreateThreadRequest(dataset="d", metadata=metadata))
+        shared_ingest.CreateThread(pb.CreateThreadRequest(dataset="d", metadata=metadata))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
