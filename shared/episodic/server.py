@@ -6,6 +6,7 @@ its service adds (a :class:`Service`: servicers, start and shutdown hooks)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -357,6 +358,10 @@ def run_until_signalled(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    # Everything imported and built so far lives as long as the process: out of the
+    # collector's sight, a full collection no longer walks it while serving, nor at exit
+    # (the interpreter's last collection over it took ~0.5 s of every stop).
+    gc.freeze()
     # Parent processes (episodic up, tests) wait for this line to know the port.
     # One write: a log line from another thread must not land inside it.
     sys.stdout.write((ready_line or f"{runtime.name} listening on port {runtime.port}") + "\n")

@@ -9,6 +9,7 @@ no-op meter provider."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
@@ -22,12 +23,13 @@ from pathlib import Path
 import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from episodic import metrics
 from episodic.config import MetricsSettings
 from episodic.store.status import PipelineStatus
-from episodic.telemetry import build_meter_provider, selected_metric_exporters
+from episodic.telemetry import build_meter_provider, selected_metric_exporters, serve_prometheus
 from episodic.testing.processes import ServiceProcess, wait_until
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as ipb
@@ -242,6 +244,29 @@ def test_metrics_port_defaults_per_service_and_follows_any_port() -> None:
     assert settings.port_for("recall", 50054) == 9467
     assert settings.port_for("scheduler", 0) == 0  # replicas on any port never collide
     assert MetricsSettings(metrics_port=9100).port_for("summariser", 0) == 9100
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", ""])
+def test_the_metrics_server_serves_its_registry_on_any_path_and_stops(host: str) -> None:
+    if host == "::1" and not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    registry = CollectorRegistry()
+    Counter("probe_calls", "calls seen by the probe", registry=registry).inc(3)
+    server = serve_prometheus(registry, host, 0)
+    url_host = "[::1]" if host == "::1" else "127.0.0.1"
+    try:
+        for path in ("/metrics", "/"):
+            with urllib.request.urlopen(f"http://{url_host}:{server.server_port}{path}") as r:
+                body = r.read().decode()
+            samples = {
+                s.name: s.value for f in text_string_to_metric_families(body) for s in f.samples
+            }
+            assert samples["probe_calls_total"] == 3.0
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(OSError):  # the port is closed once it stopped
+        urllib.request.urlopen(f"http://{url_host}:{server.server_port}/metrics", timeout=5)
 
 
 @pytest.mark.parametrize(
