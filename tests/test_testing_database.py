@@ -14,14 +14,14 @@ from episodic.testing import database
 def test_the_environment_chooses_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EPISODIC_TEST_DATA_PARENT", str(tmp_path))
     monkeypatch.setattr(database, "RAM_DIRECTORY", tmp_path / "elsewhere")
-    assert database.test_data_parent() == str(tmp_path)
+    assert database.server_data_parent() == str(tmp_path)
 
 
 def test_a_ram_directory_with_room_is_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("EPISODIC_TEST_DATA_PARENT", raising=False)
     monkeypatch.setattr(database, "RAM_DIRECTORY", tmp_path)
     monkeypatch.setattr(database, "RAM_DIRECTORY_MIN_FREE", 1)
-    assert database.test_data_parent() == str(tmp_path)
+    assert database.server_data_parent() == str(tmp_path)
 
 
 def test_without_room_or_directory_the_default_temporary_directory(
@@ -30,7 +30,7 @@ def test_without_room_or_directory_the_default_temporary_directory(
     monkeypatch.delenv("EPISODIC_TEST_DATA_PARENT", raising=False)
     monkeypatch.setattr(database, "RAM_DIRECTORY", tmp_path)
     monkeypatch.setattr(database, "RAM_DIRECTORY_MIN_FREE", 1 << 62)  # more than any disk
-    assert database.test_data_parent() is None
+    assert database.server_data_parent() is None
     monkeypatch.setattr(database, "RAM_DIRECTORY", tmp_path / "missing")
     monkeypatch.setattr(database, "RAM_DIRECTORY_MIN_FREE", 1)
-    assert database.test_data_parent() is None
+    assert database.server_data_parent() is None
