@@ -1420,6 +1420,9 @@ def late_interaction_features(
     engine = make_engine(url, pool_size=2)
     vault = test_vault()
     sessions: dict[tuple[str, str], tuple[list[str], np.ndarray]] = {}
+    # each session's document and its words' character offsets: which stored word vectors
+    # fall inside a chunk (a chunk's text is exactly its span of the document)
+    places: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
     started = time.monotonic()
     with engine.connect() as conn:
         labels = {
@@ -1463,6 +1466,10 @@ def late_interaction_features(
             sessions[(raw["dataset"], labels[raw["thread_id"]])] = (
                 [m.group().lower() for m in found],
                 vectors.astype(np.float16),
+            )
+            places[(raw["dataset"], labels[raw["thread_id"]])] = (
+                document,
+                np.array([m.start() for m in found], dtype=np.int64),
             )
             if n % 50 == 0:
                 log(
@@ -1521,9 +1528,24 @@ def late_interaction_features(
             # what could be computed at query time without stored word vectors
             picked = np.argsort(-(near["vectors"] @ sentence))[:NEAREST_CHUNKS]
             alone = [chunk_words(near["chunks"][i]) for i in picked] if read_chunks else []
+            # the same chunks' words as the session's one read saw them (what a stored row
+            # per episode window holds), float and as int8 of the 64-dimension projection
+            within = {
+                f"li-near{n}": _words_within(
+                    places[(r["dataset"], c["label"])],
+                    [near["chunks"][i] for i in picked[:n]],
+                )
+                for n in (1, NEAREST_CHUNKS)
+            }
+            session_words = sessions[(r["dataset"], c["label"])][1].astype(np.float32)
+            near_forms = {}
+            for form, mask in within.items():
+                near_forms[form] = session_words[mask]
+                near_forms[f"{form}-p64"] = _int8(_projected(session_words[mask], 64))
             for name, dv in (
                 ("late-interaction", sessions[(r["dataset"], c["label"])][1]),
                 *((form, kept[(r["dataset"], c["label"])]) for form, kept in stored.items()),
+                *near_forms.items(),
                 ("word-chunk", near["vectors"]),
                 (
                     "nearest-chunks",
@@ -1533,6 +1555,8 @@ def late_interaction_features(
                 query_words = qv
                 if name.startswith("li-sign"):
                     query_words = qv @ WORD_ROTATION.T
+                elif name.endswith("-p64"):
+                    query_words = _projected(qv, 64)
                 elif name.startswith("li-p"):
                     query_words = _projected(qv, int(name.split("-")[1][1:]))
                 best = (
@@ -1545,7 +1569,25 @@ def late_interaction_features(
                 )
             head.append({**c, **scores})
         out.append({**r, "candidates": head + r["candidates"][top:]})
+    log(f"  chunks found in their session's document: {WITHIN_FOUND}")
     return out
+
+
+def _words_within(place: tuple[str, np.ndarray], chunks: list[str]) -> np.ndarray:
+    """Which of a session's words (by their character offsets in its document) lie inside
+    any of ``chunks`` (each found in the document by its text)."""
+    document, starts = place
+    mask = np.zeros(len(starts), dtype=bool)
+    for chunk in chunks:
+        at = document.find(chunk)
+        WITHIN_FOUND[at >= 0] += 1
+        if at >= 0:
+            mask |= (starts >= at) & (starts < at + len(chunk))
+    return mask
+
+
+#: How many chunks _words_within found in their document (True) or not (False): logged.
+WITHIN_FOUND = {True: 0, False: 0}
 
 
 #: A fixed random rotation for the sign sketches (SimHash): the signs of a rotated vector
@@ -2084,6 +2126,10 @@ def main(argv: list[str] | None = None) -> int:
             "li-distinct",
             *(f"li-p{dims}-distinct" for dims in PROJECTIONS),
             "li-p128-all",
+            "li-near1",
+            "li-near1-p64",
+            f"li-near{NEAREST_CHUNKS}",
+            f"li-near{NEAREST_CHUNKS}-p64",
         ):
             print(f"stored word vectors as {form}:")
             print(choose_second_look(rows, split, f"xenc_{form}"))
