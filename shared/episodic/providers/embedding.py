@@ -273,7 +273,8 @@ def int8_activations_graph(model: bytes, *, signed_weights: bool | None = None) 
     ``signed_weights`` (default: :func:`signed_weights_multiply_exactly`): multiply by the
     int8 weights as shipped, or by the same weights stored as uint8 + 128 with a weight zero
     point of 128 — onnxruntime's exact uint8 × uint8 kernel, for CPUs whose uint8 × int8
-    kernel saturates. Both compute the same integers, so every CPU stores the same vectors.
+    kernel saturates. Both compute the same integers, so the products agree on every
+    CPU (the float parts around them may still differ in the last bits between CPUs).
     """
     if signed_weights is None:
         signed_weights = signed_weights_multiply_exactly()
