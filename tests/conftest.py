@@ -12,7 +12,13 @@ import pytest
 from sqlalchemy import Engine
 
 from episodic.store.db import make_engine
-from episodic.testing.database import TestDatabases, server_data_parent, test_server
+from episodic.testing.database import (
+    SERVER_DIRECTORY_PREFIX,
+    TestDatabases,
+    remove_abandoned,
+    server_data_parent,
+    test_server,
+)
 from episodic.testing.processes import ServiceProcess, start_service
 from episodic.v1.ingest_service_pb2_grpc import IngestServiceStub
 
@@ -21,8 +27,10 @@ from episodic.v1.ingest_service_pb2_grpc import IngestServiceStub
 def databases() -> Iterator[TestDatabases]:
     # Not under pytest's basetemp: concurrent pytest runs prune each other's old basetemps,
     # which would delete a running server's data directory. In RAM when the machine has
-    # room (server_data_parent says why).
-    base = Path(tempfile.mkdtemp(prefix="episodic-test-pg-", dir=server_data_parent()))
+    # room (server_data_parent says why); what killed runs left there is removed first.
+    parent = server_data_parent()
+    remove_abandoned(parent)
+    base = Path(tempfile.mkdtemp(prefix=SERVER_DIRECTORY_PREFIX, dir=parent))
     try:
         with test_server(base) as dbs:
             yield dbs

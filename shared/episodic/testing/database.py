@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +52,44 @@ def server_data_parent() -> str | None:
     except OSError:
         usable = False
     return str(RAM_DIRECTORY) if usable else None
+
+
+#: The prefix of a test server's directory (tests/conftest.py); see remove_abandoned.
+SERVER_DIRECTORY_PREFIX = "episodic-test-pg-"
+
+
+def remove_abandoned(parent: str | None, *, older_than: float = 600.0) -> list[Path]:
+    """Removes test servers' directories under ``parent`` that a killed test run left
+    behind — in RAM they would hold memory until the machine restarts: those older than
+    ``older_than`` seconds whose server is not running (no ``postmaster.pid``, or its
+    process is gone). A run that has just created its directory and not yet started its
+    server is younger than that. Returns what it removed."""
+    import time
+
+    base = Path(parent) if parent else Path(tempfile.gettempdir())
+    removed = []
+    for directory in base.glob(f"{SERVER_DIRECTORY_PREFIX}*"):
+        try:
+            if time.time() - directory.stat().st_mtime < older_than:
+                continue
+            pid_file = directory / "pgdata" / "postmaster.pid"
+            if pid_file.exists() and _alive(int(pid_file.read_text().split()[0])):
+                continue
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or a half-written pid file: leave it
+        shutil.rmtree(directory, ignore_errors=True)
+        removed.append(directory)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def with_database(url: str, database: str) -> str:
@@ -118,8 +157,6 @@ def scratch_database(
 ) -> Iterator[str]:
     """A migrated database that is dropped afterwards, for benchmarks: on ``admin_url``
     when given, else on an embedded server in a temporary directory (stopped afterwards)."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         if admin_url:
             dbs = TestDatabases(admin_url)
