@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from bench.summariser_bench import LOCOMO, locomo_sessions
-from episodic.providers.embedding import MiniLMEmbedder, normalise_rows
+from episodic.providers.embedding import INT8_PRODUCTS, MiniLMEmbedder, normalise_rows
 from episodic.providers.extractive import ExtractiveSummariser
 from episodic.providers.types import ChatMessage, SummaryRequest
 from episodic.store.recall_index import make_chunks
@@ -79,6 +79,7 @@ def arithmetic(texts: list[str], rounds: int) -> None:
             embedder.embed(texts)
             seconds[name] += time.process_time() - t0
     print(
+        f"{INT8_PRODUCTS.description}\n"
         f"{len(texts)} texts (sentences and chunks), {rounds} rounds interleaved; load "
         f"average {load:.1f} -> {os.getloadavg()[0]:.1f}\n"
         f"cosine float/int8: min {cosine.min():.4f}, 1st percentile "

@@ -68,6 +68,7 @@ from episodic.providers import (
     make_embedder,
     make_summariser,
 )
+from episodic.providers.embedding import INT8_PRODUCTS
 from episodic.providers.factory import late_chunks
 from episodic.services.ingest import domain as ingest
 from episodic.services.summariser.pipeline import PassResult, Pipeline
@@ -528,7 +529,8 @@ def main() -> None:
         f"{LLMSettings().summary_sentence_vectors}: EPISODIC_SUMMARY_SENTENCE_VECTORS) "
         f"(model load {cold:.1f} s, excluded), summariser {summariser_name}, KeyLearningFacts; "
         f"claim batch {args.batch}; {args.threads} episodes of {source}, "
-        f"{results[0][0].messages / args.threads:.1f} messages each; embedded PostgreSQL.\n"
+        f"{results[0][0].messages / args.threads:.1f} messages each; embedded PostgreSQL; "
+        f"{INT8_PRODUCTS.description}.\n"
         "ms per episode (mean); total = summarise + embed + database; p50/p95 of total.\n"
     )
     header = (

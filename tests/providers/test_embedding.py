@@ -614,3 +614,19 @@ def test_the_graph_without_nan_guards_gives_the_same_vectors_bit_for_bit() -> No
         b = unguarded.run(["last_hidden_state"], feeds)[0]
         real = mask.astype(bool)
         assert np.array_equal(a[real], b[real]) and not np.isnan(b).any()
+
+
+def test_the_int8_kernel_choice_is_said_with_the_cpu(caplog: pytest.LogCaptureFixture) -> None:
+    """Benchmarks print it and the model's load logs it: figures from machines with and
+    without VNNI differ by ~1.5x, and an operator should see which kernel runs."""
+    from episodic.providers import embedding
+
+    said = embedding.INT8_PRODUCTS.description
+    exact = embedding.signed_weights_multiply_exactly()
+    assert ("uint8 x int8;" in said) == exact
+    assert ("saturates" in said) == (not exact)
+    assert "CPU: " in said and embedding.cpu_summary() in said
+    embedding._MODELS.clear()  # a fresh load, as a starting service does
+    with caplog.at_level("INFO", logger="episodic.providers.embedding"):
+        MiniLMEmbedder(compute="int8").check()
+    assert f"minilm: {said}" in caplog.text

@@ -13,10 +13,12 @@ distance is well defined.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import importlib.util
 import itertools
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -30,6 +32,8 @@ import numpy as np
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy, make_client, post_json, snippet
 from episodic.providers.types import Embedder, SpanDocument
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import httpx
@@ -247,6 +251,54 @@ def signed_weights_multiply_exactly() -> bool:
     )
     (got,) = session.run(None, {"x": activations})
     return bool(np.all(got == (255 - 128) * 127 * depth))
+
+
+class _Int8Products:
+    """Which integer kernel this process's int8 arithmetic uses, checked once (lazily):
+    ``signed`` is :func:`signed_weights_multiply_exactly`; ``description`` says it for
+    logs and benchmarks, with the CPU's model and int8 extensions."""
+
+    @functools.cached_property
+    def signed(self) -> bool:
+        return signed_weights_multiply_exactly()
+
+    @property
+    def description(self) -> str:
+        kernel = (
+            "uint8 x int8"
+            if self.signed
+            else "uint8 x uint8 (this CPU's uint8 x int8 kernel saturates)"
+        )
+        return f"int8 products: {kernel}; CPU: {cpu_summary()}"
+
+
+def cpu_summary() -> str:
+    """The CPU's model name and the extensions int8 products depend on (Linux; else the
+    platform's processor string)."""
+    import platform
+
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    name = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in info.splitlines()
+            if line.startswith("model name")
+        ),
+        platform.machine(),
+    )
+    flags = next(
+        (line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")),
+        [],
+    )
+    wanted = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
+    return f"{name} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
+
+
+#: The process's int8 kernel choice (shared by every MiniLM model it loads).
+INT8_PRODUCTS = _Int8Products()
 
 
 def int8_activations_graph(model: bytes, *, signed_weights: bool | None = None) -> bytes:
@@ -475,7 +527,8 @@ def _load_minilm(threads: int, max_tokens: int, compute: str = "int8") -> _MiniL
         options.log_severity_level = 3
         graph = without_nan_guards(minilm_model_path().read_bytes())
         if compute == "int8":
-            graph = int8_activations_graph(graph)
+            graph = int8_activations_graph(graph, signed_weights=INT8_PRODUCTS.signed)
+            log.info("minilm: %s", INT8_PRODUCTS.description)
         try:
             session = ort.InferenceSession(
                 graph, sess_options=options, providers=["CPUExecutionProvider"]
