@@ -96,6 +96,10 @@ def fill(client: EpisodicClient) -> dict[str, str]:
     )
     client.add_message(a, "assistant", "Noted, Alice: the Pro tier for project Atlas.")
     client.end_thread(a)  # explicit: 1-2
+    # EndThread opens 1-2 through the Scheduler within Ingest's notice deadline (2 s); on a
+    # loaded machine that call can be lost, and the catch-up then opens the checkpoint but
+    # arms 3-4's idle timer only on its next pass. A sweep now makes 1-2 certain either way.
+    client.run_sweep()
     client.add_message(
         a,
         "user",
