@@ -281,18 +281,12 @@ def cpu_summary() -> str:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return platform.processor() or platform.machine()
-    name = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in info.splitlines()
-            if line.startswith("model name")
-        ),
-        platform.machine(),
-    )
-    flags = next(
-        (line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")),
-        [],
-    )
+    fields: dict[str, str] = {}
+    for line in info.splitlines():  # the first processor's lines stand for all
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.machine()
+    flags = fields.get("flags", "").split()
     wanted = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
     return f"{name} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
 
@@ -322,14 +316,14 @@ def int8_activations_graph(model: bytes, *, signed_weights: bool | None = None) 
     by a cosine of ~0.997 on average from the float32 ones: a change of what is stored,
     measured on LoCoMo (docs/benchmarks.md, "Summariser, fourth pass").
 
-    ``signed_weights`` (default: :func:`signed_weights_multiply_exactly`): multiply by the
-    int8 weights as shipped, or by the same weights stored as uint8 + 128 with a weight zero
-    point of 128 — onnxruntime's exact uint8 × uint8 kernel, for CPUs whose uint8 × int8
+    ``signed_weights`` (default: the process's one check, ``INT8_PRODUCTS.signed``):
+    multiply by the int8 weights as shipped, or by the same weights stored as uint8 + 128
+    with a weight zero point of 128 — onnxruntime's exact uint8 × uint8 kernel, for CPUs whose uint8 × int8
     kernel saturates. Both compute the same integers, so the products agree on every
     CPU (the float parts around them may still differ in the last bits between CPUs).
     """
     if signed_weights is None:
-        signed_weights = signed_weights_multiply_exactly()
+        signed_weights = INT8_PRODUCTS.signed
     try:
         import onnx
         from onnx import TensorProto, helper, numpy_helper
@@ -527,7 +521,7 @@ def _load_minilm(threads: int, max_tokens: int, compute: str = "int8") -> _MiniL
         options.log_severity_level = 3
         graph = without_nan_guards(minilm_model_path().read_bytes())
         if compute == "int8":
-            graph = int8_activations_graph(graph, signed_weights=INT8_PRODUCTS.signed)
+            graph = int8_activations_graph(graph)
             log.info("minilm: %s", INT8_PRODUCTS.description)
         try:
             session = ort.InferenceSession(

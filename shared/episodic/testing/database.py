@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,32 +65,19 @@ def remove_abandoned(parent: str | None, *, older_than: float = 600.0) -> list[P
     ``older_than`` seconds whose server is not running (no ``postmaster.pid``, or its
     process is gone). A run that has just created its directory and not yet started its
     server is younger than that. Returns what it removed."""
-    import time
-
     base = Path(parent) if parent else Path(tempfile.gettempdir())
     removed = []
     for directory in base.glob(f"{SERVER_DIRECTORY_PREFIX}*"):
         try:
             if time.time() - directory.stat().st_mtime < older_than:
                 continue
-            pid_file = directory / "pgdata" / "postmaster.pid"
-            if pid_file.exists() and _alive(int(pid_file.read_text().split()[0])):
-                continue
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile, or a half-written pid file: leave it
+        except OSError:
+            continue  # gone meanwhile
+        if EmbeddedPostgres(directory / "pgdata").running():
+            continue
         shutil.rmtree(directory, ignore_errors=True)
         removed.append(directory)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def with_database(url: str, database: str) -> str:
