@@ -1137,10 +1137,16 @@ def abstention(rows: list[dict], split: dict[str, set[str]], threshold: float, r
     return "\n".join(parts)
 
 
-def confirm(url: str, conversations: list[locomo.Conversation], split: dict[str, set[str]]) -> None:
+def confirm(
+    url: str,
+    conversations: list[locomo.Conversation],
+    split: dict[str, set[str]],
+    env: dict[str, str] | None = None,
+) -> None:
     """The recommended threshold through a running Recall service (gRPC) on the kept
     database: R@1/R@5/MRR per half without and with it, the share of foreign and
-    adversarial questions answered with nothing, and the latency of both, interleaved."""
+    adversarial questions answered with nothing, and the latency of both, interleaved.
+    ``env``: the Recall's embedding settings (default MiniLM, the kept database's)."""
     import grpc
 
     from bench.recall_quality import _recall
@@ -1149,7 +1155,13 @@ def confirm(url: str, conversations: list[locomo.Conversation], split: dict[str,
     from episodic.v1.recall_service_pb2_grpc import RecallServiceStub
 
     service = start_service(
-        "recall", url, {"EPISODIC_EMBEDDING_PROVIDER": "minilm", "EPISODIC_LOG_LEVEL": "WARNING"}
+        "recall",
+        url,
+        {
+            "EPISODIC_EMBEDDING_PROVIDER": "minilm",
+            "EPISODIC_LOG_LEVEL": "WARNING",
+            **(env or {}),
+        },
     )
     try:
         channel = grpc.insecure_channel(service.address)

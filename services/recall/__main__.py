@@ -11,6 +11,7 @@ from episodic.config import Settings
 from episodic.providers import RetryPolicy, make_embedder
 from episodic.providers.rerank import HttpReranker
 from episodic.server import Service, serve
+from episodic.store import embedding_space
 from episodic.store.db import check_embedding_dimension
 from episodic.store.vault import make_vault
 
@@ -24,6 +25,9 @@ def build(settings: Settings, engine: Engine) -> Service:
     temporal.warm_up()  # dateparser's language data, before the first query
     # Query vectors must be comparable with the stored ones: refuse to start otherwise.
     check_embedding_dimension(engine, embedder.dimension)
+    embedding_space.check_start(
+        engine, embedder.name, embedder.dimension, who="Recall", record=False
+    )
     embedder.check()  # loads the model now, not on the first user's query
     log.info("recall embedder: %s", embedder.name)
     reranker = None

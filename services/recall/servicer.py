@@ -20,6 +20,7 @@ from episodic.errors import InvalidArgument, ProviderError, Unavailable
 from episodic.providers.rerank import HttpReranker
 from episodic.providers.types import Embedder
 from episodic.store import episodes, owners, recall_queries
+from episodic.store.embedding_space import SpaceWatch
 from episodic.store.recall_queries import Approximation, RecallFilters
 from episodic.store.vault import Vault
 from episodic.temporal import QueryTime
@@ -168,6 +169,9 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         self.embedder = embedder
         self.vault = vault
         self.reranker = reranker
+        # Queries are compared with the store's vectors: a Recall whose model the store was
+        # moved away from answers FAILED_PRECONDITION (store/embedding_space.py).
+        self.space = SpaceWatch(engine, embedder.name)
         self.sizes = domain.DatasetSizes(
             settings.recall_approximate_above,
             Approximation(
@@ -226,7 +230,10 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         if not query.include_episodes:
             return pb.RecallResponse()  # episodes are opt-in (seed 000, "Retrieval")
         ranked = query.ranked_query
-        vector = self.embedder.embed_query(ranked) if query.needs_embedding and ranked else None
+        vector = None
+        if query.needs_embedding and ranked:
+            self.space.require()
+            vector = self.embedder.embed_query(ranked)
         limit = query.limit
         reranker = self.reranker if vector is not None and query.rerankable else None
         if reranker is not None:  # it may lift a candidate from below the requested limit
@@ -258,6 +265,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         limit = page_size(
             request.page_size, default=domain.SEARCH_DEFAULT_SIZE, maximum=domain.SEARCH_MAX_SIZE
         )
+        self.space.require()
         vector = self.embedder.embed_query(query)
         with _reading(self.engine, context) as conn:
             rows = domain.search(conn, self.vault, dataset, query, vector, limit)

@@ -8,6 +8,7 @@ from episodic.config import Settings
 from episodic.providers import CachedEmbedder, make_embedder, make_summariser
 from episodic.providers.factory import late_chunks
 from episodic.server import Service, serve
+from episodic.store import embedding_space
 from episodic.store.db import check_embedding_dimension
 from episodic.store.vault import make_vault
 
@@ -23,8 +24,10 @@ def build(settings: Settings, engine: Engine) -> Service:
     embedder = CachedEmbedder(
         make_embedder(settings.embedding, settings.database.embedding_dimension, bulk=True)
     )
-    # Refuse to start rather than fail every episode later.
+    # Refuse to start rather than fail every episode later, or store vectors of a model
+    # the store's other vectors do not compare with.
     check_embedding_dimension(engine, embedder.dimension)
+    embedding_space.check_start(engine, embedder.name, embedder.dimension, who="Summariser")
     summariser = make_summariser(settings.llm, embedder)
     vault = make_vault(settings.privacy)
     event_work = EventWork(

@@ -37,7 +37,7 @@ from episodic.providers.types import (
     SummaryRequest,
     speaker_from_metadata,
 )
-from episodic.store import entities, episodes
+from episodic.store import embedding_space, entities, episodes
 from episodic.store.db import is_database_outage
 from episodic.store.recall_index import (
     ChunkWork,
@@ -286,6 +286,8 @@ class Pipeline:
         self._release_owed = False
         # Events: embedding them, and the turn classifier (after episodes, never before).
         self.event_work = event_work
+        # The space a pass last found it may not write to (logged once per change).
+        self._held_back: embedding_space.Space | None = None
 
     def run_once(
         self, limit: int, now: datetime | None = None, *, yield_chunks: bool = True
@@ -304,6 +306,8 @@ class Pipeline:
             self.release()
             self._release_owed = False
         with self.engine.begin() as conn:
+            if not self.may_write_vectors(conn):
+                return result
             claimed = episodes.claim_pending(conn, self.worker, limit, now)
         try:
             with _Heartbeat(self, self.heartbeat):
@@ -333,6 +337,25 @@ class Pipeline:
                 self._release_owed = True
             raise
         return result
+
+    def may_write_vectors(self, conn: Connection | None = None) -> bool:
+        """Whether this pass may write vectors: the store holds (or is being re-embedded
+        to) this worker's model (store/embedding_space.py). A worker of another model
+        writes nothing and says so once; the episodes wait for a worker of the store's
+        model. The worker's loop asks under the re-embedding's fence (worker.py); a pass
+        asks in the transaction that claims its episodes."""
+        with nullcontext(conn) if conn is not None else self.engine.connect() as reading:
+            allowed, space = embedding_space.may_write(reading, self.embedder.name)
+        if allowed:
+            self._held_back = None
+        elif space != self._held_back:
+            self._held_back = space
+            assert space is not None
+            log.error(
+                "summarising paused: %s",
+                embedding_space.mismatch(space, self.embedder.name, "Summariser"),
+            )
+        return allowed
 
     def index_backlog(
         self, *, may_yield: bool = True, progress_first: bool = False, now: datetime | None = None

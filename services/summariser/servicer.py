@@ -10,7 +10,9 @@ from google.protobuf import duration_pb2
 from sqlalchemy import Engine
 
 from episodic import access, convert
+from episodic.errors import SchemaMismatch
 from episodic.providers.types import Embedder, Summariser
+from episodic.store import embedding_space
 from episodic.store.status import PipelineStatus, pipeline_status
 from episodic.v1 import summariser_service_pb2 as pb
 from episodic.v1 import summariser_service_pb2_grpc as pb_grpc
@@ -36,6 +38,19 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
         self.summariser = summariser
         self.embedder = embedder
 
+    def check_embedder(self) -> None:
+        """The embedder answers, and the store takes its vectors: a Summariser paused by a
+        re-embedding to another model (or a store moved away from its model) reports it
+        here, in `episodic status`, rather than only in its log."""
+        self.embedder.check()
+        with self.engine.connect() as conn:
+            allowed, space = embedding_space.may_write(conn, self.embedder.name)
+        if not allowed and space is not None:
+            raise SchemaMismatch(
+                "summarising paused: "
+                + embedding_space.mismatch(space, self.embedder.name, "Summariser")
+            )
+
     def ProcessPending(
         self, request: pb.ProcessPendingRequest, context: grpc.ServicerContext
     ) -> pb.ProcessPendingResponse:
@@ -53,7 +68,7 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
     ) -> pb.CheckProvidersResponse:
         return pb.CheckProvidersResponse(
             llm=provider_health(self.summariser.name, self.summariser.check),
-            embedder=provider_health(self.embedder.name, self.embedder.check),
+            embedder=provider_health(self.embedder.name, self.check_embedder),
         )
 
     def GetPipelineStatus(
@@ -94,7 +109,7 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
                 getattr(response, field).CopyFrom(duration)
         if not request.skip_provider_checks:
             response.llm.CopyFrom(provider_health(self.summariser.name, self.summariser.check))
-            response.embedder.CopyFrom(provider_health(self.embedder.name, self.embedder.check))
+            response.embedder.CopyFrom(provider_health(self.embedder.name, self.check_embedder))
         return response
 
 

@@ -10,6 +10,7 @@ import psycopg
 
 from episodic.errors import describe_error, log_failure
 from episodic.store.db import is_database_outage
+from episodic.store.embedding_space import SPACE_LOCK
 from episodic.store.episodes import CHANNELS
 
 from .pipeline import Pipeline
@@ -44,7 +45,7 @@ class Worker:
                     for channel in CHANNELS:
                         listen.execute(f"LISTEN {channel}")
                     while not self.stop_event.is_set():
-                        self._drain()
+                        self._drain(listen)
                         # Wait for a notification or the poll interval, whichever is first.
                         for _ in listen.notifies(timeout=self.poll_interval, stop_after=1):
                             pass
@@ -56,9 +57,18 @@ class Worker:
                     log_failure(log, "summariser loop failed; restarting it", err)
                     self.stop_event.wait(1.0)
 
-    def _drain(self) -> None:
+    def _drain(self, listen: psycopg.Connection) -> None:
         # Until a pass finds nothing to do: one that yielded its chunk index to a due
         # episode counts as work (the next pass claims the episode, then goes on).
         while not self.stop_event.is_set():
-            if not self.pipeline.run_once(self.batch_size).did_work:
+            # Each pass writes its vectors inside a re-embedding's fence: it holds the
+            # space's lock shared, and a re-embedding takes it exclusively to record its
+            # target model, so no pass that read the old target still writes after that
+            # (store/embedding_space.py). On the listening connection: no pool slot.
+            listen.execute("SELECT pg_advisory_lock_shared(%s)", (SPACE_LOCK,))
+            try:
+                worked = self.pipeline.run_once(self.batch_size).did_work
+            finally:
+                listen.execute("SELECT pg_advisory_unlock_shared(%s)", (SPACE_LOCK,))
+            if not worked:
                 return

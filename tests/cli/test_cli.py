@@ -128,3 +128,21 @@ def test_reindex_needs_only_the_database(engine, db_url) -> None:  # type: ignor
     assert "indexed 0 episode(s)" in _ok(env, "reindex", "--database-url", db_url)
     wrong = _run({**env, "EPISODIC_EMBEDDING_DIMENSION": "64"}, "reindex", "--database-url", db_url)
     assert wrong.returncode == 1 and "dimensional" in wrong.stderr
+
+
+def test_reindex_reembed_moves_the_store_to_another_model(engine, db_url) -> None:  # type: ignore[no-untyped-def]
+    from tests.recall.factory import make_episode
+
+    with engine.begin() as conn:
+        make_episode(conn, "ds", ["we chose the Corolla"])
+    hashing = {"EPISODIC_EMBEDDING_PROVIDER": "hashing"}
+    minilm = {"EPISODIC_EMBEDDING_PROVIDER": "minilm"}
+    assert "indexed 0 episode(s)" in _ok(hashing, "reindex", "--database-url", db_url)
+    refused = _run(minilm, "reindex", "--database-url", db_url)
+    assert refused.returncode == 1
+    assert "hashing:384" in refused.stderr and "episodic reindex --reembed" in refused.stderr
+    out = _ok(minilm, "reindex", "--reembed", "--database-url", db_url)
+    assert "re-embedded 1 thread(s) (1 episode and " in out
+    assert "now holds minilm:all-MiniLM-L6-v2-int8's vectors" in out
+    old = _run(hashing, "reindex", "--database-url", db_url)
+    assert old.returncode == 1 and "holds vectors of minilm" in old.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from episodic.cli._common import CommandGroups, guarded
 from episodic.endpoints import SERVICES
@@ -49,6 +50,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from episodic.config import get_settings
     from episodic.providers import make_embedder
     from episodic.providers.factory import late_chunks
+    from episodic.store import embedding_space
     from episodic.store.db import check_embedding_dimension, make_engine
     from episodic.store.recall_index import index_missing
     from episodic.store.vault import make_vault
@@ -57,16 +59,33 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if not url:
         return 2
     settings = get_settings()
-    engine = make_engine(url, pool_size=1, application_name="episodic-reindex")
+    engine = make_engine(url, pool_size=2, application_name="episodic-reindex")
     try:
         embedder = make_embedder(
             settings.embedding, settings.database.embedding_dimension, bulk=True
         )
         check_embedding_dimension(engine, embedder.dimension)
         vault = make_vault(settings.privacy, data_dir=settings.database.data_dir)
-        count = index_missing(
-            engine, embedder, vault, late=late_chunks(settings.embedding, embedder)
-        )
+        late = late_chunks(settings.embedding, embedder)
+        if args.reembed:
+            if TYPE_CHECKING:  # mypy resolves the services by their source directory
+                from services.summariser.reembed import reembed
+            else:
+                from episodic.services.summariser.reembed import reembed
+
+            def say(line: str) -> None:
+                print(line, flush=True)
+
+            done = reembed(engine, embedder, vault, late=late, progress=say)
+            print(
+                f"re-embedded {done.threads} thread(s) ({done.episodes} episode and "
+                f"{done.chunks} chunk vector(s)) and {done.events} event(s) with {done.model}; "
+                f"the store now holds {done.model}'s vectors (before: {done.previous}). "
+                "Restart Recall with these settings."
+            )
+        else:
+            embedding_space.check_writer(engine, embedder.name, embedder.dimension, who="reindex")
+        count = index_missing(engine, embedder, vault, late=late)
     finally:
         engine.dispose()
     print(f"indexed {count} episode(s) for recall")
@@ -95,7 +114,17 @@ def register(groups: CommandGroups) -> None:
     reindex.description = (
         "Writes recall's search index (lexical document, message chunks) for completed "
         "episodes that have none, e.g. those completed before the summariser indexed "
-        "episodes. Needs the database, not the services."
+        "episodes. With --reembed, first re-embeds every stored vector (episodes, chunks, "
+        "events) with the configured embedding model and records it as the store's: how a "
+        "store moves to another model (e.g. EPISODIC_EMBEDDING_PROVIDER=e5). Needs the "
+        "database, not the services; a Summariser of the new model may run meanwhile, "
+        "one of the old model pauses; restart Recall with the new settings afterwards. "
+        "Stopped, it resumes where it was when run again."
     )
     reindex.add_argument("--database-url", help="defaults to EPISODIC_DATABASE_URL")
+    reindex.add_argument(
+        "--reembed",
+        action="store_true",
+        help="re-embed every stored vector with the configured model (resumable)",
+    )
     reindex.set_defaults(func=guarded(cmd_reindex))

@@ -27,6 +27,8 @@ GLOBAL_TABLES: dict[str, str] = {
     "audit_events": "outlives the datasets it mentions (an erasure receipt must survive the "
     "erasure) and records dataset-less actions (key management); Citus local table on the "
     "coordinator",
+    "embedding_space": "one row for the whole store: the embedding model whose vectors every "
+    "dataset holds (store/embedding_space.py); Citus reference table",
     "leases": "singleton sweeps of the whole deployment (reclaim, retention, …); Citus "
     "reference table",
 }
