@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ from episodic.errors import (
     log_failure,
 )
 from episodic.guard import Guard, is_loopback
+from episodic.stop_signals import StopSignals
 from episodic.store.db import make_engine
 from episodic.telemetry import (
     grpc_server_interceptor,
@@ -350,14 +350,9 @@ def run_until_signalled(
         monitor_database(runtime, health_interval)
     else:
         runtime.set_serving(True)
-    done = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("%s received signal %d", runtime.name, signum)
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    # A handler that takes no lock (stop_signals.py: an Event set from a handler could
+    # wait forever for the lock the interrupted main thread held).
+    stop = StopSignals().install()
     # Everything imported and built so far lives as long as the process: out of the
     # collector's sight, a full collection no longer walks it while serving, nor at exit
     # (the interpreter's last collection over it took ~0.5 s of every stop).
@@ -366,8 +361,8 @@ def run_until_signalled(
     # One write: a log line from another thread must not land inside it.
     sys.stdout.write((ready_line or f"{runtime.name} listening on port {runtime.port}") + "\n")
     sys.stdout.flush()
-    while not done.wait(0.5):
-        pass
+    stop.wait()
+    log.info("%s received signal %d", runtime.name, stop.signum)
     runtime.shutdown()
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from episodic.config import Settings
 from episodic.runtime import EmbeddedPostgres
+from episodic.stop_signals import StopSignals
 
 START_ORDER = ("scheduler", "ingest", "summariser", "recall")
 READY_TIMEOUT = 120.0
@@ -50,7 +51,8 @@ class Supervisor:
         self.settings = settings
         wanted = set(services or START_ORDER) & set(available_services())
         self.children = [Child(name) for name in START_ORDER if name in wanted]
-        self.stopping = threading.Event()
+        # Ctrl-C / SIGTERM: a handler that takes no lock (stop_signals.py).
+        self.stopping = StopSignals()
         self.database_url: str | None = settings.database.database_url
         self._pg: EmbeddedPostgres | None = None
         # Set while the embedded PostgreSQL is down or still starting after a restart.
@@ -61,8 +63,7 @@ class Supervisor:
 
     # -- lifecycle -----------------------------------------------------------------
     def run(self) -> int:
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
+        self.stopping.install()
         try:
             from episodic.server import auth_required
 
@@ -85,12 +86,9 @@ class Supervisor:
             print(f"episodic up: {getattr(err, 'message', err)}", file=sys.stderr, flush=True)
             return 1
         finally:
+            if self.stopping.signum:  # said here: printing in the handler could hang
+                print(f"\nstopping (signal {self.stopping.signum}) …", flush=True)
             self._stop_all()
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        if not self.stopping.is_set():
-            print(f"\nstopping (signal {signum}) …", flush=True)
-        self.stopping.set()
 
     # -- database --------------------------------------------------------------------
     def _start_database(self) -> None:
