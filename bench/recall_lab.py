@@ -1146,13 +1146,17 @@ def confirm(
     """The recommended threshold through a running Recall service (gRPC) on the kept
     database: R@1/R@5/MRR per half without and with it, the share of foreign and
     adversarial questions answered with nothing, and the latency of both, interleaved.
-    ``env``: the Recall's embedding settings (default MiniLM, the kept database's)."""
+    ``env``: the Recall's embedding settings (default MiniLM, the kept database's); the
+    threshold is the one recommended with that embedder's relevance curve."""
     import grpc
 
     from bench.recall_quality import _recall
-    from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE as threshold
+    from episodic.store.relevance import curve_for
     from episodic.testing.processes import start_service
     from episodic.v1.recall_service_pb2_grpc import RecallServiceStub
+
+    provider = (env or {}).get("EPISODIC_EMBEDDING_PROVIDER", "minilm")
+    threshold = curve_for(f"{provider}:").recommended_min_relevance  # the one for its curve
 
     service = start_service(
         "recall",

@@ -31,7 +31,7 @@ from episodic.store.recall_queries import (
     RankingOptions,
     RecallFilters,
 )
-from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE
+from episodic.store.relevance import CURVES, curve_for
 from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
 from episodic.v1 import episode_pb2
@@ -67,11 +67,13 @@ class DeadlineExceeded(EpisodicError):
     reason = "DEADLINE_EXCEEDED"
 
 
-def ranking_from(settings: RecallSettings) -> RankingOptions:
-    """The ranking Recall runs under ``settings`` (the fusion and the recency scale); the
-    service and the replay tool both take it from here so they rank alike."""
+def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOptions:
+    """The ranking Recall runs under ``settings`` (the fusion and the recency scale) with
+    the embedder called ``embedder_name`` (whose relevance curve it reads); the service
+    and the replay tool both take it from here so they rank alike."""
     second_look = settings.ranking_second_look
     return RankingOptions(
+        relevance_curve=curve_for(embedder_name),
         fusion=settings.ranking_fusion,
         recency_span=settings.recency_span,
         named_time_recency=settings.recency_from_named_time,
@@ -243,8 +245,9 @@ def check_min_relevance(value: float) -> float:
     """0 (unset) keeps every candidate; otherwise a number in [0, 1]."""
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise InvalidArgument(
-            f"min_relevance must be between 0 and 1 (got {value}); 0 keeps every episode, "
-            f"{RECOMMENDED_MIN_RELEVANCE} is the recommended threshold",
+            f"min_relevance must be between 0 and 1 (got {value}); 0 keeps every episode; "
+            "recommended: "
+            + ", ".join(f"{c.recommended_min_relevance} with {n}" for n, c in CURVES.items()),
             field="min_relevance",
         )
     return float(value)

@@ -180,7 +180,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 exact_cosine=settings.recall_approximate_exact_cosine,
             ),
         )
-        self.ranking = domain.ranking_from(settings)
+        self.ranking = domain.ranking_from(settings, embedder.name)
 
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""

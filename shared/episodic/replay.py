@@ -933,7 +933,7 @@ class _Run:
                     similarity_weight=settings.similarity_weight,
                     recency_weight=settings.recency_weight,
                     filters=RecallFilters(as_of=as_of),
-                    ranking=recall.ranking_from(settings),
+                    ranking=recall.ranking_from(settings, self.embedder.name),
                 ),
                 vector,
             )

@@ -164,3 +164,44 @@ def test_the_sql_curve_is_the_python_curve(engine, minilm) -> None:  # type: ign
     car = max(rows, key=lambda r: r["absolute_relevance"])
     # "car" and "city" are in the car episode (one passage); "buy" is not.
     assert car["coverage"] == pytest.approx(2 / 3)
+
+
+def test_each_embedder_family_has_its_own_curve_in_the_statement(engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    """Recall reads the curve fitted for its embedder: the e5 curve's relevance (computed in
+    SQL through the ranking Recall builds for an e5 embedder) is the Python e5 curve's, and
+    differs from MiniLM's for the same candidate."""
+    from episodic.config import RecallSettings
+    from episodic.services.recall.domain import ranking_from
+    from episodic.store import recall_queries as q
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.store.relevance import E5, MINILM, curve_for
+    from episodic.testing import keys
+
+    assert curve_for("e5:multilingual-e5-small-q4") is E5
+    assert curve_for(minilm.name) is MINILM
+    assert curve_for("openai:text-embedding-3-small") is MINILM  # none of its own
+    assert E5.recommended_min_relevance != MINILM.recommended_min_relevance
+    e5_ranking = ranking_from(RecallSettings(), "e5:multilingual-e5-small-q4")
+    assert e5_ranking.relevance_curve is E5
+    assert ranking_from(RecallSettings(), minilm.name).relevance_curve is MINILM
+
+    _make_life(engine, minilm, "user_10")
+    with engine.connect() as conn:
+        key = keys.test_vault().for_read(conn, "user_10")
+        query = "Which car did I buy in the city?"
+        rows, _ = q.rank_episodes(
+            conn,
+            key=key,
+            filters=RecallFilters(),
+            query=query,
+            query_vector=minilm.embed_query(query),
+            similarity_weight=0.7,
+            recency_weight=0.3,
+            limit=10,
+            options=e5_ranking,
+        )
+    assert len(rows) == 3
+    for r in rows:
+        signals = (r["cosine"], r["coverage"], r["passage_coverage"])
+        assert r["absolute_relevance"] == pytest.approx(relevance(*signals, curve=E5), abs=1e-9)
+        assert r["absolute_relevance"] != pytest.approx(relevance(*signals), abs=1e-3)

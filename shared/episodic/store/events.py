@@ -364,7 +364,7 @@ def _rank_sql(
                    -- Recall's calibrated relevance (store/relevance.py) from the event's
                    -- absolute signals: an event is one passage, so its document coverage
                    -- is its passage coverage too.
-                   {relevance_sql("n.sem", "n.coverage", "n.coverage")} AS absolute_relevance
+                   {relevance_sql("n.sem", "n.coverage", "n.coverage", options.relevance_curve)} AS absolute_relevance
             FROM normed n
         ),"""
     # min_relevance applies only with a query (without one nothing is matched), as for

@@ -72,7 +72,7 @@ from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
 from episodic.store.raw_statement import fetch_all
 from episodic.store.recall_index import DATASET_CONFIG, TEXT_SEARCH_CONFIG, query_tokens
-from episodic.store.relevance import relevance_sql
+from episodic.store.relevance import MINILM, Curve, relevance_sql
 
 __all__ = [
     "BAND_EXPONENT",
@@ -206,6 +206,7 @@ class RankingOptions:
     speaker: bool = False
     rerank_top: int = 0
     rerank_weights: tuple[tuple[str, float], ...] = ()
+    relevance_curve: Curve = MINILM
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -924,7 +925,7 @@ def recall_sql(
             SELECT n.episode_id, n.ended_at, n.recency,
                    n.semantic::float8 AS cosine, n.coverage::float8 AS coverage,
                    n.passage_coverage::float8 AS passage_coverage,
-                   {relevance_sql("n.semantic", "n.coverage", "n.passage_coverage")} AS absolute_relevance,
+                   {relevance_sql("n.semantic", "n.coverage", "n.passage_coverage", options.relevance_curve)} AS absolute_relevance,
                    ({similarity_sql(options, _signals(lexical))})::float8 AS similarity,
                    ({lexical})::float8 AS lexical,
                    n.sem_rel::float8 AS semantic{extra_scored}

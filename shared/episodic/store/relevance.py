@@ -23,47 +23,90 @@ another cosine scale, and the curve should be refitted for it.
 
 ``min_relevance`` on RecallRequest drops episodes below a threshold; the recommended value
 is :data:`RECOMMENDED_MIN_RELEVANCE` (README "Recall quality").
+
+One curve per embedder family (:data:`CURVES`, chosen by :func:`curve_for` from the name
+of the embedder Recall runs): the MiniLM curve above, and one fitted the same way for
+multilingual-e5-small on the same store re-embedded with it (``episodic reindex --reembed``;
+docs/benchmarks.md "Moving a store to another embedding model"). An embedder without a
+curve of its own (an OpenAI model) gets MiniLM's, which the README says to re-check.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 __all__ = [
     "COEFFICIENTS",
+    "CURVES",
+    "E5",
     "INTERCEPT",
+    "MINILM",
     "RECOMMENDED_MIN_RELEVANCE",
+    "Curve",
+    "curve_for",
     "relevance",
     "relevance_sql",
 ]
 
-#: Logistic intercept and weights of (cosine, coverage, passage_coverage); see the module
-#: docstring for how they were fitted. Refitted (2026-12-01) once the query's irregular word
+
+@dataclass(frozen=True)
+class Curve:
+    """A logistic relevance curve fitted for one embedder's cosine scale, and the
+    ``min_relevance`` recommended with it: the highest of 0.1, 0.2, … 0.9 at which real
+    questions of the development half lose at most 1 point of R@5."""
+
+    intercept: float
+    coefficients: tuple[float, float, float]  # (cosine, coverage, passage_coverage)
+    recommended_min_relevance: float
+
+
+#: MiniLM (the default embedder). Refitted (2026-12-01) once the query's irregular word
 #: forms counted in coverage and the summaries' sentences were chosen by TF-IDF (before:
 #: -5.086, (6.537, 3.874, 4.526)): coverage rose for foreign questions too, and held-out
 #: abstention at 0.6 had fallen to 80.7 % (docs/benchmarks.md "Summariser, fifth pass").
-INTERCEPT = -5.109
-COEFFICIENTS = (6.648, 3.764, 4.373)
-#: The threshold the README recommends for ``min_relevance``, chosen on the development
-#: half among 0.1, 0.2, … 0.9: the highest at which real questions lose at most 1 point of
-#: R@5 (dev: 85.0 % of foreign questions get nothing, R@5 .910 → .907; 0.7 lost 1.6
+#: At 0.6 (dev): 85.0 % of foreign questions get nothing, R@5 .910 → .907 (0.7 lost 1.6
 #: points). Held out: 82.5 %, R@5 .925 → .919.
-RECOMMENDED_MIN_RELEVANCE = 0.6
+MINILM = Curve(-5.109, (6.648, 3.764, 4.373), 0.6)
+
+#: multilingual-e5-small (2026-12-01, the LoCoMo store re-embedded with it). e5's cosines
+#: sit in a narrow high band for related and unrelated text alike, so the fit leans on the
+#: words matched (cosine weight 3.1 against MiniLM's 6.6) and separates less: at 0.3 (dev)
+#: 54.8 % of foreign questions get nothing, R@5 .927 → .917 (0.4 lost 1.2 points); held
+#: out 56.9 %, .936 → .924. MiniLM's curve on e5 gave 25.8 % at 0.6.
+E5 = Curve(-6.242, (3.074, 4.771, 5.367), 0.3)
+
+#: Curves by embedder family: the part of ``Embedder.name`` before the colon.
+CURVES: dict[str, Curve] = {"minilm": MINILM, "e5": E5}
 
 
-def relevance(cosine: float, coverage: float, passage_coverage: float) -> float:
+def curve_for(embedder_name: str) -> Curve:
+    """The curve fitted for the embedder called ``embedder_name`` (MiniLM's if none)."""
+    return CURVES.get(embedder_name.partition(":")[0], MINILM)
+
+
+#: MiniLM's curve as module constants (what the bench tools print and refit).
+INTERCEPT = MINILM.intercept
+COEFFICIENTS = MINILM.coefficients
+#: The threshold the README recommends for ``min_relevance`` with the default embedder.
+RECOMMENDED_MIN_RELEVANCE = MINILM.recommended_min_relevance
+
+
+def relevance(
+    cosine: float, coverage: float, passage_coverage: float, curve: Curve = MINILM
+) -> float:
     """The calibrated relevance of one episode (the SQL of :func:`relevance_sql`, in Python)."""
-    z = INTERCEPT + sum(
-        w * x for w, x in zip(COEFFICIENTS, (cosine, coverage, passage_coverage), strict=True)
+    z = curve.intercept + sum(
+        w * x for w, x in zip(curve.coefficients, (cosine, coverage, passage_coverage), strict=True)
     )
     return 1.0 / (1.0 + math.exp(-z))
 
 
-def relevance_sql(cosine: str, coverage: str, passage_coverage: str) -> str:
+def relevance_sql(cosine: str, coverage: str, passage_coverage: str, curve: Curve = MINILM) -> str:
     """The same as a SQL expression over three float8 expressions."""
-    w_cos, w_cov, w_pass = COEFFICIENTS
+    w_cos, w_cov, w_pass = curve.coefficients
     z = (
-        f"({INTERCEPT!r} + {w_cos!r} * ({cosine}) + {w_cov!r} * ({coverage}) "
+        f"({curve.intercept!r} + {w_cos!r} * ({cosine}) + {w_cov!r} * ({coverage}) "
         f"+ {w_pass!r} * ({passage_coverage}))"
     )
     return f"(1.0 / (1.0 + exp(-greatest(least({z}, 50.0), -50.0))))::float8"
