@@ -342,8 +342,8 @@ class Pipeline:
         """Whether this pass may write vectors: the store holds (or is being re-embedded
         to) this worker's model (store/embedding_space.py). A worker of another model
         writes nothing and says so once; the episodes wait for a worker of the store's
-        model. The worker's loop asks under the re-embedding's fence (worker.py); a pass
-        asks in the transaction that claims its episodes."""
+        model. Asked in the transaction that claims the pass's episodes, under the
+        re-embedding's fence (the worker's loop and ProcessPending hold it)."""
         with nullcontext(conn) if conn is not None else self.engine.connect() as reading:
             allowed, space = embedding_space.may_write(reading, self.embedder.name)
         if allowed:

@@ -55,8 +55,10 @@ class SummariserServicer(pb_grpc.SummariserServiceServicer):
         self, request: pb.ProcessPendingRequest, context: grpc.ServicerContext
     ) -> pb.ProcessPendingResponse:
         limit = page_size(request.max_episodes, default=10, maximum=1000, field="max_episodes")
-        # An explicit request: its chunk index is finished too, whatever became due.
-        result = self.pipeline.run_once(limit, yield_chunks=False)
+        # An explicit request: its chunk index is finished too, whatever became due. Inside
+        # a re-embedding's fence, like the worker's passes (store/embedding_space.py).
+        with embedding_space.writing(self.engine):
+            result = self.pipeline.run_once(limit, yield_chunks=False)
         return pb.ProcessPendingResponse(
             completed=result.completed,
             failed=result.failed,

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine, text
 
+from episodic import access
 from episodic.errors import SchemaMismatch
 from episodic.providers import HashingEmbedder, MiniLMEmbedder
 from episodic.services.summariser.pipeline import embedding_text
@@ -323,6 +324,38 @@ def test_a_reembed_waits_for_the_summariser_passes_in_flight(engine) -> None:  #
     assert _space(engine).reembedding_to == "minilm:x"
 
 
+def _fence_holders(engine: Engine) -> int:
+    """How many sessions hold the re-embedding's fence shared (Summariser passes)."""
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND mode = 'ShareLock' AND granted AND classid = CAST(:hi AS oid) "
+                    "AND objid = CAST(:lo AS oid) AND objsubid = 1"
+                ),
+                {"hi": SPACE_LOCK >> 32, "lo": SPACE_LOCK & 0xFFFFFFFF},
+            ).scalar_one()
+        )
+
+
+def test_process_pending_runs_its_pass_inside_the_fence(engine) -> None:  # type: ignore[no-untyped-def]
+    pipeline = make_pipeline(engine)
+    held: list[int] = []
+    run_once = pipeline.run_once
+
+    def observed(limit: int, now: datetime | None = None, **kw: bool):  # type: ignore[no-untyped-def]
+        held.append(_fence_holders(engine))
+        return run_once(limit, now, **kw)
+
+    pipeline.run_once = observed  # type: ignore[method-assign]
+    servicer = SummariserServicer(engine, pipeline, pipeline.summariser, HASHING)
+    with access.running_as(access.ANONYMOUS):
+        servicer.ProcessPending(spb.ProcessPendingRequest(max_episodes=5), None)
+    assert held == [1]
+    assert _fence_holders(engine) == 0
+
+
 def test_the_worker_runs_each_pass_inside_the_fence(engine, db_url) -> None:  # type: ignore[no-untyped-def]
     """The worker holds the space's lock shared during each pass (what a re-embedding
     waits for), and not between passes."""
@@ -330,21 +363,8 @@ def test_the_worker_runs_each_pass_inside_the_fence(engine, db_url) -> None:  # 
     held: list[int] = []
     run_once = pipeline.run_once
 
-    def fence_holders() -> int:
-        with engine.connect() as conn:
-            return int(
-                conn.execute(
-                    text(
-                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                        "AND mode = 'ShareLock' AND granted AND classid = CAST(:hi AS oid) "
-                        "AND objid = CAST(:lo AS oid) AND objsubid = 1"
-                    ),
-                    {"hi": SPACE_LOCK >> 32, "lo": SPACE_LOCK & 0xFFFFFFFF},
-                ).scalar_one()
-            )
-
     def observed(limit: int, now: datetime | None = None, **kw: bool):  # type: ignore[no-untyped-def]
-        held.append(fence_holders())
+        held.append(_fence_holders(engine))
         return run_once(limit, now, **kw)
 
     pipeline.run_once = observed  # type: ignore[method-assign]
@@ -355,7 +375,7 @@ def test_the_worker_runs_each_pass_inside_the_fence(engine, db_url) -> None:  # 
     finally:
         worker.stop(30)
     assert held[0] == 1
-    assert fence_holders() == 0
+    assert _fence_holders(engine) == 0
 
 
 def test_a_running_recall_of_the_old_model_stops_answering_after_the_move(  # type: ignore[no-untyped-def]

@@ -22,9 +22,10 @@ checks it:
   answers FAILED_PRECONDITION once it notices (:class:`SpaceWatch`, every few seconds)
   rather than compare its queries with vectors it cannot read.
 
-The fence (:data:`SPACE_LOCK`): a Summariser pass holds this advisory lock *shared* while
-it writes vectors, and a re-embedding takes it *exclusively* to record its target (it
-waits for the passes in flight). A pass that starts afterwards reads the new target and,
+The fence (:data:`SPACE_LOCK`): a Summariser pass (the worker's, or one ProcessPending
+asks for: :func:`writing`) holds this advisory lock *shared* while it writes vectors, and
+a re-embedding takes it *exclusively* to record its target (it waits for the passes in
+flight). A pass that starts afterwards reads the new target and,
 if it is not its model, writes nothing. So once the re-embedding's mark is committed,
 every vector written is the target model's, and re-embedding each thread once suffices
 (services/summariser/reembed.py).
@@ -35,6 +36,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -153,6 +156,18 @@ def check_writer(engine: Engine, model: str, dimension: int, *, who: str) -> Spa
     if space.target != model:
         raise SchemaMismatch(mismatch(space, model, who), reason="EMBEDDING_MODEL_MISMATCH")
     return space
+
+
+@contextmanager
+def writing(engine: Engine) -> Iterator[None]:
+    """Holds the fence shared while a pass that writes vectors runs (on a connection of
+    ``engine`` held meanwhile): a re-embedding cannot record its target until it ends."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("SELECT pg_advisory_lock_shared(:k)"), {"k": SPACE_LOCK})
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock_shared(:k)"), {"k": SPACE_LOCK})
 
 
 def may_write(conn: Connection, model: str) -> tuple[bool, Space | None]:
