@@ -29,6 +29,7 @@ FAILED_PRECONDITION until restarted with the new settings).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -162,6 +163,9 @@ def reembed(
         f"{'resuming the re-embedding' if report.resumed else 're-embedding'} of the store "
         f"with {embedder.name} (its vectors were made by {report.previous})"
     )
+    with engine.connect() as conn:
+        total = _threads_left(conn, space.epoch)
+    started = time.monotonic()
     after: tuple[str, uuid.UUID] | None = None
     while True:
         with engine.connect() as conn:
@@ -181,14 +185,36 @@ def reembed(
             if stop_after_threads is not None and report.threads >= stop_after_threads:
                 return report
         progress(
-            f"{report.threads} thread(s): {report.episodes} episode and "
-            f"{report.chunks} chunk vector(s)"
+            f"{report.threads} of {total} thread(s): {report.episodes} episode and "
+            f"{report.chunks} chunk vector(s){_time_left(started, report.threads, total)}"
         )
     report.events = _reembed_events(engine, vault, embedder, space.epoch)
     if report.events:
         progress(f"{report.events} event vector(s)")
     finish(engine, embedder.name)
     return report
+
+
+def _threads_left(conn: Connection, epoch: int) -> int:
+    """How many threads this run has still to re-embed (for its progress lines)."""
+    return int(
+        conn.execute(
+            text(
+                across_datasets("a re-embedding counts the threads it has left")
+                + "SELECT count(*) FROM threads WHERE embedding_epoch < :e"
+            ),
+            {"e": epoch},
+        ).scalar_one()
+    )
+
+
+def _time_left(started: float, done: int, total: int) -> str:
+    """``, about 3 h 20 min left`` at the rate so far (empty before the first thread)."""
+    if done <= 0 or total <= done:
+        return ""
+    seconds = (time.monotonic() - started) / done * (total - done)
+    hours, minutes = divmod(int(seconds + 59) // 60, 60)
+    return f", about {hours} h {minutes} min left" if hours else f", about {minutes} min left"
 
 
 def _thread_page(

@@ -122,9 +122,12 @@ def test_reembed_rewrites_every_vector_as_the_summariser_would(engine, minilm) -
     )
     assert len(chunks_before) > 2
 
-    done = reembed(engine, minilm, vault)
+    said: list[str] = []
+    done = reembed(engine, minilm, vault, progress=said.append)
 
     assert (done.model, done.previous, done.resumed) == (minilm.name, HASHING.name, False)
+    assert said[-2].startswith(f"2 of 2 thread(s): 4 episode and {len(chunks_before)} chunk")
+    assert said[-1] == "2 event vector(s)"
     assert (done.threads, done.episodes, done.chunks, done.events) == (
         2,
         4,
@@ -411,3 +414,14 @@ def test_a_running_recall_of_the_old_model_stops_answering_after_the_move(  # ty
     with moved.channel() as channel:
         found = pb_grpc.RecallServiceStub(channel).Recall(request, timeout=30).episodes.episodes
     assert len(found) == 1
+
+
+def test_progress_says_the_time_left_at_the_rate_so_far() -> None:
+    import time
+
+    from episodic.services.summariser.reembed import _time_left
+
+    now = time.monotonic()
+    assert _time_left(now - 10, 1, 7) == ", about 1 min left"  # 60 s at 10 s a thread
+    assert _time_left(now - 3600, 1, 4) == ", about 3 h 0 min left"
+    assert _time_left(now, 0, 5) == "" and _time_left(now - 1, 5, 5) == ""
