@@ -136,25 +136,31 @@ def test_a_recall_without_a_query_is_not_filtered(recall, engine, minilm) -> Non
     assert all(e.relevance == 0 for e in answer.episodes)
 
 
-def test_the_sql_curve_is_the_python_curve(engine, minilm) -> None:  # type: ignore[no-untyped-def]
+def _rank_car_question(engine, minilm, dataset: str, options=None) -> list:  # type: ignore[no-untyped-def]
+    """Recall's ranking statement's rows for one question about the car, in ``dataset``."""
     from episodic.store import recall_queries as q
-    from episodic.store.recall_queries import RecallFilters
+    from episodic.store.recall_queries import DEFAULT_RANKING, RecallFilters
     from episodic.testing import keys
 
-    _make_life(engine, minilm, "user_9")
+    query = "Which car did I buy in the city?"
     with engine.connect() as conn:
-        key = keys.test_vault().for_read(conn, "user_9")
-        query = "Which car did I buy in the city?"
         rows, _ = q.rank_episodes(
             conn,
-            key=key,
+            key=keys.test_vault().for_read(conn, dataset),
             filters=RecallFilters(),
             query=query,
             query_vector=minilm.embed_query(query),
             similarity_weight=0.7,
             recency_weight=0.3,
             limit=10,
+            options=options or DEFAULT_RANKING,
         )
+    return list(rows)
+
+
+def test_the_sql_curve_is_the_python_curve(engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    _make_life(engine, minilm, "user_9")
+    rows = _rank_car_question(engine, minilm, "user_9")
     assert len(rows) == 3
     for r in rows:
         assert 0.0 <= r["coverage"] <= 1.0 and 0.0 <= r["passage_coverage"] <= r["coverage"]
@@ -172,10 +178,7 @@ def test_each_embedder_family_has_its_own_curve_in_the_statement(engine, minilm)
     differs from MiniLM's for the same candidate."""
     from episodic.config import RecallSettings
     from episodic.services.recall.domain import ranking_from
-    from episodic.store import recall_queries as q
-    from episodic.store.recall_queries import RecallFilters
     from episodic.store.relevance import E5, MINILM, curve_for
-    from episodic.testing import keys
 
     assert curve_for("e5:multilingual-e5-small-q4") is E5
     assert curve_for(minilm.name) is MINILM
@@ -186,20 +189,7 @@ def test_each_embedder_family_has_its_own_curve_in_the_statement(engine, minilm)
     assert ranking_from(RecallSettings(), minilm.name).relevance_curve is MINILM
 
     _make_life(engine, minilm, "user_10")
-    with engine.connect() as conn:
-        key = keys.test_vault().for_read(conn, "user_10")
-        query = "Which car did I buy in the city?"
-        rows, _ = q.rank_episodes(
-            conn,
-            key=key,
-            filters=RecallFilters(),
-            query=query,
-            query_vector=minilm.embed_query(query),
-            similarity_weight=0.7,
-            recency_weight=0.3,
-            limit=10,
-            options=e5_ranking,
-        )
+    rows = _rank_car_question(engine, minilm, "user_10", e5_ranking)
     assert len(rows) == 3
     for r in rows:
         signals = (r["cosine"], r["coverage"], r["passage_coverage"])
