@@ -45,6 +45,7 @@ from episodic import client_core as ops
 from episodic.client_core import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from episodic.client_core import (
     EPISODE_STATUSES,
+    STREAM_RESET,
     AddMessagesResult,
     AlreadyExistsError,
     ClientCore,
@@ -98,6 +99,7 @@ from episodic.client_core import MessageLike as MessageLike
 # the shared core moved to episodic.client_core.)
 __all__ = [
     "EPISODE_STATUSES",
+    "STREAM_RESET",
     "AddMessagesResult",
     "AlreadyExistsError",
     "DatasetPolicy",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import random
 import re
 import threading
 import time
@@ -137,9 +138,29 @@ _ERROR_TYPES: dict[grpc.StatusCode, type[EpisodicRpcError]] = {
 }
 
 
+#: ``reason`` of an :class:`UnavailableError` made from a reset HTTP/2 stream.
+STREAM_RESET = "STREAM_RESET"
+
+
+def _stream_reset(code: grpc.StatusCode, message: str) -> bool:
+    """Whether a status came from a reset HTTP/2 stream (an RST_STREAM frame) rather than
+    from a server. grpcio reports one as INTERNAL (UNKNOWN in some versions) "Stream
+    removed (... Received RST_STREAM with error code N)", which reads like a server's bug.
+    Only the transport says that: every error our servers answer carries a
+    ``google.rpc.Status`` (the caller checks there is none)."""
+    return code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN) and (
+        "RST_STREAM" in message or "Stream removed" in message
+    )
+
+
 def translate_error(err: grpc.RpcError, method: str) -> EpisodicRpcError:
     """The :class:`EpisodicRpcError` subclass for a failed call (``grpc.RpcError`` or
-    ``grpc.aio.AioRpcError``), with the reason, metadata and RetryInfo the server sent."""
+    ``grpc.aio.AioRpcError``), with the reason, metadata and RetryInfo the server sent.
+
+    A reset stream is an :class:`UnavailableError` with reason ``STREAM_RESET``: like a
+    dropped connection (which gRPC itself reports as UNAVAILABLE) the call may or may not
+    have taken effect, and the client repeats it only when it is safe to (:func:`call`).
+    """
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     message = (err.details() if hasattr(err, "details") else None) or str(err)
     reason, metadata, retry_after = "", {}, None
@@ -147,6 +168,15 @@ def translate_error(err: grpc.RpcError, method: str) -> EpisodicRpcError:
         status = rpc_status.from_call(err)  # type: ignore[arg-type]
     except Exception:  # a status without rich details, or not a call at all
         status = None
+    if status is None and _stream_reset(code, message):
+        return UnavailableError(
+            grpc.StatusCode.UNAVAILABLE,
+            f"the connection reset the call before it answered ({message}); it may or may "
+            "not have taken effect",
+            STREAM_RESET,
+            {"grpc_code": code.name},
+            method,
+        )
     if status is not None:
         for detail in status.details:
             info = error_details_pb2.ErrorInfo()
@@ -837,6 +867,9 @@ def _service_config(service: str, methods: Sequence[str]) -> str:
     )
 
 
+#: Repeats of a call whose stream was reset, as the service config's maxAttempts (5).
+_RESET_RETRIES = 4
+
 _RETRIED = {
     "admin": ("AdminService", ("ListApiKeys", "ListAuditEvents", "ListDatasets")),
     "ingest": ("IngestService", ("GetThread", "ListMessages", "ListThreads", "AddMessages")),
@@ -1055,7 +1088,8 @@ def call(
     """One RPC of ``service`` within the call's deadline (``timeout``, else the client's).
 
     ``retry``: the channel repeats the call on UNAVAILABLE (gRPC service config) — only for
-    calls safe to repeat. Refused by a rate limit (RESOURCE_EXHAUSTED with a RetryInfo)
+    calls safe to repeat — and so does this flow when the stream was reset (UNAVAILABLE
+    with reason ``STREAM_RESET``, which the channel sees as INTERNAL). Refused by a rate limit (RESOURCE_EXHAUSTED with a RetryInfo)
     before anything happened, any call is safe to repeat: it is, once the server's delay
     has passed, up to ``rate_limit_retries`` times and only if the deadline allows.
     """
@@ -1063,6 +1097,7 @@ def call(
     budget = core.timeout if timeout is None else timeout
     deadline = time.monotonic() + budget
     attempt = 0
+    resets = 0
     while True:
         remaining = max(deadline - time.monotonic(), 0.001)
         try:
@@ -1075,7 +1110,17 @@ def call(
                 or time.monotonic() + wait >= deadline
             ):
                 raise
-        attempt += 1
+            attempt += 1
+        except UnavailableError as error:
+            # gRPC's own retries (the channel's service config) repeat UNAVAILABLE but
+            # never see a reset stream, which it reports as INTERNAL: repeat those here,
+            # with the same policy, for the calls that are safe to repeat.
+            if not retry or error.reason != STREAM_RESET or resets >= _RESET_RETRIES:
+                raise
+            wait = random.uniform(0, min(0.1 * 2**resets, 2.0))  # A6: full jitter
+            if time.monotonic() + wait >= deadline:
+                raise
+            resets += 1
         yield Sleep(wait)
 
 

@@ -33,6 +33,7 @@ from episodic.client import (
     default_address,
 )
 from episodic.render import render_episodes
+from episodic.testing.http2 import ResettingServer
 from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2
 from episodic.v1 import ingest_service_pb2_grpc as ingest_grpc
 from episodic.v1 import recall_service_pb2_grpc as recall_grpc
@@ -328,6 +329,30 @@ def test_idempotent_calls_are_retried_and_others_are_not(flaky, make_client) -> 
         with pytest.raises(UnavailableError):
             client.add_message("t", "user", "no key: a retry could store it twice")
         assert servicer.calls["AddMessages"] == 1
+
+
+def test_a_reset_stream_is_unavailable_and_safe_calls_are_repeated(make_client) -> None:  # type: ignore[no-untyped-def]
+    # grpcio reports an HTTP/2 RST_STREAM as INTERNAL "Stream removed", the code of a
+    # server's bug; the chaos run saw one from a live Ingest under a database restart.
+    # Real frames on a real socket: two calls reset, then answers.
+    with ResettingServer(resets=2) as peer, make_client(ingest=peer.address, timeout=10) as client:
+        assert client.list_threads("ds").items == []  # repeated past both resets
+        assert peer.streams == 3
+    with ResettingServer(resets=1) as peer, make_client(ingest=peer.address, timeout=10) as client:
+        with pytest.raises(UnavailableError) as reset:
+            client.create_thread("ds")  # not safe to repeat: it may have taken effect
+        assert peer.streams == 1
+        assert reset.value.reason == "STREAM_RESET"
+        assert reset.value.metadata == {"grpc_code": "INTERNAL"}
+        assert "may or may not have taken effect" in reset.value.message
+        assert "Received RST_STREAM with error code 2" in reset.value.message
+    with (
+        ResettingServer(resets=100) as peer,
+        make_client(ingest=peer.address, timeout=10) as client,
+    ):
+        with pytest.raises(UnavailableError, match="reset the call"):
+            client.list_threads("ds")
+        assert peer.streams == 5  # as many attempts as the channel's own retry policy
 
 
 def test_rate_limited_calls_wait_as_long_as_the_server_asks(flaky, make_client) -> None:  # type: ignore[no-untyped-def]

@@ -14,7 +14,7 @@ import { create } from "@bufbuild/protobuf";
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import type { CallOptions, Client, Interceptor, Transport } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 
@@ -460,13 +460,14 @@ export class EpisodicClient {
       try {
         return await fn(client, { timeoutMs: remaining, signal: opts?.signal });
       } catch (err) {
-        const code = ConnectError.from(err).code;
-        if (!policy || code !== Code.Unavailable || attempt >= maxAttempts || opts?.signal?.aborted) {
-          throw translateError(err, method);
+        // Decided on the translated error: a reset stream becomes UNAVAILABLE there.
+        const error = translateError(err, method);
+        if (!policy || error.code !== Code.Unavailable || attempt >= maxAttempts || opts?.signal?.aborted) {
+          throw error;
         }
         const delay = Math.random() * Math.min(backoff, policy.maxBackoffMs);
         backoff *= policy.multiplier;
-        if (Date.now() + delay >= deadline) throw translateError(err, method);
+        if (Date.now() + delay >= deadline) throw error;
         await sleep(delay, opts?.signal);
       }
     }

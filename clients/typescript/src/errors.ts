@@ -133,10 +133,44 @@ export function errorInfoOf(err: ConnectError): ErrorInfoLike | undefined {
   return undefined;
 }
 
-/** Turns anything a Connect call threw into the matching EpisodicError. */
+/** `reason` of an UnavailableError made from a reset HTTP/2 stream. */
+export const STREAM_RESET = "STREAM_RESET";
+
+/**
+ * Whether a failure came from a reset HTTP/2 stream (an RST_STREAM frame) rather than from
+ * a server: Connect reports one as INTERNAL "Stream closed with error code
+ * NGHTTP2_INTERNAL_ERROR" (Node's words; Connect's own: "http/2 stream closed with error
+ * code INTERNAL_ERROR (0x2)"), which reads like a server's bug. Every error the services answer
+ * carries a google.rpc.Status in `grpc-status-details-bin`; a reset carries none.
+ */
+function isStreamReset(err: ConnectError): boolean {
+  return (
+    (err.code === Code.Internal || err.code === Code.Unknown) &&
+    !err.metadata.has("grpc-status-details-bin") &&
+    /stream closed with error code|RST_STREAM|stream removed/i.test(err.rawMessage)
+  );
+}
+
+/**
+ * Turns anything a Connect call threw into the matching EpisodicError. A reset stream is
+ * an UnavailableError with reason `STREAM_RESET`: like a dropped connection, the call may
+ * or may not have taken effect, so the client repeats it only when that is safe.
+ */
 export function translateError(err: unknown, method: string): EpisodicError {
   if (err instanceof EpisodicError) return err;
   const connectError = ConnectError.from(err);
+  if (isStreamReset(connectError)) {
+    return new UnavailableError({
+      code: Code.Unavailable,
+      message:
+        `the connection reset the call before it answered (${connectError.rawMessage}); ` +
+        "it may or may not have taken effect",
+      reason: STREAM_RESET,
+      metadata: { grpc_code: codeName(connectError.code) },
+      method,
+      cause: err,
+    });
+  }
   const info = errorInfoOf(connectError);
   const ErrorClass = errorClassFor(connectError.code);
   return new ErrorClass({

@@ -26,8 +26,9 @@ every message with an episode and nothing is pending, processing or scheduled, t
 - no episode stuck (pending, processing or failed; semantic extraction likewise);
 - every thread with messages has its current episode;
 - what clients saw: status codes per RPC — UNAVAILABLE and DEADLINE_EXCEEDED are the
-  retryable outcomes a client must expect under faults; INTERNAL, UNKNOWN and the like are
-  not.
+  retryable outcomes a client must expect under faults (STREAM_RESET, counted apart, is
+  an UNAVAILABLE made of a reset HTTP/2 stream); INTERNAL, UNKNOWN and the like are not,
+  and the report says which replica answered them and when.
 
 Everything is returned as a :class:`ChaosResult` (figures and a ``problems`` list);
 ``bench/chaos.py`` is the command line, ``tests/chaos`` the short version in the suite.
@@ -62,6 +63,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from episodic.client import (
+    STREAM_RESET,
     AlreadyExistsError,
     EpisodicClient,
     EpisodicRpcError,
@@ -91,7 +93,9 @@ FAULT_KINDS: tuple[str, ...] = (
     "freeze",
 )
 #: Codes a client must expect while replicas die and the database restarts: retry them.
-RETRYABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+#: STREAM_RESET is an UNAVAILABLE the SDK made of a reset HTTP/2 stream (grpcio's INTERNAL
+#: "Stream removed"), counted apart so that a run shows how often streams were reset.
+RETRYABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", STREAM_RESET})
 #: Codes that are fine in what clients saw, per RPC (beyond OK and RETRYABLE).
 EXPECTED_CODES: dict[str, frozenset[str]] = {
     # A retried CreateThread whose first attempt committed before its answer was lost.
@@ -598,15 +602,26 @@ class Cluster:
 
 
 class _Tally:
-    """Status codes clients saw, per RPC."""
+    """Status codes clients saw, per RPC; for a code no client should see, also where and
+    when (the first few times and the last), so a failed run says which replica and which
+    fault to look at."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.codes: dict[str, Counter[str]] = defaultdict(Counter)
+        self.sightings: dict[tuple[str, str], list[str]] = defaultdict(list)
 
-    def record(self, rpc: str, code: str) -> None:
+    def record(self, rpc: str, code: str, where: str = "") -> None:
         with self._lock:
             self.codes[rpc][code] += 1
+            if where:
+                seen = self.sightings[(rpc, code)]
+                seen[3:] = [where]  # the first three, then the latest
+
+    def where(self, rpc: str, code: str) -> str:
+        with self._lock:
+            seen = self.sightings.get((rpc, code), [])
+            return f"{', '.join(seen[:3])}{f' ... last {seen[3]}' if len(seen) > 3 else ''}"
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         with self._lock:
@@ -826,8 +841,11 @@ class _Run:
             try:
                 answer = fn(client)
             except EpisodicRpcError as err:
-                code = err.code.name
-                self.tally.record(rpc, code)
+                code = STREAM_RESET if err.reason == STREAM_RESET else err.code.name
+                acceptable = (
+                    code in RETRYABLE or code in allow or code in EXPECTED_CODES.get(rpc, ())
+                )
+                self.tally.record(rpc, code, "" if acceptable else self._where(service, slot))
                 attempt += 1
                 if code in allow:
                     return err, code, attempt
@@ -838,6 +856,14 @@ class _Run:
                 continue
             self.tally.record(rpc, "OK")
             return answer, "OK", attempt + 1
+
+    def _where(self, service: str, slot: int) -> str:
+        """Which process answered, and when in the load: "ingest-1 pid 123 at 25.3s"."""
+        assert self.cluster is not None
+        slots = self.cluster.slots[service]
+        target = slots[slot % len(slots)]
+        pid = target.process.proc.pid if target.process is not None else "-"
+        return f"{target.label} pid {pid} at {time.monotonic() - self.load_started:.1f}s"
 
     def _create(self, w: int, thread: _PlannedThread) -> bool:
         deadline = time.monotonic() + self.cfg.batch_deadline
@@ -1486,7 +1512,8 @@ class _Run:
             if bad:
                 self.result.problems.append(
                     f"clients saw {_fmt_counts(bad)} from {rpc} (only OK, "
-                    f"{', '.join(sorted(allowed - {'OK'}))} are acceptable)"
+                    f"{', '.join(sorted(allowed - {'OK'}))} are acceptable); "
+                    + "; ".join(f"{code} from {self.tally.where(rpc, code)}" for code in bad)
                 )
 
     def scan_logs(self, logs: dict[str, str]) -> None:

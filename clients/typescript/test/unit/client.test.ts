@@ -5,6 +5,7 @@
  */
 
 import assert from "node:assert/strict";
+import * as http2 from "node:http2";
 import * as net from "node:net";
 import { afterEach, beforeEach, describe, it } from "node:test";
 
@@ -21,6 +22,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   ResourceExhaustedError,
+  STREAM_RESET,
   UnauthenticatedError,
   UnavailableError,
 } from "../../src/errors.js";
@@ -156,6 +158,30 @@ describe("EpisodicClient against a fake server", () => {
       server.on(GET_THREAD, () => ({ code: Code.Internal, message: "bug" }));
       await assert.rejects(client.getThread(THREAD_ID), (e: unknown) => e instanceof EpisodicError && e.code === Code.Internal);
       assert.equal(server.callsTo(GET_THREAD).length, 1);
+    });
+
+    it("a reset stream is UNAVAILABLE (STREAM_RESET) and a read is repeated past it", async () => {
+      // Connect reports an RST_STREAM as INTERNAL, the code of a server's bug.
+      server.on(GET_THREAD, (_call, attempt) =>
+        attempt < 3
+          ? { reset: http2.constants.NGHTTP2_INTERNAL_ERROR }
+          : ok(GetThreadResponseSchema, { thread: { threadId: THREAD_ID, dataset: "ds" } }),
+      );
+      const thread = await client.getThread(THREAD_ID);
+      assert.equal(thread.threadId, THREAD_ID);
+      assert.equal(server.callsTo(GET_THREAD).length, 3);
+    });
+
+    it("a reset CreateThread is not repeated: it may have taken effect", async () => {
+      server.on(CREATE_THREAD, () => ({ reset: http2.constants.NGHTTP2_INTERNAL_ERROR }));
+      await assert.rejects(client.createThread("ds"), (e: unknown) => {
+        assert.ok(e instanceof UnavailableError, String(e));
+        assert.equal(e.reason, STREAM_RESET);
+        assert.deepEqual(e.metadata, { grpc_code: "INTERNAL" });
+        assert.match(e.message, /may or may not have taken effect/);
+        return true;
+      });
+      assert.equal(server.callsTo(CREATE_THREAD).length, 1);
     });
 
     it("CreateThread is not idempotent: never retried", async () => {

@@ -30,7 +30,8 @@ export type Reply =
       domain?: string;
       metadata?: Record<string, string>;
     }
-  | { hang: true };
+  | { hang: true }
+  | { reset: number }; // an HTTP/2 RST_STREAM with this error code instead of an answer
 
 export type Handler = (call: ReceivedCall, attempt: number) => Reply | Promise<Reply>;
 
@@ -107,6 +108,10 @@ export class FakeServer {
       : { code: 12, message: `no handler for ${path}` };
     if (stream.destroyed || stream.closed) return;
     if ("hang" in reply) return; // never answer: the client's deadline must end it
+    if ("reset" in reply) {
+      stream.close(reply.reset);
+      return;
+    }
     if ("ok" in reply) {
       stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
       stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
