@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from episodic.testing.chaos import FAULT_KINDS, ChaosConfig, run_chaos
+from episodic.testing.chaos import FAULT_KINDS, ChaosConfig, _Tally, run_chaos
 from episodic.testing.proxy import TcpProxy
 
 
@@ -127,3 +127,18 @@ def test_proxy_skips_a_dead_target() -> None:
                 assert _roundtrip(proxy.address) == b"ping"
     finally:
         server.close()
+
+
+def test_the_report_says_where_a_code_no_client_should_see_came_from() -> None:
+    # A failed run must name the replica and the time, not only count (the one reset
+    # storm seen in CI could not be traced back to a replica from its report).
+    tally = _Tally()
+    for second in range(6):
+        tally.record("AddMessages", "INTERNAL", f"ingest-1 pid 7 at {second}.0s")
+    tally.record("AddMessages", "OK")
+    assert tally.snapshot() == {"AddMessages": {"INTERNAL": 6, "OK": 1}}
+    assert tally.where("AddMessages", "INTERNAL") == (
+        "ingest-1 pid 7 at 0.0s, ingest-1 pid 7 at 1.0s, ingest-1 pid 7 at 2.0s"
+        " ... last ingest-1 pid 7 at 5.0s"
+    )
+    assert tally.where("AddMessages", "OK") == ""
