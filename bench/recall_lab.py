@@ -1558,21 +1558,25 @@ def late_interaction_features(
             for form, mask in within.items():
                 near_forms[form] = session_words[mask]
                 near_forms[f"{form}-p64"] = _int8(_projected(session_words[mask], 64))
+            alone_words = np.concatenate([a for a in alone if len(a)] or [np.zeros((0, 384))])
+            if read_chunks:
+                # what storing every chunk's own read (each chunk read alone, as the
+                # Summariser's separate embedding does) could keep of the nearest two
+                near_forms["nearest-chunks-int8"] = _int8(alone_words)
+                for dims in (64, 128):
+                    near_forms[f"nearest-chunks-p{dims}"] = _int8(_projected(alone_words, dims))
             for name, dv in (
                 ("late-interaction", sessions[(r["dataset"], c["label"])][1]),
                 *((form, kept[(r["dataset"], c["label"])]) for form, kept in stored.items()),
                 *near_forms.items(),
                 ("word-chunk", near["vectors"]),
-                (
-                    "nearest-chunks",
-                    np.concatenate([a for a in alone if len(a)] or [np.zeros((0, 384))]),
-                ),
+                ("nearest-chunks", alone_words),
             ):
                 query_words = qv
                 if name.startswith("li-sign"):
                     query_words = qv @ WORD_ROTATION.T
-                elif name.endswith("-p64"):
-                    query_words = _projected(qv, 64)
+                elif projected := re.search(r"-p(\d+)$", name):
+                    query_words = _projected(qv, int(projected.group(1)))
                 elif name.startswith("li-p"):
                     query_words = _projected(qv, int(name.split("-")[1][1:]))
                 best = (
@@ -2165,7 +2169,16 @@ def main(argv: list[str] | None = None) -> int:
         print(choose_second_look(rows, split, ""))
         print(choose_mix(rows, split, "nearest-chunks"))
         print(choose_second_look(rows, split, "xenc_nearest-chunks"))
-        for form in ("li-int8", "li-sign", "li-sign-raw", "li-distinct", "li-sign-distinct"):
+        for form in (
+            "li-int8",
+            "li-sign",
+            "li-sign-raw",
+            "li-distinct",
+            "li-sign-distinct",
+            "nearest-chunks-int8",
+            "nearest-chunks-p128",
+            "nearest-chunks-p64",
+        ):
             print(f"stored word vectors as {form}:")
             print(choose_second_look(rows, split, f"xenc_{form}"))
         return 0
