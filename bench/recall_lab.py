@@ -1074,8 +1074,24 @@ def score_variants(
     return "\n".join(lines)
 
 
+#: The curve's inputs: the episode's own three signals, then their best over the request's
+#: candidates (``episodic.store.relevance``). The lab's rows hold every candidate of a
+#: LoCoMo dataset (Recall asked for MAX_CONTEXT_EPISODES), so the best over them is the
+#: statement's best over everything it scored.
+_SIGNALS = ("cosine", "coverage", "passage_coverage")
+
+
 def _x(c: dict) -> list[float]:
-    return [c["cosine"], c["coverage"], c["passage_coverage"]]
+    return [c[k] for k in _SIGNALS] + list(c["best"])
+
+
+def with_best(rows: list[dict]) -> list[dict]:
+    """Each candidate's ``best``: the request's best of each signal (its context)."""
+    for r in rows:
+        best = tuple(max((c[k] for c in r["candidates"]), default=0.0) for k in _SIGNALS)
+        for c in r["candidates"]:
+            c["best"] = best
+    return rows
 
 
 def fit(rows: list[dict], dev: set[str], l2: float = 1e-3) -> tuple[float, list[float]]:
@@ -1142,8 +1158,9 @@ def confirm(
     conversations: list[locomo.Conversation],
     split: dict[str, set[str]],
     env: dict[str, str] | None = None,
+    threshold: float | None = None,
 ) -> None:
-    """The recommended threshold through a running Recall service (gRPC) on the kept
+    """The recommended threshold (or ``threshold``) through a running Recall service (gRPC) on the kept
     database: R@1/R@5/MRR per half without and with it, the share of foreign and
     adversarial questions answered with nothing, and the latency of both, interleaved.
     ``env``: the Recall's embedding settings (default MiniLM, the kept database's); the
@@ -1156,7 +1173,8 @@ def confirm(
     from episodic.v1.recall_service_pb2_grpc import RecallServiceStub
 
     provider = (env or {}).get("EPISODIC_EMBEDDING_PROVIDER", "minilm")
-    threshold = curve_for(f"{provider}:").recommended_min_relevance  # the one for its curve
+    if threshold is None:  # the one recommended with its curve
+        threshold = curve_for(f"{provider}:").recommended_min_relevance
 
     service = start_service(
         "recall",
@@ -1903,6 +1921,12 @@ def main(argv: list[str] | None = None) -> int:
         "--confirm", action="store_true", help="measure the recommended threshold over gRPC"
     )
     parser.add_argument(
+        "--confirm-at",
+        type=float,
+        default=None,
+        help="with --confirm: this min_relevance instead of the recommended one",
+    )
+    parser.add_argument(
         "--options",
         default="",
         help="comma-separated ranking switches to score, each alone (features recomputed "
@@ -2229,10 +2253,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(score_options(caches, split))
         return 0
-    rows = json.loads(cache.read_text())
+    rows = with_best(json.loads(cache.read_text()))
     from episodic.store import relevance as relmod
 
-    coef: tuple[float, list[float]] = (relmod.INTERCEPT, list(relmod.COEFFICIENTS))
+    curve = relmod.curve_for(f"{os.environ.get('EPISODIC_EMBEDDING_PROVIDER', 'minilm')}:")
+    coef: tuple[float, list[float]] = (
+        curve.intercept,
+        [*curve.coefficients, *curve.best_coefficients],
+    )
     if args.fit:
         coef = fit(rows, split["dev"])
         print(
@@ -2259,8 +2287,15 @@ def main(argv: list[str] | None = None) -> int:
     for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
         print(f"-- min_relevance {t}\n{abstention(rows, split, t, rel)}")
     if args.confirm:
+        provider = os.environ.get("EPISODIC_EMBEDDING_PROVIDER")
         with ExitStack() as stack:
-            confirm(_database(data_dir, stack), conversations, split)
+            confirm(
+                _database(data_dir, stack),
+                conversations,
+                split,
+                {"EPISODIC_EMBEDDING_PROVIDER": provider} if provider else None,
+                args.confirm_at,
+            )
     return 0
 
 

@@ -108,11 +108,12 @@ def test_a_lone_unrelated_episode_is_similar_but_not_relevant(recall, engine, mi
     assert 0.0 <= only.relevance < RECOMMENDED_MIN_RELEVANCE
 
 
-def test_relevance_is_the_same_episode_score_whatever_else_the_dataset_holds(  # type: ignore[no-untyped-def]
+def test_relevance_is_the_same_episode_score_wherever_the_best_match_is_the_same(  # type: ignore[no-untyped-def]
     recall, engine, minilm
 ) -> None:
     """Comparable across datasets: the same episode and question get the same relevance
-    alone and among others (similarity, relative, changes)."""
+    alone and among others when it is the request's best match either way (similarity,
+    relative, changes)."""
     with engine.begin() as conn:
         make_episode(conn, "alone", CAR, embedder=minilm)
     _make_life(engine, minilm, "crowded")
@@ -122,6 +123,22 @@ def test_relevance_is_the_same_episode_score_whatever_else_the_dataset_holds(  #
     same = next(e for e in crowded if e.episode.summary == alone.episode.summary)
     assert same.relevance == pytest.approx(alone.relevance, abs=1e-9)
     assert alone.relevance >= RECOMMENDED_MIN_RELEVANCE
+
+
+def test_a_weak_match_counts_for_more_beside_a_strong_one(recall, engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    """The request's best match is the curve's context: an episode that matches a question
+    weakly is more likely to answer it in a dataset that holds a strong match (the user
+    talked about this) than alone (a stranger's dataset) — what lets a threshold keep the
+    weak gold episode of a real question and drop the best of a foreign one."""
+    question = "Which car did I buy for the city?"
+    with engine.begin() as conn:
+        make_episode(conn, "trip-alone", TRIP, embedder=minilm)
+    _make_life(engine, minilm, "user_11")
+    (alone,) = _ask(recall, "trip-alone", question).episodes
+    beside = next(
+        e for e in _ask(recall, "user_11", question).episodes if "Lisbon" in e.episode.summary
+    )
+    assert beside.relevance > alone.relevance
 
 
 def test_a_recall_without_a_query_is_not_filtered(recall, engine, minilm) -> None:  # type: ignore[no-untyped-def]
@@ -164,9 +181,13 @@ def test_the_sql_curve_is_the_python_curve(engine, minilm) -> None:  # type: ign
     assert len(rows) == 3
     for r in rows:
         assert 0.0 <= r["coverage"] <= 1.0 and 0.0 <= r["passage_coverage"] <= r["coverage"]
-        assert r["absolute_relevance"] == pytest.approx(
-            relevance(r["cosine"], r["coverage"], r["passage_coverage"]), abs=1e-9
-        )
+    best = tuple(max(r[k] for r in rows) for k in ("cosine", "coverage", "passage_coverage"))
+    for r in rows:
+        signals = (r["cosine"], r["coverage"], r["passage_coverage"])
+        assert r["absolute_relevance"] == pytest.approx(relevance(signals, best), abs=1e-9)
+        # the context counts: judged alone (its own best), the weaker ones would score less
+        if signals != best:
+            assert relevance(signals) < r["absolute_relevance"]
     car = max(rows, key=lambda r: r["absolute_relevance"])
     # "car" and "city" are in the car episode (one passage); "buy" is not.
     assert car["coverage"] == pytest.approx(2 / 3)
@@ -191,7 +212,10 @@ def test_each_embedder_family_has_its_own_curve_in_the_statement(engine, minilm)
     _make_life(engine, minilm, "user_10")
     rows = _rank_car_question(engine, minilm, "user_10", e5_ranking)
     assert len(rows) == 3
+    best = tuple(max(r[k] for r in rows) for k in ("cosine", "coverage", "passage_coverage"))
     for r in rows:
         signals = (r["cosine"], r["coverage"], r["passage_coverage"])
-        assert r["absolute_relevance"] == pytest.approx(relevance(*signals, curve=E5), abs=1e-9)
-        assert r["absolute_relevance"] != pytest.approx(relevance(*signals), abs=1e-3)
+        assert r["absolute_relevance"] == pytest.approx(
+            relevance(signals, best, curve=E5), abs=1e-9
+        )
+        assert r["absolute_relevance"] != pytest.approx(relevance(signals, best), abs=1e-3)

@@ -319,6 +319,14 @@ def _rank_sql(
                 f"{BAND_EXPONENT}) ELSE {similarity} END"
             )
         recency = ranked_recency_sql("n.occurred_at", options)
+        # Recall's calibrated relevance (store/relevance.py): an event is one passage, so its
+        # document coverage is its passage coverage too; its context is each signal's best
+        # over the request's events.
+        calibrated = relevance_sql(
+            ("n.sem", "n.coverage", "n.coverage"),
+            ("max(n.sem) OVER ()", "max(n.coverage) OVER ()", "max(n.coverage) OVER ()"),
+            options.relevance_curve,
+        )
         scored = f"""
         q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
         qq AS (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery AS tq,
@@ -361,10 +369,7 @@ def _rank_sql(
                    ({similarity})::float8 AS similarity,
                    n.lex_rel::float8 AS lexical, n.sem_rel::float8 AS semantic,
                    ({recency})::float8 AS recency,
-                   -- Recall's calibrated relevance (store/relevance.py) from the event's
-                   -- absolute signals: an event is one passage, so its document coverage
-                   -- is its passage coverage too.
-                   {relevance_sql("n.sem", "n.coverage", "n.coverage", options.relevance_curve)} AS absolute_relevance
+                   {calibrated} AS absolute_relevance
             FROM normed n
         ),"""
     # min_relevance applies only with a query (without one nothing is matched), as for

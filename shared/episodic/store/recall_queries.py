@@ -74,6 +74,17 @@ from episodic.store.raw_statement import fetch_all
 from episodic.store.recall_index import DATASET_CONFIG, TEXT_SEARCH_CONFIG, query_tokens
 from episodic.store.relevance import MINILM, Curve, relevance_sql
 
+#: The calibrated relevance's context: each signal's best over every episode the statement
+#: scored (window maxima, computed before the time filters and the LIMIT), so an episode
+#: is judged beside the request's best match (``episodic.store.relevance``). The cosine's
+#: is the one the semantic signal is normalised by: on the approximate path with
+#: ``exact_cosine``, the dataset's best rather than the pool's.
+_REQUEST_BEST = (
+    "n.best_cosine",
+    "max(n.coverage) OVER ()",
+    "max(n.passage_coverage) OVER ()",
+)
+
 __all__ = [
     "BAND_EXPONENT",
     "BM25_B",
@@ -925,7 +936,7 @@ def recall_sql(
             SELECT n.episode_id, n.ended_at, n.recency,
                    n.semantic::float8 AS cosine, n.coverage::float8 AS coverage,
                    n.passage_coverage::float8 AS passage_coverage,
-                   {relevance_sql("n.semantic", "n.coverage", "n.passage_coverage", options.relevance_curve)} AS absolute_relevance,
+                   {relevance_sql(("n.semantic", "n.coverage", "n.passage_coverage"), _REQUEST_BEST, options.relevance_curve)} AS absolute_relevance,
                    ({similarity_sql(options, _signals(lexical))})::float8 AS similarity,
                    ({lexical})::float8 AS lexical,
                    n.sem_rel::float8 AS semantic{extra_scored}

@@ -3,32 +3,44 @@
 
 Ranking (recall_queries) scores each signal *relative to the best candidate of the request*,
 which orders episodes well but cannot say "nothing here fits": a lone unrelated episode is
-its own best match. Relevance uses only absolute signals of one episode:
+its own best match. Relevance reads absolute signals instead — three of the episode:
 
 - ``cosine``: the best cosine between the query's embedding and the episode's summary or any
   chunk of its thread (clipped at 0) — on the embedder's own scale;
 - ``coverage``: the share of the query's distinct lexemes (stop words already dropped by
   the text-search configuration) that occur anywhere in the episode's document;
 - ``passage_coverage``: the same share for the episode's best chunk (a question whose words
-  all occur in one exchange is better matched than one whose words are scattered).
+  all occur in one exchange is better matched than one whose words are scattered);
 
-and maps them through a logistic curve, ``1 / (1 + exp(-(b0 + b·x)))``. The coefficients
-below were fitted (bench/recall_lab.py, ``--fit``: logistic regression, L2 1e-3, Newton
-steps, classes weighted equally) on the development half of LoCoMo (conversations at even positions of
-locomo10.jsonl: conv-26, conv-41, conv-43, conv-47, conv-49), with the offline defaults
-(MiniLM, english configuration): positives are the gold episodes of each question asked of
-its own conversation, negatives every episode of another conversation's dataset asked the
-same question. They are tied to the embedder: another embedder (or a multilingual one) has
-another cosine scale, and the curve should be refitted for it.
+and the same three signals' best over everything the request scored (its context: does
+the dataset hold anything that fits at all?) — and maps them through a logistic curve,
+``1 / (1 + exp(-(b0 + b·x + c·best)))``. The context is what makes abstention work: a
+question asked of its own conversation nearly always has one strong match even when the
+episode that answers it matches weakly (a multi-hop or temporal question), while a
+question asked of a stranger's has none, so the weak gold episode is kept and the
+stranger's best is dropped. Fitted without it (2026-12-01 and before), keeping the weak
+gold episodes forced thresholds that left a quarter of foreign questions answered. So an
+episode's relevance is absolute in its inputs but depends on its request's best match: the
+same episode and question get the same relevance in any dataset whose best match is the
+same (alone, an episode is its own best match).
+
+The coefficients were fitted (bench/recall_lab.py, ``--fit``: logistic regression, L2
+1e-3, Newton steps, classes weighted equally) on the development half of LoCoMo
+(conversations at even positions of locomo10.jsonl: conv-26, conv-41, conv-43, conv-47,
+conv-49): positives are the gold episodes of each question asked of its own conversation,
+negatives every episode of another conversation's dataset asked the same question. They
+are tied to the embedder: another embedder (or a multilingual one) has another cosine
+scale, and the curve should be refitted for it.
 
 ``min_relevance`` on RecallRequest drops episodes below a threshold; the recommended value
-is :data:`RECOMMENDED_MIN_RELEVANCE` (README "Recall quality").
+is the curve's ``recommended_min_relevance`` (README "Recall quality").
 
 One curve per embedder family (:data:`CURVES`, chosen by :func:`curve_for` from the name
-of the embedder Recall runs): the MiniLM curve above, and one fitted the same way for
-multilingual-e5-small on the same store re-embedded with it (``episodic reindex --reembed``;
-docs/benchmarks.md "Moving a store to another embedding model"). An embedder without a
-curve of its own (an OpenAI model) gets MiniLM's, which the README says to re-check.
+of the embedder Recall runs): MiniLM's (the offline default, english configuration), and
+one fitted the same way for multilingual-e5-small on the same store re-embedded with it
+(``episodic reindex --reembed``; docs/benchmarks.md "Moving a store to another embedding
+model"). An embedder without a curve of its own (an OpenAI model) gets MiniLM's, which the
+README says to re-check.
 """
 
 from __future__ import annotations
@@ -37,10 +49,8 @@ import math
 from dataclasses import dataclass
 
 __all__ = [
-    "COEFFICIENTS",
     "CURVES",
     "E5",
-    "INTERCEPT",
     "MINILM",
     "RECOMMENDED_MIN_RELEVANCE",
     "Curve",
@@ -54,27 +64,31 @@ __all__ = [
 class Curve:
     """A logistic relevance curve fitted for one embedder's cosine scale, and the
     ``min_relevance`` recommended with it: the highest of 0.1, 0.2, … 0.9 at which real
-    questions of the development half lose at most 1 point of R@5."""
+    questions of the development half, asked through the Recall service, lose at most 1
+    point of R@5 (``python -m bench.recall_lab --confirm --confirm-at T``)."""
 
     intercept: float
-    coefficients: tuple[float, float, float]  # (cosine, coverage, passage_coverage)
+    #: Weights of the episode's (cosine, coverage, passage_coverage).
+    coefficients: tuple[float, float, float]
+    #: Weights of the same signals' best over the request's candidates (its context).
+    best_coefficients: tuple[float, float, float]
     recommended_min_relevance: float
 
 
-#: MiniLM (the default embedder). Refitted (2026-12-01) once the query's irregular word
-#: forms counted in coverage and the summaries' sentences were chosen by TF-IDF (before:
-#: -5.086, (6.537, 3.874, 4.526)): coverage rose for foreign questions too, and held-out
-#: abstention at 0.6 had fallen to 80.7 % (docs/benchmarks.md "Summariser, fifth pass").
-#: At 0.6 (dev): 85.0 % of foreign questions get nothing, R@5 .910 → .907 (0.7 lost 1.6
-#: points). Held out: 82.5 %, R@5 .925 → .919.
-MINILM = Curve(-5.109, (6.648, 3.764, 4.373), 0.6)
+#: MiniLM (the default embedder), fitted 2026-12-01 on the LoCoMo lab store built with that
+#: day's defaults (``python -m bench.recall_lab --data-dir LAB --fit``). Through the Recall
+#: service at 0.4: 84.4 % of foreign questions get nothing on the development half, R@5
+#: .931 → .925; held out 82.4 %, .945 → .941. The curve without the context on the same
+#: store: 83.8 % / 81.9 % at its recommended 0.6 for R@5 lost 1.0 / 0.5 points, 79.1 % /
+#: 76.9 % at 0.5 (docs/benchmarks.md "Abstention beside the request's best match").
+MINILM = Curve(-7.756, (4.587, 2.453, 2.957), (4.13, 2.419, 2.491), 0.4)
 
-#: multilingual-e5-small (2026-12-01, the LoCoMo store re-embedded with it). e5's cosines
-#: sit in a narrow high band for related and unrelated text alike, so the fit leans on the
-#: words matched (cosine weight 3.1 against MiniLM's 6.6) and separates less: at 0.3 (dev)
-#: 54.8 % of foreign questions get nothing, R@5 .927 → .917 (0.4 lost 1.2 points); held
-#: out 56.9 %, .936 → .924. MiniLM's curve on e5 gave 25.8 % at 0.6.
-E5 = Curve(-6.242, (3.074, 4.771, 5.367), 0.3)
+#: multilingual-e5-small (the same store re-embedded with it). e5's cosines sit in a narrow
+#: high band for related and unrelated text alike, so the fit leans on the words matched
+#: and separates less. Through the Recall service at 0.3: 74.2 % of foreign questions get
+#: nothing on the development half, R@5 .927 → .917; held out 71.7 %, .936 → .935. The
+#: curve without the context: 55.9 % / 56.5 % at 0.3.
+E5 = Curve(-9.577, (2.351, 3.169, 3.744), (2.036, 3.242, 3.217), 0.3)
 
 #: Curves by embedder family: the part of ``Embedder.name`` before the colon.
 CURVES: dict[str, Curve] = {"minilm": MINILM, "e5": E5}
@@ -85,28 +99,35 @@ def curve_for(embedder_name: str) -> Curve:
     return CURVES.get(embedder_name.partition(":")[0], MINILM)
 
 
-#: MiniLM's curve as module constants (what the bench tools print and refit).
-INTERCEPT = MINILM.intercept
-COEFFICIENTS = MINILM.coefficients
 #: The threshold the README recommends for ``min_relevance`` with the default embedder.
 RECOMMENDED_MIN_RELEVANCE = MINILM.recommended_min_relevance
 
+Signals = tuple[float, float, float]  # (cosine, coverage, passage_coverage)
 
-def relevance(
-    cosine: float, coverage: float, passage_coverage: float, curve: Curve = MINILM
-) -> float:
-    """The calibrated relevance of one episode (the SQL of :func:`relevance_sql`, in Python)."""
+
+def relevance(episode: Signals, best: Signals | None = None, curve: Curve = MINILM) -> float:
+    """The calibrated relevance of one episode from its signals and their best over its
+    request's candidates (``best``; None: the episode alone, its own best) — the SQL of
+    :func:`relevance_sql`, in Python."""
     z = curve.intercept + sum(
-        w * x for w, x in zip(curve.coefficients, (cosine, coverage, passage_coverage), strict=True)
+        w * x
+        for w, x in zip(
+            (*curve.coefficients, *curve.best_coefficients),
+            (*episode, *(episode if best is None else best)),
+            strict=True,
+        )
     )
     return 1.0 / (1.0 + math.exp(-z))
 
 
-def relevance_sql(cosine: str, coverage: str, passage_coverage: str, curve: Curve = MINILM) -> str:
-    """The same as a SQL expression over three float8 expressions."""
-    w_cos, w_cov, w_pass = curve.coefficients
-    z = (
-        f"({curve.intercept!r} + {w_cos!r} * ({cosine}) + {w_cov!r} * ({coverage}) "
-        f"+ {w_pass!r} * ({passage_coverage}))"
+def relevance_sql(episode: tuple[str, str, str], best: tuple[str, str, str], curve: Curve) -> str:
+    """The same as a SQL expression: ``episode`` the three float8 expressions of an
+    episode's signals, ``best`` those of their best over the request (window maxima)."""
+    terms = " + ".join(
+        f"{w!r} * ({x})"
+        for w, x in zip(
+            (*curve.coefficients, *curve.best_coefficients), (*episode, *best), strict=True
+        )
     )
+    z = f"({curve.intercept!r} + {terms})"
     return f"(1.0 / (1.0 + exp(-greatest(least({z}, 50.0), -50.0))))::float8"

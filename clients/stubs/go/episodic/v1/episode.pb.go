@@ -1005,8 +1005,9 @@ type ScoredEpisode struct {
 	// Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
 	// estimate of how likely this episode answers the query, from absolute signals only (the
 	// best cosine to the query's embedding, and the share of the query's words the episode and
-	// its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
-	// similarity. 0 without a query.
+	// its best passage contain), read beside the same signals' best over the request (a weak
+	// match counts for more where the dataset holds a strong one). Threshold on it
+	// (RecallRequest.min_relevance), not on similarity. 0 without a query.
 	Relevance float64 `protobuf:"fixed64,7,opt,name=relevance,proto3" json:"relevance,omitempty"`
 }
 

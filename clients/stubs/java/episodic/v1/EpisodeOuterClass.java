@@ -11535,8 +11535,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
      * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
      * estimate of how likely this episode answers the query, from absolute signals only (the
      * best cosine to the query's embedding, and the share of the query's words the episode and
-     * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
-     * similarity. 0 without a query.
+     * its best passage contain), read beside the same signals' best over the request (a weak
+     * match counts for more where the dataset holds a strong one). Threshold on it
+     * (RecallRequest.min_relevance), not on similarity. 0 without a query.
      * </pre>
      *
      * <code>double relevance = 7;</code>
@@ -11719,8 +11720,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
      * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
      * estimate of how likely this episode answers the query, from absolute signals only (the
      * best cosine to the query's embedding, and the share of the query's words the episode and
-     * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
-     * similarity. 0 without a query.
+     * its best passage contain), read beside the same signals' best over the request (a weak
+     * match counts for more where the dataset holds a strong one). Threshold on it
+     * (RecallRequest.min_relevance), not on similarity. 0 without a query.
      * </pre>
      *
      * <code>double relevance = 7;</code>
@@ -12611,8 +12613,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
        * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
        * estimate of how likely this episode answers the query, from absolute signals only (the
        * best cosine to the query's embedding, and the share of the query's words the episode and
-       * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
-       * similarity. 0 without a query.
+       * its best passage contain), read beside the same signals' best over the request (a weak
+       * match counts for more where the dataset holds a strong one). Threshold on it
+       * (RecallRequest.min_relevance), not on similarity. 0 without a query.
        * </pre>
        *
        * <code>double relevance = 7;</code>
@@ -12627,8 +12630,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
        * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
        * estimate of how likely this episode answers the query, from absolute signals only (the
        * best cosine to the query's embedding, and the share of the query's words the episode and
-       * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
-       * similarity. 0 without a query.
+       * its best passage contain), read beside the same signals' best over the request (a weak
+       * match counts for more where the dataset holds a strong one). Threshold on it
+       * (RecallRequest.min_relevance), not on similarity. 0 without a query.
        * </pre>
        *
        * <code>double relevance = 7;</code>
@@ -12647,8 +12651,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
        * Calibrated relevance in [0, 1], comparable across queries and datasets: a fitted
        * estimate of how likely this episode answers the query, from absolute signals only (the
        * best cosine to the query's embedding, and the share of the query's words the episode and
-       * its best passage contain). Threshold on it (RecallRequest.min_relevance), not on
-       * similarity. 0 without a query.
+       * its best passage contain), read beside the same signals' best over the request (a weak
+       * match counts for more where the dataset holds a strong one). Threshold on it
+       * (RecallRequest.min_relevance), not on similarity. 0 without a query.
        * </pre>
        *
        * <code>double relevance = 7;</code>
