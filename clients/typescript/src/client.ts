@@ -213,6 +213,10 @@ export interface RecallOptions extends CallOpts {
   actor?: string;
   /** Leave events out: summaries only. */
   excludeEvents?: boolean;
+  /** Leave out episodes whose calibrated relevance (`ScoredEpisode.relevance`) is below
+   * this, so a question nothing in the dataset answers gets nothing; 0 (the default) keeps
+   * every episode. The README recommends a value per embedder (0.4 with MiniLM). */
+  minRelevance?: number;
 }
 
 export interface RecordEventOptions extends CallOpts {
@@ -746,6 +750,7 @@ export class EpisodicClient {
       literalQuery: options.literalQuery ?? false,
       actor: options.actor ?? "",
       excludeEvents: options.excludeEvents ?? false,
+      minRelevance: options.minRelevance ?? 0,
     };
     const answer = await this.call("recall", "Recall", (c, o) => c.recall(request, o), options, true);
     const episodes = answer.episodes?.episodes ?? [];

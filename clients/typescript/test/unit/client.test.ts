@@ -377,6 +377,7 @@ describe("EpisodicClient against a fake server", () => {
         since,
         entities: ["project:atlas"],
         eventType: "decision",
+        minRelevance: 0.4,
       });
       assert.equal(result.episodeCount, 7);
       assert.equal([...result].length, 1);
@@ -389,6 +390,7 @@ describe("EpisodicClient against a fake server", () => {
       assert.equal(timestampDate(request.since!).getTime(), since.getTime());
       assert.deepEqual(request.entities, ["project:atlas"]);
       assert.equal(request.eventType, "decision");
+      assert.equal(request.minRelevance, 0.4);
     });
 
     it("recall returns how the query was understood, and literalQuery turns the reading off", async () => {
