@@ -241,15 +241,28 @@ def check_status(value: int) -> str | None:
     return str(status)
 
 
-def check_min_relevance(value: float) -> float:
-    """0 (unset) keeps every candidate; otherwise a number in [0, 1]."""
+def abstain_threshold(embedder_name: str) -> float:
+    """The ``min_relevance`` that ``abstain`` stands for with the embedder called
+    ``embedder_name``: the one recommended with its relevance curve — or 0 (keep every
+    episode) for an embedder without a curve fitted for it (an OpenAI model, the tests'
+    hashing), whose cosines MiniLM's curve would misjudge."""
+    curve = CURVES.get(embedder_name.partition(":")[0])
+    return curve.recommended_min_relevance if curve is not None else 0.0
+
+
+def check_min_relevance(value: float, abstain: bool = False, abstain_at: float = 0.0) -> float:
+    """0 (unset) keeps every candidate, unless ``abstain`` asks for ``abstain_at`` (see
+    :func:`abstain_threshold`); otherwise a number in [0, 1]."""
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise InvalidArgument(
             f"min_relevance must be between 0 and 1 (got {value}); 0 keeps every episode; "
             "recommended: "
-            + ", ".join(f"{c.recommended_min_relevance} with {n}" for n, c in CURVES.items()),
+            + ", ".join(f"{c.recommended_min_relevance} with {n}" for n, c in CURVES.items())
+            + " (abstain=true picks it for the running model)",
             field="min_relevance",
         )
+    if value == 0.0 and abstain:
+        return abstain_at
     return float(value)
 
 

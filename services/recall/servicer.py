@@ -181,6 +181,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             ),
         )
         self.ranking = domain.ranking_from(settings, embedder.name)
+        self.abstain_at = domain.abstain_threshold(embedder.name)
 
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
@@ -221,7 +222,9 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             understanding=domain.read_time(query, as_of, request.literal_query),
             events=_event_scope(request),
             entity_canon=not request.exact_entities,
-            min_relevance=domain.check_min_relevance(request.min_relevance),
+            min_relevance=domain.check_min_relevance(
+                request.min_relevance, request.abstain, self.abstain_at
+            ),
             ranking=self.ranking,
         )
 

@@ -1455,6 +1455,7 @@ def recall(
     exclude_events: bool = False,
     exact_entities: bool = False,
     min_relevance: float = 0.0,
+    abstain: bool = False,
     timeout: float | None = None,
 ) -> Flow[RecallResult]:
     """The dataset's most relevant current episodes, best first.
@@ -1472,7 +1473,9 @@ def recall(
     ``exclude_events`` leaves events out. ``entities`` match every alias of the entity
     ("atlas" finds "project Atlas") unless ``exact_entities``. ``min_relevance`` leaves out
     episodes whose calibrated ``relevance`` is below it (0: none left out; the README
-    recommends a value), so a question nothing answers gets no episodes.
+    recommends a value), so a question nothing answers gets no episodes; ``abstain`` uses
+    the value recommended for the embedding model Recall runs (an explicit
+    ``min_relevance`` takes precedence).
     """
     request = recall_service_pb2.RecallRequest(
         dataset=dataset,
@@ -1487,6 +1490,7 @@ def recall(
         exclude_events=exclude_events,
         exact_entities=exact_entities,
         min_relevance=min_relevance,
+        abstain=abstain,
     )
     if similarity_weight is not None:
         request.similarity_weight = similarity_weight

@@ -494,7 +494,9 @@ def build_server(
             "UTC') and in which thread, oldest first. Use it before answering anything that "
             "may depend on earlier conversations: preferences, decisions, facts the user "
             "shared, what happened last time. Episodes are ranked by similarity to `query` "
-            "and by recency; without a query the most recent come back. since/until keep "
+            "and by recency, and those that do not fit `query` are left out, so nothing "
+            "comes back when nothing was said about it; without a query the most recent come "
+            "back. since/until keep "
             "episodes within a time range; as_of answers as if it were that moment (nothing "
             "that ended later is returned)."
         ),
@@ -535,6 +537,9 @@ def build_server(
                 since=parse_time(since, "since"),
                 until=parse_time(until, "until"),
                 as_of=when_as_of,
+                # An agent's prompt should get nothing rather than memories that do not
+                # fit: irrelevant memories make a model confidently wrong.
+                abstain=True,
             )
         )
         now = when_as_of or datetime.now(UTC)

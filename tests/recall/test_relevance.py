@@ -219,3 +219,46 @@ def test_each_embedder_family_has_its_own_curve_in_the_statement(engine, minilm)
             relevance(signals, best, curve=E5), abs=1e-9
         )
         assert r["absolute_relevance"] != pytest.approx(relevance(signals, best), abs=1e-3)
+
+
+def _ask_abstaining(recall, dataset: str, query: str, min_relevance: float = 0.0):  # type: ignore[no-untyped-def]
+    return recall.Recall(
+        pb.RecallRequest(
+            dataset=dataset,
+            query=query,
+            include=EPISODES,
+            context_episodes=10,
+            min_relevance=min_relevance,
+            abstain=True,
+        ),
+        timeout=30,
+    ).episodes
+
+
+def test_abstain_applies_the_threshold_recommended_for_the_running_model(
+    recall, engine, minilm
+) -> None:  # type: ignore[no-untyped-def]
+    """An agent need not know each model's scale: ``abstain`` is the recommended
+    ``min_relevance`` of the model Recall runs (MiniLM here); an explicit one decides."""
+    names = _make_life(engine, minilm, "user_12")
+    assert list(_ask_abstaining(recall, "user_12", "What is my dog's name?").episodes) == []
+    found = _ask_abstaining(recall, "user_12", "Which car did I buy?").episodes
+    assert [names[e.episode.episode_id] for e in found][:1] == ["car"]
+    assert all(e.relevance >= RECOMMENDED_MIN_RELEVANCE for e in found)
+    # an explicit threshold takes precedence: a tiny one keeps the unrelated episodes
+    kept = _ask_abstaining(recall, "user_12", "What is my dog's name?", 1e-6).episodes
+    assert len(kept) == 3
+
+
+def test_abstain_keeps_everything_for_a_model_without_a_curve_of_its_own() -> None:
+    from episodic.services.recall.domain import abstain_threshold, check_min_relevance
+    from episodic.store.relevance import E5, MINILM
+
+    assert abstain_threshold("minilm:all-MiniLM-L6-v2-int8") == MINILM.recommended_min_relevance
+    assert abstain_threshold("e5:multilingual-e5-small-q4") == E5.recommended_min_relevance
+    # MiniLM's curve would misjudge another model's cosines: abstaining would be a guess
+    assert abstain_threshold("openai:text-embedding-3-small") == 0.0
+    assert abstain_threshold("hashing:384") == 0.0
+    assert check_min_relevance(0.0, abstain=True, abstain_at=0.4) == 0.4
+    assert check_min_relevance(0.7, abstain=True, abstain_at=0.4) == 0.7
+    assert check_min_relevance(0.0, abstain=False, abstain_at=0.4) == 0.0

@@ -217,6 +217,9 @@ export interface RecallOptions extends CallOpts {
    * this, so a question nothing in the dataset answers gets nothing; 0 (the default) keeps
    * every episode. The README recommends a value per embedder (0.4 with MiniLM). */
   minRelevance?: number;
+  /** Leave out episodes below the relevance Recall recommends for its embedding model (a
+   * question nothing answers then gets nothing); `minRelevance` takes precedence. */
+  abstain?: boolean;
 }
 
 export interface RecordEventOptions extends CallOpts {
@@ -751,6 +754,7 @@ export class EpisodicClient {
       actor: options.actor ?? "",
       excludeEvents: options.excludeEvents ?? false,
       minRelevance: options.minRelevance ?? 0,
+      abstain: options.abstain ?? false,
     };
     const answer = await this.call("recall", "Recall", (c, o) => c.recall(request, o), options, true);
     const episodes = answer.episodes?.episodes ?? [];

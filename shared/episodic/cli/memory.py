@@ -194,6 +194,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
             event_type=args.event_type,
             as_of=args.as_of,
             min_relevance=args.min_relevance or 0.0,
+            abstain=args.abstain,
         )
     if args.json:
         print_json(result)
@@ -323,6 +324,12 @@ def register(groups: CommandGroups) -> None:
         "--min-relevance",
         type=parse_weight,
         help="leave out episodes whose calibrated relevance is below this (0–1)",
+    )
+    p.add_argument(
+        "--abstain",
+        action="store_true",
+        help="leave out episodes below the relevance Recall recommends for its embedding "
+        "model, so a question nothing answers gets nothing (--min-relevance overrides it)",
     )
     p.add_argument(
         "--render",

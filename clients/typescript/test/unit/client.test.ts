@@ -378,6 +378,7 @@ describe("EpisodicClient against a fake server", () => {
         entities: ["project:atlas"],
         eventType: "decision",
         minRelevance: 0.4,
+        abstain: true,
       });
       assert.equal(result.episodeCount, 7);
       assert.equal([...result].length, 1);
@@ -391,6 +392,7 @@ describe("EpisodicClient against a fake server", () => {
       assert.deepEqual(request.entities, ["project:atlas"]);
       assert.equal(request.eventType, "decision");
       assert.equal(request.minRelevance, 0.4);
+      assert.equal(request.abstain, true);
     });
 
     it("recall returns how the query was understood, and literalQuery turns the reading off", async () => {
