@@ -44,7 +44,7 @@ def recall(spawn):  # type: ignore[no-untyped-def]
         yield pb_grpc.RecallServiceStub(channel)
 
 
-def _ask(recall, dataset: str, query: str, min_relevance: float = 0.0):  # type: ignore[no-untyped-def]
+def _ask(recall, dataset: str, query: str, min_relevance: float = 0.0, abstain: bool = False):  # type: ignore[no-untyped-def]
     return recall.Recall(
         pb.RecallRequest(
             dataset=dataset,
@@ -52,6 +52,7 @@ def _ask(recall, dataset: str, query: str, min_relevance: float = 0.0):  # type:
             include=EPISODES,
             context_episodes=10,
             min_relevance=min_relevance,
+            abstain=abstain,
         ),
         timeout=30,
     ).episodes
@@ -221,32 +222,18 @@ def test_each_embedder_family_has_its_own_curve_in_the_statement(engine, minilm)
         assert r["absolute_relevance"] != pytest.approx(relevance(signals, best), abs=1e-3)
 
 
-def _ask_abstaining(recall, dataset: str, query: str, min_relevance: float = 0.0):  # type: ignore[no-untyped-def]
-    return recall.Recall(
-        pb.RecallRequest(
-            dataset=dataset,
-            query=query,
-            include=EPISODES,
-            context_episodes=10,
-            min_relevance=min_relevance,
-            abstain=True,
-        ),
-        timeout=30,
-    ).episodes
-
-
 def test_abstain_applies_the_threshold_recommended_for_the_running_model(
     recall, engine, minilm
 ) -> None:  # type: ignore[no-untyped-def]
     """An agent need not know each model's scale: ``abstain`` is the recommended
     ``min_relevance`` of the model Recall runs (MiniLM here); an explicit one decides."""
     names = _make_life(engine, minilm, "user_12")
-    assert list(_ask_abstaining(recall, "user_12", "What is my dog's name?").episodes) == []
-    found = _ask_abstaining(recall, "user_12", "Which car did I buy?").episodes
+    assert list(_ask(recall, "user_12", "What is my dog's name?", abstain=True).episodes) == []
+    found = _ask(recall, "user_12", "Which car did I buy?", abstain=True).episodes
     assert [names[e.episode.episode_id] for e in found][:1] == ["car"]
     assert all(e.relevance >= RECOMMENDED_MIN_RELEVANCE for e in found)
     # an explicit threshold takes precedence: a tiny one keeps the unrelated episodes
-    kept = _ask_abstaining(recall, "user_12", "What is my dog's name?", 1e-6).episodes
+    kept = _ask(recall, "user_12", "What is my dog's name?", 1e-6, abstain=True).episodes
     assert len(kept) == 3
 
 
