@@ -1089,9 +1089,10 @@ def call(
 
     ``retry``: the channel repeats the call on UNAVAILABLE (gRPC service config) — only for
     calls safe to repeat — and so does this flow when the stream was reset (UNAVAILABLE
-    with reason ``STREAM_RESET``, which the channel sees as INTERNAL). Refused by a rate limit (RESOURCE_EXHAUSTED with a RetryInfo)
-    before anything happened, any call is safe to repeat: it is, once the server's delay
-    has passed, up to ``rate_limit_retries`` times and only if the deadline allows.
+    with reason ``STREAM_RESET``, which the channel sees as INTERNAL). Refused by a rate
+    limit (RESOURCE_EXHAUSTED with a RetryInfo) before anything happened, any call is safe
+    to repeat: it is, once the server's delay has passed, up to ``rate_limit_retries``
+    times and only if the deadline allows.
     """
     channel = service if retry else f"{service}:noretry"
     budget = core.timeout if timeout is None else timeout
