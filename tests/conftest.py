@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from episodic import forking  # noqa: F401  (first: gRPC's fork handlers off, see the module)
 from episodic.store.db import make_engine
 from episodic.testing.database import (
     SERVER_DIRECTORY_PREFIX,

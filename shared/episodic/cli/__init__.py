@@ -23,6 +23,7 @@ import argparse
 import logging
 import sys
 
+from episodic import forking  # noqa: F401  (first: gRPC reads it when imported)
 from episodic.cli import admin, console, data, integrations, memory, operations, privacy
 from episodic.cli._common import CommandGroups
 

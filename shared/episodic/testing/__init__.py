@@ -17,3 +17,7 @@ and available to applications that want integration tests against real services:
   (``pg_basebackup``), for read-replica tests and benchmarks;
 - :mod:`episodic.testing.certificates`: throwaway CA, server and client certificates.
 """
+
+# Tests and benches restart the embedded database (pg_ctl, forked with ``user=``) while
+# gRPC calls are in flight: gRPC's fork handlers off first (see episodic.forking).
+from episodic import forking  # noqa: F401
