@@ -31,7 +31,7 @@ from episodic.store.recall_queries import (
     RankingOptions,
     RecallFilters,
 )
-from episodic.store.relevance import CURVES, curve_for
+from episodic.store.relevance import CURVES, curve_for, fitted_curve
 from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
 from episodic.v1 import episode_pb2
@@ -246,7 +246,7 @@ def abstain_threshold(embedder_name: str) -> float:
     ``embedder_name``: the one recommended with its relevance curve — or 0 (keep every
     episode) for an embedder without a curve fitted for it (an OpenAI model, the tests'
     hashing), whose cosines MiniLM's curve would misjudge."""
-    curve = CURVES.get(embedder_name.partition(":")[0])
+    curve = fitted_curve(embedder_name)
     return curve.recommended_min_relevance if curve is not None else 0.0
 
 

@@ -847,6 +847,11 @@ def default_address(service: str) -> str:
     return address_from_env(service)
 
 
+#: Attempts of a call safe to repeat, the first included: the channel's retry policy on
+#: UNAVAILABLE, and :func:`call`'s on a reset stream (which the channel never sees).
+_MAX_ATTEMPTS = 5
+
+
 def _service_config(service: str, methods: Sequence[str]) -> str:
     """gRPC retries (A6): only methods safe to repeat, only on UNAVAILABLE, with backoff."""
     return json.dumps(
@@ -855,7 +860,7 @@ def _service_config(service: str, methods: Sequence[str]) -> str:
                 {
                     "name": [{"service": f"episodic.v1.{service}", "method": m} for m in methods],
                     "retryPolicy": {
-                        "maxAttempts": 5,
+                        "maxAttempts": _MAX_ATTEMPTS,
                         "initialBackoff": "0.1s",
                         "maxBackoff": "2s",
                         "backoffMultiplier": 2,
@@ -866,9 +871,6 @@ def _service_config(service: str, methods: Sequence[str]) -> str:
         }
     )
 
-
-#: Repeats of a call whose stream was reset, as the service config's maxAttempts (5).
-_RESET_RETRIES = 4
 
 _RETRIED = {
     "admin": ("AdminService", ("ListApiKeys", "ListAuditEvents", "ListDatasets")),
@@ -1116,7 +1118,7 @@ def call(
             # gRPC's own retries (the channel's service config) repeat UNAVAILABLE but
             # never see a reset stream, which it reports as INTERNAL: repeat those here,
             # with the same policy, for the calls that are safe to repeat.
-            if not retry or error.reason != STREAM_RESET or resets >= _RESET_RETRIES:
+            if not retry or error.reason != STREAM_RESET or resets >= _MAX_ATTEMPTS - 1:
                 raise
             wait = random.uniform(0, min(0.1 * 2**resets, 2.0))  # A6: full jitter
             if time.monotonic() + wait >= deadline:

@@ -55,6 +55,7 @@ __all__ = [
     "RECOMMENDED_MIN_RELEVANCE",
     "Curve",
     "curve_for",
+    "fitted_curve",
     "relevance",
     "relevance_sql",
 ]
@@ -94,9 +95,14 @@ E5 = Curve(-9.577, (2.351, 3.169, 3.744), (2.036, 3.242, 3.217), 0.3)
 CURVES: dict[str, Curve] = {"minilm": MINILM, "e5": E5}
 
 
+def fitted_curve(embedder_name: str) -> Curve | None:
+    """The curve fitted for the embedder called ``embedder_name``, if one was."""
+    return CURVES.get(embedder_name.partition(":")[0])
+
+
 def curve_for(embedder_name: str) -> Curve:
     """The curve fitted for the embedder called ``embedder_name`` (MiniLM's if none)."""
-    return CURVES.get(embedder_name.partition(":")[0], MINILM)
+    return fitted_curve(embedder_name) or MINILM
 
 
 #: The threshold the README recommends for ``min_relevance`` with the default embedder.
