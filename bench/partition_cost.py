@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                     "wr": 0.3,
                     "limit": 3,
                     "min_relevance": 0.0,
+                    "min_match": 0.0,
                 }
             )
         conns = {

@@ -15,7 +15,11 @@ every question scored in-process against the same database.
    fixed halves of the conversations: **development** = positions 0, 2, 4, 6, 8 of
    locomo10.jsonl (conv-26, conv-41, conv-43, conv-47, conv-49), **held out** = the other
    five. ``--fit`` fits the relevance curve on the development half only and prints the
-   constants to write into ``episodic/store/relevance.py``.
+   constants to write into ``episodic/store/relevance.py``; every run also fits the match
+   curve (``fit_match``, the gate ``min_match`` applies) and prints the abstention of
+   pairs of thresholds, with the service's named-time exception applied (so they equal
+   the service's). ``--confirm`` measures through a running Recall (``--confirm-at T``:
+   that ``min_relevance``; ``--confirm-abstain``: ``abstain``, the service's own pair).
 4. ``--fit-ranker`` fits the learned fusion (``recall_queries.LEARNED_WEIGHTS``) and
    chooses its temperature and ``recency_span`` on the development half, from the
    features of the first version's ranking (``--options off``: the seed's recency, from
@@ -1201,12 +1205,14 @@ def confirm(
     split: dict[str, set[str]],
     env: dict[str, str] | None = None,
     threshold: float | None = None,
+    abstain: bool = False,
 ) -> None:
     """The recommended threshold (or ``threshold``) through a running Recall service (gRPC) on the kept
     database: R@1/R@5/MRR per half without and with it, the share of foreign and
     adversarial questions answered with nothing, and the latency of both, interleaved.
     ``env``: the Recall's embedding settings (default MiniLM, the kept database's); the
-    threshold is the one recommended with that embedder's relevance curve."""
+    threshold is the one recommended with that embedder's relevance curve. ``abstain``:
+    ask with ``abstain`` instead (the service's own thresholds for its model)."""
     import grpc
 
     from bench.recall_quality import _recall
@@ -1217,6 +1223,12 @@ def confirm(
     provider = (env or {}).get("EPISODIC_EMBEDDING_PROVIDER", "minilm")
     if threshold is None:  # the one recommended with its curve
         threshold = curve_for(f"{provider}:").recommended_min_relevance
+
+    def asked(t: float) -> dict[str, Any]:
+        """The request's threshold fields: none for 0, else abstain or min_relevance."""
+        if not t:
+            return {}
+        return {"abstain": True} if abstain else {"min_relevance": t}
 
     service = start_service(
         "recall",
@@ -1239,24 +1251,23 @@ def confirm(
             foreign = conversations[(i + 1) % len(conversations)]
             for q in conv.questions:
                 for t in (0.0, threshold):
-                    got, ms = _recall(
-                        stub, conv.dataset, q.question, q.asked_at, False, min_relevance=t
-                    )
+                    got, ms = _recall(stub, conv.dataset, q.question, q.asked_at, False, **asked(t))
                     scores[(half, t)].add(q.category, got, q.evidence_threads)
                     latency[t].append(ms)
                 got, _ = _recall(
-                    stub, foreign.dataset, q.question, q.asked_at, False, min_relevance=threshold
+                    stub, foreign.dataset, q.question, q.asked_at, False, **asked(threshold)
                 )
                 empty.setdefault((half, "foreign"), []).append(not got)
             for q in adversarial.get(conv.conversation_id, []):
                 got, _ = _recall(
-                    stub, conv.dataset, q.question, q.asked_at, False, min_relevance=threshold
+                    stub, conv.dataset, q.question, q.asked_at, False, **asked(threshold)
                 )
                 empty.setdefault((half, "adversarial"), []).append(not got)
         channel.close()
     finally:
         service.terminate()
-    print(f"\nThrough the Recall service (gRPC), min_relevance {threshold}:\n")
+    label = "abstain" if abstain else f"min_relevance {threshold}"
+    print(f"\nThrough the Recall service (gRPC), {label}:\n")
     print(
         "| half | R@1 / R@5 / MRR without | with | foreign with nothing | adversarial with nothing |"
     )
@@ -1272,7 +1283,7 @@ def confirm(
     for t, values in latency.items():
         values.sort()
         print(
-            f"Recall latency, min_relevance {t}: p50 {values[len(values) // 2]:.2f} ms, "
+            f"Recall latency, {label if t else 'no threshold'}: p50 {values[len(values) // 2]:.2f} ms, "
             f"p99 {values[int(len(values) * 0.99)]:.2f} ms ({len(values)} calls, interleaved)"
         )
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -1969,6 +1980,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --confirm: this min_relevance instead of the recommended one",
     )
     parser.add_argument(
+        "--confirm-abstain",
+        action="store_true",
+        help="with --confirm: ask with abstain (the service's thresholds for its model)",
+    )
+    parser.add_argument(
         "--options",
         default="",
         help="comma-separated ranking switches to score, each alone (features recomputed "
@@ -2355,6 +2371,7 @@ def main(argv: list[str] | None = None) -> int:
                 split,
                 {"EPISODIC_EMBEDDING_PROVIDER": provider} if provider else None,
                 args.confirm_at,
+                args.confirm_abstain,
             )
     return 0
 

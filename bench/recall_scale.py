@@ -806,6 +806,7 @@ def main(argv: list[str] | None = None) -> int:
                 "qvec": query_vector(dataset, query),
                 **unfiltered_params(),
                 "min_relevance": 0.0,
+                "min_match": 0.0,
                 "ws": 0.7,
                 "wr": 0.3,
                 "limit": limit,

@@ -325,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         base = {
             **unfiltered_params(),
             "min_relevance": 0.0,
+            "min_match": 0.0,
             "ws": 0.7,
             "wr": 0.3,
             "limit": 3,

@@ -31,7 +31,7 @@ from episodic.store.recall_queries import (
     RankingOptions,
     RecallFilters,
 )
-from episodic.store.relevance import CURVES, curve_for, fitted_curve
+from episodic.store.relevance import CURVES, Abstention, curve_for, fitted_curve
 from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
 from episodic.v1 import episode_pb2
@@ -104,6 +104,9 @@ class RecallQuery:
     #: Candidates whose calibrated relevance (episodic.store.relevance) is below this are
     #: left out; 0 keeps every one.
     min_relevance: float = 0.0
+    #: Every candidate is left out when the request's match (relevance.request_match) is
+    #: below this; 0 keeps them.
+    min_match: float = 0.0
     #: How similarity is scored (recall_queries.RankingOptions).
     ranking: RankingOptions = DEFAULT_RANKING
 
@@ -241,25 +244,41 @@ def check_status(value: int) -> str | None:
     return str(status)
 
 
-def abstain_threshold(embedder_name: str) -> float:
-    """The ``min_relevance`` that ``abstain`` stands for with the embedder called
-    ``embedder_name``: the one recommended with its relevance curve — or 0 (keep every
-    episode) for an embedder without a curve fitted for it (an OpenAI model, the tests'
-    hashing), whose cosines MiniLM's curve would misjudge."""
+def abstention(embedder_name: str) -> Abstention:
+    """The thresholds ``abstain`` stands for with the embedder called ``embedder_name``:
+    those its relevance curve recommends (:class:`~episodic.store.relevance.Abstention`)
+    — or none (keep every episode) for an embedder without a curve fitted for it (an
+    OpenAI model, the tests' hashing), whose cosines MiniLM's curves would misjudge."""
     curve = fitted_curve(embedder_name)
-    return curve.recommended_min_relevance if curve is not None else 0.0
+    return curve.abstention if curve is not None else Abstention(0.0, 0.0)
 
 
 def check_min_relevance(value: float, abstain: bool = False, abstain_at: float = 0.0) -> float:
     """0 (unset) keeps every candidate, unless ``abstain`` asks for ``abstain_at`` (see
-    :func:`abstain_threshold`); otherwise a number in [0, 1]."""
+    :func:`abstention`); otherwise a number in [0, 1]."""
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise InvalidArgument(
             f"min_relevance must be between 0 and 1 (got {value}); 0 keeps every episode; "
-            "recommended: "
+            "recommended alone: "
             + ", ".join(f"{c.recommended_min_relevance} with {n}" for n, c in CURVES.items())
-            + " (abstain=true picks it for the running model)",
+            + " (abstain=true picks the running model's thresholds)",
             field="min_relevance",
+        )
+    if value == 0.0 and abstain:
+        return abstain_at
+    return float(value)
+
+
+def check_min_match(value: float, abstain: bool = False, abstain_at: float = 0.0) -> float:
+    """0 (unset) keeps a request's candidates whatever its match, unless ``abstain`` asks
+    for ``abstain_at`` (see :func:`abstention`); otherwise a number in [0, 1]."""
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidArgument(
+            f"min_match must be between 0 and 1 (got {value}); 0 answers every request; "
+            "abstain=true picks the running model's recommended value ("
+            + ", ".join(f"{c.abstention.min_match} with {n}" for n, c in CURVES.items())
+            + ")",
+            field="min_match",
         )
     if value == 0.0 and abstain:
         return abstain_at
@@ -488,6 +507,7 @@ def recall(
         "limit": request.limit,
         "events": request.events,
         "min_relevance": request.min_relevance,
+        "min_match": request.min_match,
         "sizes": sizes,
         "options": request.ranking,
     }

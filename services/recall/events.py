@@ -61,14 +61,16 @@ def merge(
     recency_weight: float,
     limit: int,
     min_relevance: float = 0.0,
+    min_match: float = 0.0,
     any_events: bool = True,
     lexemes: list[str] | None = None,
     options: RankingOptions = DEFAULT_RANKING,
 ) -> list[dict[str, Any]]:
     """The best ``limit`` of the ranked (opened) episodes and the dataset's events, by
-    relevance (then newest first); events below ``min_relevance`` are left out as episodes
-    are. ``any_events`` False (the dataset has none, as the episodes' statement saw) skips
-    the events' statement; ``lexemes``: the query's tokens the episodes' ranking sent."""
+    relevance (then newest first); events below ``min_relevance`` (and all of them when
+    their best match is below ``min_match``) are left out as episodes are. ``any_events``
+    False (the dataset has none, as the episodes' statement saw) skips the events'
+    statement; ``lexemes``: the query's tokens the episodes' ranking sent."""
     found = (
         rank_events(
             conn,
@@ -80,6 +82,7 @@ def merge(
             recency_weight=recency_weight,
             limit=limit,
             min_relevance=min_relevance,
+            min_match=min_match,
             lexemes=lexemes,
             options=options,
         )

@@ -181,7 +181,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             ),
         )
         self.ranking = domain.ranking_from(settings, embedder.name)
-        self.abstain_at = domain.abstain_threshold(embedder.name)
+        self.abstention = domain.abstention(embedder.name)
 
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
@@ -223,7 +223,10 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             events=_event_scope(request),
             entity_canon=not request.exact_entities,
             min_relevance=domain.check_min_relevance(
-                request.min_relevance, request.abstain, self.abstain_at
+                request.min_relevance, request.abstain, self.abstention.min_relevance
+            ),
+            min_match=domain.check_min_match(
+                request.min_match, request.abstain, self.abstention.min_match
             ),
             ranking=self.ranking,
         )

@@ -1458,6 +1458,7 @@ def recall(
     exclude_events: bool = False,
     exact_entities: bool = False,
     min_relevance: float = 0.0,
+    min_match: float = 0.0,
     abstain: bool = False,
     timeout: float | None = None,
 ) -> Flow[RecallResult]:
@@ -1476,9 +1477,10 @@ def recall(
     ``exclude_events`` leaves events out. ``entities`` match every alias of the entity
     ("atlas" finds "project Atlas") unless ``exact_entities``. ``min_relevance`` leaves out
     episodes whose calibrated ``relevance`` is below it (0: none left out; the README
-    recommends a value), so a question nothing answers gets no episodes; ``abstain`` uses
-    the value recommended for the embedding model Recall runs (an explicit
-    ``min_relevance`` takes precedence).
+    recommends a value), so a question nothing answers gets no episodes; ``min_match``
+    answers nothing when the request's best match says the dataset likely holds no answer
+    (0: always answers); ``abstain`` uses the values of both recommended for the embedding
+    model Recall runs (an explicit ``min_relevance`` or ``min_match`` takes precedence).
     """
     request = recall_service_pb2.RecallRequest(
         dataset=dataset,
@@ -1493,6 +1495,7 @@ def recall(
         exclude_events=exclude_events,
         exact_entities=exact_entities,
         min_relevance=min_relevance,
+        min_match=min_match,
         abstain=abstain,
     )
     if similarity_weight is not None:

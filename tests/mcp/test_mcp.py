@@ -260,3 +260,41 @@ def test_streamable_http_transport(spawn) -> None:  # type: ignore[no-untyped-de
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def test_the_recall_tool_answers_nothing_when_nothing_fits(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    """The tool abstains (RecallRequest.abstain) with the model it was fitted for: a
+    question about something the user never mentioned gets no memories — and says so —
+    while one about what they did say gets it."""
+    from episodic.providers import MiniLMEmbedder
+    from tests.recall.factory import make_episode
+
+    minilm = MiniLMEmbedder()
+    with engine.begin() as conn:
+        for label, messages in (
+            ("car", ["I need a family car under $30k.", "I went with the Corolla Hybrid."]),
+            ("trip", ["We are planning a week in Lisbon in October with the kids."]),
+        ):
+            make_episode(conn, "abstaining_user", messages, label=label, embedder=minilm)
+    recall = spawn("recall", {"EPISODIC_EMBEDDING_PROVIDER": "minilm"})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "episodic.cli", "mcp", "--dataset", "abstaining_user"],
+        env={**os.environ, "EPISODIC_RECALL_ADDRESS": recall.address},
+    )
+
+    async def session_run() -> None:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            dog = await _call(session, "recall", query="What is my dog's name?", limit=5)
+            assert dog.structured_content["episodes"] == []
+            assert dog.structured_content["episode_count"] == 2
+            assert "match this request" in _text(dog)
+            car = await _call(session, "recall", query="Which car did I buy?", limit=5)
+            labels = [e["thread_label"] for e in car.structured_content["episodes"]]
+            assert labels[:1] == ["car"], _text(car)
+
+    anyio.run(session_run)

@@ -160,7 +160,7 @@ def test_events_carry_the_calibrated_relevance_and_min_relevance_drops_them(stub
     """Events take part in abstention like episodes: a question the event answers keeps it
     at the recommended threshold (with its calibrated relevance on the answer), one it does
     not answer gets nothing."""
-    from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE
+    from episodic.store.relevance import MINILM, RECOMMENDED_MIN_RELEVANCE
 
     ingest, recall, _ = stubs
     with engine.begin() as conn:  # the dataset exists
@@ -180,3 +180,10 @@ def test_events_carry_the_calibrated_relevance_and_min_relevance_drops_them(stub
     assert unrelated == []
     everything = recall_(recall, query="which airline flies to Lisbon?", context_episodes=10)
     assert dog.episode_id in {s.episode.episode_id for s in everything}  # only the threshold
+    # and in the request-level decision: the events' best match decides for them
+    gate = MINILM.abstention.min_match
+    assert [
+        s.episode.episode_id
+        for s in recall_(recall, query="what is my dog's name?", min_match=gate)
+    ] == [dog.episode_id]
+    assert recall_(recall, query="which airline flies to Lisbon?", min_match=gate) == []

@@ -1,7 +1,8 @@
 """Calibrated relevance and abstention: an episode's relevance is absolute (comparable
-across queries and datasets), and ``min_relevance`` leaves out what does not fit — so a
+across queries and datasets), ``min_relevance`` leaves out what does not fit and
+``min_match`` answers nothing when the request's best match says nothing fits — so a
 question nothing in the dataset answers gets nothing, through the real Recall service with
-the offline embedder the curve was fitted for (MiniLM)."""
+the offline embedder the curves were fitted for (MiniLM)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from episodic.providers import MiniLMEmbedder
-from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE, relevance
+from episodic.store.relevance import MINILM, RECOMMENDED_MIN_RELEVANCE, relevance, request_match
 from episodic.v1 import recall_service_pb2 as pb
 from episodic.v1 import recall_service_pb2_grpc as pb_grpc
 from tests.recall.factory import T0, make_episode
@@ -44,7 +45,14 @@ def recall(spawn):  # type: ignore[no-untyped-def]
         yield pb_grpc.RecallServiceStub(channel)
 
 
-def _ask(recall, dataset: str, query: str, min_relevance: float = 0.0, abstain: bool = False):  # type: ignore[no-untyped-def]
+def _ask(  # type: ignore[no-untyped-def]
+    recall,
+    dataset: str,
+    query: str,
+    min_relevance: float = 0.0,
+    abstain: bool = False,
+    min_match: float = 0.0,
+):
     return recall.Recall(
         pb.RecallRequest(
             dataset=dataset,
@@ -52,6 +60,7 @@ def _ask(recall, dataset: str, query: str, min_relevance: float = 0.0, abstain: 
             include=EPISODES,
             context_episodes=10,
             min_relevance=min_relevance,
+            min_match=min_match,
             abstain=abstain,
         ),
         timeout=30,
@@ -186,6 +195,8 @@ def test_the_sql_curve_is_the_python_curve(engine, minilm) -> None:  # type: ign
     for r in rows:
         signals = (r["cosine"], r["coverage"], r["passage_coverage"])
         assert r["absolute_relevance"] == pytest.approx(relevance(signals, best), abs=1e-9)
+        # the request's match reads its best alone: the same on every row
+        assert r["request_match"] == pytest.approx(request_match(best, MINILM), abs=1e-9)
         # the context counts: judged alone (its own best), the weaker ones would score less
         if signals != best:
             assert relevance(signals) < r["absolute_relevance"]
@@ -222,30 +233,54 @@ def test_each_embedder_family_has_its_own_curve_in_the_statement(engine, minilm)
         assert r["absolute_relevance"] != pytest.approx(relevance(signals, best), abs=1e-3)
 
 
-def test_abstain_applies_the_threshold_recommended_for_the_running_model(
+def test_min_match_answers_nothing_or_everything_a_request_matched(recall, engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    """The request-level decision: below ``min_match`` nothing comes back; above it every
+    episode does, the weak ones too, where ``min_relevance`` judges each episode."""
+    names = _make_life(engine, minilm, "user_13")
+    at = MINILM.abstention.min_match
+    assert list(_ask(recall, "user_13", "What is my dog's name?", min_match=at).episodes) == []
+    car = _ask(recall, "user_13", "Which car did I buy?", min_match=at).episodes
+    assert [names[e.episode.episode_id] for e in car][:1] == ["car"]
+    assert len(car) == 3  # the trip and the pricing stay: the request matched
+    # the same threshold on each episode drops the weak ones
+    assert len(_ask(recall, "user_13", "Which car did I buy?", at).episodes) < 3
+
+
+def test_abstain_applies_the_thresholds_recommended_for_the_running_model(
     recall, engine, minilm
 ) -> None:  # type: ignore[no-untyped-def]
     """An agent need not know each model's scale: ``abstain`` is the recommended
-    ``min_relevance`` of the model Recall runs (MiniLM here); an explicit one decides."""
+    ``min_relevance`` and ``min_match`` of the model Recall runs (MiniLM here); an
+    explicit one decides."""
     names = _make_life(engine, minilm, "user_12")
     assert list(_ask(recall, "user_12", "What is my dog's name?", abstain=True).episodes) == []
     found = _ask(recall, "user_12", "Which car did I buy?", abstain=True).episodes
     assert [names[e.episode.episode_id] for e in found][:1] == ["car"]
-    assert all(e.relevance >= RECOMMENDED_MIN_RELEVANCE for e in found)
-    # an explicit threshold takes precedence: a tiny one keeps the unrelated episodes
-    kept = _ask(recall, "user_12", "What is my dog's name?", 1e-6, abstain=True).episodes
+    assert all(e.relevance >= MINILM.abstention.min_relevance for e in found)
+    # explicit thresholds take precedence: tiny ones keep the unrelated episodes
+    kept = _ask(
+        recall, "user_12", "What is my dog's name?", 1e-6, abstain=True, min_match=1e-6
+    ).episodes
     assert len(kept) == 3
+    # either alone leaves the other's recommended value in force: the request is gated
+    assert (
+        list(_ask(recall, "user_12", "What is my dog's name?", 1e-6, abstain=True).episodes) == []
+    )
 
 
 def test_abstain_keeps_everything_for_a_model_without_a_curve_of_its_own() -> None:
-    from episodic.services.recall.domain import abstain_threshold, check_min_relevance
-    from episodic.store.relevance import E5, MINILM
+    from episodic.services.recall.domain import abstention, check_min_match, check_min_relevance
+    from episodic.store.relevance import E5, MINILM, Abstention
 
-    assert abstain_threshold("minilm:all-MiniLM-L6-v2-int8") == MINILM.recommended_min_relevance
-    assert abstain_threshold("e5:multilingual-e5-small-q4") == E5.recommended_min_relevance
-    # MiniLM's curve would misjudge another model's cosines: abstaining would be a guess
-    assert abstain_threshold("openai:text-embedding-3-small") == 0.0
-    assert abstain_threshold("hashing:384") == 0.0
+    assert abstention("minilm:all-MiniLM-L6-v2-int8") == MINILM.abstention
+    assert abstention("e5:multilingual-e5-small-q4") == E5.abstention
+    assert MINILM.abstention.min_match > 0 and E5.abstention.min_match > 0
+    # MiniLM's curves would misjudge another model's cosines: abstaining would be a guess
+    assert abstention("openai:text-embedding-3-small") == Abstention(0.0, 0.0)
+    assert abstention("hashing:384") == Abstention(0.0, 0.0)
     assert check_min_relevance(0.0, abstain=True, abstain_at=0.4) == 0.4
     assert check_min_relevance(0.7, abstain=True, abstain_at=0.4) == 0.7
     assert check_min_relevance(0.0, abstain=False, abstain_at=0.4) == 0.0
+    assert check_min_match(0.0, abstain=True, abstain_at=0.35) == 0.35
+    assert check_min_match(0.1, abstain=True, abstain_at=0.35) == 0.1
+    assert check_min_match(0.0, abstain=False, abstain_at=0.35) == 0.0

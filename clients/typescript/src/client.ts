@@ -217,8 +217,11 @@ export interface RecallOptions extends CallOpts {
    * this, so a question nothing in the dataset answers gets nothing; 0 (the default) keeps
    * every episode. The README recommends a value per embedder (0.4 with MiniLM). */
   minRelevance?: number;
-  /** Leave out episodes below the relevance Recall recommends for its embedding model (a
-   * question nothing answers then gets nothing); `minRelevance` takes precedence. */
+  /** Answer with nothing when the request's match (the chance, from its best match, that
+   * the dataset holds an answer at all) is below this; 0 (the default) always answers. */
+  minMatch?: number;
+  /** Apply the `minRelevance` and `minMatch` Recall recommends for its embedding model (a
+   * question nothing answers then gets nothing); an explicit value takes precedence. */
   abstain?: boolean;
 }
 
@@ -754,6 +757,7 @@ export class EpisodicClient {
       actor: options.actor ?? "",
       excludeEvents: options.excludeEvents ?? false,
       minRelevance: options.minRelevance ?? 0,
+      minMatch: options.minMatch ?? 0,
       abstain: options.abstain ?? false,
     };
     const answer = await this.call("recall", "Recall", (c, o) => c.recall(request, o), options, true);

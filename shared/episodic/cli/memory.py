@@ -194,6 +194,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
             event_type=args.event_type,
             as_of=args.as_of,
             min_relevance=args.min_relevance or 0.0,
+            min_match=args.min_match or 0.0,
             abstain=args.abstain,
         )
     if args.json:
@@ -326,10 +327,16 @@ def register(groups: CommandGroups) -> None:
         help="leave out episodes whose calibrated relevance is below this (0–1)",
     )
     p.add_argument(
+        "--min-match",
+        type=parse_weight,
+        help="answer nothing when the request's best match says the dataset likely holds "
+        "no answer: the chance it does is below this (0–1)",
+    )
+    p.add_argument(
         "--abstain",
         action="store_true",
-        help="leave out episodes below the relevance Recall recommends for its embedding "
-        "model, so a question nothing answers gets nothing (--min-relevance overrides it)",
+        help="apply the --min-relevance and --min-match Recall recommends for its embedding "
+        "model, so a question nothing answers gets nothing (either flag overrides its value)",
     )
     p.add_argument(
         "--render",

@@ -58,7 +58,7 @@ from episodic.store.recall_queries import (
     similarity_sql,
     span_cte,
 )
-from episodic.store.relevance import relevance_sql
+from episodic.store.relevance import relevance_sql, request_match_sql
 from episodic.store.vault import Vault, open_row
 
 __all__ = [
@@ -322,11 +322,12 @@ def _rank_sql(
         # Recall's calibrated relevance (store/relevance.py): an event is one passage, so its
         # document coverage is its passage coverage too; its context is each signal's best
         # over the request's events.
+        best = ("max(n.sem) OVER ()", "max(n.coverage) OVER ()", "max(n.coverage) OVER ()")
         calibrated = relevance_sql(
-            ("n.sem", "n.coverage", "n.coverage"),
-            ("max(n.sem) OVER ()", "max(n.coverage) OVER ()", "max(n.coverage) OVER ()"),
-            options.relevance_curve,
+            ("n.sem", "n.coverage", "n.coverage"), best, options.relevance_curve
         )
+        # and the request's match over its events, as the episodes' over theirs
+        match = request_match_sql(best, options.relevance_curve)
         scored = f"""
         q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
         qq AS (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery AS tq,
@@ -369,11 +370,12 @@ def _rank_sql(
                    ({similarity})::float8 AS similarity,
                    n.lex_rel::float8 AS lexical, n.sem_rel::float8 AS semantic,
                    ({recency})::float8 AS recency,
-                   {calibrated} AS absolute_relevance
+                   {calibrated} AS absolute_relevance,
+                   {match} AS request_match
             FROM normed n
         ),"""
-    # min_relevance applies only with a query (without one nothing is matched), as for
-    # episodes (recall_queries.rank_episodes).
+    # min_relevance and min_match apply only with a query (without one nothing is
+    # matched), as for episodes (recall_queries.rank_episodes).
     relevant = f"WHERE {relevant_sql('s.occurred_at', options)}" if with_query else ""
     span = span_cte("c", "occurred_at") if options.recency_span else ""
     return f"""
@@ -404,6 +406,7 @@ def rank_events(
     recency_weight: float,
     limit: int,
     min_relevance: float = 0.0,
+    min_match: float = 0.0,
     lexemes: list[str] | None = None,
     options: RankingOptions = DEFAULT_RANKING,
 ) -> list[dict[str, Any]]:
@@ -411,7 +414,8 @@ def rank_events(
     shaped as episode rows (with ``kind`` 'event', ``similarity``, ``lexical``,
     ``semantic``, ``recency``, ``relevance`` and the calibrated ``absolute_relevance``),
     by the episodes' formula (module docstring); with a query, events whose calibrated
-    relevance is below ``min_relevance`` are left out. ``lexemes``: the query's tokens when
+    relevance is below ``min_relevance`` are left out, and every event when the request's
+    match over its events is below ``min_match``. ``lexemes``: the query's tokens when
     the caller already has them (the episodes' ranking sent them), saving a round trip."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
@@ -429,6 +433,7 @@ def rank_events(
         "wr": float(recency_weight),
         "limit": limit,
         "min_relevance": float(min_relevance),
+        "min_match": float(min_match),
     }
     if with_query:
         assert query is not None

@@ -72,7 +72,7 @@ from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
 from episodic.store.raw_statement import fetch_all
 from episodic.store.recall_index import DATASET_CONFIG, TEXT_SEARCH_CONFIG, query_tokens
-from episodic.store.relevance import MINILM, Curve, relevance_sql
+from episodic.store.relevance import MINILM, Curve, relevance_sql, request_match_sql
 
 #: The calibrated relevance's context: each signal's best over every episode the statement
 #: scored (window maxima, computed before the time filters and the LIMIT), so an episode
@@ -422,11 +422,15 @@ def _filter_values(key: DatasetKey | None, filters: RecallFilters) -> dict[str, 
 
 
 def relevant_sql(moment: str, options: RankingOptions) -> str:
-    """The ``min_relevance`` condition on a scored row (``s``): its calibrated relevance,
-    or — under ``named_time_recency`` — its ``moment`` inside the time the query names.
-    What happened then answers "what was Sam doing on December 4?" whatever its words,
-    and the calibrated relevance reads only words and meaning. Episodes and events share it."""
-    relevant = "s.absolute_relevance >= CAST(:min_relevance AS float8)"
+    """The ``min_relevance`` and ``min_match`` condition on a scored row (``s``): its
+    calibrated relevance and its request's match (the same on every row of a request), or
+    — under ``named_time_recency`` — its ``moment`` inside the time the query names. What
+    happened then answers "what was Sam doing on December 4?" whatever its words, and both
+    curves read only words and meaning. Episodes and events share it."""
+    relevant = (
+        "(s.absolute_relevance >= CAST(:min_relevance AS float8) "
+        "AND s.request_match >= CAST(:min_match AS float8))"
+    )
     if not options.named_time_recency:
         return relevant
     return (
@@ -724,7 +728,8 @@ def recall_sql(
             SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
                    CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
                    0.0::float8 AS cosine, 0.0::float8 AS coverage,
-                   0.0::float8 AS passage_coverage, 0.0::float8 AS absolute_relevance
+                   0.0::float8 AS passage_coverage, 0.0::float8 AS absolute_relevance,
+                   1.0::float8 AS request_match
             FROM scored s
             JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
             ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
@@ -937,6 +942,7 @@ def recall_sql(
                    n.semantic::float8 AS cosine, n.coverage::float8 AS coverage,
                    n.passage_coverage::float8 AS passage_coverage,
                    {relevance_sql(("n.semantic", "n.coverage", "n.passage_coverage"), _REQUEST_BEST, options.relevance_curve)} AS absolute_relevance,
+                   {request_match_sql(_REQUEST_BEST, options.relevance_curve)} AS request_match,
                    ({similarity_sql(options, _signals(lexical))})::float8 AS similarity,
                    ({lexical})::float8 AS lexical,
                    n.sem_rel::float8 AS semantic{extra_scored}
@@ -944,7 +950,8 @@ def recall_sql(
         )
         SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
                CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
-               s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance{extra_out}
+               s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance,
+               s.request_match{extra_out}
         FROM scored s
         JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
         WHERE {relevant_sql("s.ended_at", options)}
@@ -1453,6 +1460,7 @@ def rank(
     recency_weight: float,
     limit: int,
     min_relevance: float = 0.0,
+    min_match: float = 0.0,
     approximate: Approximation | None = None,
     options: RankingOptions = DEFAULT_RANKING,
     opening: Opening | None = None,
@@ -1465,9 +1473,11 @@ def rank(
     ``query`` (or with ``similarity_weight`` 0) similarity is 0 and nothing is searched;
     without ``query_vector`` the semantic part is 0. Each row also carries the episode's
     absolute ``absolute_relevance`` (:mod:`episodic.store.relevance`) and its inputs
-    (``cosine``, ``coverage``, ``passage_coverage``); with a query, candidates whose
-    absolute relevance is below ``min_relevance`` are left out (without one, nothing is
-    matched and ``min_relevance`` does not apply). ``approximate``: score only a generous
+    (``cosine``, ``coverage``, ``passage_coverage``), and the request's ``request_match``
+    (``relevance.request_match``, 1 without a query); with a query, candidates whose
+    absolute relevance is below ``min_relevance`` are left out, and every candidate when
+    the request's match is below ``min_match`` (without a query, nothing is matched and
+    neither applies). ``approximate``: score only a generous
     candidate set of the dataset (a large one) instead of every episode. ``options``:
     :class:`RankingOptions`. ``opening``: what :func:`read_opening` read for this call
     (with the query's lexemes, and their word forms under ``options.word_forms``: then no
@@ -1487,6 +1497,7 @@ def rank(
         "wr": float(recency_weight),
         "limit": limit,
         "min_relevance": float(min_relevance),
+        "min_match": float(min_match),
     }
     if approximate is not None:
         params.update(_approximation_params(approximate))
@@ -1537,7 +1548,7 @@ def rank(
         first = _execute(
             conn,
             _ranking_statement(with_query, with_vector, approximate, first_options),
-            {**params, "limit": options.expansion, "min_relevance": 0.0},
+            {**params, "limit": options.expansion, "min_relevance": 0.0, "min_match": 0.0},
         )
         tokens = cast(list[str], params["lexemes"])
         feedback = expansion_terms(

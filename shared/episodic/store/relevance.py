@@ -35,6 +35,13 @@ scale, and the curve should be refitted for it.
 ``min_relevance`` on RecallRequest drops episodes below a threshold; the recommended value
 is the curve's ``recommended_min_relevance`` (README "Recall quality").
 
+A second curve (:class:`MatchCurve`) reads only the request's best signals: how likely the
+dataset holds an answer at all. ``min_match`` on RecallRequest leaves a request whose match
+is below it with nothing, and ``abstain`` applies both thresholds the curve recommends
+together (:class:`Abstention`): asked "is anything here?" first, a question keeps the weak
+episodes of a real answer that a per-episode threshold alone must cut to leave strangers'
+questions empty.
+
 One curve per embedder family (:data:`CURVES`, chosen by :func:`curve_for` from the name
 of the embedder Recall runs): MiniLM's (the offline default, english configuration), and
 one fitted the same way for multilingual-e5-small on the same store re-embedded with it
@@ -53,12 +60,43 @@ __all__ = [
     "E5",
     "MINILM",
     "RECOMMENDED_MIN_RELEVANCE",
+    "Abstention",
     "Curve",
+    "MatchCurve",
     "curve_for",
     "fitted_curve",
     "relevance",
     "relevance_sql",
+    "request_match",
+    "request_match_sql",
 ]
+
+
+@dataclass(frozen=True)
+class MatchCurve:
+    """How likely the dataset holds an answer to the query at all, read from the request's
+    best (cosine, coverage, passage_coverage) alone: ``1 / (1 + exp(-(b0 + b·best)))``.
+
+    A second decision beside the episodes' relevance: below ``min_match`` a request gets
+    nothing at all, while above it an answerable question keeps its weaker episodes too (a
+    multi-hop question's second session), which one threshold on each episode cannot do.
+    Fitted on the development half of LoCoMo with each question asked of its own
+    conversation a positive and of the next conversation a negative (``python -m
+    bench.recall_lab --fit``, ``fit_match``)."""
+
+    intercept: float
+    #: Weights of the request's best (cosine, coverage, passage_coverage).
+    coefficients: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class Abstention:
+    """What ``abstain`` stands for with one embedder: both thresholds, chosen together on
+    the development half (the pair on a 0.05 grid leaving the most foreign questions empty
+    for at most 1 point of R@5 lost, the service's named-time exception applied)."""
+
+    min_relevance: float
+    min_match: float
 
 
 @dataclass(frozen=True)
@@ -74,6 +112,16 @@ class Curve:
     #: Weights of the same signals' best over the request's candidates (its context).
     best_coefficients: tuple[float, float, float]
     recommended_min_relevance: float
+    #: The request-level curve fitted for the same embedder (None: not fitted; nothing is
+    #: then left out on its account).
+    match: MatchCurve | None = None
+    #: What ``abstain`` applies (None: ``recommended_min_relevance`` alone).
+    abstain: Abstention | None = None
+
+    @property
+    def abstention(self) -> Abstention:
+        """The thresholds ``abstain`` stands for with this curve."""
+        return self.abstain or Abstention(self.recommended_min_relevance, 0.0)
 
 
 #: MiniLM (the default embedder), fitted 2026-12-01 on the LoCoMo lab store built with that
@@ -82,14 +130,34 @@ class Curve:
 #: .931 → .925; held out 82.4 %, .945 → .941. The curve without the context on the same
 #: store: 83.8 % / 81.9 % at its recommended 0.6 for R@5 lost 1.0 / 0.5 points, 79.1 % /
 #: 76.9 % at 0.5 (docs/benchmarks.md "Abstention beside the request's best match").
-MINILM = Curve(-7.756, (4.587, 2.453, 2.957), (4.13, 2.419, 2.491), 0.4)
+#: Its match curve and ``abstain`` (2026-12-02, the same store): the request left empty
+#: below a match of 0.35 (and episodes below a relevance of 0.35): through the Recall
+#: service 90.5 % / 87.3 % of foreign questions get nothing, R@5 lost 1.0 / 0.9 points
+#: (docs/benchmarks.md "A gate on the request's best match").
+MINILM = Curve(
+    -7.756,
+    (4.587, 2.453, 2.957),
+    (4.13, 2.419, 2.491),
+    0.4,
+    match=MatchCurve(-7.004, (6.142, 3.973, 4.498)),
+    abstain=Abstention(min_relevance=0.35, min_match=0.35),
+)
 
 #: multilingual-e5-small (the same store re-embedded with it). e5's cosines sit in a narrow
 #: high band for related and unrelated text alike, so the fit leans on the words matched
 #: and separates less. Through the Recall service at 0.3: 74.2 % of foreign questions get
 #: nothing on the development half, R@5 .927 → .917; held out 71.7 %, .936 → .935. The
 #: curve without the context: 55.9 % / 56.5 % at 0.3.
-E5 = Curve(-9.577, (2.351, 3.169, 3.744), (2.036, 3.242, 3.217), 0.3)
+#: Its match curve and ``abstain``: through the service 79.5 % / 77.3 % empty, R@5 lost
+#: 0.8 / 0.1 points, against 74.2 % / 71.7 % for min_relevance 0.3 alone.
+E5 = Curve(
+    -9.577,
+    (2.351, 3.169, 3.744),
+    (2.036, 3.242, 3.217),
+    0.3,
+    match=MatchCurve(-6.988, (1.617, 4.986, 5.616)),
+    abstain=Abstention(min_relevance=0.2, min_match=0.2),
+)
 
 #: Curves by embedder family: the part of ``Embedder.name`` before the colon.
 CURVES: dict[str, Curve] = {"minilm": MINILM, "e5": E5}
@@ -129,11 +197,30 @@ def relevance(episode: Signals, best: Signals | None = None, curve: Curve = MINI
 def relevance_sql(episode: tuple[str, str, str], best: tuple[str, str, str], curve: Curve) -> str:
     """The same as a SQL expression: ``episode`` the three float8 expressions of an
     episode's signals, ``best`` those of their best over the request (window maxima)."""
-    terms = " + ".join(
-        f"{w!r} * ({x})"
-        for w, x in zip(
-            (*curve.coefficients, *curve.best_coefficients), (*episode, *best), strict=True
-        )
+    return _logistic_sql(
+        curve.intercept, (*curve.coefficients, *curve.best_coefficients), (*episode, *best)
     )
-    z = f"({curve.intercept!r} + {terms})"
+
+
+def request_match(best: Signals, curve: Curve) -> float:
+    """How likely the dataset holds an answer, from the request's best signals
+    (:class:`MatchCurve`); 1.0 with a curve that has none, so nothing is left out."""
+    if curve.match is None:
+        return 1.0
+    z = curve.match.intercept + sum(
+        w * x for w, x in zip(curve.match.coefficients, best, strict=True)
+    )
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def request_match_sql(best: tuple[str, str, str], curve: Curve) -> str:
+    """:func:`request_match` as a SQL expression of the request's best signals."""
+    if curve.match is None:
+        return "1.0::float8"
+    return _logistic_sql(curve.match.intercept, curve.match.coefficients, best)
+
+
+def _logistic_sql(intercept: float, weights: tuple[float, ...], inputs: tuple[str, ...]) -> str:
+    terms = " + ".join(f"{w!r} * ({x})" for w, x in zip(weights, inputs, strict=True))
+    z = f"({intercept!r} + {terms})"
     return f"(1.0 / (1.0 + exp(-greatest(least({z}, 50.0), -50.0))))::float8"

@@ -21,7 +21,7 @@ RECALL_INCLUDE_UNSPECIFIED: RecallInclude
 RECALL_INCLUDE_EPISODES: RecallInclude
 
 class RecallRequest(_message.Message):
-    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of", "literal_query", "actor", "exclude_events", "exact_entities", "min_relevance", "abstain")
+    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of", "literal_query", "actor", "exclude_events", "exact_entities", "min_relevance", "min_match", "abstain")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,7 @@ class RecallRequest(_message.Message):
     EXCLUDE_EVENTS_FIELD_NUMBER: _ClassVar[int]
     EXACT_ENTITIES_FIELD_NUMBER: _ClassVar[int]
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    MIN_MATCH_FIELD_NUMBER: _ClassVar[int]
     ABSTAIN_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     query: str
@@ -57,8 +58,9 @@ class RecallRequest(_message.Message):
     exclude_events: bool
     exact_entities: bool
     min_relevance: float
+    min_match: float
     abstain: bool
-    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., literal_query: _Optional[bool] = ..., actor: _Optional[str] = ..., exclude_events: _Optional[bool] = ..., exact_entities: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., abstain: _Optional[bool] = ...) -> None: ...
+    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., literal_query: _Optional[bool] = ..., actor: _Optional[str] = ..., exclude_events: _Optional[bool] = ..., exact_entities: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., min_match: _Optional[float] = ..., abstain: _Optional[bool] = ...) -> None: ...
 
 class RecalledEpisodes(_message.Message):
     __slots__ = ("episodes", "episode_count")

@@ -378,6 +378,7 @@ describe("EpisodicClient against a fake server", () => {
         entities: ["project:atlas"],
         eventType: "decision",
         minRelevance: 0.4,
+        minMatch: 0.35,
         abstain: true,
       });
       assert.equal(result.episodeCount, 7);
@@ -392,6 +393,7 @@ describe("EpisodicClient against a fake server", () => {
       assert.deepEqual(request.entities, ["project:atlas"]);
       assert.equal(request.eventType, "decision");
       assert.equal(request.minRelevance, 0.4);
+      assert.equal(request.minMatch, 0.35);
       assert.equal(request.abstain, true);
     });
 

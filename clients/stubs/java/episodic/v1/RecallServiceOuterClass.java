@@ -565,11 +565,26 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
 
     /**
      * <pre>
-     * Leave out episodes below the min_relevance Recall recommends for the embedding model it
-     * runs (README "Recall quality"; each model's relevance has its own scale), so a question
+     * Answer with no episodes at all when the request's match is below this: the calibrated
+     * chance, read from the best match among everything the request scored, that the
+     * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
+     * episode of a request that passes (an answerable question's weaker episodes too). 0
+     * (the default) answers every request; must be in [0, 1]. Applies only with a query,
+     * and, as min_relevance, not to episodes within a time the query names.
+     * </pre>
+     *
+     * <code>double min_match = 19;</code>
+     * @return The minMatch.
+     */
+    double getMinMatch();
+
+    /**
+     * <pre>
+     * Apply the min_relevance and min_match Recall recommends for the embedding model it
+     * runs (README "Recall quality"; each model's curves have their own scale), so a question
      * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-     * model without a relevance curve fitted for it (an OpenAI one) keeps every episode. An
-     * explicit min_relevance takes precedence.
+     * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+     * min_relevance or min_match takes precedence over its recommended value.
      * </pre>
      *
      * <code>bool abstain = 18;</code>
@@ -1265,15 +1280,35 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return minRelevance_;
     }
 
+    public static final int MIN_MATCH_FIELD_NUMBER = 19;
+    private double minMatch_ = 0D;
+    /**
+     * <pre>
+     * Answer with no episodes at all when the request's match is below this: the calibrated
+     * chance, read from the best match among everything the request scored, that the
+     * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
+     * episode of a request that passes (an answerable question's weaker episodes too). 0
+     * (the default) answers every request; must be in [0, 1]. Applies only with a query,
+     * and, as min_relevance, not to episodes within a time the query names.
+     * </pre>
+     *
+     * <code>double min_match = 19;</code>
+     * @return The minMatch.
+     */
+    @java.lang.Override
+    public double getMinMatch() {
+      return minMatch_;
+    }
+
     public static final int ABSTAIN_FIELD_NUMBER = 18;
     private boolean abstain_ = false;
     /**
      * <pre>
-     * Leave out episodes below the min_relevance Recall recommends for the embedding model it
-     * runs (README "Recall quality"; each model's relevance has its own scale), so a question
+     * Apply the min_relevance and min_match Recall recommends for the embedding model it
+     * runs (README "Recall quality"; each model's curves have their own scale), so a question
      * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-     * model without a relevance curve fitted for it (an OpenAI one) keeps every episode. An
-     * explicit min_relevance takes precedence.
+     * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+     * min_relevance or min_match takes precedence over its recommended value.
      * </pre>
      *
      * <code>bool abstain = 18;</code>
@@ -1356,6 +1391,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (abstain_ != false) {
         output.writeBool(18, abstain_);
+      }
+      if (java.lang.Double.doubleToRawLongBits(minMatch_) != 0) {
+        output.writeDouble(19, minMatch_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -1445,6 +1483,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(18, abstain_);
       }
+      if (java.lang.Double.doubleToRawLongBits(minMatch_) != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeDoubleSize(19, minMatch_);
+      }
       return size;
     }
     @java.lang.Override
@@ -1520,6 +1562,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (java.lang.Double.doubleToLongBits(getMinRelevance())
           != java.lang.Double.doubleToLongBits(
               other.getMinRelevance())) return false;
+      if (java.lang.Double.doubleToLongBits(getMinMatch())
+          != java.lang.Double.doubleToLongBits(
+              other.getMinMatch())) return false;
       if (getAbstain()
           != other.getAbstain()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
@@ -1589,6 +1634,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + MIN_RELEVANCE_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
           java.lang.Double.doubleToLongBits(getMinRelevance()));
+      hash = (37 * hash) + MIN_MATCH_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getMinMatch()));
       hash = (37 * hash) + ABSTAIN_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getAbstain());
@@ -1766,6 +1814,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         excludeEvents_ = false;
         exactEntities_ = false;
         minRelevance_ = 0D;
+        minMatch_ = 0D;
         abstain_ = false;
         return this;
       }
@@ -1867,6 +1916,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           result.minRelevance_ = minRelevance_;
         }
         if (((from_bitField0_ & 0x00020000) != 0)) {
+          result.minMatch_ = minMatch_;
+        }
+        if (((from_bitField0_ & 0x00040000) != 0)) {
           result.abstain_ = abstain_;
         }
         result.bitField0_ |= to_bitField0_;
@@ -1964,6 +2016,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (java.lang.Double.doubleToRawLongBits(other.getMinRelevance()) != 0) {
           setMinRelevance(other.getMinRelevance());
+        }
+        if (java.lang.Double.doubleToRawLongBits(other.getMinMatch()) != 0) {
+          setMinMatch(other.getMinMatch());
         }
         if (other.getAbstain() != false) {
           setAbstain(other.getAbstain());
@@ -2098,9 +2153,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
               } // case 136
               case 144: {
                 abstain_ = input.readBool();
-                bitField0_ |= 0x00020000;
+                bitField0_ |= 0x00040000;
                 break;
               } // case 144
+              case 153: {
+                minMatch_ = input.readDouble();
+                bitField0_ |= 0x00020000;
+                break;
+              } // case 153
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -3815,14 +3875,73 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         return this;
       }
 
+      private double minMatch_ ;
+      /**
+       * <pre>
+       * Answer with no episodes at all when the request's match is below this: the calibrated
+       * chance, read from the best match among everything the request scored, that the
+       * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
+       * episode of a request that passes (an answerable question's weaker episodes too). 0
+       * (the default) answers every request; must be in [0, 1]. Applies only with a query,
+       * and, as min_relevance, not to episodes within a time the query names.
+       * </pre>
+       *
+       * <code>double min_match = 19;</code>
+       * @return The minMatch.
+       */
+      @java.lang.Override
+      public double getMinMatch() {
+        return minMatch_;
+      }
+      /**
+       * <pre>
+       * Answer with no episodes at all when the request's match is below this: the calibrated
+       * chance, read from the best match among everything the request scored, that the
+       * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
+       * episode of a request that passes (an answerable question's weaker episodes too). 0
+       * (the default) answers every request; must be in [0, 1]. Applies only with a query,
+       * and, as min_relevance, not to episodes within a time the query names.
+       * </pre>
+       *
+       * <code>double min_match = 19;</code>
+       * @param value The minMatch to set.
+       * @return This builder for chaining.
+       */
+      public Builder setMinMatch(double value) {
+
+        minMatch_ = value;
+        bitField0_ |= 0x00020000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Answer with no episodes at all when the request's match is below this: the calibrated
+       * chance, read from the best match among everything the request scored, that the
+       * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
+       * episode of a request that passes (an answerable question's weaker episodes too). 0
+       * (the default) answers every request; must be in [0, 1]. Applies only with a query,
+       * and, as min_relevance, not to episodes within a time the query names.
+       * </pre>
+       *
+       * <code>double min_match = 19;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearMinMatch() {
+        bitField0_ = (bitField0_ & ~0x00020000);
+        minMatch_ = 0D;
+        onChanged();
+        return this;
+      }
+
       private boolean abstain_ ;
       /**
        * <pre>
-       * Leave out episodes below the min_relevance Recall recommends for the embedding model it
-       * runs (README "Recall quality"; each model's relevance has its own scale), so a question
+       * Apply the min_relevance and min_match Recall recommends for the embedding model it
+       * runs (README "Recall quality"; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-       * model without a relevance curve fitted for it (an OpenAI one) keeps every episode. An
-       * explicit min_relevance takes precedence.
+       * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+       * min_relevance or min_match takes precedence over its recommended value.
        * </pre>
        *
        * <code>bool abstain = 18;</code>
@@ -3834,11 +3953,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * Leave out episodes below the min_relevance Recall recommends for the embedding model it
-       * runs (README "Recall quality"; each model's relevance has its own scale), so a question
+       * Apply the min_relevance and min_match Recall recommends for the embedding model it
+       * runs (README "Recall quality"; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-       * model without a relevance curve fitted for it (an OpenAI one) keeps every episode. An
-       * explicit min_relevance takes precedence.
+       * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+       * min_relevance or min_match takes precedence over its recommended value.
        * </pre>
        *
        * <code>bool abstain = 18;</code>
@@ -3848,24 +3967,24 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       public Builder setAbstain(boolean value) {
 
         abstain_ = value;
-        bitField0_ |= 0x00020000;
+        bitField0_ |= 0x00040000;
         onChanged();
         return this;
       }
       /**
        * <pre>
-       * Leave out episodes below the min_relevance Recall recommends for the embedding model it
-       * runs (README "Recall quality"; each model's relevance has its own scale), so a question
+       * Apply the min_relevance and min_match Recall recommends for the embedding model it
+       * runs (README "Recall quality"; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-       * model without a relevance curve fitted for it (an OpenAI one) keeps every episode. An
-       * explicit min_relevance takes precedence.
+       * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+       * min_relevance or min_match takes precedence over its recommended value.
        * </pre>
        *
        * <code>bool abstain = 18;</code>
        * @return This builder for chaining.
        */
       public Builder clearAbstain() {
-        bitField0_ = (bitField0_ & ~0x00020000);
+        bitField0_ = (bitField0_ & ~0x00040000);
         abstain_ = false;
         onChanged();
         return this;
@@ -18515,7 +18634,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "odic.v1\032\030episodic/v1/access.proto\032\030episo" +
       "dic/v1/entity.proto\032\031episodic/v1/episode" +
       ".proto\032\037google/protobuf/timestamp.proto\"" +
-      "\225\004\n\rRecallRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
+      "\250\004\n\rRecallRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
       "ery\030\002 \001(\t\022+\n\007include\030\003 \003(\0162\032.episodic.v1" +
       ".RecallInclude\022\030\n\020context_episodes\030\004 \001(\005" +
       "\022\036\n\021similarity_weight\030\005 \001(\001H\000\210\001\001\022\033\n\016rece" +
@@ -18526,60 +18645,60 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "\013 \001(\t\022)\n\005as_of\030\014 \001(\0132\032.google.protobuf.T" +
       "imestamp\022\025\n\rliteral_query\030\r \001(\010\022\r\n\005actor" +
       "\030\017 \001(\t\022\026\n\016exclude_events\030\020 \001(\010\022\026\n\016exact_" +
-      "entities\030\021 \001(\010\022\025\n\rmin_relevance\030\016 \001(\001\022\017\n" +
-      "\007abstain\030\022 \001(\010B\024\n\022_similarity_weightB\021\n\017" +
-      "_recency_weight\"W\n\020RecalledEpisodes\022,\n\010e" +
-      "pisodes\030\001 \003(\0132\032.episodic.v1.ScoredEpisod" +
-      "e\022\025\n\repisode_count\030\002 \001(\003\"y\n\016RecallRespon" +
-      "se\022/\n\010episodes\030\001 \001(\0132\035.episodic.v1.Recal" +
-      "ledEpisodes\0226\n\runderstanding\030\002 \001(\0132\037.epi" +
-      "sodic.v1.QueryUnderstanding\"\237\002\n\022QueryUnd" +
-      "erstanding\022\024\n\014ranked_query\030\001 \001(\t\0220\n\013expr" +
-      "essions\030\002 \003(\0132\033.episodic.v1.TimeExpressi" +
-      "on\0220\n\014window_start\030\003 \001(\0132\032.google.protob" +
-      "uf.Timestamp\022.\n\nwindow_end\030\004 \001(\0132\032.googl" +
-      "e.protobuf.Timestamp\022,\n\007ordinal\030\005 \001(\0132\033." +
-      "episodic.v1.SessionOrdinal\022\021\n\ttime_only\030" +
-      "\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001" +
-      "\n\016TimeExpression\022\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002" +
-      " \001(\t\022)\n\005start\030\003 \001(\0132\032.google.protobuf.Ti" +
-      "mestamp\022\'\n\003end\030\004 \001(\0132\032.google.protobuf.T" +
-      "imestamp\"\210\001\n\016SessionOrdinal\022\014\n\004text\030\001 \001(" +
-      "\t\022\020\n\010position\030\002 \001(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n" +
-      "\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001(\t\022\022\n\nevent_typ" +
-      "e\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(\t\"\214\001\n\023ListEpis" +
-      "odesRequest\022\017\n\007dataset\030\001 \001(\t\022*\n\006status\030\002" +
-      " \001(\0162\032.episodic.v1.EpisodeStatus\022\021\n\tpage" +
-      "_size\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\022\021\n\tthrea" +
-      "d_id\030\005 \001(\t\"W\n\024ListEpisodesResponse\022&\n\010ep" +
-      "isodes\030\001 \003(\0132\024.episodic.v1.Episode\022\027\n\017ne" +
-      "xt_page_token\030\002 \001(\t\"J\n\025SearchEpisodesReq" +
-      "uest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\t" +
-      "page_size\030\003 \001(\005\"F\n\026SearchEpisodesRespons" +
-      "e\022,\n\010episodes\030\001 \003(\0132\032.episodic.v1.Scored" +
-      "Episode\"\'\n\021GetEpisodeRequest\022\022\n\nepisode_" +
-      "id\030\001 \001(\t\";\n\022GetEpisodeResponse\022%\n\007episod" +
-      "e\030\001 \001(\0132\024.episodic.v1.Episode\"_\n\025EntityT" +
-      "imelineRequest\022\017\n\007dataset\030\001 \001(\t\022\016\n\006entit" +
-      "y\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token" +
-      "\030\004 \001(\t\"~\n\026EntityTimelineResponse\022#\n\006enti" +
-      "ty\030\001 \001(\0132\023.episodic.v1.Entity\022&\n\010episode" +
-      "s\030\002 \003(\0132\024.episodic.v1.Episode\022\027\n\017next_pa" +
-      "ge_token\030\003 \001(\t*L\n\rRecallInclude\022\036\n\032RECAL" +
-      "L_INCLUDE_UNSPECIFIED\020\000\022\033\n\027RECALL_INCLUD" +
-      "E_EPISODES\020\0012\336\003\n\rRecallService\022K\n\006Recall" +
-      "\022\032.episodic.v1.RecallRequest\032\033.episodic." +
-      "v1.RecallResponse\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpiso" +
-      "des\022 .episodic.v1.ListEpisodesRequest\032!." +
-      "episodic.v1.ListEpisodesResponse\"\010\212\265\030\004\010\001" +
-      "\020\001\022c\n\016SearchEpisodes\022\".episodic.v1.Searc" +
-      "hEpisodesRequest\032#.episodic.v1.SearchEpi" +
-      "sodesResponse\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036." +
-      "episodic.v1.GetEpisodeRequest\032\037.episodic" +
-      ".v1.GetEpisodeResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Enti" +
-      "tyTimeline\022\".episodic.v1.EntityTimelineR" +
-      "equest\032#.episodic.v1.EntityTimelineRespo" +
-      "nse\"\010\212\265\030\004\010\001\020\001b\006proto3"
+      "entities\030\021 \001(\010\022\025\n\rmin_relevance\030\016 \001(\001\022\021\n" +
+      "\tmin_match\030\023 \001(\001\022\017\n\007abstain\030\022 \001(\010B\024\n\022_si" +
+      "milarity_weightB\021\n\017_recency_weight\"W\n\020Re" +
+      "calledEpisodes\022,\n\010episodes\030\001 \003(\0132\032.episo" +
+      "dic.v1.ScoredEpisode\022\025\n\repisode_count\030\002 " +
+      "\001(\003\"y\n\016RecallResponse\022/\n\010episodes\030\001 \001(\0132" +
+      "\035.episodic.v1.RecalledEpisodes\0226\n\runders" +
+      "tanding\030\002 \001(\0132\037.episodic.v1.QueryUnderst" +
+      "anding\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_" +
+      "query\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episo" +
+      "dic.v1.TimeExpression\0220\n\014window_start\030\003 " +
+      "\001(\0132\032.google.protobuf.Timestamp\022.\n\nwindo" +
+      "w_end\030\004 \001(\0132\032.google.protobuf.Timestamp\022" +
+      ",\n\007ordinal\030\005 \001(\0132\033.episodic.v1.SessionOr" +
+      "dinal\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(" +
+      "\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004t" +
+      "ext\030\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032" +
+      ".google.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132" +
+      "\032.google.protobuf.Timestamp\"\210\001\n\016SessionO" +
+      "rdinal\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020" +
+      "\n\010from_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope" +
+      "\030\005 \001(\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids" +
+      "\030\007 \003(\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007datase" +
+      "t\030\001 \001(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.Ep" +
+      "isodeStatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_t" +
+      "oken\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpi" +
+      "sodesResponse\022&\n\010episodes\030\001 \003(\0132\024.episod" +
+      "ic.v1.Episode\022\027\n\017next_page_token\030\002 \001(\t\"J" +
+      "\n\025SearchEpisodesRequest\022\017\n\007dataset\030\001 \001(\t" +
+      "\022\r\n\005query\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026Se" +
+      "archEpisodesResponse\022,\n\010episodes\030\001 \003(\0132\032" +
+      ".episodic.v1.ScoredEpisode\"\'\n\021GetEpisode" +
+      "Request\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisod" +
+      "eResponse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1" +
+      ".Episode\"_\n\025EntityTimelineRequest\022\017\n\007dat" +
+      "aset\030\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030" +
+      "\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\"~\n\026EntityTimel" +
+      "ineResponse\022#\n\006entity\030\001 \001(\0132\023.episodic.v" +
+      "1.Entity\022&\n\010episodes\030\002 \003(\0132\024.episodic.v1" +
+      ".Episode\022\027\n\017next_page_token\030\003 \001(\t*L\n\rRec" +
+      "allInclude\022\036\n\032RECALL_INCLUDE_UNSPECIFIED" +
+      "\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020\0012\336\003\n\rReca" +
+      "llService\022K\n\006Recall\022\032.episodic.v1.Recall" +
+      "Request\032\033.episodic.v1.RecallResponse\"\010\212\265" +
+      "\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episodic.v1.Lis" +
+      "tEpisodesRequest\032!.episodic.v1.ListEpiso" +
+      "desResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022" +
+      "\".episodic.v1.SearchEpisodesRequest\032#.ep" +
+      "isodic.v1.SearchEpisodesResponse\"\010\212\265\030\004\010\001" +
+      "\020\001\022W\n\nGetEpisode\022\036.episodic.v1.GetEpisod" +
+      "eRequest\032\037.episodic.v1.GetEpisodeRespons" +
+      "e\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022\".episodic" +
+      ".v1.EntityTimelineRequest\032#.episodic.v1." +
+      "EntityTimelineResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -18594,7 +18713,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecallRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecallRequest_descriptor,
-        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", "Actor", "ExcludeEvents", "ExactEntities", "MinRelevance", "Abstain", });
+        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", "Actor", "ExcludeEvents", "ExactEntities", "MinRelevance", "MinMatch", "Abstain", });
     internal_static_episodic_v1_RecalledEpisodes_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_episodic_v1_RecalledEpisodes_fieldAccessorTable = new
