@@ -24,6 +24,17 @@ as the stored ones are), sequentially on one connection:
   queries on the heavy dataset.
 
 Prints the load average, p50/p99 per path and the ratios.
+
+``--text-dataset N`` adds one more heavy dataset, ``heavy-text``, of real text and real
+vectors: each of its N episodes is a window of 3–8 consecutive LoCoMo turns
+(``bench/locomo.py``; every window of the corpus at most once, in a seeded shuffle), its
+lexical document ``to_tsvector('english', text)`` and its chunks the store's own
+(``make_chunks`` over the window's turns), and its summary and chunk vectors MiniLM's (the
+default embedder): by default late-chunked, each LoCoMo session read by the model once and
+every window's vector pooled from its tokens (what the Summariser does for chunks by
+default, ``EPISODIC_CHUNK_VECTORS=late``; ``--text-vectors separate`` embeds each text on
+its own: ~35× the model time, ~70 minutes for 25k episodes on 2 loaded cores). Its queries are LoCoMo's questions, embedded as Recall does
+(``embed_query``); recall@N is measured on it beside the other heavy datasets.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -53,6 +65,11 @@ DIM = 384
 # MiniLM gives sentences on one subject.
 CENTROIDS = 500
 NOISE_SCALE = 0.18
+TEXT = "heavy-text"
+#: --text-dataset: each episode is this many consecutive LoCoMo turns (inclusive range). The
+#: corpus holds ~28k distinct windows of 3–8 turns (~20k of 3–6), so 25k episodes need no
+#: repeated text.
+TEXT_TURNS = (3, 8)
 
 
 def log(msg: str) -> None:
@@ -141,6 +158,229 @@ def load(
     )
 
 
+def text_windows(
+    count: int, seed: int, turns: tuple[int, int] = TEXT_TURNS
+) -> tuple[list[Any], list[tuple[int, int, int]], int]:
+    """--text-dataset's episodes: LoCoMo's sessions (every conversation's, in order) and
+    ``count`` windows ``(session, first turn, turns)`` of ``turns`` consecutive turns, every
+    distinct window of the corpus once in a seeded shuffle (another shuffled pass, i.e.
+    repeated texts, only when ``count`` exceeds them); and how many distinct windows exist."""
+    from bench import locomo
+
+    sessions = [s for c in locomo.load() for s in c.sessions]
+    lo, hi = turns
+    every = [
+        (k, first, n)
+        for k, session in enumerate(sessions)
+        for n in range(lo, hi + 1)
+        for first in range(len(session.messages) - n + 1)
+    ]
+    rng = random.Random(seed)
+    out: list[tuple[int, int, int]] = []
+    while len(out) < count:
+        batch = every[:]
+        rng.shuffle(batch)
+        out.extend(batch[: count - len(out)])
+    return sessions, out, len(every)
+
+
+def text_vectors(
+    sessions: list[Any],
+    spans: set[tuple[int, int, int]],
+    mode: str,
+    cache: str | None = None,
+) -> dict[tuple[int, int, int], np.ndarray]:
+    """MiniLM vectors of the turn ranges ``(session, first, last)`` (inclusive) of
+    ``sessions``: ``late``, each session read once and each range pooled from its tokens
+    (``embed_spans``, the Summariser's late chunking, over the whole session), or
+    ``separate``, each range's text (its turns, one per line) embedded on its own.
+    ``cache``: an .npz of vectors computed before (same corpus and mode), extended and saved
+    again."""
+    from episodic.config import EmbeddingSettings
+    from episodic.providers import SpanDocument, make_embedder
+
+    out: dict[tuple[int, int, int], np.ndarray] = {}
+    if cache and Path(cache).is_file():
+        stored = np.load(cache)
+        if str(stored["mode"]) == mode and int(stored["sessions"]) == len(sessions):
+            for key, vector in zip(stored["keys"], stored["vectors"], strict=True):
+                out[(int(key[0]), int(key[1]), int(key[2]))] = vector
+            log(f"  {len(out)} text vectors from {cache}")
+    wanted = sorted(spans - set(out))
+    embedder = make_embedder(
+        EmbeddingSettings(embedding_threads=2, embedding_batch_size=128), DIM, bulk=True
+    )
+    started = time.monotonic()
+    texts = [[m.text for m in s.messages] for s in sessions]
+    if mode == "late":
+        by_session: dict[int, list[tuple[int, int, int]]] = {}
+        for key in wanted:
+            by_session.setdefault(key[0], []).append(key)
+        order = sorted(by_session)
+        for g in range(0, len(order), 16):
+            documents, groups = [], []
+            for k in order[g : g + 16]:
+                starts, offset = [], 0
+                for t in texts[k]:
+                    starts.append(offset)
+                    offset += len(t) + 1
+                ranges = by_session[k]
+                spans_k = tuple((starts[a], starts[b] + len(texts[k][b])) for _, a, b in ranges)
+                documents.append(SpanDocument("\n".join(texts[k]), spans_k))
+                groups.append(ranges)
+            for ranges, vectors in zip(groups, embedder.embed_spans(documents), strict=True):  # type: ignore[attr-defined]
+                out.update(zip(ranges, vectors, strict=True))
+            done = sum(len(by_session[k]) for k in order[: g + 16])
+            log(
+                f"  late vectors: {done}/{len(wanted)} ranges, {min(g + 16, len(order))}/"
+                f"{len(order)} sessions ({time.monotonic() - started:.0f}s)"
+            )
+    elif mode == "separate":
+        step = 512
+        for g in range(0, len(wanted), step):
+            keys = wanted[g : g + step]
+            vectors = embedder.embed(["\n".join(texts[k][a : b + 1]) for k, a, b in keys])
+            out.update(zip(keys, vectors, strict=True))
+            log(
+                f"  separate vectors: {g + len(keys)}/{len(wanted)} "
+                f"({time.monotonic() - started:.0f}s)"
+            )
+            if cache and (g // step) % 8 == 7:  # an interrupted run keeps most of its work
+                _save_vectors(cache, mode, len(sessions), out)
+    else:
+        raise ValueError(f"--text-vectors: {mode!r} (late or separate)")
+    if cache and wanted:
+        _save_vectors(cache, mode, len(sessions), out)
+    return out
+
+
+def _save_vectors(
+    path: str, mode: str, sessions: int, vectors: dict[tuple[int, int, int], np.ndarray]
+) -> None:
+    keys = sorted(vectors)
+    np.savez(
+        path,
+        mode=mode,
+        sessions=sessions,
+        keys=np.asarray(keys, dtype=np.int32),
+        vectors=np.stack([vectors[k] for k in keys]).astype(np.float32),
+    )
+
+
+def load_text(
+    conn: psycopg.Connection,
+    *,
+    first: int,
+    count: int,
+    seed: int,
+    mode: str = "late",
+    turns: tuple[int, int] = TEXT_TURNS,
+    cache: str | None = None,
+) -> dict[str, float]:
+    """--text-dataset: ``count`` threads and episodes of LoCoMo text in ``TEXT``, numbered
+    from ``first`` (the rows :func:`load` writes, with the text's document, chunks and
+    MiniLM vectors; see the module docstring); returns seconds per phase."""
+    from episodic.store.recall_index import make_chunks
+
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    sessions, windows, distinct = text_windows(count, seed, turns)
+    repeated = count - len(set(windows))
+    log(
+        f"  {TEXT}: {count} windows of {turns[0]}-{turns[1]} turns from {len(sessions)} LoCoMo "
+        f"sessions ({distinct} distinct windows; {repeated} repeated)"
+    )
+    episodes = []  # (i, turns, text, key, [(start, end, text, key)])
+    for offset, (k, a, n) in enumerate(windows):
+        turns_k = sessions[k].messages[a : a + n]
+        chunks = []
+        for chunk in make_chunks([(j + 1, m.text) for j, m in enumerate(turns_k)]):
+            assert chunk.start_offset == 0  # LoCoMo's turns are shorter than CHUNK_WORDS
+            key = (k, a + chunk.start_sequence - 1, a + chunk.end_sequence - 1)
+            chunks.append((chunk.start_sequence, chunk.end_sequence, chunk.text, key))
+        text = "\n".join(m.text for m in turns_k)
+        episodes.append((first + offset, n, text, (k, a, a + n - 1), chunks))
+    spans = {e[3] for e in episodes} | {c[3] for e in episodes for c in e[4]}
+    log(
+        f"  {TEXT}: {sum(len(e[4]) for e in episodes)} chunks; {len(spans)} distinct texts "
+        f"to embed ({mode})"
+    )
+    vectors = text_vectors(sessions, spans, mode, cache)
+    timings["text embed"] = time.monotonic() - started
+    t = time.monotonic()
+    rng = random.Random(seed + 1)
+    register_vector(conn)
+    step = 2000
+    for b in range(0, len(episodes), step):
+        part = episodes[b : b + step]
+        conn.execute(
+            """
+            INSERT INTO threads (thread_id, dataset, label, last_sequence, captured_sequence,
+                                 last_message_at, last_activity_at)
+            SELECT md5('t' || u.i)::uuid, %(dataset)s,
+                   '\\x00'::bytea || convert_to('thread-' || u.i, 'UTF8'), u.n, u.n, now(), now()
+            FROM unnest(%(ids)s::bigint[], %(ns)s::int[]) u(i, n)
+            """,
+            {"dataset": TEXT, "ids": [e[0] for e in part], "ns": [e[1] for e in part]},
+        )
+        conn.execute(
+            """
+            INSERT INTO episodes (episode_id, thread_id, dataset, status, semantic_status,
+                                  trigger, start_sequence, end_sequence, message_count,
+                                  started_at, ended_at, summary, embedding, completed_at,
+                                  search_vector, search_length)
+            SELECT md5('e' || u.i)::uuid, md5('t' || u.i)::uuid, %(dataset)s, 'completed',
+                   'skipped', 'explicit', 1, u.n, u.n, u.ended - interval '10 minutes',
+                   u.ended, '\\x00'::bytea || convert_to(u.body, 'UTF8'), u.v, now(), d.v,
+                   (SELECT sum(coalesce(array_length(x.positions, 1), 1)) FROM unnest(d.v) x)
+            FROM unnest(%(ids)s::bigint[], %(ns)s::int[], %(ages)s::float8[], %(bodies)s::text[],
+                        %(vectors)s::vector[]) u0(i, n, age, body, v)
+            CROSS JOIN LATERAL (SELECT u0.*, now() - make_interval(secs => u0.age) AS ended) u
+            CROSS JOIN LATERAL (SELECT to_tsvector('english', u.body) AS v) d
+            """,
+            {
+                "dataset": TEXT,
+                "ids": [e[0] for e in part],
+                "ns": [e[1] for e in part],
+                # ended within the last year, as load()'s episodes (seeded here)
+                "ages": [float(int(rng.random() * 365 * 86400)) for _ in part],
+                "bodies": [e[2] for e in part],
+                "vectors": [vectors[e[3]] for e in part],
+            },
+        )
+        rows = [(e[0], *c) for e in part for c in e[4]]
+        conn.execute(
+            """
+            INSERT INTO message_chunks (thread_id, start_sequence, start_offset, end_sequence,
+                                        dataset, embedding, search_vector, search_length)
+            SELECT md5('t' || u.i)::uuid, u.s, 0, u.e, %(dataset)s, u.v, d.v,
+                   (SELECT sum(coalesce(array_length(x.positions, 1), 1)) FROM unnest(d.v) x)
+            FROM unnest(%(ids)s::bigint[], %(starts)s::bigint[], %(ends)s::bigint[],
+                        %(bodies)s::text[], %(vectors)s::vector[]) u(i, s, e, body, v)
+            CROSS JOIN LATERAL (SELECT to_tsvector('english', u.body) AS v) d
+            """,
+            {
+                "dataset": TEXT,
+                "ids": [r[0] for r in rows],
+                "starts": [r[1] for r in rows],
+                "ends": [r[2] for r in rows],
+                "bodies": [r[3] for r in rows],
+                "vectors": [vectors[r[4]] for r in rows],
+            },
+        )
+        log(f"  {TEXT} episodes {b + len(part)} ({time.monotonic() - started:.0f}s)")
+    timings["text load"] = time.monotonic() - t
+    return timings
+
+
+def text_questions() -> list[str]:
+    """--text-dataset's queries: every LoCoMo question (bench/locomo.py keeps those with
+    evidence, adversarial ones left out)."""
+    from bench import locomo
+
+    return [q.question for c in locomo.load() for q in c.questions]
+
+
 def centroids(seed: int) -> list[list[float]]:
     """The clustered dataset's topics: ``CENTROIDS`` random unit vectors (also the queries')."""
     rng = random.Random(seed)
@@ -162,6 +402,9 @@ def build(
     clustered: int = 0,
     seed: int = 11,
     heavy_indexes_only: bool = False,
+    text: int = 0,
+    text_mode: str = "late",
+    text_cache: str | None = None,
 ) -> dict[str, float]:
     """The store (see the module docstring); returns seconds per phase."""
     timings: dict[str, float] = {}
@@ -188,6 +431,8 @@ def build(
         {"n": datasets},
     )
     conn.execute("INSERT INTO datasets (dataset) VALUES (%s), (%s)", (HEAVY, CLUSTERED))
+    if text:
+        conn.execute("INSERT INTO datasets (dataset) VALUES (%s)", (TEXT,))
     normal = f"'ds-' || lpad(mod(i, {datasets})::text, 5, '0')"
     step = 100_000
     parts = [("normal", 1, episodes, normal, chunks, False)]
@@ -205,6 +450,17 @@ def build(
                 clustered=topics,
             )
             log(f"  {label} episodes {first + n - start} ({time.monotonic() - started:.0f}s)")
+    if text:
+        timings.update(
+            load_text(
+                conn,
+                first=episodes + heavy + clustered + 1,
+                count=text,
+                seed=seed,
+                mode=text_mode,
+                cache=text_cache,
+            )
+        )
     timings["load"] = time.monotonic() - started
     timings.update(
         create_indexes(conn, indexes, heavy_partitions(conn) if heavy_indexes_only else None)
@@ -226,7 +482,7 @@ def heavy_partitions(conn: psycopg.Connection) -> dict[str, list[str]]:
                         f"SELECT tableoid::regclass FROM {table} WHERE dataset = %s LIMIT 1", (d,)
                     ).fetchone()[0]
                 )  # type: ignore[index]
-                for d in (HEAVY, CLUSTERED)
+                for d in (HEAVY, CLUSTERED, TEXT)
                 if conn.execute(
                     f"SELECT 1 FROM {table} WHERE dataset = %s LIMIT 1", (d,)
                 ).fetchone()
@@ -299,6 +555,7 @@ def parse_curve(spec: str, defaults: object) -> list[dict[str, int]]:
         "scan": 20_000,  # pgvector's default hnsw.max_scan_tuples
         "recent": defaults.recall_approximate_recent,  # type: ignore[attr-defined]
         "per_lexeme": Approximation().per_lexeme,
+        "selective_df": Approximation().selective_df,
     }
     variants = []
     for part in (DEFAULT_CURVE if spec == "default" else spec).split(";"):
@@ -358,6 +615,7 @@ def curve(
                 "approx_candidates": variant["candidates"],
                 "approx_recent": variant["recent"],
                 "approx_per_lexeme": variant["per_lexeme"],
+                "approx_selective_df": variant["selective_df"],
             }
             t = time.perf_counter()
             got = [r[2] for r in sql.execute(statement, q).fetchall() if r[2] is not None]
@@ -438,9 +696,11 @@ def diagnose(
     by_source: dict[str, int] = {}
     for _ in range(queries):
         p = params(dataset, words(), 10)  # type: ignore[operator]
-        exact = [r for r in sql.execute(exact_sql, p).fetchall() if r[2] is not None]
-        got = [r[2] for r in sql.execute(approx_sql, p).fetchall() if r[2] is not None]
-        exact_ids = [r[2] for r in exact]
+        exact = _named_rows(sql.execute(exact_sql, p))
+        approximate = _named_rows(sql.execute(approx_sql, p))
+        got = [r["episode_id"] for r in approximate]
+        exact_ids = [r["episode_id"] for r in exact]
+        approx_scores: dict[object, tuple[int, dict[str, object]]] | None = None
         members = {name: {r[0] for r in sql.execute(q, p)} for name, q in parts.items()}
         pool = set().union(*members.values())
         for position, episode in enumerate(exact_ids):
@@ -453,6 +713,16 @@ def diagnose(
                 where = (
                     "in the pool (" + ", ".join(n for n, m in members.items() if episode in m) + ")"
                 )
+                if approx_scores is None:  # the whole pool ranked, for the missing one's place
+                    approx_scores = {
+                        r["episode_id"]: (k + 1, r)
+                        for k, r in enumerate(
+                            _named_rows(sql.execute(approx_sql, {**p, "limit": 100_000}))
+                        )
+                    }
+                if episode in approx_scores:
+                    k, r = approx_scores[episode]
+                    where += f"; approximate #{k}: " + _signals_text(r)
             else:
                 not_in_pool += 1
                 summary, chunk, lexical, recent = sql.execute(
@@ -472,12 +742,55 @@ def diagnose(
             print(
                 f"{dataset} query {p['query']!r}: exact #{position + 1} {str(episode)[:8]} missing, {where}"
             )  # type: ignore[index]
+            print(
+                f"    exact: {_signals_text(exact[position])}; exact #10 relevance "
+                f"{exact[-1]['relevance']:.4f}, approximate #10 {approximate[-1]['relevance']:.4f}"
+            )
     print(
         f"\n{dataset}: {queries} queries; exact top-5 episodes missed {misses[5]}, top-10 "
         f"{misses[10]}; of the top-10 misses {scored_differently} were candidates scored "
         f"differently, {not_in_pool} not candidates; the nearest source of those: {by_source}"
     )
     sys.stdout.flush()
+
+
+def _shared_turns(sql: psycopg.Connection, episodes: list[object]) -> float:
+    """The share of pairs of ``TEXT``'s ``episodes`` whose texts (one turn a line, stored
+    as the summary) have a turn in common."""
+    turns = [
+        set(r[0].split("\n"))
+        for r in sql.execute(
+            "SELECT convert_from(substring(summary FROM 2), 'UTF8') FROM episodes "
+            "WHERE dataset = %s AND episode_id = ANY(%s)",
+            (TEXT, episodes),
+        )
+    ]
+    pairs = [(a, b) for k, a in enumerate(turns) for b in turns[k + 1 :]]
+    return sum(1 for a, b in pairs if a & b) / len(pairs) if pairs else 0.0
+
+
+def _named_rows(cursor: psycopg.Cursor) -> list[dict[str, object]]:
+    """The ranked rows of a Recall statement as dicts by column name (the count-only row
+    left out)."""
+    names = [d.name for d in cursor.description or []]
+    return [r for r in (dict(zip(names, row, strict=True)) for row in cursor) if r["episode_id"]]
+
+
+#: A ranked row's signals that diagnose prints (relevance = ws * similarity + wr * recency).
+SIGNALS = (
+    "relevance",
+    "similarity",
+    "lexical",
+    "semantic",
+    "cosine",
+    "coverage",
+    "passage_coverage",
+    "recency",
+)
+
+
+def _signals_text(row: dict[str, object]) -> str:
+    return ", ".join(f"{k} {float(row[k]):.4f}" for k in SIGNALS if row.get(k) is not None)  # type: ignore[arg-type]
 
 
 #: The --breakdown paths (see breakdown_paths), and the bare SQL as it was timed before
@@ -600,6 +913,29 @@ def main(argv: list[str] | None = None) -> int:
         "around topics (as real embeddings do); recall@N is measured on it too",
     )
     parser.add_argument(
+        "--text-dataset",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"episodes of another heavy dataset, {TEXT}, of real text and vectors: windows "
+        f"of {TEXT_TURNS[0]}-{TEXT_TURNS[1]} consecutive LoCoMo turns, MiniLM summary and "
+        "chunk vectors; its queries are LoCoMo's questions (MiniLM query vectors); recall@N "
+        "is measured on it too",
+    )
+    parser.add_argument(
+        "--text-vectors",
+        choices=("late", "separate"),
+        default="late",
+        help=f"{TEXT}'s vectors: late (each LoCoMo session read by MiniLM once, each "
+        "episode's and chunk's vector pooled from its tokens: a few minutes) or separate "
+        "(each text embedded on its own: ~0.15 s a text on 2 loaded cores)",
+    )
+    parser.add_argument(
+        "--text-cache",
+        metavar="FILE.npz",
+        help=f"{TEXT}'s vectors computed before (reused, extended and saved again)",
+    )
+    parser.add_argument(
         "--heavy-indexes-only",
         action="store_true",
         help="build the HNSW and GIN indexes only on the partitions holding the heavy "
@@ -620,7 +956,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--recall-on",
         help=f"comma-separated heavy datasets to measure recall@N on (default {HEAVY}, and "
-        f"{CLUSTERED} when the store has it)",
+        f"{CLUSTERED} and {TEXT} when the store has them)",
     )
     parser.add_argument(
         "--breakdown",
@@ -660,7 +996,8 @@ def main(argv: list[str] | None = None) -> int:
         "--curve",
         help="approximate variants to run on the same --exact-queries queries per heavy "
         "dataset, ';'-separated, each 'candidates=200,ef=200,scan=20000,recent=100' "
-        "(missing keys: the defaults; scan = hnsw.max_scan_tuples), or 'default' for the "
+        "(also per_lexeme, selective_df; missing keys: the defaults; scan = "
+        "hnsw.max_scan_tuples), or 'default' for the "
         "README's curve: recall@5/@10 and latency against the exact statement",
     )
     args = parser.parse_args(argv)
@@ -703,7 +1040,8 @@ def main(argv: list[str] | None = None) -> int:
                 log(
                     f"building {args.episodes} episodes over {args.datasets} datasets "
                     f"({args.chunks} chunks each), {args.heavy} in {HEAVY} and "
-                    f"{args.clustered} in {CLUSTERED} (3 chunks each) …"
+                    f"{args.clustered} in {CLUSTERED} (3 chunks each), "
+                    f"{args.text_dataset} in {TEXT} …"
                 )
                 built = build(
                     conn,
@@ -714,6 +1052,9 @@ def main(argv: list[str] | None = None) -> int:
                     clustered=args.clustered,
                     seed=args.seed,
                     heavy_indexes_only=args.heavy_indexes_only,
+                    text=args.text_dataset,
+                    text_mode=args.text_vectors,
+                    text_cache=args.text_cache,
                 )
                 print(f"load average after the build: {os.getloadavg()}")
                 print(f"built: {', '.join(f'{k} {v:.0f}s' for k, v in built.items())}")
@@ -787,10 +1128,38 @@ def main(argv: list[str] | None = None) -> int:
 
         topics = [r[0] for r in sql.execute("SELECT v FROM scale_centroids ORDER BY n")]
 
+        heavies = args.recall_on.split(",") if args.recall_on else [HEAVY]
+        for extra in (CLUSTERED, TEXT):
+            if (
+                not args.recall_on
+                and sql.execute(
+                    "SELECT 1 FROM episodes WHERE dataset = %s LIMIT 1", (extra,)
+                ).fetchone()
+            ):
+                heavies.append(extra)
+        questions: list[str] = []
+        minilm = None
+        question_vectors: dict[str, object] = {}
+        if TEXT in heavies:
+            from episodic.config import EmbeddingSettings
+            from episodic.providers import make_embedder
+
+            questions = text_questions()
+            minilm = make_embedder(EmbeddingSettings(embedding_threads=2), DIM)
+
+        def query_for(dataset: str) -> str:
+            """A query for ``dataset``: a LoCoMo question on the text dataset, else 3 Zipf
+            words."""
+            return rng.choice(questions) if dataset == TEXT else words()
+
         def query_vector(dataset: str, query: str) -> object:
             """A query about one of the clustered dataset's topics (its centroid plus the
-            stored vectors' noise), else the hashing embedder's (random-looking, as the
-            stored ones are)."""
+            stored vectors' noise); on the text dataset MiniLM's, as Recall embeds it; else
+            the hashing embedder's (random-looking, as the stored ones are)."""
+            if dataset == TEXT:
+                if query not in question_vectors:
+                    question_vectors[query] = minilm.embed_query(query)  # type: ignore[union-attr]
+                return question_vectors[query]
             if dataset != CLUSTERED:
                 return hasher.embed_query(query)
             centre = topics[rng.randrange(len(topics))].to_numpy().astype(np.float32)
@@ -843,14 +1212,6 @@ def main(argv: list[str] | None = None) -> int:
                 conn.execute("RESET plan_cache_mode")
             return [r[2] for r in rows if r[2] is not None]  # episode_id
 
-        heavies = args.recall_on.split(",") if args.recall_on else [HEAVY]
-        if (
-            not args.recall_on
-            and sql.execute(
-                "SELECT 1 FROM episodes WHERE dataset = %s LIMIT 1", (CLUSTERED,)
-            ).fetchone()
-        ):
-            heavies.append(CLUSTERED)
         if args.diagnose or args.curve:
             # The heavy datasets' statements, exact and approximate, are each planned for
             # their parameters (psycopg prepares a statement run five times, and a generic
@@ -858,13 +1219,28 @@ def main(argv: list[str] | None = None) -> int:
             sql.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
         if args.diagnose:
             for dataset in heavies:
-                diagnose(sql, dataset, args.exact_queries, params, words, exact_sql, approx_sql)
+                diagnose(
+                    sql,
+                    dataset,
+                    args.exact_queries,
+                    params,
+                    lambda d=dataset: query_for(d),
+                    exact_sql,
+                    approx_sql,
+                )
             return 0
         if args.curve:
             variants = parse_curve(args.curve, defaults)
             for dataset in heavies:
                 curve(
-                    sql, dataset, args.exact_queries, params, words, exact_sql, variants, before_sql
+                    sql,
+                    dataset,
+                    args.exact_queries,
+                    params,
+                    lambda d=dataset: query_for(d),
+                    exact_sql,
+                    variants,
+                    before_sql,
                 )
             return 0
 
@@ -951,6 +1327,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         if stats:
             print_latency_table(stats)
+        heavy_size = sql.execute(
+            "SELECT count(*) FROM episodes WHERE dataset = %s AND status = 'completed'", (HEAVY,)
+        ).fetchone()[0]  # type: ignore[index]
+        if "heavy grpc" in stats and heavy_size <= defaults.recall_approximate_above:
+            print(
+                f"note: {HEAVY} holds {heavy_size} episodes, not above the threshold: Recall "
+                "(heavy grpc) ranked it exactly, heavy sql is the approximate statement\n"
+            )
         for g, s in (
             ("normal grpc", "normal sql"),
             ("heavy grpc", "heavy sql"),
@@ -987,8 +1371,11 @@ def main(argv: list[str] | None = None) -> int:
             log(f"ranking {args.exact_queries} queries exactly on {dataset} …")
             took: dict[str, list[float]] = {k: [] for k in ["exact", *variants, "count"]}
             at: dict[str, dict[int, list[float]]] = {k: {5: [], 10: []} for k in variants}
+            asked: list[str] = []
+            shared: list[float] = []
             for i in range(args.exact_queries):
-                p = params(dataset, words(), 10)
+                asked.append(query_for(dataset))
+                p = params(dataset, asked[-1], 10)
                 t = time.perf_counter()
                 exact = [r[2] for r in sql.execute(exact_sql, p).fetchall() if r[2] is not None]
                 took["exact"].append(time.perf_counter() - t)
@@ -1004,6 +1391,8 @@ def main(argv: list[str] | None = None) -> int:
                 t = time.perf_counter()
                 sql.execute(count_sql, p).fetchall()
                 took["count"].append(time.perf_counter() - t)
+                if dataset == TEXT:  # untimed: how alike the exact top 10 are
+                    shared.append(_shared_turns(sql, exact))
                 if (i + 1) % 10 == 0:
                     log(f"  {i + 1}")
             print(
@@ -1021,6 +1410,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"recall@5 {statistics.fmean(at[name][5]):.3f} (min {min(at[name][5]):.2f}), "
                     f"recall@10 {statistics.fmean(at[name][10]):.3f} "
                     f"(min {min(at[name][10]):.2f})"
+                )
+            worst = min(range(len(asked)), key=lambda j: (at["approximate"][10][j], j))
+            print(
+                f"{dataset} approximate: worst query (recall@10 "
+                f"{at['approximate'][10][worst]:.2f}): {asked[worst]!r}"
+            )
+            if shared:
+                print(
+                    f"{dataset} exact top 10s: {statistics.fmean(shared):.2f} of their episode "
+                    "pairs share a LoCoMo turn (overlapping windows of one conversation)"
                 )
             a, b = heavy_stats["approximate, exact cosine"], heavy_stats["approximate"]
             print(
