@@ -1150,7 +1150,7 @@ def _logistic(xs: list[list[float]], ys: list[float], l2: float) -> tuple[float,
     return float(beta[0]), [float(b) for b in beta[1:]]
 
 
-def abstention(
+def abstention_figures(
     rows: list[dict],
     split: dict[str, set[str]],
     threshold: float,
@@ -1158,15 +1158,16 @@ def abstention(
     match: Any = None,
     min_match: float = 0.0,
     named_times: dict[str, tuple[float, float]] | None = None,
-) -> str:
-    """At ``threshold`` (and, with the ``match`` curve, ``min_match``: a request whose
-    match is below it keeps nothing but the named time's episodes): share of foreign/adversarial questions with nothing
-    left, and R@5 of the real ones before and after. ``named_times`` (the questions that
-    name a time, :func:`named_time_windows`): as the Recall service does, an episode inside
-    the named time is kept whatever its relevance — its recency is then exactly 1 (the
-    features' default options rank recency from the named time); without it the figures
-    overstate abstention and the R@5 lost."""
-    parts = []
+) -> dict[str, dict[str, float]]:
+    """Per half, unrounded: the shares of foreign and adversarial questions left with
+    nothing, of real questions left with nothing, and R@5 / MRR of the real ones before and
+    after, at ``threshold`` (and, with the ``match`` curve, ``min_match``: a request whose
+    match is below it keeps nothing but the named time's episodes). ``named_times`` (the
+    questions that name a time, :func:`named_time_windows`): as the Recall service does, an
+    episode inside the named time is kept whatever its relevance — its recency is then
+    exactly 1 (the features' default options rank recency from the named time); without
+    it the figures overstate abstention and the R@5 lost."""
+    out = {}
     for half in ("dev", "held-out"):
         chosen = [r for r in rows if r["conversation"] in split[half]]
         foreign = [r for r in chosen if r["kind"] == "foreign"]
@@ -1182,21 +1183,87 @@ def abstention(
                 if (not gated and rel(c) >= threshold) or (named and c["recency"] >= 1.0 - 1e-9)
             ]
 
-        def empty(r: dict) -> bool:
-            return not kept(r)
-
         before, after = locomo.Scores(), locomo.Scores()
         for r in own:
             before.add(r["category"], rank_default(r["candidates"]), tuple(r["gold"]))
             after.add(r["category"], rank_default(kept(r)), tuple(r["gold"]))
         b, a = before.overall(), after.overall()
+        out[half] = {
+            "foreign": sum(not kept(r) for r in foreign) / max(len(foreign), 1),
+            "foreign_n": len(foreign),
+            "adversarial": sum(not kept(r) for r in adv) / max(len(adv), 1),
+            "adversarial_n": len(adv),
+            "own_empty": sum(not kept(r) for r in own) / max(len(own), 1),
+            "r5_before": b["R@5"],
+            "r5_after": a["R@5"],
+            "mrr_before": b["MRR"],
+            "mrr_after": a["MRR"],
+        }
+    return out
+
+
+def abstention(
+    rows: list[dict],
+    split: dict[str, set[str]],
+    threshold: float,
+    rel: Any,
+    match: Any = None,
+    min_match: float = 0.0,
+    named_times: dict[str, tuple[float, float]] | None = None,
+) -> str:
+    """:func:`abstention_figures` as lines, one per half."""
+    parts = []
+    for half, f in abstention_figures(
+        rows, split, threshold, rel, match, min_match, named_times
+    ).items():
         parts.append(
-            f"{half}: foreign abstained {sum(map(empty, foreign)) / max(len(foreign), 1):.3f} "
-            f"({len(foreign)}), adversarial abstained {sum(map(empty, adv)) / max(len(adv), 1):.3f} "
-            f"({len(adv)}), real questions with nothing {sum(map(empty, own)) / max(len(own), 1):.3f}, "
-            f"R@5 {b['R@5']:.3f} -> {a['R@5']:.3f}, MRR {b['MRR']:.3f} -> {a['MRR']:.3f}"
+            f"{half}: foreign abstained {f['foreign']:.3f} ({f['foreign_n']}), adversarial "
+            f"abstained {f['adversarial']:.3f} ({f['adversarial_n']}), real questions with "
+            f"nothing {f['own_empty']:.3f}, R@5 {f['r5_before']:.3f} -> {f['r5_after']:.3f} "
+            f"(lost {100 * (f['r5_before'] - f['r5_after']):.2f} points), "
+            f"MRR {f['mrr_before']:.3f} -> {f['mrr_after']:.3f}"
         )
     return "\n".join(parts)
+
+
+def choose_abstention(
+    rows: list[dict],
+    split: dict[str, set[str]],
+    rel: Any,
+    match: Any,
+    named_times: dict[str, tuple[float, float]],
+    max_lost: float = 1.0,
+) -> str:
+    """The rule behind ``relevance.Abstention`` and ``recommended_min_relevance``, as a
+    table: for each value 0.01 apart, the figures of ``min_relevance`` alone and of both
+    thresholds at that value; the chosen value of each is the highest at which the
+    development half loses at most ``max_lost`` points of R@5, computed exactly."""
+    lines = [
+        "| value | min_relevance alone: foreign empty dev / held out, R@5 lost dev / held out "
+        "| both (abstain): the same |",
+        "|---|---|---|",
+    ]
+    chosen: dict[str, float] = {}
+    for v in [x / 100 for x in range(1, 61)]:
+        cells = []
+        for name, figures in (
+            ("alone", abstention_figures(rows, split, v, rel, None, 0.0, named_times)),
+            ("both", abstention_figures(rows, split, v, rel, match, v, named_times)),
+        ):
+            lost = {h: 100 * (f["r5_before"] - f["r5_after"]) for h, f in figures.items()}
+            if lost["dev"] <= max_lost + 1e-9:
+                chosen[name] = v
+            cells.append(
+                f"{100 * figures['dev']['foreign']:.1f} % / "
+                f"{100 * figures['held-out']['foreign']:.1f} %, "
+                f"{lost['dev']:.3f} / {lost['held-out']:.3f}"
+            )
+        lines.append(f"| {v:.2f} | {cells[0]} | {cells[1]} |")
+    lines.append(
+        f"highest with at most {max_lost} point of R@5 lost on dev: min_relevance alone "
+        f"{chosen.get('alone')}, both {chosen.get('both')}"
+    )
+    return "\n".join(lines)
 
 
 def confirm(
@@ -2345,11 +2412,14 @@ def main(argv: list[str] | None = None) -> int:
     named = named_time_windows(conversations)
     for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
         print(f"-- min_relevance {t}\n{abstention(rows, split, t, rel, named_times=named)}")
-    # A request-level gate measured beside the per-episode threshold (docs/benchmarks.md
-    # "A gate on the request's best match"): fitted here each time, not in the code.
-    match_coef = fit_match(rows, split["dev"])
+    # The request-level gate (relevance.MatchCurve): the code's unless --fit.
+    match_coef = (
+        fit_match(rows, split["dev"])
+        if args.fit or curve.match is None
+        else (curve.match.intercept, list(curve.match.coefficients))
+    )
     print(
-        f"match curve fitted on dev: INTERCEPT = {match_coef[0]:.3f}, "
+        f"match curve{' fitted on dev' if args.fit else ''}: INTERCEPT = {match_coef[0]:.3f}, "
         f"COEFFICIENTS = {tuple(round(b, 3) for b in match_coef[1])}"
     )
 
@@ -2357,11 +2427,7 @@ def main(argv: list[str] | None = None) -> int:
         z = match_coef[0] + sum(b * v for b, v in zip(match_coef[1], best, strict=True))
         return 1 / (1 + math.exp(-max(min(z, 50), -50)))
 
-    for t in (0.0, 0.2, 0.3, 0.4):
-        for m in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35):
-            print(
-                f"-- min_relevance {t}, min_match {m}\n{abstention(rows, split, t, rel, match, m, named)}"
-            )
+    print(choose_abstention(rows, split, rel, match, named))
     if args.confirm:
         provider = os.environ.get("EPISODIC_EMBEDDING_PROVIDER")
         with ExitStack() as stack:

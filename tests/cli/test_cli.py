@@ -79,6 +79,12 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
     assert out.startswith("[") and 'thread "car-search"]' in out
     out = _ok(env, "recall", "shell_user", "--render", "past")
     assert out.startswith("Past conversation 1 (")
+    # --min-match: a question nothing answers gets nothing; one about the car its episode
+    assert "(none)" in _ok(
+        env, "recall", "shell_user", "what is my dog's name", "--min-match", "0.5"
+    )
+    assert "car-search" in _ok(env, "recall", "shell_user", "what is my dog's name")
+    assert "car-search" in _ok(env, "recall", "shell_user", "family car", "--min-match", "0.5")
     data = json.loads(_ok(env, "recall", "shell_user", "car", "--json"))
     episode_id = data["episodes"][0]["episode"]["episode_id"]
     assert data["episode_count"] == 1

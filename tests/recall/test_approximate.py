@@ -110,6 +110,7 @@ def test_the_approximate_path_is_chosen_only_above_the_threshold(recall_engine) 
         ("zebra invoice", {"entities": ["alice"]}),
         ("zebra invoice", {"as_of": T0 - timedelta(days=20)}),
         ("invoice", {"min_relevance": 0.1}),
+        ("invoice", {"min_match": 0.1}),
         (None, {}),
         (None, {"until": T0 - timedelta(days=30)}),
         # A time the query names (recency counts from it; no episode holds these words, so
@@ -124,6 +125,7 @@ def test_the_approximate_path_ranks_the_same_top_episodes(  # type: ignore[no-un
 ) -> None:
     _fill(recall_engine)
     min_relevance = filters.pop("min_relevance", 0.0)
+    min_match = filters.pop("min_match", 0.0)
     with recall_engine.connect() as conn:
         answers = []
         for threshold in (10_000, 10):  # exact, then approximate
@@ -136,6 +138,7 @@ def test_the_approximate_path_ranks_the_same_top_episodes(  # type: ignore[no-un
                 recency_weight=0.3,
                 filters=RecallFilters(**{"as_of": T0 + timedelta(hours=1), **filters}),
                 min_relevance=min_relevance,
+                min_match=min_match,
             )
             vector = EMBEDDER.embed_query(query) if request.needs_embedding else None
             answers.append(
@@ -149,6 +152,7 @@ def test_the_approximate_path_ranks_the_same_top_episodes(  # type: ignore[no-un
     for a, e in zip(approximate.rows, exact.rows, strict=True):
         assert a["recency"] == pytest.approx(e["recency"])
         assert a["absolute_relevance"] == pytest.approx(e["absolute_relevance"])
+        assert a["request_match"] == pytest.approx(e["request_match"])
 
 
 @pytest.mark.parametrize(
@@ -175,7 +179,14 @@ def test_the_approximate_path_scores_its_candidates_as_the_exact_path_does(  # t
     assert 3 <= len(approximate.rows) < len(exact.rows), "the candidates must be a strict part"
     for row in approximate.rows:
         want = by_id[row["episode_id"]]
-        for column in ("lexical", "semantic", "similarity", "relevance", "absolute_relevance"):
+        for column in (
+            "lexical",
+            "semantic",
+            "similarity",
+            "relevance",
+            "absolute_relevance",
+            "request_match",
+        ):
             assert row[column] == pytest.approx(want[column], abs=1e-9), column
 
 

@@ -410,10 +410,11 @@ def test_weights_need_their_signals() -> None:
     )
 
 
-def test_min_relevance_keeps_what_happened_at_the_named_time(engine) -> None:  # type: ignore[no-untyped-def]
-    """The calibrated relevance reads words and meaning; an episode of the very time the
-    question names answers it whatever its words, so min_relevance keeps it (with the
-    switch) while it drops the rest."""
+@pytest.mark.parametrize("threshold", ["min_relevance", "min_match"])
+def test_min_relevance_keeps_what_happened_at_the_named_time(engine, threshold) -> None:  # type: ignore[no-untyped-def]
+    """The calibrated relevance and the request's match read words and meaning; an episode
+    of the very time the question names answers it whatever its words, so min_relevance and
+    min_match keep it (with the switch) while they drop the rest."""
     with engine.begin() as conn:
         then = make_episode(conn, "ds", ["we fixed the gutter"], ended_at=T0 - timedelta(days=15))
         make_episode(conn, "ds", ["we fixed the roof"], ended_at=T0 - timedelta(days=1))
@@ -425,7 +426,7 @@ def test_min_relevance_keeps_what_happened_at_the_named_time(engine) -> None:  #
             request = replace(
                 _request(query, replace(DEFAULT_RANKING, named_time_recency=on)),
                 understanding=understood,
-                min_relevance=0.99,
+                **{threshold: 0.99},
             )
             rows = domain.recall(conn, test_vault(), request, EMBEDDER.embed_query(query)).rows
             kept[on] = [str(r["episode_id"]) for r in rows]

@@ -231,6 +231,9 @@ def test_each_embedder_family_has_its_own_curve_in_the_statement(engine, minilm)
             relevance(signals, best, curve=E5), abs=1e-9
         )
         assert r["absolute_relevance"] != pytest.approx(relevance(signals, best), abs=1e-3)
+        # and e5's match curve, not MiniLM's
+        assert r["request_match"] == pytest.approx(request_match(best, E5), abs=1e-9)
+        assert r["request_match"] != pytest.approx(request_match(best, MINILM), abs=1e-3)
 
 
 def test_min_match_answers_nothing_or_everything_a_request_matched(recall, engine, minilm) -> None:  # type: ignore[no-untyped-def]

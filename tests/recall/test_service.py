@@ -210,6 +210,8 @@ BAD_REQUESTS = [
     ),
     ("Recall", pb.RecallRequest(dataset="ds", query="x", min_match=-0.1), "min_match"),
     ("Recall", pb.RecallRequest(dataset="ds", query="x", min_match=float("inf")), "min_match"),
+    ("Recall", pb.RecallRequest(dataset="ds", query="x", min_match=float("nan")), "min_match"),
+    ("Recall", pb.RecallRequest(dataset="ds", query="x", min_match=1.5), "min_match"),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", page_size=-1), "page_size"),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", page_token="garbage!"), "page_token"),
     ("ListEpisodes", pb.ListEpisodesRequest(dataset="ds", thread_id="x"), "thread_id"),

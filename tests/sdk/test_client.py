@@ -151,6 +151,12 @@ def test_recall_and_admin_reads(ingest_recall: EpisodicClient, engine) -> None: 
     assert top.status == "completed" and top.trigger == "explicit"
     assert top.relevance_score == pytest.approx(0.7 * top.similarity + 0.3 * top.recency)
 
+    # min_match reaches Recall: a question nothing here answers gets nothing with it
+    dog = "what is my dog's name?"
+    assert len(client.recall("user_42", dog, as_of=T0, limit=5)) == 2
+    assert list(client.recall("user_42", dog, as_of=T0, limit=5, min_match=0.5)) == []
+    assert len(client.recall("user_42", "Corolla hybrid", as_of=T0, min_match=0.5)) >= 1
+
     latest = client.recall("user_42", as_of=T0, limit=1)
     assert [e.summary for e in latest] == ["invoice questions"]
     decisions = client.recall("user_42", event_type="decision", entities=["Toyota Corolla Hybrid"])

@@ -551,7 +551,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
      * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
      * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-     * query (a recall without one matches nothing and is not filtered). An episode that ended
+     * query and a similarity_weight above 0 (a recall without them matches nothing and is
+     * not filtered). An episode that ended
      * within a time the query names as when something happened ("what was Sam doing on
      * December 4?") is kept whatever its relevance while recency counts from that time
      * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
@@ -566,11 +567,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Answer with no episodes at all when the request's match is below this: the calibrated
-     * chance, read from the best match among everything the request scored, that the
-     * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
-     * episode of a request that passes (an answerable question's weaker episodes too). 0
-     * (the default) answers every request; must be in [0, 1]. Applies only with a query,
-     * and, as min_relevance, not to episodes within a time the query names.
+     * chance, read from the best match among the episodes the request scored, that the
+     * dataset holds an answer to the query at all (events are judged the same way by their
+     * own best match). Unlike min_relevance it keeps every episode of a request that
+     * passes (an answerable question's weaker episodes too). 0 (the default) answers every
+     * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+     * similarity_weight above 0, and not to episodes within a time the query names.
      * </pre>
      *
      * <code>double min_match = 19;</code>
@@ -584,7 +586,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * runs (README "Recall quality"; each model's curves have their own scale), so a question
      * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
      * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
-     * min_relevance or min_match takes precedence over its recommended value.
+     * min_relevance or min_match takes precedence over its recommended value (0 is unset:
+     * to choose other thresholds, leave abstain off and set both).
      * </pre>
      *
      * <code>bool abstain = 18;</code>
@@ -1265,7 +1268,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
      * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
      * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-     * query (a recall without one matches nothing and is not filtered). An episode that ended
+     * query and a similarity_weight above 0 (a recall without them matches nothing and is
+     * not filtered). An episode that ended
      * within a time the query names as when something happened ("what was Sam doing on
      * December 4?") is kept whatever its relevance while recency counts from that time
      * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
@@ -1285,11 +1289,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Answer with no episodes at all when the request's match is below this: the calibrated
-     * chance, read from the best match among everything the request scored, that the
-     * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
-     * episode of a request that passes (an answerable question's weaker episodes too). 0
-     * (the default) answers every request; must be in [0, 1]. Applies only with a query,
-     * and, as min_relevance, not to episodes within a time the query names.
+     * chance, read from the best match among the episodes the request scored, that the
+     * dataset holds an answer to the query at all (events are judged the same way by their
+     * own best match). Unlike min_relevance it keeps every episode of a request that
+     * passes (an answerable question's weaker episodes too). 0 (the default) answers every
+     * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+     * similarity_weight above 0, and not to episodes within a time the query names.
      * </pre>
      *
      * <code>double min_match = 19;</code>
@@ -1308,7 +1313,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * runs (README "Recall quality"; each model's curves have their own scale), so a question
      * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
      * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
-     * min_relevance or min_match takes precedence over its recommended value.
+     * min_relevance or min_match takes precedence over its recommended value (0 is unset:
+     * to choose other thresholds, leave abstain off and set both).
      * </pre>
      *
      * <code>bool abstain = 18;</code>
@@ -3816,7 +3822,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
        * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
        * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-       * query (a recall without one matches nothing and is not filtered). An episode that ended
+       * query and a similarity_weight above 0 (a recall without them matches nothing and is
+       * not filtered). An episode that ended
        * within a time the query names as when something happened ("what was Sam doing on
        * December 4?") is kept whatever its relevance while recency counts from that time
        * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
@@ -3835,7 +3842,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
        * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
        * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-       * query (a recall without one matches nothing and is not filtered). An episode that ended
+       * query and a similarity_weight above 0 (a recall without them matches nothing and is
+       * not filtered). An episode that ended
        * within a time the query names as when something happened ("what was Sam doing on
        * December 4?") is kept whatever its relevance while recency counts from that time
        * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
@@ -3858,7 +3866,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
        * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
        * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-       * query (a recall without one matches nothing and is not filtered). An episode that ended
+       * query and a similarity_weight above 0 (a recall without them matches nothing and is
+       * not filtered). An episode that ended
        * within a time the query names as when something happened ("what was Sam doing on
        * December 4?") is kept whatever its relevance while recency counts from that time
        * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
@@ -3879,11 +3888,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Answer with no episodes at all when the request's match is below this: the calibrated
-       * chance, read from the best match among everything the request scored, that the
-       * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
-       * episode of a request that passes (an answerable question's weaker episodes too). 0
-       * (the default) answers every request; must be in [0, 1]. Applies only with a query,
-       * and, as min_relevance, not to episodes within a time the query names.
+       * chance, read from the best match among the episodes the request scored, that the
+       * dataset holds an answer to the query at all (events are judged the same way by their
+       * own best match). Unlike min_relevance it keeps every episode of a request that
+       * passes (an answerable question's weaker episodes too). 0 (the default) answers every
+       * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+       * similarity_weight above 0, and not to episodes within a time the query names.
        * </pre>
        *
        * <code>double min_match = 19;</code>
@@ -3896,11 +3906,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Answer with no episodes at all when the request's match is below this: the calibrated
-       * chance, read from the best match among everything the request scored, that the
-       * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
-       * episode of a request that passes (an answerable question's weaker episodes too). 0
-       * (the default) answers every request; must be in [0, 1]. Applies only with a query,
-       * and, as min_relevance, not to episodes within a time the query names.
+       * chance, read from the best match among the episodes the request scored, that the
+       * dataset holds an answer to the query at all (events are judged the same way by their
+       * own best match). Unlike min_relevance it keeps every episode of a request that
+       * passes (an answerable question's weaker episodes too). 0 (the default) answers every
+       * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+       * similarity_weight above 0, and not to episodes within a time the query names.
        * </pre>
        *
        * <code>double min_match = 19;</code>
@@ -3917,11 +3928,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Answer with no episodes at all when the request's match is below this: the calibrated
-       * chance, read from the best match among everything the request scored, that the
-       * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
-       * episode of a request that passes (an answerable question's weaker episodes too). 0
-       * (the default) answers every request; must be in [0, 1]. Applies only with a query,
-       * and, as min_relevance, not to episodes within a time the query names.
+       * chance, read from the best match among the episodes the request scored, that the
+       * dataset holds an answer to the query at all (events are judged the same way by their
+       * own best match). Unlike min_relevance it keeps every episode of a request that
+       * passes (an answerable question's weaker episodes too). 0 (the default) answers every
+       * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+       * similarity_weight above 0, and not to episodes within a time the query names.
        * </pre>
        *
        * <code>double min_match = 19;</code>
@@ -3941,7 +3953,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * runs (README "Recall quality"; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
        * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
-       * min_relevance or min_match takes precedence over its recommended value.
+       * min_relevance or min_match takes precedence over its recommended value (0 is unset:
+       * to choose other thresholds, leave abstain off and set both).
        * </pre>
        *
        * <code>bool abstain = 18;</code>
@@ -3957,7 +3970,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * runs (README "Recall quality"; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
        * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
-       * min_relevance or min_match takes precedence over its recommended value.
+       * min_relevance or min_match takes precedence over its recommended value (0 is unset:
+       * to choose other thresholds, leave abstain off and set both).
        * </pre>
        *
        * <code>bool abstain = 18;</code>
@@ -3977,7 +3991,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * runs (README "Recall quality"; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
        * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
-       * min_relevance or min_match takes precedence over its recommended value.
+       * min_relevance or min_match takes precedence over its recommended value (0 is unset:
+       * to choose other thresholds, leave abstain off and set both).
        * </pre>
        *
        * <code>bool abstain = 18;</code>

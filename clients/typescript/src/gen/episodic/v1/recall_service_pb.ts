@@ -146,7 +146,8 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
    * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
    * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
    * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
-   * query (a recall without one matches nothing and is not filtered). An episode that ended
+   * query and a similarity_weight above 0 (a recall without them matches nothing and is
+   * not filtered). An episode that ended
    * within a time the query names as when something happened ("what was Sam doing on
    * December 4?") is kept whatever its relevance while recency counts from that time
    * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
@@ -158,11 +159,12 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
 
   /**
    * Answer with no episodes at all when the request's match is below this: the calibrated
-   * chance, read from the best match among everything the request scored, that the
-   * dataset holds an answer to the query at all. Unlike min_relevance it keeps every
-   * episode of a request that passes (an answerable question's weaker episodes too). 0
-   * (the default) answers every request; must be in [0, 1]. Applies only with a query,
-   * and, as min_relevance, not to episodes within a time the query names.
+   * chance, read from the best match among the episodes the request scored, that the
+   * dataset holds an answer to the query at all (events are judged the same way by their
+   * own best match). Unlike min_relevance it keeps every episode of a request that
+   * passes (an answerable question's weaker episodes too). 0 (the default) answers every
+   * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+   * similarity_weight above 0, and not to episodes within a time the query names.
    *
    * @generated from field: double min_match = 19;
    */
@@ -173,7 +175,8 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
    * runs (README "Recall quality"; each model's curves have their own scale), so a question
    * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
    * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
-   * min_relevance or min_match takes precedence over its recommended value.
+   * min_relevance or min_match takes precedence over its recommended value (0 is unset:
+   * to choose other thresholds, leave abstain off and set both).
    *
    * @generated from field: bool abstain = 18;
    */
