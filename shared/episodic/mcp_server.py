@@ -495,8 +495,10 @@ def build_server(
             "may depend on earlier conversations: preferences, decisions, facts the user "
             "shared, what happened last time. Episodes are ranked by similarity to `query` "
             "and by recency, and those that do not fit `query` are left out, so nothing "
-            "comes back when nothing was said about it; without a query the most recent come "
-            "back. since/until keep "
+            "comes back when nothing was said about it (a question that shares no word with "
+            "what was said may be left out too: ask again in the conversation's words, or "
+            "with abstain=false for the closest memories however weak); without a query the "
+            "most recent come back. since/until keep "
             "episodes within a time range; as_of answers as if it were that moment (nothing "
             "that ended later is returned)."
         ),
@@ -525,6 +527,13 @@ def build_server(
                 "ended by then, ranked and dated from then."
             ),
         ] = None,
+        abstain: Annotated[
+            bool,
+            Field(
+                description="Leave out memories that do not fit the query (default). False: "
+                "the closest ones however weakly they match."
+            ),
+        ] = True,
         dataset: Dataset = None,
     ) -> Annotated[CallToolResult, RecallOutput]:
         ds = dataset_of(dataset)
@@ -538,8 +547,9 @@ def build_server(
                 until=parse_time(until, "until"),
                 as_of=when_as_of,
                 # An agent's prompt should get nothing rather than memories that do not
-                # fit: irrelevant memories make a model confidently wrong.
-                abstain=True,
+                # fit: irrelevant memories make a model confidently wrong. The model may
+                # ask for the closest anyway (a paraphrase sharing no word is often cut).
+                abstain=abstain,
             )
         )
         now = when_as_of or datetime.now(UTC)
@@ -560,6 +570,12 @@ def build_server(
                 text = (
                     f"No memories in dataset {ds} yet: messages are summarised into episodes "
                     "after end_thread or 30 minutes without new messages."
+                )
+            elif abstain and query:
+                text = (
+                    f"No memories of dataset {ds} match this request (those that fit it too "
+                    "weakly were left out: ask in the conversation's own words, or with "
+                    "abstain=false for the closest ones)."
                 )
             else:
                 text = f"No memories of dataset {ds} match this request."

@@ -74,7 +74,12 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
     assert "queued" in out and "status:    completed" in out and "summary:" in out
 
     out = _ok(env, "recall", "shell_user", "car recommendations")
-    assert "RELEVANCE" in out and "car-search" in out and "1 of 1 current episode" in out
+    assert (
+        "SCORE" in out
+        and "RELEVANCE" in out
+        and "car-search" in out
+        and "1 of 1 current episode" in out
+    )
     out = _ok(env, "recall", "shell_user", "car", "--render", "timeline")
     assert out.startswith("[") and 'thread "car-search"]' in out
     out = _ok(env, "recall", "shell_user", "--render", "past")

@@ -219,9 +219,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
         ]
         for i, s in enumerate(result.episodes, start=1)
     ]
+    # SCORE ranks (ScoredEpisode.relevance_score); RELEVANCE is the calibrated chance the
+    # episode answers the query (ScoredEpisode.relevance), what min_relevance compares.
     print(
         table(
-            rows, ("#", "RELEVANCE", "MATCH", "SIMILARITY", "RECENCY", "ENDED", "THREAD", "SUMMARY")
+            rows, ("#", "SCORE", "RELEVANCE", "SIMILARITY", "RECENCY", "ENDED", "THREAD", "SUMMARY")
         )
     )
     print(
