@@ -42,6 +42,10 @@ together (:class:`Abstention`): asked "is anything here?" first, a question keep
 episodes of a real answer that a per-episode threshold alone must cut to leave strangers'
 questions empty.
 
+Both curves lean on the words matched, because LoCoMo's questions nearly always share a
+name or a place with what answers them: a paraphrase that shares no content word rests on
+the cosine alone and is usually judged not to fit (README "What abstention cannot see").
+
 One curve per embedder family (:data:`CURVES`, chosen by :func:`curve_for` from the name
 of the embedder Recall runs): MiniLM's (the offline default, english configuration), and
 one fitted the same way for multilingual-e5-small on the same store re-embedded with it
