@@ -117,14 +117,21 @@ def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str
 
 
 def run_direct(
-    embedder_name: str, users: list[tuple[str, locomo.Conversation]], only: str | None = None
+    embedder_name: str,
+    users: list[tuple[str, locomo.Conversation]],
+    only: str | None = None,
+    abstain: bool = False,
 ) -> dict[str, Any]:
     """The same questions without the Summariser (whose extractive summaries embed every
     sentence: with e5 on a shared 2-core machine that takes the better part of an hour):
     each session becomes a completed episode written directly (summary = the session's
     text, as tests/recall/factory.py writes them), indexed with ``index_episode`` (chunks
     embedded with the embedder under test, lexemes with the dataset's configuration) and
-    ranked by Recall's own code (``domain.recall``) in this process."""
+    ranked by Recall's own code (``domain.recall``, with the ranking and relevance curves
+    Recall runs for that embedder) in this process. ``abstain``: also each question with
+    ``abstain``'s thresholds for the embedder, of its own dataset and of the next user's of
+    the same language (a foreign one: it should get nothing) — LoCoMo's abstention check
+    on hand-written questions in other languages."""
     from episodic.config import EmbeddingSettings, RecallSettings
     from episodic.providers import make_embedder
     from episodic.services.recall import domain
@@ -140,6 +147,17 @@ def run_direct(
     )
     vault = test_vault()
     settings = RecallSettings()
+    ranking = domain.ranking_from(settings, embedder.name)
+    thresholds = domain.abstention(embedder.name)
+    # each user's foreign dataset: the next user of the same language
+    by_language: dict[str, list[locomo.Conversation]] = {}
+    for language, conv in users:
+        by_language.setdefault(language, []).append(conv)
+    foreign_of = {
+        conv.dataset: convs[(i + 1) % len(convs)].dataset
+        for convs in by_language.values()
+        for i, conv in enumerate(convs)
+    }
     results: dict[str, Any] = {}
     with ExitStack() as stack:
         url = stack.enter_context(scratch_database(None, "episodic-ml-bench-"))
@@ -176,35 +194,53 @@ def run_direct(
             }
             for name, suffix in variants.items():
                 per_language: dict[str, locomo.Scores] = {}
+                abstaining: dict[str, locomo.Scores] = {}
+                foreign_empty: dict[str, list[bool]] = {}
                 latency: list[float] = []
+
+                def ask(dataset: str, q: Any, gate: bool) -> list[str]:
+                    request = domain.RecallQuery(
+                        dataset=dataset,
+                        query=q.question,
+                        include_episodes=True,
+                        limit=10,
+                        similarity_weight=settings.similarity_weight,
+                        recency_weight=settings.recency_weight,
+                        filters=RecallFilters(as_of=q.asked_at),
+                        understanding=domain.read_time(q.question, q.asked_at, False),
+                        min_relevance=thresholds.min_relevance if gate else 0.0,
+                        min_match=thresholds.min_match if gate else 0.0,
+                        ranking=ranking,
+                    )
+                    vector = embedder.embed_query(request.ranked_query or q.question)
+                    answer = domain.recall(conn, vault, request, vector)
+                    return [labels[r["thread_id"]] for r in answer.rows]
+
                 for language, conv in users:
                     scores = per_language.setdefault(language, locomo.Scores())
                     for q in conv.questions:
                         t0 = time.perf_counter()
-                        request = domain.RecallQuery(
-                            dataset=conv.dataset + suffix,
-                            query=q.question,
-                            include_episodes=True,
-                            limit=10,
-                            similarity_weight=settings.similarity_weight,
-                            recency_weight=settings.recency_weight,
-                            filters=RecallFilters(as_of=q.asked_at),
-                            understanding=domain.read_time(q.question, q.asked_at, False),
-                        )
-                        vector = embedder.embed_query(request.ranked_query or q.question)
-                        answer = domain.recall(conn, vault, request, vector)
+                        found = ask(conv.dataset + suffix, q, False)
                         latency.append((time.perf_counter() - t0) * 1000)
-                        scores.add(
-                            language,
-                            [labels[r["thread_id"]] for r in answer.rows],
-                            q.evidence_threads,
-                        )
+                        scores.add(language, found, q.evidence_threads)
+                        if abstain:
+                            abstaining.setdefault(language, locomo.Scores()).add(
+                                language, ask(conv.dataset + suffix, q, True), q.evidence_threads
+                            )
+                            foreign = foreign_of[conv.dataset] + suffix
+                            foreign_empty.setdefault(language, []).append(not ask(foreign, q, True))
                 latency.sort()
                 results[f"{embedder_name}, {name} (direct)"] = {
                     "scores": per_language,
                     "p50": latency[len(latency) // 2],
                     "p99": latency[int(len(latency) * 0.99)],
                 }
+                if abstain:
+                    results[f"{embedder_name}, {name} (direct)"]["abstain"] = (
+                        abstaining,
+                        foreign_empty,
+                        thresholds,
+                    )
     return results
 
 
@@ -220,13 +256,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", choices=("english config", "language set"), help="--direct: one variant"
     )
+    parser.add_argument(
+        "--abstain",
+        action="store_true",
+        help="--direct: also abstention (each question with abstain, of its own dataset and "
+        "of another user's of the same language)",
+    )
     args = parser.parse_args(argv)
+    if args.abstain and not args.direct:
+        parser.error("--abstain needs --direct")
     users = load(Path(args.path))
     log(f"{len(users)} users, {sum(len(c.questions) for _, c in users)} questions")
     results: dict[str, Any] = {}
     for embedder in args.embedders.split(","):
         results.update(
-            run_direct(embedder, users, args.only) if args.direct else run(embedder, users)
+            run_direct(embedder, users, args.only, args.abstain)
+            if args.direct
+            else run(embedder, users)
         )
     languages = sorted({lang for lang, _ in users})
     head = "| variant | " + " | ".join(f"{lang} R@1 / R@5 / MRR" for lang in languages)
@@ -243,6 +289,32 @@ def main(argv: list[str] | None = None) -> int:
         cells.append(f"{o['R@1']:.3f} / {o['R@5']:.3f} / {o['MRR']:.3f}")
         cells.append(f"{r['p50']:.1f} / {r['p99']:.1f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
+    abstained = {name: r["abstain"] for name, r in results.items() if "abstain" in r}
+    if abstained:
+        print(
+            "\n| variant (abstain's thresholds) | "
+            + " | ".join(f"{lang} foreign empty, R@5 without → with" for lang in languages)
+            + " | all |"
+        )
+        print("|---" * (len(languages) + 2) + "|")
+        for name, (own, foreign, thresholds) in abstained.items():
+            cells = []
+            before_all, after_all, empty_all = locomo.Scores(), locomo.Scores(), []
+            for lang in languages:
+                before, after = results[name]["scores"][lang], own[lang]
+                before_all._rows.extend(before._rows)
+                after_all._rows.extend(after._rows)
+                empty_all.extend(foreign[lang])
+                cells.append(
+                    f"{100 * sum(foreign[lang]) / len(foreign[lang]):.1f} %, "
+                    f"{before.overall()['R@5']:.3f} → {after.overall()['R@5']:.3f}"
+                )
+            cells.append(
+                f"{100 * sum(empty_all) / len(empty_all):.1f} %, "
+                f"{before_all.overall()['R@5']:.3f} → {after_all.overall()['R@5']:.3f}"
+            )
+            label = f"{name} ({thresholds.min_relevance} / {thresholds.min_match})"
+            print(f"| {label} | " + " | ".join(cells) + " |")
     print(f"\nload average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
