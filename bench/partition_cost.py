@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                     "limit": 3,
                     "min_relevance": 0.0,
                     "min_match": 0.0,
+                    "abstain_min_relevance": 0.0,
+                    "abstain_min_match": 0.0,
+                    "abstain_config": None,
                 }
             )
         conns = {

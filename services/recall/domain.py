@@ -107,6 +107,9 @@ class RecallQuery:
     #: Every candidate is left out when the request's match (relevance.request_match) is
     #: below this; 0 keeps them.
     min_match: float = 0.0
+    #: ``abstain``: the model's thresholds, for whichever of the two the request left at 0,
+    #: applied to a dataset in the configuration they were fitted in (None: not asked).
+    abstention: Abstention | None = None
     #: How similarity is scored (recall_queries.RankingOptions).
     ranking: RankingOptions = DEFAULT_RANKING
 
@@ -244,18 +247,20 @@ def check_status(value: int) -> str | None:
     return str(status)
 
 
-def abstention(embedder_name: str) -> Abstention:
+def abstention(embedder_name: str) -> Abstention | None:
     """The thresholds ``abstain`` stands for with the embedder called ``embedder_name``:
     those its relevance curve recommends (:class:`~episodic.store.relevance.Abstention`)
-    — or none (keep every episode) for an embedder without a curve fitted for it (an
-    OpenAI model, the tests' hashing), whose cosines MiniLM's curves would misjudge."""
+    — or None (keep every episode) for an embedder without a curve fitted for it (an
+    OpenAI model, the tests' hashing), whose cosines MiniLM's curves would misjudge.
+    Recall applies them only to datasets in the text-search configuration the curves were
+    fitted in (``relevance.FITTED_CONFIG``)."""
     curve = fitted_curve(embedder_name)
-    return curve.abstention if curve is not None else Abstention(0.0, 0.0)
+    return curve.abstention if curve is not None else None
 
 
-def check_min_relevance(value: float, abstain: bool = False, abstain_at: float = 0.0) -> float:
-    """0 (unset) keeps every candidate, unless ``abstain`` asks for ``abstain_at`` (see
-    :func:`abstention`); otherwise a number in [0, 1]."""
+def check_min_relevance(value: float) -> float:
+    """0 (unset) keeps every candidate (``abstain`` may then set it); otherwise a number
+    in [0, 1]."""
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise InvalidArgument(
             f"min_relevance must be between 0 and 1 (got {value}); 0 keeps every episode; "
@@ -264,14 +269,12 @@ def check_min_relevance(value: float, abstain: bool = False, abstain_at: float =
             + " (abstain=true picks the running model's thresholds)",
             field="min_relevance",
         )
-    if value == 0.0 and abstain:
-        return abstain_at
     return float(value)
 
 
-def check_min_match(value: float, abstain: bool = False, abstain_at: float = 0.0) -> float:
-    """0 (unset) keeps a request's candidates whatever its match, unless ``abstain`` asks
-    for ``abstain_at`` (see :func:`abstention`); otherwise a number in [0, 1]."""
+def check_min_match(value: float) -> float:
+    """0 (unset) keeps a request's candidates whatever its match (``abstain`` may then set
+    it); otherwise a number in [0, 1]."""
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise InvalidArgument(
             f"min_match must be between 0 and 1 (got {value}); 0 answers every request; "
@@ -280,8 +283,6 @@ def check_min_match(value: float, abstain: bool = False, abstain_at: float = 0.0
             + ")",
             field="min_match",
         )
-    if value == 0.0 and abstain:
-        return abstain_at
     return float(value)
 
 
@@ -508,6 +509,7 @@ def recall(
         "events": request.events,
         "min_relevance": request.min_relevance,
         "min_match": request.min_match,
+        "abstention": request.abstention,
         "sizes": sizes,
         "options": request.ranking,
     }

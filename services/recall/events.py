@@ -16,6 +16,7 @@ from episodic.crypto import DatasetKey
 from episodic.store import events as event_store
 from episodic.store.events import EventFilters, rank_events
 from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions, RecallFilters
+from episodic.store.relevance import Abstention
 from episodic.store.vault import Vault
 
 MAX_ACTOR_CHARS = 128
@@ -62,6 +63,7 @@ def merge(
     limit: int,
     min_relevance: float = 0.0,
     min_match: float = 0.0,
+    abstention: Abstention | None = None,
     any_events: bool = True,
     lexemes: list[str] | None = None,
     options: RankingOptions = DEFAULT_RANKING,
@@ -83,6 +85,7 @@ def merge(
             limit=limit,
             min_relevance=min_relevance,
             min_match=min_match,
+            abstention=abstention,
             lexemes=lexemes,
             options=options,
         )

@@ -222,12 +222,9 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             understanding=domain.read_time(query, as_of, request.literal_query),
             events=_event_scope(request),
             entity_canon=not request.exact_entities,
-            min_relevance=domain.check_min_relevance(
-                request.min_relevance, request.abstain, self.abstention.min_relevance
-            ),
-            min_match=domain.check_min_match(
-                request.min_match, request.abstain, self.abstention.min_match
-            ),
+            min_relevance=domain.check_min_relevance(request.min_relevance),
+            min_match=domain.check_min_match(request.min_match),
+            abstention=self.abstention if request.abstain else None,
             ranking=self.ranking,
         )
 

@@ -273,17 +273,33 @@ def test_abstain_applies_the_thresholds_recommended_for_the_running_model(
 
 def test_abstain_keeps_everything_for_a_model_without_a_curve_of_its_own() -> None:
     from episodic.services.recall.domain import abstention, check_min_match, check_min_relevance
-    from episodic.store.relevance import E5, MINILM, Abstention
+    from episodic.store.relevance import E5, MINILM
 
     assert abstention("minilm:all-MiniLM-L6-v2-int8") == MINILM.abstention
     assert abstention("e5:multilingual-e5-small-q4") == E5.abstention
     assert MINILM.abstention.min_match > 0 and E5.abstention.min_match > 0
     # MiniLM's curves would misjudge another model's cosines: abstaining would be a guess
-    assert abstention("openai:text-embedding-3-small") == Abstention(0.0, 0.0)
-    assert abstention("hashing:384") == Abstention(0.0, 0.0)
-    assert check_min_relevance(0.0, abstain=True, abstain_at=0.4) == 0.4
-    assert check_min_relevance(0.7, abstain=True, abstain_at=0.4) == 0.7
-    assert check_min_relevance(0.0, abstain=False, abstain_at=0.4) == 0.0
-    assert check_min_match(0.0, abstain=True, abstain_at=0.35) == 0.35
-    assert check_min_match(0.1, abstain=True, abstain_at=0.35) == 0.1
-    assert check_min_match(0.0, abstain=False, abstain_at=0.35) == 0.0
+    assert abstention("openai:text-embedding-3-small") is None
+    assert abstention("hashing:384") is None
+    assert check_min_relevance(0.0) == 0.0 and check_min_relevance(0.7) == 0.7
+    assert check_min_match(0.0) == 0.0 and check_min_match(0.1) == 0.1
+
+
+def test_abstain_holds_only_in_the_language_its_curves_were_fitted_in(  # type: ignore[no-untyped-def]
+    recall, engine, minilm
+) -> None:
+    """The curves were fitted on English: in a dataset set to another language abstain
+    leaves everything (measured to cut a third of real answers there), while an explicit
+    threshold still applies."""
+    from episodic.store.languages import resolve_language, set_language
+    from episodic.testing.keys import test_vault
+
+    names = _make_life(engine, minilm, "user_14")
+    dog = "What is my dog's name?"
+    assert list(_ask(recall, "user_14", dog, abstain=True).episodes) == []
+    with engine.begin() as conn:
+        set_language(conn, test_vault(), "user_14", resolve_language(conn, "french"))
+    kept = _ask(recall, "user_14", dog, abstain=True).episodes
+    assert sorted(names[e.episode.episode_id] for e in kept) == ["car", "pricing", "trip"]
+    at = MINILM.abstention.min_match
+    assert list(_ask(recall, "user_14", dog, abstain=True, min_match=at).episodes) == []

@@ -57,8 +57,9 @@ from episodic.store.recall_queries import (
     relevant_sql,
     similarity_sql,
     span_cte,
+    threshold_params,
 )
-from episodic.store.relevance import relevance_sql, request_match_sql
+from episodic.store.relevance import Abstention, relevance_sql, request_match_sql
 from episodic.store.vault import Vault, open_row
 
 __all__ = [
@@ -407,6 +408,7 @@ def rank_events(
     limit: int,
     min_relevance: float = 0.0,
     min_match: float = 0.0,
+    abstention: Abstention | None = None,
     lexemes: list[str] | None = None,
     options: RankingOptions = DEFAULT_RANKING,
 ) -> list[dict[str, Any]]:
@@ -415,7 +417,8 @@ def rank_events(
     ``semantic``, ``recency``, ``relevance`` and the calibrated ``absolute_relevance``),
     by the episodes' formula (module docstring); with a query, events whose calibrated
     relevance is below ``min_relevance`` are left out, and every event when the request's
-    match over its events is below ``min_match``. ``lexemes``: the query's tokens when
+    match over its events is below ``min_match`` (``abstention``: as for episodes).
+    ``lexemes``: the query's tokens when
     the caller already has them (the episodes' ranking sent them), saving a round trip."""
     with_query = bool(query and query.strip()) and similarity_weight > 0
     with_vector = with_query and query_vector is not None
@@ -432,8 +435,7 @@ def rank_events(
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,
-        "min_relevance": float(min_relevance),
-        "min_match": float(min_match),
+        **threshold_params(min_relevance, min_match, abstention),
     }
     if with_query:
         assert query is not None

@@ -72,7 +72,14 @@ from episodic.crypto import DatasetKey
 from episodic.store.episodes import episode_columns
 from episodic.store.raw_statement import fetch_all
 from episodic.store.recall_index import DATASET_CONFIG, TEXT_SEARCH_CONFIG, query_tokens
-from episodic.store.relevance import MINILM, Curve, relevance_sql, request_match_sql
+from episodic.store.relevance import (
+    FITTED_CONFIG,
+    MINILM,
+    Abstention,
+    Curve,
+    relevance_sql,
+    request_match_sql,
+)
 
 #: The calibrated relevance's context: each signal's best over every episode the statement
 #: scored (window maxima, computed before the time filters and the LIMIT), so an episode
@@ -121,6 +128,7 @@ __all__ = [
     "similarity_sql",
     "span_cte",
     "threads_in_order",
+    "threshold_params",
     "unfiltered_params",
 ]
 
@@ -428,8 +436,8 @@ def relevant_sql(moment: str, options: RankingOptions) -> str:
     happened then answers "what was Sam doing on December 4?" whatever its words, and both
     curves read only words and meaning. Episodes and events share it."""
     relevant = (
-        "(s.absolute_relevance >= CAST(:min_relevance AS float8) "
-        "AND s.request_match >= CAST(:min_match AS float8))"
+        f"(s.absolute_relevance >= {_threshold_sql('min_relevance')} "
+        f"AND s.request_match >= {_threshold_sql('min_match')})"
     )
     if not options.named_time_recency:
         return relevant
@@ -437,6 +445,33 @@ def relevant_sql(moment: str, options: RankingOptions) -> str:
         f"({relevant} OR ({moment} >= CAST(:named_start AS timestamptz) "
         f"AND {moment} <= CAST(:named_end AS timestamptz)))"
     )
+
+
+def _threshold_sql(name: str) -> str:
+    """The threshold ``name`` a row is held to: the request's own when it set one, else
+    ``abstain``'s (``abstain_<name>``) when the dataset is ranked in the text-search
+    configuration the curves were fitted in (``abstain_config``; NULL: not abstaining) —
+    elsewhere they were measured to cut a third of the real answers (docs/benchmarks.md
+    "Abstention in other languages") — else 0."""
+    return (
+        f"(CASE WHEN CAST(:{name} AS float8) > 0.0 THEN CAST(:{name} AS float8) "
+        f"WHEN {DATASET_CONFIG} = CAST(:abstain_config AS regconfig) "
+        f"THEN CAST(:abstain_{name} AS float8) ELSE 0.0 END)"
+    )
+
+
+def threshold_params(
+    min_relevance: float, min_match: float, abstention: Abstention | None
+) -> dict[str, object]:
+    """The parameters of :func:`relevant_sql`: the request's thresholds, and ``abstain``'s
+    (None: not abstaining) with the configuration they hold in."""
+    return {
+        "min_relevance": float(min_relevance),
+        "min_match": float(min_match),
+        "abstain_min_relevance": abstention.min_relevance if abstention else 0.0,
+        "abstain_min_match": abstention.min_match if abstention else 0.0,
+        "abstain_config": FITTED_CONFIG if abstention else None,
+    }
 
 
 def named_time_params(named_time: tuple[datetime, datetime] | None) -> dict[str, object]:
@@ -1461,6 +1496,7 @@ def rank(
     limit: int,
     min_relevance: float = 0.0,
     min_match: float = 0.0,
+    abstention: Abstention | None = None,
     approximate: Approximation | None = None,
     options: RankingOptions = DEFAULT_RANKING,
     opening: Opening | None = None,
@@ -1477,7 +1513,8 @@ def rank(
     (``relevance.request_match``, 1 without a query); with a query, candidates whose
     absolute relevance is below ``min_relevance`` are left out, and every candidate when
     the request's match is below ``min_match`` (without a query, nothing is matched and
-    neither applies). ``approximate``: score only a generous
+    neither applies); ``abstention`` (``abstain``): the model's thresholds where the
+    request sets none, for a dataset in the configuration they were fitted in. ``approximate``: score only a generous
     candidate set of the dataset (a large one) instead of every episode. ``options``:
     :class:`RankingOptions`. ``opening``: what :func:`read_opening` read for this call
     (with the query's lexemes, and their word forms under ``options.word_forms``: then no
@@ -1496,8 +1533,7 @@ def rank(
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,
-        "min_relevance": float(min_relevance),
-        "min_match": float(min_match),
+        **threshold_params(min_relevance, min_match, abstention),
     }
     if approximate is not None:
         params.update(_approximation_params(approximate))
@@ -1548,7 +1584,7 @@ def rank(
         first = _execute(
             conn,
             _ranking_statement(with_query, with_vector, approximate, first_options),
-            {**params, "limit": options.expansion, "min_relevance": 0.0, "min_match": 0.0},
+            {**params, "limit": options.expansion, **threshold_params(0.0, 0.0, None)},
         )
         tokens = cast(list[str], params["lexemes"])
         feedback = expansion_terms(

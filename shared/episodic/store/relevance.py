@@ -62,6 +62,7 @@ from dataclasses import dataclass
 __all__ = [
     "CURVES",
     "E5",
+    "FITTED_CONFIG",
     "MINILM",
     "RECOMMENDED_MIN_RELEVANCE",
     "Abstention",
@@ -74,6 +75,13 @@ __all__ = [
     "request_match",
     "request_match_sql",
 ]
+
+
+#: The text-search configuration every curve here was fitted in (LoCoMo is English):
+#: ``abstain`` applies only to datasets ranked in it. On the hand-written French, Spanish
+#: and German set it left nearly every foreign question empty but cut a third of the real
+#: answers (docs/benchmarks.md "Abstention in other languages").
+FITTED_CONFIG = "english"
 
 
 @dataclass(frozen=True)

@@ -584,8 +584,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * <pre>
      * Apply the min_relevance and min_match Recall recommends for the embedding model it
      * runs (README "Recall quality"; each model's curves have their own scale), so a question
-     * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-     * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+     * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
+     * apply where the curves were fitted: English datasets (language unset or English); in
+     * a dataset set to another language, and with a model without curves fitted for it (an
+     * OpenAI one), abstain keeps every episode. An explicit
      * min_relevance or min_match takes precedence over its recommended value (0 is unset:
      * to choose other thresholds, leave abstain off and set both).
      * </pre>
@@ -1311,8 +1313,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * <pre>
      * Apply the min_relevance and min_match Recall recommends for the embedding model it
      * runs (README "Recall quality"; each model's curves have their own scale), so a question
-     * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-     * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+     * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
+     * apply where the curves were fitted: English datasets (language unset or English); in
+     * a dataset set to another language, and with a model without curves fitted for it (an
+     * OpenAI one), abstain keeps every episode. An explicit
      * min_relevance or min_match takes precedence over its recommended value (0 is unset:
      * to choose other thresholds, leave abstain off and set both).
      * </pre>
@@ -3951,8 +3955,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * <pre>
        * Apply the min_relevance and min_match Recall recommends for the embedding model it
        * runs (README "Recall quality"; each model's curves have their own scale), so a question
-       * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-       * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+       * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
+       * apply where the curves were fitted: English datasets (language unset or English); in
+       * a dataset set to another language, and with a model without curves fitted for it (an
+       * OpenAI one), abstain keeps every episode. An explicit
        * min_relevance or min_match takes precedence over its recommended value (0 is unset:
        * to choose other thresholds, leave abstain off and set both).
        * </pre>
@@ -3968,8 +3974,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * <pre>
        * Apply the min_relevance and min_match Recall recommends for the embedding model it
        * runs (README "Recall quality"; each model's curves have their own scale), so a question
-       * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-       * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+       * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
+       * apply where the curves were fitted: English datasets (language unset or English); in
+       * a dataset set to another language, and with a model without curves fitted for it (an
+       * OpenAI one), abstain keeps every episode. An explicit
        * min_relevance or min_match takes precedence over its recommended value (0 is unset:
        * to choose other thresholds, leave abstain off and set both).
        * </pre>
@@ -3989,8 +3997,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * <pre>
        * Apply the min_relevance and min_match Recall recommends for the embedding model it
        * runs (README "Recall quality"; each model's curves have their own scale), so a question
-       * nothing in the dataset answers gets nothing — what an agent's prompt should get. A
-       * model without curves fitted for it (an OpenAI one) keeps every episode. An explicit
+       * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
+       * apply where the curves were fitted: English datasets (language unset or English); in
+       * a dataset set to another language, and with a model without curves fitted for it (an
+       * OpenAI one), abstain keeps every episode. An explicit
        * min_relevance or min_match takes precedence over its recommended value (0 is unset:
        * to choose other thresholds, leave abstain off and set both).
        * </pre>
