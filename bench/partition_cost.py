@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.providers import HashingEmbedder
     from episodic.store import migrate
     from episodic.store.episodes import VISIBLE_COLUMNS, episode_columns
-    from episodic.store.recall_queries import recall_statement, unfiltered_params
+    from episodic.store.recall_queries import recall_statement, threshold_params, unfiltered_params
     from episodic.testing.database import scratch_database, with_database
 
     rng = random.Random(args.seed)
@@ -87,11 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ws": 0.7,
                     "wr": 0.3,
                     "limit": 3,
-                    "min_relevance": 0.0,
-                    "min_match": 0.0,
-                    "abstain_min_relevance": 0.0,
-                    "abstain_min_match": 0.0,
-                    "abstain_config": None,
+                    **threshold_params(0.0, 0.0, None),
                 }
             )
         conns = {

@@ -1018,6 +1018,7 @@ def main(argv: list[str] | None = None) -> int:
         CUSTOM_PLANS,
         Approximation,
         recall_statement,
+        threshold_params,
         unfiltered_params,
     )
     from episodic.testing.database import scratch_database
@@ -1174,11 +1175,7 @@ def main(argv: list[str] | None = None) -> int:
                 "query": query,
                 "qvec": query_vector(dataset, query),
                 **unfiltered_params(),
-                "min_relevance": 0.0,
-                "min_match": 0.0,
-                "abstain_min_relevance": 0.0,
-                "abstain_min_match": 0.0,
-                "abstain_config": None,
+                **threshold_params(0.0, 0.0, None),
                 "ws": 0.7,
                 "wr": 0.3,
                 "limit": limit,

@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers import HashingEmbedder, make_embedder
-    from episodic.store.recall_queries import recall_statement, unfiltered_params
+    from episodic.store.recall_queries import recall_statement, threshold_params, unfiltered_params
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 
@@ -324,11 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         rank_recent = psycopg_sql(recall_statement(with_query=False, with_vector=False))
         base = {
             **unfiltered_params(),
-            "min_relevance": 0.0,
-            "min_match": 0.0,
-            "abstain_min_relevance": 0.0,
-            "abstain_min_match": 0.0,
-            "abstain_config": None,
+            **threshold_params(0.0, 0.0, None),
             "ws": 0.7,
             "wr": 0.3,
             "limit": 3,

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.services.recall.servicer import RecallServicer
     from episodic.store import recall_queries as q
     from episodic.store.db import make_engine
-    from episodic.store.recall_queries import recall_statement, unfiltered_params
+    from episodic.store.recall_queries import recall_statement, threshold_params, unfiltered_params
     from episodic.store.vault import Vault, make_vault
     from episodic.testing.keys import keyring_file
     from episodic.v1 import recall_service_pb2 as pb
@@ -189,11 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             "query": query,
             "qvec": vector,
             **unfiltered_params(),
-            "min_relevance": 0.0,
-            "min_match": 0.0,
-            "abstain_min_relevance": 0.0,
-            "abstain_min_match": 0.0,
-            "abstain_config": None,
+            **threshold_params(0.0, 0.0, None),
             "ws": 0.7,
             "wr": 0.3,
             "limit": limit,

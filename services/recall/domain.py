@@ -261,28 +261,31 @@ def abstention(embedder_name: str) -> Abstention | None:
 def check_min_relevance(value: float) -> float:
     """0 (unset) keeps every candidate (``abstain`` may then set it); otherwise a number
     in [0, 1]."""
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidArgument(
-            f"min_relevance must be between 0 and 1 (got {value}); 0 keeps every episode; "
-            "recommended alone: "
-            + ", ".join(f"{c.recommended_min_relevance} with {n}" for n, c in CURVES.items())
-            + " (abstain=true picks the running model's thresholds)",
-            field="min_relevance",
-        )
-    return float(value)
+    return _check_threshold(
+        value,
+        "min_relevance",
+        "0 keeps every episode; recommended alone: "
+        + ", ".join(f"{c.recommended_min_relevance} with {n}" for n, c in CURVES.items())
+        + " (abstain=true picks the running model's thresholds)",
+    )
 
 
 def check_min_match(value: float) -> float:
     """0 (unset) keeps a request's candidates whatever its match (``abstain`` may then set
     it); otherwise a number in [0, 1]."""
+    return _check_threshold(
+        value,
+        "min_match",
+        "0 answers every request; abstain=true picks the running model's recommended value ("
+        + ", ".join(f"{c.abstention.min_match} with {n}" for n, c in CURVES.items())
+        + ")",
+    )
+
+
+def _check_threshold(value: float, name: str, hint: str) -> float:
+    """``value`` if it is a number in [0, 1], else INVALID_ARGUMENT naming ``name``."""
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidArgument(
-            f"min_match must be between 0 and 1 (got {value}); 0 answers every request; "
-            "abstain=true picks the running model's recommended value ("
-            + ", ".join(f"{c.abstention.min_match} with {n}" for n, c in CURVES.items())
-            + ")",
-            field="min_match",
-        )
+        raise InvalidArgument(f"{name} must be between 0 and 1 (got {value}); {hint}", field=name)
     return float(value)
 
 

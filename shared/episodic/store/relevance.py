@@ -196,15 +196,11 @@ def relevance(episode: Signals, best: Signals | None = None, curve: Curve = MINI
     """The calibrated relevance of one episode from its signals and their best over its
     request's candidates (``best``; None: the episode alone, its own best) — the SQL of
     :func:`relevance_sql`, in Python."""
-    z = curve.intercept + sum(
-        w * x
-        for w, x in zip(
-            (*curve.coefficients, *curve.best_coefficients),
-            (*episode, *(episode if best is None else best)),
-            strict=True,
-        )
+    return _logistic(
+        curve.intercept,
+        (*curve.coefficients, *curve.best_coefficients),
+        (*episode, *(episode if best is None else best)),
     )
-    return 1.0 / (1.0 + math.exp(-z))
 
 
 def relevance_sql(episode: tuple[str, str, str], best: tuple[str, str, str], curve: Curve) -> str:
@@ -220,9 +216,11 @@ def request_match(best: Signals, curve: Curve) -> float:
     (:class:`MatchCurve`); 1.0 with a curve that has none, so nothing is left out."""
     if curve.match is None:
         return 1.0
-    z = curve.match.intercept + sum(
-        w * x for w, x in zip(curve.match.coefficients, best, strict=True)
-    )
+    return _logistic(curve.match.intercept, curve.match.coefficients, best)
+
+
+def _logistic(intercept: float, weights: tuple[float, ...], inputs: tuple[float, ...]) -> float:
+    z = intercept + sum(w * x for w, x in zip(weights, inputs, strict=True))
     return 1.0 / (1.0 + math.exp(-z))
 
 
