@@ -122,14 +122,29 @@ class Demo:
     episodes: dict[str, str] = field(default_factory=dict)  # name -> episode id
 
 
+class RecordingClient(EpisodicClient):
+    """The console's client here: it also keeps the options of every recall the console
+    asks for, so a test can check what the form sent where the services answer the same
+    either way (``abstain`` under the tests' hashing embedder, which has no fitted curves,
+    keeps every episode)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recalls: list[dict[str, Any]] = []
+
+    def recall(self, *args: Any, **kwargs: Any) -> Any:
+        self.recalls.append(dict(kwargs))
+        return super().recall(*args, **kwargs)
+
+
 @dataclass
 class Suite:
     db_url: str
     addresses: dict[str, str]
     services: list[ServiceProcess]
 
-    def client(self, **kw: Any) -> EpisodicClient:
-        return EpisodicClient(
+    def client(self, cls: type[EpisodicClient] = EpisodicClient, **kw: Any) -> EpisodicClient:
+        return cls(
             ingest=self.addresses["ingest"],
             recall=self.addresses["recall"],
             scheduler=self.addresses["scheduler"],
@@ -351,15 +366,24 @@ def demo(suite: Suite) -> Demo:
 
 
 @pytest.fixture(scope="module")
-def console(suite: Suite, demo: Demo) -> Iterator[str]:
+def console_client(suite: Suite) -> Iterator[RecordingClient]:
+    """The SDK client the console calls the services with."""
+    client = suite.client(RecordingClient)
+    assert isinstance(client, RecordingClient)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def console(console_client: RecordingClient, demo: Demo) -> Iterator[str]:
     """The console on a free loopback port, in development mode (no key), in a thread."""
-    client = suite.client()
-    server = ConsoleServer(ConsoleApp(client), "127.0.0.1", 0).start()
+    server = ConsoleServer(ConsoleApp(console_client), "127.0.0.1", 0).start()
     try:
         yield server.url
     finally:
         server.stop()
-        client.close()
 
 
 @pytest.fixture(scope="module")

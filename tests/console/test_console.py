@@ -26,7 +26,16 @@ from episodic.console.app import ConsoleConfigError, http_key_for
 from episodic.console.views.layout import STATUS_LABELS
 from episodic.render import render_episodes
 from episodic.testing.processes import wait_until
-from tests.console.conftest import AS_OF, DATASET, OPS_DATASET, SCRIPT, XSS_MESSAGE, Demo, Suite
+from tests.console.conftest import (
+    AS_OF,
+    DATASET,
+    OPS_DATASET,
+    SCRIPT,
+    XSS_MESSAGE,
+    Demo,
+    RecordingClient,
+    Suite,
+)
 
 try:
     from playwright.sync_api import expect
@@ -47,6 +56,14 @@ def shot(page: Any, artifacts: Path, name: str) -> Path:
     page.screenshot(path=str(path), full_page=True)
     print(f"screenshot: {path}")
     return path
+
+
+def meter_values(page: Any, name: str) -> list[str]:
+    """The values of the score bars called ``name`` (``"<name> 0.123 of 1"``), in order."""
+    labels = page.locator(f"meter[aria-label^='{name} ']").evaluate_all(
+        "els => els.map(e => e.getAttribute('aria-label'))"
+    )
+    return [label.removeprefix(f"{name} ").split(" ")[0] for label in labels]
 
 
 def _get(
@@ -260,18 +277,14 @@ def test_recall_playground_matches_the_sdk_and_the_prompt(
     )
     assert hrefs == [s.episode_id for s in found]
     for attr, name in (
-        ("relevance_score", "Relevance"),
+        ("relevance_score", "Score"),
+        ("relevance", "Calibrated relevance"),
         ("similarity", "Similarity"),
         ("lexical", "Lexical"),
         ("semantic", "Semantic"),
         ("recency", "Recency"),
     ):
-        labels = page.locator(f"meter[aria-label^='{name} ']").evaluate_all(
-            "els => els.map(e => e.getAttribute('aria-label'))"
-        )
-        assert [label.split(" ")[1] for label in labels] == [
-            f"{getattr(s, attr):.3f}" for s in found
-        ], name
+        assert meter_values(page, name) == [f"{getattr(s, attr):.3f}" for s in found], name
     timeline = render_episodes(found.episodes, AS_OF, "timeline")
     past = render_episodes(found.episodes, AS_OF, "past_conversation")
     assert page.locator("#prompt-timeline").text_content() == timeline
@@ -295,6 +308,113 @@ def test_recall_playground_matches_the_sdk_and_the_prompt(
     page.browser_errors.remove(
         "Failed to load resource: the server responded with a status of 400 (Bad Request)"
     )
+
+
+def test_recall_playground_shows_calibrated_relevance_and_abstains(
+    page: Any,
+    console: str,
+    console_client: RecordingClient,
+    suite: Suite,
+    demo: Demo,
+    artifacts: Path,
+) -> None:
+    # No time words: an episode inside a time the query names passes any threshold.
+    query = "adoption agency home study"
+    with suite.client() as sdk:
+        everything = sdk.recall(DATASET, query, limit=100, as_of=AS_OF)
+        abstained = sdk.recall(DATASET, query, limit=100, as_of=AS_OF, abstain=True)
+        # Relevance is a logistic curve, below 1 for any episode: 1 leaves out every one.
+        assert len(sdk.recall(DATASET, query, limit=100, as_of=AS_OF, min_relevance=1.0)) == 0
+        # A threshold between the best and the worst relevance keeps some, not all.
+        lowest = min(s.relevance for s in everything)
+        highest = max(s.relevance for s in everything)
+        cut = round((lowest + highest) / 2, 4)
+        assert lowest < cut <= highest, (lowest, cut, highest)
+        kept = sdk.recall(DATASET, query, limit=100, as_of=AS_OF, min_relevance=cut)
+    assert 0 < len(kept) < len(everything)
+    assert all(s.relevance >= cut for s in kept)
+    # The tests' hashing embedder has no fitted curves: abstain keeps every episode there.
+    assert [s.episode_id for s in abstained] == [s.episode_id for s in everything]
+
+    def shown_ids() -> list[str]:
+        return page.locator("article.hit h3 a[href^='/episode']").evaluate_all(
+            "els => els.map(e => new URL(e.href).searchParams.get('id'))"
+        )
+
+    def ask() -> None:
+        page.get_by_role("button", name="Recall").click()
+
+    title = page.locator("#results-title")
+    page.goto(f"{console}/recall?dataset={DATASET}")
+    page.get_by_label("Query", exact=True).fill(query)
+    page.get_by_label("As of (UTC)", exact=True).fill("2023-07-01T00:00:00")
+    page.get_by_label("Episodes", exact=True).fill("100")
+    page.get_by_label("Min relevance", exact=True).fill(str(cut))
+    ask()
+    expect(title).to_have_text(f"{len(kept)} of {kept.episode_count} current episodes")
+    assert shown_ids() == [s.episode_id for s in kept]
+    # Each hit's calibrated relevance beside its ranking score, explained.
+    assert meter_values(page, "Calibrated relevance") == [f"{s.relevance:.3f}" for s in kept]
+    assert meter_values(page, "Score") == [f"{s.relevance_score:.3f}" for s in kept]
+    explained = page.locator(".score-relevance th").first.get_attribute("title") or ""
+    assert "comparable across queries" in explained and "min relevance" in explained
+    assert f"min relevance {cut:g}" in page.locator("#thresholds-applied").inner_text()
+    assert console_client.recalls[-1]["min_relevance"] == cut
+    shot(page, artifacts, "07b-recall-min-relevance")
+
+    # Nothing passes: said so, with what to do, apart from a dataset with nothing in it.
+    page.get_by_label("Min relevance", exact=True).fill("1")
+    ask()
+    expect(title).to_have_text(f"0 of {everything.episode_count} current episodes")
+    empty = page.locator("#thresholds-empty")
+    expect(empty).to_contain_text("Nothing passed the thresholds (min relevance 1)")
+    expect(empty).to_contain_text("Lower min relevance to see the closest episodes anyway")
+    assert page.locator("#prompt-past").text_content() == ""  # the prompt gets nothing
+    shot(page, artifacts, "07c-recall-nothing-passed")
+
+    # min_match reaches Recall too: no request's match is 1 either.
+    page.get_by_label("Min relevance", exact=True).fill("")
+    page.get_by_label("Min match", exact=True).fill("1")
+    ask()
+    expect(empty).to_contain_text("Nothing passed the thresholds (min match 1)")
+    expect(empty).to_contain_text("Lower min match to see")
+    assert console_client.recalls[-1]["min_match"] == 1.0
+
+    # Abstain: sent as asked; under the hashing embedder it keeps every episode.
+    page.get_by_label("Min match", exact=True).fill("")
+    page.get_by_label("Abstain when nothing fits", exact=True).check()
+    ask()
+    expect(title).to_have_text(f"{len(everything)} of {everything.episode_count} current episodes")
+    assert shown_ids() == [s.episode_id for s in everything]
+    sent = console_client.recalls[-1]
+    assert (sent["abstain"], sent["min_relevance"], sent["min_match"]) == (True, 0.0, 0.0)
+    assert "abstain" in page.locator("#thresholds-applied").inner_text()
+    assert "abstain=1" in page.url  # htmx pushed it: the URL asks the same again
+    # Before anything ended, the empty answer is not the thresholds' doing.
+    page.get_by_label("As of (UTC)", exact=True).fill("2000-01-01T00:00:00")
+    ask()
+    expect(title).to_have_text("0 of 0 current episodes")
+    expect(page.locator("#results .empty")).to_have_text("No current episode matched.")
+    assert page.locator("#thresholds-empty").count() == 0
+
+    # Without a query nothing is calibrated (Recall sends 0): shown as such, not as 0.
+    page.goto(f"{console}/recall?dataset={DATASET}&run=1&limit=3")
+    assert page.locator(".score-relevance td.num").all_inner_texts() == ["–"] * 3
+    assert meter_values(page, "Calibrated relevance") == []
+
+    # A threshold that is no number is the console's to explain; one out of range, Recall's:
+    # both as the error panel (400), the form kept for another try.
+    base = f"{console}/recall?dataset={DATASET}&q=pottery&run=1"
+    for query_string, words in (
+        ("&min_relevance=high", "min relevance 'high' is not a number: give one between 0 and 1"),
+        ("&min_match=1.5", "min_match must be between 0 and 1 (got 1.5)"),
+    ):
+        assert _get(base + query_string)[0] == 400, query_string  # not a 500
+        page.goto(base + query_string)
+        expect(page.locator("#results .error")).to_contain_text(words)
+        assert page.get_by_label("Min relevance", exact=True).count() == 1
+    # The browser logs each 400 page as an error: expected here.
+    page.browser_errors[:] = [e for e in page.browser_errors if "status of 400" not in e]
 
 
 def test_pipeline_page_refreshes_live(
@@ -371,6 +491,8 @@ def test_accessibility_basics(page: Any, console: str, demo: Demo) -> None:
         f"/thread?id={demo.threads['billing-q2']}",
         f"/timeline?dataset={DATASET}&episode={demo.episodes['billing-failed']}",
         f"/recall?dataset={DATASET}&q=pottery&run=1",
+        f"/recall?dataset={DATASET}&q=pottery&run=1&abstain=1&min_match=1",  # nothing passed
+        f"/recall?dataset={DATASET}&run=1&limit=2",  # no query: nothing calibrated
         "/pipeline",
     ]
     unlabeled_js = """() => [...document.querySelectorAll(

@@ -1,9 +1,11 @@
-"""The recall playground: a query, ``as_of`` and the two weights in; the ranked episodes
-out, with their score parts as bars, and the same list exactly as an agent's prompt gets it
-(:func:`episodic.render.render_episodes`, both styles)."""
+"""The recall playground: a query, ``as_of``, the two weights and the abstention options
+(``abstain``, ``min_relevance``, ``min_match``) in; the ranked episodes out, with their
+ranking score, calibrated relevance and score parts as bars, and the same list exactly as an
+agent's prompt gets it (:func:`episodic.render.render_episodes`, both styles)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from episodic.client import InvalidArgumentError, RecallResult, ScoredEpisode
@@ -36,6 +38,21 @@ def _weight(ctx: Ctx, name: str) -> float | None:
         return float(raw)
     except ValueError:
         raise BadRequest(f"{name.replace('_', ' ')} {raw!r} is not a number") from None
+
+
+def _threshold(ctx: Ctx, name: str) -> float:
+    """A threshold of the form: empty is 0 (unset, as on the wire). Only the number is
+    checked here: the range is Recall's to refuse, with its recommended values."""
+    raw = ctx.arg(name)
+    if not raw:
+        return 0.0
+    try:
+        return float(raw)
+    except ValueError:
+        raise BadRequest(
+            f"{name.replace('_', ' ')} {raw!r} is not a number: give one between 0 and 1, "
+            "or leave it empty (off)"
+        ) from None
 
 
 def _limit(ctx: Ctx) -> int:
@@ -71,8 +88,33 @@ def _form(ctx: Ctx, dataset: str) -> Safe:
         '<div class="field check"><input id="learnings" name="learnings" type="checkbox" '
         'value="1"{checked}><label for="learnings">Key learnings in the prompt</label></div>'
         '<p id="w-hint" class="hint wide">Weights between 0 and 1; empty: the server\'s '
-        "default (0.7 and 0.3). relevance = similarity × similarity weight + recency × "
-        "recency weight.</p>"
+        "default (0.7 and 0.3). score = similarity × similarity weight + recency × "
+        "recency weight: it orders this request's episodes, and only them.</p>"
+        # The abstention options, worded as README "Recall quality" and store/relevance.py
+        # say: both thresholds read calibrated curves, which exist for some embedders only.
+        '<div class="field check wide"><input id="abstain" name="abstain" type="checkbox" '
+        'value="1"{abstain} aria-describedby="abstain-hint t-hint"><label for="abstain">'
+        "Abstain when nothing fits</label></div>"
+        '<p id="abstain-hint" class="hint wide">Applies the min relevance and min match '
+        "recommended for the embedding model Recall runs, so a question nothing here answers "
+        "gets no episodes. Only where those curves were fitted: a dataset in English, "
+        "with MiniLM or e5; under another embedder (the hashing one, an OpenAI model) or in "
+        "a dataset of another language it keeps every episode. A threshold set below "
+        "overrides its half.</p>"
+        '<div class="field"><label for="min_relevance">Min relevance</label>'
+        '<input id="min_relevance" name="min_relevance" type="number" min="0" max="1" '
+        'step="any" value="{min_relevance}" placeholder="0 (off)" '
+        'aria-describedby="min_relevance-hint t-hint"><p id="min_relevance-hint" '
+        'class="hint">Leaves out episodes whose calibrated relevance is below it. Alone, 0.4 '
+        "is recommended with the default MiniLM embedder.</p></div>"
+        '<div class="field"><label for="min_match">Min match</label>'
+        '<input id="min_match" name="min_match" type="number" min="0" max="1" step="any" '
+        'value="{min_match}" placeholder="0 (off)" aria-describedby="min_match-hint t-hint">'
+        '<p id="min_match-hint" class="hint">Answers with no episodes when the request\'s '
+        "best match (the chance the dataset holds an answer at all) is below it; above it, "
+        "the weak episodes are kept too.</p></div>"
+        '<p id="t-hint" class="hint wide">Thresholds between 0 and 1; empty or 0: off. They '
+        "act only with a query, and keep an episode from inside a time the query names.</p>"
         '<div class="field"><button type="submit">Recall</button></div></form>',
         ds=dataset,
         q=ctx.arg("q"),
@@ -82,11 +124,28 @@ def _form(ctx: Ctx, dataset: str) -> Safe:
         max=MAX_LIMIT,
         limit=ctx.arg("limit", str(DEFAULT_LIMIT)),
         checked=Safe(" checked") if ctx.arg("learnings") else "",
+        abstain=Safe(" checked") if ctx.arg("abstain") else "",
+        min_relevance=ctx.arg("min_relevance"),
+        min_match=ctx.arg("min_match"),
     )
 
 
+#: The rows of a hit's score table, as the CLI names them: SCORE is the ranking score (it
+#: only orders one request's episodes), RELEVANCE the calibrated one (comparable across
+#: requests: what the thresholds compare).
 SCORE_PARTS = (
-    ("relevance_score", "Relevance", "the ranking score"),
+    (
+        "relevance_score",
+        "Score",
+        "the ranking score: similarity × similarity weight + recency × recency weight; it "
+        "orders this request's episodes and means nothing beyond them",
+    ),
+    (
+        "relevance",
+        "Calibrated relevance",
+        "the chance the episode answers the query, 0 to 1, comparable across queries and "
+        "datasets: what min relevance and abstain compare (none without a query)",
+    ),
     ("similarity", "Similarity", "to the query, lexical and semantic combined"),
     ("lexical", "Lexical", "part of similarity, relative to the best candidate"),
     ("semantic", "Semantic", "part of similarity, relative to the best candidate"),
@@ -94,9 +153,45 @@ SCORE_PARTS = (
 )
 
 
-def score_bars(s: ScoredEpisode, rank: int, relevance_max: float) -> Safe:
+@dataclass(frozen=True)
+class Thresholds:
+    """The abstention options of a request, as sent (0: unset)."""
+
+    abstain: bool = False
+    min_relevance: float = 0.0
+    min_match: float = 0.0
+
+    @property
+    def any(self) -> bool:
+        return self.abstain or self.min_relevance > 0 or self.min_match > 0
+
+    def describe(self) -> str:
+        parts = []
+        if self.abstain:
+            parts.append("abstain (the embedder's recommended thresholds, where fitted)")
+        if self.min_relevance > 0:
+            parts.append(f"min relevance {self.min_relevance:g}")
+        if self.min_match > 0:
+            parts.append(f"min match {self.min_match:g}")
+        return ", ".join(parts)
+
+
+def score_bars(s: ScoredEpisode, rank: int, relevance_max: float, calibrated: bool) -> Safe:
+    """The hit's scores as bars. ``calibrated``: whether the request had a query to
+    calibrate against (without one Recall sends relevance 0, which means nothing)."""
     rows = []
     for attr, name, meaning in SCORE_PARTS:
+        if attr == "relevance" and not calibrated:
+            rows.append(
+                html(
+                    '<tr class="score-{attr}"><th scope="row" title="{meaning}">{name}</th>'
+                    '<td class="bar muted">no query</td><td class="num">–</td></tr>',
+                    attr=attr,
+                    meaning=meaning,
+                    name=name,
+                )
+            )
+            continue
         value = float(getattr(s, attr))
         top = relevance_max if attr == "relevance_score" else 1.0
         rows.append(
@@ -121,6 +216,31 @@ def score_bars(s: ScoredEpisode, rank: int, relevance_max: float) -> Safe:
     )
 
 
+def _empty(result: RecallResult, calibrated: bool, thresholds: Thresholds) -> Safe:
+    """Why no episode came back: the thresholds left everything out (then say which, and
+    how to see the closest episodes anyway), or there was nothing to rank."""
+    if not (calibrated and thresholds.any and result.episode_count):
+        return Safe('<p class="empty">No current episode matched.</p>')
+    u = result.understanding
+    named = bool(u and u.applied and (u.window_start or u.window_end or u.ordinal))
+    remedies = []
+    if thresholds.abstain:
+        remedies.append("untick “Abstain when nothing fits”")
+    if thresholds.min_relevance > 0:
+        remedies.append("lower min relevance")
+    if thresholds.min_match > 0:
+        remedies.append("lower min match")
+    remedy = " or ".join(remedies)
+    return html(
+        '<p class="empty" id="thresholds-empty">Nothing passed the thresholds ({which}): no '
+        "episode{where} fits the query well enough. {remedy} to see the closest episodes "
+        "anyway.</p>",
+        which=thresholds.describe(),
+        where=" in the time the query names" if named else "",
+        remedy=remedy[:1].upper() + remedy[1:],
+    )
+
+
 def results(
     ctx: Ctx,
     result: RecallResult,
@@ -128,9 +248,12 @@ def results(
     sw: float | None,
     rw: float | None,
     learnings: bool,
+    thresholds: Thresholds = Thresholds(),
 ) -> Safe:
     now = as_of or ctx.now
     relevance_max = max(1.0, (sw if sw is not None else 0.7) + (rw if rw is not None else 0.3))
+    # Recall calibrates only what it matched against a query (the store's `with_query`).
+    calibrated = bool(ctx.arg("q")) and (sw is None or sw > 0)
     items = []
     for rank, s in enumerate(result.episodes, start=1):
         e = s.episode
@@ -151,7 +274,7 @@ def results(
                 trigger=e.trigger,
                 href=url("/episode", id=e.episode_id),
                 summary=text_block(e.summary),
-                bars=score_bars(s, rank, relevance_max),
+                bars=score_bars(s, rank, relevance_max, calibrated),
             )
         )
     timeline = render_episodes(result.episodes, now, "timeline", key_learnings=learnings)
@@ -159,15 +282,22 @@ def results(
     weights = (f"similarity × {sw:g}" if sw is not None else "similarity × (server default)") + (
         f" + recency × {rw:g}" if rw is not None else " + recency × (server default)"
     )
+    applied = Safe("")
+    if thresholds.any:
+        applied = html(
+            '<p id="thresholds-applied">Thresholds: {which}{note}.</p>',
+            which=thresholds.describe(),
+            note="" if calibrated else "; none acts without a query",
+        )
     ranked = (
         html('<ol class="ranked">{items}</ol>', items=join(items))
         if items
-        else Safe('<p class="empty">No current episode matched.</p>')
+        else _empty(result, calibrated, thresholds)
     )
     return html(
         '<section id="results" aria-labelledby="results-title" data-learnings="{kl}">'
         '<h2 id="results-title" tabindex="-1">{n} of {total} current episode{s}</h2>'
-        "<p>relevance = {weights}; as of {as_of}.</p>{ranked}"
+        "<p>score = {weights}; as of {as_of}.</p>{applied}{ranked}"
         "<h2>As the agent's prompt receives it</h2>"
         '<p class="hint">Relative times are measured from {as_of_plain}.</p>'
         '<div class="prompts"><figure><figcaption><code>render_episodes(…, '
@@ -183,6 +313,7 @@ def results(
         weights=weights,
         as_of=when(now, ctx.now) if as_of else html("now ({t})", t=when(now, now)),
         as_of_plain=now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        applied=applied,
         ranked=ranked,
         timeline=timeline,
         past=past,
@@ -198,6 +329,11 @@ def recall(ctx: Ctx) -> Page | Fragment:
             as_of = parse_as_of(ctx.arg("as_of"))
             sw, rw = _weight(ctx, "similarity_weight"), _weight(ctx, "recency_weight")
             limit = _limit(ctx)
+            thresholds = Thresholds(
+                abstain=bool(ctx.arg("abstain")),
+                min_relevance=_threshold(ctx, "min_relevance"),
+                min_match=_threshold(ctx, "min_match"),
+            )
         except BadRequest as err:
             outcome, status = _failed("This recall cannot be asked", str(err)), 400
         else:
@@ -209,11 +345,16 @@ def recall(ctx: Ctx) -> Page | Fragment:
                     similarity_weight=sw,
                     recency_weight=rw,
                     as_of=as_of,
+                    min_relevance=thresholds.min_relevance,
+                    min_match=thresholds.min_match,
+                    abstain=thresholds.abstain,
                 )
             except InvalidArgumentError as err:
+                # Out-of-range thresholds among them: Recall's message names the range and
+                # the recommended values.
                 outcome, status = _failed("Recall refused the request", err.message), 400
             else:
-                outcome = results(ctx, found, as_of, sw, rw, bool(ctx.arg("learnings")))
+                outcome = results(ctx, found, as_of, sw, rw, bool(ctx.arg("learnings")), thresholds)
     if ctx.target == "results":
         return Fragment(outcome, status)
     body = html("{form}{outcome}", form=_form(ctx, dataset), outcome=outcome)
