@@ -9,7 +9,9 @@ For each embedder it starts the four services (offline defaults otherwise: extra
 summaries), writes every user's sessions twice — into a dataset left at the default
 text-search configuration (english) and into one whose language is set with
 SetDatasetPolicy (french / spanish / german) — and asks every question of both with
-``as_of`` = the question's time. Scores are session-level R@1, R@5 and MRR within each
+``as_of`` = the question's time. Through the suite, three datasets per user: the language
+set to English (never detected: what a dataset nobody set got before detection), set to
+its own, and left unset (the Summariser detects it); it prints which were detected right. Scores are session-level R@1, R@5 and MRR within each
 user's own sessions (as with LoCoMo), per language and overall, with the Recall latency.
 """
 
@@ -79,19 +81,30 @@ def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str
             timeout=300,
         )
         stack.callback(client.close)
-        variants = {"english config": "", "language set": ".lang"}
+        # "english set": the language set to English, so never detected (what a dataset
+        # nobody set a language for got before detection); "unset (detected)": the
+        # Summariser detects it from the text (EPISODIC_DETECT_LANGUAGE, the default).
+        variants = {"english set": ".en", "language set": ".lang", "unset (detected)": ""}
         convs = []
         for language, conv in users:
             for suffix in variants.values():
                 c = _with_dataset(conv, suffix)
                 if suffix:
-                    client.set_dataset_policy(c.dataset, language=language)
+                    client.set_dataset_policy(
+                        c.dataset, language="english" if suffix == ".en" else language
+                    )
                 convs.append(c)
         started = time.monotonic()
         ingest_and_summarise(client, engine, convs)
         log(
             f"{embedder}: {len(convs)} users written and summarised in {time.monotonic() - started:.0f}s"
         )
+        detected = []
+        for _language, conv in users:
+            want = client.get_dataset_policy(_with_dataset(conv, ".lang").dataset).language
+            got = client.get_dataset_policy(conv.dataset)
+            detected.append((conv.dataset, want, got.language, got.language_origin))
+        results["detection"] = detected
         for name, suffix in variants.items():
             per_language: dict[str, locomo.Scores] = {}
             latency: list[float] = []
@@ -277,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.direct
             else run(embedder, users)
         )
+    detection = results.pop("detection", None)
+    if detection:
+        right = sum(want == got and origin == "detected" for _, want, got, origin in detection)
+        print(f"languages detected by the Summariser: {right} of {len(detection)} datasets right")
+        for dataset, want, got, origin in detection:
+            if want != got or origin != "detected":
+                print(f"  {dataset}: {got} ({origin}), set would be {want}")
     languages = sorted({lang for lang, _ in users})
     head = "| variant | " + " | ".join(f"{lang} R@1 / R@5 / MRR" for lang in languages)
     print(head + " | all R@1 / R@5 / MRR | Recall p50 / p99 ms |")

@@ -233,7 +233,10 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         with self.engine.begin() as conn:
             self.vault.for_write(conn, dataset)  # registers a new dataset (with its key)
             details: dict[str, int | str | None] = dict(days)
-            if language is not None:
+            if language is not None and language.strip().lower() == languages.AUTO:
+                details["language"] = languages.AUTO
+                details["detected"] = languages.hand_back_to_detection(conn, self.vault, dataset)
+            elif language is not None:
                 config = languages.resolve_language(conn, language)
                 languages.set_language(conn, self.vault, dataset, config)
                 details["language"] = config
@@ -350,6 +353,13 @@ def _check_reference(value: str, field: str) -> None:
         )
 
 
+_LANGUAGE_ORIGINS = {
+    "default": pb.LANGUAGE_ORIGIN_DEFAULT,
+    "detected": pb.LANGUAGE_ORIGIN_DETECTED,
+    "set": pb.LANGUAGE_ORIGIN_SET,
+}
+
+
 def _policy(policy: datasets.Policy) -> pb.DatasetPolicy:
     out = pb.DatasetPolicy(
         dataset=policy.dataset,
@@ -357,6 +367,7 @@ def _policy(policy: datasets.Policy) -> pb.DatasetPolicy:
         effective_compact_after_days=policy.effective_compact_after_days or 0,
         encrypted=policy.encrypted,
         language=policy.language,
+        language_origin=_LANGUAGE_ORIGINS[policy.language_origin],
     )
     if policy.retention_days is not None:
         out.retention_days = policy.retention_days

@@ -48,6 +48,7 @@ def build(settings: Settings, engine: Engine) -> Service:
         heartbeat=settings.recovery.orphan_reclaim_after / 4,
         event_work=event_work,
         chunk_vectors="late" if late_chunks(settings.embedding, embedder) else "separate",
+        detect_language=settings.summariser.detect_language,
     )
     servicer = SummariserServicer(engine, pipeline, summariser, embedder)
     service = Service(register=lambda server: register(server, servicer))

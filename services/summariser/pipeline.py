@@ -37,12 +37,13 @@ from episodic.providers.types import (
     SummaryRequest,
     speaker_from_metadata,
 )
-from episodic.store import embedding_space, entities, episodes
+from episodic.store import embedding_space, entities, episodes, languages
 from episodic.store.db import is_database_outage
 from episodic.store.recall_index import (
     ChunkWork,
     IndexInput,
     chunk_document,
+    dataset_config,
     index_pending_chunks,
     pending_chunk_work,
     pending_chunks,
@@ -248,6 +249,7 @@ class Pipeline:
         chunk_grace: timedelta = timedelta(seconds=60),
         chunk_slice_tokens: int = 512,
         chunk_vectors: str = "separate",
+        detect_language: bool = True,
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -288,6 +290,9 @@ class Pipeline:
         self.event_work = event_work
         # The space a pass last found it may not write to (logged once per change).
         self._held_back: embedding_space.Space | None = None
+        # EPISODIC_DETECT_LANGUAGE: a dataset whose language nobody chose gets the one its
+        # text is written in, before the episode's document is stemmed (store/languages.py).
+        self.detect_language = detect_language
 
     def run_once(
         self, limit: int, now: datetime | None = None, *, yield_chunks: bool = True
@@ -531,6 +536,8 @@ class Pipeline:
                         vector = self.embedder.embed(
                             [embedding_text(result.summary, result.key_learnings, result.entities)]
                         )[0]
+                if self.detect_language:
+                    self.settle_language(episode["dataset"], request)
                 document = None
                 if self.index_for_recall:
                     # The lexical document (no model: cheap) is written with the completion;
@@ -539,11 +546,20 @@ class Pipeline:
                         tracer.start_as_current_span("index.document"),
                         self.engine.connect() as conn,
                     ):
+                        stemmed_in = dataset_config(conn, episode["dataset"])
                         document = prepare_episode_document(
                             conn, key, index_input(episode, request, result)
                         )
                 spellings = normalise_entities(result.entities)
                 with self.engine.begin() as conn:
+                    # The dataset's language changed since (detected or set by another
+                    # process): stem the document again, in the language now in force.
+                    if document is not None and stemmed_in != dataset_config(
+                        conn, episode["dataset"], for_write=True
+                    ):
+                        document = prepare_episode_document(
+                            conn, key, index_input(episode, request, result)
+                        )
                     status = episodes.complete(
                         conn,
                         episode,
@@ -607,6 +623,24 @@ class Pipeline:
                 span.set_attribute("episodic.status", status or "lost")
                 metrics.episode_processed(status)
                 return status
+
+    def settle_language(self, dataset: str, request: SummaryRequest) -> None:
+        """Detects the dataset's language from the thread read for the summary, while
+        nobody has chosen it (one cheap read once it is settled). A failure is logged and
+        does not fail the episode: it is stemmed as the dataset is, and the next episode
+        asks again."""
+        try:
+            with (
+                tracer.start_as_current_span("language.detect"),
+                self.engine.begin() as conn,
+            ):
+                languages.settle_detected_language(
+                    conn, self.vault, dataset, [m.content for m in request.rows]
+                )
+        except Exception as err:
+            if is_database_outage(err):
+                raise
+            log.warning("language detection for %s failed: %s", dataset, describe_error(err))
 
     def index_chunks(self, work: list[ChunkWork], *, timed: bool = True) -> bool:
         """Embeds and stores the chunks of completed episodes (one model call for all) and

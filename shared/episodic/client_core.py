@@ -760,6 +760,9 @@ class DatasetPolicy:
     #: The text-search configuration of the dataset's lexical index ("english", "french",
     #: "simple", …).
     language: str = "english"
+    #: Whose choice ``language`` is: "default" (English until the Summariser detects the
+    #: language from the dataset's text), "detected" or "set" ("" from an older server).
+    language_origin: str = ""
 
     @classmethod
     def from_proto(cls, m: admin_pb2.DatasetPolicy) -> DatasetPolicy:
@@ -772,7 +775,15 @@ class DatasetPolicy:
             effective_compact_after_days=m.effective_compact_after_days or None,
             encrypted=m.encrypted,
             language=m.language or "english",
+            language_origin=_LANGUAGE_ORIGINS.get(m.language_origin, ""),
         )
+
+
+_LANGUAGE_ORIGINS = {
+    admin_pb2.LANGUAGE_ORIGIN_DEFAULT: "default",
+    admin_pb2.LANGUAGE_ORIGIN_DETECTED: "detected",
+    admin_pb2.LANGUAGE_ORIGIN_SET: "set",
+}
 
 
 @dataclass(frozen=True)
@@ -1896,7 +1907,8 @@ def set_dataset_policy(
     timeout: float | None = None,
 ) -> Flow[DatasetPolicy]:
     """Sets a dataset's own retention and compaction (None: the global default) and,
-    when given, the language of its text ("fr", "pt-BR", "german"; None: unchanged)."""
+    when given, the language of its text ("fr", "pt-BR", "german"; "auto": detected from
+    its text; None: unchanged)."""
     request = admin_pb2.SetDatasetPolicyRequest(dataset=dataset)
     if language is not None:
         request.language = language

@@ -341,6 +341,13 @@ class SummariserSettings(BaseSettings):
         le=10000,
         description="Turns the classifier reads per pass (the rest wait for the next one).",
     )
+    detect_language: bool = Field(
+        default=True,
+        description="Detect the language of a dataset nobody set one for from its text "
+        "(CLD2, offline), once there is enough of it to tell, and stem its index in that "
+        "language from then on (abstain's English curves then no longer judge it). A "
+        "language set with SetDatasetPolicy is never overridden; 'auto' hands it back.",
+    )
 
 
 class RecallSettings(BaseSettings):

@@ -13,8 +13,9 @@ from sqlalchemy import Connection, text
 
 from episodic.crypto import DatasetKey, seal_json
 from episodic.providers import Embedder, HashingEmbedder
+from episodic.store import recall_queries
 from episodic.store.recall_index import index_episode
-from episodic.store.vault import Vault
+from episodic.store.vault import Vault, open_row
 from episodic.testing.keys import test_vault
 
 EMBEDDER = HashingEmbedder(384)
@@ -164,3 +165,22 @@ def make_episode(
     if index and done:
         index_episode(conn, test_vault(), episode_id, embedder)
     return Made(episode_id, thread_id, dataset, ended)
+
+
+def lexical_coverage(conn: Connection, dataset: str, query: str) -> dict[str, tuple[float, float]]:
+    """Each current episode's (coverage, passage_coverage) of ``query``, by summary: how
+    much of the query its lexical document and its best passage hold, in the dataset's
+    text-search configuration."""
+    key = test_vault().for_read(conn, dataset)
+    rows, _ = recall_queries.rank_episodes(
+        conn,
+        key=key,
+        filters=recall_queries.RecallFilters(),
+        query=query,
+        query_vector=EMBEDDER.embed_query(query),
+        similarity_weight=0.7,
+        recency_weight=0.3,
+        limit=10,
+    )
+    opened = [open_row(key, r, "episodes") for r in rows]
+    return {r["summary"]: (r["coverage"], r["passage_coverage"]) for r in opened}

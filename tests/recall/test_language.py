@@ -9,14 +9,11 @@ import pytest
 from sqlalchemy import text
 
 from episodic.errors import InvalidArgument
-from episodic.store import recall_queries as q
 from episodic.store.languages import dataset_config, resolve_language, set_language
-from episodic.store.recall_queries import RecallFilters
-from episodic.store.vault import open_row
 from episodic.testing import keys
 from episodic.v1 import admin_service_pb2 as admin_pb
 from episodic.v1 import admin_service_pb2_grpc as admin_grpc
-from tests.recall.factory import EMBEDDER, make_episode
+from tests.recall.factory import lexical_coverage, make_episode
 
 BOOKED = [
     "Nous avons réservé les billets d'avion pour Lisbonne.",
@@ -25,22 +22,6 @@ BOOKED = [
 GARDEN = ["Le jardin a besoin d'être arrosé tous les jours en juillet."]
 #: Other inflections than the conversation's: "réserver" / "réservé", "billet" / "billets".
 QUESTION = "réserver le billet"
-
-
-def _coverage(conn, dataset: str, query: str) -> dict[str, tuple[float, float]]:  # type: ignore[no-untyped-def]
-    key = keys.test_vault().for_read(conn, dataset)
-    rows, _ = q.rank_episodes(
-        conn,
-        key=key,
-        filters=RecallFilters(),
-        query=query,
-        query_vector=EMBEDDER.embed_query(query),
-        similarity_weight=0.7,
-        recency_weight=0.3,
-        limit=10,
-    )
-    opened = [open_row(key, r, "episodes") for r in rows]
-    return {r["summary"]: (r["coverage"], r["passage_coverage"]) for r in opened}
 
 
 def test_languages_resolve_to_a_stemmer_or_simple(engine) -> None:  # type: ignore[no-untyped-def]
@@ -69,8 +50,8 @@ def test_a_french_dataset_is_stemmed_in_french_sealed_or_not(engine) -> None:  #
     with engine.connect() as conn:
         assert dataset_config(conn, "fr_user") == "french"
         assert dataset_config(conn, "en_user") == "english"
-        french = _coverage(conn, "fr_user", QUESTION)
-        english = _coverage(conn, "en_user", QUESTION)
+        french = lexical_coverage(conn, "fr_user", QUESTION)
+        english = lexical_coverage(conn, "en_user", QUESTION)
         booked = " ".join(BOOKED)
         # french: "réserver" and "réservé" share the stem, "le" is a stop word.
         assert french[booked] == (1.0, 1.0)
@@ -91,14 +72,14 @@ def test_changing_the_language_retokenises_the_index(engine) -> None:  # type: i
     with engine.begin() as conn:
         make_episode(conn, "switch", BOOKED)
     with engine.connect() as conn:
-        before = _coverage(conn, "switch", QUESTION)[" ".join(BOOKED)]
+        before = lexical_coverage(conn, "switch", QUESTION)[" ".join(BOOKED)]
     assert before[0] < 1.0
     with engine.begin() as conn:
         assert set_language(conn, vault, "switch", "french")
         assert not set_language(conn, vault, "switch", "french")  # unchanged: no work
     with engine.connect() as conn:
         # The document and the chunks (passages) both answer in French now.
-        assert _coverage(conn, "switch", QUESTION)[" ".join(BOOKED)] == (1.0, 1.0)
+        assert lexical_coverage(conn, "switch", QUESTION)[" ".join(BOOKED)] == (1.0, 1.0)
         chunks = conn.execute(
             text("SELECT count(*) FROM message_chunks WHERE dataset = 'switch'")
         ).scalar_one()

@@ -141,7 +141,12 @@ def cmd_datasets_policy(args: argparse.Namespace) -> int:
     print(f"  retention   {_days(policy.effective_retention_days)}{own}")
     print(f"  compaction  {_days(policy.effective_compact_after_days)}{own_c}")
     print(f"  encrypted   {'yes (its own data key)' if policy.encrypted else 'no'}")
-    print(f"  language    {policy.language} (text-search configuration of its index)")
+    origin = {
+        "default": "the default: detected from its text once there is enough of it",
+        "detected": "detected from its text",
+        "set": "set",
+    }.get(policy.language_origin, "text-search configuration of its index")
+    print(f"  language    {policy.language} ({origin})")
     return 0
 
 
@@ -259,7 +264,9 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("--retention-days", type=int, help="purge threads quiet this many days")
     p.add_argument("--compact-after-days", type=int, help="compact threads quiet this long")
     p.add_argument(
-        "--language", help="language of the dataset's text: fr, de, es, pt-BR, … (or 'english')"
+        "--language",
+        help="language of the dataset's text: fr, de, es, pt-BR, … (or 'english'); "
+        "'auto': detected from its text",
     )
     p.add_argument(
         "--reset", action="store_true", help="back to the global defaults (no days given)"

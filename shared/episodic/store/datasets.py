@@ -24,6 +24,9 @@ class Policy:
     effective_compact_after_days: int | None
     encrypted: bool
     language: str = "english"  # the text-search configuration (migration 0007)
+    # whose choice it is: 'default' (detection may change it), 'detected' or 'set'
+    # (migration 0015, store/languages.py)
+    language_origin: str = "default"
 
 
 def _policy(row: RowMapping, defaults: PrivacySettings) -> Policy:
@@ -35,6 +38,7 @@ def _policy(row: RowMapping, defaults: PrivacySettings) -> Policy:
         effective_compact_after_days=row["compact_after_days"] or defaults.compact_after_days,
         encrypted=row["key_id"] is not None,
         language=row["text_search_config"],
+        language_origin=row["language_origin"],
     )
 
 
@@ -42,8 +46,8 @@ def get_policy(conn: Connection, dataset: str, defaults: PrivacySettings) -> Pol
     row = (
         conn.execute(
             text(
-                "SELECT dataset, retention_days, compact_after_days, key_id, text_search_config "
-                "FROM datasets "
+                "SELECT dataset, retention_days, compact_after_days, key_id, text_search_config, "
+                "language_origin FROM datasets "
                 "WHERE dataset = :d"
             ),
             {"d": dataset},
@@ -70,7 +74,8 @@ def set_policy(
             text(
                 "UPDATE datasets SET retention_days = :r, compact_after_days = :c, "
                 "updated_at = now() WHERE dataset = :d "
-                "RETURNING dataset, retention_days, compact_after_days, key_id, text_search_config"
+                "RETURNING dataset, retention_days, compact_after_days, key_id, text_search_config, "
+                "language_origin"
             ),
             {"d": dataset, "r": retention_days, "c": compact_after_days},
         )

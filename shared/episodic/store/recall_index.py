@@ -74,6 +74,7 @@ __all__ = [
     "chunk_document",
     "chunk_texts",
     "chunk_vectors",
+    "dataset_config",
     "head_text",
     "index_episode",
     "index_missing",
@@ -478,6 +479,27 @@ def _document(source: IndexInput) -> tuple[str, str]:
     return body[-MAX_INDEXED_CHARS:], head_text(source)
 
 
+def dataset_config(conn: Connection, dataset: str, *, for_write: bool = False) -> str:
+    """The dataset's text-search configuration ('english' for a dataset not registered yet).
+
+    ``for_write``: read to write what was stemmed in it, the row held ``FOR KEY SHARE``
+    until the caller's transaction ends, so :func:`episodic.store.languages.set_language`
+    (which locks it ``FOR UPDATE``, then re-tokenises what is stored) runs wholly before or
+    after the write. A writer that stemmed its text outside the transaction compares this
+    with the configuration it read then, and stems again when they differ: otherwise a
+    language detected or set meanwhile would leave its rows in the old one. Take it before
+    the thread's and the episodes' locks (set_language holds it while it updates
+    episodes)."""
+    value = conn.execute(
+        text(
+            "SELECT text_search_config FROM datasets WHERE dataset = :d"
+            + (" FOR KEY SHARE" if for_write else "")
+        ),
+        {"d": dataset},
+    ).scalar()
+    return str(value) if value else TEXT_SEARCH_CONFIG
+
+
 def prepare_episode_document(
     conn: Connection, key: DatasetKey, source: IndexInput
 ) -> tuple[str, int]:
@@ -707,14 +729,18 @@ def index_pending_chunks(
                 for w in this_round
             ]
             chunks = [cs for cs, _ in cut]
+            stemmed_in = [dataset_config(conn, w.dataset) for w in this_round]
             literals = [
                 blind_vectors(conn, w.key, [(c.text, "") for c in cs])
                 for w, cs in zip(this_round, chunks, strict=True)
             ]
         vectors = _vectors([c for cs in chunks for c in cs], [d for _, d in cut], embedder)
         start = 0
-        for item, cs, lits in zip(this_round, chunks, literals, strict=True):
+        for item, cs, lits, config in zip(this_round, chunks, literals, stemmed_in, strict=True):
             with engine.begin() as conn:
+                # The dataset's language changed since they were stemmed: stem them again.
+                if config != dataset_config(conn, item.dataset, for_write=True):
+                    lits = blind_vectors(conn, item.key, [(c.text, "") for c in cs])
                 conn.execute(
                     text(
                         "SELECT 1 FROM threads WHERE dataset = :d AND thread_id = :t FOR KEY SHARE"

@@ -80,7 +80,9 @@ __all__ = [
 #: The text-search configuration every curve here was fitted in (LoCoMo is English):
 #: ``abstain`` applies only to datasets ranked in it. On the hand-written French, Spanish
 #: and German set it left nearly every foreign question empty but cut a third of the real
-#: answers (docs/benchmarks.md "Abstention in other languages").
+#: answers (docs/benchmarks.md "Abstention in other languages"). A dataset nobody set a
+#: language for is detected from its text (store/languages.py), so one written in French
+#: leaves this configuration with its first episodes.
 FITTED_CONFIG = "english"
 
 

@@ -5,12 +5,24 @@ from episodic.v1 import entity_pb2 as _entity_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class LanguageOrigin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LANGUAGE_ORIGIN_UNSPECIFIED: _ClassVar[LanguageOrigin]
+    LANGUAGE_ORIGIN_DEFAULT: _ClassVar[LanguageOrigin]
+    LANGUAGE_ORIGIN_DETECTED: _ClassVar[LanguageOrigin]
+    LANGUAGE_ORIGIN_SET: _ClassVar[LanguageOrigin]
+LANGUAGE_ORIGIN_UNSPECIFIED: LanguageOrigin
+LANGUAGE_ORIGIN_DEFAULT: LanguageOrigin
+LANGUAGE_ORIGIN_DETECTED: LanguageOrigin
+LANGUAGE_ORIGIN_SET: LanguageOrigin
 
 class ApiKey(_message.Message):
     __slots__ = ("key_id", "prefix", "name", "role", "datasets", "created_at", "expires_at", "revoked_at", "created_by")
@@ -210,7 +222,7 @@ class DeleteThreadResponse(_message.Message):
     def __init__(self, receipt: _Optional[_Union[ErasureReceipt, _Mapping]] = ...) -> None: ...
 
 class DatasetPolicy(_message.Message):
-    __slots__ = ("dataset", "retention_days", "compact_after_days", "effective_retention_days", "effective_compact_after_days", "encrypted", "language")
+    __slots__ = ("dataset", "retention_days", "compact_after_days", "effective_retention_days", "effective_compact_after_days", "encrypted", "language", "language_origin")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
     COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +230,7 @@ class DatasetPolicy(_message.Message):
     EFFECTIVE_COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
     ENCRYPTED_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_ORIGIN_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     retention_days: int
     compact_after_days: int
@@ -225,7 +238,8 @@ class DatasetPolicy(_message.Message):
     effective_compact_after_days: int
     encrypted: bool
     language: str
-    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ..., effective_retention_days: _Optional[int] = ..., effective_compact_after_days: _Optional[int] = ..., encrypted: _Optional[bool] = ..., language: _Optional[str] = ...) -> None: ...
+    language_origin: LanguageOrigin
+    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ..., effective_retention_days: _Optional[int] = ..., effective_compact_after_days: _Optional[int] = ..., encrypted: _Optional[bool] = ..., language: _Optional[str] = ..., language_origin: _Optional[_Union[LanguageOrigin, str]] = ...) -> None: ...
 
 class GetDatasetPolicyRequest(_message.Message):
     __slots__ = ("dataset",)

@@ -26,6 +26,179 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     registerAllExtensions(
         (com.google.protobuf.ExtensionRegistryLite) registry);
   }
+  /**
+   * <pre>
+   * Whose choice a dataset's language is.
+   * </pre>
+   *
+   * Protobuf enum {@code episodic.v1.LanguageOrigin}
+   */
+  public enum LanguageOrigin
+      implements com.google.protobuf.ProtocolMessageEnum {
+    /**
+     * <pre>
+     * Not reported (a server from before it was).
+     * </pre>
+     *
+     * <code>LANGUAGE_ORIGIN_UNSPECIFIED = 0;</code>
+     */
+    LANGUAGE_ORIGIN_UNSPECIFIED(0),
+    /**
+     * <pre>
+     * Nobody's yet: English until the Summariser detects the language from the dataset's
+     * text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell.
+     * </pre>
+     *
+     * <code>LANGUAGE_ORIGIN_DEFAULT = 1;</code>
+     */
+    LANGUAGE_ORIGIN_DEFAULT(1),
+    /**
+     * <pre>
+     * Detected from the dataset's text (once: it is not detected again).
+     * </pre>
+     *
+     * <code>LANGUAGE_ORIGIN_DETECTED = 2;</code>
+     */
+    LANGUAGE_ORIGIN_DETECTED(2),
+    /**
+     * <pre>
+     * Set through SetDatasetPolicy (detection never overrides it).
+     * </pre>
+     *
+     * <code>LANGUAGE_ORIGIN_SET = 3;</code>
+     */
+    LANGUAGE_ORIGIN_SET(3),
+    UNRECOGNIZED(-1),
+    ;
+
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "LanguageOrigin");
+    }
+    /**
+     * <pre>
+     * Not reported (a server from before it was).
+     * </pre>
+     *
+     * <code>LANGUAGE_ORIGIN_UNSPECIFIED = 0;</code>
+     */
+    public static final int LANGUAGE_ORIGIN_UNSPECIFIED_VALUE = 0;
+    /**
+     * <pre>
+     * Nobody's yet: English until the Summariser detects the language from the dataset's
+     * text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell.
+     * </pre>
+     *
+     * <code>LANGUAGE_ORIGIN_DEFAULT = 1;</code>
+     */
+    public static final int LANGUAGE_ORIGIN_DEFAULT_VALUE = 1;
+    /**
+     * <pre>
+     * Detected from the dataset's text (once: it is not detected again).
+     * </pre>
+     *
+     * <code>LANGUAGE_ORIGIN_DETECTED = 2;</code>
+     */
+    public static final int LANGUAGE_ORIGIN_DETECTED_VALUE = 2;
+    /**
+     * <pre>
+     * Set through SetDatasetPolicy (detection never overrides it).
+     * </pre>
+     *
+     * <code>LANGUAGE_ORIGIN_SET = 3;</code>
+     */
+    public static final int LANGUAGE_ORIGIN_SET_VALUE = 3;
+
+
+    public final int getNumber() {
+      if (this == UNRECOGNIZED) {
+        throw new java.lang.IllegalArgumentException(
+            "Can't get the number of an unknown enum value.");
+      }
+      return value;
+    }
+
+    /**
+     * @param value The numeric wire value of the corresponding enum entry.
+     * @return The enum associated with the given numeric wire value.
+     * @deprecated Use {@link #forNumber(int)} instead.
+     */
+    @java.lang.Deprecated
+    public static LanguageOrigin valueOf(int value) {
+      return forNumber(value);
+    }
+
+    /**
+     * @param value The numeric wire value of the corresponding enum entry.
+     * @return The enum associated with the given numeric wire value.
+     */
+    public static LanguageOrigin forNumber(int value) {
+      switch (value) {
+        case 0: return LANGUAGE_ORIGIN_UNSPECIFIED;
+        case 1: return LANGUAGE_ORIGIN_DEFAULT;
+        case 2: return LANGUAGE_ORIGIN_DETECTED;
+        case 3: return LANGUAGE_ORIGIN_SET;
+        default: return null;
+      }
+    }
+
+    public static com.google.protobuf.Internal.EnumLiteMap<LanguageOrigin>
+        internalGetValueMap() {
+      return internalValueMap;
+    }
+    private static final com.google.protobuf.Internal.EnumLiteMap<
+        LanguageOrigin> internalValueMap =
+          new com.google.protobuf.Internal.EnumLiteMap<LanguageOrigin>() {
+            public LanguageOrigin findValueByNumber(int number) {
+              return LanguageOrigin.forNumber(number);
+            }
+          };
+
+    public final com.google.protobuf.Descriptors.EnumValueDescriptor
+        getValueDescriptor() {
+      if (this == UNRECOGNIZED) {
+        throw new java.lang.IllegalStateException(
+            "Can't get the descriptor of an unrecognized enum value.");
+      }
+      return getDescriptor().getValue(ordinal());
+    }
+    public final com.google.protobuf.Descriptors.EnumDescriptor
+        getDescriptorForType() {
+      return getDescriptor();
+    }
+    public static com.google.protobuf.Descriptors.EnumDescriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.getDescriptor().getEnumType(0);
+    }
+
+    private static final LanguageOrigin[] VALUES = values();
+
+    public static LanguageOrigin valueOf(
+        com.google.protobuf.Descriptors.EnumValueDescriptor desc) {
+      if (desc.getType() != getDescriptor()) {
+        throw new java.lang.IllegalArgumentException(
+          "EnumValueDescriptor is not for this type.");
+      }
+      if (desc.getIndex() == -1) {
+        return UNRECOGNIZED;
+      }
+      return VALUES[desc.getIndex()];
+    }
+
+    private final int value;
+
+    private LanguageOrigin(int value) {
+      this.value = value;
+    }
+
+    // @@protoc_insertion_point(enum_scope:episodic.v1.LanguageOrigin)
+  }
+
   public interface ApiKeyOrBuilder extends
       // @@protoc_insertion_point(interface_extends:episodic.v1.ApiKey)
       com.google.protobuf.MessageOrBuilder {
@@ -19240,8 +19413,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-     * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-     * has no stemmer for).
+     * lexical index and queries ("english" unless set or detected; "simple" for a language
+     * PostgreSQL has no stemmer for).
      * </pre>
      *
      * <code>string language = 7;</code>
@@ -19251,8 +19424,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-     * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-     * has no stemmer for).
+     * lexical index and queries ("english" unless set or detected; "simple" for a language
+     * PostgreSQL has no stemmer for).
      * </pre>
      *
      * <code>string language = 7;</code>
@@ -19260,6 +19433,25 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      */
     com.google.protobuf.ByteString
         getLanguageBytes();
+
+    /**
+     * <pre>
+     * Whose choice `language` is: the default, detected from the text, or set.
+     * </pre>
+     *
+     * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+     * @return The enum numeric value on the wire for languageOrigin.
+     */
+    int getLanguageOriginValue();
+    /**
+     * <pre>
+     * Whose choice `language` is: the default, detected from the text, or set.
+     * </pre>
+     *
+     * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+     * @return The languageOrigin.
+     */
+    episodic.v1.AdminServiceOuterClass.LanguageOrigin getLanguageOrigin();
   }
   /**
    * <pre>
@@ -19289,6 +19481,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     private DatasetPolicy() {
       dataset_ = "";
       language_ = "";
+      languageOrigin_ = 0;
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -19463,8 +19656,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-     * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-     * has no stemmer for).
+     * lexical index and queries ("english" unless set or detected; "simple" for a language
+     * PostgreSQL has no stemmer for).
      * </pre>
      *
      * <code>string language = 7;</code>
@@ -19486,8 +19679,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-     * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-     * has no stemmer for).
+     * lexical index and queries ("english" unless set or detected; "simple" for a language
+     * PostgreSQL has no stemmer for).
      * </pre>
      *
      * <code>string language = 7;</code>
@@ -19506,6 +19699,32 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       } else {
         return (com.google.protobuf.ByteString) ref;
       }
+    }
+
+    public static final int LANGUAGE_ORIGIN_FIELD_NUMBER = 8;
+    private int languageOrigin_ = 0;
+    /**
+     * <pre>
+     * Whose choice `language` is: the default, detected from the text, or set.
+     * </pre>
+     *
+     * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+     * @return The enum numeric value on the wire for languageOrigin.
+     */
+    @java.lang.Override public int getLanguageOriginValue() {
+      return languageOrigin_;
+    }
+    /**
+     * <pre>
+     * Whose choice `language` is: the default, detected from the text, or set.
+     * </pre>
+     *
+     * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+     * @return The languageOrigin.
+     */
+    @java.lang.Override public episodic.v1.AdminServiceOuterClass.LanguageOrigin getLanguageOrigin() {
+      episodic.v1.AdminServiceOuterClass.LanguageOrigin result = episodic.v1.AdminServiceOuterClass.LanguageOrigin.forNumber(languageOrigin_);
+      return result == null ? episodic.v1.AdminServiceOuterClass.LanguageOrigin.UNRECOGNIZED : result;
     }
 
     private byte memoizedIsInitialized = -1;
@@ -19543,6 +19762,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(language_)) {
         com.google.protobuf.GeneratedMessage.writeString(output, 7, language_);
       }
+      if (languageOrigin_ != episodic.v1.AdminServiceOuterClass.LanguageOrigin.LANGUAGE_ORIGIN_UNSPECIFIED.getNumber()) {
+        output.writeEnum(8, languageOrigin_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -19572,6 +19794,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(language_)) {
         size += com.google.protobuf.GeneratedMessage.computeStringSize(7, language_);
+      }
+      if (languageOrigin_ != episodic.v1.AdminServiceOuterClass.LanguageOrigin.LANGUAGE_ORIGIN_UNSPECIFIED.getNumber()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeEnumSize(8, languageOrigin_);
       }
       return size;
     }
@@ -19617,6 +19843,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
           != other.getEncrypted()) return false;
       if (!getLanguage()
           .equals(other.getLanguage())) return false;
+      if (languageOrigin_ != other.languageOrigin_) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -19647,6 +19874,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
           getEncrypted());
       hash = (37 * hash) + LANGUAGE_FIELD_NUMBER;
       hash = (53 * hash) + getLanguage().hashCode();
+      hash = (37 * hash) + LANGUAGE_ORIGIN_FIELD_NUMBER;
+      hash = (53 * hash) + languageOrigin_;
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -19789,6 +20018,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         effectiveCompactAfterDays_ = 0;
         encrypted_ = false;
         language_ = "";
+        languageOrigin_ = 0;
         return this;
       }
 
@@ -19846,6 +20076,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         if (((from_bitField0_ & 0x00000040) != 0)) {
           result.language_ = language_;
         }
+        if (((from_bitField0_ & 0x00000080) != 0)) {
+          result.languageOrigin_ = languageOrigin_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -19885,6 +20118,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
           language_ = other.language_;
           bitField0_ |= 0x00000040;
           onChanged();
+        }
+        if (other.languageOrigin_ != 0) {
+          setLanguageOriginValue(other.getLanguageOriginValue());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -19947,6 +20183,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
                 bitField0_ |= 0x00000040;
                 break;
               } // case 58
+              case 64: {
+                languageOrigin_ = input.readEnum();
+                bitField0_ |= 0x00000080;
+                break;
+              } // case 64
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -20307,8 +20548,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-       * has no stemmer for).
+       * lexical index and queries ("english" unless set or detected; "simple" for a language
+       * PostgreSQL has no stemmer for).
        * </pre>
        *
        * <code>string language = 7;</code>
@@ -20329,8 +20570,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-       * has no stemmer for).
+       * lexical index and queries ("english" unless set or detected; "simple" for a language
+       * PostgreSQL has no stemmer for).
        * </pre>
        *
        * <code>string language = 7;</code>
@@ -20352,8 +20593,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-       * has no stemmer for).
+       * lexical index and queries ("english" unless set or detected; "simple" for a language
+       * PostgreSQL has no stemmer for).
        * </pre>
        *
        * <code>string language = 7;</code>
@@ -20371,8 +20612,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-       * has no stemmer for).
+       * lexical index and queries ("english" unless set or detected; "simple" for a language
+       * PostgreSQL has no stemmer for).
        * </pre>
        *
        * <code>string language = 7;</code>
@@ -20387,8 +20628,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The PostgreSQL text-search configuration that stems the dataset's text for Recall's
-       * lexical index and queries ("english" unless set; "simple" for a language PostgreSQL
-       * has no stemmer for).
+       * lexical index and queries ("english" unless set or detected; "simple" for a language
+       * PostgreSQL has no stemmer for).
        * </pre>
        *
        * <code>string language = 7;</code>
@@ -20401,6 +20642,78 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         checkByteStringIsUtf8(value);
         language_ = value;
         bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+
+      private int languageOrigin_ = 0;
+      /**
+       * <pre>
+       * Whose choice `language` is: the default, detected from the text, or set.
+       * </pre>
+       *
+       * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+       * @return The enum numeric value on the wire for languageOrigin.
+       */
+      @java.lang.Override public int getLanguageOriginValue() {
+        return languageOrigin_;
+      }
+      /**
+       * <pre>
+       * Whose choice `language` is: the default, detected from the text, or set.
+       * </pre>
+       *
+       * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+       * @param value The enum numeric value on the wire for languageOrigin to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLanguageOriginValue(int value) {
+        languageOrigin_ = value;
+        bitField0_ |= 0x00000080;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Whose choice `language` is: the default, detected from the text, or set.
+       * </pre>
+       *
+       * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+       * @return The languageOrigin.
+       */
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.LanguageOrigin getLanguageOrigin() {
+        episodic.v1.AdminServiceOuterClass.LanguageOrigin result = episodic.v1.AdminServiceOuterClass.LanguageOrigin.forNumber(languageOrigin_);
+        return result == null ? episodic.v1.AdminServiceOuterClass.LanguageOrigin.UNRECOGNIZED : result;
+      }
+      /**
+       * <pre>
+       * Whose choice `language` is: the default, detected from the text, or set.
+       * </pre>
+       *
+       * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+       * @param value The languageOrigin to set.
+       * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+       * @return This builder for chaining.
+       */
+      public Builder setLanguageOrigin(episodic.v1.AdminServiceOuterClass.LanguageOrigin value) {
+        if (value == null) { throw new NullPointerException(); }
+        bitField0_ |= 0x00000080;
+        languageOrigin_ = value.getNumber();
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Whose choice `language` is: the default, detected from the text, or set.
+       * </pre>
+       *
+       * <code>.episodic.v1.LanguageOrigin language_origin = 8;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearLanguageOrigin() {
+        bitField0_ = (bitField0_ & ~0x00000080);
+        languageOrigin_ = 0;
         onChanged();
         return this;
       }
@@ -21731,8 +22044,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+     * detection (detected at once from a sample of the dataset's messages when they can
+     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+     * above). Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -21742,8 +22057,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+     * detection (detected at once from a sample of the dataset's messages when they can
+     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+     * above). Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -21753,8 +22070,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+     * detection (detected at once from a sample of the dataset's messages when they can
+     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+     * above). Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -21919,8 +22238,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+     * detection (detected at once from a sample of the dataset's messages when they can
+     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+     * above). Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -21933,8 +22254,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+     * detection (detected at once from a sample of the dataset's messages when they can
+     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+     * above). Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -21956,8 +22279,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-     * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-     * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+     * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+     * detection (detected at once from a sample of the dataset's messages when they can
+     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+     * above). Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22578,8 +22903,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+       * detection (detected at once from a sample of the dataset's messages when they can
+       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+       * above). Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22591,8 +22918,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+       * detection (detected at once from a sample of the dataset's messages when they can
+       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+       * above). Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22613,8 +22942,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+       * detection (detected at once from a sample of the dataset's messages when they can
+       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+       * above). Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22636,8 +22967,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+       * detection (detected at once from a sample of the dataset's messages when they can
+       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+       * above). Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22655,8 +22988,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+       * detection (detected at once from a sample of the dataset's messages when they can
+       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+       * above). Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22671,8 +23006,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       /**
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
-       * or a PostgreSQL text-search configuration ("french"). Unset: unchanged (unlike the two
-       * fields above). Changing it re-tokenises the dataset's lexical index in the call.
+       * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
+       * detection (detected at once from a sample of the dataset's messages when they can
+       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
+       * above). Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -28828,64 +29165,69 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       ".episodic.v1.ErasureReceipt\"(\n\023DeleteThr" +
       "eadRequest\022\021\n\tthread_id\030\001 \001(\t\"D\n\024DeleteT" +
       "hreadResponse\022,\n\007receipt\030\001 \001(\0132\033.episodi" +
-      "c.v1.ErasureReceipt\"\365\001\n\rDatasetPolicy\022\017\n" +
+      "c.v1.ErasureReceipt\"\253\002\n\rDatasetPolicy\022\017\n" +
       "\007dataset\030\001 \001(\t\022\033\n\016retention_days\030\002 \001(\005H\000" +
       "\210\001\001\022\037\n\022compact_after_days\030\003 \001(\005H\001\210\001\001\022 \n\030" +
       "effective_retention_days\030\004 \001(\005\022$\n\034effect" +
       "ive_compact_after_days\030\005 \001(\005\022\021\n\tencrypte" +
-      "d\030\006 \001(\010\022\020\n\010language\030\007 \001(\tB\021\n\017_retention_" +
-      "daysB\025\n\023_compact_after_days\"*\n\027GetDatase" +
-      "tPolicyRequest\022\017\n\007dataset\030\001 \001(\t\"F\n\030GetDa" +
-      "tasetPolicyResponse\022*\n\006policy\030\001 \001(\0132\032.ep" +
-      "isodic.v1.DatasetPolicy\"\266\001\n\027SetDatasetPo" +
-      "licyRequest\022\017\n\007dataset\030\001 \001(\t\022\033\n\016retentio" +
-      "n_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compact_after_days\030" +
-      "\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001(\tH\002\210\001\001B\021\n\017_re" +
-      "tention_daysB\025\n\023_compact_after_daysB\013\n\t_" +
-      "language\"F\n\030SetDatasetPolicyResponse\022*\n\006" +
-      "policy\030\001 \001(\0132\032.episodic.v1.DatasetPolicy" +
-      "\"M\n\023ListEntitiesRequest\022\017\n\007dataset\030\001 \001(\t" +
-      "\022\021\n\tpage_size\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\"" +
-      "V\n\024ListEntitiesResponse\022%\n\010entities\030\001 \003(" +
-      "\0132\023.episodic.v1.Entity\022\027\n\017next_page_toke" +
-      "n\030\002 \001(\t\"F\n\024MergeEntitiesRequest\022\017\n\007datas" +
-      "et\030\001 \001(\t\022\014\n\004into\030\002 \001(\t\022\017\n\007sources\030\003 \003(\t\"" +
-      "<\n\025MergeEntitiesResponse\022#\n\006entity\030\001 \001(\013" +
-      "2\023.episodic.v1.Entity\"4\n\022SplitEntityRequ" +
-      "est\022\017\n\007dataset\030\001 \001(\t\022\r\n\005alias\030\002 \001(\t\"e\n\023S" +
-      "plitEntityResponse\022&\n\tsplit_off\030\001 \001(\0132\023." +
-      "episodic.v1.Entity\022&\n\tremaining\030\002 \001(\0132\023." +
-      "episodic.v1.Entity2\243\t\n\014AdminService\022]\n\014C" +
-      "reateApiKey\022 .episodic.v1.CreateApiKeyRe" +
-      "quest\032!.episodic.v1.CreateApiKeyResponse" +
-      "\"\010\212\265\030\004\010\003\020\002\022Z\n\013ListApiKeys\022\037.episodic.v1." +
-      "ListApiKeysRequest\032 .episodic.v1.ListApi" +
-      "KeysResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 " +
-      ".episodic.v1.RevokeApiKeyRequest\032!.episo" +
-      "dic.v1.RevokeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n" +
-      "\014ListDatasets\022 .episodic.v1.ListDatasets" +
-      "Request\032!.episodic.v1.ListDatasetsRespon" +
-      "se\"\010\212\265\030\004\010\003\020\002\022f\n\017ListAuditEvents\022#.episod" +
-      "ic.v1.ListAuditEventsRequest\032$.episodic." +
-      "v1.ListAuditEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\r" +
-      "DeleteDataset\022!.episodic.v1.DeleteDatase" +
-      "tRequest\032\".episodic.v1.DeleteDatasetResp" +
-      "onse\"\010\212\265\030\004\010\003\020\001\022]\n\014DeleteThread\022 .episodi" +
-      "c.v1.DeleteThreadRequest\032!.episodic.v1.D" +
-      "eleteThreadResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020GetData" +
-      "setPolicy\022$.episodic.v1.GetDatasetPolicy" +
-      "Request\032%.episodic.v1.GetDatasetPolicyRe" +
-      "sponse\"\010\212\265\030\004\010\003\020\001\022i\n\020SetDatasetPolicy\022$.e" +
-      "pisodic.v1.SetDatasetPolicyRequest\032%.epi" +
-      "sodic.v1.SetDatasetPolicyResponse\"\010\212\265\030\004\010" +
-      "\003\020\001\022]\n\014ListEntities\022 .episodic.v1.ListEn" +
-      "titiesRequest\032!.episodic.v1.ListEntities" +
-      "Response\"\010\212\265\030\004\010\003\020\001\022`\n\rMergeEntities\022!.ep" +
-      "isodic.v1.MergeEntitiesRequest\032\".episodi" +
-      "c.v1.MergeEntitiesResponse\"\010\212\265\030\004\010\003\020\001\022Z\n\013" +
-      "SplitEntity\022\037.episodic.v1.SplitEntityReq" +
-      "uest\032 .episodic.v1.SplitEntityResponse\"\010" +
-      "\212\265\030\004\010\003\020\001b\006proto3"
+      "d\030\006 \001(\010\022\020\n\010language\030\007 \001(\t\0224\n\017language_or" +
+      "igin\030\010 \001(\0162\033.episodic.v1.LanguageOriginB" +
+      "\021\n\017_retention_daysB\025\n\023_compact_after_day" +
+      "s\"*\n\027GetDatasetPolicyRequest\022\017\n\007dataset\030" +
+      "\001 \001(\t\"F\n\030GetDatasetPolicyResponse\022*\n\006pol" +
+      "icy\030\001 \001(\0132\032.episodic.v1.DatasetPolicy\"\266\001" +
+      "\n\027SetDatasetPolicyRequest\022\017\n\007dataset\030\001 \001" +
+      "(\t\022\033\n\016retention_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compa" +
+      "ct_after_days\030\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001" +
+      "(\tH\002\210\001\001B\021\n\017_retention_daysB\025\n\023_compact_a" +
+      "fter_daysB\013\n\t_language\"F\n\030SetDatasetPoli" +
+      "cyResponse\022*\n\006policy\030\001 \001(\0132\032.episodic.v1" +
+      ".DatasetPolicy\"M\n\023ListEntitiesRequest\022\017\n" +
+      "\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\npag" +
+      "e_token\030\003 \001(\t\"V\n\024ListEntitiesResponse\022%\n" +
+      "\010entities\030\001 \003(\0132\023.episodic.v1.Entity\022\027\n\017" +
+      "next_page_token\030\002 \001(\t\"F\n\024MergeEntitiesRe" +
+      "quest\022\017\n\007dataset\030\001 \001(\t\022\014\n\004into\030\002 \001(\t\022\017\n\007" +
+      "sources\030\003 \003(\t\"<\n\025MergeEntitiesResponse\022#" +
+      "\n\006entity\030\001 \001(\0132\023.episodic.v1.Entity\"4\n\022S" +
+      "plitEntityRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005al" +
+      "ias\030\002 \001(\t\"e\n\023SplitEntityResponse\022&\n\tspli" +
+      "t_off\030\001 \001(\0132\023.episodic.v1.Entity\022&\n\trema" +
+      "ining\030\002 \001(\0132\023.episodic.v1.Entity*\205\001\n\016Lan" +
+      "guageOrigin\022\037\n\033LANGUAGE_ORIGIN_UNSPECIFI" +
+      "ED\020\000\022\033\n\027LANGUAGE_ORIGIN_DEFAULT\020\001\022\034\n\030LAN" +
+      "GUAGE_ORIGIN_DETECTED\020\002\022\027\n\023LANGUAGE_ORIG" +
+      "IN_SET\020\0032\243\t\n\014AdminService\022]\n\014CreateApiKe" +
+      "y\022 .episodic.v1.CreateApiKeyRequest\032!.ep" +
+      "isodic.v1.CreateApiKeyResponse\"\010\212\265\030\004\010\003\020\002" +
+      "\022Z\n\013ListApiKeys\022\037.episodic.v1.ListApiKey" +
+      "sRequest\032 .episodic.v1.ListApiKeysRespon" +
+      "se\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 .episodic." +
+      "v1.RevokeApiKeyRequest\032!.episodic.v1.Rev" +
+      "okeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014ListDatas" +
+      "ets\022 .episodic.v1.ListDatasetsRequest\032!." +
+      "episodic.v1.ListDatasetsResponse\"\010\212\265\030\004\010\003" +
+      "\020\002\022f\n\017ListAuditEvents\022#.episodic.v1.List" +
+      "AuditEventsRequest\032$.episodic.v1.ListAud" +
+      "itEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\rDeleteData" +
+      "set\022!.episodic.v1.DeleteDatasetRequest\032\"" +
+      ".episodic.v1.DeleteDatasetResponse\"\010\212\265\030\004" +
+      "\010\003\020\001\022]\n\014DeleteThread\022 .episodic.v1.Delet" +
+      "eThreadRequest\032!.episodic.v1.DeleteThrea" +
+      "dResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020GetDatasetPolicy\022" +
+      "$.episodic.v1.GetDatasetPolicyRequest\032%." +
+      "episodic.v1.GetDatasetPolicyResponse\"\010\212\265" +
+      "\030\004\010\003\020\001\022i\n\020SetDatasetPolicy\022$.episodic.v1" +
+      ".SetDatasetPolicyRequest\032%.episodic.v1.S" +
+      "etDatasetPolicyResponse\"\010\212\265\030\004\010\003\020\001\022]\n\014Lis" +
+      "tEntities\022 .episodic.v1.ListEntitiesRequ" +
+      "est\032!.episodic.v1.ListEntitiesResponse\"\010" +
+      "\212\265\030\004\010\003\020\001\022`\n\rMergeEntities\022!.episodic.v1." +
+      "MergeEntitiesRequest\032\".episodic.v1.Merge" +
+      "EntitiesResponse\"\010\212\265\030\004\010\003\020\001\022Z\n\013SplitEntit" +
+      "y\022\037.episodic.v1.SplitEntityRequest\032 .epi" +
+      "sodic.v1.SplitEntityResponse\"\010\212\265\030\004\010\003\020\001b\006" +
+      "proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -29014,7 +29356,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     internal_static_episodic_v1_DatasetPolicy_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_DatasetPolicy_descriptor,
-        new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "EffectiveRetentionDays", "EffectiveCompactAfterDays", "Encrypted", "Language", });
+        new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "EffectiveRetentionDays", "EffectiveCompactAfterDays", "Encrypted", "Language", "LanguageOrigin", });
     internal_static_episodic_v1_GetDatasetPolicyRequest_descriptor =
       getDescriptor().getMessageType(19);
     internal_static_episodic_v1_GetDatasetPolicyRequest_fieldAccessorTable = new

@@ -174,9 +174,10 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
    * Apply the min_relevance and min_match Recall recommends for the embedding model it
    * runs (README "Recall quality"; each model's curves have their own scale), so a question
    * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
-   * apply where the curves were fitted: English datasets (language unset or English); in
-   * a dataset set to another language, and with a model without curves fitted for it (an
-   * OpenAI one), abstain keeps every episode. An explicit
+   * apply where the curves were fitted: English datasets (English set or detected, or not
+   * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
+   * with a model without curves fitted for it (an OpenAI one), abstain keeps every
+   * episode. An explicit
    * min_relevance or min_match takes precedence over its recommended value (0 is unset:
    * to choose other thresholds, leave abstain off and set both).
    *

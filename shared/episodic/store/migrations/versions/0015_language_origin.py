@@ -1,0 +1,39 @@
+"""Where a dataset's language came from, so that it can be detected from its text.
+
+Until now a dataset was stemmed as English unless someone set its language
+(SetDatasetPolicy), so a user writing French got English stemming and was judged by
+``abstain``'s English curves. ``datasets.language_origin`` says whose choice
+``text_search_config`` is (store/languages.py):
+
+- ``default``: nobody's: 'english' until the Summariser detects the language from the
+  dataset's text (EPISODIC_DETECT_LANGUAGE), which it does once;
+- ``detected``: the Summariser's detection (final: it is not detected again);
+- ``set``: SetDatasetPolicy's ``language`` (detection never overrides it).
+
+Existing datasets in another configuration than 'english' were set by someone: ``set``.
+Existing 'english' ones cannot be told apart from never set: ``default``, detected at their
+next episode (a dataset set to English explicitly and written in English stays English).
+
+Revision ID: 0015_language_origin
+Revises: 0014_embedding_space
+Create Date: 2026-12-02
+"""
+
+from alembic import op
+
+revision = "0015_language_origin"
+down_revision = "0014_embedding_space"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.execute(
+        "ALTER TABLE datasets ADD COLUMN IF NOT EXISTS language_origin text NOT NULL "
+        "DEFAULT 'default' CHECK (language_origin IN ('default', 'detected', 'set'))"
+    )
+    op.execute("UPDATE datasets SET language_origin = 'set' WHERE text_search_config <> 'english'")
+
+
+def downgrade() -> None:
+    op.execute("ALTER TABLE datasets DROP COLUMN IF EXISTS language_origin")

@@ -1,0 +1,256 @@
+"""A dataset's language detected from its text (migration 0015, store/languages.py): the
+Summariser settles it once for a dataset nobody set a language for, re-tokenising what is
+indexed; a language someone set is never overridden; "auto" hands it back; and a language
+that changes while a document or chunks are being stemmed is caught at their write."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import Engine, text
+
+from episodic.services.summariser.pipeline import Pipeline
+from episodic.store.languages import (
+    MIN_DETECT_LETTERS,
+    detect_language,
+    language_origin,
+    set_language,
+    settle_detected_language,
+)
+from episodic.store.recall_index import dataset_config
+from episodic.testing import keys
+from episodic.v1 import admin_service_pb2 as admin_pb
+from episodic.v1 import admin_service_pb2_grpc as admin_grpc
+from episodic.v1 import episode_pb2 as epb
+from episodic.v1 import ingest_service_pb2 as ipb
+from episodic.v1 import ingest_service_pb2_grpc as ig
+from tests.recall.factory import lexical_coverage, make_episode
+from tests.summariser.helpers import add, make_pipeline, make_thread, open_episode
+
+FRENCH = [
+    ("user", "Salut ! On aimerait partir à Lisbonne avec mon copain Julien pour ses trente ans."),
+    ("assistant", "Avec plaisir ! Depuis Lyon, deux compagnies font du direct vers Lisbonne."),
+    ("user", "Nous avons réservé les billets d'avion chez easyJet, c'était moins cher que TAP."),
+    ("assistant", "Très bien. Le vol part de Lyon à six heures cinquante, pensez à y être tôt."),
+    ("user", "Il nous reste à trouver un hôtel dans l'Alfama, pas trop loin du tramway."),
+    ("assistant", "Je vous propose trois adresses calmes avec une terrasse sur le Tage."),
+]
+SPANISH = (
+    "Hola, quería preguntarte por el presupuesto del viaje a Sevilla. Ya reservamos el hotel "
+    "cerca de la catedral y compramos las entradas para el Alcázar, pero todavía no sabemos "
+    "si alquilar un coche o movernos en tren por Andalucía durante la semana."
+)
+GERMAN = (
+    "Wir haben gestern endlich die Wohnung in Leipzig besichtigt. Die Küche ist klein, aber "
+    "der Balkon geht nach Süden und die Straßenbahn hält direkt vor der Tür. Ich muss nur "
+    "noch mit dem Vermieter über die Kaution und den Einzugstermin im März sprechen."
+)
+ENGLISH = (
+    "We finally agreed on the pricing for project Atlas: the Pro tier stays at twenty-nine "
+    "dollars a month, annual plans get two months free, and the enterprise tier is quoted "
+    "case by case. Marketing wants the new page live before the conference next Thursday."
+)
+#: A question in other inflections than the conversation's ("réserver" / "réservé").
+QUESTION = "réserver le billet"
+
+
+def _french_text() -> list[str]:
+    return [content for _, content in FRENCH]
+
+
+def test_the_language_of_a_text_is_detected_when_there_is_enough_of_it() -> None:
+    assert detect_language(_french_text()) == "fr"
+    assert detect_language([SPANISH]) == "es"
+    assert detect_language([GERMAN]) == "de"
+    assert detect_language([ENGLISH]) == "en"
+    # Too few letters to tell ("hi, thanks!"), or nothing at all.
+    assert detect_language(["Merci, à demain !"]) is None
+    assert detect_language([]) is None
+    short = "a" * (MIN_DETECT_LETTERS - 1)
+    assert detect_language([short]) is None
+    # Two languages in equal parts: neither holds the share it takes.
+    assert detect_language([ENGLISH, GERMAN]) is None
+    # Characters CLD2 refuses as "invalid UTF-8" do not hide the language around them.
+    assert detect_language([SPANISH.replace(" ", " \x85 ", 5)]) == "es"
+
+
+def _passage_coverage(conn, dataset: str) -> float:  # type: ignore[no-untyped-def]
+    """The best coverage of QUESTION among the dataset's episodes."""
+    return max(coverage for coverage, _ in lexical_coverage(conn, dataset, QUESTION).values())
+
+
+def test_a_dataset_nobody_set_gets_its_detected_language_once(engine: Engine) -> None:
+    vault = keys.test_vault()
+    with engine.begin() as conn:
+        vault.for_write(conn, "detect_fr")
+        make_episode(conn, "detect_fr", _french_text())
+    with engine.connect() as conn:
+        assert (dataset_config(conn, "detect_fr"), language_origin(conn, "detect_fr")) == (
+            "english",
+            "default",
+        )
+        # English stemming does not join "réserver" and "réservé".
+        assert _passage_coverage(conn, "detect_fr") < 1.0
+    with engine.begin() as conn:
+        # Too little text: nothing settled, the next episode asks again.
+        assert settle_detected_language(conn, vault, "detect_fr", ["Merci !"]) is None
+        assert language_origin(conn, "detect_fr") == "default"
+        assert settle_detected_language(conn, vault, "detect_fr", _french_text()) == "french"
+    with engine.connect() as conn:
+        assert (dataset_config(conn, "detect_fr"), language_origin(conn, "detect_fr")) == (
+            "french",
+            "detected",
+        )
+        # What was indexed before is re-tokenised in French.
+        assert _passage_coverage(conn, "detect_fr") == 1.0
+    with engine.begin() as conn:
+        # Settled for good: an English episode later does not switch it back.
+        assert settle_detected_language(conn, vault, "detect_fr", [ENGLISH]) is None
+        assert dataset_config(conn, "detect_fr") == "french"
+
+
+def test_a_language_someone_set_is_never_overridden(engine: Engine) -> None:
+    vault = keys.test_vault()
+    with engine.begin() as conn:
+        vault.for_write(conn, "set_en")
+        set_language(conn, vault, "set_en", "english")
+        assert language_origin(conn, "set_en") == "set"
+        assert settle_detected_language(conn, vault, "set_en", _french_text()) is None
+        assert dataset_config(conn, "set_en") == "english"
+
+
+def _summarise_french_thread(engine: Engine, dataset: str, pipeline: Pipeline) -> uuid.UUID:
+    thread_id = make_thread(engine, dataset=dataset, label="Lisbonne")
+    add(engine, thread_id, FRENCH)
+    open_episode(engine, thread_id)
+    assert pipeline.run_once(limit=4).completed == 1
+    return thread_id
+
+
+def test_the_summariser_detects_the_language_before_it_stems_the_episode(engine: Engine) -> None:
+    _summarise_french_thread(engine, "pipe_fr", make_pipeline(engine))
+    with engine.connect() as conn:
+        assert dataset_config(conn, "pipe_fr") == "french"
+        assert language_origin(conn, "pipe_fr") == "detected"
+        # The episode's document and its chunks were stemmed in French.
+        assert _passage_coverage(conn, "pipe_fr") == 1.0
+    # Off (EPISODIC_DETECT_LANGUAGE=false): the default stays.
+    _summarise_french_thread(engine, "pipe_off", make_pipeline(engine, detect_language=False))
+    with engine.connect() as conn:
+        assert (dataset_config(conn, "pipe_off"), language_origin(conn, "pipe_off")) == (
+            "english",
+            "default",
+        )
+        assert _passage_coverage(conn, "pipe_off") < 1.0
+
+
+@pytest.mark.parametrize("moment", ["document", "chunks"])
+def test_a_language_set_while_an_episode_is_stemmed_is_caught_at_its_write(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, moment: str
+) -> None:
+    """Another process sets the dataset's language right after this worker stemmed the
+    episode's document (before its completion), or its chunks (while they are embedded):
+    what is written is stemmed in the language in force, not the one read before."""
+    from episodic.services.summariser import pipeline as pipeline_module
+    from episodic.store import recall_index
+
+    dataset = f"midway_{moment}"
+    pending = ["french"]
+
+    def switch() -> None:
+        if pending:
+            with engine.begin() as other:
+                set_language(other, keys.test_vault(), dataset, pending.pop())
+
+    if moment == "document":
+        prepare = pipeline_module.prepare_episode_document
+
+        def prepare_then_switch(conn, key, source):  # type: ignore[no-untyped-def]
+            document = prepare(conn, key, source)
+            switch()
+            return document
+
+        monkeypatch.setattr(pipeline_module, "prepare_episode_document", prepare_then_switch)
+    else:
+        vectors = recall_index._vectors
+
+        def embed_after_switch(*args, **kw):  # type: ignore[no-untyped-def]
+            switch()  # between the chunks' stemming and their write
+            return vectors(*args, **kw)
+
+        monkeypatch.setattr(recall_index, "_vectors", embed_after_switch)
+    _summarise_french_thread(engine, dataset, make_pipeline(engine, detect_language=False))
+    assert pending == []
+    monkeypatch.undo()
+    stored = _stored_vectors(engine, dataset)
+    assert len(stored) >= 2, "the document and the chunks were indexed"
+    # What the language in force makes of the same text: re-tokenise it all from scratch.
+    with engine.begin() as conn:
+        assert dataset_config(conn, dataset) == "french"
+        set_language(conn, keys.test_vault(), dataset, "english")
+        set_language(conn, keys.test_vault(), dataset, "french")
+    assert _stored_vectors(engine, dataset) == stored
+
+
+def _stored_vectors(engine: Engine, dataset: str) -> list[str]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                text(
+                    "SELECT search_vector::text FROM episodes WHERE dataset = :d UNION ALL "
+                    "(SELECT search_vector::text FROM message_chunks WHERE dataset = :d "
+                    "ORDER BY thread_id, start_sequence, start_offset)"
+                ),
+                {"d": dataset},
+            ).scalars()
+        )
+
+
+def test_set_dataset_policy_reports_the_origin_and_auto_hands_it_back(spawn) -> None:  # type: ignore[no-untyped-def]
+    ingest = spawn("ingest")
+    with ingest.channel() as channel:
+        admin = admin_grpc.AdminServiceStub(channel)
+        writer = ig.IngestServiceStub(channel)
+
+        def policy(language: str | None = None, dataset: str = "auto_fr"):  # type: ignore[no-untyped-def]
+            request = admin_pb.SetDatasetPolicyRequest(dataset=dataset)
+            if language is not None:
+                request.language = language
+            return admin.SetDatasetPolicy(request, timeout=30).policy
+
+        thread = writer.CreateThread(ipb.CreateThreadRequest(dataset="auto_fr"), timeout=30).thread
+        assert (policy().language, policy().language_origin) == (
+            "english",
+            admin_pb.LANGUAGE_ORIGIN_DEFAULT,
+        )
+        writer.AddMessages(
+            ipb.AddMessagesRequest(
+                thread_id=thread.thread_id,
+                messages=[
+                    ipb.NewMessage(role=epb.ROLE_USER, content=content) for _, content in FRENCH
+                ],
+            ),
+            timeout=30,
+        )
+        set_de = policy("de")
+        assert (set_de.language, set_de.language_origin) == (
+            "german",
+            admin_pb.LANGUAGE_ORIGIN_SET,
+        )
+        # "auto": detected at once from the dataset's messages.
+        auto = policy("Auto")
+        assert (auto.language, auto.language_origin) == (
+            "french",
+            admin_pb.LANGUAGE_ORIGIN_DETECTED,
+        )
+        read = admin.GetDatasetPolicy(
+            admin_pb.GetDatasetPolicyRequest(dataset="auto_fr"), timeout=30
+        ).policy
+        assert read.language_origin == admin_pb.LANGUAGE_ORIGIN_DETECTED
+        # A dataset with nothing to read: English until an episode can tell.
+        empty = policy("auto", dataset="auto_empty")
+        assert (empty.language, empty.language_origin) == (
+            "english",
+            admin_pb.LANGUAGE_ORIGIN_DEFAULT,
+        )
