@@ -152,6 +152,36 @@ class RecallAnswer:
     rows: list[dict[str, Any]]
     episode_count: int
     selected_threads: list[uuid.UUID] = field(default_factory=list)  # an ordinal's choice
+    #: The request's match over the episodes ranked (how likely the dataset holds an answer
+    #: at all: what ``min_match`` compares); None without a query or without candidates.
+    match: float | None = None
+    #: Whether the answer is empty because the thresholds (``min_relevance``,
+    #: ``min_match``, ``abstain``'s) left out every episode there was to rank.
+    abstained: bool = False
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One ranking's opened rows (the candidates the thresholds keep, best first), the
+    dataset's count, and the request's match and whether the thresholds withheld every
+    candidate (:class:`~episodic.store.recall_queries.Ranking`)."""
+
+    rows: list[dict[str, Any]]
+    count: int
+    match: float | None = None
+    withheld: bool = False
+
+    def answer(self, rows: list[dict[str, Any]] | None = None, **kw: Any) -> RecallAnswer:
+        """The answer made of ``rows`` (default: these): abstained when it is empty because
+        the thresholds withheld every candidate."""
+        rows = self.rows if rows is None else rows
+        return RecallAnswer(
+            rows=rows,
+            episode_count=self.count,
+            match=self.match,
+            abstained=self.withheld and not rows,
+            **kw,
+        )
 
 
 def check_text(value: str, field: str, max_chars: int) -> str:
@@ -349,9 +379,7 @@ class DatasetSizes:
         self._seen[dataset] = size
 
 
-def _rank(
-    conn: Connection, vault: Vault, dataset: str, **ranking: Any
-) -> tuple[list[dict[str, Any]], int]:
+def _rank(conn: Connection, vault: Vault, dataset: str, **ranking: Any) -> Ranked:
     """rank_episodes with the dataset's key, rows opened. The key and the query's lexemes
     (and their word forms) are read in one statement before the ranking
     (:func:`~episodic.store.recall_queries.read_opening`): two round trips per call. The
@@ -401,13 +429,13 @@ def _rank(
     if guard is not None:
         ranking["guard"] = guard
     try:
-        opened, count = _rank_with(conn, key, events, approximate, ranking)
+        ranked = _rank_with(conn, key, events, approximate, ranking)
     except WrongKey:
         key = vault.for_read(conn, dataset, fresh=True)
-        opened, count = _rank_with(conn, key, events, approximate, ranking)
+        ranked = _rank_with(conn, key, events, approximate, ranking)
     if sizes is not None and ranking["filters"].as_of is None:  # the count is the size
-        sizes.saw(dataset, count)
-    return opened, count
+        sizes.saw(dataset, ranked.count)
+    return ranked
 
 
 def _rank_with(
@@ -416,7 +444,7 @@ def _rank_with(
     events: EventScope | None,
     approximate: q.Approximation | None,
     ranking: dict[str, Any],
-) -> tuple[list[dict[str, Any]], int]:
+) -> Ranked:
     shared = {k: v for k, v in ranking.items() if k not in ("options", "opening", "guard")}
     options = ranking.get("options", DEFAULT_RANKING)
     limit = shared["limit"]
@@ -448,7 +476,7 @@ def _rank_with(
         opened = q.reorder_top(
             opened, options, shared["similarity_weight"], shared["recency_weight"]
         )[:limit]
-    return opened, ranked.count
+    return Ranked(opened, ranked.count, ranked.match, ranked.withheld)
 
 
 def read_time(query: str | None, as_of: datetime | None, literal: bool) -> QueryTime | None:
@@ -517,8 +545,7 @@ def recall(
         "options": request.ranking,
     }
     if understood is None:
-        rows, count = _rank(conn, vault, request.dataset, **ranking)
-        return RecallAnswer(rows=rows, episode_count=count)
+        return _rank(conn, vault, request.dataset, **ranking).answer()
     ordinal = understood.ordinal
     if ordinal is not None and ordinal.scope == "sessions":
         chosen = q.threads_in_order(
@@ -534,33 +561,31 @@ def recall(
         if filters.thread_ids:
             chosen = [t for t in chosen if t in set(filters.thread_ids)]
         if not chosen:
-            _, count = _rank(conn, vault, request.dataset, **{**ranking, "limit": 1})
-            return RecallAnswer(rows=[], episode_count=count)
+            counted = _rank(conn, vault, request.dataset, **{**ranking, "limit": 1})
+            return RecallAnswer(rows=[], episode_count=counted.count)
         ranking["filters"] = replace(filters, thread_ids=chosen)
-        rows, count = _rank(conn, vault, request.dataset, **ranking)
-        if not request.ranked_query:
-            rows = _in_time_order(rows)
-        return RecallAnswer(rows=rows, episode_count=count, selected_threads=chosen)
+        ranked = _rank(conn, vault, request.dataset, **ranking)
+        rows = ranked.rows if request.ranked_query else _in_time_order(ranked.rows)
+        return ranked.answer(rows, selected_threads=chosen)
     if ordinal is not None:  # "the first time we talked about X", "the last 3 decisions"
         pool = {**ranking, "limit": ORDINAL_POOL}
         if request.ranked_query:
             pool.update(similarity_weight=1.0, recency_weight=0.0)
-        rows, count = _rank(conn, vault, request.dataset, **pool)
+        ranked = _rank(conn, vault, request.dataset, **pool)
+        rows = ranked.rows
         if request.ranked_query:
             rows = [r for r in rows if r["similarity"] >= ORDINAL_MATCH_BAND]
         ordered = _in_time_order(rows, newest_first=ordinal.from_end)
         picked = ordered[ordinal.position - 1 : ordinal.position - 1 + ordinal.count]
-        return RecallAnswer(
-            rows=_in_time_order(picked)[: request.limit],
-            episode_count=count,
+        return ranked.answer(
+            _in_time_order(picked)[: request.limit],
             selected_threads=[r["thread_id"] for r in picked if r["thread_id"] is not None],
         )
     if understood.time_only:
         # Nothing but time: the window's episodes, in time order, similarity aside.
-        rows, count = _rank(conn, vault, request.dataset, **{**ranking, "query": None})
-        return RecallAnswer(rows=_in_time_order(rows), episode_count=count)
-    rows, count = _rank(conn, vault, request.dataset, **ranking)
-    return RecallAnswer(rows=rows, episode_count=count)
+        ranked = _rank(conn, vault, request.dataset, **{**ranking, "query": None})
+        return ranked.answer(_in_time_order(ranked.rows))
+    return _rank(conn, vault, request.dataset, **ranking).answer()
 
 
 def rerank_text(row: dict[str, Any]) -> str:
@@ -590,7 +615,7 @@ def search(
 ) -> list[dict[str, Any]]:
     """Current episodes by text alone (similarity, no recency), best first; episodes that do
     not match at all (similarity 0) are left out."""
-    rows, _ = _rank(
+    ranked = _rank(
         conn,
         vault,
         dataset,
@@ -602,7 +627,7 @@ def search(
         limit=limit,
         events=EventScope(),
     )
-    return [r for r in rows if r["similarity"] > 0]
+    return [r for r in ranked.rows if r["similarity"] > 0]
 
 
 def check_entity_reference(value: str) -> str:

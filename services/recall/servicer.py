@@ -14,7 +14,7 @@ import psycopg
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from episodic import access, convert
+from episodic import access, convert, metrics
 from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, ProviderError, Unavailable
 from episodic.providers.rerank import HttpReranker
@@ -250,9 +250,14 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 log.warning("rerank failed; answering in Recall's own order: %s", err)
                 rows = answer.rows
             answer = replace(answer, rows=rows[:limit])
+        if answer.abstained:
+            metrics.recall_abstained()
         return pb.RecallResponse(
             episodes=pb.RecalledEpisodes(
-                episodes=[_scored(r) for r in answer.rows], episode_count=answer.episode_count
+                episodes=[_scored(r) for r in answer.rows],
+                episode_count=answer.episode_count,
+                match=answer.match,
+                abstained=answer.abstained,
             ),
             understanding=_understanding(query.understanding, answer.selected_threads),
         )

@@ -487,11 +487,19 @@ class QueryUnderstanding:
 class RecallResult:
     """What :meth:`EpisodicClient.recall` returns: the top episodes, best first, how many
     current episodes the dataset holds, and how the query's words about time were read
-    (None when they name no time, or the query was read literally)."""
+    (None when they name no time, or the query was read literally).
+
+    ``match``: how likely the dataset holds an answer to the query at all (0..1,
+    calibrated like each episode's ``relevance``; what ``min_match`` compares); None
+    without a query or without episodes to rank. ``abstained``: the answer is empty
+    because the thresholds (``min_relevance``, ``min_match``, ``abstain``) left out every
+    episode there was — nothing fits, as opposed to nothing there."""
 
     episodes: list[ScoredEpisode]
     episode_count: int
     understanding: QueryUnderstanding | None = None
+    match: float | None = None
+    abstained: bool = False
 
     def __iter__(self) -> Iterator[ScoredEpisode]:
         return iter(self.episodes)
@@ -1521,6 +1529,8 @@ def recall(
         episodes=[ScoredEpisode.from_proto(e) for e in answer.episodes.episodes],
         episode_count=answer.episodes.episode_count,
         understanding=QueryUnderstanding.from_proto(answer),
+        match=answer.episodes.match if answer.episodes.HasField("match") else None,
+        abstained=answer.episodes.abstained,
     )
 
 

@@ -131,6 +131,16 @@ class RecallOutput(BaseModel):
     episode_count: int = Field(description="Current episodes the dataset holds in all.")
     now: datetime = Field(description="The time relative timestamps are measured from.")
     episodes: list[EpisodeOut] = Field(description="Best first.")
+    match: float | None = Field(
+        default=None,
+        description="How likely the dataset holds an answer to the query at all (0..1); "
+        "null without a query or without episodes to rank.",
+    )
+    abstained: bool = Field(
+        default=False,
+        description="No episodes because none fit the query well enough (not because "
+        "there are none).",
+    )
 
 
 class SearchOutput(BaseModel):
@@ -564,18 +574,19 @@ def build_server(
                 )
                 if value is not None
             ]
-            if window:
+            if result.abstained:
+                text = (
+                    f"No memories of dataset {ds} fit this request (match "
+                    f"{result.match or 0.0:.2f}: those that fit it too weakly were left out; "
+                    "ask in the conversation's own words, or with abstain=false for the "
+                    "closest ones)."
+                )
+            elif window:
                 text = f"No memories of dataset {ds} {', '.join(window)}."
             elif result.episode_count == 0:
                 text = (
                     f"No memories in dataset {ds} yet: messages are summarised into episodes "
                     "after end_thread or 30 minutes without new messages."
-                )
-            elif abstain and query:
-                text = (
-                    f"No memories of dataset {ds} match this request (those that fit it too "
-                    "weakly were left out: ask in the conversation's own words, or with "
-                    "abstain=false for the closest ones)."
                 )
             else:
                 text = f"No memories of dataset {ds} match this request."
@@ -595,6 +606,8 @@ def build_server(
                 episode_count=result.episode_count,
                 now=now,
                 episodes=[_episode_out(e) for e in episodes],
+                match=result.match,
+                abstained=result.abstained,
             ),
         )
 

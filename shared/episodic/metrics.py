@@ -273,6 +273,15 @@ RECALL_RESULTS = _spec(
     (),
     "recall",
 )
+RECALL_ABSTAINED = _spec(
+    "episodic.recall.abstained",
+    "counter",
+    "{request}",
+    "Recalls answered with no episode because the thresholds (min_relevance, min_match, "
+    "abstain's) left out every one there was: the dataset held nothing that fits.",
+    (),
+    "recall",
+)
 # -- Lifecycle and erasure ----------------------------------------------------------------
 LIFECYCLE_THREADS = _spec(
     "episodic.lifecycle.threads",
@@ -388,6 +397,7 @@ _provider_retries = _counter(PROVIDER_RETRIES)
 _provider_errors = _counter(PROVIDER_ERRORS)
 _recall_candidates = _histogram(RECALL_CANDIDATES, COUNT_BUCKETS)
 _recall_results = _histogram(RECALL_RESULTS, COUNT_BUCKETS)
+_recall_abstained = _counter(RECALL_ABSTAINED)
 _lifecycle_threads = _counter(LIFECYCLE_THREADS)
 _erasures = _counter(ERASURES)
 _erased_rows = _counter(ERASED_ROWS)
@@ -481,6 +491,10 @@ def provider_error(provider: str, reason: str) -> None:
 def recall_ranked(candidates: int, results: int) -> None:
     _recall_candidates.record(candidates)
     _recall_results.record(results)
+
+
+def recall_abstained() -> None:
+    _recall_abstained.add(1)
 
 
 def lifecycle_threads(action: Literal["purged", "compacted"], count: int) -> None:

@@ -360,6 +360,9 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     assert "comparable across queries" in explained and "min relevance" in explained
     assert f"min relevance {cut:g}" in page.locator("#thresholds-applied").inner_text()
     assert console_client.recalls[-1]["min_relevance"] == cut
+    # The request's match, as Recall answered it.
+    assert kept.match is not None
+    expect(page.locator("#request-match")).to_have_text(f"Match of the request: {kept.match:.3f}")
     shot(page, artifacts, "07b-recall-min-relevance")
 
     # Nothing passes: said so, with what to do, apart from a dataset with nothing in it.
@@ -400,6 +403,7 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     # Without a query nothing is calibrated (Recall sends 0): shown as such, not as 0.
     page.goto(f"{console}/recall?dataset={DATASET}&run=1&limit=3")
     assert page.locator(".score-relevance td.num").all_inner_texts() == ["–"] * 3
+    assert page.locator("#request-match").count() == 0
     assert meter_values(page, "Calibrated relevance") == []
 
     # A threshold that is no number is the console's to explain; one out of range, Recall's:

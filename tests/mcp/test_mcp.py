@@ -292,14 +292,19 @@ def test_the_recall_tool_answers_nothing_when_nothing_fits(spawn, engine) -> Non
             dog = await _call(session, "recall", query="What is my dog's name?", limit=5)
             assert dog.structured_content["episodes"] == []
             assert dog.structured_content["episode_count"] == 2
-            assert "match this request" in _text(dog) and "abstain=false" in _text(dog)
+            assert "fit this request" in _text(dog) and "abstain=false" in _text(dog)
+            assert dog.structured_content["abstained"] is True
+            assert dog.structured_content["match"] < 0.29  # MiniLM's abstain threshold
             # the model may ask for the closest anyway
             closest = await _call(
                 session, "recall", query="What is my dog's name?", limit=5, abstain=False
             )
             assert len(closest.structured_content["episodes"]) == 2
+            assert closest.structured_content["abstained"] is False
+            assert closest.structured_content["match"] == dog.structured_content["match"]
             car = await _call(session, "recall", query="Which car did I buy?", limit=5)
             labels = [e["thread_label"] for e in car.structured_content["episodes"]]
             assert labels[:1] == ["car"], _text(car)
+            assert car.structured_content["match"] > dog.structured_content["match"]
 
     anyio.run(session_run)

@@ -249,6 +249,76 @@ def test_min_match_answers_nothing_or_everything_a_request_matched(recall, engin
     assert len(_ask(recall, "user_13", "Which car did I buy?", at).episodes) < 3
 
 
+def test_the_answer_says_how_well_the_request_matched_and_whether_it_abstained(  # type: ignore[no-untyped-def]
+    recall, engine, minilm
+) -> None:
+    """``RecalledEpisodes.match`` is the request's match whether or not the thresholds let
+    anything through; ``abstained`` tells an answer the thresholds emptied from a dataset
+    with nothing to rank, and from a request that kept some."""
+    _make_life(engine, minilm, "user_15")
+    open_answer = _ask(recall, "user_15", "What is my dog's name?")
+    assert len(open_answer.episodes) == 3 and not open_answer.abstained
+    assert open_answer.HasField("match") and 0.0 < open_answer.match < 1.0
+    # the same whether the thresholds let anything through or not
+    gated = _ask(recall, "user_15", "What is my dog's name?", abstain=True)
+    assert list(gated.episodes) == [] and gated.abstained
+    assert gated.match == pytest.approx(open_answer.match)
+    per_episode = _ask(recall, "user_15", "What is my dog's name?", min_relevance=0.99)
+    assert list(per_episode.episodes) == [] and per_episode.abstained
+    # a request that kept some did not abstain, though the thresholds left others out
+    car = _ask(recall, "user_15", "Which car did I buy?", RECOMMENDED_MIN_RELEVANCE)
+    assert 0 < len(car.episodes) < 3 and not car.abstained
+    assert car.match > gated.match
+    # nothing to rank: no match, and no abstention (the dataset holds nothing)
+    nothing = _ask(recall, "nobody_here", "What is my dog's name?", abstain=True)
+    assert nothing.episode_count == 0 and not nothing.abstained
+    assert not nothing.HasField("match")
+    # without a query nothing is matched
+    recent = recall.Recall(
+        pb.RecallRequest(dataset="user_15", include=EPISODES, context_episodes=2), timeout=30
+    ).episodes
+    assert len(recent.episodes) == 2 and not recent.HasField("match") and not recent.abstained
+
+
+def test_the_limit_holds_the_best_episodes_that_pass_not_the_best_of_all(engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    """The thresholds do not narrow the top ``limit`` after the fact: when recency puts an
+    episode that fails them first, the best that passes still comes back in its place
+    (the statement orders those that pass before those that do not, then drops these)."""
+    from episodic.store import recall_queries as q
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.testing import keys
+
+    with engine.begin() as conn:
+        make_episode(
+            conn, "user_16", CAR, label="car", embedder=minilm, ended_at=T0 - timedelta(days=30)
+        )
+        make_episode(conn, "user_16", TRIP, label="trip", embedder=minilm, ended_at=T0)
+    query = "Which car did I buy?"
+    with engine.connect() as conn:
+        key = keys.test_vault().for_read(conn, "user_16")
+
+        def top(min_relevance: float) -> q.Ranking:
+            return q.rank(
+                conn,
+                key=key,
+                filters=RecallFilters(),
+                query=query,
+                query_vector=minilm.embed_query(query),
+                similarity_weight=0.01,  # recency decides the order: the trip first
+                recency_weight=0.99,
+                limit=1,
+                min_relevance=min_relevance,
+            )
+
+        (first,) = top(0.0).rows
+        assert first["absolute_relevance"] < RECOMMENDED_MIN_RELEVANCE  # the trip
+        kept = top(RECOMMENDED_MIN_RELEVANCE)
+        assert len(kept.rows) == 1 and not kept.withheld
+        assert kept.rows[0]["episode_id"] != first["episode_id"]
+        assert kept.rows[0]["absolute_relevance"] >= RECOMMENDED_MIN_RELEVANCE
+        assert kept.match == pytest.approx(first["request_match"])
+
+
 def test_abstain_applies_the_thresholds_recommended_for_the_running_model(
     recall, engine, minilm
 ) -> None:  # type: ignore[no-untyped-def]

@@ -151,6 +151,13 @@ export interface AddMessagesResult {
 export interface RecallResult extends Iterable<ScoredEpisode> {
   episodes: ScoredEpisode[];
   episodeCount: number;
+  /** How likely the dataset holds an answer to the query at all (0..1, calibrated like each
+   * episode's `relevance`; what `minMatch` compares). Undefined without a query or without
+   * episodes to rank. */
+  match?: number;
+  /** The answer is empty because the thresholds (`minRelevance`, `minMatch`, `abstain`)
+   * left out every episode there was: nothing fits, as opposed to nothing there. */
+  abstained: boolean;
   /** How the query was read: the time expressions found, the window or session ordinal
    * they resolved to, whether it was applied, and the text that was ranked. Undefined when
    * `literalQuery` was set or there was no query. */
@@ -765,6 +772,8 @@ export class EpisodicClient {
     return {
       episodes,
       episodeCount: Number(answer.episodes?.episodeCount ?? 0n),
+      match: answer.episodes?.match,
+      abstained: answer.episodes?.abstained ?? false,
       understanding: answer.understanding,
       [Symbol.iterator]: () => episodes[Symbol.iterator](),
     };

@@ -226,9 +226,16 @@ def cmd_recall(args: argparse.Namespace) -> int:
             rows, ("#", "SCORE", "RELEVANCE", "SIMILARITY", "RECENCY", "ENDED", "THREAD", "SUMMARY")
         )
     )
+    match = f"; match {result.match:.3f}" if result.match is not None else ""
     print(
-        f"\n{len(result.episodes)} of {result.episode_count} current episode(s) in {args.dataset}"
+        f"\n{len(result.episodes)} of {result.episode_count} current episode(s) in "
+        f"{args.dataset}{match}"
     )
+    if result.abstained:
+        print(
+            "abstained: nothing fits the query well enough to pass the thresholds "
+            "(leave out --abstain, or lower --min-relevance / --min-match, for the closest)"
+        )
     return 0
 
 

@@ -764,7 +764,7 @@ def recall_sql(
                    CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
                    0.0::float8 AS cosine, 0.0::float8 AS coverage,
                    0.0::float8 AS passage_coverage, 0.0::float8 AS absolute_relevance,
-                   1.0::float8 AS request_match
+                   1.0::float8 AS request_match, true AS passes
             FROM scored s
             JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
             ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
@@ -986,11 +986,15 @@ def recall_sql(
         SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
                CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
                s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance,
-               s.request_match{extra_out}
+               s.request_match,
+               coalesce({relevant_sql("s.ended_at", options)}, false) AS passes{extra_out}
         FROM scored s
         JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
-        WHERE {relevant_sql("s.ended_at", options)}
-        ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
+        -- Those the thresholds leave out come after every one they keep, and only to fill
+        -- the limit: the caller drops them. So the top rows that pass are the same as with
+        -- the condition in a WHERE, and a request whose every candidate is left out still
+        -- answers its match (RecalledEpisodes.match) and that it abstained.
+        ORDER BY passes DESC, relevance DESC, s.ended_at DESC, s.episode_id DESC
         LIMIT :limit
     """
 
@@ -1342,13 +1346,15 @@ def recall_statement(
         SELECT total.episode_count, total.has_events, r.*
         FROM total
         LEFT JOIN ({ranking}) r ON true
-        ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
+        ORDER BY r.passes DESC NULLS LAST, r.relevance DESC NULLS LAST, r.ended_at DESC,
+                 r.episode_id DESC
     """
     return f"""
         SELECT total.episode_count, total.has_events, r.*
         FROM ({COUNT_STATEMENT}) total
         LEFT JOIN ({ranking}) r ON true
-        ORDER BY r.relevance DESC NULLS LAST, r.ended_at DESC, r.episode_id DESC
+        ORDER BY r.passes DESC NULLS LAST, r.relevance DESC NULLS LAST, r.ended_at DESC,
+                 r.episode_id DESC
     """
 
 
@@ -1427,13 +1433,18 @@ class Ranking:
     """What one ranking statement answered (see :func:`rank`)."""
 
     #: Column name to value (dicts, as :func:`~episodic.store.raw_statement.fetch_all`
-    #: reads them).
+    #: reads them): the candidates the thresholds keep, best first.
     rows: list[dict[str, Any]]
     count: int
     #: Whether the dataset has any event at all (else ranking its events can be skipped).
     has_events: bool
     #: The query's tokens as sent (None without a query), for the events' ranking to reuse.
     lexemes: list[str] | None
+    #: The request's match (``relevance.request_match``: how likely the dataset holds an
+    #: answer at all) when there was a query and at least one candidate; else None.
+    match: float | None = None
+    #: Whether the thresholds left out every candidate there was (there was at least one).
+    withheld: bool = False
 
 
 def reorder_top(
@@ -1601,10 +1612,18 @@ def rank(
         statement = _ranking_statement(with_query, with_vector, approximate, options)
         rows = _execute(conn, statement, {**params, **_approximation_params(approximate)})
         count = int(rows[0]["episode_count"]) if rows else 0
-    ranked = [r for r in rows if r["episode_id"] is not None]
+    candidates = [r for r in rows if r["episode_id"] is not None]
+    ranked = [r for r in candidates if r["passes"]]
     metrics.recall_ranked(candidates=count, results=len(ranked))
     has_events = bool(rows[0]["has_events"]) if rows else True
-    return Ranking(ranked, count, has_events, lexemes)
+    return Ranking(
+        ranked,
+        count,
+        has_events,
+        lexemes,
+        match=float(candidates[0]["request_match"]) if with_query and candidates else None,
+        withheld=bool(candidates) and not ranked,
+    )
 
 
 def _approximation_params(approximate: Approximation) -> dict[str, object]:

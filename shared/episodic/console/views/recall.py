@@ -216,10 +216,10 @@ def score_bars(s: ScoredEpisode, rank: int, relevance_max: float, calibrated: bo
     )
 
 
-def _empty(result: RecallResult, calibrated: bool, thresholds: Thresholds) -> Safe:
+def _empty(result: RecallResult, thresholds: Thresholds) -> Safe:
     """Why no episode came back: the thresholds left everything out (then say which, and
     how to see the closest episodes anyway), or there was nothing to rank."""
-    if not (calibrated and thresholds.any and result.episode_count):
+    if not result.abstained:
         return Safe('<p class="empty">No current episode matched.</p>')
     u = result.understanding
     named = bool(u and u.applied and (u.window_start or u.window_end or u.ordinal))
@@ -289,10 +289,18 @@ def results(
             which=thresholds.describe(),
             note="" if calibrated else "; none acts without a query",
         )
+    if result.match is not None:
+        applied = html(
+            '{applied}<p id="request-match" title="How likely the dataset holds an answer to '
+            'the query at all, calibrated: what min match compares">Match of the request: '
+            "{match}</p>",
+            applied=applied,
+            match=f"{result.match:.3f}",
+        )
     ranked = (
         html('<ol class="ranked">{items}</ol>', items=join(items))
         if items
-        else _empty(result, calibrated, thresholds)
+        else _empty(result, thresholds)
     )
     return html(
         '<section id="results" aria-labelledby="results-title" data-learnings="{kl}">'

@@ -4129,6 +4129,46 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * @return The episodeCount.
      */
     long getEpisodeCount();
+
+    /**
+     * <pre>
+     * The request's match: how likely the dataset holds an answer to the query at all,
+     * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
+     * datasets) and read from the best match among the episodes ranked — what min_match
+     * compares. Unset without a query (or with similarity_weight 0) and when no episode was
+     * there to rank. Events are not counted in it.
+     * </pre>
+     *
+     * <code>optional double match = 3;</code>
+     * @return Whether the match field is set.
+     */
+    boolean hasMatch();
+    /**
+     * <pre>
+     * The request's match: how likely the dataset holds an answer to the query at all,
+     * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
+     * datasets) and read from the best match among the episodes ranked — what min_match
+     * compares. Unset without a query (or with similarity_weight 0) and when no episode was
+     * there to rank. Events are not counted in it.
+     * </pre>
+     *
+     * <code>optional double match = 3;</code>
+     * @return The match.
+     */
+    double getMatch();
+
+    /**
+     * <pre>
+     * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
+     * those abstain applies) left out every episode there was to rank: the dataset holds
+     * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
+     * within the request's filters.
+     * </pre>
+     *
+     * <code>bool abstained = 4;</code>
+     * @return The abstained.
+     */
+    boolean getAbstained();
   }
   /**
    * <pre>
@@ -4177,6 +4217,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
               episodic.v1.RecallServiceOuterClass.RecalledEpisodes.class, episodic.v1.RecallServiceOuterClass.RecalledEpisodes.Builder.class);
     }
 
+    private int bitField0_;
     public static final int EPISODES_FIELD_NUMBER = 1;
     @SuppressWarnings("serial")
     private java.util.List<episodic.v1.EpisodeOuterClass.ScoredEpisode> episodes_;
@@ -4254,6 +4295,59 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return episodeCount_;
     }
 
+    public static final int MATCH_FIELD_NUMBER = 3;
+    private double match_ = 0D;
+    /**
+     * <pre>
+     * The request's match: how likely the dataset holds an answer to the query at all,
+     * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
+     * datasets) and read from the best match among the episodes ranked — what min_match
+     * compares. Unset without a query (or with similarity_weight 0) and when no episode was
+     * there to rank. Events are not counted in it.
+     * </pre>
+     *
+     * <code>optional double match = 3;</code>
+     * @return Whether the match field is set.
+     */
+    @java.lang.Override
+    public boolean hasMatch() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * The request's match: how likely the dataset holds an answer to the query at all,
+     * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
+     * datasets) and read from the best match among the episodes ranked — what min_match
+     * compares. Unset without a query (or with similarity_weight 0) and when no episode was
+     * there to rank. Events are not counted in it.
+     * </pre>
+     *
+     * <code>optional double match = 3;</code>
+     * @return The match.
+     */
+    @java.lang.Override
+    public double getMatch() {
+      return match_;
+    }
+
+    public static final int ABSTAINED_FIELD_NUMBER = 4;
+    private boolean abstained_ = false;
+    /**
+     * <pre>
+     * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
+     * those abstain applies) left out every episode there was to rank: the dataset holds
+     * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
+     * within the request's filters.
+     * </pre>
+     *
+     * <code>bool abstained = 4;</code>
+     * @return The abstained.
+     */
+    @java.lang.Override
+    public boolean getAbstained() {
+      return abstained_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -4274,6 +4368,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (episodeCount_ != 0L) {
         output.writeInt64(2, episodeCount_);
       }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeDouble(3, match_);
+      }
+      if (abstained_ != false) {
+        output.writeBool(4, abstained_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -4290,6 +4390,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (episodeCount_ != 0L) {
         size += com.google.protobuf.CodedOutputStream
           .computeInt64Size(2, episodeCount_);
+      }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeDoubleSize(3, match_);
+      }
+      if (abstained_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(4, abstained_);
       }
       return size;
     }
@@ -4319,6 +4427,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           .equals(other.getEpisodesList())) return false;
       if (getEpisodeCount()
           != other.getEpisodeCount()) return false;
+      if (hasMatch() != other.hasMatch()) return false;
+      if (hasMatch()) {
+        if (java.lang.Double.doubleToLongBits(getMatch())
+            != java.lang.Double.doubleToLongBits(
+                other.getMatch())) return false;
+      }
+      if (getAbstained()
+          != other.getAbstained()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -4337,6 +4453,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + EPISODE_COUNT_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
           getEpisodeCount());
+      if (hasMatch()) {
+        hash = (37 * hash) + MATCH_FIELD_NUMBER;
+        hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+            java.lang.Double.doubleToLongBits(getMatch()));
+      }
+      hash = (37 * hash) + ABSTAINED_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getAbstained());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -4480,6 +4604,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         bitField0_ = (bitField0_ & ~0x00000001);
         episodeCount_ = 0L;
+        match_ = 0D;
+        abstained_ = false;
         return this;
       }
 
@@ -4529,6 +4655,15 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         if (((from_bitField0_ & 0x00000002) != 0)) {
           result.episodeCount_ = episodeCount_;
         }
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.match_ = match_;
+          to_bitField0_ |= 0x00000001;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.abstained_ = abstained_;
+        }
+        result.bitField0_ |= to_bitField0_;
       }
 
       @java.lang.Override
@@ -4571,6 +4706,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.getEpisodeCount() != 0L) {
           setEpisodeCount(other.getEpisodeCount());
+        }
+        if (other.hasMatch()) {
+          setMatch(other.getMatch());
+        }
+        if (other.getAbstained() != false) {
+          setAbstained(other.getAbstained());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -4616,6 +4757,16 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00000002;
                 break;
               } // case 16
+              case 25: {
+                match_ = input.readDouble();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 25
+              case 32: {
+                abstained_ = input.readBool();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 32
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -4988,6 +5139,131 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       public Builder clearEpisodeCount() {
         bitField0_ = (bitField0_ & ~0x00000002);
         episodeCount_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private double match_ ;
+      /**
+       * <pre>
+       * The request's match: how likely the dataset holds an answer to the query at all,
+       * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
+       * datasets) and read from the best match among the episodes ranked — what min_match
+       * compares. Unset without a query (or with similarity_weight 0) and when no episode was
+       * there to rank. Events are not counted in it.
+       * </pre>
+       *
+       * <code>optional double match = 3;</code>
+       * @return Whether the match field is set.
+       */
+      @java.lang.Override
+      public boolean hasMatch() {
+        return ((bitField0_ & 0x00000004) != 0);
+      }
+      /**
+       * <pre>
+       * The request's match: how likely the dataset holds an answer to the query at all,
+       * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
+       * datasets) and read from the best match among the episodes ranked — what min_match
+       * compares. Unset without a query (or with similarity_weight 0) and when no episode was
+       * there to rank. Events are not counted in it.
+       * </pre>
+       *
+       * <code>optional double match = 3;</code>
+       * @return The match.
+       */
+      @java.lang.Override
+      public double getMatch() {
+        return match_;
+      }
+      /**
+       * <pre>
+       * The request's match: how likely the dataset holds an answer to the query at all,
+       * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
+       * datasets) and read from the best match among the episodes ranked — what min_match
+       * compares. Unset without a query (or with similarity_weight 0) and when no episode was
+       * there to rank. Events are not counted in it.
+       * </pre>
+       *
+       * <code>optional double match = 3;</code>
+       * @param value The match to set.
+       * @return This builder for chaining.
+       */
+      public Builder setMatch(double value) {
+
+        match_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The request's match: how likely the dataset holds an answer to the query at all,
+       * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
+       * datasets) and read from the best match among the episodes ranked — what min_match
+       * compares. Unset without a query (or with similarity_weight 0) and when no episode was
+       * there to rank. Events are not counted in it.
+       * </pre>
+       *
+       * <code>optional double match = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearMatch() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        match_ = 0D;
+        onChanged();
+        return this;
+      }
+
+      private boolean abstained_ ;
+      /**
+       * <pre>
+       * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
+       * those abstain applies) left out every episode there was to rank: the dataset holds
+       * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
+       * within the request's filters.
+       * </pre>
+       *
+       * <code>bool abstained = 4;</code>
+       * @return The abstained.
+       */
+      @java.lang.Override
+      public boolean getAbstained() {
+        return abstained_;
+      }
+      /**
+       * <pre>
+       * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
+       * those abstain applies) left out every episode there was to rank: the dataset holds
+       * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
+       * within the request's filters.
+       * </pre>
+       *
+       * <code>bool abstained = 4;</code>
+       * @param value The abstained to set.
+       * @return This builder for chaining.
+       */
+      public Builder setAbstained(boolean value) {
+
+        abstained_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
+       * those abstain applies) left out every episode there was to rank: the dataset holds
+       * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
+       * within the request's filters.
+       * </pre>
+       *
+       * <code>bool abstained = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearAbstained() {
+        bitField0_ = (bitField0_ & ~0x00000008);
+        abstained_ = false;
         onChanged();
         return this;
       }
@@ -18677,58 +18953,60 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "\030\017 \001(\t\022\026\n\016exclude_events\030\020 \001(\010\022\026\n\016exact_" +
       "entities\030\021 \001(\010\022\025\n\rmin_relevance\030\016 \001(\001\022\021\n" +
       "\tmin_match\030\023 \001(\001\022\017\n\007abstain\030\022 \001(\010B\024\n\022_si" +
-      "milarity_weightB\021\n\017_recency_weight\"W\n\020Re" +
-      "calledEpisodes\022,\n\010episodes\030\001 \003(\0132\032.episo" +
-      "dic.v1.ScoredEpisode\022\025\n\repisode_count\030\002 " +
-      "\001(\003\"y\n\016RecallResponse\022/\n\010episodes\030\001 \001(\0132" +
-      "\035.episodic.v1.RecalledEpisodes\0226\n\runders" +
-      "tanding\030\002 \001(\0132\037.episodic.v1.QueryUnderst" +
-      "anding\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_" +
-      "query\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episo" +
-      "dic.v1.TimeExpression\0220\n\014window_start\030\003 " +
-      "\001(\0132\032.google.protobuf.Timestamp\022.\n\nwindo" +
-      "w_end\030\004 \001(\0132\032.google.protobuf.Timestamp\022" +
-      ",\n\007ordinal\030\005 \001(\0132\033.episodic.v1.SessionOr" +
-      "dinal\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(" +
-      "\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004t" +
-      "ext\030\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032" +
-      ".google.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132" +
-      "\032.google.protobuf.Timestamp\"\210\001\n\016SessionO" +
-      "rdinal\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020" +
-      "\n\010from_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope" +
-      "\030\005 \001(\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids" +
-      "\030\007 \003(\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007datase" +
-      "t\030\001 \001(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.Ep" +
-      "isodeStatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_t" +
-      "oken\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpi" +
-      "sodesResponse\022&\n\010episodes\030\001 \003(\0132\024.episod" +
-      "ic.v1.Episode\022\027\n\017next_page_token\030\002 \001(\t\"J" +
-      "\n\025SearchEpisodesRequest\022\017\n\007dataset\030\001 \001(\t" +
-      "\022\r\n\005query\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026Se" +
-      "archEpisodesResponse\022,\n\010episodes\030\001 \003(\0132\032" +
-      ".episodic.v1.ScoredEpisode\"\'\n\021GetEpisode" +
-      "Request\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisod" +
-      "eResponse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1" +
-      ".Episode\"_\n\025EntityTimelineRequest\022\017\n\007dat" +
-      "aset\030\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030" +
-      "\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\"~\n\026EntityTimel" +
-      "ineResponse\022#\n\006entity\030\001 \001(\0132\023.episodic.v" +
-      "1.Entity\022&\n\010episodes\030\002 \003(\0132\024.episodic.v1" +
-      ".Episode\022\027\n\017next_page_token\030\003 \001(\t*L\n\rRec" +
-      "allInclude\022\036\n\032RECALL_INCLUDE_UNSPECIFIED" +
-      "\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020\0012\336\003\n\rReca" +
-      "llService\022K\n\006Recall\022\032.episodic.v1.Recall" +
-      "Request\032\033.episodic.v1.RecallResponse\"\010\212\265" +
-      "\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episodic.v1.Lis" +
-      "tEpisodesRequest\032!.episodic.v1.ListEpiso" +
-      "desResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022" +
-      "\".episodic.v1.SearchEpisodesRequest\032#.ep" +
-      "isodic.v1.SearchEpisodesResponse\"\010\212\265\030\004\010\001" +
-      "\020\001\022W\n\nGetEpisode\022\036.episodic.v1.GetEpisod" +
-      "eRequest\032\037.episodic.v1.GetEpisodeRespons" +
-      "e\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022\".episodic" +
-      ".v1.EntityTimelineRequest\032#.episodic.v1." +
-      "EntityTimelineResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
+      "milarity_weightB\021\n\017_recency_weight\"\210\001\n\020R" +
+      "ecalledEpisodes\022,\n\010episodes\030\001 \003(\0132\032.epis" +
+      "odic.v1.ScoredEpisode\022\025\n\repisode_count\030\002" +
+      " \001(\003\022\022\n\005match\030\003 \001(\001H\000\210\001\001\022\021\n\tabstained\030\004 " +
+      "\001(\010B\010\n\006_match\"y\n\016RecallResponse\022/\n\010episo" +
+      "des\030\001 \001(\0132\035.episodic.v1.RecalledEpisodes" +
+      "\0226\n\runderstanding\030\002 \001(\0132\037.episodic.v1.Qu" +
+      "eryUnderstanding\"\237\002\n\022QueryUnderstanding\022" +
+      "\024\n\014ranked_query\030\001 \001(\t\0220\n\013expressions\030\002 \003" +
+      "(\0132\033.episodic.v1.TimeExpression\0220\n\014windo" +
+      "w_start\030\003 \001(\0132\032.google.protobuf.Timestam" +
+      "p\022.\n\nwindow_end\030\004 \001(\0132\032.google.protobuf." +
+      "Timestamp\022,\n\007ordinal\030\005 \001(\0132\033.episodic.v1" +
+      ".SessionOrdinal\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007ap" +
+      "plied\030\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n\016TimeExpre" +
+      "ssion\022\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005sta" +
+      "rt\030\003 \001(\0132\032.google.protobuf.Timestamp\022\'\n\003" +
+      "end\030\004 \001(\0132\032.google.protobuf.Timestamp\"\210\001" +
+      "\n\016SessionOrdinal\022\014\n\004text\030\001 \001(\t\022\020\n\010positi" +
+      "on\030\002 \001(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n\005count\030\004 \001(" +
+      "\005\022\r\n\005scope\030\005 \001(\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\n" +
+      "thread_ids\030\007 \003(\t\"\214\001\n\023ListEpisodesRequest" +
+      "\022\017\n\007dataset\030\001 \001(\t\022*\n\006status\030\002 \001(\0162\032.epis" +
+      "odic.v1.EpisodeStatus\022\021\n\tpage_size\030\003 \001(\005" +
+      "\022\022\n\npage_token\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"" +
+      "W\n\024ListEpisodesResponse\022&\n\010episodes\030\001 \003(" +
+      "\0132\024.episodic.v1.Episode\022\027\n\017next_page_tok" +
+      "en\030\002 \001(\t\"J\n\025SearchEpisodesRequest\022\017\n\007dat" +
+      "aset\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\tpage_size\030\003" +
+      " \001(\005\"F\n\026SearchEpisodesResponse\022,\n\010episod" +
+      "es\030\001 \003(\0132\032.episodic.v1.ScoredEpisode\"\'\n\021" +
+      "GetEpisodeRequest\022\022\n\nepisode_id\030\001 \001(\t\";\n" +
+      "\022GetEpisodeResponse\022%\n\007episode\030\001 \001(\0132\024.e" +
+      "pisodic.v1.Episode\"_\n\025EntityTimelineRequ" +
+      "est\022\017\n\007dataset\030\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\t" +
+      "page_size\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\"~\n\026E" +
+      "ntityTimelineResponse\022#\n\006entity\030\001 \001(\0132\023." +
+      "episodic.v1.Entity\022&\n\010episodes\030\002 \003(\0132\024.e" +
+      "pisodic.v1.Episode\022\027\n\017next_page_token\030\003 " +
+      "\001(\t*L\n\rRecallInclude\022\036\n\032RECALL_INCLUDE_U" +
+      "NSPECIFIED\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020" +
+      "\0012\336\003\n\rRecallService\022K\n\006Recall\022\032.episodic" +
+      ".v1.RecallRequest\032\033.episodic.v1.RecallRe" +
+      "sponse\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episo" +
+      "dic.v1.ListEpisodesRequest\032!.episodic.v1" +
+      ".ListEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Searc" +
+      "hEpisodes\022\".episodic.v1.SearchEpisodesRe" +
+      "quest\032#.episodic.v1.SearchEpisodesRespon" +
+      "se\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic.v1" +
+      ".GetEpisodeRequest\032\037.episodic.v1.GetEpis" +
+      "odeResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022" +
+      "\".episodic.v1.EntityTimelineRequest\032#.ep" +
+      "isodic.v1.EntityTimelineResponse\"\010\212\265\030\004\010\001" +
+      "\020\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -18749,7 +19027,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecalledEpisodes_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecalledEpisodes_descriptor,
-        new java.lang.String[] { "Episodes", "EpisodeCount", });
+        new java.lang.String[] { "Episodes", "EpisodeCount", "Match", "Abstained", });
     internal_static_episodic_v1_RecallResponse_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_episodic_v1_RecallResponse_fieldAccessorTable = new
