@@ -6,12 +6,12 @@ options.
     .venv/bin/python -m bench.multilingual_quality [--embedders minilm,e5] [--direct]
 
 For each embedder it starts the four services (offline defaults otherwise: extractive
-summaries), writes every user's sessions twice — into a dataset left at the default
-text-search configuration (english) and into one whose language is set with
-SetDatasetPolicy (french / spanish / german) — and asks every question of both with
-``as_of`` = the question's time. Through the suite, three datasets per user: the language
-set to English (never detected: what a dataset nobody set got before detection), set to
-its own, and left unset (the Summariser detects it); it prints which were detected right. Scores are session-level R@1, R@5 and MRR within each
+summaries), writes every user's sessions three times — into a dataset whose language is
+set to English (never detected: what a dataset nobody set got before detection), one set
+to its own (french / spanish / german, with SetDatasetPolicy), and one left unset for the
+Summariser to detect (it prints which were detected right) — and asks every question of
+each with ``as_of`` = the question's time. ``--direct`` writes two (the english
+configuration and the language set). Scores are session-level R@1, R@5 and MRR within each
 user's own sessions (as with LoCoMo), per language and overall, with the Recall latency.
 """
 

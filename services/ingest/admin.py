@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import grpc
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from episodic import access, convert
 from episodic.access import Role
@@ -231,6 +231,12 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             days[field] = value
         language = request.language if request.HasField("language") else None
         with self.engine.begin() as conn:
+            if language is not None:
+                # The row's strongest lock first: Vault.for_write holds it FOR SHARE, and two
+                # calls each upgrading from that to set_language's FOR UPDATE would deadlock.
+                conn.execute(
+                    text("SELECT 1 FROM datasets WHERE dataset = :d FOR UPDATE"), {"d": dataset}
+                )
             self.vault.for_write(conn, dataset)  # registers a new dataset (with its key)
             details: dict[str, int | str | None] = dict(days)
             if language is not None and language.strip().lower() == languages.AUTO:

@@ -38,7 +38,7 @@ from episodic.providers.types import (
     speaker_from_metadata,
 )
 from episodic.store import embedding_space, entities, episodes, languages
-from episodic.store.db import is_database_outage
+from episodic.store.db import is_database_outage, is_lock_conflict
 from episodic.store.recall_index import (
     ChunkWork,
     IndexInput,
@@ -538,7 +538,7 @@ class Pipeline:
                         )[0]
                 if self.detect_language:
                     self.settle_language(episode["dataset"], request)
-                document = None
+                document, stemmed_in = None, None
                 if self.index_for_recall:
                     # The lexical document (no model: cheap) is written with the completion;
                     # the chunks' embeddings after it (index_chunks).
@@ -552,11 +552,14 @@ class Pipeline:
                         )
                 spellings = normalise_entities(result.entities)
                 with self.engine.begin() as conn:
-                    # The dataset's language changed since (detected or set by another
-                    # process): stem the document again, in the language now in force.
-                    if document is not None and stemmed_in != dataset_config(
-                        conn, episode["dataset"], for_write=True
-                    ):
+                    # The dataset's language, held before the thread's and the episodes'
+                    # locks (as set_language takes it: see dataset_config), whether or not
+                    # a document is written: the completion also archives the previous
+                    # episode, whose document set_language may be re-stemming. When it
+                    # changed since (detected or set by another process), the document is
+                    # stemmed again, in the language now in force.
+                    config_now = dataset_config(conn, episode["dataset"], for_write=True)
+                    if document is not None and stemmed_in != config_now:
                         document = prepare_episode_document(
                             conn, key, index_input(episode, request, result)
                         )
@@ -625,20 +628,21 @@ class Pipeline:
                 return status
 
     def settle_language(self, dataset: str, request: SummaryRequest) -> None:
-        """Detects the dataset's language from the thread read for the summary, while
-        nobody has chosen it (one cheap read once it is settled). A failure is logged and
-        does not fail the episode: it is stemmed as the dataset is, and the next episode
-        asks again."""
+        """Detects the dataset's language from what the thread read for the summary says
+        (its user's and assistant's messages: system prompts and tool output are mostly
+        English whatever the user writes), while nobody has chosen it (one cheap read once
+        it is settled). A failure — a lock lost to another transaction included — is logged
+        and does not fail the episode: it is stemmed as the dataset is, and the next
+        episode asks again. Only the database going away stops the pass."""
+        texts = [m.content for m in request.rows if m.role in languages.DETECTED_ROLES]
         try:
             with (
                 tracer.start_as_current_span("language.detect"),
                 self.engine.begin() as conn,
             ):
-                languages.settle_detected_language(
-                    conn, self.vault, dataset, [m.content for m in request.rows]
-                )
+                languages.settle_detected_language(conn, self.vault, dataset, texts)
         except Exception as err:
-            if is_database_outage(err):
+            if is_database_outage(err) and not is_lock_conflict(err):
                 raise
             log.warning("language detection for %s failed: %s", dataset, describe_error(err))
 

@@ -66,8 +66,10 @@ from episodic.providers.types import Embedder
 from episodic.store import episodes as states
 from episodic.store import migrate, recall_queries
 from episodic.store.db import make_engine
+from episodic.store.languages import set_language
 from episodic.store.recall_index import (
     IndexInput,
+    dataset_config,
     indexed_text,
     message_speakers,
     prepare_episode_index,
@@ -845,6 +847,7 @@ class _Run:
             worker=self.worker,
             index_for_recall=self.with_recall,
             chunk_vectors=settings.embedding.chunk_vectors,
+            detect_language=settings.summariser.detect_language,
         )
         # Retries are due at once on this clock (the backoff would only make us wait).
         later = (self.latest or datetime.now(UTC)) + timedelta(days=3650)
@@ -853,8 +856,15 @@ class _Run:
             result = pipeline.run_once(16, later)
             done += result.completed + result.failed
             if not (result.completed or result.failed or result.semantic_processed):
-                return
+                break
             self.say(f"summarised {done} episode(s)")
+        # The old episodes ranked in the language the new ones settled in (detected from
+        # the text): a comparison of recall must not be one of stemming.
+        with self.engine.begin() as conn:
+            language = dataset_config(conn, NEW_DATASET)
+            if language != dataset_config(conn, OLD_DATASET):
+                set_language(conn, self.vault, OLD_DATASET, language)
+                self.say(f"ranking both in the language detected: {language}")
 
     # -- 4. compare
 

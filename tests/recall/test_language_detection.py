@@ -39,17 +39,27 @@ FRENCH = [
 SPANISH = (
     "Hola, quería preguntarte por el presupuesto del viaje a Sevilla. Ya reservamos el hotel "
     "cerca de la catedral y compramos las entradas para el Alcázar, pero todavía no sabemos "
-    "si alquilar un coche o movernos en tren por Andalucía durante la semana."
+    "si alquilar un coche o movernos en tren por Andalucía durante la semana. Mi hermana "
+    "prefiere el tren porque no le gusta conducir por las carreteras de montaña."
 )
 GERMAN = (
     "Wir haben gestern endlich die Wohnung in Leipzig besichtigt. Die Küche ist klein, aber "
     "der Balkon geht nach Süden und die Straßenbahn hält direkt vor der Tür. Ich muss nur "
-    "noch mit dem Vermieter über die Kaution und den Einzugstermin im März sprechen."
+    "noch mit dem Vermieter über die Kaution und den Einzugstermin im März sprechen. Meine "
+    "Schwester hilft uns beim Umzug, wenn wir einen Transporter bekommen."
 )
 ENGLISH = (
     "We finally agreed on the pricing for project Atlas: the Pro tier stays at twenty-nine "
     "dollars a month, annual plans get two months free, and the enterprise tier is quoted "
-    "case by case. Marketing wants the new page live before the conference next Thursday."
+    "case by case. Marketing wants the new page live before the conference next Thursday, "
+    "and support needs the new billing FAQ by the end of the week."
+)
+#: A tool's output in a French conversation: CLD2 reads JSON as English.
+TOOL_OUTPUT = (
+    '{"flights": [{"carrier": "easyJet", "departure": "06:50", "price_eur": 186, '
+    '"baggage": "included", "status": "confirmed", "notes": "check in online before the '
+    "flight, the desk closes forty minutes before departure; seats are allocated at random "
+    'unless a seat is bought in advance"}], "currency": "EUR", "source": "booking api"}'
 )
 #: A question in other inflections than the conversation's ("réserver" / "réservé").
 QUESTION = "réserver le billet"
@@ -60,6 +70,10 @@ def _french_text() -> list[str]:
 
 
 def test_the_language_of_a_text_is_detected_when_there_is_enough_of_it() -> None:
+    # Every sample has room above the floor, so an edit does not silently make it too short.
+    for sample in (" ".join(_french_text()), SPANISH, GERMAN, ENGLISH):
+        assert sum(ch.isalpha() for ch in sample) >= MIN_DETECT_LETTERS + 50
+    assert detect_language([TOOL_OUTPUT]) == "en"  # why only people's messages count
     assert detect_language(_french_text()) == "fr"
     assert detect_language([SPANISH]) == "es"
     assert detect_language([GERMAN]) == "de"
@@ -75,9 +89,11 @@ def test_the_language_of_a_text_is_detected_when_there_is_enough_of_it() -> None
     assert detect_language([SPANISH.replace(" ", " \x85 ", 5)]) == "es"
 
 
-def _passage_coverage(conn, dataset: str) -> float:  # type: ignore[no-untyped-def]
-    """The best coverage of QUESTION among the dataset's episodes."""
-    return max(coverage for coverage, _ in lexical_coverage(conn, dataset, QUESTION).values())
+def _coverage(conn, dataset: str) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """The best (coverage, passage_coverage) of QUESTION among the dataset's episodes: what
+    its documents and what its chunks hold of the question, in the dataset's language."""
+    found = lexical_coverage(conn, dataset, QUESTION).values()
+    return max(c for c, _ in found), max(p for _, p in found)
 
 
 def test_a_dataset_nobody_set_gets_its_detected_language_once(engine: Engine) -> None:
@@ -91,7 +107,7 @@ def test_a_dataset_nobody_set_gets_its_detected_language_once(engine: Engine) ->
             "default",
         )
         # English stemming does not join "réserver" and "réservé".
-        assert _passage_coverage(conn, "detect_fr") < 1.0
+        assert max(_coverage(conn, "detect_fr")) < 1.0
     with engine.begin() as conn:
         # Too little text: nothing settled, the next episode asks again.
         assert settle_detected_language(conn, vault, "detect_fr", ["Merci !"]) is None
@@ -102,8 +118,8 @@ def test_a_dataset_nobody_set_gets_its_detected_language_once(engine: Engine) ->
             "french",
             "detected",
         )
-        # What was indexed before is re-tokenised in French.
-        assert _passage_coverage(conn, "detect_fr") == 1.0
+        # What was indexed before (documents and chunks) is re-tokenised in French.
+        assert _coverage(conn, "detect_fr") == (1.0, 1.0)
     with engine.begin() as conn:
         # Settled for good: an English episode later does not switch it back.
         assert settle_detected_language(conn, vault, "detect_fr", [ENGLISH]) is None
@@ -122,19 +138,35 @@ def test_a_language_someone_set_is_never_overridden(engine: Engine) -> None:
 
 def _summarise_french_thread(engine: Engine, dataset: str, pipeline: Pipeline) -> uuid.UUID:
     thread_id = make_thread(engine, dataset=dataset, label="Lisbonne")
-    add(engine, thread_id, FRENCH)
+    add(engine, thread_id, [*FRENCH[:3], ("tool", TOOL_OUTPUT), *FRENCH[3:]])
     open_episode(engine, thread_id)
     assert pipeline.run_once(limit=4).completed == 1
     return thread_id
 
 
-def test_the_summariser_detects_the_language_before_it_stems_the_episode(engine: Engine) -> None:
+def test_the_summariser_detects_the_language_before_it_stems_the_episode(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from episodic.services.summariser import pipeline as pipeline_module
+
+    # The language each stemming of a document sees (detection must come first: were it
+    # after the completion, re-tokenising would hide it in the end state).
+    seen: list[str] = []
+    prepare = pipeline_module.prepare_episode_document
+
+    def prepare_and_note(conn, key, source):  # type: ignore[no-untyped-def]
+        seen.append(dataset_config(conn, source.dataset))
+        return prepare(conn, key, source)
+
+    monkeypatch.setattr(pipeline_module, "prepare_episode_document", prepare_and_note)
+    # The thread holds a tool's output in English too: only people's messages count.
     _summarise_french_thread(engine, "pipe_fr", make_pipeline(engine))
+    assert seen == ["french"]
     with engine.connect() as conn:
         assert dataset_config(conn, "pipe_fr") == "french"
         assert language_origin(conn, "pipe_fr") == "detected"
         # The episode's document and its chunks were stemmed in French.
-        assert _passage_coverage(conn, "pipe_fr") == 1.0
+        assert _coverage(conn, "pipe_fr") == (1.0, 1.0)
     # Off (EPISODIC_DETECT_LANGUAGE=false): the default stays.
     _summarise_french_thread(engine, "pipe_off", make_pipeline(engine, detect_language=False))
     with engine.connect() as conn:
@@ -142,7 +174,36 @@ def test_the_summariser_detects_the_language_before_it_stems_the_episode(engine:
             "english",
             "default",
         )
-        assert _passage_coverage(conn, "pipe_off") < 1.0
+        assert max(_coverage(conn, "pipe_off")) < 1.0
+
+
+def test_a_large_dataset_is_not_switched_by_detection(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Switching re-stems the whole index in one transaction: detection does it only while
+    the dataset is small; a larger one keeps its configuration (an operator decides)."""
+    from episodic.store import languages
+
+    monkeypatch.setattr(languages, "MAX_SWITCHED_EPISODES", 1)
+    vault = keys.test_vault()
+    with engine.begin() as conn:
+        vault.for_write(conn, "large_fr")
+        make_episode(conn, "large_fr", _french_text())
+        assert settle_detected_language(conn, vault, "large_fr", _french_text()) == "french"
+        vault.for_write(conn, "larger_fr")
+        make_episode(conn, "larger_fr", _french_text())
+        make_episode(conn, "larger_fr", _french_text())
+        assert settle_detected_language(conn, vault, "larger_fr", _french_text()) is None
+        assert (dataset_config(conn, "larger_fr"), language_origin(conn, "larger_fr")) == (
+            "english",
+            "default",
+        )
+        # English needs no switch: settled whatever the size.
+        vault.for_write(conn, "larger_en")
+        make_episode(conn, "larger_en", [ENGLISH])
+        make_episode(conn, "larger_en", [ENGLISH])
+        assert settle_detected_language(conn, vault, "larger_en", [ENGLISH]) == "english"
+        assert language_origin(conn, "larger_en") == "detected"
 
 
 @pytest.mark.parametrize("moment", ["document", "chunks"])
@@ -195,7 +256,7 @@ def test_a_language_set_while_an_episode_is_stemmed_is_caught_at_its_write(
 
 def _stored_vectors(engine: Engine, dataset: str) -> list[str]:
     with engine.connect() as conn:
-        return list(
+        return sorted(
             conn.execute(
                 text(
                     "SELECT search_vector::text FROM episodes WHERE dataset = :d UNION ALL "
@@ -254,3 +315,41 @@ def test_set_dataset_policy_reports_the_origin_and_auto_hands_it_back(spawn) -> 
             "english",
             admin_pb.LANGUAGE_ORIGIN_DEFAULT,
         )
+
+
+def test_the_migration_keeps_a_language_someone_set(databases) -> None:  # type: ignore[no-untyped-def]
+    """Migration 0015: a dataset in another configuration, or one whose audit trail shows
+    a language set (English on purpose), is 'set'; one never set is 'default'."""
+    from episodic.store import migrate
+    from episodic.store.db import make_engine
+
+    url = databases.create(migrated=False)
+    engine = make_engine(url, pool_size=1)
+    try:
+        migrate.upgrade(url, 384, "0014_embedding_space")
+        with engine.begin() as conn:
+            for dataset, config in (
+                ("fr_set", "french"),
+                ("en_set", "english"),
+                ("never", "english"),
+            ):
+                conn.execute(
+                    text("INSERT INTO datasets (dataset, text_search_config) VALUES (:d, :c)"),
+                    {"d": dataset, "c": config},
+                )
+            conn.execute(
+                text(
+                    "INSERT INTO audit_events (key_prefix, action, dataset, details) VALUES "
+                    "('dev', 'dataset.policy', 'en_set', '{\"language\": \"english\"}'), "
+                    "('dev', 'dataset.policy', 'never', '{\"retention_days\": 30}')"
+                )
+            )
+        migrate.upgrade(url, 384)
+        with engine.connect() as conn:
+            origins = dict(
+                conn.execute(text("SELECT dataset, language_origin FROM datasets")).all()
+            )
+        assert origins == {"fr_set": "set", "en_set": "set", "never": "default"}
+    finally:
+        engine.dispose()
+        databases.drop(url)

@@ -98,6 +98,19 @@ def is_database_outage(err: BaseException) -> bool:
     return isinstance(err, OperationalError | DisconnectionError | psycopg.OperationalError)
 
 
+#: SQLSTATEs of a statement that lost to another transaction (deadlock, serialisation,
+#: lock not available, cancelled by a timeout): psycopg raises them as OperationalError,
+#: like an outage, but the database is up and the work can simply be tried again.
+LOCK_CONFLICTS = frozenset({"40P01", "40001", "55P03", "57014"})
+
+
+def is_lock_conflict(err: BaseException) -> bool:
+    """Whether ``err`` is a statement that lost to another transaction
+    (:data:`LOCK_CONFLICTS`), not the database going away."""
+    orig = getattr(err, "orig", err)
+    return getattr(orig, "sqlstate", None) in LOCK_CONFLICTS
+
+
 def engine_from_settings(settings: DatabaseSettings, application_name: str) -> Engine:
     return make_engine(
         settings.sqlalchemy_url(),

@@ -27,10 +27,9 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import pycld2
 from sqlalchemy import Connection, text
 
-from episodic.errors import InvalidArgument
+from episodic.errors import InvalidArgument, NotFound
 from episodic.store.recall_index import (
     TEXT_SEARCH_CONFIG,
     blind_vectors,
@@ -45,8 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO",
+    "DETECTED_ROLES",
     "FALLBACK_CONFIG",
     "ISO_639_1",
+    "MAX_SWITCHED_EPISODES",
     "dataset_config",
     "detect_language",
     "hand_back_to_detection",
@@ -125,6 +126,16 @@ MIN_DETECT_LETTERS = 200
 MIN_DETECT_SHARE = 70
 #: Detection reads at most this many characters (the first ones; CLD2 is linear in them).
 MAX_DETECT_CHARS = 20_000
+#: Whose messages say the dataset's language: its user's and the assistant's. System
+#: prompts, tool calls and their output (JSON, SQL, logs) read as English to CLD2 whatever
+#: the user writes.
+DETECTED_ROLES = ("user", "assistant")
+#: Detection switches a dataset to another language only while it has at most this many
+#: completed episodes: switching re-stems its whole index in one transaction, which holds
+#: the dataset's row (its completions and new threads wait). A larger dataset keeps its
+#: configuration and the Summariser logs what it detected: SetDatasetPolicy is the
+#: operator's way to re-stem it.
+MAX_SWITCHED_EPISODES = 200
 
 
 def detect_language(texts: Iterable[str]) -> str | None:
@@ -133,10 +144,15 @@ def detect_language(texts: Iterable[str]) -> str | None:
     letters, CLD2 not reliable, or no language holding :data:`MIN_DETECT_SHARE` % of it.
 
     Measured on the hand-written French, Spanish and German set and on LoCoMo's English
-    (bench/data/multilingual.jsonl, ../shared/bench/locomo10.jsonl): every one of 425
-    sessions right; single messages 99.5 % (most misses are a few words)."""
+    (``python -m bench.language_detection``): every one of 425 sessions right; single
+    messages 97.8 % (other languages) and 99.4 % (English), most misses a few words.
+
+    Without the ``pycld2`` wheel (built for x86-64 Linux only) nothing is detected."""
     sample = "\n".join(texts)[:MAX_DETECT_CHARS]
     if sum(ch.isalpha() for ch in sample) < MIN_DETECT_LETTERS:
+        return None
+    pycld2 = _detector()
+    if pycld2 is None:
         return None
     try:
         reliable, _, found = pycld2.detect(sample, isPlainText=True)
@@ -154,6 +170,26 @@ def detect_language(texts: Iterable[str]) -> str | None:
     return str(code)
 
 
+_MISSING_DETECTOR: list[bool] = []  # logged once
+
+
+def _detector():  # type: ignore[no-untyped-def]
+    """The ``pycld2`` module, or None (logged once) where it is not installed: its wheels
+    are built for x86-64 Linux, and elsewhere pip needs a C++ toolchain to build it — a
+    service must start either way, with detection off."""
+    try:
+        import pycld2
+    except ImportError:
+        if not _MISSING_DETECTOR:
+            _MISSING_DETECTOR.append(True)
+            log.warning(
+                "language detection is off: the pycld2 package is not installed (wheels "
+                "for x86-64 Linux); set each dataset's language with SetDatasetPolicy"
+            )
+        return None
+    return pycld2
+
+
 def language_origin(conn: Connection, dataset: str) -> str | None:
     """Whose choice the dataset's configuration is: 'default' (nobody's: detection may set
     it), 'detected' or 'set' (migration 0015); None for a dataset not registered yet."""
@@ -163,14 +199,19 @@ def language_origin(conn: Connection, dataset: str) -> str | None:
     return str(value) if value else None
 
 
+_TOO_LARGE_LOGGED: set[str] = set()  # datasets whose detection was logged, not applied
+
+
 def settle_detected_language(
     conn: Connection, vault: Vault, dataset: str, texts: Iterable[str]
 ) -> str | None:
-    """Detects the language of ``texts`` (a new episode's messages) for a dataset whose
-    language nobody chose, and when it can tell, makes it the dataset's language for good:
-    its configuration (re-tokenising what is indexed when it changes) and origin
-    'detected'. Returns the configuration it set, None when it did nothing (the dataset's
-    language was chosen already, or the text cannot tell: the next episode asks again).
+    """Detects the language of ``texts`` (a new episode's thread, its user's and
+    assistant's messages) for a dataset whose language nobody chose, and when it can tell,
+    makes it the dataset's language for good: its configuration (re-tokenising what is
+    indexed when it changes) and origin 'detected'. Returns the configuration it set, None
+    when it did nothing: the dataset's language was chosen already, the text cannot tell
+    (the next episode asks again), or it would switch a dataset larger than
+    :data:`MAX_SWITCHED_EPISODES` (logged once per process; it stays as it is).
 
     One cheap read when the language is settled (every episode after the first pays only
     that); the dataset's row is locked only to write, and the origin read again under the
@@ -180,16 +221,44 @@ def settle_detected_language(
     code = detect_language(texts)
     if code is None:
         return None
+    config = resolve_language(conn, code)
+    if config != dataset_config(conn, dataset) and _indexed_episodes_above(
+        conn, dataset, MAX_SWITCHED_EPISODES
+    ):
+        if dataset not in _TOO_LARGE_LOGGED:
+            _TOO_LARGE_LOGGED.add(dataset)
+            log.warning(
+                "dataset %s reads as %s (%s), but it has more than %d episodes to re-stem: "
+                "it keeps its configuration; SetDatasetPolicy(language=%r) switches it",
+                dataset,
+                code,
+                config,
+                MAX_SWITCHED_EPISODES,
+                code,
+            )
+        return None
     origin = conn.execute(
         text("SELECT language_origin FROM datasets WHERE dataset = :d FOR UPDATE"),
         {"d": dataset},
     ).scalar()
     if origin != "default":
         return None
-    config = resolve_language(conn, code)
     set_language(conn, vault, dataset, config, origin="detected")
     log.info("dataset %s: language detected from its text: %s (%s)", dataset, code, config)
     return config
+
+
+def _indexed_episodes_above(conn: Connection, dataset: str, limit: int) -> bool:
+    """Whether the dataset has more than ``limit`` completed episodes (counting no further)."""
+    return bool(
+        conn.execute(
+            text(
+                "SELECT count(*) > :n FROM (SELECT 1 FROM episodes WHERE dataset = :d "
+                "AND status = 'completed' LIMIT :n + 1) x"
+            ),
+            {"d": dataset, "n": limit},
+        ).scalar()
+    )
 
 
 def set_language(
@@ -216,20 +285,29 @@ def set_language(
     return True
 
 
-def hand_back_to_detection(conn: Connection, vault: Vault, dataset: str) -> str:
+def hand_back_to_detection(conn: Connection, vault: Vault, dataset: str) -> str | None:
     """SetDatasetPolicy's ``language: "auto"``: the dataset's language is nobody's choice
-    again, detected at once from a sample of its messages when they can tell (else
-    'english' until an episode can). Returns the configuration now in force."""
+    again, detected at once from some of its user's and assistant's messages when they can
+    tell (then it is settled, whatever the dataset's size: the caller asked), else
+    'english' until an episode can (when the Summariser detects:
+    EPISODIC_DETECT_LANGUAGE). Returns the configuration detected, None when the messages
+    could not tell."""
     key = vault.for_read(conn, dataset, fresh=True)
     sealed = conn.execute(
-        # Any messages will do to tell a language: a sample, not the dataset.
-        text("SELECT content FROM messages WHERE dataset = :d LIMIT 200"),
-        {"d": dataset},
+        # Any of its messages will do to tell a language: some, not the dataset.
+        text("SELECT content FROM messages WHERE dataset = :d AND role = ANY(:roles) LIMIT 100"),
+        {"d": dataset, "roles": list(DETECTED_ROLES)},
     ).scalars()
-    code = detect_language([key.open(bytes(value), "messages.content") for value in sealed])
+    texts, chars = [], 0
+    for value in sealed:  # opened until there is as much as detection reads
+        texts.append(key.open(bytes(value), "messages.content"))
+        chars += len(texts[-1])
+        if chars >= MAX_DETECT_CHARS:
+            break
+    code = detect_language(texts)
     if code is None:
         set_language(conn, vault, dataset, TEXT_SEARCH_CONFIG, origin="default")
-        return TEXT_SEARCH_CONFIG
+        return None
     config = resolve_language(conn, code)
     set_language(conn, vault, dataset, config, origin="detected")
     return config
@@ -245,7 +323,10 @@ def _retokenise(conn: Connection, vault: Vault, dataset: str) -> None:
         {"d": dataset},
     ).scalars()
     for episode_id in list(episode_ids):
-        source = load_index_input(conn, vault, episode_id)
+        try:
+            source = load_index_input(conn, vault, episode_id)
+        except NotFound:  # erased or purged since the list was read: nothing to re-stem
+            continue
         # the document as the index writes it (with its speakers' words, re-stemmed)
         document, length = prepare_episode_document(conn, key, source)
         conn.execute(

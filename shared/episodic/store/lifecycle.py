@@ -38,7 +38,7 @@ from episodic import metrics
 from episodic.config import PrivacySettings
 from episodic.store import audit, erasure, events
 from episodic.store.distribution import across_datasets
-from episodic.store.recall_index import blind_vectors
+from episodic.store.recall_index import blind_vectors, dataset_config
 from episodic.store.sql import NOW
 from episodic.store.vault import Vault
 
@@ -174,6 +174,11 @@ def compact_thread(
     """Compacts one thread in the caller's transaction; returns how many messages were
     dropped, or None when it is not (or no longer) safe to compact. Takes the thread's
     row lock first, so a message or an episode arriving meanwhile waits or wins."""
+    # The episode's document is stemmed again below: the dataset's language is held
+    # (FOR KEY SHARE) before the thread's and the episodes' locks, as every writer that
+    # stems takes it, so a language set or detected meanwhile waits for this transaction
+    # or runs wholly before it (store/languages.py set_language).
+    dataset_config(conn, dataset, for_write=True)
     # Every statement names the dataset: it routes to the thread's partition (shard).
     thread = (
         conn.execute(

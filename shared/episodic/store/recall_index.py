@@ -921,10 +921,20 @@ def index_missing(
             for episode_id in ids:
                 source = load_index_input(conn, vault, episode_id)
                 key = vault.for_read(conn, source.dataset)
-                prepared.append(prepare_episode_index(conn, key, source, embedder, late=late))
+                config = dataset_config(conn, source.dataset)
+                item = prepare_episode_index(conn, key, source, embedder, late=late)
+                prepared.append((source, key, config, item))
         if not ids:
             return done
         with engine.begin() as conn:
-            for item in prepared:
+            # The datasets' languages held first (in one order), then each episode stemmed
+            # again if its dataset's changed since (see dataset_config's for_write).
+            now = {
+                d: dataset_config(conn, d, for_write=True)
+                for d in sorted({source.dataset for source, _, _, _ in prepared})
+            }
+            for source, key, config, item in prepared:
+                if now[source.dataset] != config:
+                    item = prepare_episode_index(conn, key, source, embedder, late=late)
                 write_episode_index(conn, item)
         done += len(ids)

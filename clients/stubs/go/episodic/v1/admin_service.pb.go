@@ -29,7 +29,8 @@ const (
 	// Not reported (a server from before it was).
 	LanguageOrigin_LANGUAGE_ORIGIN_UNSPECIFIED LanguageOrigin = 0
 	// Nobody's yet: English until the Summariser detects the language from the dataset's
-	// text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell.
+	// text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell (and switches it
+	// only while the dataset has at most 200 episodes).
 	LanguageOrigin_LANGUAGE_ORIGIN_DEFAULT LanguageOrigin = 1
 	// Detected from the dataset's text (once: it is not detected again).
 	LanguageOrigin_LANGUAGE_ORIGIN_DETECTED LanguageOrigin = 2
@@ -1565,9 +1566,10 @@ type SetDatasetPolicyRequest struct {
 	CompactAfterDays *int32 `protobuf:"varint,3,opt,name=compact_after_days,json=compactAfterDays,proto3,oneof" json:"compact_after_days,omitempty"`
 	// The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
 	// or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-	// detection (detected at once from a sample of the dataset's messages when they can
-	// tell, else English until an episode can). Unset: unchanged (unlike the two fields
-	// above). Changing it re-tokenises the dataset's lexical index in the call.
+	// detection (detected at once from some of the dataset's user and assistant messages
+	// when they can tell, else English until the Summariser can, where
+	// EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+	// Changing it re-tokenises the dataset's lexical index in the call.
 	Language *string `protobuf:"bytes,4,opt,name=language,proto3,oneof" json:"language,omitempty"`
 }
 

@@ -46,7 +46,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Nobody's yet: English until the Summariser detects the language from the dataset's
-     * text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell.
+     * text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell (and switches it
+     * only while the dataset has at most 200 episodes).
      * </pre>
      *
      * <code>LANGUAGE_ORIGIN_DEFAULT = 1;</code>
@@ -91,7 +92,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     /**
      * <pre>
      * Nobody's yet: English until the Summariser detects the language from the dataset's
-     * text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell.
+     * text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell (and switches it
+     * only while the dataset has at most 200 episodes).
      * </pre>
      *
      * <code>LANGUAGE_ORIGIN_DEFAULT = 1;</code>
@@ -22045,9 +22047,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-     * detection (detected at once from a sample of the dataset's messages when they can
-     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-     * above). Changing it re-tokenises the dataset's lexical index in the call.
+     * detection (detected at once from some of the dataset's user and assistant messages
+     * when they can tell, else English until the Summariser can, where
+     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+     * Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22058,9 +22061,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-     * detection (detected at once from a sample of the dataset's messages when they can
-     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-     * above). Changing it re-tokenises the dataset's lexical index in the call.
+     * detection (detected at once from some of the dataset's user and assistant messages
+     * when they can tell, else English until the Summariser can, where
+     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+     * Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22071,9 +22075,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-     * detection (detected at once from a sample of the dataset's messages when they can
-     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-     * above). Changing it re-tokenises the dataset's lexical index in the call.
+     * detection (detected at once from some of the dataset's user and assistant messages
+     * when they can tell, else English until the Summariser can, where
+     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+     * Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22239,9 +22244,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-     * detection (detected at once from a sample of the dataset's messages when they can
-     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-     * above). Changing it re-tokenises the dataset's lexical index in the call.
+     * detection (detected at once from some of the dataset's user and assistant messages
+     * when they can tell, else English until the Summariser can, where
+     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+     * Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22255,9 +22261,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-     * detection (detected at once from a sample of the dataset's messages when they can
-     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-     * above). Changing it re-tokenises the dataset's lexical index in the call.
+     * detection (detected at once from some of the dataset's user and assistant messages
+     * when they can tell, else English until the Summariser can, where
+     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+     * Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22280,9 +22287,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * <pre>
      * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-     * detection (detected at once from a sample of the dataset's messages when they can
-     * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-     * above). Changing it re-tokenises the dataset's lexical index in the call.
+     * detection (detected at once from some of the dataset's user and assistant messages
+     * when they can tell, else English until the Summariser can, where
+     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+     * Changing it re-tokenises the dataset's lexical index in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22904,9 +22912,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-       * detection (detected at once from a sample of the dataset's messages when they can
-       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-       * above). Changing it re-tokenises the dataset's lexical index in the call.
+       * detection (detected at once from some of the dataset's user and assistant messages
+       * when they can tell, else English until the Summariser can, where
+       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+       * Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22919,9 +22928,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-       * detection (detected at once from a sample of the dataset's messages when they can
-       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-       * above). Changing it re-tokenises the dataset's lexical index in the call.
+       * detection (detected at once from some of the dataset's user and assistant messages
+       * when they can tell, else English until the Summariser can, where
+       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+       * Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22943,9 +22953,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-       * detection (detected at once from a sample of the dataset's messages when they can
-       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-       * above). Changing it re-tokenises the dataset's lexical index in the call.
+       * detection (detected at once from some of the dataset's user and assistant messages
+       * when they can tell, else English until the Summariser can, where
+       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+       * Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22968,9 +22979,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-       * detection (detected at once from a sample of the dataset's messages when they can
-       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-       * above). Changing it re-tokenises the dataset's lexical index in the call.
+       * detection (detected at once from some of the dataset's user and assistant messages
+       * when they can tell, else English until the Summariser can, where
+       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+       * Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22989,9 +23001,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-       * detection (detected at once from a sample of the dataset's messages when they can
-       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-       * above). Changing it re-tokenises the dataset's lexical index in the call.
+       * detection (detected at once from some of the dataset's user and assistant messages
+       * when they can tell, else English until the Summariser can, where
+       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+       * Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -23007,9 +23020,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * <pre>
        * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-       * detection (detected at once from a sample of the dataset's messages when they can
-       * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-       * above). Changing it re-tokenises the dataset's lexical index in the call.
+       * detection (detected at once from some of the dataset's user and assistant messages
+       * when they can tell, else English until the Summariser can, where
+       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+       * Changing it re-tokenises the dataset's lexical index in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>

@@ -10,9 +10,12 @@ Until now a dataset was stemmed as English unless someone set its language
 - ``detected``: the Summariser's detection (final: it is not detected again);
 - ``set``: SetDatasetPolicy's ``language`` (detection never overrides it).
 
-Existing datasets in another configuration than 'english' were set by someone: ``set``.
-Existing 'english' ones cannot be told apart from never set: ``default``, detected at their
-next episode (a dataset set to English explicitly and written in English stays English).
+Existing datasets in another configuration than 'english' were set by someone: ``set``;
+so were those whose audit trail holds a SetDatasetPolicy with a language (English set on
+purpose). The other 'english' ones were never set: ``default``, detected at their next
+episode with enough text — switched to another language only while the dataset is small
+(store/languages.py ``MAX_SWITCHED_EPISODES``: re-stemming a large index is an operator's
+decision, made with SetDatasetPolicy).
 
 Revision ID: 0015_language_origin
 Revises: 0014_embedding_space
@@ -32,7 +35,11 @@ def upgrade() -> None:
         "ALTER TABLE datasets ADD COLUMN IF NOT EXISTS language_origin text NOT NULL "
         "DEFAULT 'default' CHECK (language_origin IN ('default', 'detected', 'set'))"
     )
-    op.execute("UPDATE datasets SET language_origin = 'set' WHERE text_search_config <> 'english'")
+    op.execute(
+        "UPDATE datasets d SET language_origin = 'set' WHERE d.text_search_config <> 'english' "
+        "OR EXISTS (SELECT 1 FROM audit_events a WHERE a.dataset = d.dataset "
+        "AND a.action = 'dataset.policy' AND a.details ? 'language')"
+    )
 
 
 def downgrade() -> None:

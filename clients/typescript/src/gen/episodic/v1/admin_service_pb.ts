@@ -835,9 +835,10 @@ export type SetDatasetPolicyRequest = Message<"episodic.v1.SetDatasetPolicyReque
   /**
    * The language of the dataset's text: an ISO 639-1 code ("fr"), a BCP 47 tag ("pt-BR")
    * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
-   * detection (detected at once from a sample of the dataset's messages when they can
-   * tell, else English until an episode can). Unset: unchanged (unlike the two fields
-   * above). Changing it re-tokenises the dataset's lexical index in the call.
+   * detection (detected at once from some of the dataset's user and assistant messages
+   * when they can tell, else English until the Summariser can, where
+   * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
+   * Changing it re-tokenises the dataset's lexical index in the call.
    *
    * @generated from field: optional string language = 4;
    */
@@ -1062,7 +1063,8 @@ export enum LanguageOrigin {
 
   /**
    * Nobody's yet: English until the Summariser detects the language from the dataset's
-   * text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell.
+   * text (EPISODIC_DETECT_LANGUAGE), once there is enough of it to tell (and switches it
+   * only while the dataset has at most 200 episodes).
    *
    * @generated from enum value: LANGUAGE_ORIGIN_DEFAULT = 1;
    */
