@@ -23,6 +23,7 @@ import pytest
 from episodic.client import EPISODE_STATUSES
 from episodic.console import HTMX_LICENSE, HTMX_SHA256, HTMX_VERSION, ConsoleApp, ConsoleServer
 from episodic.console.app import ConsoleConfigError, http_key_for
+from episodic.console.views.datasets import LANGUAGE_ORIGINS
 from episodic.console.views.layout import STATUS_LABELS
 from episodic.render import render_episodes
 from episodic.testing.processes import wait_until
@@ -86,6 +87,7 @@ def test_datasets_and_threads_show_what_the_sdk_answers(
     with suite.client() as sdk:
         datasets = sdk.list_datasets().items
         threads = sdk.list_threads(DATASET, page_size=50).items
+        policy = sdk.get_dataset_policy(DATASET)
         unfinished = [
             e
             for st in ("pending", "processing", "failed")
@@ -103,6 +105,12 @@ def test_datasets_and_threads_show_what_the_sdk_answers(
     page.get_by_role("link", name=DATASET, exact=True).click()
     page.wait_for_url("**/dataset?dataset=*")
     assert page.locator("h1").inner_text() == f"Threads of {DATASET}"
+    # The language its text is stemmed in, and whose choice it is (the demo's English
+    # conversations: detected by the Summariser, or still the default).
+    assert policy.language_origin in ("default", "detected")
+    expect(page.locator("#dataset-language")).to_have_text(
+        f"Text stemmed in {policy.language} ({LANGUAGE_ORIGINS[policy.language_origin]})."
+    )
     rows = page.locator("#threads tbody tr")
     assert rows.count() == len(threads)
     for i, t in enumerate(threads):  # most recently active first, like the SDK

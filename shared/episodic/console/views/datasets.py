@@ -3,7 +3,9 @@ their episodes (``list_episodes`` per thread)."""
 
 from __future__ import annotations
 
-from episodic.client import Episode, EpisodicRpcError, PermissionDeniedError, Thread
+from concurrent.futures import Future
+
+from episodic.client import DatasetPolicy, Episode, EpisodicRpcError, PermissionDeniedError, Thread
 from episodic.console.views import Ctx, Page
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import (
@@ -143,6 +145,28 @@ def thread_state(thread: Thread, open_episodes: list[Episode]) -> Safe:
     return join(parts, " ")
 
 
+#: How the threads page says where the dataset's language came from (DatasetPolicy).
+LANGUAGE_ORIGINS = {
+    "default": "the default: detected from its text once there is enough of it",
+    "detected": "detected from its text",
+    "set": "set with SetDatasetPolicy",
+}
+
+
+def _language(policy: Future[DatasetPolicy]) -> Safe:
+    """The line naming the language the dataset's text is stemmed in, and where it came
+    from; nothing when the policy cannot be read (an admin call: a reader's key may not)."""
+    try:
+        found = policy.result()
+    except EpisodicRpcError:
+        return Safe("")
+    return html(
+        '<p id="dataset-language">Text stemmed in <strong>{language}</strong> ({origin}).</p>',
+        language=found.language,
+        origin=LANGUAGE_ORIGINS.get(found.language_origin, "text-search configuration"),
+    )
+
+
 def threads(ctx: Ctx) -> Page:
     """A dataset's threads, most recently active first, with their episodes' state."""
     dataset = ctx.required("dataset")
@@ -150,6 +174,7 @@ def threads(ctx: Ctx) -> Page:
     listed = ctx.pool.submit(
         ctx.client.list_threads, dataset, page_size=THREADS_PER_PAGE, page_token=token
     )
+    policy = ctx.pool.submit(ctx.client.get_dataset_policy, dataset)
 
     def of_status(status: str) -> list[Episode] | EpisodicRpcError:
         try:  # the newest 1000 of each: a backlog beyond that is the pipeline page's news
@@ -201,6 +226,7 @@ def threads(ctx: Ctx) -> Page:
     body = join(
         [
             warning,
+            _language(policy),
             table,
             next_page_link("/dataset", page.next_page_token, "More threads", dataset=dataset),
         ]
