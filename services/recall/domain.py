@@ -160,28 +160,17 @@ class RecallAnswer:
     abstained: bool = False
 
 
-@dataclass(frozen=True)
-class Ranked:
-    """One ranking's opened rows (the candidates the thresholds keep, best first), the
-    dataset's count, and the request's match and whether the thresholds withheld every
-    candidate (:class:`~episodic.store.recall_queries.Ranking`)."""
-
-    rows: list[dict[str, Any]]
-    count: int
-    match: float | None = None
-    withheld: bool = False
-
-    def answer(self, rows: list[dict[str, Any]] | None = None, **kw: Any) -> RecallAnswer:
-        """The answer made of ``rows`` (default: these): abstained when it is empty because
-        the thresholds withheld every candidate."""
-        rows = self.rows if rows is None else rows
-        return RecallAnswer(
-            rows=rows,
-            episode_count=self.count,
-            match=self.match,
-            abstained=self.withheld and not rows,
-            **kw,
-        )
+def _answer(ranked: q.Ranking, rows: list[dict[str, Any]] | None = None, **kw: Any) -> RecallAnswer:
+    """The answer made of ``rows`` (default: the ranking's, opened): abstained when it is
+    empty because the thresholds withheld every candidate there was."""
+    rows = ranked.rows if rows is None else rows
+    return RecallAnswer(
+        rows=rows,
+        episode_count=ranked.count,
+        match=ranked.match,
+        abstained=ranked.withheld and not rows,
+        **kw,
+    )
 
 
 def check_text(value: str, field: str, max_chars: int) -> str:
@@ -379,7 +368,7 @@ class DatasetSizes:
         self._seen[dataset] = size
 
 
-def _rank(conn: Connection, vault: Vault, dataset: str, **ranking: Any) -> Ranked:
+def _rank(conn: Connection, vault: Vault, dataset: str, **ranking: Any) -> q.Ranking:
     """rank_episodes with the dataset's key, rows opened. The key and the query's lexemes
     (and their word forms) are read in one statement before the ranking
     (:func:`~episodic.store.recall_queries.read_opening`): two round trips per call. The
@@ -444,7 +433,7 @@ def _rank_with(
     events: EventScope | None,
     approximate: q.Approximation | None,
     ranking: dict[str, Any],
-) -> Ranked:
+) -> q.Ranking:
     shared = {k: v for k, v in ranking.items() if k not in ("options", "opening", "guard")}
     options = ranking.get("options", DEFAULT_RANKING)
     limit = shared["limit"]
@@ -476,7 +465,7 @@ def _rank_with(
         opened = q.reorder_top(
             opened, options, shared["similarity_weight"], shared["recency_weight"]
         )[:limit]
-    return Ranked(opened, ranked.count, ranked.match, ranked.withheld)
+    return replace(ranked, rows=opened)  # opened, events merged, second look applied
 
 
 def read_time(query: str | None, as_of: datetime | None, literal: bool) -> QueryTime | None:
@@ -545,7 +534,7 @@ def recall(
         "options": request.ranking,
     }
     if understood is None:
-        return _rank(conn, vault, request.dataset, **ranking).answer()
+        return _answer(_rank(conn, vault, request.dataset, **ranking))
     ordinal = understood.ordinal
     if ordinal is not None and ordinal.scope == "sessions":
         chosen = q.threads_in_order(
@@ -566,7 +555,7 @@ def recall(
         ranking["filters"] = replace(filters, thread_ids=chosen)
         ranked = _rank(conn, vault, request.dataset, **ranking)
         rows = ranked.rows if request.ranked_query else _in_time_order(ranked.rows)
-        return ranked.answer(rows, selected_threads=chosen)
+        return _answer(ranked, rows, selected_threads=chosen)
     if ordinal is not None:  # "the first time we talked about X", "the last 3 decisions"
         pool = {**ranking, "limit": ORDINAL_POOL}
         if request.ranked_query:
@@ -577,15 +566,16 @@ def recall(
             rows = [r for r in rows if r["similarity"] >= ORDINAL_MATCH_BAND]
         ordered = _in_time_order(rows, newest_first=ordinal.from_end)
         picked = ordered[ordinal.position - 1 : ordinal.position - 1 + ordinal.count]
-        return ranked.answer(
+        return _answer(
+            ranked,
             _in_time_order(picked)[: request.limit],
             selected_threads=[r["thread_id"] for r in picked if r["thread_id"] is not None],
         )
     if understood.time_only:
         # Nothing but time: the window's episodes, in time order, similarity aside.
         ranked = _rank(conn, vault, request.dataset, **{**ranking, "query": None})
-        return ranked.answer(_in_time_order(ranked.rows))
-    return _rank(conn, vault, request.dataset, **ranking).answer()
+        return _answer(ranked, _in_time_order(ranked.rows))
+    return _answer(_rank(conn, vault, request.dataset, **ranking))
 
 
 def rerank_text(row: dict[str, Any]) -> str:

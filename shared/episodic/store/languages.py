@@ -22,6 +22,7 @@ overridden; setting it to ``auto`` hands it back to detection.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -170,22 +171,18 @@ def detect_language(texts: Iterable[str]) -> str | None:
     return str(code)
 
 
-_MISSING_DETECTOR: list[bool] = []  # logged once
-
-
+@functools.cache
 def _detector():  # type: ignore[no-untyped-def]
-    """The ``pycld2`` module, or None (logged once) where it is not installed: its wheels
-    are built for x86-64 Linux, and elsewhere pip needs a C++ toolchain to build it — a
-    service must start either way, with detection off."""
+    """The ``pycld2`` module, or None (logged once: the answer is cached) where it is not
+    installed: its wheels are built for x86-64 Linux, and elsewhere pip needs a C++
+    toolchain to build it — a service must start either way, with detection off."""
     try:
         import pycld2
     except ImportError:
-        if not _MISSING_DETECTOR:
-            _MISSING_DETECTOR.append(True)
-            log.warning(
-                "language detection is off: the pycld2 package is not installed (wheels "
-                "for x86-64 Linux); set each dataset's language with SetDatasetPolicy"
-            )
+        log.warning(
+            "language detection is off: the pycld2 package is not installed (wheels "
+            "for x86-64 Linux); set each dataset's language with SetDatasetPolicy"
+        )
         return None
     return pycld2
 
