@@ -68,7 +68,13 @@ from episodic.testing.fuzz import (
     store_fingerprint,
 )
 from episodic.testing.invariants import check_invariants
-from episodic.testing.processes import ServiceProcess, start_service, wait_serving, wait_until
+from episodic.testing.processes import (
+    ServiceProcess,
+    queued_episode_id,
+    start_service,
+    wait_serving,
+    wait_until,
+)
 from episodic.v1 import episode_pb2 as epb
 from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
@@ -394,8 +400,9 @@ def _seed_data(suite: Suite) -> Seeds:
     b = thread("offices", (user, "The Berlin office opens in March.", "seed-3"))
 
     # B's episode fails for good, through the store's own transitions.
-    failed = ingest.EndThread(ipb.EndThreadRequest(thread_id=b), timeout=10).episode_id
-    assert failed, "the Scheduler did not queue B's episode"
+    ended = ingest.EndThread(ipb.EndThreadRequest(thread_id=b), timeout=10)
+    assert ended.episode_queued, "EndThread queued no episode for B"
+    failed = queued_episode_id(recall, DATASET, b, ended, end_sequence=1)
     with suite.engine.begin() as conn:
         claimed = episode_store.claim_pending(conn, worker="fuzz-seed", limit=10)
         assert [str(r["episode_id"]) for r in claimed] == [failed]
@@ -411,8 +418,9 @@ def _seed_data(suite: Suite) -> Seeds:
         assert status == "failed"
 
     # A's episode completes through the Summariser.
-    completed = ingest.EndThread(ipb.EndThreadRequest(thread_id=a), timeout=10).episode_id
-    assert completed, "the Scheduler did not queue A's episode"
+    ended = ingest.EndThread(ipb.EndThreadRequest(thread_id=a), timeout=10)
+    assert ended.episode_queued, "EndThread queued no episode for A"
+    completed = queued_episode_id(recall, DATASET, a, ended, end_sequence=3)
 
     def is_completed() -> bool:
         summariser.ProcessPending(spb.ProcessPendingRequest(max_episodes=10), timeout=30)

@@ -182,3 +182,31 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05, message
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s: {message}")
         time.sleep(interval)
+
+
+def queued_episode_id(
+    recall: Any,
+    dataset: str,
+    thread_id: str,
+    ended: Any,
+    *,
+    end_sequence: int,
+    timeout: float = 60.0,
+) -> str:
+    """The id of the episode an ``EndThread`` queued (``ended`` is its response).
+
+    EndThread names the episode only when the Scheduler answered within
+    ``EPISODIC_SCHEDULER_NOTIFY_TIMEOUT``; on a loaded machine it may not, and the
+    Scheduler queues it moments later. Then this polls ``recall`` (a RecallService stub)
+    for the thread's episode that ends at ``end_sequence``, any status."""
+    if ended.episode_id:
+        return str(ended.episode_id)
+    from episodic.v1 import recall_service_pb2 as rpb
+
+    def listed() -> str | None:
+        page = recall.ListEpisodes(
+            rpb.ListEpisodesRequest(dataset=dataset, thread_id=thread_id), timeout=10
+        )
+        return next((e.episode_id for e in page.episodes if e.end_sequence == end_sequence), None)
+
+    return str(wait_until(listed, timeout=timeout, message=f"thread {thread_id}'s episode queued"))
