@@ -448,12 +448,12 @@ def _rank_with(
         guard=ranking.get("guard"),
         **shared,
     )
-    opened = [open_row(key, r, "episodes") for r in ranked.rows]
+    ranked = replace(ranked, rows=[open_row(key, r, "episodes") for r in ranked.rows])
     if events is not None:  # events join the candidates (services/recall/events.py)
-        opened = recall_events.merge(
+        ranked = recall_events.merge(
             conn,
             key,
-            opened,
+            ranked,
             events,
             **shared,
             any_events=ranked.has_events,
@@ -462,10 +462,11 @@ def _rank_with(
             options=options,
         )
     if options.rerank_top and shared["query"]:
-        opened = q.reorder_top(
-            opened, options, shared["similarity_weight"], shared["recency_weight"]
-        )[:limit]
-    return replace(ranked, rows=opened)  # opened, events merged, second look applied
+        top = q.reorder_top(
+            ranked.rows, options, shared["similarity_weight"], shared["recency_weight"]
+        )
+        ranked = replace(ranked, rows=top[:limit])
+    return ranked  # opened, events merged, second look applied
 
 
 def read_time(query: str | None, as_of: datetime | None, literal: bool) -> QueryTime | None:

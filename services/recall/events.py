@@ -6,7 +6,7 @@ summaries without knowing about them."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -14,8 +14,8 @@ from sqlalchemy import Connection
 
 from episodic.crypto import DatasetKey
 from episodic.store import events as event_store
-from episodic.store.events import EventFilters, rank_events
-from episodic.store.recall_queries import DEFAULT_RANKING, RankingOptions, RecallFilters
+from episodic.store.events import EventFilters, RankedEvents, rank_events
+from episodic.store.recall_queries import DEFAULT_RANKING, Ranking, RankingOptions, RecallFilters
 from episodic.store.relevance import Abstention
 from episodic.store.vault import Vault
 
@@ -52,7 +52,7 @@ def _order(row: dict[str, Any]) -> tuple[float, float, str]:
 def merge(
     conn: Connection,
     key: DatasetKey,
-    episodes: list[dict[str, Any]],
+    ranked: Ranking,
     scope: EventScope,
     *,
     filters: RecallFilters,
@@ -67,12 +67,14 @@ def merge(
     any_events: bool = True,
     lexemes: list[str] | None = None,
     options: RankingOptions = DEFAULT_RANKING,
-) -> list[dict[str, Any]]:
-    """The best ``limit`` of the ranked (opened) episodes and the dataset's events, by
-    relevance (then newest first); events below ``min_relevance`` (and all of them when
-    their best match is below ``min_match``) are left out as episodes are. ``any_events``
-    False (the dataset has none, as the episodes' statement saw) skips the events'
-    statement; ``lexemes``: the query's tokens the episodes' ranking sent."""
+) -> Ranking:
+    """``ranked`` (its rows opened) with the dataset's events merged in: the best
+    ``limit`` of both by relevance (then newest first). Events below ``min_relevance``
+    (and all of them when their best match is below ``min_match``) are left out as
+    episodes are; the answer's match is the better of the two, and it withheld when the
+    thresholds left out every candidate of either kind and kept none of the other.
+    ``any_events`` False (the dataset has none, as the episodes' statement saw) skips the
+    events' statement; ``lexemes``: the query's tokens the episodes' ranking sent."""
     found = (
         rank_events(
             conn,
@@ -90,10 +92,17 @@ def merge(
             options=options,
         )
         if any_events
-        else []
+        else RankedEvents([])
     )
-    candidates = found if scope.actor else [*episodes, *found]
-    return sorted(candidates, key=_order)[:limit]
+    if scope.actor:  # events alone: summaries carry no recorded actor
+        return replace(ranked, rows=found.rows, match=found.match, withheld=found.withheld)
+    matches = [m for m in (ranked.match, found.match) if m is not None]
+    return replace(
+        ranked,
+        rows=sorted([*ranked.rows, *found.rows], key=_order)[:limit],
+        match=max(matches) if matches else None,
+        withheld=ranked.withheld or found.withheld,
+    )
 
 
 def with_listed_events(

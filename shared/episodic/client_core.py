@@ -491,9 +491,9 @@ class RecallResult:
 
     ``match``: how likely the dataset holds an answer to the query at all (0..1,
     calibrated like each episode's ``relevance``; what ``min_match`` compares); None
-    without a query or without episodes to rank. ``abstained``: the answer is empty
-    because the thresholds (``min_relevance``, ``min_match``, ``abstain``) left out every
-    episode there was — nothing fits, as opposed to nothing there."""
+    without a query or without episodes or events to rank. ``abstained``: the answer is
+    empty because the thresholds (``min_relevance``, ``min_match``, ``abstain``) left out
+    every episode and event there was — nothing fits, as opposed to nothing there."""
 
     episodes: list[ScoredEpisode]
     episode_count: int

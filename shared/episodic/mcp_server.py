@@ -134,7 +134,7 @@ class RecallOutput(BaseModel):
     match: float | None = Field(
         default=None,
         description="How likely the dataset holds an answer to the query at all (0..1); "
-        "null without a query or without episodes to rank.",
+        "null without a query or without episodes or events to rank.",
     )
     abstained: bool = Field(
         default=False,

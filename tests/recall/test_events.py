@@ -187,3 +187,44 @@ def test_events_carry_the_calibrated_relevance_and_min_relevance_drops_them(stub
         for s in recall_(recall, query="what is my dog's name?", min_match=gate)
     ] == [dog.episode_id]
     assert recall_(recall, query="which airline flies to Lisbon?", min_match=gate) == []
+
+
+def test_the_answer_counts_events_in_its_match_and_abstention(stubs, engine) -> None:  # type: ignore[no-untyped-def]
+    """``RecalledEpisodes.match`` and ``abstained`` read events as they read episodes: a
+    dataset whose only candidate is an event abstains on a question nothing answers (and
+    says its match), not on one the event answers; beside an episode that answers nothing,
+    the event's better match is the answer's."""
+    from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE
+
+    ingest, recall, _ = stubs
+    dog = record(
+        ingest, "The user's dog is named Rex", T0 - timedelta(days=1), event_type="milestone"
+    )
+
+    def ask(query: str, **kw):  # type: ignore[no-untyped-def]
+        request = pb.RecallRequest(
+            dataset="user_42", query=query, as_of=ts(T0), include=EPISODES, **kw
+        )
+        return recall.Recall(request, timeout=10).episodes
+
+    strict = {"min_relevance": RECOMMENDED_MIN_RELEVANCE}
+    unrelated = ask("which airline flies to Lisbon?", **strict)
+    assert list(unrelated.episodes) == [] and unrelated.abstained
+    assert unrelated.HasField("match")
+    answered = ask("what is my dog's name?", **strict)
+    assert [s.episode.episode_id for s in answered.episodes] == [dog.episode_id]
+    assert not answered.abstained and answered.match > unrelated.match
+    # events alone (by actor): the same decision
+    by_actor = ask("which airline flies to Lisbon?", actor="agent", **strict)
+    assert list(by_actor.episodes) == [] and by_actor.abstained
+    assert by_actor.match == pytest.approx(unrelated.match)
+    # an unrelated episode beside it: the event's match, the better, is the answer's
+    with engine.begin() as conn:
+        make_episode(
+            conn, "user_42", ["we talked about the weather"], ended_at=T0 - timedelta(days=9)
+        )
+    mixed = ask("what is my dog's name?", **strict)
+    assert [s.episode.episode_id for s in mixed.episodes] == [dog.episode_id]
+    assert not mixed.abstained and mixed.match == pytest.approx(answered.match)
+    both_withheld = ask("which airline flies to Lisbon?", **strict)
+    assert list(both_withheld.episodes) == [] and both_withheld.abstained

@@ -153,10 +153,10 @@ export interface RecallResult extends Iterable<ScoredEpisode> {
   episodeCount: number;
   /** How likely the dataset holds an answer to the query at all (0..1, calibrated like each
    * episode's `relevance`; what `minMatch` compares). Undefined without a query or without
-   * episodes to rank. */
+   * episodes or events to rank. */
   match?: number;
   /** The answer is empty because the thresholds (`minRelevance`, `minMatch`, `abstain`)
-   * left out every episode there was: nothing fits, as opposed to nothing there. */
+   * left out every episode and event there was: nothing fits, as opposed to nothing there. */
   abstained: boolean;
   /** How the query was read: the time expressions found, the window or session ordinal
    * they resolved to, whether it was applied, and the text that was ranked. Undefined when

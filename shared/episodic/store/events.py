@@ -67,6 +67,7 @@ __all__ = [
     "EVENT_TYPE_PATTERN",
     "EventFilters",
     "NewEvent",
+    "RankedEvents",
     "actor_token",
     "embed_pending",
     "erase_dataset_events",
@@ -296,7 +297,7 @@ def _rank_sql(
             SELECT c.event_id, c.occurred_at, 0.0::float8 AS similarity, 0.0::float8 AS lexical,
                    0.0::float8 AS semantic,
                    ({ranked_recency_sql("c.occurred_at", options)})::float8 AS recency,
-                   0.0::float8 AS absolute_relevance
+                   0.0::float8 AS absolute_relevance, NULL::float8 AS request_match
             FROM c
         ),"""
     else:
@@ -376,23 +377,25 @@ def _rank_sql(
             FROM normed n
         ),"""
     # min_relevance and min_match apply only with a query (without one nothing is
-    # matched), as for episodes (recall_queries.rank_episodes).
-    relevant = f"WHERE {relevant_sql('s.occurred_at', options)}" if with_query else ""
+    # matched), as for episodes (recall_queries.rank): those they leave out come after
+    # every event they keep, only to fill the limit, and the caller drops them, so an
+    # answer whose every event was left out still knows its match and that it abstained.
+    passes = f"coalesce({relevant_sql('s.occurred_at', options)}, false)" if with_query else "true"
     span = span_cte("c", "occurred_at") if options.recency_span else ""
     return f"""
         WITH c AS MATERIALIZED ({_CANDIDATES}),{span}{scored}
         top AS MATERIALIZED (
             SELECT s.*, CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency
-                       AS relevance
+                       AS relevance,
+                   {passes} AS passes
             FROM scored s
-            {relevant}
-            ORDER BY relevance DESC, s.occurred_at DESC, s.event_id DESC
+            ORDER BY passes DESC, relevance DESC, s.occurred_at DESC, s.event_id DESC
             LIMIT :limit
         )
         SELECT {_event_as_episode(":dataset")}, t.similarity, t.lexical, t.semantic, t.recency,
-               t.relevance, t.absolute_relevance
+               t.relevance, t.absolute_relevance, t.request_match, t.passes
         FROM top t JOIN events ev ON ev.dataset = :dataset AND ev.event_id = t.event_id
-        ORDER BY t.relevance DESC, t.occurred_at DESC, t.event_id DESC
+        ORDER BY t.passes DESC, t.relevance DESC, t.occurred_at DESC, t.event_id DESC
     """
 
 
@@ -411,7 +414,7 @@ def rank_events(
     abstention: Abstention | None = None,
     lexemes: list[str] | None = None,
     options: RankingOptions = DEFAULT_RANKING,
-) -> list[dict[str, Any]]:
+) -> RankedEvents:
     """The top ``limit`` events of ``key``'s dataset by relevance, best first, opened and
     shaped as episode rows (with ``kind`` 'event', ``similarity``, ``lexical``,
     ``semantic``, ``recency``, ``relevance`` and the calibrated ``absolute_relevance``),
@@ -443,7 +446,25 @@ def rank_events(
         if with_vector:
             params["qvec"] = np.asarray(query_vector, dtype=np.float32)
     rows = conn.execute(_rank_statement(with_query, with_vector, options), params).mappings().all()
-    return [open_row(key, r, "events") for r in rows]
+    kept = [open_row(key, r, "events") for r in rows if r["passes"]]
+    return RankedEvents(
+        kept,
+        match=float(rows[0]["request_match"]) if with_query and rows else None,
+        withheld=bool(rows) and not kept,
+    )
+
+
+@dataclass(frozen=True)
+class RankedEvents:
+    """What :func:`rank_events` answered."""
+
+    #: The events the thresholds keep, opened, best first.
+    rows: list[dict[str, Any]]
+    #: The request's match over its events (as ``recall_queries.Ranking.match`` over
+    #: episodes): None without a query or without an event to rank.
+    match: float | None = None
+    #: Whether the thresholds left out every event there was (there was at least one).
+    withheld: bool = False
 
 
 @lru_cache(maxsize=8)

@@ -4135,8 +4135,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * The request's match: how likely the dataset holds an answer to the query at all,
      * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
      * datasets) and read from the best match among the episodes ranked — what min_match
-     * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-     * there to rank. Events are not counted in it.
+     * compares. Events are judged by their own best match, and the better of the two is
+     * the answer's (with `actor`, the events' alone). Unset without a query (or with
+     * similarity_weight 0) and when nothing was there to rank.
      * </pre>
      *
      * <code>optional double match = 3;</code>
@@ -4148,8 +4149,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * The request's match: how likely the dataset holds an answer to the query at all,
      * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
      * datasets) and read from the best match among the episodes ranked — what min_match
-     * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-     * there to rank. Events are not counted in it.
+     * compares. Events are judged by their own best match, and the better of the two is
+     * the answer's (with `actor`, the events' alone). Unset without a query (or with
+     * similarity_weight 0) and when nothing was there to rank.
      * </pre>
      *
      * <code>optional double match = 3;</code>
@@ -4160,9 +4162,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
-     * those abstain applies) left out every episode there was to rank: the dataset holds
-     * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
-     * within the request's filters.
+     * those abstain applies) left out every episode and event there was to rank: the
+     * dataset holds nothing that fits, as opposed to holding nothing at all (episode_count)
+     * or nothing within the request's filters.
      * </pre>
      *
      * <code>bool abstained = 4;</code>
@@ -4302,8 +4304,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * The request's match: how likely the dataset holds an answer to the query at all,
      * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
      * datasets) and read from the best match among the episodes ranked — what min_match
-     * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-     * there to rank. Events are not counted in it.
+     * compares. Events are judged by their own best match, and the better of the two is
+     * the answer's (with `actor`, the events' alone). Unset without a query (or with
+     * similarity_weight 0) and when nothing was there to rank.
      * </pre>
      *
      * <code>optional double match = 3;</code>
@@ -4318,8 +4321,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * The request's match: how likely the dataset holds an answer to the query at all,
      * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
      * datasets) and read from the best match among the episodes ranked — what min_match
-     * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-     * there to rank. Events are not counted in it.
+     * compares. Events are judged by their own best match, and the better of the two is
+     * the answer's (with `actor`, the events' alone). Unset without a query (or with
+     * similarity_weight 0) and when nothing was there to rank.
      * </pre>
      *
      * <code>optional double match = 3;</code>
@@ -4335,9 +4339,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
-     * those abstain applies) left out every episode there was to rank: the dataset holds
-     * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
-     * within the request's filters.
+     * those abstain applies) left out every episode and event there was to rank: the
+     * dataset holds nothing that fits, as opposed to holding nothing at all (episode_count)
+     * or nothing within the request's filters.
      * </pre>
      *
      * <code>bool abstained = 4;</code>
@@ -5149,8 +5153,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * The request's match: how likely the dataset holds an answer to the query at all,
        * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
        * datasets) and read from the best match among the episodes ranked — what min_match
-       * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-       * there to rank. Events are not counted in it.
+       * compares. Events are judged by their own best match, and the better of the two is
+       * the answer's (with `actor`, the events' alone). Unset without a query (or with
+       * similarity_weight 0) and when nothing was there to rank.
        * </pre>
        *
        * <code>optional double match = 3;</code>
@@ -5165,8 +5170,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * The request's match: how likely the dataset holds an answer to the query at all,
        * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
        * datasets) and read from the best match among the episodes ranked — what min_match
-       * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-       * there to rank. Events are not counted in it.
+       * compares. Events are judged by their own best match, and the better of the two is
+       * the answer's (with `actor`, the events' alone). Unset without a query (or with
+       * similarity_weight 0) and when nothing was there to rank.
        * </pre>
        *
        * <code>optional double match = 3;</code>
@@ -5181,8 +5187,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * The request's match: how likely the dataset holds an answer to the query at all,
        * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
        * datasets) and read from the best match among the episodes ranked — what min_match
-       * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-       * there to rank. Events are not counted in it.
+       * compares. Events are judged by their own best match, and the better of the two is
+       * the answer's (with `actor`, the events' alone). Unset without a query (or with
+       * similarity_weight 0) and when nothing was there to rank.
        * </pre>
        *
        * <code>optional double match = 3;</code>
@@ -5201,8 +5208,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * The request's match: how likely the dataset holds an answer to the query at all,
        * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
        * datasets) and read from the best match among the episodes ranked — what min_match
-       * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-       * there to rank. Events are not counted in it.
+       * compares. Events are judged by their own best match, and the better of the two is
+       * the answer's (with `actor`, the events' alone). Unset without a query (or with
+       * similarity_weight 0) and when nothing was there to rank.
        * </pre>
        *
        * <code>optional double match = 3;</code>
@@ -5219,9 +5227,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
-       * those abstain applies) left out every episode there was to rank: the dataset holds
-       * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
-       * within the request's filters.
+       * those abstain applies) left out every episode and event there was to rank: the
+       * dataset holds nothing that fits, as opposed to holding nothing at all (episode_count)
+       * or nothing within the request's filters.
        * </pre>
        *
        * <code>bool abstained = 4;</code>
@@ -5234,9 +5242,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
-       * those abstain applies) left out every episode there was to rank: the dataset holds
-       * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
-       * within the request's filters.
+       * those abstain applies) left out every episode and event there was to rank: the
+       * dataset holds nothing that fits, as opposed to holding nothing at all (episode_count)
+       * or nothing within the request's filters.
        * </pre>
        *
        * <code>bool abstained = 4;</code>
@@ -5253,9 +5261,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
-       * those abstain applies) left out every episode there was to rank: the dataset holds
-       * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
-       * within the request's filters.
+       * those abstain applies) left out every episode and event there was to rank: the
+       * dataset holds nothing that fits, as opposed to holding nothing at all (episode_count)
+       * or nothing within the request's filters.
        * </pre>
        *
        * <code>bool abstained = 4;</code>

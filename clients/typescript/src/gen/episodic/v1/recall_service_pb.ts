@@ -218,8 +218,9 @@ export type RecalledEpisodes = Message<"episodic.v1.RecalledEpisodes"> & {
    * The request's match: how likely the dataset holds an answer to the query at all,
    * 0..1, calibrated like ScoredEpisode.relevance (comparable across queries and
    * datasets) and read from the best match among the episodes ranked — what min_match
-   * compares. Unset without a query (or with similarity_weight 0) and when no episode was
-   * there to rank. Events are not counted in it.
+   * compares. Events are judged by their own best match, and the better of the two is
+   * the answer's (with `actor`, the events' alone). Unset without a query (or with
+   * similarity_weight 0) and when nothing was there to rank.
    *
    * @generated from field: optional double match = 3;
    */
@@ -227,9 +228,9 @@ export type RecalledEpisodes = Message<"episodic.v1.RecalledEpisodes"> & {
 
   /**
    * Whether `episodes` is empty because the thresholds (min_relevance, min_match, and
-   * those abstain applies) left out every episode there was to rank: the dataset holds
-   * nothing that fits, as opposed to holding nothing at all (episode_count) or nothing
-   * within the request's filters.
+   * those abstain applies) left out every episode and event there was to rank: the
+   * dataset holds nothing that fits, as opposed to holding nothing at all (episode_count)
+   * or nothing within the request's filters.
    *
    * @generated from field: bool abstained = 4;
    */
