@@ -9,7 +9,10 @@ import pytest
 from sqlalchemy import text
 
 from episodic.errors import InvalidArgument
+from episodic.store import languages
+from episodic.store.events import NewEvent, event_document, record_event
 from episodic.store.languages import dataset_config, resolve_language, set_language
+from episodic.store.recall_index import blind_vectors
 from episodic.testing import keys
 from episodic.v1 import admin_service_pb2 as admin_pb
 from episodic.v1 import admin_service_pb2_grpc as admin_grpc
@@ -33,10 +36,19 @@ def test_languages_resolve_to_a_stemmer_or_simple(engine) -> None:  # type: igno
         assert resolve_language(conn, "pt_BR") == "portuguese"
         # No stemmer in PostgreSQL: words as written.
         assert resolve_language(conn, "ja") == "simple"
-        assert resolve_language(conn, "klingon") == "simple"
+        assert resolve_language(conn, "zh-Hant") == "simple"
+        assert resolve_language(conn, "fil") == "simple"  # ISO 639-2/3: no 639-1 code
+        # Neither a configuration nor a language code: a typo would re-stem the whole
+        # dataset word for word, so it is refused, naming what is accepted.
+        for typo in ("klingon", "frnech", "japanese", "xx"):
+            with pytest.raises(InvalidArgument, match="ISO 639-1"):
+                resolve_language(conn, typo)
         for bad in ("", "!!", "fr;drop", "x" * 80):
             with pytest.raises(InvalidArgument):
                 resolve_language(conn, bad)
+        # what the detector answers is never refused (CLD2's codes, old and new)
+        assert resolve_language(conn, "iw", strict=False) == "simple"
+        assert resolve_language(conn, "fr", strict=False) == "french"
 
 
 def test_a_french_dataset_is_stemmed_in_french_sealed_or_not(engine) -> None:  # type: ignore[no-untyped-def]
@@ -86,6 +98,44 @@ def test_changing_the_language_retokenises_the_index(engine) -> None:  # type: i
         assert chunks >= 1
 
 
+def test_changing_the_language_restems_every_episode_chunk_and_event(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """In batches (here of 2), every current episode's document, its thread's chunks, and
+    the dataset's events, which are stemmed when recorded, are re-stemmed."""
+    monkeypatch.setattr(languages, "RETOKENISE_BATCH", 2)
+    vault = keys.test_vault()
+    texts = [[*BOOKED, f"Voyage numéro {i}."] for i in range(5)]
+    with engine.begin() as conn:
+        for messages in texts:
+            make_episode(conn, "many", messages)
+        for i in range(3):
+            record_event(
+                conn,
+                vault,
+                NewEvent("many", "agent", "decision", f"Billets réservés, vol {i}", (), None),
+            )
+    with engine.begin() as conn:
+        assert set_language(conn, vault, "many", "french")
+    with engine.connect() as conn:
+        coverage = lexical_coverage(conn, "many", QUESTION)
+        assert [coverage[" ".join(m)] for m in texts] == [(1.0, 1.0)] * 5
+        key = vault.for_read(conn, "many")
+        events = list(
+            conn.execute(
+                text(
+                    "SELECT event_id, dataset, summary, actor, entities, event_type, "
+                    "search_vector::text AS stored FROM events WHERE dataset = 'many'"
+                )
+            ).mappings()
+        )
+        assert len(events) == 3
+        for row in vault.open_rows(conn, "many", events, "events"):
+            [(literal, _)] = blind_vectors(conn, key, [(event_document(row), "")])
+            french = conn.execute(
+                text("SELECT CAST(:v AS tsvector)::text"), {"v": literal}
+            ).scalar_one()
+            assert row["stored"] == french
+
+
 def test_the_language_is_set_through_set_dataset_policy(spawn) -> None:  # type: ignore[no-untyped-def]
     ingest = spawn("ingest")
     with ingest.channel() as channel:
@@ -117,3 +167,9 @@ def test_the_language_is_set_through_set_dataset_policy(spawn) -> None:  # type:
             )
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "language" in (caught.value.details() or "")
+        with pytest.raises(grpc.RpcError) as caught:  # a typo is not re-stemmed as 'simple'
+            admin.SetDatasetPolicy(
+                admin_pb.SetDatasetPolicyRequest(dataset="lang_fr", language="frnech"), timeout=30
+            )
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "frnech" in (caught.value.details() or "")

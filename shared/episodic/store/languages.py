@@ -25,22 +25,26 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, text
 
-from episodic.errors import InvalidArgument, NotFound
+from episodic.errors import InvalidArgument
+from episodic.store.events import event_document
 from episodic.store.recall_index import (
     TEXT_SEARCH_CONFIG,
+    IndexInput,
     blind_vectors,
     chunk_texts,
     dataset_config,
-    load_index_input,
-    prepare_episode_document,
+    load_index_inputs,
+    prepare_episode_documents,
 )
 
 if TYPE_CHECKING:
+    from episodic.crypto import DatasetKey
     from episodic.store.vault import Vault
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "DETECTED_ROLES",
     "FALLBACK_CONFIG",
     "ISO_639_1",
+    "ISO_639_1_CODES",
     "MAX_SWITCHED_EPISODES",
     "dataset_config",
     "detect_language",
@@ -101,9 +106,26 @@ ISO_639_1 = {
 _LANGUAGE = re.compile(r"^[a-z]{2,8}(?:[-_][a-z0-9]{1,8})*$")
 
 
-def resolve_language(conn: Connection, language: str) -> str:
+#: Every ISO 639-1 code: a language PostgreSQL has no stemmer for is still a language
+#: (indexed with ``simple``); a word that is none of these, nor a configuration, is a typo.
+_ISO_639_1_CODES = """
+    aa ab ae af ak am an ar as av ay az ba be bg bh bi bm bn bo br bs ca ce ch co cr cs cu
+    cv cy da de dv dz ee el en eo es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi
+    ho hr ht hu hy hz ia id ie ig ii ik io is it iu ja jv ka kg ki kj kk kl km kn ko kr ks
+    ku kv kw ky la lb lg li ln lo lt lu lv mg mh mi mk ml mn mr ms mt my na nb nd ne ng nl
+    nn no nr nv ny oc oj om or os pa pi pl ps pt qu rm rn ro ru rw sa sc sd se sg si sk sl
+    sm sn so sq sr ss st su sv sw ta te tg th ti tk tl tn to tr ts tt tw ty ug uk ur uz ve
+    vi vo wa wo xh yi yo za zh zu
+"""
+ISO_639_1_CODES = frozenset(_ISO_639_1_CODES.split())
+
+
+def resolve_language(conn: Connection, language: str, *, strict: bool = True) -> str:
     """The text-search configuration for ``language`` on this server: its stemmer when
-    PostgreSQL has one, else ``simple``. INVALID_ARGUMENT for what is not a language name."""
+    PostgreSQL has one, else ``simple``. INVALID_ARGUMENT for what is not a language name
+    and, when ``strict`` (a caller's choice; the detector's codes are not checked), for a
+    name that is neither a configuration of this server nor a language code: "frnech"
+    would otherwise re-stem the whole dataset word for word, silently."""
     value = language.strip().lower()
     if not _LANGUAGE.match(value):
         raise InvalidArgument(
@@ -112,11 +134,25 @@ def resolve_language(conn: Connection, language: str) -> str:
             field="language",
         )
     primary = re.split(r"[-_]", value)[0]
-    candidate = ISO_639_1.get(primary, value if "-" not in value else primary)
+    candidate = ISO_639_1.get(primary, value if "-" not in value and "_" not in value else primary)
     found = conn.execute(
         text("SELECT cfgname FROM pg_ts_config WHERE cfgname = :n"), {"n": candidate}
     ).scalar()
-    return str(found) if found else FALLBACK_CONFIG
+    if found:
+        return str(found)
+    # A BCP 47 language subtag of three letters is an ISO 639-2/3 code (a language with no
+    # two-letter code, "fil"): accepted as it stands.
+    if strict and primary not in ISO_639_1_CODES and len(primary) != 3:
+        configs = conn.execute(
+            text("SELECT cfgname FROM pg_ts_config WHERE cfgname <> 'simple' ORDER BY cfgname")
+        ).scalars()
+        raise InvalidArgument(
+            f"language {language[:40]!r} is neither an ISO 639-1 code nor a text-search "
+            f"configuration of this server ({', '.join(configs)}); a language without a "
+            "stemmer is given by its code ('ja') and indexed word for word ('simple')",
+            field="language",
+        )
+    return FALLBACK_CONFIG
 
 
 #: Detection decides only on at least this many letters: CLD2 is unreliable on a few words
@@ -218,7 +254,7 @@ def settle_detected_language(
     code = detect_language(texts)
     if code is None:
         return None
-    config = resolve_language(conn, code)
+    config = resolve_language(conn, code, strict=False)
     if config != dataset_config(conn, dataset) and _indexed_episodes_above(
         conn, dataset, MAX_SWITCHED_EPISODES
     ):
@@ -305,60 +341,121 @@ def hand_back_to_detection(conn: Connection, vault: Vault, dataset: str) -> str 
     if code is None:
         set_language(conn, vault, dataset, TEXT_SEARCH_CONFIG, origin="default")
         return None
-    config = resolve_language(conn, code)
+    config = resolve_language(conn, code, strict=False)
     set_language(conn, vault, dataset, config, origin="detected")
     return config
 
 
+#: How many episodes (or events) :func:`_retokenise` reads, stems and writes per round:
+#: a few statements per batch instead of a dozen per episode.
+RETOKENISE_BATCH = 100
+
+
 def _retokenise(conn: Connection, vault: Vault, dataset: str) -> None:
+    """Re-stems everything of ``dataset`` the lexical index holds in its (new)
+    configuration: its current episodes' documents, their threads' chunks, and its events."""
     key = vault.for_read(conn, dataset)
-    episode_ids = conn.execute(
-        text(
-            "SELECT episode_id FROM episodes WHERE dataset = :d AND status = 'completed' "
-            "AND search_vector IS NOT NULL"
-        ),
-        {"d": dataset},
-    ).scalars()
-    for episode_id in list(episode_ids):
-        try:
-            source = load_index_input(conn, vault, episode_id)
-        except NotFound:  # erased or purged since the list was read: nothing to re-stem
-            continue
-        # the document as the index writes it (with its speakers' words, re-stemmed)
-        document, length = prepare_episode_document(conn, key, source)
+    episode_ids = list(
         conn.execute(
             text(
-                "UPDATE episodes SET search_vector = CAST(:v AS tsvector), search_length = :n "
-                "WHERE dataset = :d AND episode_id = :id"
+                "SELECT episode_id FROM episodes WHERE dataset = :d AND status = 'completed' "
+                "AND search_vector IS NOT NULL ORDER BY episode_id"
             ),
-            {"v": document, "n": length, "d": dataset, "id": episode_id},
+            {"d": dataset},
+        ).scalars()
+    )
+    for start in range(0, len(episode_ids), RETOKENISE_BATCH):
+        # erased or purged since the list was read: left out, nothing to re-stem
+        sources = load_index_inputs(
+            conn, vault, dataset, episode_ids[start : start + RETOKENISE_BATCH]
         )
-        starts = [
-            (int(r[0]), int(r[1]))
-            for r in conn.execute(
-                text(
-                    "SELECT start_sequence, start_offset FROM message_chunks "
-                    "WHERE dataset = :d AND thread_id = :t"
-                ),
-                {"d": dataset, "t": source.thread_id},
-            )
-        ]
-        texts = chunk_texts(source.messages, starts)
-        ordered = sorted(texts)
-        vectors = blind_vectors(conn, key, [(texts[s], "") for s in ordered])
-        for (sequence, offset), (vector, n) in zip(ordered, vectors, strict=True):
+        _restem_episodes(conn, key, sources)
+    _restem_events(conn, vault, key, dataset)
+
+
+def _restem_episodes(conn: Connection, key: DatasetKey, sources: list[IndexInput]) -> None:
+    if not sources:
+        return
+    # the documents as the index writes them (with their speakers' words, re-stemmed)
+    documents = prepare_episode_documents(conn, key, sources)
+    conn.execute(
+        text(
+            "UPDATE episodes e SET search_vector = CAST(u.v AS tsvector), search_length = u.n "
+            "FROM unnest(CAST(:ids AS uuid[]), CAST(:vs AS text[]), CAST(:ns AS integer[])) "
+            "AS u(id, v, n) WHERE e.dataset = :d AND e.episode_id = u.id"
+        ),
+        {
+            "d": key.dataset,
+            "ids": [s.episode_id for s in sources],
+            "vs": [d[0] for d in documents],
+            "ns": [d[1] for d in documents],
+        },
+    )
+    starts: dict[uuid.UUID, list[tuple[int, int]]] = {}
+    for thread_id, sequence, offset in conn.execute(
+        text(
+            "SELECT thread_id, start_sequence, start_offset FROM message_chunks "
+            "WHERE dataset = :d AND thread_id = ANY(CAST(:t AS uuid[]))"
+        ),
+        {"d": key.dataset, "t": [s.thread_id for s in sources]},
+    ):
+        starts.setdefault(thread_id, []).append((int(sequence), int(offset)))
+    chunks: list[tuple[uuid.UUID, int, int, str]] = []
+    for source in sources:
+        texts = chunk_texts(source.messages, starts.get(source.thread_id, []))
+        chunks.extend((source.thread_id, s, o, texts[(s, o)]) for s, o in sorted(texts))
+    if not chunks:
+        return
+    vectors = blind_vectors(conn, key, [(c[3], "") for c in chunks])
+    conn.execute(
+        text(
+            "UPDATE message_chunks c SET search_vector = CAST(u.v AS tsvector), "
+            "search_length = u.n FROM unnest(CAST(:ts AS uuid[]), CAST(:ss AS bigint[]), "
+            "CAST(:os AS integer[]), CAST(:vs AS text[]), CAST(:ns AS integer[])) "
+            "AS u(t, s, o, v, n) WHERE c.dataset = :d AND c.thread_id = u.t "
+            "AND c.start_sequence = u.s AND c.start_offset = u.o"
+        ),
+        {
+            "d": key.dataset,
+            "ts": [c[0] for c in chunks],
+            "ss": [c[1] for c in chunks],
+            "os": [c[2] for c in chunks],
+            "vs": [v[0] for v in vectors],
+            "ns": [v[1] for v in vectors],
+        },
+    )
+
+
+def _restem_events(conn: Connection, vault: Vault, key: DatasetKey, dataset: str) -> None:
+    """Events are stemmed when recorded (``store.events.record_event``): re-stemmed with
+    the rest, or a query in the new configuration would miss their words."""
+    after = None
+    while True:
+        rows = list(
             conn.execute(
                 text(
-                    "UPDATE message_chunks SET search_vector = CAST(:v AS tsvector), "
-                    "search_length = :n WHERE dataset = :d AND thread_id = :t "
-                    "AND start_sequence = :s AND start_offset = :o"
+                    "SELECT event_id, dataset, summary, actor, entities, event_type FROM events "
+                    "WHERE dataset = :d AND (CAST(:after AS uuid) IS NULL "
+                    "OR event_id > CAST(:after AS uuid)) ORDER BY event_id LIMIT :n"
                 ),
-                {
-                    "v": vector,
-                    "n": n,
-                    "d": dataset,
-                    "t": source.thread_id,
-                    "s": sequence,
-                    "o": offset,
-                },
-            )
+                {"d": dataset, "after": after, "n": RETOKENISE_BATCH},
+            ).mappings()
+        )
+        if not rows:
+            return
+        opened = vault.open_rows(conn, dataset, rows, "events")
+        vectors = blind_vectors(conn, key, [(event_document(r), "") for r in opened])
+        conn.execute(
+            text(
+                "UPDATE events ev SET search_vector = CAST(u.v AS tsvector), search_length = u.n "
+                "FROM unnest(CAST(:ids AS uuid[]), CAST(:vs AS text[]), CAST(:ns AS integer[])) "
+                "AS u(id, v, n) WHERE ev.dataset = :d AND ev.event_id = u.id"
+            ),
+            {
+                "d": dataset,
+                "ids": [r["event_id"] for r in rows],
+                "vs": [v[0] for v in vectors],
+                "ns": [v[1] for v in vectors],
+            },
+        )
+        after = rows[-1]["event_id"]

@@ -82,12 +82,14 @@ __all__ = [
     "indexed_text",
     "late_chunk_vectors",
     "load_index_input",
+    "load_index_inputs",
     "make_chunks",
     "message_speakers",
     "pending_chunk_work",
     "pending_chunks",
     "pending_messages",
     "prepare_episode_document",
+    "prepare_episode_documents",
     "prepare_episode_index",
     "query_tokens",
     "speaker_pair",
@@ -508,6 +510,14 @@ def prepare_episode_document(
     return _with_speaker_words(conn, key, source, blind_vectors(conn, key, [_document(source)])[0])
 
 
+def prepare_episode_documents(
+    conn: Connection, key: DatasetKey, sources: Sequence[IndexInput]
+) -> list[tuple[str, int]]:
+    """:func:`prepare_episode_document` of many episodes, stemmed in one statement."""
+    documents = blind_vectors(conn, key, [_document(s) for s in sources])
+    return [_with_speaker_words(conn, key, s, d) for s, d in zip(sources, documents, strict=True)]
+
+
 #: Separates a speaker's lexeme from the word's in a speaker-word pair (PostgreSQL's
 #: parser never leaves a space inside a lexeme, so a pair is never a word's lexeme).
 SPEAKER_PAIR_SEPARATOR = " "
@@ -849,11 +859,58 @@ def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str
         .all()
     )
     messages = vault.open_rows(conn, row["dataset"], list(rows), "messages")
+    return _index_input(episode, messages)
+
+
+def load_index_inputs(
+    conn: Connection, vault: Vault, dataset: str, episode_ids: Sequence[uuid.UUID]
+) -> list[IndexInput]:
+    """:func:`load_index_input` for many episodes of ``dataset`` in two statements;
+    episodes no longer there (erased or purged since their ids were read) are left out."""
+    episodes = vault.open_rows(
+        conn,
+        dataset,
+        list(
+            conn.execute(
+                text(
+                    "SELECT episode_id, thread_id, dataset, end_sequence, summary, "
+                    "key_learnings, entities FROM episodes "
+                    "WHERE dataset = :d AND episode_id = ANY(CAST(:ids AS uuid[]))"
+                ),
+                {"d": dataset, "ids": list(episode_ids)},
+            ).mappings()
+        ),
+        "episodes",
+    )
+    if not episodes:
+        return []
+    rows = conn.execute(
+        text(
+            "SELECT w.i, m.sequence, m.content, m.metadata "
+            "FROM unnest(CAST(:threads AS uuid[]), CAST(:ends AS bigint[])) "
+            "WITH ORDINALITY AS w(t, e, i) "
+            "JOIN messages m ON m.dataset = :d AND m.thread_id = w.t AND m.sequence <= w.e "
+            "ORDER BY w.i, m.sequence"
+        ),
+        {
+            "d": dataset,
+            "threads": [e["thread_id"] for e in episodes],
+            "ends": [e["end_sequence"] for e in episodes],
+        },
+    ).mappings()
+    windows: dict[int, list[dict[str, Any]]] = {}  # episode's place (1-based) → messages
+    for message in vault.open_rows(conn, dataset, list(rows), "messages"):
+        windows.setdefault(int(message["i"]), []).append(message)
+    return [_index_input(e, windows.get(i, [])) for i, e in enumerate(episodes, 1)]
+
+
+def _index_input(episode: Any, messages: Sequence[Any]) -> IndexInput:
+    """An :class:`IndexInput` of an opened episode row and its thread's opened messages."""
     return IndexInput(
-        episode_id=episode_uuid,
-        thread_id=row["thread_id"],
-        dataset=row["dataset"],
-        end_sequence=row["end_sequence"],
+        episode_id=uuid.UUID(str(episode["episode_id"])),
+        thread_id=episode["thread_id"],
+        dataset=episode["dataset"],
+        end_sequence=episode["end_sequence"],
         messages=[(m["sequence"], indexed_text(m["content"], m["metadata"])) for m in messages],
         summary=episode["summary"],
         key_learnings=list(episode["key_learnings"] or []),

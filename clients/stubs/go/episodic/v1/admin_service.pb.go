@@ -1568,8 +1568,11 @@ type SetDatasetPolicyRequest struct {
 	// or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
 	// detection (detected at once from some of the dataset's user and assistant messages
 	// when they can tell, else English until the Summariser can, where
-	// EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-	// Changing it re-tokenises the dataset's lexical index in the call.
+	// EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+	// indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+	// language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+	// the two fields above). Changing it re-tokenises the dataset's lexical index (its
+	// episodes, chunks and events) in the call.
 	Language *string `protobuf:"bytes,4,opt,name=language,proto3,oneof" json:"language,omitempty"`
 }
 

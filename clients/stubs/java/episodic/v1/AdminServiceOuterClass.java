@@ -22049,8 +22049,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
      * detection (detected at once from some of the dataset's user and assistant messages
      * when they can tell, else English until the Summariser can, where
-     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-     * Changing it re-tokenises the dataset's lexical index in the call.
+     * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+     * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+     * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+     * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+     * episodes, chunks and events) in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22063,8 +22066,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
      * detection (detected at once from some of the dataset's user and assistant messages
      * when they can tell, else English until the Summariser can, where
-     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-     * Changing it re-tokenises the dataset's lexical index in the call.
+     * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+     * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+     * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+     * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+     * episodes, chunks and events) in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22077,8 +22083,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
      * detection (detected at once from some of the dataset's user and assistant messages
      * when they can tell, else English until the Summariser can, where
-     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-     * Changing it re-tokenises the dataset's lexical index in the call.
+     * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+     * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+     * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+     * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+     * episodes, chunks and events) in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22246,8 +22255,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
      * detection (detected at once from some of the dataset's user and assistant messages
      * when they can tell, else English until the Summariser can, where
-     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-     * Changing it re-tokenises the dataset's lexical index in the call.
+     * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+     * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+     * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+     * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+     * episodes, chunks and events) in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22263,8 +22275,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
      * detection (detected at once from some of the dataset's user and assistant messages
      * when they can tell, else English until the Summariser can, where
-     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-     * Changing it re-tokenises the dataset's lexical index in the call.
+     * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+     * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+     * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+     * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+     * episodes, chunks and events) in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22289,8 +22304,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
      * detection (detected at once from some of the dataset's user and assistant messages
      * when they can tell, else English until the Summariser can, where
-     * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-     * Changing it re-tokenises the dataset's lexical index in the call.
+     * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+     * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+     * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+     * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+     * episodes, chunks and events) in the call.
      * </pre>
      *
      * <code>optional string language = 4;</code>
@@ -22914,8 +22932,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
        * detection (detected at once from some of the dataset's user and assistant messages
        * when they can tell, else English until the Summariser can, where
-       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-       * Changing it re-tokenises the dataset's lexical index in the call.
+       * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+       * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+       * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+       * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+       * episodes, chunks and events) in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22930,8 +22951,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
        * detection (detected at once from some of the dataset's user and assistant messages
        * when they can tell, else English until the Summariser can, where
-       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-       * Changing it re-tokenises the dataset's lexical index in the call.
+       * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+       * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+       * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+       * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+       * episodes, chunks and events) in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22955,8 +22979,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
        * detection (detected at once from some of the dataset's user and assistant messages
        * when they can tell, else English until the Summariser can, where
-       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-       * Changing it re-tokenises the dataset's lexical index in the call.
+       * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+       * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+       * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+       * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+       * episodes, chunks and events) in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -22981,8 +23008,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
        * detection (detected at once from some of the dataset's user and assistant messages
        * when they can tell, else English until the Summariser can, where
-       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-       * Changing it re-tokenises the dataset's lexical index in the call.
+       * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+       * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+       * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+       * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+       * episodes, chunks and events) in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -23003,8 +23033,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
        * detection (detected at once from some of the dataset's user and assistant messages
        * when they can tell, else English until the Summariser can, where
-       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-       * Changing it re-tokenises the dataset's lexical index in the call.
+       * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+       * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+       * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+       * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+       * episodes, chunks and events) in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>
@@ -23022,8 +23055,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
        * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
        * detection (detected at once from some of the dataset's user and assistant messages
        * when they can tell, else English until the Summariser can, where
-       * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-       * Changing it re-tokenises the dataset's lexical index in the call.
+       * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+       * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+       * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+       * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+       * episodes, chunks and events) in the call.
        * </pre>
        *
        * <code>optional string language = 4;</code>

@@ -837,8 +837,11 @@ export type SetDatasetPolicyRequest = Message<"episodic.v1.SetDatasetPolicyReque
    * or a PostgreSQL text-search configuration ("french"); "auto" hands it back to
    * detection (detected at once from some of the dataset's user and assistant messages
    * when they can tell, else English until the Summariser can, where
-   * EPISODIC_DETECT_LANGUAGE is on). Unset: unchanged (unlike the two fields above).
-   * Changing it re-tokenises the dataset's lexical index in the call.
+   * EPISODIC_DETECT_LANGUAGE is on). A language PostgreSQL has no stemmer for ("ja") is
+   * indexed word for word ("simple"); INVALID_ARGUMENT for a name that is neither a
+   * language code nor a configuration of the server ("frnech"). Unset: unchanged (unlike
+   * the two fields above). Changing it re-tokenises the dataset's lexical index (its
+   * episodes, chunks and events) in the call.
    *
    * @generated from field: optional string language = 4;
    */
