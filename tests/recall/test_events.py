@@ -228,3 +228,57 @@ def test_the_answer_counts_events_in_its_match_and_abstention(stubs, engine) -> 
     assert not mixed.abstained and mixed.match == pytest.approx(answered.match)
     both_withheld = ask("which airline flies to Lisbon?", **strict)
     assert list(both_withheld.episodes) == [] and both_withheld.abstained
+
+
+def test_an_event_is_got_and_erased_by_the_id_it_is_listed_under(stubs, spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    """ListEpisodes and Recall list events under their ids: GetEpisode answers them,
+    DeleteEpisode erases them (no status to archive: gone from every answer, audited),
+    RetryEpisode says an event is no failed summary; a second delete is NOT_FOUND."""
+    from episodic.v1 import scheduler_service_pb2 as schpb
+    from episodic.v1 import scheduler_service_pb2_grpc as schg
+
+    ingest, recall, _ = stubs
+    with engine.begin() as conn:  # a summary beside it
+        make_episode(conn, "user_42", ["we talked about the weather"], ended_at=T0)
+    wrong = record(ingest, "The user's dog is named Rex", T0 - timedelta(days=1))
+    kept = record(ingest, "Chose the Pro tier", T0 - timedelta(days=2))
+    listed = recall.ListEpisodes(pb.ListEpisodesRequest(dataset="user_42"), timeout=10).episodes
+    assert wrong.episode_id in {ep.episode_id for ep in listed}
+
+    got = recall.GetEpisode(pb.GetEpisodeRequest(episode_id=wrong.episode_id), timeout=10).episode
+    assert got.kind == e.EPISODE_KIND_EVENT and got.summary == "The user's dog is named Rex"
+    assert got.event_type == "decision" and got.status == e.EPISODE_STATUS_COMPLETED
+
+    scheduler = spawn("scheduler")
+    with scheduler.channel() as channel:
+        sched = schg.SchedulerServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as caught:
+            sched.RetryEpisode(schpb.RetryEpisodeRequest(episode_id=wrong.episode_id), timeout=10)
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "is an event" in (caught.value.details() or "")
+        deleted = sched.DeleteEpisode(
+            schpb.DeleteEpisodeRequest(episode_id=wrong.episode_id), timeout=10
+        ).episode
+        assert deleted.kind == e.EPISODE_KIND_EVENT and deleted.episode_id == wrong.episode_id
+        assert deleted.status == e.EPISODE_STATUS_ARCHIVED
+        with pytest.raises(grpc.RpcError) as again:
+            sched.DeleteEpisode(schpb.DeleteEpisodeRequest(episode_id=wrong.episode_id), timeout=10)
+        assert again.value.code() == grpc.StatusCode.NOT_FOUND
+
+    with pytest.raises(grpc.RpcError) as gone:
+        recall.GetEpisode(pb.GetEpisodeRequest(episode_id=wrong.episode_id), timeout=10)
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+    remaining = {
+        ep.episode_id
+        for ep in recall.ListEpisodes(
+            pb.ListEpisodesRequest(dataset="user_42"), timeout=10
+        ).episodes
+    }
+    assert wrong.episode_id not in remaining and kept.episode_id in remaining
+    assert wrong.episode_id not in {
+        s.episode.episode_id for s in recall_(recall, query="what is my dog's name?")
+    }
+    with engine.connect() as conn:
+        assert conn.execute(
+            text("SELECT action FROM audit_events WHERE target = :t"), {"t": wrong.episode_id}
+        ).scalars().all() == ["event.delete"]

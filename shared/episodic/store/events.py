@@ -69,10 +69,12 @@ __all__ = [
     "NewEvent",
     "RankedEvents",
     "actor_token",
+    "delete_event",
     "embed_pending",
     "erase_dataset_events",
     "erase_thread_events",
     "event_document",
+    "get_event",
     "list_for_export",
     "list_page",
     "purge_expired",
@@ -173,8 +175,30 @@ def _select_one(conn: Connection, dataset: str, where: str, params: dict[str, An
         .mappings()
         .first()
     )
-    if row is None:  # pragma: no cover - callers select what they just saw
-        raise NotFound("event not found")
+    if row is None:  # gone since the caller's routing lookup (erased meanwhile)
+        raise NotFound(
+            f"episode {params.get('id')} does not exist", episode_id=str(params.get("id"))
+        )
+    return row
+
+
+def get_event(conn: Connection, dataset: str, event_id: uuid.UUID) -> RowMapping:
+    """One event of ``dataset`` shaped as an episode row (sealed), for GetEpisode."""
+    return _select_one(conn, dataset, "ev.event_id = :id", {"id": event_id})
+
+
+def delete_event(conn: Connection, dataset: str, event_id: uuid.UUID) -> RowMapping:
+    """Erases one event of ``dataset`` (events have no status to archive: a wrong or
+    unwanted one is removed outright, as its thread's erasure would); returns it as it
+    was, shaped as an episode row (sealed). The dataset row is share-locked first, as every
+    writer does, so it never interleaves with the dataset's erasure. Its names stay in the
+    entity canon, as they do when its thread is erased."""
+    conn.execute(text("SELECT 1 FROM datasets WHERE dataset = :d FOR KEY SHARE"), {"d": dataset})
+    row = get_event(conn, dataset, event_id)
+    conn.execute(
+        text("DELETE FROM events WHERE dataset = :d AND event_id = :id"),
+        {"d": dataset, "id": event_id},
+    )
     return row
 
 

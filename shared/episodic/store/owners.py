@@ -9,6 +9,7 @@ A missing id and another dataset's id get the very same NOT_FOUND, built here on
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 
 from sqlalchemy import Connection, text
 
@@ -16,7 +17,13 @@ from episodic.access import require_visible
 from episodic.errors import NotFound
 from episodic.store.distribution import across_datasets
 
-__all__ = ["episode_not_found", "require_episode", "require_thread", "thread_not_found"]
+__all__ = [
+    "episode_not_found",
+    "require_episode",
+    "require_record",
+    "require_thread",
+    "thread_not_found",
+]
 
 
 def thread_not_found(thread_id: uuid.UUID) -> NotFound:
@@ -51,3 +58,22 @@ def require_episode(conn: Connection, episode_id: uuid.UUID) -> str:
         {"id": episode_id},
     ).scalar()
     return require_visible(dataset, episode_not_found(episode_id))
+
+
+def require_record(
+    conn: Connection, episode_id: uuid.UUID
+) -> tuple[str, Literal["summary", "event"]]:
+    """The dataset of ``episode_id`` and its kind when the caller may see it: a summarised
+    episode, or an event (ListEpisodes and Recall list both under their ids); NOT_FOUND,
+    the same for both, otherwise."""
+    row = conn.execute(
+        text(
+            across_datasets("the routing lookup of a request that names an episode or event")
+            + "SELECT dataset, 'summary' FROM episodes WHERE episode_id = :id "
+            "UNION ALL SELECT dataset, 'event' FROM events WHERE event_id = :id LIMIT 1"
+        ),
+        {"id": episode_id},
+    ).first()
+    dataset = require_visible(row[0] if row else None, episode_not_found(episode_id))
+    assert row is not None
+    return dataset, row[1]

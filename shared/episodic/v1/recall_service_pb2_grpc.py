@@ -92,9 +92,8 @@ class RecallServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetEpisode(self, request, context):
-        """Returns one episode in any status (archived ones too, for provenance). Summaries
-        only: an event is whole in the Recall and ListEpisodes answers that name it, and an
-        event id is NOT_FOUND here.
+        """Returns one episode in any status (archived ones too, for provenance), or an event
+        (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -106,13 +106,17 @@ class SchedulerServiceServicer:
 
     def DeleteEpisode(self, request, context):
         """Soft-deletes an episode: its status becomes archived. Returns the episode (AIP-164).
+        An event (kind EPISODE_KIND_EVENT, by the id Recall and ListEpisodes list it under)
+        has no status to archive: it is erased outright, and returned as it was, marked
+        archived; deleting it again is NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RetryEpisode(self, request, context):
-        """Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed.
+        """Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed (an
+        event never is).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

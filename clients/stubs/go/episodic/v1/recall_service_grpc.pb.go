@@ -25,9 +25,8 @@ type RecallServiceClient interface {
 	ListEpisodes(ctx context.Context, in *ListEpisodesRequest, opts ...grpc.CallOption) (*ListEpisodesResponse, error)
 	// Finds a dataset's current episodes (and events) by text.
 	SearchEpisodes(ctx context.Context, in *SearchEpisodesRequest, opts ...grpc.CallOption) (*SearchEpisodesResponse, error)
-	// Returns one episode in any status (archived ones too, for provenance). Summaries
-	// only: an event is whole in the Recall and ListEpisodes answers that name it, and an
-	// event id is NOT_FOUND here.
+	// Returns one episode in any status (archived ones too, for provenance), or an event
+	// (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
 	GetEpisode(ctx context.Context, in *GetEpisodeRequest, opts ...grpc.CallOption) (*GetEpisodeResponse, error)
 	// Everything about one entity, in order: the dataset's current episodes that mention it
 	// under any of its aliases, oldest first, paged.
@@ -99,9 +98,8 @@ type RecallServiceServer interface {
 	ListEpisodes(context.Context, *ListEpisodesRequest) (*ListEpisodesResponse, error)
 	// Finds a dataset's current episodes (and events) by text.
 	SearchEpisodes(context.Context, *SearchEpisodesRequest) (*SearchEpisodesResponse, error)
-	// Returns one episode in any status (archived ones too, for provenance). Summaries
-	// only: an event is whole in the Recall and ListEpisodes answers that name it, and an
-	// event id is NOT_FOUND here.
+	// Returns one episode in any status (archived ones too, for provenance), or an event
+	// (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
 	GetEpisode(context.Context, *GetEpisodeRequest) (*GetEpisodeResponse, error)
 	// Everything about one entity, in order: the dataset's current episodes that mention it
 	// under any of its aliases, oldest first, paged.

@@ -27,8 +27,12 @@ type SchedulerServiceClient interface {
 	// backstop). `as_of` moves the clock for tests and replays.
 	RunSweep(ctx context.Context, in *RunSweepRequest, opts ...grpc.CallOption) (*RunSweepResponse, error)
 	// Soft-deletes an episode: its status becomes archived. Returns the episode (AIP-164).
+	// An event (kind EPISODE_KIND_EVENT, by the id Recall and ListEpisodes list it under)
+	// has no status to archive: it is erased outright, and returned as it was, marked
+	// archived; deleting it again is NOT_FOUND.
 	DeleteEpisode(ctx context.Context, in *DeleteEpisodeRequest, opts ...grpc.CallOption) (*DeleteEpisodeResponse, error)
-	// Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed.
+	// Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed (an
+	// event never is).
 	RetryEpisode(ctx context.Context, in *RetryEpisodeRequest, opts ...grpc.CallOption) (*RetryEpisodeResponse, error)
 }
 
@@ -108,8 +112,12 @@ type SchedulerServiceServer interface {
 	// backstop). `as_of` moves the clock for tests and replays.
 	RunSweep(context.Context, *RunSweepRequest) (*RunSweepResponse, error)
 	// Soft-deletes an episode: its status becomes archived. Returns the episode (AIP-164).
+	// An event (kind EPISODE_KIND_EVENT, by the id Recall and ListEpisodes list it under)
+	// has no status to archive: it is erased outright, and returned as it was, marked
+	// archived; deleting it again is NOT_FOUND.
 	DeleteEpisode(context.Context, *DeleteEpisodeRequest) (*DeleteEpisodeResponse, error)
-	// Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed.
+	// Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed (an
+	// event never is).
 	RetryEpisode(context.Context, *RetryEpisodeRequest) (*RetryEpisodeResponse, error)
 	mustEmbedUnimplementedSchedulerServiceServer()
 }

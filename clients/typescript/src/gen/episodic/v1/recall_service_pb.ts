@@ -774,9 +774,8 @@ export const RecallService: GenService<{
     output: typeof SearchEpisodesResponseSchema;
   },
   /**
-   * Returns one episode in any status (archived ones too, for provenance). Summaries
-   * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
-   * event id is NOT_FOUND here.
+   * Returns one episode in any status (archived ones too, for provenance), or an event
+   * (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
    *
    * @generated from rpc episodic.v1.RecallService.GetEpisode
    */

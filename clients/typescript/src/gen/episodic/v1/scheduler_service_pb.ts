@@ -376,6 +376,9 @@ export const SchedulerService: GenService<{
   },
   /**
    * Soft-deletes an episode: its status becomes archived. Returns the episode (AIP-164).
+   * An event (kind EPISODE_KIND_EVENT, by the id Recall and ListEpisodes list it under)
+   * has no status to archive: it is erased outright, and returned as it was, marked
+   * archived; deleting it again is NOT_FOUND.
    *
    * @generated from rpc episodic.v1.SchedulerService.DeleteEpisode
    */
@@ -385,7 +388,8 @@ export const SchedulerService: GenService<{
     output: typeof DeleteEpisodeResponseSchema;
   },
   /**
-   * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed.
+   * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed (an
+   * event never is).
    *
    * @generated from rpc episodic.v1.SchedulerService.RetryEpisode
    */
