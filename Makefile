@@ -1,12 +1,18 @@
 # Two commands from a fresh clone:  `make up` (install + run)  and  `make test`.
+# `make up` needs only Python 3.11+; `make test` also needs Node 20+ and npm (the
+# TypeScript client's tests are part of the suite).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TS := clients/typescript
 
-.PHONY: install up test test-all lint protos bench clean
+.PHONY: install install-python up test test-all lint protos bench clean
 
-install: $(VENV)/.installed $(TS)/node_modules/.installed
+## Everything the suite needs: the Python side, and the TypeScript client's npm packages.
+install: install-python $(TS)/node_modules/.installed
+
+## The Python side alone (.[dev] into the venv): all `make up`, `make lint` and `make docs` need.
+install-python: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +27,7 @@ $(TS)/node_modules/.installed: $(TS)/package-lock.json
 	touch $@
 
 ## Start the embedded PostgreSQL and every service; Ctrl-C stops all of them.
-up: install
+up: install-python
 	$(BIN)/episodic up
 
 ## The test suite (real PostgreSQL, real gRPC processes); slow benchmarks excluded.
@@ -31,7 +37,7 @@ test: install
 test-all: install
 	$(BIN)/pytest -q -n 2 --dist loadfile -m ''
 
-lint: install
+lint: install-python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/buf lint
@@ -46,13 +52,13 @@ protos: install
 ## On release: record proto/ as the released contracts. tests/test_contracts.py runs
 ## `buf breaking` against this image, so a later change that breaks clients fails the tests.
 .PHONY: proto-baseline
-proto-baseline: install
+proto-baseline: install-python
 	$(BIN)/buf build --exclude-source-info -o proto/baseline/episodic-v1.binpb
 
 clean:
 	rm -rf $(VENV) .episodic
 
 ## Regenerate the README's configuration table from the settings.
-docs: install
+docs: install-python
 	$(BIN)/python -m episodic.devtools.config_table --write
 	$(BIN)/python -m episodic.store.distribution --write

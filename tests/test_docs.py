@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,25 @@ def test_readme_config_table_is_current() -> None:
 def test_readme_quick_start_has_the_two_commands() -> None:
     text = README.read_text()
     assert "make up" in text and "make test" in text
+
+
+def test_make_up_needs_only_python() -> None:
+    """The quick start: `make up` needs Python alone; `make test` also installs the
+    TypeScript client's npm packages (its tests are part of the suite)."""
+
+    def planned(target: str) -> str:
+        # -n: print the commands, run none; -B: as if nothing were installed yet.
+        done = subprocess.run(
+            ["make", "-n", "-B", target], cwd=README.parent, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    up = planned("up")
+    assert "pip install" in up and "episodic up" in up and "npm" not in up
+    assert "npm ci" in planned("test")
+    text = README.read_text()
+    assert "Python 3.11+" in text and "Node 20+" in text
 
 
 def test_every_settings_area_is_in_the_table() -> None:

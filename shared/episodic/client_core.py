@@ -1439,8 +1439,10 @@ def recent_threads(
     core: ClientCore, dataset: str, n: int = 5, *, timeout: float | None = None
 ) -> Flow[list[Thread]]:
     """The ``n`` most recently active threads of a dataset (seed 003's
-    ``recent_sessions``)."""
-    if n <= 0:
+    ``recent_sessions``); none for ``n`` 0, ValueError for a negative ``n``."""
+    if n < 0:
+        raise ValueError(f"n must not be negative (got {n})")
+    if n == 0:
         return []
     out: list[Thread] = []
     token = ""

@@ -659,14 +659,16 @@ class PrivacySettings(BaseSettings):
     retention_days: int | None = Field(
         default=None,
         ge=1,
-        description="Global default: threads whose last message is older than this many days "
-        "are purged (a dataset's own policy overrides it). Unset: kept until deleted.",
+        description="Global default: threads whose last message was received more than this "
+        "many days ago (imported history counts from the import) are purged (a dataset's own "
+        "policy overrides it). Unset: kept until deleted.",
     )
     compact_after_days: int | None = Field(
         default=None,
         ge=1,
-        description="Global default: threads whose last message is older than this many days "
-        "lose their verbatim messages and keep their current episode. Unset: never.",
+        description="Global default: threads whose last message was received more than this "
+        "many days ago lose their verbatim messages and keep their current episode. Unset: "
+        "never.",
     )
     lifecycle_interval: Duration = Field(
         default=timedelta(hours=1),

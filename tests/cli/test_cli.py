@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
+from episodic.client import EpisodicClient
 from episodic.testing.keys import keyring_file
 
 
@@ -79,6 +81,7 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
         and "RELEVANCE" in out
         and "car-search" in out
         and "1 of 1 current episode" in out
+        and "time:" not in out  # the query names no time
     )
     out = _ok(env, "recall", "shell_user", "car", "--render", "timeline")
     assert out.startswith("[") and 'thread "car-search"]' in out
@@ -90,6 +93,21 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
     )
     assert "car-search" in _ok(env, "recall", "shell_user", "what is my dog's name")
     assert "car-search" in _ok(env, "recall", "shell_user", "family car", "--min-match", "0.5")
+    # RELEVANCE is the calibrated chance an episode answers the query: none without one.
+    for query, relevance in (("car recommendations", True), ("   ", False), ("", False)):
+        row = _ok(env, "recall", "shell_user", query).splitlines()[2].split()
+        assert (row[2] != "-") is relevance, (query, row)
+    # A time in the query: the table view says how it was read and whether it narrowed the
+    # search (the episode ended today: "yesterday" leaves it out).
+    out = _ok(env, "recall", "shell_user", "what did we talk about yesterday?")
+    assert re.search(
+        r'^time: "yesterday" read as \d{4}-\d\d-\d\d \(UTC\), applied: only episodes of that '
+        r"time, oldest first$",
+        out,
+        re.MULTILINE,
+    ), out
+    out = _ok(env, "recall", "shell_user", "when did Ann go camping in June?")
+    assert re.search(r'^time: "in June" read as \S+ to \S+ \(UTC\), not applied: ', out, re.M)
     data = json.loads(_ok(env, "recall", "shell_user", "car", "--json"))
     episode_id = data["episodes"][0]["episode"]["episode_id"]
     assert data["episode_count"] == 1
@@ -107,6 +125,19 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
 
     failed = _run(env, "episodes", "retry", episode_id)
     assert failed.returncode == 1 and "FAILED_PRECONDITION" in failed.stderr
+
+    # An event is listed beside the summaries, marked as one, and got and deleted by its id.
+    with EpisodicClient(ingest=env["EPISODIC_INGEST_ADDRESS"]) as client:
+        event = client.record_event(
+            "shell_user", "Chose the Corolla Hybrid", event_type="decision"
+        ).event
+    listed = [line.split() for line in _ok(env, "episodes", "list", "shell_user").splitlines()[2:]]
+    assert [row[1] for row in listed if row[0] == event.episode_id] == ["event"]
+    assert [row[1] for row in listed if row[0] == episode_id] == ["summary"]
+    assert "kind:" in (shown := _ok(env, "episodes", "get", event.episode_id))
+    assert "event" in shown and "Chose the Corolla Hybrid" in shown
+    _ok(env, "episodes", "delete", event.episode_id)
+    assert event.episode_id not in _ok(env, "episodes", "list", "shell_user")
 
     out = _ok(env, "episodes", "delete", episode_id)
     assert "archived" in out
@@ -126,6 +157,23 @@ def test_demo_and_errors(services) -> None:  # type: ignore[no-untyped-def]
         {"EPISODIC_RECALL_ADDRESS": "127.0.0.1:1"}, "episodes", "list", "ds", "--timeout", "2"
     )
     assert down.returncode == 1 and "UNAVAILABLE" in down.stderr and "episodic up" in down.stderr
+
+
+def test_a_bad_deadline_or_count_is_an_argument_error() -> None:
+    nowhere = {f"EPISODIC_{s}_ADDRESS": "127.0.0.1:1" for s in ("INGEST", "RECALL", "SCHEDULER")}
+    thread = "0b7f3e0c-6a3c-4c1e-9a57-2f1b8f4e5d21"
+    for args, flag in (
+        (("recall", "ds", "x", "--timeout", "-1"), "--timeout"),
+        (("recall", "ds", "x", "--timeout", "0"), "--timeout"),
+        (("recall", "ds", "x", "-n", "-1"), "-n/--limit"),
+        (("thread", "list", "ds", "--limit", "-3"), "--limit"),
+        (("thread", "show", thread, "--limit", "-3"), "--limit"),
+        (("episodes", "list", "ds", "--limit", "-1"), "--limit"),
+        (("end", thread, "--wait", "0"), "--wait"),
+    ):
+        done = _run(nowhere, *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert f"error: argument {flag}: " in done.stderr, (args, done.stderr)
 
 
 def test_reindex_needs_only_the_database(engine, db_url) -> None:  # type: ignore[no-untyped-def]

@@ -260,6 +260,21 @@ def test_export_to_a_file_with_progress(suite: Suite, tmp_path: Path) -> None:
     assert missing.returncode == 2 and "No such file" in missing.stderr
 
 
+def test_export_of_a_dataset_that_does_not_exist_fails(suite: Suite, tmp_path: Path) -> None:
+    typo = run_cli(suite.env, "export", "acme_suport")
+    assert typo.returncode == 1 and typo.stdout == ""
+    assert "no dataset 'acme_suport'" in typo.stderr and "datasets list" in typo.stderr
+    to_file = run_cli(suite.env, "export", "acme_suport", "-o", str(tmp_path / "out.jsonl"))
+    assert to_file.returncode == 1 and not list(tmp_path.iterdir())  # no file, no .partial
+
+    # A dataset that exists but holds no thread any more exports as an empty dataset.
+    with EpisodicClient(**_addresses(suite)) as client:
+        client.delete_thread(client.create_thread("acme_emptied").thread_id)
+    emptied = records(ok(suite.env, "export", "acme_emptied").stdout)
+    assert [r["type"] for r in emptied] == ["dataset", "end"]
+    assert emptied[-1]["counts"] == {"thread": 0, "message": 0, "episode": 0}
+
+
 # --------------------------------------------------------------------------- pseudonyms
 
 #: Fields whose values are the format's own words, not the data's.

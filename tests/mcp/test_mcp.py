@@ -308,3 +308,22 @@ def test_the_recall_tool_answers_nothing_when_nothing_fits(spawn, engine) -> Non
             assert car.structured_content["match"] > dog.structured_content["match"]
 
     anyio.run(session_run)
+
+
+def test_the_help_names_every_tool_the_server_registers() -> None:
+    from episodic.cli import integrations
+    from episodic.mcp_server import build_server
+
+    server = build_server(lambda: pytest.fail("listing the tools calls no service"))
+    registered = [t.name for t in anyio.run(server.list_tools)]
+    assert list(integrations.MCP_TOOLS) == registered  # the help's list, in the same order
+    shown = subprocess.run(
+        [sys.executable, "-m", "episodic.cli", "mcp", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    listed = f"tools {', '.join(registered[:-1])} and {registered[-1]}"
+    assert listed in " ".join(shown.stdout.split())
+    assert listed in " ".join((integrations.__doc__ or "").split())

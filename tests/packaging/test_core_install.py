@@ -55,7 +55,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("shared", "services"):
         shutil.copytree(REPO / name, source / name, ignore=ignore)
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
+    done = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -70,8 +70,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
         check=True,
         capture_output=True,
+        text=True,
         timeout=300,
     )
+    (out / "build.log").write_text(done.stdout + done.stderr)  # what `make up` would show
     (built,) = out.glob("episodic-*.whl")
     return built
 
@@ -83,6 +85,14 @@ def test_the_wheel_holds_one_namespaced_package(wheel: Path) -> None:
     for service in ("ingest", "scheduler", "summariser", "recall"):
         assert f"episodic/services/{service}/__main__.py" in names
     assert "episodic/py.typed" in names
+    assert "episodic/data/irregular_forms.txt" in names  # package data, not code
+
+
+def test_the_build_has_no_packaging_warning(wheel: Path) -> None:
+    """setuptools warns (at length, in every `make up`) about a folder of the tree that is
+    importable but not in ``packages``; its files would then ship by accident, or not."""
+    log = (wheel.parent / "build.log").read_text()
+    assert "packages` configuration" not in log and "BuildBackendWarning" not in log, log
 
 
 @pytest.fixture(scope="module")

@@ -97,6 +97,9 @@ def test_threads_and_messages(ingest_recall: EpisodicClient) -> None:
         thread.thread_id,
     ]
     assert len(client.recent_threads("user_42", 1)) == 1
+    assert client.recent_threads("user_42", 0) == []
+    with pytest.raises(ValueError, match="must not be negative"):
+        client.recent_threads("user_42", -3)
     assert client.get_thread(thread.thread_id).message_count == 4
 
     ended = client.end_thread(thread.thread_id)

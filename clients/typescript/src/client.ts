@@ -719,9 +719,11 @@ export class EpisodicClient {
     return page(answer.threads, answer.nextPageToken);
   }
 
-  /** The `n` most recently active threads of a dataset. */
+  /** The `n` most recently active threads of a dataset (none for `n` 0; a RangeError for a
+   * negative `n`). */
   async recentThreads(dataset: string, n = 5, opts: CallOpts = {}): Promise<Thread[]> {
-    if (n <= 0) return [];
+    if (n < 0) throw new RangeError(`n must not be negative (got ${n})`);
+    if (n === 0) return [];
     const out: Thread[] = [];
     let pageToken = "";
     while (out.length < n) {

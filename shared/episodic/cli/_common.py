@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -72,7 +73,10 @@ def connection_options() -> argparse.ArgumentParser:
             f"127.0.0.1:EPISODIC_{service.upper()}_PORT)",
         )
     group.add_argument(
-        "--timeout", type=float, default=10.0, help="deadline of each call in seconds (10)"
+        "--timeout",
+        type=parse_seconds,
+        default=10.0,
+        help="deadline of each call in seconds (10)",
     )
     group.add_argument("--api-key", metavar="KEY", help="API key (default: EPISODIC_API_KEY)")
     group.add_argument(
@@ -239,9 +243,33 @@ def parse_weight(value: str) -> float:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
 
 
+def parse_seconds(value: str) -> float:
+    """A duration in seconds, more than 0 (a deadline of 0 or less fails every call)."""
+    seconds = parse_weight(value)
+    if not (seconds > 0 and math.isfinite(seconds)):  # NaN compares false
+        raise argparse.ArgumentTypeError(f"must be a number of seconds more than 0 (got {value})")
+    return seconds
+
+
+def parse_whole(value: str, minimum: int) -> int:
+    """A whole number of at least ``minimum``, or an argument error that says so."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < minimum:
+        raise argparse.ArgumentTypeError(f"must be {minimum} or more (got {value})")
+    return number
+
+
+def parse_limit(value: str) -> int:
+    """A count of items to show: a whole number, 0 or more."""
+    return parse_whole(value, 0)
+
+
 # --------------------------------------------------------------------------- episodes
 
-EPISODE_HEADERS = ("EPISODE", "STATUS", "ENDED", "MSGS", "THREAD", "SUMMARY")
+EPISODE_HEADERS = ("EPISODE", "KIND", "STATUS", "ENDED", "MSGS", "THREAD", "SUMMARY")
 
 
 def episode_rows(episodes: Sequence[Any]) -> list[list[Any]]:
@@ -249,10 +277,11 @@ def episode_rows(episodes: Sequence[Any]) -> list[list[Any]]:
     return [
         [
             e.episode_id,
+            e.kind,  # an event is listed under its id: get and delete take it too
             e.status,
             when(e.ended_at),
             e.message_count,
-            e.thread_label or e.thread_id[:8],
+            e.thread_label or (e.thread_id[:8] if e.thread_id else "-"),
             e.summary or (f"error: {e.error}" if e.error else ""),
         ]
         for e in episodes
@@ -263,6 +292,7 @@ def show_episode(e: Any) -> None:
     """Prints one SDK ``Episode`` in full."""
     fields = [
         ("episode", e.episode_id),
+        ("kind", e.kind),
         ("status", f"{e.status} (semantic: {e.semantic_status})"),
         ("thread", f"{e.thread_id}" + (f' "{e.thread_label}"' if e.thread_label else "")),
         ("dataset", e.dataset),

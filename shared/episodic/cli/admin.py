@@ -20,6 +20,7 @@ from episodic.cli._common import (
     connection_options,
     episode_rows,
     guarded,
+    parse_limit,
     parse_time,
     print_json,
     show_episode,
@@ -362,14 +363,14 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("dataset")
     p.add_argument("--status", choices=EPISODE_STATUSES)
     p.add_argument("--thread", help="only this thread's episodes")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=parse_limit, default=20)
     p.add_argument("--page-token")
     p = add(esub, "get", cmd_episodes_get, "one episode in any status")
     p.add_argument("episode_id")
     p = add(esub, "search", cmd_episodes_search, "a dataset's current episodes by text")
     p.add_argument("dataset")
     p.add_argument("query")
-    p.add_argument("--limit", type=int, default=5)
+    p.add_argument("--limit", type=parse_limit, default=5)
     p = add(esub, "retry", cmd_episodes_retry, "put a failed episode back to pending")
     p.add_argument("episode_id")
     p = add(esub, "delete", cmd_episodes_delete, "soft-delete an episode (archived)")
@@ -405,7 +406,7 @@ def register(groups: CommandGroups) -> None:
     p = ksub.add_parser("list", parents=[database], help="active keys, newest first")
     p.set_defaults(func=guarded(cmd_keys_list))
     p.add_argument("--all", action="store_true", help="include revoked and expired keys")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=parse_limit, default=100)
     p = ksub.add_parser(
         "revoke", parents=[database], help="revoke a key by the key, its prefix or its id"
     )
@@ -416,7 +417,7 @@ def register(groups: CommandGroups) -> None:
     nsub = ents.add_subparsers(dest="entities_command", required=True, metavar="ACTION")
     p = add(nsub, "list", cmd_entities_list, "a dataset's entities with aliases and counts")
     p.add_argument("dataset")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=parse_limit, default=50)
     p.add_argument("--page-token")
     p = add(nsub, "merge", cmd_entities_merge, "merge entities into one (admin)")
     p.add_argument("dataset")
@@ -428,7 +429,7 @@ def register(groups: CommandGroups) -> None:
     p = add(nsub, "timeline", cmd_entities_timeline, "every episode about an entity, in order")
     p.add_argument("dataset")
     p.add_argument("entity", help="its id or any of its names")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=parse_limit, default=20)
     p.add_argument("--page-token")
     p = nsub.add_parser(
         "backfill",

@@ -25,7 +25,8 @@ EXPORT_EPILOG = """\
 Output: one JSON object per line, each with a "type": a "dataset" header (format, version,
 exported_at), then per thread its "thread" line, its "message" lines in order and its
 "episode" lines (every status, with windows, summaries, key learnings, entities), and an
-"end" line with the counts (a file without it is partial).
+"end" line with the counts (a file without it is partial). A dataset that does not exist
+(no thread; for an admin key, no policy either) is an error, not an empty export.
 
 --pseudonymise masks for analytics with keyed pseudonyms (HMAC-SHA-256; the same key gives
 the same pseudonyms in every run): the dataset name, thread, episode and message ids, the
@@ -89,6 +90,20 @@ def _message_total(client: Any, dataset: str) -> int | None:
     return None
 
 
+def _dataset_exists(client: Any, dataset: str) -> bool:
+    """Whether ``dataset`` holds a thread, or (none left) exists all the same: its policy
+    answers (an admin key may ask; a reader's key cannot tell, so no thread is no dataset)."""
+    from episodic.client import NotFoundError, PermissionDeniedError
+
+    if client.list_threads(dataset, page_size=1).items:
+        return True
+    try:
+        client.get_dataset_policy(dataset)
+    except (NotFoundError, PermissionDeniedError):
+        return False
+    return True
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from episodic.export import (
         Progress,
@@ -98,21 +113,30 @@ def cmd_export(args: argparse.Namespace) -> int:
         load_or_create_key,
     )
 
-    pseudonymiser = None
-    if args.pseudonymise:
-        key_file = Path(args.pseudonym_key_file or default_key_file()).expanduser()
-        key, created = load_or_create_key(key_file)
-        if created:
+    if args.pseudonym_key_file and not args.pseudonymise:
+        raise ValueError("--pseudonym-key-file needs --pseudonymise")
+    with connect(args) as client:
+        # An export of a dataset that does not exist is almost surely a misspelt name: say
+        # so instead of writing an empty export.
+        if not _dataset_exists(client, args.dataset):
             print(
-                f"episodic export: created a new pseudonym key in {key_file} (mode 0600); "
-                "keep it to get the same pseudonyms next time, and keep it secret",
+                f"episodic export: no dataset {args.dataset!r}: it holds no threads "
+                "(check the name; `episodic datasets list` lists the datasets)",
                 file=sys.stderr,
             )
-        pseudonymiser = Pseudonymiser(key)
-    elif args.pseudonym_key_file:
-        raise ValueError("--pseudonym-key-file needs --pseudonymise")
-    progress = Progress(sys.stderr, enabled=True if args.progress else None)
-    with connect(args) as client:
+            return 1
+        pseudonymiser = None
+        if args.pseudonymise:
+            key_file = Path(args.pseudonym_key_file or default_key_file()).expanduser()
+            key, created = load_or_create_key(key_file)
+            if created:
+                print(
+                    f"episodic export: created a new pseudonym key in {key_file} (mode 0600); "
+                    "keep it to get the same pseudonyms next time, and keep it secret",
+                    file=sys.stderr,
+                )
+            pseudonymiser = Pseudonymiser(key)
+        progress = Progress(sys.stderr, enabled=True if args.progress else None)
         if progress.enabled:
             progress.total_messages = _message_total(client, args.dataset)
         try:

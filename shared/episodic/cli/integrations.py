@@ -1,8 +1,8 @@
 """Integrations: episodic for other tools and other data.
 
 - ``episodic mcp``: an MCP server (stdio or streamable HTTP) that gives a model the memory
-  tools remember, end_thread, recall, search_episodes, list_threads and load_thread —
-  :mod:`episodic.mcp_server` (needs the ``mcp`` package);
+  tools remember, end_thread, record_event, recall, search_episodes, list_threads and
+  load_thread — :mod:`episodic.mcp_server` (needs the ``mcp`` package);
 - ``episodic import FILE``: backfill threads and messages from JSON lines through the
   normal write path, resumable after a crash — :mod:`episodic.backfill`.
 
@@ -15,13 +15,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Literal
 
-from episodic.cli._common import CommandGroups, connect, connection_options, guarded
+from episodic.cli._common import (
+    CommandGroups,
+    connect,
+    connection_options,
+    guarded,
+    parse_whole,
+)
 
 GROUP = "integrations (MCP, backfill)"
 MCP_EXTRA_HINT = "the MCP server needs the MCP SDK: pip install 'episodic[mcp]'"
+#: The tools :func:`episodic.mcp_server.build_server` registers, for the help (which must not
+#: import the MCP SDK, an extra); tests/mcp checks the two agree.
+MCP_TOOLS = (
+    "remember",
+    "end_thread",
+    "record_event",
+    "recall",
+    "search_episodes",
+    "list_threads",
+    "load_thread",
+)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -146,13 +164,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return number
+    return parse_whole(value, 1)
 
 
 def _port(value: str) -> int:
@@ -176,14 +188,17 @@ def register(groups: CommandGroups) -> None:
         conflict_handler="resolve",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    tools = textwrap.fill(
+        f"Runs an MCP server with the tools {', '.join(MCP_TOOLS[:-1])} and {MCP_TOOLS[-1]}.",
+        width=88,
+    )
     p.description = (
-        "Runs an MCP server with the tools remember, end_thread, recall, search_episodes,\n"
-        "list_threads and load_thread. With stdio (the default) an MCP host starts it, e.g.\n"
-        'Claude Desktop\'s mcpServers: {"episodic": {"command": "episodic", "args": ["mcp",\n'
-        '"--dataset", "user_42"]}}. Credentials come from EPISODIC_API_KEY and\n'
-        "EPISODIC_TLS_CA_FILE (or the options below). The HTTP transport has no\n"
-        "authentication of its own: every caller acts with this server's credentials, so it\n"
-        "binds 127.0.0.1 unless --host says otherwise."
+        f"{tools}\n"
+        "With stdio (the default) an MCP host starts it, e.g. Claude Desktop's mcpServers:\n"
+        '{"episodic": {"command": "episodic", "args": ["mcp", "--dataset", "user_42"]}}.\n'
+        "Credentials come from EPISODIC_API_KEY and EPISODIC_TLS_CA_FILE (or the options\n"
+        "below). The HTTP transport has no authentication of its own: every caller acts with\n"
+        "this server's credentials, so it binds 127.0.0.1 unless --host says otherwise."
     )
     p.set_defaults(func=guarded(cmd_mcp))
     p.add_argument(

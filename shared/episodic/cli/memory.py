@@ -19,6 +19,8 @@ import argparse
 import json
 import sys
 import textwrap
+from datetime import UTC, datetime, timedelta
+from datetime import time as dt_time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ from episodic.cli._common import (
     connection_options,
     episode_rows,
     guarded,
+    parse_limit,
+    parse_seconds,
     parse_time,
     parse_weight,
     print_json,
@@ -206,11 +210,15 @@ def cmd_recall(args: argparse.Namespace) -> int:
         else:
             print(render_episodes(result.episodes, now=args.as_of, style="past_conversation"))
         return 0
+    # Relevance is calibrated against the words ranked: none without a query, or when the
+    # query named nothing but a time that narrowed the search (its ranked query is empty).
+    u = result.understanding
+    ranked = u.ranked_query if u is not None and u.applied else args.query or ""
     rows = [
         [
             i,
             f"{s.relevance_score:.3f}",
-            f"{s.relevance:.3f}" if args.query else "-",
+            f"{s.relevance:.3f}" if ranked.strip() else "-",
             f"{s.similarity:.3f}",
             f"{s.recency:.3f}",
             when(s.episode.ended_at, args.as_of),
@@ -231,12 +239,73 @@ def cmd_recall(args: argparse.Namespace) -> int:
         f"\n{len(result.episodes)} of {result.episode_count} current episode(s) in "
         f"{args.dataset}{match}"
     )
+    if u is not None:
+        print(understanding_line(u))
     if result.abstained:
         print(
             "abstained: nothing fits the query well enough to pass the thresholds "
             "(leave out --abstain, or lower --min-relevance / --min-match, for the closest)"
         )
     return 0
+
+
+def _window(start: datetime | None, end: datetime | None) -> str:
+    """A time window (``end`` exclusive) in UTC: whole days as dates, else to the minute."""
+
+    def midnight(value: datetime) -> bool:
+        return value.astimezone(UTC).time() == dt_time()
+
+    if start is not None and end is not None and midnight(start) and midnight(end):
+        first = start.astimezone(UTC).date()
+        last = (end.astimezone(UTC) - timedelta(days=1)).date()
+        return f"{first} (UTC)" if last <= first else f"{first} to {last} (UTC)"
+    if start is not None and end is not None:
+        return f"{start.astimezone(UTC):%Y-%m-%d %H:%M} to {end.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    if start is not None:
+        return f"from {start.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    if end is not None:
+        return f"before {end.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    return "no window"
+
+
+def _ordinal(o: Any) -> str:
+    """``session #1 from the first: 1 thread``, ``decision episodes #1-#3 from the latest``."""
+    if o.scope == "sessions":
+        noun = "session" if o.count <= 1 else "sessions"
+    else:
+        noun = f"{o.event_type or 'matching'} episode" + ("" if o.count <= 1 else "s")
+    span = f"#{o.position}" if o.count <= 1 else f"#{o.position}-#{o.position + o.count - 1}"
+    what = f"{noun} {span} from the {'latest' if o.from_end else 'first'}"
+    if o.scope == "sessions":
+        n = len(o.thread_ids)
+        what += f": {n} thread{'' if n == 1 else 's'}" if n else ": no such session"
+    return what
+
+
+def understanding_line(u: Any) -> str:
+    """One line on how Recall read the query's time (an SDK ``QueryUnderstanding``): the
+    words, the window or sessions they name, and whether that narrowed the search."""
+    words = [e.text for e in u.expressions]
+    if u.ordinal is not None and u.ordinal.text not in words:
+        words.append(u.ordinal.text)
+    window = u.window_start is not None or u.window_end is not None
+    read = [_window(u.window_start, u.window_end)] if window else []
+    if u.ordinal is not None:
+        read.append(_ordinal(u.ordinal))
+    line = f"time: {', '.join(_quoted(w) for w in words)}"
+    if read:
+        line += f" read as {'; '.join(read)}"
+    notes = list(u.notes)
+    if not u.applied:
+        line += f", not applied: {notes.pop(0) if notes else 'the query was ranked as written'}"
+    else:
+        line += f", applied: only {'episodes of that time' if window else 'those episodes'}"
+        line += ", oldest first" if u.time_only else f", ranked by {_quoted(u.ranked_query)}"
+    return line + "".join(f" ({note})" for note in notes)
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
 DEMO = [
@@ -287,10 +356,12 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print only the thread id")
     p = add(tsub, "show", cmd_thread_show, "show a thread: its messages and its episodes")
     p.add_argument("thread_id")
-    p.add_argument("--limit", type=int, default=50, help="last N messages (0: all; default 50)")
+    p.add_argument(
+        "--limit", type=parse_limit, default=50, help="last N messages (0: all; default 50)"
+    )
     p = add(tsub, "list", cmd_thread_list, "a dataset's most recently active threads")
     p.add_argument("dataset")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=parse_limit, default=20)
 
     p = groups.add(GROUP, "add", "add messages to a thread", parents=[common])
     p.set_defaults(func=guarded(cmd_add), trailing_text="text")
@@ -310,7 +381,7 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("thread_id")
     p.add_argument(
         "--wait",
-        type=float,
+        type=parse_seconds,
         nargs="?",
         const=60.0,
         metavar="SECONDS",
@@ -321,7 +392,7 @@ def register(groups: CommandGroups) -> None:
     p.set_defaults(func=guarded(cmd_recall))
     p.add_argument("dataset")
     p.add_argument("query", nargs="?", help="omit for plain recency order")
-    p.add_argument("-n", "--limit", type=int, help="how many (server default 3)")
+    p.add_argument("-n", "--limit", type=parse_limit, help="how many (server default 3)")
     p.add_argument("--similarity-weight", type=parse_weight)
     p.add_argument("--recency-weight", type=parse_weight)
     p.add_argument("--since", type=parse_time, help="episodes ending at or after (ISO)")
@@ -356,4 +427,6 @@ def register(groups: CommandGroups) -> None:
     p = groups.add(GROUP, "demo", "write a short conversation, end it, recall it", parents=[common])
     p.set_defaults(func=guarded(cmd_demo))
     p.add_argument("--dataset", default="demo_user")
-    p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the episode")
+    p.add_argument(
+        "--wait", type=parse_seconds, default=120.0, help="seconds to wait for the episode"
+    )

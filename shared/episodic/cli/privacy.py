@@ -18,6 +18,7 @@ from episodic.cli._common import (
     connect,
     connection_options,
     guarded,
+    parse_limit,
     print_json,
     table,
     when,
@@ -258,7 +259,7 @@ def register(groups: CommandGroups) -> None:
     sub = datasets.add_subparsers(dest="datasets_command", required=True, metavar="ACTION")
     p = add(sub, "list", cmd_datasets_list, "datasets, most recently active first")
     p.add_argument("--prefix", help='only datasets starting with this, e.g. "acme/"')
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=parse_limit, default=100)
     p = add(sub, "policy", cmd_datasets_policy, "show a dataset's policy, or set it")
     p.add_argument("dataset")
     p.add_argument("--retention-days", type=int, help="purge threads quiet this many days")

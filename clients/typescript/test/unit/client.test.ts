@@ -360,9 +360,11 @@ describe("EpisodicClient against a fake server", () => {
       assert.deepEqual(second!.metadata, { a: 1 });
     });
 
-    it("bad roles and statuses are refused before any call", async () => {
+    it("bad roles, statuses and counts are refused before any call", async () => {
       await assert.rejects(client.addMessages(THREAD_ID, [["robot" as "user", "x"]]), /unknown role 'robot'/);
       await assert.rejects(client.listEpisodes("ds", { status: "deleted" as "failed" }), /unknown status 'deleted'/);
+      await assert.rejects(client.recentThreads("ds", -3), RangeError);
+      assert.deepEqual(await client.recentThreads("ds", 0), []);
       assert.equal(server.calls.length, 0);
     });
 

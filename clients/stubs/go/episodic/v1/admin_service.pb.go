@@ -1351,10 +1351,11 @@ type DatasetPolicy struct {
 	RetentionDays *int32 `protobuf:"varint,2,opt,name=retention_days,json=retentionDays,proto3,oneof" json:"retention_days,omitempty"`
 	// The dataset's own compaction age in days (unset: the global default applies).
 	CompactAfterDays *int32 `protobuf:"varint,3,opt,name=compact_after_days,json=compactAfterDays,proto3,oneof" json:"compact_after_days,omitempty"`
-	// Retention in force: threads whose last message is older are purged (0: never).
+	// Retention in force: threads whose last message was received longer ago are purged
+	// (0: never). Ages count from when episodic received a message, not its created_at.
 	EffectiveRetentionDays int32 `protobuf:"varint,4,opt,name=effective_retention_days,json=effectiveRetentionDays,proto3" json:"effective_retention_days,omitempty"`
-	// Compaction in force: threads whose last message is older lose their messages
-	// (0: never).
+	// Compaction in force: threads whose last message was received longer ago lose their
+	// messages (0: never).
 	EffectiveCompactAfterDays int32 `protobuf:"varint,5,opt,name=effective_compact_after_days,json=effectiveCompactAfterDays,proto3" json:"effective_compact_after_days,omitempty"`
 	// Whether the dataset's text is encrypted at rest with its own data key.
 	Encrypted bool `protobuf:"varint,6,opt,name=encrypted,proto3" json:"encrypted,omitempty"`

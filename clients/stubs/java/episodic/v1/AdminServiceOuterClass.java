@@ -19383,7 +19383,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
 
     /**
      * <pre>
-     * Retention in force: threads whose last message is older are purged (0: never).
+     * Retention in force: threads whose last message was received longer ago are purged
+     * (0: never). Ages count from when episodic received a message, not its created_at.
      * </pre>
      *
      * <code>int32 effective_retention_days = 4;</code>
@@ -19393,8 +19394,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
 
     /**
      * <pre>
-     * Compaction in force: threads whose last message is older lose their messages
-     * (0: never).
+     * Compaction in force: threads whose last message was received longer ago lose their
+     * messages (0: never).
      * </pre>
      *
      * <code>int32 effective_compact_after_days = 5;</code>
@@ -19610,7 +19611,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     private int effectiveRetentionDays_ = 0;
     /**
      * <pre>
-     * Retention in force: threads whose last message is older are purged (0: never).
+     * Retention in force: threads whose last message was received longer ago are purged
+     * (0: never). Ages count from when episodic received a message, not its created_at.
      * </pre>
      *
      * <code>int32 effective_retention_days = 4;</code>
@@ -19625,8 +19627,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     private int effectiveCompactAfterDays_ = 0;
     /**
      * <pre>
-     * Compaction in force: threads whose last message is older lose their messages
-     * (0: never).
+     * Compaction in force: threads whose last message was received longer ago lose their
+     * messages (0: never).
      * </pre>
      *
      * <code>int32 effective_compact_after_days = 5;</code>
@@ -20414,7 +20416,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       private int effectiveRetentionDays_ ;
       /**
        * <pre>
-       * Retention in force: threads whose last message is older are purged (0: never).
+       * Retention in force: threads whose last message was received longer ago are purged
+       * (0: never). Ages count from when episodic received a message, not its created_at.
        * </pre>
        *
        * <code>int32 effective_retention_days = 4;</code>
@@ -20426,7 +20429,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Retention in force: threads whose last message is older are purged (0: never).
+       * Retention in force: threads whose last message was received longer ago are purged
+       * (0: never). Ages count from when episodic received a message, not its created_at.
        * </pre>
        *
        * <code>int32 effective_retention_days = 4;</code>
@@ -20442,7 +20446,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Retention in force: threads whose last message is older are purged (0: never).
+       * Retention in force: threads whose last message was received longer ago are purged
+       * (0: never). Ages count from when episodic received a message, not its created_at.
        * </pre>
        *
        * <code>int32 effective_retention_days = 4;</code>
@@ -20458,8 +20463,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       private int effectiveCompactAfterDays_ ;
       /**
        * <pre>
-       * Compaction in force: threads whose last message is older lose their messages
-       * (0: never).
+       * Compaction in force: threads whose last message was received longer ago lose their
+       * messages (0: never).
        * </pre>
        *
        * <code>int32 effective_compact_after_days = 5;</code>
@@ -20471,8 +20476,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Compaction in force: threads whose last message is older lose their messages
-       * (0: never).
+       * Compaction in force: threads whose last message was received longer ago lose their
+       * messages (0: never).
        * </pre>
        *
        * <code>int32 effective_compact_after_days = 5;</code>
@@ -20488,8 +20493,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Compaction in force: threads whose last message is older lose their messages
-       * (0: never).
+       * Compaction in force: threads whose last message was received longer ago lose their
+       * messages (0: never).
        * </pre>
        *
        * <code>int32 effective_compact_after_days = 5;</code>

@@ -718,15 +718,16 @@ export type DatasetPolicy = Message<"episodic.v1.DatasetPolicy"> & {
   compactAfterDays?: number | undefined;
 
   /**
-   * Retention in force: threads whose last message is older are purged (0: never).
+   * Retention in force: threads whose last message was received longer ago are purged
+   * (0: never). Ages count from when episodic received a message, not its created_at.
    *
    * @generated from field: int32 effective_retention_days = 4;
    */
   effectiveRetentionDays: number;
 
   /**
-   * Compaction in force: threads whose last message is older lose their messages
-   * (0: never).
+   * Compaction in force: threads whose last message was received longer ago lose their
+   * messages (0: never).
    *
    * @generated from field: int32 effective_compact_after_days = 5;
    */
