@@ -69,6 +69,23 @@ def _start_up(
         assert time.monotonic() < deadline, "".join(output)
 
 
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """After a test, failed or not: ``episodic up`` stopped, and with it every process it
+    started. SIGKILL alone would orphan its services and its PostgreSQL (the supervisor
+    stops them on SIGTERM), which then outlive the test run."""
+    if proc.poll() is not None:
+        return
+    descendants = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    for child in descendants:  # what a stuck stop left behind
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+
+
 def _postmaster_pid(tmp_path: Path) -> int:
     return int((tmp_path / "state" / "pgdata" / "postmaster.pid").read_text().split()[0])
 
@@ -128,8 +145,7 @@ def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) 
         for pid in [*service_pids, postmaster]:
             assert not _alive(pid), f"process {pid} survived episodic up"
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stop(proc)
 
 
 def _alive(pid: int) -> bool:
@@ -163,8 +179,7 @@ def test_up_restarts_a_service_that_dies(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stop(proc)
 
 
 def test_up_starts_a_killed_postgres_again(tmp_path: Path) -> None:
@@ -195,8 +210,7 @@ def test_up_starts_a_killed_postgres_again(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stop(proc)
 
 
 def test_restart_backoff_starts_over_after_a_healthy_run(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -311,5 +325,4 @@ def test_up_with_keys_required_runs_the_whole_loop(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stop(proc)
