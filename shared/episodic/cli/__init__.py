@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 from episodic import forking  # noqa: F401  (first: gRPC reads it when imported)
 from episodic.cli import admin, console, data, integrations, memory, operations, privacy
@@ -57,9 +58,26 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     field = getattr(args, "trailing_text", None)
     if extra and field and not any(e.startswith("-") for e in extra):
         setattr(args, field, [*getattr(args, field), *extra])
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    elif extra:  # the command's own usage, which names the options it does take
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     return args
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    """The (sub)parser of the command ``args`` ran (``thread list``'s, not ``episodic``'s)."""
+    while True:
+        chosen = next(
+            (
+                a.choices[getattr(args, a.dest)]
+                for a in parser._actions  # argparse keeps its subcommands only here
+                if isinstance(a, argparse._SubParsersAction)
+                and getattr(args, a.dest, None) in a.choices
+            ),
+            None,
+        )
+        if chosen is None:
+            return parser
+        parser = chosen
 
 
 def main(argv: list[str] | None = None) -> int:
