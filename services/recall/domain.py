@@ -158,6 +158,8 @@ class RecallAnswer:
     #: Whether the answer is empty because the thresholds (``min_relevance``,
     #: ``min_match``, ``abstain``'s) left out every episode there was to rank.
     abstained: bool = False
+    #: Whether ``abstain``'s thresholds held (``Ranking.abstain_applied``).
+    abstain_applied: bool = False
 
 
 def _answer(ranked: q.Ranking, rows: list[dict[str, Any]] | None = None, **kw: Any) -> RecallAnswer:
@@ -169,6 +171,7 @@ def _answer(ranked: q.Ranking, rows: list[dict[str, Any]] | None = None, **kw: A
         episode_count=ranked.count,
         match=ranked.match,
         abstained=ranked.withheld and not rows,
+        abstain_applied=ranked.abstain_applied,
         **kw,
     )
 

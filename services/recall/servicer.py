@@ -259,6 +259,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 episode_count=answer.episode_count,
                 match=answer.match,
                 abstained=answer.abstained,
+                abstain_applied=answer.abstain_applied,
             ),
             understanding=_understanding(query.understanding, answer.selected_threads),
         )

@@ -493,13 +493,17 @@ class RecallResult:
     calibrated like each episode's ``relevance``; what ``min_match`` compares); None
     without a query or without episodes or events to rank. ``abstained``: the answer is
     empty because the thresholds (``min_relevance``, ``min_match``, ``abstain``) left out
-    every episode and event there was — nothing fits, as opposed to nothing there."""
+    every episode and event there was — nothing fits, as opposed to nothing there.
+    ``abstain_applied``: ``abstain`` held; False where Recall has no curves to abstain by
+    (a dataset of another language than English, an OpenAI embedder), and then every
+    episode was kept as without it."""
 
     episodes: list[ScoredEpisode]
     episode_count: int
     understanding: QueryUnderstanding | None = None
     match: float | None = None
     abstained: bool = False
+    abstain_applied: bool = False
 
     def __iter__(self) -> Iterator[ScoredEpisode]:
         return iter(self.episodes)
@@ -1533,6 +1537,7 @@ def recall(
         understanding=QueryUnderstanding.from_proto(answer),
         match=answer.episodes.match if answer.episodes.HasField("match") else None,
         abstained=answer.episodes.abstained,
+        abstain_applied=answer.episodes.abstain_applied,
     )
 
 

@@ -141,6 +141,11 @@ class RecallOutput(BaseModel):
         description="No episodes because none fit the query well enough (not because "
         "there are none).",
     )
+    abstain_applied: bool = Field(
+        default=False,
+        description="Whether abstaining held: false where it is not available (a dataset "
+        "of another language than English), and then the episodes may not fit.",
+    )
 
 
 class SearchOutput(BaseModel):
@@ -599,6 +604,11 @@ def build_server(
                 + render_episodes(episodes, now=now, key_learnings=True)
                 + f"\n\n(Threads: {ids}. load_thread gives a thread's exact messages.)"
             )
+            if abstain and (query or "").strip() and not result.abstain_applied:
+                text += (
+                    "\n\n(Abstention is not available for this dataset's language or the "
+                    "memory's model: these are the closest memories, and may not fit.)"
+                )
         return _result(
             text,
             RecallOutput(
@@ -608,6 +618,7 @@ def build_server(
                 episodes=[_episode_out(e) for e in episodes],
                 match=result.match,
                 abstained=result.abstained,
+                abstain_applied=result.abstain_applied,
             ),
         )
 

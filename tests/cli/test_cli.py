@@ -93,6 +93,10 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
     )
     assert "car-search" in _ok(env, "recall", "shell_user", "what is my dog's name")
     assert "car-search" in _ok(env, "recall", "shell_user", "family car", "--min-match", "0.5")
+    # abstain where Recall has no curves (the tests' hashing embedder): kept, and said so
+    out = _ok(env, "recall", "shell_user", "what is my dog's name", "--abstain")
+    assert "car-search" in out and "abstain not applied" in out
+    assert "abstain not applied" not in _ok(env, "recall", "shell_user", "dog")
     # RELEVANCE is the calibrated chance an episode answers the query: none without one.
     for query, relevance in (("car recommendations", True), ("   ", False), ("", False)):
         row = _ok(env, "recall", "shell_user", query).splitlines()[2].split()
@@ -174,6 +178,14 @@ def test_a_bad_deadline_or_count_is_an_argument_error() -> None:
         done = _run(nowhere, *args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert f"error: argument {flag}: " in done.stderr, (args, done.stderr)
+    # A misspelt option: the command's own usage, which lists the options it takes.
+    for args, usage in (
+        (("recall", "ds", "x", "--abstian"), "usage: episodic recall "),
+        (("thread", "list", "ds", "-n", "0"), "usage: episodic thread list "),
+    ):
+        done = _run(nowhere, *args)
+        assert done.returncode == 2 and done.stderr.startswith(usage), (args, done.stderr)
+        assert "unrecognized arguments: " in done.stderr
 
 
 def test_reindex_needs_only_the_database(engine, db_url) -> None:  # type: ignore[no-untyped-def]

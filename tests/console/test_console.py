@@ -400,6 +400,9 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     sent = console_client.recalls[-1]
     assert (sent["abstain"], sent["min_relevance"], sent["min_match"]) == (True, 0.0, 0.0)
     assert "abstain" in page.locator("#thresholds-applied").inner_text()
+    # …and says so: Recall answered that abstain did not hold (no curves for this model)
+    assert not abstained.abstain_applied
+    expect(page.locator("#abstain-not-applied")).to_contain_text("Abstain did not apply")
     assert "abstain=1" in page.url  # htmx pushed it: the URL asks the same again
     # Before anything ended, the empty answer is not the thresholds' doing.
     page.get_by_label("As of (UTC)", exact=True).fill("2000-01-01T00:00:00")

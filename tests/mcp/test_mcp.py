@@ -294,6 +294,7 @@ def test_the_recall_tool_answers_nothing_when_nothing_fits(spawn, engine) -> Non
             assert dog.structured_content["episode_count"] == 2
             assert "fit this request" in _text(dog) and "abstain=false" in _text(dog)
             assert dog.structured_content["abstained"] is True
+            assert dog.structured_content["abstain_applied"] is True
             assert dog.structured_content["match"] < 0.29  # MiniLM's abstain threshold
             # the model may ask for the closest anyway
             closest = await _call(
@@ -301,6 +302,7 @@ def test_the_recall_tool_answers_nothing_when_nothing_fits(spawn, engine) -> Non
             )
             assert len(closest.structured_content["episodes"]) == 2
             assert closest.structured_content["abstained"] is False
+            assert closest.structured_content["abstain_applied"] is False
             assert closest.structured_content["match"] == dog.structured_content["match"]
             car = await _call(session, "recall", query="Which car did I buy?", limit=5)
             labels = [e["thread_label"] for e in car.structured_content["episodes"]]

@@ -366,10 +366,19 @@ def test_abstain_holds_only_in_the_language_its_curves_were_fitted_in(  # type: 
 
     names = _make_life(engine, minilm, "user_14")
     dog = "What is my dog's name?"
-    assert list(_ask(recall, "user_14", dog, abstain=True).episodes) == []
+    english = _ask(recall, "user_14", dog, abstain=True)
+    assert list(english.episodes) == [] and english.abstained and english.abstain_applied
+    # the answer says whether abstain held: not asked, or nothing asked of it, it did not
+    assert not _ask(recall, "user_14", dog).abstain_applied
+    assert not _ask(recall, "user_14", "", abstain=True).abstain_applied
     with engine.begin() as conn:
         set_language(conn, test_vault(), "user_14", resolve_language(conn, "french"))
-    kept = _ask(recall, "user_14", dog, abstain=True).episodes
-    assert sorted(names[e.episode.episode_id] for e in kept) == ["car", "pricing", "trip"]
+    french = _ask(recall, "user_14", dog, abstain=True)
+    assert sorted(names[e.episode.episode_id] for e in french.episodes) == [
+        "car",
+        "pricing",
+        "trip",
+    ]
+    assert not french.abstain_applied and not french.abstained  # the client can tell
     at = MINILM.abstention.min_match
     assert list(_ask(recall, "user_14", dog, abstain=True, min_match=at).episodes) == []

@@ -158,6 +158,9 @@ export interface RecallResult extends Iterable<ScoredEpisode> {
   /** The answer is empty because the thresholds (`minRelevance`, `minMatch`, `abstain`)
    * left out every episode and event there was: nothing fits, as opposed to nothing there. */
   abstained: boolean;
+  /** `abstain` held. False where Recall has no curves to abstain by (a dataset of another
+   * language than English, an OpenAI embedder): every episode was then kept as without it. */
+  abstainApplied: boolean;
   /** How the query was read: the time expressions found, the window or session ordinal
    * they resolved to, whether it was applied, and the text that was ranked. Undefined when
    * `literalQuery` was set or there was no query. */
@@ -776,6 +779,7 @@ export class EpisodicClient {
       episodeCount: Number(answer.episodes?.episodeCount ?? 0n),
       match: answer.episodes?.match,
       abstained: answer.episodes?.abstained ?? false,
+      abstainApplied: answer.episodes?.abstainApplied ?? false,
       understanding: answer.understanding,
       [Symbol.iterator]: () => episodes[Symbol.iterator](),
     };

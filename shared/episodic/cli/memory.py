@@ -246,6 +246,12 @@ def cmd_recall(args: argparse.Namespace) -> int:
             "abstained: nothing fits the query well enough to pass the thresholds "
             "(leave out --abstain, or lower --min-relevance / --min-match, for the closest)"
         )
+    elif args.abstain and (args.query or "").strip() and not result.abstain_applied:
+        print(
+            "abstain not applied: its thresholds are fitted for English datasets and the "
+            "built-in embedders only (see `episodic datasets policy "
+            f"{args.dataset}`); these are the closest episodes, which may not fit"
+        )
     return 0
 
 

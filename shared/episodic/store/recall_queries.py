@@ -1299,10 +1299,13 @@ def _bm25(
 
 
 # The count, and whether the dataset has any event (one probe of the events' primary key):
-# most datasets have none, and then Recall skips the events' statement (a round trip).
+# most datasets have none, and then Recall skips the events' statement (a round trip); and
+# whether ``abstain``'s thresholds hold for the dataset (_threshold_sql's condition).
 COUNT_STATEMENT = (
     "SELECT count(*) AS episode_count, "
-    "EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = :dataset) AS has_events "
+    "EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = :dataset) AS has_events, "
+    f"coalesce({DATASET_CONFIG} = CAST(:abstain_config AS regconfig), false) "
+    "AS abstain_applied "
     "FROM episodes WHERE dataset = :dataset "
     "AND status = 'completed' AND (CAST(:as_of AS timestamptz) IS NULL "
     "OR ended_at <= CAST(:as_of AS timestamptz))"
@@ -1327,8 +1330,9 @@ def recall_statement(
     guarded: bool = False,
 ) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
-    snapshot): one row per ranked episode, each carrying ``episode_count`` and
-    ``has_events``; a single row with only those when no episode qualifies. ``guarded``
+    snapshot): one row per ranked episode, each carrying ``episode_count``,
+    ``has_events`` and ``abstain_applied``; a single row with only those when no episode
+    qualifies. ``guarded``
     (the exact statement with a query): the count is taken first and nothing is ranked
     when it is above ``:exact_up_to`` — the size probe of a dataset not seen before,
     within the ranking (:class:`SizeGuard`)."""
@@ -1343,14 +1347,14 @@ def recall_statement(
     if guarded:  # the count as a CTE, which the ranking's candidates read (_SIZE_GUARD)
         return f"""
         WITH total AS MATERIALIZED ({COUNT_STATEMENT})
-        SELECT total.episode_count, total.has_events, r.*
+        SELECT total.episode_count, total.has_events, total.abstain_applied, r.*
         FROM total
         LEFT JOIN ({ranking}) r ON true
         ORDER BY r.passes DESC NULLS LAST, r.relevance DESC NULLS LAST, r.ended_at DESC,
                  r.episode_id DESC
     """
     return f"""
-        SELECT total.episode_count, total.has_events, r.*
+        SELECT total.episode_count, total.has_events, total.abstain_applied, r.*
         FROM ({COUNT_STATEMENT}) total
         LEFT JOIN ({ranking}) r ON true
         ORDER BY r.passes DESC NULLS LAST, r.relevance DESC NULLS LAST, r.ended_at DESC,
@@ -1445,6 +1449,10 @@ class Ranking:
     match: float | None = None
     #: Whether the thresholds left out every candidate there was (there was at least one).
     withheld: bool = False
+    #: Whether ``abstain``'s thresholds held: it was asked, with a query, by a model with
+    #: curves, of a dataset in the language they were fitted in (else every candidate is
+    #: kept, as without it).
+    abstain_applied: bool = False
 
 
 def reorder_top(
@@ -1623,6 +1631,7 @@ def rank(
         lexemes,
         match=float(candidates[0]["request_match"]) if with_query and candidates else None,
         withheld=bool(candidates) and not ranked,
+        abstain_applied=with_query and bool(rows) and bool(rows[0]["abstain_applied"]),
     )
 
 

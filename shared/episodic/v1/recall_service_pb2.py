@@ -28,7 +28,7 @@ from episodic.v1 import episode_pb2 as episodic_dot_v1_dot_episode__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n episodic/v1/recall_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x18\x65pisodic/v1/entity.proto\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x04\n\rRecallRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12+\n\x07include\x18\x03 \x03(\x0e\x32\x1a.episodic.v1.RecallInclude\x12\x18\n\x10\x63ontext_episodes\x18\x04 \x01(\x05\x12\x1e\n\x11similarity_weight\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x1b\n\x0erecency_weight\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12)\n\x05since\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nthread_ids\x18\t \x03(\t\x12\x10\n\x08\x65ntities\x18\n \x03(\t\x12\x12\n\nevent_type\x18\x0b \x01(\t\x12)\n\x05\x61s_of\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rliteral_query\x18\r \x01(\x08\x12\r\n\x05\x61\x63tor\x18\x0f \x01(\t\x12\x16\n\x0e\x65xclude_events\x18\x10 \x01(\x08\x12\x16\n\x0e\x65xact_entities\x18\x11 \x01(\x08\x12\x15\n\rmin_relevance\x18\x0e \x01(\x01\x12\x11\n\tmin_match\x18\x13 \x01(\x01\x12\x0f\n\x07\x61\x62stain\x18\x12 \x01(\x08\x42\x14\n\x12_similarity_weightB\x11\n\x0f_recency_weight\"\x88\x01\n\x10RecalledEpisodes\x12,\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x1a.episodic.v1.ScoredEpisode\x12\x15\n\repisode_count\x18\x02 \x01(\x03\x12\x12\n\x05match\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x11\n\tabstained\x18\x04 \x01(\x08\x42\x08\n\x06_match\"y\n\x0eRecallResponse\x12/\n\x08\x65pisodes\x18\x01 \x01(\x0b\x32\x1d.episodic.v1.RecalledEpisodes\x12\x36\n\runderstanding\x18\x02 \x01(\x0b\x32\x1f.episodic.v1.QueryUnderstanding\"\x9f\x02\n\x12QueryUnderstanding\x12\x14\n\x0cranked_query\x18\x01 \x01(\t\x12\x30\n\x0b\x65xpressions\x18\x02 \x03(\x0b\x32\x1b.episodic.v1.TimeExpression\x12\x30\n\x0cwindow_start\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x07ordinal\x18\x05 \x01(\x0b\x32\x1b.episodic.v1.SessionOrdinal\x12\x11\n\ttime_only\x18\x06 \x01(\x08\x12\x0f\n\x07\x61pplied\x18\x07 \x01(\x08\x12\r\n\x05notes\x18\x08 \x03(\t\"\x80\x01\n\x0eTimeExpression\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12)\n\x05start\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x88\x01\n\x0eSessionOrdinal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\x05\x12\x10\n\x08\x66rom_end\x18\x03 \x01(\x08\x12\r\n\x05\x63ount\x18\x04 \x01(\x05\x12\r\n\x05scope\x18\x05 \x01(\t\x12\x12\n\nevent_type\x18\x06 \x01(\t\x12\x12\n\nthread_ids\x18\x07 \x03(\t\"\x8c\x01\n\x13ListEpisodesRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12*\n\x06status\x18\x02 \x01(\x0e\x32\x1a.episodic.v1.EpisodeStatus\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x11\n\tthread_id\x18\x05 \x01(\t\"W\n\x14ListEpisodesResponse\x12&\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Episode\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"J\n\x15SearchEpisodesRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\"F\n\x16SearchEpisodesResponse\x12,\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x1a.episodic.v1.ScoredEpisode\"\'\n\x11GetEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\";\n\x12GetEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\"_\n\x15\x45ntityTimelineRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x0e\n\x06\x65ntity\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"~\n\x16\x45ntityTimelineResponse\x12#\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Entity\x12&\n\x08\x65pisodes\x18\x02 \x03(\x0b\x32\x14.episodic.v1.Episode\x12\x17\n\x0fnext_page_token\x18\x03 \x01(\t*L\n\rRecallInclude\x12\x1e\n\x1aRECALL_INCLUDE_UNSPECIFIED\x10\x00\x12\x1b\n\x17RECALL_INCLUDE_EPISODES\x10\x01\x32\xde\x03\n\rRecallService\x12K\n\x06Recall\x12\x1a.episodic.v1.RecallRequest\x1a\x1b.episodic.v1.RecallResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12]\n\x0cListEpisodes\x12 .episodic.v1.ListEpisodesRequest\x1a!.episodic.v1.ListEpisodesResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12\x63\n\x0eSearchEpisodes\x12\".episodic.v1.SearchEpisodesRequest\x1a#.episodic.v1.SearchEpisodesResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12W\n\nGetEpisode\x12\x1e.episodic.v1.GetEpisodeRequest\x1a\x1f.episodic.v1.GetEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12\x63\n\x0e\x45ntityTimeline\x12\".episodic.v1.EntityTimelineRequest\x1a#.episodic.v1.EntityTimelineResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n episodic/v1/recall_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x18\x65pisodic/v1/entity.proto\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x04\n\rRecallRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12+\n\x07include\x18\x03 \x03(\x0e\x32\x1a.episodic.v1.RecallInclude\x12\x18\n\x10\x63ontext_episodes\x18\x04 \x01(\x05\x12\x1e\n\x11similarity_weight\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x1b\n\x0erecency_weight\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12)\n\x05since\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nthread_ids\x18\t \x03(\t\x12\x10\n\x08\x65ntities\x18\n \x03(\t\x12\x12\n\nevent_type\x18\x0b \x01(\t\x12)\n\x05\x61s_of\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rliteral_query\x18\r \x01(\x08\x12\r\n\x05\x61\x63tor\x18\x0f \x01(\t\x12\x16\n\x0e\x65xclude_events\x18\x10 \x01(\x08\x12\x16\n\x0e\x65xact_entities\x18\x11 \x01(\x08\x12\x15\n\rmin_relevance\x18\x0e \x01(\x01\x12\x11\n\tmin_match\x18\x13 \x01(\x01\x12\x0f\n\x07\x61\x62stain\x18\x12 \x01(\x08\x42\x14\n\x12_similarity_weightB\x11\n\x0f_recency_weight\"\xa1\x01\n\x10RecalledEpisodes\x12,\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x1a.episodic.v1.ScoredEpisode\x12\x15\n\repisode_count\x18\x02 \x01(\x03\x12\x12\n\x05match\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x11\n\tabstained\x18\x04 \x01(\x08\x12\x17\n\x0f\x61\x62stain_applied\x18\x05 \x01(\x08\x42\x08\n\x06_match\"y\n\x0eRecallResponse\x12/\n\x08\x65pisodes\x18\x01 \x01(\x0b\x32\x1d.episodic.v1.RecalledEpisodes\x12\x36\n\runderstanding\x18\x02 \x01(\x0b\x32\x1f.episodic.v1.QueryUnderstanding\"\x9f\x02\n\x12QueryUnderstanding\x12\x14\n\x0cranked_query\x18\x01 \x01(\t\x12\x30\n\x0b\x65xpressions\x18\x02 \x03(\x0b\x32\x1b.episodic.v1.TimeExpression\x12\x30\n\x0cwindow_start\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x07ordinal\x18\x05 \x01(\x0b\x32\x1b.episodic.v1.SessionOrdinal\x12\x11\n\ttime_only\x18\x06 \x01(\x08\x12\x0f\n\x07\x61pplied\x18\x07 \x01(\x08\x12\r\n\x05notes\x18\x08 \x03(\t\"\x80\x01\n\x0eTimeExpression\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12)\n\x05start\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x88\x01\n\x0eSessionOrdinal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\x05\x12\x10\n\x08\x66rom_end\x18\x03 \x01(\x08\x12\r\n\x05\x63ount\x18\x04 \x01(\x05\x12\r\n\x05scope\x18\x05 \x01(\t\x12\x12\n\nevent_type\x18\x06 \x01(\t\x12\x12\n\nthread_ids\x18\x07 \x03(\t\"\x8c\x01\n\x13ListEpisodesRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12*\n\x06status\x18\x02 \x01(\x0e\x32\x1a.episodic.v1.EpisodeStatus\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x11\n\tthread_id\x18\x05 \x01(\t\"W\n\x14ListEpisodesResponse\x12&\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Episode\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"J\n\x15SearchEpisodesRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\"F\n\x16SearchEpisodesResponse\x12,\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x1a.episodic.v1.ScoredEpisode\"\'\n\x11GetEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\";\n\x12GetEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\"_\n\x15\x45ntityTimelineRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x0e\n\x06\x65ntity\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"~\n\x16\x45ntityTimelineResponse\x12#\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Entity\x12&\n\x08\x65pisodes\x18\x02 \x03(\x0b\x32\x14.episodic.v1.Episode\x12\x17\n\x0fnext_page_token\x18\x03 \x01(\t*L\n\rRecallInclude\x12\x1e\n\x1aRECALL_INCLUDE_UNSPECIFIED\x10\x00\x12\x1b\n\x17RECALL_INCLUDE_EPISODES\x10\x01\x32\xde\x03\n\rRecallService\x12K\n\x06Recall\x12\x1a.episodic.v1.RecallRequest\x1a\x1b.episodic.v1.RecallResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12]\n\x0cListEpisodes\x12 .episodic.v1.ListEpisodesRequest\x1a!.episodic.v1.ListEpisodesResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12\x63\n\x0eSearchEpisodes\x12\".episodic.v1.SearchEpisodesRequest\x1a#.episodic.v1.SearchEpisodesResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12W\n\nGetEpisode\x12\x1e.episodic.v1.GetEpisodeRequest\x1a\x1f.episodic.v1.GetEpisodeResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12\x63\n\x0e\x45ntityTimeline\x12\".episodic.v1.EntityTimelineRequest\x1a#.episodic.v1.EntityTimelineResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,36 +45,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECALLSERVICE'].methods_by_name['GetEpisode']._serialized_options = b'\212\265\030\004\010\001\020\001'
   _globals['_RECALLSERVICE'].methods_by_name['EntityTimeline']._loaded_options = None
   _globals['_RECALLSERVICE'].methods_by_name['EntityTimeline']._serialized_options = b'\212\265\030\004\010\001\020\001'
-  _globals['_RECALLINCLUDE']._serialized_start=2245
-  _globals['_RECALLINCLUDE']._serialized_end=2321
+  _globals['_RECALLINCLUDE']._serialized_start=2270
+  _globals['_RECALLINCLUDE']._serialized_end=2346
   _globals['_RECALLREQUEST']._serialized_start=162
   _globals['_RECALLREQUEST']._serialized_end=714
   _globals['_RECALLEDEPISODES']._serialized_start=717
-  _globals['_RECALLEDEPISODES']._serialized_end=853
-  _globals['_RECALLRESPONSE']._serialized_start=855
-  _globals['_RECALLRESPONSE']._serialized_end=976
-  _globals['_QUERYUNDERSTANDING']._serialized_start=979
-  _globals['_QUERYUNDERSTANDING']._serialized_end=1266
-  _globals['_TIMEEXPRESSION']._serialized_start=1269
-  _globals['_TIMEEXPRESSION']._serialized_end=1397
-  _globals['_SESSIONORDINAL']._serialized_start=1400
-  _globals['_SESSIONORDINAL']._serialized_end=1536
-  _globals['_LISTEPISODESREQUEST']._serialized_start=1539
-  _globals['_LISTEPISODESREQUEST']._serialized_end=1679
-  _globals['_LISTEPISODESRESPONSE']._serialized_start=1681
-  _globals['_LISTEPISODESRESPONSE']._serialized_end=1768
-  _globals['_SEARCHEPISODESREQUEST']._serialized_start=1770
-  _globals['_SEARCHEPISODESREQUEST']._serialized_end=1844
-  _globals['_SEARCHEPISODESRESPONSE']._serialized_start=1846
-  _globals['_SEARCHEPISODESRESPONSE']._serialized_end=1916
-  _globals['_GETEPISODEREQUEST']._serialized_start=1918
-  _globals['_GETEPISODEREQUEST']._serialized_end=1957
-  _globals['_GETEPISODERESPONSE']._serialized_start=1959
-  _globals['_GETEPISODERESPONSE']._serialized_end=2018
-  _globals['_ENTITYTIMELINEREQUEST']._serialized_start=2020
-  _globals['_ENTITYTIMELINEREQUEST']._serialized_end=2115
-  _globals['_ENTITYTIMELINERESPONSE']._serialized_start=2117
-  _globals['_ENTITYTIMELINERESPONSE']._serialized_end=2243
-  _globals['_RECALLSERVICE']._serialized_start=2324
-  _globals['_RECALLSERVICE']._serialized_end=2802
+  _globals['_RECALLEDEPISODES']._serialized_end=878
+  _globals['_RECALLRESPONSE']._serialized_start=880
+  _globals['_RECALLRESPONSE']._serialized_end=1001
+  _globals['_QUERYUNDERSTANDING']._serialized_start=1004
+  _globals['_QUERYUNDERSTANDING']._serialized_end=1291
+  _globals['_TIMEEXPRESSION']._serialized_start=1294
+  _globals['_TIMEEXPRESSION']._serialized_end=1422
+  _globals['_SESSIONORDINAL']._serialized_start=1425
+  _globals['_SESSIONORDINAL']._serialized_end=1561
+  _globals['_LISTEPISODESREQUEST']._serialized_start=1564
+  _globals['_LISTEPISODESREQUEST']._serialized_end=1704
+  _globals['_LISTEPISODESRESPONSE']._serialized_start=1706
+  _globals['_LISTEPISODESRESPONSE']._serialized_end=1793
+  _globals['_SEARCHEPISODESREQUEST']._serialized_start=1795
+  _globals['_SEARCHEPISODESREQUEST']._serialized_end=1869
+  _globals['_SEARCHEPISODESRESPONSE']._serialized_start=1871
+  _globals['_SEARCHEPISODESRESPONSE']._serialized_end=1941
+  _globals['_GETEPISODEREQUEST']._serialized_start=1943
+  _globals['_GETEPISODEREQUEST']._serialized_end=1982
+  _globals['_GETEPISODERESPONSE']._serialized_start=1984
+  _globals['_GETEPISODERESPONSE']._serialized_end=2043
+  _globals['_ENTITYTIMELINEREQUEST']._serialized_start=2045
+  _globals['_ENTITYTIMELINEREQUEST']._serialized_end=2140
+  _globals['_ENTITYTIMELINERESPONSE']._serialized_start=2142
+  _globals['_ENTITYTIMELINERESPONSE']._serialized_end=2268
+  _globals['_RECALLSERVICE']._serialized_start=2349
+  _globals['_RECALLSERVICE']._serialized_end=2827
 # @@protoc_insertion_point(module_scope)

@@ -399,17 +399,21 @@ describe("EpisodicClient against a fake server", () => {
       assert.equal(request.abstain, true);
       assert.equal(result.match, undefined);
       assert.equal(result.abstained, false);
+      assert.equal(result.abstainApplied, false);
     });
 
     it("recall says how well the request matched and whether the thresholds emptied it", async () => {
       server.on(RECALL, () =>
-        ok(RecallResponseSchema, { episodes: { episodes: [], episodeCount: 4n, match: 0.125, abstained: true } }),
+        ok(RecallResponseSchema, {
+          episodes: { episodes: [], episodeCount: 4n, match: 0.125, abstained: true, abstainApplied: true },
+        }),
       );
       const result = await client.recall("ds", "what is my dog's name?", { abstain: true });
       assert.equal(result.episodes.length, 0);
       assert.equal(result.episodeCount, 4);
       assert.equal(result.match, 0.125);
       assert.equal(result.abstained, true);
+      assert.equal(result.abstainApplied, true);
     });
 
     it("recall returns how the query was understood, and literalQuery turns the reading off", async () => {

@@ -289,6 +289,13 @@ def results(
             which=thresholds.describe(),
             note="" if calibrated else "; none acts without a query",
         )
+    if thresholds.abstain and calibrated and not result.abstain_applied:
+        applied = html(
+            '{applied}<p id="abstain-not-applied">Abstain did not apply: its thresholds are '
+            "fitted for English datasets and the built-in embedders only, so these are the "
+            "closest episodes, which may not fit.</p>",
+            applied=applied,
+        )
     if result.match is not None:
         applied = html(
             '{applied}<p id="request-match" title="How likely the dataset holds an answer to '

@@ -4171,6 +4171,19 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * @return The abstained.
      */
     boolean getAbstained();
+
+    /**
+     * <pre>
+     * Whether the request's `abstain` held: false when it was not asked, without a query,
+     * and where Recall has no curves to abstain by — a dataset of another language than
+     * English, or an embedding model without curves (an OpenAI one) — where every episode
+     * is kept as without abstain. An agent then knows the episodes may not fit.
+     * </pre>
+     *
+     * <code>bool abstain_applied = 5;</code>
+     * @return The abstainApplied.
+     */
+    boolean getAbstainApplied();
   }
   /**
    * <pre>
@@ -4352,6 +4365,24 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return abstained_;
     }
 
+    public static final int ABSTAIN_APPLIED_FIELD_NUMBER = 5;
+    private boolean abstainApplied_ = false;
+    /**
+     * <pre>
+     * Whether the request's `abstain` held: false when it was not asked, without a query,
+     * and where Recall has no curves to abstain by — a dataset of another language than
+     * English, or an embedding model without curves (an OpenAI one) — where every episode
+     * is kept as without abstain. An agent then knows the episodes may not fit.
+     * </pre>
+     *
+     * <code>bool abstain_applied = 5;</code>
+     * @return The abstainApplied.
+     */
+    @java.lang.Override
+    public boolean getAbstainApplied() {
+      return abstainApplied_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -4378,6 +4409,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (abstained_ != false) {
         output.writeBool(4, abstained_);
       }
+      if (abstainApplied_ != false) {
+        output.writeBool(5, abstainApplied_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -4402,6 +4436,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (abstained_ != false) {
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(4, abstained_);
+      }
+      if (abstainApplied_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(5, abstainApplied_);
       }
       return size;
     }
@@ -4439,6 +4477,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (getAbstained()
           != other.getAbstained()) return false;
+      if (getAbstainApplied()
+          != other.getAbstainApplied()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -4465,6 +4505,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + ABSTAINED_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getAbstained());
+      hash = (37 * hash) + ABSTAIN_APPLIED_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getAbstainApplied());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -4610,6 +4653,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         episodeCount_ = 0L;
         match_ = 0D;
         abstained_ = false;
+        abstainApplied_ = false;
         return this;
       }
 
@@ -4667,6 +4711,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         if (((from_bitField0_ & 0x00000008) != 0)) {
           result.abstained_ = abstained_;
         }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.abstainApplied_ = abstainApplied_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -4716,6 +4763,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.getAbstained() != false) {
           setAbstained(other.getAbstained());
+        }
+        if (other.getAbstainApplied() != false) {
+          setAbstainApplied(other.getAbstainApplied());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -4771,6 +4821,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00000008;
                 break;
               } // case 32
+              case 40: {
+                abstainApplied_ = input.readBool();
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 40
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -5272,6 +5327,59 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       public Builder clearAbstained() {
         bitField0_ = (bitField0_ & ~0x00000008);
         abstained_ = false;
+        onChanged();
+        return this;
+      }
+
+      private boolean abstainApplied_ ;
+      /**
+       * <pre>
+       * Whether the request's `abstain` held: false when it was not asked, without a query,
+       * and where Recall has no curves to abstain by — a dataset of another language than
+       * English, or an embedding model without curves (an OpenAI one) — where every episode
+       * is kept as without abstain. An agent then knows the episodes may not fit.
+       * </pre>
+       *
+       * <code>bool abstain_applied = 5;</code>
+       * @return The abstainApplied.
+       */
+      @java.lang.Override
+      public boolean getAbstainApplied() {
+        return abstainApplied_;
+      }
+      /**
+       * <pre>
+       * Whether the request's `abstain` held: false when it was not asked, without a query,
+       * and where Recall has no curves to abstain by — a dataset of another language than
+       * English, or an embedding model without curves (an OpenAI one) — where every episode
+       * is kept as without abstain. An agent then knows the episodes may not fit.
+       * </pre>
+       *
+       * <code>bool abstain_applied = 5;</code>
+       * @param value The abstainApplied to set.
+       * @return This builder for chaining.
+       */
+      public Builder setAbstainApplied(boolean value) {
+
+        abstainApplied_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Whether the request's `abstain` held: false when it was not asked, without a query,
+       * and where Recall has no curves to abstain by — a dataset of another language than
+       * English, or an embedding model without curves (an OpenAI one) — where every episode
+       * is kept as without abstain. An agent then knows the episodes may not fit.
+       * </pre>
+       *
+       * <code>bool abstain_applied = 5;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearAbstainApplied() {
+        bitField0_ = (bitField0_ & ~0x00000010);
+        abstainApplied_ = false;
         onChanged();
         return this;
       }
@@ -18961,60 +19069,60 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "\030\017 \001(\t\022\026\n\016exclude_events\030\020 \001(\010\022\026\n\016exact_" +
       "entities\030\021 \001(\010\022\025\n\rmin_relevance\030\016 \001(\001\022\021\n" +
       "\tmin_match\030\023 \001(\001\022\017\n\007abstain\030\022 \001(\010B\024\n\022_si" +
-      "milarity_weightB\021\n\017_recency_weight\"\210\001\n\020R" +
+      "milarity_weightB\021\n\017_recency_weight\"\241\001\n\020R" +
       "ecalledEpisodes\022,\n\010episodes\030\001 \003(\0132\032.epis" +
       "odic.v1.ScoredEpisode\022\025\n\repisode_count\030\002" +
       " \001(\003\022\022\n\005match\030\003 \001(\001H\000\210\001\001\022\021\n\tabstained\030\004 " +
-      "\001(\010B\010\n\006_match\"y\n\016RecallResponse\022/\n\010episo" +
-      "des\030\001 \001(\0132\035.episodic.v1.RecalledEpisodes" +
-      "\0226\n\runderstanding\030\002 \001(\0132\037.episodic.v1.Qu" +
-      "eryUnderstanding\"\237\002\n\022QueryUnderstanding\022" +
-      "\024\n\014ranked_query\030\001 \001(\t\0220\n\013expressions\030\002 \003" +
-      "(\0132\033.episodic.v1.TimeExpression\0220\n\014windo" +
-      "w_start\030\003 \001(\0132\032.google.protobuf.Timestam" +
-      "p\022.\n\nwindow_end\030\004 \001(\0132\032.google.protobuf." +
-      "Timestamp\022,\n\007ordinal\030\005 \001(\0132\033.episodic.v1" +
-      ".SessionOrdinal\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007ap" +
-      "plied\030\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n\016TimeExpre" +
-      "ssion\022\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005sta" +
-      "rt\030\003 \001(\0132\032.google.protobuf.Timestamp\022\'\n\003" +
-      "end\030\004 \001(\0132\032.google.protobuf.Timestamp\"\210\001" +
-      "\n\016SessionOrdinal\022\014\n\004text\030\001 \001(\t\022\020\n\010positi" +
-      "on\030\002 \001(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n\005count\030\004 \001(" +
-      "\005\022\r\n\005scope\030\005 \001(\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\n" +
-      "thread_ids\030\007 \003(\t\"\214\001\n\023ListEpisodesRequest" +
-      "\022\017\n\007dataset\030\001 \001(\t\022*\n\006status\030\002 \001(\0162\032.epis" +
-      "odic.v1.EpisodeStatus\022\021\n\tpage_size\030\003 \001(\005" +
-      "\022\022\n\npage_token\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"" +
-      "W\n\024ListEpisodesResponse\022&\n\010episodes\030\001 \003(" +
-      "\0132\024.episodic.v1.Episode\022\027\n\017next_page_tok" +
-      "en\030\002 \001(\t\"J\n\025SearchEpisodesRequest\022\017\n\007dat" +
-      "aset\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\tpage_size\030\003" +
-      " \001(\005\"F\n\026SearchEpisodesResponse\022,\n\010episod" +
-      "es\030\001 \003(\0132\032.episodic.v1.ScoredEpisode\"\'\n\021" +
-      "GetEpisodeRequest\022\022\n\nepisode_id\030\001 \001(\t\";\n" +
-      "\022GetEpisodeResponse\022%\n\007episode\030\001 \001(\0132\024.e" +
-      "pisodic.v1.Episode\"_\n\025EntityTimelineRequ" +
-      "est\022\017\n\007dataset\030\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\t" +
-      "page_size\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\"~\n\026E" +
-      "ntityTimelineResponse\022#\n\006entity\030\001 \001(\0132\023." +
-      "episodic.v1.Entity\022&\n\010episodes\030\002 \003(\0132\024.e" +
-      "pisodic.v1.Episode\022\027\n\017next_page_token\030\003 " +
-      "\001(\t*L\n\rRecallInclude\022\036\n\032RECALL_INCLUDE_U" +
-      "NSPECIFIED\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020" +
-      "\0012\336\003\n\rRecallService\022K\n\006Recall\022\032.episodic" +
-      ".v1.RecallRequest\032\033.episodic.v1.RecallRe" +
-      "sponse\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episo" +
-      "dic.v1.ListEpisodesRequest\032!.episodic.v1" +
-      ".ListEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Searc" +
-      "hEpisodes\022\".episodic.v1.SearchEpisodesRe" +
-      "quest\032#.episodic.v1.SearchEpisodesRespon" +
-      "se\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic.v1" +
-      ".GetEpisodeRequest\032\037.episodic.v1.GetEpis" +
-      "odeResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022" +
-      "\".episodic.v1.EntityTimelineRequest\032#.ep" +
-      "isodic.v1.EntityTimelineResponse\"\010\212\265\030\004\010\001" +
-      "\020\001b\006proto3"
+      "\001(\010\022\027\n\017abstain_applied\030\005 \001(\010B\010\n\006_match\"y" +
+      "\n\016RecallResponse\022/\n\010episodes\030\001 \001(\0132\035.epi" +
+      "sodic.v1.RecalledEpisodes\0226\n\runderstandi" +
+      "ng\030\002 \001(\0132\037.episodic.v1.QueryUnderstandin" +
+      "g\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_query" +
+      "\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episodic.v" +
+      "1.TimeExpression\0220\n\014window_start\030\003 \001(\0132\032" +
+      ".google.protobuf.Timestamp\022.\n\nwindow_end" +
+      "\030\004 \001(\0132\032.google.protobuf.Timestamp\022,\n\007or" +
+      "dinal\030\005 \001(\0132\033.episodic.v1.SessionOrdinal" +
+      "\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005" +
+      "notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030\001" +
+      " \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.goo" +
+      "gle.protobuf.Timestamp\"\210\001\n\016SessionOrdina" +
+      "l\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010fro" +
+      "m_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001(" +
+      "\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(" +
+      "\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007dataset\030\001 \001" +
+      "(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.Episode" +
+      "Status\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030" +
+      "\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisodes" +
+      "Response\022&\n\010episodes\030\001 \003(\0132\024.episodic.v1" +
+      ".Episode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025Sea" +
+      "rchEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005q" +
+      "uery\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026SearchE" +
+      "pisodesResponse\022,\n\010episodes\030\001 \003(\0132\032.epis" +
+      "odic.v1.ScoredEpisode\"\'\n\021GetEpisodeReque" +
+      "st\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeResp" +
+      "onse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Epis" +
+      "ode\"_\n\025EntityTimelineRequest\022\017\n\007dataset\030" +
+      "\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005" +
+      "\022\022\n\npage_token\030\004 \001(\t\"~\n\026EntityTimelineRe" +
+      "sponse\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.Ent" +
+      "ity\022&\n\010episodes\030\002 \003(\0132\024.episodic.v1.Epis" +
+      "ode\022\027\n\017next_page_token\030\003 \001(\t*L\n\rRecallIn" +
+      "clude\022\036\n\032RECALL_INCLUDE_UNSPECIFIED\020\000\022\033\n" +
+      "\027RECALL_INCLUDE_EPISODES\020\0012\336\003\n\rRecallSer" +
+      "vice\022K\n\006Recall\022\032.episodic.v1.RecallReque" +
+      "st\032\033.episodic.v1.RecallResponse\"\010\212\265\030\004\010\001\020" +
+      "\001\022]\n\014ListEpisodes\022 .episodic.v1.ListEpis" +
+      "odesRequest\032!.episodic.v1.ListEpisodesRe" +
+      "sponse\"\010\212\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022\".epi" +
+      "sodic.v1.SearchEpisodesRequest\032#.episodi" +
+      "c.v1.SearchEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022W\n" +
+      "\nGetEpisode\022\036.episodic.v1.GetEpisodeRequ" +
+      "est\032\037.episodic.v1.GetEpisodeResponse\"\010\212\265" +
+      "\030\004\010\001\020\001\022c\n\016EntityTimeline\022\".episodic.v1.E" +
+      "ntityTimelineRequest\032#.episodic.v1.Entit" +
+      "yTimelineResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -19035,7 +19143,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecalledEpisodes_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecalledEpisodes_descriptor,
-        new java.lang.String[] { "Episodes", "EpisodeCount", "Match", "Abstained", });
+        new java.lang.String[] { "Episodes", "EpisodeCount", "Match", "Abstained", "AbstainApplied", });
     internal_static_episodic_v1_RecallResponse_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_episodic_v1_RecallResponse_fieldAccessorTable = new
