@@ -123,7 +123,9 @@ def test_sigkill_of_a_replica_mid_work_loses_nothing(spawn, engine) -> None:  # 
     # after a few, it dies holding hundreds of claims. The survivors must reclaim them
     # (claims older than 1 s, lease 1 s) and finish.
     victim = spawn("scheduler", env={**FAST, "EPISODIC_CLAIM_BATCH_SIZE": "10000"})
-    n = 1000
+    # Enough that the kill lands mid-work on a fast machine too: the Scheduler fires
+    # thousands of timers a second (1,000 were all fired before the kill once).
+    n = 5000
     ids = [uuid.uuid4() for _ in range(n)]
     with engine.begin() as conn:
         conn.execute(
@@ -157,6 +159,7 @@ def test_sigkill_of_a_replica_mid_work_loses_nothing(spawn, engine) -> None:  # 
     wait_until(
         lambda: count(engine, "SELECT count(*) FROM episodes") >= 5,
         timeout=30,
+        interval=0.005,
         message="the victim is firing",
     )
     victim.kill()
