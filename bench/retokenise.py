@@ -1,6 +1,6 @@
 """How long changing a dataset's language takes: ``set_language`` re-stems every current
 episode's document, its thread's chunks and the dataset's events in one transaction
-(SetDatasetPolicy waits for it, and so do the dataset's completions).
+(SetDatasetPolicy waits for it, and so does every writer of the dataset).
 
     .venv/bin/python -m bench.retokenise [--episodes 500] [--messages 20] [--url ADMIN_URL]
 
@@ -12,6 +12,7 @@ English to French, per episode.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
 
@@ -59,7 +60,8 @@ def main() -> None:
         engine.dispose()
     print(
         f"set_language over {args.episodes} episodes of {args.messages} messages: "
-        f"{took:.2f} s, {took / args.episodes * 1000:.2f} ms an episode"
+        f"{took:.2f} s, {took / args.episodes * 1000:.2f} ms an episode "
+        f"(load average {os.getloadavg()[0]:.1f})"
     )
 
 

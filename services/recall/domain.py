@@ -152,11 +152,12 @@ class RecallAnswer:
     rows: list[dict[str, Any]]
     episode_count: int
     selected_threads: list[uuid.UUID] = field(default_factory=list)  # an ordinal's choice
-    #: The request's match over the episodes ranked (how likely the dataset holds an answer
-    #: at all: what ``min_match`` compares); None without a query or without candidates.
+    #: The request's match (how likely the dataset holds an answer at all: what
+    #: ``min_match`` compares): the better of the episodes' and the events'; None without
+    #: a query or without candidates.
     match: float | None = None
     #: Whether the answer is empty because the thresholds (``min_relevance``,
-    #: ``min_match``, ``abstain``'s) left out every episode there was to rank.
+    #: ``min_match``, ``abstain``'s) left out every episode and event there was to rank.
     abstained: bool = False
     #: Whether ``abstain``'s thresholds held (``Ranking.abstain_applied``).
     abstain_applied: bool = False

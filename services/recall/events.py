@@ -71,8 +71,9 @@ def merge(
     """``ranked`` (its rows opened) with the dataset's events merged in: the best
     ``limit`` of both by relevance (then newest first). Events below ``min_relevance``
     (and all of them when their best match is below ``min_match``) are left out as
-    episodes are; the answer's match is the better of the two, and it withheld when the
-    thresholds left out every candidate of either kind and kept none of the other.
+    episodes are; the answer's match is the better of the two, and ``withheld`` says the
+    thresholds left candidates out and kept none of either kind (with ``actor``: events
+    alone).
     ``any_events`` False (the dataset has none, as the episodes' statement saw) skips the
     events' statement; ``lexemes``: the query's tokens the episodes' ranking sent."""
     found = (
@@ -101,7 +102,8 @@ def merge(
         ranked,
         rows=sorted([*ranked.rows, *found.rows], key=_order)[:limit],
         match=max(matches) if matches else None,
-        withheld=ranked.withheld or found.withheld,
+        # withheld: the thresholds left something out and kept nothing of either kind
+        withheld=(ranked.withheld or found.withheld) and not (ranked.rows or found.rows),
     )
 
 

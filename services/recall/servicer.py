@@ -19,8 +19,7 @@ from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, ProviderError, Unavailable
 from episodic.providers.rerank import HttpReranker
 from episodic.providers.types import Embedder
-from episodic.store import episodes, owners, recall_queries
-from episodic.store import events as event_store
+from episodic.store import recall_queries, records
 from episodic.store.embedding_space import SpaceWatch
 from episodic.store.recall_queries import Approximation, RecallFilters
 from episodic.store.vault import Vault
@@ -286,15 +285,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     ) -> pb.GetEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with _reading(self.engine, context) as conn:
-            dataset, kind = owners.require_record(conn, episode_id)
-            if kind == "event":  # listed and recalled under its id: got by it too
-                row = self.vault.open_one(
-                    conn, event_store.get_event(conn, dataset, episode_id), "events"
-                )
-            else:
-                row = self.vault.open_one(
-                    conn, episodes.get_episode(conn, episode_id, dataset=dataset), "episodes"
-                )
+            row = records.get_record(conn, self.vault, episode_id)
         return pb.GetEpisodeResponse(episode=convert.episode(row))
 
     def ListEpisodes(

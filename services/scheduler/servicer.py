@@ -9,9 +9,8 @@ from sqlalchemy import Connection, Engine
 
 from episodic import access, convert
 from episodic.config import SchedulerSettings
-from episodic.errors import FailedPrecondition, InvalidArgument
-from episodic.store import audit, episodes, owners
-from episodic.store import events as event_store
+from episodic.errors import InvalidArgument
+from episodic.store import audit, owners, records
 from episodic.store.vault import Vault
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
@@ -97,15 +96,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.DeleteEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
-            dataset, kind = owners.require_record(conn, episode_id)
-            if kind == "event":  # nothing to archive: erased (store.events.delete_event)
-                erased = event_store.delete_event(conn, dataset, episode_id)
-                row = {**self.vault.open_one(conn, erased, "events"), "status": "archived"}
-                _audit(conn, "event.delete", dataset, episode_id)
-            else:
-                deleted = episodes.delete_episode(conn, episode_id, dataset=dataset)
-                row = self.vault.open_one(conn, deleted, "episodes")
-                _audit(conn, "episode.delete", dataset, episode_id)
+            row, dataset, action = records.delete_record(conn, self.vault, episode_id)
+            _audit(conn, action, dataset, episode_id)
         return pb.DeleteEpisodeResponse(episode=convert.episode(row))
 
     def RetryEpisode(
@@ -113,15 +105,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.RetryEpisodeResponse:
         episode_id = parse_uuid(request.episode_id, "episode_id")
         with self.engine.begin() as conn:
-            dataset, kind = owners.require_record(conn, episode_id)
-            if kind == "event":
-                raise FailedPrecondition(
-                    f"{episode_id} is an event, recorded as it is: only a summarised episode "
-                    "that failed can be retried",
-                    episode_id=str(episode_id),
-                )
-            retried = episodes.retry_episode(conn, episode_id, dataset=dataset)
-            row = self.vault.open_one(conn, retried, "episodes")
+            row, dataset = records.retry_record(conn, self.vault, episode_id)
             _audit(conn, "episode.retry", dataset, episode_id)
         return pb.RetryEpisodeResponse(episode=convert.episode(row))
 

@@ -1646,7 +1646,8 @@ def entity_timeline(
 def get_episode(
     core: ClientCore, episode_id: str, *, timeout: float | None = None
 ) -> Flow[Episode]:
-    """One episode in any status (archived ones too, for provenance)."""
+    """One episode in any status (archived ones too, for provenance), or an event by the id
+    recall and list_episodes give it."""
     answer = yield from call(
         core,
         "recall",
@@ -1660,7 +1661,9 @@ def get_episode(
 def delete_episode(
     core: ClientCore, episode_id: str, *, timeout: float | None = None
 ) -> Flow[Episode]:
-    """Soft-deletes an episode (it becomes archived and leaves recall); returns it."""
+    """Soft-deletes an episode (it becomes archived and leaves recall) and returns it; an
+    event's id (``Episode.is_event``) erases the event for good, returned as it was,
+    marked archived."""
     answer = yield from call(
         core,
         "scheduler",

@@ -604,7 +604,7 @@ def build_server(
                 + render_episodes(episodes, now=now, key_learnings=True)
                 + f"\n\n(Threads: {ids}. load_thread gives a thread's exact messages.)"
             )
-            if abstain and (query or "").strip() and not result.abstain_applied:
+            if abstain and result.match is not None and not result.abstain_applied:
                 text += (
                     "\n\n(Abstention is not available for this dataset's language or the "
                     "memory's model: these are the closest memories, and may not fit.)"

@@ -23,7 +23,7 @@ from google.protobuf.descriptor import MethodDescriptor
 from sqlalchemy import Engine, text
 
 from episodic.access import Role, Rule, rule_of
-from episodic.store import entities, erasure, keys
+from episodic.store import entities, erasure, events, keys
 from episodic.testing.keys import test_vault as vault_of_tests
 from episodic.v1 import (
     admin_service_pb2,
@@ -90,6 +90,8 @@ class World:
     episode_b: str
     keys: dict[str, str] = field(default_factory=dict)
     throwaway_keys: list[str] = field(default_factory=list)
+    #: An event of A: listed under its id as episodes are, and taken by their by-id RPCs.
+    event_a: str = ""
 
 
 def _mint(engine: Engine, role: Role, datasets: list[str], **kw: Any) -> str:
@@ -107,7 +109,13 @@ def _world(engine: Engine) -> World:
         )
         entities.record_mentions(conn, vault_of_tests().for_write(conn, DATASET_A), ENTITIES_A)
         b = make_episode(conn, DATASET_B, [f"{SECRET_B}: my bank details are private"])
+        stored, _ = events.record_event(
+            conn,
+            vault_of_tests(),
+            events.NewEvent(DATASET_A, "agent", "decision", f"{SECRET_A}: Pro tier", (), None),
+        )
     world = World(str(a.thread_id), str(a.episode_id), str(b.thread_id), str(b.episode_id))
+    world.event_a = str(stored["episode_id"])
     for role in (Role.READER, Role.WRITER, Role.ADMIN):
         world.keys[f"{role.label}_a"] = _mint(engine, role, [DATASET_A])
         world.keys[f"{role.label}_b"] = _mint(engine, role, [DATASET_B])
@@ -326,6 +334,21 @@ def test_access_matrix(spawn, engine) -> None:  # type: ignore[no-untyped-def]
                     f"{method.full_name}: another dataset's id answers {details!r}, a missing "
                     f"id {ghost!r}: existence leaks"
                 )
+            if any(f.name == "episode_id" for f in method.input_type.fields):
+                # An event's id, which these RPCs take too: hidden the same way.
+                _, about_event = check(
+                    method,
+                    "other dataset's event",
+                    world.keys[_other_dataset_key(rule)],
+                    {grpc.StatusCode.NOT_FOUND},
+                    hidden=a_only,
+                    episode=world.event_a,
+                )
+                if about_event != ghost.replace(ghost_episode, world.event_a):
+                    problems.append(
+                        f"{method.full_name}: another dataset's event answers "
+                        f"{about_event!r}, a missing id {ghost!r}: existence leaks"
+                    )
     assert _snapshot(engine) == before, "a refused call changed the database"
 
     admitted = {grpc.StatusCode.OK, grpc.StatusCode.FAILED_PRECONDITION}

@@ -97,6 +97,9 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
     out = _ok(env, "recall", "shell_user", "what is my dog's name", "--abstain")
     assert "car-search" in out and "abstain not applied" in out
     assert "abstain not applied" not in _ok(env, "recall", "shell_user", "dog")
+    # nothing ranked by meaning (the query names only a time): nothing to abstain on
+    asked = ("recall", "shell_user", "what did we talk about today?", "--abstain")
+    assert "abstain not applied" not in _ok(env, *asked)
     # RELEVANCE is the calibrated chance an episode answers the query: none without one.
     for query, relevance in (("car recommendations", True), ("   ", False), ("", False)):
         row = _ok(env, "recall", "shell_user", query).splitlines()[2].split()

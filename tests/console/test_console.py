@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from episodic.client import EPISODE_STATUSES
+from episodic.client import EPISODE_STATUSES, NotFoundError
 from episodic.console import HTMX_LICENSE, HTMX_SHA256, HTMX_VERSION, ConsoleApp, ConsoleServer
 from episodic.console.app import ConsoleConfigError, http_key_for
 from episodic.console.views.datasets import LANGUAGE_ORIGINS
@@ -496,6 +496,27 @@ def test_admin_actions_delete_and_retry(
     # The live panel catches up by itself.
     expect(page.locator("[data-metric='status-failed'] .value")).to_have_text("0")
     shot(page, artifacts, "09-after-retry")
+
+
+def test_an_event_has_its_page_and_is_erased_from_it(
+    page: Any, console: str, suite: Suite, demo: Demo
+) -> None:
+    """An event is listed under its id like an episode: its page says it is an event, and
+    deleting it erases it (no archive to read back), landing on its dataset's page."""
+    with suite.client() as sdk:
+        event = sdk.record_event(
+            DATASET, "Chose the annual plan", event_type="decision", entities=["Atlas"]
+        ).event
+    page.goto(f"{console}/episode?id={event.episode_id}")
+    expect(page.locator(".episode-title")).to_contain_text(f"Event {event.episode_id[:8]}")
+    expect(page.locator("main")).to_contain_text("Chose the annual plan")
+    assert page.get_by_role("button", name=f"Retry episode {event.episode_id[:8]}").count() == 0
+    page.get_by_text(f"Delete event {event.episode_id[:8]}…").click()
+    page.get_by_role("button", name=f"Delete event {event.episode_id[:8]}").click()
+    page.get_by_role("status").filter(has_text="is erased").wait_for()
+    assert "/dataset?" in page.url
+    with suite.client() as sdk, pytest.raises(NotFoundError):
+        sdk.get_episode(event.episode_id)
 
 
 def test_accessibility_basics(page: Any, console: str, demo: Demo) -> None:

@@ -38,6 +38,8 @@ def test_languages_resolve_to_a_stemmer_or_simple(engine) -> None:  # type: igno
         assert resolve_language(conn, "ja") == "simple"
         assert resolve_language(conn, "zh-Hant") == "simple"
         assert resolve_language(conn, "fil") == "simple"  # ISO 639-2/3: no 639-1 code
+        assert resolve_language(conn, "fra") == "french"  # ISO 639-2 of a stemmed one
+        assert resolve_language(conn, "ger-DE") == "german"
         # Neither a configuration nor a language code: a typo would re-stem the whole
         # dataset word for word, so it is refused, naming what is accepted.
         for typo in ("klingon", "frnech", "japanese", "xx"):

@@ -868,7 +868,8 @@ export class EpisodicClient {
     return answer.episode!;
   }
 
-  /** Soft-deletes an episode (it becomes archived and leaves recall); returns it. */
+  /** Soft-deletes an episode (it becomes archived and leaves recall) and returns it; an event's
+   * id (kind EVENT) erases the event for good, returned as it was, marked archived. */
   async deleteEpisode(episodeId: string, opts: CallOpts = {}): Promise<Episode> {
     const answer = await this.call(
       "scheduler",

@@ -237,6 +237,7 @@ def parse_time(value: str) -> datetime:
 
 
 def parse_weight(value: str) -> float:
+    """A number (weights, thresholds and seconds alike; the server checks a weight's range)."""
     try:
         return float(value)
     except ValueError:

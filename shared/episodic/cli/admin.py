@@ -79,7 +79,11 @@ def cmd_episodes_delete(args: argparse.Namespace) -> int:
     return _episode_action(
         args,
         "delete_episode",
-        lambda e: f"episode {e.episode_id} is now {e.status} (kept for provenance)",
+        lambda e: (
+            f"event {e.episode_id} is erased"
+            if e.is_event
+            else f"episode {e.episode_id} is now {e.status} (kept for provenance)"
+        ),
     )
 
 
@@ -373,7 +377,9 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("--limit", type=parse_limit, default=5)
     p = add(esub, "retry", cmd_episodes_retry, "put a failed episode back to pending")
     p.add_argument("episode_id")
-    p = add(esub, "delete", cmd_episodes_delete, "soft-delete an episode (archived)")
+    p = add(
+        esub, "delete", cmd_episodes_delete, "soft-delete an episode (archived), or erase an event"
+    )
     p.add_argument("episode_id")
 
     p = groups.add(GROUP, "status", "show whether the episode pipeline is moving", parents=[common])

@@ -246,7 +246,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
             "abstained: nothing fits the query well enough to pass the thresholds "
             "(leave out --abstain, or lower --min-relevance / --min-match, for the closest)"
         )
-    elif args.abstain and (args.query or "").strip() and not result.abstain_applied:
+    elif args.abstain and result.match is not None and not result.abstain_applied:
         print(
             "abstain not applied: its thresholds are fitted for English datasets and the "
             "built-in embedders only (see `episodic datasets policy "

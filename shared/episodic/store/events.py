@@ -42,6 +42,7 @@ from episodic.errors import AlreadyExists, NotFound
 from episodic.providers.entities import normalise_entities
 from episodic.store import entities as canon
 from episodic.store.distribution import across_datasets
+from episodic.store.owners import episode_not_found
 from episodic.store.recall_index import blind_vectors, query_tokens
 from episodic.store.recall_queries import (
     BAND_EXPONENT,
@@ -164,7 +165,13 @@ def _same(event: NewEvent, stored: dict[str, Any]) -> bool:
     )
 
 
-def _select_one(conn: Connection, dataset: str, where: str, params: dict[str, Any]) -> RowMapping:
+def _select_one(
+    conn: Connection,
+    dataset: str,
+    where: str,
+    params: dict[str, Any],
+    missing: NotFound | None = None,
+) -> RowMapping:
     row = (
         conn.execute(
             text(
@@ -175,30 +182,41 @@ def _select_one(conn: Connection, dataset: str, where: str, params: dict[str, An
         .mappings()
         .first()
     )
-    if row is None:  # gone since the caller's routing lookup (erased meanwhile)
-        raise NotFound(
-            f"episode {params.get('id')} does not exist", episode_id=str(params.get("id"))
-        )
+    if row is None:  # callers of record_event select what they just saw
+        raise missing or NotFound("event not found")
     return row
 
 
 def get_event(conn: Connection, dataset: str, event_id: uuid.UUID) -> RowMapping:
-    """One event of ``dataset`` shaped as an episode row (sealed), for GetEpisode."""
-    return _select_one(conn, dataset, "ev.event_id = :id", {"id": event_id})
-
-
-def delete_event(conn: Connection, dataset: str, event_id: uuid.UUID) -> RowMapping:
-    """Erases one event of ``dataset`` (events have no status to archive: a wrong or
-    unwanted one is removed outright, as its thread's erasure would); returns it as it
-    was, shaped as an episode row (sealed). The dataset row is share-locked first, as every
-    writer does, so it never interleaves with the dataset's erasure. Its names stay in the
-    entity canon, as they do when its thread is erased."""
-    conn.execute(text("SELECT 1 FROM datasets WHERE dataset = :d FOR KEY SHARE"), {"d": dataset})
-    row = get_event(conn, dataset, event_id)
-    conn.execute(
-        text("DELETE FROM events WHERE dataset = :d AND event_id = :id"),
-        {"d": dataset, "id": event_id},
+    """One event of ``dataset`` shaped as an episode row (sealed), for GetEpisode;
+    NOT_FOUND (as for a missing episode) when it is gone since its id was routed."""
+    return _select_one(
+        conn, dataset, "ev.event_id = :id", {"id": event_id}, episode_not_found(event_id)
     )
+
+
+def delete_event(conn: Connection, vault: Vault, dataset: str, event_id: uuid.UUID) -> RowMapping:
+    """Erases one event of ``dataset`` — events have no status to archive: a wrong or
+    unwanted one is removed outright, as its thread's erasure would remove it — and
+    returns it as it was, shaped as an episode row (sealed). The dataset row is
+    share-locked as by every writer (:meth:`Vault.for_write`: DatasetErasing once its
+    erasure started). One statement deletes and returns it, so of two racing deletes (or a
+    delete and the thread's erasure) only one finds it: the other is NOT_FOUND. Its names
+    stay in the entity canon, as they do when its thread is erased."""
+    vault.for_write(conn, dataset)
+    row = (
+        conn.execute(
+            text(
+                "WITH ev AS (DELETE FROM events WHERE dataset = :d AND event_id = :id "
+                f"RETURNING *) SELECT {_event_as_episode(':d')} FROM ev"
+            ),
+            {"d": dataset, "id": event_id},
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise episode_not_found(event_id)
     return row
 
 

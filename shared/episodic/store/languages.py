@@ -106,6 +106,47 @@ ISO_639_1 = {
 _LANGUAGE = re.compile(r"^[a-z]{2,8}(?:[-_][a-z0-9]{1,8})*$")
 
 
+#: ISO 639-2 codes (bibliographic and terminological) of the languages PostgreSQL stems,
+#: to their ISO 639-1 code: "fra" or "deu" is stemmed like "fr" or "de".
+ISO_639_2 = {
+    "ara": "ar",
+    "cat": "ca",
+    "dan": "da",
+    "deu": "de",
+    "ger": "de",
+    "ell": "el",
+    "gre": "el",
+    "eng": "en",
+    "spa": "es",
+    "eus": "eu",
+    "baq": "eu",
+    "fin": "fi",
+    "fra": "fr",
+    "fre": "fr",
+    "gle": "ga",
+    "hin": "hi",
+    "hun": "hu",
+    "hye": "hy",
+    "arm": "hy",
+    "ind": "id",
+    "ita": "it",
+    "lit": "lt",
+    "nob": "nb",
+    "nep": "ne",
+    "nld": "nl",
+    "dut": "nl",
+    "nno": "nn",
+    "nor": "no",
+    "por": "pt",
+    "ron": "ro",
+    "rum": "ro",
+    "rus": "ru",
+    "srp": "sr",
+    "swe": "sv",
+    "tam": "ta",
+    "tur": "tr",
+    "yid": "yi",
+}
 #: Every ISO 639-1 code: a language PostgreSQL has no stemmer for is still a language
 #: (indexed with ``simple``); a word that is none of these, nor a configuration, is a typo.
 _ISO_639_1_CODES = """
@@ -134,14 +175,17 @@ def resolve_language(conn: Connection, language: str, *, strict: bool = True) ->
             field="language",
         )
     primary = re.split(r"[-_]", value)[0]
+    primary = ISO_639_2.get(primary, primary)
     candidate = ISO_639_1.get(primary, value if "-" not in value and "_" not in value else primary)
     found = conn.execute(
         text("SELECT cfgname FROM pg_ts_config WHERE cfgname = :n"), {"n": candidate}
     ).scalar()
     if found:
         return str(found)
-    # A BCP 47 language subtag of three letters is an ISO 639-2/3 code (a language with no
-    # two-letter code, "fil"): accepted as it stands.
+    # A BCP 47 language subtag of three letters is an ISO 639-2/3 code: those of stemmed
+    # languages were mapped above; any other ("fil", a language with no two-letter code)
+    # is accepted, indexed word for word — there are too many to list, so a three-letter
+    # typo ("frn") passes too.
     if strict and primary not in ISO_639_1_CODES and len(primary) != 3:
         configs = conn.execute(
             text("SELECT cfgname FROM pg_ts_config WHERE cfgname <> 'simple' ORDER BY cfgname")

@@ -201,12 +201,20 @@ def queued_episode_id(
     for the thread's episode that ends at ``end_sequence``, any status."""
     if ended.episode_id:
         return str(ended.episode_id)
+    from episodic.v1 import episode_pb2 as epb
     from episodic.v1 import recall_service_pb2 as rpb
 
     def listed() -> str | None:
         page = recall.ListEpisodes(
             rpb.ListEpisodesRequest(dataset=dataset, thread_id=thread_id), timeout=10
         )
-        return next((e.episode_id for e in page.episodes if e.end_sequence == end_sequence), None)
+        return next(
+            (
+                e.episode_id
+                for e in page.episodes
+                if e.end_sequence == end_sequence and e.kind != epb.EPISODE_KIND_EVENT
+            ),
+            None,
+        )
 
     return str(wait_until(listed, timeout=timeout, message=f"thread {thread_id}'s episode queued"))

@@ -11,6 +11,7 @@ from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import (
     error_panel,
     next_page_link,
+    notice,
     short_id,
     status_badge,
 )
@@ -223,8 +224,14 @@ def threads(ctx: Ctx) -> Page:
         if failed_lists
         else Safe("")
     )
+    erased = (  # DeleteEpisode of one of its events lands here (its own page is gone)
+        notice(f"Event {ctx.arg('episode')[:8]} is erased.")
+        if ctx.arg("done") == "erased"
+        else Safe("")
+    )
     body = join(
         [
+            erased,
             warning,
             _language(policy),
             table,

@@ -1,6 +1,6 @@
 """One episode in full (``get_episode``), as a page or as the timeline's details panel, and
 the two admin actions the RPCs allow: ``RetryEpisode`` (failed only) and ``DeleteEpisode``
-(a soft delete: archived)."""
+(a soft delete: archived; an event, listed under its id too, is erased)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,36 @@ def details(e: Episode, ctx: Ctx, *, heading: str = "h2", actions_back: str = ""
         if e.error
         else Safe("")
     )
+    if e.is_event:  # listed under its id like an episode; erased, not archived
+        thread = (
+            html('<a href="{href}">{label}</a>', href=url("/thread", id=e.thread_id),
+                 label=e.thread_label or e.thread_id[:8])
+            if e.thread_id
+            else Safe("none")
+        )  # fmt: skip
+        back = url("/dataset", dataset=e.dataset)  # its own page is gone once erased
+        return html(
+            '<{h} class="episode-title">Event <code>{short}</code></{h}>'
+            '<h3 class="sub">Summary</h3>{summary}'
+            '<dl class="facts">'
+            "<dt>Entities</dt><dd>{entities}</dd>"
+            "<dt>Event type</dt><dd>{event}</dd><dt>Actor</dt><dd>{actor}</dd>"
+            "<dt>Thread</dt><dd>{thread}</dd><dt>Occurred</dt><dd>{ended}</dd>"
+            "<dt>Recorded</dt><dd>{created}</dd>"
+            "<dt>Id</dt><dd><code>{id}</code></dd></dl>"
+            "{actions}",
+            h=Safe(heading),
+            short=e.episode_id[:8],
+            summary=summary,
+            entities=esc_list(e.entities, "chips"),
+            event=e.event_type or "–",
+            actor=e.actor or "–",
+            thread=thread,
+            ended=when(e.ended_at, ctx.now),
+            created=when(e.created_at, ctx.now),
+            id=e.episode_id,
+            actions=episode_actions(e.episode_id, e.status, ctx.csrf, back, event=True),
+        )
     return html(
         '<{h} class="episode-title">Episode <code>{short}</code> {badge}</{h}>'
         "{error}"
@@ -124,6 +154,10 @@ def delete(ctx: Ctx) -> Redirect:
     if not episode_id:
         raise BadRequest("the episode id is missing")
     e = ctx.client.delete_episode(episode_id)
+    if e.is_event:  # erased: its own page is gone, so back to where it was shown from
+        return Redirect(
+            _with_done(_back(ctx, url("/dataset", dataset=e.dataset)), "erased", e.episode_id)
+        )
     return Redirect(
         _with_done(_back(ctx, url("/episode", id=e.episode_id)), "deleted", e.episode_id)
     )

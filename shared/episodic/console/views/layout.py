@@ -165,9 +165,25 @@ def csrf_field(token: str) -> Safe:
     return html('<input type="hidden" name="csrf" value="{t}">', t=token)
 
 
-def episode_actions(episode_id: str, status: str, csrf: str, back: str) -> Safe:
+def episode_actions(
+    episode_id: str, status: str, csrf: str, back: str, *, event: bool = False
+) -> Safe:
     """The admin actions the RPCs allow: retry (failed only) and delete (a soft delete:
-    the episode is archived and leaves recall), as POST forms."""
+    the episode is archived and leaves recall; an ``event`` is erased), as POST forms."""
+    if event:
+        return html(
+            '<details class="danger"><summary>Delete event {short}…</summary>'
+            "<p>Deleting an event erases it for good: it leaves recall and every list.</p>"
+            '<form method="post" action="/episode/delete">{csrf}'
+            '<input type="hidden" name="id" value="{id}">'
+            '<input type="hidden" name="next" value="{back}">'
+            '<button type="submit" class="danger">Delete event {short}</button>'
+            "</form></details>",
+            csrf=csrf_field(csrf),
+            id=episode_id,
+            back=back,
+            short=episode_id[:8],
+        )
     parts = []
     if status == "failed":
         parts.append(

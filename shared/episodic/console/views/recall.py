@@ -289,7 +289,7 @@ def results(
             which=thresholds.describe(),
             note="" if calibrated else "; none acts without a query",
         )
-    if thresholds.abstain and calibrated and not result.abstain_applied:
+    if thresholds.abstain and result.match is not None and not result.abstain_applied:
         applied = html(
             '{applied}<p id="abstain-not-applied">Abstain did not apply: its thresholds are '
             "fitted for English datasets and the built-in embedders only, so these are the "

@@ -331,10 +331,12 @@ type RecalledEpisodes struct {
 	// dataset holds nothing that fits, as opposed to holding nothing at all (episode_count)
 	// or nothing within the request's filters.
 	Abstained bool `protobuf:"varint,4,opt,name=abstained,proto3" json:"abstained,omitempty"`
-	// Whether the request's `abstain` held: false when it was not asked, without a query,
-	// and where Recall has no curves to abstain by — a dataset of another language than
-	// English, or an embedding model without curves (an OpenAI one) — where every episode
-	// is kept as without abstain. An agent then knows the episodes may not fit.
+	// Whether the request's `abstain` held: false when it was not asked, when nothing was
+	// ranked by similarity (no query, a query that names only a time, similarity_weight 0:
+	// then `match` is unset too), and where Recall has no curves to abstain by — a dataset
+	// of another language than English, or an embedding model without curves (an OpenAI
+	// one) — where every episode is kept as without abstain. With `match` set and this
+	// false, an agent knows the episodes may not fit.
 	AbstainApplied bool `protobuf:"varint,5,opt,name=abstain_applied,json=abstainApplied,proto3" json:"abstain_applied,omitempty"`
 }
 

@@ -4174,10 +4174,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
 
     /**
      * <pre>
-     * Whether the request's `abstain` held: false when it was not asked, without a query,
-     * and where Recall has no curves to abstain by — a dataset of another language than
-     * English, or an embedding model without curves (an OpenAI one) — where every episode
-     * is kept as without abstain. An agent then knows the episodes may not fit.
+     * Whether the request's `abstain` held: false when it was not asked, when nothing was
+     * ranked by similarity (no query, a query that names only a time, similarity_weight 0:
+     * then `match` is unset too), and where Recall has no curves to abstain by — a dataset
+     * of another language than English, or an embedding model without curves (an OpenAI
+     * one) — where every episode is kept as without abstain. With `match` set and this
+     * false, an agent knows the episodes may not fit.
      * </pre>
      *
      * <code>bool abstain_applied = 5;</code>
@@ -4369,10 +4371,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     private boolean abstainApplied_ = false;
     /**
      * <pre>
-     * Whether the request's `abstain` held: false when it was not asked, without a query,
-     * and where Recall has no curves to abstain by — a dataset of another language than
-     * English, or an embedding model without curves (an OpenAI one) — where every episode
-     * is kept as without abstain. An agent then knows the episodes may not fit.
+     * Whether the request's `abstain` held: false when it was not asked, when nothing was
+     * ranked by similarity (no query, a query that names only a time, similarity_weight 0:
+     * then `match` is unset too), and where Recall has no curves to abstain by — a dataset
+     * of another language than English, or an embedding model without curves (an OpenAI
+     * one) — where every episode is kept as without abstain. With `match` set and this
+     * false, an agent knows the episodes may not fit.
      * </pre>
      *
      * <code>bool abstain_applied = 5;</code>
@@ -5334,10 +5338,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       private boolean abstainApplied_ ;
       /**
        * <pre>
-       * Whether the request's `abstain` held: false when it was not asked, without a query,
-       * and where Recall has no curves to abstain by — a dataset of another language than
-       * English, or an embedding model without curves (an OpenAI one) — where every episode
-       * is kept as without abstain. An agent then knows the episodes may not fit.
+       * Whether the request's `abstain` held: false when it was not asked, when nothing was
+       * ranked by similarity (no query, a query that names only a time, similarity_weight 0:
+       * then `match` is unset too), and where Recall has no curves to abstain by — a dataset
+       * of another language than English, or an embedding model without curves (an OpenAI
+       * one) — where every episode is kept as without abstain. With `match` set and this
+       * false, an agent knows the episodes may not fit.
        * </pre>
        *
        * <code>bool abstain_applied = 5;</code>
@@ -5349,10 +5355,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * Whether the request's `abstain` held: false when it was not asked, without a query,
-       * and where Recall has no curves to abstain by — a dataset of another language than
-       * English, or an embedding model without curves (an OpenAI one) — where every episode
-       * is kept as without abstain. An agent then knows the episodes may not fit.
+       * Whether the request's `abstain` held: false when it was not asked, when nothing was
+       * ranked by similarity (no query, a query that names only a time, similarity_weight 0:
+       * then `match` is unset too), and where Recall has no curves to abstain by — a dataset
+       * of another language than English, or an embedding model without curves (an OpenAI
+       * one) — where every episode is kept as without abstain. With `match` set and this
+       * false, an agent knows the episodes may not fit.
        * </pre>
        *
        * <code>bool abstain_applied = 5;</code>
@@ -5368,10 +5376,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * Whether the request's `abstain` held: false when it was not asked, without a query,
-       * and where Recall has no curves to abstain by — a dataset of another language than
-       * English, or an embedding model without curves (an OpenAI one) — where every episode
-       * is kept as without abstain. An agent then knows the episodes may not fit.
+       * Whether the request's `abstain` held: false when it was not asked, when nothing was
+       * ranked by similarity (no query, a query that names only a time, similarity_weight 0:
+       * then `match` is unset too), and where Recall has no curves to abstain by — a dataset
+       * of another language than English, or an embedding model without curves (an OpenAI
+       * one) — where every episode is kept as without abstain. With `match` set and this
+       * false, an agent knows the episodes may not fit.
        * </pre>
        *
        * <code>bool abstain_applied = 5;</code>

@@ -237,10 +237,12 @@ export type RecalledEpisodes = Message<"episodic.v1.RecalledEpisodes"> & {
   abstained: boolean;
 
   /**
-   * Whether the request's `abstain` held: false when it was not asked, without a query,
-   * and where Recall has no curves to abstain by — a dataset of another language than
-   * English, or an embedding model without curves (an OpenAI one) — where every episode
-   * is kept as without abstain. An agent then knows the episodes may not fit.
+   * Whether the request's `abstain` held: false when it was not asked, when nothing was
+   * ranked by similarity (no query, a query that names only a time, similarity_weight 0:
+   * then `match` is unset too), and where Recall has no curves to abstain by — a dataset
+   * of another language than English, or an embedding model without curves (an OpenAI
+   * one) — where every episode is kept as without abstain. With `match` set and this
+   * false, an agent knows the episodes may not fit.
    *
    * @generated from field: bool abstain_applied = 5;
    */
