@@ -138,7 +138,7 @@ def by_id(  # type: ignore[no-untyped-def]
 ) -> None:
     """The routing lookup's cost for a request naming an episode by id (see the module
     docstring)."""
-    # episodic.store.owners.require_episode's statement.
+    # the episodes' half of episodic.store.owners.require_record's statement.
     lookup = "SELECT dataset FROM episodes WHERE episode_id = %(id)s"
     # episodic.store.episodes.get_episode's, naming the dataset (now) or not (before).
     routed = psycopg_sql(

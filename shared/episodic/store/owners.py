@@ -19,7 +19,6 @@ from episodic.store.distribution import across_datasets
 
 __all__ = [
     "episode_not_found",
-    "require_episode",
     "require_record",
     "require_thread",
     "thread_not_found",
@@ -46,18 +45,6 @@ def require_thread(conn: Connection, thread_id: uuid.UUID) -> str:
         {"id": thread_id},
     ).scalar()
     return require_visible(dataset, thread_not_found(thread_id))
-
-
-def require_episode(conn: Connection, episode_id: uuid.UUID) -> str:
-    """The dataset of episode ``episode_id`` if the caller may see it; NOT_FOUND otherwise."""
-    dataset = conn.execute(
-        text(
-            across_datasets("the routing lookup of a request that names an episode by id")
-            + "SELECT dataset FROM episodes WHERE episode_id = :id"
-        ),
-        {"id": episode_id},
-    ).scalar()
-    return require_visible(dataset, episode_not_found(episode_id))
 
 
 def require_record(

@@ -36,12 +36,10 @@ def delete_record(
     no longer current either way. Returns the row, its dataset, and the audit action."""
     dataset, kind = owners.require_record(conn, record_id)
     if kind == "event":
-        erased = event_store.delete_event(conn, vault, dataset, record_id)
-        return (
-            {**vault.open_one(conn, erased, "events"), "status": "archived"},
-            dataset,
-            ("event.delete"),
+        erased = vault.open_one(
+            conn, event_store.delete_event(conn, vault, dataset, record_id), "events"
         )
+        return {**erased, "status": "archived"}, dataset, "event.delete"
     deleted = episodes.delete_episode(conn, record_id, dataset=dataset)
     return vault.open_one(conn, deleted, "episodes"), dataset, "episode.delete"
 
