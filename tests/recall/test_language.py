@@ -14,6 +14,7 @@ from episodic.store.events import NewEvent, event_document, record_event
 from episodic.store.languages import dataset_config, resolve_language, set_language
 from episodic.store.recall_index import blind_vectors
 from episodic.testing import keys
+from episodic.testing.processes import wait_until
 from episodic.v1 import admin_service_pb2 as admin_pb
 from episodic.v1 import admin_service_pb2_grpc as admin_grpc
 from tests.recall.factory import lexical_coverage, make_episode
@@ -175,3 +176,72 @@ def test_the_language_is_set_through_set_dataset_policy(spawn) -> None:  # type:
             )
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "frnech" in (caught.value.details() or "")
+
+
+def _blocked_on_a_lock(engine, pid: int) -> bool:  # type: ignore[no-untyped-def]
+    with engine.connect() as conn:
+        return (
+            conn.execute(
+                text("SELECT wait_event_type FROM pg_stat_activity WHERE pid = :p"), {"p": pid}
+            ).scalar()
+            == "Lock"
+        )
+
+
+@pytest.mark.parametrize("first", ["switch", "compaction"])
+def test_compaction_and_a_language_switch_in_either_order_leave_the_new_language(  # type: ignore[no-untyped-def]
+    engine, first: str
+) -> None:
+    """Compaction re-stems the episode's document (its summary alone) and a switch re-stems
+    every document: whichever holds the dataset's row first, the other waits for it
+    (compaction takes it FOR KEY SHARE before the thread's lock, set_language FOR UPDATE),
+    so the compacted document ends in the new language and holds the summary alone.
+    Without the guard, compaction would stem in the old language before it met the
+    switch's row lock, or the switch would re-stem the document from messages it read
+    before compaction dropped them."""
+    import threading
+
+    from episodic.store.lifecycle import compact_thread
+
+    vault = keys.test_vault()
+    summary = "Nous avons réservé les billets."  # the only words compaction keeps
+    with engine.begin() as conn:
+        made = make_episode(conn, "race", BOOKED, summary=summary)
+        # Without chunks the switch leaves no row for compaction to wait on before it
+        # stems: only the dataset's row orders the two.
+        conn.execute(text("DELETE FROM message_chunks WHERE dataset = 'race'"))
+    holder = engine.connect()
+    holder.begin()
+    if first == "switch":
+        assert set_language(holder, vault, "race", "french")
+    else:
+        assert compact_thread(holder, vault, made.thread_id, dataset="race") == len(BOOKED)
+    waiter: dict[str, object] = {}
+
+    def second() -> None:
+        with engine.begin() as conn:
+            waiter["pid"] = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            if first == "switch":
+                waiter["done"] = compact_thread(conn, vault, made.thread_id, dataset="race")
+            else:
+                waiter["done"] = set_language(conn, vault, "race", "french")
+
+    worker = threading.Thread(target=second)
+    worker.start()
+    try:
+        wait_until(
+            lambda: "pid" in waiter and _blocked_on_a_lock(engine, int(waiter["pid"])),  # type: ignore[call-overload]
+            timeout=30,
+            message="the second transaction waits for the first",
+        )
+    finally:
+        holder.commit()
+        holder.close()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and waiter["done"] in (len(BOOKED), True)
+    with engine.connect() as conn:
+        assert dataset_config(conn, "race") == "french"
+        # the compacted document is stemmed in French (the inflected question matches)…
+        assert lexical_coverage(conn, "race", QUESTION)[summary][0] == 1.0
+        # …and holds the summary alone: the dropped messages' words are not back in it
+        assert lexical_coverage(conn, "race", "Lyon")[summary][0] == 0.0
