@@ -372,8 +372,9 @@ def suite(databases: TestDatabases) -> Iterator[Suite]:
 
 
 def _seed_data(suite: Suite) -> Seeds:
-    """A dataset with three threads: A has a completed episode and one uncaptured message,
-    B a failed episode, C messages and an idle timer; real page tokens for each list."""
+    """A dataset with three threads: A has a completed episode, an event and one uncaptured
+    message, B a failed episode, C messages and an idle timer; real page tokens for each
+    list."""
     ingest = ig.IngestServiceStub(suite.channel_of("IngestService"))
     recall = rg.RecallServiceStub(suite.channel_of("RecallService"))
     summariser = sg.SummariserServiceStub(suite.channel_of("SummariserService"))
@@ -430,6 +431,13 @@ def _seed_data(suite: Suite) -> Seeds:
     wait_until(is_completed, timeout=60, message="the seeded episode completed")
     episode = recall.GetEpisode(rpb.GetEpisodeRequest(episode_id=completed), timeout=10).episode
 
+    # An event, listed under its id as episodes are: the by-id RPCs take it too.
+    event = ingest.RecordEvent(
+        ipb.RecordEventRequest(
+            dataset=DATASET, actor="agent", event_type="decision", summary="Chose Pro", thread_id=a
+        ),
+        timeout=10,
+    ).event.episode_id
     say(a, (user, "Let us revisit the Atlas budget next week.", ""))  # uncaptured
     c = thread("errands", (user, "Remind me about the dentist on Friday.", ""))
     suite.settle()
@@ -445,7 +453,7 @@ def _seed_data(suite: Suite) -> Seeds:
         core={
             "dataset": [DATASET],
             "thread_id": [a, c, b],
-            "episode_id": [completed, failed],
+            "episode_id": [completed, failed, event],
             "content": contents,
             "query": ["what did we decide about pricing?", *episode.key_learnings],
         },
