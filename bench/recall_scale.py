@@ -72,6 +72,14 @@ TEXT = "heavy-text"
 TEXT_TURNS = (3, 8)
 
 
+def _episode_ids(cursor: Any) -> list[object]:
+    """The ranked episodes' ids of a ranking statement's executed cursor, found by the
+    column's name: the count row's columns come first and grow (``abstain_applied`` joined
+    them), and an older checkout's statement (``--before``) has fewer."""
+    at = [c.name for c in cursor.description].index("episode_id")
+    return [r[at] for r in cursor.fetchall() if r[at] is not None]
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -604,7 +612,7 @@ def curve(
     for i in range(queries):
         p = params(dataset, words(), 10)  # type: ignore[operator]
         t = time.perf_counter()
-        exact = [r[2] for r in sql.execute(exact_sql, p).fetchall() if r[2] is not None]
+        exact = _episode_ids(sql.execute(exact_sql, p))
         took["exact"].append(time.perf_counter() - t)
         order = list(zip(names, variants, statements, strict=True))
         rng.shuffle(order)
@@ -618,7 +626,7 @@ def curve(
                 "approx_selective_df": variant["selective_df"],
             }
             t = time.perf_counter()
-            got = [r[2] for r in sql.execute(statement, q).fetchall() if r[2] is not None]
+            got = _episode_ids(sql.execute(statement, q))
             took[name].append(time.perf_counter() - t)
             for n in (5, 10):
                 at[name][n].append(recall_at(got, exact, n))
@@ -1004,11 +1012,11 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO))
     from bench.recall_speed import (
-        as_recall_sends,
         percentiles,
         print_latency_table,
         psycopg_sql,
         query_term_params,
+        sent_as_recall_sends,
     )
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
@@ -1203,14 +1211,12 @@ def main(argv: list[str] | None = None) -> int:
             if approximate:
                 conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
             p = params(dataset, query, limit)
-            rows = (
-                conn.execute(statement, p).fetchall()
-                if named
-                else as_recall_sends(conn, statement, p)
+            ids = _episode_ids(
+                conn.execute(statement, p) if named else sent_as_recall_sends(conn, statement, p)
             )
             if approximate:
                 conn.execute("RESET plan_cache_mode")
-            return [r[2] for r in rows if r[2] is not None]  # episode_id
+            return ids
 
         if args.diagnose or args.curve:
             # The heavy datasets' statements, exact and approximate, are each planned for
@@ -1377,13 +1383,13 @@ def main(argv: list[str] | None = None) -> int:
                 asked.append(query_for(dataset))
                 p = params(dataset, asked[-1], 10)
                 t = time.perf_counter()
-                exact = [r[2] for r in sql.execute(exact_sql, p).fetchall() if r[2] is not None]
+                exact = _episode_ids(sql.execute(exact_sql, p))
                 took["exact"].append(time.perf_counter() - t)
                 order = list(variants.items())
                 rng.shuffle(order)
                 for name, statement in order:
                     t = time.perf_counter()
-                    got = [r[2] for r in sql.execute(statement, p).fetchall() if r[2] is not None]
+                    got = _episode_ids(sql.execute(statement, p))
                     took[name].append(time.perf_counter() - t)
                     for n in (5, 10):
                         at[name][n].append(recall_at(got, exact, n))

@@ -235,10 +235,18 @@ def as_recall_sends(
     4 KB (~0.25 ms of CPU for the ranking statement), rows read in binary. The numbering
     is the bench's own (the floor does not depend on the checkout measured, which may be
     older than raw_statement.numbered)."""
+    return sent_as_recall_sends(conn, statement, params).fetchall()
+
+
+def sent_as_recall_sends(
+    conn: psycopg.Connection, statement: str, params: dict[str, object]
+) -> psycopg.RawCursor[tuple[object, ...]]:
+    """:func:`as_recall_sends`'s cursor, executed, its rows not yet read (its
+    ``description`` names the columns)."""
     sql, names = _numbered(statement)
     cursor = psycopg.RawCursor(conn)
     cursor.execute(sql, [params[name] for name in names], binary=True)
-    return cursor.fetchall()
+    return cursor
 
 
 @lru_cache(maxsize=16)

@@ -494,9 +494,10 @@ class RecallResult:
     without a query or without episodes or events to rank. ``abstained``: the answer is
     empty because the thresholds (``min_relevance``, ``min_match``, ``abstain``) left out
     every episode and event there was — nothing fits, as opposed to nothing there.
-    ``abstain_applied``: ``abstain`` held; False where Recall has no curves to abstain by
-    (a dataset of another language than English, an OpenAI embedder), and then every
-    episode was kept as without it."""
+    ``abstain_applied``: ``abstain`` held; False when nothing was ranked by meaning (no
+    query, a query naming only a time, similarity weight 0: ``match`` is None too) and
+    where Recall has no curves to abstain by (a dataset of another language than English,
+    an OpenAI embedder), where every episode was kept as without it."""
 
     episodes: list[ScoredEpisode]
     episode_count: int

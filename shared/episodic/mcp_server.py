@@ -143,8 +143,9 @@ class RecallOutput(BaseModel):
     )
     abstain_applied: bool = Field(
         default=False,
-        description="Whether abstaining held: false where it is not available (a dataset "
-        "of another language than English), and then the episodes may not fit.",
+        description="Whether abstaining held: false when nothing was matched by meaning "
+        "(match is null) and where it is not available (a dataset of another language than "
+        "English), where the episodes may not fit.",
     )
 
 

@@ -509,6 +509,7 @@ def test_an_event_has_its_page_and_is_erased_from_it(
         ).event
     page.goto(f"{console}/episode?id={event.episode_id}")
     expect(page.locator(".episode-title")).to_contain_text(f"Event {event.episode_id[:8]}")
+    assert page.title().startswith(f"Event {event.episode_id[:8]}")
     expect(page.locator("main")).to_contain_text("Chose the annual plan")
     assert page.get_by_role("button", name=f"Retry episode {event.episode_id[:8]}").count() == 0
     page.get_by_text(f"Delete event {event.episode_id[:8]}…").click()

@@ -158,7 +158,8 @@ export interface RecallResult extends Iterable<ScoredEpisode> {
   /** The answer is empty because the thresholds (`minRelevance`, `minMatch`, `abstain`)
    * left out every episode and event there was: nothing fits, as opposed to nothing there. */
   abstained: boolean;
-  /** `abstain` held. False where Recall has no curves to abstain by (a dataset of another
+  /** `abstain` held. False when nothing was ranked by meaning (`match` undefined: no query, a
+   * query naming only a time) and where Recall has no curves to abstain by (a dataset of another
    * language than English, an OpenAI embedder): every episode was then kept as without it. */
   abstainApplied: boolean;
   /** How the query was read: the time expressions found, the window or session ordinal

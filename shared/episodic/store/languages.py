@@ -53,6 +53,7 @@ __all__ = [
     "FALLBACK_CONFIG",
     "ISO_639_1",
     "ISO_639_1_CODES",
+    "ISO_639_2",
     "MAX_SWITCHED_EPISODES",
     "dataset_config",
     "detect_language",
@@ -176,9 +177,14 @@ def resolve_language(conn: Connection, language: str, *, strict: bool = True) ->
         )
     primary = re.split(r"[-_]", value)[0]
     primary = ISO_639_2.get(primary, primary)
-    candidate = ISO_639_1.get(primary, value if "-" not in value and "_" not in value else primary)
+    # A configuration of this server by its own name first ("french_unaccent", which a
+    # language tag's split would read as "french"), then the language the tag names.
     found = conn.execute(
-        text("SELECT cfgname FROM pg_ts_config WHERE cfgname = :n"), {"n": candidate}
+        text(
+            "SELECT cfgname FROM pg_ts_config WHERE cfgname = ANY(CAST(:n AS text[])) "
+            "ORDER BY cfgname = :exact DESC LIMIT 1"
+        ),
+        {"n": [value, ISO_639_1.get(primary, primary)], "exact": value},
     ).scalar()
     if found:
         return str(found)
@@ -191,9 +197,9 @@ def resolve_language(conn: Connection, language: str, *, strict: bool = True) ->
             text("SELECT cfgname FROM pg_ts_config WHERE cfgname <> 'simple' ORDER BY cfgname")
         ).scalars()
         raise InvalidArgument(
-            f"language {language[:40]!r} is neither an ISO 639-1 code nor a text-search "
+            f"language {language[:40]!r} is neither an ISO 639 code nor a text-search "
             f"configuration of this server ({', '.join(configs)}); a language without a "
-            "stemmer is given by its code ('ja') and indexed word for word ('simple')",
+            "stemmer is given by its code ('ja', 'fil') and indexed word for word ('simple')",
             field="language",
         )
     return FALLBACK_CONFIG

@@ -116,7 +116,8 @@ def episode(ctx: Ctx) -> Page | Fragment:
         notice=notice(f"Episode {e.episode_id[:8]} {done}.") if done else "",
         details=details(e, ctx),
     )
-    return Page(f"Episode {e.episode_id[:8]}", body, section="threads", dataset=e.dataset)
+    kind = "Event" if e.is_event else "Episode"
+    return Page(f"{kind} {e.episode_id[:8]}", body, section="threads", dataset=e.dataset)
 
 
 def _back(ctx: Ctx, fallback: str) -> str:
@@ -154,7 +155,7 @@ def delete(ctx: Ctx) -> Redirect:
     if not episode_id:
         raise BadRequest("the episode id is missing")
     e = ctx.client.delete_episode(episode_id)
-    if e.is_event:  # erased: its own page is gone, so back to where it was shown from
+    if e.is_event:  # erased: its page (and the timeline's entry) is gone: its dataset's page
         return Redirect(
             _with_done(_back(ctx, url("/dataset", dataset=e.dataset)), "erased", e.episode_id)
         )
