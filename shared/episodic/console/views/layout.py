@@ -171,19 +171,10 @@ def episode_actions(
     """The admin actions the RPCs allow: retry (failed only) and delete (a soft delete:
     the episode is archived and leaves recall; an ``event`` is erased), as POST forms."""
     if event:
-        return html(
-            '<details class="danger"><summary>Delete event {short}…</summary>'
-            "<p>Deleting an event erases it for good: it leaves recall and every list.</p>"
-            '<form method="post" action="/episode/delete">{csrf}'
-            '<input type="hidden" name="id" value="{id}">'
-            '<input type="hidden" name="next" value="{back}">'
-            '<button type="submit" class="danger">Delete event {short}</button>'
-            "</form></details>",
-            csrf=csrf_field(csrf),
-            id=episode_id,
-            back=back,
-            short=episode_id[:8],
-        )
+        return _delete_form(
+            "event", "Deleting an event erases it for good: it leaves recall and every list.",
+            episode_id, csrf, back,
+        )  # fmt: skip
     parts = []
     if status == "failed":
         parts.append(
@@ -200,22 +191,35 @@ def episode_actions(
         )
     if status != "archived":
         parts.append(
-            html(
-                '<details class="danger"><summary>Delete episode {short}…</summary>'
-                "<p>Deleting archives the episode: it leaves recall, keeps its window and "
-                "stays readable for provenance.</p>"
-                '<form method="post" action="/episode/delete">{csrf}'
-                '<input type="hidden" name="id" value="{id}">'
-                '<input type="hidden" name="next" value="{back}">'
-                '<button type="submit" class="danger">Delete episode {short}</button>'
-                "</form></details>",
-                csrf=csrf_field(csrf),
-                id=episode_id,
-                back=back,
-                short=episode_id[:8],
+            _delete_form(
+                "episode",
+                "Deleting archives the episode: it leaves recall, keeps its window and "
+                "stays readable for provenance.",
+                episode_id,
+                csrf,
+                back,
             )
         )
     return join(parts)
+
+
+def _delete_form(noun: str, consequence: str, episode_id: str, csrf: str, back: str) -> Safe:
+    """DeleteEpisode's form behind a disclosure that says what deleting does."""
+    return html(
+        '<details class="danger"><summary>Delete {noun} {short}…</summary>'
+        "<p>{consequence}</p>"
+        '<form method="post" action="/episode/delete">{csrf}'
+        '<input type="hidden" name="id" value="{id}">'
+        '<input type="hidden" name="next" value="{back}">'
+        '<button type="submit" class="danger">Delete {noun} {short}</button>'
+        "</form></details>",
+        noun=noun,
+        consequence=consequence,
+        csrf=csrf_field(csrf),
+        id=episode_id,
+        back=back,
+        short=episode_id[:8],
+    )
 
 
 def text_block(value: str) -> Safe:
