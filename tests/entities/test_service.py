@@ -123,6 +123,29 @@ def test_deleting_a_thread_forgets_the_names_only_it_used(suite, engine) -> None
     assert [e.thread_id for e in client.entity_timeline(DATASET, "atlas")] == [kept]
 
 
+def test_deleting_an_event_forgets_the_names_only_it_used(suite, engine) -> None:  # type: ignore[no-untyped-def]
+    """An event erased by its id (DeleteEpisode) takes the names only it mentioned out of
+    the canon, as a thread's erasure does; a name something else still mentions stays."""
+    client = suite({"EPISODIC_ENCRYPTION": "off"})  # in the clear: the scan can see names
+    _conversation(client, "kept", "Project Atlas is on track.")
+    wrong = client.record_event(
+        DATASET,
+        "Zorblax Quimby approved Atlas",
+        event_type="decision",
+        entities=["Zorblax Quimby", "atlas"],
+    ).event
+    assert "zorblax quimby" in {e.name for e in client.list_entities(DATASET)}
+    with engine.connect() as conn:
+        assert any(h.table == "entity_aliases" for h in find(conn, ["quimby"]))
+
+    client.delete_episode(wrong.episode_id)
+    with engine.connect() as conn:
+        assert not find(conn, ["zorblax", "quimby"])
+    left = {e.name for e in client.list_entities(DATASET)}
+    assert "zorblax quimby" not in left
+    assert any("atlas" in name for name in left)  # the episode still mentions it
+
+
 def test_entity_names_are_sealed_at_rest(suite, engine) -> None:  # type: ignore[no-untyped-def]
     client = suite()
     _conversation(client, "sealed", "Zorblax Quimby joins project Atlas.")

@@ -201,8 +201,9 @@ def delete_event(conn: Connection, vault: Vault, dataset: str, event_id: uuid.UU
     returns it as it was, shaped as an episode row (sealed). The dataset row is
     share-locked as by every writer (:meth:`Vault.for_write`: DatasetErasing once its
     erasure started). One statement deletes and returns it, so of two racing deletes (or a
-    delete and the thread's erasure) only one finds it: the other is NOT_FOUND. Its names
-    stay in the entity canon, as they do when its thread is erased."""
+    delete and the thread's erasure) only one finds it: the other is NOT_FOUND. The names
+    only it mentioned leave the entity canon with it, as a thread's do when the thread is
+    erased (:func:`~episodic.store.entities.forget_unmentioned`)."""
     vault.for_write(conn, dataset)
     row = (
         conn.execute(
@@ -217,6 +218,7 @@ def delete_event(conn: Connection, vault: Vault, dataset: str, event_id: uuid.UU
     )
     if row is None:
         raise episode_not_found(event_id)
+    canon.forget_unmentioned(conn, dataset)
     return row
 
 
