@@ -231,21 +231,30 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             days[field] = value
         language = request.language if request.HasField("language") else None
         with self.engine.begin() as conn:
-            if language is not None:
-                # The row's strongest lock first: Vault.for_write holds it FOR SHARE, and two
-                # calls each upgrading from that to set_language's FOR UPDATE would deadlock.
-                conn.execute(
-                    text("SELECT 1 FROM datasets WHERE dataset = :d FOR UPDATE"), {"d": dataset}
-                )
-            self.vault.for_write(conn, dataset)  # registers a new dataset (with its key)
             details: dict[str, int | str | None] = dict(days)
-            if language is not None and language.strip().lower() == languages.AUTO:
-                details["language"] = languages.AUTO
-                details["detected"] = languages.hand_back_to_detection(conn, self.vault, dataset)
-            elif language is not None:
-                config = languages.resolve_language(conn, language)
-                languages.set_language(conn, self.vault, dataset, config)
-                details["language"] = config
+            if language is not None:
+                # The language first, and without the dataset's row: re-stemming a large
+                # dataset takes minutes, during which its CreateThread and every other
+                # writer that share-locks the row must not wait (set_language).
+                languages.hold_language(conn, dataset, exclusive=True)
+                if not datasets.registered(conn, dataset):
+                    self.vault.for_write(conn, dataset)  # registers it: nothing to re-stem
+                if language.strip().lower() == languages.AUTO:
+                    details["language"] = languages.AUTO
+                    details["detected"] = languages.hand_back_to_detection(
+                        conn, self.vault, dataset
+                    )
+                else:
+                    config = languages.resolve_language(conn, language)
+                    languages.set_language(conn, self.vault, dataset, config)
+                    details["language"] = config
+            # The row's update lock before Vault.for_write's share lock: two calls each
+            # upgrading from the share lock to set_policy's update would deadlock.
+            conn.execute(
+                text("SELECT 1 FROM datasets WHERE dataset = :d FOR NO KEY UPDATE"),
+                {"d": dataset},
+            )
+            self.vault.for_write(conn, dataset)  # registers a new dataset (with its key)
             policy = datasets.set_policy(conn, dataset, self.privacy, **days)
             audit.record(
                 conn,

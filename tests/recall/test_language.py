@@ -198,12 +198,12 @@ def test_compaction_and_a_language_switch_in_either_order_leave_the_new_language
     engine, first: str
 ) -> None:
     """Compaction re-stems the episode's document (its summary alone) and a switch re-stems
-    every document: whichever holds the dataset's row first, the other waits for it
-    (compaction takes it FOR KEY SHARE before the thread's lock, set_language FOR UPDATE),
-    so the compacted document ends in the new language and holds the summary alone.
-    Without the guard, compaction would stem in the old language before it met the
-    switch's row lock, or the switch would re-stem the document from messages it read
-    before compaction dropped them."""
+    every document: whichever takes the dataset's language lock first, the other waits for
+    it (compaction holds it shared before the thread's lock, set_language exclusively), so
+    the compacted document ends in the new language and holds the summary alone. Without
+    the guard, compaction would stem in the old language before it met the switch's
+    locks, or the switch would re-stem the document from messages it read before
+    compaction dropped them."""
     import threading
 
     from episodic.store.lifecycle import compact_thread
@@ -213,7 +213,7 @@ def test_compaction_and_a_language_switch_in_either_order_leave_the_new_language
     with engine.begin() as conn:
         made = make_episode(conn, "race", BOOKED, summary=summary)
         # Without chunks the switch leaves no row for compaction to wait on before it
-        # stems: only the dataset's row orders the two.
+        # stems: only the dataset's language lock orders the two.
         conn.execute(text("DELETE FROM message_chunks WHERE dataset = 'race'"))
     holder = engine.connect()
     try:
@@ -257,3 +257,97 @@ def test_compaction_and_a_language_switch_in_either_order_leave_the_new_language
         assert lexical_coverage(conn, "race", QUESTION)[summary][0] == 1.0
         # …and holds the summary alone: the dropped messages' words are not back in it
         assert lexical_coverage(conn, "race", "Lyon")[summary][0] == 0.0
+
+
+def test_a_language_switch_holds_up_only_what_stems(engine) -> None:  # type: ignore[no-untyped-def]
+    """While a switch re-stems a dataset (minutes on a large one), a new thread of the
+    dataset is created at once — before, the switch held the dataset's row throughout and
+    CreateThread waited for all of it — while RecordEvent, which stems, waits for the
+    switch and is then stemmed in the new language. The switch is held mid-way by a lock
+    on the episode it is about to re-stem."""
+    import threading
+
+    from services.ingest.domain import create_thread
+
+    vault = keys.test_vault()
+    with engine.begin() as conn:
+        made = make_episode(conn, "busy", BOOKED)
+    threads: list[threading.Thread] = []
+    state: dict[str, dict[str, object]] = {"switch": {}, "event": {}}
+
+    def run(name: str, work) -> None:  # type: ignore[no-untyped-def]
+        def body() -> None:
+            try:
+                with engine.begin() as conn:
+                    state[name]["pid"] = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+                    state[name]["done"] = work(conn)
+            except Exception as err:  # re-raised below
+                state[name]["error"] = err
+
+        threads.append(threading.Thread(target=body, daemon=True))
+        threads[-1].start()
+
+    def waits_for(name: str, holder: int) -> bool:
+        pid = state[name].get("pid")
+        return pid is not None and _blocked_by(engine, int(pid), holder)  # type: ignore[call-overload]
+
+    blocker = engine.connect()
+    try:
+        blocker.begin()
+        blocker_pid = blocker.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        blocker.execute(
+            text("SELECT 1 FROM episodes WHERE episode_id = :e FOR UPDATE"),
+            {"e": made.episode_id},
+        )
+        run("switch", lambda conn: set_language(conn, vault, "busy", "french"))
+        wait_until(
+            lambda: waits_for("switch", blocker_pid), timeout=30, message="the switch re-stems"
+        )
+
+        with engine.begin() as conn:
+            conn.execute(text("SET LOCAL lock_timeout = '10s'"))  # a wait fails the test
+            create_thread(conn, vault, dataset="busy", thread_id=None, label="", metadata_json="{}")
+
+        run(
+            "event",
+            lambda conn: record_event(
+                conn, vault, NewEvent("busy", "agent", "decision", "Billets réservés", (), None)
+            ),
+        )
+        switch_pid = int(state["switch"]["pid"])  # type: ignore[call-overload]
+        wait_until(
+            lambda: waits_for("event", switch_pid),
+            timeout=30,
+            message="RecordEvent waits for the switch",
+        )
+        blocker.commit()
+    finally:
+        blocker.close()
+    for worker in threads:
+        worker.join(timeout=60)
+        assert not worker.is_alive(), "a transaction never finished"
+    for name in state:
+        if "error" in state[name]:
+            raise state[name]["error"]  # type: ignore[misc]
+    assert state["switch"]["done"] is True
+    with engine.connect() as conn:
+        assert dataset_config(conn, "busy") == "french"
+        key = vault.for_read(conn, "busy")
+        [row] = vault.open_rows(
+            conn,
+            "busy",
+            list(
+                conn.execute(
+                    text(
+                        "SELECT event_id, dataset, summary, actor, entities, event_type, "
+                        "search_vector::text AS stored FROM events WHERE dataset = 'busy'"
+                    )
+                ).mappings()
+            ),
+            "events",
+        )
+        [(literal, _)] = blind_vectors(conn, key, [(event_document(row), "")])
+        assert (
+            row["stored"]
+            == conn.execute(text("SELECT CAST(:v AS tsvector)::text"), {"v": literal}).scalar_one()
+        )

@@ -12,7 +12,7 @@ from episodic.config import PrivacySettings
 from episodic.errors import NotFound
 from episodic.store.distribution import across_datasets
 
-__all__ = ["Policy", "get_policy", "list_datasets", "set_policy"]
+__all__ = ["Policy", "get_policy", "list_datasets", "registered", "set_policy"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,13 @@ def _policy(row: RowMapping, defaults: PrivacySettings) -> Policy:
         language=row["text_search_config"],
         language_origin=row["language_origin"],
     )
+
+
+def registered(conn: Connection, dataset: str) -> bool:
+    """Whether the dataset has its row (a dataset is registered by its first write:
+    :meth:`~episodic.store.vault.Vault.for_write`). Takes no lock."""
+    found = conn.execute(text("SELECT 1 FROM datasets WHERE dataset = :d"), {"d": dataset})
+    return found.first() is not None
 
 
 def get_policy(conn: Connection, dataset: str, defaults: PrivacySettings) -> Policy:

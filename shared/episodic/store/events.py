@@ -43,7 +43,7 @@ from episodic.providers.entities import normalise_entities
 from episodic.store import entities as canon
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import episode_not_found
-from episodic.store.recall_index import blind_vectors, query_tokens
+from episodic.store.recall_index import blind_vectors, hold_language, query_tokens
 from episodic.store.recall_queries import (
     BAND_EXPONENT,
     BM25_B,
@@ -229,7 +229,10 @@ def record_event(conn: Connection, vault: Vault, event: NewEvent) -> tuple[dict[
 
     The dataset row is share-locked (:meth:`Vault.for_write`: no erasure starts meanwhile)
     and so is the thread, if any (an erasure of the thread waits, then deletes the event
-    with it). ALREADY_EXISTS when the idempotency key names a different event."""
+    with it); before them, the dataset's language (:func:`hold_language`): the event is
+    stemmed here, so a language switch re-stems it or runs after it, never beside it.
+    ALREADY_EXISTS when the idempotency key names a different event."""
+    hold_language(conn, event.dataset, exclusive=False)
     key = vault.for_write(conn, event.dataset)
     if event.thread_id is not None:
         owned = conn.execute(

@@ -39,6 +39,7 @@ from episodic.store.recall_index import (
     blind_vectors,
     chunk_texts,
     dataset_config,
+    hold_language,
     load_index_inputs,
     prepare_episode_documents,
 )
@@ -320,11 +321,8 @@ def settle_detected_language(
                 code,
             )
         return None
-    origin = conn.execute(
-        text("SELECT language_origin FROM datasets WHERE dataset = :d FOR UPDATE"),
-        {"d": dataset},
-    ).scalar()
-    if origin != "default":
+    hold_language(conn, dataset, exclusive=True)  # as set_language takes it, first
+    if language_origin(conn, dataset) != "default":
         return None
     set_language(conn, vault, dataset, config, origin="detected")
     log.info("dataset %s: language detected from its text: %s (%s)", dataset, code, config)
@@ -350,11 +348,23 @@ def set_language(
     """Sets the dataset's configuration (the row must exist: Vault.for_write registers it)
     and whose choice it is (``origin``: 'set' by a caller, 'detected', or 'default' when
     handed back to detection) and, when the configuration changed, re-tokenises its lexical
-    index; returns whether it changed."""
+    index; returns whether it changed.
+
+    Locks: the dataset's language lock exclusively first (:func:`hold_language`): whatever
+    stems text for the dataset waits (the Summariser's completions and chunk index,
+    compaction, RecordEvent), and two switches run one after the other. The re-stem then
+    runs in the new configuration *before* the dataset's row is updated, and the row is
+    locked only by that last update: a re-stem of ~7 ms an episode takes minutes on a large
+    dataset, and the row's lock would hold up its CreateThread and everything else that
+    share-locks the row (Vault.for_write) all that time. Until the switch commits,
+    Recall reads the old configuration and the old stems together. A caller that holds
+    the row locked before this call holds it for the whole switch."""
+    hold_language(conn, dataset, exclusive=True)
     previous = conn.execute(
-        text("SELECT text_search_config FROM datasets WHERE dataset = :d FOR UPDATE"),
-        {"d": dataset},
+        text("SELECT text_search_config FROM datasets WHERE dataset = :d"), {"d": dataset}
     ).scalar_one()
+    if previous != config:
+        _retokenise(conn, vault, dataset, config)
     conn.execute(
         text(
             "UPDATE datasets SET text_search_config = :c, language_origin = :o, "
@@ -362,10 +372,7 @@ def set_language(
         ),
         {"c": config, "o": origin, "d": dataset},
     )
-    if previous == config:
-        return False
-    _retokenise(conn, vault, dataset)
-    return True
+    return bool(previous != config)
 
 
 def hand_back_to_detection(conn: Connection, vault: Vault, dataset: str) -> str | None:
@@ -401,9 +408,10 @@ def hand_back_to_detection(conn: Connection, vault: Vault, dataset: str) -> str 
 RETOKENISE_BATCH = 100
 
 
-def _retokenise(conn: Connection, vault: Vault, dataset: str) -> None:
-    """Re-stems everything of ``dataset`` the lexical index holds in its (new)
-    configuration: its current episodes' documents, their threads' chunks, and its events."""
+def _retokenise(conn: Connection, vault: Vault, dataset: str, config: str) -> None:
+    """Re-stems everything of ``dataset`` the lexical index holds in ``config`` (the one
+    it is switching to): its current episodes' documents, their threads' chunks, and its
+    events."""
     key = vault.for_read(conn, dataset)
     episode_ids = list(
         conn.execute(
@@ -419,15 +427,17 @@ def _retokenise(conn: Connection, vault: Vault, dataset: str) -> None:
         sources = load_index_inputs(
             conn, vault, dataset, episode_ids[start : start + RETOKENISE_BATCH]
         )
-        _restem_episodes(conn, key, sources)
-    _restem_events(conn, vault, key, dataset)
+        _restem_episodes(conn, key, sources, config)
+    _restem_events(conn, vault, key, dataset, config)
 
 
-def _restem_episodes(conn: Connection, key: DatasetKey, sources: list[IndexInput]) -> None:
+def _restem_episodes(
+    conn: Connection, key: DatasetKey, sources: list[IndexInput], config: str
+) -> None:
     if not sources:
         return
     # the documents as the index writes them (with their speakers' words, re-stemmed)
-    documents = prepare_episode_documents(conn, key, sources)
+    documents = prepare_episode_documents(conn, key, sources, config=config)
     conn.execute(
         text(
             "UPDATE episodes e SET search_vector = CAST(u.v AS tsvector), search_length = u.n "
@@ -456,7 +466,7 @@ def _restem_episodes(conn: Connection, key: DatasetKey, sources: list[IndexInput
         chunks.extend((source.thread_id, s, o, texts[(s, o)]) for s, o in sorted(texts))
     if not chunks:
         return
-    vectors = blind_vectors(conn, key, [(c[3], "") for c in chunks])
+    vectors = blind_vectors(conn, key, [(c[3], "") for c in chunks], config=config)
     conn.execute(
         text(
             "UPDATE message_chunks c SET search_vector = CAST(u.v AS tsvector), "
@@ -476,7 +486,9 @@ def _restem_episodes(conn: Connection, key: DatasetKey, sources: list[IndexInput
     )
 
 
-def _restem_events(conn: Connection, vault: Vault, key: DatasetKey, dataset: str) -> None:
+def _restem_events(
+    conn: Connection, vault: Vault, key: DatasetKey, dataset: str, config: str
+) -> None:
     """Events are stemmed when recorded (``store.events.record_event``): re-stemmed with
     the rest, or a query in the new configuration would miss their words."""
     after = None
@@ -494,7 +506,7 @@ def _restem_events(conn: Connection, vault: Vault, key: DatasetKey, dataset: str
         if not rows:
             return
         opened = vault.open_rows(conn, dataset, rows, "events")
-        vectors = blind_vectors(conn, key, [(event_document(r), "") for r in opened])
+        vectors = blind_vectors(conn, key, [(event_document(r), "") for r in opened], config=config)
         conn.execute(
             text(
                 "UPDATE events ev SET search_vector = CAST(u.v AS tsvector), search_length = u.n "

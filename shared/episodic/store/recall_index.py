@@ -76,6 +76,7 @@ __all__ = [
     "chunk_vectors",
     "dataset_config",
     "head_text",
+    "hold_language",
     "index_episode",
     "index_missing",
     "index_pending_chunks",
@@ -109,6 +110,17 @@ DATASET_CONFIG = (
     "CAST(coalesce((SELECT text_search_config FROM datasets WHERE dataset = :dataset), "
     f"'{TEXT_SEARCH_CONFIG}') AS regconfig)"
 )
+#: What the index's writers stem in: ``:config`` when the statement is given one (a
+#: language switch re-stems in the configuration it has not stored yet), else the
+#: dataset's (:data:`DATASET_CONFIG`).
+STEM_CONFIG = (
+    "CAST(coalesce(CAST(:config AS text), "
+    "(SELECT text_search_config FROM datasets WHERE dataset = :dataset), "
+    f"'{TEXT_SEARCH_CONFIG}') AS regconfig)"
+)
+#: The first key of the two-key advisory lock on a dataset's language (a key space of its
+#: own: the one-key locks, the entity canon's and the erasure's, never collide with it).
+LANGUAGE_LOCK_SPACE = 0x6C67
 #: A chunk holds at most this many consecutive messages…
 CHUNK_MESSAGES = 4
 #: …and at most this many words (all-MiniLM-L6-v2 reads 256 word pieces, ~190 words).
@@ -317,13 +329,17 @@ def _literal(
 
 
 def blind_vectors(
-    conn: Connection, key: DatasetKey, documents: Sequence[tuple[str, str]]
+    conn: Connection,
+    key: DatasetKey,
+    documents: Sequence[tuple[str, str]],
+    *,
+    config: str | None = None,
 ) -> list[tuple[str, int]]:
     """tsvectors of ``documents`` — (body, head) pairs; the head gets weight A, as
     ``to_tsvector(body) || setweight(to_tsvector(head), 'A')`` in the dataset's text-search
-    configuration — with every lexeme replaced by ``key``'s token, as literals with their
-    lengths. Stemming happens before blinding, so a sealed dataset is stemmed like a clear
-    one in any language.
+    configuration (or ``config``) — with every lexeme replaced by ``key``'s token, as
+    literals with their lengths. Stemming happens before blinding, so a sealed dataset is
+    stemmed like a clear one in any language.
 
     PostgreSQL parses, stems and positions the text exactly as it always did (one round
     trip; the text is a statement parameter, never stored); only the lexemes are blinded,
@@ -336,7 +352,7 @@ def blind_vectors(
     for row in conn.execute(
         text(
             f"""
-            WITH cfg AS (SELECT {DATASET_CONFIG} AS c)
+            WITH cfg AS (SELECT {STEM_CONFIG} AS c)
             SELECT t.i, u.lexeme, u.positions, u.weights
             FROM cfg, unnest(CAST(:bodies AS text[]), CAST(:heads AS text[]))
                  WITH ORDINALITY AS t(body, head, i)
@@ -348,6 +364,7 @@ def blind_vectors(
             "bodies": [d[0] for d in documents],
             "heads": [d[1] for d in documents],
             "dataset": key.dataset,
+            "config": config,
         },
     ):
         grouped[int(row[0]) - 1].append((row[1], row[2], row[3]))
@@ -484,14 +501,19 @@ def _document(source: IndexInput) -> tuple[str, str]:
 def dataset_config(conn: Connection, dataset: str, *, for_write: bool = False) -> str:
     """The dataset's text-search configuration ('english' for a dataset not registered yet).
 
-    ``for_write``: read to write what was stemmed in it, the row held ``FOR KEY SHARE``
-    until the caller's transaction ends, so :func:`episodic.store.languages.set_language`
-    (which locks it ``FOR UPDATE``, then re-tokenises what is stored) runs wholly before or
-    after the write. A writer that stemmed its text outside the transaction compares this
-    with the configuration it read then, and stems again when they differ: otherwise a
-    language detected or set meanwhile would leave its rows in the old one. Take it before
-    the thread's and the episodes' locks (set_language holds it while it updates
-    episodes)."""
+    ``for_write``: read to write what was stemmed in it. The dataset's language lock
+    (:func:`hold_language`) is held shared until the caller's transaction ends, so
+    :func:`episodic.store.languages.set_language` (which holds it exclusively while it
+    re-stems what is stored) runs wholly before or after the write. A writer that stemmed
+    its text outside the transaction compares this with the configuration it read then,
+    and stems again when they differ: otherwise a language detected or set meanwhile would
+    leave its rows in the old one. Take it before the dataset's row lock
+    (:meth:`~episodic.store.vault.Vault.for_write`) and the thread's and the episodes'
+    (set_language takes the dataset's row last, and updates episodes while it holds the
+    lock). The row is also read ``FOR KEY SHARE``: it cannot be deleted underneath (a lock
+    that waits for no update of the row, and that no update waits for)."""
+    if for_write:
+        hold_language(conn, dataset, exclusive=False)
     value = conn.execute(
         text(
             "SELECT text_search_config FROM datasets WHERE dataset = :d"
@@ -500,6 +522,20 @@ def dataset_config(conn: Connection, dataset: str, *, for_write: bool = False) -
         {"d": dataset},
     ).scalar()
     return str(value) if value else TEXT_SEARCH_CONFIG
+
+
+def hold_language(conn: Connection, dataset: str, *, exclusive: bool) -> None:
+    """Takes the dataset's language lock until the transaction ends: shared by whatever
+    writes stemmed text (:func:`dataset_config` with ``for_write``, RecordEvent),
+    exclusive by a language switch (``set_language``). Not the dataset's row: a switch
+    re-stems for minutes on a large dataset, and the row's lock would hold up every
+    writer of the dataset meanwhile (CreateThread, the dataset's key) instead of only those
+    that stem."""
+    lock = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    conn.execute(
+        text(f"SELECT {lock}(:space, hashtext(:d))"),
+        {"space": LANGUAGE_LOCK_SPACE, "d": dataset},
+    )
 
 
 def prepare_episode_document(
@@ -511,11 +547,19 @@ def prepare_episode_document(
 
 
 def prepare_episode_documents(
-    conn: Connection, key: DatasetKey, sources: Sequence[IndexInput]
+    conn: Connection,
+    key: DatasetKey,
+    sources: Sequence[IndexInput],
+    *,
+    config: str | None = None,
 ) -> list[tuple[str, int]]:
-    """:func:`prepare_episode_document` of many episodes, stemmed in one statement."""
-    documents = blind_vectors(conn, key, [_document(s) for s in sources])
-    return [_with_speaker_words(conn, key, s, d) for s, d in zip(sources, documents, strict=True)]
+    """:func:`prepare_episode_document` of many episodes, stemmed in one statement (in
+    ``config`` when given, else the dataset's configuration)."""
+    documents = blind_vectors(conn, key, [_document(s) for s in sources], config=config)
+    return [
+        _with_speaker_words(conn, key, s, d, config=config)
+        for s, d in zip(sources, documents, strict=True)
+    ]
 
 
 #: Separates a speaker's lexeme from the word's in a speaker-word pair (PostgreSQL's
@@ -528,7 +572,9 @@ def speaker_pair(speaker_lexeme: str, word_lexeme: str) -> str:
     return f"{speaker_lexeme}{SPEAKER_PAIR_SEPARATOR}{word_lexeme}"
 
 
-def speaker_word_tokens(conn: Connection, key: DatasetKey, source: IndexInput) -> list[str]:
+def speaker_word_tokens(
+    conn: Connection, key: DatasetKey, source: IndexInput, *, config: str | None = None
+) -> list[str]:
     """``key``'s tokens of every (speaker, word) pair the thread holds up to the episode's
     end: each lexeme of a message's own text paired with each lexeme of its speaker's name
     (``"carolin research"``: Caroline said "research"), in the dataset's text-search
@@ -549,7 +595,7 @@ def speaker_word_tokens(conn: Connection, key: DatasetKey, source: IndexInput) -
     rows = conn.execute(
         text(
             f"""
-            WITH cfg AS (SELECT {DATASET_CONFIG} AS c)
+            WITH cfg AS (SELECT {STEM_CONFIG} AS c)
             SELECT DISTINCT s.lexeme, w.lexeme
             FROM cfg, unnest(CAST(:speakers AS text[]), CAST(:texts AS text[])) AS m(speaker, body)
             CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, m.speaker)) s
@@ -561,16 +607,22 @@ def speaker_word_tokens(conn: Connection, key: DatasetKey, source: IndexInput) -
             "speakers": [name for name, _ in said],
             "texts": [body[-MAX_INDEXED_CHARS:] for _, body in said],
             "dataset": key.dataset,
+            "config": config,
         },
     ).all()
     return sorted({key.token(speaker_pair(a, b)) for a, b in rows})
 
 
 def _with_speaker_words(
-    conn: Connection, key: DatasetKey, source: IndexInput, document: tuple[str, int]
+    conn: Connection,
+    key: DatasetKey,
+    source: IndexInput,
+    document: tuple[str, int],
+    *,
+    config: str | None = None,
 ) -> tuple[str, int]:
     """``document`` (literal, length) with the thread's speaker-word pairs added."""
-    tokens = speaker_word_tokens(conn, key, source)
+    tokens = speaker_word_tokens(conn, key, source, config=config)
     if not tokens:
         return document
     literal, length = document
