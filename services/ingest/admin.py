@@ -219,8 +219,11 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     ) -> pb.SetDatasetPolicyResponse:
         dataset = check_dataset(request.dataset)
         access.require_dataset(dataset)
-        days: dict[str, int | None] = {}
+        changing = _policy_fields(request)
+        days: dict[str, int | None] = {}  # the day counts this call changes
         for field in ("retention_days", "compact_after_days"):
+            if field not in changing:
+                continue
             value = getattr(request, field) if request.HasField(field) else None
             if value is not None and not 1 <= value <= 36_500:
                 raise InvalidArgument(
@@ -229,7 +232,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                     field=field,
                 )
             days[field] = value
-        language = request.language if request.HasField("language") else None
+        language = (
+            request.language if "language" in changing and request.HasField("language") else None
+        )
         with self.engine.begin() as conn:
             details: dict[str, int | str | None] = dict(days)
             if language is not None:
@@ -255,7 +260,8 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 {"d": dataset},
             )
             self.vault.for_write(conn, dataset)  # registers a new dataset (with its key)
-            policy = datasets.set_policy(conn, dataset, self.privacy, **days)
+            kept = datasets.own_days(conn, dataset)  # under the row's lock: no one changes them
+            policy = datasets.set_policy(conn, dataset, self.privacy, **{**kept, **days})
             audit.record(
                 conn,
                 key_prefix=access.current().prefix,
@@ -393,3 +399,22 @@ def _policy(policy: datasets.Policy) -> pb.DatasetPolicy:
 
 def register(server: grpc.Server, servicer: AdminServicer) -> None:
     pb_grpc.add_AdminServiceServicer_to_server(servicer, server)
+
+
+#: What SetDatasetPolicyRequest.update_mask may name.
+POLICY_FIELDS = ("retention_days", "compact_after_days", "language")
+
+
+def _policy_fields(request: pb.SetDatasetPolicyRequest) -> frozenset[str]:
+    """The policy fields a SetDatasetPolicy call changes: those its ``update_mask`` names,
+    or every one when it names none (the request's values as they are: unset days are the
+    global defaults)."""
+    named = list(request.update_mask.paths)
+    for path in named:
+        if path not in POLICY_FIELDS:
+            raise InvalidArgument(
+                f"update_mask names {path!r}, which is not a policy field: name "
+                + ", ".join(POLICY_FIELDS),
+                field="update_mask",
+            )
+    return frozenset(named or POLICY_FIELDS)

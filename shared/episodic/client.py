@@ -46,6 +46,7 @@ from episodic.client_core import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from episodic.client_core import (
     EPISODE_STATUSES,
     STREAM_RESET,
+    UNCHANGED,
     AddMessagesResult,
     AlreadyExistsError,
     ClientCore,
@@ -100,6 +101,7 @@ from episodic.client_core import MessageLike as MessageLike
 __all__ = [
     "EPISODE_STATUSES",
     "STREAM_RESET",
+    "UNCHANGED",
     "AddMessagesResult",
     "AlreadyExistsError",
     "DatasetPolicy",

@@ -896,10 +896,30 @@ def _service_config(service: str, methods: Sequence[str]) -> str:
     )
 
 
+#: The methods each service's channel repeats on UNAVAILABLE: every call the SDK makes
+#: without ``retry=False`` (tests/sdk check it), and only those — AddMessages and
+#: RecordEvent only when keyed (the SDK sends unkeyed ones on the ``noretry`` channel),
+#: SetDatasetPolicy because it names the values it sets (``update_mask``).
 _RETRIED = {
-    "admin": ("AdminService", ("ListApiKeys", "ListAuditEvents", "ListDatasets")),
-    "ingest": ("IngestService", ("GetThread", "ListMessages", "ListThreads", "AddMessages")),
-    "recall": ("RecallService", ("Recall", "ListEpisodes", "SearchEpisodes", "GetEpisode")),
+    "admin": (
+        "AdminService",
+        (
+            "ListApiKeys",
+            "ListAuditEvents",
+            "ListDatasets",
+            "GetDatasetPolicy",
+            "SetDatasetPolicy",
+            "ListEntities",
+        ),
+    ),
+    "ingest": (
+        "IngestService",
+        ("GetThread", "ListMessages", "ListThreads", "AddMessages", "RecordEvent"),
+    ),
+    "recall": (
+        "RecallService",
+        ("Recall", "ListEpisodes", "SearchEpisodes", "GetEpisode", "EntityTimeline"),
+    ),
     "scheduler": ("SchedulerService", ()),
     "summariser": ("SummariserService", ("CheckProviders", "GetPipelineStatus")),
 }
@@ -1918,25 +1938,45 @@ def get_dataset_policy(
     return DatasetPolicy.from_proto(answer.policy)
 
 
+class _Unchanged:
+    """The type of :data:`UNCHANGED`."""
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+#: A policy field left as the dataset has it (``set_dataset_policy``'s default).
+UNCHANGED = _Unchanged()
+
+
 def set_dataset_policy(
     core: ClientCore,
     dataset: str,
     *,
-    retention_days: int | None = None,
-    compact_after_days: int | None = None,
+    retention_days: int | _Unchanged | None = UNCHANGED,
+    compact_after_days: int | _Unchanged | None = UNCHANGED,
     language: str | None = None,
     timeout: float | None = None,
 ) -> Flow[DatasetPolicy]:
-    """Sets a dataset's own retention and compaction (None: the global default) and,
-    when given, the language of its text ("fr", "pt-BR", "german"; "auto": detected from
-    its text; None: unchanged)."""
+    """Changes what is given of a dataset's policy and keeps the rest: its own retention
+    and compaction in days (None: back to the global default), and the language of its
+    text ("fr", "pt-BR", "german"; "auto": detected from its text). The request names the
+    fields it changes (``update_mask``), so setting the language never resets a retention.
+    Nothing given: the policy as it is."""
     request = admin_pb2.SetDatasetPolicyRequest(dataset=dataset)
+    if not isinstance(retention_days, _Unchanged):
+        request.update_mask.paths.append("retention_days")
+        if retention_days is not None:
+            request.retention_days = retention_days
+    if not isinstance(compact_after_days, _Unchanged):
+        request.update_mask.paths.append("compact_after_days")
+        if compact_after_days is not None:
+            request.compact_after_days = compact_after_days
     if language is not None:
+        request.update_mask.paths.append("language")
         request.language = language
-    if retention_days is not None:
-        request.retention_days = retention_days
-    if compact_after_days is not None:
-        request.compact_after_days = compact_after_days
+    if not request.update_mask.paths:  # an empty mask would mean every field
+        return (yield from get_dataset_policy(core, dataset, timeout=timeout))
     answer = yield from call(core, "admin", "SetDatasetPolicy", request, timeout)
     return DatasetPolicy.from_proto(answer.policy)
 

@@ -151,6 +151,28 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
     assert "(none)" in _ok(env, "recall", "shell_user", "car")
 
 
+def test_datasets_policy_changes_only_the_options_given(spawn) -> None:  # type: ignore[no-untyped-def]
+    """`datasets policy --language` keeps the dataset's own days, `--retention-days` alone
+    keeps its compaction, and `--reset` puts both days back to the global defaults."""
+    env = {"EPISODIC_INGEST_ADDRESS": spawn("ingest").address}
+
+    def policy(*options: str) -> dict:  # type: ignore[type-arg]
+        return json.loads(_ok(env, "datasets", "policy", "cli_policy", *options, "--json"))
+
+    own = policy("--retention-days", "30", "--compact-after-days", "7")
+    assert (own["retention_days"], own["compact_after_days"]) == (30, 7)
+    lang = policy("--language", "fr")
+    assert (lang["retention_days"], lang["compact_after_days"], lang["language"]) == (
+        30,
+        7,
+        "french",
+    )
+    assert policy("--retention-days", "60")["compact_after_days"] == 7
+    reset = policy("--reset")
+    assert (reset["retention_days"], reset["compact_after_days"]) == (None, None)
+    assert reset["language"] == "french"
+
+
 def test_demo_and_errors(services) -> None:  # type: ignore[no-untyped-def]
     out = _ok(services, "demo", "--dataset", "demo_cli", "--wait", "60")
     assert "the episode is completed" in out

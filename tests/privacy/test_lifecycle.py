@@ -139,5 +139,9 @@ def test_dataset_policy_is_checked(suite) -> None:  # type: ignore[no-untyped-de
     policy = client.set_dataset_policy("p", compact_after_days=7)
     assert policy.compact_after_days == 7 and policy.retention_days is None
     assert policy.encrypted
-    reset = client.set_dataset_policy("p")
+    assert client.set_dataset_policy("p", retention_days=30).compact_after_days == 7  # kept
+    kept = client.set_dataset_policy("p", language="de")  # the language alone
+    assert (kept.retention_days, kept.compact_after_days, kept.language) == (30, 7, "german")
+    assert client.set_dataset_policy("p") == kept  # nothing given: nothing changes
+    reset = client.set_dataset_policy("p", retention_days=None, compact_after_days=None)
     assert reset.compact_after_days is None and reset.effective_compact_after_days is None

@@ -182,6 +182,40 @@ def test_the_language_is_set_through_set_dataset_policy(spawn) -> None:  # type:
         assert "frnech" in (caught.value.details() or "")
 
 
+def test_update_mask_changes_only_the_policy_fields_it_names(spawn) -> None:  # type: ignore[no-untyped-def]
+    """A request naming only the language keeps the dataset's own days (without a mask,
+    unset days mean the global defaults, as before the mask existed); a mask naming a day
+    count unset resets that one alone; an unknown name is INVALID_ARGUMENT."""
+    from google.protobuf.field_mask_pb2 import FieldMask
+
+    ingest = spawn("ingest")
+    with ingest.channel() as channel:
+        admin = admin_grpc.AdminServiceStub(channel)
+
+        def set_policy(**fields):  # type: ignore[no-untyped-def]
+            return admin.SetDatasetPolicy(
+                admin_pb.SetDatasetPolicyRequest(dataset="masked", **fields), timeout=30
+            ).policy
+
+        own = set_policy(retention_days=30, compact_after_days=7)
+        assert (own.retention_days, own.compact_after_days) == (30, 7)
+        lang = set_policy(language="fr", update_mask=FieldMask(paths=["language"]))
+        assert lang.language == "french"
+        assert (lang.retention_days, lang.compact_after_days) == (30, 7)
+        # Not named: kept, whatever the request holds for it.
+        kept = set_policy(retention_days=60, update_mask=FieldMask(paths=["compact_after_days"]))
+        assert (kept.HasField("retention_days"), kept.retention_days) == (True, 30)
+        assert not kept.HasField("compact_after_days")  # named and unset: the global default
+        assert kept.language == "french"
+        old = set_policy(compact_after_days=3)  # no mask: every field, unset days reset
+        assert not old.HasField("retention_days") and old.compact_after_days == 3
+        assert old.language == "french"  # an unset language is unchanged either way
+        with pytest.raises(grpc.RpcError) as caught:
+            set_policy(update_mask=FieldMask(paths=["retention"]))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "'retention'" in (caught.value.details() or "")
+
+
 def _blocked_by(engine, pid: int, holder: int) -> bool:  # type: ignore[no-untyped-def]
     """Whether backend ``pid`` waits for a lock backend ``holder`` holds."""
     with engine.connect() as conn:

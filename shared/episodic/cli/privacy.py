@@ -104,35 +104,18 @@ def cmd_datasets_list(args: argparse.Namespace) -> int:
 
 def cmd_datasets_policy(args: argparse.Namespace) -> int:
     with connect(args) as client:
-        import grpc
-
-        from episodic.client import EpisodicRpcError
-
-        changing_days = args.retention_days is not None or args.compact_after_days is not None
-        if args.language and not changing_days and not args.reset:
-            # The language alone: keep the dataset's own days (unset days mean the defaults).
-            try:
-                current = client.get_dataset_policy(args.dataset)
-                days = (current.retention_days, current.compact_after_days)
-            except EpisodicRpcError as err:
-                if err.code != grpc.StatusCode.NOT_FOUND:
-                    raise
-                days = (None, None)
-            policy = client.set_dataset_policy(
-                args.dataset,
-                retention_days=days[0],
-                compact_after_days=days[1],
-                language=args.language,
-            )
-        elif not changing_days and not args.reset:
-            policy = client.get_dataset_policy(args.dataset)
+        changes: dict[str, Any] = {}  # what the options name; the rest stays as it is
+        if args.reset:
+            changes = {"retention_days": None, "compact_after_days": None}
+        for option in ("retention_days", "compact_after_days"):
+            if getattr(args, option) is not None:
+                changes[option] = getattr(args, option)
+        if args.language:
+            changes["language"] = args.language
+        if changes:
+            policy = client.set_dataset_policy(args.dataset, **changes)
         else:
-            policy = client.set_dataset_policy(
-                args.dataset,
-                retention_days=args.retention_days,
-                compact_after_days=args.compact_after_days,
-                language=args.language,
-            )
+            policy = client.get_dataset_policy(args.dataset)
     if args.json:
         print_json(policy)
         return 0

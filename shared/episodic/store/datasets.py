@@ -12,7 +12,7 @@ from episodic.config import PrivacySettings
 from episodic.errors import NotFound
 from episodic.store.distribution import across_datasets
 
-__all__ = ["Policy", "get_policy", "list_datasets", "registered", "set_policy"]
+__all__ = ["Policy", "get_policy", "list_datasets", "own_days", "registered", "set_policy"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,23 @@ def registered(conn: Connection, dataset: str) -> bool:
     :meth:`~episodic.store.vault.Vault.for_write`). Takes no lock."""
     found = conn.execute(text("SELECT 1 FROM datasets WHERE dataset = :d"), {"d": dataset})
     return found.first() is not None
+
+
+def own_days(conn: Connection, dataset: str) -> dict[str, int | None]:
+    """The dataset's own ``retention_days`` and ``compact_after_days`` (None: the global
+    default; both None for a dataset not registered), as :func:`set_policy` takes them."""
+    row = (
+        conn.execute(
+            text("SELECT retention_days, compact_after_days FROM datasets WHERE dataset = :d"),
+            {"d": dataset},
+        )
+        .mappings()
+        .first()
+    )
+    return {
+        "retention_days": row["retention_days"] if row else None,
+        "compact_after_days": row["compact_after_days"] if row else None,
+    }
 
 
 def get_policy(conn: Connection, dataset: str, defaults: PrivacySettings) -> Policy:

@@ -2,6 +2,7 @@ import datetime
 
 from episodic.v1 import access_pb2 as _access_pb2
 from episodic.v1 import entity_pb2 as _entity_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -254,16 +255,18 @@ class GetDatasetPolicyResponse(_message.Message):
     def __init__(self, policy: _Optional[_Union[DatasetPolicy, _Mapping]] = ...) -> None: ...
 
 class SetDatasetPolicyRequest(_message.Message):
-    __slots__ = ("dataset", "retention_days", "compact_after_days", "language")
+    __slots__ = ("dataset", "retention_days", "compact_after_days", "language", "update_mask")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
     COMPACT_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     retention_days: int
     compact_after_days: int
     language: str
-    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ..., language: _Optional[str] = ...) -> None: ...
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, dataset: _Optional[str] = ..., retention_days: _Optional[int] = ..., compact_after_days: _Optional[int] = ..., language: _Optional[str] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
 
 class SetDatasetPolicyResponse(_message.Message):
     __slots__ = ("policy",)

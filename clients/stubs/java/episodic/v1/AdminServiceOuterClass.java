@@ -22100,6 +22100,48 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
      */
     com.google.protobuf.ByteString
         getLanguageBytes();
+
+    /**
+     * <pre>
+     * The fields this call changes, by name: "retention_days", "compact_after_days",
+     * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+     * value, unset included (a day count unset: the global default); a field not named keeps
+     * the dataset's current value, whatever the request holds for it. Empty: every field as
+     * described above, which resets both day counts that are unset. Name the fields you mean
+     * to change, so that setting the language does not reset a retention someone else set.
+     * </pre>
+     *
+     * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+     * @return Whether the updateMask field is set.
+     */
+    boolean hasUpdateMask();
+    /**
+     * <pre>
+     * The fields this call changes, by name: "retention_days", "compact_after_days",
+     * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+     * value, unset included (a day count unset: the global default); a field not named keeps
+     * the dataset's current value, whatever the request holds for it. Empty: every field as
+     * described above, which resets both day counts that are unset. Name the fields you mean
+     * to change, so that setting the language does not reset a retention someone else set.
+     * </pre>
+     *
+     * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+     * @return The updateMask.
+     */
+    com.google.protobuf.FieldMask getUpdateMask();
+    /**
+     * <pre>
+     * The fields this call changes, by name: "retention_days", "compact_after_days",
+     * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+     * value, unset included (a day count unset: the global default); a field not named keeps
+     * the dataset's current value, whatever the request holds for it. Empty: every field as
+     * described above, which resets both day counts that are unset. Name the fields you mean
+     * to change, so that setting the language does not reset a retention someone else set.
+     * </pre>
+     *
+     * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+     */
+    com.google.protobuf.FieldMaskOrBuilder getUpdateMaskOrBuilder();
   }
   /**
    * <pre>
@@ -22334,6 +22376,59 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
     }
 
+    public static final int UPDATE_MASK_FIELD_NUMBER = 5;
+    private com.google.protobuf.FieldMask updateMask_;
+    /**
+     * <pre>
+     * The fields this call changes, by name: "retention_days", "compact_after_days",
+     * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+     * value, unset included (a day count unset: the global default); a field not named keeps
+     * the dataset's current value, whatever the request holds for it. Empty: every field as
+     * described above, which resets both day counts that are unset. Name the fields you mean
+     * to change, so that setting the language does not reset a retention someone else set.
+     * </pre>
+     *
+     * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+     * @return Whether the updateMask field is set.
+     */
+    @java.lang.Override
+    public boolean hasUpdateMask() {
+      return ((bitField0_ & 0x00000008) != 0);
+    }
+    /**
+     * <pre>
+     * The fields this call changes, by name: "retention_days", "compact_after_days",
+     * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+     * value, unset included (a day count unset: the global default); a field not named keeps
+     * the dataset's current value, whatever the request holds for it. Empty: every field as
+     * described above, which resets both day counts that are unset. Name the fields you mean
+     * to change, so that setting the language does not reset a retention someone else set.
+     * </pre>
+     *
+     * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+     * @return The updateMask.
+     */
+    @java.lang.Override
+    public com.google.protobuf.FieldMask getUpdateMask() {
+      return updateMask_ == null ? com.google.protobuf.FieldMask.getDefaultInstance() : updateMask_;
+    }
+    /**
+     * <pre>
+     * The fields this call changes, by name: "retention_days", "compact_after_days",
+     * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+     * value, unset included (a day count unset: the global default); a field not named keeps
+     * the dataset's current value, whatever the request holds for it. Empty: every field as
+     * described above, which resets both day counts that are unset. Name the fields you mean
+     * to change, so that setting the language does not reset a retention someone else set.
+     * </pre>
+     *
+     * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.FieldMaskOrBuilder getUpdateMaskOrBuilder() {
+      return updateMask_ == null ? com.google.protobuf.FieldMask.getDefaultInstance() : updateMask_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -22360,6 +22455,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       if (((bitField0_ & 0x00000004) != 0)) {
         com.google.protobuf.GeneratedMessage.writeString(output, 4, language_);
       }
+      if (((bitField0_ & 0x00000008) != 0)) {
+        output.writeMessage(5, getUpdateMask());
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -22377,6 +22475,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       if (((bitField0_ & 0x00000004) != 0)) {
         size += com.google.protobuf.GeneratedMessage.computeStringSize(4, language_);
+      }
+      if (((bitField0_ & 0x00000008) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(5, getUpdateMask());
       }
       return size;
     }
@@ -22419,6 +22521,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         if (!getLanguage()
             .equals(other.getLanguage())) return false;
       }
+      if (hasUpdateMask() != other.hasUpdateMask()) return false;
+      if (hasUpdateMask()) {
+        if (!getUpdateMask()
+            .equals(other.getUpdateMask())) return false;
+      }
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -22443,6 +22550,10 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       if (hasLanguage()) {
         hash = (37 * hash) + LANGUAGE_FIELD_NUMBER;
         hash = (53 * hash) + getLanguage().hashCode();
+      }
+      if (hasUpdateMask()) {
+        hash = (37 * hash) + UPDATE_MASK_FIELD_NUMBER;
+        hash = (53 * hash) + getUpdateMask().hashCode();
       }
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
@@ -22567,13 +22678,19 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
 
       // Construct using episodic.v1.AdminServiceOuterClass.SetDatasetPolicyRequest.newBuilder()
       private Builder() {
-
+        maybeForceBuilderInitialization();
       }
 
       private Builder(
           com.google.protobuf.GeneratedMessage.BuilderParent parent) {
         super(parent);
-
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetUpdateMaskFieldBuilder();
+        }
       }
       @java.lang.Override
       public Builder clear() {
@@ -22583,6 +22700,11 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         retentionDays_ = 0;
         compactAfterDays_ = 0;
         language_ = "";
+        updateMask_ = null;
+        if (updateMaskBuilder_ != null) {
+          updateMaskBuilder_.dispose();
+          updateMaskBuilder_ = null;
+        }
         return this;
       }
 
@@ -22632,6 +22754,12 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
           result.language_ = language_;
           to_bitField0_ |= 0x00000004;
         }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.updateMask_ = updateMaskBuilder_ == null
+              ? updateMask_
+              : updateMaskBuilder_.build();
+          to_bitField0_ |= 0x00000008;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -22662,6 +22790,9 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
           language_ = other.language_;
           bitField0_ |= 0x00000008;
           onChanged();
+        }
+        if (other.hasUpdateMask()) {
+          mergeUpdateMask(other.getUpdateMask());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -22709,6 +22840,13 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
                 bitField0_ |= 0x00000008;
                 break;
               } // case 34
+              case 42: {
+                input.readMessage(
+                    internalGetUpdateMaskFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 42
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -23079,6 +23217,208 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         bitField0_ |= 0x00000008;
         onChanged();
         return this;
+      }
+
+      private com.google.protobuf.FieldMask updateMask_;
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.FieldMask, com.google.protobuf.FieldMask.Builder, com.google.protobuf.FieldMaskOrBuilder> updateMaskBuilder_;
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       * @return Whether the updateMask field is set.
+       */
+      public boolean hasUpdateMask() {
+        return ((bitField0_ & 0x00000010) != 0);
+      }
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       * @return The updateMask.
+       */
+      public com.google.protobuf.FieldMask getUpdateMask() {
+        if (updateMaskBuilder_ == null) {
+          return updateMask_ == null ? com.google.protobuf.FieldMask.getDefaultInstance() : updateMask_;
+        } else {
+          return updateMaskBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       */
+      public Builder setUpdateMask(com.google.protobuf.FieldMask value) {
+        if (updateMaskBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          updateMask_ = value;
+        } else {
+          updateMaskBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       */
+      public Builder setUpdateMask(
+          com.google.protobuf.FieldMask.Builder builderForValue) {
+        if (updateMaskBuilder_ == null) {
+          updateMask_ = builderForValue.build();
+        } else {
+          updateMaskBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       */
+      public Builder mergeUpdateMask(com.google.protobuf.FieldMask value) {
+        if (updateMaskBuilder_ == null) {
+          if (((bitField0_ & 0x00000010) != 0) &&
+            updateMask_ != null &&
+            updateMask_ != com.google.protobuf.FieldMask.getDefaultInstance()) {
+            getUpdateMaskBuilder().mergeFrom(value);
+          } else {
+            updateMask_ = value;
+          }
+        } else {
+          updateMaskBuilder_.mergeFrom(value);
+        }
+        if (updateMask_ != null) {
+          bitField0_ |= 0x00000010;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       */
+      public Builder clearUpdateMask() {
+        bitField0_ = (bitField0_ & ~0x00000010);
+        updateMask_ = null;
+        if (updateMaskBuilder_ != null) {
+          updateMaskBuilder_.dispose();
+          updateMaskBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       */
+      public com.google.protobuf.FieldMask.Builder getUpdateMaskBuilder() {
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return internalGetUpdateMaskFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       */
+      public com.google.protobuf.FieldMaskOrBuilder getUpdateMaskOrBuilder() {
+        if (updateMaskBuilder_ != null) {
+          return updateMaskBuilder_.getMessageOrBuilder();
+        } else {
+          return updateMask_ == null ?
+              com.google.protobuf.FieldMask.getDefaultInstance() : updateMask_;
+        }
+      }
+      /**
+       * <pre>
+       * The fields this call changes, by name: "retention_days", "compact_after_days",
+       * "language" (INVALID_ARGUMENT for any other). A field named here takes the request's
+       * value, unset included (a day count unset: the global default); a field not named keeps
+       * the dataset's current value, whatever the request holds for it. Empty: every field as
+       * described above, which resets both day counts that are unset. Name the fields you mean
+       * to change, so that setting the language does not reset a retention someone else set.
+       * </pre>
+       *
+       * <code>.google.protobuf.FieldMask update_mask = 5;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.FieldMask, com.google.protobuf.FieldMask.Builder, com.google.protobuf.FieldMaskOrBuilder> 
+          internalGetUpdateMaskFieldBuilder() {
+        if (updateMaskBuilder_ == null) {
+          updateMaskBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              com.google.protobuf.FieldMask, com.google.protobuf.FieldMask.Builder, com.google.protobuf.FieldMaskOrBuilder>(
+                  getUpdateMask(),
+                  getParentForChildren(),
+                  isClean());
+          updateMask_ = null;
+        }
+        return updateMaskBuilder_;
       }
 
       // @@protoc_insertion_point(builder_scope:episodic.v1.SetDatasetPolicyRequest)
@@ -29166,129 +29506,132 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     java.lang.String[] descriptorData = {
       "\n\037episodic/v1/admin_service.proto\022\013episo" +
       "dic.v1\032\030episodic/v1/access.proto\032\030episod" +
-      "ic/v1/entity.proto\032\034google/protobuf/stru" +
-      "ct.proto\032\037google/protobuf/timestamp.prot" +
-      "o\"\223\002\n\006ApiKey\022\016\n\006key_id\030\001 \001(\t\022\016\n\006prefix\030\002" +
-      " \001(\t\022\014\n\004name\030\003 \001(\t\022%\n\004role\030\004 \001(\0162\027.episo" +
-      "dic.v1.AccessRole\022\020\n\010datasets\030\005 \003(\t\022.\n\nc" +
-      "reated_at\030\006 \001(\0132\032.google.protobuf.Timest" +
-      "amp\022.\n\nexpires_at\030\007 \001(\0132\032.google.protobu" +
-      "f.Timestamp\022.\n\nrevoked_at\030\010 \001(\0132\032.google" +
-      ".protobuf.Timestamp\022\022\n\ncreated_by\030\t \001(\t\"" +
-      "\214\001\n\023CreateApiKeyRequest\022\014\n\004name\030\001 \001(\t\022%\n" +
-      "\004role\030\002 \001(\0162\027.episodic.v1.AccessRole\022\020\n\010" +
-      "datasets\030\003 \003(\t\022.\n\nexpires_at\030\004 \001(\0132\032.goo" +
-      "gle.protobuf.Timestamp\"H\n\024CreateApiKeyRe" +
-      "sponse\022 \n\003key\030\001 \001(\0132\023.episodic.v1.ApiKey" +
-      "\022\016\n\006secret\030\002 \001(\t\"U\n\022ListApiKeysRequest\022\021" +
-      "\n\tpage_size\030\001 \001(\005\022\022\n\npage_token\030\002 \001(\t\022\030\n" +
-      "\020include_inactive\030\003 \001(\010\"Q\n\023ListApiKeysRe" +
-      "sponse\022!\n\004keys\030\001 \003(\0132\023.episodic.v1.ApiKe" +
-      "y\022\027\n\017next_page_token\030\002 \001(\t\"\"\n\023RevokeApiK" +
-      "eyRequest\022\013\n\003key\030\001 \001(\t\"8\n\024RevokeApiKeyRe" +
-      "sponse\022 \n\003key\030\001 \001(\0132\023.episodic.v1.ApiKey" +
-      "\"\276\001\n\nAuditEvent\022\020\n\010event_id\030\001 \001(\003\022/\n\013occ" +
-      "urred_at\030\002 \001(\0132\032.google.protobuf.Timesta" +
-      "mp\022\022\n\nkey_prefix\030\003 \001(\t\022\016\n\006action\030\004 \001(\t\022\017" +
-      "\n\007dataset\030\005 \001(\t\022\016\n\006target\030\006 \001(\t\022(\n\007detai" +
-      "ls\030\007 \001(\0132\027.google.protobuf.Struct\"P\n\026Lis" +
-      "tAuditEventsRequest\022\021\n\tpage_size\030\001 \001(\005\022\022" +
-      "\n\npage_token\030\002 \001(\t\022\017\n\007dataset\030\003 \001(\t\"[\n\027L" +
-      "istAuditEventsResponse\022\'\n\006events\030\001 \003(\0132\027" +
-      ".episodic.v1.AuditEvent\022\027\n\017next_page_tok" +
-      "en\030\002 \001(\t\"\204\001\n\016DatasetSummary\022\017\n\007dataset\030\001" +
-      " \001(\t\022\024\n\014thread_count\030\002 \001(\003\022\025\n\rmessage_co" +
-      "unt\030\003 \001(\003\0224\n\020last_activity_at\030\004 \001(\0132\032.go" +
-      "ogle.protobuf.Timestamp\"L\n\023ListDatasetsR" +
-      "equest\022\021\n\tpage_size\030\001 \001(\005\022\022\n\npage_token\030" +
-      "\002 \001(\t\022\016\n\006prefix\030\003 \001(\t\"^\n\024ListDatasetsRes" +
-      "ponse\022-\n\010datasets\030\001 \003(\0132\033.episodic.v1.Da" +
-      "tasetSummary\022\027\n\017next_page_token\030\002 \001(\t\"\263\003" +
-      "\n\016ErasureReceipt\022\022\n\nreceipt_id\030\001 \001(\t\022\r\n\005" +
-      "scope\030\002 \001(\t\022\017\n\007dataset\030\003 \001(\t\022\026\n\016dataset_" +
-      "digest\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\022B\n\014rows_" +
-      "deleted\030\006 \003(\0132,.episodic.v1.ErasureRecei" +
-      "pt.RowsDeletedEntry\022.\n\nstarted_at\030\007 \001(\0132" +
-      "\032.google.protobuf.Timestamp\022/\n\013finished_" +
-      "at\030\010 \001(\0132\032.google.protobuf.Timestamp\022\032\n\022" +
-      "data_key_destroyed\030\t \001(\010\022\"\n\032audit_events" +
-      "_pseudonymised\030\n \001(\003\022\031\n\021api_keys_scrubbe" +
-      "d\030\013 \001(\003\022\016\n\006digest\030\014 \001(\t\0322\n\020RowsDeletedEn" +
-      "try\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\003:\0028\001\"\'\n\024D" +
-      "eleteDatasetRequest\022\017\n\007dataset\030\001 \001(\t\"E\n\025" +
-      "DeleteDatasetResponse\022,\n\007receipt\030\001 \001(\0132\033" +
-      ".episodic.v1.ErasureReceipt\"(\n\023DeleteThr" +
-      "eadRequest\022\021\n\tthread_id\030\001 \001(\t\"D\n\024DeleteT" +
-      "hreadResponse\022,\n\007receipt\030\001 \001(\0132\033.episodi" +
-      "c.v1.ErasureReceipt\"\253\002\n\rDatasetPolicy\022\017\n" +
-      "\007dataset\030\001 \001(\t\022\033\n\016retention_days\030\002 \001(\005H\000" +
-      "\210\001\001\022\037\n\022compact_after_days\030\003 \001(\005H\001\210\001\001\022 \n\030" +
-      "effective_retention_days\030\004 \001(\005\022$\n\034effect" +
-      "ive_compact_after_days\030\005 \001(\005\022\021\n\tencrypte" +
-      "d\030\006 \001(\010\022\020\n\010language\030\007 \001(\t\0224\n\017language_or" +
-      "igin\030\010 \001(\0162\033.episodic.v1.LanguageOriginB" +
-      "\021\n\017_retention_daysB\025\n\023_compact_after_day" +
-      "s\"*\n\027GetDatasetPolicyRequest\022\017\n\007dataset\030" +
-      "\001 \001(\t\"F\n\030GetDatasetPolicyResponse\022*\n\006pol" +
-      "icy\030\001 \001(\0132\032.episodic.v1.DatasetPolicy\"\266\001" +
-      "\n\027SetDatasetPolicyRequest\022\017\n\007dataset\030\001 \001" +
-      "(\t\022\033\n\016retention_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compa" +
-      "ct_after_days\030\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001" +
-      "(\tH\002\210\001\001B\021\n\017_retention_daysB\025\n\023_compact_a" +
-      "fter_daysB\013\n\t_language\"F\n\030SetDatasetPoli" +
-      "cyResponse\022*\n\006policy\030\001 \001(\0132\032.episodic.v1" +
-      ".DatasetPolicy\"M\n\023ListEntitiesRequest\022\017\n" +
-      "\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\npag" +
-      "e_token\030\003 \001(\t\"V\n\024ListEntitiesResponse\022%\n" +
-      "\010entities\030\001 \003(\0132\023.episodic.v1.Entity\022\027\n\017" +
-      "next_page_token\030\002 \001(\t\"F\n\024MergeEntitiesRe" +
-      "quest\022\017\n\007dataset\030\001 \001(\t\022\014\n\004into\030\002 \001(\t\022\017\n\007" +
-      "sources\030\003 \003(\t\"<\n\025MergeEntitiesResponse\022#" +
-      "\n\006entity\030\001 \001(\0132\023.episodic.v1.Entity\"4\n\022S" +
-      "plitEntityRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005al" +
-      "ias\030\002 \001(\t\"e\n\023SplitEntityResponse\022&\n\tspli" +
-      "t_off\030\001 \001(\0132\023.episodic.v1.Entity\022&\n\trema" +
-      "ining\030\002 \001(\0132\023.episodic.v1.Entity*\205\001\n\016Lan" +
-      "guageOrigin\022\037\n\033LANGUAGE_ORIGIN_UNSPECIFI" +
-      "ED\020\000\022\033\n\027LANGUAGE_ORIGIN_DEFAULT\020\001\022\034\n\030LAN" +
-      "GUAGE_ORIGIN_DETECTED\020\002\022\027\n\023LANGUAGE_ORIG" +
-      "IN_SET\020\0032\243\t\n\014AdminService\022]\n\014CreateApiKe" +
-      "y\022 .episodic.v1.CreateApiKeyRequest\032!.ep" +
-      "isodic.v1.CreateApiKeyResponse\"\010\212\265\030\004\010\003\020\002" +
-      "\022Z\n\013ListApiKeys\022\037.episodic.v1.ListApiKey" +
-      "sRequest\032 .episodic.v1.ListApiKeysRespon" +
-      "se\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 .episodic." +
-      "v1.RevokeApiKeyRequest\032!.episodic.v1.Rev" +
-      "okeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014ListDatas" +
-      "ets\022 .episodic.v1.ListDatasetsRequest\032!." +
-      "episodic.v1.ListDatasetsResponse\"\010\212\265\030\004\010\003" +
-      "\020\002\022f\n\017ListAuditEvents\022#.episodic.v1.List" +
-      "AuditEventsRequest\032$.episodic.v1.ListAud" +
-      "itEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\rDeleteData" +
-      "set\022!.episodic.v1.DeleteDatasetRequest\032\"" +
-      ".episodic.v1.DeleteDatasetResponse\"\010\212\265\030\004" +
-      "\010\003\020\001\022]\n\014DeleteThread\022 .episodic.v1.Delet" +
-      "eThreadRequest\032!.episodic.v1.DeleteThrea" +
-      "dResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020GetDatasetPolicy\022" +
-      "$.episodic.v1.GetDatasetPolicyRequest\032%." +
-      "episodic.v1.GetDatasetPolicyResponse\"\010\212\265" +
-      "\030\004\010\003\020\001\022i\n\020SetDatasetPolicy\022$.episodic.v1" +
-      ".SetDatasetPolicyRequest\032%.episodic.v1.S" +
-      "etDatasetPolicyResponse\"\010\212\265\030\004\010\003\020\001\022]\n\014Lis" +
-      "tEntities\022 .episodic.v1.ListEntitiesRequ" +
-      "est\032!.episodic.v1.ListEntitiesResponse\"\010" +
-      "\212\265\030\004\010\003\020\001\022`\n\rMergeEntities\022!.episodic.v1." +
-      "MergeEntitiesRequest\032\".episodic.v1.Merge" +
-      "EntitiesResponse\"\010\212\265\030\004\010\003\020\001\022Z\n\013SplitEntit" +
-      "y\022\037.episodic.v1.SplitEntityRequest\032 .epi" +
-      "sodic.v1.SplitEntityResponse\"\010\212\265\030\004\010\003\020\001b\006" +
-      "proto3"
+      "ic/v1/entity.proto\032 google/protobuf/fiel" +
+      "d_mask.proto\032\034google/protobuf/struct.pro" +
+      "to\032\037google/protobuf/timestamp.proto\"\223\002\n\006" +
+      "ApiKey\022\016\n\006key_id\030\001 \001(\t\022\016\n\006prefix\030\002 \001(\t\022\014" +
+      "\n\004name\030\003 \001(\t\022%\n\004role\030\004 \001(\0162\027.episodic.v1" +
+      ".AccessRole\022\020\n\010datasets\030\005 \003(\t\022.\n\ncreated" +
+      "_at\030\006 \001(\0132\032.google.protobuf.Timestamp\022.\n" +
+      "\nexpires_at\030\007 \001(\0132\032.google.protobuf.Time" +
+      "stamp\022.\n\nrevoked_at\030\010 \001(\0132\032.google.proto" +
+      "buf.Timestamp\022\022\n\ncreated_by\030\t \001(\t\"\214\001\n\023Cr" +
+      "eateApiKeyRequest\022\014\n\004name\030\001 \001(\t\022%\n\004role\030" +
+      "\002 \001(\0162\027.episodic.v1.AccessRole\022\020\n\010datase" +
+      "ts\030\003 \003(\t\022.\n\nexpires_at\030\004 \001(\0132\032.google.pr" +
+      "otobuf.Timestamp\"H\n\024CreateApiKeyResponse" +
+      "\022 \n\003key\030\001 \001(\0132\023.episodic.v1.ApiKey\022\016\n\006se" +
+      "cret\030\002 \001(\t\"U\n\022ListApiKeysRequest\022\021\n\tpage" +
+      "_size\030\001 \001(\005\022\022\n\npage_token\030\002 \001(\t\022\030\n\020inclu" +
+      "de_inactive\030\003 \001(\010\"Q\n\023ListApiKeysResponse" +
+      "\022!\n\004keys\030\001 \003(\0132\023.episodic.v1.ApiKey\022\027\n\017n" +
+      "ext_page_token\030\002 \001(\t\"\"\n\023RevokeApiKeyRequ" +
+      "est\022\013\n\003key\030\001 \001(\t\"8\n\024RevokeApiKeyResponse" +
+      "\022 \n\003key\030\001 \001(\0132\023.episodic.v1.ApiKey\"\276\001\n\nA" +
+      "uditEvent\022\020\n\010event_id\030\001 \001(\003\022/\n\013occurred_" +
+      "at\030\002 \001(\0132\032.google.protobuf.Timestamp\022\022\n\n" +
+      "key_prefix\030\003 \001(\t\022\016\n\006action\030\004 \001(\t\022\017\n\007data" +
+      "set\030\005 \001(\t\022\016\n\006target\030\006 \001(\t\022(\n\007details\030\007 \001" +
+      "(\0132\027.google.protobuf.Struct\"P\n\026ListAudit" +
+      "EventsRequest\022\021\n\tpage_size\030\001 \001(\005\022\022\n\npage" +
+      "_token\030\002 \001(\t\022\017\n\007dataset\030\003 \001(\t\"[\n\027ListAud" +
+      "itEventsResponse\022\'\n\006events\030\001 \003(\0132\027.episo" +
+      "dic.v1.AuditEvent\022\027\n\017next_page_token\030\002 \001" +
+      "(\t\"\204\001\n\016DatasetSummary\022\017\n\007dataset\030\001 \001(\t\022\024" +
+      "\n\014thread_count\030\002 \001(\003\022\025\n\rmessage_count\030\003 " +
+      "\001(\003\0224\n\020last_activity_at\030\004 \001(\0132\032.google.p" +
+      "rotobuf.Timestamp\"L\n\023ListDatasetsRequest" +
+      "\022\021\n\tpage_size\030\001 \001(\005\022\022\n\npage_token\030\002 \001(\t\022" +
+      "\016\n\006prefix\030\003 \001(\t\"^\n\024ListDatasetsResponse\022" +
+      "-\n\010datasets\030\001 \003(\0132\033.episodic.v1.DatasetS" +
+      "ummary\022\027\n\017next_page_token\030\002 \001(\t\"\263\003\n\016Eras" +
+      "ureReceipt\022\022\n\nreceipt_id\030\001 \001(\t\022\r\n\005scope\030" +
+      "\002 \001(\t\022\017\n\007dataset\030\003 \001(\t\022\026\n\016dataset_digest" +
+      "\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\022B\n\014rows_delete" +
+      "d\030\006 \003(\0132,.episodic.v1.ErasureReceipt.Row" +
+      "sDeletedEntry\022.\n\nstarted_at\030\007 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\022/\n\013finished_at\030\010 \001" +
+      "(\0132\032.google.protobuf.Timestamp\022\032\n\022data_k" +
+      "ey_destroyed\030\t \001(\010\022\"\n\032audit_events_pseud" +
+      "onymised\030\n \001(\003\022\031\n\021api_keys_scrubbed\030\013 \001(" +
+      "\003\022\016\n\006digest\030\014 \001(\t\0322\n\020RowsDeletedEntry\022\013\n" +
+      "\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\003:\0028\001\"\'\n\024DeleteD" +
+      "atasetRequest\022\017\n\007dataset\030\001 \001(\t\"E\n\025Delete" +
+      "DatasetResponse\022,\n\007receipt\030\001 \001(\0132\033.episo" +
+      "dic.v1.ErasureReceipt\"(\n\023DeleteThreadReq" +
+      "uest\022\021\n\tthread_id\030\001 \001(\t\"D\n\024DeleteThreadR" +
+      "esponse\022,\n\007receipt\030\001 \001(\0132\033.episodic.v1.E" +
+      "rasureReceipt\"\253\002\n\rDatasetPolicy\022\017\n\007datas" +
+      "et\030\001 \001(\t\022\033\n\016retention_days\030\002 \001(\005H\000\210\001\001\022\037\n" +
+      "\022compact_after_days\030\003 \001(\005H\001\210\001\001\022 \n\030effect" +
+      "ive_retention_days\030\004 \001(\005\022$\n\034effective_co" +
+      "mpact_after_days\030\005 \001(\005\022\021\n\tencrypted\030\006 \001(" +
+      "\010\022\020\n\010language\030\007 \001(\t\0224\n\017language_origin\030\010" +
+      " \001(\0162\033.episodic.v1.LanguageOriginB\021\n\017_re" +
+      "tention_daysB\025\n\023_compact_after_days\"*\n\027G" +
+      "etDatasetPolicyRequest\022\017\n\007dataset\030\001 \001(\t\"" +
+      "F\n\030GetDatasetPolicyResponse\022*\n\006policy\030\001 " +
+      "\001(\0132\032.episodic.v1.DatasetPolicy\"\347\001\n\027SetD" +
+      "atasetPolicyRequest\022\017\n\007dataset\030\001 \001(\t\022\033\n\016" +
+      "retention_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compact_aft" +
+      "er_days\030\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001(\tH\002\210\001" +
+      "\001\022/\n\013update_mask\030\005 \001(\0132\032.google.protobuf" +
+      ".FieldMaskB\021\n\017_retention_daysB\025\n\023_compac" +
+      "t_after_daysB\013\n\t_language\"F\n\030SetDatasetP" +
+      "olicyResponse\022*\n\006policy\030\001 \001(\0132\032.episodic" +
+      ".v1.DatasetPolicy\"M\n\023ListEntitiesRequest" +
+      "\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\n" +
+      "page_token\030\003 \001(\t\"V\n\024ListEntitiesResponse" +
+      "\022%\n\010entities\030\001 \003(\0132\023.episodic.v1.Entity\022" +
+      "\027\n\017next_page_token\030\002 \001(\t\"F\n\024MergeEntitie" +
+      "sRequest\022\017\n\007dataset\030\001 \001(\t\022\014\n\004into\030\002 \001(\t\022" +
+      "\017\n\007sources\030\003 \003(\t\"<\n\025MergeEntitiesRespons" +
+      "e\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.Entity\"4" +
+      "\n\022SplitEntityRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n" +
+      "\005alias\030\002 \001(\t\"e\n\023SplitEntityResponse\022&\n\ts" +
+      "plit_off\030\001 \001(\0132\023.episodic.v1.Entity\022&\n\tr" +
+      "emaining\030\002 \001(\0132\023.episodic.v1.Entity*\205\001\n\016" +
+      "LanguageOrigin\022\037\n\033LANGUAGE_ORIGIN_UNSPEC" +
+      "IFIED\020\000\022\033\n\027LANGUAGE_ORIGIN_DEFAULT\020\001\022\034\n\030" +
+      "LANGUAGE_ORIGIN_DETECTED\020\002\022\027\n\023LANGUAGE_O" +
+      "RIGIN_SET\020\0032\243\t\n\014AdminService\022]\n\014CreateAp" +
+      "iKey\022 .episodic.v1.CreateApiKeyRequest\032!" +
+      ".episodic.v1.CreateApiKeyResponse\"\010\212\265\030\004\010" +
+      "\003\020\002\022Z\n\013ListApiKeys\022\037.episodic.v1.ListApi" +
+      "KeysRequest\032 .episodic.v1.ListApiKeysRes" +
+      "ponse\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 .episod" +
+      "ic.v1.RevokeApiKeyRequest\032!.episodic.v1." +
+      "RevokeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014ListDa" +
+      "tasets\022 .episodic.v1.ListDatasetsRequest" +
+      "\032!.episodic.v1.ListDatasetsResponse\"\010\212\265\030" +
+      "\004\010\003\020\002\022f\n\017ListAuditEvents\022#.episodic.v1.L" +
+      "istAuditEventsRequest\032$.episodic.v1.List" +
+      "AuditEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\rDeleteD" +
+      "ataset\022!.episodic.v1.DeleteDatasetReques" +
+      "t\032\".episodic.v1.DeleteDatasetResponse\"\010\212" +
+      "\265\030\004\010\003\020\001\022]\n\014DeleteThread\022 .episodic.v1.De" +
+      "leteThreadRequest\032!.episodic.v1.DeleteTh" +
+      "readResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020GetDatasetPoli" +
+      "cy\022$.episodic.v1.GetDatasetPolicyRequest" +
+      "\032%.episodic.v1.GetDatasetPolicyResponse\"" +
+      "\010\212\265\030\004\010\003\020\001\022i\n\020SetDatasetPolicy\022$.episodic" +
+      ".v1.SetDatasetPolicyRequest\032%.episodic.v" +
+      "1.SetDatasetPolicyResponse\"\010\212\265\030\004\010\003\020\001\022]\n\014" +
+      "ListEntities\022 .episodic.v1.ListEntitiesR" +
+      "equest\032!.episodic.v1.ListEntitiesRespons" +
+      "e\"\010\212\265\030\004\010\003\020\001\022`\n\rMergeEntities\022!.episodic." +
+      "v1.MergeEntitiesRequest\032\".episodic.v1.Me" +
+      "rgeEntitiesResponse\"\010\212\265\030\004\010\003\020\001\022Z\n\013SplitEn" +
+      "tity\022\037.episodic.v1.SplitEntityRequest\032 ." +
+      "episodic.v1.SplitEntityResponse\"\010\212\265\030\004\010\003\020" +
+      "\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           episodic.v1.Access.getDescriptor(),
           episodic.v1.EntityOuterClass.getDescriptor(),
+          com.google.protobuf.FieldMaskProto.getDescriptor(),
           com.google.protobuf.StructProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
         });
@@ -29429,7 +29772,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     internal_static_episodic_v1_SetDatasetPolicyRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_SetDatasetPolicyRequest_descriptor,
-        new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "Language", });
+        new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "Language", "UpdateMask", });
     internal_static_episodic_v1_SetDatasetPolicyResponse_descriptor =
       getDescriptor().getMessageType(22);
     internal_static_episodic_v1_SetDatasetPolicyResponse_fieldAccessorTable = new
@@ -29475,6 +29818,7 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     descriptor.resolveAllFeaturesImmutable();
     episodic.v1.Access.getDescriptor();
     episodic.v1.EntityOuterClass.getDescriptor();
+    com.google.protobuf.FieldMaskProto.getDescriptor();
     com.google.protobuf.StructProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
     com.google.protobuf.ExtensionRegistry registry =
