@@ -646,7 +646,8 @@ def entity_timeline(
     limit: int,
 ) -> tuple[entities.Entity, list[dict[str, Any]], bool]:
     """The entity ``reference`` names and a page of the episodes mentioning it, oldest
-    first (see :func:`episodic.store.entities.timeline`)."""
+    first (see :func:`episodic.store.entities.timeline`). Its reads depend on one another
+    (a merge may delete the entity found): the caller gives them one snapshot."""
     key = vault.for_read(conn, dataset)
     entity_id = entities.find_entity(conn, key, reference, field="entity")
     entity = entities.get_entity(conn, key, entity_id)

@@ -122,26 +122,35 @@ def _understanding(
 
 
 @contextmanager
-def _reading(engine: Engine, context: grpc.ServicerContext | None) -> Iterator[Connection]:
+def _reading(
+    engine: Engine, context: grpc.ServicerContext | None, *, snapshot: bool = False
+) -> Iterator[Connection]:
     """A connection for one call's reads.
 
     The engine runs in autocommit (each read is one statement: one round trip, one
     snapshot) with a statement_timeout ceiling set per connection, which bounds the work of
     any call. A caller with a short deadline gets it enforced exactly instead: a
     transaction with a local statement_timeout (two more round trips), so the database
-    stops as soon as that client gives up. A lost connection is UNAVAILABLE (the SDK
-    retries reads), a cancelled statement DEADLINE_EXCEEDED.
+    stops as soon as that client gives up. ``snapshot``: the call's statements read one
+    snapshot (a REPEATABLE READ transaction, two more round trips), for a call whose later
+    statements depend on what an earlier one found — an entity a concurrent merge deletes
+    in between would otherwise be found and then missing. A lost connection is
+    UNAVAILABLE (the SDK retries reads), a cancelled statement DEADLINE_EXCEEDED.
     """
     remaining = context.time_remaining() if context is not None else None
+    short = remaining is not None and remaining < domain.EXACT_DEADLINE_BELOW
     try:
         with engine.connect() as conn:
-            if remaining is not None and remaining < domain.EXACT_DEADLINE_BELOW:
-                conn = conn.execution_options(isolation_level="READ COMMITTED")
+            if short or snapshot:
+                conn = conn.execution_options(
+                    isolation_level="REPEATABLE READ" if snapshot else "READ COMMITTED"
+                )
                 with conn.begin():
-                    conn.execute(
-                        text("SELECT set_config('statement_timeout', :ms, true)"),
-                        {"ms": str(max(1, int(remaining * 1000)))},
-                    )
+                    if short:
+                        conn.execute(
+                            text("SELECT set_config('statement_timeout', :ms, true)"),
+                            {"ms": str(max(1, int(remaining * 1000)))},  # type: ignore[operator]
+                        )
                     yield conn
             else:
                 yield conn
@@ -359,7 +368,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 )
             except (KeyError, TypeError, ValueError, InvalidArgument):
                 raise InvalidArgument("page_token is malformed", field="page_token") from None
-        with _reading(self.engine, context) as conn:
+        with _reading(self.engine, context, snapshot=True) as conn:
             entity, rows, more = domain.entity_timeline(
                 conn, self.vault, dataset, reference, after=after, limit=limit
             )

@@ -334,3 +334,37 @@ def test_splitting_off_an_entitys_name_renames_what_remains(engine) -> None:  # 
     assert split_off.name == "project atlas"
     assert remaining.name == "atlas" and [a for a, _ in remaining.aliases] == ["atlas"]
     assert sorted(e.name for e in _all(engine)) == ["atlas", "project atlas"]
+
+
+def test_a_timeline_read_while_its_entity_is_merged_away_sees_one_snapshot(
+    engine, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """EntityTimeline resolves a name, then reads the entity and its episodes: a merge
+    committed in between deleted the entity, and the read answered INTERNAL (~4 % of
+    timelines while an admin merged and split, in a hostile-client probe). Read in one
+    snapshot, the call answers the canon as it was when it began."""
+    from services.recall import domain
+    from services.recall.servicer import _reading
+
+    _episode(engine, ["Gideon Park"])
+    _episode(engine, ["Gid Park"], days=1)
+    by_name = {e.name: e for e in _all(engine)}
+    into, source = by_name["gideon park"], by_name["gid park"]
+    assert into.entity_id != source.entity_id
+
+    found_first = entities.find_entity
+
+    def find_then_merge(conn, key, reference, *, field):  # type: ignore[no-untyped-def]
+        found = found_first(conn, key, reference, field=field)
+        with engine.begin() as other:  # another call's merge commits in between
+            entities.merge_entities(other, key, into.entity_id, [source.entity_id])
+        return found
+
+    monkeypatch.setattr(entities, "find_entity", find_then_merge)
+    with _reading(engine, None, snapshot=True) as conn:
+        entity, rows, _ = domain.entity_timeline(
+            conn, vault_of_tests(), DATASET, "gid park", after=None, limit=10
+        )
+    assert entity.entity_id == source.entity_id and entity.name == "gid park"
+    assert len(rows) == 1
+    assert {e.name for e in _all(engine)} == {"gideon park"}  # the merge did commit
