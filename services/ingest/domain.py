@@ -28,6 +28,7 @@ from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
 from episodic.store.raw_statement import fetch_one_autocommitted
 from episodic.store.vault import Vault, open_row
+from episodic.validation import check_text
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LABEL_CHARS = 200
@@ -81,13 +82,6 @@ class AddResult:
     dataset: str
 
 
-def _check_text(value: str, field: str) -> None:
-    if "\x00" in value:
-        raise InvalidArgument(
-            f"{field} contains a NUL character, which cannot be stored", field=field
-        )
-
-
 def _has_nul(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value
@@ -137,7 +131,7 @@ def check_label(label: str) -> str:
         raise InvalidArgument(
             f"label is {len(label)} characters; the limit is {MAX_LABEL_CHARS}", field="label"
         )
-    _check_text(label, "label")
+    check_text(label, "label")
     return label
 
 
@@ -171,7 +165,7 @@ def check_new_messages(
                 "(EPISODIC_MAX_MESSAGE_BYTES): split long content into several messages",
                 field=f"{where}.content",
             )
-        _check_text(msg.content, f"{where}.content")
+        check_text(msg.content, f"{where}.content")
         encoded = check_metadata(msg.metadata, f"{where}.metadata", settings)
         # What _store seals: the metadata's checked form.
         msg.metadata_json = encoded
@@ -194,7 +188,7 @@ def check_new_messages(
                     f"{where}.idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
                     field=f"{where}.idempotency_key",
                 )
-            _check_text(msg.idempotency_key, f"{where}.idempotency_key")
+            check_text(msg.idempotency_key, f"{where}.idempotency_key")
 
 
 #: The first key of the two-key advisory locks on caller-chosen thread ids (a key space of

@@ -19,6 +19,15 @@ MAX_DATASET_CHARS = 128
 MAX_PAGE_TOKEN_CHARS = 1024
 
 
+def check_text(value: str, field: str) -> None:
+    """INVALID_ARGUMENT for text PostgreSQL cannot store (a NUL character), naming
+    ``field``; before it reaches a statement, whose error would read as our bug."""
+    if "\x00" in value:
+        raise InvalidArgument(
+            f"{field} contains a NUL character, which cannot be stored", field=field
+        )
+
+
 def parse_uuid(value: str, field: str) -> uuid.UUID:
     """Parses a required UUID field."""
     if not value:

@@ -198,3 +198,12 @@ def test_tls_mutual_tls_and_certificate_reload(tmp_path: Path, spawn, engine) ->
     wait_until(new_ca_accepted, timeout=30, message="the rotated certificate is served")
     for client in (good, no_client_cert, plaintext):
         client.close()
+
+
+def test_a_key_name_postgresql_cannot_store_is_invalid_argument(engine) -> None:  # type: ignore[no-untyped-def]
+    """A NUL in CreateApiKey's name reached the INSERT and answered INTERNAL."""
+    from episodic.errors import InvalidArgument
+
+    with engine.begin() as conn, pytest.raises(InvalidArgument) as refused:
+        keys.create_key(conn, role=Role.READER, datasets=["ds"], name="ops\x00bot")
+    assert refused.value.metadata.get("field") == "name" and "NUL" in refused.value.message

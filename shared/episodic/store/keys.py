@@ -21,6 +21,7 @@ from sqlalchemy import Connection, RowMapping, text
 
 from episodic.access import Principal, Role, check_scopes
 from episodic.errors import InvalidArgument, NotFound
+from episodic.validation import check_text
 
 __all__ = [
     "KEY_PATTERN",
@@ -62,6 +63,7 @@ def create_key(
 ) -> MintedKey:
     """Mints a key. ``datasets``: names, ``acme/*`` prefixes or ``*`` (validated)."""
     scopes = check_scopes(datasets)
+    check_text(name, "name")
     if len(name) > MAX_NAME_CHARS:
         raise InvalidArgument(f"name is longer than {MAX_NAME_CHARS} characters", field="name")
     prefix = secrets.token_hex(5)
