@@ -92,7 +92,8 @@ def decode_page_token(token: str, *, expect: dict[str, Any] | None = None) -> di
     for key, value in (expect or {}).items():
         if cursor.get(key) != value:
             raise InvalidArgument(
-                f"page_token was issued for a different {key}; start again without a token",
+                f"page_token belongs to another request (its {key} differs: a token only "
+                "continues the call and filters that returned it); start again without a token",
                 field="page_token",
             )
     return cursor

@@ -509,6 +509,7 @@ def test_page_token_from_other_thread_is_rejected(ingest) -> None:  # type: igno
     with pytest.raises(grpc.RpcError) as err:
         ingest.ListMessages(pb.ListMessagesRequest(thread_id=b.thread_id, page_token=token))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "belongs to another request" in (err.value.details() or "")
 
 
 def _struct(**values):  # type: ignore[no-untyped-def]

@@ -84,8 +84,8 @@ _MAX_CACHED = 10_000
 class DatasetErasing(FailedPrecondition):
     def __init__(self, dataset: str) -> None:
         super().__init__(
-            f"dataset {dataset!r} is being erased; create threads in it again once "
-            "DeleteDataset has finished",
+            f"dataset {dataset!r} is being erased: nothing can be written to it until "
+            "DeleteDataset has finished, and then it starts empty",
             reason="DATASET_ERASING",
             dataset=dataset,
         )
