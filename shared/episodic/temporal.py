@@ -35,6 +35,10 @@ Rules (all in UTC; a window is half-open, ``[start, end)``; nothing after ``as_o
   episodes that match the topic instead of all sessions.
 - ``the last|first N decisions|milestones|events …``: the N latest (or earliest) episodes
   of that event type (any type for ``events``/``sessions``) matching the rest.
+- A time whose window the calendar cannot hold (before 0001-01-01 or from 10000-01-01 on:
+  ``December 31, 9999``, ``yesterday`` as of 0001-01-01) is not read, like a year alone
+  (``in 9999``) or a number of days too large to be one (``99999999999 days ago``): its
+  words stay in the query, and no part of them is read as a smaller time.
 
 When nothing but time is left of the query ("what did we discuss 2 days ago?"), the query
 is *time only*: Recall returns the episodes of the window in time order.
@@ -518,12 +522,9 @@ def warm_up() -> None:
     _parse_date("May 8th", datetime(2026, 1, 1, tzinfo=UTC))
 
 
-def _parse_date(text: str, base: datetime) -> date | None:
-    """The most recent date ``text`` names on or before ``base`` (or the date it names)."""
-    cleaned = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", text.strip(), flags=re.I)
-    cleaned = re.sub(r"^the\s+", "", cleaned, flags=re.I)
-    parsed = _dateparser()(
-        cleaned,
+def _read_date(text: str, base: datetime) -> datetime | None:
+    parsed: datetime | None = _dateparser()(
+        text,
         languages=["en"],
         settings={
             "PREFER_DATES_FROM": "past",
@@ -533,11 +534,36 @@ def _parse_date(text: str, base: datetime) -> date | None:
             "DATE_ORDER": "MDY",
         },
     )
+    return parsed
+
+
+#: The Gregorian calendar repeats every 400 years (146097 days, a whole number of weeks).
+_CYCLE = 400
+
+
+def _parse_date(text: str, base: datetime) -> date | None:
+    """The most recent date ``text`` names on or before ``base`` (or the date it names);
+    None if ``text`` names no date. Raises OverflowError if that date is before year 1."""
+    cleaned = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", text.strip(), flags=re.I)
+    cleaned = re.sub(r"^the\s+", "", cleaned, flags=re.I)
+    with_year = re.search(r"\d{4}", text) is not None
+    parsed = _read_date(cleaned, base)
     if parsed is None:
+        # dateparser answers None, not an error, when the most recent such date is before
+        # year 1 ("December 20" as of 0001-01-05): the same words read 400 years later
+        # tell that case (out of range) from words that name no date.
+        if (
+            not with_year
+            and base.year <= _CYCLE
+            and _read_date(cleaned, base.replace(year=base.year + _CYCLE)) is not None
+        ):
+            raise OverflowError(f"the most recent {text!r} is before year 1")
         return None
     day = parsed.date()
-    if not re.search(r"\d{4}", text) and day > base.date():
+    if not with_year and day > base.date():
         # Without a year, a date after as_of means the same date a year earlier.
+        if day.year == date.min.year:
+            raise OverflowError(f"the most recent {text!r} is before year 1")
         try:
             day = day.replace(year=day.year - 1)
         except ValueError:
@@ -658,17 +684,77 @@ def _topic(remainder: str) -> list[str]:
     return _content_words(m.group(1)) if m else []
 
 
+#: Kinds that resolve to a window (the others are ordinals).
+_WINDOW_KINDS = frozenset(
+    {
+        "date_span",
+        "relative_day",
+        "relative_week",
+        "relative_month",
+        "relative_year",
+        "weekday",
+        "absolute_date",
+        "month",
+    }
+)
+
+
+def _window(
+    kind: str, text: str, groups: dict[str, Any], as_of: datetime
+) -> tuple[datetime, datetime] | None:
+    """The window of an expression of a kind in :data:`_WINDOW_KINDS`, or None if its words
+    name no time after all. Raises OverflowError or ValueError if the window falls outside
+    the calendar (before 0001-01-01, or from 10000-01-01 on)."""
+    if kind == "date_span":
+        end_day = _parse_date(groups["b"], as_of)
+        if end_day is None:
+            return None
+        start_day = _parse_date(groups["a"], _midnight(end_day) + timedelta(hours=23))
+        if start_day is None:
+            return None
+        return _midnight(start_day), _midnight(end_day + timedelta(days=1))
+    if kind == "relative_day":
+        return _relative_day(text, groups.get("n"), as_of)
+    if kind == "relative_week":
+        return _relative_week(text.lower(), groups.get("n"), as_of)
+    if kind == "relative_month":
+        return _relative_month(text.lower(), groups.get("n"), as_of)
+    if kind == "relative_year":
+        return _relative_year(text.lower(), groups.get("n"), as_of)
+    if kind == "weekday":
+        return _weekday(groups["wd"], as_of)
+    if kind == "absolute_date":
+        day = _parse_date(groups["d"], as_of)
+        return None if day is None else _day_window(day)
+    if kind == "month":
+        # "may" and "march" are also verbs: months only with a preposition or a year.
+        if groups["m"].lower() in ("may", "march") and not (
+            groups.get("y") or text.lower() not in ("may", "march")
+        ):
+            return None
+        return _month(groups["m"], (groups.get("y") or "").strip() or None, as_of)
+    raise AssertionError(f"not a window kind: {kind}")
+
+
 def understand(query: str, as_of: datetime) -> QueryTime:
     """The time expressions of ``query`` resolved against ``as_of`` (aware), the window
     they make (intersected when there are several), an ordinal, and the query without
     those words."""
     as_of = as_of.astimezone(UTC)
     taken: list[tuple[int, int]] = []
+    # Expressions whose window the calendar cannot hold (OverflowError or "year … is out of
+    # range" while computing it). They are not read, the way a bare year ("in 9999") or an
+    # "N days ago" too long to match ("99999999999 days ago") is not: not found, their words
+    # left in the query for ranking. Not clamped: a window cut at 0001-01-01 or 9999-12-31
+    # would be a time the query did not name, and would narrow the search to it. Their
+    # spans stay blocked, so that no part of them is read as a smaller time ("December 31,
+    # 9999" is not the most recent December).
+    unreadable: list[tuple[int, int]] = []
     expressions: list[TimeExpression] = []
     ordinal: Ordinal | None = None
 
     def free(a: int, b: int) -> bool:
-        return all(b <= x or a >= y for x, y in taken)
+        return all(b <= x or a >= y for x, y in taken + unreadable)
 
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(query):
@@ -679,14 +765,14 @@ def understand(query: str, as_of: datetime) -> QueryTime:
             text = m.group(0).strip()
             groups = m.groupdict()
             window: tuple[datetime, datetime] | None = None
-            if kind == "date_span":
-                end_day = _parse_date(groups["b"], as_of)
-                if end_day is None:
+            if kind in _WINDOW_KINDS:
+                try:
+                    window = _window(kind, text, groups, as_of)
+                except (OverflowError, ValueError):
+                    unreadable.append(m.span())
                     continue
-                start_day = _parse_date(groups["a"], _midnight(end_day) + timedelta(hours=23))
-                if start_day is None:
+                if window is None:
                     continue
-                window = (_midnight(start_day), _midnight(end_day + timedelta(days=1)))
             elif kind in ("sessions_ago", "session_before_last"):
                 n = 2 if kind == "session_before_last" else _number(groups.get("n"))
                 ordinal = Ordinal(text=text, position=n, from_end=True)
@@ -719,28 +805,6 @@ def understand(query: str, as_of: datetime) -> QueryTime:
                     "times" if groups["noun"].lower().startswith(("time", "talk")) else "sessions"
                 )
                 ordinal = Ordinal(text=text, position=position, from_end=from_end, scope=scope)
-            elif kind == "relative_day":
-                window = _relative_day(text, groups.get("n"), as_of)
-            elif kind == "relative_week":
-                window = _relative_week(text.lower(), groups.get("n"), as_of)
-            elif kind == "relative_month":
-                window = _relative_month(text.lower(), groups.get("n"), as_of)
-            elif kind == "relative_year":
-                window = _relative_year(text.lower(), groups.get("n"), as_of)
-            elif kind == "weekday":
-                window = _weekday(groups["wd"], as_of)
-            elif kind == "absolute_date":
-                day = _parse_date(groups["d"], as_of)
-                if day is None:
-                    continue
-                window = _day_window(day)
-            elif kind == "month":
-                # "may" and "march" are also verbs: months only with a preposition or a year.
-                if groups["m"].lower() in ("may", "march") and not (
-                    groups.get("y") or text.lower() not in ("may", "march")
-                ):
-                    continue
-                window = _month(groups["m"], (groups.get("y") or "").strip() or None, as_of)
             taken.append(m.span())
             if window is not None:
                 expressions.append(

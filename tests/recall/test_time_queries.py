@@ -223,6 +223,17 @@ def test_the_response_says_how_the_query_was_read(spawn, engine) -> None:  # typ
         )
     )
     assert not literal.HasField("understanding")
+    # A day past the calendar's end (it ends at 10000-01-01) is not read, like "in 9999":
+    # the query is ranked as written (it was INTERNAL, an OverflowError in temporal).
+    beyond = stub.Recall(
+        pb.RecallRequest(
+            dataset="timely",
+            query="December 31, 9999",
+            include=[pb.RECALL_INCLUDE_EPISODES],
+            as_of=as_of,
+        )
+    )
+    assert not beyond.HasField("understanding")
     with pytest.raises(grpc.RpcError) as err:
         stub.Recall(pb.RecallRequest(dataset="timely", query="x" * 9000, include=[1]))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
