@@ -1510,8 +1510,10 @@ def recall(
 ) -> Flow[RecallResult]:
     """The dataset's most relevant current episodes, best first.
 
-    ``relevance = similarity × similarity_weight + recency × recency_weight`` (server
-    defaults 0.7 and 0.3); without ``query``, plain recency order — which is how
+    Ranked by ``relevance_score = similarity × similarity_weight + recency ×
+    recency_weight`` (server defaults 0.7 and 0.3; ``ScoredEpisode.relevance`` is another
+    number, the calibrated 0–1 relevance that ``min_relevance`` filters on); without
+    ``query``, plain recency order — which is how
     temporal questions ("the last 3 decisions about pricing") are asked:
     ``recall(ds, event_type="decision", entities=["pricing"], limit=3)``.
     ``limit``: how many (server default 3, at most 100). ``since``/``until`` bound the
