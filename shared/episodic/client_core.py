@@ -117,6 +117,12 @@ class FailedPreconditionError(EpisodicRpcError):
     """FAILED_PRECONDITION: e.g. retrying an episode that is not failed."""
 
 
+class AbortedError(EpisodicRpcError):
+    """ABORTED: the call ran into another one in progress (e.g. a second erasure of a
+    dataset already being erased, reason ``ERASURE_IN_PROGRESS``) and did not take effect;
+    try again once that one has finished."""
+
+
 class UnavailableError(EpisodicRpcError):
     """UNAVAILABLE: the service (or its database or provider) is down; try again later."""
 
@@ -130,6 +136,7 @@ _ERROR_TYPES: dict[grpc.StatusCode, type[EpisodicRpcError]] = {
     grpc.StatusCode.NOT_FOUND: NotFoundError,
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.ABORTED: AbortedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,

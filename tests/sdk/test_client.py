@@ -455,3 +455,28 @@ def test_default_addresses(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     assert default_address("recall") == "127.0.0.1:6000"
     monkeypatch.setenv("EPISODIC_RECALL_ADDRESS", "recall.svc:50054")
     assert default_address("recall") == "recall.svc:50054"
+
+
+def test_every_status_code_the_services_answer_has_its_error_class() -> None:
+    """Each code the services raise (episodic.errors) maps to an EpisodicRpcError subclass
+    a caller can catch by name; ABORTED (a second erasure of a dataset being erased) was
+    left as the base class."""
+    from episodic import client_core, errors
+
+    raised = {
+        cls.code
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.EpisodicError)
+    } - {grpc.StatusCode.INTERNAL}
+    assert raised <= client_core._ERROR_TYPES.keys()
+
+    class Refused(grpc.RpcError):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.ABORTED
+
+        def details(self) -> str:
+            return "dataset 'x' is being erased by another call"
+
+    assert isinstance(
+        client_core.translate_error(Refused(), "DeleteDataset"), client_core.AbortedError
+    )
