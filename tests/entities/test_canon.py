@@ -368,3 +368,74 @@ def test_a_timeline_read_while_its_entity_is_merged_away_sees_one_snapshot(
     assert entity.entity_id == source.entity_id and entity.name == "gid park"
     assert len(rows) == 1
     assert {e.name for e in _all(engine)} == {"gideon park"}  # the merge did commit
+
+
+def test_merges_splits_and_new_mentions_of_one_dataset_never_deadlock(engine) -> None:  # type: ignore[no-untyped-def]
+    """An admin merging and splitting the same entities while the Summariser files new
+    mentions of them: each took row locks in its own order (merge: entities then aliases;
+    split: the alias then its entity), so they deadlocked, and a caller was told the
+    database was unavailable. Admin changes now hold the dataset's canon lock
+    exclusively first, so they run one at a time and never between a mention's locks."""
+    import psycopg
+
+    _episode(engine, ["Gideon Park", "Gid Park"])
+    key = _key(engine)
+    errors: list[BaseException] = []
+    rounds = 100
+
+    def guarded(work) -> None:  # type: ignore[no-untyped-def]
+        try:
+            work()
+        except (NotFound, FailedPrecondition):
+            pass  # the other side moved first: a legitimate answer
+        except Exception as err:  # a deadlock, or anything unexpected
+            errors.append(err)
+
+    def ids() -> dict[str, uuid.UUID]:
+        with engine.connect() as conn:
+            return {
+                e.name: e.entity_id
+                for e in entities.list_entities(conn, key, after=None, limit=100)[0]
+            }
+
+    def admin() -> None:
+        for _ in range(rounds):
+
+            def merge() -> None:
+                found = ids()
+                if "gid park" in found and "gideon park" in found:
+                    with engine.begin() as conn:
+                        entities.merge_entities(
+                            conn, key, found["gideon park"], [found["gid park"]]
+                        )
+
+            def split() -> None:
+                with engine.begin() as conn:
+                    entities.split_alias(conn, key, "gid park")
+
+            guarded(merge)
+            guarded(split)
+
+    def summariser() -> None:
+        vault = vault_of_tests()
+        for _ in range(rounds):
+
+            def mention() -> None:
+                with engine.begin() as conn:
+                    entities.record_mentions(
+                        conn, vault.for_write(conn, DATASET), ["gid park", "gideon park"]
+                    )
+
+            guarded(mention)
+
+    workers = [threading.Thread(target=f) for f in (admin, admin, admin, summariser)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+        assert not w.is_alive()
+    deadlocks = [
+        e for e in errors if isinstance(getattr(e, "orig", None), psycopg.errors.DeadlockDetected)
+    ]
+    assert not deadlocks, f"{len(deadlocks)} deadlock(s): {deadlocks[0]}"
+    assert not errors, errors[0]

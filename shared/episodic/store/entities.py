@@ -341,6 +341,15 @@ def get_entity(conn: Connection, key: DatasetKey, entity_id: Any) -> Entity:
 # ---- admin: merge and split -----------------------------------------------------------
 
 
+def _hold_for_admin(conn: Connection, dataset: str) -> None:
+    """An admin change of the canon (merge, split) holds the dataset's canon lock
+    exclusively, first: changes run one at a time, and never between the locks of a
+    summariser filing names (record_mentions holds the lock shared). Each took row locks
+    in its own order (a merge its entities then their aliases, a split the alias then its
+    entity, filing the aliases then a new entity), and together they deadlocked."""
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(dataset)})
+
+
 def merge_entities(
     conn: Connection, key: DatasetKey, into: uuid.UUID, sources: Sequence[uuid.UUID]
 ) -> Entity:
@@ -352,7 +361,8 @@ def merge_entities(
         raise InvalidArgument("an entity cannot be merged into itself", field="sources")
     if not others:
         raise InvalidArgument("sources is required: the entities to merge in", field="sources")
-    # Lock the entities involved (in id order) so concurrent merges serialise.
+    _hold_for_admin(conn, dataset)
+    # Lock the entities involved (in id order): one of them may be gone by now.
     locked = conn.execute(
         text(
             "SELECT entity_id FROM entities WHERE dataset = :d AND entity_id = ANY(:ids) "
@@ -387,6 +397,7 @@ def split_alias(conn: Connection, key: DatasetKey, alias: str) -> tuple[Entity, 
     if not spelling:
         raise InvalidArgument("alias is required (the spelling to split off)", field="alias")
     alias_token = key.token(spelling)
+    _hold_for_admin(conn, dataset)
     row = conn.execute(
         text(
             "SELECT entity_id, key_token FROM entity_aliases "
