@@ -1,7 +1,8 @@
 /**
  * The TypeScript SDK: one client for the four services, mirroring the Python SDK
  * (`episodic.client`): deadlines on every call, retries on UNAVAILABLE for calls that are
- * safe to repeat, automatic idempotency keys, typed errors.
+ * safe to repeat, waits and retries when a rate limit refuses a call, automatic
+ * idempotency keys, typed errors.
  *
  * Messages are the generated protobuf-es types (src/gen); this module only adds the small
  * surface around them.
@@ -37,6 +38,13 @@ import type {
   SemanticStatus,
   Thread,
 } from "./gen/episodic/v1/episode_pb.js";
+import { AdminService, LanguageOrigin } from "./gen/episodic/v1/admin_service_pb.js";
+import type {
+  DatasetPolicy,
+  DatasetSummary,
+  ErasureReceipt,
+  SetDatasetPolicyRequestSchema,
+} from "./gen/episodic/v1/admin_service_pb.js";
 import { IngestService, NewMessageSchema } from "./gen/episodic/v1/ingest_service_pb.js";
 import type {
   EndThreadResponse,
@@ -104,6 +112,10 @@ export interface EpisodicClientOptions {
   tls?: TlsOptions;
   /** Retry policy for idempotent calls; `false` disables retries. */
   retry?: Partial<RetryPolicy> | false;
+  /** How many times a call refused by a rate limit (RESOURCE_EXHAUSTED with a
+   * `google.rpc.RetryInfo`) is repeated after the delay the server asks for, within its
+   * deadline (default 3; 0 disables). Any call, since the refusal came before it ran. */
+  rateLimitRetries?: number;
   /** Extra Connect interceptors (tracing, logging), run on every attempt. */
   interceptors?: Interceptor[];
   /** Where `EPISODIC_*` variables are read from (default `process.env`). */
@@ -271,6 +283,32 @@ export interface WaitForEpisodeOptions {
   signal?: AbortSignal;
 }
 
+export interface ListDatasetsOptions extends PageOptions {
+  /** Only datasets whose name starts with this, e.g. "acme/". */
+  prefix?: string;
+}
+
+/** What SplitEntity left: the new entity and what remains of the old one. */
+export interface EntitySplit {
+  /** The new entity, named after the alias split off. */
+  splitOff: Entity;
+  /** What is left of the entity it was split from. */
+  remaining: Entity;
+}
+
+/**
+ * What `setDatasetPolicy` changes; a field left `undefined` keeps the dataset's current
+ * value (the request names only the fields given, in its `update_mask`).
+ */
+export interface SetDatasetPolicyOptions extends CallOpts {
+  /** The dataset's own retention in days; `null`: back to the global default. */
+  retentionDays?: number | null;
+  /** The dataset's own compaction age in days; `null`: back to the global default. */
+  compactAfterDays?: number | null;
+  /** The language of its text: "fr", "pt-BR", "german"; "auto": detected from its text. */
+  language?: string;
+}
+
 export interface PipelineStatusOptions extends CallOpts {
   maxErrors?: number;
   /** Probe the LLM and embedder (default true; false avoids calling a remote LLM). */
@@ -298,6 +336,20 @@ export function triggerName(trigger: EpisodeTrigger): string {
 /** `Role.ASSISTANT` → `"assistant"`. */
 export function roleName(role: Role): string {
   return lowerName(RoleSchema, role);
+}
+/** `LanguageOrigin.DETECTED` → `"detected"` (Python's `DatasetPolicy.language_origin`:
+ * "default", "detected" or "set"; "" from a server that does not say). */
+export function languageOriginName(origin: LanguageOrigin): string {
+  switch (origin) {
+    case LanguageOrigin.DEFAULT:
+      return "default";
+    case LanguageOrigin.DETECTED:
+      return "detected";
+    case LanguageOrigin.SET:
+      return "set";
+    default:
+      return "";
+  }
 }
 
 const ROLES: Readonly<Record<RoleName, Role>> = {
@@ -340,6 +392,15 @@ function toStatus(status: EpisodeStatusName | EpisodeStatus | undefined): Episod
   return value;
 }
 
+/** A day count of a dataset policy: a whole number that fits an int32 (the server says
+ * whether it is in range), refused before any call otherwise. */
+function toDays(name: string, value: number): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < -(2 ** 31) || value >= 2 ** 31) {
+    throw new TypeError(`${name} must be a whole number of days or null (got ${String(value)})`);
+  }
+  return value;
+}
+
 function toTimestamp(value: Date | Timestamp): Timestamp {
   return value instanceof Date ? timestampFromDate(value) : value;
 }
@@ -370,7 +431,11 @@ function baseUrl(address: string, tls: boolean): string {
 
 // --------------------------------------------------------------------------- the client
 
+/** The services the client calls: the four, and AdminService (served by Ingest). */
+type ClientService = ServiceName | "admin";
+
 type Services = {
+  admin: Client<typeof AdminService>;
   ingest: Client<typeof IngestService>;
   recall: Client<typeof RecallService>;
   scheduler: Client<typeof SchedulerService>;
@@ -378,11 +443,21 @@ type Services = {
 };
 
 const SERVICE_DESCRIPTORS = {
+  admin: AdminService,
   ingest: IngestService,
   recall: RecallService,
   scheduler: SchedulerService,
   summariser: SummariserService,
 } as const;
+
+/** The process serving a service that shares another's address (and connection). */
+const PROCESS_OF: Readonly<Record<ClientService, ServiceName>> = {
+  admin: "ingest",
+  ingest: "ingest",
+  recall: "recall",
+  scheduler: "scheduler",
+  summariser: "summariser",
+};
 
 /**
  * A client for the four episodic services. Connections (one HTTP/2 session per service)
@@ -394,13 +469,14 @@ export class EpisodicClient {
   readonly timeoutMs: number;
   readonly autoIdempotencyKeys: boolean;
   readonly retryPolicy: Readonly<RetryPolicy> | null;
+  readonly rateLimitRetries: number;
 
   private readonly tls: TlsOptions;
   private readonly apiKey: EpisodicClientOptions["apiKey"];
   private readonly interceptors: Interceptor[];
   private readonly sessions = new Map<ServiceName, Http2SessionManager>();
   private readonly transports = new Map<ServiceName, Transport>();
-  private readonly clients = new Map<ServiceName, unknown>();
+  private readonly clients = new Map<ClientService, unknown>();
 
   constructor(options: EpisodicClientOptions = {}) {
     const env = options.env ?? process.env;
@@ -414,6 +490,7 @@ export class EpisodicClient {
     this.autoIdempotencyKeys = options.autoIdempotencyKeys ?? true;
     this.retryPolicy =
       options.retry === false ? null : Object.freeze({ ...DEFAULT_RETRY, ...options.retry });
+    this.rateLimitRetries = options.rateLimitRetries ?? 3;
     this.tls = options.tls ?? false;
     this.apiKey = options.apiKey ?? (env["EPISODIC_API_KEY"]?.trim() || undefined);
     this.interceptors = [...(options.interceptors ?? [])];
@@ -450,20 +527,26 @@ export class EpisodicClient {
     return transport;
   }
 
-  private client<S extends ServiceName>(service: S): Services[S] {
+  private client<S extends ClientService>(service: S): Services[S] {
     let client = this.clients.get(service) as Services[S] | undefined;
     if (client === undefined) {
-      client = createClient(SERVICE_DESCRIPTORS[service], this.transport(service)) as Services[S];
+      const transport = this.transport(PROCESS_OF[service]);
+      client = createClient(SERVICE_DESCRIPTORS[service], transport) as Services[S];
       this.clients.set(service, client);
     }
     return client;
   }
 
   /**
-   * Runs one call with a deadline; when `retry`, repeats it on UNAVAILABLE with backoff
-   * while attempts and the deadline allow. Every failure becomes an EpisodicError.
+   * Runs one call with a deadline (`timeoutMs`, else the client's), which covers every
+   * attempt. When `retry` (the call is safe to repeat), repeats it on UNAVAILABLE with
+   * backoff while attempts and the deadline allow. Refused by a rate limit
+   * (RESOURCE_EXHAUSTED with a RetryInfo) before anything happened, any call is safe to
+   * repeat: it is, once the server's delay has passed, up to `rateLimitRetries` times and
+   * only if the deadline allows (the Python SDK's `call`). Every failure becomes an
+   * EpisodicError.
    */
-  private async call<S extends ServiceName, T>(
+  private async call<S extends ClientService, T>(
     service: S,
     method: string,
     fn: (client: Services[S], options: CallOptions) => Promise<T>,
@@ -475,22 +558,33 @@ export class EpisodicClient {
     const policy = retry ? this.retryPolicy : null;
     const maxAttempts = policy ? Math.max(1, policy.maxAttempts) : 1;
     let backoff = policy?.initialBackoffMs ?? 0;
+    let unavailable = 0; // attempts answered UNAVAILABLE
+    let rateLimited = 0; // attempts refused by a rate limit
     const client = this.client(service);
-    for (let attempt = 1; ; attempt++) {
+    for (;;) {
       const remaining = Math.max(1, deadline - Date.now());
+      let delay: number;
       try {
         return await fn(client, { timeoutMs: remaining, signal: opts?.signal });
       } catch (err) {
         // Decided on the translated error: a reset stream becomes UNAVAILABLE there.
         const error = translateError(err, method);
-        if (!policy || error.code !== Code.Unavailable || attempt >= maxAttempts || opts?.signal?.aborted) {
+        if (opts?.signal?.aborted) throw error;
+        if (error.code === Code.ResourceExhausted && error.retryAfterMs !== undefined) {
+          delay = error.retryAfterMs;
+          if (rateLimited >= this.rateLimitRetries || Date.now() + delay >= deadline) throw error;
+          rateLimited++;
+        } else if (policy && error.code === Code.Unavailable) {
+          unavailable++;
+          if (unavailable >= maxAttempts) throw error;
+          delay = Math.random() * Math.min(backoff, policy.maxBackoffMs);
+          backoff *= policy.multiplier;
+          if (Date.now() + delay >= deadline) throw error;
+        } else {
           throw error;
         }
-        const delay = Math.random() * Math.min(backoff, policy.maxBackoffMs);
-        backoff *= policy.multiplier;
-        if (Date.now() + delay >= deadline) throw error;
-        await sleep(delay, opts?.signal);
       }
+      await sleep(delay, opts?.signal);
     }
   }
 
@@ -984,6 +1078,161 @@ export class EpisodicClient {
       options,
       true,
     );
+  }
+
+  // -- administration (AdminService, served by Ingest; an admin key for the dataset)
+
+  /** One page of the datasets, most recently active first (an admin key for every
+   * dataset); `prefix` keeps those starting with it, e.g. "acme/". */
+  async listDatasets(options: ListDatasetsOptions = {}): Promise<Page<DatasetSummary>> {
+    const answer = await this.call(
+      "admin",
+      "ListDatasets",
+      (c, o) =>
+        c.listDatasets(
+          {
+            prefix: options.prefix ?? "",
+            pageSize: options.pageSize ?? 0,
+            pageToken: options.pageToken ?? "",
+          },
+          o,
+        ),
+      options,
+      true,
+    );
+    return page(answer.datasets, answer.nextPageToken);
+  }
+
+  /** One page of a dataset's canonical entities, oldest first, with their aliases and
+   * counts. */
+  async listEntities(dataset: string, options: PageOptions = {}): Promise<Page<Entity>> {
+    const answer = await this.call(
+      "admin",
+      "ListEntities",
+      (c, o) =>
+        c.listEntities(
+          { dataset, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+          o,
+        ),
+      options,
+      true,
+    );
+    return page(answer.entities, answer.nextPageToken);
+  }
+
+  /** Merges `sources` into `into` (each an entity id or any alias): their aliases become
+   * `into`'s. Not retried on UNAVAILABLE (a second merge of the same names finds them one
+   * entity already and is refused). */
+  async mergeEntities(
+    dataset: string,
+    into: string,
+    sources: readonly string[],
+    opts: CallOpts = {},
+  ): Promise<Entity> {
+    const answer = await this.call(
+      "admin",
+      "MergeEntities",
+      (c, o) => c.mergeEntities({ dataset, into, sources: [...sources] }, o),
+      opts,
+      false,
+    );
+    return answer.entity!;
+  }
+
+  /** Splits `alias` off its entity into a new entity of its own (FailedPreconditionError
+   * when it is the entity's only alias). Not retried on UNAVAILABLE. */
+  async splitEntity(dataset: string, alias: string, opts: CallOpts = {}): Promise<EntitySplit> {
+    const answer = await this.call(
+      "admin",
+      "SplitEntity",
+      (c, o) => c.splitEntity({ dataset, alias }, o),
+      opts,
+      false,
+    );
+    return { splitOff: answer.splitOff!, remaining: answer.remaining! };
+  }
+
+  /** Erases a dataset — every thread, message, episode, embedding, fact and timer, and its
+   * data key — and returns the receipt. Not retried on UNAVAILABLE: a second call while the
+   * first runs gets ABORTED, after it NOT_FOUND. */
+  async deleteDataset(dataset: string, opts: CallOpts = {}): Promise<ErasureReceipt> {
+    const answer = await this.call(
+      "admin",
+      "DeleteDataset",
+      (c, o) => c.deleteDataset({ dataset }, o),
+      opts,
+      false,
+    );
+    return answer.receipt!;
+  }
+
+  /** Erases one thread and everything derived from it; returns the receipt. Not retried
+   * on UNAVAILABLE. */
+  async deleteThread(threadId: string, opts: CallOpts = {}): Promise<ErasureReceipt> {
+    const answer = await this.call(
+      "admin",
+      "DeleteThread",
+      (c, o) => c.deleteThread({ threadId }, o),
+      opts,
+      false,
+    );
+    return answer.receipt!;
+  }
+
+  /** A dataset's retention and compaction policy, its language, and whether it is
+   * encrypted. `retentionDays`/`compactAfterDays` are its own (undefined: the global
+   * default); the `effective…` ones are in force (0: never). */
+  async getDatasetPolicy(dataset: string, opts: CallOpts = {}): Promise<DatasetPolicy> {
+    const answer = await this.call(
+      "admin",
+      "GetDatasetPolicy",
+      (c, o) => c.getDatasetPolicy({ dataset }, o),
+      opts,
+      true,
+    );
+    return answer.policy!;
+  }
+
+  /**
+   * Changes what is given of a dataset's policy and keeps the rest: its own retention and
+   * compaction in days (`null`: back to the global default; `undefined`: unchanged), and
+   * the language of its text ("fr", "pt-BR", "german"; "auto": detected from its text).
+   * The request names the fields it changes (`update_mask`), so setting the language never
+   * resets a retention — which also makes it safe to retry. Nothing given: the policy as it
+   * is (a GetDatasetPolicy).
+   */
+  async setDatasetPolicy(dataset: string, options: SetDatasetPolicyOptions = {}): Promise<DatasetPolicy> {
+    const request: MessageInitShape<typeof SetDatasetPolicyRequestSchema> = { dataset };
+    const paths: string[] = [];
+    if (options.retentionDays !== undefined) {
+      paths.push("retention_days");
+      if (options.retentionDays !== null) {
+        request.retentionDays = toDays("retentionDays", options.retentionDays);
+      }
+    }
+    if (options.compactAfterDays !== undefined) {
+      paths.push("compact_after_days");
+      if (options.compactAfterDays !== null) {
+        request.compactAfterDays = toDays("compactAfterDays", options.compactAfterDays);
+      }
+    }
+    if (options.language !== undefined && options.language !== null) {
+      paths.push("language");
+      request.language = options.language;
+    }
+    // An empty mask would mean every field (resetting both day counts): read instead.
+    if (paths.length === 0) {
+      return this.getDatasetPolicy(dataset, { timeoutMs: options.timeoutMs, signal: options.signal });
+    }
+    request.updateMask = { paths };
+    const answer = await this.call(
+      "admin",
+      "SetDatasetPolicy",
+      (c, o) => c.setDatasetPolicy(request, o),
+      options,
+      true,
+    );
+    return answer.policy!;
   }
 
   /**

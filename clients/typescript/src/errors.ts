@@ -8,8 +8,9 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 
-import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "./gen/google/rpc/status_pb.js";
+import type { Status } from "./gen/google/rpc/status_pb.js";
 
 export { Code };
 
@@ -27,6 +28,8 @@ export interface EpisodicErrorInit {
   domain?: string;
   metadata?: Readonly<Record<string, string>>;
   method?: string;
+  /** How long the server asked the caller to wait, in ms (a google.rpc.RetryInfo). */
+  retryAfterMs?: number;
   cause?: unknown;
 }
 
@@ -44,6 +47,9 @@ export class EpisodicError extends Error {
   readonly domain: string;
   readonly metadata: Readonly<Record<string, string>>;
   readonly method: string;
+  /** Milliseconds the server asked the caller to wait before trying again (a
+   * `google.rpc.RetryInfo`), if it sent one: a rate limit's. */
+  readonly retryAfterMs: number | undefined;
 
   constructor(init: EpisodicErrorInit) {
     const name = codeName(init.code);
@@ -58,6 +64,7 @@ export class EpisodicError extends Error {
     this.domain = init.domain ?? "";
     this.metadata = Object.freeze({ ...(init.metadata ?? {}) });
     this.method = init.method ?? "";
+    this.retryAfterMs = init.retryAfterMs;
   }
 
   /** The request field the server blamed, when it named one. */
@@ -83,7 +90,9 @@ export class DeadlineExceededError extends EpisodicError {}
 export class UnauthenticatedError extends EpisodicError {}
 /** PERMISSION_DENIED: the API key may not do this. */
 export class PermissionDeniedError extends EpisodicError {}
-/** RESOURCE_EXHAUSTED: a limit or quota was hit. */
+/** RESOURCE_EXHAUSTED: a limit was reached; `retryAfterMs` says when to try again (rate
+ * limits; the client waits and retries by itself first, up to `rateLimitRetries` times).
+ * Without `retryAfterMs` (a request too large) repeating it will not help. */
 export class ResourceExhaustedError extends EpisodicError {}
 
 const ERROR_TYPES: ReadonlyMap<Code, typeof EpisodicError> = new Map<Code, typeof EpisodicError>([
@@ -114,23 +123,43 @@ function base64Decode(value: string): Uint8Array {
   return new Uint8Array(Buffer.from(value, "base64"));
 }
 
+/** The google.rpc.Status details of a failed call that Connect did not parse, straight
+ * from the `grpc-status-details-bin` trailer (none when it is absent or malformed). */
+function rawDetails(err: ConnectError): Status["details"] {
+  const raw = err.metadata.get("grpc-status-details-bin");
+  if (!raw) return [];
+  try {
+    return fromBinary(StatusSchema, base64Decode(raw)).details;
+  } catch {
+    return []; // A malformed trailer: fall back to the bare code and message.
+  }
+}
+
 /** The first ErrorInfo of a failed call, from the details Connect parsed or, failing that,
  * straight from the `grpc-status-details-bin` trailer (a google.rpc.Status). */
 export function errorInfoOf(err: ConnectError): ErrorInfoLike | undefined {
   const [info] = err.findDetails(ErrorInfoSchema);
   if (info) return info;
-  const raw = err.metadata.get("grpc-status-details-bin");
-  if (!raw) return undefined;
-  try {
-    const status = fromBinary(StatusSchema, base64Decode(raw));
-    for (const detail of status.details) {
-      const unpacked = anyUnpack(detail, ErrorInfoSchema);
-      if (unpacked) return unpacked;
-    }
-  } catch {
-    // A malformed trailer: fall back to the bare code and message.
+  for (const detail of rawDetails(err)) {
+    const unpacked = anyUnpack(detail, ErrorInfoSchema);
+    if (unpacked) return unpacked;
   }
   return undefined;
+}
+
+/** The delay, in ms, of the first google.rpc.RetryInfo of a failed call (found like
+ * {@link errorInfoOf}); undefined when the server sent none. */
+export function retryDelayOf(err: ConnectError): number | undefined {
+  let [retry] = err.findDetails(RetryInfoSchema);
+  if (!retry) {
+    for (const detail of rawDetails(err)) {
+      retry = anyUnpack(detail, RetryInfoSchema);
+      if (retry) break;
+    }
+  }
+  if (!retry) return undefined;
+  const delay = retry.retryDelay;
+  return delay ? Number(delay.seconds) * 1000 + delay.nanos / 1e6 : 0;
 }
 
 /** `reason` of an UnavailableError made from a reset HTTP/2 stream. */
@@ -180,6 +209,7 @@ export function translateError(err: unknown, method: string): EpisodicError {
     domain: info?.domain ?? "",
     metadata: info?.metadata ?? {},
     method,
+    retryAfterMs: retryDelayOf(connectError),
     cause: err,
   });
 }

@@ -41,10 +41,17 @@ export type {
   ProcessPendingResponse,
   ProviderHealth,
 } from "./gen/episodic/v1/summariser_service_pb.js";
-export { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-export type { ErrorInfo } from "./gen/google/rpc/error_details_pb.js";
+export { LanguageOrigin } from "./gen/episodic/v1/admin_service_pb.js";
+export type {
+  DatasetPolicy,
+  DatasetSummary,
+  ErasureReceipt,
+} from "./gen/episodic/v1/admin_service_pb.js";
+export { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+export type { ErrorInfo, RetryInfo } from "./gen/google/rpc/error_details_pb.js";
 // The service descriptors, for callers who want the raw Connect clients (AdminService:
-// API keys and the audit log, served by Ingest; not wrapped by EpisodicClient yet).
+// API keys and the audit log, served by Ingest, are not wrapped by EpisodicClient — like
+// the Python SDK, it wraps the datasets, erasure, policy and entity calls).
 export { AdminService } from "./gen/episodic/v1/admin_service_pb.js";
 export { AccessRole } from "./gen/episodic/v1/access_pb.js";
 export { IngestService } from "./gen/episodic/v1/ingest_service_pb.js";

@@ -1,7 +1,8 @@
 /**
  * The whole loop from TypeScript against the real suite: `episodic up` (or a running suite
  * named by EPISODIC_*_ADDRESS), then create a thread, add messages, end it, wait for the
- * episode, recall and render it, the admin reads, the error cases, and SIGINT stops it.
+ * episode, recall and render it, the admin reads, the error cases, the AdminService calls
+ * the SDK wraps (datasets, the entity canon, dataset policy, erasure), and SIGINT stops it.
  *
  * Skips with a message when no episodic CLI is found.
  */
@@ -22,10 +23,12 @@ import {
   EpisodicClient,
   FailedPreconditionError,
   InvalidArgumentError,
+  LanguageOrigin,
   NotFoundError,
   PermissionDeniedError,
   UnauthenticatedError,
   episodeStatusName,
+  languageOriginName,
   renderEpisodes,
   roleName,
   timestampDate,
@@ -312,6 +315,127 @@ describe("the whole loop against episodic up", { skip: skipReason(), timeout: 30
       writer.close();
       reader.close();
     }
+  });
+
+  /** Runs an admin call; skips the test when this suite's key may not make it (a running
+   * suite whose EPISODIC_API_KEY is not an admin's). Development mode allows it. */
+  async function asAdmin<T>(t: { skip(message: string): void }, call: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await call();
+    } catch (err) {
+      if (err instanceof PermissionDeniedError || err instanceof UnauthenticatedError) {
+        t.skip(`the suite's key may not make admin calls (${err.codeName})`);
+        return undefined;
+      }
+      throw err;
+    }
+  }
+
+  it("admin: listDatasets finds the dataset by its prefix", async (t) => {
+    const found = await asAdmin(t, () => memory.listDatasets({ prefix: dataset }));
+    if (found === undefined) return;
+    log(`listDatasets({ prefix: ${dataset} }) → ${found.items.map((d) => `${d.dataset} (${d.threadCount} thread(s), ${d.messageCount} message(s))`).join(", ")}`);
+    assert.deepEqual(found.items.map((d) => d.dataset), [dataset]);
+    assert.ok(found.items[0]!.threadCount >= 1n);
+    assert.ok(found.items[0]!.messageCount >= 3n);
+    assert.ok(found.items[0]!.lastActivityAt);
+    const none = await memory.listDatasets({ prefix: `${dataset}_nothing_here` });
+    assert.deepEqual(none.items, []);
+  });
+
+  it("admin: the entity canon — listEntities, mergeEntities, splitEntity", async (t) => {
+    // An event files its entities in the canon at once: two people, kept apart by the rules.
+    await memory.recordEvent(dataset, "Alex and Alexandra reviewed the test drive booking", {
+      eventType: "milestone",
+      entities: ["Alex", "Alexandra"],
+      idempotencyKey: "ts-canon-1",
+    });
+    const listed = await asAdmin(t, () => memory.listEntities(dataset, { pageSize: 1000 }));
+    if (listed === undefined) return;
+    const names = listed.items.map((e) => e.name);
+    log(`listEntities(${dataset}) → ${names.join(", ")}`);
+    assert.ok(names.includes("alex") && names.includes("alexandra"), JSON.stringify(names));
+    const merged = await memory.mergeEntities(dataset, "alex", ["Alexandra"]);
+    const aliases = (e: { aliases: { alias: string }[] }) => e.aliases.map((a) => a.alias).sort();
+    log(`mergeEntities(alex ← Alexandra) → ${merged.name}: ${aliases(merged).join(", ")}`);
+    assert.equal(merged.name, "alex");
+    assert.deepEqual(aliases(merged), ["alex", "alexandra"]);
+    const again = await memory.mergeEntities(dataset, "alex", ["alexandra"]).catch((e: unknown) => e);
+    assert.ok(again instanceof InvalidArgumentError, `merging one entity into itself: ${String(again)}`);
+    const split = await memory.splitEntity(dataset, "alexandra");
+    log(`splitEntity(alexandra) → ${split.splitOff.name} split off, ${split.remaining.name} remains`);
+    assert.equal(split.splitOff.name, "alexandra");
+    assert.equal(split.remaining.name, "alex");
+    assert.deepEqual(aliases(split.remaining), ["alex"]);
+    const only = await memory.splitEntity(dataset, "alex").catch((e: unknown) => e);
+    assert.ok(only instanceof FailedPreconditionError, `splitting an only alias: ${String(only)}`);
+  });
+
+  it("admin: setDatasetPolicy changes only the fields it is given (update_mask)", async (t) => {
+    const before = await asAdmin(t, () => memory.getDatasetPolicy(dataset));
+    if (before === undefined) return;
+    const show = (p: typeof before) =>
+      `retention ${p.retentionDays ?? "default"} (in force ${p.effectiveRetentionDays}), ` +
+      `compaction ${p.compactAfterDays ?? "default"} (in force ${p.effectiveCompactAfterDays}), ` +
+      `language ${p.language} (${languageOriginName(p.languageOrigin)}), encrypted ${p.encrypted}`;
+    log(`getDatasetPolicy → ${show(before)}`);
+    assert.equal(before.dataset, dataset);
+    assert.equal(before.retentionDays, undefined);
+    const retention = await memory.setDatasetPolicy(dataset, { retentionDays: 30 });
+    log(`setDatasetPolicy({ retentionDays: 30 }) → ${show(retention)}`);
+    assert.equal(retention.retentionDays, 30);
+    assert.equal(retention.effectiveRetentionDays, 30);
+    const compaction = await memory.setDatasetPolicy(dataset, { compactAfterDays: 7 });
+    log(`setDatasetPolicy({ compactAfterDays: 7 }) → ${show(compaction)}`);
+    assert.equal(compaction.compactAfterDays, 7);
+    assert.equal(compaction.retentionDays, 30, "a field not named keeps its value");
+    const language = await memory.setDatasetPolicy(dataset, { language: "english" });
+    log(`setDatasetPolicy({ language: "english" }) → ${show(language)}`);
+    assert.equal(language.language, "english");
+    assert.equal(language.languageOrigin, LanguageOrigin.SET);
+    assert.deepEqual([language.retentionDays, language.compactAfterDays], [30, 7]);
+    const reset = await memory.setDatasetPolicy(dataset, { retentionDays: null });
+    log(`setDatasetPolicy({ retentionDays: null }) → ${show(reset)}`);
+    assert.equal(reset.retentionDays, undefined, "null: back to the global default");
+    assert.equal(reset.effectiveRetentionDays, before.effectiveRetentionDays);
+    assert.equal(reset.compactAfterDays, 7);
+    const unchanged = await memory.setDatasetPolicy(dataset);
+    assert.deepEqual(
+      [unchanged.retentionDays, unchanged.compactAfterDays, unchanged.language],
+      [undefined, 7, "english"],
+    );
+    const bad = await memory.setDatasetPolicy(dataset, { language: "frnech" }).catch((e: unknown) => e);
+    assert.ok(bad instanceof InvalidArgumentError, `an unknown language: ${String(bad)}`);
+  });
+
+  it("erasure: deleteThread and deleteDataset return their receipts", async (t) => {
+    const doomed = await memory.startThread(dataset, { label: "to-erase" });
+    await memory.addMessages(doomed.threadId, [["user", "Erase this thread, please."]]);
+    const erased = await asAdmin(t, () => memory.deleteThread(doomed.threadId));
+    if (erased === undefined) return;
+    const rows = (r: { rowsDeleted: Record<string, bigint> }) =>
+      JSON.stringify(r.rowsDeleted, (_k, v) => (typeof v === "bigint" ? Number(v) : v));
+    log(`deleteThread → receipt ${erased.receiptId} scope ${erased.scope}, rows ${rows(erased)}, digest ${erased.digest.slice(0, 12)}…`);
+    assert.equal(erased.scope, "thread");
+    assert.equal(erased.threadId, doomed.threadId);
+    assert.equal(erased.dataset, dataset);
+    assert.equal(erased.rowsDeleted["messages"], 1n);
+    assert.equal(erased.rowsDeleted["threads"], 1n);
+    assert.match(erased.digest, /^[0-9a-f]{64}$/);
+    await assert.rejects(memory.getThread(doomed.threadId), NotFoundError);
+
+    const receipt = await memory.deleteDataset(dataset, { timeoutMs: 60_000 });
+    log(
+      `deleteDataset → receipt ${receipt.receiptId} scope ${receipt.scope}, rows ${rows(receipt)}, ` +
+        `data key destroyed ${receipt.dataKeyDestroyed}`,
+    );
+    assert.equal(receipt.scope, "dataset");
+    assert.equal(receipt.dataset, dataset);
+    assert.ok((receipt.rowsDeleted["threads"] ?? 0n) >= 1n);
+    assert.ok(receipt.startedAt && receipt.finishedAt);
+    assert.deepEqual((await memory.listDatasets({ prefix: dataset })).items, []);
+    await assert.rejects(memory.getThread(thread.threadId), NotFoundError);
+    await assert.rejects(memory.deleteDataset(dataset), NotFoundError);
   });
 
   it("stops on SIGINT", async (t) => {

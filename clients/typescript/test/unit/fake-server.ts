@@ -2,7 +2,8 @@
  * A tiny gRPC server over plaintext HTTP/2 (node:http2 only), for unit tests that need no
  * real services: it answers each call from a script, records what it received, and encodes
  * errors as the real services do — grpc-status, grpc-message and a google.rpc.Status with
- * an ErrorInfo in grpc-status-details-bin (built with the generated schemas).
+ * an ErrorInfo (and, for a rate limit, a RetryInfo) in grpc-status-details-bin (built with
+ * the generated schemas).
  */
 
 import * as http2 from "node:http2";
@@ -11,8 +12,9 @@ import type { AddressInfo } from "node:net";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
+import type { Any } from "@bufbuild/protobuf/wkt";
 
-import { ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { ErrorInfoSchema, RetryInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
 
 export interface ReceivedCall {
@@ -29,6 +31,8 @@ export type Reply =
       reason?: string;
       domain?: string;
       metadata?: Record<string, string>;
+      /** Adds a google.rpc.RetryInfo asking the caller to wait this long (ms). */
+      retryDelayMs?: number;
     }
   | { hang: true }
   | { reset: number }; // an HTTP/2 RST_STREAM with this error code instead of an answer
@@ -124,11 +128,10 @@ export class FakeServer {
       "grpc-status": String(reply.code),
       "grpc-message": encodeURIComponent(reply.message ?? ""),
     };
-    if (reply.reason !== undefined) {
-      const status = create(StatusSchema, {
-        code: reply.code,
-        message: reply.message ?? "",
-        details: [
+    if (reply.reason !== undefined || reply.retryDelayMs !== undefined) {
+      const details: Any[] = [];
+      if (reply.reason !== undefined) {
+        details.push(
           anyPack(
             ErrorInfoSchema,
             create(ErrorInfoSchema, {
@@ -137,8 +140,20 @@ export class FakeServer {
               metadata: reply.metadata ?? {},
             }),
           ),
-        ],
-      });
+        );
+      }
+      if (reply.retryDelayMs !== undefined) {
+        const ms = reply.retryDelayMs;
+        details.push(
+          anyPack(
+            RetryInfoSchema,
+            create(RetryInfoSchema, {
+              retryDelay: { seconds: BigInt(Math.floor(ms / 1000)), nanos: Math.round((ms % 1000) * 1e6) },
+            }),
+          ),
+        );
+      }
+      const status = create(StatusSchema, { code: reply.code, message: reply.message ?? "", details });
       trailers["grpc-status-details-bin"] = Buffer.from(toBinary(StatusSchema, status))
         .toString("base64")
         .replace(/=+$/, "");
