@@ -472,3 +472,228 @@ def test_dry_run_reads_locomo() -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and "line 1: no dataset" in bad.stderr
+
+
+# --------------------------------------------------------------------------- checks before writing
+# The dry run and the import check the data itself as Ingest does (episodic.cli.importing),
+# name each bad line, and write nothing from a file with one.
+
+
+def _cli_import(text: str | bytes, *args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    data = text.encode() if isinstance(text, str) else text
+    return subprocess.run(
+        [sys.executable, "-m", "episodic.cli", "import", "-", *args],
+        input=data,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _msg(thread: str, content: object = "fine", **extra: object) -> str:
+    return json.dumps(
+        {"dataset": "d", "thread": thread, "role": "user", "content": content, **extra},
+        ensure_ascii=True,
+    )
+
+
+def test_the_dry_run_refuses_every_line_ingest_would_refuse() -> None:
+    future = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+    nested: dict = {"a": 1}  # type: ignore[type-arg]
+    for _ in range(20):
+        nested = {"a": nested}
+    lines = [
+        _msg("ok"),  # 1: fine
+        _msg("future", ts=future),  # 2
+        _msg("overflow", ts="0001-01-01T00:00:00+14:00"),  # 3
+        _msg("nul", "bad\x00nul"),  # 4
+        _msg("big", "x" * 70_000),  # 5
+        _msg("meta", metadata={"blob": "y" * 20_000}),  # 6
+        _msg("deep", metadata=nested),  # 7
+        _msg("surrogate", "lone \ud800 surrogate"),  # 8
+        _msg("label", label="L" * 300),  # 9
+        _msg("T" * 20_000),  # 10: the source id is copied into the thread's metadata
+    ]
+    done = _cli_import("\n".join(lines) + "\n", "--dry-run")
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert "Traceback" not in err
+    expected = {
+        2: "in the future",
+        3: "out of range",
+        4: "NUL character",
+        5: "70,000 bytes; the limit is 65,536",
+        6: "bytes of JSON; the limit is 16,384",
+        7: "21 levels deep; the limit is 16",
+        8: "lone surrogate",
+        9: "label is 300 characters; the limit is 200",
+    }
+    for line, reason in expected.items():
+        assert any(
+            row.startswith(f"episodic import: line {line}: ") and reason in row
+            for row in err.splitlines()
+        ), (line, reason, err)
+    assert "line 1:" not in err and "nothing was written" in err
+    # The thread-level check (its metadata) comes once every line is fine.
+    done = _cli_import(lines[0] + "\n" + lines[9] + "\n", "--dry-run")
+    assert done.returncode == 2 and b"line 2: the metadata of thread" in done.stderr
+
+
+def test_the_import_reads_no_traceback_and_names_the_line() -> None:
+    deep = '{"dataset": "d", "thread": "t", "role": "user", "content": "x", "metadata": '
+    deep += '{"a":' * 200_000 + "1" + "}" * 200_000 + "}"
+    cases = [
+        (_msg("t", ts=1e20), "line 2: ts 1e+20 is out of range"),
+        (_msg("t", ts=-1e300), "line 2: ts -1e+300 is out of range"),
+        (deep, "line 2: not JSON this import can read: nested too deeply"),
+        ("[" * 100_000 + "]" * 100_000, "line 2: not JSON this import can read"),
+        (_msg("t").replace('"fine"', '"fine", "ts": NaN'), "line 2: NaN is not a JSON number"),
+        (_msg("t").encode() + b"\xff", "line 2: not valid UTF-8"),
+    ]
+    for line, message in cases:
+        text = _msg("ok").encode() + b"\n" + (line if isinstance(line, bytes) else line.encode())
+        for args in (("--dry-run",), ()):  # the import checks before it connects
+            done = _cli_import(text, *args, env={"EPISODIC_INGEST_ADDRESS": "127.0.0.1:9"})
+            err = done.stderr.decode()
+            assert done.returncode == 2 and "Traceback" not in err, err
+            assert f"episodic import: {message}" in err, err
+
+
+def test_wrong_types_are_refused() -> None:
+    export_thread = {"type": "thread", "thread_id": str(uuid.uuid4()), "dataset": "d"}
+    cases = [
+        (_msg("t", 5), "'content' must be a non-empty string, not a number"),
+        (
+            json.dumps({"dataset": "d", "thread": 12, "role": "user", "content": "y"}),
+            "not a number",
+        ),
+        (
+            json.dumps({"dataset": "d", "thread": {"a": 1}, "role": "user", "content": "y"}),
+            "not an object",
+        ),
+        (_msg("t", label=["l"]), "'label' must be a string, not a list"),
+        (_msg("t", name=5), "'name' must be a string, not a number"),
+        (_msg("t", ts=True), "ts must be an ISO 8601 string or a Unix time, not a boolean"),
+        (
+            json.dumps({"conversation_id": "c", "threads": [{"thread_id": "a", "messages": "no"}]}),
+            "threads[0].messages (of 'a') must be a list, not a string",
+        ),
+        (
+            json.dumps(
+                {
+                    "type": "message",
+                    "thread_id": export_thread["thread_id"],
+                    "sequence": True,
+                    "role": "user",
+                    "content": "a",
+                }
+            ),
+            "'sequence' must be a whole number, not a boolean",
+        ),
+        (
+            json.dumps(
+                {
+                    "type": "message",
+                    "thread_id": export_thread["thread_id"],
+                    "sequence": 99999999999999999999,
+                    "role": "user",
+                    "content": "a",
+                }
+            ),
+            "'sequence' 99999999999999999999 is out of range",
+        ),
+    ]
+    for line, message in cases:
+        done = _cli_import(json.dumps(export_thread) + "\n" + line + "\n", "--dry-run")
+        err = done.stderr.decode()
+        assert done.returncode == 2 and "Traceback" not in err, (line, err)
+        assert err.startswith("episodic import: line 2: ") and message in err, (line, err)
+
+
+def test_an_idempotency_key_reused_with_other_content_is_refused() -> None:
+    thread_id = str(uuid.uuid4())
+    records = [
+        {"type": "thread", "thread": {"thread_id": thread_id, "dataset": "d", "label": "dup"}},
+        *(
+            {
+                "type": "message",
+                "message": {
+                    "thread_id": thread_id,
+                    "sequence": n,
+                    "role": "user",
+                    "content": c,
+                    "idempotency_key": "K",
+                },
+            }
+            for n, c in ((1, "a"), (2, "b"))
+        ),
+    ]
+    done = _cli_import("\n".join(_lines(*records)) + "\n", "--dry-run")
+    assert done.returncode == 2
+    assert b"line 3: the idempotency key 'K' of line 2 comes back with other content" in (
+        done.stderr
+    )
+
+
+def test_a_line_too_long_is_refused_without_reading_it_whole() -> None:
+    from episodic.cli.importing import check_file
+
+    big = _msg("big", "x" * 5000) + "\n"
+    text = (_msg("ok") + "\n" + big + _msg("ok")).encode()
+    checked = check_file(io.BytesIO(text), max_line_bytes=1000)
+    assert [str(p) for p in checked.problems] == [
+        f"line 2: the line is {len(big):,} bytes; the import reads lines of at most 1,000 bytes"
+    ]
+    assert not checked.ok
+
+
+def test_the_checks_use_ingests_own_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from episodic import backfill
+    from episodic.cli.importing import check_file, ingest_limits
+    from episodic.config import IngestSettings
+    from services.ingest import domain
+
+    assert backfill.MAX_LABEL_CHARS == domain.MAX_LABEL_CHARS
+    assert backfill.MAX_KEY_CHARS == domain.MAX_IDEMPOTENCY_KEY_CHARS
+    settings = IngestSettings()
+    limits = ingest_limits()
+    assert limits.max_message_bytes == settings.max_message_bytes
+    assert limits.max_metadata_bytes == settings.max_metadata_bytes
+    assert limits.future_tolerance == settings.future_timestamp_tolerance
+    # A server configured otherwise (the same variables) is checked against its limits.
+    monkeypatch.setenv("EPISODIC_MAX_MESSAGE_BYTES", "10")
+    checked = check_file(io.BytesIO(_msg("t", "x" * 11).encode()))
+    assert [str(p) for p in checked.problems] == [
+        "line 1: content is 11 bytes; the limit is 10 (EPISODIC_MAX_MESSAGE_BYTES): split it "
+        "into several messages"
+    ]
+    checked = check_file(io.BytesIO(_msg("t").encode()), batch_size=5000)
+    assert "--batch-size 5000 is over Ingest's 1000 messages" in str(checked.problems[0])
+
+
+def test_a_file_the_dry_run_refuses_is_not_imported_at_all(spawn) -> None:  # type: ignore[no-untyped-def]
+    """Before: the first thread was stored, then the bad line failed the import half-way
+    and left an empty thread behind."""
+    scheduler = spawn("scheduler")
+    ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    env = {
+        "EPISODIC_INGEST_ADDRESS": ingest.address,
+        "EPISODIC_SCHEDULER_ADDRESS": scheduler.address,
+    }
+    bad = [
+        _msg("first", ts="2020-01-01T00:00:00Z"),
+        _msg("second", "bad\x00nul", ts="2020-01-02T00:00:00Z"),
+        _msg(
+            "third", ts="2020-01-03T00:00:00Z", metadata={"a": [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}
+        ),
+    ]
+    done = _cli_import("\n".join(bad) + "\n", env=env)
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert "line 2:" in err and "line 3:" in err and "nothing was written" in err
+    with EpisodicClient(ingest=ingest.address) as client:
+        assert client.list_threads("d").items == []
+        # The good lines alone import.
+        done = _cli_import(bad[0] + "\n", env=env)
+        assert done.returncode == 0, done.stderr.decode()
+        assert [t.message_count for t in client.list_threads("d").items] == [1]

@@ -81,13 +81,40 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from episodic.backfill import Importer, ProgressBar, ThreadImportError, read_plan
+    from episodic.backfill import Importer, ProgressBar, ThreadImportError
+    from episodic.cli.importing import check_file
 
+    # Every check the services make of the data itself, for the dry run and the import
+    # alike, before anything is written (episodic.cli.importing).
     if args.file == "-":
-        plan = read_plan(sys.stdin, dataset=args.dataset, keep_thread_ids=args.keep_thread_ids)
+        checked = check_file(
+            sys.stdin.buffer,
+            dataset=args.dataset,
+            keep_thread_ids=args.keep_thread_ids,
+            batch_size=args.batch_size,
+        )
     else:
-        with Path(args.file).open(encoding="utf-8") as handle:
-            plan = read_plan(handle, dataset=args.dataset, keep_thread_ids=args.keep_thread_ids)
+        with Path(args.file).open("rb") as handle:
+            checked = check_file(
+                handle,
+                dataset=args.dataset,
+                keep_thread_ids=args.keep_thread_ids,
+                batch_size=args.batch_size,
+            )
+    if checked.note:
+        print(f"episodic import: note: {checked.note}", file=sys.stderr)
+    if not checked.ok or checked.plan is None:
+        for problem in checked.problems:
+            print(f"episodic import: {problem}", file=sys.stderr)
+        if checked.more:
+            print(f"episodic import: … and {checked.more:,} more problems", file=sys.stderr)
+        print(
+            f"episodic import: {args.file}: {len(checked.problems) + checked.more:,} "
+            "problem(s); nothing was written",
+            file=sys.stderr,
+        )
+        return 2
+    plan = checked.plan
     formats = ", ".join(f"{n} {f} line(s)" for f, n in sorted(plan.formats.items()))
     skipped = "".join(f"; skipped {n} {k} record(s)" for k, n in sorted(plan.skipped.items()))
     described = (
@@ -238,7 +265,13 @@ def register(groups: CommandGroups) -> None:
         "of them. Thread ids are uuid5(dataset, source thread id) and every message has an\n"
         "idempotency key from its source thread and index: after a crash, run the same\n"
         "command again and it resumes without duplicates. The progress bar (stderr) is\n"
-        "drawn on a terminal only; a final line always says what was imported."
+        "drawn on a terminal only; a final line always says what was imported.\n"
+        "Before anything is written (and with --dry-run) every line is checked as Ingest\n"
+        "checks it (types, times, NUL and lone surrogates, content, label and metadata\n"
+        "limits from this environment's EPISODIC_MAX_* settings, reused idempotency keys);\n"
+        "each bad line is named and nothing is written (exit code 2). Only what needs the\n"
+        "server is left to it: which datasets the key may write, keys stored by an earlier\n"
+        "import, and limits the server was configured with differently."
     )
     p.set_defaults(func=guarded(cmd_import))
     p.add_argument("file", help='JSON lines file ("-": stdin)')
@@ -266,5 +299,9 @@ def register(groups: CommandGroups) -> None:
         action="store_true",
         help="export format: keep the exported thread ids (restoring into an empty suite)",
     )
-    p.add_argument("--dry-run", action="store_true", help="read and check the file; write nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="read and check the file as the import does (every bad line named); write nothing",
+    )
     p.add_argument("--show", type=int, default=10, help=argparse.SUPPRESS)
