@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -652,6 +653,73 @@ def test_credentials_hosts_and_forms(suite: Suite, demo: Demo) -> None:
     finally:
         server.stop()
         reader.close()
+
+
+def test_out_of_range_input_is_a_400_not_a_500(console: str, demo: Demo) -> None:
+    """Before: an ``as_of`` outside the Timestamp range and ``from`` of 2^63 or more failed
+    in the SDK's request building (500 and a traceback in the log)."""
+    recall = f"{console}/recall?dataset={DATASET}&run=1&as_of="
+    for as_of in ("0001-01-01T00:00:00%2B14:00", "9999-12-31T23:59:59-14:00"):
+        status, _, body = _get(recall + as_of)
+        assert status == 400 and "is out of range" in body, (as_of, status)
+    thread = f"{console}/thread?id={demo.threads['billing-q2']}&from="
+    for first in (2**63, 2**64 + 5):
+        status, _, body = _get(thread + str(first))
+        assert status == 400 and "at most 9223372036854775807" in body, (first, status)
+    status, _, body = _get(thread + str(2**63 - 10))  # the last page there is: empty
+    assert status == 200 and "No messages here" in body
+
+
+def test_next_is_checked_before_the_action(suite: Suite, demo: Demo) -> None:
+    """Before: a ``next`` wsgiref cannot send (not Latin-1) crashed the response after
+    the episode was deleted; a fragment swallowed the notice's query."""
+    client = suite.client()
+    server = ConsoleServer(ConsoleApp(client), "127.0.0.1", 0).start()
+    try:
+        with suite.client() as sdk:
+            event = sdk.record_event(DATASET, "Chose the blue plan", event_type="decision").event
+        for bad in ("/中", "/ok\u2028x", "//evil.example/x", "https://evil.example/", "/a\\b"):
+            form = urllib.parse.urlencode(
+                {"csrf": server.app.csrf, "id": event.episode_id, "next": bad}
+            ).encode()
+            status, _, body = _get(server.url + "/episode/delete", data=form)
+            assert status == 400 and "nothing was done" in body, (bad, status)
+            with suite.client() as sdk:
+                assert sdk.get_episode(event.episode_id).episode_id == event.episode_id
+        form = urllib.parse.urlencode(
+            {"csrf": server.app.csrf, "id": event.episode_id, "next": "/timeline?x=1#frag"}
+        ).encode()
+        request = urllib.request.Request(server.url + "/episode/delete", data=form)
+        no_redirects = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            no_redirects.open(request, timeout=20)
+        assert answer.value.code == 303
+        assert answer.value.headers["Location"] == (
+            f"/timeline?x=1&done=erased&episode={event.episode_id}#frag"
+        )
+        with suite.client() as sdk, pytest.raises(NotFoundError):
+            sdk.get_episode(event.episode_id)
+    finally:
+        server.stop()
+        client.close()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def test_the_host_header_is_parsed_strictly(console: str) -> None:
+    """Before: ``127.0.0.1:port@evil.com``, ``[::1]evil.com`` and an empty Host were served."""
+    port = console.rsplit(":", 1)[1]
+    for host in (f"127.0.0.1:{port}@evil.com", "[::1]evil.com", "", "127.0.0.1:x", "evil.com"):
+        assert _get(console + "/", {"Host": host})[0] == 421, host
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "localhost"):
+        assert _get(console + "/", {"Host": host})[0] == 200, host
+    from episodic.console.app import host_name
+
+    assert host_name("127.0.0.1:80@evil.com") is None
+    assert host_name("[::1]:8780") == "::1" and host_name("localhost.:1") == "localhost"
 
 
 def test_the_console_refuses_to_serve_memory_openly() -> None:

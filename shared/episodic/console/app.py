@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import re
 import secrets
 import socket
 import threading
@@ -36,7 +37,7 @@ from http import HTTPStatus
 from importlib import resources
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from episodic.client import (
@@ -73,6 +74,7 @@ __all__ = [
     "ConsoleApp",
     "ConsoleConfigError",
     "ConsoleServer",
+    "host_name",
     "http_key_for",
     "is_loopback",
 ]
@@ -116,6 +118,24 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+#: A Host header (RFC 9110 ``uri-host [ ":" port ]``), strictly: a name of letters, digits,
+#: dots and hyphens, or a bracketed IPv6 address, then an optional port of digits only.
+#: Nothing else (``127.0.0.1:80@evil.com``, ``[::1]evil.com``, an empty value) is a host.
+_HOST = re.compile(
+    r"(?:\[(?P<ip6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\.?))"
+    r"(?::[0-9]{0,5})?"
+)
+
+
+def host_name(host: str) -> str | None:
+    """The host name of a Host header without its port (an IPv6 address without its
+    brackets), or None when the header is not a well-formed ``host[:port]``."""
+    match = _HOST.fullmatch(host)
+    if match is None:
+        return None
+    return match["ip6"] if match["ip6"] is not None else match["name"].rstrip(".")
 
 
 def http_key_for(mode: str, host: str, api_key: str | None) -> str | None:
@@ -363,7 +383,9 @@ class ConsoleApp:
             code, title, hint = _rpc_status(err)
             return self._page_error(request, code, title, err.message, hint)
         if isinstance(result, Redirect):
-            return 303, [("Location", result.location), ("Cache-Control", "no-store")], b""
+            # Headers carry Latin-1 at most: a Location is sent as ASCII, percent-encoded.
+            location = quote(result.location, safe="/?#&=%;:@!$'()*+,~-._[]")
+            return 303, [("Location", location), ("Cache-Control", "no-store")], b""
         if isinstance(result, Fragment):
             return _html_response(result.status, result.body)
         return _html_response(result.status, layout(result, static=self.static_version))
@@ -386,10 +408,11 @@ class ConsoleApp:
     def _host_allowed(self, request: Request) -> bool:
         if not self.loopback:
             return True
-        host = request.header("Host") or str(request.environ.get("SERVER_NAME", ""))
-        # "[::1]:8780" or "localhost:8780"
-        name = host[1 : host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
-        return is_loopback(name)
+        if "HTTP_HOST" in request.environ:
+            name = host_name(request.header("Host"))
+        else:  # HTTP/1.0 without a Host header: the address it reached
+            name = str(request.environ.get("SERVER_NAME", ""))
+        return name is not None and is_loopback(name)
 
     def _authenticated(self, request: Request) -> bool:
         if self.http_key is None:

@@ -120,45 +120,55 @@ def episode(ctx: Ctx) -> Page | Fragment:
     return Page(f"{kind} {e.episode_id[:8]}", body, section="threads", dataset=e.dataset)
 
 
-def _back(ctx: Ctx, fallback: str) -> str:
-    """Where to go after an action: one of our own paths, never another site."""
+def _back(ctx: Ctx) -> str | None:
+    """Where to go after an action (the form's ``next``), checked BEFORE the action runs:
+    one of our own paths, printable ASCII only (a ``Location`` header carries Latin-1 at
+    most, and our pages never make another), or None when the form names none. Anything
+    else is a 400 and the action does not run."""
     target = ctx.form.get("next", "")
+    if not target:
+        return None
     parts = urlsplit(target)
     if (
         not target.startswith("/")
         or target[1:2] in ("/", "\\")  # //host and /\host are other sites to a browser
         or parts.scheme
         or parts.netloc
-        or any(ord(c) < 0x21 or ord(c) == 0x7F for c in target)
+        or any(not 0x21 <= ord(c) <= 0x7E for c in target)
+        or "\\" in target
     ):
-        return fallback
+        raise BadRequest(
+            "'next' must be a path of this console (printable ASCII, starting with one /); "
+            "nothing was done"
+        )
     return target
 
 
 def _with_done(path: str, done: str, episode_id: str) -> str:
-    sep = "&" if "?" in path else "?"
-    return f"{path}{sep}done={done}&episode={episode_id}"
+    """``path`` with the action's notice in its query (before any fragment)."""
+    parts = urlsplit(path)
+    extra = f"done={done}&episode={episode_id}"
+    query = f"{parts.query}&{extra}" if parts.query else extra
+    return parts.path + "?" + query + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def retry(ctx: Ctx) -> Redirect:
     episode_id = ctx.form.get("id", "").strip()
     if not episode_id:
         raise BadRequest("the episode id is missing")
+    back = _back(ctx)
     e = ctx.client.retry_episode(episode_id)
-    return Redirect(
-        _with_done(_back(ctx, url("/episode", id=e.episode_id)), "retried", e.episode_id)
-    )
+    return Redirect(_with_done(back or url("/episode", id=e.episode_id), "retried", e.episode_id))
 
 
 def delete(ctx: Ctx) -> Redirect:
     episode_id = ctx.form.get("id", "").strip()
     if not episode_id:
         raise BadRequest("the episode id is missing")
+    back = _back(ctx)
     e = ctx.client.delete_episode(episode_id)
     if e.is_event:  # erased: its page (and the timeline's entry) is gone: its dataset's page
         return Redirect(
-            _with_done(_back(ctx, url("/dataset", dataset=e.dataset)), "erased", e.episode_id)
+            _with_done(back or url("/dataset", dataset=e.dataset), "erased", e.episode_id)
         )
-    return Redirect(
-        _with_done(_back(ctx, url("/episode", id=e.episode_id)), "deleted", e.episode_id)
-    )
+    return Redirect(_with_done(back or url("/episode", id=e.episode_id), "deleted", e.episode_id))

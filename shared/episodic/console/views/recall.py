@@ -27,7 +27,14 @@ def parse_as_of(value: str) -> datetime | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise BadRequest(f"as of {value!r} is not a date and time (YYYY-MM-DDTHH:MM)") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        # A timestamp on the wire is a UTC time of years 1 to 9999.
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise BadRequest(
+            f"as of {value!r} is out of range: in UTC it must fall between years 1 and 9999"
+        ) from None
 
 
 def _weight(ctx: Ctx, name: str) -> float | None:

@@ -14,6 +14,8 @@ from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import status_badge
 
 MESSAGES_PER_PAGE = 500
+#: The largest message sequence (a sequence is an int64 on the wire).
+MAX_SEQUENCE = 2**63 - 1
 SUMMARY_PREVIEW = 200
 
 
@@ -145,8 +147,10 @@ def thread(ctx: Ctx) -> Page:
         first = max(1, int(ctx.arg("from", "1")))
     except ValueError:
         raise BadRequest("'from' must be a message number") from None
+    if first > MAX_SEQUENCE:
+        raise BadRequest(f"'from' must be a message number of at most {MAX_SEQUENCE}")
     t = ctx.client.get_thread(thread_id)
-    last = first + MESSAGES_PER_PAGE - 1
+    last = min(first + MESSAGES_PER_PAGE - 1, MAX_SEQUENCE)
     futures = (
         ctx.pool.submit(
             ctx.client.load_session, thread_id, start_sequence=first, end_sequence=last
