@@ -39,22 +39,32 @@ analytics") replaces, with keyed pseudonyms (HMAC-SHA-256; the same input and ke
 same pseudonym in every run, another key gives others, and without the key they cannot be
 reversed or guessed by hashing candidate names):
 
-- the dataset name (``dataset_<hex>``), thread and episode ids (UUIDs derived from the id),
-  idempotency keys (``key_<hex>``);
+- the dataset name (``dataset_<hex>``), thread and episode ids (UUIDs derived from the id;
+  a compaction's ``episode_id`` too), idempotency keys (``key_<hex>``), and a compaction's
+  ``content_digest`` (keyed: equal digests stay equal under one key);
 - the values of identifier keys in thread and message metadata, at any depth
   (:data:`IDENTIFIER_KEYS`: user_id, userid, user, username, user_name, name, speaker,
   email, author, sender; ``user_<hex>``), and each word of a person's name (name,
-  speaker, author, sender: "Alice" of "Alice Walker" — which also masks that word where
-  it is not a name, "Will" of "Will Smith" in "I will");
+  speaker, author, sender: "Alice" of "Alice Walker", "O'Brien" of "Miles O'Brien",
+  "Jean-Luc", "Jean" and "Luc" of "Jean-Luc Picard", "Li" of "Wu Li" — which also masks
+  that word where it is not a name, "Will" of "Will Smith" in "I will"). Not on their
+  own: titles, particles and common words (:data:`NOT_NAME_PARTS`: "He" of "He Wei"),
+  initials, and the words of a value of more than 4 words that does not look like a name
+  (every word capitalised or a particle);
 - the entities of episodes (and the name in ``project atlas``-style entities) and actors
   that are names (``entity_<hex>``);
 - and each of these, plus any UUID or e-mail address, wherever it occurs in message
-  content, labels, summaries, key learnings, metadata strings and errors: whole words,
-  case-insensitively, longest first.
+  content, labels, summaries (a compacted thread's too), key learnings, metadata strings
+  and errors: whole words (an underscore separates words: "carol" of ``carol_danvers``;
+  a letter or digit does not: ``carol99`` stays), case-insensitively, longest first.
+  Every string field a record has is masked as text unless it is an id, a name or one of
+  :data:`PLAIN_FIELDS` (the format's words and times).
 
-It catches the names it knows, not every identifier in free text: a person, place or
-number that is neither in metadata nor an extracted entity stays as written. Review a
-sample before sharing an export.
+The first pass learns the names of every record, the events without a thread included,
+before the second writes any. It catches the names it knows, not every identifier in free
+text: a person, place or number that is neither in metadata nor an extracted entity
+stays as written, and so does a handle not spelt from a known name (``cdanvers``,
+``caroldanvers``). Review a sample before sharing an export.
 """
 
 from __future__ import annotations
@@ -68,6 +78,7 @@ import re
 import secrets
 import sys
 import time
+import unicodedata
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -83,7 +94,10 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "IDENTIFIER_KEYS",
+    "NAME_PARTICLES",
+    "NOT_NAME_PARTS",
     "PERSON_KEYS",
+    "PLAIN_FIELDS",
     "ExportCounts",
     "ExportSource",
     "Progress",
@@ -104,9 +118,47 @@ IDENTIFIER_KEYS: frozenset[str] = frozenset(
     {"user_id", "userid", "user", "username", "user_name", "name", "speaker", "email", "author",
      "sender"}
 )  # fmt: skip
-#: Identifier keys whose values are people's names: each word of a 2-4 word name is also
-#: masked on its own ("Alice" of "Alice Walker").
+#: Identifier keys whose values are people's names: each word of the name is also masked
+#: on its own ("Alice" of "Alice Walker", "Jean" and "Luc" of "Jean-Luc Picard"; see
+#: :meth:`Pseudonymiser.learn_person`).
 PERSON_KEYS: frozenset[str] = frozenset({"name", "speaker", "author", "sender"})
+#: Particles of names ("de la Cruz", "van Dijk"): parts of a name, not names.
+NAME_PARTICLES: frozenset[str] = frozenset(
+    {"de", "del", "della", "der", "den", "di", "da", "das", "dos", "du", "la", "le", "van",
+     "von", "ten", "ter", "bin", "ibn", "binti", "el", "y"}
+)  # fmt: skip
+#: Words of a person's name that are not learned on their own (the whole name still is):
+#: particles, titles and common words, which a "name" that is a phrase ("Sales and
+#: Support") or a two-letter part that is also a word ("He" of "He Wei", "Do" of "Do Van
+#: Minh") would otherwise mask all through the text. The price: such a part, written
+#: alone, stays as written.
+NOT_NAME_PARTS: frozenset[str] = NAME_PARTICLES | frozenset(
+    {
+        # titles and suffixes
+        "mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "dame", "lord", "lady", "rev",
+        "jr", "sr", "ii", "iii", "iv", "phd", "md", "esq", "st",
+        # common words (every common two-letter one)
+        "a", "ah", "ai", "am", "an", "as", "at", "be", "by", "do", "eh", "go", "he", "hi",
+        "id", "if", "in", "is", "it", "me", "my", "no", "of", "oh", "ok", "on", "or", "pm",
+        "re", "so", "to", "uh", "um", "up", "us", "vs", "we", "ya", "yo", "and", "the", "for",
+        "with", "from", "into", "our", "your", "you", "not", "but", "are", "was", "has",
+        "have", "this", "that", "all", "any", "new", "one", "two", "team", "group", "bot",
+    }
+)  # fmt: skip
+#: A person's name of more than this many words is split into parts only when it looks
+#: like one (every word capitalised or a particle, none a common word): a longer value
+#: under ``name`` is more often a title or a sentence, whose words must not be masked
+#: all through the text. (A long name in a script without capitals is masked whole only.)
+PLAIN_NAME_WORDS = 4
+#: Record fields (at any depth) whose string values are the format's own vocabulary,
+#: times, or the key's fingerprint: exported as they are by a pseudonymised export. Every
+#: other string is masked (:meth:`Pseudonymiser.record`).
+PLAIN_FIELDS: frozenset[str] = frozenset(
+    {"type", "format", "role", "status", "semantic_status", "trigger", "kind", "event_source",
+     "pseudonym_key_id", "identifier_keys", "exported_at", "finished_at", "created_at",
+     "received_at", "last_message_at", "ended_at", "started_at", "updated_at",
+     "compacted_at"}
+)  # fmt: skip
 #: Words that name a role, never a person: not learned as names (masking every "user" in
 #: the text would destroy it without protecting anyone).
 ROLE_WORDS: frozenset[str] = frozenset({"user", "assistant", "system", "tool", "agent", ""})
@@ -214,8 +266,19 @@ MAX_TERM_CHARS = 200
 
 
 def _canon(value: str) -> str:
-    """How a name is compared: lower case, one space between words, plain apostrophes."""
+    """How a name is compared: composed (NFC), lower case, one space between words, plain
+    apostrophes."""
+    value = unicodedata.normalize("NFC", value)
     return " ".join(value.translate(_APOSTROPHES).lower().split())
+
+
+#: One word of a person's name: letters, joined by apostrophes or hyphens (O'Brien,
+#: Jean-Luc), with the punctuation around it ("Walker,", "(Bob)", "Dr.") left out.
+_NAME_WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")
+#: Letters or digits: what may not touch a name in text for it to match. An underscore
+#: may (``carol_danvers`` holds "carol" and "danvers"), unlike ``\b``.
+_NOT_BEFORE = r"(?<![^\W_])"
+_NOT_AFTER = r"(?![^\W_])"
 
 
 def _worth_masking(term: str) -> bool:
@@ -225,11 +288,36 @@ def _worth_masking(term: str) -> bool:
     return any(c.isalpha() for c in term) or len(term) >= 4
 
 
+def _name_words(name: str) -> tuple[list[str], int]:
+    """The words of a person's name that are letters, joined by apostrophes or hyphens,
+    without the punctuation around them ("Walker,", "(Bob)", "Dr."); and how many words
+    the value has in all (with "007" of "Agent 007")."""
+    value = unicodedata.normalize("NFC", name).translate(_APOSTROPHES)
+    tokens = [t for t in (raw.strip(".,;:!?()[]{}<>\"'") for raw in value.split()) if t]
+    return [t for t in tokens if _NAME_WORD.fullmatch(t)], len(tokens)
+
+
+def _looks_like_a_name(words: list[str]) -> bool:
+    """Whether a long value is a person's name ("Pablo Diego José Ruiz Picasso", "María
+    de la Paz Gómez Ortiz"), not a phrase ("Weekly Review of the Atlas Budget"): every
+    word a capitalised name or a particle, none a common word."""
+    for word in words:
+        term = _canon(word)
+        if term in NAME_PARTICLES:
+            continue
+        if term in NOT_NAME_PARTS or not word[:1].isupper():
+            return False
+    return True
+
+
 def _pattern_char(ch: str) -> str:
     if ch == " ":
         return r"\s+"
     if ch == "'":
         return "['\u2019\u2018\u02bc]"
+    decomposed = unicodedata.normalize("NFD", ch)
+    if decomposed != ch:  # "ë" is also written "e" + U+0308 (macOS file names, some IMEs)
+        return f"(?:{re.escape(ch)}|{re.escape(decomposed)})"
     return re.escape(ch)
 
 
@@ -293,12 +381,21 @@ class Pseudonymiser:
             self._kinds[term] = kind
             self._matcher = None
 
-    def _learn_name_parts(self, name: str) -> None:
-        words = name.split()
-        if 2 <= len(words) <= 4:
-            for word in words:
-                if len(word) >= 3 and word.isalpha():
-                    self.learn_name(word, "user")
+    def learn_person(self, name: str) -> None:
+        """Each word of a person's name, since people are called by one of them: "Alice"
+        of "Alice Walker", "O'Brien" of "Miles O'Brien", "Jean-Luc", "Jean" and "Luc" of
+        "Jean-Luc Picard", "Li" of "Wu Li" (two letters are enough). Not learned on their
+        own: :data:`NOT_NAME_PARTS`, single letters (initials), words with digits, and the
+        words of a value of more than :data:`PLAIN_NAME_WORDS` words that does not look
+        like a name (see there). The whole name is learned by :meth:`learn_name`."""
+        words, count = _name_words(name)
+        if count > PLAIN_NAME_WORDS and (len(words) < count or not _looks_like_a_name(words)):
+            return
+        for word in words:
+            parts = [word, *word.split("-")] if "-" in word else [word]
+            for part in parts:
+                if len(part) >= 2 and _canon(part) not in NOT_NAME_PARTS:
+                    self.learn_name(part, "user")
 
     def learn_entity(self, entity: str) -> None:
         """An episode's entity, and the name in ``project atlas`` / ``invoice:#42``."""
@@ -321,7 +418,7 @@ class Pseudonymiser:
                     for item in value if isinstance(value, list) else [value]:
                         self.learn_name(item, "user")
                         if key.lower() in PERSON_KEYS and isinstance(item, str):
-                            self._learn_name_parts(item)
+                            self.learn_person(item)
                 else:
                     self.learn_metadata(value)
         elif isinstance(metadata, list):
@@ -374,7 +471,8 @@ class Pseudonymiser:
         if self._matcher is None:
             terms = sorted(self._kinds, key=lambda t: (-len(t), t))
             trie = _trie_pattern(terms)
-            pattern = _BASE.pattern + (rf"|(?<!\w)(?P<term>{trie})(?!\w)" if trie else "")
+            term = rf"|{_NOT_BEFORE}(?P<term>{trie}){_NOT_AFTER}"
+            pattern = _BASE.pattern + (term if trie else "")
             self._matcher = re.compile(pattern, re.IGNORECASE)
         return self._matcher
 
@@ -418,28 +516,40 @@ class Pseudonymiser:
         return self.name(str(value))
 
     def record(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """A pseudonymised copy of one export record."""
-        out = dict(record)
-        kind = out.get("type")
-        if "dataset" in out and isinstance(out["dataset"], str):
-            out["dataset"] = self.dataset(out["dataset"])
-        for key in ("thread_id", "episode_id"):
-            if isinstance(out.get(key), str) and out[key]:
-                out[key] = self.identifier(out[key])
-        if "metadata" in out:
-            out["metadata"] = self.metadata(out["metadata"])
-        for key in ("label", "thread_label", "content", "summary", "error"):
-            if isinstance(out.get(key), str):
-                out[key] = self.text(out[key])
-        if isinstance(out.get("idempotency_key"), str) and out["idempotency_key"]:
-            out["idempotency_key"] = self.token("key", out["idempotency_key"])
-        if kind == "episode":
-            out["key_learnings"] = [self.text(k) for k in out.get("key_learnings") or []]
-            out["entities"] = [self.name(e, "entity") for e in out.get("entities") or []]
-            actor = out.get("actor")
-            if isinstance(actor, str) and _canon(actor) in self._kinds:
-                out["actor"] = self.name(actor)
-        return out
+        """A pseudonymised copy of one export record: the fields that hold ids and names
+        get their pseudonyms, :data:`PLAIN_FIELDS` stay as they are, and every other
+        string, at any depth, is masked as text (:meth:`text`): a field this method does
+        not know (a thread's nested ``compaction``, a field a later version adds) is
+        masked, never copied in clear."""
+        return {key: self._field(key, value) for key, value in record.items()}
+
+    def _field(self, key: str, value: Any) -> Any:
+        if value is None or isinstance(value, bool | int | float) or key in PLAIN_FIELDS:
+            return value
+        if key == "metadata":
+            return self.metadata(value)
+        if isinstance(value, dict):  # e.g. compaction: {"episode_id", "summary", …}
+            return {k: self._field(k, v) if isinstance(k, str) else v for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._field(key, item) for item in value]
+        if not isinstance(value, str):
+            return value
+        if key == "dataset":
+            return self.dataset(value)
+        if key in ("thread_id", "episode_id"):
+            return self.identifier(value) if value else value
+        if key == "idempotency_key":
+            return self.token("key", value) if value else value
+        if key == "content_digest":
+            # The SHA-256 of a compacted thread's dropped messages: in clear it would link
+            # the file back to the live thread (GetThread shows it) and confirm a guess of
+            # what was dropped. Keyed, it still matches across exports with the same key.
+            return self._digest("digest", value) if value else value
+        if key == "entities":
+            return self.name(value, "entity")
+        if key == "actor" and _canon(value) in self._kinds:
+            return self.name(value)
+        return self.text(value)
 
 
 # --------------------------------------------------------------------------- progress
@@ -685,8 +795,9 @@ def learn_names(
     workers: int = PREFETCH,
 ) -> None:
     """The first pass of a pseudonymised export: every name the dataset's metadata and
-    episodes carry, so that the second pass masks them in text written before the record
-    that names them (a speaker named in message 40, mentioned in message 3)."""
+    episodes carry (the events without a thread too, written last), so that the second
+    pass masks them in text written before the record that names them (a speaker named in
+    message 40, mentioned in message 3)."""
     pseudonymiser.learn_dataset(dataset)
     for fetched in _prefetched(source, _threads(source, dataset), workers):
         pseudonymiser.learn_record(thread_record(fetched.thread))
@@ -700,6 +811,10 @@ def learn_names(
             pseudonymiser.learn_record(episode_record(episode))
             if progress is not None:
                 progress.count("episode")
+    for event in _threadless_events(source, dataset):
+        pseudonymiser.learn_record(episode_record(event))
+        if progress is not None:
+            progress.count("episode")
 
 
 def export_dataset(

@@ -11,6 +11,7 @@ import re
 import stat
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -21,13 +22,18 @@ from typing import Any
 import pytest
 
 from episodic.client import EpisodicClient
-from episodic.export import Pseudonymiser
+from episodic.export import NOT_NAME_PARTS, Pseudonymiser, load_or_create_key
 from episodic.testing.database import TestDatabases
 from episodic.testing.processes import ServiceProcess, start_service
 
 DATASET = "acme_support"
 #: Names the data carries in metadata (values of identifier keys).
 PEOPLE = ["alice_w", "Alice Walker", "bob.k@example.com", "Bob Kowalski"]
+#: A second dataset with the names a hostile probe found in clear in masked exports.
+PRIVATE = "acme_private"
+#: Every name :func:`fill_private` gives, whole and each of its words.
+PRIVATE_PEOPLE = ["cdanvers", "Carol Danvers", "Peter Parker", "Jean-Luc Picard",
+                  "Miles O'Brien", "Wu Li", "Pablo Diego José Ruiz Picasso"]  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -36,6 +42,7 @@ class Suite:
     db_url: str
     admin_url: str
     threads: dict[str, str]  # name -> thread id
+    private: dict[str, str] = dataclasses.field(default_factory=dict)  # of PRIVATE
 
 
 @contextmanager
@@ -70,8 +77,12 @@ def running_suite(databases: TestDatabases) -> Iterator[Suite]:
             scheduler=by_name["scheduler"],
             summariser=by_name["summariser"],
         ) as client:
+            # The compaction first: its summariser pass must not summarise thread c of
+            # fill, and fill's sweeps must not open episodes on the other threads.
+            compacted = fill_compacted(client)
             threads = fill(client)
-        yield Suite(env, db_url, databases.admin_url, threads)
+            private = fill_private(client) | compacted
+        yield Suite(env, db_url, databases.admin_url, threads, private)
     finally:
         for service in reversed(started):
             service.terminate()
@@ -128,6 +139,60 @@ def fill(client: EpisodicClient) -> dict[str, str]:
     client.add_message(c, "user", "Bob Kowalski asked about the Corolla again.")
     client.end_thread(c)  # pending: nobody summarises it
     return {"a": a, "b": b, "c": c}
+
+
+def fill_compacted(client: EpisodicClient) -> dict[str, str]:
+    """Dataset :data:`PRIVATE`'s compacted thread: its messages gone, the compaction summary
+    naming Carol Danvers in their place."""
+    compacted = client.create_thread(
+        PRIVATE,
+        label="Chat with Carol Danvers",
+        metadata={"user_id": "cdanvers", "name": "Carol Danvers"},
+    ).thread_id
+    client.add_message(
+        compacted,
+        "user",
+        "Carol Danvers here: the Atlas budget is approved.",
+        metadata={"speaker": "Carol Danvers"},
+    )
+    client.add_message(compacted, "assistant", "Thanks, Carol: approved at $29 per seat.")
+    client.end_thread(compacted)
+    client.run_sweep()  # as in fill: the episode is certain
+    client.process_pending()
+    client.set_dataset_policy(PRIVATE, compact_after_days=1)
+    swept = client.run_sweep(as_of=datetime.now(UTC) + timedelta(days=3))
+    assert swept.threads_compacted == 1, swept
+    compaction = client.get_thread(compacted).compaction
+    assert compaction is not None and "Carol Danvers" in compaction.summary
+    return {"compacted": compacted}
+
+
+def fill_private(client: EpisodicClient) -> dict[str, str]:
+    """The rest of :data:`PRIVATE`: a person named only by an event without a thread
+    (Peter Parker, mentioned in an earlier message), and names of every shape (hyphen,
+    apostrophe, two letters, five words, a handle) in a thread left open (no episode:
+    no entity the summariser extracted masks them by chance)."""
+    calls = client.create_thread(PRIVATE, label="support").thread_id
+    client.add_message(calls, "user", "Peter Parker called about the invoice.")
+    client.record_event(
+        PRIVATE,
+        "Peter Parker escalated the invoice",
+        event_type="feedback",
+        actor="Peter Parker",
+        entities=["Peter Parker"],
+    )
+
+    names = client.create_thread(PRIVATE, label="names").thread_id
+    for content, metadata in [
+        ("Jean-Luc Picard here; Jean-Luc to friends, Luc to some.", {"name": "Jean-Luc Picard"}),
+        ("O'Brien signing off; Miles O\u2019Brien's shift ends.", {"author": "Miles O'Brien"}),
+        ("Li speaking, for Wu Li.", {"sender": "Wu Li"}),
+        ("Pablo here; Diego, Jos\u0065\u0301 and Picasso will call.",
+         {"name": "Pablo Diego José Ruiz Picasso"}),
+        ("Ping carol_danvers or Danvers_Carol; the invoice is approved.", {}),
+    ]:  # fmt: skip
+        client.add_message(names, "user", content, metadata=metadata)
+    return {"calls": calls, "names": names}
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +325,37 @@ def test_export_to_a_file_with_progress(suite: Suite, tmp_path: Path) -> None:
     assert missing.returncode == 2 and "No such file" in missing.stderr
 
 
+def test_export_to_a_file_never_reuses_or_follows_a_partial_file(
+    suite: Suite, tmp_path: Path
+) -> None:
+    """FILE.partial is always a new file of mode 0600: one that exists (a readable one left
+    there, or a link to another file) is refused, untouched, and nothing is written."""
+    stale = tmp_path / "a.jsonl.partial"
+    stale.write_text("left here\n")
+    stale.chmod(0o644)  # the export would have kept this mode: world-readable
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "b.jsonl.partial").symlink_to(victim)
+    (tmp_path / "c.jsonl.partial").symlink_to(tmp_path / "nowhere")  # dangling
+    for name in ("a", "b", "c"):
+        refused = run_cli(suite.env, "export", DATASET, "-o", str(tmp_path / f"{name}.jsonl"))
+        assert refused.returncode == 2 and refused.stdout == "", name
+        assert f"{name}.jsonl.partial already exists" in refused.stderr, refused.stderr
+        assert "remove it" in refused.stderr and "Traceback" not in refused.stderr
+        assert not (tmp_path / f"{name}.jsonl").exists()
+    assert stale.read_text() == "left here\n" and stat.S_IMODE(stale.stat().st_mode) == 0o644
+    assert victim.read_text() == "precious\n" and not (tmp_path / "nowhere").exists()
+    assert (tmp_path / "b.jsonl.partial").is_symlink()
+
+    stale.unlink()  # once it is gone the export goes through, 0600 even over a 0644 file
+    (tmp_path / "a.jsonl").write_text("old\n")
+    (tmp_path / "a.jsonl").chmod(0o644)
+    ok(suite.env, "export", DATASET, "-o", str(tmp_path / "a.jsonl"))
+    assert stat.S_IMODE((tmp_path / "a.jsonl").stat().st_mode) == 0o600
+    assert records((tmp_path / "a.jsonl").read_text(encoding="utf-8"))[-1]["type"] == "end"
+    assert not stale.exists()
+
+
 def test_export_of_a_dataset_that_does_not_exist_fails(suite: Suite, tmp_path: Path) -> None:
     typo = run_cli(suite.env, "export", "acme_suport")
     assert typo.returncode == 1 and typo.stdout == ""
@@ -381,3 +477,180 @@ def test_pseudonymiser_whole_words_any_case_longest_first() -> None:
     assert p.text(f"see {thread_id}") == f"see {p.identifier(thread_id)}"
     with pytest.raises(ValueError):
         Pseudonymiser(b"short")
+
+
+# --------------------------------------------------------------------------- privacy fixes
+
+
+@dataclasses.dataclass
+class Exported:
+    plain: list[dict[str, Any]]
+    masked: list[dict[str, Any]]
+    pseudonymiser: Pseudonymiser  # with the export's key, nothing learned
+
+
+@pytest.fixture(scope="module")
+def exports(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exported]:
+    """Each fixture dataset exported in clear and masked (one key)."""
+    key_file = tmp_path_factory.mktemp("key") / "pseudonym.key"
+    out: dict[str, Exported] = {}
+    for dataset in (DATASET, PRIVATE):
+        plain = records(ok(suite.env, "export", dataset).stdout)
+        masked = ok(
+            suite.env, "export", dataset, "--pseudonymise", "--pseudonym-key-file", str(key_file)
+        )
+        key, _ = load_or_create_key(key_file)
+        out[dataset] = Exported(plain, records(masked.stdout), Pseudonymiser(key))
+    return out
+
+
+def _threads_of(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rs if r["type"] == "thread"]
+
+
+def test_pseudonymised_export_masks_a_compacted_threads_summary(
+    exports: dict[str, Exported],
+) -> None:
+    e = exports[PRIVATE]
+    [before] = [t["compaction"] for t in _threads_of(e.plain) if t["compaction"]]
+    [after] = [t["compaction"] for t in _threads_of(e.masked) if t["compaction"]]
+    assert "Carol Danvers" in before["summary"]  # the messages are gone: this stands in
+    assert not _mentions([after["summary"]], "Carol") and not _mentions(
+        [after["summary"]], "Danvers"
+    )
+    # The same masking as the episode it comes from, whose id is pseudonymised alike.
+    [episode] = [r for r in e.masked if r["type"] == "episode" and r["summary"] == after["summary"]]
+    assert (
+        after["episode_id"]
+        == episode["episode_id"]
+        == e.pseudonymiser.identifier(before["episode_id"])
+    )
+    # The digest of the dropped messages is keyed too (it would link back to the thread).
+    assert after["content_digest"] != before["content_digest"]
+    assert re.fullmatch("[0-9a-f]{64}", after["content_digest"])
+    assert (after["through_sequence"], after["compacted_at"]) == (
+        before["through_sequence"],
+        before["compacted_at"],
+    )
+
+
+def test_pseudonymised_export_learns_names_from_events_without_a_thread(
+    exports: dict[str, Exported],
+) -> None:
+    e = exports[PRIVATE]
+    # Peter Parker is named by no metadata and no episode of a thread: only by an event
+    # recorded without a thread, which the export writes last.
+    [event] = [r for r in e.plain if r["type"] == "episode" and not r["thread_id"]]
+    assert event["kind"] == "event" and event["entities"] == ["peter parker"]
+    [masked_event] = [r for r in e.masked if r["type"] == "episode" and not r["thread_id"]]
+    peter = masked_event["entities"][0]
+    assert peter.startswith("entity_") and masked_event["actor"] == peter
+    assert masked_event["summary"] == f"{peter} escalated the invoice"
+    [content] = [
+        r["content"]
+        for r in e.masked
+        if r["type"] == "message" and r["content"].endswith("called about the invoice.")
+    ]
+    assert content == f"{peter} called about the invoice."  # written before the event
+
+
+def test_pseudonymised_export_masks_names_of_every_shape(exports: dict[str, Exported]) -> None:
+    e = exports[PRIVATE]
+    u = e.pseudonymiser.name
+    names_id = e.pseudonymiser.identifier(_thread_id(e.plain, "names"))
+    contents = [
+        r["content"] for r in e.masked if r["type"] == "message" and r["thread_id"] == names_id
+    ]
+    obrien = "O'Brien"
+    assert contents == [
+        f"{u('Jean-Luc Picard')} here; {u('Jean-Luc')} to friends, {u('Luc')} to some.",
+        f"{u(obrien)} signing off; {u('Miles ' + obrien)}'s shift ends.",
+        f"{u('Li')} speaking, for {u('Wu Li')}.",
+        f"{u('Pablo')} here; {u('Diego')}, {u('José')} and {u('Picasso')} will call.",
+        f"Ping {u('carol')}_{u('danvers')} or {u('danvers')}_{u('carol')}; "
+        "the invoice is approved.",
+    ]
+
+
+def _thread_id(rs: list[dict[str, Any]], label: str) -> str:
+    [thread_id] = [t["thread_id"] for t in _threads_of(rs) if t["label"] == label]
+    return str(thread_id)
+
+
+def _name_words(name: str) -> list[str]:
+    """A name, each of its words and the parts of a hyphenated one, as the guard looks for
+    them (initials, particles and common words are not masked on their own)."""
+    words = {name}
+    for word in name.split():
+        words.add(word)
+        words.update(word.split("-"))
+    return sorted(w for w in words if len(w) >= 2 and w.lower() not in NOT_NAME_PARTS)
+
+
+def _all_strings(value: Any) -> Iterator[str]:
+    """Every string of a record, keys included, at any depth: no field is exempt."""
+    if isinstance(value, str):
+        yield unicodedata.normalize("NFC", value).replace("\u2019", "'")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _all_strings(k)
+            yield from _all_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _all_strings(v)
+
+
+def test_no_real_name_or_id_is_left_anywhere_in_a_masked_export(
+    exports: dict[str, Exported],
+) -> None:
+    """The structural guard: every string of every record of each masked export of the
+    fixture (a field the pseudonymiser does not know included), searched for every name
+    the data carries and each of its words (an underscore or any punctuation separates
+    words; "carol_danvers" holds Carol), and for every id, digest and dataset name of the
+    export in clear."""
+    names = [w for person in [*PEOPLE, *PRIVATE_PEOPLE] for w in _name_words(person)]
+    assert {"Jean", "Luc", "O'Brien", "Li", "Wu", "Diego"} <= set(names)
+    for dataset, e in exports.items():
+        texts = [s for r in e.masked for s in _all_strings(r)]
+        for name in names:
+            words = r"\s+".join(re.escape(w) for w in name.split())
+            found = [t for t in texts if re.search(rf"(?<![^\W_]){words}(?![^\W_])", t, re.I)]
+            assert not found, (dataset, name, found)
+        ids = {dataset}
+        for r in e.plain:
+            for key in ("thread_id", "episode_id", "idempotency_key"):
+                if r.get(key):
+                    ids.add(r[key])
+            if r.get("compaction"):
+                ids.update((r["compaction"]["episode_id"], r["compaction"]["content_digest"]))
+        assert len(ids) > 5
+        for value in ids:
+            assert not [t for t in texts if value.lower() in t.lower()], (dataset, value)
+
+
+def test_pseudonymiser_masks_every_word_of_a_name_but_no_ordinary_word() -> None:
+    p = Pseudonymiser(b"k" * 32)
+    p.learn_metadata(
+        {
+            "name": "Jean-Luc Picard",
+            "author": "Miles O\u2019Brien",
+            "sender": "Wu Li",
+            "speaker": "Pablo Diego José Ruiz Picasso",  # five words, a name: each word
+            "a": {"name": "Dr. He Wei"},  # a title, and a part that is a common word
+            "b": {"name": "Sales and Support"},  # a phrase: not "and"
+            "c": {"author": "Weekly Review of the Atlas Budget"},  # long, not a name: whole only
+            "d": {"speaker": "Agent 007"},
+            "e": {"name": "Carol Danvers"},
+        }
+    )
+    for word in ["Jean-Luc", "Jean", "Luc", "Picard", "O'Brien", "O\u2018Brien", "Miles", "Li",
+                 "Wu", "Pablo", "Diego", "José", "Jose\u0301", "Ruiz", "Picasso", "Wei"]:  # fmt: skip
+        assert p.text(f"({word}),") == f"({p.name(word)}),", word
+    assert p.name("José") == p.name("Jose\u0301")  # one name, however it is encoded
+    assert p.text("ping carol_danvers") == f"ping {p.name('carol')}_{p.name('danvers')}"
+    assert p.text("carol99 stays") == "carol99 stays"  # a letter or digit joins words
+    ordinary = "He and I will do it: a weekly review of the budget, Dr. No; the agent said 007."
+    assert p.text(ordinary) == ordinary
+    assert p.text("Weekly Review of the Atlas Budget!").startswith("user_")  # the whole value
+    assert p.text("Ask Dr. He Wei") == f"Ask {p.name('Dr. He Wei')}"
+    assert p.text("He Wei and Wei") == f"He {p.name('Wei')} and {p.name('Wei')}"

@@ -26,17 +26,21 @@ Output: one JSON object per line, each with a "type": a "dataset" header (format
 exported_at), then per thread its "thread" line, its "message" lines in order and its
 "episode" lines (every status, with windows, summaries, key learnings, entities), and an
 "end" line with the counts (a file without it is partial). A dataset that does not exist
-(no thread; for an admin key, no policy either) is an error, not an empty export.
+(no thread; for an admin key, no policy either) is an error, not an empty export. -o FILE
+writes a new FILE.partial (mode 0600; one that exists is refused, never reused or
+followed) and renames it to FILE when complete.
 
 --pseudonymise masks for analytics with keyed pseudonyms (HMAC-SHA-256; the same key gives
 the same pseudonyms in every run): the dataset name, thread, episode and message ids, the
 values of the metadata keys user_id, userid, user, username, user_name, name, speaker,
-email, author and sender (and each word of a name under name, speaker, author, sender),
-the entities and named actors of episodes, and each of these, UUIDs and e-mail addresses
-wherever they occur in content, labels, summaries and key learnings (whole words, any
-case, longest first). It masks the names it knows, NOT every identifier in free text: a
-name that is neither in metadata nor an extracted entity, a phone number, an address,
-stays as written. Review a sample before sharing."""
+email, author and sender (and each word of a name under name, speaker, author, sender:
+"O'Brien", "Jean-Luc", "Jean" and "Luc", "Li" of "Wu Li"; not titles, particles, common
+words or initials), the entities and named actors of episodes, and each of these, UUIDs
+and e-mail addresses wherever they occur in content, labels, summaries (a compacted
+thread's too) and key learnings (whole words, "carol" of carol_danvers too, any case,
+longest first). It masks the names it knows, NOT every identifier in free text: a name
+that is neither in metadata nor an extracted entity, a phone number, an address, stays
+as written. Review a sample before sharing."""
 
 REPLAY_HELP = "run an export through the current pipeline and report what changed"
 REPLAY_EPILOG = """\
@@ -60,13 +64,25 @@ timestamps (e.g. a backfill's original times)."""
 @contextlib.contextmanager
 def _output(path: str | None) -> Any:
     """Standard output, or ``path`` written as ``path.partial`` (mode 0600: it holds
-    people's messages) and renamed when complete; removed when the export fails."""
+    people's messages) and renamed when complete; removed when the export fails.
+
+    The partial file is always a new file: created exclusively (``O_EXCL``, which also
+    refuses a symbolic link, even a dangling one), never an existing file reused with its
+    mode, nor a link followed to overwrite its target. One that exists is refused: another
+    export is writing it, a killed one left it, or someone else put it there."""
     if path is None or path == "-":
         yield sys.stdout
         return
     target = Path(path)
     partial = target.with_name(target.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(partial, flags | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except FileExistsError:
+        raise ValueError(
+            f"{partial} already exists (another export writing {target.name}, or one that "
+            "was stopped; or not yours): check it, remove it and run again"
+        ) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", buffering=1024 * 1024) as out:
             yield out
