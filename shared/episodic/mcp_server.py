@@ -21,10 +21,19 @@ content that matches the tool's published output schema. Errors of the services 
 tool errors (``isError``) whose text says what to change.
 
 The dataset (whose memory) is the tool call's ``dataset`` argument, else the server's
-default (``--dataset`` or ``EPISODIC_MCP_DATASET``). Transports: stdio (a host starts the
-server per session) and streamable HTTP (``--transport http``; it binds 127.0.0.1 by
-default, with DNS-rebinding protection, and has no authentication of its own: every caller
-acts with the server's episodic credentials).
+default (``--dataset`` or ``EPISODIC_MCP_DATASET``), and a tool touches no other: a tool
+given a thread id reads the thread's dataset first (GetThread) and answers for a thread of
+another dataset exactly as for one that does not exist, even when the API key covers both
+(a tenant's ``acme/*`` key behind a server for ``acme/u1``). Transports: stdio (a host
+starts the server per session) and streamable HTTP (``--transport http``; it binds
+127.0.0.1 by default, with DNS-rebinding protection, and has no authentication of its own:
+every caller acts with the server's episodic credentials).
+
+Errors follow MCP (2025-11-25, SEP-1303): an unknown tool is a JSON-RPC -32602 error; an
+argument the tool's schema refuses, like a failure of the call itself, is a tool error
+naming the argument, which the model can correct. On stdio a line that is not JSON gets
+-32700 and one that is no valid JSON-RPC message -32600 (with its id when it has a valid
+one), as the HTTP transport answers, instead of the silence of the SDK's stdio transport.
 
 Built on the official MCP Python SDK (``mcp`` 2.x, whose high-level server is
 ``mcp.server.mcpserver.MCPServer`` — FastMCP's name in mcp 1.x).
@@ -33,18 +42,37 @@ Built on the official MCP Python SDK (``mcp`` 2.x, whose high-level server is
 # No ``from __future__ import annotations``: MCPServer reads the tools' annotations, and
 # those name values of :func:`build_server`'s scope (the dataset help text).
 
+import io
+import json
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import IO, Annotated, Any, Literal, cast
 
 import anyio
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+import grpc
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    InputRequiredResult,
+    JSONRPCError,
+    JSONRPCNotification,
+    TextContent,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
+from pydantic import BaseModel, Field, ValidationError
 
 from episodic.client import Episode as SdkEpisode
 from episodic.client import (
@@ -128,7 +156,10 @@ class EpisodeOut(BaseModel):
 
 class RecallOutput(BaseModel):
     dataset: str
-    episode_count: int = Field(description="Current episodes the dataset holds in all.")
+    episode_count: int = Field(
+        description="Current episodes the dataset holds in all (summaries: events, which "
+        "`episodes` may hold too, are not counted)."
+    )
     now: datetime = Field(description="The time relative timestamps are measured from.")
     episodes: list[EpisodeOut] = Field(description="Best first.")
     match: float | None = Field(
@@ -236,7 +267,9 @@ def _result(text: str, output: BaseModel) -> CallToolResult:
 
 
 def parse_time(value: str | None, name: str) -> datetime | None:
-    """An ISO 8601 argument (a date, or a time; naive means UTC), or None."""
+    """An ISO 8601 argument (a date, or a time; naive means UTC), or None. A time that is
+    not between 0001-01-01 and 9999-12-31 in UTC (what a timestamp holds), such as
+    ``0001-01-01T00:00:00+14:00``, is a tool error naming the argument and the range."""
     if value is None or not value.strip():
         return None
     text = value.strip()
@@ -249,7 +282,40 @@ def parse_time(value: str | None, name: str) -> datetime | None:
             f"{name}={value!r} is not an ISO 8601 date or time; use e.g. 2026-05-14 or "
             "2026-05-14T14:22:00Z"
         ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if not parsed.tzinfo:
+        return parsed.replace(tzinfo=UTC)
+    try:
+        parsed.astimezone(UTC)  # the conversion every later step makes
+    except OverflowError:
+        raise ToolError(
+            f"{name}={value!r} is out of range: use a time between 0001-01-01T00:00:00Z and "
+            "9999-12-31T23:59:59Z (in UTC)"
+        ) from None
+    return parsed
+
+
+def _recall_count(summaries: int, events: int, episode_count: int) -> str:
+    """What a recall answer shows, counted as the dataset counts it: ``episode_count``
+    counts its episodes, not its events, so the events shown are counted apart."""
+    parts = []
+    if summaries or not events:
+        total = max(episode_count, summaries)
+        parts.append(f"{summaries} of {total} episode{'' if total == 1 else 's'}")
+    if events:
+        parts.append(f"{events} event{'' if events == 1 else 's'}")
+    return " and ".join(parts)
+
+
+def _thread_not_found(thread_id: str) -> NotFoundError:
+    """The services' NOT_FOUND for a thread that does not exist (or the caller may not see),
+    word for word (episodic.store.owners.thread_not_found): the answer for a thread of
+    another dataset than the call's, which must not tell that it exists."""
+    return NotFoundError(
+        grpc.StatusCode.NOT_FOUND,
+        f"thread {thread_id} does not exist",
+        metadata={"thread_id": thread_id},
+        method="GetThread",
+    )
 
 
 def _tool_error(err: EpisodicRpcError, client: EpisodicClient) -> ToolError:
@@ -269,6 +335,47 @@ def _tool_error(err: EpisodicRpcError, client: EpisodicClient) -> ToolError:
     elif isinstance(err, NotFoundError):
         text = f"not found: {err.message} (list_threads shows the thread ids that exist)"
     return ToolError(text)
+
+
+def _arguments_error(tool: str, err: ValidationError) -> str:
+    """Arguments the tool's input schema refuses, each named, in words (pydantic's own text
+    names its model and links its docs)."""
+    problems = []
+    for problem in err.errors(include_url=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        if problem["type"] == "missing":
+            problems.append(f"`{where}` is required")
+        else:
+            problems.append(f"`{where}`: {problem['msg']}")
+    return (
+        f"invalid arguments for {tool}: {'; '.join(problems)} (the tool's input schema says "
+        "what each argument takes)"
+    )
+
+
+class _EpisodicMCPServer(MCPServer[Any]):
+    """The SDK's server, with MCP's error kinds for a tool call (2025-11-25, SEP-1303): an
+    unknown tool is a protocol error (-32602) naming the tools there are; arguments that do
+    not fit the tool's schema are a tool error that names them, for the model to correct
+    (the SDK sends pydantic's text, which names an internal model and links its docs)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        names = [tool.name for tool in await self.list_tools()]
+        if name not in names:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Unknown tool: {name!r}; the tools are {', '.join(names)}",
+            )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):  # the arguments, not the call
+                raise ToolError(_arguments_error(name, exc.__cause__)) from exc.__cause__
+            raise
 
 
 # --------------------------------------------------------------------------- the server
@@ -303,6 +410,17 @@ def build_server(
             )
         return chosen
 
+    def thread_of(c: EpisodicClient, thread_id: str, dataset: str) -> Thread:
+        """The thread, if it is one of ``dataset``. The services check only that the key
+        covers the thread's dataset, and a key may cover several (``acme/*``), so the call
+        that names a thread by id learns its dataset first (GetThread, the one extra call
+        at most a tool makes for it: load_thread and remember need the thread anyway) and
+        answers for another dataset's thread as for a thread that does not exist."""
+        thread = c.get_thread(thread_id)
+        if thread.dataset != dataset:
+            raise _thread_not_found(thread.thread_id)
+        return thread
+
     dataset_help = (
         "Whose memory to use, e.g. 'user_42' (letters, digits, _ . : @ -, '/' between parts). "
         + (
@@ -313,7 +431,7 @@ def build_server(
     )
     Dataset = Annotated[str | None, Field(description=dataset_help)]
 
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _EpisodicMCPServer(
         SERVER_NAME,
         title="Episodic memory",
         instructions=INSTRUCTIONS,
@@ -366,11 +484,13 @@ def build_server(
             for m in messages
         ]
 
+        ds = dataset_of(dataset)
+
         def run(c: EpisodicClient) -> tuple[Thread, bool, Any]:
             if thread_id:
-                result = c.add_messages(thread_id, items)
-                return c.get_thread(thread_id), False, result
-            thread = c.create_thread(dataset_of(dataset), label=label or "")
+                thread = thread_of(c, thread_id, ds)
+                return thread, False, c.add_messages(thread.thread_id, items)
+            thread = c.create_thread(ds, label=label or "")
             return thread, True, c.add_messages(thread.thread_id, items)
 
         thread, created, result = call(run)
@@ -411,8 +531,10 @@ def build_server(
     )
     def end_thread(
         thread_id: Annotated[str, Field(description="The thread to end (from remember).")],
+        dataset: Dataset = None,
     ) -> Annotated[CallToolResult, EndThreadOutput]:
-        result = call(lambda c: c.end_thread(thread_id))
+        ds = dataset_of(dataset)
+        result = call(lambda c: c.end_thread(thread_of(c, thread_id, ds).thread_id))
         if result.episode_queued:
             text = (
                 f"Ended thread {thread_id}: episode {result.episode_id or '(id pending)'} is "
@@ -597,14 +719,14 @@ def build_server(
             else:
                 text = f"No memories of dataset {ds} match this request."
         else:
-            threads = {e.thread_id: e.thread_label for e in episodes}
+            threads = {e.thread_id: e.thread_label for e in episodes if e.thread_id}
             ids = "; ".join(f'"{label}" {tid}' if label else tid for tid, label in threads.items())
-            text = (
-                f"{len(episodes)} of {result.episode_count} episodes of dataset {ds}, oldest "
-                f"first (now: {absolute_time(now)}):\n\n"
-                + render_episodes(episodes, now=now, key_learnings=True)
-                + f"\n\n(Threads: {ids}. load_thread gives a thread's exact messages.)"
-            )
+            events = sum(1 for e in episodes if e.kind == "event")
+            count = _recall_count(len(episodes) - events, events, result.episode_count)
+            text = f"{count} of dataset {ds}, oldest first (now: {absolute_time(now)}):\n\n"
+            text += render_episodes(episodes, now=now, key_learnings=True)
+            if ids:
+                text += f"\n\n(Threads: {ids}. load_thread gives a thread's exact messages.)"
             if abstain and result.match is not None and not result.abstain_applied:
                 text += (
                     "\n\n(Abstention is not available for this dataset's language or the "
@@ -720,14 +842,17 @@ def build_server(
                 "last `limit` messages.",
             ),
         ] = None,
+        dataset: Dataset = None,
     ) -> Annotated[CallToolResult, LoadThreadOutput]:
+        ds = dataset_of(dataset)
+
         def run(c: EpisodicClient) -> tuple[Thread, list[SdkMessage]]:
-            thread = c.get_thread(thread_id)
+            thread = thread_of(c, thread_id, ds)
             first = start_sequence or max(1, thread.message_count - limit + 1)
             if thread.message_count == 0 or first > thread.message_count:
                 return thread, []
             return thread, c.load_session(
-                thread_id, start_sequence=first, end_sequence=first + limit - 1
+                thread.thread_id, start_sequence=first, end_sequence=first + limit - 1
             )
 
         thread, messages = call(run)
@@ -779,6 +904,148 @@ def _version() -> str:
 # --------------------------------------------------------------------------- running
 
 
+def _valid_id(value: object) -> bool:
+    """A JSON-RPC id MCP allows: a string or an integer (not null, a number with a fraction,
+    or a boolean)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _jsonrpc_error(id_: str | int | None, code: int, message: str) -> SessionMessage:
+    return SessionMessage(
+        JSONRPCError(jsonrpc="2.0", id=id_, error=ErrorData(code=code, message=message))
+    )
+
+
+def _invalid_request(value: object, err: ValidationError) -> SessionMessage:
+    """The -32600 answer to JSON ``value`` that is no valid JSON-RPC message (``err`` says
+    why), with the request's id when it is a request with a valid one."""
+    if isinstance(value, list):
+        reason = "batches are not supported: send one JSON-RPC message per line"
+        return _jsonrpc_error(None, INVALID_REQUEST, f"Invalid request: {reason}")
+    if not isinstance(value, dict):
+        reason = "a JSON-RPC message is a JSON object"
+        return _jsonrpc_error(None, INVALID_REQUEST, f"Invalid request: {reason}")
+    raw_id = value.get("id")
+    id_ = raw_id if "method" in value and _valid_id(raw_id) else None
+    problems = err.errors(include_url=False)
+    kind = "JSONRPCRequest" if "id" in value else "JSONRPCNotification"
+    if "method" not in value:
+        kind = "JSONRPCResponse"
+    if problems[0]["type"] == "json_invalid":  # what Python's json reads, jiter does not
+        reason = (
+            f"{problems[0]['msg']} (a lone surrogate escape such as \\ud800 is no Unicode text)"
+        )
+    elif value.get("jsonrpc") != "2.0":
+        reason = '"jsonrpc" must be "2.0"'
+    elif "id" in value and not _valid_id(raw_id):
+        reason = "id must be a string or an integer"
+    else:
+        mine = [p for p in problems if p["loc"][:1] == (kind,)] or problems
+        reason = "; ".join(
+            f"{'.'.join(str(part) for part in p['loc'][1:]) or 'message'}: {p['msg']}"
+            for p in mine[:3]
+        )
+    return _jsonrpc_error(id_, INVALID_REQUEST, f"Invalid request: {reason}")
+
+
+def _answer_to_line(line: str) -> SessionMessage | None:
+    """The error answering a line of stdio input that is no valid JSON-RPC message, or None
+    for one the server is to serve: -32700 (id null) for a line that is not JSON, -32600
+    for JSON that is no valid message (JSON-RPC 2.0). The SDK reads a request with an
+    invalid id as a notification, which gets no answer either: so is one with an ``id``."""
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as err:
+        try:
+            value = json.loads(line)  # Python's reader: lone surrogates are JSON to it
+        except (ValueError, RecursionError):
+            reason = err.errors(include_url=False)[0]["msg"]
+            return _jsonrpc_error(None, PARSE_ERROR, f"Parse error: {reason}")
+        return _invalid_request(value, err)
+    if isinstance(message, JSONRPCNotification):
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):  # pragma: no cover - jiter read it
+            return None
+        if isinstance(value, dict) and "id" in value:
+            reason = "id must be a string or an integer"
+            return _jsonrpc_error(None, INVALID_REQUEST, f"Invalid request: {reason}")
+    return None
+
+
+class _UnownedText(io.TextIOWrapper):
+    """A text layer whose close leaves the binary stream open (it is not ours to close)."""
+
+    def close(self) -> None:
+        with suppress(ValueError):
+            self.detach()
+
+
+class _CheckedLines:
+    """stdin's lines for the SDK's stdio transport, JSON-RPC messages only: a line that is
+    none is answered here, on the transport's write stream, and not passed on (the SDK
+    turns it into an exception the server drops, so the host would wait for an answer
+    until its own timeout). Blank lines are no messages and get no answer."""
+
+    def __init__(self, source: anyio.AsyncFile[str]) -> None:
+        self._source = source
+        self._answers: Any = None
+        self._ready = anyio.Event()
+
+    def answer_on(self, write_stream: Any) -> None:
+        self._answers = write_stream
+        self._ready.set()
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self._source:
+            if not line.strip():
+                continue
+            answer = _answer_to_line(line)
+            if answer is None:
+                yield line
+                continue
+            await self._ready.wait()
+            try:
+                await self._answers.send(answer)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+
+
+@contextmanager
+def _stdin_for_the_wire() -> Iterator[IO[bytes]]:
+    """The host's messages on fd 0, read through a private duplicate while fd 0 points at
+    the null device, as the SDK's stdio transport does when it reads stdin itself (nothing
+    the server runs can read them); fd 0 is restored on exit. The duplicate is never
+    closed: a worker thread may still block on it (the SDK's reason too)."""
+    try:
+        wire = os.dup(0)
+    except OSError:
+        yield sys.stdin.buffer
+        return
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    try:
+        yield os.fdopen(wire, "rb", closefd=False)
+    finally:
+        os.dup2(wire, 0)
+
+
+async def _serve_stdio(server: MCPServer[Any]) -> None:
+    """``server.run("stdio")`` (MCPServer.run_stdio_async) with stdin's lines checked
+    first (:class:`_CheckedLines`): the SDK's stdio_server takes the lines from us and
+    still owns stdout. ``_lowlevel_server`` is what run_stdio_async runs (mcp is pinned)."""
+    lowlevel = server._lowlevel_server
+    with _stdin_for_the_wire() as wire:
+        text = _UnownedText(wire, encoding="utf-8", errors="replace")
+        lines = _CheckedLines(anyio.wrap_file(text))
+        async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
+            lines.answer_on(write_stream)
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
 async def _serve_http(server: MCPServer[Any], host: str, port: int, path: str) -> None:
     """Streamable HTTP on ``host:port`` at ``path``. The socket is bound first, so the
     line announcing the URL names the real port (``--port 0`` picks a free one)."""
@@ -807,6 +1074,6 @@ def serve(
     """Runs the MCP server until the host disconnects (stdio) or it is interrupted (HTTP)."""
     server = build_server(client, dataset or os.environ.get(DATASET_ENV) or None)
     if transport == "stdio":
-        server.run("stdio")
+        anyio.run(_serve_stdio, server)
     else:
         anyio.run(_serve_http, server, host, port, path)
