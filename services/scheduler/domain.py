@@ -37,7 +37,8 @@ claimed_by = me AND version = claimed version`` (timer locks, in thread_id order
 A message arriving meanwhile is either committed before the thread lock (it is in the
 window) or after it (it is not, and stays uncaptured); its RecordActivity bumps the version
 and clears the claim, so the delete matches nothing and the timer survives with its new
-deadline — the message is neither lost nor swallowed.
+deadline (or, arriving while the firing holds the thread's row, waits for it and arms a new
+timer) — the message is neither lost nor swallowed.
 
 Catch-up. Ingest's notices are best-effort (a down Scheduler must not fail a write), so
 :func:`catch_up` — run at startup and periodically on every replica — creates a timer for
@@ -47,7 +48,9 @@ an EndThread is owed (``end_requested_sequence > captured_sequence``), else at
 ``threads_uncaptured_idx`` and locks the candidate threads ``FOR SHARE SKIP LOCKED``: a
 thread whose episode is being opened (or which is being written) right now is skipped, and
 a thread locked after its opener committed is re-checked on its new row version, so the
-catch-up never makes a timer for messages an in-flight episode is capturing. A timer that
+catch-up never makes a timer for messages an in-flight episode is capturing; its second
+statement (an owed EndThread's timer made due now) skips timers locked by others too, as it
+already holds the timers the first inserted (no deadlock with RecordThreadStarted). A timer that
 outlives its messages (say a RecordActivity arriving after an explicit episode captured
 them) fires empty and is dropped. A lost RecordThreadStarted is not replayed: the siblings then fire at their idle
 deadline instead (at most ``auto_episode_interval`` later); nothing is lost.
@@ -100,33 +103,60 @@ def record_activity(
     """Trigger 3: (re)arms the thread's idle timer at ``now + auto_episode_interval``.
 
     Bumping ``version`` and clearing the claim tells a replica firing the old deadline that
-    new activity arrived: its guarded delete fails and the timer survives. Returns fire_at.
+    new activity arrived: its guarded delete fails and the timer survives. Returns fire_at;
+    NOT_FOUND when the thread is gone, also when it is erased while this runs.
+
+    Two steps, so that re-arming an existing timer (nearly every call) takes no thread
+    lock — it must not wait for a firing that holds the thread's row — while creating one
+    cannot meet an erasure halfway: the timer alone is updated first; only when there is
+    none (or it was deleted meanwhile, by an erasure or a firing), the thread's row is
+    key-share locked, then the timer is inserted (see :func:`record_thread_started` for
+    the lock order). An erasure holding the thread makes that wait and then find no row:
+    NOT_FOUND, never a timer insert failing its foreign key.
     """
+    params = {
+        "dataset": dataset,
+        "id": thread_id,
+        "interval": settings.auto_episode_interval,
+        "trace": _trace_json(current_trace_context()),
+        "now": now,
+    }
+    # An owed explicit episode keeps its deadline unless it is being fired right now (then
+    # the firing captures up to some message and the rest waits for idleness).
+    explicit_kept = "s.trigger = 'explicit' AND s.claimed_at IS NULL"
+    row = conn.execute(
+        text(
+            "UPDATE scheduled_episodes s SET "
+            f"fire_at = CASE WHEN {explicit_kept} "
+            f"  THEN LEAST(s.fire_at, {NOW} + :interval) ELSE {NOW} + :interval END, "
+            f"trigger = CASE WHEN {explicit_kept} THEN 'explicit' ELSE 'inactivity' END, "
+            "version = s.version + 1, claimed_at = NULL, claimed_by = NULL, "
+            "trace_context = CAST(:trace AS jsonb), updated_at = now() "
+            "WHERE s.dataset = :dataset AND s.thread_id = :id RETURNING fire_at"
+        ),
+        params,
+    ).first()
+    if row is not None:
+        return row[0]
     row = conn.execute(
         text(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
             "trace_context, created_at, updated_at) "
             f"SELECT thread_id, dataset, {NOW} + :interval, 'inactivity', "
             "CAST(:trace AS jsonb), now(), now() FROM threads "
-            "WHERE dataset = :dataset AND thread_id = :id "
+            # The thread's key lock before its timer (the lock the timer's foreign key takes
+            # anyway, taken first).
+            "WHERE dataset = :dataset AND thread_id = :id FOR KEY SHARE "
+            # Another notice (or the catch-up) may have created the timer since the update.
             "ON CONFLICT (dataset, thread_id) DO UPDATE SET "
-            # An owed explicit episode keeps its deadline unless it is being fired right now
-            # (then the firing captures up to some message and the rest waits for idleness).
-            "fire_at = CASE WHEN s.trigger = 'explicit' AND s.claimed_at IS NULL "
+            f"fire_at = CASE WHEN {explicit_kept} "
             "  THEN LEAST(s.fire_at, excluded.fire_at) ELSE excluded.fire_at END, "
-            "trigger = CASE WHEN s.trigger = 'explicit' AND s.claimed_at IS NULL "
-            "  THEN 'explicit' ELSE 'inactivity' END, "
+            f"trigger = CASE WHEN {explicit_kept} THEN 'explicit' ELSE 'inactivity' END, "
             "version = s.version + 1, claimed_at = NULL, claimed_by = NULL, "
             "trace_context = excluded.trace_context, updated_at = excluded.updated_at "
             "RETURNING fire_at"
         ),
-        {
-            "dataset": dataset,
-            "id": thread_id,
-            "interval": settings.auto_episode_interval,
-            "trace": _trace_json(current_trace_context()),
-            "now": now,
-        },
+        params,
     ).first()
     if row is None:
         raise thread_not_found(thread_id)
@@ -145,8 +175,33 @@ def record_thread_started(
 
     Only siblings with uncaptured messages; never pushes a deadline later; leaves a timer
     being fired alone. Returns how many timers were pulled forward (or created for a
-    sibling whose activity notice was lost).
+    sibling whose activity notice was lost). NOT_FOUND when the thread itself is gone (also
+    when it is erased while this runs).
+
+    Lock order. Every writer of timers takes a thread's row lock before its timer's, and
+    several of them in ``thread_id`` order: :func:`fire_timers` (every thread of the batch
+    ``FOR UPDATE``, then their timers), :func:`request_episode`, the erasure and
+    :func:`record_activity` (one thread, then its timer), :func:`catch_up` (threads
+    ``FOR SHARE SKIP LOCKED``, then timers; its second statement skips locked timers).
+    This one does the same: the thread's own row ``FOR KEY SHARE`` first (waiting for an
+    erasure, which then answers NOT_FOUND), then in one statement, in ``thread_id``
+    order, each sibling's row ``FOR KEY SHARE SKIP LOCKED`` and then its timer. A sibling
+    whose row is locked ``FOR UPDATE`` is skipped, and skipping is right for every holder:
+    a firing (its timer is claimed, which this leaves alone anyway) or RequestEpisode
+    (either captures what is uncaptured and decides the timer), an erasure (the thread is
+    going), a writer (its RecordActivity sets the deadline next anyway). So this never
+    waits for a thread lock while holding a timer — the inverse order, timers then the
+    threads' key locks (the foreign key checks of the inserted timers at the end of the
+    statement), deadlocked with the sweep — and the timers it does wait for are never
+    those of a thread another transaction holds ``FOR UPDATE`` while waiting for timers:
+    the key lock this holds keeps such a transaction out of the thread.
     """
+    own = conn.execute(
+        text("SELECT 1 FROM threads WHERE dataset = :dataset AND thread_id = :id FOR KEY SHARE"),
+        {"dataset": dataset, "id": thread_id},
+    ).first()
+    if own is None:
+        raise thread_not_found(thread_id)
     rows = conn.execute(
         text(
             "INSERT INTO scheduled_episodes AS s (thread_id, dataset, fire_at, trigger, "
@@ -155,8 +210,9 @@ def record_thread_started(
             "CAST(:trace AS jsonb), now(), now() "
             "FROM threads t WHERE t.dataset = :dataset AND t.thread_id <> :id "
             "AND t.last_sequence > t.captured_sequence "
-            # One lock order for every multi-row timer writer (no deadlocks between them).
-            "ORDER BY t.thread_id "
+            # One lock order for every multi-row timer writer (no deadlocks between them):
+            # each sibling's row (locked after the sort), then its timer.
+            "ORDER BY t.thread_id FOR KEY SHARE OF t SKIP LOCKED "
             "ON CONFLICT (dataset, thread_id) DO UPDATE SET fire_at = excluded.fire_at, "
             "trigger = 'new_thread', updated_at = excluded.updated_at "
             "WHERE s.claimed_at IS NULL AND s.fire_at > excluded.fire_at "
@@ -304,9 +360,12 @@ def fire_timers(
     in thread_id order, :func:`episodic.store.episodes.open_episodes`), then delete the
     timers still ours at the claimed version (their rows locked in thread_id order too).
     Every lock is taken in one order — threads by id, then timers by id — and every other
-    writer takes at most one thread's lock, or timers in that same order
-    (:func:`record_thread_started`), so the batch cannot deadlock with them; that is what
-    makes one transaction per batch safe where the first version needed one per timer.
+    writer takes a thread's lock before its timer's, one thread or several in that same
+    order (:func:`record_thread_started`, which skips a thread locked ``FOR UPDATE``, so it
+    never touches a timer of a batch being fired), or skips locked rows
+    (:func:`claim_due_timers`, :func:`catch_up`), so the batch cannot deadlock with them;
+    that is what makes one transaction per batch safe where the first version needed one
+    per timer.
     A message arriving meanwhile behaves exactly as with :func:`fire_timer`.
     """
     if not timers:
@@ -381,10 +440,16 @@ def unclaim_timers(conn: Connection, worker: str, timers: list[ClaimedTimer]) ->
                 if len(datasets) > 1
                 else ""
             )
-            + "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL "
-            "FROM unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS u(dataset, id) "
-            "WHERE s.dataset = ANY(:batch) AND s.dataset = u.dataset "
-            "AND s.thread_id = u.id AND s.claimed_by = :me"
+            + "WITH mine AS ("
+            "  SELECT se.dataset, se.thread_id FROM scheduled_episodes se "
+            "  JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS u(dataset, id) "
+            "    ON se.dataset = u.dataset AND se.thread_id = u.id "
+            "  WHERE se.dataset = ANY(:batch) AND se.claimed_by = :me "
+            # Timers in thread_id order, like every multi-row timer writer.
+            "  ORDER BY se.thread_id FOR UPDATE OF se) "
+            "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL "
+            "FROM mine WHERE s.dataset = ANY(:batch) AND s.dataset = mine.dataset "
+            "AND s.thread_id = mine.thread_id AND s.claimed_by = :me"
         ),
         {
             "datasets": [t.dataset for t in timers],
@@ -456,10 +521,18 @@ def catch_up(
             across_datasets("the Scheduler's catch-up sweep finds threads of every dataset")
             + "WITH cand AS ("
             "  SELECT t.dataset, t.thread_id FROM threads t "
+            "  JOIN scheduled_episodes se "
+            "    ON se.dataset = t.dataset AND se.thread_id = t.thread_id "
             "  WHERE t.last_sequence > t.captured_sequence "
             "  AND t.end_requested_sequence > t.captured_sequence "
+            "  AND se.claimed_at IS NULL "
+            f"  AND (se.trigger <> 'explicit' OR se.fire_at > {DUE_NOW}) "
             "  ORDER BY t.thread_id LIMIT :limit "
-            "  FOR SHARE OF t SKIP LOCKED) "
+            # The timers too are skipped when locked: this transaction already holds the
+            # timers the first statement inserted, so waiting here for a timer (say one
+            # RecordThreadStarted holds while it waits for one of those) would deadlock.
+            # A skipped timer is being written right now; the next pass sees it.
+            "  FOR SHARE OF t SKIP LOCKED FOR UPDATE OF se SKIP LOCKED) "
             f"UPDATE scheduled_episodes s SET fire_at = {DUE_NOW}, trigger = 'explicit', "
             "version = s.version + 1, updated_at = now() "
             "FROM cand WHERE s.dataset = cand.dataset AND s.thread_id = cand.thread_id "

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 import grpc
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from episodic import access, convert
 from episodic.config import SchedulerSettings
-from episodic.errors import InvalidArgument
+from episodic.errors import Aborted, InvalidArgument
 from episodic.store import audit, owners, records
 from episodic.store.vault import Vault
 from episodic.v1 import scheduler_service_pb2 as pb
@@ -18,6 +22,25 @@ from episodic.validation import parse_uuid
 
 from . import domain
 from .sweeper import Sweeper
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: How often a notice (RecordActivity, RecordThreadStarted, RequestEpisode) is tried when
+#: PostgreSQL picks it as a deadlock's victim or fails it for serialisation. The notices
+#: take their locks in the sweep's order (see ``domain.record_thread_started``), so this
+#: is a backstop for lock orders outside the Scheduler; each try is a fresh transaction
+#: (the failed one rolled back whole, so a retry repeats nothing).
+NOTICE_ATTEMPTS = 3
+
+#: SQLSTATEs of a transaction that lost to another one and may simply run again.
+_RETRYABLE = frozenset({"40P01", "40001"})
+_FOREIGN_KEY_VIOLATION = "23503"
+
+
+def _sqlstate(err: DBAPIError) -> str | None:
+    return getattr(err.orig, "sqlstate", None)
 
 
 def _trigger(value: int) -> str:
@@ -38,22 +61,60 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         self.sweeper = sweeper
         self.vault = vault
 
+    def _notice(self, thread_id: uuid.UUID, work: Callable[[Connection, str], T]) -> T:
+        """Runs a notice about thread ``thread_id`` in a transaction of its own: NOT_FOUND
+        when the thread does not exist — also when it is erased meanwhile — and a deadlock
+        or serialisation failure is tried again (``NOTICE_ATTEMPTS``), then ABORTED: the
+        database is up, the call lost to another transaction."""
+        for attempt in range(1, NOTICE_ATTEMPTS + 1):
+            try:
+                with self.engine.begin() as conn:
+                    return work(conn, owners.require_thread(conn, thread_id))
+            except IntegrityError as err:
+                # The domain locks the thread before writing rows that reference it, so an
+                # erasure cannot slip in between; should a foreign key still find the thread
+                # gone, the answer is the one a missing thread gets.
+                if _sqlstate(err) == _FOREIGN_KEY_VIOLATION:
+                    raise owners.thread_not_found(thread_id) from err
+                raise
+            except DBAPIError as err:
+                if _sqlstate(err) not in _RETRYABLE:
+                    raise
+                if attempt == NOTICE_ATTEMPTS:
+                    raise Aborted(
+                        f"the notice about thread {thread_id} lost to concurrent transactions "
+                        f"{NOTICE_ATTEMPTS} times; retry",
+                        thread_id=str(thread_id),
+                    ) from err
+                log.info(
+                    "notice about thread %s lost to a concurrent transaction (%s); retrying",
+                    thread_id,
+                    _sqlstate(err),
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def RecordActivity(
         self, request: pb.RecordActivityRequest, context: grpc.ServicerContext
     ) -> pb.RecordActivityResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
-        with self.engine.begin() as conn:
-            dataset = owners.require_thread(conn, thread_id)
-            fire_at = domain.record_activity(conn, thread_id, self.settings, dataset=dataset)
+        fire_at = self._notice(
+            thread_id,
+            lambda conn, dataset: domain.record_activity(
+                conn, thread_id, self.settings, dataset=dataset
+            ),
+        )
         return pb.RecordActivityResponse(fire_at=convert.ts(fire_at))
 
     def RecordThreadStarted(
         self, request: pb.RecordThreadStartedRequest, context: grpc.ServicerContext
     ) -> pb.RecordThreadStartedResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
-        with self.engine.begin() as conn:
-            dataset = owners.require_thread(conn, thread_id)
-            pulled = domain.record_thread_started(conn, thread_id, self.settings, dataset=dataset)
+        pulled = self._notice(
+            thread_id,
+            lambda conn, dataset: domain.record_thread_started(
+                conn, thread_id, self.settings, dataset=dataset
+            ),
+        )
         return pb.RecordThreadStartedResponse(timers_pulled_forward=pulled)
 
     def RequestEpisode(
@@ -61,13 +122,15 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.RequestEpisodeResponse:
         thread_id = parse_uuid(request.thread_id, "thread_id")
         trigger = _trigger(request.trigger)
-        with self.engine.begin() as conn:
-            dataset = owners.require_thread(conn, thread_id)
+
+        def request_episode(conn: Connection, dataset: str) -> pb.RequestEpisodeResponse:
             result = domain.request_episode(conn, thread_id, trigger, dataset=dataset)
             if result.episode is None:
                 return pb.RequestEpisodeResponse(episode_queued=False)
             episode = self.vault.open_one(conn, result.episode, "episodes")
-        return pb.RequestEpisodeResponse(episode_queued=True, episode=convert.episode(episode))
+            return pb.RequestEpisodeResponse(episode_queued=True, episode=convert.episode(episode))
+
+        return self._notice(thread_id, request_episode)
 
     def RunSweep(
         self, request: pb.RunSweepRequest, context: grpc.ServicerContext

@@ -27,7 +27,7 @@ from episodic import metrics
 from episodic.config import PrivacySettings, RecoverySettings, SchedulerSettings
 from episodic.errors import describe_error, log_failure
 from episodic.store import episodes
-from episodic.store.db import is_database_outage
+from episodic.store.db import is_database_outage, is_lock_conflict
 from episodic.store.lifecycle import LifecycleResult, run_lifecycle
 from episodic.store.sql import worker_id
 from episodic.store.vault import Vault
@@ -292,7 +292,9 @@ class Sweeper:
             ):
                 return list(domain.fire_timers(conn, timers, self.worker, now))
         except Exception as err:
-            if is_database_outage(err):
+            # A lock conflict (a deadlock victim, say) is a statement that lost, not an
+            # outage: the database is up, so the batch is fired again one timer at a time.
+            if is_database_outage(err) and not is_lock_conflict(err):
                 # The batch stops; its claims are handed back once the database answers
                 # again (the next pass), not after the reclaim timeout.
                 self._release_owed = True
@@ -369,7 +371,14 @@ class Sweeper:
                 # Wake for the next deadline if it comes before the next poll.
                 wait = poll if due_in is None else min(poll, max(float(due_in), 0.005))
             except Exception as err:
-                if is_database_outage(err):
+                if is_lock_conflict(err):
+                    # The database is up: a statement of the pass lost to another
+                    # transaction (deadlock, lock timeout); the next pass does its work.
+                    log.warning(
+                        "scheduler pass lost to a concurrent transaction: %s; retrying",
+                        describe_error(err),
+                    )
+                elif is_database_outage(err):
                     log.warning("scheduler lost the database: %s; retrying", describe_error(err))
                 else:
                     log_failure(log, "scheduler pass failed; retrying", err)

@@ -197,6 +197,10 @@ def open_episodes(
     """Opens a pending episode over each thread's uncaptured messages, if it has any; returns
     the new episode rows by thread (threads with nothing uncaptured, or gone, are absent).
 
+    A thread whose window's first or last message is gone is being erased (the erasure
+    deletes its messages in slices before it takes the thread's row): nothing is opened
+    for it, as for a thread with nothing uncaptured.
+
     Takes the threads' row locks (held until the caller commits), so a message committed
     before the lock is in the window and one committed after it is not — it stays
     uncaptured for the next episode. The locks are taken in ``thread_id`` order, the one
@@ -264,24 +268,31 @@ def open_episodes(
                 "    AS u(dataset, tid, trig, trace) "
                 "    ON t.dataset = u.dataset AND t.thread_id = u.tid "
                 "  WHERE t.dataset = ANY(:batch) AND t.last_sequence > t.captured_sequence), "
+                "b AS ("
+                "  SELECT w.*, "
+                "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
+                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.s) AS first_at, "
+                "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
+                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e) AS last_at "
+                "  FROM w), "
+                # A window whose first or last message is gone belongs to a thread being
+                # erased (its messages go in slices before its row, which is what this
+                # holds; compaction drops captured messages only): nothing to open.
+                "ok AS (SELECT * FROM b WHERE first_at IS NOT NULL AND last_at IS NOT NULL), "
                 "opened AS ("
                 "  INSERT INTO episodes (episode_id, thread_id, dataset, trigger, "
                 "  start_sequence, end_sequence, message_count, started_at, ended_at, "
                 "  trace_context, next_attempt_at, created_at, updated_at) "
-                "  SELECT gen_random_uuid(), w.tid, w.dataset, w.trig, w.s, w.e, w.e - w.s + 1, "
-                "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
-                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.s), "
-                "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
-                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e), "
-                "  CAST(w.trace AS jsonb), "
+                "  SELECT gen_random_uuid(), ok.tid, ok.dataset, ok.trig, ok.s, ok.e, "
+                "  ok.e - ok.s + 1, ok.first_at, ok.last_at, CAST(ok.trace AS jsonb), "
                 # Claimable at once, whether the injected clock is ahead of or behind the
                 # database's (a replayed past must not hide new work from live workers).
-                f"  {DUE_NOW}, now(), now() FROM w "
+                f"  {DUE_NOW}, now(), now() FROM ok "
                 "  RETURNING *), "
                 "captured AS ("
-                "  UPDATE threads t SET captured_sequence = w.e FROM w "
-                "  WHERE t.dataset = ANY(:batch) AND t.dataset = w.dataset "
-                "  AND t.thread_id = w.tid) "
+                "  UPDATE threads t SET captured_sequence = ok.e FROM ok "
+                "  WHERE t.dataset = ANY(:batch) AND t.dataset = ok.dataset "
+                "  AND t.thread_id = ok.tid) "
                 f"SELECT {episode_columns('opened', 'ANY(:batch)')} FROM opened "
                 # Delivered when the caller commits.
                 "CROSS JOIN LATERAL (SELECT pg_notify(:channel, CAST(opened.episode_id AS text))) "
