@@ -59,6 +59,7 @@ __all__ = [
     "dataset_config",
     "detect_language",
     "hand_back_to_detection",
+    "hold_language",
     "language_origin",
     "resolve_language",
     "set_language",

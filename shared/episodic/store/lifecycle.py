@@ -174,10 +174,10 @@ def compact_thread(
     """Compacts one thread in the caller's transaction; returns how many messages were
     dropped, or None when it is not (or no longer) safe to compact. Takes the thread's
     row lock first, so a message or an episode arriving meanwhile waits or wins."""
-    # The episode's document is stemmed again below: the dataset's language is held
-    # (FOR KEY SHARE) before the thread's and the episodes' locks, as every writer that
-    # stems takes it, so a language set or detected meanwhile waits for this transaction
-    # or runs wholly before it (store/languages.py set_language).
+    # The episode's document is stemmed again below: the dataset's language lock is held
+    # (shared) before the thread's and the episodes' locks, as every writer that stems
+    # takes it, so a language set or detected meanwhile waits for this transaction or
+    # runs wholly before it (store/languages.py set_language).
     dataset_config(conn, dataset, for_write=True)
     # Every statement names the dataset: it routes to the thread's partition (shard).
     thread = (
