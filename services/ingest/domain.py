@@ -196,6 +196,20 @@ def check_new_messages(
 THREAD_ID_LOCK_SPACE = 0x7468
 
 
+def check_thread_key(value: str) -> str | None:
+    """CreateThreadRequest.idempotency_key: None when empty, else at most
+    :data:`MAX_IDEMPOTENCY_KEY_CHARS` characters PostgreSQL can store."""
+    if not value:
+        return None
+    if len(value) > MAX_IDEMPOTENCY_KEY_CHARS:
+        raise InvalidArgument(
+            f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
+            field="idempotency_key",
+        )
+    check_text(value, "idempotency_key")
+    return value
+
+
 def create_thread(
     conn: Connection,
     vault: Vault,
@@ -207,7 +221,36 @@ def create_thread(
 ) -> dict[str, Any]:
     """Creates a thread (registering its dataset on first use); returns it as clients see
     it. The label and metadata are sealed with the dataset's key."""
+    row, _ = find_or_create_thread(
+        conn, vault, dataset=dataset, thread_id=thread_id, label=label, metadata_json=metadata_json
+    )
+    return row
+
+
+def find_or_create_thread(
+    conn: Connection,
+    vault: Vault,
+    *,
+    dataset: str,
+    thread_id: uuid.UUID | None,
+    label: str,
+    metadata_json: str,
+    idempotency_key: str | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """CreateThread: creates a thread (registering its dataset on first use); returns it
+    as clients see it and whether this call created it. The label and metadata are sealed
+    with the dataset's key.
+
+    ``idempotency_key``: the dataset's own name for the thread. A key the dataset holds
+    returns its thread (not created) when the call asks for the same thread — label,
+    metadata, and the id if one is given — and is ALREADY_EXISTS otherwise, as a message
+    key sent again with other content is. Two calls with one key at once: the second's
+    insert waits on the unique index for the first to commit, then finds its thread."""
     key = vault.for_write(conn, dataset)
+    if idempotency_key is not None:
+        found = _thread_by_key(conn, key, dataset, idempotency_key)
+        if found is not None:
+            return _same_thread(found, thread_id, label, metadata_json, idempotency_key), False
     # A thread id is unique across datasets (id-only RPCs find the dataset by it), but the
     # primary key is (dataset, thread_id), which no index can extend across partitions: a
     # caller's own id is checked in every dataset. The transaction lock on the id makes
@@ -230,23 +273,70 @@ def create_thread(
     row = (
         conn.execute(
             text(
-                "INSERT INTO threads (thread_id, dataset, label, metadata) "
-                "VALUES (:id, :dataset, :label, :metadata) "
-                "ON CONFLICT (dataset, thread_id) DO NOTHING RETURNING *"
+                "INSERT INTO threads (thread_id, dataset, label, metadata, idempotency_key) "
+                "VALUES (:id, :dataset, :label, :metadata, :ikey) "
+                "ON CONFLICT DO NOTHING RETURNING *"
             ),
             {
                 "id": thread_id or uuid.uuid4(),
                 "dataset": dataset,
                 "label": key.seal(label, "threads.label"),
                 "metadata": key.seal(metadata_json, "threads.metadata"),
+                "ikey": idempotency_key,
             },
         )
         .mappings()
         .first()
     )
-    if row is None:
-        raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
-    return open_row(key, row, "threads")
+    if row is not None:
+        return open_row(key, row, "threads"), True
+    if idempotency_key is not None:  # a concurrent call with the key committed first
+        found = _thread_by_key(conn, key, dataset, idempotency_key)
+        if found is not None:
+            return _same_thread(found, thread_id, label, metadata_json, idempotency_key), False
+    raise AlreadyExists(f"thread {thread_id} already exists", thread_id=str(thread_id))
+
+
+def _thread_by_key(
+    conn: Connection, key: DatasetKey, dataset: str, idempotency_key: str
+) -> dict[str, Any] | None:
+    row = (
+        conn.execute(
+            text("SELECT * FROM threads WHERE dataset = :dataset AND idempotency_key = :ikey"),
+            {"dataset": dataset, "ikey": idempotency_key},
+        )
+        .mappings()
+        .first()
+    )
+    return None if row is None else open_row(key, row, "threads")
+
+
+def _same_thread(
+    found: dict[str, Any],
+    thread_id: uuid.UUID | None,
+    label: str,
+    metadata_json: str,
+    idempotency_key: str,
+) -> dict[str, Any]:
+    """``found`` (the thread ``idempotency_key`` names) if the call asks for that thread,
+    else ALREADY_EXISTS naming the key."""
+    stored = found["metadata"]
+    same = (
+        (thread_id is None or thread_id == found["thread_id"])
+        and label == (found["label"] or "")
+        and json.loads(metadata_json or "{}")
+        == (json.loads(stored) if isinstance(stored, str) else (stored or {}))
+    )
+    if not same:
+        raise AlreadyExists(
+            f"idempotency_key {idempotency_key!r} names thread {found['thread_id']}, created "
+            "with another label, metadata or id; a retry must send the same thread, a new "
+            "thread needs a new key",
+            field="idempotency_key",
+            reason="IDEMPOTENCY_KEY_REUSED",
+            thread_id=str(found["thread_id"]),
+        )
+    return found
 
 
 def get_thread(

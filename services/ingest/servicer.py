@@ -102,17 +102,20 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         metadata = domain.check_metadata(
             convert.struct_to_dict(request.metadata), "metadata", self.settings
         )
+        idempotency_key = domain.check_thread_key(request.idempotency_key)
         with self.engine.begin() as conn:
-            row = domain.create_thread(
+            row, created = domain.find_or_create_thread(
                 conn,
                 self.vault,
                 dataset=dataset,
                 thread_id=thread_id,
                 label=label,
                 metadata_json=metadata,
+                idempotency_key=idempotency_key,
             )
-        self.notifier.record_thread_started(str(row["thread_id"]))
-        return pb.CreateThreadResponse(thread=convert.thread(row))
+        if created:
+            self.notifier.record_thread_started(str(row["thread_id"]))
+        return pb.CreateThreadResponse(thread=convert.thread(row), created=created)
 
     def AddMessages(
         self, request: pb.AddMessagesRequest, context: grpc.ServicerContext

@@ -904,8 +904,9 @@ def _service_config(service: str, methods: Sequence[str]) -> str:
 
 
 #: The methods each service's channel repeats on UNAVAILABLE: every call the SDK makes
-#: without ``retry=False`` (tests/sdk check it), and only those — AddMessages and
-#: RecordEvent only when keyed (the SDK sends unkeyed ones on the ``noretry`` channel),
+#: without ``retry=False`` (tests/sdk check it), and only those — AddMessages,
+#: RecordEvent and CreateThread only when keyed (the SDK sends unkeyed ones on the
+#: ``noretry`` channel),
 #: SetDatasetPolicy because it names the values it sets (``update_mask``).
 _RETRIED = {
     "admin": (
@@ -921,7 +922,14 @@ _RETRIED = {
     ),
     "ingest": (
         "IngestService",
-        ("GetThread", "ListMessages", "ListThreads", "AddMessages", "RecordEvent"),
+        (
+            "GetThread",
+            "ListMessages",
+            "ListThreads",
+            "AddMessages",
+            "RecordEvent",
+            "CreateThread",
+        ),
     ),
     "recall": (
         "RecallService",
@@ -1228,16 +1236,27 @@ def create_thread(
     label: str = "",
     metadata: Mapping[str, Any] | None = None,
     thread_id: str | None = None,
+    idempotency_key: str | None = None,
     timeout: float | None = None,
 ) -> Flow[Thread]:
     """Creates a thread in ``dataset``; starting a thread also tells the Scheduler the
-    dataset's other threads are probably over (their idle timers are pulled forward)."""
+    dataset's other threads are probably over (their idle timers are pulled forward).
+
+    ``idempotency_key``: your own name for the thread (a session key), unique within the
+    dataset: called again with it, the thread it created is returned instead of a new one
+    (so the call is retried safely on UNAVAILABLE). Prefer it to a ``thread_id`` derived
+    from your own data: thread ids are unique across datasets, a key only within its own."""
     request = ingest_service_pb2.CreateThreadRequest(
-        dataset=dataset, label=label, thread_id=thread_id or ""
+        dataset=dataset,
+        label=label,
+        thread_id=thread_id or "",
+        idempotency_key=idempotency_key or "",
     )
     if metadata:
         request.metadata.update(dict(metadata))
-    answer = yield from call(core, "ingest", "CreateThread", request, timeout, retry=False)
+    answer = yield from call(
+        core, "ingest", "CreateThread", request, timeout, retry=bool(idempotency_key)
+    )
     return Thread.from_proto(answer.thread)
 
 
@@ -1248,12 +1267,19 @@ def start_thread(
     *,
     metadata: Mapping[str, Any] | None = None,
     thread_id: str | None = None,
+    idempotency_key: str | None = None,
     timeout: float | None = None,
 ) -> Flow[Thread]:
     """Starts a new conversation thread (same as :meth:`create_thread`)."""
     return (
         yield from create_thread(
-            core, dataset, label=label, metadata=metadata, thread_id=thread_id, timeout=timeout
+            core,
+            dataset,
+            label=label,
+            metadata=metadata,
+            thread_id=thread_id,
+            idempotency_key=idempotency_key,
+            timeout=timeout,
         )
     )
 

@@ -674,3 +674,41 @@ def test_message_pages_stop_before_three_mebibytes(ingest) -> None:  # type: ign
     )
     sequences = [m.sequence for m in [*first.messages, *rest.messages]]
     assert sequences == list(range(1, 81)) and not rest.next_page_token
+
+
+def test_a_threads_idempotency_key_finds_the_thread_it_created(ingest) -> None:  # type: ignore[no-untyped-def]
+    """CreateThread with a key the dataset holds returns that thread (created false), the
+    same key in another dataset is that dataset's own (nothing about it leaks), and a key
+    sent again for another thread is ALREADY_EXISTS."""
+
+    def create(dataset: str = "keyed", **kw) -> pb.CreateThreadResponse:  # type: ignore[no-untyped-def]
+        return ingest.CreateThread(pb.CreateThreadRequest(dataset=dataset, **kw), timeout=10)
+
+    first = create(idempotency_key="session-7", label="support", metadata=_struct(channel="web"))
+    again = create(idempotency_key="session-7", label="support", metadata=_struct(channel="web"))
+    assert first.created and not again.created
+    assert again.thread.thread_id == first.thread.thread_id and again.thread.label == "support"
+    # By its id too, when the caller knows it.
+    assert not create(idempotency_key="session-7", thread_id=first.thread.thread_id,
+                      label="support", metadata=_struct(channel="web")).created  # fmt: skip
+    other = create(dataset="someone_else", idempotency_key="session-7", label="support")
+    assert other.created and other.thread.thread_id != first.thread.thread_id
+
+    for changed in (
+        {"label": "sales", "metadata": _struct(channel="web")},
+        {"label": "support"},
+        {"label": "support", "metadata": _struct(channel="web"), "thread_id": str(uuid.uuid4())},
+    ):
+        with pytest.raises(grpc.RpcError) as err:
+            create(idempotency_key="session-7", **changed)
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert "idempotency_key 'session-7'" in (err.value.details() or "")
+    with pytest.raises(grpc.RpcError) as err:
+        create(idempotency_key="k" * 129)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    # Many callers at once with one key: one thread, created once.
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: create(idempotency_key="burst"), range(16)))
+    assert len({a.thread.thread_id for a in answers}) == 1
+    assert sum(a.created for a in answers) == 1

@@ -196,8 +196,13 @@ export type EpisodeStatusName = "pending" | "processing" | "completed" | "failed
 export interface CreateThreadOptions extends CallOpts {
   label?: string;
   metadata?: JsonObject;
-  /** A UUID chosen by the client (ALREADY_EXISTS when taken). */
+  /** A UUID chosen by the client (ALREADY_EXISTS when taken, in any dataset: thread ids
+   * are global, so choose it unguessable; prefer `idempotencyKey`). */
   threadId?: string;
+  /** Your own name for the thread (a session key), unique within the dataset: called
+   * again with it, the thread it created is returned instead of a new one, so the call
+   * is retried safely on UNAVAILABLE. */
+  idempotencyKey?: string;
 }
 
 export interface ListMessagesOptions extends CallOpts {
@@ -641,11 +646,12 @@ export class EpisodicClient {
             label: options.label ?? "",
             threadId: options.threadId ?? "",
             metadata: options.metadata,
+            idempotencyKey: options.idempotencyKey ?? "",
           },
           o,
         ),
       options,
-      false,
+      Boolean(options.idempotencyKey),
     );
     return answer.thread!;
   }

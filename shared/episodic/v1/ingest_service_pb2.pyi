@@ -13,22 +13,26 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateThreadRequest(_message.Message):
-    __slots__ = ("dataset", "thread_id", "label", "metadata")
+    __slots__ = ("dataset", "thread_id", "label", "metadata", "idempotency_key")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     thread_id: str
     label: str
     metadata: _struct_pb2.Struct
-    def __init__(self, dataset: _Optional[str] = ..., thread_id: _Optional[str] = ..., label: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, dataset: _Optional[str] = ..., thread_id: _Optional[str] = ..., label: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class CreateThreadResponse(_message.Message):
-    __slots__ = ("thread",)
+    __slots__ = ("thread", "created")
     THREAD_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     thread: _episode_pb2.Thread
-    def __init__(self, thread: _Optional[_Union[_episode_pb2.Thread, _Mapping]] = ...) -> None: ...
+    created: bool
+    def __init__(self, thread: _Optional[_Union[_episode_pb2.Thread, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class NewMessage(_message.Message):
     __slots__ = ("thread_id", "role", "content", "metadata", "created_at", "idempotency_key")

@@ -55,7 +55,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional UUID chosen by the client; the server picks one when empty.
-     * ALREADY_EXISTS when a thread with this id exists.
+     * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+     * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+     * must be unguessable; to find a thread again by a name of your own (a session key),
+     * use idempotency_key instead.
      * </pre>
      *
      * <code>string thread_id = 2;</code>
@@ -65,7 +68,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional UUID chosen by the client; the server picks one when empty.
-     * ALREADY_EXISTS when a thread with this id exists.
+     * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+     * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+     * must be unguessable; to find a thread again by a name of your own (a session key),
+     * use idempotency_key instead.
      * </pre>
      *
      * <code>string thread_id = 2;</code>
@@ -120,6 +126,36 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * <code>.google.protobuf.Struct metadata = 4;</code>
      */
     com.google.protobuf.StructOrBuilder getMetadataOrBuilder();
+
+    /**
+     * <pre>
+     * Optional key of the caller's choosing (at most 128 characters), unique within the
+     * dataset: a CreateThread with a key the dataset already holds returns that thread
+     * (created false) instead of creating another, so a retried or repeated call creates
+     * one thread. The key is the dataset's own: another dataset may hold the same key, and
+     * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+     * names has another label or metadata, or another id than the thread_id given.
+     * </pre>
+     *
+     * <code>string idempotency_key = 5;</code>
+     * @return The idempotencyKey.
+     */
+    java.lang.String getIdempotencyKey();
+    /**
+     * <pre>
+     * Optional key of the caller's choosing (at most 128 characters), unique within the
+     * dataset: a CreateThread with a key the dataset already holds returns that thread
+     * (created false) instead of creating another, so a retried or repeated call creates
+     * one thread. The key is the dataset's own: another dataset may hold the same key, and
+     * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+     * names has another label or metadata, or another id than the thread_id given.
+     * </pre>
+     *
+     * <code>string idempotency_key = 5;</code>
+     * @return The bytes for idempotencyKey.
+     */
+    com.google.protobuf.ByteString
+        getIdempotencyKeyBytes();
   }
   /**
    * <pre>
@@ -150,6 +186,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       dataset_ = "";
       threadId_ = "";
       label_ = "";
+      idempotencyKey_ = "";
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -226,7 +263,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional UUID chosen by the client; the server picks one when empty.
-     * ALREADY_EXISTS when a thread with this id exists.
+     * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+     * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+     * must be unguessable; to find a thread again by a name of your own (a session key),
+     * use idempotency_key instead.
      * </pre>
      *
      * <code>string thread_id = 2;</code>
@@ -248,7 +288,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional UUID chosen by the client; the server picks one when empty.
-     * ALREADY_EXISTS when a thread with this id exists.
+     * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+     * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+     * must be unguessable; to find a thread again by a name of your own (a session key),
+     * use idempotency_key instead.
      * </pre>
      *
      * <code>string thread_id = 2;</code>
@@ -354,6 +397,63 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       return metadata_ == null ? com.google.protobuf.Struct.getDefaultInstance() : metadata_;
     }
 
+    public static final int IDEMPOTENCY_KEY_FIELD_NUMBER = 5;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object idempotencyKey_ = "";
+    /**
+     * <pre>
+     * Optional key of the caller's choosing (at most 128 characters), unique within the
+     * dataset: a CreateThread with a key the dataset already holds returns that thread
+     * (created false) instead of creating another, so a retried or repeated call creates
+     * one thread. The key is the dataset's own: another dataset may hold the same key, and
+     * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+     * names has another label or metadata, or another id than the thread_id given.
+     * </pre>
+     *
+     * <code>string idempotency_key = 5;</code>
+     * @return The idempotencyKey.
+     */
+    @java.lang.Override
+    public java.lang.String getIdempotencyKey() {
+      java.lang.Object ref = idempotencyKey_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        idempotencyKey_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Optional key of the caller's choosing (at most 128 characters), unique within the
+     * dataset: a CreateThread with a key the dataset already holds returns that thread
+     * (created false) instead of creating another, so a retried or repeated call creates
+     * one thread. The key is the dataset's own: another dataset may hold the same key, and
+     * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+     * names has another label or metadata, or another id than the thread_id given.
+     * </pre>
+     *
+     * <code>string idempotency_key = 5;</code>
+     * @return The bytes for idempotencyKey.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getIdempotencyKeyBytes() {
+      java.lang.Object ref = idempotencyKey_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        idempotencyKey_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -380,6 +480,9 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       if (((bitField0_ & 0x00000001) != 0)) {
         output.writeMessage(4, getMetadata());
       }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 5, idempotencyKey_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -396,6 +499,9 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       if (((bitField0_ & 0x00000001) != 0)) {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(4, getMetadata());
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(5, idempotencyKey_);
       }
       return size;
     }
@@ -432,6 +538,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         if (!getMetadata()
             .equals(other.getMetadata())) return false;
       }
+      if (!getIdempotencyKey()
+          .equals(other.getIdempotencyKey())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -453,6 +561,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         hash = (37 * hash) + METADATA_FIELD_NUMBER;
         hash = (53 * hash) + getMetadata().hashCode();
       }
+      hash = (37 * hash) + IDEMPOTENCY_KEY_FIELD_NUMBER;
+      hash = (53 * hash) + getIdempotencyKey().hashCode();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -602,6 +712,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
           metadataBuilder_.dispose();
           metadataBuilder_ = null;
         }
+        idempotencyKey_ = "";
         return this;
       }
 
@@ -651,6 +762,9 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
               : metadataBuilder_.build();
           to_bitField0_ |= 0x00000001;
         }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.idempotencyKey_ = idempotencyKey_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -683,6 +797,11 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.hasMetadata()) {
           mergeMetadata(other.getMetadata());
+        }
+        if (!other.getIdempotencyKey().isEmpty()) {
+          idempotencyKey_ = other.idempotencyKey_;
+          bitField0_ |= 0x00000010;
+          onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -732,6 +851,11 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00000008;
                 break;
               } // case 34
+              case 42: {
+                idempotencyKey_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 42
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -850,7 +974,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional UUID chosen by the client; the server picks one when empty.
-       * ALREADY_EXISTS when a thread with this id exists.
+       * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+       * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+       * must be unguessable; to find a thread again by a name of your own (a session key),
+       * use idempotency_key instead.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -871,7 +998,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional UUID chosen by the client; the server picks one when empty.
-       * ALREADY_EXISTS when a thread with this id exists.
+       * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+       * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+       * must be unguessable; to find a thread again by a name of your own (a session key),
+       * use idempotency_key instead.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -893,7 +1023,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional UUID chosen by the client; the server picks one when empty.
-       * ALREADY_EXISTS when a thread with this id exists.
+       * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+       * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+       * must be unguessable; to find a thread again by a name of your own (a session key),
+       * use idempotency_key instead.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -911,7 +1044,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional UUID chosen by the client; the server picks one when empty.
-       * ALREADY_EXISTS when a thread with this id exists.
+       * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+       * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+       * must be unguessable; to find a thread again by a name of your own (a session key),
+       * use idempotency_key instead.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -926,7 +1062,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional UUID chosen by the client; the server picks one when empty.
-       * ALREADY_EXISTS when a thread with this id exists.
+       * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
+       * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
+       * must be unguessable; to find a thread again by a name of your own (a session key),
+       * use idempotency_key instead.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -1192,6 +1331,123 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         return metadataBuilder_;
       }
 
+      private java.lang.Object idempotencyKey_ = "";
+      /**
+       * <pre>
+       * Optional key of the caller's choosing (at most 128 characters), unique within the
+       * dataset: a CreateThread with a key the dataset already holds returns that thread
+       * (created false) instead of creating another, so a retried or repeated call creates
+       * one thread. The key is the dataset's own: another dataset may hold the same key, and
+       * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+       * names has another label or metadata, or another id than the thread_id given.
+       * </pre>
+       *
+       * <code>string idempotency_key = 5;</code>
+       * @return The idempotencyKey.
+       */
+      public java.lang.String getIdempotencyKey() {
+        java.lang.Object ref = idempotencyKey_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          idempotencyKey_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional key of the caller's choosing (at most 128 characters), unique within the
+       * dataset: a CreateThread with a key the dataset already holds returns that thread
+       * (created false) instead of creating another, so a retried or repeated call creates
+       * one thread. The key is the dataset's own: another dataset may hold the same key, and
+       * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+       * names has another label or metadata, or another id than the thread_id given.
+       * </pre>
+       *
+       * <code>string idempotency_key = 5;</code>
+       * @return The bytes for idempotencyKey.
+       */
+      public com.google.protobuf.ByteString
+          getIdempotencyKeyBytes() {
+        java.lang.Object ref = idempotencyKey_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          idempotencyKey_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional key of the caller's choosing (at most 128 characters), unique within the
+       * dataset: a CreateThread with a key the dataset already holds returns that thread
+       * (created false) instead of creating another, so a retried or repeated call creates
+       * one thread. The key is the dataset's own: another dataset may hold the same key, and
+       * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+       * names has another label or metadata, or another id than the thread_id given.
+       * </pre>
+       *
+       * <code>string idempotency_key = 5;</code>
+       * @param value The idempotencyKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setIdempotencyKey(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        idempotencyKey_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional key of the caller's choosing (at most 128 characters), unique within the
+       * dataset: a CreateThread with a key the dataset already holds returns that thread
+       * (created false) instead of creating another, so a retried or repeated call creates
+       * one thread. The key is the dataset's own: another dataset may hold the same key, and
+       * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+       * names has another label or metadata, or another id than the thread_id given.
+       * </pre>
+       *
+       * <code>string idempotency_key = 5;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearIdempotencyKey() {
+        idempotencyKey_ = getDefaultInstance().getIdempotencyKey();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional key of the caller's choosing (at most 128 characters), unique within the
+       * dataset: a CreateThread with a key the dataset already holds returns that thread
+       * (created false) instead of creating another, so a retried or repeated call creates
+       * one thread. The key is the dataset's own: another dataset may hold the same key, and
+       * nothing about it is visible outside the dataset. ALREADY_EXISTS when the thread it
+       * names has another label or metadata, or another id than the thread_id given.
+       * </pre>
+       *
+       * <code>string idempotency_key = 5;</code>
+       * @param value The bytes for idempotencyKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setIdempotencyKeyBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        idempotencyKey_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+
       // @@protoc_insertion_point(builder_scope:episodic.v1.CreateThreadRequest)
     }
 
@@ -1249,7 +1505,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
 
     /**
      * <pre>
-     * The created thread.
+     * The created thread, or the one idempotency_key already named.
      * </pre>
      *
      * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1258,7 +1514,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     boolean hasThread();
     /**
      * <pre>
-     * The created thread.
+     * The created thread, or the one idempotency_key already named.
      * </pre>
      *
      * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1267,12 +1523,22 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     episodic.v1.EpisodeOuterClass.Thread getThread();
     /**
      * <pre>
-     * The created thread.
+     * The created thread, or the one idempotency_key already named.
      * </pre>
      *
      * <code>.episodic.v1.Thread thread = 1;</code>
      */
     episodic.v1.EpisodeOuterClass.ThreadOrBuilder getThreadOrBuilder();
+
+    /**
+     * <pre>
+     * False when idempotency_key named a thread created earlier.
+     * </pre>
+     *
+     * <code>bool created = 2;</code>
+     * @return The created.
+     */
+    boolean getCreated();
   }
   /**
    * <pre>
@@ -1325,7 +1591,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     private episodic.v1.EpisodeOuterClass.Thread thread_;
     /**
      * <pre>
-     * The created thread.
+     * The created thread, or the one idempotency_key already named.
      * </pre>
      *
      * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1337,7 +1603,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     }
     /**
      * <pre>
-     * The created thread.
+     * The created thread, or the one idempotency_key already named.
      * </pre>
      *
      * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1349,7 +1615,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     }
     /**
      * <pre>
-     * The created thread.
+     * The created thread, or the one idempotency_key already named.
      * </pre>
      *
      * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1357,6 +1623,21 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     @java.lang.Override
     public episodic.v1.EpisodeOuterClass.ThreadOrBuilder getThreadOrBuilder() {
       return thread_ == null ? episodic.v1.EpisodeOuterClass.Thread.getDefaultInstance() : thread_;
+    }
+
+    public static final int CREATED_FIELD_NUMBER = 2;
+    private boolean created_ = false;
+    /**
+     * <pre>
+     * False when idempotency_key named a thread created earlier.
+     * </pre>
+     *
+     * <code>bool created = 2;</code>
+     * @return The created.
+     */
+    @java.lang.Override
+    public boolean getCreated() {
+      return created_;
     }
 
     private byte memoizedIsInitialized = -1;
@@ -1376,6 +1657,9 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       if (((bitField0_ & 0x00000001) != 0)) {
         output.writeMessage(1, getThread());
       }
+      if (created_ != false) {
+        output.writeBool(2, created_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -1383,6 +1667,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       if (((bitField0_ & 0x00000001) != 0)) {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(1, getThread());
+      }
+      if (created_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(2, created_);
       }
       return size;
     }
@@ -1413,6 +1701,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         if (!getThread()
             .equals(other.getThread())) return false;
       }
+      if (getCreated()
+          != other.getCreated()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -1428,6 +1718,9 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         hash = (37 * hash) + THREAD_FIELD_NUMBER;
         hash = (53 * hash) + getThread().hashCode();
       }
+      hash = (37 * hash) + CREATED_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getCreated());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -1574,6 +1867,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
           threadBuilder_.dispose();
           threadBuilder_ = null;
         }
+        created_ = false;
         return this;
       }
 
@@ -1614,6 +1908,9 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
               : threadBuilder_.build();
           to_bitField0_ |= 0x00000001;
         }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.created_ = created_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -1631,6 +1928,9 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         if (other == episodic.v1.IngestServiceOuterClass.CreateThreadResponse.getDefaultInstance()) return this;
         if (other.hasThread()) {
           mergeThread(other.getThread());
+        }
+        if (other.getCreated() != false) {
+          setCreated(other.getCreated());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -1665,6 +1965,11 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00000001;
                 break;
               } // case 10
+              case 16: {
+                created_ = input.readBool();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -1687,7 +1992,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
           episodic.v1.EpisodeOuterClass.Thread, episodic.v1.EpisodeOuterClass.Thread.Builder, episodic.v1.EpisodeOuterClass.ThreadOrBuilder> threadBuilder_;
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1698,7 +2003,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1713,7 +2018,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1733,7 +2038,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1751,7 +2056,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1776,7 +2081,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1793,7 +2098,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1805,7 +2110,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1820,7 +2125,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       /**
        * <pre>
-       * The created thread.
+       * The created thread, or the one idempotency_key already named.
        * </pre>
        *
        * <code>.episodic.v1.Thread thread = 1;</code>
@@ -1837,6 +2142,50 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
           thread_ = null;
         }
         return threadBuilder_;
+      }
+
+      private boolean created_ ;
+      /**
+       * <pre>
+       * False when idempotency_key named a thread created earlier.
+       * </pre>
+       *
+       * <code>bool created = 2;</code>
+       * @return The created.
+       */
+      @java.lang.Override
+      public boolean getCreated() {
+        return created_;
+      }
+      /**
+       * <pre>
+       * False when idempotency_key named a thread created earlier.
+       * </pre>
+       *
+       * <code>bool created = 2;</code>
+       * @param value The created to set.
+       * @return This builder for chaining.
+       */
+      public Builder setCreated(boolean value) {
+
+        created_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * False when idempotency_key named a thread created earlier.
+       * </pre>
+       *
+       * <code>bool created = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearCreated() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        created_ = false;
+        onChanged();
+        return this;
       }
 
       // @@protoc_insertion_point(builder_scope:episodic.v1.CreateThreadResponse)
@@ -16823,66 +17172,67 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       "odic.v1\032\030episodic/v1/access.proto\032\031episo" +
       "dic/v1/episode.proto\032\034google/protobuf/st" +
       "ruct.proto\032\037google/protobuf/timestamp.pr" +
-      "oto\"s\n\023CreateThreadRequest\022\017\n\007dataset\030\001 " +
-      "\001(\t\022\021\n\tthread_id\030\002 \001(\t\022\r\n\005label\030\003 \001(\t\022)\n" +
-      "\010metadata\030\004 \001(\0132\027.google.protobuf.Struct" +
-      "\";\n\024CreateThreadResponse\022#\n\006thread\030\001 \001(\013" +
-      "2\023.episodic.v1.Thread\"\305\001\n\nNewMessage\022\021\n\t" +
-      "thread_id\030\001 \001(\t\022\037\n\004role\030\002 \001(\0162\021.episodic" +
-      ".v1.Role\022\017\n\007content\030\003 \001(\t\022)\n\010metadata\030\004 " +
-      "\001(\0132\027.google.protobuf.Struct\022.\n\ncreated_" +
-      "at\030\005 \001(\0132\032.google.protobuf.Timestamp\022\027\n\017" +
-      "idempotency_key\030\006 \001(\t\"R\n\022AddMessagesRequ" +
-      "est\022\021\n\tthread_id\030\001 \001(\t\022)\n\010messages\030\002 \003(\013" +
-      "2\027.episodic.v1.NewMessage\"}\n\023AddMessages" +
-      "Response\022\024\n\014stored_count\030\002 \001(\005\022\021\n\tthread" +
-      "_id\030\003 \001(\t\022-\n\010receipts\030\004 \003(\0132\033.episodic.v" +
-      "1.MessageReceiptJ\004\010\001\020\002R\010messages\"\254\001\n\016Mes" +
-      "sageReceipt\022\020\n\010sequence\030\001 \001(\003\022\027\n\017idempot" +
-      "ency_key\030\002 \001(\t\022\016\n\006stored\030\003 \001(\010\022.\n\ncreate" +
-      "d_at\030\004 \001(\0132\032.google.protobuf.Timestamp\022/" +
-      "\n\013received_at\030\005 \001(\0132\032.google.protobuf.Ti" +
-      "mestamp\"%\n\020EndThreadRequest\022\021\n\tthread_id" +
-      "\030\001 \001(\t\"R\n\021EndThreadResponse\022\021\n\tthread_id" +
-      "\030\001 \001(\t\022\026\n\016episode_queued\030\002 \001(\010\022\022\n\nepisod" +
-      "e_id\030\003 \001(\t\"%\n\020GetThreadRequest\022\021\n\tthread" +
-      "_id\030\001 \001(\t\"8\n\021GetThreadResponse\022#\n\006thread" +
-      "\030\001 \001(\0132\023.episodic.v1.Thread\"}\n\023ListMessa" +
-      "gesRequest\022\021\n\tthread_id\030\001 \001(\t\022\021\n\tpage_si" +
-      "ze\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\022\026\n\016start_se" +
-      "quence\030\004 \001(\003\022\024\n\014end_sequence\030\005 \001(\003\"\212\001\n\024L" +
-      "istMessagesResponse\022&\n\010messages\030\001 \003(\0132\024." +
-      "episodic.v1.Message\022\027\n\017next_page_token\030\002" +
-      " \001(\t\0221\n\ncompaction\030\003 \001(\0132\035.episodic.v1.T" +
-      "hreadCompaction\"L\n\022ListThreadsRequest\022\017\n" +
-      "\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\npag" +
-      "e_token\030\003 \001(\t\"T\n\023ListThreadsResponse\022$\n\007" +
-      "threads\030\001 \003(\0132\023.episodic.v1.Thread\022\027\n\017ne" +
-      "xt_page_token\030\002 \001(\t\"\310\001\n\022RecordEventReque" +
-      "st\022\017\n\007dataset\030\001 \001(\t\022\r\n\005actor\030\002 \001(\t\022\022\n\nev" +
-      "ent_type\030\003 \001(\t\022\017\n\007summary\030\004 \001(\t\022\020\n\010entit" +
-      "ies\030\005 \003(\t\022/\n\013occurred_at\030\006 \001(\0132\032.google." +
-      "protobuf.Timestamp\022\021\n\tthread_id\030\007 \001(\t\022\027\n" +
-      "\017idempotency_key\030\010 \001(\t\"J\n\023RecordEventRes" +
-      "ponse\022#\n\005event\030\001 \001(\0132\024.episodic.v1.Episo" +
-      "de\022\016\n\006stored\030\002 \001(\0102\215\005\n\rIngestService\022]\n\014" +
-      "CreateThread\022 .episodic.v1.CreateThreadR" +
-      "equest\032!.episodic.v1.CreateThreadRespons" +
-      "e\"\010\212\265\030\004\010\002\020\001\022Z\n\013AddMessages\022\037.episodic.v1" +
-      ".AddMessagesRequest\032 .episodic.v1.AddMes" +
-      "sagesResponse\"\010\212\265\030\004\010\002\020\001\022T\n\tEndThread\022\035.e" +
-      "pisodic.v1.EndThreadRequest\032\036.episodic.v" +
-      "1.EndThreadResponse\"\010\212\265\030\004\010\002\020\001\022Z\n\013RecordE" +
-      "vent\022\037.episodic.v1.RecordEventRequest\032 ." +
-      "episodic.v1.RecordEventResponse\"\010\212\265\030\004\010\002\020" +
-      "\001\022T\n\tGetThread\022\035.episodic.v1.GetThreadRe" +
-      "quest\032\036.episodic.v1.GetThreadResponse\"\010\212" +
-      "\265\030\004\010\001\020\001\022]\n\014ListMessages\022 .episodic.v1.Li" +
-      "stMessagesRequest\032!.episodic.v1.ListMess" +
-      "agesResponse\"\010\212\265\030\004\010\001\020\001\022Z\n\013ListThreads\022\037." +
-      "episodic.v1.ListThreadsRequest\032 .episodi" +
-      "c.v1.ListThreadsResponse\"\010\212\265\030\004\010\001\020\001b\006prot" +
-      "o3"
+      "oto\"\214\001\n\023CreateThreadRequest\022\017\n\007dataset\030\001" +
+      " \001(\t\022\021\n\tthread_id\030\002 \001(\t\022\r\n\005label\030\003 \001(\t\022)" +
+      "\n\010metadata\030\004 \001(\0132\027.google.protobuf.Struc" +
+      "t\022\027\n\017idempotency_key\030\005 \001(\t\"L\n\024CreateThre" +
+      "adResponse\022#\n\006thread\030\001 \001(\0132\023.episodic.v1" +
+      ".Thread\022\017\n\007created\030\002 \001(\010\"\305\001\n\nNewMessage\022" +
+      "\021\n\tthread_id\030\001 \001(\t\022\037\n\004role\030\002 \001(\0162\021.episo" +
+      "dic.v1.Role\022\017\n\007content\030\003 \001(\t\022)\n\010metadata" +
+      "\030\004 \001(\0132\027.google.protobuf.Struct\022.\n\ncreat" +
+      "ed_at\030\005 \001(\0132\032.google.protobuf.Timestamp\022" +
+      "\027\n\017idempotency_key\030\006 \001(\t\"R\n\022AddMessagesR" +
+      "equest\022\021\n\tthread_id\030\001 \001(\t\022)\n\010messages\030\002 " +
+      "\003(\0132\027.episodic.v1.NewMessage\"}\n\023AddMessa" +
+      "gesResponse\022\024\n\014stored_count\030\002 \001(\005\022\021\n\tthr" +
+      "ead_id\030\003 \001(\t\022-\n\010receipts\030\004 \003(\0132\033.episodi" +
+      "c.v1.MessageReceiptJ\004\010\001\020\002R\010messages\"\254\001\n\016" +
+      "MessageReceipt\022\020\n\010sequence\030\001 \001(\003\022\027\n\017idem" +
+      "potency_key\030\002 \001(\t\022\016\n\006stored\030\003 \001(\010\022.\n\ncre" +
+      "ated_at\030\004 \001(\0132\032.google.protobuf.Timestam" +
+      "p\022/\n\013received_at\030\005 \001(\0132\032.google.protobuf" +
+      ".Timestamp\"%\n\020EndThreadRequest\022\021\n\tthread" +
+      "_id\030\001 \001(\t\"R\n\021EndThreadResponse\022\021\n\tthread" +
+      "_id\030\001 \001(\t\022\026\n\016episode_queued\030\002 \001(\010\022\022\n\nepi" +
+      "sode_id\030\003 \001(\t\"%\n\020GetThreadRequest\022\021\n\tthr" +
+      "ead_id\030\001 \001(\t\"8\n\021GetThreadResponse\022#\n\006thr" +
+      "ead\030\001 \001(\0132\023.episodic.v1.Thread\"}\n\023ListMe" +
+      "ssagesRequest\022\021\n\tthread_id\030\001 \001(\t\022\021\n\tpage" +
+      "_size\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\022\026\n\016start" +
+      "_sequence\030\004 \001(\003\022\024\n\014end_sequence\030\005 \001(\003\"\212\001" +
+      "\n\024ListMessagesResponse\022&\n\010messages\030\001 \003(\013" +
+      "2\024.episodic.v1.Message\022\027\n\017next_page_toke" +
+      "n\030\002 \001(\t\0221\n\ncompaction\030\003 \001(\0132\035.episodic.v" +
+      "1.ThreadCompaction\"L\n\022ListThreadsRequest" +
+      "\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\n" +
+      "page_token\030\003 \001(\t\"T\n\023ListThreadsResponse\022" +
+      "$\n\007threads\030\001 \003(\0132\023.episodic.v1.Thread\022\027\n" +
+      "\017next_page_token\030\002 \001(\t\"\310\001\n\022RecordEventRe" +
+      "quest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005actor\030\002 \001(\t\022\022\n" +
+      "\nevent_type\030\003 \001(\t\022\017\n\007summary\030\004 \001(\t\022\020\n\010en" +
+      "tities\030\005 \003(\t\022/\n\013occurred_at\030\006 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\022\021\n\tthread_id\030\007 \001(\t" +
+      "\022\027\n\017idempotency_key\030\010 \001(\t\"J\n\023RecordEvent" +
+      "Response\022#\n\005event\030\001 \001(\0132\024.episodic.v1.Ep" +
+      "isode\022\016\n\006stored\030\002 \001(\0102\215\005\n\rIngestService\022" +
+      "]\n\014CreateThread\022 .episodic.v1.CreateThre" +
+      "adRequest\032!.episodic.v1.CreateThreadResp" +
+      "onse\"\010\212\265\030\004\010\002\020\001\022Z\n\013AddMessages\022\037.episodic" +
+      ".v1.AddMessagesRequest\032 .episodic.v1.Add" +
+      "MessagesResponse\"\010\212\265\030\004\010\002\020\001\022T\n\tEndThread\022" +
+      "\035.episodic.v1.EndThreadRequest\032\036.episodi" +
+      "c.v1.EndThreadResponse\"\010\212\265\030\004\010\002\020\001\022Z\n\013Reco" +
+      "rdEvent\022\037.episodic.v1.RecordEventRequest" +
+      "\032 .episodic.v1.RecordEventResponse\"\010\212\265\030\004" +
+      "\010\002\020\001\022T\n\tGetThread\022\035.episodic.v1.GetThrea" +
+      "dRequest\032\036.episodic.v1.GetThreadResponse" +
+      "\"\010\212\265\030\004\010\001\020\001\022]\n\014ListMessages\022 .episodic.v1" +
+      ".ListMessagesRequest\032!.episodic.v1.ListM" +
+      "essagesResponse\"\010\212\265\030\004\010\001\020\001\022Z\n\013ListThreads" +
+      "\022\037.episodic.v1.ListThreadsRequest\032 .epis" +
+      "odic.v1.ListThreadsResponse\"\010\212\265\030\004\010\001\020\001b\006p" +
+      "roto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -16897,13 +17247,13 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_CreateThreadRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_CreateThreadRequest_descriptor,
-        new java.lang.String[] { "Dataset", "ThreadId", "Label", "Metadata", });
+        new java.lang.String[] { "Dataset", "ThreadId", "Label", "Metadata", "IdempotencyKey", });
     internal_static_episodic_v1_CreateThreadResponse_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_episodic_v1_CreateThreadResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_CreateThreadResponse_descriptor,
-        new java.lang.String[] { "Thread", });
+        new java.lang.String[] { "Thread", "Created", });
     internal_static_episodic_v1_NewMessage_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_episodic_v1_NewMessage_fieldAccessorTable = new
