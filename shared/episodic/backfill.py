@@ -36,17 +36,24 @@ Input formats (detected per line, so one file may mix them):
    :attr:`ImportPlan.skipped`); an export without its ``end`` line did not complete, which
    :attr:`ImportPlan.warnings` says.
 
-Identity and resumability. Every thread gets a deterministic id, ``uuid5(NAMESPACE,
-"<dataset>\\n<source thread id>")`` (:func:`thread_uuid`), and every message a
-deterministic idempotency key, ``import:<source thread id>:<index>`` (the index of the
-message in its source thread; the export format keeps the exported key when it has one).
-Re-running an import after a crash therefore never duplicates anything: ``CreateThread``
-answers ALREADY_EXISTS for a thread that is stored (the import checks its dataset and goes
-on), a stored prefix of the thread's messages is skipped (checked by the idempotency key
-of its last stored message), and any batch that is sent again is answered from the
-idempotency keys without storing a second copy. The input must be the same file (or one
-that only appends): a key that comes back with other content is refused by Ingest
-(ALREADY_EXISTS, ``IDEMPOTENCY_KEY_REUSED``).
+Identity and resumability. Every thread is found or created by its thread key in its
+dataset, ``import:<source thread id>`` (:func:`thread_key`, ``CreateThreadRequest.
+idempotency_key``): the same source thread is the same thread in every run, its id is the
+server's random one, and the key is the dataset's own, so no writer of another dataset can
+take it first or learn that it exists. (Thread ids are global: an id derived from the source
+ids, as imports before this revision made with ``uuid5(NAMESPACE, "<dataset>\\n<source
+thread id>")`` (:func:`thread_uuid`), could be guessed and created first elsewhere. Such a
+thread, found in the thread's own dataset, is still used, so an import begun then resumes
+into it.) ``--keep-thread-ids`` creates each thread with the file's own id instead.
+Every message has a deterministic idempotency key, ``import:<source thread id>:<index>``
+(the index of the message in its source thread; the export format keeps the exported key
+when it has one). Re-running an import after a crash therefore never duplicates anything:
+the thread key finds the thread, a stored prefix of the thread's messages is skipped
+(checked by the idempotency key of its last stored message), and any batch that is sent
+again is answered from the idempotency keys without storing a second copy. The input must
+be the same file (or one that only appends): a key that comes back with other content is
+refused by Ingest (ALREADY_EXISTS, ``IDEMPOTENCY_KEY_REUSED``), and so is a thread key
+that comes back with another label or metadata.
 
 Episodes. After the last message of each thread, the import calls ``EndThread``: the
 explicit trigger queues one episode over the thread at once, instead of waiting for the
@@ -86,6 +93,7 @@ from episodic.client import (
     EndThreadResult,
     Message,
     NewMessage,
+    NotFoundError,
     Page,
     Thread,
     UnavailableError,
@@ -95,6 +103,7 @@ from episodic.validation import DATASET_PATTERN, MAX_DATASET_CHARS
 __all__ = [
     "FORMATS",
     "NAMESPACE",
+    "THREAD_KEY_PREFIX",
     "ImportMessage",
     "ImportPlan",
     "ImportStats",
@@ -106,6 +115,7 @@ __all__ = [
     "batches",
     "idempotency_key",
     "read_plan",
+    "thread_key",
     "thread_uuid",
 ]
 
@@ -170,8 +180,9 @@ class ImportMessage:
 
 @dataclass
 class ImportThread:
-    """One thread to write: where it goes (``dataset``, the deterministic ``thread_id``)
-    and its messages in order."""
+    """One thread to write: where it goes (``dataset``; ``thread_id``, the file's own with
+    ``--keep-thread-ids``, else the id a thread imported before this revision got, still
+    looked for so that such an import resumes) and its messages in order."""
 
     source_id: str
     dataset: str
@@ -182,6 +193,9 @@ class ImportThread:
     first_line: int
     messages: list[ImportMessage] = field(default_factory=list)
     source_dataset: str = ""
+    #: ``thread_id`` is the file's own (``--keep-thread-ids``): the thread is created
+    #: with it. Otherwise the thread is found or created by :func:`thread_key`.
+    keeps_id: bool = False
 
     @property
     def first_created_at(self) -> datetime | None:
@@ -209,9 +223,25 @@ class ImportPlan:
 
 
 def thread_uuid(dataset: str, source_id: str) -> str:
-    """The id an imported thread gets: ``uuid5(NAMESPACE, "<dataset>\\n<source id>")``. The
-    same source thread imported into another dataset is another thread."""
+    """The id an imported thread got before thread keys: ``uuid5(NAMESPACE,
+    "<dataset>\\n<source id>")``. Still looked for, in the thread's dataset only, so that an
+    import begun then resumes into the same threads; a new import does not create it (a
+    writer of another dataset who can guess the source ids could create it first)."""
     return str(uuid.uuid5(NAMESPACE, f"{dataset}\n{source_id}"))
+
+
+#: The thread key (``CreateThreadRequest.idempotency_key``) of an imported thread:
+#: ``import:<source thread id>``, or of its SHA-256 when the id is too long for a key.
+THREAD_KEY_PREFIX = "import:"
+
+
+def thread_key(source_id: str) -> str:
+    """The key an imported thread is found or created by, in its dataset: the same source
+    thread is the same thread in every run, and its id stays the server's random one."""
+    key = THREAD_KEY_PREFIX + source_id
+    if len(key) <= MAX_KEY_CHARS:
+        return key
+    return THREAD_KEY_PREFIX + "sha256:" + hashlib.sha256(source_id.encode()).hexdigest()
 
 
 def idempotency_key(source_id: str, index: int) -> str:
@@ -318,6 +348,7 @@ class _Builder:
                 format=fmt,
                 first_line=line,
                 source_dataset=source_dataset,
+                keeps_id=thread_id is not None,
             )
             self.threads[key] = thread
         elif thread.source_dataset != source_dataset:
@@ -553,6 +584,7 @@ class Writer(Protocol):
         label: str = "",
         metadata: Mapping[str, Any] | None = None,
         thread_id: str | None = None,
+        idempotency_key: str | None = None,
         timeout: float | None = None,
     ) -> Thread: ...
 
@@ -688,7 +720,41 @@ class Importer:
     def import_thread(self, thread: ImportThread, stats: ImportStats) -> None:
         """Creates (or finds) the thread, adds the messages it lacks, and ends it."""
         client = self.client
-        existing: Thread | None = None
+        existing, thread_id = (
+            self._thread_by_id(thread) if thread.keeps_id else self._thread_by_key(thread)
+        )
+        self._count(
+            stats,
+            threads=1,
+            threads_created=existing is None,
+            threads_existing=existing is not None,
+        )
+        messages = thread.messages
+        skipped = self._stored_prefix(thread, thread_id, existing)
+        if skipped:
+            self._count(stats, messages=skipped, already_stored=skipped)
+            self.progress(skipped)
+        stored_now = 0
+        for batch in batches(messages[skipped:], self.batch_size, self.batch_bytes):
+            items = [m.to_new_message() for m in batch]
+            result = _retrying(partial(client.add_messages, thread_id, items))
+            stored_now += result.stored_count
+            self._count(
+                stats,
+                messages=len(batch),
+                stored=result.stored_count,
+                already_stored=len(batch) - result.stored_count,
+            )
+            self.progress(len(batch))
+        owed = existing is not None and existing.captured_sequence < existing.message_count
+        if self.end_threads and messages and (stored_now or existing is None or owed):
+            ended = _retrying(lambda: client.end_thread(thread_id))
+            self._count(stats, threads_ended=1, episodes_queued=int(ended.episode_queued))
+
+    def _thread_by_id(self, thread: ImportThread) -> tuple[Thread | None, str]:
+        """``--keep-thread-ids``: the thread created with the file's id, or found by it in
+        its dataset (None: created now); another dataset's thread of that id stops it."""
+        client = self.client
         try:
             _retrying(
                 lambda: client.create_thread(
@@ -705,35 +771,33 @@ class Importer:
                     f"thread {thread.thread_id} exists in dataset {existing.dataset!r}, "
                     f"not {thread.dataset!r}"
                 ) from None
-        self._count(
-            stats,
-            threads=1,
-            threads_created=existing is None,
-            threads_existing=existing is not None,
-        )
-        messages = thread.messages
-        skipped = self._stored_prefix(thread, existing)
-        if skipped:
-            self._count(stats, messages=skipped, already_stored=skipped)
-            self.progress(skipped)
-        stored_now = 0
-        for batch in batches(messages[skipped:], self.batch_size, self.batch_bytes):
-            items = [m.to_new_message() for m in batch]
-            result = _retrying(partial(client.add_messages, thread.thread_id, items))
-            stored_now += result.stored_count
-            self._count(
-                stats,
-                messages=len(batch),
-                stored=result.stored_count,
-                already_stored=len(batch) - result.stored_count,
-            )
-            self.progress(len(batch))
-        owed = existing is not None and existing.captured_sequence < existing.message_count
-        if self.end_threads and messages and (stored_now or existing is None or owed):
-            ended = _retrying(lambda: client.end_thread(thread.thread_id))
-            self._count(stats, threads_ended=1, episodes_queued=int(ended.episode_queued))
+            return existing, thread.thread_id
+        return None, thread.thread_id
 
-    def _stored_prefix(self, thread: ImportThread, existing: Thread | None) -> int:
+    def _thread_by_key(self, thread: ImportThread) -> tuple[Thread | None, str]:
+        """The thread found or created by :func:`thread_key` in its dataset, or the one an
+        import before thread keys created under :func:`thread_uuid` there (so that such an
+        import resumes into it). A thread of that old id in *another* dataset is not ours:
+        it is ignored, not an error. (None, id) when created now — or found without a
+        message, as a run stopped right after creating it leaves it."""
+        client = self.client
+        try:
+            legacy = _retrying(lambda: client.get_thread(thread.thread_id))
+        except NotFoundError:
+            legacy = None
+        if legacy is not None and legacy.dataset == thread.dataset:
+            return legacy, legacy.thread_id
+        made = _retrying(
+            lambda: client.create_thread(
+                thread.dataset,
+                label=thread.label,
+                metadata=thread.metadata or None,
+                idempotency_key=thread_key(thread.source_id),
+            )
+        )
+        return (made if made.message_count else None), made.thread_id
+
+    def _stored_prefix(self, thread: ImportThread, thread_id: str, existing: Thread | None) -> int:
         """How many of the thread's first messages are stored already: the thread's
         message count k, when its message k carries the key of our message k (batches are
         written in order and each is atomic, so what an earlier run stored is a prefix)."""
@@ -742,7 +806,7 @@ class Importer:
         k = min(existing.message_count, len(thread.messages))
         page = _retrying(
             lambda: self.client.list_messages(
-                thread.thread_id, start_sequence=k, end_sequence=k, page_size=1
+                thread_id, start_sequence=k, end_sequence=k, page_size=1
             )
         )
         if page.items and page.items[0].idempotency_key == thread.messages[k - 1].idempotency_key:

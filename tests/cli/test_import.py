@@ -26,6 +26,7 @@ from episodic.backfill import (
     batches,
     idempotency_key,
     read_plan,
+    thread_key,
     thread_uuid,
 )
 from episodic.client import AlreadyExistsError, EpisodicClient, Thread
@@ -268,19 +269,93 @@ def test_batches_keys_and_progress_bar() -> None:
     assert quiet.getvalue() == ""
 
 
-def test_a_thread_id_taken_in_another_dataset_stops_the_import() -> None:
-    class Taken:
-        """Every thread id exists already, in another dataset."""
+def test_a_guessable_thread_id_taken_in_another_dataset_does_not_stop_the_import() -> None:
+    """Imported threads are found by a key of their own dataset: a writer of another
+    dataset who created the old derived id (uuid5 of dataset and source id) first neither
+    stops the import nor receives its messages. With --keep-thread-ids the file's own id is
+    used, and another dataset holding it still stops the import."""
+
+    class Squatted:
+        """Every derived thread id exists already, in another dataset."""
+
+        def __init__(self) -> None:
+            self.created: list[dict[str, object]] = []
+            self.written: list[str] = []
 
         def create_thread(self, dataset: str, **kw: object) -> Thread:
-            raise AlreadyExistsError(grpc.StatusCode.ALREADY_EXISTS, "thread exists")
+            if kw.get("thread_id"):
+                raise AlreadyExistsError(grpc.StatusCode.ALREADY_EXISTS, "thread exists")
+            self.created.append({"dataset": dataset, **kw})
+            return Thread(
+                "0e3c7d9a-0000-4000-8000-000000000001", dataset, "", {}, 0, 0, None, None, None
+            )
 
         def get_thread(self, thread_id: str, **kw: object) -> Thread:
             return Thread(thread_id, "someone_else", "", {}, 0, 0, None, None, None)
 
+        def add_messages(self, thread_id: str, items: object, **kw: object) -> object:
+            self.written.append(thread_id)
+            n = len(items)  # type: ignore[arg-type]
+            return type("R", (), {"stored_count": n})()
+
     plan = read_plan(_lines({"dataset": "d", "thread": "t", "role": "user", "content": "x"}))
+    client = Squatted()
+    Importer(client, end_threads=False).run(plan)  # type: ignore[arg-type]
+    assert [c["idempotency_key"] for c in client.created] == [thread_key("t")] == ["import:t"]
+    assert client.written == ["0e3c7d9a-0000-4000-8000-000000000001"]
+
+    source = str(uuid.uuid4())
+    kept = read_plan(
+        _lines({"type": "thread", "thread_id": source, "dataset": "d"},
+               {"type": "message", "thread_id": source, "sequence": 1, "role": "user",
+                "content": "x"}),
+        keep_thread_ids=True,
+    )  # fmt: skip
     with pytest.raises(ThreadImportError, match="exists in dataset 'someone_else', not 'd'"):
-        Importer(Taken()).run(plan)  # type: ignore[arg-type]
+        Importer(Squatted()).run(kept)  # type: ignore[arg-type]
+
+
+def test_an_import_begun_before_thread_keys_resumes_into_its_threads() -> None:
+    """A thread an older import made under the derived id, in the thread's own dataset,
+    is still the thread: the resumed import skips what it stored and creates nothing."""
+    from episodic.client import Message, Page
+
+    legacy_id = thread_uuid("d", "t")
+
+    class Resumed:
+        def __init__(self) -> None:
+            self.created = 0
+            self.written: list[tuple[str, int]] = []
+
+        def create_thread(self, dataset: str, **kw: object) -> Thread:
+            self.created += 1
+            raise AssertionError("an older import's thread must be reused")
+
+        def get_thread(self, thread_id: str, **kw: object) -> Thread:
+            assert thread_id == legacy_id
+            return Thread(thread_id, "d", "", {}, 1, 0, None, None, None)
+
+        def list_messages(self, thread_id: str, **kw: object) -> Page[Message]:
+            stored = Message(thread_id, 1, "user", "x", {}, None, None, "import:t:0")
+            return Page([stored], "")
+
+        def add_messages(self, thread_id: str, items: list, **kw: object) -> object:  # type: ignore[type-arg]
+            self.written.append((thread_id, len(items)))
+            return type("R", (), {"stored_count": len(items)})()
+
+    plan = read_plan(
+        _lines(*({"dataset": "d", "thread": "t", "role": "user", "content": c} for c in "xy"))
+    )
+    client = Resumed()
+    stats = Importer(client, end_threads=False).run(plan)  # type: ignore[arg-type]
+    assert client.created == 0 and client.written == [(legacy_id, 1)]
+    assert stats.threads_existing == 1 and stats.already_stored == 1
+
+
+def test_a_thread_key_too_long_for_a_key_is_hashed() -> None:
+    assert thread_key("conv-1/session_2") == "import:conv-1/session_2"
+    long = thread_key("x" * 500)
+    assert len(long) <= 128 and long.startswith("import:sha256:") and long == thread_key("x" * 500)
 
 
 # --------------------------------------------------------------------------- backfill
@@ -378,7 +453,8 @@ def test_import_killed_midway_resumes_without_duplicates(spawn, tmp_path) -> Non
         assert len(threads) == THREADS
         for thread in threads:
             t = int(thread.label.split()[1])
-            assert thread.thread_id == thread_uuid("backfill_user", f"chat-{t:02d}")
+            # The server's own id, not one derived from the source id.
+            assert thread.thread_id != thread_uuid("backfill_user", f"chat-{t:02d}")
             messages = client.load_session(thread.thread_id)
             assert [m.sequence for m in messages] == list(range(1, PER_THREAD + 1))
             assert [m.idempotency_key for m in messages] == [
@@ -432,9 +508,10 @@ def test_import_killed_midway_resumes_without_duplicates(spawn, tmp_path) -> Non
         out, err = restore.communicate(timeout=120)
         assert restore.returncode == 0, err
         assert json.loads(out)["stored"] == 5 * PER_THREAD and "warning" not in err
+        restored = {t.label: t for t in client.recent_threads("restored", 100)}
         for thread in threads[:5]:
-            copy = client.get_thread(thread_uuid("restored", thread.thread_id))
-            assert (copy.dataset, copy.label) == ("restored", thread.label)
+            copy = restored[thread.label]
+            assert copy.dataset == "restored"
             original = [_plain(m) for m in client.load_session(thread.thread_id)]
             copied = [_plain(m) for m in client.load_session(copy.thread_id)]
             for o, c in zip(original, copied, strict=True):

@@ -81,7 +81,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from episodic.backfill import Importer, ProgressBar, ThreadImportError
+    from episodic.backfill import Importer, ProgressBar, ThreadImportError, thread_key
     from episodic.cli.importing import check_file
 
     # Every check the services make of the data itself, for the dry run and the import
@@ -141,7 +141,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         else:
             print(described)
             for t in plan.threads[: args.show]:
-                print(f"  {t.dataset}  {t.thread_id}  {len(t.messages):>5}  {t.label}")
+                # The thread is found by its key (or keeps the file's id): name it so.
+                name = t.thread_id if t.keeps_id else thread_key(t.source_id)
+                print(f"  {t.dataset}  {name}  {len(t.messages):>5}  {t.label}")
             if len(plan.threads) > args.show:
                 print(f"  … and {len(plan.threads) - args.show:,} more threads")
         return 0
