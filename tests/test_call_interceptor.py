@@ -40,3 +40,45 @@ def test_a_methods_handler_is_built_once_and_unknown_methods_are_not_kept() -> N
         assert interceptor.intercept_service(continuation, unknown) is None
     assert len(asked) == 1 + 6  # asked every time: nothing remembered for them
     assert list(interceptor._handlers) == [call.method]
+
+
+def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavailable() -> None:
+    """psycopg raises a deadlock like a lost connection (OperationalError); the first is
+    a call that did not take effect (ABORTED, retry it), only the second an outage."""
+    import psycopg
+    import pytest
+    from sqlalchemy.exc import OperationalError
+
+    class Lost(psycopg.errors.DeadlockDetected):
+        sqlstate = "40P01"
+
+    raised: list[BaseException] = []
+
+    def failing(request: Any, context: Any) -> Any:
+        raise raised[-1]
+
+    def continuation(details: Any) -> Any:
+        return grpc.unary_unary_rpc_method_handler(failing)
+
+    class Aborted(Exception):
+        pass
+
+    answered: list[Any] = []
+
+    def abort_with_status(status: Any) -> None:
+        answered.append(status)
+        raise Aborted
+
+    context = SimpleNamespace(code=lambda: None, abort_with_status=abort_with_status)
+    handler = CallInterceptor(guard=None).intercept_service(
+        continuation, SimpleNamespace(method="/episodic.v1.AdminService/MergeEntities")
+    )
+    for orig, code in (
+        (Lost("deadlock detected"), grpc.StatusCode.ABORTED),
+        (psycopg.OperationalError("connection refused"), grpc.StatusCode.UNAVAILABLE),
+    ):
+        raised.append(OperationalError("statement", {}, orig))
+        with pytest.raises(Aborted):
+            handler.unary_unary("request", context)
+        assert answered[-1].code == code
+    assert "did not take effect" in answered[0].details

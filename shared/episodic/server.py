@@ -31,6 +31,7 @@ from episodic import access, metrics, requests
 from episodic.config import Settings, get_settings
 from episodic.errors import (
     ERROR_DOMAIN,
+    Aborted,
     ConfigurationError,
     EpisodicError,
     Unavailable,
@@ -92,6 +93,16 @@ def _size(request: Any) -> int:
     return request.ByteSize() if hasattr(request, "ByteSize") else 0
 
 
+#: SQLSTATEs of a statement that lost to another transaction: deadlock_detected,
+#: serialization_failure, lock_not_available (a lock_timeout). Not query_canceled, which is
+#: a statement timeout (the call's own deadline, or the service's ceiling).
+_CONCURRENT_CHANGE = frozenset({"40P01", "40001", "55P03"})
+
+
+def _lost_to_another_transaction(err: BaseException) -> bool:
+    return getattr(getattr(err, "orig", None), "sqlstate", None) in _CONCURRENT_CHANGE
+
+
 def _abort(context: grpc.ServicerContext, err: EpisodicError) -> None:
     context.abort_with_status(rpc_status.to_status(_status_for(err)))
 
@@ -106,6 +117,9 @@ class CallInterceptor(grpc.ServerInterceptor):
       rate limit — and the handler runs as that principal (:func:`episodic.access.current`);
       health and reflection are not guarded (they reveal no data);
     - domain errors answer their own code with a ``google.rpc.ErrorInfo`` (AIP-193);
+    - a statement that lost to another transaction (a deadlock, a serialisation failure,
+      a lock it could not get) answers ABORTED: the database is up, the call did not take
+      effect, and it may be tried again;
     - a database that is down or restarting answers UNAVAILABLE (retryable);
     - anything else is our bug: INTERNAL with a generic message, logged without the
       exception's text (which may quote user content), with its traceback frames;
@@ -163,6 +177,16 @@ class CallInterceptor(grpc.ServerInterceptor):
             except EpisodicError as err:
                 _abort(context, err)
             except (OperationalError, DisconnectionError) as err:
+                if _lost_to_another_transaction(err):
+                    log.info("%s lost to a concurrent transaction: %s", method, describe_error(err))
+                    _abort(
+                        context,
+                        Aborted(
+                            "the call lost to a concurrent change (deadlock or lock conflict) "
+                            "and did not take effect; retry it",
+                            reason="CONCURRENT_CHANGE",
+                        ),
+                    )
                 # The database is down or restarting: a retryable condition, not a bug.
                 log.warning("database unavailable in %s: %s", method, describe_error(err))
                 _abort(context, Unavailable("the database is unavailable; retry with backoff"))
