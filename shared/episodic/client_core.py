@@ -895,7 +895,9 @@ def _service_config(service: str, methods: Sequence[str]) -> str:
                         "initialBackoff": "0.1s",
                         "maxBackoff": "2s",
                         "backoffMultiplier": 2,
-                        "retryableStatusCodes": ["UNAVAILABLE"],
+                        # ABORTED: the call lost to a concurrent change and did not
+                        # take effect (only calls safe to repeat are listed here).
+                        "retryableStatusCodes": ["UNAVAILABLE", "ABORTED"],
                     },
                 }
             ]

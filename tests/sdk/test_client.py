@@ -303,6 +303,11 @@ class _Flaky(recall_grpc.RecallServiceServicer, ingest_grpc.IngestServiceService
         self._count("EndThread")
         context.abort(grpc.StatusCode.UNAVAILABLE, "down")
 
+    def ListEpisodes(self, request, context):  # type: ignore[no-untyped-def]
+        if self._count("ListEpisodes") == 1:
+            context.abort(grpc.StatusCode.ABORTED, "lost to a concurrent change")
+        return recall_service_pb2.ListEpisodesResponse()
+
     def SearchEpisodes(self, request, context):  # type: ignore[no-untyped-def]
         if self._count("SearchEpisodes") <= self.rate_limited:
             retry = error_details_pb2.RetryInfo()
@@ -339,6 +344,9 @@ def test_idempotent_calls_are_retried_and_others_are_not(flaky, make_client) -> 
         with pytest.raises(UnavailableError):
             client.end_thread("t")  # … EndThread is not.
         assert servicer.calls["EndThread"] == 1
+        # A call that lost to a concurrent change (ABORTED) did not take effect: repeated.
+        assert client.list_episodes("ds").items == []
+        assert servicer.calls["ListEpisodes"] == 2
     servicer.calls.clear()
     with make_client(ingest=address, recall=address, auto_idempotency_keys=False) as client:
         with pytest.raises(UnavailableError):

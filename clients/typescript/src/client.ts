@@ -579,7 +579,8 @@ export class EpisodicClient {
           delay = error.retryAfterMs;
           if (rateLimited >= this.rateLimitRetries || Date.now() + delay >= deadline) throw error;
           rateLimited++;
-        } else if (policy && error.code === Code.Unavailable) {
+        } else if (policy && (error.code === Code.Unavailable || error.code === Code.Aborted)) {
+          // ABORTED: lost to a concurrent change, did not take effect (safe calls only).
           unavailable++;
           if (unavailable >= maxAttempts) throw error;
           delay = Math.random() * Math.min(backoff, policy.maxBackoffMs);
