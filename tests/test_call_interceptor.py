@@ -43,8 +43,9 @@ def test_a_methods_handler_is_built_once_and_unknown_methods_are_not_kept() -> N
 
 
 def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavailable() -> None:
-    """psycopg raises a deadlock like a lost connection (OperationalError); the first is
-    a call that did not take effect (ABORTED, retry it), only the second an outage."""
+    """psycopg raises a deadlock and a statement timeout like a lost connection
+    (OperationalError): the first is a call that did not take effect (ABORTED, retry it),
+    the second one that ran out of time (DEADLINE_EXCEEDED), only the last an outage."""
     import psycopg
     import pytest
     from sqlalchemy.exc import OperationalError
@@ -73,8 +74,16 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
     handler = CallInterceptor(guard=None).intercept_service(
         continuation, SimpleNamespace(method="/episodic.v1.AdminService/MergeEntities")
     )
+
+    class TimedOut(psycopg.errors.QueryCanceled):
+        sqlstate = "57014"
+
     for orig, code in (
         (Lost("deadlock detected"), grpc.StatusCode.ABORTED),
+        (
+            TimedOut("canceling statement due to statement timeout"),
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+        ),
         (psycopg.OperationalError("connection refused"), grpc.StatusCode.UNAVAILABLE),
     ):
         raised.append(OperationalError("statement", {}, orig))

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import grpc
 import numpy as np
 from sqlalchemy import Connection
 
 from episodic import convert
 from episodic.config import RecallSettings
 from episodic.crypto import ClearKey, WrongKey
-from episodic.errors import EpisodicError, InvalidArgument
+from episodic.errors import DeadlineExceeded as DeadlineExceeded
+from episodic.errors import InvalidArgument
 from episodic.providers.entities import normalise_entity
 from episodic.query_focus import strip_stop_phrases, word_forms
 from episodic.store import entities
@@ -58,13 +58,6 @@ LIST_DEFAULT_SIZE = 10
 LIST_MAX_SIZE = 1000
 TIMELINE_DEFAULT_SIZE = 20
 MAX_ENTITY_REFERENCE_CHARS = 500
-
-
-class DeadlineExceeded(EpisodicError):
-    """The database did not answer within the caller's deadline."""
-
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
-    reason = "DEADLINE_EXCEEDED"
 
 
 def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOptions:

@@ -37,6 +37,13 @@ class EpisodicError(Exception):
             self.metadata["field"] = field
 
 
+class DeadlineExceeded(EpisodicError):
+    """The database did not answer within the call's deadline (or the statement ceiling)."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    reason = "DEADLINE_EXCEEDED"
+
+
 class InvalidArgument(EpisodicError):
     code = grpc.StatusCode.INVALID_ARGUMENT
     reason = "INVALID_ARGUMENT"

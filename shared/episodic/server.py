@@ -33,6 +33,7 @@ from episodic.errors import (
     ERROR_DOMAIN,
     Aborted,
     ConfigurationError,
+    DeadlineExceeded,
     EpisodicError,
     Unavailable,
     describe_error,
@@ -99,8 +100,16 @@ def _size(request: Any) -> int:
 _CONCURRENT_CHANGE = frozenset({"40P01", "40001", "55P03"})
 
 
+#: query_canceled: a statement_timeout (or a cancel) stopped the statement.
+_STATEMENT_CANCELLED = "57014"
+
+
+def _sqlstate(err: BaseException) -> str | None:
+    return getattr(getattr(err, "orig", None), "sqlstate", None)
+
+
 def _lost_to_another_transaction(err: BaseException) -> bool:
-    return getattr(getattr(err, "orig", None), "sqlstate", None) in _CONCURRENT_CHANGE
+    return _sqlstate(err) in _CONCURRENT_CHANGE
 
 
 def _abort(context: grpc.ServicerContext, err: EpisodicError) -> None:
@@ -119,7 +128,8 @@ class CallInterceptor(grpc.ServerInterceptor):
     - domain errors answer their own code with a ``google.rpc.ErrorInfo`` (AIP-193);
     - a statement that lost to another transaction (a deadlock, a serialisation failure,
       a lock it could not get) answers ABORTED: the database is up, the call did not take
-      effect, and it may be tried again;
+      effect, and it may be tried again; one a statement timeout stopped answers
+      DEADLINE_EXCEEDED;
     - a database that is down or restarting answers UNAVAILABLE (retryable);
     - anything else is our bug: INTERNAL with a generic message, logged without the
       exception's text (which may quote user content), with its traceback frames;
@@ -177,6 +187,14 @@ class CallInterceptor(grpc.ServerInterceptor):
             except EpisodicError as err:
                 _abort(context, err)
             except (OperationalError, DisconnectionError) as err:
+                if _sqlstate(err) == _STATEMENT_CANCELLED:
+                    _abort(
+                        context,
+                        DeadlineExceeded(
+                            "the database did not answer in time (the call's deadline or the "
+                            "service's statement ceiling); the call did not take effect"
+                        ),
+                    )
                 if _lost_to_another_transaction(err):
                     log.info("%s lost to a concurrent transaction: %s", method, describe_error(err))
                     _abort(
