@@ -15,6 +15,7 @@ from episodic import access, convert
 from episodic.config import SchedulerSettings
 from episodic.errors import Aborted, InvalidArgument
 from episodic.store import audit, owners, records
+from episodic.store.db import RETRYABLE_TRANSACTION, sqlstate
 from episodic.store.vault import Vault
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as pb_grpc
@@ -34,13 +35,7 @@ T = TypeVar("T")
 #: (the failed one rolled back whole, so a retry repeats nothing).
 NOTICE_ATTEMPTS = 3
 
-#: SQLSTATEs of a transaction that lost to another one and may simply run again.
-_RETRYABLE = frozenset({"40P01", "40001"})
 _FOREIGN_KEY_VIOLATION = "23503"
-
-
-def _sqlstate(err: DBAPIError) -> str | None:
-    return getattr(err.orig, "sqlstate", None)
 
 
 def _trigger(value: int) -> str:
@@ -74,11 +69,11 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
                 # The domain locks the thread before writing rows that reference it, so an
                 # erasure cannot slip in between; should a foreign key still find the thread
                 # gone, the answer is the one a missing thread gets.
-                if _sqlstate(err) == _FOREIGN_KEY_VIOLATION:
+                if sqlstate(err) == _FOREIGN_KEY_VIOLATION:
                     raise owners.thread_not_found(thread_id) from err
                 raise
             except DBAPIError as err:
-                if _sqlstate(err) not in _RETRYABLE:
+                if sqlstate(err) not in RETRYABLE_TRANSACTION:
                     raise
                 if attempt == NOTICE_ATTEMPTS:
                     raise Aborted(
@@ -89,7 +84,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
                 log.info(
                     "notice about thread %s lost to a concurrent transaction (%s); retrying",
                     thread_id,
-                    _sqlstate(err),
+                    sqlstate(err),
                 )
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -41,7 +41,7 @@ from episodic.errors import (
 )
 from episodic.guard import Guard, is_loopback
 from episodic.stop_signals import StopSignals
-from episodic.store.db import make_engine
+from episodic.store.db import CONCURRENT_CHANGE, STATEMENT_CANCELLED, make_engine, sqlstate
 from episodic.telemetry import (
     grpc_server_interceptor,
     instrument_engine,
@@ -92,24 +92,6 @@ _UNMEASURED = ("/grpc.health.", "/grpc.reflection.")
 
 def _size(request: Any) -> int:
     return request.ByteSize() if hasattr(request, "ByteSize") else 0
-
-
-#: SQLSTATEs of a statement that lost to another transaction: deadlock_detected,
-#: serialization_failure, lock_not_available (a lock_timeout). Not query_canceled, which is
-#: a statement timeout (the call's own deadline, or the service's ceiling).
-_CONCURRENT_CHANGE = frozenset({"40P01", "40001", "55P03"})
-
-
-#: query_canceled: a statement_timeout (or a cancel) stopped the statement.
-_STATEMENT_CANCELLED = "57014"
-
-
-def _sqlstate(err: BaseException) -> str | None:
-    return getattr(getattr(err, "orig", None), "sqlstate", None)
-
-
-def _lost_to_another_transaction(err: BaseException) -> bool:
-    return _sqlstate(err) in _CONCURRENT_CHANGE
 
 
 def _abort(context: grpc.ServicerContext, err: EpisodicError) -> None:
@@ -187,7 +169,7 @@ class CallInterceptor(grpc.ServerInterceptor):
             except EpisodicError as err:
                 _abort(context, err)
             except (OperationalError, DisconnectionError) as err:
-                if _sqlstate(err) == _STATEMENT_CANCELLED:
+                if sqlstate(err) == STATEMENT_CANCELLED:
                     _abort(
                         context,
                         DeadlineExceeded(
@@ -195,7 +177,7 @@ class CallInterceptor(grpc.ServerInterceptor):
                             "service's statement ceiling); the call did not take effect"
                         ),
                     )
-                if _lost_to_another_transaction(err):
+                if sqlstate(err) in CONCURRENT_CHANGE:
                     log.info("%s lost to a concurrent transaction: %s", method, describe_error(err))
                     _abort(
                         context,

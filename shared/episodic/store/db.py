@@ -98,17 +98,29 @@ def is_database_outage(err: BaseException) -> bool:
     return isinstance(err, OperationalError | DisconnectionError | psycopg.OperationalError)
 
 
-#: SQLSTATEs of a statement that lost to another transaction (deadlock, serialisation,
-#: lock not available, cancelled by a timeout): psycopg raises them as OperationalError,
-#: like an outage, but the database is up and the work can simply be tried again.
-LOCK_CONFLICTS = frozenset({"40P01", "40001", "55P03", "57014"})
+#: SQLSTATEs of a transaction that lost to another and may run again whole: deadlock
+#: detected, serialisation failure.
+RETRYABLE_TRANSACTION = frozenset({"40P01", "40001"})
+#: …and of a statement that lost to another transaction in any way, a lock it could not
+#: get (lock_timeout) included: the call did not take effect (gRPC ABORTED).
+CONCURRENT_CHANGE = RETRYABLE_TRANSACTION | {"55P03"}
+#: query_canceled: a statement_timeout (or a cancel) stopped the statement.
+STATEMENT_CANCELLED = "57014"
+#: SQLSTATEs of a statement that lost to another transaction or was cancelled by a
+#: timeout: psycopg raises them as OperationalError, like an outage, but the database is
+#: up and the work can simply be tried again.
+LOCK_CONFLICTS = CONCURRENT_CHANGE | {STATEMENT_CANCELLED}
+
+
+def sqlstate(err: BaseException) -> str | None:
+    """The SQLSTATE of a database error (SQLAlchemy's or psycopg's), None for others."""
+    return getattr(getattr(err, "orig", err), "sqlstate", None)
 
 
 def is_lock_conflict(err: BaseException) -> bool:
     """Whether ``err`` is a statement that lost to another transaction
     (:data:`LOCK_CONFLICTS`), not the database going away."""
-    orig = getattr(err, "orig", err)
-    return getattr(orig, "sqlstate", None) in LOCK_CONFLICTS
+    return sqlstate(err) in LOCK_CONFLICTS
 
 
 def engine_from_settings(settings: DatabaseSettings, application_name: str) -> Engine:
