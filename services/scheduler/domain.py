@@ -29,7 +29,7 @@ Triggers.
    ``backstop_quiet_period`` with uncaptured messages and no timer (a singleton sweep).
 
 Firing. :func:`claim_due_timers` claims due, unclaimed timers in one statement (CTE with
-``FOR UPDATE SKIP LOCKED``, writing ``claimed_at``/``claimed_by`` and returning the
+``FOR NO KEY UPDATE SKIP LOCKED``, writing ``claimed_at``/``claimed_by`` and returning the
 ``version`` seen). :func:`fire_timers` then, in one transaction per claimed batch, opens the
 episodes (thread locks, taken in thread_id order) and deletes each timer only ``WHERE
 claimed_by = me AND version = claimed version`` (timer locks, in thread_id order);
@@ -300,7 +300,7 @@ def claim_due_timers(
                 + "WITH due AS ("
                 "  SELECT dataset, thread_id FROM scheduled_episodes "
                 f"  WHERE claimed_at IS NULL AND fire_at <= {NOW} "
-                "  ORDER BY fire_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
+                "  ORDER BY fire_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
                 "UPDATE scheduled_episodes s SET claimed_at = now(), claimed_by = :me, "
                 "updated_at = now() "
                 "FROM due WHERE s.dataset = due.dataset AND s.thread_id = due.thread_id "
@@ -331,6 +331,16 @@ def claim_due_timers(
 class FireResult:
     episode: RowMapping | None  # the episode opened, if the thread had uncaptured messages
     timer_deleted: bool  # False: new activity re-armed the timer (or the claim was lost)
+    #: Another session held the thread's row: nothing was opened, and the timer was handed
+    #: back due again ``FIRE_RETRY_DELAY`` later (see :func:`fire_timers`).
+    deferred: bool = False
+
+
+#: How much later a timer whose thread another session holds is due again. Writers and
+#: completions hold a thread for milliseconds, so one second later it is nearly always
+#: free; a thread held for longer (a frozen process inside a transaction, until PostgreSQL
+#: ends its session; someone's psql) costs one cheap skip per second, for that thread only.
+FIRE_RETRY_DELAY = timedelta(seconds=1)
 
 
 def fire_timer(
@@ -367,13 +377,19 @@ def fire_timers(
     that is what makes one transaction per batch safe where the first version needed one
     per timer.
     A message arriving meanwhile behaves exactly as with :func:`fire_timer`.
+
+    No firing waits for a thread: a thread whose row another session holds is skipped
+    (:func:`episodic.store.episodes.open_episodes_unless_locked`) and its timer handed back,
+    due again :data:`FIRE_RETRY_DELAY` later (:func:`defer_timers`). One stuck session — a
+    frozen process inside a transaction, a debugger, anyone's ``BEGIN; SELECT … FOR
+    UPDATE`` — delays that one thread's episode, never the batch, never another dataset.
     """
     if not timers:
         return []
     # The firing span if tracing is on (it links to the writes that armed the timers),
     # otherwise each write's own context stored on its timer.
     context = current_trace_context() or None
-    opened = episodes.open_episodes(
+    opened, held = episodes.open_episodes_unless_locked(
         conn,
         [
             episodes.EpisodeToOpen(t.dataset, t.thread_id, t.trigger, context or t.trace_context)
@@ -381,6 +397,21 @@ def fire_timers(
         ],
         now,
     )
+    deferred = defer_timers(conn, worker, [t for t in timers if t.thread_id in held], now)
+    timers_fired = [t for t in timers if t.thread_id not in held]
+    if not timers_fired:
+        return [FireResult(None, False, deferred=t.thread_id in deferred) for t in timers]
+    deleted = _delete_fired(conn, worker, timers_fired)
+    return [
+        FireResult(
+            opened.get(t.thread_id), t.thread_id in deleted, deferred=t.thread_id in deferred
+        )
+        for t in timers
+    ]
+
+
+def _delete_fired(conn: Connection, worker: str, timers: list[ClaimedTimer]) -> set[uuid.UUID]:
+    """Deletes the fired timers still ours at the claimed version; returns their threads."""
     datasets = sorted({t.dataset for t in timers})
     deleted = set(
         conn.execute(
@@ -411,7 +442,47 @@ def fire_timers(
             },
         ).scalars()
     )
-    return [FireResult(opened.get(t.thread_id), t.thread_id in deleted) for t in timers]
+    return deleted
+
+
+def defer_timers(
+    conn: Connection, worker: str, timers: list[ClaimedTimer], now: datetime | None = None
+) -> set[uuid.UUID]:
+    """Hands back claimed timers this worker could not fire now (their thread was held by
+    another session), due again :data:`FIRE_RETRY_DELAY` later — on the injected clock when
+    there is one, so a forced pass at ``as_of`` does not claim them again at once. Only a
+    timer still ours at the claimed version: new activity meanwhile already re-armed it.
+    Returns the threads whose timers were deferred."""
+    if not timers:
+        return set()
+    datasets = sorted({t.dataset for t in timers})
+    return set(
+        conn.execute(
+            text(
+                (
+                    across_datasets("a batch of claimed timers spans the datasets it came from")
+                    if len(datasets) > 1
+                    else ""
+                )
+                + "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL, "
+                f"fire_at = GREATEST(s.fire_at, {NOW} + :delay), updated_at = now() "
+                "FROM unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[]), "
+                "  CAST(:versions AS bigint[])) AS d(dataset, thread_id, version) "
+                "WHERE s.dataset = ANY(:batch) AND s.dataset = d.dataset "
+                "AND s.thread_id = d.thread_id AND s.version = d.version "
+                "AND s.claimed_by = :me RETURNING s.thread_id"
+            ),
+            {
+                "datasets": [t.dataset for t in timers],
+                "ids": [t.thread_id for t in timers],
+                "versions": [t.version for t in timers],
+                "batch": datasets,
+                "me": worker,
+                "delay": FIRE_RETRY_DELAY,
+                "now": now,
+            },
+        ).scalars()
+    )
 
 
 def finish_timer(conn: Connection, timer: ClaimedTimer, worker: str) -> bool:
@@ -609,7 +680,7 @@ def reclaim_timers(
                 + "WITH stale AS ("
                 "  SELECT dataset, thread_id FROM scheduled_episodes "
                 f"  WHERE claimed_at IS NOT NULL AND claimed_at < {NOW} - :after "
-                "  ORDER BY thread_id LIMIT :limit FOR UPDATE SKIP LOCKED) "
+                "  ORDER BY thread_id LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
                 "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL, "
                 "updated_at = now() "
                 "FROM stale WHERE s.dataset = stale.dataset AND s.thread_id = stale.thread_id "

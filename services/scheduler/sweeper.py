@@ -1,9 +1,20 @@
-"""The Scheduler's periodic work: one pass = singleton sweeps (orphan reclaim, backstop,
-lifecycle: retention, compaction, stalled erasures) under leases, the catch-up, then firing
-every due timer.
+"""The Scheduler's periodic work: singleton sweeps (orphan reclaim, backstop, lifecycle:
+retention, compaction, stalled erasures) under leases, the catch-up, and firing every due
+timer.
 
-Every replica runs passes in a loop thread (every ``scheduler_poll_interval``, or sooner
-when the next timer is due sooner); ``RunSweep`` runs a forced pass at an injected time. A
+Every replica runs them in three loop threads, so none of them waits for another:
+
+- ``scheduler.timers`` — the catch-up (when due) and the due timers, every
+  ``scheduler_poll_interval`` or sooner when the next timer is due sooner;
+- ``scheduler.reclaim`` — the orphan sweep: claims of lost or frozen workers go back;
+- ``scheduler.maintenance`` — the backstop and the lifecycle (which may run for minutes).
+
+A stuck timer therefore never stops the reclaim that would free it, and a long retention
+purge never delays an episode. Each loop is watched (:mod:`episodic.loops`): a pass running
+longer than ``loop_stall_after`` shows in the health check and the ``episodic.loop.pass.age``
+metric.
+
+``RunSweep`` runs a forced pass of all three at an injected time, one after the other. A
 forced pass ignores the local cadences and the lease's ``last_run_at`` (the caller asked for
 a full pass now) but still needs the lease, so two replicas never run a singleton sweep at
 once; the catch-up and timer firing need no lease (``SKIP LOCKED`` claims and the thread
@@ -23,7 +34,7 @@ from datetime import datetime, timedelta
 from opentelemetry import trace
 from sqlalchemy import Engine
 
-from episodic import metrics
+from episodic import loops, metrics
 from episodic.config import PrivacySettings, RecoverySettings, SchedulerSettings
 from episodic.errors import describe_error, log_failure
 from episodic.store import episodes
@@ -72,11 +83,18 @@ def fire_chunks(timers: list[domain.ClaimedTimer]) -> list[list[domain.ClaimedTi
     return [timers[i : i + size] for i in range(0, len(timers), size)]
 
 
+#: The loops of a replica (see the module's docstring), by their health and metric name.
+TIMERS_LOOP = "scheduler.timers"
+RECLAIM_LOOP = "scheduler.reclaim"
+MAINTENANCE_LOOP = "scheduler.maintenance"
+
+
 @dataclass
 class SweepResult:
     episodes_created: int = 0
     timers_dropped: int = 0
     timers_survived: int = 0  # fired, but new activity re-armed them meanwhile
+    timers_deferred: int = 0  # their thread was held by another session: due again soon
     timers_caught_up: int = 0
     claims_reclaimed: int = 0
     backstop_episodes: int = 0
@@ -118,7 +136,7 @@ class Sweeper:
         )
         self._stop = threading.Event()
         self._release_owed = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._state = threading.Lock()
         self._next_check: dict[str, float] = {}
         self._singleton_locks = {
@@ -132,16 +150,29 @@ class Sweeper:
     # -- one pass ------------------------------------------------------------------------
 
     def run_pass(self, now: datetime | None = None, *, force: bool = False) -> SweepResult:
-        """Reclaim and backstop (if this replica holds their lease and they are due), the
-        catch-up (if due), then every due timer. ``force``: ignore cadences."""
+        """One pass of each loop, in turn: reclaim; backstop and lifecycle (if this replica
+        holds their lease and they are due); the catch-up (if due), then every due timer.
+        ``force``: ignore cadences."""
         result = SweepResult()
-        if self._release_owed:  # claims of a batch the database interrupted
-            with self.engine.begin() as conn:
-                domain.release_claims(conn, self.worker)
-            self._release_owed = False
+        self.reclaim_pass(now, force=force, result=result)
+        self.maintenance_pass(now, force=force, result=result)
+        self.timers_pass(now, force=force, result=result)
+        if result:
+            log.info("sweep %s", result)
+        return result
+
+    def reclaim_pass(
+        self, now: datetime | None = None, *, force: bool = False, result: SweepResult
+    ) -> None:
+        """The orphan sweep, when due and this replica holds its lease."""
         result.claims_reclaimed = self._singleton(
             RECLAIM_LEASE, self.reclaim_interval, force, lambda: self.reclaim(now)
         )
+
+    def maintenance_pass(
+        self, now: datetime | None = None, *, force: bool = False, result: SweepResult
+    ) -> None:
+        """The backstop and the lifecycle, each when due and this replica holds its lease."""
         result.backstop_episodes = self._singleton(
             BACKSTOP_LEASE, self.settings.backstop_interval, force, lambda: self.backstop(now)
         )
@@ -156,15 +187,23 @@ class Sweeper:
         self._singleton(LIFECYCLE_LEASE, self.privacy.lifecycle_interval, force, apply_lifecycle)
         result.threads_purged = lifecycle.threads_purged
         result.threads_compacted = lifecycle.threads_compacted
+
+    def timers_pass(
+        self, now: datetime | None = None, *, force: bool = False, result: SweepResult
+    ) -> None:
+        """The catch-up (if due), then every due timer."""
+        if self._release_owed:  # claims of a batch the database interrupted
+            loops.step("release_claims")
+            with self.engine.begin() as conn:
+                domain.release_claims(conn, self.worker)
+            self._release_owed = False
         if force or self._due("catch_up"):
             result.timers_caught_up = self.catch_up(now)
             self._schedule("catch_up", self.catch_up_interval.total_seconds())
         self.fire_due(now, result)
-        if result:
-            log.info("sweep %s", result)
-        return result
 
     def catch_up(self, now: datetime | None = None) -> int:
+        loops.step("catch_up")
         total = 0
         while True:
             with self.engine.begin() as conn:
@@ -175,8 +214,10 @@ class Sweeper:
 
     def reclaim(self, now: datetime | None = None) -> int:
         after = self.recovery.orphan_reclaim_after
+        loops.step("reclaim_timers")
         with self.engine.begin() as conn:
             timers = domain.reclaim_timers(conn, after, now, limit=SWEEP_LIMIT)
+        loops.step("reclaim_orphaned")
         with self.engine.begin() as conn:
             lost = episodes.reclaim_orphaned(
                 conn,
@@ -193,6 +234,7 @@ class Sweeper:
         return timers + lost.total
 
     def backstop(self, now: datetime | None = None) -> int:
+        loops.step("backstop")
         opened = 0
         while not self._stop.is_set():
             with self.engine.connect() as conn:
@@ -212,6 +254,7 @@ class Sweeper:
 
     def lifecycle(self, now: datetime | None = None) -> LifecycleResult:
         """Retention, compaction and stalled erasures (see :mod:`episodic.store.lifecycle`)."""
+        loops.step("lifecycle")
         with tracer.start_as_current_span("lifecycle") as span:
             done = run_lifecycle(
                 self.engine, self.vault, self.privacy, actor=f"scheduler:{self.worker}", now=now
@@ -228,8 +271,10 @@ class Sweeper:
         result = result if result is not None else SweepResult()
         batch = self.settings.claim_batch_size
         while not self._stop.is_set():
+            loops.step("claim_due_timers")
             with self.engine.begin() as conn:
                 timers = domain.claim_due_timers(conn, self.worker, batch, now)
+            loops.step("fire_timers")
             if timers and self._stop.is_set():
                 with self.engine.begin() as conn:
                     domain.unclaim_timers(conn, self.worker, timers)
@@ -242,6 +287,9 @@ class Sweeper:
             for timer, fired in zip(timers, fired_all, strict=True):
                 if fired is None:
                     continue  # failed alone (its claim stays for the reclaim sweep) or unclaimed
+                if fired.deferred:
+                    result.timers_deferred += 1
+                    continue
                 metrics.timer_fired(
                     timer.trigger,
                     opened_episode=fired.episode is not None,
@@ -355,33 +403,77 @@ class Sweeper:
     # -- the loop ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Starts the background loop (not when the poll interval is 0)."""
+        """Starts the three background loops (not when the poll interval is 0)."""
         if self.settings.scheduler_poll_interval.total_seconds() <= 0:
             return
-        self._thread = threading.Thread(target=self._loop, name="scheduler-loop", daemon=True)
-        self._thread.start()
+        stall_after = self.recovery.loop_stall_after.total_seconds()
+        for name, one_pass in (
+            (TIMERS_LOOP, self._timers_loop_pass),
+            (RECLAIM_LOOP, self._reclaim_loop_pass),
+            (MAINTENANCE_LOOP, self._maintenance_loop_pass),
+        ):
+            thread = threading.Thread(
+                target=self._loop,
+                args=(loops.watch(name, stall_after), one_pass),
+                name=name,
+                daemon=True,
+            )
+            self._threads.append(thread)
+            thread.start()
 
-    def _loop(self) -> None:
+    def _timers_loop_pass(self) -> float:
+        """One pass of the timers loop; returns how long to wait before the next."""
+        result = SweepResult()
+        self.timers_pass(result=result)
+        if result:
+            log.info("timers %s", result)
+        loops.step("next_due_in")
+        with self.engine.connect() as conn:
+            due_in = domain.next_due_in(conn)
+        # Wake for the next deadline if it comes before the next poll.
+        poll = self.settings.scheduler_poll_interval.total_seconds()
+        return poll if due_in is None else min(poll, max(float(due_in), 0.005))
+
+    def _reclaim_loop_pass(self) -> float:
+        self.reclaim_pass(result=SweepResult())
+        return self._singleton_wait(RECLAIM_LEASE)
+
+    def _maintenance_loop_pass(self) -> float:
+        result = SweepResult()
+        self.maintenance_pass(result=result)
+        if result:
+            log.info("maintenance %s", result)
+        return min(self._singleton_wait(BACKSTOP_LEASE), self._singleton_wait(LIFECYCLE_LEASE))
+
+    def _singleton_wait(self, name: str) -> float:
+        """Seconds until singleton ``name`` is next due here (at most a poll interval, so a
+        stopping replica or a lease freed by another is noticed soon)."""
+        poll = self.settings.scheduler_poll_interval.total_seconds()
+        with self._state:
+            due_in = self._next_check.get(name, 0.0) - time.monotonic()
+        return min(max(due_in, 0.05), max(poll, 0.05))
+
+    def _loop(self, watch: loops.LoopWatch, one_pass: Callable[[], float]) -> None:
         poll = self.settings.scheduler_poll_interval.total_seconds()
         while not self._stop.is_set():
             try:
-                self.run_pass()
-                with self.engine.connect() as conn:
-                    due_in = domain.next_due_in(conn)
-                # Wake for the next deadline if it comes before the next poll.
-                wait = poll if due_in is None else min(poll, max(float(due_in), 0.005))
+                with watch.running():
+                    wait = one_pass()
             except Exception as err:
                 if is_lock_conflict(err):
                     # The database is up: a statement of the pass lost to another
                     # transaction (deadlock, lock timeout); the next pass does its work.
                     log.warning(
-                        "scheduler pass lost to a concurrent transaction: %s; retrying",
+                        "%s pass lost to a concurrent transaction: %s; retrying",
+                        watch.name,
                         describe_error(err),
                     )
                 elif is_database_outage(err):
-                    log.warning("scheduler lost the database: %s; retrying", describe_error(err))
+                    log.warning(
+                        "%s lost the database: %s; retrying", watch.name, describe_error(err)
+                    )
                 else:
-                    log_failure(log, "scheduler pass failed; retrying", err)
+                    log_failure(log, f"{watch.name} pass failed; retrying", err)
                 wait = max(poll, 1.0)
             self._stop.wait(wait)
 
@@ -389,8 +481,8 @@ class Sweeper:
         """Stops the loop, then gives back this replica's timer claims and leases so
         another replica continues at once."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         try:

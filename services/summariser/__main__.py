@@ -61,6 +61,11 @@ def build(settings: Settings, engine: Engine) -> Service:
         settings.database.libpq_url(),
         poll_interval=poll,
         batch_size=settings.summariser.summariser_batch_size,
+        # A pass may summarise a whole batch with a slow model: it is stalled only past
+        # the time its claims would be reclaimed anyway.
+        stall_after=max(
+            settings.recovery.loop_stall_after, settings.recovery.orphan_reclaim_after
+        ).total_seconds(),
     )
     grace = settings.service.shutdown_grace.total_seconds()
     service.on_start.append(worker.start)

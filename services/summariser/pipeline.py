@@ -24,7 +24,7 @@ from typing import Any
 from opentelemetry import trace
 from sqlalchemy import Connection, Engine, RowMapping, text
 
-from episodic import metrics
+from episodic import loops, metrics
 from episodic.crypto import DatasetKey
 from episodic.errors import describe_error
 from episodic.providers.embedding import CachedEmbedder, token_access
@@ -310,6 +310,7 @@ class Pipeline:
         if self._release_owed:  # claims left from a pass the database interrupted
             self.release()
             self._release_owed = False
+        loops.step("claim_pending")
         with self.engine.begin() as conn:
             if not self.may_write_vectors(conn):
                 return result
@@ -321,12 +322,14 @@ class Pipeline:
                 # its chunks join the backlog, embedded after the pass's completions.
                 owed: list[ChunkWork] = []
                 for episode in claimed:
+                    loops.step("summarise")
                     status = self.process(episode, loaded.get(episode["episode_id"]), owed)
                     if status in ("completed", "archived"):
                         result.completed += 1
                     elif status is not None:
                         result.failed += 1
                 self._owe(owed)
+                loops.step("index_chunks")
                 # A pass that claimed nothing embeds one slice before it may yield: a due
                 # episode it cannot claim (another worker holds it) must not stall it.
                 if not self.index_backlog(
@@ -335,7 +338,9 @@ class Pipeline:
                     result.chunks_deferred = len(self._backlog)
                     return result
                 result.chunks_resumed = self.resume_chunks(limit)
+                loops.step("semantic_extraction")
                 result.semantic_processed = self.run_semantic(limit)
+            loops.step("events")
             self.run_events(result)
         except Exception as err:
             if is_database_outage(err):

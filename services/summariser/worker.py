@@ -8,6 +8,7 @@ import threading
 
 import psycopg
 
+from episodic import loops
 from episodic.errors import describe_error, log_failure
 from episodic.store.db import is_database_outage
 from episodic.store.embedding_space import SPACE_LOCK
@@ -18,12 +19,26 @@ from .pipeline import Pipeline
 log = logging.getLogger(__name__)
 
 
+#: The worker loop's health and metric name (see episodic.loops).
+WORKER_LOOP = "summariser.worker"
+
+
 class Worker:
-    def __init__(self, pipeline: Pipeline, dsn: str, poll_interval: float, batch_size: int) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        dsn: str,
+        poll_interval: float,
+        batch_size: int,
+        *,
+        stall_after: float = 600.0,
+    ) -> None:
         self.pipeline = pipeline
         self.dsn = dsn
         self.poll_interval = poll_interval
         self.batch_size = batch_size
+        # A pass that runs longer than this shows as stalled in the health check.
+        self.watch = loops.watch(WORKER_LOOP, stall_after)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, name="summariser-worker", daemon=True)
 
@@ -65,10 +80,12 @@ class Worker:
             # space's lock shared, and a re-embedding takes it exclusively to record its
             # target model, so no pass that read the old target still writes after that
             # (store/embedding_space.py). On the listening connection: no pool slot.
-            listen.execute("SELECT pg_advisory_lock_shared(%s)", (SPACE_LOCK,))
-            try:
-                worked = self.pipeline.run_once(self.batch_size).did_work
-            finally:
-                listen.execute("SELECT pg_advisory_unlock_shared(%s)", (SPACE_LOCK,))
+            with self.watch.running():
+                loops.step("embedding_space_lock")
+                listen.execute("SELECT pg_advisory_lock_shared(%s)", (SPACE_LOCK,))
+                try:
+                    worked = self.pipeline.run_once(self.batch_size).did_work
+                finally:
+                    listen.execute("SELECT pg_advisory_unlock_shared(%s)", (SPACE_LOCK,))
             if not worked:
                 return

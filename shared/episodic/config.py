@@ -72,6 +72,41 @@ class DatabaseSettings(BaseSettings):
         "see README, Beyond one database, for the read-your-writes rule.",
     )
 
+    # The bounds below are what keeps one stuck session (a frozen process, a paused VM, a
+    # debugger, a partitioned pod, anyone's psql) from stalling everyone else's work.
+    db_idle_transaction_timeout: Duration = Field(
+        default=timedelta(seconds=60),
+        description="PostgreSQL ends a service's session that sits idle inside a "
+        "transaction this long (idle_in_transaction_session_timeout): a frozen, paused or "
+        "cut-off process gives its row locks back, and its claims are reclaimed after "
+        "EPISODIC_ORPHAN_RECLAIM_AFTER. Keep it below that. 0: never.",
+    )
+    db_lock_timeout: Duration = Field(
+        default=timedelta(seconds=10),
+        description="Longest wait for a lock in any statement of a service (lock_timeout). "
+        "A call that waited that long answers ABORTED (the SDKs retry it); a background "
+        "pass leaves the row for its next pass and goes on with the others. 0: no bound.",
+    )
+    db_background_statement_timeout: Duration = Field(
+        default=timedelta(minutes=5),
+        description="Longest statement of the Scheduler and the Summariser, whose work "
+        "nobody waits on (statement_timeout): a stuck statement is cancelled and its work "
+        "retried on a later pass. Recall has its own, EPISODIC_RECALL_STATEMENT_TIMEOUT. "
+        "0: no bound.",
+    )
+
+    def session_settings(self, *, background: bool) -> dict[str, str]:
+        """The PostgreSQL settings every connection of a service starts with (see the
+        fields above); ``background``: the Scheduler and Summariser, whose statements
+        also get a statement timeout."""
+        values = {
+            "idle_in_transaction_session_timeout": self.db_idle_transaction_timeout,
+            "lock_timeout": self.db_lock_timeout,
+        }
+        if background:
+            values["statement_timeout"] = self.db_background_statement_timeout
+        return {name: f"{int(value.total_seconds() * 1000)}ms" for name, value in values.items()}
+
     def sqlalchemy_url(self) -> str:
         if not self.database_url:
             raise RuntimeError(
@@ -192,6 +227,13 @@ class RecoverySettings(BaseSettings):
         "reclaimed (summariser workers renew theirs every quarter of it while they work).",
     )
 
+    loop_stall_after: Duration = Field(
+        default=timedelta(minutes=2),
+        description="A background loop (the Scheduler's timer firing, reclaim and maintenance; "
+        "the Summariser's worker, which gets at least EPISODIC_ORPHAN_RECLAIM_AFTER) whose "
+        "pass runs longer than this is stalled: its health name episodic.loop.<loop> and the "
+        "service's readiness go NOT_SERVING, and the log names the step it is stuck in.",
+    )
     max_retries: int = Field(
         default=3, ge=0, le=100, description="Retries of a failed summarisation before `failed`."
     )

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Literal
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from episodic import loops
+
 if TYPE_CHECKING:
     from episodic.store.status import PipelineStatus
 
@@ -102,6 +104,16 @@ RPC_DURATION = _spec(
     "Duration of incoming RPCs (health checks and reflection excluded), by method and "
     "status code (OpenTelemetry RPC semantic conventions).",
     ("rpc.system.name", "rpc.method", "rpc.response.status_code"),
+)
+LOOP_PASS_AGE = _spec(
+    "episodic.loop.pass.age",
+    "gauge",
+    "s",
+    "How long each background loop's current pass has run (0 between passes), by loop "
+    "(scheduler.timers, scheduler.reclaim, scheduler.maintenance, summariser.worker). "
+    "Above EPISODIC_LOOP_STALL_AFTER the loop is stalled (see episodic.loops).",
+    ("loop",),
+    "scheduler, summariser",
 )
 # -- Ingest -------------------------------------------------------------------------------
 MESSAGES_INGESTED = _spec(
@@ -613,6 +625,26 @@ def _seconds(age: object) -> float:
 
 _pipeline_lock = threading.Lock()
 _pipeline: PipelineGauges | None = None
+_loops_observed = False
+
+
+def _loop_ages(_options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(w.pass_age(), {"loop": w.name}) for w in loops.watches()]
+
+
+def observe_loops() -> None:
+    """Registers the loop gauge (once per process), fed by :mod:`episodic.loops`."""
+    global _loops_observed
+    with _pipeline_lock:
+        if _loops_observed:
+            return
+        _meter.create_observable_gauge(
+            LOOP_PASS_AGE.name,
+            callbacks=[_loop_ages],
+            unit=LOOP_PASS_AGE.unit,
+            description=LOOP_PASS_AGE.description,
+        )
+        _loops_observed = True
 
 
 def observe_pipeline(

@@ -27,7 +27,7 @@ from grpc_status import rpc_status
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DisconnectionError, OperationalError
 
-from episodic import access, metrics, requests
+from episodic import access, loops, metrics, requests
 from episodic.config import Settings, get_settings
 from episodic.errors import (
     ERROR_DOMAIN,
@@ -344,19 +344,43 @@ def database_reachable(engine: Engine) -> bool:
         return False
 
 
+#: Health name of a background loop (``episodic.loop.scheduler.timers``, …): NOT_SERVING
+#: while its pass has run longer than EPISODIC_LOOP_STALL_AFTER (see episodic.loops).
+LOOP_HEALTH_PREFIX = "episodic.loop."
+
+
 def monitor_database(runtime: ServiceRuntime, interval: float = 2.0) -> threading.Thread:
-    """Keeps health NOT_SERVING while the database is unreachable."""
+    """Keeps health NOT_SERVING while the database is unreachable or a background loop of
+    this process is stalled; each loop also answers under its own health name."""
 
     def loop() -> None:
-        last: bool | None = None
+        last: bool | None = None  # serving, as last set
+        last_ok: bool | None = None  # database reachable, as last seen
+        stalled_before: set[str] = set()
         while not runtime.stopped.wait(interval if last is not None else 0):
             ok = runtime.engine is not None and database_reachable(runtime.engine)
             if runtime.stopped.is_set():
                 return
-            if ok != last:
+            stalls = {s.loop: s for s in loops.stalls()}
+            for watch in loops.watches():
+                runtime.health.set(
+                    LOOP_HEALTH_PREFIX + watch.name,
+                    health_pb2.HealthCheckResponse.NOT_SERVING
+                    if watch.name in stalls
+                    else health_pb2.HealthCheckResponse.SERVING,
+                )
+            for name in sorted(stalls.keys() - stalled_before):
+                log.warning("%s: %s", runtime.name, stalls[name])
+            for name in sorted(stalled_before - stalls.keys()):
+                log.info("%s: loop %s is moving again", runtime.name, name)
+            stalled_before = set(stalls)
+            if ok != last_ok:
                 log.info("%s database %s", runtime.name, "reachable" if ok else "UNREACHABLE")
-                runtime.set_serving(ok)
-                last = ok
+                last_ok = ok
+            serving = ok and not stalls
+            if serving != last:
+                runtime.set_serving(serving)
+                last = serving
 
     thread = threading.Thread(target=loop, name="db-health", daemon=True)
     thread.start()
@@ -411,6 +435,11 @@ GRPC_SERVICES = {
     "summariser": "episodic.v1.SummariserService",
     "recall": "episodic.v1.RecallService",
 }
+
+
+#: The services whose work runs in background loops nobody waits on: their statements
+#: are bounded by EPISODIC_DB_BACKGROUND_STATEMENT_TIMEOUT.
+BACKGROUND_SERVICES = frozenset({"scheduler", "summariser"})
 
 
 @dataclass
@@ -486,6 +515,16 @@ def serve(
     primary restarts."""
     settings = get_settings()
     setup_logging(name)
+    metrics.observe_loops()
+    idle_timeout = settings.database.db_idle_transaction_timeout
+    if not idle_timeout or idle_timeout >= settings.recovery.orphan_reclaim_after:
+        log.warning(
+            "EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT (%s) is not below "
+            "EPISODIC_ORPHAN_RECLAIM_AFTER (%s): a worker frozen inside a transaction keeps "
+            "its claims' rows locked past the reclaim time",
+            settings.database.db_idle_transaction_timeout,
+            settings.recovery.orphan_reclaim_after,
+        )
     try:
         start_metrics(name, settings)
     except OSError as err:
@@ -498,6 +537,10 @@ def serve(
             else settings.database.sqlalchemy_url(),
             pool_size=settings.database.db_pool_size,
             application_name=f"episodic-{name}",
+            # Bounds on every session: one stuck session must not stall the others.
+            session_settings=settings.database.session_settings(
+                background=name in BACKGROUND_SERVICES
+            ),
             **(engine_options(settings) if engine_options else {}),
         )
     )

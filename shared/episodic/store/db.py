@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import select
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
@@ -23,11 +24,18 @@ PING_AFTER_IDLE_SECONDS = 1.0
 
 
 def make_engine(
-    url: str, *, pool_size: int = 10, application_name: str = "episodic", **kwargs: Any
+    url: str,
+    *,
+    pool_size: int = 10,
+    application_name: str = "episodic",
+    session_settings: Mapping[str, str] | None = None,
+    **kwargs: Any,
 ) -> Engine:
     """Creates the process's engine. ``url`` may be a plain libpq URL. Vectors travel as
     pgvector values: bind a numpy array where a statement expects a ``vector`` (or a list
-    of them for ``vector[]``), and selected vectors come back as ``pgvector.Vector``."""
+    of them for ``vector[]``), and selected vectors come back as ``pgvector.Vector``.
+    ``session_settings`` (PostgreSQL settings, e.g. ``lock_timeout``) are set on every
+    new connection: :meth:`~episodic.config.DatabaseSettings.session_settings`."""
     engine = create_engine(
         to_sqlalchemy_url(url),
         pool_size=pool_size,
@@ -40,6 +48,8 @@ def make_engine(
         **kwargs,
     )
     event.listen(engine, "connect", _register_vector)
+    if session_settings:
+        event.listen(engine, "connect", _session_setter(dict(session_settings)))
     if not engine.pool._pre_ping:  # type: ignore[attr-defined]
         _ping_when_idle(engine)
     return engine
@@ -83,6 +93,24 @@ def _ping_when_idle(engine: Engine) -> None:
     event.listen(engine, "checkout", checkout)
 
 
+def _session_setter(values: dict[str, str]) -> Callable[[Any, Any], None]:
+    """Sets ``values`` on a new connection, in one round trip. A ``SET`` at connect rather
+    than a startup option (``options=-c …``): PgBouncer refuses unknown startup options,
+    and a ``SET`` works behind any pooler (in transaction mode it may not stick to the
+    session, which costs only the bound, never the connection)."""
+    names = list(values)
+    statement = "SELECT " + ", ".join("set_config(%s, %s, false)" for _ in names)
+    params = [item for name in names for item in (name, values[name])]
+
+    def connect(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(statement, params)
+        if not dbapi_connection.autocommit:
+            dbapi_connection.commit()
+
+    return connect
+
+
 def _register_vector(dbapi_connection: Any, _record: Any) -> None:
     # ProgrammingError: no vector type yet, a connection to a database not migrated so far
     # (migrations, test fixtures). Statements that need vectors are not run on it.
@@ -123,11 +151,14 @@ def is_lock_conflict(err: BaseException) -> bool:
     return sqlstate(err) in LOCK_CONFLICTS
 
 
-def engine_from_settings(settings: DatabaseSettings, application_name: str) -> Engine:
+def engine_from_settings(
+    settings: DatabaseSettings, application_name: str, *, background: bool = False
+) -> Engine:
     return make_engine(
         settings.sqlalchemy_url(),
         pool_size=settings.db_pool_size,
         application_name=application_name,
+        session_settings=settings.session_settings(background=background),
     )
 
 

@@ -196,6 +196,8 @@ def open_episodes(
 ) -> dict[uuid.UUID, RowMapping]:
     """Opens a pending episode over each thread's uncaptured messages, if it has any; returns
     the new episode rows by thread (threads with nothing uncaptured, or gone, are absent).
+    Waits for the threads' row locks (bounded by the session's ``lock_timeout``); the
+    Scheduler's firing, which must not wait, uses :func:`open_episodes_unless_locked`.
 
     A thread whose window's first or last message is gone is being erased (the erasure
     deletes its messages in slices before it takes the thread's row): nothing is opened
@@ -214,13 +216,33 @@ def open_episodes(
     EndThread was made, however late the episode is opened (the Scheduler was down, the
     call was lost); messages written after the EndThread wait for their own trigger.
     """
+    return _open_episodes(conn, wanted, now, skip_locked=False)[0]
+
+
+def open_episodes_unless_locked(
+    conn: Connection, wanted: Sequence[EpisodeToOpen], now: datetime | None = None
+) -> tuple[dict[uuid.UUID, RowMapping], set[uuid.UUID]]:
+    """:func:`open_episodes` without waiting for any thread: a thread whose row another
+    session holds is skipped (``SKIP LOCKED``). Returns the episodes opened by thread and
+    the threads skipped (held by someone else; gone threads are not in it).
+
+    What holds a thread's row for long is never a reason to stop every other dataset's
+    episodes: a writer holds it for milliseconds, but a frozen process inside a
+    transaction, or anyone's psql, may hold it for ever. The caller retries a skipped
+    thread on a later pass."""
+    return _open_episodes(conn, wanted, now, skip_locked=True)
+
+
+def _open_episodes(
+    conn: Connection, wanted: Sequence[EpisodeToOpen], now: datetime | None, *, skip_locked: bool
+) -> tuple[dict[uuid.UUID, RowMapping], set[uuid.UUID]]:
     by_thread: dict[uuid.UUID, EpisodeToOpen] = {}
     for item in wanted:
         if item.trigger not in TRIGGERS:
             raise ValueError(f"unknown trigger {item.trigger!r}")
         by_thread.setdefault(item.thread_id, item)
     if not by_thread:
-        return {}
+        return {}, set()
     # Every statement names the batch's datasets as constants (``dataset = ANY(:batch)``),
     # so it reaches their partitions only: one for a single thread's episode.
     batch = sorted({item.dataset for item in by_thread.values()})
@@ -230,24 +252,46 @@ def open_episodes(
         else ""
     )
     ids = sorted(by_thread)
+    # The locks first, in a statement of their own: the next statement's snapshot is taken
+    # after they are granted, so it sees every message committed before them (the window's
+    # last message included) and none written after.
+    locked = set(
+        conn.execute(
+            text(
+                spans + "SELECT t.thread_id FROM threads t "
+                "JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS w(dataset, tid) "
+                "ON t.dataset = w.dataset AND t.thread_id = w.tid "
+                "WHERE t.dataset = ANY(:batch) ORDER BY t.thread_id FOR UPDATE OF t"
+                + (" SKIP LOCKED" if skip_locked else "")
+            ),
+            {"datasets": [by_thread[t].dataset for t in ids], "ids": ids, "batch": batch},
+        ).scalars()
+    )
+    skipped: set[uuid.UUID] = set()
+    if skip_locked and len(locked) < len(ids):
+        # Not locked: held by another session, or gone. A held row is still visible.
+        absent = [t for t in ids if t not in locked]
+        skipped = set(
+            conn.execute(
+                text(
+                    spans + "SELECT t.thread_id FROM threads t JOIN unnest("
+                    "CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS w(dataset, tid) "
+                    "ON t.dataset = w.dataset AND t.thread_id = w.tid "
+                    "WHERE t.dataset = ANY(:batch)"
+                ),
+                {"datasets": [by_thread[t].dataset for t in absent], "ids": absent, "batch": batch},
+            ).scalars()
+        )
+        # Only the threads this transaction holds get an episode.
+        ids = [t for t in ids if t in locked]
+        if not ids:
+            return {}, skipped
     current = current_trace_context() or None
     traces = []
     for thread_id in ids:
         context = by_thread[thread_id].trace_context
         context = context if context is not None else current
         traces.append(json.dumps(context) if context else None)
-    # The locks first, in a statement of their own: the next statement's snapshot is taken
-    # after they are granted, so it sees every message committed before them (the window's
-    # last message included) and none written after.
-    conn.execute(
-        text(
-            spans + "SELECT 1 FROM threads t "
-            "JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS w(dataset, tid) "
-            "ON t.dataset = w.dataset AND t.thread_id = w.tid "
-            "WHERE t.dataset = ANY(:batch) ORDER BY t.thread_id FOR UPDATE OF t"
-        ),
-        {"datasets": [by_thread[t].dataset for t in ids], "ids": ids, "batch": batch},
-    )
     # Then one statement for the rest, whatever the number of threads: the windows (from the
     # locked rows, so no Python round trip in between), the episodes, the threads' captured
     # counters and the summarisers' wake-up notices. The counter update only touches rows
@@ -311,14 +355,14 @@ def open_episodes(
         .mappings()
         .all()
     )
-    return {r["thread_id"]: r for r in rows}
+    return {r["thread_id"]: r for r in rows}, skipped
 
 
 def claim_pending(
     conn: Connection, worker: str, limit: int, now: datetime | None = None
 ) -> list[RowMapping]:
     """Claims up to ``limit`` due pending episodes for ``worker``: one statement (a CTE with
-    ``FOR UPDATE SKIP LOCKED``, so replicas never claim the same row) that writes the
+    ``FOR NO KEY UPDATE SKIP LOCKED``, so replicas never claim the same row) that writes the
     claimant and the claim time, so the claim outlives the transaction."""
     return list(
         conn.execute(
@@ -331,7 +375,7 @@ def claim_pending(
                       AND next_attempt_at <= {NOW}
                     ORDER BY next_attempt_at, created_at
                     LIMIT :limit
-                    FOR UPDATE SKIP LOCKED
+                    FOR NO KEY UPDATE SKIP LOCKED
                 )
                 UPDATE episodes e
                 SET status = 'processing', claimed_by = :worker,
@@ -379,7 +423,7 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
                       AND status IN ('completed', 'archived')
                     ORDER BY completed_at
                     LIMIT :limit
-                    FOR UPDATE SKIP LOCKED
+                    FOR NO KEY UPDATE SKIP LOCKED
                 )
                 UPDATE episodes e
                 SET semantic_status = 'processing', semantic_claimed_by = :worker,
@@ -634,6 +678,13 @@ def reclaim_orphaned(
     worker completing or failing the episode at the same moment wins cleanly: its own
     guarded ``UPDATE`` (status = 'processing' AND claimed_by = me) or ours matches, never
     both.
+
+    The rows are locked ``FOR NO KEY UPDATE`` — what the ``UPDATE`` itself takes — not
+    ``FOR UPDATE``: the key-share locks that inserting an episode's facts or chunks takes
+    through their foreign keys do not conflict with it, so a worker frozen after writing
+    them cannot hide its claim from this sweep. A worker frozen while it holds the row
+    itself (say in the middle of renewing its claims) is ended by PostgreSQL after
+    ``EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT``; the next sweep then takes the claim.
     """
     params = {"after": older_than, "max": max_retries, "now": now, "limit": limit}
     rows = conn.execute(
@@ -642,7 +693,7 @@ def reclaim_orphaned(
             + "WITH stale AS ("
             "  SELECT dataset, episode_id FROM episodes "
             f"  WHERE status = 'processing' AND claimed_at < {NOW} - :after "
-            "  ORDER BY claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
+            "  ORDER BY claimed_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
             "UPDATE episodes e SET retry_count = e.retry_count + 1, "
             "status = CASE WHEN e.retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
             f"error = '{RECLAIM_ERROR}', next_attempt_at = {DUE_NOW}, "
@@ -661,7 +712,7 @@ def reclaim_orphaned(
             "  SELECT dataset, episode_id FROM episodes "
             "  WHERE semantic_status = 'processing' "
             f"  AND semantic_claimed_at < {NOW} - :after "
-            "  ORDER BY semantic_claimed_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
+            "  ORDER BY semantic_claimed_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
             "UPDATE episodes e SET semantic_status = 'pending', "
             f"semantic_error = '{RECLAIM_ERROR}', "
             "semantic_claimed_at = NULL, semantic_claimed_by = NULL, updated_at = now() "
