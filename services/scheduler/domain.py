@@ -648,7 +648,9 @@ def backstop_thread(
     dataset: str,
 ) -> RowMapping | None:
     """Trigger 4 for one candidate (own transaction): re-checks the conditions under the
-    thread lock, then opens the episode."""
+    thread lock, then opens the episode. A thread another session holds is skipped (None),
+    not waited for: the sweep goes on with the other candidates, and the next pass sees it
+    again."""
     still = conn.execute(
         text(
             "SELECT 1 FROM threads t WHERE t.dataset = :dataset AND t.thread_id = :id "
@@ -656,7 +658,7 @@ def backstop_thread(
             f"AND t.last_message_at < {NOW} - :quiet "
             "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
             "  WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id) "
-            "FOR UPDATE OF t"
+            "FOR UPDATE OF t SKIP LOCKED"
         ),
         {"dataset": dataset, "id": thread_id, "quiet": settings.backstop_quiet_period, "now": now},
     ).first()

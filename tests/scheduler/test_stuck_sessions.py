@@ -293,3 +293,24 @@ def test_a_stuck_reclaim_neither_stops_the_timers_nor_hides(
     assert wait_until(
         lambda: _health(channel, "episodic.v1.SchedulerService") == serving, timeout=30
     )
+
+
+def test_the_backstop_skips_a_held_thread_and_opens_the_others(engine: Engine, db_url: str) -> None:
+    from episodic.services.scheduler.sweeper import Sweeper
+
+    held = new_thread(engine, "stuck-backstop-held")
+    free = new_thread(engine, "stuck-backstop-free")
+    for thread_id in (held, free):  # messages with no timer: the backstop's to open
+        add_messages(engine, thread_id, 2, notify=False)
+    later = db_now(engine) + CFG.backstop_quiet_period + timedelta(minutes=1)
+    # A wait for the held thread would fail the sweep (the holder never lets go meanwhile).
+    bounded = make_engine(db_url, pool_size=2, session_settings={"lock_timeout": "5s"})
+    try:
+        with holding(db_url, "SELECT 1 FROM threads WHERE thread_id = %(id)s FOR UPDATE", id=held):
+            assert Sweeper(bounded, CFG).backstop(later) == 1
+            assert episodes(engine, held) == []
+            assert [e["trigger"] for e in episodes(engine, free)] == ["backstop"]
+        assert Sweeper(bounded, CFG).backstop(later) == 1  # the next pass opens it
+        assert [e["trigger"] for e in episodes(engine, held)] == ["backstop"]
+    finally:
+        bounded.dispose()

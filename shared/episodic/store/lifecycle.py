@@ -173,7 +173,9 @@ def compact_thread(
 ) -> int | None:
     """Compacts one thread in the caller's transaction; returns how many messages were
     dropped, or None when it is not (or no longer) safe to compact. Takes the thread's
-    row lock first, so a message or an episode arriving meanwhile waits or wins."""
+    row lock first, so a message or an episode arriving meanwhile waits or wins. A thread
+    another session holds is skipped (None), not waited for: the sweep goes on with the
+    others, and the next pass compacts it."""
     # The episode's document is stemmed again below: the dataset's language lock is held
     # (shared) before the thread's and the episodes' locks, as every writer that stems
     # takes it, so a language set or detected meanwhile waits for this transaction or
@@ -185,7 +187,7 @@ def compact_thread(
             text(
                 "SELECT t.thread_id, t.last_sequence FROM threads t "
                 f"WHERE t.dataset = :d AND t.thread_id = :t AND {_compactable(':d')} "
-                "FOR UPDATE OF t"
+                "FOR UPDATE OF t SKIP LOCKED"
             ),
             {"d": dataset, "t": thread_id},
         )
