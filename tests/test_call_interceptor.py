@@ -91,3 +91,41 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
             handler.unary_unary("request", context)
         assert answered[-1].code == code
     assert "did not take effect" in answered[0].details
+
+
+def test_a_session_the_database_ended_is_unavailable_not_internal() -> None:
+    """A process frozen inside a transaction wakes to find PostgreSQL ended its session
+    (idle_in_transaction_session_timeout, 25P03; transaction_timeout, 25P04): psycopg
+    raises an InternalError, which is a retryable condition, not our bug."""
+    import psycopg
+    import pytest
+    from sqlalchemy.exc import InternalError
+
+    from episodic.store.db import is_database_outage
+
+    class Ended(psycopg.errors.IdleInTransactionSessionTimeout):
+        sqlstate = "25P03"
+
+    def failing(request: Any, context: Any) -> Any:
+        raise InternalError(
+            "statement", {}, Ended("terminating connection due to idle-in-transaction timeout")
+        )
+
+    class Aborted(Exception):
+        pass
+
+    answered: list[Any] = []
+
+    def abort_with_status(status: Any) -> None:
+        answered.append(status)
+        raise Aborted
+
+    context = SimpleNamespace(code=lambda: None, abort_with_status=abort_with_status)
+    handler = CallInterceptor(guard=None).intercept_service(
+        lambda details: grpc.unary_unary_rpc_method_handler(failing),
+        SimpleNamespace(method="/episodic.v1.SummariserService/GetPipelineStatus"),
+    )
+    with pytest.raises(Aborted):
+        handler.unary_unary("request", context)
+    assert answered[-1].code == grpc.StatusCode.UNAVAILABLE
+    assert is_database_outage(InternalError("statement", {}, Ended("x")))

@@ -712,6 +712,16 @@ class Pipeline:
                     window = load_window(conn, self.vault, episode)
                     key = self.vault.for_read(conn, episode["dataset"])
                 with self.engine.begin() as conn:
+                    # The claim first: a worker whose claim was reclaimed while it was
+                    # away (frozen, cut off) writes no facts.
+                    if not episodes.hold_semantic_claim(
+                        conn, episode["episode_id"], self.worker, dataset=episode["dataset"]
+                    ):
+                        log.info(
+                            "extraction of %s: the claim was taken back meanwhile; nothing written",
+                            episode["episode_id"],
+                        )
+                        return None
                     stored = self.extractor.extract(conn, episode, window, key)
                     status = "completed" if stored else "skipped"
                     episodes.finish_semantic(

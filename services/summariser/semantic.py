@@ -70,32 +70,44 @@ class KeyLearningFacts:
         window: list[WindowMessage],
         key: DatasetKey,
     ) -> int:
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[bytes, str, int, Any]] = []
         for msg in window:
             if msg.role not in self.roles:
                 continue
             for statement in fact_sentences(msg.content):
                 rows.append(
-                    {
-                        "episode_id": episode["episode_id"],
-                        "thread_id": episode["thread_id"],
-                        "dataset": episode["dataset"],
-                        "statement": key.seal(statement, "facts.statement"),
-                        "statement_token": key.token(statement),
-                        "source_sequence": msg.sequence,
-                        "stated_at": msg.created_at,
-                    }
+                    (
+                        key.seal(statement, "facts.statement"),
+                        key.token(statement),
+                        msg.sequence,
+                        msg.created_at,
+                    )
                 )
         if not rows:
             return 0
+        statements, tokens, sequences, stated = (list(column) for column in zip(*rows, strict=True))
+        # One statement for every fact, not an executemany: psycopg pipelines those, and
+        # PostgreSQL does not arm idle_in_transaction_session_timeout again after such a
+        # batch, so a worker frozen right after it would hold the episode's row for ever.
         # Idempotent: a re-run after a crash stores nothing twice.
         conn.execute(
             text(
                 "INSERT INTO facts (episode_id, thread_id, dataset, statement, statement_token, "
-                "source_sequence, stated_at) VALUES (:episode_id, :thread_id, :dataset, "
-                ":statement, :statement_token, :source_sequence, :stated_at) "
+                "source_sequence, stated_at) "
+                "SELECT :episode_id, :thread_id, :dataset, f.statement, f.token, f.seq, f.at "
+                "FROM unnest(CAST(:statements AS bytea[]), CAST(:tokens AS text[]), "
+                "CAST(:sequences AS bigint[]), CAST(:stated AS timestamptz[])) "
+                "AS f(statement, token, seq, at) "
                 "ON CONFLICT (dataset, episode_id, source_sequence, statement_token) DO NOTHING"
             ),
-            rows,
+            {
+                "episode_id": episode["episode_id"],
+                "thread_id": episode["thread_id"],
+                "dataset": episode["dataset"],
+                "statements": statements,
+                "tokens": tokens,
+                "sequences": sequences,
+                "stated": stated,
+            },
         )
         return len(rows)

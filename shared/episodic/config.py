@@ -89,9 +89,9 @@ class DatabaseSettings(BaseSettings):
     )
     db_background_statement_timeout: Duration = Field(
         default=timedelta(minutes=5),
-        description="Longest statement of the Scheduler and the Summariser, whose work "
-        "nobody waits on (statement_timeout): a stuck statement is cancelled and its work "
-        "retried on a later pass. Recall has its own, EPISODIC_RECALL_STATEMENT_TIMEOUT. "
+        description="Longest statement, and transaction (PostgreSQL 17+), of the Scheduler "
+        "and the Summariser, whose work nobody waits on (statement_timeout, "
+        "transaction_timeout): a stuck one is cancelled and its work retried on a later pass. Recall has its own, EPISODIC_RECALL_STATEMENT_TIMEOUT. "
         "0: no bound.",
     )
 
@@ -105,6 +105,10 @@ class DatabaseSettings(BaseSettings):
         }
         if background:
             values["statement_timeout"] = self.db_background_statement_timeout
+            # A backstop (PostgreSQL 17+): a session whose transaction outlives the longest
+            # statement is ended even where the idle timeout did not fire (it is not armed
+            # again after a pipelined batch, psycopg's executemany, on PostgreSQL 18).
+            values["transaction_timeout"] = self.db_background_statement_timeout
         return {name: f"{int(value.total_seconds() * 1000)}ms" for name, value in values.items()}
 
     def sqlalchemy_url(self) -> str:

@@ -41,7 +41,13 @@ from episodic.errors import (
 )
 from episodic.guard import Guard, is_loopback
 from episodic.stop_signals import StopSignals
-from episodic.store.db import CONCURRENT_CHANGE, STATEMENT_CANCELLED, make_engine, sqlstate
+from episodic.store.db import (
+    CONCURRENT_CHANGE,
+    SESSION_ENDED,
+    STATEMENT_CANCELLED,
+    make_engine,
+    sqlstate,
+)
 from episodic.telemetry import (
     grpc_server_interceptor,
     instrument_engine,
@@ -193,6 +199,11 @@ class CallInterceptor(grpc.ServerInterceptor):
             except Exception as err:
                 if _aborted(context):
                     raise  # already aborted by the handler
+                if sqlstate(err) in SESSION_ENDED:
+                    # The process was frozen or cut off inside a transaction, and PostgreSQL
+                    # ended its session (store/db.py): retryable, not our bug.
+                    log.warning("database ended the session of %s: %s", method, describe_error(err))
+                    _abort(context, Unavailable("the database ended this call's session; retry"))
                 log_failure(log, f"unhandled error in {method}", err)
                 context.abort_with_status(
                     rpc_status.to_status(

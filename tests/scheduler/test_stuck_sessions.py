@@ -314,3 +314,38 @@ def test_the_backstop_skips_a_held_thread_and_opens_the_others(engine: Engine, d
         assert [e["trigger"] for e in episodes(engine, held)] == ["backstop"]
     finally:
         bounded.dispose()
+
+
+def test_every_service_session_starts_with_its_bounds(db_url: str) -> None:
+    from episodic.config import DatabaseSettings
+
+    settings = DatabaseSettings(database_url=db_url)
+    for background, expected in (
+        (
+            True,
+            {
+                "idle_in_transaction_session_timeout": "1min",
+                "lock_timeout": "10s",
+                "statement_timeout": "5min",
+                "transaction_timeout": "5min",  # PostgreSQL 17+: the embedded one is 18
+            },
+        ),
+        (
+            False,
+            {
+                "idle_in_transaction_session_timeout": "1min",
+                "lock_timeout": "10s",
+                "statement_timeout": "0",
+                "transaction_timeout": "0",
+            },
+        ),
+    ):
+        bounded = make_engine(
+            db_url, pool_size=1, session_settings=settings.session_settings(background=background)
+        )
+        try:
+            with bounded.connect() as conn:
+                shown = {name: conn.execute(text(f"SHOW {name}")).scalar_one() for name in expected}
+        finally:
+            bounded.dispose()
+        assert shown == expected, background

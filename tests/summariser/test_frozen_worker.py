@@ -180,3 +180,56 @@ def test_a_frozen_summariser_loses_its_claim_and_writes_nothing_stale(
     windows = [(e["start_sequence"], e["end_sequence"]) for e in episodes(engine, thread_id)]
     assert windows == [(1, 3)]
     check_invariants(engine)
+
+
+def test_an_extraction_whose_claim_was_taken_back_writes_no_facts(engine: Engine) -> None:
+    """The woken worker goes on through the batch it had claimed: an extraction whose claim
+    the orphan sweep took back meanwhile stores no facts (they would be a stale write), and
+    the claim's next holder extracts them once."""
+    from episodic.store import episodes as states
+    from tests.summariser.helpers import CAR_CHAT, add, make_pipeline, make_thread
+    from tests.summariser.helpers import open_episode as open_on
+
+    thread = make_thread(engine, "frozen-facts")
+    add(engine, thread, CAR_CHAT)
+    episode_id = open_on(engine, thread)["episode_id"]
+    sleeper, other = make_pipeline(engine), make_pipeline(engine)
+    # Summarised, without extraction: the extraction is claimed by the sleeper alone.
+    sleeper.run_once(10, yield_chunks=False)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE episodes SET semantic_status = 'pending', semantic_claimed_by = NULL, "
+                "semantic_claimed_at = NULL WHERE episode_id = :id"
+            ),
+            {"id": episode_id},
+        )
+        conn.execute(text("DELETE FROM facts WHERE episode_id = :id"), {"id": episode_id})
+        (claimed,) = states.claim_semantic(conn, sleeper.worker, 1)
+    # The sleeper is away; the sweep takes its claim back, and another worker claims it.
+    with engine.begin() as conn:
+        states.reclaim_orphaned(conn, older_than=timedelta(0), max_retries=3)
+        assert [r["episode_id"] for r in states.claim_semantic(conn, other.worker, 1)] == [
+            episode_id
+        ]
+
+    def facts() -> int:
+        with engine.connect() as conn:
+            return int(
+                conn.execute(
+                    text("SELECT count(*) FROM facts WHERE episode_id = :id"), {"id": episode_id}
+                ).scalar_one()
+            )
+
+    assert sleeper.process_semantic(claimed) is None  # woken: nothing written
+    assert facts() == 0
+    with engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT semantic_status, semantic_claimed_by FROM episodes WHERE episode_id = :id"
+            ),
+            {"id": episode_id},
+        ).one()
+    assert tuple(row) == ("processing", other.worker)
+    assert other.process_semantic(claimed) == "completed"
+    assert facts() > 0

@@ -93,13 +93,24 @@ def _ping_when_idle(engine: Engine) -> None:
     event.listen(engine, "checkout", checkout)
 
 
+#: Settings only newer servers know, by the ``server_version_num`` they need: set where
+#: the server has them, skipped elsewhere (an unknown setting would fail the connection).
+NEWER_SETTINGS = {"transaction_timeout": 170000}
+
+
 def _session_setter(values: dict[str, str]) -> Callable[[Any, Any], None]:
     """Sets ``values`` on a new connection, in one round trip. A ``SET`` at connect rather
     than a startup option (``options=-c …``): PgBouncer refuses unknown startup options,
     and a ``SET`` works behind any pooler (in transaction mode it may not stick to the
     session, which costs only the bound, never the connection)."""
     names = list(values)
-    statement = "SELECT " + ", ".join("set_config(%s, %s, false)" for _ in names)
+    statement = "SELECT " + ", ".join(
+        f"CASE WHEN current_setting('server_version_num')::int >= {NEWER_SETTINGS[name]} "
+        "THEN set_config(%s, %s, false) END"
+        if name in NEWER_SETTINGS
+        else "set_config(%s, %s, false)"
+        for name in names
+    )
     params = [item for name in names for item in (name, values[name])]
 
     def connect(dbapi_connection: Any, _record: Any) -> None:
@@ -118,12 +129,22 @@ def _register_vector(dbapi_connection: Any, _record: Any) -> None:
         register_vector(dbapi_connection)
 
 
+#: SQLSTATEs of a session PostgreSQL ended itself: it sat idle inside a transaction
+#: (25P03, idle_in_transaction_session_timeout) or its transaction ran too long (25P04,
+#: transaction_timeout) — a process that was frozen or cut off, now awake. psycopg raises
+#: them as InternalError; the connection is gone and the work may be tried again.
+SESSION_ENDED = frozenset({"25P03", "25P04"})
+
+
 def is_database_outage(err: BaseException) -> bool:
-    """Whether ``err`` means the database is down, restarting or unreachable (retry later;
-    nobody's fault) rather than a statement that failed."""
+    """Whether ``err`` means the database is down, restarting or unreachable, or ended this
+    session (retry later; nobody's fault) rather than a statement that failed."""
     from sqlalchemy.exc import DisconnectionError, OperationalError
 
-    return isinstance(err, OperationalError | DisconnectionError | psycopg.OperationalError)
+    return (
+        isinstance(err, OperationalError | DisconnectionError | psycopg.OperationalError)
+        or sqlstate(err) in SESSION_ENDED
+    )
 
 
 #: SQLSTATEs of a transaction that lost to another and may run again whole: deadlock

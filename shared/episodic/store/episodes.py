@@ -572,6 +572,24 @@ def complete(
     return final_status
 
 
+def hold_semantic_claim(conn: Connection, episode_id: Any, worker: str, *, dataset: str) -> bool:
+    """Whether ``worker`` still holds the episode's extraction claim, locking the row (as
+    :func:`finish_semantic` would) for the rest of the caller's transaction. Checked before
+    writing facts: a worker whose claim was reclaimed while it was away (frozen, cut off)
+    writes none, and nobody takes the claim between the check and the finish."""
+    return (
+        conn.execute(
+            text(
+                "SELECT 1 FROM episodes WHERE dataset = :dataset AND episode_id = :id "
+                "AND semantic_status = 'processing' AND semantic_claimed_by = :worker "
+                "FOR NO KEY UPDATE"
+            ),
+            {"dataset": dataset, "id": episode_id, "worker": worker},
+        ).first()
+        is not None
+    )
+
+
 def finish_semantic(
     conn: Connection,
     episode_id: Any,
