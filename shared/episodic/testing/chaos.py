@@ -11,8 +11,15 @@ suite:
   the same data directory and socket (clients reconnect; immediate means crash recovery);
 - ``cut``: the proxy between Ingest and the Scheduler drops its connections and refuses or
   blackholes new ones for a few seconds, then heals;
-- ``freeze``: SIGSTOP of a summariser while it holds episode claims, held past
-  ``EPISODIC_ORPHAN_RECLAIM_AFTER`` until the Scheduler reclaimed them, then SIGCONT.
+- ``freeze``: SIGSTOP of a summariser while it holds episode claims, whatever it is doing:
+  idle, inside a transaction, or right after sending a statement. The harness waits
+  (bounded) until the process's database sessions settle, classifies the freeze (idle,
+  idle in transaction with the locks it holds, or mid-statement) and keeps it stopped
+  until the Scheduler reclaimed its claims, then SIGCONT. PostgreSQL is to end a session
+  the freeze left idle in a transaction (``EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT``, half the
+  reclaim time here): one still open at SIGCONT is a problem, and so is a claim still held
+  at a generous deadline, reported with what the sessions were doing and who waited on
+  them.
 
 A watchdog restarts any service process that exits on its own (and reports it). After the
 load, the run waits (polling with a deadline) until the services' own loops have covered
@@ -24,6 +31,12 @@ every message with an episode and nothing is pending, processing or scheduled, t
 - :func:`~episodic.testing.invariants.check_invariants` with ``all_covered=True``
   (gap-free sequences, contiguous disjoint windows, at most one current episode);
 - no episode stuck (pending, processing or failed; semantic extraction likewise);
+- no stale write: every claim and every end of a claim a summariser wrote came from the
+  process named in the claim, and every fact was committed by the transaction that
+  finished its episode's extraction (the run's database gets audit triggers, in a
+  ``chaos`` schema of its own, and the harness maps each summariser's database sessions
+  to its process while the run goes on). A summariser woken from a freeze after its
+  claims were reclaimed must write nothing for them;
 - every thread with messages has its current episode;
 - what clients saw: status codes per RPC — UNAVAILABLE and DEADLINE_EXCEEDED are the
   retryable outcomes a client must expect under faults (STREAM_RESET, counted apart, is
@@ -46,20 +59,22 @@ import re
 import shlex
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import psycopg
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from episodic.client import (
@@ -143,6 +158,10 @@ class ChaosConfig:
     rpc_timeout: float = 5.0  # deadline of every client call
     batch_deadline: float = 120.0  # a writer gives a batch up after retrying this long
     freeze_search_timeout: float = 60.0  # to find a summariser holding a claim
+    # After SIGSTOP, how long the frozen process's sessions may take to finish statements
+    # already sent; one still running after that is a freeze "mid-statement".
+    freeze_settle_timeout: float = 5.0
+    audit_writes: bool = True  # audit triggers for the stale-write checks (see verify)
     settle_timeout: float = 180.0  # for the services' own loops to finish the work
     seed: int | None = None
     workdir: Path | None = None  # logs and the database go here (a temp dir if None)
@@ -162,10 +181,18 @@ class ChaosConfig:
         kinds += ["freeze"] * self.freezes
         return kinds
 
+    @property
+    def idle_transaction_timeout(self) -> float:
+        """EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT of the services: well within the reclaim
+        time, so that a summariser frozen inside a transaction has its session (and its
+        row locks) ended by PostgreSQL before its claims are due for reclaim."""
+        return max(1.0, self.reclaim_after / 2)
+
     def service_env(self) -> dict[str, str]:
         """Settings of every service process: real loops with short intervals, so timers,
         reclaims and retries happen within the run."""
         return {
+            "EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT": str(self.idle_transaction_timeout),
             "EPISODIC_EMBEDDING_PROVIDER": "hashing",
             "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.2",
             "EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2",
@@ -226,6 +253,12 @@ class ChaosResult:
     facts: int = 0  # stored by semantic extraction
     max_retry_count: int = 0
     faults: list[FaultRecord] = field(default_factory=list)
+    freeze_classes: dict[str, int] = field(default_factory=dict)  # what frozen sessions did
+    # Stale-write audit: claims taken or ended by summarisers (and how many of those the
+    # harness could tie to a process), facts committed.
+    claim_writes_audited: int = 0
+    claim_writes_attributed: int = 0
+    fact_commits_audited: int = 0
     codes: dict[str, dict[str, int]] = field(default_factory=dict)
     unexpected_exits: list[str] = field(default_factory=list)
     proxy: dict[str, int] = field(default_factory=dict)
@@ -290,6 +323,15 @@ class ChaosResult:
                     f"{'ok' if f.ok else 'FAILED'} {f.duration:.1f}s {f.detail}",
                 )
             )
+        rows.append(("freezes by class", _fmt_counts(self.freeze_classes)))
+        rows.append(
+            (
+                "stale-write audit",
+                f"{self.claim_writes_audited:,} summariser claim writes "
+                f"({self.claim_writes_attributed:,} tied to their process), "
+                f"{self.fact_commits_audited:,} facts",
+            )
+        )
         rows.append(("proxy", _fmt_counts(self.proxy)))
         rows.append(("unexpected process exits", str(len(self.unexpected_exits))))
         rows.append(("client codes", ""))
@@ -418,6 +460,391 @@ class ChaosPostgres:
             return path.read_text(errors="replace")
         except OSError:
             return ""
+
+
+# --------------------------------------------------------------------------- sessions of a process
+
+# Which database sessions belong to which OS process. application_name is the same for
+# every replica of a service, so it cannot tell two summarisers apart; their sockets can.
+# The embedded server listens on a Unix socket only: a backend's socket is the peer of one
+# of the client's (the kernel's sock_diag netlink interface names each Unix socket's peer).
+# Over TCP, a backend's client_port is the local port of one of the client's sockets.
+# Linux only; elsewhere (or without the permissions) the mapping raises OSError and the
+# callers say the sessions are unknown.
+
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 0x1
+_NLM_F_DUMP = 0x300
+_NLMSG_ERROR = 2
+_NLMSG_DONE = 3
+_UDIAG_SHOW_PEER = 0x4
+_UNIX_DIAG_PEER = 2
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets process ``pid`` has open (its ``/proc/<pid>/fd`` links);
+    OSError when the process is gone or not ours to look at."""
+    fd_dir = f"/proc/{pid}/fd"
+    inodes: set[int] = set()
+    for fd in os.listdir(fd_dir):
+        try:
+            link = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("socket:[") and link.endswith("]"):
+            inodes.add(int(link[8:-1]))
+    return inodes
+
+
+def _unix_peers() -> dict[int, int]:
+    """Every connected Unix socket's inode -> its peer's inode (NETLINK_SOCK_DIAG dump)."""
+    request = struct.pack(
+        "=BBHIII2I",
+        socket.AF_UNIX,
+        0,  # protocol
+        0,  # pad
+        0xFFFFFFFF,  # every state
+        0,  # any inode
+        _UDIAG_SHOW_PEER,
+        0xFFFFFFFF,  # no cookie
+        0xFFFFFFFF,
+    )
+    header = struct.pack(
+        "=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0
+    )
+    netlink = getattr(socket, "AF_NETLINK", None)
+    if netlink is None:
+        raise OSError("no netlink sockets here")
+    peers: dict[int, int] = {}
+    with socket.socket(netlink, socket.SOCK_RAW, _NETLINK_SOCK_DIAG) as sock:
+        sock.settimeout(5.0)
+        sock.sendto(header + request, (0, 0))
+        while True:
+            data = sock.recv(1 << 17)
+            offset = 0
+            while offset + 16 <= len(data):
+                length, kind = struct.unpack_from("=IH", data, offset)
+                if kind == _NLMSG_DONE or length < 16:
+                    return peers
+                if kind == _NLMSG_ERROR:
+                    raise OSError("sock_diag refused the dump of Unix sockets")
+                body = data[offset + 16 : offset + length]
+                (inode,) = struct.unpack_from("=I", body, 4)  # unix_diag_msg: 16 bytes
+                attr = 16
+                while attr + 4 <= len(body):
+                    attr_length, attr_type = struct.unpack_from("=HH", body, attr)
+                    if attr_length < 4:
+                        break
+                    if attr_type == _UNIX_DIAG_PEER:
+                        peers[inode] = struct.unpack_from("=I", body, attr + 4)[0]
+                    attr += (attr_length + 3) & ~3
+                offset += (length + 3) & ~3
+            if not data:
+                return peers
+
+
+def _tcp_ports(pid: int, inodes: set[int]) -> set[int]:
+    """The local ports of the TCP sockets among ``inodes`` (``/proc/<pid>/net/tcp{,6}``)."""
+    ports: set[int] = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and int(fields[9]) in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def session_owners(
+    processes: Iterable[int], backends: Iterable[tuple[int, int | None]]
+) -> dict[int, int]:
+    """Which of ``backends`` ((backend pid, pg_stat_activity.client_port)) belong to which
+    of ``processes`` (OS pids): backend pid -> OS pid, for those found. OSError when the
+    sockets cannot be looked at."""
+    if not os.path.isdir("/proc/self/fd"):
+        raise OSError("no /proc to find sockets in")
+    owner_of: dict[int, int] = {}  # the clients' socket inodes
+    ports: dict[int, int] = {}
+    backends = list(backends)
+    tcp = any(port is not None and port > 0 for _, port in backends)
+    for pid in processes:
+        try:
+            inodes = _socket_inodes(pid)
+        except FileNotFoundError:  # exited meanwhile
+            continue
+        owner_of.update(dict.fromkeys(inodes, pid))
+        if tcp:
+            ports.update(dict.fromkeys(_tcp_ports(pid, inodes), pid))
+    found: dict[int, int] = {}
+    peers: dict[int, int] | None = None
+    for backend, port in backends:
+        if port is not None and port > 0:
+            if port in ports:
+                found[backend] = ports[port]
+            continue
+        if peers is None:
+            peers = _unix_peers()
+        try:
+            theirs = _socket_inodes(backend)
+        except FileNotFoundError:  # the session ended meanwhile
+            continue
+        for inode in theirs:
+            owner = owner_of.get(peers.get(inode, -1))
+            if owner is not None:
+                found[backend] = owner
+                break
+    return found
+
+
+@dataclass
+class FrozenSessions:
+    """What the database sessions of a stopped process were doing once they settled."""
+
+    kind: str  # "idle", "idle in transaction", "mid-statement", "no session" or "unknown"
+    backends: list[int] = field(default_factory=list)
+    in_flight: bool = False  # a statement was still running at the first look
+    settle_seconds: float = 0.0  # from the first look until none was active (or the bound)
+    sessions: list[str] = field(default_factory=list)  # one line per session
+    locks: list[str] = field(default_factory=list)
+    transaction: list[int] = field(default_factory=list)  # sessions in a transaction
+    error: str = ""
+
+    def describe(self) -> str:
+        if self.error:
+            return f"{self.kind} ({self.error})"
+        text_ = self.kind
+        if self.in_flight:
+            text_ += (
+                f" (a statement was in flight at SIGSTOP; settled after {self.settle_seconds:.2f}s)"
+                if self.kind != "mid-statement"
+                else f" (still running after {self.settle_seconds:.1f}s)"
+            )
+        if self.kind == "no session":
+            text_ += " (none open at the SIGSTOP: reconnecting after a database restart?)"
+        else:
+            text_ += f"; sessions: {'; '.join(self.sessions)}"
+        if self.locks:
+            text_ += f"; locks: {', '.join(self.locks)}"
+        return text_
+
+
+def _activity(conn: Connection, pids: list[int]) -> list[Any]:
+    """pg_stat_activity of ``pids``: pid, state, wait event, transaction and state ages,
+    the statement (comments and runs of blanks squeezed out), and its own line."""
+    rows = conn.execute(
+        text(
+            "SELECT pid, state, wait_event_type, wait_event, "
+            "extract(epoch FROM clock_timestamp() - xact_start), "
+            "extract(epoch FROM clock_timestamp() - state_change), "
+            "left(btrim(regexp_replace(regexp_replace(query, '/\\*.*?\\*/', '', 'g'), "
+            "'\\s+', ' ', 'g')), 110), application_name "
+            "FROM pg_stat_activity WHERE pid = ANY(:pids) ORDER BY pid"
+        ),
+        {"pids": pids},
+    ).all()
+    return list(rows)
+
+
+def _describe_session(row: Any) -> str:
+    pid, state, wait_type, wait, xact_age, state_age, query = row[:7]
+    line = f"pid {pid} {state or '?'}"
+    if state_age is not None:
+        line += f" for {float(state_age):.1f}s"
+    details = []
+    if xact_age is not None:
+        details.append(f"transaction open {float(xact_age):.1f}s")
+    if wait_type:
+        details.append(f"wait {wait_type}/{wait}")
+    if details:
+        line += f" ({', '.join(details)})"
+    if query:
+        line += f": {query!r}"
+    return line
+
+
+def _locks(conn: Connection, pids: list[int]) -> list[str]:
+    """The locks ``pids`` hold or wait for, from pg_locks: tables (not their indexes),
+    rows waited for, transaction ids and advisory locks; counted when repeated."""
+    rows = conn.execute(
+        text(
+            "SELECT l.granted, l.mode, CASE "
+            "WHEN l.locktype = 'relation' THEN coalesce(c.relname, l.relation::text) "
+            "WHEN l.locktype = 'tuple' THEN 'row of ' || coalesce(c.relname, l.relation::text) "
+            "WHEN l.locktype = 'transactionid' THEN 'xid ' || l.transactionid::text "
+            "WHEN l.locktype = 'advisory' THEN 'advisory ' || l.classid || ':' || l.objid "
+            "ELSE l.locktype END "
+            "FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation "
+            "WHERE l.pid = ANY(:pids) AND l.locktype <> 'virtualxid' "
+            "AND (NOT l.granted OR l.relation IS NULL OR c.relkind IN ('r', 'p')) "
+            "ORDER BY 1 DESC, 3, 2"
+        ),
+        {"pids": pids},
+    ).all()
+    counts = Counter(
+        f"{'' if granted else 'WAITS FOR '}{what} {mode}" for granted, mode, what in rows
+    )
+    return [f"{lock} x{n}" if n > 1 else lock for lock, n in counts.items()]
+
+
+def classify_frozen(engine: Engine, pid: int, settle_timeout: float) -> FrozenSessions:
+    """Finds the database sessions of the stopped process ``pid``, waits (polling, at most
+    ``settle_timeout``) until none of them is still running a statement it sent before
+    the SIGSTOP, then classifies the freeze by its worst session: ``mid-statement`` (one
+    still active), ``idle in transaction`` (one holds a transaction open: its locks are
+    listed), ``idle``, or ``no session``."""
+    try:
+        with engine.connect() as conn:
+            candidates = conn.execute(
+                text(
+                    "SELECT pid, client_port FROM pg_stat_activity "
+                    "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                )
+            ).all()
+        owners = session_owners([pid], [(int(r[0]), r[1]) for r in candidates])
+    except (OSError, DBAPIError) as err:
+        return FrozenSessions("unknown", error=f"sessions not found: {err}")
+    backends = sorted(b for b, owner in owners.items() if owner == pid)
+    if not backends:
+        return FrozenSessions("no session")
+    first_look = time.monotonic()
+    in_flight: bool | None = None
+    try:
+        with engine.connect() as conn:
+            while True:
+                rows = _activity(conn, backends)
+                active = [r for r in rows if r[1] == "active"]
+                if in_flight is None:
+                    in_flight = bool(active)
+                if not active or time.monotonic() - first_look > settle_timeout:
+                    break
+                # Statistics are a snapshot per transaction: a new one for the next look.
+                conn.rollback()
+                time.sleep(0.02)  # polling, bounded by settle_timeout
+            settled = time.monotonic() - first_look
+            in_transaction = [
+                int(r[0]) for r in rows if r[1] == "active" or str(r[1]).startswith("idle in")
+            ]
+            locks = _locks(conn, backends)
+            conn.rollback()
+    except DBAPIError as err:
+        return FrozenSessions("unknown", backends=backends, error=f"{type(err).__name__}: {err}")
+    if active:
+        kind = "mid-statement"
+    elif any(str(r[1]).startswith("idle in transaction") for r in rows):
+        kind = "idle in transaction"
+    else:
+        kind = "idle"
+    return FrozenSessions(
+        kind,
+        backends=backends,
+        in_flight=bool(in_flight),
+        settle_seconds=settled,
+        sessions=[_describe_session(r) for r in rows],
+        locks=locks,
+        transaction=in_transaction,
+    )
+
+
+# --------------------------------------------------------------------------- the write audit
+
+#: Installed in the run's own database before the services start, in a schema of its own
+#: (the suite's schema checks look at ``public`` only). The claim audit records every
+#: change of an episode's status or claimant with the writing session (pid and start,
+#: which the harness ties to a process) and its application_name; the fact audit runs at
+#: commit (a deferred constraint trigger) and records whether the committing transaction
+#: is the one that finished the episode's extraction (it wrote the episode's row last).
+#: Neither takes a lock on the suite's rows.
+_AUDIT_DDL = r"""
+CREATE SCHEMA chaos;
+CREATE TABLE chaos.claim_writes (
+    seq           bigserial PRIMARY KEY,
+    at            timestamptz NOT NULL DEFAULT clock_timestamp(),
+    dataset       text,
+    episode_id    uuid,
+    kind          text,
+    old_status    text,
+    new_status    text,
+    old_claimant  text,
+    new_claimant  text,
+    backend_pid   int,
+    backend_start timestamptz,
+    app           text
+);
+CREATE TABLE chaos.fact_commits (
+    seq               bigserial PRIMARY KEY,
+    at                timestamptz NOT NULL DEFAULT clock_timestamp(),
+    dataset           text,
+    episode_id        uuid,
+    source_sequence   bigint,
+    semantic_status   text,
+    semantic_claimant text,
+    finished_here     boolean,
+    backend_pid       int,
+    backend_start     timestamptz,
+    app               text
+);
+CREATE FUNCTION chaos.audit_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    started timestamptz := (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a);
+BEGIN
+    IF OLD.status IS DISTINCT FROM NEW.status OR OLD.claimed_by IS DISTINCT FROM NEW.claimed_by
+    THEN
+        INSERT INTO chaos.claim_writes (dataset, episode_id, kind, old_status, new_status,
+            old_claimant, new_claimant, backend_pid, backend_start, app)
+        VALUES (NEW.dataset, NEW.episode_id, 'summary', OLD.status::text, NEW.status::text,
+            OLD.claimed_by, NEW.claimed_by, pg_backend_pid(), started,
+            current_setting('application_name'));
+    END IF;
+    IF OLD.semantic_status IS DISTINCT FROM NEW.semantic_status
+        OR OLD.semantic_claimed_by IS DISTINCT FROM NEW.semantic_claimed_by
+    THEN
+        INSERT INTO chaos.claim_writes (dataset, episode_id, kind, old_status, new_status,
+            old_claimant, new_claimant, backend_pid, backend_start, app)
+        VALUES (NEW.dataset, NEW.episode_id, 'semantic', OLD.semantic_status::text,
+            NEW.semantic_status::text, OLD.semantic_claimed_by, NEW.semantic_claimed_by,
+            pg_backend_pid(), started, current_setting('application_name'));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER chaos_audit_claims AFTER UPDATE ON public.episodes FOR EACH ROW
+    WHEN (OLD.status IS DISTINCT FROM NEW.status
+        OR OLD.claimed_by IS DISTINCT FROM NEW.claimed_by
+        OR OLD.semantic_status IS DISTINCT FROM NEW.semantic_status
+        OR OLD.semantic_claimed_by IS DISTINCT FROM NEW.semantic_claimed_by)
+    EXECUTE FUNCTION chaos.audit_claims();
+CREATE FUNCTION chaos.audit_facts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO chaos.fact_commits (dataset, episode_id, source_sequence, semantic_status,
+        semantic_claimant, finished_here, backend_pid, backend_start, app)
+    SELECT NEW.dataset, NEW.episode_id, NEW.source_sequence, e.semantic_status::text,
+        e.semantic_claimed_by, e.xmin = pg_current_xact_id()::xid, pg_backend_pid(),
+        (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a),
+        current_setting('application_name')
+    FROM (SELECT 1) one
+    LEFT JOIN public.episodes e ON e.dataset = NEW.dataset AND e.episode_id = NEW.episode_id;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER chaos_audit_facts AFTER INSERT ON public.facts
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION chaos.audit_facts();
+"""
+
+
+def install_write_audit(db_url: str) -> None:
+    """Adds the audit triggers of the stale-write checks to the database at ``db_url``."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(_AUDIT_DDL)
+
+
+def _claimant_pid(claimant: str | None) -> int | None:
+    """The process id in a worker id (``host:pid:random``)."""
+    try:
+        return int(str(claimant).split(":")[1])
+    except (IndexError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------- the cluster
@@ -781,6 +1208,11 @@ class _Run:
         self.proxy: TcpProxy | None = None
         self.engine: Engine | None = None
         self.db_url = ""
+        self.frozen: list[tuple[str, int, str]] = []  # (worker id, pid, slot) of each freeze
+        # (backend pid, backend_start) -> (OS pid, slot) of summarisers' sessions
+        self.session_owner: dict[tuple[int, Any], tuple[int, str]] = {}
+        self.session_errors: Counter[str] = Counter()
+        self.stop_sessions = threading.Event()
 
     def say(self, message: str) -> None:
         log.info("%s", message)
@@ -1142,36 +1574,51 @@ class _Run:
             )
         ]
 
-    def _locked(self, claims: list[tuple[str, str, str]]) -> bool:
-        """Whether any claimed episode (or its thread) is row-locked: the frozen process
-        stopped inside a transaction, which blocks everyone; that is another fault."""
-        assert self.engine is not None
-        episode_ids = [uuid.UUID(c[0]) for c in claims]
-        thread_ids = sorted({uuid.UUID(c[1]) for c in claims})
-        with self.engine.connect() as conn:
-            free_e = conn.execute(
-                text(
-                    "SELECT count(*) FROM (SELECT 1 FROM episodes WHERE episode_id = ANY(:ids) "
-                    "FOR UPDATE SKIP LOCKED) x"
-                ),
-                {"ids": episode_ids},
-            ).scalar_one()
-            free_t = conn.execute(
-                text(
-                    "SELECT count(*) FROM (SELECT 1 FROM threads WHERE thread_id = ANY(:ids) "
-                    "FOR UPDATE SKIP LOCKED) x"
-                ),
-                {"ids": thread_ids},
-            ).scalar_one()
-            conn.rollback()
-        return bool(free_e != len(set(episode_ids)) or free_t != len(thread_ids))
+    def _row_locked(self, episode_ids: list[str]) -> set[str]:
+        """Which of these episodes' rows another session holds against the lock the
+        reclaim takes (FOR NO KEY UPDATE, whose SKIP LOCKED passes them over). The probe
+        takes the free ones and lets them go at once."""
+        if not episode_ids:
+            return set()
+        free = self.query(
+            "SELECT episode_id FROM episodes WHERE episode_id = ANY(:ids) "
+            "FOR NO KEY UPDATE SKIP LOCKED",
+            ids=[uuid.UUID(i) for i in episode_ids],
+        )
+        return set(episode_ids) - {str(r[0]) for r in free}
+
+    def _service_seconds(self, name: str, default: float) -> float:
+        """A duration setting of the services (seconds), as this run sets it."""
+        try:
+            return float(self.cfg.service_env().get(name, default))
+        except ValueError:  # an ISO 8601 duration in extra_env
+            return default
+
+    def _reclaim_bound(self) -> float:
+        """How long, once its sessions settled, a frozen summariser's claims may take to
+        be reclaimed; generous, as nothing is asserted on time but that it happens: the
+        session left in a transaction is ended after the idle timeout; a claim is stale
+        once not renewed for the reclaim time; the reclaim sweep runs every quarter of it
+        on the replica holding its lease (which may have to expire first: a killed
+        Scheduler), and a pass may wait for a lock up to the lock timeout; then a few
+        Scheduler polls, and slack for a loaded machine."""
+        reclaim = self._service_seconds("EPISODIC_ORPHAN_RECLAIM_AFTER", self.cfg.reclaim_after)
+        return (
+            self._service_seconds("EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT", 60.0)
+            + reclaim
+            + self._service_seconds("EPISODIC_LEASE_TTL", reclaim)
+            + reclaim / 4
+            + self._service_seconds("EPISODIC_DB_LOCK_TIMEOUT", 10.0)
+            + 10 * self._service_seconds("EPISODIC_SCHEDULER_POLL_INTERVAL", 1.0)
+            + 30.0
+        )
 
     def _freeze(self) -> tuple[bool, str]:
-        """SIGSTOP a summariser that holds claims (outside any transaction), keep it
-        stopped past the reclaim time until the Scheduler took its claims back, SIGCONT."""
+        """SIGSTOP a summariser that holds claims, whatever it is doing (idle, inside a
+        transaction, right after sending a statement): see :meth:`_hold_frozen`."""
         assert self.cluster is not None
         deadline = time.monotonic() + self.cfg.freeze_search_timeout
-        tries = in_transaction = 0
+        tries = 0
         while time.monotonic() < deadline and not self.aborted.is_set():
             rows = self.query(
                 "SELECT claimed_by FROM episodes WHERE status = 'processing' "
@@ -1180,65 +1627,250 @@ class _Run:
             )
             pids = self.cluster.summariser_pids()
             for (worker,) in rows:
-                try:
-                    pid = int(str(worker).split(":")[1])
-                except (IndexError, ValueError):
-                    continue
-                slot = pids.get(pid)
-                if slot is None or not slot.lock.acquire(blocking=False):
+                pid = _claimant_pid(worker)
+                slot = pids.get(pid) if pid is not None else None
+                if pid is None or slot is None or not slot.lock.acquire(blocking=False):
                     continue
                 tries += 1
                 try:
                     os.kill(pid, signal.SIGSTOP)
                     slot.frozen = True
                     stopped = time.monotonic()
-                    claims = self._claims_of(worker)
-                    if claims and self._locked(claims):
-                        in_transaction += 1
-                        claims = []
-                    if not claims:
+                    claims = self._claims_of(str(worker))
+                    if not claims:  # it finished them between the query and the SIGSTOP
                         os.kill(pid, signal.SIGCONT)
                         slot.frozen = False
                         continue
-                    held = {c[0] for c in claims}
-                    kinds = Counter(c[2] for c in claims)
-                    # Stopped past the reclaim time, until none of its claims is its own.
-                    limit = stopped + self.cfg.reclaim_after * 4 + 30
-                    reclaimed = False
-                    while time.monotonic() < limit and not self.aborted.is_set():
-                        past = time.monotonic() - stopped > self.cfg.reclaim_after + 0.5
-                        still = {c[0] for c in self._claims_of(worker)} & held
-                        if past and not still:
-                            reclaimed = True
-                            break
-                        time.sleep(0.1)
-                    frozen_for = time.monotonic() - stopped
-                    os.kill(pid, signal.SIGCONT)
-                    slot.frozen = False
-                    detail = (
-                        f"{slot.label} pid {pid} stopped {frozen_for:.1f}s holding "
-                        f"{_fmt_counts(dict(kinds))} claims; "
-                        + ("all reclaimed" if reclaimed else "NOT reclaimed")
-                        + f" (tries {tries}, {in_transaction} inside a transaction)"
-                    )
-                    if not reclaimed:
-                        self.ledger.problem(
-                            f"freeze: claims {sorted(held)} of the stopped {slot.label} were "
-                            f"not reclaimed after {frozen_for:.1f}s "
-                            f"(EPISODIC_ORPHAN_RECLAIM_AFTER={self.cfg.reclaim_after})"
-                        )
-                    return True, detail
+                    return True, self._hold_frozen(slot, pid, str(worker), claims, stopped, tries)
                 finally:
                     if slot.frozen:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGCONT)
                         slot.frozen = False
                     slot.lock.release()
-            time.sleep(0.01)
+            time.sleep(0.01)  # polling for a summariser with claims, bounded by deadline
         return False, (
-            f"no summariser held a claim outside a transaction within "
-            f"{self.cfg.freeze_search_timeout:.0f}s (tries {tries}, {in_transaction} inside one)"
+            f"no summariser held a claim within {self.cfg.freeze_search_timeout:.0f}s "
+            f"(tries {tries})"
         )
+
+    def _hold_frozen(
+        self,
+        slot: _Slot,
+        pid: int,
+        worker: str,
+        claims: list[tuple[str, str, str]],
+        stopped: float,
+        tries: int,
+    ) -> str:
+        """With ``pid`` stopped: waits until its sessions settled and classifies the freeze
+        (:func:`classify_frozen`), keeps it stopped past the reclaim time until none of
+        its claims is its own (or :meth:`_reclaim_bound` passed: a problem naming the
+        claims still held and why), then SIGCONT. Returns the fault's detail."""
+        assert self.engine is not None
+        sessions = classify_frozen(self.engine, pid, self.cfg.freeze_settle_timeout)
+        self.result.freeze_classes[sessions.kind] = (
+            self.result.freeze_classes.get(sessions.kind, 0) + 1
+        )
+        self.frozen.append((worker, pid, slot.label))
+        held = {c[0] for c in claims}
+        kinds = Counter(c[2] for c in claims)
+        locked_rows = self._row_locked(sorted(held)) if sessions.transaction else set()
+        limit = time.monotonic() + self._reclaim_bound()
+        ended: dict[int, float] = {}  # sessions in a transaction that PostgreSQL ended
+        still = set(held)
+        reclaimed = False
+        while not self.aborted.is_set():
+            now = time.monotonic()
+            still = {c[0] for c in self._claims_of(worker)} & held
+            if sessions.transaction and len(ended) < len(sessions.transaction):
+                alive = {
+                    int(r[0])
+                    for r in self.query(
+                        "SELECT pid FROM pg_stat_activity WHERE pid = ANY(:pids)",
+                        pids=sessions.transaction,
+                    )
+                }
+                for backend in sessions.transaction:
+                    if backend not in alive:
+                        ended.setdefault(backend, now - stopped)
+            # Stopped past the reclaim time, until none of its claims is its own.
+            if now - stopped > self.cfg.reclaim_after + 0.5 and not still:
+                reclaimed = True
+                break
+            if now > limit:
+                break
+            time.sleep(0.1)  # polling, bounded by limit
+        frozen_for = time.monotonic() - stopped
+        if not reclaimed and not self.aborted.is_set():
+            self.ledger.problem(
+                self._unreclaimed(slot, pid, worker, sorted(still), sessions, frozen_for)
+            )
+        overdue = self._overdue(sessions)
+        if overdue and not self.aborted.is_set():
+            # Whatever else happened, a frozen process must not keep a transaction (and
+            # its locks) open: PostgreSQL was to end it after the idle timeout.
+            self.ledger.problem(
+                f"freeze: the stopped {slot.label} (pid {pid}) still had a session idle in "
+                f"a transaction after {frozen_for:.1f}s, past EPISODIC_DB_IDLE_TRANSACTION_"
+                f"TIMEOUT={self._service_seconds('EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT', 60)}"
+                f"s: {'; '.join(overdue)}"
+            )
+        os.kill(pid, signal.SIGCONT)
+        slot.frozen = False
+        detail = (
+            f"{slot.label} pid {pid} stopped {frozen_for:.1f}s holding "
+            f"{_fmt_counts(dict(kinds))} claims; frozen {sessions.describe()}"
+        )
+        if locked_rows:
+            detail += f"; {len(locked_rows)} of {len(held)} claimed rows locked against the reclaim"
+        if ended:
+            detail += "; sessions ended by PostgreSQL " + ", ".join(
+                f"pid {b} after {t:.1f}s" for b, t in sorted(ended.items())
+            )
+        if overdue:
+            detail += f"; NOT ended by PostgreSQL: {'; '.join(overdue)}"
+        detail += "; all reclaimed" if reclaimed else f"; {len(still)} NOT reclaimed"
+        return detail + f" (tries {tries})"
+
+    def _overdue(self, sessions: FrozenSessions) -> list[str]:
+        """The frozen process's sessions still idle inside a transaction well past the
+        idle timeout (a second of slack), described."""
+        idle = self._service_seconds("EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT", 60.0)
+        if idle <= 0 or not sessions.transaction:
+            return []
+        assert self.engine is not None
+        try:
+            with self.engine.connect() as conn:
+                rows = _activity(conn, sessions.transaction)
+                conn.rollback()
+        except DBAPIError:  # not a finding about the suite
+            log.exception("the frozen sessions could not be looked at")
+            return []
+        return [
+            _describe_session(r)
+            for r in rows
+            if str(r[1]).startswith("idle in transaction")
+            and r[5] is not None
+            and float(r[5]) > idle + 1.0
+        ]
+
+    def _unreclaimed(
+        self,
+        slot: _Slot,
+        pid: int,
+        worker: str,
+        still: list[str],
+        sessions: FrozenSessions,
+        frozen_for: float,
+    ) -> str:
+        """The problem of a freeze whose claims were not all reclaimed: the claims still
+        held (only those), what the frozen process's sessions are doing, their locks, who
+        waits on them (with pg_blocking_pids), and the reclaim sweep's lease."""
+        assert self.engine is not None
+        lines = [
+            f"freeze: {len(still)} claims of the stopped {slot.label} (pid {pid}, worker "
+            f"{worker}) still held after {frozen_for:.1f}s (EPISODIC_ORPHAN_RECLAIM_AFTER="
+            f"{self.cfg.reclaim_after}, EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT="
+            f"{self._service_seconds('EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT', 60.0)}); "
+            f"frozen {sessions.kind}"
+        ]
+        try:
+            locked = self._row_locked(still)
+            for r in self.query(
+                "SELECT episode_id, thread_id, dataset, 'summary', "
+                "extract(epoch FROM now() - claimed_at) FROM episodes "
+                "WHERE episode_id = ANY(:ids) AND status = 'processing' AND claimed_by = :w "
+                "UNION ALL SELECT episode_id, thread_id, dataset, 'semantic', "
+                "extract(epoch FROM now() - semantic_claimed_at) FROM episodes "
+                "WHERE episode_id = ANY(:ids) AND semantic_status = 'processing' "
+                "AND semantic_claimed_by = :w",
+                ids=[uuid.UUID(i) for i in still],
+                w=worker,
+            ):
+                lines.append(
+                    f"{r[3]} claim on episode {r[0]} (thread {r[1]}, dataset {r[2]}): claimed "
+                    f"{float(r[4]):.1f}s ago; its row is "
+                    + ("LOCKED" if str(r[0]) in locked else "not locked")
+                    + " against the reclaim's FOR NO KEY UPDATE"
+                )
+            if not sessions.backends:
+                lines.append(f"sessions of the frozen process: {sessions.describe()}")
+            else:
+                with self.engine.connect() as conn:
+                    rows = _activity(conn, sessions.backends)
+                    locks = _locks(conn, sessions.backends)
+                    waiting = conn.execute(
+                        text(
+                            "SELECT pid, application_name, state, wait_event_type, wait_event, "
+                            "extract(epoch FROM clock_timestamp() - query_start), "
+                            "left(btrim(regexp_replace(regexp_replace(query, "
+                            "'/\\*.*?\\*/', '', 'g'), '\\s+', ' ', 'g')), 110), "
+                            "pg_blocking_pids(pid) FROM pg_stat_activity "
+                            "WHERE pg_blocking_pids(pid) && CAST(:pids AS int[])"
+                        ),
+                        {"pids": sessions.backends},
+                    ).all()
+                    conn.rollback()
+                for r in rows:
+                    lines.append(f"frozen session {_describe_session(r)}")
+                gone = sorted(set(sessions.backends) - {int(r[0]) for r in rows})
+                if gone:
+                    lines.append(f"frozen sessions ended meanwhile: {gone}")
+                lines.append(f"their locks: {', '.join(locks) or 'none'}")
+                for w in waiting:
+                    lines.append(
+                        f"waiting on them: pid {w[0]} ({w[1]}, {w[2]}, wait {w[3]}/{w[4]}, "
+                        f"statement running {float(w[5] or 0):.1f}s): {w[6]!r}; "
+                        f"pg_blocking_pids {list(w[7])}"
+                    )
+                if not waiting:
+                    lines.append("no session waits on them")
+            for r in self.query(
+                "SELECT name, holder, extract(epoch FROM expires_at - now()), "
+                "extract(epoch FROM now() - last_run_at) FROM leases "
+                "WHERE name LIKE 'scheduler.reclaim%'"
+            ):
+                lines.append(
+                    f"lease {r[0]}: holder {r[1]}, expires in {float(r[2]):.1f}s, last run "
+                    + ("never" if r[3] is None else f"{float(r[3]):.1f}s ago")
+                )
+        except (DBAPIError, OSError) as err:
+            lines.append(f"(diagnostics failed: {type(err).__name__}: {err})")
+        return "\n    ".join(lines)
+
+    # -- the sessions of the summarisers
+
+    def watch_sessions(self) -> None:
+        """Ties the summarisers' database sessions to their processes while the run goes
+        on, for the stale-write check (:meth:`check_writes`): every quarter second, the
+        sessions not seen before."""
+        while not self.stop_sessions.wait(0.25):
+            self.sample_sessions()
+
+    def sample_sessions(self) -> None:
+        assert self.engine is not None and self.cluster is not None
+        try:
+            processes = self.cluster.summariser_pids()
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    text(
+                        "SELECT pid, client_port, backend_start FROM pg_stat_activity "
+                        "WHERE backend_type = 'client backend' "
+                        "AND application_name = 'episodic-summariser'"
+                    )
+                ).all()
+            new = [r for r in rows if (int(r[0]), r[2]) not in self.session_owner]
+            if not new:
+                return
+            owners = session_owners(processes, [(int(r[0]), r[1]) for r in new])
+        except (OSError, DBAPIError) as err:  # the database restarting: the next sample
+            self.session_errors[type(err).__name__] += 1
+            return
+        for r in new:
+            owner = owners.get(int(r[0]))
+            if owner is not None and owner in processes:
+                self.session_owner[(int(r[0]), r[2])] = (owner, processes[owner].label)
 
     # -- settling
 
@@ -1477,6 +2109,20 @@ class _Run:
                 f"{len(unfinished)} completed episodes lack a summary or an embedding, e.g. "
                 + ", ".join(f"{r[0]} ({r[1]})" for r in unfinished[:5])
             )
+        dangling = self.query(
+            "SELECT episode_id, status, claimed_by, semantic_status, semantic_claimed_by "
+            "FROM episodes WHERE (claimed_by IS NOT NULL AND status <> 'processing') "
+            "OR (semantic_claimed_by IS NOT NULL AND semantic_status <> 'processing')"
+        )
+        if dangling:
+            problems.append(
+                f"{len(dangling)} episodes keep a claimant outside processing (a stale claim "
+                "write), e.g. "
+                + "; ".join(
+                    f"{r[0]} {r[1]} claimed_by={r[2]} semantic {r[3]} claimed_by={r[4]}"
+                    for r in dangling[:5]
+                )
+            )
         stray = self.query(
             "SELECT f.fact_id, f.episode_id, f.source_sequence, e.start_sequence, "
             "e.end_sequence FROM facts f JOIN episodes e USING (episode_id) "
@@ -1503,6 +2149,85 @@ class _Run:
         )
         if result.messages_acked == 0:
             problems.append("no message was acknowledged at all")
+
+    def check_writes(self) -> None:
+        """The stale-write checks over the audit (see :data:`_AUDIT_DDL`). Every claim a
+        summariser took or ended must have been written by the process its worker id
+        names — a summariser woken from a freeze after its claims were reclaimed included,
+        which must write nothing for them — and every fact must have been committed by
+        the transaction that finished its episode's extraction (one that found its claim
+        gone wrote a stale fact). A write whose session the harness never tied to a
+        process (opened and closed between two samples) is counted, not judged."""
+        if not self.cfg.audit_writes:
+            return
+        result = self.result
+        frozen = {pid: label for _, pid, label in self.frozen}
+
+        def writer(backend: int, started: Any) -> str:
+            owner = self.session_owner.get((int(backend), started))
+            if owner is None:
+                return f"session {backend} (process unknown)"
+            woken = " (woken from a freeze)" if owner[0] in frozen else ""
+            return f"{owner[1]} pid {owner[0]}{woken}"
+
+        stale: list[str] = []
+        for r in self.query(
+            "SELECT at, episode_id, kind, old_status, new_status, old_claimant, "
+            "new_claimant, backend_pid, backend_start FROM chaos.claim_writes "
+            "WHERE app = 'episodic-summariser' ORDER BY seq"
+        ):
+            at, episode, kind, old, new, old_claimant, new_claimant, backend, started = r
+            if old == "processing" and new == "processing":
+                result.claim_writes_audited += 1
+                stale.append(
+                    f"{kind} claim of episode {episode} moved from {old_claimant} to "
+                    f"{new_claimant} while processing, by {writer(backend, started)} at "
+                    f"{at:%H:%M:%S.%f}"
+                )
+                continue
+            if old == "processing":
+                claimant, what = old_claimant, f"ended ({old} -> {new})"
+            elif new == "processing":
+                claimant, what = new_claimant, f"taken ({old} -> {new})"
+            else:
+                continue  # not a claim (a completed episode archived, ...)
+            result.claim_writes_audited += 1
+            owner = self.session_owner.get((int(backend), started))
+            if owner is not None:
+                result.claim_writes_attributed += 1
+            if claimant is None or (owner is not None and _claimant_pid(claimant) != owner[0]):
+                stale.append(
+                    f"{kind} claim of episode {episode} {what} by {writer(backend, started)} "
+                    f"at {at:%H:%M:%S.%f}, but the claim was "
+                    + (f"{claimant}'s" if claimant else "nobody's")
+                )
+        if stale:
+            result.problems.append(
+                f"{len(stale)} stale claim writes (a summariser wrote a claim it did not "
+                "hold), e.g. " + "; ".join(stale[:5])
+            )
+        if self.session_errors:
+            log.info("session samples that failed: %s", dict(self.session_errors))
+
+        result.fact_commits_audited = int(
+            self.query("SELECT count(*) FROM chaos.fact_commits")[0][0]
+        )
+        facts = self.query(
+            "SELECT episode_id, count(*), min(at), semantic_status, semantic_claimant, "
+            "backend_pid, backend_start FROM chaos.fact_commits "
+            "WHERE finished_here IS NOT TRUE GROUP BY 1, 4, 5, 6, 7 ORDER BY 3"
+        )
+        if facts:
+            result.problems.append(
+                f"{sum(int(r[1]) for r in facts)} facts of {len({r[0] for r in facts})} "
+                "episodes committed by a transaction that did not finish the episode's "
+                "extraction (its claim was gone: stale writes), e.g. "
+                + "; ".join(
+                    f"episode {r[0]}: {r[1]} facts at {r[2]:%H:%M:%S.%f} by "
+                    f"{writer(r[5], r[6])} while the extraction was {r[3]}, claimed by {r[4]}"
+                    for r in facts[:5]
+                )
+            )
 
     def check_codes(self) -> None:
         self.result.codes = self.tally.snapshot()
@@ -1547,6 +2272,8 @@ class _Run:
             self.say(f"chaos run seed={self.seed} in {workdir}")
             self.pg = ChaosPostgres(workdir / "pgdata")
             self.db_url = TestDatabases(self.pg.start()).create()
+            if cfg.audit_writes:
+                install_write_audit(self.db_url)
             self.engine = make_engine(self.db_url, pool_size=3)
             self.proxy = TcpProxy().start()
             self.cluster = Cluster(self.db_url, cfg.service_env(), self.proxy, cfg.replicas)
@@ -1565,7 +2292,8 @@ class _Run:
                 for r in range(cfg.readers)
             ]
             faulter = threading.Thread(target=self.faults, name="faults")
-            for t in [*threads, *readers, faulter]:
+            sessions = threading.Thread(target=self.watch_sessions, name="chaos-sessions")
+            for t in [*threads, *readers, faulter, sessions]:
                 t.daemon = True
                 t.start()
             hard_deadline = self.load_started + cfg.seconds * 10 + 300
@@ -1622,12 +2350,16 @@ class _Run:
                 )
                 if self.wait_quiescent(cfg.settle_timeout / 2, nudge=True):
                     self.result.quiescence_seconds = time.monotonic() - settle_started
+            self.stop_sessions.set()
+            sessions.join(30)
+            self.sample_sessions()  # the last sessions opened
 
             verify_started = time.monotonic()
             dead = self.cluster.dead_slots()
             if dead:
                 self.result.problems.append(f"service processes not running at the end: {dead}")
             self.verify()
+            self.check_writes()
             self.check_codes()
             self.result.verify_seconds = time.monotonic() - verify_started
         except Exception as err:
@@ -1637,6 +2369,7 @@ class _Run:
             self.aborted.set()
             self.stop_writers.set()
             self.stop_readers.set()
+            self.stop_sessions.set()
             with self.ledger._lock:
                 self.result.problems[:0] = self.ledger.problems
                 self.result.replayed_receipts = self.ledger.replayed
