@@ -363,19 +363,34 @@ def claim_pending(
 ) -> list[RowMapping]:
     """Claims up to ``limit`` due pending episodes for ``worker``: one statement (a CTE with
     ``FOR NO KEY UPDATE SKIP LOCKED``, so replicas never claim the same row) that writes the
-    claimant and the claim time, so the claim outlives the transaction."""
-    return list(
+    claimant and the claim time, so the claim outlives the transaction.
+
+    Fair across datasets: each dataset's due episodes take turns — every dataset's oldest
+    first, then every dataset's second, … (oldest first within a turn) — so one dataset's
+    backlog (a burst of 5,000 threads, a retry storm) delays another dataset's episode by
+    one claim, not by the whole backlog. The rows come back in that order too: the worker
+    summarises them one after the other."""
+    rows = list(
         conn.execute(
             text(
                 across_datasets("the Summariser claims pending episodes of every dataset")
                 + f"""
-                WITH due AS (
-                    SELECT dataset, episode_id FROM episodes
+                WITH turns AS (
+                    SELECT dataset, episode_id, next_attempt_at, created_at,
+                        row_number() OVER (
+                            PARTITION BY dataset ORDER BY next_attempt_at, created_at
+                        ) AS turn
+                    FROM episodes
                     WHERE status = 'pending'
                       AND next_attempt_at <= {NOW}
-                    ORDER BY next_attempt_at, created_at
+                ),
+                due AS (
+                    SELECT e.dataset, e.episode_id FROM episodes e
+                    JOIN turns t ON e.dataset = t.dataset AND e.episode_id = t.episode_id
+                    WHERE e.status = 'pending'
+                    ORDER BY t.turn, t.next_attempt_at, t.created_at
                     LIMIT :limit
-                    FOR NO KEY UPDATE SKIP LOCKED
+                    FOR NO KEY UPDATE OF e SKIP LOCKED
                 )
                 UPDATE episodes e
                 SET status = 'processing', claimed_by = :worker,
@@ -389,6 +404,20 @@ def claim_pending(
             {"worker": worker, "limit": limit, "now": now},
         ).mappings()
     )
+    return in_turns(rows, key=lambda r: (r["next_attempt_at"], r["created_at"]))
+
+
+def in_turns(rows: Sequence[RowMapping], key: Any) -> list[RowMapping]:
+    """``rows`` in the order of fair turns: each dataset's first (by ``key``), then each
+    dataset's second, …; within a turn, by ``key``."""
+    by_dataset: dict[str, list[RowMapping]] = {}
+    for row in sorted(rows, key=key):
+        by_dataset.setdefault(row["dataset"], []).append(row)
+    ordered = [
+        (turn, key(row), row) for group in by_dataset.values() for turn, row in enumerate(group)
+    ]
+    ordered.sort(key=lambda item: (item[0], item[1]))
+    return [row for _, _, row in ordered]
 
 
 def any_due(conn: Connection, now: datetime | None = None) -> bool:
