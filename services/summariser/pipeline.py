@@ -42,6 +42,7 @@ from episodic.store.db import is_database_outage, is_lock_conflict
 from episodic.store.recall_index import (
     ChunkWork,
     IndexInput,
+    LanguageSwitching,
     chunk_document,
     dataset_config,
     index_pending_chunks,
@@ -563,7 +564,11 @@ class Pipeline:
                     # episode, whose document set_language may be re-stemming. When it
                     # changed since (detected or set by another process), the document is
                     # stemmed again, in the language now in force.
-                    config_now = dataset_config(conn, episode["dataset"], for_write=True)
+                    # Without waiting: a switch re-stems for minutes, and other datasets'
+                    # episodes must not wait behind it (the episode is deferred instead).
+                    config_now = dataset_config(
+                        conn, episode["dataset"], for_write=True, wait=False
+                    )
                     if document is not None and stemmed_in != config_now:
                         document = prepare_episode_document(
                             conn, key, index_input(episode, request, result)
@@ -614,6 +619,27 @@ class Pipeline:
                 return status
             except Exception as err:  # any provider or data problem: count it, retry later
                 span.record_exception(err)
+                if isinstance(err, LanguageSwitching) or is_lock_conflict(err):
+                    # Nobody's fault, and only this episode's: its dataset is being
+                    # re-stemmed, or a row it needs is held (bounded by the lock timeout).
+                    # It goes back, due again shortly, no retry counted; the pass goes on
+                    # with the other datasets' episodes.
+                    with self.engine.begin() as conn:
+                        episodes.defer_claim(
+                            conn,
+                            episode["episode_id"],
+                            self.worker,
+                            DEFER_DELAY,
+                            dataset=episode["dataset"],
+                        )
+                    log.info(
+                        "episode %s deferred by %s: %s",
+                        episode["episode_id"],
+                        DEFER_DELAY,
+                        describe_error(err),
+                    )
+                    span.set_attribute("episodic.status", "deferred")
+                    return None
                 if is_database_outage(err):
                     raise  # nobody's fault: the pass stops and hands its claims back
                 message = episodes.error_text(err)
@@ -666,7 +692,9 @@ class Pipeline:
                 index_pending_chunks(self.engine, self.embedder, work, late=self.late_chunks)
             return True
         except Exception as err:
-            if is_database_outage(err):
+            # A lock it could not get (a language switch, a held row) is this batch's alone:
+            # the marks stay, and resume_chunks indexes them later.
+            if is_database_outage(err) and not is_lock_conflict(err):
                 raise
             log.warning("chunk index of %d episode(s) failed: %s", len(work), describe_error(err))
             return False
@@ -768,6 +796,11 @@ class Pipeline:
         with self.engine.begin() as conn:
             return episodes.release_claims(conn, self.worker)
 
+
+#: How much later an episode is due again when it could not be written for a reason that
+#: is only its own and nobody's fault (its dataset's language being switched, a row held
+#: by another session): long enough not to spin on it, short beside a switch.
+DEFER_DELAY = timedelta(seconds=5)
 
 #: Whether the episode's embedding also reads its entities (the names and things the window
 #: mentions), so the summary's vector carries the names the extractive summary may not

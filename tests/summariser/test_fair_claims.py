@@ -48,3 +48,55 @@ def test_a_retry_storm_does_not_starve_a_new_dataset(engine: Engine) -> None:
     with engine.begin() as conn:
         claimed = claim_pending(conn, pipeline.worker, 2)
     assert {r["episode_id"] for r in claimed} == {flood[0], newcomer[0]}
+
+
+def test_a_dataset_whose_language_is_switching_holds_up_only_its_own_episodes(
+    engine: Engine, db_url: str
+) -> None:
+    """A language switch re-stems a dataset for minutes, holding its language lock: the
+    Summariser defers that dataset's episode (no retry counted) instead of waiting, and
+    completes the other datasets' meanwhile (issue 41, no stalls)."""
+    import psycopg
+
+    from episodic.store.db import make_engine
+    from episodic.store.recall_index import LANGUAGE_LOCK_SPACE
+
+    switching = _backlog(engine, "fair-switching", 1)[0]
+    calm = _backlog(engine, "fair-calm", 1)[0]
+    # A wait for the held lock fails the pass (the holder keeps it while this runs).
+    bounded = make_engine(db_url, pool_size=3, session_settings={"lock_timeout": "5s"})
+    try:
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://")) as holder:
+            holder.execute(  # what set_language holds while it re-stems
+                "SELECT pg_advisory_xact_lock(%s, hashtext('fair-switching'))",
+                (LANGUAGE_LOCK_SPACE,),
+            )
+            result = make_pipeline(bounded).run_once(10, yield_chunks=False)
+            assert result.completed == 1
+            with engine.connect() as conn:
+                rows = {
+                    r["episode_id"]: r
+                    for r in conn.execute(
+                        text(
+                            "SELECT episode_id, status, retry_count, claimed_by, "
+                            "next_attempt_at > now() AS later FROM episodes"
+                        )
+                    ).mappings()
+                }
+            assert rows[calm]["status"] == "completed"
+            deferred = rows[switching]
+            assert (deferred["status"], deferred["retry_count"], deferred["claimed_by"]) == (
+                "pending",
+                0,
+                None,
+            )
+            assert deferred["later"]
+            holder.rollback()
+        # The switch is over: once due again, the episode completes.
+        with engine.begin() as conn:
+            conn.execute(
+                text("UPDATE episodes SET next_attempt_at = now() WHERE status = 'pending'")
+            )
+        assert make_pipeline(bounded).run_once(10, yield_chunks=False).completed == 1
+    finally:
+        bounded.dispose()

@@ -601,6 +601,27 @@ def complete(
     return final_status
 
 
+def defer_claim(
+    conn: Connection, episode_id: Any, worker: str, delay: timedelta, *, dataset: str
+) -> bool:
+    """Hands a processing claim back, due again after ``delay``, without counting a retry:
+    the episode could not be written right now for a reason that is nobody's fault (its
+    dataset's language is being switched, a row it needs is held by another session).
+    False when ``worker`` no longer holds the claim."""
+    return (
+        conn.execute(
+            text(
+                "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
+                "next_attempt_at = now() + :delay, updated_at = now() "
+                "WHERE dataset = :dataset AND episode_id = :id AND status = 'processing' "
+                "AND claimed_by = :worker"
+            ),
+            {"dataset": dataset, "id": episode_id, "worker": worker, "delay": delay},
+        ).rowcount
+        == 1
+    )
+
+
 def hold_semantic_claim(conn: Connection, episode_id: Any, worker: str, *, dataset: str) -> bool:
     """Whether ``worker`` still holds the episode's extraction claim, locking the row (as
     :func:`finish_semantic` would) for the rest of the caller's transaction. Checked before

@@ -498,7 +498,19 @@ def _document(source: IndexInput) -> tuple[str, str]:
     return body[-MAX_INDEXED_CHARS:], head_text(source)
 
 
-def dataset_config(conn: Connection, dataset: str, *, for_write: bool = False) -> str:
+class LanguageSwitching(Exception):
+    """The dataset's language is being switched right now (``set_language`` holds its
+    language lock exclusively, re-stemming what is stored: minutes on a large dataset);
+    raised by :func:`dataset_config` with ``wait=False`` instead of waiting for it."""
+
+    def __init__(self, dataset: str) -> None:
+        super().__init__(f"the language of dataset {dataset!r} is being switched")
+        self.dataset = dataset
+
+
+def dataset_config(
+    conn: Connection, dataset: str, *, for_write: bool = False, wait: bool = True
+) -> str:
     """The dataset's text-search configuration ('english' for a dataset not registered yet).
 
     ``for_write``: read to write what was stemmed in it. The dataset's language lock
@@ -511,9 +523,12 @@ def dataset_config(conn: Connection, dataset: str, *, for_write: bool = False) -
     (:meth:`~episodic.store.vault.Vault.for_write`) and the thread's and the episodes'
     (set_language takes the dataset's row last, and updates episodes while it holds the
     lock). The row is also read ``FOR KEY SHARE``: it cannot be deleted underneath (a lock
-    that waits for no update of the row, and that no update waits for)."""
-    if for_write:
-        hold_language(conn, dataset, exclusive=False)
+    that waits for no update of the row, and that no update waits for).
+
+    ``wait=False`` (background work that has other datasets to get on with): raises
+    :class:`LanguageSwitching` at once when a switch holds (or waits for) the lock."""
+    if for_write and not hold_language(conn, dataset, exclusive=False, wait=wait):
+        raise LanguageSwitching(dataset)
     value = conn.execute(
         text(
             "SELECT text_search_config FROM datasets WHERE dataset = :d"
@@ -524,18 +539,21 @@ def dataset_config(conn: Connection, dataset: str, *, for_write: bool = False) -
     return str(value) if value else TEXT_SEARCH_CONFIG
 
 
-def hold_language(conn: Connection, dataset: str, *, exclusive: bool) -> None:
+def hold_language(conn: Connection, dataset: str, *, exclusive: bool, wait: bool = True) -> bool:
     """Takes the dataset's language lock until the transaction ends: shared by whatever
     writes stemmed text (:func:`dataset_config` with ``for_write``, RecordEvent),
     exclusive by a language switch (``set_language``). Not the dataset's row: a switch
     re-stems for minutes on a large dataset, and the row's lock would hold up every
     writer of the dataset meanwhile (CreateThread, the dataset's key) instead of only those
-    that stem."""
+    that stem. ``wait=False``: only if it is free now; returns whether it was taken."""
     lock = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
-    conn.execute(
+    if not wait:
+        lock = lock.replace("pg_advisory", "pg_try_advisory")
+    taken = conn.execute(
         text(f"SELECT {lock}(:space, hashtext(:d))"),
         {"space": LANGUAGE_LOCK_SPACE, "d": dataset},
-    )
+    ).scalar()
+    return taken is not False
 
 
 def prepare_episode_document(
@@ -801,7 +819,9 @@ def index_pending_chunks(
         for item, cs, lits, config in zip(this_round, chunks, literals, stemmed_in, strict=True):
             with engine.begin() as conn:
                 # The dataset's language changed since they were stemmed: stem them again.
-                if config != dataset_config(conn, item.dataset, for_write=True):
+                # Without waiting for a language switch (LanguageSwitching): the caller
+                # leaves the marks, and the episodes are indexed once it is over.
+                if config != dataset_config(conn, item.dataset, for_write=True, wait=False):
                     lits = blind_vectors(conn, item.key, [(c.text, "") for c in cs])
                 conn.execute(
                     text(
