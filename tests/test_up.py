@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -96,11 +98,16 @@ def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) 
     try:
         banner = "".join(output)
         services = {
-            line.split()[0]: int(line.rsplit(":", 1)[1])
+            line.split()[0]: int(re.search(r"grpc://[^ ]+:(\d+)", line).group(1))  # type: ignore[union-attr]
             for line in banner.splitlines()
             if "grpc://" in line
         }
         assert set(services) == set(available_services()) and "ingest" in services, banner
+        # Each service's /metrics address beside its gRPC address, and it answers.
+        metrics = re.findall(r"^  (\w+) .* metrics (http://\S+/metrics)$", banner, re.M)
+        assert {name for name, _ in metrics} == set(services), banner
+        with urllib.request.urlopen(dict(metrics)["ingest"], timeout=10) as page:
+            assert page.status == 200 and b"# TYPE" in page.read()
         children = psutil.Process(proc.pid).children(recursive=True)
         service_pids = [c.pid for c in children if "episodic.services." in " ".join(c.cmdline())]
         assert len(service_pids) == len(services)

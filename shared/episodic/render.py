@@ -75,8 +75,10 @@ def relative_time(when: datetime, now: datetime | None = None) -> str:
 
 
 def absolute_time(when: datetime) -> str:
-    """``2026-05-14 14:22 UTC``."""
-    return _aware(when).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    """``2026-05-14 14:22 UTC``; the year always in four digits (strftime's ``%Y`` prints
+    year 1 as ``1`` on glibc: not a date a reader recognises)."""
+    t = _aware(when).astimezone(UTC)
+    return f"{t.year:04d}-{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d} UTC"
 
 
 def _episode(item: Any) -> Any:

@@ -236,17 +236,22 @@ class ServiceRuntime:
     # speak TLS); None when the service's own port answers them.
     health_server: grpc.Server | None = None
     health_port: int | None = None
+    #: The other gRPC services this process serves (Ingest's AdminService): their health
+    #: names follow the service's own.
+    also_serves: tuple[str, ...] = ()
 
     def set_serving(self, serving: bool) -> None:
-        """Readiness: the service's own name follows the database. The overall name ""
-        is liveness — SERVING while the process runs, so a database outage takes replicas
-        out of rotation without making Kubernetes restart them."""
-        self.health.set(
-            self.name,
-            health_pb2.HealthCheckResponse.SERVING
-            if serving
-            else health_pb2.HealthCheckResponse.NOT_SERVING,
-        )
+        """Readiness: the service's own name (and those of the other services the process
+        serves) follows the database. The overall name "" is liveness — SERVING while the
+        process runs, so a database outage takes replicas out of rotation without making
+        Kubernetes restart them."""
+        for name in (self.name, *self.also_serves):
+            self.health.set(
+                name,
+                health_pb2.HealthCheckResponse.SERVING
+                if serving
+                else health_pb2.HealthCheckResponse.NOT_SERVING,
+            )
 
     def set_alive(self, alive: bool) -> None:
         self.health.set(
@@ -332,6 +337,7 @@ def build_server(
         port=bound,
         engine=engine,
         shutdown_grace=shutdown_grace,
+        also_serves=tuple(n for n in service_names if n != name),
     )
     if health_port is not None:
         # Health only, without TLS: what it reveals (SERVING or not) is no secret.

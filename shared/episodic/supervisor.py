@@ -36,6 +36,7 @@ class Child:
     name: str
     proc: subprocess.Popen[str] | None = None
     port: int | None = None
+    metrics_port: int | None = None  # where its Prometheus /metrics listens (None: none)
     restarts: int = 0  # consecutive restarts; back to 0 after HEALTHY_AFTER seconds up
     started_at: float = 0.0
     ready: threading.Event = field(default_factory=threading.Event)
@@ -221,7 +222,9 @@ class Supervisor:
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
-                if "listening on port" in line and not child.ready.is_set():
+                if "metrics on port" in line and not child.ready.is_set():
+                    child.metrics_port = int(line.rsplit("port", 1)[1].split()[0])
+                elif "listening on port" in line and not child.ready.is_set():
                     child.port = int(line.rsplit("port", 1)[1].split()[0])
                     child.ready.set()
                 elif " ERROR " in line or "Traceback" in line:
@@ -272,7 +275,12 @@ class Supervisor:
         host = self.settings.service.bind_host
         print("episodic is up:", flush=True)
         for child in self.children:
-            print(f"  {child.name:<11} grpc://{host}:{child.port}", flush=True)
+            metrics = (
+                f"  metrics http://{host}:{child.metrics_port}/metrics"
+                if child.metrics_port is not None
+                else ""
+            )
+            print(f"  {child.name:<11} grpc://{host}:{child.port}{metrics}", flush=True)
         print(f"  logs        {self.log_dir}", flush=True)
         from episodic.server import describe_auth
 

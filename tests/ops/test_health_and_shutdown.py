@@ -32,7 +32,9 @@ def test_health_is_not_serving_while_the_database_is_unreachable(spawn, db_url, 
     service = spawn("ingest", env={"EPISODIC_DB_HEALTH_INTERVAL": "0.2"})
     channel = service.channel()
     name = "episodic.v1.IngestService"
+    admin_name = "episodic.v1.AdminService"  # served by the same process: the same answer
     assert _status(channel, name) == SERVING
+    assert _status(channel, admin_name) == SERVING
     database = db_url.partition("?")[0].rsplit("/", 1)[1]
     admin = psycopg.connect(databases.admin_url, autocommit=True)
     try:
@@ -42,6 +44,7 @@ def test_health_is_not_serving_while_the_database_is_unreachable(spawn, db_url, 
             (database,),
         )
         wait_until(lambda: _status(channel, name) == NOT_SERVING, timeout=30, message="not serving")
+        assert _status(channel, admin_name) == NOT_SERVING
         assert _status(channel, "") == SERVING, "liveness stays up during a database outage"
         # Calls meanwhile get a retryable UNAVAILABLE, not INTERNAL.
         with pytest.raises(grpc.RpcError) as err:

@@ -137,3 +137,9 @@ def test_events_render_with_their_moment_type_and_actor() -> None:
         "Event (2026-05-15 09:30 UTC, decision by agent):\n"
         "Switched the Atlas invoices to annual billing."
     )
+
+
+def test_absolute_time_prints_every_year_as_a_date() -> None:
+    assert absolute_time(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01 00:00 UTC"
+    assert absolute_time(datetime(987, 6, 5, 4, 3, tzinfo=UTC)) == "0987-06-05 04:03 UTC"
+    assert absolute_time(datetime(2026, 5, 14, 14, 22, tzinfo=UTC)) == "2026-05-14 14:22 UTC"
