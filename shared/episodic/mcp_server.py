@@ -337,6 +337,26 @@ def _tool_error(err: EpisodicRpcError, client: EpisodicClient) -> ToolError:
     return ToolError(text)
 
 
+def _schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """What in ``arguments`` the JSON schema refuses, each naming its argument."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
+        where = ".".join(str(part) for part in error.absolute_path) or "arguments"
+        if error.validator == "required":
+            problems.append(f"{error.message}")
+        elif error.validator == "anyOf" and error.context:
+            # An optional argument (anyOf [its type, null]): say the type, not "null".
+            kinds = [c.schema.get("type") for c in error.context if isinstance(c.schema, dict)]
+            wanted = " or ".join(str(k) for k in kinds if k and k != "null") or "another value"
+            problems.append(f"`{where}` must be {wanted}, not {error.instance!r}"[:300])
+        else:
+            problems.append(f"`{where}`: {error.message}"[:300])
+    return problems
+
+
 def _arguments_error(tool: str, err: ValidationError) -> str:
     """Arguments the tool's input schema refuses, each named, in words (pydantic's own text
     names its model and links its docs)."""
@@ -362,11 +382,20 @@ class _EpisodicMCPServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        names = [tool.name for tool in await self.list_tools()]
-        if name not in names:
+        tools = {tool.name: tool for tool in await self.list_tools()}
+        if name not in tools:
             raise MCPError(
                 code=INVALID_PARAMS,
-                message=f"Unknown tool: {name!r}; the tools are {', '.join(names)}",
+                message=f"Unknown tool: {name!r}; the tools are {', '.join(tools)}",
+            )
+        # The tool's input schema, strictly: the SDK's own parsing is pydantic's lax mode,
+        # which takes "5" for 5 and "true" for true, so a model's malformed call would
+        # run as if it were right instead of being told what to fix.
+        problems = _schema_problems(tools[name].input_schema, arguments or {})
+        if problems:
+            raise ToolError(
+                f"invalid arguments for {name}: {'; '.join(problems)} (the tool's input "
+                "schema says what each argument takes)"
             )
         try:
             return await super().call_tool(name, arguments, context)

@@ -275,6 +275,10 @@ def test_wrong_arguments_and_out_of_range_times_are_named(spawn) -> None:  # typ
                 ("recall", {"query": ["x"]}, "query"),
                 ("remember", {"messages": [{"role": "hacker", "content": "x"}]}, "messages"),
                 ("load_thread", {}, "thread_id"),
+                # Strictly the schema's types: no string for a number or a boolean.
+                ("recall", {"limit": "5"}, "limit"),
+                ("recall", {"query": "x", "abstain": "false"}, "abstain"),
+                ("recall", {"query": 5}, "query"),
             ]
             for name, arguments, named in wrong:
                 text = await _refused(session, name, **arguments)
