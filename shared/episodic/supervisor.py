@@ -275,12 +275,13 @@ class Supervisor:
         host = self.settings.service.bind_host
         print("episodic is up:", flush=True)
         for child in self.children:
+            # The gRPC address stays last on the line: scripts read it from there.
             metrics = (
-                f"  metrics http://{host}:{child.metrics_port}/metrics"
+                f"http://{host}:{child.metrics_port}/metrics  "
                 if child.metrics_port is not None
                 else ""
             )
-            print(f"  {child.name:<11} grpc://{host}:{child.port}{metrics}", flush=True)
+            print(f"  {child.name:<11} {metrics}grpc://{host}:{child.port}", flush=True)
         print(f"  logs        {self.log_dir}", flush=True)
         from episodic.server import describe_auth
 
