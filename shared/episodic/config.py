@@ -649,6 +649,23 @@ class AuthSettings(BaseSettings):
         description="Request bytes per second one API key may send to one replica (bursts "
         "of two seconds' worth); 0: no limit.",
     )
+    max_calls_in_flight_per_key: int = Field(
+        default=8,
+        ge=0,
+        le=10_000,
+        description="Calls of one API key one replica runs at once (half the default "
+        "EPISODIC_GRPC_WORKERS): one key never holds every handler, however slow its calls. "
+        "Over it: RESOURCE_EXHAUSTED with RetryInfo (the SDKs wait and retry). 0: no cap.",
+    )
+    rate_limit_unauthenticated: float = Field(
+        default=20.0,
+        ge=0.0,
+        description="Calls refused for their key (unknown, revoked, expired; none where keys "
+        "are required) per second one client address may make to one replica (bursts of two "
+        "seconds' worth). Past it, the address's keys that the replica does not know yet are "
+        "refused without the database lookup each would cost (RESOURCE_EXHAUSTED); good keys "
+        "never count, and unknown keys never push known ones out of the cache. 0: no limit.",
+    )
 
 
 class TlsSettings(BaseSettings):

@@ -8,26 +8,43 @@ the handlers (:func:`episodic.access.require_dataset` and friends), which see th
 Keys are looked up in the database and trusted for ``auth_cache_ttl`` seconds per replica
 (unknown keys too, so a flood of bad keys costs one query each per TTL): a revoked key is
 refused everywhere within that time. Rate limits are token buckets per key and replica.
+
+What one caller can cost the others is bounded:
+
+- known keys and unknown ones are remembered apart, so a flood of bad keys never pushes a
+  good key out of the cache (and back to a database lookup per call);
+- calls refused for their key (unknown, revoked, expired; none where keys are required)
+  spend a budget per client address; an address that spent it gets no lookup for a key
+  the replica does not know until the budget refills (good keys never spend it);
+- one key runs at most ``max_calls_in_flight`` calls at once on a replica, so however slow
+  its calls (a long query, a stalled client) it never holds every handler thread.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine
 
-from episodic.access import ANONYMOUS, Principal, Rule, method_rules
+from episodic.access import ANONYMOUS, Principal, Role, Rule, method_rules
 from episodic.errors import PermissionDenied, ResourceExhausted, Unauthenticated
 from episodic.store.keys import find_key, principal_of
 
-__all__ = ["Guard", "RateLimiter", "bearer_token", "is_loopback"]
+__all__ = ["Guard", "RateLimiter", "bearer_token", "is_loopback", "peer_address"]
 
-#: Keys remembered per replica (least recently used ones are looked up again).
+#: Keys remembered per replica (least recently used ones are looked up again), known and
+#: unknown ones each.
 CACHE_SIZE = 10_000
+#: How long a caller over its in-flight cap is asked to wait before trying again (at
+#: least; jittered up to three times that).
+IN_FLIGHT_RETRY_AFTER = 0.05
 #: Rate limit buckets hold this many seconds' worth of calls or bytes (the burst).
 BURST_SECONDS = 2.0
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -36,6 +53,15 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 def is_loopback(host: str) -> bool:
     """Whether a bind address is reachable from this machine only."""
     return host.strip() in _LOOPBACK or host.startswith("127.")
+
+
+def peer_address(peer: str) -> str:
+    """The client's address in gRPC's ``context.peer()`` (``ipv4:10.0.0.7:51234``,
+    ``ipv6:[::1]:51234``, ``unix:/path``), without its port: what per-client limits key on."""
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        return rest.rsplit(":", 1)[0]
+    return kind or "unknown"
 
 
 def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
@@ -68,6 +94,39 @@ class RateLimiter:
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
 
+    def _refilled(self, key: str, now: float) -> _Bucket:
+        """``key``'s bucket, refilled up to ``now`` (call with the lock held)."""
+        capacity = self.per_second * BURST_SECONDS
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = _Bucket(capacity, now)
+        bucket.tokens = min(capacity, bucket.tokens + (now - bucket.updated) * self.per_second)
+        bucket.updated = now
+        return bucket
+
+    def check(self, key: str, message: str) -> None:
+        """ResourceExhausted (``message``, with the wait) when ``key``'s bucket is empty;
+        spends nothing: for a limit on what a call may turn out to cost (see
+        :meth:`spend`)."""
+        if self.per_second <= 0:
+            return
+        with self._lock:
+            bucket = self._refilled(key, time.monotonic())
+            if bucket.tokens >= 1.0:
+                return
+            wait = (1.0 - bucket.tokens) / self.per_second
+        raise ResourceExhausted(
+            f"{message}; retry in {wait:.2f} s", retry_after=wait, reason="RATE_LIMITED"
+        )
+
+    def spend(self, key: str, amount: float = 1.0) -> None:
+        """Spends ``amount`` of ``key``'s bucket (down to empty), without refusing."""
+        if self.per_second <= 0:
+            return
+        with self._lock:
+            bucket = self._refilled(key, time.monotonic())
+            bucket.tokens = max(0.0, bucket.tokens - amount)
+
     def take(self, key: str, amount: float = 1.0, now: float | None = None) -> None:
         """Spends ``amount``; ResourceExhausted with the wait when the bucket is short."""
         if self.per_second <= 0:
@@ -75,11 +134,7 @@ class RateLimiter:
         now = time.monotonic() if now is None else now
         capacity = self.per_second * BURST_SECONDS
         with self._lock:
-            bucket = self._buckets.get(key)
-            if bucket is None:
-                bucket = self._buckets[key] = _Bucket(capacity, now)
-            bucket.tokens = min(capacity, bucket.tokens + (now - bucket.updated) * self.per_second)
-            bucket.updated = now
+            bucket = self._refilled(key, now)
             if amount <= bucket.tokens or (amount > capacity and bucket.tokens >= capacity):
                 # A single request larger than the burst passes when the bucket is full
                 # (it could never pass otherwise); it then owes the difference.
@@ -106,6 +161,8 @@ class Guard:
         cache_ttl: float = 5.0,
         requests_per_second: float = 0.0,
         bytes_per_second: float = 0.0,
+        max_calls_in_flight: int = 0,
+        unauthenticated_per_second: float = 0.0,
     ) -> None:
         self.engine = engine
         self.rules: dict[str, Rule | None] = method_rules(tuple(sorted(service_names)))
@@ -113,7 +170,11 @@ class Guard:
         self.cache_ttl = cache_ttl
         self.calls = RateLimiter(requests_per_second, "calls")
         self.bytes = RateLimiter(bytes_per_second, "request bytes")
-        self._cache: OrderedDict[str, tuple[Principal | None, float]] = OrderedDict()
+        self.strangers = RateLimiter(unauthenticated_per_second, "calls without a known key")
+        self.max_calls_in_flight = max_calls_in_flight
+        self._known: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
+        self._unknown: OrderedDict[str, float] = OrderedDict()
+        self._in_flight: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def governs(self, method: str) -> bool:
@@ -129,15 +190,17 @@ class Guard:
         method: str,
         metadata: Iterable[tuple[str, str | bytes]] | None,
         request_bytes: int = 0,
+        peer: str = "",
     ) -> Principal:
-        """The principal of a call to ``method``, or UNAUTHENTICATED / PERMISSION_DENIED /
-        RESOURCE_EXHAUSTED."""
+        """The principal of a call to ``method`` from ``peer`` (gRPC's ``context.peer()``),
+        or UNAUTHENTICATED / PERMISSION_DENIED / RESOURCE_EXHAUSTED."""
         rule = self.rules.get(method)
         if rule is None:  # fail closed: an RPC without a rule serves nobody
             raise PermissionDenied(f"{method} declares no access rule")
         token = bearer_token(metadata)
         if token is None:
             if self.required:
+                self._refused(peer)
                 raise Unauthenticated(
                     "this call needs an API key: send the gRPC metadata "
                     "'authorization: Bearer <key>' (`episodic keys create` makes one)",
@@ -145,7 +208,7 @@ class Guard:
                 )
             principal = ANONYMOUS  # development mode on loopback
         else:
-            principal = self.authenticate(token)
+            principal = self.authenticate(token, peer)
         if not principal.role.allows(rule.role):
             raise PermissionDenied(
                 f"{method.rsplit('/', 1)[-1]} needs a {rule.role.label} key; this one "
@@ -163,27 +226,95 @@ class Guard:
             self.bytes.take(principal.prefix, float(request_bytes))
         return principal
 
-    def authenticate(self, token: str) -> Principal:
-        """The principal of an API key (UNAUTHENTICATED when unknown, revoked or expired)."""
+    def authenticate(self, token: str, peer: str = "") -> Principal:
+        """The principal of an API key (UNAUTHENTICATED when unknown, revoked or expired).
+        A key this replica does not know costs a lookup, which ``peer``'s address gets only
+        while it has not spent its budget of refused calls (:meth:`_refused`)."""
         now = time.monotonic()
         with self._lock:
-            cached = self._cache.get(token)
-            if cached is not None and cached[1] > now:
-                self._cache.move_to_end(token)
-                principal: Principal | None = cached[0]
-            else:
-                cached = None
-        if cached is None:
+            known = self._known.get(token)
+            if known is not None and known[1] > now:
+                self._known.move_to_end(token)
+                return known[0]
+            refused_until = self._unknown.get(token)
+        self._refused(peer, spend=False)  # over its budget of failures: not even a lookup
+        if refused_until is None or refused_until <= now:
             principal = self._lookup(token)
             with self._lock:
-                self._cache[token] = (principal, now + self.cache_ttl)
-                while len(self._cache) > CACHE_SIZE:
-                    self._cache.popitem(last=False)
-        if principal is None:
-            raise Unauthenticated(
-                "the API key is unknown, revoked or expired", reason="BAD_CREDENTIALS"
+                # Apart: bad keys never push good ones out (and back to a lookup a call).
+                cache: OrderedDict[str, Any] = self._unknown if principal is None else self._known
+                self._known.pop(token, None)
+                self._unknown.pop(token, None)
+                cache[token] = (
+                    now + self.cache_ttl
+                    if principal is None
+                    else (
+                        principal,
+                        now + self.cache_ttl,
+                    )
+                )
+                while len(cache) > CACHE_SIZE:
+                    cache.popitem(last=False)
+            if principal is not None:
+                return principal
+        self._refused(peer)
+        raise Unauthenticated(
+            "the API key is unknown, revoked or expired", reason="BAD_CREDENTIALS"
+        )
+
+    def _refused(self, peer: str, *, spend: bool = True) -> None:
+        """The per-address budget of calls refused for their key (:attr:`strangers`):
+        checked before a lookup, spent by each refusal. A client whose keys are good never
+        spends it, however many keys it uses and however often they are looked up again."""
+        address = peer_address(peer)
+        self.strangers.check(
+            address,
+            f"{address} sent more than {self.strangers.per_second:g} calls per second with "
+            "an unknown key or none",
+        )
+        if spend:
+            self.strangers.spend(address)
+
+    @contextmanager
+    def running(self, principal: Principal) -> Iterator[None]:
+        """Counts one call of ``principal`` in flight on this replica while the block runs;
+        RESOURCE_EXHAUSTED (with a short RetryInfo) when the key already runs
+        ``max_calls_in_flight``. Not capped: the development mode's anonymous caller, and
+        the services' own key (Ingest's notices to the Scheduler come from every one of
+        its handlers at once, under that one key)."""
+        if (
+            self.max_calls_in_flight <= 0
+            or principal is ANONYMOUS
+            or principal.role is Role.SERVICE
+        ):
+            yield
+            return
+        key = principal.prefix
+        with self._lock:
+            running = self._in_flight.get(key, 0)
+            if running >= self.max_calls_in_flight:
+                full = True
+            else:
+                full = False
+                self._in_flight[key] = running + 1
+        if full:
+            # Jittered, so the callers refused together do not come back together.
+            wait = IN_FLIGHT_RETRY_AFTER * random.uniform(1.0, 3.0)
+            raise ResourceExhausted(
+                f"this API key ({key}) already has {self.max_calls_in_flight} calls running on "
+                f"this replica; retry in {wait:.2f} s",
+                retry_after=wait,
+                reason="TOO_MANY_IN_FLIGHT",
             )
-        return principal
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._in_flight[key] - 1
+                if left:
+                    self._in_flight[key] = left
+                else:
+                    del self._in_flight[key]
 
     def _lookup(self, token: str) -> Principal | None:
         if self.engine is None:

@@ -169,8 +169,10 @@ class CallInterceptor(grpc.ServerInterceptor):
             try:
                 if guard is None:
                     return inner(request, context)
-                principal = guard.admit(method, context.invocation_metadata(), _size(request))
-                with access.running_as(principal):
+                principal = guard.admit(
+                    method, context.invocation_metadata(), _size(request), context.peer()
+                )
+                with guard.running(principal), access.running_as(principal):
                     return inner(request, context)
             except EpisodicError as err:
                 _abort(context, err)
@@ -571,6 +573,8 @@ def serve(
             cache_ttl=settings.auth.auth_cache_ttl.total_seconds(),
             requests_per_second=settings.auth.rate_limit_requests,
             bytes_per_second=settings.auth.rate_limit_bytes,
+            max_calls_in_flight=settings.auth.max_calls_in_flight_per_key,
+            unauthenticated_per_second=settings.auth.rate_limit_unauthenticated,
         )
         if guard.unguarded_methods():  # a contract without an access rule: fail closed
             raise ConfigurationError(

@@ -236,7 +236,13 @@ def _snapshot(engine: Engine) -> dict[str, tuple]:
 
 def test_access_matrix(spawn, engine) -> None:  # type: ignore[no-untyped-def]
     world = _world(engine)
-    env = {"EPISODIC_AUTH": "required", "EPISODIC_AUTH_CACHE_TTL": "0.2"}
+    env = {
+        "EPISODIC_AUTH": "required",
+        "EPISODIC_AUTH_CACHE_TTL": "0.2",
+        # Hundreds of refused calls from one address in seconds, on purpose: the matrix
+        # checks every rule, not the budget of refusals (tests/access/test_guard_limits.py).
+        "EPISODIC_RATE_LIMIT_UNAUTHENTICATED": "0",
+    }
     scheduler = spawn("scheduler", env=env)
     services = {
         "scheduler": scheduler,

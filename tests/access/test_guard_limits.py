@@ -1,0 +1,128 @@
+"""What one caller can cost the others at the door (issue 49), against real keys:
+
+* bad keys are remembered apart: a flood of them never pushes a good key out of the cache
+  (which would cost the good key a database lookup per call);
+* calls with a key the replica does not know are limited per client address before the
+  lookup they cost, and a known key from the same address is not;
+* one key runs at most ``max_calls_in_flight`` calls at once; more answer
+  RESOURCE_EXHAUSTED with a retry hint, and other keys are not affected.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Engine
+
+from episodic import guard as guard_module
+from episodic.access import Role
+from episodic.errors import ResourceExhausted, Unauthenticated
+from episodic.guard import Guard, peer_address
+from episodic.store import keys
+from episodic.v1 import recall_service_pb2  # noqa: F401 - registers the service's descriptor
+
+RECALL = "episodic.v1.RecallService"
+METHOD = f"/{RECALL}/Recall"
+
+
+def _key(engine: Engine, dataset: str) -> str:
+    with engine.begin() as conn:
+        return keys.create_key(conn, role=Role.READER, datasets=[dataset]).secret
+
+
+def _bearer(token: str) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {token}")]
+
+
+class Counting(Guard):
+    """A guard that counts its database lookups."""
+
+    lookups = 0
+
+    def _lookup(self, token: str):  # type: ignore[no-untyped-def]
+        self.lookups += 1
+        return super()._lookup(token)
+
+
+def test_peer_addresses_drop_the_port() -> None:
+    assert peer_address("ipv4:10.0.0.7:51234") == "10.0.0.7"
+    assert peer_address("ipv6:[::1]:51234") == "[::1]"
+    assert peer_address("unix:/tmp/s") == "unix"
+    assert peer_address("") == "unknown"
+
+
+def test_a_flood_of_bad_keys_does_not_push_a_good_key_out(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(guard_module, "CACHE_SIZE", 3)
+    good = _key(engine, "door-a")
+    door = Counting(engine, [RECALL], required=True, cache_ttl=60)
+    door.admit(METHOD, _bearer(good), peer="ipv4:10.0.0.1:1")
+    assert door.lookups == 1
+    for n in range(10):
+        with pytest.raises(Unauthenticated):
+            door.admit(METHOD, _bearer(f"ek_bogus{n}_x"), peer="ipv4:10.0.0.9:1")
+    assert door.lookups == 11
+    door.admit(METHOD, _bearer(good), peer="ipv4:10.0.0.1:1")
+    assert door.lookups == 11  # still known: no lookup
+
+
+def test_an_address_refused_too_often_gets_no_more_lookups(engine: Engine) -> None:
+    good, fresh = _key(engine, "door-b"), _key(engine, "door-b2")
+    door = Counting(engine, [RECALL], required=True, cache_ttl=60, unauthenticated_per_second=1)
+    attacker = "ipv4:10.0.0.1:2"
+    door.admit(METHOD, _bearer(good), peer=attacker)  # good keys spend nothing…
+    for n in range(2):  # …refusals do: a burst holds two seconds' worth
+        with pytest.raises(Unauthenticated):
+            door.admit(METHOD, _bearer(f"ek_bad{n}_x"), peer=attacker)
+    lookups = door.lookups
+    with pytest.raises(ResourceExhausted) as refused:
+        door.admit(METHOD, _bearer("ek_bad9_x"), peer=attacker)
+    assert refused.value.reason == "RATE_LIMITED" and refused.value.retry_after
+    assert "10.0.0.1" in str(refused.value) and door.lookups == lookups  # no lookup
+    with pytest.raises(ResourceExhausted):  # no key at all: the same budget
+        door.admit(METHOD, [], peer=attacker)
+    with pytest.raises(ResourceExhausted):  # nor a key it does not know, until it refills
+        door.admit(METHOD, _bearer(fresh), peer=attacker)
+    # A key already known goes on from that address; another address has its own budget.
+    door.admit(METHOD, _bearer(good), peer=attacker)
+    door.admit(METHOD, _bearer(fresh), peer="ipv4:10.0.0.2:1")
+    with pytest.raises(Unauthenticated):
+        door.admit(METHOD, _bearer("ek_bad7_x"), peer="ipv4:10.0.0.2:1")
+
+
+def test_good_keys_never_spend_the_budget(engine: Engine) -> None:
+    """A backend using many users' keys from one address, each looked up again every TTL."""
+    many = [_key(engine, f"door-many-{n}") for n in range(6)]
+    door = Counting(engine, [RECALL], required=True, cache_ttl=0, unauthenticated_per_second=1)
+    for _ in range(3):
+        for token in many:
+            door.admit(METHOD, _bearer(token), peer="ipv4:10.0.0.3:1")
+    assert door.lookups == 18
+
+
+def test_one_key_runs_at_most_its_cap_of_calls_at_once(engine: Engine) -> None:
+    busy, other = _key(engine, "door-c"), _key(engine, "door-d")
+    door = Guard(engine, [RECALL], required=True, max_calls_in_flight=2)
+    principal = door.admit(METHOD, _bearer(busy), peer="ipv4:10.0.0.1:1")
+    neighbour = door.admit(METHOD, _bearer(other), peer="ipv4:10.0.0.1:1")
+    with door.running(principal), door.running(principal):
+        with pytest.raises(ResourceExhausted) as full, door.running(principal):
+            pass
+        assert full.value.reason == "TOO_MANY_IN_FLIGHT"
+        assert full.value.retry_after and 0.05 <= full.value.retry_after <= 0.15
+        with door.running(neighbour):  # another key is not affected
+            pass
+    with door.running(principal):  # the calls ended: room again
+        pass
+    assert door._in_flight == {}
+
+
+def test_the_services_own_key_is_not_capped(engine: Engine) -> None:
+    """Ingest sends its notices to the Scheduler from every handler at once, under the one
+    service key: capping it would drop notices under load."""
+    with engine.begin() as conn:
+        service = keys.create_key(conn, role=Role.SERVICE, datasets=["*"]).secret
+    door = Guard(engine, [RECALL], required=True, max_calls_in_flight=1)
+    principal = door.authenticate(service)
+    with door.running(principal), door.running(principal), door.running(principal):
+        pass
