@@ -104,7 +104,9 @@ def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) 
         }
         assert set(services) == set(available_services()) and "ingest" in services, banner
         # Each service's /metrics address beside its gRPC address, and it answers.
-        metrics = re.findall(r"^  (\w+) +(http://\S+/metrics) +grpc://", banner, re.M)
+        metrics = re.findall(
+            r"^  (\w+) +grpc://\S+\n {2,}metrics (http://\S+/metrics)$", banner, re.M
+        )
         assert {name for name, _ in metrics} == set(services), banner
         with urllib.request.urlopen(dict(metrics)["ingest"], timeout=10) as page:
             assert page.status == 200 and b"# TYPE" in page.read()

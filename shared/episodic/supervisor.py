@@ -275,13 +275,11 @@ class Supervisor:
         host = self.settings.service.bind_host
         print("episodic is up:", flush=True)
         for child in self.children:
-            # The gRPC address stays last on the line: scripts read it from there.
-            metrics = (
-                f"http://{host}:{child.metrics_port}/metrics  "
-                if child.metrics_port is not None
-                else ""
-            )
-            print(f"  {child.name:<11} {metrics}grpc://{host}:{child.port}", flush=True)
+            # The service's line is unchanged (scripts read "<name> grpc://host:port" as a
+            # whole line); its /metrics address goes on the line under it.
+            print(f"  {child.name:<11} grpc://{host}:{child.port}", flush=True)
+            if child.metrics_port is not None:
+                print(f"  {'':<11} metrics http://{host}:{child.metrics_port}/metrics", flush=True)
         print(f"  logs        {self.log_dir}", flush=True)
         from episodic.server import describe_auth
 
