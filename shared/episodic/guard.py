@@ -228,8 +228,8 @@ class Guard:
 
     def authenticate(self, token: str, peer: str = "") -> Principal:
         """The principal of an API key (UNAUTHENTICATED when unknown, revoked or expired).
-        A key this replica does not know costs a lookup, which ``peer``'s address gets only
-        while it has not spent its budget of refused calls (:meth:`_refused`)."""
+        A key this replica has not seen good costs a lookup, which ``peer``'s address gets
+        only while it has not spent its budget of refused calls (:meth:`_refused`)."""
         now = time.monotonic()
         with self._lock:
             known = self._known.get(token)
@@ -237,7 +237,11 @@ class Guard:
                 self._known.move_to_end(token)
                 return known[0]
             refused_until = self._unknown.get(token)
-        self._refused(peer, spend=False)  # over its budget of failures: not even a lookup
+        if known is None:
+            # A key never seen good here, from an address over its budget of refusals: not
+            # even a lookup. A good key whose entry expired is looked up again whatever the
+            # address did: behind a gateway or a NAT, tenants share one.
+            self._refused(peer, spend=False)
         if refused_until is None or refused_until <= now:
             principal = self._lookup(token)
             with self._lock:

@@ -90,6 +90,23 @@ def test_an_address_refused_too_often_gets_no_more_lookups(engine: Engine) -> No
         door.admit(METHOD, _bearer("ek_bad7_x"), peer="ipv4:10.0.0.2:1")
 
 
+def test_a_good_key_is_looked_up_again_whatever_its_address_did(engine: Engine) -> None:
+    """Behind a gateway, tenants share an address: one tenant's bad keys must not lock the
+    others out when their keys' cache entries expire."""
+    good = _key(engine, "door-gateway")
+    door = Counting(engine, [RECALL], required=True, cache_ttl=0, unauthenticated_per_second=1)
+    gateway = "ipv4:10.0.0.4:1"
+    door.admit(METHOD, _bearer(good), peer=gateway)
+    for n in range(2):
+        with pytest.raises(Unauthenticated):
+            door.admit(METHOD, _bearer(f"ek_gw{n}_x"), peer=gateway)
+    with pytest.raises(ResourceExhausted):
+        door.admit(METHOD, _bearer("ek_gw9_x"), peer=gateway)
+    lookups = door.lookups
+    door.admit(METHOD, _bearer(good), peer=gateway)  # expired (TTL 0): looked up again
+    assert door.lookups == lookups + 1
+
+
 def test_good_keys_never_spend_the_budget(engine: Engine) -> None:
     """A backend using many users' keys from one address, each looked up again every TTL."""
     many = [_key(engine, f"door-many-{n}") for n in range(6)]

@@ -1,0 +1,177 @@
+"""What one hostile caller costs another tenant at the door (issue 49): a victim key
+measures its Recall latency before, during and after an attack on the same Recall replica,
+with the door's defences on and off in the same run (this machine is noisy: compare the
+columns of one run, not runs).
+
+Attacks (both from loopback, as the victim):
+
+- ``bogus-keys``: threads calling Recall with random API keys as fast as they can. Each
+  unknown key costs a database lookup, and used to take a slot of the one key cache,
+  pushing the victim's key out (EPISODIC_RATE_LIMIT_UNAUTHENTICATED and the separate
+  caches are the defence).
+- ``flood``: one valid key with many calls in flight, each a long query (the costliest
+  Recall there is: 8,000 characters of dates). The per-key rate limit does not bind: a
+  replica serves fewer calls per second than it allows (EPISODIC_MAX_CALLS_IN_FLIGHT_PER_KEY
+  is the defence).
+
+For each: the victim's p50 / p99 (ms) before, during, after, the ratio during/before, and
+whether the health check answered within a second every time during the attack.
+
+    python bench/tenant_attacks.py [--attack bogus-keys|flood|all] [--seconds 10]
+        [--attackers 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import secrets
+import statistics
+import threading
+import time
+from collections.abc import Callable
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from episodic.access import Role
+from episodic.client import EpisodicClient
+from episodic.store import keys
+from episodic.store.db import make_engine
+from episodic.testing.database import scratch_database
+from episodic.testing.processes import start_service
+
+#: The door's defences off: what the suite did before issue 49.
+UNDEFENDED = {
+    "EPISODIC_RATE_LIMIT_UNAUTHENTICATED": "0",
+    "EPISODIC_MAX_CALLS_IN_FLIGHT_PER_KEY": "0",
+}
+LONG_QUERY = " ".join(f"2026-{m:02d}-{d:02d}" for m in range(1, 13) for d in range(1, 29))[:8000]
+
+
+def _p(values: list[float], q: int) -> float:
+    if not values:
+        return float("nan")
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
+
+
+def _victim(client: EpisodicClient, seconds: float) -> list[float]:
+    out: list[float] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        start = time.perf_counter()
+        client.recall("victim", "what did we decide about pricing")
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def _health_ok(address: str, stop: threading.Event, misses: list[int]) -> None:
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while not stop.is_set():
+            try:
+                stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+            except grpc.RpcError:
+                misses[0] += 1
+            stop.wait(0.1)
+
+
+def _attack(kind: str, address: str, key: str, n: int, stop: threading.Event) -> list[int]:
+    calls = [0]
+
+    def bogus() -> None:
+        with grpc.insecure_channel(address) as channel:
+            call = channel.unary_unary("/episodic.v1.RecallService/Recall")
+            while not stop.is_set():
+                token = f"ek_{secrets.token_hex(5)}_{secrets.token_urlsafe(16)}"
+                with contextlib.suppress(grpc.RpcError):
+                    call(b"", metadata=(("authorization", f"Bearer {token}"),), timeout=5)
+                calls[0] += 1
+
+    def flood() -> None:
+        client = EpisodicClient(recall=address, api_key=key, timeout=30, rate_limit_retries=0)
+        while not stop.is_set():
+            try:
+                client.recall("attacker", LONG_QUERY)
+            except Exception:  # RESOURCE_EXHAUSTED: the cap, as meant
+                stop.wait(0.01)
+            calls[0] += 1
+        client.close()
+
+    work: Callable[[], None] = bogus if kind == "bogus-keys" else flood
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return calls
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--attack", choices=["bogus-keys", "flood", "all"], default="all")
+    parser.add_argument("--seconds", type=float, default=10.0, help="each phase")
+    parser.add_argument("--attackers", type=int, default=32, help="attacking threads")
+    args = parser.parse_args(argv)
+    attacks = ["bogus-keys", "flood"] if args.attack == "all" else [args.attack]
+
+    rows = []
+    with scratch_database(prefix="episodic-attack-bench-") as url:
+        engine = make_engine(url, pool_size=1)
+        with engine.begin() as conn:
+            victim_key = keys.create_key(conn, role=Role.WRITER, datasets=["victim"]).secret
+            attacker_key = keys.create_key(conn, role=Role.WRITER, datasets=["attacker"]).secret
+        engine.dispose()
+        base = {"EPISODIC_AUTH": "required", "EPISODIC_EMBEDDING_PROVIDER": "hashing"}
+        ingest = start_service("ingest", url, base)
+        for dataset, key in (("victim", victim_key), ("attacker", attacker_key)):
+            with EpisodicClient(ingest=ingest.address, api_key=key, timeout=30) as writer:
+                thread = writer.start_thread(dataset, "pricing")
+                writer.add_messages(
+                    thread.thread_id,
+                    [("user", f"We decided the Pro tier costs ${n} a month.") for n in range(20)],
+                )
+        ingest.terminate()
+        for defended in (False, True):
+            env = base if defended else {**base, **UNDEFENDED}
+            recall = start_service("recall", url, env)
+            victim = EpisodicClient(recall=recall.address, api_key=victim_key, timeout=60)
+            _victim(victim, 1.0)  # warm up
+            for kind in attacks:
+                before = _victim(victim, args.seconds)
+                stop, misses = threading.Event(), [0]
+                calls = _attack(kind, recall.address, attacker_key, args.attackers, stop)
+                health = threading.Thread(
+                    target=_health_ok, args=(recall.address, stop, misses), daemon=True
+                )
+                health.start()
+                during = _victim(victim, args.seconds)
+                stop.set()
+                health.join()
+                time.sleep(1.0)  # the attack's calls in flight end
+                after = _victim(victim, args.seconds)
+                rows.append((kind, defended, before, during, after, misses[0], calls[0]))
+            victim.close()
+            recall.terminate()
+
+    print(
+        f"\none Recall replica, {args.attackers} attacking threads, {args.seconds:g} s per "
+        "phase; the victim's sequential Recalls through the SDK (ms)"
+    )
+    print(
+        "| attack | defences | before p50 / p99 | during p50 / p99 | after p50 / p99 | "
+        "during/before p50 / p99 | health misses | attacker calls |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for kind, defended, before, during, after, missed, calls in rows:
+        print(
+            f"| {kind} | {'on' if defended else 'off'} | "
+            f"{statistics.median(before):.1f} / {_p(before, 99):.1f} | "
+            f"{statistics.median(during):.1f} / {_p(during, 99):.1f} | "
+            f"{statistics.median(after):.1f} / {_p(after, 99):.1f} | "
+            f"{statistics.median(during) / statistics.median(before):.2f}x / "
+            f"{_p(during, 99) / _p(before, 99):.2f}x | {missed} | {calls} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
