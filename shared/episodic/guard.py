@@ -16,8 +16,9 @@ What one caller can cost the others is bounded:
 - calls refused for their key (unknown, revoked, expired; none where keys are required)
   spend a budget per client address; an address that spent it gets no lookup for a key
   the replica does not know until the budget refills (good keys never spend it);
-- one key runs at most ``max_calls_in_flight`` calls at once on a replica, so however slow
-  its calls (a long query, a stalled client) it never holds every handler thread.
+- one key runs calls worth at most ``max_calls_in_flight`` at once on a replica (a long
+  query is worth more: :func:`call_cost`), so however slow or costly its calls it never
+  holds every handler thread, nor every core.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from episodic.access import ANONYMOUS, Principal, Role, Rule, method_rules
 from episodic.errors import PermissionDenied, ResourceExhausted, Unauthenticated
 from episodic.store.keys import find_key, principal_of
 
-__all__ = ["Guard", "RateLimiter", "bearer_token", "is_loopback", "peer_address"]
+__all__ = ["Guard", "RateLimiter", "bearer_token", "call_cost", "is_loopback", "peer_address"]
 
 #: Keys remembered per replica (least recently used ones are looked up again), known and
 #: unknown ones each.
@@ -53,6 +54,21 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 def is_loopback(host: str) -> bool:
     """Whether a bind address is reachable from this machine only."""
     return host.strip() in _LOOPBACK or host.startswith("127.")
+
+
+#: Characters of a query worth one slot of a key's calls in flight: Recall's work grows
+#: with the query (measured by the issue: 8,192 characters of dates, 531 ms), so a long one
+#: holds as many slots as it costs, and one key's long queries run one at a time.
+QUERY_CHARS_PER_SLOT = 512
+
+
+def call_cost(request: object) -> int:
+    """What a call is worth in slots of its key's calls in flight: 1, and a request with a
+    query (Recall, search) one more per :data:`QUERY_CHARS_PER_SLOT` characters of it."""
+    query = getattr(request, "query", None)
+    if isinstance(query, str):
+        return 1 + len(query) // QUERY_CHARS_PER_SLOT
+    return 1
 
 
 def peer_address(peer: str) -> str:
@@ -280,11 +296,12 @@ class Guard:
             self.strangers.spend(address)
 
     @contextmanager
-    def running(self, principal: Principal) -> Iterator[None]:
-        """Counts one call of ``principal`` in flight on this replica while the block runs;
-        RESOURCE_EXHAUSTED (with a short RetryInfo) when the key already runs
-        ``max_calls_in_flight``. Not capped: the development mode's anonymous caller, and
-        the services' own key (Ingest's notices to the Scheduler come from every one of
+    def running(self, principal: Principal, cost: int = 1) -> Iterator[None]:
+        """Counts a call of ``principal`` in flight on this replica while the block runs, as
+        ``cost`` slots (:func:`call_cost`) of the key's ``max_calls_in_flight``;
+        RESOURCE_EXHAUSTED (with a short RetryInfo) when they are not free. A call costing
+        more than the cap runs alone. Not capped: the development mode's anonymous caller,
+        and the services' own key (Ingest's notices to the Scheduler come from every one of
         its handlers at once, under that one key)."""
         if (
             self.max_calls_in_flight <= 0
@@ -294,19 +311,19 @@ class Guard:
             yield
             return
         key = principal.prefix
+        slots = max(1, min(cost, self.max_calls_in_flight))
         with self._lock:
             running = self._in_flight.get(key, 0)
-            if running >= self.max_calls_in_flight:
-                full = True
-            else:
-                full = False
-                self._in_flight[key] = running + 1
+            full = running + slots > self.max_calls_in_flight
+            if not full:
+                self._in_flight[key] = running + slots
         if full:
             # Jittered, so the callers refused together do not come back together.
             wait = IN_FLIGHT_RETRY_AFTER * random.uniform(1.0, 3.0)
             raise ResourceExhausted(
-                f"this API key ({key}) already has {self.max_calls_in_flight} calls running on "
-                f"this replica; retry in {wait:.2f} s",
+                f"this API key ({key}) already has calls worth {running} of its "
+                f"{self.max_calls_in_flight} running on this replica (this one is worth "
+                f"{slots}); retry in {wait:.2f} s",
                 retry_after=wait,
                 reason="TOO_MANY_IN_FLIGHT",
             )
@@ -314,7 +331,7 @@ class Guard:
             yield
         finally:
             with self._lock:
-                left = self._in_flight[key] - 1
+                left = self._in_flight[key] - slots
                 if left:
                     self._in_flight[key] = left
                 else:

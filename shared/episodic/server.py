@@ -39,7 +39,7 @@ from episodic.errors import (
     describe_error,
     log_failure,
 )
-from episodic.guard import Guard, is_loopback
+from episodic.guard import Guard, call_cost, is_loopback
 from episodic.stop_signals import StopSignals
 from episodic.store.db import (
     CONCURRENT_CHANGE,
@@ -172,7 +172,10 @@ class CallInterceptor(grpc.ServerInterceptor):
                 principal = guard.admit(
                     method, context.invocation_metadata(), _size(request), context.peer()
                 )
-                with guard.running(principal), access.running_as(principal):
+                with (
+                    guard.running(principal, call_cost(request)),
+                    access.running_as(principal),
+                ):
                     return inner(request, context)
             except EpisodicError as err:
                 _abort(context, err)

@@ -143,3 +143,23 @@ def test_the_services_own_key_is_not_capped(engine: Engine) -> None:
     principal = door.authenticate(service)
     with door.running(principal), door.running(principal), door.running(principal):
         pass
+
+
+def test_a_long_query_is_worth_more_of_the_keys_slots(engine: Engine) -> None:
+    from types import SimpleNamespace
+
+    from episodic.guard import QUERY_CHARS_PER_SLOT, call_cost
+
+    assert call_cost(SimpleNamespace(query="pricing")) == 1
+    assert call_cost(SimpleNamespace(thread_id="t")) == 1
+    assert call_cost(SimpleNamespace(query="x" * QUERY_CHARS_PER_SLOT * 3)) == 4
+    busy = _key(engine, "door-e")
+    door = Guard(engine, [RECALL], required=True, max_calls_in_flight=4)
+    principal = door.authenticate(busy)
+    long_query = call_cost(SimpleNamespace(query="2026-01-01 " * 2000))
+    # Worth more than the cap: it runs alone.
+    with door.running(principal, long_query), pytest.raises(ResourceExhausted):
+        door.running(principal, 1).__enter__()
+    with door.running(principal, 2), door.running(principal, 2), pytest.raises(ResourceExhausted):
+        door.running(principal, 1).__enter__()
+    assert door._in_flight == {}
