@@ -654,7 +654,8 @@ class AuthSettings(BaseSettings):
         ge=0,
         le=10_000,
         description="Calls of one API key one replica runs at once (half the default "
-        "EPISODIC_GRPC_WORKERS): one key never holds every handler, however slow its calls. "
+        "EPISODIC_GRPC_WORKERS), a query counting one more per 512 characters: one key never "
+        "holds every handler, however slow or costly its calls. "
         "Over it: RESOURCE_EXHAUSTED with RetryInfo (the SDKs wait and retry). 0: no cap.",
     )
     rate_limit_unauthenticated: float = Field(
