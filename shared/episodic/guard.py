@@ -30,7 +30,6 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import Engine
 
@@ -260,21 +259,18 @@ class Guard:
             self._refused(peer, spend=False)
         if refused_until is None or refused_until <= now:
             principal = self._lookup(token)
+            until = now + self.cache_ttl
             with self._lock:
                 # Apart: bad keys never push good ones out (and back to a lookup a call).
-                cache: OrderedDict[str, Any] = self._unknown if principal is None else self._known
                 self._known.pop(token, None)
                 self._unknown.pop(token, None)
-                cache[token] = (
-                    now + self.cache_ttl
-                    if principal is None
-                    else (
-                        principal,
-                        now + self.cache_ttl,
-                    )
-                )
-                while len(cache) > CACHE_SIZE:
-                    cache.popitem(last=False)
+                if principal is None:
+                    self._unknown[token] = until
+                else:
+                    self._known[token] = (principal, until)
+                for cache in (self._known, self._unknown):
+                    while len(cache) > CACHE_SIZE:
+                        cache.popitem(last=False)
             if principal is not None:
                 return principal
         self._refused(peer)
