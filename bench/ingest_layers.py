@@ -146,6 +146,7 @@ def serve_variant(variant: str, url: str) -> None:
     from episodic.services.ingest.servicer import IngestServicer, register
     from episodic.store.vault import make_vault
     from episodic.telemetry import grpc_server_interceptor
+    from episodic.transport import EventLoopThread
 
     wait = 0.0
     linger = None
@@ -202,7 +203,8 @@ def serve_variant(variant: str, url: str) -> None:
             return canned
 
         servicer.AddMessages = echo  # type: ignore[method-assign]
-    interceptors: list[grpc.ServerInterceptor] = []
+    pool = futures.ThreadPoolExecutor(max_workers=settings.service.grpc_workers)
+    interceptors: list[grpc.aio.ServerInterceptor] = []
     if "-interceptors" in removed:
         # No guard: every handler runs as the guard's anonymous principal (loopback, no keys).
         import contextvars
@@ -212,21 +214,29 @@ def serve_variant(variant: str, url: str) -> None:
         access._current = contextvars.ContextVar("principal", default=access.ANONYMOUS)
     else:
         guard = Guard(engine, [GRPC_SERVICES["ingest"]], required=auth_required(settings))
-        calls: grpc.ServerInterceptor = CallInterceptor(guard)
+        calls: grpc.aio.ServerInterceptor = CallInterceptor(guard, pool=pool)
         if undo == "uncached":
-            calls = _UncachedCallInterceptor(guard)
+            calls = _UncachedCallInterceptor(guard, pool)
         interceptors = [grpc_server_interceptor(), calls]
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=settings.service.grpc_workers),
-        interceptors=interceptors,
-        options=[("grpc.so_reuseport", 0)],
-    )
-    register(server, servicer)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    # As episodic.server.build_server runs it: grpc.aio on a loop thread of its own, the
+    # handlers in the pool (without the call interceptor, grpc.aio runs them there itself).
+    loop = EventLoopThread("ingest-grpc")
+
+    async def make() -> tuple[grpc.aio.Server, int]:
+        server = grpc.aio.server(
+            migration_thread_pool=pool,
+            interceptors=interceptors,
+            options=[("grpc.so_reuseport", 0)],
+        )
+        register(server, servicer)  # type: ignore[arg-type]
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        return server, port
+
+    server, port = loop.run(make())
     sys.stdout.write(f"listening on port {port}\n")
     sys.stdout.flush()
-    server.wait_for_termination()
+    loop.run(server.wait_for_termination())
 
 
 # The sixth pass's changes, each undone alone (``--undo``): the copy with one of them as
@@ -280,17 +290,17 @@ def _undo(change: str) -> None:
 class _UncachedCallInterceptor:
     """The call interceptor as before the sixth pass: a handler built on every call."""
 
-    def __new__(cls, guard: Any) -> Any:
+    def __new__(cls, guard: Any, pool: Any) -> Any:
         from episodic.server import CallInterceptor
 
         class Uncached(CallInterceptor):
-            def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
-                handler = continuation(handler_call_details)
+            async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+                handler = await continuation(handler_call_details)
                 if handler is None or handler.unary_unary is None:
                     return handler
                 return self._wrap(handler_call_details.method, handler)
 
-        return Uncached(guard)
+        return Uncached(guard, pool=pool)
 
 
 # --------------------------------------------------------------------------- the client

@@ -13,11 +13,18 @@ Attacks (both from loopback, as the victim):
   Recall there is: 8,000 characters of dates). The per-key rate limit does not bind: a
   replica serves fewer calls per second than it allows (EPISODIC_MAX_CALLS_IN_FLIGHT_PER_KEY
   is the defence).
+- ``stalled``: no key at all; each attacking thread keeps 8 calls open that send their
+  headers and never their request (a new one as soon as one ends). Under grpcio's threaded
+  server 16 of them took a replica down (the issue: health and every call timed out). The
+  asyncio door (episodic.transport) holds no thread for them; its defences are the request
+  timeout and the cap of open calls per peer (EPISODIC_REQUEST_BODY_TIMEOUT,
+  EPISODIC_MAX_CALLS_PER_PEER), which bound what they cost in memory.
 
-For each: the victim's p50 / p99 (ms) before, during, after, the ratio during/before, and
-whether the health check answered within a second every time during the attack.
+For each: the victim's p50 / p99 (ms) before, during, after, the ratio during/before,
+whether the health check answered within a second every time during the attack, and the
+Recall process's resident memory at the end of the attack.
 
-    python bench/tenant_attacks.py [--attack bogus-keys|flood|all] [--seconds 10]
+    python bench/tenant_attacks.py [--attack bogus-keys|flood|stalled|all] [--seconds 10]
         [--attackers 32]
 """
 
@@ -29,7 +36,7 @@ import secrets
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -45,7 +52,23 @@ from episodic.testing.processes import start_service
 UNDEFENDED = {
     "EPISODIC_RATE_LIMIT_UNAUTHENTICATED": "0",
     "EPISODIC_MAX_CALLS_IN_FLIGHT_PER_KEY": "0",
+    "EPISODIC_REQUEST_BODY_TIMEOUT": "0",
+    "EPISODIC_MAX_CALLS_PER_PEER": "0",
 }
+#: Stalled calls each attacking thread keeps open.
+STALLED_PER_THREAD = 8
+ATTACKS = ("bogus-keys", "flood", "stalled")
+
+
+def _rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB (Linux)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 LONG_QUERY = " ".join(f"2026-{m:02d}-{d:02d}" for m in range(1, 13) for d in range(1, 29))[:8000]
 
 
@@ -98,7 +121,24 @@ def _attack(kind: str, address: str, key: str, n: int, stop: threading.Event) ->
             calls[0] += 1
         client.close()
 
-    work: Callable[[], None] = bogus if kind == "bogus-keys" else flood
+    def stalled() -> None:
+        # Calls whose request iterator blocks until the attack ends: on the wire, headers
+        # and no message. Each ends when the server gives up on it (or at the attack's end).
+        def never() -> Iterator[bytes]:
+            stop.wait()
+            return
+            yield b""
+
+        with grpc.insecure_channel(address) as channel:
+            call = channel.stream_unary("/episodic.v1.RecallService/Recall")
+            while not stop.is_set():
+                pending = [call.future(never(), timeout=120) for _ in range(STALLED_PER_THREAD)]
+                for future in pending:
+                    with contextlib.suppress(grpc.RpcError, grpc.FutureCancelledError):
+                        future.result()
+                    calls[0] += 1
+
+    work: Callable[[], None] = {"bogus-keys": bogus, "flood": flood, "stalled": stalled}[kind]
     threads = [threading.Thread(target=work, daemon=True) for _ in range(n)]
     for t in threads:
         t.start()
@@ -107,11 +147,11 @@ def _attack(kind: str, address: str, key: str, n: int, stop: threading.Event) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--attack", choices=["bogus-keys", "flood", "all"], default="all")
+    parser.add_argument("--attack", choices=[*ATTACKS, "all"], default="all")
     parser.add_argument("--seconds", type=float, default=10.0, help="each phase")
     parser.add_argument("--attackers", type=int, default=32, help="attacking threads")
     args = parser.parse_args(argv)
-    attacks = ["bogus-keys", "flood"] if args.attack == "all" else [args.attack]
+    attacks = list(ATTACKS) if args.attack == "all" else [args.attack]
 
     rows = []
     with scratch_database(prefix="episodic-attack-bench-") as url:
@@ -144,11 +184,12 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 health.start()
                 during = _victim(victim, args.seconds)
+                memory = _rss_mb(recall.proc.pid)
                 stop.set()
                 health.join()
                 time.sleep(1.0)  # the attack's calls in flight end
                 after = _victim(victim, args.seconds)
-                rows.append((kind, defended, before, during, after, misses[0], calls[0]))
+                rows.append((kind, defended, before, during, after, misses[0], calls[0], memory))
             victim.close()
             recall.terminate()
 
@@ -158,17 +199,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| attack | defences | before p50 / p99 | during p50 / p99 | after p50 / p99 | "
-        "during/before p50 / p99 | health misses | attacker calls |"
+        "during/before p50 / p99 | health misses | attacker calls | Recall RSS MB |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for kind, defended, before, during, after, missed, calls in rows:
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind, defended, before, during, after, missed, calls, memory in rows:
         print(
             f"| {kind} | {'on' if defended else 'off'} | "
             f"{statistics.median(before):.1f} / {_p(before, 99):.1f} | "
             f"{statistics.median(during):.1f} / {_p(during, 99):.1f} | "
             f"{statistics.median(after):.1f} / {_p(after, 99):.1f} | "
             f"{statistics.median(during) / statistics.median(before):.2f}x / "
-            f"{_p(during, 99) / _p(before, 99):.2f}x | {missed} | {calls} |"
+            f"{_p(during, 99) / _p(before, 99):.2f}x | {missed} | {calls} | {memory:.0f} |"
         )
     return 0
 

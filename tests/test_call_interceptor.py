@@ -4,12 +4,14 @@ and a method the server does not know is never remembered (anyone can send any n
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
 import grpc
 
 from episodic.server import CallInterceptor
+from episodic.transport import CallContext
 
 
 def test_a_methods_handler_is_built_once_and_unknown_methods_are_not_kept() -> None:
@@ -26,18 +28,27 @@ def test_a_methods_handler_is_built_once_and_unknown_methods_are_not_kept() -> N
             return None
         return grpc.unary_unary_rpc_method_handler(echo)
 
+    async def continued(details: Any) -> Any:
+        return continuation(details)
+
     interceptor = CallInterceptor(guard=None)
+
+    def intercept(call: Any) -> Any:
+        return asyncio.run(interceptor.intercept_service(continued, call))
+
     call = SimpleNamespace(method="/episodic.v1.IngestService/AddMessages")
-    first = interceptor.intercept_service(continuation, call)
-    second = interceptor.intercept_service(continuation, call)
+    first = intercept(call)
+    second = intercept(call)
     assert first is second and asked == [call.method]
-    context = SimpleNamespace(code=lambda: None)
-    assert second.unary_unary("request", context) == "request" and served == ["request"]
+    # Served as client-streaming: the door reads the request itself (episodic.transport).
+    assert second.stream_unary is not None and second.unary_unary is None
+    assert interceptor.answer(call.method, echo, "request", CallContext()) == ("request", None)
+    assert served == ["request"]
 
     for n in range(3):
         unknown = SimpleNamespace(method=f"/nobody.Service/Method{n}")
-        assert interceptor.intercept_service(continuation, unknown) is None
-        assert interceptor.intercept_service(continuation, unknown) is None
+        assert intercept(unknown) is None
+        assert intercept(unknown) is None
     assert len(asked) == 1 + 6  # asked every time: nothing remembered for them
     assert list(interceptor._handlers) == [call.method]
 
@@ -49,7 +60,6 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
     PostgreSQL ended (a process frozen inside a transaction wakes: 25P03, 25P04) comes as an
     InternalError, and is an outage too, not our bug."""
     import psycopg
-    import pytest
     from sqlalchemy.exc import InternalError, OperationalError
 
     from episodic.store.db import is_database_outage
@@ -62,22 +72,8 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
     def failing(request: Any, context: Any) -> Any:
         raise raised[-1]
 
-    def continuation(details: Any) -> Any:
-        return grpc.unary_unary_rpc_method_handler(failing)
-
-    class Aborted(Exception):
-        pass
-
+    interceptor = CallInterceptor(guard=None)
     answered: list[Any] = []
-
-    def abort_with_status(status: Any) -> None:
-        answered.append(status)
-        raise Aborted
-
-    context = SimpleNamespace(code=lambda: None, abort_with_status=abort_with_status)
-    handler = CallInterceptor(guard=None).intercept_service(
-        continuation, SimpleNamespace(method="/episodic.v1.AdminService/MergeEntities")
-    )
 
     class TimedOut(psycopg.errors.QueryCanceled):
         sqlstate = "57014"
@@ -101,8 +97,11 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
         (ended, grpc.StatusCode.UNAVAILABLE),
     ):
         raised.append(error)
-        with pytest.raises(Aborted):
-            handler.unary_unary("request", context)
-        assert answered[-1].code == code
-    assert "did not take effect" in answered[0].details
+        response, status = interceptor.answer(
+            "/episodic.v1.AdminService/MergeEntities", failing, "request", CallContext()
+        )
+        assert response is None and status is not None
+        answered.append(status)
+        assert status.code == code.value[0]
+    assert "did not take effect" in answered[0].message
     assert is_database_outage(ended)

@@ -11,11 +11,11 @@ statement added tomorrow on any path of the flow is checked the same way."""
 
 from __future__ import annotations
 
+import contextvars
 import io
 import itertools
 import re
 import socket
-import threading
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -54,28 +54,31 @@ class Sent:
     origin: str  # file:line of our code that sent it
 
 
-class Calls(grpc.ServerInterceptor):
-    """Numbers every unary call the servers serve and remembers, per handler thread, which
-    call is under way: the statements it sends are then counted per call."""
+class Calls(grpc.aio.ServerInterceptor):
+    """Numbers every call the servers serve and remembers, in the call's context (which its
+    handler thread runs in), which call is under way: the statements it sends are then
+    counted per call."""
 
     def __init__(self) -> None:
-        self.current = threading.local()
+        self.current: contextvars.ContextVar[tuple[str, int]] = contextvars.ContextVar(
+            "call", default=("", 0)
+        )
         self.numbers = itertools.count(1)
 
-    def intercept_service(self, continuation, details):  # type: ignore[no-untyped-def]
-        handler = continuation(details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        rpc, inner = details.method.rsplit("/", 1)[-1], handler.unary_unary
+    async def intercept_service(self, continuation, details):  # type: ignore[no-untyped-def]
+        handler = await continuation(details)
+        if handler is None or handler.stream_unary is None:
+            return handler  # health, reflection
+        rpc, inner = details.method.rsplit("/", 1)[-1], handler.stream_unary
 
-        def serve(request, context):  # type: ignore[no-untyped-def]
-            self.current.rpc, self.current.call = rpc, next(self.numbers)
+        async def serve(requests, context):  # type: ignore[no-untyped-def]
+            token = self.current.set((rpc, next(self.numbers)))
             try:
-                return inner(request, context)
+                return await inner(requests, context)
             finally:
-                self.current.rpc, self.current.call = "", 0
+                self.current.reset(token)
 
-        return grpc.unary_unary_rpc_method_handler(
+        return grpc.stream_unary_rpc_method_handler(
             serve,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
@@ -91,12 +94,12 @@ class Recorder:
     sent: list[Sent] = field(default_factory=list)
 
     def __call__(self, statement: str, parameters: Any, driver: Any) -> None:
-        current = self.calls.current
+        rpc, call = self.calls.current.get()
         self.sent.append(
             Sent(
                 self.step,
-                getattr(current, "rpc", ""),
-                getattr(current, "call", 0),
+                rpc,
+                call,
                 statement,
                 parameters,
                 _origin(),
@@ -190,7 +193,7 @@ def deployment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploym
                 guard=Guard(engine, names, required=False),
                 interceptors=[calls],
             )
-            runtime.server.start()
+            runtime.start()
             runtimes.append(runtime)
         address = f"127.0.0.1:{port}"
         client = EpisodicClient(address, address, address, address, timeout=30)
@@ -202,7 +205,8 @@ def deployment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploym
         failing_client.close()
     finally:
         for runtime in runtimes:
-            runtime.server.stop(0).wait()
+            runtime.stop(0)
+            runtime.loop.stop()
         for service in [*services, failing]:
             for hook in service.on_shutdown:
                 hook()

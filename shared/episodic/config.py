@@ -540,6 +540,33 @@ class ServiceSettings(BaseSettings):
         default=None, description="Where the SDK and CLI reach Recall (127.0.0.1:<port> if unset)."
     )
     grpc_workers: int = Field(default=16, ge=1, le=512, description="Handler threads per server.")
+    request_body_timeout: Duration = Field(
+        default=timedelta(seconds=10),
+        description="How long a call may take to deliver its request after its headers; a "
+        "slower one is ended (DEADLINE_EXCEEDED) without having used a handler thread. "
+        "0: as long as the caller's deadline.",
+    )
+    max_calls_per_peer: int = Field(
+        default=64,
+        ge=0,
+        description="Calls one client address may have open on a server at once (waiting "
+        "for their request, queued or running); more answer RESOURCE_EXHAUSTED with a retry "
+        "hint. Raise it when callers reach the server through one proxy address (a mesh "
+        "sidecar, an ingress). 0: no cap.",
+    )
+    max_calls_in_flight: int = Field(
+        default=256,
+        ge=0,
+        description="Calls a server holds queued or running for its handler threads; more "
+        "answer RESOURCE_EXHAUSTED with a retry hint (so a burst is refused at once instead "
+        "of waiting in an ever longer queue). 0: no cap.",
+    )
+    max_connections: int = Field(
+        default=1000,
+        ge=0,
+        description="Connections a server accepts at once (refused before the TLS "
+        "handshake); connections with no call open are closed after 5 minutes. 0: no cap.",
+    )
     health_port: int | None = Field(
         default=None,
         ge=0,

@@ -6,7 +6,10 @@ its service adds (a :class:`Service`: servicers, start and shutdown hooks)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import gc
+import inspect
 import logging
 import os
 import sys
@@ -35,11 +38,12 @@ from episodic.errors import (
     ConfigurationError,
     DeadlineExceeded,
     EpisodicError,
+    InvalidArgument,
     Unavailable,
     describe_error,
     log_failure,
 )
-from episodic.guard import Guard, call_cost, is_loopback
+from episodic.guard import Guard, call_cost, is_loopback, peer_address
 from episodic.stop_signals import StopSignals
 from episodic.store.db import (
     CONCURRENT_CHANGE,
@@ -51,11 +55,19 @@ from episodic.store.db import (
 from episodic.telemetry import (
     grpc_server_interceptor,
     instrument_engine,
+    record_grpc_status,
     setup_metrics,
     setup_telemetry,
     shutdown_telemetry,
 )
 from episodic.tls import server_credentials
+from episodic.transport import (
+    Admission,
+    AdmissionLimits,
+    CallContext,
+    EventLoopThread,
+    read_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,41 +90,35 @@ def _status_for(err: EpisodicError) -> status_pb2.Status:
     return status_pb2.Status(code=err.code.value[0], message=err.message, details=details)
 
 
-def _code(context: grpc.ServicerContext) -> grpc.StatusCode | None:
-    """The status the call has set so far, if any (``code()`` exists on grpcio's servicer
-    context but not in its typed interface)."""
-    code = getattr(context, "code", lambda: None)()
-    return code if isinstance(code, grpc.StatusCode) else None
-
-
-def _aborted(context: grpc.ServicerContext) -> bool:
-    """Whether the handler already set a non-OK status."""
-    code = _code(context)
-    return code is not None and code != grpc.StatusCode.OK
-
-
 # Probes call Health every few seconds and reflection is tooling: neither is measured
 # (nor traced, see episodic.telemetry).
 _UNMEASURED = ("/grpc.health.", "/grpc.reflection.")
+
+#: What a handler call comes back with: its response, or the status it answers instead.
+Answer = tuple[Any, "status_pb2.Status | None"]
 
 
 def _size(request: Any) -> int:
     return request.ByteSize() if hasattr(request, "ByteSize") else 0
 
 
-def _abort(context: grpc.ServicerContext, err: EpisodicError) -> None:
-    context.abort_with_status(rpc_status.to_status(_status_for(err)))
+def _code_name(status: status_pb2.Status | None) -> str:
+    return "OK" if status is None else code_pb2.Code.Name(status.code)
 
 
-class CallInterceptor(grpc.ServerInterceptor):
+class CallInterceptor(grpc.aio.ServerInterceptor):
     """The one place every call of every service passes, in this order:
 
+    - the door (:mod:`episodic.transport`): the call's peer has room for another open call,
+      its request arrives in time, and the handler threads have room for it — otherwise
+      RESOURCE_EXHAUSTED (with a RetryInfo) or DEADLINE_EXCEEDED, and no thread was used;
     - bytes that are not a valid request (bad protobuf, invalid UTF-8 in a string field,
       nesting too deep, oversized Structs) answer INVALID_ARGUMENT naming the problem — see
       :mod:`episodic.requests`; grpcio would answer INTERNAL and log a traceback;
-    - the guard (:mod:`episodic.guard`) admits the caller — API key, role, global scope,
-      rate limit — and the handler runs as that principal (:func:`episodic.access.current`);
-      health and reflection are not guarded (they reveal no data);
+    - then, in a handler thread: the guard (:mod:`episodic.guard`) admits the caller — API
+      key, role, global scope, rate limit, calls in flight per key — and the handler runs
+      as that principal (:func:`episodic.access.current`); health and reflection are not
+      guarded (they reveal no data) and are answered on the event loop;
     - domain errors answer their own code with a ``google.rpc.ErrorInfo`` (AIP-193);
     - a statement that lost to another transaction (a deadlock, a serialisation failure,
       a lock it could not get) answers ABORTED: the database is up, the call did not take
@@ -123,103 +129,170 @@ class CallInterceptor(grpc.ServerInterceptor):
       exception's text (which may quote user content), with its traceback frames;
     - every call but health checks and reflection is measured: ``rpc.server.call.duration``
       by method and the status code it answered (:mod:`episodic.metrics`).
+
+    The servicers' handlers are synchronous functions ``(request, context)``; their
+    context is a :class:`~episodic.transport.CallContext`.
     """
 
-    def __init__(self, guard: Guard | None = None) -> None:
+    def __init__(
+        self,
+        guard: Guard | None = None,
+        *,
+        pool: futures.Executor | None = None,
+        limits: AdmissionLimits | None = None,
+    ) -> None:
         self.guard = guard
-        # Per method, its wrapped handler, built on the method's first call: grpcio asks
-        # the interceptors for a handler on EVERY call, and building one (the lookup, the
-        # guard's rule, three closures, the handler tuple) was ~5 µs of it. Sound because
+        self.pool = pool  # None: the event loop's default executor
+        self.admission = Admission(limits or AdmissionLimits())
+        # Per method, its wrapped handler, built on the method's first call: gRPC asks the
+        # interceptors for a handler on EVERY call, and building one (the lookup, the
+        # guard's rule, the closures, the handler tuple) was ~5 µs of it. Sound because
         # this interceptor comes last (build_server): what ``continuation`` returns for a
         # method is the servicer's handler, fixed once the server started. Only methods
         # found are kept, so unknown names sent by anyone cannot grow it.
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
-    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         method = handler_call_details.method
         known = self._handlers.get(method)
         if known is not None:
             return known
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        handler = await continuation(handler_call_details)
+        if (
+            handler is None
+            or handler.unary_unary is None
+            or inspect.iscoroutinefunction(handler.unary_unary)  # health, reflection
+        ):
             return handler
         known = self._handlers[method] = self._wrap(method, handler)
         return known
 
+    def answer(
+        self, method: str, inner: Callable[[Any, Any], Any], request: Any, context: CallContext
+    ) -> Answer:
+        """Runs ``inner`` (the servicer's handler) for ``request`` in the calling thread, as
+        the principal the guard admits, and turns what it raises into the status the call
+        answers. Never raises (but for BaseExceptions that end the process)."""
+        if isinstance(request, requests.Unparsable):
+            return None, _status_for(request.error())
+        guard = self.guard if self.guard is not None and self.guard.governs(method) else None
+        try:
+            if guard is None:
+                return inner(request, context), None
+            principal = guard.admit(
+                method, context.invocation_metadata(), _size(request), context.peer()
+            )
+            with guard.running(principal, call_cost(request)), access.running_as(principal):
+                return inner(request, context), None
+        except EpisodicError as err:
+            return None, _status_for(err)
+        except (OperationalError, DisconnectionError) as err:
+            if sqlstate(err) == STATEMENT_CANCELLED:
+                return None, _status_for(
+                    DeadlineExceeded(
+                        "the database did not answer in time (the call's deadline or the "
+                        "service's statement ceiling); the call did not take effect"
+                    )
+                )
+            if sqlstate(err) in CONCURRENT_CHANGE:
+                log.info("%s lost to a concurrent transaction: %s", method, describe_error(err))
+                return None, _status_for(
+                    Aborted(
+                        "the call lost to a concurrent change (deadlock or lock conflict) "
+                        "and did not take effect; retry it",
+                        reason="CONCURRENT_CHANGE",
+                    )
+                )
+            # The database is down or restarting: a retryable condition, not a bug.
+            log.warning("database unavailable in %s: %s", method, describe_error(err))
+            return None, _status_for(Unavailable("the database is unavailable; retry with backoff"))
+        except Exception as err:
+            if sqlstate(err) in SESSION_ENDED:
+                # The process was frozen or cut off inside a transaction, and PostgreSQL
+                # ended its session (store/db.py): retryable, not our bug.
+                log.warning("database ended the session of %s: %s", method, describe_error(err))
+                return None, _status_for(
+                    Unavailable("the database ended this call's session; retry")
+                )
+            log_failure(log, f"unhandled error in {method}", err)
+            return None, status_pb2.Status(
+                code=code_pb2.INTERNAL, message=f"internal error in {method}"
+            )
+
+    async def serve(
+        self, method: str, inner: Callable[[Any, Any], Any], context: grpc.aio.ServicerContext
+    ) -> Answer:
+        """The door, on the event loop: admits the call, reads its request within the
+        request timeout, and hands it to a handler thread (:meth:`answer`). The call's
+        slots are given back when its handler returns, not when its caller leaves: a
+        cancelled call's thread is busy until then."""
+        admission = self.admission
+        peer = peer_address(context.peer())
+        try:
+            admission.open(peer)
+        except EpisodicError as err:
+            return None, _status_for(err)
+        dispatched = False
+        try:
+            request = await read_request(context, admission.limits.request_timeout)
+            if request is grpc.aio.EOF:
+                return None, _status_for(
+                    InvalidArgument("the call ended without its request message")
+                )
+            admission.dispatch()
+            dispatched = True
+        except EpisodicError as err:
+            return None, _status_for(err)
+        finally:
+            if not dispatched:
+                admission.close(peer)
+
+        def handler_returned(_: object) -> None:
+            admission.finished()
+            admission.close(peer)
+
+        call = CallContext(
+            tuple(context.invocation_metadata() or ()),  # type: ignore[arg-type]
+            context.peer(),
+            context.time_remaining(),
+        )
+        work = asyncio.get_running_loop().run_in_executor(
+            # The handler runs in the call's context (its trace, its span), as it would
+            # inline.
+            self.pool,
+            contextvars.copy_context().run,
+            self.answer,
+            method,
+            inner,
+            request,
+            call,
+        )
+        work.add_done_callback(handler_returned)
+        return await asyncio.shield(work)
+
     def _wrap(self, method: str, handler: Any) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
-        guard = self.guard if self.guard is not None and self.guard.governs(method) else None
+        measured = not method.startswith(_UNMEASURED)
 
-        def measured(request: Any, context: grpc.ServicerContext) -> Any:
+        async def behavior(_requests: Any, context: grpc.aio.ServicerContext) -> Any:
             started = time.perf_counter()
-            answered = False
+            code = "CANCELLED"  # unless it returns: the caller left (or the server stopped)
             try:
-                response = wrapped(request, context)
-                answered = True
-                return response
+                response, status = await self.serve(method, inner, context)
+                code = _code_name(status)
             finally:
-                code = _code(context) or (grpc.StatusCode.OK if answered else None)
-                metrics.rpc_finished(
-                    method, code.name if code else "UNKNOWN", time.perf_counter() - started
-                )
+                if measured:
+                    metrics.rpc_finished(method, code, time.perf_counter() - started)
+            if status is not None:
+                record_grpc_status(status.code, status.message)
+                await context.abort_with_status(rpc_status.to_status(status))
+            return response
 
-        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
-            if isinstance(request, requests.Unparsable):
-                _abort(context, request.error())
-            try:
-                if guard is None:
-                    return inner(request, context)
-                principal = guard.admit(
-                    method, context.invocation_metadata(), _size(request), context.peer()
-                )
-                with (
-                    guard.running(principal, call_cost(request)),
-                    access.running_as(principal),
-                ):
-                    return inner(request, context)
-            except EpisodicError as err:
-                _abort(context, err)
-            except (OperationalError, DisconnectionError) as err:
-                if sqlstate(err) == STATEMENT_CANCELLED:
-                    _abort(
-                        context,
-                        DeadlineExceeded(
-                            "the database did not answer in time (the call's deadline or the "
-                            "service's statement ceiling); the call did not take effect"
-                        ),
-                    )
-                if sqlstate(err) in CONCURRENT_CHANGE:
-                    log.info("%s lost to a concurrent transaction: %s", method, describe_error(err))
-                    _abort(
-                        context,
-                        Aborted(
-                            "the call lost to a concurrent change (deadlock or lock conflict) "
-                            "and did not take effect; retry it",
-                            reason="CONCURRENT_CHANGE",
-                        ),
-                    )
-                # The database is down or restarting: a retryable condition, not a bug.
-                log.warning("database unavailable in %s: %s", method, describe_error(err))
-                _abort(context, Unavailable("the database is unavailable; retry with backoff"))
-            except Exception as err:
-                if _aborted(context):
-                    raise  # already aborted by the handler
-                if sqlstate(err) in SESSION_ENDED:
-                    # The process was frozen or cut off inside a transaction, and PostgreSQL
-                    # ended its session (store/db.py): retryable, not our bug.
-                    log.warning("database ended the session of %s: %s", method, describe_error(err))
-                    _abort(context, Unavailable("the database ended this call's session; retry"))
-                log_failure(log, f"unhandled error in {method}", err)
-                context.abort_with_status(
-                    rpc_status.to_status(
-                        status_pb2.Status(
-                            code=code_pb2.INTERNAL, message=f"internal error in {method}"
-                        )
-                    )
-                )
-
-        return grpc.unary_unary_rpc_method_handler(
-            wrapped if method.startswith(_UNMEASURED) else measured,
+        # Served as a client-streaming method: the interceptor gets the call before its
+        # request arrives (grpc.aio reads a unary request before calling the handler, with
+        # no bound), and reads the one message itself. The wire format is the same.
+        return grpc.stream_unary_rpc_method_handler(
+            behavior,
             request_deserializer=requests.guarded_deserializer(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
@@ -227,23 +300,36 @@ class CallInterceptor(grpc.ServerInterceptor):
 
 @dataclass
 class ServiceRuntime:
-    """A running service process: its server, health state and shutdown hooks."""
+    """A running service process: its server (on its own event loop), health state and
+    shutdown hooks. Calls it from any thread but the loop's."""
 
     name: str  # fully qualified gRPC service name, e.g. "episodic.v1.IngestService"
-    server: grpc.Server
-    health: health.HealthServicer
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
     port: int
+    loop: EventLoopThread
+    pool: futures.ThreadPoolExecutor
     engine: Engine | None = None
     shutdown_grace: float = 10.0
     on_shutdown: list[Callable[[], object]] = field(default_factory=list)
     stopped: threading.Event = field(default_factory=threading.Event)
     # A plaintext server answering health checks only (Kubernetes' gRPC probes cannot
     # speak TLS); None when the service's own port answers them.
-    health_server: grpc.Server | None = None
+    health_server: grpc.aio.Server | None = None
     health_port: int | None = None
     #: The other gRPC services this process serves (Ingest's AdminService): their health
     #: names follow the service's own.
     also_serves: tuple[str, ...] = ()
+
+    def start(self) -> None:
+        self.loop.run(self.server.start())
+        if self.health_server is not None:
+            self.loop.run(self.health_server.start())
+
+    def set_health(self, name: str, status: int) -> None:
+        if not self.loop.running:  # stopped: nobody asks any more
+            return
+        self.loop.run(self.health.set(name, status), timeout=5)  # type: ignore[arg-type]
 
     def set_serving(self, serving: bool) -> None:
         """Readiness: the service's own name (and those of the other services the process
@@ -251,7 +337,7 @@ class ServiceRuntime:
         process runs, so a database outage takes replicas out of rotation without making
         Kubernetes restart them."""
         for name in (self.name, *self.also_serves):
-            self.health.set(
+            self.set_health(
                 name,
                 health_pb2.HealthCheckResponse.SERVING
                 if serving
@@ -259,12 +345,19 @@ class ServiceRuntime:
             )
 
     def set_alive(self, alive: bool) -> None:
-        self.health.set(
+        self.set_health(
             "",
             health_pb2.HealthCheckResponse.SERVING
             if alive
             else health_pb2.HealthCheckResponse.NOT_SERVING,
         )
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stops taking calls and lets in-flight ones finish within ``grace`` seconds."""
+        self.loop.run(self.server.stop(grace))
+        if self.health_server is not None:
+            self.loop.run(self.health_server.stop(0))
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     def shutdown(self) -> None:
         """Stops taking calls, lets in-flight ones finish, then runs the shutdown hooks
@@ -275,9 +368,7 @@ class ServiceRuntime:
         self.set_serving(False)
         self.set_alive(False)
         log.info("%s shutting down (grace %.1fs)", self.name, self.shutdown_grace)
-        self.server.stop(self.shutdown_grace).wait()
-        if self.health_server is not None:
-            self.health_server.stop(0).wait()
+        self.stop(self.shutdown_grace)
         for hook in self.on_shutdown:
             try:
                 hook()
@@ -286,9 +377,15 @@ class ServiceRuntime:
         if self.engine is not None:
             self.engine.dispose()
         shutdown_telemetry()
+        self.loop.stop()
 
     def wait(self) -> None:
-        self.server.wait_for_termination()
+        self.loop.run(self.server.wait_for_termination())
+
+
+#: How long a connection with no call open is kept before the server closes it (clients
+#: reconnect on their next call): what is left of stalled callers is freed.
+CONNECTION_IDLE_MS = 5 * 60 * 1000
 
 
 def build_server(
@@ -304,54 +401,85 @@ def build_server(
     max_request_bytes: int = 8 * 1024 * 1024,
     guard: Guard | None = None,
     credentials: grpc.ServerCredentials | None = None,
-    interceptors: Iterable[grpc.ServerInterceptor] = (),
+    interceptors: Iterable[grpc.aio.ServerInterceptor] = (),
     health_port: int | None = None,
+    limits: AdmissionLimits | None = None,
+    max_connections: int = 0,
 ) -> ServiceRuntime:
     """A gRPC server for ``service_names`` with health, reflection, the call interceptor
-    (``guard`` admits callers; None: no authentication at all) and tracing, listening on
-    ``host:port`` — with TLS when ``credentials`` are given."""
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name.split(".")[-1]),
-        # Tracing first, so its span covers the error mapping and records the status.
-        interceptors=[grpc_server_interceptor(), *interceptors, CallInterceptor(guard)],
-        options=[
-            # gRPC refuses a larger request before reading it into memory
-            # (RESOURCE_EXHAUSTED, naming the limit).
-            ("grpc.max_receive_message_length", max_request_bytes),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
-    register(server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
-    )
-    address = f"{host}:{port}"
-    bound = (
-        server.add_secure_port(address, credentials)
-        if credentials is not None
-        else server.add_insecure_port(address)
-    )
+    (``guard`` admits callers; None: no authentication at all; ``limits`` are the door's
+    caps) and tracing, listening on ``host:port`` — with TLS when ``credentials`` are
+    given. ``workers`` handler threads run the servicers' (synchronous) handlers; the
+    server itself runs on an event loop thread of its own (:mod:`episodic.transport`)."""
+    loop = EventLoopThread(f"{name.split('.')[-1]}-grpc")
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name.split(".")[-1])
+    options: list[tuple[str, Any]] = [
+        # gRPC refuses a larger request before reading it into memory
+        # (RESOURCE_EXHAUSTED, naming the limit).
+        ("grpc.max_receive_message_length", max_request_bytes),
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_connection_idle_ms", CONNECTION_IDLE_MS),
+    ]
+    if max_connections:
+        # Enforced by gRPC's core before the handshake.
+        options.append(("grpc.max_allowed_incoming_connections", max_connections))
+    health_servicer = health.aio.HealthServicer()
+
+    async def make() -> tuple[grpc.aio.Server, int, grpc.aio.Server | None, int | None]:
+        server = grpc.aio.server(
+            # Sync handlers the call interceptor does not wrap (none today) run here too.
+            migration_thread_pool=pool,
+            # Tracing first, so its span covers the door and the error mapping.
+            interceptors=[
+                grpc_server_interceptor(),
+                *interceptors,
+                CallInterceptor(guard, pool=pool, limits=limits),
+            ],
+            options=options,
+        )
+        register(server)  # type: ignore[arg-type]
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection(
+            [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+        )
+        address = f"{host}:{port}"
+        bound = (
+            server.add_secure_port(address, credentials)
+            if credentials is not None
+            else server.add_insecure_port(address)
+        )
+        probe = probe_port = None
+        if health_port is not None:
+            # Health only, without TLS: what it reveals (SERVING or not) is no secret.
+            probe = grpc.aio.server()
+            health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe)
+            probe_port = probe.add_insecure_port(f"{host}:{health_port}")
+        return server, bound, probe, probe_port
+
+    try:
+        server, bound, probe, probe_port = loop.run(make())
+    except RuntimeError as err:  # grpc.aio raises when it cannot bind
+        loop.stop()
+        raise RuntimeError(f"{name}: cannot listen on {host}:{port} (port in use?): {err}") from err
     if bound == 0:
+        loop.stop()
         raise RuntimeError(f"{name}: cannot listen on {host}:{port} (port in use?)")
+    if probe is not None and probe_port == 0:
+        loop.stop()
+        raise RuntimeError(f"{name}: cannot listen on {host}:{health_port} for health")
     runtime = ServiceRuntime(
         name=name,
         server=server,
         health=health_servicer,
         port=bound,
+        loop=loop,
+        pool=pool,
         engine=engine,
         shutdown_grace=shutdown_grace,
         also_serves=tuple(n for n in service_names if n != name),
+        health_server=probe,
+        health_port=probe_port,
     )
-    if health_port is not None:
-        # Health only, without TLS: what it reveals (SERVING or not) is no secret.
-        probe = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="health"))
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe)
-        runtime.health_port = probe.add_insecure_port(f"{host}:{health_port}")
-        if runtime.health_port == 0:
-            raise RuntimeError(f"{name}: cannot listen on {host}:{health_port} for health")
-        runtime.health_server = probe
     runtime.set_serving(False)
     runtime.set_alive(True)
     return runtime
@@ -385,7 +513,7 @@ def monitor_database(runtime: ServiceRuntime, interval: float = 2.0) -> threadin
                 return
             stalls = {s.loop: s for s in loops.stalls()}
             for watch in loops.watches():
-                runtime.health.set(
+                runtime.set_health(
                     LOOP_HEALTH_PREFIX + watch.name,
                     health_pb2.HealthCheckResponse.NOT_SERVING
                     if watch.name in stalls
@@ -413,9 +541,7 @@ def run_until_signalled(
     runtime: ServiceRuntime, ready_line: str | None = None, health_interval: float = 2.0
 ) -> None:
     """Starts the server, prints where it listens, and blocks until SIGTERM/SIGINT."""
-    runtime.server.start()
-    if runtime.health_server is not None:
-        runtime.health_server.start()
+    runtime.start()
     if runtime.engine is not None:
         monitor_database(runtime, health_interval)
     else:
@@ -611,6 +737,12 @@ def serve(
         guard=guard,
         credentials=credentials,
         health_port=settings.service.health_port,
+        limits=AdmissionLimits(
+            request_timeout=settings.service.request_body_timeout.total_seconds(),
+            max_calls_per_peer=settings.service.max_calls_per_peer,
+            max_calls_in_flight=settings.service.max_calls_in_flight,
+        ),
+        max_connections=settings.service.max_connections,
     )
     runtime.on_shutdown.extend(service.on_shutdown)
     for start in service.on_start:

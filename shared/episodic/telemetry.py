@@ -29,13 +29,14 @@ endpoint follows ``EPISODIC_METRICS_ENABLED``).
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
 import re
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -321,54 +322,43 @@ _SERVER_ERRORS = frozenset(
 )
 
 
-class _StatusRecordingContext:
-    """Delegates to the servicer context; ``abort_with_status`` (how the error interceptor
-    reports domain errors) also records the code on the active span, which the
-    instrumentation's own context wrapper does only for ``abort``."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def abort_with_status(self, status: Any) -> None:
-        code = getattr(status, "code", None)
-        span = trace.get_current_span()
-        if isinstance(code, grpc.StatusCode) and span.is_recording():
-            span.set_attribute("rpc.grpc.status_code", code.value[0])
-            if code in _SERVER_ERRORS:
-                details = getattr(status, "details", "") or ""
-                span.set_status(trace.Status(trace.StatusCode.ERROR, f"{code}:{details}"))
-        self._inner.abort_with_status(status)
+def record_grpc_status(code: int | grpc.StatusCode, details: str = "") -> None:
+    """Records on the current (server) span the status a call answers with: how the call
+    interceptor reports its aborts, which the instrumentation's context wrapper does not
+    see (``abort_with_status`` goes straight to gRPC). Only server-side errors mark the
+    span ERROR."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    status = code if isinstance(code, grpc.StatusCode) else _STATUS_BY_NUMBER.get(code)
+    if status is None:
+        return
+    span.set_attribute("rpc.grpc.status_code", status.value[0])
+    if status in _SERVER_ERRORS:
+        span.set_status(trace.Status(trace.StatusCode.ERROR, f"{status}:{details}"))
 
 
-def _record_abort_status(handler: Any) -> Any:
-    if handler is None or handler.unary_unary is None:
-        return handler
-    inner = handler.unary_unary
-
-    def behavior(request: Any, context: grpc.ServicerContext) -> Any:
-        return inner(request, _StatusRecordingContext(context))
-
-    return grpc.unary_unary_rpc_method_handler(
-        behavior,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
+_STATUS_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
 
 
-class _TracingServerInterceptor(grpc.ServerInterceptor):
-    def __init__(self, otel: grpc.ServerInterceptor) -> None:
-        self._otel = otel
-
-    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
-        return self._otel.intercept_service(
-            lambda details: _record_abort_status(continuation(details)), handler_call_details
+def _rewrapped(handler: Any, wrap: Callable[[Any], Any]) -> Any:
+    """``handler`` with its (unary-response) behaviour passed through ``wrap``."""
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            wrap(handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
         )
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(
+            wrap(handler.stream_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return handler
 
 
-class _PropagatingServerInterceptor(grpc.ServerInterceptor):
+class _PropagatingServerInterceptor(grpc.aio.ServerInterceptor):
     """Tracing off (no exporter): no spans, but a call that carries trace context (a
     ``traceparent``) runs in it, so the calls its handler makes carry the caller's trace on
     — what the instrumentation's interceptor does with the no-op provider, without its
@@ -376,47 +366,50 @@ class _PropagatingServerInterceptor(grpc.ServerInterceptor):
     one-message AddMessages, bench/ingest_bench.py). A call without trace context gets its
     handler as is."""
 
-    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = await continuation(handler_call_details)
+        if handler is None:
             return handler
         metadata = handler_call_details.invocation_metadata or ()
         fields = propagate.get_global_textmap().fields
         if not any(key in fields for key, _ in metadata):
             return handler
         carrier = {key: value for key, value in metadata if isinstance(value, str)}
-        inner = handler.unary_unary
 
-        def behavior(request: Any, context: grpc.ServicerContext) -> Any:
-            token = otel_context.attach(propagate.extract(carrier))
-            try:
-                return inner(request, context)
-            finally:
-                otel_context.detach(token)
+        def wrap(inner: Any) -> Any:
+            async def behavior(request: Any, context: Any) -> Any:
+                token = otel_context.attach(propagate.extract(carrier))
+                try:
+                    return await inner(request, context)
+                finally:
+                    otel_context.detach(token)
 
-        return grpc.unary_unary_rpc_method_handler(
-            behavior,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+            return behavior
+
+        if not all(
+            inspect.iscoroutinefunction(b) for b in (handler.unary_unary, handler.stream_unary) if b
+        ):
+            return handler  # a sync handler: only the call interceptor's are async
+        return _rewrapped(handler, wrap)
 
 
 def grpc_server_interceptor(
     tracer_provider: trace.TracerProvider | None = None,
-) -> grpc.ServerInterceptor:
-    """The OpenTelemetry server interceptor, health checks and reflection excluded, that
-    also records codes sent with ``abort_with_status``. Pass it first in the server's
-    interceptors so its span covers the error mapping. While tracing is off (no
-    ``tracer_provider`` and no exporter configured, see :func:`setup_telemetry`, which must
-    run first), an interceptor that only carries incoming trace context through."""
+) -> grpc.aio.ServerInterceptor:
+    """The OpenTelemetry server interceptor (for grpc.aio servers, which every service
+    runs: episodic.transport), health checks and reflection excluded. Pass it first in the
+    server's interceptors so its span covers the door and the error mapping; the call
+    interceptor records the codes it answers with (:func:`record_grpc_status`). While
+    tracing is off (no ``tracer_provider`` and no exporter configured, see
+    :func:`setup_telemetry`, which must run first), an interceptor that only carries
+    incoming trace context through."""
     if tracer_provider is None and not telemetry_enabled():
         return _PropagatingServerInterceptor()
-    from opentelemetry.instrumentation.grpc import filters, server_interceptor
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-    otel = server_interceptor(
+    return aio_server_interceptor(  # type: ignore[no-any-return]
         tracer_provider=tracer_provider, filter_=filters.negate(_untraced_methods())
     )
-    return _TracingServerInterceptor(otel)
 
 
 instrument_grpc_server = grpc_server_interceptor

@@ -13,7 +13,6 @@ import sys
 import textwrap
 import threading
 from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -203,27 +202,34 @@ def test_with_tracing_off_the_server_carries_an_incoming_trace_through_without_s
         seen.append(telemetry.current_trace_context())
         return request
 
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=2),
-        interceptors=[telemetry.grpc_server_interceptor()],
-    )
-    server.add_generic_rpc_handlers(
-        (
-            grpc.method_handlers_generic_handler(
-                "test.v1.EchoService", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
-            ),
+    def register(server: grpc.Server) -> None:
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "test.v1.EchoService", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+                ),
+            )
         )
+
+    runtime = build_server(
+        name="test.v1.EchoService",
+        register=register,
+        service_names=["test.v1.EchoService"],
+        host="127.0.0.1",
+        port=0,
+        workers=2,
+        engine=None,
+        shutdown_grace=1.0,
     )
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    runtime.start()
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        with grpc.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
             echo_call = channel.unary_unary("/test.v1.EchoService/Echo")
             parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
             assert echo_call(b"hi", metadata=(("traceparent", parent),), timeout=5) == b"hi"
             assert echo_call(b"hi", timeout=5) == b"hi"
     finally:
-        server.stop(0).wait()
+        runtime.shutdown()
 
     # The handler ran in the caller's trace (its calls carry it on), and no span of its
     # own was made (the parent is the caller's span, not a new one).
@@ -280,7 +286,7 @@ def test_grpc_interceptors_join_spans_record_errors_and_skip_health() -> None:
         shutdown_grace=1.0,
         interceptors=[telemetry.grpc_server_interceptor(tracer_provider=provider)],
     )
-    runtime.server.start()
+    runtime.start()
     runtime.set_serving(True)
     try:
         raw = grpc.insecure_channel(f"127.0.0.1:{runtime.port}")
