@@ -40,6 +40,7 @@ from episodic.providers.types import (
 from episodic.store import embedding_space, entities, episodes, languages
 from episodic.store.db import is_database_outage, is_lock_conflict
 from episodic.store.recall_index import (
+    MAX_INDEXED_CHARS,
     ChunkWork,
     IndexInput,
     LanguageSwitching,
@@ -101,17 +102,19 @@ class PassResult:
 # ---- reading -----------------------------------------------------------------------------
 
 
-def load_summary_request(conn: Connection, vault: Vault, episode: RowMapping) -> SummaryRequest:
-    """The whole un-compacted thread up to the window's end, plus the previous summary."""
-    dataset = episode["dataset"]
-    rows = conn.execute(
-        text(
-            "SELECT sequence, role, content, created_at, metadata FROM messages "
-            "WHERE dataset = :d AND thread_id = :t AND sequence <= :end ORDER BY sequence"
-        ),
-        {"d": dataset, "t": episode["thread_id"], "end": episode["end_sequence"]},
-    ).mappings()
-    messages = [
+#: The older messages of a thread a summary reads besides its window: the newest that fit in
+#: this many characters — what the lexical document keeps of a thread anyway
+#: (recall_index.MAX_INDEXED_CHARS), and more than an LLM is sent
+#: (EPISODIC_LLM_MAX_INPUT_CHARS). With the window's cap (episodes.MAX_WINDOW_MESSAGES,
+#: MAX_WINDOW_BYTES) it bounds what summarising one episode holds in memory, however long
+#: its thread (issue 49: 133,000 messages read whole took 6.9 GB).
+SUMMARY_CONTEXT_CHARS = MAX_INDEXED_CHARS
+#: Older messages are read newest first, this many per statement, until the budget is met.
+CONTEXT_PAGE = 500
+
+
+def _chat_messages(rows: list[Any]) -> list[ChatMessage]:
+    return [
         ChatMessage(
             r["sequence"],
             r["role"],
@@ -119,8 +122,49 @@ def load_summary_request(conn: Connection, vault: Vault, episode: RowMapping) ->
             r["created_at"],
             speaker_from_metadata(r["metadata"]),
         )
-        for r in vault.open_rows(conn, dataset, list(rows), "messages")
+        for r in rows
     ]
+
+
+def load_summary_request(conn: Connection, vault: Vault, episode: RowMapping) -> SummaryRequest:
+    """The episode's window, the newest older messages of the thread that fit in
+    :data:`SUMMARY_CONTEXT_CHARS` (read a page at a time, so a long thread is never read
+    whole), and the previous summary."""
+    dataset = episode["dataset"]
+    columns = "SELECT sequence, role, content, created_at, metadata FROM messages "
+    window = conn.execute(
+        text(
+            columns + "WHERE dataset = :d AND thread_id = :t "
+            "AND sequence BETWEEN :start AND :end ORDER BY sequence"
+        ),
+        {
+            "d": dataset,
+            "t": episode["thread_id"],
+            "start": episode["start_sequence"],
+            "end": episode["end_sequence"],
+        },
+    ).mappings()
+    messages = _chat_messages(vault.open_rows(conn, dataset, list(window), "messages"))
+    context: list[ChatMessage] = []
+    budget, before = SUMMARY_CONTEXT_CHARS, episode["start_sequence"]
+    while budget > 0:
+        page = conn.execute(
+            text(
+                columns + "WHERE dataset = :d AND thread_id = :t AND sequence < :before "
+                "ORDER BY sequence DESC LIMIT :n"
+            ),
+            {"d": dataset, "t": episode["thread_id"], "before": before, "n": CONTEXT_PAGE},
+        ).mappings()
+        older = _chat_messages(vault.open_rows(conn, dataset, list(page), "messages"))
+        for message in older:
+            if budget <= 0:
+                break
+            context.append(message)
+            budget -= len(message.content)
+        if len(older) < CONTEXT_PAGE:
+            break
+        before = older[-1].sequence
+    messages = [*reversed(context), *messages]
     previous = (
         conn.execute(
             text(

@@ -45,10 +45,15 @@ its end in the same transaction. Windows of a thread are therefore contiguous fr
 never overlap, whatever interleaving of triggers, writers and replicas; the exclusion
 constraint ``episodes_windows_disjoint`` backs this up in the schema.
 
+A window holds at most :data:`MAX_WINDOW_MESSAGES` messages and :data:`MAX_WINDOW_BYTES`
+bytes of stored content: a longer stretch is opened as several consecutive windows in the
+same transaction, under the same lock (:func:`open_episodes`).
+
 Windows are permanent. An episode that failed for good (``failed``), or was soft-deleted
 (``archived``), KEEPS its window: ``captured_sequence`` is never rolled back, and the next
-episode starts after it. Nothing is lost by that: summarisation reads the whole thread, so
-the next episode's rolling summary still covers the failed window's messages; only that
+episode starts after it. Nothing is lost by that: summarisation reads the thread before the
+window (its newest 400,000 characters), so the next episode's rolling summary still covers
+the failed window's messages; only that
 window's key learnings and semantic extraction wait until an operator retries it
 (:func:`retry_episode` re-processes exactly the same window). Re-capturing the messages in
 a later window instead would make two episodes extract the same messages, which is what
@@ -104,6 +109,13 @@ CHANNELS: tuple[str, ...] = (EPISODES_CHANNEL, SEMANTIC_CHANNEL)
 #: Longest error text kept on a row (``error``, ``semantic_error``).
 MAX_ERROR_CHARS = 2000
 RECLAIM_ERROR = "claim expired (worker lost)"
+#: The most messages one episode's window holds, and the most bytes of stored content
+#: (issue 49: one thread of 133,000 messages made one window, and summarising it took
+#: 6.9 GB). A longer stretch of conversation becomes several consecutive episodes, opened
+#: together: the thread's current episode is the last, and the summary rolls over the
+#: earlier ones as it does over any earlier window.
+MAX_WINDOW_MESSAGES = 2000
+MAX_WINDOW_BYTES = 2 * 1024 * 1024
 
 #: The columns of an episode that clients see (``convert.episode`` reads these), without the
 #: internal ones (embedding, search index, claims, trace context).
@@ -255,18 +267,21 @@ def _open_episodes(
     # The locks first, in a statement of their own: the next statement's snapshot is taken
     # after they are granted, so it sees every message committed before them (the window's
     # last message included) and none written after.
-    locked = set(
-        conn.execute(
+    counters = {
+        row.thread_id: row
+        for row in conn.execute(
             text(
-                spans + "SELECT t.thread_id FROM threads t "
+                spans + "SELECT t.thread_id, t.captured_sequence, t.last_sequence, "
+                "t.end_requested_sequence FROM threads t "
                 "JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[])) AS w(dataset, tid) "
                 "ON t.dataset = w.dataset AND t.thread_id = w.tid "
                 "WHERE t.dataset = ANY(:batch) ORDER BY t.thread_id FOR UPDATE OF t"
                 + (" SKIP LOCKED" if skip_locked else "")
             ),
             {"datasets": [by_thread[t].dataset for t in ids], "ids": ids, "batch": batch},
-        ).scalars()
-    )
+        )
+    }
+    locked = set(counters)
     skipped: set[uuid.UUID] = set()
     if skip_locked and len(locked) < len(ids):
         # Not locked: held by another session, or gone. A held row is still visible.
@@ -287,31 +302,82 @@ def _open_episodes(
         if not ids:
             return {}, skipped
     current = current_trace_context() or None
-    traces = []
+    traces: dict[uuid.UUID, str | None] = {}
     for thread_id in ids:
         context = by_thread[thread_id].trace_context
         context = context if context is not None else current
-        traces.append(json.dumps(context) if context else None)
-    # Then one statement for the rest, whatever the number of threads: the windows (from the
-    # locked rows, so no Python round trip in between), the episodes, the threads' captured
-    # counters and the summarisers' wake-up notices. The counter update only touches rows
-    # the statement above already locked, so it takes no lock of its own.
-    rows = (
+        traces[thread_id] = json.dumps(context) if context else None
+    # Where each thread's stretch ends (what the statement's CASE computes, read under the
+    # same locks): a stretch longer than one window's cap becomes several episodes, opened
+    # here one after the other until the stretch is covered.
+    ids = [t for t in ids if t in counters]  # gone threads get nothing
+    goals = {t: _window_goal(by_thread[t].trigger, counters[t]) for t in ids}
+    opened: dict[uuid.UUID, RowMapping] = {}
+    wanted_now = ids
+    while wanted_now:
+        rows = _open_windows(conn, wanted_now, by_thread, traces, batch, spans, now)
+        opened.update((r["thread_id"], r) for r in rows)
+        wanted_now = [r["thread_id"] for r in rows if r["end_sequence"] < goals[r["thread_id"]]]
+    return opened, skipped
+
+
+def _window_goal(trigger: str, thread: Any) -> int:
+    """Where the stretch ``trigger`` closes on ``thread`` (its locked counters) ends: at an
+    owed EndThread's checkpoint for an explicit episode, else at the last message."""
+    end_requested = thread.end_requested_sequence
+    if (
+        trigger == "explicit"
+        and end_requested is not None
+        and thread.captured_sequence < end_requested < thread.last_sequence
+    ):
+        return int(end_requested)
+    return int(thread.last_sequence)
+
+
+def _open_windows(
+    conn: Connection,
+    ids: Sequence[uuid.UUID],
+    by_thread: dict[uuid.UUID, EpisodeToOpen],
+    traces: dict[uuid.UUID, str | None],
+    batch: list[str],
+    spans: str,
+    now: datetime | None,
+) -> list[RowMapping]:
+    """One window per thread of ``ids`` (whose rows the caller locked), at most
+    :data:`MAX_WINDOW_MESSAGES` messages and :data:`MAX_WINDOW_BYTES` bytes long."""
+    # One statement whatever the number of threads: the windows (from the locked rows, so
+    # no Python round trip in between), the episodes, the threads' captured counters and
+    # the summarisers' wake-up notices. The counter update only touches rows the caller
+    # already locked, so it takes no lock of its own.
+    return list(
         conn.execute(
             text(
-                spans + "WITH w AS ("
+                spans + "WITH g AS ("
                 "  SELECT t.dataset, t.thread_id AS tid, u.trig, u.trace, "
                 "    t.captured_sequence + 1 AS s, "
-                # An explicit episode ends at the EndThread's checkpoint when one is owed.
+                # An explicit episode ends at the EndThread's checkpoint when one is owed
+                # (as _window_goal reads it).
                 "    CASE WHEN u.trig = 'explicit' "
                 "      AND t.end_requested_sequence > t.captured_sequence "
                 "      AND t.end_requested_sequence < t.last_sequence "
-                "      THEN t.end_requested_sequence ELSE t.last_sequence END AS e "
+                "      THEN t.end_requested_sequence ELSE t.last_sequence END AS goal "
                 "  FROM threads t JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[]), "
                 "    CAST(:triggers AS text[]), CAST(:traces AS text[])) "
                 "    AS u(dataset, tid, trig, trace) "
                 "    ON t.dataset = u.dataset AND t.thread_id = u.tid "
                 "  WHERE t.dataset = ANY(:batch) AND t.last_sequence > t.captured_sequence), "
+                # The window: as far towards the goal as the caps allow, and at least one
+                # message (a single message over the byte cap is a window of its own).
+                # octet_length reads a stored value's size without detoasting it.
+                "w AS ("
+                "  SELECT g.*, coalesce((SELECT max(x.sequence) FROM ("
+                "    SELECT m.sequence, "
+                "      sum(octet_length(m.content)) OVER (ORDER BY m.sequence) AS total "
+                "    FROM messages m WHERE m.dataset = ANY(:batch) AND m.dataset = g.dataset "
+                "      AND m.thread_id = g.tid "
+                "      AND m.sequence BETWEEN g.s AND least(g.goal, g.s + :max_messages - 1)"
+                "    ) x WHERE x.total <= :max_bytes), g.s) AS e "
+                "  FROM g), "
                 "b AS ("
                 "  SELECT w.*, "
                 "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
@@ -345,17 +411,18 @@ def _open_episodes(
             {
                 "batch": batch,
                 "datasets": [by_thread[t].dataset for t in ids],
-                "ids": ids,
+                "ids": list(ids),
                 "triggers": [by_thread[t].trigger for t in ids],
-                "traces": traces,
+                "traces": [traces[t] for t in ids],
                 "channel": EPISODES_CHANNEL,
                 "now": now,
+                "max_messages": MAX_WINDOW_MESSAGES,
+                "max_bytes": MAX_WINDOW_BYTES,
             },
         )
         .mappings()
         .all()
     )
-    return {r["thread_id"]: r for r in rows}, skipped
 
 
 def claim_pending(

@@ -873,11 +873,17 @@ def pending_chunk_work(
     )
     out: list[ChunkWork] = []
     for row in rows:
+        # Only what no stored chunk covers (what pending_messages keeps): a long thread's
+        # older messages are never read again (issue 49: a pass resumed over a whole
+        # 133,000-message thread reached ~23 GB).
         messages = (
             conn.execute(
                 text(
                     "SELECT sequence, content, metadata FROM messages WHERE dataset = :d "
-                    "AND thread_id = :t AND sequence <= :end ORDER BY sequence"
+                    "AND thread_id = :t AND sequence <= :end AND sequence > ("
+                    "  SELECT coalesce(max(end_sequence), 0) FROM message_chunks "
+                    "  WHERE dataset = :d AND thread_id = :t) "
+                    "ORDER BY sequence"
                 ),
                 {"d": row["dataset"], "t": row["thread_id"], "end": row["end_sequence"]},
             )

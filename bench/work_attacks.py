@@ -1,0 +1,143 @@
+"""What one tenant's work costs another's episodes (issue 49): a victim dataset's two-message
+episode, timed from its EndThread to COMPLETED, before and while another dataset makes the
+Summariser work hard, through the running suite (Ingest, Scheduler, one Summariser).
+
+Attacks:
+
+- ``giant``: one thread of ``--messages`` messages of ``--message-bytes`` bytes (the issue:
+  133,000 messages, ~530 MB, took the Summariser to 6.9 GB and a crash loop), then
+  EndThread. The defences: an episode's window is capped (episodes.MAX_WINDOW_MESSAGES,
+  MAX_WINDOW_BYTES: the stretch becomes consecutive episodes), a summary reads its window
+  and a bounded context (pipeline.SUMMARY_CONTEXT_CHARS), the chunk pass reads only what
+  no chunk covers, and claims take turns across datasets.
+- ``backlog``: ``--threads`` threads of two messages each, all ended at once.
+
+Printed: the victim's time to memory before and during, the attacker's episodes and the
+time until its last one completed, and the Summariser's peak and final resident memory
+(VmHWM, VmRSS). The embedder is the hashing one (offline, fast), so the figures are the
+suite's own work, not a model's.
+
+    python bench/work_attacks.py [--attack giant|backlog|all] [--messages 133000]
+        [--message-bytes 4000] [--threads 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from episodic.client import EpisodicClient
+from episodic.testing.database import scratch_database
+from episodic.testing.processes import ServiceProcess, start_service
+
+BATCH_BYTES = 2 * 1024 * 1024  # per AddMessages call, well under the 8 MB request limit
+
+
+def _memory_mb(proc: ServiceProcess) -> tuple[float, float]:
+    """(peak, current) resident memory of a service process in MB (Linux)."""
+    values = {}
+    with open(f"/proc/{proc.proc.pid}/status") as status:
+        for line in status:
+            key, _, rest = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                values[key] = int(rest.split()[0]) / 1024
+    return values.get("VmHWM", float("nan")), values.get("VmRSS", float("nan"))
+
+
+def _victim(client: EpisodicClient, n: int) -> float:
+    """Seconds from the victim's EndThread to its episode COMPLETED."""
+    thread = client.start_thread("victim", f"pricing {n}")
+    client.add_messages(
+        thread.thread_id,
+        [("user", "Shall we make the Pro tier $29?"), ("assistant", "Yes: $29 a month.")],
+    )
+    started = time.perf_counter()
+    client.end_thread(thread.thread_id)
+    episode = client.wait_for_episode(thread.thread_id, timeout=1800)
+    assert episode.status == "completed", episode
+    return time.perf_counter() - started
+
+
+def _giant(client: EpisodicClient, messages: int, size: int) -> str:
+    thread = client.start_thread("attacker", "one very long thread")
+    per_call = max(1, BATCH_BYTES // size)
+    body = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+    written = 0
+    while written < messages:
+        n = min(per_call, messages - written)
+        client.add_messages(
+            thread.thread_id, [("user", f"{written + i} {body}") for i in range(n)], timeout=120
+        )
+        written += n
+    client.end_thread(thread.thread_id)
+    return thread.thread_id
+
+
+def _backlog(client: EpisodicClient, threads: int) -> list[str]:
+    def one(i: int) -> str:
+        thread = client.start_thread("attacker", f"small {i}")
+        client.add_messages(thread.thread_id, [("user", f"hello {i}"), ("assistant", "hi")])
+        return thread.thread_id
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(one, range(threads)))
+        list(pool.map(client.end_thread, ids))
+    return ids
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--attack", choices=["giant", "backlog", "all"], default="all")
+    parser.add_argument("--messages", type=int, default=133_000)
+    parser.add_argument("--message-bytes", type=int, default=4000)
+    parser.add_argument("--threads", type=int, default=5000)
+    args = parser.parse_args(argv)
+    attacks = ["giant", "backlog"] if args.attack == "all" else [args.attack]
+
+    rows = []
+    env = {"EPISODIC_EMBEDDING_PROVIDER": "hashing"}
+    for attack in attacks:
+        with scratch_database(prefix="episodic-work-bench-") as url:
+            services = [start_service(name, url, env) for name in ("ingest", "scheduler")]
+            summariser = start_service("summariser", url, env)
+            client = EpisodicClient(
+                ingest=services[0].address, scheduler=services[1].address, timeout=120
+            )
+            before = [_victim(client, n) for n in range(3)]
+            started = time.perf_counter()
+            if attack == "giant":
+                ids = [_giant(client, args.messages, args.message_bytes)]
+                what = f"{args.messages:,} messages of {args.message_bytes:,} B in one thread"
+            else:
+                ids = _backlog(client, args.threads)
+                what = f"{args.threads:,} threads of 2 messages"
+            written = time.perf_counter() - started
+            during = _victim(client, 0)
+            for thread_id in ids:
+                client.wait_for_episode(thread_id, timeout=3600)
+            drained = time.perf_counter() - started
+            episodes = sum(1 for _ in client.iter_episodes("attacker"))  # its windows
+            peak, current = _memory_mb(summariser)
+            rows.append(
+                (attack, what, min(before), during, written, drained, episodes, peak, current)
+            )
+            client.close()
+            for service in (summariser, *services):
+                service.terminate()
+
+    print(
+        "\n| attack | what | victim before (s) | victim during (s) | attack written in (s) | "
+        "attack summarised by (s) | attacker episodes | Summariser peak / now MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for attack, what, before, during, written, drained, episodes, peak, current in rows:
+        print(
+            f"| {attack} | {what} | {before:.2f} | {during:.2f} | {written:.0f} | "
+            f"{drained:.0f} | {episodes} | {peak:.0f} / {current:.0f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
