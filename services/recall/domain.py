@@ -22,7 +22,7 @@ from episodic.crypto import ClearKey, WrongKey
 from episodic.errors import DeadlineExceeded as DeadlineExceeded
 from episodic.errors import InvalidArgument
 from episodic.providers.entities import normalise_entity
-from episodic.query_focus import strip_stop_phrases, word_forms
+from episodic.query_focus import strip_function_words, strip_stop_phrases, word_forms
 from episodic.store import entities
 from episodic.store import recall_queries as q
 from episodic.store.recall_queries import (
@@ -71,6 +71,7 @@ def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOp
         recency_span=settings.recency_span,
         named_time_recency=settings.recency_from_named_time,
         word_forms=settings.ranking_word_forms,
+        strip_function_words=settings.ranking_function_words,
         phrase=second_look > 0,
         rerank_top=second_look,
         rerank_weights=SECOND_LOOK_WEIGHTS if second_look else (),
@@ -122,6 +123,15 @@ class RecallQuery:
             query = self.applied_time.remainder or None
         if query and self.ranking.strip_stop_phrases:
             return strip_stop_phrases(query)
+        return query
+
+    @property
+    def lexical_query(self) -> str | None:
+        """The text matched lexically: :attr:`ranked_query` without the function words of
+        the language it is written in, when the ranking strips them (issue 40)."""
+        query = self.ranked_query
+        if query and self.ranking.strip_function_words:
+            return strip_function_words(query)[0]
         return query
 
     @property
@@ -519,7 +529,7 @@ def recall(
         filters = entities.resolve_filters(conn, vault.for_read(conn, request.dataset), filters)
     ranking: dict[str, Any] = {
         "filters": filters,
-        "query": request.ranked_query,
+        "query": request.lexical_query,
         "query_vector": query_vector,
         "similarity_weight": request.similarity_weight,
         "recency_weight": request.recency_weight,

@@ -435,6 +435,13 @@ class RecallSettings(BaseSettings):
         "stemmer keeps apart ('broken' finds 'broke', 'bought' finds 'buy'; a hand-written "
         "table, episodic/data/irregular_forms.txt; english datasets only).",
     )
+    ranking_function_words: bool = Field(
+        default=True,
+        description="The function words of the language a query is written in ('est-ce "
+        "que', 'qué', 'wo') are left out of the text matched lexically (not of the embedded "
+        "one), so they never decide a ranking in a dataset tokenised in another language "
+        "(one whose language is not known yet). English queries are unchanged.",
+    )
     ranking_second_look: int = Field(
         default=5,
         ge=0,

@@ -23,19 +23,29 @@ matches; the generic words are stemmed with the dataset's configuration and rare
 A third, on by default since the fourth pass: :func:`word_forms`, the irregular forms of the
 query's words that the english stemmer keeps apart ("went" for "go", "broke" for "broken"),
 OR-ed into the query's lexemes (``RankingOptions.word_forms``; english datasets only).
+
+And for every language, on by default: :func:`strip_function_words` drops the function
+words of the language the query itself is written in from the text matched lexically
+(``RankingOptions.strip_function_words``). A dataset whose language is not known yet is
+tokenised in English, which keeps "est-ce que je" or "qué" as words: they then matched
+whichever session used them, and the lexical signal (relative to the best candidate) made
+that match decide the ranking (issue 40).
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 __all__ = [
     "GENERIC_WEIGHT",
     "GENERIC_WORDS",
     "PHRASE_WORDS",
+    "function_words",
+    "query_language",
     "query_phrases",
+    "strip_function_words",
     "strip_stop_phrases",
     "word_form_groups",
     "word_forms",
@@ -94,6 +104,69 @@ def strip_stop_phrases(query: str) -> str:
     if not _CONTENT.search(stripped) or _ONLY_STOP_WORDS.match(stripped):
         return query
     return stripped
+
+
+#: A query's language is told from this many letters on (CLD2 is right on short questions
+#: of the languages it knows: "Wo wollte ich eine Wohnung mieten?" is German).
+MIN_QUERY_LETTERS = 12
+#: Languages whose function words are shipped (data/function_words/<name>.txt), by the
+#: code CLD2 gives: PostgreSQL's Snowball stop lists, and a hand-written Polish one.
+FUNCTION_WORD_LANGUAGES = {
+    "da": "danish",
+    "nl": "dutch",
+    "en": "english",
+    "fi": "finnish",
+    "fr": "french",
+    "de": "german",
+    "hu": "hungarian",
+    "it": "italian",
+    "no": "norwegian",
+    "nb": "norwegian",
+    "pt": "portuguese",
+    "ru": "russian",
+    "es": "spanish",
+    "sv": "swedish",
+    "tr": "turkish",
+    "pl": "polish",
+}
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+@cache
+def function_words(language: str) -> frozenset[str]:
+    """The function words of ``language`` (a file name of ``data/function_words``: a
+    PostgreSQL configuration name, or ``polish``), lower case; empty for any other."""
+    path = resources.files("episodic").joinpath(f"data/function_words/{language}.txt")
+    if not path.is_file():
+        return frozenset()
+    return frozenset(w.strip().lower() for w in path.read_text(encoding="utf-8").split())
+
+
+def query_language(query: str) -> str | None:
+    """The language ``query`` is written in (CLD2's code, "fr"), or None when it cannot
+    tell (too few letters, unreliable, no CLD2)."""
+    from episodic.store.languages import detect_language
+
+    return detect_language([query], min_letters=MIN_QUERY_LETTERS)
+
+
+def strip_function_words(query: str) -> tuple[str, str | None]:
+    """``query`` without the function words of the language it is written in, and that
+    language's code (None when it cannot be told). An English query is left as it is: the
+    english configuration drops its stop words itself, and English ranking was tuned on
+    the query as written. The query is kept whole when nothing but function words (or
+    nothing) would be left."""
+    language = query_language(query)
+    if language is None or language == "en":
+        return query, language
+    words = function_words(FUNCTION_WORD_LANGUAGES.get(language, ""))
+    if not words:
+        return query, language
+    stripped = _WORDS.sub(lambda m: " " if m.group(0).lower() in words else m.group(0), query)
+    stripped = re.sub(r"\s+", " ", stripped).strip()
+    if not any(ch.isalnum() for ch in stripped):
+        return query, language
+    return stripped, language
 
 
 #: The longest run of words :func:`query_phrases` offers as a name ("new york city").

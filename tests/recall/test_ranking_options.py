@@ -274,6 +274,7 @@ def test_the_recall_service_ranks_with_its_settings() -> None:
             recency_span=0.0,
             recency_from_named_time=False,
             ranking_word_forms=False,
+            ranking_function_words=False,
             ranking_second_look=0,
         )
         == RankingOptions()

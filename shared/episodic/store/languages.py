@@ -227,10 +227,11 @@ DETECTED_ROLES = ("user", "assistant")
 MAX_SWITCHED_EPISODES = 200
 
 
-def detect_language(texts: Iterable[str]) -> str | None:
+def detect_language(texts: Iterable[str], *, min_letters: int = MIN_DETECT_LETTERS) -> str | None:
     """The language ``texts`` are written in, as CLD2's code ("fr", "de", "zh-Hant"; English
-    is "en"), or None when the text cannot tell: fewer than :data:`MIN_DETECT_LETTERS`
-    letters, CLD2 not reliable, or no language holding :data:`MIN_DETECT_SHARE` % of it.
+    is "en"), or None when the text cannot tell: fewer than ``min_letters`` letters (a
+    dataset's language: :data:`MIN_DETECT_LETTERS`), CLD2 not reliable, or no language
+    holding :data:`MIN_DETECT_SHARE` % of it.
 
     Measured on the hand-written French, Spanish and German set and on LoCoMo's English
     (``python -m bench.language_detection``): every one of 425 sessions right; single
@@ -238,7 +239,7 @@ def detect_language(texts: Iterable[str]) -> str | None:
 
     Without the ``pycld2`` wheel (built for x86-64 Linux only) nothing is detected."""
     sample = "\n".join(texts)[:MAX_DETECT_CHARS]
-    if sum(ch.isalpha() for ch in sample) < MIN_DETECT_LETTERS:
+    if sum(ch.isalpha() for ch in sample) < min_letters:
         return None
     pycld2 = _detector()
     if pycld2 is None:

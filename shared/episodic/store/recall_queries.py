@@ -153,6 +153,11 @@ class RankingOptions:
     - ``strip_stop_phrases``: the query's framing ("what did we discuss about", "do you
       remember", "what kind of") is removed before it is embedded and tokenised
       (:func:`episodic.query_focus.strip_stop_phrases`; applied by the read path's domain).
+    - ``strip_function_words``: the function words of the language the query is written in
+      ("est-ce que", "qué", "wo") are left out of the text matched lexically (not of the
+      embedded one): in a dataset tokenised in another language they are words like any
+      other, and matched whichever session used them
+      (:func:`episodic.query_focus.strip_function_words`; English queries are unchanged).
     - ``weight_generic_terms``: query-side term weighting: the lexemes of words that occur
       in questions about any topic (:data:`episodic.query_focus.GENERIC_WORDS`) count
       ``GENERIC_WEIGHT`` in BM25 instead of 1.
@@ -210,6 +215,7 @@ class RankingOptions:
     """
 
     strip_stop_phrases: bool = False
+    strip_function_words: bool = False
     weight_generic_terms: bool = False
     head_share: float = 0.0
     fusion: str = "score"
@@ -377,6 +383,7 @@ SECOND_LOOK_WEIGHTS: tuple[tuple[str, float], ...] = (
 #: The ranking Recall runs (RecallSettings.ranking_fusion / recency_span choose another).
 DEFAULT_RANKING = RankingOptions(
     fusion="learned",
+    strip_function_words=True,
     recency_span=RECENCY_SPAN,
     named_time_recency=True,
     word_forms=True,
