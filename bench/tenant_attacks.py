@@ -3,7 +3,8 @@ measures its Recall latency before, during and after an attack on the same Recal
 with the door's defences on and off in the same run (this machine is noisy: compare the
 columns of one run, not runs).
 
-Attacks (both from loopback, as the victim):
+Attacks (from ::1, the victim and the health checks from 127.0.0.1: per-address limits see
+two clients):
 
 - ``bogus-keys``: threads calling Recall with random API keys as fast as they can. Each
   unknown key costs a database lookup, and used to take a slot of the one key cache,
@@ -34,9 +35,11 @@ import argparse
 import contextlib
 import secrets
 import statistics
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -58,6 +61,28 @@ UNDEFENDED = {
 #: Stalled calls each attacking thread keeps open.
 STALLED_PER_THREAD = 8
 ATTACKS = ("bogus-keys", "flood", "stalled")
+#: The stalled-calls attacker: threads keeping calls open that send their headers and
+#: never their request (a new one as soon as one ends); a line per call ended.
+STALLED_SCRIPT = """
+import grpc, threading
+def never():
+    threading.Event().wait()
+    yield b""
+def attack():
+    with grpc.insecure_channel("{address}") as channel:
+        call = channel.stream_unary("/episodic.v1.RecallService/Recall")
+        while True:
+            pending = [call.future(never(), timeout=120) for _ in range({per})]
+            for future in pending:
+                try:
+                    future.result()
+                except Exception:
+                    pass
+                print(1, flush=True)
+threads = [threading.Thread(target=attack) for _ in range({threads})]
+for t in threads:
+    t.start()
+"""
 
 
 def _rss_mb(pid: int) -> float:
@@ -121,24 +146,27 @@ def _attack(kind: str, address: str, key: str, n: int, stop: threading.Event) ->
             calls[0] += 1
         client.close()
 
-    def stalled() -> None:
-        # Calls whose request iterator blocks until the attack ends: on the wire, headers
-        # and no message. Each ends when the server gives up on it (or at the attack's end).
-        def never() -> Iterator[bytes]:
+    if kind == "stalled":
+        # In a process of its own, as an attacker is: a gRPC client process whose request
+        # iterators block holds its own threads, and must not slow the victim's client.
+        script = STALLED_SCRIPT.format(address=address, threads=n, per=STALLED_PER_THREAD)
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+
+        def count() -> None:
+            assert proc.stdout is not None
+            for _ in proc.stdout:
+                calls[0] += 1
+
+        def end() -> None:
             stop.wait()
-            return
-            yield b""
+            proc.kill()
+            proc.wait()
 
-        with grpc.insecure_channel(address) as channel:
-            call = channel.stream_unary("/episodic.v1.RecallService/Recall")
-            while not stop.is_set():
-                pending = [call.future(never(), timeout=120) for _ in range(STALLED_PER_THREAD)]
-                for future in pending:
-                    with contextlib.suppress(grpc.RpcError, grpc.FutureCancelledError):
-                        future.result()
-                    calls[0] += 1
+        threading.Thread(target=count, daemon=True).start()
+        threading.Thread(target=end, daemon=True).start()
+        return calls
 
-    work: Callable[[], None] = {"bogus-keys": bogus, "flood": flood, "stalled": stalled}[kind]
+    work: Callable[[], None] = bogus if kind == "bogus-keys" else flood
     threads = [threading.Thread(target=work, daemon=True) for _ in range(n)]
     for t in threads:
         t.start()
@@ -172,13 +200,16 @@ def main(argv: list[str] | None = None) -> int:
         ingest.terminate()
         for defended in (False, True):
             env = base if defended else {**base, **UNDEFENDED}
-            recall = start_service("recall", url, env)
+            # Listening on both loopbacks: the attackers come from ::1, the victim and the
+            # health checks from 127.0.0.1 (other client addresses, as on a network).
+            recall = start_service("recall", url, {**env, "EPISODIC_BIND_HOST": "::"})
+            attack_address = f"[::1]:{recall.port}"
             victim = EpisodicClient(recall=recall.address, api_key=victim_key, timeout=60)
             _victim(victim, 1.0)  # warm up
             for kind in attacks:
                 before = _victim(victim, args.seconds)
                 stop, misses = threading.Event(), [0]
-                calls = _attack(kind, recall.address, attacker_key, args.attackers, stop)
+                calls = _attack(kind, attack_address, attacker_key, args.attackers, stop)
                 health = threading.Thread(
                     target=_health_ok, args=(recall.address, stop, misses), daemon=True
                 )

@@ -383,6 +383,13 @@ class ServiceRuntime:
         self.loop.run(self.server.wait_for_termination())
 
 
+def listen_address(host: str, port: int) -> str:
+    """``host:port`` as gRPC reads it: an IPv6 host (``::``, ``::1``) in brackets."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
 #: How long a connection with no call open is kept before the server closes it (clients
 #: reconnect on their next call): what is left of stalled callers is freed.
 CONNECTION_IDLE_MS = 5 * 60 * 1000
@@ -442,7 +449,7 @@ def build_server(
         reflection.enable_server_reflection(
             [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
         )
-        address = f"{host}:{port}"
+        address = listen_address(host, port)
         bound = (
             server.add_secure_port(address, credentials)
             if credentials is not None
@@ -453,7 +460,7 @@ def build_server(
             # Health only, without TLS: what it reveals (SERVING or not) is no secret.
             probe = grpc.aio.server()
             health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe)
-            probe_port = probe.add_insecure_port(f"{host}:{health_port}")
+            probe_port = probe.add_insecure_port(listen_address(host, health_port))
         return server, bound, probe, probe_port
 
     try:

@@ -230,3 +230,13 @@ def test_admission_counts_per_peer_and_in_flight_and_zero_means_no_cap() -> None
     for _ in range(1000):
         unlimited.open("10.0.0.1")
         unlimited.dispatch()
+
+
+def test_an_ipv6_bind_host_is_put_in_brackets() -> None:
+    from episodic.server import listen_address
+
+    assert listen_address("::", 50051) == "[::]:50051"
+    assert listen_address("::1", 0) == "[::1]:0"
+    assert listen_address("[::1]", 7) == "[::1]:7"
+    assert listen_address("127.0.0.1", 7) == "127.0.0.1:7"
+    assert listen_address("localhost", 7) == "localhost:7"
