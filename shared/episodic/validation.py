@@ -11,10 +11,15 @@ from typing import Any
 
 from episodic.errors import InvalidArgument
 
-#: A dataset name: segments of letters, digits and ``_ . : @ -`` joined by ``/`` (a tenant's
-#: datasets share a prefix, e.g. ``acme/user_42``, which API keys can be scoped to). Matched
-#: with fullmatch: ``$`` alone would also accept a trailing newline.
-DATASET_PATTERN = re.compile(r"[A-Za-z0-9_.:@-]+(?:/[A-Za-z0-9_.:@-]+)*")
+#: A dataset name, the one grammar of every RPC, the CLI, imports and key scopes: segments
+#: of ASCII letters, digits and ``_ . : @ -`` joined by ``/`` (a tenant's datasets share a
+#: prefix, e.g. ``acme/user_42``, which API keys can be scoped to), none of them empty and
+#: none only dots (``ten/../dsB`` would read as another tenant's name wherever a path is
+#: made of it), at most MAX_DATASET_CHARS long. ASCII only: no control, invisible or
+#: look-alike characters, nothing to normalise. Matched with fullmatch: ``$`` alone would
+#: also accept a trailing newline.
+_SEGMENT = r"(?!\.+(?:/|\Z))[A-Za-z0-9_.:@-]+"
+DATASET_PATTERN = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*")
 MAX_DATASET_CHARS = 128
 MAX_PAGE_TOKEN_CHARS = 1024
 
@@ -52,7 +57,8 @@ def check_dataset(value: str, field: str = "dataset") -> str:
     if len(value) > MAX_DATASET_CHARS or not DATASET_PATTERN.fullmatch(value):
         raise InvalidArgument(
             f"{field} {value[:80]!r} is not valid: use 1-{MAX_DATASET_CHARS} characters of "
-            "letters, digits and _ . : @ -, with / between segments (e.g. acme/user_42)",
+            "letters, digits and _ . : @ -, with / between segments, none of them only dots "
+            "(e.g. acme/user_42)",
             field=field,
         )
     return value
