@@ -1,6 +1,6 @@
 """What one tenant's work costs another's episodes (issue 49): a victim dataset's two-message
 episode, timed from its EndThread to COMPLETED, before and while another dataset makes the
-Summariser work hard, through the running suite (Ingest, Scheduler, one Summariser).
+Summariser work hard, through the running suite (Ingest, Scheduler, Recall, one Summariser).
 
 Attacks:
 
@@ -32,6 +32,7 @@ from episodic.testing.database import scratch_database
 from episodic.testing.processes import ServiceProcess, start_service
 
 BATCH_BYTES = 2 * 1024 * 1024  # per AddMessages call, well under the 8 MB request limit
+BATCH_MESSAGES = 1000  # and at most EPISODIC_MAX_BATCH_MESSAGES
 
 
 def _memory_mb(proc: ServiceProcess) -> tuple[float, float]:
@@ -61,7 +62,7 @@ def _victim(client: EpisodicClient, n: int) -> float:
 
 def _giant(client: EpisodicClient, messages: int, size: int) -> str:
     thread = client.start_thread("attacker", "one very long thread")
-    per_call = max(1, BATCH_BYTES // size)
+    per_call = max(1, min(BATCH_MESSAGES, BATCH_BYTES // size))
     body = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
     written = 0
     while written < messages:
@@ -96,13 +97,28 @@ def main(argv: list[str] | None = None) -> int:
     attacks = ["giant", "backlog"] if args.attack == "all" else [args.attack]
 
     rows = []
-    env = {"EPISODIC_EMBEDDING_PROVIDER": "hashing"}
+    # The services' own loops, as deployed (the test harness turns them off by default).
+    env = {
+        "EPISODIC_EMBEDDING_PROVIDER": "hashing",
+        "EPISODIC_SUMMARISER_POLL_INTERVAL": "1",
+        "EPISODIC_SCHEDULER_POLL_INTERVAL": "1",
+    }
     for attack in attacks:
         with scratch_database(prefix="episodic-work-bench-") as url:
-            services = [start_service(name, url, env) for name in ("ingest", "scheduler")]
+            scheduler = start_service("scheduler", url, env)
+            # Ingest tells this Scheduler of EndThreads (not whatever listens on its
+            # default port).
+            ingest = start_service(
+                "ingest", url, {**env, "EPISODIC_SCHEDULER_ADDRESS": scheduler.address}
+            )
+            recall = start_service("recall", url, env)
+            services = [ingest, scheduler, recall]
             summariser = start_service("summariser", url, env)
             client = EpisodicClient(
-                ingest=services[0].address, scheduler=services[1].address, timeout=120
+                ingest=ingest.address,
+                scheduler=scheduler.address,
+                recall=recall.address,
+                timeout=120,
             )
             before = [_victim(client, n) for n in range(3)]
             started = time.perf_counter()
