@@ -1,0 +1,1 @@
+"""Function words per language (see README.md here): data, read with importlib.resources."""
