@@ -24,8 +24,11 @@ import re
 import sys
 import unicodedata
 from collections import Counter, defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+
+# The schema helpers of the first set's checker (same folder: run as a script, it is on the path).
+from check_multilingual import check_keys, parse_ts
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "multilingual_short.jsonl"
 LANGUAGES = ("fr", "es", "de", "it", "pt", "nl", "pl")
@@ -169,29 +172,6 @@ def shared_content(question: str, session: str, lang: str) -> list[str]:
                 shared.add(f"{q}~{s}")
                 break
     return sorted(shared)
-
-
-def parse_ts(value: object, where: str, errors: list[str]) -> datetime | None:
-    if not isinstance(value, str) or not TS_RE.match(value):
-        errors.append(f"{where}: timestamp {value!r} is not ISO 8601 UTC like 2026-03-02T09:15:00Z")
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        errors.append(f"{where}: timestamp {value!r} is not a valid date")
-        return None
-
-
-def check_keys(obj: object, expected: set[str], where: str, errors: list[str]) -> bool:
-    if not isinstance(obj, dict):
-        errors.append(f"{where}: expected a JSON object")
-        return False
-    missing, extra = expected - obj.keys(), obj.keys() - expected
-    if missing:
-        errors.append(f"{where}: missing keys {sorted(missing)}")
-    if extra:
-        errors.append(f"{where}: unexpected keys {sorted(extra)}")
-    return not missing
 
 
 def check_threads(

@@ -29,7 +29,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -66,9 +65,6 @@ class EventLoopThread:
         if threading.current_thread() is self._thread:
             raise RuntimeError("EventLoopThread.run called from its own loop: it would deadlock")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)  # type: ignore[arg-type]
-
-    def submit(self, coro: Awaitable[T]) -> Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
 
     def stop(self) -> None:
         if self.loop.is_closed():

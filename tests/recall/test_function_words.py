@@ -54,6 +54,18 @@ def test_every_shipped_language_has_its_words_and_unknown_ones_none() -> None:
     assert function_words("klingon") == frozenset()
 
 
+def _query(**options: object) -> RecallQuery:
+    return RecallQuery(
+        dataset="new_fr",
+        query=QUESTION,
+        include_episodes=True,
+        limit=10,
+        similarity_weight=0.7,
+        recency_weight=0.3,
+        **options,  # type: ignore[arg-type]
+    )
+
+
 def test_recall_matches_the_question_without_its_function_words(engine) -> None:  # type: ignore[no-untyped-def]
     vault = keys.test_vault()
     with engine.begin() as conn:
@@ -62,14 +74,7 @@ def test_recall_matches_the_question_without_its_function_words(engine) -> None:
         make_episode(conn, "new_fr", FLAT)
     with engine.connect() as conn:
         as_written = lexical_coverage(conn, "new_fr", QUESTION)
-        lexical = RecallQuery(
-            dataset="new_fr",
-            query=QUESTION,
-            include_episodes=True,
-            limit=10,
-            similarity_weight=0.7,
-            recency_weight=0.3,
-        ).lexical_query
+        lexical = _query().lexical_query
         assert lexical is not None
         stripped = lexical_coverage(conn, "new_fr", lexical)
     chatty, flat = " ".join(CHATTY), " ".join(FLAT)
@@ -78,13 +83,4 @@ def test_recall_matches_the_question_without_its_function_words(engine) -> None:
     # Without them it shares nothing with the question; "louer" and "logement" decide.
     assert stripped[chatty][0] == 0.0
     assert DEFAULT_RANKING.strip_function_words
-    off = RecallQuery(
-        dataset="new_fr",
-        query=QUESTION,
-        include_episodes=True,
-        limit=10,
-        similarity_weight=0.7,
-        recency_weight=0.3,
-        ranking=RankingOptions(),
-    )
-    assert off.lexical_query == QUESTION
+    assert _query(ranking=RankingOptions()).lexical_query == QUESTION
