@@ -521,6 +521,89 @@ def test_an_event_has_its_page_and_is_erased_from_it(
         sdk.get_episode(event.episode_id)
 
 
+def test_a_session_per_browser_and_its_forms(
+    page: Any, browser: Any, console: str, suite: Suite, artifacts: Path
+) -> None:
+    """Before: one CSRF token per process (good in every browser that ever saw a page) and
+    ``Origin: null`` let through. Now Chromium holds a session cookie (HttpOnly,
+    SameSite=Strict) whose token the console's forms carry; another session's token is
+    refused; a form posted from a sandboxed frame (``Origin: null``) is refused; the
+    console's own form works (Chromium sends the page's own origin)."""
+    with suite.client() as sdk:
+        event = sdk.record_event(DATASET, "Chose the yearly audit", event_type="decision").event
+    where = f"{console}/episode?id={event.episode_id}"
+    form = page.locator("form[action='/episode/delete']")
+    page.goto(where)
+    (cookie,) = [c for c in browser.cookies(console) if c["name"].startswith("episodic_console")]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and not cookie["secure"]
+    assert page.evaluate("document.cookie") == ""  # scripts cannot read it
+    first = form.locator("input[name=csrf]").get_attribute("value")
+
+    # Another session (the cookie gone, as in another browser): another token...
+    browser.clear_cookies()
+    page.goto(where)
+    second = form.locator("input[name=csrf]").get_attribute("value")
+    assert first and second and first != second
+    # ... and the first session's token is refused in it.
+    form.locator("input[name=csrf]").evaluate("(el, t) => { el.value = t; }", first)
+    page.get_by_text(f"Delete event {event.episode_id[:8]}…").click()
+    with page.expect_response(lambda r: r.url.endswith("/episode/delete")) as refused:
+        page.get_by_role("button", name=f"Delete event {event.episode_id[:8]}").click()
+    assert refused.value.status == 403
+    expect(page.locator("main")).to_contain_text("stale")
+    page.browser_errors.clear()  # the 403 the test asked for
+    with suite.client() as sdk:
+        assert sdk.get_episode(event.episode_id).episode_id == event.episode_id
+
+    # A sandboxed frame on the console's own page posts the right token (into a new
+    # window: its CSP frames nothing): the browser sends Origin: null.
+    page.goto(where)
+    token = form.locator("input[name=csrf]").get_attribute("value")
+    page.evaluate(
+        """([token, id]) => {
+            const frame = document.createElement("iframe");
+            frame.setAttribute("sandbox", "allow-forms allow-popups");
+            frame.srcdoc = '<form method="post" action="/episode/delete" target="_blank">'
+                + '<input type="hidden" name="csrf" value="' + token + '">'
+                + '<input type="hidden" name="id" value="' + id + '">'
+                + '<button>Go</button></form>';
+            document.body.append(frame);
+        }""",
+        [token, event.episode_id],
+    )
+    answers: list[tuple[dict[str, str], int, str]] = []
+
+    def relay(route: Any) -> None:  # the browser's request as sent, and the answer
+        answer = route.fetch()
+        answers.append((route.request.all_headers(), answer.status, answer.text()))
+        route.fulfill(response=answer)
+
+    browser.route("**/episode/delete", relay)
+    try:
+        with page.expect_popup() as popup:
+            page.frame_locator("iframe").get_by_role("button", name="Go").click()
+        wait_until(lambda: answers, timeout=15, message="the sandboxed form was posted")
+    finally:
+        browser.unroute("**/episode/delete", relay)
+    popup.value.close()  # Chromium shows no page there (the console's COOP)
+    ((headers, status, body),) = answers
+    assert headers.get("origin") == "null" and "cookie" not in headers  # SameSite=Strict
+    assert status == 403 and "Origin is null" in body
+    with suite.client() as sdk:
+        assert sdk.get_episode(event.episode_id).episode_id == event.episode_id
+
+    # The console's own form, as it was served: done.
+    page.goto(where)
+    page.get_by_text(f"Delete event {event.episode_id[:8]}…").click()
+    with page.expect_request(lambda r: r.url.endswith("/episode/delete")) as sent:
+        page.get_by_role("button", name=f"Delete event {event.episode_id[:8]}").click()
+    assert sent.value.all_headers().get("origin") == console
+    page.get_by_role("status").filter(has_text="is erased").wait_for()
+    shot(page, artifacts, "12-session-action")
+    with suite.client() as sdk, pytest.raises(NotFoundError):
+        sdk.get_episode(event.episode_id)
+
+
 def test_accessibility_basics(page: Any, console: str, demo: Demo) -> None:
     """Labels on every control, a skip link first, visible focus, text contrast >= 4.5:1."""
     pages = [
@@ -678,18 +761,21 @@ def test_next_is_checked_before_the_action(suite: Suite, demo: Demo) -> None:
     try:
         with suite.client() as sdk:
             event = sdk.record_event(DATASET, "Chose the blue plan", event_type="decision").event
+        cookie, token = _session(server)
         for bad in ("/中", "/ok\u2028x", "//evil.example/x", "https://evil.example/", "/a\\b"):
             form = urllib.parse.urlencode(
-                {"csrf": server.app.csrf, "id": event.episode_id, "next": bad}
+                {"csrf": token, "id": event.episode_id, "next": bad}
             ).encode()
-            status, _, body = _get(server.url + "/episode/delete", data=form)
+            status, _, body = _get(server.url + "/episode/delete", {"Cookie": cookie}, form)
             assert status == 400 and "nothing was done" in body, (bad, status)
             with suite.client() as sdk:
                 assert sdk.get_episode(event.episode_id).episode_id == event.episode_id
         form = urllib.parse.urlencode(
-            {"csrf": server.app.csrf, "id": event.episode_id, "next": "/timeline?x=1#frag"}
+            {"csrf": token, "id": event.episode_id, "next": "/timeline?x=1#frag"}
         ).encode()
-        request = urllib.request.Request(server.url + "/episode/delete", data=form)
+        request = urllib.request.Request(
+            server.url + "/episode/delete", data=form, headers={"Cookie": cookie}
+        )
         no_redirects = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
         with pytest.raises(urllib.error.HTTPError) as answer:
             no_redirects.open(request, timeout=20)
@@ -702,6 +788,16 @@ def test_next_is_checked_before_the_action(suite: Suite, demo: Demo) -> None:
     finally:
         server.stop()
         client.close()
+
+
+def _session(server: ConsoleServer) -> tuple[str, str]:
+    """A session as a client that is not a browser opens one: (its Cookie header, its
+    CSRF token, which a browser reads from a page's form)."""
+    _, headers, _ = _get(server.url + "/healthz-is-not-a-page")
+    cookie = headers["Set-Cookie"].split(";", 1)[0]
+    session = server.app.sessions.get(cookie.split("=", 1)[1])
+    assert session is not None
+    return cookie, session.token
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -10,11 +10,15 @@ Security, in order of a request:
    page needs it: HTTP Basic (any user name, the API key as password; browsers prompt) or
    ``Authorization: Bearer <key>``. The health check and static files need none.
 3. **Writes** — the only POSTs are the admin actions the RPCs allow (retry, delete); each
-   needs the page's CSRF token, a same-origin ``Origin`` and ``Sec-Fetch-Site`` when the
-   browser sends them.
+   needs the session cookie and the CSRF token of that session (a session per browser,
+   bounded in number and time), and is refused when its ``Origin`` is ``null`` or another
+   origin, when its ``Referer`` (without an ``Origin``) is another origin, or when
+   ``Sec-Fetch-Site`` says another site (:mod:`episodic.console.csrf`).
 4. **Output** — every page is escaped by construction (:mod:`episodic.console.views.html`)
    and served with a Content-Security-Policy that allows scripts and styles from the
-   console itself only (no inline script, no eval), no framing, no referrer, no caching.
+   console itself only (no inline script, no eval), no framing, no caching, and a referrer
+   for the console's own requests only (``same-origin``: a browser then sends the page's
+   origin with a form, where ``no-referrer`` made it ``null``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import hmac
 import ipaddress
 import logging
 import re
-import secrets
 import socket
 import threading
 import time
@@ -47,6 +50,14 @@ from episodic.client import (
     NotFoundError,
     PermissionDeniedError,
     UnauthenticatedError,
+)
+from episodic.console.csrf import (
+    STALE,
+    Session,
+    Sessions,
+    cookie_name,
+    origin_refusal,
+    session_cookie,
 )
 from episodic.console.views import (
     BadRequest,
@@ -99,7 +110,7 @@ SECURITY_HEADERS = [
     ("Content-Security-Policy", CSP),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
+    ("Referrer-Policy", "same-origin"),
     ("Cross-Origin-Opener-Policy", "same-origin"),
     ("Cross-Origin-Resource-Policy", "same-origin"),
 ]
@@ -181,6 +192,30 @@ class Request:
 
     def header(self, name: str) -> str:
         return str(self.environ.get("HTTP_" + name.upper().replace("-", "_"), ""))
+
+    @property
+    def tls(self) -> bool:
+        return self.environ.get("wsgi.url_scheme") == "https"
+
+    @property
+    def port(self) -> str:
+        """The port the browser sees (the Host header's), else the one reached."""
+        host = self.header("Host")
+        if host and not host.endswith("]") and ":" in host:
+            return host.rsplit(":", 1)[1]
+        if host:
+            return "443" if self.tls else "80"
+        return str(self.environ.get("SERVER_PORT", ""))
+
+    def cookie(self, name: str) -> str | None:
+        """A cookie's value. Parsed by hand: cookies do not tell ports apart, so the header
+        may carry other local applications' cookies, and one that ``http.cookies`` cannot
+        parse must not hide ours."""
+        for pair in self.header("Cookie").split(";"):
+            key, sep, value = pair.strip().partition("=")
+            if sep and key == name:
+                return value.strip().strip('"')
+        return None
 
     @property
     def htmx_target(self) -> str | None:
@@ -276,13 +311,14 @@ class ConsoleApp:
         http_key: str | None = None,
         loopback: bool = True,
         workers: int = 8,
+        sessions: Sessions | None = None,
     ) -> None:
         self.client = client
         self.http_key = http_key
         self.loopback = loopback
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="console-rpc")
-        # A fresh secret per process: the CSRF token of every form this process serves.
-        self.csrf = hmac.new(secrets.token_bytes(32), b"episodic-console", "sha256").hexdigest()
+        # A session per browser, each with its CSRF token (see episodic.console.csrf).
+        self.sessions = sessions if sessions is not None else Sessions()
         self.static_version = _static_version()
         self.routes: dict[tuple[str, str], View] = {
             ("GET", "/"): datasets.datasets,
@@ -351,6 +387,20 @@ class ConsoleApp:
                 [("WWW-Authenticate", 'Basic realm="episodic console", charset="UTF-8"')],
             )
         method = "GET" if request.method == "HEAD" else request.method
+        cookie = cookie_name(request.port, secure=request.tls)
+        session = self.sessions.get(request.cookie(cookie))
+        opened: Session | None = None
+        if session is None and method == "GET" and self._may_open_session(request):
+            session = opened = self.sessions.open()
+        code, headers, body = self._route(request, method, session)
+        if opened is not None:
+            headers = [
+                *headers,
+                ("Set-Cookie", session_cookie(cookie, opened.sid, secure=request.tls)),
+            ]
+        return code, headers, body
+
+    def _route(self, request: Request, method: str, session: Session | None) -> Response:
         view = self.routes.get((method, request.path))
         if view is None:
             if any(path == request.path for _, path in self.routes):
@@ -362,13 +412,13 @@ class ConsoleApp:
                 form = request.form()
             except BadRequest as err:
                 return self._page_error(request, 400, "Bad request", str(err), "")
-            refusal = self._csrf_refusal(request, form)
+            refusal = self._csrf_refusal(request, form, session)
             if refusal:
                 return self._page_error(request, 403, "Refused", refusal, "")
         ctx = Ctx(
             client=self.client,
             pool=self.pool,
-            csrf=self.csrf,
+            csrf=session.token if session is not None else "",
             path=request.path,
             query=request.query,
             form=form,
@@ -431,17 +481,31 @@ class ConsoleApp:
             presented.encode("utf-8"), self.http_key.encode("utf-8")
         )
 
-    def _csrf_refusal(self, request: Request, form: Mapping[str, str]) -> str:
-        if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
-            return "This form is stale or did not come from the console; reload the page."
+    @staticmethod
+    def _may_open_session(request: Request) -> bool:
+        """Not for another site's subresources (an image, a fetch): they could only churn
+        the sessions, and their answers are not pages with forms."""
         site = request.header("Sec-Fetch-Site")
-        if site and site not in ("same-origin", "none"):
-            return "Actions are accepted from the console's own pages only."
-        origin = request.header("Origin")
-        if origin and origin != "null":
-            host = request.header("Host")
-            if origin.split("://", 1)[-1] != host:
-                return "Actions are accepted from the console's own pages only."
+        if site in ("", "same-origin", "none"):
+            return True
+        return request.header("Sec-Fetch-Dest") in ("document", "")
+
+    @staticmethod
+    def _csrf_refusal(request: Request, form: Mapping[str, str], session: Session | None) -> str:
+        """Why a write is refused ("" when it is not): where it comes from first, then the
+        session's token (compared in constant time)."""
+        refusal = origin_refusal(
+            host=request.header("Host") or str(request.environ.get("SERVER_NAME", "")),
+            origin=request.header("Origin"),
+            referer=request.header("Referer"),
+            fetch_site=request.header("Sec-Fetch-Site"),
+        )
+        if refusal:
+            return refusal
+        presented = form.get("csrf", "").encode("utf-8", "surrogatepass")
+        expected = session.token.encode("ascii") if session is not None else b""
+        if session is None or not hmac.compare_digest(presented, expected):
+            return STALE
         return ""
 
     def _static(self, name: str) -> Response:

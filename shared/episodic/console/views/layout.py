@@ -129,7 +129,7 @@ def page(p: Page, *, static: str) -> Safe:
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="htmx-config" content="{config}">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>{title} · episodic console</title>
 <link rel="icon" href="/static/favicon.svg?v={v}" type="image/svg+xml">
 <link rel="stylesheet" href="/static/console.css?v={v}">
