@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TS := clients/typescript
 
-.PHONY: install install-python up test test-all lint protos bench clean
+.PHONY: install install-python up test test-all test-citus lint protos bench clean
 
 ## Everything the suite needs: the Python side, and the TypeScript client's npm packages.
 install: install-python $(TS)/node_modules/.installed
@@ -33,6 +33,11 @@ up: install-python
 ## The test suite (real PostgreSQL, real gRPC processes); slow benchmarks excluded.
 test: install
 	$(BIN)/pytest -q -n 2 --dist loadfile
+
+## The Citus tier: the tests marked `citus`, on a coordinator and two workers (Citus built
+## once from ../shared/vendor, about a minute; needs gcc and make).
+test-citus: install
+	EPISODIC_TEST_CITUS=1 $(BIN)/pytest -q -m citus
 
 test-all: install
 	$(BIN)/pytest -q -n 2 --dist loadfile -m ''

@@ -3,6 +3,7 @@ per test, and helpers to run the services as real processes."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from sqlalchemy import Engine
 
 from episodic import forking  # noqa: F401  (first: gRPC's fork handlers off, see the module)
 from episodic.store.db import make_engine
+from episodic.testing.citus import CitusDatabases, citus_cluster
 from episodic.testing.database import (
     SERVER_DIRECTORY_PREFIX,
     TestDatabases,
@@ -33,8 +35,12 @@ def databases() -> Iterator[TestDatabases]:
     remove_abandoned(parent)
     base = Path(tempfile.mkdtemp(prefix=SERVER_DIRECTORY_PREFIX, dir=parent))
     try:
-        with test_server(base) as dbs:
-            yield dbs
+        if os.environ.get("EPISODIC_TEST_CITUS"):  # the Citus tier: `make test-citus`
+            with citus_cluster(base) as cluster:
+                yield CitusDatabases(cluster)  # type: ignore[misc]
+        else:
+            with test_server(base) as dbs:
+                yield dbs
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -27,6 +27,7 @@ from episodic.errors import AlreadyExists, InvalidArgument
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
 from episodic.store.raw_statement import fetch_one_autocommitted
+from episodic.store.shards import distributed, in_group
 from episodic.store.vault import Vault, open_row
 from episodic.validation import check_text
 
@@ -498,20 +499,33 @@ def add_messages(
     ``routes`` then remembers the thread's dataset and key, so that the next
     :func:`write_messages` on it is one statement (see :class:`ThreadRoutes`).
     """
-    thread = (
-        conn.execute(
+    # The routing lookup of AddMessages and its thread lock, in one statement. Citus locks
+    # rows only in a statement routed to one shard: there the thread's dataset is looked
+    # up first (unlocked; a thread never changes dataset), and the lock names it.
+    group: list[str] | None = None
+    if distributed(conn):
+        found = conn.execute(
             text(
-                # The routing lookup of AddMessages, and its thread lock, in one statement.
-                across_datasets("AddMessages' routing lookup by thread id, which locks the thread")
-                + "SELECT t.thread_id, t.dataset, d.key_id, d.master_key_id, d.wrapped_key "
-                "FROM threads t JOIN datasets d ON d.dataset = t.dataset "
-                "WHERE t.thread_id = :id FOR UPDATE OF t"
+                across_datasets("AddMessages' routing lookup by thread id")
+                + "SELECT dataset FROM threads WHERE thread_id = :id"
             ),
             {"id": thread_id},
+        ).scalar()
+        if found is None:
+            raise thread_not_found(thread_id)
+        group = [found]
+    statement, in_params = in_group(
+        (
+            ""
+            if group
+            else across_datasets("AddMessages' routing lookup by thread id, which locks the thread")
         )
-        .mappings()
-        .first()
+        + "SELECT t.thread_id, t.dataset, d.key_id, d.master_key_id, d.wrapped_key "
+        "FROM threads t JOIN datasets d ON d.dataset = t.dataset "
+        "WHERE t.thread_id = :id AND IN_GROUP(t) AND IN_GROUP(d) FOR UPDATE OF t",
+        group,
     )
+    thread = conn.execute(text(statement), {"id": thread_id, **in_params}).mappings().first()
     if thread is None:
         raise thread_not_found(thread_id)
     if authorize is not None:

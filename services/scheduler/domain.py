@@ -80,6 +80,7 @@ from episodic.config import SchedulerSettings
 from episodic.store import episodes
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
+from episodic.store.shards import run_in_groups, shard_groups
 from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
 
@@ -127,8 +128,10 @@ def record_activity(
     row = conn.execute(
         text(
             "UPDATE scheduled_episodes s SET "
-            f"fire_at = CASE WHEN {explicit_kept} "
-            f"  THEN LEAST(s.fire_at, {NOW} + :interval) ELSE {NOW} + :interval END, "
+            # CASE WHEN kept THEN LEAST(fire_at, new) ELSE new END, without the CASE (Citus
+            # refuses a clock inside one): LEAST(kept ? fire_at : infinity, new).
+            "fire_at = LEAST((ARRAY[CAST('infinity' AS timestamptz), s.fire_at])"
+            f"[1 + CAST(({explicit_kept}) AS integer)], {NOW} + :interval), "
             f"trigger = CASE WHEN {explicit_kept} THEN 'explicit' ELSE 'inactivity' END, "
             "version = s.version + 1, claimed_at = NULL, claimed_by = NULL, "
             "trace_context = CAST(:trace AS jsonb), updated_at = now() "
@@ -293,25 +296,26 @@ def claim_due_timers(
     (claimed_at, claimed_by) is persisted by the same statement, because SKIP LOCKED
     protects nothing after commit. Commit before firing, so other replicas skip them.
     """
-    rows = (
-        conn.execute(
-            text(
-                across_datasets("the Scheduler claims due timers of every dataset")
-                + "WITH due AS ("
-                "  SELECT dataset, thread_id FROM scheduled_episodes "
-                f"  WHERE claimed_at IS NULL AND fire_at <= {NOW} "
-                "  ORDER BY fire_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
-                "UPDATE scheduled_episodes s SET claimed_at = now(), claimed_by = :me, "
-                "updated_at = now() "
-                "FROM due WHERE s.dataset = due.dataset AND s.thread_id = due.thread_id "
-                "AND s.claimed_at IS NULL "
-                "RETURNING s.dataset, s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context, "
-                f"{NOW} - s.fire_at AS lag"
-            ),
-            {"me": worker, "limit": limit, "now": now},
-        )
-        .mappings()
-        .all()
+    rows = run_in_groups(
+        conn,
+        across_datasets("the Scheduler claims due timers of every dataset") + "WITH due AS ("
+        "  SELECT dataset, thread_id FROM scheduled_episodes "
+        f"  WHERE IN_GROUP(scheduled_episodes) AND claimed_at IS NULL AND fire_at <= {NOW} "
+        "  ORDER BY fire_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
+        "UPDATE scheduled_episodes s SET claimed_at = now(), claimed_by = :me, "
+        "updated_at = now() "
+        "FROM due WHERE IN_GROUP(s) AND s.dataset = due.dataset AND s.thread_id = due.thread_id "
+        "AND s.claimed_at IS NULL "
+        # The lag is computed here from the claim's stamp: Citus allows no clock in a
+        # RETURNING clause.
+        "RETURNING s.dataset, s.thread_id, s.version, s.trigger, s.fire_at, s.trace_context, "
+        "s.claimed_at",
+        {"me": worker, "limit": limit, "now": now},
+        discover=across_datasets("the Scheduler looks for datasets with due timers")
+        + "SELECT dataset FROM scheduled_episodes "
+        f"WHERE claimed_at IS NULL AND fire_at <= {NOW} "
+        "GROUP BY dataset ORDER BY min(fire_at) LIMIT :limit",
+        limit=limit,
     )
     return [
         ClaimedTimer(
@@ -320,7 +324,7 @@ def claim_due_timers(
             trigger=r["trigger"],
             fire_at=r["fire_at"],
             trace_context=r["trace_context"],
-            lag=r["lag"],
+            lag=(now if now is not None else r["claimed_at"]) - r["fire_at"],
             dataset=r["dataset"],
         )
         for r in rows
@@ -386,6 +390,14 @@ def fire_timers(
     """
     if not timers:
         return []
+    groups = shard_groups(conn, {t.dataset for t in timers})
+    if len(groups) > 1:  # Citus: each statement below stays on one shard, group by group
+        fired: dict[int, FireResult] = {}
+        for group in groups:
+            members = [t for t in timers if t.dataset in group]
+            for timer, result in zip(members, fire_timers(conn, members, worker, now), strict=True):
+                fired[id(timer)] = result
+        return [fired[id(t)] for t in timers]
     # The firing span if tracing is on (it links to the writes that armed the timers),
     # otherwise each write's own context stored on its timer.
     context = current_trace_context() or None
@@ -503,6 +515,12 @@ def unclaim_timers(conn: Connection, worker: str, timers: list[ClaimedTimer]) ->
     """Gives back claimed timers this worker will not fire (e.g. on shutdown)."""
     if not timers:
         return 0
+    groups = shard_groups(conn, {t.dataset for t in timers})
+    if len(groups) > 1:  # Citus: one shard per statement
+        return sum(
+            unclaim_timers(conn, worker, [t for t in timers if t.dataset in group])
+            for group in groups
+        )
     datasets = sorted({t.dataset for t in timers})
     return conn.execute(
         text(
@@ -560,60 +578,73 @@ def catch_up(
     are skipped (the next pass sees their committed state), and a row that changed since
     the statement's snapshot is re-checked on its new version. Returns timers created.
     """
-    rows = conn.execute(
-        text(
-            across_datasets("the Scheduler's catch-up sweep finds threads of every dataset")
-            + "WITH cand AS ("
-            "  SELECT t.thread_id, t.dataset, "
-            "    t.end_requested_sequence > t.captured_sequence AS owed, t.last_message_at "
-            "  FROM threads t "
-            "  WHERE t.last_sequence > t.captured_sequence "
-            "  AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
-            "                  WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id) "
-            "  ORDER BY t.last_message_at LIMIT :limit "
-            "  FOR SHARE OF t SKIP LOCKED) "
-            "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at, trigger, created_at, "
-            "updated_at) "
-            "SELECT thread_id, dataset, "
-            f"  CASE WHEN owed THEN {DUE_NOW} "
-            "       ELSE coalesce(last_message_at, now()) + :interval END, "
-            "  CASE WHEN owed THEN 'explicit' ELSE 'inactivity' END, "
-            "  now(), now() "
-            "FROM cand ORDER BY thread_id "
-            "ON CONFLICT (dataset, thread_id) DO NOTHING RETURNING thread_id"
-        ),
+    created = run_in_groups(
+        conn,
+        across_datasets("the Scheduler's catch-up sweep finds threads of every dataset")
+        + "WITH cand AS ("
+        "  SELECT t.thread_id, t.dataset, "
+        "    t.end_requested_sequence > t.captured_sequence AS owed, t.last_message_at "
+        "  FROM threads t "
+        "  WHERE IN_GROUP(t) AND t.last_sequence > t.captured_sequence "
+        "  AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s WHERE IN_GROUP(s) "
+        "                  AND s.dataset = t.dataset AND s.thread_id = t.thread_id) "
+        "  ORDER BY t.last_message_at LIMIT :limit "
+        "  FOR SHARE OF t SKIP LOCKED) "
+        "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at, trigger, created_at, "
+        "updated_at) "
+        "SELECT thread_id, dataset, "
+        # CASE and COALESCE written as array picks: Citus refuses a clock inside them.
+        f"  (ARRAY[(ARRAY[now(), last_message_at])[1 + CAST(last_message_at IS NOT NULL "
+        f"    AS integer)] + :interval, {DUE_NOW}])[1 + CAST(owed AS integer)], "
+        "  (ARRAY['inactivity', 'explicit'])[1 + CAST(owed AS integer)], "
+        "  now(), now() "
+        "FROM cand ORDER BY thread_id "
+        "ON CONFLICT (dataset, thread_id) DO NOTHING RETURNING thread_id",
         {"interval": settings.auto_episode_interval, "now": now, "limit": limit},
-    ).all()
+        discover=across_datasets("the catch-up sweep looks for datasets with threads to time")
+        + "SELECT DISTINCT t.dataset FROM threads t "
+        "WHERE t.last_sequence > t.captured_sequence "
+        "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
+        "                WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id) "
+        "LIMIT :limit",
+        limit=limit,
+    )
     # An EndThread whose RequestEpisode was lost, on a thread that already has an idle
     # timer: make that timer due now as an explicit one, or the checkpoint would wait for
     # (and be merged into) the next idle episode.
-    owed = conn.execute(
-        text(
-            across_datasets("the Scheduler's catch-up sweep finds threads of every dataset")
-            + "WITH cand AS ("
-            "  SELECT t.dataset, t.thread_id FROM threads t "
-            "  JOIN scheduled_episodes se "
-            "    ON se.dataset = t.dataset AND se.thread_id = t.thread_id "
-            "  WHERE t.last_sequence > t.captured_sequence "
-            "  AND t.end_requested_sequence > t.captured_sequence "
-            "  AND se.claimed_at IS NULL "
-            f"  AND (se.trigger <> 'explicit' OR se.fire_at > {DUE_NOW}) "
-            "  ORDER BY t.thread_id LIMIT :limit "
-            # The timers too are skipped when locked: this transaction already holds the
-            # timers the first statement inserted, so waiting here for a timer (say one
-            # RecordThreadStarted holds while it waits for one of those) would deadlock.
-            # A skipped timer is being written right now; the next pass sees it.
-            "  FOR SHARE OF t SKIP LOCKED FOR UPDATE OF se SKIP LOCKED) "
-            f"UPDATE scheduled_episodes s SET fire_at = {DUE_NOW}, trigger = 'explicit', "
-            "version = s.version + 1, updated_at = now() "
-            "FROM cand WHERE s.dataset = cand.dataset AND s.thread_id = cand.thread_id "
-            "AND s.claimed_at IS NULL "
-            f"AND (s.trigger <> 'explicit' OR s.fire_at > {DUE_NOW}) "
-            "RETURNING s.thread_id"
-        ),
+    owed = run_in_groups(
+        conn,
+        across_datasets("the Scheduler's catch-up sweep finds threads of every dataset")
+        + "WITH cand AS ("
+        "  SELECT t.dataset, t.thread_id FROM threads t "
+        "  JOIN scheduled_episodes se "
+        "    ON se.dataset = t.dataset AND se.thread_id = t.thread_id "
+        "  WHERE IN_GROUP(t) AND IN_GROUP(se) AND t.last_sequence > t.captured_sequence "
+        "  AND t.end_requested_sequence > t.captured_sequence "
+        "  AND se.claimed_at IS NULL "
+        f"  AND (se.trigger <> 'explicit' OR se.fire_at > {DUE_NOW}) "
+        "  ORDER BY t.thread_id LIMIT :limit "
+        # The timers too are skipped when locked: this transaction already holds the
+        # timers the first statement inserted, so waiting here for a timer (say one
+        # RecordThreadStarted holds while it waits for one of those) would deadlock.
+        # A skipped timer is being written right now; the next pass sees it.
+        "  FOR SHARE OF t SKIP LOCKED FOR UPDATE OF se SKIP LOCKED) "
+        f"UPDATE scheduled_episodes s SET fire_at = {DUE_NOW}, trigger = 'explicit', "
+        "version = s.version + 1, updated_at = now() "
+        "FROM cand WHERE IN_GROUP(s) AND s.dataset = cand.dataset "
+        "AND s.thread_id = cand.thread_id AND s.claimed_at IS NULL "
+        f"AND (s.trigger <> 'explicit' OR s.fire_at > {DUE_NOW}) "
+        "RETURNING s.thread_id",
         {"now": now, "limit": limit},
-    ).all()
-    return len(rows) + len(owed)
+        discover=across_datasets("the catch-up sweep looks for datasets with owed episodes")
+        + "SELECT DISTINCT t.dataset FROM threads t "
+        "JOIN scheduled_episodes se ON se.dataset = t.dataset AND se.thread_id = t.thread_id "
+        "WHERE t.last_sequence > t.captured_sequence "
+        "AND t.end_requested_sequence > t.captured_sequence AND se.claimed_at IS NULL "
+        f"AND (se.trigger <> 'explicit' OR se.fire_at > {DUE_NOW}) LIMIT :limit",
+        limit=limit,
+    )
+    return len(created) + len(owed)
 
 
 def backstop_candidates(
@@ -676,39 +707,45 @@ def reclaim_timers(
     replica claims the timer next fires it; at worst it fires empty and is dropped.
     """
     return len(
-        conn.execute(
-            text(
-                across_datasets("the Scheduler reclaims orphaned timers of every dataset")
-                + "WITH stale AS ("
-                "  SELECT dataset, thread_id FROM scheduled_episodes "
-                f"  WHERE claimed_at IS NOT NULL AND claimed_at < {NOW} - :after "
-                "  ORDER BY thread_id LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
-                "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL, "
-                "updated_at = now() "
-                "FROM stale WHERE s.dataset = stale.dataset AND s.thread_id = stale.thread_id "
-                f"AND s.claimed_at < {NOW} - :after RETURNING s.thread_id"
-            ),
+        run_in_groups(
+            conn,
+            across_datasets("the Scheduler reclaims orphaned timers of every dataset")
+            + "WITH stale AS ("
+            "  SELECT dataset, thread_id FROM scheduled_episodes "
+            f"  WHERE IN_GROUP(scheduled_episodes) AND claimed_at IS NOT NULL "
+            f"  AND claimed_at < {NOW} - :after "
+            "  ORDER BY thread_id LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
+            "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL, "
+            "updated_at = now() "
+            "FROM stale WHERE IN_GROUP(s) AND s.dataset = stale.dataset "
+            "AND s.thread_id = stale.thread_id "
+            f"AND s.claimed_at < {NOW} - :after RETURNING s.thread_id",
             {"after": older_than, "now": now, "limit": limit},
-        ).all()
+            discover=across_datasets("the Scheduler looks for datasets with orphaned timers")
+            + "SELECT DISTINCT dataset FROM scheduled_episodes "
+            f"WHERE claimed_at IS NOT NULL AND claimed_at < {NOW} - :after",
+            limit=limit,
+        )
     )
 
 
 def release_claims(conn: Connection, worker: str) -> int:
     """On shutdown: every timer this replica claimed becomes claimable again at once."""
     return len(
-        conn.execute(
-            text(
-                across_datasets("a stopping Scheduler releases its claims, whatever the dataset")
-                + "WITH mine AS (SELECT dataset, thread_id FROM scheduled_episodes "
-                "  WHERE claimed_by = :me "
-                "  ORDER BY thread_id FOR UPDATE) "
-                "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL "
-                "FROM mine WHERE s.dataset = mine.dataset AND s.thread_id = mine.thread_id "
-                "AND s.claimed_by = :me "
-                "RETURNING s.thread_id"
-            ),
+        run_in_groups(
+            conn,
+            across_datasets("a stopping Scheduler releases its claims, whatever the dataset")
+            + "WITH mine AS (SELECT dataset, thread_id FROM scheduled_episodes "
+            "  WHERE IN_GROUP(scheduled_episodes) AND claimed_by = :me "
+            "  ORDER BY thread_id FOR UPDATE) "
+            "UPDATE scheduled_episodes s SET claimed_at = NULL, claimed_by = NULL "
+            "FROM mine WHERE IN_GROUP(s) AND s.dataset = mine.dataset "
+            "AND s.thread_id = mine.thread_id AND s.claimed_by = :me "
+            "RETURNING s.thread_id",
             {"me": worker},
-        ).all()
+            discover=across_datasets("a stopping Scheduler finds the datasets of its claims")
+            + "SELECT DISTINCT dataset FROM scheduled_episodes WHERE claimed_by = :me",
+        )
     )
 
 
@@ -728,25 +765,33 @@ class Lease:
 
 def acquire_lease(conn: Connection, name: str, holder: str, ttl: timedelta) -> Lease | None:
     """Takes or renews lease ``name`` for ``ttl`` if it is free, expired or already ours.
-    None when another live replica holds it."""
-    row = (
-        conn.execute(
+    None when another live replica holds it.
+
+    An update of the lease's row, and an insert only the first time a name is used: not
+    one upsert, because Citus (where ``leases`` is a reference table) allows no clock in an
+    upsert's conflict condition nor in a RETURNING clause. The database's now is the new
+    expiry less the ttl."""
+    params = {"name": name, "holder": holder, "ttl": ttl}
+    row = conn.execute(
+        text(
+            "UPDATE leases SET holder = :holder, expires_at = now() + :ttl "
+            "WHERE name = :name AND (expires_at < now() OR holder = :holder) "
+            "RETURNING last_run_at, expires_at"
+        ),
+        params,
+    ).first()
+    if row is None:
+        row = conn.execute(
             text(
-                "INSERT INTO leases AS l (name, holder, expires_at) "
+                "INSERT INTO leases (name, holder, expires_at) "
                 "VALUES (:name, :holder, now() + :ttl) "
-                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-                "expires_at = excluded.expires_at "
-                "WHERE l.expires_at < now() OR l.holder = excluded.holder "
-                "RETURNING l.last_run_at, now() AS db_now"
+                "ON CONFLICT (name) DO NOTHING RETURNING last_run_at, expires_at"
             ),
-            {"name": name, "holder": holder, "ttl": ttl},
-        )
-        .mappings()
-        .first()
-    )
+            params,
+        ).first()
     if row is None:
         return None
-    return Lease(name=name, last_run_at=row["last_run_at"], db_now=row["db_now"])
+    return Lease(name=name, last_run_at=row[0], db_now=row[1] - ttl)
 
 
 def mark_lease_run(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from episodic.testing.invariants import check_invariants
 from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
@@ -9,6 +11,8 @@ from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
 from episodic.v1 import recall_service_pb2 as rpb
 from episodic.v1 import recall_service_pb2_grpc as rg
+
+pytestmark = pytest.mark.citus  # the whole loop runs on Citus too (make test-citus)
 
 
 def _say(stub, thread_id: str, *turns: tuple[int, str]) -> None:  # type: ignore[no-untyped-def]

@@ -2,7 +2,7 @@
 -- superuser, after `episodic migrate` has reached revision 0010 (migrate with
 -- EPISODIC_DATABASE_PARTITIONS=1: Citus shards by dataset itself) and before the services
 -- start:   psql "$COORDINATOR_URL" -v ON_ERROR_STOP=1 -f distribute.sql
--- Not run on this project's CI (no Citus build for the embedded PostgreSQL here); the
+-- CI runs it this way on every test database of the Citus tier (`make test-citus`); the
 -- schema test (tests/test_distribution_schema.py) checks the rules these calls rely on.
 
 CREATE EXTENSION IF NOT EXISTS citus;  -- citus first in shared_preload_libraries

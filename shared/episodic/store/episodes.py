@@ -90,6 +90,7 @@ from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import FailedPrecondition, describe_error
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import episode_not_found
+from episodic.store.shards import distributed, run_in_groups, shard_groups
 from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
 
@@ -258,6 +259,16 @@ def _open_episodes(
         by_thread.setdefault(item.thread_id, item)
     if not by_thread:
         return {}, set()
+    groups = shard_groups(conn, {item.dataset for item in by_thread.values()})
+    if len(groups) > 1:  # Citus: each statement below stays on one shard, group by group
+        all_opened: dict[uuid.UUID, RowMapping] = {}
+        all_skipped: set[uuid.UUID] = set()
+        for group in groups:
+            members = [item for item in by_thread.values() if item.dataset in group]
+            got, held = _open_episodes(conn, members, now, skip_locked=skip_locked)
+            all_opened.update(got)
+            all_skipped |= held
+        return all_opened, all_skipped
     # Every statement names the batch's datasets as constants (``dataset = ANY(:batch)``),
     # so it reaches their partitions only: one for a single thread's episode.
     batch = sorted({item.dataset for item in by_thread.values()})
@@ -352,7 +363,8 @@ def _open_windows(
     # no Python round trip in between), the episodes, the threads' captured counters and
     # the summarisers' wake-up notices. The counter update only touches rows the caller
     # already locked, so it takes no lock of its own.
-    return list(
+    notify_after = distributed(conn)
+    rows = list(
         conn.execute(
             text(
                 spans + "WITH g AS ("
@@ -407,9 +419,15 @@ def _open_windows(
                 "  WHERE t.dataset = ANY(:batch) AND t.dataset = ok.dataset "
                 "  AND t.thread_id = ok.tid) "
                 f"SELECT {episode_columns('opened', 'ANY(:batch)')} FROM opened "
-                # Delivered when the caller commits.
-                "CROSS JOIN LATERAL (SELECT pg_notify(:channel, CAST(opened.episode_id AS text))) "
-                "AS notice"
+                # Delivered when the caller commits. On Citus the statement runs on a
+                # worker, whose notices no Summariser hears (and a transaction that
+                # notified cannot be prepared): the coordinator notifies, after it.
+                + (
+                    ""
+                    if notify_after
+                    else "CROSS JOIN LATERAL (SELECT pg_notify(:channel, "
+                    "CAST(opened.episode_id AS text))) AS notice"
+                )
             ),
             {
                 "batch": batch,
@@ -426,6 +444,9 @@ def _open_windows(
         .mappings()
         .all()
     )
+    if notify_after:
+        notify_episodes(conn, [r["episode_id"] for r in rows])
+    return rows
 
 
 def claim_pending(
@@ -440,39 +461,41 @@ def claim_pending(
     backlog (a burst of 5,000 threads, a retry storm) delays another dataset's episode by
     one claim, not by the whole backlog. The rows come back in that order too: the worker
     summarises them one after the other."""
-    rows = list(
-        conn.execute(
-            text(
-                across_datasets("the Summariser claims pending episodes of every dataset")
-                + f"""
-                WITH turns AS (
-                    SELECT dataset, episode_id, next_attempt_at, created_at,
-                        row_number() OVER (
-                            PARTITION BY dataset ORDER BY next_attempt_at, created_at
-                        ) AS turn
-                    FROM episodes
-                    WHERE status = 'pending'
-                      AND next_attempt_at <= {NOW}
-                ),
-                due AS (
-                    SELECT e.dataset, e.episode_id FROM episodes e
-                    JOIN turns t ON e.dataset = t.dataset AND e.episode_id = t.episode_id
-                    WHERE e.status = 'pending'
-                    ORDER BY t.turn, t.next_attempt_at, t.created_at
-                    LIMIT :limit
-                    FOR NO KEY UPDATE OF e SKIP LOCKED
-                )
-                UPDATE episodes e
-                SET status = 'processing', claimed_by = :worker,
-                    claimed_at = now(),
-                    updated_at = now()
-                FROM due WHERE e.dataset = due.dataset AND e.episode_id = due.episode_id
-                  AND e.status = 'pending'
-                RETURNING e.*
-                """
-            ),
-            {"worker": worker, "limit": limit, "now": now},
-        ).mappings()
+    rows = run_in_groups(
+        conn,
+        across_datasets("the Summariser claims pending episodes of every dataset")
+        + f"""
+        WITH turns AS (
+            SELECT dataset, episode_id, next_attempt_at, created_at,
+                row_number() OVER (
+                    PARTITION BY dataset ORDER BY next_attempt_at, created_at
+                ) AS turn
+            FROM episodes
+            WHERE IN_GROUP(episodes) AND status = 'pending'
+              AND next_attempt_at <= {NOW}
+        ),
+        due AS (
+            SELECT e.dataset, e.episode_id FROM episodes e
+            JOIN turns t ON e.dataset = t.dataset AND e.episode_id = t.episode_id
+            WHERE IN_GROUP(e) AND e.status = 'pending'
+            ORDER BY t.turn, t.next_attempt_at, t.created_at
+            LIMIT :limit
+            FOR NO KEY UPDATE OF e SKIP LOCKED
+        )
+        UPDATE episodes e
+        SET status = 'processing', claimed_by = :worker,
+            claimed_at = now(),
+            updated_at = now()
+        FROM due WHERE IN_GROUP(e) AND e.dataset = due.dataset
+          AND e.episode_id = due.episode_id AND e.status = 'pending'
+        RETURNING e.*
+        """,
+        {"worker": worker, "limit": limit, "now": now},
+        # Citus: the datasets with the longest-waiting episodes, a shard at a time.
+        discover=across_datasets("the Summariser looks for datasets with episodes due")
+        + f"SELECT dataset FROM episodes WHERE status = 'pending' AND next_attempt_at <= {NOW} "
+        "GROUP BY dataset ORDER BY min(next_attempt_at) LIMIT :limit",
+        limit=limit,
     )
     return in_turns(rows, key=lambda r: (r["next_attempt_at"], r["created_at"]))
 
@@ -511,30 +534,32 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
     """Semantic extraction only starts once summarisation succeeded (completed_at is set;
     an episode superseded right at completion is archived but did complete). Nothing here
     is time-dependent, so there is no injected clock."""
-    return list(
-        conn.execute(
-            text(
-                across_datasets("the Summariser claims pending extractions of every dataset")
-                + """
-                WITH due AS (
-                    SELECT dataset, episode_id FROM episodes
-                    WHERE semantic_status = 'pending' AND completed_at IS NOT NULL
-                      AND status IN ('completed', 'archived')
-                    ORDER BY completed_at
-                    LIMIT :limit
-                    FOR NO KEY UPDATE SKIP LOCKED
-                )
-                UPDATE episodes e
-                SET semantic_status = 'processing', semantic_claimed_by = :worker,
-                    semantic_claimed_at = now(),
-                    updated_at = now()
-                FROM due WHERE e.dataset = due.dataset AND e.episode_id = due.episode_id
-                  AND e.semantic_status = 'pending'
-                RETURNING e.*
-                """
-            ),
-            {"worker": worker, "limit": limit},
-        ).mappings()
+    return run_in_groups(
+        conn,
+        across_datasets("the Summariser claims pending extractions of every dataset")
+        + """
+        WITH due AS (
+            SELECT dataset, episode_id FROM episodes
+            WHERE IN_GROUP(episodes) AND semantic_status = 'pending'
+              AND completed_at IS NOT NULL AND status IN ('completed', 'archived')
+            ORDER BY completed_at
+            LIMIT :limit
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        UPDATE episodes e
+        SET semantic_status = 'processing', semantic_claimed_by = :worker,
+            semantic_claimed_at = now(),
+            updated_at = now()
+        FROM due WHERE IN_GROUP(e) AND e.dataset = due.dataset
+          AND e.episode_id = due.episode_id AND e.semantic_status = 'pending'
+        RETURNING e.*
+        """,
+        {"worker": worker, "limit": limit},
+        discover=across_datasets("the Summariser looks for datasets with extractions due")
+        + "SELECT dataset FROM episodes WHERE semantic_status = 'pending' "
+        "AND completed_at IS NOT NULL AND status IN ('completed', 'archived') "
+        "GROUP BY dataset ORDER BY min(completed_at) LIMIT :limit",
+        limit=limit,
     )
 
 
@@ -825,42 +850,50 @@ def reclaim_orphaned(
     ``EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT``; the next sweep then takes the claim.
     """
     params = {"after": older_than, "max": max_retries, "now": now, "limit": limit}
-    rows = conn.execute(
-        text(
-            across_datasets("the Scheduler reclaims orphaned summarisations of every dataset")
-            + "WITH stale AS ("
-            "  SELECT dataset, episode_id FROM episodes "
-            f"  WHERE status = 'processing' AND claimed_at < {NOW} - :after "
-            "  ORDER BY claimed_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
-            "UPDATE episodes e SET retry_count = e.retry_count + 1, "
-            "status = CASE WHEN e.retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
-            f"error = '{RECLAIM_ERROR}', next_attempt_at = {DUE_NOW}, "
-            "claimed_at = NULL, claimed_by = NULL, updated_at = now() "
-            "FROM stale WHERE e.dataset = stale.dataset AND e.episode_id = stale.episode_id "
-            f"AND e.status = 'processing' AND e.claimed_at < {NOW} - :after "
-            "RETURNING e.episode_id, e.status"
-        ),
+    rows = run_in_groups(
+        conn,
+        across_datasets("the Scheduler reclaims orphaned summarisations of every dataset")
+        + "WITH stale AS ("
+        "  SELECT dataset, episode_id FROM episodes "
+        f"  WHERE IN_GROUP(episodes) AND status = 'processing' AND claimed_at < {NOW} - :after "
+        "  ORDER BY claimed_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
+        "UPDATE episodes e SET retry_count = e.retry_count + 1, "
+        "status = CASE WHEN e.retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
+        f"error = '{RECLAIM_ERROR}', next_attempt_at = {DUE_NOW}, "
+        "claimed_at = NULL, claimed_by = NULL, updated_at = now() "
+        "FROM stale WHERE IN_GROUP(e) AND e.dataset = stale.dataset "
+        "AND e.episode_id = stale.episode_id "
+        f"AND e.status = 'processing' AND e.claimed_at < {NOW} - :after "
+        "RETURNING e.episode_id, e.status",
         params,
-    ).all()
-    requeued = [r[0] for r in rows if r[1] == "pending"]
-    semantic = conn.execute(
-        text(
-            across_datasets("the Scheduler reclaims orphaned extractions of every dataset")
-            + "WITH stale AS ("
-            "  SELECT dataset, episode_id FROM episodes "
-            "  WHERE semantic_status = 'processing' "
-            f"  AND semantic_claimed_at < {NOW} - :after "
-            "  ORDER BY semantic_claimed_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
-            "UPDATE episodes e SET semantic_status = 'pending', "
-            f"semantic_error = '{RECLAIM_ERROR}', "
-            "semantic_claimed_at = NULL, semantic_claimed_by = NULL, updated_at = now() "
-            "FROM stale WHERE e.dataset = stale.dataset AND e.episode_id = stale.episode_id "
-            "AND e.semantic_status = 'processing' "
-            f"AND e.semantic_claimed_at < {NOW} - :after "
-            "RETURNING e.episode_id"
-        ),
+        discover=across_datasets("the Scheduler looks for datasets with orphaned summarisations")
+        + "SELECT DISTINCT dataset FROM episodes "
+        f"WHERE status = 'processing' AND claimed_at < {NOW} - :after",
+        limit=limit,
+    )
+    requeued = [r["episode_id"] for r in rows if r["status"] == "pending"]
+    semantic = run_in_groups(
+        conn,
+        across_datasets("the Scheduler reclaims orphaned extractions of every dataset")
+        + "WITH stale AS ("
+        "  SELECT dataset, episode_id FROM episodes "
+        "  WHERE IN_GROUP(episodes) AND semantic_status = 'processing' "
+        f"  AND semantic_claimed_at < {NOW} - :after "
+        "  ORDER BY semantic_claimed_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED) "
+        "UPDATE episodes e SET semantic_status = 'pending', "
+        f"semantic_error = '{RECLAIM_ERROR}', "
+        "semantic_claimed_at = NULL, semantic_claimed_by = NULL, updated_at = now() "
+        "FROM stale WHERE IN_GROUP(e) AND e.dataset = stale.dataset "
+        "AND e.episode_id = stale.episode_id AND e.semantic_status = 'processing' "
+        f"AND e.semantic_claimed_at < {NOW} - :after "
+        "RETURNING e.episode_id",
         params,
-    ).all()
+        discover=across_datasets("the Scheduler looks for datasets with orphaned extractions")
+        + "SELECT DISTINCT dataset FROM episodes "
+        f"WHERE semantic_status = 'processing' AND semantic_claimed_at < {NOW} - :after",
+        limit=limit,
+    )
+    semantic = [(r["episode_id"],) for r in semantic]
     notify_episodes(conn, requeued + [r[0] for r in semantic])
     return ReclaimResult(
         requeued=len(requeued), failed=len(rows) - len(requeued), semantic_requeued=len(semantic)

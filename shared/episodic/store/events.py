@@ -61,6 +61,7 @@ from episodic.store.recall_queries import (
     threshold_params,
 )
 from episodic.store.relevance import Abstention, relevance_sql, request_match_sql
+from episodic.store.sql import NOW
 from episodic.store.vault import Vault, open_row
 
 __all__ = [
@@ -621,8 +622,7 @@ def purge_expired(engine: Engine, default_days: int | None, now: datetime | None
             gone = conn.execute(
                 text(
                     "DELETE FROM events WHERE dataset = :d AND thread_id IS NULL "
-                    "AND occurred_at < coalesce(CAST(:now AS timestamptz), now()) "
-                    "- make_interval(days => :days)"
+                    f"AND occurred_at < {NOW} - make_interval(days => :days)"
                 ),
                 {"d": dataset, "days": days, "now": now},
             ).rowcount

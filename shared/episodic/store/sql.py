@@ -22,7 +22,13 @@ import socket
 __all__ = ["DUE_NOW", "NOW", "worker_id"]
 
 #: "Now" for decisions (due? stale? quiet?): the injected ``:now``, else the database's clock.
-NOW = "coalesce(CAST(:now AS timestamptz), now())"
+#: It reads as ``coalesce(:now, now())``, written without COALESCE: Citus refuses a
+#: non-immutable function inside CASE or COALESCE in a write ("non-IMMUTABLE functions are
+#: not allowed in CASE or COALESCE statements"), and an array subscript picks the same arm.
+NOW = (
+    "(ARRAY[now(), CAST(:now AS timestamptz)])"
+    "[1 + CAST(CAST(:now AS timestamptz) IS NOT NULL AS integer)]"
+)
 #: "Due at once": the earlier of the injected time and the database's clock.
 DUE_NOW = f"LEAST({NOW}, now())"
 
