@@ -78,6 +78,7 @@ worker (same bound). :func:`retry_episode` (admin) is the only way out of ``fail
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -789,8 +790,11 @@ def record_failure(
         text(
             "UPDATE episodes SET retry_count = retry_count + 1, "
             "status = CASE WHEN retry_count + 1 > :max THEN 'failed' ELSE 'pending' END, "
-            f"next_attempt_at = {DUE_NOW} + make_interval(secs => "
-            "  LEAST(:base * power(2, retry_count), :cap) * (1 + :jitter * random())), "
+            # Seconds added to the epoch rather than an interval to a timestamptz (a
+            # STABLE operator over a column, which Citus refuses in a write); the random
+            # stretch is drawn here, as Citus refuses random() in one too.
+            f"next_attempt_at = to_timestamp(extract(epoch FROM {DUE_NOW}) + "
+            "  LEAST(:base * power(2, retry_count), :cap) * (1 + :jitter * :draw)), "
             "claimed_at = NULL, claimed_by = NULL, error = :error, "
             "updated_at = now() "
             "WHERE dataset = :dataset AND episode_id = :id AND status = 'processing' "
@@ -804,6 +808,7 @@ def record_failure(
             "base": backoff.total_seconds(),
             "cap": max_backoff.total_seconds(),
             "jitter": jitter,
+            "draw": random.random(),
             "error": error[:MAX_ERROR_CHARS],
             "now": now,
         },

@@ -244,13 +244,15 @@ def _pseudonymise_audit(conn: Connection, dataset: str | None, targets: list[str
     """Audit events keep what was done, not whom it concerned."""
     n = 0
     if targets:
+        # The pseudonyms are made here, not in SQL: the same digest, and Citus (where the
+        # audit log is a coordinator-local table) refuses convert_to() in a write.
         n += conn.execute(
             text(
-                "UPDATE audit_events SET target = 'erased:' || "
-                "left(encode(sha256(convert_to(target, 'UTF8')), 'hex'), 16) "
-                "WHERE target = ANY(:targets)"
+                "UPDATE audit_events a SET target = m.alias "
+                "FROM unnest(CAST(:targets AS text[]), CAST(:aliases AS text[])) AS m(t, alias) "
+                "WHERE a.target = m.t"
             ),
-            {"targets": targets},
+            {"targets": targets, "aliases": [pseudonym(t) for t in targets]},
         ).rowcount
     if dataset is not None:
         name, alias = json.dumps(dataset), json.dumps(pseudonym(dataset))
