@@ -81,7 +81,7 @@ from episodic.store import episodes
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
 from episodic.store.shards import run_in_groups, shard_groups
-from episodic.store.sql import DUE_NOW, NOW
+from episodic.store.sql import DUE_NOW, NOW, or_now, pick_time
 from episodic.telemetry import current_trace_context
 
 
@@ -593,9 +593,9 @@ def catch_up(
         "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at, trigger, created_at, "
         "updated_at) "
         "SELECT thread_id, dataset, "
-        # CASE and COALESCE written as array picks: Citus refuses a clock inside them.
-        f"  (ARRAY[(ARRAY[now(), last_message_at])[1 + CAST(last_message_at IS NOT NULL "
-        f"    AS integer)] + :interval, {DUE_NOW}])[1 + CAST(owed AS integer)], "
+        # CASE WHEN owed THEN due ELSE coalesce(last_message_at, now()) + interval END,
+        # written without CASE and COALESCE: Citus refuses a clock inside them.
+        f"  {pick_time('owed', DUE_NOW, or_now('last_message_at') + ' + :interval')}, "
         "  (ARRAY['inactivity', 'explicit'])[1 + CAST(owed AS integer)], "
         "  now(), now() "
         "FROM cand ORDER BY thread_id "

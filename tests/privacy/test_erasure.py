@@ -20,6 +20,8 @@ from episodic.testing.keys import test_vault
 from episodic.testing.processes import wait_until
 from episodic.testing.scan import find, snapshot
 
+pytestmark = pytest.mark.citus  # erasure runs on Citus too (make test-citus)
+
 A, B, C = "erase_me", "keep_me", "busy_neighbour"
 THREADS_A = 12
 MESSAGES = 12
@@ -74,7 +76,7 @@ def test_erasing_a_dataset_under_load_leaves_no_trace(suite, engine) -> None:  #
         before = snapshot(conn)
         a_messages = conn.execute(
             text(
-                "SELECT count(*) FROM messages m JOIN threads t USING (thread_id) "
+                "SELECT count(*) FROM messages m JOIN threads t USING (dataset, thread_id) "
                 "WHERE t.dataset = :a"
             ),
             {"a": A},

@@ -52,6 +52,7 @@ from episodic import metrics
 from episodic.errors import Aborted, NotFound
 from episodic.store import audit, entities, events
 from episodic.store.distribution import across_datasets
+from episodic.store.sql import or_now
 
 __all__ = [
     "ERASED_TABLES",
@@ -269,18 +270,26 @@ def _pseudonymise_audit(conn: Connection, dataset: str | None, targets: list[str
 
 def _scrub_keys(conn: Connection, dataset: str) -> int:
     """API keys lose the erased dataset from their scope; a key left with no dataset is
-    revoked (it would otherwise reach a new dataset of the same name)."""
+    revoked (it would otherwise reach a new dataset of the same name). Two statements, the
+    revocation first: Citus (where ``api_keys`` is a reference table) refuses a clock
+    inside the CASE that one statement would need."""
+    params = {"d": dataset, "p": pseudonym(dataset)}
+    conn.execute(
+        text(
+            f"UPDATE api_keys SET revoked_at = {or_now('revoked_at')} "
+            "WHERE datasets = ARRAY[CAST(:d AS text)]"
+        ),
+        params,
+    )
     return int(
         conn.execute(
             text(
                 "UPDATE api_keys SET "
-                "revoked_at = CASE WHEN datasets = ARRAY[CAST(:d AS text)] "
-                "  THEN coalesce(revoked_at, now()) ELSE revoked_at END, "
                 "datasets = CASE WHEN datasets = ARRAY[CAST(:d AS text)] THEN ARRAY[:p] "
                 "  ELSE array_remove(datasets, CAST(:d AS text)) END "
                 "WHERE CAST(:d AS text) = ANY(datasets)"
             ),
-            {"d": dataset, "p": pseudonym(dataset)},
+            params,
         ).rowcount
     )
 
@@ -314,7 +323,7 @@ def erase_dataset(
                 # Waits for CreateThreads holding the dataset row; later ones are refused.
                 marked = conn.execute(
                     text(
-                        "UPDATE datasets SET erasing_since = coalesce(erasing_since, now()), "
+                        f"UPDATE datasets SET erasing_since = {or_now('erasing_since')}, "
                         "updated_at = now() WHERE dataset = :d RETURNING key_id"
                     ),
                     {"d": dataset},

@@ -38,16 +38,34 @@ def rewrap_all(engine: Engine, keyring: LocalKeyring) -> int:
     done = 0
     while True:
         with engine.begin() as conn:
-            rows = conn.execute(
-                text(
-                    across_datasets("key rotation re-wraps the data keys of every dataset")
-                    + "SELECT dataset, key_id, master_key_id, wrapped_key FROM datasets "
-                    "WHERE key_id IS NOT NULL AND master_key_id <> :active "
-                    "ORDER BY dataset LIMIT 100 FOR UPDATE"
-                ),
-                {"active": active},
-            ).all()
-            for dataset, key_id, master_key_id, wrapped in rows:
+            # The candidates unlocked, then each dataset's row locked on its own: Citus
+            # takes row locks only in a statement that names one dataset (one shard).
+            # Datasets go in name order, as before, so two rotations cannot deadlock.
+            candidates = (
+                conn.execute(
+                    text(
+                        across_datasets("key rotation finds the data keys of every dataset")
+                        + "SELECT dataset FROM datasets "
+                        "WHERE key_id IS NOT NULL AND master_key_id <> :active "
+                        "ORDER BY dataset LIMIT 100"
+                    ),
+                    {"active": active},
+                )
+                .scalars()
+                .all()
+            )
+            for dataset in candidates:
+                row = conn.execute(
+                    text(
+                        "SELECT key_id, master_key_id, wrapped_key FROM datasets "
+                        "WHERE dataset = :d AND key_id IS NOT NULL AND master_key_id <> :active "
+                        "FOR UPDATE"
+                    ),
+                    {"d": dataset, "active": active},
+                ).first()
+                if row is None:  # re-wrapped or erased meanwhile
+                    continue
+                key_id, master_key_id, wrapped = row
                 context = f"{dataset}|{key_id}"
                 material = keyring.unwrap(master_key_id, bytes(wrapped), context)
                 new_id, blob = keyring.wrap(material, context)
@@ -58,6 +76,6 @@ def rewrap_all(engine: Engine, keyring: LocalKeyring) -> int:
                     ),
                     {"m": new_id, "w": blob, "d": dataset},
                 )
-        done += len(rows)
-        if len(rows) < 100:
+                done += 1
+        if len(candidates) < 100:
             return done

@@ -19,16 +19,39 @@ import os
 import secrets
 import socket
 
-__all__ = ["DUE_NOW", "NOW", "worker_id"]
+__all__ = ["DUE_NOW", "NOW", "or_now", "pick_time", "worker_id"]
+
+
+def or_now(expression: str) -> str:
+    """``coalesce(expression, now())`` as SQL that Citus accepts in a write: it refuses a
+    clock inside CASE or COALESCE ("non-IMMUTABLE functions are not allowed in CASE or
+    COALESCE statements"). LEAST and GREATEST skip NULLs, so this is ``now()`` when the
+    expression is NULL and the expression otherwise. (An array pick such as
+    ``(ARRAY[now(), x])[…]`` in an UPDATE's SET crashed the Citus 14.0.1 coordinator's
+    backend here: do not use one.)"""
+    return f"LEAST({expression}, GREATEST({expression}, now()))"
+
+
+def pick_time(condition: str, then: str, otherwise: str) -> str:
+    """``CASE WHEN condition THEN then ELSE otherwise END`` for timestamps, without a CASE
+    (see :func:`or_now`): the arm not taken is pushed to +infinity by GREATEST with an
+    infinity chosen by the condition (an array of constants), and LEAST keeps the other.
+    ``condition`` must not be NULL."""
+
+    def infinity_if(c: str) -> str:
+        return (
+            "(ARRAY[CAST('-infinity' AS timestamptz), CAST('infinity' AS timestamptz)])"
+            f"[1 + CAST(({c}) AS integer)]"
+        )
+
+    return (
+        f"LEAST(GREATEST({then}, {infinity_if(f'NOT ({condition})')}), "
+        f"GREATEST({otherwise}, {infinity_if(condition)}))"
+    )
+
 
 #: "Now" for decisions (due? stale? quiet?): the injected ``:now``, else the database's clock.
-#: It reads as ``coalesce(:now, now())``, written without COALESCE: Citus refuses a
-#: non-immutable function inside CASE or COALESCE in a write ("non-IMMUTABLE functions are
-#: not allowed in CASE or COALESCE statements"), and an array subscript picks the same arm.
-NOW = (
-    "(ARRAY[now(), CAST(:now AS timestamptz)])"
-    "[1 + CAST(CAST(:now AS timestamptz) IS NOT NULL AS integer)]"
-)
+NOW = or_now("CAST(:now AS timestamptz)")
 #: "Due at once": the earlier of the injected time and the database's clock.
 DUE_NOW = f"LEAST({NOW}, now())"
 
