@@ -31,7 +31,13 @@ from episodic.store.recall_queries import (
     RankingOptions,
     RecallFilters,
 )
-from episodic.store.relevance import CURVES, Abstention, curve_for, fitted_curve
+from episodic.store.relevance import (
+    CURVES,
+    Abstention,
+    cosine_scale_for,
+    curve_for,
+    fitted_curve,
+)
 from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
 from episodic.v1 import episode_pb2
@@ -67,6 +73,7 @@ def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOp
     second_look = settings.ranking_second_look
     return RankingOptions(
         relevance_curve=curve_for(embedder_name),
+        cosine_scale=cosine_scale_for(embedder_name) if settings.ranking_cosine_scale else None,
         fusion=settings.ranking_fusion,
         recency_span=settings.recency_span,
         named_time_recency=settings.recency_from_named_time,

@@ -450,6 +450,15 @@ class RecallSettings(BaseSettings):
         "fusion that also reads how close together the query's words are in each (its word "
         "pairs); which episodes make them is unchanged. 0: off.",
     )
+    ranking_cosine_scale: bool = Field(
+        default=True,
+        description="The embedder's cosines are put on MiniLM's scale before they are fused "
+        "(the affine map taking its typical cosine of a stranger's session and of an answer, "
+        "measured by bench/cosine_scale.py, to MiniLM's; store/relevance.py COSINE_SCALES), "
+        "so a model whose cosines sit in a narrow band (e5) keeps a clear semantic winner "
+        "first and recency orders only near ties. MiniLM and models not measured are "
+        "unchanged. false: raw cosines.",
+    )
     recall_statement_timeout: Duration = Field(
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",

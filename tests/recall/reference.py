@@ -25,6 +25,7 @@ from episodic.store.recall_queries import (
     LEXICAL_SHARE,
     RankingOptions,
 )
+from episodic.store.relevance import on_reference_scale
 from episodic.testing.keys import test_vault
 
 
@@ -164,7 +165,8 @@ def reference_rank(
                     for v in vectors
                     if v is not None
                 ]
-                semantic[i] = max([0.0, *cosines])
+                # fused on MiniLM's scale (RankingOptions.cosine_scale)
+                semantic[i] = on_reference_scale(max([0.0, *cosines]), options.cosine_scale)
         top_doc, top_passage, top_sem = max(document), max(passage), max(semantic)
         w = LEARNED_WEIGHTS
         # the ideal candidate: 1 on every signal but the cosine, the candidates' best

@@ -7,6 +7,7 @@ import math
 from dataclasses import replace
 from datetime import timedelta
 
+import numpy as np
 import pytest
 
 from episodic.query_focus import GENERIC_WEIGHT, query_phrases, strip_stop_phrases
@@ -18,6 +19,13 @@ from episodic.store.recall_queries import (
     LEARNED_WEIGHTS,
     RankingOptions,
     RecallFilters,
+)
+from episodic.store.relevance import (
+    E5_SCALE,
+    MINILM_SCALE,
+    CosineScale,
+    cosine_scale_for,
+    on_reference_scale,
 )
 from episodic.testing.keys import test_vault
 from tests.recall.factory import EMBEDDER, T0, _key, make_episode
@@ -563,3 +571,72 @@ def test_the_phrase_signal_reads_the_query_words_close_together_in_order(engine)
     with engine.connect() as conn:
         weighted = _rows(conn, query, weighted_options)
     assert weighted[a]["similarity"] > weighted[b]["similarity"]
+
+
+# -- the cosine scale: an embedder's narrow band put on MiniLM's scale -------------------
+
+
+class _Band:
+    """Unit vectors by text: a direction every text shares (so every cosine sits high, in a
+    narrow band, as e5's do) plus one of its own."""
+
+    dimension = 384
+    name = "band:384"
+
+    def __init__(self, own: dict[str, dict[int, float]]) -> None:
+        self.own = own
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dimension, dtype=np.float32)
+        vec[0] = 3.0
+        for axis, weight in self.own[text].items():
+            vec[axis] = weight
+        return vec / np.linalg.norm(vec)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self._vector(t) for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._vector(text)
+
+
+def test_the_cosine_scale_maps_an_embedders_points_onto_minilms() -> None:
+    band = CosineScale(chance=0.8, answer=0.9)
+    assert on_reference_scale(0.8, band) == pytest.approx(MINILM_SCALE.chance)
+    assert on_reference_scale(0.9, band) == pytest.approx(MINILM_SCALE.answer)
+    assert on_reference_scale(0.0, band) == 0.0  # clipped: far below chance
+    assert on_reference_scale(0.42, None) == 0.42  # no scale: the cosine as it is
+    # MiniLM is the reference (read as it is), e5 has its own, an unmeasured model none
+    assert cosine_scale_for("minilm:all-MiniLM-L6-v2") is None
+    assert cosine_scale_for("e5:multilingual-e5-small") == E5_SCALE
+    assert cosine_scale_for("openai:text-embedding-3-small") is None
+    with pytest.raises(ValueError, match="above chance"):
+        CosineScale(chance=0.9, answer=0.9)
+
+
+def test_a_clear_semantic_winner_in_a_narrow_band_is_not_overridden_by_recency(engine) -> None:  # type: ignore[no-untyped-def]
+    """Cosines in a narrow band: read as they are, the relative semantic
+    signal barely separates them and the newer episode wins on recency; on MiniLM's scale
+    the one that matches clearly better comes first."""
+    embedder = _Band({"alpha": {1: 1.0}, "beta": {2: 1.0}, "omega": {1: 0.9, 2: 0.3}})
+    with engine.begin() as conn:
+        better = make_episode(
+            conn, "ds", ["alpha"], ended_at=T0 - timedelta(days=20), embedder=embedder
+        )
+        newer = make_episode(conn, "ds", ["beta"], ended_at=T0, embedder=embedder)
+    query = "omega"  # no word in common: the cosines alone
+    vector = embedder.embed_query(query)
+    cosines = {
+        k: float(vector @ embedder.embed_query(t)) for k, t in (("a", "alpha"), ("b", "beta"))
+    }
+    assert 0.9 < cosines["b"] < cosines["a"] < 1.0  # a narrow, high band
+    band = CosineScale(chance=0.9, answer=0.98)
+    order = {}
+    with engine.connect() as conn:
+        for name, scale in (("raw", None), ("scaled", band)):
+            options = replace(DEFAULT_RANKING, cosine_scale=scale, rerank_top=0, rerank_weights=())
+            request = replace(_request(query, options), similarity_weight=0.7, recency_weight=0.3)
+            rows = domain.recall(conn, test_vault(), request, vector).rows
+            order[name] = [str(r["episode_id"]) for r in rows]
+    assert order["raw"][0] == str(newer.episode_id)
+    assert order["scaled"][0] == str(better.episode_id)

@@ -60,7 +60,12 @@ from episodic.store.recall_queries import (
     span_cte,
     threshold_params,
 )
-from episodic.store.relevance import Abstention, relevance_sql, request_match_sql
+from episodic.store.relevance import (
+    Abstention,
+    on_reference_scale_sql,
+    relevance_sql,
+    request_match_sql,
+)
 from episodic.store.sql import NOW
 from episodic.store.vault import Vault, open_row
 
@@ -358,7 +363,7 @@ def _rank_sql(
             {
                 "lexical": "n.lex_rel",
                 "semantic": "n.sem_rel",
-                "cosine": "n.sem",
+                "cosine": on_reference_scale_sql("n.sem", options.cosine_scale),
                 "coverage": "n.coverage",
                 "passage_coverage": "n.coverage",
             },
@@ -369,6 +374,10 @@ def _rank_sql(
                 f"{BAND_EXPONENT}) ELSE {similarity} END"
             )
         recency = ranked_recency_sql("n.occurred_at", options)
+
+        def scaled(cosine: str) -> str:  # on MiniLM's scale, as the episodes' (the same map)
+            return on_reference_scale_sql(cosine, options.cosine_scale)
+
         # Recall's calibrated relevance (store/relevance.py): an event is one passage, so its
         # document coverage is its passage coverage too; its context is each signal's best
         # over the request's events.
@@ -412,7 +421,8 @@ def _rank_sql(
         normed AS MATERIALIZED (
             SELECT r.*,
                    coalesce(r.lex / nullif(max(r.lex) OVER (), 0.0), 0.0) AS lex_rel,
-                   coalesce(r.sem / nullif(max(r.sem) OVER (), 0.0), 0.0) AS sem_rel
+                   coalesce({scaled("r.sem")} / nullif({scaled("max(r.sem) OVER ()")}, 0.0),
+                            0.0) AS sem_rel
             FROM raw r
         ),
         scored AS (

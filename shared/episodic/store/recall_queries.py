@@ -76,7 +76,10 @@ from episodic.store.relevance import (
     FITTED_CONFIG,
     MINILM,
     Abstention,
+    CosineScale,
     Curve,
+    on_reference_scale,
+    on_reference_scale_sql,
     relevance_sql,
     request_match_sql,
 )
@@ -212,6 +215,13 @@ class RankingOptions:
       first among them changes. (Fused over the whole list, the same signals lifted a few
       candidates into the top five and pushed as many gold ones out on LoCoMo's held-out
       half; docs/benchmarks.md "Ranking, fifth pass".)
+    - ``cosine_scale``: the embedder's cosines are put on MiniLM's scale before they are
+      fused (the ``semantic`` and ``cosine`` signals;
+      :func:`episodic.store.relevance.on_reference_scale`), so that a model whose cosines
+      sit in a narrow band (e5) separates a clear semantic winner as much as the weights,
+      fitted on MiniLM's, expect, and recency orders only near ties. None: as they are
+      (MiniLM, a model nobody measured). The calibrated relevance reads the raw cosines
+      (its curves are fitted per embedder).
     """
 
     strip_stop_phrases: bool = False
@@ -232,6 +242,7 @@ class RankingOptions:
     rerank_top: int = 0
     rerank_weights: tuple[tuple[str, float], ...] = ()
     relevance_curve: Curve = MINILM
+    cosine_scale: CosineScale | None = None
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -626,12 +637,13 @@ def similarity_sql(options: RankingOptions, signals: dict[str, str]) -> str:
 
 def _signals(lexical: str) -> dict[str, str]:
     """The signals of ``normed`` (``n``) by the names of LEARNED_WEIGHTS and EXTRA_SIGNALS
-    (an optional one is a column only when its switch is on)."""
+    (an optional one is a column only when its switch is on); the cosines on MiniLM's scale
+    (``RankingOptions.cosine_scale``)."""
     return {
         "lexical": lexical,
         "semantic": "n.sem_rel",
-        "cosine": "n.semantic",
-        "best_cosine": "n.best_cosine",
+        "cosine": "n.scaled_cosine",
+        "best_cosine": "n.scaled_best_cosine",
         "coverage": "n.coverage",
         "passage_coverage": "n.passage_coverage",
         **{name: f"n.{name}" for name in EXTRA_SIGNALS},
@@ -890,6 +902,10 @@ def recall_sql(
     if options.recency_span:  # the approximate path's c is a part of the candidates
         head += span_cte(f"({_CANDIDATES})" if approximate else "c")
     extra = _extra_signal_sql(options, with_vector, lexical)
+
+    def scaled(cosine: str) -> str:  # on MiniLM's scale (the map is increasing: max commutes)
+        return on_reference_scale_sql(cosine, options.cosine_scale)
+
     chunk_vector = extra["chunk_vector"]
     depth_lexical, depth_open, depth_close = (
         extra["depth_lexical"],
@@ -975,7 +991,10 @@ def recall_sql(
                        AS doc_rel,
                    coalesce(r.passage_lexical / nullif({best_passage}, 0.0),
                             0.0) AS passage_rel,
-{head_rel}                   coalesce(r.semantic / nullif({best_cosine}, 0.0), 0.0) AS sem_rel,{extra_rel}
+{head_rel}                   coalesce({scaled("r.semantic")} / nullif({scaled(best_cosine)}, 0.0), 0.0)
+                       AS sem_rel,{extra_rel}
+                   {scaled("r.semantic")} AS scaled_cosine,
+                   {scaled(best_cosine)} AS scaled_best_cosine,
                    {best_cosine} AS best_cosine
             FROM raw r
         ),{feedback_ctes}
@@ -1482,10 +1501,15 @@ def reorder_top(
     head = [i for i, r in enumerate(rows[:k]) if all(name in r for name in weights)]
     if len(head) < 2:
         return list(rows)
+
+    def signal(row: Any, name: str) -> float:  # the cosine on MiniLM's scale, as fused
+        value = float(row[name])
+        return on_reference_scale(value, options.cosine_scale) if name == "cosine" else value
+
     ideal = {
         name: 1.0
         if name not in EXTRA_SIGNALS and name != "cosine"
-        else max(float(rows[i][name]) for i in head)
+        else max(signal(rows[i], name) for i in head)
         for name in weights
     }
     best = sum(w * ideal[name] for name, w in weights.items())
@@ -1493,7 +1517,7 @@ def reorder_top(
     def score(row: Any) -> float:
         similarity = 0.0
         if float(row["lexical"]) > 0 or float(row["semantic"]) > 0:
-            fit = sum(w * float(row[name]) for name, w in weights.items())
+            fit = sum(w * signal(row, name) for name, w in weights.items())
             similarity = float(np.exp(fit - best))
         return similarity_weight * similarity + recency_weight * float(row["recency"])
 

@@ -60,16 +60,23 @@ import math
 from dataclasses import dataclass
 
 __all__ = [
+    "COSINE_SCALES",
     "CURVES",
     "E5",
+    "E5_SCALE",
     "FITTED_CONFIG",
     "MINILM",
+    "MINILM_SCALE",
     "RECOMMENDED_MIN_RELEVANCE",
     "Abstention",
+    "CosineScale",
     "Curve",
     "MatchCurve",
+    "cosine_scale_for",
     "curve_for",
     "fitted_curve",
+    "on_reference_scale",
+    "on_reference_scale_sql",
     "relevance",
     "relevance_sql",
     "request_match",
@@ -237,3 +244,73 @@ def _logistic_sql(intercept: float, weights: tuple[float, ...], inputs: tuple[st
     terms = " + ".join(f"{w!r} * ({x})" for w, x in zip(weights, inputs, strict=True))
     z = f"({intercept!r} + {terms})"
     return f"(1.0 / (1.0 + exp(-greatest(least({z}, 50.0), -50.0))))::float8"
+
+
+@dataclass(frozen=True)
+class CosineScale:
+    """Where an embedder's cosines sit, as the ranking's semantic signal reads them (a
+    session's best chunk cosine with the question, ``bench.cosine_scale`` on LoCoMo's
+    development half): ``chance``, the median for a stranger's session (one of another
+    conversation, which cannot answer), and ``answer``, the median for a session that
+    answers the question.
+
+    The learned fusion's weights (``recall_queries.LEARNED_WEIGHTS``) were fitted on
+    MiniLM's cosines, where a stranger's session and an answer lie far apart. Another
+    model may use a narrow band for both (multilingual-e5-small: related and unrelated
+    text alike score high), so its semantic signal, relative to the best candidate, barely
+    separates a clear winner from the rest and recency decides instead. The ranking maps an
+    embedder's cosines onto MiniLM's scale first (:func:`on_reference_scale`): the affine
+    map that takes its ``chance`` and ``answer`` to MiniLM's, clipped at 0."""
+
+    chance: float
+    answer: float
+
+    def __post_init__(self) -> None:
+        if not self.answer > self.chance:
+            raise ValueError(
+                f"an answer's cosine ({self.answer}) must be above chance ({self.chance})"
+            )
+
+
+#: MiniLM's cosine scale: the reference, the one the fusion was fitted on (measured
+#: 2026-12-05 on the development half, ``python -m bench.cosine_scale --every 8
+#: --strangers 4 --conversations 2 --half dev``: 45 gold and 152 stranger pairs; every
+#: question and session of the half give .173 and .492).
+MINILM_SCALE = CosineScale(chance=0.183, answer=0.472)
+#: multilingual-e5-small's (the same command, the same questions and sessions): a band a
+#: quarter as wide, so the map onto MiniLM's stretches its cosines 3.75 times.
+E5_SCALE = CosineScale(chance=0.770, answer=0.847)
+
+#: Cosine scales by embedder family, as :data:`CURVES`.
+COSINE_SCALES: dict[str, CosineScale] = {"minilm": MINILM_SCALE, "e5": E5_SCALE}
+
+
+def cosine_scale_for(embedder_name: str) -> CosineScale | None:
+    """The scale measured for the embedder called ``embedder_name``, when it is not
+    MiniLM's own (None: its cosines are read as they are — MiniLM, or a model nobody
+    measured)."""
+    scale = COSINE_SCALES.get(embedder_name.partition(":")[0])
+    return None if scale is None or scale == MINILM_SCALE else scale
+
+
+def _affine(scale: CosineScale) -> tuple[float, float]:
+    """(slope, offset) of the map of ``scale`` onto MiniLM's."""
+    slope = (MINILM_SCALE.answer - MINILM_SCALE.chance) / (scale.answer - scale.chance)
+    return slope, MINILM_SCALE.chance - slope * scale.chance
+
+
+def on_reference_scale(cosine: float, scale: CosineScale | None) -> float:
+    """``cosine`` of the embedder whose scale is ``scale`` on MiniLM's (clipped at 0);
+    ``cosine`` itself when ``scale`` is None."""
+    if scale is None:
+        return cosine
+    slope, offset = _affine(scale)
+    return max(0.0, offset + slope * cosine)
+
+
+def on_reference_scale_sql(cosine: str, scale: CosineScale | None) -> str:
+    """:func:`on_reference_scale` as a SQL expression of the float8 ``cosine``."""
+    if scale is None:
+        return cosine
+    slope, offset = _affine(scale)
+    return f"greatest({offset!r} + {slope!r} * ({cosine}), 0.0)"
