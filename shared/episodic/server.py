@@ -320,6 +320,9 @@ class ServiceRuntime:
     #: The other gRPC services this process serves (Ingest's AdminService): their health
     #: names follow the service's own.
     also_serves: tuple[str, ...] = ()
+    #: The door's counts of open calls (per peer) and calls in the handler pool; read them
+    #: from the loop's thread (``loop.run``), where they change.
+    admission: Admission | None = None
 
     def start(self) -> None:
         self.loop.run(self.server.start())
@@ -432,6 +435,8 @@ def build_server(
         options.append(("grpc.max_allowed_incoming_connections", max_connections))
     health_servicer = health.aio.HealthServicer()
 
+    door = CallInterceptor(guard, pool=pool, limits=limits)
+
     async def make() -> tuple[grpc.aio.Server, int, grpc.aio.Server | None, int | None]:
         server = grpc.aio.server(
             # Sync handlers the call interceptor does not wrap (none today) run here too.
@@ -440,7 +445,7 @@ def build_server(
             interceptors=[
                 grpc_server_interceptor(),
                 *interceptors,
-                CallInterceptor(guard, pool=pool, limits=limits),
+                door,
             ],
             options=options,
         )
@@ -486,6 +491,7 @@ def build_server(
         also_serves=tuple(n for n in service_names if n != name),
         health_server=probe,
         health_port=probe_port,
+        admission=door.admission,
     )
     runtime.set_serving(False)
     runtime.set_alive(True)

@@ -147,16 +147,19 @@ def test_a_peer_over_its_open_calls_is_refused_with_a_retry_hint_and_health_stil
             with ThreadPoolExecutor(len(stalls)) as pool:
                 calls = [pool.submit(stalled, stall, timeout=90) for stall in stalls]
 
-                def refused() -> list[grpc.RpcError]:
-                    try:
-                        channel.unary_unary(ECHO)(b"one more", timeout=5)
-                    except grpc.RpcError as err:
-                        return [err]  # (a list: an RpcError itself is not truthy)
-                    return []
-
                 # The three stalled calls reach the server in their own time (seen to take
-                # over 10 s on a loaded machine): poll.
-                (err,) = wait_until(refused, timeout=60)
+                # over 10 s on a loaded machine): wait until the door holds all three. Not
+                # by sending one more meanwhile: it could take the third slot, and the
+                # third stalled call would be the one refused (seen here, 1 run in ~15).
+                async def open_calls() -> int:
+                    assert runtime.admission is not None
+                    return sum(runtime.admission.per_peer.values())
+
+                wait_until(lambda: runtime.loop.run(open_calls()) == len(stalls), timeout=60)
+                assert not any(call.done() for call in calls)
+                with pytest.raises(grpc.RpcError) as refused:
+                    channel.unary_unary(ECHO)(b"one more", timeout=5)
+                err = refused.value
                 assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                 reason, retry = _reason(err)
                 assert reason == "SERVER_BUSY" and retry is not None and retry > 0
