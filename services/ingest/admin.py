@@ -14,6 +14,7 @@ from episodic.access import Role
 from episodic.config import PrivacySettings
 from episodic.errors import InvalidArgument
 from episodic.store import audit, datasets, entities, erasure, keys, languages, owners
+from episodic.store import procedures as procedure_store
 from episodic.store.vault import Vault
 from episodic.v1 import access_pb2
 from episodic.v1 import admin_service_pb2 as pb
@@ -201,9 +202,22 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             thread_id,
             dataset=dataset,
             actor=access.current().prefix,
+            vault=self.vault,
             batch_rows=self.privacy.erasure_batch_rows,
         )
         return pb.DeleteThreadResponse(receipt=convert.receipt(receipt))
+
+    def DeleteProcedure(
+        self, request: pb.DeleteProcedureRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteProcedureResponse:
+        dataset = check_dataset(request.dataset)
+        procedure_id = parse_uuid(request.procedure_id, "procedure_id")
+        access.require_dataset(dataset)
+        with self.engine.begin() as conn:
+            forgotten = procedure_store.delete_procedure(
+                conn, self.vault, dataset, procedure_id, actor=access.current().prefix
+            )
+        return pb.DeleteProcedureResponse(forgotten_sources=forgotten)
 
     def GetDatasetPolicy(
         self, request: pb.GetDatasetPolicyRequest, context: grpc.ServicerContext

@@ -29,6 +29,15 @@ from episodic.store.owners import thread_not_found
 from episodic.store.raw_statement import fetch_one_autocommitted
 from episodic.store.shards import distributed, in_group
 from episodic.store.vault import Vault, open_row
+from episodic.tool_calls import (
+    MAX_TOOL_CALLS,
+    ToolCall,
+    check_arguments,
+    check_call_id,
+    check_tool_name,
+    from_payload,
+    payload,
+)
 from episodic.validation import check_text
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -53,6 +62,10 @@ class NewMessage:
     metadata: dict[str, Any]
     created_at: datetime | None = None
     idempotency_key: str | None = None
+    # OpenAI's tool parts: an assistant's calls; a tool result's answered call and tool.
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
     # The metadata as the JSON text that is sealed, set by check_new_messages: encoding it
     # there (for its size) and again to seal it cost ~4 µs a message, ~8 % of a batch's CPU.
     metadata_json: str | None = field(default=None, compare=False, repr=False)
@@ -157,9 +170,11 @@ def check_new_messages(
                 f"{where}.role is not set or unknown; use one of system, user, assistant, tool",
                 field=f"{where}.role",
             )
-        if not msg.content.strip():
+        tool_bytes = _check_tool_parts(msg, where)
+        # An assistant's turn may be its calls alone, a tool's result may be empty.
+        if not msg.content.strip() and not msg.tool_calls and msg.role != "tool":
             raise InvalidArgument(f"{where}.content is empty", field=f"{where}.content")
-        size = len(msg.content.encode())
+        size = len(msg.content.encode()) + tool_bytes
         if size > settings.max_message_bytes:
             raise InvalidArgument(
                 f"{where}.content is {size} bytes; the limit is {settings.max_message_bytes} "
@@ -190,6 +205,60 @@ def check_new_messages(
                     field=f"{where}.idempotency_key",
                 )
             check_text(msg.idempotency_key, f"{where}.idempotency_key")
+
+
+def _check_tool_parts(msg: NewMessage, where: str) -> int:
+    """Checks a message's tool parts (OpenAI's chat format); returns their size in bytes,
+    which counts against the message's limit like content."""
+    size = 0
+    if msg.tool_calls:
+        if msg.role != "assistant":
+            raise InvalidArgument(
+                f"{where}.tool_calls is set on a {msg.role} message; only an assistant "
+                "message calls tools",
+                field=f"{where}.tool_calls",
+            )
+        if len(msg.tool_calls) > MAX_TOOL_CALLS:
+            raise InvalidArgument(
+                f"{where}.tool_calls holds {len(msg.tool_calls)} calls; the limit is "
+                f"{MAX_TOOL_CALLS}",
+                field=f"{where}.tool_calls",
+            )
+        seen: set[str] = set()
+        checked = []
+        for j, call in enumerate(msg.tool_calls):
+            at = f"{where}.tool_calls[{j}]"
+            check_call_id(call.id, f"{at}.id")
+            if call.id in seen:
+                raise InvalidArgument(
+                    f"{at}.id {call.id!r} repeats an id of the same message", field=f"{at}.id"
+                )
+            seen.add(call.id)
+            check_tool_name(call.name, f"{at}.name")
+            arguments = check_arguments(call.arguments, f"{at}.arguments")
+            checked.append(ToolCall(id=call.id, name=call.name, arguments=arguments))
+            size += len(call.id) + len(call.name) + len(arguments.encode())
+        msg.tool_calls = tuple(checked)
+    if msg.role == "tool":
+        # Optional: tool output written before tool calls were structured (or by a client
+        # that does not track calls) stays valid; an id given must answer a call.
+        if msg.tool_call_id:
+            check_call_id(msg.tool_call_id, f"{where}.tool_call_id")
+        if msg.name:
+            check_tool_name(msg.name, f"{where}.name")
+    else:
+        for part in ("tool_call_id", "name"):
+            if getattr(msg, part):
+                raise InvalidArgument(
+                    f"{where}.{part} is set on a {msg.role} message; only a tool message "
+                    "answers a call",
+                    field=f"{where}.{part}",
+                )
+    return size
+
+
+def _has_tool_parts(messages: list[NewMessage]) -> bool:
+    return any(m.tool_calls or m.tool_call_id for m in messages)
 
 
 #: The first key of the two-key advisory locks on caller-chosen thread ids (a key space of
@@ -448,7 +517,8 @@ def write_messages(
     reused key with other content, and stores each key once under the thread's lock.
     """
     route = routes.get(thread_id)
-    if route is not None and not _repeats_a_key(messages):
+    # Tool results are checked against the thread's calls under its lock: the transaction.
+    if route is not None and not _repeats_a_key(messages) and not _has_tool_parts(messages):
         dataset, data_key = route
         receipts: list[Receipt] = []
         if _allowed(authorize, dataset):
@@ -564,6 +634,8 @@ def add_messages(
             first_in_batch[key] = (i, msg)
             to_store.append(msg)
 
+    if _has_tool_parts(to_store):
+        _check_answers(conn, thread["dataset"], thread_id, messages, to_store)
     new: list[Receipt] = []
     if to_store:
         new = _store(conn, data_key, thread["dataset"], thread_id, to_store)
@@ -587,6 +659,51 @@ def add_messages(
     return AddResult(receipts=receipts, stored_count=len(new), dataset=thread["dataset"])
 
 
+def _check_answers(
+    conn: Connection,
+    dataset: str,
+    thread_id: uuid.UUID,
+    batch: list[NewMessage],
+    to_store: list[NewMessage],
+) -> None:
+    """Each tool message must answer a call made before it: by a stored message of the
+    thread (one probe of ``message_tool_calls``' key per id) or earlier in the batch. A tool
+    message without a name takes the answered call's. Runs under the thread's lock."""
+    asked = sorted({m.tool_call_id for m in to_store if m.tool_call_id})
+    stored: dict[str, str] = {}
+    if asked:
+        stored = dict(
+            (row[0], row[1])
+            for row in conn.execute(
+                text(
+                    "SELECT DISTINCT ON (c.call_id) c.call_id, c.tool "
+                    "FROM unnest(CAST(:ids AS text[])) AS k(id) CROSS JOIN LATERAL "
+                    "(SELECT call_id, tool, sequence FROM message_tool_calls "
+                    " WHERE dataset = :d AND thread_id = :t AND call_id = k.id "
+                    " ORDER BY sequence DESC LIMIT 1) AS c ORDER BY c.call_id"
+                ),
+                {"ids": asked, "d": dataset, "t": thread_id},
+            )
+        )
+    made: dict[str, str] = {}
+    index = {id(m): i for i, m in enumerate(batch)}
+    for msg in to_store:
+        if msg.tool_call_id:
+            tool = made.get(msg.tool_call_id) or stored.get(msg.tool_call_id)
+            if tool is None:
+                where = f"messages[{index[id(msg)]}].tool_call_id"
+                raise InvalidArgument(
+                    f"{where} {msg.tool_call_id!r} answers no call of this thread: send the "
+                    "assistant message whose tool_calls holds that id first (or earlier in "
+                    "the same batch)",
+                    field=where,
+                )
+            if not msg.name:
+                msg.name = tool
+        for call in msg.tool_calls:
+            made[call.id] = call.name
+
+
 #: The stored messages of a thread that hold one of ``:keys`` — one lookup of the thread's
 #: unique index per key. Written as ``idempotency_key = ANY(:keys)`` the plan depended on
 #: the statistics: when they say threads are short (or there are none yet) PostgreSQL
@@ -597,7 +714,7 @@ def add_messages(
 #: the scan again.
 STORED_KEYS = (
     "SELECT m.sequence, m.role, m.content, m.metadata, m.created_at, m.received_at, "
-    "m.idempotency_key FROM unnest(CAST(:keys AS text[])) AS k(key) CROSS JOIN LATERAL "
+    "m.idempotency_key, m.tools, m.tool_call_id FROM unnest(CAST(:keys AS text[])) AS k(key) CROSS JOIN LATERAL "
     "(SELECT * FROM messages WHERE dataset = :dataset AND thread_id = :id "
     "AND idempotency_key = k.key LIMIT 1) AS m"
 )
@@ -633,7 +750,9 @@ def _allowed(authorize: Callable[[str], object] | None, dataset: str) -> bool:
     return True
 
 
-def _store_statement(check_route: bool, single: bool, keyed: bool = False) -> str:
+def _store_statement(
+    check_route: bool, single: bool, keyed: bool = False, tools: bool = False
+) -> str:
     # The counter bump and the insert in one statement: the new sequences are
     # last_sequence - n + 1 .. last_sequence, in request order. The UPDATE takes the
     # thread's row lock, which serialises its writers. With ``check_route``, the dataset
@@ -658,6 +777,9 @@ def _store_statement(check_route: bool, single: bool, keyed: bool = False) -> st
     # here, but that call held the thread's row lock this UPDATE waits for, so the INSERT
     # then finds its key in the unique index and the statement fails whole (the caller
     # falls back to the locked transaction, which answers the replay).
+    # ``tools`` (a batch with tool calls or results; transactions only, array form): the
+    # rows carry their sealed tool parts and answered call ids, and the calls they make go
+    # to ``message_tool_calls`` in the same statement.
     route_check = (
         "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = %(dataset)s "
         "AND d.key_id IS NOT DISTINCT FROM CAST(%(key_id)s AS uuid)) "
@@ -684,6 +806,30 @@ def _store_statement(check_route: bool, single: bool, keyed: bool = False) -> st
         "CAST(%(keys)b AS text[])) WITH ORDINALITY AS u(role, content, meta, "
         "created_at, ikey, i)"
     )
+    if tools:
+        rows = (
+            "SELECT %(dataset)s, %(id)s, b.last_sequence - %(n)s + u.i, u.role, u.content, "
+            "u.meta, coalesce(u.created_at, now()), now(), u.ikey, u.tools, u.call_id "
+            "FROM bumped b, unnest(CAST(%(roles)b AS text[]), CAST(%(contents)b AS bytea[]), "
+            "CAST(%(metas)b AS bytea[]), CAST(%(created)b AS timestamptz[]), "
+            "CAST(%(keys)b AS text[]), CAST(%(tools)b AS bytea[]), "
+            "CAST(%(call_ids)b AS text[])) WITH ORDINALITY AS u(role, content, meta, "
+            "created_at, ikey, tools, call_id, i)"
+        )
+        return (
+            "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + %(n)s, "
+            "last_message_at = now(), last_activity_at = now() "
+            "WHERE dataset = %(dataset)s AND thread_id = %(id)s RETURNING last_sequence), "
+            "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, "
+            "metadata, created_at, received_at, idempotency_key, tools, tool_call_id) "
+            + rows
+            + "), calls AS (INSERT INTO message_tool_calls (dataset, thread_id, call_id, "
+            "sequence, tool) SELECT %(dataset)s, %(id)s, c.call_id, "
+            "b.last_sequence - %(n)s + c.i, c.tool FROM bumped b, "
+            "unnest(CAST(%(made_ids)b AS text[]), CAST(%(made_tools)b AS text[]), "
+            "CAST(%(made_at)b AS bigint[])) AS c(call_id, tool, i)) "
+            "SELECT last_sequence, now() AS received_at FROM bumped"
+        )
     return (
         "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + %(n)s, "
         "last_message_at = now(), last_activity_at = now() "
@@ -706,6 +852,7 @@ _STATEMENTS = {
     for single in (False, True)
     for keyed in ((False, True) if route else (False,))
 }
+_TOOL_STATEMENT = _store_statement(check_route=False, single=False, tools=True)
 
 
 def _append(
@@ -722,6 +869,8 @@ def _append(
     and returns no row."""
     n = len(messages)
     params: dict[str, Any] = {"dataset": dataset, "id": thread_id, "n": n}
+    if not check_route and _has_tool_parts(messages):
+        return _TOOL_STATEMENT, _tool_params(data_key, messages, params)
     if n == 1:
         (m,) = messages
         params.update(
@@ -744,6 +893,30 @@ def _append(
         params["key_id"] = data_key.key_id
         keyed = any(m.idempotency_key for m in messages)
     return _STATEMENTS[(check_route, n == 1, keyed)], params
+
+
+def _tool_params(
+    data_key: DatasetKey, messages: list[NewMessage], params: dict[str, Any]
+) -> dict[str, Any]:
+    """The parameters of :data:`_TOOL_STATEMENT`: every column as an array, the tool parts
+    sealed, and the calls made as (id, tool, 1-based position in the batch)."""
+    payloads = [payload(m.tool_calls, m.name) for m in messages]
+    sealed = data_key.seal_many([json_text(p) for p in payloads if p is not None], "messages.tools")
+    it = iter(sealed)
+    made = [(c.id, c.name, i) for i, m in enumerate(messages, 1) for c in m.tool_calls]
+    return {
+        **params,
+        "roles": [m.role for m in messages],
+        "contents": data_key.seal_many([m.content for m in messages], "messages.content"),
+        "metas": data_key.seal_many([_metadata_json(m) for m in messages], "messages.metadata"),
+        "created": [m.created_at for m in messages],
+        "keys": [m.idempotency_key for m in messages],
+        "tools": [next(it) if p is not None else None for p in payloads],
+        "call_ids": [m.tool_call_id for m in messages],
+        "made_ids": [c[0] for c in made],
+        "made_tools": [c[1] for c in made],
+        "made_at": [c[2] for c in made],
+    }
 
 
 def _store(
@@ -802,11 +975,32 @@ def _receipt(row: Mapping[Any, Any], *, stored: bool) -> Receipt:
 
 
 def _same_message(new: NewMessage, old: NewMessage) -> bool:
-    return (new.role, new.content, new.metadata, new.created_at) == (
+    return (
+        new.role,
+        new.content,
+        new.metadata,
+        new.created_at,
+        new.tool_calls,
+        new.tool_call_id,
+        new.name,
+    ) == (
         old.role,
         old.content,
         old.metadata,
         old.created_at,
+        old.tool_calls,
+        old.tool_call_id,
+        old.name,
+    )
+
+
+def _same_tool_parts(msg: NewMessage, stored: Mapping[str, Any]) -> bool:
+    calls, name = from_payload(stored.get("tools"))
+    # A tool result sent without its name took the answered call's when stored.
+    return (
+        msg.tool_calls == calls
+        and (msg.tool_call_id or None) == stored.get("tool_call_id")
+        and (not msg.name or msg.name == name)
     )
 
 
@@ -819,6 +1013,7 @@ def _check_replay(msg: NewMessage, stored: Mapping[str, Any], index: int) -> Non
         and msg.content == stored["content"]
         and msg.metadata == (stored["metadata"] or {})
         and (msg.created_at is None or msg.created_at == stored["created_at"])
+        and _same_tool_parts(msg, stored)
     )
     if not same:
         raise AlreadyExists(

@@ -12,11 +12,14 @@ from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
 from episodic.store import events as event_store
 from episodic.store import owners
+from episodic.store import procedures as procedure_store
 from episodic.store.vault import Vault
+from episodic.tool_calls import ToolCall
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as pb_grpc
 from episodic.validation import (
     check_dataset,
+    check_text,
     decode_page_token,
     encode_page_token,
     page_size,
@@ -45,6 +48,11 @@ def _new_messages(request: pb.AddMessagesRequest, thread_id: str) -> list[domain
                 metadata=convert.struct_to_dict(msg.metadata, f"messages[{i}].metadata"),
                 created_at=convert.optional_from_ts(msg, "created_at"),
                 idempotency_key=msg.idempotency_key or None,
+                tool_calls=tuple(
+                    ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in msg.tool_calls
+                ),
+                tool_call_id=msg.tool_call_id or None,
+                name=msg.name or None,
             )
         )
     return out
@@ -185,6 +193,35 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         with self.engine.begin() as conn:
             row, stored = event_store.record_event(conn, self.vault, event)
         return pb.RecordEventResponse(event=convert.episode(row), stored=stored)
+
+    def RecordOutcome(
+        self, request: pb.RecordOutcomeRequest, context: grpc.ServicerContext
+    ) -> pb.RecordOutcomeResponse:
+        thread_id = parse_uuid(request.thread_id, "thread_id")
+        episode_id = parse_optional_uuid(request.episode_id, "episode_id")
+        outcome = convert.OUTCOME_FROM_PROTO.get(request.outcome, "")
+        score = request.score if request.HasField("score") else None
+        check_text(request.note, "note")
+        with self.engine.begin() as conn:
+            dataset = owners.require_thread(conn, thread_id)
+            recorded = procedure_store.record_outcome(
+                conn,
+                self.vault,
+                dataset=dataset,
+                thread_id=thread_id,
+                episode_id=episode_id,
+                outcome=outcome,
+                score=score,
+                note=request.note,
+                actor=access.current().prefix,
+            )
+        return pb.RecordOutcomeResponse(
+            thread_id=str(thread_id),
+            episode_id=str(episode_id) if episode_id else "",
+            outcome=request.outcome,
+            changed=recorded.changed,
+            recorded_at=convert.ts(recorded.recorded_at),
+        )
 
     def GetThread(
         self, request: pb.GetThreadRequest, context: grpc.ServicerContext

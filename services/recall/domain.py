@@ -85,6 +85,11 @@ def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOp
     )
 
 
+#: Procedures a Recall returns by default, and at most (RecallRequest.context_procedures).
+DEFAULT_CONTEXT_PROCEDURES = 3
+MAX_CONTEXT_PROCEDURES = 20
+
+
 @dataclass(frozen=True)
 class RecallQuery:
     """A checked recall request."""
@@ -113,6 +118,9 @@ class RecallQuery:
     abstention: Abstention | None = None
     #: How similarity is scored (recall_queries.RankingOptions).
     ranking: RankingOptions = DEFAULT_RANKING
+    #: RECALL_INCLUDE_PROCEDURES: the dataset's procedures that fit, at most this many.
+    include_procedures: bool = False
+    procedure_limit: int = DEFAULT_CONTEXT_PROCEDURES
 
     @property
     def applied_time(self) -> QueryTime | None:
@@ -214,6 +222,14 @@ def check_context_episodes(value: int, settings: RecallSettings) -> int:
     if value == 0:
         return settings.context_episodes
     return min(value, MAX_CONTEXT_EPISODES)
+
+
+def check_context_procedures(value: int) -> int:
+    if value < 0:
+        raise InvalidArgument(
+            f"context_procedures must not be negative (got {value})", field="context_procedures"
+        )
+    return min(value or DEFAULT_CONTEXT_PROCEDURES, MAX_CONTEXT_PROCEDURES)
 
 
 def check_entities(entities: list[str]) -> list[str]:

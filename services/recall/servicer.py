@@ -19,6 +19,7 @@ from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, ProviderError, Unavailable
 from episodic.providers.rerank import HttpReranker
 from episodic.providers.types import Embedder
+from episodic.store import procedures as procedure_store
 from episodic.store import recall_queries, records
 from episodic.store.embedding_space import SpaceWatch
 from episodic.store.recall_queries import Approximation, RecallFilters
@@ -42,22 +43,23 @@ from .events import MAX_ACTOR_CHARS, EventScope
 
 log = logging.getLogger(__name__)
 
-_KNOWN_INCLUDES = {pb.RECALL_INCLUDE_EPISODES}
+_KNOWN_INCLUDES = {pb.RECALL_INCLUDE_EPISODES, pb.RECALL_INCLUDE_PROCEDURES}
 
 
 def _optional(message: Any, field: str) -> Any:
     return getattr(message, field) if message.HasField(field) else None
 
 
-def _include_episodes(values: list[int]) -> bool:
+def _includes(values: list[int]) -> tuple[bool, bool]:
+    """Whether the request includes episodes, and procedures."""
     for i, value in enumerate(values):
         if value not in _KNOWN_INCLUDES:
             raise InvalidArgument(
                 f"include[{i}] is {'unspecified' if value == 0 else f'unknown ({value})'}; "
-                "use RECALL_INCLUDE_EPISODES",
+                "use RECALL_INCLUDE_EPISODES or RECALL_INCLUDE_PROCEDURES",
                 field=f"include[{i}]",
             )
-    return pb.RECALL_INCLUDE_EPISODES in values
+    return pb.RECALL_INCLUDE_EPISODES in values, pb.RECALL_INCLUDE_PROCEDURES in values
 
 
 def _event_scope(request: pb.RecallRequest) -> EventScope | None:
@@ -196,7 +198,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
         dataset = check_dataset(request.dataset)
         access.require_dataset(dataset)
-        include = _include_episodes(list(request.include))
+        include, include_procedures = _includes(list(request.include))
         query = domain.check_query(request.query)
         limit = domain.check_context_episodes(request.context_episodes, self.settings)
         ws = domain.check_weight(
@@ -235,12 +237,15 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             min_match=domain.check_min_match(request.min_match),
             abstention=self.abstention if request.abstain else None,
             ranking=self.ranking,
+            include_procedures=include_procedures,
+            procedure_limit=domain.check_context_procedures(request.context_procedures),
         )
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         query = self.parse_recall(request)
-        if not query.include_episodes:
-            return pb.RecallResponse()  # episodes are opt-in (seed 000, "Retrieval")
+        procedures = self.recall_procedures(query, context)
+        if not query.include_episodes:  # episodes are opt-in (seed 000, "Retrieval")
+            return pb.RecallResponse(procedures=procedures)
         ranked = query.ranked_query
         vector = None
         if query.needs_embedding and ranked:
@@ -270,7 +275,65 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 abstain_applied=answer.abstain_applied,
             ),
             understanding=_understanding(query.understanding, answer.selected_threads),
+            procedures=procedures,
         )
+
+    def recall_procedures(
+        self, query: domain.RecallQuery, context: grpc.ServicerContext
+    ) -> list[episode_pb2.ScoredProcedure]:
+        """RECALL_INCLUDE_PROCEDURES: the procedures whose goals fit the query as written."""
+        if not query.include_procedures:
+            return []
+        vector = None
+        if query.query:
+            self.space.require()
+            vector = self.embedder.embed_query(query.query)
+        with _reading(self.engine, context) as conn:
+            found = procedure_store.recall_procedures(
+                conn, self.vault, query.dataset, query_vector=vector, limit=query.procedure_limit
+            )
+        return [
+            episode_pb2.ScoredProcedure(procedure=convert.procedure(row), relevance=relevance)
+            for row, relevance in found
+        ]
+
+    def ListProcedures(
+        self, request: pb.ListProceduresRequest, context: grpc.ServicerContext
+    ) -> pb.ListProceduresResponse:
+        dataset = check_dataset(request.dataset)
+        access.require_dataset(dataset)
+        limit = page_size(request.page_size, default=20, maximum=100)
+        filters = {"dataset": dataset}
+        cursor = decode_page_token(request.page_token, expect=filters)
+        after = None
+        if cursor:
+            ok, pid = cursor.get("ok"), cursor.get("pid")
+            if not isinstance(ok, int) or isinstance(ok, bool) or not isinstance(pid, str):
+                raise InvalidArgument("page_token is malformed", field="page_token")
+            after = (ok, pid)
+        with _reading(self.engine, context) as conn:
+            rows, more = procedure_store.list_procedures(
+                conn, self.vault, dataset, after=after, limit=limit
+            )
+        token = ""
+        if more:
+            last = rows[-1]
+            token = encode_page_token(
+                {**filters, "ok": last["success_count"], "pid": str(last["procedure_id"])}
+            )
+        return pb.ListProceduresResponse(
+            procedures=[convert.procedure(r) for r in rows], next_page_token=token
+        )
+
+    def GetProcedure(
+        self, request: pb.GetProcedureRequest, context: grpc.ServicerContext
+    ) -> pb.GetProcedureResponse:
+        dataset = check_dataset(request.dataset)
+        procedure_id = parse_uuid(request.procedure_id, "procedure_id")
+        access.require_dataset(dataset)
+        with _reading(self.engine, context) as conn:
+            row = procedure_store.get_procedure(conn, self.vault, dataset, procedure_id)
+        return pb.GetProcedureResponse(procedure=convert.procedure(row))
 
     def SearchEpisodes(
         self, request: pb.SearchEpisodesRequest, context: grpc.ServicerContext

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 from opentelemetry import trace
 from sqlalchemy import Connection, Engine, RowMapping, text
 
-from episodic import loops, metrics
+from episodic import loops, metrics, procedural
 from episodic.crypto import DatasetKey
 from episodic.errors import describe_error
 from episodic.providers.embedding import CachedEmbedder, token_access
@@ -38,6 +39,7 @@ from episodic.providers.types import (
     speaker_from_metadata,
 )
 from episodic.store import embedding_space, entities, episodes, languages
+from episodic.store import procedures as procedure_store
 from episodic.store.db import is_database_outage, is_lock_conflict
 from episodic.store.recall_index import (
     MAX_INDEXED_CHARS,
@@ -56,6 +58,7 @@ from episodic.store.recall_index import (
 from episodic.store.sql import worker_id
 from episodic.store.vault import Vault
 from episodic.telemetry import link_from
+from episodic.tool_calls import rendered_content
 
 from .events import EventWork
 from .semantic import SemanticExtractor, WindowMessage
@@ -118,7 +121,8 @@ def _chat_messages(rows: list[Any]) -> list[ChatMessage]:
         ChatMessage(
             r["sequence"],
             r["role"],
-            r["content"],
+            # Tool calls and results are part of what happened (episodic.tool_calls).
+            rendered_content(r["content"], r.get("tools")),
             r["created_at"],
             speaker_from_metadata(r["metadata"]),
         )
@@ -131,7 +135,7 @@ def load_summary_request(conn: Connection, vault: Vault, episode: RowMapping) ->
     :data:`SUMMARY_CONTEXT_CHARS` (read a page at a time, so a long thread is never read
     whole), and the previous summary."""
     dataset = episode["dataset"]
-    columns = "SELECT sequence, role, content, created_at, metadata FROM messages "
+    columns = "SELECT sequence, role, content, created_at, metadata, tools FROM messages "
     window = conn.execute(
         text(
             columns + "WHERE dataset = :d AND thread_id = :t "
@@ -765,23 +769,17 @@ class Pipeline:
         return len(claimed)
 
     def process_semantic(self, episode: RowMapping) -> str | None:
+        """Semantic and procedural extraction of a completed episode's window: facts (when
+        an extractor is configured) and, when the window called tools, the procedure
+        candidate it teaches (offline, always), stored with the claim held."""
         with tracer.start_as_current_span(
             "semantic extraction", attributes={"episodic.episode_id": str(episode["episode_id"])}
         ):
-            if self.extractor is None:
-                with self.engine.begin() as conn:
-                    episodes.finish_semantic(
-                        conn,
-                        episode["episode_id"],
-                        self.worker,
-                        "skipped",
-                        dataset=episode["dataset"],
-                    )
-                metrics.extraction_finished("skipped")
-                return "skipped"
             try:
                 with self.engine.connect() as conn:
-                    window = load_window(conn, self.vault, episode)
+                    learned = self.learn_procedure(conn, episode)
+                    if self.extractor is not None:
+                        window = load_window(conn, self.vault, episode)
                     key = self.vault.for_read(conn, episode["dataset"])
                 with self.engine.begin() as conn:
                     # The claim first: a worker whose claim was reclaimed while it was
@@ -794,7 +792,13 @@ class Pipeline:
                             episode["episode_id"],
                         )
                         return None
-                    stored = self.extractor.extract(conn, episode, window, key)
+                    stored = 0
+                    if self.extractor is not None:
+                        stored += self.extractor.extract(conn, episode, window, key)
+                    if learned is not None:
+                        procedure_store.store_candidate(conn, key, episode, *learned)
+                        procedure_store.rebuild(conn, key, episode["dataset"])
+                        stored += 1
                     status = "completed" if stored else "skipped"
                     episodes.finish_semantic(
                         conn, episode["episode_id"], self.worker, status, dataset=episode["dataset"]
@@ -820,6 +824,21 @@ class Pipeline:
                     )
                 metrics.extraction_finished("failed")
                 return "failed"
+
+    def learn_procedure(
+        self, conn: Connection, episode: RowMapping
+    ) -> tuple[procedural.Candidate, np.ndarray] | None:
+        """What the episode's stretch of tool use teaches (episodic.procedural), with its
+        goal's embedding; None when the window called no tool."""
+        if not procedure_store.has_tool_calls(conn, episode):
+            return None
+        turns = procedure_store.load_turns(conn, self.vault, episode)
+        candidate = procedural.extract(
+            turns, episode_id=str(episode["episode_id"]), thread_id=str(episode["thread_id"])
+        )
+        if candidate is None:
+            return None
+        return candidate, self.embedder.embed_query(candidate.goal)
 
     def run_events(self, result: PassResult) -> None:
         """Embeds new events and classifies new turns; a provider failure is logged and

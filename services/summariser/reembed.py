@@ -279,7 +279,7 @@ def _read_thread(
     rows = (
         conn.execute(
             text(
-                "SELECT sequence, content, metadata FROM messages WHERE dataset = :d "
+                "SELECT sequence, content, metadata, tools FROM messages WHERE dataset = :d "
                 "AND thread_id = :t ORDER BY sequence"
             ),
             {"d": dataset, "t": thread_id},
@@ -288,7 +288,7 @@ def _read_thread(
         .all()
     )
     messages = [
-        (m["sequence"], indexed_text(m["content"], m["metadata"]))
+        (m["sequence"], indexed_text(m["content"], m["metadata"], m["tools"]))
         for m in vault.open_rows(conn, dataset, list(rows), "messages")
     ]
     wanted = set(work.chunk_starts)

@@ -10,6 +10,7 @@ from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
+from episodic import tool_calls
 from episodic.errors import InvalidArgument
 from episodic.v1 import admin_service_pb2, entity_pb2, episode_pb2
 
@@ -20,6 +21,12 @@ ROLE_TO_PROTO = {
     "tool": episode_pb2.ROLE_TOOL,
 }
 ROLE_FROM_PROTO: dict[int, str] = {int(v): k for k, v in ROLE_TO_PROTO.items()}
+OUTCOME_TO_PROTO = {
+    "success": episode_pb2.OUTCOME_SUCCESS,
+    "failure": episode_pb2.OUTCOME_FAILURE,
+    "partial": episode_pb2.OUTCOME_PARTIAL,
+}
+OUTCOME_FROM_PROTO: dict[int, str] = {int(v): k for k, v in OUTCOME_TO_PROTO.items()}
 
 # Every status the store produces (episodes.STATUSES); EPISODE_STATUS_DELETED is reserved
 # by the design and never produced, so it maps to nothing.
@@ -178,6 +185,7 @@ def receipt(value: Any) -> admin_service_pb2.ErasureReceipt:
 
 
 def message(row: Mapping[Any, Any]) -> episode_pb2.Message:
+    calls, name = tool_calls.from_payload(row.get("tools"))
     return episode_pb2.Message(
         thread_id=str(row["thread_id"]),
         sequence=row["sequence"],
@@ -187,6 +195,48 @@ def message(row: Mapping[Any, Any]) -> episode_pb2.Message:
         created_at=ts(row["created_at"]),
         received_at=ts(row["received_at"]),
         idempotency_key=row["idempotency_key"] or "",
+        tool_calls=[
+            episode_pb2.ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls
+        ],
+        tool_call_id=row.get("tool_call_id") or "",
+        name=name,
+    )
+
+
+def procedure(row: Mapping[Any, Any]) -> episode_pb2.Procedure:
+    """A procedure as stored (store/procedures.py opens its sealed parts)."""
+    return episode_pb2.Procedure(
+        procedure_id=str(row["procedure_id"]),
+        dataset=row["dataset"],
+        goal=row["goal"],
+        example_goals=list(row["example_goals"]),
+        steps=[
+            episode_pb2.ProcedureStep(
+                tool=s.tool,
+                purpose=s.purpose,
+                writes=s.writes,
+                arguments=[
+                    episode_pb2.ProcedureArgument(name=n, source=src) for n, src in s.arguments
+                ],
+            )
+            for s in row["steps"]
+        ],
+        success_count=row["success_count"],
+        failure_count=row["failure_count"],
+        partial_count=row["partial_count"],
+        sources=[
+            episode_pb2.ProcedureSource(
+                thread_id=src["thread_id"],
+                episode_id=src["episode_id"],
+                outcome=OUTCOME_TO_PROTO.get(
+                    src.get("outcome") or "", episode_pb2.OUTCOME_UNSPECIFIED
+                ),
+            )
+            for src in row["sources"]
+        ],
+        created_at=ts(row["created_at"]),
+        updated_at=ts(row["updated_at"]),
+        extractor=row["extractor"],
     )
 
 

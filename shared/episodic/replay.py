@@ -652,7 +652,10 @@ class _Run:
             dataset=OLD_DATASET,
             end_sequence=episode.end,
             messages=[
-                (int(m["sequence"]), indexed_text(str(m.get("content") or ""), m.get("metadata")))
+                (
+                    int(m["sequence"]),
+                    indexed_text(str(m.get("content") or ""), m.get("metadata"), m.get("tools")),
+                )
                 for m in messages[: episode.end]
             ],
             summary=episode.summary,

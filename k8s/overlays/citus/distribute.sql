@@ -28,6 +28,10 @@ SELECT create_distributed_table('events', 'dataset', colocate_with := 'datasets'
 SELECT create_distributed_table('entities', 'dataset', colocate_with := 'datasets');
 SELECT create_distributed_table('entity_keys', 'dataset', colocate_with := 'datasets');
 SELECT create_distributed_table('entity_aliases', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('message_tool_calls', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('outcomes', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('procedure_candidates', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('procedures', 'dataset', colocate_with := 'datasets');
 -- A table added later gets one line of the same form, in foreign-key order. This query
 -- must return no row before the services start:
 SELECT c.relname AS not_distributed

@@ -50,9 +50,10 @@ from sqlalchemy import Connection, Engine, text
 
 from episodic import metrics
 from episodic.errors import Aborted, NotFound
-from episodic.store import audit, entities, events
+from episodic.store import audit, entities, events, procedures
 from episodic.store.distribution import across_datasets
 from episodic.store.sql import or_now
+from episodic.store.vault import Vault
 
 __all__ = [
     "ERASED_TABLES",
@@ -72,7 +73,11 @@ ERASED_TABLES = (
     "events",
     "facts",
     "message_chunks",
+    "message_tool_calls",
     "messages",
+    "outcomes",
+    "procedure_candidates",
+    "procedures",
     "episodes",
     "scheduled_episodes",
     "threads",
@@ -177,11 +182,18 @@ def _now(conn: Connection) -> datetime:
 
 
 def _erase_one_thread(
-    engine: Engine, dataset: str, thread_id: uuid.UUID, receipt: Receipt, batch_rows: int
+    engine: Engine,
+    vault: Vault | None,
+    dataset: str,
+    thread_id: uuid.UUID,
+    receipt: Receipt,
+    batch_rows: int,
 ) -> list[str]:
     """Erases one thread of ``dataset`` in slices; returns the ids of its episodes (for the
     audit log). The dataset routes every statement to one partition (shard); a thread
-    already gone has nothing left to delete."""
+    already gone has nothing left to delete. What the thread taught (procedure candidates,
+    outcomes) goes with it, and the dataset's procedures are recomputed without it (with
+    ``vault``'s key; None when the whole dataset goes, procedures included)."""
     for table in _SLICED:
         while True:
             with engine.begin() as conn:
@@ -206,6 +218,14 @@ def _erase_one_thread(
             receipt.record(table, (f"{thread_id}/{i}" for i in rest.scalars()))
         # The thread's events (RecordEvent share-locks the thread: none can slip past).
         receipt.record("events", events.erase_thread_events(conn, dataset, thread_id))
+        taught, signatures = procedures.forget_thread(conn, dataset, thread_id)
+        for table, identities in taught.items():
+            receipt.record(table, identities)
+        if signatures:
+            if vault is not None:
+                procedures.rebuild(conn, vault.for_write(conn, dataset), dataset)
+            else:  # no key to recompute with: what it taught goes, relearned on next change
+                receipt.record("procedures", procedures.drop_signatures(conn, dataset, signatures))
         episodes = [
             str(e)
             for e in conn.execute(
@@ -354,7 +374,7 @@ def erase_dataset(
                 for thread_id in batch:
                     targets.append(str(thread_id))
                     targets.extend(
-                        _erase_one_thread(engine, dataset, thread_id, receipt, batch_rows)
+                        _erase_one_thread(engine, None, dataset, thread_id, receipt, batch_rows)
                     )
                 if progress is not None:
                     progress(receipt)
@@ -369,6 +389,7 @@ def erase_dataset(
                 receipt.audit_events_pseudonymised = _pseudonymise_audit(conn, dataset, targets)
                 for table, identities in entities.erase_dataset_canon(conn, dataset).items():
                     receipt.record(table, identities)
+                receipt.record("procedures", procedures.erase_dataset_procedures(conn, dataset))
                 gone = conn.execute(
                     text("DELETE FROM datasets WHERE dataset = :d RETURNING key_id"),
                     {"d": dataset},
@@ -392,7 +413,13 @@ def erase_dataset(
 
 
 def erase_thread(
-    engine: Engine, thread_id: uuid.UUID, *, dataset: str, actor: str, batch_rows: int = 2000
+    engine: Engine,
+    thread_id: uuid.UUID,
+    *,
+    dataset: str,
+    actor: str,
+    vault: Vault | None = None,
+    batch_rows: int = 2000,
 ) -> Receipt:
     """Erases one thread of ``dataset`` (the caller's routing lookup found it) and
     everything derived from it; returns the sealed receipt."""
@@ -411,7 +438,7 @@ def erase_thread(
         thread_id=str(thread_id),
         started_at=started,
     )
-    erased = _erase_one_thread(engine, dataset, thread_id, receipt, batch_rows)
+    erased = _erase_one_thread(engine, vault, dataset, thread_id, receipt, batch_rows)
     targets = [str(thread_id), *erased]
     with engine.begin() as conn:
         receipt.record("entity_aliases", entities.forget_unmentioned(conn, dataset))
@@ -431,12 +458,17 @@ def erase_thread(
 
 
 def erase_threads(
-    engine: Engine, threads: list[tuple[uuid.UUID, str]], receipt: Receipt, batch_rows: int
+    engine: Engine,
+    threads: list[tuple[uuid.UUID, str]],
+    receipt: Receipt,
+    batch_rows: int,
+    *,
+    vault: Vault | None = None,
 ) -> None:
     """Erases ``threads`` ((thread id, dataset) pairs) into ``receipt`` (retention purges);
     the audit log keeps referring to them (a purge is policy, not a request to forget)."""
     for thread_id, dataset in threads:
-        _erase_one_thread(engine, dataset, thread_id, receipt, batch_rows)
+        _erase_one_thread(engine, vault, dataset, thread_id, receipt, batch_rows)
     for dataset in sorted(
         {d for _, d in threads}
     ):  # names only the purged threads used go with them

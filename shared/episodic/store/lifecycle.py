@@ -273,7 +273,7 @@ def run_lifecycle(
     with engine.connect() as conn:
         expired = retention_candidates(conn, settings.retention_days, now, PASS_LIMIT)
     receipt = erasure.Receipt(receipt_id=str(uuid.uuid4()), scope="retention", dataset="")
-    erasure.erase_threads(engine, expired, receipt, settings.erasure_batch_rows)
+    erasure.erase_threads(engine, expired, receipt, settings.erasure_batch_rows, vault=vault)
     result.threads_purged = receipt.rows.get("threads", 0)
     # Events without a thread expire by when they occurred (a thread's go with it).
     receipt.rows["events"] += events.purge_expired(engine, settings.retention_days, now)

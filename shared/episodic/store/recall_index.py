@@ -51,6 +51,7 @@ from sqlalchemy import Connection, Engine, text
 from episodic.errors import NotFound
 from episodic.providers.types import SpanDocument, speaker_from_metadata
 from episodic.store.distribution import across_datasets
+from episodic.tool_calls import rendered_content
 
 if TYPE_CHECKING:
     from episodic.crypto import DatasetKey
@@ -252,9 +253,11 @@ def chunk_texts(
     return {s: _chunk_at(pieces, at[s])[0].text for s in starts if s in at}
 
 
-def indexed_text(content: str, metadata: Any = None) -> str:
+def indexed_text(content: str, metadata: Any = None, tools: Any = None) -> str:
     """The text of a message as indexed: ``"<speaker>: <content>"`` when the message names
-    its speaker, else the content."""
+    its speaker, else the content; its tool calls or its tool's name rendered with it
+    (:func:`episodic.tool_calls.rendered_content`, as prompts show them)."""
+    content = rendered_content(content, tools)
     speaker = speaker_from_metadata(metadata)
     return f"{speaker}: {content}" if speaker else content
 
@@ -879,7 +882,7 @@ def pending_chunk_work(
         messages = (
             conn.execute(
                 text(
-                    "SELECT sequence, content, metadata FROM messages WHERE dataset = :d "
+                    "SELECT sequence, content, metadata, tools FROM messages WHERE dataset = :d "
                     "AND thread_id = :t AND sequence <= :end AND sequence > ("
                     "  SELECT coalesce(max(end_sequence), 0) FROM message_chunks "
                     "  WHERE dataset = :d AND thread_id = :t) "
@@ -898,7 +901,8 @@ def pending_chunk_work(
                 dataset=row["dataset"],
                 end_sequence=row["end_sequence"],
                 messages=[
-                    (m["sequence"], indexed_text(m["content"], m["metadata"])) for m in opened
+                    (m["sequence"], indexed_text(m["content"], m["metadata"], m["tools"]))
+                    for m in opened
                 ],
                 key=vault.for_read(conn, row["dataset"]),
             )
@@ -928,7 +932,7 @@ def load_index_input(conn: Connection, vault: Vault, episode_id: uuid.UUID | str
     rows = (
         conn.execute(
             text(
-                "SELECT sequence, content, metadata FROM messages "
+                "SELECT sequence, content, metadata, tools FROM messages "
                 "WHERE dataset = :d AND thread_id = :t AND sequence <= :end ORDER BY sequence"
             ),
             {"d": row["dataset"], "t": row["thread_id"], "end": row["end_sequence"]},
@@ -989,7 +993,10 @@ def _index_input(episode: Any, messages: Sequence[Any]) -> IndexInput:
         thread_id=episode["thread_id"],
         dataset=episode["dataset"],
         end_sequence=episode["end_sequence"],
-        messages=[(m["sequence"], indexed_text(m["content"], m["metadata"])) for m in messages],
+        messages=[
+            (m["sequence"], indexed_text(m["content"], m["metadata"], m.get("tools")))
+            for m in messages
+        ],
         summary=episode["summary"],
         key_learnings=list(episode["key_learnings"] or []),
         entities=list(episode["entities"] or []),

@@ -53,6 +53,7 @@ SEALED_COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
     "messages": {
         "content": ("text", "messages.content"),
         "metadata": ("json", "messages.metadata"),
+        "tools": ("json", "messages.tools"),
     },
     "threads": {
         "label": ("text", "threads.label"),

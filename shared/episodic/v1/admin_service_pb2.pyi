@@ -222,6 +222,20 @@ class DeleteThreadResponse(_message.Message):
     receipt: ErasureReceipt
     def __init__(self, receipt: _Optional[_Union[ErasureReceipt, _Mapping]] = ...) -> None: ...
 
+class DeleteProcedureRequest(_message.Message):
+    __slots__ = ("dataset", "procedure_id")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    PROCEDURE_ID_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    procedure_id: str
+    def __init__(self, dataset: _Optional[str] = ..., procedure_id: _Optional[str] = ...) -> None: ...
+
+class DeleteProcedureResponse(_message.Message):
+    __slots__ = ("forgotten_sources",)
+    FORGOTTEN_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    forgotten_sources: int
+    def __init__(self, forgotten_sources: _Optional[int] = ...) -> None: ...
+
 class DatasetPolicy(_message.Message):
     __slots__ = ("dataset", "retention_days", "compact_after_days", "effective_retention_days", "effective_compact_after_days", "encrypted", "language", "language_origin")
     DATASET_FIELD_NUMBER: _ClassVar[int]

@@ -71,6 +71,11 @@ class AdminServiceStub:
                 request_serializer=episodic_dot_v1_dot_admin__service__pb2.DeleteThreadRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_admin__service__pb2.DeleteThreadResponse.FromString,
                 _registered_method=True)
+        self.DeleteProcedure = channel.unary_unary(
+                '/episodic.v1.AdminService/DeleteProcedure',
+                request_serializer=episodic_dot_v1_dot_admin__service__pb2.DeleteProcedureRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_admin__service__pb2.DeleteProcedureResponse.FromString,
+                _registered_method=True)
         self.GetDatasetPolicy = channel.unary_unary(
                 '/episodic.v1.AdminService/GetDatasetPolicy',
                 request_serializer=episodic_dot_v1_dot_admin__service__pb2.GetDatasetPolicyRequest.SerializeToString,
@@ -158,6 +163,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteProcedure(self, request, context):
+        """Deletes a procedure and forgets the stretches it was learned from (they are not
+        learned again; the conversations and episodes stay). NOT_FOUND when the dataset has no
+        such procedure.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetDatasetPolicy(self, request, context):
         """A dataset's retention and compaction policy, and whether it is encrypted.
         """
@@ -234,6 +248,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DeleteThread,
                     request_deserializer=episodic_dot_v1_dot_admin__service__pb2.DeleteThreadRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_admin__service__pb2.DeleteThreadResponse.SerializeToString,
+            ),
+            'DeleteProcedure': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteProcedure,
+                    request_deserializer=episodic_dot_v1_dot_admin__service__pb2.DeleteProcedureRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_admin__service__pb2.DeleteProcedureResponse.SerializeToString,
             ),
             'GetDatasetPolicy': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDatasetPolicy,
@@ -452,6 +471,33 @@ class AdminService:
             '/episodic.v1.AdminService/DeleteThread',
             episodic_dot_v1_dot_admin__service__pb2.DeleteThreadRequest.SerializeToString,
             episodic_dot_v1_dot_admin__service__pb2.DeleteThreadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteProcedure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AdminService/DeleteProcedure',
+            episodic_dot_v1_dot_admin__service__pb2.DeleteProcedureRequest.SerializeToString,
+            episodic_dot_v1_dot_admin__service__pb2.DeleteProcedureResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,13 @@ class EventSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_SOURCE_UNSPECIFIED: _ClassVar[EventSource]
     EVENT_SOURCE_AGENT: _ClassVar[EventSource]
     EVENT_SOURCE_CLASSIFIER: _ClassVar[EventSource]
+
+class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTCOME_UNSPECIFIED: _ClassVar[Outcome]
+    OUTCOME_SUCCESS: _ClassVar[Outcome]
+    OUTCOME_FAILURE: _ClassVar[Outcome]
+    OUTCOME_PARTIAL: _ClassVar[Outcome]
 ROLE_UNSPECIFIED: Role
 ROLE_SYSTEM: Role
 ROLE_USER: Role
@@ -88,6 +95,10 @@ EPISODE_KIND_EVENT: EpisodeKind
 EVENT_SOURCE_UNSPECIFIED: EventSource
 EVENT_SOURCE_AGENT: EventSource
 EVENT_SOURCE_CLASSIFIER: EventSource
+OUTCOME_UNSPECIFIED: Outcome
+OUTCOME_SUCCESS: Outcome
+OUTCOME_FAILURE: Outcome
+OUTCOME_PARTIAL: Outcome
 
 class Thread(_message.Message):
     __slots__ = ("thread_id", "dataset", "label", "metadata", "message_count", "captured_sequence", "created_at", "last_message_at", "ended_at", "compaction")
@@ -128,7 +139,7 @@ class ThreadCompaction(_message.Message):
     def __init__(self, compacted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., through_sequence: _Optional[int] = ..., content_digest: _Optional[str] = ..., episode_id: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("thread_id", "sequence", "role", "content", "metadata", "created_at", "received_at", "idempotency_key")
+    __slots__ = ("thread_id", "sequence", "role", "content", "metadata", "created_at", "received_at", "idempotency_key", "tool_calls", "tool_call_id", "name")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +148,9 @@ class Message(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_AT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     sequence: int
     role: Role
@@ -145,7 +159,20 @@ class Message(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     received_at: _timestamp_pb2.Timestamp
     idempotency_key: str
-    def __init__(self, thread_id: _Optional[str] = ..., sequence: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., received_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
+    tool_call_id: str
+    name: str
+    def __init__(self, thread_id: _Optional[str] = ..., sequence: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., received_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ToolCall(_message.Message):
+    __slots__ = ("id", "name", "arguments")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    arguments: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
 
 class Episode(_message.Message):
     __slots__ = ("episode_id", "thread_id", "dataset", "status", "semantic_status", "summary", "key_learnings", "entities", "event_type", "actor", "message_count", "start_sequence", "end_sequence", "started_at", "ended_at", "trigger", "retry_count", "error", "created_at", "updated_at", "thread_label", "kind", "event_source")
@@ -214,3 +241,69 @@ class ScoredEpisode(_message.Message):
     semantic: float
     relevance: float
     def __init__(self, episode: _Optional[_Union[Episode, _Mapping]] = ..., relevance_score: _Optional[float] = ..., similarity: _Optional[float] = ..., recency: _Optional[float] = ..., lexical: _Optional[float] = ..., semantic: _Optional[float] = ..., relevance: _Optional[float] = ...) -> None: ...
+
+class Procedure(_message.Message):
+    __slots__ = ("procedure_id", "dataset", "goal", "example_goals", "steps", "success_count", "failure_count", "partial_count", "sources", "created_at", "updated_at", "extractor")
+    PROCEDURE_ID_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLE_GOALS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTOR_FIELD_NUMBER: _ClassVar[int]
+    procedure_id: str
+    dataset: str
+    goal: str
+    example_goals: _containers.RepeatedScalarFieldContainer[str]
+    steps: _containers.RepeatedCompositeFieldContainer[ProcedureStep]
+    success_count: int
+    failure_count: int
+    partial_count: int
+    sources: _containers.RepeatedCompositeFieldContainer[ProcedureSource]
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    extractor: str
+    def __init__(self, procedure_id: _Optional[str] = ..., dataset: _Optional[str] = ..., goal: _Optional[str] = ..., example_goals: _Optional[_Iterable[str]] = ..., steps: _Optional[_Iterable[_Union[ProcedureStep, _Mapping]]] = ..., success_count: _Optional[int] = ..., failure_count: _Optional[int] = ..., partial_count: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[ProcedureSource, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., extractor: _Optional[str] = ...) -> None: ...
+
+class ProcedureStep(_message.Message):
+    __slots__ = ("tool", "purpose", "writes", "arguments")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    purpose: str
+    writes: bool
+    arguments: _containers.RepeatedCompositeFieldContainer[ProcedureArgument]
+    def __init__(self, tool: _Optional[str] = ..., purpose: _Optional[str] = ..., writes: _Optional[bool] = ..., arguments: _Optional[_Iterable[_Union[ProcedureArgument, _Mapping]]] = ...) -> None: ...
+
+class ProcedureArgument(_message.Message):
+    __slots__ = ("name", "source")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    source: str
+    def __init__(self, name: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+
+class ProcedureSource(_message.Message):
+    __slots__ = ("thread_id", "episode_id", "outcome")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    episode_id: str
+    outcome: Outcome
+    def __init__(self, thread_id: _Optional[str] = ..., episode_id: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ...) -> None: ...
+
+class ScoredProcedure(_message.Message):
+    __slots__ = ("procedure", "relevance")
+    PROCEDURE_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    procedure: Procedure
+    relevance: float
+    def __init__(self, procedure: _Optional[_Union[Procedure, _Mapping]] = ..., relevance: _Optional[float] = ...) -> None: ...

@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n episodic/v1/ingest_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n\x13\x43reateThreadRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x05 \x01(\t\"L\n\x14\x43reateThreadResponse\x12#\n\x06thread\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Thread\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\xc5\x01\n\nNewMessage\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x1f\n\x04role\x18\x02 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\"R\n\x12\x41\x64\x64MessagesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12)\n\x08messages\x18\x02 \x03(\x0b\x32\x17.episodic.v1.NewMessage\"}\n\x13\x41\x64\x64MessagesResponse\x12\x14\n\x0cstored_count\x18\x02 \x01(\x05\x12\x11\n\tthread_id\x18\x03 \x01(\t\x12-\n\x08receipts\x18\x04 \x03(\x0b\x32\x1b.episodic.v1.MessageReceiptJ\x04\x08\x01\x10\x02R\x08messages\"\xac\x01\n\x0eMessageReceipt\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x0e\n\x06stored\x18\x03 \x01(\x08\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0breceived_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"%\n\x10\x45ndThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"R\n\x11\x45ndThreadResponse\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x16\n\x0e\x65pisode_queued\x18\x02 \x01(\x08\x12\x12\n\nepisode_id\x18\x03 \x01(\t\"%\n\x10GetThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"8\n\x11GetThreadResponse\x12#\n\x06thread\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Thread\"}\n\x13ListMessagesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x16\n\x0estart_sequence\x18\x04 \x01(\x03\x12\x14\n\x0c\x65nd_sequence\x18\x05 \x01(\x03\"\x8a\x01\n\x14ListMessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x31\n\ncompaction\x18\x03 \x01(\x0b\x32\x1d.episodic.v1.ThreadCompaction\"L\n\x12ListThreadsRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"T\n\x13ListThreadsResponse\x12$\n\x07threads\x18\x01 \x03(\x0b\x32\x13.episodic.v1.Thread\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xc8\x01\n\x12RecordEventRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x12\n\nevent_type\x18\x03 \x01(\t\x12\x0f\n\x07summary\x18\x04 \x01(\t\x12\x10\n\x08\x65ntities\x18\x05 \x03(\t\x12/\n\x0boccurred_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tthread_id\x18\x07 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\"J\n\x13RecordEventResponse\x12#\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\x12\x0e\n\x06stored\x18\x02 \x01(\x08\x32\x8d\x05\n\rIngestService\x12]\n\x0c\x43reateThread\x12 .episodic.v1.CreateThreadRequest\x1a!.episodic.v1.CreateThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12Z\n\x0b\x41\x64\x64Messages\x12\x1f.episodic.v1.AddMessagesRequest\x1a .episodic.v1.AddMessagesResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12T\n\tEndThread\x12\x1d.episodic.v1.EndThreadRequest\x1a\x1e.episodic.v1.EndThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12Z\n\x0bRecordEvent\x12\x1f.episodic.v1.RecordEventRequest\x1a .episodic.v1.RecordEventResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12T\n\tGetThread\x12\x1d.episodic.v1.GetThreadRequest\x1a\x1e.episodic.v1.GetThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12]\n\x0cListMessages\x12 .episodic.v1.ListMessagesRequest\x1a!.episodic.v1.ListMessagesResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12Z\n\x0bListThreads\x12\x1f.episodic.v1.ListThreadsRequest\x1a .episodic.v1.ListThreadsResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n episodic/v1/ingest_service.proto\x12\x0b\x65pisodic.v1\x1a\x18\x65pisodic/v1/access.proto\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n\x13\x43reateThreadRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x05 \x01(\t\"L\n\x14\x43reateThreadResponse\x12#\n\x06thread\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Thread\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x94\x02\n\nNewMessage\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x1f\n\x04role\x18\x02 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12)\n\ntool_calls\x18\x07 \x03(\x0b\x32\x15.episodic.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x08 \x01(\t\x12\x0c\n\x04name\x18\t \x01(\t\"R\n\x12\x41\x64\x64MessagesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12)\n\x08messages\x18\x02 \x03(\x0b\x32\x17.episodic.v1.NewMessage\"}\n\x13\x41\x64\x64MessagesResponse\x12\x14\n\x0cstored_count\x18\x02 \x01(\x05\x12\x11\n\tthread_id\x18\x03 \x01(\t\x12-\n\x08receipts\x18\x04 \x03(\x0b\x32\x1b.episodic.v1.MessageReceiptJ\x04\x08\x01\x10\x02R\x08messages\"\xac\x01\n\x0eMessageReceipt\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x0e\n\x06stored\x18\x03 \x01(\x08\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0breceived_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"%\n\x10\x45ndThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"R\n\x11\x45ndThreadResponse\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x16\n\x0e\x65pisode_queued\x18\x02 \x01(\x08\x12\x12\n\nepisode_id\x18\x03 \x01(\t\"%\n\x10GetThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"8\n\x11GetThreadResponse\x12#\n\x06thread\x18\x01 \x01(\x0b\x32\x13.episodic.v1.Thread\"}\n\x13ListMessagesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x16\n\x0estart_sequence\x18\x04 \x01(\x03\x12\x14\n\x0c\x65nd_sequence\x18\x05 \x01(\x03\"\x8a\x01\n\x14ListMessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x31\n\ncompaction\x18\x03 \x01(\x0b\x32\x1d.episodic.v1.ThreadCompaction\"L\n\x12ListThreadsRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"T\n\x13ListThreadsResponse\x12$\n\x07threads\x18\x01 \x03(\x0b\x32\x13.episodic.v1.Thread\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x90\x01\n\x14RecordOutcomeRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12%\n\x07outcome\x18\x02 \x01(\x0e\x32\x14.episodic.v1.Outcome\x12\x12\n\x05score\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04note\x18\x04 \x01(\t\x12\x12\n\nepisode_id\x18\x05 \x01(\tB\x08\n\x06_score\"\xa7\x01\n\x15RecordOutcomeResponse\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12%\n\x07outcome\x18\x03 \x01(\x0e\x32\x14.episodic.v1.Outcome\x12\x0f\n\x07\x63hanged\x18\x04 \x01(\x08\x12/\n\x0brecorded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xc8\x01\n\x12RecordEventRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x12\n\nevent_type\x18\x03 \x01(\t\x12\x0f\n\x07summary\x18\x04 \x01(\t\x12\x10\n\x08\x65ntities\x18\x05 \x03(\t\x12/\n\x0boccurred_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tthread_id\x18\x07 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\"J\n\x13RecordEventResponse\x12#\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\x12\x0e\n\x06stored\x18\x02 \x01(\x08\x32\xef\x05\n\rIngestService\x12]\n\x0c\x43reateThread\x12 .episodic.v1.CreateThreadRequest\x1a!.episodic.v1.CreateThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12Z\n\x0b\x41\x64\x64Messages\x12\x1f.episodic.v1.AddMessagesRequest\x1a .episodic.v1.AddMessagesResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12T\n\tEndThread\x12\x1d.episodic.v1.EndThreadRequest\x1a\x1e.episodic.v1.EndThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12Z\n\x0bRecordEvent\x12\x1f.episodic.v1.RecordEventRequest\x1a .episodic.v1.RecordEventResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12`\n\rRecordOutcome\x12!.episodic.v1.RecordOutcomeRequest\x1a\".episodic.v1.RecordOutcomeResponse\"\x08\x8a\xb5\x18\x04\x08\x02\x10\x01\x12T\n\tGetThread\x12\x1d.episodic.v1.GetThreadRequest\x1a\x1e.episodic.v1.GetThreadResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12]\n\x0cListMessages\x12 .episodic.v1.ListMessagesRequest\x1a!.episodic.v1.ListMessagesResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x12Z\n\x0bListThreads\x12\x1f.episodic.v1.ListThreadsRequest\x1a .episodic.v1.ListThreadsResponse\"\x08\x8a\xb5\x18\x04\x08\x01\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,6 +43,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INGESTSERVICE'].methods_by_name['EndThread']._serialized_options = b'\212\265\030\004\010\002\020\001'
   _globals['_INGESTSERVICE'].methods_by_name['RecordEvent']._loaded_options = None
   _globals['_INGESTSERVICE'].methods_by_name['RecordEvent']._serialized_options = b'\212\265\030\004\010\002\020\001'
+  _globals['_INGESTSERVICE'].methods_by_name['RecordOutcome']._loaded_options = None
+  _globals['_INGESTSERVICE'].methods_by_name['RecordOutcome']._serialized_options = b'\212\265\030\004\010\002\020\001'
   _globals['_INGESTSERVICE'].methods_by_name['GetThread']._loaded_options = None
   _globals['_INGESTSERVICE'].methods_by_name['GetThread']._serialized_options = b'\212\265\030\004\010\001\020\001'
   _globals['_INGESTSERVICE'].methods_by_name['ListMessages']._loaded_options = None
@@ -54,33 +56,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATETHREADRESPONSE']._serialized_start=308
   _globals['_CREATETHREADRESPONSE']._serialized_end=384
   _globals['_NEWMESSAGE']._serialized_start=387
-  _globals['_NEWMESSAGE']._serialized_end=584
-  _globals['_ADDMESSAGESREQUEST']._serialized_start=586
-  _globals['_ADDMESSAGESREQUEST']._serialized_end=668
-  _globals['_ADDMESSAGESRESPONSE']._serialized_start=670
-  _globals['_ADDMESSAGESRESPONSE']._serialized_end=795
-  _globals['_MESSAGERECEIPT']._serialized_start=798
-  _globals['_MESSAGERECEIPT']._serialized_end=970
-  _globals['_ENDTHREADREQUEST']._serialized_start=972
-  _globals['_ENDTHREADREQUEST']._serialized_end=1009
-  _globals['_ENDTHREADRESPONSE']._serialized_start=1011
-  _globals['_ENDTHREADRESPONSE']._serialized_end=1093
-  _globals['_GETTHREADREQUEST']._serialized_start=1095
-  _globals['_GETTHREADREQUEST']._serialized_end=1132
-  _globals['_GETTHREADRESPONSE']._serialized_start=1134
-  _globals['_GETTHREADRESPONSE']._serialized_end=1190
-  _globals['_LISTMESSAGESREQUEST']._serialized_start=1192
-  _globals['_LISTMESSAGESREQUEST']._serialized_end=1317
-  _globals['_LISTMESSAGESRESPONSE']._serialized_start=1320
-  _globals['_LISTMESSAGESRESPONSE']._serialized_end=1458
-  _globals['_LISTTHREADSREQUEST']._serialized_start=1460
-  _globals['_LISTTHREADSREQUEST']._serialized_end=1536
-  _globals['_LISTTHREADSRESPONSE']._serialized_start=1538
-  _globals['_LISTTHREADSRESPONSE']._serialized_end=1622
-  _globals['_RECORDEVENTREQUEST']._serialized_start=1625
-  _globals['_RECORDEVENTREQUEST']._serialized_end=1825
-  _globals['_RECORDEVENTRESPONSE']._serialized_start=1827
-  _globals['_RECORDEVENTRESPONSE']._serialized_end=1901
-  _globals['_INGESTSERVICE']._serialized_start=1904
-  _globals['_INGESTSERVICE']._serialized_end=2557
+  _globals['_NEWMESSAGE']._serialized_end=663
+  _globals['_ADDMESSAGESREQUEST']._serialized_start=665
+  _globals['_ADDMESSAGESREQUEST']._serialized_end=747
+  _globals['_ADDMESSAGESRESPONSE']._serialized_start=749
+  _globals['_ADDMESSAGESRESPONSE']._serialized_end=874
+  _globals['_MESSAGERECEIPT']._serialized_start=877
+  _globals['_MESSAGERECEIPT']._serialized_end=1049
+  _globals['_ENDTHREADREQUEST']._serialized_start=1051
+  _globals['_ENDTHREADREQUEST']._serialized_end=1088
+  _globals['_ENDTHREADRESPONSE']._serialized_start=1090
+  _globals['_ENDTHREADRESPONSE']._serialized_end=1172
+  _globals['_GETTHREADREQUEST']._serialized_start=1174
+  _globals['_GETTHREADREQUEST']._serialized_end=1211
+  _globals['_GETTHREADRESPONSE']._serialized_start=1213
+  _globals['_GETTHREADRESPONSE']._serialized_end=1269
+  _globals['_LISTMESSAGESREQUEST']._serialized_start=1271
+  _globals['_LISTMESSAGESREQUEST']._serialized_end=1396
+  _globals['_LISTMESSAGESRESPONSE']._serialized_start=1399
+  _globals['_LISTMESSAGESRESPONSE']._serialized_end=1537
+  _globals['_LISTTHREADSREQUEST']._serialized_start=1539
+  _globals['_LISTTHREADSREQUEST']._serialized_end=1615
+  _globals['_LISTTHREADSRESPONSE']._serialized_start=1617
+  _globals['_LISTTHREADSRESPONSE']._serialized_end=1701
+  _globals['_RECORDOUTCOMEREQUEST']._serialized_start=1704
+  _globals['_RECORDOUTCOMEREQUEST']._serialized_end=1848
+  _globals['_RECORDOUTCOMERESPONSE']._serialized_start=1851
+  _globals['_RECORDOUTCOMERESPONSE']._serialized_end=2018
+  _globals['_RECORDEVENTREQUEST']._serialized_start=2021
+  _globals['_RECORDEVENTREQUEST']._serialized_end=2221
+  _globals['_RECORDEVENTRESPONSE']._serialized_start=2223
+  _globals['_RECORDEVENTRESPONSE']._serialized_end=2297
+  _globals['_INGESTSERVICE']._serialized_start=2300
+  _globals['_INGESTSERVICE']._serialized_end=3051
 # @@protoc_insertion_point(module_scope)

@@ -35,20 +35,26 @@ class CreateThreadResponse(_message.Message):
     def __init__(self, thread: _Optional[_Union[_episode_pb2.Thread, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class NewMessage(_message.Message):
-    __slots__ = ("thread_id", "role", "content", "metadata", "created_at", "idempotency_key")
+    __slots__ = ("thread_id", "role", "content", "metadata", "created_at", "idempotency_key", "tool_calls", "tool_call_id", "name")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     role: _episode_pb2.Role
     content: str
     metadata: _struct_pb2.Struct
     created_at: _timestamp_pb2.Timestamp
     idempotency_key: str
-    def __init__(self, thread_id: _Optional[str] = ..., role: _Optional[_Union[_episode_pb2.Role, str]] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    tool_calls: _containers.RepeatedCompositeFieldContainer[_episode_pb2.ToolCall]
+    tool_call_id: str
+    name: str
+    def __init__(self, thread_id: _Optional[str] = ..., role: _Optional[_Union[_episode_pb2.Role, str]] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[_episode_pb2.ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class AddMessagesRequest(_message.Message):
     __slots__ = ("thread_id", "messages")
@@ -151,6 +157,34 @@ class ListThreadsResponse(_message.Message):
     threads: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Thread]
     next_page_token: str
     def __init__(self, threads: _Optional[_Iterable[_Union[_episode_pb2.Thread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RecordOutcomeRequest(_message.Message):
+    __slots__ = ("thread_id", "outcome", "score", "note", "episode_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    outcome: _episode_pb2.Outcome
+    score: float
+    note: str
+    episode_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., outcome: _Optional[_Union[_episode_pb2.Outcome, str]] = ..., score: _Optional[float] = ..., note: _Optional[str] = ..., episode_id: _Optional[str] = ...) -> None: ...
+
+class RecordOutcomeResponse(_message.Message):
+    __slots__ = ("thread_id", "episode_id", "outcome", "changed", "recorded_at")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    episode_id: str
+    outcome: _episode_pb2.Outcome
+    changed: bool
+    recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, thread_id: _Optional[str] = ..., episode_id: _Optional[str] = ..., outcome: _Optional[_Union[_episode_pb2.Outcome, str]] = ..., changed: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecordEventRequest(_message.Message):
     __slots__ = ("dataset", "actor", "event_type", "summary", "entities", "occurred_at", "thread_id", "idempotency_key")

@@ -55,6 +55,11 @@ class IngestServiceStub:
                 request_serializer=episodic_dot_v1_dot_ingest__service__pb2.RecordEventRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_ingest__service__pb2.RecordEventResponse.FromString,
                 _registered_method=True)
+        self.RecordOutcome = channel.unary_unary(
+                '/episodic.v1.IngestService/RecordOutcome',
+                request_serializer=episodic_dot_v1_dot_ingest__service__pb2.RecordOutcomeRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_ingest__service__pb2.RecordOutcomeResponse.FromString,
+                _registered_method=True)
         self.GetThread = channel.unary_unary(
                 '/episodic.v1.IngestService/GetThread',
                 request_serializer=episodic_dot_v1_dot_ingest__service__pb2.GetThreadRequest.SerializeToString,
@@ -109,6 +114,17 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordOutcome(self, request, context):
+        """Records how a thread (or one episode's stretch of it) turned out: success, failure or
+        partial, with an optional score and note. Rewards often arrive late, so it may come
+        before or after the episode exists; sending it again replaces it (the last one stands,
+        each recorded in the audit log). Procedures are learned from successful stretches with
+        tool calls, and failures count against the procedure they match.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetThread(self, request, context):
         """Returns one thread.
         """
@@ -152,6 +168,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RecordEvent,
                     request_deserializer=episodic_dot_v1_dot_ingest__service__pb2.RecordEventRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_ingest__service__pb2.RecordEventResponse.SerializeToString,
+            ),
+            'RecordOutcome': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordOutcome,
+                    request_deserializer=episodic_dot_v1_dot_ingest__service__pb2.RecordOutcomeRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_ingest__service__pb2.RecordOutcomeResponse.SerializeToString,
             ),
             'GetThread': grpc.unary_unary_rpc_method_handler(
                     servicer.GetThread,
@@ -278,6 +299,33 @@ class IngestService:
             '/episodic.v1.IngestService/RecordEvent',
             episodic_dot_v1_dot_ingest__service__pb2.RecordEventRequest.SerializeToString,
             episodic_dot_v1_dot_ingest__service__pb2.RecordEventResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordOutcome(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.IngestService/RecordOutcome',
+            episodic_dot_v1_dot_ingest__service__pb2.RecordOutcomeRequest.SerializeToString,
+            episodic_dot_v1_dot_ingest__service__pb2.RecordOutcomeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -17,11 +17,13 @@ class RecallInclude(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     RECALL_INCLUDE_UNSPECIFIED: _ClassVar[RecallInclude]
     RECALL_INCLUDE_EPISODES: _ClassVar[RecallInclude]
+    RECALL_INCLUDE_PROCEDURES: _ClassVar[RecallInclude]
 RECALL_INCLUDE_UNSPECIFIED: RecallInclude
 RECALL_INCLUDE_EPISODES: RecallInclude
+RECALL_INCLUDE_PROCEDURES: RecallInclude
 
 class RecallRequest(_message.Message):
-    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of", "literal_query", "actor", "exclude_events", "exact_entities", "min_relevance", "min_match", "abstain")
+    __slots__ = ("dataset", "query", "include", "context_episodes", "similarity_weight", "recency_weight", "since", "until", "thread_ids", "entities", "event_type", "as_of", "literal_query", "actor", "exclude_events", "exact_entities", "min_relevance", "min_match", "abstain", "context_procedures")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +43,7 @@ class RecallRequest(_message.Message):
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     MIN_MATCH_FIELD_NUMBER: _ClassVar[int]
     ABSTAIN_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_PROCEDURES_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     query: str
     include: _containers.RepeatedScalarFieldContainer[RecallInclude]
@@ -60,7 +63,8 @@ class RecallRequest(_message.Message):
     min_relevance: float
     min_match: float
     abstain: bool
-    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., literal_query: _Optional[bool] = ..., actor: _Optional[str] = ..., exclude_events: _Optional[bool] = ..., exact_entities: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., min_match: _Optional[float] = ..., abstain: _Optional[bool] = ...) -> None: ...
+    context_procedures: int
+    def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., literal_query: _Optional[bool] = ..., actor: _Optional[str] = ..., exclude_events: _Optional[bool] = ..., exact_entities: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., min_match: _Optional[float] = ..., abstain: _Optional[bool] = ..., context_procedures: _Optional[int] = ...) -> None: ...
 
 class RecalledEpisodes(_message.Message):
     __slots__ = ("episodes", "episode_count", "match", "abstained", "abstain_applied")
@@ -77,12 +81,14 @@ class RecalledEpisodes(_message.Message):
     def __init__(self, episodes: _Optional[_Iterable[_Union[_episode_pb2.ScoredEpisode, _Mapping]]] = ..., episode_count: _Optional[int] = ..., match: _Optional[float] = ..., abstained: _Optional[bool] = ..., abstain_applied: _Optional[bool] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
-    __slots__ = ("episodes", "understanding")
+    __slots__ = ("episodes", "understanding", "procedures")
     EPISODES_FIELD_NUMBER: _ClassVar[int]
     UNDERSTANDING_FIELD_NUMBER: _ClassVar[int]
+    PROCEDURES_FIELD_NUMBER: _ClassVar[int]
     episodes: RecalledEpisodes
     understanding: QueryUnderstanding
-    def __init__(self, episodes: _Optional[_Union[RecalledEpisodes, _Mapping]] = ..., understanding: _Optional[_Union[QueryUnderstanding, _Mapping]] = ...) -> None: ...
+    procedures: _containers.RepeatedCompositeFieldContainer[_episode_pb2.ScoredProcedure]
+    def __init__(self, episodes: _Optional[_Union[RecalledEpisodes, _Mapping]] = ..., understanding: _Optional[_Union[QueryUnderstanding, _Mapping]] = ..., procedures: _Optional[_Iterable[_Union[_episode_pb2.ScoredProcedure, _Mapping]]] = ...) -> None: ...
 
 class QueryUnderstanding(_message.Message):
     __slots__ = ("ranked_query", "expressions", "window_start", "window_end", "ordinal", "time_only", "applied", "notes")
@@ -205,3 +211,35 @@ class EntityTimelineResponse(_message.Message):
     episodes: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Episode]
     next_page_token: str
     def __init__(self, entity: _Optional[_Union[_entity_pb2.Entity, _Mapping]] = ..., episodes: _Optional[_Iterable[_Union[_episode_pb2.Episode, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListProceduresRequest(_message.Message):
+    __slots__ = ("dataset", "page_size", "page_token")
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    dataset: str
+    page_size: int
+    page_token: str
+    def __init__(self, dataset: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListProceduresResponse(_message.Message):
+    __slots__ = ("procedures", "next_page_token")
+    PROCEDURES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    procedures: _containers.RepeatedCompositeFieldContainer[_episode_pb2.Procedure]
+    next_page_token: str
+    def __init__(self, procedures: _Optional[_Iterable[_Union[_episode_pb2.Procedure, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetProcedureRequest(_message.Message):
+    __slots__ = ("procedure_id", "dataset")
+    PROCEDURE_ID_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    procedure_id: str
+    dataset: str
+    def __init__(self, procedure_id: _Optional[str] = ..., dataset: _Optional[str] = ...) -> None: ...
+
+class GetProcedureResponse(_message.Message):
+    __slots__ = ("procedure",)
+    PROCEDURE_FIELD_NUMBER: _ClassVar[int]
+    procedure: _episode_pb2.Procedure
+    def __init__(self, procedure: _Optional[_Union[_episode_pb2.Procedure, _Mapping]] = ...) -> None: ...

@@ -56,6 +56,16 @@ class RecallServiceStub:
                 request_serializer=episodic_dot_v1_dot_recall__service__pb2.GetEpisodeRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_recall__service__pb2.GetEpisodeResponse.FromString,
                 _registered_method=True)
+        self.ListProcedures = channel.unary_unary(
+                '/episodic.v1.RecallService/ListProcedures',
+                request_serializer=episodic_dot_v1_dot_recall__service__pb2.ListProceduresRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_recall__service__pb2.ListProceduresResponse.FromString,
+                _registered_method=True)
+        self.GetProcedure = channel.unary_unary(
+                '/episodic.v1.RecallService/GetProcedure',
+                request_serializer=episodic_dot_v1_dot_recall__service__pb2.GetProcedureRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_recall__service__pb2.GetProcedureResponse.FromString,
+                _registered_method=True)
         self.EntityTimeline = channel.unary_unary(
                 '/episodic.v1.RecallService/EntityTimeline',
                 request_serializer=episodic_dot_v1_dot_recall__service__pb2.EntityTimelineRequest.SerializeToString,
@@ -99,6 +109,20 @@ class RecallServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListProcedures(self, request, context):
+        """Pages through a dataset's procedures, most supported first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProcedure(self, request, context):
+        """Returns one procedure.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def EntityTimeline(self, request, context):
         """Everything about one entity, in order: the dataset's current episodes that mention it
         under any of its aliases, oldest first, paged.
@@ -129,6 +153,16 @@ def add_RecallServiceServicer_to_server(servicer, server):
                     servicer.GetEpisode,
                     request_deserializer=episodic_dot_v1_dot_recall__service__pb2.GetEpisodeRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_recall__service__pb2.GetEpisodeResponse.SerializeToString,
+            ),
+            'ListProcedures': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProcedures,
+                    request_deserializer=episodic_dot_v1_dot_recall__service__pb2.ListProceduresRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_recall__service__pb2.ListProceduresResponse.SerializeToString,
+            ),
+            'GetProcedure': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProcedure,
+                    request_deserializer=episodic_dot_v1_dot_recall__service__pb2.GetProcedureRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_recall__service__pb2.GetProcedureResponse.SerializeToString,
             ),
             'EntityTimeline': grpc.unary_unary_rpc_method_handler(
                     servicer.EntityTimeline,
@@ -246,6 +280,60 @@ class RecallService:
             '/episodic.v1.RecallService/GetEpisode',
             episodic_dot_v1_dot_recall__service__pb2.GetEpisodeRequest.SerializeToString,
             episodic_dot_v1_dot_recall__service__pb2.GetEpisodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProcedures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.RecallService/ListProcedures',
+            episodic_dot_v1_dot_recall__service__pb2.ListProceduresRequest.SerializeToString,
+            episodic_dot_v1_dot_recall__service__pb2.ListProceduresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProcedure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.RecallService/GetProcedure',
+            episodic_dot_v1_dot_recall__service__pb2.GetProcedureRequest.SerializeToString,
+            episodic_dot_v1_dot_recall__service__pb2.GetProcedureResponse.FromString,
             options,
             channel_credentials,
             insecure,

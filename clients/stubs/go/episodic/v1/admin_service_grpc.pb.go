@@ -37,6 +37,10 @@ type AdminServiceClient interface {
 	DeleteDataset(ctx context.Context, in *DeleteDatasetRequest, opts ...grpc.CallOption) (*DeleteDatasetResponse, error)
 	// Erases one thread and everything derived from it; returns a receipt.
 	DeleteThread(ctx context.Context, in *DeleteThreadRequest, opts ...grpc.CallOption) (*DeleteThreadResponse, error)
+	// Deletes a procedure and forgets the stretches it was learned from (they are not
+	// learned again; the conversations and episodes stay). NOT_FOUND when the dataset has no
+	// such procedure.
+	DeleteProcedure(ctx context.Context, in *DeleteProcedureRequest, opts ...grpc.CallOption) (*DeleteProcedureResponse, error)
 	// A dataset's retention and compaction policy, and whether it is encrypted.
 	GetDatasetPolicy(ctx context.Context, in *GetDatasetPolicyRequest, opts ...grpc.CallOption) (*GetDatasetPolicyResponse, error)
 	// Sets a dataset's retention and compaction policy (unset fields: the global default).
@@ -124,6 +128,15 @@ func (c *adminServiceClient) DeleteThread(ctx context.Context, in *DeleteThreadR
 	return out, nil
 }
 
+func (c *adminServiceClient) DeleteProcedure(ctx context.Context, in *DeleteProcedureRequest, opts ...grpc.CallOption) (*DeleteProcedureResponse, error) {
+	out := new(DeleteProcedureResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.AdminService/DeleteProcedure", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) GetDatasetPolicy(ctx context.Context, in *GetDatasetPolicyRequest, opts ...grpc.CallOption) (*GetDatasetPolicyResponse, error) {
 	out := new(GetDatasetPolicyResponse)
 	err := c.cc.Invoke(ctx, "/episodic.v1.AdminService/GetDatasetPolicy", in, out, opts...)
@@ -193,6 +206,10 @@ type AdminServiceServer interface {
 	DeleteDataset(context.Context, *DeleteDatasetRequest) (*DeleteDatasetResponse, error)
 	// Erases one thread and everything derived from it; returns a receipt.
 	DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error)
+	// Deletes a procedure and forgets the stretches it was learned from (they are not
+	// learned again; the conversations and episodes stay). NOT_FOUND when the dataset has no
+	// such procedure.
+	DeleteProcedure(context.Context, *DeleteProcedureRequest) (*DeleteProcedureResponse, error)
 	// A dataset's retention and compaction policy, and whether it is encrypted.
 	GetDatasetPolicy(context.Context, *GetDatasetPolicyRequest) (*GetDatasetPolicyResponse, error)
 	// Sets a dataset's retention and compaction policy (unset fields: the global default).
@@ -234,6 +251,9 @@ func (UnimplementedAdminServiceServer) DeleteDataset(context.Context, *DeleteDat
 }
 func (UnimplementedAdminServiceServer) DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteThread not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteProcedure(context.Context, *DeleteProcedureRequest) (*DeleteProcedureResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteProcedure not implemented")
 }
 func (UnimplementedAdminServiceServer) GetDatasetPolicy(context.Context, *GetDatasetPolicyRequest) (*GetDatasetPolicyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetDatasetPolicy not implemented")
@@ -389,6 +409,24 @@ func _AdminService_DeleteThread_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DeleteProcedure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteProcedureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteProcedure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.AdminService/DeleteProcedure",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteProcedure(ctx, req.(*DeleteProcedureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_GetDatasetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetDatasetPolicyRequest)
 	if err := dec(in); err != nil {
@@ -510,6 +548,10 @@ var _AdminService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteThread",
 			Handler:    _AdminService_DeleteThread_Handler,
+		},
+		{
+			MethodName: "DeleteProcedure",
+			Handler:    _AdminService_DeleteProcedure_Handler,
 		},
 		{
 			MethodName: "GetDatasetPolicy",

@@ -30,6 +30,12 @@ type IngestServiceClient interface {
 	// summarised episodes. Durable when the call returns; embedded shortly after by the
 	// Summariser (until then it is found by its words and its time).
 	RecordEvent(ctx context.Context, in *RecordEventRequest, opts ...grpc.CallOption) (*RecordEventResponse, error)
+	// Records how a thread (or one episode's stretch of it) turned out: success, failure or
+	// partial, with an optional score and note. Rewards often arrive late, so it may come
+	// before or after the episode exists; sending it again replaces it (the last one stands,
+	// each recorded in the audit log). Procedures are learned from successful stretches with
+	// tool calls, and failures count against the procedure they match.
+	RecordOutcome(ctx context.Context, in *RecordOutcomeRequest, opts ...grpc.CallOption) (*RecordOutcomeResponse, error)
 	// Returns one thread.
 	GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error)
 	// Pages through a thread's messages in sequence order (seed 003's load_session).
@@ -82,6 +88,15 @@ func (c *ingestServiceClient) RecordEvent(ctx context.Context, in *RecordEventRe
 	return out, nil
 }
 
+func (c *ingestServiceClient) RecordOutcome(ctx context.Context, in *RecordOutcomeRequest, opts ...grpc.CallOption) (*RecordOutcomeResponse, error) {
+	out := new(RecordOutcomeResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.IngestService/RecordOutcome", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *ingestServiceClient) GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error) {
 	out := new(GetThreadResponse)
 	err := c.cc.Invoke(ctx, "/episodic.v1.IngestService/GetThread", in, out, opts...)
@@ -126,6 +141,12 @@ type IngestServiceServer interface {
 	// summarised episodes. Durable when the call returns; embedded shortly after by the
 	// Summariser (until then it is found by its words and its time).
 	RecordEvent(context.Context, *RecordEventRequest) (*RecordEventResponse, error)
+	// Records how a thread (or one episode's stretch of it) turned out: success, failure or
+	// partial, with an optional score and note. Rewards often arrive late, so it may come
+	// before or after the episode exists; sending it again replaces it (the last one stands,
+	// each recorded in the audit log). Procedures are learned from successful stretches with
+	// tool calls, and failures count against the procedure they match.
+	RecordOutcome(context.Context, *RecordOutcomeRequest) (*RecordOutcomeResponse, error)
 	// Returns one thread.
 	GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error)
 	// Pages through a thread's messages in sequence order (seed 003's load_session).
@@ -150,6 +171,9 @@ func (UnimplementedIngestServiceServer) EndThread(context.Context, *EndThreadReq
 }
 func (UnimplementedIngestServiceServer) RecordEvent(context.Context, *RecordEventRequest) (*RecordEventResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RecordEvent not implemented")
+}
+func (UnimplementedIngestServiceServer) RecordOutcome(context.Context, *RecordOutcomeRequest) (*RecordOutcomeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RecordOutcome not implemented")
 }
 func (UnimplementedIngestServiceServer) GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetThread not implemented")
@@ -245,6 +269,24 @@ func _IngestService_RecordEvent_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IngestService_RecordOutcome_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordOutcomeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IngestServiceServer).RecordOutcome(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.IngestService/RecordOutcome",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IngestServiceServer).RecordOutcome(ctx, req.(*RecordOutcomeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _IngestService_GetThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetThreadRequest)
 	if err := dec(in); err != nil {
@@ -318,6 +360,10 @@ var _IngestService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecordEvent",
 			Handler:    _IngestService_RecordEvent_Handler,
+		},
+		{
+			MethodName: "RecordOutcome",
+			Handler:    _IngestService_RecordOutcome_Handler,
 		},
 		{
 			MethodName: "GetThread",

@@ -28,6 +28,10 @@ type RecallServiceClient interface {
 	// Returns one episode in any status (archived ones too, for provenance), or an event
 	// (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
 	GetEpisode(ctx context.Context, in *GetEpisodeRequest, opts ...grpc.CallOption) (*GetEpisodeResponse, error)
+	// Pages through a dataset's procedures, most supported first.
+	ListProcedures(ctx context.Context, in *ListProceduresRequest, opts ...grpc.CallOption) (*ListProceduresResponse, error)
+	// Returns one procedure.
+	GetProcedure(ctx context.Context, in *GetProcedureRequest, opts ...grpc.CallOption) (*GetProcedureResponse, error)
 	// Everything about one entity, in order: the dataset's current episodes that mention it
 	// under any of its aliases, oldest first, paged.
 	EntityTimeline(ctx context.Context, in *EntityTimelineRequest, opts ...grpc.CallOption) (*EntityTimelineResponse, error)
@@ -77,6 +81,24 @@ func (c *recallServiceClient) GetEpisode(ctx context.Context, in *GetEpisodeRequ
 	return out, nil
 }
 
+func (c *recallServiceClient) ListProcedures(ctx context.Context, in *ListProceduresRequest, opts ...grpc.CallOption) (*ListProceduresResponse, error) {
+	out := new(ListProceduresResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.RecallService/ListProcedures", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *recallServiceClient) GetProcedure(ctx context.Context, in *GetProcedureRequest, opts ...grpc.CallOption) (*GetProcedureResponse, error) {
+	out := new(GetProcedureResponse)
+	err := c.cc.Invoke(ctx, "/episodic.v1.RecallService/GetProcedure", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *recallServiceClient) EntityTimeline(ctx context.Context, in *EntityTimelineRequest, opts ...grpc.CallOption) (*EntityTimelineResponse, error) {
 	out := new(EntityTimelineResponse)
 	err := c.cc.Invoke(ctx, "/episodic.v1.RecallService/EntityTimeline", in, out, opts...)
@@ -101,6 +123,10 @@ type RecallServiceServer interface {
 	// Returns one episode in any status (archived ones too, for provenance), or an event
 	// (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
 	GetEpisode(context.Context, *GetEpisodeRequest) (*GetEpisodeResponse, error)
+	// Pages through a dataset's procedures, most supported first.
+	ListProcedures(context.Context, *ListProceduresRequest) (*ListProceduresResponse, error)
+	// Returns one procedure.
+	GetProcedure(context.Context, *GetProcedureRequest) (*GetProcedureResponse, error)
 	// Everything about one entity, in order: the dataset's current episodes that mention it
 	// under any of its aliases, oldest first, paged.
 	EntityTimeline(context.Context, *EntityTimelineRequest) (*EntityTimelineResponse, error)
@@ -122,6 +148,12 @@ func (UnimplementedRecallServiceServer) SearchEpisodes(context.Context, *SearchE
 }
 func (UnimplementedRecallServiceServer) GetEpisode(context.Context, *GetEpisodeRequest) (*GetEpisodeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetEpisode not implemented")
+}
+func (UnimplementedRecallServiceServer) ListProcedures(context.Context, *ListProceduresRequest) (*ListProceduresResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListProcedures not implemented")
+}
+func (UnimplementedRecallServiceServer) GetProcedure(context.Context, *GetProcedureRequest) (*GetProcedureResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetProcedure not implemented")
 }
 func (UnimplementedRecallServiceServer) EntityTimeline(context.Context, *EntityTimelineRequest) (*EntityTimelineResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method EntityTimeline not implemented")
@@ -211,6 +243,42 @@ func _RecallService_GetEpisode_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RecallService_ListProcedures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProceduresRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RecallServiceServer).ListProcedures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.RecallService/ListProcedures",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RecallServiceServer).ListProcedures(ctx, req.(*ListProceduresRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RecallService_GetProcedure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProcedureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RecallServiceServer).GetProcedure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/episodic.v1.RecallService/GetProcedure",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RecallServiceServer).GetProcedure(ctx, req.(*GetProcedureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RecallService_EntityTimeline_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EntityTimelineRequest)
 	if err := dec(in); err != nil {
@@ -248,6 +316,14 @@ var _RecallService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetEpisode",
 			Handler:    _RecallService_GetEpisode_Handler,
+		},
+		{
+			MethodName: "ListProcedures",
+			Handler:    _RecallService_ListProcedures_Handler,
+		},
+		{
+			MethodName: "GetProcedure",
+			Handler:    _RecallService_GetProcedure_Handler,
 		},
 		{
 			MethodName: "EntityTimeline",

@@ -236,6 +236,37 @@ public final class AdminServiceGrpc {
     return getDeleteThreadMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest,
+      episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse> getDeleteProcedureMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "DeleteProcedure",
+      requestType = episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.class,
+      responseType = episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest,
+      episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse> getDeleteProcedureMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest, episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse> getDeleteProcedureMethod;
+    if ((getDeleteProcedureMethod = AdminServiceGrpc.getDeleteProcedureMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getDeleteProcedureMethod = AdminServiceGrpc.getDeleteProcedureMethod) == null) {
+          AdminServiceGrpc.getDeleteProcedureMethod = getDeleteProcedureMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest, episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "DeleteProcedure"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("DeleteProcedure"))
+              .build();
+        }
+      }
+    }
+    return getDeleteProcedureMethod;
+  }
+
   private static volatile io.grpc.MethodDescriptor<episodic.v1.AdminServiceOuterClass.GetDatasetPolicyRequest,
       episodic.v1.AdminServiceOuterClass.GetDatasetPolicyResponse> getGetDatasetPolicyMethod;
 
@@ -521,6 +552,18 @@ public final class AdminServiceGrpc {
 
     /**
      * <pre>
+     * Deletes a procedure and forgets the stretches it was learned from (they are not
+     * learned again; the conversations and episodes stay). NOT_FOUND when the dataset has no
+     * such procedure.
+     * </pre>
+     */
+    public void deleteProcedure(episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getDeleteProcedureMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
      * A dataset's retention and compaction policy, and whether it is encrypted.
      * </pre>
      */
@@ -624,6 +667,13 @@ public final class AdminServiceGrpc {
                 episodic.v1.AdminServiceOuterClass.DeleteThreadRequest,
                 episodic.v1.AdminServiceOuterClass.DeleteThreadResponse>(
                   this, METHODID_DELETE_THREAD)))
+          .addMethod(
+            getDeleteProcedureMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest,
+                episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse>(
+                  this, METHODID_DELETE_PROCEDURE)))
           .addMethod(
             getGetDatasetPolicyMethod(),
             io.grpc.stub.ServerCalls.asyncUnaryCall(
@@ -762,6 +812,19 @@ public final class AdminServiceGrpc {
         io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.DeleteThreadResponse> responseObserver) {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getDeleteThreadMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Deletes a procedure and forgets the stretches it was learned from (they are not
+     * learned again; the conversations and episodes stay). NOT_FOUND when the dataset has no
+     * such procedure.
+     * </pre>
+     */
+    public void deleteProcedure(episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getDeleteProcedureMethod(), getCallOptions()), request, responseObserver);
     }
 
     /**
@@ -916,6 +979,18 @@ public final class AdminServiceGrpc {
     public episodic.v1.AdminServiceOuterClass.DeleteThreadResponse deleteThread(episodic.v1.AdminServiceOuterClass.DeleteThreadRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getDeleteThreadMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes a procedure and forgets the stretches it was learned from (they are not
+     * learned again; the conversations and episodes stay). NOT_FOUND when the dataset has no
+     * such procedure.
+     * </pre>
+     */
+    public episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse deleteProcedure(episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getDeleteProcedureMethod(), getCallOptions(), request);
     }
 
     /**
@@ -1076,6 +1151,19 @@ public final class AdminServiceGrpc {
 
     /**
      * <pre>
+     * Deletes a procedure and forgets the stretches it was learned from (they are not
+     * learned again; the conversations and episodes stay). NOT_FOUND when the dataset has no
+     * such procedure.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse> deleteProcedure(
+        episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getDeleteProcedureMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
      * A dataset's retention and compaction policy, and whether it is encrypted.
      * </pre>
      */
@@ -1141,11 +1229,12 @@ public final class AdminServiceGrpc {
   private static final int METHODID_LIST_AUDIT_EVENTS = 4;
   private static final int METHODID_DELETE_DATASET = 5;
   private static final int METHODID_DELETE_THREAD = 6;
-  private static final int METHODID_GET_DATASET_POLICY = 7;
-  private static final int METHODID_SET_DATASET_POLICY = 8;
-  private static final int METHODID_LIST_ENTITIES = 9;
-  private static final int METHODID_MERGE_ENTITIES = 10;
-  private static final int METHODID_SPLIT_ENTITY = 11;
+  private static final int METHODID_DELETE_PROCEDURE = 7;
+  private static final int METHODID_GET_DATASET_POLICY = 8;
+  private static final int METHODID_SET_DATASET_POLICY = 9;
+  private static final int METHODID_LIST_ENTITIES = 10;
+  private static final int METHODID_MERGE_ENTITIES = 11;
+  private static final int METHODID_SPLIT_ENTITY = 12;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -1191,6 +1280,10 @@ public final class AdminServiceGrpc {
         case METHODID_DELETE_THREAD:
           serviceImpl.deleteThread((episodic.v1.AdminServiceOuterClass.DeleteThreadRequest) request,
               (io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.DeleteThreadResponse>) responseObserver);
+          break;
+        case METHODID_DELETE_PROCEDURE:
+          serviceImpl.deleteProcedure((episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse>) responseObserver);
           break;
         case METHODID_GET_DATASET_POLICY:
           serviceImpl.getDatasetPolicy((episodic.v1.AdminServiceOuterClass.GetDatasetPolicyRequest) request,
@@ -1280,6 +1373,7 @@ public final class AdminServiceGrpc {
               .addMethod(getListAuditEventsMethod())
               .addMethod(getDeleteDatasetMethod())
               .addMethod(getDeleteThreadMethod())
+              .addMethod(getDeleteProcedureMethod())
               .addMethod(getGetDatasetPolicyMethod())
               .addMethod(getSetDatasetPolicyMethod())
               .addMethod(getListEntitiesMethod())

@@ -19319,6 +19319,1224 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
 
   }
 
+  public interface DeleteProcedureRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.DeleteProcedureRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+
+    /**
+     * <pre>
+     * Required. UUID of the procedure.
+     * </pre>
+     *
+     * <code>string procedure_id = 2;</code>
+     * @return The procedureId.
+     */
+    java.lang.String getProcedureId();
+    /**
+     * <pre>
+     * Required. UUID of the procedure.
+     * </pre>
+     *
+     * <code>string procedure_id = 2;</code>
+     * @return The bytes for procedureId.
+     */
+    com.google.protobuf.ByteString
+        getProcedureIdBytes();
+  }
+  /**
+   * <pre>
+   * Request for AdminService.DeleteProcedure.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.DeleteProcedureRequest}
+   */
+  public static final class DeleteProcedureRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.DeleteProcedureRequest)
+      DeleteProcedureRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "DeleteProcedureRequest");
+    }
+    // Use DeleteProcedureRequest.newBuilder() to construct.
+    private DeleteProcedureRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private DeleteProcedureRequest() {
+      dataset_ = "";
+      procedureId_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.class, episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.Builder.class);
+    }
+
+    public static final int DATASET_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int PROCEDURE_ID_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object procedureId_ = "";
+    /**
+     * <pre>
+     * Required. UUID of the procedure.
+     * </pre>
+     *
+     * <code>string procedure_id = 2;</code>
+     * @return The procedureId.
+     */
+    @java.lang.Override
+    public java.lang.String getProcedureId() {
+      java.lang.Object ref = procedureId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        procedureId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. UUID of the procedure.
+     * </pre>
+     *
+     * <code>string procedure_id = 2;</code>
+     * @return The bytes for procedureId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getProcedureIdBytes() {
+      java.lang.Object ref = procedureId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        procedureId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(procedureId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, procedureId_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(procedureId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, procedureId_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest other = (episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest) obj;
+
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (!getProcedureId()
+          .equals(other.getProcedureId())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (37 * hash) + PROCEDURE_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getProcedureId().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for AdminService.DeleteProcedure.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.DeleteProcedureRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.DeleteProcedureRequest)
+        episodic.v1.AdminServiceOuterClass.DeleteProcedureRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.class, episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        dataset_ = "";
+        procedureId_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest getDefaultInstanceForType() {
+        return episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest build() {
+        episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest buildPartial() {
+        episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest result = new episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.dataset_ = dataset_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.procedureId_ = procedureId_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest) {
+          return mergeFrom((episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest other) {
+        if (other == episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest.getDefaultInstance()) return this;
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getProcedureId().isEmpty()) {
+          procedureId_ = other.procedureId_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                procedureId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object procedureId_ = "";
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 2;</code>
+       * @return The procedureId.
+       */
+      public java.lang.String getProcedureId() {
+        java.lang.Object ref = procedureId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          procedureId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 2;</code>
+       * @return The bytes for procedureId.
+       */
+      public com.google.protobuf.ByteString
+          getProcedureIdBytes() {
+        java.lang.Object ref = procedureId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          procedureId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 2;</code>
+       * @param value The procedureId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setProcedureId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        procedureId_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearProcedureId() {
+        procedureId_ = getDefaultInstance().getProcedureId();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 2;</code>
+       * @param value The bytes for procedureId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setProcedureIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        procedureId_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.DeleteProcedureRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.DeleteProcedureRequest)
+    private static final episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest();
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<DeleteProcedureRequest>
+        PARSER = new com.google.protobuf.AbstractParser<DeleteProcedureRequest>() {
+      @java.lang.Override
+      public DeleteProcedureRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<DeleteProcedureRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<DeleteProcedureRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.AdminServiceOuterClass.DeleteProcedureRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface DeleteProcedureResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.DeleteProcedureResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * How many stretches of conversation it had been learned from (now forgotten).
+     * </pre>
+     *
+     * <code>int32 forgotten_sources = 1;</code>
+     * @return The forgottenSources.
+     */
+    int getForgottenSources();
+  }
+  /**
+   * <pre>
+   * Response for AdminService.DeleteProcedure.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.DeleteProcedureResponse}
+   */
+  public static final class DeleteProcedureResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.DeleteProcedureResponse)
+      DeleteProcedureResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "DeleteProcedureResponse");
+    }
+    // Use DeleteProcedureResponse.newBuilder() to construct.
+    private DeleteProcedureResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private DeleteProcedureResponse() {
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.class, episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.Builder.class);
+    }
+
+    public static final int FORGOTTEN_SOURCES_FIELD_NUMBER = 1;
+    private int forgottenSources_ = 0;
+    /**
+     * <pre>
+     * How many stretches of conversation it had been learned from (now forgotten).
+     * </pre>
+     *
+     * <code>int32 forgotten_sources = 1;</code>
+     * @return The forgottenSources.
+     */
+    @java.lang.Override
+    public int getForgottenSources() {
+      return forgottenSources_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (forgottenSources_ != 0) {
+        output.writeInt32(1, forgottenSources_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (forgottenSources_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeInt32Size(1, forgottenSources_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse other = (episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse) obj;
+
+      if (getForgottenSources()
+          != other.getForgottenSources()) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + FORGOTTEN_SOURCES_FIELD_NUMBER;
+      hash = (53 * hash) + getForgottenSources();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for AdminService.DeleteProcedure.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.DeleteProcedureResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.DeleteProcedureResponse)
+        episodic.v1.AdminServiceOuterClass.DeleteProcedureResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.class, episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        forgottenSources_ = 0;
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.AdminServiceOuterClass.internal_static_episodic_v1_DeleteProcedureResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse getDefaultInstanceForType() {
+        return episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse build() {
+        episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse buildPartial() {
+        episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse result = new episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.forgottenSources_ = forgottenSources_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse) {
+          return mergeFrom((episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse other) {
+        if (other == episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse.getDefaultInstance()) return this;
+        if (other.getForgottenSources() != 0) {
+          setForgottenSources(other.getForgottenSources());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 8: {
+                forgottenSources_ = input.readInt32();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 8
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private int forgottenSources_ ;
+      /**
+       * <pre>
+       * How many stretches of conversation it had been learned from (now forgotten).
+       * </pre>
+       *
+       * <code>int32 forgotten_sources = 1;</code>
+       * @return The forgottenSources.
+       */
+      @java.lang.Override
+      public int getForgottenSources() {
+        return forgottenSources_;
+      }
+      /**
+       * <pre>
+       * How many stretches of conversation it had been learned from (now forgotten).
+       * </pre>
+       *
+       * <code>int32 forgotten_sources = 1;</code>
+       * @param value The forgottenSources to set.
+       * @return This builder for chaining.
+       */
+      public Builder setForgottenSources(int value) {
+
+        forgottenSources_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * How many stretches of conversation it had been learned from (now forgotten).
+       * </pre>
+       *
+       * <code>int32 forgotten_sources = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearForgottenSources() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        forgottenSources_ = 0;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.DeleteProcedureResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.DeleteProcedureResponse)
+    private static final episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse();
+    }
+
+    public static episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<DeleteProcedureResponse>
+        PARSER = new com.google.protobuf.AbstractParser<DeleteProcedureResponse>() {
+      @java.lang.Override
+      public DeleteProcedureResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<DeleteProcedureResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<DeleteProcedureResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.AdminServiceOuterClass.DeleteProcedureResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
   public interface DatasetPolicyOrBuilder extends
       // @@protoc_insertion_point(interface_extends:episodic.v1.DatasetPolicy)
       com.google.protobuf.MessageOrBuilder {
@@ -29441,6 +30659,16 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_episodic_v1_DeleteThreadResponse_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_DeleteProcedureRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_DeleteProcedureRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_DeleteProcedureResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_DeleteProcedureResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_episodic_v1_DatasetPolicy_descriptor;
   private static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -29561,70 +30789,75 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       "dic.v1.ErasureReceipt\"(\n\023DeleteThreadReq" +
       "uest\022\021\n\tthread_id\030\001 \001(\t\"D\n\024DeleteThreadR" +
       "esponse\022,\n\007receipt\030\001 \001(\0132\033.episodic.v1.E" +
-      "rasureReceipt\"\253\002\n\rDatasetPolicy\022\017\n\007datas" +
-      "et\030\001 \001(\t\022\033\n\016retention_days\030\002 \001(\005H\000\210\001\001\022\037\n" +
-      "\022compact_after_days\030\003 \001(\005H\001\210\001\001\022 \n\030effect" +
-      "ive_retention_days\030\004 \001(\005\022$\n\034effective_co" +
-      "mpact_after_days\030\005 \001(\005\022\021\n\tencrypted\030\006 \001(" +
-      "\010\022\020\n\010language\030\007 \001(\t\0224\n\017language_origin\030\010" +
-      " \001(\0162\033.episodic.v1.LanguageOriginB\021\n\017_re" +
-      "tention_daysB\025\n\023_compact_after_days\"*\n\027G" +
-      "etDatasetPolicyRequest\022\017\n\007dataset\030\001 \001(\t\"" +
-      "F\n\030GetDatasetPolicyResponse\022*\n\006policy\030\001 " +
-      "\001(\0132\032.episodic.v1.DatasetPolicy\"\347\001\n\027SetD" +
-      "atasetPolicyRequest\022\017\n\007dataset\030\001 \001(\t\022\033\n\016" +
-      "retention_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compact_aft" +
-      "er_days\030\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001(\tH\002\210\001" +
-      "\001\022/\n\013update_mask\030\005 \001(\0132\032.google.protobuf" +
-      ".FieldMaskB\021\n\017_retention_daysB\025\n\023_compac" +
-      "t_after_daysB\013\n\t_language\"F\n\030SetDatasetP" +
-      "olicyResponse\022*\n\006policy\030\001 \001(\0132\032.episodic" +
-      ".v1.DatasetPolicy\"M\n\023ListEntitiesRequest" +
-      "\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\n" +
-      "page_token\030\003 \001(\t\"V\n\024ListEntitiesResponse" +
-      "\022%\n\010entities\030\001 \003(\0132\023.episodic.v1.Entity\022" +
-      "\027\n\017next_page_token\030\002 \001(\t\"F\n\024MergeEntitie" +
-      "sRequest\022\017\n\007dataset\030\001 \001(\t\022\014\n\004into\030\002 \001(\t\022" +
-      "\017\n\007sources\030\003 \003(\t\"<\n\025MergeEntitiesRespons" +
-      "e\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.Entity\"4" +
-      "\n\022SplitEntityRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n" +
-      "\005alias\030\002 \001(\t\"e\n\023SplitEntityResponse\022&\n\ts" +
-      "plit_off\030\001 \001(\0132\023.episodic.v1.Entity\022&\n\tr" +
-      "emaining\030\002 \001(\0132\023.episodic.v1.Entity*\205\001\n\016" +
-      "LanguageOrigin\022\037\n\033LANGUAGE_ORIGIN_UNSPEC" +
-      "IFIED\020\000\022\033\n\027LANGUAGE_ORIGIN_DEFAULT\020\001\022\034\n\030" +
-      "LANGUAGE_ORIGIN_DETECTED\020\002\022\027\n\023LANGUAGE_O" +
-      "RIGIN_SET\020\0032\243\t\n\014AdminService\022]\n\014CreateAp" +
-      "iKey\022 .episodic.v1.CreateApiKeyRequest\032!" +
-      ".episodic.v1.CreateApiKeyResponse\"\010\212\265\030\004\010" +
-      "\003\020\002\022Z\n\013ListApiKeys\022\037.episodic.v1.ListApi" +
-      "KeysRequest\032 .episodic.v1.ListApiKeysRes" +
-      "ponse\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 .episod" +
-      "ic.v1.RevokeApiKeyRequest\032!.episodic.v1." +
-      "RevokeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014ListDa" +
-      "tasets\022 .episodic.v1.ListDatasetsRequest" +
-      "\032!.episodic.v1.ListDatasetsResponse\"\010\212\265\030" +
-      "\004\010\003\020\002\022f\n\017ListAuditEvents\022#.episodic.v1.L" +
-      "istAuditEventsRequest\032$.episodic.v1.List" +
-      "AuditEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\rDeleteD" +
-      "ataset\022!.episodic.v1.DeleteDatasetReques" +
-      "t\032\".episodic.v1.DeleteDatasetResponse\"\010\212" +
-      "\265\030\004\010\003\020\001\022]\n\014DeleteThread\022 .episodic.v1.De" +
-      "leteThreadRequest\032!.episodic.v1.DeleteTh" +
-      "readResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020GetDatasetPoli" +
-      "cy\022$.episodic.v1.GetDatasetPolicyRequest" +
-      "\032%.episodic.v1.GetDatasetPolicyResponse\"" +
-      "\010\212\265\030\004\010\003\020\001\022i\n\020SetDatasetPolicy\022$.episodic" +
-      ".v1.SetDatasetPolicyRequest\032%.episodic.v" +
-      "1.SetDatasetPolicyResponse\"\010\212\265\030\004\010\003\020\001\022]\n\014" +
-      "ListEntities\022 .episodic.v1.ListEntitiesR" +
-      "equest\032!.episodic.v1.ListEntitiesRespons" +
-      "e\"\010\212\265\030\004\010\003\020\001\022`\n\rMergeEntities\022!.episodic." +
-      "v1.MergeEntitiesRequest\032\".episodic.v1.Me" +
-      "rgeEntitiesResponse\"\010\212\265\030\004\010\003\020\001\022Z\n\013SplitEn" +
-      "tity\022\037.episodic.v1.SplitEntityRequest\032 ." +
-      "episodic.v1.SplitEntityResponse\"\010\212\265\030\004\010\003\020" +
-      "\001b\006proto3"
+      "rasureReceipt\"?\n\026DeleteProcedureRequest\022" +
+      "\017\n\007dataset\030\001 \001(\t\022\024\n\014procedure_id\030\002 \001(\t\"4" +
+      "\n\027DeleteProcedureResponse\022\031\n\021forgotten_s" +
+      "ources\030\001 \001(\005\"\253\002\n\rDatasetPolicy\022\017\n\007datase" +
+      "t\030\001 \001(\t\022\033\n\016retention_days\030\002 \001(\005H\000\210\001\001\022\037\n\022" +
+      "compact_after_days\030\003 \001(\005H\001\210\001\001\022 \n\030effecti" +
+      "ve_retention_days\030\004 \001(\005\022$\n\034effective_com" +
+      "pact_after_days\030\005 \001(\005\022\021\n\tencrypted\030\006 \001(\010" +
+      "\022\020\n\010language\030\007 \001(\t\0224\n\017language_origin\030\010 " +
+      "\001(\0162\033.episodic.v1.LanguageOriginB\021\n\017_ret" +
+      "ention_daysB\025\n\023_compact_after_days\"*\n\027Ge" +
+      "tDatasetPolicyRequest\022\017\n\007dataset\030\001 \001(\t\"F" +
+      "\n\030GetDatasetPolicyResponse\022*\n\006policy\030\001 \001" +
+      "(\0132\032.episodic.v1.DatasetPolicy\"\347\001\n\027SetDa" +
+      "tasetPolicyRequest\022\017\n\007dataset\030\001 \001(\t\022\033\n\016r" +
+      "etention_days\030\002 \001(\005H\000\210\001\001\022\037\n\022compact_afte" +
+      "r_days\030\003 \001(\005H\001\210\001\001\022\025\n\010language\030\004 \001(\tH\002\210\001\001" +
+      "\022/\n\013update_mask\030\005 \001(\0132\032.google.protobuf." +
+      "FieldMaskB\021\n\017_retention_daysB\025\n\023_compact" +
+      "_after_daysB\013\n\t_language\"F\n\030SetDatasetPo" +
+      "licyResponse\022*\n\006policy\030\001 \001(\0132\032.episodic." +
+      "v1.DatasetPolicy\"M\n\023ListEntitiesRequest\022" +
+      "\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\np" +
+      "age_token\030\003 \001(\t\"V\n\024ListEntitiesResponse\022" +
+      "%\n\010entities\030\001 \003(\0132\023.episodic.v1.Entity\022\027" +
+      "\n\017next_page_token\030\002 \001(\t\"F\n\024MergeEntities" +
+      "Request\022\017\n\007dataset\030\001 \001(\t\022\014\n\004into\030\002 \001(\t\022\017" +
+      "\n\007sources\030\003 \003(\t\"<\n\025MergeEntitiesResponse" +
+      "\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.Entity\"4\n" +
+      "\022SplitEntityRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005" +
+      "alias\030\002 \001(\t\"e\n\023SplitEntityResponse\022&\n\tsp" +
+      "lit_off\030\001 \001(\0132\023.episodic.v1.Entity\022&\n\tre" +
+      "maining\030\002 \001(\0132\023.episodic.v1.Entity*\205\001\n\016L" +
+      "anguageOrigin\022\037\n\033LANGUAGE_ORIGIN_UNSPECI" +
+      "FIED\020\000\022\033\n\027LANGUAGE_ORIGIN_DEFAULT\020\001\022\034\n\030L" +
+      "ANGUAGE_ORIGIN_DETECTED\020\002\022\027\n\023LANGUAGE_OR" +
+      "IGIN_SET\020\0032\213\n\n\014AdminService\022]\n\014CreateApi" +
+      "Key\022 .episodic.v1.CreateApiKeyRequest\032!." +
+      "episodic.v1.CreateApiKeyResponse\"\010\212\265\030\004\010\003" +
+      "\020\002\022Z\n\013ListApiKeys\022\037.episodic.v1.ListApiK" +
+      "eysRequest\032 .episodic.v1.ListApiKeysResp" +
+      "onse\"\010\212\265\030\004\010\003\020\002\022]\n\014RevokeApiKey\022 .episodi" +
+      "c.v1.RevokeApiKeyRequest\032!.episodic.v1.R" +
+      "evokeApiKeyResponse\"\010\212\265\030\004\010\003\020\002\022]\n\014ListDat" +
+      "asets\022 .episodic.v1.ListDatasetsRequest\032" +
+      "!.episodic.v1.ListDatasetsResponse\"\010\212\265\030\004" +
+      "\010\003\020\002\022f\n\017ListAuditEvents\022#.episodic.v1.Li" +
+      "stAuditEventsRequest\032$.episodic.v1.ListA" +
+      "uditEventsResponse\"\010\212\265\030\004\010\003\020\002\022`\n\rDeleteDa" +
+      "taset\022!.episodic.v1.DeleteDatasetRequest" +
+      "\032\".episodic.v1.DeleteDatasetResponse\"\010\212\265" +
+      "\030\004\010\003\020\001\022]\n\014DeleteThread\022 .episodic.v1.Del" +
+      "eteThreadRequest\032!.episodic.v1.DeleteThr" +
+      "eadResponse\"\010\212\265\030\004\010\003\020\001\022f\n\017DeleteProcedure" +
+      "\022#.episodic.v1.DeleteProcedureRequest\032$." +
+      "episodic.v1.DeleteProcedureResponse\"\010\212\265\030" +
+      "\004\010\003\020\001\022i\n\020GetDatasetPolicy\022$.episodic.v1." +
+      "GetDatasetPolicyRequest\032%.episodic.v1.Ge" +
+      "tDatasetPolicyResponse\"\010\212\265\030\004\010\003\020\001\022i\n\020SetD" +
+      "atasetPolicy\022$.episodic.v1.SetDatasetPol" +
+      "icyRequest\032%.episodic.v1.SetDatasetPolic" +
+      "yResponse\"\010\212\265\030\004\010\003\020\001\022]\n\014ListEntities\022 .ep" +
+      "isodic.v1.ListEntitiesRequest\032!.episodic" +
+      ".v1.ListEntitiesResponse\"\010\212\265\030\004\010\003\020\001\022`\n\rMe" +
+      "rgeEntities\022!.episodic.v1.MergeEntitiesR" +
+      "equest\032\".episodic.v1.MergeEntitiesRespon" +
+      "se\"\010\212\265\030\004\010\003\020\001\022Z\n\013SplitEntity\022\037.episodic.v" +
+      "1.SplitEntityRequest\032 .episodic.v1.Split" +
+      "EntityResponse\"\010\212\265\030\004\010\003\020\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -29749,68 +30982,80 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_DeleteThreadResponse_descriptor,
         new java.lang.String[] { "Receipt", });
-    internal_static_episodic_v1_DatasetPolicy_descriptor =
+    internal_static_episodic_v1_DeleteProcedureRequest_descriptor =
       getDescriptor().getMessageType(18);
+    internal_static_episodic_v1_DeleteProcedureRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_DeleteProcedureRequest_descriptor,
+        new java.lang.String[] { "Dataset", "ProcedureId", });
+    internal_static_episodic_v1_DeleteProcedureResponse_descriptor =
+      getDescriptor().getMessageType(19);
+    internal_static_episodic_v1_DeleteProcedureResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_DeleteProcedureResponse_descriptor,
+        new java.lang.String[] { "ForgottenSources", });
+    internal_static_episodic_v1_DatasetPolicy_descriptor =
+      getDescriptor().getMessageType(20);
     internal_static_episodic_v1_DatasetPolicy_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_DatasetPolicy_descriptor,
         new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "EffectiveRetentionDays", "EffectiveCompactAfterDays", "Encrypted", "Language", "LanguageOrigin", });
     internal_static_episodic_v1_GetDatasetPolicyRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(21);
     internal_static_episodic_v1_GetDatasetPolicyRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_GetDatasetPolicyRequest_descriptor,
         new java.lang.String[] { "Dataset", });
     internal_static_episodic_v1_GetDatasetPolicyResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(22);
     internal_static_episodic_v1_GetDatasetPolicyResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_GetDatasetPolicyResponse_descriptor,
         new java.lang.String[] { "Policy", });
     internal_static_episodic_v1_SetDatasetPolicyRequest_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(23);
     internal_static_episodic_v1_SetDatasetPolicyRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_SetDatasetPolicyRequest_descriptor,
         new java.lang.String[] { "Dataset", "RetentionDays", "CompactAfterDays", "Language", "UpdateMask", });
     internal_static_episodic_v1_SetDatasetPolicyResponse_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(24);
     internal_static_episodic_v1_SetDatasetPolicyResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_SetDatasetPolicyResponse_descriptor,
         new java.lang.String[] { "Policy", });
     internal_static_episodic_v1_ListEntitiesRequest_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(25);
     internal_static_episodic_v1_ListEntitiesRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_ListEntitiesRequest_descriptor,
         new java.lang.String[] { "Dataset", "PageSize", "PageToken", });
     internal_static_episodic_v1_ListEntitiesResponse_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(26);
     internal_static_episodic_v1_ListEntitiesResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_ListEntitiesResponse_descriptor,
         new java.lang.String[] { "Entities", "NextPageToken", });
     internal_static_episodic_v1_MergeEntitiesRequest_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(27);
     internal_static_episodic_v1_MergeEntitiesRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_MergeEntitiesRequest_descriptor,
         new java.lang.String[] { "Dataset", "Into", "Sources", });
     internal_static_episodic_v1_MergeEntitiesResponse_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(28);
     internal_static_episodic_v1_MergeEntitiesResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_MergeEntitiesResponse_descriptor,
         new java.lang.String[] { "Entity", });
     internal_static_episodic_v1_SplitEntityRequest_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(29);
     internal_static_episodic_v1_SplitEntityRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_SplitEntityRequest_descriptor,
         new java.lang.String[] { "Dataset", "Alias", });
     internal_static_episodic_v1_SplitEntityResponse_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(30);
     internal_static_episodic_v1_SplitEntityResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_SplitEntityResponse_descriptor,

@@ -1163,6 +1163,177 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     // @@protoc_insertion_point(enum_scope:episodic.v1.EventSource)
   }
 
+  /**
+   * <pre>
+   * How a thread, or one episode's stretch of it, turned out (IngestService.RecordOutcome).
+   * </pre>
+   *
+   * Protobuf enum {@code episodic.v1.Outcome}
+   */
+  public enum Outcome
+      implements com.google.protobuf.ProtocolMessageEnum {
+    /**
+     * <pre>
+     * Not set; rejected with INVALID_ARGUMENT.
+     * </pre>
+     *
+     * <code>OUTCOME_UNSPECIFIED = 0;</code>
+     */
+    OUTCOME_UNSPECIFIED(0),
+    /**
+     * <pre>
+     * The user's goal was reached.
+     * </pre>
+     *
+     * <code>OUTCOME_SUCCESS = 1;</code>
+     */
+    OUTCOME_SUCCESS(1),
+    /**
+     * <pre>
+     * It was not.
+     * </pre>
+     *
+     * <code>OUTCOME_FAILURE = 2;</code>
+     */
+    OUTCOME_FAILURE(2),
+    /**
+     * <pre>
+     * Part of it was.
+     * </pre>
+     *
+     * <code>OUTCOME_PARTIAL = 3;</code>
+     */
+    OUTCOME_PARTIAL(3),
+    UNRECOGNIZED(-1),
+    ;
+
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "Outcome");
+    }
+    /**
+     * <pre>
+     * Not set; rejected with INVALID_ARGUMENT.
+     * </pre>
+     *
+     * <code>OUTCOME_UNSPECIFIED = 0;</code>
+     */
+    public static final int OUTCOME_UNSPECIFIED_VALUE = 0;
+    /**
+     * <pre>
+     * The user's goal was reached.
+     * </pre>
+     *
+     * <code>OUTCOME_SUCCESS = 1;</code>
+     */
+    public static final int OUTCOME_SUCCESS_VALUE = 1;
+    /**
+     * <pre>
+     * It was not.
+     * </pre>
+     *
+     * <code>OUTCOME_FAILURE = 2;</code>
+     */
+    public static final int OUTCOME_FAILURE_VALUE = 2;
+    /**
+     * <pre>
+     * Part of it was.
+     * </pre>
+     *
+     * <code>OUTCOME_PARTIAL = 3;</code>
+     */
+    public static final int OUTCOME_PARTIAL_VALUE = 3;
+
+
+    public final int getNumber() {
+      if (this == UNRECOGNIZED) {
+        throw new java.lang.IllegalArgumentException(
+            "Can't get the number of an unknown enum value.");
+      }
+      return value;
+    }
+
+    /**
+     * @param value The numeric wire value of the corresponding enum entry.
+     * @return The enum associated with the given numeric wire value.
+     * @deprecated Use {@link #forNumber(int)} instead.
+     */
+    @java.lang.Deprecated
+    public static Outcome valueOf(int value) {
+      return forNumber(value);
+    }
+
+    /**
+     * @param value The numeric wire value of the corresponding enum entry.
+     * @return The enum associated with the given numeric wire value.
+     */
+    public static Outcome forNumber(int value) {
+      switch (value) {
+        case 0: return OUTCOME_UNSPECIFIED;
+        case 1: return OUTCOME_SUCCESS;
+        case 2: return OUTCOME_FAILURE;
+        case 3: return OUTCOME_PARTIAL;
+        default: return null;
+      }
+    }
+
+    public static com.google.protobuf.Internal.EnumLiteMap<Outcome>
+        internalGetValueMap() {
+      return internalValueMap;
+    }
+    private static final com.google.protobuf.Internal.EnumLiteMap<
+        Outcome> internalValueMap =
+          new com.google.protobuf.Internal.EnumLiteMap<Outcome>() {
+            public Outcome findValueByNumber(int number) {
+              return Outcome.forNumber(number);
+            }
+          };
+
+    public final com.google.protobuf.Descriptors.EnumValueDescriptor
+        getValueDescriptor() {
+      if (this == UNRECOGNIZED) {
+        throw new java.lang.IllegalStateException(
+            "Can't get the descriptor of an unrecognized enum value.");
+      }
+      return getDescriptor().getValue(ordinal());
+    }
+    public final com.google.protobuf.Descriptors.EnumDescriptor
+        getDescriptorForType() {
+      return getDescriptor();
+    }
+    public static com.google.protobuf.Descriptors.EnumDescriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.getDescriptor().getEnumType(6);
+    }
+
+    private static final Outcome[] VALUES = values();
+
+    public static Outcome valueOf(
+        com.google.protobuf.Descriptors.EnumValueDescriptor desc) {
+      if (desc.getType() != getDescriptor()) {
+        throw new java.lang.IllegalArgumentException(
+          "EnumValueDescriptor is not for this type.");
+      }
+      if (desc.getIndex() == -1) {
+        return UNRECOGNIZED;
+      }
+      return VALUES[desc.getIndex()];
+    }
+
+    private final int value;
+
+    private Outcome(int value) {
+      this.value = value;
+    }
+
+    // @@protoc_insertion_point(enum_scope:episodic.v1.Outcome)
+  }
+
   public interface ThreadOrBuilder extends
       // @@protoc_insertion_point(interface_extends:episodic.v1.Thread)
       com.google.protobuf.MessageOrBuilder {
@@ -5100,6 +5271,97 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
      */
     com.google.protobuf.ByteString
         getIdempotencyKeyBytes();
+
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> 
+        getToolCallsList();
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ToolCall getToolCalls(int index);
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    int getToolCallsCount();
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    java.util.List<? extends episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> 
+        getToolCallsOrBuilderList();
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ToolCallOrBuilder getToolCallsOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+     * result this is.
+     * </pre>
+     *
+     * <code>string tool_call_id = 10;</code>
+     * @return The toolCallId.
+     */
+    java.lang.String getToolCallId();
+    /**
+     * <pre>
+     * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+     * result this is.
+     * </pre>
+     *
+     * <code>string tool_call_id = 10;</code>
+     * @return The bytes for toolCallId.
+     */
+    com.google.protobuf.ByteString
+        getToolCallIdBytes();
+
+    /**
+     * <pre>
+     * For a ROLE_TOOL message: the name of the tool that produced it.
+     * </pre>
+     *
+     * <code>string name = 11;</code>
+     * @return The name.
+     */
+    java.lang.String getName();
+    /**
+     * <pre>
+     * For a ROLE_TOOL message: the name of the tool that produced it.
+     * </pre>
+     *
+     * <code>string name = 11;</code>
+     * @return The bytes for name.
+     */
+    com.google.protobuf.ByteString
+        getNameBytes();
   }
   /**
    * <pre>
@@ -5131,6 +5393,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       role_ = 0;
       content_ = "";
       idempotencyKey_ = "";
+      toolCalls_ = java.util.Collections.emptyList();
+      toolCallId_ = "";
+      name_ = "";
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -5451,6 +5716,168 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
     }
 
+    public static final int TOOL_CALLS_FIELD_NUMBER = 9;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> toolCalls_;
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> getToolCallsList() {
+      return toolCalls_;
+    }
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> 
+        getToolCallsOrBuilderList() {
+      return toolCalls_;
+    }
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    @java.lang.Override
+    public int getToolCallsCount() {
+      return toolCalls_.size();
+    }
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ToolCall getToolCalls(int index) {
+      return toolCalls_.get(index);
+    }
+    /**
+     * <pre>
+     * The tools an assistant message called, in the order it called them (OpenAI's chat
+     * format). Sealed with the dataset's key like content.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ToolCallOrBuilder getToolCallsOrBuilder(
+        int index) {
+      return toolCalls_.get(index);
+    }
+
+    public static final int TOOL_CALL_ID_FIELD_NUMBER = 10;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object toolCallId_ = "";
+    /**
+     * <pre>
+     * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+     * result this is.
+     * </pre>
+     *
+     * <code>string tool_call_id = 10;</code>
+     * @return The toolCallId.
+     */
+    @java.lang.Override
+    public java.lang.String getToolCallId() {
+      java.lang.Object ref = toolCallId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        toolCallId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+     * result this is.
+     * </pre>
+     *
+     * <code>string tool_call_id = 10;</code>
+     * @return The bytes for toolCallId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getToolCallIdBytes() {
+      java.lang.Object ref = toolCallId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        toolCallId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int NAME_FIELD_NUMBER = 11;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object name_ = "";
+    /**
+     * <pre>
+     * For a ROLE_TOOL message: the name of the tool that produced it.
+     * </pre>
+     *
+     * <code>string name = 11;</code>
+     * @return The name.
+     */
+    @java.lang.Override
+    public java.lang.String getName() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        name_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * For a ROLE_TOOL message: the name of the tool that produced it.
+     * </pre>
+     *
+     * <code>string name = 11;</code>
+     * @return The bytes for name.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNameBytes() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        name_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -5489,6 +5916,15 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
         com.google.protobuf.GeneratedMessage.writeString(output, 8, idempotencyKey_);
       }
+      for (int i = 0; i < toolCalls_.size(); i++) {
+        output.writeMessage(9, toolCalls_.get(i));
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(toolCallId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 10, toolCallId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 11, name_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -5521,6 +5957,21 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
         size += com.google.protobuf.GeneratedMessage.computeStringSize(8, idempotencyKey_);
+      }
+
+          {
+            final int count = toolCalls_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(toolCalls_.get(i));
+            }
+            size += 1 * count;
+          }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(toolCallId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(10, toolCallId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(11, name_);
       }
       return size;
     }
@@ -5570,6 +6021,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       if (!getIdempotencyKey()
           .equals(other.getIdempotencyKey())) return false;
+      if (!getToolCallsList()
+          .equals(other.getToolCallsList())) return false;
+      if (!getToolCallId()
+          .equals(other.getToolCallId())) return false;
+      if (!getName()
+          .equals(other.getName())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -5604,6 +6061,14 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       hash = (37 * hash) + IDEMPOTENCY_KEY_FIELD_NUMBER;
       hash = (53 * hash) + getIdempotencyKey().hashCode();
+      if (getToolCallsCount() > 0) {
+        hash = (37 * hash) + TOOL_CALLS_FIELD_NUMBER;
+        hash = (53 * hash) + getToolCallsList().hashCode();
+      }
+      hash = (37 * hash) + TOOL_CALL_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getToolCallId().hashCode();
+      hash = (37 * hash) + NAME_FIELD_NUMBER;
+      hash = (53 * hash) + getName().hashCode();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -5741,6 +6206,7 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
           internalGetMetadataFieldBuilder();
           internalGetCreatedAtFieldBuilder();
           internalGetReceivedAtFieldBuilder();
+          internalGetToolCallsFieldBuilder();
         }
       }
       @java.lang.Override
@@ -5767,6 +6233,15 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
           receivedAtBuilder_ = null;
         }
         idempotencyKey_ = "";
+        if (toolCallsBuilder_ == null) {
+          toolCalls_ = java.util.Collections.emptyList();
+        } else {
+          toolCalls_ = null;
+          toolCallsBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000100);
+        toolCallId_ = "";
+        name_ = "";
         return this;
       }
 
@@ -5793,9 +6268,22 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       @java.lang.Override
       public episodic.v1.EpisodeOuterClass.Message buildPartial() {
         episodic.v1.EpisodeOuterClass.Message result = new episodic.v1.EpisodeOuterClass.Message(this);
+        buildPartialRepeatedFields(result);
         if (bitField0_ != 0) { buildPartial0(result); }
         onBuilt();
         return result;
+      }
+
+      private void buildPartialRepeatedFields(episodic.v1.EpisodeOuterClass.Message result) {
+        if (toolCallsBuilder_ == null) {
+          if (((bitField0_ & 0x00000100) != 0)) {
+            toolCalls_ = java.util.Collections.unmodifiableList(toolCalls_);
+            bitField0_ = (bitField0_ & ~0x00000100);
+          }
+          result.toolCalls_ = toolCalls_;
+        } else {
+          result.toolCalls_ = toolCallsBuilder_.build();
+        }
       }
 
       private void buildPartial0(episodic.v1.EpisodeOuterClass.Message result) {
@@ -5833,6 +6321,12 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         }
         if (((from_bitField0_ & 0x00000080) != 0)) {
           result.idempotencyKey_ = idempotencyKey_;
+        }
+        if (((from_bitField0_ & 0x00000200) != 0)) {
+          result.toolCallId_ = toolCallId_;
+        }
+        if (((from_bitField0_ & 0x00000400) != 0)) {
+          result.name_ = name_;
         }
         result.bitField0_ |= to_bitField0_;
       }
@@ -5877,6 +6371,42 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         if (!other.getIdempotencyKey().isEmpty()) {
           idempotencyKey_ = other.idempotencyKey_;
           bitField0_ |= 0x00000080;
+          onChanged();
+        }
+        if (toolCallsBuilder_ == null) {
+          if (!other.toolCalls_.isEmpty()) {
+            if (toolCalls_.isEmpty()) {
+              toolCalls_ = other.toolCalls_;
+              bitField0_ = (bitField0_ & ~0x00000100);
+            } else {
+              ensureToolCallsIsMutable();
+              toolCalls_.addAll(other.toolCalls_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.toolCalls_.isEmpty()) {
+            if (toolCallsBuilder_.isEmpty()) {
+              toolCallsBuilder_.dispose();
+              toolCallsBuilder_ = null;
+              toolCalls_ = other.toolCalls_;
+              bitField0_ = (bitField0_ & ~0x00000100);
+              toolCallsBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetToolCallsFieldBuilder() : null;
+            } else {
+              toolCallsBuilder_.addAllMessages(other.toolCalls_);
+            }
+          }
+        }
+        if (!other.getToolCallId().isEmpty()) {
+          toolCallId_ = other.toolCallId_;
+          bitField0_ |= 0x00000200;
+          onChanged();
+        }
+        if (!other.getName().isEmpty()) {
+          name_ = other.name_;
+          bitField0_ |= 0x00000400;
           onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
@@ -5951,6 +6481,29 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
                 bitField0_ |= 0x00000080;
                 break;
               } // case 66
+              case 74: {
+                episodic.v1.EpisodeOuterClass.ToolCall m =
+                    input.readMessage(
+                        episodic.v1.EpisodeOuterClass.ToolCall.parser(),
+                        extensionRegistry);
+                if (toolCallsBuilder_ == null) {
+                  ensureToolCallsIsMutable();
+                  toolCalls_.add(m);
+                } else {
+                  toolCallsBuilder_.addMessage(m);
+                }
+                break;
+              } // case 74
+              case 82: {
+                toolCallId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000200;
+                break;
+              } // case 82
+              case 90: {
+                name_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000400;
+                break;
+              } // case 90
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -6840,6 +7393,525 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         return this;
       }
 
+      private java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> toolCalls_ =
+        java.util.Collections.emptyList();
+      private void ensureToolCallsIsMutable() {
+        if (!((bitField0_ & 0x00000100) != 0)) {
+          toolCalls_ = new java.util.ArrayList<episodic.v1.EpisodeOuterClass.ToolCall>(toolCalls_);
+          bitField0_ |= 0x00000100;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ToolCall, episodic.v1.EpisodeOuterClass.ToolCall.Builder, episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> toolCallsBuilder_;
+
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> getToolCallsList() {
+        if (toolCallsBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(toolCalls_);
+        } else {
+          return toolCallsBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public int getToolCallsCount() {
+        if (toolCallsBuilder_ == null) {
+          return toolCalls_.size();
+        } else {
+          return toolCallsBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCall getToolCalls(int index) {
+        if (toolCallsBuilder_ == null) {
+          return toolCalls_.get(index);
+        } else {
+          return toolCallsBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder setToolCalls(
+          int index, episodic.v1.EpisodeOuterClass.ToolCall value) {
+        if (toolCallsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureToolCallsIsMutable();
+          toolCalls_.set(index, value);
+          onChanged();
+        } else {
+          toolCallsBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder setToolCalls(
+          int index, episodic.v1.EpisodeOuterClass.ToolCall.Builder builderForValue) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          toolCalls_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          toolCallsBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder addToolCalls(episodic.v1.EpisodeOuterClass.ToolCall value) {
+        if (toolCallsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureToolCallsIsMutable();
+          toolCalls_.add(value);
+          onChanged();
+        } else {
+          toolCallsBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder addToolCalls(
+          int index, episodic.v1.EpisodeOuterClass.ToolCall value) {
+        if (toolCallsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureToolCallsIsMutable();
+          toolCalls_.add(index, value);
+          onChanged();
+        } else {
+          toolCallsBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder addToolCalls(
+          episodic.v1.EpisodeOuterClass.ToolCall.Builder builderForValue) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          toolCalls_.add(builderForValue.build());
+          onChanged();
+        } else {
+          toolCallsBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder addToolCalls(
+          int index, episodic.v1.EpisodeOuterClass.ToolCall.Builder builderForValue) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          toolCalls_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          toolCallsBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder addAllToolCalls(
+          java.lang.Iterable<? extends episodic.v1.EpisodeOuterClass.ToolCall> values) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, toolCalls_);
+          onChanged();
+        } else {
+          toolCallsBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder clearToolCalls() {
+        if (toolCallsBuilder_ == null) {
+          toolCalls_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000100);
+          onChanged();
+        } else {
+          toolCallsBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public Builder removeToolCalls(int index) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          toolCalls_.remove(index);
+          onChanged();
+        } else {
+          toolCallsBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCall.Builder getToolCallsBuilder(
+          int index) {
+        return internalGetToolCallsFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCallOrBuilder getToolCallsOrBuilder(
+          int index) {
+        if (toolCallsBuilder_ == null) {
+          return toolCalls_.get(index);  } else {
+          return toolCallsBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public java.util.List<? extends episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> 
+           getToolCallsOrBuilderList() {
+        if (toolCallsBuilder_ != null) {
+          return toolCallsBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(toolCalls_);
+        }
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCall.Builder addToolCallsBuilder() {
+        return internalGetToolCallsFieldBuilder().addBuilder(
+            episodic.v1.EpisodeOuterClass.ToolCall.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCall.Builder addToolCallsBuilder(
+          int index) {
+        return internalGetToolCallsFieldBuilder().addBuilder(
+            index, episodic.v1.EpisodeOuterClass.ToolCall.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * The tools an assistant message called, in the order it called them (OpenAI's chat
+       * format). Sealed with the dataset's key like content.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 9;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ToolCall.Builder> 
+           getToolCallsBuilderList() {
+        return internalGetToolCallsFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ToolCall, episodic.v1.EpisodeOuterClass.ToolCall.Builder, episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> 
+          internalGetToolCallsFieldBuilder() {
+        if (toolCallsBuilder_ == null) {
+          toolCallsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EpisodeOuterClass.ToolCall, episodic.v1.EpisodeOuterClass.ToolCall.Builder, episodic.v1.EpisodeOuterClass.ToolCallOrBuilder>(
+                  toolCalls_,
+                  ((bitField0_ & 0x00000100) != 0),
+                  getParentForChildren(),
+                  isClean());
+          toolCalls_ = null;
+        }
+        return toolCallsBuilder_;
+      }
+
+      private java.lang.Object toolCallId_ = "";
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+       * result this is.
+       * </pre>
+       *
+       * <code>string tool_call_id = 10;</code>
+       * @return The toolCallId.
+       */
+      public java.lang.String getToolCallId() {
+        java.lang.Object ref = toolCallId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          toolCallId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+       * result this is.
+       * </pre>
+       *
+       * <code>string tool_call_id = 10;</code>
+       * @return The bytes for toolCallId.
+       */
+      public com.google.protobuf.ByteString
+          getToolCallIdBytes() {
+        java.lang.Object ref = toolCallId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          toolCallId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+       * result this is.
+       * </pre>
+       *
+       * <code>string tool_call_id = 10;</code>
+       * @param value The toolCallId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setToolCallId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        toolCallId_ = value;
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+       * result this is.
+       * </pre>
+       *
+       * <code>string tool_call_id = 10;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearToolCallId() {
+        toolCallId_ = getDefaultInstance().getToolCallId();
+        bitField0_ = (bitField0_ & ~0x00000200);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+       * result this is.
+       * </pre>
+       *
+       * <code>string tool_call_id = 10;</code>
+       * @param value The bytes for toolCallId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setToolCallIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        toolCallId_ = value;
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object name_ = "";
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the name of the tool that produced it.
+       * </pre>
+       *
+       * <code>string name = 11;</code>
+       * @return The name.
+       */
+      public java.lang.String getName() {
+        java.lang.Object ref = name_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          name_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the name of the tool that produced it.
+       * </pre>
+       *
+       * <code>string name = 11;</code>
+       * @return The bytes for name.
+       */
+      public com.google.protobuf.ByteString
+          getNameBytes() {
+        java.lang.Object ref = name_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          name_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the name of the tool that produced it.
+       * </pre>
+       *
+       * <code>string name = 11;</code>
+       * @param value The name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setName(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        name_ = value;
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the name of the tool that produced it.
+       * </pre>
+       *
+       * <code>string name = 11;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearName() {
+        name_ = getDefaultInstance().getName();
+        bitField0_ = (bitField0_ & ~0x00000400);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * For a ROLE_TOOL message: the name of the tool that produced it.
+       * </pre>
+       *
+       * <code>string name = 11;</code>
+       * @param value The bytes for name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNameBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        name_ = value;
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return this;
+      }
+
       // @@protoc_insertion_point(builder_scope:episodic.v1.Message)
     }
 
@@ -6886,6 +7958,946 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
 
     @java.lang.Override
     public episodic.v1.EpisodeOuterClass.Message getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ToolCallOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ToolCall)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+     * the ROLE_TOOL message with the result names it in tool_call_id.
+     * </pre>
+     *
+     * <code>string id = 1;</code>
+     * @return The id.
+     */
+    java.lang.String getId();
+    /**
+     * <pre>
+     * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+     * the ROLE_TOOL message with the result names it in tool_call_id.
+     * </pre>
+     *
+     * <code>string id = 1;</code>
+     * @return The bytes for id.
+     */
+    com.google.protobuf.ByteString
+        getIdBytes();
+
+    /**
+     * <pre>
+     * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+     * </pre>
+     *
+     * <code>string name = 2;</code>
+     * @return The name.
+     */
+    java.lang.String getName();
+    /**
+     * <pre>
+     * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+     * </pre>
+     *
+     * <code>string name = 2;</code>
+     * @return The bytes for name.
+     */
+    com.google.protobuf.ByteString
+        getNameBytes();
+
+    /**
+     * <pre>
+     * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+     * </pre>
+     *
+     * <code>string arguments = 3;</code>
+     * @return The arguments.
+     */
+    java.lang.String getArguments();
+    /**
+     * <pre>
+     * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+     * </pre>
+     *
+     * <code>string arguments = 3;</code>
+     * @return The bytes for arguments.
+     */
+    com.google.protobuf.ByteString
+        getArgumentsBytes();
+  }
+  /**
+   * <pre>
+   * One tool call an assistant message made (OpenAI's `tool_calls[]` entry, type "function").
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ToolCall}
+   */
+  public static final class ToolCall extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ToolCall)
+      ToolCallOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ToolCall");
+    }
+    // Use ToolCall.newBuilder() to construct.
+    private ToolCall(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ToolCall() {
+      id_ = "";
+      name_ = "";
+      arguments_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ToolCall_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ToolCall_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ToolCall_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.EpisodeOuterClass.ToolCall.class, episodic.v1.EpisodeOuterClass.ToolCall.Builder.class);
+    }
+
+    public static final int ID_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object id_ = "";
+    /**
+     * <pre>
+     * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+     * the ROLE_TOOL message with the result names it in tool_call_id.
+     * </pre>
+     *
+     * <code>string id = 1;</code>
+     * @return The id.
+     */
+    @java.lang.Override
+    public java.lang.String getId() {
+      java.lang.Object ref = id_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        id_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+     * the ROLE_TOOL message with the result names it in tool_call_id.
+     * </pre>
+     *
+     * <code>string id = 1;</code>
+     * @return The bytes for id.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getIdBytes() {
+      java.lang.Object ref = id_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        id_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int NAME_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object name_ = "";
+    /**
+     * <pre>
+     * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+     * </pre>
+     *
+     * <code>string name = 2;</code>
+     * @return The name.
+     */
+    @java.lang.Override
+    public java.lang.String getName() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        name_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+     * </pre>
+     *
+     * <code>string name = 2;</code>
+     * @return The bytes for name.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNameBytes() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        name_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int ARGUMENTS_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object arguments_ = "";
+    /**
+     * <pre>
+     * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+     * </pre>
+     *
+     * <code>string arguments = 3;</code>
+     * @return The arguments.
+     */
+    @java.lang.Override
+    public java.lang.String getArguments() {
+      java.lang.Object ref = arguments_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        arguments_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+     * </pre>
+     *
+     * <code>string arguments = 3;</code>
+     * @return The bytes for arguments.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getArgumentsBytes() {
+      java.lang.Object ref = arguments_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        arguments_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(id_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, id_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, name_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(arguments_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 3, arguments_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(id_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, id_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, name_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(arguments_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(3, arguments_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.EpisodeOuterClass.ToolCall)) {
+        return super.equals(obj);
+      }
+      episodic.v1.EpisodeOuterClass.ToolCall other = (episodic.v1.EpisodeOuterClass.ToolCall) obj;
+
+      if (!getId()
+          .equals(other.getId())) return false;
+      if (!getName()
+          .equals(other.getName())) return false;
+      if (!getArguments()
+          .equals(other.getArguments())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + ID_FIELD_NUMBER;
+      hash = (53 * hash) + getId().hashCode();
+      hash = (37 * hash) + NAME_FIELD_NUMBER;
+      hash = (53 * hash) + getName().hashCode();
+      hash = (37 * hash) + ARGUMENTS_FIELD_NUMBER;
+      hash = (53 * hash) + getArguments().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ToolCall parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.EpisodeOuterClass.ToolCall prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * One tool call an assistant message made (OpenAI's `tool_calls[]` entry, type "function").
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ToolCall}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ToolCall)
+        episodic.v1.EpisodeOuterClass.ToolCallOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ToolCall_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ToolCall_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.EpisodeOuterClass.ToolCall.class, episodic.v1.EpisodeOuterClass.ToolCall.Builder.class);
+      }
+
+      // Construct using episodic.v1.EpisodeOuterClass.ToolCall.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        id_ = "";
+        name_ = "";
+        arguments_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ToolCall_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ToolCall getDefaultInstanceForType() {
+        return episodic.v1.EpisodeOuterClass.ToolCall.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ToolCall build() {
+        episodic.v1.EpisodeOuterClass.ToolCall result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ToolCall buildPartial() {
+        episodic.v1.EpisodeOuterClass.ToolCall result = new episodic.v1.EpisodeOuterClass.ToolCall(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.EpisodeOuterClass.ToolCall result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.id_ = id_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.name_ = name_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.arguments_ = arguments_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.EpisodeOuterClass.ToolCall) {
+          return mergeFrom((episodic.v1.EpisodeOuterClass.ToolCall)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.EpisodeOuterClass.ToolCall other) {
+        if (other == episodic.v1.EpisodeOuterClass.ToolCall.getDefaultInstance()) return this;
+        if (!other.getId().isEmpty()) {
+          id_ = other.id_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getName().isEmpty()) {
+          name_ = other.name_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (!other.getArguments().isEmpty()) {
+          arguments_ = other.arguments_;
+          bitField0_ |= 0x00000004;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                id_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                name_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 26: {
+                arguments_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 26
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object id_ = "";
+      /**
+       * <pre>
+       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * </pre>
+       *
+       * <code>string id = 1;</code>
+       * @return The id.
+       */
+      public java.lang.String getId() {
+        java.lang.Object ref = id_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          id_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * </pre>
+       *
+       * <code>string id = 1;</code>
+       * @return The bytes for id.
+       */
+      public com.google.protobuf.ByteString
+          getIdBytes() {
+        java.lang.Object ref = id_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          id_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * </pre>
+       *
+       * <code>string id = 1;</code>
+       * @param value The id to set.
+       * @return This builder for chaining.
+       */
+      public Builder setId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        id_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * </pre>
+       *
+       * <code>string id = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearId() {
+        id_ = getDefaultInstance().getId();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * </pre>
+       *
+       * <code>string id = 1;</code>
+       * @param value The bytes for id to set.
+       * @return This builder for chaining.
+       */
+      public Builder setIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        id_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object name_ = "";
+      /**
+       * <pre>
+       * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+       * </pre>
+       *
+       * <code>string name = 2;</code>
+       * @return The name.
+       */
+      public java.lang.String getName() {
+        java.lang.Object ref = name_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          name_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+       * </pre>
+       *
+       * <code>string name = 2;</code>
+       * @return The bytes for name.
+       */
+      public com.google.protobuf.ByteString
+          getNameBytes() {
+        java.lang.Object ref = name_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          name_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+       * </pre>
+       *
+       * <code>string name = 2;</code>
+       * @param value The name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setName(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        name_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+       * </pre>
+       *
+       * <code>string name = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearName() {
+        name_ = getDefaultInstance().getName();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+       * </pre>
+       *
+       * <code>string name = 2;</code>
+       * @param value The bytes for name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNameBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        name_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object arguments_ = "";
+      /**
+       * <pre>
+       * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+       * </pre>
+       *
+       * <code>string arguments = 3;</code>
+       * @return The arguments.
+       */
+      public java.lang.String getArguments() {
+        java.lang.Object ref = arguments_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          arguments_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+       * </pre>
+       *
+       * <code>string arguments = 3;</code>
+       * @return The bytes for arguments.
+       */
+      public com.google.protobuf.ByteString
+          getArgumentsBytes() {
+        java.lang.Object ref = arguments_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          arguments_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+       * </pre>
+       *
+       * <code>string arguments = 3;</code>
+       * @param value The arguments to set.
+       * @return This builder for chaining.
+       */
+      public Builder setArguments(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        arguments_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+       * </pre>
+       *
+       * <code>string arguments = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearArguments() {
+        arguments_ = getDefaultInstance().getArguments();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+       * </pre>
+       *
+       * <code>string arguments = 3;</code>
+       * @param value The bytes for arguments to set.
+       * @return This builder for chaining.
+       */
+      public Builder setArgumentsBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        arguments_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ToolCall)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ToolCall)
+    private static final episodic.v1.EpisodeOuterClass.ToolCall DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.EpisodeOuterClass.ToolCall();
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ToolCall getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ToolCall>
+        PARSER = new com.google.protobuf.AbstractParser<ToolCall>() {
+      @java.lang.Override
+      public ToolCall parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ToolCall> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ToolCall> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ToolCall getDefaultInstanceForType() {
       return DEFAULT_INSTANCE;
     }
 
@@ -12717,6 +14729,6933 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
 
   }
 
+  public interface ProcedureOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.Procedure)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * UUID of the procedure (stable: the same actions in a dataset keep their id).
+     * </pre>
+     *
+     * <code>string procedure_id = 1;</code>
+     * @return The procedureId.
+     */
+    java.lang.String getProcedureId();
+    /**
+     * <pre>
+     * UUID of the procedure (stable: the same actions in a dataset keep their id).
+     * </pre>
+     *
+     * <code>string procedure_id = 1;</code>
+     * @return The bytes for procedureId.
+     */
+    com.google.protobuf.ByteString
+        getProcedureIdBytes();
+
+    /**
+     * <pre>
+     * The dataset it was learned in.
+     * </pre>
+     *
+     * <code>string dataset = 2;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * The dataset it was learned in.
+     * </pre>
+     *
+     * <code>string dataset = 2;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+
+    /**
+     * <pre>
+     * When to use it: the goal it served, in the words of the user's request that started the
+     * most representative successful stretch.
+     * </pre>
+     *
+     * <code>string goal = 3;</code>
+     * @return The goal.
+     */
+    java.lang.String getGoal();
+    /**
+     * <pre>
+     * When to use it: the goal it served, in the words of the user's request that started the
+     * most representative successful stretch.
+     * </pre>
+     *
+     * <code>string goal = 3;</code>
+     * @return The bytes for goal.
+     */
+    com.google.protobuf.ByteString
+        getGoalBytes();
+
+    /**
+     * <pre>
+     * Other requests it served (at most 5), for the reader to judge the fit.
+     * </pre>
+     *
+     * <code>repeated string example_goals = 4;</code>
+     * @return A list containing the exampleGoals.
+     */
+    java.util.List<java.lang.String>
+        getExampleGoalsList();
+    /**
+     * <pre>
+     * Other requests it served (at most 5), for the reader to judge the fit.
+     * </pre>
+     *
+     * <code>repeated string example_goals = 4;</code>
+     * @return The count of exampleGoals.
+     */
+    int getExampleGoalsCount();
+    /**
+     * <pre>
+     * Other requests it served (at most 5), for the reader to judge the fit.
+     * </pre>
+     *
+     * <code>repeated string example_goals = 4;</code>
+     * @param index The index of the element to return.
+     * @return The exampleGoals at the given index.
+     */
+    java.lang.String getExampleGoals(int index);
+    /**
+     * <pre>
+     * Other requests it served (at most 5), for the reader to judge the fit.
+     * </pre>
+     *
+     * <code>repeated string example_goals = 4;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the exampleGoals at the given index.
+     */
+    com.google.protobuf.ByteString
+        getExampleGoalsBytes(int index);
+
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    java.util.List<episodic.v1.EpisodeOuterClass.ProcedureStep> 
+        getStepsList();
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureStep getSteps(int index);
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    int getStepsCount();
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder> 
+        getStepsOrBuilderList();
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder getStepsOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * Successful stretches that followed these actions.
+     * </pre>
+     *
+     * <code>int32 success_count = 6;</code>
+     * @return The successCount.
+     */
+    int getSuccessCount();
+
+    /**
+     * <pre>
+     * Failed stretches with the same actions.
+     * </pre>
+     *
+     * <code>int32 failure_count = 7;</code>
+     * @return The failureCount.
+     */
+    int getFailureCount();
+
+    /**
+     * <pre>
+     * Partly successful stretches with the same actions.
+     * </pre>
+     *
+     * <code>int32 partial_count = 8;</code>
+     * @return The partialCount.
+     */
+    int getPartialCount();
+
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    java.util.List<episodic.v1.EpisodeOuterClass.ProcedureSource> 
+        getSourcesList();
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureSource getSources(int index);
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    int getSourcesCount();
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder> 
+        getSourcesOrBuilderList();
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder getSourcesOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * When it was first learned.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp created_at = 10;</code>
+     * @return Whether the createdAt field is set.
+     */
+    boolean hasCreatedAt();
+    /**
+     * <pre>
+     * When it was first learned.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp created_at = 10;</code>
+     * @return The createdAt.
+     */
+    com.google.protobuf.Timestamp getCreatedAt();
+    /**
+     * <pre>
+     * When it was first learned.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp created_at = 10;</code>
+     */
+    com.google.protobuf.TimestampOrBuilder getCreatedAtOrBuilder();
+
+    /**
+     * <pre>
+     * When its support last changed.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+     * @return Whether the updatedAt field is set.
+     */
+    boolean hasUpdatedAt();
+    /**
+     * <pre>
+     * When its support last changed.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+     * @return The updatedAt.
+     */
+    com.google.protobuf.Timestamp getUpdatedAt();
+    /**
+     * <pre>
+     * When its support last changed.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+     */
+    com.google.protobuf.TimestampOrBuilder getUpdatedAtOrBuilder();
+
+    /**
+     * <pre>
+     * How the steps were written: "rules" (offline extractor) or "llm".
+     * </pre>
+     *
+     * <code>string extractor = 12;</code>
+     * @return The extractor.
+     */
+    java.lang.String getExtractor();
+    /**
+     * <pre>
+     * How the steps were written: "rules" (offline extractor) or "llm".
+     * </pre>
+     *
+     * <code>string extractor = 12;</code>
+     * @return The bytes for extractor.
+     */
+    com.google.protobuf.ByteString
+        getExtractorBytes();
+  }
+  /**
+   * <pre>
+   * A procedure: how the agent did something that worked, learned from the tool calls of
+   * successful stretches of conversation (seed 003, procedural memory). Stretches with the
+   * same actions (the same tools that change something, in the same order) merge into one
+   * procedure that gains support; failures of the same actions count against it.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.Procedure}
+   */
+  public static final class Procedure extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.Procedure)
+      ProcedureOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "Procedure");
+    }
+    // Use Procedure.newBuilder() to construct.
+    private Procedure(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private Procedure() {
+      procedureId_ = "";
+      dataset_ = "";
+      goal_ = "";
+      exampleGoals_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+      steps_ = java.util.Collections.emptyList();
+      sources_ = java.util.Collections.emptyList();
+      extractor_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_Procedure_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_Procedure_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_Procedure_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.EpisodeOuterClass.Procedure.class, episodic.v1.EpisodeOuterClass.Procedure.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int PROCEDURE_ID_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object procedureId_ = "";
+    /**
+     * <pre>
+     * UUID of the procedure (stable: the same actions in a dataset keep their id).
+     * </pre>
+     *
+     * <code>string procedure_id = 1;</code>
+     * @return The procedureId.
+     */
+    @java.lang.Override
+    public java.lang.String getProcedureId() {
+      java.lang.Object ref = procedureId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        procedureId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * UUID of the procedure (stable: the same actions in a dataset keep their id).
+     * </pre>
+     *
+     * <code>string procedure_id = 1;</code>
+     * @return The bytes for procedureId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getProcedureIdBytes() {
+      java.lang.Object ref = procedureId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        procedureId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int DATASET_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * The dataset it was learned in.
+     * </pre>
+     *
+     * <code>string dataset = 2;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The dataset it was learned in.
+     * </pre>
+     *
+     * <code>string dataset = 2;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int GOAL_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object goal_ = "";
+    /**
+     * <pre>
+     * When to use it: the goal it served, in the words of the user's request that started the
+     * most representative successful stretch.
+     * </pre>
+     *
+     * <code>string goal = 3;</code>
+     * @return The goal.
+     */
+    @java.lang.Override
+    public java.lang.String getGoal() {
+      java.lang.Object ref = goal_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        goal_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * When to use it: the goal it served, in the words of the user's request that started the
+     * most representative successful stretch.
+     * </pre>
+     *
+     * <code>string goal = 3;</code>
+     * @return The bytes for goal.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getGoalBytes() {
+      java.lang.Object ref = goal_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        goal_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int EXAMPLE_GOALS_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private com.google.protobuf.LazyStringArrayList exampleGoals_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    /**
+     * <pre>
+     * Other requests it served (at most 5), for the reader to judge the fit.
+     * </pre>
+     *
+     * <code>repeated string example_goals = 4;</code>
+     * @return A list containing the exampleGoals.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getExampleGoalsList() {
+      return exampleGoals_;
+    }
+    /**
+     * <pre>
+     * Other requests it served (at most 5), for the reader to judge the fit.
+     * </pre>
+     *
+     * <code>repeated string example_goals = 4;</code>
+     * @return The count of exampleGoals.
+     */
+    public int getExampleGoalsCount() {
+      return exampleGoals_.size();
+    }
+    /**
+     * <pre>
+     * Other requests it served (at most 5), for the reader to judge the fit.
+     * </pre>
+     *
+     * <code>repeated string example_goals = 4;</code>
+     * @param index The index of the element to return.
+     * @return The exampleGoals at the given index.
+     */
+    public java.lang.String getExampleGoals(int index) {
+      return exampleGoals_.get(index);
+    }
+    /**
+     * <pre>
+     * Other requests it served (at most 5), for the reader to judge the fit.
+     * </pre>
+     *
+     * <code>repeated string example_goals = 4;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the exampleGoals at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getExampleGoalsBytes(int index) {
+      return exampleGoals_.getByteString(index);
+    }
+
+    public static final int STEPS_FIELD_NUMBER = 5;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EpisodeOuterClass.ProcedureStep> steps_;
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureStep> getStepsList() {
+      return steps_;
+    }
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder> 
+        getStepsOrBuilderList() {
+      return steps_;
+    }
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    @java.lang.Override
+    public int getStepsCount() {
+      return steps_.size();
+    }
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureStep getSteps(int index) {
+      return steps_.get(index);
+    }
+    /**
+     * <pre>
+     * The steps, in order.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder getStepsOrBuilder(
+        int index) {
+      return steps_.get(index);
+    }
+
+    public static final int SUCCESS_COUNT_FIELD_NUMBER = 6;
+    private int successCount_ = 0;
+    /**
+     * <pre>
+     * Successful stretches that followed these actions.
+     * </pre>
+     *
+     * <code>int32 success_count = 6;</code>
+     * @return The successCount.
+     */
+    @java.lang.Override
+    public int getSuccessCount() {
+      return successCount_;
+    }
+
+    public static final int FAILURE_COUNT_FIELD_NUMBER = 7;
+    private int failureCount_ = 0;
+    /**
+     * <pre>
+     * Failed stretches with the same actions.
+     * </pre>
+     *
+     * <code>int32 failure_count = 7;</code>
+     * @return The failureCount.
+     */
+    @java.lang.Override
+    public int getFailureCount() {
+      return failureCount_;
+    }
+
+    public static final int PARTIAL_COUNT_FIELD_NUMBER = 8;
+    private int partialCount_ = 0;
+    /**
+     * <pre>
+     * Partly successful stretches with the same actions.
+     * </pre>
+     *
+     * <code>int32 partial_count = 8;</code>
+     * @return The partialCount.
+     */
+    @java.lang.Override
+    public int getPartialCount() {
+      return partialCount_;
+    }
+
+    public static final int SOURCES_FIELD_NUMBER = 9;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EpisodeOuterClass.ProcedureSource> sources_;
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureSource> getSourcesList() {
+      return sources_;
+    }
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder> 
+        getSourcesOrBuilderList() {
+      return sources_;
+    }
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    @java.lang.Override
+    public int getSourcesCount() {
+      return sources_.size();
+    }
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureSource getSources(int index) {
+      return sources_.get(index);
+    }
+    /**
+     * <pre>
+     * Where it was learned, newest first (at most 20).
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder getSourcesOrBuilder(
+        int index) {
+      return sources_.get(index);
+    }
+
+    public static final int CREATED_AT_FIELD_NUMBER = 10;
+    private com.google.protobuf.Timestamp createdAt_;
+    /**
+     * <pre>
+     * When it was first learned.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp created_at = 10;</code>
+     * @return Whether the createdAt field is set.
+     */
+    @java.lang.Override
+    public boolean hasCreatedAt() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * When it was first learned.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp created_at = 10;</code>
+     * @return The createdAt.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Timestamp getCreatedAt() {
+      return createdAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : createdAt_;
+    }
+    /**
+     * <pre>
+     * When it was first learned.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp created_at = 10;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.TimestampOrBuilder getCreatedAtOrBuilder() {
+      return createdAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : createdAt_;
+    }
+
+    public static final int UPDATED_AT_FIELD_NUMBER = 11;
+    private com.google.protobuf.Timestamp updatedAt_;
+    /**
+     * <pre>
+     * When its support last changed.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+     * @return Whether the updatedAt field is set.
+     */
+    @java.lang.Override
+    public boolean hasUpdatedAt() {
+      return ((bitField0_ & 0x00000002) != 0);
+    }
+    /**
+     * <pre>
+     * When its support last changed.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+     * @return The updatedAt.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Timestamp getUpdatedAt() {
+      return updatedAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : updatedAt_;
+    }
+    /**
+     * <pre>
+     * When its support last changed.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.TimestampOrBuilder getUpdatedAtOrBuilder() {
+      return updatedAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : updatedAt_;
+    }
+
+    public static final int EXTRACTOR_FIELD_NUMBER = 12;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object extractor_ = "";
+    /**
+     * <pre>
+     * How the steps were written: "rules" (offline extractor) or "llm".
+     * </pre>
+     *
+     * <code>string extractor = 12;</code>
+     * @return The extractor.
+     */
+    @java.lang.Override
+    public java.lang.String getExtractor() {
+      java.lang.Object ref = extractor_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        extractor_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * How the steps were written: "rules" (offline extractor) or "llm".
+     * </pre>
+     *
+     * <code>string extractor = 12;</code>
+     * @return The bytes for extractor.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getExtractorBytes() {
+      java.lang.Object ref = extractor_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        extractor_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(procedureId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, procedureId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(goal_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 3, goal_);
+      }
+      for (int i = 0; i < exampleGoals_.size(); i++) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 4, exampleGoals_.getRaw(i));
+      }
+      for (int i = 0; i < steps_.size(); i++) {
+        output.writeMessage(5, steps_.get(i));
+      }
+      if (successCount_ != 0) {
+        output.writeInt32(6, successCount_);
+      }
+      if (failureCount_ != 0) {
+        output.writeInt32(7, failureCount_);
+      }
+      if (partialCount_ != 0) {
+        output.writeInt32(8, partialCount_);
+      }
+      for (int i = 0; i < sources_.size(); i++) {
+        output.writeMessage(9, sources_.get(i));
+      }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(10, getCreatedAt());
+      }
+      if (((bitField0_ & 0x00000002) != 0)) {
+        output.writeMessage(11, getUpdatedAt());
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(extractor_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 12, extractor_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(procedureId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, procedureId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, dataset_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(goal_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(3, goal_);
+      }
+      {
+        int dataSize = 0;
+        for (int i = 0; i < exampleGoals_.size(); i++) {
+          dataSize += computeStringSizeNoTag(exampleGoals_.getRaw(i));
+        }
+        size += dataSize;
+        size += 1 * getExampleGoalsList().size();
+      }
+
+          {
+            final int count = steps_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(steps_.get(i));
+            }
+            size += 1 * count;
+          }
+      if (successCount_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeInt32Size(6, successCount_);
+      }
+      if (failureCount_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeInt32Size(7, failureCount_);
+      }
+      if (partialCount_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeInt32Size(8, partialCount_);
+      }
+
+          {
+            final int count = sources_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(sources_.get(i));
+            }
+            size += 1 * count;
+          }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(10, getCreatedAt());
+      }
+      if (((bitField0_ & 0x00000002) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(11, getUpdatedAt());
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(extractor_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(12, extractor_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.EpisodeOuterClass.Procedure)) {
+        return super.equals(obj);
+      }
+      episodic.v1.EpisodeOuterClass.Procedure other = (episodic.v1.EpisodeOuterClass.Procedure) obj;
+
+      if (!getProcedureId()
+          .equals(other.getProcedureId())) return false;
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (!getGoal()
+          .equals(other.getGoal())) return false;
+      if (!getExampleGoalsList()
+          .equals(other.getExampleGoalsList())) return false;
+      if (!getStepsList()
+          .equals(other.getStepsList())) return false;
+      if (getSuccessCount()
+          != other.getSuccessCount()) return false;
+      if (getFailureCount()
+          != other.getFailureCount()) return false;
+      if (getPartialCount()
+          != other.getPartialCount()) return false;
+      if (!getSourcesList()
+          .equals(other.getSourcesList())) return false;
+      if (hasCreatedAt() != other.hasCreatedAt()) return false;
+      if (hasCreatedAt()) {
+        if (!getCreatedAt()
+            .equals(other.getCreatedAt())) return false;
+      }
+      if (hasUpdatedAt() != other.hasUpdatedAt()) return false;
+      if (hasUpdatedAt()) {
+        if (!getUpdatedAt()
+            .equals(other.getUpdatedAt())) return false;
+      }
+      if (!getExtractor()
+          .equals(other.getExtractor())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + PROCEDURE_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getProcedureId().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (37 * hash) + GOAL_FIELD_NUMBER;
+      hash = (53 * hash) + getGoal().hashCode();
+      if (getExampleGoalsCount() > 0) {
+        hash = (37 * hash) + EXAMPLE_GOALS_FIELD_NUMBER;
+        hash = (53 * hash) + getExampleGoalsList().hashCode();
+      }
+      if (getStepsCount() > 0) {
+        hash = (37 * hash) + STEPS_FIELD_NUMBER;
+        hash = (53 * hash) + getStepsList().hashCode();
+      }
+      hash = (37 * hash) + SUCCESS_COUNT_FIELD_NUMBER;
+      hash = (53 * hash) + getSuccessCount();
+      hash = (37 * hash) + FAILURE_COUNT_FIELD_NUMBER;
+      hash = (53 * hash) + getFailureCount();
+      hash = (37 * hash) + PARTIAL_COUNT_FIELD_NUMBER;
+      hash = (53 * hash) + getPartialCount();
+      if (getSourcesCount() > 0) {
+        hash = (37 * hash) + SOURCES_FIELD_NUMBER;
+        hash = (53 * hash) + getSourcesList().hashCode();
+      }
+      if (hasCreatedAt()) {
+        hash = (37 * hash) + CREATED_AT_FIELD_NUMBER;
+        hash = (53 * hash) + getCreatedAt().hashCode();
+      }
+      if (hasUpdatedAt()) {
+        hash = (37 * hash) + UPDATED_AT_FIELD_NUMBER;
+        hash = (53 * hash) + getUpdatedAt().hashCode();
+      }
+      hash = (37 * hash) + EXTRACTOR_FIELD_NUMBER;
+      hash = (53 * hash) + getExtractor().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.Procedure parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.Procedure parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.Procedure parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.EpisodeOuterClass.Procedure prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * A procedure: how the agent did something that worked, learned from the tool calls of
+     * successful stretches of conversation (seed 003, procedural memory). Stretches with the
+     * same actions (the same tools that change something, in the same order) merge into one
+     * procedure that gains support; failures of the same actions count against it.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.Procedure}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.Procedure)
+        episodic.v1.EpisodeOuterClass.ProcedureOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_Procedure_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_Procedure_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.EpisodeOuterClass.Procedure.class, episodic.v1.EpisodeOuterClass.Procedure.Builder.class);
+      }
+
+      // Construct using episodic.v1.EpisodeOuterClass.Procedure.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetStepsFieldBuilder();
+          internalGetSourcesFieldBuilder();
+          internalGetCreatedAtFieldBuilder();
+          internalGetUpdatedAtFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        procedureId_ = "";
+        dataset_ = "";
+        goal_ = "";
+        exampleGoals_ =
+            com.google.protobuf.LazyStringArrayList.emptyList();
+        if (stepsBuilder_ == null) {
+          steps_ = java.util.Collections.emptyList();
+        } else {
+          steps_ = null;
+          stepsBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000010);
+        successCount_ = 0;
+        failureCount_ = 0;
+        partialCount_ = 0;
+        if (sourcesBuilder_ == null) {
+          sources_ = java.util.Collections.emptyList();
+        } else {
+          sources_ = null;
+          sourcesBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000100);
+        createdAt_ = null;
+        if (createdAtBuilder_ != null) {
+          createdAtBuilder_.dispose();
+          createdAtBuilder_ = null;
+        }
+        updatedAt_ = null;
+        if (updatedAtBuilder_ != null) {
+          updatedAtBuilder_.dispose();
+          updatedAtBuilder_ = null;
+        }
+        extractor_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_Procedure_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.Procedure getDefaultInstanceForType() {
+        return episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.Procedure build() {
+        episodic.v1.EpisodeOuterClass.Procedure result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.Procedure buildPartial() {
+        episodic.v1.EpisodeOuterClass.Procedure result = new episodic.v1.EpisodeOuterClass.Procedure(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(episodic.v1.EpisodeOuterClass.Procedure result) {
+        if (stepsBuilder_ == null) {
+          if (((bitField0_ & 0x00000010) != 0)) {
+            steps_ = java.util.Collections.unmodifiableList(steps_);
+            bitField0_ = (bitField0_ & ~0x00000010);
+          }
+          result.steps_ = steps_;
+        } else {
+          result.steps_ = stepsBuilder_.build();
+        }
+        if (sourcesBuilder_ == null) {
+          if (((bitField0_ & 0x00000100) != 0)) {
+            sources_ = java.util.Collections.unmodifiableList(sources_);
+            bitField0_ = (bitField0_ & ~0x00000100);
+          }
+          result.sources_ = sources_;
+        } else {
+          result.sources_ = sourcesBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(episodic.v1.EpisodeOuterClass.Procedure result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.procedureId_ = procedureId_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.dataset_ = dataset_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.goal_ = goal_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          exampleGoals_.makeImmutable();
+          result.exampleGoals_ = exampleGoals_;
+        }
+        if (((from_bitField0_ & 0x00000020) != 0)) {
+          result.successCount_ = successCount_;
+        }
+        if (((from_bitField0_ & 0x00000040) != 0)) {
+          result.failureCount_ = failureCount_;
+        }
+        if (((from_bitField0_ & 0x00000080) != 0)) {
+          result.partialCount_ = partialCount_;
+        }
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000200) != 0)) {
+          result.createdAt_ = createdAtBuilder_ == null
+              ? createdAt_
+              : createdAtBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        if (((from_bitField0_ & 0x00000400) != 0)) {
+          result.updatedAt_ = updatedAtBuilder_ == null
+              ? updatedAt_
+              : updatedAtBuilder_.build();
+          to_bitField0_ |= 0x00000002;
+        }
+        if (((from_bitField0_ & 0x00000800) != 0)) {
+          result.extractor_ = extractor_;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.EpisodeOuterClass.Procedure) {
+          return mergeFrom((episodic.v1.EpisodeOuterClass.Procedure)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.EpisodeOuterClass.Procedure other) {
+        if (other == episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance()) return this;
+        if (!other.getProcedureId().isEmpty()) {
+          procedureId_ = other.procedureId_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (!other.getGoal().isEmpty()) {
+          goal_ = other.goal_;
+          bitField0_ |= 0x00000004;
+          onChanged();
+        }
+        if (!other.exampleGoals_.isEmpty()) {
+          if (exampleGoals_.isEmpty()) {
+            exampleGoals_ = other.exampleGoals_;
+            bitField0_ |= 0x00000008;
+          } else {
+            ensureExampleGoalsIsMutable();
+            exampleGoals_.addAll(other.exampleGoals_);
+          }
+          onChanged();
+        }
+        if (stepsBuilder_ == null) {
+          if (!other.steps_.isEmpty()) {
+            if (steps_.isEmpty()) {
+              steps_ = other.steps_;
+              bitField0_ = (bitField0_ & ~0x00000010);
+            } else {
+              ensureStepsIsMutable();
+              steps_.addAll(other.steps_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.steps_.isEmpty()) {
+            if (stepsBuilder_.isEmpty()) {
+              stepsBuilder_.dispose();
+              stepsBuilder_ = null;
+              steps_ = other.steps_;
+              bitField0_ = (bitField0_ & ~0x00000010);
+              stepsBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetStepsFieldBuilder() : null;
+            } else {
+              stepsBuilder_.addAllMessages(other.steps_);
+            }
+          }
+        }
+        if (other.getSuccessCount() != 0) {
+          setSuccessCount(other.getSuccessCount());
+        }
+        if (other.getFailureCount() != 0) {
+          setFailureCount(other.getFailureCount());
+        }
+        if (other.getPartialCount() != 0) {
+          setPartialCount(other.getPartialCount());
+        }
+        if (sourcesBuilder_ == null) {
+          if (!other.sources_.isEmpty()) {
+            if (sources_.isEmpty()) {
+              sources_ = other.sources_;
+              bitField0_ = (bitField0_ & ~0x00000100);
+            } else {
+              ensureSourcesIsMutable();
+              sources_.addAll(other.sources_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.sources_.isEmpty()) {
+            if (sourcesBuilder_.isEmpty()) {
+              sourcesBuilder_.dispose();
+              sourcesBuilder_ = null;
+              sources_ = other.sources_;
+              bitField0_ = (bitField0_ & ~0x00000100);
+              sourcesBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetSourcesFieldBuilder() : null;
+            } else {
+              sourcesBuilder_.addAllMessages(other.sources_);
+            }
+          }
+        }
+        if (other.hasCreatedAt()) {
+          mergeCreatedAt(other.getCreatedAt());
+        }
+        if (other.hasUpdatedAt()) {
+          mergeUpdatedAt(other.getUpdatedAt());
+        }
+        if (!other.getExtractor().isEmpty()) {
+          extractor_ = other.extractor_;
+          bitField0_ |= 0x00000800;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                procedureId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 26: {
+                goal_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 26
+              case 34: {
+                ensureExampleGoalsIsMutable();
+                exampleGoals_.add(input.readStringRequireUtf8());
+                break;
+              } // case 34
+              case 42: {
+                episodic.v1.EpisodeOuterClass.ProcedureStep m =
+                    input.readMessage(
+                        episodic.v1.EpisodeOuterClass.ProcedureStep.parser(),
+                        extensionRegistry);
+                if (stepsBuilder_ == null) {
+                  ensureStepsIsMutable();
+                  steps_.add(m);
+                } else {
+                  stepsBuilder_.addMessage(m);
+                }
+                break;
+              } // case 42
+              case 48: {
+                successCount_ = input.readInt32();
+                bitField0_ |= 0x00000020;
+                break;
+              } // case 48
+              case 56: {
+                failureCount_ = input.readInt32();
+                bitField0_ |= 0x00000040;
+                break;
+              } // case 56
+              case 64: {
+                partialCount_ = input.readInt32();
+                bitField0_ |= 0x00000080;
+                break;
+              } // case 64
+              case 74: {
+                episodic.v1.EpisodeOuterClass.ProcedureSource m =
+                    input.readMessage(
+                        episodic.v1.EpisodeOuterClass.ProcedureSource.parser(),
+                        extensionRegistry);
+                if (sourcesBuilder_ == null) {
+                  ensureSourcesIsMutable();
+                  sources_.add(m);
+                } else {
+                  sourcesBuilder_.addMessage(m);
+                }
+                break;
+              } // case 74
+              case 82: {
+                input.readMessage(
+                    internalGetCreatedAtFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000200;
+                break;
+              } // case 82
+              case 90: {
+                input.readMessage(
+                    internalGetUpdatedAtFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000400;
+                break;
+              } // case 90
+              case 98: {
+                extractor_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000800;
+                break;
+              } // case 98
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object procedureId_ = "";
+      /**
+       * <pre>
+       * UUID of the procedure (stable: the same actions in a dataset keep their id).
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @return The procedureId.
+       */
+      public java.lang.String getProcedureId() {
+        java.lang.Object ref = procedureId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          procedureId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * UUID of the procedure (stable: the same actions in a dataset keep their id).
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @return The bytes for procedureId.
+       */
+      public com.google.protobuf.ByteString
+          getProcedureIdBytes() {
+        java.lang.Object ref = procedureId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          procedureId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * UUID of the procedure (stable: the same actions in a dataset keep their id).
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @param value The procedureId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setProcedureId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        procedureId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * UUID of the procedure (stable: the same actions in a dataset keep their id).
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearProcedureId() {
+        procedureId_ = getDefaultInstance().getProcedureId();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * UUID of the procedure (stable: the same actions in a dataset keep their id).
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @param value The bytes for procedureId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setProcedureIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        procedureId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * The dataset it was learned in.
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The dataset it was learned in.
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The dataset it was learned in.
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The dataset it was learned in.
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The dataset it was learned in.
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object goal_ = "";
+      /**
+       * <pre>
+       * When to use it: the goal it served, in the words of the user's request that started the
+       * most representative successful stretch.
+       * </pre>
+       *
+       * <code>string goal = 3;</code>
+       * @return The goal.
+       */
+      public java.lang.String getGoal() {
+        java.lang.Object ref = goal_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          goal_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * When to use it: the goal it served, in the words of the user's request that started the
+       * most representative successful stretch.
+       * </pre>
+       *
+       * <code>string goal = 3;</code>
+       * @return The bytes for goal.
+       */
+      public com.google.protobuf.ByteString
+          getGoalBytes() {
+        java.lang.Object ref = goal_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          goal_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * When to use it: the goal it served, in the words of the user's request that started the
+       * most representative successful stretch.
+       * </pre>
+       *
+       * <code>string goal = 3;</code>
+       * @param value The goal to set.
+       * @return This builder for chaining.
+       */
+      public Builder setGoal(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        goal_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When to use it: the goal it served, in the words of the user's request that started the
+       * most representative successful stretch.
+       * </pre>
+       *
+       * <code>string goal = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearGoal() {
+        goal_ = getDefaultInstance().getGoal();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When to use it: the goal it served, in the words of the user's request that started the
+       * most representative successful stretch.
+       * </pre>
+       *
+       * <code>string goal = 3;</code>
+       * @param value The bytes for goal to set.
+       * @return This builder for chaining.
+       */
+      public Builder setGoalBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        goal_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.LazyStringArrayList exampleGoals_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+      private void ensureExampleGoalsIsMutable() {
+        if (!exampleGoals_.isModifiable()) {
+          exampleGoals_ = new com.google.protobuf.LazyStringArrayList(exampleGoals_);
+        }
+        bitField0_ |= 0x00000008;
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @return A list containing the exampleGoals.
+       */
+      public com.google.protobuf.ProtocolStringList
+          getExampleGoalsList() {
+        exampleGoals_.makeImmutable();
+        return exampleGoals_;
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @return The count of exampleGoals.
+       */
+      public int getExampleGoalsCount() {
+        return exampleGoals_.size();
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @param index The index of the element to return.
+       * @return The exampleGoals at the given index.
+       */
+      public java.lang.String getExampleGoals(int index) {
+        return exampleGoals_.get(index);
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @param index The index of the value to return.
+       * @return The bytes of the exampleGoals at the given index.
+       */
+      public com.google.protobuf.ByteString
+          getExampleGoalsBytes(int index) {
+        return exampleGoals_.getByteString(index);
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @param index The index to set the value at.
+       * @param value The exampleGoals to set.
+       * @return This builder for chaining.
+       */
+      public Builder setExampleGoals(
+          int index, java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ensureExampleGoalsIsMutable();
+        exampleGoals_.set(index, value);
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @param value The exampleGoals to add.
+       * @return This builder for chaining.
+       */
+      public Builder addExampleGoals(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ensureExampleGoalsIsMutable();
+        exampleGoals_.add(value);
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @param values The exampleGoals to add.
+       * @return This builder for chaining.
+       */
+      public Builder addAllExampleGoals(
+          java.lang.Iterable<java.lang.String> values) {
+        ensureExampleGoalsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, exampleGoals_);
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearExampleGoals() {
+        exampleGoals_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000008);;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Other requests it served (at most 5), for the reader to judge the fit.
+       * </pre>
+       *
+       * <code>repeated string example_goals = 4;</code>
+       * @param value The bytes of the exampleGoals to add.
+       * @return This builder for chaining.
+       */
+      public Builder addExampleGoalsBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        ensureExampleGoalsIsMutable();
+        exampleGoals_.add(value);
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+
+      private java.util.List<episodic.v1.EpisodeOuterClass.ProcedureStep> steps_ =
+        java.util.Collections.emptyList();
+      private void ensureStepsIsMutable() {
+        if (!((bitField0_ & 0x00000010) != 0)) {
+          steps_ = new java.util.ArrayList<episodic.v1.EpisodeOuterClass.ProcedureStep>(steps_);
+          bitField0_ |= 0x00000010;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ProcedureStep, episodic.v1.EpisodeOuterClass.ProcedureStep.Builder, episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder> stepsBuilder_;
+
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureStep> getStepsList() {
+        if (stepsBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(steps_);
+        } else {
+          return stepsBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public int getStepsCount() {
+        if (stepsBuilder_ == null) {
+          return steps_.size();
+        } else {
+          return stepsBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureStep getSteps(int index) {
+        if (stepsBuilder_ == null) {
+          return steps_.get(index);
+        } else {
+          return stepsBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder setSteps(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureStep value) {
+        if (stepsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureStepsIsMutable();
+          steps_.set(index, value);
+          onChanged();
+        } else {
+          stepsBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder setSteps(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureStep.Builder builderForValue) {
+        if (stepsBuilder_ == null) {
+          ensureStepsIsMutable();
+          steps_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          stepsBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder addSteps(episodic.v1.EpisodeOuterClass.ProcedureStep value) {
+        if (stepsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureStepsIsMutable();
+          steps_.add(value);
+          onChanged();
+        } else {
+          stepsBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder addSteps(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureStep value) {
+        if (stepsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureStepsIsMutable();
+          steps_.add(index, value);
+          onChanged();
+        } else {
+          stepsBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder addSteps(
+          episodic.v1.EpisodeOuterClass.ProcedureStep.Builder builderForValue) {
+        if (stepsBuilder_ == null) {
+          ensureStepsIsMutable();
+          steps_.add(builderForValue.build());
+          onChanged();
+        } else {
+          stepsBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder addSteps(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureStep.Builder builderForValue) {
+        if (stepsBuilder_ == null) {
+          ensureStepsIsMutable();
+          steps_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          stepsBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder addAllSteps(
+          java.lang.Iterable<? extends episodic.v1.EpisodeOuterClass.ProcedureStep> values) {
+        if (stepsBuilder_ == null) {
+          ensureStepsIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, steps_);
+          onChanged();
+        } else {
+          stepsBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder clearSteps() {
+        if (stepsBuilder_ == null) {
+          steps_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000010);
+          onChanged();
+        } else {
+          stepsBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public Builder removeSteps(int index) {
+        if (stepsBuilder_ == null) {
+          ensureStepsIsMutable();
+          steps_.remove(index);
+          onChanged();
+        } else {
+          stepsBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureStep.Builder getStepsBuilder(
+          int index) {
+        return internalGetStepsFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder getStepsOrBuilder(
+          int index) {
+        if (stepsBuilder_ == null) {
+          return steps_.get(index);  } else {
+          return stepsBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder> 
+           getStepsOrBuilderList() {
+        if (stepsBuilder_ != null) {
+          return stepsBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(steps_);
+        }
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureStep.Builder addStepsBuilder() {
+        return internalGetStepsFieldBuilder().addBuilder(
+            episodic.v1.EpisodeOuterClass.ProcedureStep.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureStep.Builder addStepsBuilder(
+          int index) {
+        return internalGetStepsFieldBuilder().addBuilder(
+            index, episodic.v1.EpisodeOuterClass.ProcedureStep.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * The steps, in order.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureStep steps = 5;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureStep.Builder> 
+           getStepsBuilderList() {
+        return internalGetStepsFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ProcedureStep, episodic.v1.EpisodeOuterClass.ProcedureStep.Builder, episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder> 
+          internalGetStepsFieldBuilder() {
+        if (stepsBuilder_ == null) {
+          stepsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EpisodeOuterClass.ProcedureStep, episodic.v1.EpisodeOuterClass.ProcedureStep.Builder, episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder>(
+                  steps_,
+                  ((bitField0_ & 0x00000010) != 0),
+                  getParentForChildren(),
+                  isClean());
+          steps_ = null;
+        }
+        return stepsBuilder_;
+      }
+
+      private int successCount_ ;
+      /**
+       * <pre>
+       * Successful stretches that followed these actions.
+       * </pre>
+       *
+       * <code>int32 success_count = 6;</code>
+       * @return The successCount.
+       */
+      @java.lang.Override
+      public int getSuccessCount() {
+        return successCount_;
+      }
+      /**
+       * <pre>
+       * Successful stretches that followed these actions.
+       * </pre>
+       *
+       * <code>int32 success_count = 6;</code>
+       * @param value The successCount to set.
+       * @return This builder for chaining.
+       */
+      public Builder setSuccessCount(int value) {
+
+        successCount_ = value;
+        bitField0_ |= 0x00000020;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Successful stretches that followed these actions.
+       * </pre>
+       *
+       * <code>int32 success_count = 6;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearSuccessCount() {
+        bitField0_ = (bitField0_ & ~0x00000020);
+        successCount_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private int failureCount_ ;
+      /**
+       * <pre>
+       * Failed stretches with the same actions.
+       * </pre>
+       *
+       * <code>int32 failure_count = 7;</code>
+       * @return The failureCount.
+       */
+      @java.lang.Override
+      public int getFailureCount() {
+        return failureCount_;
+      }
+      /**
+       * <pre>
+       * Failed stretches with the same actions.
+       * </pre>
+       *
+       * <code>int32 failure_count = 7;</code>
+       * @param value The failureCount to set.
+       * @return This builder for chaining.
+       */
+      public Builder setFailureCount(int value) {
+
+        failureCount_ = value;
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Failed stretches with the same actions.
+       * </pre>
+       *
+       * <code>int32 failure_count = 7;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearFailureCount() {
+        bitField0_ = (bitField0_ & ~0x00000040);
+        failureCount_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private int partialCount_ ;
+      /**
+       * <pre>
+       * Partly successful stretches with the same actions.
+       * </pre>
+       *
+       * <code>int32 partial_count = 8;</code>
+       * @return The partialCount.
+       */
+      @java.lang.Override
+      public int getPartialCount() {
+        return partialCount_;
+      }
+      /**
+       * <pre>
+       * Partly successful stretches with the same actions.
+       * </pre>
+       *
+       * <code>int32 partial_count = 8;</code>
+       * @param value The partialCount to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPartialCount(int value) {
+
+        partialCount_ = value;
+        bitField0_ |= 0x00000080;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Partly successful stretches with the same actions.
+       * </pre>
+       *
+       * <code>int32 partial_count = 8;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearPartialCount() {
+        bitField0_ = (bitField0_ & ~0x00000080);
+        partialCount_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private java.util.List<episodic.v1.EpisodeOuterClass.ProcedureSource> sources_ =
+        java.util.Collections.emptyList();
+      private void ensureSourcesIsMutable() {
+        if (!((bitField0_ & 0x00000100) != 0)) {
+          sources_ = new java.util.ArrayList<episodic.v1.EpisodeOuterClass.ProcedureSource>(sources_);
+          bitField0_ |= 0x00000100;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ProcedureSource, episodic.v1.EpisodeOuterClass.ProcedureSource.Builder, episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder> sourcesBuilder_;
+
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureSource> getSourcesList() {
+        if (sourcesBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(sources_);
+        } else {
+          return sourcesBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public int getSourcesCount() {
+        if (sourcesBuilder_ == null) {
+          return sources_.size();
+        } else {
+          return sourcesBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureSource getSources(int index) {
+        if (sourcesBuilder_ == null) {
+          return sources_.get(index);
+        } else {
+          return sourcesBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder setSources(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureSource value) {
+        if (sourcesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureSourcesIsMutable();
+          sources_.set(index, value);
+          onChanged();
+        } else {
+          sourcesBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder setSources(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureSource.Builder builderForValue) {
+        if (sourcesBuilder_ == null) {
+          ensureSourcesIsMutable();
+          sources_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          sourcesBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder addSources(episodic.v1.EpisodeOuterClass.ProcedureSource value) {
+        if (sourcesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureSourcesIsMutable();
+          sources_.add(value);
+          onChanged();
+        } else {
+          sourcesBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder addSources(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureSource value) {
+        if (sourcesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureSourcesIsMutable();
+          sources_.add(index, value);
+          onChanged();
+        } else {
+          sourcesBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder addSources(
+          episodic.v1.EpisodeOuterClass.ProcedureSource.Builder builderForValue) {
+        if (sourcesBuilder_ == null) {
+          ensureSourcesIsMutable();
+          sources_.add(builderForValue.build());
+          onChanged();
+        } else {
+          sourcesBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder addSources(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureSource.Builder builderForValue) {
+        if (sourcesBuilder_ == null) {
+          ensureSourcesIsMutable();
+          sources_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          sourcesBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder addAllSources(
+          java.lang.Iterable<? extends episodic.v1.EpisodeOuterClass.ProcedureSource> values) {
+        if (sourcesBuilder_ == null) {
+          ensureSourcesIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, sources_);
+          onChanged();
+        } else {
+          sourcesBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder clearSources() {
+        if (sourcesBuilder_ == null) {
+          sources_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000100);
+          onChanged();
+        } else {
+          sourcesBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public Builder removeSources(int index) {
+        if (sourcesBuilder_ == null) {
+          ensureSourcesIsMutable();
+          sources_.remove(index);
+          onChanged();
+        } else {
+          sourcesBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureSource.Builder getSourcesBuilder(
+          int index) {
+        return internalGetSourcesFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder getSourcesOrBuilder(
+          int index) {
+        if (sourcesBuilder_ == null) {
+          return sources_.get(index);  } else {
+          return sourcesBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder> 
+           getSourcesOrBuilderList() {
+        if (sourcesBuilder_ != null) {
+          return sourcesBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(sources_);
+        }
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureSource.Builder addSourcesBuilder() {
+        return internalGetSourcesFieldBuilder().addBuilder(
+            episodic.v1.EpisodeOuterClass.ProcedureSource.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureSource.Builder addSourcesBuilder(
+          int index) {
+        return internalGetSourcesFieldBuilder().addBuilder(
+            index, episodic.v1.EpisodeOuterClass.ProcedureSource.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Where it was learned, newest first (at most 20).
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureSource sources = 9;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureSource.Builder> 
+           getSourcesBuilderList() {
+        return internalGetSourcesFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ProcedureSource, episodic.v1.EpisodeOuterClass.ProcedureSource.Builder, episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder> 
+          internalGetSourcesFieldBuilder() {
+        if (sourcesBuilder_ == null) {
+          sourcesBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EpisodeOuterClass.ProcedureSource, episodic.v1.EpisodeOuterClass.ProcedureSource.Builder, episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder>(
+                  sources_,
+                  ((bitField0_ & 0x00000100) != 0),
+                  getParentForChildren(),
+                  isClean());
+          sources_ = null;
+        }
+        return sourcesBuilder_;
+      }
+
+      private com.google.protobuf.Timestamp createdAt_;
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> createdAtBuilder_;
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       * @return Whether the createdAt field is set.
+       */
+      public boolean hasCreatedAt() {
+        return ((bitField0_ & 0x00000200) != 0);
+      }
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       * @return The createdAt.
+       */
+      public com.google.protobuf.Timestamp getCreatedAt() {
+        if (createdAtBuilder_ == null) {
+          return createdAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : createdAt_;
+        } else {
+          return createdAtBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       */
+      public Builder setCreatedAt(com.google.protobuf.Timestamp value) {
+        if (createdAtBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          createdAt_ = value;
+        } else {
+          createdAtBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       */
+      public Builder setCreatedAt(
+          com.google.protobuf.Timestamp.Builder builderForValue) {
+        if (createdAtBuilder_ == null) {
+          createdAt_ = builderForValue.build();
+        } else {
+          createdAtBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       */
+      public Builder mergeCreatedAt(com.google.protobuf.Timestamp value) {
+        if (createdAtBuilder_ == null) {
+          if (((bitField0_ & 0x00000200) != 0) &&
+            createdAt_ != null &&
+            createdAt_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+            getCreatedAtBuilder().mergeFrom(value);
+          } else {
+            createdAt_ = value;
+          }
+        } else {
+          createdAtBuilder_.mergeFrom(value);
+        }
+        if (createdAt_ != null) {
+          bitField0_ |= 0x00000200;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       */
+      public Builder clearCreatedAt() {
+        bitField0_ = (bitField0_ & ~0x00000200);
+        createdAt_ = null;
+        if (createdAtBuilder_ != null) {
+          createdAtBuilder_.dispose();
+          createdAtBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       */
+      public com.google.protobuf.Timestamp.Builder getCreatedAtBuilder() {
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return internalGetCreatedAtFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       */
+      public com.google.protobuf.TimestampOrBuilder getCreatedAtOrBuilder() {
+        if (createdAtBuilder_ != null) {
+          return createdAtBuilder_.getMessageOrBuilder();
+        } else {
+          return createdAt_ == null ?
+              com.google.protobuf.Timestamp.getDefaultInstance() : createdAt_;
+        }
+      }
+      /**
+       * <pre>
+       * When it was first learned.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp created_at = 10;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+          internalGetCreatedAtFieldBuilder() {
+        if (createdAtBuilder_ == null) {
+          createdAtBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                  getCreatedAt(),
+                  getParentForChildren(),
+                  isClean());
+          createdAt_ = null;
+        }
+        return createdAtBuilder_;
+      }
+
+      private com.google.protobuf.Timestamp updatedAt_;
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> updatedAtBuilder_;
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       * @return Whether the updatedAt field is set.
+       */
+      public boolean hasUpdatedAt() {
+        return ((bitField0_ & 0x00000400) != 0);
+      }
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       * @return The updatedAt.
+       */
+      public com.google.protobuf.Timestamp getUpdatedAt() {
+        if (updatedAtBuilder_ == null) {
+          return updatedAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : updatedAt_;
+        } else {
+          return updatedAtBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       */
+      public Builder setUpdatedAt(com.google.protobuf.Timestamp value) {
+        if (updatedAtBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          updatedAt_ = value;
+        } else {
+          updatedAtBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       */
+      public Builder setUpdatedAt(
+          com.google.protobuf.Timestamp.Builder builderForValue) {
+        if (updatedAtBuilder_ == null) {
+          updatedAt_ = builderForValue.build();
+        } else {
+          updatedAtBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       */
+      public Builder mergeUpdatedAt(com.google.protobuf.Timestamp value) {
+        if (updatedAtBuilder_ == null) {
+          if (((bitField0_ & 0x00000400) != 0) &&
+            updatedAt_ != null &&
+            updatedAt_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+            getUpdatedAtBuilder().mergeFrom(value);
+          } else {
+            updatedAt_ = value;
+          }
+        } else {
+          updatedAtBuilder_.mergeFrom(value);
+        }
+        if (updatedAt_ != null) {
+          bitField0_ |= 0x00000400;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       */
+      public Builder clearUpdatedAt() {
+        bitField0_ = (bitField0_ & ~0x00000400);
+        updatedAt_ = null;
+        if (updatedAtBuilder_ != null) {
+          updatedAtBuilder_.dispose();
+          updatedAtBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       */
+      public com.google.protobuf.Timestamp.Builder getUpdatedAtBuilder() {
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return internalGetUpdatedAtFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       */
+      public com.google.protobuf.TimestampOrBuilder getUpdatedAtOrBuilder() {
+        if (updatedAtBuilder_ != null) {
+          return updatedAtBuilder_.getMessageOrBuilder();
+        } else {
+          return updatedAt_ == null ?
+              com.google.protobuf.Timestamp.getDefaultInstance() : updatedAt_;
+        }
+      }
+      /**
+       * <pre>
+       * When its support last changed.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp updated_at = 11;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+          internalGetUpdatedAtFieldBuilder() {
+        if (updatedAtBuilder_ == null) {
+          updatedAtBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                  getUpdatedAt(),
+                  getParentForChildren(),
+                  isClean());
+          updatedAt_ = null;
+        }
+        return updatedAtBuilder_;
+      }
+
+      private java.lang.Object extractor_ = "";
+      /**
+       * <pre>
+       * How the steps were written: "rules" (offline extractor) or "llm".
+       * </pre>
+       *
+       * <code>string extractor = 12;</code>
+       * @return The extractor.
+       */
+      public java.lang.String getExtractor() {
+        java.lang.Object ref = extractor_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          extractor_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * How the steps were written: "rules" (offline extractor) or "llm".
+       * </pre>
+       *
+       * <code>string extractor = 12;</code>
+       * @return The bytes for extractor.
+       */
+      public com.google.protobuf.ByteString
+          getExtractorBytes() {
+        java.lang.Object ref = extractor_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          extractor_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * How the steps were written: "rules" (offline extractor) or "llm".
+       * </pre>
+       *
+       * <code>string extractor = 12;</code>
+       * @param value The extractor to set.
+       * @return This builder for chaining.
+       */
+      public Builder setExtractor(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        extractor_ = value;
+        bitField0_ |= 0x00000800;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * How the steps were written: "rules" (offline extractor) or "llm".
+       * </pre>
+       *
+       * <code>string extractor = 12;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearExtractor() {
+        extractor_ = getDefaultInstance().getExtractor();
+        bitField0_ = (bitField0_ & ~0x00000800);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * How the steps were written: "rules" (offline extractor) or "llm".
+       * </pre>
+       *
+       * <code>string extractor = 12;</code>
+       * @param value The bytes for extractor to set.
+       * @return This builder for chaining.
+       */
+      public Builder setExtractorBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        extractor_ = value;
+        bitField0_ |= 0x00000800;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.Procedure)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.Procedure)
+    private static final episodic.v1.EpisodeOuterClass.Procedure DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.EpisodeOuterClass.Procedure();
+    }
+
+    public static episodic.v1.EpisodeOuterClass.Procedure getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<Procedure>
+        PARSER = new com.google.protobuf.AbstractParser<Procedure>() {
+      @java.lang.Override
+      public Procedure parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<Procedure> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<Procedure> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.Procedure getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ProcedureStepOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ProcedureStep)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The tool called.
+     * </pre>
+     *
+     * <code>string tool = 1;</code>
+     * @return The tool.
+     */
+    java.lang.String getTool();
+    /**
+     * <pre>
+     * The tool called.
+     * </pre>
+     *
+     * <code>string tool = 1;</code>
+     * @return The bytes for tool.
+     */
+    com.google.protobuf.ByteString
+        getToolBytes();
+
+    /**
+     * <pre>
+     * What the call was for, in a few words.
+     * </pre>
+     *
+     * <code>string purpose = 2;</code>
+     * @return The purpose.
+     */
+    java.lang.String getPurpose();
+    /**
+     * <pre>
+     * What the call was for, in a few words.
+     * </pre>
+     *
+     * <code>string purpose = 2;</code>
+     * @return The bytes for purpose.
+     */
+    com.google.protobuf.ByteString
+        getPurposeBytes();
+
+    /**
+     * <pre>
+     * Whether the call changes something (a write action), as opposed to reading.
+     * </pre>
+     *
+     * <code>bool writes = 3;</code>
+     * @return The writes.
+     */
+    boolean getWrites();
+
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    java.util.List<episodic.v1.EpisodeOuterClass.ProcedureArgument> 
+        getArgumentsList();
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureArgument getArguments(int index);
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    int getArgumentsCount();
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder> 
+        getArgumentsOrBuilderList();
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder getArgumentsOrBuilder(
+        int index);
+  }
+  /**
+   * <pre>
+   * One step of a procedure: a tool call.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ProcedureStep}
+   */
+  public static final class ProcedureStep extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ProcedureStep)
+      ProcedureStepOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ProcedureStep");
+    }
+    // Use ProcedureStep.newBuilder() to construct.
+    private ProcedureStep(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ProcedureStep() {
+      tool_ = "";
+      purpose_ = "";
+      arguments_ = java.util.Collections.emptyList();
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureStep_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureStep_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureStep_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.EpisodeOuterClass.ProcedureStep.class, episodic.v1.EpisodeOuterClass.ProcedureStep.Builder.class);
+    }
+
+    public static final int TOOL_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object tool_ = "";
+    /**
+     * <pre>
+     * The tool called.
+     * </pre>
+     *
+     * <code>string tool = 1;</code>
+     * @return The tool.
+     */
+    @java.lang.Override
+    public java.lang.String getTool() {
+      java.lang.Object ref = tool_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        tool_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The tool called.
+     * </pre>
+     *
+     * <code>string tool = 1;</code>
+     * @return The bytes for tool.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getToolBytes() {
+      java.lang.Object ref = tool_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        tool_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int PURPOSE_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object purpose_ = "";
+    /**
+     * <pre>
+     * What the call was for, in a few words.
+     * </pre>
+     *
+     * <code>string purpose = 2;</code>
+     * @return The purpose.
+     */
+    @java.lang.Override
+    public java.lang.String getPurpose() {
+      java.lang.Object ref = purpose_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        purpose_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * What the call was for, in a few words.
+     * </pre>
+     *
+     * <code>string purpose = 2;</code>
+     * @return The bytes for purpose.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getPurposeBytes() {
+      java.lang.Object ref = purpose_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        purpose_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int WRITES_FIELD_NUMBER = 3;
+    private boolean writes_ = false;
+    /**
+     * <pre>
+     * Whether the call changes something (a write action), as opposed to reading.
+     * </pre>
+     *
+     * <code>bool writes = 3;</code>
+     * @return The writes.
+     */
+    @java.lang.Override
+    public boolean getWrites() {
+      return writes_;
+    }
+
+    public static final int ARGUMENTS_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EpisodeOuterClass.ProcedureArgument> arguments_;
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureArgument> getArgumentsList() {
+      return arguments_;
+    }
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder> 
+        getArgumentsOrBuilderList() {
+      return arguments_;
+    }
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    @java.lang.Override
+    public int getArgumentsCount() {
+      return arguments_.size();
+    }
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureArgument getArguments(int index) {
+      return arguments_.get(index);
+    }
+    /**
+     * <pre>
+     * The arguments that mattered and where their values came from.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder getArgumentsOrBuilder(
+        int index) {
+      return arguments_.get(index);
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(tool_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, tool_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(purpose_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, purpose_);
+      }
+      if (writes_ != false) {
+        output.writeBool(3, writes_);
+      }
+      for (int i = 0; i < arguments_.size(); i++) {
+        output.writeMessage(4, arguments_.get(i));
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(tool_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, tool_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(purpose_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, purpose_);
+      }
+      if (writes_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(3, writes_);
+      }
+
+          {
+            final int count = arguments_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(arguments_.get(i));
+            }
+            size += 1 * count;
+          }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.EpisodeOuterClass.ProcedureStep)) {
+        return super.equals(obj);
+      }
+      episodic.v1.EpisodeOuterClass.ProcedureStep other = (episodic.v1.EpisodeOuterClass.ProcedureStep) obj;
+
+      if (!getTool()
+          .equals(other.getTool())) return false;
+      if (!getPurpose()
+          .equals(other.getPurpose())) return false;
+      if (getWrites()
+          != other.getWrites()) return false;
+      if (!getArgumentsList()
+          .equals(other.getArgumentsList())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + TOOL_FIELD_NUMBER;
+      hash = (53 * hash) + getTool().hashCode();
+      hash = (37 * hash) + PURPOSE_FIELD_NUMBER;
+      hash = (53 * hash) + getPurpose().hashCode();
+      hash = (37 * hash) + WRITES_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getWrites());
+      if (getArgumentsCount() > 0) {
+        hash = (37 * hash) + ARGUMENTS_FIELD_NUMBER;
+        hash = (53 * hash) + getArgumentsList().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.EpisodeOuterClass.ProcedureStep prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * One step of a procedure: a tool call.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ProcedureStep}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ProcedureStep)
+        episodic.v1.EpisodeOuterClass.ProcedureStepOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureStep_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureStep_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.EpisodeOuterClass.ProcedureStep.class, episodic.v1.EpisodeOuterClass.ProcedureStep.Builder.class);
+      }
+
+      // Construct using episodic.v1.EpisodeOuterClass.ProcedureStep.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        tool_ = "";
+        purpose_ = "";
+        writes_ = false;
+        if (argumentsBuilder_ == null) {
+          arguments_ = java.util.Collections.emptyList();
+        } else {
+          arguments_ = null;
+          argumentsBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000008);
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureStep_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureStep getDefaultInstanceForType() {
+        return episodic.v1.EpisodeOuterClass.ProcedureStep.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureStep build() {
+        episodic.v1.EpisodeOuterClass.ProcedureStep result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureStep buildPartial() {
+        episodic.v1.EpisodeOuterClass.ProcedureStep result = new episodic.v1.EpisodeOuterClass.ProcedureStep(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(episodic.v1.EpisodeOuterClass.ProcedureStep result) {
+        if (argumentsBuilder_ == null) {
+          if (((bitField0_ & 0x00000008) != 0)) {
+            arguments_ = java.util.Collections.unmodifiableList(arguments_);
+            bitField0_ = (bitField0_ & ~0x00000008);
+          }
+          result.arguments_ = arguments_;
+        } else {
+          result.arguments_ = argumentsBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(episodic.v1.EpisodeOuterClass.ProcedureStep result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.tool_ = tool_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.purpose_ = purpose_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.writes_ = writes_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.EpisodeOuterClass.ProcedureStep) {
+          return mergeFrom((episodic.v1.EpisodeOuterClass.ProcedureStep)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.EpisodeOuterClass.ProcedureStep other) {
+        if (other == episodic.v1.EpisodeOuterClass.ProcedureStep.getDefaultInstance()) return this;
+        if (!other.getTool().isEmpty()) {
+          tool_ = other.tool_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getPurpose().isEmpty()) {
+          purpose_ = other.purpose_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (other.getWrites() != false) {
+          setWrites(other.getWrites());
+        }
+        if (argumentsBuilder_ == null) {
+          if (!other.arguments_.isEmpty()) {
+            if (arguments_.isEmpty()) {
+              arguments_ = other.arguments_;
+              bitField0_ = (bitField0_ & ~0x00000008);
+            } else {
+              ensureArgumentsIsMutable();
+              arguments_.addAll(other.arguments_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.arguments_.isEmpty()) {
+            if (argumentsBuilder_.isEmpty()) {
+              argumentsBuilder_.dispose();
+              argumentsBuilder_ = null;
+              arguments_ = other.arguments_;
+              bitField0_ = (bitField0_ & ~0x00000008);
+              argumentsBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetArgumentsFieldBuilder() : null;
+            } else {
+              argumentsBuilder_.addAllMessages(other.arguments_);
+            }
+          }
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                tool_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                purpose_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 24: {
+                writes_ = input.readBool();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 24
+              case 34: {
+                episodic.v1.EpisodeOuterClass.ProcedureArgument m =
+                    input.readMessage(
+                        episodic.v1.EpisodeOuterClass.ProcedureArgument.parser(),
+                        extensionRegistry);
+                if (argumentsBuilder_ == null) {
+                  ensureArgumentsIsMutable();
+                  arguments_.add(m);
+                } else {
+                  argumentsBuilder_.addMessage(m);
+                }
+                break;
+              } // case 34
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object tool_ = "";
+      /**
+       * <pre>
+       * The tool called.
+       * </pre>
+       *
+       * <code>string tool = 1;</code>
+       * @return The tool.
+       */
+      public java.lang.String getTool() {
+        java.lang.Object ref = tool_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          tool_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The tool called.
+       * </pre>
+       *
+       * <code>string tool = 1;</code>
+       * @return The bytes for tool.
+       */
+      public com.google.protobuf.ByteString
+          getToolBytes() {
+        java.lang.Object ref = tool_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          tool_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The tool called.
+       * </pre>
+       *
+       * <code>string tool = 1;</code>
+       * @param value The tool to set.
+       * @return This builder for chaining.
+       */
+      public Builder setTool(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        tool_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The tool called.
+       * </pre>
+       *
+       * <code>string tool = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearTool() {
+        tool_ = getDefaultInstance().getTool();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The tool called.
+       * </pre>
+       *
+       * <code>string tool = 1;</code>
+       * @param value The bytes for tool to set.
+       * @return This builder for chaining.
+       */
+      public Builder setToolBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        tool_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object purpose_ = "";
+      /**
+       * <pre>
+       * What the call was for, in a few words.
+       * </pre>
+       *
+       * <code>string purpose = 2;</code>
+       * @return The purpose.
+       */
+      public java.lang.String getPurpose() {
+        java.lang.Object ref = purpose_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          purpose_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * What the call was for, in a few words.
+       * </pre>
+       *
+       * <code>string purpose = 2;</code>
+       * @return The bytes for purpose.
+       */
+      public com.google.protobuf.ByteString
+          getPurposeBytes() {
+        java.lang.Object ref = purpose_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          purpose_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * What the call was for, in a few words.
+       * </pre>
+       *
+       * <code>string purpose = 2;</code>
+       * @param value The purpose to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPurpose(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        purpose_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * What the call was for, in a few words.
+       * </pre>
+       *
+       * <code>string purpose = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearPurpose() {
+        purpose_ = getDefaultInstance().getPurpose();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * What the call was for, in a few words.
+       * </pre>
+       *
+       * <code>string purpose = 2;</code>
+       * @param value The bytes for purpose to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPurposeBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        purpose_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private boolean writes_ ;
+      /**
+       * <pre>
+       * Whether the call changes something (a write action), as opposed to reading.
+       * </pre>
+       *
+       * <code>bool writes = 3;</code>
+       * @return The writes.
+       */
+      @java.lang.Override
+      public boolean getWrites() {
+        return writes_;
+      }
+      /**
+       * <pre>
+       * Whether the call changes something (a write action), as opposed to reading.
+       * </pre>
+       *
+       * <code>bool writes = 3;</code>
+       * @param value The writes to set.
+       * @return This builder for chaining.
+       */
+      public Builder setWrites(boolean value) {
+
+        writes_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Whether the call changes something (a write action), as opposed to reading.
+       * </pre>
+       *
+       * <code>bool writes = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearWrites() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        writes_ = false;
+        onChanged();
+        return this;
+      }
+
+      private java.util.List<episodic.v1.EpisodeOuterClass.ProcedureArgument> arguments_ =
+        java.util.Collections.emptyList();
+      private void ensureArgumentsIsMutable() {
+        if (!((bitField0_ & 0x00000008) != 0)) {
+          arguments_ = new java.util.ArrayList<episodic.v1.EpisodeOuterClass.ProcedureArgument>(arguments_);
+          bitField0_ |= 0x00000008;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ProcedureArgument, episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder, episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder> argumentsBuilder_;
+
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureArgument> getArgumentsList() {
+        if (argumentsBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(arguments_);
+        } else {
+          return argumentsBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public int getArgumentsCount() {
+        if (argumentsBuilder_ == null) {
+          return arguments_.size();
+        } else {
+          return argumentsBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureArgument getArguments(int index) {
+        if (argumentsBuilder_ == null) {
+          return arguments_.get(index);
+        } else {
+          return argumentsBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder setArguments(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureArgument value) {
+        if (argumentsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureArgumentsIsMutable();
+          arguments_.set(index, value);
+          onChanged();
+        } else {
+          argumentsBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder setArguments(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder builderForValue) {
+        if (argumentsBuilder_ == null) {
+          ensureArgumentsIsMutable();
+          arguments_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          argumentsBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder addArguments(episodic.v1.EpisodeOuterClass.ProcedureArgument value) {
+        if (argumentsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureArgumentsIsMutable();
+          arguments_.add(value);
+          onChanged();
+        } else {
+          argumentsBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder addArguments(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureArgument value) {
+        if (argumentsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureArgumentsIsMutable();
+          arguments_.add(index, value);
+          onChanged();
+        } else {
+          argumentsBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder addArguments(
+          episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder builderForValue) {
+        if (argumentsBuilder_ == null) {
+          ensureArgumentsIsMutable();
+          arguments_.add(builderForValue.build());
+          onChanged();
+        } else {
+          argumentsBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder addArguments(
+          int index, episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder builderForValue) {
+        if (argumentsBuilder_ == null) {
+          ensureArgumentsIsMutable();
+          arguments_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          argumentsBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder addAllArguments(
+          java.lang.Iterable<? extends episodic.v1.EpisodeOuterClass.ProcedureArgument> values) {
+        if (argumentsBuilder_ == null) {
+          ensureArgumentsIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, arguments_);
+          onChanged();
+        } else {
+          argumentsBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder clearArguments() {
+        if (argumentsBuilder_ == null) {
+          arguments_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000008);
+          onChanged();
+        } else {
+          argumentsBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public Builder removeArguments(int index) {
+        if (argumentsBuilder_ == null) {
+          ensureArgumentsIsMutable();
+          arguments_.remove(index);
+          onChanged();
+        } else {
+          argumentsBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder getArgumentsBuilder(
+          int index) {
+        return internalGetArgumentsFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder getArgumentsOrBuilder(
+          int index) {
+        if (argumentsBuilder_ == null) {
+          return arguments_.get(index);  } else {
+          return argumentsBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder> 
+           getArgumentsOrBuilderList() {
+        if (argumentsBuilder_ != null) {
+          return argumentsBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(arguments_);
+        }
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder addArgumentsBuilder() {
+        return internalGetArgumentsFieldBuilder().addBuilder(
+            episodic.v1.EpisodeOuterClass.ProcedureArgument.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder addArgumentsBuilder(
+          int index) {
+        return internalGetArgumentsFieldBuilder().addBuilder(
+            index, episodic.v1.EpisodeOuterClass.ProcedureArgument.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * The arguments that mattered and where their values came from.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ProcedureArgument arguments = 4;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder> 
+           getArgumentsBuilderList() {
+        return internalGetArgumentsFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ProcedureArgument, episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder, episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder> 
+          internalGetArgumentsFieldBuilder() {
+        if (argumentsBuilder_ == null) {
+          argumentsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EpisodeOuterClass.ProcedureArgument, episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder, episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder>(
+                  arguments_,
+                  ((bitField0_ & 0x00000008) != 0),
+                  getParentForChildren(),
+                  isClean());
+          arguments_ = null;
+        }
+        return argumentsBuilder_;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ProcedureStep)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ProcedureStep)
+    private static final episodic.v1.EpisodeOuterClass.ProcedureStep DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.EpisodeOuterClass.ProcedureStep();
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureStep getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ProcedureStep>
+        PARSER = new com.google.protobuf.AbstractParser<ProcedureStep>() {
+      @java.lang.Override
+      public ProcedureStep parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ProcedureStep> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ProcedureStep> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureStep getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ProcedureArgumentOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ProcedureArgument)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The argument's name.
+     * </pre>
+     *
+     * <code>string name = 1;</code>
+     * @return The name.
+     */
+    java.lang.String getName();
+    /**
+     * <pre>
+     * The argument's name.
+     * </pre>
+     *
+     * <code>string name = 1;</code>
+     * @return The bytes for name.
+     */
+    com.google.protobuf.ByteString
+        getNameBytes();
+
+    /**
+     * <pre>
+     * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+     * earlier tool's result), or "agent" (chosen by the agent).
+     * </pre>
+     *
+     * <code>string source = 2;</code>
+     * @return The source.
+     */
+    java.lang.String getSource();
+    /**
+     * <pre>
+     * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+     * earlier tool's result), or "agent" (chosen by the agent).
+     * </pre>
+     *
+     * <code>string source = 2;</code>
+     * @return The bytes for source.
+     */
+    com.google.protobuf.ByteString
+        getSourceBytes();
+  }
+  /**
+   * <pre>
+   * An argument of a procedure step.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ProcedureArgument}
+   */
+  public static final class ProcedureArgument extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ProcedureArgument)
+      ProcedureArgumentOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ProcedureArgument");
+    }
+    // Use ProcedureArgument.newBuilder() to construct.
+    private ProcedureArgument(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ProcedureArgument() {
+      name_ = "";
+      source_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureArgument_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureArgument_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureArgument_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.EpisodeOuterClass.ProcedureArgument.class, episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder.class);
+    }
+
+    public static final int NAME_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object name_ = "";
+    /**
+     * <pre>
+     * The argument's name.
+     * </pre>
+     *
+     * <code>string name = 1;</code>
+     * @return The name.
+     */
+    @java.lang.Override
+    public java.lang.String getName() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        name_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The argument's name.
+     * </pre>
+     *
+     * <code>string name = 1;</code>
+     * @return The bytes for name.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNameBytes() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        name_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int SOURCE_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object source_ = "";
+    /**
+     * <pre>
+     * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+     * earlier tool's result), or "agent" (chosen by the agent).
+     * </pre>
+     *
+     * <code>string source = 2;</code>
+     * @return The source.
+     */
+    @java.lang.Override
+    public java.lang.String getSource() {
+      java.lang.Object ref = source_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        source_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+     * earlier tool's result), or "agent" (chosen by the agent).
+     * </pre>
+     *
+     * <code>string source = 2;</code>
+     * @return The bytes for source.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getSourceBytes() {
+      java.lang.Object ref = source_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        source_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, name_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(source_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, source_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, name_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(source_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, source_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.EpisodeOuterClass.ProcedureArgument)) {
+        return super.equals(obj);
+      }
+      episodic.v1.EpisodeOuterClass.ProcedureArgument other = (episodic.v1.EpisodeOuterClass.ProcedureArgument) obj;
+
+      if (!getName()
+          .equals(other.getName())) return false;
+      if (!getSource()
+          .equals(other.getSource())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + NAME_FIELD_NUMBER;
+      hash = (53 * hash) + getName().hashCode();
+      hash = (37 * hash) + SOURCE_FIELD_NUMBER;
+      hash = (53 * hash) + getSource().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.EpisodeOuterClass.ProcedureArgument prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * An argument of a procedure step.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ProcedureArgument}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ProcedureArgument)
+        episodic.v1.EpisodeOuterClass.ProcedureArgumentOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureArgument_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureArgument_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.EpisodeOuterClass.ProcedureArgument.class, episodic.v1.EpisodeOuterClass.ProcedureArgument.Builder.class);
+      }
+
+      // Construct using episodic.v1.EpisodeOuterClass.ProcedureArgument.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        name_ = "";
+        source_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureArgument_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureArgument getDefaultInstanceForType() {
+        return episodic.v1.EpisodeOuterClass.ProcedureArgument.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureArgument build() {
+        episodic.v1.EpisodeOuterClass.ProcedureArgument result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureArgument buildPartial() {
+        episodic.v1.EpisodeOuterClass.ProcedureArgument result = new episodic.v1.EpisodeOuterClass.ProcedureArgument(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.EpisodeOuterClass.ProcedureArgument result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.name_ = name_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.source_ = source_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.EpisodeOuterClass.ProcedureArgument) {
+          return mergeFrom((episodic.v1.EpisodeOuterClass.ProcedureArgument)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.EpisodeOuterClass.ProcedureArgument other) {
+        if (other == episodic.v1.EpisodeOuterClass.ProcedureArgument.getDefaultInstance()) return this;
+        if (!other.getName().isEmpty()) {
+          name_ = other.name_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getSource().isEmpty()) {
+          source_ = other.source_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                name_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                source_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object name_ = "";
+      /**
+       * <pre>
+       * The argument's name.
+       * </pre>
+       *
+       * <code>string name = 1;</code>
+       * @return The name.
+       */
+      public java.lang.String getName() {
+        java.lang.Object ref = name_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          name_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The argument's name.
+       * </pre>
+       *
+       * <code>string name = 1;</code>
+       * @return The bytes for name.
+       */
+      public com.google.protobuf.ByteString
+          getNameBytes() {
+        java.lang.Object ref = name_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          name_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The argument's name.
+       * </pre>
+       *
+       * <code>string name = 1;</code>
+       * @param value The name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setName(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        name_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The argument's name.
+       * </pre>
+       *
+       * <code>string name = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearName() {
+        name_ = getDefaultInstance().getName();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The argument's name.
+       * </pre>
+       *
+       * <code>string name = 1;</code>
+       * @param value The bytes for name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNameBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        name_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object source_ = "";
+      /**
+       * <pre>
+       * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+       * earlier tool's result), or "agent" (chosen by the agent).
+       * </pre>
+       *
+       * <code>string source = 2;</code>
+       * @return The source.
+       */
+      public java.lang.String getSource() {
+        java.lang.Object ref = source_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          source_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+       * earlier tool's result), or "agent" (chosen by the agent).
+       * </pre>
+       *
+       * <code>string source = 2;</code>
+       * @return The bytes for source.
+       */
+      public com.google.protobuf.ByteString
+          getSourceBytes() {
+        java.lang.Object ref = source_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          source_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+       * earlier tool's result), or "agent" (chosen by the agent).
+       * </pre>
+       *
+       * <code>string source = 2;</code>
+       * @param value The source to set.
+       * @return This builder for chaining.
+       */
+      public Builder setSource(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        source_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+       * earlier tool's result), or "agent" (chosen by the agent).
+       * </pre>
+       *
+       * <code>string source = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearSource() {
+        source_ = getDefaultInstance().getSource();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Where its value came from: "user" (said in the conversation), "tool:&lt;name&gt;" (an
+       * earlier tool's result), or "agent" (chosen by the agent).
+       * </pre>
+       *
+       * <code>string source = 2;</code>
+       * @param value The bytes for source to set.
+       * @return This builder for chaining.
+       */
+      public Builder setSourceBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        source_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ProcedureArgument)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ProcedureArgument)
+    private static final episodic.v1.EpisodeOuterClass.ProcedureArgument DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.EpisodeOuterClass.ProcedureArgument();
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureArgument getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ProcedureArgument>
+        PARSER = new com.google.protobuf.AbstractParser<ProcedureArgument>() {
+      @java.lang.Override
+      public ProcedureArgument parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ProcedureArgument> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ProcedureArgument> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureArgument getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ProcedureSourceOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ProcedureSource)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The threadId.
+     */
+    java.lang.String getThreadId();
+    /**
+     * <pre>
+     * The thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The bytes for threadId.
+     */
+    com.google.protobuf.ByteString
+        getThreadIdBytes();
+
+    /**
+     * <pre>
+     * The episode whose window the stretch is.
+     * </pre>
+     *
+     * <code>string episode_id = 2;</code>
+     * @return The episodeId.
+     */
+    java.lang.String getEpisodeId();
+    /**
+     * <pre>
+     * The episode whose window the stretch is.
+     * </pre>
+     *
+     * <code>string episode_id = 2;</code>
+     * @return The bytes for episodeId.
+     */
+    com.google.protobuf.ByteString
+        getEpisodeIdBytes();
+
+    /**
+     * <pre>
+     * How the stretch turned out.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 3;</code>
+     * @return The enum numeric value on the wire for outcome.
+     */
+    int getOutcomeValue();
+    /**
+     * <pre>
+     * How the stretch turned out.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 3;</code>
+     * @return The outcome.
+     */
+    episodic.v1.EpisodeOuterClass.Outcome getOutcome();
+  }
+  /**
+   * <pre>
+   * A stretch of conversation a procedure was learned from.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ProcedureSource}
+   */
+  public static final class ProcedureSource extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ProcedureSource)
+      ProcedureSourceOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ProcedureSource");
+    }
+    // Use ProcedureSource.newBuilder() to construct.
+    private ProcedureSource(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ProcedureSource() {
+      threadId_ = "";
+      episodeId_ = "";
+      outcome_ = 0;
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureSource_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureSource_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureSource_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.EpisodeOuterClass.ProcedureSource.class, episodic.v1.EpisodeOuterClass.ProcedureSource.Builder.class);
+    }
+
+    public static final int THREAD_ID_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object threadId_ = "";
+    /**
+     * <pre>
+     * The thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The threadId.
+     */
+    @java.lang.Override
+    public java.lang.String getThreadId() {
+      java.lang.Object ref = threadId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        threadId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The bytes for threadId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getThreadIdBytes() {
+      java.lang.Object ref = threadId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        threadId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int EPISODE_ID_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object episodeId_ = "";
+    /**
+     * <pre>
+     * The episode whose window the stretch is.
+     * </pre>
+     *
+     * <code>string episode_id = 2;</code>
+     * @return The episodeId.
+     */
+    @java.lang.Override
+    public java.lang.String getEpisodeId() {
+      java.lang.Object ref = episodeId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        episodeId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The episode whose window the stretch is.
+     * </pre>
+     *
+     * <code>string episode_id = 2;</code>
+     * @return The bytes for episodeId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getEpisodeIdBytes() {
+      java.lang.Object ref = episodeId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        episodeId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int OUTCOME_FIELD_NUMBER = 3;
+    private int outcome_ = 0;
+    /**
+     * <pre>
+     * How the stretch turned out.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 3;</code>
+     * @return The enum numeric value on the wire for outcome.
+     */
+    @java.lang.Override public int getOutcomeValue() {
+      return outcome_;
+    }
+    /**
+     * <pre>
+     * How the stretch turned out.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 3;</code>
+     * @return The outcome.
+     */
+    @java.lang.Override public episodic.v1.EpisodeOuterClass.Outcome getOutcome() {
+      episodic.v1.EpisodeOuterClass.Outcome result = episodic.v1.EpisodeOuterClass.Outcome.forNumber(outcome_);
+      return result == null ? episodic.v1.EpisodeOuterClass.Outcome.UNRECOGNIZED : result;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, threadId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(episodeId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, episodeId_);
+      }
+      if (outcome_ != episodic.v1.EpisodeOuterClass.Outcome.OUTCOME_UNSPECIFIED.getNumber()) {
+        output.writeEnum(3, outcome_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, threadId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(episodeId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, episodeId_);
+      }
+      if (outcome_ != episodic.v1.EpisodeOuterClass.Outcome.OUTCOME_UNSPECIFIED.getNumber()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeEnumSize(3, outcome_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.EpisodeOuterClass.ProcedureSource)) {
+        return super.equals(obj);
+      }
+      episodic.v1.EpisodeOuterClass.ProcedureSource other = (episodic.v1.EpisodeOuterClass.ProcedureSource) obj;
+
+      if (!getThreadId()
+          .equals(other.getThreadId())) return false;
+      if (!getEpisodeId()
+          .equals(other.getEpisodeId())) return false;
+      if (outcome_ != other.outcome_) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + THREAD_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getThreadId().hashCode();
+      hash = (37 * hash) + EPISODE_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getEpisodeId().hashCode();
+      hash = (37 * hash) + OUTCOME_FIELD_NUMBER;
+      hash = (53 * hash) + outcome_;
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.EpisodeOuterClass.ProcedureSource prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * A stretch of conversation a procedure was learned from.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ProcedureSource}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ProcedureSource)
+        episodic.v1.EpisodeOuterClass.ProcedureSourceOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureSource_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureSource_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.EpisodeOuterClass.ProcedureSource.class, episodic.v1.EpisodeOuterClass.ProcedureSource.Builder.class);
+      }
+
+      // Construct using episodic.v1.EpisodeOuterClass.ProcedureSource.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        threadId_ = "";
+        episodeId_ = "";
+        outcome_ = 0;
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ProcedureSource_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureSource getDefaultInstanceForType() {
+        return episodic.v1.EpisodeOuterClass.ProcedureSource.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureSource build() {
+        episodic.v1.EpisodeOuterClass.ProcedureSource result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ProcedureSource buildPartial() {
+        episodic.v1.EpisodeOuterClass.ProcedureSource result = new episodic.v1.EpisodeOuterClass.ProcedureSource(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.EpisodeOuterClass.ProcedureSource result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.threadId_ = threadId_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.episodeId_ = episodeId_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.outcome_ = outcome_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.EpisodeOuterClass.ProcedureSource) {
+          return mergeFrom((episodic.v1.EpisodeOuterClass.ProcedureSource)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.EpisodeOuterClass.ProcedureSource other) {
+        if (other == episodic.v1.EpisodeOuterClass.ProcedureSource.getDefaultInstance()) return this;
+        if (!other.getThreadId().isEmpty()) {
+          threadId_ = other.threadId_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getEpisodeId().isEmpty()) {
+          episodeId_ = other.episodeId_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (other.outcome_ != 0) {
+          setOutcomeValue(other.getOutcomeValue());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                threadId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                episodeId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 24: {
+                outcome_ = input.readEnum();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 24
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object threadId_ = "";
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return The threadId.
+       */
+      public java.lang.String getThreadId() {
+        java.lang.Object ref = threadId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          threadId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return The bytes for threadId.
+       */
+      public com.google.protobuf.ByteString
+          getThreadIdBytes() {
+        java.lang.Object ref = threadId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          threadId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @param value The threadId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setThreadId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        threadId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearThreadId() {
+        threadId_ = getDefaultInstance().getThreadId();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @param value The bytes for threadId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setThreadIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        threadId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object episodeId_ = "";
+      /**
+       * <pre>
+       * The episode whose window the stretch is.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @return The episodeId.
+       */
+      public java.lang.String getEpisodeId() {
+        java.lang.Object ref = episodeId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          episodeId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The episode whose window the stretch is.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @return The bytes for episodeId.
+       */
+      public com.google.protobuf.ByteString
+          getEpisodeIdBytes() {
+        java.lang.Object ref = episodeId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          episodeId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The episode whose window the stretch is.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @param value The episodeId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEpisodeId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        episodeId_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The episode whose window the stretch is.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearEpisodeId() {
+        episodeId_ = getDefaultInstance().getEpisodeId();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The episode whose window the stretch is.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @param value The bytes for episodeId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEpisodeIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        episodeId_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private int outcome_ = 0;
+      /**
+       * <pre>
+       * How the stretch turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @return The enum numeric value on the wire for outcome.
+       */
+      @java.lang.Override public int getOutcomeValue() {
+        return outcome_;
+      }
+      /**
+       * <pre>
+       * How the stretch turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @param value The enum numeric value on the wire for outcome to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOutcomeValue(int value) {
+        outcome_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * How the stretch turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @return The outcome.
+       */
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.Outcome getOutcome() {
+        episodic.v1.EpisodeOuterClass.Outcome result = episodic.v1.EpisodeOuterClass.Outcome.forNumber(outcome_);
+        return result == null ? episodic.v1.EpisodeOuterClass.Outcome.UNRECOGNIZED : result;
+      }
+      /**
+       * <pre>
+       * How the stretch turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @param value The outcome to set.
+       * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+       * @return This builder for chaining.
+       */
+      public Builder setOutcome(episodic.v1.EpisodeOuterClass.Outcome value) {
+        if (value == null) { throw new NullPointerException(); }
+        bitField0_ |= 0x00000004;
+        outcome_ = value.getNumber();
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * How the stretch turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearOutcome() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        outcome_ = 0;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ProcedureSource)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ProcedureSource)
+    private static final episodic.v1.EpisodeOuterClass.ProcedureSource DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.EpisodeOuterClass.ProcedureSource();
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ProcedureSource getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ProcedureSource>
+        PARSER = new com.google.protobuf.AbstractParser<ProcedureSource>() {
+      @java.lang.Override
+      public ProcedureSource parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ProcedureSource> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ProcedureSource> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureSource getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ScoredProcedureOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ScoredProcedure)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     * @return Whether the procedure field is set.
+     */
+    boolean hasProcedure();
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     * @return The procedure.
+     */
+    episodic.v1.EpisodeOuterClass.Procedure getProcedure();
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProcedureOrBuilder();
+
+    /**
+     * <pre>
+     * How well its goal fits the query, in [0, 1] (the best cosine between the query and the
+     * requests it served, on the calibrated scale of ScoredEpisode.relevance's cosines).
+     * </pre>
+     *
+     * <code>double relevance = 2;</code>
+     * @return The relevance.
+     */
+    double getRelevance();
+  }
+  /**
+   * <pre>
+   * A procedure with how well it fits a Recall query.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ScoredProcedure}
+   */
+  public static final class ScoredProcedure extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ScoredProcedure)
+      ScoredProcedureOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ScoredProcedure");
+    }
+    // Use ScoredProcedure.newBuilder() to construct.
+    private ScoredProcedure(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ScoredProcedure() {
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ScoredProcedure_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ScoredProcedure_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ScoredProcedure_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.EpisodeOuterClass.ScoredProcedure.class, episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int PROCEDURE_FIELD_NUMBER = 1;
+    private episodic.v1.EpisodeOuterClass.Procedure procedure_;
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     * @return Whether the procedure field is set.
+     */
+    @java.lang.Override
+    public boolean hasProcedure() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     * @return The procedure.
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.Procedure getProcedure() {
+      return procedure_ == null ? episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance() : procedure_;
+    }
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProcedureOrBuilder() {
+      return procedure_ == null ? episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance() : procedure_;
+    }
+
+    public static final int RELEVANCE_FIELD_NUMBER = 2;
+    private double relevance_ = 0D;
+    /**
+     * <pre>
+     * How well its goal fits the query, in [0, 1] (the best cosine between the query and the
+     * requests it served, on the calibrated scale of ScoredEpisode.relevance's cosines).
+     * </pre>
+     *
+     * <code>double relevance = 2;</code>
+     * @return The relevance.
+     */
+    @java.lang.Override
+    public double getRelevance() {
+      return relevance_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(1, getProcedure());
+      }
+      if (java.lang.Double.doubleToRawLongBits(relevance_) != 0) {
+        output.writeDouble(2, relevance_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, getProcedure());
+      }
+      if (java.lang.Double.doubleToRawLongBits(relevance_) != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeDoubleSize(2, relevance_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.EpisodeOuterClass.ScoredProcedure)) {
+        return super.equals(obj);
+      }
+      episodic.v1.EpisodeOuterClass.ScoredProcedure other = (episodic.v1.EpisodeOuterClass.ScoredProcedure) obj;
+
+      if (hasProcedure() != other.hasProcedure()) return false;
+      if (hasProcedure()) {
+        if (!getProcedure()
+            .equals(other.getProcedure())) return false;
+      }
+      if (java.lang.Double.doubleToLongBits(getRelevance())
+          != java.lang.Double.doubleToLongBits(
+              other.getRelevance())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (hasProcedure()) {
+        hash = (37 * hash) + PROCEDURE_FIELD_NUMBER;
+        hash = (53 * hash) + getProcedure().hashCode();
+      }
+      hash = (37 * hash) + RELEVANCE_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getRelevance()));
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.EpisodeOuterClass.ScoredProcedure prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * A procedure with how well it fits a Recall query.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ScoredProcedure}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ScoredProcedure)
+        episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ScoredProcedure_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ScoredProcedure_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.EpisodeOuterClass.ScoredProcedure.class, episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder.class);
+      }
+
+      // Construct using episodic.v1.EpisodeOuterClass.ScoredProcedure.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetProcedureFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        procedure_ = null;
+        if (procedureBuilder_ != null) {
+          procedureBuilder_.dispose();
+          procedureBuilder_ = null;
+        }
+        relevance_ = 0D;
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.EpisodeOuterClass.internal_static_episodic_v1_ScoredProcedure_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ScoredProcedure getDefaultInstanceForType() {
+        return episodic.v1.EpisodeOuterClass.ScoredProcedure.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ScoredProcedure build() {
+        episodic.v1.EpisodeOuterClass.ScoredProcedure result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.ScoredProcedure buildPartial() {
+        episodic.v1.EpisodeOuterClass.ScoredProcedure result = new episodic.v1.EpisodeOuterClass.ScoredProcedure(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.EpisodeOuterClass.ScoredProcedure result) {
+        int from_bitField0_ = bitField0_;
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.procedure_ = procedureBuilder_ == null
+              ? procedure_
+              : procedureBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.relevance_ = relevance_;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.EpisodeOuterClass.ScoredProcedure) {
+          return mergeFrom((episodic.v1.EpisodeOuterClass.ScoredProcedure)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.EpisodeOuterClass.ScoredProcedure other) {
+        if (other == episodic.v1.EpisodeOuterClass.ScoredProcedure.getDefaultInstance()) return this;
+        if (other.hasProcedure()) {
+          mergeProcedure(other.getProcedure());
+        }
+        if (java.lang.Double.doubleToRawLongBits(other.getRelevance()) != 0) {
+          setRelevance(other.getRelevance());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                input.readMessage(
+                    internalGetProcedureFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 17: {
+                relevance_ = input.readDouble();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 17
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private episodic.v1.EpisodeOuterClass.Procedure procedure_;
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> procedureBuilder_;
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       * @return Whether the procedure field is set.
+       */
+      public boolean hasProcedure() {
+        return ((bitField0_ & 0x00000001) != 0);
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       * @return The procedure.
+       */
+      public episodic.v1.EpisodeOuterClass.Procedure getProcedure() {
+        if (procedureBuilder_ == null) {
+          return procedure_ == null ? episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance() : procedure_;
+        } else {
+          return procedureBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public Builder setProcedure(episodic.v1.EpisodeOuterClass.Procedure value) {
+        if (procedureBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          procedure_ = value;
+        } else {
+          procedureBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public Builder setProcedure(
+          episodic.v1.EpisodeOuterClass.Procedure.Builder builderForValue) {
+        if (procedureBuilder_ == null) {
+          procedure_ = builderForValue.build();
+        } else {
+          procedureBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public Builder mergeProcedure(episodic.v1.EpisodeOuterClass.Procedure value) {
+        if (procedureBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0) &&
+            procedure_ != null &&
+            procedure_ != episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance()) {
+            getProcedureBuilder().mergeFrom(value);
+          } else {
+            procedure_ = value;
+          }
+        } else {
+          procedureBuilder_.mergeFrom(value);
+        }
+        if (procedure_ != null) {
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public Builder clearProcedure() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        procedure_ = null;
+        if (procedureBuilder_ != null) {
+          procedureBuilder_.dispose();
+          procedureBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Procedure.Builder getProcedureBuilder() {
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return internalGetProcedureFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProcedureOrBuilder() {
+        if (procedureBuilder_ != null) {
+          return procedureBuilder_.getMessageOrBuilder();
+        } else {
+          return procedure_ == null ?
+              episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance() : procedure_;
+        }
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> 
+          internalGetProcedureFieldBuilder() {
+        if (procedureBuilder_ == null) {
+          procedureBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder>(
+                  getProcedure(),
+                  getParentForChildren(),
+                  isClean());
+          procedure_ = null;
+        }
+        return procedureBuilder_;
+      }
+
+      private double relevance_ ;
+      /**
+       * <pre>
+       * How well its goal fits the query, in [0, 1] (the best cosine between the query and the
+       * requests it served, on the calibrated scale of ScoredEpisode.relevance's cosines).
+       * </pre>
+       *
+       * <code>double relevance = 2;</code>
+       * @return The relevance.
+       */
+      @java.lang.Override
+      public double getRelevance() {
+        return relevance_;
+      }
+      /**
+       * <pre>
+       * How well its goal fits the query, in [0, 1] (the best cosine between the query and the
+       * requests it served, on the calibrated scale of ScoredEpisode.relevance's cosines).
+       * </pre>
+       *
+       * <code>double relevance = 2;</code>
+       * @param value The relevance to set.
+       * @return This builder for chaining.
+       */
+      public Builder setRelevance(double value) {
+
+        relevance_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * How well its goal fits the query, in [0, 1] (the best cosine between the query and the
+       * requests it served, on the calibrated scale of ScoredEpisode.relevance's cosines).
+       * </pre>
+       *
+       * <code>double relevance = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearRelevance() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        relevance_ = 0D;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ScoredProcedure)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ScoredProcedure)
+    private static final episodic.v1.EpisodeOuterClass.ScoredProcedure DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.EpisodeOuterClass.ScoredProcedure();
+    }
+
+    public static episodic.v1.EpisodeOuterClass.ScoredProcedure getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ScoredProcedure>
+        PARSER = new com.google.protobuf.AbstractParser<ScoredProcedure>() {
+      @java.lang.Override
+      public ScoredProcedure parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ScoredProcedure> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ScoredProcedure> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ScoredProcedure getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
   private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_episodic_v1_Thread_descriptor;
   private static final 
@@ -12733,6 +21672,11 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_episodic_v1_Message_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ToolCall_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ToolCall_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_episodic_v1_Episode_descriptor;
   private static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -12742,6 +21686,31 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
   private static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_episodic_v1_ScoredEpisode_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_Procedure_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_Procedure_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ProcedureStep_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ProcedureStep_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ProcedureArgument_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ProcedureArgument_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ProcedureSource_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ProcedureSource_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ScoredProcedure_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ScoredProcedure_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -12766,59 +21735,82 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       "\014compacted_at\030\001 \001(\0132\032.google.protobuf.Ti" +
       "mestamp\022\030\n\020through_sequence\030\002 \001(\003\022\026\n\016con" +
       "tent_digest\030\003 \001(\t\022\022\n\nepisode_id\030\004 \001(\t\022\017\n" +
-      "\007summary\030\005 \001(\t\"\205\002\n\007Message\022\021\n\tthread_id\030" +
+      "\007summary\030\005 \001(\t\"\324\002\n\007Message\022\021\n\tthread_id\030" +
       "\001 \001(\t\022\020\n\010sequence\030\002 \001(\003\022\037\n\004role\030\003 \001(\0162\021." +
       "episodic.v1.Role\022\017\n\007content\030\004 \001(\t\022)\n\010met" +
       "adata\030\005 \001(\0132\027.google.protobuf.Struct\022.\n\n" +
       "created_at\030\006 \001(\0132\032.google.protobuf.Times" +
       "tamp\022/\n\013received_at\030\007 \001(\0132\032.google.proto" +
-      "buf.Timestamp\022\027\n\017idempotency_key\030\010 \001(\t\"\303" +
-      "\005\n\007Episode\022\022\n\nepisode_id\030\001 \001(\t\022\021\n\tthread" +
-      "_id\030\002 \001(\t\022\017\n\007dataset\030\003 \001(\t\022*\n\006status\030\004 \001" +
-      "(\0162\032.episodic.v1.EpisodeStatus\0224\n\017semant" +
-      "ic_status\030\005 \001(\0162\033.episodic.v1.SemanticSt" +
-      "atus\022\017\n\007summary\030\006 \001(\t\022\025\n\rkey_learnings\030\007" +
-      " \003(\t\022\020\n\010entities\030\010 \003(\t\022\022\n\nevent_type\030\t \001" +
-      "(\t\022\r\n\005actor\030\n \001(\t\022\025\n\rmessage_count\030\013 \001(\003" +
-      "\022\026\n\016start_sequence\030\014 \001(\003\022\024\n\014end_sequence" +
-      "\030\r \001(\003\022.\n\nstarted_at\030\016 \001(\0132\032.google.prot" +
-      "obuf.Timestamp\022,\n\010ended_at\030\017 \001(\0132\032.googl" +
-      "e.protobuf.Timestamp\022,\n\007trigger\030\020 \001(\0162\033." +
-      "episodic.v1.EpisodeTrigger\022\023\n\013retry_coun" +
-      "t\030\021 \001(\005\022\r\n\005error\030\022 \001(\t\022.\n\ncreated_at\030\023 \001" +
-      "(\0132\032.google.protobuf.Timestamp\022.\n\nupdate" +
-      "d_at\030\024 \001(\0132\032.google.protobuf.Timestamp\022\024" +
-      "\n\014thread_label\030\025 \001(\t\022&\n\004kind\030\026 \001(\0162\030.epi" +
-      "sodic.v1.EpisodeKind\022.\n\014event_source\030\027 \001" +
-      "(\0162\030.episodic.v1.EventSource\"\252\001\n\rScoredE" +
-      "pisode\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Ep" +
-      "isode\022\027\n\017relevance_score\030\002 \001(\001\022\022\n\nsimila" +
-      "rity\030\003 \001(\001\022\017\n\007recency\030\004 \001(\001\022\017\n\007lexical\030\005" +
-      " \001(\001\022\020\n\010semantic\030\006 \001(\001\022\021\n\trelevance\030\007 \001(" +
-      "\001*_\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013ROLE_" +
-      "SYSTEM\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSISTAN" +
-      "T\020\003\022\r\n\tROLE_TOOL\020\004*\340\001\n\rEpisodeStatus\022\036\n\032" +
-      "EPISODE_STATUS_UNSPECIFIED\020\000\022\032\n\026EPISODE_" +
-      "STATUS_PENDING\020\001\022\035\n\031EPISODE_STATUS_PROCE" +
-      "SSING\020\002\022\034\n\030EPISODE_STATUS_COMPLETED\020\003\022\031\n" +
-      "\025EPISODE_STATUS_FAILED\020\004\022\033\n\027EPISODE_STAT" +
-      "US_ARCHIVED\020\005\022\036\n\026EPISODE_STATUS_DELETED\020" +
-      "\006\032\002\010\001*\306\001\n\016SemanticStatus\022\037\n\033SEMANTIC_STA" +
-      "TUS_UNSPECIFIED\020\000\022\033\n\027SEMANTIC_STATUS_PEN" +
-      "DING\020\001\022\036\n\032SEMANTIC_STATUS_PROCESSING\020\002\022\035" +
-      "\n\031SEMANTIC_STATUS_COMPLETED\020\003\022\032\n\026SEMANTI" +
-      "C_STATUS_FAILED\020\004\022\033\n\027SEMANTIC_STATUS_SKI" +
-      "PPED\020\005*\311\001\n\016EpisodeTrigger\022\037\n\033EPISODE_TRI" +
-      "GGER_UNSPECIFIED\020\000\022\034\n\030EPISODE_TRIGGER_EX" +
-      "PLICIT\020\001\022\036\n\032EPISODE_TRIGGER_NEW_THREAD\020\002" +
-      "\022\036\n\032EPISODE_TRIGGER_INACTIVITY\020\003\022\034\n\030EPIS" +
-      "ODE_TRIGGER_BACKSTOP\020\004\022\032\n\026EPISODE_TRIGGE" +
-      "R_MANUAL\020\005*]\n\013EpisodeKind\022\034\n\030EPISODE_KIN" +
-      "D_UNSPECIFIED\020\000\022\030\n\024EPISODE_KIND_SUMMARY\020" +
-      "\001\022\026\n\022EPISODE_KIND_EVENT\020\002*`\n\013EventSource" +
-      "\022\034\n\030EVENT_SOURCE_UNSPECIFIED\020\000\022\026\n\022EVENT_" +
-      "SOURCE_AGENT\020\001\022\033\n\027EVENT_SOURCE_CLASSIFIE" +
-      "R\020\002b\006proto3"
+      "buf.Timestamp\022\027\n\017idempotency_key\030\010 \001(\t\022)" +
+      "\n\ntool_calls\030\t \003(\0132\025.episodic.v1.ToolCal" +
+      "l\022\024\n\014tool_call_id\030\n \001(\t\022\014\n\004name\030\013 \001(\t\"7\n" +
+      "\010ToolCall\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022\021\n\ta" +
+      "rguments\030\003 \001(\t\"\303\005\n\007Episode\022\022\n\nepisode_id" +
+      "\030\001 \001(\t\022\021\n\tthread_id\030\002 \001(\t\022\017\n\007dataset\030\003 \001" +
+      "(\t\022*\n\006status\030\004 \001(\0162\032.episodic.v1.Episode" +
+      "Status\0224\n\017semantic_status\030\005 \001(\0162\033.episod" +
+      "ic.v1.SemanticStatus\022\017\n\007summary\030\006 \001(\t\022\025\n" +
+      "\rkey_learnings\030\007 \003(\t\022\020\n\010entities\030\010 \003(\t\022\022" +
+      "\n\nevent_type\030\t \001(\t\022\r\n\005actor\030\n \001(\t\022\025\n\rmes" +
+      "sage_count\030\013 \001(\003\022\026\n\016start_sequence\030\014 \001(\003" +
+      "\022\024\n\014end_sequence\030\r \001(\003\022.\n\nstarted_at\030\016 \001" +
+      "(\0132\032.google.protobuf.Timestamp\022,\n\010ended_" +
+      "at\030\017 \001(\0132\032.google.protobuf.Timestamp\022,\n\007" +
+      "trigger\030\020 \001(\0162\033.episodic.v1.EpisodeTrigg" +
+      "er\022\023\n\013retry_count\030\021 \001(\005\022\r\n\005error\030\022 \001(\t\022." +
+      "\n\ncreated_at\030\023 \001(\0132\032.google.protobuf.Tim" +
+      "estamp\022.\n\nupdated_at\030\024 \001(\0132\032.google.prot" +
+      "obuf.Timestamp\022\024\n\014thread_label\030\025 \001(\t\022&\n\004" +
+      "kind\030\026 \001(\0162\030.episodic.v1.EpisodeKind\022.\n\014" +
+      "event_source\030\027 \001(\0162\030.episodic.v1.EventSo" +
+      "urce\"\252\001\n\rScoredEpisode\022%\n\007episode\030\001 \001(\0132" +
+      "\024.episodic.v1.Episode\022\027\n\017relevance_score" +
+      "\030\002 \001(\001\022\022\n\nsimilarity\030\003 \001(\001\022\017\n\007recency\030\004 " +
+      "\001(\001\022\017\n\007lexical\030\005 \001(\001\022\020\n\010semantic\030\006 \001(\001\022\021" +
+      "\n\trelevance\030\007 \001(\001\"\351\002\n\tProcedure\022\024\n\014proce" +
+      "dure_id\030\001 \001(\t\022\017\n\007dataset\030\002 \001(\t\022\014\n\004goal\030\003" +
+      " \001(\t\022\025\n\rexample_goals\030\004 \003(\t\022)\n\005steps\030\005 \003" +
+      "(\0132\032.episodic.v1.ProcedureStep\022\025\n\rsucces" +
+      "s_count\030\006 \001(\005\022\025\n\rfailure_count\030\007 \001(\005\022\025\n\r" +
+      "partial_count\030\010 \001(\005\022-\n\007sources\030\t \003(\0132\034.e" +
+      "pisodic.v1.ProcedureSource\022.\n\ncreated_at" +
+      "\030\n \001(\0132\032.google.protobuf.Timestamp\022.\n\nup" +
+      "dated_at\030\013 \001(\0132\032.google.protobuf.Timesta" +
+      "mp\022\021\n\textractor\030\014 \001(\t\"q\n\rProcedureStep\022\014" +
+      "\n\004tool\030\001 \001(\t\022\017\n\007purpose\030\002 \001(\t\022\016\n\006writes\030" +
+      "\003 \001(\010\0221\n\targuments\030\004 \003(\0132\036.episodic.v1.P" +
+      "rocedureArgument\"1\n\021ProcedureArgument\022\014\n" +
+      "\004name\030\001 \001(\t\022\016\n\006source\030\002 \001(\t\"_\n\017Procedure" +
+      "Source\022\021\n\tthread_id\030\001 \001(\t\022\022\n\nepisode_id\030" +
+      "\002 \001(\t\022%\n\007outcome\030\003 \001(\0162\024.episodic.v1.Out" +
+      "come\"O\n\017ScoredProcedure\022)\n\tprocedure\030\001 \001" +
+      "(\0132\026.episodic.v1.Procedure\022\021\n\trelevance\030" +
+      "\002 \001(\001*_\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013R" +
+      "OLE_SYSTEM\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSI" +
+      "STANT\020\003\022\r\n\tROLE_TOOL\020\004*\340\001\n\rEpisodeStatus" +
+      "\022\036\n\032EPISODE_STATUS_UNSPECIFIED\020\000\022\032\n\026EPIS" +
+      "ODE_STATUS_PENDING\020\001\022\035\n\031EPISODE_STATUS_P" +
+      "ROCESSING\020\002\022\034\n\030EPISODE_STATUS_COMPLETED\020" +
+      "\003\022\031\n\025EPISODE_STATUS_FAILED\020\004\022\033\n\027EPISODE_" +
+      "STATUS_ARCHIVED\020\005\022\036\n\026EPISODE_STATUS_DELE" +
+      "TED\020\006\032\002\010\001*\306\001\n\016SemanticStatus\022\037\n\033SEMANTIC" +
+      "_STATUS_UNSPECIFIED\020\000\022\033\n\027SEMANTIC_STATUS" +
+      "_PENDING\020\001\022\036\n\032SEMANTIC_STATUS_PROCESSING" +
+      "\020\002\022\035\n\031SEMANTIC_STATUS_COMPLETED\020\003\022\032\n\026SEM" +
+      "ANTIC_STATUS_FAILED\020\004\022\033\n\027SEMANTIC_STATUS" +
+      "_SKIPPED\020\005*\311\001\n\016EpisodeTrigger\022\037\n\033EPISODE" +
+      "_TRIGGER_UNSPECIFIED\020\000\022\034\n\030EPISODE_TRIGGE" +
+      "R_EXPLICIT\020\001\022\036\n\032EPISODE_TRIGGER_NEW_THRE" +
+      "AD\020\002\022\036\n\032EPISODE_TRIGGER_INACTIVITY\020\003\022\034\n\030" +
+      "EPISODE_TRIGGER_BACKSTOP\020\004\022\032\n\026EPISODE_TR" +
+      "IGGER_MANUAL\020\005*]\n\013EpisodeKind\022\034\n\030EPISODE" +
+      "_KIND_UNSPECIFIED\020\000\022\030\n\024EPISODE_KIND_SUMM" +
+      "ARY\020\001\022\026\n\022EPISODE_KIND_EVENT\020\002*`\n\013EventSo" +
+      "urce\022\034\n\030EVENT_SOURCE_UNSPECIFIED\020\000\022\026\n\022EV" +
+      "ENT_SOURCE_AGENT\020\001\022\033\n\027EVENT_SOURCE_CLASS" +
+      "IFIER\020\002*a\n\007Outcome\022\027\n\023OUTCOME_UNSPECIFIE" +
+      "D\020\000\022\023\n\017OUTCOME_SUCCESS\020\001\022\023\n\017OUTCOME_FAIL" +
+      "URE\020\002\022\023\n\017OUTCOME_PARTIAL\020\003b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -12843,19 +21835,55 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_episodic_v1_Message_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_Message_descriptor,
-        new java.lang.String[] { "ThreadId", "Sequence", "Role", "Content", "Metadata", "CreatedAt", "ReceivedAt", "IdempotencyKey", });
-    internal_static_episodic_v1_Episode_descriptor =
+        new java.lang.String[] { "ThreadId", "Sequence", "Role", "Content", "Metadata", "CreatedAt", "ReceivedAt", "IdempotencyKey", "ToolCalls", "ToolCallId", "Name", });
+    internal_static_episodic_v1_ToolCall_descriptor =
       getDescriptor().getMessageType(3);
+    internal_static_episodic_v1_ToolCall_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ToolCall_descriptor,
+        new java.lang.String[] { "Id", "Name", "Arguments", });
+    internal_static_episodic_v1_Episode_descriptor =
+      getDescriptor().getMessageType(4);
     internal_static_episodic_v1_Episode_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_Episode_descriptor,
         new java.lang.String[] { "EpisodeId", "ThreadId", "Dataset", "Status", "SemanticStatus", "Summary", "KeyLearnings", "Entities", "EventType", "Actor", "MessageCount", "StartSequence", "EndSequence", "StartedAt", "EndedAt", "Trigger", "RetryCount", "Error", "CreatedAt", "UpdatedAt", "ThreadLabel", "Kind", "EventSource", });
     internal_static_episodic_v1_ScoredEpisode_descriptor =
-      getDescriptor().getMessageType(4);
+      getDescriptor().getMessageType(5);
     internal_static_episodic_v1_ScoredEpisode_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_ScoredEpisode_descriptor,
         new java.lang.String[] { "Episode", "RelevanceScore", "Similarity", "Recency", "Lexical", "Semantic", "Relevance", });
+    internal_static_episodic_v1_Procedure_descriptor =
+      getDescriptor().getMessageType(6);
+    internal_static_episodic_v1_Procedure_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_Procedure_descriptor,
+        new java.lang.String[] { "ProcedureId", "Dataset", "Goal", "ExampleGoals", "Steps", "SuccessCount", "FailureCount", "PartialCount", "Sources", "CreatedAt", "UpdatedAt", "Extractor", });
+    internal_static_episodic_v1_ProcedureStep_descriptor =
+      getDescriptor().getMessageType(7);
+    internal_static_episodic_v1_ProcedureStep_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ProcedureStep_descriptor,
+        new java.lang.String[] { "Tool", "Purpose", "Writes", "Arguments", });
+    internal_static_episodic_v1_ProcedureArgument_descriptor =
+      getDescriptor().getMessageType(8);
+    internal_static_episodic_v1_ProcedureArgument_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ProcedureArgument_descriptor,
+        new java.lang.String[] { "Name", "Source", });
+    internal_static_episodic_v1_ProcedureSource_descriptor =
+      getDescriptor().getMessageType(9);
+    internal_static_episodic_v1_ProcedureSource_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ProcedureSource_descriptor,
+        new java.lang.String[] { "ThreadId", "EpisodeId", "Outcome", });
+    internal_static_episodic_v1_ScoredProcedure_descriptor =
+      getDescriptor().getMessageType(10);
+    internal_static_episodic_v1_ScoredProcedure_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ScoredProcedure_descriptor,
+        new java.lang.String[] { "Procedure", "Relevance", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.StructProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();

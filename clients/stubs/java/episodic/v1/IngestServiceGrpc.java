@@ -142,6 +142,37 @@ public final class IngestServiceGrpc {
     return getRecordEventMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest,
+      episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse> getRecordOutcomeMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "RecordOutcome",
+      requestType = episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.class,
+      responseType = episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest,
+      episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse> getRecordOutcomeMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest, episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse> getRecordOutcomeMethod;
+    if ((getRecordOutcomeMethod = IngestServiceGrpc.getRecordOutcomeMethod) == null) {
+      synchronized (IngestServiceGrpc.class) {
+        if ((getRecordOutcomeMethod = IngestServiceGrpc.getRecordOutcomeMethod) == null) {
+          IngestServiceGrpc.getRecordOutcomeMethod = getRecordOutcomeMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest, episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "RecordOutcome"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new IngestServiceMethodDescriptorSupplier("RecordOutcome"))
+              .build();
+        }
+      }
+    }
+    return getRecordOutcomeMethod;
+  }
+
   private static volatile io.grpc.MethodDescriptor<episodic.v1.IngestServiceOuterClass.GetThreadRequest,
       episodic.v1.IngestServiceOuterClass.GetThreadResponse> getGetThreadMethod;
 
@@ -333,6 +364,20 @@ public final class IngestServiceGrpc {
 
     /**
      * <pre>
+     * Records how a thread (or one episode's stretch of it) turned out: success, failure or
+     * partial, with an optional score and note. Rewards often arrive late, so it may come
+     * before or after the episode exists; sending it again replaces it (the last one stands,
+     * each recorded in the audit log). Procedures are learned from successful stretches with
+     * tool calls, and failures count against the procedure they match.
+     * </pre>
+     */
+    public void recordOutcome(episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getRecordOutcomeMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
      * Returns one thread.
      * </pre>
      */
@@ -391,6 +436,13 @@ public final class IngestServiceGrpc {
                 episodic.v1.IngestServiceOuterClass.RecordEventRequest,
                 episodic.v1.IngestServiceOuterClass.RecordEventResponse>(
                   this, METHODID_RECORD_EVENT)))
+          .addMethod(
+            getRecordOutcomeMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest,
+                episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse>(
+                  this, METHODID_RECORD_OUTCOME)))
           .addMethod(
             getGetThreadMethod(),
             io.grpc.stub.ServerCalls.asyncUnaryCall(
@@ -480,6 +532,21 @@ public final class IngestServiceGrpc {
         io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.RecordEventResponse> responseObserver) {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getRecordEventMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Records how a thread (or one episode's stretch of it) turned out: success, failure or
+     * partial, with an optional score and note. Rewards often arrive late, so it may come
+     * before or after the episode exists; sending it again replaces it (the last one stands,
+     * each recorded in the audit log). Procedures are learned from successful stretches with
+     * tool calls, and failures count against the procedure they match.
+     * </pre>
+     */
+    public void recordOutcome(episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getRecordOutcomeMethod(), getCallOptions()), request, responseObserver);
     }
 
     /**
@@ -576,6 +643,20 @@ public final class IngestServiceGrpc {
     public episodic.v1.IngestServiceOuterClass.RecordEventResponse recordEvent(episodic.v1.IngestServiceOuterClass.RecordEventRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getRecordEventMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Records how a thread (or one episode's stretch of it) turned out: success, failure or
+     * partial, with an optional score and note. Rewards often arrive late, so it may come
+     * before or after the episode exists; sending it again replaces it (the last one stands,
+     * each recorded in the audit log). Procedures are learned from successful stretches with
+     * tool calls, and failures count against the procedure they match.
+     * </pre>
+     */
+    public episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse recordOutcome(episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getRecordOutcomeMethod(), getCallOptions(), request);
     }
 
     /**
@@ -677,6 +758,21 @@ public final class IngestServiceGrpc {
 
     /**
      * <pre>
+     * Records how a thread (or one episode's stretch of it) turned out: success, failure or
+     * partial, with an optional score and note. Rewards often arrive late, so it may come
+     * before or after the episode exists; sending it again replaces it (the last one stands,
+     * each recorded in the audit log). Procedures are learned from successful stretches with
+     * tool calls, and failures count against the procedure they match.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse> recordOutcome(
+        episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getRecordOutcomeMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
      * Returns one thread.
      * </pre>
      */
@@ -713,9 +809,10 @@ public final class IngestServiceGrpc {
   private static final int METHODID_ADD_MESSAGES = 1;
   private static final int METHODID_END_THREAD = 2;
   private static final int METHODID_RECORD_EVENT = 3;
-  private static final int METHODID_GET_THREAD = 4;
-  private static final int METHODID_LIST_MESSAGES = 5;
-  private static final int METHODID_LIST_THREADS = 6;
+  private static final int METHODID_RECORD_OUTCOME = 4;
+  private static final int METHODID_GET_THREAD = 5;
+  private static final int METHODID_LIST_MESSAGES = 6;
+  private static final int METHODID_LIST_THREADS = 7;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -749,6 +846,10 @@ public final class IngestServiceGrpc {
         case METHODID_RECORD_EVENT:
           serviceImpl.recordEvent((episodic.v1.IngestServiceOuterClass.RecordEventRequest) request,
               (io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.RecordEventResponse>) responseObserver);
+          break;
+        case METHODID_RECORD_OUTCOME:
+          serviceImpl.recordOutcome((episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse>) responseObserver);
           break;
         case METHODID_GET_THREAD:
           serviceImpl.getThread((episodic.v1.IngestServiceOuterClass.GetThreadRequest) request,
@@ -827,6 +928,7 @@ public final class IngestServiceGrpc {
               .addMethod(getAddMessagesMethod())
               .addMethod(getEndThreadMethod())
               .addMethod(getRecordEventMethod())
+              .addMethod(getRecordOutcomeMethod())
               .addMethod(getGetThreadMethod())
               .addMethod(getListMessagesMethod())
               .addMethod(getListThreadsMethod())

@@ -2384,6 +2384,106 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      */
     com.google.protobuf.ByteString
         getIdempotencyKeyBytes();
+
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> 
+        getToolCallsList();
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ToolCall getToolCalls(int index);
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    int getToolCallsCount();
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    java.util.List<? extends episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> 
+        getToolCallsOrBuilderList();
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ToolCallOrBuilder getToolCallsOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+     * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+     * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+     * only answered calls teach procedures where their values came from.
+     * </pre>
+     *
+     * <code>string tool_call_id = 8;</code>
+     * @return The toolCallId.
+     */
+    java.lang.String getToolCallId();
+    /**
+     * <pre>
+     * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+     * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+     * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+     * only answered calls teach procedures where their values came from.
+     * </pre>
+     *
+     * <code>string tool_call_id = 8;</code>
+     * @return The bytes for toolCallId.
+     */
+    com.google.protobuf.ByteString
+        getToolCallIdBytes();
+
+    /**
+     * <pre>
+     * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+     * </pre>
+     *
+     * <code>string name = 9;</code>
+     * @return The name.
+     */
+    java.lang.String getName();
+    /**
+     * <pre>
+     * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+     * </pre>
+     *
+     * <code>string name = 9;</code>
+     * @return The bytes for name.
+     */
+    com.google.protobuf.ByteString
+        getNameBytes();
   }
   /**
    * <pre>
@@ -2415,6 +2515,9 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       role_ = 0;
       content_ = "";
       idempotencyKey_ = "";
+      toolCalls_ = java.util.Collections.emptyList();
+      toolCallId_ = "";
+      name_ = "";
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -2688,6 +2791,177 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
     }
 
+    public static final int TOOL_CALLS_FIELD_NUMBER = 7;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> toolCalls_;
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> getToolCallsList() {
+      return toolCalls_;
+    }
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> 
+        getToolCallsOrBuilderList() {
+      return toolCalls_;
+    }
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    @java.lang.Override
+    public int getToolCallsCount() {
+      return toolCalls_.size();
+    }
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ToolCall getToolCalls(int index) {
+      return toolCalls_.get(index);
+    }
+    /**
+     * <pre>
+     * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+     * format; content may then be empty. Each id must be new in the thread and arguments a
+     * JSON object as text.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ToolCallOrBuilder getToolCallsOrBuilder(
+        int index) {
+      return toolCalls_.get(index);
+    }
+
+    public static final int TOOL_CALL_ID_FIELD_NUMBER = 8;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object toolCallId_ = "";
+    /**
+     * <pre>
+     * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+     * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+     * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+     * only answered calls teach procedures where their values came from.
+     * </pre>
+     *
+     * <code>string tool_call_id = 8;</code>
+     * @return The toolCallId.
+     */
+    @java.lang.Override
+    public java.lang.String getToolCallId() {
+      java.lang.Object ref = toolCallId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        toolCallId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+     * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+     * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+     * only answered calls teach procedures where their values came from.
+     * </pre>
+     *
+     * <code>string tool_call_id = 8;</code>
+     * @return The bytes for toolCallId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getToolCallIdBytes() {
+      java.lang.Object ref = toolCallId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        toolCallId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int NAME_FIELD_NUMBER = 9;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object name_ = "";
+    /**
+     * <pre>
+     * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+     * </pre>
+     *
+     * <code>string name = 9;</code>
+     * @return The name.
+     */
+    @java.lang.Override
+    public java.lang.String getName() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        name_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+     * </pre>
+     *
+     * <code>string name = 9;</code>
+     * @return The bytes for name.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNameBytes() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        name_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -2720,6 +2994,15 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
         com.google.protobuf.GeneratedMessage.writeString(output, 6, idempotencyKey_);
       }
+      for (int i = 0; i < toolCalls_.size(); i++) {
+        output.writeMessage(7, toolCalls_.get(i));
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(toolCallId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 8, toolCallId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 9, name_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -2744,6 +3027,21 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
         size += com.google.protobuf.GeneratedMessage.computeStringSize(6, idempotencyKey_);
+      }
+
+          {
+            final int count = toolCalls_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(toolCalls_.get(i));
+            }
+            size += 1 * count;
+          }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(toolCallId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(8, toolCallId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(name_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(9, name_);
       }
       return size;
     }
@@ -2786,6 +3084,12 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       if (!getIdempotencyKey()
           .equals(other.getIdempotencyKey())) return false;
+      if (!getToolCallsList()
+          .equals(other.getToolCallsList())) return false;
+      if (!getToolCallId()
+          .equals(other.getToolCallId())) return false;
+      if (!getName()
+          .equals(other.getName())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -2813,6 +3117,14 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       }
       hash = (37 * hash) + IDEMPOTENCY_KEY_FIELD_NUMBER;
       hash = (53 * hash) + getIdempotencyKey().hashCode();
+      if (getToolCallsCount() > 0) {
+        hash = (37 * hash) + TOOL_CALLS_FIELD_NUMBER;
+        hash = (53 * hash) + getToolCallsList().hashCode();
+      }
+      hash = (37 * hash) + TOOL_CALL_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getToolCallId().hashCode();
+      hash = (37 * hash) + NAME_FIELD_NUMBER;
+      hash = (53 * hash) + getName().hashCode();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -2949,6 +3261,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
                 .alwaysUseFieldBuilders) {
           internalGetMetadataFieldBuilder();
           internalGetCreatedAtFieldBuilder();
+          internalGetToolCallsFieldBuilder();
         }
       }
       @java.lang.Override
@@ -2969,6 +3282,15 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
           createdAtBuilder_ = null;
         }
         idempotencyKey_ = "";
+        if (toolCallsBuilder_ == null) {
+          toolCalls_ = java.util.Collections.emptyList();
+        } else {
+          toolCalls_ = null;
+          toolCallsBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000040);
+        toolCallId_ = "";
+        name_ = "";
         return this;
       }
 
@@ -2995,9 +3317,22 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       @java.lang.Override
       public episodic.v1.IngestServiceOuterClass.NewMessage buildPartial() {
         episodic.v1.IngestServiceOuterClass.NewMessage result = new episodic.v1.IngestServiceOuterClass.NewMessage(this);
+        buildPartialRepeatedFields(result);
         if (bitField0_ != 0) { buildPartial0(result); }
         onBuilt();
         return result;
+      }
+
+      private void buildPartialRepeatedFields(episodic.v1.IngestServiceOuterClass.NewMessage result) {
+        if (toolCallsBuilder_ == null) {
+          if (((bitField0_ & 0x00000040) != 0)) {
+            toolCalls_ = java.util.Collections.unmodifiableList(toolCalls_);
+            bitField0_ = (bitField0_ & ~0x00000040);
+          }
+          result.toolCalls_ = toolCalls_;
+        } else {
+          result.toolCalls_ = toolCallsBuilder_.build();
+        }
       }
 
       private void buildPartial0(episodic.v1.IngestServiceOuterClass.NewMessage result) {
@@ -3026,6 +3361,12 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         }
         if (((from_bitField0_ & 0x00000020) != 0)) {
           result.idempotencyKey_ = idempotencyKey_;
+        }
+        if (((from_bitField0_ & 0x00000080) != 0)) {
+          result.toolCallId_ = toolCallId_;
+        }
+        if (((from_bitField0_ & 0x00000100) != 0)) {
+          result.name_ = name_;
         }
         result.bitField0_ |= to_bitField0_;
       }
@@ -3064,6 +3405,42 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         if (!other.getIdempotencyKey().isEmpty()) {
           idempotencyKey_ = other.idempotencyKey_;
           bitField0_ |= 0x00000020;
+          onChanged();
+        }
+        if (toolCallsBuilder_ == null) {
+          if (!other.toolCalls_.isEmpty()) {
+            if (toolCalls_.isEmpty()) {
+              toolCalls_ = other.toolCalls_;
+              bitField0_ = (bitField0_ & ~0x00000040);
+            } else {
+              ensureToolCallsIsMutable();
+              toolCalls_.addAll(other.toolCalls_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.toolCalls_.isEmpty()) {
+            if (toolCallsBuilder_.isEmpty()) {
+              toolCallsBuilder_.dispose();
+              toolCallsBuilder_ = null;
+              toolCalls_ = other.toolCalls_;
+              bitField0_ = (bitField0_ & ~0x00000040);
+              toolCallsBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetToolCallsFieldBuilder() : null;
+            } else {
+              toolCallsBuilder_.addAllMessages(other.toolCalls_);
+            }
+          }
+        }
+        if (!other.getToolCallId().isEmpty()) {
+          toolCallId_ = other.toolCallId_;
+          bitField0_ |= 0x00000080;
+          onChanged();
+        }
+        if (!other.getName().isEmpty()) {
+          name_ = other.name_;
+          bitField0_ |= 0x00000100;
           onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
@@ -3126,6 +3503,29 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00000020;
                 break;
               } // case 50
+              case 58: {
+                episodic.v1.EpisodeOuterClass.ToolCall m =
+                    input.readMessage(
+                        episodic.v1.EpisodeOuterClass.ToolCall.parser(),
+                        extensionRegistry);
+                if (toolCallsBuilder_ == null) {
+                  ensureToolCallsIsMutable();
+                  toolCalls_.add(m);
+                } else {
+                  toolCallsBuilder_.addMessage(m);
+                }
+                break;
+              } // case 58
+              case 66: {
+                toolCallId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000080;
+                break;
+              } // case 66
+              case 74: {
+                name_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000100;
+                break;
+              } // case 74
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -3825,6 +4225,553 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
         checkByteStringIsUtf8(value);
         idempotencyKey_ = value;
         bitField0_ |= 0x00000020;
+        onChanged();
+        return this;
+      }
+
+      private java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> toolCalls_ =
+        java.util.Collections.emptyList();
+      private void ensureToolCallsIsMutable() {
+        if (!((bitField0_ & 0x00000040) != 0)) {
+          toolCalls_ = new java.util.ArrayList<episodic.v1.EpisodeOuterClass.ToolCall>(toolCalls_);
+          bitField0_ |= 0x00000040;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ToolCall, episodic.v1.EpisodeOuterClass.ToolCall.Builder, episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> toolCallsBuilder_;
+
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ToolCall> getToolCallsList() {
+        if (toolCallsBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(toolCalls_);
+        } else {
+          return toolCallsBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public int getToolCallsCount() {
+        if (toolCallsBuilder_ == null) {
+          return toolCalls_.size();
+        } else {
+          return toolCallsBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCall getToolCalls(int index) {
+        if (toolCallsBuilder_ == null) {
+          return toolCalls_.get(index);
+        } else {
+          return toolCallsBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder setToolCalls(
+          int index, episodic.v1.EpisodeOuterClass.ToolCall value) {
+        if (toolCallsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureToolCallsIsMutable();
+          toolCalls_.set(index, value);
+          onChanged();
+        } else {
+          toolCallsBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder setToolCalls(
+          int index, episodic.v1.EpisodeOuterClass.ToolCall.Builder builderForValue) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          toolCalls_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          toolCallsBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder addToolCalls(episodic.v1.EpisodeOuterClass.ToolCall value) {
+        if (toolCallsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureToolCallsIsMutable();
+          toolCalls_.add(value);
+          onChanged();
+        } else {
+          toolCallsBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder addToolCalls(
+          int index, episodic.v1.EpisodeOuterClass.ToolCall value) {
+        if (toolCallsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureToolCallsIsMutable();
+          toolCalls_.add(index, value);
+          onChanged();
+        } else {
+          toolCallsBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder addToolCalls(
+          episodic.v1.EpisodeOuterClass.ToolCall.Builder builderForValue) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          toolCalls_.add(builderForValue.build());
+          onChanged();
+        } else {
+          toolCallsBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder addToolCalls(
+          int index, episodic.v1.EpisodeOuterClass.ToolCall.Builder builderForValue) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          toolCalls_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          toolCallsBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder addAllToolCalls(
+          java.lang.Iterable<? extends episodic.v1.EpisodeOuterClass.ToolCall> values) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, toolCalls_);
+          onChanged();
+        } else {
+          toolCallsBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder clearToolCalls() {
+        if (toolCallsBuilder_ == null) {
+          toolCalls_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000040);
+          onChanged();
+        } else {
+          toolCallsBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public Builder removeToolCalls(int index) {
+        if (toolCallsBuilder_ == null) {
+          ensureToolCallsIsMutable();
+          toolCalls_.remove(index);
+          onChanged();
+        } else {
+          toolCallsBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCall.Builder getToolCallsBuilder(
+          int index) {
+        return internalGetToolCallsFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCallOrBuilder getToolCallsOrBuilder(
+          int index) {
+        if (toolCallsBuilder_ == null) {
+          return toolCalls_.get(index);  } else {
+          return toolCallsBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public java.util.List<? extends episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> 
+           getToolCallsOrBuilderList() {
+        if (toolCallsBuilder_ != null) {
+          return toolCallsBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(toolCalls_);
+        }
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCall.Builder addToolCallsBuilder() {
+        return internalGetToolCallsFieldBuilder().addBuilder(
+            episodic.v1.EpisodeOuterClass.ToolCall.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ToolCall.Builder addToolCallsBuilder(
+          int index) {
+        return internalGetToolCallsFieldBuilder().addBuilder(
+            index, episodic.v1.EpisodeOuterClass.ToolCall.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+       * format; content may then be empty. Each id must be new in the thread and arguments a
+       * JSON object as text.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ToolCall.Builder> 
+           getToolCallsBuilderList() {
+        return internalGetToolCallsFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ToolCall, episodic.v1.EpisodeOuterClass.ToolCall.Builder, episodic.v1.EpisodeOuterClass.ToolCallOrBuilder> 
+          internalGetToolCallsFieldBuilder() {
+        if (toolCallsBuilder_ == null) {
+          toolCallsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EpisodeOuterClass.ToolCall, episodic.v1.EpisodeOuterClass.ToolCall.Builder, episodic.v1.EpisodeOuterClass.ToolCallOrBuilder>(
+                  toolCalls_,
+                  ((bitField0_ & 0x00000040) != 0),
+                  getParentForChildren(),
+                  isClean());
+          toolCalls_ = null;
+        }
+        return toolCallsBuilder_;
+      }
+
+      private java.lang.Object toolCallId_ = "";
+      /**
+       * <pre>
+       * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+       * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * only answered calls teach procedures where their values came from.
+       * </pre>
+       *
+       * <code>string tool_call_id = 8;</code>
+       * @return The toolCallId.
+       */
+      public java.lang.String getToolCallId() {
+        java.lang.Object ref = toolCallId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          toolCallId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+       * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * only answered calls teach procedures where their values came from.
+       * </pre>
+       *
+       * <code>string tool_call_id = 8;</code>
+       * @return The bytes for toolCallId.
+       */
+      public com.google.protobuf.ByteString
+          getToolCallIdBytes() {
+        java.lang.Object ref = toolCallId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          toolCallId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+       * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * only answered calls teach procedures where their values came from.
+       * </pre>
+       *
+       * <code>string tool_call_id = 8;</code>
+       * @param value The toolCallId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setToolCallId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        toolCallId_ = value;
+        bitField0_ |= 0x00000080;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+       * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * only answered calls teach procedures where their values came from.
+       * </pre>
+       *
+       * <code>string tool_call_id = 8;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearToolCallId() {
+        toolCallId_ = getDefaultInstance().getToolCallId();
+        bitField0_ = (bitField0_ & ~0x00000080);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+       * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * only answered calls teach procedures where their values came from.
+       * </pre>
+       *
+       * <code>string tool_call_id = 8;</code>
+       * @param value The bytes for toolCallId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setToolCallIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        toolCallId_ = value;
+        bitField0_ |= 0x00000080;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object name_ = "";
+      /**
+       * <pre>
+       * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+       * </pre>
+       *
+       * <code>string name = 9;</code>
+       * @return The name.
+       */
+      public java.lang.String getName() {
+        java.lang.Object ref = name_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          name_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+       * </pre>
+       *
+       * <code>string name = 9;</code>
+       * @return The bytes for name.
+       */
+      public com.google.protobuf.ByteString
+          getNameBytes() {
+        java.lang.Object ref = name_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          name_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+       * </pre>
+       *
+       * <code>string name = 9;</code>
+       * @param value The name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setName(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        name_ = value;
+        bitField0_ |= 0x00000100;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+       * </pre>
+       *
+       * <code>string name = 9;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearName() {
+        name_ = getDefaultInstance().getName();
+        bitField0_ = (bitField0_ & ~0x00000100);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+       * </pre>
+       *
+       * <code>string name = 9;</code>
+       * @param value The bytes for name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNameBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        name_ = value;
+        bitField0_ |= 0x00000100;
         onChanged();
         return this;
       }
@@ -14265,6 +15212,2470 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
 
   }
 
+  public interface RecordOutcomeRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.RecordOutcomeRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. UUID of the thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The threadId.
+     */
+    java.lang.String getThreadId();
+    /**
+     * <pre>
+     * Required. UUID of the thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The bytes for threadId.
+     */
+    com.google.protobuf.ByteString
+        getThreadIdBytes();
+
+    /**
+     * <pre>
+     * Required. How it turned out.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 2;</code>
+     * @return The enum numeric value on the wire for outcome.
+     */
+    int getOutcomeValue();
+    /**
+     * <pre>
+     * Required. How it turned out.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 2;</code>
+     * @return The outcome.
+     */
+    episodic.v1.EpisodeOuterClass.Outcome getOutcome();
+
+    /**
+     * <pre>
+     * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+     * </pre>
+     *
+     * <code>optional double score = 3;</code>
+     * @return Whether the score field is set.
+     */
+    boolean hasScore();
+    /**
+     * <pre>
+     * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+     * </pre>
+     *
+     * <code>optional double score = 3;</code>
+     * @return The score.
+     */
+    double getScore();
+
+    /**
+     * <pre>
+     * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+     * </pre>
+     *
+     * <code>string note = 4;</code>
+     * @return The note.
+     */
+    java.lang.String getNote();
+    /**
+     * <pre>
+     * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+     * </pre>
+     *
+     * <code>string note = 4;</code>
+     * @return The bytes for note.
+     */
+    com.google.protobuf.ByteString
+        getNoteBytes();
+
+    /**
+     * <pre>
+     * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+     * Empty: the whole thread (every stretch without an outcome of its own).
+     * </pre>
+     *
+     * <code>string episode_id = 5;</code>
+     * @return The episodeId.
+     */
+    java.lang.String getEpisodeId();
+    /**
+     * <pre>
+     * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+     * Empty: the whole thread (every stretch without an outcome of its own).
+     * </pre>
+     *
+     * <code>string episode_id = 5;</code>
+     * @return The bytes for episodeId.
+     */
+    com.google.protobuf.ByteString
+        getEpisodeIdBytes();
+  }
+  /**
+   * <pre>
+   * Request for IngestService.RecordOutcome.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.RecordOutcomeRequest}
+   */
+  public static final class RecordOutcomeRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.RecordOutcomeRequest)
+      RecordOutcomeRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "RecordOutcomeRequest");
+    }
+    // Use RecordOutcomeRequest.newBuilder() to construct.
+    private RecordOutcomeRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private RecordOutcomeRequest() {
+      threadId_ = "";
+      outcome_ = 0;
+      note_ = "";
+      episodeId_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.class, episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int THREAD_ID_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object threadId_ = "";
+    /**
+     * <pre>
+     * Required. UUID of the thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The threadId.
+     */
+    @java.lang.Override
+    public java.lang.String getThreadId() {
+      java.lang.Object ref = threadId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        threadId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. UUID of the thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The bytes for threadId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getThreadIdBytes() {
+      java.lang.Object ref = threadId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        threadId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int OUTCOME_FIELD_NUMBER = 2;
+    private int outcome_ = 0;
+    /**
+     * <pre>
+     * Required. How it turned out.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 2;</code>
+     * @return The enum numeric value on the wire for outcome.
+     */
+    @java.lang.Override public int getOutcomeValue() {
+      return outcome_;
+    }
+    /**
+     * <pre>
+     * Required. How it turned out.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 2;</code>
+     * @return The outcome.
+     */
+    @java.lang.Override public episodic.v1.EpisodeOuterClass.Outcome getOutcome() {
+      episodic.v1.EpisodeOuterClass.Outcome result = episodic.v1.EpisodeOuterClass.Outcome.forNumber(outcome_);
+      return result == null ? episodic.v1.EpisodeOuterClass.Outcome.UNRECOGNIZED : result;
+    }
+
+    public static final int SCORE_FIELD_NUMBER = 3;
+    private double score_ = 0D;
+    /**
+     * <pre>
+     * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+     * </pre>
+     *
+     * <code>optional double score = 3;</code>
+     * @return Whether the score field is set.
+     */
+    @java.lang.Override
+    public boolean hasScore() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+     * </pre>
+     *
+     * <code>optional double score = 3;</code>
+     * @return The score.
+     */
+    @java.lang.Override
+    public double getScore() {
+      return score_;
+    }
+
+    public static final int NOTE_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object note_ = "";
+    /**
+     * <pre>
+     * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+     * </pre>
+     *
+     * <code>string note = 4;</code>
+     * @return The note.
+     */
+    @java.lang.Override
+    public java.lang.String getNote() {
+      java.lang.Object ref = note_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        note_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+     * </pre>
+     *
+     * <code>string note = 4;</code>
+     * @return The bytes for note.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNoteBytes() {
+      java.lang.Object ref = note_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        note_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int EPISODE_ID_FIELD_NUMBER = 5;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object episodeId_ = "";
+    /**
+     * <pre>
+     * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+     * Empty: the whole thread (every stretch without an outcome of its own).
+     * </pre>
+     *
+     * <code>string episode_id = 5;</code>
+     * @return The episodeId.
+     */
+    @java.lang.Override
+    public java.lang.String getEpisodeId() {
+      java.lang.Object ref = episodeId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        episodeId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+     * Empty: the whole thread (every stretch without an outcome of its own).
+     * </pre>
+     *
+     * <code>string episode_id = 5;</code>
+     * @return The bytes for episodeId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getEpisodeIdBytes() {
+      java.lang.Object ref = episodeId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        episodeId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, threadId_);
+      }
+      if (outcome_ != episodic.v1.EpisodeOuterClass.Outcome.OUTCOME_UNSPECIFIED.getNumber()) {
+        output.writeEnum(2, outcome_);
+      }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeDouble(3, score_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 4, note_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(episodeId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 5, episodeId_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, threadId_);
+      }
+      if (outcome_ != episodic.v1.EpisodeOuterClass.Outcome.OUTCOME_UNSPECIFIED.getNumber()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeEnumSize(2, outcome_);
+      }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeDoubleSize(3, score_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(4, note_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(episodeId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(5, episodeId_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest other = (episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest) obj;
+
+      if (!getThreadId()
+          .equals(other.getThreadId())) return false;
+      if (outcome_ != other.outcome_) return false;
+      if (hasScore() != other.hasScore()) return false;
+      if (hasScore()) {
+        if (java.lang.Double.doubleToLongBits(getScore())
+            != java.lang.Double.doubleToLongBits(
+                other.getScore())) return false;
+      }
+      if (!getNote()
+          .equals(other.getNote())) return false;
+      if (!getEpisodeId()
+          .equals(other.getEpisodeId())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + THREAD_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getThreadId().hashCode();
+      hash = (37 * hash) + OUTCOME_FIELD_NUMBER;
+      hash = (53 * hash) + outcome_;
+      if (hasScore()) {
+        hash = (37 * hash) + SCORE_FIELD_NUMBER;
+        hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+            java.lang.Double.doubleToLongBits(getScore()));
+      }
+      hash = (37 * hash) + NOTE_FIELD_NUMBER;
+      hash = (53 * hash) + getNote().hashCode();
+      hash = (37 * hash) + EPISODE_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getEpisodeId().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for IngestService.RecordOutcome.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.RecordOutcomeRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.RecordOutcomeRequest)
+        episodic.v1.IngestServiceOuterClass.RecordOutcomeRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.class, episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        threadId_ = "";
+        outcome_ = 0;
+        score_ = 0D;
+        note_ = "";
+        episodeId_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest getDefaultInstanceForType() {
+        return episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest build() {
+        episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest buildPartial() {
+        episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest result = new episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.threadId_ = threadId_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.outcome_ = outcome_;
+        }
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.score_ = score_;
+          to_bitField0_ |= 0x00000001;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.note_ = note_;
+        }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.episodeId_ = episodeId_;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest) {
+          return mergeFrom((episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest other) {
+        if (other == episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest.getDefaultInstance()) return this;
+        if (!other.getThreadId().isEmpty()) {
+          threadId_ = other.threadId_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (other.outcome_ != 0) {
+          setOutcomeValue(other.getOutcomeValue());
+        }
+        if (other.hasScore()) {
+          setScore(other.getScore());
+        }
+        if (!other.getNote().isEmpty()) {
+          note_ = other.note_;
+          bitField0_ |= 0x00000008;
+          onChanged();
+        }
+        if (!other.getEpisodeId().isEmpty()) {
+          episodeId_ = other.episodeId_;
+          bitField0_ |= 0x00000010;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                threadId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 16: {
+                outcome_ = input.readEnum();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
+              case 25: {
+                score_ = input.readDouble();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 25
+              case 34: {
+                note_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 34
+              case 42: {
+                episodeId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 42
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object threadId_ = "";
+      /**
+       * <pre>
+       * Required. UUID of the thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return The threadId.
+       */
+      public java.lang.String getThreadId() {
+        java.lang.Object ref = threadId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          threadId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. UUID of the thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return The bytes for threadId.
+       */
+      public com.google.protobuf.ByteString
+          getThreadIdBytes() {
+        java.lang.Object ref = threadId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          threadId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. UUID of the thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @param value The threadId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setThreadId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        threadId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. UUID of the thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearThreadId() {
+        threadId_ = getDefaultInstance().getThreadId();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. UUID of the thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @param value The bytes for threadId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setThreadIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        threadId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private int outcome_ = 0;
+      /**
+       * <pre>
+       * Required. How it turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 2;</code>
+       * @return The enum numeric value on the wire for outcome.
+       */
+      @java.lang.Override public int getOutcomeValue() {
+        return outcome_;
+      }
+      /**
+       * <pre>
+       * Required. How it turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 2;</code>
+       * @param value The enum numeric value on the wire for outcome to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOutcomeValue(int value) {
+        outcome_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. How it turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 2;</code>
+       * @return The outcome.
+       */
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.Outcome getOutcome() {
+        episodic.v1.EpisodeOuterClass.Outcome result = episodic.v1.EpisodeOuterClass.Outcome.forNumber(outcome_);
+        return result == null ? episodic.v1.EpisodeOuterClass.Outcome.UNRECOGNIZED : result;
+      }
+      /**
+       * <pre>
+       * Required. How it turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 2;</code>
+       * @param value The outcome to set.
+       * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+       * @return This builder for chaining.
+       */
+      public Builder setOutcome(episodic.v1.EpisodeOuterClass.Outcome value) {
+        if (value == null) { throw new NullPointerException(); }
+        bitField0_ |= 0x00000002;
+        outcome_ = value.getNumber();
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. How it turned out.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearOutcome() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        outcome_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private double score_ ;
+      /**
+       * <pre>
+       * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+       * </pre>
+       *
+       * <code>optional double score = 3;</code>
+       * @return Whether the score field is set.
+       */
+      @java.lang.Override
+      public boolean hasScore() {
+        return ((bitField0_ & 0x00000004) != 0);
+      }
+      /**
+       * <pre>
+       * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+       * </pre>
+       *
+       * <code>optional double score = 3;</code>
+       * @return The score.
+       */
+      @java.lang.Override
+      public double getScore() {
+        return score_;
+      }
+      /**
+       * <pre>
+       * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+       * </pre>
+       *
+       * <code>optional double score = 3;</code>
+       * @param value The score to set.
+       * @return This builder for chaining.
+       */
+      public Builder setScore(double value) {
+
+        score_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+       * </pre>
+       *
+       * <code>optional double score = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearScore() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        score_ = 0D;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object note_ = "";
+      /**
+       * <pre>
+       * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+       * </pre>
+       *
+       * <code>string note = 4;</code>
+       * @return The note.
+       */
+      public java.lang.String getNote() {
+        java.lang.Object ref = note_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          note_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+       * </pre>
+       *
+       * <code>string note = 4;</code>
+       * @return The bytes for note.
+       */
+      public com.google.protobuf.ByteString
+          getNoteBytes() {
+        java.lang.Object ref = note_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          note_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+       * </pre>
+       *
+       * <code>string note = 4;</code>
+       * @param value The note to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNote(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        note_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+       * </pre>
+       *
+       * <code>string note = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearNote() {
+        note_ = getDefaultInstance().getNote();
+        bitField0_ = (bitField0_ & ~0x00000008);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+       * </pre>
+       *
+       * <code>string note = 4;</code>
+       * @param value The bytes for note to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNoteBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        note_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object episodeId_ = "";
+      /**
+       * <pre>
+       * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+       * Empty: the whole thread (every stretch without an outcome of its own).
+       * </pre>
+       *
+       * <code>string episode_id = 5;</code>
+       * @return The episodeId.
+       */
+      public java.lang.String getEpisodeId() {
+        java.lang.Object ref = episodeId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          episodeId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+       * Empty: the whole thread (every stretch without an outcome of its own).
+       * </pre>
+       *
+       * <code>string episode_id = 5;</code>
+       * @return The bytes for episodeId.
+       */
+      public com.google.protobuf.ByteString
+          getEpisodeIdBytes() {
+        java.lang.Object ref = episodeId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          episodeId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+       * Empty: the whole thread (every stretch without an outcome of its own).
+       * </pre>
+       *
+       * <code>string episode_id = 5;</code>
+       * @param value The episodeId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEpisodeId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        episodeId_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+       * Empty: the whole thread (every stretch without an outcome of its own).
+       * </pre>
+       *
+       * <code>string episode_id = 5;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearEpisodeId() {
+        episodeId_ = getDefaultInstance().getEpisodeId();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+       * Empty: the whole thread (every stretch without an outcome of its own).
+       * </pre>
+       *
+       * <code>string episode_id = 5;</code>
+       * @param value The bytes for episodeId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEpisodeIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        episodeId_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.RecordOutcomeRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.RecordOutcomeRequest)
+    private static final episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest();
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<RecordOutcomeRequest>
+        PARSER = new com.google.protobuf.AbstractParser<RecordOutcomeRequest>() {
+      @java.lang.Override
+      public RecordOutcomeRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<RecordOutcomeRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<RecordOutcomeRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.IngestServiceOuterClass.RecordOutcomeRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface RecordOutcomeResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.RecordOutcomeResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The threadId.
+     */
+    java.lang.String getThreadId();
+    /**
+     * <pre>
+     * The thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The bytes for threadId.
+     */
+    com.google.protobuf.ByteString
+        getThreadIdBytes();
+
+    /**
+     * <pre>
+     * The episode the outcome is for; empty for the whole thread.
+     * </pre>
+     *
+     * <code>string episode_id = 2;</code>
+     * @return The episodeId.
+     */
+    java.lang.String getEpisodeId();
+    /**
+     * <pre>
+     * The episode the outcome is for; empty for the whole thread.
+     * </pre>
+     *
+     * <code>string episode_id = 2;</code>
+     * @return The bytes for episodeId.
+     */
+    com.google.protobuf.ByteString
+        getEpisodeIdBytes();
+
+    /**
+     * <pre>
+     * The outcome now recorded.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 3;</code>
+     * @return The enum numeric value on the wire for outcome.
+     */
+    int getOutcomeValue();
+    /**
+     * <pre>
+     * The outcome now recorded.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 3;</code>
+     * @return The outcome.
+     */
+    episodic.v1.EpisodeOuterClass.Outcome getOutcome();
+
+    /**
+     * <pre>
+     * False when the same outcome (score and note included) was already recorded.
+     * </pre>
+     *
+     * <code>bool changed = 4;</code>
+     * @return The changed.
+     */
+    boolean getChanged();
+
+    /**
+     * <pre>
+     * When it was recorded.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+     * @return Whether the recordedAt field is set.
+     */
+    boolean hasRecordedAt();
+    /**
+     * <pre>
+     * When it was recorded.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+     * @return The recordedAt.
+     */
+    com.google.protobuf.Timestamp getRecordedAt();
+    /**
+     * <pre>
+     * When it was recorded.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+     */
+    com.google.protobuf.TimestampOrBuilder getRecordedAtOrBuilder();
+  }
+  /**
+   * <pre>
+   * Response for IngestService.RecordOutcome.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.RecordOutcomeResponse}
+   */
+  public static final class RecordOutcomeResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.RecordOutcomeResponse)
+      RecordOutcomeResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "RecordOutcomeResponse");
+    }
+    // Use RecordOutcomeResponse.newBuilder() to construct.
+    private RecordOutcomeResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private RecordOutcomeResponse() {
+      threadId_ = "";
+      episodeId_ = "";
+      outcome_ = 0;
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.class, episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int THREAD_ID_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object threadId_ = "";
+    /**
+     * <pre>
+     * The thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The threadId.
+     */
+    @java.lang.Override
+    public java.lang.String getThreadId() {
+      java.lang.Object ref = threadId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        threadId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The thread.
+     * </pre>
+     *
+     * <code>string thread_id = 1;</code>
+     * @return The bytes for threadId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getThreadIdBytes() {
+      java.lang.Object ref = threadId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        threadId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int EPISODE_ID_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object episodeId_ = "";
+    /**
+     * <pre>
+     * The episode the outcome is for; empty for the whole thread.
+     * </pre>
+     *
+     * <code>string episode_id = 2;</code>
+     * @return The episodeId.
+     */
+    @java.lang.Override
+    public java.lang.String getEpisodeId() {
+      java.lang.Object ref = episodeId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        episodeId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The episode the outcome is for; empty for the whole thread.
+     * </pre>
+     *
+     * <code>string episode_id = 2;</code>
+     * @return The bytes for episodeId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getEpisodeIdBytes() {
+      java.lang.Object ref = episodeId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        episodeId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int OUTCOME_FIELD_NUMBER = 3;
+    private int outcome_ = 0;
+    /**
+     * <pre>
+     * The outcome now recorded.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 3;</code>
+     * @return The enum numeric value on the wire for outcome.
+     */
+    @java.lang.Override public int getOutcomeValue() {
+      return outcome_;
+    }
+    /**
+     * <pre>
+     * The outcome now recorded.
+     * </pre>
+     *
+     * <code>.episodic.v1.Outcome outcome = 3;</code>
+     * @return The outcome.
+     */
+    @java.lang.Override public episodic.v1.EpisodeOuterClass.Outcome getOutcome() {
+      episodic.v1.EpisodeOuterClass.Outcome result = episodic.v1.EpisodeOuterClass.Outcome.forNumber(outcome_);
+      return result == null ? episodic.v1.EpisodeOuterClass.Outcome.UNRECOGNIZED : result;
+    }
+
+    public static final int CHANGED_FIELD_NUMBER = 4;
+    private boolean changed_ = false;
+    /**
+     * <pre>
+     * False when the same outcome (score and note included) was already recorded.
+     * </pre>
+     *
+     * <code>bool changed = 4;</code>
+     * @return The changed.
+     */
+    @java.lang.Override
+    public boolean getChanged() {
+      return changed_;
+    }
+
+    public static final int RECORDED_AT_FIELD_NUMBER = 5;
+    private com.google.protobuf.Timestamp recordedAt_;
+    /**
+     * <pre>
+     * When it was recorded.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+     * @return Whether the recordedAt field is set.
+     */
+    @java.lang.Override
+    public boolean hasRecordedAt() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * When it was recorded.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+     * @return The recordedAt.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Timestamp getRecordedAt() {
+      return recordedAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : recordedAt_;
+    }
+    /**
+     * <pre>
+     * When it was recorded.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.TimestampOrBuilder getRecordedAtOrBuilder() {
+      return recordedAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : recordedAt_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, threadId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(episodeId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, episodeId_);
+      }
+      if (outcome_ != episodic.v1.EpisodeOuterClass.Outcome.OUTCOME_UNSPECIFIED.getNumber()) {
+        output.writeEnum(3, outcome_);
+      }
+      if (changed_ != false) {
+        output.writeBool(4, changed_);
+      }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(5, getRecordedAt());
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(threadId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, threadId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(episodeId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, episodeId_);
+      }
+      if (outcome_ != episodic.v1.EpisodeOuterClass.Outcome.OUTCOME_UNSPECIFIED.getNumber()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeEnumSize(3, outcome_);
+      }
+      if (changed_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(4, changed_);
+      }
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(5, getRecordedAt());
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse other = (episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse) obj;
+
+      if (!getThreadId()
+          .equals(other.getThreadId())) return false;
+      if (!getEpisodeId()
+          .equals(other.getEpisodeId())) return false;
+      if (outcome_ != other.outcome_) return false;
+      if (getChanged()
+          != other.getChanged()) return false;
+      if (hasRecordedAt() != other.hasRecordedAt()) return false;
+      if (hasRecordedAt()) {
+        if (!getRecordedAt()
+            .equals(other.getRecordedAt())) return false;
+      }
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + THREAD_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getThreadId().hashCode();
+      hash = (37 * hash) + EPISODE_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getEpisodeId().hashCode();
+      hash = (37 * hash) + OUTCOME_FIELD_NUMBER;
+      hash = (53 * hash) + outcome_;
+      hash = (37 * hash) + CHANGED_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getChanged());
+      if (hasRecordedAt()) {
+        hash = (37 * hash) + RECORDED_AT_FIELD_NUMBER;
+        hash = (53 * hash) + getRecordedAt().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for IngestService.RecordOutcome.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.RecordOutcomeResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.RecordOutcomeResponse)
+        episodic.v1.IngestServiceOuterClass.RecordOutcomeResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.class, episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetRecordedAtFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        threadId_ = "";
+        episodeId_ = "";
+        outcome_ = 0;
+        changed_ = false;
+        recordedAt_ = null;
+        if (recordedAtBuilder_ != null) {
+          recordedAtBuilder_.dispose();
+          recordedAtBuilder_ = null;
+        }
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.IngestServiceOuterClass.internal_static_episodic_v1_RecordOutcomeResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse getDefaultInstanceForType() {
+        return episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse build() {
+        episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse buildPartial() {
+        episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse result = new episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.threadId_ = threadId_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.episodeId_ = episodeId_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.outcome_ = outcome_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.changed_ = changed_;
+        }
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.recordedAt_ = recordedAtBuilder_ == null
+              ? recordedAt_
+              : recordedAtBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse) {
+          return mergeFrom((episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse other) {
+        if (other == episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse.getDefaultInstance()) return this;
+        if (!other.getThreadId().isEmpty()) {
+          threadId_ = other.threadId_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getEpisodeId().isEmpty()) {
+          episodeId_ = other.episodeId_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (other.outcome_ != 0) {
+          setOutcomeValue(other.getOutcomeValue());
+        }
+        if (other.getChanged() != false) {
+          setChanged(other.getChanged());
+        }
+        if (other.hasRecordedAt()) {
+          mergeRecordedAt(other.getRecordedAt());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                threadId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                episodeId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 24: {
+                outcome_ = input.readEnum();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 24
+              case 32: {
+                changed_ = input.readBool();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 32
+              case 42: {
+                input.readMessage(
+                    internalGetRecordedAtFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 42
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object threadId_ = "";
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return The threadId.
+       */
+      public java.lang.String getThreadId() {
+        java.lang.Object ref = threadId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          threadId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return The bytes for threadId.
+       */
+      public com.google.protobuf.ByteString
+          getThreadIdBytes() {
+        java.lang.Object ref = threadId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          threadId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @param value The threadId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setThreadId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        threadId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearThreadId() {
+        threadId_ = getDefaultInstance().getThreadId();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The thread.
+       * </pre>
+       *
+       * <code>string thread_id = 1;</code>
+       * @param value The bytes for threadId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setThreadIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        threadId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object episodeId_ = "";
+      /**
+       * <pre>
+       * The episode the outcome is for; empty for the whole thread.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @return The episodeId.
+       */
+      public java.lang.String getEpisodeId() {
+        java.lang.Object ref = episodeId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          episodeId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The episode the outcome is for; empty for the whole thread.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @return The bytes for episodeId.
+       */
+      public com.google.protobuf.ByteString
+          getEpisodeIdBytes() {
+        java.lang.Object ref = episodeId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          episodeId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The episode the outcome is for; empty for the whole thread.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @param value The episodeId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEpisodeId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        episodeId_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The episode the outcome is for; empty for the whole thread.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearEpisodeId() {
+        episodeId_ = getDefaultInstance().getEpisodeId();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The episode the outcome is for; empty for the whole thread.
+       * </pre>
+       *
+       * <code>string episode_id = 2;</code>
+       * @param value The bytes for episodeId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEpisodeIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        episodeId_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private int outcome_ = 0;
+      /**
+       * <pre>
+       * The outcome now recorded.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @return The enum numeric value on the wire for outcome.
+       */
+      @java.lang.Override public int getOutcomeValue() {
+        return outcome_;
+      }
+      /**
+       * <pre>
+       * The outcome now recorded.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @param value The enum numeric value on the wire for outcome to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOutcomeValue(int value) {
+        outcome_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The outcome now recorded.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @return The outcome.
+       */
+      @java.lang.Override
+      public episodic.v1.EpisodeOuterClass.Outcome getOutcome() {
+        episodic.v1.EpisodeOuterClass.Outcome result = episodic.v1.EpisodeOuterClass.Outcome.forNumber(outcome_);
+        return result == null ? episodic.v1.EpisodeOuterClass.Outcome.UNRECOGNIZED : result;
+      }
+      /**
+       * <pre>
+       * The outcome now recorded.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @param value The outcome to set.
+       * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+       * @return This builder for chaining.
+       */
+      public Builder setOutcome(episodic.v1.EpisodeOuterClass.Outcome value) {
+        if (value == null) { throw new NullPointerException(); }
+        bitField0_ |= 0x00000004;
+        outcome_ = value.getNumber();
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The outcome now recorded.
+       * </pre>
+       *
+       * <code>.episodic.v1.Outcome outcome = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearOutcome() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        outcome_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private boolean changed_ ;
+      /**
+       * <pre>
+       * False when the same outcome (score and note included) was already recorded.
+       * </pre>
+       *
+       * <code>bool changed = 4;</code>
+       * @return The changed.
+       */
+      @java.lang.Override
+      public boolean getChanged() {
+        return changed_;
+      }
+      /**
+       * <pre>
+       * False when the same outcome (score and note included) was already recorded.
+       * </pre>
+       *
+       * <code>bool changed = 4;</code>
+       * @param value The changed to set.
+       * @return This builder for chaining.
+       */
+      public Builder setChanged(boolean value) {
+
+        changed_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * False when the same outcome (score and note included) was already recorded.
+       * </pre>
+       *
+       * <code>bool changed = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearChanged() {
+        bitField0_ = (bitField0_ & ~0x00000008);
+        changed_ = false;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.Timestamp recordedAt_;
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> recordedAtBuilder_;
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       * @return Whether the recordedAt field is set.
+       */
+      public boolean hasRecordedAt() {
+        return ((bitField0_ & 0x00000010) != 0);
+      }
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       * @return The recordedAt.
+       */
+      public com.google.protobuf.Timestamp getRecordedAt() {
+        if (recordedAtBuilder_ == null) {
+          return recordedAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : recordedAt_;
+        } else {
+          return recordedAtBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       */
+      public Builder setRecordedAt(com.google.protobuf.Timestamp value) {
+        if (recordedAtBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          recordedAt_ = value;
+        } else {
+          recordedAtBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       */
+      public Builder setRecordedAt(
+          com.google.protobuf.Timestamp.Builder builderForValue) {
+        if (recordedAtBuilder_ == null) {
+          recordedAt_ = builderForValue.build();
+        } else {
+          recordedAtBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       */
+      public Builder mergeRecordedAt(com.google.protobuf.Timestamp value) {
+        if (recordedAtBuilder_ == null) {
+          if (((bitField0_ & 0x00000010) != 0) &&
+            recordedAt_ != null &&
+            recordedAt_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+            getRecordedAtBuilder().mergeFrom(value);
+          } else {
+            recordedAt_ = value;
+          }
+        } else {
+          recordedAtBuilder_.mergeFrom(value);
+        }
+        if (recordedAt_ != null) {
+          bitField0_ |= 0x00000010;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       */
+      public Builder clearRecordedAt() {
+        bitField0_ = (bitField0_ & ~0x00000010);
+        recordedAt_ = null;
+        if (recordedAtBuilder_ != null) {
+          recordedAtBuilder_.dispose();
+          recordedAtBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       */
+      public com.google.protobuf.Timestamp.Builder getRecordedAtBuilder() {
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return internalGetRecordedAtFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       */
+      public com.google.protobuf.TimestampOrBuilder getRecordedAtOrBuilder() {
+        if (recordedAtBuilder_ != null) {
+          return recordedAtBuilder_.getMessageOrBuilder();
+        } else {
+          return recordedAt_ == null ?
+              com.google.protobuf.Timestamp.getDefaultInstance() : recordedAt_;
+        }
+      }
+      /**
+       * <pre>
+       * When it was recorded.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp recorded_at = 5;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+          internalGetRecordedAtFieldBuilder() {
+        if (recordedAtBuilder_ == null) {
+          recordedAtBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                  getRecordedAt(),
+                  getParentForChildren(),
+                  isClean());
+          recordedAt_ = null;
+        }
+        return recordedAtBuilder_;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.RecordOutcomeResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.RecordOutcomeResponse)
+    private static final episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse();
+    }
+
+    public static episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<RecordOutcomeResponse>
+        PARSER = new com.google.protobuf.AbstractParser<RecordOutcomeResponse>() {
+      @java.lang.Override
+      public RecordOutcomeResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<RecordOutcomeResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<RecordOutcomeResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.IngestServiceOuterClass.RecordOutcomeResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
   public interface RecordEventRequestOrBuilder extends
       // @@protoc_insertion_point(interface_extends:episodic.v1.RecordEventRequest)
       com.google.protobuf.MessageOrBuilder {
@@ -17150,6 +20561,16 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_episodic_v1_ListThreadsResponse_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_RecordOutcomeRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_RecordOutcomeRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_RecordOutcomeResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_RecordOutcomeResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_episodic_v1_RecordEventRequest_descriptor;
   private static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -17177,62 +20598,74 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       "\n\010metadata\030\004 \001(\0132\027.google.protobuf.Struc" +
       "t\022\027\n\017idempotency_key\030\005 \001(\t\"L\n\024CreateThre" +
       "adResponse\022#\n\006thread\030\001 \001(\0132\023.episodic.v1" +
-      ".Thread\022\017\n\007created\030\002 \001(\010\"\305\001\n\nNewMessage\022" +
+      ".Thread\022\017\n\007created\030\002 \001(\010\"\224\002\n\nNewMessage\022" +
       "\021\n\tthread_id\030\001 \001(\t\022\037\n\004role\030\002 \001(\0162\021.episo" +
       "dic.v1.Role\022\017\n\007content\030\003 \001(\t\022)\n\010metadata" +
       "\030\004 \001(\0132\027.google.protobuf.Struct\022.\n\ncreat" +
       "ed_at\030\005 \001(\0132\032.google.protobuf.Timestamp\022" +
-      "\027\n\017idempotency_key\030\006 \001(\t\"R\n\022AddMessagesR" +
-      "equest\022\021\n\tthread_id\030\001 \001(\t\022)\n\010messages\030\002 " +
-      "\003(\0132\027.episodic.v1.NewMessage\"}\n\023AddMessa" +
-      "gesResponse\022\024\n\014stored_count\030\002 \001(\005\022\021\n\tthr" +
-      "ead_id\030\003 \001(\t\022-\n\010receipts\030\004 \003(\0132\033.episodi" +
-      "c.v1.MessageReceiptJ\004\010\001\020\002R\010messages\"\254\001\n\016" +
-      "MessageReceipt\022\020\n\010sequence\030\001 \001(\003\022\027\n\017idem" +
-      "potency_key\030\002 \001(\t\022\016\n\006stored\030\003 \001(\010\022.\n\ncre" +
-      "ated_at\030\004 \001(\0132\032.google.protobuf.Timestam" +
-      "p\022/\n\013received_at\030\005 \001(\0132\032.google.protobuf" +
-      ".Timestamp\"%\n\020EndThreadRequest\022\021\n\tthread" +
-      "_id\030\001 \001(\t\"R\n\021EndThreadResponse\022\021\n\tthread" +
-      "_id\030\001 \001(\t\022\026\n\016episode_queued\030\002 \001(\010\022\022\n\nepi" +
-      "sode_id\030\003 \001(\t\"%\n\020GetThreadRequest\022\021\n\tthr" +
-      "ead_id\030\001 \001(\t\"8\n\021GetThreadResponse\022#\n\006thr" +
-      "ead\030\001 \001(\0132\023.episodic.v1.Thread\"}\n\023ListMe" +
-      "ssagesRequest\022\021\n\tthread_id\030\001 \001(\t\022\021\n\tpage" +
-      "_size\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\022\026\n\016start" +
-      "_sequence\030\004 \001(\003\022\024\n\014end_sequence\030\005 \001(\003\"\212\001" +
-      "\n\024ListMessagesResponse\022&\n\010messages\030\001 \003(\013" +
-      "2\024.episodic.v1.Message\022\027\n\017next_page_toke" +
-      "n\030\002 \001(\t\0221\n\ncompaction\030\003 \001(\0132\035.episodic.v" +
-      "1.ThreadCompaction\"L\n\022ListThreadsRequest" +
-      "\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\n" +
-      "page_token\030\003 \001(\t\"T\n\023ListThreadsResponse\022" +
-      "$\n\007threads\030\001 \003(\0132\023.episodic.v1.Thread\022\027\n" +
-      "\017next_page_token\030\002 \001(\t\"\310\001\n\022RecordEventRe" +
-      "quest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005actor\030\002 \001(\t\022\022\n" +
-      "\nevent_type\030\003 \001(\t\022\017\n\007summary\030\004 \001(\t\022\020\n\010en" +
-      "tities\030\005 \003(\t\022/\n\013occurred_at\030\006 \001(\0132\032.goog" +
-      "le.protobuf.Timestamp\022\021\n\tthread_id\030\007 \001(\t" +
-      "\022\027\n\017idempotency_key\030\010 \001(\t\"J\n\023RecordEvent" +
-      "Response\022#\n\005event\030\001 \001(\0132\024.episodic.v1.Ep" +
-      "isode\022\016\n\006stored\030\002 \001(\0102\215\005\n\rIngestService\022" +
-      "]\n\014CreateThread\022 .episodic.v1.CreateThre" +
-      "adRequest\032!.episodic.v1.CreateThreadResp" +
-      "onse\"\010\212\265\030\004\010\002\020\001\022Z\n\013AddMessages\022\037.episodic" +
-      ".v1.AddMessagesRequest\032 .episodic.v1.Add" +
-      "MessagesResponse\"\010\212\265\030\004\010\002\020\001\022T\n\tEndThread\022" +
-      "\035.episodic.v1.EndThreadRequest\032\036.episodi" +
-      "c.v1.EndThreadResponse\"\010\212\265\030\004\010\002\020\001\022Z\n\013Reco" +
-      "rdEvent\022\037.episodic.v1.RecordEventRequest" +
-      "\032 .episodic.v1.RecordEventResponse\"\010\212\265\030\004" +
-      "\010\002\020\001\022T\n\tGetThread\022\035.episodic.v1.GetThrea" +
-      "dRequest\032\036.episodic.v1.GetThreadResponse" +
-      "\"\010\212\265\030\004\010\001\020\001\022]\n\014ListMessages\022 .episodic.v1" +
-      ".ListMessagesRequest\032!.episodic.v1.ListM" +
-      "essagesResponse\"\010\212\265\030\004\010\001\020\001\022Z\n\013ListThreads" +
-      "\022\037.episodic.v1.ListThreadsRequest\032 .epis" +
-      "odic.v1.ListThreadsResponse\"\010\212\265\030\004\010\001\020\001b\006p" +
-      "roto3"
+      "\027\n\017idempotency_key\030\006 \001(\t\022)\n\ntool_calls\030\007" +
+      " \003(\0132\025.episodic.v1.ToolCall\022\024\n\014tool_call" +
+      "_id\030\010 \001(\t\022\014\n\004name\030\t \001(\t\"R\n\022AddMessagesRe" +
+      "quest\022\021\n\tthread_id\030\001 \001(\t\022)\n\010messages\030\002 \003" +
+      "(\0132\027.episodic.v1.NewMessage\"}\n\023AddMessag" +
+      "esResponse\022\024\n\014stored_count\030\002 \001(\005\022\021\n\tthre" +
+      "ad_id\030\003 \001(\t\022-\n\010receipts\030\004 \003(\0132\033.episodic" +
+      ".v1.MessageReceiptJ\004\010\001\020\002R\010messages\"\254\001\n\016M" +
+      "essageReceipt\022\020\n\010sequence\030\001 \001(\003\022\027\n\017idemp" +
+      "otency_key\030\002 \001(\t\022\016\n\006stored\030\003 \001(\010\022.\n\ncrea" +
+      "ted_at\030\004 \001(\0132\032.google.protobuf.Timestamp" +
+      "\022/\n\013received_at\030\005 \001(\0132\032.google.protobuf." +
+      "Timestamp\"%\n\020EndThreadRequest\022\021\n\tthread_" +
+      "id\030\001 \001(\t\"R\n\021EndThreadResponse\022\021\n\tthread_" +
+      "id\030\001 \001(\t\022\026\n\016episode_queued\030\002 \001(\010\022\022\n\nepis" +
+      "ode_id\030\003 \001(\t\"%\n\020GetThreadRequest\022\021\n\tthre" +
+      "ad_id\030\001 \001(\t\"8\n\021GetThreadResponse\022#\n\006thre" +
+      "ad\030\001 \001(\0132\023.episodic.v1.Thread\"}\n\023ListMes" +
+      "sagesRequest\022\021\n\tthread_id\030\001 \001(\t\022\021\n\tpage_" +
+      "size\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\022\026\n\016start_" +
+      "sequence\030\004 \001(\003\022\024\n\014end_sequence\030\005 \001(\003\"\212\001\n" +
+      "\024ListMessagesResponse\022&\n\010messages\030\001 \003(\0132" +
+      "\024.episodic.v1.Message\022\027\n\017next_page_token" +
+      "\030\002 \001(\t\0221\n\ncompaction\030\003 \001(\0132\035.episodic.v1" +
+      ".ThreadCompaction\"L\n\022ListThreadsRequest\022" +
+      "\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\np" +
+      "age_token\030\003 \001(\t\"T\n\023ListThreadsResponse\022$" +
+      "\n\007threads\030\001 \003(\0132\023.episodic.v1.Thread\022\027\n\017" +
+      "next_page_token\030\002 \001(\t\"\220\001\n\024RecordOutcomeR" +
+      "equest\022\021\n\tthread_id\030\001 \001(\t\022%\n\007outcome\030\002 \001" +
+      "(\0162\024.episodic.v1.Outcome\022\022\n\005score\030\003 \001(\001H" +
+      "\000\210\001\001\022\014\n\004note\030\004 \001(\t\022\022\n\nepisode_id\030\005 \001(\tB\010" +
+      "\n\006_score\"\247\001\n\025RecordOutcomeResponse\022\021\n\tth" +
+      "read_id\030\001 \001(\t\022\022\n\nepisode_id\030\002 \001(\t\022%\n\007out" +
+      "come\030\003 \001(\0162\024.episodic.v1.Outcome\022\017\n\007chan" +
+      "ged\030\004 \001(\010\022/\n\013recorded_at\030\005 \001(\0132\032.google." +
+      "protobuf.Timestamp\"\310\001\n\022RecordEventReques" +
+      "t\022\017\n\007dataset\030\001 \001(\t\022\r\n\005actor\030\002 \001(\t\022\022\n\neve" +
+      "nt_type\030\003 \001(\t\022\017\n\007summary\030\004 \001(\t\022\020\n\010entiti" +
+      "es\030\005 \003(\t\022/\n\013occurred_at\030\006 \001(\0132\032.google.p" +
+      "rotobuf.Timestamp\022\021\n\tthread_id\030\007 \001(\t\022\027\n\017" +
+      "idempotency_key\030\010 \001(\t\"J\n\023RecordEventResp" +
+      "onse\022#\n\005event\030\001 \001(\0132\024.episodic.v1.Episod" +
+      "e\022\016\n\006stored\030\002 \001(\0102\357\005\n\rIngestService\022]\n\014C" +
+      "reateThread\022 .episodic.v1.CreateThreadRe" +
+      "quest\032!.episodic.v1.CreateThreadResponse" +
+      "\"\010\212\265\030\004\010\002\020\001\022Z\n\013AddMessages\022\037.episodic.v1." +
+      "AddMessagesRequest\032 .episodic.v1.AddMess" +
+      "agesResponse\"\010\212\265\030\004\010\002\020\001\022T\n\tEndThread\022\035.ep" +
+      "isodic.v1.EndThreadRequest\032\036.episodic.v1" +
+      ".EndThreadResponse\"\010\212\265\030\004\010\002\020\001\022Z\n\013RecordEv" +
+      "ent\022\037.episodic.v1.RecordEventRequest\032 .e" +
+      "pisodic.v1.RecordEventResponse\"\010\212\265\030\004\010\002\020\001" +
+      "\022`\n\rRecordOutcome\022!.episodic.v1.RecordOu" +
+      "tcomeRequest\032\".episodic.v1.RecordOutcome" +
+      "Response\"\010\212\265\030\004\010\002\020\001\022T\n\tGetThread\022\035.episod" +
+      "ic.v1.GetThreadRequest\032\036.episodic.v1.Get" +
+      "ThreadResponse\"\010\212\265\030\004\010\001\020\001\022]\n\014ListMessages" +
+      "\022 .episodic.v1.ListMessagesRequest\032!.epi" +
+      "sodic.v1.ListMessagesResponse\"\010\212\265\030\004\010\001\020\001\022" +
+      "Z\n\013ListThreads\022\037.episodic.v1.ListThreads" +
+      "Request\032 .episodic.v1.ListThreadsRespons" +
+      "e\"\010\212\265\030\004\010\001\020\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -17259,7 +20692,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_NewMessage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_NewMessage_descriptor,
-        new java.lang.String[] { "ThreadId", "Role", "Content", "Metadata", "CreatedAt", "IdempotencyKey", });
+        new java.lang.String[] { "ThreadId", "Role", "Content", "Metadata", "CreatedAt", "IdempotencyKey", "ToolCalls", "ToolCallId", "Name", });
     internal_static_episodic_v1_AddMessagesRequest_descriptor =
       getDescriptor().getMessageType(3);
     internal_static_episodic_v1_AddMessagesRequest_fieldAccessorTable = new
@@ -17326,14 +20759,26 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_ListThreadsResponse_descriptor,
         new java.lang.String[] { "Threads", "NextPageToken", });
-    internal_static_episodic_v1_RecordEventRequest_descriptor =
+    internal_static_episodic_v1_RecordOutcomeRequest_descriptor =
       getDescriptor().getMessageType(14);
+    internal_static_episodic_v1_RecordOutcomeRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_RecordOutcomeRequest_descriptor,
+        new java.lang.String[] { "ThreadId", "Outcome", "Score", "Note", "EpisodeId", });
+    internal_static_episodic_v1_RecordOutcomeResponse_descriptor =
+      getDescriptor().getMessageType(15);
+    internal_static_episodic_v1_RecordOutcomeResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_RecordOutcomeResponse_descriptor,
+        new java.lang.String[] { "ThreadId", "EpisodeId", "Outcome", "Changed", "RecordedAt", });
+    internal_static_episodic_v1_RecordEventRequest_descriptor =
+      getDescriptor().getMessageType(16);
     internal_static_episodic_v1_RecordEventRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecordEventRequest_descriptor,
         new java.lang.String[] { "Dataset", "Actor", "EventType", "Summary", "Entities", "OccurredAt", "ThreadId", "IdempotencyKey", });
     internal_static_episodic_v1_RecordEventResponse_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(17);
     internal_static_episodic_v1_RecordEventResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecordEventResponse_descriptor,

@@ -143,6 +143,68 @@ public final class RecallServiceGrpc {
     return getGetEpisodeMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.ListProceduresRequest,
+      episodic.v1.RecallServiceOuterClass.ListProceduresResponse> getListProceduresMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListProcedures",
+      requestType = episodic.v1.RecallServiceOuterClass.ListProceduresRequest.class,
+      responseType = episodic.v1.RecallServiceOuterClass.ListProceduresResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.ListProceduresRequest,
+      episodic.v1.RecallServiceOuterClass.ListProceduresResponse> getListProceduresMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.ListProceduresRequest, episodic.v1.RecallServiceOuterClass.ListProceduresResponse> getListProceduresMethod;
+    if ((getListProceduresMethod = RecallServiceGrpc.getListProceduresMethod) == null) {
+      synchronized (RecallServiceGrpc.class) {
+        if ((getListProceduresMethod = RecallServiceGrpc.getListProceduresMethod) == null) {
+          RecallServiceGrpc.getListProceduresMethod = getListProceduresMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.RecallServiceOuterClass.ListProceduresRequest, episodic.v1.RecallServiceOuterClass.ListProceduresResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListProcedures"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.RecallServiceOuterClass.ListProceduresRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.RecallServiceOuterClass.ListProceduresResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new RecallServiceMethodDescriptorSupplier("ListProcedures"))
+              .build();
+        }
+      }
+    }
+    return getListProceduresMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.GetProcedureRequest,
+      episodic.v1.RecallServiceOuterClass.GetProcedureResponse> getGetProcedureMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "GetProcedure",
+      requestType = episodic.v1.RecallServiceOuterClass.GetProcedureRequest.class,
+      responseType = episodic.v1.RecallServiceOuterClass.GetProcedureResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.GetProcedureRequest,
+      episodic.v1.RecallServiceOuterClass.GetProcedureResponse> getGetProcedureMethod() {
+    io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.GetProcedureRequest, episodic.v1.RecallServiceOuterClass.GetProcedureResponse> getGetProcedureMethod;
+    if ((getGetProcedureMethod = RecallServiceGrpc.getGetProcedureMethod) == null) {
+      synchronized (RecallServiceGrpc.class) {
+        if ((getGetProcedureMethod = RecallServiceGrpc.getGetProcedureMethod) == null) {
+          RecallServiceGrpc.getGetProcedureMethod = getGetProcedureMethod =
+              io.grpc.MethodDescriptor.<episodic.v1.RecallServiceOuterClass.GetProcedureRequest, episodic.v1.RecallServiceOuterClass.GetProcedureResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "GetProcedure"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.RecallServiceOuterClass.GetProcedureRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  episodic.v1.RecallServiceOuterClass.GetProcedureResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new RecallServiceMethodDescriptorSupplier("GetProcedure"))
+              .build();
+        }
+      }
+    }
+    return getGetProcedureMethod;
+  }
+
   private static volatile io.grpc.MethodDescriptor<episodic.v1.RecallServiceOuterClass.EntityTimelineRequest,
       episodic.v1.RecallServiceOuterClass.EntityTimelineResponse> getEntityTimelineMethod;
 
@@ -260,14 +322,33 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Returns one episode in any status (archived ones too, for provenance). Summaries
-     * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
-     * event id is NOT_FOUND here.
+     * Returns one episode in any status (archived ones too, for provenance), or an event
+     * (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
      * </pre>
      */
     public void getEpisode(episodic.v1.RecallServiceOuterClass.GetEpisodeRequest request,
         io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.GetEpisodeResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getGetEpisodeMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Pages through a dataset's procedures, most supported first.
+     * </pre>
+     */
+    public void listProcedures(episodic.v1.RecallServiceOuterClass.ListProceduresRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.ListProceduresResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListProceduresMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Returns one procedure.
+     * </pre>
+     */
+    public void getProcedure(episodic.v1.RecallServiceOuterClass.GetProcedureRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.GetProcedureResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getGetProcedureMethod(), responseObserver);
     }
 
     /**
@@ -311,6 +392,20 @@ public final class RecallServiceGrpc {
                 episodic.v1.RecallServiceOuterClass.GetEpisodeRequest,
                 episodic.v1.RecallServiceOuterClass.GetEpisodeResponse>(
                   this, METHODID_GET_EPISODE)))
+          .addMethod(
+            getListProceduresMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.RecallServiceOuterClass.ListProceduresRequest,
+                episodic.v1.RecallServiceOuterClass.ListProceduresResponse>(
+                  this, METHODID_LIST_PROCEDURES)))
+          .addMethod(
+            getGetProcedureMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                episodic.v1.RecallServiceOuterClass.GetProcedureRequest,
+                episodic.v1.RecallServiceOuterClass.GetProcedureResponse>(
+                  this, METHODID_GET_PROCEDURE)))
           .addMethod(
             getEntityTimelineMethod(),
             io.grpc.stub.ServerCalls.asyncUnaryCall(
@@ -377,15 +472,36 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Returns one episode in any status (archived ones too, for provenance). Summaries
-     * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
-     * event id is NOT_FOUND here.
+     * Returns one episode in any status (archived ones too, for provenance), or an event
+     * (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
      * </pre>
      */
     public void getEpisode(episodic.v1.RecallServiceOuterClass.GetEpisodeRequest request,
         io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.GetEpisodeResponse> responseObserver) {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getGetEpisodeMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Pages through a dataset's procedures, most supported first.
+     * </pre>
+     */
+    public void listProcedures(episodic.v1.RecallServiceOuterClass.ListProceduresRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.ListProceduresResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListProceduresMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Returns one procedure.
+     * </pre>
+     */
+    public void getProcedure(episodic.v1.RecallServiceOuterClass.GetProcedureRequest request,
+        io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.GetProcedureResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getGetProcedureMethod(), getCallOptions()), request, responseObserver);
     }
 
     /**
@@ -453,14 +569,33 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Returns one episode in any status (archived ones too, for provenance). Summaries
-     * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
-     * event id is NOT_FOUND here.
+     * Returns one episode in any status (archived ones too, for provenance), or an event
+     * (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
      * </pre>
      */
     public episodic.v1.RecallServiceOuterClass.GetEpisodeResponse getEpisode(episodic.v1.RecallServiceOuterClass.GetEpisodeRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getGetEpisodeMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Pages through a dataset's procedures, most supported first.
+     * </pre>
+     */
+    public episodic.v1.RecallServiceOuterClass.ListProceduresResponse listProcedures(episodic.v1.RecallServiceOuterClass.ListProceduresRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListProceduresMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Returns one procedure.
+     * </pre>
+     */
+    public episodic.v1.RecallServiceOuterClass.GetProcedureResponse getProcedure(episodic.v1.RecallServiceOuterClass.GetProcedureRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getGetProcedureMethod(), getCallOptions(), request);
     }
 
     /**
@@ -530,15 +665,36 @@ public final class RecallServiceGrpc {
 
     /**
      * <pre>
-     * Returns one episode in any status (archived ones too, for provenance). Summaries
-     * only: an event is whole in the Recall and ListEpisodes answers that name it, and an
-     * event id is NOT_FOUND here.
+     * Returns one episode in any status (archived ones too, for provenance), or an event
+     * (kind EPISODE_KIND_EVENT) by the id Recall and ListEpisodes list it under.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<episodic.v1.RecallServiceOuterClass.GetEpisodeResponse> getEpisode(
         episodic.v1.RecallServiceOuterClass.GetEpisodeRequest request) {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getGetEpisodeMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Pages through a dataset's procedures, most supported first.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.RecallServiceOuterClass.ListProceduresResponse> listProcedures(
+        episodic.v1.RecallServiceOuterClass.ListProceduresRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListProceduresMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Returns one procedure.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<episodic.v1.RecallServiceOuterClass.GetProcedureResponse> getProcedure(
+        episodic.v1.RecallServiceOuterClass.GetProcedureRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getGetProcedureMethod(), getCallOptions()), request);
     }
 
     /**
@@ -558,7 +714,9 @@ public final class RecallServiceGrpc {
   private static final int METHODID_LIST_EPISODES = 1;
   private static final int METHODID_SEARCH_EPISODES = 2;
   private static final int METHODID_GET_EPISODE = 3;
-  private static final int METHODID_ENTITY_TIMELINE = 4;
+  private static final int METHODID_LIST_PROCEDURES = 4;
+  private static final int METHODID_GET_PROCEDURE = 5;
+  private static final int METHODID_ENTITY_TIMELINE = 6;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -592,6 +750,14 @@ public final class RecallServiceGrpc {
         case METHODID_GET_EPISODE:
           serviceImpl.getEpisode((episodic.v1.RecallServiceOuterClass.GetEpisodeRequest) request,
               (io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.GetEpisodeResponse>) responseObserver);
+          break;
+        case METHODID_LIST_PROCEDURES:
+          serviceImpl.listProcedures((episodic.v1.RecallServiceOuterClass.ListProceduresRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.ListProceduresResponse>) responseObserver);
+          break;
+        case METHODID_GET_PROCEDURE:
+          serviceImpl.getProcedure((episodic.v1.RecallServiceOuterClass.GetProcedureRequest) request,
+              (io.grpc.stub.StreamObserver<episodic.v1.RecallServiceOuterClass.GetProcedureResponse>) responseObserver);
           break;
         case METHODID_ENTITY_TIMELINE:
           serviceImpl.entityTimeline((episodic.v1.RecallServiceOuterClass.EntityTimelineRequest) request,
@@ -662,6 +828,8 @@ public final class RecallServiceGrpc {
               .addMethod(getListEpisodesMethod())
               .addMethod(getSearchEpisodesMethod())
               .addMethod(getGetEpisodeMethod())
+              .addMethod(getListProceduresMethod())
+              .addMethod(getGetProcedureMethod())
               .addMethod(getEntityTimelineMethod())
               .build();
         }

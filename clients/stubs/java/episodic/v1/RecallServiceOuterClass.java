@@ -51,6 +51,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * <code>RECALL_INCLUDE_EPISODES = 1;</code>
      */
     RECALL_INCLUDE_EPISODES(1),
+    /**
+     * <pre>
+     * Include procedures: how the agent did similar things before (RecallResponse.procedures).
+     * </pre>
+     *
+     * <code>RECALL_INCLUDE_PROCEDURES = 2;</code>
+     */
+    RECALL_INCLUDE_PROCEDURES(2),
     UNRECOGNIZED(-1),
     ;
 
@@ -79,6 +87,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * <code>RECALL_INCLUDE_EPISODES = 1;</code>
      */
     public static final int RECALL_INCLUDE_EPISODES_VALUE = 1;
+    /**
+     * <pre>
+     * Include procedures: how the agent did similar things before (RecallResponse.procedures).
+     * </pre>
+     *
+     * <code>RECALL_INCLUDE_PROCEDURES = 2;</code>
+     */
+    public static final int RECALL_INCLUDE_PROCEDURES_VALUE = 2;
 
 
     public final int getNumber() {
@@ -107,6 +123,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       switch (value) {
         case 0: return RECALL_INCLUDE_UNSPECIFIED;
         case 1: return RECALL_INCLUDE_EPISODES;
+        case 2: return RECALL_INCLUDE_PROCEDURES;
         default: return null;
       }
     }
@@ -597,6 +614,17 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * @return The abstain.
      */
     boolean getAbstain();
+
+    /**
+     * <pre>
+     * How many procedures to return when RECALL_INCLUDE_PROCEDURES is asked: 0 means 3,
+     * capped at 20.
+     * </pre>
+     *
+     * <code>int32 context_procedures = 20;</code>
+     * @return The contextProcedures.
+     */
+    int getContextProcedures();
   }
   /**
    * <pre>
@@ -1331,6 +1359,22 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return abstain_;
     }
 
+    public static final int CONTEXT_PROCEDURES_FIELD_NUMBER = 20;
+    private int contextProcedures_ = 0;
+    /**
+     * <pre>
+     * How many procedures to return when RECALL_INCLUDE_PROCEDURES is asked: 0 means 3,
+     * capped at 20.
+     * </pre>
+     *
+     * <code>int32 context_procedures = 20;</code>
+     * @return The contextProcedures.
+     */
+    @java.lang.Override
+    public int getContextProcedures() {
+      return contextProcedures_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -1406,6 +1450,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (java.lang.Double.doubleToRawLongBits(minMatch_) != 0) {
         output.writeDouble(19, minMatch_);
+      }
+      if (contextProcedures_ != 0) {
+        output.writeInt32(20, contextProcedures_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -1499,6 +1546,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         size += com.google.protobuf.CodedOutputStream
           .computeDoubleSize(19, minMatch_);
       }
+      if (contextProcedures_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeInt32Size(20, contextProcedures_);
+      }
       return size;
     }
     @java.lang.Override
@@ -1579,6 +1630,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
               other.getMinMatch())) return false;
       if (getAbstain()
           != other.getAbstain()) return false;
+      if (getContextProcedures()
+          != other.getContextProcedures()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -1652,6 +1705,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + ABSTAIN_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getAbstain());
+      hash = (37 * hash) + CONTEXT_PROCEDURES_FIELD_NUMBER;
+      hash = (53 * hash) + getContextProcedures();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -1828,6 +1883,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         minRelevance_ = 0D;
         minMatch_ = 0D;
         abstain_ = false;
+        contextProcedures_ = 0;
         return this;
       }
 
@@ -1933,6 +1989,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         if (((from_bitField0_ & 0x00040000) != 0)) {
           result.abstain_ = abstain_;
         }
+        if (((from_bitField0_ & 0x00080000) != 0)) {
+          result.contextProcedures_ = contextProcedures_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -2034,6 +2093,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.getAbstain() != false) {
           setAbstain(other.getAbstain());
+        }
+        if (other.getContextProcedures() != 0) {
+          setContextProcedures(other.getContextProcedures());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -2173,6 +2235,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00020000;
                 break;
               } // case 153
+              case 160: {
+                contextProcedures_ = input.readInt32();
+                bitField0_ |= 0x00080000;
+                break;
+              } // case 160
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -4020,6 +4087,53 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         return this;
       }
 
+      private int contextProcedures_ ;
+      /**
+       * <pre>
+       * How many procedures to return when RECALL_INCLUDE_PROCEDURES is asked: 0 means 3,
+       * capped at 20.
+       * </pre>
+       *
+       * <code>int32 context_procedures = 20;</code>
+       * @return The contextProcedures.
+       */
+      @java.lang.Override
+      public int getContextProcedures() {
+        return contextProcedures_;
+      }
+      /**
+       * <pre>
+       * How many procedures to return when RECALL_INCLUDE_PROCEDURES is asked: 0 means 3,
+       * capped at 20.
+       * </pre>
+       *
+       * <code>int32 context_procedures = 20;</code>
+       * @param value The contextProcedures to set.
+       * @return This builder for chaining.
+       */
+      public Builder setContextProcedures(int value) {
+
+        contextProcedures_ = value;
+        bitField0_ |= 0x00080000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * How many procedures to return when RECALL_INCLUDE_PROCEDURES is asked: 0 means 3,
+       * capped at 20.
+       * </pre>
+       *
+       * <code>int32 context_procedures = 20;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearContextProcedures() {
+        bitField0_ = (bitField0_ & ~0x00080000);
+        contextProcedures_ = 0;
+        onChanged();
+        return this;
+      }
+
       // @@protoc_insertion_point(builder_scope:episodic.v1.RecallRequest)
     }
 
@@ -5505,6 +5619,60 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * <code>.episodic.v1.QueryUnderstanding understanding = 2;</code>
      */
     episodic.v1.RecallServiceOuterClass.QueryUnderstandingOrBuilder getUnderstandingOrBuilder();
+
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    java.util.List<episodic.v1.EpisodeOuterClass.ScoredProcedure> 
+        getProceduresList();
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ScoredProcedure getProcedures(int index);
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    int getProceduresCount();
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    java.util.List<? extends episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder> 
+        getProceduresOrBuilderList();
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder getProceduresOrBuilder(
+        int index);
   }
   /**
    * <pre>
@@ -5532,6 +5700,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       super(builder);
     }
     private RecallResponse() {
+      procedures_ = java.util.Collections.emptyList();
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -5632,6 +5801,77 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return understanding_ == null ? episodic.v1.RecallServiceOuterClass.QueryUnderstanding.getDefaultInstance() : understanding_;
     }
 
+    public static final int PROCEDURES_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EpisodeOuterClass.ScoredProcedure> procedures_;
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EpisodeOuterClass.ScoredProcedure> getProceduresList() {
+      return procedures_;
+    }
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder> 
+        getProceduresOrBuilderList() {
+      return procedures_;
+    }
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    @java.lang.Override
+    public int getProceduresCount() {
+      return procedures_.size();
+    }
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ScoredProcedure getProcedures(int index) {
+      return procedures_.get(index);
+    }
+    /**
+     * <pre>
+     * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+     * first (by recent support without a query). Procedures with more failures than
+     * successes are left out.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder getProceduresOrBuilder(
+        int index) {
+      return procedures_.get(index);
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -5652,6 +5892,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (((bitField0_ & 0x00000002) != 0)) {
         output.writeMessage(2, getUnderstanding());
       }
+      for (int i = 0; i < procedures_.size(); i++) {
+        output.writeMessage(3, procedures_.get(i));
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -5664,6 +5907,15 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(2, getUnderstanding());
       }
+
+          {
+            final int count = procedures_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(procedures_.get(i));
+            }
+            size += 1 * count;
+          }
       return size;
     }
     @java.lang.Override
@@ -5698,6 +5950,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         if (!getUnderstanding()
             .equals(other.getUnderstanding())) return false;
       }
+      if (!getProceduresList()
+          .equals(other.getProceduresList())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -5716,6 +5970,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (hasUnderstanding()) {
         hash = (37 * hash) + UNDERSTANDING_FIELD_NUMBER;
         hash = (53 * hash) + getUnderstanding().hashCode();
+      }
+      if (getProceduresCount() > 0) {
+        hash = (37 * hash) + PROCEDURES_FIELD_NUMBER;
+        hash = (53 * hash) + getProceduresList().hashCode();
       }
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
@@ -5853,6 +6111,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 .alwaysUseFieldBuilders) {
           internalGetEpisodesFieldBuilder();
           internalGetUnderstandingFieldBuilder();
+          internalGetProceduresFieldBuilder();
         }
       }
       @java.lang.Override
@@ -5869,6 +6128,13 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           understandingBuilder_.dispose();
           understandingBuilder_ = null;
         }
+        if (proceduresBuilder_ == null) {
+          procedures_ = java.util.Collections.emptyList();
+        } else {
+          procedures_ = null;
+          proceduresBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000004);
         return this;
       }
 
@@ -5895,9 +6161,22 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       @java.lang.Override
       public episodic.v1.RecallServiceOuterClass.RecallResponse buildPartial() {
         episodic.v1.RecallServiceOuterClass.RecallResponse result = new episodic.v1.RecallServiceOuterClass.RecallResponse(this);
+        buildPartialRepeatedFields(result);
         if (bitField0_ != 0) { buildPartial0(result); }
         onBuilt();
         return result;
+      }
+
+      private void buildPartialRepeatedFields(episodic.v1.RecallServiceOuterClass.RecallResponse result) {
+        if (proceduresBuilder_ == null) {
+          if (((bitField0_ & 0x00000004) != 0)) {
+            procedures_ = java.util.Collections.unmodifiableList(procedures_);
+            bitField0_ = (bitField0_ & ~0x00000004);
+          }
+          result.procedures_ = procedures_;
+        } else {
+          result.procedures_ = proceduresBuilder_.build();
+        }
       }
 
       private void buildPartial0(episodic.v1.RecallServiceOuterClass.RecallResponse result) {
@@ -5935,6 +6214,32 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.hasUnderstanding()) {
           mergeUnderstanding(other.getUnderstanding());
+        }
+        if (proceduresBuilder_ == null) {
+          if (!other.procedures_.isEmpty()) {
+            if (procedures_.isEmpty()) {
+              procedures_ = other.procedures_;
+              bitField0_ = (bitField0_ & ~0x00000004);
+            } else {
+              ensureProceduresIsMutable();
+              procedures_.addAll(other.procedures_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.procedures_.isEmpty()) {
+            if (proceduresBuilder_.isEmpty()) {
+              proceduresBuilder_.dispose();
+              proceduresBuilder_ = null;
+              procedures_ = other.procedures_;
+              bitField0_ = (bitField0_ & ~0x00000004);
+              proceduresBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetProceduresFieldBuilder() : null;
+            } else {
+              proceduresBuilder_.addAllMessages(other.procedures_);
+            }
+          }
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -5976,6 +6281,19 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00000002;
                 break;
               } // case 18
+              case 26: {
+                episodic.v1.EpisodeOuterClass.ScoredProcedure m =
+                    input.readMessage(
+                        episodic.v1.EpisodeOuterClass.ScoredProcedure.parser(),
+                        extensionRegistry);
+                if (proceduresBuilder_ == null) {
+                  ensureProceduresIsMutable();
+                  procedures_.add(m);
+                } else {
+                  proceduresBuilder_.addMessage(m);
+                }
+                break;
+              } // case 26
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -6314,6 +6632,354 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           understanding_ = null;
         }
         return understandingBuilder_;
+      }
+
+      private java.util.List<episodic.v1.EpisodeOuterClass.ScoredProcedure> procedures_ =
+        java.util.Collections.emptyList();
+      private void ensureProceduresIsMutable() {
+        if (!((bitField0_ & 0x00000004) != 0)) {
+          procedures_ = new java.util.ArrayList<episodic.v1.EpisodeOuterClass.ScoredProcedure>(procedures_);
+          bitField0_ |= 0x00000004;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ScoredProcedure, episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder, episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder> proceduresBuilder_;
+
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ScoredProcedure> getProceduresList() {
+        if (proceduresBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(procedures_);
+        } else {
+          return proceduresBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public int getProceduresCount() {
+        if (proceduresBuilder_ == null) {
+          return procedures_.size();
+        } else {
+          return proceduresBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ScoredProcedure getProcedures(int index) {
+        if (proceduresBuilder_ == null) {
+          return procedures_.get(index);
+        } else {
+          return proceduresBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder setProcedures(
+          int index, episodic.v1.EpisodeOuterClass.ScoredProcedure value) {
+        if (proceduresBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureProceduresIsMutable();
+          procedures_.set(index, value);
+          onChanged();
+        } else {
+          proceduresBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder setProcedures(
+          int index, episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder builderForValue) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          procedures_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          proceduresBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder addProcedures(episodic.v1.EpisodeOuterClass.ScoredProcedure value) {
+        if (proceduresBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureProceduresIsMutable();
+          procedures_.add(value);
+          onChanged();
+        } else {
+          proceduresBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder addProcedures(
+          int index, episodic.v1.EpisodeOuterClass.ScoredProcedure value) {
+        if (proceduresBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureProceduresIsMutable();
+          procedures_.add(index, value);
+          onChanged();
+        } else {
+          proceduresBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder addProcedures(
+          episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder builderForValue) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          procedures_.add(builderForValue.build());
+          onChanged();
+        } else {
+          proceduresBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder addProcedures(
+          int index, episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder builderForValue) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          procedures_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          proceduresBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder addAllProcedures(
+          java.lang.Iterable<? extends episodic.v1.EpisodeOuterClass.ScoredProcedure> values) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, procedures_);
+          onChanged();
+        } else {
+          proceduresBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder clearProcedures() {
+        if (proceduresBuilder_ == null) {
+          procedures_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000004);
+          onChanged();
+        } else {
+          proceduresBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public Builder removeProcedures(int index) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          procedures_.remove(index);
+          onChanged();
+        } else {
+          proceduresBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder getProceduresBuilder(
+          int index) {
+        return internalGetProceduresFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder getProceduresOrBuilder(
+          int index) {
+        if (proceduresBuilder_ == null) {
+          return procedures_.get(index);  } else {
+          return proceduresBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public java.util.List<? extends episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder> 
+           getProceduresOrBuilderList() {
+        if (proceduresBuilder_ != null) {
+          return proceduresBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(procedures_);
+        }
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder addProceduresBuilder() {
+        return internalGetProceduresFieldBuilder().addBuilder(
+            episodic.v1.EpisodeOuterClass.ScoredProcedure.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder addProceduresBuilder(
+          int index) {
+        return internalGetProceduresFieldBuilder().addBuilder(
+            index, episodic.v1.EpisodeOuterClass.ScoredProcedure.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+       * first (by recent support without a query). Procedures with more failures than
+       * successes are left out.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.ScoredProcedure procedures = 3;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder> 
+           getProceduresBuilderList() {
+        return internalGetProceduresFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.ScoredProcedure, episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder, episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder> 
+          internalGetProceduresFieldBuilder() {
+        if (proceduresBuilder_ == null) {
+          proceduresBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EpisodeOuterClass.ScoredProcedure, episodic.v1.EpisodeOuterClass.ScoredProcedure.Builder, episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder>(
+                  procedures_,
+                  ((bitField0_ & 0x00000004) != 0),
+                  getParentForChildren(),
+                  isClean());
+          procedures_ = null;
+        }
+        return proceduresBuilder_;
       }
 
       // @@protoc_insertion_point(builder_scope:episodic.v1.RecallResponse)
@@ -18983,6 +19649,3297 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
 
   }
 
+  public interface ListProceduresRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ListProceduresRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+
+    /**
+     * <pre>
+     * Maximum procedures to return: 0 means 20, larger values are capped at 100.
+     * </pre>
+     *
+     * <code>int32 page_size = 2;</code>
+     * @return The pageSize.
+     */
+    int getPageSize();
+
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 3;</code>
+     * @return The pageToken.
+     */
+    java.lang.String getPageToken();
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 3;</code>
+     * @return The bytes for pageToken.
+     */
+    com.google.protobuf.ByteString
+        getPageTokenBytes();
+  }
+  /**
+   * <pre>
+   * Request for RecallService.ListProcedures.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ListProceduresRequest}
+   */
+  public static final class ListProceduresRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ListProceduresRequest)
+      ListProceduresRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ListProceduresRequest");
+    }
+    // Use ListProceduresRequest.newBuilder() to construct.
+    private ListProceduresRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ListProceduresRequest() {
+      dataset_ = "";
+      pageToken_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.RecallServiceOuterClass.ListProceduresRequest.class, episodic.v1.RecallServiceOuterClass.ListProceduresRequest.Builder.class);
+    }
+
+    public static final int DATASET_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The dataset.
+     * </pre>
+     *
+     * <code>string dataset = 1;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int PAGE_SIZE_FIELD_NUMBER = 2;
+    private int pageSize_ = 0;
+    /**
+     * <pre>
+     * Maximum procedures to return: 0 means 20, larger values are capped at 100.
+     * </pre>
+     *
+     * <code>int32 page_size = 2;</code>
+     * @return The pageSize.
+     */
+    @java.lang.Override
+    public int getPageSize() {
+      return pageSize_;
+    }
+
+    public static final int PAGE_TOKEN_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object pageToken_ = "";
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 3;</code>
+     * @return The pageToken.
+     */
+    @java.lang.Override
+    public java.lang.String getPageToken() {
+      java.lang.Object ref = pageToken_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        pageToken_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Token from a previous response's next_page_token.
+     * </pre>
+     *
+     * <code>string page_token = 3;</code>
+     * @return The bytes for pageToken.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getPageTokenBytes() {
+      java.lang.Object ref = pageToken_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        pageToken_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, dataset_);
+      }
+      if (pageSize_ != 0) {
+        output.writeInt32(2, pageSize_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pageToken_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 3, pageToken_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, dataset_);
+      }
+      if (pageSize_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeInt32Size(2, pageSize_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pageToken_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(3, pageToken_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.RecallServiceOuterClass.ListProceduresRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.RecallServiceOuterClass.ListProceduresRequest other = (episodic.v1.RecallServiceOuterClass.ListProceduresRequest) obj;
+
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (getPageSize()
+          != other.getPageSize()) return false;
+      if (!getPageToken()
+          .equals(other.getPageToken())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (37 * hash) + PAGE_SIZE_FIELD_NUMBER;
+      hash = (53 * hash) + getPageSize();
+      hash = (37 * hash) + PAGE_TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + getPageToken().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.RecallServiceOuterClass.ListProceduresRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for RecallService.ListProcedures.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ListProceduresRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ListProceduresRequest)
+        episodic.v1.RecallServiceOuterClass.ListProceduresRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.RecallServiceOuterClass.ListProceduresRequest.class, episodic.v1.RecallServiceOuterClass.ListProceduresRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.RecallServiceOuterClass.ListProceduresRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        dataset_ = "";
+        pageSize_ = 0;
+        pageToken_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.ListProceduresRequest getDefaultInstanceForType() {
+        return episodic.v1.RecallServiceOuterClass.ListProceduresRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.ListProceduresRequest build() {
+        episodic.v1.RecallServiceOuterClass.ListProceduresRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.ListProceduresRequest buildPartial() {
+        episodic.v1.RecallServiceOuterClass.ListProceduresRequest result = new episodic.v1.RecallServiceOuterClass.ListProceduresRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.RecallServiceOuterClass.ListProceduresRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.dataset_ = dataset_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.pageSize_ = pageSize_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.pageToken_ = pageToken_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.RecallServiceOuterClass.ListProceduresRequest) {
+          return mergeFrom((episodic.v1.RecallServiceOuterClass.ListProceduresRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.RecallServiceOuterClass.ListProceduresRequest other) {
+        if (other == episodic.v1.RecallServiceOuterClass.ListProceduresRequest.getDefaultInstance()) return this;
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (other.getPageSize() != 0) {
+          setPageSize(other.getPageSize());
+        }
+        if (!other.getPageToken().isEmpty()) {
+          pageToken_ = other.pageToken_;
+          bitField0_ |= 0x00000004;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 16: {
+                pageSize_ = input.readInt32();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
+              case 26: {
+                pageToken_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 26
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset.
+       * </pre>
+       *
+       * <code>string dataset = 1;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private int pageSize_ ;
+      /**
+       * <pre>
+       * Maximum procedures to return: 0 means 20, larger values are capped at 100.
+       * </pre>
+       *
+       * <code>int32 page_size = 2;</code>
+       * @return The pageSize.
+       */
+      @java.lang.Override
+      public int getPageSize() {
+        return pageSize_;
+      }
+      /**
+       * <pre>
+       * Maximum procedures to return: 0 means 20, larger values are capped at 100.
+       * </pre>
+       *
+       * <code>int32 page_size = 2;</code>
+       * @param value The pageSize to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageSize(int value) {
+
+        pageSize_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Maximum procedures to return: 0 means 20, larger values are capped at 100.
+       * </pre>
+       *
+       * <code>int32 page_size = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearPageSize() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        pageSize_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object pageToken_ = "";
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @return The pageToken.
+       */
+      public java.lang.String getPageToken() {
+        java.lang.Object ref = pageToken_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          pageToken_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @return The bytes for pageToken.
+       */
+      public com.google.protobuf.ByteString
+          getPageTokenBytes() {
+        java.lang.Object ref = pageToken_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          pageToken_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @param value The pageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageToken(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        pageToken_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearPageToken() {
+        pageToken_ = getDefaultInstance().getPageToken();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token from a previous response's next_page_token.
+       * </pre>
+       *
+       * <code>string page_token = 3;</code>
+       * @param value The bytes for pageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setPageTokenBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        pageToken_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ListProceduresRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ListProceduresRequest)
+    private static final episodic.v1.RecallServiceOuterClass.ListProceduresRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.RecallServiceOuterClass.ListProceduresRequest();
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ListProceduresRequest>
+        PARSER = new com.google.protobuf.AbstractParser<ListProceduresRequest>() {
+      @java.lang.Override
+      public ListProceduresRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ListProceduresRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ListProceduresRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.RecallServiceOuterClass.ListProceduresRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ListProceduresResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.ListProceduresResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    java.util.List<episodic.v1.EpisodeOuterClass.Procedure> 
+        getProceduresList();
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    episodic.v1.EpisodeOuterClass.Procedure getProcedures(int index);
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    int getProceduresCount();
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> 
+        getProceduresOrBuilderList();
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProceduresOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2;</code>
+     * @return The nextPageToken.
+     */
+    java.lang.String getNextPageToken();
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2;</code>
+     * @return The bytes for nextPageToken.
+     */
+    com.google.protobuf.ByteString
+        getNextPageTokenBytes();
+  }
+  /**
+   * <pre>
+   * Response for RecallService.ListProcedures.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.ListProceduresResponse}
+   */
+  public static final class ListProceduresResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.ListProceduresResponse)
+      ListProceduresResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "ListProceduresResponse");
+    }
+    // Use ListProceduresResponse.newBuilder() to construct.
+    private ListProceduresResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private ListProceduresResponse() {
+      procedures_ = java.util.Collections.emptyList();
+      nextPageToken_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.RecallServiceOuterClass.ListProceduresResponse.class, episodic.v1.RecallServiceOuterClass.ListProceduresResponse.Builder.class);
+    }
+
+    public static final int PROCEDURES_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private java.util.List<episodic.v1.EpisodeOuterClass.Procedure> procedures_;
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<episodic.v1.EpisodeOuterClass.Procedure> getProceduresList() {
+      return procedures_;
+    }
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> 
+        getProceduresOrBuilderList() {
+      return procedures_;
+    }
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    @java.lang.Override
+    public int getProceduresCount() {
+      return procedures_.size();
+    }
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.Procedure getProcedures(int index) {
+      return procedures_.get(index);
+    }
+    /**
+     * <pre>
+     * Procedures, most successes first.
+     * </pre>
+     *
+     * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProceduresOrBuilder(
+        int index) {
+      return procedures_.get(index);
+    }
+
+    public static final int NEXT_PAGE_TOKEN_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object nextPageToken_ = "";
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2;</code>
+     * @return The nextPageToken.
+     */
+    @java.lang.Override
+    public java.lang.String getNextPageToken() {
+      java.lang.Object ref = nextPageToken_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        nextPageToken_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Token for the next page; empty on the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2;</code>
+     * @return The bytes for nextPageToken.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNextPageTokenBytes() {
+      java.lang.Object ref = nextPageToken_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        nextPageToken_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      for (int i = 0; i < procedures_.size(); i++) {
+        output.writeMessage(1, procedures_.get(i));
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(nextPageToken_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, nextPageToken_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+
+          {
+            final int count = procedures_.size();
+            for (int i = 0; i < count; i++) {
+              size += com.google.protobuf.CodedOutputStream
+                .computeMessageSizeNoTag(procedures_.get(i));
+            }
+            size += 1 * count;
+          }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(nextPageToken_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, nextPageToken_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.RecallServiceOuterClass.ListProceduresResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.RecallServiceOuterClass.ListProceduresResponse other = (episodic.v1.RecallServiceOuterClass.ListProceduresResponse) obj;
+
+      if (!getProceduresList()
+          .equals(other.getProceduresList())) return false;
+      if (!getNextPageToken()
+          .equals(other.getNextPageToken())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (getProceduresCount() > 0) {
+        hash = (37 * hash) + PROCEDURES_FIELD_NUMBER;
+        hash = (53 * hash) + getProceduresList().hashCode();
+      }
+      hash = (37 * hash) + NEXT_PAGE_TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + getNextPageToken().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.RecallServiceOuterClass.ListProceduresResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for RecallService.ListProcedures.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.ListProceduresResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.ListProceduresResponse)
+        episodic.v1.RecallServiceOuterClass.ListProceduresResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.RecallServiceOuterClass.ListProceduresResponse.class, episodic.v1.RecallServiceOuterClass.ListProceduresResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.RecallServiceOuterClass.ListProceduresResponse.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        if (proceduresBuilder_ == null) {
+          procedures_ = java.util.Collections.emptyList();
+        } else {
+          procedures_ = null;
+          proceduresBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000001);
+        nextPageToken_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_ListProceduresResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.ListProceduresResponse getDefaultInstanceForType() {
+        return episodic.v1.RecallServiceOuterClass.ListProceduresResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.ListProceduresResponse build() {
+        episodic.v1.RecallServiceOuterClass.ListProceduresResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.ListProceduresResponse buildPartial() {
+        episodic.v1.RecallServiceOuterClass.ListProceduresResponse result = new episodic.v1.RecallServiceOuterClass.ListProceduresResponse(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(episodic.v1.RecallServiceOuterClass.ListProceduresResponse result) {
+        if (proceduresBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0)) {
+            procedures_ = java.util.Collections.unmodifiableList(procedures_);
+            bitField0_ = (bitField0_ & ~0x00000001);
+          }
+          result.procedures_ = procedures_;
+        } else {
+          result.procedures_ = proceduresBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(episodic.v1.RecallServiceOuterClass.ListProceduresResponse result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.nextPageToken_ = nextPageToken_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.RecallServiceOuterClass.ListProceduresResponse) {
+          return mergeFrom((episodic.v1.RecallServiceOuterClass.ListProceduresResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.RecallServiceOuterClass.ListProceduresResponse other) {
+        if (other == episodic.v1.RecallServiceOuterClass.ListProceduresResponse.getDefaultInstance()) return this;
+        if (proceduresBuilder_ == null) {
+          if (!other.procedures_.isEmpty()) {
+            if (procedures_.isEmpty()) {
+              procedures_ = other.procedures_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+            } else {
+              ensureProceduresIsMutable();
+              procedures_.addAll(other.procedures_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.procedures_.isEmpty()) {
+            if (proceduresBuilder_.isEmpty()) {
+              proceduresBuilder_.dispose();
+              proceduresBuilder_ = null;
+              procedures_ = other.procedures_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+              proceduresBuilder_ = 
+                com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                   internalGetProceduresFieldBuilder() : null;
+            } else {
+              proceduresBuilder_.addAllMessages(other.procedures_);
+            }
+          }
+        }
+        if (!other.getNextPageToken().isEmpty()) {
+          nextPageToken_ = other.nextPageToken_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                episodic.v1.EpisodeOuterClass.Procedure m =
+                    input.readMessage(
+                        episodic.v1.EpisodeOuterClass.Procedure.parser(),
+                        extensionRegistry);
+                if (proceduresBuilder_ == null) {
+                  ensureProceduresIsMutable();
+                  procedures_.add(m);
+                } else {
+                  proceduresBuilder_.addMessage(m);
+                }
+                break;
+              } // case 10
+              case 18: {
+                nextPageToken_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.util.List<episodic.v1.EpisodeOuterClass.Procedure> procedures_ =
+        java.util.Collections.emptyList();
+      private void ensureProceduresIsMutable() {
+        if (!((bitField0_ & 0x00000001) != 0)) {
+          procedures_ = new java.util.ArrayList<episodic.v1.EpisodeOuterClass.Procedure>(procedures_);
+          bitField0_ |= 0x00000001;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> proceduresBuilder_;
+
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.Procedure> getProceduresList() {
+        if (proceduresBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(procedures_);
+        } else {
+          return proceduresBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public int getProceduresCount() {
+        if (proceduresBuilder_ == null) {
+          return procedures_.size();
+        } else {
+          return proceduresBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Procedure getProcedures(int index) {
+        if (proceduresBuilder_ == null) {
+          return procedures_.get(index);
+        } else {
+          return proceduresBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder setProcedures(
+          int index, episodic.v1.EpisodeOuterClass.Procedure value) {
+        if (proceduresBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureProceduresIsMutable();
+          procedures_.set(index, value);
+          onChanged();
+        } else {
+          proceduresBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder setProcedures(
+          int index, episodic.v1.EpisodeOuterClass.Procedure.Builder builderForValue) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          procedures_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          proceduresBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder addProcedures(episodic.v1.EpisodeOuterClass.Procedure value) {
+        if (proceduresBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureProceduresIsMutable();
+          procedures_.add(value);
+          onChanged();
+        } else {
+          proceduresBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder addProcedures(
+          int index, episodic.v1.EpisodeOuterClass.Procedure value) {
+        if (proceduresBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureProceduresIsMutable();
+          procedures_.add(index, value);
+          onChanged();
+        } else {
+          proceduresBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder addProcedures(
+          episodic.v1.EpisodeOuterClass.Procedure.Builder builderForValue) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          procedures_.add(builderForValue.build());
+          onChanged();
+        } else {
+          proceduresBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder addProcedures(
+          int index, episodic.v1.EpisodeOuterClass.Procedure.Builder builderForValue) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          procedures_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          proceduresBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder addAllProcedures(
+          java.lang.Iterable<? extends episodic.v1.EpisodeOuterClass.Procedure> values) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, procedures_);
+          onChanged();
+        } else {
+          proceduresBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder clearProcedures() {
+        if (proceduresBuilder_ == null) {
+          procedures_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000001);
+          onChanged();
+        } else {
+          proceduresBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public Builder removeProcedures(int index) {
+        if (proceduresBuilder_ == null) {
+          ensureProceduresIsMutable();
+          procedures_.remove(index);
+          onChanged();
+        } else {
+          proceduresBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Procedure.Builder getProceduresBuilder(
+          int index) {
+        return internalGetProceduresFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProceduresOrBuilder(
+          int index) {
+        if (proceduresBuilder_ == null) {
+          return procedures_.get(index);  } else {
+          return proceduresBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public java.util.List<? extends episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> 
+           getProceduresOrBuilderList() {
+        if (proceduresBuilder_ != null) {
+          return proceduresBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(procedures_);
+        }
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Procedure.Builder addProceduresBuilder() {
+        return internalGetProceduresFieldBuilder().addBuilder(
+            episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Procedure.Builder addProceduresBuilder(
+          int index) {
+        return internalGetProceduresFieldBuilder().addBuilder(
+            index, episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * Procedures, most successes first.
+       * </pre>
+       *
+       * <code>repeated .episodic.v1.Procedure procedures = 1;</code>
+       */
+      public java.util.List<episodic.v1.EpisodeOuterClass.Procedure.Builder> 
+           getProceduresBuilderList() {
+        return internalGetProceduresFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> 
+          internalGetProceduresFieldBuilder() {
+        if (proceduresBuilder_ == null) {
+          proceduresBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+              episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder>(
+                  procedures_,
+                  ((bitField0_ & 0x00000001) != 0),
+                  getParentForChildren(),
+                  isClean());
+          procedures_ = null;
+        }
+        return proceduresBuilder_;
+      }
+
+      private java.lang.Object nextPageToken_ = "";
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @return The nextPageToken.
+       */
+      public java.lang.String getNextPageToken() {
+        java.lang.Object ref = nextPageToken_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          nextPageToken_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @return The bytes for nextPageToken.
+       */
+      public com.google.protobuf.ByteString
+          getNextPageTokenBytes() {
+        java.lang.Object ref = nextPageToken_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          nextPageToken_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @param value The nextPageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNextPageToken(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        nextPageToken_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearNextPageToken() {
+        nextPageToken_ = getDefaultInstance().getNextPageToken();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Token for the next page; empty on the last page.
+       * </pre>
+       *
+       * <code>string next_page_token = 2;</code>
+       * @param value The bytes for nextPageToken to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNextPageTokenBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        nextPageToken_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.ListProceduresResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.ListProceduresResponse)
+    private static final episodic.v1.RecallServiceOuterClass.ListProceduresResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.RecallServiceOuterClass.ListProceduresResponse();
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.ListProceduresResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ListProceduresResponse>
+        PARSER = new com.google.protobuf.AbstractParser<ListProceduresResponse>() {
+      @java.lang.Override
+      public ListProceduresResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ListProceduresResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ListProceduresResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.RecallServiceOuterClass.ListProceduresResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface GetProcedureRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.GetProcedureRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * Required. UUID of the procedure.
+     * </pre>
+     *
+     * <code>string procedure_id = 1;</code>
+     * @return The procedureId.
+     */
+    java.lang.String getProcedureId();
+    /**
+     * <pre>
+     * Required. UUID of the procedure.
+     * </pre>
+     *
+     * <code>string procedure_id = 1;</code>
+     * @return The bytes for procedureId.
+     */
+    com.google.protobuf.ByteString
+        getProcedureIdBytes();
+
+    /**
+     * <pre>
+     * Required. The dataset it belongs to (procedure ids are per dataset).
+     * </pre>
+     *
+     * <code>string dataset = 2;</code>
+     * @return The dataset.
+     */
+    java.lang.String getDataset();
+    /**
+     * <pre>
+     * Required. The dataset it belongs to (procedure ids are per dataset).
+     * </pre>
+     *
+     * <code>string dataset = 2;</code>
+     * @return The bytes for dataset.
+     */
+    com.google.protobuf.ByteString
+        getDatasetBytes();
+  }
+  /**
+   * <pre>
+   * Request for RecallService.GetProcedure.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.GetProcedureRequest}
+   */
+  public static final class GetProcedureRequest extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.GetProcedureRequest)
+      GetProcedureRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "GetProcedureRequest");
+    }
+    // Use GetProcedureRequest.newBuilder() to construct.
+    private GetProcedureRequest(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private GetProcedureRequest() {
+      procedureId_ = "";
+      dataset_ = "";
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureRequest_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.RecallServiceOuterClass.GetProcedureRequest.class, episodic.v1.RecallServiceOuterClass.GetProcedureRequest.Builder.class);
+    }
+
+    public static final int PROCEDURE_ID_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object procedureId_ = "";
+    /**
+     * <pre>
+     * Required. UUID of the procedure.
+     * </pre>
+     *
+     * <code>string procedure_id = 1;</code>
+     * @return The procedureId.
+     */
+    @java.lang.Override
+    public java.lang.String getProcedureId() {
+      java.lang.Object ref = procedureId_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        procedureId_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. UUID of the procedure.
+     * </pre>
+     *
+     * <code>string procedure_id = 1;</code>
+     * @return The bytes for procedureId.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getProcedureIdBytes() {
+      java.lang.Object ref = procedureId_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        procedureId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int DATASET_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object dataset_ = "";
+    /**
+     * <pre>
+     * Required. The dataset it belongs to (procedure ids are per dataset).
+     * </pre>
+     *
+     * <code>string dataset = 2;</code>
+     * @return The dataset.
+     */
+    @java.lang.Override
+    public java.lang.String getDataset() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        dataset_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * Required. The dataset it belongs to (procedure ids are per dataset).
+     * </pre>
+     *
+     * <code>string dataset = 2;</code>
+     * @return The bytes for dataset.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getDatasetBytes() {
+      java.lang.Object ref = dataset_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        dataset_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(procedureId_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 1, procedureId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 2, dataset_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(procedureId_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(1, procedureId_);
+      }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(dataset_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(2, dataset_);
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.RecallServiceOuterClass.GetProcedureRequest)) {
+        return super.equals(obj);
+      }
+      episodic.v1.RecallServiceOuterClass.GetProcedureRequest other = (episodic.v1.RecallServiceOuterClass.GetProcedureRequest) obj;
+
+      if (!getProcedureId()
+          .equals(other.getProcedureId())) return false;
+      if (!getDataset()
+          .equals(other.getDataset())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + PROCEDURE_ID_FIELD_NUMBER;
+      hash = (53 * hash) + getProcedureId().hashCode();
+      hash = (37 * hash) + DATASET_FIELD_NUMBER;
+      hash = (53 * hash) + getDataset().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.RecallServiceOuterClass.GetProcedureRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Request for RecallService.GetProcedure.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.GetProcedureRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.GetProcedureRequest)
+        episodic.v1.RecallServiceOuterClass.GetProcedureRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.RecallServiceOuterClass.GetProcedureRequest.class, episodic.v1.RecallServiceOuterClass.GetProcedureRequest.Builder.class);
+      }
+
+      // Construct using episodic.v1.RecallServiceOuterClass.GetProcedureRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        procedureId_ = "";
+        dataset_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.GetProcedureRequest getDefaultInstanceForType() {
+        return episodic.v1.RecallServiceOuterClass.GetProcedureRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.GetProcedureRequest build() {
+        episodic.v1.RecallServiceOuterClass.GetProcedureRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.GetProcedureRequest buildPartial() {
+        episodic.v1.RecallServiceOuterClass.GetProcedureRequest result = new episodic.v1.RecallServiceOuterClass.GetProcedureRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.RecallServiceOuterClass.GetProcedureRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.procedureId_ = procedureId_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.dataset_ = dataset_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.RecallServiceOuterClass.GetProcedureRequest) {
+          return mergeFrom((episodic.v1.RecallServiceOuterClass.GetProcedureRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.RecallServiceOuterClass.GetProcedureRequest other) {
+        if (other == episodic.v1.RecallServiceOuterClass.GetProcedureRequest.getDefaultInstance()) return this;
+        if (!other.getProcedureId().isEmpty()) {
+          procedureId_ = other.procedureId_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getDataset().isEmpty()) {
+          dataset_ = other.dataset_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                procedureId_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                dataset_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object procedureId_ = "";
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @return The procedureId.
+       */
+      public java.lang.String getProcedureId() {
+        java.lang.Object ref = procedureId_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          procedureId_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @return The bytes for procedureId.
+       */
+      public com.google.protobuf.ByteString
+          getProcedureIdBytes() {
+        java.lang.Object ref = procedureId_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          procedureId_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @param value The procedureId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setProcedureId(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        procedureId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearProcedureId() {
+        procedureId_ = getDefaultInstance().getProcedureId();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. UUID of the procedure.
+       * </pre>
+       *
+       * <code>string procedure_id = 1;</code>
+       * @param value The bytes for procedureId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setProcedureIdBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        procedureId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object dataset_ = "";
+      /**
+       * <pre>
+       * Required. The dataset it belongs to (procedure ids are per dataset).
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @return The dataset.
+       */
+      public java.lang.String getDataset() {
+        java.lang.Object ref = dataset_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          dataset_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset it belongs to (procedure ids are per dataset).
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @return The bytes for dataset.
+       */
+      public com.google.protobuf.ByteString
+          getDatasetBytes() {
+        java.lang.Object ref = dataset_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          dataset_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * Required. The dataset it belongs to (procedure ids are per dataset).
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @param value The dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataset(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataset_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset it belongs to (procedure ids are per dataset).
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataset() {
+        dataset_ = getDefaultInstance().getDataset();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Required. The dataset it belongs to (procedure ids are per dataset).
+       * </pre>
+       *
+       * <code>string dataset = 2;</code>
+       * @param value The bytes for dataset to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDatasetBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        dataset_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.GetProcedureRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.GetProcedureRequest)
+    private static final episodic.v1.RecallServiceOuterClass.GetProcedureRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.RecallServiceOuterClass.GetProcedureRequest();
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<GetProcedureRequest>
+        PARSER = new com.google.protobuf.AbstractParser<GetProcedureRequest>() {
+      @java.lang.Override
+      public GetProcedureRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<GetProcedureRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<GetProcedureRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.RecallServiceOuterClass.GetProcedureRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface GetProcedureResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:episodic.v1.GetProcedureResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     * @return Whether the procedure field is set.
+     */
+    boolean hasProcedure();
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     * @return The procedure.
+     */
+    episodic.v1.EpisodeOuterClass.Procedure getProcedure();
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     */
+    episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProcedureOrBuilder();
+  }
+  /**
+   * <pre>
+   * Response for RecallService.GetProcedure.
+   * </pre>
+   *
+   * Protobuf type {@code episodic.v1.GetProcedureResponse}
+   */
+  public static final class GetProcedureResponse extends
+      com.google.protobuf.GeneratedMessage implements
+      // @@protoc_insertion_point(message_implements:episodic.v1.GetProcedureResponse)
+      GetProcedureResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    static {
+      com.google.protobuf.RuntimeVersion.validateProtobufGencodeVersion(
+        com.google.protobuf.RuntimeVersion.RuntimeDomain.PUBLIC,
+        /* major= */ 4,
+        /* minor= */ 35,
+        /* patch= */ 1,
+        /* suffix= */ "",
+        "GetProcedureResponse");
+    }
+    // Use GetProcedureResponse.newBuilder() to construct.
+    private GetProcedureResponse(com.google.protobuf.GeneratedMessage.Builder<?> builder) {
+      super(builder);
+    }
+    private GetProcedureResponse() {
+    }
+
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureResponse_descriptor;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.Descriptor getDescriptorForType() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              episodic.v1.RecallServiceOuterClass.GetProcedureResponse.class, episodic.v1.RecallServiceOuterClass.GetProcedureResponse.Builder.class);
+    }
+
+    private int bitField0_;
+    public static final int PROCEDURE_FIELD_NUMBER = 1;
+    private episodic.v1.EpisodeOuterClass.Procedure procedure_;
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     * @return Whether the procedure field is set.
+     */
+    @java.lang.Override
+    public boolean hasProcedure() {
+      return ((bitField0_ & 0x00000001) != 0);
+    }
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     * @return The procedure.
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.Procedure getProcedure() {
+      return procedure_ == null ? episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance() : procedure_;
+    }
+    /**
+     * <pre>
+     * The procedure.
+     * </pre>
+     *
+     * <code>.episodic.v1.Procedure procedure = 1;</code>
+     */
+    @java.lang.Override
+    public episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProcedureOrBuilder() {
+      return procedure_ == null ? episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance() : procedure_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (((bitField0_ & 0x00000001) != 0)) {
+        output.writeMessage(1, getProcedure());
+      }
+      getUnknownFields().writeTo(output);
+    }
+    private int computeSerializedSize_0() {
+      int size = 0;
+      if (((bitField0_ & 0x00000001) != 0)) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, getProcedure());
+      }
+      return size;
+    }
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += computeSerializedSize_0();
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof episodic.v1.RecallServiceOuterClass.GetProcedureResponse)) {
+        return super.equals(obj);
+      }
+      episodic.v1.RecallServiceOuterClass.GetProcedureResponse other = (episodic.v1.RecallServiceOuterClass.GetProcedureResponse) obj;
+
+      if (hasProcedure() != other.hasProcedure()) return false;
+      if (hasProcedure()) {
+        if (!getProcedure()
+            .equals(other.getProcedure())) return false;
+      }
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (hasProcedure()) {
+        hash = (37 * hash) + PROCEDURE_FIELD_NUMBER;
+        hash = (53 * hash) + getProcedure().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input);
+    }
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessage
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(episodic.v1.RecallServiceOuterClass.GetProcedureResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * Response for RecallService.GetProcedure.
+     * </pre>
+     *
+     * Protobuf type {@code episodic.v1.GetProcedureResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessage.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:episodic.v1.GetProcedureResponse)
+        episodic.v1.RecallServiceOuterClass.GetProcedureResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                episodic.v1.RecallServiceOuterClass.GetProcedureResponse.class, episodic.v1.RecallServiceOuterClass.GetProcedureResponse.Builder.class);
+      }
+
+      // Construct using episodic.v1.RecallServiceOuterClass.GetProcedureResponse.newBuilder()
+      private Builder() {
+        maybeForceBuilderInitialization();
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessage.BuilderParent parent) {
+        super(parent);
+        maybeForceBuilderInitialization();
+      }
+      private void maybeForceBuilderInitialization() {
+        if (com.google.protobuf.GeneratedMessage
+                .alwaysUseFieldBuilders) {
+          internalGetProcedureFieldBuilder();
+        }
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        procedure_ = null;
+        if (procedureBuilder_ != null) {
+          procedureBuilder_.dispose();
+          procedureBuilder_ = null;
+        }
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return episodic.v1.RecallServiceOuterClass.internal_static_episodic_v1_GetProcedureResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.GetProcedureResponse getDefaultInstanceForType() {
+        return episodic.v1.RecallServiceOuterClass.GetProcedureResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.GetProcedureResponse build() {
+        episodic.v1.RecallServiceOuterClass.GetProcedureResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public episodic.v1.RecallServiceOuterClass.GetProcedureResponse buildPartial() {
+        episodic.v1.RecallServiceOuterClass.GetProcedureResponse result = new episodic.v1.RecallServiceOuterClass.GetProcedureResponse(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(episodic.v1.RecallServiceOuterClass.GetProcedureResponse result) {
+        int from_bitField0_ = bitField0_;
+        int to_bitField0_ = 0;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.procedure_ = procedureBuilder_ == null
+              ? procedure_
+              : procedureBuilder_.build();
+          to_bitField0_ |= 0x00000001;
+        }
+        result.bitField0_ |= to_bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof episodic.v1.RecallServiceOuterClass.GetProcedureResponse) {
+          return mergeFrom((episodic.v1.RecallServiceOuterClass.GetProcedureResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(episodic.v1.RecallServiceOuterClass.GetProcedureResponse other) {
+        if (other == episodic.v1.RecallServiceOuterClass.GetProcedureResponse.getDefaultInstance()) return this;
+        if (other.hasProcedure()) {
+          mergeProcedure(other.getProcedure());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                input.readMessage(
+                    internalGetProcedureFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private episodic.v1.EpisodeOuterClass.Procedure procedure_;
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> procedureBuilder_;
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       * @return Whether the procedure field is set.
+       */
+      public boolean hasProcedure() {
+        return ((bitField0_ & 0x00000001) != 0);
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       * @return The procedure.
+       */
+      public episodic.v1.EpisodeOuterClass.Procedure getProcedure() {
+        if (procedureBuilder_ == null) {
+          return procedure_ == null ? episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance() : procedure_;
+        } else {
+          return procedureBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public Builder setProcedure(episodic.v1.EpisodeOuterClass.Procedure value) {
+        if (procedureBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          procedure_ = value;
+        } else {
+          procedureBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public Builder setProcedure(
+          episodic.v1.EpisodeOuterClass.Procedure.Builder builderForValue) {
+        if (procedureBuilder_ == null) {
+          procedure_ = builderForValue.build();
+        } else {
+          procedureBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public Builder mergeProcedure(episodic.v1.EpisodeOuterClass.Procedure value) {
+        if (procedureBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0) &&
+            procedure_ != null &&
+            procedure_ != episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance()) {
+            getProcedureBuilder().mergeFrom(value);
+          } else {
+            procedure_ = value;
+          }
+        } else {
+          procedureBuilder_.mergeFrom(value);
+        }
+        if (procedure_ != null) {
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public Builder clearProcedure() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        procedure_ = null;
+        if (procedureBuilder_ != null) {
+          procedureBuilder_.dispose();
+          procedureBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.Procedure.Builder getProcedureBuilder() {
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return internalGetProcedureFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      public episodic.v1.EpisodeOuterClass.ProcedureOrBuilder getProcedureOrBuilder() {
+        if (procedureBuilder_ != null) {
+          return procedureBuilder_.getMessageOrBuilder();
+        } else {
+          return procedure_ == null ?
+              episodic.v1.EpisodeOuterClass.Procedure.getDefaultInstance() : procedure_;
+        }
+      }
+      /**
+       * <pre>
+       * The procedure.
+       * </pre>
+       *
+       * <code>.episodic.v1.Procedure procedure = 1;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilder<
+          episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder> 
+          internalGetProcedureFieldBuilder() {
+        if (procedureBuilder_ == null) {
+          procedureBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+              episodic.v1.EpisodeOuterClass.Procedure, episodic.v1.EpisodeOuterClass.Procedure.Builder, episodic.v1.EpisodeOuterClass.ProcedureOrBuilder>(
+                  getProcedure(),
+                  getParentForChildren(),
+                  isClean());
+          procedure_ = null;
+        }
+        return procedureBuilder_;
+      }
+
+      // @@protoc_insertion_point(builder_scope:episodic.v1.GetProcedureResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:episodic.v1.GetProcedureResponse)
+    private static final episodic.v1.RecallServiceOuterClass.GetProcedureResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new episodic.v1.RecallServiceOuterClass.GetProcedureResponse();
+    }
+
+    public static episodic.v1.RecallServiceOuterClass.GetProcedureResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<GetProcedureResponse>
+        PARSER = new com.google.protobuf.AbstractParser<GetProcedureResponse>() {
+      @java.lang.Override
+      public GetProcedureResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<GetProcedureResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<GetProcedureResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public episodic.v1.RecallServiceOuterClass.GetProcedureResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
   private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_episodic_v1_RecallRequest_descriptor;
   private static final 
@@ -19053,6 +23010,26 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
   private static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_episodic_v1_EntityTimelineResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ListProceduresRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ListProceduresRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_ListProceduresResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_ListProceduresResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_GetProcedureRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_GetProcedureRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_episodic_v1_GetProcedureResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_episodic_v1_GetProcedureResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -19066,7 +23043,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "odic.v1\032\030episodic/v1/access.proto\032\030episo" +
       "dic/v1/entity.proto\032\031episodic/v1/episode" +
       ".proto\032\037google/protobuf/timestamp.proto\"" +
-      "\250\004\n\rRecallRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
+      "\304\004\n\rRecallRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
       "ery\030\002 \001(\t\022+\n\007include\030\003 \003(\0162\032.episodic.v1" +
       ".RecallInclude\022\030\n\020context_episodes\030\004 \001(\005" +
       "\022\036\n\021similarity_weight\030\005 \001(\001H\000\210\001\001\022\033\n\016rece" +
@@ -19078,61 +23055,77 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "imestamp\022\025\n\rliteral_query\030\r \001(\010\022\r\n\005actor" +
       "\030\017 \001(\t\022\026\n\016exclude_events\030\020 \001(\010\022\026\n\016exact_" +
       "entities\030\021 \001(\010\022\025\n\rmin_relevance\030\016 \001(\001\022\021\n" +
-      "\tmin_match\030\023 \001(\001\022\017\n\007abstain\030\022 \001(\010B\024\n\022_si" +
-      "milarity_weightB\021\n\017_recency_weight\"\241\001\n\020R" +
-      "ecalledEpisodes\022,\n\010episodes\030\001 \003(\0132\032.epis" +
-      "odic.v1.ScoredEpisode\022\025\n\repisode_count\030\002" +
-      " \001(\003\022\022\n\005match\030\003 \001(\001H\000\210\001\001\022\021\n\tabstained\030\004 " +
-      "\001(\010\022\027\n\017abstain_applied\030\005 \001(\010B\010\n\006_match\"y" +
-      "\n\016RecallResponse\022/\n\010episodes\030\001 \001(\0132\035.epi" +
-      "sodic.v1.RecalledEpisodes\0226\n\runderstandi" +
-      "ng\030\002 \001(\0132\037.episodic.v1.QueryUnderstandin" +
-      "g\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_query" +
-      "\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episodic.v" +
-      "1.TimeExpression\0220\n\014window_start\030\003 \001(\0132\032" +
-      ".google.protobuf.Timestamp\022.\n\nwindow_end" +
-      "\030\004 \001(\0132\032.google.protobuf.Timestamp\022,\n\007or" +
-      "dinal\030\005 \001(\0132\033.episodic.v1.SessionOrdinal" +
-      "\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005" +
-      "notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030\001" +
-      " \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.goog" +
-      "le.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.goo" +
-      "gle.protobuf.Timestamp\"\210\001\n\016SessionOrdina" +
-      "l\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010fro" +
-      "m_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001(" +
-      "\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(" +
-      "\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007dataset\030\001 \001" +
-      "(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.Episode" +
-      "Status\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030" +
-      "\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisodes" +
-      "Response\022&\n\010episodes\030\001 \003(\0132\024.episodic.v1" +
-      ".Episode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025Sea" +
-      "rchEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005q" +
-      "uery\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026SearchE" +
-      "pisodesResponse\022,\n\010episodes\030\001 \003(\0132\032.epis" +
-      "odic.v1.ScoredEpisode\"\'\n\021GetEpisodeReque" +
-      "st\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeResp" +
-      "onse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Epis" +
-      "ode\"_\n\025EntityTimelineRequest\022\017\n\007dataset\030" +
-      "\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005" +
-      "\022\022\n\npage_token\030\004 \001(\t\"~\n\026EntityTimelineRe" +
-      "sponse\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.Ent" +
-      "ity\022&\n\010episodes\030\002 \003(\0132\024.episodic.v1.Epis" +
-      "ode\022\027\n\017next_page_token\030\003 \001(\t*L\n\rRecallIn" +
-      "clude\022\036\n\032RECALL_INCLUDE_UNSPECIFIED\020\000\022\033\n" +
-      "\027RECALL_INCLUDE_EPISODES\020\0012\336\003\n\rRecallSer" +
-      "vice\022K\n\006Recall\022\032.episodic.v1.RecallReque" +
-      "st\032\033.episodic.v1.RecallResponse\"\010\212\265\030\004\010\001\020" +
-      "\001\022]\n\014ListEpisodes\022 .episodic.v1.ListEpis" +
-      "odesRequest\032!.episodic.v1.ListEpisodesRe" +
-      "sponse\"\010\212\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022\".epi" +
-      "sodic.v1.SearchEpisodesRequest\032#.episodi" +
-      "c.v1.SearchEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022W\n" +
-      "\nGetEpisode\022\036.episodic.v1.GetEpisodeRequ" +
-      "est\032\037.episodic.v1.GetEpisodeResponse\"\010\212\265" +
-      "\030\004\010\001\020\001\022c\n\016EntityTimeline\022\".episodic.v1.E" +
-      "ntityTimelineRequest\032#.episodic.v1.Entit" +
-      "yTimelineResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
+      "\tmin_match\030\023 \001(\001\022\017\n\007abstain\030\022 \001(\010\022\032\n\022con" +
+      "text_procedures\030\024 \001(\005B\024\n\022_similarity_wei" +
+      "ghtB\021\n\017_recency_weight\"\241\001\n\020RecalledEpiso" +
+      "des\022,\n\010episodes\030\001 \003(\0132\032.episodic.v1.Scor" +
+      "edEpisode\022\025\n\repisode_count\030\002 \001(\003\022\022\n\005matc" +
+      "h\030\003 \001(\001H\000\210\001\001\022\021\n\tabstained\030\004 \001(\010\022\027\n\017absta" +
+      "in_applied\030\005 \001(\010B\010\n\006_match\"\253\001\n\016RecallRes" +
+      "ponse\022/\n\010episodes\030\001 \001(\0132\035.episodic.v1.Re" +
+      "calledEpisodes\0226\n\runderstanding\030\002 \001(\0132\037." +
+      "episodic.v1.QueryUnderstanding\0220\n\nproced" +
+      "ures\030\003 \003(\0132\034.episodic.v1.ScoredProcedure" +
+      "\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_query\030" +
+      "\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episodic.v1" +
+      ".TimeExpression\0220\n\014window_start\030\003 \001(\0132\032." +
+      "google.protobuf.Timestamp\022.\n\nwindow_end\030" +
+      "\004 \001(\0132\032.google.protobuf.Timestamp\022,\n\007ord" +
+      "inal\030\005 \001(\0132\033.episodic.v1.SessionOrdinal\022" +
+      "\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005n" +
+      "otes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030\001 " +
+      "\001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.googl" +
+      "e.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\"\210\001\n\016SessionOrdinal" +
+      "\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010from" +
+      "_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001(\t" +
+      "\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(\t" +
+      "\"\214\001\n\023ListEpisodesRequest\022\017\n\007dataset\030\001 \001(" +
+      "\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.EpisodeS" +
+      "tatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030\004" +
+      " \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisodesR" +
+      "esponse\022&\n\010episodes\030\001 \003(\0132\024.episodic.v1." +
+      "Episode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025Sear" +
+      "chEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
+      "ery\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026SearchEp" +
+      "isodesResponse\022,\n\010episodes\030\001 \003(\0132\032.episo" +
+      "dic.v1.ScoredEpisode\"\'\n\021GetEpisodeReques" +
+      "t\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeRespo" +
+      "nse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Episo" +
+      "de\"_\n\025EntityTimelineRequest\022\017\n\007dataset\030\001" +
+      " \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\022" +
+      "\022\n\npage_token\030\004 \001(\t\"~\n\026EntityTimelineRes" +
+      "ponse\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.Enti" +
+      "ty\022&\n\010episodes\030\002 \003(\0132\024.episodic.v1.Episo" +
+      "de\022\027\n\017next_page_token\030\003 \001(\t\"O\n\025ListProce" +
+      "duresRequest\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_si" +
+      "ze\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\"]\n\026ListProc" +
+      "eduresResponse\022*\n\nprocedures\030\001 \003(\0132\026.epi" +
+      "sodic.v1.Procedure\022\027\n\017next_page_token\030\002 " +
+      "\001(\t\"<\n\023GetProcedureRequest\022\024\n\014procedure_" +
+      "id\030\001 \001(\t\022\017\n\007dataset\030\002 \001(\t\"A\n\024GetProcedur" +
+      "eResponse\022)\n\tprocedure\030\001 \001(\0132\026.episodic." +
+      "v1.Procedure*k\n\rRecallInclude\022\036\n\032RECALL_" +
+      "INCLUDE_UNSPECIFIED\020\000\022\033\n\027RECALL_INCLUDE_" +
+      "EPISODES\020\001\022\035\n\031RECALL_INCLUDE_PROCEDURES\020" +
+      "\0022\242\005\n\rRecallService\022K\n\006Recall\022\032.episodic" +
+      ".v1.RecallRequest\032\033.episodic.v1.RecallRe" +
+      "sponse\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episo" +
+      "dic.v1.ListEpisodesRequest\032!.episodic.v1" +
+      ".ListEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Searc" +
+      "hEpisodes\022\".episodic.v1.SearchEpisodesRe" +
+      "quest\032#.episodic.v1.SearchEpisodesRespon" +
+      "se\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic.v1" +
+      ".GetEpisodeRequest\032\037.episodic.v1.GetEpis" +
+      "odeResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016ListProcedures\022" +
+      "\".episodic.v1.ListProceduresRequest\032#.ep" +
+      "isodic.v1.ListProceduresResponse\"\010\212\265\030\004\010\001" +
+      "\020\001\022]\n\014GetProcedure\022 .episodic.v1.GetProc" +
+      "edureRequest\032!.episodic.v1.GetProcedureR" +
+      "esponse\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022\".ep" +
+      "isodic.v1.EntityTimelineRequest\032#.episod" +
+      "ic.v1.EntityTimelineResponse\"\010\212\265\030\004\010\001\020\001b\006" +
+      "proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -19147,7 +23140,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecallRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecallRequest_descriptor,
-        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", "Actor", "ExcludeEvents", "ExactEntities", "MinRelevance", "MinMatch", "Abstain", });
+        new java.lang.String[] { "Dataset", "Query", "Include", "ContextEpisodes", "SimilarityWeight", "RecencyWeight", "Since", "Until", "ThreadIds", "Entities", "EventType", "AsOf", "LiteralQuery", "Actor", "ExcludeEvents", "ExactEntities", "MinRelevance", "MinMatch", "Abstain", "ContextProcedures", });
     internal_static_episodic_v1_RecalledEpisodes_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_episodic_v1_RecalledEpisodes_fieldAccessorTable = new
@@ -19159,7 +23152,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecallResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecallResponse_descriptor,
-        new java.lang.String[] { "Episodes", "Understanding", });
+        new java.lang.String[] { "Episodes", "Understanding", "Procedures", });
     internal_static_episodic_v1_QueryUnderstanding_descriptor =
       getDescriptor().getMessageType(3);
     internal_static_episodic_v1_QueryUnderstanding_fieldAccessorTable = new
@@ -19226,6 +23219,30 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_EntityTimelineResponse_descriptor,
         new java.lang.String[] { "Entity", "Episodes", "NextPageToken", });
+    internal_static_episodic_v1_ListProceduresRequest_descriptor =
+      getDescriptor().getMessageType(14);
+    internal_static_episodic_v1_ListProceduresRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ListProceduresRequest_descriptor,
+        new java.lang.String[] { "Dataset", "PageSize", "PageToken", });
+    internal_static_episodic_v1_ListProceduresResponse_descriptor =
+      getDescriptor().getMessageType(15);
+    internal_static_episodic_v1_ListProceduresResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_ListProceduresResponse_descriptor,
+        new java.lang.String[] { "Procedures", "NextPageToken", });
+    internal_static_episodic_v1_GetProcedureRequest_descriptor =
+      getDescriptor().getMessageType(16);
+    internal_static_episodic_v1_GetProcedureRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_GetProcedureRequest_descriptor,
+        new java.lang.String[] { "ProcedureId", "Dataset", });
+    internal_static_episodic_v1_GetProcedureResponse_descriptor =
+      getDescriptor().getMessageType(17);
+    internal_static_episodic_v1_GetProcedureResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_episodic_v1_GetProcedureResponse_descriptor,
+        new java.lang.String[] { "Procedure", });
     descriptor.resolveAllFeaturesImmutable();
     episodic.v1.Access.getDescriptor();
     episodic.v1.EntityOuterClass.getDescriptor();

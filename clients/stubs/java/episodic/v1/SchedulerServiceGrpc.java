@@ -303,6 +303,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Soft-deletes an episode: its status becomes archived. Returns the episode (AIP-164).
+     * An event (kind EPISODE_KIND_EVENT, by the id Recall and ListEpisodes list it under)
+     * has no status to archive: it is erased outright, and returned as it was, marked
+     * archived; deleting it again is NOT_FOUND.
      * </pre>
      */
     public void deleteEpisode(episodic.v1.SchedulerServiceOuterClass.DeleteEpisodeRequest request,
@@ -312,7 +315,8 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed.
+     * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed (an
+     * event never is).
      * </pre>
      */
     public void retryEpisode(episodic.v1.SchedulerServiceOuterClass.RetryEpisodeRequest request,
@@ -435,6 +439,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Soft-deletes an episode: its status becomes archived. Returns the episode (AIP-164).
+     * An event (kind EPISODE_KIND_EVENT, by the id Recall and ListEpisodes list it under)
+     * has no status to archive: it is erased outright, and returned as it was, marked
+     * archived; deleting it again is NOT_FOUND.
      * </pre>
      */
     public void deleteEpisode(episodic.v1.SchedulerServiceOuterClass.DeleteEpisodeRequest request,
@@ -445,7 +452,8 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed.
+     * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed (an
+     * event never is).
      * </pre>
      */
     public void retryEpisode(episodic.v1.SchedulerServiceOuterClass.RetryEpisodeRequest request,
@@ -518,6 +526,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Soft-deletes an episode: its status becomes archived. Returns the episode (AIP-164).
+     * An event (kind EPISODE_KIND_EVENT, by the id Recall and ListEpisodes list it under)
+     * has no status to archive: it is erased outright, and returned as it was, marked
+     * archived; deleting it again is NOT_FOUND.
      * </pre>
      */
     public episodic.v1.SchedulerServiceOuterClass.DeleteEpisodeResponse deleteEpisode(episodic.v1.SchedulerServiceOuterClass.DeleteEpisodeRequest request) {
@@ -527,7 +538,8 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed.
+     * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed (an
+     * event never is).
      * </pre>
      */
     public episodic.v1.SchedulerServiceOuterClass.RetryEpisodeResponse retryEpisode(episodic.v1.SchedulerServiceOuterClass.RetryEpisodeRequest request) {
@@ -603,6 +615,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Soft-deletes an episode: its status becomes archived. Returns the episode (AIP-164).
+     * An event (kind EPISODE_KIND_EVENT, by the id Recall and ListEpisodes list it under)
+     * has no status to archive: it is erased outright, and returned as it was, marked
+     * archived; deleting it again is NOT_FOUND.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<episodic.v1.SchedulerServiceOuterClass.DeleteEpisodeResponse> deleteEpisode(
@@ -613,7 +628,8 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed.
+     * Puts a failed episode back to pending. FAILED_PRECONDITION unless it is failed (an
+     * event never is).
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<episodic.v1.SchedulerServiceOuterClass.RetryEpisodeResponse> retryEpisode(

@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/episode.proto.
  */
 export const file_episodic_v1_episode: GenFile = /*@__PURE__*/
-  fileDesc("ChllcGlzb2RpYy92MS9lcGlzb2RlLnByb3RvEgtlcGlzb2RpYy52MSLeAgoGVGhyZWFkEhEKCXRocmVhZF9pZBgBIAEoCRIPCgdkYXRhc2V0GAIgASgJEg0KBWxhYmVsGAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1tZXNzYWdlX2NvdW50GAUgASgDEhkKEWNhcHR1cmVkX3NlcXVlbmNlGAYgASgDEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCmNvbXBhY3Rpb24YCiABKAsyHS5lcGlzb2RpYy52MS5UaHJlYWRDb21wYWN0aW9uIpsBChBUaHJlYWRDb21wYWN0aW9uEjAKDGNvbXBhY3RlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQdGhyb3VnaF9zZXF1ZW5jZRgCIAEoAxIWCg5jb250ZW50X2RpZ2VzdBgDIAEoCRISCgplcGlzb2RlX2lkGAQgASgJEg8KB3N1bW1hcnkYBSABKAkihQIKB01lc3NhZ2USEQoJdGhyZWFkX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgDEh8KBHJvbGUYAyABKA4yES5lcGlzb2RpYy52MS5Sb2xlEg8KB2NvbnRlbnQYBCABKAkSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3JlY2VpdmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkiwwUKB0VwaXNvZGUSEgoKZXBpc29kZV9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDwoHZGF0YXNldBgDIAEoCRIqCgZzdGF0dXMYBCABKA4yGi5lcGlzb2RpYy52MS5FcGlzb2RlU3RhdHVzEjQKD3NlbWFudGljX3N0YXR1cxgFIAEoDjIbLmVwaXNvZGljLnYxLlNlbWFudGljU3RhdHVzEg8KB3N1bW1hcnkYBiABKAkSFQoNa2V5X2xlYXJuaW5ncxgHIAMoCRIQCghlbnRpdGllcxgIIAMoCRISCgpldmVudF90eXBlGAkgASgJEg0KBWFjdG9yGAogASgJEhUKDW1lc3NhZ2VfY291bnQYCyABKAMSFgoOc3RhcnRfc2VxdWVuY2UYDCABKAMSFAoMZW5kX3NlcXVlbmNlGA0gASgDEi4KCnN0YXJ0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgd0cmlnZ2VyGBAgASgOMhsuZXBpc29kaWMudjEuRXBpc29kZVRyaWdnZXISEwoLcmV0cnlfY291bnQYESABKAUSDQoFZXJyb3IYEiABKAkSLgoKY3JlYXRlZF9hdBgTIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMdGhyZWFkX2xhYmVsGBUgASgJEiYKBGtpbmQYFiABKA4yGC5lcGlzb2RpYy52MS5FcGlzb2RlS2luZBIuCgxldmVudF9zb3VyY2UYFyABKA4yGC5lcGlzb2RpYy52MS5FdmVudFNvdXJjZSKqAQoNU2NvcmVkRXBpc29kZRIlCgdlcGlzb2RlGAEgASgLMhQuZXBpc29kaWMudjEuRXBpc29kZRIXCg9yZWxldmFuY2Vfc2NvcmUYAiABKAESEgoKc2ltaWxhcml0eRgDIAEoARIPCgdyZWNlbmN5GAQgASgBEg8KB2xleGljYWwYBSABKAESEAoIc2VtYW50aWMYBiABKAESEQoJcmVsZXZhbmNlGAcgASgBKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg8KC1JPTEVfU1lTVEVNEAESDQoJUk9MRV9VU0VSEAISEgoOUk9MRV9BU1NJU1RBTlQQAxINCglST0xFX1RPT0wQBCrgAQoNRXBpc29kZVN0YXR1cxIeChpFUElTT0RFX1NUQVRVU19VTlNQRUNJRklFRBAAEhoKFkVQSVNPREVfU1RBVFVTX1BFTkRJTkcQARIdChlFUElTT0RFX1NUQVRVU19QUk9DRVNTSU5HEAISHAoYRVBJU09ERV9TVEFUVVNfQ09NUExFVEVEEAMSGQoVRVBJU09ERV9TVEFUVVNfRkFJTEVEEAQSGwoXRVBJU09ERV9TVEFUVVNfQVJDSElWRUQQBRIeChZFUElTT0RFX1NUQVRVU19ERUxFVEVEEAYaAggBKsYBCg5TZW1hbnRpY1N0YXR1cxIfChtTRU1BTlRJQ19TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdTRU1BTlRJQ19TVEFUVVNfUEVORElORxABEh4KGlNFTUFOVElDX1NUQVRVU19QUk9DRVNTSU5HEAISHQoZU0VNQU5USUNfU1RBVFVTX0NPTVBMRVRFRBADEhoKFlNFTUFOVElDX1NUQVRVU19GQUlMRUQQBBIbChdTRU1BTlRJQ19TVEFUVVNfU0tJUFBFRBAFKskBCg5FcGlzb2RlVHJpZ2dlchIfChtFUElTT0RFX1RSSUdHRVJfVU5TUEVDSUZJRUQQABIcChhFUElTT0RFX1RSSUdHRVJfRVhQTElDSVQQARIeChpFUElTT0RFX1RSSUdHRVJfTkVXX1RIUkVBRBACEh4KGkVQSVNPREVfVFJJR0dFUl9JTkFDVElWSVRZEAMSHAoYRVBJU09ERV9UUklHR0VSX0JBQ0tTVE9QEAQSGgoWRVBJU09ERV9UUklHR0VSX01BTlVBTBAFKl0KC0VwaXNvZGVLaW5kEhwKGEVQSVNPREVfS0lORF9VTlNQRUNJRklFRBAAEhgKFEVQSVNPREVfS0lORF9TVU1NQVJZEAESFgoSRVBJU09ERV9LSU5EX0VWRU5UEAIqYAoLRXZlbnRTb3VyY2USHAoYRVZFTlRfU09VUkNFX1VOU1BFQ0lGSUVEEAASFgoSRVZFTlRfU09VUkNFX0FHRU5UEAESGwoXRVZFTlRfU09VUkNFX0NMQVNTSUZJRVIQAmIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChllcGlzb2RpYy92MS9lcGlzb2RlLnByb3RvEgtlcGlzb2RpYy52MSLeAgoGVGhyZWFkEhEKCXRocmVhZF9pZBgBIAEoCRIPCgdkYXRhc2V0GAIgASgJEg0KBWxhYmVsGAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1tZXNzYWdlX2NvdW50GAUgASgDEhkKEWNhcHR1cmVkX3NlcXVlbmNlGAYgASgDEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCmNvbXBhY3Rpb24YCiABKAsyHS5lcGlzb2RpYy52MS5UaHJlYWRDb21wYWN0aW9uIpsBChBUaHJlYWRDb21wYWN0aW9uEjAKDGNvbXBhY3RlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQdGhyb3VnaF9zZXF1ZW5jZRgCIAEoAxIWCg5jb250ZW50X2RpZ2VzdBgDIAEoCRISCgplcGlzb2RlX2lkGAQgASgJEg8KB3N1bW1hcnkYBSABKAki1AIKB01lc3NhZ2USEQoJdGhyZWFkX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgDEh8KBHJvbGUYAyABKA4yES5lcGlzb2RpYy52MS5Sb2xlEg8KB2NvbnRlbnQYBCABKAkSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3JlY2VpdmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkSKQoKdG9vbF9jYWxscxgJIAMoCzIVLmVwaXNvZGljLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgKIAEoCRIMCgRuYW1lGAsgASgJIjcKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJIsMFCgdFcGlzb2RlEhIKCmVwaXNvZGVfaWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEg8KB2RhdGFzZXQYAyABKAkSKgoGc3RhdHVzGAQgASgOMhouZXBpc29kaWMudjEuRXBpc29kZVN0YXR1cxI0Cg9zZW1hbnRpY19zdGF0dXMYBSABKA4yGy5lcGlzb2RpYy52MS5TZW1hbnRpY1N0YXR1cxIPCgdzdW1tYXJ5GAYgASgJEhUKDWtleV9sZWFybmluZ3MYByADKAkSEAoIZW50aXRpZXMYCCADKAkSEgoKZXZlbnRfdHlwZRgJIAEoCRINCgVhY3RvchgKIAEoCRIVCg1tZXNzYWdlX2NvdW50GAsgASgDEhYKDnN0YXJ0X3NlcXVlbmNlGAwgASgDEhQKDGVuZF9zZXF1ZW5jZRgNIAEoAxIuCgpzdGFydGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHdHJpZ2dlchgQIAEoDjIbLmVwaXNvZGljLnYxLkVwaXNvZGVUcmlnZ2VyEhMKC3JldHJ5X2NvdW50GBEgASgFEg0KBWVycm9yGBIgASgJEi4KCmNyZWF0ZWRfYXQYEyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHRocmVhZF9sYWJlbBgVIAEoCRImCgRraW5kGBYgASgOMhguZXBpc29kaWMudjEuRXBpc29kZUtpbmQSLgoMZXZlbnRfc291cmNlGBcgASgOMhguZXBpc29kaWMudjEuRXZlbnRTb3VyY2UiqgEKDVNjb3JlZEVwaXNvZGUSJQoHZXBpc29kZRgBIAEoCzIULmVwaXNvZGljLnYxLkVwaXNvZGUSFwoPcmVsZXZhbmNlX3Njb3JlGAIgASgBEhIKCnNpbWlsYXJpdHkYAyABKAESDwoHcmVjZW5jeRgEIAEoARIPCgdsZXhpY2FsGAUgASgBEhAKCHNlbWFudGljGAYgASgBEhEKCXJlbGV2YW5jZRgHIAEoASLpAgoJUHJvY2VkdXJlEhQKDHByb2NlZHVyZV9pZBgBIAEoCRIPCgdkYXRhc2V0GAIgASgJEgwKBGdvYWwYAyABKAkSFQoNZXhhbXBsZV9nb2FscxgEIAMoCRIpCgVzdGVwcxgFIAMoCzIaLmVwaXNvZGljLnYxLlByb2NlZHVyZVN0ZXASFQoNc3VjY2Vzc19jb3VudBgGIAEoBRIVCg1mYWlsdXJlX2NvdW50GAcgASgFEhUKDXBhcnRpYWxfY291bnQYCCABKAUSLQoHc291cmNlcxgJIAMoCzIcLmVwaXNvZGljLnYxLlByb2NlZHVyZVNvdXJjZRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglleHRyYWN0b3IYDCABKAkicQoNUHJvY2VkdXJlU3RlcBIMCgR0b29sGAEgASgJEg8KB3B1cnBvc2UYAiABKAkSDgoGd3JpdGVzGAMgASgIEjEKCWFyZ3VtZW50cxgEIAMoCzIeLmVwaXNvZGljLnYxLlByb2NlZHVyZUFyZ3VtZW50IjEKEVByb2NlZHVyZUFyZ3VtZW50EgwKBG5hbWUYASABKAkSDgoGc291cmNlGAIgASgJIl8KD1Byb2NlZHVyZVNvdXJjZRIRCgl0aHJlYWRfaWQYASABKAkSEgoKZXBpc29kZV9pZBgCIAEoCRIlCgdvdXRjb21lGAMgASgOMhQuZXBpc29kaWMudjEuT3V0Y29tZSJPCg9TY29yZWRQcm9jZWR1cmUSKQoJcHJvY2VkdXJlGAEgASgLMhYuZXBpc29kaWMudjEuUHJvY2VkdXJlEhEKCXJlbGV2YW5jZRgCIAEoASpfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIPCgtST0xFX1NZU1RFTRABEg0KCVJPTEVfVVNFUhACEhIKDlJPTEVfQVNTSVNUQU5UEAMSDQoJUk9MRV9UT09MEAQq4AEKDUVwaXNvZGVTdGF0dXMSHgoaRVBJU09ERV9TVEFUVVNfVU5TUEVDSUZJRUQQABIaChZFUElTT0RFX1NUQVRVU19QRU5ESU5HEAESHQoZRVBJU09ERV9TVEFUVVNfUFJPQ0VTU0lORxACEhwKGEVQSVNPREVfU1RBVFVTX0NPTVBMRVRFRBADEhkKFUVQSVNPREVfU1RBVFVTX0ZBSUxFRBAEEhsKF0VQSVNPREVfU1RBVFVTX0FSQ0hJVkVEEAUSHgoWRVBJU09ERV9TVEFUVVNfREVMRVRFRBAGGgIIASrGAQoOU2VtYW50aWNTdGF0dXMSHwobU0VNQU5USUNfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXU0VNQU5USUNfU1RBVFVTX1BFTkRJTkcQARIeChpTRU1BTlRJQ19TVEFUVVNfUFJPQ0VTU0lORxACEh0KGVNFTUFOVElDX1NUQVRVU19DT01QTEVURUQQAxIaChZTRU1BTlRJQ19TVEFUVVNfRkFJTEVEEAQSGwoXU0VNQU5USUNfU1RBVFVTX1NLSVBQRUQQBSrJAQoORXBpc29kZVRyaWdnZXISHwobRVBJU09ERV9UUklHR0VSX1VOU1BFQ0lGSUVEEAASHAoYRVBJU09ERV9UUklHR0VSX0VYUExJQ0lUEAESHgoaRVBJU09ERV9UUklHR0VSX05FV19USFJFQUQQAhIeChpFUElTT0RFX1RSSUdHRVJfSU5BQ1RJVklUWRADEhwKGEVQSVNPREVfVFJJR0dFUl9CQUNLU1RPUBAEEhoKFkVQSVNPREVfVFJJR0dFUl9NQU5VQUwQBSpdCgtFcGlzb2RlS2luZBIcChhFUElTT0RFX0tJTkRfVU5TUEVDSUZJRUQQABIYChRFUElTT0RFX0tJTkRfU1VNTUFSWRABEhYKEkVQSVNPREVfS0lORF9FVkVOVBACKmAKC0V2ZW50U291cmNlEhwKGEVWRU5UX1NPVVJDRV9VTlNQRUNJRklFRBAAEhYKEkVWRU5UX1NPVVJDRV9BR0VOVBABEhsKF0VWRU5UX1NPVVJDRV9DTEFTU0lGSUVSEAIqYQoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEwoPT1VUQ09NRV9TVUNDRVNTEAESEwoPT1VUQ09NRV9GQUlMVVJFEAISEwoPT1VUQ09NRV9QQVJUSUFMEANiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * A conversation thread. Threads belong to a dataset (usually one end user).
@@ -214,6 +214,29 @@ export type Message = Message$1<"episodic.v1.Message"> & {
    * @generated from field: string idempotency_key = 8;
    */
   idempotencyKey: string;
+
+  /**
+   * The tools an assistant message called, in the order it called them (OpenAI's chat
+   * format). Sealed with the dataset's key like content.
+   *
+   * @generated from field: repeated episodic.v1.ToolCall tool_calls = 9;
+   */
+  toolCalls: ToolCall[];
+
+  /**
+   * For a ROLE_TOOL message: the id of the call (in an earlier message of the thread) whose
+   * result this is.
+   *
+   * @generated from field: string tool_call_id = 10;
+   */
+  toolCallId: string;
+
+  /**
+   * For a ROLE_TOOL message: the name of the tool that produced it.
+   *
+   * @generated from field: string name = 11;
+   */
+  name: string;
 };
 
 /**
@@ -222,6 +245,42 @@ export type Message = Message$1<"episodic.v1.Message"> & {
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
   messageDesc(file_episodic_v1_episode, 2);
+
+/**
+ * One tool call an assistant message made (OpenAI's `tool_calls[]` entry, type "function").
+ *
+ * @generated from message episodic.v1.ToolCall
+ */
+export type ToolCall = Message$1<"episodic.v1.ToolCall"> & {
+  /**
+   * The call's id, unique within the thread (1-128 printable characters, no whitespace);
+   * the ROLE_TOOL message with the result names it in tool_call_id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The arguments as JSON text, as the model wrote them (an object; "{}" when none).
+   *
+   * @generated from field: string arguments = 3;
+   */
+  arguments: string;
+};
+
+/**
+ * Describes the message episodic.v1.ToolCall.
+ * Use `create(ToolCallSchema)` to create a new message.
+ */
+export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_episode, 3);
 
 /**
  * A summarised stretch of one thread (seed 000, "Shape"; seed 002, "What Counts as an Episode").
@@ -398,7 +457,7 @@ export type Episode = Message$1<"episodic.v1.Episode"> & {
  * Use `create(EpisodeSchema)` to create a new message.
  */
 export const EpisodeSchema: GenMessage<Episode> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_episode, 3);
+  messageDesc(file_episodic_v1_episode, 4);
 
 /**
  * An episode with the parts of its ranking score.
@@ -474,7 +533,244 @@ export type ScoredEpisode = Message$1<"episodic.v1.ScoredEpisode"> & {
  * Use `create(ScoredEpisodeSchema)` to create a new message.
  */
 export const ScoredEpisodeSchema: GenMessage<ScoredEpisode> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_episode, 4);
+  messageDesc(file_episodic_v1_episode, 5);
+
+/**
+ * A procedure: how the agent did something that worked, learned from the tool calls of
+ * successful stretches of conversation (seed 003, procedural memory). Stretches with the
+ * same actions (the same tools that change something, in the same order) merge into one
+ * procedure that gains support; failures of the same actions count against it.
+ *
+ * @generated from message episodic.v1.Procedure
+ */
+export type Procedure = Message$1<"episodic.v1.Procedure"> & {
+  /**
+   * UUID of the procedure (stable: the same actions in a dataset keep their id).
+   *
+   * @generated from field: string procedure_id = 1;
+   */
+  procedureId: string;
+
+  /**
+   * The dataset it was learned in.
+   *
+   * @generated from field: string dataset = 2;
+   */
+  dataset: string;
+
+  /**
+   * When to use it: the goal it served, in the words of the user's request that started the
+   * most representative successful stretch.
+   *
+   * @generated from field: string goal = 3;
+   */
+  goal: string;
+
+  /**
+   * Other requests it served (at most 5), for the reader to judge the fit.
+   *
+   * @generated from field: repeated string example_goals = 4;
+   */
+  exampleGoals: string[];
+
+  /**
+   * The steps, in order.
+   *
+   * @generated from field: repeated episodic.v1.ProcedureStep steps = 5;
+   */
+  steps: ProcedureStep[];
+
+  /**
+   * Successful stretches that followed these actions.
+   *
+   * @generated from field: int32 success_count = 6;
+   */
+  successCount: number;
+
+  /**
+   * Failed stretches with the same actions.
+   *
+   * @generated from field: int32 failure_count = 7;
+   */
+  failureCount: number;
+
+  /**
+   * Partly successful stretches with the same actions.
+   *
+   * @generated from field: int32 partial_count = 8;
+   */
+  partialCount: number;
+
+  /**
+   * Where it was learned, newest first (at most 20).
+   *
+   * @generated from field: repeated episodic.v1.ProcedureSource sources = 9;
+   */
+  sources: ProcedureSource[];
+
+  /**
+   * When it was first learned.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 10;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When its support last changed.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 11;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * How the steps were written: "rules" (offline extractor) or "llm".
+   *
+   * @generated from field: string extractor = 12;
+   */
+  extractor: string;
+};
+
+/**
+ * Describes the message episodic.v1.Procedure.
+ * Use `create(ProcedureSchema)` to create a new message.
+ */
+export const ProcedureSchema: GenMessage<Procedure> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_episode, 6);
+
+/**
+ * One step of a procedure: a tool call.
+ *
+ * @generated from message episodic.v1.ProcedureStep
+ */
+export type ProcedureStep = Message$1<"episodic.v1.ProcedureStep"> & {
+  /**
+   * The tool called.
+   *
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * What the call was for, in a few words.
+   *
+   * @generated from field: string purpose = 2;
+   */
+  purpose: string;
+
+  /**
+   * Whether the call changes something (a write action), as opposed to reading.
+   *
+   * @generated from field: bool writes = 3;
+   */
+  writes: boolean;
+
+  /**
+   * The arguments that mattered and where their values came from.
+   *
+   * @generated from field: repeated episodic.v1.ProcedureArgument arguments = 4;
+   */
+  arguments: ProcedureArgument[];
+};
+
+/**
+ * Describes the message episodic.v1.ProcedureStep.
+ * Use `create(ProcedureStepSchema)` to create a new message.
+ */
+export const ProcedureStepSchema: GenMessage<ProcedureStep> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_episode, 7);
+
+/**
+ * An argument of a procedure step.
+ *
+ * @generated from message episodic.v1.ProcedureArgument
+ */
+export type ProcedureArgument = Message$1<"episodic.v1.ProcedureArgument"> & {
+  /**
+   * The argument's name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Where its value came from: "user" (said in the conversation), "tool:<name>" (an
+   * earlier tool's result), or "agent" (chosen by the agent).
+   *
+   * @generated from field: string source = 2;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message episodic.v1.ProcedureArgument.
+ * Use `create(ProcedureArgumentSchema)` to create a new message.
+ */
+export const ProcedureArgumentSchema: GenMessage<ProcedureArgument> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_episode, 8);
+
+/**
+ * A stretch of conversation a procedure was learned from.
+ *
+ * @generated from message episodic.v1.ProcedureSource
+ */
+export type ProcedureSource = Message$1<"episodic.v1.ProcedureSource"> & {
+  /**
+   * The thread.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * The episode whose window the stretch is.
+   *
+   * @generated from field: string episode_id = 2;
+   */
+  episodeId: string;
+
+  /**
+   * How the stretch turned out.
+   *
+   * @generated from field: episodic.v1.Outcome outcome = 3;
+   */
+  outcome: Outcome;
+};
+
+/**
+ * Describes the message episodic.v1.ProcedureSource.
+ * Use `create(ProcedureSourceSchema)` to create a new message.
+ */
+export const ProcedureSourceSchema: GenMessage<ProcedureSource> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_episode, 9);
+
+/**
+ * A procedure with how well it fits a Recall query.
+ *
+ * @generated from message episodic.v1.ScoredProcedure
+ */
+export type ScoredProcedure = Message$1<"episodic.v1.ScoredProcedure"> & {
+  /**
+   * The procedure.
+   *
+   * @generated from field: episodic.v1.Procedure procedure = 1;
+   */
+  procedure?: Procedure | undefined;
+
+  /**
+   * How well its goal fits the query, in [0, 1] (the best cosine between the query and the
+   * requests it served, on the calibrated scale of ScoredEpisode.relevance's cosines).
+   *
+   * @generated from field: double relevance = 2;
+   */
+  relevance: number;
+};
+
+/**
+ * Describes the message episodic.v1.ScoredProcedure.
+ * Use `create(ScoredProcedureSchema)` to create a new message.
+ */
+export const ScoredProcedureSchema: GenMessage<ScoredProcedure> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_episode, 10);
 
 /**
  * Who wrote a message in a thread.
@@ -768,4 +1064,45 @@ export enum EventSource {
  */
 export const EventSourceSchema: GenEnum<EventSource> = /*@__PURE__*/
   enumDesc(file_episodic_v1_episode, 5);
+
+/**
+ * How a thread, or one episode's stretch of it, turned out (IngestService.RecordOutcome).
+ *
+ * @generated from enum episodic.v1.Outcome
+ */
+export enum Outcome {
+  /**
+   * Not set; rejected with INVALID_ARGUMENT.
+   *
+   * @generated from enum value: OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The user's goal was reached.
+   *
+   * @generated from enum value: OUTCOME_SUCCESS = 1;
+   */
+  SUCCESS = 1,
+
+  /**
+   * It was not.
+   *
+   * @generated from enum value: OUTCOME_FAILURE = 2;
+   */
+  FAILURE = 2,
+
+  /**
+   * Part of it was.
+   *
+   * @generated from enum value: OUTCOME_PARTIAL = 3;
+   */
+  PARTIAL = 3,
+}
+
+/**
+ * Describes the enum episodic.v1.Outcome.
+ */
+export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
+  enumDesc(file_episodic_v1_episode, 6);
 

@@ -5,7 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_episodic_v1_access } from "./access_pb.js";
-import type { Episode, Message as Message$1, Role, Thread, ThreadCompaction } from "./episode_pb.js";
+import type { Episode, Message as Message$1, Outcome, Role, Thread, ThreadCompaction, ToolCall } from "./episode_pb.js";
 import { file_episodic_v1_episode } from "./episode_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/ingest_service.proto.
  */
 export const file_episodic_v1_ingest_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBlcGlzb2RpYy92MS9pbmdlc3Rfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEijAEKE0NyZWF0ZVRocmVhZFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFbGFiZWwYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgFIAEoCSJMChRDcmVhdGVUaHJlYWRSZXNwb25zZRIjCgZ0aHJlYWQYASABKAsyEy5lcGlzb2RpYy52MS5UaHJlYWQSDwoHY3JlYXRlZBgCIAEoCCLFAQoKTmV3TWVzc2FnZRIRCgl0aHJlYWRfaWQYASABKAkSHwoEcm9sZRgCIAEoDjIRLmVwaXNvZGljLnYxLlJvbGUSDwoHY29udGVudBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAYgASgJIlIKEkFkZE1lc3NhZ2VzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSKQoIbWVzc2FnZXMYAiADKAsyFy5lcGlzb2RpYy52MS5OZXdNZXNzYWdlIn0KE0FkZE1lc3NhZ2VzUmVzcG9uc2USFAoMc3RvcmVkX2NvdW50GAIgASgFEhEKCXRocmVhZF9pZBgDIAEoCRItCghyZWNlaXB0cxgEIAMoCzIbLmVwaXNvZGljLnYxLk1lc3NhZ2VSZWNlaXB0SgQIARACUghtZXNzYWdlcyKsAQoOTWVzc2FnZVJlY2VpcHQSEAoIc2VxdWVuY2UYASABKAMSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJEg4KBnN0b3JlZBgDIAEoCBIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZWNlaXZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiJQoQRW5kVGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkiUgoRRW5kVGhyZWFkUmVzcG9uc2USEQoJdGhyZWFkX2lkGAEgASgJEhYKDmVwaXNvZGVfcXVldWVkGAIgASgIEhIKCmVwaXNvZGVfaWQYAyABKAkiJQoQR2V0VGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkiOAoRR2V0VGhyZWFkUmVzcG9uc2USIwoGdGhyZWFkGAEgASgLMhMuZXBpc29kaWMudjEuVGhyZWFkIn0KE0xpc3RNZXNzYWdlc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEhYKDnN0YXJ0X3NlcXVlbmNlGAQgASgDEhQKDGVuZF9zZXF1ZW5jZRgFIAEoAyKKAQoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USJgoIbWVzc2FnZXMYASADKAsyFC5lcGlzb2RpYy52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIxCgpjb21wYWN0aW9uGAMgASgLMh0uZXBpc29kaWMudjEuVGhyZWFkQ29tcGFjdGlvbiJMChJMaXN0VGhyZWFkc1JlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJUChNMaXN0VGhyZWFkc1Jlc3BvbnNlEiQKB3RocmVhZHMYASADKAsyEy5lcGlzb2RpYy52MS5UaHJlYWQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIsgBChJSZWNvcmRFdmVudFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVhY3RvchgCIAEoCRISCgpldmVudF90eXBlGAMgASgJEg8KB3N1bW1hcnkYBCABKAkSEAoIZW50aXRpZXMYBSADKAkSLwoLb2NjdXJyZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRocmVhZF9pZBgHIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkiSgoTUmVjb3JkRXZlbnRSZXNwb25zZRIjCgVldmVudBgBIAEoCzIULmVwaXNvZGljLnYxLkVwaXNvZGUSDgoGc3RvcmVkGAIgASgIMo0FCg1Jbmdlc3RTZXJ2aWNlEl0KDENyZWF0ZVRocmVhZBIgLmVwaXNvZGljLnYxLkNyZWF0ZVRocmVhZFJlcXVlc3QaIS5lcGlzb2RpYy52MS5DcmVhdGVUaHJlYWRSZXNwb25zZSIIirUYBAgCEAESWgoLQWRkTWVzc2FnZXMSHy5lcGlzb2RpYy52MS5BZGRNZXNzYWdlc1JlcXVlc3QaIC5lcGlzb2RpYy52MS5BZGRNZXNzYWdlc1Jlc3BvbnNlIgiKtRgECAIQARJUCglFbmRUaHJlYWQSHS5lcGlzb2RpYy52MS5FbmRUaHJlYWRSZXF1ZXN0Gh4uZXBpc29kaWMudjEuRW5kVGhyZWFkUmVzcG9uc2UiCIq1GAQIAhABEloKC1JlY29yZEV2ZW50Eh8uZXBpc29kaWMudjEuUmVjb3JkRXZlbnRSZXF1ZXN0GiAuZXBpc29kaWMudjEuUmVjb3JkRXZlbnRSZXNwb25zZSIIirUYBAgCEAESVAoJR2V0VGhyZWFkEh0uZXBpc29kaWMudjEuR2V0VGhyZWFkUmVxdWVzdBoeLmVwaXNvZGljLnYxLkdldFRocmVhZFJlc3BvbnNlIgiKtRgECAEQARJdCgxMaXN0TWVzc2FnZXMSIC5lcGlzb2RpYy52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0GiEuZXBpc29kaWMudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2UiCIq1GAQIARABEloKC0xpc3RUaHJlYWRzEh8uZXBpc29kaWMudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiAuZXBpc29kaWMudjEuTGlzdFRocmVhZHNSZXNwb25zZSIIirUYBAgBEAFiBnByb3RvMw", [file_episodic_v1_access, file_episodic_v1_episode, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiBlcGlzb2RpYy92MS9pbmdlc3Rfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEijAEKE0NyZWF0ZVRocmVhZFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFbGFiZWwYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgFIAEoCSJMChRDcmVhdGVUaHJlYWRSZXNwb25zZRIjCgZ0aHJlYWQYASABKAsyEy5lcGlzb2RpYy52MS5UaHJlYWQSDwoHY3JlYXRlZBgCIAEoCCKUAgoKTmV3TWVzc2FnZRIRCgl0aHJlYWRfaWQYASABKAkSHwoEcm9sZRgCIAEoDjIRLmVwaXNvZGljLnYxLlJvbGUSDwoHY29udGVudBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAYgASgJEikKCnRvb2xfY2FsbHMYByADKAsyFS5lcGlzb2RpYy52MS5Ub29sQ2FsbBIUCgx0b29sX2NhbGxfaWQYCCABKAkSDAoEbmFtZRgJIAEoCSJSChJBZGRNZXNzYWdlc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEikKCG1lc3NhZ2VzGAIgAygLMhcuZXBpc29kaWMudjEuTmV3TWVzc2FnZSJ9ChNBZGRNZXNzYWdlc1Jlc3BvbnNlEhQKDHN0b3JlZF9jb3VudBgCIAEoBRIRCgl0aHJlYWRfaWQYAyABKAkSLQoIcmVjZWlwdHMYBCADKAsyGy5lcGlzb2RpYy52MS5NZXNzYWdlUmVjZWlwdEoECAEQAlIIbWVzc2FnZXMirAEKDk1lc3NhZ2VSZWNlaXB0EhAKCHNlcXVlbmNlGAEgASgDEhcKD2lkZW1wb3RlbmN5X2tleRgCIAEoCRIOCgZzdG9yZWQYAyABKAgSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVjZWl2ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiUKEEVuZFRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJIlIKEUVuZFRocmVhZFJlc3BvbnNlEhEKCXRocmVhZF9pZBgBIAEoCRIWCg5lcGlzb2RlX3F1ZXVlZBgCIAEoCBISCgplcGlzb2RlX2lkGAMgASgJIiUKEEdldFRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJIjgKEUdldFRocmVhZFJlc3BvbnNlEiMKBnRocmVhZBgBIAEoCzITLmVwaXNvZGljLnYxLlRocmVhZCJ9ChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIWCg5zdGFydF9zZXF1ZW5jZRgEIAEoAxIUCgxlbmRfc2VxdWVuY2UYBSABKAMiigEKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiYKCG1lc3NhZ2VzGAEgAygLMhQuZXBpc29kaWMudjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSMQoKY29tcGFjdGlvbhgDIAEoCzIdLmVwaXNvZGljLnYxLlRocmVhZENvbXBhY3Rpb24iTAoSTGlzdFRocmVhZHNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiVAoTTGlzdFRocmVhZHNSZXNwb25zZRIkCgd0aHJlYWRzGAEgAygLMhMuZXBpc29kaWMudjEuVGhyZWFkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKQAQoUUmVjb3JkT3V0Y29tZVJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEiUKB291dGNvbWUYAiABKA4yFC5lcGlzb2RpYy52MS5PdXRjb21lEhIKBXNjb3JlGAMgASgBSACIAQESDAoEbm90ZRgEIAEoCRISCgplcGlzb2RlX2lkGAUgASgJQggKBl9zY29yZSKnAQoVUmVjb3JkT3V0Y29tZVJlc3BvbnNlEhEKCXRocmVhZF9pZBgBIAEoCRISCgplcGlzb2RlX2lkGAIgASgJEiUKB291dGNvbWUYAyABKA4yFC5lcGlzb2RpYy52MS5PdXRjb21lEg8KB2NoYW5nZWQYBCABKAgSLwoLcmVjb3JkZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsgBChJSZWNvcmRFdmVudFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVhY3RvchgCIAEoCRISCgpldmVudF90eXBlGAMgASgJEg8KB3N1bW1hcnkYBCABKAkSEAoIZW50aXRpZXMYBSADKAkSLwoLb2NjdXJyZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRocmVhZF9pZBgHIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkiSgoTUmVjb3JkRXZlbnRSZXNwb25zZRIjCgVldmVudBgBIAEoCzIULmVwaXNvZGljLnYxLkVwaXNvZGUSDgoGc3RvcmVkGAIgASgIMu8FCg1Jbmdlc3RTZXJ2aWNlEl0KDENyZWF0ZVRocmVhZBIgLmVwaXNvZGljLnYxLkNyZWF0ZVRocmVhZFJlcXVlc3QaIS5lcGlzb2RpYy52MS5DcmVhdGVUaHJlYWRSZXNwb25zZSIIirUYBAgCEAESWgoLQWRkTWVzc2FnZXMSHy5lcGlzb2RpYy52MS5BZGRNZXNzYWdlc1JlcXVlc3QaIC5lcGlzb2RpYy52MS5BZGRNZXNzYWdlc1Jlc3BvbnNlIgiKtRgECAIQARJUCglFbmRUaHJlYWQSHS5lcGlzb2RpYy52MS5FbmRUaHJlYWRSZXF1ZXN0Gh4uZXBpc29kaWMudjEuRW5kVGhyZWFkUmVzcG9uc2UiCIq1GAQIAhABEloKC1JlY29yZEV2ZW50Eh8uZXBpc29kaWMudjEuUmVjb3JkRXZlbnRSZXF1ZXN0GiAuZXBpc29kaWMudjEuUmVjb3JkRXZlbnRSZXNwb25zZSIIirUYBAgCEAESYAoNUmVjb3JkT3V0Y29tZRIhLmVwaXNvZGljLnYxLlJlY29yZE91dGNvbWVSZXF1ZXN0GiIuZXBpc29kaWMudjEuUmVjb3JkT3V0Y29tZVJlc3BvbnNlIgiKtRgECAIQARJUCglHZXRUaHJlYWQSHS5lcGlzb2RpYy52MS5HZXRUaHJlYWRSZXF1ZXN0Gh4uZXBpc29kaWMudjEuR2V0VGhyZWFkUmVzcG9uc2UiCIq1GAQIARABEl0KDExpc3RNZXNzYWdlcxIgLmVwaXNvZGljLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaIS5lcGlzb2RpYy52MS5MaXN0TWVzc2FnZXNSZXNwb25zZSIIirUYBAgBEAESWgoLTGlzdFRocmVhZHMSHy5lcGlzb2RpYy52MS5MaXN0VGhyZWFkc1JlcXVlc3QaIC5lcGlzb2RpYy52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlIgiKtRgECAEQAWIGcHJvdG8z", [file_episodic_v1_access, file_episodic_v1_episode, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Request for IngestService.CreateThread.
@@ -155,6 +155,32 @@ export type NewMessage = Message<"episodic.v1.NewMessage"> & {
    * @generated from field: string idempotency_key = 6;
    */
   idempotencyKey: string;
+
+  /**
+   * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
+   * format; content may then be empty. Each id must be new in the thread and arguments a
+   * JSON object as text.
+   *
+   * @generated from field: repeated episodic.v1.ToolCall tool_calls = 7;
+   */
+  toolCalls: ToolCall[];
+
+  /**
+   * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
+   * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
+   * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+   * only answered calls teach procedures where their values came from.
+   *
+   * @generated from field: string tool_call_id = 8;
+   */
+  toolCallId: string;
+
+  /**
+   * Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).
+   *
+   * @generated from field: string name = 9;
+   */
+  name: string;
 };
 
 /**
@@ -528,6 +554,105 @@ export const ListThreadsResponseSchema: GenMessage<ListThreadsResponse> = /*@__P
   messageDesc(file_episodic_v1_ingest_service, 13);
 
 /**
+ * Request for IngestService.RecordOutcome.
+ *
+ * @generated from message episodic.v1.RecordOutcomeRequest
+ */
+export type RecordOutcomeRequest = Message<"episodic.v1.RecordOutcomeRequest"> & {
+  /**
+   * Required. UUID of the thread.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * Required. How it turned out.
+   *
+   * @generated from field: episodic.v1.Outcome outcome = 2;
+   */
+  outcome: Outcome;
+
+  /**
+   * Optional score in [0, 1] (a reward, a rating); NaN is refused.
+   *
+   * @generated from field: optional double score = 3;
+   */
+  score?: number | undefined;
+
+  /**
+   * Optional note, at most 2000 characters (why it failed, what the user said). Sealed.
+   *
+   * @generated from field: string note = 4;
+   */
+  note: string;
+
+  /**
+   * Optional UUID of an episode of this thread: the outcome of that episode's stretch only.
+   * Empty: the whole thread (every stretch without an outcome of its own).
+   *
+   * @generated from field: string episode_id = 5;
+   */
+  episodeId: string;
+};
+
+/**
+ * Describes the message episodic.v1.RecordOutcomeRequest.
+ * Use `create(RecordOutcomeRequestSchema)` to create a new message.
+ */
+export const RecordOutcomeRequestSchema: GenMessage<RecordOutcomeRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_ingest_service, 14);
+
+/**
+ * Response for IngestService.RecordOutcome.
+ *
+ * @generated from message episodic.v1.RecordOutcomeResponse
+ */
+export type RecordOutcomeResponse = Message<"episodic.v1.RecordOutcomeResponse"> & {
+  /**
+   * The thread.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * The episode the outcome is for; empty for the whole thread.
+   *
+   * @generated from field: string episode_id = 2;
+   */
+  episodeId: string;
+
+  /**
+   * The outcome now recorded.
+   *
+   * @generated from field: episodic.v1.Outcome outcome = 3;
+   */
+  outcome: Outcome;
+
+  /**
+   * False when the same outcome (score and note included) was already recorded.
+   *
+   * @generated from field: bool changed = 4;
+   */
+  changed: boolean;
+
+  /**
+   * When it was recorded.
+   *
+   * @generated from field: google.protobuf.Timestamp recorded_at = 5;
+   */
+  recordedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.RecordOutcomeResponse.
+ * Use `create(RecordOutcomeResponseSchema)` to create a new message.
+ */
+export const RecordOutcomeResponseSchema: GenMessage<RecordOutcomeResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_ingest_service, 15);
+
+/**
  * Request for IngestService.RecordEvent.
  *
  * @generated from message episodic.v1.RecordEventRequest
@@ -599,7 +724,7 @@ export type RecordEventRequest = Message<"episodic.v1.RecordEventRequest"> & {
  * Use `create(RecordEventRequestSchema)` to create a new message.
  */
 export const RecordEventRequestSchema: GenMessage<RecordEventRequest> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_ingest_service, 14);
+  messageDesc(file_episodic_v1_ingest_service, 16);
 
 /**
  * Response for IngestService.RecordEvent.
@@ -627,7 +752,7 @@ export type RecordEventResponse = Message<"episodic.v1.RecordEventResponse"> & {
  * Use `create(RecordEventResponseSchema)` to create a new message.
  */
 export const RecordEventResponseSchema: GenMessage<RecordEventResponse> = /*@__PURE__*/
-  messageDesc(file_episodic_v1_ingest_service, 15);
+  messageDesc(file_episodic_v1_ingest_service, 17);
 
 /**
  * Ingest owns threads and messages: the write path agents call on every turn.
@@ -679,6 +804,20 @@ export const IngestService: GenService<{
     methodKind: "unary";
     input: typeof RecordEventRequestSchema;
     output: typeof RecordEventResponseSchema;
+  },
+  /**
+   * Records how a thread (or one episode's stretch of it) turned out: success, failure or
+   * partial, with an optional score and note. Rewards often arrive late, so it may come
+   * before or after the episode exists; sending it again replaces it (the last one stands,
+   * each recorded in the audit log). Procedures are learned from successful stretches with
+   * tool calls, and failures count against the procedure they match.
+   *
+   * @generated from rpc episodic.v1.IngestService.RecordOutcome
+   */
+  recordOutcome: {
+    methodKind: "unary";
+    input: typeof RecordOutcomeRequestSchema;
+    output: typeof RecordOutcomeResponseSchema;
   },
   /**
    * Returns one thread.

@@ -7,7 +7,7 @@ import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf
 import { file_episodic_v1_access } from "./access_pb.js";
 import type { Entity } from "./entity_pb.js";
 import { file_episodic_v1_entity } from "./entity_pb.js";
-import type { Episode, EpisodeStatus, ScoredEpisode } from "./episode_pb.js";
+import type { Episode, EpisodeStatus, Procedure, ScoredEpisode, ScoredProcedure } from "./episode_pb.js";
 import { file_episodic_v1_episode } from "./episode_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file episodic/v1/recall_service.proto.
  */
 export const file_episodic_v1_recall_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBlcGlzb2RpYy92MS9yZWNhbGxfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEiqAQKDVJlY2FsbFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIrCgdpbmNsdWRlGAMgAygOMhouZXBpc29kaWMudjEuUmVjYWxsSW5jbHVkZRIYChBjb250ZXh0X2VwaXNvZGVzGAQgASgFEh4KEXNpbWlsYXJpdHlfd2VpZ2h0GAUgASgBSACIAQESGwoOcmVjZW5jeV93ZWlnaHQYBiABKAFIAYgBARIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnRocmVhZF9pZHMYCSADKAkSEAoIZW50aXRpZXMYCiADKAkSEgoKZXZlbnRfdHlwZRgLIAEoCRIpCgVhc19vZhgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGl0ZXJhbF9xdWVyeRgNIAEoCBINCgVhY3RvchgPIAEoCRIWCg5leGNsdWRlX2V2ZW50cxgQIAEoCBIWCg5leGFjdF9lbnRpdGllcxgRIAEoCBIVCg1taW5fcmVsZXZhbmNlGA4gASgBEhEKCW1pbl9tYXRjaBgTIAEoARIPCgdhYnN0YWluGBIgASgIQhQKEl9zaW1pbGFyaXR5X3dlaWdodEIRCg9fcmVjZW5jeV93ZWlnaHQioQEKEFJlY2FsbGVkRXBpc29kZXMSLAoIZXBpc29kZXMYASADKAsyGi5lcGlzb2RpYy52MS5TY29yZWRFcGlzb2RlEhUKDWVwaXNvZGVfY291bnQYAiABKAMSEgoFbWF0Y2gYAyABKAFIAIgBARIRCglhYnN0YWluZWQYBCABKAgSFwoPYWJzdGFpbl9hcHBsaWVkGAUgASgIQggKBl9tYXRjaCJ5Cg5SZWNhbGxSZXNwb25zZRIvCghlcGlzb2RlcxgBIAEoCzIdLmVwaXNvZGljLnYxLlJlY2FsbGVkRXBpc29kZXMSNgoNdW5kZXJzdGFuZGluZxgCIAEoCzIfLmVwaXNvZGljLnYxLlF1ZXJ5VW5kZXJzdGFuZGluZyKfAgoSUXVlcnlVbmRlcnN0YW5kaW5nEhQKDHJhbmtlZF9xdWVyeRgBIAEoCRIwCgtleHByZXNzaW9ucxgCIAMoCzIbLmVwaXNvZGljLnYxLlRpbWVFeHByZXNzaW9uEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHb3JkaW5hbBgFIAEoCzIbLmVwaXNvZGljLnYxLlNlc3Npb25PcmRpbmFsEhEKCXRpbWVfb25seRgGIAEoCBIPCgdhcHBsaWVkGAcgASgIEg0KBW5vdGVzGAggAygJIoABCg5UaW1lRXhwcmVzc2lvbhIMCgR0ZXh0GAEgASgJEgwKBGtpbmQYAiABKAkSKQoFc3RhcnQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiiAEKDlNlc3Npb25PcmRpbmFsEgwKBHRleHQYASABKAkSEAoIcG9zaXRpb24YAiABKAUSEAoIZnJvbV9lbmQYAyABKAgSDQoFY291bnQYBCABKAUSDQoFc2NvcGUYBSABKAkSEgoKZXZlbnRfdHlwZRgGIAEoCRISCgp0aHJlYWRfaWRzGAcgAygJIowBChNMaXN0RXBpc29kZXNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSKgoGc3RhdHVzGAIgASgOMhouZXBpc29kaWMudjEuRXBpc29kZVN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIRCgl0aHJlYWRfaWQYBSABKAkiVwoUTGlzdEVwaXNvZGVzUmVzcG9uc2USJgoIZXBpc29kZXMYASADKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChVTZWFyY2hFcGlzb2Rlc1JlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUiRgoWU2VhcmNoRXBpc29kZXNSZXNwb25zZRIsCghlcGlzb2RlcxgBIAMoCzIaLmVwaXNvZGljLnYxLlNjb3JlZEVwaXNvZGUiJwoRR2V0RXBpc29kZVJlcXVlc3QSEgoKZXBpc29kZV9pZBgBIAEoCSI7ChJHZXRFcGlzb2RlUmVzcG9uc2USJQoHZXBpc29kZRgBIAEoCzIULmVwaXNvZGljLnYxLkVwaXNvZGUiXwoVRW50aXR5VGltZWxpbmVSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSDgoGZW50aXR5GAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIn4KFkVudGl0eVRpbWVsaW5lUmVzcG9uc2USIwoGZW50aXR5GAEgASgLMhMuZXBpc29kaWMudjEuRW50aXR5EiYKCGVwaXNvZGVzGAIgAygLMhQuZXBpc29kaWMudjEuRXBpc29kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkqTAoNUmVjYWxsSW5jbHVkZRIeChpSRUNBTExfSU5DTFVERV9VTlNQRUNJRklFRBAAEhsKF1JFQ0FMTF9JTkNMVURFX0VQSVNPREVTEAEy3gMKDVJlY2FsbFNlcnZpY2USSwoGUmVjYWxsEhouZXBpc29kaWMudjEuUmVjYWxsUmVxdWVzdBobLmVwaXNvZGljLnYxLlJlY2FsbFJlc3BvbnNlIgiKtRgECAEQARJdCgxMaXN0RXBpc29kZXMSIC5lcGlzb2RpYy52MS5MaXN0RXBpc29kZXNSZXF1ZXN0GiEuZXBpc29kaWMudjEuTGlzdEVwaXNvZGVzUmVzcG9uc2UiCIq1GAQIARABEmMKDlNlYXJjaEVwaXNvZGVzEiIuZXBpc29kaWMudjEuU2VhcmNoRXBpc29kZXNSZXF1ZXN0GiMuZXBpc29kaWMudjEuU2VhcmNoRXBpc29kZXNSZXNwb25zZSIIirUYBAgBEAESVwoKR2V0RXBpc29kZRIeLmVwaXNvZGljLnYxLkdldEVwaXNvZGVSZXF1ZXN0Gh8uZXBpc29kaWMudjEuR2V0RXBpc29kZVJlc3BvbnNlIgiKtRgECAEQARJjCg5FbnRpdHlUaW1lbGluZRIiLmVwaXNvZGljLnYxLkVudGl0eVRpbWVsaW5lUmVxdWVzdBojLmVwaXNvZGljLnYxLkVudGl0eVRpbWVsaW5lUmVzcG9uc2UiCIq1GAQIARABYgZwcm90bzM", [file_episodic_v1_access, file_episodic_v1_entity, file_episodic_v1_episode, file_google_protobuf_timestamp]);
+  fileDesc("CiBlcGlzb2RpYy92MS9yZWNhbGxfc2VydmljZS5wcm90bxILZXBpc29kaWMudjEixAQKDVJlY2FsbFJlcXVlc3QSDwoHZGF0YXNldBgBIAEoCRINCgVxdWVyeRgCIAEoCRIrCgdpbmNsdWRlGAMgAygOMhouZXBpc29kaWMudjEuUmVjYWxsSW5jbHVkZRIYChBjb250ZXh0X2VwaXNvZGVzGAQgASgFEh4KEXNpbWlsYXJpdHlfd2VpZ2h0GAUgASgBSACIAQESGwoOcmVjZW5jeV93ZWlnaHQYBiABKAFIAYgBARIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnRocmVhZF9pZHMYCSADKAkSEAoIZW50aXRpZXMYCiADKAkSEgoKZXZlbnRfdHlwZRgLIAEoCRIpCgVhc19vZhgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGl0ZXJhbF9xdWVyeRgNIAEoCBINCgVhY3RvchgPIAEoCRIWCg5leGNsdWRlX2V2ZW50cxgQIAEoCBIWCg5leGFjdF9lbnRpdGllcxgRIAEoCBIVCg1taW5fcmVsZXZhbmNlGA4gASgBEhEKCW1pbl9tYXRjaBgTIAEoARIPCgdhYnN0YWluGBIgASgIEhoKEmNvbnRleHRfcHJvY2VkdXJlcxgUIAEoBUIUChJfc2ltaWxhcml0eV93ZWlnaHRCEQoPX3JlY2VuY3lfd2VpZ2h0IqEBChBSZWNhbGxlZEVwaXNvZGVzEiwKCGVwaXNvZGVzGAEgAygLMhouZXBpc29kaWMudjEuU2NvcmVkRXBpc29kZRIVCg1lcGlzb2RlX2NvdW50GAIgASgDEhIKBW1hdGNoGAMgASgBSACIAQESEQoJYWJzdGFpbmVkGAQgASgIEhcKD2Fic3RhaW5fYXBwbGllZBgFIAEoCEIICgZfbWF0Y2giqwEKDlJlY2FsbFJlc3BvbnNlEi8KCGVwaXNvZGVzGAEgASgLMh0uZXBpc29kaWMudjEuUmVjYWxsZWRFcGlzb2RlcxI2Cg11bmRlcnN0YW5kaW5nGAIgASgLMh8uZXBpc29kaWMudjEuUXVlcnlVbmRlcnN0YW5kaW5nEjAKCnByb2NlZHVyZXMYAyADKAsyHC5lcGlzb2RpYy52MS5TY29yZWRQcm9jZWR1cmUinwIKElF1ZXJ5VW5kZXJzdGFuZGluZxIUCgxyYW5rZWRfcXVlcnkYASABKAkSMAoLZXhwcmVzc2lvbnMYAiADKAsyGy5lcGlzb2RpYy52MS5UaW1lRXhwcmVzc2lvbhIwCgx3aW5kb3dfc3RhcnQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCndpbmRvd19lbmQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKB29yZGluYWwYBSABKAsyGy5lcGlzb2RpYy52MS5TZXNzaW9uT3JkaW5hbBIRCgl0aW1lX29ubHkYBiABKAgSDwoHYXBwbGllZBgHIAEoCBINCgVub3RlcxgIIAMoCSKAAQoOVGltZUV4cHJlc3Npb24SDAoEdGV4dBgBIAEoCRIMCgRraW5kGAIgASgJEikKBXN0YXJ0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgNlbmQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIogBCg5TZXNzaW9uT3JkaW5hbBIMCgR0ZXh0GAEgASgJEhAKCHBvc2l0aW9uGAIgASgFEhAKCGZyb21fZW5kGAMgASgIEg0KBWNvdW50GAQgASgFEg0KBXNjb3BlGAUgASgJEhIKCmV2ZW50X3R5cGUYBiABKAkSEgoKdGhyZWFkX2lkcxgHIAMoCSKMAQoTTGlzdEVwaXNvZGVzUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEioKBnN0YXR1cxgCIAEoDjIaLmVwaXNvZGljLnYxLkVwaXNvZGVTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEQoJdGhyZWFkX2lkGAUgASgJIlcKFExpc3RFcGlzb2Rlc1Jlc3BvbnNlEiYKCGVwaXNvZGVzGAEgAygLMhQuZXBpc29kaWMudjEuRXBpc29kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoVU2VhcmNoRXBpc29kZXNSZXF1ZXN0Eg8KB2RhdGFzZXQYASABKAkSDQoFcXVlcnkYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFIkYKFlNlYXJjaEVwaXNvZGVzUmVzcG9uc2USLAoIZXBpc29kZXMYASADKAsyGi5lcGlzb2RpYy52MS5TY29yZWRFcGlzb2RlIicKEUdldEVwaXNvZGVSZXF1ZXN0EhIKCmVwaXNvZGVfaWQYASABKAkiOwoSR2V0RXBpc29kZVJlc3BvbnNlEiUKB2VwaXNvZGUYASABKAsyFC5lcGlzb2RpYy52MS5FcGlzb2RlIl8KFUVudGl0eVRpbWVsaW5lUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEg4KBmVudGl0eRgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJ+ChZFbnRpdHlUaW1lbGluZVJlc3BvbnNlEiMKBmVudGl0eRgBIAEoCzITLmVwaXNvZGljLnYxLkVudGl0eRImCghlcGlzb2RlcxgCIAMoCzIULmVwaXNvZGljLnYxLkVwaXNvZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIk8KFUxpc3RQcm9jZWR1cmVzUmVxdWVzdBIPCgdkYXRhc2V0GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KFkxpc3RQcm9jZWR1cmVzUmVzcG9uc2USKgoKcHJvY2VkdXJlcxgBIAMoCzIWLmVwaXNvZGljLnYxLlByb2NlZHVyZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiPAoTR2V0UHJvY2VkdXJlUmVxdWVzdBIUCgxwcm9jZWR1cmVfaWQYASABKAkSDwoHZGF0YXNldBgCIAEoCSJBChRHZXRQcm9jZWR1cmVSZXNwb25zZRIpCglwcm9jZWR1cmUYASABKAsyFi5lcGlzb2RpYy52MS5Qcm9jZWR1cmUqawoNUmVjYWxsSW5jbHVkZRIeChpSRUNBTExfSU5DTFVERV9VTlNQRUNJRklFRBAAEhsKF1JFQ0FMTF9JTkNMVURFX0VQSVNPREVTEAESHQoZUkVDQUxMX0lOQ0xVREVfUFJPQ0VEVVJFUxACMqIFCg1SZWNhbGxTZXJ2aWNlEksKBlJlY2FsbBIaLmVwaXNvZGljLnYxLlJlY2FsbFJlcXVlc3QaGy5lcGlzb2RpYy52MS5SZWNhbGxSZXNwb25zZSIIirUYBAgBEAESXQoMTGlzdEVwaXNvZGVzEiAuZXBpc29kaWMudjEuTGlzdEVwaXNvZGVzUmVxdWVzdBohLmVwaXNvZGljLnYxLkxpc3RFcGlzb2Rlc1Jlc3BvbnNlIgiKtRgECAEQARJjCg5TZWFyY2hFcGlzb2RlcxIiLmVwaXNvZGljLnYxLlNlYXJjaEVwaXNvZGVzUmVxdWVzdBojLmVwaXNvZGljLnYxLlNlYXJjaEVwaXNvZGVzUmVzcG9uc2UiCIq1GAQIARABElcKCkdldEVwaXNvZGUSHi5lcGlzb2RpYy52MS5HZXRFcGlzb2RlUmVxdWVzdBofLmVwaXNvZGljLnYxLkdldEVwaXNvZGVSZXNwb25zZSIIirUYBAgBEAESYwoOTGlzdFByb2NlZHVyZXMSIi5lcGlzb2RpYy52MS5MaXN0UHJvY2VkdXJlc1JlcXVlc3QaIy5lcGlzb2RpYy52MS5MaXN0UHJvY2VkdXJlc1Jlc3BvbnNlIgiKtRgECAEQARJdCgxHZXRQcm9jZWR1cmUSIC5lcGlzb2RpYy52MS5HZXRQcm9jZWR1cmVSZXF1ZXN0GiEuZXBpc29kaWMudjEuR2V0UHJvY2VkdXJlUmVzcG9uc2UiCIq1GAQIARABEmMKDkVudGl0eVRpbWVsaW5lEiIuZXBpc29kaWMudjEuRW50aXR5VGltZWxpbmVSZXF1ZXN0GiMuZXBpc29kaWMudjEuRW50aXR5VGltZWxpbmVSZXNwb25zZSIIirUYBAgBEAFiBnByb3RvMw", [file_episodic_v1_access, file_episodic_v1_entity, file_episodic_v1_episode, file_google_protobuf_timestamp]);
 
 /**
  * Request for RecallService.Recall.
@@ -184,6 +184,14 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
    * @generated from field: bool abstain = 18;
    */
   abstain: boolean;
+
+  /**
+   * How many procedures to return when RECALL_INCLUDE_PROCEDURES is asked: 0 means 3,
+   * capped at 20.
+   *
+   * @generated from field: int32 context_procedures = 20;
+   */
+  contextProcedures: number;
 };
 
 /**
@@ -276,6 +284,15 @@ export type RecallResponse = Message<"episodic.v1.RecallResponse"> & {
    * @generated from field: episodic.v1.QueryUnderstanding understanding = 2;
    */
   understanding?: QueryUnderstanding | undefined;
+
+  /**
+   * With RECALL_INCLUDE_PROCEDURES: the dataset's procedures that best fit the query, best
+   * first (by recent support without a query). Procedures with more failures than
+   * successes are left out.
+   *
+   * @generated from field: repeated episodic.v1.ScoredProcedure procedures = 3;
+   */
+  procedures: ScoredProcedure[];
 };
 
 /**
@@ -720,6 +737,118 @@ export const EntityTimelineResponseSchema: GenMessage<EntityTimelineResponse> = 
   messageDesc(file_episodic_v1_recall_service, 13);
 
 /**
+ * Request for RecallService.ListProcedures.
+ *
+ * @generated from message episodic.v1.ListProceduresRequest
+ */
+export type ListProceduresRequest = Message<"episodic.v1.ListProceduresRequest"> & {
+  /**
+   * Required. The dataset.
+   *
+   * @generated from field: string dataset = 1;
+   */
+  dataset: string;
+
+  /**
+   * Maximum procedures to return: 0 means 20, larger values are capped at 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Token from a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message episodic.v1.ListProceduresRequest.
+ * Use `create(ListProceduresRequestSchema)` to create a new message.
+ */
+export const ListProceduresRequestSchema: GenMessage<ListProceduresRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 14);
+
+/**
+ * Response for RecallService.ListProcedures.
+ *
+ * @generated from message episodic.v1.ListProceduresResponse
+ */
+export type ListProceduresResponse = Message<"episodic.v1.ListProceduresResponse"> & {
+  /**
+   * Procedures, most successes first.
+   *
+   * @generated from field: repeated episodic.v1.Procedure procedures = 1;
+   */
+  procedures: Procedure[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message episodic.v1.ListProceduresResponse.
+ * Use `create(ListProceduresResponseSchema)` to create a new message.
+ */
+export const ListProceduresResponseSchema: GenMessage<ListProceduresResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 15);
+
+/**
+ * Request for RecallService.GetProcedure.
+ *
+ * @generated from message episodic.v1.GetProcedureRequest
+ */
+export type GetProcedureRequest = Message<"episodic.v1.GetProcedureRequest"> & {
+  /**
+   * Required. UUID of the procedure.
+   *
+   * @generated from field: string procedure_id = 1;
+   */
+  procedureId: string;
+
+  /**
+   * Required. The dataset it belongs to (procedure ids are per dataset).
+   *
+   * @generated from field: string dataset = 2;
+   */
+  dataset: string;
+};
+
+/**
+ * Describes the message episodic.v1.GetProcedureRequest.
+ * Use `create(GetProcedureRequestSchema)` to create a new message.
+ */
+export const GetProcedureRequestSchema: GenMessage<GetProcedureRequest> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 16);
+
+/**
+ * Response for RecallService.GetProcedure.
+ *
+ * @generated from message episodic.v1.GetProcedureResponse
+ */
+export type GetProcedureResponse = Message<"episodic.v1.GetProcedureResponse"> & {
+  /**
+   * The procedure.
+   *
+   * @generated from field: episodic.v1.Procedure procedure = 1;
+   */
+  procedure?: Procedure | undefined;
+};
+
+/**
+ * Describes the message episodic.v1.GetProcedureResponse.
+ * Use `create(GetProcedureResponseSchema)` to create a new message.
+ */
+export const GetProcedureResponseSchema: GenMessage<GetProcedureResponse> = /*@__PURE__*/
+  messageDesc(file_episodic_v1_recall_service, 17);
+
+/**
  * What Recall returns. Episodes are opt-in.
  *
  * @generated from enum episodic.v1.RecallInclude
@@ -738,6 +867,13 @@ export enum RecallInclude {
    * @generated from enum value: RECALL_INCLUDE_EPISODES = 1;
    */
   EPISODES = 1,
+
+  /**
+   * Include procedures: how the agent did similar things before (RecallResponse.procedures).
+   *
+   * @generated from enum value: RECALL_INCLUDE_PROCEDURES = 2;
+   */
+  PROCEDURES = 2,
 }
 
 /**
@@ -795,6 +931,26 @@ export const RecallService: GenService<{
     methodKind: "unary";
     input: typeof GetEpisodeRequestSchema;
     output: typeof GetEpisodeResponseSchema;
+  },
+  /**
+   * Pages through a dataset's procedures, most supported first.
+   *
+   * @generated from rpc episodic.v1.RecallService.ListProcedures
+   */
+  listProcedures: {
+    methodKind: "unary";
+    input: typeof ListProceduresRequestSchema;
+    output: typeof ListProceduresResponseSchema;
+  },
+  /**
+   * Returns one procedure.
+   *
+   * @generated from rpc episodic.v1.RecallService.GetProcedure
+   */
+  getProcedure: {
+    methodKind: "unary";
+    input: typeof GetProcedureRequestSchema;
+    output: typeof GetProcedureResponseSchema;
   },
   /**
    * Everything about one entity, in order: the dataset's current episodes that mention it
