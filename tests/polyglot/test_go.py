@@ -17,7 +17,7 @@ from episodic.v1 import episode_pb2 as epb
 from episodic.v1 import recall_service_pb2 as rpb
 from episodic.v1 import recall_service_pb2_grpc as rg
 from tests.polyglot.conftest import KeyedSuite
-from tests.polyglot.toolchains import REPO, go_env, go_toolchain
+from tests.polyglot.toolchains import GO_PACKAGES, REPO, go_env, go_toolchain, install_command
 
 EXAMPLE = REPO / "examples" / "go"
 STUBS = REPO / "clients" / "stubs" / "go"
@@ -98,3 +98,12 @@ def test_the_go_example_runs_the_loop_against_the_suite(
     )
     assert (got.start_sequence, got.end_sequence) == (1, 3)
     assert f"summary: {got.summary}\n" in out
+
+
+def test_the_readme_recipe_is_what_ci_installs() -> None:
+    """clients/stubs/README.md tells a new user what .ci/run installs, and both name the
+    protobuf library apt would otherwise pick wrong."""
+    recipe = (REPO / "clients" / "stubs" / "README.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    assert install_command(GO_PACKAGES) in " ".join(recipe.replace("\\\n", " ").split())
+    assert " ".join(GO_PACKAGES) in " ".join(ci.replace("\\\n", " ").split())
