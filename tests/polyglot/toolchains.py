@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -35,7 +37,6 @@ JAVA_PACKAGES = (
     "libgrpc-java",
     "libnetty-java",
     "libperfmark-java",
-    "libgoogle-gson-java",
 )
 GOCODE = Path("/usr/share/gocode")
 SHARE_JAVA = Path("/usr/share/java")
@@ -92,3 +93,77 @@ def go_env(gopath: Path) -> dict[str, str]:
         "GOPROXY": "off",
         "GOCACHE": str(go_cache()),
     }
+
+
+@dataclass(frozen=True)
+class JavaToolchain:
+    """Debian's JDK, protoc and the jars of protobuf-java and grpc-java (one protobuf
+    version for protoc and runtime: the classes protoc makes are for that runtime only)."""
+
+    javac: str
+    java: str
+    protoc: str
+    protoc_version: str
+    compile_jars: tuple[Path, ...]
+    runtime_jars: tuple[Path, ...]
+
+
+#: What javac needs for the stubs and the example: protobuf-java, grpc-java's API, stub and
+#: protobuf parts, guava (ListenableFuture) and javax.annotation (@Generated).
+JAVA_COMPILE_JARS = (
+    "grpc-api",
+    "grpc-stub",
+    "grpc-protobuf",
+    "grpc-protobuf-lite",
+    "grpc-context",
+    "guava",
+    "geronimo-annotation-1.3-spec",
+)
+#: And what a call needs at run time: grpc-core, the Netty transport (found by
+#: ManagedChannelBuilder through ServiceLoader) and perfmark (grpc-core's tracing). Not gson:
+#: grpc-core parses JSON only for a service config, which a plain address has none of.
+JAVA_RUNTIME_JARS = (
+    "grpc-core",
+    "grpc-netty",
+    "netty-buffer",
+    "netty-codec",
+    "netty-codec-http",
+    "netty-codec-http2",
+    "netty-codec-socks",
+    "netty-common",
+    "netty-handler",
+    "netty-handler-proxy",
+    "netty-resolver",
+    "netty-transport",
+    "netty-transport-native-unix-common",
+    "perfmark-api",
+)
+
+
+def java_toolchain() -> JavaToolchain:
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        missing("no JDK (javac and java)", JAVA_PACKAGES)
+    protoc = shutil.which("protoc", path="/usr/bin")
+    runtime = sorted(SHARE_JAVA.glob("protobuf-3.*.jar"))
+    wanted = [SHARE_JAVA / f"{name}.jar" for name in JAVA_COMPILE_JARS + JAVA_RUNTIME_JARS]
+    absent = [jar.name for jar in wanted if not jar.exists()]
+    if protoc is None or not runtime or absent:
+        missing(
+            f"not Debian's protoc, protobuf-java and grpc-java with its transport "
+            f"(missing: {', '.join(absent or ['protoc or protobuf-java'])})",
+            JAVA_PACKAGES,
+        )
+    version = subprocess.run([protoc, "--version"], capture_output=True, text=True).stdout
+    version = version.split()[-1]
+    if version != runtime[-1].stem.removeprefix("protobuf-"):
+        missing(f"/usr/bin/protoc ({version}) is not the version of {runtime[-1]}", JAVA_PACKAGES)
+    compile_jars = (runtime[-1], *wanted[: len(JAVA_COMPILE_JARS)])
+    return JavaToolchain(
+        javac=javac,
+        java=java,
+        protoc=protoc,
+        protoc_version=version,
+        compile_jars=compile_jars,
+        runtime_jars=(*compile_jars, *wanted[len(JAVA_COMPILE_JARS) :]),
+    )
