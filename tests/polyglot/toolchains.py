@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -212,7 +213,12 @@ def java_stub_classes(tools: JavaToolchain) -> Path:
     JAVA_STUB_CACHE.mkdir(exist_ok=True)
     with (JAVA_STUB_CACHE / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        stale = time.time() - 7 * 24 * 3600  # classes of protos not built for a week
+        for old in JAVA_STUB_CACHE.iterdir():
+            if old.is_dir() and old != classes and old.stat().st_mtime < stale:
+                shutil.rmtree(old, ignore_errors=True)
         if (classes / ".complete").exists():
+            classes.touch()  # in use: kept
             return classes
         work = Path(tempfile.mkdtemp(prefix="building-", dir=JAVA_STUB_CACHE))
         try:
