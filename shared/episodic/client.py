@@ -72,15 +72,19 @@ from episodic.client_core import (
     MessageReceipt,
     NewMessage,
     NotFoundError,
+    OutcomeResult,
     Page,
     PermissionDeniedError,
     PipelineStatus,
+    Procedure,
+    ProcedureStep,
     ProviderHealth,
     QueryUnderstanding,
     RecallResult,
     RecordEventResult,
     ResourceExhaustedError,
     ScoredEpisode,
+    ScoredProcedure,
     SessionOrdinal,
     Sleep,
     Step,
@@ -89,6 +93,7 @@ from episodic.client_core import (
     Thread,
     ThreadCompaction,
     TimeExpression,
+    ToolCall,
     UnauthenticatedError,
     UnavailableError,
     default_address,
@@ -126,20 +131,25 @@ __all__ = [
     "MessageReceipt",
     "NewMessage",
     "NotFoundError",
+    "OutcomeResult",
     "Page",
     "PermissionDeniedError",
     "PipelineStatus",
+    "Procedure",
+    "ProcedureStep",
     "ProviderHealth",
     "QueryUnderstanding",
     "RecallResult",
     "RecordEventResult",
     "ResourceExhaustedError",
     "ScoredEpisode",
+    "ScoredProcedure",
     "SessionOrdinal",
     "SweepResult",
     "Thread",
     "ThreadCompaction",
     "TimeExpression",
+    "ToolCall",
     "UnauthenticatedError",
     "UnavailableError",
     "default_address",
@@ -268,6 +278,11 @@ class EpisodicClient(ClientCore):
     list_threads = _blocking(ops.list_threads)
     recent_threads = _blocking(ops.recent_threads)
     recall = _blocking(ops.recall)
+    recall_procedures = _blocking(ops.recall_procedures)
+    record_outcome = _blocking(ops.record_outcome)
+    list_procedures = _blocking(ops.list_procedures)
+    get_procedure = _blocking(ops.get_procedure)
+    delete_procedure = _blocking(ops.delete_procedure)
     list_episodes = _blocking(ops.list_episodes)
     iter_episodes = _blocking_stream(ops.iter_episodes)
     search_episodes = _blocking(ops.search_episodes)

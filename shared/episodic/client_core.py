@@ -40,6 +40,7 @@ from grpc_status import rpc_status
 
 from episodic.endpoints import address_from_env
 from episodic.tls import channel_credentials
+from episodic.tool_calls import ToolCall
 from episodic.v1 import admin_service_pb2 as admin_pb2
 from episodic.v1 import admin_service_pb2_grpc as admin_grpc
 from episodic.v1 import entity_pb2, episode_pb2, ingest_service_pb2, recall_service_pb2
@@ -297,6 +298,11 @@ class Message:
     created_at: datetime | None
     received_at: datetime | None
     idempotency_key: str
+    #: An assistant message's tool calls (OpenAI's chat format), in order.
+    tool_calls: tuple[ToolCall, ...] = ()
+    #: A tool message: the call it answers, and the tool's name.
+    tool_call_id: str = ""
+    name: str = ""
 
     @classmethod
     def from_proto(cls, m: episode_pb2.Message) -> Message:
@@ -310,7 +316,30 @@ class Message:
             created_at=_time(m, "created_at"),
             received_at=_time(m, "received_at"),
             idempotency_key=m.idempotency_key,
+            tool_calls=tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls),
+            tool_call_id=m.tool_call_id,
+            name=m.name,
         )
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message in OpenAI's chat format (``role``, ``content``, and ``tool_calls``
+        or ``tool_call_id``/``name``), as a chat completion's ``messages`` takes it."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["content"] = self.content or None
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.tool_calls
+            ]
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name:
+            out["name"] = self.name
+        return out
 
 
 @dataclass(frozen=True)
@@ -491,6 +520,95 @@ class QueryUnderstanding:
 
 
 @dataclass(frozen=True)
+class ProcedureStep:
+    """One step of a procedure: the ``tool`` called, what it was for, whether it
+    ``writes`` (changes something), and where its arguments' values came from
+    (``arguments``: name → "user", "tool:<name>" or "agent")."""
+
+    tool: str
+    purpose: str
+    writes: bool
+    arguments: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """How the agent did something that worked: learned from successful stretches of
+    conversation with the same actions (the write tools, in order). ``goal`` says when to
+    use it, in the words of a request it served; ``sources`` are the (thread id, episode
+    id, outcome) it was learned from, newest first."""
+
+    procedure_id: str
+    dataset: str
+    goal: str
+    example_goals: list[str]
+    steps: list[ProcedureStep]
+    success_count: int
+    failure_count: int
+    partial_count: int
+    sources: list[tuple[str, str, str]]
+    created_at: datetime | None
+    updated_at: datetime | None
+    extractor: str
+
+    @property
+    def write_actions(self) -> list[str]:
+        """The tools of the steps that change something, in order."""
+        return [s.tool for s in self.steps if s.writes]
+
+    @classmethod
+    def from_proto(cls, m: episode_pb2.Procedure) -> Procedure:
+        """Builds it from the wire message."""
+        return cls(
+            procedure_id=m.procedure_id,
+            dataset=m.dataset,
+            goal=m.goal,
+            example_goals=list(m.example_goals),
+            steps=[
+                ProcedureStep(s.tool, s.purpose, s.writes, {a.name: a.source for a in s.arguments})
+                for s in m.steps
+            ],
+            success_count=m.success_count,
+            failure_count=m.failure_count,
+            partial_count=m.partial_count,
+            sources=[
+                (
+                    src.thread_id,
+                    src.episode_id,
+                    _enum_name(src.outcome, episode_pb2.Outcome, "OUTCOME_"),
+                )
+                for src in m.sources
+            ],
+            created_at=_time(m, "created_at"),
+            updated_at=_time(m, "updated_at"),
+            extractor=m.extractor,
+        )
+
+
+@dataclass(frozen=True)
+class ScoredProcedure:
+    """A procedure and how well its goal fits a recall's query (0..1)."""
+
+    procedure: Procedure
+    relevance: float
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.procedure, name)
+
+
+@dataclass(frozen=True)
+class OutcomeResult:
+    """What :meth:`EpisodicClient.record_outcome` recorded: ``changed`` is False when the
+    same outcome (score and note included) was already recorded."""
+
+    thread_id: str
+    episode_id: str
+    outcome: str
+    changed: bool
+    recorded_at: datetime | None
+
+
+@dataclass(frozen=True)
 class RecallResult:
     """What :meth:`EpisodicClient.recall` returns: the top episodes, best first, how many
     current episodes the dataset holds, and how the query's words about time were read
@@ -512,6 +630,8 @@ class RecallResult:
     match: float | None = None
     abstained: bool = False
     abstain_applied: bool = False
+    #: With ``include_procedures``: the procedures that fit the query, best first.
+    procedures: list[ScoredProcedure] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[ScoredEpisode]:
         return iter(self.episodes)
@@ -817,9 +937,28 @@ class NewMessage:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
     idempotency_key: str | None = None
+    #: An assistant message's tool calls (content may then be empty).
+    tool_calls: Sequence[ToolCall] = ()
+    #: A tool message: the id of the call it answers, and the tool's name.
+    tool_call_id: str | None = None
+    name: str | None = None
 
 
 MessageLike = NewMessage | Mapping[str, Any] | tuple[str, str]
+
+
+def _tool_call(value: ToolCall | Mapping[str, Any]) -> ToolCall:
+    """A tool call given as a ToolCall, or as OpenAI writes one (``{"id", "type":
+    "function", "function": {"name", "arguments"}}``, arguments as JSON text or a dict), or
+    flat (``{"id", "name", "arguments"}``)."""
+    if isinstance(value, ToolCall):
+        return value
+    function = value.get("function") or value
+    arguments = function.get("arguments", "{}")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return ToolCall(id=str(value["id"]), name=str(function["name"]), arguments=arguments)
+
 
 _ROLES = {
     "system": episode_pb2.ROLE_SYSTEM,
@@ -845,13 +984,16 @@ def _to_new_message(value: MessageLike) -> NewMessage:
     if isinstance(value, tuple):
         role, content = value
         return NewMessage(role=role, content=content)
-    if isinstance(value, Mapping):
+    if isinstance(value, Mapping):  # ours, or OpenAI's chat format
         return NewMessage(
             role=value.get("role", "user"),
-            content=value["content"],
+            content=value.get("content") or "",
             metadata=value.get("metadata") or {},
             created_at=value.get("created_at"),
             idempotency_key=value.get("idempotency_key"),
+            tool_calls=tuple(_tool_call(c) for c in value.get("tool_calls") or ()),
+            tool_call_id=value.get("tool_call_id"),
+            name=value.get("name"),
         )
     raise TypeError(f"a message must be a NewMessage, a mapping or (role, content); got {value!r}")
 
@@ -931,11 +1073,21 @@ _RETRIED = {
             "AddMessages",
             "RecordEvent",
             "CreateThread",
+            # The last outcome stands: a repeat records the same one again.
+            "RecordOutcome",
         ),
     ),
     "recall": (
         "RecallService",
-        ("Recall", "ListEpisodes", "SearchEpisodes", "GetEpisode", "EntityTimeline"),
+        (
+            "Recall",
+            "ListEpisodes",
+            "SearchEpisodes",
+            "GetEpisode",
+            "EntityTimeline",
+            "ListProcedures",
+            "GetProcedure",
+        ),
     ),
     "scheduler": ("SchedulerService", ()),
     "summariser": ("SummariserService", ("CheckProviders", "GetPipelineStatus")),
@@ -1297,8 +1449,14 @@ def add_messages_request(
         if not key and auto_idempotency_keys:
             key = f"auto:{uuid.uuid4()}"
         item = request.messages.add(
-            role=_role(msg.role), content=msg.content, idempotency_key=key or ""
+            role=_role(msg.role),
+            content=msg.content,
+            idempotency_key=key or "",
+            tool_call_id=msg.tool_call_id or "",
+            name=msg.name or "",
         )
+        for c in msg.tool_calls:
+            item.tool_calls.add(id=c.id, name=c.name, arguments=c.arguments)
         if msg.metadata:
             item.metadata.update(dict(msg.metadata))
         if msg.created_at is not None:
@@ -1317,7 +1475,9 @@ def add_messages(
 
     Each message is a :class:`NewMessage`, a mapping with ``role``/``content`` (and
     optionally ``metadata``, ``created_at``, ``idempotency_key``) or a ``(role, content)``
-    tuple. With ``auto_idempotency_keys`` (the default) every message without a key gets
+    tuple. A mapping in OpenAI's chat format keeps its tool calls: an assistant message's
+    ``tool_calls`` and a tool message's ``tool_call_id``/``name`` (so a chat completion's
+    ``messages`` can be written as they are). With ``auto_idempotency_keys`` (the default) every message without a key gets
     one, so the call is retried safely on UNAVAILABLE and a replay stores nothing twice.
     """
     request, safe = add_messages_request(
@@ -1541,9 +1701,13 @@ def recall(
     min_relevance: float = 0.0,
     min_match: float = 0.0,
     abstain: bool = False,
+    include_procedures: bool = False,
+    procedures: int | None = None,
     timeout: float | None = None,
 ) -> Flow[RecallResult]:
-    """The dataset's most relevant current episodes, best first.
+    """The dataset's most relevant current episodes, best first (and, with
+    ``include_procedures``, the ``procedures`` — server default 3 — that fit the query:
+    ``result.procedures``).
 
     Ranked by ``relevance_score = similarity × similarity_weight + recency ×
     recency_weight`` (server defaults 0.7 and 0.3; ``ScoredEpisode.relevance`` is another
@@ -1568,8 +1732,10 @@ def recall(
     request = recall_service_pb2.RecallRequest(
         dataset=dataset,
         query=query or "",
-        include=[recall_service_pb2.RECALL_INCLUDE_EPISODES],
+        include=[recall_service_pb2.RECALL_INCLUDE_EPISODES]
+        + ([recall_service_pb2.RECALL_INCLUDE_PROCEDURES] if include_procedures else []),
         context_episodes=limit or 0,
+        context_procedures=procedures or 0,
         thread_ids=list(thread_ids),
         entities=list(entities),
         event_type=event_type or "",
@@ -1596,7 +1762,130 @@ def recall(
         match=answer.episodes.match if answer.episodes.HasField("match") else None,
         abstained=answer.episodes.abstained,
         abstain_applied=answer.episodes.abstain_applied,
+        procedures=[_scored_procedure(p) for p in answer.procedures],
     )
+
+
+def _scored_procedure(m: episode_pb2.ScoredProcedure) -> ScoredProcedure:
+    return ScoredProcedure(Procedure.from_proto(m.procedure), m.relevance)
+
+
+# -- procedural memory (Ingest writes outcomes; Recall reads procedures; Admin deletes)
+
+_OUTCOMES = {
+    "success": episode_pb2.OUTCOME_SUCCESS,
+    "failure": episode_pb2.OUTCOME_FAILURE,
+    "partial": episode_pb2.OUTCOME_PARTIAL,
+}
+
+
+def record_outcome(
+    core: ClientCore,
+    thread_id: str,
+    outcome: str,
+    *,
+    score: float | None = None,
+    note: str = "",
+    episode_id: str | None = None,
+    timeout: float | None = None,
+) -> Flow[OutcomeResult]:
+    """Says how a thread turned out: ``outcome`` is "success", "failure" or "partial",
+    with an optional ``score`` in [0, 1] and ``note``; ``episode_id`` narrows it to that
+    episode's stretch. It may come before or after the episode exists; sending it again
+    replaces it (the last one stands). Procedures are learned from successes."""
+    if outcome not in _OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; use success, failure or partial")
+    request = ingest_service_pb2.RecordOutcomeRequest(
+        thread_id=thread_id, outcome=_OUTCOMES[outcome], note=note, episode_id=episode_id or ""
+    )
+    if score is not None:
+        request.score = score
+    # The last one stands: repeating the same outcome is harmless.
+    answer = yield from call(core, "ingest", "RecordOutcome", request, timeout, retry=True)
+    return OutcomeResult(
+        thread_id=answer.thread_id,
+        episode_id=answer.episode_id,
+        outcome=outcome,
+        changed=answer.changed,
+        recorded_at=_time(answer, "recorded_at"),
+    )
+
+
+def recall_procedures(
+    core: ClientCore,
+    dataset: str,
+    task: str | None = None,
+    *,
+    limit: int | None = None,
+    timeout: float | None = None,
+) -> Flow[list[ScoredProcedure]]:
+    """How did we do this before? The dataset's procedures whose goals best fit ``task``
+    (most supported without one), best first; procedures that failed more often than they
+    worked are left out."""
+    answer = yield from call(
+        core,
+        "recall",
+        "Recall",
+        recall_service_pb2.RecallRequest(
+            dataset=dataset,
+            query=task or "",
+            include=[recall_service_pb2.RECALL_INCLUDE_PROCEDURES],
+            context_procedures=limit or 0,
+        ),
+        timeout,
+    )
+    return [_scored_procedure(p) for p in answer.procedures]
+
+
+def list_procedures(
+    core: ClientCore,
+    dataset: str,
+    *,
+    page_size: int = 0,
+    page_token: str = "",
+    timeout: float | None = None,
+) -> Flow[Page[Procedure]]:
+    """One page of a dataset's procedures, most successes first."""
+    answer = yield from call(
+        core,
+        "recall",
+        "ListProcedures",
+        recall_service_pb2.ListProceduresRequest(
+            dataset=dataset, page_size=page_size, page_token=page_token
+        ),
+        timeout,
+    )
+    return Page([Procedure.from_proto(p) for p in answer.procedures], answer.next_page_token)
+
+
+def get_procedure(
+    core: ClientCore, dataset: str, procedure_id: str, *, timeout: float | None = None
+) -> Flow[Procedure]:
+    """One procedure of ``dataset``."""
+    answer = yield from call(
+        core,
+        "recall",
+        "GetProcedure",
+        recall_service_pb2.GetProcedureRequest(dataset=dataset, procedure_id=procedure_id),
+        timeout,
+    )
+    return Procedure.from_proto(answer.procedure)
+
+
+def delete_procedure(
+    core: ClientCore, dataset: str, procedure_id: str, *, timeout: float | None = None
+) -> Flow[int]:
+    """Deletes a procedure and forgets the stretches it was learned from (they are not
+    learned again); returns how many were forgotten."""
+    answer = yield from call(
+        core,
+        "admin",
+        "DeleteProcedure",
+        admin_pb2.DeleteProcedureRequest(dataset=dataset, procedure_id=procedure_id),
+        timeout,
+        retry=False,
+    )
+    return int(answer.forgotten_sources)
 
 
 # -- episode administration (Recall reads, Scheduler writes)
