@@ -26,7 +26,22 @@ Input formats (detected per line, so one file may mix them):
 
    The ``conversation_id`` is the dataset (unless ``--dataset`` overrides it), each
    thread's ``thread_id`` its label; other keys (``questions``) are ignored.
-3. **export** — the records of ``episodic export`` (:mod:`episodic.export`):
+3. **openai** — one conversation per line in OpenAI's chat format, as agent frameworks
+   log it (and fine-tuning files hold it)::
+
+       {"id": "run-812", "dataset": "support_agent", "outcome": "success",
+        "messages": [{"role": "user", "content": "…"},
+                     {"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
+                      "type": "function", "function": {"name": "…", "arguments": "{…}"}}]},
+                     {"role": "tool", "tool_call_id": "c1", "content": "…"}, …]}
+
+   ``id`` (or ``thread``) is the source thread id (default: a digest of the line);
+   ``dataset`` as above; the optional ``outcome`` (success, failure or partial; or an
+   object ``{"outcome", "score", "note"}``) is recorded after the thread is written, so
+   procedures are learned from it. Tool calls keep their ids, names and arguments in the
+   other formats too (a message's ``tool_calls``, ``tool_call_id`` and, on a tool message
+   that answers a call, ``name`` as the tool's name).
+4. **export** — the records of ``episodic export`` (:mod:`episodic.export`):
    ``{"type": "thread", …}`` with ``thread_id, dataset, label, metadata`` and
    ``{"type": "message", …}`` with ``thread_id, sequence, role, content, metadata,
    created_at, idempotency_key`` (fields at the top level or under a ``"thread"`` /
@@ -98,6 +113,7 @@ from episodic.client import (
     Thread,
     UnavailableError,
 )
+from episodic.tool_calls import ToolCall
 from episodic.validation import DATASET_PATTERN, MAX_DATASET_CHARS
 
 __all__ = [
@@ -123,7 +139,7 @@ __all__ = [
 #: written out so it can never change).
 NAMESPACE = uuid.UUID("74776a8b-b0b2-5de0-9b18-682e2e370cdb")
 #: The input formats :func:`read_plan` recognises.
-FORMATS = ("simple", "threaded", "export")
+FORMATS = ("simple", "threaded", "openai", "export")
 ROLES = ("user", "assistant", "system", "tool")
 MAX_KEY_CHARS = 128  # Ingest's limit on an idempotency key
 MAX_LABEL_CHARS = 200  # Ingest's limit on a thread label
@@ -166,6 +182,9 @@ class ImportMessage:
     metadata: dict[str, Any]
     idempotency_key: str
     line: int
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
 
     def to_new_message(self) -> NewMessage:
         """The SDK's message to add."""
@@ -175,7 +194,19 @@ class ImportMessage:
             metadata=self.metadata,
             created_at=self.created_at,
             idempotency_key=self.idempotency_key,
+            tool_calls=self.tool_calls,
+            tool_call_id=self.tool_call_id,
+            name=self.tool_name,
         )
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """How an imported conversation turned out (recorded after it is written)."""
+
+    outcome: str
+    score: float | None = None
+    note: str = ""
 
 
 @dataclass
@@ -196,6 +227,8 @@ class ImportThread:
     #: ``thread_id`` is the file's own (``--keep-thread-ids``): the thread is created
     #: with it. Otherwise the thread is found or created by :func:`thread_key`.
     keeps_id: bool = False
+    #: The conversation's outcome, recorded once it is written (format openai).
+    outcome: ImportOutcome | None = None
 
     @property
     def first_created_at(self) -> datetime | None:
@@ -288,6 +321,83 @@ def _role(value: Any, line: int) -> str:
     return str(role)
 
 
+def _tool_calls(value: Any, line: int) -> tuple[ToolCall, ...]:
+    """A message's ``tool_calls`` as OpenAI writes them (``{"id", "type", "function":
+    {"name", "arguments"}}``) or flat (``{"id", "name", "arguments"}``); arguments as JSON
+    text or an object."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InputError(line, "'tool_calls' must be a list")
+    calls = []
+    for i, c in enumerate(value):
+        function = c.get("function", c) if isinstance(c, dict) else None
+        if not isinstance(function, dict) or not isinstance(c.get("id"), str):
+            raise InputError(line, f"tool_calls[{i}] needs an 'id' and a function 'name'")
+        name, arguments = function.get("name"), function.get("arguments", "{}")
+        if not isinstance(name, str):
+            raise InputError(line, f"tool_calls[{i}] needs a function 'name'")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append(ToolCall(id=c["id"], name=name, arguments=arguments))
+    return tuple(calls)
+
+
+def _message(
+    m: Mapping[str, Any],
+    line: int,
+    *,
+    key: str,
+    created_at: datetime | None,
+    metadata: Any = None,
+) -> ImportMessage:
+    """One message of any format: role, content, and its tool parts. ``name`` is the
+    speaker (stored as ``metadata["name"]``), except on a tool message that answers a call,
+    where OpenAI's format makes it the tool's name."""
+    role = _role(m.get("role"), line)
+    calls = _tool_calls(m.get("tool_calls"), line)
+    call_id = m.get("tool_call_id") if isinstance(m.get("tool_call_id"), str) else None
+    name = m.get("name") if isinstance(m.get("name"), str) else None
+    tool_name = name if role == "tool" and call_id else None
+    return ImportMessage(
+        role=role,
+        # An assistant's turn may be its calls alone, a tool's result may be empty.
+        content=_text(m, "content", line, required=not calls and role != "tool"),
+        created_at=created_at,
+        metadata=_metadata(
+            m.get("metadata") if metadata is None else metadata,
+            line,
+            None if tool_name else name,
+        ),
+        idempotency_key=key,
+        line=line,
+        tool_calls=calls,
+        tool_call_id=call_id,
+        tool_name=tool_name,
+    )
+
+
+_OUTCOMES = ("success", "failure", "partial")
+
+
+def _outcome(value: Any, line: int) -> ImportOutcome | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = {"outcome": value}
+    if not isinstance(value, dict) or value.get("outcome") not in _OUTCOMES:
+        raise InputError(
+            line, "'outcome' must be success, failure or partial (or {'outcome', 'score', 'note'})"
+        )
+    score = value.get("score")
+    if score is not None and (not isinstance(score, int | float) or not 0 <= score <= 1):
+        raise InputError(line, "'outcome.score' must be a number in [0, 1]")
+    note = value.get("note") or ""
+    if not isinstance(note, str):
+        raise InputError(line, "'outcome.note' must be a string")
+    return ImportOutcome(str(value["outcome"]), None if score is None else float(score), note)
+
+
 def _metadata(value: Any, line: int, name: str | None = None) -> dict[str, Any]:
     if value is None:
         value = {}
@@ -377,15 +487,12 @@ class _Builder:
             label=str(obj.get("label") or ""),
             metadata={"source_thread": source_id},
         )
-        name = obj.get("name") if isinstance(obj.get("name"), str) else None
         thread.messages.append(
-            ImportMessage(
-                role=_role(obj.get("role"), line),
-                content=_text(obj, "content", line),
+            _message(
+                obj,
+                line,
+                key=idempotency_key(source_id, len(thread.messages)),
                 created_at=_time(obj.get("ts"), line, "ts"),
-                metadata=_metadata(obj.get("metadata"), line, name),
-                idempotency_key=idempotency_key(source_id, len(thread.messages)),
-                line=line,
             )
         )
 
@@ -412,17 +519,49 @@ class _Builder:
             for m in t.get("messages") or []:
                 if not isinstance(m, dict):
                     raise InputError(line, f"a message of {source_id!r} is not an object")
-                name = m.get("name") if isinstance(m.get("name"), str) else None
                 thread.messages.append(
-                    ImportMessage(
-                        role=_role(m.get("role"), line),
-                        content=_text(m, "content", line),
+                    _message(
+                        m,
+                        line,
+                        key=idempotency_key(source_id, len(thread.messages)),
                         created_at=_time(m.get("ts"), line, "ts") or started,
-                        metadata=_metadata(m.get("metadata"), line, name),
-                        idempotency_key=idempotency_key(source_id, len(thread.messages)),
-                        line=line,
                     )
                 )
+
+    def openai(self, obj: dict[str, Any], line: int, raw: str) -> None:
+        messages = obj.get("messages")
+        if not isinstance(messages, list):
+            raise InputError(line, "'messages' must be a list")
+        source = obj.get("id", obj.get("thread"))
+        if source is not None and not isinstance(source, str | int):
+            raise InputError(line, "'id' must be a string")
+        # Without an id, the line's own digest: the same line is the same thread.
+        source_id = (
+            str(source) if source is not None else hashlib.sha256(raw.encode()).hexdigest()[:24]
+        )
+        source_dataset = obj.get("dataset")
+        if source_dataset is not None and not isinstance(source_dataset, str):
+            raise InputError(line, "'dataset' must be a string")
+        thread = self.thread(
+            source_id=source_id,
+            source_dataset=source_dataset or "",
+            line=line,
+            fmt="openai",
+            label=str(obj.get("label") or source_id),
+            metadata={"source_thread": source_id},
+        )
+        thread.outcome = _outcome(obj.get("outcome"), line)
+        for m in messages:
+            if not isinstance(m, dict):
+                raise InputError(line, f"a message of {source_id!r} is not an object")
+            thread.messages.append(
+                _message(
+                    m,
+                    line,
+                    key=idempotency_key(source_id, len(thread.messages)),
+                    created_at=_time(m.get("ts", m.get("created_at")), line, "ts"),
+                )
+            )
 
     def export(self, obj: dict[str, Any], line: int) -> None:
         kind = obj["type"]
@@ -479,15 +618,16 @@ class _Builder:
                 seen.add(sequence)
                 key = m.get("idempotency_key")
                 thread.messages.append(
-                    ImportMessage(
-                        role=_role(m.get("role"), mline),
-                        content=_text(m, "content", mline),
-                        created_at=_time(m.get("created_at"), mline, "created_at"),
-                        metadata=_metadata(m.get("metadata"), mline),
-                        idempotency_key=key
+                    _message(
+                        # The speaker is in the exported metadata already; "name" is the
+                        # tool's on a tool result.
+                        {**m, "name": m.get("name") if m.get("tool_call_id") else None},
+                        mline,
+                        key=key
                         if isinstance(key, str) and key and len(key) <= MAX_KEY_CHARS
                         else idempotency_key(source_id, sequence),
-                        line=mline,
+                        created_at=_time(m.get("created_at"), mline, "created_at"),
+                        metadata=m.get("metadata") or {},
                     )
                 )
 
@@ -519,15 +659,19 @@ def read_plan(
         elif "threads" in obj:
             fmt = "threaded"
             builder.threaded(obj, number)
-        elif "thread" in obj and "content" in obj:
+        elif "messages" in obj:
+            fmt = "openai"
+            builder.openai(obj, number, text)
+        elif "thread" in obj and ("content" in obj or "tool_calls" in obj):
             fmt = "simple"
             builder.simple(obj, number)
         else:
             raise InputError(
                 number,
                 "not a record of a known format: expected a message ({'thread', 'role', "
-                "'content', …}), a conversation ({'conversation_id', 'threads'}) or an "
-                "export record ({'type': 'thread'|'message'|'episode', …})",
+                "'content', …}), a conversation ({'conversation_id', 'threads'} or OpenAI's "
+                "{'messages': [...]}) or an export record ({'type': 'thread'|'message'|"
+                "'episode', …})",
             )
         builder.formats[fmt] = builder.formats.get(fmt, 0) + 1
     builder.finish_export()
@@ -607,6 +751,17 @@ class Writer(Protocol):
 
     def end_thread(self, thread_id: str, *, timeout: float | None = None) -> EndThreadResult: ...
 
+    def record_outcome(
+        self,
+        thread_id: str,
+        outcome: str,
+        *,
+        score: float | None = None,
+        note: str = "",
+        episode_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Any: ...
+
 
 @dataclass
 class ImportStats:
@@ -621,6 +776,7 @@ class ImportStats:
     already_stored: int = 0
     threads_ended: int = 0
     episodes_queued: int = 0
+    outcomes: int = 0  # outcomes recorded (format openai)
     seconds: float = 0.0
 
     @property
@@ -635,6 +791,7 @@ class ImportStats:
             f"({self.stored:,} new, {self.already_stored:,} already stored; "
             f"{self.threads_created:,} threads created) in {self.seconds:.1f} s: "
             f"{self.rate:,.0f} msg/s; {self.episodes_queued:,} episodes queued"
+            + (f"; {self.outcomes:,} outcomes recorded" if self.outcomes else "")
         )
 
 
@@ -750,6 +907,14 @@ class Importer:
         if self.end_threads and messages and (stored_now or existing is None or owed):
             ended = _retrying(lambda: client.end_thread(thread_id))
             self._count(stats, threads_ended=1, episodes_queued=int(ended.episode_queued))
+        outcome = thread.outcome
+        if outcome is not None:  # idempotent: the last one stands
+            _retrying(
+                lambda: client.record_outcome(
+                    thread_id, outcome.outcome, score=outcome.score, note=outcome.note
+                )
+            )
+            self._count(stats, outcomes=1)
 
     def _thread_by_id(self, thread: ImportThread) -> tuple[Thread | None, str]:
         """``--keep-thread-ids``: the thread created with the file's id, or found by it in

@@ -227,6 +227,8 @@ def records(text: str) -> list[dict[str, Any]]:
 
 
 def _wire(value: Any) -> Any:
+    if isinstance(value, tuple | list):  # a message's tool calls: a list of objects
+        return [dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value]
     return value.isoformat() if isinstance(value, datetime) else value
 
 

@@ -43,7 +43,9 @@ from episodic.backfill import (
     batches,
     read_plan,
 )
+from episodic.errors import InvalidArgument
 from episodic.requests import MAX_STRUCT_DEPTH
+from episodic.tool_calls import check_arguments, check_call_id, check_tool_name
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -345,9 +347,24 @@ class _Checker:
             self.export(obj, line)
         elif "threads" in obj:
             self.threaded(obj, line)
-        elif "thread" in obj and "content" in obj:
+        elif "messages" in obj:
+            self.openai(obj, line)
+        elif "thread" in obj and ("content" in obj or "tool_calls" in obj):
             self.simple(obj, line)
         # other records: read_plan names them
+
+    def openai(self, obj: dict[str, Any], line: int) -> None:
+        _optional_str(obj, "dataset")
+        self.label(_optional_str(obj, "label"), line)
+        messages = obj.get("messages")
+        if not isinstance(messages, list):
+            raise _Bad(f"'messages' must be a list, not {_type_name(messages)}")
+        for j, m in enumerate(messages):
+            where = f"messages[{j}]."
+            if not isinstance(m, dict):
+                self.report(line, f"{where[:-1]} must be an object, not {_type_name(m)}")
+                continue
+            self.message(m, line, ts_key="ts", where=where)
 
     def simple(self, obj: dict[str, Any], line: int) -> None:
         source = obj.get("thread")
@@ -448,7 +465,12 @@ class _Checker:
         if normal not in (*ROLES, "agent"):
             self.report(line, f"{where}role {role!r} is not one of {', '.join(ROLES)}")
         content = m.get("content")
-        if not isinstance(content, str) or not content.strip():
+        calls = self.tool_parts(m, line, where)
+        if content is None and (calls or normal == "tool"):
+            pass  # an assistant's turn may be its calls alone, a tool's result empty
+        elif not isinstance(content, str) or (
+            not content.strip() and not calls and normal != "tool"
+        ):
             got = (
                 "missing"
                 if content is None
@@ -476,6 +498,36 @@ class _Checker:
             metadata["name"] = name  # as backfill stores it
         if metadata and (bad := _metadata_problem(metadata, f"{where}metadata", self.limits)):
             self.report(line, bad)
+
+    def tool_parts(self, m: dict[str, Any], line: int, where: str) -> int:
+        """Checks a message's tool calls as Ingest does (ids, names, arguments a JSON
+        object); returns how many it has. Whether a tool result answers a call is Ingest's
+        to say (the call may be stored already)."""
+        calls = m.get("tool_calls")
+        if calls is None:
+            return 0
+        if not isinstance(calls, list):
+            self.report(line, f"{where}'tool_calls' must be a list, not {_type_name(calls)}")
+            return 0
+        for i, c in enumerate(calls):
+            at = f"{where}tool_calls[{i}]"
+            function = c.get("function", c) if isinstance(c, dict) else None
+            if not isinstance(function, dict):
+                self.report(line, f"{at} must be an object with an 'id' and a 'function'")
+                continue
+            arguments = function.get("arguments", "{}")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments)
+            for check, value, part in (
+                (check_call_id, str(c.get("id") or ""), "id"),
+                (check_tool_name, str(function.get("name") or ""), "name"),
+                (check_arguments, arguments, "arguments"),
+            ):
+                try:
+                    check(value, f"{at}.{part}")
+                except InvalidArgument as err:
+                    self.report(line, str(err))
+        return len(calls)
 
     def check(self, line: int, fn: Callable[[], object]) -> None:
         try:

@@ -183,6 +183,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                     "already_stored": stats.already_stored,
                     "threads_ended": stats.threads_ended,
                     "episodes_queued": stats.episodes_queued,
+                    "outcomes": stats.outcomes,
                     "seconds": round(stats.seconds, 3),
                     "messages_per_second": round(stats.rate, 1),
                 },
