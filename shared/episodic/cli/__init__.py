@@ -2,6 +2,8 @@
 
 - memory (``thread``, ``add``, ``end``, ``recall``, ``demo``): an agent's data, through
   the running services — :mod:`episodic.cli.memory`;
+- procedural memory (``outcome``, ``procedures``): how threads turned out, and what the
+  agent learned to do from its tool use — :mod:`episodic.cli.procedures`;
 - admin (``episodes``, ``status``, ``keys``): looking after memory — :mod:`episodic.cli.admin`;
 - privacy (``erase``, ``datasets``, ``encryption``): erasure with a receipt, retention and
   compaction policy, master keys — :mod:`episodic.cli.privacy`;
@@ -25,7 +27,16 @@ import sys
 from typing import Any
 
 from episodic import forking  # noqa: F401  (first: gRPC reads it when imported)
-from episodic.cli import admin, console, data, integrations, memory, operations, privacy
+from episodic.cli import (
+    admin,
+    console,
+    data,
+    integrations,
+    memory,
+    operations,
+    privacy,
+    procedures,
+)
 from episodic.cli._common import CommandGroups
 
 __all__ = ["build_parser", "main"]
@@ -40,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups = CommandGroups(sub)
     memory.register(groups)
+    procedures.register(groups)
     admin.register(groups)
     privacy.register(groups)
     console.register(groups)

@@ -77,6 +77,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
                 print(line, flush=True)
 
             done = reembed(engine, embedder, vault, late=late, progress=say)
+            # The procedures' goals are compared with queries in the model's space too.
+            from episodic.store.procedures import relearn
+
+            relearned = relearn(engine, vault, embedder.embed_query)
+            say(f"re-embedded the goals of {relearned.candidates} procedure source(s)")
             print(
                 f"re-embedded {done.threads} thread(s) ({done.episodes} episode and "
                 f"{done.chunks} chunk vector(s)) and {done.events} event(s) with {done.model}; "

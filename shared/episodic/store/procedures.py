@@ -23,13 +23,14 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
 
 from episodic import procedural
 from episodic.crypto import DatasetKey, json_text, open_json
 from episodic.errors import InvalidArgument, NotFound
 from episodic.procedural import Candidate, Step, WindowTurn
 from episodic.store import audit, embedding_space
+from episodic.store.distribution import across_datasets
 from episodic.store.relevance import cosine_scale_for, on_reference_scale
 from episodic.store.sql import pick_time
 from episodic.store.vault import Vault
@@ -46,6 +47,7 @@ __all__ = [
     "rebuild",
     "recall_procedures",
     "record_outcome",
+    "relearn",
     "store_candidate",
 ]
 
@@ -599,3 +601,75 @@ def erase_dataset_procedures(conn: Connection, dataset: str) -> list[str]:
             {"d": dataset},
         ).scalars()
     ]
+
+
+@dataclass(frozen=True)
+class Relearned:
+    datasets: int
+    episodes: int
+    candidates: int
+    procedures: int
+
+
+def relearn(
+    engine: Engine,
+    vault: Vault,
+    embed_query: Callable[[str], np.ndarray],
+    *,
+    dataset: str | None = None,
+    page: int = 200,
+) -> Relearned:
+    """Extracts again what every completed episode's window of tool use teaches (after the
+    extractor or the embedder changed) and recomputes the procedures: each dataset in one
+    transaction of its own, its episodes read a page at a time. A candidate an admin
+    forgot stays forgotten. ``dataset``: only that one."""
+    with engine.connect() as conn:
+        datasets = (
+            [dataset]
+            if dataset is not None
+            else list(
+                conn.execute(
+                    text(
+                        across_datasets("relearning walks every dataset with tool calls")
+                        + "SELECT DISTINCT dataset FROM message_tool_calls ORDER BY dataset"
+                    )
+                ).scalars()
+            )
+        )
+    episodes = candidates = procedures = 0
+    for name in datasets:
+        with engine.begin() as conn:
+            key = vault.for_write(conn, name)
+            after = uuid.UUID(int=0)
+            while True:
+                rows = (
+                    conn.execute(
+                        text(
+                            "SELECT dataset, episode_id, thread_id, start_sequence, "
+                            "end_sequence FROM episodes WHERE dataset = :d "
+                            "AND completed_at IS NOT NULL AND episode_id > :after "
+                            "ORDER BY episode_id LIMIT :n"
+                        ),
+                        {"d": name, "after": after, "n": page},
+                    )
+                    .mappings()
+                    .all()
+                )
+                for episode in rows:
+                    episodes += 1
+                    if not has_tool_calls(conn, episode):
+                        continue
+                    candidate = procedural.extract(
+                        load_turns(conn, vault, episode),
+                        episode_id=str(episode["episode_id"]),
+                        thread_id=str(episode["thread_id"]),
+                    )
+                    if candidate is None:
+                        continue
+                    store_candidate(conn, key, episode, candidate, embed_query(candidate.goal))
+                    candidates += 1
+                if len(rows) < page:
+                    break
+                after = rows[-1]["episode_id"]
+            procedures += rebuild(conn, key, name)
+    return Relearned(len(datasets), episodes, candidates, procedures)
