@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TS := clients/typescript
 
-.PHONY: install install-python up test test-all test-citus lint protos bench clean image lock
+.PHONY: install install-python up test test-all test-citus lint protos bench clean image image-test lock
 
 ## Everything the suite needs: the Python side, and the TypeScript client's npm packages.
 install: install-python $(TS)/node_modules/.installed
@@ -75,6 +75,11 @@ IMAGE ?= episodic
 TAG ?= dev
 image:
 	IMAGE=$(IMAGE) TAG=$(TAG) containers/build.sh
+
+## The images' smoke test (tests/image): the demo loop in the embedded image, and the
+## services as separate containers against a PostgreSQL outside them.
+image-test: image install-python
+	EPISODIC_TEST_IMAGE=$(IMAGE):$(TAG) $(BIN)/pytest -q -p no:xdist tests/image
 
 ## Regenerate the lock files (requirements/) after changing a dependency in pyproject.toml.
 lock: install-python
