@@ -14,10 +14,13 @@ install: install-python $(TS)/node_modules/.installed
 ## The Python side alone (.[dev] into the venv): all `make up`, `make lint` and `make docs` need.
 install-python: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# Every version from the lock (requirements/dev.txt, hashes checked: the versions the image
+# ships), then the project itself, editable. `make lock` after changing pyproject.toml.
+$(VENV)/.installed: pyproject.toml requirements/dev.txt requirements/build.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/build.txt
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 # The TypeScript client's dependencies, from the npm registry (its tests are part of the
