@@ -52,12 +52,13 @@ RUN mkdir /opt/extras && set -eu; set --; \
 COPY pyproject.toml README.md /src/
 COPY shared/episodic /src/shared/episodic
 COPY services /src/services
-COPY containers/healthcheck.py /src/containers/
+COPY containers/healthcheck.py containers/wait_for_schema.py /src/containers/
 RUN cd /src \
     && /opt/tools/bin/pip wheel --quiet --no-deps --no-build-isolation -w /tmp/wheel . \
     && /opt/tools/bin/pip --python /opt/venv/bin/python install --quiet --no-deps \
         --no-compile --target /opt/app /tmp/wheel/*.whl \
     && cp containers/healthcheck.py /opt/app/episodic_healthcheck.py \
+    && cp containers/wait_for_schema.py /opt/app/episodic_wait_for_schema.py \
     && /opt/venv/bin/python -m compileall -q -j 0 /opt/app
 
 # ---- runtime -----------------------------------------------------------------------------

