@@ -19,7 +19,9 @@ need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
 command -v mmdebstrap >/dev/null || [ -n "${PYTHON_IMAGE:-}" ] || need+=(mmdebstrap)
-# Containers on one podman network find each other by name (the smoke test's Services).
+# CNI networks (what this machine's podman uses; netavark would be picked otherwise), on
+# which containers find each other by name (the smoke test's Services).
+[ -e /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 [ -e /usr/lib/cni/dnsname ] || need+=(golang-github-containernetworking-plugin-dnsname)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]} from Debian's packages"
