@@ -14,6 +14,8 @@ variant is that name with ``-embedded``. Needs podman (make image installs it).
   thread, waits for its episode and recalls it; SIGTERM to each container drains it and ends
   it with exit 0 within the grace the manifests give (terminationGracePeriodSeconds less
   the preStop sleep).
+- The server image's own `episodic up` against that PostgreSQL, read-only, keys required
+  (the README's one-container run): healthy, serving, exit 0 on SIGTERM.
 """
 
 from __future__ import annotations
@@ -423,3 +425,28 @@ def test_server_image_runs_migrate_and_four_services_like_kubernetes(
             code, took, output = stop_with_sigterm(name, budget)
             assert code == 0 and took <= budget, (component, code, took, output)
             print(f"{component}: SIGTERM to exit 0 in {took:.1f} s (budget {budget:.0f} s)")
+
+
+def test_server_image_default_command_serves_against_outside_database(
+    outside_database: tuple[str, str],
+) -> None:
+    """The README's one container against your own PostgreSQL: the image's `episodic up`
+    migrates, mints its services' key and runs all four, read-only, keys required."""
+    network, database_url = outside_database
+    name = f"episodic-smoke-up-{uuid.uuid4().hex[:8]}"
+    with containers() as names:
+        podman(
+            "run", "--detach", "--name", name, "--network", network, "--read-only",
+            "--env", f"EPISODIC_DATABASE_URL={database_url}", "--env", "EPISODIC_AUTH=required",
+            "--publish", "127.0.0.1::50054", IMAGE,
+        )  # fmt: skip
+        names.append(name)
+
+        def healthy() -> bool:
+            return podman("healthcheck", "run", name, check=False, timeout=30).returncode == 0
+
+        wait_until("the HEALTHCHECK", healthy, READY_TIMEOUT, names)
+        assert serving(published(name, 50054), "episodic.v1.RecallService")
+        code, took, output = stop_with_sigterm(name, budget=60)
+        assert code == 0, f"exit {code} after SIGTERM\n{output}"
+        print(f"episodic up (external database): SIGTERM to exit 0 in {took:.1f} s")
