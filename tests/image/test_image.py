@@ -229,7 +229,8 @@ def test_embedded_image_serves_the_demo_loop_read_only() -> None:
         # The README's command: the image's own `episodic up`, listening beyond loopback, so
         # it says how callers are let in (open, on purpose: published on loopback only).
         podman(
-            "run", "--detach", "--name", name, "--read-only",
+            "run", "--detach", "--name", name,
+            "--read-only", "--read-only-tmpfs=false", "--tmpfs", "/tmp",  # as with Docker
             "--publish", "127.0.0.1::50054",
             "--env", "EPISODIC_AUTH=disabled",
             embedded,
@@ -436,7 +437,8 @@ def test_server_image_default_command_serves_against_outside_database(
     name = f"episodic-smoke-up-{uuid.uuid4().hex[:8]}"
     with containers() as names:
         podman(
-            "run", "--detach", "--name", name, "--network", network, "--read-only",
+            "run", "--detach", "--name", name, "--network", network,
+            "--read-only", "--read-only-tmpfs=false", "--tmpfs", "/tmp",
             "--env", f"EPISODIC_DATABASE_URL={database_url}", "--env", "EPISODIC_AUTH=required",
             "--publish", "127.0.0.1::50054", IMAGE,
         )  # fmt: skip
