@@ -67,11 +67,15 @@ RUN cd /src \
 # ---- runtime -----------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS runtime
 # Same uid/gid as runAsUser/runAsGroup in k8s/base. /data: `episodic up`'s data directory
-# (embedded database, logs, keyring), the one place written besides /tmp.
+# (embedded database, logs, keyring), the one place written besides /tmp. A base that
+# brings pip (the official Python images) loses it here: nothing at run time installs.
 RUN groupadd --system --gid 10001 episodic \
     && useradd --system --uid 10001 --gid episodic --no-create-home \
        --home-dir /tmp --shell /usr/sbin/nologin episodic \
-    && mkdir -m 0750 /data && chown 10001:10001 /data
+    && mkdir -m 0750 /data && chown 10001:10001 /data \
+    && if python -m pip --version >/dev/null 2>&1; then \
+           python -m pip uninstall --quiet --yes pip setuptools wheel; \
+       fi
 COPY --from=build /opt/venv /opt/venv
 COPY --from=build /opt/extras /opt/extras
 COPY --from=build /opt/app /opt/app

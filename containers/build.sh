@@ -38,7 +38,11 @@ if [ ! -e "$conf" ] && [ -z "${CONTAINERS_CONF:-}" ]; then
   printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=32768:32768"]\n[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\n' \
     "$nofile" "$nofile" | $sudo tee "$conf" >/dev/null
 fi
-[ -n "${PYTHON_IMAGE:-}" ] || containers/base.sh "$BASE"
+if [ -z "${PYTHON_IMAGE:-}" ]; then
+  start=$(date +%s)
+  containers/base.sh "$BASE"
+  echo "base $BASE ready in $(($(date +%s) - start)) s"
+fi
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
