@@ -425,6 +425,9 @@ def test_server_image_runs_migrate_and_four_services_like_kubernetes(
             budget = drain_budget(component)
             code, took, output = stop_with_sigterm(name, budget)
             assert code == 0 and took <= budget, (component, code, took, output)
+            # The drain path: health NOT_SERVING, then stop with the ConfigMap's grace.
+            grace = float(config["EPISODIC_SHUTDOWN_GRACE"])
+            assert f"shutting down (grace {grace:.1f}s)" in output, output
             print(f"{component}: SIGTERM to exit 0 in {took:.1f} s (budget {budget:.0f} s)")
 
 
