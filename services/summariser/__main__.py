@@ -6,7 +6,7 @@ from sqlalchemy import Engine
 
 from episodic.config import Settings
 from episodic.providers import CachedEmbedder, make_embedder, make_summariser
-from episodic.providers.factory import late_chunks
+from episodic.providers.factory import late_chunks, make_procedure_writer
 from episodic.server import Service, serve
 from episodic.store import embedding_space
 from episodic.store.db import check_embedding_dimension
@@ -49,6 +49,7 @@ def build(settings: Settings, engine: Engine) -> Service:
         event_work=event_work,
         chunk_vectors="late" if late_chunks(settings.embedding, embedder) else "separate",
         detect_language=settings.summariser.detect_language,
+        procedure_writer=make_procedure_writer(settings.llm),
     )
     servicer = SummariserServicer(engine, pipeline, summariser, embedder)
     service = Service(register=lambda server: register(server, servicer))

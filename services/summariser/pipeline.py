@@ -27,7 +27,8 @@ from sqlalchemy import Connection, Engine, RowMapping, text
 
 from episodic import loops, metrics, procedural
 from episodic.crypto import DatasetKey
-from episodic.errors import describe_error
+from episodic.errors import ProviderError, describe_error
+from episodic.procedural import ProcedureWriter
 from episodic.providers.embedding import CachedEmbedder, token_access
 from episodic.providers.entities import normalise_entities
 from episodic.providers.types import (
@@ -299,10 +300,13 @@ class Pipeline:
         chunk_slice_tokens: int = 512,
         chunk_vectors: str = "separate",
         detect_language: bool = True,
+        procedure_writer: ProcedureWriter | None = None,
     ) -> None:
         self.engine = engine
         self.vault = vault
         self.summariser = summariser
+        # With an LLM configured, it words procedures' goals and steps (tools stay exact).
+        self.procedure_writer = procedure_writer
         # Every text is embedded once per pass: the service hands the summariser and the
         # pipeline the same CachedEmbedder (the summary's sentences, the index's chunks).
         self.embedder = (
@@ -838,6 +842,16 @@ class Pipeline:
         )
         if candidate is None:
             return None
+        if self.procedure_writer is not None:
+            try:
+                candidate = self.procedure_writer.write(turns, candidate)
+            except ProviderError as err:  # the offline words stand; nothing is lost
+                log.warning(
+                    "%s could not word the procedure of %s; kept the extractor's: %s",
+                    self.procedure_writer.name,
+                    episode["episode_id"],
+                    describe_error(err),
+                )
         return candidate, self.embedder.embed_query(candidate.goal)
 
     def run_events(self, result: PassResult) -> None:

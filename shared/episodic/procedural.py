@@ -26,13 +26,14 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from episodic.tool_calls import ToolCall
 
 __all__ = [
     "Candidate",
     "Draft",
+    "ProcedureWriter",
     "Step",
     "WindowTurn",
     "extract",
@@ -147,6 +148,7 @@ class Candidate:
     outcome: str | None = None  # success, failure, partial; None while unknown
     embedding: Any = None  # the goal's embedding (a numpy vector), or None
     created_at: Any = None
+    extractor: str = EXTRACTOR  # "rules", or "llm" when a model wrote the goal and purposes
 
 
 @dataclass
@@ -161,11 +163,21 @@ class Draft:
     failure: list[Candidate] = field(default_factory=list)
     partial: list[Candidate] = field(default_factory=list)
     embedding: Any = None
+    extractor: str = EXTRACTOR
 
     @property
     def sources(self) -> list[Candidate]:
         every = [*self.success, *self.failure, *self.partial]
         return sorted(every, key=lambda c: str(c.created_at or ""), reverse=True)[:MAX_SOURCES]
+
+
+class ProcedureWriter(Protocol):
+    """Words a candidate's goal and step purposes (an LLM: providers/procedure_writer.py);
+    it must keep the tools, their order and the argument sources as they are."""
+
+    name: str
+
+    def write(self, turns: Sequence[WindowTurn], candidate: Candidate) -> Candidate: ...
 
 
 def is_write(tool: str) -> bool:
@@ -353,6 +365,7 @@ def merge(
             failure=[c for c in group if c.outcome == "failure"],
             partial=[c for c in group if c.outcome == "partial"],
             embedding=centroid,
+            extractor=latest.extractor,
         )
     for failure in unmatched_failures:
         writes = {s.tool for s in failure.steps if s.writes}

@@ -93,7 +93,15 @@ def test_successful_tool_use_becomes_a_recalled_procedure(spawn) -> None:  # typ
         listed = reads.ListProcedures(rpb.ListProceduresRequest(dataset=DATASET), timeout=10)
         return {p.steps[-1].tool: p for p in listed.procedures}
 
+    def extracted() -> bool:
+        """Every thread's episode went through extraction (with or without an outcome)."""
+        listed = reads.ListEpisodes(rpb.ListEpisodesRequest(dataset=DATASET), timeout=10)
+        done = (e.SEMANTIC_STATUS_COMPLETED, e.SEMANTIC_STATUS_SKIPPED)
+        return len(listed.episodes) == 5 and all(x.semantic_status in done for x in listed.episodes)
+
     def learned() -> dict[str, e.Procedure]:
+        if not extracted():
+            return {}
         found = procedures()
         cancel = found.get("cancel_pending_order")
         if cancel is None or cancel.success_count + cancel.failure_count < 3:

@@ -127,6 +127,7 @@ def cmd_relearn(args: argparse.Namespace) -> int:
     from episodic.cli.operations import _database_url as database_url
     from episodic.config import get_settings
     from episodic.providers import make_embedder
+    from episodic.providers.factory import make_procedure_writer
     from episodic.store import embedding_space
     from episodic.store.db import check_embedding_dimension, make_engine
     from episodic.store.procedures import relearn
@@ -142,7 +143,13 @@ def cmd_relearn(args: argparse.Namespace) -> int:
         check_embedding_dimension(engine, embedder.dimension)
         embedding_space.check_writer(engine, embedder.name, embedder.dimension, who="relearn")
         vault = make_vault(settings.privacy, data_dir=settings.database.data_dir)
-        done = relearn(engine, vault, embedder.embed_query, dataset=args.dataset)
+        done = relearn(
+            engine,
+            vault,
+            embedder.embed_query,
+            dataset=args.dataset,
+            writer=make_procedure_writer(settings.llm),
+        )
     finally:
         engine.dispose()
     print(

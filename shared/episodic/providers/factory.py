@@ -25,6 +25,7 @@ from episodic.providers.embedding import (
 )
 from episodic.providers.extractive import ExtractiveSummariser
 from episodic.providers.openai_chat import OpenAIChatSummariser
+from episodic.providers.procedure_writer import OpenAIProcedureWriter
 from episodic.providers.types import Embedder, Summariser
 
 if TYPE_CHECKING:
@@ -154,3 +155,19 @@ def make_summariser(settings: LLMSettings, embedder: Embedder) -> Summariser:
             max_key_learnings=settings.summary_max_key_learnings,
         )
     raise ProviderError(f"unknown LLM provider {settings.llm_provider!r}")
+
+
+def make_procedure_writer(settings: LLMSettings) -> OpenAIProcedureWriter | None:
+    """The model that words procedures' goals and steps: the configured OpenAI-compatible
+    chat model; None with the offline (extractive) summariser, where the extractor's own
+    words stand (episodic.procedural)."""
+    if settings.llm_provider != "openai":
+        return None
+    return OpenAIProcedureWriter(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=settings.llm_api_key.get_secret_value() or None,
+        timeout=settings.llm_timeout.total_seconds(),
+        retry=RetryPolicy(max_retries=settings.llm_max_retries),
+        temperature=settings.llm_temperature,
+    )

@@ -15,6 +15,7 @@ dataset's key, like messages.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 import zlib
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from sqlalchemy import Connection, Engine, text
 
 from episodic import procedural
 from episodic.crypto import DatasetKey, json_text, open_json
-from episodic.errors import InvalidArgument, NotFound
+from episodic.errors import InvalidArgument, NotFound, ProviderError
 from episodic.procedural import Candidate, Step, WindowTurn
 from episodic.store import audit, embedding_space
 from episodic.store.distribution import across_datasets
@@ -137,7 +138,6 @@ def store_candidate(
     episode: Any,
     candidate: Candidate,
     embedding: np.ndarray | None,
-    extractor: str = procedural.EXTRACTOR,
 ) -> None:
     """Stores (or replaces: re-extraction) what the episode's stretch taught. A candidate
     an admin forgot (its procedure was deleted) stays forgotten."""
@@ -160,7 +160,7 @@ def store_candidate(
             "goal": key.seal(candidate.goal, "procedure_candidates.goal"),
             "steps": key.seal(procedural.steps_json(candidate.steps), "procedure_candidates.steps"),
             "emb": None if embedding is None else np.asarray(embedding, dtype=np.float32),
-            "x": extractor,
+            "x": candidate.extractor,
         },
     )
 
@@ -282,7 +282,7 @@ def rebuild(conn: Connection, key: DatasetKey, dataset: str) -> int:
         conn.execute(
             text(
                 "SELECT c.episode_id, c.thread_id, c.signature, c.goal, c.steps, "
-                "c.goal_embedding, c.created_at, "
+                "c.goal_embedding, c.created_at, c.extractor, "
                 "coalesce(oe.outcome, ot.outcome) AS outcome FROM procedure_candidates c "
                 "LEFT JOIN outcomes oe ON oe.dataset = c.dataset AND oe.thread_id = c.thread_id "
                 "  AND oe.episode_id = c.episode_id "
@@ -308,6 +308,7 @@ def rebuild(conn: Connection, key: DatasetKey, dataset: str) -> int:
             outcome=r["outcome"],
             embedding=_vector(r["goal_embedding"]),
             created_at=r["created_at"],
+            extractor=r["extractor"],
         )
         for r in rows
     ]
@@ -353,7 +354,7 @@ def rebuild(conn: Connection, key: DatasetKey, dataset: str) -> int:
                 "ok": len(d.success),
                 "bad": len(d.failure),
                 "partial": len(d.partial),
-                "x": procedural.EXTRACTOR,
+                "x": d.extractor,
             },
         )
     conn.execute(
@@ -618,6 +619,7 @@ def relearn(
     *,
     dataset: str | None = None,
     page: int = 200,
+    writer: procedural.ProcedureWriter | None = None,
 ) -> Relearned:
     """Extracts again what every completed episode's window of tool use teaches (after the
     extractor or the embedder changed) and recomputes the procedures: each dataset in one
@@ -659,13 +661,17 @@ def relearn(
                     episodes += 1
                     if not has_tool_calls(conn, episode):
                         continue
+                    turns = load_turns(conn, vault, episode)
                     candidate = procedural.extract(
-                        load_turns(conn, vault, episode),
+                        turns,
                         episode_id=str(episode["episode_id"]),
                         thread_id=str(episode["thread_id"]),
                     )
                     if candidate is None:
                         continue
+                    if writer is not None:  # as the Summariser: the offline words on failure
+                        with contextlib.suppress(ProviderError):
+                            candidate = writer.write(turns, candidate)
                     store_candidate(conn, key, episode, candidate, embed_query(candidate.goal))
                     candidates += 1
                 if len(rows) < page:
