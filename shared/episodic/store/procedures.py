@@ -33,7 +33,6 @@ from episodic.procedural import Candidate, Step, WindowTurn
 from episodic.store import audit, embedding_space
 from episodic.store.distribution import across_datasets
 from episodic.store.relevance import cosine_scale_for, on_reference_scale
-from episodic.store.sql import pick_time
 from episodic.store.vault import Vault
 from episodic.tool_calls import from_payload
 
@@ -71,6 +70,11 @@ def _vector(value: Any) -> np.ndarray | None:
     if value is None:
         return None
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=float)
+
+
+def _db_now(conn: Connection) -> datetime:
+    """The database's clock for this transaction (bound into writes: see record_outcome)."""
+    return conn.execute(text("SELECT now()")).scalar_one()  # type: ignore[no-any-return]
 
 
 def _lock(conn: Connection, dataset: str) -> None:
@@ -238,14 +242,18 @@ def record_outcome(
         old_note = key.open(bytes(previous["note"]), "outcomes.note") if previous["note"] else ""
         if (previous["outcome"], previous["score"], old_note) == (outcome, score, note):
             return RecordedOutcome(thread_id, episode_id, outcome, False, previous["recorded_at"])
-    recorded_at = conn.execute(
+    # The clock is read first and bound: Citus refuses a clock in an upsert's SET.
+    recorded_at = _db_now(conn)
+    conn.execute(
         text(
-            "INSERT INTO outcomes (dataset, thread_id, episode_id, outcome, score, note) "
-            "VALUES (:d, :t, :e, :o, :score, :note) ON CONFLICT (dataset, thread_id, episode_id) "
+            "INSERT INTO outcomes (dataset, thread_id, episode_id, outcome, score, note, "
+            "recorded_at) VALUES (:d, :t, :e, :o, :score, :note, :at) "
+            "ON CONFLICT (dataset, thread_id, episode_id) "
             "DO UPDATE SET outcome = EXCLUDED.outcome, score = EXCLUDED.score, "
-            "note = EXCLUDED.note, recorded_at = now() RETURNING recorded_at"
+            "note = EXCLUDED.note, recorded_at = EXCLUDED.recorded_at"
         ),
         {
+            "at": recorded_at,
             "d": dataset,
             "t": thread_id,
             "e": episode_id or NIL_EPISODE,
@@ -253,7 +261,7 @@ def record_outcome(
             "score": score,
             "note": key.seal(note, "outcomes.note") if note else None,
         },
-    ).scalar_one()
+    )
     audit.record(
         conn,
         key_prefix=actor,
@@ -313,6 +321,7 @@ def rebuild(conn: Connection, key: DatasetKey, dataset: str) -> int:
         for r in rows
     ]
     drafts = procedural.merge(candidates, to_reference=_to_reference(conn))
+    now = _db_now(conn)
     kept = []
     for d in drafts:
         pid = procedural.procedure_id(dataset, d.signature)
@@ -325,22 +334,19 @@ def rebuild(conn: Connection, key: DatasetKey, dataset: str) -> int:
             text(
                 "INSERT INTO procedures (dataset, procedure_id, signature, goal, example_goals, "
                 "steps, sources, embedding, success_count, failure_count, partial_count, "
-                "extractor) VALUES (:d, :id, :sig, :goal, :examples, :steps, :sources, :emb, "
-                ":ok, :bad, :partial, :x) "
+                "extractor, created_at, updated_at) VALUES (:d, :id, :sig, :goal, :examples, "
+                ":steps, :sources, :emb, :ok, :bad, :partial, :x, :now, :now) "
                 "ON CONFLICT (dataset, procedure_id) DO UPDATE SET goal = EXCLUDED.goal, "
                 "example_goals = EXCLUDED.example_goals, steps = EXCLUDED.steps, "
                 "sources = EXCLUDED.sources, embedding = EXCLUDED.embedding, "
                 "success_count = EXCLUDED.success_count, failure_count = EXCLUDED.failure_count, "
                 "partial_count = EXCLUDED.partial_count, extractor = EXCLUDED.extractor, "
-                # A timestamp chosen without CASE (Citus refuses a clock's default in one).
-                "updated_at = "
-                + pick_time(
-                    "(procedures.success_count, procedures.failure_count, "
-                    "procedures.partial_count) = (EXCLUDED.success_count, "
-                    "EXCLUDED.failure_count, EXCLUDED.partial_count)",
-                    "procedures.updated_at",
-                    "EXCLUDED.updated_at",
-                )
+                # Only a change of support moves updated_at (the clock is bound: Citus
+                # refuses one in an upsert's SET).
+                "updated_at = CASE WHEN (procedures.success_count, procedures.failure_count, "
+                "procedures.partial_count) = (EXCLUDED.success_count, EXCLUDED.failure_count, "
+                "EXCLUDED.partial_count) THEN procedures.updated_at "
+                "ELSE EXCLUDED.updated_at END"
             ),
             {
                 "d": dataset,
@@ -355,6 +361,7 @@ def rebuild(conn: Connection, key: DatasetKey, dataset: str) -> int:
                 "bad": len(d.failure),
                 "partial": len(d.partial),
                 "x": d.extractor,
+                "now": now,
             },
         )
     conn.execute(
