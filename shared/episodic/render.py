@@ -25,6 +25,18 @@ say so, with when they occurred to the minute and their type and actor::
 
     Event (2026-05-15 09:30 UTC, decision by agent):
     Switched the Atlas invoices to annual billing.
+
+Procedures (how the agent did something before, issue 39) render as one block an agent reads
+before acting: each procedure's goal, its numbered steps (the tool, what it was for, whether
+it changes something, and where each argument's value came from) and its support::
+
+    How this was done before:
+
+    1. Goal: Please cancel my order #W1, I bought it by mistake
+       Worked twice, failed once (relevance 0.82).
+       1. get_order_details: Let me look the order up. [order_id from the user]
+       2. cancel_pending_order (changes something) [order_id from the user, reason chosen
+          by the agent]
 """
 
 from __future__ import annotations
@@ -33,7 +45,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-__all__ = ["absolute_time", "relative_time", "render_episode", "render_episodes"]
+__all__ = [
+    "absolute_time",
+    "relative_time",
+    "render_episode",
+    "render_episodes",
+    "render_procedure",
+    "render_procedures",
+]
 
 Style = Literal["timeline", "past_conversation"]
 
@@ -169,3 +188,108 @@ def render_episodes(
     far_past = datetime.min.replace(tzinfo=UTC)
     ordered = sorted(items, key=lambda it: _ended_at(_episode(it)) or far_past)
     return "\n\n".join(render_episode(it, now, key_learnings=key_learnings) for it in ordered)
+
+
+# -- procedures
+
+
+def _procedure(item: Any) -> Any:
+    # A ScoredProcedure (SDK or protobuf) carries the procedure; a Procedure is one.
+    return getattr(item, "procedure", item)
+
+
+def _arguments(step: Any) -> list[tuple[str, str]]:
+    # A dict name -> source on an SDK ProcedureStep; repeated ProcedureArgument on the wire.
+    value = getattr(step, "arguments", None) or {}
+    if isinstance(value, dict):
+        return [(str(k), str(v)) for k, v in value.items()]
+    return [(a.name, a.source) for a in value]
+
+
+def _source(source: str) -> str:
+    """Where an argument's value came from, in words."""
+    if source == "user":
+        return "from the user"
+    if source == "agent":
+        return "chosen by the agent"
+    if source.startswith("tool:"):
+        return f"from {source[5:]}'s result"
+    return f"from {source}" if source else "from the conversation"
+
+
+def _times(n: int, what: str) -> str:
+    return f"{what} {'once' if n == 1 else 'twice' if n == 2 else f'{n} times'}"
+
+
+def _support(procedure: Any, relevance: float | None) -> str:
+    """ "Worked twice, failed once (relevance 0.82)." """
+    parts = [_times(int(getattr(procedure, "success_count", 0) or 0), "worked")]
+    failed = int(getattr(procedure, "failure_count", 0) or 0)
+    partly = int(getattr(procedure, "partial_count", 0) or 0)
+    if partly:
+        parts.append(_times(partly, "partly worked"))
+    if failed:
+        parts.append(_times(failed, "failed"))
+    text = ", ".join(parts)
+    text = text[0].upper() + text[1:]
+    if relevance is not None:
+        text += f" (relevance {relevance:.2f})"
+    return text + "."
+
+
+def _step(n: int, step: Any) -> str:
+    tool = getattr(step, "tool", "") or "tool"
+    head = f"{n}. {tool}" + (" (changes something)" if getattr(step, "writes", False) else "")
+    purpose = " ".join((getattr(step, "purpose", "") or "").split())
+    # The offline extractor's fallback purpose is the tool's name in words: say it once.
+    if purpose and purpose.lower().replace(" ", "_") != tool.lower():
+        head += f": {purpose}"
+    arguments = ", ".join(f"{name} {_source(source)}" for name, source in _arguments(step))
+    return f"{head} [{arguments}]" if arguments else head
+
+
+def render_procedure(
+    item: Any, *, number: int | None = None, examples: bool = False, indent: str = ""
+) -> str:
+    """One procedure (an SDK ``Procedure``/``ScoredProcedure`` or its protobuf message):
+    ``Goal: …`` (prefixed ``N.`` when ``number`` is given), its support (and relevance when
+    scored), then its numbered steps. ``examples`` adds the other requests it served."""
+    procedure = _procedure(item)
+    relevance = getattr(item, "relevance", None) if item is not procedure else None
+    goal = " ".join((getattr(procedure, "goal", "") or "").split())
+    pad = " " * (len(f"{number}. ") if number is not None else 0)
+    lines = [f"{number}. Goal: {goal}" if number is not None else f"Goal: {goal}"]
+    lines.append(f"{pad}{_support(procedure, relevance)}")
+    if examples:
+        others = [" ".join(g.split()) for g in getattr(procedure, "example_goals", []) or []]
+        lines += [f"{pad}Also used for: {g}" for g in others if g and g != goal]
+    for i, step in enumerate(getattr(procedure, "steps", []) or [], start=1):
+        lines.append(f"{pad}{_step(i, step)}")
+    return "\n".join(indent + line for line in lines)
+
+
+def render_procedures(
+    procedures: Iterable[Any], *, heading: str = "How this was done before:", examples: bool = False
+) -> str:
+    """Procedures (SDK ``Procedure``/``ScoredProcedure`` objects, a ``RecallResult`` or
+    ``RecallResponse`` with procedures, or their protobuf messages) as one prompt block, in
+    the order given (a recall's is best first)::
+
+        How this was done before:
+
+        1. Goal: Please cancel my order #W1, I bought it by mistake
+           Worked twice, failed once (relevance 0.82).
+           1. get_order_details [order_id from the user]
+           2. cancel_pending_order (changes something): Cancelling it. [order_id from the
+              user, reason chosen by the agent]
+
+    Each step names its tool, what it was for, whether it changes something, and where
+    each argument's value came from ("from the user", "from get_order_details's result",
+    "chosen by the agent"): the values themselves are the past conversation's, not the
+    next one's. No procedures render as an empty string (so nothing is added to a prompt).
+    """
+    items = list(getattr(procedures, "procedures", procedures))
+    if not items:
+        return ""
+    blocks = [render_procedure(p, number=i, examples=examples) for i, p in enumerate(items, 1)]
+    return "\n\n".join([heading, *blocks]) if heading else "\n\n".join(blocks)

@@ -143,3 +143,104 @@ def test_absolute_time_prints_every_year_as_a_date() -> None:
     assert absolute_time(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01 00:00 UTC"
     assert absolute_time(datetime(987, 6, 5, 4, 3, tzinfo=UTC)) == "0987-06-05 04:03 UTC"
     assert absolute_time(datetime(2026, 5, 14, 14, 22, tzinfo=UTC)) == "2026-05-14 14:22 UTC"
+
+
+def _procedure(**overrides):  # type: ignore[no-untyped-def]
+    from episodic.client import Procedure, ProcedureStep
+
+    fields = dict(
+        procedure_id="p1",
+        dataset="shop",
+        goal="Please cancel my order #W1,\n I bought it by mistake",
+        example_goals=["Please cancel my order #W1,\n I bought it by mistake", "cancel #W2"],
+        steps=[
+            ProcedureStep("get_order_details", "get order details", False, {"order_id": "user"}),
+            ProcedureStep(
+                "cancel_pending_order",
+                "Cancelling it now.",
+                True,
+                {"order_id": "tool:get_order_details", "reason": "agent"},
+            ),
+        ],
+        success_count=2,
+        failure_count=1,
+        partial_count=0,
+        sources=[("t1", "e1", "success")],
+        created_at=NOW,
+        updated_at=NOW,
+        extractor="rules",
+    )
+    fields.update(overrides)
+    return Procedure(**fields)
+
+
+def test_procedures_render_goal_numbered_steps_sources_and_support() -> None:
+    from episodic.client import ScoredProcedure
+    from episodic.render import render_procedures
+
+    scored = [
+        ScoredProcedure(_procedure(), 0.8234),
+        ScoredProcedure(
+            _procedure(
+                goal="Return the kettle",
+                steps=[],
+                success_count=1,
+                failure_count=0,
+                partial_count=3,
+            ),
+            0.4,
+        ),
+    ]
+    assert render_procedures(scored) == (
+        "How this was done before:\n\n"
+        "1. Goal: Please cancel my order #W1, I bought it by mistake\n"
+        "   Worked twice, failed once (relevance 0.82).\n"
+        # The extractor's fallback purpose (the tool's name in words) is not said twice.
+        "   1. get_order_details [order_id from the user]\n"
+        "   2. cancel_pending_order (changes something): Cancelling it now. "
+        "[order_id from get_order_details's result, reason chosen by the agent]\n\n"
+        "2. Goal: Return the kettle\n"
+        "   Worked once, partly worked 3 times (relevance 0.40)."
+    )
+    # A plain Procedure has no relevance; examples add the other requests it served.
+    text = render_procedures([_procedure()], heading="", examples=True)
+    assert text.splitlines()[:3] == [
+        "1. Goal: Please cancel my order #W1, I bought it by mistake",
+        "   Worked twice, failed once.",
+        "   Also used for: cancel #W2",
+    ]
+    # Nothing to add to a prompt: an empty string, not a lone heading.
+    assert render_procedures([]) == ""
+
+
+def test_renders_protobuf_procedures_and_recall_results() -> None:
+    from episodic.client import RecallResult, ScoredProcedure
+    from episodic.render import render_procedures
+    from episodic.v1 import episode_pb2, recall_service_pb2
+
+    wire = episode_pb2.ScoredProcedure(
+        procedure=episode_pb2.Procedure(
+            goal="cancel an order",
+            success_count=3,
+            steps=[
+                episode_pb2.ProcedureStep(
+                    tool="cancel_pending_order",
+                    writes=True,
+                    arguments=[episode_pb2.ProcedureArgument(name="order_id", source="user")],
+                )
+            ],
+        ),
+        relevance=0.5,
+    )
+    expected = (
+        "How this was done before:\n\n"
+        "1. Goal: cancel an order\n"
+        "   Worked 3 times (relevance 0.50).\n"
+        "   1. cancel_pending_order (changes something) [order_id from the user]"
+    )
+    assert render_procedures([wire]) == expected
+    assert render_procedures(recall_service_pb2.RecallResponse(procedures=[wire])) == expected
+    result = RecallResult(
+        episodes=[], episode_count=0, procedures=[ScoredProcedure(_procedure(), 0.9)]
+    )
+    assert render_procedures(result).startswith("How this was done before:\n\n1. Goal: Please")
