@@ -1,12 +1,17 @@
 """An MCP server that gives a model episodic memory: ``episodic mcp``.
 
-Seven tools, each a thin layer over the SDK (:class:`episodic.client.EpisodicClient`), so
+Nine tools, each a thin layer over the SDK (:class:`episodic.client.EpisodicClient`), so
 addresses, API key (``EPISODIC_API_KEY``) and TLS (``EPISODIC_TLS_CA_FILE``, client
 certificates) come from the same environment variables and options as every other
 command:
 
-- ``remember`` — append messages to a thread (starting one when no ``thread_id`` is given);
+- ``remember`` — append messages to a thread (starting one when no ``thread_id`` is given),
+  tool calls and their results included (OpenAI's chat format);
 - ``end_thread`` — queue the thread's episode now (the explicit trigger);
+- ``record_outcome`` — say how a thread (or one episode's stretch) turned out: success,
+  failure or partial; procedures are learned from the successes;
+- ``recall_procedures`` — "how did we do this before?": the procedures that fit a task
+  (goal, numbered steps with where each argument came from, support), before acting;
 - ``record_event`` — record something that happened (a decision, a tool call, feedback, a
   milestone) as an event, recalled beside the episodes;
 - ``recall`` — episodes rendered for a prompt, with relative and absolute times
@@ -14,7 +19,7 @@ command:
   or as of an earlier moment;
 - ``search_episodes`` — episodes by text match alone;
 - ``list_threads`` — the most recently active threads;
-- ``load_thread`` — a thread's messages verbatim.
+- ``load_thread`` — a thread's messages verbatim, with their tool calls and results.
 
 Every tool answers with concise text for the model and, for applications, structured
 content that matches the tool's published output schema. Errors of the services become
@@ -72,7 +77,7 @@ from mcp.types import (
     ToolAnnotations,
     jsonrpc_message_adapter,
 )
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from episodic.client import Episode as SdkEpisode
 from episodic.client import (
@@ -80,10 +85,12 @@ from episodic.client import (
     EpisodicRpcError,
     NotFoundError,
     ScoredEpisode,
+    ScoredProcedure,
     Thread,
 )
 from episodic.client import Message as SdkMessage
-from episodic.render import absolute_time, relative_time, render_episodes
+from episodic.render import absolute_time, relative_time, render_episodes, render_procedures
+from episodic.tool_calls import render_call
 
 __all__ = ["DATASET_ENV", "build_server", "serve"]
 
@@ -95,7 +102,9 @@ INSTRUCTIONS = (
     "anything that may depend on earlier conversations (preferences, decisions, facts the "
     "user shared, what happened last time). Save the conversation with `remember` (keep the "
     "returned thread_id and pass it on later calls) and call `end_thread` when a task or "
-    "topic is finished, so it is summarised into an episode that `recall` can find."
+    "topic is finished, so it is summarised into an episode that `recall` can find. "
+    "Before a task you will do with tools, call `recall_procedures` to see how it was done "
+    "before; when you know how a conversation turned out, say so with `record_outcome`."
 )
 MAX_RECALL = 20
 MAX_LOAD = 500
@@ -103,17 +112,93 @@ MAX_LOAD = 500
 # --------------------------------------------------------------------------- outputs
 
 
+class FunctionIn(BaseModel):
+    """OpenAI's ``function`` part of a tool call."""
+
+    name: str = Field(description="The tool called.")
+    arguments: str | dict[str, Any] = Field(
+        default="{}", description="Its arguments: a JSON object, or its JSON text."
+    )
+
+
+class ToolCallIn(BaseModel):
+    """One tool call of an assistant message: flat ``{id, name, arguments}``, or as OpenAI
+    writes it ``{id, type: "function", function: {name, arguments}}``."""
+
+    id: str = Field(description="The call's id; the tool message with its result names it.")
+    name: str | None = Field(default=None, description="The tool called.")
+    arguments: str | dict[str, Any] | None = Field(
+        default=None, description="Its arguments: a JSON object, or its JSON text."
+    )
+    type: Literal["function"] | None = Field(default=None, description="OpenAI's 'function'.")
+    function: FunctionIn | None = Field(
+        default=None, description="OpenAI's form: the tool's name and arguments."
+    )
+
+    @model_validator(mode="after")
+    def _named(self) -> "ToolCallIn":
+        if not (self.function or self.name):
+            raise ValueError("a tool call needs the tool's name (`name` or `function.name`)")
+        return self
+
+    def as_sdk(self) -> dict[str, Any]:
+        """The call as the SDK takes it (arguments given as an object become JSON text)."""
+        name = self.function.name if self.function else self.name
+        arguments = self.function.arguments if self.function else self.arguments
+        return {"id": self.id, "name": name, "arguments": "{}" if arguments is None else arguments}
+
+
 class MessageIn(BaseModel):
     """One message to remember."""
 
     role: Literal["user", "assistant", "system", "tool"] = Field(
-        description="Who wrote it: 'user' (the person), 'assistant' (you), 'system' or 'tool'."
+        description="Who wrote it: 'user' (the person), 'assistant' (you), 'system' or 'tool' "
+        "(a tool's result)."
     )
-    content: str = Field(min_length=1, description="The message text, verbatim.")
+    content: str | None = Field(
+        default=None,
+        description="The message text, verbatim. May be left out on an assistant message "
+        "with tool_calls.",
+    )
     name: str | None = Field(
         default=None,
-        description="Optional display name of the speaker (e.g. 'Alice'); summaries use it.",
+        description="Optional display name of the speaker (e.g. 'Alice'); summaries use it. "
+        "On a 'tool' message: the tool's name.",
     )
+    tool_calls: list[ToolCallIn] | None = Field(
+        default=None,
+        max_length=128,
+        description="'assistant' only: the tools it called, in order, in OpenAI's chat format "
+        '(e.g. {"id": "call_1", "name": "get_order", "arguments": {"order_id": "#W1"}}).',
+    )
+    tool_call_id: str | None = Field(
+        default=None,
+        description="'tool' only: the id of the call (made earlier in the thread) whose "
+        "result this message is.",
+    )
+
+    @model_validator(mode="after")
+    def _said_something(self) -> "MessageIn":
+        if not (self.content or "").strip() and not self.tool_calls:
+            raise ValueError("a message needs content (or, from the assistant, tool_calls)")
+        return self
+
+    def as_sdk(self) -> dict[str, Any]:
+        """The message as the SDK's add_messages takes it (OpenAI's chat format)."""
+        tool = self.role == "tool"
+        item: dict[str, Any] = {
+            "role": self.role,
+            "content": self.content or "",
+            # A speaker's name is metadata; a tool message's is the tool's (OpenAI's `name`).
+            "metadata": {"name": self.name} if self.name and not tool else {},
+        }
+        if self.tool_calls:
+            item["tool_calls"] = [c.as_sdk() for c in self.tool_calls]
+        if self.tool_call_id:
+            item["tool_call_id"] = self.tool_call_id
+        if tool and self.name:
+            item["name"] = self.name
+        return item
 
 
 class RememberOutput(BaseModel):
@@ -128,6 +213,16 @@ class EndThreadOutput(BaseModel):
     thread_id: str
     episode_queued: bool = Field(description="False when every message was already captured.")
     episode_id: str | None = None
+
+
+class RecordOutcomeOutput(BaseModel):
+    thread_id: str
+    episode_id: str | None = Field(
+        default=None, description="The episode whose stretch it is for; null: the whole thread."
+    )
+    outcome: Literal["success", "failure", "partial"]
+    changed: bool = Field(description="False when the same outcome was already recorded.")
+    recorded_at: datetime | None
 
 
 class RecordEventOutput(BaseModel):
@@ -200,12 +295,62 @@ class ThreadsOutput(BaseModel):
     threads: list[ThreadOut] = Field(description="Most recently active first.")
 
 
+class ToolCallOut(BaseModel):
+    id: str
+    name: str = Field(description="The tool called.")
+    arguments: str = Field(description="Its arguments, as JSON text.")
+
+
 class MessageOut(BaseModel):
     sequence: int
     role: str
-    name: str | None
+    name: str | None = Field(
+        description="The speaker's display name; on a 'tool' message, the tool's name."
+    )
     content: str
     created_at: datetime | None
+    tool_calls: list[ToolCallOut] = Field(
+        default_factory=list, description="An assistant message's tool calls, in order."
+    )
+    tool_call_id: str | None = Field(
+        default=None, description="A tool message: the call whose result it is."
+    )
+
+
+class ProcedureStepOut(BaseModel):
+    tool: str = Field(description="The tool called.")
+    purpose: str = Field(description="What the call was for, in a few words.")
+    writes: bool = Field(description="Whether it changes something (as opposed to reading).")
+    arguments: dict[str, str] = Field(
+        description="The arguments that mattered, each with where its value came from: "
+        "'user', 'tool:<name>' (an earlier tool's result) or 'agent'."
+    )
+
+
+class ProcedureSourceOut(BaseModel):
+    thread_id: str
+    episode_id: str
+    outcome: str = Field(description="'success', 'failure' or 'partial'.")
+
+
+class ProcedureOut(BaseModel):
+    procedure_id: str
+    goal: str = Field(description="The request it served, in the user's words.")
+    example_goals: list[str] = Field(description="Other requests it served.")
+    steps: list[ProcedureStepOut] = Field(description="In order.")
+    write_actions: list[str] = Field(description="The tools of the steps that change something.")
+    success_count: int
+    failure_count: int
+    partial_count: int
+    relevance: float = Field(description="How well its goal fits the task (0..1).")
+    sources: list[ProcedureSourceOut] = Field(description="Where it was learned, newest first.")
+    updated_at: datetime | None
+
+
+class ProceduresOutput(BaseModel):
+    dataset: str
+    task: str | None
+    procedures: list[ProcedureOut] = Field(description="Best fit first.")
 
 
 class LoadThreadOutput(BaseModel):
@@ -236,6 +381,26 @@ def _episode_out(item: SdkEpisode | ScoredEpisode) -> EpisodeOut:
     )
 
 
+def _procedure_out(item: ScoredProcedure) -> ProcedureOut:
+    p = item.procedure
+    return ProcedureOut(
+        procedure_id=p.procedure_id,
+        goal=p.goal,
+        example_goals=p.example_goals,
+        steps=[
+            ProcedureStepOut(tool=s.tool, purpose=s.purpose, writes=s.writes, arguments=s.arguments)
+            for s in p.steps
+        ],
+        write_actions=p.write_actions,
+        success_count=p.success_count,
+        failure_count=p.failure_count,
+        partial_count=p.partial_count,
+        relevance=item.relevance,
+        sources=[ProcedureSourceOut(thread_id=t, episode_id=e, outcome=o) for t, e, o in p.sources],
+        updated_at=p.updated_at,
+    )
+
+
 def _thread_out(t: Thread) -> ThreadOut:
     return ThreadOut(
         thread_id=t.thread_id,
@@ -250,7 +415,23 @@ def _thread_out(t: Thread) -> ThreadOut:
 
 def _speaker(m: SdkMessage) -> str | None:
     name = m.metadata.get("name") or m.metadata.get("speaker")
-    return name if isinstance(name, str) and name.strip() else None
+    if isinstance(name, str) and name.strip():
+        return name
+    return m.name or None  # a tool message: the tool's name
+
+
+def _message_line(m: SdkMessage) -> str:
+    """A message as load_thread shows it: its words, then each call it made
+    (``[called name(arg="value") id call_1]``); a tool's result says which call it answers."""
+    who = _speaker(m)
+    if m.role == "tool":
+        answers = f", answers {m.tool_call_id}" if m.tool_call_id else ""
+        speaker = f"tool {m.name}{answers}" if m.name else f"tool{answers}"
+    else:
+        speaker = f"{who} ({m.role})" if who else m.role
+    parts = [m.content] if m.content else []
+    parts += [f"[called {render_call(c)} id {c.id}]" for c in m.tool_calls]
+    return f"#{m.sequence} [{_when(m.created_at)}] {speaker}: {' '.join(parts)}"
 
 
 def _when(value: datetime | None, now: datetime | None = None) -> str:
@@ -414,7 +595,7 @@ def build_server(
     client: EpisodicClient | Callable[[], EpisodicClient],
     default_dataset: str | None = None,
 ) -> MCPServer[Any]:
-    """The MCP server with its seven tools over ``client`` (or a factory called once, on
+    """The MCP server with its nine tools over ``client`` (or a factory called once, on
     first use). ``default_dataset`` answers for tool calls without a ``dataset``."""
     state: dict[str, EpisodicClient] = {}
 
@@ -474,7 +655,10 @@ def build_server(
         title="Remember messages",
         description=(
             "Save conversation turns to long-term memory. Pass the messages worth keeping "
-            "(the user's words and your replies) in order. Without thread_id a new thread "
+            "(the user's words and your replies) in order; tool calls and their results too, "
+            "in OpenAI's chat format (an assistant message's tool_calls, a tool message's "
+            "tool_call_id), so that how a task was done can be learned from them. Without "
+            "thread_id a new thread "
             "(one conversation) is started: keep the returned thread_id and pass it on later "
             "calls so the conversation continues in the same thread. Saved messages are "
             "summarised into an episode after end_thread (or 30 minutes without new "
@@ -504,14 +688,7 @@ def build_server(
         ] = None,
         dataset: Dataset = None,
     ) -> Annotated[CallToolResult, RememberOutput]:
-        items = [
-            {
-                "role": m.role,
-                "content": m.content,
-                "metadata": {"name": m.name} if m.name else {},
-            }
-            for m in messages
-        ]
+        items = [m.as_sdk() for m in messages]
 
         ds = dataset_of(dataset)
 
@@ -578,6 +755,73 @@ def build_server(
                 thread_id=thread_id,
                 episode_queued=result.episode_queued,
                 episode_id=result.episode_id or None,
+            ),
+        )
+
+    # ---------------------------------------------------------------- record_outcome
+
+    @server.tool(
+        name="record_outcome",
+        title="Record how a conversation turned out",
+        description=(
+            "Say how a thread (a conversation saved with remember) turned out: 'success' "
+            "(the user's goal was reached), 'failure' or 'partial', with an optional score "
+            "in [0, 1] and a short note (why it failed, what the user said). Procedures "
+            "(recall_procedures) are learned from the tool calls of successful threads, and "
+            "failures count against the procedure they followed. It may be called before or "
+            "after end_thread; calling it again replaces the outcome (the last one stands). "
+            "episode_id narrows it to one episode's stretch of the thread."
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True
+        ),
+    )
+    def record_outcome(
+        thread_id: Annotated[str, Field(description="The thread (from remember).")],
+        outcome: Annotated[
+            Literal["success", "failure", "partial"],
+            Field(description="success, failure or partial."),
+        ],
+        score: Annotated[
+            float | None,
+            Field(ge=0, le=1, description="Optional score in [0, 1] (a reward, a rating)."),
+        ] = None,
+        note: Annotated[
+            str | None,
+            Field(max_length=2000, description="Optional note: why, in a sentence."),
+        ] = None,
+        episode_id: Annotated[
+            str | None,
+            Field(description="Optional: one episode of the thread; default the whole thread."),
+        ] = None,
+        dataset: Dataset = None,
+    ) -> Annotated[CallToolResult, RecordOutcomeOutput]:
+        ds = dataset_of(dataset)
+        result = call(
+            lambda c: c.record_outcome(
+                thread_of(c, thread_id, ds).thread_id,
+                outcome,
+                score=score,
+                note=note or "",
+                episode_id=episode_id or None,
+            )
+        )
+        what = f"episode {result.episode_id} of thread" if result.episode_id else "thread"
+        if result.changed:
+            text = f"Recorded {outcome} for {what} {result.thread_id}"
+            text += f" (score {score:g})." if score is not None else "."
+            if outcome == "success":
+                text += " Its tool calls teach a procedure once its episode is summarised."
+        else:
+            text = f"{what.capitalize()} {result.thread_id} already had this outcome; unchanged."
+        return _result(
+            text,
+            RecordOutcomeOutput(
+                thread_id=result.thread_id,
+                episode_id=result.episode_id or None,
+                outcome=outcome,
+                changed=result.changed,
+                recorded_at=result.recorded_at,
             ),
         )
 
@@ -774,6 +1018,61 @@ def build_server(
             ),
         )
 
+    # ---------------------------------------------------------------- recall_procedures
+
+    @server.tool(
+        name="recall_procedures",
+        title="How did we do this before?",
+        description=(
+            "Before acting on a task with tools, ask how it was done before: the procedures "
+            "learned from earlier conversations that succeeded, best fit to `task` first. "
+            "Each has its goal (the request it served, in the user's words), its numbered "
+            "steps (the tool, what it was for, whether it changes something, and where each "
+            "argument's value came from: the user, an earlier tool's result, or you) and its "
+            "support (how often it worked and failed). Follow one only when its goal matches "
+            "the task, with this conversation's values. Procedures that failed more often "
+            "than they worked are left out."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+    )
+    def recall_procedures(
+        task: Annotated[
+            str | None,
+            Field(
+                description="The task, in words (e.g. the user's request); omit for the "
+                "most supported procedures."
+            ),
+        ] = None,
+        limit: Annotated[
+            int | None,
+            Field(ge=1, le=MAX_RECALL, description="How many procedures (default 3)."),
+        ] = None,
+        dataset: Dataset = None,
+    ) -> Annotated[CallToolResult, ProceduresOutput]:
+        ds = dataset_of(dataset)
+        wanted = (task or "").strip() or None
+        found = call(lambda c: c.recall_procedures(ds, wanted, limit=limit))
+        if not found:
+            text = (
+                f"No procedures in dataset {ds} yet: they are learned from conversations with "
+                "tool calls (saved with remember) whose outcome was recorded as a success "
+                "(record_outcome)."
+            )
+        else:
+            fit = "fit to this task first" if wanted else "most supported first"
+            text = f"{len(found)} procedure(s) of dataset {ds}, {fit}.\n\n"
+            text += render_procedures(found)
+            text += (
+                "\n\n(The values are the earlier conversations': use this conversation's. "
+                "load_thread shows a source thread's messages.)"
+            )
+        return _result(
+            text,
+            ProceduresOutput(
+                dataset=ds, task=wanted, procedures=[_procedure_out(p) for p in found]
+            ),
+        )
+
     # ---------------------------------------------------------------- search_episodes
 
     @server.tool(
@@ -852,7 +1151,7 @@ def build_server(
         title="Load a thread",
         description=(
             "Read one thread's messages verbatim, oldest first, with their sequence, time "
-            "and speaker. Use it when a summary from recall is not enough and the exact "
+            "and speaker, and the tools called and their results. Use it when a summary from recall is not enough and the exact "
             "words matter. Returns the last `limit` messages, or `limit` messages from "
             "start_sequence on."
         ),
@@ -894,10 +1193,7 @@ def build_server(
         if messages:
             head += f"; messages {messages[0].sequence}-{messages[-1].sequence}:"
             lines = [head]
-            for m in messages:
-                who = _speaker(m)
-                speaker = f"{who} ({m.role})" if who else m.role
-                lines.append(f"#{m.sequence} [{_when(m.created_at)}] {speaker}: {m.content}")
+            lines += [_message_line(m) for m in messages]
             text = "\n".join(lines)
         else:
             text = head + "; no messages in that range."
@@ -912,6 +1208,11 @@ def build_server(
                         name=_speaker(m),
                         content=m.content,
                         created_at=m.created_at,
+                        tool_calls=[
+                            ToolCallOut(id=c.id, name=c.name, arguments=c.arguments)
+                            for c in m.tool_calls
+                        ],
+                        tool_call_id=m.tool_call_id or None,
                     )
                     for m in messages
                 ],

@@ -65,8 +65,10 @@ def test_a_model_remembers_and_recalls_over_stdio(services) -> None:  # type: ig
             assert set(tools) == {
                 "remember",
                 "end_thread",
+                "record_outcome",
                 "record_event",
                 "recall",
+                "recall_procedures",
                 "search_episodes",
                 "list_threads",
                 "load_thread",

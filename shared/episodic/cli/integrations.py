@@ -1,8 +1,9 @@
 """Integrations: episodic for other tools and other data.
 
 - ``episodic mcp``: an MCP server (stdio or streamable HTTP) that gives a model the memory
-  tools remember, end_thread, record_event, recall, search_episodes, list_threads and
-  load_thread — :mod:`episodic.mcp_server` (needs the ``mcp`` package);
+  tools remember, end_thread, record_outcome, record_event, recall, recall_procedures,
+  search_episodes, list_threads and load_thread — :mod:`episodic.mcp_server` (needs the
+  ``mcp`` package);
 - ``episodic import FILE``: backfill threads and messages from JSON lines through the
   normal write path, resumable after a crash — :mod:`episodic.backfill`.
 
@@ -34,8 +35,10 @@ MCP_EXTRA_HINT = "the MCP server needs the MCP SDK: pip install 'episodic[mcp]'"
 MCP_TOOLS = (
     "remember",
     "end_thread",
+    "record_outcome",
     "record_event",
     "recall",
+    "recall_procedures",
     "search_episodes",
     "list_threads",
     "load_thread",
