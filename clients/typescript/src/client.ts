@@ -26,6 +26,7 @@ import {
   EpisodeStatus,
   EpisodeStatusSchema,
   EpisodeTrigger,
+  Outcome,
   Role,
   RoleSchema,
   SemanticStatusSchema,
@@ -34,7 +35,9 @@ import {
 import type {
   Episode,
   Message,
+  Procedure,
   ScoredEpisode,
+  ScoredProcedure,
   SemanticStatus,
   Thread,
 } from "./gen/episodic/v1/episode_pb.js";
@@ -134,15 +137,64 @@ export interface CallOpts {
 
 export type RoleName = "system" | "user" | "assistant" | "agent" | "tool";
 
+/** A tool call as OpenAI's chat format writes it (`{id, type: "function", function: {name,
+ * arguments}}`) or flat (`{id, name, arguments}`); `arguments` is the JSON text of an
+ * object, or the object itself (sent as JSON text). */
+export type ToolCallInput =
+  | { id: string; type?: "function"; function: { name: string; arguments?: string | JsonObject } }
+  | { id: string; name: string; arguments?: string | JsonObject };
+
 /** A message to add: `createdAt` backfills history (defaults to the receive time);
  * `idempotencyKey` makes a repeated add a no-op (generated when not given and the client's
- * `autoIdempotencyKeys` is on). */
+ * `autoIdempotencyKeys` is on).
+ *
+ * A message in OpenAI's chat format is one as it is: an assistant message's `tool_calls`
+ * (content may then be empty or null), a tool message's `tool_call_id` (the call it
+ * answers) and `name` (the tool's) — or in camelCase, `toolCalls` and `toolCallId`. */
 export interface NewMessageInput {
   role: RoleName | Role;
-  content: string;
+  content?: string | null;
   metadata?: JsonObject;
   createdAt?: Date | Timestamp;
   idempotencyKey?: string;
+  toolCalls?: readonly ToolCallInput[];
+  tool_calls?: readonly ToolCallInput[] | null;
+  toolCallId?: string;
+  tool_call_id?: string | null;
+  /** A tool message: the tool's name (defaults to the answered call's). */
+  name?: string | null;
+}
+
+/** A message in OpenAI's chat format, as `toOpenAI` gives it back (a chat completion's
+ * `messages` takes it as it is). */
+export interface OpenAIMessage {
+  role: string;
+  content: string | null;
+  tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[];
+  tool_call_id?: string;
+  name?: string;
+}
+
+export type OutcomeName = "success" | "failure" | "partial";
+
+export interface RecordOutcomeOptions extends CallOpts {
+  /** A score in [0, 1] (a reward, a rating). */
+  score?: number;
+  /** Why, in a sentence (at most 2000 characters). */
+  note?: string;
+  /** One episode of the thread: the outcome of its stretch only (default: the thread). */
+  episodeId?: string;
+}
+
+/** What `recordOutcome` recorded: `changed` is false when the same outcome (score and note
+ * included) was already recorded. */
+export interface OutcomeResult {
+  threadId: string;
+  /** The episode it is for; "" for the whole thread. */
+  episodeId: string;
+  outcome: OutcomeName;
+  changed: boolean;
+  recordedAt?: Timestamp;
 }
 
 /** A message as an object or a `[role, content]` pair. */
@@ -178,6 +230,9 @@ export interface RecallResult extends Iterable<ScoredEpisode> {
    * they resolved to, whether it was applied, and the text that was ranked. Undefined when
    * `literalQuery` was set or there was no query. */
   understanding?: QueryUnderstanding;
+  /** With `includeProcedures`: the procedures that fit the query, best first (empty
+   * otherwise); `renderProcedures` takes the result as it is. */
+  procedures: ScoredProcedure[];
 }
 
 /** One page of a list; pass `nextPageToken` to get the next (empty on the last). */
@@ -251,6 +306,15 @@ export interface RecallOptions extends CallOpts {
   /** Apply the `minRelevance` and `minMatch` Recall recommends for its embedding model (a
    * question nothing answers then gets nothing); an explicit value takes precedence. */
   abstain?: boolean;
+  /** Also answer with the procedures that fit the query (`RecallResult.procedures`). */
+  includeProcedures?: boolean;
+  /** How many procedures with `includeProcedures` (server default 3, at most 20). */
+  procedures?: number;
+}
+
+export interface RecallProceduresOptions extends CallOpts {
+  /** How many procedures (server default 3, at most 20). */
+  limit?: number;
 }
 
 export interface RecordEventOptions extends CallOpts {
@@ -341,6 +405,63 @@ export function triggerName(trigger: EpisodeTrigger): string {
 /** `Role.ASSISTANT` → `"assistant"`. */
 export function roleName(role: Role): string {
   return lowerName(RoleSchema, role);
+}
+/** `Outcome.SUCCESS` → `"success"` (a procedure source's outcome, as the Python SDK names it). */
+export function outcomeName(outcome: Outcome): string {
+  switch (outcome) {
+    case Outcome.SUCCESS:
+      return "success";
+    case Outcome.FAILURE:
+      return "failure";
+    case Outcome.PARTIAL:
+      return "partial";
+    default:
+      return "unspecified";
+  }
+}
+
+const OUTCOMES: Readonly<Record<OutcomeName, Outcome>> = {
+  success: Outcome.SUCCESS,
+  failure: Outcome.FAILURE,
+  partial: Outcome.PARTIAL,
+};
+
+/** The tools of a procedure's steps that change something, in order (Python's
+ * `Procedure.write_actions`). */
+export function writeActions(procedure: Procedure | ScoredProcedure): string[] {
+  const p = procedure.$typeName === "episodic.v1.ScoredProcedure" ? procedure.procedure : procedure;
+  return (p?.steps ?? []).filter((s) => s.writes).map((s) => s.tool);
+}
+
+/** A tool call's name and arguments as JSON text, from either form. */
+function toToolCall(value: ToolCallInput, where: string): { id: string; name: string; arguments: string } {
+  const fn = "function" in value ? value.function : value;
+  const name = fn?.name;
+  if (typeof value.id !== "string" || typeof name !== "string") {
+    throw new TypeError(`${where} needs an id and the tool's name (OpenAI's function.name, or name)`);
+  }
+  const args = fn.arguments ?? "{}";
+  return { id: value.id, name, arguments: typeof args === "string" ? args : JSON.stringify(args) };
+}
+
+/**
+ * A message read back in OpenAI's chat format (`role`, `content`, and `tool_calls` or
+ * `tool_call_id`/`name`), as a chat completion's `messages` takes it — Python's
+ * `Message.to_openai()`. An assistant message that only called tools has content null.
+ */
+export function toOpenAI(message: Message): OpenAIMessage {
+  const out: OpenAIMessage = { role: roleName(message.role), content: message.content };
+  if (message.toolCalls.length) {
+    out.content = message.content || null;
+    out.tool_calls = message.toolCalls.map((c) => ({
+      id: c.id,
+      type: "function" as const,
+      function: { name: c.name, arguments: c.arguments },
+    }));
+  }
+  if (message.toolCallId) out.tool_call_id = message.toolCallId;
+  if (message.name) out.name = message.name;
+  return out;
 }
 /** `LanguageOrigin.DETECTED` → `"detected"` (Python's `DatasetPolicy.language_origin`:
  * "default", "detected" or "set"; "" from a server that does not say). */
@@ -667,7 +788,10 @@ export class EpisodicClient {
   /**
    * Appends messages to a thread in one durable batch, in order. Each is an object
    * (`role`, `content`, optionally `metadata`, `createdAt`, `idempotencyKey`) or a
-   * `[role, content]` pair. With `autoIdempotencyKeys` (the default) every message without
+   * `[role, content]` pair. A message in OpenAI's chat format keeps its tool calls: an
+   * assistant message's `tool_calls` (arguments as JSON text or an object) and a tool
+   * message's `tool_call_id`/`name`, so a chat completion's `messages` can be written as
+   * they are. With `autoIdempotencyKeys` (the default) every message without
    * a key gets `auto:<uuid>`, so the call is retried safely on UNAVAILABLE and a replay
    * stores nothing twice.
    */
@@ -683,13 +807,17 @@ export class EpisodicClient {
         : (value as NewMessageInput);
       let key = m.idempotencyKey ?? "";
       if (!key && this.autoIdempotencyKeys) key = `auto:${randomUUID()}`;
+      const calls = m.toolCalls ?? m.tool_calls ?? [];
       batch.push(
         create(NewMessageSchema, {
           role: toRole(m.role ?? "user"),
-          content: m.content,
+          content: m.content ?? "",
           idempotencyKey: key,
           metadata: m.metadata && Object.keys(m.metadata).length ? m.metadata : undefined,
           createdAt: m.createdAt === undefined ? undefined : toTimestamp(m.createdAt),
+          toolCalls: calls.map((c, i) => toToolCall(c, `messages[${batch.length}].tool_calls[${i}]`)),
+          toolCallId: m.toolCallId ?? m.tool_call_id ?? "",
+          name: m.name ?? "",
         }),
       );
     }
@@ -757,6 +885,48 @@ export class EpisodicClient {
       key !== "",
     );
     return { event: answer.event!, stored: answer.stored };
+  }
+
+  /**
+   * Says how a thread turned out: "success", "failure" or "partial", with an optional
+   * `score` in [0, 1] and `note`; `episodeId` narrows it to that episode's stretch. It may
+   * come before or after the episode exists; sending it again replaces it (the last one
+   * stands), so it is retried safely on UNAVAILABLE. Procedures are learned from the tool
+   * calls of successes; failures count against the procedure they followed.
+   */
+  async recordOutcome(
+    threadId: string,
+    outcome: OutcomeName | Outcome,
+    options: RecordOutcomeOptions = {},
+  ): Promise<OutcomeResult> {
+    const value = typeof outcome === "number" ? outcome : OUTCOMES[outcome];
+    if (value === undefined) {
+      throw new RangeError(`unknown outcome '${String(outcome)}'; use success, failure or partial`);
+    }
+    const answer = await this.call(
+      "ingest",
+      "RecordOutcome",
+      (c, o) =>
+        c.recordOutcome(
+          {
+            threadId,
+            outcome: value,
+            score: options.score,
+            note: options.note ?? "",
+            episodeId: options.episodeId ?? "",
+          },
+          o,
+        ),
+      options,
+      true,
+    );
+    return {
+      threadId: answer.threadId,
+      episodeId: answer.episodeId,
+      outcome: outcomeName(answer.outcome === Outcome.UNSPECIFIED ? value : answer.outcome) as OutcomeName,
+      changed: answer.changed,
+      recordedAt: answer.recordedAt,
+    };
   }
 
   /** Marks the end of a stretch of conversation: an episode is queued over the messages no
@@ -851,6 +1021,7 @@ export class EpisodicClient {
    * `relevance = similarity × similarityWeight + recency × recencyWeight` (server defaults
    * 0.7 and 0.3). Without `query`, plain recency order — which is how temporal questions
    * are asked: `recall(ds, undefined, { eventType: "decision", entities: ["pricing"], limit: 3 })`.
+   * With `includeProcedures`, also the procedures that fit the query (`result.procedures`).
    */
   async recall(dataset: string, query?: string, options: RecallOptions = {}): Promise<RecallResult> {
     const request: MessageInitShape<typeof RecallRequestSchema> = {
@@ -873,7 +1044,9 @@ export class EpisodicClient {
       minRelevance: options.minRelevance ?? 0,
       minMatch: options.minMatch ?? 0,
       abstain: options.abstain ?? false,
+      contextProcedures: options.procedures ?? 0,
     };
+    if (options.includeProcedures) request.include = [RecallInclude.EPISODES, RecallInclude.PROCEDURES];
     const answer = await this.call("recall", "Recall", (c, o) => c.recall(request, o), options, true);
     const episodes = answer.episodes?.episodes ?? [];
     return {
@@ -883,8 +1056,83 @@ export class EpisodicClient {
       abstained: answer.episodes?.abstained ?? false,
       abstainApplied: answer.episodes?.abstainApplied ?? false,
       understanding: answer.understanding,
+      procedures: answer.procedures,
       [Symbol.iterator]: () => episodes[Symbol.iterator](),
     };
+  }
+
+  // -- procedural memory (Recall reads procedures; Admin deletes them)
+
+  /**
+   * How did we do this before? The dataset's procedures whose goals best fit `task` (the
+   * most supported without one), best first, each with its relevance (0..1); procedures
+   * that failed more often than they worked are left out. `renderProcedures` turns them
+   * into a prompt block.
+   */
+  async recallProcedures(
+    dataset: string,
+    task?: string,
+    options: RecallProceduresOptions = {},
+  ): Promise<ScoredProcedure[]> {
+    const answer = await this.call(
+      "recall",
+      "Recall",
+      (c, o) =>
+        c.recall(
+          {
+            dataset,
+            query: task ?? "",
+            include: [RecallInclude.PROCEDURES],
+            contextProcedures: options.limit ?? 0,
+          },
+          o,
+        ),
+      options,
+      true,
+    );
+    return answer.procedures;
+  }
+
+  /** One page of a dataset's procedures, most successes first. */
+  async listProcedures(dataset: string, options: PageOptions = {}): Promise<Page<Procedure>> {
+    const answer = await this.call(
+      "recall",
+      "ListProcedures",
+      (c, o) =>
+        c.listProcedures(
+          { dataset, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+          o,
+        ),
+      options,
+      true,
+    );
+    return page(answer.procedures, answer.nextPageToken);
+  }
+
+  /** One procedure of `dataset` (NotFoundError when it has none of that id). */
+  async getProcedure(dataset: string, procedureId: string, opts: CallOpts = {}): Promise<Procedure> {
+    const answer = await this.call(
+      "recall",
+      "GetProcedure",
+      (c, o) => c.getProcedure({ dataset, procedureId }, o),
+      opts,
+      true,
+    );
+    return answer.procedure!;
+  }
+
+  /** Deletes a procedure and forgets the stretches of conversation it was learned from
+   * (they are not learned again; the conversations and episodes stay); returns how many
+   * were forgotten. An admin call; not retried on UNAVAILABLE (a second call finds it gone). */
+  async deleteProcedure(dataset: string, procedureId: string, opts: CallOpts = {}): Promise<number> {
+    const answer = await this.call(
+      "admin",
+      "DeleteProcedure",
+      (c, o) => c.deleteProcedure({ dataset, procedureId }, o),
+      opts,
+      false,
+    );
+    return answer.forgottenSources;
   }
 
   // -- episode administration (Recall reads, Scheduler writes)

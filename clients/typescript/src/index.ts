@@ -23,15 +23,34 @@ export {
   EpisodeStatus,
   EpisodeTrigger,
   EventSource,
+  Outcome,
   Role,
   SemanticStatus,
   EpisodeSchema,
   ScoredEpisodeSchema,
   ThreadSchema,
   MessageSchema,
+  ToolCallSchema,
+  ProcedureSchema,
+  ScoredProcedureSchema,
 } from "./gen/episodic/v1/episode_pb.js";
-export type { Episode, Message, ScoredEpisode, Thread } from "./gen/episodic/v1/episode_pb.js";
-export type { EndThreadResponse, MessageReceipt } from "./gen/episodic/v1/ingest_service_pb.js";
+export type {
+  Episode,
+  Message,
+  Procedure,
+  ProcedureArgument,
+  ProcedureSource,
+  ProcedureStep,
+  ScoredEpisode,
+  ScoredProcedure,
+  Thread,
+  ToolCall,
+} from "./gen/episodic/v1/episode_pb.js";
+export type {
+  EndThreadResponse,
+  MessageReceipt,
+  RecordOutcomeResponse,
+} from "./gen/episodic/v1/ingest_service_pb.js";
 export type { QueryUnderstanding, SessionOrdinal, TimeExpression } from "./gen/episodic/v1/recall_service_pb.js";
 export type { Entity, EntityAlias } from "./gen/episodic/v1/entity_pb.js";
 export type { RunSweepResponse } from "./gen/episodic/v1/scheduler_service_pb.js";

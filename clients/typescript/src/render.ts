@@ -211,3 +211,166 @@ export function renderEpisodes(
   const ordered = [...items].sort((a, b) => key(a) - key(b) || 0);
   return ordered.map((item) => renderEpisode(item, { now: options.now, keyLearnings })).join("\n\n");
 }
+
+// -- procedures
+
+/** What rendering reads from a procedure step: the generated `ProcedureStep` fits (its
+ * `arguments` a list of `{name, source}`), and so does a plain object whose `arguments`
+ * maps each name to its source. */
+export interface ProcedureStepLike {
+  tool?: string | undefined;
+  purpose?: string | undefined;
+  writes?: boolean | undefined;
+  arguments?: readonly { name: string; source: string }[] | Readonly<Record<string, string>> | undefined;
+}
+
+/** What rendering reads from a procedure (the generated `Procedure` fits). */
+export interface ProcedureLike {
+  goal?: string | undefined;
+  exampleGoals?: readonly string[] | undefined;
+  steps?: readonly ProcedureStepLike[] | undefined;
+  successCount?: number | undefined;
+  failureCount?: number | undefined;
+  partialCount?: number | undefined;
+}
+
+/** A procedure with its fit to a query (the generated `ScoredProcedure` fits). */
+export interface ScoredProcedureLike {
+  procedure?: ProcedureLike | undefined;
+  relevance?: number | undefined;
+}
+
+export type ProcedureItem = ProcedureLike | ScoredProcedureLike;
+
+export interface RenderProceduresOptions {
+  /** The block's first line (default "How this was done before:"; "" for none). */
+  heading?: string;
+  /** Add the other requests each procedure served ("Also used for: …"). */
+  examples?: boolean;
+}
+
+const PY_WHITESPACE = new RegExp(`[${PY_SPACE}]+`, "g");
+
+/** Python's `" ".join(text.split())`. */
+function squash(text: string | undefined): string {
+  return strip((text ?? "").replace(PY_WHITESPACE, " "));
+}
+
+/** Python's `f"{x:.2f}"`: toFixed, except that an exact tie rounds to even as Python does
+ * (toFixed rounds it up: 0.125 → "0.13", Python "0.12"). */
+function fixed2(x: number): string {
+  const scaled = x * 200;
+  if (Number.isInteger(scaled) && scaled % 2 !== 0 && Number.isInteger(x * 8)) {
+    const down = Math.floor(x * 100);
+    return ((down % 2 === 0 ? down : down + 1) / 100).toFixed(2);
+  }
+  return x.toFixed(2);
+}
+
+function procedureOf(item: ProcedureItem): ProcedureLike {
+  // A ScoredProcedure carries the procedure; a Procedure is one.
+  if ("procedure" in item) return item.procedure ?? {};
+  return item as ProcedureLike;
+}
+
+function argumentsOf(step: ProcedureStepLike): [string, string][] {
+  const value = step.arguments ?? [];
+  if (Array.isArray(value)) return value.map((a: { name: string; source: string }) => [a.name, a.source]);
+  return Object.entries(value as Record<string, string>);
+}
+
+/** Where an argument's value came from, in words. */
+function sourceWords(source: string): string {
+  if (source === "user") return "from the user";
+  if (source === "agent") return "chosen by the agent";
+  if (source.startsWith("tool:")) return `from ${source.slice(5)}'s result`;
+  return source ? `from ${source}` : "from the conversation";
+}
+
+function times(n: number, what: string): string {
+  return `${what} ${n === 1 ? "once" : n === 2 ? "twice" : `${n} times`}`;
+}
+
+function support(procedure: ProcedureLike, relevance: number | undefined): string {
+  const parts = [times(procedure.successCount ?? 0, "worked")];
+  const partly = procedure.partialCount ?? 0;
+  const failed = procedure.failureCount ?? 0;
+  if (partly) parts.push(times(partly, "partly worked"));
+  if (failed) parts.push(times(failed, "failed"));
+  let text = parts.join(", ");
+  text = text[0]!.toUpperCase() + text.slice(1);
+  if (relevance !== undefined) text += ` (relevance ${fixed2(relevance)})`;
+  return `${text}.`;
+}
+
+function stepLine(n: number, step: ProcedureStepLike): string {
+  const tool = step.tool || "tool";
+  let head = `${n}. ${tool}${step.writes ? " (changes something)" : ""}`;
+  const purpose = squash(step.purpose);
+  // The offline extractor's fallback purpose is the tool's name in words: say it once.
+  if (purpose && purpose.toLowerCase().replaceAll(" ", "_") !== tool.toLowerCase()) head += `: ${purpose}`;
+  const args = argumentsOf(step)
+    .map(([name, source]) => `${name} ${sourceWords(source)}`)
+    .join(", ");
+  return args ? `${head} [${args}]` : head;
+}
+
+/**
+ * One procedure (a generated `Procedure`/`ScoredProcedure`, or a plain object like one):
+ * `Goal: …` (prefixed `N.` when `number` is given), its support (and relevance when
+ * scored), then its numbered steps — Python's `render_procedure`.
+ */
+export function renderProcedure(
+  item: ProcedureItem,
+  options: { number?: number; examples?: boolean; indent?: string } = {},
+): string {
+  const procedure = procedureOf(item);
+  const relevance = "procedure" in item ? (item.relevance ?? 0) : undefined;
+  const goal = squash(procedure.goal);
+  const { number } = options;
+  const pad = " ".repeat(number !== undefined ? `${number}. `.length : 0);
+  const lines = [number !== undefined ? `${number}. Goal: ${goal}` : `Goal: ${goal}`];
+  lines.push(`${pad}${support(procedure, relevance)}`);
+  if (options.examples) {
+    for (const other of procedure.exampleGoals ?? []) {
+      const g = squash(other);
+      if (g && g !== goal) lines.push(`${pad}Also used for: ${g}`);
+    }
+  }
+  (procedure.steps ?? []).forEach((step, i) => lines.push(`${pad}${stepLine(i + 1, step)}`));
+  const indent = options.indent ?? "";
+  return lines.map((line) => indent + line).join("\n");
+}
+
+/**
+ * Procedures (generated `Procedure`/`ScoredProcedure` messages, a `RecallResult` or
+ * `RecallResponse` with procedures, or plain objects like them) as one prompt block, in the
+ * order given (a recall's is best first) — exactly the text of the Python SDK's
+ * `render_procedures`:
+ *
+ *     How this was done before:
+ *
+ *     1. Goal: Please cancel my order #W1, I bought it by mistake
+ *        Worked twice, failed once (relevance 0.82).
+ *        1. get_order_details [order_id from the user]
+ *        2. cancel_pending_order (changes something): Cancelling it. [order_id from the
+ *           user, reason chosen by the agent]
+ *
+ * Each step names its tool, what it was for, whether it changes something, and where each
+ * argument's value came from; the values themselves are the past conversation's. No
+ * procedures render as an empty string.
+ */
+export function renderProcedures(
+  procedures: Iterable<ProcedureItem> | { procedures: Iterable<ProcedureItem> },
+  options: RenderProceduresOptions = {},
+): string {
+  // A RecallResult is iterable over its episodes: its procedures are a field.
+  const items =
+    !Array.isArray(procedures) && "procedures" in procedures
+      ? [...(procedures as { procedures: Iterable<ProcedureItem> }).procedures]
+      : [...(procedures as Iterable<ProcedureItem>)];
+  if (!items.length) return "";
+  const heading = options.heading ?? "How this was done before:";
+  const blocks = items.map((p, i) => renderProcedure(p, { number: i + 1, examples: options.examples ?? false }));
+  return (heading ? [heading, ...blocks] : blocks).join("\n\n");
+}

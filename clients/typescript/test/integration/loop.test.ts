@@ -1,8 +1,10 @@
 /**
  * The whole loop from TypeScript against the real suite: `episodic up` (or a running suite
  * named by EPISODIC_*_ADDRESS), then create a thread, add messages, end it, wait for the
- * episode, recall and render it, the admin reads, the error cases, the AdminService calls
- * the SDK wraps (datasets, the entity canon, dataset policy, erasure), and SIGINT stops it.
+ * episode, recall and render it, the admin reads, procedural memory (OpenAI-format tool
+ * calls, outcomes, procedures learned, recalled, rendered and deleted), the error cases, the
+ * AdminService calls the SDK wraps (datasets, the entity canon, dataset policy, erasure),
+ * and SIGINT stops it.
  *
  * Skips with a message when no episodic CLI is found.
  */
@@ -29,12 +31,16 @@ import {
   UnauthenticatedError,
   episodeStatusName,
   languageOriginName,
+  outcomeName,
   renderEpisodes,
+  renderProcedures,
   roleName,
   timestampDate,
+  toOpenAI,
   triggerName,
+  writeActions,
 } from "../../src/index.js";
-import type { Episode, Thread } from "../../src/index.js";
+import type { Episode, MessageInput, Procedure, Thread } from "../../src/index.js";
 import { AccessRole } from "../../src/gen/episodic/v1/access_pb.js";
 import { AdminService } from "../../src/gen/episodic/v1/admin_service_pb.js";
 import { runCli, skipReason, startSuite } from "./suite.js";
@@ -233,6 +239,112 @@ describe("the whole loop against episodic up", { skip: skipReason(), timeout: 30
     const status = await memory.pipelineStatus(dataset, { checkProviders: false });
     log(`pipelineStatus(${dataset}) → ${JSON.stringify(status.statusCounts, (_k, v) => (typeof v === "bigint" ? Number(v) : v))}`);
     assert.equal(status.statusCounts["completed"], 1n);
+  });
+
+  it("procedural memory: tool calls written as OpenAI's format, an outcome, a procedure learned and recalled", async (t) => {
+    // A chat completion's messages as an agent framework holds them: arguments as JSON text
+    // and as an object, a tool result naming its tool and one that does not.
+    const chat: MessageInput[] = [
+      { role: "user", content: "Please cancel my order #W7, I ordered it twice by mistake." },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_a", type: "function", function: { name: "get_order_details", arguments: '{"order_id": "#W7"}' } },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_a", content: '{"status": "pending"}' },
+      {
+        role: "assistant",
+        content: "Cancelling it.",
+        tool_calls: [
+          {
+            id: "call_b",
+            type: "function",
+            function: { name: "cancel_pending_order", arguments: { order_id: "#W7", reason: "ordered twice" } },
+          },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_b", name: "cancel_pending_order", content: '{"status": "cancelled"}' },
+      { role: "assistant", content: "Done: #W7 is cancelled." },
+    ];
+    const agent = await memory.startThread(dataset, { label: "cancel-w7" });
+    // Rewards often come late, or early: an outcome before the episode exists.
+    const recorded = await memory.recordOutcome(agent.threadId, "success", { score: 1, note: "user thanked" });
+    log(`recordOutcome(success) → changed ${recorded.changed}, outcome ${recorded.outcome}`);
+    assert.deepEqual([recorded.threadId, recorded.episodeId, recorded.outcome, recorded.changed], [agent.threadId, "", "success", true]);
+    const repeated = await memory.recordOutcome(agent.threadId, "success", { score: 1, note: "user thanked" });
+    assert.equal(repeated.changed, false, "the same outcome again changes nothing");
+    const written = await memory.addMessages(agent.threadId, chat);
+    assert.deepEqual(written.sequences, [1n, 2n, 3n, 4n, 5n, 6n]);
+
+    const back = (await memory.loadSession(agent.threadId)).map(toOpenAI);
+    log(`loadSession → toOpenAI: ${JSON.stringify(back.slice(1, 3))}`);
+    assert.deepEqual(back[1], {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "call_a", type: "function", function: { name: "get_order_details", arguments: '{"order_id": "#W7"}' } }],
+    });
+    // The tool's name defaults to the answered call's.
+    assert.deepEqual(back[2], { role: "tool", content: '{"status": "pending"}', tool_call_id: "call_a", name: "get_order_details" });
+    assert.deepEqual(JSON.parse(back[3]!.tool_calls![0]!.function.arguments), { order_id: "#W7", reason: "ordered twice" });
+    assert.equal(back[3]!.content, "Cancelling it.");
+
+    const unanswered = await memory
+      .addMessages(agent.threadId, [{ role: "tool", tool_call_id: "call_never_made", content: "{}" }])
+      .catch((e: unknown) => e);
+    assert.ok(unanswered instanceof InvalidArgumentError, String(unanswered));
+    log(`a tool result answering no call → ${unanswered.name} field=${unanswered.field}`);
+    assert.equal(unanswered.field, "messages[0].tool_call_id");
+
+    await memory.endThread(agent.threadId);
+    await memory.waitForEpisode(agent.threadId, { timeoutMs: 120_000 });
+    let learned: Procedure[] = [];
+    const deadline = Date.now() + 90_000;
+    while (!learned.length) {
+      assert.ok(Date.now() < deadline, "no procedure learned within 90 s of the episode");
+      learned = (await memory.listProcedures(dataset)).items;
+      if (!learned.length) await new Promise((r) => setTimeout(r, 300));
+    }
+    const [procedure] = learned;
+    log(
+      `listProcedures → ${learned.length}: goal "${procedure!.goal}", steps ${procedure!.steps.map((s) => s.tool).join(" → ")}, ` +
+        `${procedure!.successCount} success(es), sources ${procedure!.sources.map((s) => outcomeName(s.outcome)).join(", ")}`,
+    );
+    assert.equal(learned.length, 1);
+    assert.deepEqual(writeActions(procedure!), ["cancel_pending_order"]);
+    assert.deepEqual(procedure!.steps.map((s) => s.tool), ["get_order_details", "cancel_pending_order"]);
+    // The user said the order id; the reason is the agent's words, not theirs.
+    assert.deepEqual(
+      Object.fromEntries(procedure!.steps[1]!.arguments.map((a) => [a.name, a.source])),
+      { order_id: "user", reason: "agent" },
+    );
+    assert.deepEqual([procedure!.successCount, procedure!.failureCount], [1, 0]);
+    assert.equal(procedure!.sources[0]!.threadId, agent.threadId);
+    assert.equal(outcomeName(procedure!.sources[0]!.outcome), "success");
+    assert.match(procedure!.goal, /cancel my order #W7/);
+
+    const [fit, ...rest] = await memory.recallProcedures(dataset, "how do I cancel a customer's order?");
+    log(`recallProcedures("how do I cancel a customer's order?") → ${fit?.procedure?.procedureId} relevance ${fit?.relevance.toFixed(3)}`);
+    assert.equal(rest.length, 0);
+    assert.deepEqual(fit!.procedure, procedure);
+    assert.ok(fit!.relevance > 0 && fit!.relevance <= 1, String(fit!.relevance));
+    const both = await memory.recall(dataset, "cancel an order", { includeProcedures: true, limit: 5 });
+    assert.equal(both.procedures[0]?.procedure?.procedureId, procedure!.procedureId);
+    assert.ok(both.episodes.length >= 1, "episodes too");
+    const rendered = renderProcedures(both);
+    log(`renderProcedures(recall(..., { includeProcedures: true })):\n${rendered}`);
+    assert.match(rendered, /^How this was done before:\n\n1\. Goal: Please cancel my order #W7/);
+    assert.match(rendered, /\n {3}Worked once \(relevance 0\.\d\d\)\.\n/);
+    assert.match(rendered, /2\. cancel_pending_order \(changes something\).*\[order_id from the user, reason chosen by the agent\]/);
+    assert.deepEqual(await memory.getProcedure(dataset, procedure!.procedureId), procedure);
+
+    const forgotten = await asAdmin(t, () => memory.deleteProcedure(dataset, procedure!.procedureId));
+    if (forgotten === undefined) return;
+    log(`deleteProcedure → forgot ${forgotten} stretch(es)`);
+    assert.equal(forgotten, 1);
+    assert.deepEqual((await memory.listProcedures(dataset)).items, []);
+    await assert.rejects(memory.getProcedure(dataset, procedure!.procedureId), NotFoundError);
   });
 
   it("error cases carry the gRPC code, the reason and the field", async () => {

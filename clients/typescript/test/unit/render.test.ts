@@ -9,9 +9,15 @@ import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 
-import { EpisodeSchema, ScoredEpisodeSchema } from "../../src/gen/episodic/v1/episode_pb.js";
-import type { Episode } from "../../src/gen/episodic/v1/episode_pb.js";
-import { absoluteTime, relativeTime, renderEpisodes } from "../../src/render.js";
+import {
+  EpisodeSchema,
+  ProcedureSchema,
+  ScoredEpisodeSchema,
+  ScoredProcedureSchema,
+} from "../../src/gen/episodic/v1/episode_pb.js";
+import type { Episode, Procedure } from "../../src/gen/episodic/v1/episode_pb.js";
+import { RecallResponseSchema } from "../../src/gen/episodic/v1/recall_service_pb.js";
+import { absoluteTime, relativeTime, renderEpisodes, renderProcedures } from "../../src/render.js";
 
 const NOW = new Date(Date.UTC(2026, 4, 17, 10, 10));
 const SECOND = 1000;
@@ -151,5 +157,115 @@ describe("renderEpisodes", () => {
   it("strips whitespace like Python's str.strip()", () => {
     // U+FEFF is whitespace to JS trim() but not to Python; U+001F and U+0085 the reverse.
     assert.equal(renderEpisodes([{ summary: "\u001f\u0085 a \ufeff" }]), "a \ufeff");
+  });
+});
+
+interface ProcedureOverrides {
+  goal?: string;
+  steps?: never[];
+  successCount?: number;
+  failureCount?: number;
+  partialCount?: number;
+}
+
+function procedure(init: ProcedureOverrides = {}): Procedure {
+  return create(ProcedureSchema, {
+    procedureId: "p1",
+    dataset: "shop",
+    goal: "Please cancel my order #W1,\n I bought it by mistake",
+    exampleGoals: ["Please cancel my order #W1,\n I bought it by mistake", "cancel #W2"],
+    steps: [
+      {
+        tool: "get_order_details",
+        purpose: "get order details",
+        writes: false,
+        arguments: [{ name: "order_id", source: "user" }],
+      },
+      {
+        tool: "cancel_pending_order",
+        purpose: "Cancelling it now.",
+        writes: true,
+        arguments: [
+          { name: "order_id", source: "tool:get_order_details" },
+          { name: "reason", source: "agent" },
+        ],
+      },
+    ],
+    successCount: 2,
+    failureCount: 1,
+    partialCount: 0,
+    ...init,
+  });
+}
+
+// A port of tests/sdk/test_render.py's procedure tests: the same text, byte for byte.
+describe("renderProcedures", () => {
+  it("renders goal, numbered steps with their arguments' sources, and support", () => {
+    const scored = [
+      create(ScoredProcedureSchema, { procedure: procedure(), relevance: 0.8234 }),
+      create(ScoredProcedureSchema, {
+        procedure: procedure({ goal: "Return the kettle", steps: [], successCount: 1, failureCount: 0, partialCount: 3 }),
+        relevance: 0.4,
+      }),
+    ];
+    assert.equal(
+      renderProcedures(scored),
+      "How this was done before:\n\n" +
+        "1. Goal: Please cancel my order #W1, I bought it by mistake\n" +
+        "   Worked twice, failed once (relevance 0.82).\n" +
+        // The extractor's fallback purpose (the tool's name in words) is not said twice.
+        "   1. get_order_details [order_id from the user]\n" +
+        "   2. cancel_pending_order (changes something): Cancelling it now. " +
+        "[order_id from get_order_details's result, reason chosen by the agent]\n\n" +
+        "2. Goal: Return the kettle\n" +
+        "   Worked once, partly worked 3 times (relevance 0.40).",
+    );
+    // A plain Procedure has no relevance; examples add the other requests it served.
+    const text = renderProcedures([procedure()], { heading: "", examples: true });
+    assert.deepEqual(text.split("\n").slice(0, 3), [
+      "1. Goal: Please cancel my order #W1, I bought it by mistake",
+      "   Worked twice, failed once.",
+      "   Also used for: cancel #W2",
+    ]);
+    assert.equal(renderProcedures([]), "");
+  });
+
+  it("renders a recall's answer, and plain objects whose arguments map names to sources", () => {
+    const wire = create(ScoredProcedureSchema, {
+      procedure: {
+        goal: "cancel an order",
+        successCount: 3,
+        steps: [{ tool: "cancel_pending_order", writes: true, arguments: [{ name: "order_id", source: "user" }] }],
+      },
+      relevance: 0.5,
+    });
+    const expected =
+      "How this was done before:\n\n" +
+      "1. Goal: cancel an order\n" +
+      "   Worked 3 times (relevance 0.50).\n" +
+      "   1. cancel_pending_order (changes something) [order_id from the user]";
+    assert.equal(renderProcedures([wire]), expected);
+    assert.equal(renderProcedures(create(RecallResponseSchema, { procedures: [wire] })), expected);
+    // A RecallResult iterates over its episodes: its procedures are what is rendered.
+    const result = { episodes: [], procedures: [wire], [Symbol.iterator]: () => [][Symbol.iterator]() };
+    assert.equal(renderProcedures(result), expected);
+    const plain = {
+      procedure: {
+        goal: "cancel an order",
+        successCount: 3,
+        steps: [{ tool: "cancel_pending_order", writes: true, arguments: { order_id: "user" } }],
+      },
+      relevance: 0.5,
+    };
+    assert.equal(renderProcedures([plain]), expected);
+  });
+
+  it("rounds a relevance exactly halfway like Python's format (to even)", () => {
+    const at = (relevance: number) =>
+      renderProcedures([{ procedure: { goal: "g", successCount: 1 }, relevance }]).split("\n")[3];
+    assert.equal(at(0.125), "   Worked once (relevance 0.12).");
+    assert.equal(at(0.375), "   Worked once (relevance 0.38).");
+    assert.equal(at(0.835), "   Worked once (relevance 0.83)."); // 0.83499999… in binary
+    assert.equal(at(0.826), "   Worked once (relevance 0.83).");
   });
 });
