@@ -6,6 +6,7 @@ in a thread, and headless Chromium (Debian's ``/usr/bin/chromium``) driven by Pl
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ from episodic.client import EpisodicClient, NewMessage
 from episodic.console import ConsoleApp, ConsoleServer
 from episodic.store.db import make_engine
 from episodic.testing.database import TestDatabases
-from episodic.testing.processes import ServiceProcess, start_service
+from episodic.testing.processes import ServiceProcess, start_service, wait_until
 from tests.recall.factory import add_messages, make_episode, make_thread
 
 CHROMIUM = os.environ.get("EPISODIC_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -40,6 +41,8 @@ CHROMIUM_ARGS = [
 
 DATASET = "locomo-demo"
 OPS_DATASET = "ops-actions"
+#: An agent's own memory: conversations with tool calls and outcomes (issue 39).
+TOOLS_DATASET = "agent-tools"
 
 # A LoCoMo-like conversation (two people, dated sessions; our own text): one thread per
 # session, written with the sessions' original timestamps.
@@ -112,6 +115,65 @@ XSS_MESSAGE = (
     '& "quotes" stay quotes.'
 )
 AS_OF = datetime(2023, 7, 1, tzinfo=UTC)
+#: Text that looks like HTML, in a tool call's arguments: shown as text too.
+TOOL_MARKUP = '<b onmouseover="window.__pwned = 3">twice</b>'
+
+
+def tool_conversation(request: str, order: str, write: str) -> list[dict[str, Any]]:
+    """An agent's conversation in OpenAI's chat format: a request, a read, a write (each
+    answered by its tool), and the agent's closing words."""
+    return [
+        {"role": "user", "content": request},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_read",
+                    "type": "function",
+                    "function": {
+                        "name": "get_order_details",
+                        "arguments": json.dumps({"order_id": order}),
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_read", "content": '{"status": "pending"}'},
+        {
+            "role": "assistant",
+            "content": "Doing it now.",
+            "tool_calls": [
+                {
+                    "id": "call_write",
+                    "type": "function",
+                    "function": {
+                        "name": write,
+                        "arguments": {"order_id": order, "reason": f"ordered {TOOL_MARKUP}"},
+                    },
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_write",
+            "name": write,
+            "content": '{"ok": true}',
+        },
+        {"role": "assistant", "content": f"Done: {order} is taken care of."},
+    ]
+
+
+#: (label, request, order, write tool, outcome): two successes and a failure of the same
+#: actions (one procedure, worked twice and failed once) and another procedure.
+TOOL_THREADS = [
+    ("cancel-w1", "Please cancel my order #W1, I bought it by mistake", "#W1",
+     "cancel_pending_order", "success"),
+    ("cancel-w2", "I'd like to cancel order #W2, it's no longer needed", "#W2",
+     "cancel_pending_order", "success"),
+    ("cancel-w3", "cancel #W3 please", "#W3", "cancel_pending_order", "failure"),
+    ("return-w4", "Return the kettle from order #W4", "#W4",
+     "return_delivered_order_items", "success"),
+]  # fmt: skip
 
 
 @dataclass
@@ -359,9 +421,27 @@ def demo(suite: Suite) -> Demo:
         sdk.end_thread(xss.thread_id)
         out.threads["xss-probe"] = xss.thread_id
         written.append(xss.thread_id)
+        for label, request, order, write, outcome in TOOL_THREADS:
+            t = sdk.start_thread(TOOLS_DATASET, label)
+            sdk.add_messages(t.thread_id, tool_conversation(request, order, write))
+            sdk.record_outcome(t.thread_id, outcome)
+            sdk.end_thread(t.thread_id)
+            out.threads[label] = t.thread_id
+            written.append(t.thread_id)
         for thread_id in written:  # the summariser (polling every 0.2 s) completes them
             episode = sdk.wait_for_episode(thread_id, timeout=60)
             assert episode.status == "completed", episode
+
+        def learned() -> bool:  # procedures are learned just after the episodes complete
+            found = {p.steps[-1].tool: p for p in sdk.list_procedures(TOOLS_DATASET).items}
+            cancel = found.get("cancel_pending_order")
+            return bool(
+                cancel
+                and cancel.success_count + cancel.failure_count == 3
+                and "return_delivered_order_items" in found
+            )
+
+        wait_until(learned, timeout=60, interval=0.3, message="the agent's procedures learned")
     return out
 
 

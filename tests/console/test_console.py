@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -33,6 +34,9 @@ from tests.console.conftest import (
     DATASET,
     OPS_DATASET,
     SCRIPT,
+    TOOL_MARKUP,
+    TOOL_THREADS,
+    TOOLS_DATASET,
     XSS_MESSAGE,
     Demo,
     RecordingClient,
@@ -94,7 +98,7 @@ def test_datasets_and_threads_show_what_the_sdk_answers(
             for st in ("pending", "processing", "failed")
             for e in sdk.iter_episodes(DATASET, status=st)
         ]
-    assert {d.dataset for d in datasets} == {DATASET, OPS_DATASET}
+    assert {d.dataset for d in datasets} == {DATASET, OPS_DATASET, TOOLS_DATASET}
 
     page.goto(console + "/")
     for d in datasets:
@@ -196,6 +200,110 @@ def test_a_script_in_a_message_is_shown_as_text(
     page.goto(f"{console}/recall?dataset={DATASET}&q=snippet+text&run=1")
     assert page.evaluate("window.__pwned") is None
     assert page.locator("main script, main img").count() == 0
+
+
+def test_a_thread_shows_tool_calls_and_the_calls_results_answer(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    """Each call an assistant made, with the tool's name and its arguments; each tool
+    result with the tool that answered and a link to the call it answers."""
+    thread_id = demo.threads["cancel-w1"]
+    with suite.client() as sdk:
+        messages = sdk.load_session(thread_id)
+    page.goto(f"{console}/thread?id={thread_id}")
+    calls = page.locator("li.tool-call")
+    expect(calls).to_have_count(2)
+    assert calls.locator("code.tool-name").all_inner_texts() == [
+        "get_order_details",
+        "cancel_pending_order",
+    ]
+    assert calls.locator(".call-id").all_inner_texts() == ["call_read", "call_write"]
+    # The arguments, pretty-printed JSON: what was sent, as text.
+    read_args = calls.nth(0).locator("pre.tool-args").inner_text()
+    assert json.loads(read_args) == json.loads(messages[1].tool_calls[0].arguments)
+    write_args = calls.nth(1).locator("pre.tool-args")
+    assert json.loads(write_args.inner_text()) == {
+        "order_id": "#W1",
+        "reason": f"ordered {TOOL_MARKUP}",
+    }
+    assert write_args.get_attribute("aria-label") == "Arguments of cancel_pending_order"
+    assert page.locator("main b").count() == 0 and page.evaluate("window.__pwned") is None
+    # The results: which tool answered (its name defaults to the call's) and which call.
+    results = page.locator("li.role-tool")
+    expect(results).to_have_count(2)
+    first = results.nth(0).locator(".meta")
+    assert "get_order_details" in first.inner_text()
+    assert "result of call call_read" in first.inner_text()
+    link = first.get_by_role("link", name="call_read")
+    assert link.get_attribute("href") == "#m-2-call-1"
+    assert results.nth(0).locator("p.text").inner_text() == '{"status": "pending"}'
+    assert "result of call call_write" in results.nth(1).locator(".meta").inner_text()
+    link.click()
+    page.wait_for_url("**#m-2-call-1")
+    assert page.evaluate("document.querySelector(':target').className") == "tool-call"
+    # Words and calls together: the assistant's text, then its call.
+    said = page.locator("#m-4")
+    assert said.locator("p.text").inner_text() == "Doing it now."
+    assert said.locator("li.tool-call code.tool-name").inner_text() == "cancel_pending_order"
+    shot(page, artifacts, "13-thread-tool-calls")
+
+
+def test_procedures_page_lists_goals_steps_support_and_sources(
+    page: Any, console: str, suite: Suite, demo: Demo, artifacts: Path
+) -> None:
+    with suite.client() as sdk:
+        learned = sdk.list_procedures(TOOLS_DATASET).items
+    by_tool = {p.steps[-1].tool: p for p in learned}
+    cancel = by_tool["cancel_pending_order"]
+    assert (cancel.success_count, cancel.failure_count) == (2, 1)
+
+    page.goto(console + "/")
+    page.locator("#datasets tbody tr", has_text=TOOLS_DATASET).get_by_role(
+        "link", name=f"Procedures of {TOOLS_DATASET}"
+    ).click()
+    page.wait_for_url("**/procedures?dataset=*")
+    assert page.locator("h1").inner_text() == f"Procedures of {TOOLS_DATASET}"
+    assert page.locator(".subnav [aria-current=page]").inner_text() == "Procedures"
+    rows = page.locator("#procedures tbody tr")
+    expect(rows).to_have_count(len(learned))
+    for i, p in enumerate(learned):  # most successes first, like the SDK
+        row = rows.nth(i)
+        assert row.locator("th").inner_text() == " ".join(p.goal.split())
+        cells = row.locator("td").all_inner_texts()
+        assert cells == [
+            " → ".join(s.tool for s in p.steps),
+            str(p.success_count),
+            str(p.failure_count),
+            str(p.partial_count),
+        ], cells
+    section = page.locator(f"#procedure-{cancel.procedure_id}")
+    support = section.locator(".support").inner_text()
+    assert "worked 2×" in support and "failed 1×" in support and "partly worked 0×" in support
+    steps = section.locator("ol.steps > li.step")
+    expect(steps).to_have_count(2)
+    assert "reads" in steps.nth(0).inner_text()
+    second = steps.nth(1).inner_text()
+    assert second.startswith("cancel_pending_order changes something")
+    assert "order_id from the user" in second and "reason chosen by the agent" in second
+    # Where it was learned: both successes and the failure, each linked to its window.
+    sources = section.locator("table.sources tbody tr")
+    expect(sources).to_have_count(3)
+    outcomes = sorted(sources.locator("td .badge").all_inner_texts())
+    assert outcomes == ["failed", "worked", "worked"]
+    failed_thread = demo.threads["cancel-w3"]
+    failed_row = sources.filter(has_text="failed")
+    thread_link = failed_row.locator("th a")
+    assert thread_link.get_attribute("href").startswith(f"/thread?id={failed_thread}#window-")
+    shot(page, artifacts, "14-procedures")
+    thread_link.click()
+    page.wait_for_url(f"**/thread?id={failed_thread}#window-*")
+    episode_id = page.url.rsplit("#window-", 1)[1]
+    expect(page.locator(f"#window-{episode_id} li.tool-call")).to_have_count(2)
+
+    # A dataset without procedures says so.
+    page.goto(f"{console}/procedures?dataset={DATASET}")
+    expect(page.locator("p.empty")).to_have_text(f"The dataset {DATASET} has no procedures yet.")
+    assert {label for label, *_ in TOOL_THREADS} <= set(demo.threads)
 
 
 def test_timeline_details_by_mouse_and_keyboard(
@@ -615,6 +723,9 @@ def test_accessibility_basics(page: Any, console: str, demo: Demo) -> None:
         f"/recall?dataset={DATASET}&q=pottery&run=1&abstain=1&min_match=1",  # nothing passed
         f"/recall?dataset={DATASET}&run=1&limit=2",  # no query: nothing calibrated
         "/pipeline",
+        f"/thread?id={demo.threads['cancel-w1']}",  # tool calls and results
+        f"/procedures?dataset={TOOLS_DATASET}",
+        f"/procedures?dataset={DATASET}",  # none
     ]
     unlabeled_js = """() => [...document.querySelectorAll(
         'input:not([type=hidden]), select, textarea, button')]

@@ -9,7 +9,9 @@ development mode, like the services.
 
 Pages are rendered on the server (escaped by construction) and enhanced with htmx, which is
 vendored in ``static/`` (no CDN): datasets and threads, a thread's messages inside its
-episodes' windows, a dataset's timeline, a recall playground and the live pipeline status.
+episodes' windows (with the tools each message called and which call a tool result
+answers), a dataset's timeline, a recall playground, a dataset's procedures (goal, steps,
+support and the threads they were learned from) and the live pipeline status.
 
 Standard library only (``wsgiref`` with a thread per request), so it runs from the core
 install::

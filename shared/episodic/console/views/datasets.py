@@ -68,6 +68,7 @@ def datasets(ctx: Ctx) -> Page:
             '<td class="num">{threads}</td><td class="num">{messages}</td><td>{last}</td>'
             '<td><a href="{timeline}">Timeline<span class="sr-only"> of {ds}</span></a> · '
             '<a href="{recall}">Recall<span class="sr-only"> in {ds}</span></a> · '
+            '<a href="{procedures}">Procedures<span class="sr-only"> of {ds}</span></a> · '
             '<a href="{pipeline}">Pipeline<span class="sr-only"> of {ds}</span></a></td></tr>',
             href=url("/dataset", dataset=d.dataset),
             ds=d.dataset,
@@ -76,6 +77,7 @@ def datasets(ctx: Ctx) -> Page:
             last=when(d.last_activity_at, ctx.now),
             timeline=url("/timeline", dataset=d.dataset),
             recall=url("/recall", dataset=d.dataset),
+            procedures=url("/procedures", dataset=d.dataset),
             pipeline=url("/pipeline", dataset=d.dataset),
         )
         for d in found.items

@@ -46,6 +46,7 @@ DATASET_SECTIONS = (
     ("threads", "/dataset", "Threads"),
     ("timeline", "/timeline", "Timeline"),
     ("recall", "/recall", "Recall playground"),
+    ("procedures", "/procedures", "Procedures"),
 )
 
 

@@ -1,11 +1,16 @@
 """One thread: its messages (``load_session``) grouped by the windows of its episodes
 (``iter_episodes(dataset, thread_id=…)``), so the sequence windows are visible. Windows are
 contiguous and disjoint, so every message belongs to at most one episode; the messages after
-the last window are those no episode covers yet."""
+the last window are those no episode covers yet.
+
+Tool calls (issue 39) are shown where they happened: an assistant message lists each call
+it made (the tool's name and its arguments, pretty-printed JSON), and a tool message says
+which tool answered and which call it answers, linked to that call when it is on the page."""
 
 from __future__ import annotations
 
 import bisect
+import json
 from dataclasses import dataclass
 
 from episodic.client import Episode, Message
@@ -50,23 +55,100 @@ def _preview(text: str, limit: int = SUMMARY_PREVIEW) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def message_item(m: Message, ctx: Ctx) -> Safe:
-    name = m.metadata.get("name") if isinstance(m.metadata, dict) else None
+#: Where each tool call shown on a page is: call id -> the element id of its entry.
+CallAnchors = dict[str, str]
+
+
+def call_anchors(messages: list[Message]) -> CallAnchors:
+    """The element id of every call the shown messages made (ids made of the message's
+    sequence and the call's place: a call id is the model's text, not ours to put in a URL)."""
+    return {
+        c.id: f"m-{m.sequence}-call-{i}"
+        for m in messages
+        for i, c in enumerate(m.tool_calls, start=1)
+    }
+
+
+def _arguments(text: str) -> str:
+    """A call's arguments for reading: its JSON object pretty-printed, else as sent."""
+    try:
+        parsed = json.loads(text or "{}")
+    except ValueError:
+        return text
+    if parsed == {}:
+        return ""
+    return json.dumps(parsed, indent=2, ensure_ascii=False)
+
+
+def tool_calls_list(m: Message) -> Safe:
+    """An assistant message's calls: each the tool's name, its id and its arguments."""
+    if not m.tool_calls:
+        return Safe("")
+    items = []
+    for i, c in enumerate(m.tool_calls, start=1):
+        args = _arguments(c.arguments)
+        items.append(
+            html(
+                '<li class="tool-call" id="m-{seq}-call-{i}"><p class="tool-head">'
+                '<span class="tool-verb">calls</span> <code class="tool-name">{name}</code> '
+                '<span class="muted">call <code class="call-id">{id}</code></span></p>'
+                "{args}</li>",
+                seq=m.sequence,
+                i=i,
+                name=c.name,
+                id=c.id,
+                args=html(
+                    '<pre class="tool-args" aria-label="Arguments of {name}">{a}</pre>',
+                    name=c.name,
+                    a=args,
+                )
+                if args
+                else Safe('<p class="tool-args muted">no arguments</p>'),
+            )
+        )
     return html(
-        '<li class="msg role-{role}" id="m-{seq}"><p class="meta">'
-        '<span class="seq">#{seq}</span> <span class="role">{role}</span>{name} {at}</p>'
-        '<p class="text">{content}</p></li>',
-        role=m.role,
+        '<ol class="tool-calls" aria-label="Tool calls of message {seq}">{items}</ol>',
         seq=m.sequence,
-        name=html(' <span class="name">{n}</span>', n=name) if name else "",
-        at=when(m.created_at, ctx.now),
-        content=m.content,
+        items=join(items),
     )
 
 
-def _run_section(run: Run, total: int, first_shown: int, last_shown: int, ctx: Ctx) -> Safe:
+def _answers(m: Message, anchors: CallAnchors) -> Safe:
+    """A tool message's header: the tool that answered, and the call it answers."""
+    tool = html(' <code class="tool-name">{n}</code>', n=m.name) if m.name else Safe("")
+    if not m.tool_call_id:
+        return html('{tool} <span class="answers">result</span>', tool=tool)
+    target = anchors.get(m.tool_call_id)
+    call = (
+        html('<a href="#{a}"><code class="call-id">{id}</code></a>', a=target, id=m.tool_call_id)
+        if target
+        else html('<code class="call-id">{id}</code>', id=m.tool_call_id)
+    )
+    return html('{tool} <span class="answers">result of call {call}</span>', tool=tool, call=call)
+
+
+def message_item(m: Message, ctx: Ctx, anchors: CallAnchors | None = None) -> Safe:
+    name = m.metadata.get("name") if isinstance(m.metadata, dict) else None
+    answers = _answers(m, anchors or {}) if m.role == "tool" else Safe("")
+    return html(
+        '<li class="msg role-{role}" id="m-{seq}"><p class="meta">'
+        '<span class="seq">#{seq}</span> <span class="role">{role}</span>{name}{answers} {at}'
+        '</p><p class="text">{content}</p>{calls}</li>',
+        role=m.role,
+        seq=m.sequence,
+        name=html(' <span class="name">{n}</span>', n=name) if name else "",
+        answers=answers,
+        at=when(m.created_at, ctx.now),
+        content=m.content,
+        calls=tool_calls_list(m),
+    )
+
+
+def _run_section(
+    run: Run, total: int, first_shown: int, last_shown: int, ctx: Ctx, anchors: CallAnchors
+) -> Safe:
     a, b = run.messages[0].sequence, run.messages[-1].sequence
-    items = join(message_item(m, ctx) for m in run.messages)
+    items = join(message_item(m, ctx, anchors) for m in run.messages)
     e = run.episode
     if e is None:
         return html(
@@ -167,8 +249,9 @@ def thread(ctx: Ctx) -> Page:
     messages, episodes = futures[0].result(), futures[1].result()
     runs = group_by_window(messages, episodes)
     shown_last = messages[-1].sequence if messages else first
+    anchors = call_anchors(messages)
     windows = (
-        join(_run_section(r, len(episodes), first, shown_last, ctx) for r in runs)
+        join(_run_section(r, len(episodes), first, shown_last, ctx, anchors) for r in runs)
         if runs
         else Safe('<p class="empty">No messages here.</p>')
     )
