@@ -87,6 +87,7 @@ def test_thread_tools_never_leave_the_servers_dataset(spawn, engine) -> None:  #
                 ("remember", {"messages": message, "dataset": "acme/u1"}),
                 ("load_thread", {}),
                 ("end_thread", {}),
+                ("record_outcome", {"outcome": "failure"}),
             ):
                 foreign = await _refused(session, name, thread_id=other, **arguments)
                 missing = await _refused(session, name, thread_id=NOT_A_THREAD, **arguments)
