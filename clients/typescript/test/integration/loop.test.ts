@@ -43,7 +43,7 @@ import {
 import type { Episode, MessageInput, Procedure, Thread } from "../../src/index.js";
 import { AccessRole } from "../../src/gen/episodic/v1/access_pb.js";
 import { AdminService } from "../../src/gen/episodic/v1/admin_service_pb.js";
-import { runCli, skipReason, startSuite } from "./suite.js";
+import { runCli, runPython, skipReason, startSuite } from "./suite.js";
 import type { Suite } from "./suite.js";
 
 const log = (line: string) => console.log(`[loop] ${line}`);
@@ -338,6 +338,24 @@ describe("the whole loop against episodic up", { skip: skipReason(), timeout: 30
     assert.match(rendered, /\n {3}Worked once \(relevance 0\.\d\d\)\.\n/);
     assert.match(rendered, /2\. cancel_pending_order \(changes something\).*\[order_id from the user, reason chosen by the agent\]/);
     assert.deepEqual(await memory.getProcedure(dataset, procedure!.procedureId), procedure);
+    // The same recall rendered by the Python SDK: the same text.
+    const task = "how do I cancel a customer's order?";
+    const python = runPython(
+      "import sys\n" +
+        "from episodic.client import EpisodicClient\n" +
+        "from episodic.render import render_procedures\n" +
+        "with EpisodicClient() as c:\n" +
+        "    print(render_procedures(c.recall_procedures(sys.argv[1], sys.argv[2])))\n",
+      [dataset, task],
+      suite.addresses,
+    );
+    if (python === undefined) {
+      t.diagnostic("no Python beside the episodic CLI: render parity not checked live");
+    } else {
+      const ours = renderProcedures(await memory.recallProcedures(dataset, task));
+      log(`Python render_procedures(recall_procedures(...)):\n${python.trimEnd()}`);
+      assert.equal(ours + "\n", python);
+    }
 
     const forgotten = await asAdmin(t, () => memory.deleteProcedure(dataset, procedure!.procedureId));
     if (forgotten === undefined) return;

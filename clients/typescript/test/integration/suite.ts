@@ -179,3 +179,18 @@ export function runCli(args: string[], addresses: Record<ServiceName, string>): 
   if (result.status !== 0) throw new Error(`${cli} ${args.join(" ")} failed: ${result.stderr}`);
   return result.stdout;
 }
+
+/** Runs a Python snippet with the interpreter beside the episodic CLI (the same install),
+ * against the suite's addresses (for the live parity checks of what has no CLI command);
+ * undefined when there is no such interpreter. */
+export function runPython(code: string, args: string[], addresses: Record<ServiceName, string>): string | undefined {
+  const cli = findCli();
+  if (!cli) return undefined;
+  const python = join(dirname(cli), "python");
+  if (!executable(python)) return undefined;
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const s of SERVICES) env[`EPISODIC_${s.toUpperCase()}_ADDRESS`] = addresses[s];
+  const result = spawnSync(python, ["-c", code, ...args], { env, encoding: "utf8", timeout: 60_000 });
+  if (result.status !== 0) throw new Error(`${python} -c … failed: ${result.stderr}`);
+  return result.stdout;
+}
