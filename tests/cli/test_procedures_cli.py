@@ -62,6 +62,8 @@ def test_outcomes_and_procedures_from_the_shell(services, engine, db_url) -> Non
     assert f"success  thread {thread}" in out
     out = _ok(env, "procedures", "recall", "cli_agent", "a customer wants an order cancelled")
     assert procedure_id in out and "fit " in out
+    out = _ok(env, "procedures", "recall", "cli_agent", "cancel an order", "--render")
+    assert out.startswith("How this was done before:") and "cancel_pending_order" in out
 
     # Relearning against the database gives the same procedure back (same id).
     with engine.begin() as conn:

@@ -104,10 +104,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
+    from episodic.render import render_procedures
+
     with connect(args) as client:
         found = client.recall_procedures(args.dataset, args.task, limit=args.limit)
     if args.json:
         print_json(found)
+        return 0
+    if args.render:
+        print(render_procedures(found))
         return 0
     if not found:
         print(f"no procedure of {args.dataset} fits (none learned yet, or none worked)")
@@ -187,6 +192,7 @@ def register(groups: CommandGroups) -> None:
     p.add_argument("dataset")
     p.add_argument("task", nargs="?", help="what the agent is about to do")
     p.add_argument("-n", "--limit", type=parse_limit, help="how many (server default 3)")
+    p.add_argument("--render", action="store_true", help="print them as prompt text")
     p = add_action(
         sub, "delete", cmd_delete, "delete a procedure and forget what taught it", common
     )
