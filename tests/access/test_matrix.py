@@ -22,8 +22,9 @@ from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import MethodDescriptor
 from sqlalchemy import Engine, text
 
+from episodic import procedural
 from episodic.access import Role, Rule, rule_of
-from episodic.store import entities, erasure, events, keys
+from episodic.store import entities, erasure, events, keys, procedures
 from episodic.testing.keys import test_vault as vault_of_tests
 from episodic.v1 import (
     admin_service_pb2,
@@ -92,11 +93,51 @@ class World:
     throwaway_keys: list[str] = field(default_factory=list)
     #: An event of A: listed under its id as episodes are, and taken by their by-id RPCs.
     event_a: str = ""
+    #: A procedure learned in A (its episode's stretch called a tool and succeeded).
+    procedure_a: str = ""
 
 
 def _mint(engine: Engine, role: Role, datasets: list[str], **kw: Any) -> str:
     with engine.begin() as conn:
         return keys.create_key(conn, role=role, datasets=datasets, **kw).secret
+
+
+def _learned_procedure(engine: Engine, episode: Any) -> str:
+    """A procedure of A, learned from its episode's stretch (as the Summariser would)."""
+    step = procedural.Step("cancel_order", "cancel it", True, (("order_id", "user"),))
+    candidate = procedural.Candidate(
+        episode_id=str(episode.episode_id),
+        thread_id=str(episode.thread_id),
+        signature=procedural.signature_of([step]),
+        goal=f"{SECRET_A}: cancel my order",
+        steps=(step,),
+    )
+    with engine.begin() as conn:
+        row = (
+            conn.execute(
+                text(
+                    "SELECT dataset, episode_id, thread_id, start_sequence, end_sequence "
+                    "FROM episodes WHERE episode_id = :e"
+                ),
+                {"e": episode.episode_id},
+            )
+            .mappings()
+            .one()
+        )
+        vault = vault_of_tests()
+        procedures.store_candidate(conn, vault.for_write(conn, DATASET_A), row, candidate, None)
+        procedures.record_outcome(
+            conn,
+            vault,
+            dataset=DATASET_A,
+            thread_id=episode.thread_id,
+            episode_id=None,
+            outcome="success",
+            score=None,
+            note="",
+            actor="test",
+        )
+    return str(procedural.procedure_id(DATASET_A, candidate.signature))
 
 
 def _world(engine: Engine) -> World:
@@ -116,6 +157,7 @@ def _world(engine: Engine) -> World:
         )
     world = World(str(a.thread_id), str(a.episode_id), str(b.thread_id), str(b.episode_id))
     world.event_a = str(stored["episode_id"])
+    world.procedure_a = _learned_procedure(engine, a)
     for role in (Role.READER, Role.WRITER, Role.ADMIN):
         world.keys[f"{role.label}_a"] = _mint(engine, role, [DATASET_A])
         world.keys[f"{role.label}_b"] = _mint(engine, role, [DATASET_B])
@@ -174,6 +216,10 @@ def _request(method: MethodDescriptor, world: World, *, thread: str, episode: st
             request.alias = "atlas"
         elif name == "entity":
             request.entity = "project atlas"
+        elif name == "outcome":
+            request.outcome = episode_pb2.OUTCOME_SUCCESS
+        elif name == "procedure_id":
+            request.procedure_id = world.procedure_a
     return request
 
 
@@ -350,7 +396,10 @@ def test_access_matrix(spawn, engine) -> None:  # type: ignore[no-untyped-def]
                     hidden=a_only,
                     episode=world.event_a,
                 )
-                if about_event != ghost.replace(ghost_episode, world.event_a):
+                # (An RPC that also names the thread names it in both answers.)
+                if about_event != ghost.replace(ghost_thread, world.thread_a).replace(
+                    ghost_episode, world.event_a
+                ):
                     problems.append(
                         f"{method.full_name}: another dataset's event answers "
                         f"{about_event!r}, a missing id {ghost!r}: existence leaks"
@@ -359,7 +408,7 @@ def test_access_matrix(spawn, engine) -> None:  # type: ignore[no-untyped-def]
 
     admitted = {grpc.StatusCode.OK, grpc.StatusCode.FAILED_PRECONDITION}
     # Erasure last (a thread, then the whole dataset): every other call still finds A.
-    last = {"DeleteThread": 1, "DeleteDataset": 2}
+    last = {"DeleteProcedure": 1, "DeleteThread": 2, "DeleteDataset": 3}
     for method in sorted(methods, key=lambda m: last.get(m.name, 0)):
         rule = rule_of(method)
         assert rule is not None
