@@ -1,8 +1,8 @@
 """Procedural recall (issue 39): do the procedures the suite learns from an agent's past
 conversations hand back the right actions for a task it has not seen?
 
-    .venv/bin/python -m bench.procedural_recall [--unseen 100] [--failures 0.25] [--seed 7]
-        [--throughput 40] [--rounds 2] [--limit N]
+    .venv/bin/python -m bench.procedural_recall [--limit 250] [--unseen 50] [--seed 7]
+        [--failures 0.25] [--throughput 20] [--rounds 2] [--in-process]
 
 Data: tau-bench's retail tasks (``../shared/bench/tau_retail``, MIT) made into agent
 conversations with tool calls by ``bench/tau_conversations.py`` (deterministic for
@@ -34,7 +34,10 @@ rest):
 5. Recall latency over the unseen queries: episodes only (the default include),
    procedures only, and both, interleaved per query; p50/p95 and ratios.
 
-Takes about 5–8 minutes on the shared 2-core machine with the defaults.
+The default (250 tasks: 200 conversations of history, 50 unseen) takes about 5 minutes on an
+idle 2-core machine; ``--limit 500 --unseen 100 --throughput 40`` (all tasks) about 15 under
+load. ``--in-process`` computes the same extraction, merge and ranking in this process with
+the suite's functions, without services (seconds: for iterating on the rules).
 """
 
 from __future__ import annotations
@@ -341,6 +344,85 @@ def run(url: str, dev: DevSet, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def in_process(dev: DevSet, args: argparse.Namespace) -> dict[str, Any]:
+    """The same extraction, merge and ranking computed in this process with the suite's own
+    functions (``episodic.procedural``; the ranking as ``store.procedures.recall_procedures``
+    orders): no services, no database, seconds — for iterating on the rules. The figures
+    to report are the suite's (the default run)."""
+
+    from episodic import procedural
+    from episodic.config import EmbeddingSettings
+    from episodic.procedural import WindowTurn
+    from episodic.providers import make_embedder
+    from episodic.tool_calls import ToolCall
+
+    embedder = make_embedder(EmbeddingSettings(embedding_provider="minilm"), 384, bulk=True)
+    candidates = []
+    for i, c in enumerate(dev.history):
+        turns = [
+            WindowTurn(
+                sequence=n,
+                role=m["role"],
+                content=m.get("content") or "",
+                tool_calls=tuple(
+                    ToolCall(t["id"], t["function"]["name"], t["function"]["arguments"])
+                    for t in m.get("tool_calls") or ()
+                ),
+                tool_call_id=m.get("tool_call_id"),
+                name=m.get("name"),
+            )
+            for n, m in enumerate(c.messages, 1)
+        ]
+        cand = procedural.extract(turns, episode_id=f"e{i}", thread_id=f"t{i}")
+        if cand is None:
+            continue
+        candidates.append(cand)
+    vectors = embedder.embed([c.goal for c in candidates])
+    by_episode = {f"e{i}": c for i, c in enumerate(dev.history)}
+    candidates = [
+        procedural.Candidate(
+            **{
+                **{f: getattr(c, f) for f in c.__dataclass_fields__},
+                "outcome": by_episode[c.episode_id].outcome,
+                "embedding": v,
+                "created_at": f"{int(c.episode_id[1:]):06d}",
+            }
+        )
+        for c, v in zip(candidates, vectors, strict=True)
+    ]
+    drafts = procedural.merge(candidates)
+    shown = [d for d in drafts if len(d.failure) <= len(d.success)]
+    answers = []
+    queries = embedder.embed([q for _, q in dev.unseen])
+    for q in queries:
+        ranked = procedural.rank(
+            neighbours=args.neighbours,
+            procedures=[
+                (
+                    d.signature,
+                    len(d.success),
+                    [procedural._cosine(q, c.embedding) for c in d.success],
+                )
+                for d in shown
+            ],
+        )
+        top = {d.signature: d for d in shown}
+        answers.append(
+            [
+                (tuple(s.tool for s in top[sig].steps if s.writes), score, top[sig].goal)
+                for sig, score in ranked[:3]
+            ]
+        )
+
+    class P:  # the shape of a listed procedure that report() reads
+        def __init__(self, d: Any) -> None:
+            self.steps = d.steps
+            self.success_count, self.failure_count = len(d.success), len(d.failure)
+            self.partial_count = len(d.partial)
+
+    return {"procedures": [P(d) for d in drafts], "answers": answers}
+
+
 def report(dev: DevSet, out: dict[str, Any], args: argparse.Namespace) -> None:
     procedures: list[e.Procedure] = out["procedures"]
     learned = {writes_of(p) for p in procedures}
@@ -404,6 +486,9 @@ def report(dev: DevSet, out: dict[str, Any], args: argparse.Namespace) -> None:
             cells.append(f"{sum(hits) / len(hits):6.1%} ({sum(hits):>3})" if hits else f"{'-':>13}")
         print(f"{method:<36} | " + " | ".join(f"{c:>13}" for c in cells))
 
+    if "latency" not in out:
+        _misses(misses)
+        return
     lat = out["latency"]
     base = pct(lat["episodes"], 50)
     print(
@@ -435,6 +520,10 @@ def report(dev: DevSet, out: dict[str, Any], args: argparse.Namespace) -> None:
         f"all extracted {out['history_extract_s']:.0f} s after the first write "
         f"(loadavg at start {out['load_history']})."
     )
+    _misses(misses)
+
+
+def _misses(misses: list[str]) -> None:
     if misses:
         print("\nSome top-1 misses whose gold was learned:")
         print("\n".join(misses))
@@ -443,15 +532,25 @@ def report(dev: DevSet, out: dict[str, Any], args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--unseen", type=int, default=100, help="tasks held out as queries")
+    parser.add_argument("--unseen", type=int, default=50, help="tasks held out as queries")
     parser.add_argument("--failures", type=float, default=0.25, help="share of failed history")
-    parser.add_argument("--limit", type=int, help="use only this many tasks (after shuffling)")
-    parser.add_argument("--throughput", type=int, default=40, help="conversations per run")
+    parser.add_argument(
+        "--limit", type=int, default=250, help="use this many tasks (after shuffling; 500: all)"
+    )
+    parser.add_argument("--throughput", type=int, default=20, help="conversations per run")
     parser.add_argument("--rounds", type=int, default=2, help="throughput runs of each kind")
     parser.add_argument("--latency-rounds", type=int, default=2)
     parser.add_argument("--settle-timeout", type=float, default=900)
     parser.add_argument("--show-misses", type=int, default=8)
     parser.add_argument("--admin-url", help="a PostgreSQL admin URL instead of an embedded one")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="the rules and ranking in this process, no services (seconds; for iterating)",
+    )
+    parser.add_argument(
+        "--neighbours", type=int, help="with --in-process: procedural.RANK_NEIGHBOURS to try"
+    )
     parser.add_argument("--dump", type=Path, help="write the dev set as JSONL here and exit")
     args = parser.parse_args()
     dev = build(seed=args.seed, unseen=args.unseen, failures=args.failures, limit=args.limit)
@@ -459,6 +558,9 @@ def main() -> None:
         with args.dump.open("w") as f:
             for c in dev.history:
                 f.write(json.dumps(c.__dict__) + "\n")
+        return
+    if args.in_process:
+        report(dev, in_process(dev, args), args)
         return
     with scratch_database(args.admin_url, prefix="procedural-bench-") as url:
         out = run(url, dev, args)

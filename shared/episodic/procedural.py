@@ -40,6 +40,7 @@ __all__ = [
     "is_write",
     "merge",
     "procedure_id",
+    "rank",
     "signature_of",
 ]
 
@@ -54,6 +55,19 @@ MAX_SOURCES = 20
 #: and with which it shares a write tool.
 FAILURE_MATCH = 0.6
 
+#: A user turn after the first joins the goal when it has at least this many words that
+#: ask for something (see :func:`_request_words`).
+MIN_REQUEST_WORDS = 3
+#: Words of a reply rather than a request: function words and the vocabulary of
+#: confirming, greeting and thanking.
+_REPLY_WORDS = frozenset(
+    """a an the and or but so if then to of in on at for with by from as is are was were be
+    been am it its this that these those i me my mine we us our you your he she they
+    them their his her there here what which who not no yes yeah yep ok okay sure fine
+    right correct confirm confirmed confirming proceed go ahead please thanks thank
+    great good perfect sounds do does did done can could would will should just thats hi
+    hello hey im s m ll ve re d t all also too""".split()  # noqa: SIM905
+)
 #: A tool whose name starts with one of these reads (anything else changes something).
 READ_VERBS = frozenset(
     [
@@ -254,20 +268,40 @@ def _purpose(tool: str, said_before: str) -> str:
     return " ".join(w.lower() for w in _WORD.findall(tool)) or tool
 
 
+def _request_words(text: str, supplied: Sequence[str]) -> int:
+    """How many words of a user's turn ask for something: its words less the values it
+    handed to the tools (an email, a name, an id: they identify, they do not ask) and the
+    words of a reply (yes, ok, thanks, …)."""
+    rest = _norm(text)
+    for value in supplied:
+        rest = rest.replace(value, " ")
+    return sum(
+        1 for w in _WORD.findall(rest) if len(w) > 1 and not w.isdigit() and w not in _REPLY_WORDS
+    )
+
+
 def extract(turns: Sequence[WindowTurn], *, episode_id: str, thread_id: str) -> Candidate | None:
     """The candidate an episode's window teaches, or None when it called no tool (or no
-    user request precedes its calls)."""
+    user request precedes its calls).
+
+    The goal is the user's requests in their words: the first user turn, and every later
+    one before the stretch's last write (its last call when it only reads) that asks for
+    something — a request made after a first action was done counts; a reply that only
+    confirms (“yes, go ahead”) or hands over values the tools then used (an email, a name
+    and zip code) does not."""
     said: list[str] = []  # the user's messages so far, normalised
     results: list[tuple[str, str]] = []  # (tool, normalised result) so far
     names: dict[str, str] = {}
     steps: list[Step] = []
-    goal_parts: list[str] = []
-    first_write_seen = False
-    for turn in turns:
+    asked: list[tuple[int, str]] = []  # (position among the turns, text) of user turns
+    supplied: set[str] = set()  # every argument value the calls used, normalised
+    last_write = last_call = -1
+    for position, turn in enumerate(turns):
         if turn.role == "user":
             said.append(_norm(turn.content))
-            if not first_write_seen:
-                goal_parts.append(" ".join(turn.content.split()))
+            text = " ".join(turn.content.split())
+            if text:
+                asked.append((position, text))
         elif turn.role == "tool":
             tool = turn.name or names.get(turn.tool_call_id or "", "") or "tool"
             results.append((tool, _norm(turn.content)))
@@ -275,10 +309,14 @@ def extract(turns: Sequence[WindowTurn], *, episode_id: str, thread_id: str) -> 
             for call in turn.tool_calls:
                 names[call.id] = call.name
                 writes = is_write(call.name)
+                parsed = call.parsed_arguments()
+                supplied.update(_norm(v) for v in _values(parsed))
                 arguments = tuple(
-                    (name, _source(value, said, results))
-                    for name, value in call.parsed_arguments().items()
+                    (name, _source(value, said, results)) for name, value in parsed.items()
                 )
+                last_call = position
+                if writes:
+                    last_write = position
                 step = Step(
                     tool=call.name,
                     purpose=_purpose(call.name, turn.content),
@@ -289,10 +327,16 @@ def extract(turns: Sequence[WindowTurn], *, episode_id: str, thread_id: str) -> 
                 if steps and not writes and steps[-1].tool == call.name and not steps[-1].writes:
                     continue
                 steps.append(step)
-                first_write_seen = first_write_seen or writes
-    if not steps or not goal_parts:
+    cutoff = last_write if last_write >= 0 else last_call
+    before = [(p, text) for p, text in asked if p < cutoff]
+    if not steps or not before:
         return None
-    goal = " ".join(goal_parts)
+    values = sorted((v for v in supplied if len(v) > 1), key=len, reverse=True)
+    goal = " ".join(
+        text
+        for i, (_, text) in enumerate(before)
+        if i == 0 or _request_words(text, values) >= MIN_REQUEST_WORDS
+    )
     if len(goal) > MAX_GOAL_CHARS:
         goal = goal[: MAX_GOAL_CHARS - 1].rstrip() + "…"
     return Candidate(
@@ -382,6 +426,38 @@ def merge(
         if best is not None:
             best[1].failure.append(failure)
     return sorted(drafts.values(), key=lambda d: (-len(d.success), d.signature))
+
+
+#: How many of the requests nearest a query vote for the procedures that served them.
+RANK_NEIGHBOURS = 10
+
+
+def rank(
+    procedures: Iterable[tuple[str, int, Sequence[float]]], *, neighbours: int | None = None
+) -> list[tuple[str, float]]:
+    """Procedures ordered by fit to a query, best first: ``procedures`` holds each one's
+    signature, success count and the cosines between the query and the goals of its
+    successful candidates (the requests it served). Returns (signature, best cosine).
+
+    The requests nearest the query vote: the :data:`RANK_NEIGHBOURS` nearest of every
+    procedure's requests, each for the procedure that served it with its cosine; the
+    procedure with the most votes comes first, then by its best cosine. One request that
+    happens to share the query's words (the same object, another action on it) weighs less
+    than several that ask for the same action; a procedure with no request among the
+    nearest ranks by its best cosine after those with votes."""
+    k = RANK_NEIGHBOURS if neighbours is None else neighbours
+    procedures = list(procedures)
+    pool = sorted(
+        ((c, sig) for sig, _, cosines in procedures for c in cosines), key=lambda x: -x[0]
+    )
+    votes: dict[str, float] = {}
+    for cosine, sig in pool[:k]:
+        votes[sig] = votes.get(sig, 0.0) + max(cosine, 0.0)
+    scored = [
+        (sig, votes.get(sig, 0.0), max(cosines), ok) for sig, ok, cosines in procedures if cosines
+    ]
+    scored.sort(key=lambda x: (-x[1], -x[2], -x[3], x[0]))
+    return [(sig, best) for sig, _, best, _ in scored]
 
 
 def steps_json(steps: Sequence[Step]) -> str:

@@ -139,7 +139,12 @@ def test_successful_tool_use_becomes_a_recalled_procedure(spawn) -> None:  # typ
 
     # The late outcome of the pending thread teaches its procedure.
     writes.RecordOutcome(ipb.RecordOutcomeRequest(thread_id=pending, outcome=S), timeout=10)
-    assert procedures()["return_delivered_order_items"].success_count == 2
+    # (Its episode's extraction may still be under way: then the candidate it stores counts.)
+    wait_until(
+        lambda: procedures()["return_delivered_order_items"].success_count == 2,
+        timeout=60,
+        message="the late outcome counted",
+    )
     # Sending it again changes nothing; correcting it does (the last one stands).
     again = writes.RecordOutcome(ipb.RecordOutcomeRequest(thread_id=pending, outcome=S), timeout=10)
     assert not again.changed

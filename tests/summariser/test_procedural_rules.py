@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from episodic.procedural import Candidate, WindowTurn, extract, is_write, merge, signature_of
+from episodic.procedural import (
+    Candidate,
+    WindowTurn,
+    extract,
+    is_write,
+    merge,
+    rank,
+    signature_of,
+)
 from episodic.tool_calls import ToolCall
 
 
@@ -57,9 +65,8 @@ def test_a_window_teaches_its_goal_steps_and_where_arguments_came_from() -> None
     window = _cancel_window("Please cancel order #W100 for me, I no longer need it. Email x@y.z")
     candidate = extract(window, episode_id="e1", thread_id="t1")
     assert candidate is not None
-    # The goal is the user's request before the first write, in their words.
-    assert candidate.goal.startswith("Please cancel order #W100")
-    assert "yes, go ahead" in candidate.goal  # said before the write too
+    # The goal is the user's request, in their words; the confirmation is no request.
+    assert candidate.goal == "Please cancel order #W100 for me, I no longer need it. Email x@y.z"
     tools = [s.tool for s in candidate.steps]
     # The repeated read is one step.
     assert tools == ["find_user_id_by_email", "get_order_details", "cancel_pending_order"]
@@ -149,3 +156,71 @@ def test_successes_merge_and_failures_count_against_them() -> None:
 def test_failures_alone_create_no_procedure() -> None:
     assert merge([_candidate(1, "w:cancel_pending_order", "failure", [1, 0, 0])]) == []
     assert merge([_candidate(1, "w:cancel_pending_order", None, [1, 0, 0])]) == []
+
+
+def _write(call_id: str, tool: str, order: str) -> tuple[WindowTurn, WindowTurn]:
+    return (
+        WindowTurn(0, "assistant", "", (_call(call_id, tool, f'{{"order_id": "{order}"}}'),)),
+        WindowTurn(0, "tool", '{"ok": true}', tool_call_id=call_id),
+    )
+
+
+def test_the_goal_is_every_request_before_the_last_write_and_no_reply() -> None:
+    window = [
+        WindowTurn(1, "user", "Hi! I'd like to cancel order #W1, it was a mistake."),
+        WindowTurn(2, "assistant", "Sure. Your email, or your name and zip code?"),
+        # Hands over values the tools use: it identifies, it asks for nothing.
+        WindowTurn(3, "user", "Name's Ada Lovelace and my zip is 10001."),
+        WindowTurn(
+            4,
+            "assistant",
+            "",
+            (
+                _call(
+                    "a",
+                    "find_user_id_by_name_zip",
+                    '{"first_name": "Ada", "last_name": "Lovelace", "zip": "10001"}',
+                ),
+            ),
+        ),
+        WindowTurn(5, "tool", "ada_1", tool_call_id="a"),
+        WindowTurn(6, "assistant", "Cancel #W1 (ordered by mistake). Shall I proceed?"),
+        WindowTurn(7, "user", "Yes, please go ahead."),  # a confirmation
+        *_write("b", "cancel_pending_order", "#W1"),
+        WindowTurn(10, "assistant", "Done. Anything else?"),
+        # A second request, made after the first action: part of what the stretch served.
+        WindowTurn(11, "user", "Also, please ship order #W2 to my new office address."),
+        WindowTurn(12, "user", "ok"),
+        *_write("c", "modify_pending_order_address", "#W2"),
+        WindowTurn(15, "user", "Thanks, that's all!"),  # after the last write
+    ]
+    candidate = extract(window, episode_id="e", thread_id="t")
+    assert candidate is not None
+    assert candidate.signature == "w:cancel_pending_order>modify_pending_order_address"
+    assert candidate.goal == (
+        "Hi! I'd like to cancel order #W1, it was a mistake. "
+        "Also, please ship order #W2 to my new office address."
+    )
+
+
+def test_a_short_opening_request_is_kept() -> None:
+    window = [WindowTurn(1, "user", "Cancel #W7"), *_write("a", "cancel_order", "#W7")]
+    candidate = extract(window, episode_id="e", thread_id="t")
+    assert candidate is not None and candidate.goal == "Cancel #W7"
+
+
+def test_the_requests_nearest_the_query_vote() -> None:
+    # One request of "b" is the nearest, but three of "a" are nearly as near: "a" first.
+    ranked = rank([("a", 3, [0.80, 0.79, 0.78]), ("b", 1, [0.82]), ("c", 2, [0.1, 0.2])])
+    assert [sig for sig, _ in ranked] == ["a", "b", "c"]
+    assert dict(ranked) == {"a": 0.80, "b": 0.82, "c": 0.2}  # the best cosine is the fit
+    # Only the nearest requests vote; the others rank by their best cosine.
+    assert [sig for sig, _ in rank([("a", 3, [0.9, 0.2, 0.2]), ("b", 1, [0.5])], neighbours=1)] == [
+        "a",
+        "b",
+    ]
+    assert [sig for sig, _ in rank([("a", 2, [0.3, 0.3]), ("b", 1, [0.5])], neighbours=1)] == [
+        "b",
+        "a",
+    ]
+    assert rank([("a", 0, [])]) == []

@@ -488,10 +488,12 @@ def recall_procedures(
     query_vector: np.ndarray | None,
     limit: int,
 ) -> list[tuple[dict[str, Any], float]]:
-    """The dataset's procedures that best fit the query: the best cosine between the query
-    and a request each served (its successful candidates' goals). Without a query, the most
-    supported and recently used. Procedures with more failures than successes are left out.
-    """
+    """The dataset's procedures that best fit the query, by the vote of the requests they
+    served nearest the query (:func:`episodic.procedural.rank`: the cosines between the
+    query and their successful candidates' goals); a procedure's relevance is its best
+    cosine. Without a query, the most supported and recently used. Procedures with more
+    failures than successes are left out."""
+    rows: list[Any]
     if query_vector is None:
         rows = (
             conn.execute(
@@ -506,34 +508,40 @@ def recall_procedures(
             .all()
         )
     else:
-        rows = (
-            conn.execute(
+        # Every request a shown procedure served, with its cosine to the query; the
+        # nearest vote (procedural.rank), then the chosen procedures are read.
+        served: dict[str, tuple[int, list[float]]] = {}
+        for signature, support, cosine in conn.execute(
+            text(
+                "SELECT c.signature, p.success_count, "
+                "1.0 - (c.goal_embedding <=> CAST(:q AS vector)) AS cosine "
+                "FROM procedure_candidates c "
+                "JOIN procedures p ON p.dataset = c.dataset AND p.signature = c.signature "
+                "LEFT JOIN outcomes oe ON oe.dataset = c.dataset "
+                "  AND oe.thread_id = c.thread_id AND oe.episode_id = c.episode_id "
+                "LEFT JOIN outcomes ot ON ot.dataset = c.dataset "
+                "  AND ot.thread_id = c.thread_id AND ot.episode_id = :nil "
+                "WHERE c.dataset = :d AND NOT c.forgotten AND c.goal_embedding IS NOT NULL "
+                "  AND coalesce(oe.outcome, ot.outcome) = 'success' "
+                "  AND p.failure_count <= p.success_count"
+            ),
+            {"d": dataset, "q": np.asarray(query_vector, dtype=np.float32), "nil": NIL_EPISODE},
+        ):
+            served.setdefault(signature, (int(support), []))[1].append(float(cosine))
+        ranked = procedural.rank((sig, ok, cs) for sig, (ok, cs) in served.items())[:limit]
+        if not ranked:
+            return []
+        found = {
+            r["signature"]: r
+            for r in conn.execute(
                 text(
-                    f"WITH best AS (SELECT c.signature, "
-                    "max(1.0 - (c.goal_embedding <=> CAST(:q AS vector))) AS cosine "
-                    "FROM procedure_candidates c "
-                    "LEFT JOIN outcomes oe ON oe.dataset = c.dataset "
-                    "  AND oe.thread_id = c.thread_id AND oe.episode_id = c.episode_id "
-                    "LEFT JOIN outcomes ot ON ot.dataset = c.dataset "
-                    "  AND ot.thread_id = c.thread_id AND ot.episode_id = :nil "
-                    "WHERE c.dataset = :d AND NOT c.forgotten AND c.goal_embedding IS NOT NULL "
-                    "  AND coalesce(oe.outcome, ot.outcome) = 'success' "
-                    "GROUP BY c.signature) "
-                    f"SELECT {', '.join('p.' + c.strip() for c in _COLUMNS.split(','))}, "
-                    "b.cosine FROM procedures p JOIN best b ON b.signature = p.signature "
-                    "WHERE p.dataset = :d AND p.failure_count <= p.success_count "
-                    "ORDER BY b.cosine DESC, p.success_count DESC LIMIT :n"
+                    f"SELECT {_COLUMNS} FROM procedures WHERE dataset = :d "
+                    "AND signature = ANY(CAST(:s AS text[]))"
                 ),
-                {
-                    "d": dataset,
-                    "q": np.asarray(query_vector, dtype=np.float32),
-                    "nil": NIL_EPISODE,
-                    "n": limit,
-                },
-            )
-            .mappings()
-            .all()
-        )
+                {"d": dataset, "s": [sig for sig, _ in ranked]},
+            ).mappings()
+        }
+        rows = [{**found[sig], "cosine": best} for sig, best in ranked if sig in found]
     if not rows:
         return []
     key = vault.for_read(conn, dataset)
