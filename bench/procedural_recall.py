@@ -48,6 +48,7 @@ import math
 import re
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
 from contextlib import ExitStack
@@ -212,7 +213,27 @@ class BM25:
 # ---- the run ---------------------------------------------------------------------------------
 
 
-def run(url: str, dev: DevSet, args: argparse.Namespace) -> dict[str, Any]:
+def span_times(path: Path, datasets: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """Per dataset, the ms of each episode's ``summarise episode`` and ``semantic
+    extraction`` spans (the Summariser's ``EPISODIC_TRACE_FILE``)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        s = json.loads(line)
+        if s["name"] not in ("summarise episode", "semantic extraction"):
+            continue
+        dataset = datasets.get(s.get("attributes", {}).get("episodic.episode_id", ""))
+        if dataset is None:
+            continue
+        ms = (s["end_time_unix_nano"] - s["start_time_unix_nano"]) / 1e6
+        out.setdefault(re.sub(r"-\d+$", "", dataset), {}).setdefault(s["name"], []).append(ms)
+    return out
+
+
+def run(url: str, dev: DevSet, args: argparse.Namespace, spans: Path) -> dict[str, Any]:
     env = {
         "EPISODIC_EMBEDDING_PROVIDER": "minilm",
         "EPISODIC_SCHEDULER_POLL_INTERVAL": "1",
@@ -227,6 +248,8 @@ def run(url: str, dev: DevSet, args: argparse.Namespace) -> dict[str, Any]:
             extra = dict(env)
             if svc == "ingest":
                 extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
+            if svc == "summariser":
+                extra["EPISODIC_TRACE_FILE"] = str(spans)
             procs[svc] = start_service(svc, url, extra, timeout=180)
             stack.callback(procs[svc].terminate)
         ichan: grpc.Channel = procs["ingest"].channel()
@@ -341,6 +364,12 @@ def run(url: str, dev: DevSet, args: argparse.Namespace) -> dict[str, Any]:
             print(f"throughput {kind}: {rates[kind][-1]:.2f} episodes/s", file=sys.stderr)
         out["rates"] = rates
         out["load_throughput_after"] = loadavg()
+    with psycopg.connect(url, autocommit=True) as conn:
+        datasets = {
+            str(episode): dataset
+            for episode, dataset in conn.execute("SELECT episode_id, dataset FROM episodes")
+        }
+    out["spans"] = span_times(spans, datasets)
     return out
 
 
@@ -515,6 +544,26 @@ def report(dev: DevSet, out: dict[str, Any], args: argparse.Namespace) -> None:
         f"{tools / flat:.2f}x (runs: {', '.join(f'{r:.2f}' for r in rates['tools'])} / "
         f"{', '.join(f'{r:.2f}' for r in rates['flat'])})"
     )
+    spans = out.get("spans") or {}
+    if spans:
+        print(
+            "Per episode, from the Summariser's spans (ms, mean / p50): summary = 'summarise "
+            "episode', extraction = 'semantic extraction' (the procedure candidate: window "
+            "read, rules, the goal's vector, the dataset's procedures recomputed)"
+        )
+        for key, label in (
+            (HISTORY, "history (tool calls)"),
+            ("throughput-tools", "throughput, tool calls"),
+            ("throughput-flat", "throughput, flattened"),
+        ):
+            times = spans.get(key, {})
+            cells = []
+            for name in ("summarise episode", "semantic extraction"):
+                v = times.get(name, [])
+                cells.append(
+                    f"{statistics.fmean(v):7.1f} / {pct(v, 50):7.1f}" if v else f"{'-':>17}"
+                )
+            print(f"  {label:<24} summary {cells[0]}   extraction {cells[1]}")
     print(
         f"History: {len(dev.history)} conversations written in {out['history_write_s']:.0f} s, "
         f"all extracted {out['history_extract_s']:.0f} s after the first write "
@@ -562,8 +611,11 @@ def main() -> None:
     if args.in_process:
         report(dev, in_process(dev, args), args)
         return
-    with scratch_database(args.admin_url, prefix="procedural-bench-") as url:
-        out = run(url, dev, args)
+    with (
+        scratch_database(args.admin_url, prefix="procedural-bench-") as url,
+        tempfile.TemporaryDirectory(prefix="procedural-spans-") as tmp,
+    ):
+        out = run(url, dev, args, Path(tmp) / "summariser-spans.jsonl")
     report(dev, out, args)
 
 
