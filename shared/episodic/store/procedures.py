@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -493,7 +493,7 @@ def recall_procedures(
     query and their successful candidates' goals); a procedure's relevance is its best
     cosine. Without a query, the most supported and recently used. Procedures with more
     failures than successes are left out."""
-    rows: list[Any]
+    rows: Sequence[Any]
     if query_vector is None:
         rows = (
             conn.execute(
