@@ -34,9 +34,9 @@ rest):
 5. Recall latency over the unseen queries: episodes only (the default include),
    procedures only, and both, interleaved per query; p50/p95 and ratios.
 
-The default (250 tasks: 200 conversations of history, 50 unseen) takes about 5 minutes on an
-idle 2-core machine; ``--limit 500 --unseen 100 --throughput 40`` (all tasks) about 15 under
-load. ``--in-process`` computes the same extraction, merge and ranking in this process with
+The default (250 tasks: 200 conversations of history, 50 unseen) took 12 minutes at load
+5–8 on the shared 2-core machine, most of it the Summariser on the history;
+``--limit 500 --unseen 100 --throughput 40`` (all tasks) 21 minutes. ``--in-process`` computes the same extraction, merge and ranking in this process with
 the suite's functions, without services (seconds: for iterating on the rules).
 """
 
