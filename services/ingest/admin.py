@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import grpc
 from sqlalchemy import Engine, text
 
-from episodic import access, convert
+from episodic import access, convert, genai
 from episodic.access import Role
 from episodic.config import PrivacySettings
 from episodic.errors import InvalidArgument
@@ -177,6 +177,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             events=[convert.audit_event(r) for r in rows], next_page_token=token
         )
 
+    @genai.memory_rpc("AdminService/DeleteDataset")
     def DeleteDataset(
         self, request: pb.DeleteDatasetRequest, context: grpc.ServicerContext
     ) -> pb.DeleteDatasetResponse:
@@ -191,6 +192,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self.vault.forget(dataset)
         return pb.DeleteDatasetResponse(receipt=convert.receipt(receipt))
 
+    @genai.memory_rpc("AdminService/DeleteThread")
     def DeleteThread(
         self, request: pb.DeleteThreadRequest, context: grpc.ServicerContext
     ) -> pb.DeleteThreadResponse:

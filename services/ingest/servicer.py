@@ -7,7 +7,7 @@ from datetime import datetime
 import grpc
 from sqlalchemy import Engine
 
-from episodic import access, convert, metrics
+from episodic import access, convert, genai, metrics
 from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
 from episodic.store import events as event_store
@@ -174,6 +174,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 response.episode_id = answer.episode.episode_id
         return response
 
+    @genai.memory_rpc("IngestService/RecordEvent")
     def RecordEvent(
         self, request: pb.RecordEventRequest, context: grpc.ServicerContext
     ) -> pb.RecordEventResponse:

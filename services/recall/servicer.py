@@ -14,7 +14,7 @@ import psycopg
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from episodic import access, convert, metrics
+from episodic import access, convert, genai, metrics
 from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, ProviderError, Unavailable
 from episodic.providers.rerank import HttpReranker
@@ -241,6 +241,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             procedure_limit=domain.check_context_procedures(request.context_procedures),
         )
 
+    @genai.memory_rpc("RecallService/Recall")
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         query = self.parse_recall(request)
         procedures = self.recall_procedures(query, context)
@@ -335,6 +336,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             row = procedure_store.get_procedure(conn, self.vault, dataset, procedure_id)
         return pb.GetProcedureResponse(procedure=convert.procedure(row))
 
+    @genai.memory_rpc("RecallService/SearchEpisodes")
     def SearchEpisodes(
         self, request: pb.SearchEpisodesRequest, context: grpc.ServicerContext
     ) -> pb.SearchEpisodesResponse:
@@ -352,6 +354,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             rows = domain.search(conn, self.vault, dataset, query, vector, limit)
         return pb.SearchEpisodesResponse(episodes=[_scored(r) for r in rows])
 
+    @genai.memory_rpc("RecallService/GetEpisode")
     def GetEpisode(
         self, request: pb.GetEpisodeRequest, context: grpc.ServicerContext
     ) -> pb.GetEpisodeResponse:
@@ -360,6 +363,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             row = records.get_record(conn, self.vault, episode_id)
         return pb.GetEpisodeResponse(episode=convert.episode(row))
 
+    @genai.memory_rpc("RecallService/ListEpisodes")
     def ListEpisodes(
         self, request: pb.ListEpisodesRequest, context: grpc.ServicerContext
     ) -> pb.ListEpisodesResponse:

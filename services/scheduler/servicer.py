@@ -11,7 +11,7 @@ import grpc
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from episodic import access, convert
+from episodic import access, convert, genai
 from episodic.config import SchedulerSettings
 from episodic.errors import Aborted, InvalidArgument
 from episodic.store import audit, owners, records
@@ -149,6 +149,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
             threads_compacted=result.threads_compacted,
         )
 
+    @genai.memory_rpc("SchedulerService/DeleteEpisode")
     def DeleteEpisode(
         self, request: pb.DeleteEpisodeRequest, context: grpc.ServicerContext
     ) -> pb.DeleteEpisodeResponse:
@@ -158,6 +159,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
             _audit(conn, action, dataset, episode_id)
         return pb.DeleteEpisodeResponse(episode=convert.episode(row))
 
+    @genai.memory_rpc("SchedulerService/RetryEpisode")
     def RetryEpisode(
         self, request: pb.RetryEpisodeRequest, context: grpc.ServicerContext
     ) -> pb.RetryEpisodeResponse:

@@ -25,7 +25,7 @@ import numpy as np
 from opentelemetry import trace
 from sqlalchemy import Connection, Engine, RowMapping, text
 
-from episodic import loops, metrics, procedural
+from episodic import genai, loops, metrics, procedural
 from episodic.crypto import DatasetKey
 from episodic.errors import ProviderError, describe_error
 from episodic.procedural import ProcedureWriter
@@ -609,7 +609,15 @@ class Pipeline:
                             conn, key, index_input(episode, request, result)
                         )
                 spellings = normalise_entities(result.entities)
-                with self.engine.begin() as conn:
+                with (
+                    genai.memory_span(
+                        genai.CREATE_MEMORY,
+                        store=episode["dataset"],
+                        record=str(episode["episode_id"]),
+                        links=links,
+                    ),
+                    self.engine.begin() as conn,
+                ):
                     # The dataset's language, held before the thread's and the episodes'
                     # locks (as set_language takes it: see dataset_config), whether or not
                     # a document is written: the completion also archives the previous

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, text
 
+from episodic import genai
 from episodic.errors import FailedPrecondition
 from episodic.providers.types import Embedder, SpanDocument
 from episodic.store import embedding_space
@@ -353,7 +354,12 @@ def _write_thread(
 ) -> bool:
     """Writes one thread's vectors and marks it done, in one transaction; False when the
     thread is gone (erased meanwhile)."""
-    with engine.begin() as conn:
+    with (
+        genai.memory_span(
+            genai.UPDATE_MEMORY, store=work.dataset, count=len(work.episode_ids), record=None
+        ),
+        engine.begin() as conn,
+    ):
         marked = conn.execute(
             text(
                 "UPDATE threads SET embedding_epoch = :e WHERE dataset = :d AND thread_id = :t "

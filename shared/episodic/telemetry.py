@@ -35,6 +35,7 @@ import logging
 import os
 import re
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -51,7 +52,13 @@ from opentelemetry.sdk.metrics.export import (
     MetricReader,
     PeriodicExportingMetricReader,
 )
-from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+from opentelemetry.sdk.resources import (
+    SERVICE_INSTANCE_ID,
+    SERVICE_NAME,
+    SERVICE_VERSION,
+    OTELResourceDetector,
+    Resource,
+)
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -228,12 +235,20 @@ def _service_version() -> str | None:
         return None
 
 
+#: This process's ``service.instance.id`` (a random UUID, as the resource conventions
+#: recommend), unless ``OTEL_RESOURCE_ATTRIBUTES`` names one (a pod's name, say).
+_INSTANCE_ID = str(uuid.uuid4())
+
+
 def service_resource(service_name: str) -> Resource:
-    """The OpenTelemetry resource of a service process (traces and metrics)."""
+    """The OpenTelemetry resource of a service process (traces and metrics): its name,
+    version and instance."""
     attributes: dict[str, Any] = {SERVICE_NAME: service_name}
     version = _service_version()
     if version:
         attributes[SERVICE_VERSION] = version
+    if SERVICE_INSTANCE_ID not in OTELResourceDetector().detect().attributes:
+        attributes[SERVICE_INSTANCE_ID] = _INSTANCE_ID
     # Resource.create also merges OTEL_RESOURCE_ATTRIBUTES (pod name, namespace, …).
     return Resource.create(attributes)
 
