@@ -581,7 +581,9 @@ class Pipeline:
                         )
                 request, key = loaded.request, loaded.key
                 with (
-                    tracer.start_as_current_span("llm.summarise"),
+                    tracer.start_as_current_span(
+                        "llm.summarise", attributes=genai.summariser_attributes(self.summariser)
+                    ),
                     metrics.summarising(self.summariser.name),
                 ):
                     result = self.summariser.summarise(request)

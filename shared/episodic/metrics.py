@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from episodic import loops
+from episodic import genai, loops
 
 if TYPE_CHECKING:
     from episodic.store.status import PipelineStatus
@@ -230,6 +230,32 @@ SUMMARISE_DURATION = _spec(
     ("provider", "outcome"),
     "summariser",
 )
+# The GenAI client metrics (OpenTelemetry GenAI semantic conventions; names in
+# episodic.genai): every model call, the Summariser's and Recall's query embeddings.
+_GENAI_LABELS = (
+    genai.OPERATION_NAME,
+    genai.PROVIDER_NAME,
+    genai.REQUEST_MODEL,
+    genai.RESPONSE_MODEL,
+    genai.SERVER_ADDRESS,
+    genai.SERVER_PORT,
+)
+GENAI_TOKEN_USAGE = _spec(
+    genai.TOKEN_USAGE_METRIC,
+    "histogram",
+    "{token}",
+    "Input and output tokens a model call used, as its provider reported them.",
+    (*_GENAI_LABELS, genai.TOKEN_TYPE),
+    "summariser, recall",
+)
+GENAI_OPERATION_DURATION = _spec(
+    genai.OPERATION_DURATION_METRIC,
+    "histogram",
+    "s",
+    "Duration of one model call (chat, embeddings), retries included.",
+    (*_GENAI_LABELS, genai.ERROR_TYPE),
+    "summariser, recall",
+)
 EMBED_DURATION = _spec(
     "episodic.summariser.embed.duration",
     "histogram",
@@ -403,6 +429,8 @@ _timer_lag = _histogram(TIMER_LAG, SLOW_SECONDS_BUCKETS)
 _claims_reclaimed = _counter(CLAIMS_RECLAIMED)
 _episodes_processed = _counter(EPISODES_PROCESSED)
 _summarise_duration = _histogram(SUMMARISE_DURATION, SLOW_SECONDS_BUCKETS)
+_genai_tokens = _histogram(GENAI_TOKEN_USAGE, genai.TOKEN_BUCKETS)
+_genai_duration = _histogram(GENAI_OPERATION_DURATION, genai.DURATION_BUCKETS)
 _embed_duration = _histogram(EMBED_DURATION, SLOW_SECONDS_BUCKETS)
 _extractions = _counter(EXTRACTIONS)
 _provider_retries = _counter(PROVIDER_RETRIES)
@@ -476,6 +504,16 @@ def _timed(histogram: otel_metrics.Histogram, attributes: dict[str, str]) -> Ite
         outcome = "ok"
     finally:
         histogram.record(time.perf_counter() - started, {**attributes, "outcome": outcome})
+
+
+def genai_tokens(tokens: int, attributes: Mapping[str, str | int]) -> None:
+    """One model call's input or output tokens (``gen_ai.token.type`` says which)."""
+    _genai_tokens.record(tokens, attributes)
+
+
+def genai_call_finished(seconds: float, attributes: Mapping[str, str | int]) -> None:
+    """One model call's duration (``error.type`` when it failed)."""
+    _genai_duration.record(seconds, attributes)
 
 
 def summarising(provider: str) -> AbstractContextManager[None]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from episodic import genai
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy, make_client, post_json, snippet
 from episodic.providers.types import Embedder, SpanDocument
@@ -115,7 +116,8 @@ class CachedEmbedder:
                 self._vectors.move_to_end(t)
         missing = list(dict.fromkeys(t for t in texts if t not in known))
         if missing:
-            fresh = self.inner.embed(missing)
+            with genai.local_embeddings(self.inner, len(missing)):
+                fresh = self.inner.embed(missing)
             known.update(zip(missing, fresh, strict=True))
             if self.size:
                 with self._lock:
@@ -163,7 +165,8 @@ class CachedEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Queries are not remembered: each is asked once."""
-        return self.inner.embed_query(text)
+        with genai.local_embeddings(self.inner, 1):
+            return self.inner.embed_query(text)
 
     def check(self) -> None:
         """The inner embedder's check."""
@@ -956,14 +959,18 @@ class OpenAIEmbedder:
             body: dict[str, Any] = {"model": self.model, "input": batch}
             if self.send_dimensions:
                 body["dimensions"] = self.dimension
-            answer = post_json(
-                self._client,
-                f"{self.base_url}/embeddings",
-                body,
-                policy=self.retry,
-                provider=self.name,
-            )
-            parts.append(self._parse(answer, len(batch)))
+            with genai.embeddings(
+                self.model, batch=len(batch), base_url=self.base_url, dimension=self.dimension
+            ) as call:
+                answer = post_json(
+                    self._client,
+                    f"{self.base_url}/embeddings",
+                    body,
+                    policy=self.retry,
+                    provider=self.name,
+                )
+                call.answered(answer)
+                parts.append(self._parse(answer, len(batch)))
         return np.concatenate(parts)
 
     def embed_query(self, text: str) -> np.ndarray:

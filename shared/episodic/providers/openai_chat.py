@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from episodic import metrics
+from episodic import genai, metrics
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy, get_status, make_client, post_json
 from episodic.providers.entities import normalise_entities
@@ -321,11 +321,16 @@ class OpenAIChatSummariser:
         for attempt in range(self.malformed_retries + 1):
             if attempt:
                 metrics.provider_retry(self.name, "invalid_response")
-            answer = post_json(self._client, url, body, policy=self.retry, provider=self.name)
-            try:
-                return self._parse(self._content(answer))
-            except _Malformed as exc:
-                last = exc
+            with genai.chat(
+                self.model, base_url=self.base_url, temperature=self.temperature
+            ) as call:
+                answer = post_json(self._client, url, body, policy=self.retry, provider=self.name)
+                call.answered(answer)
+                try:
+                    return self._parse(self._content(answer))
+                except _Malformed as exc:
+                    call.failed("invalid_response")
+                    last = exc
         assert last is not None
         metrics.provider_error(self.name, "invalid_response")
         raise ProviderError(
