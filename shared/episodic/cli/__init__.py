@@ -12,7 +12,8 @@
 - ``console``: the web console — :mod:`episodic.cli.console`;
 - integrations (``mcp``, ``import``): memory as MCP tools, backfill — :mod:`episodic.cli.integrations`;
 - operations (``up``, ``migrate``, ``reindex``): running the suite and its database —
-  :mod:`episodic.cli.operations` (these need the ``server`` extra).
+  :mod:`episodic.cli.operations` (these need the ``server`` extra);
+- ``trace``: an episode's journey from the services' spans — :mod:`episodic.cli.tracing`.
 
 The memory, admin, erase/datasets, export, console and import commands go through the SDK
 and work with the core install alone (``mcp`` needs the ``mcp`` extra; ``replay``,
@@ -36,6 +37,7 @@ from episodic.cli import (
     operations,
     privacy,
     procedures,
+    tracing,
 )
 from episodic.cli._common import CommandGroups
 
@@ -58,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     operations.register(groups)
     integrations.register(groups)
     data.register(groups)
+    tracing.register(groups)
     parser.epilog = groups.epilog() + "\n\n`episodic COMMAND --help` tells more."
     return parser
 

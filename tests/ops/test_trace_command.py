@@ -1,0 +1,131 @@
+"""``episodic trace <episode id>``: the journey of an episode, from the span file the four
+services wrote while it was written, summarised and recalled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from episodic import journey
+from episodic.cli import main
+from episodic.testing.processes import wait_until
+from episodic.v1 import episode_pb2 as e
+from episodic.v1 import ingest_service_pb2 as ipb
+from episodic.v1 import ingest_service_pb2_grpc as ig
+from episodic.v1 import recall_service_pb2 as rpb
+from episodic.v1 import recall_service_pb2_grpc as rg
+from episodic.v1 import summariser_service_pb2 as spb
+from episodic.v1 import summariser_service_pb2_grpc as sg
+
+
+def test_trace_follows_an_episode_from_its_write_to_its_recall(
+    spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    spans_file = tmp_path / "spans.jsonl"
+    env = {"EPISODIC_TRACE_FILE": str(spans_file)}
+    scheduler = spawn("scheduler", env=env)
+    ingest = spawn("ingest", env={**env, "EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    summariser = spawn("summariser", env=env)
+    recall = spawn("recall", env=env)
+
+    stub = ig.IngestServiceStub(ingest.channel())
+    thread = stub.CreateThread(ipb.CreateThreadRequest(dataset="traced"), timeout=10).thread
+    stub.AddMessages(
+        ipb.AddMessagesRequest(
+            thread_id=thread.thread_id,
+            messages=[ipb.NewMessage(role=e.ROLE_USER, content="I decided to buy the blue car.")],
+        ),
+        timeout=10,
+    )
+    ended = stub.EndThread(ipb.EndThreadRequest(thread_id=thread.thread_id), timeout=10)
+    assert ended.episode_id
+    sg.SummariserServiceStub(summariser.channel()).ProcessPending(
+        spb.ProcessPendingRequest(), timeout=60
+    )
+    recall_stub = rg.RecallServiceStub(recall.channel())
+    for _ in range(2):
+        recall_stub.Recall(
+            rpb.RecallRequest(
+                dataset="traced", query="blue car", include=[rpb.RECALL_INCLUDE_EPISODES]
+            ),
+            timeout=30,
+        )
+
+    def recalled_twice() -> bool:
+        found = journey.journey(journey.read_spans(spans_file), ended.episode_id)
+        return len(found.recalls) == 2 and bool(found.attempts) and bool(found.armed_by)
+
+    wait_until(recalled_twice, timeout=30, message="the journey's spans in the file")
+    assert main(["trace", ended.episode_id, "--spans", str(spans_file)]) == 0
+    out = capsys.readouterr().out
+    armed, rest = out.split("fired:", 1)
+    assert "/episodic.v1.IngestService/EndThread (episodic-ingest" in armed
+    fired, rest = rest.split("summarise attempts:", 1)
+    assert "/episodic.v1.SchedulerService/RequestEpisode (episodic-scheduler" in fired
+    attempts, recalls = rest.split("recalls that returned it:", 1)
+    assert "1. " in attempts and "-> completed" in attempts and "2. " not in attempts
+    assert "create_memory in traced" in attempts
+    assert recalls.count("search_memory (episodic-recall") == 2
+    assert "rank 1 of 1" in recalls
+
+    assert main(["trace", "00000000-0000-0000-0000-000000000000", "--spans", str(spans_file)]) == 1
+    assert "no span names this episode" in capsys.readouterr().out
+
+
+def test_trace_reads_otlp_json_too(tmp_path: Path) -> None:
+    """A collector's file exporter writes OTLP/JSON export requests, one per line."""
+    ids = {"traceId": "0af7651916cd43dd8448eb211c80319c"}
+    request = {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [
+                        {"key": "service.name", "value": {"stringValue": "episodic-recall"}}
+                    ]
+                },
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                **ids,
+                                "spanId": "b7ad6b7169203331",
+                                "name": "search_memory",
+                                "kind": 1,
+                                "startTimeUnixNano": "1700000000000000000",
+                                "endTimeUnixNano": "1700000000001000000",
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.operation.name",
+                                        "value": {"stringValue": "search_memory"},
+                                    },
+                                    {
+                                        "key": "episodic.memory.record_ids",
+                                        "value": {
+                                            "arrayValue": {
+                                                "values": [
+                                                    {"stringValue": "ep-2"},
+                                                    {"stringValue": "ep-1"},
+                                                ]
+                                            }
+                                        },
+                                    },
+                                    {
+                                        "key": "gen_ai.memory.record.count",
+                                        "value": {"intValue": "2"},
+                                    },
+                                ],
+                            }
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    path = tmp_path / "otlp.jsonl"
+    path.write_text(json.dumps(request) + "\n")
+    found = journey.journey(journey.read_spans(path), "ep-1")
+    (span,) = found.recalls
+    assert span["service"] == "episodic-recall"
+    assert "rank 2 of 2" in journey.render(found)
