@@ -8,8 +8,9 @@ drops what it gets. Tracing on means everything a traced service does: the gRPC 
 span, the SQLAlchemy query spans, the GenAI memory span, the batch export.
 
 One client calls each process in turn for ``--seconds`` per measurement, ``--repeats``
-rounds, the order of off/on rotating each round; it prints median calls/s, p50 latency and
-the median of the per-round ratios on/off (time per call). Usage::
+rounds, the order of off/on rotating each round; it prints median calls/s, p50 latency, the
+server's CPU per call, and the medians of the per-round ratios on/off (time per call, CPU
+per call: the steadier figure on a loaded machine). Usage::
 
     python -m bench.tracing_cost [--seconds 2] [--repeats 5]
 """
@@ -17,6 +18,7 @@ the median of the per-round ratios on/off (time per call). Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -51,14 +53,24 @@ class Sink(trace_service_pb2_grpc.TraceServiceServicer):
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
-def measure(call: Callable[[], None], seconds: float) -> tuple[float, float]:
-    """Calls/s and p50 latency (ms) of ``call`` run back to back for ``seconds``."""
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (from /proc: less sensitive to a loaded
+    machine than latency)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(call: Callable[[], None], seconds: float, pid: int) -> tuple[float, float, float]:
+    """Calls/s, p50 latency (ms) and the server's CPU ms per call of ``call`` run back to
+    back for ``seconds``."""
     latencies = []
+    cpu = process_cpu(pid)
     end = time.perf_counter() + seconds
     while (now := time.perf_counter()) < end:
         call()
         latencies.append(time.perf_counter() - now)
-    return len(latencies) / seconds, statistics.median(latencies) * 1000
+    cpu_ms = (process_cpu(pid) - cpu) * 1000 / len(latencies)
+    return len(latencies) / seconds, statistics.median(latencies) * 1000, cpu_ms
 
 
 def main() -> None:
@@ -126,6 +138,10 @@ def main() -> None:
             print(f"dataset: {done.completed} episodes")
 
             calls: dict[tuple[str, str], Callable[[], None]] = {}
+            pids = {
+                **{("AddMessages", m): p.proc.pid for m, p in ingests.items()},
+                **{("Recall", m): p.proc.pid for m, p in recalls.items()},
+            }
             for mode in ("off", "on"):
                 ingest = ig.IngestServiceStub(ingests[mode].channel())
                 thread_id = ingest.CreateThread(
@@ -145,28 +161,39 @@ def main() -> None:
                 )
                 calls[("Recall", mode)] = lambda s=recall, q=query: s.Recall(q)  # type: ignore[misc]
 
-            results: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in calls}
+            results: dict[tuple[str, str], list[tuple[float, float, float]]] = {
+                k: [] for k in calls
+            }
             ratios: dict[str, list[float]] = {"AddMessages": [], "Recall": []}
+            cpu_ratios: dict[str, list[float]] = {"AddMessages": [], "Recall": []}
             for rpc in ("AddMessages", "Recall"):
                 for mode in ("off", "on"):
-                    measure(calls[(rpc, mode)], 0.5)  # warm-up
+                    measure(calls[(rpc, mode)], 0.5, pids[(rpc, mode)])  # warm-up
                 for r in range(args.repeats):
                     order = ("off", "on") if r % 2 == 0 else ("on", "off")
-                    got = {mode: measure(calls[(rpc, mode)], args.seconds) for mode in order}
+                    got = {
+                        mode: measure(calls[(rpc, mode)], args.seconds, pids[(rpc, mode)])
+                        for mode in order
+                    }
                     for mode, value in got.items():
                         results[(rpc, mode)].append(value)
                     ratios[rpc].append(got["off"][0] / got["on"][0])  # time per call, on/off
+                    if got["off"][2] > 0:
+                        cpu_ratios[rpc].append(got["on"][2] / got["off"][2])
 
             print(f"spans received: {sink.spans}")
-            print(f"{'rpc':<12} {'tracing':<8} {'calls/s':>8} {'p50 ms':>8}")
+            print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}")
+            print(f"{'rpc':<12} {'tracing':<8} {'calls/s':>8} {'p50 ms':>8} {'cpu ms':>8}")
             for (rpc, mode), values in results.items():
                 rate = statistics.median(v[0] for v in values)
                 p50 = statistics.median(v[1] for v in values)
-                print(f"{rpc:<12} {mode:<8} {rate:8.1f} {p50:8.2f}")
+                cpu = statistics.median(v[2] for v in values)
+                print(f"{rpc:<12} {mode:<8} {rate:8.1f} {p50:8.2f} {cpu:8.2f}")
             for rpc, values in ratios.items():
                 print(
                     f"{rpc}: time per call, tracing on / off = {statistics.median(values):.2f} "
-                    f"(rounds: {', '.join(f'{v:.2f}' for v in values)})"
+                    f"(rounds: {', '.join(f'{v:.2f}' for v in values)}); server CPU per call "
+                    f"on / off = {statistics.median(cpu_ratios[rpc] or [float('nan')]):.2f}"
                 )
         finally:
             for proc in reversed(procs):
