@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 #: The conventions this module follows: open-telemetry/semantic-conventions-genai, main at
@@ -116,9 +117,8 @@ def capture_encrypted_content(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _tracing() -> bool:
-    from episodic.telemetry import telemetry_enabled
-
-    return telemetry_enabled()
+    """Whether an SDK provider records spans in this process (checked per call: cheap)."""
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
 
 
 def error_type(err: BaseException) -> str:
