@@ -170,3 +170,16 @@ def test_the_extractive_summariser_says_it_calls_no_model() -> None:
     assert genai.summariser_attributes(HashingEmbedder(8))[genai.SUMMARISER_KIND] == "extractive"
     llm = OpenAIChatSummariser(base_url="http://x", model="m")
     assert genai.summariser_attributes(llm)[genai.SUMMARISER_KIND] == "llm"
+
+
+def test_a_query_embedded_in_process_is_one_embeddings_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    """Recall embeds its query without a cache; through the Summariser's cache it is still
+    one span, not two."""
+    HashingEmbedder(64).embed_query("what did we decide")
+    CachedEmbedder(HashingEmbedder(64)).embed_query("what did we decide")
+    first, second = spans.get_finished_spans()
+    for span in (first, second):
+        assert span.name == "embeddings hashing:64"
+        assert (span.attributes or {})["episodic.embeddings.batch_size"] == 1

@@ -165,8 +165,7 @@ class CachedEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Queries are not remembered: each is asked once."""
-        with genai.local_embeddings(self.inner, 1):
-            return self.inner.embed_query(text)
+        return self.inner.embed_query(text)  # an in-process model's has its own span
 
     def check(self) -> None:
         """The inner embedder's check."""
@@ -728,7 +727,8 @@ class MiniLMEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embeds one query (the model is symmetric: no query prefix)."""
-        return np.asarray(self.embed([text])[0], dtype=np.float32)
+        with genai.local_embeddings(self, 1):  # Recall's query: no cache in front
+            return np.asarray(self.embed([text])[0], dtype=np.float32)
 
     def check(self) -> None:
         """Loads the model and embeds a probe text."""
@@ -790,7 +790,8 @@ class E5Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embeds one search query (with E5's query side)."""
-        vector = np.asarray(self._model().query(text), dtype=np.float32).reshape(1, -1)
+        with genai.local_embeddings(self, 1):  # Recall's query: no cache in front
+            vector = np.asarray(self._model().query(text), dtype=np.float32).reshape(1, -1)
         return np.asarray(normalise_rows(vector)[0], dtype=np.float32)
 
     def check(self) -> None:
@@ -848,7 +849,8 @@ class HashingEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embeds one query."""
-        return np.asarray(self.embed([text])[0], dtype=np.float32)
+        with genai.local_embeddings(self, 1):  # Recall's query: no cache in front
+            return np.asarray(self.embed([text])[0], dtype=np.float32)
 
     def check(self) -> None:
         """Always usable."""
