@@ -68,3 +68,33 @@ def test_an_answer_that_changes_the_procedure_is_refused(
     fake.enqueue_chat(result=answer)
     with pytest.raises(ProviderError):
         _writer(fake, policy).write(TURNS, candidate)
+
+
+def test_the_call_is_a_chat_span_without_content(
+    fake: FakeOpenAI, policy: RetryPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model call is a GenAI `chat` span (issue 47), failed when the answer is refused,
+    and carries none of the conversation."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from episodic import genai
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(genai, "tracer", provider.get_tracer("episodic.genai"))
+    candidate = extract(TURNS, episode_id="e", thread_id="t")
+    assert candidate is not None
+    fake.enqueue_chat(
+        result={"goal": "x", "steps": [{"tool": "delete_everything", "purpose": "?"}]}
+    )
+    with pytest.raises(ProviderError):
+        _writer(fake, policy).write(TURNS, candidate)
+    [span] = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert span.name == "chat gpt-test"
+    assert attributes["gen_ai.operation.name"] == "chat"
+    assert attributes["error.type"] == "invalid_response"
+    assert not any("Omar" in str(v) or "#W1" in str(v) for v in attributes.values())

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
+from episodic import genai
 from episodic.errors import ProviderError
 from episodic.procedural import Candidate, WindowTurn
 from episodic.providers._http import RetryPolicy, make_client, post_json
@@ -70,6 +71,18 @@ class _StepJSON(BaseModel):
 class _AnswerJSON(BaseModel):
     goal: str = Field(min_length=1, max_length=600)
     steps: list[_StepJSON]
+
+
+def _parsed(answer: Any, candidate: Candidate) -> tuple[_AnswerJSON | None, str]:
+    """The model's procedure, or None and why it is not usable."""
+    try:
+        content = answer["choices"][0]["message"]["content"]
+        parsed = _AnswerJSON.model_validate(json.loads(content))
+    except (KeyError, IndexError, TypeError, json.JSONDecodeError, ValidationError) as exc:
+        return None, f"the answer is not the procedure asked for ({type(exc).__name__})"
+    if [s.tool for s in parsed.steps] != [s.tool for s in candidate.steps]:
+        return None, "the answer names other tools than the conversation called"
+    return parsed, ""
 
 
 class OpenAIProcedureWriter:
@@ -138,26 +151,22 @@ class OpenAIProcedureWriter:
 
     def write(self, turns: Sequence[WindowTurn], candidate: Candidate) -> Candidate:
         """The candidate with the model's goal and purposes (tools and sources unchanged)."""
-        answer = post_json(
-            self._client,
-            f"{self.base_url}/chat/completions",
-            self.request_body(turns, candidate),
-            policy=self.retry,
-            provider=self.name,
-        )
-        try:
-            content = answer["choices"][0]["message"]["content"]
-            parsed = _AnswerJSON.model_validate(json.loads(content))
-        except (KeyError, IndexError, TypeError, json.JSONDecodeError, ValidationError) as exc:
-            raise ProviderError(
-                f"{self.name}: the answer is not the procedure asked for ({type(exc).__name__})",
-                provider="openai-chat",
-            ) from exc
-        if [s.tool for s in parsed.steps] != [s.tool for s in candidate.steps]:
-            raise ProviderError(
-                f"{self.name}: the answer names other tools than the conversation called",
-                provider="openai-chat",
+        # A `chat` span and the GenAI client metrics, as the summariser's calls (genai.py);
+        # an unusable answer marks it invalid_response, and is raised once it has ended.
+        with genai.chat(self.model, base_url=self.base_url, temperature=self.temperature) as call:
+            answer = post_json(
+                self._client,
+                f"{self.base_url}/chat/completions",
+                self.request_body(turns, candidate),
+                policy=self.retry,
+                provider=self.name,
             )
+            call.answered(answer)
+            parsed, problem = _parsed(answer, candidate)
+            if problem:
+                call.failed("invalid_response")
+        if parsed is None:
+            raise ProviderError(f"{self.name}: {problem}", provider="openai-chat")
         steps = tuple(
             replace(step, purpose=" ".join(written.purpose.split()) or step.purpose)
             for step, written in zip(candidate.steps, parsed.steps, strict=True)
