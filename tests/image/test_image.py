@@ -70,8 +70,15 @@ def podman(
 
 
 def logs(name: str) -> str:
+    """The container's output, and the end of each service log ``episodic up`` kept in
+    /data/logs (its output shows only a traceback's first line)."""
     proc = podman("logs", name, check=False)
-    return f"--- logs of {name} ---\n{proc.stdout[-6000:]}{proc.stderr[-6000:]}"
+    out = f"--- logs of {name} ---\n{proc.stdout[-6000:]}{proc.stderr[-6000:]}"
+    with tempfile.TemporaryDirectory() as copy:
+        if podman("cp", f"{name}:/data/logs", copy, check=False).returncode == 0:
+            for log in sorted(Path(copy).rglob("*.log")):
+                out += f"\n--- {name}:/data/logs/{log.name} ---\n{log.read_text()[-4000:]}"
+    return out
 
 
 def running(name: str) -> bool:
