@@ -65,6 +65,17 @@ def _to_reference(conn: Connection) -> Callable[[float], float]:
     return lambda cosine: on_reference_scale(cosine, scale)
 
 
+#: A candidate's outcome (``c``): its episode's own (``oe``), else its thread's (``ot``,
+#: bound to ``:nil``). One definition for the rebuild and the ranking.
+_OUTCOME_JOINS = (
+    "LEFT JOIN outcomes oe ON oe.dataset = c.dataset AND oe.thread_id = c.thread_id "
+    "  AND oe.episode_id = c.episode_id "
+    "LEFT JOIN outcomes ot ON ot.dataset = c.dataset AND ot.thread_id = c.thread_id "
+    "  AND ot.episode_id = :nil "
+)
+_OUTCOME = "coalesce(oe.outcome, ot.outcome)"
+
+
 def _vector(value: Any) -> np.ndarray | None:
     """A stored vector as numpy (the driver hands pgvector's Vector, or an array)."""
     if value is None:
@@ -291,11 +302,7 @@ def rebuild(conn: Connection, key: DatasetKey, dataset: str) -> int:
             text(
                 "SELECT c.episode_id, c.thread_id, c.signature, c.goal, c.steps, "
                 "c.goal_embedding, c.created_at, c.extractor, "
-                "coalesce(oe.outcome, ot.outcome) AS outcome FROM procedure_candidates c "
-                "LEFT JOIN outcomes oe ON oe.dataset = c.dataset AND oe.thread_id = c.thread_id "
-                "  AND oe.episode_id = c.episode_id "
-                "LEFT JOIN outcomes ot ON ot.dataset = c.dataset AND ot.thread_id = c.thread_id "
-                "  AND ot.episode_id = :nil "
+                f"{_OUTCOME} AS outcome FROM procedure_candidates c {_OUTCOME_JOINS}"
                 "WHERE c.dataset = :d AND NOT c.forgotten"
             ),
             {"d": dataset, "nil": NIL_EPISODE},
@@ -517,12 +524,9 @@ def recall_procedures(
                 "1.0 - (c.goal_embedding <=> CAST(:q AS vector)) AS cosine "
                 "FROM procedure_candidates c "
                 "JOIN procedures p ON p.dataset = c.dataset AND p.signature = c.signature "
-                "LEFT JOIN outcomes oe ON oe.dataset = c.dataset "
-                "  AND oe.thread_id = c.thread_id AND oe.episode_id = c.episode_id "
-                "LEFT JOIN outcomes ot ON ot.dataset = c.dataset "
-                "  AND ot.thread_id = c.thread_id AND ot.episode_id = :nil "
-                "WHERE c.dataset = :d AND NOT c.forgotten AND c.goal_embedding IS NOT NULL "
-                "  AND coalesce(oe.outcome, ot.outcome) = 'success' "
+                + _OUTCOME_JOINS
+                + "WHERE c.dataset = :d AND NOT c.forgotten AND c.goal_embedding IS NOT NULL "
+                f"  AND {_OUTCOME} = 'success' "
                 "  AND p.failure_count <= p.success_count"
             ),
             {"d": dataset, "q": np.asarray(query_vector, dtype=np.float32), "nil": NIL_EPISODE},
