@@ -43,6 +43,7 @@ from episodic.store import embedding_space, entities, episodes, languages
 from episodic.store import procedures as procedure_store
 from episodic.store.db import is_database_outage, is_lock_conflict
 from episodic.store.recall_index import (
+    MAX_CHUNK_ATTEMPTS,
     MAX_INDEXED_CHARS,
     ChunkWork,
     IndexInput,
@@ -50,10 +51,10 @@ from episodic.store.recall_index import (
     chunk_document,
     dataset_config,
     index_pending_chunks,
-    pending_chunk_work,
     pending_chunks,
     pending_messages,
     prepare_episode_document,
+    take_chunk_work,
     write_episode_document,
 )
 from episodic.store.sql import worker_id
@@ -763,17 +764,34 @@ class Pipeline:
 
     def resume_chunks(self, limit: int, now: datetime | None = None) -> int:
         """Indexes the chunks of up to ``limit`` episodes that a stopped pass completed but
-        did not index (still ``chunks_pending`` ``chunk_grace`` after completing); returns
-        how many episodes it indexed."""
+        did not index (still ``chunks_pending`` ``chunk_grace`` after completing, and not
+        taken by another worker for as long); returns how many episodes it indexed. Each
+        take is counted and committed first, so a window whose indexing kills the worker
+        is given up after :data:`MAX_CHUNK_ATTEMPTS` takes instead of crash-looping it."""
         if not self.index_for_recall:
             return 0
         before = (now or datetime.now(UTC)) - self.chunk_grace
-        with self.engine.connect() as conn:
-            work = pending_chunk_work(conn, self.vault, completed_before=before, limit=limit)
-        if not work:
+        with self.engine.begin() as conn:
+            taken = take_chunk_work(
+                conn,
+                self.vault,
+                completed_before=before,
+                retake_before=before,
+                limit=limit,
+                now=now,
+            )
+        if taken.abandoned:
+            metrics.chunk_indexes_abandoned(len(taken.abandoned))
+            log.error(
+                "gave up the chunk index of %d episode(s) after %d attempts each: %s",
+                len(taken.abandoned),
+                MAX_CHUNK_ATTEMPTS,
+                ", ".join(str(e) for e in taken.abandoned),
+            )
+        if not taken.work:
             return 0
-        log.info("indexing the chunks of %d episode(s) a stopped pass left", len(work))
-        return len(work) if self.index_chunks(work) else 0
+        log.info("indexing the chunks of %d episode(s) a stopped pass left", len(taken.work))
+        return len(taken.work) if self.index_chunks(taken.work) else 0
 
     def run_semantic(self, limit: int) -> int:
         with self.engine.begin() as conn:

@@ -222,6 +222,16 @@ EPISODES_PROCESSED = _spec(
     ("outcome",),
     "summariser",
 )
+CHUNK_INDEXES_ABANDONED = _spec(
+    "episodic.summariser.chunk_indexes.abandoned",
+    "counter",
+    "{episode}",
+    "Completed episodes whose deferred chunk index was given up after its attempts were "
+    "used up (each take ended without storing it: a worker killed or failing). The episode "
+    "stays recallable by its summary; its error says so.",
+    (),
+    "summariser",
+)
 SUMMARISE_DURATION = _spec(
     "episodic.summariser.summarise.duration",
     "histogram",
@@ -428,6 +438,7 @@ _timers_fired = _counter(TIMERS_FIRED)
 _timer_lag = _histogram(TIMER_LAG, SLOW_SECONDS_BUCKETS)
 _claims_reclaimed = _counter(CLAIMS_RECLAIMED)
 _episodes_processed = _counter(EPISODES_PROCESSED)
+_chunk_indexes_abandoned = _counter(CHUNK_INDEXES_ABANDONED)
 _summarise_duration = _histogram(SUMMARISE_DURATION, SLOW_SECONDS_BUCKETS)
 _genai_tokens = _histogram(GENAI_TOKEN_USAGE, genai.TOKEN_BUCKETS)
 _genai_duration = _histogram(GENAI_OPERATION_DURATION, genai.DURATION_BUCKETS)
@@ -481,6 +492,11 @@ def timer_fired(trigger: str, *, opened_episode: bool, lag_seconds: float) -> No
 def claims_reclaimed(kind: Literal["timer", "episode", "extraction"], count: int) -> None:
     if count:
         _claims_reclaimed.add(count, {"kind": kind})
+
+
+def chunk_indexes_abandoned(count: int) -> None:
+    if count:
+        _chunk_indexes_abandoned.add(count)
 
 
 def episode_processed(status: str | None) -> None:

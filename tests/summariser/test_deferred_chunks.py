@@ -13,7 +13,7 @@ from episodic.providers.embedding import HashingEmbedder
 from episodic.providers.extractive import ExtractiveSummariser
 from episodic.services.recall import domain
 from episodic.services.summariser.pipeline import Pipeline
-from episodic.store.recall_index import indexed_text, make_chunks, pending_chunk_work
+from episodic.store.recall_index import indexed_text, make_chunks, take_chunk_work
 from episodic.store.recall_queries import RecallFilters
 from episodic.testing.keys import test_vault
 from tests.summariser.helpers import (
@@ -150,8 +150,11 @@ def test_an_erased_thread_gets_no_chunks_from_a_resumed_pass(engine) -> None:  #
     episode = open_episode(engine, thread)
     pipeline = make_pipeline(engine, chunk_grace=timedelta(0))
     assert _stopping_pipeline(engine).run_once(10).completed == 1
-    with engine.connect() as conn:
-        work = pending_chunk_work(conn, test_vault(), completed_before=datetime.now(UTC), limit=10)
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        work = take_chunk_work(
+            conn, test_vault(), completed_before=now, retake_before=now, limit=10
+        ).work
     assert [w.episode_id for w in work] == [episode["episode_id"]]
     # The episode goes (as erasure deletes it) between reading the work and storing it.
     with engine.begin() as conn:

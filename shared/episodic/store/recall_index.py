@@ -33,7 +33,8 @@ pass (:func:`index_pending_chunks`, which clears the mark in the transaction tha
 them). Why deferred: embedding the chunks is most of an episode's cost, and the episode is
 recallable without them (its summary's vector and lexical document, the thread's older
 chunks), so it becomes recallable that much sooner. A crash in between leaves the mark, and
-the next pass of any worker indexes what it finds marked (:func:`pending_chunk_work`).
+the next pass of any worker indexes what it finds marked (:func:`take_chunk_work`), a
+limited number of times.
 :func:`index_episode` does everything at once for an episode whose summary is stored.
 Recall works without any of it (the summary's embedding stands in), only less well.
 """
@@ -46,11 +47,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, RowMapping, text
 
 from episodic.errors import NotFound
 from episodic.providers.types import SpanDocument, speaker_from_metadata
 from episodic.store.distribution import across_datasets
+from episodic.store.sql import NOW
 from episodic.tool_calls import rendered_content
 
 if TYPE_CHECKING:
@@ -87,7 +89,6 @@ __all__ = [
     "load_index_inputs",
     "make_chunks",
     "message_speakers",
-    "pending_chunk_work",
     "pending_chunks",
     "pending_messages",
     "prepare_episode_document",
@@ -96,6 +97,7 @@ __all__ = [
     "query_tokens",
     "speaker_pair",
     "speaker_word_tokens",
+    "take_chunk_work",
     "weighted_query_tokens",
     "write_episode_document",
     "write_episode_index",
@@ -854,26 +856,99 @@ def index_pending_chunks(
     return added
 
 
-def pending_chunk_work(
-    conn: Connection, vault: Vault, *, completed_before: Any, limit: int
-) -> list[ChunkWork]:
-    """Episodes left marked ``chunks_pending`` that completed before ``completed_before``
-    (a worker that crashed between completing them and indexing their chunks; the grace
-    keeps a live worker's own episodes out), oldest first, with their thread's messages read
-    and opened."""
+#: How many times :func:`take_chunk_work` takes an episode's chunk index up again before it
+#: gives it up: a window whose indexing kills the worker (out of memory, a crash in the
+#: model) would otherwise be taken up on every restart, a crash loop (issue 49). The pass
+#: that completed the episode tries first, so the chunks get this many tries and one more.
+MAX_CHUNK_ATTEMPTS = 3
+
+CHUNKS_ABANDONED_ERROR = (
+    "chunk index given up after {attempts} attempts (each ended without storing it: a "
+    "worker stopped, crashed or failed); the episode is recalled by its summary, and the "
+    "thread's next episode indexes these messages with its own."
+)
+
+
+@dataclass(frozen=True)
+class TakenChunkWork:
+    """What :func:`take_chunk_work` took: the work to do now, and the episodes whose chunk
+    index it gave up (their attempts used up)."""
+
+    work: list[ChunkWork]
+    abandoned: list[uuid.UUID]
+
+
+def take_chunk_work(
+    conn: Connection,
+    vault: Vault,
+    *,
+    completed_before: Any,
+    retake_before: Any,
+    limit: int,
+    now: Any = None,
+) -> TakenChunkWork:
+    """Takes up to ``limit`` episodes left marked ``chunks_pending`` that completed before
+    ``completed_before`` (a worker that stopped between completing them and indexing their
+    chunks; the grace keeps a live worker's own episodes out) and that nobody took since
+    ``retake_before``, oldest first, with their thread's messages read and opened.
+
+    Each take counts (``chunk_attempts``) and is stamped (``chunk_attempted_at``), so two
+    workers do not index one episode at once, and an episode past
+    :data:`MAX_CHUNK_ATTEMPTS` has its mark cleared and its ``error`` set instead of being
+    taken again. The caller commits before it embeds anything: a worker killed while
+    indexing has counted its attempt."""
     rows = (
         conn.execute(
             text(
                 across_datasets("the Summariser resumes chunk indexes left pending, any dataset")
                 + "SELECT episode_id, thread_id, dataset, end_sequence FROM episodes "
                 "WHERE chunks_pending AND completed_at < :before "
+                "AND (chunk_attempted_at IS NULL OR chunk_attempted_at < :retake) "
                 "ORDER BY completed_at LIMIT :n"
             ),
-            {"before": completed_before, "n": limit},
+            {"before": completed_before, "retake": retake_before, "n": limit},
         )
         .mappings()
         .all()
     )
+    taken: list[RowMapping] = []
+    abandoned: list[uuid.UUID] = []
+    for row in rows:
+        # The take itself names the dataset (one shard on Citus), and only one of two
+        # workers that read the same row gets it.
+        attempts = conn.execute(
+            text(
+                "UPDATE episodes SET chunk_attempts = chunk_attempts + 1, "
+                f"chunk_attempted_at = {NOW} "
+                "WHERE dataset = :d AND episode_id = :id AND chunks_pending "
+                "AND (chunk_attempted_at IS NULL OR chunk_attempted_at < :retake) "
+                "RETURNING chunk_attempts"
+            ),
+            {"d": row["dataset"], "id": row["episode_id"], "retake": retake_before, "now": now},
+        ).scalar()
+        if attempts is None:
+            continue
+        if attempts > MAX_CHUNK_ATTEMPTS:
+            conn.execute(
+                text(
+                    "UPDATE episodes SET chunks_pending = false, error = :error "
+                    "WHERE dataset = :d AND episode_id = :id"
+                ),
+                {
+                    "d": row["dataset"],
+                    "id": row["episode_id"],
+                    "error": CHUNKS_ABANDONED_ERROR.format(attempts=attempts - 1),
+                },
+            )
+            abandoned.append(row["episode_id"])
+            continue
+        taken.append(row)
+    return TakenChunkWork(work=_chunk_work(conn, vault, taken), abandoned=abandoned)
+
+
+def _chunk_work(conn: Connection, vault: Vault, rows: Sequence[RowMapping]) -> list[ChunkWork]:
+    """The :class:`ChunkWork` of taken episodes: their threads' messages that no stored
+    chunk covers, read and opened."""
     out: list[ChunkWork] = []
     for row in rows:
         # Only what no stored chunk covers (what pending_messages keeps): a long thread's
