@@ -597,6 +597,13 @@ class ServiceSettings(BaseSettings):
         description="Largest request a server reads; larger ones are refused before they are "
         "read into memory (RESOURCE_EXHAUSTED).",
     )
+    handlers_stall_after: Duration = Field(
+        default=timedelta(seconds=60),
+        description="When every handler thread (EPISODIC_GRPC_WORKERS) has been busy this "
+        "long without any of them finishing a call, calls hang on something no bound covers: "
+        "the service's health name (readiness) goes NOT_SERVING until one finishes, so a "
+        "replica that answers health but serves nothing leaves its Service. 0: never.",
+    )
     db_health_interval: Duration = Field(
         default=timedelta(seconds=2),
         description="How often each service checks the database for its health status.",

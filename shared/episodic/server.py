@@ -140,10 +140,11 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         *,
         pool: futures.Executor | None = None,
         limits: AdmissionLimits | None = None,
+        handlers: int = 0,
     ) -> None:
         self.guard = guard
         self.pool = pool  # None: the event loop's default executor
-        self.admission = Admission(limits or AdmissionLimits())
+        self.admission = Admission(limits or AdmissionLimits(), handlers=handlers)
         # Per method, its wrapped handler, built on the method's first call: gRPC asks the
         # interceptors for a handler on EVERY call, and building one (the lookup, the
         # guard's rule, the closures, the handler tuple) was ~5 µs of it. Sound because
@@ -435,7 +436,7 @@ def build_server(
         options.append(("grpc.max_allowed_incoming_connections", max_connections))
     health_servicer = health.aio.HealthServicer()
 
-    door = CallInterceptor(guard, pool=pool, limits=limits)
+    door = CallInterceptor(guard, pool=pool, limits=limits, handlers=workers)
 
     async def make() -> tuple[grpc.aio.Server, int, grpc.aio.Server | None, int | None]:
         server = grpc.aio.server(
@@ -512,16 +513,20 @@ def database_reachable(engine: Engine) -> bool:
 LOOP_HEALTH_PREFIX = "episodic.loop."
 
 
-def monitor_database(runtime: ServiceRuntime, interval: float = 2.0) -> threading.Thread:
-    """Keeps health NOT_SERVING while the database is unreachable or a background loop of
-    this process is stalled; each loop also answers under its own health name."""
+def monitor_health(runtime: ServiceRuntime, interval: float = 2.0) -> threading.Thread:
+    """Keeps readiness (the service's health name) NOT_SERVING while the database is
+    unreachable, a background loop of this process is stalled, or every handler thread has
+    been stuck without finishing a call (:meth:`Admission.handlers_stalled`): health must
+    say whether the replica serves, not merely whether it runs. Each loop also answers
+    under its own health name. A runtime without a database watches the rest."""
 
     def loop() -> None:
         last: bool | None = None  # serving, as last set
         last_ok: bool | None = None  # database reachable, as last seen
         stalled_before: set[str] = set()
+        handlers_before = False
         while not runtime.stopped.wait(interval if last is not None else 0):
-            ok = runtime.engine is not None and database_reachable(runtime.engine)
+            ok = runtime.engine is None or database_reachable(runtime.engine)
             if runtime.stopped.is_set():
                 return
             stalls = {s.loop: s for s in loops.stalls()}
@@ -537,10 +542,23 @@ def monitor_database(runtime: ServiceRuntime, interval: float = 2.0) -> threadin
             for name in sorted(stalled_before - stalls.keys()):
                 log.info("%s: loop %s is moving again", runtime.name, name)
             stalled_before = set(stalls)
+            door = runtime.admission
+            handlers = door is not None and door.handlers_stalled()
+            if handlers and not handlers_before and door is not None:
+                log.warning(
+                    "%s: all %d handler threads busy for %.0fs without finishing a call; "
+                    "not serving until one does",
+                    runtime.name,
+                    door.handlers,
+                    door.handlers_stalled_for(),
+                )
+            elif handlers_before and not handlers:
+                log.info("%s: handler threads are finishing calls again", runtime.name)
+            handlers_before = handlers
             if ok != last_ok:
                 log.info("%s database %s", runtime.name, "reachable" if ok else "UNREACHABLE")
                 last_ok = ok
-            serving = ok and not stalls
+            serving = ok and not stalls and not handlers
             if serving != last:
                 runtime.set_serving(serving)
                 last = serving
@@ -555,10 +573,7 @@ def run_until_signalled(
 ) -> None:
     """Starts the server, prints where it listens, and blocks until SIGTERM/SIGINT."""
     runtime.start()
-    if runtime.engine is not None:
-        monitor_database(runtime, health_interval)
-    else:
-        runtime.set_serving(True)
+    monitor_health(runtime, health_interval)
     # A handler that takes no lock (stop_signals.py: an Event set from a handler could
     # wait forever for the lock the interrupted main thread held).
     stop = StopSignals().install()
@@ -754,6 +769,7 @@ def serve(
             request_timeout=settings.service.request_body_timeout.total_seconds(),
             max_calls_per_peer=settings.service.max_calls_per_peer,
             max_calls_in_flight=settings.service.max_calls_in_flight,
+            handlers_stall_after=settings.service.handlers_stall_after.total_seconds(),
         ),
         max_connections=settings.service.max_connections,
     )

@@ -14,7 +14,10 @@ event loop receives requests (a waiting call costs a coroutine, not a thread), a
   either, RESOURCE_EXHAUSTED with a RetryInfo (reason ``SERVER_BUSY``);
 - connections are capped by gRPC itself (``EPISODIC_MAX_CONNECTIONS``, refused before the
   handshake), and idle ones are closed;
-- health checks are answered on the loop, never queued behind data-path calls.
+- health checks are answered on the loop, never queued behind data-path calls — and
+  they tell the truth about the data path: when every handler thread is busy and none has
+  finished a call for ``EPISODIC_HANDLERS_STALL_AFTER``, the replica is not serving
+  (:meth:`Admission.handlers_stalled_for`), and readiness says so.
 
 The servicers stay synchronous (they talk to PostgreSQL through SQLAlchemy): the handlers
 are plain functions, called in the pool with a :class:`CallContext`. Everything on the
@@ -80,16 +83,22 @@ class AdmissionLimits:
     request_timeout: float = 10.0
     max_calls_per_peer: int = 64
     max_calls_in_flight: int = 256
+    handlers_stall_after: float = 60.0
 
 
 class Admission:
     """Counts open calls per peer and calls handed to the handler pool, and refuses those
     over the caps. Used on the event loop only, so it needs no lock."""
 
-    def __init__(self, limits: AdmissionLimits) -> None:
+    def __init__(self, limits: AdmissionLimits, handlers: int = 0) -> None:
         self.limits = limits
         self.per_peer: Counter[str] = Counter()
         self.in_flight = 0
+        #: The handler threads (0: unknown, never stalled). With at least this many calls
+        #: in flight every thread is busy, and the pool moves only when one finishes.
+        self.handlers = handlers
+        #: When the pool last moved: a call finished, or one started on a free thread.
+        self.last_progress = time.monotonic()
 
     def open(self, peer: str) -> None:
         """A call from ``peer`` begins (before its request has arrived); raises
@@ -118,12 +127,29 @@ class Admission:
                 f"this replica already has {cap} calls queued or running "
                 "(EPISODIC_MAX_CALLS_IN_FLIGHT)"
             )
+        if self.in_flight < self.handlers:
+            self.last_progress = time.monotonic()
         self.in_flight += 1
 
     def finished(self) -> None:
         """A dispatched call's handler returned (not merely its caller gone: the thread
         was busy until now)."""
         self.in_flight -= 1
+        self.last_progress = time.monotonic()
+
+    def handlers_stalled(self) -> bool:
+        """Whether the handler pool has been stalled longer than its bound."""
+        after = self.limits.handlers_stall_after
+        return bool(after) and self.handlers_stalled_for() > after
+
+    def handlers_stalled_for(self) -> float:
+        """Seconds every handler thread has been busy without any of them finishing a call
+        (0 while one is free or calls finish). A long stall means calls hang on something
+        no bound covers: the replica answers health, but serves nothing. Read from any
+        thread: two plain reads, at worst one check late."""
+        if not self.handlers or self.in_flight < self.handlers:
+            return 0.0
+        return max(0.0, time.monotonic() - self.last_progress)
 
 
 def _busy(what: str) -> ResourceExhausted:

@@ -16,7 +16,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from episodic.server import ServiceRuntime, build_server
+from episodic.server import ServiceRuntime, build_server, monitor_health
 from episodic.testing.processes import wait_until
 from episodic.transport import Admission, AdmissionLimits
 
@@ -208,6 +208,47 @@ def test_a_full_server_refuses_at_once_and_a_cancelled_calls_slot_waits_for_its_
             wait_until(served, timeout=10)
     finally:
         runtime.shutdown()
+
+
+def test_health_says_not_serving_while_every_handler_hangs_and_serving_once_one_finishes(
+    held: threading.Event,
+) -> None:
+    """A replica whose handler threads all hang answers health (on the loop) but serves
+    nothing: readiness must say so, or the probe keeps it in its Service."""
+    runtime = _server(
+        AdmissionLimits(max_calls_per_peer=0, handlers_stall_after=0.5), held, workers=2
+    )
+    monitor_health(runtime, interval=0.1)
+    door = runtime.admission
+    assert door is not None and door.handlers == 2
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
+            hold = channel.unary_unary(HOLD)
+            with ThreadPoolExecutor(2) as pool:
+                first = pool.submit(hold, b"one", timeout=60)
+                wait_until(lambda: runtime.loop.run(_in_flight(runtime)) == 1, timeout=30)
+                # A thread is free: never stalled, however long the other call takes.
+                assert door.handlers_stalled_for() == 0.0
+                assert _healthy(channel)
+                second = pool.submit(hold, b"two", timeout=60)
+                wait_until(lambda: not _healthy(channel), timeout=30)
+                assert door.handlers_stalled()
+                held.set()  # the handlers finish
+                assert first.result(timeout=30) == b"one" and second.result(timeout=30) == b"two"
+                wait_until(lambda: _healthy(channel), timeout=30)
+                assert channel.unary_unary(ECHO)(b"served", timeout=5) == b"served"
+    finally:
+        held.set()
+        runtime.shutdown()
+
+
+async def _in_flight_of(door: Admission) -> int:
+    return door.in_flight
+
+
+def _in_flight(runtime: ServiceRuntime):  # type: ignore[no-untyped-def]
+    assert runtime.admission is not None
+    return _in_flight_of(runtime.admission)
 
 
 def test_admission_counts_per_peer_and_in_flight_and_zero_means_no_cap() -> None:
