@@ -17,8 +17,12 @@ time until its last one completed, and the Summariser's peak and final resident 
 (VmHWM, VmRSS). The embedder is the hashing one (offline, fast), so the figures are the
 suite's own work, not a model's.
 
+With ``--summarisers N`` the episodes are shared by N Summariser replicas (claims take
+turns across datasets on each, and replicas skip each other's claims); the memory printed
+is the highest peak among them.
+
     python bench/work_attacks.py [--attack giant|backlog|all] [--messages 133000]
-        [--message-bytes 4000] [--threads 5000]
+        [--message-bytes 4000] [--threads 5000] [--summarisers 1]
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=133_000)
     parser.add_argument("--message-bytes", type=int, default=4000)
     parser.add_argument("--threads", type=int, default=5000)
+    parser.add_argument("--summarisers", type=int, default=1, help="Summariser replicas")
     args = parser.parse_args(argv)
     attacks = ["giant", "backlog"] if args.attack == "all" else [args.attack]
 
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             recall = start_service("recall", url, env)
             services = [ingest, scheduler, recall]
-            summariser = start_service("summariser", url, env)
+            summarisers = [start_service("summariser", url, env) for _ in range(args.summarisers)]
             client = EpisodicClient(
                 ingest=ingest.address,
                 scheduler=scheduler.address,
@@ -128,18 +133,19 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 ids = _backlog(client, args.threads)
                 what = f"{args.threads:,} threads of 2 messages"
+            what += f", {args.summarisers} Summariser(s)"
             written = time.perf_counter() - started
             during = _victim(client, 0)
             for thread_id in ids:
                 client.wait_for_episode(thread_id, timeout=3600)
             drained = time.perf_counter() - started
             episodes = sum(1 for _ in client.iter_episodes("attacker"))  # its windows
-            peak, current = _memory_mb(summariser)
+            peak, current = max(_memory_mb(s) for s in summarisers)
             rows.append(
                 (attack, what, min(before), during, written, drained, episodes, peak, current)
             )
             client.close()
-            for service in (summariser, *services):
+            for service in (*summarisers, *services):
                 service.terminate()
 
     print(

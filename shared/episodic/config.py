@@ -699,6 +699,15 @@ class AuthSettings(BaseSettings):
         description="Request bytes per second one API key may send to one replica (bursts "
         "of two seconds' worth); 0: no limit.",
     )
+    handler_seconds_per_key: float = Field(
+        default=1.0,
+        ge=0.0,
+        description="Handler time one API key may use on one replica, in seconds per second "
+        "(the time its calls took, counted when each ends; bursts of two seconds' worth): "
+        "a key's costly calls (long queries, a huge dataset) can keep at most this many of "
+        "the replica's handlers busy on average, leaving the rest to other keys. Over it: "
+        "RESOURCE_EXHAUSTED with RetryInfo (the SDKs wait and retry). 0: no limit.",
+    )
     max_calls_in_flight_per_key: int = Field(
         default=8,
         ge=0,

@@ -18,7 +18,11 @@ What one caller can cost the others is bounded:
   the replica does not know until the budget refills (good keys never spend it);
 - one key runs calls worth at most ``max_calls_in_flight`` at once on a replica (a long
   query is worth more: :func:`call_cost`), so however slow or costly its calls it never
-  holds every handler thread, nor every core.
+  holds every handler thread, nor every core;
+- one key keeps a replica's handlers busy for at most ``handler_seconds_per_second`` on
+  average (the time its calls took, spent when each ends; bursts of two seconds' worth):
+  what a call costs counts, whatever made it costly (a long query, a dataset of 100,000
+  episodes, a slow plan), so a key at its limits leaves the rest of the replica to others.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ CACHE_SIZE = 10_000
 IN_FLIGHT_RETRY_AFTER = 0.05
 #: Rate limit buckets hold this many seconds' worth of calls or bytes (the burst).
 BURST_SECONDS = 2.0
+#: A key's handler time left (seconds) below which its next call waits: a call starts
+#: while any is left, and what it takes beyond is owed (see Guard.running).
+BUSY_MINIMUM = 0.001
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -119,28 +126,31 @@ class RateLimiter:
         bucket.updated = now
         return bucket
 
-    def check(self, key: str, message: str) -> None:
-        """ResourceExhausted (``message``, with the wait) when ``key``'s bucket is empty;
-        spends nothing: for a limit on what a call may turn out to cost (see
-        :meth:`spend`)."""
+    def check(self, key: str, message: str, at_least: float = 1.0) -> None:
+        """ResourceExhausted (``message``, with the wait) when ``key``'s bucket holds less
+        than ``at_least``; spends nothing: for a limit on what a call may turn out to cost
+        (see :meth:`spend`)."""
         if self.per_second <= 0:
             return
         with self._lock:
             bucket = self._refilled(key, time.monotonic())
-            if bucket.tokens >= 1.0:
+            if bucket.tokens >= at_least:
                 return
-            wait = (1.0 - bucket.tokens) / self.per_second
+            wait = (at_least - bucket.tokens) / self.per_second
         raise ResourceExhausted(
             f"{message}; retry in {wait:.2f} s", retry_after=wait, reason="RATE_LIMITED"
         )
 
-    def spend(self, key: str, amount: float = 1.0) -> None:
-        """Spends ``amount`` of ``key``'s bucket (down to empty), without refusing."""
+    def spend(self, key: str, amount: float = 1.0, *, debt: bool = False) -> None:
+        """Spends ``amount`` of ``key``'s bucket, without refusing: down to empty, or with
+        ``debt`` below it (down to minus the burst), so that what one costly call took
+        beyond the bucket is paid for by the wait before the next."""
         if self.per_second <= 0:
             return
+        floor = -self.per_second * BURST_SECONDS if debt else 0.0
         with self._lock:
             bucket = self._refilled(key, time.monotonic())
-            bucket.tokens = max(0.0, bucket.tokens - amount)
+            bucket.tokens = max(floor, bucket.tokens - amount)
 
     def take(self, key: str, amount: float = 1.0, now: float | None = None) -> None:
         """Spends ``amount``; ResourceExhausted with the wait when the bucket is short."""
@@ -178,6 +188,7 @@ class Guard:
         bytes_per_second: float = 0.0,
         max_calls_in_flight: int = 0,
         unauthenticated_per_second: float = 0.0,
+        handler_seconds_per_second: float = 0.0,
     ) -> None:
         self.engine = engine
         self.rules: dict[str, Rule | None] = method_rules(tuple(sorted(service_names)))
@@ -186,6 +197,7 @@ class Guard:
         self.calls = RateLimiter(requests_per_second, "calls")
         self.bytes = RateLimiter(bytes_per_second, "request bytes")
         self.strangers = RateLimiter(unauthenticated_per_second, "calls without a known key")
+        self.busy = RateLimiter(handler_seconds_per_second, "handler seconds")
         self.max_calls_in_flight = max_calls_in_flight
         self._known: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
         self._unknown: OrderedDict[str, float] = OrderedDict()
@@ -294,44 +306,53 @@ class Guard:
     @contextmanager
     def running(self, principal: Principal, cost: int = 1) -> Iterator[None]:
         """Counts a call of ``principal`` in flight on this replica while the block runs, as
-        ``cost`` slots (:func:`call_cost`) of the key's ``max_calls_in_flight``;
-        RESOURCE_EXHAUSTED (with a short RetryInfo) when they are not free. A call costing
-        more than the cap runs alone. Not capped: the development mode's anonymous caller,
-        and the services' own key (Ingest's notices to the Scheduler come from every one of
-        its handlers at once, under that one key)."""
-        if (
-            self.max_calls_in_flight <= 0
-            or principal is ANONYMOUS
-            or principal.role is Role.SERVICE
-        ):
+        ``cost`` slots (:func:`call_cost`) of the key's ``max_calls_in_flight``, and spends
+        the time it took from the key's handler time (:attr:`busy`); RESOURCE_EXHAUSTED
+        (with a RetryInfo) when the slots are not free or that time is spent. A call
+        costing more than the cap runs alone. Not limited: the development mode's anonymous
+        caller, and the services' own key (Ingest's notices to the Scheduler come from
+        every one of its handlers at once, under that one key)."""
+        if principal is ANONYMOUS or principal.role is Role.SERVICE:
             yield
             return
         key = principal.prefix
+        # Refused only once the time is spent (a call's cost is known when it ends): the
+        # debt of a costly call is paid by the wait before the next.
+        self.busy.check(
+            key,
+            f"this API key ({key}) kept this replica's handlers busy for more than "
+            f"{self.busy.per_second:g} s per second (EPISODIC_HANDLER_SECONDS_PER_KEY)",
+            at_least=BUSY_MINIMUM,
+        )
         slots = max(1, min(cost, self.max_calls_in_flight))
-        with self._lock:
-            running = self._in_flight.get(key, 0)
-            full = running + slots > self.max_calls_in_flight
-            if not full:
-                self._in_flight[key] = running + slots
-        if full:
-            # Jittered, so the callers refused together do not come back together.
-            wait = IN_FLIGHT_RETRY_AFTER * random.uniform(1.0, 3.0)
-            raise ResourceExhausted(
-                f"this API key ({key}) already has calls worth {running} of its "
-                f"{self.max_calls_in_flight} running on this replica (this one is worth "
-                f"{slots}); retry in {wait:.2f} s",
-                retry_after=wait,
-                reason="TOO_MANY_IN_FLIGHT",
-            )
+        if self.max_calls_in_flight > 0:
+            with self._lock:
+                running = self._in_flight.get(key, 0)
+                full = running + slots > self.max_calls_in_flight
+                if not full:
+                    self._in_flight[key] = running + slots
+            if full:
+                # Jittered, so the callers refused together do not come back together.
+                wait = IN_FLIGHT_RETRY_AFTER * random.uniform(1.0, 3.0)
+                raise ResourceExhausted(
+                    f"this API key ({key}) already has calls worth {running} of its "
+                    f"{self.max_calls_in_flight} running on this replica (this one is worth "
+                    f"{slots}); retry in {wait:.2f} s",
+                    retry_after=wait,
+                    reason="TOO_MANY_IN_FLIGHT",
+                )
+        started = time.monotonic()
         try:
             yield
         finally:
-            with self._lock:
-                left = self._in_flight[key] - slots
-                if left:
-                    self._in_flight[key] = left
-                else:
-                    del self._in_flight[key]
+            self.busy.spend(key, time.monotonic() - started, debt=True)
+            if self.max_calls_in_flight > 0:
+                with self._lock:
+                    left = self._in_flight[key] - slots
+                    if left:
+                        self._in_flight[key] = left
+                    else:
+                        del self._in_flight[key]
 
     def _lookup(self, token: str) -> Principal | None:
         if self.engine is None:

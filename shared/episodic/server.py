@@ -732,6 +732,7 @@ def serve(
             bytes_per_second=settings.auth.rate_limit_bytes,
             max_calls_in_flight=settings.auth.max_calls_in_flight_per_key,
             unauthenticated_per_second=settings.auth.rate_limit_unauthenticated,
+            handler_seconds_per_second=settings.auth.handler_seconds_per_key,
         )
         if guard.unguarded_methods():  # a contract without an access rule: fail closed
             raise ConfigurationError(

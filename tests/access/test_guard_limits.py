@@ -163,3 +163,39 @@ def test_a_long_query_is_worth_more_of_the_keys_slots(engine: Engine) -> None:
     with door.running(principal, 2), door.running(principal, 2), pytest.raises(ResourceExhausted):
         door.running(principal, 1).__enter__()
     assert door._in_flight == {}
+
+
+def test_a_key_that_kept_the_handlers_busy_waits_for_its_time_and_others_do_not(
+    engine: Engine,
+) -> None:
+    """What a call cost counts, whatever made it costly: a key whose calls took longer than
+    its handler time per second is refused (with the wait) until it has paid, another key
+    is not, and the services' own key never is."""
+    slow, other = _key(engine, "door-f"), _key(engine, "door-g")
+    door = Guard(engine, [RECALL], required=True, handler_seconds_per_second=0.2)
+    principal = door.authenticate(slow)
+    neighbour = door.authenticate(other)
+    clock = [1000.0]
+    monotonic = guard_module.time.monotonic
+    guard_module.time.monotonic = lambda: clock[0]  # type: ignore[assignment]
+    try:
+        with door.running(principal):
+            clock[0] += 1.0  # one call that took a second: the 0.4 s burst, and owing
+        with pytest.raises(ResourceExhausted) as refused, door.running(principal):
+            pass
+        assert refused.value.reason == "RATE_LIMITED"
+        assert "EPISODIC_HANDLER_SECONDS_PER_KEY" in refused.value.message
+        assert refused.value.retry_after == pytest.approx(0.4 / 0.2, rel=0.01)  # the debt
+        with door.running(neighbour):  # another key's time is its own
+            pass
+        clock[0] += 2.1  # paid: 0.4 s owed (the floor: one burst), 0.2 s a second
+        with door.running(principal):
+            pass
+        with engine.begin() as conn:
+            service = keys.create_key(conn, role=Role.SERVICE, datasets=["*"]).secret
+        own = door.authenticate(service)
+        for _ in range(3):
+            with door.running(own):
+                clock[0] += 1.0
+    finally:
+        guard_module.time.monotonic = monotonic  # type: ignore[assignment]
