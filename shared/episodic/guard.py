@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from episodic.access import ANONYMOUS, Principal, Role, Rule, method_rules
-from episodic.errors import PermissionDenied, ResourceExhausted, Unauthenticated
+from episodic.errors import EpisodicError, PermissionDenied, ResourceExhausted, Unauthenticated
 from episodic.store.keys import find_key, principal_of
 
 __all__ = ["Guard", "RateLimiter", "bearer_token", "call_cost", "is_loopback", "peer_address"]
@@ -174,6 +174,18 @@ class RateLimiter:
         )
 
 
+def _missing_key() -> Unauthenticated:
+    return Unauthenticated(
+        "this call needs an API key: send the gRPC metadata "
+        "'authorization: Bearer <key>' (`episodic keys create` makes one)",
+        reason="MISSING_CREDENTIALS",
+    )
+
+
+def _bad_key() -> Unauthenticated:
+    return Unauthenticated("the API key is unknown, revoked or expired", reason="BAD_CREDENTIALS")
+
+
 class Guard:
     """Admits or refuses calls to the RPCs of ``service_names`` (see the module)."""
 
@@ -228,11 +240,7 @@ class Guard:
         if token is None:
             if self.required:
                 self._refused(peer)
-                raise Unauthenticated(
-                    "this call needs an API key: send the gRPC metadata "
-                    "'authorization: Bearer <key>' (`episodic keys create` makes one)",
-                    reason="MISSING_CREDENTIALS",
-                )
+                raise _missing_key()
             principal = ANONYMOUS  # development mode on loopback
         else:
             principal = self.authenticate(token, peer)
@@ -286,9 +294,61 @@ class Guard:
             if principal is not None:
                 return principal
         self._refused(peer)
-        raise Unauthenticated(
-            "the API key is unknown, revoked or expired", reason="BAD_CREDENTIALS"
+        raise _bad_key()
+
+    def refusal_before_reading(
+        self, method: str, metadata: Iterable[tuple[str, str | bytes]] | None, peer: str = ""
+    ) -> EpisodicError | None:
+        """What :meth:`admit` and :meth:`running` would refuse, decided from what this
+        replica already knows (no database): the door asks on its event loop before it
+        reads the call's request or hands it to a handler thread, so a caller refused again
+        and again — no key, a key known bad, a key over its limits — costs next to
+        nothing, and the handlers stay with the callers they serve. None: nothing known
+        refuses it; :meth:`admit` decides in the handler thread (and counts the call)."""
+        rule = self.rules.get(method)
+        if rule is None:
+            return None
+        token = bearer_token(metadata)
+        now = time.monotonic()
+        try:
+            if token is None:
+                if not self.required:
+                    return None
+                self._refused(peer)
+                return _missing_key()
+            with self._lock:
+                known = self._known.get(token)
+                refused_until = self._unknown.get(token)
+            if known is not None and known[1] > now:
+                self._over_limits(known[0])
+                return None
+            if known is None and refused_until is not None and refused_until > now:
+                self._refused(peer)
+                return _bad_key()
+            if known is None:
+                self._refused(peer, spend=False)
+            return None
+        except EpisodicError as err:
+            return err
+
+    def _over_limits(self, principal: Principal) -> None:
+        """ResourceExhausted when ``principal``'s key is already over a limit of this
+        replica (its calls per second, its handler time, its calls in flight): checked,
+        nothing spent."""
+        if principal is ANONYMOUS or principal.role is Role.SERVICE:
+            return
+        key = principal.prefix
+        self.calls.check(
+            key,
+            f"this API key ({key}) is over its limit of {self.calls.per_second:g} calls per second",
         )
+        self._check_busy(key)
+        cap = self.max_calls_in_flight
+        if cap > 0:
+            with self._lock:
+                running = self._in_flight.get(key, 0)
+            if running + 1 > cap:
+                raise self._too_many_in_flight(key, running, 1)
 
     def _refused(self, peer: str, *, spend: bool = True) -> None:
         """The per-address budget of calls refused for their key (:attr:`strangers`):
@@ -316,14 +376,7 @@ class Guard:
             yield
             return
         key = principal.prefix
-        # Refused only once the time is spent (a call's cost is known when it ends): the
-        # debt of a costly call is paid by the wait before the next.
-        self.busy.check(
-            key,
-            f"this API key ({key}) kept this replica's handlers busy for more than "
-            f"{self.busy.per_second:g} s per second (EPISODIC_HANDLER_SECONDS_PER_KEY)",
-            at_least=BUSY_MINIMUM,
-        )
+        self._check_busy(key)
         slots = max(1, min(cost, self.max_calls_in_flight))
         if self.max_calls_in_flight > 0:
             with self._lock:
@@ -332,15 +385,7 @@ class Guard:
                 if not full:
                     self._in_flight[key] = running + slots
             if full:
-                # Jittered, so the callers refused together do not come back together.
-                wait = IN_FLIGHT_RETRY_AFTER * random.uniform(1.0, 3.0)
-                raise ResourceExhausted(
-                    f"this API key ({key}) already has calls worth {running} of its "
-                    f"{self.max_calls_in_flight} running on this replica (this one is worth "
-                    f"{slots}); retry in {wait:.2f} s",
-                    retry_after=wait,
-                    reason="TOO_MANY_IN_FLIGHT",
-                )
+                raise self._too_many_in_flight(key, running, slots)
         started = time.monotonic()
         try:
             yield
@@ -353,6 +398,27 @@ class Guard:
                         self._in_flight[key] = left
                     else:
                         del self._in_flight[key]
+
+    def _check_busy(self, key: str) -> None:
+        # Refused only once the time is spent (a call's cost is known when it ends): the
+        # debt of a costly call is paid by the wait before the next.
+        self.busy.check(
+            key,
+            f"this API key ({key}) kept this replica's handlers busy for more than "
+            f"{self.busy.per_second:g} s per second (EPISODIC_HANDLER_SECONDS_PER_KEY)",
+            at_least=BUSY_MINIMUM,
+        )
+
+    def _too_many_in_flight(self, key: str, running: int, slots: int) -> ResourceExhausted:
+        # Jittered, so the callers refused together do not come back together.
+        wait = IN_FLIGHT_RETRY_AFTER * random.uniform(1.0, 3.0)
+        return ResourceExhausted(
+            f"this API key ({key}) already has calls worth {running} of its "
+            f"{self.max_calls_in_flight} running on this replica (this one is worth "
+            f"{slots}); retry in {wait:.2f} s",
+            retry_after=wait,
+            reason="TOO_MANY_IN_FLIGHT",
+        )
 
     def _lookup(self, token: str) -> Principal | None:
         if self.engine is None:

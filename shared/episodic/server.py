@@ -233,6 +233,17 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             admission.open(peer)
         except EpisodicError as err:
             return None, _status_for(err)
+        guard = self.guard
+        if guard is not None and guard.governs(method):
+            # Refused from what the replica knows (no key, a key known bad or over its
+            # limits) before the request is read or a handler thread is taken: a caller
+            # refused again and again costs the others next to nothing.
+            refusal = guard.refusal_before_reading(
+                method, context.invocation_metadata(), context.peer()
+            )
+            if refusal is not None:
+                admission.close(peer)
+                return None, _status_for(refusal)
         dispatched = False
         try:
             request = await read_request(context, admission.limits.request_timeout)

@@ -199,3 +199,33 @@ def test_a_key_that_kept_the_handlers_busy_waits_for_its_time_and_others_do_not(
                 clock[0] += 1.0
     finally:
         guard_module.time.monotonic = monotonic  # type: ignore[assignment]
+
+
+def test_refusals_known_without_the_database_are_made_before_the_request_is_read(
+    engine: Engine,
+) -> None:
+    """The door asks before it reads a call's request or takes a handler thread: no key, a
+    key known bad, a key over its limits are refused there (the same answers admit would
+    give); a key the replica has not seen, or one within its limits, is left to admit."""
+    good, fresh = _key(engine, "door-h"), _key(engine, "door-i")
+    door = Counting(
+        engine, [RECALL], required=True, max_calls_in_flight=1, unauthenticated_per_second=50
+    )
+    peer = "ipv4:10.0.0.9:1"
+    missing = door.refusal_before_reading(METHOD, [], peer)
+    assert isinstance(missing, Unauthenticated) and missing.reason == "MISSING_CREDENTIALS"
+    with pytest.raises(Unauthenticated):
+        door.admit(METHOD, _bearer("ek_nope_" + "x" * 20), peer=peer)
+    lookups = door.lookups
+    bad = door.refusal_before_reading(METHOD, _bearer("ek_nope_" + "x" * 20), peer)
+    assert isinstance(bad, Unauthenticated) and bad.reason == "BAD_CREDENTIALS"
+    assert door.lookups == lookups  # no lookup for a key known bad
+    # Not seen yet: admit decides (and looks it up) in the handler thread.
+    assert door.refusal_before_reading(METHOD, _bearer(fresh), peer) is None
+    principal = door.admit(METHOD, _bearer(good), peer=peer)
+    assert door.refusal_before_reading(METHOD, _bearer(good), peer) is None
+    with door.running(principal):
+        busy = door.refusal_before_reading(METHOD, _bearer(good), peer)
+        assert isinstance(busy, ResourceExhausted) and busy.reason == "TOO_MANY_IN_FLIGHT"
+    assert door.refusal_before_reading(METHOD, _bearer(good), peer) is None
+    assert door.refusal_before_reading("/grpc.health.v1.Health/Check", [], peer) is None
