@@ -12,8 +12,10 @@ two clients):
   caches are the defence).
 - ``flood``: one valid key with many calls in flight, each a long query (the costliest
   Recall there is: 8,000 characters of dates). The per-key rate limit does not bind: a
-  replica serves fewer calls per second than it allows (EPISODIC_MAX_CALLS_IN_FLIGHT_PER_KEY
-  is the defence).
+  replica serves fewer calls per second than it allows (the defences: the key's calls in
+  flight, a query worth more of them the longer it is, EPISODIC_MAX_CALLS_IN_FLIGHT_PER_KEY;
+  its handler time, EPISODIC_HANDLER_SECONDS_PER_KEY; and refusals made before the request
+  is read).
 - ``stalled``: no key at all; each attacking thread keeps 8 calls open that send their
   headers and never their request (a new one as soon as one ends). Under grpcio's threaded
   server 16 of them took a replica down (the issue: health and every call timed out). The
@@ -55,6 +57,7 @@ from episodic.testing.processes import start_service
 UNDEFENDED = {
     "EPISODIC_RATE_LIMIT_UNAUTHENTICATED": "0",
     "EPISODIC_MAX_CALLS_IN_FLIGHT_PER_KEY": "0",
+    "EPISODIC_HANDLER_SECONDS_PER_KEY": "0",
     "EPISODIC_REQUEST_BODY_TIMEOUT": "0",
     "EPISODIC_MAX_CALLS_PER_PEER": "0",
 }
