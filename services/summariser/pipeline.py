@@ -89,6 +89,9 @@ class PassResult:
     # Episodes whose chunk index this worker still owes: the pass yielded to a due episode
     # (the next pass claims it, then goes on with these).
     chunks_deferred: int = 0
+    # Claims handed back unprocessed: the pass reached a second turn of a dataset while
+    # another dataset had an episode due (the next pass claims them in turn again).
+    handed_back: int = 0
 
     @property
     def did_work(self) -> bool:
@@ -101,6 +104,7 @@ class PassResult:
             or self.turns_classified
             or self.chunks_resumed
             or self.chunks_deferred
+            or self.handed_back
         )
 
 
@@ -375,9 +379,17 @@ class Pipeline:
                 # Each episode is completed (recallable) as soon as its summary is stored;
                 # its chunks join the backlog, embedded after the pass's completions.
                 owed: list[ChunkWork] = []
-                for episode in claimed:
+                served: set[str] = set()
+                for i, episode in enumerate(claimed):
+                    if episode["dataset"] in served and self._hand_back_for_others(
+                        claimed[i:], served, now
+                    ):
+                        result.handed_back = len(claimed) - i
+                        self._owe(owed)
+                        return result
                     loops.step("summarise")
                     status = self.process(episode, loaded.get(episode["episode_id"]), owed)
+                    served.add(episode["dataset"])
                     if status in ("completed", "archived"):
                         result.completed += 1
                     elif status is not None:
@@ -401,6 +413,22 @@ class Pipeline:
                 self._release_owed = True
             raise
         return result
+
+    def _hand_back_for_others(
+        self, rest: list[RowMapping], served: set[str], now: datetime | None
+    ) -> bool:
+        """Fairness inside a batch: the claim gave each dataset's oldest episode before
+        anyone's second, but a dataset that became due after the claim would wait behind
+        the whole batch (a giant thread's windows: seconds each). Before a second turn of
+        a dataset, when another dataset has an episode due, the rest of the batch is handed
+        back and the next pass claims in turn again; True when it was."""
+        batch = sorted(served | {e["dataset"] for e in rest})
+        with self.engine.begin() as conn:
+            if not episodes.other_dataset_due(conn, batch, now):
+                return False
+            handed = episodes.hand_back(conn, rest, self.worker)
+        log.debug("handed %d claim(s) back: another dataset has an episode due", handed)
+        return True
 
     def may_write_vectors(self, conn: Connection | None = None) -> bool:
         """Whether this pass may write vectors: the store holds (or is being re-embedded

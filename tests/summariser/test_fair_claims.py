@@ -3,6 +3,8 @@ a retry storm — delays another dataset's episode by one claim, not by the whol
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy import Engine, text
 
 from episodic.store.episodes import claim_pending
@@ -100,3 +102,50 @@ def test_a_dataset_whose_language_is_switching_holds_up_only_its_own_episodes(
         assert make_pipeline(bounded).run_once(10, yield_chunks=False).completed == 1
     finally:
         bounded.dispose()
+
+
+def test_a_dataset_due_after_the_claim_waits_for_one_episode_not_the_batch(
+    engine: Engine,
+) -> None:
+    """The claim is fair between datasets due when it runs; one that becomes due while the
+    worker summarises a batch of another dataset's turns (a giant thread's windows, seconds
+    each) would wait for the whole batch. Before a dataset's second turn the worker asks
+    whether another dataset is waiting, and if so hands the rest of the batch back."""
+    from episodic.services.summariser.pipeline import Pipeline
+
+    backlog = _backlog(engine, "fair-batch", 3)
+    late: list[object] = []
+    order: list[object] = []
+
+    class Recording(Pipeline):
+        def process(self, episode, loaded=None, deferred=None):  # type: ignore[no-untyped-def]
+            if not late:  # the other dataset's episode becomes due during the first one
+                late.extend(_backlog(engine, "fair-late", 1))
+            order.append(episode["episode_id"])
+            return super().process(episode, loaded, deferred)
+
+    healthy = make_pipeline(engine)
+    pipeline = Recording(
+        engine,
+        healthy.summariser,
+        healthy.embedder,
+        healthy.extractor,
+        vault=healthy.vault,
+        max_retries=2,
+        retry_backoff=timedelta(0),
+    )
+    first = pipeline.run_once(10, yield_chunks=False)
+    assert (first.completed, first.handed_back) == (1, 2)
+    with engine.connect() as conn:
+        states = dict(
+            conn.execute(
+                text(
+                    "SELECT status, count(*) FROM episodes WHERE dataset = 'fair-batch' GROUP BY 1"
+                )
+            ).all()
+        )
+    assert states == {"completed": 1, "pending": 2}  # handed back as they were, no retry
+    second = pipeline.run_once(10, yield_chunks=False)
+    assert (second.completed, second.handed_back) == (3, 0)  # nobody else waits now
+    # The late dataset came right after the backlog's next turn, not after all of it.
+    assert order == [backlog[0], backlog[1], late[0], backlog[2]]

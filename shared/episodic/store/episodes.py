@@ -531,6 +531,44 @@ def any_due(conn: Connection, now: datetime | None = None) -> bool:
     )
 
 
+def other_dataset_due(
+    conn: Connection, datasets: Sequence[str], now: datetime | None = None
+) -> bool:
+    """Whether a dataset not in ``datasets`` has an episode due (what :func:`claim_pending`
+    would find): a worker whose batch holds a second turn of a dataset asks this before it,
+    and hands that turn back when another dataset is waiting (:func:`hand_back`)."""
+    return bool(
+        conn.execute(
+            text(
+                across_datasets("the Summariser asks whether another dataset has an episode due")
+                + f"SELECT EXISTS (SELECT 1 FROM episodes WHERE status = 'pending' "
+                f"AND next_attempt_at <= {NOW} AND NOT (dataset = ANY(:datasets)))"
+            ),
+            {"now": now, "datasets": list(datasets)},
+        ).scalar_one()
+    )
+
+
+def hand_back(conn: Connection, claimed: Sequence[RowMapping], worker: str) -> int:
+    """Hands claims of this worker back as they were (pending, due when they were due, no
+    retry counted), so the next claim orders them with the other datasets' episodes again
+    (each dataset's oldest first). Per dataset: one shard each on Citus."""
+    handed = 0
+    by_dataset: dict[str, list[Any]] = {}
+    for episode in claimed:
+        by_dataset.setdefault(episode["dataset"], []).append(episode["episode_id"])
+    for dataset, ids in sorted(by_dataset.items()):
+        handed += conn.execute(
+            text(
+                "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
+                "updated_at = now() WHERE dataset = :dataset AND episode_id = ANY(:ids) "
+                "AND status = 'processing' AND claimed_by = :worker"
+            ),
+            {"dataset": dataset, "ids": ids, "worker": worker},
+        ).rowcount
+    return handed
+
+
 def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping]:
     """Semantic extraction only starts once summarisation succeeded (completed_at is set;
     an episode superseded right at completion is archived but did complete). Nothing here
