@@ -12,9 +12,10 @@ Attacks:
   no chunk covers, and claims take turns across datasets.
 - ``backlog``: ``--threads`` threads of two messages each, all ended at once.
 
-Printed: the victim's time to memory before and during, the attacker's episodes and the
-time until its last one completed, and the Summariser's peak and final resident memory
-(VmHWM, VmRSS). The embedder is the hashing one (offline, fast), so the figures are the
+Printed: the victim's time to memory before, during and after (once the attacker's last
+episode completed), the attacker's episodes and the time until its last one completed, the
+Summariser's peak and final resident memory (VmHWM, VmRSS), and the health checks of the
+four services that failed or took over a second while the attack ran. The embedder is the hashing one (offline, fast), so the figures are the
 suite's own work, not a model's.
 
 With ``--summarisers N`` the episodes are shared by N Summariser replicas (claims take
@@ -28,10 +29,15 @@ is the highest peak among them.
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from episodic.client import EpisodicClient
+from episodic.server import GRPC_SERVICES
 from episodic.testing.database import scratch_database
 from episodic.testing.processes import ServiceProcess, start_service
 
@@ -48,6 +54,33 @@ def _memory_mb(proc: ServiceProcess) -> tuple[float, float]:
             if key in ("VmHWM", "VmRSS"):
                 values[key] = int(rest.split()[0]) / 1024
     return values.get("VmHWM", float("nan")), values.get("VmRSS", float("nan"))
+
+
+def _watch_health(
+    services: list[ServiceProcess], stop: threading.Event, misses: list[int], checks: list[int]
+) -> None:
+    """Asks every service's readiness (its own health name, as the Kubernetes probes do)
+    twice a second until ``stop``; a check that fails, says NOT_SERVING or takes over a
+    second is a miss."""
+    channels = [s.channel() for s in services]
+    probes = [
+        (health_pb2_grpc.HealthStub(c), GRPC_SERVICES[s.name])
+        for c, s in zip(channels, services, strict=True)
+    ]
+    try:
+        while not stop.is_set():
+            for stub, name in probes:
+                checks[0] += 1
+                try:
+                    answer = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=1)
+                    if answer.status != health_pb2.HealthCheckResponse.SERVING:
+                        misses[0] += 1
+                except grpc.RpcError:
+                    misses[0] += 1
+            stop.wait(0.5)
+    finally:
+        for channel in channels:
+            channel.close()
 
 
 def _victim(client: EpisodicClient, n: int) -> float:
@@ -126,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
                 timeout=120,
             )
             before = [_victim(client, n) for n in range(3)]
+            stop, misses, checks = threading.Event(), [0], [0]
+            watcher = threading.Thread(
+                target=_watch_health,
+                args=([*services, *summarisers], stop, misses, checks),
+                daemon=True,
+            )
+            watcher.start()
             started = time.perf_counter()
             if attack == "giant":
                 ids = [_giant(client, args.messages, args.message_bytes)]
@@ -139,24 +179,40 @@ def main(argv: list[str] | None = None) -> int:
             for thread_id in ids:
                 client.wait_for_episode(thread_id, timeout=3600)
             drained = time.perf_counter() - started
+            stop.set()
+            watcher.join()
+            after = _victim(client, 9)
             episodes = sum(1 for _ in client.iter_episodes("attacker"))  # its windows
             peak, current = max(_memory_mb(s) for s in summarisers)
             rows.append(
-                (attack, what, min(before), during, written, drained, episodes, peak, current)
+                (
+                    attack,
+                    what,
+                    min(before),
+                    during,
+                    after,
+                    written,
+                    drained,
+                    episodes,
+                    peak,
+                    current,
+                    f"{misses[0]} of {checks[0]}",
+                )
             )
             client.close()
             for service in (*summarisers, *services):
                 service.terminate()
 
     print(
-        "\n| attack | what | victim before (s) | victim during (s) | attack written in (s) | "
-        "attack summarised by (s) | attacker episodes | Summariser peak / now MB |"
+        "\n| attack | what | victim before / during / after (s) | attack written in (s) | "
+        "attack summarised by (s) | attacker episodes | Summariser peak / now MB | "
+        "health misses |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for attack, what, before, during, written, drained, episodes, peak, current in rows:
+    for attack, what, first, during, last, written, drained, episodes, peak, now, h in rows:
         print(
-            f"| {attack} | {what} | {before:.2f} | {during:.2f} | {written:.0f} | "
-            f"{drained:.0f} | {episodes} | {peak:.0f} / {current:.0f} |"
+            f"| {attack} | {what} | {first:.2f} / {during:.2f} / {last:.2f} | {written:.0f} | "
+            f"{drained:.0f} | {episodes} | {peak:.0f} / {now:.0f} | {h} |"
         )
     return 0
 
