@@ -24,10 +24,10 @@ its parameters (as ``rank`` has it):
    copied into a database there and the same top 400 is also taken from a ``bm25`` index,
    beside ``ts_rank`` on that server (both timed on the same server).
 
-A document is indexed for pg_textsearch as text: each lexeme of its ``search_vector`` as the
-md5 of the lexeme (any lexeme, blinded or clear, is then one token of the ``simple`` parser),
-repeated as often as it occurs — the same term frequencies and document length as the
-tsvector's.
+A document is indexed for pg_textsearch as text by ``episodic_bm25_text``
+(``episodic.testing.textsearch.BM25_TEXT_FUNCTION``: each lexeme as its md5, repeated as often
+as it occurs — the tsvector's term frequencies and length). ``textsearch_server()`` there
+starts a server that loads the extension, built from the vendored source.
 """
 
 from __future__ import annotations
@@ -74,12 +74,6 @@ EXACT_BM25 = f"""WITH st AS (
 BM25_TOPK = """SELECT episode_id FROM episodes x
     WHERE x.dataset = %(ds)s AND x.status = 'completed'
     ORDER BY episodic_bm25_text(x.search_vector) <@> %(bq)s::bm25query LIMIT %(k)s"""
-#: The tsvector as text for pg_textsearch's ``simple`` configuration (module docstring).
-BM25_TEXT_FUNCTION = """CREATE FUNCTION episodic_bm25_text(tsvector) RETURNS text
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN (SELECT coalesce(string_agg(repeat(md5(u.lexeme) || ' ',
-                                              coalesce(array_length(u.positions, 1), 1)), ''), '')
-            FROM unnest($1) u)"""
 
 
 def log(msg: str) -> None:
@@ -100,6 +94,7 @@ def copy_documents(url: str, admin_url: str) -> str:
     GIN index Recall has and a pg_textsearch ``bm25`` index; its URL. Prints the build
     times."""
     from episodic.testing.database import with_database
+    from episodic.testing.textsearch import BM25_TEXT_FUNCTION
 
     name = f"heavy_path_{os.getpid()}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
