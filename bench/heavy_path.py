@@ -12,17 +12,22 @@ its parameters (as ``rank`` has it):
    (what remains is the dataset's BM25 statistics, the best lexical holders and the scoring
    of the candidates: the floor), then that floor plus each other pool part alone, then the
    whole statement; p50/p99 and each part's p50 over the floor;
-2. **recall**: with ``--exact-queries N``, the exact statement's top 10 against the whole
+2. **statistics**: each CTE of the dataset's statistics alone (``ddf``, ``pdf``, the
+   documents' and passages' counts and lengths, the selective words' holders and their exact
+   BM25), with what it reads before it;
+3. **recall**: with ``--exact-queries N``, the exact statement's top 10 against the whole
    approximate statement and against it without the ``ts_rank`` parts (``lexical``,
    ``densest documents``, ``densest chunks``): what those parts buy;
-3. **lexical top-k**: the 400 best lexical matches of one dataset by ``ts_rank`` over the GIN
+4. **lexical top-k**: the 400 best lexical matches of one dataset by ``ts_rank`` over the GIN
    index (the ``lexical`` part) against the exact BM25 ranking (SQL over every holder of a
    query word, the dataset's own statistics): time, and how many of the exact BM25 top 10 and
    top 50 each top 400 holds. With ``--textsearch-url`` (an admin URL of a PostgreSQL that
    has pg_textsearch in ``shared_preload_libraries``, e.g. built from
    ``../shared/vendor/pg_textsearch-1.4.0.tar.gz``), the store's episodes' documents are
    copied into a database there and the same top 400 is also taken from a ``bm25`` index,
-   beside ``ts_rank`` on that server (both timed on the same server).
+   beside ``ts_rank`` on that server (both timed on the same server); and the write cost
+   there: single-row inserts of the dataset's documents with the GIN index alone and with the
+   ``bm25`` index too, ABBA.
 
 A document is indexed for pg_textsearch as text by ``episodic_bm25_text``
 (``episodic.testing.textsearch.BM25_TEXT_FUNCTION``: each lexeme as its md5, repeated as often
@@ -137,6 +142,90 @@ def copy_documents(url: str, admin_url: str) -> str:
             print(f"pg_textsearch server: {index} index built in {time.perf_counter() - t:.1f} s")
         dst.execute("VACUUM ANALYZE episodes")
     return target
+
+
+#: The CTEs of the approximate statement's dataset statistics, each timed alone.
+STATISTICS_CTES = (
+    "ddf",
+    "pdf",
+    "dataset_dstats",
+    "dataset_pstats",
+    "dataset_dterms",
+    "dataset_pterms",
+    "dataset_doc_bm25",
+    "dataset_passage_bm25",
+)
+
+
+def statistics_ctes(
+    conn: psycopg.Connection, rq: Any, dataset: str, queries: int, words: Any, params: Any
+) -> None:
+    """Each CTE of ``_dataset_statistics`` (the floor's statistics) alone, with what it
+    reads before it: ``SELECT count(*)`` of it after the query's lexeme CTEs (p50/p99 ms)."""
+    from bench.recall_speed import psycopg_sql
+
+    ctes, _, _ = rq._dataset_statistics()
+    lexemes = (
+        "q AS (SELECT lexeme, max(weight) AS weight, min(term) AS term FROM unnest("
+        "CAST(:lexemes AS text[]), CAST(:weights AS float8[]), CAST(:terms AS text[])) "
+        "AS u(lexeme, weight, term) GROUP BY lexeme), "
+        f"qq AS (SELECT string_agg({rq.QUOTED_LEXEME}, ' | ')::tsquery AS tq, "
+        "array_agg(lexeme) AS lexemes FROM q),"
+    )
+    head = f"WITH {lexemes}{ctes.rstrip().rstrip(',')}"
+    sqls = {name: psycopg_sql(f"{head} SELECT count(*) FROM {name}") for name in STATISTICS_CTES}
+    times: dict[str, list[float]] = {name: [] for name in sqls}
+    log(f"timing the statistics' CTEs × {queries} queries …")
+    for _ in range(queries):
+        p = params(words(), 3)
+        for name, sql in sqls.items():
+            t = time.perf_counter()
+            conn.execute(sql, p).fetchall()
+            times[name].append(time.perf_counter() - t)
+    print(f"the dataset's statistics, each CTE alone with what it reads, {dataset} (ms):\n")
+    print("| CTE | p50 | p99 |\n|---|---|---|")
+    for name, samples in times.items():
+        p50, p99 = ms(samples)
+        print(f"| {name} | {p50:.1f} | {p99:.1f} |")
+    print()
+
+
+def write_cost(url: str, dataset: str, rows: int = 1500) -> None:
+    """Single-row inserts (autocommit) of ``dataset``'s documents into a copy of the table
+    with its GIN index, and with GIN and the ``bm25`` index, ABBA (ms per row)."""
+    with psycopg.connect(url, autocommit=True) as c:
+        sample = c.execute(
+            "SELECT dataset, episode_id, status, search_vector, search_length FROM episodes "
+            "WHERE dataset = %s LIMIT %s",
+            (dataset, rows),
+        ).fetchall()
+        per_row: dict[str, list[float]] = {"gin": [], "gin + bm25": []}
+        for variant in ("gin", "gin + bm25", "gin + bm25", "gin"):
+            c.execute("DROP TABLE IF EXISTS write_cost")
+            c.execute("CREATE TABLE write_cost (LIKE episodes, PRIMARY KEY (dataset, episode_id))")
+            c.execute(
+                "INSERT INTO write_cost SELECT * FROM episodes WHERE dataset <> %s", (dataset,)
+            )
+            c.execute(
+                "CREATE INDEX ON write_cost USING gin (search_vector) WHERE status = 'completed'"
+            )
+            if variant != "gin":
+                c.execute(
+                    "CREATE INDEX write_cost_bm25_idx ON write_cost USING bm25 "
+                    "((episodic_bm25_text(search_vector))) WITH (text_config = 'simple') "
+                    "WHERE status = 'completed'"
+                )
+            t = time.perf_counter()
+            for row in sample:
+                c.execute("INSERT INTO write_cost VALUES (%s, %s, %s, %s, %s)", row)
+            per_row[variant].append(1000 * (time.perf_counter() - t) / len(sample))
+        c.execute("DROP TABLE write_cost")
+    for variant, values in per_row.items():
+        print(
+            f"write cost, {variant}: {', '.join(f'{v:.2f}' for v in values)} ms per "
+            "single-row insert of a document (autocommit)"
+        )
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,10 +350,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
             print()
 
+    if not args.skip_parts:
+        statistics_ctes(conn, rq, args.dataset, args.queries, words, params)
+
     topk_servers = [("store", conn)]
     if args.textsearch_url:
         log("copying the documents to the pg_textsearch server …")
-        other = psycopg.connect(copy_documents(args.url, args.textsearch_url), autocommit=True)
+        copied = copy_documents(args.url, args.textsearch_url)
+        write_cost(copied, args.dataset)
+        other = psycopg.connect(copied, autocommit=True)
         other.execute(f"SET plan_cache_mode = {rq.CUSTOM_PLANS}")
         topk_servers.append(("pg_textsearch server", other))
     runs: dict[str, list[float]] = {}
