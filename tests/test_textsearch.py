@@ -2,7 +2,7 @@
 vendored source against the wheel's PostgreSQL, ranks our lexical documents (tsvectors, as
 ``episodic_bm25_text`` turns them into text) by BM25, and answers after a crash.
 
-Marked slow (the first run compiles the extension: seconds quiet, about a minute loaded):
+Marked slow (the first run compiles the extension: seconds quiet, about two minutes at load ~19):
 ``pytest -m slow tests/test_textsearch.py``. Skipped where it cannot be built (no source,
 no compiler) unless ``CI`` is set, where that is a failure."""
 

@@ -5,8 +5,8 @@ it — for the benchmark that measures it (``bench/heavy_path.py --textsearch-ur
 test that proves it builds, ranks and survives a crash here.
 
 ``textsearch_install()`` builds once into a cache directory (~3 s of compiler on a quiet
-machine, under a minute on a loaded one) and returns a PostgreSQL installation with
-pg_textsearch (and the wheel's pgvector) in it; ``textsearch_server()`` starts a server on
+machine, 47 s at load ~9 and about two minutes at load ~19 here) and returns a PostgreSQL
+installation with pg_textsearch (and the wheel's pgvector) in it; ``textsearch_server()`` starts a server on
 it with ``shared_preload_libraries = 'pg_textsearch'`` (the extension needs it).
 """
 
