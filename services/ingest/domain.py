@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from episodic.config import IngestSettings
 from episodic.crypto import DatasetKey, json_text
 from episodic.errors import AlreadyExists, InvalidArgument
+from episodic.store import owners
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
 from episodic.store.raw_statement import fetch_one_autocommitted
@@ -571,16 +572,13 @@ def add_messages(
     """
     # The routing lookup of AddMessages and its thread lock, in one statement. Citus locks
     # rows only in a statement routed to one shard: there the thread's dataset is looked
-    # up first (unlocked; a thread never changes dataset), and the lock names it.
+    # up first (unlocked; a thread never changes dataset; a thread this process created or
+    # wrote to before is looked up on its own shard), and the lock names it.
     group: list[str] | None = None
     if distributed(conn):
-        found = conn.execute(
-            text(
-                across_datasets("AddMessages' routing lookup by thread id")
-                + "SELECT dataset FROM threads WHERE thread_id = :id"
-            ),
-            {"id": thread_id},
-        ).scalar()
+        found = owners.find_thread(
+            conn, thread_id, may_see=lambda dataset: _allowed(authorize, dataset)
+        )
         if found is None:
             raise thread_not_found(thread_id)
         group = [found]
@@ -641,6 +639,7 @@ def add_messages(
         new = _store(conn, data_key, thread["dataset"], thread_id, to_store)
     if routes is not None:
         routes.remember(thread_id, thread["dataset"], data_key)
+    owners.remember_thread(thread_id, thread["dataset"])
 
     # Receipts in request order: new messages in the order they were stored, replays with
     # the message stored first.

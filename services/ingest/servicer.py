@@ -121,6 +121,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 metadata_json=metadata,
                 idempotency_key=idempotency_key,
             )
+        # Its id-only calls to this replica then search its dataset only (store/owners.py).
+        owners.remember_thread(row["thread_id"], dataset)
         if created:
             self.notifier.record_thread_started(str(row["thread_id"]))
         return pb.CreateThreadResponse(thread=convert.thread(row), created=created)
