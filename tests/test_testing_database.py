@@ -58,6 +58,13 @@ def test_abandoned_server_directories_are_removed_and_live_or_new_ones_kept(
     never_started = _server_directory(tmp_path, "nopid", age=3600, pid=None)
     running = _server_directory(tmp_path, "running", age=3600, pid=os.getpid())
     just_made = _server_directory(tmp_path, "new", age=5, pid=None)
+    # A Citus cluster: one data directory per node, the coordinator's server stopped.
+    cluster = _server_directory(tmp_path, "citus", age=3600, pid=None)
+    (cluster / "pgdata").rmdir()
+    for node, pid in (("coordinator", finished.pid), ("worker1", os.getpid())):
+        (cluster / node).mkdir()
+        (cluster / node / "postmaster.pid").write_text(f"{pid}\n/somewhere\n")
+    os.utime(cluster, (0, 0))
     other = tmp_path / "someone-elses"
     other.mkdir()
     os.utime(other, (0, 0))
@@ -66,4 +73,4 @@ def test_abandoned_server_directories_are_removed_and_live_or_new_ones_kept(
 
     assert sorted(removed) == sorted([abandoned, never_started])
     assert not abandoned.exists() and not never_started.exists()
-    assert running.exists() and just_made.exists() and other.exists()
+    assert running.exists() and just_made.exists() and other.exists() and cluster.exists()

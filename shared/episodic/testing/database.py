@@ -64,7 +64,10 @@ def remove_abandoned(parent: str | None, *, older_than: float = 600.0) -> list[P
     behind — in RAM they would hold memory until the machine restarts: those older than
     ``older_than`` seconds whose server is not running (no ``postmaster.pid``, or its
     process is gone). A run that has just created its directory and not yet started its
-    server is younger than that. Returns what it removed."""
+    server is younger than that. A Citus test cluster (``episodic.testing.citus``) keeps a
+    data directory per node (``coordinator``, ``worker1`` …) instead of ``pgdata``: it is
+    running while any of them is (the tier outlives ten minutes, and another test run's
+    start must not delete it under it). Returns what it removed."""
     base = Path(parent) if parent else Path(tempfile.gettempdir())
     removed = []
     for directory in base.glob(f"{SERVER_DIRECTORY_PREFIX}*"):
@@ -73,7 +76,8 @@ def remove_abandoned(parent: str | None, *, older_than: float = 600.0) -> list[P
                 continue
         except OSError:
             continue  # gone meanwhile
-        if EmbeddedPostgres(directory / "pgdata").running():
+        nodes = [directory / "pgdata", *(p.parent for p in directory.glob("*/postmaster.pid"))]
+        if any(EmbeddedPostgres(node).running() for node in nodes):
             continue
         shutil.rmtree(directory, ignore_errors=True)
         removed.append(directory)
