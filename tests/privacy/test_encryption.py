@@ -22,6 +22,8 @@ from episodic.testing.keys import keyring_file, test_vault
 from episodic.testing.scan import find
 from tests.recall.factory import EMBEDDER, T0, make_episode
 
+pytestmark = pytest.mark.citus  # key rotation and sealed recall run on Citus too
+
 WORDS = ("marzipanword", "marzipanlabel", "marzipanmeta", "marzipanperson")
 
 

@@ -13,6 +13,8 @@ from episodic.client import EpisodicRpcError
 from episodic.store.lifecycle import messages_digest
 from episodic.testing.scan import find
 
+pytestmark = pytest.mark.citus  # retention and compaction run on Citus too
+
 CHAT = [
     ("user", "We agreed the quarterly pricing review moves to the second Monday."),
     ("assistant", "Noted: pricing review on the second Monday of each quarter."),

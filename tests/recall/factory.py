@@ -55,10 +55,15 @@ def add_messages(
     names: Sequence[str | None] | None = None,
 ) -> tuple[int, int, datetime, datetime]:
     """Appends messages ending at ``at``; returns (first, last sequence, first, last time)."""
-    last, dataset = conn.execute(
-        text("SELECT last_sequence, dataset FROM threads WHERE thread_id = :t FOR UPDATE"),
-        {"t": thread_id},
-    ).one()
+    # Found unlocked, then locked naming its dataset: Citus locks rows only in a statement
+    # routed to one shard (as AddMessages does).
+    dataset = conn.execute(
+        text("SELECT dataset FROM threads WHERE thread_id = :t"), {"t": thread_id}
+    ).scalar_one()
+    last = conn.execute(
+        text("SELECT last_sequence FROM threads WHERE dataset = :ds AND thread_id = :t FOR UPDATE"),
+        {"ds": dataset, "t": thread_id},
+    ).scalar_one()
     key = _key(conn, dataset)
     n = len(contents)
     times = [at - spacing * (n - 1 - i) for i in range(n)]
@@ -82,9 +87,9 @@ def add_messages(
     conn.execute(
         text(
             "UPDATE threads SET last_sequence = :last, last_message_at = :at, "
-            "last_activity_at = :at WHERE thread_id = :t"
+            "last_activity_at = :at WHERE dataset = :ds AND thread_id = :t"
         ),
-        {"last": last + n, "at": times[-1], "t": thread_id},
+        {"last": last + n, "at": times[-1], "ds": dataset, "t": thread_id},
     )
     return last + 1, last + n, times[0], times[-1]
 
@@ -122,9 +127,9 @@ def make_episode(
         conn.execute(
             text(
                 "UPDATE episodes SET status = 'archived' "
-                "WHERE thread_id = :t AND status = 'completed'"
+                "WHERE dataset = :ds AND thread_id = :t AND status = 'completed'"
             ),
-            {"t": thread_id},
+            {"ds": dataset, "t": thread_id},
         )
     conn.execute(
         text(
@@ -135,7 +140,7 @@ def make_episode(
                 completed_at)
             VALUES (:id, :t, :ds, :status, 'skipped', 'explicit', :first, :last, :n, :started,
                 :ended, :summary, :kl, :entities, CAST(:tokens AS text[]), :event_type,
-                :actor, CAST(:embedding AS vector), CASE WHEN :done THEN now() END)
+                :actor, CAST(:embedding AS vector), :completed_at)
             """
         ),
         {
@@ -155,12 +160,13 @@ def make_episode(
             "actor": key.seal("user", "episodes.actor"),
             "event_type": event_type,
             "embedding": embedder.embed([summary])[0] if done else None,
-            "done": done,
+            # Not CASE WHEN … THEN now(): Citus refuses a clock inside CASE in a write.
+            "completed_at": datetime.now(UTC) if done else None,
         },
     )
     conn.execute(
-        text("UPDATE threads SET captured_sequence = :last WHERE thread_id = :t"),
-        {"last": last, "t": thread_id},
+        text("UPDATE threads SET captured_sequence = :last WHERE dataset = :ds AND thread_id = :t"),
+        {"last": last, "ds": dataset, "t": thread_id},
     )
     if index and done:
         index_episode(conn, test_vault(), episode_id, embedder)
