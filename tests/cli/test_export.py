@@ -26,6 +26,8 @@ from episodic.export import NOT_NAME_PARTS, Pseudonymiser, load_or_create_key
 from episodic.testing.database import TestDatabases
 from episodic.testing.processes import ServiceProcess, start_service
 
+pytestmark = pytest.mark.citus  # export reads every table: on Citus too
+
 DATASET = "acme_support"
 #: Names the data carries in metadata (values of identifier keys).
 PEOPLE = ["alice_w", "Alice Walker", "bob.k@example.com", "Bob Kowalski"]

@@ -406,6 +406,7 @@ def _stored(client: EpisodicClient) -> int:
     return sum(t.message_count for t in client.recent_threads("backfill_user", 100))
 
 
+@pytest.mark.citus  # through the services, on Citus too
 def test_import_killed_midway_resumes_without_duplicates(spawn, tmp_path) -> None:  # type: ignore[no-untyped-def]
     scheduler = spawn("scheduler")
     ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
@@ -748,6 +749,7 @@ def test_the_checks_use_ingests_own_limits(monkeypatch: pytest.MonkeyPatch) -> N
     assert "--batch-size 5000 is over Ingest's 1000 messages" in str(checked.problems[0])
 
 
+@pytest.mark.citus  # through the services, on Citus too
 def test_a_file_the_dry_run_refuses_is_not_imported_at_all(spawn) -> None:  # type: ignore[no-untyped-def]
     """Before: the first thread was stored, then the bad line failed the import half-way
     and left an empty thread behind."""
