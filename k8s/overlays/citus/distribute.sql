@@ -32,6 +32,11 @@ SELECT create_distributed_table('message_tool_calls', 'dataset', colocate_with :
 SELECT create_distributed_table('outcomes', 'dataset', colocate_with := 'datasets');
 SELECT create_distributed_table('procedure_candidates', 'dataset', colocate_with := 'datasets');
 SELECT create_distributed_table('procedures', 'dataset', colocate_with := 'datasets');
+-- A database that already held rows (a single-node store moved to Citus): each call above
+-- copied its table's rows to the shards and left the coordinator's local copy, unread but
+-- on disk. Empty those copies (nothing on an empty table). audit_events stays local.
+SELECT truncate_local_data_after_distributing_table(logicalrelid)
+FROM pg_dist_partition WHERE logicalrelid <> 'audit_events'::regclass;
 -- A table added later gets one line of the same form, in foreign-key order. This query
 -- must return no row before the services start:
 SELECT c.relname AS not_distributed

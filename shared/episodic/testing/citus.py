@@ -206,53 +206,72 @@ class CitusCluster:
             ensure_user_exists(self._user)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.base_dir.chmod(0o755)
-        bin_dir = self.install / "bin"
         for index in range(self.workers + 1):
-            name = "coordinator" if index == 0 else f"worker{index}"
-            node = Node(name, self.base_dir / name, _free_port())
-            node.data_dir.mkdir(mode=0o700)
-            if self._user:
-                entry = pwd.getpwnam(self._user)
-                os.chown(node.data_dir, entry.pw_uid, entry.pw_gid)
-            self._run(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(node.data_dir),
-                    "-U",
-                    "postgres",
-                    "--auth=trust",
-                    "--encoding=utf8",
-                    "--no-sync",
-                ]
-            )
-            with open(node.data_dir / "postgresql.conf", "a") as conf:
-                conf.write(
-                    "\n# episodic's Citus test cluster\n"
-                    "shared_preload_libraries = 'citus'\n"
-                    f"port = {node.port}\n"
-                    "listen_addresses = '127.0.0.1'\n"
-                    f"unix_socket_directories = '{node.data_dir}'\n"
-                    "max_connections = 300\n"
-                    "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
-                    "max_prepared_transactions = 200\n"
-                )
-            self.nodes.append(node)
-            self._run(
-                [
-                    str(bin_dir / "pg_ctl"),
-                    "-D",
-                    str(node.data_dir),
-                    "-l",
-                    str(node.data_dir / "log"),
-                    "-w",
-                    "-t",
-                    "60",
-                    "start",
-                ]
-            )
+            self._start_node("coordinator" if index == 0 else f"worker{index}")
         self.create_database(DATABASE)
         return self.url
+
+    def _start_node(self, name: str) -> Node:
+        """A new node's data directory, initialised and started (not yet joined)."""
+        bin_dir = self.install / "bin"
+        node = Node(name, self.base_dir / name, _free_port())
+        node.data_dir.mkdir(mode=0o700)
+        if self._user:
+            entry = pwd.getpwnam(self._user)
+            os.chown(node.data_dir, entry.pw_uid, entry.pw_gid)
+        self._run(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(node.data_dir),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=utf8",
+                "--no-sync",
+            ]
+        )
+        with open(node.data_dir / "postgresql.conf", "a") as conf:
+            conf.write(
+                "\n# episodic's Citus test cluster\n"
+                "shared_preload_libraries = 'citus'\n"
+                f"port = {node.port}\n"
+                "listen_addresses = '127.0.0.1'\n"
+                f"unix_socket_directories = '{node.data_dir}'\n"
+                "max_connections = 300\n"
+                "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+                "max_prepared_transactions = 200\n"
+            )
+        self.nodes.append(node)
+        self._run(
+            [
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(node.data_dir),
+                "-l",
+                str(node.data_dir / "log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
+        return node
+
+    def add_worker(self, databases: list[str]) -> Node:
+        """Starts one more worker and joins it to each of ``databases`` (Citus keeps its node
+        list per database) — what a team does before rebalancing (docs/citus.md). Its
+        shards stay where they are until ``citus_rebalance_start()`` moves some."""
+        node = self._start_node(f"worker{len(self.nodes)}")
+        for name in databases:
+            with psycopg.connect(node.url("postgres"), autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            with psycopg.connect(node.url(name), autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION citus")
+                conn.execute("CREATE EXTENSION vector")
+            with psycopg.connect(self.coordinator.url(name), autocommit=True) as conn:
+                conn.execute("SELECT citus_add_node('127.0.0.1', %s)", (node.port,))
+        return node
 
     def create_database(self, name: str) -> str:
         """A database of the cluster: created on every node with the extensions it needs,

@@ -1,0 +1,108 @@
+"""The path README's "The path to Citus" gives a team, run on a cluster of its own: a
+database that already holds data (migrated and written before Citus distributes it) is
+distributed with ``distribute.sql`` (which also empties the coordinator's local copies),
+then grows by a worker and rebalances — every row still there, rows still written and read
+one shard at a time."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import psycopg
+import pytest
+from sqlalchemy import text
+
+from episodic.store import migrate
+from episodic.store.db import make_engine
+from episodic.testing.citus import DISTRIBUTE_SQL, citus_cluster
+from episodic.testing.database import EMBEDDING_DIMENSION
+from tests.recall.factory import make_episode
+
+pytestmark = pytest.mark.citus
+
+DATASETS = [f"grow{i:02d}" for i in range(10)]
+#: What the rows of a store add up to, table by table (checked before and after each step).
+TABLES = ("datasets", "threads", "messages", "episodes", "message_chunks")
+
+
+def _counts(url: str) -> dict[str, int]:
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in TABLES}
+    finally:
+        engine.dispose()
+
+
+def _nodes_holding(url: str) -> int:
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(
+                text(
+                    "SELECT count(DISTINCT nodeport) FROM citus_shards "
+                    "WHERE table_name = 'messages'::regclass"
+                )
+            ).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def test_a_filled_database_is_distributed_then_grows_by_a_worker() -> None:
+    if not os.environ.get("EPISODIC_TEST_CITUS"):
+        pytest.skip("a cluster's growth needs the Citus tier (make test-citus)")
+    with citus_cluster(workers=2) as cluster:
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        url = cluster.create_database(name)
+        # The single-node store: migrated with one partition (docs/citus.md), and written.
+        migrate.upgrade(url, EMBEDDING_DIMENSION, partitions=1)
+        engine = make_engine(url, pool_size=2)
+        with engine.begin() as conn:
+            for dataset in DATASETS:
+                make_episode(conn, dataset, [f"{dataset} wants the train", "Booked for Friday."])
+        engine.dispose()
+        before = _counts(url)
+        assert before["messages"] == 2 * len(DATASETS)
+
+        # Distributed as documented: the rows are on the shards, none left on the coordinator.
+        cluster.psql_file(DISTRIBUTE_SQL, url)
+        assert _counts(url) == before
+        with psycopg.connect(url, autocommit=True) as db:  # the shell table's own pages
+            local = db.execute("SELECT pg_relation_size('messages')").fetchone()
+        assert local == (0,)
+        assert _nodes_holding(url) == 2
+
+        # One more worker; the rebalancer moves shards onto it, and nothing is lost.
+        cluster.add_worker([name])
+        # Each its own transaction: the job citus_rebalance_start queues is seen by the
+        # background workers only once committed.
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute("SELECT citus_rebalance_start(shard_transfer_mode := 'block_writes')")
+            db.execute("SELECT citus_rebalance_wait()")
+        engine = make_engine(url, pool_size=2)
+        assert _nodes_holding(url) == 3
+        assert _counts(url) == before
+
+        # Still written and read a dataset at a time, on whichever node it landed.
+        with engine.begin() as conn:
+            made = make_episode(conn, DATASETS[0], ["Moved, and still here?", "Yes."])
+        with engine.connect() as conn:
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    text(
+                        "EXPLAIN SELECT count(*) FROM messages WHERE dataset = :d AND thread_id = :t"
+                    ),
+                    {"d": DATASETS[0], "t": made.thread_id},
+                )
+            )
+            assert "Task Count: 1" in plan
+            assert (
+                conn.execute(
+                    text("SELECT count(*) FROM messages WHERE dataset = :d AND thread_id = :t"),
+                    {"d": DATASETS[0], "t": made.thread_id},
+                ).scalar_one()
+                == 2
+            )
+        engine.dispose()
