@@ -15,6 +15,8 @@ from episodic.client import (
 )
 from episodic.testing.scan import find
 
+pytestmark = pytest.mark.citus  # entities through the services, on Citus too
+
 DATASET = "canon_service"
 
 

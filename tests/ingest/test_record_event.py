@@ -18,6 +18,8 @@ from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as g
 
+pytestmark = pytest.mark.citus  # events through the services, on Citus too
+
 
 @pytest.fixture
 def ingest(spawn):  # type: ignore[no-untyped-def]

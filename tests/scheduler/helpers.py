@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine, text
 from episodic.config import IngestSettings, SchedulerSettings
 from episodic.services.ingest import domain as ingest
 from episodic.services.scheduler import domain
+from episodic.store.sql import or_now
 from episodic.testing.keys import test_vault
 
 INGEST = IngestSettings()
@@ -125,13 +126,15 @@ def set_quiet_since(engine: Engine, thread_id: uuid.UUID, when: datetime) -> Non
 def claim_episode(engine: Engine, episode_id: Any, worker: str, at: datetime | None = None) -> None:
     """What a summariser's claim does (theirs to implement): pending -> processing."""
     with engine.begin() as conn:
+        # or_now, not coalesce(…, now()), and the dataset named: Citus refuses a clock in
+        # COALESCE in a write, and this claim must reach one shard.
         n = conn.execute(
             text(
                 "UPDATE episodes SET status = 'processing', claimed_by = :w, "
-                "claimed_at = coalesce(CAST(:at AS timestamptz), now()) "
-                "WHERE episode_id = :id AND status = 'pending'"
+                f"claimed_at = {or_now('CAST(:at AS timestamptz)')} "
+                "WHERE dataset = :d AND episode_id = :id AND status = 'pending'"
             ),
-            {"w": worker, "id": episode_id, "at": at},
+            {"w": worker, "id": episode_id, "at": at, "d": episode_dataset(conn, episode_id)},
         ).rowcount
     assert n == 1
 

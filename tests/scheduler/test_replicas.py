@@ -11,6 +11,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+import pytest
 from sqlalchemy import Engine, text
 
 from episodic.services.ingest import domain as ingest
@@ -20,6 +21,8 @@ from episodic.testing.processes import wait_until
 from episodic.v1 import scheduler_service_pb2 as pb
 from episodic.v1 import scheduler_service_pb2_grpc as g
 from tests.scheduler.helpers import add_messages, claim_episode, dataset_of, new_thread
+
+pytestmark = pytest.mark.citus  # claims and reclaim across replicas, on Citus too
 
 FAST = {
     "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.05",
