@@ -39,6 +39,8 @@ def test_languages_resolve_to_a_stemmer_or_simple(engine) -> None:  # type: igno
         assert resolve_language(conn, "ja") == "simple"
         assert resolve_language(conn, "zh-Hant") == "simple"
         assert resolve_language(conn, "fil") == "simple"  # ISO 639-2/3: no 639-1 code
+        assert resolve_language(conn, "yue-HK") == "simple"  # ISO 639-3 only
+        assert resolve_language(conn, "sla") == "simple"  # ISO 639-5 (a family)
         assert resolve_language(conn, "fra") == "french"  # ISO 639-2 of a stemmed one
         assert resolve_language(conn, "ger-DE") == "german"
         # a configuration's own name wins over reading it as a tag
@@ -47,7 +49,9 @@ def test_languages_resolve_to_a_stemmer_or_simple(engine) -> None:  # type: igno
         assert resolve_language(conn, "fr_CA") == "french"
         # Neither a configuration nor a language code: a typo would re-stem the whole
         # dataset word for word, so it is refused, naming what is accepted.
-        for typo in ("klingon", "frnech", "japanese", "xx"):
+        # Three letters too: ISO 639-2/3/5 are listed, so "frn" is no longer taken as a
+        # language without a stemmer; a real one without a two-letter code still is.
+        for typo in ("klingon", "frnech", "japanese", "xx", "frn", "esp", "jap", "egn"):
             with pytest.raises(InvalidArgument, match="ISO 639 code"):
                 resolve_language(conn, typo)
         for bad in ("", "!!", "fr;drop", "x" * 80):

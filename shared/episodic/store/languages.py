@@ -27,6 +27,7 @@ import logging
 import re
 import uuid
 from collections.abc import Iterable
+from importlib import resources
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, text
@@ -64,6 +65,7 @@ __all__ = [
     "resolve_language",
     "set_language",
     "settle_detected_language",
+    "three_letter_codes",
 ]
 
 log = logging.getLogger(__name__)
@@ -164,6 +166,20 @@ _ISO_639_1_CODES = """
 ISO_639_1_CODES = frozenset(_ISO_639_1_CODES.split())
 
 
+@functools.cache
+def three_letter_codes() -> frozenset[str]:
+    """Every three-letter ISO 639 code (639-2, 639-3 and 639-5: the three-letter primary
+    subtags BCP 47 allows), from :file:`episodic/data/iso_639_three_letter.txt`. About 8,000
+    codes, read once: too many to list here, and without them a three-letter typo ("frn")
+    would be taken for a language without a stemmer and the dataset re-stemmed word for
+    word."""
+    listed = resources.files("episodic").joinpath("data/iso_639_three_letter.txt")
+    text_ = listed.read_text(encoding="utf-8")
+    return frozenset(
+        code for line in text_.splitlines() if not line.startswith("#") for code in line.split()
+    )
+
+
 def resolve_language(conn: Connection, language: str, *, strict: bool = True) -> str:
     """The text-search configuration for ``language`` on this server: its stemmer when
     PostgreSQL has one, else ``simple``. INVALID_ARGUMENT for what is not a language name
@@ -190,11 +206,14 @@ def resolve_language(conn: Connection, language: str, *, strict: bool = True) ->
     ).scalar()
     if found:
         return str(found)
-    # A BCP 47 language subtag of three letters is an ISO 639-2/3 code: those of stemmed
+    # A BCP 47 language subtag of three letters is an ISO 639-2/3/5 code: those of stemmed
     # languages were mapped above; any other ("fil", a language with no two-letter code)
-    # is accepted, indexed word for word — there are too many to list, so a three-letter
-    # typo ("frn") passes too.
-    if strict and primary not in ISO_639_1_CODES and len(primary) != 3:
+    # is accepted, indexed word for word.
+    if (
+        strict
+        and primary not in ISO_639_1_CODES
+        and (len(primary) != 3 or primary not in three_letter_codes())
+    ):
         configs = conn.execute(
             text("SELECT cfgname FROM pg_ts_config WHERE cfgname <> 'simple' ORDER BY cfgname")
         ).scalars()
