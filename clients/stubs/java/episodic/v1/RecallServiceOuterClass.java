@@ -566,8 +566,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
-     * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
-     * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+     * so a question nothing in the dataset answers gets no episodes. Unset or 0 keeps every
+     * candidate (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+     * must be in [0, 1]; the README recommends a value. Applies only with a
      * query and a similarity_weight above 0 (a recall without them matches nothing and is
      * not filtered). An episode that ended
      * within a time the query names as when something happened ("what was Sam doing on
@@ -576,7 +577,25 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * the question.
      * </pre>
      *
-     * <code>double min_relevance = 14;</code>
+     * <code>optional double min_relevance = 14;</code>
+     * @return Whether the minRelevance field is set.
+     */
+    boolean hasMinRelevance();
+    /**
+     * <pre>
+     * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
+     * so a question nothing in the dataset answers gets no episodes. Unset or 0 keeps every
+     * candidate (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+     * must be in [0, 1]; the README recommends a value. Applies only with a
+     * query and a similarity_weight above 0 (a recall without them matches nothing and is
+     * not filtered). An episode that ended
+     * within a time the query names as when something happened ("what was Sam doing on
+     * December 4?") is kept whatever its relevance while recency counts from that time
+     * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+     * the question.
+     * </pre>
+     *
+     * <code>optional double min_relevance = 14;</code>
      * @return The minRelevance.
      */
     double getMinRelevance();
@@ -587,12 +606,29 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * chance, read from the best match among the episodes the request scored, that the
      * dataset holds an answer to the query at all (events are judged the same way by their
      * own best match). Unlike min_relevance it keeps every episode of a request that
-     * passes (an answerable question's weaker episodes too). 0 (the default) answers every
-     * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+     * passes (an answerable question's weaker episodes too). Unset or 0 answers every
+     * request (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+     * must be in [0, 1]. Applies, as min_relevance, only with a query and a
      * similarity_weight above 0, and not to episodes within a time the query names.
      * </pre>
      *
-     * <code>double min_match = 19;</code>
+     * <code>optional double min_match = 19;</code>
+     * @return Whether the minMatch field is set.
+     */
+    boolean hasMinMatch();
+    /**
+     * <pre>
+     * Answer with no episodes at all when the request's match is below this: the calibrated
+     * chance, read from the best match among the episodes the request scored, that the
+     * dataset holds an answer to the query at all (events are judged the same way by their
+     * own best match). Unlike min_relevance it keeps every episode of a request that
+     * passes (an answerable question's weaker episodes too). Unset or 0 answers every
+     * request (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+     * must be in [0, 1]. Applies, as min_relevance, only with a query and a
+     * similarity_weight above 0, and not to episodes within a time the query names.
+     * </pre>
+     *
+     * <code>optional double min_match = 19;</code>
      * @return The minMatch.
      */
     double getMinMatch();
@@ -605,9 +641,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * apply where the curves were fitted: English datasets (English set or detected, or not
      * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
      * with a model without curves fitted for it (an OpenAI one), abstain keeps every
-     * episode. An explicit
-     * min_relevance or min_match takes precedence over its recommended value (0 is unset:
-     * to choose other thresholds, leave abstain off and set both).
+     * episode. An explicit min_relevance or min_match, 0 included, takes precedence over its
+     * recommended value.
      * </pre>
      *
      * <code>bool abstain = 18;</code>
@@ -1297,8 +1332,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
-     * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
-     * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+     * so a question nothing in the dataset answers gets no episodes. Unset or 0 keeps every
+     * candidate (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+     * must be in [0, 1]; the README recommends a value. Applies only with a
      * query and a similarity_weight above 0 (a recall without them matches nothing and is
      * not filtered). An episode that ended
      * within a time the query names as when something happened ("what was Sam doing on
@@ -1307,7 +1343,28 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * the question.
      * </pre>
      *
-     * <code>double min_relevance = 14;</code>
+     * <code>optional double min_relevance = 14;</code>
+     * @return Whether the minRelevance field is set.
+     */
+    @java.lang.Override
+    public boolean hasMinRelevance() {
+      return ((bitField0_ & 0x00000020) != 0);
+    }
+    /**
+     * <pre>
+     * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
+     * so a question nothing in the dataset answers gets no episodes. Unset or 0 keeps every
+     * candidate (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+     * must be in [0, 1]; the README recommends a value. Applies only with a
+     * query and a similarity_weight above 0 (a recall without them matches nothing and is
+     * not filtered). An episode that ended
+     * within a time the query names as when something happened ("what was Sam doing on
+     * December 4?") is kept whatever its relevance while recency counts from that time
+     * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+     * the question.
+     * </pre>
+     *
+     * <code>optional double min_relevance = 14;</code>
      * @return The minRelevance.
      */
     @java.lang.Override
@@ -1323,12 +1380,32 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * chance, read from the best match among the episodes the request scored, that the
      * dataset holds an answer to the query at all (events are judged the same way by their
      * own best match). Unlike min_relevance it keeps every episode of a request that
-     * passes (an answerable question's weaker episodes too). 0 (the default) answers every
-     * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+     * passes (an answerable question's weaker episodes too). Unset or 0 answers every
+     * request (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+     * must be in [0, 1]. Applies, as min_relevance, only with a query and a
      * similarity_weight above 0, and not to episodes within a time the query names.
      * </pre>
      *
-     * <code>double min_match = 19;</code>
+     * <code>optional double min_match = 19;</code>
+     * @return Whether the minMatch field is set.
+     */
+    @java.lang.Override
+    public boolean hasMinMatch() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * Answer with no episodes at all when the request's match is below this: the calibrated
+     * chance, read from the best match among the episodes the request scored, that the
+     * dataset holds an answer to the query at all (events are judged the same way by their
+     * own best match). Unlike min_relevance it keeps every episode of a request that
+     * passes (an answerable question's weaker episodes too). Unset or 0 answers every
+     * request (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+     * must be in [0, 1]. Applies, as min_relevance, only with a query and a
+     * similarity_weight above 0, and not to episodes within a time the query names.
+     * </pre>
+     *
+     * <code>optional double min_match = 19;</code>
      * @return The minMatch.
      */
     @java.lang.Override
@@ -1346,9 +1423,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * apply where the curves were fitted: English datasets (English set or detected, or not
      * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
      * with a model without curves fitted for it (an OpenAI one), abstain keeps every
-     * episode. An explicit
-     * min_relevance or min_match takes precedence over its recommended value (0 is unset:
-     * to choose other thresholds, leave abstain off and set both).
+     * episode. An explicit min_relevance or min_match, 0 included, takes precedence over its
+     * recommended value.
      * </pre>
      *
      * <code>bool abstain = 18;</code>
@@ -1433,7 +1509,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (literalQuery_ != false) {
         output.writeBool(13, literalQuery_);
       }
-      if (java.lang.Double.doubleToRawLongBits(minRelevance_) != 0) {
+      if (((bitField0_ & 0x00000020) != 0)) {
         output.writeDouble(14, minRelevance_);
       }
       if (!com.google.protobuf.GeneratedMessage.isStringEmpty(actor_)) {
@@ -1448,7 +1524,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (abstain_ != false) {
         output.writeBool(18, abstain_);
       }
-      if (java.lang.Double.doubleToRawLongBits(minMatch_) != 0) {
+      if (((bitField0_ & 0x00000040) != 0)) {
         output.writeDouble(19, minMatch_);
       }
       if (contextProcedures_ != 0) {
@@ -1523,7 +1599,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(13, literalQuery_);
       }
-      if (java.lang.Double.doubleToRawLongBits(minRelevance_) != 0) {
+      if (((bitField0_ & 0x00000020) != 0)) {
         size += com.google.protobuf.CodedOutputStream
           .computeDoubleSize(14, minRelevance_);
       }
@@ -1542,7 +1618,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(18, abstain_);
       }
-      if (java.lang.Double.doubleToRawLongBits(minMatch_) != 0) {
+      if (((bitField0_ & 0x00000040) != 0)) {
         size += com.google.protobuf.CodedOutputStream
           .computeDoubleSize(19, minMatch_);
       }
@@ -1622,12 +1698,18 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           != other.getExcludeEvents()) return false;
       if (getExactEntities()
           != other.getExactEntities()) return false;
-      if (java.lang.Double.doubleToLongBits(getMinRelevance())
-          != java.lang.Double.doubleToLongBits(
-              other.getMinRelevance())) return false;
-      if (java.lang.Double.doubleToLongBits(getMinMatch())
-          != java.lang.Double.doubleToLongBits(
-              other.getMinMatch())) return false;
+      if (hasMinRelevance() != other.hasMinRelevance()) return false;
+      if (hasMinRelevance()) {
+        if (java.lang.Double.doubleToLongBits(getMinRelevance())
+            != java.lang.Double.doubleToLongBits(
+                other.getMinRelevance())) return false;
+      }
+      if (hasMinMatch() != other.hasMinMatch()) return false;
+      if (hasMinMatch()) {
+        if (java.lang.Double.doubleToLongBits(getMinMatch())
+            != java.lang.Double.doubleToLongBits(
+                other.getMinMatch())) return false;
+      }
       if (getAbstain()
           != other.getAbstain()) return false;
       if (getContextProcedures()
@@ -1696,12 +1778,16 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + EXACT_ENTITIES_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getExactEntities());
-      hash = (37 * hash) + MIN_RELEVANCE_FIELD_NUMBER;
-      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
-          java.lang.Double.doubleToLongBits(getMinRelevance()));
-      hash = (37 * hash) + MIN_MATCH_FIELD_NUMBER;
-      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
-          java.lang.Double.doubleToLongBits(getMinMatch()));
+      if (hasMinRelevance()) {
+        hash = (37 * hash) + MIN_RELEVANCE_FIELD_NUMBER;
+        hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+            java.lang.Double.doubleToLongBits(getMinRelevance()));
+      }
+      if (hasMinMatch()) {
+        hash = (37 * hash) + MIN_MATCH_FIELD_NUMBER;
+        hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+            java.lang.Double.doubleToLongBits(getMinMatch()));
+      }
       hash = (37 * hash) + ABSTAIN_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getAbstain());
@@ -1982,9 +2068,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (((from_bitField0_ & 0x00010000) != 0)) {
           result.minRelevance_ = minRelevance_;
+          to_bitField0_ |= 0x00000020;
         }
         if (((from_bitField0_ & 0x00020000) != 0)) {
           result.minMatch_ = minMatch_;
+          to_bitField0_ |= 0x00000040;
         }
         if (((from_bitField0_ & 0x00040000) != 0)) {
           result.abstain_ = abstain_;
@@ -2085,10 +2173,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         if (other.getExactEntities() != false) {
           setExactEntities(other.getExactEntities());
         }
-        if (java.lang.Double.doubleToRawLongBits(other.getMinRelevance()) != 0) {
+        if (other.hasMinRelevance()) {
           setMinRelevance(other.getMinRelevance());
         }
-        if (java.lang.Double.doubleToRawLongBits(other.getMinMatch()) != 0) {
+        if (other.hasMinMatch()) {
           setMinMatch(other.getMinMatch());
         }
         if (other.getAbstain() != false) {
@@ -3893,8 +3981,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
-       * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
-       * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+       * so a question nothing in the dataset answers gets no episodes. Unset or 0 keeps every
+       * candidate (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+       * must be in [0, 1]; the README recommends a value. Applies only with a
        * query and a similarity_weight above 0 (a recall without them matches nothing and is
        * not filtered). An episode that ended
        * within a time the query names as when something happened ("what was Sam doing on
@@ -3903,7 +3992,28 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * the question.
        * </pre>
        *
-       * <code>double min_relevance = 14;</code>
+       * <code>optional double min_relevance = 14;</code>
+       * @return Whether the minRelevance field is set.
+       */
+      @java.lang.Override
+      public boolean hasMinRelevance() {
+        return ((bitField0_ & 0x00010000) != 0);
+      }
+      /**
+       * <pre>
+       * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
+       * so a question nothing in the dataset answers gets no episodes. Unset or 0 keeps every
+       * candidate (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+       * must be in [0, 1]; the README recommends a value. Applies only with a
+       * query and a similarity_weight above 0 (a recall without them matches nothing and is
+       * not filtered). An episode that ended
+       * within a time the query names as when something happened ("what was Sam doing on
+       * December 4?") is kept whatever its relevance while recency counts from that time
+       * (EPISODIC_RECENCY_FROM_NAMED_TIME, on by default): its words need share nothing with
+       * the question.
+       * </pre>
+       *
+       * <code>optional double min_relevance = 14;</code>
        * @return The minRelevance.
        */
       @java.lang.Override
@@ -3913,8 +4023,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
-       * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
-       * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+       * so a question nothing in the dataset answers gets no episodes. Unset or 0 keeps every
+       * candidate (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+       * must be in [0, 1]; the README recommends a value. Applies only with a
        * query and a similarity_weight above 0 (a recall without them matches nothing and is
        * not filtered). An episode that ended
        * within a time the query names as when something happened ("what was Sam doing on
@@ -3923,7 +4034,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * the question.
        * </pre>
        *
-       * <code>double min_relevance = 14;</code>
+       * <code>optional double min_relevance = 14;</code>
        * @param value The minRelevance to set.
        * @return This builder for chaining.
        */
@@ -3937,8 +4048,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Leave out episodes whose calibrated relevance (ScoredEpisode.relevance) is below this,
-       * so a question nothing in the dataset answers gets no episodes. 0 (the default) keeps
-       * every candidate; must be in [0, 1]; the README recommends a value. Applies only with a
+       * so a question nothing in the dataset answers gets no episodes. Unset or 0 keeps every
+       * candidate (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+       * must be in [0, 1]; the README recommends a value. Applies only with a
        * query and a similarity_weight above 0 (a recall without them matches nothing and is
        * not filtered). An episode that ended
        * within a time the query names as when something happened ("what was Sam doing on
@@ -3947,7 +4059,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * the question.
        * </pre>
        *
-       * <code>double min_relevance = 14;</code>
+       * <code>optional double min_relevance = 14;</code>
        * @return This builder for chaining.
        */
       public Builder clearMinRelevance() {
@@ -3964,12 +4076,32 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * chance, read from the best match among the episodes the request scored, that the
        * dataset holds an answer to the query at all (events are judged the same way by their
        * own best match). Unlike min_relevance it keeps every episode of a request that
-       * passes (an answerable question's weaker episodes too). 0 (the default) answers every
-       * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+       * passes (an answerable question's weaker episodes too). Unset or 0 answers every
+       * request (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+       * must be in [0, 1]. Applies, as min_relevance, only with a query and a
        * similarity_weight above 0, and not to episodes within a time the query names.
        * </pre>
        *
-       * <code>double min_match = 19;</code>
+       * <code>optional double min_match = 19;</code>
+       * @return Whether the minMatch field is set.
+       */
+      @java.lang.Override
+      public boolean hasMinMatch() {
+        return ((bitField0_ & 0x00020000) != 0);
+      }
+      /**
+       * <pre>
+       * Answer with no episodes at all when the request's match is below this: the calibrated
+       * chance, read from the best match among the episodes the request scored, that the
+       * dataset holds an answer to the query at all (events are judged the same way by their
+       * own best match). Unlike min_relevance it keeps every episode of a request that
+       * passes (an answerable question's weaker episodes too). Unset or 0 answers every
+       * request (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+       * must be in [0, 1]. Applies, as min_relevance, only with a query and a
+       * similarity_weight above 0, and not to episodes within a time the query names.
+       * </pre>
+       *
+       * <code>optional double min_match = 19;</code>
        * @return The minMatch.
        */
       @java.lang.Override
@@ -3982,12 +4114,13 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * chance, read from the best match among the episodes the request scored, that the
        * dataset holds an answer to the query at all (events are judged the same way by their
        * own best match). Unlike min_relevance it keeps every episode of a request that
-       * passes (an answerable question's weaker episodes too). 0 (the default) answers every
-       * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+       * passes (an answerable question's weaker episodes too). Unset or 0 answers every
+       * request (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+       * must be in [0, 1]. Applies, as min_relevance, only with a query and a
        * similarity_weight above 0, and not to episodes within a time the query names.
        * </pre>
        *
-       * <code>double min_match = 19;</code>
+       * <code>optional double min_match = 19;</code>
        * @param value The minMatch to set.
        * @return This builder for chaining.
        */
@@ -4004,12 +4137,13 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * chance, read from the best match among the episodes the request scored, that the
        * dataset holds an answer to the query at all (events are judged the same way by their
        * own best match). Unlike min_relevance it keeps every episode of a request that
-       * passes (an answerable question's weaker episodes too). 0 (the default) answers every
-       * request; must be in [0, 1]. Applies, as min_relevance, only with a query and a
+       * passes (an answerable question's weaker episodes too). Unset or 0 answers every
+       * request (unset lets `abstain` choose it; an explicit 0 overrides abstain's value);
+       * must be in [0, 1]. Applies, as min_relevance, only with a query and a
        * similarity_weight above 0, and not to episodes within a time the query names.
        * </pre>
        *
-       * <code>double min_match = 19;</code>
+       * <code>optional double min_match = 19;</code>
        * @return This builder for chaining.
        */
       public Builder clearMinMatch() {
@@ -4028,9 +4162,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * apply where the curves were fitted: English datasets (English set or detected, or not
        * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
        * with a model without curves fitted for it (an OpenAI one), abstain keeps every
-       * episode. An explicit
-       * min_relevance or min_match takes precedence over its recommended value (0 is unset:
-       * to choose other thresholds, leave abstain off and set both).
+       * episode. An explicit min_relevance or min_match, 0 included, takes precedence over its
+       * recommended value.
        * </pre>
        *
        * <code>bool abstain = 18;</code>
@@ -4048,9 +4181,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * apply where the curves were fitted: English datasets (English set or detected, or not
        * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
        * with a model without curves fitted for it (an OpenAI one), abstain keeps every
-       * episode. An explicit
-       * min_relevance or min_match takes precedence over its recommended value (0 is unset:
-       * to choose other thresholds, leave abstain off and set both).
+       * episode. An explicit min_relevance or min_match, 0 included, takes precedence over its
+       * recommended value.
        * </pre>
        *
        * <code>bool abstain = 18;</code>
@@ -4072,9 +4204,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
        * apply where the curves were fitted: English datasets (English set or detected, or not
        * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
        * with a model without curves fitted for it (an OpenAI one), abstain keeps every
-       * episode. An explicit
-       * min_relevance or min_match takes precedence over its recommended value (0 is unset:
-       * to choose other thresholds, leave abstain off and set both).
+       * episode. An explicit min_relevance or min_match, 0 included, takes precedence over its
+       * recommended value.
        * </pre>
        *
        * <code>bool abstain = 18;</code>
@@ -23043,7 +23174,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "odic.v1\032\030episodic/v1/access.proto\032\030episo" +
       "dic/v1/entity.proto\032\031episodic/v1/episode" +
       ".proto\032\037google/protobuf/timestamp.proto\"" +
-      "\304\004\n\rRecallRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
+      "\356\004\n\rRecallRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
       "ery\030\002 \001(\t\022+\n\007include\030\003 \003(\0162\032.episodic.v1" +
       ".RecallInclude\022\030\n\020context_episodes\030\004 \001(\005" +
       "\022\036\n\021similarity_weight\030\005 \001(\001H\000\210\001\001\022\033\n\016rece" +
@@ -23054,78 +23185,79 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "\013 \001(\t\022)\n\005as_of\030\014 \001(\0132\032.google.protobuf.T" +
       "imestamp\022\025\n\rliteral_query\030\r \001(\010\022\r\n\005actor" +
       "\030\017 \001(\t\022\026\n\016exclude_events\030\020 \001(\010\022\026\n\016exact_" +
-      "entities\030\021 \001(\010\022\025\n\rmin_relevance\030\016 \001(\001\022\021\n" +
-      "\tmin_match\030\023 \001(\001\022\017\n\007abstain\030\022 \001(\010\022\032\n\022con" +
-      "text_procedures\030\024 \001(\005B\024\n\022_similarity_wei" +
-      "ghtB\021\n\017_recency_weight\"\241\001\n\020RecalledEpiso" +
-      "des\022,\n\010episodes\030\001 \003(\0132\032.episodic.v1.Scor" +
-      "edEpisode\022\025\n\repisode_count\030\002 \001(\003\022\022\n\005matc" +
-      "h\030\003 \001(\001H\000\210\001\001\022\021\n\tabstained\030\004 \001(\010\022\027\n\017absta" +
-      "in_applied\030\005 \001(\010B\010\n\006_match\"\253\001\n\016RecallRes" +
-      "ponse\022/\n\010episodes\030\001 \001(\0132\035.episodic.v1.Re" +
-      "calledEpisodes\0226\n\runderstanding\030\002 \001(\0132\037." +
-      "episodic.v1.QueryUnderstanding\0220\n\nproced" +
-      "ures\030\003 \003(\0132\034.episodic.v1.ScoredProcedure" +
-      "\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_query\030" +
-      "\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episodic.v1" +
-      ".TimeExpression\0220\n\014window_start\030\003 \001(\0132\032." +
-      "google.protobuf.Timestamp\022.\n\nwindow_end\030" +
-      "\004 \001(\0132\032.google.protobuf.Timestamp\022,\n\007ord" +
-      "inal\030\005 \001(\0132\033.episodic.v1.SessionOrdinal\022" +
-      "\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005n" +
-      "otes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030\001 " +
-      "\001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.googl" +
-      "e.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.goog" +
-      "le.protobuf.Timestamp\"\210\001\n\016SessionOrdinal" +
-      "\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010from" +
-      "_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001(\t" +
-      "\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(\t" +
-      "\"\214\001\n\023ListEpisodesRequest\022\017\n\007dataset\030\001 \001(" +
-      "\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.EpisodeS" +
-      "tatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030\004" +
-      " \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisodesR" +
-      "esponse\022&\n\010episodes\030\001 \003(\0132\024.episodic.v1." +
-      "Episode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025Sear" +
-      "chEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005qu" +
-      "ery\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026SearchEp" +
-      "isodesResponse\022,\n\010episodes\030\001 \003(\0132\032.episo" +
-      "dic.v1.ScoredEpisode\"\'\n\021GetEpisodeReques" +
-      "t\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeRespo" +
-      "nse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Episo" +
-      "de\"_\n\025EntityTimelineRequest\022\017\n\007dataset\030\001" +
-      " \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\022" +
-      "\022\n\npage_token\030\004 \001(\t\"~\n\026EntityTimelineRes" +
-      "ponse\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.Enti" +
-      "ty\022&\n\010episodes\030\002 \003(\0132\024.episodic.v1.Episo" +
-      "de\022\027\n\017next_page_token\030\003 \001(\t\"O\n\025ListProce" +
-      "duresRequest\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_si" +
-      "ze\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\"]\n\026ListProc" +
-      "eduresResponse\022*\n\nprocedures\030\001 \003(\0132\026.epi" +
-      "sodic.v1.Procedure\022\027\n\017next_page_token\030\002 " +
-      "\001(\t\"<\n\023GetProcedureRequest\022\024\n\014procedure_" +
-      "id\030\001 \001(\t\022\017\n\007dataset\030\002 \001(\t\"A\n\024GetProcedur" +
-      "eResponse\022)\n\tprocedure\030\001 \001(\0132\026.episodic." +
-      "v1.Procedure*k\n\rRecallInclude\022\036\n\032RECALL_" +
-      "INCLUDE_UNSPECIFIED\020\000\022\033\n\027RECALL_INCLUDE_" +
-      "EPISODES\020\001\022\035\n\031RECALL_INCLUDE_PROCEDURES\020" +
-      "\0022\242\005\n\rRecallService\022K\n\006Recall\022\032.episodic" +
-      ".v1.RecallRequest\032\033.episodic.v1.RecallRe" +
-      "sponse\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episo" +
-      "dic.v1.ListEpisodesRequest\032!.episodic.v1" +
-      ".ListEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Searc" +
-      "hEpisodes\022\".episodic.v1.SearchEpisodesRe" +
-      "quest\032#.episodic.v1.SearchEpisodesRespon" +
-      "se\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic.v1" +
-      ".GetEpisodeRequest\032\037.episodic.v1.GetEpis" +
-      "odeResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016ListProcedures\022" +
-      "\".episodic.v1.ListProceduresRequest\032#.ep" +
-      "isodic.v1.ListProceduresResponse\"\010\212\265\030\004\010\001" +
-      "\020\001\022]\n\014GetProcedure\022 .episodic.v1.GetProc" +
-      "edureRequest\032!.episodic.v1.GetProcedureR" +
-      "esponse\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022\".ep" +
-      "isodic.v1.EntityTimelineRequest\032#.episod" +
-      "ic.v1.EntityTimelineResponse\"\010\212\265\030\004\010\001\020\001b\006" +
-      "proto3"
+      "entities\030\021 \001(\010\022\032\n\rmin_relevance\030\016 \001(\001H\002\210" +
+      "\001\001\022\026\n\tmin_match\030\023 \001(\001H\003\210\001\001\022\017\n\007abstain\030\022 " +
+      "\001(\010\022\032\n\022context_procedures\030\024 \001(\005B\024\n\022_simi" +
+      "larity_weightB\021\n\017_recency_weightB\020\n\016_min" +
+      "_relevanceB\014\n\n_min_match\"\241\001\n\020RecalledEpi" +
+      "sodes\022,\n\010episodes\030\001 \003(\0132\032.episodic.v1.Sc" +
+      "oredEpisode\022\025\n\repisode_count\030\002 \001(\003\022\022\n\005ma" +
+      "tch\030\003 \001(\001H\000\210\001\001\022\021\n\tabstained\030\004 \001(\010\022\027\n\017abs" +
+      "tain_applied\030\005 \001(\010B\010\n\006_match\"\253\001\n\016RecallR" +
+      "esponse\022/\n\010episodes\030\001 \001(\0132\035.episodic.v1." +
+      "RecalledEpisodes\0226\n\runderstanding\030\002 \001(\0132" +
+      "\037.episodic.v1.QueryUnderstanding\0220\n\nproc" +
+      "edures\030\003 \003(\0132\034.episodic.v1.ScoredProcedu" +
+      "re\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_quer" +
+      "y\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episodic." +
+      "v1.TimeExpression\0220\n\014window_start\030\003 \001(\0132" +
+      "\032.google.protobuf.Timestamp\022.\n\nwindow_en" +
+      "d\030\004 \001(\0132\032.google.protobuf.Timestamp\022,\n\007o" +
+      "rdinal\030\005 \001(\0132\033.episodic.v1.SessionOrdina" +
+      "l\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n" +
+      "\005notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030" +
+      "\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.goo" +
+      "gle.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.go" +
+      "ogle.protobuf.Timestamp\"\210\001\n\016SessionOrdin" +
+      "al\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010fr" +
+      "om_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001" +
+      "(\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003" +
+      "(\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007dataset\030\001 " +
+      "\001(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.Episod" +
+      "eStatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token" +
+      "\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisode" +
+      "sResponse\022&\n\010episodes\030\001 \003(\0132\024.episodic.v" +
+      "1.Episode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025Se" +
+      "archEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005" +
+      "query\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026Search" +
+      "EpisodesResponse\022,\n\010episodes\030\001 \003(\0132\032.epi" +
+      "sodic.v1.ScoredEpisode\"\'\n\021GetEpisodeRequ" +
+      "est\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeRes" +
+      "ponse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Epi" +
+      "sode\"_\n\025EntityTimelineRequest\022\017\n\007dataset" +
+      "\030\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(" +
+      "\005\022\022\n\npage_token\030\004 \001(\t\"~\n\026EntityTimelineR" +
+      "esponse\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.En" +
+      "tity\022&\n\010episodes\030\002 \003(\0132\024.episodic.v1.Epi" +
+      "sode\022\027\n\017next_page_token\030\003 \001(\t\"O\n\025ListPro" +
+      "ceduresRequest\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_" +
+      "size\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\"]\n\026ListPr" +
+      "oceduresResponse\022*\n\nprocedures\030\001 \003(\0132\026.e" +
+      "pisodic.v1.Procedure\022\027\n\017next_page_token\030" +
+      "\002 \001(\t\"<\n\023GetProcedureRequest\022\024\n\014procedur" +
+      "e_id\030\001 \001(\t\022\017\n\007dataset\030\002 \001(\t\"A\n\024GetProced" +
+      "ureResponse\022)\n\tprocedure\030\001 \001(\0132\026.episodi" +
+      "c.v1.Procedure*k\n\rRecallInclude\022\036\n\032RECAL" +
+      "L_INCLUDE_UNSPECIFIED\020\000\022\033\n\027RECALL_INCLUD" +
+      "E_EPISODES\020\001\022\035\n\031RECALL_INCLUDE_PROCEDURE" +
+      "S\020\0022\242\005\n\rRecallService\022K\n\006Recall\022\032.episod" +
+      "ic.v1.RecallRequest\032\033.episodic.v1.Recall" +
+      "Response\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .epi" +
+      "sodic.v1.ListEpisodesRequest\032!.episodic." +
+      "v1.ListEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Sea" +
+      "rchEpisodes\022\".episodic.v1.SearchEpisodes" +
+      "Request\032#.episodic.v1.SearchEpisodesResp" +
+      "onse\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic." +
+      "v1.GetEpisodeRequest\032\037.episodic.v1.GetEp" +
+      "isodeResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016ListProcedure" +
+      "s\022\".episodic.v1.ListProceduresRequest\032#." +
+      "episodic.v1.ListProceduresResponse\"\010\212\265\030\004" +
+      "\010\001\020\001\022]\n\014GetProcedure\022 .episodic.v1.GetPr" +
+      "ocedureRequest\032!.episodic.v1.GetProcedur" +
+      "eResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022\"." +
+      "episodic.v1.EntityTimelineRequest\032#.epis" +
+      "odic.v1.EntityTimelineResponse\"\010\212\265\030\004\010\001\020\001" +
+      "b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
