@@ -108,12 +108,12 @@ class RecallQuery:
     #: Entity filters match every alias of the entity (False: the exact spelling only).
     entity_canon: bool = True
     #: Candidates whose calibrated relevance (episodic.store.relevance) is below this are
-    #: left out; 0 keeps every one.
-    min_relevance: float = 0.0
+    #: left out; 0 keeps every one; None (unset) leaves it to ``abstention``.
+    min_relevance: float | None = None
     #: Every candidate is left out when the request's match (relevance.request_match) is
-    #: below this; 0 keeps them.
-    min_match: float = 0.0
-    #: ``abstain``: the model's thresholds, for whichever of the two the request left at 0,
+    #: below this; 0 keeps them; None (unset) leaves it to ``abstention``.
+    min_match: float | None = None
+    #: ``abstain``: the model's thresholds, for whichever of the two the request left unset,
     #: applied to a dataset in the configuration they were fitted in (None: not asked).
     abstention: Abstention | None = None
     #: How similarity is scored (recall_queries.RankingOptions).
@@ -307,9 +307,11 @@ def abstention(embedder_name: str) -> Abstention | None:
     return curve.abstention if curve is not None else None
 
 
-def check_min_relevance(value: float) -> float:
-    """0 (unset) keeps every candidate (``abstain`` may then set it); otherwise a number
-    in [0, 1]."""
+def check_min_relevance(value: float | None) -> float | None:
+    """None (unset: ``abstain`` may set it) or a number in [0, 1]; 0 keeps every candidate,
+    even with ``abstain``."""
+    if value is None:
+        return None
     return _check_threshold(
         value,
         "min_relevance",
@@ -319,9 +321,11 @@ def check_min_relevance(value: float) -> float:
     )
 
 
-def check_min_match(value: float) -> float:
-    """0 (unset) keeps a request's candidates whatever its match (``abstain`` may then set
-    it); otherwise a number in [0, 1]."""
+def check_min_match(value: float | None) -> float | None:
+    """None (unset: ``abstain`` may set it) or a number in [0, 1]; 0 keeps a request's
+    candidates whatever its match, even with ``abstain``."""
+    if value is None:
+        return None
     return _check_threshold(
         value,
         "min_match",

@@ -233,8 +233,13 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             understanding=domain.read_time(query, as_of, request.literal_query),
             events=_event_scope(request),
             entity_canon=not request.exact_entities,
-            min_relevance=domain.check_min_relevance(request.min_relevance),
-            min_match=domain.check_min_match(request.min_match),
+            # Presence matters: unset lets `abstain` choose, an explicit 0 overrides it.
+            min_relevance=domain.check_min_relevance(
+                request.min_relevance if request.HasField("min_relevance") else None
+            ),
+            min_match=domain.check_min_match(
+                request.min_match if request.HasField("min_match") else None
+            ),
             abstention=self.abstention if request.abstain else None,
             ranking=self.ranking,
             include_procedures=include_procedures,

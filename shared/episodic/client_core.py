@@ -1698,8 +1698,8 @@ def recall(
     actor: str | None = None,
     exclude_events: bool = False,
     exact_entities: bool = False,
-    min_relevance: float = 0.0,
-    min_match: float = 0.0,
+    min_relevance: float | None = None,
+    min_match: float | None = None,
     abstain: bool = False,
     include_procedures: bool = False,
     procedures: int | None = None,
@@ -1727,7 +1727,8 @@ def recall(
     recommends a value), so a question nothing answers gets no episodes; ``min_match``
     answers nothing when the request's best match says the dataset likely holds no answer
     (0: always answers); ``abstain`` uses the values of both recommended for the embedding
-    model Recall runs (an explicit ``min_relevance`` or ``min_match`` takes precedence).
+    model Recall runs (an explicit ``min_relevance`` or ``min_match`` takes precedence, 0
+    included: ``abstain=True, min_match=0`` keeps abstain's per-episode cut only).
     """
     request = recall_service_pb2.RecallRequest(
         dataset=dataset,
@@ -1743,10 +1744,13 @@ def recall(
         actor=actor or "",
         exclude_events=exclude_events,
         exact_entities=exact_entities,
-        min_relevance=min_relevance,
-        min_match=min_match,
         abstain=abstain,
     )
+    # Sent only when given: the fields have presence, and an unset one is abstain's to set.
+    if min_relevance is not None:
+        request.min_relevance = min_relevance
+    if min_match is not None:
+        request.min_match = min_match
     if similarity_weight is not None:
         request.similarity_weight = similarity_weight
     if recency_weight is not None:

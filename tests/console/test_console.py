@@ -507,7 +507,8 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     expect(title).to_have_text(f"{len(everything)} of {everything.episode_count} current episodes")
     assert shown_ids() == [s.episode_id for s in everything]
     sent = console_client.recalls[-1]
-    assert (sent["abstain"], sent["min_relevance"], sent["min_match"]) == (True, 0.0, 0.0)
+    # Empty fields are unset, not 0: an explicit 0 would override abstain's thresholds.
+    assert (sent["abstain"], sent["min_relevance"], sent["min_match"]) == (True, None, None)
     assert "abstain" in page.locator("#thresholds-applied").inner_text()
     # …and says so: Recall answered that abstain did not hold (no curves for this model)
     assert not abstained.abstain_applied

@@ -49,22 +49,19 @@ def _ask(  # type: ignore[no-untyped-def]
     recall,
     dataset: str,
     query: str,
-    min_relevance: float = 0.0,
+    min_relevance: float | None = None,
     abstain: bool = False,
-    min_match: float = 0.0,
+    min_match: float | None = None,
 ):
-    return recall.Recall(
-        pb.RecallRequest(
-            dataset=dataset,
-            query=query,
-            include=EPISODES,
-            context_episodes=10,
-            min_relevance=min_relevance,
-            min_match=min_match,
-            abstain=abstain,
-        ),
-        timeout=30,
-    ).episodes
+    """Recall ``query``; a threshold left at None is not sent (unset), 0.0 is sent."""
+    request = pb.RecallRequest(
+        dataset=dataset, query=query, include=EPISODES, context_episodes=10, abstain=abstain
+    )
+    if min_relevance is not None:
+        request.min_relevance = min_relevance
+    if min_match is not None:
+        request.min_match = min_match
+    return recall.Recall(request, timeout=30).episodes
 
 
 def _make_life(engine, minilm, dataset: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -339,6 +336,12 @@ def test_abstain_applies_the_thresholds_recommended_for_the_running_model(
     assert (
         list(_ask(recall, "user_12", "What is my dog's name?", 1e-6, abstain=True).episodes) == []
     )
+    # An explicit 0 is a choice too (the field has presence): it keeps everything where
+    # abstain alone would answer nothing, and sent alone it lifts only its own
+    # threshold.
+    zero = _ask(recall, "user_12", "What is my dog's name?", 0.0, abstain=True, min_match=0.0)
+    assert len(zero.episodes) == 3 and not zero.abstained
+    assert list(_ask(recall, "user_12", "What is my dog's name?", 0.0, abstain=True).episodes) == []
 
 
 def test_abstain_keeps_everything_for_a_model_without_a_curve_of_its_own() -> None:

@@ -297,14 +297,17 @@ export interface RecallOptions extends CallOpts {
   /** Leave events out: summaries only. */
   excludeEvents?: boolean;
   /** Leave out episodes whose calibrated relevance (`ScoredEpisode.relevance`) is below
-   * this, so a question nothing in the dataset answers gets nothing; 0 (the default) keeps
-   * every episode. The README recommends a value per embedder (0.4 with MiniLM). */
+   * this, so a question nothing in the dataset answers gets nothing; unset or 0 keeps every
+   * episode (unset lets `abstain` choose; 0 overrides it). The README recommends a value
+   * per embedder (0.4 with MiniLM). */
   minRelevance?: number;
   /** Answer with nothing when the request's match (the chance, from its best match, that
-   * the dataset holds an answer at all) is below this; 0 (the default) always answers. */
+   * the dataset holds an answer at all) is below this; unset or 0 always answers (unset
+   * lets `abstain` choose; 0 overrides it). */
   minMatch?: number;
   /** Apply the `minRelevance` and `minMatch` Recall recommends for its embedding model (a
-   * question nothing answers then gets nothing); an explicit value takes precedence. */
+   * question nothing answers then gets nothing); an explicit value, 0 included, takes
+   * precedence. */
   abstain?: boolean;
   /** Also answer with the procedures that fit the query (`RecallResult.procedures`). */
   includeProcedures?: boolean;
@@ -1041,8 +1044,9 @@ export class EpisodicClient {
       literalQuery: options.literalQuery ?? false,
       actor: options.actor ?? "",
       excludeEvents: options.excludeEvents ?? false,
-      minRelevance: options.minRelevance ?? 0,
-      minMatch: options.minMatch ?? 0,
+      // Sent only when given: the fields have presence, and an unset one is abstain's.
+      minRelevance: options.minRelevance,
+      minMatch: options.minMatch,
       abstain: options.abstain ?? false,
       contextProcedures: options.procedures ?? 0,
     };

@@ -197,8 +197,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
             entities=args.entity or (),
             event_type=args.event_type,
             as_of=args.as_of,
-            min_relevance=args.min_relevance or 0.0,
-            min_match=args.min_match or 0.0,
+            min_relevance=args.min_relevance,
+            min_match=args.min_match,
             abstain=args.abstain,
         )
     if args.json:

@@ -466,26 +466,27 @@ def relevant_sql(moment: str, options: RankingOptions) -> str:
 
 
 def _threshold_sql(name: str) -> str:
-    """The threshold ``name`` a row is held to: the request's own when it set one, else
-    ``abstain``'s (``abstain_<name>``) when the dataset is ranked in the text-search
-    configuration the curves were fitted in (``abstain_config``; NULL: not abstaining) —
+    """The threshold ``name`` a row is held to: the request's own when it set one (0
+    included), else ``abstain``'s (``abstain_<name>``) when the dataset is ranked in the
+    text-search configuration the curves were fitted in (``abstain_config``; NULL: not abstaining) —
     elsewhere they were measured to cut a third of the real answers (docs/benchmarks.md
     "Abstention in other languages") — else 0."""
     return (
-        f"(CASE WHEN CAST(:{name} AS float8) > 0.0 THEN CAST(:{name} AS float8) "
+        f"(CASE WHEN CAST(:{name} AS float8) IS NOT NULL THEN CAST(:{name} AS float8) "
         f"WHEN {DATASET_CONFIG} = CAST(:abstain_config AS regconfig) "
         f"THEN CAST(:abstain_{name} AS float8) ELSE 0.0 END)"
     )
 
 
 def threshold_params(
-    min_relevance: float, min_match: float, abstention: Abstention | None
+    min_relevance: float | None, min_match: float | None, abstention: Abstention | None
 ) -> dict[str, object]:
-    """The parameters of :func:`relevant_sql`: the request's thresholds, and ``abstain``'s
-    (None: not abstaining) with the configuration they hold in."""
+    """The parameters of :func:`relevant_sql`: the request's thresholds (None: unset, so
+    ``abstain``'s hold; an explicit 0 keeps everything even with ``abstain``), and
+    ``abstain``'s (None: not abstaining) with the configuration they hold in."""
     return {
-        "min_relevance": float(min_relevance),
-        "min_match": float(min_match),
+        "min_relevance": None if min_relevance is None else float(min_relevance),
+        "min_match": None if min_match is None else float(min_match),
         "abstain_min_relevance": abstention.min_relevance if abstention else 0.0,
         "abstain_min_match": abstention.min_match if abstention else 0.0,
         "abstain_config": FITTED_CONFIG if abstention else None,
@@ -1544,8 +1545,8 @@ def rank(
     similarity_weight: float,
     recency_weight: float,
     limit: int,
-    min_relevance: float = 0.0,
-    min_match: float = 0.0,
+    min_relevance: float | None = None,
+    min_match: float | None = None,
     abstention: Abstention | None = None,
     approximate: Approximation | None = None,
     options: RankingOptions = DEFAULT_RANKING,

@@ -402,6 +402,18 @@ describe("EpisodicClient against a fake server", () => {
       assert.equal(result.abstainApplied, false);
     });
 
+    it("recall leaves unset thresholds unset for abstain, and sends an explicit 0", async () => {
+      server.on(RECALL, () => ok(RecallResponseSchema, { episodes: { episodes: [], episodeCount: 0n } }));
+      await client.recall("ds", "pricing", { abstain: true });
+      await client.recall("ds", "pricing", { abstain: true, minRelevance: 0, minMatch: 0 });
+      const unset = decode(RecallRequestSchema, server.calls[0]!);
+      assert.equal(unset.minRelevance, undefined);
+      assert.equal(unset.minMatch, undefined);
+      const zero = decode(RecallRequestSchema, server.calls[1]!);
+      assert.equal(zero.minRelevance, 0);
+      assert.equal(zero.minMatch, 0);
+    });
+
     it("recall says how well the request matched and whether the thresholds emptied it", async () => {
       server.on(RECALL, () =>
         ok(RecallResponseSchema, {

@@ -47,12 +47,13 @@ def _weight(ctx: Ctx, name: str) -> float | None:
         raise BadRequest(f"{name.replace('_', ' ')} {raw!r} is not a number") from None
 
 
-def _threshold(ctx: Ctx, name: str) -> float:
-    """A threshold of the form: empty is 0 (unset, as on the wire). Only the number is
-    checked here: the range is Recall's to refuse, with its recommended values."""
+def _threshold(ctx: Ctx, name: str) -> float | None:
+    """A threshold of the form: empty is None (unset, as on the wire: abstain's to set; a
+    typed 0 overrides abstain's). Only the number is checked here: the range is Recall's
+    to refuse, with its recommended values."""
     raw = ctx.arg(name)
     if not raw:
-        return 0.0
+        return None
     try:
         return float(raw)
     except ValueError:
@@ -162,23 +163,23 @@ SCORE_PARTS = (
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The abstention options of a request, as sent (0: unset)."""
+    """The abstention options of a request, as sent (None: unset)."""
 
     abstain: bool = False
-    min_relevance: float = 0.0
-    min_match: float = 0.0
+    min_relevance: float | None = None
+    min_match: float | None = None
 
     @property
     def any(self) -> bool:
-        return self.abstain or self.min_relevance > 0 or self.min_match > 0
+        return self.abstain or (self.min_relevance or 0) > 0 or (self.min_match or 0) > 0
 
     def describe(self) -> str:
         parts = []
         if self.abstain:
             parts.append("abstain (the embedder's recommended thresholds, where fitted)")
-        if self.min_relevance > 0:
+        if self.min_relevance:
             parts.append(f"min relevance {self.min_relevance:g}")
-        if self.min_match > 0:
+        if self.min_match:
             parts.append(f"min match {self.min_match:g}")
         return ", ".join(parts)
 
@@ -233,9 +234,9 @@ def _empty(result: RecallResult, thresholds: Thresholds) -> Safe:
     remedies = []
     if thresholds.abstain:
         remedies.append("untick “Abstain when nothing fits”")
-    if thresholds.min_relevance > 0:
+    if thresholds.min_relevance:
         remedies.append("lower min relevance")
-    if thresholds.min_match > 0:
+    if thresholds.min_match:
         remedies.append("lower min match")
     remedy = " or ".join(remedies)
     return html(
