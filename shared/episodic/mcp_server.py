@@ -244,6 +244,12 @@ class EpisodeOut(BaseModel):
     ended_at: datetime | None = Field(description="Time of the episode's last message.")
     message_count: int
     relevance_score: float | None = None
+    relevance: float | None = Field(
+        default=None,
+        description="The calibrated chance (0..1) that this episode answers the query, read "
+        "mostly from the words they share: a question in other words than the conversation's "
+        "scores low even when this episode answers it, so low means 'read it', not 'wrong'.",
+    )
     kind: str = Field(default="summary", description="'summary' or 'event'.")
     event_type: str = ""
     actor: str = ""
@@ -272,6 +278,12 @@ class RecallOutput(BaseModel):
         description="Whether abstaining held: false when nothing was matched by meaning "
         "(match is null) and where it is not available (a dataset of another language than "
         "English), where the episodes may not fit.",
+    )
+    weak_match: bool = Field(
+        default=False,
+        description="The closest memories came back although the query fits them too weakly "
+        "for abstain=true to keep any: they may answer a question asked in other words, or "
+        "not fit at all.",
     )
 
 
@@ -375,6 +387,7 @@ def _episode_out(item: SdkEpisode | ScoredEpisode) -> EpisodeOut:
         ended_at=e.ended_at,
         message_count=e.message_count,
         relevance_score=item.relevance_score if isinstance(item, ScoredEpisode) else None,
+        relevance=item.relevance if isinstance(item, ScoredEpisode) else None,
         kind=e.kind,
         event_type=e.event_type,
         actor=e.actor,
@@ -905,11 +918,11 @@ def build_server(
             "UTC') and in which thread, oldest first. Use it before answering anything that "
             "may depend on earlier conversations: preferences, decisions, facts the user "
             "shared, what happened last time. Episodes are ranked by similarity to `query` "
-            "and by recency, and those that do not fit `query` are left out, so nothing "
-            "comes back when nothing was said about it (a question that shares no word with "
-            "what was said may be left out too: ask again in the conversation's words, or "
-            "with abstain=false for the closest memories however weak); without a query the "
-            "most recent come back. since/until keep "
+            "and by recency; the closest come back even when they fit weakly, and the "
+            "answer says so (with each episode's relevance): a "
+            "question in other words than the conversation's fits its answer weakly too, so "
+            "read them before relying on them (abstain=true answers nothing instead); "
+            "without a query the most recent come back. since/until keep "
             "episodes within a time range; as_of answers as if it were that moment (nothing "
             "that ended later is returned)."
         ),
@@ -941,28 +954,45 @@ def build_server(
         abstain: Annotated[
             bool,
             Field(
-                description="Leave out memories that do not fit the query (default). False: "
-                "the closest ones however weakly they match."
+                description="True: answer nothing when no memory fits the query well enough "
+                "(a question in other words than the conversation's is then often left "
+                "unanswered). False (default): the closest memories, flagged when they fit "
+                "weakly."
             ),
-        ] = True,
+        ] = False,
         dataset: Dataset = None,
     ) -> Annotated[CallToolResult, RecallOutput]:
         ds = dataset_of(dataset)
         when_as_of = parse_time(as_of, "as_of")
-        result = call(
-            lambda c: c.recall(
-                ds,
-                query or None,
-                limit=limit,
-                since=parse_time(since, "since"),
-                until=parse_time(until, "until"),
-                as_of=when_as_of,
-                # An agent's prompt should get nothing rather than memories that do not
-                # fit: irrelevant memories make a model confidently wrong. The model may
-                # ask for the closest anyway (a paraphrase sharing no word is often cut).
-                abstain=abstain,
+
+        def ask(**thresholds: Any) -> Any:
+            return call(
+                lambda c: c.recall(
+                    ds,
+                    query or None,
+                    limit=limit,
+                    since=parse_time(since, "since"),
+                    until=parse_time(until, "until"),
+                    as_of=when_as_of,
+                    **thresholds,
+                )
             )
-        )
+
+        # Abstaining by default hid answers: a question sharing no content word with what
+        # was said scores near 0 however well it is answered (bench.paraphrase_abstain:
+        # abstain answered none of 30 such questions, which found their session first 83 %
+        # of the time without it). So the default asks with abstain's request gate alone
+        # (an explicit min_relevance of 0 keeps every episode of a request that passes) and,
+        # when the gate leaves nothing, asks again for the closest and says they fit weakly:
+        # nothing is hidden, and the model is told what the gate would have said.
+        weak = False
+        if abstain:
+            result = ask(abstain=True)
+        else:
+            result = ask(abstain=True, min_relevance=0.0)
+            if result.abstained:
+                weak = True
+                result = ask(abstain=False)
         now = when_as_of or datetime.now(UTC)
         episodes = result.episodes
         if not episodes:
@@ -1000,6 +1030,13 @@ def build_server(
             text += render_episodes(episodes, now=now, key_learnings=True)
             if ids:
                 text += f"\n\n(Threads: {ids}. load_thread gives a thread's exact messages.)"
+            if weak:
+                text += (
+                    f"\n\n(These fit the query only weakly (match {result.match or 0.0:.2f}): "
+                    "a question in other words than the conversation's scores this low even "
+                    "when its answer is here, but nothing here may answer it either. Read them "
+                    "before relying on them.)"
+                )
             if abstain and result.match is not None and not result.abstain_applied:
                 text += (
                     "\n\n(Abstention is not available for this dataset's language or the "
@@ -1015,6 +1052,7 @@ def build_server(
                 match=result.match,
                 abstained=result.abstained,
                 abstain_applied=result.abstain_applied,
+                weak_match=weak,
             ),
         )
 
