@@ -175,7 +175,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
 
 class Episode(_message.Message):
-    __slots__ = ("episode_id", "thread_id", "dataset", "status", "semantic_status", "summary", "key_learnings", "entities", "event_type", "actor", "message_count", "start_sequence", "end_sequence", "started_at", "ended_at", "trigger", "retry_count", "error", "created_at", "updated_at", "thread_label", "kind", "event_source")
+    __slots__ = ("episode_id", "thread_id", "dataset", "status", "semantic_status", "summary", "key_learnings", "entities", "event_type", "actor", "message_count", "start_sequence", "end_sequence", "started_at", "ended_at", "trigger", "retry_count", "error", "created_at", "updated_at", "thread_label", "kind", "event_source", "chunks_pending")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +199,7 @@ class Episode(_message.Message):
     THREAD_LABEL_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     EVENT_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_PENDING_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     thread_id: str
     dataset: str
@@ -222,7 +223,8 @@ class Episode(_message.Message):
     thread_label: str
     kind: EpisodeKind
     event_source: EventSource
-    def __init__(self, episode_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., semantic_status: _Optional[_Union[SemanticStatus, str]] = ..., summary: _Optional[str] = ..., key_learnings: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., actor: _Optional[str] = ..., message_count: _Optional[int] = ..., start_sequence: _Optional[int] = ..., end_sequence: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[EpisodeTrigger, str]] = ..., retry_count: _Optional[int] = ..., error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_label: _Optional[str] = ..., kind: _Optional[_Union[EpisodeKind, str]] = ..., event_source: _Optional[_Union[EventSource, str]] = ...) -> None: ...
+    chunks_pending: bool
+    def __init__(self, episode_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., dataset: _Optional[str] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., semantic_status: _Optional[_Union[SemanticStatus, str]] = ..., summary: _Optional[str] = ..., key_learnings: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., actor: _Optional[str] = ..., message_count: _Optional[int] = ..., start_sequence: _Optional[int] = ..., end_sequence: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[EpisodeTrigger, str]] = ..., retry_count: _Optional[int] = ..., error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_label: _Optional[str] = ..., kind: _Optional[_Union[EpisodeKind, str]] = ..., event_source: _Optional[_Union[EventSource, str]] = ..., chunks_pending: _Optional[bool] = ...) -> None: ...
 
 class ScoredEpisode(_message.Message):
     __slots__ = ("episode", "relevance_score", "similarity", "recency", "lexical", "semantic", "relevance")

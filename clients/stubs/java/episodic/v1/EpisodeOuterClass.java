@@ -9395,6 +9395,20 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
      * @return The eventSource.
      */
     episodic.v1.EpisodeOuterClass.EventSource getEventSource();
+
+    /**
+     * <pre>
+     * True while the thread's chunks (Recall's finer index of the episode's messages, ranked
+     * beside its summary) are still to be embedded: the episode is COMPLETED and found by its
+     * summary already, and Recall reaches its full quality on it once this turns false,
+     * usually within seconds of completion (LoCoMo asked at once: R&#64;1 .702; 30 s later .737).
+     * Always false for events.
+     * </pre>
+     *
+     * <code>bool chunks_pending = 24;</code>
+     * @return The chunksPending.
+     */
+    boolean getChunksPending();
   }
   /**
    * <pre>
@@ -10288,6 +10302,25 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       return result == null ? episodic.v1.EpisodeOuterClass.EventSource.UNRECOGNIZED : result;
     }
 
+    public static final int CHUNKS_PENDING_FIELD_NUMBER = 24;
+    private boolean chunksPending_ = false;
+    /**
+     * <pre>
+     * True while the thread's chunks (Recall's finer index of the episode's messages, ranked
+     * beside its summary) are still to be embedded: the episode is COMPLETED and found by its
+     * summary already, and Recall reaches its full quality on it once this turns false,
+     * usually within seconds of completion (LoCoMo asked at once: R&#64;1 .702; 30 s later .737).
+     * Always false for events.
+     * </pre>
+     *
+     * <code>bool chunks_pending = 24;</code>
+     * @return The chunksPending.
+     */
+    @java.lang.Override
+    public boolean getChunksPending() {
+      return chunksPending_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -10370,6 +10403,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       if (eventSource_ != episodic.v1.EpisodeOuterClass.EventSource.EVENT_SOURCE_UNSPECIFIED.getNumber()) {
         output.writeEnum(23, eventSource_);
+      }
+      if (chunksPending_ != false) {
+        output.writeBool(24, chunksPending_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -10467,6 +10503,10 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         size += com.google.protobuf.CodedOutputStream
           .computeEnumSize(23, eventSource_);
       }
+      if (chunksPending_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(24, chunksPending_);
+      }
       return size;
     }
     @java.lang.Override
@@ -10544,6 +10584,8 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
           .equals(other.getThreadLabel())) return false;
       if (kind_ != other.kind_) return false;
       if (eventSource_ != other.eventSource_) return false;
+      if (getChunksPending()
+          != other.getChunksPending()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -10616,6 +10658,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       hash = (53 * hash) + kind_;
       hash = (37 * hash) + EVENT_SOURCE_FIELD_NUMBER;
       hash = (53 * hash) + eventSource_;
+      hash = (37 * hash) + CHUNKS_PENDING_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getChunksPending());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -10801,6 +10846,7 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         threadLabel_ = "";
         kind_ = 0;
         eventSource_ = 0;
+        chunksPending_ = false;
         return this;
       }
 
@@ -10918,6 +10964,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         if (((from_bitField0_ & 0x00400000) != 0)) {
           result.eventSource_ = eventSource_;
         }
+        if (((from_bitField0_ & 0x00800000) != 0)) {
+          result.chunksPending_ = chunksPending_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -11031,6 +11080,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
         }
         if (other.eventSource_ != 0) {
           setEventSourceValue(other.getEventSourceValue());
+        }
+        if (other.getChunksPending() != false) {
+          setChunksPending(other.getChunksPending());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -11181,6 +11233,11 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
                 bitField0_ |= 0x00400000;
                 break;
               } // case 184
+              case 192: {
+                chunksPending_ = input.readBool();
+                bitField0_ |= 0x00800000;
+                break;
+              } // case 192
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -13398,6 +13455,62 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       public Builder clearEventSource() {
         bitField0_ = (bitField0_ & ~0x00400000);
         eventSource_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private boolean chunksPending_ ;
+      /**
+       * <pre>
+       * True while the thread's chunks (Recall's finer index of the episode's messages, ranked
+       * beside its summary) are still to be embedded: the episode is COMPLETED and found by its
+       * summary already, and Recall reaches its full quality on it once this turns false,
+       * usually within seconds of completion (LoCoMo asked at once: R&#64;1 .702; 30 s later .737).
+       * Always false for events.
+       * </pre>
+       *
+       * <code>bool chunks_pending = 24;</code>
+       * @return The chunksPending.
+       */
+      @java.lang.Override
+      public boolean getChunksPending() {
+        return chunksPending_;
+      }
+      /**
+       * <pre>
+       * True while the thread's chunks (Recall's finer index of the episode's messages, ranked
+       * beside its summary) are still to be embedded: the episode is COMPLETED and found by its
+       * summary already, and Recall reaches its full quality on it once this turns false,
+       * usually within seconds of completion (LoCoMo asked at once: R&#64;1 .702; 30 s later .737).
+       * Always false for events.
+       * </pre>
+       *
+       * <code>bool chunks_pending = 24;</code>
+       * @param value The chunksPending to set.
+       * @return This builder for chaining.
+       */
+      public Builder setChunksPending(boolean value) {
+
+        chunksPending_ = value;
+        bitField0_ |= 0x00800000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * True while the thread's chunks (Recall's finer index of the episode's messages, ranked
+       * beside its summary) are still to be embedded: the episode is COMPLETED and found by its
+       * summary already, and Recall reaches its full quality on it once this turns false,
+       * usually within seconds of completion (LoCoMo asked at once: R&#64;1 .702; 30 s later .737).
+       * Always false for events.
+       * </pre>
+       *
+       * <code>bool chunks_pending = 24;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearChunksPending() {
+        bitField0_ = (bitField0_ & ~0x00800000);
+        chunksPending_ = false;
         onChanged();
         return this;
       }
@@ -21745,7 +21858,7 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       "\n\ntool_calls\030\t \003(\0132\025.episodic.v1.ToolCal" +
       "l\022\024\n\014tool_call_id\030\n \001(\t\022\014\n\004name\030\013 \001(\t\"7\n" +
       "\010ToolCall\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022\021\n\ta" +
-      "rguments\030\003 \001(\t\"\303\005\n\007Episode\022\022\n\nepisode_id" +
+      "rguments\030\003 \001(\t\"\333\005\n\007Episode\022\022\n\nepisode_id" +
       "\030\001 \001(\t\022\021\n\tthread_id\030\002 \001(\t\022\017\n\007dataset\030\003 \001" +
       "(\t\022*\n\006status\030\004 \001(\0162\032.episodic.v1.Episode" +
       "Status\0224\n\017semantic_status\030\005 \001(\0162\033.episod" +
@@ -21763,54 +21876,55 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       "obuf.Timestamp\022\024\n\014thread_label\030\025 \001(\t\022&\n\004" +
       "kind\030\026 \001(\0162\030.episodic.v1.EpisodeKind\022.\n\014" +
       "event_source\030\027 \001(\0162\030.episodic.v1.EventSo" +
-      "urce\"\252\001\n\rScoredEpisode\022%\n\007episode\030\001 \001(\0132" +
-      "\024.episodic.v1.Episode\022\027\n\017relevance_score" +
-      "\030\002 \001(\001\022\022\n\nsimilarity\030\003 \001(\001\022\017\n\007recency\030\004 " +
-      "\001(\001\022\017\n\007lexical\030\005 \001(\001\022\020\n\010semantic\030\006 \001(\001\022\021" +
-      "\n\trelevance\030\007 \001(\001\"\351\002\n\tProcedure\022\024\n\014proce" +
-      "dure_id\030\001 \001(\t\022\017\n\007dataset\030\002 \001(\t\022\014\n\004goal\030\003" +
-      " \001(\t\022\025\n\rexample_goals\030\004 \003(\t\022)\n\005steps\030\005 \003" +
-      "(\0132\032.episodic.v1.ProcedureStep\022\025\n\rsucces" +
-      "s_count\030\006 \001(\005\022\025\n\rfailure_count\030\007 \001(\005\022\025\n\r" +
-      "partial_count\030\010 \001(\005\022-\n\007sources\030\t \003(\0132\034.e" +
-      "pisodic.v1.ProcedureSource\022.\n\ncreated_at" +
-      "\030\n \001(\0132\032.google.protobuf.Timestamp\022.\n\nup" +
-      "dated_at\030\013 \001(\0132\032.google.protobuf.Timesta" +
-      "mp\022\021\n\textractor\030\014 \001(\t\"q\n\rProcedureStep\022\014" +
-      "\n\004tool\030\001 \001(\t\022\017\n\007purpose\030\002 \001(\t\022\016\n\006writes\030" +
-      "\003 \001(\010\0221\n\targuments\030\004 \003(\0132\036.episodic.v1.P" +
-      "rocedureArgument\"1\n\021ProcedureArgument\022\014\n" +
-      "\004name\030\001 \001(\t\022\016\n\006source\030\002 \001(\t\"_\n\017Procedure" +
-      "Source\022\021\n\tthread_id\030\001 \001(\t\022\022\n\nepisode_id\030" +
-      "\002 \001(\t\022%\n\007outcome\030\003 \001(\0162\024.episodic.v1.Out" +
-      "come\"O\n\017ScoredProcedure\022)\n\tprocedure\030\001 \001" +
-      "(\0132\026.episodic.v1.Procedure\022\021\n\trelevance\030" +
-      "\002 \001(\001*_\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\017\n\013R" +
-      "OLE_SYSTEM\020\001\022\r\n\tROLE_USER\020\002\022\022\n\016ROLE_ASSI" +
-      "STANT\020\003\022\r\n\tROLE_TOOL\020\004*\340\001\n\rEpisodeStatus" +
-      "\022\036\n\032EPISODE_STATUS_UNSPECIFIED\020\000\022\032\n\026EPIS" +
-      "ODE_STATUS_PENDING\020\001\022\035\n\031EPISODE_STATUS_P" +
-      "ROCESSING\020\002\022\034\n\030EPISODE_STATUS_COMPLETED\020" +
-      "\003\022\031\n\025EPISODE_STATUS_FAILED\020\004\022\033\n\027EPISODE_" +
-      "STATUS_ARCHIVED\020\005\022\036\n\026EPISODE_STATUS_DELE" +
-      "TED\020\006\032\002\010\001*\306\001\n\016SemanticStatus\022\037\n\033SEMANTIC" +
-      "_STATUS_UNSPECIFIED\020\000\022\033\n\027SEMANTIC_STATUS" +
-      "_PENDING\020\001\022\036\n\032SEMANTIC_STATUS_PROCESSING" +
-      "\020\002\022\035\n\031SEMANTIC_STATUS_COMPLETED\020\003\022\032\n\026SEM" +
-      "ANTIC_STATUS_FAILED\020\004\022\033\n\027SEMANTIC_STATUS" +
-      "_SKIPPED\020\005*\311\001\n\016EpisodeTrigger\022\037\n\033EPISODE" +
-      "_TRIGGER_UNSPECIFIED\020\000\022\034\n\030EPISODE_TRIGGE" +
-      "R_EXPLICIT\020\001\022\036\n\032EPISODE_TRIGGER_NEW_THRE" +
-      "AD\020\002\022\036\n\032EPISODE_TRIGGER_INACTIVITY\020\003\022\034\n\030" +
-      "EPISODE_TRIGGER_BACKSTOP\020\004\022\032\n\026EPISODE_TR" +
-      "IGGER_MANUAL\020\005*]\n\013EpisodeKind\022\034\n\030EPISODE" +
-      "_KIND_UNSPECIFIED\020\000\022\030\n\024EPISODE_KIND_SUMM" +
-      "ARY\020\001\022\026\n\022EPISODE_KIND_EVENT\020\002*`\n\013EventSo" +
-      "urce\022\034\n\030EVENT_SOURCE_UNSPECIFIED\020\000\022\026\n\022EV" +
-      "ENT_SOURCE_AGENT\020\001\022\033\n\027EVENT_SOURCE_CLASS" +
-      "IFIER\020\002*a\n\007Outcome\022\027\n\023OUTCOME_UNSPECIFIE" +
-      "D\020\000\022\023\n\017OUTCOME_SUCCESS\020\001\022\023\n\017OUTCOME_FAIL" +
-      "URE\020\002\022\023\n\017OUTCOME_PARTIAL\020\003b\006proto3"
+      "urce\022\026\n\016chunks_pending\030\030 \001(\010\"\252\001\n\rScoredE" +
+      "pisode\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Ep" +
+      "isode\022\027\n\017relevance_score\030\002 \001(\001\022\022\n\nsimila" +
+      "rity\030\003 \001(\001\022\017\n\007recency\030\004 \001(\001\022\017\n\007lexical\030\005" +
+      " \001(\001\022\020\n\010semantic\030\006 \001(\001\022\021\n\trelevance\030\007 \001(" +
+      "\001\"\351\002\n\tProcedure\022\024\n\014procedure_id\030\001 \001(\t\022\017\n" +
+      "\007dataset\030\002 \001(\t\022\014\n\004goal\030\003 \001(\t\022\025\n\rexample_" +
+      "goals\030\004 \003(\t\022)\n\005steps\030\005 \003(\0132\032.episodic.v1" +
+      ".ProcedureStep\022\025\n\rsuccess_count\030\006 \001(\005\022\025\n" +
+      "\rfailure_count\030\007 \001(\005\022\025\n\rpartial_count\030\010 " +
+      "\001(\005\022-\n\007sources\030\t \003(\0132\034.episodic.v1.Proce" +
+      "dureSource\022.\n\ncreated_at\030\n \001(\0132\032.google." +
+      "protobuf.Timestamp\022.\n\nupdated_at\030\013 \001(\0132\032" +
+      ".google.protobuf.Timestamp\022\021\n\textractor\030" +
+      "\014 \001(\t\"q\n\rProcedureStep\022\014\n\004tool\030\001 \001(\t\022\017\n\007" +
+      "purpose\030\002 \001(\t\022\016\n\006writes\030\003 \001(\010\0221\n\targumen" +
+      "ts\030\004 \003(\0132\036.episodic.v1.ProcedureArgument" +
+      "\"1\n\021ProcedureArgument\022\014\n\004name\030\001 \001(\t\022\016\n\006s" +
+      "ource\030\002 \001(\t\"_\n\017ProcedureSource\022\021\n\tthread" +
+      "_id\030\001 \001(\t\022\022\n\nepisode_id\030\002 \001(\t\022%\n\007outcome" +
+      "\030\003 \001(\0162\024.episodic.v1.Outcome\"O\n\017ScoredPr" +
+      "ocedure\022)\n\tprocedure\030\001 \001(\0132\026.episodic.v1" +
+      ".Procedure\022\021\n\trelevance\030\002 \001(\001*_\n\004Role\022\024\n" +
+      "\020ROLE_UNSPECIFIED\020\000\022\017\n\013ROLE_SYSTEM\020\001\022\r\n\t" +
+      "ROLE_USER\020\002\022\022\n\016ROLE_ASSISTANT\020\003\022\r\n\tROLE_" +
+      "TOOL\020\004*\340\001\n\rEpisodeStatus\022\036\n\032EPISODE_STAT" +
+      "US_UNSPECIFIED\020\000\022\032\n\026EPISODE_STATUS_PENDI" +
+      "NG\020\001\022\035\n\031EPISODE_STATUS_PROCESSING\020\002\022\034\n\030E" +
+      "PISODE_STATUS_COMPLETED\020\003\022\031\n\025EPISODE_STA" +
+      "TUS_FAILED\020\004\022\033\n\027EPISODE_STATUS_ARCHIVED\020" +
+      "\005\022\036\n\026EPISODE_STATUS_DELETED\020\006\032\002\010\001*\306\001\n\016Se" +
+      "manticStatus\022\037\n\033SEMANTIC_STATUS_UNSPECIF" +
+      "IED\020\000\022\033\n\027SEMANTIC_STATUS_PENDING\020\001\022\036\n\032SE" +
+      "MANTIC_STATUS_PROCESSING\020\002\022\035\n\031SEMANTIC_S" +
+      "TATUS_COMPLETED\020\003\022\032\n\026SEMANTIC_STATUS_FAI" +
+      "LED\020\004\022\033\n\027SEMANTIC_STATUS_SKIPPED\020\005*\311\001\n\016E" +
+      "pisodeTrigger\022\037\n\033EPISODE_TRIGGER_UNSPECI" +
+      "FIED\020\000\022\034\n\030EPISODE_TRIGGER_EXPLICIT\020\001\022\036\n\032" +
+      "EPISODE_TRIGGER_NEW_THREAD\020\002\022\036\n\032EPISODE_" +
+      "TRIGGER_INACTIVITY\020\003\022\034\n\030EPISODE_TRIGGER_" +
+      "BACKSTOP\020\004\022\032\n\026EPISODE_TRIGGER_MANUAL\020\005*]" +
+      "\n\013EpisodeKind\022\034\n\030EPISODE_KIND_UNSPECIFIE" +
+      "D\020\000\022\030\n\024EPISODE_KIND_SUMMARY\020\001\022\026\n\022EPISODE" +
+      "_KIND_EVENT\020\002*`\n\013EventSource\022\034\n\030EVENT_SO" +
+      "URCE_UNSPECIFIED\020\000\022\026\n\022EVENT_SOURCE_AGENT" +
+      "\020\001\022\033\n\027EVENT_SOURCE_CLASSIFIER\020\002*a\n\007Outco" +
+      "me\022\027\n\023OUTCOME_UNSPECIFIED\020\000\022\023\n\017OUTCOME_S" +
+      "UCCESS\020\001\022\023\n\017OUTCOME_FAILURE\020\002\022\023\n\017OUTCOME" +
+      "_PARTIAL\020\003b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -21847,7 +21961,7 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     internal_static_episodic_v1_Episode_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_Episode_descriptor,
-        new java.lang.String[] { "EpisodeId", "ThreadId", "Dataset", "Status", "SemanticStatus", "Summary", "KeyLearnings", "Entities", "EventType", "Actor", "MessageCount", "StartSequence", "EndSequence", "StartedAt", "EndedAt", "Trigger", "RetryCount", "Error", "CreatedAt", "UpdatedAt", "ThreadLabel", "Kind", "EventSource", });
+        new java.lang.String[] { "EpisodeId", "ThreadId", "Dataset", "Status", "SemanticStatus", "Summary", "KeyLearnings", "Entities", "EventType", "Actor", "MessageCount", "StartSequence", "EndSequence", "StartedAt", "EndedAt", "Trigger", "RetryCount", "Error", "CreatedAt", "UpdatedAt", "ThreadLabel", "Kind", "EventSource", "ChunksPending", });
     internal_static_episodic_v1_ScoredEpisode_descriptor =
       getDescriptor().getMessageType(5);
     internal_static_episodic_v1_ScoredEpisode_fieldAccessorTable = new
