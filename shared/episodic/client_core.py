@@ -372,6 +372,9 @@ class Episode:
     kind: str = "summary"
     #: For an event: "agent" (record_event) or "classifier"; "" for a summary.
     event_source: str = ""
+    #: The thread's chunks are still to be embedded: the episode is found by its summary
+    #: already, and Recall reaches full quality on it once this is False (seconds).
+    chunks_pending: bool = False
 
     @property
     def is_event(self) -> bool:
@@ -408,6 +411,7 @@ class Episode:
             event_source=_enum_name(m.event_source, episode_pb2.EventSource, "EVENT_SOURCE_")
             if m.event_source
             else "",
+            chunks_pending=m.chunks_pending,
         )
 
 

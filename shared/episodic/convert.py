@@ -275,6 +275,7 @@ def episode(row: Mapping[Any, Any]) -> episode_pb2.Episode:
         event_source=EVENT_SOURCE_TO_PROTO.get(
             row.get("event_source") or "", episode_pb2.EVENT_SOURCE_UNSPECIFIED
         ),
+        chunks_pending=bool(row.get("chunks_pending")),
     )
 
 

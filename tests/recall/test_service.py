@@ -308,3 +308,46 @@ def test_deadlines_bound_the_database_work(db_url) -> None:  # type: ignore[no-u
             assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "10s"
     finally:
         engine.dispose()
+
+
+def test_an_episode_and_a_recall_answer_say_whether_its_chunks_are_still_pending(
+    recall, engine
+) -> None:  # type: ignore[no-untyped-def]
+    """An episode is COMPLETED (and found by its summary) before its thread's chunks, the
+    finer index Recall also ranks by, are embedded: until then Recall is not at full
+    quality for it (LoCoMo asked at once: R@1 .702; 30 s later .737). The episode says so
+    (Episode.chunks_pending), in GetEpisode and in every Recall answer that holds it, and
+    stops saying so once the Summariser's chunk pass has indexed them."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from episodic.providers import HashingEmbedder
+    from episodic.store import recall_index
+    from episodic.testing.keys import test_vault
+
+    with engine.begin() as conn:
+        made = make_episode(conn, "user_77", ["we agreed the Pro tier costs $29 for project Atlas"])
+        # What completion leaves (pipeline: store_document(..., chunks_pending=True)): the
+        # summary indexed, the thread's chunks not yet.
+        conn.execute(text("DELETE FROM message_chunks WHERE thread_id = :t"), {"t": made.thread_id})
+        conn.execute(
+            text("UPDATE episodes SET chunks_pending = true WHERE episode_id = :e"),
+            {"e": made.episode_id},
+        )
+    asked = pb.RecallRequest(dataset="user_77", query="Pro tier", include=EPISODES)
+    got = recall.GetEpisode(pb.GetEpisodeRequest(episode_id=str(made.episode_id)), timeout=30)
+    assert got.episode.chunks_pending is True
+    (scored,) = recall.Recall(asked, timeout=30).episodes.episodes
+    assert scored.episode.chunks_pending is True
+
+    with engine.connect() as conn:
+        work = recall_index.pending_chunk_work(
+            conn, test_vault(), completed_before=datetime.now(UTC), limit=10
+        )
+    assert [w.episode_id for w in work] == [made.episode_id]
+    assert recall_index.index_pending_chunks(engine, HashingEmbedder(384), work) > 0
+    got = recall.GetEpisode(pb.GetEpisodeRequest(episode_id=str(made.episode_id)), timeout=30)
+    assert got.episode.chunks_pending is False
+    (scored,) = recall.Recall(asked, timeout=30).episodes.episodes
+    assert scored.episode.chunks_pending is False

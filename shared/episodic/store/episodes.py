@@ -145,6 +145,8 @@ VISIBLE_COLUMNS: tuple[str, ...] = (
     "error",
     "created_at",
     "updated_at",
+    # The thread's chunks are still to be indexed (Episode.chunks_pending).
+    "chunks_pending",
 )
 
 

@@ -153,6 +153,7 @@ def _event_as_episode(dataset: str) -> str:
     coalesce(ev.source_sequence, 0) AS end_sequence,
     ev.occurred_at AS started_at, ev.occurred_at AS ended_at, NULL::text AS trigger,
     0 AS retry_count, NULL::text AS error, ev.created_at, ev.created_at AS updated_at,
+    false AS chunks_pending,
     (SELECT t.label FROM threads t WHERE t.dataset = {dataset} AND t.thread_id = ev.thread_id
        AND t.dataset = ev.dataset) AS thread_label,
     'event' AS kind, ev.source AS event_source
