@@ -341,10 +341,11 @@ def test_an_episode_and_a_recall_answer_say_whether_its_chunks_are_still_pending
     (scored,) = recall.Recall(asked, timeout=30).episodes.episodes
     assert scored.episode.chunks_pending is True
 
-    with engine.connect() as conn:
-        work = recall_index.pending_chunk_work(
-            conn, test_vault(), completed_before=datetime.now(UTC), limit=10
-        )
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        work = recall_index.take_chunk_work(
+            conn, test_vault(), completed_before=now, retake_before=now, limit=10
+        ).work
     assert [w.episode_id for w in work] == [made.episode_id]
     assert recall_index.index_pending_chunks(engine, HashingEmbedder(384), work) > 0
     got = recall.GetEpisode(pb.GetEpisodeRequest(episode_id=str(made.episode_id)), timeout=30)
