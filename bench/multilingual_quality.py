@@ -134,6 +134,8 @@ def run_direct(
     users: list[tuple[str, locomo.Conversation]],
     only: str | None = None,
     abstain: bool = False,
+    bands: tuple[float | None, ...] = (None,),
+    misses: int = 0,
 ) -> dict[str, Any]:
     """The same questions without the Summariser (whose extractive summaries embed every
     sentence: with e5 on a shared 2-core machine that takes the better part of an hour):
@@ -144,7 +146,10 @@ def run_direct(
     Recall runs for that embedder) in this process. ``abstain``: also each question with
     ``abstain``'s thresholds for the embedder, of its own dataset and of the next user's of
     the same language (a foreign one: it should get nothing) — LoCoMo's abstention check
-    on hand-written questions in other languages."""
+    on hand-written questions in other languages. ``bands``: values of
+    ``RecallSettings.ranking_recency_band`` (None: the default; 0: the seed's sum), each
+    ranked on the same store in the same run; ``misses``: the score parts of that many missed questions
+    per variant (the gold session beside the one ranked first)."""
     from episodic.config import EmbeddingSettings, RecallSettings
     from episodic.providers import make_embedder
     from episodic.services.recall import domain
@@ -161,7 +166,15 @@ def run_direct(
     )
     vault = test_vault()
     settings = RecallSettings()
-    ranking = domain.ranking_from(settings, embedder.name)
+    rankings = {
+        "" if band is None else f"band {band:g}": domain.ranking_from(
+            settings
+            if band is None
+            else settings.model_copy(update={"ranking_recency_band": band}),
+            embedder.name,
+        )
+        for band in bands
+    }
     # abstain's thresholds, applied explicitly: the service applies them only to datasets
     # in the configuration the curves were fitted in (english), which this measured
     thresholds = domain.abstention(embedder.name) or Abstention(0.0, 0.0)
@@ -175,6 +188,7 @@ def run_direct(
         for i, conv in enumerate(convs)
     }
     results: dict[str, Any] = {}
+    vectors: dict[str, Any] = {}
     with ExitStack() as stack:
         url = stack.enter_context(scratch_database(None, "episodic-ml-bench-"))
         engine = make_engine(url, pool_size=2)
@@ -208,13 +222,18 @@ def run_direct(
                     for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
                 )
             }
-            for name, suffix in variants.items():
+            for (variant, suffix), fusion in ((v, f) for v in variants.items() for f in rankings):
+                name = f"{variant}, {fusion}" if fusion else variant
+                ranking = rankings[fusion]
+                missed: list[str] = []
                 per_language: dict[str, locomo.Scores] = {}
                 abstaining: dict[str, locomo.Scores] = {}
                 foreign_empty: dict[str, list[bool]] = {}
                 latency: list[float] = []
 
-                def ask(dataset: str, q: Any, gate: bool) -> list[str]:
+                def ask(
+                    dataset: str, q: Any, gate: bool, ranking: Any = ranking
+                ) -> list[dict[str, Any]]:
                     request = domain.RecallQuery(
                         dataset=dataset,
                         query=q.question,
@@ -228,20 +247,30 @@ def run_direct(
                         min_match=thresholds.min_match if gate else 0.0,
                         ranking=ranking,
                     )
-                    vector = embedder.embed_query(request.ranked_query or q.question)
-                    answer = domain.recall(conn, vault, request, vector)
-                    return [labels[r["thread_id"]] for r in answer.rows]
+                    text = request.ranked_query or q.question
+                    if text not in vectors:  # each variant asks the same questions
+                        vectors[text] = embedder.embed_query(text)
+                    vector = vectors[text]
+                    return domain.recall(conn, vault, request, vector).rows
 
                 for language, conv in users:
                     scores = per_language.setdefault(language, locomo.Scores())
                     for q in conv.questions:
                         t0 = time.perf_counter()
-                        found = ask(conv.dataset + suffix, q, False)
+                        rows = ask(conv.dataset + suffix, q, False)
                         latency.append((time.perf_counter() - t0) * 1000)
+                        found = [labels[r["thread_id"]] for r in rows]
                         scores.add(language, found, q.evidence_threads)
+                        if len(missed) < misses and found and found[0] not in q.evidence_threads:
+                            missed.append(_miss(q, rows, labels))
                         if abstain:
                             abstaining.setdefault(language, locomo.Scores()).add(
-                                language, ask(conv.dataset + suffix, q, True), q.evidence_threads
+                                language,
+                                [
+                                    labels[r["thread_id"]]
+                                    for r in ask(conv.dataset + suffix, q, True)
+                                ],
+                                q.evidence_threads,
                             )
                             foreign = foreign_of[conv.dataset] + suffix
                             foreign_empty.setdefault(language, []).append(not ask(foreign, q, True))
@@ -250,6 +279,7 @@ def run_direct(
                     "scores": per_language,
                     "p50": latency[len(latency) // 2],
                     "p99": latency[int(len(latency) * 0.99)],
+                    "misses": missed,
                 }
                 if abstain:
                     results[f"{embedder_name}, {name} (direct)"]["abstain"] = (
@@ -258,6 +288,23 @@ def run_direct(
                         thresholds,
                     )
     return results
+
+
+_PARTS = ("relevance", "similarity", "recency", "lexical", "semantic", "cosine")
+
+
+def _miss(q: Any, rows: list[dict[str, Any]], labels: dict[Any, str]) -> str:
+    """One missed question's score parts: the session ranked first and the gold one."""
+    gold = next(
+        ((i, r) for i, r in enumerate(rows) if labels[r["thread_id"]] in q.evidence_threads),
+        None,
+    )
+    shown = [("first", 0, rows[0])] + ([("gold", gold[0], gold[1])] if gold else [])
+    parts = "; ".join(
+        f"{who} (#{i + 1}) " + " ".join(f"{p} {float(row[p]):.3f}" for p in _PARTS)
+        for who, i, row in shown
+    )
+    return f"{q.question!r}: {parts}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,18 +325,44 @@ def main(argv: list[str] | None = None) -> int:
         help="--direct: also abstention (each question with abstain, of its own dataset and "
         "of another user's of the same language)",
     )
+    parser.add_argument(
+        "--bands",
+        default="",
+        help="--direct: values of EPISODIC_RANKING_RECENCY_BAND, comma-separated, each "
+        "ranked on the same store (0: recency everywhere, the seed's sum); default: what "
+        "Recall runs",
+    )
+    parser.add_argument(
+        "--misses", type=int, default=0, help="--direct: score parts of this many misses each"
+    )
+    parser.add_argument(
+        "--locomo",
+        type=int,
+        metavar="N",
+        help="--direct: the first N conversations of LoCoMo (English) instead of --path",
+    )
     args = parser.parse_args(argv)
-    if args.abstain and not args.direct:
-        parser.error("--abstain needs --direct")
-    users = load(Path(args.path))
+    if (args.abstain or args.bands or args.misses or args.locomo) and not args.direct:
+        parser.error("--abstain, --bands, --misses and --locomo need --direct")
+    users = (
+        [("en", c) for c in locomo.load(limit=args.locomo)]
+        if args.locomo
+        else load(Path(args.path))
+    )
+    bands = tuple(float(b) for b in args.bands.split(",")) if args.bands else (None,)
     log(f"{len(users)} users, {sum(len(c.questions) for _, c in users)} questions")
-    results: dict[str, Any] = {}
-    for embedder in args.embedders.split(","):
-        results.update(
-            run_direct(embedder, users, args.only, args.abstain)
+    for embedder in args.embedders.split(","):  # each embedder's table as soon as it is done
+        report(
+            users,
+            run_direct(embedder, users, args.only, args.abstain, bands, args.misses)
             if args.direct
-            else run(embedder, users)
+            else run(embedder, users),
         )
+    return 0
+
+
+def report(users: list[tuple[str, locomo.Conversation]], results: dict[str, Any]) -> None:
+    """Prints one embedder's results: detection, the table, misses and abstention."""
     detection = results.pop("detection", None)
     if detection:
         right = sum(want == got and origin == "detected" for _, want, got, origin in detection)
@@ -312,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
         cells.append(f"{o['R@1']:.3f} / {o['R@5']:.3f} / {o['MRR']:.3f}")
         cells.append(f"{r['p50']:.1f} / {r['p99']:.1f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
+    for name, r in results.items():
+        if r.get("misses"):
+            print(f"\nmisses of {name} (score parts: the first ranked, then the gold):")
+            for line in r["misses"]:
+                print(f"- {line}")
     abstained = {name: r["abstain"] for name, r in results.items() if "abstain" in r}
     if abstained:
         print(
@@ -338,8 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             label = f"{name} ({thresholds.min_relevance} / {thresholds.min_match})"
             print(f"| {label} | " + " | ".join(cells) + " |")
-    print(f"\nload average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    return 0
+    print(f"\nload average {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 
 if __name__ == "__main__":

@@ -459,6 +459,17 @@ class RecallSettings(BaseSettings):
         "first and recency orders only near ties. MiniLM and models not measured are "
         "unchanged. false: raw cosines.",
     )
+    ranking_recency_band: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="Recency only breaks ties inside the similarity band (seed 002): a "
+        "candidate keeps all of its recency term when it is as similar to the query as the "
+        "best candidate, none when its similarity is this share of the best's or more below "
+        "it, and a linear part in between, so a newer session no longer overtakes a clearly "
+        "better match (recall_queries.recency_gate). 0: recency counts alike for every "
+        "candidate (the seed's sum). Without a query the order is plain recency either way.",
+    )
     recall_statement_timeout: Duration = Field(
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",

@@ -190,9 +190,16 @@ def reference_rank(
             else:
                 rel = lexical * LEXICAL_SHARE + sem_rel * (1 - LEXICAL_SHARE)
                 similarity[i] = min(1.0, rel) ** BAND_EXPONENT
+    # Recency breaks ties inside the similarity band (RankingOptions.recency_band): its term
+    # fades from whole at the best similarity to nothing `band` (a share of it) below.
+    best, band = max(similarity), options.recency_band
+    gate = [
+        1.0 if not band or best <= 0 else min(1.0, max(0.0, 1 - (best - s) / (band * best)))
+        for s in similarity
+    ]
     ranked = [
         (
-            similarity_weight * similarity[i] + recency_weight * recency[i],
+            similarity_weight * similarity[i] + recency_weight * recency[i] * gate[i],
             rows[i]["ended_at"],
             str(rows[i]["episode_id"]),
             i,

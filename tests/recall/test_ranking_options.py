@@ -19,6 +19,7 @@ from episodic.store.recall_queries import (
     LEARNED_WEIGHTS,
     RankingOptions,
     RecallFilters,
+    recency_gate,
 )
 from episodic.store.relevance import (
     E5_SCALE,
@@ -265,6 +266,8 @@ def test_ranking_options_refuse_what_they_cannot_do() -> None:
         RankingOptions(fusion="average")
     with pytest.raises(ValueError, match="recency_span"):
         RankingOptions(recency_span=-1.0)
+    with pytest.raises(ValueError, match="recency_band"):
+        RankingOptions(recency_band=1.5)
 
 
 def test_the_recall_service_ranks_with_its_settings() -> None:
@@ -284,6 +287,7 @@ def test_the_recall_service_ranks_with_its_settings() -> None:
             ranking_word_forms=False,
             ranking_function_words=False,
             ranking_second_look=0,
+            ranking_recency_band=0.0,
         )
         == RankingOptions()
     )
@@ -634,9 +638,62 @@ def test_a_clear_semantic_winner_in_a_narrow_band_is_not_overridden_by_recency(e
     order = {}
     with engine.connect() as conn:
         for name, scale in (("raw", None), ("scaled", band)):
-            options = replace(DEFAULT_RANKING, cosine_scale=scale, rerank_top=0, rerank_weights=())
+            # recency weighed everywhere (no band), so that the scale alone decides
+            options = replace(
+                DEFAULT_RANKING,
+                cosine_scale=scale,
+                rerank_top=0,
+                rerank_weights=(),
+                recency_band=0.0,
+            )
             request = replace(_request(query, options), similarity_weight=0.7, recency_weight=0.3)
             rows = domain.recall(conn, test_vault(), request, vector).rows
             order[name] = [str(r["episode_id"]) for r in rows]
     assert order["raw"][0] == str(newer.episode_id)
     assert order["scaled"][0] == str(better.episode_id)
+
+
+def test_the_recency_gate_fades_across_the_band() -> None:
+    assert recency_gate(0.5, 0.5, 0.25) == 1.0  # as similar as the best: all of it
+    assert recency_gate(0.4375, 0.5, 0.25) == pytest.approx(0.5)  # half-way down the band
+    assert recency_gate(0.375, 0.5, 0.25) == pytest.approx(0.0)  # at the band's edge: none
+    assert recency_gate(0.1, 0.5, 0.25) == 0.0
+    assert recency_gate(0.1, 0.5, 0.0) == 1.0  # off: the seed's sum
+    assert recency_gate(0.0, 0.0, 0.1) == 1.0  # nothing similar (no query): plain recency
+
+
+def test_recency_breaks_ties_only_inside_the_similarity_band(engine) -> None:  # type: ignore[no-untyped-def]
+    """Two old sessions that match the query fully, one from today that shares two of its
+    three words: the seed's sum lets today's overtake both (recency on the seed's day scale is
+    worth more than the difference in match); with the band it comes last, and recency
+    still orders the two that match alike (the newer of them first), in the statement and
+    in the second look alike."""
+    with engine.begin() as conn:
+        older = make_episode(
+            conn, "ds", ["The lighthouse keeper repainted the boat."], ended_at=T0 - timedelta(30)
+        )
+        newer = make_episode(
+            conn, "ds", ["The lighthouse keeper repainted the boat."], ended_at=T0 - timedelta(29)
+        )
+        today = make_episode(
+            conn, "ds", ["We walked to the lighthouse and saw a boat."], ended_at=T0
+        )
+    query = "Who repainted the boat at the lighthouse?"
+    seed = replace(DEFAULT_RANKING, recency_span=0.0)  # 1 / (1 + days): recency weighs most
+    order = {}
+    with engine.connect() as conn:
+        for name, options in (
+            ("sum", replace(seed, recency_band=0.0)),
+            ("band", seed),
+            ("band, statement only", replace(seed, rerank_top=0, rerank_weights=())),
+        ):
+            request = replace(_request(query, options), similarity_weight=0.7, recency_weight=0.3)
+            rows = domain.recall(conn, test_vault(), request, None).rows
+            order[name] = [str(r["episode_id"]) for r in rows]
+    ids = {
+        str(e.episode_id): name
+        for name, e in (("older", older), ("newer", newer), ("today", today))
+    }
+    assert ids[order["sum"][0]] == "today"
+    assert [ids[i] for i in order["band"]] == ["newer", "older", "today"]
+    assert [ids[i] for i in order["band, statement only"]] == ["newer", "older", "today"]

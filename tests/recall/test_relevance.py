@@ -6,6 +6,7 @@ the offline embedder the curves were fitted for (MiniLM)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -305,6 +306,8 @@ def test_the_limit_holds_the_best_episodes_that_pass_not_the_best_of_all(engine,
                 recency_weight=0.99,
                 limit=1,
                 min_relevance=min_relevance,
+                # recency weighed everywhere, not only inside the similarity band
+                options=replace(q.DEFAULT_RANKING, recency_band=0.0),
             )
 
         (first,) = top(0.0).rows

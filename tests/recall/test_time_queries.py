@@ -4,13 +4,14 @@ we talked about X", "the last 2 decisions" from them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
 
 from episodic.services.recall import domain
-from episodic.store.recall_queries import RecallFilters
+from episodic.store.recall_queries import DEFAULT_RANKING, RecallFilters
 from episodic.temporal import understand
 from episodic.testing.keys import test_vault
 from episodic.v1 import recall_service_pb2 as pb
@@ -138,7 +139,7 @@ def _sessions(conn) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return made
 
 
-def _recall(conn, query: str, *, literal: bool = False, limit: int = 5):  # type: ignore[no-untyped-def]
+def _recall(conn, query: str, *, literal: bool = False, limit: int = 5, ranking=DEFAULT_RANKING):  # type: ignore[no-untyped-def]
     understood = domain.read_time(query, AS_OF, literal)
     request = domain.RecallQuery(
         dataset="timely",
@@ -149,6 +150,7 @@ def _recall(conn, query: str, *, literal: bool = False, limit: int = 5):  # type
         recency_weight=0.3,
         filters=RecallFilters(as_of=AS_OF),
         understanding=understood,
+        ranking=ranking,
     )
     ranked = request.ranked_query
     vector = EMBEDDER.embed_query(ranked) if request.needs_embedding and ranked else None
@@ -268,9 +270,16 @@ def test_a_time_of_an_event_does_not_narrow_the_search(engine) -> None:  # type:
     with engine.connect() as conn:
         event, understood = _recall(conn, "When did the dentist appointment move in June?")
         literal, _ = _recall(conn, "When did the dentist appointment move in June?", literal=True)
+        everywhere, _ = _recall(
+            conn,
+            "When did the dentist appointment move in June?",
+            ranking=replace(DEFAULT_RANKING, recency_band=0.0),
+        )
     assert understood is not None and not understood.applied
-    # nothing is left out, and the session that told of it comes first; the rest are
-    # ordered by closeness to the named June (recency counts from the time a question
-    # names, RankingOptions.named_time_recency), the earliest July session first
+    # nothing is left out, and the session that told of it comes first
     assert sorted(event) == sorted(literal) and event[0] == "fourth"
-    assert event == ["fourth", "first", "second", "third"]
+    # with recency weighed everywhere (not only inside the similarity band, where nothing
+    # else is here) the rest are ordered by closeness to the named June (recency counts
+    # from the time a question names, RankingOptions.named_time_recency), the earliest
+    # July session first
+    assert everywhere == ["fourth", "first", "second", "third"]

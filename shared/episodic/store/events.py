@@ -53,6 +53,7 @@ from episodic.store.recall_queries import (
     RankingOptions,
     entity_clauses,
     entity_params,
+    fused_relevance_sql,
     named_time_params,
     ranked_recency_sql,
     relevant_sql,
@@ -444,7 +445,7 @@ def _rank_sql(
     return f"""
         WITH c AS MATERIALIZED ({_CANDIDATES}),{span}{scored}
         top AS MATERIALIZED (
-            SELECT s.*, CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency
+            SELECT s.*, {fused_relevance_sql(options, "s.similarity", "s.recency")}
                        AS relevance,
                    {passes} AS passes
             FROM scored s

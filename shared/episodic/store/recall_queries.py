@@ -106,6 +106,7 @@ __all__ = [
     "FUSIONS",
     "LEARNED_WEIGHTS",
     "LEXICAL_SHARE",
+    "RECENCY_BAND",
     "RECENCY_SPAN",
     "SECOND_LOOK",
     "SECOND_LOOK_WEIGHTS",
@@ -117,6 +118,7 @@ __all__ = [
     "RecallFilters",
     "blinded_lexemes",
     "count_up_to",
+    "fused_relevance_sql",
     "list_episodes",
     "named_time_params",
     "query_term_tokens",
@@ -126,6 +128,7 @@ __all__ = [
     "read_opening",
     "recall_sql",
     "recall_statement",
+    "recency_gate",
     "relevant_sql",
     "reorder_top",
     "similarity_sql",
@@ -222,6 +225,16 @@ class RankingOptions:
       fitted on MiniLM's, expect, and recency orders only near ties. None: as they are
       (MiniLM, a model nobody measured). The calibrated relevance reads the raw cosines
       (its curves are fitted per embedder).
+    - ``recency_band``: recency only breaks ties inside the similarity band (seed 002:
+      "sort by ts DESC within a similarity band"). A candidate's recency term is weighed
+      by :func:`recency_gate`: whole for the candidates as similar as the best, fading
+      linearly to nothing for those whose similarity is ``recency_band`` (a share of the
+      best's) or more below it. 0: the seed's sum, recency weighed alike everywhere, so a
+      newer session can overtake an older one however much better the older matches as
+      long as the difference in similarity is below ``recency_weight / similarity_weight``
+      — which decides the ranking whenever an embedder's semantic signal is compressed
+      (e5 on short sessions in other languages). Without a query every similarity is 0,
+      every candidate is in the band, and the order is plain recency.
     """
 
     strip_stop_phrases: bool = False
@@ -243,10 +256,16 @@ class RankingOptions:
     rerank_weights: tuple[tuple[str, float], ...] = ()
     relevance_curve: Curve = MINILM
     cosine_scale: CosineScale | None = None
+    recency_band: float = 0.0
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
+        if not 0.0 <= self.recency_band <= 1.0:
+            raise ValueError(
+                f"recency_band must be 0 (off) or a share of the best similarity up to 1, "
+                f"not {self.recency_band}"
+            )
         if self.recency_span < 0:
             raise ValueError(f"recency_span must be 0 (days) or above, not {self.recency_span}")
         if self.passage_depth < 0 or self.passage_depth == 1:
@@ -372,6 +391,9 @@ EXPANSION_POOL = 40
 
 #: recency_span chosen with LEARNED_WEIGHTS (same half, same run of the lab).
 RECENCY_SPAN = 8.0
+#: RankingOptions.recency_band (RecallSettings.ranking_recency_band): recency orders the
+#: candidates within this share of the best similarity.
+RECENCY_BAND = 0.1
 
 #: The second look at the best :data:`SECOND_LOOK` candidates (``RankingOptions.rerank_top``,
 #: ``RecallSettings.ranking_second_look``): the learned fusion with the proximity signal
@@ -396,6 +418,7 @@ DEFAULT_RANKING = RankingOptions(
     fusion="learned",
     strip_function_words=True,
     recency_span=RECENCY_SPAN,
+    recency_band=RECENCY_BAND,
     named_time_recency=True,
     word_forms=True,
     phrase=True,
@@ -600,6 +623,32 @@ def ranked_recency_sql(moment: str, options: RankingOptions) -> str:
     )
 
 
+def recency_gate(similarity: float, best: float, band: float) -> float:
+    """How much of its recency a candidate of ``similarity`` keeps when the best candidate's
+    is ``best`` (``RankingOptions.recency_band``): 1 within a hair of the best, down to 0 at
+    ``band`` × ``best`` below it; 1 for every candidate when ``band`` is 0 (off) or nothing
+    is similar at all (no query: plain recency)."""
+    if band <= 0.0 or best <= 0.0:
+        return 1.0
+    return min(1.0, max(0.0, 1.0 - (best - similarity) / (band * best)))
+
+
+def fused_relevance_sql(options: RankingOptions, similarity: str, recency: str) -> str:
+    """``relevance``: ``:ws`` × similarity + ``:wr`` × recency, the recency term weighed by
+    :func:`recency_gate` against the best similarity among the rows (a window maximum: the
+    statement's candidates, before any limit). Episodes and events share it."""
+    fused = f"CAST(:ws AS float8) * {similarity} + CAST(:wr AS float8) * {recency}"
+    band = float(options.recency_band)
+    if not band:
+        return fused
+    best = f"max({similarity}) OVER ()"
+    gate = (
+        f"CASE WHEN {best} > 0 THEN least(1.0, greatest(0.0, "
+        f"1.0 - ({best} - {similarity}) / ({band!r} * {best}))) ELSE 1.0 END"
+    )
+    return f"CAST(:ws AS float8) * {similarity} + CAST(:wr AS float8) * {recency} * {gate}"
+
+
 def similarity_sql(options: RankingOptions, signals: dict[str, str]) -> str:
     """Similarity under ``options`` from a candidate's signal expressions, keyed by the
     names of :data:`LEARNED_WEIGHTS` (``lexical`` and ``semantic`` relative to the best
@@ -781,7 +830,7 @@ def recall_sql(
                 FROM c
             )
             SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
-                   CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
+                   {fused_relevance_sql(options, "s.similarity", "s.recency")} AS relevance,
                    0.0::float8 AS cosine, 0.0::float8 AS coverage,
                    0.0::float8 AS passage_coverage, 0.0::float8 AS absolute_relevance,
                    1.0::float8 AS request_match, true AS passes
@@ -1011,7 +1060,7 @@ def recall_sql(
             FROM {scored_from} n
         )
         SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
-               CAST(:ws AS float8) * s.similarity + CAST(:wr AS float8) * s.recency AS relevance,
+               {fused_relevance_sql(options, "s.similarity", "s.recency")} AS relevance,
                s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance,
                s.request_match,
                coalesce({relevant_sql("s.ended_at", options)}, false) AS passes{extra_out}
@@ -1515,14 +1564,22 @@ def reorder_top(
     }
     best = sum(w * ideal[name] for name, w in weights.items())
 
-    def score(row: Any) -> float:
-        similarity = 0.0
+    def similarity(row: Any) -> float:
         if float(row["lexical"]) > 0 or float(row["semantic"]) > 0:
             fit = sum(w * signal(row, name) for name, w in weights.items())
-            similarity = float(np.exp(fit - best))
-        return similarity_weight * similarity + recency_weight * float(row["recency"])
+            return float(np.exp(fit - best))
+        return 0.0
 
-    reordered = sorted((rows[i] for i in head), key=score, reverse=True)  # stable on ties
+    similarities = {i: similarity(rows[i]) for i in head}
+    best_similarity = max(similarities.values())
+
+    def score(i: int) -> float:  # the first pass's fusion, recency gated alike
+        gate = recency_gate(similarities[i], best_similarity, options.recency_band)
+        return (
+            similarity_weight * similarities[i] + recency_weight * float(rows[i]["recency"]) * gate
+        )
+
+    reordered = [rows[i] for i in sorted(head, key=score, reverse=True)]  # stable on ties
     out = list(rows)
     for i, row in zip(head, reordered, strict=True):
         out[i] = row
