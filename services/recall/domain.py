@@ -142,6 +142,13 @@ class RecallQuery:
         return query
 
     @property
+    def query_language(self) -> str | None:
+        """The language :attr:`ranked_query` is written in (CLD2's code), as the lexical
+        match reads it; None when it cannot be told or there is no query."""
+        query = self.ranked_query
+        return strip_function_words(query)[1] if query else None
+
+    @property
     def lexical_query(self) -> str | None:
         """The text matched lexically: :attr:`ranked_query` without the function words of
         the language it is written in, when the ranking strips them (issue 40)."""

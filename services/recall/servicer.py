@@ -282,6 +282,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             ),
             understanding=_understanding(query.understanding, answer.selected_threads),
             procedures=procedures,
+            query_language=query.query_language or "",
         )
 
     def recall_procedures(

@@ -84,3 +84,28 @@ def test_recall_matches_the_question_without_its_function_words(engine) -> None:
     assert stripped[chatty][0] == 0.0
     assert DEFAULT_RANKING.strip_function_words
     assert _query(ranking=RankingOptions()).lexical_query == QUESTION
+
+
+def test_the_answer_says_which_language_the_query_was_read_in(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    """RecallResponse.query_language: the language whose function words the lexical match
+    left out, through the running service; empty when the query is too short to tell."""
+    from episodic.providers import MiniLMEmbedder
+    from episodic.v1 import recall_service_pb2 as pb
+    from episodic.v1 import recall_service_pb2_grpc as pb_grpc
+
+    with engine.begin() as conn:
+        make_episode(conn, "user_lang", FLAT, embedder=MiniLMEmbedder())
+    service = spawn("recall", {"EPISODIC_EMBEDDING_PROVIDER": "minilm"})
+    with service.channel() as channel:
+        recall = pb_grpc.RecallServiceStub(channel)
+
+        def language(query: str) -> str:
+            request = pb.RecallRequest(
+                dataset="user_lang", query=query, include=[pb.RECALL_INCLUDE_EPISODES]
+            )
+            return str(recall.Recall(request, timeout=30).query_language)
+
+        assert language(QUESTION) == "fr"
+        assert language("¿Dónde quería alquilar un piso?") == "es"
+        assert language("Where did I want to rent a flat?") == "en"
+        assert language("qué tal") == ""  # too few letters to tell

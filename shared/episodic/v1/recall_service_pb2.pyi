@@ -81,14 +81,16 @@ class RecalledEpisodes(_message.Message):
     def __init__(self, episodes: _Optional[_Iterable[_Union[_episode_pb2.ScoredEpisode, _Mapping]]] = ..., episode_count: _Optional[int] = ..., match: _Optional[float] = ..., abstained: _Optional[bool] = ..., abstain_applied: _Optional[bool] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
-    __slots__ = ("episodes", "understanding", "procedures")
+    __slots__ = ("episodes", "understanding", "procedures", "query_language")
     EPISODES_FIELD_NUMBER: _ClassVar[int]
     UNDERSTANDING_FIELD_NUMBER: _ClassVar[int]
     PROCEDURES_FIELD_NUMBER: _ClassVar[int]
+    QUERY_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     episodes: RecalledEpisodes
     understanding: QueryUnderstanding
     procedures: _containers.RepeatedCompositeFieldContainer[_episode_pb2.ScoredProcedure]
-    def __init__(self, episodes: _Optional[_Union[RecalledEpisodes, _Mapping]] = ..., understanding: _Optional[_Union[QueryUnderstanding, _Mapping]] = ..., procedures: _Optional[_Iterable[_Union[_episode_pb2.ScoredProcedure, _Mapping]]] = ...) -> None: ...
+    query_language: str
+    def __init__(self, episodes: _Optional[_Union[RecalledEpisodes, _Mapping]] = ..., understanding: _Optional[_Union[QueryUnderstanding, _Mapping]] = ..., procedures: _Optional[_Iterable[_Union[_episode_pb2.ScoredProcedure, _Mapping]]] = ..., query_language: _Optional[str] = ...) -> None: ...
 
 class QueryUnderstanding(_message.Message):
     __slots__ = ("ranked_query", "expressions", "window_start", "window_end", "ordinal", "time_only", "applied", "notes")

@@ -5804,6 +5804,30 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      */
     episodic.v1.EpisodeOuterClass.ScoredProcedureOrBuilder getProceduresOrBuilder(
         int index);
+
+    /**
+     * <pre>
+     * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+     * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+     * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+     * </pre>
+     *
+     * <code>string query_language = 4;</code>
+     * @return The queryLanguage.
+     */
+    java.lang.String getQueryLanguage();
+    /**
+     * <pre>
+     * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+     * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+     * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+     * </pre>
+     *
+     * <code>string query_language = 4;</code>
+     * @return The bytes for queryLanguage.
+     */
+    com.google.protobuf.ByteString
+        getQueryLanguageBytes();
   }
   /**
    * <pre>
@@ -5832,6 +5856,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     }
     private RecallResponse() {
       procedures_ = java.util.Collections.emptyList();
+      queryLanguage_ = "";
     }
 
     public static final com.google.protobuf.Descriptors.Descriptor
@@ -6003,6 +6028,57 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return procedures_.get(index);
     }
 
+    public static final int QUERY_LANGUAGE_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object queryLanguage_ = "";
+    /**
+     * <pre>
+     * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+     * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+     * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+     * </pre>
+     *
+     * <code>string query_language = 4;</code>
+     * @return The queryLanguage.
+     */
+    @java.lang.Override
+    public java.lang.String getQueryLanguage() {
+      java.lang.Object ref = queryLanguage_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        queryLanguage_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+     * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+     * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+     * </pre>
+     *
+     * <code>string query_language = 4;</code>
+     * @return The bytes for queryLanguage.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getQueryLanguageBytes() {
+      java.lang.Object ref = queryLanguage_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        queryLanguage_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -6026,6 +6102,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       for (int i = 0; i < procedures_.size(); i++) {
         output.writeMessage(3, procedures_.get(i));
       }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(queryLanguage_)) {
+        com.google.protobuf.GeneratedMessage.writeString(output, 4, queryLanguage_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -6047,6 +6126,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
             }
             size += 1 * count;
           }
+      if (!com.google.protobuf.GeneratedMessage.isStringEmpty(queryLanguage_)) {
+        size += com.google.protobuf.GeneratedMessage.computeStringSize(4, queryLanguage_);
+      }
       return size;
     }
     @java.lang.Override
@@ -6083,6 +6165,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       }
       if (!getProceduresList()
           .equals(other.getProceduresList())) return false;
+      if (!getQueryLanguage()
+          .equals(other.getQueryLanguage())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -6106,6 +6190,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         hash = (37 * hash) + PROCEDURES_FIELD_NUMBER;
         hash = (53 * hash) + getProceduresList().hashCode();
       }
+      hash = (37 * hash) + QUERY_LANGUAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getQueryLanguage().hashCode();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -6266,6 +6352,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           proceduresBuilder_.clear();
         }
         bitField0_ = (bitField0_ & ~0x00000004);
+        queryLanguage_ = "";
         return this;
       }
 
@@ -6325,6 +6412,9 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
               : understandingBuilder_.build();
           to_bitField0_ |= 0x00000002;
         }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.queryLanguage_ = queryLanguage_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -6371,6 +6461,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
               proceduresBuilder_.addAllMessages(other.procedures_);
             }
           }
+        }
+        if (!other.getQueryLanguage().isEmpty()) {
+          queryLanguage_ = other.queryLanguage_;
+          bitField0_ |= 0x00000008;
+          onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -6425,6 +6520,11 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 }
                 break;
               } // case 26
+              case 34: {
+                queryLanguage_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 34
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -7111,6 +7211,108 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           procedures_ = null;
         }
         return proceduresBuilder_;
+      }
+
+      private java.lang.Object queryLanguage_ = "";
+      /**
+       * <pre>
+       * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+       * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+       * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+       * </pre>
+       *
+       * <code>string query_language = 4;</code>
+       * @return The queryLanguage.
+       */
+      public java.lang.String getQueryLanguage() {
+        java.lang.Object ref = queryLanguage_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          queryLanguage_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+       * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+       * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+       * </pre>
+       *
+       * <code>string query_language = 4;</code>
+       * @return The bytes for queryLanguage.
+       */
+      public com.google.protobuf.ByteString
+          getQueryLanguageBytes() {
+        java.lang.Object ref = queryLanguage_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          queryLanguage_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+       * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+       * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+       * </pre>
+       *
+       * <code>string query_language = 4;</code>
+       * @param value The queryLanguage to set.
+       * @return This builder for chaining.
+       */
+      public Builder setQueryLanguage(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        queryLanguage_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+       * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+       * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+       * </pre>
+       *
+       * <code>string query_language = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearQueryLanguage() {
+        queryLanguage_ = getDefaultInstance().getQueryLanguage();
+        bitField0_ = (bitField0_ & ~0x00000008);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * The language the query was read in (ISO 639-1, "fr"), told from its own words: the one
+       * whose function words ("est-ce que", "qué") were left out of the lexical match. Empty
+       * when it could not be told (fewer than 12 letters, or unreliable) or there is no query.
+       * </pre>
+       *
+       * <code>string query_language = 4;</code>
+       * @param value The bytes for queryLanguage to set.
+       * @return This builder for chaining.
+       */
+      public Builder setQueryLanguageBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        queryLanguage_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
       }
 
       // @@protoc_insertion_point(builder_scope:episodic.v1.RecallResponse)
@@ -23193,71 +23395,71 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "sodes\022,\n\010episodes\030\001 \003(\0132\032.episodic.v1.Sc" +
       "oredEpisode\022\025\n\repisode_count\030\002 \001(\003\022\022\n\005ma" +
       "tch\030\003 \001(\001H\000\210\001\001\022\021\n\tabstained\030\004 \001(\010\022\027\n\017abs" +
-      "tain_applied\030\005 \001(\010B\010\n\006_match\"\253\001\n\016RecallR" +
+      "tain_applied\030\005 \001(\010B\010\n\006_match\"\303\001\n\016RecallR" +
       "esponse\022/\n\010episodes\030\001 \001(\0132\035.episodic.v1." +
       "RecalledEpisodes\0226\n\runderstanding\030\002 \001(\0132" +
       "\037.episodic.v1.QueryUnderstanding\0220\n\nproc" +
       "edures\030\003 \003(\0132\034.episodic.v1.ScoredProcedu" +
-      "re\"\237\002\n\022QueryUnderstanding\022\024\n\014ranked_quer" +
-      "y\030\001 \001(\t\0220\n\013expressions\030\002 \003(\0132\033.episodic." +
-      "v1.TimeExpression\0220\n\014window_start\030\003 \001(\0132" +
-      "\032.google.protobuf.Timestamp\022.\n\nwindow_en" +
-      "d\030\004 \001(\0132\032.google.protobuf.Timestamp\022,\n\007o" +
-      "rdinal\030\005 \001(\0132\033.episodic.v1.SessionOrdina" +
-      "l\022\021\n\ttime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n" +
-      "\005notes\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030" +
-      "\001 \001(\t\022\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.goo" +
-      "gle.protobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.go" +
-      "ogle.protobuf.Timestamp\"\210\001\n\016SessionOrdin" +
-      "al\022\014\n\004text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010fr" +
-      "om_end\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001" +
-      "(\t\022\022\n\nevent_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003" +
-      "(\t\"\214\001\n\023ListEpisodesRequest\022\017\n\007dataset\030\001 " +
-      "\001(\t\022*\n\006status\030\002 \001(\0162\032.episodic.v1.Episod" +
-      "eStatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token" +
-      "\030\004 \001(\t\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisode" +
-      "sResponse\022&\n\010episodes\030\001 \003(\0132\024.episodic.v" +
-      "1.Episode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025Se" +
-      "archEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005" +
-      "query\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026Search" +
-      "EpisodesResponse\022,\n\010episodes\030\001 \003(\0132\032.epi" +
-      "sodic.v1.ScoredEpisode\"\'\n\021GetEpisodeRequ" +
-      "est\022\022\n\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeRes" +
-      "ponse\022%\n\007episode\030\001 \001(\0132\024.episodic.v1.Epi" +
-      "sode\"_\n\025EntityTimelineRequest\022\017\n\007dataset" +
-      "\030\001 \001(\t\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(" +
-      "\005\022\022\n\npage_token\030\004 \001(\t\"~\n\026EntityTimelineR" +
-      "esponse\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.En" +
-      "tity\022&\n\010episodes\030\002 \003(\0132\024.episodic.v1.Epi" +
-      "sode\022\027\n\017next_page_token\030\003 \001(\t\"O\n\025ListPro" +
-      "ceduresRequest\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_" +
-      "size\030\002 \001(\005\022\022\n\npage_token\030\003 \001(\t\"]\n\026ListPr" +
-      "oceduresResponse\022*\n\nprocedures\030\001 \003(\0132\026.e" +
-      "pisodic.v1.Procedure\022\027\n\017next_page_token\030" +
-      "\002 \001(\t\"<\n\023GetProcedureRequest\022\024\n\014procedur" +
-      "e_id\030\001 \001(\t\022\017\n\007dataset\030\002 \001(\t\"A\n\024GetProced" +
-      "ureResponse\022)\n\tprocedure\030\001 \001(\0132\026.episodi" +
-      "c.v1.Procedure*k\n\rRecallInclude\022\036\n\032RECAL" +
-      "L_INCLUDE_UNSPECIFIED\020\000\022\033\n\027RECALL_INCLUD" +
-      "E_EPISODES\020\001\022\035\n\031RECALL_INCLUDE_PROCEDURE" +
-      "S\020\0022\242\005\n\rRecallService\022K\n\006Recall\022\032.episod" +
-      "ic.v1.RecallRequest\032\033.episodic.v1.Recall" +
-      "Response\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .epi" +
-      "sodic.v1.ListEpisodesRequest\032!.episodic." +
-      "v1.ListEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016Sea" +
-      "rchEpisodes\022\".episodic.v1.SearchEpisodes" +
-      "Request\032#.episodic.v1.SearchEpisodesResp" +
-      "onse\"\010\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic." +
-      "v1.GetEpisodeRequest\032\037.episodic.v1.GetEp" +
-      "isodeResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016ListProcedure" +
-      "s\022\".episodic.v1.ListProceduresRequest\032#." +
-      "episodic.v1.ListProceduresResponse\"\010\212\265\030\004" +
-      "\010\001\020\001\022]\n\014GetProcedure\022 .episodic.v1.GetPr" +
-      "ocedureRequest\032!.episodic.v1.GetProcedur" +
-      "eResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022\"." +
-      "episodic.v1.EntityTimelineRequest\032#.epis" +
-      "odic.v1.EntityTimelineResponse\"\010\212\265\030\004\010\001\020\001" +
-      "b\006proto3"
+      "re\022\026\n\016query_language\030\004 \001(\t\"\237\002\n\022QueryUnde" +
+      "rstanding\022\024\n\014ranked_query\030\001 \001(\t\0220\n\013expre" +
+      "ssions\030\002 \003(\0132\033.episodic.v1.TimeExpressio" +
+      "n\0220\n\014window_start\030\003 \001(\0132\032.google.protobu" +
+      "f.Timestamp\022.\n\nwindow_end\030\004 \001(\0132\032.google" +
+      ".protobuf.Timestamp\022,\n\007ordinal\030\005 \001(\0132\033.e" +
+      "pisodic.v1.SessionOrdinal\022\021\n\ttime_only\030\006" +
+      " \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n" +
+      "\016TimeExpression\022\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002 " +
+      "\001(\t\022)\n\005start\030\003 \001(\0132\032.google.protobuf.Tim" +
+      "estamp\022\'\n\003end\030\004 \001(\0132\032.google.protobuf.Ti" +
+      "mestamp\"\210\001\n\016SessionOrdinal\022\014\n\004text\030\001 \001(\t" +
+      "\022\020\n\010position\030\002 \001(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n\005" +
+      "count\030\004 \001(\005\022\r\n\005scope\030\005 \001(\t\022\022\n\nevent_type" +
+      "\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(\t\"\214\001\n\023ListEpiso" +
+      "desRequest\022\017\n\007dataset\030\001 \001(\t\022*\n\006status\030\002 " +
+      "\001(\0162\032.episodic.v1.EpisodeStatus\022\021\n\tpage_" +
+      "size\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\022\021\n\tthread" +
+      "_id\030\005 \001(\t\"W\n\024ListEpisodesResponse\022&\n\010epi" +
+      "sodes\030\001 \003(\0132\024.episodic.v1.Episode\022\027\n\017nex" +
+      "t_page_token\030\002 \001(\t\"J\n\025SearchEpisodesRequ" +
+      "est\022\017\n\007dataset\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\tp" +
+      "age_size\030\003 \001(\005\"F\n\026SearchEpisodesResponse" +
+      "\022,\n\010episodes\030\001 \003(\0132\032.episodic.v1.ScoredE" +
+      "pisode\"\'\n\021GetEpisodeRequest\022\022\n\nepisode_i" +
+      "d\030\001 \001(\t\";\n\022GetEpisodeResponse\022%\n\007episode" +
+      "\030\001 \001(\0132\024.episodic.v1.Episode\"_\n\025EntityTi" +
+      "melineRequest\022\017\n\007dataset\030\001 \001(\t\022\016\n\006entity" +
+      "\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030" +
+      "\004 \001(\t\"~\n\026EntityTimelineResponse\022#\n\006entit" +
+      "y\030\001 \001(\0132\023.episodic.v1.Entity\022&\n\010episodes" +
+      "\030\002 \003(\0132\024.episodic.v1.Episode\022\027\n\017next_pag" +
+      "e_token\030\003 \001(\t\"O\n\025ListProceduresRequest\022\017" +
+      "\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\npa" +
+      "ge_token\030\003 \001(\t\"]\n\026ListProceduresResponse" +
+      "\022*\n\nprocedures\030\001 \003(\0132\026.episodic.v1.Proce" +
+      "dure\022\027\n\017next_page_token\030\002 \001(\t\"<\n\023GetProc" +
+      "edureRequest\022\024\n\014procedure_id\030\001 \001(\t\022\017\n\007da" +
+      "taset\030\002 \001(\t\"A\n\024GetProcedureResponse\022)\n\tp" +
+      "rocedure\030\001 \001(\0132\026.episodic.v1.Procedure*k" +
+      "\n\rRecallInclude\022\036\n\032RECALL_INCLUDE_UNSPEC" +
+      "IFIED\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020\001\022\035\n\031" +
+      "RECALL_INCLUDE_PROCEDURES\020\0022\242\005\n\rRecallSe" +
+      "rvice\022K\n\006Recall\022\032.episodic.v1.RecallRequ" +
+      "est\032\033.episodic.v1.RecallResponse\"\010\212\265\030\004\010\001" +
+      "\020\001\022]\n\014ListEpisodes\022 .episodic.v1.ListEpi" +
+      "sodesRequest\032!.episodic.v1.ListEpisodesR" +
+      "esponse\"\010\212\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022\".ep" +
+      "isodic.v1.SearchEpisodesRequest\032#.episod" +
+      "ic.v1.SearchEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022W" +
+      "\n\nGetEpisode\022\036.episodic.v1.GetEpisodeReq" +
+      "uest\032\037.episodic.v1.GetEpisodeResponse\"\010\212" +
+      "\265\030\004\010\001\020\001\022c\n\016ListProcedures\022\".episodic.v1." +
+      "ListProceduresRequest\032#.episodic.v1.List" +
+      "ProceduresResponse\"\010\212\265\030\004\010\001\020\001\022]\n\014GetProce" +
+      "dure\022 .episodic.v1.GetProcedureRequest\032!" +
+      ".episodic.v1.GetProcedureResponse\"\010\212\265\030\004\010" +
+      "\001\020\001\022c\n\016EntityTimeline\022\".episodic.v1.Enti" +
+      "tyTimelineRequest\032#.episodic.v1.EntityTi" +
+      "melineResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -23284,7 +23486,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecallResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecallResponse_descriptor,
-        new java.lang.String[] { "Episodes", "Understanding", "Procedures", });
+        new java.lang.String[] { "Episodes", "Understanding", "Procedures", "QueryLanguage", });
     internal_static_episodic_v1_QueryUnderstanding_descriptor =
       getDescriptor().getMessageType(3);
     internal_static_episodic_v1_QueryUnderstanding_fieldAccessorTable = new
