@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from episodic.store.recall_index import (
     LanguageSwitching,
     chunk_document,
     dataset_config,
+    hold_chunk_work,
     index_pending_chunks,
     pending_chunks,
     pending_messages,
@@ -120,6 +120,23 @@ class PassResult:
 SUMMARY_CONTEXT_CHARS = MAX_INDEXED_CHARS
 #: Older messages are read newest first, this many per statement, until the budget is met.
 CONTEXT_PAGE = 500
+
+#: The deferred chunk index is stored in groups of about this many characters of messages
+#: (at least one episode; a thread's windows one group after the other, since a later
+#: window's chunks are cut after the earlier one's are stored): what a group embeds is
+#: sliced and may yield between slices, and storing it frees its messages. A giant
+#: thread's later windows used to be embedded inside the store step, yielding to no one
+#: (issue 49: a victim's episode waited 47.9 s behind them).
+BACKLOG_GROUP_CHARS = 256 * 1024
+#: Below this many characters of messages owed, the chunk index yields to any due episode
+#: (time to memory: a dataset's own next episode first). Above it, only to another
+#: dataset's: a tenant that wrote more than its index keeps up with waits for its own
+#: index, not the others.
+BACKLOG_YIELD_TO_ANY_CHARS = 4 * 1024 * 1024
+#: Above this many characters owed, the chunk index yields to no one until it is below
+#: again: the backlog's messages are held in memory (each pass adds at most a batch of
+#: windows, 2 MiB each at most), so this bounds the worker's memory under any load.
+BACKLOG_YIELD_TO_NONE_CHARS = 32 * 1024 * 1024
 
 
 def _chat_messages(rows: list[Any]) -> list[ChatMessage]:
@@ -251,8 +268,9 @@ def index_input(episode: RowMapping, request: SummaryRequest, result: Any) -> In
 
 class _Heartbeat:
     """Renews the worker's claims every ``interval`` while a batch is being worked on (see
-    :func:`episodic.store.episodes.renew_claims`). A failed renewal is only logged: the
-    work goes on, and at worst the claim is reclaimed and the result dropped."""
+    :func:`episodic.store.episodes.renew_claims`), and holds the chunk index it owes
+    (:meth:`Pipeline.hold_backlog`). A failed renewal is only logged: the work goes on,
+    and at worst the claim is reclaimed and the result dropped."""
 
     def __init__(self, pipeline: Pipeline, interval: float) -> None:
         self.pipeline = pipeline
@@ -273,6 +291,7 @@ class _Heartbeat:
             try:
                 with self.pipeline.engine.begin() as conn:
                     episodes.renew_claims(conn, self.pipeline.worker)
+                self.pipeline.hold_backlog()
             except Exception as err:
                 log.warning("could not renew claims: %s", describe_error(err))
 
@@ -306,6 +325,8 @@ class Pipeline:
         chunk_vectors: str = "separate",
         detect_language: bool = True,
         procedure_writer: ProcedureWriter | None = None,
+        backlog_yield_to_any_chars: int = BACKLOG_YIELD_TO_ANY_CHARS,
+        backlog_yield_to_none_chars: int = BACKLOG_YIELD_TO_NONE_CHARS,
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -340,8 +361,11 @@ class Pipeline:
         # The worker's loop and ProcessPending may run passes at once: the backlog is shared
         # under a lock (indexing an episode twice is harmless: the second finds no mark).
         self._backlog: list[ChunkWork] = []
-        self._backlog_since: float | None = None  # monotonic time its oldest entry joined
         self._backlog_lock = threading.Lock()
+        # When the chunk index yields (see _should_yield): below the first bound, to any due
+        # episode; below the second, to another dataset's; above it, to none.
+        self.backlog_yield_to_any_chars = backlog_yield_to_any_chars
+        self.backlog_yield_to_none_chars = backlog_yield_to_none_chars
         self.heartbeat = heartbeat.total_seconds()
         self._release_owed = False
         # Events: embedding them, and the turn classifier (after episodes, never before).
@@ -374,7 +398,7 @@ class Pipeline:
                 return result
             claimed = episodes.claim_pending(conn, self.worker, limit, now)
         try:
-            with _Heartbeat(self, self.heartbeat):
+            with _Heartbeat(self, self._heartbeat_interval()):
                 loaded = self.load(claimed)
                 # Each episode is completed (recallable) as soon as its summary is stored;
                 # its chunks join the backlog, embedded after the pass's completions.
@@ -385,8 +409,7 @@ class Pipeline:
                         claimed[i:], served, now
                     ):
                         result.handed_back = len(claimed) - i
-                        self._owe(owed)
-                        return result
+                        break
                     loops.step("summarise")
                     status = self.process(episode, loaded.get(episode["episode_id"]), owed)
                     served.add(episode["dataset"])
@@ -396,16 +419,24 @@ class Pipeline:
                         result.failed += 1
                 self._owe(owed)
                 loops.step("index_chunks")
-                # A pass that claimed nothing embeds one slice before it may yield: a due
-                # episode it cannot claim (another worker holds it) must not stall it.
-                if not self.index_backlog(
-                    may_yield=yield_chunks, progress_first=not claimed, now=now
+                # A pass that claimed nothing, or handed claims back, embeds one slice
+                # before it may yield: a due episode it cannot claim (another worker holds
+                # it) or a stream of other datasets' must not stall the index.
+                if (
+                    not self.index_backlog(
+                        may_yield=yield_chunks,
+                        progress_first=not claimed or bool(result.handed_back),
+                        now=now,
+                    )
+                    or result.handed_back
                 ):
                     result.chunks_deferred = len(self._backlog)
                     return result
                 result.chunks_resumed = self.resume_chunks(limit)
                 loops.step("semantic_extraction")
-                result.semantic_processed = self.run_semantic(limit)
+                result.semantic_processed = self.run_semantic(
+                    limit, may_yield=yield_chunks, now=now
+                )
             loops.step("events")
             self.run_events(result)
         except Exception as err:
@@ -413,6 +444,12 @@ class Pipeline:
                 self._release_owed = True
             raise
         return result
+
+    def _heartbeat_interval(self) -> float:
+        """Claims are renewed every ``heartbeat``, and the chunk index owed is held well
+        inside ``chunk_grace`` (other workers take what nobody held for that long)."""
+        grace = self.chunk_grace.total_seconds()
+        return self.heartbeat if grace <= 0 else max(0.5, min(self.heartbeat, grace / 4))
 
     def _hand_back_for_others(
         self, rest: list[RowMapping], served: set[str], now: datetime | None
@@ -424,7 +461,7 @@ class Pipeline:
         back and the next pass claims in turn again; True when it was."""
         batch = sorted(served | {e["dataset"] for e in rest})
         with self.engine.begin() as conn:
-            if not episodes.other_dataset_due(conn, batch, now):
+            if not episodes.any_due(conn, now, excluding=batch):
                 return False
             handed = episodes.hand_back(conn, rest, self.worker)
         log.debug("handed %d claim(s) back: another dataset has an episode due", handed)
@@ -452,25 +489,39 @@ class Pipeline:
     def index_backlog(
         self, *, may_yield: bool = True, progress_first: bool = False, now: datetime | None = None
     ) -> bool:
-        """Embeds the chunk index this worker owes, slice by slice (through the shared
-        cache), then stores it (:meth:`index_chunks`); returns False when it stopped
-        because an episode became due (what it embedded stays in the cache, the rest in the
-        backlog). ``progress_first``: embed one slice before the first check.
+        """Embeds and stores the chunk index this worker owes, a group at a time (see
+        :data:`BACKLOG_GROUP_CHARS`), oldest first; returns False when it stopped because
+        an episode became due (what it embedded stays in the cache, the rest in the
+        backlog). ``progress_first``: embed one slice before the first check."""
+        progressed = False
+        while True:
+            with self._backlog_lock:
+                work = list(self._backlog)
+            if not work:
+                return True
+            group = _next_group(work, BACKLOG_GROUP_CHARS)
+            if not self._index_group(
+                group,
+                may_yield=may_yield,
+                progress_first=progress_first and not progressed,
+                now=now,
+            ):
+                return False
+            progressed = True
 
-        It does not yield once its oldest entry is half ``chunk_grace`` old: by then
-        :meth:`resume_chunks` of other workers would soon take those episodes for
-        abandoned, and a worker that keeps yielding must still finish its index."""
-        with self._backlog_lock:
-            work = list(self._backlog)
-        if not work:
-            return True
+    def _index_group(
+        self, group: list[ChunkWork], *, may_yield: bool, progress_first: bool, now: datetime | None
+    ) -> bool:
+        """Embeds ``group``'s chunks slice by slice (through the shared cache), asking
+        before each slice whether to yield (:meth:`_should_yield`), then stores them
+        (:meth:`index_chunks`, which finds every vector cached) and settles them."""
         try:
             if self.late_chunks:
                 # Late chunking: a slice is one or more episodes' documents (each read whole).
-                documents = self._uncached_chunk_documents(work)
+                documents = self._uncached_chunk_documents(group)
                 slices: Iterator[list[Any]] = _document_slices(documents, self.chunk_slice_tokens)
             else:
-                slices = _slices(self._uncached_chunk_texts(work), self.chunk_slice_tokens)
+                slices = _slices(self._uncached_chunk_texts(group), self.chunk_slice_tokens)
             for i, piece in enumerate(slices):
                 if may_yield and (i > 0 or not progress_first) and self._should_yield(now):
                     return False
@@ -486,21 +537,29 @@ class Pipeline:
             if is_database_outage(err):
                 raise
             # Left marked chunks_pending: resume_chunks indexes them after the grace.
-            log.warning("chunk index of %d episode(s) failed: %s", len(work), describe_error(err))
-            self._settle(work)
+            log.warning("chunk index of %d episode(s) failed: %s", len(group), describe_error(err))
+            self._settle(group)
             return True
-        self._settle(work)
+        self._settle(group)
         # Every vector is in the cache now (the slices were timed as the model work).
-        self.index_chunks(work, timed=False)
+        self.index_chunks(group, timed=False)
         return True
+
+    def hold_backlog(self) -> int:
+        """Keeps other workers' :meth:`resume_chunks` off the chunk index this worker owes
+        (:func:`~episodic.store.recall_index.hold_chunk_work`); the heartbeat calls it."""
+        with self._backlog_lock:
+            work = list(self._backlog)
+        if not work:
+            return 0
+        with self.engine.begin() as conn:
+            return hold_chunk_work(conn, work)
 
     def _owe(self, work: list[ChunkWork]) -> None:
         """Adds completed episodes' chunk work to the backlog."""
         if not work:
             return
         with self._backlog_lock:
-            if not self._backlog:
-                self._backlog_since = time.monotonic()
             self._backlog.extend(work)
 
     def _settle(self, work: list[ChunkWork]) -> None:
@@ -508,16 +567,20 @@ class Pipeline:
         done = {id(w) for w in work}
         with self._backlog_lock:
             self._backlog[:] = [w for w in self._backlog if id(w) not in done]
-            if not self._backlog:
-                self._backlog_since = None
 
     def _should_yield(self, now: datetime | None) -> bool:
-        """Whether the chunk index should stop for a due episode."""
-        since = self._backlog_since
-        if since is None or time.monotonic() - since > self.chunk_grace.total_seconds() / 2:
+        """Whether the chunk index should stop for a due episode: by how much it owes
+        (:data:`BACKLOG_YIELD_TO_ANY_CHARS`, :data:`BACKLOG_YIELD_TO_NONE_CHARS`), to any
+        due episode, to another dataset's only, or to none."""
+        with self._backlog_lock:
+            owed = sum(_chars(w) for w in self._backlog)
+            datasets = sorted({w.dataset for w in self._backlog})
+        if owed > self.backlog_yield_to_none_chars:
             return False
         with self.engine.connect() as conn:
-            return episodes.any_due(conn, now)
+            if owed <= self.backlog_yield_to_any_chars:
+                return episodes.any_due(conn, now)
+            return episodes.any_due(conn, now, excluding=datasets)
 
     def _uncached_chunk_texts(self, work: list[ChunkWork]) -> list[str]:
         """The texts of the backlog's chunks the cache has no vector for, shortest first
@@ -821,12 +884,26 @@ class Pipeline:
         log.info("indexing the chunks of %d episode(s) a stopped pass left", len(taken.work))
         return len(taken.work) if self.index_chunks(taken.work) else 0
 
-    def run_semantic(self, limit: int) -> int:
-        with self.engine.begin() as conn:
-            claimed = episodes.claim_semantic(conn, self.worker, limit)
-        for episode in claimed:
-            self.process_semantic(episode)
-        return len(claimed)
+    def run_semantic(
+        self, limit: int, *, may_yield: bool = True, now: datetime | None = None
+    ) -> int:
+        """Extracts from up to ``limit`` completed episodes, one claim at a time; after the
+        first it stops when an episode is due (a giant thread's hundreds of windows must
+        not hold back another dataset's time to memory), and the next pass goes on.
+        Returns how many it extracted from."""
+        done = 0
+        while done < limit:
+            if done and may_yield:
+                with self.engine.connect() as conn:
+                    if episodes.any_due(conn, now):
+                        break
+            with self.engine.begin() as conn:
+                claimed = episodes.claim_semantic(conn, self.worker, 1)
+            if not claimed:
+                break
+            self.process_semantic(claimed[0])
+            done += 1
+        return done
 
     def process_semantic(self, episode: RowMapping) -> str | None:
         """Semantic and procedural extraction of a completed episode's window: facts (when
@@ -993,6 +1070,32 @@ def _carrier(value: Any) -> dict[str, str] | None:
     if isinstance(value, str):
         value = json.loads(value)
     return value if isinstance(value, dict) else None
+
+
+def _chars(item: ChunkWork) -> int:
+    """The characters of messages a backlog entry holds."""
+    return sum(len(text) for _, text in item.messages)
+
+
+def _next_group(work: list[ChunkWork], chars: int) -> list[ChunkWork]:
+    """The backlog's next group to store, in backlog order (oldest first): entries that
+    are their thread's earliest window owed (a later window's chunks are cut after the
+    earlier one's are stored), until about ``chars`` characters (at least one entry)."""
+    earliest: dict[tuple[str, Any], ChunkWork] = {}
+    for item in work:
+        key = (item.dataset, item.thread_id)
+        if key not in earliest or item.end_sequence < earliest[key].end_sequence:
+            earliest[key] = item
+    group: list[ChunkWork] = []
+    size = 0
+    for item in work:
+        if earliest[(item.dataset, item.thread_id)] is not item:
+            continue
+        if group and size + _chars(item) > chars:
+            break
+        group.append(item)
+        size += _chars(item)
+    return group
 
 
 def _earliest_window_per_thread(work: list[ChunkWork]) -> Iterator[ChunkWork]:

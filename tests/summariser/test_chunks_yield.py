@@ -1,7 +1,10 @@
 """Time to memory: the chunk index a worker owes (most of its model work) yields to an
 episode that becomes due while it is being embedded; the episode is completed first, then
-the index is finished — and a worker that keeps finding due episodes it cannot claim, or
-whose index has waited half the grace, still finishes it."""
+the index is finished — and a worker that keeps finding due episodes it cannot claim still
+finishes it. A backlog that has grown large yields only to another dataset's episode, and
+past its memory bound to none; a thread's later windows are embedded in slices that yield
+too (issue 49), and the owner holds its backlog so that other workers do not take it for a
+stopped worker's while it waits."""
 
 from __future__ import annotations
 
@@ -16,10 +19,17 @@ from episodic.providers.embedding import CachedEmbedder, HashingEmbedder
 from episodic.providers.extractive import ExtractiveSummariser
 from episodic.services.summariser.pipeline import Pipeline
 from episodic.services.summariser.worker import Worker
-from episodic.store.recall_index import indexed_text, make_chunks
+from episodic.store.recall_index import hold_chunk_work, indexed_text, make_chunks
 from episodic.testing.keys import test_vault
 from episodic.testing.processes import wait_until
-from tests.summariser.helpers import CAR_CHAT, DEFAULT_EXTRACTOR, add, make_thread, open_episode
+from tests.summariser.helpers import (
+    CAR_CHAT,
+    DEFAULT_EXTRACTOR,
+    add,
+    make_pipeline,
+    make_thread,
+    open_episode,
+)
 
 OTHER_CHAT = [
     ("user", "My sister's wedding is in June, in Porto."),
@@ -90,12 +100,15 @@ def _stored_chunk_texts(engine: Engine, thread: uuid.UUID) -> int:
         ).scalar_one()
 
 
-def _scenario(engine: Engine, dataset: str, **kw: Any) -> tuple[RecordsIndexOrder, Any, uuid.UUID]:
-    """A thread whose episode is due (A), and a second thread with messages whose episode
-    is opened while A's chunks are being embedded. Every chunk is a slice of its own."""
+def _scenario(
+    engine: Engine, dataset: str, *, second_dataset: str | None = None, **kw: Any
+) -> tuple[RecordsIndexOrder, Any, uuid.UUID]:
+    """A thread whose episode is due (A), and a second thread with messages (of
+    ``second_dataset``, A's by default) whose episode is opened while A's chunks are being
+    embedded. Every chunk is a slice of its own."""
     first = make_thread(engine, dataset=dataset)
     add(engine, first, CAR_CHAT)
-    second = make_thread(engine, dataset=dataset, label="wedding")
+    second = make_thread(engine, dataset=second_dataset or dataset, label="wedding")
     add(engine, second, OTHER_CHAT)
     episode = open_episode(engine, first)
     embedder = CachedEmbedder(OpensAnEpisodeMidIndex(engine, _chunk_texts(CAR_CHAT), second))
@@ -165,13 +178,165 @@ def test_a_due_episode_it_cannot_claim_does_not_stall_the_index(engine) -> None:
     assert _status(engine, opened["episode_id"]) == "completed"
 
 
-def test_an_index_half_the_grace_old_does_not_yield(engine) -> None:  # type: ignore[no-untyped-def]
-    pipeline, first, _second = _scenario(engine, "yield-c", chunk_grace=timedelta(0))
+def test_a_large_backlog_yields_to_another_datasets_episode_only(engine) -> None:  # type: ignore[no-untyped-def]
+    """Past BACKLOG_YIELD_TO_ANY_CHARS (here: any backlog) a dataset's own next episode
+    waits for its index; another dataset's is served first."""
+    own, first, _second = _scenario(engine, "big-own", backlog_yield_to_any_chars=0)
+    result = own.run_once(10)
+    assert own.embedder.inner.opened is not None  # type: ignore[attr-defined]
+    assert result.chunks_deferred == 0, "it yielded to its own dataset's episode"
+    assert _chunks_pending(engine, first["episode_id"]) is False
+    assert _status(engine, own.embedder.inner.opened["episode_id"]) == "pending"  # type: ignore[attr-defined]
+
+    other, first, _second = _scenario(
+        engine, "big-a", second_dataset="big-b", backlog_yield_to_any_chars=0
+    )
+    result = other.run_once(10)
+    assert result.chunks_deferred >= 1, "another dataset's episode waited for the index"
+    assert _chunks_pending(engine, first["episode_id"]) is True
+    result = other.run_once(10)
+    assert result.completed == 1 and result.chunks_deferred == 0
+    assert _chunks_pending(engine, first["episode_id"]) is False
+
+
+def test_a_backlog_past_its_memory_bound_yields_to_no_one(engine) -> None:  # type: ignore[no-untyped-def]
+    pipeline, first, _second = _scenario(
+        engine,
+        "bound-a",
+        second_dataset="bound-b",
+        backlog_yield_to_any_chars=0,
+        backlog_yield_to_none_chars=0,
+    )
     result = pipeline.run_once(10)
-    assert result.chunks_deferred == 0
     assert pipeline.embedder.inner.opened is not None  # type: ignore[attr-defined]
+    assert result.chunks_deferred == 0
     assert _chunks_pending(engine, first["episode_id"]) is False
     assert _stored_chunk_texts(engine, first["thread_id"]) == len(_chunk_texts(CAR_CHAT))
+
+
+class OpensAnEpisodeOnWindow(HashingEmbedder):
+    """Opens a pending episode on ``thread`` when, once ``armed``, it is first asked for a
+    text that holds ``marker``: an episode becomes due while a later window's chunks are
+    being embedded."""
+
+    def __init__(self, engine: Engine, marker: str, thread: uuid.UUID) -> None:
+        super().__init__(dimension=384)
+        self.engine, self.marker, self.thread = engine, marker, thread
+        self.armed = False
+        self.opened: Any = None
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self.armed and self.opened is None and any(self.marker in t for t in texts):
+            self.opened = open_episode(self.engine, self.thread)
+        return super().embed(texts)
+
+
+class ArmsOnIndex(Pipeline):
+    def index_backlog(self, **kw):  # type: ignore[no-untyped-def]
+        self.embedder.inner.armed = True  # type: ignore[attr-defined]
+        return super().index_backlog(**kw)
+
+
+def test_a_threads_later_windows_yield_between_slices(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A giant thread is several windows (the cap); their chunks are cut one window after
+    the other. The later windows' chunks used to be embedded inside the store step of the
+    first, yielding to no one: an episode of another dataset due meanwhile waited for
+    them all."""
+    from episodic.store import episodes as states
+
+    monkeypatch.setattr(states, "MAX_WINDOW_MESSAGES", 4)
+    giant = make_thread(engine, dataset="giant-a")
+    words = ["harbour", "violin", "glacier"]
+    add(
+        engine,
+        giant,
+        [
+            ("user", f"window{w} note {i}: " + " ".join([words[w - 1]] * 40) + f" item {i}.")
+            for w in (1, 2, 3)
+            for i in range(4)
+        ],
+    )
+    windows = []
+    with engine.begin() as conn:
+        states.open_episode(conn, giant, "explicit", dataset="giant-a")
+        windows = [
+            r[0]
+            for r in conn.execute(
+                text("SELECT episode_id FROM episodes WHERE thread_id = :t ORDER BY end_sequence"),
+                {"t": giant},
+            )
+        ]
+    assert len(windows) == 3
+    victim = make_thread(engine, dataset="giant-b")
+    add(engine, victim, OTHER_CHAT)
+    inner = OpensAnEpisodeOnWindow(engine, "window2", victim)
+    embedder = CachedEmbedder(inner)
+    pipeline = ArmsOnIndex(
+        engine,
+        ExtractiveSummariser(embedder),
+        embedder,
+        DEFAULT_EXTRACTOR,
+        vault=test_vault(),
+        max_retries=2,
+        retry_backoff=timedelta(0),
+        chunk_slice_tokens=1,
+    )
+    result = pipeline.run_once(10)
+    assert result.completed == 3
+    assert inner.opened is not None, "window 2's chunks were never embedded"
+    assert result.chunks_deferred >= 1, "the later windows' chunks did not yield"
+    assert _chunks_pending(engine, windows[0]) is False  # the first window's group was stored
+    assert _chunks_pending(engine, windows[2]) is True
+    assert _status(engine, inner.opened["episode_id"]) == "pending"
+
+    while pipeline.run_once(10).chunks_deferred:
+        pass
+    assert _status(engine, inner.opened["episode_id"]) == "completed"
+    assert not any(_chunks_pending(engine, w) for w in windows)
+
+
+def test_the_owner_holds_its_backlog_against_other_workers(engine) -> None:  # type: ignore[no-untyped-def]
+    """A backlog that waits behind other datasets' episodes, past the grace, is not taken
+    (and counted towards its abandonment) by another worker while its owner's heartbeat
+    holds it; once the owner stops holding it, the grace later, it is."""
+    from datetime import UTC, datetime
+
+    pipeline, first, _second = _scenario(engine, "hold-a", second_dataset="hold-b")
+    assert pipeline.run_once(10).chunks_deferred >= 1  # yielded: A is owed
+    other = make_pipeline(engine, chunk_grace=timedelta(seconds=60))
+    later = datetime.now(UTC) + timedelta(minutes=10)
+    with engine.begin() as conn:
+        assert hold_chunk_work(conn, pipeline._backlog, now=later) == 1
+    assert other.resume_chunks(10, now=later + timedelta(seconds=30)) == 0
+    assert _chunks_pending(engine, first["episode_id"]) is True
+    assert other.resume_chunks(10, now=later + timedelta(seconds=61)) == 1
+    assert _chunks_pending(engine, first["episode_id"]) is False
+
+
+def test_the_heartbeat_holds_the_backlog(engine) -> None:  # type: ignore[no-untyped-def]
+    from episodic.services.summariser.pipeline import _Heartbeat
+
+    pipeline, first, _second = _scenario(
+        engine, "beat-a", second_dataset="beat-b", chunk_grace=timedelta(seconds=2)
+    )
+    assert pipeline.run_once(10).chunks_deferred >= 1
+    assert _attempted_at(engine, first["episode_id"]) is None
+    with _Heartbeat(pipeline, pipeline._heartbeat_interval()):
+        wait_until(lambda: _attempted_at(engine, first["episode_id"]) is not None, timeout=30)
+    with engine.connect() as conn:
+        attempts = conn.execute(
+            text("SELECT chunk_attempts FROM episodes WHERE episode_id = :id"),
+            {"id": first["episode_id"]},
+        ).scalar_one()
+    assert attempts == 0  # holding is not an attempt
+
+
+def _attempted_at(engine: Engine, episode_id: uuid.UUID) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(
+            text("SELECT chunk_attempted_at FROM episodes WHERE episode_id = :id"),
+            {"id": episode_id},
+        ).scalar_one()
 
 
 def test_the_worker_loop_completes_the_due_episode_then_finishes_the_index(

@@ -149,3 +149,53 @@ def test_a_dataset_due_after_the_claim_waits_for_one_episode_not_the_batch(
     assert (second.completed, second.handed_back) == (3, 0)  # nobody else waits now
     # The late dataset came right after the backlog's next turn, not after all of it.
     assert order == [backlog[0], backlog[1], late[0], backlog[2]]
+
+
+def _semantic(engine: Engine, episode_ids: list[object]) -> list[str]:
+    with engine.connect() as conn:
+        status = dict(
+            conn.execute(
+                text(
+                    "SELECT episode_id, semantic_status FROM episodes WHERE episode_id = ANY(:ids)"
+                ),
+                {"ids": episode_ids},
+            ).all()
+        )
+    return [status[e] for e in episode_ids]
+
+
+def test_semantic_extraction_yields_to_a_due_episode_after_one(engine: Engine) -> None:
+    """A giant thread's hundreds of windows wait to be extracted after they complete; an
+    episode of another dataset that becomes due meanwhile is summarised after one
+    extraction, not after all of them (issue 49: a victim waited 47.9 s after an attack)."""
+    giant = _backlog(engine, "extract-giant", 3)
+    pipeline = make_pipeline(engine)
+    while pipeline.run_once(10).completed:
+        pass
+    with engine.begin() as conn:  # completed, their extraction still to do
+        conn.execute(
+            text(
+                "UPDATE episodes SET semantic_status = 'pending', semantic_claimed_by = NULL, "
+                "semantic_claimed_at = NULL WHERE episode_id = ANY(:ids)"
+            ),
+            {"ids": giant},
+        )
+    victim = _backlog(engine, "extract-victim", 1)
+    assert pipeline.run_semantic(10) == 1
+    assert sorted(_semantic(engine, giant)) == ["completed", "pending", "pending"]
+    # The next pass: the victim's episode first, then the rest of the extraction.
+    result = pipeline.run_once(10)
+    assert result.completed == 1 and result.semantic_processed == 3  # the victim's too
+    assert _semantic(engine, giant) == ["completed"] * 3
+    assert _semantic(engine, victim) == ["completed"]
+    # ProcessPending's pass (may_yield=False) extracts whatever is due.
+    more = _backlog(engine, "extract-giant", 3)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE episodes SET status = 'completed', completed_at = now(), "
+                "semantic_status = 'pending' WHERE episode_id = ANY(:ids)"
+            ),
+            {"ids": more[:2]},
+        )
+    assert pipeline.run_semantic(10, may_yield=False) == 2  # more[2] is due meanwhile

@@ -516,37 +516,24 @@ def in_turns(rows: Sequence[RowMapping], key: Any) -> list[RowMapping]:
     return [row for _, _, row in ordered]
 
 
-def any_due(conn: Connection, now: datetime | None = None) -> bool:
+def any_due(
+    conn: Connection, now: datetime | None = None, *, excluding: Sequence[str] = ()
+) -> bool:
     """Whether some episode is due for a worker to claim (what :func:`claim_pending` would
-    find, rows another worker is claiming included): the Summariser asks this between
-    runs of its chunk index, which yields to a due episode. An index-only probe of
-    ``episodes_pending_idx`` per partition, at most one row each."""
+    find, rows another worker is claiming included), of a dataset not in ``excluding``.
+
+    The Summariser asks it between slices of its chunk index and between extractions, which
+    yield to a due episode; and, with ``excluding`` its batch's datasets, before a second
+    turn of a dataset in a batch, which it hands back when another dataset is waiting
+    (:func:`hand_back`). An index-only probe of ``episodes_pending_idx`` per partition."""
     return bool(
         conn.execute(
             text(
                 across_datasets("the Summariser asks whether any dataset has an episode due")
                 + f"SELECT EXISTS (SELECT 1 FROM episodes WHERE status = 'pending' "
-                f"AND next_attempt_at <= {NOW})"
+                f"AND next_attempt_at <= {NOW} AND NOT (dataset = ANY(:excluding)))"
             ),
-            {"now": now},
-        ).scalar_one()
-    )
-
-
-def other_dataset_due(
-    conn: Connection, datasets: Sequence[str], now: datetime | None = None
-) -> bool:
-    """Whether a dataset not in ``datasets`` has an episode due (what :func:`claim_pending`
-    would find): a worker whose batch holds a second turn of a dataset asks this before it,
-    and hands that turn back when another dataset is waiting (:func:`hand_back`)."""
-    return bool(
-        conn.execute(
-            text(
-                across_datasets("the Summariser asks whether another dataset has an episode due")
-                + f"SELECT EXISTS (SELECT 1 FROM episodes WHERE status = 'pending' "
-                f"AND next_attempt_at <= {NOW} AND NOT (dataset = ANY(:datasets)))"
-            ),
-            {"now": now, "datasets": list(datasets)},
+            {"now": now, "excluding": list(excluding)},
         ).scalar_one()
     )
 

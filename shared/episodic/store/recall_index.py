@@ -889,8 +889,8 @@ def take_chunk_work(
 ) -> TakenChunkWork:
     """Takes up to ``limit`` episodes left marked ``chunks_pending`` that completed before
     ``completed_before`` (a worker that stopped between completing them and indexing their
-    chunks; the grace keeps a live worker's own episodes out) and that nobody took since
-    ``retake_before``, oldest first, with their thread's messages read and opened.
+    chunks; the grace keeps a live worker's own episodes out) and that nobody took or held
+    (:func:`hold_chunk_work`) since ``retake_before``, oldest first, with their thread's messages read and opened.
 
     Each take counts (``chunk_attempts``) and is stamped (``chunk_attempted_at``), so two
     workers do not index one episode at once, and an episode past
@@ -944,6 +944,28 @@ def take_chunk_work(
             continue
         taken.append(row)
     return TakenChunkWork(work=_chunk_work(conn, vault, taken), abandoned=abandoned)
+
+
+def hold_chunk_work(conn: Connection, work: Sequence[ChunkWork], now: Any = None) -> int:
+    """Stamps ``chunk_attempted_at`` on the episodes whose chunk index a live worker owes
+    (its backlog), without counting an attempt: :func:`take_chunk_work` of other workers
+    keeps off them for its grace. The owner's heartbeat calls it, so a backlog that waits
+    long behind other datasets' episodes is not taken for a stopped worker's (and counted
+    towards its abandonment); a worker that is gone stops stamping, and the grace later
+    its work is taken. Per dataset: one shard each on Citus. Returns the rows stamped."""
+    by_dataset: dict[str, list[uuid.UUID]] = {}
+    for item in work:
+        by_dataset.setdefault(item.dataset, []).append(item.episode_id)
+    held = 0
+    for dataset, ids in sorted(by_dataset.items()):
+        held += conn.execute(
+            text(
+                f"UPDATE episodes SET chunk_attempted_at = {NOW} "
+                "WHERE dataset = :d AND episode_id = ANY(:ids) AND chunks_pending"
+            ),
+            {"d": dataset, "ids": sorted(ids), "now": now},
+        ).rowcount
+    return held
 
 
 def _chunk_work(conn: Connection, vault: Vault, rows: Sequence[RowMapping]) -> list[ChunkWork]:
