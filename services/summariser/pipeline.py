@@ -779,13 +779,7 @@ class Pipeline:
                     # It goes back, due again shortly, no retry counted; the pass goes on
                     # with the other datasets' episodes.
                     with self.engine.begin() as conn:
-                        episodes.defer_claim(
-                            conn,
-                            episode["episode_id"],
-                            self.worker,
-                            DEFER_DELAY,
-                            dataset=episode["dataset"],
-                        )
+                        episodes.hand_back(conn, [episode], self.worker, delay=DEFER_DELAY)
                     log.info(
                         "episode %s deferred by %s: %s",
                         episode["episode_id"],

@@ -538,22 +538,32 @@ def any_due(
     )
 
 
-def hand_back(conn: Connection, claimed: Sequence[RowMapping], worker: str) -> int:
-    """Hands claims of this worker back as they were (pending, due when they were due, no
-    retry counted), so the next claim orders them with the other datasets' episodes again
-    (each dataset's oldest first). Per dataset: one shard each on Citus."""
+def hand_back(
+    conn: Connection,
+    claimed: Sequence[RowMapping],
+    worker: str,
+    *,
+    delay: timedelta | None = None,
+) -> int:
+    """Hands processing claims of this worker back without counting a retry; returns how
+    many it still held. With no ``delay``, as they were (due when they were due), so the
+    next claim orders them with the other datasets' episodes again (each dataset's oldest
+    first); with one, due again after it: the episode could not be written right now for
+    a reason that is nobody's fault (its dataset's language is being switched, a row it
+    needs is held by another session). Per dataset: one shard each on Citus."""
     handed = 0
     by_dataset: dict[str, list[Any]] = {}
     for episode in claimed:
         by_dataset.setdefault(episode["dataset"], []).append(episode["episode_id"])
+    due_again = "" if delay is None else "next_attempt_at = now() + :delay, "
     for dataset, ids in sorted(by_dataset.items()):
         handed += conn.execute(
             text(
                 "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
-                "updated_at = now() WHERE dataset = :dataset AND episode_id = ANY(:ids) "
-                "AND status = 'processing' AND claimed_by = :worker"
+                f"{due_again}updated_at = now() WHERE dataset = :dataset "
+                "AND episode_id = ANY(:ids) AND status = 'processing' AND claimed_by = :worker"
             ),
-            {"dataset": dataset, "ids": ids, "worker": worker},
+            {"dataset": dataset, "ids": ids, "worker": worker, "delay": delay},
         ).rowcount
     return handed
 
@@ -722,27 +732,6 @@ def complete(
         return None
     notify_episodes(conn, [row[0]], SEMANTIC_CHANNEL)
     return final_status
-
-
-def defer_claim(
-    conn: Connection, episode_id: Any, worker: str, delay: timedelta, *, dataset: str
-) -> bool:
-    """Hands a processing claim back, due again after ``delay``, without counting a retry:
-    the episode could not be written right now for a reason that is nobody's fault (its
-    dataset's language is being switched, a row it needs is held by another session).
-    False when ``worker`` no longer holds the claim."""
-    return (
-        conn.execute(
-            text(
-                "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
-                "next_attempt_at = now() + :delay, updated_at = now() "
-                "WHERE dataset = :dataset AND episode_id = :id AND status = 'processing' "
-                "AND claimed_by = :worker"
-            ),
-            {"dataset": dataset, "id": episode_id, "worker": worker, "delay": delay},
-        ).rowcount
-        == 1
-    )
 
 
 def hold_semantic_claim(conn: Connection, episode_id: Any, worker: str, *, dataset: str) -> bool:
