@@ -6,12 +6,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TS := clients/typescript
 
-.PHONY: install install-python up test test-all test-citus lint protos bench clean image image-test lock
+.PHONY: install install-python up test test-all test-citus lint protos bench clean image image-test lock docs docs-build docs-serve
 
 ## Everything the suite needs: the Python side, and the TypeScript client's npm packages.
 install: install-python $(TS)/node_modules/.installed
 
-## The Python side alone (.[dev] into the venv): all `make up`, `make lint` and `make docs` need.
+## The Python side alone (.[dev] into the venv): all `make up`, `make lint` and `make docs*` need.
 install-python: $(VENV)/.installed
 
 # Every version from the lock (requirements/dev.txt, hashes checked: the versions the image
@@ -66,14 +66,24 @@ proto-baseline: install-python
 clean:
 	rm -rf $(VENV) .episodic
 
-## Regenerate the README's configuration table from the settings.
+## Regenerate the documentation's reference pages from the sources (gRPC API, configuration,
+## CLI, metrics) and the Citus guide's list of cross-dataset statements; tests/test_docs.py
+## fails when they are stale.
 docs: install-python
-	$(BIN)/python -m episodic.devtools.config_table --write
+	$(BIN)/python -m episodic.devtools.reference --write
 	$(BIN)/python -m episodic.store.distribution --write
+
+## Build the documentation site into site/ (strict: a broken link or page fails). Offline.
+docs-build: install-python
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
+## Serve the documentation site on http://127.0.0.1:8000, rebuilt on every change.
+docs-serve: install-python
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 ## Container images, built with podman (installed from Debian's packages if missing) on a
 ## base made from Debian's packages (no registry): $(IMAGE):$(TAG), the services, and
-## $(IMAGE):$(TAG)-embedded, which serves with `docker run` alone. README: "Deploying".
+## $(IMAGE):$(TAG)-embedded, which serves with `docker run` alone. Docs: guides/kubernetes.md.
 IMAGE ?= episodic
 TAG ?= dev
 image:

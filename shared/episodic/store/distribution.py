@@ -200,8 +200,13 @@ class _MarkerFinder(ast.NodeVisitor):
 START, END = "<!-- ACROSS-DATASETS:START -->", "<!-- ACROSS-DATASETS:END -->"
 
 
+#: The page that lists the statements (``make docs`` rewrites the list between the markers).
+CITUS_GUIDE = "docs/guides/citus.md"
+
+
 def render_readme(readme: str, root: Path) -> str:
-    """The README with the list of cross-dataset statements replaced by the current one."""
+    """A page (the Citus guide; once the README) with the list of cross-dataset statements
+    between the markers replaced by the current one."""
     head, _, rest = readme.partition(START)
     _, _, tail = rest.partition(END)
     counted = Counter(marked_statements(root))  # in order; a repeated reason counts once
@@ -216,7 +221,8 @@ if __name__ == "__main__":
     import sys
 
     repository = Path(__file__).resolve().parents[3]
-    readme = repository / "README.md"
+    # The list sits in the Citus guide of the documentation site, between its markers.
+    readme = repository / CITUS_GUIDE
     if sys.argv[1:] == ["--write"]:
         readme.write_text(render_readme(readme.read_text(), repository))
     else:

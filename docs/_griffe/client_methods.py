@@ -1,0 +1,43 @@
+"""A griffe extension for the Python SDK's reference page (mkdocs.yml loads it).
+
+``EpisodicClient``'s methods are written once, as flows in ``episodic.client_core``, and
+bound to the class as ``create_thread = _blocking(ops.create_thread)``; read statically, they
+are attributes without a docstring. This turns each into the method a caller sees: the
+flow's docstring and parameters without its client argument, returning what the flow
+yields (``Flow[X]`` → ``X``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import griffe
+
+_DRIVERS = ("_blocking(ops.", "_blocking_stream(ops.")
+
+
+class ClientMethods(griffe.Extension):
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        if pkg.path != "episodic":
+            return
+        client = pkg["client.EpisodicClient"]
+        core = pkg["client_core"]
+        for name, member in list(client.members.items()):
+            value = str(getattr(member, "value", ""))
+            driver = next((d for d in _DRIVERS if value.startswith(d)), None)
+            if not member.is_attribute or driver is None:
+                continue
+            flow = core[value[len(driver) : -1]]
+            returns = flow.returns
+            inner = getattr(returns, "slice", returns)
+            if driver.startswith("_blocking_stream"):
+                inner = f"Iterator[{inner}]"
+            method = griffe.Function(
+                name,
+                lineno=member.lineno,
+                endlineno=member.endlineno,
+                parameters=griffe.Parameters(*list(flow.parameters)[1:]),
+                returns=inner,
+                docstring=griffe.Docstring(flow.docstring.value) if flow.docstring else None,
+            )
+            client.set_member(name, method)
