@@ -89,6 +89,11 @@ def test_readme_quick_start_has_the_two_commands() -> None:
         assert "make up" in text and "make test" in text, page
 
 
+def test_readme_fits_on_a_few_screens() -> None:
+    lines = README.read_text().count("\n")
+    assert lines <= 250, f"README.md has {lines} lines; move detail into docs/ (the site)"
+
+
 def test_make_up_needs_only_python() -> None:
     """The quick start: `make up` needs Python alone; `make test` also installs the
     TypeScript client's npm packages (its tests are part of the suite)."""
