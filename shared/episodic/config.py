@@ -69,7 +69,7 @@ class DatabaseSettings(BaseSettings):
         default=None,
         description="Optional URL of a streaming replica (hot standby) for Recall and the "
         "admin's reporting reads; writes always go to EPISODIC_DATABASE_URL. A replica lags: "
-        "see README, Beyond one database, for the read-your-writes rule.",
+        "see the docs, guides/citus.md (Read replicas), for the read-your-writes rule.",
     )
 
     # The bounds below are what keeps one stuck session (a frozen process, a paused VM, a

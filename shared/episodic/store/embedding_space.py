@@ -126,8 +126,8 @@ def mismatch(space: Space, model: str, who: str) -> str:
         f"the store holds vectors of {space.model}, but this {who} embeds with {model}: two "
         "models' vectors do not compare. Set EPISODIC_EMBEDDING_PROVIDER (and "
         f"EPISODIC_EMBEDDING_MODEL) back to {space.model}'s, or move the store to {model} "
-        "with `episodic reindex --reembed` run under these settings (README: Changing the "
-        "embedding model)."
+        "with `episodic reindex --reembed` run under these settings (docs: concepts/episodes.md, "
+        "Changing the embedding model)."
     )
 
 
