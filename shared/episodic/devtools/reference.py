@@ -150,8 +150,13 @@ def grpc_api() -> str:
                 )
             lines.append("")
             for mi, method in enumerate(service.method):
+                rule = method.options.Extensions[access_pb2.access]
                 lines += [
                     f"#### {service.name}.{method.name} {{ #{service.name}-{method.name} }}",
+                    "",
+                    f"{_type_link(method.input_type)} → {_type_link(method.output_type)} · "
+                    f"least role: {_ROLE.get(rule.role, 'none')} · datasets: "
+                    f"{_SCOPE.get(rule.scope, 'none')}",
                     "",
                 ]
                 text = comment(f.name, (6, si, 2, mi))
