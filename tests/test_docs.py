@@ -159,3 +159,15 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     warnings = [line for line in done.stderr.splitlines() if line.startswith(("WARNING", "ERROR"))]
     assert done.returncode == 0, "\n".join(warnings) or done.stderr[-3000:]
     assert (tmp_path / "site/reference/python-sdk/index.html").exists()
+
+
+def test_readme_and_contributing_links_resolve() -> None:
+    """The README and CONTRIBUTING.md are read on GitHub, outside the site's strict build:
+    every relative link in them names a file of the repository."""
+    import re
+
+    for page in (README, ROOT / "CONTRIBUTING.md"):
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            assert (page.parent / target).exists(), f"{page.name} links to a missing {target}"
