@@ -43,6 +43,10 @@ from tests.console.conftest import (
     Suite,
 )
 
+# The console reads through the SDK and the services: the Citus tier runs every page on a
+# coordinator and two workers too (issue 38).
+pytestmark = pytest.mark.citus
+
 try:
     from playwright.sync_api import expect
 except ImportError:  # the browser's tests skip (the browser fixture says why)
