@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -137,6 +138,9 @@ BACKLOG_YIELD_TO_ANY_CHARS = 4 * 1024 * 1024
 #: again: the backlog's messages are held in memory (each pass adds at most a batch of
 #: windows, 2 MiB each at most), so this bounds the worker's memory under any load.
 BACKLOG_YIELD_TO_NONE_CHARS = 32 * 1024 * 1024
+#: The chunk index asks the database whether to yield at most this often (seconds): a giant
+#: window is a thousand slices, and a question per slice cost more than the slices.
+YIELD_CHECK_SECONDS = 0.05
 
 
 def _chat_messages(rows: list[Any]) -> list[ChatMessage]:
@@ -327,6 +331,7 @@ class Pipeline:
         procedure_writer: ProcedureWriter | None = None,
         backlog_yield_to_any_chars: int = BACKLOG_YIELD_TO_ANY_CHARS,
         backlog_yield_to_none_chars: int = BACKLOG_YIELD_TO_NONE_CHARS,
+        yield_check_seconds: float = YIELD_CHECK_SECONDS,
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -366,6 +371,8 @@ class Pipeline:
         # episode; below the second, to another dataset's; above it, to none.
         self.backlog_yield_to_any_chars = backlog_yield_to_any_chars
         self.backlog_yield_to_none_chars = backlog_yield_to_none_chars
+        self.yield_check_seconds = yield_check_seconds
+        self._yield_checked_at = float("-inf")  # monotonic
         self.heartbeat = heartbeat.total_seconds()
         self._release_owed = False
         # Events: embedding them, and the turn classifier (after episodes, never before).
@@ -572,6 +579,10 @@ class Pipeline:
         """Whether the chunk index should stop for a due episode: by how much it owes
         (:data:`BACKLOG_YIELD_TO_ANY_CHARS`, :data:`BACKLOG_YIELD_TO_NONE_CHARS`), to any
         due episode, to another dataset's only, or to none."""
+        checked = time.monotonic()
+        if checked - self._yield_checked_at < self.yield_check_seconds:
+            return False
+        self._yield_checked_at = checked
         with self._backlog_lock:
             owed = sum(_chars(w) for w in self._backlog)
             datasets = sorted({w.dataset for w in self._backlog})

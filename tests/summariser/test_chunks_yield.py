@@ -121,6 +121,7 @@ def _scenario(
         max_retries=2,
         retry_backoff=timedelta(0),
         chunk_slice_tokens=1,
+        yield_check_seconds=0,  # asks before every slice
         **kw,
     )
     return pipeline, episode, second
@@ -280,6 +281,7 @@ def test_a_threads_later_windows_yield_between_slices(engine, monkeypatch) -> No
         max_retries=2,
         retry_backoff=timedelta(0),
         chunk_slice_tokens=1,
+        yield_check_seconds=0,
     )
     result = pipeline.run_once(10)
     assert result.completed == 3
@@ -413,6 +415,7 @@ def test_late_chunks_yield_between_documents_and_read_each_once(engine) -> None:
         retry_backoff=timedelta(0),
         chunk_slice_tokens=1,  # every document a slice of its own
         chunk_vectors="late",
+        yield_check_seconds=0,
     )
     assert pipeline.late_chunks
 
