@@ -136,7 +136,7 @@ BACKLOG_GROUP_CHARS = 256 * 1024
 BACKLOG_YIELD_TO_ANY_CHARS = 4 * 1024 * 1024
 #: Above this many characters owed, the chunk index yields to no one until it is below
 #: again: the backlog's messages are held in memory (each pass adds at most a batch of
-#: windows, 2 MiB each at most), so this bounds the worker's memory under any load.
+#: windows, 256 KiB each at most), so this bounds the worker's memory under any load.
 BACKLOG_YIELD_TO_NONE_CHARS = 32 * 1024 * 1024
 #: The chunk index asks the database whether to yield at most this often (seconds): a giant
 #: window is a thousand slices, and a question per slice cost more than the slices.

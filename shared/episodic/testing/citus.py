@@ -356,9 +356,12 @@ class CitusDatabases:
 
     __test__ = False
 
-    def __init__(self, cluster: CitusCluster) -> None:
+    def __init__(self, cluster: CitusCluster, partitions: int = 1) -> None:
         self.cluster = cluster
         self.admin_url = cluster.coordinator.url("postgres")
+        # The documented Citus store has one partition per dataset table (the shards do
+        # the spreading); a store hash-partitioned by the default distributes too.
+        self.partitions = partitions
 
     def create(self, *, migrated: bool = True) -> str:
         from episodic.store import migrate
@@ -367,7 +370,7 @@ class CitusDatabases:
         name = f"t_{uuid.uuid4().hex[:16]}"
         url = self.cluster.create_database(name)
         if migrated:
-            migrate.upgrade(url, EMBEDDING_DIMENSION, partitions=1)
+            migrate.upgrade(url, EMBEDDING_DIMENSION, partitions=self.partitions)
             self.cluster.psql_file(DISTRIBUTE_SQL, url)
         return url
 
