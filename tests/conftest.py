@@ -37,7 +37,8 @@ def databases() -> Iterator[TestDatabases]:
     try:
         if os.environ.get("EPISODIC_TEST_CITUS"):  # the Citus tier: `make test-citus`
             with citus_cluster(base) as cluster:
-                yield CitusDatabases(cluster)  # type: ignore[misc]
+                partitions = int(os.environ.get("EPISODIC_TEST_CITUS_PARTITIONS", "1"))
+                yield CitusDatabases(cluster, partitions)  # type: ignore[misc]
         else:
             with test_server(base) as dbs:
                 yield dbs
