@@ -2,8 +2,8 @@
 
 Agent-observability tools read traces by these names: a memory operation (``search_memory``,
 ``create_memory``, …), a model call (``chat``, ``embeddings``) and the two GenAI client
-metrics. Every attribute name, operation value and the RPC → operation mapping live here and
-nowhere else; servicers carry a one-line decorator (:func:`memory_rpc`) and the pipeline a
+metrics. Every attribute name, operation value and the RPC → operation mapping live in
+:mod:`episodic.semconv` (re-exported here) and nowhere else; servicers carry a one-line decorator (:func:`memory_rpc`) and the pipeline a
 ``with`` (:func:`memory_span`, :func:`chat_span`, :func:`embeddings_span`).
 
 Conventions followed: :data:`SEMCONV_VERSION`. The memory operations are of development
@@ -28,107 +28,73 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-#: The conventions this module follows: open-telemetry/semantic-conventions-genai, main at
-#: model/gen-ai/registry.yaml 002c8a6 / spans.yaml 7e7e4e7 (CHANGELOG "Unreleased": the
-#: memory operations of #140), all development stability.
-SEMCONV_VERSION = "semantic-conventions-genai@002c8a6 (unreleased, development)"
-SEMCONV_REPOSITORY = "https://github.com/open-telemetry/semantic-conventions-genai"
-
-# --------------------------------------------------------------------------- names
-
-OPERATION_NAME = "gen_ai.operation.name"
-PROVIDER_NAME = "gen_ai.provider.name"
-ERROR_TYPE = "error.type"
-SERVER_ADDRESS = "server.address"
-SERVER_PORT = "server.port"
-
-# memory
-MEMORY_STORE_ID = "gen_ai.memory.store.id"
-MEMORY_RECORD_ID = "gen_ai.memory.record.id"
-MEMORY_RECORD_COUNT = "gen_ai.memory.record.count"
-MEMORY_QUERY_TEXT = "gen_ai.memory.query.text"  # opt-in
-MEMORY_RECORDS = "gen_ai.memory.records"  # opt-in
-RETRIEVAL_TOP_K = "gen_ai.retrieval.top_k"
-
-# inference and embeddings
-REQUEST_MODEL = "gen_ai.request.model"
-REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
-REQUEST_TEMPERATURE = "gen_ai.request.temperature"
-RESPONSE_MODEL = "gen_ai.response.model"
-RESPONSE_ID = "gen_ai.response.id"
-RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
-USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-EMBEDDINGS_DIMENSION_COUNT = "gen_ai.embeddings.dimension.count"
-TOKEN_TYPE = "gen_ai.token.type"
-
-# operation values
-SEARCH_MEMORY = "search_memory"
-CREATE_MEMORY = "create_memory"
-UPDATE_MEMORY = "update_memory"
-UPSERT_MEMORY = "upsert_memory"
-DELETE_MEMORY = "delete_memory"
-CREATE_MEMORY_STORE = "create_memory_store"
-DELETE_MEMORY_STORE = "delete_memory_store"
-CHAT = "chat"
-EMBEDDINGS = "embeddings"
-
-# metrics
-TOKEN_USAGE_METRIC = "gen_ai.client.token.usage"
-OPERATION_DURATION_METRIC = "gen_ai.client.operation.duration"
-
-#: ``gen_ai.provider.name`` of the memory operations: this suite is the memory system.
-MEMORY_PROVIDER = "episodic"
-
-# The suite's own, beside the standard's (the standard has one record id per span).
-RECORD_IDS = "episodic.memory.record_ids"  # every episode a search returned, in order
-RECORD_KIND = "episodic.memory.record_kind"  # "episode" or "event"
-SUMMARISER_KIND = "episodic.summariser.kind"  # "llm" or "extractive" (offline, no model)
-CONTENT_WITHHELD = "episodic.genai.content_withheld"  # why content asked for was left out
-
-CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-CAPTURE_ENCRYPTED_ENV = "EPISODIC_GENAI_CAPTURE_ENCRYPTED_CONTENT"
-_SPAN_CONTENT = {"true", "1", "yes", "span_only", "span_and_event"}
+from episodic.semconv import (  # the names, re-exported: genai.X as before
+    CAPTURE_CONTENT_ENV,  # noqa: F401
+    CAPTURE_ENCRYPTED_ENV,  # noqa: F401
+    CHAT,
+    CONTENT_FREE,
+    CONTENT_WITHHELD,
+    CREATE_MEMORY,  # noqa: F401
+    CREATE_MEMORY_STORE,  # noqa: F401
+    DELETE_MEMORY,  # noqa: F401
+    DELETE_MEMORY_STORE,  # noqa: F401
+    EMBEDDINGS,
+    EMBEDDINGS_DIMENSION_COUNT,
+    ERROR_TYPE,
+    MEMORY_PROVIDER,
+    MEMORY_QUERY_TEXT,
+    MEMORY_RECORD_COUNT,  # noqa: F401
+    MEMORY_RECORD_ID,  # noqa: F401
+    MEMORY_RECORDS,
+    MEMORY_RPCS,
+    MEMORY_STORE_ID,  # noqa: F401
+    OPERATION_DURATION_METRIC,  # noqa: F401
+    OPERATION_NAME,
+    PROVIDER_NAME,
+    RECORD_IDS,  # noqa: F401
+    RECORD_KIND,  # noqa: F401
+    REQUEST_MAX_TOKENS,  # noqa: F401
+    REQUEST_MODEL,
+    REQUEST_TEMPERATURE,
+    RESPONSE_FINISH_REASONS,
+    RESPONSE_ID,
+    RESPONSE_MODEL,
+    RETRIEVAL_TOP_K,  # noqa: F401
+    SEARCH_MEMORY,  # noqa: F401
+    SEMCONV_REPOSITORY,  # noqa: F401
+    SEMCONV_VERSION,  # noqa: F401
+    SERVER_ADDRESS,
+    SERVER_PORT,
+    SUMMARISER_KIND,
+    TOKEN_TYPE,
+    TOKEN_USAGE_METRIC,  # noqa: F401
+    UPDATE_MEMORY,  # noqa: F401
+    UPSERT_MEMORY,  # noqa: F401
+    USAGE_INPUT_TOKENS,
+    USAGE_OUTPUT_TOKENS,
+    Extract,  # noqa: F401
+    Memory,
+    MemoryRpc,  # noqa: F401
+    capture_content,
+    capture_encrypted_content,
+    error_type,
+)
 
 tracer = trace.get_tracer("episodic.genai")
-
-
-def capture_content(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether the GenAI content switch asks for content on spans."""
-    env = os.environ if environ is None else environ
-    return env.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _SPAN_CONTENT
-
-
-def capture_encrypted_content(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether the operator also lets content of encrypted datasets onto spans."""
-    env = os.environ if environ is None else environ
-    return env.get(CAPTURE_ENCRYPTED_ENV, "").strip().lower() in {"true", "1", "yes"}
 
 
 def _tracing() -> bool:
     """Whether an SDK provider records spans in this process (checked per call: cheap)."""
     return isinstance(trace.get_tracer_provider(), TracerProvider)
-
-
-def error_type(err: BaseException) -> str:
-    """A low-cardinality ``error.type``: the gRPC status name of the suite's errors (their
-    ``code``), else the exception's class name."""
-    code = getattr(err, "code", None)
-    name = getattr(code, "name", None)
-    if isinstance(name, str):
-        return name
-    return type(err).__qualname__
 
 
 def _failed(span: trace.Span, err: BaseException) -> None:
@@ -138,134 +104,6 @@ def _failed(span: trace.Span, err: BaseException) -> None:
 
 
 # --------------------------------------------------------------------------- memory
-
-
-@dataclass
-class Memory:
-    """What one memory operation says about itself: the standard's fields, and content
-    (set only when :func:`capture_content` allows it and the store is not encrypted)."""
-
-    store: str | None = None
-    record: str | None = None
-    count: int | None = None
-    top_k: int | None = None
-    record_ids: Sequence[str] = ()
-    record_kind: str | None = None
-    query: str | None = None  # content
-    records: list[dict[str, Any]] | None = None  # content
-
-    def attributes(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.store:
-            out[MEMORY_STORE_ID] = self.store
-        if self.record:
-            out[MEMORY_RECORD_ID] = self.record
-        if self.count is not None:
-            out[MEMORY_RECORD_COUNT] = self.count
-        if self.top_k:
-            out[RETRIEVAL_TOP_K] = self.top_k
-        if self.record_ids:
-            out[RECORD_IDS] = list(self.record_ids)
-        if self.record_kind:
-            out[RECORD_KIND] = self.record_kind
-        return out
-
-
-Extract = Callable[[Any, Any], Memory]
-
-
-@dataclass(frozen=True)
-class MemoryRpc:
-    """One RPC's memory operation: its value of ``gen_ai.operation.name`` and how its
-    request and response say which store and records it touched."""
-
-    operation: str
-    extract: Extract
-
-
-def _scored_search(request: Any, episodes: Sequence[Any], top_k: int | None) -> Memory:
-    ids = [s.episode.episode_id for s in episodes]
-    return Memory(
-        store=request.dataset,
-        count=len(ids),
-        top_k=top_k,
-        record=ids[0] if len(ids) == 1 else None,
-        record_ids=ids,
-        query=request.query or None,
-        records=[
-            {"id": s.episode.episode_id, "content": s.episode.summary, "score": s.relevance_score}
-            for s in episodes
-        ],
-    )
-
-
-def _recall(request: Any, response: Any) -> Memory:
-    return _scored_search(request, response.episodes.episodes, request.context_episodes or None)
-
-
-def _search(request: Any, response: Any) -> Memory:
-    return _scored_search(request, response.episodes, request.page_size or None)
-
-
-def _one_episode(field: str, kind: str | None = None) -> Extract:
-    def extract(request: Any, response: Any) -> Memory:
-        episode = getattr(response, field)
-        return Memory(
-            store=episode.dataset or None,
-            record=episode.episode_id or request.episode_id,
-            count=1,
-            record_kind=kind,
-            records=[{"id": episode.episode_id, "content": episode.summary}],
-        )
-
-    return extract
-
-
-def _list(request: Any, response: Any) -> Memory:
-    ids = [e.episode_id for e in response.episodes]
-    return Memory(
-        store=request.dataset or None,
-        count=len(ids),
-        top_k=request.page_size or None,
-        record_ids=ids,
-        records=[{"id": e.episode_id, "content": e.summary} for e in response.episodes],
-    )
-
-
-def _erased(request: Any, response: Any) -> Memory:
-    receipt = response.receipt
-    deleted = receipt.rows_deleted
-    count = deleted.get("episodes", 0) + deleted.get("events", 0) if deleted else None
-    return Memory(store=receipt.dataset or getattr(request, "dataset", None), count=count)
-
-
-def _event(request: Any, response: Any) -> Memory:
-    event = response.event
-    return Memory(
-        store=request.dataset,
-        record=event.episode_id or None,
-        count=1,
-        record_kind="event",
-        records=[{"id": event.episode_id, "content": event.summary}],
-    )
-
-
-#: Which RPC is which memory operation (the RPCs not named here are none: a thread, its
-#: messages and its end are the raw material episodes are made of, not memory records;
-#: the episode's own creation is the Summariser's ``create_memory``, see :func:`memory_span`).
-MEMORY_RPCS: dict[str, MemoryRpc] = {
-    "RecallService/Recall": MemoryRpc(SEARCH_MEMORY, _recall),
-    "RecallService/SearchEpisodes": MemoryRpc(SEARCH_MEMORY, _search),
-    "RecallService/ListEpisodes": MemoryRpc(SEARCH_MEMORY, _list),
-    "RecallService/GetEpisode": MemoryRpc(SEARCH_MEMORY, _one_episode("episode")),
-    "IngestService/RecordEvent": MemoryRpc(CREATE_MEMORY, _event),
-    "SchedulerService/DeleteEpisode": MemoryRpc(DELETE_MEMORY, _one_episode("episode")),
-    "SchedulerService/RetryEpisode": MemoryRpc(UPDATE_MEMORY, _one_episode("episode")),
-    "AdminService/DeleteThread": MemoryRpc(DELETE_MEMORY, _erased),
-    "AdminService/DeleteDataset": MemoryRpc(DELETE_MEMORY_STORE, _erased),
-}
-
-_CONTENT_FREE = {DELETE_MEMORY, DELETE_MEMORY_STORE}  # what was deleted is not shown
 
 
 def _encrypted(servicer: Any, dataset: str) -> bool:
@@ -282,7 +120,7 @@ def _encrypted(servicer: Any, dataset: str) -> bool:
 
 
 def _content(span: trace.Span, operation: str, memory: Memory, servicer: Any) -> None:
-    if operation in _CONTENT_FREE or not capture_content():
+    if operation in CONTENT_FREE or not capture_content():
         return
     if memory.store is None or (
         _encrypted(servicer, memory.store) and not capture_encrypted_content()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from episodic import genai
+from episodic import semconv as genai  # names only: this runs on the core install
 
 Span = dict[str, Any]
 

@@ -70,9 +70,10 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import Link
 from sqlalchemy import Engine
 
+from episodic.semconv import TRACE_FILE_ENV as TRACE_FILE_ENV
+
 log = logging.getLogger(__name__)
 
-TRACE_FILE_ENV = "EPISODIC_TRACE_FILE"
 _SQLALCHEMY_SCOPE = "opentelemetry.instrumentation.sqlalchemy"
 
 _lock = threading.Lock()

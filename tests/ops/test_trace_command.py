@@ -4,6 +4,9 @@ services wrote while it was written, summarised and recalled."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,80 @@ def test_trace_reads_otlp_json_too(tmp_path: Path) -> None:
     (span,) = found.recalls
     assert span["service"] == "episodic-recall"
     assert "rank 2 of 2" in journey.render(found)
+
+
+# Imports a core install (grpcio + protobuf) does not have: refused in the child below.
+_BLOCKED = ("opentelemetry", "sqlalchemy", "psycopg", "pydantic", "pydantic_settings", "numpy")
+_CORE_ONLY = f"""
+import importlib.abc, sys
+
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {_BLOCKED!r}:
+            raise ImportError(f"{{name}} is not installed (blocked: core install)")
+        return None
+
+sys.meta_path.insert(0, Refuse())
+from episodic.cli import main
+code = main(sys.argv[1:])
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in {_BLOCKED!r})
+print("LEAKED", leaked)
+sys.exit(code)
+"""
+
+
+def _core_trace(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _CORE_ONLY, "trace", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+
+
+def _span(name: str, span_id: str, *, parent: str | None = None, **attributes: object) -> dict:  # type: ignore[type-arg]
+    return {
+        "trace_id": "0af7651916cd43dd8448eb211c80319c",
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "name": name,
+        "kind": "INTERNAL",
+        "links": [],
+        "attributes": attributes,
+        "service": "episodic-recall",
+        "status": "UNSET",
+        "start_time_unix_nano": 1_700_000_000_000_000_000,
+        "end_time_unix_nano": 1_700_000_000_002_000_000,
+    }
+
+
+def test_trace_reads_spans_on_a_core_install_without_opentelemetry(tmp_path: Path) -> None:
+    """``episodic trace`` reads a span file and OTLP/JSON with only the core install: no
+    OpenTelemetry SDK (nor API), no server dependency is imported, the journey is printed."""
+    spans = tmp_path / "spans.jsonl"
+    spans.write_text(
+        json.dumps(
+            _span(
+                "search_memory",
+                "b7ad6b7169203331",
+                **{
+                    "gen_ai.operation.name": "search_memory",
+                    "episodic.memory.record_ids": ["ep-1"],
+                    "gen_ai.memory.record.count": 1,
+                },
+            )
+        )
+        + "\n"
+    )
+    done = _core_trace("ep-1", "--spans", str(spans))
+    assert done.returncode == 0, done.stderr
+    assert "search_memory (episodic-recall" in done.stdout and "rank 1 of 1" in done.stdout
+    assert "LEAKED []" in done.stdout, done.stdout
+
+    # The OTLP/JSON of the test above, on the core install too.
+    otlp = tmp_path / "otlp.jsonl"
+    test_trace_reads_otlp_json_too(tmp_path)  # writes otlp.jsonl
+    done = _core_trace("ep-1", "--spans", str(otlp))
+    assert done.returncode == 0, done.stderr
+    assert "rank 2 of 2" in done.stdout and "LEAKED []" in done.stdout, done.stdout
