@@ -111,10 +111,21 @@ class AsyncEpisodicClient(ClientCore):
             self._take_channels()
             self._loop = loop
         fn, kwargs = self._prepare(step)
+        traced = ops.trace_call(self, step, kwargs)
         try:
-            return await fn(step.request, **kwargs)
+            response = await fn(step.request, **kwargs)
         except grpc.RpcError as err:
-            raise translate_error(err, step.method) from None
+            error = translate_error(err, step.method)
+            if traced is not None:
+                traced.end(error=error)
+            raise error from None
+        except BaseException as err:
+            if traced is not None:
+                traced.end(error=err)
+            raise
+        if traced is not None:
+            traced.end(response)
+        return response
 
     async def _run(self, flow: Flow[R]) -> R:
         reply: Any = None

@@ -217,10 +217,21 @@ class EpisodicClient(ClientCore):
             time.sleep(step.seconds)
             return None
         fn, kwargs = self._prepare(step)
+        traced = ops.trace_call(self, step, kwargs)
         try:
-            return fn(step.request, **kwargs)
+            response = fn(step.request, **kwargs)
         except grpc.RpcError as err:
-            raise translate_error(err, step.method) from None
+            error = translate_error(err, step.method)
+            if traced is not None:
+                traced.end(error=error)
+            raise error from None
+        except BaseException as err:
+            if traced is not None:
+                traced.end(error=err)
+            raise
+        if traced is not None:
+            traced.end(response)
+        return response
 
     def _run(self, flow: Flow[R]) -> R:
         reply: Any = None

@@ -183,6 +183,11 @@ def journey(spans: list[Span], episode_id: str) -> Journey:
             genai.DELETE_MEMORY,
         ) and _names(s, episode_id):
             found.changes.append(s)
+    # An SDK's CLIENT span (search_memory, delete_memory) and the service's own span of the
+    # same call name the episode twice: keep the service's, the client's only without it.
+    for part in (found.recalls, found.changes):
+        served = {x["trace_id"] for x in part if x.get("kind") != "CLIENT"}
+        part[:] = [x for x in part if x.get("kind") != "CLIENT" or x["trace_id"] not in served]
     for fired in found.fired:
         # The trigger's own trace: the request that asked for the episode (EndThread), or
         # the timer sweep whose links name the writes that armed the timers.

@@ -209,3 +209,18 @@ def test_trace_reads_spans_on_a_core_install_without_opentelemetry(tmp_path: Pat
     done = _core_trace("ep-1", "--spans", str(otlp))
     assert done.returncode == 0, done.stderr
     assert "rank 2 of 2" in done.stdout and "LEAKED []" in done.stdout, done.stdout
+
+
+def test_a_recall_seen_by_the_sdk_and_the_service_counts_once() -> None:
+    """The SDK's CLIENT search_memory and the Recall service's own, in one trace, are one
+    recall; an SDK span whose service span is not in the file still counts."""
+    names = {"gen_ai.operation.name": "search_memory", "episodic.memory.record_ids": ["ep-1"]}
+    client = {**_span("search_memory", "00000000000000c1", **names), "kind": "CLIENT"}
+    server = _span("search_memory", "00000000000000c2", parent="00000000000000c1", **names)
+    alone = {
+        **_span("search_memory", "00000000000000c3", **names),
+        "kind": "CLIENT",
+        "trace_id": "1af7651916cd43dd8448eb211c80319c",
+    }
+    found = journey.journey([client, server, alone], "ep-1")
+    assert [s["span_id"] for s in found.recalls] == ["00000000000000c2", "00000000000000c3"]
