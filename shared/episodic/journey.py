@@ -22,6 +22,7 @@ Span = dict[str, Any]
 _SUMMARISE = "summarise episode"
 _EXTRACTION = "semantic extraction"
 _RECORDS = (genai.SEARCH_MEMORY,)
+TRIGGER = "episodic.trigger"  # on the summarise span: what opened the episode
 
 
 def read_spans(path: str | Path) -> list[Span]:
@@ -111,6 +112,17 @@ class Journey:
     extractions: list[Span] = field(default_factory=list)
     recalls: list[Span] = field(default_factory=list)  # search_memory spans naming it
     changes: list[Span] = field(default_factory=list)  # update/delete_memory of it
+
+    @property
+    def triggers(self) -> list[str]:
+        """The trigger(s) that opened the episode (``inactivity``, ``explicit``, …), as
+        its summarise attempts say."""
+        found: list[str] = []
+        for a in self.attempts:
+            trigger = a.span.get("attributes", {}).get(TRIGGER)
+            if isinstance(trigger, str) and trigger and trigger not in found:
+                found.append(trigger)
+        return found
 
     @property
     def empty(self) -> bool:
@@ -225,6 +237,8 @@ def render(found: Journey) -> str:
     out += [f"  {_line(s)}" for s in found.armed_by] or ["  (not in these spans)"]
     out.append("fired:")
     out += [f"  {_line(s)}" for s in found.fired] or ["  (not in these spans)"]
+    if found.triggers:
+        out.append(f"  trigger: {', '.join(found.triggers)}")
     out.append("summarise attempts:")
     for i, a in enumerate(found.attempts, 1):
         out.append(f"  {i}. {_line(a.span)}  {a.duration_ms:.1f} ms  -> {a.status}")

@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
-from episodic import journey
+from episodic import convert, journey
 from episodic.cli import main
 from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
@@ -19,8 +21,11 @@ from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
 from episodic.v1 import recall_service_pb2 as rpb
 from episodic.v1 import recall_service_pb2_grpc as rg
+from episodic.v1 import scheduler_service_pb2 as schpb
+from episodic.v1 import scheduler_service_pb2_grpc as schg
 from episodic.v1 import summariser_service_pb2 as spb
 from episodic.v1 import summariser_service_pb2_grpc as sg
+from tests.scheduler.helpers import db_now
 
 
 def test_trace_follows_an_episode_from_its_write_to_its_recall(
@@ -224,3 +229,84 @@ def test_a_recall_seen_by_the_sdk_and_the_service_counts_once() -> None:
     }
     found = journey.journey([client, server, alone], "ep-1")
     assert [s["span_id"] for s in found.recalls] == ["00000000000000c2", "00000000000000c3"]
+
+
+def _traceparent() -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A fresh trace of the test's own: its id, and the metadata that makes a call its child."""
+    trace_id, span_id = os.urandom(16).hex(), os.urandom(8).hex()
+    return trace_id, (("traceparent", f"00-{trace_id}-{span_id}-01"),)
+
+
+def test_an_idle_episode_names_the_write_that_armed_its_timer(
+    spawn, engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    """Two writes, each (re)arming the thread's 30-minute idle timer; the thread then stays
+    quiet. The clock is driven past the deadline by an admin sweep with a later horizon
+    (RunSweep as_of = now + 31 min: the scheduler's own loop is off), which fires the timer.
+    The journey names the last write — the one whose timer fired — as what armed it: not
+    the first write (its arming was superseded), not the sweep (it only fired)."""
+    spans_file = tmp_path / "spans.jsonl"
+    env = {"EPISODIC_TRACE_FILE": str(spans_file)}
+    scheduler = spawn("scheduler", env={**env, "EPISODIC_SCHEDULER_POLL_INTERVAL": "0"})
+    ingest = spawn("ingest", env={**env, "EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    summariser = spawn("summariser", env=env)
+
+    stub = ig.IngestServiceStub(ingest.channel())
+    thread = stub.CreateThread(ipb.CreateThreadRequest(dataset="idle"), timeout=10).thread
+
+    def armed_in(trace_id: str) -> bool:
+        return any(
+            s["name"] == "/episodic.v1.SchedulerService/RecordActivity"
+            and s["trace_id"] == trace_id
+            for s in journey.read_spans(spans_file)
+        )
+
+    writes = []
+    for content in ("We should look at flights to Lisbon.", "Book the Tuesday one, window seat."):
+        trace_id, metadata = _traceparent()
+        stub.AddMessages(
+            ipb.AddMessagesRequest(
+                thread_id=thread.thread_id,
+                messages=[ipb.NewMessage(role=e.ROLE_USER, content=content)],
+            ),
+            timeout=10,
+            metadata=metadata,
+        )
+        # Each write's activity notice reaches the Scheduler before the next write.
+        wait_until(lambda t=trace_id: armed_in(t), timeout=30, message="the timer (re)armed")
+        writes.append(trace_id)
+
+    later = db_now(engine) + timedelta(minutes=31)
+    swept = schg.SchedulerServiceStub(scheduler.channel()).RunSweep(
+        schpb.RunSweepRequest(as_of=convert.ts(later)), timeout=30
+    )
+    assert swept.episodes_created == 1
+    sg.SummariserServiceStub(summariser.channel()).ProcessPending(
+        spb.ProcessPendingRequest(), timeout=60
+    )
+    with engine.connect() as conn:
+        episode_id, trigger = conn.execute(
+            text("SELECT episode_id, trigger FROM episodes WHERE thread_id = :t"),
+            {"t": thread.thread_id},
+        ).one()
+    assert trigger == "inactivity"
+
+    def followed() -> journey.Journey | None:
+        found = journey.journey(journey.read_spans(spans_file), str(episode_id))
+        return found if found.attempts and found.armed_by else None
+
+    found = wait_until(followed, timeout=30, message="the idle episode's journey")
+    assert found is not None
+    (armed,) = found.armed_by
+    assert armed["name"] == "/episodic.v1.IngestService/AddMessages"
+    assert armed["trace_id"] == writes[1]  # the last write, whose timer fired
+    (fired,) = found.fired
+    assert fired["name"] == "scheduler.fire_timers" and fired["service"] == "episodic-scheduler"
+    assert found.triggers == ["inactivity"]
+
+    assert main(["trace", str(episode_id), "--spans", str(spans_file)]) == 0
+    out = capsys.readouterr().out
+    armed_part, rest = out.split("fired:", 1)
+    assert f"AddMessages (episodic-ingest, trace {writes[1][:8]})" in armed_part
+    assert writes[0][:8] not in armed_part and "RunSweep" not in armed_part
+    assert "trigger: inactivity" in rest.split("summarise attempts:", 1)[0]
