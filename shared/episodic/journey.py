@@ -112,6 +112,8 @@ class Journey:
     extractions: list[Span] = field(default_factory=list)
     recalls: list[Span] = field(default_factory=list)  # search_memory spans naming it
     changes: list[Span] = field(default_factory=list)  # update/delete_memory of it
+    #: span id of a recall or change -> the RPC it served (``Recall``, ``ListEpisodes``, …)
+    via: dict[str, str] = field(default_factory=dict)
 
     @property
     def triggers(self) -> list[str]:
@@ -162,6 +164,14 @@ def _names(span: Span, episode_id: str) -> bool:
     )
 
 
+def _note_rpc(found: Journey, by_id: dict[tuple[str, str], Span], span: Span) -> None:
+    """Which RPC a memory operation's span served: its SERVER parent's method (a recall
+    and the listing an SDK's ``wait_for_episode`` polls are both ``search_memory``)."""
+    parent = by_id.get((span["trace_id"], span.get("parent_span_id") or ""))
+    if parent is not None and parent.get("kind") == "SERVER":
+        found.via[span["span_id"]] = str(parent["name"]).rsplit("/", 1)[-1]
+
+
 def journey(spans: list[Span], episode_id: str) -> Journey:
     """What the spans say about ``episode_id``."""
     by_id = {(s["trace_id"], s["span_id"]): s for s in spans}
@@ -190,11 +200,13 @@ def journey(spans: list[Span], episode_id: str) -> Journey:
             found.extractions.append(s)
         elif attrs.get(genai.OPERATION_NAME) in _RECORDS and _names(s, episode_id):
             found.recalls.append(s)
+            _note_rpc(found, by_id, s)
         elif attrs.get(genai.OPERATION_NAME) in (
             genai.UPDATE_MEMORY,
             genai.DELETE_MEMORY,
         ) and _names(s, episode_id):
             found.changes.append(s)
+            _note_rpc(found, by_id, s)
     # An SDK's CLIENT span (search_memory, delete_memory) and the service's own span of the
     # same call name the episode twice: keep the service's, the client's only without it.
     for part in (found.recalls, found.changes):
@@ -216,15 +228,53 @@ def journey(spans: list[Span], episode_id: str) -> Journey:
     return found
 
 
-def _when(span: Span) -> str:
+def started_at(span: Span) -> str:
+    """When ``span`` started, UTC, to the millisecond."""
     from datetime import UTC, datetime
 
     at = datetime.fromtimestamp(span["start_time_unix_nano"] / 1e9, tz=UTC)
     return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
+def duration_ms(span: Span) -> float:
+    """How long ``span`` took, in milliseconds."""
+    return _ms(span)
+
+
+def where(span: Span) -> str:
+    """``service, trace 0136a4e9``: which process recorded ``span``, and in which trace."""
+    return f"{span.get('service') or '?'}, trace {span['trace_id'][:8]}"
+
+
+def model_call(span: Span) -> str:
+    """A model call of an attempt: ``embeddings hashing:384  0.6 ms  12 input tokens  error 429``."""
+    attrs = span["attributes"]
+    error = attrs.get(genai.ERROR_TYPE)
+    tokens = attrs.get(genai.USAGE_INPUT_TOKENS)
+    return (
+        f"{span['name']}  {_ms(span):.1f} ms"
+        + (f"  {tokens} input tokens" if tokens is not None else "")
+        + (f"  error {error}" if error else "")
+    )
+
+
+def via(found: Journey, span: Span) -> str:
+    """`` via Recall``: the RPC a recall or change served, when the spans tell."""
+    rpc = found.via.get(span["span_id"])
+    return f" via {rpc}" if rpc else ""
+
+
+def rank(span: Span, episode_id: str) -> str:
+    """Where a search put the episode: ``rank 1 of 3 (top_k 3)``."""
+    attrs = span["attributes"]
+    ids = attrs.get(genai.RECORD_IDS) or [attrs.get(genai.MEMORY_RECORD_ID)]
+    at = ids.index(episode_id) + 1 if episode_id in ids else "?"
+    top_k = f" (top_k {attrs[genai.RETRIEVAL_TOP_K]})" if genai.RETRIEVAL_TOP_K in attrs else ""
+    return f"rank {at} of {attrs.get(genai.MEMORY_RECORD_COUNT, len(ids))}{top_k}"
+
+
 def _line(span: Span) -> str:
-    return f"{_when(span)}  {span['name']} ({span.get('service') or '?'}, trace {span['trace_id'][:8]})"
+    return f"{started_at(span)}  {span['name']} ({where(span)})"
 
 
 def render(found: Journey) -> str:
@@ -242,15 +292,7 @@ def render(found: Journey) -> str:
     out.append("summarise attempts:")
     for i, a in enumerate(found.attempts, 1):
         out.append(f"  {i}. {_line(a.span)}  {a.duration_ms:.1f} ms  -> {a.status}")
-        for call in a.model_calls:
-            attrs = call["attributes"]
-            error = attrs.get(genai.ERROR_TYPE)
-            tokens = attrs.get(genai.USAGE_INPUT_TOKENS)
-            out.append(
-                f"       {call['name']}  {_ms(call):.1f} ms"
-                + (f"  {tokens} input tokens" if tokens is not None else "")
-                + (f"  error {error}" if error else "")
-            )
+        out += [f"       {model_call(call)}" for call in a.model_calls]
         if a.created is not None:
             out.append(
                 f"       {genai.CREATE_MEMORY} in {a.created['attributes'].get(genai.MEMORY_STORE_ID)}"
@@ -259,17 +301,10 @@ def render(found: Journey) -> str:
         out.append("extraction:")
         out += [f"  {_line(s)}  {_ms(s):.1f} ms" for s in found.extractions]
     out.append("recalls that returned it:")
-    for s in found.recalls:
-        attrs = s["attributes"]
-        ids = attrs.get(genai.RECORD_IDS) or [attrs.get(genai.MEMORY_RECORD_ID)]
-        rank = ids.index(found.episode_id) + 1 if found.episode_id in ids else "?"
-        out.append(
-            f"  {_line(s)}  rank {rank} of {attrs.get(genai.MEMORY_RECORD_COUNT, len(ids))}"
-            + (f" (top_k {attrs[genai.RETRIEVAL_TOP_K]})" if genai.RETRIEVAL_TOP_K in attrs else "")
-        )
+    out += [f"  {_line(s)}{via(found, s)}  {rank(s, found.episode_id)}" for s in found.recalls]
     if not found.recalls:
         out.append("  (none in these spans)")
     if found.changes:
         out.append("changed:")
-        out += [f"  {_line(s)}" for s in found.changes]
+        out += [f"  {_line(s)}{via(found, s)}" for s in found.changes]
     return "\n".join(out)

@@ -29,7 +29,14 @@ def cmd_console(args: argparse.Namespace) -> int:
         return 2
     if args.verbose:
         logging.getLogger("episodic.console").setLevel(logging.DEBUG)
-    app = ConsoleApp(client, http_key=http_key, loopback=is_loopback(args.host))
+    from episodic.semconv import TRACE_FILE_ENV
+
+    app = ConsoleApp(
+        client,
+        http_key=http_key,
+        loopback=is_loopback(args.host),
+        spans=args.spans or os.environ.get(TRACE_FILE_ENV) or None,
+    )
     try:
         server = ConsoleServer(app, args.host, args.port)
     except OSError as err:
@@ -86,6 +93,11 @@ def register(groups: CommandGroups) -> None:
         choices=("auto", "required", "disabled"),
         help="whether browsers must present the key (default: EPISODIC_AUTH, else auto: "
         "when the console has a key; without one, loopback only)",
+    )
+    p.add_argument(
+        "--spans",
+        help="the services' span file (default: EPISODIC_TRACE_FILE) or OTLP/JSON lines: an "
+        "episode's page shows its journey from it, as `episodic trace` does",
     )
     p.add_argument("--verbose", action="store_true", help="log every request (path only)")
     p.set_defaults(func=guarded(cmd_console))

@@ -303,7 +303,8 @@ def _static_file(name: str) -> bytes | None:
 class ConsoleApp:
     """The WSGI application. ``http_key``: what browsers must present (None: nothing);
     ``loopback``: whether the server is bound to loopback (then only loopback host names
-    are served)."""
+    are served); ``spans``: the services' span file (or OTLP/JSON lines), for the journey
+    on an episode's page (None: the page says how to get one)."""
 
     def __init__(
         self,
@@ -313,8 +314,12 @@ class ConsoleApp:
         loopback: bool = True,
         workers: int = 8,
         sessions: Sessions | None = None,
+        spans: str | None = None,
     ) -> None:
         self.client = client
+        # The services' span file (EPISODIC_TRACE_FILE) or OTLP/JSON: an episode's page shows
+        # its journey from it, as `episodic trace` does. Fixed here, never from a request.
+        self.spans = spans
         self.http_key = http_key
         self.loopback = loopback
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="console-rpc")
@@ -426,6 +431,7 @@ class ConsoleApp:
             form=form,
             now=datetime.now(UTC),
             target=request.htmx_target,
+            spans=self.spans,
         )
         try:
             result = view(ctx)

@@ -41,6 +41,7 @@ class Ctx:
     form: Mapping[str, str] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     target: str | None = None  # HX-Target of an htmx request, None for a full page
+    spans: str | None = None  # the services' span file, for an episode's journey
 
     def arg(self, name: str, default: str = "") -> str:
         """A query parameter, stripped."""

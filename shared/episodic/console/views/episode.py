@@ -1,14 +1,18 @@
 """One episode in full (``get_episode``), as a page or as the timeline's details panel, and
 the two admin actions the RPCs allow: ``RetryEpisode`` (failed only) and ``DeleteEpisode``
-(a soft delete: archived; an event, listed under its id too, is erased)."""
+(a soft delete: archived; an event, listed under its id too, is erased). The page also
+shows the episode's journey from the services' spans (:mod:`episodic.journey`, what
+``episodic trace`` prints): the write that armed its timer, the trigger, each summarise
+attempt, the extraction and the recalls that returned it."""
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from episodic import journey as spans_of
 from episodic.client import Episode
 from episodic.console.views import BadRequest, Ctx, Fragment, Page, Redirect
-from episodic.console.views.html import Safe, html, url, when
+from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import (
     episode_actions,
     esc_list,
@@ -105,6 +109,149 @@ def details(e: Episode, ctx: Ctx, *, heading: str = "h2", actions_back: str = ""
     )
 
 
+def _span_item(span: spans_of.Span, role: str, extra: object = "") -> Safe:
+    return html(
+        '<li data-journey="{role}"><time>{at}</time> <code>{name}</code> '
+        '<span class="muted">({where})</span>{extra}</li>',
+        role=role,
+        at=spans_of.started_at(span),
+        name=span["name"],
+        where=spans_of.where(span),
+        extra=extra,
+    )
+
+
+def _spans_list(spans: list[spans_of.Span], role: str) -> Safe:
+    if not spans:
+        return Safe('<span class="muted">not in these spans</span>')
+    return html('<ul class="journey">{items}</ul>', items=join(_span_item(s, role) for s in spans))
+
+
+def journey(episode_id: str, ctx: Ctx) -> Safe:
+    """The episode's journey from the console's span file (see :class:`ConsoleApp`)."""
+    head = Safe('<h3 class="sub" id="journey">Journey</h3>')
+    if not ctx.spans:
+        return Safe(
+            head
+            + Safe(
+                '<p class="muted" data-journey="none">No span file: start the console with '
+                "<code>--spans FILE</code> (or <code>EPISODIC_TRACE_FILE</code>, the file the "
+                "services write their spans to) to follow this episode from the write that armed "
+                "its timer to the recalls that returned it.</p>"
+            )
+        )
+    try:
+        found = spans_of.journey(spans_of.read_spans(ctx.spans), episode_id)
+    except OSError as err:
+        return Safe(
+            head
+            + html(
+                '<p class="error-text" data-journey="none">Cannot read the span file: {err}</p>',
+                err=err.strerror or type(err).__name__,
+            )
+        )
+    if found.empty:
+        return Safe(
+            head
+            + Safe(
+                '<p class="muted" data-journey="none">No span in the span file names this '
+                "episode (was tracing on when it was made?).</p>"
+            )
+        )
+    attempts = join(
+        html(
+            '<li data-journey="attempt"><time>{at}</time> {ms} ms → <strong>{status}</strong> '
+            '<span class="muted">({where})</span>{created}{calls}</li>',
+            at=spans_of.started_at(a.span),
+            ms=f"{a.duration_ms:.1f}",
+            status=a.status,
+            where=spans_of.where(a.span),
+            calls=html(
+                "<ul>{items}</ul>",
+                items=join(
+                    html(
+                        '<li data-journey="model-call"{error}>{line}</li>',
+                        error=Safe(' class="error-text"') if c in a.failures else Safe(""),
+                        line=spans_of.model_call(c),
+                    )
+                    for c in a.model_calls
+                ),
+            )
+            if a.model_calls
+            else "",
+            created=html(
+                " · <code>create_memory</code> in <code>{store}</code>",
+                store=a.created["attributes"].get(spans_of.genai.MEMORY_STORE_ID, "?"),
+            )
+            if a.created is not None
+            else "",
+        )
+        for a in found.attempts
+    )
+    recalls = (
+        html(
+            '<ul class="journey">{items}</ul>',
+            items=join(
+                _span_item(
+                    s,
+                    "recall",
+                    html(
+                        "{via} {rank}",
+                        via=spans_of.via(found, s),
+                        rank=spans_of.rank(s, episode_id),
+                    ),
+                )
+                for s in found.recalls
+            ),
+        )
+        if found.recalls
+        else Safe('<span class="muted">none in these spans</span>')
+    )
+    extraction = (
+        html(
+            '<ul class="journey">{items}</ul>',
+            items=join(
+                _span_item(s, "extraction", html(" {ms} ms", ms=f"{spans_of.duration_ms(s):.1f}"))
+                for s in found.extractions
+            ),
+        )
+        if found.extractions
+        else Safe('<span class="muted">not in these spans</span>')
+    )
+    trigger = (
+        html(
+            '<p data-journey="trigger">Trigger: <strong>{t}</strong></p>',
+            t=", ".join(found.triggers),
+        )
+        if found.triggers
+        else Safe("")
+    )
+    changes = (
+        html("<dt>Changed</dt><dd>{spans}</dd>", spans=_spans_list(found.changes, "change"))
+        if found.changes
+        else Safe("")
+    )
+    return Safe(
+        head
+        + html(
+            '<dl class="facts journey">'
+            "<dt>Armed by</dt><dd>{armed}</dd>"
+            "<dt>Fired</dt><dd>{fired}{trigger}</dd>"
+            '<dt>Summarise attempts</dt><dd><ol class="journey">{attempts}</ol></dd>'
+            "<dt>Extraction</dt><dd>{extraction}</dd>"
+            "<dt>Recalls that returned it</dt><dd>{recalls}</dd>"
+            "{changes}</dl>",
+            armed=_spans_list(found.armed_by, "armed"),
+            fired=_spans_list(found.fired, "fired"),
+            trigger=trigger,
+            attempts=attempts,
+            extraction=extraction,
+            recalls=recalls,
+            changes=changes,
+        )
+    )
+
+
 def episode(ctx: Ctx) -> Page | Fragment:
     e = ctx.client.get_episode(ctx.required("id"))
     if ctx.target == "details" or ctx.arg("fragment") == "details":  # the timeline's panel
@@ -112,9 +259,10 @@ def episode(ctx: Ctx) -> Page | Fragment:
         return Fragment(details(e, ctx, actions_back=back))
     done = DONE.get(ctx.arg("done"))
     body = html(
-        "{notice}{details}",
+        "{notice}{details}{journey}",
         notice=notice(f"Episode {e.episode_id[:8]} {done}.") if done else "",
         details=details(e, ctx),
+        journey=journey(e.episode_id, ctx),
     )
     kind = "Event" if e.is_event else "Episode"
     return Page(f"{kind} {e.episode_id[:8]}", body, section="threads", dataset=e.dataset)
