@@ -1341,13 +1341,11 @@ class ClientSpan:
     __slots__ = ("_otel", "_span", "_spec", "_step", "_token")
 
     def __init__(self, otel: Any, span: Any, token: Any, spec: semconv.MemoryRpc, step: Rpc):
-        self._otel, self._span, self._token, self._spec, self._step = (
-            otel,
-            span,
-            token,
-            spec,
-            step,
-        )
+        self._otel = otel
+        self._span = span
+        self._token = token
+        self._spec = spec
+        self._step = step
 
     def end(self, response: Any = None, error: BaseException | None = None) -> None:
         """Ends the span: the standard's attributes of ``response``, or ``error.type``."""

@@ -38,6 +38,7 @@ def app_spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
     monkeypatch.delenv(semconv.CAPTURE_CONTENT_ENV, raising=False)
+    monkeypatch.delenv(semconv.CAPTURE_ENCRYPTED_ENV, raising=False)
     yield exporter
     provider.shutdown()
 
@@ -67,7 +68,7 @@ def _server_span(spans: Path, name: str, trace_id: str) -> dict[str, Any]:
 
 
 def test_memory_operations_are_client_spans_parenting_the_server_span(
-    traced_services, make_client, engine, app_spans: InMemorySpanExporter
+    traced_services, make_client, client_kind: str, engine, app_spans: InMemorySpanExporter
 ) -> None:  # type: ignore[no-untyped-def]
     ingest, recall, scheduler, spans = traced_services
     with engine.begin() as conn:
@@ -78,9 +79,19 @@ def test_memory_operations_are_client_spans_parenting_the_server_span(
     )
     agent = trace.get_tracer_provider().get_tracer("agent")
 
-    with agent.start_as_current_span("agent turn") as turn:
-        thread = client.start_thread(DATASET)  # not a memory operation: no client span
-        found = client.recall(DATASET, "Pro tier for Atlas", limit=2)
+    if client_kind == "sync":
+        with agent.start_as_current_span("agent turn") as turn:
+            thread = client.start_thread(DATASET)  # not a memory operation: no client span
+            found = client.recall(DATASET, "Pro tier for Atlas", limit=2)
+    else:  # the turn in the event loop, as an asyncio agent runs it
+
+        async def agent_turn() -> tuple[Any, Any, Any]:
+            with agent.start_as_current_span("agent turn") as turn:
+                thread = await client.client.start_thread(DATASET)
+                found = await client.client.recall(DATASET, "Pro tier for Atlas", limit=2)
+            return turn, thread, found
+
+        turn, thread, found = client.run(agent_turn())
     assert [s.episode.episode_id for s in found.episodes] == [episode_id]
 
     by_name = {s.name: s for s in app_spans.get_finished_spans()}
@@ -99,6 +110,22 @@ def test_memory_operations_are_client_spans_parenting_the_server_span(
     assert attrs[semconv.SERVER_PORT] == int(recall.address.rsplit(":", 1)[1])
     # Content is opt-in: neither the query nor the records by default.
     assert semconv.MEMORY_QUERY_TEXT not in attrs and semconv.MEMORY_RECORDS not in attrs
+
+    # The query and the records only with both switches: the client cannot tell whether
+    # the dataset is stored encrypted (by default every one is).
+    for switches, shown in (
+        ({semconv.CAPTURE_CONTENT_ENV: "true"}, False),
+        ({semconv.CAPTURE_CONTENT_ENV: "true", semconv.CAPTURE_ENCRYPTED_ENV: "true"}, True),
+    ):
+        app_spans.clear()
+        with pytest.MonkeyPatch.context() as env:
+            for name, value in switches.items():
+                env.setenv(name, value)
+            client.recall(DATASET, "Pro tier for Atlas", limit=2)
+        (searched,) = app_spans.get_finished_spans()
+        content = dict(searched.attributes or {})
+        assert (content.get(semconv.MEMORY_QUERY_TEXT) == "Pro tier for Atlas") is shown
+        assert (episode_id in str(content.get(semconv.MEMORY_RECORDS, ""))) is shown
 
     # The services' spans are children of the application's: one trace across processes.
     trace_id = trace.format_trace_id(turn.get_span_context().trace_id)
