@@ -201,6 +201,42 @@ def test_a_recall_through_the_core_install(core_venv: Path, spawn) -> None:  # t
     assert json.loads(cli.stdout)["episodes"][0]["episode"]["episode_id"] == result["episode_id"]
 
 
+def test_trace_reads_a_span_file_on_the_core_install(core_venv: Path, tmp_path: Path) -> None:
+    """``episodic trace`` needs no OpenTelemetry: the core install (which has none) prints
+    an episode's journey from the services' span file."""
+    site = next((core_venv / "lib").glob("python3*/site-packages"))
+    assert not (site / "opentelemetry").exists()
+    span = {
+        "trace_id": "0af7651916cd43dd8448eb211c80319c",
+        "span_id": "b7ad6b7169203331",
+        "parent_span_id": None,
+        "name": "search_memory",
+        "kind": "INTERNAL",
+        "links": [],
+        "attributes": {
+            "gen_ai.operation.name": "search_memory",
+            "episodic.memory.record_ids": ["ep-2", "ep-1"],
+            "gen_ai.memory.record.count": 2,
+        },
+        "service": "episodic-recall",
+        "status": "UNSET",
+        "start_time_unix_nano": 1_700_000_000_000_000_000,
+        "end_time_unix_nano": 1_700_000_000_002_000_000,
+    }
+    spans = tmp_path / "spans.jsonl"
+    spans.write_text(json.dumps(span) + "\n")
+    out = subprocess.run(
+        [str(core_venv / "bin" / "episodic"), "trace", "ep-1", "--spans", str(spans)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "search_memory (episodic-recall, trace 0af76519)" in out.stdout
+    assert "rank 2 of 2" in out.stdout
+
+
 def test_the_image_installs_the_server_without_the_embedded_database() -> None:
     # The image installs the server's lock; EXTRAS=embedded adds image-embedded.txt.
     assert "-r /tmp/build/image-server.txt" in (REPO / "Dockerfile").read_text()
