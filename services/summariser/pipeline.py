@@ -670,7 +670,7 @@ class Pipeline:
                 "episodic.episode_id": str(episode["episode_id"]),
                 "episodic.thread_id": str(episode["thread_id"]),
                 "episodic.window": f"{episode['start_sequence']}-{episode['end_sequence']}",
-                "episodic.trigger": str(episode.get("trigger") or ""),
+                genai.TRIGGER: str(episode.get("trigger") or ""),
             },
         ) as span:
             try:

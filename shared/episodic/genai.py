@@ -77,6 +77,7 @@ from episodic.semconv import (  # the names, re-exported: genai.X as before
     SUMMARISER_KIND,
     TOKEN_TYPE,
     TOKEN_USAGE_METRIC,  # noqa: F401
+    TRIGGER,  # noqa: F401
     UPDATE_MEMORY,  # noqa: F401
     UPSERT_MEMORY,  # noqa: F401
     USAGE_INPUT_TOKENS,

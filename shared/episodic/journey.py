@@ -22,7 +22,6 @@ Span = dict[str, Any]
 _SUMMARISE = "summarise episode"
 _EXTRACTION = "semantic extraction"
 _RECORDS = (genai.SEARCH_MEMORY,)
-TRIGGER = "episodic.trigger"  # on the summarise span: what opened the episode
 
 
 def read_spans(path: str | Path) -> list[Span]:
@@ -121,7 +120,7 @@ class Journey:
         its summarise attempts say."""
         found: list[str] = []
         for a in self.attempts:
-            trigger = a.span.get("attributes", {}).get(TRIGGER)
+            trigger = a.span.get("attributes", {}).get(genai.TRIGGER)
             if isinstance(trigger, str) and trigger and trigger not in found:
                 found.append(trigger)
         return found

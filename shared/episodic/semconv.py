@@ -70,6 +70,7 @@ MEMORY_PROVIDER = "episodic"
 # The suite's own, beside the standard's (the standard has one record id per span).
 RECORD_IDS = "episodic.memory.record_ids"  # every episode a search returned, in order
 RECORD_KIND = "episodic.memory.record_kind"  # "episode" or "event"
+TRIGGER = "episodic.trigger"  # on the summarise span: what opened the episode
 SUMMARISER_KIND = "episodic.summariser.kind"  # "llm" or "extractive" (offline, no model)
 CONTENT_WITHHELD = "episodic.genai.content_withheld"  # why content asked for was left out
 

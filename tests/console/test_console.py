@@ -953,7 +953,30 @@ def test_the_console_refuses_to_serve_memory_openly() -> None:
     assert done.returncode == 2 and "without a key" in done.stderr, done.stderr
 
 
-def test_the_console_command_serves(suite: Suite, demo: Demo) -> None:
+def test_the_console_command_serves(suite: Suite, demo: Demo, tmp_path: Path) -> None:
+    shown = demo.episodes["billing-current"]
+    spans = tmp_path / "spans.jsonl"  # one recall that returned it, as Recall's span says
+    spans.write_text(
+        json.dumps(
+            {
+                "trace_id": "0af7651916cd43dd8448eb211c80319c",
+                "span_id": "b7ad6b7169203331",
+                "parent_span_id": None,
+                "name": "search_memory",
+                "kind": "INTERNAL",
+                "links": [],
+                "attributes": {
+                    "gen_ai.operation.name": "search_memory",
+                    "episodic.memory.record_ids": [shown],
+                },
+                "service": "episodic-recall",
+                "status": "UNSET",
+                "start_time_unix_nano": 1_700_000_000_000_000_000,
+                "end_time_unix_nano": 1_700_000_000_002_000_000,
+            }
+        )
+        + "\n"
+    )
     env = {
         **os.environ,
         "EPISODIC_INGEST_ADDRESS": suite.addresses["ingest"],
@@ -965,7 +988,7 @@ def test_the_console_command_serves(suite: Suite, demo: Demo) -> None:
     env.pop("EPISODIC_API_KEY", None)
     env.pop("EPISODIC_AUTH", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "episodic.cli", "console", "--port", "0"],
+        [sys.executable, "-m", "episodic.cli", "console", "--port", "0", "--spans", str(spans)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -978,6 +1001,9 @@ def test_the_console_command_serves(suite: Suite, demo: Demo) -> None:
         url = line.split(" at ", 1)[1].split(" ", 1)[0]
         status, _, body = _get(url + f"/timeline?dataset={DATASET}")
         assert status == 200 and "billing-q2" in body
+        # --spans: the episode's page shows its journey from that file.
+        status, _, body = _get(url + f"/episode?id={shown}")
+        assert status == 200 and 'data-journey="recall"' in body and "rank 1 of 1" in body
     finally:
         proc.terminate()
         proc.wait(10)
