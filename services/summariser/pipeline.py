@@ -804,6 +804,7 @@ class Pipeline:
                     raise  # nobody's fault: the pass stops and hands its claims back
                 message = episodes.error_text(err)
                 log.warning("episode %s failed: %s", episode["episode_id"], message)
+                span.set_attribute(genai.ERROR_TYPE, genai.error_type(err))
                 with self.engine.begin() as conn:
                     status = episodes.record_failure(
                         conn,

@@ -101,6 +101,12 @@ class Attempt:
     model_calls: list[Span] = field(default_factory=list)
     created: Span | None = None  # its create_memory
 
+    @property
+    def error(self) -> str | None:
+        """Why the attempt failed (``error.type`` of its span), None when it did not."""
+        value = self.span.get("attributes", {}).get(genai.ERROR_TYPE)
+        return str(value) if value else None
+
 
 @dataclass
 class Journey:
@@ -290,7 +296,8 @@ def render(found: Journey) -> str:
         out.append(f"  trigger: {', '.join(found.triggers)}")
     out.append("summarise attempts:")
     for i, a in enumerate(found.attempts, 1):
-        out.append(f"  {i}. {_line(a.span)}  {a.duration_ms:.1f} ms  -> {a.status}")
+        error = f" (error {a.error})" if a.error else ""
+        out.append(f"  {i}. {_line(a.span)}  {a.duration_ms:.1f} ms  -> {a.status}{error}")
         out += [f"       {model_call(call)}" for call in a.model_calls]
         if a.created is not None:
             out.append(

@@ -74,6 +74,9 @@ def test_the_episode_page_follows_the_episode(
         return len(found.attempts) == 2 and len(recalled) == 2 and bool(found.extractions)
 
     wait_until(followed, timeout=30, message="the journey's spans in the file")
+    # `episodic trace` says the same of the failed attempt.
+    text = journey.render(journey.journey(journey.read_spans(spans), episode.episode_id))
+    assert "-> pending (error UNAVAILABLE)" in text and "error 500" in text
 
     server = _console(client, str(spans))
     try:
@@ -89,7 +92,7 @@ def test_the_episode_page_follows_the_episode(
         attempts = section.locator("[data-journey='attempt']")
         assert attempts.count() == 2
         first, second = attempts.nth(0).inner_text(), attempts.nth(1).inner_text()
-        assert " ms → " in first and "completed" not in first.split("\n")[0]
+        assert " ms → pending error UNAVAILABLE " in first.split("\n")[0]  # retried later
         failed_call = attempts.nth(0).locator("[data-journey='model-call'].error-text")
         assert "chat fake-model" in failed_call.inner_text()
         assert "error 500" in failed_call.inner_text()

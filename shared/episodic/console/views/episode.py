@@ -160,11 +160,12 @@ def journey(episode_id: str, ctx: Ctx) -> Safe:
         )
     attempts = join(
         html(
-            '<li data-journey="attempt"><time>{at}</time> {ms} ms → <strong>{status}</strong> '
-            '<span class="muted">({where})</span>{created}{calls}</li>',
+            '<li data-journey="attempt"><time>{at}</time> {ms} ms → <strong>{status}</strong>'
+            '{error} <span class="muted">({where})</span>{created}{calls}</li>',
             at=spans_of.started_at(a.span),
             ms=f"{a.duration_ms:.1f}",
             status=a.status,
+            error=html(' <span class="error-text">error {e}</span>', e=a.error) if a.error else "",
             where=spans_of.where(a.span),
             calls=html(
                 "<ul>{items}</ul>",
