@@ -54,7 +54,7 @@ class ToolCall:
         """The arguments as a dict ({} when they are not a JSON object: stored ones are)."""
         try:
             value = json.loads(self.arguments or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # stored before Ingest refused such text
             return {}
         return value if isinstance(value, dict) else {}
 
@@ -89,6 +89,22 @@ def check_arguments(value: str, field: str) -> str:
         raise InvalidArgument(
             f"{field} is not JSON ({err.msg} at character {err.pos}); send the arguments "
             'as JSON text of an object, e.g. {"order_id": "#W1"}',
+            field=field,
+        ) from None
+    except RecursionError:
+        # Valid JSON nested deeper than Python's parser goes (~1,000 levels): no tool's
+        # arguments are, and every later reader (procedures, prompts, export) parses them.
+        raise InvalidArgument(
+            f"{field} nests arrays and objects too deep to read; send the arguments as a "
+            "JSON object of ordinary depth",
+            field=field,
+        ) from None
+    except ValueError as err:
+        # An integer of more digits than Python converts (sys.get_int_max_str_digits):
+        # JSONDecodeError is a ValueError too, so this comes after it.
+        raise InvalidArgument(
+            f"{field} holds a number Python cannot read ({err}); send long numbers "
+            'as strings, e.g. {"order_id": "123…"}',
             field=field,
         ) from None
     if not isinstance(parsed, dict):

@@ -153,6 +153,24 @@ def test_tool_calls_round_trip_and_are_sealed(ingest, engine) -> None:  # type: 
             "messages[0].tool_call_id",
         ),
         (pb.NewMessage(role=e.ROLE_ASSISTANT, content=""), "messages[0].content"),
+        # JSON Python's parser gives up on: nesting past its recursion limit, and an integer
+        # of more digits than it converts (both were INTERNAL).
+        (
+            pb.NewMessage(
+                role=e.ROLE_ASSISTANT,
+                content="",
+                tool_calls=[_call("c1", "lookup", '{"a": ' + "[" * 5000 + "]" * 5000 + "}")],
+            ),
+            "messages[0].tool_calls[0].arguments",
+        ),
+        (
+            pb.NewMessage(
+                role=e.ROLE_ASSISTANT,
+                content="",
+                tool_calls=[_call("c1", "lookup", '{"order_id": ' + "9" * 5000 + "}")],
+            ),
+            "messages[0].tool_calls[0].arguments",
+        ),
     ],
 )
 def test_bad_tool_parts_are_refused_with_the_field_named(ingest, engine, message, field) -> None:  # type: ignore[no-untyped-def]
