@@ -4,18 +4,21 @@ an episode that failed for good."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from episodic.services.ingest import domain as ingest
 from episodic.services.scheduler import domain
 from episodic.services.scheduler.sweeper import Sweeper
 from episodic.store import episodes as states
 from episodic.testing.invariants import InvariantViolation, check_invariants
+from episodic.testing.keys import test_vault
 from tests.scheduler.helpers import (
+    INGEST,
     add_messages,
     claim_episode,
     dataset_of,
@@ -201,3 +204,32 @@ def test_windows_stay_contiguous_under_any_interleaving(engine, ops) -> None:  #
         check_invariants(engine)
     sweeper.run_pass(clock + timedelta(hours=1), force=True)
     check_invariants(engine, all_covered=True)
+
+
+def test_a_window_of_backfilled_messages_out_of_order_spans_their_earliest_to_latest(
+    engine,
+) -> None:  # type: ignore[no-untyped-def]
+    """Clients may backfill a thread with their own timestamps, in any order. The episode's
+    span is when its messages were written — earliest to latest — not the times of its
+    first and last message by sequence: a window of messages from 2023 then 1998 was
+    stored as started 2023, ended 1998, and a Recall ``as_of`` 2000 returned it (a 2023
+    message inside an answer 'as of 2000'), while since/until windows inside its real
+    span missed it."""
+    now = db_now(engine)
+    thread_id = new_thread(engine, "backfill")
+    written = [
+        datetime(2023, 11, 14, 22, 13, tzinfo=UTC),
+        datetime(1998, 7, 9, 16, 0, tzinfo=UTC),
+        datetime(2010, 1, 1, tzinfo=UTC),
+    ]
+    batch = [
+        ingest.NewMessage(role="user", content=f"said {i}", metadata={}, created_at=at)
+        for i, at in enumerate(written)
+    ]
+    with engine.begin() as conn:
+        ingest.add_messages(conn, test_vault(), thread_id, batch, INGEST)
+        domain.request_episode(
+            conn, thread_id, "explicit", now, dataset=dataset_of(conn, thread_id)
+        )
+    [episode] = episodes(engine, thread_id)
+    assert (episode.started_at, episode.ended_at) == (min(written), max(written))

@@ -404,8 +404,15 @@ def _open_windows(
                 "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
                 "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.s) AS first_at, "
                 "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
-                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e) AS last_at "
-                "  FROM w), "
+                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e) AS last_at, "
+                # The span is when the window's messages were written, earliest to latest:
+                # backfilled messages (client created_at) may come in any order, and the
+                # times of the first and last by sequence made a reversed span that
+                # as_of and since/until then read wrongly.
+                "  span.lo, span.hi FROM w CROSS JOIN LATERAL ("
+                "    SELECT min(m.created_at) AS lo, max(m.created_at) AS hi FROM messages m "
+                "    WHERE m.dataset = ANY(:batch) AND m.dataset = w.dataset "
+                "      AND m.thread_id = w.tid AND m.sequence BETWEEN w.s AND w.e) AS span), "
                 # A window whose first or last message is gone belongs to a thread being
                 # erased (its messages go in slices before its row, which is what this
                 # holds; compaction drops captured messages only): nothing to open.
@@ -415,7 +422,7 @@ def _open_windows(
                 "  start_sequence, end_sequence, message_count, started_at, ended_at, "
                 "  trace_context, next_attempt_at, created_at, updated_at) "
                 "  SELECT gen_random_uuid(), ok.tid, ok.dataset, ok.trig, ok.s, ok.e, "
-                "  ok.e - ok.s + 1, ok.first_at, ok.last_at, CAST(ok.trace AS jsonb), "
+                "  ok.e - ok.s + 1, ok.lo, ok.hi, CAST(ok.trace AS jsonb), "
                 # Claimable at once, whether the injected clock is ahead of or behind the
                 # database's (a replayed past must not hide new work from live workers).
                 f"  {DUE_NOW}, now(), now() FROM ok "
