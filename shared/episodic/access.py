@@ -103,6 +103,17 @@ class Principal:
     def all_datasets(self) -> bool:
         return ALL_DATASETS in self.datasets
 
+    def scope_text(self, shown: int = 5) -> str:
+        """The key's datasets for a message: a few of them, and how many there are (a
+        key may hold thousands, and a refusal listing them all overflowed gRPC's 16 KB
+        trailers: the client saw RESOURCE_EXHAUSTED instead of the refusal)."""
+        if len(self.datasets) <= shown:
+            return ", ".join(self.datasets)
+        return (
+            f"{', '.join(self.datasets[:shown])} and {len(self.datasets) - shown} more "
+            f"({len(self.datasets)} datasets)"
+        )
+
     def covers(self, dataset: str) -> bool:
         """Whether the key may touch ``dataset``."""
         for scope in self.datasets:
@@ -159,7 +170,7 @@ def require_global(what: str) -> None:
     if not principal.all_datasets:
         raise PermissionDenied(
             f"{what} spans every dataset; this API key ({principal.prefix}) covers only "
-            f"{', '.join(principal.datasets)}",
+            f"{principal.scope_text()}",
             reason="DATASET_NOT_ALLOWED",
         )
 

@@ -253,7 +253,7 @@ class Guard:
         if rule.global_scope and not principal.all_datasets:
             raise PermissionDenied(
                 f"{method.rsplit('/', 1)[-1]} spans every dataset; this key "
-                f"({principal.prefix}) covers only {', '.join(principal.datasets)}",
+                f"({principal.prefix}) covers only {principal.scope_text()}",
                 reason="DATASET_NOT_ALLOWED",
             )
         if principal is not ANONYMOUS:
