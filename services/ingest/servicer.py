@@ -46,7 +46,7 @@ def _new_messages(request: pb.AddMessagesRequest, thread_id: str) -> list[domain
                 role=convert.ROLE_FROM_PROTO.get(msg.role, ""),
                 content=msg.content,
                 metadata=convert.struct_to_dict(msg.metadata, f"messages[{i}].metadata"),
-                created_at=convert.optional_from_ts(msg, "created_at"),
+                created_at=convert.optional_from_ts(msg, "created_at", f"messages[{i}].created_at"),
                 idempotency_key=msg.idempotency_key or None,
                 tool_calls=tuple(
                     ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in msg.tool_calls

@@ -84,16 +84,28 @@ def from_ts(value: timestamp_pb2.Timestamp) -> datetime:
     return value.ToDatetime(tzinfo=UTC)
 
 
-def optional_from_ts(message: Any, field: str) -> datetime | None:
+def optional_from_ts(message: Any, field: str, where: str | None = None) -> datetime | None:
     """Reads a Timestamp field of a request that may be unset (unset means None, not the
     epoch); one outside what a Timestamp may hold (nanos out of range, beyond year 9999)
-    is INVALID_ARGUMENT."""
+    is INVALID_ARGUMENT naming ``where`` (the field's path in the request: default
+    ``field``) and what is allowed."""
     if not message.HasField(field):
         return None
+    value = getattr(message, field)
     try:
-        return from_ts(getattr(message, field))
+        return from_ts(value)
     except (ValueError, OverflowError):
-        raise InvalidArgument(f"{field} is not a valid timestamp", field=field) from None
+        where = where or field
+        why = (
+            "nanos must be 0 to 999999999"
+            if not 0 <= value.nanos <= 999_999_999
+            else "it must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z"
+        )
+        raise InvalidArgument(
+            f"{where} is not a valid timestamp: {why} (got seconds={value.seconds}, "
+            f"nanos={value.nanos})",
+            field=where,
+        ) from None
 
 
 def struct(value: Mapping[str, Any] | str | None) -> struct_pb2.Struct:

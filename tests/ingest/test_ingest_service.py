@@ -375,6 +375,30 @@ def _bad_cases():  # type: ignore[no-untyped-def]
             "in the future",
         ),
         (
+            # Which message of the batch, and what a Timestamp may hold (the answer was
+            # "created_at is not a valid timestamp", naming neither).
+            "timestamp with negative nanos",
+            lambda t: pb.AddMessagesRequest(
+                thread_id=t,
+                messages=[
+                    msg("x"),
+                    msg("y", created_at=timestamp_pb2.Timestamp(seconds=0, nanos=-1)),
+                ],
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "messages[1].created_at is not a valid timestamp: nanos must be 0 to 999999999",
+        ),
+        (
+            "timestamp past year 9999",
+            lambda t: pb.AddMessagesRequest(
+                thread_id=t,
+                messages=[msg("y", created_at=timestamp_pb2.Timestamp(seconds=253402300800))],
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "messages[0].created_at is not a valid timestamp: it must lie between "
+            "0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z",
+        ),
+        (
             "idempotency key too long",
             lambda t: pb.AddMessagesRequest(thread_id=t, messages=[msg(idempotency_key="k" * 129)]),
             grpc.StatusCode.INVALID_ARGUMENT,
