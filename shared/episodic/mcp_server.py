@@ -531,12 +531,24 @@ def _tool_error(err: EpisodicRpcError, client: EpisodicClient) -> ToolError:
     return ToolError(text)
 
 
-def _schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
-    """What in ``arguments`` the JSON schema refuses, each naming its argument."""
+def _schema_problems(
+    schema: dict[str, Any], arguments: dict[str, Any], tool: str = "this tool"
+) -> list[str]:
+    """What in ``arguments`` the JSON schema of ``tool`` refuses, each naming its argument
+    (an argument the schema does not name too)."""
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema)
     problems = []
+    # The SDK's schemas allow other properties, and its parsing drops them: an argument the
+    # tool does not have (min_relevance on recall) would be ignored without a word, and the
+    # model would believe it applied.
+    known = schema.get("properties")
+    if isinstance(known, dict):
+        for name in sorted(set(arguments) - set(known)):
+            problems.append(
+                f"`{name}` is not an argument of {tool}; its arguments are {', '.join(known)}"[:300]
+            )
     for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
         where = ".".join(str(part) for part in error.absolute_path) or "arguments"
         if error.validator == "required":
@@ -585,7 +597,7 @@ class _EpisodicMCPServer(MCPServer[Any]):
         # The tool's input schema, strictly: the SDK's own parsing is pydantic's lax mode,
         # which takes "5" for 5 and "true" for true, so a model's malformed call would
         # run as if it were right instead of being told what to fix.
-        problems = _schema_problems(tools[name].input_schema, arguments or {})
+        problems = _schema_problems(tools[name].input_schema, arguments or {}, name)
         if problems:
             raise ToolError(
                 f"invalid arguments for {name}: {'; '.join(problems)} (the tool's input "

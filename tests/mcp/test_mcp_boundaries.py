@@ -280,12 +280,20 @@ def test_wrong_arguments_and_out_of_range_times_are_named(spawn) -> None:  # typ
                 ("recall", {"limit": "5"}, "limit"),
                 ("recall", {"query": "x", "abstain": "false"}, "abstain"),
                 ("recall", {"query": 5}, "query"),
+                # An argument the tool does not have was ignored: a model that set
+                # min_relevance (a RecallRequest field, not the tool's) got every episode
+                # and no word that its threshold was never applied.
+                ("recall", {"query": "x", "min_relevance": 0.5}, "min_relevance"),
+                ("list_threads", {"page_token": "abc"}, "page_token"),
             ]
             for name, arguments, named in wrong:
                 text = await _refused(session, name, **arguments)
                 assert named in text, text
                 assert "pydantic" not in text and "validation error for" not in text, text
                 assert "Arguments" not in text, text
+            unknown_argument = await _refused(session, "recall", query="x", min_relevance=0.5)
+            assert "`min_relevance` is not an argument of recall" in unknown_argument
+            assert "abstain" in unknown_argument, unknown_argument  # what it does take
             missing = await _refused(session, "load_thread")
             assert "thread_id" in missing and "required" in missing, missing
 
