@@ -119,7 +119,9 @@ from episodic.validation import DATASET_PATTERN, MAX_DATASET_CHARS
 __all__ = [
     "FORMATS",
     "NAMESPACE",
+    "SKIP_REASONS",
     "THREAD_KEY_PREFIX",
+    "ImportInterrupted",
     "ImportMessage",
     "ImportPlan",
     "ImportStats",
@@ -159,7 +161,8 @@ class InputError(ValueError):
 
 class ThreadImportError(Exception):
     """Writing one thread failed; ``__cause__`` is the service's error. Threads imported
-    before it are stored; re-running the import resumes."""
+    before it are stored; re-running the import resumes. ``stats`` (set by
+    :meth:`Importer.run`): what was acknowledged before it stopped."""
 
     def __init__(self, thread: ImportThread, cause: Exception) -> None:
         super().__init__(
@@ -167,6 +170,24 @@ class ThreadImportError(Exception):
             f"{thread.first_line}, id {thread.thread_id}): {cause}"
         )
         self.thread = thread
+        self.stats: ImportStats | None = None
+
+
+class ImportInterrupted(Exception):
+    """:meth:`Importer.stop` was called: the import stopped between batches (the batches
+    in flight finished), so ``stats`` says exactly what is stored."""
+
+    def __init__(self, stats: ImportStats) -> None:
+        super().__init__("interrupted")
+        self.stats = stats
+
+
+#: Why :func:`read_plan` leaves a record kind out (what the import's summary prints).
+SKIP_REASONS = {
+    "episode": "episodes are made again by the pipeline from the messages",
+    "dataset": "it frames an export",
+    "end": "it frames an export",
+}
 
 
 # --------------------------------------------------------------------------- the plan
@@ -777,6 +798,8 @@ class ImportStats:
     threads_ended: int = 0
     episodes_queued: int = 0
     outcomes: int = 0  # outcomes recorded (format openai)
+    #: Threads whose messages are all stored (and ended, and their outcome recorded).
+    threads_complete: int = 0
     seconds: float = 0.0
 
     @property
@@ -793,6 +816,30 @@ class ImportStats:
             f"{self.rate:,.0f} msg/s; {self.episodes_queued:,} episodes queued"
             + (f"; {self.outcomes:,} outcomes recorded" if self.outcomes else "")
         )
+
+    def stop_report(self, plan: ImportPlan) -> str:
+        """Where an import that did not finish stopped: what Ingest acknowledged, of what."""
+        return (
+            f"{self.messages:,} of {plan.message_count:,} messages acknowledged "
+            f"({self.stored:,} new, {self.already_stored:,} already stored); "
+            f"{self.threads_complete:,} of {len(plan.threads):,} threads complete"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The counts as ``episodic import --json`` prints them."""
+        return {
+            "threads": self.threads,
+            "threads_created": self.threads_created,
+            "threads_complete": self.threads_complete,
+            "messages": self.messages,
+            "stored": self.stored,
+            "already_stored": self.already_stored,
+            "threads_ended": self.threads_ended,
+            "episodes_queued": self.episodes_queued,
+            "outcomes": self.outcomes,
+            "seconds": round(self.seconds, 3),
+            "messages_per_second": round(self.rate, 1),
+        }
 
 
 R = TypeVar("R")
@@ -838,11 +885,21 @@ class Importer:
         self.progress = progress or (lambda n: None)
         self.clock = clock
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        #: What the running (or last) import acknowledged so far.
+        self.stats = ImportStats()
+
+    def stop(self) -> None:
+        """Asks :meth:`run` to stop between batches (safe from a signal handler): the
+        batches in flight finish, then it raises :class:`ImportInterrupted`."""
+        self._stop.set()
 
     def run(self, plan: ImportPlan) -> ImportStats:
-        """Imports every thread; raises :class:`ThreadImportError` on the first failure
-        (the threads before it are stored; a re-run resumes)."""
-        stats = ImportStats()
+        """Imports every thread; raises :class:`ThreadImportError` on the first failure, or
+        :class:`ImportInterrupted` after :meth:`stop` (the threads before it are stored, and
+        the error's ``stats`` say what was; a re-run resumes)."""
+        stats = self.stats = ImportStats()
+        self._stop.clear()
         started = self.clock()
         try:
             if self.workers == 1:
@@ -854,20 +911,33 @@ class Importer:
                     done, _ = wait(futures, return_when=FIRST_EXCEPTION)
                     failed = [f for f in done if f.exception() is not None]
                     if failed:
+                        self._stop.set()  # the other workers stop at their next batch
                         for f in futures:
                             f.cancel()
-                        raise failed[0].exception()  # type: ignore[misc]
+                        errors = [e for f in failed if (e := f.exception()) is not None]
+                        # A thread that failed is the news; the others were only stopped.
+                        raise next(
+                            (e for e in errors if not isinstance(e, ImportInterrupted)),
+                            errors[0],
+                        )
+        except (ThreadImportError, ImportInterrupted) as err:
+            stats.seconds = self.clock() - started
+            err.stats = stats
+            raise
         finally:
             stats.seconds = self.clock() - started
         return stats
 
     def _one(self, thread: ImportThread, stats: ImportStats) -> None:
+        if self._stop.is_set():
+            raise ImportInterrupted(stats)
         try:
             self.import_thread(thread, stats)
-        except ThreadImportError:
+        except (ThreadImportError, ImportInterrupted):
             raise
         except Exception as err:
             raise ThreadImportError(thread, err) from err
+        self._count(stats, threads_complete=1)
 
     def _count(self, stats: ImportStats, **deltas: int) -> None:
         with self._lock:
@@ -893,6 +963,8 @@ class Importer:
             self.progress(skipped)
         stored_now = 0
         for batch in batches(messages[skipped:], self.batch_size, self.batch_bytes):
+            if self._stop.is_set():
+                raise ImportInterrupted(stats)
             items = [m.to_new_message() for m in batch]
             result = _retrying(partial(client.add_messages, thread_id, items))
             stored_now += result.stored_count

@@ -776,3 +776,106 @@ def test_a_file_the_dry_run_refuses_is_not_imported_at_all(spawn) -> None:  # ty
         done = _cli_import(bad[0] + "\n", env=env)
         assert done.returncode == 0, done.stderr.decode()
         assert [t.message_count for t in client.list_threads("d").items] == [1]
+
+
+def _report(err: str) -> dict[str, int]:
+    """The counts of the stop report's line ``… stopped …: N of M messages acknowledged
+    (X new, Y already stored); T of U threads complete``."""
+    import re
+
+    line = next(x for x in err.splitlines() if "messages acknowledged" in x)
+    found = re.search(
+        r"([\d,]+) of ([\d,]+) messages acknowledged \(([\d,]+) new, ([\d,]+) already stored\); "
+        r"([\d,]+) of ([\d,]+) threads complete",
+        line,
+    )
+    assert found, line
+    names = ("acknowledged", "total", "new", "already", "threads_done", "threads")
+    return {n: int(v.replace(",", "")) for n, v in zip(names, found.groups(), strict=True)}
+
+
+def test_an_interrupted_import_says_where_it_stopped_and_resumes(spawn, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Before: SIGTERM (or Ctrl-C) ended the import with a traceback or nothing at all, and
+    an import whose server went away said which thread failed but not what was written.
+    Now: SIGTERM stops at a batch boundary and reports exactly what is stored; the server
+    going away stops it with the same report; each re-run resumes, and the last one
+    completes with no duplicate and a summary that names what it skipped and why."""
+    scheduler = spawn("scheduler")
+    ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    env = {
+        "EPISODIC_INGEST_ADDRESS": ingest.address,
+        "EPISODIC_SCHEDULER_ADDRESS": scheduler.address,
+    }
+    source = tmp_path / "history.jsonl"
+    _write_input(source)
+    with source.open("a", encoding="utf-8") as out:  # records the import skips, with reasons
+        out.write(json.dumps({"type": "episode", "thread_id": "x", "summary": "s"}) + "\n")
+        out.write(json.dumps({"type": "episode", "thread_id": "y", "summary": "s"}) + "\n")
+        out.write(json.dumps({"type": "end"}) + "\n")
+    total = THREADS * PER_THREAD
+
+    with EpisodicClient(ingest=ingest.address) as client:
+        # 1. SIGTERM midway, several workers: the batches in flight finish, nothing more.
+        run = _import(env, str(source), "--batch-size", "2", "--workers", "3", "--json")
+        wait_until(
+            lambda: _stored(client) >= 100 or run.poll() is not None,
+            timeout=60,
+            message="the import stored nothing",
+        )
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 130, err
+        assert "Traceback" not in err
+        report = _report(err)
+        assert "interrupted" in err and "run the same command again to resume" in err
+        assert report["total"] == total and report["threads"] == THREADS
+        # Exactly what is stored: the import stopped between batches, none was in flight.
+        assert report["acknowledged"] == _stored(client)
+        assert 100 <= report["acknowledged"] < total
+        assert report["new"] == report["acknowledged"] and report["already"] == 0
+        stats = json.loads(out)
+        assert stats["complete"] is False and stats["stopped"] == "interrupted"
+        assert stats["messages"] == report["acknowledged"]
+        assert stats["threads_complete"] == report["threads_done"]
+
+    # 2. The server goes away midway (SIGKILL of Ingest): the import stops with the report.
+    run = _import(env, str(source), "--batch-size", "2")
+    with EpisodicClient(ingest=ingest.address) as client:
+        first = _stored(client)
+        wait_until(
+            lambda: _stored(client) >= first + 100 or run.poll() is not None,
+            timeout=60,
+            message="the second run stored nothing",
+        )
+    ingest.kill()
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 1, err
+    assert "Traceback" not in err and "UNAVAILABLE" in err
+    report = _report(err)
+    assert report["already"] >= first  # the first run's messages were skipped, not resent
+    assert report["acknowledged"] < total
+
+    # 3. Ingest back (a new process, a new port): the same command completes.
+    ingest = spawn("ingest", env={"EPISODIC_SCHEDULER_ADDRESS": scheduler.address})
+    env["EPISODIC_INGEST_ADDRESS"] = ingest.address
+    with EpisodicClient(ingest=ingest.address) as client:
+        stored_before = _stored(client)
+        assert stored_before >= report["acknowledged"]
+        run = _import(env, str(source), "--batch-size", "50", "--json")
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+        stats = json.loads(out)
+        assert stats["complete"] is True and stats["messages"] == total
+        assert stats["already_stored"] >= stored_before
+        assert stats["stored"] == total - stats["already_stored"]
+        assert stats["threads_complete"] == THREADS
+        assert stats["skipped"] == {"end": 1, "episode": 2}
+        assert "skipped 2 episode record(s): episodes are made again" in err
+        assert "skipped 1 end record(s)" in err
+        # All records, each once, in order.
+        threads = client.recent_threads("backfill_user", 100)
+        assert len(threads) == THREADS
+        for thread in threads:
+            t = int(thread.label.split()[1])
+            keys = [m.idempotency_key for m in client.load_session(thread.thread_id)]
+            assert keys == [f"import:chat-{t:02d}:{i}" for i in range(PER_THREAD)]

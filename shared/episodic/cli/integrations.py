@@ -14,11 +14,15 @@ Both go through the SDK, so they take the usual connection options and environme
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from episodic.cli._common import (
     CommandGroups,
@@ -27,6 +31,9 @@ from episodic.cli._common import (
     guarded,
     parse_whole,
 )
+
+if TYPE_CHECKING:
+    from episodic.backfill import Importer
 
 GROUP = "integrations (MCP, backfill)"
 MCP_EXTRA_HINT = "the MCP server needs the MCP SDK: pip install 'episodic[mcp]'"
@@ -84,7 +91,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from episodic.backfill import Importer, ProgressBar, ThreadImportError, thread_key
+    from episodic.backfill import (
+        SKIP_REASONS,
+        Importer,
+        ImportInterrupted,
+        ProgressBar,
+        ThreadImportError,
+        thread_key,
+    )
     from episodic.cli.importing import check_file
 
     # Every check the services make of the data itself, for the dry run and the import
@@ -162,38 +176,76 @@ def cmd_import(args: argparse.Namespace) -> int:
             workers=args.workers,
             progress=bar.update,
         )
+        stopped = ""
+        code = 0
         try:
-            stats = importer.run(plan)
+            with _stop_on_signals(importer):
+                stats = importer.run(plan)
         except ThreadImportError as err:
-            bar.close()
-            print(f"episodic import: stopped at {err}", file=sys.stderr)
-            print(
-                "  everything before it is stored; fix the cause and run the same command "
-                "again to resume (nothing is imported twice)",
-                file=sys.stderr,
-            )
-            return 1
+            stats, stopped, code = err.stats or importer.stats, f"at {err}", 1
+        except (ImportInterrupted, KeyboardInterrupt):
+            # Interrupted: a batch is either acknowledged (counted) or its keys make the
+            # re-run skip it. After one signal no batch was in flight; after a second, one
+            # may have been stored without being counted here.
+            stats, stopped, code = importer.stats, "interrupted", 130
     bar.close()
-    print(stats.summary(), file=sys.stderr)
+    if stopped:
+        print(f"episodic import: stopped {stopped}", file=sys.stderr)
+        print(f"  {stats.stop_report(plan)}", file=sys.stderr)
+        print(
+            "  everything acknowledged is stored; run the same command again to resume "
+            "(nothing is imported twice)",
+            file=sys.stderr,
+        )
+    else:
+        print(stats.summary(), file=sys.stderr)
+    for kind, count in sorted(plan.skipped.items()):
+        reason = SKIP_REASONS.get(kind, "this import does not know the record type")
+        print(f"episodic import: skipped {count:,} {kind} record(s): {reason}", file=sys.stderr)
     if args.json:
         print(
             json.dumps(
                 {
-                    "threads": stats.threads,
-                    "threads_created": stats.threads_created,
-                    "messages": stats.messages,
-                    "stored": stats.stored,
-                    "already_stored": stats.already_stored,
-                    "threads_ended": stats.threads_ended,
-                    "episodes_queued": stats.episodes_queued,
-                    "outcomes": stats.outcomes,
-                    "seconds": round(stats.seconds, 3),
-                    "messages_per_second": round(stats.rate, 1),
+                    "complete": not stopped,
+                    **({"stopped": stopped.removeprefix("at ")} if stopped else {}),
+                    **stats.as_json(),
+                    "total_messages": plan.message_count,
+                    "total_threads": len(plan.threads),
+                    "skipped": plan.skipped,
                 },
                 indent=2,
             )
         )
-    return 0
+    return code
+
+
+@contextlib.contextmanager
+def _stop_on_signals(importer: Importer) -> Iterator[None]:
+    """SIGINT or SIGTERM asks the import to stop after the batches in flight (so its report
+    is exact); a second one stops it at once (KeyboardInterrupt)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    asked = False
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal asked
+        if asked:
+            raise KeyboardInterrupt
+        asked = True
+        importer.stop()
+        print(
+            f"\nepisodic import: {signal.Signals(signum).name}: stopping after the batches in "
+            "flight (again to stop at once)",
+            file=sys.stderr,
+        )
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _positive(value: str) -> int:
@@ -268,10 +320,12 @@ def register(groups: CommandGroups) -> None:
         '             "content", "ts", "name"}]}]} — LoCoMo; conversation_id is the dataset\n'
         '  export:   {"type": "thread"|"message"|"episode", …} from `episodic export`\n'
         "Messages keep their original time (ts / created_at), and so do the episodes made\n"
-        "of them. Thread ids are uuid5(dataset, source thread id) and every message has an\n"
-        "idempotency key from its source thread and index: after a crash, run the same\n"
-        "command again and it resumes without duplicates. The progress bar (stderr) is\n"
-        "drawn on a terminal only; a final line always says what was imported.\n"
+        "of them. Each thread is found by a key from its source thread id and every message\n"
+        "has an idempotency key from its source thread and index: after a crash, run the\n"
+        "same command again and it resumes without duplicates. The progress bar (stderr) is\n"
+        "drawn on a terminal only; a final line always says what was imported, and what was\n"
+        "skipped and why. Ctrl-C or SIGTERM stops after the batches in flight (twice: at\n"
+        "once) and, like a server that goes away, prints what was written (exit 130 / 1).\n"
         "Before anything is written (and with --dry-run) every line is checked as Ingest\n"
         "checks it (types, times, NUL and lone surrogates, content, label and metadata\n"
         "limits from this environment's EPISODIC_MAX_* settings, reused idempotency keys);\n"
