@@ -69,6 +69,68 @@ def test_reflection_lists_the_service(spawn) -> None:  # type: ignore[no-untyped
     assert {"episodic.v1.SummariserService", "grpc.health.v1.Health"} <= names
 
 
+def _served(channel: grpc.Channel) -> list[str]:
+    """Every service of our protos this server implements, found by calling it (not from
+    the list the process announces): a harmless method of each (a Get/List one when the
+    service has one) with an empty request; UNIMPLEMENTED means not served."""
+    from google.protobuf import symbol_database
+
+    from episodic.v1 import (
+        admin_service_pb2,
+        ingest_service_pb2,
+        recall_service_pb2,
+        scheduler_service_pb2,
+        summariser_service_pb2,
+    )
+
+    served = []
+    for module in (
+        admin_service_pb2,
+        ingest_service_pb2,
+        recall_service_pb2,
+        scheduler_service_pb2,
+        summariser_service_pb2,
+    ):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            methods = sorted(
+                (m for m in service.methods if not m.client_streaming and not m.server_streaming),
+                key=lambda m: (not m.name.startswith(("Get", "List")), m.name),
+            )
+            method = methods[0]
+            request = symbol_database.Default().GetSymbol(method.input_type.full_name)
+            call = channel.unary_unary(
+                f"/{service.full_name}/{method.name}",
+                request_serializer=request.SerializeToString,
+                response_deserializer=lambda b: b,
+            )
+            try:
+                call(request(), timeout=10)
+            except grpc.RpcError as err:
+                if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    continue
+            served.append(service.full_name)
+    return served
+
+
+@pytest.mark.parametrize("name", ["ingest", "scheduler", "summariser", "recall"])
+def test_every_service_a_server_registers_answers_health(spawn, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Found by calling every service of our protos (not from the names the process
+    announces), so a servicer added to a process without a health name fails here (Ingest's
+    AdminService once did: a probe of it answered NOT_FOUND). Reflection lists them too."""
+    service = spawn(name)
+    channel = service.channel()
+    served = _served(channel)
+    assert f"episodic.v1.{name.capitalize()}Service" in served, served
+    assert {n: _status(channel, n) for n in served} == dict.fromkeys(served, SERVING)
+    assert _status(channel, "") == SERVING
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    responses = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+    )
+    listed = {s.name for r in responses for s in r.list_services_response.service}
+    assert set(served) <= listed
+
+
 def test_sigterm_releases_claims_for_other_replicas(spawn, engine) -> None:  # type: ignore[no-untyped-def]
     """A summariser stuck in a slow LLM call is stopped: its claim goes back to pending at
     once (without counting a retry) instead of waiting 10 minutes for the orphan reclaim."""
