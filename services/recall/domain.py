@@ -187,6 +187,10 @@ class RecallAnswer:
     abstained: bool = False
     #: Whether ``abstain``'s thresholds held (``Ranking.abstain_applied``).
     abstain_applied: bool = False
+    #: Whether the dataset is still settling (``Ranking.chunks_pending``,
+    #: ``Ranking.episodes_pending``): RecalledEpisodes' fields of the same names.
+    chunks_pending: bool = False
+    episodes_pending: bool = False
 
 
 def _answer(ranked: q.Ranking, rows: list[dict[str, Any]] | None = None, **kw: Any) -> RecallAnswer:
@@ -199,6 +203,8 @@ def _answer(ranked: q.Ranking, rows: list[dict[str, Any]] | None = None, **kw: A
         match=ranked.match,
         abstained=ranked.withheld and not rows,
         abstain_applied=ranked.abstain_applied,
+        chunks_pending=ranked.chunks_pending,
+        episodes_pending=ranked.episodes_pending,
         **kw,
     )
 
@@ -594,7 +600,12 @@ def recall(
             chosen = [t for t in chosen if t in set(filters.thread_ids)]
         if not chosen:
             counted = _rank(conn, vault, request.dataset, **{**ranking, "limit": 1})
-            return RecallAnswer(rows=[], episode_count=counted.count)
+            return RecallAnswer(
+                rows=[],
+                episode_count=counted.count,
+                chunks_pending=counted.chunks_pending,
+                episodes_pending=counted.episodes_pending,
+            )
         ranking["filters"] = replace(filters, thread_ids=chosen)
         ranked = _rank(conn, vault, request.dataset, **ranking)
         rows = ranked.rows if request.ranked_query else _in_time_order(ranked.rows)

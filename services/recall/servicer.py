@@ -279,6 +279,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 match=answer.match,
                 abstained=answer.abstained,
                 abstain_applied=answer.abstain_applied,
+                chunks_pending=answer.chunks_pending,
+                episodes_pending=answer.episodes_pending,
             ),
             understanding=_understanding(query.understanding, answer.selected_threads),
             procedures=procedures,

@@ -627,7 +627,13 @@ class RecallResult:
     ``abstain_applied``: ``abstain`` held; False when nothing was ranked by meaning (no
     query, a query naming only a time, similarity weight 0: ``match`` is None too) and
     where Recall has no curves to abstain by (a dataset of another language than English,
-    an OpenAI embedder), where every episode was kept as without it."""
+    an OpenAI embedder), where every episode was kept as without it.
+
+    ``chunks_pending``: a current episode of the dataset (returned or not) still waits for
+    its chunk index (the passages Recall ranks beside the summaries), so the same question
+    may rank differently in a few seconds; ``episodes_pending``: episodes of the dataset
+    are queued or being summarised, and their messages are in no answer yet. Both False:
+    Recall is at full quality for everything the dataset's episodes hold."""
 
     episodes: list[ScoredEpisode]
     episode_count: int
@@ -637,6 +643,14 @@ class RecallResult:
     abstain_applied: bool = False
     #: With ``include_procedures``: the procedures that fit the query, best first.
     procedures: list[ScoredProcedure] = field(default_factory=list)
+    chunks_pending: bool = False
+    episodes_pending: bool = False
+
+    @property
+    def settled(self) -> bool:
+        """Nothing of the dataset is still being summarised or indexed: asking again later
+        would rank the same episodes the same way (until new messages come)."""
+        return not (self.chunks_pending or self.episodes_pending)
 
     def __iter__(self) -> Iterator[ScoredEpisode]:
         return iter(self.episodes)
@@ -1896,6 +1910,8 @@ def recall(
         abstained=answer.episodes.abstained,
         abstain_applied=answer.episodes.abstain_applied,
         procedures=[_scored_procedure(p) for p in answer.procedures],
+        chunks_pending=answer.episodes.chunks_pending,
+        episodes_pending=answer.episodes.episodes_pending,
     )
 
 

@@ -279,6 +279,12 @@ class RecallOutput(BaseModel):
         "(match is null) and where it is not available (a dataset of another language than "
         "English), where the episodes may not fit.",
     )
+    settling: bool = Field(
+        default=False,
+        description="Memory of this dataset is still being written: episodes are being "
+        "summarised, or passages of recent ones indexed. Asking again in a few seconds may "
+        "answer better.",
+    )
     weak_match: bool = Field(
         default=False,
         description="The closest memories came back although the query fits them too weakly "
@@ -1054,6 +1060,16 @@ def build_server(
                     "\n\n(Abstention is not available for this dataset's language or the "
                     "memory's model: these are the closest memories, and may not fit.)"
                 )
+        if not result.settled:
+            text += (
+                "\n\n(Memory of this dataset is still being written: "
+                + (
+                    "episodes are being summarised"
+                    if result.episodes_pending
+                    else "passages of recent episodes are being indexed"
+                )
+                + ". Asking again in a few seconds may answer better.)"
+            )
         return _result(
             text,
             RecallOutput(
@@ -1064,6 +1080,7 @@ def build_server(
                 match=result.match,
                 abstained=result.abstained,
                 abstain_applied=result.abstain_applied,
+                settling=not result.settled,
                 weak_match=weak,
             ),
         )

@@ -352,3 +352,67 @@ def test_an_episode_and_a_recall_answer_say_whether_its_chunks_are_still_pending
     assert got.episode.chunks_pending is False
     (scored,) = recall.Recall(asked, timeout=30).episodes.episodes
     assert scored.episode.chunks_pending is False
+
+
+def test_a_recall_answer_says_whether_the_dataset_is_still_settling(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    """The answer itself says whether Recall is at full quality for the dataset: whether a
+    current episode's chunk index (the passages Recall also ranks by) is still to be built
+    (``RecalledEpisodes.chunks_pending``), and whether episodes are still queued or being
+    summarised (``episodes_pending``): their messages are in no answer yet. Both are about
+    the dataset, not only the episodes returned (an episode whose passages are not indexed
+    yet may be the one a passage would have found); another dataset's work never shows."""
+    from sqlalchemy import text
+
+    from episodic.client import EpisodicClient
+
+    service = spawn("recall")
+    recall = pb_grpc.RecallServiceStub(service.channel())
+    sdk = EpisodicClient(recall=service.address)
+    with engine.begin() as conn:
+        found = make_episode(conn, "user_78", ["we agreed the Pro tier costs $29 for Atlas"])
+        other = make_episode(conn, "user_78", ["the invoice for March was escalated"])
+        make_episode(conn, "user_79", ["someone else's backlog"], status="pending", ended_at=T0)
+        conn.execute(
+            text(
+                "UPDATE episodes SET chunks_pending = true WHERE dataset = 'user_79' "
+                "OR episode_id = :e"
+            ),
+            {"e": other.episode_id},
+        )
+    asked = pb.RecallRequest(dataset="user_78", query="Pro tier", include=EPISODES)
+    newest = pb.RecallRequest(dataset="user_78", include=EPISODES)  # no query: by time
+
+    def flags(request: pb.RecallRequest) -> tuple[bool, bool]:
+        answer = recall.Recall(request, timeout=30).episodes
+        return answer.chunks_pending, answer.episodes_pending
+
+    # The episode returned is indexed; the other one's passages are not: still settling.
+    answer = recall.Recall(asked, timeout=30).episodes
+    assert [s.episode.episode_id for s in answer.episodes][:1] == [str(found.episode_id)]
+    assert answer.episodes[0].episode.chunks_pending is False
+    assert flags(asked) == flags(newest) == (True, False)
+    result = sdk.recall("user_78", "Pro tier")
+    assert (result.chunks_pending, result.episodes_pending, result.settled) == (True, False, False)
+
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE episodes SET chunks_pending = false WHERE episode_id = :e"),
+            {"e": other.episode_id},
+        )
+        queued = make_episode(conn, "user_78", ["still to summarise"], status="pending")
+    assert flags(asked) == flags(newest) == (False, True)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE episodes SET status = 'processing' WHERE episode_id = :e"),
+            {"e": queued.episode_id},
+        )
+    assert flags(asked) == (False, True)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE episodes SET status = 'failed' WHERE episode_id = :e"),
+            {"e": queued.episode_id},
+        )
+    # Settled (a failed episode is no work in progress; user_79's never showed).
+    assert flags(asked) == flags(newest) == (False, False)
+    assert sdk.recall("user_78", "Pro tier").settled
+    sdk.close()

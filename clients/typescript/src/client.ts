@@ -226,6 +226,13 @@ export interface RecallResult extends Iterable<ScoredEpisode> {
    * query naming only a time) and where Recall has no curves to abstain by (a dataset of another
    * language than English, an OpenAI embedder): every episode was then kept as without it. */
   abstainApplied: boolean;
+  /** A current episode of the dataset (returned or not) still waits for its chunk index (the
+   * passages Recall ranks beside the summaries): the same question may rank differently in a
+   * few seconds. */
+  chunksPending: boolean;
+  /** Episodes of the dataset are queued or being summarised: their messages are in no answer
+   * yet. */
+  episodesPending: boolean;
   /** How the query was read: the time expressions found, the window or session ordinal
    * they resolved to, whether it was applied, and the text that was ranked. Undefined when
    * `literalQuery` was set or there was no query. */
@@ -1059,6 +1066,8 @@ export class EpisodicClient {
       match: answer.episodes?.match,
       abstained: answer.episodes?.abstained ?? false,
       abstainApplied: answer.episodes?.abstainApplied ?? false,
+      chunksPending: answer.episodes?.chunksPending ?? false,
+      episodesPending: answer.episodes?.episodesPending ?? false,
       understanding: answer.understanding,
       procedures: answer.procedures,
       [Symbol.iterator]: () => episodes[Symbol.iterator](),

@@ -252,7 +252,19 @@ def cmd_recall(args: argparse.Namespace) -> int:
             "built-in embedders only (see `episodic datasets policy "
             f"{args.dataset}`); these are the closest episodes, which may not fit"
         )
+    if not result.settled:
+        print(settling_line(result.chunks_pending, result.episodes_pending))
     return 0
+
+
+def settling_line(chunks_pending: bool, episodes_pending: bool) -> str:
+    """What a Recall answer's ``chunks_pending`` / ``episodes_pending`` mean for a reader."""
+    parts = []
+    if episodes_pending:
+        parts.append("episodes are still being summarised (their messages are in no answer yet)")
+    if chunks_pending:
+        parts.append("passages of recent episodes are still being indexed")
+    return "still settling: " + "; ".join(parts) + " — asking again shortly may answer better"
 
 
 def _window(start: datetime | None, end: datetime | None) -> str:

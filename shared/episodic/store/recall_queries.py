@@ -1375,11 +1375,18 @@ def _bm25(
 
 
 # The count, and whether the dataset has any event (one probe of the events' primary key):
-# most datasets have none, and then Recall skips the events' statement (a round trip); and
-# whether ``abstain``'s thresholds hold for the dataset (_threshold_sql's condition).
+# most datasets have none, and then Recall skips the events' statement (a round trip);
+# whether ``abstain``'s thresholds hold for the dataset (_threshold_sql's condition); and
+# whether the dataset is still settling (RecalledEpisodes.chunks_pending, episodes_pending):
+# a probe of the partial index of pending chunks, and one of (dataset, status). Named
+# apart from the episode's own columns (r.chunks_pending), which the ranking rows carry.
 COUNT_STATEMENT = (
     "SELECT count(*) AS episode_count, "
     "EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = :dataset) AS has_events, "
+    "EXISTS (SELECT 1 FROM episodes cp WHERE cp.dataset = :dataset AND cp.chunks_pending "
+    "AND cp.status = 'completed') AS dataset_chunks_pending, "
+    "EXISTS (SELECT 1 FROM episodes ep WHERE ep.dataset = :dataset "
+    "AND ep.status IN ('pending', 'processing')) AS dataset_episodes_pending, "
     f"coalesce({DATASET_CONFIG} = CAST(:abstain_config AS regconfig), false) "
     "AS abstain_applied "
     "FROM episodes WHERE dataset = :dataset "
@@ -1423,14 +1430,16 @@ def recall_statement(
     if guarded:  # the count as a CTE, which the ranking's candidates read (_SIZE_GUARD)
         return f"""
         WITH total AS MATERIALIZED ({COUNT_STATEMENT})
-        SELECT total.episode_count, total.has_events, total.abstain_applied, r.*
+        SELECT total.episode_count, total.has_events, total.abstain_applied, total.dataset_chunks_pending,
+               total.dataset_episodes_pending, r.*
         FROM total
         LEFT JOIN ({ranking}) r ON true
         ORDER BY r.passes DESC NULLS LAST, r.relevance DESC NULLS LAST, r.ended_at DESC,
                  r.episode_id DESC
     """
     return f"""
-        SELECT total.episode_count, total.has_events, total.abstain_applied, r.*
+        SELECT total.episode_count, total.has_events, total.abstain_applied, total.dataset_chunks_pending,
+               total.dataset_episodes_pending, r.*
         FROM ({COUNT_STATEMENT}) total
         LEFT JOIN ({ranking}) r ON true
         ORDER BY r.passes DESC NULLS LAST, r.relevance DESC NULLS LAST, r.ended_at DESC,
@@ -1529,6 +1538,10 @@ class Ranking:
     #: curves, of a dataset in the language they were fitted in (else every candidate is
     #: kept, as without it).
     abstain_applied: bool = False
+    #: Whether a current episode of the dataset still waits for its chunk index, and
+    #: whether episodes of it are queued or being summarised (the dataset is settling).
+    chunks_pending: bool = False
+    episodes_pending: bool = False
 
 
 def reorder_top(
@@ -1721,6 +1734,8 @@ def rank(
         match=float(candidates[0]["request_match"]) if with_query and candidates else None,
         withheld=bool(candidates) and not ranked,
         abstain_applied=with_query and bool(rows) and bool(rows[0]["abstain_applied"]),
+        chunks_pending=bool(rows) and bool(rows[0]["dataset_chunks_pending"]),
+        episodes_pending=bool(rows) and bool(rows[0]["dataset_episodes_pending"]),
     )
 
 

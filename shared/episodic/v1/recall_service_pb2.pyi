@@ -67,18 +67,22 @@ class RecallRequest(_message.Message):
     def __init__(self, dataset: _Optional[str] = ..., query: _Optional[str] = ..., include: _Optional[_Iterable[_Union[RecallInclude, str]]] = ..., context_episodes: _Optional[int] = ..., similarity_weight: _Optional[float] = ..., recency_weight: _Optional[float] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., thread_ids: _Optional[_Iterable[str]] = ..., entities: _Optional[_Iterable[str]] = ..., event_type: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., literal_query: _Optional[bool] = ..., actor: _Optional[str] = ..., exclude_events: _Optional[bool] = ..., exact_entities: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., min_match: _Optional[float] = ..., abstain: _Optional[bool] = ..., context_procedures: _Optional[int] = ...) -> None: ...
 
 class RecalledEpisodes(_message.Message):
-    __slots__ = ("episodes", "episode_count", "match", "abstained", "abstain_applied")
+    __slots__ = ("episodes", "episode_count", "match", "abstained", "abstain_applied", "chunks_pending", "episodes_pending")
     EPISODES_FIELD_NUMBER: _ClassVar[int]
     EPISODE_COUNT_FIELD_NUMBER: _ClassVar[int]
     MATCH_FIELD_NUMBER: _ClassVar[int]
     ABSTAINED_FIELD_NUMBER: _ClassVar[int]
     ABSTAIN_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_PENDING_FIELD_NUMBER: _ClassVar[int]
     episodes: _containers.RepeatedCompositeFieldContainer[_episode_pb2.ScoredEpisode]
     episode_count: int
     match: float
     abstained: bool
     abstain_applied: bool
-    def __init__(self, episodes: _Optional[_Iterable[_Union[_episode_pb2.ScoredEpisode, _Mapping]]] = ..., episode_count: _Optional[int] = ..., match: _Optional[float] = ..., abstained: _Optional[bool] = ..., abstain_applied: _Optional[bool] = ...) -> None: ...
+    chunks_pending: bool
+    episodes_pending: bool
+    def __init__(self, episodes: _Optional[_Iterable[_Union[_episode_pb2.ScoredEpisode, _Mapping]]] = ..., episode_count: _Optional[int] = ..., match: _Optional[float] = ..., abstained: _Optional[bool] = ..., abstain_applied: _Optional[bool] = ..., chunks_pending: _Optional[bool] = ..., episodes_pending: _Optional[bool] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
     __slots__ = ("episodes", "understanding", "procedures", "query_language")

@@ -428,6 +428,21 @@ describe("EpisodicClient against a fake server", () => {
       assert.equal(result.abstainApplied, true);
     });
 
+    it("recall says whether the dataset is still being summarised or indexed", async () => {
+      server.on(RECALL, () =>
+        ok(RecallResponseSchema, { episodes: { episodes: [], episodeCount: 1n, chunksPending: true } }),
+      );
+      const settling = await client.recall("ds", "pricing");
+      assert.equal(settling.chunksPending, true);
+      assert.equal(settling.episodesPending, false);
+      server.on(RECALL, () =>
+        ok(RecallResponseSchema, { episodes: { episodes: [], episodeCount: 0n, episodesPending: true } }),
+      );
+      const summarising = await client.recall("ds", "pricing");
+      assert.equal(summarising.chunksPending, false);
+      assert.equal(summarising.episodesPending, true);
+    });
+
     it("recall returns how the query was understood, and literalQuery turns the reading off", async () => {
       server.on(RECALL, () =>
         ok(RecallResponseSchema, {

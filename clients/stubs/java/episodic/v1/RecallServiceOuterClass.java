@@ -4431,6 +4431,31 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
      * @return The abstainApplied.
      */
     boolean getAbstainApplied();
+
+    /**
+     * <pre>
+     * Whether a current episode of the dataset (returned or not) still waits for its chunk
+     * index, the passages of its messages Recall ranks beside the summaries: the answer may
+     * rank differently once it is built, usually seconds after completion. Each episode's
+     * own Episode.chunks_pending says which. Filters and as_of do not apply.
+     * </pre>
+     *
+     * <code>bool chunks_pending = 6;</code>
+     * @return The chunksPending.
+     */
+    boolean getChunksPending();
+
+    /**
+     * <pre>
+     * Whether episodes of the dataset are queued or being summarised (PENDING or
+     * PROCESSING): their messages are in no answer yet. Messages still waiting for their
+     * thread's timer are not counted. Filters and as_of do not apply.
+     * </pre>
+     *
+     * <code>bool episodes_pending = 7;</code>
+     * @return The episodesPending.
+     */
+    boolean getEpisodesPending();
   }
   /**
    * <pre>
@@ -4632,6 +4657,41 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       return abstainApplied_;
     }
 
+    public static final int CHUNKS_PENDING_FIELD_NUMBER = 6;
+    private boolean chunksPending_ = false;
+    /**
+     * <pre>
+     * Whether a current episode of the dataset (returned or not) still waits for its chunk
+     * index, the passages of its messages Recall ranks beside the summaries: the answer may
+     * rank differently once it is built, usually seconds after completion. Each episode's
+     * own Episode.chunks_pending says which. Filters and as_of do not apply.
+     * </pre>
+     *
+     * <code>bool chunks_pending = 6;</code>
+     * @return The chunksPending.
+     */
+    @java.lang.Override
+    public boolean getChunksPending() {
+      return chunksPending_;
+    }
+
+    public static final int EPISODES_PENDING_FIELD_NUMBER = 7;
+    private boolean episodesPending_ = false;
+    /**
+     * <pre>
+     * Whether episodes of the dataset are queued or being summarised (PENDING or
+     * PROCESSING): their messages are in no answer yet. Messages still waiting for their
+     * thread's timer are not counted. Filters and as_of do not apply.
+     * </pre>
+     *
+     * <code>bool episodes_pending = 7;</code>
+     * @return The episodesPending.
+     */
+    @java.lang.Override
+    public boolean getEpisodesPending() {
+      return episodesPending_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -4661,6 +4721,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (abstainApplied_ != false) {
         output.writeBool(5, abstainApplied_);
       }
+      if (chunksPending_ != false) {
+        output.writeBool(6, chunksPending_);
+      }
+      if (episodesPending_ != false) {
+        output.writeBool(7, episodesPending_);
+      }
       getUnknownFields().writeTo(output);
     }
     private int computeSerializedSize_0() {
@@ -4689,6 +4755,14 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       if (abstainApplied_ != false) {
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(5, abstainApplied_);
+      }
+      if (chunksPending_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(6, chunksPending_);
+      }
+      if (episodesPending_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(7, episodesPending_);
       }
       return size;
     }
@@ -4728,6 +4802,10 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
           != other.getAbstained()) return false;
       if (getAbstainApplied()
           != other.getAbstainApplied()) return false;
+      if (getChunksPending()
+          != other.getChunksPending()) return false;
+      if (getEpisodesPending()
+          != other.getEpisodesPending()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -4757,6 +4835,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       hash = (37 * hash) + ABSTAIN_APPLIED_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getAbstainApplied());
+      hash = (37 * hash) + CHUNKS_PENDING_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getChunksPending());
+      hash = (37 * hash) + EPISODES_PENDING_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getEpisodesPending());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -4903,6 +4987,8 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         match_ = 0D;
         abstained_ = false;
         abstainApplied_ = false;
+        chunksPending_ = false;
+        episodesPending_ = false;
         return this;
       }
 
@@ -4963,6 +5049,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         if (((from_bitField0_ & 0x00000010) != 0)) {
           result.abstainApplied_ = abstainApplied_;
         }
+        if (((from_bitField0_ & 0x00000020) != 0)) {
+          result.chunksPending_ = chunksPending_;
+        }
+        if (((from_bitField0_ & 0x00000040) != 0)) {
+          result.episodesPending_ = episodesPending_;
+        }
         result.bitField0_ |= to_bitField0_;
       }
 
@@ -5015,6 +5107,12 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
         }
         if (other.getAbstainApplied() != false) {
           setAbstainApplied(other.getAbstainApplied());
+        }
+        if (other.getChunksPending() != false) {
+          setChunksPending(other.getChunksPending());
+        }
+        if (other.getEpisodesPending() != false) {
+          setEpisodesPending(other.getEpisodesPending());
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -5075,6 +5173,16 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
                 bitField0_ |= 0x00000010;
                 break;
               } // case 40
+              case 48: {
+                chunksPending_ = input.readBool();
+                bitField0_ |= 0x00000020;
+                break;
+              } // case 48
+              case 56: {
+                episodesPending_ = input.readBool();
+                bitField0_ |= 0x00000040;
+                break;
+              } // case 56
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -5635,6 +5743,109 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       public Builder clearAbstainApplied() {
         bitField0_ = (bitField0_ & ~0x00000010);
         abstainApplied_ = false;
+        onChanged();
+        return this;
+      }
+
+      private boolean chunksPending_ ;
+      /**
+       * <pre>
+       * Whether a current episode of the dataset (returned or not) still waits for its chunk
+       * index, the passages of its messages Recall ranks beside the summaries: the answer may
+       * rank differently once it is built, usually seconds after completion. Each episode's
+       * own Episode.chunks_pending says which. Filters and as_of do not apply.
+       * </pre>
+       *
+       * <code>bool chunks_pending = 6;</code>
+       * @return The chunksPending.
+       */
+      @java.lang.Override
+      public boolean getChunksPending() {
+        return chunksPending_;
+      }
+      /**
+       * <pre>
+       * Whether a current episode of the dataset (returned or not) still waits for its chunk
+       * index, the passages of its messages Recall ranks beside the summaries: the answer may
+       * rank differently once it is built, usually seconds after completion. Each episode's
+       * own Episode.chunks_pending says which. Filters and as_of do not apply.
+       * </pre>
+       *
+       * <code>bool chunks_pending = 6;</code>
+       * @param value The chunksPending to set.
+       * @return This builder for chaining.
+       */
+      public Builder setChunksPending(boolean value) {
+
+        chunksPending_ = value;
+        bitField0_ |= 0x00000020;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Whether a current episode of the dataset (returned or not) still waits for its chunk
+       * index, the passages of its messages Recall ranks beside the summaries: the answer may
+       * rank differently once it is built, usually seconds after completion. Each episode's
+       * own Episode.chunks_pending says which. Filters and as_of do not apply.
+       * </pre>
+       *
+       * <code>bool chunks_pending = 6;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearChunksPending() {
+        bitField0_ = (bitField0_ & ~0x00000020);
+        chunksPending_ = false;
+        onChanged();
+        return this;
+      }
+
+      private boolean episodesPending_ ;
+      /**
+       * <pre>
+       * Whether episodes of the dataset are queued or being summarised (PENDING or
+       * PROCESSING): their messages are in no answer yet. Messages still waiting for their
+       * thread's timer are not counted. Filters and as_of do not apply.
+       * </pre>
+       *
+       * <code>bool episodes_pending = 7;</code>
+       * @return The episodesPending.
+       */
+      @java.lang.Override
+      public boolean getEpisodesPending() {
+        return episodesPending_;
+      }
+      /**
+       * <pre>
+       * Whether episodes of the dataset are queued or being summarised (PENDING or
+       * PROCESSING): their messages are in no answer yet. Messages still waiting for their
+       * thread's timer are not counted. Filters and as_of do not apply.
+       * </pre>
+       *
+       * <code>bool episodes_pending = 7;</code>
+       * @param value The episodesPending to set.
+       * @return This builder for chaining.
+       */
+      public Builder setEpisodesPending(boolean value) {
+
+        episodesPending_ = value;
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * Whether episodes of the dataset are queued or being summarised (PENDING or
+       * PROCESSING): their messages are in no answer yet. Messages still waiting for their
+       * thread's timer are not counted. Filters and as_of do not apply.
+       * </pre>
+       *
+       * <code>bool episodes_pending = 7;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearEpisodesPending() {
+        bitField0_ = (bitField0_ & ~0x00000040);
+        episodesPending_ = false;
         onChanged();
         return this;
       }
@@ -23391,75 +23602,77 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       "\001\001\022\026\n\tmin_match\030\023 \001(\001H\003\210\001\001\022\017\n\007abstain\030\022 " +
       "\001(\010\022\032\n\022context_procedures\030\024 \001(\005B\024\n\022_simi" +
       "larity_weightB\021\n\017_recency_weightB\020\n\016_min" +
-      "_relevanceB\014\n\n_min_match\"\241\001\n\020RecalledEpi" +
+      "_relevanceB\014\n\n_min_match\"\323\001\n\020RecalledEpi" +
       "sodes\022,\n\010episodes\030\001 \003(\0132\032.episodic.v1.Sc" +
       "oredEpisode\022\025\n\repisode_count\030\002 \001(\003\022\022\n\005ma" +
       "tch\030\003 \001(\001H\000\210\001\001\022\021\n\tabstained\030\004 \001(\010\022\027\n\017abs" +
-      "tain_applied\030\005 \001(\010B\010\n\006_match\"\303\001\n\016RecallR" +
-      "esponse\022/\n\010episodes\030\001 \001(\0132\035.episodic.v1." +
-      "RecalledEpisodes\0226\n\runderstanding\030\002 \001(\0132" +
-      "\037.episodic.v1.QueryUnderstanding\0220\n\nproc" +
-      "edures\030\003 \003(\0132\034.episodic.v1.ScoredProcedu" +
-      "re\022\026\n\016query_language\030\004 \001(\t\"\237\002\n\022QueryUnde" +
-      "rstanding\022\024\n\014ranked_query\030\001 \001(\t\0220\n\013expre" +
-      "ssions\030\002 \003(\0132\033.episodic.v1.TimeExpressio" +
-      "n\0220\n\014window_start\030\003 \001(\0132\032.google.protobu" +
-      "f.Timestamp\022.\n\nwindow_end\030\004 \001(\0132\032.google" +
-      ".protobuf.Timestamp\022,\n\007ordinal\030\005 \001(\0132\033.e" +
-      "pisodic.v1.SessionOrdinal\022\021\n\ttime_only\030\006" +
-      " \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005notes\030\010 \003(\t\"\200\001\n" +
-      "\016TimeExpression\022\014\n\004text\030\001 \001(\t\022\014\n\004kind\030\002 " +
-      "\001(\t\022)\n\005start\030\003 \001(\0132\032.google.protobuf.Tim" +
-      "estamp\022\'\n\003end\030\004 \001(\0132\032.google.protobuf.Ti" +
-      "mestamp\"\210\001\n\016SessionOrdinal\022\014\n\004text\030\001 \001(\t" +
-      "\022\020\n\010position\030\002 \001(\005\022\020\n\010from_end\030\003 \001(\010\022\r\n\005" +
-      "count\030\004 \001(\005\022\r\n\005scope\030\005 \001(\t\022\022\n\nevent_type" +
-      "\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(\t\"\214\001\n\023ListEpiso" +
-      "desRequest\022\017\n\007dataset\030\001 \001(\t\022*\n\006status\030\002 " +
-      "\001(\0162\032.episodic.v1.EpisodeStatus\022\021\n\tpage_" +
-      "size\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\022\021\n\tthread" +
-      "_id\030\005 \001(\t\"W\n\024ListEpisodesResponse\022&\n\010epi" +
-      "sodes\030\001 \003(\0132\024.episodic.v1.Episode\022\027\n\017nex" +
-      "t_page_token\030\002 \001(\t\"J\n\025SearchEpisodesRequ" +
-      "est\022\017\n\007dataset\030\001 \001(\t\022\r\n\005query\030\002 \001(\t\022\021\n\tp" +
-      "age_size\030\003 \001(\005\"F\n\026SearchEpisodesResponse" +
-      "\022,\n\010episodes\030\001 \003(\0132\032.episodic.v1.ScoredE" +
-      "pisode\"\'\n\021GetEpisodeRequest\022\022\n\nepisode_i" +
-      "d\030\001 \001(\t\";\n\022GetEpisodeResponse\022%\n\007episode" +
-      "\030\001 \001(\0132\024.episodic.v1.Episode\"_\n\025EntityTi" +
-      "melineRequest\022\017\n\007dataset\030\001 \001(\t\022\016\n\006entity" +
-      "\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030" +
-      "\004 \001(\t\"~\n\026EntityTimelineResponse\022#\n\006entit" +
-      "y\030\001 \001(\0132\023.episodic.v1.Entity\022&\n\010episodes" +
-      "\030\002 \003(\0132\024.episodic.v1.Episode\022\027\n\017next_pag" +
-      "e_token\030\003 \001(\t\"O\n\025ListProceduresRequest\022\017" +
-      "\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002 \001(\005\022\022\n\npa" +
-      "ge_token\030\003 \001(\t\"]\n\026ListProceduresResponse" +
-      "\022*\n\nprocedures\030\001 \003(\0132\026.episodic.v1.Proce" +
-      "dure\022\027\n\017next_page_token\030\002 \001(\t\"<\n\023GetProc" +
-      "edureRequest\022\024\n\014procedure_id\030\001 \001(\t\022\017\n\007da" +
-      "taset\030\002 \001(\t\"A\n\024GetProcedureResponse\022)\n\tp" +
-      "rocedure\030\001 \001(\0132\026.episodic.v1.Procedure*k" +
-      "\n\rRecallInclude\022\036\n\032RECALL_INCLUDE_UNSPEC" +
-      "IFIED\020\000\022\033\n\027RECALL_INCLUDE_EPISODES\020\001\022\035\n\031" +
-      "RECALL_INCLUDE_PROCEDURES\020\0022\242\005\n\rRecallSe" +
-      "rvice\022K\n\006Recall\022\032.episodic.v1.RecallRequ" +
-      "est\032\033.episodic.v1.RecallResponse\"\010\212\265\030\004\010\001" +
-      "\020\001\022]\n\014ListEpisodes\022 .episodic.v1.ListEpi" +
-      "sodesRequest\032!.episodic.v1.ListEpisodesR" +
-      "esponse\"\010\212\265\030\004\010\001\020\001\022c\n\016SearchEpisodes\022\".ep" +
-      "isodic.v1.SearchEpisodesRequest\032#.episod" +
-      "ic.v1.SearchEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022W" +
-      "\n\nGetEpisode\022\036.episodic.v1.GetEpisodeReq" +
-      "uest\032\037.episodic.v1.GetEpisodeResponse\"\010\212" +
-      "\265\030\004\010\001\020\001\022c\n\016ListProcedures\022\".episodic.v1." +
-      "ListProceduresRequest\032#.episodic.v1.List" +
-      "ProceduresResponse\"\010\212\265\030\004\010\001\020\001\022]\n\014GetProce" +
-      "dure\022 .episodic.v1.GetProcedureRequest\032!" +
-      ".episodic.v1.GetProcedureResponse\"\010\212\265\030\004\010" +
-      "\001\020\001\022c\n\016EntityTimeline\022\".episodic.v1.Enti" +
-      "tyTimelineRequest\032#.episodic.v1.EntityTi" +
-      "melineResponse\"\010\212\265\030\004\010\001\020\001b\006proto3"
+      "tain_applied\030\005 \001(\010\022\026\n\016chunks_pending\030\006 \001" +
+      "(\010\022\030\n\020episodes_pending\030\007 \001(\010B\010\n\006_match\"\303" +
+      "\001\n\016RecallResponse\022/\n\010episodes\030\001 \001(\0132\035.ep" +
+      "isodic.v1.RecalledEpisodes\0226\n\runderstand" +
+      "ing\030\002 \001(\0132\037.episodic.v1.QueryUnderstandi" +
+      "ng\0220\n\nprocedures\030\003 \003(\0132\034.episodic.v1.Sco" +
+      "redProcedure\022\026\n\016query_language\030\004 \001(\t\"\237\002\n" +
+      "\022QueryUnderstanding\022\024\n\014ranked_query\030\001 \001(" +
+      "\t\0220\n\013expressions\030\002 \003(\0132\033.episodic.v1.Tim" +
+      "eExpression\0220\n\014window_start\030\003 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\022.\n\nwindow_end\030\004 \001(" +
+      "\0132\032.google.protobuf.Timestamp\022,\n\007ordinal" +
+      "\030\005 \001(\0132\033.episodic.v1.SessionOrdinal\022\021\n\tt" +
+      "ime_only\030\006 \001(\010\022\017\n\007applied\030\007 \001(\010\022\r\n\005notes" +
+      "\030\010 \003(\t\"\200\001\n\016TimeExpression\022\014\n\004text\030\001 \001(\t\022" +
+      "\014\n\004kind\030\002 \001(\t\022)\n\005start\030\003 \001(\0132\032.google.pr" +
+      "otobuf.Timestamp\022\'\n\003end\030\004 \001(\0132\032.google.p" +
+      "rotobuf.Timestamp\"\210\001\n\016SessionOrdinal\022\014\n\004" +
+      "text\030\001 \001(\t\022\020\n\010position\030\002 \001(\005\022\020\n\010from_end" +
+      "\030\003 \001(\010\022\r\n\005count\030\004 \001(\005\022\r\n\005scope\030\005 \001(\t\022\022\n\n" +
+      "event_type\030\006 \001(\t\022\022\n\nthread_ids\030\007 \003(\t\"\214\001\n" +
+      "\023ListEpisodesRequest\022\017\n\007dataset\030\001 \001(\t\022*\n" +
+      "\006status\030\002 \001(\0162\032.episodic.v1.EpisodeStatu" +
+      "s\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t" +
+      "\022\021\n\tthread_id\030\005 \001(\t\"W\n\024ListEpisodesRespo" +
+      "nse\022&\n\010episodes\030\001 \003(\0132\024.episodic.v1.Epis" +
+      "ode\022\027\n\017next_page_token\030\002 \001(\t\"J\n\025SearchEp" +
+      "isodesRequest\022\017\n\007dataset\030\001 \001(\t\022\r\n\005query\030" +
+      "\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\"F\n\026SearchEpisod" +
+      "esResponse\022,\n\010episodes\030\001 \003(\0132\032.episodic." +
+      "v1.ScoredEpisode\"\'\n\021GetEpisodeRequest\022\022\n" +
+      "\nepisode_id\030\001 \001(\t\";\n\022GetEpisodeResponse\022" +
+      "%\n\007episode\030\001 \001(\0132\024.episodic.v1.Episode\"_" +
+      "\n\025EntityTimelineRequest\022\017\n\007dataset\030\001 \001(\t" +
+      "\022\016\n\006entity\030\002 \001(\t\022\021\n\tpage_size\030\003 \001(\005\022\022\n\np" +
+      "age_token\030\004 \001(\t\"~\n\026EntityTimelineRespons" +
+      "e\022#\n\006entity\030\001 \001(\0132\023.episodic.v1.Entity\022&" +
+      "\n\010episodes\030\002 \003(\0132\024.episodic.v1.Episode\022\027" +
+      "\n\017next_page_token\030\003 \001(\t\"O\n\025ListProcedure" +
+      "sRequest\022\017\n\007dataset\030\001 \001(\t\022\021\n\tpage_size\030\002" +
+      " \001(\005\022\022\n\npage_token\030\003 \001(\t\"]\n\026ListProcedur" +
+      "esResponse\022*\n\nprocedures\030\001 \003(\0132\026.episodi" +
+      "c.v1.Procedure\022\027\n\017next_page_token\030\002 \001(\t\"" +
+      "<\n\023GetProcedureRequest\022\024\n\014procedure_id\030\001" +
+      " \001(\t\022\017\n\007dataset\030\002 \001(\t\"A\n\024GetProcedureRes" +
+      "ponse\022)\n\tprocedure\030\001 \001(\0132\026.episodic.v1.P" +
+      "rocedure*k\n\rRecallInclude\022\036\n\032RECALL_INCL" +
+      "UDE_UNSPECIFIED\020\000\022\033\n\027RECALL_INCLUDE_EPIS" +
+      "ODES\020\001\022\035\n\031RECALL_INCLUDE_PROCEDURES\020\0022\242\005" +
+      "\n\rRecallService\022K\n\006Recall\022\032.episodic.v1." +
+      "RecallRequest\032\033.episodic.v1.RecallRespon" +
+      "se\"\010\212\265\030\004\010\001\020\001\022]\n\014ListEpisodes\022 .episodic." +
+      "v1.ListEpisodesRequest\032!.episodic.v1.Lis" +
+      "tEpisodesResponse\"\010\212\265\030\004\010\001\020\001\022c\n\016SearchEpi" +
+      "sodes\022\".episodic.v1.SearchEpisodesReques" +
+      "t\032#.episodic.v1.SearchEpisodesResponse\"\010" +
+      "\212\265\030\004\010\001\020\001\022W\n\nGetEpisode\022\036.episodic.v1.Get" +
+      "EpisodeRequest\032\037.episodic.v1.GetEpisodeR" +
+      "esponse\"\010\212\265\030\004\010\001\020\001\022c\n\016ListProcedures\022\".ep" +
+      "isodic.v1.ListProceduresRequest\032#.episod" +
+      "ic.v1.ListProceduresResponse\"\010\212\265\030\004\010\001\020\001\022]" +
+      "\n\014GetProcedure\022 .episodic.v1.GetProcedur" +
+      "eRequest\032!.episodic.v1.GetProcedureRespo" +
+      "nse\"\010\212\265\030\004\010\001\020\001\022c\n\016EntityTimeline\022\".episod" +
+      "ic.v1.EntityTimelineRequest\032#.episodic.v" +
+      "1.EntityTimelineResponse\"\010\212\265\030\004\010\001\020\001b\006prot" +
+      "o3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -23480,7 +23693,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     internal_static_episodic_v1_RecalledEpisodes_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_episodic_v1_RecalledEpisodes_descriptor,
-        new java.lang.String[] { "Episodes", "EpisodeCount", "Match", "Abstained", "AbstainApplied", });
+        new java.lang.String[] { "Episodes", "EpisodeCount", "Match", "Abstained", "AbstainApplied", "ChunksPending", "EpisodesPending", });
     internal_static_episodic_v1_RecallResponse_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_episodic_v1_RecallResponse_fieldAccessorTable = new
