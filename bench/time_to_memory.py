@@ -2,6 +2,7 @@
 steady load of threads ending, with the offline defaults.
 
     .venv/bin/python -m bench.time_to_memory [--rate 1] [--seconds 60] [--before DIR]
+        [--idle N]
 
 What it does:
 
@@ -20,6 +21,15 @@ What it does:
    is written right after the completion (``episodes.chunks_pending`` marks the gap, see
    episodic.store.recall_index); the time until it is there too is printed as "+ chunks"
    (an older checkout writes them with the completion: the same figure).
+
+Time to *full-quality* memory is the "+ chunks" figure: until the chunk index is stored,
+Recall ranks the episode by its summary only (LoCoMo asked right after COMPLETED: R@1 .702;
+30 s later .737), and a Recall answer says so (``RecalledEpisodes.chunks_pending``).
+``--idle N`` first ends N threads one at a time, each after the previous one's chunks are
+stored (nothing else in flight: the idle figures), then runs the open-loop load on the
+others (the loaded figures); both are printed side by side, with full quality over memory
+as a ratio, so a chunk index starved behind new episodes shows as a loaded ratio far above
+the idle one.
 
 ``--before DIR`` runs the same load on the services of another checkout (its ``.venv``,
 e.g. a ``git worktree`` of main) in the same run, first, on fresh threads of the same
@@ -65,7 +75,8 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
         "EPISODIC_ENCRYPTION": "auto",
     }
     sessions = [s for c in locomo.load() for s in c.sessions]
-    n = int(args.rate * args.seconds)
+    idle = args.idle
+    n = idle + int(args.rate * args.seconds)
     with ExitStack() as stack:
         procs: dict[str, Any] = {}
         spans = Path(args.spans) / f"{variant}.jsonl" if args.spans else None
@@ -129,9 +140,20 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
 
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
+        idle_load_before = loadavg()
+        for thread_id in threads[:idle]:  # one at a time: nothing else in flight
+            client.end_thread(thread_id)
+            ended[thread_id] = time.monotonic()
+            ended_wall[thread_id] = time.time()
+            deadline = ended[thread_id] + 120
+            while thread_id not in indexed:
+                if time.monotonic() > deadline or not poller.is_alive():
+                    raise AssertionError(f"{variant}: an idle episode was not indexed in 120 s")
+                time.sleep(0.01)  # a measurement's poll with a deadline
+        idle_load_after = loadavg()
         load_before = loadavg()
         start = time.monotonic()
-        for i, thread_id in enumerate(threads):
+        for i, thread_id in enumerate(threads[idle:]):
             due = start + i / args.rate
             delay = due - time.monotonic()
             if delay > 0:
@@ -144,21 +166,43 @@ def run(url: str, args: argparse.Namespace, variant: str, python: str | None) ->
         missing = [t for t in threads if t not in indexed]
         if missing:
             raise AssertionError(f"{variant}: {len(missing)} of {n} episodes never indexed")
-        latencies = sorted((seen[t] - ended[t]) * 1000 for t in threads)
-        with_chunks = sorted((indexed[t] - ended[t]) * 1000 for t in threads)
-        parts = breakdown(url, f"ttm-{variant}", ended_wall, spans)
-        return {
+        loaded = threads[idle:]
+        parts = breakdown(url, f"ttm-{variant}", {t: ended_wall[t] for t in loaded}, spans)
+        result = {
             **{f"part {name}": value for name, value in parts.items()},
-            "n": n,
-            "p50": pct(latencies, 50),
-            "p90": pct(latencies, 90),
-            "p99": pct(latencies, 99),
-            "max": latencies[-1],
-            "chunks_p50": pct(with_chunks, 50),
-            "chunks_p99": pct(with_chunks, 99),
+            **figures(loaded, ended, seen, indexed),
             "load_before": load_before,
             "load_after": loadavg(),
         }
+        if idle:
+            result["idle"] = {
+                **figures(threads[:idle], ended, seen, indexed),
+                "load_before": idle_load_before,
+                "load_after": idle_load_after,
+            }
+        return result
+
+
+def figures(
+    threads: list[str],
+    ended: dict[str, float],
+    seen: dict[str, float],
+    indexed: dict[str, float],
+) -> dict[str, Any]:
+    """Time to memory (completed) and to full-quality memory (its chunks stored too), ms."""
+    latencies = sorted((seen[t] - ended[t]) * 1000 for t in threads)
+    with_chunks = sorted((indexed[t] - ended[t]) * 1000 for t in threads)
+    return {
+        "n": len(threads),
+        "p50": pct(latencies, 50),
+        "p90": pct(latencies, 90),
+        "p99": pct(latencies, 99),
+        "max": latencies[-1],
+        "chunks_p50": pct(with_chunks, 50),
+        "chunks_p90": pct(with_chunks, 90),
+        "chunks_p99": pct(with_chunks, 99),
+        "chunks_max": with_chunks[-1],
+    }
 
 
 #: The hops of one episode's time to memory. From the episode row (the database's clock,
@@ -192,6 +236,8 @@ def breakdown(
     chunk_runs = work.pop("index.chunks", {}).get("runs", []) if work else []
     hops: dict[str, list[float]] = {name: [] for name, _ in PARTS}
     for episode_id, thread_id, opened, completed in rows:
+        if thread_id not in ended_wall:  # another phase's thread
+            continue
         end = ended_wall[thread_id]
         hops["opened"].append((float(opened) - end) * 1000)
         hops["completed"].append((float(completed) - end) * 1000)
@@ -248,6 +294,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the load")
     parser.add_argument("--before", type=Path, help="an older checkout (with .venv) to run too")
     parser.add_argument(
+        "--idle",
+        type=int,
+        default=0,
+        metavar="N",
+        help="first end N threads one at a time, each once the previous one's chunks are "
+        "stored: time to memory and to full quality with nothing else in flight",
+    )
+    parser.add_argument(
         "--this-env",
         action="append",
         default=[],
@@ -288,6 +342,29 @@ def main() -> None:
             f"{r['max']:>7.0f} | {r['chunks_p50']:>12.0f} | {r['chunks_p99']:>6.0f} | "
             f"{r['load_before']} -> {r['load_after']}"
         )
+    if args.idle:
+        print(
+            f"\nTime to memory beside time to full-quality memory (its chunks stored), ms: idle "
+            f"({args.idle} threads ended one at a time) and loaded ({args.rate:g}/s); full / "
+            "memory is the ratio of the two at p50 and p99.\n"
+        )
+        header = (
+            f"{'variant':>7} | {'phase':>6} | {'n':>4} | {'memory p50':>10} | {'p90':>6} | "
+            f"{'p99':>6} | {'full p50':>8} | {'p90':>6} | {'p99':>6} | {'max':>6} | "
+            f"{'full/mem p50':>12} | {'p99':>5} | loadavg"
+        )
+        print(header)
+        print("-" * len(header))
+        for name, r in results.items():
+            for phase, f in (("idle", r["idle"]), ("loaded", r)):
+                print(
+                    f"{name:>7} | {phase:>6} | {f['n']:>4} | {f['p50']:>10.0f} | "
+                    f"{f['p90']:>6.0f} | {f['p99']:>6.0f} | {f['chunks_p50']:>8.0f} | "
+                    f"{f['chunks_p90']:>6.0f} | {f['chunks_p99']:>6.0f} | "
+                    f"{f['chunks_max']:>6.0f} | {f['chunks_p50'] / f['p50']:>12.2f} | "
+                    f"{f['chunks_p99'] / f['p99']:>5.2f} | {f['load_before']} -> "
+                    f"{f['load_after']}"
+                )
     print("\nWhere the time goes (p50 / p99 ms of each hop; --spans for the worker's steps):")
     for name, label in PARTS:
         cells = "   ".join(
