@@ -267,6 +267,32 @@ def _has_tool_parts(messages: list[NewMessage]) -> bool:
 THREAD_ID_LOCK_SPACE = 0x7468
 
 
+#: The UUID versions a dataset-confined key may choose as a thread id: random ones. A
+#: name-based (3, 5), time-and-address (1, 6) or custom (8) id can be computed by anyone
+#: who knows what it was made from, and ALREADY_EXISTS for it would tell another dataset's
+#: key that the id is taken (thread ids are global).
+RANDOM_UUID_VERSIONS = (4, 7)
+
+
+def check_chosen_thread_id(thread_id: uuid.UUID | None, every_dataset: bool) -> None:
+    """CreateThreadRequest.thread_id: a caller whose key is confined to some datasets may
+    choose only a random id (:data:`RANDOM_UUID_VERSIONS`). The refusal is the same
+    whether or not the id exists anywhere. A key for every dataset (restoring an export
+    with its ids; the loopback development mode) may choose any: it sees every dataset."""
+    if thread_id is None or every_dataset:
+        return
+    if thread_id.variant == uuid.RFC_4122 and thread_id.version in RANDOM_UUID_VERSIONS:
+        return
+    raise InvalidArgument(
+        f"thread_id {thread_id} is not a random UUID: a key confined to datasets may choose "
+        "only version 4 or 7 ids (uuid4(), uuid7()), because an id made from names or "
+        "times can be guessed and thread ids are global. To find a thread again by a name "
+        "of your own (a session key), leave thread_id empty and set idempotency_key; to "
+        "restore an export with its ids, use a key for every dataset",
+        field="thread_id",
+    )
+
+
 def check_thread_key(value: str) -> str | None:
     """CreateThreadRequest.idempotency_key: None when empty, else at most
     :data:`MAX_IDEMPOTENCY_KEY_CHARS` characters PostgreSQL can store."""

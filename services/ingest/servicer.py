@@ -106,6 +106,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         dataset = check_dataset(request.dataset)
         access.require_dataset(dataset)
         thread_id = parse_optional_uuid(request.thread_id, "thread_id")
+        domain.check_chosen_thread_id(thread_id, access.current().all_datasets)
         label = domain.check_label(request.label)
         metadata = domain.check_metadata(
             convert.struct_to_dict(request.metadata), "metadata", self.settings

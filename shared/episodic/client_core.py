@@ -1542,7 +1542,9 @@ def create_thread(
     ``idempotency_key``: your own name for the thread (a session key), unique within the
     dataset: called again with it, the thread it created is returned instead of a new one
     (so the call is retried safely on UNAVAILABLE). Prefer it to a ``thread_id`` derived
-    from your own data: thread ids are unique across datasets, a key only within its own."""
+    from your own data: thread ids are unique across datasets, a key only within its own.
+    A ``thread_id`` of your choosing must be a random UUID (``uuid.uuid4()``) unless the
+    key covers every dataset (:class:`InvalidArgumentError` otherwise)."""
     request = ingest_service_pb2.CreateThreadRequest(
         dataset=dataset,
         label=label,

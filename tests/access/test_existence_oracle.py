@@ -42,7 +42,9 @@ NOT_IDS = {"tool_call_id"}
 #: unguessable ids and to name threads by ``idempotency_key`` instead. Closing it means
 #: thread ids scoped by dataset, which every id-only RPC (and the service key's, which
 #: covers every dataset) would then have to disambiguate. The answer may say nothing more
-#: than that the id is taken: the test checks it names neither A nor what A said.
+#: than that the id is taken: the test checks it names neither A nor what A said. A confined
+#: key may choose only random ids (tests/access/test_chosen_thread_ids.py), so it is asked
+#: only about ids it knew already; a derived (uuid5) id is refused alike, taken or not.
 BY_DESIGN = {
     "episodic.v1.IngestService.CreateThread": ("ALREADY_EXISTS", "thread THREAD already exists")
 }

@@ -35,7 +35,8 @@ type CreateThreadRequest struct {
 	// ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
 	// datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
 	// must be unguessable; to find a thread again by a name of your own (a session key),
-	// use idempotency_key instead.
+	// use idempotency_key instead. A key confined to datasets may choose only a random UUID
+	// (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
 	ThreadId string `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
 	// Optional human-readable name, at most 200 characters.
 	Label string `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`

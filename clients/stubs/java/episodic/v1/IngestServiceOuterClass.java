@@ -58,7 +58,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
      * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
      * must be unguessable; to find a thread again by a name of your own (a session key),
-     * use idempotency_key instead.
+     * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+     * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
      * </pre>
      *
      * <code>string thread_id = 2;</code>
@@ -71,7 +72,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
      * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
      * must be unguessable; to find a thread again by a name of your own (a session key),
-     * use idempotency_key instead.
+     * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+     * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
      * </pre>
      *
      * <code>string thread_id = 2;</code>
@@ -266,7 +268,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
      * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
      * must be unguessable; to find a thread again by a name of your own (a session key),
-     * use idempotency_key instead.
+     * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+     * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
      * </pre>
      *
      * <code>string thread_id = 2;</code>
@@ -291,7 +294,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
      * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
      * must be unguessable; to find a thread again by a name of your own (a session key),
-     * use idempotency_key instead.
+     * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+     * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
      * </pre>
      *
      * <code>string thread_id = 2;</code>
@@ -977,7 +981,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
        * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
        * must be unguessable; to find a thread again by a name of your own (a session key),
-       * use idempotency_key instead.
+       * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+       * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -1001,7 +1006,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
        * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
        * must be unguessable; to find a thread again by a name of your own (a session key),
-       * use idempotency_key instead.
+       * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+       * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -1026,7 +1032,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
        * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
        * must be unguessable; to find a thread again by a name of your own (a session key),
-       * use idempotency_key instead.
+       * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+       * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -1047,7 +1054,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
        * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
        * must be unguessable; to find a thread again by a name of your own (a session key),
-       * use idempotency_key instead.
+       * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+       * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
        * </pre>
        *
        * <code>string thread_id = 2;</code>
@@ -1065,7 +1073,8 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
        * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
        * must be unguessable; to find a thread again by a name of your own (a session key),
-       * use idempotency_key instead.
+       * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+       * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
        * </pre>
        *
        * <code>string thread_id = 2;</code>

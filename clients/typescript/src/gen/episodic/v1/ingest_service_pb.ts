@@ -36,7 +36,8 @@ export type CreateThreadRequest = Message<"episodic.v1.CreateThreadRequest"> & {
    * ALREADY_EXISTS when a thread with this id exists. Thread ids are unique across
    * datasets (the id-only RPCs find the dataset by it), so an id chosen by the client
    * must be unguessable; to find a thread again by a name of your own (a session key),
-   * use idempotency_key instead.
+   * use idempotency_key instead. A key confined to datasets may choose only a random UUID
+   * (version 4 or 7): INVALID_ARGUMENT otherwise, whether the id is taken or not.
    *
    * @generated from field: string thread_id = 2;
    */
