@@ -242,3 +242,14 @@ def test_reindex_reembed_moves_the_store_to_another_model(engine, db_url) -> Non
     assert "now holds minilm:all-MiniLM-L6-v2-int8's vectors" in out
     old = _run(hashing, "reindex", "--database-url", db_url)
     assert old.returncode == 1 and "holds vectors of minilm" in old.stderr
+
+
+def test_recall_says_what_still_settles() -> None:
+    """`episodic recall`'s last line when the answer says the dataset is still settling."""
+    from episodic.cli.memory import settling_line
+
+    both = settling_line(chunks_pending=True, episodes_pending=True)
+    assert both.startswith("still settling: episodes are still being summarised")
+    assert "passages of recent episodes are still being indexed" in both
+    assert "asking again shortly" in both
+    assert "summarised" not in settling_line(chunks_pending=True, episodes_pending=False)

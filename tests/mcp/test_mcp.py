@@ -389,3 +389,54 @@ def test_the_help_names_every_tool_the_server_registers() -> None:
     listed = f"tools {', '.join(registered[:-1])} and {registered[-1]}"
     assert listed in " ".join(shown.stdout.split())
     assert listed in " ".join((integrations.__doc__ or "").split())
+
+
+def test_the_recall_tool_says_when_memory_is_still_being_written(spawn, engine) -> None:  # type: ignore[no-untyped-def]
+    """A model asking right after a conversation ended is told the memory is still being
+    written (episodes summarised, or passages indexed), so it may ask again, and is not
+    told so once the dataset has settled."""
+    from sqlalchemy import text
+
+    from tests.recall.factory import make_episode
+
+    with engine.begin() as conn:
+        done = make_episode(conn, "settling_user", ["We agreed the Pro tier costs $29."])
+        queued = make_episode(conn, "settling_user", ["still to summarise"], status="pending")
+    recall = spawn("recall")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "episodic.cli", "mcp", "--dataset", "settling_user"],
+        env={**os.environ, "EPISODIC_RECALL_ADDRESS": recall.address},
+    )
+
+    async def session_run() -> None:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            asked = await _call(session, "recall", query="Pro tier price", limit=3)
+            assert asked.structured_content["settling"] is True
+            assert "episodes are being summarised" in _text(asked)
+            with engine.begin() as conn:
+                conn.execute(
+                    text("UPDATE episodes SET status = 'failed' WHERE episode_id = :e"),
+                    {"e": queued.episode_id},
+                )
+                conn.execute(
+                    text("UPDATE episodes SET chunks_pending = true WHERE episode_id = :e"),
+                    {"e": done.episode_id},
+                )
+            indexing = await _call(session, "recall", query="Pro tier price", limit=3)
+            assert indexing.structured_content["settling"] is True
+            assert "passages of recent episodes are being indexed" in _text(indexing)
+            with engine.begin() as conn:
+                conn.execute(
+                    text("UPDATE episodes SET chunks_pending = false WHERE episode_id = :e"),
+                    {"e": done.episode_id},
+                )
+            settled = await _call(session, "recall", query="Pro tier price", limit=3)
+            assert settled.structured_content["settling"] is False
+            assert "still being written" not in _text(settled)
+
+    anyio.run(session_run)
