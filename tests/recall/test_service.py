@@ -416,3 +416,73 @@ def test_a_recall_answer_says_whether_the_dataset_is_still_settling(spawn, engin
     assert flags(asked) == flags(newest) == (False, False)
     assert sdk.recall("user_78", "Pro tier").settled
     sdk.close()
+
+
+def test_the_settling_probe_reads_only_its_own_datasets_pending_rows(engine) -> None:  # type: ignore[no-untyped-def]
+    """Another dataset's backlog of pending chunk indexes (an import) must not cost this
+    dataset's Recall: the probe reads the dataset's own pending rows only. Before
+    (an EXISTS), the planner took the Summariser's queue index and read the whole backlog
+    of the partition for a dataset with none (20,001 rows, 14-30 ms per Recall)."""
+    import json
+
+    from sqlalchemy import text
+
+    from episodic.store import recall_queries as q
+
+    with engine.begin() as conn:
+        big = make_episode(conn, "settled_big", ["a template message"])
+        backlog = make_episode(conn, "import_backlog", ["another"])
+        columns = ", ".join(
+            r[0]
+            for r in conn.execute(
+                text(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = "
+                    "'episodes' AND table_schema = current_schema() AND is_generated = 'NEVER' "
+                    "AND column_name NOT IN ('episode_id', 'thread_id') ORDER BY ordinal_position"
+                )
+            )
+        )
+        for made, n in ((big, 30000), (backlog, 10000)):  # copies of each, one thread each
+            params = {"e": made.episode_id, "ds": made.dataset}
+            conn.execute(
+                text(
+                    f"INSERT INTO threads (thread_id, dataset, label) SELECT md5(:ds || i)::uuid, "
+                    f":ds, label FROM threads, generate_series(1, {n}) i "
+                    "WHERE thread_id = (SELECT thread_id FROM episodes WHERE episode_id = :e)"
+                ),
+                params,
+            )
+            conn.execute(
+                text(
+                    f"INSERT INTO episodes (episode_id, thread_id, {columns}) SELECT "
+                    f"gen_random_uuid(), md5(:ds || i)::uuid, {columns} FROM episodes, "
+                    f"generate_series(1, {n}) i WHERE episode_id = :e"
+                ),
+                params,
+            )
+        conn.execute(
+            text("UPDATE episodes SET chunks_pending = true WHERE dataset = 'import_backlog'")
+        )
+    with engine.connect() as conn:
+        conn.execute(text("ANALYZE episodes"))
+        for dataset, pending in (("settled_big", False), ("import_backlog", True)):
+            params = {"dataset": dataset, "abstain_config": "english", "as_of": None}
+            assert (
+                conn.execute(text(q.COUNT_STATEMENT), params)
+                .mappings()
+                .one()["dataset_chunks_pending"]
+                is pending
+            )
+            plan = conn.execute(
+                text("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + q.COUNT_STATEMENT), params
+            ).scalar_one()
+            plan = plan if isinstance(plan, list) else json.loads(plan)
+            nodes, probes = [plan[0]["Plan"]], []
+            while nodes:
+                node = nodes.pop()
+                nodes.extend(node.get("Plans", []))
+                if node.get("Alias") == "cp":
+                    probes.append(node)
+            assert len(probes) == 1, plan
+            assert probes[0].get("Rows Removed by Filter", 0) == 0, probes[0]
+            assert "completed_at" not in probes[0].get("Index Name", ""), probes[0]
