@@ -22,6 +22,7 @@ import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-no
 import { SERVICES, addressFromEnv } from "./endpoints.js";
 import type { Environment, ServiceName } from "./endpoints.js";
 import { DeadlineExceededError, UnavailableError, translateError } from "./errors.js";
+import { tracingInterceptor } from "./tracing.js";
 import {
   EpisodeStatus,
   EpisodeStatusSchema,
@@ -121,7 +122,9 @@ export interface EpisodicClientOptions {
   rateLimitRetries?: number;
   /** Extra Connect interceptors (tracing, logging), run on every attempt. */
   interceptors?: Interceptor[];
-  /** Where `EPISODIC_*` variables are read from (default `process.env`). */
+  /** Where `EPISODIC_*` variables are read from (default `process.env`), and the GenAI
+   * content switches of the client's spans (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`,
+   * `EPISODIC_GENAI_CAPTURE_ENCRYPTED_CONTENT`), read at each call. */
   env?: Environment;
 }
 
@@ -610,12 +613,14 @@ export class EpisodicClient {
   private readonly tls: TlsOptions;
   private readonly apiKey: EpisodicClientOptions["apiKey"];
   private readonly interceptors: Interceptor[];
+  private readonly env: Environment;
   private readonly sessions = new Map<ServiceName, Http2SessionManager>();
   private readonly transports = new Map<ServiceName, Transport>();
   private readonly clients = new Map<ClientService, unknown>();
 
   constructor(options: EpisodicClientOptions = {}) {
     const env = options.env ?? process.env;
+    this.env = env;
     this.addresses = Object.freeze({
       ingest: options.ingest || addressFromEnv("ingest", env),
       recall: options.recall || addressFromEnv("recall", env),
@@ -652,10 +657,13 @@ export class EpisodicClient {
         typeof this.tls === "object" ? { ...this.tls } : {};
       const session = new Http2SessionManager(url, {}, nodeOptions);
       const auth = this.authInterceptor();
+      // Tracing first: the other interceptors run inside its span (src/tracing.ts; a
+      // pass-through unless the application registered an OpenTelemetry tracer provider).
+      const tracing = tracingInterceptor(url, this.env);
       transport = createGrpcTransport({
         baseUrl: url,
         sessionManager: session,
-        interceptors: auth ? [auth, ...this.interceptors] : [...this.interceptors],
+        interceptors: auth ? [tracing, auth, ...this.interceptors] : [tracing, ...this.interceptors],
       });
       this.sessions.set(service, session);
       this.transports.set(service, transport);
