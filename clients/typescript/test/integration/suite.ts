@@ -82,7 +82,12 @@ export function skipReason(): string | undefined {
   );
 }
 
-export async function startSuite(log: (line: string) => void): Promise<Suite> {
+/** Starts the suite (`extraEnv`: variables for `episodic up` and its services, such as
+ * EPISODIC_TRACE_FILE; unused for a suite that is already running). */
+export async function startSuite(
+  log: (line: string) => void,
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<Suite> {
   if (runningSuiteConfigured()) {
     const addresses = Object.fromEntries(SERVICES.map((s) => [s, addressFromEnv(s)])) as Record<ServiceName, string>;
     return { addresses, origin: "running", stop: async () => undefined, output: () => "" };
@@ -90,7 +95,7 @@ export async function startSuite(log: (line: string) => void): Promise<Suite> {
   const command = upCommand();
   if (!command) throw new Error(skipReason());
   const dataDir = mkdtempSync(join(tmpdir(), "episodic-ts-it-"));
-  const env: NodeJS.ProcessEnv = { ...process.env, EPISODIC_DATA_DIR: dataDir };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv, EPISODIC_DATA_DIR: dataDir };
   for (const s of SERVICES) {
     env[`EPISODIC_${s.toUpperCase()}_PORT`] = "0"; // each service picks a free port
     delete env[`EPISODIC_${s.toUpperCase()}_ADDRESS`];
