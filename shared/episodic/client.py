@@ -222,15 +222,12 @@ class EpisodicClient(ClientCore):
             response = fn(step.request, **kwargs)
         except grpc.RpcError as err:
             error = translate_error(err, step.method)
-            if traced is not None:
-                traced.end(error=error)
+            traced.end(error=error)
             raise error from None
         except BaseException as err:
-            if traced is not None:
-                traced.end(error=err)
+            traced.end(error=err)
             raise
-        if traced is not None:
-            traced.end(response)
+        traced.end(response)
         return response
 
     def _run(self, flow: Flow[R]) -> R:

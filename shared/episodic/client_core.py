@@ -1392,18 +1392,30 @@ class ClientSpan:
             span.end()
 
 
-def trace_call(core: ClientCore, step: Rpc, kwargs: dict[str, Any]) -> ClientSpan | None:
+class _Untraced:
+    """What :func:`trace_call` returns when there is no span: ending it does nothing."""
+
+    __slots__ = ()
+
+    def end(self, response: Any = None, error: BaseException | None = None) -> None:
+        pass
+
+
+UNTRACED = _Untraced()
+
+
+def trace_call(core: ClientCore, step: Rpc, kwargs: dict[str, Any]) -> ClientSpan | _Untraced:
     """Called by a driver before it sends ``step``: while the application traces, adds the
     trace context to the call's metadata (in ``kwargs``) and, for a memory operation,
-    starts its CLIENT span (returned; the driver ends it). None otherwise: nothing to do."""
+    starts its CLIENT span (returned; the driver ends it). :data:`UNTRACED` otherwise."""
     global _tracer_of
     otel = _opentelemetry()
     if otel is None or not step.authenticate:  # health checks are not worth a trace
-        return None
+        return UNTRACED
     trace, propagate, context = otel
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
-        return None  # OpenTelemetry installed, but nobody set a provider: tracing is off
+        return UNTRACED  # OpenTelemetry installed, but nobody set a provider: tracing is off
     spec = semconv.MEMORY_RPCS.get(f"{_SERVICE_OF_STUB.get(step.stub)}/{step.method}")
     span = ctx = None
     if spec is not None:
@@ -1429,7 +1441,7 @@ def trace_call(core: ClientCore, step: Rpc, kwargs: dict[str, Any]) -> ClientSpa
     if carrier:
         kwargs["metadata"] = (*kwargs.get("metadata", ()), *carrier.items())
     if span is None or spec is None:
-        return None
+        return UNTRACED
     # Current while the call runs: a gRPC client instrumentation's span nests below it.
     return ClientSpan(otel, span, context.attach(ctx), spec, step)
 
