@@ -84,7 +84,16 @@ def check_arguments(value: str, field: str) -> str:
         return "{}"
     check_text(value, field)
     try:
-        parsed = json.loads(value)
+        parsed = json.loads(value, parse_constant=_not_json)
+    except _NotJSON as err:
+        # NaN and Infinity: Python reads them, JSON (RFC 8259) has no such numbers, and a
+        # stricter reader (JavaScript's JSON.parse, PostgreSQL's jsonb) of an export or a
+        # prompt would refuse the whole message.
+        raise InvalidArgument(
+            f"{field} holds {err.constant}, which is not a JSON number; send it as a string "
+            f'(e.g. {{"ratio": "{err.constant}"}}) or null',
+            field=field,
+        ) from None
     except json.JSONDecodeError as err:
         raise InvalidArgument(
             f"{field} is not JSON ({err.msg} at character {err.pos}); send the arguments "
@@ -111,7 +120,25 @@ def check_arguments(value: str, field: str) -> str:
         raise InvalidArgument(
             f"{field} must be a JSON object, not {type(parsed).__name__}", field=field
         )
+    try:  # an escaped lone surrogate ("\ud800") reads as a string no UTF-8 can hold
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            f"{field} escapes a lone UTF-16 surrogate (\\ud800-\\udfff without its pair), "
+            "which is no character; send the text as UTF-8 or escape both halves of the pair",
+            field=field,
+        ) from None
     return value
+
+
+class _NotJSON(ValueError):
+    def __init__(self, constant: str) -> None:
+        super().__init__(constant)
+        self.constant = constant
+
+
+def _not_json(constant: str) -> Any:
+    raise _NotJSON(constant)
 
 
 def payload(tool_calls: Sequence[ToolCall], name: str | None) -> dict[str, Any] | None:

@@ -171,6 +171,25 @@ def test_tool_calls_round_trip_and_are_sealed(ingest, engine) -> None:  # type: 
             ),
             "messages[0].tool_calls[0].arguments",
         ),
+        # What Python reads but JSON has not: NaN and Infinity, and an escaped lone
+        # surrogate (a string no UTF-8 reader of an export or a prompt can hold).
+        *(
+            (
+                pb.NewMessage(
+                    role=e.ROLE_ASSISTANT,
+                    content="",
+                    tool_calls=[_call("c1", "lookup", arguments)],
+                ),
+                "messages[0].tool_calls[0].arguments",
+            )
+            for arguments in (
+                '{"ratio": NaN}',
+                '{"limit": Infinity}',
+                '{"floor": [-Infinity]}',
+                '{"name": "\\ud800"}',
+                '{"\\udfff": 1}',
+            )
+        ),
     ],
 )
 def test_bad_tool_parts_are_refused_with_the_field_named(ingest, engine, message, field) -> None:  # type: ignore[no-untyped-def]
@@ -182,6 +201,51 @@ def test_bad_tool_parts_are_refused_with_the_field_named(ingest, engine, message
     assert _invalid(err.value) == field
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM messages")).scalar_one() == 0
+
+
+def test_a_paired_surrogate_escape_is_a_character(ingest) -> None:  # type: ignore[no-untyped-def]
+    """The refusal above is of lone surrogates only: an escaped pair is one character."""
+    thread_id = _thread(ingest)
+    ingest.AddMessages(
+        pb.AddMessagesRequest(
+            thread_id=thread_id,
+            messages=[
+                pb.NewMessage(
+                    role=e.ROLE_ASSISTANT,
+                    content="",
+                    tool_calls=[_call("c1", "react", '{"emoji": "\\ud83d\\ude00"}')],
+                )
+            ],
+        ),
+        timeout=10,
+    )
+
+
+def test_a_reused_call_id_is_answered_by_the_latest_call(ingest) -> None:  # type: ignore[no-untyped-def]
+    """Some model servers number their calls per response ("call_0" in every turn), so an
+    id may come back later in the thread: it is accepted, and a result answers the latest
+    call made before it with that id (in a later request or in the same batch)."""
+    thread_id = _thread(ingest)
+    turn = [
+        pb.NewMessage(
+            role=e.ROLE_ASSISTANT, content="", tool_calls=[_call("call_0", "find_user", "{}")]
+        ),
+        pb.NewMessage(role=e.ROLE_TOOL, content='{"user": "u1"}', tool_call_id="call_0"),
+        pb.NewMessage(
+            role=e.ROLE_ASSISTANT, content="", tool_calls=[_call("call_0", "get_order", "{}")]
+        ),
+        pb.NewMessage(role=e.ROLE_TOOL, content='{"order": "#W1"}', tool_call_id="call_0"),
+    ]
+    ingest.AddMessages(pb.AddMessagesRequest(thread_id=thread_id, messages=turn), timeout=10)
+    ingest.AddMessages(
+        pb.AddMessagesRequest(
+            thread_id=thread_id,
+            messages=[pb.NewMessage(role=e.ROLE_TOOL, content="again", tool_call_id="call_0")],
+        ),
+        timeout=10,
+    )
+    got = ingest.ListMessages(pb.ListMessagesRequest(thread_id=thread_id), timeout=10).messages
+    assert [m.name for m in got if m.role == e.ROLE_TOOL] == ["find_user", "get_order", "get_order"]
 
 
 def test_a_call_of_another_thread_is_not_an_answer(ingest) -> None:  # type: ignore[no-untyped-def]

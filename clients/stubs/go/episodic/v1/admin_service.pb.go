@@ -214,7 +214,8 @@ type CreateApiKeyRequest struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Required. The key's role.
 	Role AccessRole `protobuf:"varint,2,opt,name=role,proto3,enum=episodic.v1.AccessRole" json:"role,omitempty"`
-	// Required. At least one dataset, "acme/*" prefix or "*".
+	// Required. At least one dataset, "acme/*" prefix or "*"; at most 1,000 of them
+	// (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
 	Datasets []string `protobuf:"bytes,3,rep,name=datasets,proto3" json:"datasets,omitempty"`
 	// Optional expiry (must lie in the future); unset: the key does not expire.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`

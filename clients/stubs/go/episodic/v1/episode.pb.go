@@ -819,8 +819,9 @@ type ToolCall struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The call's id, unique within the thread (1-128 printable characters, no whitespace);
-	// the ROLE_TOOL message with the result names it in tool_call_id.
+	// The call's id (1-128 printable characters, no whitespace), unique within its message;
+	// the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+	// latest call with it before the result).
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The tool (function) called: 1-128 characters of [A-Za-z0-9_.:-].
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`

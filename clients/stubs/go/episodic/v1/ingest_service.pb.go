@@ -199,12 +199,14 @@ type NewMessage struct {
 	// IDEMPOTENCY_KEY_REUSED, naming the key): the new content would otherwise be dropped.
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-	// format; content may then be empty. Each id must be new in the thread and arguments a
-	// JSON object as text.
+	// format; content may then be empty. Ids must differ within the message; a later
+	// message may reuse one (some model servers number calls per response, "call_0"), and a
+	// result then answers the latest call with that id. Arguments: a JSON object as text
+	// (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
 	ToolCalls []*ToolCall `protobuf:"bytes,7,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// ROLE_TOOL only (refused on other roles): the id of the call this message answers,
 	// made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-	// otherwise). Optional, so tool output of clients that do not track calls stays valid;
+	// otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
 	// only answered calls teach procedures where their values came from.
 	ToolCallId string `protobuf:"bytes,8,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// Optional, ROLE_TOOL only: the tool's name (defaults to the answered call's name).

@@ -2587,7 +2587,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
 
     /**
      * <pre>
-     * Required. At least one dataset, "acme/&#42;" prefix or "*".
+     * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+     * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
      * </pre>
      *
      * <code>repeated string datasets = 3;</code>
@@ -2597,7 +2598,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         getDatasetsList();
     /**
      * <pre>
-     * Required. At least one dataset, "acme/&#42;" prefix or "*".
+     * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+     * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
      * </pre>
      *
      * <code>repeated string datasets = 3;</code>
@@ -2606,7 +2608,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     int getDatasetsCount();
     /**
      * <pre>
-     * Required. At least one dataset, "acme/&#42;" prefix or "*".
+     * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+     * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
      * </pre>
      *
      * <code>repeated string datasets = 3;</code>
@@ -2616,7 +2619,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     java.lang.String getDatasets(int index);
     /**
      * <pre>
-     * Required. At least one dataset, "acme/&#42;" prefix or "*".
+     * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+     * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
      * </pre>
      *
      * <code>repeated string datasets = 3;</code>
@@ -2783,7 +2787,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
         com.google.protobuf.LazyStringArrayList.emptyList();
     /**
      * <pre>
-     * Required. At least one dataset, "acme/&#42;" prefix or "*".
+     * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+     * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
      * </pre>
      *
      * <code>repeated string datasets = 3;</code>
@@ -2795,7 +2800,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     }
     /**
      * <pre>
-     * Required. At least one dataset, "acme/&#42;" prefix or "*".
+     * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+     * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
      * </pre>
      *
      * <code>repeated string datasets = 3;</code>
@@ -2806,7 +2812,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     }
     /**
      * <pre>
-     * Required. At least one dataset, "acme/&#42;" prefix or "*".
+     * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+     * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
      * </pre>
      *
      * <code>repeated string datasets = 3;</code>
@@ -2818,7 +2825,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
     }
     /**
      * <pre>
-     * Required. At least one dataset, "acme/&#42;" prefix or "*".
+     * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+     * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
      * </pre>
      *
      * <code>repeated string datasets = 3;</code>
@@ -3449,7 +3457,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>
@@ -3462,7 +3471,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>
@@ -3473,7 +3483,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>
@@ -3485,7 +3496,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>
@@ -3498,7 +3510,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>
@@ -3517,7 +3530,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>
@@ -3535,7 +3549,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>
@@ -3553,7 +3568,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>
@@ -3568,7 +3584,8 @@ public final class AdminServiceOuterClass extends com.google.protobuf.GeneratedF
       }
       /**
        * <pre>
-       * Required. At least one dataset, "acme/&#42;" prefix or "*".
+       * Required. At least one dataset, "acme/&#42;" prefix or "*"; at most 1,000 of them
+       * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
        * </pre>
        *
        * <code>repeated string datasets = 3;</code>

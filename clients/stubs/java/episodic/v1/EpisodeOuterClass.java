@@ -7969,8 +7969,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
 
     /**
      * <pre>
-     * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-     * the ROLE_TOOL message with the result names it in tool_call_id.
+     * The call's id (1-128 printable characters, no whitespace), unique within its message;
+     * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+     * latest call with it before the result).
      * </pre>
      *
      * <code>string id = 1;</code>
@@ -7979,8 +7980,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     java.lang.String getId();
     /**
      * <pre>
-     * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-     * the ROLE_TOOL message with the result names it in tool_call_id.
+     * The call's id (1-128 printable characters, no whitespace), unique within its message;
+     * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+     * latest call with it before the result).
      * </pre>
      *
      * <code>string id = 1;</code>
@@ -8083,8 +8085,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     private volatile java.lang.Object id_ = "";
     /**
      * <pre>
-     * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-     * the ROLE_TOOL message with the result names it in tool_call_id.
+     * The call's id (1-128 printable characters, no whitespace), unique within its message;
+     * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+     * latest call with it before the result).
      * </pre>
      *
      * <code>string id = 1;</code>
@@ -8105,8 +8108,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
     }
     /**
      * <pre>
-     * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-     * the ROLE_TOOL message with the result names it in tool_call_id.
+     * The call's id (1-128 printable characters, no whitespace), unique within its message;
+     * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+     * latest call with it before the result).
      * </pre>
      *
      * <code>string id = 1;</code>
@@ -8574,8 +8578,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       private java.lang.Object id_ = "";
       /**
        * <pre>
-       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * The call's id (1-128 printable characters, no whitespace), unique within its message;
+       * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+       * latest call with it before the result).
        * </pre>
        *
        * <code>string id = 1;</code>
@@ -8595,8 +8600,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       /**
        * <pre>
-       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * The call's id (1-128 printable characters, no whitespace), unique within its message;
+       * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+       * latest call with it before the result).
        * </pre>
        *
        * <code>string id = 1;</code>
@@ -8617,8 +8623,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       /**
        * <pre>
-       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * The call's id (1-128 printable characters, no whitespace), unique within its message;
+       * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+       * latest call with it before the result).
        * </pre>
        *
        * <code>string id = 1;</code>
@@ -8635,8 +8642,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       /**
        * <pre>
-       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * The call's id (1-128 printable characters, no whitespace), unique within its message;
+       * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+       * latest call with it before the result).
        * </pre>
        *
        * <code>string id = 1;</code>
@@ -8650,8 +8658,9 @@ public final class EpisodeOuterClass extends com.google.protobuf.GeneratedFile {
       }
       /**
        * <pre>
-       * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-       * the ROLE_TOOL message with the result names it in tool_call_id.
+       * The call's id (1-128 printable characters, no whitespace), unique within its message;
+       * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+       * latest call with it before the result).
        * </pre>
        *
        * <code>string id = 1;</code>

@@ -2397,8 +2397,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2408,8 +2410,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2418,8 +2422,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2428,8 +2434,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2439,8 +2447,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2452,7 +2462,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * <pre>
      * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
      * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-     * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+     * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
      * only answered calls teach procedures where their values came from.
      * </pre>
      *
@@ -2464,7 +2474,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * <pre>
      * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
      * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-     * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+     * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
      * only answered calls teach procedures where their values came from.
      * </pre>
      *
@@ -2806,8 +2816,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2819,8 +2831,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2833,8 +2847,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2846,8 +2862,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2859,8 +2877,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-     * format; content may then be empty. Each id must be new in the thread and arguments a
-     * JSON object as text.
+     * format; content may then be empty. Ids must differ within the message; a later
+     * message may reuse one (some model servers number calls per response, "call_0"), and a
+     * result then answers the latest call with that id. Arguments: a JSON object as text
+     * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
      * </pre>
      *
      * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -2878,7 +2898,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * <pre>
      * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
      * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-     * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+     * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
      * only answered calls teach procedures where their values came from.
      * </pre>
      *
@@ -2902,7 +2922,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
      * <pre>
      * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
      * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-     * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+     * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
      * only answered calls teach procedures where their values came from.
      * </pre>
      *
@@ -4253,8 +4273,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4269,8 +4291,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4285,8 +4309,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4301,8 +4327,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4324,8 +4352,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4344,8 +4374,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4366,8 +4398,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4389,8 +4423,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4409,8 +4445,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4429,8 +4467,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4450,8 +4490,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4469,8 +4511,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4488,8 +4532,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4501,8 +4547,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4517,8 +4565,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4534,8 +4584,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4547,8 +4599,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4561,8 +4615,10 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-       * format; content may then be empty. Each id must be new in the thread and arguments a
-       * JSON object as text.
+       * format; content may then be empty. Ids must differ within the message; a later
+       * message may reuse one (some model servers number calls per response, "call_0"), and a
+       * result then answers the latest call with that id. Arguments: a JSON object as text
+       * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
        * </pre>
        *
        * <code>repeated .episodic.v1.ToolCall tool_calls = 7;</code>
@@ -4591,7 +4647,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * <pre>
        * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
        * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
        * only answered calls teach procedures where their values came from.
        * </pre>
        *
@@ -4614,7 +4670,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * <pre>
        * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
        * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
        * only answered calls teach procedures where their values came from.
        * </pre>
        *
@@ -4638,7 +4694,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * <pre>
        * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
        * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
        * only answered calls teach procedures where their values came from.
        * </pre>
        *
@@ -4658,7 +4714,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * <pre>
        * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
        * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
        * only answered calls teach procedures where their values came from.
        * </pre>
        *
@@ -4675,7 +4731,7 @@ public final class IngestServiceOuterClass extends com.google.protobuf.Generated
        * <pre>
        * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
        * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-       * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+       * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
        * only answered calls teach procedures where their values came from.
        * </pre>
        *

@@ -117,7 +117,8 @@ export type CreateApiKeyRequest = Message<"episodic.v1.CreateApiKeyRequest"> & {
   role: AccessRole;
 
   /**
-   * Required. At least one dataset, "acme/*" prefix or "*".
+   * Required. At least one dataset, "acme/*" prefix or "*"; at most 1,000 of them
+   * (INVALID_ARGUMENT above: a prefix covers a tenant's datasets, or make several keys).
    *
    * @generated from field: repeated string datasets = 3;
    */

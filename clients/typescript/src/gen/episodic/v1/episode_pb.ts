@@ -253,8 +253,9 @@ export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
  */
 export type ToolCall = Message$1<"episodic.v1.ToolCall"> & {
   /**
-   * The call's id, unique within the thread (1-128 printable characters, no whitespace);
-   * the ROLE_TOOL message with the result names it in tool_call_id.
+   * The call's id (1-128 printable characters, no whitespace), unique within its message;
+   * the ROLE_TOOL message with the result names it in tool_call_id (a reused id: the
+   * latest call with it before the result).
    *
    * @generated from field: string id = 1;
    */

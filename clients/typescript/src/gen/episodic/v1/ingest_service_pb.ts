@@ -159,8 +159,10 @@ export type NewMessage = Message<"episodic.v1.NewMessage"> & {
 
   /**
    * Optional, ROLE_ASSISTANT only: the tools it called (at most 128), in OpenAI's chat
-   * format; content may then be empty. Each id must be new in the thread and arguments a
-   * JSON object as text.
+   * format; content may then be empty. Ids must differ within the message; a later
+   * message may reuse one (some model servers number calls per response, "call_0"), and a
+   * result then answers the latest call with that id. Arguments: a JSON object as text
+   * (RFC 8259: no NaN or Infinity, no lone surrogate escapes).
    *
    * @generated from field: repeated episodic.v1.ToolCall tool_calls = 7;
    */
@@ -169,7 +171,7 @@ export type NewMessage = Message<"episodic.v1.NewMessage"> & {
   /**
    * ROLE_TOOL only (refused on other roles): the id of the call this message answers,
    * made by an earlier message of the thread or earlier in this batch (INVALID_ARGUMENT
-   * otherwise). Optional, so tool output of clients that do not track calls stays valid;
+   * otherwise); of several calls with that id, the latest before it. Optional, so tool output of clients that do not track calls stays valid;
    * only answered calls teach procedures where their values came from.
    *
    * @generated from field: string tool_call_id = 8;
