@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -193,10 +193,15 @@ class RecordingClient(EpisodicClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recalls: list[dict[str, Any]] = []
+        #: Fields to set on the next answers, for a test of how the console shows answers
+        #: the demo cannot give on demand (its dataset holds a pending episode on purpose,
+        #: so episodes_pending is always true, chunks_pending never); empty: as answered.
+        self.answer_with: dict[str, Any] = {}
 
     def recall(self, *args: Any, **kwargs: Any) -> Any:
         self.recalls.append(dict(kwargs))
-        return super().recall(*args, **kwargs)
+        answer = super().recall(*args, **kwargs)
+        return replace(answer, **self.answer_with) if self.answer_with else answer
 
 
 @dataclass

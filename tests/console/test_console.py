@@ -525,6 +525,25 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     expect(page.locator("#results .empty")).to_have_text("No current episode matched.")
     assert page.locator("#thresholds-empty").count() == 0
 
+    # A dataset still settling (RecalledEpisodes.chunks_pending / episodes_pending) is said
+    # to be; a settled one says nothing.
+    console_client.answer_with = {"chunks_pending": False, "episodes_pending": False}
+    try:
+        ask()
+        expect(title).to_have_text("0 of 0 current episodes")
+        assert page.locator("#still-settling").count() == 0
+        console_client.answer_with = {"chunks_pending": True, "episodes_pending": True}
+        ask()
+        expect(page.locator("#still-settling")).to_contain_text(
+            "Still settling: episodes still being summarised and messages of a current "
+            "episode not yet indexed for recall"
+        )
+        console_client.answer_with = {"chunks_pending": True, "episodes_pending": False}
+        ask()
+        expect(page.locator("#still-settling")).not_to_contain_text("being summarised")
+    finally:
+        console_client.answer_with = {}
+
     # Without a query nothing is calibrated (Recall sends 0): shown as such, not as 0.
     page.goto(f"{console}/recall?dataset={DATASET}&run=1&limit=3")
     assert page.locator(".score-relevance td.num").all_inner_texts() == ["–"] * 3

@@ -304,6 +304,23 @@ def results(
             "closest episodes, which may not fit.</p>",
             applied=applied,
         )
+    if not result.settled:
+        # RecalledEpisodes.chunks_pending / episodes_pending: the same question may rank
+        # differently in a few seconds (the Summariser is still at work on the dataset).
+        pending = [
+            what
+            for what, on in (
+                ("episodes still being summarised", result.episodes_pending),
+                ("messages of a current episode not yet indexed for recall", result.chunks_pending),
+            )
+            if on
+        ]
+        applied = html(
+            '{applied}<p id="still-settling" role="status">Still settling: {what}; the same '
+            "question may rank differently in a few seconds.</p>",
+            applied=applied,
+            what=" and ".join(pending),
+        )
     if result.match is not None:
         applied = html(
             '{applied}<p id="request-match" title="How likely the dataset holds an answer to '
