@@ -136,6 +136,7 @@ def run_direct(
     abstain: bool = False,
     bands: tuple[float | None, ...] = (None,),
     misses: int = 0,
+    coverages: tuple[bool | None, ...] = (None,),
 ) -> dict[str, Any]:
     """The same questions without the Summariser (whose extractive summaries embed every
     sentence: with e5 on a shared 2-core machine that takes the better part of an hour):
@@ -148,8 +149,10 @@ def run_direct(
     the same language (a foreign one: it should get nothing) — LoCoMo's abstention check
     on hand-written questions in other languages. ``bands``: values of
     ``RecallSettings.ranking_recency_band`` (None: the default; 0: the seed's sum), each
-    ranked on the same store in the same run; ``misses``: the score parts of that many missed questions
-    per variant (the gold session beside the one ranked first)."""
+    ranked on the same store in the same run; ``coverages``: likewise, values of
+    ``RecallSettings.ranking_lexical_coverage`` (each with each band); ``misses``: the score
+    parts of that many missed questions per variant (the gold session beside the one
+    ranked first)."""
     from episodic.config import EmbeddingSettings, RecallSettings
     from episodic.providers import make_embedder
     from episodic.services.recall import domain
@@ -166,14 +169,25 @@ def run_direct(
     )
     vault = test_vault()
     settings = RecallSettings()
+
+    def varied(band: float | None, coverage: bool | None) -> RecallSettings:
+        update: dict[str, float | bool] = {}
+        if band is not None:
+            update["ranking_recency_band"] = band
+        if coverage is not None:
+            update["ranking_lexical_coverage"] = coverage
+        return settings.model_copy(update=update)
+
+    def label(band: float | None, coverage: bool | None) -> str:
+        parts = [f"band {band:g}"] if band is not None else []
+        if coverage is not None:
+            parts.append(f"coverage {'on' if coverage else 'off'}")
+        return ", ".join(parts)
+
     rankings = {
-        "" if band is None else f"band {band:g}": domain.ranking_from(
-            settings
-            if band is None
-            else settings.model_copy(update={"ranking_recency_band": band}),
-            embedder.name,
-        )
+        label(band, coverage): domain.ranking_from(varied(band, coverage), embedder.name)
         for band in bands
+        for coverage in coverages
     }
     # abstain's thresholds, applied explicitly: the service applies them only to datasets
     # in the configuration the curves were fitted in (english), which this measured
@@ -333,6 +347,13 @@ def main(argv: list[str] | None = None) -> int:
         "Recall runs",
     )
     parser.add_argument(
+        "--coverage",
+        default="",
+        help="--direct: values of EPISODIC_RANKING_LEXICAL_COVERAGE (on, off), "
+        "comma-separated, each ranked on the same store (off: the best lexical match is a "
+        "full one however little of the question it holds); default: what Recall runs",
+    )
+    parser.add_argument(
         "--misses", type=int, default=0, help="--direct: score parts of this many misses each"
     )
     parser.add_argument(
@@ -342,19 +363,26 @@ def main(argv: list[str] | None = None) -> int:
         help="--direct: the first N conversations of LoCoMo (English) instead of --path",
     )
     args = parser.parse_args(argv)
-    if (args.abstain or args.bands or args.misses or args.locomo) and not args.direct:
-        parser.error("--abstain, --bands, --misses and --locomo need --direct")
+    if (args.abstain or args.bands or args.coverage or args.misses or args.locomo) and not (
+        args.direct
+    ):
+        parser.error("--abstain, --bands, --coverage, --misses and --locomo need --direct")
     users = (
         [("en", c) for c in locomo.load(limit=args.locomo)]
         if args.locomo
         else load(Path(args.path))
     )
     bands = tuple(float(b) for b in args.bands.split(",")) if args.bands else (None,)
+    coverages = (
+        tuple({"on": True, "off": False}[c] for c in args.coverage.split(","))
+        if args.coverage
+        else (None,)
+    )
     log(f"{len(users)} users, {sum(len(c.questions) for _, c in users)} questions")
     for embedder in args.embedders.split(","):  # each embedder's table as soon as it is done
         report(
             users,
-            run_direct(embedder, users, args.only, args.abstain, bands, args.misses)
+            run_direct(embedder, users, args.only, args.abstain, bands, args.misses, coverages)
             if args.direct
             else run(embedder, users),
         )

@@ -75,6 +75,7 @@ def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOp
         relevance_curve=curve_for(embedder_name),
         cosine_scale=cosine_scale_for(embedder_name) if settings.ranking_cosine_scale else None,
         recency_band=settings.ranking_recency_band,
+        lexical_coverage=settings.ranking_lexical_coverage,
         fusion=settings.ranking_fusion,
         recency_span=settings.recency_span,
         named_time_recency=settings.recency_from_named_time,

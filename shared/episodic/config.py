@@ -470,6 +470,15 @@ class RecallSettings(BaseSettings):
         "better match (recall_queries.recency_gate). 0: recency counts alike for every "
         "candidate (the seed's sum). Without a query the order is plain recency either way.",
     )
+    ranking_lexical_coverage: bool = Field(
+        default=True,
+        description="The lexical signals, each relative to the best candidate's BM25, are "
+        "scaled by the largest share of the query's weight (the idf of the query words it "
+        "holds over that of every query word) any candidate holds, so one word shared by "
+        "chance with a paraphrase is not a full lexical match (recall_queries._query_idf). "
+        "false: the best lexical match counts as a full one however little of the query it "
+        "holds.",
+    )
     recall_statement_timeout: Duration = Field(
         default=timedelta(seconds=10),
         description="Ceiling of every Recall statement; shorter client deadlines apply too.",

@@ -64,6 +64,23 @@ def _bm25(docs: list[dict[str, int]], lengths: list[float], query: set[str]) -> 
     return scores
 
 
+def _best_share(docs: list[dict[str, int]], query: set[str]) -> float:
+    """The largest share of the query's weight any of ``docs`` holds: the idf of the query
+    words it contains over the idf of every query word (a word no document holds, df 0,
+    included)."""
+    n = len(docs)
+    idf = {
+        lex: math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        for lex, df in ((lex, sum(1 for d in docs if lex in d)) for lex in query)
+    }
+    whole = sum(idf.values())
+    if not whole:
+        return 1.0
+    return min(
+        1.0, max((sum(idf[lex] for lex in query if lex in d) for d in docs), default=0.0) / whole
+    )
+
+
 def reference_rank(
     conn: Connection,
     dataset: str,
@@ -168,13 +185,18 @@ def reference_rank(
                 # fused on MiniLM's scale (RankingOptions.cosine_scale)
                 semantic[i] = on_reference_scale(max([0.0, *cosines]), options.cosine_scale)
         top_doc, top_passage, top_sem = max(document), max(passage), max(semantic)
+        doc_share = passage_share = 1.0
+        if options.lexical_coverage:  # the largest share of the query's idf a candidate holds
+            passage_words = [p[1] for p in passages]
+            doc_share = _best_share(docs, q_lexemes)
+            passage_share = _best_share(passage_words, q_lexemes)
         w = LEARNED_WEIGHTS
         # the ideal candidate: 1 on every signal but the cosine, the candidates' best
         ideal = sum(w.values()) - w["cosine"] + w["cosine"] * top_sem
         for i in range(n):
             lexical = (
-                (document[i] / top_doc if top_doc else 0.0)
-                + (passage[i] / top_passage if top_passage else 0.0)
+                (document[i] / top_doc * doc_share if top_doc else 0.0)
+                + (passage[i] / top_passage * passage_share if top_passage else 0.0)
             ) / 2
             sem_rel = semantic[i] / top_sem if top_sem else 0.0
             if options.fusion == "learned":

@@ -294,12 +294,16 @@ def _words(rng: random.Random, pool: list[str], k: int) -> str:
 FIRST_VERSION = RankingOptions(fusion="score", recency_span=0.0)
 
 
-@pytest.mark.parametrize("ranking", [DEFAULT_RANKING, FIRST_VERSION], ids=["default", "first"])
+@pytest.mark.parametrize(
+    "ranking",
+    [DEFAULT_RANKING, FIRST_VERSION, replace(DEFAULT_RANKING, lexical_coverage=False)],
+    ids=["default", "first", "no coverage"],
+)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_ranking_equals_the_formula_over_every_episode(engine, seed: int, ranking) -> None:  # type: ignore[no-untyped-def]
     """The SQL's top 10 is exactly the brute-force top 10 of the documented formula; the
     default's second look (``rerank_top``) then only reorders its first k."""
-    look = ranking.rerank_top
+    look, with_look = ranking.rerank_top, ranking
     ranking = replace(ranking, phrase=False, rerank_top=0, rerank_weights=())
     rng = random.Random(seed)
     pool = [f"w{i}" for i in range(40)]
@@ -343,9 +347,7 @@ def test_ranking_equals_the_formula_over_every_episode(engine, seed: int, rankin
                 assert row["similarity"] == pytest.approx(ref.similarity, abs=1e-6)
                 assert row["recency"] == pytest.approx(ref.recency, abs=1e-9)
             if look:
-                second = _recall(
-                    conn, "ds", query, ws=ws, wr=wr, limit=10, ranking=DEFAULT_RANKING
-                ).rows
+                second = _recall(conn, "ds", query, ws=ws, wr=wr, limit=10, ranking=with_look).rows
                 ids = [str(r["episode_id"]) for r in got]
                 looked = [str(r["episode_id"]) for r in second]
                 assert sorted(looked[:look]) == sorted(ids[:look])
@@ -436,3 +438,53 @@ def test_list_and_get_episodes(engine) -> None:  # type: ignore[no-untyped-def]
             states.get_episode(conn, uuid.uuid4(), dataset="ds")
     with pytest.raises(InvalidArgument):
         domain.check_status(42)
+
+
+@pytest.mark.parametrize("approximate", [False, True], ids=["exact", "approximate"])
+def test_one_word_shared_by_chance_is_not_a_full_lexical_match(engine, approximate) -> None:  # type: ignore[no-untyped-def]
+    """A paraphrase shares one word with a session about something else and none with its
+    own (issue 40: short conversations in other languages). Relative to the best candidate
+    alone, that chance match is the dataset's best lexical match, lexical 1.0, and outweighs
+    the meaning; weighed by the share of the query it holds (``lexical_coverage``) it counts
+    for that share. A session holding every query word makes a full match again."""
+    query = "how much did I plan to offer for the electric bicycle I was eyeing"
+    with engine.begin() as conn:
+        chance = make_episode(
+            conn, "ds", ["we fixed the bicycle chain on sunday"], ended_at=T0 - timedelta(days=1)
+        )
+        make_episode(
+            conn, "ds", ["an e-bike, nine hundred at most"], ended_at=T0 - timedelta(days=2)
+        )
+        make_episode(conn, "ds", ["the cat is sick again"], ended_at=T0 - timedelta(days=3))
+    sizes = domain.DatasetSizes(0 if approximate else 10_000, recall_queries.Approximation(8, 8))
+
+    def lexical_of(conn, coverage: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+        request = domain.RecallQuery(
+            dataset="ds",
+            query=query,
+            include_episodes=True,
+            limit=10,
+            similarity_weight=0.7,
+            recency_weight=0.3,
+            filters=RecallFilters(as_of=T0),
+            ranking=replace(DEFAULT_RANKING, lexical_coverage=coverage),
+        )
+        answer = domain.recall(conn, test_vault(), request, EMBEDDER.embed_query(query), sizes)
+        return {str(r["episode_id"]): float(r["lexical"]) for r in answer.rows}
+
+    with engine.connect() as conn:
+        alone = lexical_of(conn, False)
+        weighed = lexical_of(conn, True)
+    assert alone[str(chance.episode_id)] == pytest.approx(1.0)
+    assert 0.0 < weighed[str(chance.episode_id)] < 0.35
+    with engine.begin() as conn:
+        whole = make_episode(
+            conn,
+            "ds",
+            ["I plan to offer much for the electric bicycle I was eyeing"],
+            ended_at=T0 - timedelta(days=4),
+        )
+    with engine.connect() as conn:
+        weighed = lexical_of(conn, True)
+    assert weighed[str(whole.episode_id)] == pytest.approx(1.0)
+    assert weighed[str(chance.episode_id)] < 0.35

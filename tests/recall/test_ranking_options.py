@@ -288,6 +288,7 @@ def test_the_recall_service_ranks_with_its_settings() -> None:
             ranking_function_words=False,
             ranking_second_look=0,
             ranking_recency_band=0.0,
+            ranking_lexical_coverage=False,
         )
         == RankingOptions()
     )

@@ -389,6 +389,20 @@ def _rank_sql(
         )
         # and the request's match over its events, as the episodes' over theirs
         match = request_match_sql(best, options.relevance_curve)
+        # the episodes' coverage (RankingOptions.lexical_coverage): scaled by the largest
+        # share of the query's weight (idf) an event holds
+        ideal, share = "", ""
+        if options.lexical_coverage:
+            ideal = """query_idf AS MATERIALIZED (
+            SELECT coalesce(sum(ln(1.0 + (s.n - coalesce(f.df, 0.0) + 0.5)
+                                   / (coalesce(f.df, 0.0) + 0.5))), 0.0) AS score
+            FROM q LEFT JOIN df f ON f.lexeme = q.lexeme CROSS JOIN stats s
+        ),
+        """
+            share = (
+                " * least(1.0, coalesce(max(r.matched_idf) OVER () "
+                "/ nullif((SELECT score FROM query_idf), 0.0), 1.0))"
+            )
         scored = f"""
         q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme),
         qq AS (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery AS tq,
@@ -409,20 +423,22 @@ def _rank_sql(
                    sum(ln(1.0 + (s.n - df.df + 0.5) / (df.df + 0.5)) * t.tf * ({BM25_K1} + 1.0)
                        / (t.tf + {BM25_K1} * (1.0 - {BM25_B} + {BM25_B} * t.dl / s.avgdl)))
                        AS score,
-                   count(*)::float8 AS matched
+                   count(*)::float8 AS matched,
+                   sum(ln(1.0 + (s.n - df.df + 0.5) / (df.df + 0.5))) AS matched_idf
             FROM terms t JOIN df ON df.lexeme = t.lexeme CROSS JOIN stats s
             GROUP BY t.event_id
         ),
-        raw AS MATERIALIZED (
+        {ideal}raw AS MATERIALIZED (
             SELECT c.event_id, c.occurred_at, c.embedding IS NULL AS unembedded,
-                   coalesce(b.score, 0.0) AS lex, greatest({cos}, 0.0) AS sem,
+                   coalesce(b.score, 0.0) AS lex, coalesce(b.matched_idf, 0.0) AS matched_idf,
+                   greatest({cos}, 0.0) AS sem,
                    coalesce(b.matched, 0.0) / greatest((SELECT count(*) FROM q), 1)::float8
                        AS coverage
             FROM c LEFT JOIN bm25 b ON b.event_id = c.event_id
         ),
         normed AS MATERIALIZED (
             SELECT r.*,
-                   coalesce(r.lex / nullif(max(r.lex) OVER (), 0.0), 0.0) AS lex_rel,
+                   coalesce(r.lex / nullif(max(r.lex) OVER (), 0.0), 0.0){share} AS lex_rel,
                    coalesce({scaled("r.sem")} / nullif({scaled("max(r.sem) OVER ()")}, 0.0),
                             0.0) AS sem_rel
             FROM raw r

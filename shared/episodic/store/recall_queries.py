@@ -105,6 +105,7 @@ __all__ = [
     "FEEDBACK_SHARE",
     "FUSIONS",
     "LEARNED_WEIGHTS",
+    "LEXICAL_COVERAGE",
     "LEXICAL_SHARE",
     "RECENCY_BAND",
     "RECENCY_SPAN",
@@ -235,6 +236,13 @@ class RankingOptions:
       — which decides the ranking whenever an embedder's semantic signal is compressed
       (e5 on short sessions in other languages). Without a query every similarity is 0,
       every candidate is in the band, and the order is plain recency.
+    - ``lexical_coverage``: the lexical signals, each relative to the best candidate's BM25,
+      are also scaled by the largest share of the query's weight that any candidate holds
+      (the idf of the query words it contains over the idf of every query word, words the
+      dataset lacks included). Off, the dataset's best lexical match is a full match (1.0)
+      however little of the query it holds: one content word shared by chance (a
+      paraphrase in another language that shares nothing else with its own session)
+      outweighs the meaning. A candidate holding every query word keeps 1.0 either way.
     """
 
     strip_stop_phrases: bool = False
@@ -257,6 +265,7 @@ class RankingOptions:
     relevance_curve: Curve = MINILM
     cosine_scale: CosineScale | None = None
     recency_band: float = 0.0
+    lexical_coverage: bool = False
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -413,6 +422,11 @@ SECOND_LOOK_WEIGHTS: tuple[tuple[str, float], ...] = (
     ("phrase", 0.345),
 )
 
+#: RankingOptions.lexical_coverage (RecallSettings.ranking_lexical_coverage). Measured
+#: (issue 40, `python -m bench.multilingual_quality --direct --coverage off,on`; see
+#: docs/concepts/recall.md "A word shared by chance").
+LEXICAL_COVERAGE = True
+
 #: The ranking Recall runs (RecallSettings.ranking_fusion / recency_span choose another).
 DEFAULT_RANKING = RankingOptions(
     fusion="learned",
@@ -424,6 +438,7 @@ DEFAULT_RANKING = RankingOptions(
     phrase=True,
     rerank_top=SECOND_LOOK,
     rerank_weights=SECOND_LOOK_WEIGHTS,
+    lexical_coverage=LEXICAL_COVERAGE,
 )
 
 
@@ -951,6 +966,23 @@ def recall_sql(
         ),{query_ctes}"""
     if options.recency_span:  # the approximate path's c is a part of the candidates
         head += span_cte(f"({_CANDIDATES})" if approximate else "c")
+    # The largest share of the query's weight a candidate holds (RankingOptions.
+    # lexical_coverage): the candidates' best, or the dataset's on the approximate path.
+    ideal_cte, doc_share, passage_share = "", "", ""
+    if options.lexical_coverage:
+        ideal_cte = _query_idf(options)
+        best_doc_idf, best_passage_idf = "max(r.doc_idf) OVER ()", "max(r.passage_idf) OVER ()"
+        if approximate:
+            best_doc_idf = f"greatest({best_doc_idf}, (SELECT idf FROM best_document))"
+            best_passage_idf = f"greatest({best_passage_idf}, (SELECT idf FROM best_passage))"
+        doc_share = (
+            f" * least(1.0, coalesce({best_doc_idf} / nullif((SELECT doc FROM query_idf), "
+            "0.0), 1.0))"
+        )
+        passage_share = (
+            f" * least(1.0, coalesce({best_passage_idf} / nullif((SELECT passage FROM "
+            "query_idf), 0.0), 1.0))"
+        )
     extra = _extra_signal_sql(options, with_vector, lexical)
 
     def scaled(cosine: str) -> str:  # on MiniLM's scale (the map is increasing: max commutes)
@@ -981,7 +1013,7 @@ def recall_sql(
         nq AS (SELECT greatest({query_words}, 1)::float8 AS n FROM q),
         doc_bm25 AS (
             SELECT t.episode_id, {_bm25("t", "ddf", "d.dl", "s", weight)} AS score,
-                   {matched} AS matched
+                   {matched} AS matched, {_matched_idf("ddf", "s", weight)} AS matched_idf
             FROM dterms t
             JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
             JOIN docs d ON d.episode_id = t.episode_id
@@ -1006,10 +1038,11 @@ def recall_sql(
         ),
 {passage_df}
         passage_bm25 AS (
-            SELECT episode_id, max(score) AS score, max(matched) AS matched{depth_lexical}
+            SELECT episode_id, max(score) AS score, max(matched) AS matched,
+                   max(matched_idf) AS matched_idf{depth_lexical}
             FROM ({depth_open}
                 SELECT t.pid, t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight, passage=True)} AS score,
-                       {matched} AS matched
+                       {matched} AS matched, {_matched_idf("pdf", "s", weight)} AS matched_idf
                 FROM pterms t
                 JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN pstats s
@@ -1021,11 +1054,13 @@ def recall_sql(
             SELECT episode_id, max(cos) AS cos{depth_cosine} FROM {passage_cosines}
             GROUP BY episode_id
         ),{entity_ctes}
-        {dataset_best}
+        {dataset_best}{ideal_cte}
         raw AS (
             SELECT c.episode_id, c.ended_at,
                    coalesce(db.score, 0.0) AS doc_lexical,
                    coalesce(pb.score, 0.0) AS passage_lexical,{head_score}
+                   coalesce(db.matched_idf, 0.0) AS doc_idf,
+                   coalesce(pb.matched_idf, 0.0) AS passage_idf,
                    greatest({summary_cos}, coalesce(pc.cos, 0.0), 0.0) AS semantic,
                    coalesce(db.matched, 0.0) / (SELECT n FROM nq) AS coverage,
                    coalesce(pb.matched, 0.0) / (SELECT n FROM nq) AS passage_coverage,
@@ -1037,10 +1072,10 @@ def recall_sql(
         ),
         normed AS (
             SELECT r.*,
-                   coalesce(r.doc_lexical / nullif({best_doc}, 0.0), 0.0)
+                   coalesce(r.doc_lexical / nullif({best_doc}, 0.0), 0.0){doc_share}
                        AS doc_rel,
                    coalesce(r.passage_lexical / nullif({best_passage}, 0.0),
-                            0.0) AS passage_rel,
+                            0.0){passage_share} AS passage_rel,
 {head_rel}                   coalesce({scaled("r.semantic")} / nullif({scaled(best_cosine)}, 0.0), 0.0)
                        AS sem_rel,{extra_rel}
                    {scaled("r.semantic")} AS scaled_cosine,
@@ -1225,6 +1260,41 @@ def _extra_signal_sql(options: RankingOptions, with_vector: bool, lexical: str) 
     return pieces
 
 
+def _idf(df: str, stats: str) -> str:
+    """BM25's idf of a lexeme whose document frequency is ``df`` (NULL: none holds it)."""
+    return f"ln(1.0 + ({stats}.n - coalesce({df}, 0.0) + 0.5) / (coalesce({df}, 0.0) + 0.5))"
+
+
+def _matched_idf(df: str, stats: str, weight: str | None) -> str:
+    """Summed over a document's (passage's) matching query lexemes: their idf (times their
+    weight), the part of the query's weight it holds (RankingOptions.lexical_coverage)."""
+    weighted = f"{weight} * " if weight else ""
+    return f"sum({weighted}{_idf(f'{df}.df', stats)})"
+
+
+def _query_idf(options: RankingOptions) -> str:
+    """A CTE ``query_idf`` (``doc``, ``passage``): the query's whole weight, the sum of its
+    words' idf over the documents (passages) — a word the dataset lacks (df 0) included, and
+    a word that stands for several lexemes (its irregular forms) counted once at its best —
+    against which :func:`_matched_idf` is a share. Reads ``q``, ``ddf``, ``pdf``, ``dstats``
+    and ``pstats`` as both paths define them."""
+    weighted = options.weighted_terms()
+    weight = "q.weight * " if weighted else ""
+    word = "coalesce(q.term, q.lexeme)" if weighted else "q.lexeme"
+
+    def whole(df: str, stats: str) -> str:
+        return (
+            f"(SELECT coalesce(sum(w), 0.0) FROM (SELECT max({weight}{_idf('f.df', 's')}) AS w "
+            f"FROM q LEFT JOIN {df} f ON f.lexeme = q.lexeme CROSS JOIN {stats} s "
+            f"GROUP BY {word}) per_word)"
+        )
+
+    return f"""
+        query_idf AS (
+            SELECT {whole("ddf", "dstats")} AS doc, {whole("pdf", "pstats")} AS passage
+        ),"""
+
+
 def _document_length(alias: str) -> str:
     """An episode's document length in lexemes: its stored ``search_length``, else counted
     from its lexical document (``alias.tsv``; an episode indexed before lengths were kept)."""
@@ -1303,22 +1373,27 @@ def _dataset_statistics(options: RankingOptions = DEFAULT_RANKING) -> tuple[str,
         -- signal, and the pool takes the best of them by their lexical score.
         dataset_doc_bm25 AS MATERIALIZED (
             SELECT t.episode_id, {_bm25("t", "ddf", "t.dl", "s", weight)} AS score,
-                   {matched} AS matched
+                   {matched} AS matched, {_matched_idf("ddf", "s", weight)} AS matched_idf
             FROM dataset_dterms t JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
             CROSS JOIN dataset_dstats s
             GROUP BY t.episode_id
         ),
         dataset_passage_bm25 AS MATERIALIZED (
-            SELECT episode_id, max(score) AS score, max(matched) AS matched FROM (
+            SELECT episode_id, max(score) AS score, max(matched) AS matched,
+                   max(matched_idf) AS matched_idf FROM (
                 SELECT t.episode_id, {_bm25("t", "pdf", "t.dl", "s", weight, passage=True)} AS score,
-                       {matched} AS matched
+                       {matched} AS matched, {_matched_idf("pdf", "s", weight)} AS matched_idf
                 FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN dataset_pstats s
                 GROUP BY t.episode_id, t.start_sequence, t.start_offset) per_passage
             GROUP BY episode_id
         ),
-        best_document AS (SELECT max(score) AS score FROM dataset_doc_bm25),
-        best_passage AS (SELECT max(score) AS score FROM dataset_passage_bm25),"""
+        best_document AS (
+            SELECT max(score) AS score, max(matched_idf) AS idf FROM dataset_doc_bm25
+        ),
+        best_passage AS (
+            SELECT max(score) AS score, max(matched_idf) AS idf FROM dataset_passage_bm25
+        ),"""
     doc_stats = "SELECT n, avgdl FROM dataset_dstats"
     passage_stats = "SELECT n, avgdl FROM dataset_pstats"
     return ctes, doc_stats, passage_stats
