@@ -30,6 +30,7 @@ from episodic.store.recall_queries import (
     SECOND_LOOK_WEIGHTS,
     RankingOptions,
     RecallFilters,
+    recency_band_for,
 )
 from episodic.store.relevance import (
     CURVES,
@@ -74,7 +75,11 @@ def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOp
     return RankingOptions(
         relevance_curve=curve_for(embedder_name),
         cosine_scale=cosine_scale_for(embedder_name) if settings.ranking_cosine_scale else None,
-        recency_band=settings.ranking_recency_band,
+        recency_band=(
+            recency_band_for(embedder_name)
+            if settings.ranking_recency_band is None
+            else settings.ranking_recency_band
+        ),
         lexical_coverage=settings.ranking_lexical_coverage,
         fusion=settings.ranking_fusion,
         recency_span=settings.recency_span,

@@ -17,8 +17,10 @@ from episodic.store.recall_index import index_episode, weighted_query_tokens
 from episodic.store.recall_queries import (
     DEFAULT_RANKING,
     LEARNED_WEIGHTS,
+    RECENCY_BANDS,
     RankingOptions,
     RecallFilters,
+    recency_band_for,
     recency_gate,
 )
 from episodic.store.relevance import (
@@ -663,6 +665,19 @@ def test_the_recency_gate_fades_across_the_band() -> None:
     assert recency_gate(0.0, 0.0, 0.1) == 1.0  # nothing similar (no query): plain recency
 
 
+def test_the_recency_band_is_the_embedders_own_unless_set() -> None:
+    from episodic.config import RecallSettings
+
+    """e5's measured band; MiniLM and models nobody measured: the seed's sum (0)."""
+    assert recency_band_for("e5:multilingual-e5-small-q4") == RECENCY_BANDS["e5"] > 0
+    assert recency_band_for("minilm:all-MiniLM-L6-v2-int8") == 0.0
+    assert recency_band_for("openai:text-embedding-3-small") == 0.0
+    e5 = "e5:multilingual-e5-small-q4"
+    assert domain.ranking_from(RecallSettings(), e5).recency_band == RECENCY_BANDS["e5"]
+    assert domain.ranking_from(RecallSettings(ranking_recency_band=0.2), e5).recency_band == 0.2
+    assert domain.ranking_from(RecallSettings(ranking_recency_band=0.0), e5).recency_band == 0.0
+
+
 def test_recency_breaks_ties_only_inside_the_similarity_band(engine) -> None:  # type: ignore[no-untyped-def]
     """Two old sessions that match the query fully, one from today that shares two of its
     three words: the seed's sum lets today's overtake both (recency on the seed's day scale is
@@ -680,7 +695,8 @@ def test_recency_breaks_ties_only_inside_the_similarity_band(engine) -> None:  #
             conn, "ds", ["We walked to the lighthouse and saw a boat."], ended_at=T0
         )
     query = "Who repainted the boat at the lighthouse?"
-    seed = replace(DEFAULT_RANKING, recency_span=0.0)  # 1 / (1 + days): recency weighs most
+    # 1 / (1 + days): recency weighs most; the band e5's (MiniLM's default is the sum)
+    seed = replace(DEFAULT_RANKING, recency_span=0.0, recency_band=RECENCY_BANDS["e5"])
     order = {}
     with engine.connect() as conn:
         for name, options in (

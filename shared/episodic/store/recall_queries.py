@@ -108,6 +108,7 @@ __all__ = [
     "LEXICAL_COVERAGE",
     "LEXICAL_SHARE",
     "RECENCY_BAND",
+    "RECENCY_BANDS",
     "RECENCY_SPAN",
     "SECOND_LOOK",
     "SECOND_LOOK_WEIGHTS",
@@ -129,6 +130,7 @@ __all__ = [
     "read_opening",
     "recall_sql",
     "recall_statement",
+    "recency_band_for",
     "recency_gate",
     "relevant_sql",
     "reorder_top",
@@ -400,9 +402,22 @@ EXPANSION_POOL = 40
 
 #: recency_span chosen with LEARNED_WEIGHTS (same half, same run of the lab).
 RECENCY_SPAN = 8.0
-#: RankingOptions.recency_band (RecallSettings.ranking_recency_band): recency orders the
-#: candidates within this share of the best similarity.
-RECENCY_BAND = 0.1
+#: RankingOptions.recency_band (RecallSettings.ranking_recency_band), per embedder (the
+#: part of its name before ":"): recency orders the candidates within this share of the best
+#: similarity. Measured with lexical coverage on, band 0 -> 0.1: e5 on the short
+#: multilingual set R@1 .795 -> .866 (`python -m bench.multilingual_quality --path
+#: bench/data/multilingual_short.jsonl --direct --embedders e5 --bands 0,0.1`); MiniLM on
+#: LoCoMo through the suite R@1 .764 -> .752, R@5 .939 -> .924, MRR .840 -> .827
+#: (`python -m bench.recall_quality`, the band by env), so MiniLM, and any model nobody
+#: measured, keeps recency everywhere (0, the seed's sum).
+RECENCY_BANDS: dict[str, float] = {"e5": 0.1}
+RECENCY_BAND = 0.0
+
+
+def recency_band_for(embedder_name: str) -> float:
+    """The recency band measured for the embedder called ``embedder_name``."""
+    return RECENCY_BANDS.get(embedder_name.partition(":")[0], RECENCY_BAND)
+
 
 #: The second look at the best :data:`SECOND_LOOK` candidates (``RankingOptions.rerank_top``,
 #: ``RecallSettings.ranking_second_look``): the learned fusion with the proximity signal
