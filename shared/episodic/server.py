@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2, duration_pb2
+from google.protobuf import any_pb2, descriptor_pool, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -104,6 +104,37 @@ def _size(request: Any) -> int:
 
 def _code_name(status: status_pb2.Status | None) -> str:
     return "OK" if status is None else code_pb2.Code.Name(status.code)
+
+
+def _second_request() -> InvalidArgument:
+    return InvalidArgument(
+        "a unary call carries one request message and this call sent more; send each "
+        "request as a call of its own",
+        reason="SECOND_REQUEST_MESSAGE",
+    )
+
+
+def _reads_only(method: str) -> bool:
+    """Whether ``/package.Service/Method`` is one a reader's key may call (its access rule
+    asks for READER): such methods change nothing. Unknown methods are taken to change."""
+    try:
+        descriptor = descriptor_pool.Default().FindMethodByName(method.strip("/").replace("/", "."))
+    except KeyError:
+        return False
+    rule = access.rule_of(descriptor)
+    return rule is not None and rule.role is access.Role.READER
+
+
+async def _end_of_requests(context: grpc.aio.ServicerContext, timeout: float) -> None:
+    """Raises unless the call's request stream ends after its one message: a unary call
+    carries one (methods are served client-streaming, see :meth:`CallInterceptor._wrap`,
+    so a client may stream more, and reading only the first dropped the rest silently).
+    An honest client's end of stream arrives with its message, so this read does not
+    wait; one that neither ends nor sends is cut off after ``timeout`` like a stalled
+    request."""
+    more = await read_request(context, timeout)
+    if more is not grpc.aio.EOF:
+        raise _second_request()
 
 
 class CallInterceptor(grpc.aio.ServerInterceptor):
@@ -221,12 +252,18 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             )
 
     async def serve(
-        self, method: str, inner: Callable[[Any, Any], Any], context: grpc.aio.ServicerContext
+        self,
+        method: str,
+        inner: Callable[[Any, Any], Any],
+        context: grpc.aio.ServicerContext,
+        reads_only: bool = False,
     ) -> Answer:
         """The door, on the event loop: admits the call, reads its request within the
         request timeout, and hands it to a handler thread (:meth:`answer`). The call's
         slots are given back when its handler returns, not when its caller leaves: a
-        cancelled call's thread is busy until then."""
+        cancelled call's thread is busy until then. ``reads_only``: the method changes
+        nothing (:func:`_reads_only`), so a second request message is looked for beside its
+        handler rather than before it."""
         admission = self.admission
         peer = peer_address(context.peer())
         try:
@@ -245,12 +282,21 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 admission.close(peer)
                 return None, _status_for(refusal)
         dispatched = False
+        tail: asyncio.Future[Any] | None = None
         try:
             request = await read_request(context, admission.limits.request_timeout)
             if request is grpc.aio.EOF:
                 return None, _status_for(
                     InvalidArgument("the call ended without its request message")
                 )
+            if reads_only:
+                # Checked beside the handler (a read changes nothing, and an honest
+                # client's end of stream came with its message): no wait on the way in.
+                tail = asyncio.ensure_future(context.read())
+            else:
+                # Before the handler, so a call that streams a second request stores
+                # nothing of the first.
+                await _end_of_requests(context, admission.limits.request_timeout)
             admission.dispatch()
             dispatched = True
         except EpisodicError as err:
@@ -280,17 +326,33 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             call,
         )
         work.add_done_callback(handler_returned)
-        return await asyncio.shield(work)
+        answer = await asyncio.shield(work)
+        if tail is not None:
+            if not tail.done():
+                # An honest client's end of stream came with its message, so this waits only
+                # for one that keeps its stream open (the call only: the handler thread and
+                # the peer's slot are free already), at most the request timeout.
+                await asyncio.wait({tail}, timeout=admission.limits.request_timeout or None)
+            if not tail.done():
+                tail.add_done_callback(lambda task: task.cancelled() or task.exception())
+            elif (
+                not tail.cancelled()
+                and tail.exception() is None
+                and tail.result() is not grpc.aio.EOF
+            ):
+                return None, _status_for(_second_request())
+        return answer
 
     def _wrap(self, method: str, handler: Any) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
         measured = not method.startswith(_UNMEASURED)
+        reads_only = _reads_only(method)
 
         async def behavior(_requests: Any, context: grpc.aio.ServicerContext) -> Any:
             started = time.perf_counter()
             code = "CANCELLED"  # unless it returns: the caller left (or the server stopped)
             try:
-                response, status = await self.serve(method, inner, context)
+                response, status = await self.serve(method, inner, context, reads_only)
                 code = _code_name(status)
             finally:
                 if measured:
