@@ -1,4 +1,4 @@
-"""The path README's "The path to Citus" gives a team, run on a cluster of its own: a
+"""The path docs/guides/citus.md ("The path to Citus") gives a team, run on a cluster of its own: a
 database that already holds data (migrated and written before Citus distributes it) is
 distributed with ``distribute.sql`` (which also empties the coordinator's local copies),
 then grows by a worker and rebalances — every row still there, rows still written and read

@@ -121,8 +121,8 @@ def check_metadata(metadata: dict[str, Any], field: str, settings: IngestSetting
     except ValueError:
         encoded = None
     # JSON escapes every NUL, in keys and values, as \u0000: text without that sequence
-    # holds none, and the walk over the values (~1.5 µs a message, README "AddMessages,
-    # sixth pass") is needed only when it appears (it may be an escaped backslash's).
+    # holds none, and the walk over the values (~1.5 µs a message, docs/benchmarks-history.md
+    # "AddMessages, sixth pass") is needed only when it appears (it may be an escaped backslash's).
     if (encoded is None or "\\u0000" in encoded) and _has_nul(metadata):
         raise InvalidArgument(
             f"{field} contains a NUL character, which cannot be stored", field=field

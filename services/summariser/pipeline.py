@@ -1021,7 +1021,7 @@ DEFER_DELAY = timedelta(seconds=5)
 
 #: Whether the episode's embedding also reads its entities (the names and things the window
 #: mentions), so the summary's vector carries the names the extractive summary may not
-#: quote. Measured alone on LoCoMo (README "Recall quality"); a change needs re-embedding.
+#: quote. Measured alone on LoCoMo (docs/concepts/recall.md); a change needs re-embedding.
 EMBED_ENTITIES = False
 
 

@@ -36,7 +36,7 @@ from tests.access.test_matrix import (
 #: Fields whose names end in ``_id`` but name no stored resource of a dataset.
 NOT_IDS = {"tool_call_id"}
 
-#: The one difference by design (README, "One dataset never sees another"): thread ids are
+#: The one difference by design (docs/guides/security.md, "One dataset never sees another"): thread ids are
 #: unique across datasets, so CreateThread with a caller's own id that another dataset holds
 #: is ALREADY_EXISTS where a free id is created. The contract tells clients to choose only
 #: unguessable ids and to name threads by ``idempotency_key`` instead. Closing it means

@@ -360,7 +360,7 @@ def test_a_very_recent_moderately_similar_episode_is_not_dropped(engine) -> None
     """Candidate generation by similarity alone (an ANN top-K) would miss it: a dozen old
     episodes are more similar. The formula lifts it into the top 3 by recency, and so
     must Recall. With the seed's day scale (the first version): recency relative to the
-    dataset's span lifts a day-old episode far less, by design (README "Recall quality")."""
+    dataset's span lifts a day-old episode far less, by design (docs/concepts/recall.md)."""
     query = "alpha beta gamma delta"
     with engine.begin() as conn:
         for i in range(2):  # the best matches, long ago

@@ -547,8 +547,8 @@ def _load_minilm(threads: int, max_tokens: int, compute: str = "int8") -> _MiniL
 
 
 #: Late chunking's model windows: 128 word pieces ([CLS] and [SEP] included) that overlap by
-#: 16. Measured on LoCoMo against 256/32, 256/64 and 192/32 (README "Summariser, sixth
-#: pass"): all within the noise of recall, and the attention's cost per token grows with
+#: 16. Measured on LoCoMo against 256/32, 256/64 and 192/32 (docs/benchmarks-history.md
+#: "Summariser, sixth pass"): all within the noise of recall, and the attention's cost per token grows with
 #: the window (float32 products: 256-piece windows cost 1.3x the CPU per token of 128).
 LATE_WINDOW_TOKENS = 128
 LATE_WINDOW_OVERLAP = 16

@@ -135,7 +135,7 @@ CHUNK_WORDS = 180
 CHUNK_OVERLAP = True
 #: Whether the episode's entities join its summary and key learnings in the document's
 #: head (weight A, the field ``RankingOptions.head_share`` scores on its own). Measured
-#: alone on LoCoMo (README "Recall quality"); changing it needs a re-index.
+#: alone on LoCoMo (docs/concepts/recall.md); changing it needs a re-index.
 HEAD_ENTITIES = False
 #: Whether the episode's document also holds its speakers' words as pairs
 #: (:func:`speaker_word_tokens`), which ``RankingOptions.speaker`` reads. Measured on

@@ -157,7 +157,7 @@ _EPISODE_COLUMNS = episode_columns("e", ":dataset")
 @dataclass(frozen=True)
 class RankingOptions:
     """Switches of the ranking, each measured alone on LoCoMo (bench/recall_lab.py,
-    README "Recall quality"); :data:`DEFAULT_RANKING` is what Recall runs.
+    docs/concepts/recall.md); :data:`DEFAULT_RANKING` is what Recall runs.
 
     - ``strip_stop_phrases``: the query's framing ("what did we discuss about", "do you
       remember", "what kind of") is removed before it is embedded and tokenised
@@ -339,7 +339,7 @@ FUSIONS = ("score", "learned")
 #: ``python -m bench.recall_lab --fit-ranker``: a listwise logistic regression (softmax over
 #: each question's candidates, the gold sessions the target, L2 0.01) on the development
 #: half of LoCoMo only (conv-26, 41, 43, 47, 49), then scaled by the temperature chosen on
-#: the same half with the recency term on (README "Recall quality"). Refitted in the
+#: the same half with the recency term on (docs/concepts/recall.md). Refitted in the
 #: fourth pass with the query's irregular word forms on (``word_forms``) and recency from
 #: a named time (``python -m bench.recall_lab --fit-extras off+phrase+word-forms``, its
 #: base row); the third pass's were 0.773, 0.564, 0.324, 0.341, 0.451

@@ -33,7 +33,7 @@ are tied to the embedder: another embedder (or a multilingual one) has another c
 scale, and the curve should be refitted for it.
 
 ``min_relevance`` on RecallRequest drops episodes below a threshold; the recommended value
-is the curve's ``recommended_min_relevance`` (README "Recall quality").
+is the curve's ``recommended_min_relevance`` (docs/concepts/recall.md).
 
 A second curve (:class:`MatchCurve`) reads only the request's best signals: how likely the
 dataset holds an answer at all. ``min_match`` on RecallRequest leaves a request whose match
@@ -44,7 +44,7 @@ questions empty.
 
 Both curves lean on the words matched, because LoCoMo's questions nearly always share a
 name or a place with what answers them: a paraphrase that shares no content word rests on
-the cosine alone and is usually judged not to fit (README "What abstention cannot see").
+the cosine alone and is usually judged not to fit (docs/concepts/recall.md, "What abstention cannot see").
 
 One curve per embedder family (:data:`CURVES`, chosen by :func:`curve_for` from the name
 of the embedder Recall runs): MiniLM's (the offline default, english configuration), and

@@ -98,7 +98,7 @@ def _form(ctx: Ctx, dataset: str) -> Safe:
         '<p id="w-hint" class="hint wide">Weights between 0 and 1; empty: the server\'s '
         "default (0.7 and 0.3). score = similarity × similarity weight + recency × "
         "recency weight: it orders this request's episodes, and only them.</p>"
-        # The abstention options, worded as README "Recall quality" and store/relevance.py
+        # The abstention options, worded as docs/concepts/recall.md and store/relevance.py
         # say: both thresholds read calibrated curves, which exist for some embedders only.
         '<div class="field check wide"><input id="abstain" name="abstain" type="checkbox" '
         'value="1"{abstain} aria-describedby="abstain-hint t-hint"><label for="abstain">'

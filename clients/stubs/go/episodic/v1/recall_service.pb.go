@@ -138,7 +138,7 @@ type RecallRequest struct {
 	// similarity_weight above 0, and not to episodes within a time the query names.
 	MinMatch *float64 `protobuf:"fixed64,19,opt,name=min_match,json=minMatch,proto3,oneof" json:"min_match,omitempty"`
 	// Apply the min_relevance and min_match Recall recommends for the embedding model it
-	// runs (README "Recall quality"; each model's curves have their own scale), so a question
+	// runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
 	// nothing in the dataset answers gets nothing — what an agent's prompt should get. They
 	// apply where the curves were fitted: English datasets (English set or detected, or not
 	// yet detected: DatasetPolicy.language_origin); in a dataset of another language, and

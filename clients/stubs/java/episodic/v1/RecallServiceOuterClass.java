@@ -636,7 +636,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Apply the min_relevance and min_match Recall recommends for the embedding model it
-     * runs (README "Recall quality"; each model's curves have their own scale), so a question
+     * runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
      * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
      * apply where the curves were fitted: English datasets (English set or detected, or not
      * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
@@ -1418,7 +1418,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
     /**
      * <pre>
      * Apply the min_relevance and min_match Recall recommends for the embedding model it
-     * runs (README "Recall quality"; each model's curves have their own scale), so a question
+     * runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
      * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
      * apply where the curves were fitted: English datasets (English set or detected, or not
      * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
@@ -4157,7 +4157,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Apply the min_relevance and min_match Recall recommends for the embedding model it
-       * runs (README "Recall quality"; each model's curves have their own scale), so a question
+       * runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
        * apply where the curves were fitted: English datasets (English set or detected, or not
        * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
@@ -4176,7 +4176,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Apply the min_relevance and min_match Recall recommends for the embedding model it
-       * runs (README "Recall quality"; each model's curves have their own scale), so a question
+       * runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
        * apply where the curves were fitted: English datasets (English set or detected, or not
        * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
@@ -4199,7 +4199,7 @@ public final class RecallServiceOuterClass extends com.google.protobuf.Generated
       /**
        * <pre>
        * Apply the min_relevance and min_match Recall recommends for the embedding model it
-       * runs (README "Recall quality"; each model's curves have their own scale), so a question
+       * runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
        * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
        * apply where the curves were fitted: English datasets (English set or detected, or not
        * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and

@@ -174,7 +174,7 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
 
   /**
    * Apply the min_relevance and min_match Recall recommends for the embedding model it
-   * runs (README "Recall quality"; each model's curves have their own scale), so a question
+   * runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
    * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
    * apply where the curves were fitted: English datasets (English set or detected, or not
    * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
