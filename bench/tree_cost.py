@@ -10,7 +10,8 @@ call: the steadier figure on a loaded machine). Usage::
     git worktree add /tmp/before main
     python -m bench.tree_cost --before-tree /tmp/before [--seconds 2] [--repeats 7]
 
-The other tree runs with this tree's interpreter and packages, its own ``shared/`` and
+``--this-tree DIR`` runs the "this" side from another checkout too (two older commits
+compared with this bench). The other tree runs with this tree's interpreter and packages, its own ``shared/`` and
 ``services/`` first on the path (so it must not need other packages than this one's).
 """
 
@@ -37,16 +38,16 @@ from episodic.v1 import summariser_service_pb2_grpc as sg
 RPCS = ("AddMessages", "ListEpisodes", "Recall")
 
 
-def interpreter_for(tree: Path, scratch: Path) -> str:
+def interpreter_for(tree: Path, scratch: Path, name: str = "before") -> str:
     """A python that imports ``episodic`` (and its services) from ``tree``: this venv's
     interpreter with the tree's ``shared/`` on the path and its ``services/`` as the
     package's services (they live outside ``shared/`` in a checkout)."""
-    site = scratch / "before-site"
+    site = scratch / f"{name}-site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
         f"import episodic.services\nepisodic.services.__path__[:] = [{str(tree / 'services')!r}]\n"
     )
-    wrapper = scratch / "before-python"
+    wrapper = scratch / f"{name}-python"
     python = Path(sys.executable)
     wrapper.write_text(
         f'#!/bin/sh\nexport PYTHONPATH={tree / "shared"}:{site}\nexec {python} "$@"\n'
@@ -58,6 +59,7 @@ def interpreter_for(tree: Path, scratch: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before-tree", required=True, metavar="DIR")
+    parser.add_argument("--this-tree", metavar="DIR", help="default: this checkout")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=40, help="summarised threads to recall")
@@ -67,6 +69,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tree-cost-") as tmp, test_server(Path(tmp)) as dbs:
         url = dbs.create()
         before = interpreter_for(Path(args.before_tree).resolve(), Path(tmp))
+        this = (
+            interpreter_for(Path(args.this_tree).resolve(), Path(tmp), "this")
+            if args.this_tree
+            else None
+        )
         try:
             scheduler = start_service("scheduler", url, quiet)
             summariser = start_service("summariser", url, quiet)
@@ -74,11 +81,11 @@ def main() -> None:
             env = {**quiet, "EPISODIC_SCHEDULER_ADDRESS": scheduler.address}
             ingests = {
                 "before": start_service("ingest", url, env, python=before),
-                "this": start_service("ingest", url, env),
+                "this": start_service("ingest", url, env, python=this),
             }
             recalls = {
                 "before": start_service("recall", url, quiet, python=before),
-                "this": start_service("recall", url, quiet),
+                "this": start_service("recall", url, quiet, python=this),
             }
             procs += [*ingests.values(), *recalls.values()]
             setup = ig.IngestServiceStub(ingests["this"].channel())
