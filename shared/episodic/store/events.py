@@ -391,9 +391,9 @@ def _rank_sql(
         match = request_match_sql(best, options.relevance_curve)
         # the episodes' coverage (RankingOptions.lexical_coverage): scaled by the largest
         # share of the query's weight (idf) an event holds
-        ideal, share = "", ""
+        query_idf, share = "", ""
         if options.lexical_coverage:
-            ideal = """query_idf AS MATERIALIZED (
+            query_idf = """query_idf AS MATERIALIZED (
             SELECT coalesce(sum(ln(1.0 + (s.n - coalesce(f.df, 0.0) + 0.5)
                                    / (coalesce(f.df, 0.0) + 0.5))), 0.0) AS score
             FROM q LEFT JOIN df f ON f.lexeme = q.lexeme CROSS JOIN stats s
@@ -428,7 +428,7 @@ def _rank_sql(
             FROM terms t JOIN df ON df.lexeme = t.lexeme CROSS JOIN stats s
             GROUP BY t.event_id
         ),
-        {ideal}raw AS MATERIALIZED (
+        {query_idf}raw AS MATERIALIZED (
             SELECT c.event_id, c.occurred_at, c.embedding IS NULL AS unembedded,
                    coalesce(b.score, 0.0) AS lex, coalesce(b.matched_idf, 0.0) AS matched_idf,
                    greatest({cos}, 0.0) AS sem,

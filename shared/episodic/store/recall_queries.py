@@ -983,9 +983,9 @@ def recall_sql(
         head += span_cte(f"({_CANDIDATES})" if approximate else "c")
     # The largest share of the query's weight a candidate holds (RankingOptions.
     # lexical_coverage): the candidates' best, or the dataset's on the approximate path.
-    ideal_cte, doc_share, passage_share = "", "", ""
+    query_idf_cte, doc_share, passage_share = "", "", ""
     if options.lexical_coverage:
-        ideal_cte = _query_idf(options)
+        query_idf_cte = _query_idf(options)
         best_doc_idf, best_passage_idf = "max(r.doc_idf) OVER ()", "max(r.passage_idf) OVER ()"
         if approximate:
             best_doc_idf = f"greatest({best_doc_idf}, (SELECT idf FROM best_document))"
@@ -1069,7 +1069,7 @@ def recall_sql(
             SELECT episode_id, max(cos) AS cos{depth_cosine} FROM {passage_cosines}
             GROUP BY episode_id
         ),{entity_ctes}
-        {dataset_best}{ideal_cte}
+        {dataset_best}{query_idf_cte}
         raw AS (
             SELECT c.episode_id, c.ended_at,
                    coalesce(db.score, 0.0) AS doc_lexical,
