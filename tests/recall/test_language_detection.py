@@ -109,9 +109,6 @@ def test_a_dataset_nobody_set_gets_its_detected_language_once(engine: Engine) ->
         # English stemming does not join "réserver" and "réservé".
         assert max(_coverage(conn, "detect_fr")) < 1.0
     with engine.begin() as conn:
-        # Too little text: nothing settled, the next episode asks again.
-        assert settle_detected_language(conn, vault, "detect_fr", ["Merci !"]) is None
-        assert language_origin(conn, "detect_fr") == "default"
         assert settle_detected_language(conn, vault, "detect_fr", _french_text()) == "french"
     with engine.connect() as conn:
         assert (dataset_config(conn, "detect_fr"), language_origin(conn, "detect_fr")) == (
@@ -124,6 +121,32 @@ def test_a_dataset_nobody_set_gets_its_detected_language_once(engine: Engine) ->
         # Settled for good: an English episode later does not switch it back.
         assert settle_detected_language(conn, vault, "detect_fr", [ENGLISH]) is None
         assert dataset_config(conn, "detect_fr") == "french"
+
+
+def test_short_threads_are_detected_together(engine: Engine) -> None:
+    """A user of short conversations: no thread alone has the letters detection needs, so
+    detection reads the dataset's other threads too, and settles once together they can
+    tell; until then nothing is settled and the next episode asks again."""
+    vault = keys.test_vault()
+    halves = (_french_text()[:2], _french_text()[2:4])
+    for half in halves:  # each short of the floor alone, past it together
+        assert sum(ch.isalpha() for t in half for ch in t) < MIN_DETECT_LETTERS
+    assert sum(ch.isalpha() for h in halves for t in h for ch in t) >= MIN_DETECT_LETTERS
+    with engine.begin() as conn:
+        vault.for_write(conn, "short_fr")
+        make_episode(conn, "short_fr", halves[0])
+        # Too little text in the thread and in the dataset: nothing settled.
+        assert settle_detected_language(conn, vault, "short_fr", halves[0]) is None
+        assert language_origin(conn, "short_fr") == "default"
+        assert settle_detected_language(conn, vault, "short_fr", ["Merci !"]) is None
+    with engine.begin() as conn:
+        make_episode(conn, "short_fr", halves[1])
+        assert settle_detected_language(conn, vault, "short_fr", halves[1]) == "french"
+    with engine.connect() as conn:
+        assert (dataset_config(conn, "short_fr"), language_origin(conn, "short_fr")) == (
+            "french",
+            "detected",
+        )
 
 
 def test_a_language_someone_set_is_never_overridden(engine: Engine) -> None:

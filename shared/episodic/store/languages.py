@@ -58,6 +58,7 @@ __all__ = [
     "ISO_639_2",
     "MAX_SWITCHED_EPISODES",
     "dataset_config",
+    "dataset_sample",
     "detect_language",
     "hand_back_to_detection",
     "hold_language",
@@ -311,7 +312,9 @@ def settle_detected_language(
     conn: Connection, vault: Vault, dataset: str, texts: Iterable[str]
 ) -> str | None:
     """Detects the language of ``texts`` (a new episode's thread, its user's and
-    assistant's messages) for a dataset whose language nobody chose, and when it can tell,
+    assistant's messages; with some of the dataset's other messages when the thread alone is
+    too short to tell: :func:`dataset_sample`) for a dataset whose language nobody chose,
+    and when it can tell,
     makes it the dataset's language for good: its configuration (re-tokenising what is
     indexed when it changes) and origin 'detected'. Returns the configuration it set, None
     when it did nothing: the dataset's language was chosen already, the text cannot tell
@@ -323,6 +326,12 @@ def settle_detected_language(
     lock, so two workers detecting at once settle it once."""
     if language_origin(conn, dataset) != "default":
         return None
+    texts = list(texts)
+    if sum(ch.isalpha() for t in texts for ch in t) < MIN_DETECT_LETTERS:
+        # One short thread cannot tell, but the dataset's threads together may (the thread's
+        # own messages among them): a user of short conversations would otherwise stay
+        # undetected for good (issue 40).
+        texts = dataset_sample(conn, vault, dataset) or texts
     code = detect_language(texts)
     if code is None:
         return None
@@ -396,18 +405,21 @@ def set_language(
     return bool(previous != config)
 
 
-def hand_back_to_detection(conn: Connection, vault: Vault, dataset: str) -> str | None:
-    """SetDatasetPolicy's ``language: "auto"``: the dataset's language is nobody's choice
-    again, detected at once from some of its user's and assistant's messages when they can
-    tell (then it is settled, whatever the dataset's size: the caller asked), else
-    'english' until an episode can (when the Summariser detects:
-    EPISODIC_DETECT_LANGUAGE). Returns the configuration detected, None when the messages
-    could not tell."""
-    key = vault.for_read(conn, dataset, fresh=True)
+#: How many of a dataset's messages :func:`dataset_sample` reads at most.
+SAMPLE_MESSAGES = 100
+
+
+def dataset_sample(
+    conn: Connection, vault: Vault, dataset: str, *, fresh: bool = False
+) -> list[str]:
+    """Some of the dataset's user's and assistant's messages, opened, up to what detection
+    reads (:data:`MAX_DETECT_CHARS`): any of them will do to tell a language, from as many
+    threads as hold them. At most :data:`SAMPLE_MESSAGES` rows read. ``fresh``: the
+    dataset's key read again rather than from the vault's cache."""
+    key = vault.for_read(conn, dataset, fresh=fresh)
     sealed = conn.execute(
-        # Any of its messages will do to tell a language: some, not the dataset.
-        text("SELECT content FROM messages WHERE dataset = :d AND role = ANY(:roles) LIMIT 100"),
-        {"d": dataset, "roles": list(DETECTED_ROLES)},
+        text("SELECT content FROM messages WHERE dataset = :d AND role = ANY(:roles) LIMIT :n"),
+        {"d": dataset, "roles": list(DETECTED_ROLES), "n": SAMPLE_MESSAGES},
     ).scalars()
     texts, chars = [], 0
     for value in sealed:  # opened until there is as much as detection reads
@@ -415,7 +427,17 @@ def hand_back_to_detection(conn: Connection, vault: Vault, dataset: str) -> str 
         chars += len(texts[-1])
         if chars >= MAX_DETECT_CHARS:
             break
-    code = detect_language(texts)
+    return texts
+
+
+def hand_back_to_detection(conn: Connection, vault: Vault, dataset: str) -> str | None:
+    """SetDatasetPolicy's ``language: "auto"``: the dataset's language is nobody's choice
+    again, detected at once from some of its user's and assistant's messages when they can
+    tell (then it is settled, whatever the dataset's size: the caller asked), else
+    'english' until an episode can (when the Summariser detects:
+    EPISODIC_DETECT_LANGUAGE). Returns the configuration detected, None when the messages
+    could not tell."""
+    code = detect_language(dataset_sample(conn, vault, dataset, fresh=True))
     if code is None:
         set_language(conn, vault, dataset, TEXT_SEARCH_CONFIG, origin="default")
         return None
