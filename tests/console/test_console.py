@@ -530,8 +530,8 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     console_client.answer_with = {"chunks_pending": False, "episodes_pending": False}
     try:
         ask()
-        expect(title).to_have_text("0 of 0 current episodes")
-        assert page.locator("#still-settling").count() == 0
+        # (waits for the new answer to replace the last one, which said it was settling)
+        expect(page.locator("#still-settling")).to_have_count(0)
         console_client.answer_with = {"chunks_pending": True, "episodes_pending": True}
         ask()
         expect(page.locator("#still-settling")).to_contain_text(
