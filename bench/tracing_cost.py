@@ -73,6 +73,33 @@ def measure(call: Callable[[], None], seconds: float, pid: int) -> tuple[float, 
     return len(latencies) / seconds, statistics.median(latencies) * 1000, cpu_ms
 
 
+def fill_dataset(ingest: ServiceProcess, summariser: ServiceProcess, threads: int) -> int:
+    """Writes ``threads`` short threads of :data:`DATASET` through ``ingest``, ends them, and
+    has ``summariser`` complete their episodes: the dataset the benchmarks recall from.
+    Returns how many episodes were completed."""
+    stub = ig.IngestServiceStub(ingest.channel())
+    for i in range(threads):
+        topic = TOPICS[i % len(TOPICS)]
+        thread = stub.CreateThread(ipb.CreateThreadRequest(dataset=DATASET)).thread
+        stub.AddMessages(
+            ipb.AddMessagesRequest(
+                thread_id=thread.thread_id,
+                messages=[
+                    ipb.NewMessage(
+                        role=e.ROLE_USER,
+                        content=f"We talked about the {topic} today, item {i}.",
+                    ),
+                    ipb.NewMessage(role=e.ROLE_ASSISTANT, content=f"Noted the {topic} details."),
+                ],
+            )
+        )
+        stub.EndThread(ipb.EndThreadRequest(thread_id=thread.thread_id))
+    done = sg.SummariserServiceStub(summariser.channel()).ProcessPending(
+        spb.ProcessPendingRequest(), timeout=300
+    )
+    return int(done.completed)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0)
@@ -113,29 +140,8 @@ def main() -> None:
             procs += [*ingests.values(), *recalls.values()]
 
             # The dataset to recall from.
-            setup = ig.IngestServiceStub(ingests["off"].channel())
-            for i in range(args.threads):
-                topic = TOPICS[i % len(TOPICS)]
-                thread = setup.CreateThread(ipb.CreateThreadRequest(dataset=DATASET)).thread
-                setup.AddMessages(
-                    ipb.AddMessagesRequest(
-                        thread_id=thread.thread_id,
-                        messages=[
-                            ipb.NewMessage(
-                                role=e.ROLE_USER,
-                                content=f"We talked about the {topic} today, item {i}.",
-                            ),
-                            ipb.NewMessage(
-                                role=e.ROLE_ASSISTANT, content=f"Noted the {topic} details."
-                            ),
-                        ],
-                    )
-                )
-                setup.EndThread(ipb.EndThreadRequest(thread_id=thread.thread_id))
-            done = sg.SummariserServiceStub(summariser.channel()).ProcessPending(
-                spb.ProcessPendingRequest(), timeout=300
-            )
-            print(f"dataset: {done.completed} episodes")
+            completed = fill_dataset(ingests["off"], summariser, args.threads)
+            print(f"dataset: {completed} episodes")
 
             calls: dict[tuple[str, str], Callable[[], None]] = {}
             pids = {

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.tracing_cost import DATASET, TOPICS, measure
+from bench.tracing_cost import DATASET, fill_dataset, measure
 from episodic.testing.database import test_server
 from episodic.testing.processes import ServiceProcess, start_service
 from episodic.v1 import episode_pb2 as e
@@ -32,8 +32,6 @@ from episodic.v1 import ingest_service_pb2 as ipb
 from episodic.v1 import ingest_service_pb2_grpc as ig
 from episodic.v1 import recall_service_pb2 as rpb
 from episodic.v1 import recall_service_pb2_grpc as rg
-from episodic.v1 import summariser_service_pb2 as spb
-from episodic.v1 import summariser_service_pb2_grpc as sg
 
 RPCS = ("AddMessages", "ListEpisodes", "Recall")
 
@@ -88,24 +86,8 @@ def main() -> None:
                 "this": start_service("recall", url, quiet, python=this),
             }
             procs += [*ingests.values(), *recalls.values()]
-            setup = ig.IngestServiceStub(ingests["this"].channel())
-            for i in range(args.threads):
-                topic = TOPICS[i % len(TOPICS)]
-                thread = setup.CreateThread(ipb.CreateThreadRequest(dataset=DATASET)).thread
-                setup.AddMessages(
-                    ipb.AddMessagesRequest(
-                        thread_id=thread.thread_id,
-                        messages=[
-                            ipb.NewMessage(role=e.ROLE_USER, content=f"The {topic} today, {i}."),
-                            ipb.NewMessage(role=e.ROLE_ASSISTANT, content=f"Noted the {topic}."),
-                        ],
-                    )
-                )
-                setup.EndThread(ipb.EndThreadRequest(thread_id=thread.thread_id))
-            done = sg.SummariserServiceStub(summariser.channel()).ProcessPending(
-                spb.ProcessPendingRequest(), timeout=300
-            )
-            print(f"dataset: {done.completed} episodes")
+            completed = fill_dataset(ingests["this"], summariser, args.threads)
+            print(f"dataset: {completed} episodes")
 
             calls: dict[tuple[str, str], Callable[[], object]] = {}
             pids: dict[tuple[str, str], int] = {}
