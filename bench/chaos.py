@@ -3,8 +3,12 @@ between Ingest and the Scheduler and a frozen summariser, while writers append t
 SDK; afterwards nothing acknowledged may be lost or changed (see
 ``episodic.testing.chaos``). Prints the figures as a table and exits 1 on any problem.
 
+The services run as users run them: encryption at rest required and API keys required,
+every writer and reader calling with a key of its own (``--no-encryption`` and
+``--no-auth`` run the older, open setup: text in the clear, development mode on loopback).
+
     .venv/bin/python bench/chaos.py --messages 100000 --replicas 3 --datasets 50 \\
-        --threads 500 --seconds 300
+        --threads 500 --seconds 300 --encryption --auth
 
 Not part of pytest (``tests/chaos`` runs a short version with one fault of each kind).
 """
@@ -15,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -48,6 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reclaim-after", type=float, default=3.0)
     parser.add_argument("--auto-episode-interval", type=float, default=2.0)
     parser.add_argument("--settle-timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--encryption",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="encryption at rest required (a master keyring; every stored value checked "
+        "sealed at the end); --no-encryption: text stored in the clear",
+    )
+    parser.add_argument(
+        "--auth",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="API keys required (EPISODIC_AUTH=required): writers, readers and the operator "
+        "each call with their own key; --no-auth: development mode on loopback, no keys",
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--workdir", type=Path, default=None, help="keep logs here")
@@ -78,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         reclaim_after=args.reclaim_after,
         auto_episode_interval=args.auto_episode_interval,
         settle_timeout=args.settle_timeout,
+        encryption=args.encryption,
+        auth=args.auth,
         seed=args.seed,
         workdir=args.workdir,
         keep_database=args.keep_db,
@@ -85,14 +106,37 @@ def main(argv: list[str] | None = None) -> int:
         progress=None if args.quiet else lambda line: print(f"# {line}", flush=True),
     )
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    result = run_chaos(config)
-    print(f"chaos run of {started}, load average {os.getloadavg()[0]:.2f} at the end")
+    # The machine's load while the run goes on (a shared machine): the 1-minute load
+    # average every 5 s, reported as its range.
+    loads: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while True:
+            loads.append(os.getloadavg()[0])
+            if done.wait(5.0):
+                return
+
+    sampler = threading.Thread(target=sample, name="load-sampler", daemon=True)
+    sampler.start()
+    try:
+        result = run_chaos(config)
+    finally:
+        done.set()
+        sampler.join(10)
+    load = f"{min(loads):.1f}–{max(loads):.1f}" if loads else "?"
+    print(
+        f"chaos run of {started}, load average (1 min, sampled every 5 s) {load}, "
+        f"{os.getloadavg()[0]:.2f} at the end"
+    )
     print(result.report())
     if args.json is not None:
         figures = {name.strip(): value for name, value in result.figures()}
         args.json.write_text(
             json.dumps(
                 {
+                    "started": started,
+                    "load_average": {"min": min(loads), "max": max(loads)} if loads else None,
                     "figures": figures,
                     "faults": [asdict(f) for f in result.faults],
                     "codes": result.codes,

@@ -1,8 +1,11 @@
 """The short chaos run of the default suite: 2 replicas of each service, a few thousand
 messages written through the SDK over ~20 s, and ONE of each fault — a SIGKILL of every
 kind of service process, a fast and an immediate PostgreSQL restart, a cut between Ingest
-and the Scheduler, a summariser frozen with claims past the reclaim time. Then nothing may
-be lost or broken (see :mod:`episodic.testing.chaos`; ``bench/chaos.py`` is the long run).
+and the Scheduler, a summariser frozen with claims past the reclaim time. The services run
+as users run them: encryption at rest required and API keys required (every writer and
+reader with a key of its own). Then nothing may be lost or broken, and nothing may be
+stored in the clear (see :mod:`episodic.testing.chaos`; ``bench/chaos.py`` is the long
+run).
 
 Everything waits by polling with deadlines; nothing is asserted about how long it took.
 A failure prints the figures and where the services' logs are; EPISODIC_CHAOS_SEED=<seed>
@@ -41,6 +44,7 @@ from episodic.testing.chaos import (
     run_chaos,
     session_owners,
 )
+from episodic.testing.keys import test_vault
 from episodic.testing.proxy import TcpProxy
 
 
@@ -58,6 +62,8 @@ def test_one_of_each_fault_loses_nothing() -> None:
             writers=6,
             readers=2,
             seconds=20,
+            encryption=True,
+            auth=True,
             seed=seed,
             workdir=workdir,
             progress=print,
@@ -72,6 +78,15 @@ def test_one_of_each_fault_loses_nothing() -> None:
     assert sum(result.freeze_classes.values()) == 1, report
     assert "unknown" not in result.freeze_classes, report
     assert result.messages_acked >= 3000, report
+    # As users run it: keys were required and held to their scope, and every value at
+    # rest was sealed with its dataset's own key.
+    assert result.auth_probe.count("UNAUTHENTICATED") == 1, report
+    assert result.auth_probe.count("PERMISSION_DENIED") == 2, report
+    assert result.api_keys == {"service": 1, "admin": 1, "writer": 6, "reader": 2}, report
+    assert result.datasets_encrypted == result.datasets_total == 8, report
+    assert result.values_sealed["messages"] == result.messages_stored, report
+    assert result.values_sealed["summaries"] > 0, report
+    assert not any(result.values_clear.values()), report
     assert not result.problems, report
     shutil.rmtree(workdir, ignore_errors=True)  # kept, with every log, when the test fails
 
@@ -365,3 +380,40 @@ def test_the_write_audit_catches_stale_writes(db_url: str) -> None:
         in (result.problems[1])
     )
     assert "while the extraction was processing, claimed by host:" in result.problems[1]
+
+
+# --------------------------------------------------------------------------- values at rest
+
+
+def test_the_at_rest_check_finds_what_is_in_the_clear(engine: Engine) -> None:
+    # With encryption required, a dataset without a data key and a value stored in the
+    # clear are problems; a sealed one is not.
+    with engine.begin() as conn:
+        sealed = test_vault().for_write(conn, "sealed").seal("a label", "threads.label")
+        conn.execute(text("INSERT INTO datasets (dataset) VALUES ('clear')"))
+        conn.execute(
+            text(
+                "INSERT INTO threads (thread_id, dataset, label, last_sequence, "
+                "captured_sequence, last_message_at) VALUES "
+                "(md5('s')::uuid, 'sealed', :sealed, 0, 0, now()), "
+                "(md5('c')::uuid, 'clear', '\\x0061', 0, 0, now())"
+            ),
+            {"sealed": sealed},
+        )
+
+    run = _Run(ChaosConfig(encryption=True))
+    run.engine = engine
+    run.check_at_rest()
+    result = run.result
+    assert (result.datasets_encrypted, result.datasets_total) == (1, 2)
+    assert result.values_sealed["thread labels"] == 1
+    assert result.values_clear["thread labels"] == 1
+    assert len(result.problems) == 2, result.problems
+    assert "1 datasets have no data key" in result.problems[0]
+    assert "e.g. clear" in result.problems[0]
+    assert "1 thread labels stored unsealed (1 of them in the clear)" in result.problems[1]
+
+    unchecked = _Run(ChaosConfig(encryption=False))
+    unchecked.engine = engine
+    unchecked.check_at_rest()
+    assert not unchecked.result.problems

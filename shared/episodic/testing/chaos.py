@@ -43,6 +43,16 @@ every message with an episode and nothing is pending, processing or scheduled, t
   an UNAVAILABLE made of a reset HTTP/2 stream); INTERNAL, UNKNOWN and the like are not,
   and the report says which replica answered them and when.
 
+By default the suite runs as users run it (:attr:`ChaosConfig.encryption`,
+:attr:`ChaosConfig.auth`): encryption at rest required (a master keyring, every dataset
+with its own data key), and API keys required on every service. Each writer then calls
+with a writer key for exactly the datasets of its threads, each reader with a reader key
+for the run's datasets, the pipeline-status reads and the harness's own calls with an
+operator (admin) key, Ingest reaches the Scheduler with a service key; before the load a
+probe checks that a call without a key is refused and that a key is held to its
+datasets, and afterwards every stored message, thread label, episode summary and fact
+must be sealed (none in the clear) and open with its dataset's key.
+
 Everything is returned as a :class:`ChaosResult` (figures and a ``problems`` list);
 ``bench/chaos.py`` is the command line, ``tests/chaos`` the short version in the suite.
 """
@@ -77,6 +87,7 @@ import psycopg
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from episodic.access import Role
 from episodic.client import (
     STREAM_RESET,
     AlreadyExistsError,
@@ -84,7 +95,9 @@ from episodic.client import (
     EpisodicRpcError,
     NewMessage,
 )
+from episodic.crypto import PLAIN, SEALED
 from episodic.runtime import EmbeddedPostgres
+from episodic.store import keys as api_keys
 from episodic.store.db import make_engine
 from episodic.testing.database import TestDatabases
 from episodic.testing.invariants import InvariantViolation, check_invariants
@@ -162,6 +175,12 @@ class ChaosConfig:
     # already sent; one still running after that is a freeze "mid-statement".
     freeze_settle_timeout: float = 5.0
     audit_writes: bool = True  # audit triggers for the stale-write checks (see verify)
+    # As users run it: EPISODIC_ENCRYPTION=required with a master keyring, and every value
+    # checked sealed at the end. False: no keyring, text stored in the clear.
+    encryption: bool = True
+    # EPISODIC_AUTH=required: every client calls with an API key of its own (see the module
+    # docstring). False: the services' default on loopback (development mode, no keys).
+    auth: bool = True
     settle_timeout: float = 180.0  # for the services' own loops to finish the work
     seed: int | None = None
     workdir: Path | None = None  # logs and the database go here (a temp dir if None)
@@ -188,10 +207,34 @@ class ChaosConfig:
         row locks) ended by PostgreSQL before its claims are due for reclaim."""
         return max(1.0, self.reclaim_after / 2)
 
+    def security(self) -> str:
+        """What the services ran with, for the report."""
+        return (
+            "encryption at rest "
+            + ("required (master keyring, a data key per dataset)" if self.encryption else "off")
+            + ", auth "
+            + (
+                "required (API keys: writer, reader, operator, service)"
+                if self.auth
+                else "off (development mode on loopback, no keys)"
+            )
+        )
+
     def service_env(self) -> dict[str, str]:
         """Settings of every service process: real loops with short intervals, so timers,
-        reclaims and retries happen within the run."""
+        reclaims and retries happen within the run. The service key (auth) is minted per
+        run and added by the run."""
+        security: dict[str, str] = {
+            # The keyring itself: episodic.testing.processes passes the test keyring; an
+            # empty file name runs the services without one.
+            "EPISODIC_ENCRYPTION": "required" if self.encryption else "off",
+        }
+        if not self.encryption:
+            security["EPISODIC_MASTER_KEY_FILE"] = ""
+        if self.auth:
+            security["EPISODIC_AUTH"] = "required"
         return {
+            **security,
             "EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT": str(self.idle_transaction_timeout),
             "EPISODIC_EMBEDDING_PROVIDER": "hashing",
             "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.2",
@@ -270,6 +313,15 @@ class ChaosResult:
     total_seconds: float = 0.0
     log_findings: dict[str, int] = field(default_factory=dict)  # ERROR lines
     log_warnings: dict[str, int] = field(default_factory=dict)  # WARNING lines
+    # Encryption at rest: datasets with a data key (of all), and stored values by column,
+    # sealed and in the clear (only checked with ChaosConfig.encryption).
+    datasets_encrypted: int = 0
+    datasets_total: int = 0
+    values_sealed: dict[str, int] = field(default_factory=dict)
+    values_clear: dict[str, int] = field(default_factory=dict)
+    # Auth: API keys minted by role, and what the probe before the load was answered.
+    api_keys: dict[str, int] = field(default_factory=dict)
+    auth_probe: str = ""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -290,6 +342,8 @@ class ChaosResult:
                 f"{cfg.replicas} replicas of each service, {cfg.writers} writers, "
                 f"{cfg.readers} readers, {cfg.datasets} datasets",
             ),
+            ("security", cfg.security()),
+            *self._security_rows(),
             ("messages acknowledged", f"{self.messages_acked:,}"),
             ("messages stored", f"{self.messages_stored:,}"),
             ("AddMessages calls answered", f"{self.add_calls_ok:,}"),
@@ -359,6 +413,23 @@ class ChaosResult:
                 for line, n in sorted(findings.items(), key=lambda kv: -kv[1])[:15]:
                     rows.append((f"  {n:,}x", line))
         rows.append(("problems", str(len(self.problems))))
+        return rows
+
+    def _security_rows(self) -> list[tuple[str, str]]:
+        cfg = self.config
+        rows: list[tuple[str, str]] = []
+        if cfg.encryption:
+            rows.append(
+                (
+                    "sealed at rest",
+                    f"{self.datasets_encrypted:,} of {self.datasets_total:,} datasets with a "
+                    f"data key; sealed {_fmt_counts(self.values_sealed)}; in the clear "
+                    f"{_fmt_counts(self.values_clear) if any(self.values_clear.values()) else '0'}",
+                )
+            )
+        if cfg.auth:
+            rows.append(("API keys", _fmt_counts(self.api_keys)))
+            rows.append(("auth probe", self.auth_probe or "not run"))
         return rows
 
     def report(self) -> str:
@@ -1057,10 +1128,13 @@ class _Tally:
 
 class _Clients:
     """SDK clients by (owner, service, address): each writer and reader has its own client
-    (its own channel) per replica it talks to, like separate applications would."""
+    (its own channel) per replica it talks to, like separate applications would, with the
+    owner's API key when the run requires keys (``keys``: owner -> key; an owner without
+    one calls without a key)."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
+        self.keys: dict[str, str] = {}
         self._lock = threading.Lock()
         self._clients: dict[tuple[str, str, str], EpisodicClient] = {}
 
@@ -1076,6 +1150,8 @@ class _Clients:
                     scheduler=addresses.get("scheduler"),
                     summariser=addresses.get("summariser"),
                     timeout=self.timeout,
+                    # "": no key, whatever EPISODIC_API_KEY the harness's process has.
+                    api_key=self.keys.get(owner, ""),
                 )
                 self._clients[key] = client
             return client
@@ -1482,7 +1558,10 @@ class _Run:
     def _read(self, r: int, op: str, home: int, arg: str) -> None:
         rpc, service, fn = self._READS[op]
         deadline = time.monotonic() + self.cfg.rpc_timeout * 2
-        self._call(rpc, service, home, lambda c: fn(c, arg), deadline=deadline, owner=f"reader-{r}")
+        # The pipeline's status is an operator's read (an admin's key); the others the
+        # application's (a reader's key).
+        owner = f"operator-{r}" if op == "status" else f"reader-{r}"
+        self._call(rpc, service, home, lambda c: fn(c, arg), deadline=deadline, owner=owner)
 
     def reader(self, r: int) -> None:
         """Reads like an application while the faults happen: Recall, episode lists,
@@ -1502,6 +1581,91 @@ class _Run:
         except Exception as err:
             log.exception("reader %d crashed", r)
             self.ledger.problem(f"reader {r} crashed: {err!r}")
+
+    # -- keys (auth)
+
+    def mint_keys(self) -> str:
+        """The run's API keys, minted in its database like ``episodic keys create`` does:
+        per writer a writer key for exactly the datasets of its threads, per reader a reader
+        key for the run's datasets, one operator key (admin, every dataset) for the
+        pipeline's status and the harness's own calls. Returns the services' key (role
+        service), which Ingest sends to the Scheduler."""
+        assert self.engine is not None
+        datasets = sorted({t.dataset for t in self.plan})
+        minted: Counter[str] = Counter()
+        keys = self.clients.keys
+        with self.engine.begin() as conn:
+
+            def mint(role: Role, scopes: list[str], name: str) -> str:
+                minted[role.label] += 1
+                return api_keys.create_key(
+                    conn, role=role, datasets=scopes, name=name, created_by="chaos"
+                ).secret
+
+            service = mint(Role.SERVICE, ["*"], "chaos services")
+            operator = mint(Role.ADMIN, ["*"], "chaos operator")
+            keys["harness"] = operator
+            for w in range(self.cfg.writers):
+                mine = sorted({t.dataset for t in self.plan if t.writer == w}) or datasets[:1]
+                keys[f"writer-{w}"] = mint(Role.WRITER, mine, f"chaos writer {w}")
+            for r in range(self.cfg.readers):
+                keys[f"reader-{r}"] = mint(Role.READER, datasets, f"chaos reader {r}")
+                keys[f"operator-{r}"] = operator
+        self.result.api_keys = dict(minted)
+        return service
+
+    def probe_auth(self) -> None:
+        """Before the load, that keys are required and held to what they allow: a call
+        without a key is refused (UNAUTHENTICATED), a writer's key on a dataset it does not
+        name and a reader's key writing are refused (PERMISSION_DENIED). A retryable
+        answer is asked again (bounded); any other answer is a problem."""
+        assert self.cluster is not None
+        writer = self.clients.keys["writer-0"]
+        reader = self.clients.keys["reader-0"]
+        own = next(t.dataset for t in self.plan if t.writer == 0)
+        elsewhere = f"chaos-{self.run_id}-elsewhere"  # in no key's scope but the operator's
+        recall = self.cluster.address("recall", 0)
+        ingest = self.cluster.address("ingest", 0)
+        probes: list[tuple[str, str, str | None, Callable[[EpisodicClient], object], str]] = [
+            ("no key", "recall", "", lambda c: c.recall(own, "pricing"), "UNAUTHENTICATED"),
+            (
+                "writer's key, another dataset",
+                "recall",
+                writer,
+                lambda c: c.recall(elsewhere, "pricing"),
+                "PERMISSION_DENIED",
+            ),
+            (
+                "reader's key, CreateThread",
+                "ingest",
+                reader,
+                lambda c: c.create_thread(own, label="probe"),
+                "PERMISSION_DENIED",
+            ),
+        ]
+        seen: list[str] = []
+        for what, service, key, fn, want in probes:
+            address = recall if service == "recall" else ingest
+            deadline = time.monotonic() + 60
+            with EpisodicClient(
+                recall=address if service == "recall" else None,
+                ingest=address if service == "ingest" else None,
+                api_key=key,
+                timeout=self.cfg.rpc_timeout,
+            ) as client:
+                while True:
+                    try:
+                        fn(client)
+                        code = "OK"
+                    except EpisodicRpcError as err:
+                        code = err.code.name
+                    if code not in RETRYABLE or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.2)  # polling, bounded by deadline
+            seen.append(f"{what}: {code}")
+            if code != want:
+                self.ledger.problem(f"auth probe, {what}: answered {code}, not {want}")
+        self.result.auth_probe = "; ".join(seen)
 
     # -- faults
 
@@ -1986,10 +2150,13 @@ class _Run:
                 "WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = a.thread_id "
                 "AND m.sequence = a.sequence) ORDER BY 1, 2"
             ).fetchall()
-            # Content is sealed at rest: opened here with the suite's keyring, then hashed.
+            # Content is sealed at rest: opened here with the suite's keyring, then hashed
+            # (with encryption, a value in the clear or a dataset without a data key is a
+            # problem of its own: see check_at_rest).
             vault = test_vault()
             keys: dict[str, Any] = {}
             changed = []
+            unsealed = []
             with conn.cursor(name="acked_rows") as cursor:
                 cursor.execute(
                     "SELECT a.thread_id, a.sequence, a.key, m.idempotency_key, a.role, m.role, "
@@ -2003,7 +2170,12 @@ class _Run:
                     if dataset not in keys:
                         with self.engine.connect() as sa:
                             keys[dataset] = vault.for_read(sa, dataset, fresh=True)
-                    content = keys[dataset].open(bytes(r[7]), "messages.content")
+                    stored = bytes(r[7])
+                    if self.cfg.encryption and (
+                        stored[:1] != SEALED or keys[dataset].key_id is None
+                    ):
+                        unsealed.append((r[0], r[1], dataset))
+                    content = keys[dataset].open(stored, "messages.content")
                     same = _sha256(content) == r[6]
                     if r[3] != r[2] or r[5] != r[4] or not same:
                         changed.append((*r[:6], same))
@@ -2052,6 +2224,12 @@ class _Run:
                     f"same content {r[6]}"
                     for r in changed[:5]
                 )
+            )
+        if unsealed:
+            problems.append(
+                f"{len(unsealed)} acknowledged messages NOT SEALED at rest (encryption "
+                "required), e.g. "
+                + "; ".join(f"thread {r[0]} seq {r[1]} of {r[2]}" for r in unsealed[:5])
             )
         if duplicates:
             problems.append(
@@ -2149,6 +2327,49 @@ class _Run:
         )
         if result.messages_acked == 0:
             problems.append("no message was acknowledged at all")
+
+    #: The sealed columns the at-rest check counts: (label, table, column).
+    _AT_REST: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("messages", "messages", "content"),
+        ("thread labels", "threads", "label"),
+        ("summaries", "episodes", "summary"),
+        ("facts", "facts", "statement"),
+    )
+
+    def check_at_rest(self) -> None:
+        """With encryption required: every dataset has a data key, and no stored message,
+        thread label, episode summary or fact is in the clear (their first byte says which:
+        :data:`~episodic.crypto.SEALED` or :data:`~episodic.crypto.PLAIN`). The messages
+        were also opened with their keys (verify)."""
+        if not self.cfg.encryption:
+            return
+        result = self.result
+        row = self.query("SELECT count(*), count(key_id) FROM datasets")[0]
+        result.datasets_total, result.datasets_encrypted = int(row[0]), int(row[1])
+        if result.datasets_encrypted != result.datasets_total:
+            clear = self.query("SELECT dataset FROM datasets WHERE key_id IS NULL LIMIT 5")
+            result.problems.append(
+                f"{result.datasets_total - result.datasets_encrypted} datasets have no data "
+                f"key (encryption required), e.g. {', '.join(str(r[0]) for r in clear)}"
+            )
+        for label, table, column in self._AT_REST:
+            counts = self.query(
+                f"SELECT count(*) FILTER (WHERE substring({column} FROM 1 FOR 1) = :sealed), "
+                f"count(*) FILTER (WHERE substring({column} FROM 1 FOR 1) <> :sealed) "
+                f"FROM {table} WHERE {column} IS NOT NULL",
+                sealed=SEALED,
+            )[0]
+            result.values_sealed[label] = int(counts[0])
+            result.values_clear[label] = int(counts[1])
+            if counts[1]:
+                plain = self.query(
+                    f"SELECT count(*) FROM {table} WHERE substring({column} FROM 1 FOR 1) = :plain",
+                    plain=PLAIN,
+                )[0][0]
+                result.problems.append(
+                    f"{int(counts[1]):,} {label} stored unsealed ({int(plain):,} of them in "
+                    f"the clear) with encryption required"
+                )
 
     def check_writes(self) -> None:
         """The stale-write checks over the audit (see :data:`_AUDIT_DDL`). Every claim a
@@ -2269,15 +2490,20 @@ class _Run:
         threads: list[threading.Thread] = []
         logs: dict[str, str] = {}
         try:
-            self.say(f"chaos run seed={self.seed} in {workdir}")
+            self.say(f"chaos run seed={self.seed} in {workdir}; {cfg.security()}")
             self.pg = ChaosPostgres(workdir / "pgdata")
             self.db_url = TestDatabases(self.pg.start()).create()
             if cfg.audit_writes:
                 install_write_audit(self.db_url)
             self.engine = make_engine(self.db_url, pool_size=3)
+            env = cfg.service_env()
+            if cfg.auth:
+                env["EPISODIC_SERVICE_KEY"] = self.mint_keys()
             self.proxy = TcpProxy().start()
-            self.cluster = Cluster(self.db_url, cfg.service_env(), self.proxy, cfg.replicas)
+            self.cluster = Cluster(self.db_url, env, self.proxy, cfg.replicas)
             self.cluster.start()
+            if cfg.auth:
+                self.probe_auth()
             self.result.startup_seconds = time.monotonic() - started
             self.say(
                 f"{cfg.replicas} replicas of each service up in "
@@ -2359,6 +2585,7 @@ class _Run:
             if dead:
                 self.result.problems.append(f"service processes not running at the end: {dead}")
             self.verify()
+            self.check_at_rest()
             self.check_writes()
             self.check_codes()
             self.result.verify_seconds = time.monotonic() - verify_started
