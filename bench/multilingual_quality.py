@@ -4,6 +4,7 @@ each) through the running suite, with the English defaults and with the multilin
 options.
 
     .venv/bin/python -m bench.multilingual_quality [--embedders minilm,e5] [--direct]
+        [--multilingual auto,off]
 
 For each embedder it starts the four services (offline defaults otherwise: extractive
 summaries), writes every user's sessions three times — into a dataset whose language is
@@ -54,7 +55,9 @@ def _with_dataset(conv: locomo.Conversation, suffix: str) -> locomo.Conversation
     return locomo.Conversation(conv.conversation_id + suffix, conv.sessions, conv.questions)
 
 
-def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str, Any]:
+def run(
+    embedder: str, users: list[tuple[str, locomo.Conversation]], multilingual: str = "auto"
+) -> dict[str, Any]:
     from episodic.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.testing.database import scratch_database
@@ -65,7 +68,12 @@ def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str
         url = stack.enter_context(scratch_database(None, "episodic-ml-bench-"))
         engine = make_engine(url, pool_size=2)
         stack.callback(engine.dispose)
-        env = {"EPISODIC_EMBEDDING_PROVIDER": embedder, "EPISODIC_LOG_LEVEL": "WARNING"}
+        env = {
+            "EPISODIC_EMBEDDING_PROVIDER": embedder,
+            "EPISODIC_EMBEDDING_MULTILINGUAL": multilingual,
+            "EPISODIC_LOG_LEVEL": "WARNING",
+        }
+        label = f"{embedder}, multilingual {multilingual}" if embedder == "minilm" else embedder
         procs: dict[str, Any] = {}
         for svc in ("scheduler", "summariser", "recall", "ingest"):
             extra = dict(env)
@@ -97,7 +105,7 @@ def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str
         started = time.monotonic()
         ingest_and_summarise(client, engine, convs)
         log(
-            f"{embedder}: {len(convs)} users written and summarised in {time.monotonic() - started:.0f}s"
+            f"{label}: {len(convs)} users written and summarised in {time.monotonic() - started:.0f}s"
         )
         detected = []
         for _language, conv in users:
@@ -121,7 +129,7 @@ def run(embedder: str, users: list[tuple[str, locomo.Conversation]]) -> dict[str
                         q.evidence_threads,
                     )
             latency.sort()
-            results[f"{embedder}, {name}"] = {
+            results[f"{label}, {name}"] = {
                 "scores": per_language,
                 "p50": latency[len(latency) // 2],
                 "p99": latency[int(len(latency) * 0.99)],
@@ -357,6 +365,13 @@ def main(argv: list[str] | None = None) -> int:
         "--misses", type=int, default=0, help="--direct: score parts of this many misses each"
     )
     parser.add_argument(
+        "--multilingual",
+        default="auto",
+        help="through the suite: values of EPISODIC_EMBEDDING_MULTILINGUAL (auto, off), "
+        "comma-separated, each a run of its own (auto: with minilm, datasets in other "
+        "languages are embedded by e5)",
+    )
+    parser.add_argument(
         "--locomo",
         type=int,
         metavar="N",
@@ -380,12 +395,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     log(f"{len(users)} users, {sum(len(c.questions) for _, c in users)} questions")
     for embedder in args.embedders.split(","):  # each embedder's table as soon as it is done
-        report(
-            users,
-            run_direct(embedder, users, args.only, args.abstain, bands, args.misses, coverages)
-            if args.direct
-            else run(embedder, users),
-        )
+        if args.direct:
+            report(
+                users,
+                run_direct(embedder, users, args.only, args.abstain, bands, args.misses, coverages),
+            )
+            continue
+        for multilingual in args.multilingual.split(",") if embedder == "minilm" else ["auto"]:
+            report(users, run(embedder, users, multilingual))
     return 0
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from episodic import temporal
 from episodic.config import Settings
 from episodic.providers import RetryPolicy, make_embedder
+from episodic.providers.factory import make_dataset_embedders
 from episodic.providers.rerank import HttpReranker
 from episodic.server import Service, serve
 from episodic.store import embedding_space
@@ -40,8 +41,18 @@ def build(settings: Settings, engine: Engine) -> Service:
             retry=RetryPolicy(max_retries=1),
         )
         log.info("recall reranker: %s at %s", reranker.name, settings.recall.rerank_base_url)
+    # Datasets in other languages than English may be in the multilingual model: it loads
+    # on the first query of such a dataset.
+    multilingual = make_dataset_embedders(settings.embedding, embedder).multilingual
+    if multilingual is not None:
+        log.info("recall embedder of datasets in other languages: %s", multilingual.name)
     servicer = RecallServicer(
-        engine, settings.recall, embedder, make_vault(settings.privacy), reranker
+        engine,
+        settings.recall,
+        embedder,
+        make_vault(settings.privacy),
+        reranker,
+        multilingual=multilingual,
     )
     return Service(register=lambda server: register(server, servicer))
 

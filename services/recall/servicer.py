@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import grpc
+import numpy as np
 import psycopg
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
@@ -17,10 +18,11 @@ from sqlalchemy.exc import DBAPIError
 from episodic import access, convert, genai, metrics
 from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, ProviderError, Unavailable
+from episodic.providers.dataset_embedders import DatasetEmbedders
 from episodic.providers.rerank import HttpReranker
 from episodic.providers.types import Embedder
+from episodic.store import embedding_space, recall_queries, records
 from episodic.store import procedures as procedure_store
-from episodic.store import recall_queries, records
 from episodic.store.embedding_space import SpaceWatch
 from episodic.store.recall_queries import Approximation, RecallFilters
 from episodic.store.vault import Vault
@@ -174,10 +176,15 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         embedder: Embedder,
         vault: Vault,
         reranker: HttpReranker | None = None,
+        multilingual: Embedder | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.embedder = embedder
+        # A dataset in another language than English may be embedded by the multilingual
+        # model (its datasets.embedding_model): its queries go through that model, ranked
+        # with that model's curves (providers/dataset_embedders.py).
+        self.embedders = DatasetEmbedders(embedder, multilingual)
         self.vault = vault
         self.reranker = reranker
         # Queries are compared with the store's vectors: a Recall whose model the store was
@@ -193,6 +200,37 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         )
         self.ranking = domain.ranking_from(settings, embedder.name)
         self.abstention = domain.abstention(embedder.name)
+        self._by_model = {
+            name: (domain.ranking_from(settings, name), domain.abstention(name))
+            for name in self.embedders.names
+        }
+
+    def in_dataset_model(
+        self, conn: Connection, query: domain.RecallQuery
+    ) -> tuple[domain.RecallQuery, str | None]:
+        """``query`` ranked as its dataset's model calls for, and that model (None: the
+        store's), read on the call's connection: a dataset moved to another model
+        (services/summariser/spaces.py) is queried in the new one from its commit on."""
+        model = embedding_space.dataset_model(conn, query.dataset)
+        if model is None or model == self.embedder.name:
+            return query, None
+        self.embedders.get(model)  # FAILED_PRECONDITION when this Recall does not run it
+        ranking, abstention = self._by_model[model]
+        return (
+            replace(
+                query,
+                ranking=ranking,
+                abstention=abstention if query.abstention is not None else None,
+            ),
+            model,
+        )
+
+    def query_vector(self, text: str, model: str | None) -> np.ndarray:
+        """``text`` embedded as a query by ``model`` (None: the store's, which must still
+        be the store's: SpaceWatch)."""
+        if model is None:
+            self.space.require()
+        return self.embedders.get(model).embed_query(text)
 
     def parse_recall(self, request: pb.RecallRequest) -> domain.RecallQuery:
         """Checks a RecallRequest (INVALID_ARGUMENT names the first bad field)."""
@@ -253,15 +291,15 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         if not query.include_episodes:  # episodes are opt-in (seed 000, "Retrieval")
             return pb.RecallResponse(procedures=procedures)
         ranked = query.ranked_query
-        vector = None
-        if query.needs_embedding and ranked:
-            self.space.require()
-            vector = self.embedder.embed_query(ranked)
         limit = query.limit
-        reranker = self.reranker if vector is not None and query.rerankable else None
-        if reranker is not None:  # it may lift a candidate from below the requested limit
-            query = replace(query, limit=max(limit, self.settings.rerank_candidates))
         with _reading(self.engine, context) as conn:
+            query, model = self.in_dataset_model(conn, query)
+            vector = None
+            if query.needs_embedding and ranked:
+                vector = self.query_vector(ranked, model)
+            reranker = self.reranker if vector is not None and query.rerankable else None
+            if reranker is not None:  # it may lift a candidate from below the requested limit
+                query = replace(query, limit=max(limit, self.settings.rerank_candidates))
             answer = domain.recall(conn, self.vault, query, vector, self.sizes)
         if reranker is not None and ranked:
             try:
@@ -293,11 +331,11 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         """RECALL_INCLUDE_PROCEDURES: the procedures whose goals fit the query as written."""
         if not query.include_procedures:
             return []
-        vector = None
-        if query.query:
-            self.space.require()
-            vector = self.embedder.embed_query(query.query)
         with _reading(self.engine, context) as conn:
+            vector = None
+            if query.query:
+                model = embedding_space.dataset_model(conn, query.dataset)
+                vector = self.query_vector(query.query, model)
             found = procedure_store.recall_procedures(
                 conn, self.vault, query.dataset, query_vector=vector, limit=query.procedure_limit
             )
@@ -356,9 +394,9 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         limit = page_size(
             request.page_size, default=domain.SEARCH_DEFAULT_SIZE, maximum=domain.SEARCH_MAX_SIZE
         )
-        self.space.require()
-        vector = self.embedder.embed_query(query)
         with _reading(self.engine, context) as conn:
+            model = embedding_space.dataset_model(conn, dataset)
+            vector = self.query_vector(query, model)
             rows = domain.search(conn, self.vault, dataset, query, vector, limit)
         return pb.SearchEpisodesResponse(episodes=[_scored(r) for r in rows])
 

@@ -6,7 +6,11 @@ from sqlalchemy import Engine
 
 from episodic.config import Settings
 from episodic.providers import CachedEmbedder, make_embedder, make_summariser
-from episodic.providers.factory import late_chunks, make_procedure_writer
+from episodic.providers.factory import (
+    late_chunks,
+    make_dataset_embedders,
+    make_procedure_writer,
+)
 from episodic.server import Service, serve
 from episodic.store import embedding_space
 from episodic.store.db import check_embedding_dimension
@@ -30,10 +34,12 @@ def build(settings: Settings, engine: Engine) -> Service:
     embedding_space.check_start(engine, embedder.name, embedder.dimension, who="Summariser")
     summariser = make_summariser(settings.llm, embedder)
     vault = make_vault(settings.privacy)
+    # Datasets in other languages than English: the multilingual model, when on.
+    embedders = make_dataset_embedders(settings.embedding, embedder, cached=True)
     event_work = EventWork(
         engine,
         vault,
-        embedder,
+        embedders,
         make_turn_classifier(settings.summariser, settings.llm),
         batch_turns=settings.summariser.event_classifier_batch_turns,
     )
@@ -50,6 +56,7 @@ def build(settings: Settings, engine: Engine) -> Service:
         chunk_vectors="late" if late_chunks(settings.embedding, embedder) else "separate",
         detect_language=settings.summariser.detect_language,
         procedure_writer=make_procedure_writer(settings.llm),
+        multilingual=embedders.multilingual,
     )
     servicer = SummariserServicer(engine, pipeline, summariser, embedder)
     service = Service(register=lambda server: register(server, servicer))

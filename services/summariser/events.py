@@ -24,6 +24,7 @@ from sqlalchemy import Engine, text
 
 from episodic.config import LLMSettings, SummariserSettings
 from episodic.providers._http import RetryPolicy
+from episodic.providers.dataset_embedders import DatasetEmbedders
 from episodic.providers.turn_classifier import (
     HeuristicClassifier,
     OpenAITurnClassifier,
@@ -88,14 +89,14 @@ class EventWork:
         self,
         engine: Engine,
         vault: Vault,
-        embedder: Embedder,
+        embedder: Embedder | DatasetEmbedders,
         classifier: TurnClassifier | None,
         *,
         batch_turns: int = 200,
     ) -> None:
         self.engine = engine
         self.vault = vault
-        self.embedder = embedder
+        self.embedder = embedder  # each dataset's events in its model (a DatasetEmbedders)
         self.classifier = classifier
         self.batch_turns = batch_turns
 

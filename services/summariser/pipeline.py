@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,6 +29,7 @@ from episodic import genai, loops, metrics, procedural
 from episodic.crypto import DatasetKey
 from episodic.errors import ProviderError, describe_error
 from episodic.procedural import ProcedureWriter
+from episodic.providers.dataset_embedders import DatasetEmbedders
 from episodic.providers.embedding import CachedEmbedder, token_access
 from episodic.providers.entities import normalise_entities
 from episodic.providers.types import (
@@ -37,6 +38,7 @@ from episodic.providers.types import (
     SpanDocument,
     Summariser,
     SummaryRequest,
+    SummaryResult,
     speaker_from_metadata,
 )
 from episodic.store import embedding_space, entities, episodes, languages
@@ -63,6 +65,7 @@ from episodic.store.vault import Vault
 from episodic.telemetry import link_from
 from episodic.tool_calls import rendered_content
 
+from . import spaces
 from .events import EventWork
 from .semantic import SemanticExtractor, WindowMessage
 
@@ -332,6 +335,7 @@ class Pipeline:
         backlog_yield_to_any_chars: int = BACKLOG_YIELD_TO_ANY_CHARS,
         backlog_yield_to_none_chars: int = BACKLOG_YIELD_TO_NONE_CHARS,
         yield_check_seconds: float = YIELD_CHECK_SECONDS,
+        multilingual: Embedder | None = None,
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -343,6 +347,11 @@ class Pipeline:
         self.embedder = (
             embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder)
         )
+        # A dataset in another language than English is embedded by ``multilingual`` when
+        # there is one (EPISODIC_EMBEDDING_MULTILINGUAL; services/summariser/spaces.py).
+        if multilingual is not None and not isinstance(multilingual, CachedEmbedder):
+            multilingual = CachedEmbedder(multilingual)
+        self.embedders = DatasetEmbedders(self.embedder, multilingual)
         self.extractor = extractor
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
@@ -599,7 +608,7 @@ class Pipeline:
         one is cut after it is stored (index_pending_chunks embeds those itself)."""
         texts: list[str] = []
         with self.engine.connect() as conn:
-            for item in _earliest_window_per_thread(work):
+            for item in self._in_store_model(conn, _earliest_window_per_thread(work)):
                 chunks = pending_chunks(
                     conn, item.dataset, item.thread_id, item.messages, item.end_sequence
                 )
@@ -611,12 +620,20 @@ class Pipeline:
         )
         return sorted(missing, key=len)
 
+    def _in_store_model(self, conn: Connection, work: Iterable[ChunkWork]) -> list[ChunkWork]:
+        """The items of ``work`` whose dataset is embedded by the store's model: only those
+        are embedded ahead in slices (the cache in front of that model); another model's
+        (a dataset in another language) are embedded when they are stored."""
+        if self.embedders.multilingual is None:
+            return list(work)
+        return [w for w in work if embedding_space.dataset_model(conn, w.dataset) is None]
+
     def _uncached_chunk_documents(self, work: list[ChunkWork]) -> list[SpanDocument]:
         """Late chunking's :meth:`_uncached_chunk_texts`: the documents (one per episode,
         each thread's earliest window) the cache has no span vectors for, shortest first."""
         documents: list[SpanDocument] = []
         with self.engine.connect() as conn:
-            for item in _earliest_window_per_thread(work):
+            for item in self._in_store_model(conn, _earliest_window_per_thread(work)):
                 pending = pending_messages(
                     conn, item.dataset, item.thread_id, item.messages, item.end_sequence
                 )
@@ -691,17 +708,10 @@ class Pipeline:
                     metrics.summarising(self.summariser.name),
                 ):
                     result = self.summariser.summarise(request)
-                vector = result.vector  # the summariser's own (pooled sentence vectors)
-                if vector is None or EMBED_ENTITIES:
-                    with (
-                        tracer.start_as_current_span("embed.summary"),
-                        metrics.embedding(self.embedder.name, "summary"),
-                    ):
-                        vector = self.embedder.embed(
-                            [embedding_text(result.summary, result.key_learnings, result.entities)]
-                        )[0]
                 if self.detect_language:
                     self.settle_language(episode["dataset"], request)
+                model = self.follow_language(episode["dataset"])
+                vector = self.summary_vector(result, model)
                 document, stemmed_in = None, None
                 if self.index_for_recall:
                     # The lexical document (no model: cheap) is written with the completion;
@@ -739,6 +749,10 @@ class Pipeline:
                         document = prepare_episode_document(
                             conn, key, index_input(episode, request, result)
                         )
+                    # Likewise its model (moved with its language meanwhile: spaces.py).
+                    model_now = embedding_space.dataset_model(conn, episode["dataset"])
+                    if model_now != model:
+                        vector = self.summary_vector(result, model_now)
                     status = episodes.complete(
                         conn,
                         episode,
@@ -819,6 +833,38 @@ class Pipeline:
                 metrics.episode_processed(status)
                 return status
 
+    def summary_vector(self, result: SummaryResult, model: str | None) -> Any:
+        """The episode's vector in ``model`` (its dataset's; None: the store's): the
+        summariser's own (pooled from the sentence vectors it chose the summary with, in
+        the store's model) when it has one, else the embedding of what it wrote."""
+        if model is None and result.vector is not None and not EMBED_ENTITIES:
+            return result.vector
+        embedder = self.embedders.get(model)
+        with (
+            tracer.start_as_current_span("embed.summary"),
+            metrics.embedding(embedder.name, "summary"),
+        ):
+            return embedder.embed(
+                [embedding_text(result.summary, result.key_learnings, result.entities)]
+            )[0]
+
+    def follow_language(self, dataset: str) -> str | None:
+        """The dataset's embedding model (None: the store's), after moving it to the one its
+        language calls for (spaces.py). A failure is logged and does not fail the episode:
+        it is embedded in the dataset's model as it is, and the next episode asks again."""
+        try:
+            return spaces.follow_language(
+                self.engine, self.vault, self.embedders, dataset, late=self.late_chunks
+            )
+        except Exception as err:
+            if is_database_outage(err) and not is_lock_conflict(err):
+                raise
+            log.warning(
+                "moving %s to its language's model failed: %s", dataset, describe_error(err)
+            )
+            with self.engine.connect() as conn:
+                return embedding_space.dataset_model(conn, dataset)
+
     def settle_language(self, dataset: str, request: SummaryRequest) -> None:
         """Detects the dataset's language from what the thread read for the summary says
         (its user's and assistant's messages: system prompts and tool output are mostly
@@ -850,7 +896,7 @@ class Pipeline:
                 tracer.start_as_current_span("index.chunks", attributes={"episodes": len(work)}),
                 metrics.embedding(self.embedder.name, "chunks") if timed else nullcontext(),
             ):
-                index_pending_chunks(self.engine, self.embedder, work, late=self.late_chunks)
+                index_pending_chunks(self.engine, self.embedders, work, late=self.late_chunks)
             return True
         except Exception as err:
             # A lock it could not get (a language switch, a held row) is this batch's alone:
@@ -992,7 +1038,8 @@ class Pipeline:
                     episode["episode_id"],
                     describe_error(err),
                 )
-        return candidate, self.embedder.embed_query(candidate.goal)
+        model = embedding_space.dataset_model(conn, episode["dataset"])
+        return candidate, self.embedders.get(model).embed_query(candidate.goal)
 
     def run_events(self, result: PassResult) -> None:
         """Embeds new events and classifies new turns; a provider failure is logged and

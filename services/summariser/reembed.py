@@ -12,7 +12,10 @@ What is re-embedded, exactly as the Summariser embeds it:
   were indexed;
 - each event's vector (:func:`~episodic.store.events.event_document`).
 
-Summaries, the lexical index and everything else stay as they are.
+Summaries, the lexical index and everything else stay as they are. A dataset embedded by
+its own model (``datasets.embedding_model``: a multilingual one for a language other than
+English) is left alone: the store's model is not its model. :func:`reembed_dataset` moves
+one dataset to another model (services/summariser/spaces.py).
 
 How it stays correct beside running services (store/embedding_space.py): it first records
 its target model behind the fence (the exclusive :data:`SPACE_LOCK`), after which only a
@@ -43,13 +46,14 @@ from episodic import genai
 from episodic.errors import FailedPrecondition
 from episodic.providers.types import Embedder, SpanDocument
 from episodic.store import embedding_space
+from episodic.store import procedures as procedure_store
 from episodic.store.distribution import across_datasets
 from episodic.store.embedding_space import SPACE_LOCK, Space
 from episodic.store.events import event_document
 from episodic.store.recall_index import chunk_document, chunk_texts, indexed_text
 from episodic.store.vault import Vault
 
-from .pipeline import embedding_text
+from . import pipeline  # the module: pipeline imports spaces, which imports this one
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +206,8 @@ def _threads_left(conn: Connection, epoch: int) -> int:
         conn.execute(
             text(
                 across_datasets("a re-embedding counts the threads it has left")
-                + "SELECT count(*) FROM threads WHERE embedding_epoch < :e"
+                + "SELECT count(*) FROM threads t JOIN datasets ds ON ds.dataset = t.dataset "
+                "AND ds.embedding_model IS NULL WHERE t.embedding_epoch < :e"
             ),
             {"e": epoch},
         ).scalar_one()
@@ -229,6 +234,7 @@ def _thread_page(
             across_datasets("a re-embedding walks every dataset's threads")
             + "SELECT t.dataset, t.thread_id FROM threads t JOIN datasets ds "
             "ON ds.dataset = t.dataset AND ds.erasing_since IS NULL "
+            "AND ds.embedding_model IS NULL "
             f"WHERE t.embedding_epoch < :e {keyset}"
             "ORDER BY t.dataset, t.thread_id LIMIT :n"
         ),
@@ -263,18 +269,21 @@ def _read_thread(
     for e in vault.open_rows(conn, dataset, list(episodes), "episodes"):
         work.episode_ids.append(e["episode_id"])
         work.episode_texts.append(
-            embedding_text(e["summary"], list(e["key_learnings"] or []), list(e["entities"] or []))
+            pipeline.embedding_text(
+                e["summary"], list(e["key_learnings"] or []), list(e["entities"] or [])
+            )
         )
-    work.chunk_starts = [
-        (r[0], r[1])
+    ends: dict[tuple[int, int], int] = {
+        (r[0], r[1]): int(r[2])
         for r in conn.execute(
             text(
-                "SELECT start_sequence, start_offset FROM message_chunks "
+                "SELECT start_sequence, start_offset, end_sequence FROM message_chunks "
                 "WHERE dataset = :d AND thread_id = :t ORDER BY start_sequence, start_offset"
             ),
             {"d": dataset, "t": thread_id},
         )
-    ]
+    }
+    work.chunk_starts = list(ends)
     if not work.chunk_starts:
         return work
     rows = (
@@ -295,9 +304,9 @@ def _read_thread(
     wanted = set(work.chunk_starts)
     if late:
         # Each episode's window was one late read when its chunks were indexed.
-        ends = sorted({int(e["end_sequence"]) for e in episodes})
+        windows = sorted({int(e["end_sequence"]) for e in episodes})
         previous = 0
-        for end in ends:
+        for end in windows:
             window = [m for m in messages if previous < m[0] <= end]
             previous = end
             if not window:
@@ -308,7 +317,7 @@ def _read_thread(
                 work.late.append((document, starts))
                 wanted -= set(starts)
     # Chunks no window reproduces (or all of them, without late chunking): their own text.
-    work.chunk_text = chunk_texts(messages, sorted(wanted))
+    work.chunk_text = chunk_texts(messages, sorted(wanted), ends)
     return work
 
 
@@ -369,33 +378,43 @@ def _write_thread(
         ).first()
         if marked is None:
             return False
-        if work.episode_ids:
-            conn.execute(
-                text(
-                    "UPDATE episodes e SET embedding = u.v FROM unnest(CAST(:ids AS uuid[]), "
-                    "CAST(:vs AS vector[])) AS u(id, v) WHERE e.dataset = :d "
-                    "AND e.episode_id = u.id AND e.embedding IS NOT NULL"
-                ),
-                {"ids": work.episode_ids, "vs": list(episode_vectors), "d": work.dataset},
-            )
-        if chunk_vectors:
-            starts = list(chunk_vectors)
-            conn.execute(
-                text(
-                    "UPDATE message_chunks c SET embedding = u.v "
-                    "FROM unnest(CAST(:s AS bigint[]), CAST(:o AS integer[]), "
-                    "CAST(:vs AS vector[])) AS u(s, o, v) WHERE c.dataset = :d "
-                    "AND c.thread_id = :t AND c.start_sequence = u.s AND c.start_offset = u.o"
-                ),
-                {
-                    "s": [s for s, _ in starts],
-                    "o": [o for _, o in starts],
-                    "vs": [chunk_vectors[s] for s in starts],
-                    "d": work.dataset,
-                    "t": work.thread_id,
-                },
-            )
+        _write_vectors(conn, work, episode_vectors, chunk_vectors)
     return True
+
+
+def _write_vectors(
+    conn: Connection,
+    work: _ThreadWork,
+    episode_vectors: np.ndarray,
+    chunk_vectors: dict[tuple[int, int], np.ndarray],
+) -> None:
+    """Stores one thread's new episode and chunk vectors (in the caller's transaction)."""
+    if work.episode_ids:
+        conn.execute(
+            text(
+                "UPDATE episodes e SET embedding = u.v FROM unnest(CAST(:ids AS uuid[]), "
+                "CAST(:vs AS vector[])) AS u(id, v) WHERE e.dataset = :d "
+                "AND e.episode_id = u.id AND e.embedding IS NOT NULL"
+            ),
+            {"ids": work.episode_ids, "vs": list(episode_vectors), "d": work.dataset},
+        )
+    if chunk_vectors:
+        starts = list(chunk_vectors)
+        conn.execute(
+            text(
+                "UPDATE message_chunks c SET embedding = u.v "
+                "FROM unnest(CAST(:s AS bigint[]), CAST(:o AS integer[]), "
+                "CAST(:vs AS vector[])) AS u(s, o, v) WHERE c.dataset = :d "
+                "AND c.thread_id = :t AND c.start_sequence = u.s AND c.start_offset = u.o"
+            ),
+            {
+                "s": [s for s, _ in starts],
+                "o": [o for _, o in starts],
+                "vs": [chunk_vectors[s] for s in starts],
+                "d": work.dataset,
+                "t": work.thread_id,
+            },
+        )
 
 
 def _reembed_events(engine: Engine, vault: Vault, embedder: Embedder, epoch: int) -> int:
@@ -411,7 +430,9 @@ def _reembed_events(engine: Engine, vault: Vault, embedder: Embedder, epoch: int
                     text(
                         across_datasets("a re-embedding walks every dataset's events")
                         + "SELECT dataset, event_id, summary, actor, entities, event_type "
-                        "FROM events WHERE embedding_epoch < :e AND embedding IS NOT NULL "
+                        "FROM events ev WHERE embedding_epoch < :e AND embedding IS NOT NULL "
+                        "AND EXISTS (SELECT 1 FROM datasets ds WHERE ds.dataset = ev.dataset "
+                        "AND ds.embedding_model IS NULL) "
                         f"{keyset}ORDER BY dataset, event_id LIMIT :n"
                     ),
                     {
@@ -449,3 +470,79 @@ def _reembed_events(engine: Engine, vault: Vault, embedder: Embedder, epoch: int
                         "d": dataset,
                     },
                 ).rowcount
+
+
+def reembed_dataset(
+    conn: Connection, vault: Vault, embedder: Embedder, dataset: str, *, late: bool = False
+) -> ReembedReport:
+    """Re-embeds every vector of ``dataset`` with ``embedder`` in the caller's transaction
+    (its episodes, chunks, events and procedures' goals), as :func:`reembed` does the
+    store's: for a dataset moving to another model (services/summariser/spaces.py), which
+    holds the dataset's language lock exclusively meanwhile. For small datasets: all of it
+    is one transaction."""
+    report = ReembedReport(model=embedder.name, previous="", resumed=False)
+    threads = list(
+        conn.execute(
+            text("SELECT thread_id FROM threads WHERE dataset = :d ORDER BY thread_id"),
+            {"d": dataset},
+        ).scalars()
+    )
+    for start in range(0, len(threads), THREAD_PAGE):
+        work = [
+            _read_thread(conn, vault, dataset, t, late)
+            for t in threads[start : start + THREAD_PAGE]
+        ]
+        for item, (episode_vectors, chunk_vectors) in zip(
+            work, _embed(work, embedder), strict=True
+        ):
+            _write_vectors(conn, item, episode_vectors, chunk_vectors)
+            report.threads += 1
+            report.episodes += len(episode_vectors)
+            report.chunks += len(chunk_vectors)
+    rows = (
+        conn.execute(
+            text(
+                "SELECT dataset, event_id, summary, actor, entities, event_type FROM events "
+                "WHERE dataset = :d AND embedding IS NOT NULL ORDER BY event_id"
+            ),
+            {"d": dataset},
+        )
+        .mappings()
+        .all()
+    )
+    opened = vault.open_rows(conn, dataset, list(rows), "events")
+    if opened:
+        vectors = np.asarray(embedder.embed([event_document(r) for r in opened]), np.float32)
+        conn.execute(
+            text(
+                "UPDATE events ev SET embedding = u.v FROM unnest(CAST(:ids AS uuid[]), "
+                "CAST(:vs AS vector[])) AS u(id, v) WHERE ev.dataset = :d AND ev.event_id = u.id"
+            ),
+            {"ids": [r["event_id"] for r in opened], "vs": list(vectors), "d": dataset},
+        )
+        report.events = len(opened)
+    candidates = conn.execute(
+        text(
+            "SELECT episode_id, goal FROM procedure_candidates WHERE dataset = :d "
+            "AND goal_embedding IS NOT NULL ORDER BY episode_id"
+        ),
+        {"d": dataset},
+    ).all()
+    if candidates:
+        key = vault.for_write(conn, dataset)
+        goals = [key.open(bytes(goal), "procedure_candidates.goal") for _, goal in candidates]
+        conn.execute(
+            text(
+                "UPDATE procedure_candidates c SET goal_embedding = u.v FROM "
+                "unnest(CAST(:ids AS uuid[]), CAST(:vs AS vector[])) AS u(id, v) "
+                "WHERE c.dataset = :d AND c.episode_id = u.id"
+            ),
+            {
+                "ids": [episode_id for episode_id, _ in candidates],
+                # as the Summariser embeds a goal: a query's side (pipeline.py)
+                "vs": [np.asarray(embedder.embed_query(g), np.float32) for g in goals],
+                "d": dataset,
+            },
+        )
+        procedure_store.rebuild(conn, key, dataset)
+    return report

@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 
 from episodic.config import EmbeddingSettings
-from episodic.providers import MiniLMEmbedder, make_embedder
-from episodic.providers.factory import MAX_AUTO_THREADS, cpu_share, embedding_threads
+from episodic.providers import E5Embedder, HashingEmbedder, MiniLMEmbedder, make_embedder
+from episodic.providers.factory import (
+    MAX_AUTO_THREADS,
+    cpu_share,
+    embedding_threads,
+    make_dataset_embedders,
+)
 
 
 def _affinity() -> int:
@@ -73,3 +78,17 @@ def test_cgroup_v1_quota_limits_the_share_and_minus_one_means_none(tmp_path: Pat
 
 def test_no_cgroup_files_leave_the_affinity(tmp_path: Path) -> None:
     assert cpu_share(tmp_path / "absent") == _affinity()
+
+
+def test_datasets_in_other_languages_get_the_multilingual_model_beside_minilm_only() -> None:
+    """EPISODIC_EMBEDDING_MULTILINGUAL=auto (the default) puts e5 beside MiniLM; with it
+    off, or another store model (whose vectors e5's would not share), there is none."""
+    minilm = MiniLMEmbedder()
+    on = make_dataset_embedders(EmbeddingSettings(), minilm)
+    assert isinstance(on.multilingual, E5Embedder)
+    assert on.model_for("french") == on.multilingual.name
+    assert on.model_for("english") is None
+    off = EmbeddingSettings(embedding_multilingual="off")
+    assert make_dataset_embedders(off, minilm).multilingual is None
+    hashing = EmbeddingSettings(embedding_provider="hashing")
+    assert make_dataset_embedders(hashing, HashingEmbedder(384)).multilingual is None

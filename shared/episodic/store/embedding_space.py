@@ -29,6 +29,17 @@ flight). A pass that starts afterwards reads the new target and,
 if it is not its model, writes nothing. So once the re-embedding's mark is committed,
 every vector written is the target model's, and re-embedding each thread once suffices
 (services/summariser/reembed.py).
+
+A dataset's own space (migration 0021, issue 40): a dataset whose language is not English
+is embedded by the multilingual model when one is on (providers/dataset_embedders.py), and
+``datasets.embedding_model`` names it (NULL: the store's model, which the above governs; a
+store-wide re-embedding leaves the other datasets alone). It changes only under the
+dataset's language lock held exclusively, in the transaction that re-embeds the dataset's
+vectors (services/summariser/spaces.py); whatever writes a dataset's vectors holds that
+lock shared and reads the model again under it (:func:`dataset_model` with ``for_write``
+after :func:`~episodic.store.recall_index.dataset_config`), and embeds again when it
+changed — as it stems again when the language changed. Recall reads it on each call and
+embeds its query with that model, so a query never meets another model's vectors.
 """
 
 from __future__ import annotations
@@ -175,6 +186,27 @@ def may_write(conn: Connection, model: str) -> tuple[bool, Space | None]:
     recorded: a scratch store), with the space read."""
     space = read(conn)
     return (space is None or space.target == model), space
+
+
+def dataset_model(conn: Connection, dataset: str) -> str | None:
+    """The model that made ``dataset``'s vectors when it is not the store's, else None (a
+    dataset not registered yet included). A writer reads it in the transaction that writes
+    the vectors, after taking the dataset's language lock shared (``dataset_config`` with
+    ``for_write``): the model cannot change before that transaction ends."""
+    value = conn.execute(
+        text("SELECT embedding_model FROM datasets WHERE dataset = :d"), {"d": dataset}
+    ).scalar()
+    return str(value) if value else None
+
+
+def set_dataset_model(conn: Connection, dataset: str, model: str | None) -> None:
+    """Records ``model`` (None: the store's) as the one that made every vector of
+    ``dataset``: only in the transaction that re-embedded them, holding the dataset's
+    language lock exclusively (services/summariser/spaces.py)."""
+    conn.execute(
+        text("UPDATE datasets SET embedding_model = :m, updated_at = now() WHERE dataset = :d"),
+        {"m": model, "d": dataset},
+    )
 
 
 class SpaceWatch:

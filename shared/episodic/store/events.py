@@ -39,7 +39,10 @@ from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
 
 from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import AlreadyExists, NotFound
+from episodic.providers.dataset_embedders import DatasetEmbedders
 from episodic.providers.entities import normalise_entities
+from episodic.providers.types import Embedder
+from episodic.store import embedding_space
 from episodic.store import entities as canon
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import episode_not_found
@@ -553,10 +556,16 @@ def _rank_statement(
 # ---- embedding (the Summariser) -------------------------------------------------------------
 
 
-def embed_pending(engine: Engine, vault: Vault, embedder: Any, *, limit: int = 64) -> int:
+def embed_pending(
+    engine: Engine, vault: Vault, embedders: DatasetEmbedders | Embedder, *, limit: int = 64
+) -> int:
     """Gives up to ``limit`` events without a vector their embedding (of
-    :func:`event_document`); returns how many. The model runs outside any transaction; the
-    write only fills a still-empty vector, so two workers never fight."""
+    :func:`event_document`), each by its dataset's model (``embedders``; an Embedder alone:
+    every dataset in it); returns how many. The model runs outside any transaction; the
+    write only fills a still-empty vector, so two workers never fight, and only while the
+    dataset's model is still the one that embedded them (store/embedding_space.py)."""
+    if not isinstance(embedders, DatasetEmbedders):
+        embedders = DatasetEmbedders(embedders)
     with engine.connect() as conn:
         datasets = list(
             conn.execute(
@@ -568,7 +577,8 @@ def embed_pending(engine: Engine, vault: Vault, embedder: Any, *, limit: int = 6
                 )
             ).scalars()
         )
-        todo: list[tuple[str, uuid.UUID, str]] = []
+        todo: dict[tuple[str, str | None], list[tuple[uuid.UUID, str]]] = {}
+        taken = 0
         for dataset in datasets:
             rows = (
                 conn.execute(
@@ -577,28 +587,33 @@ def embed_pending(engine: Engine, vault: Vault, embedder: Any, *, limit: int = 6
                         "ev.event_type FROM events ev WHERE ev.dataset = :d "
                         "AND ev.embedding IS NULL ORDER BY ev.created_at LIMIT :n"
                     ),
-                    {"d": dataset, "n": limit - len(todo)},
+                    {"d": dataset, "n": limit - taken},
                 )
                 .mappings()
                 .all()
             )
+            model = embedding_space.dataset_model(conn, dataset)
             for row in vault.open_rows(conn, dataset, list(rows), "events"):
-                todo.append((dataset, row["event_id"], event_document(row)))
-            if len(todo) >= limit:
+                todo.setdefault((dataset, model), []).append((row["event_id"], event_document(row)))
+                taken += 1
+            if taken >= limit:
                 break
-    if not todo:
-        return 0
-    vectors = embedder.embed([t[2] for t in todo])
     done = 0
-    with engine.begin() as conn:
-        for (dataset, event_id, _), vector in zip(todo, vectors, strict=True):
-            done += conn.execute(
-                text(
-                    "UPDATE events SET embedding = :v WHERE dataset = :d AND event_id = :id "
-                    "AND embedding IS NULL"
-                ),
-                {"v": np.asarray(vector, dtype=np.float32), "d": dataset, "id": event_id},
-            ).rowcount
+    for (dataset, model), events in todo.items():
+        vectors = embedders.get(model).embed([document for _, document in events])
+        with engine.begin() as conn:
+            if not hold_language(conn, dataset, exclusive=False, wait=False):
+                continue  # its language (and maybe its model) is switching: next pass
+            if embedding_space.dataset_model(conn, dataset) != model:
+                continue  # re-embedded in another model meanwhile: next pass
+            for (event_id, _), vector in zip(events, vectors, strict=True):
+                done += conn.execute(
+                    text(
+                        "UPDATE events SET embedding = :v WHERE dataset = :d "
+                        "AND event_id = :id AND embedding IS NULL"
+                    ),
+                    {"v": np.asarray(vector, dtype=np.float32), "d": dataset, "id": event_id},
+                ).rowcount
     return done
 
 

@@ -494,18 +494,19 @@ def _restem_episodes(
             "ns": [d[1] for d in documents],
         },
     )
-    starts: dict[uuid.UUID, list[tuple[int, int]]] = {}
-    for thread_id, sequence, offset in conn.execute(
+    ends: dict[uuid.UUID, dict[tuple[int, int], int]] = {}
+    for thread_id, sequence, offset, end in conn.execute(
         text(
-            "SELECT thread_id, start_sequence, start_offset FROM message_chunks "
+            "SELECT thread_id, start_sequence, start_offset, end_sequence FROM message_chunks "
             "WHERE dataset = :d AND thread_id = ANY(CAST(:t AS uuid[]))"
         ),
         {"d": key.dataset, "t": [s.thread_id for s in sources]},
     ):
-        starts.setdefault(thread_id, []).append((int(sequence), int(offset)))
+        ends.setdefault(thread_id, {})[(int(sequence), int(offset))] = int(end)
     chunks: list[tuple[uuid.UUID, int, int, str]] = []
     for source in sources:
-        texts = chunk_texts(source.messages, starts.get(source.thread_id, []))
+        cut = ends.get(source.thread_id, {})
+        texts = chunk_texts(source.messages, list(cut), cut)
         chunks.extend((source.thread_id, s, o, texts[(s, o)]) for s, o in sorted(texts))
     if not chunks:
         return

@@ -57,11 +57,15 @@ NIL_EPISODE = uuid.UUID(int=0)
 MAX_NOTE_CHARS = 2000
 
 
-def _to_reference(conn: Connection) -> Callable[[float], float]:
-    """Maps the store's embedder's cosines onto MiniLM's scale (store/relevance.py), on
-    which :data:`episodic.procedural.FAILURE_MATCH` and a procedure's relevance read."""
-    space = embedding_space.read(conn)
-    scale = cosine_scale_for(space.model) if space is not None else None
+def _to_reference(conn: Connection, dataset: str) -> Callable[[float], float]:
+    """Maps the cosines of the dataset's embedder (its own model, else the store's) onto
+    MiniLM's scale (store/relevance.py), on which :data:`episodic.procedural.FAILURE_MATCH`
+    and a procedure's relevance read."""
+    model = embedding_space.dataset_model(conn, dataset)
+    if model is None:
+        space = embedding_space.read(conn)
+        model = space.model if space is not None else None
+    scale = cosine_scale_for(model) if model is not None else None
     return lambda cosine: on_reference_scale(cosine, scale)
 
 
@@ -327,7 +331,7 @@ def rebuild(conn: Connection, key: DatasetKey, dataset: str) -> int:
         )
         for r in rows
     ]
-    drafts = procedural.merge(candidates, to_reference=_to_reference(conn))
+    drafts = procedural.merge(candidates, to_reference=_to_reference(conn, dataset))
     now = _db_now(conn)
     kept = []
     for d in drafts:
@@ -549,7 +553,7 @@ def recall_procedures(
     if not rows:
         return []
     key = vault.for_read(conn, dataset)
-    to_reference = _to_reference(conn)
+    to_reference = _to_reference(conn, dataset)
     return [
         (
             _open(key, r),

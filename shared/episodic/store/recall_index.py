@@ -42,6 +42,7 @@ Recall works without any of it (the summary's embedding stands in), only less we
 from __future__ import annotations
 
 import uuid
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,10 @@ import numpy as np
 from sqlalchemy import Connection, Engine, RowMapping, text
 
 from episodic.errors import NotFound
+from episodic.providers.dataset_embedders import DatasetEmbedders
+from episodic.providers.embedding import token_access
 from episodic.providers.types import SpanDocument, speaker_from_metadata
+from episodic.store import embedding_space
 from episodic.store.distribution import across_datasets
 from episodic.store.sql import NOW
 from episodic.tool_calls import rendered_content
@@ -226,11 +230,14 @@ def chunk_document(messages: Sequence[tuple[int, str]]) -> tuple[list[Chunk], Sp
     return [chunk for chunk, _, _ in cut], document
 
 
-def _chunk_at(pieces: list[tuple[int, int, str, int]], i: int) -> tuple[Chunk, int]:
+def _chunk_at(
+    pieces: list[tuple[int, int, str, int]], i: int, stop: int | None = None
+) -> tuple[Chunk, int]:
     """The chunk that starts at piece ``i`` (up to CHUNK_MESSAGES pieces within CHUNK_WORDS
-    words, at least one) and the index of the piece after it."""
+    words, at least one, none from ``stop`` on) and the index of the piece after it."""
+    stop = len(pieces) if stop is None else stop
     j, words = i, 0
-    while j < len(pieces) and j - i < CHUNK_MESSAGES:
+    while j < stop and j - i < CHUNK_MESSAGES:
         if j > i and words + pieces[j][3] > CHUNK_WORDS:
             break
         words += pieces[j][3]
@@ -245,14 +252,26 @@ def _chunk_at(pieces: list[tuple[int, int, str, int]], i: int) -> tuple[Chunk, i
 
 
 def chunk_texts(
-    messages: Sequence[tuple[int, str]], starts: Sequence[tuple[int, int]]
+    messages: Sequence[tuple[int, str]],
+    starts: Sequence[tuple[int, int]],
+    ends: dict[tuple[int, int], int] | None = None,
 ) -> dict[tuple[int, int], str]:
     """The text of stored chunks again, from the thread's messages: a chunk is determined by
     where it starts (``(start_sequence, start_offset)``), because chunks are cut greedily
-    from their first piece. Starts not found among the pieces are left out."""
+    from their first piece — among the messages there were when it was cut: ``ends`` (a
+    chunk's stored ``end_sequence``) stops it there, where a window ended, rather than
+    running on into the next window's messages. Starts not found among the pieces are left
+    out."""
     pieces = _pieces(messages)
     at = {(p[0], p[1]): i for i, p in enumerate(pieces)}
-    return {s: _chunk_at(pieces, at[s])[0].text for s in starts if s in at}
+    sequences = [p[0] for p in pieces]
+    out = {}
+    for s in starts:
+        if s not in at:
+            continue
+        stop = None if ends is None or s not in ends else bisect_right(sequences, ends[s])
+        out[s] = _chunk_at(pieces, at[s], stop)[0].text
+    return out
 
 
 def indexed_text(content: str, metadata: Any = None, tools: Any = None) -> str:
@@ -783,13 +802,21 @@ class ChunkWork:
 
 
 def index_pending_chunks(
-    engine: Engine, embedder: Embedder, work: Sequence[ChunkWork], *, late: bool = False
+    engine: Engine,
+    embedders: DatasetEmbedders | Embedder,
+    work: Sequence[ChunkWork],
+    *,
+    late: bool = False,
 ) -> int:
     """Embeds and stores the new chunks of the episodes in ``work`` and clears their
-    ``chunks_pending``; returns the chunks added. ``late``: their vectors by late chunking
-    (:func:`late_chunk_vectors`, one document per episode).
+    ``chunks_pending``; returns the chunks added. ``embedders``: each dataset's chunks go
+    through its own model (an Embedder alone: every dataset's). ``late``: their vectors by
+    late chunking (:func:`late_chunk_vectors`, one document per episode) where the model
+    can (token access: MiniLM).
 
-    All the episodes' chunks are embedded in one model call, outside any transaction. Each
+    All the episodes' chunks are embedded in one model call per model, outside any
+    transaction; an episode whose dataset moved to another model meanwhile keeps its mark
+    (indexed again by the next pass, in the new model). Each
     episode is then stored in its own short transaction, which first takes the thread's
     row ``FOR KEY SHARE`` (the lock the chunks' foreign key takes anyway: before the
     episode's row, so it cannot deadlock with a completion, which locks the thread and then
@@ -799,6 +826,8 @@ def index_pending_chunks(
     the later one's chunks are cut after the earlier one's are stored, as if each had been
     indexed when it completed.
     """
+    if not isinstance(embedders, DatasetEmbedders):
+        embedders = DatasetEmbedders(embedders)
     added = 0
     remaining = sorted(work, key=lambda w: w.end_sequence)
     while remaining:
@@ -809,9 +838,17 @@ def index_pending_chunks(
             (later if (item.dataset, item.thread_id) in threads else this_round).append(item)
             threads.add((item.dataset, item.thread_id))
         with engine.connect() as conn:
+            models = [embedding_space.dataset_model(conn, w.dataset) for w in this_round]
             cut = [
-                _new_chunks(conn, w.dataset, w.thread_id, w.messages, w.end_sequence, late=late)
-                for w in this_round
+                _new_chunks(
+                    conn,
+                    w.dataset,
+                    w.thread_id,
+                    w.messages,
+                    w.end_sequence,
+                    late=late and token_access(embedders.get(model)),
+                )
+                for w, model in zip(this_round, models, strict=True)
             ]
             chunks = [cs for cs, _ in cut]
             stemmed_in = [dataset_config(conn, w.dataset) for w in this_round]
@@ -819,15 +856,29 @@ def index_pending_chunks(
                 blind_vectors(conn, w.key, [(c.text, "") for c in cs])
                 for w, cs in zip(this_round, chunks, strict=True)
             ]
-        vectors = _vectors([c for cs in chunks for c in cs], [d for _, d in cut], embedder)
-        start = 0
-        for item, cs, lits, config in zip(this_round, chunks, literals, stemmed_in, strict=True):
+        vectors: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(this_round)
+        for model in dict.fromkeys(models):  # one model call per model, in first-seen order
+            mine = [i for i, m in enumerate(models) if m == model]
+            together = _vectors(
+                [c for i in mine for c in chunks[i]],
+                [cut[i][1] for i in mine],
+                embedders.get(model),
+            )
+            start = 0
+            for i in mine:
+                vectors[i] = together[start : start + len(chunks[i])]
+                start += len(chunks[i])
+        for item, cs, lits, config, model, own in zip(
+            this_round, chunks, literals, stemmed_in, models, vectors, strict=True
+        ):
             with engine.begin() as conn:
                 # The dataset's language changed since they were stemmed: stem them again.
                 # Without waiting for a language switch (LanguageSwitching): the caller
                 # leaves the marks, and the episodes are indexed once it is over.
                 if config != dataset_config(conn, item.dataset, for_write=True, wait=False):
                     lits = blind_vectors(conn, item.key, [(c.text, "") for c in cs])
+                if model != embedding_space.dataset_model(conn, item.dataset):
+                    continue  # embedded in a model the dataset left meanwhile: mark kept
                 conn.execute(
                     text(
                         "SELECT 1 FROM threads WHERE dataset = :d AND thread_id = :t FOR KEY SHARE"
@@ -847,11 +898,10 @@ def index_pending_chunks(
                         item.dataset,
                         item.thread_id,
                         cs,
-                        vectors[start : start + len(cs)],
+                        own,
                         [v for v, _ in lits],
                         [n for _, n in lits],
                     )
-            start += len(cs)
         remaining = later
     return added
 
