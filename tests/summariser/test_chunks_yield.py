@@ -434,3 +434,20 @@ def test_late_chunks_yield_between_documents_and_read_each_once(engine) -> None:
     assert _stored_chunk_texts(engine, third) == len(_chunk_texts(CAR_CHAT[:4]))
     assert _stored_chunk_texts(engine, second) == len(_chunk_texts(OTHER_CHAT))
     assert len(inner.read) == len(set(inner.read)) == 3  # each document read once
+
+
+def test_a_pass_that_yields_its_index_still_extracts_from_one_episode(engine) -> None:  # type: ignore[no-untyped-def]
+    """Under steady load an episode is always due, so a pass always yields its chunk index;
+    facts must not wait for the load to end: each such pass extracts from one episode."""
+    pipeline, first, _ = _scenario(engine, "yield-facts")
+
+    result = pipeline.run_once(10)
+
+    assert result.chunks_deferred >= 1  # it yielded to the episode opened mid-index
+    assert result.semantic_processed == 1
+    with engine.connect() as conn:
+        status = conn.execute(
+            text("SELECT semantic_status FROM episodes WHERE episode_id = :id"),
+            {"id": first["episode_id"]},
+        ).scalar_one()
+    assert status == "completed"
