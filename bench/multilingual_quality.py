@@ -145,6 +145,7 @@ def run_direct(
     bands: tuple[float | None, ...] = (None,),
     misses: int = 0,
     coverages: tuple[bool | None, ...] = (None,),
+    lexical_scales: tuple[float | None, ...] = (None,),
 ) -> dict[str, Any]:
     """The same questions without the Summariser (whose extractive summaries embed every
     sentence: with e5 on a shared 2-core machine that takes the better part of an hour):
@@ -158,7 +159,10 @@ def run_direct(
     on hand-written questions in other languages. ``bands``: values of
     ``RecallSettings.ranking_recency_band`` (None: the default; 0: the seed's sum), each
     ranked on the same store in the same run; ``coverages``: likewise, values of
-    ``RecallSettings.ranking_lexical_coverage`` (each with each band); ``misses``: the score
+    ``RecallSettings.ranking_lexical_coverage`` (each with each band); ``lexical_scales``:
+    likewise, values of ``RecallSettings.ranking_lexical_scale`` (a factor on the fitted
+    lexical weights of the fusion and the second look: how much the words count beside
+    the meaning; None: the embedder's); ``misses``: the score
     parts of that many missed questions per variant (the gold session beside the one
     ranked first)."""
     from episodic.config import EmbeddingSettings, RecallSettings
@@ -178,8 +182,12 @@ def run_direct(
     vault = test_vault()
     settings = RecallSettings()
 
-    def varied(band: float | None, coverage: bool | None) -> RecallSettings:
+    def varied(
+        band: float | None, coverage: bool | None, scale: float | None = None
+    ) -> RecallSettings:
         update: dict[str, float | bool] = {}
+        if scale is not None:
+            update["ranking_lexical_scale"] = scale
         if band is not None:
             update["ranking_recency_band"] = band
         if coverage is not None:
@@ -193,9 +201,12 @@ def run_direct(
         return ", ".join(parts)
 
     rankings = {
-        label(band, coverage): domain.ranking_from(varied(band, coverage), embedder.name)
+        ", ".join(
+            p for p in (label(band, coverage), f"lexical x{scale:g}" if scale else "") if p
+        ): domain.ranking_from(varied(band, coverage, scale), embedder.name)
         for band in bands
         for coverage in coverages
+        for scale in lexical_scales
     }
     # abstain's thresholds, applied explicitly: the service applies them only to datasets
     # in the configuration the curves were fitted in (english), which this measured
@@ -365,6 +376,13 @@ def main(argv: list[str] | None = None) -> int:
         "--misses", type=int, default=0, help="--direct: score parts of this many misses each"
     )
     parser.add_argument(
+        "--lexical-scales",
+        default="",
+        help="--direct: values of EPISODIC_RANKING_LEXICAL_SCALE (a factor on the fitted "
+        "lexical weights), comma-separated, each ranked on the same store; default: the "
+        "embedder's",
+    )
+    parser.add_argument(
         "--multilingual",
         default="auto",
         help="through the suite: values of EPISODIC_EMBEDDING_MULTILINGUAL (auto, off), "
@@ -378,10 +396,15 @@ def main(argv: list[str] | None = None) -> int:
         help="--direct: the first N conversations of LoCoMo (English) instead of --path",
     )
     args = parser.parse_args(argv)
-    if (args.abstain or args.bands or args.coverage or args.misses or args.locomo) and not (
-        args.direct
-    ):
+    if (
+        args.abstain or args.bands or args.coverage or args.misses or args.locomo
+    ) and not args.direct:
         parser.error("--abstain, --bands, --coverage, --misses and --locomo need --direct")
+    if args.lexical_scales and not args.direct:
+        parser.error("--lexical-scales needs --direct")
+    scales = (
+        tuple(float(x) for x in args.lexical_scales.split(",")) if args.lexical_scales else (None,)
+    )
     users = (
         [("en", c) for c in locomo.load(limit=args.locomo)]
         if args.locomo
@@ -398,7 +421,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.direct:
             report(
                 users,
-                run_direct(embedder, users, args.only, args.abstain, bands, args.misses, coverages),
+                run_direct(
+                    embedder,
+                    users,
+                    args.only,
+                    args.abstain,
+                    bands,
+                    args.misses,
+                    coverages,
+                    scales,
+                ),
             )
             continue
         for multilingual in args.multilingual.split(",") if embedder == "minilm" else ["auto"]:

@@ -27,10 +27,13 @@ from episodic.store import entities
 from episodic.store import recall_queries as q
 from episodic.store.recall_queries import (
     DEFAULT_RANKING,
+    LEARNED_WEIGHTS,
     SECOND_LOOK_WEIGHTS,
     RankingOptions,
     RecallFilters,
+    lexical_scale_for,
     recency_band_for,
+    scaled_lexical,
 )
 from episodic.store.relevance import (
     CURVES,
@@ -72,6 +75,11 @@ def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOp
     the embedder called ``embedder_name`` (whose relevance curve it reads); the service
     and the replay tool both take it from here so they rank alike."""
     second_look = settings.ranking_second_look
+    scale = (
+        lexical_scale_for(embedder_name)
+        if settings.ranking_lexical_scale is None
+        else settings.ranking_lexical_scale
+    )
     return RankingOptions(
         relevance_curve=curve_for(embedder_name),
         cosine_scale=cosine_scale_for(embedder_name) if settings.ranking_cosine_scale else None,
@@ -88,7 +96,9 @@ def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOp
         strip_function_words=settings.ranking_function_words,
         phrase=second_look > 0,
         rerank_top=second_look,
-        rerank_weights=SECOND_LOOK_WEIGHTS if second_look else (),
+        rerank_weights=scaled_lexical(SECOND_LOOK_WEIGHTS, scale) if second_look else (),
+        # the fitted weights as they are (empty) unless the embedder's words weigh otherwise
+        weights=scaled_lexical(LEARNED_WEIGHTS.items(), scale) if scale != 1.0 else (),
     )
 
 

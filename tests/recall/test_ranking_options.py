@@ -296,6 +296,28 @@ def test_the_recall_service_ranks_with_its_settings() -> None:
     )
 
 
+def test_words_count_less_beside_e5s_meaning_and_the_setting_overrides() -> None:
+    """The fitted lexical weights (fusion and second look) are halved for e5, the model of
+    datasets in other languages; MiniLM keeps them; the setting names another factor."""
+    from episodic.config import RecallSettings
+    from episodic.store.recall_queries import LEARNED_WEIGHTS, SECOND_LOOK_WEIGHTS
+
+    e5 = domain.ranking_from(RecallSettings(), "e5:multilingual-e5-small-q4")
+    weights = e5.learned_weights()
+    assert weights["lexical"] == pytest.approx(LEARNED_WEIGHTS["lexical"] / 2)
+    assert weights["coverage"] == pytest.approx(LEARNED_WEIGHTS["coverage"] / 2)
+    assert weights["semantic"] == LEARNED_WEIGHTS["semantic"]
+    second = dict(e5.rerank_weights)
+    assert second["phrase"] == pytest.approx(dict(SECOND_LOOK_WEIGHTS)["phrase"] / 2)
+    assert second["cosine"] == dict(SECOND_LOOK_WEIGHTS)["cosine"]
+    minilm = domain.ranking_from(RecallSettings(), "minilm:all-MiniLM-L6-v2-int8")
+    assert minilm.weights == () and minilm.rerank_weights == SECOND_LOOK_WEIGHTS
+    as_fitted = domain.ranking_from(
+        RecallSettings(ranking_lexical_scale=1.0), "e5:multilingual-e5-small-q4"
+    )
+    assert as_fitted.learned_weights() == LEARNED_WEIGHTS
+
+
 # -- the third pass: recency from a named time, and the optional signals ---------------
 
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
@@ -121,6 +121,7 @@ __all__ = [
     "blinded_lexemes",
     "count_up_to",
     "fused_relevance_sql",
+    "lexical_scale_for",
     "list_episodes",
     "named_time_params",
     "query_term_tokens",
@@ -134,6 +135,7 @@ __all__ = [
     "recency_gate",
     "relevant_sql",
     "reorder_top",
+    "scaled_lexical",
     "similarity_sql",
     "span_cte",
     "threads_in_order",
@@ -417,6 +419,35 @@ RECENCY_BAND = 0.0
 def recency_band_for(embedder_name: str) -> float:
     """The recency band measured for the embedder called ``embedder_name``."""
     return RECENCY_BANDS.get(embedder_name.partition(":")[0], RECENCY_BAND)
+
+
+#: How much the words count beside the meaning, per embedder (the part of its name before
+#: ":"): a factor on the lexical weights of the learned fusion and of the second look
+#: (lexical, coverage, passage_coverage, phrase), which were fitted on English LoCoMo with
+#: MiniLM. With e5 (the model of datasets in other languages) they let a stemmed content word
+#: shared by chance outweigh a clear semantic winner. Measured on two multilingual sets
+#: written apart (`python -m bench.multilingual_quality --direct --embedders e5
+#: --lexical-scales 1,0.75,0.5,0.3`, each dataset's language set), R@1 at 1 / 0.75 / 0.5 /
+#: 0.3: the short set (7 languages, 112 questions) .795 / .857 / .893 / .920; the long one
+#: (French, Spanish, German, 120 questions) .958 / .967 / .967 / .967. 0.5: most of the gain
+#: on both, while a rare name or number the question shares with its session still counts.
+#: MiniLM, and any model nobody measured, keeps the fitted weights (1).
+LEXICAL_SCALES: dict[str, float] = {"e5": 0.5}
+LEXICAL_SCALE = 1.0
+#: The weights a lexical scale multiplies.
+LEXICAL_SIGNALS = ("lexical", "coverage", "passage_coverage", "phrase")
+
+
+def lexical_scale_for(embedder_name: str) -> float:
+    """The lexical scale measured for the embedder called ``embedder_name``."""
+    return LEXICAL_SCALES.get(embedder_name.partition(":")[0], LEXICAL_SCALE)
+
+
+def scaled_lexical(
+    weights: Iterable[tuple[str, float]], scale: float
+) -> tuple[tuple[str, float], ...]:
+    """``weights`` with those of :data:`LEXICAL_SIGNALS` multiplied by ``scale``."""
+    return tuple((n, w * scale if n in LEXICAL_SIGNALS else w) for n, w in weights)
 
 
 #: The second look at the best :data:`SECOND_LOOK` candidates (``RankingOptions.rerank_top``,
