@@ -506,8 +506,15 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
 
     # Abstain: sent as asked; under the hashing embedder it keeps every episode.
     page.get_by_label("Min match", exact=True).fill("")
+    expect(page.get_by_label("Min match", exact=True)).to_have_value("")
     page.get_by_label("Abstain when nothing fits", exact=True).check()
+    expect(page.get_by_label("Abstain when nothing fits", exact=True)).to_be_checked()
+    asked = len(console_client.recalls)
     ask()
+    # The console's own call first (a fresh CI machine once kept the previous answer
+    # here: this says whether the request was sent as filled in, or the page not swapped).
+    wait_until(lambda: len(console_client.recalls) > asked, timeout=30)
+    assert console_client.recalls[-1]["min_match"] is None, console_client.recalls[-1]
     expect(title).to_have_text(f"{len(everything)} of {everything.episode_count} current episodes")
     assert shown_ids() == [s.episode_id for s in everything]
     sent = console_client.recalls[-1]

@@ -123,7 +123,10 @@ FAULT_KINDS: tuple[str, ...] = (
 #: Codes a client must expect while replicas die and the database restarts: retry them.
 #: STREAM_RESET is an UNAVAILABLE the SDK made of a reset HTTP/2 stream (grpcio's INTERNAL
 #: "Stream removed"), counted apart so that a run shows how often streams were reset.
-RETRYABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", STREAM_RESET})
+#: RESOURCE_EXHAUSTED: with keys required, a key's limits (guard.py) answer it with a retry
+#: hint, which the SDKs wait out; a frozen replica charges the calls it held for the time it
+#: was stopped, so the key's next call there can be refused once it resumes.
+RETRYABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", STREAM_RESET, "RESOURCE_EXHAUSTED"})
 #: Codes that are fine in what clients saw, per RPC (beyond OK and RETRYABLE).
 EXPECTED_CODES: dict[str, frozenset[str]] = {
     # A retried CreateThread whose first attempt committed before its answer was lost.
