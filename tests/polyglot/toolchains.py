@@ -39,6 +39,7 @@ GO_PACKAGES = (
 JAVA_PACKAGES = (
     "openjdk-17-jdk-headless",
     "protobuf-compiler",
+    "libprotobuf-dev",
     "libprotobuf-java",
     "libgrpc-java",
     "libnetty-java",
@@ -162,6 +163,10 @@ def java_toolchain(*, run: bool = True) -> JavaToolchain:
             f"(missing: {', '.join(absent or ['protoc or protobuf-java'])})",
             JAVA_PACKAGES,
         )
+    if not Path("/usr/include/google/protobuf/descriptor.proto").exists():
+        # protoc reads the well-known types the contracts import from libprotobuf-dev,
+        # which protobuf-compiler only recommends
+        missing("no google/protobuf/descriptor.proto for protoc", JAVA_PACKAGES)
     version = subprocess.run([protoc, "--version"], capture_output=True, text=True).stdout
     version = version.split()[-1]
     if version != runtime[-1].stem.removeprefix("protobuf-"):
