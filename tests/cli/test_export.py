@@ -135,11 +135,13 @@ def fill(client: EpisodicClient) -> dict[str, str]:
     )
     client.add_message(b, "assistant", "The Toyota Corolla Hybrid fits your budget, Bob.")
     client.end_thread(b)
+    client.run_sweep()  # as for 1-2: the episode is certain even if the notice was lost
     client.process_pending()  # completed
 
     c = client.create_thread(DATASET, label="later").thread_id
     client.add_message(c, "user", "Bob Kowalski asked about the Corolla again.")
     client.end_thread(c)  # pending: nobody summarises it
+    client.run_sweep()  # as for 1-2 (a CI run once exported three episodes, not four)
     return {"a": a, "b": b, "c": c}
 
 
