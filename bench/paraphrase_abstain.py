@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import locomo
-from bench.multilingual_quality import load
+from bench.multilingual_quality import load, thread_labels, write_sessions
 from bench.recall_quality import log
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "paraphrased.jsonl"
@@ -63,7 +63,6 @@ def run(embedder_name: str, users: list[locomo.Conversation]) -> dict[str, dict[
     from episodic.store.recall_queries import RecallFilters
     from episodic.testing.database import scratch_database
     from episodic.testing.keys import test_vault
-    from tests.recall.factory import make_episode
 
     embedder = make_embedder(
         EmbeddingSettings(embedding_provider=embedder_name, embedding_threads=2), 384
@@ -114,26 +113,10 @@ def run(embedder_name: str, users: list[locomo.Conversation]) -> dict[str, dict[
                 sessions = [*conv.sessions]
                 for other in (users[(i + 3) % n], users[(i + 6) % n]):
                     sessions.extend(other.sessions)
-                with engine.begin() as conn:
-                    vault.for_write(conn, conv.dataset)
-                    for session in sessions:
-                        make_episode(
-                            conn,
-                            conv.dataset,
-                            [m.text for m in session.messages],
-                            ended_at=session.messages[-1].ts,
-                            label=session.thread_id,
-                            embedder=embedder,
-                        )
+                write_sessions(engine, vault, embedder, conv.dataset, sessions)
             log(f"{embedder_name}: written and indexed in {time.monotonic() - started:.0f}s")
             with engine.connect() as conn:
-                labels = {
-                    r["thread_id"]: r["label"]
-                    for r in (
-                        vault.open_one(conn, row, "threads")
-                        for row in conn.exec_driver_sql("SELECT * FROM threads").mappings().all()
-                    )
-                }
+                labels = thread_labels(conn, vault)
 
                 matches: dict[str, list[float]] = {"own": [], "foreign": []}
 

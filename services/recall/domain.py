@@ -41,6 +41,7 @@ from episodic.store.relevance import (
     cosine_scale_for,
     curve_for,
     fitted_curve,
+    other_language_curve,
 )
 from episodic.store.vault import Vault, open_row
 from episodic.temporal import QueryTime, understand
@@ -82,6 +83,7 @@ def ranking_from(settings: RecallSettings, embedder_name: str = "") -> RankingOp
     )
     return RankingOptions(
         relevance_curve=curve_for(embedder_name),
+        other_language_curve=other_language_curve(embedder_name),
         cosine_scale=cosine_scale_for(embedder_name) if settings.ranking_cosine_scale else None,
         recency_band=(
             recency_band_for(embedder_name)
@@ -332,7 +334,8 @@ def abstention(embedder_name: str) -> Abstention | None:
     — or None (keep every episode) for an embedder without a curve fitted for it (an
     OpenAI model, the tests' hashing), whose cosines MiniLM's curves would misjudge.
     Recall applies them only to datasets in the text-search configuration the curves were
-    fitted in (``relevance.FITTED_CONFIG``)."""
+    fitted in (``relevance.FITTED_CONFIG``); elsewhere those of the model's other-language
+    curve (``RankingOptions.other_language_curve``), when it has one."""
     curve = fitted_curve(embedder_name)
     return curve.abstention if curve is not None else None
 

@@ -860,7 +860,7 @@ class Pipeline:
         try:
             return spaces.follow_language(
                 self.engine, self.vault, self.embedders, dataset, late=self.late_chunks
-            )
+            ).model
         except Exception as err:
             if is_database_outage(err) and not is_lock_conflict(err):
                 raise

@@ -16,14 +16,15 @@ events) holds that lock shared and compares the model under it, so no vector of 
 model lands after the move; Recall reads the model on each call, so its query meets
 vectors of its own model before and after the commit.
 
-Only a small dataset is moved (:data:`MAX_MOVED_EPISODES`: the move holds the dataset's
-writers back while it embeds); a larger one keeps its model and the Summariser says so
-once.
+The Summariser moves only a small dataset (:data:`MAX_MOVED_EPISODES`: the move holds the
+dataset's writers back while it embeds); a larger one keeps its model and the Summariser
+says so once. ``episodic reindex --reembed --dataset D`` moves one of any size.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, text
 
@@ -45,52 +46,89 @@ MAX_MOVED_EPISODES = 50
 _TOO_LARGE_LOGGED: set[tuple[str, str | None]] = set()
 
 
+@dataclass(frozen=True)
+class Followed:
+    """What :func:`follow_language` found, and did."""
+
+    #: The dataset exists (False: nothing was read or done).
+    found: bool
+    #: Its text-search configuration ('' when not found).
+    language: str = ""
+    #: Its embedding model afterwards (None: the store's).
+    model: str | None = None
+    #: What the move re-embedded (None: it did not move).
+    moved: reembed.ReembedReport | None = None
+    #: Why it keeps a model its language does not call for ('' when it needs no move or
+    #: moved): another transaction holds its language, the store itself is moving, or it
+    #: is too large for the Summariser to move.
+    kept_because: str = ""
+
+
 def follow_language(
-    engine: Engine, vault: Vault, embedders: DatasetEmbedders, dataset: str, *, late: bool
-) -> str | None:
-    """Moves ``dataset`` to the model its language calls for when it is in another one;
-    returns the dataset's model afterwards (None: the store's). One read when nothing moves
-    (every episode pays only that). When another transaction holds the dataset's language
-    (a switch, or another worker moving it), nothing is done now: the next episode asks
-    again. ``late``: chunk vectors by late chunking where the new model can."""
+    engine: Engine,
+    vault: Vault,
+    embedders: DatasetEmbedders,
+    dataset: str,
+    *,
+    late: bool,
+    capped: bool = True,
+) -> Followed:
+    """Moves ``dataset`` to the model its language calls for when it is in another one.
+    One read when nothing moves (every episode pays only that). ``late``: chunk vectors by
+    late chunking where the new model can.
+
+    The Summariser's way (``capped``): when another transaction holds the dataset's
+    language (a switch, or another worker moving it) nothing is done now, the next episode
+    asks again; a dataset of more than :data:`MAX_MOVED_EPISODES` embedded episodes keeps
+    its model. The operator's (``episodic reindex --reembed --dataset``, not ``capped``):
+    waits for the language lock and moves a dataset of any size, its writers waiting
+    meanwhile."""
     with engine.begin() as conn:
         row = conn.execute(
             text("SELECT text_search_config, embedding_model FROM datasets WHERE dataset = :d"),
             {"d": dataset},
         ).first()
         if row is None:
-            return None
-        wanted = embedders.model_for(row[0] or ENGLISH)
-        current = row[1]
+            return Followed(found=False)
+        language = row[0] or ENGLISH
+        wanted, current = embedders.model_for(language), row[1]
         if wanted == current:
-            return current
-        if not hold_language(conn, dataset, exclusive=True, wait=False):
-            return current
+            return Followed(True, language, current)
+        if not hold_language(conn, dataset, exclusive=True, wait=not capped):
+            return Followed(True, language, current, kept_because="its language is held")
         # read again under the lock: another worker may have moved it meanwhile
         row = conn.execute(
             text("SELECT text_search_config, embedding_model FROM datasets WHERE dataset = :d"),
             {"d": dataset},
         ).one()
-        wanted, current = embedders.model_for(row[0] or ENGLISH), row[1]
+        language = row[0] or ENGLISH
+        wanted, current = embedders.model_for(language), row[1]
         if wanted == current:
-            return current
+            return Followed(True, language, current)
         if wanted is None:  # back to the store's model: not while the store itself moves
             space = embedding_space.read(conn)
             if space is not None and space.reembedding_to is not None:
-                return current
-        if _embedded_episodes_above(conn, dataset, MAX_MOVED_EPISODES):
+                return Followed(True, language, current, kept_because="the store is moving")
+        if capped and _embedded_episodes_above(conn, dataset, MAX_MOVED_EPISODES):
             if (dataset, wanted) not in _TOO_LARGE_LOGGED:
                 _TOO_LARGE_LOGGED.add((dataset, wanted))
                 log.warning(
                     "dataset %s is in %s, whose vectors %s makes, but it has more than %d "
-                    "embedded episodes to move: it keeps %s",
+                    "embedded episodes to move: it keeps %s (episodic reindex --reembed "
+                    "--dataset %s moves it)",
                     dataset,
-                    row[0],
+                    language,
                     wanted or "the store's model",
                     MAX_MOVED_EPISODES,
                     current or "the store's model",
+                    dataset,
                 )
-            return current
+            return Followed(
+                True,
+                language,
+                current,
+                kept_because=f"it has more than {MAX_MOVED_EPISODES} embedded episodes",
+            )
         embedder = embedders.get(wanted)
         report = reembed.reembed_dataset(
             conn, vault, embedder, dataset, late=late and token_access(embedder)
@@ -99,13 +137,13 @@ def follow_language(
     log.info(
         "dataset %s (%s) moved to %s: %d episode, %d chunk and %d event vector(s) re-embedded",
         dataset,
-        row[0],
+        language,
         embedder.name,
         report.episodes,
         report.chunks,
         report.events,
     )
-    return wanted
+    return Followed(True, language, wanted, moved=report)
 
 
 def _embedded_episodes_above(conn: Connection, dataset: str, limit: int) -> bool:

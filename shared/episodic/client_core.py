@@ -626,8 +626,8 @@ class RecallResult:
     every episode and event there was — nothing fits, as opposed to nothing there.
     ``abstain_applied``: ``abstain`` held; False when nothing was ranked by meaning (no
     query, a query naming only a time, similarity weight 0: ``match`` is None too) and
-    where Recall has no curves to abstain by (a dataset of another language than English,
-    an OpenAI embedder), where every episode was kept as without it.
+    where Recall has no curves to abstain by (a dataset of another language than English
+    embedded by MiniLM, an OpenAI embedder), where every episode was kept as without it.
 
     ``chunks_pending``: a current episode of the dataset (returned or not) still waits for
     its chunk index (the passages Recall ranks beside the summaries), so the same question

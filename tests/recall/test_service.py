@@ -466,7 +466,12 @@ def test_the_settling_probe_reads_only_its_own_datasets_pending_rows(engine) -> 
     with engine.connect() as conn:
         conn.execute(text("ANALYZE episodes"))
         for dataset, pending in (("settled_big", False), ("import_backlog", True)):
-            params = {"dataset": dataset, "abstain_config": "english", "as_of": None}
+            params = {
+                "dataset": dataset,
+                "abstain_config": "english",
+                "abstain_other_min_relevance": None,
+                "as_of": None,
+            }
             assert (
                 conn.execute(text(q.COUNT_STATEMENT), params)
                 .mappings()

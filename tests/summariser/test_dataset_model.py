@@ -247,6 +247,13 @@ def test_a_dataset_too_large_to_move_keeps_its_model(engine, monkeypatch) -> Non
 
     assert _model(engine, "big_fr") is None
     assert _assert_every_vector_is(engine, "big_fr", STORE) >= 3  # the new episode's too
+    # the operator's way (episodic reindex --reembed --dataset) moves it whatever its size
+    followed = spaces.follow_language(
+        engine, test_vault(), DatasetEmbedders(STORE, OTHER), "big_fr", late=False, capped=False
+    )
+    assert followed.moved is not None and followed.moved.episodes >= 3
+    assert followed.model == OTHER.name == _model(engine, "big_fr")
+    assert _assert_every_vector_is(engine, "big_fr", OTHER) >= 3
 
 
 def test_chunks_embedded_in_a_model_the_dataset_left_are_not_stored(engine) -> None:  # type: ignore[no-untyped-def]

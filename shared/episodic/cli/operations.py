@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from episodic.cli._common import CommandGroups, guarded
 from episodic.endpoints import SERVICES
@@ -55,6 +55,13 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from episodic.store.recall_index import index_missing
     from episodic.store.vault import make_vault
 
+    if args.dataset is not None and not args.reembed:
+        print(
+            "--dataset needs --reembed: it re-embeds that dataset with the model its "
+            "language calls for",
+            file=sys.stderr,
+        )
+        return 2
     url = _database_url(args)
     if not url:
         return 2
@@ -67,6 +74,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         check_embedding_dimension(engine, embedder.dimension)
         vault = make_vault(settings.privacy, data_dir=settings.database.data_dir)
         late = late_chunks(settings.embedding, embedder)
+        if args.dataset is not None:
+            return _move_dataset(engine, embedder, vault, args.dataset, late=late)
         if args.reembed:
             if TYPE_CHECKING:  # mypy resolves the services by their source directory
                 from services.summariser.reembed import reembed
@@ -94,6 +103,42 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     print(f"indexed {count} episode(s) for recall")
+    return 0
+
+
+def _move_dataset(engine: Any, embedder: Any, vault: Any, dataset: str, *, late: bool) -> int:
+    """``reindex --reembed --dataset``: re-embeds one dataset with the model its language
+    calls for (services/summariser/spaces.py), however large, waiting for its language."""
+    from episodic.config import get_settings
+    from episodic.providers.factory import make_dataset_embedders
+
+    if TYPE_CHECKING:  # mypy resolves the services by their source directory
+        from services.summariser.spaces import follow_language
+    else:
+        from episodic.services.summariser.spaces import follow_language
+
+    embedders = make_dataset_embedders(get_settings().embedding, embedder)
+    followed = follow_language(engine, vault, embedders, dataset, late=late, capped=False)
+    if not followed.found:
+        print(f"no dataset {dataset!r} in this store", file=sys.stderr)
+        return 1
+    model = followed.model or f"the store's model ({embedder.name})"
+    if followed.kept_because:
+        print(
+            f"dataset {dataset} ({followed.language}) keeps {model}: {followed.kept_because}; "
+            "run this again afterwards",
+            file=sys.stderr,
+        )
+        return 1
+    if followed.moved is None:
+        print(f"dataset {dataset} ({followed.language}) already holds {model}'s vectors")
+        return 0
+    done = followed.moved
+    print(
+        f"dataset {dataset} ({followed.language}) moved to {model}: {done.threads} thread(s) "
+        f"({done.episodes} episode and {done.chunks} chunk vector(s)) and {done.events} "
+        "event(s) re-embedded; Recall queries it in that model from now on"
+    )
     return 0
 
 
@@ -131,5 +176,11 @@ def register(groups: CommandGroups) -> None:
         "--reembed",
         action="store_true",
         help="re-embed every stored vector with the configured model (resumable)",
+    )
+    reindex.add_argument(
+        "--dataset",
+        help="with --reembed: only this dataset, re-embedded with the model its language "
+        "calls for (EPISODIC_EMBEDDING_MULTILINGUAL): one the Summariser found too large "
+        "to move by itself; its writers wait while it runs (one transaction)",
     )
     reindex.set_defaults(func=guarded(cmd_reindex))

@@ -54,9 +54,11 @@ from episodic.store.recall_queries import (
     DEFAULT_RANKING,
     QUOTED_LEXEME,
     RankingOptions,
+    calibrated_sql,
     entity_clauses,
     entity_params,
     fused_relevance_sql,
+    match_sql,
     named_time_params,
     ranked_recency_sql,
     relevant_sql,
@@ -64,12 +66,7 @@ from episodic.store.recall_queries import (
     span_cte,
     threshold_params,
 )
-from episodic.store.relevance import (
-    Abstention,
-    on_reference_scale_sql,
-    relevance_sql,
-    request_match_sql,
-)
+from episodic.store.relevance import Abstention, on_reference_scale_sql
 from episodic.store.sql import NOW
 from episodic.store.vault import Vault, open_row
 
@@ -387,11 +384,9 @@ def _rank_sql(
         # document coverage is its passage coverage too; its context is each signal's best
         # over the request's events.
         best = ("max(n.sem) OVER ()", "max(n.coverage) OVER ()", "max(n.coverage) OVER ()")
-        calibrated = relevance_sql(
-            ("n.sem", "n.coverage", "n.coverage"), best, options.relevance_curve
-        )
+        calibrated = calibrated_sql(("n.sem", "n.coverage", "n.coverage"), best, options)
         # and the request's match over its events, as the episodes' over theirs
-        match = request_match_sql(best, options.relevance_curve)
+        match = match_sql(best, options)
         # the episodes' coverage (RankingOptions.lexical_coverage): scaled by the largest
         # share of the query's weight (idf) an event holds
         query_idf, share = "", ""
@@ -517,7 +512,7 @@ def rank_events(
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,
-        **threshold_params(min_relevance, min_match, abstention),
+        **threshold_params(min_relevance, min_match, abstention, options),
     }
     if with_query:
         assert query is not None

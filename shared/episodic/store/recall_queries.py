@@ -119,10 +119,12 @@ __all__ = [
     "RankingOptions",
     "RecallFilters",
     "blinded_lexemes",
+    "calibrated_sql",
     "count_up_to",
     "fused_relevance_sql",
     "lexical_scale_for",
     "list_episodes",
+    "match_sql",
     "named_time_params",
     "query_term_tokens",
     "rank",
@@ -247,6 +249,11 @@ class RankingOptions:
       however little of the query it holds: one content word shared by chance (a
       paraphrase in another language that shares nothing else with its own session)
       outweighs the meaning. A candidate holding every query word keeps 1.0 either way.
+    - ``relevance_curve``: the calibrated relevance and match curves (and, in the
+      service, ``abstain``'s thresholds) for a dataset in
+      :data:`~episodic.store.relevance.FITTED_CONFIG`; ``other_language_curve``: those for
+      a dataset in any other configuration (None: the same curve is computed there, and
+      ``abstain`` keeps every episode).
     """
 
     strip_stop_phrases: bool = False
@@ -267,6 +274,7 @@ class RankingOptions:
     rerank_top: int = 0
     rerank_weights: tuple[tuple[str, float], ...] = ()
     relevance_curve: Curve = MINILM
+    other_language_curve: Curve | None = None
     cosine_scale: CosineScale | None = None
     recency_band: float = 0.0
     lexical_coverage: bool = False
@@ -549,31 +557,85 @@ def relevant_sql(moment: str, options: RankingOptions) -> str:
     )
 
 
-def _threshold_sql(name: str) -> str:
-    """The threshold ``name`` a row is held to: the request's own when it set one (0
-    included), else ``abstain``'s (``abstain_<name>``) when the dataset is ranked in the
-    text-search configuration the curves were fitted in (``abstain_config``; NULL: not abstaining) —
-    elsewhere they were measured to cut a third of the real answers (docs/benchmarks.md
-    "Abstention in other languages") — else 0."""
+#: Whether the dataset is ranked in the configuration :data:`CURVES` were fitted in.
+IN_FITTED_CONFIG = f"({DATASET_CONFIG} = CAST('{FITTED_CONFIG}' AS regconfig))"
+
+
+def calibrated_sql(
+    episode: tuple[str, str, str], best: tuple[str, str, str], options: RankingOptions
+) -> str:
+    """The calibrated relevance (:func:`~episodic.store.relevance.relevance_sql`) with the
+    curve of the dataset's language: ``options.relevance_curve`` in the configuration it
+    was fitted in, ``options.other_language_curve`` (when there is one) elsewhere."""
+    fitted = relevance_sql(episode, best, options.relevance_curve)
+    other = options.other_language_curve
+    if other is None:
+        return fitted
     return (
-        f"(CASE WHEN CAST(:{name} AS float8) IS NOT NULL THEN CAST(:{name} AS float8) "
-        f"WHEN {DATASET_CONFIG} = CAST(:abstain_config AS regconfig) "
-        f"THEN CAST(:abstain_{name} AS float8) ELSE 0.0 END)"
+        f"(CASE WHEN {IN_FITTED_CONFIG} THEN {fitted} "
+        f"ELSE {relevance_sql(episode, best, other)} END)"
     )
 
 
+def match_sql(best: tuple[str, str, str], options: RankingOptions) -> str:
+    """The request's match (:func:`~episodic.store.relevance.request_match_sql`) with the
+    curve of the dataset's language, as :func:`calibrated_sql`."""
+    fitted = request_match_sql(best, options.relevance_curve)
+    other = options.other_language_curve
+    if other is None:
+        return fitted
+    return f"(CASE WHEN {IN_FITTED_CONFIG} THEN {fitted} ELSE {request_match_sql(best, other)} END)"
+
+
+def _threshold_sql(name: str) -> str:
+    """The threshold ``name`` a row is held to: the request's own when it set one (0
+    included), else ``abstain``'s (``abstain_<name>``) when the dataset is ranked in the
+    text-search configuration the curves were fitted in (``abstain_config``; NULL: not
+    abstaining), or ``abstain_other_<name>`` (the other-language curve's) in any other
+    configuration — NULL when the model has no such curve: then 0, since the English curves
+    were measured to cut a third of the real answers there (docs/benchmarks.md "Abstention
+    in other languages")."""
+    return (
+        f"(CASE WHEN CAST(:{name} AS float8) IS NOT NULL THEN CAST(:{name} AS float8) "
+        f"WHEN {DATASET_CONFIG} = CAST(:abstain_config AS regconfig) "
+        f"THEN CAST(:abstain_{name} AS float8) "
+        f"WHEN CAST(:abstain_config AS regconfig) IS NOT NULL "
+        f"THEN coalesce(CAST(:abstain_other_{name} AS float8), 0.0) ELSE 0.0 END)"
+    )
+
+
+#: Whether ``abstain``'s thresholds hold for the dataset (the answer's abstain_applied):
+#: the curves fitted in its configuration exist for the model (:func:`_threshold_sql`).
+ABSTAIN_APPLIED_SQL = (
+    f"(coalesce({DATASET_CONFIG} = CAST(:abstain_config AS regconfig), false) "
+    "OR (CAST(:abstain_config AS regconfig) IS NOT NULL "
+    "AND CAST(:abstain_other_min_relevance AS float8) IS NOT NULL))"
+)
+
+
 def threshold_params(
-    min_relevance: float | None, min_match: float | None, abstention: Abstention | None
+    min_relevance: float | None,
+    min_match: float | None,
+    abstention: Abstention | None,
+    options: RankingOptions | None = None,
 ) -> dict[str, object]:
     """The parameters of :func:`relevant_sql`: the request's thresholds (None: unset, so
     ``abstain``'s hold; an explicit 0 keeps everything even with ``abstain``), and
-    ``abstain``'s (None: not abstaining) with the configuration they hold in."""
+    ``abstain``'s (None: not abstaining) with the configuration they hold in, and in other
+    configurations those of ``options.other_language_curve`` (when it has one)."""
+    other = (
+        options.other_language_curve.abstention
+        if abstention is not None and options is not None and options.other_language_curve
+        else None
+    )
     return {
         "min_relevance": None if min_relevance is None else float(min_relevance),
         "min_match": None if min_match is None else float(min_match),
         "abstain_min_relevance": abstention.min_relevance if abstention else 0.0,
         "abstain_min_match": abstention.min_match if abstention else 0.0,
         "abstain_config": FITTED_CONFIG if abstention else None,
+        "abstain_other_min_relevance": other.min_relevance if other else None,
+        "abstain_other_min_match": other.min_match if other else None,
     }
 
 
@@ -1133,8 +1195,8 @@ def recall_sql(
             SELECT n.episode_id, n.ended_at, n.recency,
                    n.semantic::float8 AS cosine, n.coverage::float8 AS coverage,
                    n.passage_coverage::float8 AS passage_coverage,
-                   {relevance_sql(("n.semantic", "n.coverage", "n.passage_coverage"), _REQUEST_BEST, options.relevance_curve)} AS absolute_relevance,
-                   {request_match_sql(_REQUEST_BEST, options.relevance_curve)} AS request_match,
+                   {calibrated_sql(("n.semantic", "n.coverage", "n.passage_coverage"), _REQUEST_BEST, options)} AS absolute_relevance,
+                   {match_sql(_REQUEST_BEST, options)} AS request_match,
                    ({similarity_sql(options, _signals(lexical))})::float8 AS similarity,
                    ({lexical})::float8 AS lexical,
                    n.sem_rel::float8 AS semantic{extra_scored}
@@ -1513,8 +1575,7 @@ COUNT_STATEMENT = (
     "AS dataset_chunks_pending, "
     "EXISTS (SELECT 1 FROM episodes ep WHERE ep.dataset = :dataset "
     "AND ep.status IN ('pending', 'processing')) AS dataset_episodes_pending, "
-    f"coalesce({DATASET_CONFIG} = CAST(:abstain_config AS regconfig), false) "
-    "AS abstain_applied "
+    f"{ABSTAIN_APPLIED_SQL} AS abstain_applied "
     "FROM episodes WHERE dataset = :dataset "
     "AND status = 'completed' AND (CAST(:as_of AS timestamptz) IS NULL "
     "OR ended_at <= CAST(:as_of AS timestamptz))"
@@ -1780,7 +1841,7 @@ def rank(
         "ws": float(similarity_weight),
         "wr": float(recency_weight),
         "limit": limit,
-        **threshold_params(min_relevance, min_match, abstention),
+        **threshold_params(min_relevance, min_match, abstention, options),
     }
     if approximate is not None:
         params.update(_approximation_params(approximate))

@@ -140,11 +140,13 @@ type RecallRequest struct {
 	// Apply the min_relevance and min_match Recall recommends for the embedding model it
 	// runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
 	// nothing in the dataset answers gets nothing — what an agent's prompt should get. They
-	// apply where the curves were fitted: English datasets (English set or detected, or not
-	// yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
-	// with a model without curves fitted for it (an OpenAI one), abstain keeps every
-	// episode. An explicit min_relevance or min_match, 0 included, takes precedence over its
-	// recommended value.
+	// apply where curves were fitted: English datasets (English set or detected, or not yet
+	// detected: DatasetPolicy.language_origin) with the model's English curves, and datasets
+	// of another language with curves fitted on other languages where the model has them
+	// (multilingual-e5, which embeds such datasets by default; they leave fewer foreign
+	// questions empty than in English). Elsewhere (MiniLM in another language, a model
+	// without curves such as an OpenAI one) abstain keeps every episode. An explicit
+	// min_relevance or min_match, 0 included, takes precedence over its recommended value.
 	Abstain bool `protobuf:"varint,18,opt,name=abstain,proto3" json:"abstain,omitempty"`
 	// How many procedures to return when RECALL_INCLUDE_PROCEDURES is asked: 0 means 3,
 	// capped at 20.
@@ -349,9 +351,10 @@ type RecalledEpisodes struct {
 	// Whether the request's `abstain` held: false when it was not asked, when nothing was
 	// ranked by similarity (no query, a query that names only a time, similarity_weight 0:
 	// then `match` is unset too), and where Recall has no curves to abstain by — a dataset
-	// of another language than English, or an embedding model without curves (an OpenAI
-	// one) — where every episode is kept as without abstain. With `match` set and this
-	// false, an agent knows the episodes may not fit.
+	// of another language than English embedded by a model without curves for other
+	// languages (MiniLM), or an embedding model without curves at all (an OpenAI one) —
+	// where every episode is kept as without abstain. With `match` set and this false, an
+	// agent knows the episodes may not fit.
 	AbstainApplied bool `protobuf:"varint,5,opt,name=abstain_applied,json=abstainApplied,proto3" json:"abstain_applied,omitempty"`
 	// Whether a current episode of the dataset (returned or not) still waits for its chunk
 	// index, the passages of its messages Recall ranks beside the summaries: the answer may

@@ -176,11 +176,13 @@ export type RecallRequest = Message<"episodic.v1.RecallRequest"> & {
    * Apply the min_relevance and min_match Recall recommends for the embedding model it
    * runs (docs/concepts/recall.md; each model's curves have their own scale), so a question
    * nothing in the dataset answers gets nothing — what an agent's prompt should get. They
-   * apply where the curves were fitted: English datasets (English set or detected, or not
-   * yet detected: DatasetPolicy.language_origin); in a dataset of another language, and
-   * with a model without curves fitted for it (an OpenAI one), abstain keeps every
-   * episode. An explicit min_relevance or min_match, 0 included, takes precedence over its
-   * recommended value.
+   * apply where curves were fitted: English datasets (English set or detected, or not yet
+   * detected: DatasetPolicy.language_origin) with the model's English curves, and datasets
+   * of another language with curves fitted on other languages where the model has them
+   * (multilingual-e5, which embeds such datasets by default; they leave fewer foreign
+   * questions empty than in English). Elsewhere (MiniLM in another language, a model
+   * without curves such as an OpenAI one) abstain keeps every episode. An explicit
+   * min_relevance or min_match, 0 included, takes precedence over its recommended value.
    *
    * @generated from field: bool abstain = 18;
    */
@@ -249,9 +251,10 @@ export type RecalledEpisodes = Message<"episodic.v1.RecalledEpisodes"> & {
    * Whether the request's `abstain` held: false when it was not asked, when nothing was
    * ranked by similarity (no query, a query that names only a time, similarity_weight 0:
    * then `match` is unset too), and where Recall has no curves to abstain by — a dataset
-   * of another language than English, or an embedding model without curves (an OpenAI
-   * one) — where every episode is kept as without abstain. With `match` set and this
-   * false, an agent knows the episodes may not fit.
+   * of another language than English embedded by a model without curves for other
+   * languages (MiniLM), or an embedding model without curves at all (an OpenAI one) —
+   * where every episode is kept as without abstain. With `match` set and this false, an
+   * agent knows the episodes may not fit.
    *
    * @generated from field: bool abstain_applied = 5;
    */
