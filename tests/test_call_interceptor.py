@@ -58,7 +58,7 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
     (OperationalError): the first is a call that did not take effect (ABORTED, retry it),
     the second one that ran out of time (DEADLINE_EXCEEDED), the third an outage. A session
     PostgreSQL ended (a process frozen inside a transaction wakes: 25P03, 25P04) comes as an
-    InternalError, and is an outage too, not our bug."""
+    InternalError, and is an outage too, not our bug; so is a Citus worker lost mid-call."""
     import psycopg
     from sqlalchemy.exc import InternalError, OperationalError
 
@@ -105,3 +105,15 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
         assert status.code == code.value[0]
     assert "did not take effect" in answered[0].message
     assert is_database_outage(ended)
+    # Citus reports a worker connection that broke mid-transaction as XX000 (internal_error):
+    # a worker down, an outage; another XX000 is still our bug (INTERNAL).
+    internal = psycopg.errors.lookup("XX000")
+    for message, code in (
+        ("failure on connection marked as essential: 127.0.0.1:5433", grpc.StatusCode.UNAVAILABLE),
+        ("cache lookup failed for relation 16384", grpc.StatusCode.INTERNAL),
+    ):
+        raised.append(InternalError("statement", {}, internal(message)))
+        _, status = interceptor.answer(
+            "/episodic.v1.AdminService/MergeEntities", failing, "request", CallContext()
+        )
+        assert status is not None and status.code == code.value[0], message

@@ -49,6 +49,7 @@ from episodic.store.db import (
     CONCURRENT_CHANGE,
     SESSION_ENDED,
     STATEMENT_CANCELLED,
+    is_database_outage,
     make_engine,
     sqlstate,
 )
@@ -245,6 +246,13 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 log.warning("database ended the session of %s: %s", method, describe_error(err))
                 return None, _status_for(
                     Unavailable("the database ended this call's session; retry")
+                )
+            if is_database_outage(err):
+                # A Citus worker down or restarting, reported by the coordinator as an
+                # internal error (store/db.py, CITUS_LOST_NODE): retryable, not our bug.
+                log.warning("database unavailable in %s: %s", method, describe_error(err))
+                return None, _status_for(
+                    Unavailable("the database is unavailable; retry with backoff")
                 )
             log_failure(log, f"unhandled error in {method}", err)
             return None, status_pb2.Status(

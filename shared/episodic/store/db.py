@@ -144,7 +144,19 @@ def is_database_outage(err: BaseException) -> bool:
     return (
         isinstance(err, OperationalError | DisconnectionError | psycopg.OperationalError)
         or sqlstate(err) in SESSION_ENDED
+        or _citus_lost_a_node(err)
     )
+
+
+#: What Citus says (SQLSTATE XX000, internal_error, with no code of its own) when a
+#: connection of the transaction to a worker broke: a worker down or restarting, which the
+#: coordinator reports like a bug (remote_transaction.c). A connection it cannot open is
+#: 08006, an outage already.
+CITUS_LOST_NODE = "failure on connection marked as essential"
+
+
+def _citus_lost_a_node(err: BaseException) -> bool:
+    return sqlstate(err) == "XX000" and CITUS_LOST_NODE in str(getattr(err, "orig", err))
 
 
 #: SQLSTATEs of a transaction that lost to another and may run again whole: deadlock

@@ -16,10 +16,12 @@ import fcntl
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tarfile
 import tempfile
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -243,9 +245,34 @@ class CitusCluster:
                 "max_prepared_transactions = 200\n"
             )
         self.nodes.append(node)
+        self._pg_ctl_start(node)
+        return node
+
+    def kill(self, node: Node) -> int:
+        """SIGKILL of ``node``'s postmaster: a crashed machine, as far as its clients can
+        tell (its backends end on their own once they notice). Returns the pid killed."""
+        pid = int((node.data_dir / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def start_again(self, node: Node, timeout: float = 60.0) -> None:
+        """Starts a stopped or killed ``node`` on its data directory and port (crash
+        recovery after :meth:`kill`), trying again while the dead postmaster's backends
+        still hold its shared memory (they end within seconds)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._pg_ctl_start(node)
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)  # a retry interval, not a wait for background work
+
+    def _pg_ctl_start(self, node: Node) -> None:
         self._run(
             [
-                str(bin_dir / "pg_ctl"),
+                str(self.install / "bin" / "pg_ctl"),
                 "-D",
                 str(node.data_dir),
                 "-l",
@@ -256,7 +283,6 @@ class CitusCluster:
                 "start",
             ]
         )
-        return node
 
     def add_worker(self, databases: list[str]) -> Node:
         """Starts one more worker and joins it to each of ``databases`` (Citus keeps its node

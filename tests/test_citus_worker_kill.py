@@ -1,0 +1,180 @@
+"""A Citus worker killed under load (issue 38): writers add messages through Ingest to
+datasets on both workers of a cluster of their own; one worker's postmaster is killed
+(SIGKILL: a crashed machine) and started again on its data directory. What must hold:
+
+- a call that fails while the worker is down fails with a status a client retries
+  (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED), never INTERNAL or UNKNOWN, and names no
+  internals;
+- datasets on the other worker keep being written while it is down (a dataset lives on
+  one shard: another tenant's outage is not this one's);
+- writes to the killed worker's datasets succeed again once it is back, without
+  restarting anything of ours;
+- every acknowledged message is stored exactly once, at the sequence its receipt named
+  (a retry with the same idempotency key after an unknown outcome is not a second copy).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+from sqlalchemy import text
+
+from episodic.store.db import make_engine
+from episodic.testing.citus import CitusDatabases, citus_cluster
+from episodic.testing.processes import start_service, wait_until
+from episodic.v1 import ingest_service_pb2 as pb
+from episodic.v1 import ingest_service_pb2_grpc as pb_grpc
+from episodic.v1.episode_pb2 import ROLE_USER
+
+pytestmark = pytest.mark.citus
+
+#: What a client may see while a worker is down, and retries.
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+             grpc.StatusCode.ABORTED}  # fmt: skip
+
+
+@dataclass
+class Writer:
+    """Adds one message at a time to one thread, each with its own idempotency key, and
+    repeats a failed call with the same key until it is acknowledged (as the SDK does)."""
+
+    stub: pb_grpc.IngestServiceStub
+    thread_id: str
+    acked: list[int] = field(default_factory=list)  # sequences the receipts named
+    failures: dict[str, int] = field(default_factory=dict)  # status -> count
+    messages: list[str] = field(default_factory=list)  # the failures' details
+    stop: threading.Event = field(default_factory=threading.Event)
+    unknown: bool = False  # stopped while a key was not acknowledged (stored or not)
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            key = f"{self.thread_id}-{n}"
+            while True:  # this key until it is acknowledged: nothing is left unknown
+                try:
+                    reply = self.stub.AddMessages(
+                        pb.AddMessagesRequest(
+                            thread_id=self.thread_id,
+                            messages=[
+                                pb.NewMessage(
+                                    role=ROLE_USER, content=f"message {n}", idempotency_key=key
+                                )
+                            ],
+                        ),
+                        timeout=5,
+                    )
+                    self.acked.append(reply.receipts[0].sequence)
+                    break
+                except grpc.RpcError as err:
+                    code = err.code().name
+                    self.failures[code] = self.failures.get(code, 0) + 1
+                    if len(self.messages) < 5:
+                        self.messages.append(f"{code}: {err.details()}")
+                    if self.stop.wait(0.1):  # a client's back-off before its retry
+                        self.unknown = True  # stopped with this key's outcome unknown
+                        return
+
+
+def _worker_of(engine, dataset: str) -> int:  # type: ignore[no-untyped-def]
+    """The port of the worker holding ``dataset``'s messages."""
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text(
+                    "SELECT nodeport FROM citus_shards WHERE table_name = 'messages'::regclass "
+                    "AND shardid = get_shard_id_for_distribution_column('messages', CAST(:d AS text))"
+                ),
+                {"d": dataset},
+            ).scalar_one()
+        )
+
+
+def test_a_killed_worker_fails_its_calls_retryably_and_loses_nothing() -> None:
+    if not os.environ.get("EPISODIC_TEST_CITUS"):
+        pytest.skip("a worker killed needs the Citus tier (make test-citus)")
+    with citus_cluster(workers=2) as cluster:
+        url = CitusDatabases(cluster).create()
+        engine = make_engine(url, pool_size=2)
+        ingest = start_service("ingest", url)
+        try:
+            with grpc.insecure_channel(ingest.address) as channel:
+                stub = pb_grpc.IngestServiceStub(channel)
+                # One dataset on each worker (a dataset's shard is its hash's).
+                on: dict[int, str] = {}
+                for i in range(40):
+                    dataset = f"tenant{i:02d}"
+                    on.setdefault(_worker_of(engine, dataset), dataset)
+                    if len(on) == 2:
+                        break
+                (victim_port, victim), (_, other) = sorted(on.items())
+                writers = {
+                    name: Writer(stub, stub.CreateThread(pb.CreateThreadRequest(dataset=name),
+                                                         timeout=30).thread.thread_id)
+                    for name in (victim, other)
+                }  # fmt: skip
+                threads = [threading.Thread(target=w.run, daemon=True) for w in writers.values()]
+                for t in threads:
+                    t.start()
+                try:
+                    wait_until(lambda: all(len(w.acked) >= 20 for w in writers.values()), 60)
+
+                    node = next(n for n in cluster.nodes if n.port == victim_port)
+                    cluster.kill(node)
+                    wait_until(lambda: writers[victim].failures, 60, message="no call failed")
+                    # Is the other worker's tenant written while the victim's is down?
+                    before = len(writers[other].acked)
+                    try:
+                        wait_until(lambda: len(writers[other].acked) >= before + 5, 20)
+                        other_went_on = True
+                    except AssertionError:
+                        other_went_on = False
+                    assert writers[victim].failures  # still down: nothing restarted it
+
+                    cluster.start_again(node)
+                    after = len(writers[victim].acked)
+                    wait_until(lambda: len(writers[victim].acked) >= after + 20, 120)
+                    later = len(writers[other].acked)
+                    wait_until(lambda: len(writers[other].acked) >= later + 20, 120)
+                finally:
+                    for w in writers.values():
+                        w.stop.set()
+                    for t in threads:
+                        t.join(30)
+                for name, w in writers.items():
+                    unexpected = set(w.failures) - {c.name for c in RETRYABLE}
+                    assert not unexpected, (name, w.failures, w.messages)
+                    for message in w.messages:
+                        assert "Traceback" not in message and "psycopg" not in message, message
+                    # every acknowledged message once, at its receipt's sequence, no gap
+                    assert w.acked == list(range(1, len(w.acked) + 1)), (name, w.acked[-5:])
+                    with engine.connect() as conn:
+                        stored = conn.execute(
+                            text(
+                                "SELECT count(*), count(DISTINCT idempotency_key), "
+                                "max(sequence) FROM messages WHERE thread_id = :t"
+                            ),
+                            {"t": uuid.UUID(w.thread_id)},
+                        ).one()
+                    n = len(w.acked) + (1 if w.unknown and stored[0] > len(w.acked) else 0)
+                    assert tuple(stored) == (n, n, n), (name, tuple(stored), len(w.acked))
+                assert writers[victim].failures  # the kill was seen
+                if not other_went_on:
+                    # Known (2026-12-05): AddMessages' one statement (a data-modifying CTE
+                    # feeding INSERT … SELECT) is planned by Citus as two subplans whose
+                    # intermediate result goes to every worker, so while any worker is down
+                    # every dataset's AddMessages answers UNAVAILABLE (retryably). The fix
+                    # is a statement (or a function delegated to the dataset's worker) that
+                    # Citus routes to one shard; docs/guides/citus.md says so meanwhile.
+                    pytest.xfail(
+                        f"{other}'s writes stopped while another worker was down: "
+                        f"{writers[other].failures}"
+                    )
+        finally:
+            ingest.terminate()
+            engine.dispose()
