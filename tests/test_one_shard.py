@@ -443,8 +443,15 @@ def test_every_statement_on_a_dataset_table_reaches_one_partition(
     assert any("m.idempotency_key" in r.sent.statement for r in routed), (
         "the routed AddMessages statement with idempotency keys was not observed"
     )
+    # On Citus two, each routed to one shard (checked above): the counter's bump, then the
+    # rows — its one statement elsewhere became subplans reaching every worker
+    # (services/ingest/domain.py, TwoSteps).
     per_call = Counter(r.sent.call for r in reaches if r.sent.rpc == "AddMessages")
-    assert all(per_call[r.sent.call] == 1 for r in routed), per_call
+    statements = 2 if os.environ.get("EPISODIC_TEST_CITUS") else 1
+    bad = {r.sent.call for r in routed if per_call[r.sent.call] != statements}
+    assert not bad, "\n".join(
+        f"{r.sent.call}: {_short(r.sent.statement)}" for r in reaches if r.sent.call in bad
+    )
     # An id-only call looks its dataset up once, then names it: no second search.
     lookups = Counter((r.sent.rpc, r.sent.call) for r in reaches if r.marked)
     repeated = {k: n for k, n in lookups.items() if k[0] in ID_ONLY and n > 1}

@@ -28,7 +28,7 @@ from episodic.store import owners
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
 from episodic.store.raw_statement import fetch_one_autocommitted
-from episodic.store.shards import distributed, in_group
+from episodic.store.shards import distributed, engine_distributed, in_group
 from episodic.store.vault import Vault, open_row
 from episodic.tool_calls import (
     MAX_TOOL_CALLS,
@@ -551,9 +551,13 @@ def write_messages(
         if _allowed(authorize, dataset):
             statement, params = _append(data_key, dataset, thread_id, messages, check_route=True)
             try:
-                # Without SQLAlchemy's Core (~0.15 ms of CPU a call), still observed and
-                # traced like every statement (episodic.store.raw_statement).
-                bumped = fetch_one_autocommitted(engine, statement, params)
+                if engine_distributed(engine):  # statements Citus routes to one shard each
+                    with engine.begin() as conn:
+                        bumped = _run_two_steps(conn, _TWO_STEPS_OF[statement], params)
+                else:
+                    # Without SQLAlchemy's Core (~0.15 ms of CPU a call), still observed and
+                    # traced like every statement (episodic.store.raw_statement).
+                    bumped = fetch_one_autocommitted(engine, statement, params)
             except IntegrityError as err:
                 if not _is_key_conflict(err):
                     raise
@@ -805,6 +809,35 @@ def _store_statement(
     # ``tools`` (a batch with tool calls or results; transactions only, array form): the
     # rows carry their sealed tool parts and answered call ids, and the calls they make go
     # to ``message_tool_calls`` in the same statement.
+    bump = _bump_sql(check_route, single, keyed)
+    rows = _rows_sql(single, tools, last="b.last_sequence", received="now()", bumped=True)
+    if tools:
+        return (
+            f"WITH bumped AS ({bump}RETURNING last_sequence), "
+            f"inserted AS ({_MESSAGES_INSERT_TOOLS}{rows}), "
+            f"calls AS ({_calls_sql('b.last_sequence', bumped=True)}) "
+            "SELECT last_sequence, now() AS received_at FROM bumped"
+        )
+    return (
+        f"WITH bumped AS ({bump}RETURNING last_sequence), "
+        f"inserted AS ({_MESSAGES_INSERT}{rows}) "
+        "SELECT last_sequence, now() AS received_at FROM bumped"
+    )
+
+
+_MESSAGES_INSERT = (
+    "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, created_at, "
+    "received_at, idempotency_key) "
+)
+_MESSAGES_INSERT_TOOLS = (
+    "INSERT INTO messages (dataset, thread_id, sequence, role, content, metadata, created_at, "
+    "received_at, idempotency_key, tools, tool_call_id) "
+)
+
+
+def _bump_sql(check_route: bool, single: bool, keyed: bool) -> str:
+    """The UPDATE that bumps the thread's counter by the batch (its row lock serialises the
+    thread's writers), without its RETURNING; see :func:`_store_statement` for the checks."""
     route_check = (
         "AND EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = %(dataset)s "
         "AND d.key_id IS NOT DISTINCT FROM CAST(%(key_id)s AS uuid)) "
@@ -818,66 +851,112 @@ def _store_statement(
         "CROSS JOIN LATERAL (SELECT 1 FROM messages m WHERE m.dataset = %(dataset)s "
         "AND m.thread_id = %(id)s AND m.idempotency_key = k.key LIMIT 1) AS hit) "
     )
-    rows = (
-        "SELECT %(dataset)s, %(id)s, b.last_sequence, CAST(%(role)s AS text), "
-        "CAST(%(content)b AS bytea), CAST(%(meta)b AS bytea), "
-        "coalesce(CAST(%(created_at)s AS timestamptz), now()), now(), "
-        "CAST(%(ikey)s AS text) FROM bumped b"
-        if single
-        else "SELECT %(dataset)s, %(id)s, b.last_sequence - %(n)s + u.i, u.role, u.content, "
-        "u.meta, coalesce(u.created_at, now()), now(), u.ikey "
-        "FROM bumped b, unnest(CAST(%(roles)b AS text[]), CAST(%(contents)b AS bytea[]), "
-        "CAST(%(metas)b AS bytea[]), CAST(%(created)b AS timestamptz[]), "
-        "CAST(%(keys)b AS text[])) WITH ORDINALITY AS u(role, content, meta, "
-        "created_at, ikey, i)"
-    )
-    if tools:
-        rows = (
-            "SELECT %(dataset)s, %(id)s, b.last_sequence - %(n)s + u.i, u.role, u.content, "
-            "u.meta, coalesce(u.created_at, now()), now(), u.ikey, u.tools, u.call_id "
-            "FROM bumped b, unnest(CAST(%(roles)b AS text[]), CAST(%(contents)b AS bytea[]), "
-            "CAST(%(metas)b AS bytea[]), CAST(%(created)b AS timestamptz[]), "
-            "CAST(%(keys)b AS text[]), CAST(%(tools)b AS bytea[]), "
-            "CAST(%(call_ids)b AS text[])) WITH ORDINALITY AS u(role, content, meta, "
-            "created_at, ikey, tools, call_id, i)"
-        )
-        return (
-            "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + %(n)s, "
-            "last_message_at = now(), last_activity_at = now() "
-            "WHERE dataset = %(dataset)s AND thread_id = %(id)s RETURNING last_sequence), "
-            "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, "
-            "metadata, created_at, received_at, idempotency_key, tools, tool_call_id) "
-            + rows
-            + "), calls AS (INSERT INTO message_tool_calls (dataset, thread_id, call_id, "
-            "sequence, tool) SELECT %(dataset)s, %(id)s, c.call_id, "
-            "b.last_sequence - %(n)s + c.i, c.tool FROM bumped b, "
-            "unnest(CAST(%(made_ids)b AS text[]), CAST(%(made_tools)b AS text[]), "
-            "CAST(%(made_at)b AS bigint[])) AS c(call_id, tool, i)) "
-            "SELECT last_sequence, now() AS received_at FROM bumped"
-        )
     return (
-        "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + %(n)s, "
+        "UPDATE threads SET last_sequence = last_sequence + %(n)s, "
         "last_message_at = now(), last_activity_at = now() "
         "WHERE dataset = %(dataset)s AND thread_id = %(id)s "
         + (route_check if check_route else "")
         + (new_keys if keyed else "")
-        + "RETURNING last_sequence), "
-        "inserted AS (INSERT INTO messages (dataset, thread_id, sequence, role, content, "
-        "metadata, created_at, received_at, idempotency_key) "
-        + rows
-        + ") SELECT last_sequence, now() AS received_at FROM bumped"
     )
 
 
-# (check_route, single, keyed) -> statement; the transaction checked the keys under its
-# lock already, so only routed statements check them.
-_STATEMENTS = {
-    (route, single, keyed): _store_statement(check_route=route, single=single, keyed=keyed)
+def _rows_sql(single: bool, tools: bool, *, last: str, received: str, bumped: bool) -> str:
+    """The rows the messages' INSERT takes: ``last`` is the thread's new last sequence (an
+    expression), ``received`` the call's clock; ``bumped``: read beside the CTE ``bumped b``
+    (one statement) — else ``last`` and ``received`` are bound (:func:`_two_steps`), and a
+    single message is a VALUES row."""
+    created = f"coalesce(CAST(%(created_at)s AS timestamptz), {received})"
+    if single and not tools:
+        values = (
+            f"%(dataset)s, %(id)s, {last}, CAST(%(role)s AS text), "
+            f"CAST(%(content)b AS bytea), CAST(%(meta)b AS bytea), {created}, {received}, "
+            "CAST(%(ikey)s AS text)"
+        )
+        return f"SELECT {values} FROM bumped b" if bumped else f"VALUES ({values})"
+    source = "bumped b, " if bumped else ""
+    arrays = (
+        "unnest(CAST(%(roles)b AS text[]), CAST(%(contents)b AS bytea[]), "
+        "CAST(%(metas)b AS bytea[]), CAST(%(created)b AS timestamptz[]), CAST(%(keys)b AS text[])"
+    )
+    if tools:
+        return (
+            f"SELECT %(dataset)s, %(id)s, {last} - %(n)s + u.i, u.role, u.content, u.meta, "
+            f"coalesce(u.created_at, {received}), {received}, u.ikey, u.tools, u.call_id "
+            f"FROM {source}{arrays}, CAST(%(tools)b AS bytea[]), "
+            "CAST(%(call_ids)b AS text[])) WITH ORDINALITY AS u(role, content, meta, "
+            "created_at, ikey, tools, call_id, i)"
+        )
+    return (
+        f"SELECT %(dataset)s, %(id)s, {last} - %(n)s + u.i, u.role, u.content, u.meta, "
+        f"coalesce(u.created_at, {received}), {received}, u.ikey "
+        f"FROM {source}{arrays}) WITH ORDINALITY AS u(role, content, meta, created_at, ikey, i)"
+    )
+
+
+def _calls_sql(last: str, *, bumped: bool) -> str:
+    """The INSERT of the tool calls a batch makes, at their messages' sequences."""
+    return (
+        "INSERT INTO message_tool_calls (dataset, thread_id, call_id, sequence, tool) "
+        f"SELECT %(dataset)s, %(id)s, c.call_id, {last} - %(n)s + c.i, c.tool "
+        f"FROM {'bumped b, ' if bumped else ''}unnest(CAST(%(made_ids)b AS text[]), "
+        "CAST(%(made_tools)b AS text[]), CAST(%(made_at)b AS bigint[])) AS c(call_id, tool, i)"
+    )
+
+
+@dataclass(frozen=True)
+class TwoSteps:
+    """The same write as one of :data:`_STATEMENTS` as statements Citus routes to one shard
+    each, for a distributed store (``store.shards.distributed``): there the one statement (a
+    data-modifying CTE feeding ``INSERT … SELECT``) is planned as subplans whose
+    intermediate result goes to every worker, so one worker down failed every dataset's
+    writes (tests/test_citus_worker_kill.py). ``bump`` returns the new last sequence and the call's clock (the
+    ``last_message_at`` it set: ``now()`` in a RETURNING is refused there); ``inserts`` take
+    them as ``%(last)s`` and ``%(received)s``. Run in one transaction
+    (:func:`_run_two_steps`)."""
+
+    bump: str
+    inserts: tuple[str, ...]
+
+
+def _two_steps(
+    check_route: bool, single: bool, keyed: bool = False, tools: bool = False
+) -> TwoSteps:
+    last, received = "CAST(%(last)s AS bigint)", "CAST(%(received)s AS timestamptz)"
+    rows = _rows_sql(single, tools, last=last, received=received, bumped=False)
+    bump = _bump_sql(check_route, single, keyed) + "RETURNING last_sequence, last_message_at"
+    if tools:
+        return TwoSteps(bump, (_MESSAGES_INSERT_TOOLS + rows, _calls_sql(last, bumped=False)))
+    return TwoSteps(bump, (_MESSAGES_INSERT + rows,))
+
+
+def _run_two_steps(conn: Connection, steps: TwoSteps, params: dict[str, Any]) -> Any:
+    """``steps`` in ``conn``'s transaction: the bump's (last sequence, clock), None when it
+    bumped nothing (so nothing was inserted)."""
+    bumped = conn.exec_driver_sql(steps.bump, params).first()
+    if bumped is None:
+        return None
+    inserted = {**params, "last": bumped[0], "received": bumped[1]}
+    for statement in steps.inserts:
+        conn.exec_driver_sql(statement, inserted)
+    return bumped
+
+
+# (check_route, single, keyed) of every statement; the transaction checked the keys under
+# its lock already, so only routed statements check them.
+_SHAPES = [
+    (route, single, keyed)
     for route in (False, True)
     for single in (False, True)
     for keyed in ((False, True) if route else (False,))
-}
+]
+_STATEMENTS = {shape: _store_statement(*shape) for shape in _SHAPES}
 _TOOL_STATEMENT = _store_statement(check_route=False, single=False, tools=True)
+#: The same in two steps, for a distributed store (:class:`TwoSteps`).
+_TWO_STEPS = {shape: _two_steps(*shape) for shape in _SHAPES}
+_TOOL_TWO_STEPS = _two_steps(check_route=False, single=False, tools=True)
+_TWO_STEPS_OF = {_STATEMENTS[k]: _TWO_STEPS[k] for k in _STATEMENTS} | {
+    _TOOL_STATEMENT: _TOOL_TWO_STEPS
+}
 
 
 def _append(
@@ -954,6 +1033,8 @@ def _store(
     """Appends ``messages`` inside ``conn``'s transaction; their receipts, in request order
     (= sequence order)."""
     statement, params = _append(data_key, dataset, thread_id, messages, check_route=False)
+    if distributed(conn):  # Citus: statements it routes to one shard each
+        return _receipts(_run_two_steps(conn, _TWO_STEPS_OF[statement], params), messages)
     return _receipts(conn.exec_driver_sql(statement, params).first(), messages)
 
 

@@ -67,6 +67,17 @@ def distributed(conn: Connection) -> bool:
     return known
 
 
+def engine_distributed(engine: Engine) -> bool:
+    """:func:`distributed` for a caller that holds no connection (a hot path that sends its
+    statement on a pooled driver connection): the engine's cached answer, else one
+    connection to ask."""
+    known = _DISTRIBUTED.get(engine)
+    if known is None:
+        with engine.connect() as conn:
+            known = distributed(conn)
+    return known
+
+
 def shard_groups(conn: Connection, datasets: Iterable[str]) -> list[list[str]]:
     """``datasets`` split into groups that each lie on one shard, in a fixed order (each
     group sorted, groups by their first name). On one PostgreSQL: one group."""

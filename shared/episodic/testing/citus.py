@@ -167,6 +167,9 @@ class CitusCluster:
     base_dir: Path
     install: Path
     workers: int = 2
+    #: Commits durable against a killed process (``synchronous_commit = on``), as in
+    #: production; off (the default) is faster for tests that kill nothing.
+    durable: bool = False
     nodes: list[Node] = field(default_factory=list)
     _user: str | None = None
 
@@ -241,7 +244,10 @@ class CitusCluster:
                 "listen_addresses = '127.0.0.1'\n"
                 f"unix_socket_directories = '{node.data_dir}'\n"
                 "max_connections = 300\n"
-                "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+                # fsync off loses nothing when only a process dies (the OS keeps what was
+                # written); synchronous_commit off would lose the last acknowledged commits
+                "fsync = off\nfull_page_writes = off\n"
+                f"synchronous_commit = {'on' if self.durable else 'off'}\n"
                 "max_prepared_transactions = 200\n"
             )
         self.nodes.append(node)
@@ -359,12 +365,14 @@ class CitusCluster:
 
 
 @contextlib.contextmanager
-def citus_cluster(base_dir: Path | None = None, workers: int = 2) -> Iterator[CitusCluster]:
-    """A started cluster, stopped and removed afterwards."""
+def citus_cluster(
+    base_dir: Path | None = None, workers: int = 2, *, durable: bool = False
+) -> Iterator[CitusCluster]:
+    """A started cluster, stopped and removed afterwards (``durable``: see CitusCluster)."""
     install = citus_install()
     owned = base_dir is None
     base = base_dir or Path(tempfile.mkdtemp(prefix="episodic-citus-"))
-    cluster = CitusCluster(base, install, workers)
+    cluster = CitusCluster(base, install, workers, durable=durable)
     try:
         cluster.start()
         yield cluster
