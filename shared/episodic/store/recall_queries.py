@@ -623,6 +623,8 @@ def threshold_params(
     ``abstain``'s hold; an explicit 0 keeps everything even with ``abstain``), and
     ``abstain``'s (None: not abstaining) with the configuration they hold in, and in other
     configurations those of ``options.other_language_curve`` (when it has one)."""
+    if abstention is not None and options is None:
+        raise ValueError("abstaining needs the ranking's options (their other-language curve)")
     other = (
         options.other_language_curve.abstention
         if abstention is not None and options is not None and options.other_language_curve

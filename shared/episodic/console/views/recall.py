@@ -106,9 +106,9 @@ def _form(ctx: Ctx, dataset: str) -> Safe:
         '<p id="abstain-hint" class="hint wide">Applies the min relevance and min match '
         "recommended for the embedding model Recall runs, so a question nothing here answers "
         "gets no episodes. Only where those curves were fitted: a dataset in English, "
-        "with MiniLM or e5; under another embedder (the hashing one, an OpenAI model) or in "
-        "a dataset of another language it keeps every episode. A threshold set below "
-        "overrides its half.</p>"
+        "with MiniLM or e5, or in another language with e5; under another embedder (the "
+        "hashing one, an OpenAI model) or MiniLM in another language it keeps every "
+        "episode. A threshold set below overrides its half.</p>"
         '<div class="field"><label for="min_relevance">Min relevance</label>'
         '<input id="min_relevance" name="min_relevance" type="number" min="0" max="1" '
         'step="any" value="{min_relevance}" placeholder="0 (off)" '
@@ -300,8 +300,8 @@ def results(
     if thresholds.abstain and result.match is not None and not result.abstain_applied:
         applied = html(
             '{applied}<p id="abstain-not-applied">Abstain did not apply: its thresholds are '
-            "fitted for English datasets and the built-in embedders only, so these are the "
-            "closest episodes, which may not fit.</p>",
+            "fitted for the built-in embedders, in English and, with e5, in other languages, "
+            "so these are the closest episodes, which may not fit.</p>",
             applied=applied,
         )
     if not result.settled:
