@@ -117,3 +117,41 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
             "/episodic.v1.AdminService/MergeEntities", failing, "request", CallContext()
         )
         assert status is not None and status.code == code.value[0], message
+
+
+def test_the_door_holds_a_refusal_for_as_long_as_the_guard_says(monkeypatch: Any) -> None:
+    """A caller back before its last retry hint ran out (Guard.refusal_before_reading sets
+    the refusal's ``hold``) is answered after the hold, on a timer of the event loop, and
+    keeps its open-call slot until then; a refusal without a hold is answered at once."""
+    from episodic import server as server_module
+    from episodic.errors import ResourceExhausted
+
+    slept: list[float] = []
+    open_while_held: list[int] = []
+    real_sleep = asyncio.sleep
+
+    async def recording_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        open_while_held.append(sum(interceptor.admission.per_peer.values()))
+        await real_sleep(0)
+
+    monkeypatch.setattr(server_module.asyncio, "sleep", recording_sleep)
+    refusal = ResourceExhausted("over its calls in flight", retry_after=0.1)
+    guard = SimpleNamespace(
+        governs=lambda method: True,
+        refusal_before_reading=lambda method, metadata, peer: refusal,
+    )
+    interceptor = CallInterceptor(guard=guard)  # type: ignore[arg-type]
+    context = SimpleNamespace(peer=lambda: "ipv4:10.0.0.12:1", invocation_metadata=lambda: ())
+
+    def serve() -> Any:
+        return asyncio.run(interceptor.serve("/episodic.v1.RecallService/Recall", None, context))  # type: ignore[arg-type]
+
+    response, status = serve()
+    assert response is None and status.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert slept == []
+    refusal.hold = 0.25
+    response, status = serve()
+    assert status.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert slept == [0.25] and open_while_held == [1]
+    assert not interceptor.admission.per_peer  # the slot is given back after the answer

@@ -100,6 +100,9 @@ class ResourceExhausted(EpisodicError):
     def __init__(self, message: str, *, retry_after: float, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.retry_after = retry_after
+        #: Seconds the door waits before sending this answer: set for a caller that came
+        #: back before its last retry hint ran out (see Guard.refusal_before_reading).
+        self.hold = 0.0
 
 
 class ConfigurationError(EpisodicError):

@@ -49,6 +49,10 @@ CACHE_SIZE = 10_000
 #: How long a caller over its in-flight cap is asked to wait before trying again (at
 #: least; jittered up to three times that).
 IN_FLIGHT_RETRY_AFTER = 0.05
+#: The longest the door holds its refusal of a caller that came back before its last retry
+#: hint ran out (a hostile client ignores hints; each answer costs the replica's event loop
+#: as much as serving a small call would, under the interpreter lock every call shares).
+MAX_HOLD = 1.0
 #: Rate limit buckets hold this many seconds' worth of calls or bytes (the burst).
 BURST_SECONDS = 2.0
 #: A key's handler time left (seconds) below which its next call waits: a call starts
@@ -214,6 +218,9 @@ class Guard:
         self._known: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
         self._unknown: OrderedDict[str, float] = OrderedDict()
         self._in_flight: dict[str, int] = {}
+        # Per key (its prefix) or client address: when the last retry hint the door gave it
+        # runs out (monotonic), for :meth:`_held`.
+        self._told: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
 
     def governs(self, method: str) -> bool:
@@ -310,6 +317,7 @@ class Guard:
             return None
         token = bearer_token(metadata)
         now = time.monotonic()
+        subject = peer_address(peer)  # who a refusal over a limit is held for
         try:
             if token is None:
                 if not self.required:
@@ -320,6 +328,7 @@ class Guard:
                 known = self._known.get(token)
                 refused_until = self._unknown.get(token)
             if known is not None and known[1] > now:
+                subject = "key " + known[0].prefix
                 self._over_limits(known[0])
                 return None
             if known is None and refused_until is not None and refused_until > now:
@@ -328,8 +337,29 @@ class Guard:
             if known is None:
                 self._refused(peer, spend=False)
             return None
+        except ResourceExhausted as err:
+            err.hold = self._held(subject, err.retry_after, now)
+            return err
         except EpisodicError as err:
             return err
+
+    def _held(self, subject: str, retry_after: float, now: float) -> float:
+        """How long the door holds a refusal over a limit of ``subject`` (a key or a client
+        address) before answering it: nothing for a caller that waited as its last hint
+        said; for one that came back sooner, until that hint runs out (at most
+        :data:`MAX_HOLD`). The new hint counts from the answer, so a key whose many threads
+        all ignore their hints gets about one refusal per hint, however many it sends, and
+        its held calls cost a timer each (they stay within the address's open calls,
+        EPISODIC_MAX_CALLS_PER_PEER). An honest client (the SDKs wait as told) is never
+        held; one of its threads that had no hint yet may be, but only for a call that is
+        refused anyway."""
+        with self._lock:
+            hold = min(max(self._told.get(subject, 0.0) - now, 0.0), MAX_HOLD)
+            self._told[subject] = now + hold + retry_after
+            self._told.move_to_end(subject)
+            while len(self._told) > CACHE_SIZE:
+                self._told.popitem(last=False)
+        return hold
 
     def _over_limits(self, principal: Principal) -> None:
         """ResourceExhausted when ``principal``'s key is already over a limit of this

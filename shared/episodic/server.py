@@ -287,6 +287,12 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 method, context.invocation_metadata(), context.peer()
             )
             if refusal is not None:
+                hold = getattr(refusal, "hold", 0.0)
+                if hold > 0:
+                    # A caller back before its last retry hint ran out is answered when it
+                    # runs out: a timer here, where answering at once would invite the next
+                    # call at once (its open slot is kept meanwhile, within the peer's cap).
+                    await asyncio.sleep(hold)
                 admission.close(peer)
                 return None, _status_for(refusal)
         dispatched = False

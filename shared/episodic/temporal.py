@@ -736,12 +736,22 @@ def _window(
     raise AssertionError(f"not a window kind: {kind}")
 
 
+#: How many time expressions :func:`understand` reads from one query. Each costs about a
+#: millisecond of interpreter time (dateparser), under the interpreter lock every other call
+#: of the replica shares: a query of thousands of dates cost ~460 ms of it, which one key's
+#: calls in flight turned into every other tenant's wait (issue 49). A question names one
+#: or two times; past this many, the rest of the query is ranked as words, and the answer
+#: says so.
+MAX_TIME_EXPRESSIONS = 8
+
+
 def understand(query: str, as_of: datetime) -> QueryTime:
     """The time expressions of ``query`` resolved against ``as_of`` (aware), the window
     they make (intersected when there are several), an ordinal, and the query without
-    those words."""
+    those words. Reads at most :data:`MAX_TIME_EXPRESSIONS` of them."""
     as_of = as_of.astimezone(UTC)
     taken: list[tuple[int, int]] = []
+    windows_read, cut = 0, False
     # Expressions whose window the calendar cannot hold (OverflowError or "year … is out of
     # range" while computing it). They are not read, the way a bare year ("in 9999") or an
     # "N days ago" too long to match ("99999999999 days ago") is not: not found, their words
@@ -757,15 +767,23 @@ def understand(query: str, as_of: datetime) -> QueryTime:
         return all(b <= x or a >= y for x, y in taken + unreadable)
 
     for kind, pattern in _PATTERNS:
+        if cut:
+            break  # past the cap nothing more is read: the rest of the query stays words
         for m in pattern.finditer(query):
             if not free(*m.span()):
                 continue
-            if kind in _CALENDAR_KINDS and _FUTURE.search(query[: m.start()]):
+            if kind in _CALENDAR_KINDS and _FUTURE.search(
+                query[max(0, m.start() - 64) : m.start()]
+            ):
                 continue  # "my plan for next Tuesday" is about the plan, not when we spoke
             text = m.group(0).strip()
             groups = m.groupdict()
             window: tuple[datetime, datetime] | None = None
             if kind in _WINDOW_KINDS:
+                if windows_read == MAX_TIME_EXPRESSIONS:
+                    cut = True
+                    break
+                windows_read += 1
                 try:
                     window = _window(kind, text, groups, as_of)
                 except (OverflowError, ValueError):
@@ -817,6 +835,11 @@ def understand(query: str, as_of: datetime) -> QueryTime:
     start = max((w[0] for w in windows), default=None)
     end = min((w[1] for w in windows), default=None)
     notes: list[str] = []
+    if cut:
+        notes.append(
+            f"only the first {MAX_TIME_EXPRESSIONS} time expressions were read; "
+            "the rest of the query is ranked as words"
+        )
     if start is not None and end is not None and start >= end:
         notes.append("the time expressions name windows that do not overlap")
     content = _content_words(remainder)

@@ -229,3 +229,47 @@ def test_refusals_known_without_the_database_are_made_before_the_request_is_read
         assert isinstance(busy, ResourceExhausted) and busy.reason == "TOO_MANY_IN_FLIGHT"
     assert door.refusal_before_reading(METHOD, _bearer(good), peer) is None
     assert door.refusal_before_reading("/grpc.health.v1.Health/Check", [], peer) is None
+
+
+def test_a_caller_back_before_its_retry_hint_ran_out_is_answered_when_it_runs_out(
+    engine: Engine,
+) -> None:
+    """A hostile client ignores retry hints and calls again at once, and answering each call
+    costs the replica's event loop as much as serving a small one: the door holds the
+    refusal of a key (or an address) that came back early until its last hint runs out, the
+    new hint counting from the answer, so many threads of one key get about one refusal per
+    hint between them (at most MAX_HOLD each). A caller that waited as told, and another
+    key, are answered at once."""
+    from episodic.guard import MAX_HOLD
+
+    greedy, other = _key(engine, "door-j"), _key(engine, "door-k")
+    door = Guard(engine, [RECALL], required=True, max_calls_in_flight=1)
+    peer = "ipv4:10.0.0.11:1"
+    principal = door.admit(METHOD, _bearer(greedy), peer=peer)
+    door.admit(METHOD, _bearer(other), peer=peer)
+    clock = [2000.0]
+    monotonic = guard_module.time.monotonic
+    guard_module.time.monotonic = lambda: clock[0]  # type: ignore[assignment]
+    try:
+        with door.running(principal):
+            first = door.refusal_before_reading(METHOD, _bearer(greedy), peer)
+            assert isinstance(first, ResourceExhausted) and first.hold == 0.0
+            clock[0] += 0.01  # back at once, ignoring the hint
+            second = door.refusal_before_reading(METHOD, _bearer(greedy), peer)
+            assert isinstance(second, ResourceExhausted)
+            assert second.hold == pytest.approx(first.retry_after - 0.01)
+            # Each early caller is held past the hints of those answered before it.
+            holds = []
+            for _ in range(40):
+                early = door.refusal_before_reading(METHOD, _bearer(greedy), peer)
+                assert isinstance(early, ResourceExhausted)
+                holds.append(early.hold)
+            assert holds == sorted(holds) and holds[-1] == MAX_HOLD
+            assert door.refusal_before_reading(METHOD, _bearer(other), peer) is None
+            clock[0] += 60.0  # waited: answered at once again
+            waited = door.refusal_before_reading(METHOD, _bearer(greedy), peer)
+            assert isinstance(waited, ResourceExhausted) and waited.hold == 0.0
+    finally:
+        guard_module.time.monotonic = monotonic  # type: ignore[assignment]
+    # Within its limits a key is never held, whatever its hints said.
+    assert door.refusal_before_reading(METHOD, _bearer(greedy), peer) is None

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from episodic.temporal import understand
+from episodic.temporal import MAX_TIME_EXPRESSIONS, understand
 
 NOW = datetime(2023, 7, 12, 15, 30, tzinfo=UTC)
 FIRST = datetime.min.replace(tzinfo=UTC)  # 0001-01-01T00:00:00Z
@@ -243,3 +243,17 @@ def test_no_phrase_raises_near_the_calendars_ends(as_of: datetime) -> None:
             if not got.found and got.remainder not in (query, ""):
                 problems.append(f"{query!r}: nothing found, yet the remainder {got.remainder!r}")
     assert not problems, "\n".join(problems)
+
+
+def test_a_query_of_many_dates_reads_only_the_first_few_and_says_so() -> None:
+    # Each date costs dateparser about a millisecond under the interpreter lock that every
+    # call of the replica shares: a query of hundreds of dates (issue 49's flood) must not.
+    dates = [f"2023-{m:02d}-{d:02d}" for m in range(1, 13) for d in range(1, 29)]
+    read = understand("what did we say on " + " and ".join(dates), NOW)
+    assert len(read.expressions) == MAX_TIME_EXPRESSIONS
+    assert [e.text.removeprefix("on ") for e in read.expressions] == dates[:MAX_TIME_EXPRESSIONS]
+    assert any(f"first {MAX_TIME_EXPRESSIONS} time expressions" in n for n in read.notes)
+
+    few = understand("what did we say on " + " and ".join(dates[:MAX_TIME_EXPRESSIONS]), NOW)
+    assert len(few.expressions) == MAX_TIME_EXPRESSIONS
+    assert not any("time expressions were read" in n for n in few.notes)
