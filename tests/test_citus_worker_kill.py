@@ -12,7 +12,12 @@ datasets on both workers of a cluster of their own; one worker's postmaster is k
 - writes to the killed worker's datasets succeed again once it is back, without
   restarting anything of ours;
 - every acknowledged message is stored exactly once, at the sequence its receipt named
-  (a retry with the same idempotency key after an unknown outcome is not a second copy).
+  (a retry with the same idempotency key after an unknown outcome is not a second copy);
+- with the four services running: the other worker's tenant is still recalled while the
+  worker is down, and the work accepted meanwhile (an ended thread) becomes its episode once
+  the worker is back, with nothing of ours restarted. While a worker is down no episode is
+  made for any tenant: the Scheduler's and Summariser's claims across datasets start with a
+  read of every shard (docs/guides/citus.md says so).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import grpc
 import pytest
 from sqlalchemy import text
 
+from episodic.client import EpisodicClient, EpisodicRpcError
 from episodic.store.db import make_engine
 from episodic.testing.citus import CitusDatabases, citus_cluster
 from episodic.testing.processes import start_service, wait_until
@@ -177,3 +183,90 @@ def test_a_killed_worker_fails_its_calls_retryably_and_loses_nothing() -> None:
         finally:
             ingest.terminate()
             engine.dispose()
+
+
+def _one_per_worker(engine) -> tuple[tuple[int, str], tuple[int, str]]:  # type: ignore[no-untyped-def]
+    on: dict[int, str] = {}
+    for i in range(40):
+        dataset = f"tenant{i:02d}"
+        on.setdefault(_worker_of(engine, dataset), dataset)
+        if len(on) == 2:
+            break
+    first, second = sorted(on.items())
+    return first, second
+
+
+def test_recall_serves_the_other_worker_and_the_loops_resume_after_a_worker_is_back() -> None:
+    if not os.environ.get("EPISODIC_TEST_CITUS"):
+        pytest.skip("a worker killed needs the Citus tier (make test-citus)")
+    loops = {"EPISODIC_SUMMARISER_POLL_INTERVAL": "1", "EPISODIC_SCHEDULER_POLL_INTERVAL": "1"}
+    with citus_cluster(workers=2, durable=True) as cluster:
+        url = CitusDatabases(cluster).create()
+        engine = make_engine(url, pool_size=2)
+        scheduler = start_service("scheduler", url, loops)
+        services = [
+            scheduler,
+            start_service(
+                "ingest", url, {**loops, "EPISODIC_SCHEDULER_ADDRESS": scheduler.address}
+            ),
+            start_service("summariser", url, loops),
+            start_service("recall", url, loops),
+        ]
+        _, ingest, _, recall = services
+        client = EpisodicClient(
+            ingest=ingest.address, recall=recall.address, scheduler=scheduler.address, timeout=10
+        )
+
+        def summarised(dataset: str) -> str:
+            thread = client.start_thread(dataset, "pricing")
+            client.add_messages(
+                thread.thread_id,
+                [
+                    ("user", f"We agreed the Pro tier costs $29 for {dataset}."),
+                    ("assistant", "Noted."),
+                ],
+            )
+            client.end_thread(thread.thread_id)
+            return thread.thread_id
+
+        try:
+            (victim_port, victim), (_, other) = _one_per_worker(engine)
+            for dataset in (victim, other):
+                episode = client.wait_for_episode(summarised(dataset), timeout=60)
+                assert episode.status == "completed", (dataset, episode.status)
+
+            node = next(n for n in cluster.nodes if n.port == victim_port)
+            cluster.kill(node)
+            # The other worker's tenant is recalled (its statements go to its shard alone);
+            # the victim's answers a status a client retries.
+            answer = wait_until(
+                lambda: _recalled(client, other), 60, message=f"{other} not recalled"
+            )
+            assert len(answer.episodes) == 1
+            with pytest.raises(EpisodicRpcError) as refused:
+                client.recall(victim, "what did we agree about the Pro tier")
+            assert refused.value.code in RETRYABLE, refused.value
+            # Work accepted while the worker is down is not lost: it waits for the worker.
+            waiting = summarised(other)
+
+            cluster.start_again(node)
+            for thread_id in (waiting, summarised(victim)):
+                episode = client.wait_for_episode(thread_id, timeout=120)
+                assert episode.status == "completed", (thread_id, episode.status)
+            for dataset, count in ((victim, 2), (other, 2)):
+                episodes = list(client.iter_episodes(dataset))
+                assert len(episodes) == count, (dataset, [e.status for e in episodes])
+                assert all(e.start_sequence == 1 and e.end_sequence == 2 for e in episodes)
+        finally:
+            client.close()
+            for service in services:
+                service.terminate()
+            engine.dispose()
+
+
+def _recalled(client: EpisodicClient, dataset: str):  # type: ignore[no-untyped-def]
+    try:
+        return client.recall(dataset, "what did we agree about the Pro tier")
+    except EpisodicRpcError as err:
+        assert err.code in RETRYABLE, err
+        return None  # the coordinator may still be finding out which worker died
