@@ -282,7 +282,7 @@ def make_threads(url: str, n: int) -> list[uuid.UUID]:
 
 
 def sdk_keys(count: int) -> list[str]:
-    """Idempotency keys as the Python SDK makes them (episodic.client_core)."""
+    """Idempotency keys as the Python SDK makes them (episodic.sdk.operations)."""
     return [f"auto:{uuid.uuid4()}" for _ in range(count)]
 
 

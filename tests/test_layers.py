@@ -4,7 +4,7 @@ From the bottom: the generated stubs (``episodic.v1``); the core (errors, config
 validation, …); ``episodic.store`` (SQL over our schema) and ``episodic.providers`` (models
 and HTTP providers); the runtime (``episodic.server``); the four services
 (``episodic.services.*``, the top-level ``services/`` folder), each deployable alone; and
-beside them the SDK (``episodic.client``, ``client_core``, ``aio``) and the tools (CLI,
+beside them the SDK (``episodic.client``, ``episodic.aio`` and the core they share, ``episodic.sdk``) and the tools (CLI,
 console, MCP). A newcomer who adds an import across a layer gets a test failure that says
 which rule and why, instead of a service image that drags in another service's code or an
 SDK that needs PostgreSQL drivers.
@@ -31,7 +31,7 @@ SERVER_SIDE = (
     "episodic.runtime",
     "episodic.supervisor",
 )
-SDK = ("episodic.client", "episodic.client_core", "episodic.aio")
+SDK = ("episodic.client", "episodic.aio", "episodic.sdk")
 
 #: What the store and the providers may not import: everything that runs them.
 ABOVE_STORE = (
@@ -41,7 +41,7 @@ ABOVE_STORE = (
     "episodic.console",
     "episodic.mcp_server",
     "episodic.client",
-    "episodic.client_core",
+    "episodic.sdk",
     "episodic.aio",
     "episodic.supervisor",
     "episodic.replay",
@@ -185,4 +185,4 @@ def test_the_graph_is_read() -> None:
     assert len(GRAPH) > 100
     assert "episodic.store.recall_queries" in GRAPH["episodic.services.recall.domain"]
     assert "episodic.services.recall.events" in GRAPH["episodic.services.recall.domain"]
-    assert "episodic.client_core" in GRAPH["episodic.client"]
+    assert "episodic.sdk" in GRAPH["episodic.client"]

@@ -1,6 +1,6 @@
 """A griffe extension for the Python SDK's reference page (mkdocs.yml loads it).
 
-``EpisodicClient``'s methods are written once, as flows in ``episodic.client_core``, and
+``EpisodicClient``'s methods are written once, as flows in ``episodic.sdk.operations``, and
 bound to the class as ``create_thread = _blocking(ops.create_thread)``; read statically, they
 are attributes without a docstring. This turns each into the method a caller sees: the
 flow's docstring and parameters without its client argument, returning what the flow
@@ -21,7 +21,7 @@ class ClientMethods(griffe.Extension):
         if pkg.path != "episodic":
             return
         client = pkg["client.EpisodicClient"]
-        core = pkg["client_core"]
+        core = pkg["sdk.operations"]
         for name, member in list(client.members.items()):
             value = str(getattr(member, "value", ""))
             driver = next((d for d in _DRIVERS if value.startswith(d)), None)

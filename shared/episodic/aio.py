@@ -14,7 +14,7 @@ agent server), where a blocking call would stall the event loop::
         async for episode in memory.iter_episodes("user_42"):
             ...
 
-Every call is written once in :mod:`episodic.client_core`; this module only performs its
+Every call is written once in :mod:`episodic.sdk`; this module only performs its
 steps with ``grpc.aio`` and ``asyncio.sleep``. Results and errors are the classes of
 :mod:`episodic.client` (import them from there).
 """
@@ -29,8 +29,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import grpc
 import grpc.aio
 
-from episodic import client_core as ops
-from episodic.client_core import (
+from episodic import sdk as ops
+from episodic.sdk import (
     ClientCore,
     Emit,
     EpisodicRpcError,
@@ -165,7 +165,7 @@ class AsyncEpisodicClient(ClientCore):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- the calls (written once in episodic.client_core, shared with the blocking client)
+    # -- the calls (written once in episodic.sdk, shared with the blocking client)
 
     wait_ready = _awaitable(ops.wait_ready)
     create_thread = _awaitable(ops.create_thread)

@@ -28,7 +28,7 @@ idempotency key unless you pass your own (``auto_idempotency_keys``). Errors com
 
 :class:`episodic.aio.AsyncEpisodicClient` is the same client for asyncio (``grpc.aio``):
 the same methods, arguments and results, awaited. Both drive the calls written once in
-:mod:`episodic.client_core` (requests, results, errors, retries); this module is the
+:mod:`episodic.sdk` (requests, results, errors, retries); this module is the
 blocking driver.
 """
 
@@ -41,9 +41,9 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import grpc
 
-from episodic import client_core as ops
-from episodic.client_core import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
-from episodic.client_core import (
+from episodic import sdk as ops
+from episodic.sdk import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from episodic.sdk import (
     EPISODE_STATUSES,
     STREAM_RESET,
     UNCHANGED,
@@ -100,10 +100,10 @@ from episodic.client_core import (
     present_as_method,
     translate_error,
 )
-from episodic.client_core import MessageLike as MessageLike
+from episodic.sdk import MessageLike as MessageLike
 
 # (DEFAULT_TIMEOUT and MessageLike stay importable from here, outside __all__, as before
-# the shared core moved to episodic.client_core.)
+# the shared core moved to episodic.sdk.)
 __all__ = [
     "EPISODE_STATUSES",
     "STREAM_RESET",
@@ -271,7 +271,7 @@ class EpisodicClient(ClientCore):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- the calls (written once in episodic.client_core, shared with the asyncio client)
+    # -- the calls (written once in episodic.sdk, shared with the asyncio client)
 
     wait_ready = _blocking(ops.wait_ready)
     create_thread = _blocking(ops.create_thread)

@@ -356,15 +356,15 @@ def test_idempotent_calls_are_retried_and_others_are_not(flaky, make_client) -> 
 
 def test_every_call_the_sdk_may_repeat_is_in_its_channels_retry_policy() -> None:
     """A call the SDK marks safe to repeat (``retry`` not False) is repeated on
-    UNAVAILABLE only if its method is in the channel's retry policy (``_RETRIED``): one
+    UNAVAILABLE only if its method is in the channel's retry policy (``RETRIED``): one
     missing there is tried once, whatever its docstring promises (RecordEvent,
     EntityTimeline, GetDatasetPolicy and ListEntities were). Read from the source, every
-    ``call(core, service, method, …)`` in client_core."""
+    ``call(core, service, method, …)`` in episodic.sdk.operations."""
     import ast
 
-    from episodic import client_core
+    from episodic.sdk import channels, operations
 
-    tree = ast.parse(Path(client_core.__file__).read_text())
+    tree = ast.parse(Path(operations.__file__).read_text())
     repeatable: set[tuple[str, str]] = set()
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "call"):
@@ -377,7 +377,7 @@ def test_every_call_the_sdk_may_repeat_is_in_its_channels_retry_policy() -> None
     missing = {
         (service, method)
         for service, method in repeatable
-        if method not in client_core._RETRIED[service][1]
+        if method not in channels.RETRIED[service][1]
     }
     assert not missing
 
@@ -469,14 +469,15 @@ def test_every_status_code_the_services_answer_has_its_error_class() -> None:
     """Each code the services raise (episodic.errors) maps to an EpisodicRpcError subclass
     a caller can catch by name; ABORTED (a second erasure of a dataset being erased) was
     left as the base class."""
-    from episodic import client_core, errors
+    from episodic import errors, sdk
+    from episodic.sdk.errors import _ERROR_TYPES
 
     raised = {
         cls.code
         for cls in vars(errors).values()
         if isinstance(cls, type) and issubclass(cls, errors.EpisodicError)
     } - {grpc.StatusCode.INTERNAL}
-    assert raised <= client_core._ERROR_TYPES.keys()
+    assert raised <= _ERROR_TYPES.keys()
 
     class Refused(grpc.RpcError):
         def code(self) -> grpc.StatusCode:
@@ -485,6 +486,4 @@ def test_every_status_code_the_services_answer_has_its_error_class() -> None:
         def details(self) -> str:
             return "dataset 'x' is being erased by another call"
 
-    assert isinstance(
-        client_core.translate_error(Refused(), "DeleteDataset"), client_core.AbortedError
-    )
+    assert isinstance(sdk.translate_error(Refused(), "DeleteDataset"), sdk.AbortedError)

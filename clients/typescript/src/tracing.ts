@@ -1,6 +1,6 @@
 /**
  * Client spans in OpenTelemetry's GenAI words, when the application traces — the Python
- * SDK's (`episodic.client_core`, names from `episodic.semconv`), for the TypeScript client.
+ * SDK's (`episodic.sdk.tracing`, names from `episodic.semconv`), for the TypeScript client.
  *
  * `@opentelemetry/api` is an optional peer dependency: loaded on the first call with a
  * dynamic import, and when it is not installed nothing here does anything. With it

@@ -3,7 +3,7 @@
 gRPC servers answer with trailers; a reset stream (an HTTP/2 RST_STREAM frame) comes from
 a transport or an intermediary giving up on a call, and grpcio reports it as INTERNAL
 ``Stream removed`` — indistinguishable by code from a server's own bug. The SDK tells the
-two apart (:func:`episodic.client_core.translate_error`); this peer produces the real
+two apart (:func:`episodic.sdk.errors.translate_error`); this peer produces the real
 frames on a real socket so tests can check it does.
 
 :class:`ResettingServer` speaks just enough of RFC 9113 for a gRPC client: the
