@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -287,16 +287,27 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     @genai.memory_rpc("RecallService/Recall")
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
         query = self.parse_recall(request)
-        procedures = self.recall_procedures(query, context)
-        if not query.include_episodes:  # episodes are opt-in (seed 000, "Retrieval")
-            return pb.RecallResponse(procedures=procedures)
+        if not (query.include_episodes or query.include_procedures):
+            return pb.RecallResponse()
         ranked = query.ranked_query
         limit = query.limit
+        # One reading block for the episodes and the procedures: the dataset's model is
+        # read once, and a text both need is embedded once.
         with _reading(self.engine, context) as conn:
             query, model = self.in_dataset_model(conn, query)
+            vectors: dict[str, np.ndarray] = {}
+
+            def embedded(text: str) -> np.ndarray:
+                if text not in vectors:
+                    vectors[text] = self.query_vector(text, model)
+                return vectors[text]
+
+            procedures = self.recall_procedures(conn, query, embedded)
+            if not query.include_episodes:  # episodes are opt-in (seed 000, "Retrieval")
+                return pb.RecallResponse(procedures=procedures)
             vector = None
             if query.needs_embedding and ranked:
-                vector = self.query_vector(ranked, model)
+                vector = embedded(ranked)
             reranker = self.reranker if vector is not None and query.rerankable else None
             if reranker is not None:  # it may lift a candidate from below the requested limit
                 query = replace(query, limit=max(limit, self.settings.rerank_candidates))
@@ -326,19 +337,19 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         )
 
     def recall_procedures(
-        self, query: domain.RecallQuery, context: grpc.ServicerContext
+        self,
+        conn: Connection,
+        query: domain.RecallQuery,
+        embedded: Callable[[str], np.ndarray],
     ) -> list[episode_pb2.ScoredProcedure]:
-        """RECALL_INCLUDE_PROCEDURES: the procedures whose goals fit the query as written."""
+        """RECALL_INCLUDE_PROCEDURES: the procedures whose goals fit the query as written
+        (``embedded``: the query's vector in the dataset's model)."""
         if not query.include_procedures:
             return []
-        with _reading(self.engine, context) as conn:
-            vector = None
-            if query.query:
-                model = embedding_space.dataset_model(conn, query.dataset)
-                vector = self.query_vector(query.query, model)
-            found = procedure_store.recall_procedures(
-                conn, self.vault, query.dataset, query_vector=vector, limit=query.procedure_limit
-            )
+        vector = embedded(query.query) if query.query else None
+        found = procedure_store.recall_procedures(
+            conn, self.vault, query.dataset, query_vector=vector, limit=query.procedure_limit
+        )
         return [
             episode_pb2.ScoredProcedure(procedure=convert.procedure(row), relevance=relevance)
             for row, relevance in found
