@@ -26,11 +26,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Engine, text
 
 from episodic.providers.dataset_embedders import ENGLISH, DatasetEmbedders
 from episodic.providers.embedding import token_access
 from episodic.store import embedding_space
+from episodic.store.episodes import has_more_episodes_than
 from episodic.store.recall_index import hold_language
 from episodic.store.vault import Vault
 
@@ -109,7 +110,7 @@ def follow_language(
             space = embedding_space.read(conn)
             if space is not None and space.reembedding_to is not None:
                 return Followed(True, language, current, kept_because="the store is moving")
-        if capped and _embedded_episodes_above(conn, dataset, MAX_MOVED_EPISODES):
+        if capped and has_more_episodes_than(conn, dataset, MAX_MOVED_EPISODES, embedded=True):
             if (dataset, wanted) not in _TOO_LARGE_LOGGED:
                 _TOO_LARGE_LOGGED.add((dataset, wanted))
                 log.warning(
@@ -144,17 +145,3 @@ def follow_language(
         report.events,
     )
     return Followed(True, language, wanted, moved=report)
-
-
-def _embedded_episodes_above(conn: Connection, dataset: str, limit: int) -> bool:
-    """Whether the dataset has more than ``limit`` episodes with a vector (counting no
-    further)."""
-    return bool(
-        conn.execute(
-            text(
-                "SELECT count(*) > :n FROM (SELECT 1 FROM episodes WHERE dataset = :d "
-                "AND embedding IS NOT NULL LIMIT :n + 1) x"
-            ),
-            {"d": dataset, "n": limit},
-        ).scalar()
-    )

@@ -169,6 +169,25 @@ def episode_columns(table: str, dataset: str) -> str:
 EPISODE_COLUMNS = episode_columns("episodes", ":dataset")
 
 
+def has_more_episodes_than(
+    conn: Connection, dataset: str, limit: int, *, embedded: bool = False
+) -> bool:
+    """Whether ``dataset`` has more than ``limit`` completed episodes (``embedded``: more
+    than ``limit`` episodes with a summary vector, whatever their status), counting no
+    further: an index scan of at most ``limit + 1`` entries, cheap however large the
+    dataset. Asked before work that grows with the dataset (a re-stem, a re-embedding)."""
+    which = "embedding IS NOT NULL" if embedded else "status = 'completed'"
+    return bool(
+        conn.execute(
+            text(
+                "SELECT count(*) > :n FROM (SELECT 1 FROM episodes WHERE dataset = :d "
+                f"AND {which} LIMIT :n + 1) x"
+            ),
+            {"d": dataset, "n": limit},
+        ).scalar()
+    )
+
+
 def error_text(err: BaseException) -> str:
     """How an exception is recorded on a row (and logged): without user content or SQL
     parameters (see :func:`episodic.errors.describe_error`), capped."""

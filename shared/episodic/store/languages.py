@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, text
 
 from episodic.errors import InvalidArgument
+from episodic.store.episodes import has_more_episodes_than
 from episodic.store.events import event_document
 from episodic.store.recall_index import (
     TEXT_SEARCH_CONFIG,
@@ -336,7 +337,7 @@ def settle_detected_language(
     if code is None:
         return None
     config = resolve_language(conn, code, strict=False)
-    if config != dataset_config(conn, dataset) and _indexed_episodes_above(
+    if config != dataset_config(conn, dataset) and has_more_episodes_than(
         conn, dataset, MAX_SWITCHED_EPISODES
     ):
         if dataset not in _TOO_LARGE_LOGGED:
@@ -357,19 +358,6 @@ def settle_detected_language(
     set_language(conn, vault, dataset, config, origin="detected")
     log.info("dataset %s: language detected from its text: %s (%s)", dataset, code, config)
     return config
-
-
-def _indexed_episodes_above(conn: Connection, dataset: str, limit: int) -> bool:
-    """Whether the dataset has more than ``limit`` completed episodes (counting no further)."""
-    return bool(
-        conn.execute(
-            text(
-                "SELECT count(*) > :n FROM (SELECT 1 FROM episodes WHERE dataset = :d "
-                "AND status = 'completed' LIMIT :n + 1) x"
-            ),
-            {"d": dataset, "n": limit},
-        ).scalar()
-    )
 
 
 def set_language(
