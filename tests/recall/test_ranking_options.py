@@ -297,18 +297,26 @@ def test_the_recall_service_ranks_with_its_settings() -> None:
 
 
 def test_words_count_less_beside_e5s_meaning_and_the_setting_overrides() -> None:
-    """The fitted lexical weights (fusion and second look) are halved for e5, the model of
-    datasets in other languages; MiniLM keeps them; the setting names another factor."""
+    """The fitted lexical weights (fusion and second look) count LEXICAL_SCALES["e5"] (less
+    than 1) for e5, the model of datasets in other languages; MiniLM keeps them; the
+    setting names another factor."""
     from episodic.config import RecallSettings
-    from episodic.store.recall_queries import LEARNED_WEIGHTS, SECOND_LOOK_WEIGHTS
+    from episodic.store.recall_queries import (
+        LEARNED_WEIGHTS,
+        LEXICAL_SCALES,
+        SECOND_LOOK_WEIGHTS,
+    )
+
+    scale = LEXICAL_SCALES["e5"]
+    assert 0 < scale < 1
 
     e5 = domain.ranking_from(RecallSettings(), "e5:multilingual-e5-small-q4")
     weights = e5.learned_weights()
-    assert weights["lexical"] == pytest.approx(LEARNED_WEIGHTS["lexical"] / 2)
-    assert weights["coverage"] == pytest.approx(LEARNED_WEIGHTS["coverage"] / 2)
+    assert weights["lexical"] == pytest.approx(LEARNED_WEIGHTS["lexical"] * scale)
+    assert weights["coverage"] == pytest.approx(LEARNED_WEIGHTS["coverage"] * scale)
     assert weights["semantic"] == LEARNED_WEIGHTS["semantic"]
     second = dict(e5.rerank_weights)
-    assert second["phrase"] == pytest.approx(dict(SECOND_LOOK_WEIGHTS)["phrase"] / 2)
+    assert second["phrase"] == pytest.approx(dict(SECOND_LOOK_WEIGHTS)["phrase"] * scale)
     assert second["cosine"] == dict(SECOND_LOOK_WEIGHTS)["cosine"]
     minilm = domain.ranking_from(RecallSettings(), "minilm:all-MiniLM-L6-v2-int8")
     assert minilm.weights == () and minilm.rerank_weights == SECOND_LOOK_WEIGHTS
