@@ -772,10 +772,13 @@ def understand(query: str, as_of: datetime) -> QueryTime:
         for m in pattern.finditer(query):
             if not free(*m.span()):
                 continue
+            # "my plan for next Tuesday" is about the plan, not when we spoke. The words just
+            # before the match (64 characters hold "upcoming" and its spaces): searching the
+            # whole prefix for every match was quadratic in a long query.
             if kind in _CALENDAR_KINDS and _FUTURE.search(
                 query[max(0, m.start() - 64) : m.start()]
             ):
-                continue  # "my plan for next Tuesday" is about the plan, not when we spoke
+                continue
             text = m.group(0).strip()
             groups = m.groupdict()
             window: tuple[datetime, datetime] | None = None
