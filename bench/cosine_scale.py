@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench import locomo
-from bench.recall_lab import halves
+from bench.locomo import halves
 from episodic.providers import Embedder
 
 

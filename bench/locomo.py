@@ -183,3 +183,31 @@ def table(rows: dict[str, Scores], ks: tuple[int, ...] = (1, 3, 5, 10)) -> str:
         )
         lines.append(f"| {name} | {cells} |")
     return "\n".join(lines)
+
+
+def halves(conversations: list[Conversation]) -> dict[str, set[str]]:
+    """The fixed split: even positions in the file develop, odd positions are held out."""
+    ids = [c.conversation_id for c in conversations]
+    return {"dev": set(ids[0::2]), "held-out": set(ids[1::2])}
+
+
+def adversarial_questions(path: Path | None = None) -> dict[str, list[Question]]:
+    """LoCoMo's category 5 (questions about things never said), which locomo.load skips."""
+    source = Path(path or os.environ.get("EPISODIC_LOCOMO_PATH") or DEFAULT_PATH)
+    out: dict[str, list[Question]] = {}
+    for line in source.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        out[row["conversation_id"]] = [
+            Question(
+                qid=q["qid"],
+                question=q["question"],
+                asked_at=_time(q["asked_at"]),
+                category="adversarial",
+                evidence_threads=(),
+            )
+            for q in row["questions"]
+            if q["category"] == "adversarial"
+        ]
+    return out

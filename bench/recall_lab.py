@@ -62,12 +62,6 @@ EXTRA_SIGNALS = (
 )
 
 
-def halves(conversations: list[locomo.Conversation]) -> dict[str, set[str]]:
-    """The fixed split: even positions in the file develop, odd positions are held out."""
-    ids = [c.conversation_id for c in conversations]
-    return {"dev": set(ids[0::2]), "held-out": set(ids[1::2])}
-
-
 def _keep_keyring(data_dir: Path) -> None:
     """The test keyring is made per process; the kept database needs the same one in every
     run (its datasets are encrypted at rest, as ``episodic up`` runs them)."""
@@ -514,28 +508,6 @@ def _features(
                 )
             log(f"  {conv.conversation_id}: {len(asks)} recalls")
     engine.dispose()
-    return out
-
-
-def _adversarial(path: Path | None = None) -> dict[str, list[locomo.Question]]:
-    """LoCoMo's category 5 (questions about things never said), which locomo.load skips."""
-    source = Path(path or os.environ.get("EPISODIC_LOCOMO_PATH") or locomo.DEFAULT_PATH)
-    out: dict[str, list[locomo.Question]] = {}
-    for line in source.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        out[row["conversation_id"]] = [
-            locomo.Question(
-                qid=q["qid"],
-                question=q["question"],
-                asked_at=locomo._time(q["asked_at"]),
-                category="adversarial",
-                evidence_threads=(),
-            )
-            for q in row["questions"]
-            if q["category"] == "adversarial"
-        ]
     return out
 
 
@@ -1309,7 +1281,7 @@ def confirm(
     try:
         channel = grpc.insecure_channel(service.address)
         stub = RecallServiceStub(channel)
-        adversarial = _adversarial()
+        adversarial = locomo.adversarial_questions()
         scores = {(h, t): locomo.Scores() for h in split for t in (0.0, threshold)}
         empty: dict[tuple[str, str], list[bool]] = {}
         latency: dict[float, list[float]] = {0.0: [], threshold: []}
@@ -2224,7 +2196,7 @@ def main(argv: list[str] | None = None) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     _keep_keyring(data_dir)
     conversations = locomo.load()
-    split = halves(conversations)
+    split = locomo.halves(conversations)
     cache = data_dir / "features.json"
     if args.reindex:
         with ExitStack() as stack:
@@ -2258,7 +2230,7 @@ def main(argv: list[str] | None = None) -> int:
             if done < sum(len(c.sessions) for c in conversations):
                 _build(url, conversations, ingest=not threads)
             started = time.monotonic()
-            rows = _features(url, conversations, _adversarial())
+            rows = _features(url, conversations, locomo.adversarial_questions())
             log(f"features of {len(rows)} recalls in {time.monotonic() - started:.1f}s")
         cache.write_text(json.dumps(rows))
     if args.latency:
@@ -2372,7 +2344,7 @@ def main(argv: list[str] | None = None) -> int:
                 url = _database(data_dir, stack)
                 for name in missing:
                     started = time.monotonic()
-                    got = _features(url, conversations, _adversarial(), known[name])
+                    got = _features(url, conversations, locomo.adversarial_questions(), known[name])
                     log(f"{name}: {len(got)} recalls in {time.monotonic() - started:.1f}s")
                     caches[name].write_text(json.dumps(got))
         print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -271,11 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         # each question also asked of the next conversation's dataset (nothing there should
         # match), LoCoMo's adversarial questions of their own, and the real questions again
         # with the threshold (what it costs them). Halves as in bench/recall_lab.py.
-        from bench.recall_lab import _adversarial, halves
         from episodic.store.relevance import RECOMMENDED_MIN_RELEVANCE as threshold
 
-        split = halves(conversations)
-        adversarial = _adversarial()
+        split = locomo.halves(conversations)
+        adversarial = locomo.adversarial_questions()
         thresholded = {h: locomo.Scores() for h in split}
         unthresholded = {h: locomo.Scores() for h in split}
         empty: dict[tuple[str, str], list[bool]] = {}

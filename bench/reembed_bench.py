@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from bench import locomo
-    from bench.recall_lab import _database, _keep_keyring, confirm, halves
+    from bench.locomo import halves
+    from bench.recall_lab import _database, _keep_keyring, confirm
     from episodic.config import get_settings
 
     data_dir = Path(args.data_dir)
