@@ -465,6 +465,12 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     def ask() -> None:
         page.get_by_role("button", name="Recall").click()
 
+    def settled() -> None:
+        # No request of the page's still in flight: a late answer re-renders the form with
+        # the values it was asked with, over a field the test has just changed (seen once on
+        # a loaded CI machine: Min match back at 1 after it was cleared).
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+
     title = page.locator("#results-title")
     page.goto(f"{console}/recall?dataset={DATASET}")
     page.get_by_label("Query", exact=True).fill(query)
@@ -497,6 +503,7 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     shot(page, artifacts, "07c-recall-nothing-passed")
 
     # min_match reaches Recall too: no request's match is 1 either.
+    settled()
     page.get_by_label("Min relevance", exact=True).fill("")
     page.get_by_label("Min match", exact=True).fill("1")
     ask()
@@ -505,6 +512,7 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     assert console_client.recalls[-1]["min_match"] == 1.0
 
     # Abstain: sent as asked; under the hashing embedder it keeps every episode.
+    settled()
     page.get_by_label("Min match", exact=True).fill("")
     expect(page.get_by_label("Min match", exact=True)).to_have_value("")
     page.get_by_label("Abstain when nothing fits", exact=True).check()
