@@ -393,15 +393,6 @@ def _reaches(db_url: str, sent: list[Sent]) -> list[Reach]:
         return out
 
 
-#: Statements on one dataset that Citus still splits into subplans, each with its reason.
-#: The episode opening (store/episodes.py ``_open_windows``): its CTE chain (windows,
-#: episodes, the threads' counters) is planned as subplans whose results reach every
-#: worker; with the claims' discovery (docs/guides/citus.md) it is why no episode is made
-#: while a worker is down. Known, issue 38: to be split into routed statements as
-#: AddMessages was.
-KNOWN_SUBPLANS = ("WITH g AS (  SELECT t.dataset, t.thread_id AS tid, u.trig",)
-
-
 #: RPCs that name a thread or an episode by id only: one routing lookup, then one dataset.
 ID_ONLY = {"AddMessages", "EndThread", "GetThread", "ListMessages", "GetEpisode",
            "RetryEpisode", "DeleteEpisode", "RecordActivity", "RecordThreadStarted",
@@ -432,15 +423,13 @@ def test_every_statement_on_a_dataset_table_reaches_one_partition(
         assert not unrouted, "Citus plans without a Task Count:\n" + "\n".join(unrouted)
         # A statement Citus splits into subplans sends their intermediate results on to
         # other workers: each piece has Task Count 1, yet one worker down stops it for every
-        # dataset (AddMessages' one statement did: tests/test_citus_worker_kill.py). Only
-        # statements marked as crossing datasets, and the known ones below, may.
+        # dataset (AddMessages' one statement and the episode opening's did:
+        # tests/test_citus_worker_kill.py). Only statements marked as crossing datasets may.
         split = sorted(
             {
                 (r.sent.rpc or r.sent.step, _short(r.sent.statement))
                 for r in reaches
-                if "Distributed Subplan" in r.plan
-                and not r.marked
-                and not any(known in r.sent.statement for known in KNOWN_SUBPLANS)
+                if "Distributed Subplan" in r.plan and not r.marked
             }
         )
         assert not split, "statements Citus splits into subplans:\n" + "\n".join(

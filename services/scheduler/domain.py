@@ -80,7 +80,7 @@ from episodic.config import SchedulerSettings
 from episodic.store import episodes
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import thread_not_found
-from episodic.store.shards import run_in_groups, shard_groups
+from episodic.store.shards import read_every_shard, run_in_groups, shard_groups
 from episodic.store.sql import DUE_NOW, NOW, or_now, pick_time
 from episodic.telemetry import current_trace_context
 
@@ -551,13 +551,18 @@ def unclaim_timers(conn: Connection, worker: str, timers: list[ClaimedTimer]) ->
 
 def next_due_in(conn: Connection) -> float | None:
     """Seconds (database clock) until the earliest unclaimed timer is due; None if none."""
-    return conn.execute(
-        text(
+    # One minimum per shard when a Citus worker is down (read_every_shard): their least.
+    found = [
+        float(due)
+        for due in read_every_shard(
+            conn,
             across_datasets("the Scheduler's next deadline, over every dataset")
             + "SELECT extract(epoch FROM min(fire_at) - now()) FROM scheduled_episodes "
-            "WHERE claimed_at IS NULL"
+            "WHERE claimed_at IS NULL",
         )
-    ).scalar()
+        if due is not None
+    ]
+    return min(found, default=None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -768,7 +773,7 @@ def acquire_lease(conn: Connection, name: str, holder: str, ttl: timedelta) -> L
     None when another live replica holds it.
 
     An update of the lease's row, and an insert only the first time a name is used: not
-    one upsert, because Citus (where ``leases`` is a reference table) allows no clock in an
+    one upsert, because Citus (where ``leases`` was a reference table) allows no clock in an
     upsert's conflict condition nor in a RETURNING clause. The database's now is the new
     expiry less the ttl."""
     params = {"name": name, "holder": holder, "ttl": ttl}

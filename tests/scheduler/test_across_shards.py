@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from episodic.store.shards import distributed, in_group, shard_groups
+from episodic.store.shards import distributed, in_group, read_live_shards, shard_groups
 from episodic.testing.invariants import check_invariants
 from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
@@ -84,3 +84,45 @@ def test_every_datasets_episodes_complete_under_two_summarisers(spawn, engine) -
         )
         plan = "\n".join(row[0] for row in conn.execute(text(statement), params))
         assert "Task Count: 1" in plan
+
+
+def test_the_discovery_worker_by_worker_finds_what_the_one_statement_finds(engine) -> None:  # type: ignore[no-untyped-def]
+    """What the claims' discovery reads while a worker is down (each live worker over its
+    own shards, store/shards.py ``read_live_shards``) is, with every worker up, what the
+    one statement across shards reads: a join of two colocated tables, parameters inlined,
+    a limit per shard."""
+    with engine.connect() as conn:
+        if not distributed(conn):
+            pytest.skip("reading worker by worker is Citus's (make test-citus)")
+        with conn.begin():
+            for i, dataset in enumerate(DATASETS):
+                conn.execute(text("INSERT INTO datasets (dataset) VALUES (:d)"), {"d": dataset})
+                conn.execute(
+                    text(
+                        "INSERT INTO threads (thread_id, dataset, last_sequence, "
+                        "captured_sequence, last_message_at) "
+                        "VALUES (gen_random_uuid(), :d, :last, 0, now())"
+                    ),
+                    {"d": dataset, "last": i},
+                )
+                if i % 3 == 0:  # a timer: not what the statement looks for
+                    conn.execute(
+                        text(
+                            "INSERT INTO scheduled_episodes (thread_id, dataset, fire_at) "
+                            "SELECT thread_id, dataset, now() FROM threads WHERE dataset = :d"
+                        ),
+                        {"d": dataset},
+                    )
+        statement = (
+            "SELECT t.dataset FROM threads t WHERE t.last_sequence > :above "
+            "AND NOT EXISTS (SELECT 1 FROM scheduled_episodes s "
+            "WHERE s.dataset = t.dataset AND s.thread_id = t.thread_id) "
+            "ORDER BY t.dataset LIMIT :limit"
+        )
+        params = {"above": 1, "limit": 100}
+        expected = sorted(conn.execute(text(statement), params).scalars())
+        assert len(shard_groups(conn, expected)) > 1  # several shards, so several reads
+        assert sorted(read_live_shards(conn, statement, params)) == expected
+        # A minimum per shard, as the Scheduler's next deadline reads it.
+        least = "SELECT min(last_sequence) FROM threads WHERE last_sequence > :above"
+        assert min(x for x in read_live_shards(conn, least, params) if x is not None) == 2

@@ -7,11 +7,12 @@
 
 CREATE EXTENSION IF NOT EXISTS citus;  -- citus first in shared_preload_libraries
 
--- Global tables: small, read on every call (api_keys) or by every replica (leases):
--- copied to every node. The audit log outlives the datasets it mentions: it stays on the
--- coordinator.
+-- Global tables: api_keys is small and read on every call: copied to every node. leases
+-- (the deployment-wide sweeps' leader) stays a plain table on the coordinator: a write to a
+-- reference table needs every worker, and the Scheduler takes a lease on every pass, also
+-- while a worker is down. The audit log outlives the datasets it mentions: it stays on the
+-- coordinator too.
 SELECT create_reference_table('api_keys');
-SELECT create_reference_table('leases');
 SELECT citus_add_local_table_to_metadata('audit_events');
 
 -- Dataset tables: sharded by dataset, one colocation group, so every statement that filters

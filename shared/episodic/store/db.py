@@ -144,7 +144,7 @@ def is_database_outage(err: BaseException) -> bool:
     return (
         isinstance(err, OperationalError | DisconnectionError | psycopg.OperationalError)
         or sqlstate(err) in SESSION_ENDED
-        or _citus_lost_a_node(err)
+        or citus_lost_a_node(err)
     )
 
 
@@ -155,7 +155,7 @@ def is_database_outage(err: BaseException) -> bool:
 CITUS_LOST_NODE = "failure on connection marked as essential"
 
 
-def _citus_lost_a_node(err: BaseException) -> bool:
+def citus_lost_a_node(err: BaseException) -> bool:
     return sqlstate(err) == "XX000" and CITUS_LOST_NODE in str(getattr(err, "orig", err))
 
 

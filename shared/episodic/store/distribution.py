@@ -29,8 +29,8 @@ GLOBAL_TABLES: dict[str, str] = {
     "coordinator",
     "embedding_space": "one row for the whole store: the embedding model whose vectors every "
     "dataset holds (store/embedding_space.py); Citus reference table",
-    "leases": "singleton sweeps of the whole deployment (reclaim, retention, …); Citus "
-    "reference table",
+    "leases": "singleton sweeps of the whole deployment (reclaim, retention, …); a plain "
+    "table on the Citus coordinator (a reference table's writes need every worker)",
 }
 
 

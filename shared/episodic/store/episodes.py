@@ -91,7 +91,7 @@ from episodic.crypto import DatasetKey, seal_json
 from episodic.errors import FailedPrecondition, describe_error
 from episodic.store.distribution import across_datasets
 from episodic.store.owners import episode_not_found
-from episodic.store.shards import distributed, run_in_groups, shard_groups
+from episodic.store.shards import read_every_shard, run_in_groups, shard_groups
 from episodic.store.sql import DUE_NOW, NOW
 from episodic.telemetry import current_trace_context
 
@@ -383,102 +383,126 @@ def _open_windows(
     now: datetime | None,
 ) -> list[RowMapping]:
     """One window per thread of ``ids`` (whose rows the caller locked), at most
-    :data:`MAX_WINDOW_MESSAGES` messages and :data:`MAX_WINDOW_BYTES` bytes long."""
-    # One statement whatever the number of threads: the windows (from the locked rows, so
-    # no Python round trip in between), the episodes, the threads' captured counters and
-    # the summarisers' wake-up notices. The counter update only touches rows the caller
-    # already locked, so it takes no lock of its own.
-    notify_after = distributed(conn)
+    :data:`MAX_WINDOW_MESSAGES` messages and :data:`MAX_WINDOW_BYTES` bytes long.
+
+    Four statements whatever the number of threads, each on the batch's datasets only: the
+    windows (read under the caller's locks), the episodes, the threads' captured counters
+    and the episodes read back with their threads' labels; then the summarisers' wake-up
+    notices. One data-modifying statement did all of it once, but Citus plans such a chain
+    as subplans whose intermediate results go to every worker, so one worker down stopped
+    every dataset's episodes (tests/test_one_shard.py checks no per-dataset statement is
+    split so). The counter update only touches rows the caller already locked, so it takes
+    no lock of its own."""
+    params = {"batch": batch, "now": now}
+    windows = conn.execute(
+        text(spans + _WINDOWS_SQL),
+        {
+            **params,
+            "datasets": [by_thread[t].dataset for t in ids],
+            "ids": list(ids),
+            "triggers": [by_thread[t].trigger for t in ids],
+            "traces": [traces[t] for t in ids],
+            "max_messages": MAX_WINDOW_MESSAGES,
+            "max_bytes": MAX_WINDOW_BYTES,
+        },
+    ).all()
+    if not windows:
+        return []
+    columns = {
+        name: [getattr(w, name) for w in windows]
+        for name in ("dataset", "tid", "trig", "trace", "s", "e", "lo", "hi")
+    }
+    opened = conn.execute(text(spans + _INSERT_EPISODES_SQL), {**params, **columns}).all()
+    conn.execute(text(spans + _CAPTURE_SQL), {**params, **columns})
+    episode_ids = [row.episode_id for row in opened]
     rows = list(
         conn.execute(
             text(
-                spans + "WITH g AS ("
-                "  SELECT t.dataset, t.thread_id AS tid, u.trig, u.trace, "
-                "    t.captured_sequence + 1 AS s, "
-                # An explicit episode ends at the EndThread's checkpoint when one is owed
-                # (as _window_goal reads it).
-                "    CASE WHEN u.trig = 'explicit' "
-                "      AND t.end_requested_sequence > t.captured_sequence "
-                "      AND t.end_requested_sequence < t.last_sequence "
-                "      THEN t.end_requested_sequence ELSE t.last_sequence END AS goal "
-                "  FROM threads t JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[]), "
-                "    CAST(:triggers AS text[]), CAST(:traces AS text[])) "
-                "    AS u(dataset, tid, trig, trace) "
-                "    ON t.dataset = u.dataset AND t.thread_id = u.tid "
-                "  WHERE t.dataset = ANY(:batch) AND t.last_sequence > t.captured_sequence), "
-                # The window: as far towards the goal as the caps allow, and at least one
-                # message (a single message over the byte cap is a window of its own).
-                # octet_length reads a stored value's size without detoasting it.
-                "w AS ("
-                "  SELECT g.*, coalesce((SELECT max(x.sequence) FROM ("
-                "    SELECT m.sequence, "
-                "      sum(octet_length(m.content)) OVER (ORDER BY m.sequence) AS total "
-                "    FROM messages m WHERE m.dataset = ANY(:batch) AND m.dataset = g.dataset "
-                "      AND m.thread_id = g.tid "
-                "      AND m.sequence BETWEEN g.s AND least(g.goal, g.s + :max_messages - 1)"
-                "    ) x WHERE x.total <= :max_bytes), g.s) AS e "
-                "  FROM g), "
-                "b AS ("
-                "  SELECT w.*, "
-                "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
-                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.s) AS first_at, "
-                "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
-                "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e) AS last_at, "
-                # The span is when the window's messages were written, earliest to latest:
-                # backfilled messages (client created_at) may come in any order, and the
-                # times of the first and last by sequence made a reversed span that
-                # as_of and since/until then read wrongly.
-                "  span.lo, span.hi FROM w CROSS JOIN LATERAL ("
-                "    SELECT min(m.created_at) AS lo, max(m.created_at) AS hi FROM messages m "
-                "    WHERE m.dataset = ANY(:batch) AND m.dataset = w.dataset "
-                "      AND m.thread_id = w.tid AND m.sequence BETWEEN w.s AND w.e) AS span), "
-                # A window whose first or last message is gone belongs to a thread being
-                # erased (its messages go in slices before its row, which is what this
-                # holds; compaction drops captured messages only): nothing to open.
-                "ok AS (SELECT * FROM b WHERE first_at IS NOT NULL AND last_at IS NOT NULL), "
-                "opened AS ("
-                "  INSERT INTO episodes (episode_id, thread_id, dataset, trigger, "
-                "  start_sequence, end_sequence, message_count, started_at, ended_at, "
-                "  trace_context, next_attempt_at, created_at, updated_at) "
-                "  SELECT gen_random_uuid(), ok.tid, ok.dataset, ok.trig, ok.s, ok.e, "
-                "  ok.e - ok.s + 1, ok.lo, ok.hi, CAST(ok.trace AS jsonb), "
-                # Claimable at once, whether the injected clock is ahead of or behind the
-                # database's (a replayed past must not hide new work from live workers).
-                f"  {DUE_NOW}, now(), now() FROM ok "
-                "  RETURNING *), "
-                "captured AS ("
-                "  UPDATE threads t SET captured_sequence = ok.e FROM ok "
-                "  WHERE t.dataset = ANY(:batch) AND t.dataset = ok.dataset "
-                "  AND t.thread_id = ok.tid) "
-                f"SELECT {episode_columns('opened', 'ANY(:batch)')} FROM opened "
-                # Delivered when the caller commits. On Citus the statement runs on a
-                # worker, whose notices no Summariser hears (and a transaction that
-                # notified cannot be prepared): the coordinator notifies, after it.
-                + (
-                    ""
-                    if notify_after
-                    else "CROSS JOIN LATERAL (SELECT pg_notify(:channel, "
-                    "CAST(opened.episode_id AS text))) AS notice"
-                )
+                spans + f"SELECT {episode_columns('e', 'ANY(:batch)')} FROM episodes e "
+                "WHERE e.dataset = ANY(:batch) AND e.episode_id = ANY(:episodes)"
             ),
-            {
-                "batch": batch,
-                "datasets": [by_thread[t].dataset for t in ids],
-                "ids": list(ids),
-                "triggers": [by_thread[t].trigger for t in ids],
-                "traces": [traces[t] for t in ids],
-                "channel": EPISODES_CHANNEL,
-                "now": now,
-                "max_messages": MAX_WINDOW_MESSAGES,
-                "max_bytes": MAX_WINDOW_BYTES,
-            },
+            {**params, "episodes": episode_ids},
         )
         .mappings()
         .all()
     )
-    if notify_after:
-        notify_episodes(conn, [r["episode_id"] for r in rows])
+    # Delivered when the caller commits (a notice sent inside a statement Citus runs on a
+    # worker reaches no Summariser, so the coordinator's session sends them, after).
+    notify_episodes(conn, episode_ids)
     return rows
+
+
+#: The windows of a batch: for each locked thread (``:datasets``, ``:ids``, with its
+#: trigger and trace) with something uncaptured, from the first uncaptured message as far
+#: towards the goal as the caps allow, and at least one message (a single message over
+#: the byte cap is a window of its own).
+_WINDOWS_SQL = (
+    "WITH g AS ("
+    "  SELECT t.dataset, t.thread_id AS tid, u.trig, u.trace, "
+    "    t.captured_sequence + 1 AS s, "
+    # An explicit episode ends at the EndThread's checkpoint when one is owed (as
+    # _window_goal reads it).
+    "    CASE WHEN u.trig = 'explicit' "
+    "      AND t.end_requested_sequence > t.captured_sequence "
+    "      AND t.end_requested_sequence < t.last_sequence "
+    "      THEN t.end_requested_sequence ELSE t.last_sequence END AS goal "
+    "  FROM threads t JOIN unnest(CAST(:datasets AS text[]), CAST(:ids AS uuid[]), "
+    "    CAST(:triggers AS text[]), CAST(:traces AS text[])) "
+    "    AS u(dataset, tid, trig, trace) "
+    "    ON t.dataset = u.dataset AND t.thread_id = u.tid "
+    "  WHERE t.dataset = ANY(:batch) AND t.last_sequence > t.captured_sequence), "
+    # octet_length reads a stored value's size without detoasting it.
+    "w AS ("
+    "  SELECT g.*, coalesce((SELECT max(x.sequence) FROM ("
+    "    SELECT m.sequence, "
+    "      sum(octet_length(m.content)) OVER (ORDER BY m.sequence) AS total "
+    "    FROM messages m WHERE m.dataset = ANY(:batch) AND m.dataset = g.dataset "
+    "      AND m.thread_id = g.tid "
+    "      AND m.sequence BETWEEN g.s AND least(g.goal, g.s + :max_messages - 1)"
+    "    ) x WHERE x.total <= :max_bytes), g.s) AS e "
+    "  FROM g), "
+    "b AS ("
+    "  SELECT w.*, "
+    "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
+    "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.s) AS first_at, "
+    "  (SELECT created_at FROM messages WHERE dataset = ANY(:batch) "
+    "    AND dataset = w.dataset AND thread_id = w.tid AND sequence = w.e) AS last_at, "
+    # The span is when the window's messages were written, earliest to latest: backfilled
+    # messages (client created_at) may come in any order, and the times of the first and
+    # last by sequence made a reversed span that as_of and since/until then read wrongly.
+    "  span.lo, span.hi FROM w CROSS JOIN LATERAL ("
+    "    SELECT min(m.created_at) AS lo, max(m.created_at) AS hi FROM messages m "
+    "    WHERE m.dataset = ANY(:batch) AND m.dataset = w.dataset "
+    "      AND m.thread_id = w.tid AND m.sequence BETWEEN w.s AND w.e) AS span) "
+    # A window whose first or last message is gone belongs to a thread being erased (its
+    # messages go in slices before its row, which is what the caller holds; compaction
+    # drops captured messages only): nothing to open.
+    "SELECT dataset, tid, trig, trace, s, e, lo, hi FROM b "
+    "WHERE first_at IS NOT NULL AND last_at IS NOT NULL"
+)
+
+#: The windows' episodes. Claimable at once, whether the injected clock is ahead of or
+#: behind the database's (a replayed past must not hide new work from live workers).
+_INSERT_EPISODES_SQL = (
+    "INSERT INTO episodes (episode_id, thread_id, dataset, trigger, start_sequence, "
+    "end_sequence, message_count, started_at, ended_at, trace_context, next_attempt_at, "
+    "created_at, updated_at) "
+    "SELECT gen_random_uuid(), w.tid, w.dataset, w.trig, w.s, w.e, w.e - w.s + 1, w.lo, w.hi, "
+    f"CAST(w.trace AS jsonb), {DUE_NOW}, now(), now() "
+    "FROM unnest(CAST(:dataset AS text[]), CAST(:tid AS uuid[]), CAST(:trig AS text[]), "
+    "CAST(:trace AS text[]), CAST(:s AS bigint[]), CAST(:e AS bigint[]), "
+    "CAST(:lo AS timestamptz[]), CAST(:hi AS timestamptz[])) "
+    "AS w(dataset, tid, trig, trace, s, e, lo, hi) "
+    "RETURNING dataset, episode_id"
+)
+
+#: The threads' captured counters, at their windows' ends.
+_CAPTURE_SQL = (
+    "UPDATE threads t SET captured_sequence = w.e "
+    "FROM unnest(CAST(:dataset AS text[]), CAST(:tid AS uuid[]), CAST(:e AS bigint[])) "
+    "AS w(dataset, tid, e) "
+    "WHERE t.dataset = ANY(:batch) AND t.dataset = w.dataset AND t.thread_id = w.tid"
+)
 
 
 def claim_pending(
@@ -556,14 +580,13 @@ def any_due(
     turn of a dataset in a batch, which it hands back when another dataset is waiting
     (:func:`hand_back`). An index-only probe of ``episodes_pending_idx`` per partition."""
     return bool(
-        conn.execute(
-            text(
-                across_datasets("the Summariser asks whether any dataset has an episode due")
-                + f"SELECT EXISTS (SELECT 1 FROM episodes WHERE status = 'pending' "
-                f"AND next_attempt_at <= {NOW} AND NOT (dataset = ANY(:excluding)))"
-            ),
+        read_every_shard(
+            conn,
+            across_datasets("the Summariser asks whether any dataset has an episode due")
+            + f"SELECT dataset FROM episodes WHERE status = 'pending' "
+            f"AND next_attempt_at <= {NOW} AND NOT (dataset = ANY(:excluding)) LIMIT 1",
             {"now": now, "excluding": list(excluding)},
-        ).scalar_one()
+        )
     )
 
 
@@ -633,49 +656,56 @@ def claim_semantic(conn: Connection, worker: str, limit: int) -> list[RowMapping
 def renew_claims(conn: Connection, worker: str) -> int:
     """The worker's heartbeat: every claim it holds (summarisation and semantic) is fresh
     again, so the reclaim sweep — which takes claims older than the reclaim timeout —
-    never takes work from a worker that is alive, however long a batch or an LLM call."""
-    mine = conn.execute(
-        text(
-            across_datasets("a Summariser worker renews its claims, whatever their dataset")
-            + "UPDATE episodes SET claimed_at = now() "
-            "WHERE status = 'processing' AND claimed_by = :w"
-        ),
-        {"w": worker},
-    ).rowcount
-    semantic = conn.execute(
-        text(
-            across_datasets("a Summariser worker renews its claims, whatever their dataset")
-            + "UPDATE episodes SET semantic_claimed_at = now() "
-            "WHERE semantic_status = 'processing' AND semantic_claimed_by = :w"
-        ),
-        {"w": worker},
-    ).rowcount
-    return int(mine) + int(semantic)
+    never takes work from a worker that is alive, however long a batch or an LLM call.
+    On Citus shard by shard, the shards of a worker that is down left out."""
+    return _update_my_claims(
+        conn,
+        worker,
+        "UPDATE episodes SET claimed_at = now() "
+        "WHERE IN_GROUP(episodes) AND status = 'processing' AND claimed_by = :w",
+        "UPDATE episodes SET semantic_claimed_at = now() WHERE IN_GROUP(episodes) "
+        "AND semantic_status = 'processing' AND semantic_claimed_by = :w",
+        across_datasets("a Summariser worker renews its claims, whatever their dataset"),
+    )
 
 
 def release_claims(conn: Connection, worker: str) -> int:
     """Hands this worker's claims back (graceful shutdown): no retry is counted."""
-    a = conn.execute(
-        text(
-            across_datasets("a stopping Summariser worker releases its claims")
-            + "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
-            "next_attempt_at = now(), updated_at = now() "
-            "WHERE status = 'processing' AND claimed_by = :w"
-        ),
-        {"w": worker},
-    ).rowcount
-    b = conn.execute(
-        text(
-            across_datasets("a stopping Summariser worker releases its claims")
-            + "UPDATE episodes SET semantic_status = 'pending', semantic_claimed_by = NULL, "
-            "semantic_claimed_at = NULL, updated_at = now() "
-            "WHERE semantic_status = 'processing' AND semantic_claimed_by = :w"
-        ),
-        {"w": worker},
-    ).rowcount
-    if a or b:
+    released = _update_my_claims(
+        conn,
+        worker,
+        "UPDATE episodes SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
+        "next_attempt_at = now(), updated_at = now() "
+        "WHERE IN_GROUP(episodes) AND status = 'processing' AND claimed_by = :w",
+        "UPDATE episodes SET semantic_status = 'pending', semantic_claimed_by = NULL, "
+        "semantic_claimed_at = NULL, updated_at = now() WHERE IN_GROUP(episodes) "
+        "AND semantic_status = 'processing' AND semantic_claimed_by = :w",
+        across_datasets("a stopping Summariser worker releases its claims"),
+    )
+    if released:
         notify_episodes(conn, ["released"])
-    return a + b
+    return released
+
+
+def _update_my_claims(
+    conn: Connection, worker: str, summarising: str, extracting: str, marker: str
+) -> int:
+    """Runs ``summarising`` and ``extracting`` (UPDATEs of ``worker``'s claims, with
+    ``IN_GROUP(episodes)`` filters) over every dataset; returns the rows they changed. One
+    statement each on one PostgreSQL; on Citus one per shard holding a claim of the worker
+    (:func:`episodic.store.shards.run_in_groups`: a worker that is down fails no other)."""
+    changed = 0
+    for statement, which in ((summarising, "claimed_by"), (extracting, "semantic_claimed_by")):
+        changed += len(
+            run_in_groups(
+                conn,
+                marker + statement + " RETURNING episode_id",
+                {"w": worker},
+                discover=across_datasets("a Summariser worker finds the datasets of its claims")
+                + f"SELECT DISTINCT dataset FROM episodes WHERE {which} = :w",
+            )
+        )
+    return changed
 
 
 def complete(

@@ -67,6 +67,7 @@ from episodic.store.recall_queries import (
     threshold_params,
 )
 from episodic.store.relevance import Abstention, on_reference_scale_sql
+from episodic.store.shards import read_every_shard
 from episodic.store.sql import NOW
 from episodic.store.vault import Vault, open_row
 
@@ -562,15 +563,12 @@ def embed_pending(
     if not isinstance(embedders, DatasetEmbedders):
         embedders = DatasetEmbedders(embedders)
     with engine.connect() as conn:
-        datasets = list(
-            conn.execute(
-                text(
-                    across_datasets("the Summariser finds the datasets with events to embed")
-                    + "SELECT DISTINCT d.dataset FROM datasets d WHERE d.erasing_since IS NULL "
-                    "AND EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = d.dataset "
-                    "AND ev.embedding IS NULL)"
-                )
-            ).scalars()
+        datasets = read_every_shard(
+            conn,
+            across_datasets("the Summariser finds the datasets with events to embed")
+            + "SELECT DISTINCT d.dataset FROM datasets d WHERE d.erasing_since IS NULL "
+            "AND EXISTS (SELECT 1 FROM events ev WHERE ev.dataset = d.dataset "
+            "AND ev.embedding IS NULL)",
         )
         todo: dict[tuple[str, str | None], list[tuple[uuid.UUID, str]]] = {}
         taken = 0

@@ -18,6 +18,11 @@ through :func:`each_group` and :func:`in_group`:
   splits them by shard, and the locking statement runs once per group, each routed to one
   shard.
 
+A worker that is down fails a statement that reaches every shard, so the discovery
+(:func:`read_every_shard`) is then asked of each worker that answers, over its own shards:
+the datasets on the other workers keep their episodes while one is down (a standby takes
+its place in production; until then its datasets wait, and nobody else's do).
+
 Locks are then taken group by group, each group's in the statement's own order; groups go
 in a fixed order (by their smallest dataset name), so two replicas claiming overlapping
 work still lock in one global order and cannot deadlock.
@@ -25,13 +30,22 @@ work still lock in one global order and cannot deadlock.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
+import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from episodic.store.db import citus_lost_a_node, sqlstate
+
+log = logging.getLogger(__name__)
 
 #: ``IN_GROUP(alias)`` in a statement: where its dataset filter goes.
 IN_GROUP = re.compile(r"\bIN_GROUP\((\w+)\)")
@@ -107,8 +121,124 @@ def each_group(
     if not distributed(conn):
         yield None
         return
-    found = [row[0] for row in conn.execute(text(discover), dict(params or {}))]
-    yield from shard_groups(conn, found)
+    yield from shard_groups(conn, read_every_shard(conn, discover, params))
+
+
+def read_every_shard(
+    conn: Connection, statement: str, params: Mapping[str, Any] | None = None
+) -> list[Any]:
+    """The first column of an unlocked ``statement`` that reads every shard (a discovery:
+    one dataset name per row). On one PostgreSQL, and on Citus while every worker answers,
+    the statement itself. When a worker does not answer, the same statement is run on
+    every worker that does, over its own shards (:func:`read_live_shards`): what the
+    unreachable worker's shards hold is left out, and the caller goes on with the rest.
+
+    The statement runs inside a savepoint on Citus, so that its failure leaves the caller's
+    transaction usable (Citus rolls its remote transactions back to the savepoint)."""
+    values = dict(params or {})
+    if not distributed(conn):
+        return [row[0] for row in conn.execute(text(statement), values)]
+    try:
+        with conn.begin_nested():
+            return [row[0] for row in conn.execute(text(statement), values)]
+    except DBAPIError as err:
+        if not _worker_unreachable(err):
+            raise
+        _warn("a Citus worker did not answer; reading the others' shards: %s", err.orig)
+    return read_live_shards(conn, statement, values)
+
+
+#: When :func:`_warn` last logged: a worker down is met by every loop's every pass, and
+#: one line a minute says it.
+_WARNED_AT: dict[str, float] = {}
+WARN_EVERY = 60.0
+
+
+def _warn(message: str, *args: Any) -> None:
+    now = time.monotonic()
+    if now - _WARNED_AT.get(message, -WARN_EVERY) >= WARN_EVERY:
+        _WARNED_AT[message] = now
+        log.warning(message, *args)
+
+
+def _worker_unreachable(err: BaseException) -> bool:
+    """Whether ``err`` is Citus failing to reach a worker (08006 naming a remote node, or
+    a transaction's connection to one broken), not the coordinator or the statement."""
+    state = sqlstate(err)
+    said = str(getattr(err, "orig", err))
+    return bool(state and state.startswith("08") and "remote node" in said) or (
+        citus_lost_a_node(err)
+    )
+
+
+#: ``FROM table`` / ``JOIN table`` in a statement: where a shard's name goes.
+_TABLE_READ = re.compile(r"\b(FROM|JOIN)\s+([a-z_]+)\b")
+
+
+def read_live_shards(conn: Connection, statement: str, params: Mapping[str, Any]) -> list[Any]:
+    """``statement`` run by each worker over the shards it holds (through Citus's
+    ``master_run_on_worker``, which reports a worker it cannot reach instead of failing):
+    per worker, one statement, the union of ``statement`` on each of its shard groups,
+    every table read replaced by that group's shard of it (the tables are colocated, so a
+    group's shards of two tables hold the same datasets). The parameters are inlined as
+    literals (a worker's command takes none). A limit in ``statement`` applies per shard."""
+    dialect_sql = text(statement).compile(dialect=conn.dialect)
+    raw = conn.connection.dbapi_connection
+    assert isinstance(raw, psycopg.Connection)
+    rendered = psycopg.ClientCursor(raw).mogrify(
+        str(dialect_sql), {k: params.get(k) for k in dialect_sql.params}
+    )
+    tables = sorted({m.group(2) for m in _TABLE_READ.finditer(rendered)})
+    placements = conn.execute(
+        text(
+            "SELECT p.nodename, p.nodeport, s.shardminvalue, "
+            "s.logicalrelid::regclass::text AS table_name, "
+            "shard_name(s.logicalrelid, s.shardid) AS shard "
+            "FROM pg_dist_shard s JOIN pg_dist_shard_placement p USING (shardid) "
+            "WHERE s.logicalrelid = ANY(CAST(:tables AS regclass[])) AND p.shardstate = 1 "
+            "ORDER BY p.nodename, p.nodeport, s.shardminvalue"
+        ),
+        {"tables": tables},
+    ).all()
+    # node -> shard group (its hash range) -> table -> shard name
+    nodes: dict[tuple[str, int], dict[str, dict[str, str]]] = {}
+    for node, port, low, table, shard in placements:
+        nodes.setdefault((node, port), {}).setdefault(low, {})[table] = shard
+    commands = []
+    for groups in nodes.values():
+        parts = [
+            f"SELECT * FROM ({_on_shards(rendered, shards)}) s{i}"
+            for i, shards in enumerate(groups.values())
+        ]
+        commands.append(
+            "SELECT coalesce(json_agg(v), '[]')::text FROM (" + " UNION ALL ".join(parts) + ") u(v)"
+        )
+    if not commands:
+        return []
+    found: list[Any] = []
+    for node, port, success, result in conn.execute(
+        text(
+            "SELECT * FROM master_run_on_worker(CAST(:nodes AS text[]), "
+            "CAST(:ports AS integer[]), CAST(:commands AS text[]), true)"
+        ),
+        {
+            "nodes": [n for n, _ in nodes],
+            "ports": [p for _, p in nodes],
+            "commands": commands,
+        },
+    ):
+        if success:
+            found.extend(json.loads(result))
+        else:
+            _warn("Citus worker skipped: %s", f"{node}:{port}: {result}")
+    return found
+
+
+def _on_shards(statement: str, shards: Mapping[str, str]) -> str:
+    """``statement`` reading ``shards`` (table -> its shard) instead of the tables."""
+    return _TABLE_READ.sub(
+        lambda m: f"{m.group(1)} {shards.get(m.group(2), m.group(2))}", statement
+    )
 
 
 def in_group(statement: str, group: list[str] | None) -> tuple[str, dict[str, Any]]:
