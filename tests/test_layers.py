@@ -39,6 +39,7 @@ ABOVE_STORE = (
     "episodic.services",
     "episodic.cli",
     "episodic.console",
+    "episodic.mcp",
     "episodic.mcp_server",
     "episodic.client",
     "episodic.sdk",

@@ -314,11 +314,11 @@ def test_wrong_arguments_and_out_of_range_times_are_named(spawn) -> None:  # typ
 
 
 def test_the_recall_count_counts_episodes_and_events_apart() -> None:
-    from episodic.mcp_server import _recall_count
+    from episodic.mcp.answers import recall_count
 
-    assert _recall_count(2, 0, 5) == "2 of 5 episodes"
-    assert _recall_count(0, 1, 0) == "1 event"
-    assert _recall_count(1, 2, 3) == "1 of 3 episodes and 2 events"
-    assert _recall_count(1, 0, 1) == "1 of 1 episode"
+    assert recall_count(2, 0, 5) == "2 of 5 episodes"
+    assert recall_count(0, 1, 0) == "1 event"
+    assert recall_count(1, 2, 3) == "1 of 3 episodes and 2 events"
+    assert recall_count(1, 0, 1) == "1 of 1 episode"
     # never fewer in all than shown (the count is the service's, taken apart from the list)
-    assert _recall_count(3, 0, 2) == "3 of 3 episodes"
+    assert recall_count(3, 0, 2) == "3 of 3 episodes"

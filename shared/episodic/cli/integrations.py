@@ -2,7 +2,7 @@
 
 - ``episodic mcp``: an MCP server (stdio or streamable HTTP) that gives a model the memory
   tools remember, end_thread, record_outcome, record_event, recall, recall_procedures,
-  search_episodes, list_threads and load_thread — :mod:`episodic.mcp_server` (needs the
+  search_episodes, list_threads and load_thread — :mod:`episodic.mcp` (needs the
   ``mcp`` package);
 - ``episodic import FILE``: backfill threads and messages from JSON lines through the
   normal write path, resumable after a crash — :mod:`episodic.backfill`.
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 GROUP = "integrations (MCP, backfill)"
 MCP_EXTRA_HINT = "the MCP server needs the MCP SDK: pip install 'episodic[mcp]'"
-#: The tools :func:`episodic.mcp_server.build_server` registers, for the help (which must not
+#: The tools :func:`episodic.mcp.build_server` registers, for the help (which must not
 #: import the MCP SDK, an extra); tests/mcp checks the two agree.
 MCP_TOOLS = (
     "remember",
@@ -54,7 +54,7 @@ MCP_TOOLS = (
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     try:
-        from episodic.mcp_server import DATASET_ENV, serve
+        from episodic.mcp import DATASET_ENV, serve
     except ModuleNotFoundError as err:
         missing = (err.name or "").split(".")[0]
         if missing in ("mcp", "mcp_types", "uvicorn", "starlette", "pydantic"):
