@@ -37,8 +37,8 @@ from episodic.store.db import make_engine
 from episodic.testing.chaos import (
     FAULT_KINDS,
     ChaosConfig,
-    _Run,
-    _Tally,
+    ChaosRun,
+    Tally,
     classify_frozen,
     install_write_audit,
     run_chaos,
@@ -169,7 +169,7 @@ def test_proxy_skips_a_dead_target() -> None:
 def test_the_report_says_where_a_code_no_client_should_see_came_from() -> None:
     # A failed run must name the replica and the time, not only count (the one reset
     # storm seen in CI could not be traced back to a replica from its report).
-    tally = _Tally()
+    tally = Tally()
     for second in range(6):
         tally.record("AddMessages", "INTERNAL", f"ingest-1 pid 7 at {second}.0s")
     tally.record("AddMessages", "OK")
@@ -361,7 +361,7 @@ def test_the_write_audit_catches_stale_writes(db_url: str) -> None:
         )
         conn.commit()
 
-    run = _Run(ChaosConfig())
+    run = ChaosRun(ChaosConfig())
     run.engine = make_engine(db_url, pool_size=1)
     try:
         run.session_owner[(backend, started[0])] = (me, "summariser-0")
@@ -401,7 +401,7 @@ def test_the_at_rest_check_finds_what_is_in_the_clear(engine: Engine) -> None:
             {"sealed": sealed},
         )
 
-    run = _Run(ChaosConfig(encryption=True))
+    run = ChaosRun(ChaosConfig(encryption=True))
     run.engine = engine
     run.check_at_rest()
     result = run.result
@@ -413,7 +413,7 @@ def test_the_at_rest_check_finds_what_is_in_the_clear(engine: Engine) -> None:
     assert "e.g. clear" in result.problems[0]
     assert "1 thread labels stored unsealed (1 of them in the clear)" in result.problems[1]
 
-    unchecked = _Run(ChaosConfig(encryption=False))
+    unchecked = ChaosRun(ChaosConfig(encryption=False))
     unchecked.engine = engine
     unchecked.check_at_rest()
     assert not unchecked.result.problems
