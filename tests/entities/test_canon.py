@@ -17,6 +17,9 @@ from episodic.store.recall_queries import RecallFilters, rank_episodes
 from episodic.testing.keys import test_vault as vault_of_tests
 from tests.recall.factory import T0, make_episode
 
+# On the Citus tier too (its merges, splits and timeline lock rows of one dataset: one shard).
+pytestmark = pytest.mark.citus
+
 DATASET = "canon_user"
 
 
