@@ -158,18 +158,19 @@ STATISTICS_CTES = (
 
 
 def statistics_ctes(
-    conn: psycopg.Connection, rq: Any, dataset: str, queries: int, words: Any, params: Any
+    conn: psycopg.Connection, dataset: str, queries: int, words: Any, params: Any
 ) -> None:
-    """Each CTE of ``_dataset_statistics`` (the floor's statistics) alone, with what it
+    """Each CTE of ``dataset_statistics`` (the floor's statistics) alone, with what it
     reads before it: ``SELECT count(*)`` of it after the query's lexeme CTEs (p50/p99 ms)."""
     from bench.recall_speed import psycopg_sql
+    from episodic.store.lexical_statistics import QUOTED_LEXEME, dataset_statistics
 
-    ctes, _, _ = rq._dataset_statistics()
+    ctes, _, _ = dataset_statistics()
     lexemes = (
         "q AS (SELECT lexeme, max(weight) AS weight, min(term) AS term FROM unnest("
         "CAST(:lexemes AS text[]), CAST(:weights AS float8[]), CAST(:terms AS text[])) "
         "AS u(lexeme, weight, term) GROUP BY lexeme), "
-        f"qq AS (SELECT string_agg({rq.QUOTED_LEXEME}, ' | ')::tsquery AS tq, "
+        f"qq AS (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery AS tq, "
         "array_agg(lexeme) AS lexemes FROM q),"
     )
     head = f"WITH {lexemes}{ctes.rstrip().rstrip(',')}"
@@ -241,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
+    import episodic.store.ranking_sql as ranking_sql
     import episodic.store.recall_queries as rq
     from bench.recall_scale import _episode_ids, recall_at
     from bench.recall_speed import psycopg_sql, query_term_params
@@ -278,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             **query_term_params(conn, args.dataset, query),
         }
 
-    original = rq.approximate_parts
+    # The pool reads approximate_parts where it is defined (store/ranking_sql.py).
+    original = ranking_sql.approximate_parts
     names = list(original(True))
 
     def statement(keep: set[str]) -> str:
@@ -287,15 +290,15 @@ def main(argv: list[str] | None = None) -> int:
         def parts(with_vector: bool) -> dict[str, str]:
             return {k: v for k, v in original(with_vector).items() if k in keep}
 
-        rq.approximate_parts = parts  # type: ignore[assignment]
+        ranking_sql.approximate_parts = parts  # type: ignore[assignment]
         try:
             return psycopg_sql(
-                rq.recall_sql.__wrapped__(  # type: ignore[attr-defined]
+                ranking_sql.recall_sql.__wrapped__(  # type: ignore[attr-defined]
                     with_query=True, with_vector=True, approximate=True
                 )
             )
         finally:
-            rq.approximate_parts = original
+            ranking_sql.approximate_parts = original
 
     size = conn.execute(
         "SELECT count(*) FROM episodes WHERE dataset = %s AND status = 'completed'",
@@ -351,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             print()
 
     if not args.skip_parts:
-        statistics_ctes(conn, rq, args.dataset, args.queries, words, params)
+        statistics_ctes(conn, args.dataset, args.queries, words, params)
 
     topk_servers = [("store", conn)]
     if args.textsearch_url:

@@ -2174,23 +2174,27 @@ def main(argv: list[str] | None = None) -> int:
 
         recall_index.SPEAKER_WORDS = True
     suffix = ""
+    # The constants are patched in the modules whose statement builders read them.
     if args.bm25_passage:
-        from episodic.store import recall_queries
+        from episodic.store import lexical_statistics
 
         pk1, pb = (float(v) for v in args.bm25_passage.split(","))
-        recall_queries.PASSAGE_BM25 = (pk1, pb)
+        lexical_statistics.PASSAGE_BM25 = (pk1, pb)
         suffix += f"-pbm25-{pk1:g}-{pb:g}"
     if args.expansion:
-        from episodic.store import recall_queries
+        from episodic.store import query_terms
 
         w, terms = args.expansion.split(",")
-        recall_queries.EXPANSION_WEIGHT, recall_queries.EXPANSION_TERMS = float(w), int(terms)
+        query_terms.EXPANSION_WEIGHT, query_terms.EXPANSION_TERMS = float(w), int(terms)
         suffix += f"-rm3-{float(w):g}-{int(terms)}"
     if args.bm25:  # before any statement is built (they are cached with the constants)
-        from episodic.store import recall_queries
+        from episodic.store import lexical_statistics, ranking_options
 
         k1, b = (float(v) for v in args.bm25.split(","))
-        recall_queries.BM25_K1, recall_queries.BM25_B = k1, b
+        # the episodes' BM25 (lexical_statistics.bm25), and the events' (store/events.py,
+        # imported later, takes them from ranking_options)
+        for module in (lexical_statistics, ranking_options):
+            module.BM25_K1, module.BM25_B = k1, b
         suffix += f"-bm25-{k1:g}-{b:g}"
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -989,7 +989,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--before",
-        help="an older store/recall_queries.py: its approximate statement is run on the same "
+        help="an older store/recall_queries.py, from before it was split into modules (it "
+        "builds its statement alone): its approximate statement is run on the same "
         "queries for recall@N and latency (before/after in one run)",
     )
     parser.add_argument(
@@ -1009,6 +1010,23 @@ def main(argv: list[str] | None = None) -> int:
         "README's curve: recall@5/@10 and latency against the exact statement",
     )
     args = parser.parse_args(argv)
+    older_statements = None
+    if args.before:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("recall_queries_before", args.before)
+        assert spec is not None and spec.loader is not None
+        older_statements = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = older_statements  # dataclasses look their module up
+        spec.loader.exec_module(older_statements)
+        # Since the split (store/ranking_sql.py and others), recall_queries.py builds its
+        # statement from the installed package's modules: it would time this code again.
+        builder = getattr(older_statements, "recall_sql", None)
+        if builder is not None and builder.__module__ != spec.name:
+            parser.error(
+                "--before takes a recall_queries.py from before the split into modules: "
+                f"{args.before} builds its statement with {builder.__module__}"
+            )
 
     sys.path.insert(0, str(REPO))
     from bench.recall_speed import (
@@ -1114,16 +1132,11 @@ def main(argv: list[str] | None = None) -> int:
 
         exact_sql = psycopg_sql(recall_statement(with_query=True, with_vector=True))
         before_sql = None
-        if args.before:
-            import importlib.util
-
-            spec = importlib.util.spec_from_file_location("recall_queries_before", args.before)
-            assert spec is not None and spec.loader is not None
-            older = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = older  # dataclasses look their module up
-            spec.loader.exec_module(older)
+        if older_statements is not None:
             before_sql = psycopg_sql(
-                older.recall_statement(with_query=True, with_vector=True, approximate=True)
+                older_statements.recall_statement(
+                    with_query=True, with_vector=True, approximate=True
+                )
             )
         approx_sql = psycopg_sql(
             recall_statement(with_query=True, with_vector=True, approximate=True)

@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.services.recall import servicer as servicer_module
     from episodic.services.recall.__main__ import engine_options
     from episodic.services.recall.servicer import RecallServicer
+    from episodic.store import episode_reads
     from episodic.store import recall_queries as q
     from episodic.store.db import make_engine
     from episodic.store.recall_queries import recall_statement, threshold_params, unfiltered_params
@@ -143,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         after(statement)
 
     # Statements sent on the psycopg connection directly (episodic.store.raw_statement),
-    # when the checkout sends them so: timed around the driver call, rows read included.
+    # when the checkout sends them so: timed around the driver call, rows read included —
+    # the ranking's (recall_queries) and the opening's (episode_reads), each read through
+    # its own module.
     if hasattr(q, "fetch_all"):
         fetch_all = q.fetch_all
 
@@ -155,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 after(statement)
 
         q.fetch_all = timed_fetch
+        episode_reads.fetch_all = timed_fetch
 
     class NoDeadline:
         def time_remaining(self) -> None:
@@ -172,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         register_vector(conn)
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
     exact_sql = psycopg_sql(recall_statement(with_query=True, with_vector=True))
-    opening_probe = q._opening_statement(True, False, True, True, True)
-    opening_plain = q._opening_statement(True, False, False, True, True)
+    opening_probe = episode_reads._opening_statement(True, False, True, True, True)
+    opening_plain = episode_reads._opening_statement(True, False, False, True, True)
     from episodic.query_focus import word_forms
 
     def bare(dataset: str, query: str, limit: int, record: bool, on: Any = None) -> None:

@@ -424,7 +424,7 @@ class RecallSettings(BaseSettings):
     ranking_fusion: Literal["learned", "score"] = Field(
         default="learned",
         description="How the lexical and semantic signals become similarity: 'learned' "
-        "(weights fitted on LoCoMo's development half, recall_queries.LEARNED_WEIGHTS) or "
+        "(weights fitted on LoCoMo's development half, ranking_options.LEARNED_WEIGHTS) or "
         "'score' (their mean, cubed: the first version).",
     )
     recency_span: float = Field(
@@ -476,7 +476,7 @@ class RecallSettings(BaseSettings):
         le=4.0,
         description="How much the words count beside the meaning: a factor on the lexical "
         "weights of the learned fusion and the second look (fitted on English LoCoMo with "
-        "MiniLM). Unset: the embedder's measured value (recall_queries.LEXICAL_SCALES: 0.3 "
+        "MiniLM). Unset: the embedder's measured value (ranking_options.LEXICAL_SCALES: 0.3 "
         "for e5, the model of datasets in other languages, where a content word shared by "
         "chance outweighed a clear semantic winner: short multilingual set R@1 .795 -> "
         ".920, a held-out third set .732 -> .893; 1 for MiniLM).",
@@ -488,9 +488,9 @@ class RecallSettings(BaseSettings):
         description="Recency only breaks ties inside the similarity band (seed 002): a "
         "candidate keeps all of its recency term when it is as similar to the query as the "
         "best candidate, none when its similarity is this share of the best's or more below "
-        "it, and a linear part in between (recall_queries.recency_gate). 0: recency counts "
+        "it, and a linear part in between (ranking_sql.recency_gate). 0: recency counts "
         "alike for every candidate (the seed's sum). Unset: the embedder's measured value "
-        "(recall_queries.RECENCY_BANDS: 0.1 for e5, whose semantic signal is compressed on "
+        "(ranking_options.RECENCY_BANDS: 0.1 for e5, whose semantic signal is compressed on "
         "short sessions in other languages; 0 for MiniLM, where the band cost LoCoMo 1.5 "
         "points of R@5). Without a query the order is plain recency either way.",
     )
@@ -499,7 +499,7 @@ class RecallSettings(BaseSettings):
         description="The lexical signals, each relative to the best candidate's BM25, are "
         "scaled by the largest share of the query's weight (the idf of the query words it "
         "holds over that of every query word) any candidate holds, so one word shared by "
-        "chance with a paraphrase is not a full lexical match (recall_queries._query_idf). "
+        "chance with a paraphrase is not a full lexical match (lexical_statistics.query_idf). "
         "false: the best lexical match counts as a full one however little of the query it "
         "holds.",
     )

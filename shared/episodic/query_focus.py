@@ -7,7 +7,7 @@ topic words it pulls the query's embedding towards every conversation alike, and
 "discuss", "remember" or "kind" match whichever episode happens to use them.
 
 Two query-side treatments, each a switch of the ranking (``RankingOptions`` in
-:mod:`episodic.store.recall_queries`), measured alone on LoCoMo (docs/concepts/recall.md):
+:mod:`episodic.store.ranking_options`), measured alone on LoCoMo (docs/concepts/recall.md):
 
 - :func:`strip_stop_phrases`: removes framing phrases from the text that is embedded and
   tokenised. The query is kept as written when nothing would be left.

@@ -563,13 +563,13 @@ def test_expansion_adds_the_first_pass_episodes_words_to_the_query(engine) -> No
 
 
 def test_passage_bm25_constants_apply_to_passages_only(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from episodic.store import recall_queries
+    from episodic.store import lexical_statistics
 
-    plain = recall_queries._bm25("t", "pdf", "t.dl", "s", passage=True)
-    monkeypatch.setattr(recall_queries, "PASSAGE_BM25", (0.9, 0.4))
-    assert recall_queries._bm25("t", "pdf", "t.dl", "s", passage=True) != plain
-    assert "0.9" in recall_queries._bm25("t", "pdf", "t.dl", "s", passage=True)
-    assert recall_queries._bm25("t", "ddf", "d.dl", "s") == plain.replace("pdf", "ddf").replace(
+    plain = lexical_statistics.bm25("t", "pdf", "t.dl", "s", passage=True)
+    monkeypatch.setattr(lexical_statistics, "PASSAGE_BM25", (0.9, 0.4))
+    assert lexical_statistics.bm25("t", "pdf", "t.dl", "s", passage=True) != plain
+    assert "0.9" in lexical_statistics.bm25("t", "pdf", "t.dl", "s", passage=True)
+    assert lexical_statistics.bm25("t", "ddf", "d.dl", "s") == plain.replace("pdf", "ddf").replace(
         "t.dl", "d.dl"
     )
 

@@ -11,8 +11,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from episodic.store.raw_statement import fetch_all, numbered, observing_statements
-from episodic.store.recall_queries import _driver_form
+from episodic.store.raw_statement import driver_form, fetch_all, numbered, observing_statements
 
 # Every kind of value a recall reads, a name used twice and a literal % in one statement.
 STATEMENT = """
@@ -38,7 +37,7 @@ PARAMETERS: dict[str, Any] = {
 def test_the_rows_are_sqlalchemys_rows(engine: Engine) -> None:
     with engine.connect() as conn:
         want = [dict(r) for r in conn.execute(text(STATEMENT), PARAMETERS).mappings()]
-        got = fetch_all(conn, _driver_form(STATEMENT), PARAMETERS)
+        got = fetch_all(conn, driver_form(STATEMENT), PARAMETERS)
     assert got == want
     assert got[0]["twice"] == 42 and got[0]["literal"] == "a 100% sure"
     assert got[0]["formatted"] == "a%"

@@ -46,7 +46,7 @@ from episodic.crypto import DatasetKey
 from episodic.errors import FailedPrecondition, InvalidArgument, NotFound
 from episodic.providers.entities import entity_match_key, normalise_entity
 from episodic.store.episodes import episode_columns
-from episodic.store.recall_queries import RecallFilters
+from episodic.store.recall_filters import RecallFilters
 
 __all__ = [
     "Entity",

@@ -45,28 +45,30 @@ from episodic.providers.types import Embedder
 from episodic.store import embedding_space
 from episodic.store import entities as canon
 from episodic.store.distribution import across_datasets
+from episodic.store.lexical_statistics import QUOTED_LEXEME
 from episodic.store.owners import episode_not_found
-from episodic.store.recall_index import blind_vectors, hold_language, query_tokens
-from episodic.store.recall_queries import (
+from episodic.store.ranking_options import (
     BAND_EXPONENT,
     BM25_B,
     BM25_K1,
     DEFAULT_RANKING,
-    QUOTED_LEXEME,
     RankingOptions,
-    calibrated_sql,
-    entity_clauses,
-    entity_params,
+)
+from episodic.store.ranking_sql import (
     fused_relevance_sql,
-    match_sql,
-    named_time_params,
     ranked_recency_sql,
-    relevant_sql,
     similarity_sql,
     span_cte,
+)
+from episodic.store.recall_filters import entity_clauses, entity_params, named_time_params
+from episodic.store.recall_index import blind_vectors, hold_language, query_tokens
+from episodic.store.relevance import Abstention, on_reference_scale_sql
+from episodic.store.relevance_thresholds import (
+    calibrated_sql,
+    match_sql,
+    relevant_sql,
     threshold_params,
 )
-from episodic.store.relevance import Abstention, on_reference_scale_sql
 from episodic.store.shards import read_every_shard
 from episodic.store.sql import NOW
 from episodic.store.vault import Vault, open_row

@@ -22,8 +22,9 @@ What watched SQLAlchemy's statements must watch these as well:
   invalidated in the pool, as SQLAlchemy does — so the call interceptor's mapping
   (a database outage answers UNAVAILABLE) and the callers' ``except`` clauses hold.
 
-Statements are written in psycopg's format (``%(name)s``); the same text can run inside a
-SQLAlchemy transaction with ``Connection.exec_driver_sql``.
+Statements are written in psycopg's format (``%(name)s``; :func:`driver_form` turns one
+written for ``text()`` into it); the same text can run inside a SQLAlchemy transaction
+with ``Connection.exec_driver_sql``.
 
 :func:`fetch_all` is the read side's form: the rows of one statement sent on the psycopg
 connection *under* a SQLAlchemy ``Connection`` a caller already holds (in its transaction,
@@ -43,7 +44,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from episodic.telemetry import database_span
@@ -162,6 +163,16 @@ def fetch_all(
             if gone:
                 conn.invalidate(err)
             raise _wrapped(engine, statement, parameters, err, gone=gone) from err
+
+
+def driver_form(sql: str) -> str:
+    """``sql`` as SQLAlchemy's psycopg dialect compiles ``text(sql)`` (``:name`` becomes
+    ``%(name)s``), for :meth:`~sqlalchemy.engine.Connection.exec_driver_sql`: a statement
+    sent on every call then skips SQLAlchemy's per-call compilation and parameter
+    processing (its events still fire, its errors are still wrapped)."""
+    from sqlalchemy.dialects.postgresql import psycopg
+
+    return str(text(sql).compile(dialect=psycopg.dialect()))
 
 
 @dataclass(frozen=True)

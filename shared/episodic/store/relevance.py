@@ -291,7 +291,7 @@ class CosineScale:
     conversation, which cannot answer), and ``answer``, the median for a session that
     answers the question.
 
-    The learned fusion's weights (``recall_queries.LEARNED_WEIGHTS``) were fitted on
+    The learned fusion's weights (``ranking_options.LEARNED_WEIGHTS``) were fitted on
     MiniLM's cosines, where a stranger's session and an answer lie far apart. Another
     model may use a narrow band for both (multilingual-e5-small: related and unrelated
     text alike score high), so its semantic signal, relative to the best candidate, barely
