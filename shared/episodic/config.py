@@ -476,10 +476,11 @@ class RecallSettings(BaseSettings):
         le=4.0,
         description="How much the words count beside the meaning: a factor on the lexical "
         "weights of the learned fusion and the second look (fitted on English LoCoMo with "
-        "MiniLM). Unset: the embedder's measured value (ranking_options.LEXICAL_SCALES: 0.3 "
+        "MiniLM). Unset: the embedder's measured value (ranking_options.LEXICAL_SCALES: 0.2 "
         "for e5, the model of datasets in other languages, where a content word shared by "
         "chance outweighed a clear semantic winner: short multilingual set R@1 .795 -> "
-        ".920, a held-out third set .732 -> .893; 1 for MiniLM).",
+        ".938, a third set .732 -> .902, a fourth held out until this choice .929; 1 for "
+        "MiniLM).",
     )
     ranking_recency_band: float | None = Field(
         default=None,
