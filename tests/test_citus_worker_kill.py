@@ -116,14 +116,7 @@ def test_a_killed_worker_fails_its_calls_retryably_and_loses_nothing() -> None:
         try:
             with grpc.insecure_channel(ingest.address) as channel:
                 stub = pb_grpc.IngestServiceStub(channel)
-                # One dataset on each worker (a dataset's shard is its hash's).
-                on: dict[int, str] = {}
-                for i in range(40):
-                    dataset = f"tenant{i:02d}"
-                    on.setdefault(_worker_of(engine, dataset), dataset)
-                    if len(on) == 2:
-                        break
-                (victim_port, victim), (_, other) = sorted(on.items())
+                (victim_port, victim), (_, other) = _one_per_worker(engine)
                 writers = {
                     name: Writer(stub, stub.CreateThread(pb.CreateThreadRequest(dataset=name),
                                                          timeout=30).thread.thread_id)
@@ -188,6 +181,7 @@ def test_a_killed_worker_fails_its_calls_retryably_and_loses_nothing() -> None:
 
 
 def _one_per_worker(engine) -> tuple[tuple[int, str], tuple[int, str]]:  # type: ignore[no-untyped-def]
+    """A dataset on each worker, with its worker's port (a dataset's shard is its hash's)."""
     on: dict[int, str] = {}
     for i in range(40):
         dataset = f"tenant{i:02d}"

@@ -343,24 +343,17 @@ def _role(value: Any, line: int) -> str:
 
 
 def _tool_calls(value: Any, line: int) -> tuple[ToolCall, ...]:
-    """A message's ``tool_calls`` as OpenAI writes them (``{"id", "type", "function":
-    {"name", "arguments"}}``) or flat (``{"id", "name", "arguments"}``); arguments as JSON
-    text or an object."""
+    """A message's ``tool_calls`` as OpenAI writes them or flat (:meth:`ToolCall.from_openai`)."""
     if value is None:
         return ()
     if not isinstance(value, list):
         raise InputError(line, "'tool_calls' must be a list")
     calls = []
     for i, c in enumerate(value):
-        function = c.get("function", c) if isinstance(c, dict) else None
-        if not isinstance(function, dict) or not isinstance(c.get("id"), str):
-            raise InputError(line, f"tool_calls[{i}] needs an 'id' and a function 'name'")
-        name, arguments = function.get("name"), function.get("arguments", "{}")
-        if not isinstance(name, str):
-            raise InputError(line, f"tool_calls[{i}] needs a function 'name'")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append(ToolCall(id=c["id"], name=name, arguments=arguments))
+        try:
+            calls.append(ToolCall.from_openai(c if isinstance(c, dict) else {}))
+        except ValueError as err:
+            raise InputError(line, f"tool_calls[{i}] {err}") from None
     return tuple(calls)
 
 

@@ -50,6 +50,22 @@ class ToolCall:
     name: str
     arguments: str  # JSON text of an object, as the model wrote it
 
+    @classmethod
+    def from_openai(cls, value: Mapping[str, Any]) -> ToolCall:
+        """A call as OpenAI writes it (``{"id", "type": "function", "function": {"name",
+        "arguments"}}``) or flat (``{"id", "name", "arguments"}``), its arguments JSON text
+        or an object. ValueError when it has no string ``id`` or function ``name`` (the
+        rest is Ingest's to check: :func:`check_arguments`, :func:`check_call_id`)."""
+        function = value.get("function", value)
+        if not isinstance(function, Mapping) or not isinstance(value.get("id"), str):
+            raise ValueError("needs an 'id' and a function 'name'")
+        name, arguments = function.get("name"), function.get("arguments", "{}")
+        if not isinstance(name, str):
+            raise ValueError("needs a function 'name'")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        return cls(id=value["id"], name=name, arguments=arguments)
+
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict ({} when they are not a JSON object: stored ones are)."""
         try:

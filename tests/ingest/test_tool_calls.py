@@ -283,3 +283,33 @@ def test_a_replayed_key_with_other_tool_calls_is_refused(ingest) -> None:  # typ
             pb.AddMessagesRequest(thread_id=thread_id, messages=[changed]), timeout=10
         )
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"id": "c1", "type": "function", "function": {"name": "refund", "arguments": '{"a": 1}'}},
+        {"id": "c1", "name": "refund", "arguments": {"a": 1}},  # flat, arguments an object
+    ],
+)
+def test_a_tool_call_is_read_as_openai_writes_it_or_flat(given) -> None:  # type: ignore[no-untyped-def]
+    """One reading for the SDK and the importer (episodic.tool_calls.ToolCall.from_openai)."""
+    from episodic.tool_calls import ToolCall
+
+    assert ToolCall.from_openai(given) == ToolCall("c1", "refund", '{"a": 1}')
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"function": {"name": "refund"}}, "needs an 'id'"),
+        ({"id": 7, "function": {"name": "refund"}}, "needs an 'id'"),
+        ({"id": "c1", "function": {"arguments": "{}"}}, "needs a function 'name'"),
+        ({"id": "c1", "function": "refund"}, "needs an 'id' and a function 'name'"),
+    ],
+)
+def test_a_tool_call_without_its_id_or_name_is_refused(given, said) -> None:  # type: ignore[no-untyped-def]
+    from episodic.tool_calls import ToolCall
+
+    with pytest.raises(ValueError, match=said):
+        ToolCall.from_openai(given)

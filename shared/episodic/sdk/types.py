@@ -3,7 +3,6 @@ caller writes (:class:`NewMessage`, :data:`MessageLike`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -784,16 +783,9 @@ MessageLike = NewMessage | Mapping[str, Any] | tuple[str, str]
 
 
 def _tool_call(value: ToolCall | Mapping[str, Any]) -> ToolCall:
-    """A tool call given as a ToolCall, or as OpenAI writes one (``{"id", "type":
-    "function", "function": {"name", "arguments"}}``, arguments as JSON text or a dict), or
-    flat (``{"id", "name", "arguments"}``)."""
-    if isinstance(value, ToolCall):
-        return value
-    function = value.get("function") or value
-    arguments = function.get("arguments", "{}")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    return ToolCall(id=str(value["id"]), name=str(function["name"]), arguments=arguments)
+    """A tool call given as a ToolCall, or as OpenAI writes one, or flat
+    (:meth:`ToolCall.from_openai`)."""
+    return value if isinstance(value, ToolCall) else ToolCall.from_openai(value)
 
 
 _ROLES = {
