@@ -106,3 +106,84 @@ def test_a_filled_database_is_distributed_then_grows_by_a_worker() -> None:
                 == 2
             )
         engine.dispose()
+
+
+def test_a_store_partitioned_by_the_default_is_distributed_as_it_is() -> None:
+    """A single-node store made with the default partitions (EPISODIC_DATABASE_PARTITIONS
+    8): distribute.sql distributes each partition, every row is on the shards, and a
+    dataset's statements still reach one shard (of one partition)."""
+    if not os.environ.get("EPISODIC_TEST_CITUS"):
+        pytest.skip("distributing needs the Citus tier (make test-citus)")
+    with citus_cluster(workers=2) as cluster:
+        url = cluster.create_database(f"t_{uuid.uuid4().hex[:16]}")
+        migrate.upgrade(url, EMBEDDING_DIMENSION)  # the default partitions
+        engine = make_engine(url, pool_size=2)
+        with engine.begin() as conn:
+            for dataset in DATASETS:
+                make_episode(conn, dataset, [f"{dataset} wants the train", "Booked for Friday."])
+            partitions = conn.execute(
+                text("SELECT count(*) FROM pg_inherits WHERE inhparent = 'messages'::regclass")
+            ).scalar_one()
+        engine.dispose()
+        assert partitions > 1
+        before = _counts(url)
+
+        cluster.psql_file(DISTRIBUTE_SQL, url)
+        assert _counts(url) == before
+        with psycopg.connect(url, autocommit=True) as db:  # the partitions' local pages
+            local = db.execute(
+                "SELECT sum(pg_relation_size(inhrelid)) FROM pg_inherits "
+                "WHERE inhparent = 'messages'::regclass"
+            ).fetchone()
+        assert local is not None and int(local[0]) == 0
+        engine = make_engine(url, pool_size=2)
+        try:
+            with engine.begin() as conn:
+                made = make_episode(conn, DATASETS[1], ["Still written?", "Yes."])
+            with engine.connect() as conn:
+                query = "SELECT count(*) FROM messages WHERE dataset = :d AND thread_id = :t"
+                params = {"d": DATASETS[1], "t": made.thread_id}
+                plan = "\n".join(r[0] for r in conn.execute(text("EXPLAIN " + query), params))
+                assert "Task Count: 1" in plan
+                assert conn.execute(text(query), params).scalar_one() == 2
+        finally:
+            engine.dispose()
+
+
+def test_a_migration_after_distribution_runs_on_the_cluster() -> None:
+    """``episodic migrate`` on a store distributed one revision ago (the documented step
+    after an upgrade of the suite): the head revision's DDL and data changes run through the
+    coordinator, and a dataset is still written and read on one shard. A revision Citus
+    refuses fails here. (A revision that adds a dataset table must distribute it itself on a
+    distributed store: distribute.sql naming it makes the first step below fail.)"""
+    if not os.environ.get("EPISODIC_TEST_CITUS"):
+        pytest.skip("a migration on a cluster needs the Citus tier (make test-citus)")
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(
+        migrate.alembic_config("postgresql://unused", EMBEDDING_DIMENSION)
+    )
+    head = script.get_revision(script.get_current_head())
+    assert head is not None and isinstance(head.down_revision, str)
+    with citus_cluster(workers=2) as cluster:
+        url = cluster.create_database(f"t_{uuid.uuid4().hex[:16]}")
+        migrate.upgrade(url, EMBEDDING_DIMENSION, head.down_revision, partitions=1)
+        cluster.psql_file(DISTRIBUTE_SQL, url)
+        engine = make_engine(url, pool_size=2)
+        try:
+            with engine.begin() as conn:
+                make_episode(conn, DATASETS[2], ["Before the upgrade.", "Noted."])
+            migrate.upgrade(url, EMBEDDING_DIMENSION, partitions=1)
+            with engine.connect() as conn:
+                version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+                assert version == head.revision
+            with engine.begin() as conn:
+                made = make_episode(conn, DATASETS[2], ["After the upgrade.", "Still here."])
+            with engine.connect() as conn:
+                query = "SELECT count(*) FROM messages WHERE dataset = :d"
+                params = {"d": DATASETS[2]}
+                plan = "\n".join(r[0] for r in conn.execute(text("EXPLAIN " + query), params))
+                assert "Task Count: 1" in plan
+                assert conn.execute(text(query), params).scalar_one() == 4, made.thread_id
+        finally:
+            engine.dispose()

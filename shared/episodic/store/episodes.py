@@ -249,8 +249,10 @@ def open_episodes(
     uncaptured for the next episode. The locks are taken in ``thread_id`` order, the one
     lock order of every writer that locks several threads: two replicas firing overlapping
     batches, or a batch and Ingest's writers (one thread each), wait for each other but
-    cannot deadlock. Two statements whatever the number of threads: the locks, then the
-    windows, episodes, counters and notices in one.
+    cannot deadlock. Six statements whatever the number of threads: the locks, then the
+    windows, the episodes, the counters, the episodes read back and the notices
+    (:func:`_open_windows`; a stretch longer than one window's cap repeats all but the
+    locks).
 
     An explicit episode honours the checkpoint: when an EndThread is owed
     (``end_requested_sequence`` beyond what is captured), its window ends where the
