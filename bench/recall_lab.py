@@ -47,19 +47,9 @@ import numpy as np
 
 from bench import locomo
 from bench.recall_quality import ingest_and_summarise, log, rrf
+from episodic.store.ranking_options import EXTRA_SIGNALS
 
 DATABASE = "locomo_lab"
-
-#: recall_queries.EXTRA_SIGNALS (kept here so the module imports without the package's
-#: statement being built).
-EXTRA_SIGNALS = (
-    "cosine_depth",
-    "passage_depth",
-    "entity_match",
-    "feedback_cosine",
-    "phrase",
-    "speaker_coverage",
-)
 
 
 def _keep_keyring(data_dir: Path) -> None:
@@ -846,7 +836,7 @@ def choose_extras(
     split: dict[str, set[str]],
     named_times: dict[str, tuple[float, float]] | None = None,
 ) -> str:
-    """The third pass: each optional signal (recall_queries.EXTRA_SIGNALS present in the
+    """The third pass: each optional signal (ranking_options.EXTRA_SIGNALS present in the
     features) alone, then together, added to the learned fusion: weights fitted on the
     development half, temperature and recency_span chosen there by MRR (as
     :func:`choose_ranker`), both halves printed. The features must come from a run with
