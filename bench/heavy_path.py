@@ -15,6 +15,10 @@ its parameters (as ``rank`` has it):
 2. **statistics**: each CTE of the dataset's statistics alone (``ddf``, ``pdf``, the
    documents' and passages' counts and lengths, the selective words' holders and their exact
    BM25), with what it reads before it;
+   **kept statistics**: the whole statement with BM25's statistics counted (as before
+   migration 0022) and read from the dataset's kept statistics (store/kept_statistics.py,
+   counted first if the dataset has none: that count is timed too), interleaved on the same
+   queries; p50/p99, and whether the two rank the same top 10;
 3. **recall**: with ``--exact-queries N``, the exact statement's top 10 against the whole
    approximate statement and against it without the ``ts_rank`` parts (``lexical``,
    ``densest documents``, ``densest chunks``): what those parts buy;
@@ -191,6 +195,54 @@ def statistics_ctes(
     print()
 
 
+def kept_against_counted(
+    url: str, conn: psycopg.Connection, dataset: str, queries: int, words: Any, params: Any
+) -> None:
+    """The approximate statement with BM25's statistics counted and kept (the dataset's kept
+    statistics, counted first when it has none), on the same queries in shuffled order."""
+    from sqlalchemy import create_engine
+
+    from bench.recall_scale import _episode_ids
+    from bench.recall_speed import psycopg_sql
+    from episodic.store import kept_statistics
+    from episodic.store.ranking_sql import recall_sql
+
+    has = conn.execute("SELECT 1 FROM kept_statistics WHERE dataset = %s", (dataset,)).fetchone()
+    if has is None:
+        engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        t = time.perf_counter()
+        kept = kept_statistics.refresh(engine, dataset)
+        engine.dispose()
+        print(f"kept statistics counted in {time.perf_counter() - t:.1f} s: {kept}\n")
+    variants = {
+        f"{way} statistics": psycopg_sql(
+            recall_sql.__wrapped__(  # type: ignore[attr-defined]
+                with_query=True, with_vector=True, approximate=True, kept_statistics=way == "kept"
+            )
+        )
+        for way in ("counted", "kept")
+    }
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    same = 0
+    log(f"timing counted and kept statistics × {queries} queries …")
+    for _ in range(queries):
+        p = params(words(), 10)
+        order = list(variants.items())
+        random.shuffle(order)
+        tops: dict[str, list[Any]] = {}
+        for name, sql in order:
+            t = time.perf_counter()
+            tops[name] = _episode_ids(conn.execute(sql, p))
+            times[name].append(time.perf_counter() - t)
+        same += tops["counted statistics"] == tops["kept statistics"]
+    print(f"the approximate statement, top 10, {queries} queries (ms):\n")
+    print("| BM25's statistics | p50 | p99 |\n|---|---|---|")
+    for name, samples in times.items():
+        p50, p99 = ms(samples)
+        print(f"| {name} | {p50:.1f} | {p99:.1f} |")
+    print(f"\nthe same top 10 in order: {same} of {queries} queries\n")
+
+
 def write_cost(url: str, dataset: str, rows: int = 1500) -> None:
     """Single-row inserts (autocommit) of ``dataset``'s documents into a copy of the table
     with its GIN index, and with GIN and the ``bm25`` index, ABBA (ms per row)."""
@@ -238,6 +290,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topk", type=int, default=400, help="the lexical top-k's k")
     parser.add_argument("--textsearch-url", help="admin URL of a server with pg_textsearch")
     parser.add_argument("--skip-parts", action="store_true", help="only the lexical top-k")
+    parser.add_argument(
+        "--kept",
+        action="store_true",
+        help="the parts' statements read the dataset's kept statistics (when it has them)",
+    )
+    parser.add_argument(
+        "--kept-only",
+        action="store_true",
+        help="only the statement with counted against kept statistics",
+    )
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args(argv)
 
@@ -294,7 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return psycopg_sql(
                 ranking_sql.recall_sql.__wrapped__(  # type: ignore[attr-defined]
-                    with_query=True, with_vector=True, approximate=True
+                    with_query=True,
+                    with_vector=True,
+                    approximate=True,
+                    kept_statistics=args.kept,
                 )
             )
         finally:
@@ -308,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.dataset}: {size[0] if size else 0} completed episodes; load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}\n"
     )
+    if args.kept_only:
+        kept_against_counted(args.url, conn, args.dataset, args.queries, words, params)
+        return 0
     if not args.skip_parts:
         floor = "best lexical only (floor)"
         variants = {floor: statement({"best lexical"})}
@@ -355,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.skip_parts:
         statistics_ctes(conn, args.dataset, args.queries, words, params)
+        kept_against_counted(args.url, conn, args.dataset, args.queries, words, params)
 
     topk_servers = [("store", conn)]
     if args.textsearch_url:

@@ -7,7 +7,9 @@ one shard at a time."""
 from __future__ import annotations
 
 import os
+import re
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -150,12 +152,12 @@ def test_a_store_partitioned_by_the_default_is_distributed_as_it_is() -> None:
             engine.dispose()
 
 
-def test_a_migration_after_distribution_runs_on_the_cluster() -> None:
+def test_a_migration_after_distribution_runs_on_the_cluster(tmp_path: Path) -> None:
     """``episodic migrate`` on a store distributed one revision ago (the documented step
     after an upgrade of the suite): the head revision's DDL and data changes run through the
     coordinator, and a dataset is still written and read on one shard. A revision Citus
-    refuses fails here. (A revision that adds a dataset table must distribute it itself on a
-    distributed store: distribute.sql naming it makes the first step below fail.)"""
+    refuses fails here, and so does one that adds a dataset table without distributing it
+    itself on a distributed store (as 0022 does)."""
     if not os.environ.get("EPISODIC_TEST_CITUS"):
         pytest.skip("a migration on a cluster needs the Citus tier (make test-citus)")
     from alembic.script import ScriptDirectory
@@ -168,7 +170,7 @@ def test_a_migration_after_distribution_runs_on_the_cluster() -> None:
     with citus_cluster(workers=2) as cluster:
         url = cluster.create_database(f"t_{uuid.uuid4().hex[:16]}")
         migrate.upgrade(url, EMBEDDING_DIMENSION, head.down_revision, partitions=1)
-        cluster.psql_file(DISTRIBUTE_SQL, url)
+        cluster.psql_file(_distribute_sql_of_its_tables(url, tmp_path), url)
         engine = make_engine(url, pool_size=2)
         try:
             with engine.begin() as conn:
@@ -185,5 +187,28 @@ def test_a_migration_after_distribution_runs_on_the_cluster() -> None:
                 plan = "\n".join(r[0] for r in conn.execute(text("EXPLAIN " + query), params))
                 assert "Task Count: 1" in plan
                 assert conn.execute(text(query), params).scalar_one() == 4, made.thread_id
+                # The revision distributed what it added (distribute.sql's own check).
+                left = conn.execute(text(_NOT_DISTRIBUTED)).scalars().all()
+                assert not left, f"dataset tables the revision left undistributed: {left}"
         finally:
             engine.dispose()
+
+
+#: distribute.sql's last statement: the dataset tables Citus does not distribute.
+_NOT_DISTRIBUTED = DISTRIBUTE_SQL.read_text().rsplit(";", 2)[-2].strip()
+
+
+def _distribute_sql_of_its_tables(url: str, tmp_path: Path) -> Path:
+    """distribute.sql as it was at the store's revision: without the lines of tables a
+    later revision adds (that revision distributes them itself on a distributed store)."""
+    with psycopg.connect(url) as db:
+        tables = {r[0] for r in db.execute("SELECT relname FROM pg_class")}
+    kept = [
+        line
+        for line in DISTRIBUTE_SQL.read_text().splitlines(keepends=True)
+        if not (m := re.match(r"SELECT create_distributed_table\('(\w+)'", line))
+        or m.group(1) in tables
+    ]
+    path = tmp_path / "distribute.sql"
+    path.write_text("".join(kept))
+    return path

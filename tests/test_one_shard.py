@@ -382,7 +382,12 @@ def _reaches(db_url: str, sent: list[Sent]) -> list[Reach]:
         for each in sent:
             if not (EXPLAINABLE.match(each.statement) and mentions.search(each.statement)):
                 continue
-            plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + each.statement, each.parameters))
+            try:
+                plan = "\n".join(
+                    r[0] for r in db.execute("EXPLAIN " + each.statement, each.parameters)
+                )
+            except psycopg.Error as err:
+                raise AssertionError(f"{_short(each.statement)}: {err}") from err
             found = {t: set(p.findall(plan)) for t, p in partition_of.items()}
             tasks = [int(n) for n in TASK_COUNT.findall(plan)]
             out.append(
@@ -493,3 +498,53 @@ def _print_partitions_per_call(reaches: list[Reach]) -> None:
             f"{rpc} | {calls} | {len(rs) / calls:.1f} | {touched / calls:.1f} | "
             f"{marked / calls:.1f}"
         )
+
+
+def test_a_large_datasets_kept_statistics_and_ranking_reach_one_shard(db_url: str) -> None:
+    """A large dataset's path, which the flow above does not take (its datasets are small):
+    counting its kept statistics (the Scheduler's maintenance) and the approximate ranking
+    that reads them reach its shard alone, as every other statement on its data does."""
+    from episodic.services.recall import domain
+    from episodic.store import kept_statistics
+    from episodic.store.recall_queries import Approximation, RecallFilters
+    from episodic.testing.keys import test_vault
+    from tests.recall.factory import EMBEDDER, make_episode
+
+    engine = make_engine(db_url, pool_size=2)
+    sent: list[Sent] = []
+
+    def record(statement: str, parameters: Any, driver: Any) -> None:
+        sent.append(Sent("large dataset", "", 0, statement, parameters, _origin()))
+
+    try:
+        with engine.begin() as conn:
+            for dataset in ("ds-large", "ds-other"):
+                for i in range(6):
+                    make_episode(conn, dataset, [f"the invoice {i} for the zebra", "paid late"])
+        with observing_statements(record):
+            assert kept_statistics.refresh(engine, "ds-large") is not None
+            with engine.connect() as conn:
+                request = domain.RecallQuery(
+                    dataset="ds-large",
+                    query="zebra invoice",
+                    include_episodes=True,
+                    limit=3,
+                    similarity_weight=0.7,
+                    recency_weight=0.3,
+                    filters=RecallFilters(),
+                )
+                sizes = domain.DatasetSizes(1, Approximation())
+                vector = EMBEDDER.embed_query(request.query)
+                answer = domain.recall(conn, test_vault(), request, vector, sizes)
+        assert answer.rows
+    finally:
+        engine.dispose()
+    reaches = _reaches(db_url, sent)
+    read_kept = [r for r in reaches if "kept_term_statistics t" in r.sent.statement]
+    wrote_kept = [r for r in reaches if "INSERT INTO kept_" in r.sent.statement]
+    assert read_kept and len(wrote_kept) == 2, "the kept statistics were not written and read"
+    wide = [(r.widest, _short(r.sent.statement)) for r in reaches if r.widest > 1]
+    assert not wide, f"statements of one dataset that reach several partitions: {wide}"
+    if os.environ.get("EPISODIC_TEST_CITUS"):
+        split = [_short(r.sent.statement) for r in reaches if "Distributed Subplan" in r.plan]
+        assert not split, f"statements Citus splits into subplans: {split}"

@@ -56,6 +56,7 @@ def build(settings: Settings, engine: Engine) -> Service:
         recovery=settings.recovery,
         privacy=settings.privacy,
         vault=vault,
+        statistics_above=settings.recall.recall_approximate_above,
     )
     log.info("replica %s", sweeper.worker)
     servicer = SchedulerServicer(engine, settings.scheduler, sweeper, vault)

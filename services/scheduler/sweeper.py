@@ -7,7 +7,8 @@ Every replica runs them in three loop threads, so none of them waits for another
 - ``scheduler.timers`` — the catch-up (when due) and the due timers, every
   ``scheduler_poll_interval`` or sooner when the next timer is due sooner;
 - ``scheduler.reclaim`` — the orphan sweep: claims of lost or frozen workers go back;
-- ``scheduler.maintenance`` — the backstop and the lifecycle (which may run for minutes).
+- ``scheduler.maintenance`` — the backstop, the lifecycle (which may run for minutes) and
+  the kept lexical statistics of large datasets (:mod:`episodic.store.kept_statistics`).
 
 A stuck timer therefore never stops the reclaim that would free it, and a long retention
 purge never delays an episode. Each loop is watched (:mod:`episodic.loops`): a pass running
@@ -35,9 +36,9 @@ from opentelemetry import trace
 from sqlalchemy import Engine
 
 from episodic import loops, metrics
-from episodic.config import PrivacySettings, RecoverySettings, SchedulerSettings
+from episodic.config import PrivacySettings, RecallSettings, RecoverySettings, SchedulerSettings
 from episodic.errors import describe_error, log_failure
-from episodic.store import episodes
+from episodic.store import episodes, kept_statistics
 from episodic.store.db import is_database_outage, is_lock_conflict
 from episodic.store.lifecycle import LifecycleResult, run_lifecycle
 from episodic.store.sql import worker_id
@@ -52,6 +53,7 @@ tracer = trace.get_tracer("episodic.scheduler")
 RECLAIM_LEASE = "scheduler.reclaim"
 BACKSTOP_LEASE = "scheduler.backstop"
 LIFECYCLE_LEASE = "scheduler.lifecycle"
+STATISTICS_LEASE = "scheduler.statistics"
 SWEEP_LIMIT = 1000
 
 
@@ -100,6 +102,7 @@ class SweepResult:
     backstop_episodes: int = 0
     threads_purged: int = 0
     threads_compacted: int = 0
+    statistics_refreshed: int = 0  # datasets whose kept lexical statistics were counted
 
     def __bool__(self) -> bool:
         return any(vars(self).values())
@@ -119,6 +122,7 @@ class Sweeper:
         vault: Vault | None = None,
         catch_up_interval: timedelta | None = None,
         reclaim_interval: timedelta | None = None,
+        statistics_above: int | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
@@ -126,6 +130,13 @@ class Sweeper:
         self.recovery = recovery or RecoverySettings()
         self.privacy = privacy or PrivacySettings()
         self.vault = vault or Vault(None, encrypt=False)
+        #: Datasets of more completed episodes than this are ranked on Recall's approximate
+        #: path, which reads their kept statistics: Recall's own threshold by default.
+        self.statistics_above = (
+            RecallSettings().recall_approximate_above
+            if statistics_above is None
+            else statistics_above
+        )
         # Lost notices only delay an episode, so the catch-up need not run on every pass:
         # a quarter of the idle interval (at most 30 s) keeps the delay small and cheap.
         self.catch_up_interval = catch_up_interval or min(
@@ -143,6 +154,7 @@ class Sweeper:
             RECLAIM_LEASE: threading.Lock(),
             BACKSTOP_LEASE: threading.Lock(),
             LIFECYCLE_LEASE: threading.Lock(),
+            STATISTICS_LEASE: threading.Lock(),
         }
         self._results: dict[str, dict[str, object]] = {}
         self._pool: ThreadPoolExecutor | None = None
@@ -172,7 +184,8 @@ class Sweeper:
     def maintenance_pass(
         self, now: datetime | None = None, *, force: bool = False, result: SweepResult
     ) -> None:
-        """The backstop and the lifecycle, each when due and this replica holds its lease."""
+        """The backstop, the lifecycle and the kept statistics, each when due and this
+        replica holds its lease."""
         result.backstop_episodes = self._singleton(
             BACKSTOP_LEASE, self.settings.backstop_interval, force, lambda: self.backstop(now)
         )
@@ -187,6 +200,10 @@ class Sweeper:
         self._singleton(LIFECYCLE_LEASE, self.privacy.lifecycle_interval, force, apply_lifecycle)
         result.threads_purged = lifecycle.threads_purged
         result.threads_compacted = lifecycle.threads_compacted
+        if self.settings.statistics_interval.total_seconds() > 0:
+            result.statistics_refreshed = self._singleton(
+                STATISTICS_LEASE, self.settings.statistics_interval, force, self.refresh_statistics
+            )
 
     def timers_pass(
         self, now: datetime | None = None, *, force: bool = False, result: SweepResult
@@ -263,6 +280,32 @@ class Sweeper:
                 if isinstance(value, int):
                     span.set_attribute(f"episodic.lifecycle.{name}", value)
         return done
+
+    def refresh_statistics(self) -> int:
+        """Counts again the kept lexical statistics of every large dataset whose are due
+        (:func:`episodic.store.kept_statistics.due`), one transaction each; how many."""
+        loops.step("statistics")
+        with self.engine.connect() as conn:
+            datasets = kept_statistics.due(conn, above=self.statistics_above)
+        refreshed = 0
+        for dataset in datasets:
+            if self._stop.is_set():
+                break
+            with tracer.start_as_current_span("statistics refresh") as span:
+                started = time.monotonic()
+                kept = kept_statistics.refresh(self.engine, dataset)
+                if kept is None:  # a thread of it was erased meanwhile: the next pass
+                    continue
+                span.set_attribute("episodic.statistics.documents", kept.documents)
+                span.set_attribute("episodic.statistics.terms", kept.terms)
+            log.info(
+                "kept the lexical statistics of a dataset of %d episodes (%d terms) in %.1f s",
+                kept.documents,
+                kept.terms,
+                time.monotonic() - started,
+            )
+            refreshed += 1
+        return refreshed
 
     def fire_due(
         self, now: datetime | None = None, result: SweepResult | None = None

@@ -216,6 +216,14 @@ class SchedulerSettings(BaseSettings):
         default=timedelta(seconds=30),
         description="Lease of the replica running the singleton sweeps (backstop, reclaim).",
     )
+    statistics_interval: Duration = Field(
+        default=timedelta(minutes=5),
+        description="How often the maintenance looks for datasets larger than "
+        "EPISODIC_RECALL_APPROXIMATE_ABOVE whose kept lexical statistics (Recall's BM25 "
+        "counts, store/kept_statistics.py) are missing or have drifted by more than 1 % of "
+        "their episodes, and counts them again. 0: never (Recall then counts them on every "
+        "call of a large dataset).",
+    )
 
 
 class RecoverySettings(BaseSettings):

@@ -330,6 +330,17 @@ RECALL_ABSTAINED = _spec(
     (),
     "recall",
 )
+RECALL_STATISTICS = _spec(
+    "episodic.recall.statistics",
+    "counter",
+    "{request}",
+    "Recalls of a large dataset (the approximate path) with a query and no filter, by where "
+    "BM25's statistics came from: kept (what the Scheduler keeps of the dataset) or counted "
+    "(over every holder of each query word: the dataset has none kept yet, e.g. just after "
+    "it grew past the threshold or a thread of it was erased).",
+    ("source",),
+    "recall",
+)
 # -- Lifecycle and erasure ----------------------------------------------------------------
 LIFECYCLE_THREADS = _spec(
     "episodic.lifecycle.threads",
@@ -449,6 +460,7 @@ _provider_errors = _counter(PROVIDER_ERRORS)
 _recall_candidates = _histogram(RECALL_CANDIDATES, COUNT_BUCKETS)
 _recall_results = _histogram(RECALL_RESULTS, COUNT_BUCKETS)
 _recall_abstained = _counter(RECALL_ABSTAINED)
+_recall_statistics = _counter(RECALL_STATISTICS)
 _lifecycle_threads = _counter(LIFECYCLE_THREADS)
 _erasures = _counter(ERASURES)
 _erased_rows = _counter(ERASED_ROWS)
@@ -561,6 +573,11 @@ def recall_ranked(candidates: int, results: int) -> None:
 
 def recall_abstained() -> None:
     _recall_abstained.add(1)
+
+
+def recall_statistics(*, kept: bool) -> None:
+    """An approximate recall's BM25 statistics were the dataset's kept ones, or counted."""
+    _recall_statistics.add(1, {"source": "kept" if kept else "counted"})
 
 
 def lifecycle_threads(action: Literal["purged", "compacted"], count: int) -> None:

@@ -55,10 +55,12 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from episodic.store.recall_index import index_missing
     from episodic.store.vault import make_vault
 
+    if args.statistics:
+        return _keep_statistics(args)
     if args.dataset is not None and not args.reembed:
         print(
-            "--dataset needs --reembed: it re-embeds that dataset with the model its "
-            "language calls for",
+            "--dataset needs --reembed (re-embed that dataset with the model its language "
+            "calls for) or --statistics (count its kept statistics)",
             file=sys.stderr,
         )
         return 2
@@ -103,6 +105,47 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     print(f"indexed {count} episode(s) for recall")
+    return 0
+
+
+def _keep_statistics(args: argparse.Namespace) -> int:
+    """``reindex --statistics``: counts Recall's kept lexical statistics of one dataset,
+    or of every large dataset whose are due (what the Scheduler's maintenance does)."""
+    from episodic.config import get_settings
+    from episodic.store import kept_statistics
+    from episodic.store.db import make_engine
+
+    if args.reembed:
+        print("--statistics and --reembed are separate runs", file=sys.stderr)
+        return 2
+    url = _database_url(args)
+    if not url:
+        return 2
+    engine = make_engine(url, pool_size=1, application_name="episodic-reindex")
+    try:
+        if args.dataset is not None:
+            datasets = [args.dataset]
+        else:
+            with engine.connect() as conn:
+                above = get_settings().recall.recall_approximate_above
+                datasets = kept_statistics.due(conn, above=above)
+        for dataset in datasets:
+            kept = kept_statistics.refresh(engine, dataset)
+            if kept is None:
+                print(
+                    f"dataset {dataset}: not counted (no such dataset, or a thread of it was "
+                    "erased meanwhile: run this again)",
+                    file=sys.stderr,
+                )
+                return 1
+            print(
+                f"dataset {dataset}: kept the statistics of {kept.documents} episode(s), "
+                f"{kept.passages} passage(s) and {kept.terms} word(s)"
+            )
+        if not datasets:
+            print("no large dataset's statistics are due")
+    finally:
+        engine.dispose()
     return 0
 
 
@@ -188,8 +231,15 @@ def register(groups: CommandGroups) -> None:
         help="re-embed every stored vector with the configured model (resumable)",
     )
     reindex.add_argument(
+        "--statistics",
+        action="store_true",
+        help="count again Recall's kept lexical statistics (BM25's counts) of every dataset "
+        "larger than EPISODIC_RECALL_APPROXIMATE_ABOVE whose are missing or out of date, or "
+        "of --dataset (the Scheduler does it every EPISODIC_STATISTICS_INTERVAL)",
+    )
+    reindex.add_argument(
         "--dataset",
-        help="with --reembed: only this dataset, re-embedded with the model its language "
+        help="with --statistics: only this dataset; with --reembed: only this dataset, re-embedded with the model its language "
         "calls for (EPISODIC_EMBEDDING_MULTILINGUAL): one the Summariser found too large "
         "to move by itself; its writers wait while it runs (one transaction)",
     )

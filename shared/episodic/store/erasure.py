@@ -50,7 +50,7 @@ from sqlalchemy import Connection, Engine, text
 
 from episodic import metrics
 from episodic.errors import Aborted, NotFound
-from episodic.store import audit, entities, events, procedures
+from episodic.store import audit, entities, events, kept_statistics, procedures
 from episodic.store.distribution import across_datasets
 from episodic.store.sql import or_now
 from episodic.store.vault import Vault
@@ -237,6 +237,8 @@ def _erase_one_thread(
             ).scalars()
         ]
         receipt.record("episodes", episodes)
+        # Recall's counts of the dataset's words held the thread's: counted again later.
+        kept_statistics.thread_erased(conn, dataset)
         receipt.record(
             "scheduled_episodes",
             conn.execute(

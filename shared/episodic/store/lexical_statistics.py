@@ -83,7 +83,9 @@ def document_length(alias: str) -> str:
     )
 
 
-def dataset_statistics(options: RankingOptions = DEFAULT_RANKING) -> tuple[str, str, str]:
+def dataset_statistics(
+    options: RankingOptions = DEFAULT_RANKING, *, kept: bool = False
+) -> tuple[str, str, str]:
     """What the approximate path takes from the whole filtered dataset rather than from its
     candidates, for its scores to equal the exact path's (which computes them over every
     filtered episode): BM25's statistics and the best BM25, by which the lexical signals
@@ -93,7 +95,12 @@ def dataset_statistics(options: RankingOptions = DEFAULT_RANKING) -> tuple[str, 
     exact BM25 per episode, whose best the pool takes; ``best_document``,
     ``best_passage``) and the bodies of ``dstats`` and ``pstats``. The counts and average lengths come from index-only scans of the
     covering indexes of 0013 (no document, vector or chunk row read). A passage is an
-    (episode, chunk of its thread up to the episode's end) pair, as on the exact path."""
+    (episode, chunk of its thread up to the episode's end) pair, as on the exact path.
+
+    ``kept`` (a request without filters, whose statistics are the whole dataset's): the
+    counts and frequencies are read from the dataset's kept statistics
+    (:mod:`episodic.store.kept_statistics`) when it has them, and counted as above when it
+    has none; the CTE ``kept`` then holds their one row, or none."""
     passages_of = _passages_of_candidates()
     # Weighted query lexemes (RankingOptions.weighted_terms) score as on the exact path.
     weight, weight_join, matched = None, "", "count(*)::float8"
@@ -106,17 +113,57 @@ def dataset_statistics(options: RankingOptions = DEFAULT_RANKING) -> tuple[str, 
     # lexeme (at most :approx_selective_df holders): reading every holder of a word most
     # documents contain would cost what the exact path costs. A document holding only
     # common words scores little (their idf is small); the candidates' best covers it.
-    ctes = f"""
+    counted_ddf = f"""SELECT count(*)::float8 AS df FROM ({CANDIDATES}) x
+                WHERE x.search_vector @@ {LEXEME_QUERY}"""
+    counted_pdf = f"""SELECT count(*)::float8 AS df FROM {passages_of}
+                WHERE m.search_vector @@ {LEXEME_QUERY}"""
+    counted_dstats = f"""SELECT count(*)::float8 AS n, greatest(avg(x.search_length), 1.0) AS avgdl
+            FROM ({CANDIDATES}) x"""
+    counted_pstats = f"""SELECT count(*)::float8 AS n,
+                   greatest(avg(greatest(m.search_length, 1)), 1.0) AS avgdl
+            FROM {passages_of}"""
+    if not kept:
+        frequencies = f"""
         ddf AS (
-            SELECT q.lexeme, df.df FROM q CROSS JOIN LATERAL (
-                SELECT count(*)::float8 AS df FROM ({CANDIDATES}) x
-                WHERE x.search_vector @@ {LEXEME_QUERY}) df
+            SELECT q.lexeme, df.df FROM q CROSS JOIN LATERAL ({counted_ddf}) df
         ),
         pdf AS (
-            SELECT q.lexeme, df.df FROM q CROSS JOIN LATERAL (
-                SELECT count(*)::float8 AS df FROM {passages_of}
-                WHERE m.search_vector @@ {LEXEME_QUERY}) df
+            SELECT q.lexeme, df.df FROM q CROSS JOIN LATERAL ({counted_pdf}) df
+        ),"""
+        dstats, pstats = counted_dstats, counted_pstats
+    else:
+        # Each count below runs only when nothing is kept: a CASE evaluates the subquery of
+        # the branch it takes, and a one-time filter skips its scan.
+        frequencies = f"""
+        kept AS MATERIALIZED (
+            SELECT k.documents::float8 AS dn, k.document_length AS davg,
+                   k.passages::float8 AS pn, k.passage_length AS pavg
+            FROM kept_statistics k WHERE k.dataset = :dataset
         ),
+        kept_terms AS MATERIALIZED (
+            SELECT q.lexeme, t.documents::float8 AS ddf, t.passages::float8 AS pdf
+            FROM q LEFT JOIN kept_term_statistics t
+              ON t.dataset = :dataset AND t.token = q.lexeme
+        ),
+        ddf AS (
+            SELECT q.lexeme, CASE WHEN EXISTS (SELECT 1 FROM kept)
+                THEN coalesce(q.ddf, 0.0) ELSE ({counted_ddf}) END AS df
+            FROM kept_terms q
+        ),
+        pdf AS (
+            SELECT q.lexeme, CASE WHEN EXISTS (SELECT 1 FROM kept)
+                THEN coalesce(q.pdf, 0.0) ELSE ({counted_pdf}) END AS df
+            FROM kept_terms q
+        ),"""
+        dstats = f"""SELECT dn AS n, davg AS avgdl FROM kept
+            UNION ALL
+            SELECT counted.n, counted.avgdl FROM ({counted_dstats}) counted
+            WHERE NOT EXISTS (SELECT 1 FROM kept)"""
+        pstats = f"""SELECT pn AS n, pavg AS avgdl FROM kept
+            UNION ALL
+            SELECT counted.n, counted.avgdl FROM ({counted_pstats}) counted
+            WHERE NOT EXISTS (SELECT 1 FROM kept)"""
+    ctes = f"""{frequencies}
         selective AS (
             SELECT (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery FROM ddf
                     WHERE df > 0 AND df <= :approx_selective_df) AS doc_tq,
@@ -139,13 +186,10 @@ def dataset_statistics(options: RankingOptions = DEFAULT_RANKING) -> tuple[str, 
             WHERE m.search_vector @@ (SELECT passage_tq FROM selective)
         ),
         dataset_dstats AS MATERIALIZED (
-            SELECT count(*)::float8 AS n, greatest(avg(x.search_length), 1.0) AS avgdl
-            FROM ({CANDIDATES}) x
+            {dstats}
         ),
         dataset_pstats AS MATERIALIZED (
-            SELECT count(*)::float8 AS n, greatest(avg(greatest(m.search_length, 1)), 1.0)
-                   AS avgdl
-            FROM {passages_of}
+            {pstats}
         ),
         -- The exact document and best-passage BM25 (and how many query words each holds)
         -- of every holder of a selective word: the best of them normalise the lexical

@@ -277,7 +277,7 @@ def _approximate_pool(with_vector: bool, options: RankingOptions) -> str:
 _SIZE_GUARD = "\n            WHERE (SELECT t.episode_count FROM total t) <= :exact_up_to"
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=32)
 def recall_sql(
     *,
     with_query: bool,
@@ -286,6 +286,7 @@ def recall_sql(
     options: RankingOptions = DEFAULT_RANKING,
     exact_cosine: bool = False,
     guarded: bool = False,
+    kept_statistics: bool = False,
 ) -> str:
     """The ranking statement. ``with_query``: score similarity (lexical part);
     ``with_vector``: also the semantic part (needs ``:qvec``). ``approximate``: score only
@@ -298,9 +299,14 @@ def recall_sql(
     holds each lexeme's weight, in the order of ``:lexemes``). ``guarded`` (the exact path
     with a query, inside the ``guarded`` form of
     :func:`~episodic.store.recall_queries.recall_statement`): no candidate is read when the
-    dataset's count (its ``total``) is above ``:exact_up_to``."""
+    dataset's count (its ``total``) is above ``:exact_up_to``. ``kept_statistics`` (the
+    approximate path, a request without filters): BM25's statistics from the dataset's
+    kept ones when it has them (:func:`~episodic.store.lexical_statistics.dataset_statistics`),
+    and a column ``statistics_kept`` saying whether it had."""
     if guarded and (approximate or not with_query):
         raise ValueError("only the exact statement with a query is guarded")
+    if kept_statistics and not (approximate and with_query):
+        raise ValueError("kept statistics serve the approximate statement with a query")
     if not with_query:
         candidates = CANDIDATES
         if approximate:  # recency alone: the newest episodes by the index, as ranked below
@@ -413,7 +419,7 @@ def recall_sql(
     best_cosine = "max(r.semantic) OVER ()"
     dataset_ctes = dataset_best = ""
     if approximate:
-        dataset_ctes, doc_stats, passage_stats = dataset_statistics(options)
+        dataset_ctes, doc_stats, passage_stats = dataset_statistics(options, kept=kept_statistics)
         best_doc, best_passage = (
             "(SELECT score FROM best_document)",
             "(SELECT score FROM best_passage)",
@@ -475,6 +481,11 @@ def recall_sql(
     entity_ctes, extra_raw, extra_join = extra["entity_ctes"], extra["raw"], extra["join"]
     extra_rel, feedback_ctes = extra["rel"], extra["feedback_ctes"]
     scored_from, extra_scored, extra_out = extra["scored_from"], extra["scored"], extra["out"]
+    kept_out = (
+        ",\n               EXISTS (SELECT 1 FROM kept) AS statistics_kept"
+        if kept_statistics
+        else ""
+    )
     return f"""{head}
         -- Document level: the thread's messages up to the episode's end, and its summary.
         docs AS (
@@ -575,7 +586,7 @@ def recall_sql(
                {fused_relevance_sql(options, "s.similarity", "s.recency")} AS relevance,
                s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance,
                s.request_match,
-               coalesce({relevant_sql("s.ended_at", options)}, false) AS passes{extra_out}
+               coalesce({relevant_sql("s.ended_at", options)}, false) AS passes{extra_out}{kept_out}
         FROM scored s
         JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
         -- Those the thresholds leave out come after every one they keep, and only to fill

@@ -44,6 +44,19 @@ class RecallFilters:
     #: RankingOptions.named_time_recency.
     named_time: tuple[datetime, datetime] | None = None
 
+    def narrows(self) -> bool:
+        """Whether the filters leave out any of the dataset's completed episodes (the named
+        time does not: it only measures recency)."""
+        return bool(
+            self.since is not None
+            or self.until is not None
+            or self.thread_ids
+            or self.entities
+            or self.entity_groups
+            or self.event_type is not None
+            or self.as_of is not None
+        )
+
 
 def filter_params(key: DatasetKey, filters: RecallFilters) -> dict[str, object]:
     """The filter parameters of a recall of ``key``'s dataset under ``filters``."""

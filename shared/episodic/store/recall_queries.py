@@ -243,7 +243,7 @@ COUNT_STATEMENT = (
 )
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=32)
 def recall_statement(
     *,
     with_query: bool,
@@ -252,6 +252,7 @@ def recall_statement(
     options: RankingOptions = DEFAULT_RANKING,
     exact_cosine: bool = False,
     guarded: bool = False,
+    kept_statistics: bool = False,
 ) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
     snapshot): one row per ranked episode, each carrying ``episode_count``,
@@ -267,6 +268,7 @@ def recall_statement(
         options=options,
         exact_cosine=exact_cosine,
         guarded=guarded,
+        kept_statistics=kept_statistics,
     )
     if guarded:  # the count as a CTE, which the ranking's candidates read (ranking_sql._SIZE_GUARD)
         return f"""
@@ -288,7 +290,7 @@ def recall_statement(
     """
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=32)
 def _driver_statement(
     with_query: bool,
     with_vector: bool,
@@ -296,6 +298,7 @@ def _driver_statement(
     approximate: bool = False,
     exact_cosine: bool = False,
     guarded: bool = False,
+    kept_statistics: bool = False,
 ) -> str:
     """The ranking statement (:func:`recall_statement`) in the driver's form."""
     return driver_form(
@@ -306,6 +309,7 @@ def _driver_statement(
             options=options,
             exact_cosine=exact_cosine,
             guarded=guarded,
+            kept_statistics=kept_statistics,
         )
     )
 
@@ -330,6 +334,10 @@ class Approximation:
     #: A query word held by at most this many documents (passages) is selective: the
     #: best BM25 that normalises the lexical signal is computed over all its holders.
     selective_df: int = 5000
+    #: Read BM25's statistics from what the Scheduler keeps of the dataset
+    #: (:mod:`episodic.store.kept_statistics`) when the request has no filter and the
+    #: dataset has them, instead of counting them over every holder of each query word.
+    kept_statistics: bool = True
     #: Normalise the semantic signal by the dataset's best cosine (every filtered summary
     #: and chunk vector read) rather than the candidates' best (the HNSW nearest, which
     #: misses the dataset's best on hard data): the exact path's semantic scores, at the
@@ -481,6 +489,7 @@ def rank(
         not with_query or approximate is not None or filters.as_of is not None or options.expansion
     ):
         raise ValueError("a size guard needs a query, the exact path, no as_of, no expansion")
+    filtered = filters.narrows()
     params: dict[str, object] = {
         **filter_params(key, filters),
         "ws": float(similarity_weight),
@@ -536,7 +545,9 @@ def rank(
         first_options = replace(options, expansion=0)
         first = _execute(
             conn,
-            _ranking_statement(with_query, with_vector, approximate, first_options),
+            _ranking_statement(
+                with_query, with_vector, approximate, first_options, filtered=filtered
+            ),
             {**params, "limit": options.expansion, **threshold_params(0.0, 0.0, None)},
         )
         tokens = cast(list[str], params["lexemes"])
@@ -546,16 +557,22 @@ def rank(
         params["lexemes"] = [*tokens, *(t for t, _ in feedback)]
         params["weights"] = [*cast(list[float], params["weights"]), *(w for _, w in feedback)]
         params["terms"] = [*cast(list[str | None], params["terms"]), *(None for _ in feedback)]
-    statement = _ranking_statement(with_query, with_vector, approximate, options, guard is not None)
+    statement = _ranking_statement(
+        with_query, with_vector, approximate, options, guard is not None, filtered=filtered
+    )
     rows = _execute(conn, statement, params)
     count = int(rows[0]["episode_count"]) if rows else 0
     if guard is not None and count > guard.exact_up_to:  # too large: nothing was ranked
         approximate = guard.otherwise
-        statement = _ranking_statement(with_query, with_vector, approximate, options)
+        statement = _ranking_statement(
+            with_query, with_vector, approximate, options, filtered=filtered
+        )
         rows = _execute(conn, statement, {**params, **_approximation_params(approximate)})
         count = int(rows[0]["episode_count"]) if rows else 0
     candidates = [r for r in rows if r["episode_id"] is not None]
     ranked = [r for r in candidates if r["passes"]]
+    if statement[1] and with_query:  # the approximate path: were its statistics kept?
+        metrics.recall_statistics(kept=bool(rows and rows[0].get("statistics_kept")))
     metrics.recall_ranked(candidates=count, results=len(ranked))
     has_events = bool(rows[0]["has_events"]) if rows else True
     return Ranking(
@@ -586,13 +603,22 @@ def _ranking_statement(
     approximate: Approximation | None,
     options: RankingOptions,
     guarded: bool = False,
+    *,
+    filtered: bool = False,
 ) -> tuple[str, bool]:
     """The ranking statement in the driver's form (compiled once per variant, not per
-    call), and whether it is the approximate one."""
+    call), and whether it is the approximate one. ``filtered``: the request's filters leave
+    out some of the dataset's episodes, so its statistics cannot be the dataset's kept ones
+    (:mod:`episodic.store.kept_statistics`)."""
     if approximate is None:
         return _driver_statement(with_query, with_vector, options, guarded=guarded), False
     statement = _driver_statement(
-        with_query, with_vector, options, approximate=True, exact_cosine=approximate.exact_cosine
+        with_query,
+        with_vector,
+        options,
+        approximate=True,
+        exact_cosine=approximate.exact_cosine,
+        kept_statistics=with_query and approximate.kept_statistics and not filtered,
     )
     return statement, True
 

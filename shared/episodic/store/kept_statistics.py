@@ -1,0 +1,186 @@
+"""Recall's kept lexical statistics of a large dataset (migration 0022, issue 50).
+
+The approximate path ranks with BM25 over the whole dataset's statistics: its documents'
+(completed episodes') count and average length, its passages' (each episode with a chunk of
+its thread up to the episode's end, as the exact path has them), and each query word's
+document and passage frequency. Counted on every call, they cost what reading every
+holder of a common word costs: about a second of a call at 100k episodes
+(docs/benchmarks-history.md "A big tenant's Recall"). Kept, they cost an index probe per
+query word.
+
+- :func:`refresh` counts them for one dataset in one statement's snapshot and replaces the
+  dataset's rows (one transaction: a reader sees the old ones or the new ones).
+- :func:`due` names the datasets that need it: more completed episodes than the approximate
+  path's threshold, and none kept yet or a count that has moved by more than
+  ``stale_share`` since. The Scheduler's maintenance refreshes them
+  (services/scheduler/sweeper.py); ``episodic reindex --statistics`` does it by hand.
+- :func:`thread_erased` forgets a dataset's when one of its threads is erased (its words
+  must not outlive it here either), and voids a count running meanwhile.
+
+Recall reads them (:func:`~episodic.store.lexical_statistics.dataset_statistics`) for a
+request without filters, whose statistics are the whole dataset's; a filtered request,
+and a dataset with nothing kept, are counted as before. Kept statistics lag the dataset
+by less than ``stale_share`` of its episodes: BM25's idf moves by about that share's
+logarithm, and a word the dataset learnt since counts as absent (its holders are still
+found by the other candidate sources, and scored as every candidate is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+from episodic.store.distribution import across_datasets
+from episodic.store.shards import read_every_shard
+
+__all__ = ["STALE_SHARE", "Refreshed", "drop", "due", "refresh", "thread_erased"]
+
+#: How far a dataset's completed episodes may move (a share of the count kept) before its
+#: statistics are counted again: 1 % of 100k is 1,000 episodes.
+STALE_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """What :func:`refresh` kept for a dataset."""
+
+    documents: int
+    passages: int
+    terms: int
+
+
+# The dataset's completed episodes and their passages, as the approximate path's
+# statistics define them (lexical_statistics.dataset_statistics without filters): each
+# chunk counted once per completed episode of its thread that reaches its end.
+#: The dataset's completed episodes' documents.
+_DOCUMENTS = """(SELECT e.dataset, e.search_vector, e.search_length FROM episodes e
+        WHERE e.dataset = :dataset AND e.status = 'completed')"""
+
+#: Each chunk of the dataset with how many completed episodes it is a passage of: one join
+#: of the two tables, hashed (a probe per chunk reads the threads' range index, ~10x slower).
+_CHUNKS = """(SELECT m.dataset, m.search_vector, greatest(m.search_length, 1) AS dl, c.episodes
+        FROM (SELECT m.dataset, m.thread_id, m.start_sequence, m.start_offset,
+                     count(*) AS episodes
+              FROM message_chunks m
+              JOIN episodes e ON e.dataset = m.dataset AND e.thread_id = m.thread_id
+                AND e.status = 'completed' AND m.end_sequence <= e.end_sequence
+              WHERE m.dataset = :dataset AND e.dataset = :dataset
+              GROUP BY m.dataset, m.thread_id, m.start_sequence, m.start_offset) c
+        JOIN message_chunks m ON m.dataset = c.dataset AND m.thread_id = c.thread_id
+          AND m.start_sequence = c.start_sequence AND m.start_offset = c.start_offset
+        -- said again: neither PostgreSQL nor Citus carries it through the grouping, and
+        -- without it each reads every partition (shard) of the table
+        WHERE m.dataset = :dataset)"""
+
+# Two statements (the totals, then the terms, which reference them), without CTEs, each
+# row's dataset taken from the rows it counts: Citus then runs the whole INSERT ... SELECT
+# on the dataset's shard (with a CTE, or the dataset as a parameter, it could not plan it).
+_TOTALS = f"""
+    INSERT INTO kept_statistics (dataset, documents, document_length, passages, passage_length)
+    SELECT d.dataset, d.n, d.avgdl, coalesce(p.n, 0), coalesce(p.avgdl, 1.0)
+    FROM (SELECT x.dataset, count(*) AS n, greatest(avg(x.search_length), 1.0) AS avgdl
+          FROM {_DOCUMENTS} x GROUP BY x.dataset) d
+    LEFT JOIN (SELECT c.dataset, sum(c.episodes) AS n,
+                      greatest(sum(c.episodes * c.dl)::float8 / sum(c.episodes), 1.0) AS avgdl
+               FROM {_CHUNKS} c GROUP BY c.dataset) p ON p.dataset = d.dataset
+"""
+
+_TERMS = f"""
+    INSERT INTO kept_term_statistics (dataset, token, documents, passages)
+    SELECT t.dataset, t.token, sum(t.documents), sum(t.passages)
+    FROM (SELECT x.dataset, u.token, 1 AS documents, 0 AS passages FROM {_DOCUMENTS} x
+          CROSS JOIN LATERAL unnest(tsvector_to_array(x.search_vector)) AS u(token)
+          UNION ALL
+          SELECT c.dataset, u.token, 0, c.episodes FROM {_CHUNKS} c
+          CROSS JOIN LATERAL unnest(tsvector_to_array(c.search_vector)) AS u(token)) t
+    GROUP BY t.dataset, t.token
+"""
+
+
+_ERASURES = "SELECT threads_erased FROM datasets WHERE dataset = :d"
+
+
+class _ErasedMeanwhile(Exception):
+    """A thread of the dataset was erased while its statistics were counted."""
+
+
+def refresh(engine: Engine, dataset: str) -> Refreshed | None:
+    """Counts ``dataset``'s statistics and keeps them in place of what was kept, in one
+    transaction of its own. None, with nothing changed, when a thread of the dataset was
+    erased while they were counted (they may hold its words), or the dataset is gone."""
+    try:
+        with engine.connect() as conn:
+            # A transaction even on an engine made for autocommit (Recall's): the rows are
+            # replaced at once, and the lock below lasts until the end.
+            conn = conn.execution_options(isolation_level="READ COMMITTED")
+            with conn.begin():
+                # One refresh of a dataset at a time (the Scheduler's and a hand-run
+                # reindex): the second waits, then replaces the first's rows.
+                conn.execute(
+                    text(
+                        "SELECT pg_advisory_xact_lock("
+                        "hashtextextended('kept_statistics:' || :d, 0))"
+                    ),
+                    {"d": dataset},
+                )
+                before = conn.execute(text(_ERASURES), {"d": dataset}).scalar()
+                if before is None:
+                    return None
+                drop(conn, dataset)
+                # Not RETURNING: Citus deparses it wrongly for an INSERT ... SELECT it
+                # pushes down to the shard.
+                conn.execute(text(_TOTALS), {"dataset": dataset})
+                totals = conn.execute(
+                    text("SELECT documents, passages FROM kept_statistics WHERE dataset = :d"),
+                    {"d": dataset},
+                ).first()
+                terms = conn.execute(text(_TERMS), {"dataset": dataset}).rowcount
+                # An erasure bumps the tally in its last transaction: one that committed
+                # since the first read shows here; one still running is waited for (its
+                # row lock); one that begins after this waits for the commit, then drops
+                # what this kept.
+                after = conn.execute(text(_ERASURES + " FOR SHARE"), {"d": dataset}).scalar()
+                if after != before:
+                    raise _ErasedMeanwhile
+    except _ErasedMeanwhile:
+        return None
+    if totals is None:
+        return Refreshed(0, 0, 0)
+    return Refreshed(int(totals.documents), int(totals.passages), int(terms))
+
+
+def drop(conn: Connection, dataset: str) -> None:
+    """Forgets what is kept of ``dataset`` (its terms go with it: ON DELETE CASCADE), in
+    the caller's transaction."""
+    conn.execute(text("DELETE FROM kept_statistics WHERE dataset = :d"), {"d": dataset})
+
+
+def thread_erased(conn: Connection, dataset: str) -> None:
+    """A thread of ``dataset`` is being erased (in the caller's transaction): what is kept
+    of its words goes, and a count running meanwhile is not kept (:func:`refresh`)."""
+    conn.execute(
+        text("UPDATE datasets SET threads_erased = threads_erased + 1 WHERE dataset = :d"),
+        {"d": dataset},
+    )
+    drop(conn, dataset)
+
+
+def due(conn: Connection, *, above: int, stale_share: float = STALE_SHARE) -> list[str]:
+    """The datasets of more than ``above`` completed episodes whose statistics are not kept,
+    or were counted when their completed episodes were more than ``stale_share`` fewer or
+    more than now; on Citus, those of the workers that answer."""
+    return read_every_shard(
+        conn,
+        across_datasets("the maintenance finds the large datasets whose statistics are due")
+        + """
+        SELECT c.dataset FROM (
+            SELECT e.dataset, count(*) AS n FROM episodes e WHERE e.status = 'completed'
+            GROUP BY e.dataset HAVING count(*) > :above) c
+        LEFT JOIN kept_statistics k ON k.dataset = c.dataset
+        WHERE k.dataset IS NULL OR abs(c.n - k.documents) > :share * k.documents
+        ORDER BY c.dataset
+        """,
+        {"above": above, "share": stale_share},
+    )

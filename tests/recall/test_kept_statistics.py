@@ -1,0 +1,233 @@
+"""Recall's kept lexical statistics of a large dataset (store/kept_statistics.py, issue 50):
+counted by the Scheduler's maintenance, read by the approximate path for a request without
+filters, and ranking exactly as the counted ones do; a dataset without them, and a
+filtered request, are counted; erasing a thread forgets them."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from episodic import metrics
+from episodic.config import SchedulerSettings, Settings
+from episodic.services.recall import domain
+from episodic.services.recall.__main__ import engine_options
+from episodic.services.scheduler.sweeper import Sweeper
+from episodic.store import kept_statistics
+from episodic.store.db import make_engine
+from episodic.store.erasure import erase_thread
+from episodic.store.recall_queries import Approximation, RecallFilters
+from episodic.testing.keys import test_vault
+from tests.recall.factory import EMBEDDER, T0, make_episode
+
+pytestmark = pytest.mark.citus
+
+#: The candidate set is a strict part of the dataset's 40 episodes.
+SMALL = Approximation(candidates=4, recent=3)
+COUNTED = Approximation(candidates=4, recent=3, kept_statistics=False)
+TOPICS = ["gardening", "weather", "football", "recipes", "holidays", "music", "cars", "films"]
+
+
+@pytest.fixture
+def recall_engine(db_url: str) -> Iterator[Engine]:
+    """An engine with the Recall service's session settings (iterative HNSW scans)."""
+    eng = make_engine(db_url, pool_size=3, **engine_options(Settings()))
+    yield eng
+    eng.dispose()
+
+
+def _fill(engine: Engine, dataset: str = "big") -> list[Any]:
+    """40 episodes on eight topics, two of them sharing the rarer words of the queries,
+    some threads with a second (current) episode whose passages reach the first's chunks."""
+    rng = random.Random(11)
+    made = []
+    with engine.begin() as conn:
+        for i in range(36):
+            topic = rng.choice(TOPICS)
+            made.append(
+                make_episode(
+                    conn,
+                    dataset,
+                    [f"we talked about {topic} for a while", f"more on {topic} and {i}"],
+                    ended_at=T0 - timedelta(days=3 + i, hours=rng.randrange(24)),
+                )
+            )
+        for days in (10, 40):
+            first = make_episode(
+                conn,
+                dataset,
+                ["the zebra invoice was paid late", "zebra invoice number 12 needs a refund"],
+                ended_at=T0 - timedelta(days=days),
+            )
+            made.append(
+                make_episode(
+                    conn,
+                    dataset,
+                    ["the refund for the zebra invoice came through", "gardening again"],
+                    ended_at=T0 - timedelta(days=days - 1),
+                    thread_id=first.thread_id,
+                )
+            )
+        made.append(make_episode(conn, dataset, ["something from this morning"], ended_at=T0))
+    return made
+
+
+def _recall(conn, query: str, approximation: Approximation, **filters: Any) -> domain.RecallAnswer:  # type: ignore[no-untyped-def]
+    request = domain.RecallQuery(
+        dataset="big",
+        query=query,
+        include_episodes=True,
+        limit=100,
+        similarity_weight=0.7,
+        recency_weight=0.3,
+        filters=RecallFilters(**filters),
+    )
+    vector = EMBEDDER.embed_query(query)
+    return domain.recall(
+        conn, test_vault(), request, vector, domain.DatasetSizes(10, approximation)
+    )
+
+
+def _scores(answer: domain.RecallAnswer) -> dict[Any, tuple[float, ...]]:
+    return {
+        r["episode_id"]: (r["lexical"], r["similarity"], r["absolute_relevance"])
+        for r in answer.rows
+    }
+
+
+def _refresh(engine: Engine, dataset: str = "big") -> kept_statistics.Refreshed | None:
+    return kept_statistics.refresh(engine, dataset)
+
+
+@pytest.mark.parametrize(
+    "query", ["zebra invoice", "invoice refund football", "gardening weather", "nothing matches"]
+)
+def test_kept_statistics_score_every_candidate_as_the_counted_ones(  # type: ignore[no-untyped-def]
+    recall_engine, query, monkeypatch
+) -> None:
+    """The counts kept are the ones the approximate path counts: the same candidates with
+    the same scores, down to the last digit; and the metric says which were read."""
+    _fill(recall_engine)
+    sources: list[bool] = []
+    monkeypatch.setattr(metrics, "recall_statistics", lambda *, kept: sources.append(kept))
+    with recall_engine.connect() as conn:
+        before = _recall(conn, query, SMALL)  # nothing kept yet: counted
+    kept = _refresh(recall_engine)
+    assert kept is not None and kept.documents == 39  # the two first episodes are archived
+    with recall_engine.connect() as conn:
+        counted = _recall(conn, query, COUNTED)
+        read = _recall(conn, query, SMALL)
+    assert sources == [False, False, True]
+    assert before.rows and [r["episode_id"] for r in read.rows] == [
+        r["episode_id"] for r in counted.rows
+    ]
+    assert _same(_scores(read), _scores(counted))
+
+
+def test_what_is_kept_is_read_only_without_filters(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    """Kept statistics made wrong on purpose move the ranking of a request without
+    filters (the rarer words made common), and leave a filtered one's (counted over its
+    own episodes) as it was."""
+    _fill(recall_engine)
+    _refresh(recall_engine)
+    query = "zebra invoice football"
+    since = {"since": T0 - timedelta(days=60)}
+    with recall_engine.connect() as conn:
+        plain, filtered = _recall(conn, query, SMALL), _recall(conn, query, SMALL, **since)
+    with recall_engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE kept_term_statistics SET documents = 30, passages = 30 "
+                "WHERE dataset = 'big' AND documents < 5"
+            )
+        )
+    with recall_engine.connect() as conn:
+        plain_after = _recall(conn, query, SMALL)
+        filtered_after = _recall(conn, query, SMALL, **since)
+    assert _same(_scores(filtered_after), _scores(filtered))
+    assert not _same(_scores(plain_after), _scores(plain))
+
+
+def _same(a: dict[Any, tuple[float, ...]], b: dict[Any, tuple[float, ...]]) -> bool:
+    return a.keys() == b.keys() and all(a[e] == pytest.approx(b[e], abs=1e-12) for e in a)
+
+
+def test_the_maintenance_keeps_the_statistics_of_the_datasets_past_the_threshold(  # type: ignore[no-untyped-def]
+    recall_engine, db_url
+) -> None:
+    """A dataset larger than Recall's threshold gets its statistics on the next pass, not
+    again while its episodes have not moved, and again once they have; a smaller one never."""
+    _fill(recall_engine, "big")
+    with recall_engine.begin() as conn:
+        for i in range(3):
+            make_episode(conn, "small", [f"a few words {i}"], ended_at=T0)
+    scheduler_engine = make_engine(db_url, pool_size=3)  # the Scheduler's: no autocommit
+    try:
+        sweeper = Sweeper(scheduler_engine, SchedulerSettings(), "stats", statistics_above=10)
+        assert sweeper.run_pass(force=True).statistics_refreshed == 1
+        assert sweeper.run_pass(force=True).statistics_refreshed == 0
+        with recall_engine.begin() as conn:
+            make_episode(conn, "big", ["one more zebra"], ended_at=T0)
+            kept = conn.execute(
+                text("SELECT dataset, documents FROM kept_statistics ORDER BY dataset")
+            ).all()
+        assert [tuple(r) for r in kept] == [("big", 39)]
+        assert sweeper.run_pass(force=True).statistics_refreshed == 1
+    finally:
+        scheduler_engine.dispose()
+    with recall_engine.connect() as conn:
+        assert conn.execute(text("SELECT documents FROM kept_statistics")).scalar() == 40
+
+
+def test_erasing_a_thread_forgets_the_statistics_and_voids_a_count_running_meanwhile(  # type: ignore[no-untyped-def]
+    recall_engine, db_url, monkeypatch
+) -> None:
+    """The erased thread's words do not outlive it in the counts: they go with it, and a
+    count that read the thread before the erasure committed is not kept after it."""
+    made = _fill(recall_engine)
+    assert _refresh(recall_engine) is not None
+    erase_thread(recall_engine, made[0].thread_id, dataset="big", actor="test", vault=test_vault())
+    with recall_engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM kept_statistics")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM kept_term_statistics")).scalar() == 0
+
+    # A thread erased while a count runs: the erasure commits after the count read the
+    # erasures' tally and before the count ends.
+    drop = kept_statistics.drop
+
+    erased: list[Any] = []
+    started: list[bool] = []
+
+    def erase() -> None:  # as another process would, on connections of its own
+        engine = make_engine(db_url, pool_size=2)
+        try:
+            erased.append(
+                erase_thread(
+                    engine, made[1].thread_id, dataset="big", actor="test", vault=test_vault()
+                )
+            )
+        finally:
+            engine.dispose()
+
+    def erased_meanwhile(conn, dataset) -> None:  # type: ignore[no-untyped-def]
+        if not started:  # the count's own drop (the erasure's own is the real one)
+            started.append(True)
+            eraser = threading.Thread(target=erase)
+            eraser.start()
+            eraser.join()
+        drop(conn, dataset)
+
+    monkeypatch.setattr(kept_statistics, "drop", erased_meanwhile)
+    assert _refresh(recall_engine) is None
+    assert erased, "the erasure finished while the count ran"
+    monkeypatch.setattr(kept_statistics, "drop", drop)
+    with recall_engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM kept_statistics")).scalar() == 0
+    kept = _refresh(recall_engine)
+    assert kept is not None and kept.documents == 37
