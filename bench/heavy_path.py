@@ -196,7 +196,13 @@ def statistics_ctes(
 
 
 def kept_against_counted(
-    url: str, conn: psycopg.Connection, dataset: str, queries: int, words: Any, params: Any
+    url: str,
+    conn: psycopg.Connection,
+    dataset: str,
+    queries: int,
+    words: Any,
+    params: Any,
+    exact_queries: int = 0,
 ) -> None:
     """The approximate statement with BM25's statistics counted and kept (the dataset's kept
     statistics, counted first when it has none), on the same queries in shuffled order."""
@@ -241,6 +247,24 @@ def kept_against_counted(
         p50, p99 = ms(samples)
         print(f"| {name} | {p50:.1f} | {p99:.1f} |")
     print(f"\nthe same top 10 in order: {same} of {queries} queries\n")
+    if exact_queries:
+        from bench.recall_scale import recall_at
+        from episodic.store.recall_queries import recall_sql as exact_sql_of
+
+        exact_sql = psycopg_sql(exact_sql_of(with_query=True, with_vector=True))
+        at: dict[str, list[float]] = {k: [] for k in variants}
+        log(f"ranking {exact_queries} queries exactly …")
+        for _ in range(exact_queries):
+            p = params(words(), 10)
+            exact = _episode_ids(conn.execute(exact_sql, p))
+            for name, sql in variants.items():
+                at[name].append(recall_at(_episode_ids(conn.execute(sql, p)), exact, 10))
+        for name, values in at.items():
+            print(
+                f"recall@10 against the exact statement, {name}: "
+                f"{statistics.fmean(values):.3f} (min {min(values):.2f}, {len(values)} queries)"
+            )
+        print()
 
 
 def write_cost(url: str, dataset: str, rows: int = 1500) -> None:
@@ -374,7 +398,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}\n"
     )
     if args.kept_only:
-        kept_against_counted(args.url, conn, args.dataset, args.queries, words, params)
+        kept_against_counted(
+            args.url, conn, args.dataset, args.queries, words, params, args.exact_queries
+        )
         return 0
     if not args.skip_parts:
         floor = "best lexical only (floor)"

@@ -28,14 +28,24 @@ found by the other candidate sources, and scored as every candidate is).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 from episodic.store.distribution import across_datasets
+from episodic.store.ranking_options import BM25_B, BM25_K1, PASSAGE_BM25
 from episodic.store.shards import read_every_shard
 
-__all__ = ["STALE_SHARE", "Refreshed", "drop", "due", "refresh", "thread_erased"]
+__all__ = ["BEST_KEPT", "STALE_SHARE", "Refreshed", "drop", "due", "refresh", "thread_erased"]
+
+#: Per word, how many of its best holders are kept (documents, and threads of chunks): the
+#: approximate path's candidates for it, where it read every holder (``ts_rank``) before.
+BEST_KEPT = 64
+
+#: The longest a count may run (100k episodes: ~8 s for the counts, ~30-60 s with the
+#: best holders on two loaded cores).
+COUNT_CEILING = timedelta(minutes=30)
 
 #: How far a dataset's completed episodes may move (a share of the count kept) before its
 #: statistics are counted again: 1 % of 100k is 1,000 episodes.
@@ -55,12 +65,13 @@ class Refreshed:
 # statistics define them (lexical_statistics.dataset_statistics without filters): each
 # chunk counted once per completed episode of its thread that reaches its end.
 #: The dataset's completed episodes' documents.
-_DOCUMENTS = """(SELECT e.dataset, e.search_vector, e.search_length FROM episodes e
-        WHERE e.dataset = :dataset AND e.status = 'completed')"""
+_DOCUMENTS = """(SELECT e.dataset, e.episode_id, e.search_vector, e.search_length
+        FROM episodes e WHERE e.dataset = :dataset AND e.status = 'completed')"""
 
 #: Each chunk of the dataset with how many completed episodes it is a passage of: one join
 #: of the two tables, hashed (a probe per chunk reads the threads' range index, ~10x slower).
-_CHUNKS = """(SELECT m.dataset, m.search_vector, greatest(m.search_length, 1) AS dl, c.episodes
+_CHUNKS = """(SELECT m.dataset, m.thread_id, m.search_vector, greatest(m.search_length, 1) AS dl,
+               c.episodes
         FROM (SELECT m.dataset, m.thread_id, m.start_sequence, m.start_offset,
                      count(*) AS episodes
               FROM message_chunks m
@@ -87,14 +98,48 @@ _TOTALS = f"""
                FROM {_CHUNKS} c GROUP BY c.dataset) p ON p.dataset = d.dataset
 """
 
+
+def _weight(tf: str, length: str, average: str, *, passage: bool) -> str:
+    """A word's BM25 weight in a document (passage) but its idf, which is the word's own:
+    what orders the word's holders as the ranking statement's BM25 does
+    (lexical_statistics.bm25)."""
+    k1, b = PASSAGE_BM25 if passage and PASSAGE_BM25 else (BM25_K1, BM25_B)
+    return f"{tf} * ({k1} + 1.0) / ({tf} + {k1} * (1.0 - {b} + {b} * {length} / {average}))"
+
+
+_TF = "coalesce(array_length(u.positions, 1), 1)::float8"
+
+# Per word: how many documents and passages hold it, and its best holders by its BM25
+# weight (BEST_KEPT of each: the documents, and the threads of the chunks). The
+# rank is over (dataset, word), so that Citus runs the window on the dataset's shard.
 _TERMS = f"""
-    INSERT INTO kept_term_statistics (dataset, token, documents, passages)
-    SELECT t.dataset, t.token, sum(t.documents), sum(t.passages)
-    FROM (SELECT x.dataset, u.token, 1 AS documents, 0 AS passages FROM {_DOCUMENTS} x
-          CROSS JOIN LATERAL unnest(tsvector_to_array(x.search_vector)) AS u(token)
+    INSERT INTO kept_term_statistics
+        (dataset, token, documents, passages, best_documents, best_threads)
+    SELECT t.dataset, t.token, sum(t.documents), sum(t.passages),
+           coalesce(array_agg(t.episode_id ORDER BY t.rank)
+                    FILTER (WHERE t.episode_id IS NOT NULL AND t.rank <= {BEST_KEPT}), '{{}}'),
+           coalesce(array_agg(t.thread_id ORDER BY t.rank)
+                    FILTER (WHERE t.thread_id IS NOT NULL AND t.rank <= {BEST_KEPT}), '{{}}')
+    FROM (SELECT d.dataset, d.token, 1 AS documents, 0 AS passages, d.episode_id,
+                 NULL::uuid AS thread_id,
+                 row_number() OVER (PARTITION BY d.dataset, d.token
+                                    ORDER BY d.weight DESC NULLS LAST, d.episode_id) AS rank
+          FROM (SELECT x.dataset, x.episode_id, u.lexeme AS token,
+                       {_weight(_TF, "x.search_length", "k.document_length", passage=False)}
+                           AS weight
+                FROM {_DOCUMENTS} x
+                JOIN kept_statistics k ON k.dataset = x.dataset AND k.dataset = :dataset
+                CROSS JOIN LATERAL unnest(x.search_vector) AS u) d
           UNION ALL
-          SELECT c.dataset, u.token, 0, c.episodes FROM {_CHUNKS} c
-          CROSS JOIN LATERAL unnest(tsvector_to_array(c.search_vector)) AS u(token)) t
+          SELECT c.dataset, c.token, 0, c.passages, NULL, c.thread_id,
+                 row_number() OVER (PARTITION BY c.dataset, c.token
+                                    ORDER BY c.weight DESC NULLS LAST, c.thread_id)
+          FROM (SELECT m.dataset, u.lexeme AS token, m.thread_id, sum(m.episodes) AS passages,
+                       max({_weight(_TF, "m.dl", "k.passage_length", passage=True)}) AS weight
+                FROM {_CHUNKS} m
+                JOIN kept_statistics k ON k.dataset = m.dataset AND k.dataset = :dataset
+                CROSS JOIN LATERAL unnest(m.search_vector) AS u
+                GROUP BY m.dataset, u.lexeme, m.thread_id) c) t
     GROUP BY t.dataset, t.token
 """
 
@@ -116,6 +161,19 @@ def refresh(engine: Engine, dataset: str) -> Refreshed | None:
             # replaced at once, and the lock below lasts until the end.
             conn = conn.execution_options(isolation_level="READ COMMITTED")
             with conn.begin():
+                # Longer than the Scheduler's statement and transaction ceiling (5 min): a
+                # count of a very large dataset is long, holds no lock anyone waits for,
+                # and would otherwise be cancelled on every pass, forever. (A transaction's
+                # timeout set within it is not re-armed, only switched off: its statements'
+                # ceiling bounds it instead.)
+                conn.execute(
+                    text(
+                        "SELECT set_config(name, CASE name WHEN 'statement_timeout' "
+                        "THEN :ceiling ELSE '0' END, true) FROM pg_settings "
+                        "WHERE name IN ('statement_timeout', 'transaction_timeout')"
+                    ),
+                    {"ceiling": str(int(COUNT_CEILING.total_seconds() * 1000))},
+                )
                 # One refresh of a dataset at a time (the Scheduler's and a hand-run
                 # reindex): the second waits, then replaces the first's rows.
                 conn.execute(

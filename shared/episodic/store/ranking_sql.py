@@ -183,7 +183,7 @@ def _signals(lexical: str) -> dict[str, str]:
     }
 
 
-def approximate_parts(with_vector: bool) -> dict[str, str]:
+def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
     """The approximate path's candidates (a large dataset) by source: a generous set that
     holds the exact top N with high probability, re-scored by the exact formula. The
     episodes whose summary is nearest the query and those of the threads whose chunks are
@@ -231,6 +231,8 @@ def approximate_parts(with_vector: bool) -> dict[str, str]:
                 LIMIT :approx_per_lexeme) dense
             JOIN ({CANDIDATES}) x ON x.thread_id = dense.thread_id""",
     }
+    if kept:
+        parts.update(_kept_parts(parts))
     if with_vector:
         parts["nearest summaries"] = f"""SELECT x.episode_id FROM ({CANDIDATES}) x
                 ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_candidates"""
@@ -240,6 +242,56 @@ def approximate_parts(with_vector: bool) -> dict[str, str]:
                       LIMIT :approx_candidates) near
                 JOIN ({CANDIDATES}) x ON x.thread_id = near.thread_id"""
     return parts
+
+
+#: How long before its statistics were counted an episode may have been created and still
+#: be missing from them: it was being summarised then (an episode waits for its
+#: Summariser minutes, not days).
+_COUNTED_LAG = "interval '1 day'"
+
+
+def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
+    """The lexical parts of the pool for a dataset with kept statistics (a request without
+    filters; :mod:`episodic.store.kept_statistics`): each query word's best holders as the
+    statistics keep them (by its BM25 weight, where ``ts_rank`` read every holder), and the
+    best lexical matches (``ts_rank``) among the episodes created since they were counted,
+    which they lack. With nothing kept (the CTE ``kept`` empty) each is the counted part,
+    whose scan a one-time filter otherwise skips."""
+    unless_kept = "NOT EXISTS (SELECT 1 FROM kept) AND "
+    return {
+        "lexical": f"""SELECT x.episode_id FROM ({CANDIDATES}) x
+            WHERE {unless_kept}x.search_vector @@ (SELECT tq FROM qq)
+            ORDER BY ts_rank(x.search_vector, (SELECT tq FROM qq), 1) DESC
+            LIMIT :approx_candidates)
+            UNION ALL
+            (SELECT e.episode_id FROM episodes e
+            WHERE e.dataset = :dataset AND e.status = 'completed'
+              AND e.created_at >= (SELECT k.counted_at FROM kept_statistics k
+                                   WHERE k.dataset = :dataset) - {_COUNTED_LAG}
+              AND e.search_vector @@ (SELECT tq FROM qq)
+            ORDER BY ts_rank(e.search_vector, (SELECT tq FROM qq), 1) DESC
+            LIMIT :approx_candidates""",
+        "densest documents": counted["densest documents"].replace(
+            "WHERE x.search_vector @@", f"WHERE {unless_kept}x.search_vector @@"
+        )
+        + """)
+            UNION ALL
+            (SELECT best.episode_id FROM kept_term_statistics t
+            CROSS JOIN LATERAL unnest(t.best_documents[1:CAST(:approx_per_lexeme AS int)])
+                AS best(episode_id)
+            WHERE t.dataset = :dataset AND t.token IN (SELECT lexeme FROM q)""",
+        "densest chunks": counted["densest chunks"].replace(
+            "WHERE m.dataset = :dataset AND m.search_vector @@",
+            f"WHERE {unless_kept}m.dataset = :dataset AND m.search_vector @@",
+        )
+        + f""")
+            UNION ALL
+            (SELECT x.episode_id FROM kept_term_statistics t
+            CROSS JOIN LATERAL unnest(t.best_threads[1:CAST(:approx_per_lexeme AS int)])
+                AS best(thread_id)
+            JOIN ({CANDIDATES}) x ON x.thread_id = best.thread_id
+            WHERE t.dataset = :dataset AND t.token IN (SELECT lexeme FROM q)""",
+    }
 
 
 #: The episodes nearest the time a query names (RankingOptions.named_time_recency ranks
@@ -255,11 +307,11 @@ _NEAREST_NAMED_TIME = f"""(SELECT x.episode_id, x.ended_at FROM ({CANDIDATES}) x
             ORDER BY x.ended_at DESC LIMIT :near_limit)"""
 
 
-def _approximate_pool(with_vector: bool, options: RankingOptions) -> str:
+def _approximate_pool(with_vector: bool, options: RankingOptions, kept: bool = False) -> str:
     """The union of :func:`approximate_parts`, and — when recency counts from the time a
     query names — the episodes nearest that time (recency alone can carry one into the
     top, as the most recent ones otherwise)."""
-    parts = list(approximate_parts(with_vector).values())
+    parts = list(approximate_parts(with_vector, kept).values())
     if options.named_time_recency:
         parts.append(
             "SELECT episode_id FROM ("
@@ -433,7 +485,7 @@ def recall_sql(
         head = f"""
         WITH {query_ctes}{dataset_ctes}
         pool AS MATERIALIZED (
-            {_approximate_pool(with_vector, options)}
+            {_approximate_pool(with_vector, options, kept_statistics)}
         ),
         c AS MATERIALIZED (
             SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv

@@ -13,7 +13,8 @@ small share, and Recall reads them when its request has no filter.
   their average length, its passages (an episode with a chunk of its thread up to the
   episode's end) and theirs, and when they were counted.
 - ``kept_term_statistics``: per dataset and token (the blinded lexeme, as in
-  ``search_vector``), how many documents and passages hold it.
+  ``search_vector``), how many documents and passages hold it, and its best holders by its
+  BM25 weight (the approximate path's candidates for it).
 
 - ``datasets.threads_erased``: how many times a thread of the dataset was erased. Erasing
   one drops the dataset's kept statistics (its words must not outlive it there); a count
@@ -83,6 +84,10 @@ def upgrade() -> None:
         token     text NOT NULL,
         documents bigint NOT NULL,
         passages  bigint NOT NULL,
+        -- its best holders by its BM25 weight, best first: documents (episodes), and the
+        -- threads of chunks (store/kept_statistics.py BEST_KEPT)
+        best_documents uuid[] NOT NULL,
+        best_threads   uuid[] NOT NULL,
         PRIMARY KEY (dataset, token),
         FOREIGN KEY (dataset) REFERENCES kept_statistics (dataset) ON DELETE CASCADE
         """,
