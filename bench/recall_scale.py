@@ -598,7 +598,9 @@ def curve(
     from bench.recall_speed import percentiles, psycopg_sql
     from episodic.store.recall_queries import recall_statement
 
-    approx_sql = psycopg_sql(recall_statement(with_query=True, with_vector=True, approximate=True))
+    approx_sql = psycopg_sql(
+        recall_statement(with_query=True, with_vector=True, approximate=True, kept_statistics=True)
+    )
     names = [",".join(f"{k}={v}" for k, v in variant.items()) for variant in variants]
     statements = [approx_sql] * len(variants)
     if before_sql is not None:
@@ -1138,11 +1140,21 @@ def main(argv: list[str] | None = None) -> int:
                     with_query=True, with_vector=True, approximate=True
                 )
             )
+        # A request without filters reads the dataset's kept statistics when it has them
+        # (store/kept_statistics.py), and counts them when it has none, as Recall does.
         approx_sql = psycopg_sql(
-            recall_statement(with_query=True, with_vector=True, approximate=True)
+            recall_statement(
+                with_query=True, with_vector=True, approximate=True, kept_statistics=True
+            )
         )
         exact_cosine_sql = psycopg_sql(
-            recall_statement(with_query=True, with_vector=True, approximate=True, exact_cosine=True)
+            recall_statement(
+                with_query=True,
+                with_vector=True,
+                approximate=True,
+                exact_cosine=True,
+                kept_statistics=True,
+            )
         )
         count_sql = psycopg_sql(COUNT_STATEMENT)
         # What the Recall service sends for the heavy dataset, as configured.
