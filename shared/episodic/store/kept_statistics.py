@@ -8,8 +8,11 @@ holder of a common word costs: about a second of a call at 100k episodes
 (docs/benchmarks-history.md "A big tenant's Recall"). Kept, they cost an index probe per
 query word.
 
-- :func:`refresh` counts them for one dataset in one statement's snapshot and replaces the
-  dataset's rows (one transaction: a reader sees the old ones or the new ones).
+- :func:`refresh` counts them for one dataset, with each word's best holders by its BM25
+  weight (:data:`BEST_KEPT`: the approximate path's candidates for the word), and replaces
+  the dataset's rows in one transaction: a reader sees the old ones or the new ones, and a
+  crash leaves the old ones. (Its two statements each read their own snapshot: an episode
+  completed between them is in one count and not the other, a lag like any other.)
 - :func:`due` names the datasets that need it: more completed episodes than the approximate
   path's threshold, and none kept yet or a count that has moved by more than
   ``stale_share`` since. The Scheduler's maintenance refreshes them
@@ -43,8 +46,8 @@ __all__ = ["BEST_KEPT", "STALE_SHARE", "Refreshed", "drop", "due", "refresh", "t
 #: approximate path's candidates for it, where it read every holder (``ts_rank``) before.
 BEST_KEPT = 64
 
-#: The longest a count may run (100k episodes: ~8 s for the counts, ~30-60 s with the
-#: best holders on two loaded cores).
+#: The longest a count may run (100k episodes: 69 s on a quiet machine, 8 s of it the
+#: counts, the rest the best holders).
 COUNT_CEILING = timedelta(minutes=30)
 
 #: How far a dataset's completed episodes may move (a share of the count kept) before its
@@ -62,13 +65,14 @@ class Refreshed:
 
 
 # The dataset's completed episodes and their passages, as the approximate path's
-# statistics define them (lexical_statistics.dataset_statistics without filters): each
-# chunk counted once per completed episode of its thread that reaches its end.
+# statistics define them (lexical_statistics.dataset_statistics without filters).
+
 #: The dataset's completed episodes' documents.
 _DOCUMENTS = """(SELECT e.dataset, e.episode_id, e.search_vector, e.search_length
         FROM episodes e WHERE e.dataset = :dataset AND e.status = 'completed')"""
 
-#: Each chunk of the dataset with how many completed episodes it is a passage of: one join
+#: Each chunk of the dataset with how many completed episodes it is a passage of (those of
+#: its thread that reach its end): one join
 #: of the two tables, hashed (a probe per chunk reads the threads' range index, ~10x slower).
 _CHUNKS = """(SELECT m.dataset, m.thread_id, m.search_vector, greatest(m.search_length, 1) AS dl,
                c.episodes
