@@ -78,7 +78,11 @@ def _fill(engine: Engine, dataset: str = "big") -> list[Any]:
     return made
 
 
-def _recall(conn, query: str, approximation: Approximation, **filters: Any) -> domain.RecallAnswer:  # type: ignore[no-untyped-def]
+def _recall(  # type: ignore[no-untyped-def]
+    conn, query: str, approximation: Approximation, *, with_vector: bool = True, **filters: Any
+) -> domain.RecallAnswer:
+    """A recall of "big" on the approximate path; ``with_vector`` False: no query vector,
+    so no HNSW part."""
     request = domain.RecallQuery(
         dataset="big",
         query=query,
@@ -88,7 +92,7 @@ def _recall(conn, query: str, approximation: Approximation, **filters: Any) -> d
         recency_weight=0.3,
         filters=RecallFilters(**filters),
     )
-    vector = EMBEDDER.embed_query(query)
+    vector = EMBEDDER.embed_query(query) if with_vector else None
     return domain.recall(
         conn, test_vault(), request, vector, domain.DatasetSizes(10, approximation)
     )
@@ -235,19 +239,7 @@ def test_erasing_a_thread_forgets_the_statistics_and_voids_a_count_running_meanw
 
 def _lexical_only(conn, query: str, approximation: Approximation) -> set[Any]:  # type: ignore[no-untyped-def]
     """The episodes a recall without a query vector (so no HNSW part) ranks."""
-    request = domain.RecallQuery(
-        dataset="big",
-        query=query,
-        include_episodes=True,
-        limit=100,
-        similarity_weight=0.7,
-        recency_weight=0.3,
-        filters=RecallFilters(),
-    )
-    answer = domain.recall(
-        conn, test_vault(), request, None, domain.DatasetSizes(10, approximation)
-    )
-    return {r["episode_id"] for r in answer.rows}
+    return {r["episode_id"] for r in _recall(conn, query, approximation, with_vector=False).rows}
 
 
 def test_a_words_candidates_are_its_kept_best_holders(recall_engine) -> None:  # type: ignore[no-untyped-def]

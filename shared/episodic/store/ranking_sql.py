@@ -257,8 +257,8 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
     nearest parts still find it."""
     unless_kept = "NOT EXISTS (SELECT 1 FROM kept) AND "
     return {
-        "densest documents": counted["densest documents"].replace(
-            "WHERE x.search_vector @@", f"WHERE {unless_kept}x.search_vector @@"
+        "densest documents": _guarded(
+            counted["densest documents"], "WHERE x.search_vector @@", unless_kept
         )
         + """)
             UNION ALL
@@ -266,9 +266,10 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
             CROSS JOIN LATERAL unnest(t.best_documents[1:CAST(:approx_per_lexeme AS int)])
                 AS best(episode_id)
             WHERE t.dataset = :dataset AND t.token IN (SELECT lexeme FROM q)""",
-        "densest chunks": counted["densest chunks"].replace(
+        "densest chunks": _guarded(
+            counted["densest chunks"],
             "WHERE m.dataset = :dataset AND m.search_vector @@",
-            f"WHERE {unless_kept}m.dataset = :dataset AND m.search_vector @@",
+            unless_kept,
         )
         + f""")
             UNION ALL
@@ -278,6 +279,14 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
             JOIN ({CANDIDATES}) x ON x.thread_id = best.thread_id
             WHERE t.dataset = :dataset AND t.token IN (SELECT lexeme FROM q)""",
     }
+
+
+def _guarded(part: str, where: str, condition: str) -> str:
+    """``part`` with ``condition`` first in its ``where`` clause, which must be there once
+    (else the kept variant would scan every holder beside its lists, unseen)."""
+    if part.count(where) != 1:
+        raise ValueError(f"the counted part no longer has one {where!r}")
+    return part.replace(where, where.replace("WHERE ", f"WHERE {condition}"))
 
 
 #: The episodes nearest the time a query names (RankingOptions.named_time_recency ranks
