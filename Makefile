@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TS := clients/typescript
 
-.PHONY: install install-python up test test-all test-citus lint protos bench clean image image-test lock docs docs-build docs-serve
+.PHONY: install install-python up test test-all test-citus lint protos java-stubs bench clean image image-test lock docs docs-build docs-serve
 
 ## Everything the suite needs: the Python side, and the TypeScript client's npm packages.
 install: install-python $(TS)/node_modules/.installed
@@ -52,10 +52,17 @@ lint: install-python
 	$(BIN)/buf format -d --exit-code
 	$(BIN)/mypy
 
-## Regenerate the gRPC stubs (Python and TypeScript) after editing proto/.
+## Regenerate the gRPC stubs after editing proto/: Python, Go and TypeScript (committed), and
+## the Java stubs where their generators are (not committed; see java-stubs).
 protos: install
 	$(BIN)/python -m episodic.devtools.protogen
 	npm --prefix $(TS) run --silent generate
+
+## Generate the Java stubs into clients/stubs/java (ignored by git): the messages by Debian's
+## protoc for its protobuf-java (PROTOC=… for another), the service classes by
+## grpc_java_plugin. clients/stubs/README.md names the packages.
+java-stubs: install-python
+	$(BIN)/python -m episodic.devtools.protogen --lang java
 
 ## On release: record proto/ as the released contracts. tests/test_contracts.py runs
 ## `buf breaking` against this image, so a later change that breaks clients fails the tests.

@@ -1,11 +1,10 @@
 """The Java example (examples/java) run against the suite as real processes, keys required,
 on the Java toolchain Debian has: OpenJDK 17, protoc and protobuf-java 3.21.12, grpc-java
-1.41.3 over Netty. The committed message classes need protobuf-java 4.35.1, which is not
-here (Maven Central is out of reach; tests/test_contracts.py keeps them current): so the
-messages, and google.rpc's Status and ErrorInfo, are generated at test time by Debian's
-protoc for its runtime, beside the committed gRPC service stubs (grpc_java_plugin 1.41.3's,
-for that grpc-java). The example is what a backend team copies; the classes it compiles
-against are what their build generates."""
+1.41.3 over Netty. The Java stubs are not committed: the test generates them as `make
+java-stubs` does (the messages and google.rpc's Status and ErrorInfo by Debian's protoc for
+its protobuf-java, the service classes by Debian's grpc_java_plugin for its grpc-java) and
+compiles the example against them. The example is what a backend team copies; the classes it
+compiles against are what their build generates."""
 
 from __future__ import annotations
 

