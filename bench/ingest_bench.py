@@ -9,7 +9,7 @@ order rotates each round, so load from other processes falls on all of them alik
 prints medians:
 
 - gRPC: ``IngestService.AddMessages`` through the service, one channel per client thread;
-- SQL: the statement ``services/ingest/domain.py`` runs for a thread it knows (every call
+- SQL: the statement ``services/ingest/writes.py`` runs for a thread it knows (every call
   after a thread's first), sent by psycopg from this process: one ``WITH bumped AS (UPDATE
   threads …) INSERT … SELECT FROM unnest(…) RETURNING …`` with the route check (one
   message: the same with scalar parameters instead of arrays), in autocommit (as Ingest
@@ -139,7 +139,7 @@ ECHO_VARIANTS: dict[str, tuple[int, dict[str, int | str], dict[str, str]]] = {
 # Methods that call another method's server process (its CPU is theirs).
 SERVER_OF = {"grpc-keyed": "grpc", "before-keyed": "before"}
 
-# What services/ingest/domain.py write_messages runs for a known thread (no idempotency
+# What services/ingest/writes.py write_messages runs for a known thread (no idempotency
 # keys): the routed statement, in autocommit.
 INSERT_SQL = (
     "WITH bumped AS (UPDATE threads SET last_sequence = last_sequence + %(n)s, "

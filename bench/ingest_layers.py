@@ -259,7 +259,7 @@ def _undo(change: str) -> None:
     from sqlalchemy import text
 
     from episodic import metrics
-    from episodic.services.ingest import domain
+    from episodic.services.ingest import writes
 
     if change == "core":
         clauses: dict[str, Any] = {}
@@ -271,7 +271,7 @@ def _undo(change: str) -> None:
             with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 return conn.execute(clause, parameters).first()
 
-        domain.fetch_one_autocommitted = through_core  # type: ignore[assignment]
+        writes.fetch_one_autocommitted = through_core  # type: ignore[assignment]
     elif change == "counters":
 
         class Synchronous:

@@ -58,7 +58,7 @@ from bench import ingest_bench as bench
 from episodic import access, metrics, requests, telemetry
 from episodic.config import IngestSettings
 from episodic.guard import Guard
-from episodic.services.ingest import domain
+from episodic.services.ingest import domain, writes
 from episodic.services.ingest import servicer as servicer_module
 from episodic.services.ingest.servicer import IngestServicer, _new_messages
 from episodic.store.db import make_engine
@@ -134,8 +134,12 @@ def main() -> None:
         domain.check_new_messages(messages, settings)
         rows.append(
             (
-                "_append (seal, parameters)",
-                cpu(lambda: domain._append(key, "bench", thread_id, messages, check_route=True)),
+                "append_statement (seal, parameters)",
+                cpu(
+                    lambda: domain.append_statement(
+                        key, "bench", thread_id, messages, check_route=True
+                    )
+                ),
             )
         )
         rows.append(
@@ -149,7 +153,9 @@ def main() -> None:
                 ),
             )
         )
-        statement, params = domain._append(key, "bench", thread_id, messages, check_route=True)
+        statement, params = domain.append_statement(
+            key, "bench", thread_id, messages, check_route=True
+        )
 
         def fresh_keys() -> None:
             """New SDK keys for the next write (a stored key would make it a replay)."""
@@ -241,9 +247,9 @@ def main() -> None:
 IN_CALL = (
     (servicer_module, "_new_messages"),
     (domain, "check_new_messages"),
-    (domain, "_append"),
-    (domain, "fetch_one_autocommitted"),
-    (domain, "_receipts"),
+    (writes, "append_statement"),
+    (writes, "fetch_one_autocommitted"),
+    (writes, "_receipts"),
     (domain, "write_messages"),
 )
 

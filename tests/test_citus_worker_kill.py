@@ -7,7 +7,7 @@ datasets on both workers of a cluster of their own; one worker's postmaster is k
   internals;
 - datasets on the other worker keep being written while it is down (a dataset lives on
   one shard: another tenant's outage is not this one's). Until 2026-12-05 they were not:
-  AddMessages' one statement reached every worker there (services/ingest/domain.py,
+  AddMessages' one statement reached every worker there (services/ingest/statements.py,
   ``TwoSteps``);
 - writes to the killed worker's datasets succeed again once it is back, without
   restarting anything of ours;

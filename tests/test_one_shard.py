@@ -252,7 +252,7 @@ def _walk(d: Deployment) -> None:
     finally:
         c.auto_idempotency_keys = True
     # With the SDK's keys (its default), the same route: one statement that also checks the
-    # keys are new (services/ingest/domain.py, ``keyed``).
+    # keys are new (services/ingest/statements.py, ``keyed``).
     c.add_messages(cars.thread_id, [("user", "Or in red?")])
     d.step("GetThread")
     c.get_thread(cars.thread_id)
@@ -465,7 +465,7 @@ def test_every_statement_on_a_dataset_table_reaches_one_partition(
     )
     # On Citus two, each routed to one shard (checked above): the counter's bump, then the
     # rows — its one statement elsewhere became subplans reaching every worker
-    # (services/ingest/domain.py, TwoSteps).
+    # (services/ingest/statements.py, TwoSteps).
     per_call = Counter(r.sent.call for r in reaches if r.sent.rpc == "AddMessages")
     statements = 2 if os.environ.get("EPISODIC_TEST_CITUS") else 1
     bad = {r.sent.call for r in routed if per_call[r.sent.call] != statements}

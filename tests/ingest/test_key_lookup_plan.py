@@ -91,7 +91,7 @@ def test_key_lookups_read_only_the_keys_index_entries(engine: Engine) -> None:
     route = domain.ThreadRoutes()
     domain.write_messages(engine, vault, thread_id, _keyed("warm", 1), SETTINGS, routes=route)
     dataset, data_key = route.get(thread_id)  # type: ignore[misc]
-    statement, params = domain._append(
+    statement, params = domain.append_statement(
         data_key, dataset, thread_id, _keyed("new", 100), check_route=True
     )
     scans = _message_scans(_explain(engine, statement, params, driver=True))

@@ -62,4 +62,4 @@ def test_the_checked_metadata_json_is_what_is_sealed() -> None:
     assert message.metadata_json is not None
     assert json.loads(message.metadata_json) == data
     # the text check_new_messages encoded is byte for byte what seal_json seals
-    assert domain._sealed_metadata(key, message) == seal_json(key, data, "messages.metadata")
+    assert domain.sealed_metadata(key, message) == seal_json(key, data, "messages.metadata")
