@@ -190,6 +190,27 @@ def test_the_approximate_path_scores_its_candidates_as_the_exact_path_does(  # t
             assert row[column] == pytest.approx(want[column], abs=1e-9), column
 
 
+@pytest.mark.parametrize("query", ["zebra invoice", "invoice refund football"])
+def test_with_no_selective_word_the_candidates_best_normalises_the_lexical_signal(  # type: ignore[no-untyped-def]
+    recall_engine, query
+) -> None:
+    """No query word is selective (``selective_df`` 0: as every word of a query of common
+    words in a large dataset), so the dataset's best BM25 is not computed: the candidates'
+    best normalises the lexical signal, which the exact path's equals when the dataset's
+    best document is a candidate (the lexical part brings it). Before, the signal was 0 for
+    every candidate and the ranking fell to the vectors and recency alone."""
+    _fill(recall_engine)
+    none_selective = replace(SMALL, selective_df=0)
+    with recall_engine.connect() as conn:
+        exact = _recall(conn, query, domain.DatasetSizes(10_000, none_selective), limit=100)
+        approximate = _recall(conn, query, domain.DatasetSizes(10, none_selective), limit=100)
+    by_id = {r["episode_id"]: r for r in exact.rows}
+    assert max(r["lexical"] for r in approximate.rows) > 0
+    for row in approximate.rows[:3]:
+        assert row["lexical"] == pytest.approx(by_id[row["episode_id"]]["lexical"], abs=1e-9)
+    assert _ids(approximate)[:3] == _ids(exact)[:3]
+
+
 class _PlacedEmbedder(HashingEmbedder):
     """The hashing embedder, except that a text holding one of ``placed``'s marker words
     gets that word's vector: a test chooses which summaries and chunks are near a query."""

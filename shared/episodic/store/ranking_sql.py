@@ -467,10 +467,12 @@ def recall_sql(
     dataset_ctes = dataset_best = ""
     if approximate:
         dataset_ctes, doc_stats, passage_stats = dataset_statistics(options, kept=kept_statistics)
-        best_doc, best_passage = (
-            "(SELECT score FROM best_document)",
-            "(SELECT score FROM best_passage)",
-        )
+        # The dataset's best BM25 over the selective words' holders, or a candidate's when
+        # it is better (one holding only words too common to be selective; or every
+        # candidate when no query word is selective): the exact path's maximum whenever
+        # the dataset's best document is a candidate.
+        best_doc = f"greatest((SELECT score FROM best_document), {best_doc})"
+        best_passage = f"greatest((SELECT score FROM best_passage), {best_passage})"
         doc_df = passage_df = ""  # counted over the dataset (dataset_ctes)
         if exact_cosine and with_vector:
             dataset_best += dataset_best_cosine()
@@ -590,7 +592,9 @@ def recall_sql(
             GROUP BY episode_id
         ),{entity_ctes}
         {dataset_best}{query_idf_cte}
-        raw AS (
+        -- Materialised: normed reads the semantic signal six times, and inlined each
+        -- read would compute the summary's cosine again (detoasting its vector).
+        raw AS MATERIALIZED (
             SELECT c.episode_id, c.ended_at,
                    coalesce(db.score, 0.0) AS doc_lexical,
                    coalesce(pb.score, 0.0) AS passage_lexical,{head_score}
@@ -628,20 +632,27 @@ def recall_sql(
                    ({lexical})::float8 AS lexical,
                    n.sem_rel::float8 AS semantic{extra_scored}
             FROM {scored_from} n
-        )
-        SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
-               {fused_relevance_sql(options, "s.similarity", "s.recency")} AS relevance,
-               s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance,
-               s.request_match,
-               coalesce({relevant_sql("s.ended_at", options)}, false) AS passes{extra_out}{kept_out}
-        FROM scored s
-        JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
+        ),
         -- Those the thresholds leave out come after every one they keep, and only to fill
         -- the limit: the caller drops them. So the top rows that pass are the same as with
         -- the condition in a WHERE, and a request whose every candidate is left out still
-        -- answers its match (RecalledEpisodes.match) and that it abstained.
-        ORDER BY passes DESC, relevance DESC, s.ended_at DESC, s.episode_id DESC
-        LIMIT :limit
+        -- answers its match (RecalledEpisodes.match) and that it abstained. The episodes'
+        -- rows are read for the top rows only (joined before the limit, a large dataset's
+        -- were all read: a hash join over every episode of its partition).
+        top AS (
+            SELECT s.*,
+                   {fused_relevance_sql(options, "s.similarity", "s.recency")} AS relevance,
+                   coalesce({relevant_sql("s.ended_at", options)}, false) AS passes
+            FROM scored s
+            ORDER BY passes DESC, relevance DESC, s.ended_at DESC, s.episode_id DESC
+            LIMIT :limit
+        )
+        SELECT {_EPISODE_COLUMNS}, s.similarity, s.lexical, s.semantic, s.recency,
+               s.relevance, s.cosine, s.coverage, s.passage_coverage, s.absolute_relevance,
+               s.request_match, s.passes{extra_out}{kept_out}
+        FROM top s
+        JOIN episodes e ON e.dataset = :dataset AND e.episode_id = s.episode_id
+        ORDER BY s.passes DESC, s.relevance DESC, s.ended_at DESC, s.episode_id DESC
     """
 
 
