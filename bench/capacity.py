@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench.recall_speed import build
+from bench.harness.stores import build
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("threads", "messages", "episodes", "message_chunks", "datasets")

@@ -41,8 +41,8 @@ def log(message: str) -> None:
 def texts() -> list[list[str]]:
     """Message windows to write: LoCoMo sessions when available, else synthetic ones."""
     try:
-        sys.path.insert(0, str(REPO / "bench"))
-        import locomo  # type: ignore[import-not-found]
+        sys.path.insert(0, str(REPO))
+        from bench.harness import locomo
 
         sessions = [s for c in locomo.load(limit=3) for s in c.sessions]
         return [[m.text for m in s.messages[:12]] for s in sessions if s.messages]

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import locomo
-from bench.locomo import halves
+from bench.harness import locomo
+from bench.harness.locomo import halves
 from episodic.providers import Embedder
 
 

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from bench.summariser_bench import LOCOMO, locomo_sessions
+from bench.harness.locomo_json import LOCOMO, locomo_sessions
 from episodic.providers.embedding import INT8_PRODUCTS, MiniLMEmbedder, normalise_rows
 from episodic.providers.extractive import ExtractiveSummariser
 from episodic.providers.types import ChatMessage, SummaryRequest

@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--cache", help="JSON file keeping the summariser's entities between runs")
     args = parser.parse_args()
 
-    from bench.summariser_quality import DEFAULT_PATH, load_sessions
+    from bench.harness.locomo_json import DEFAULT_PATH, load_sessions
     from episodic.providers import ExtractiveSummariser, MiniLMEmbedder, SummaryRequest
     from episodic.providers.entities import normalise_entities
     from episodic.providers.extractive import extract_entities

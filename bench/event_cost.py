@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
 
-    from bench import locomo
+    from bench.harness import locomo
     from episodic.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder

@@ -166,7 +166,7 @@ def statistics_ctes(
 ) -> None:
     """Each CTE of ``dataset_statistics`` (the floor's statistics) alone, with what it
     reads before it: ``SELECT count(*)`` of it after the query's lexeme CTEs (p50/p99 ms)."""
-    from bench.recall_speed import psycopg_sql
+    from bench.harness.recall_sql import psycopg_sql
     from episodic.store.lexical_statistics import QUOTED_LEXEME, dataset_statistics
 
     ctes, _, _ = dataset_statistics()
@@ -208,8 +208,8 @@ def kept_against_counted(
     statistics, counted first when it has none), on the same queries in shuffled order."""
     from sqlalchemy import create_engine
 
+    from bench.harness.recall_sql import psycopg_sql
     from bench.recall_scale import _episode_ids
-    from bench.recall_speed import psycopg_sql
     from episodic.store import kept_statistics
     from episodic.store.ranking_sql import recall_sql
 
@@ -330,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     import episodic.store.ranking_sql as ranking_sql
     import episodic.store.recall_queries as rq
+    from bench.harness.recall_sql import psycopg_sql, query_term_params
     from bench.recall_scale import _episode_ids, recall_at
-    from bench.recall_speed import psycopg_sql, query_term_params
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
 

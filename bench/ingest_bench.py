@@ -94,7 +94,7 @@ import grpc
 import psycopg
 from google.protobuf import struct_pb2
 
-from bench.grpc_echo import echo_process
+from bench.harness.grpc_echo import echo_process
 from episodic.crypto import ClearKey, DatasetKey, LocalKeyring, plain, seal_json
 from episodic.store.db import make_engine
 from episodic.store.vault import Vault

@@ -42,17 +42,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import locomo
+from bench.harness import locomo
+from bench.harness.report import log
 from bench.multilingual_quality import DEFAULT_PATH, load, thread_labels, write_sessions
-from bench.recall_lab import (
-    _x,
-    abstention_figures,
-    fit,
-    fit_match,
-    named_time_windows,
-    with_best,
-)
-from bench.recall_quality import log
+from bench.recall_lab import _x, abstention_figures, fit, fit_match, named_time_windows, with_best
 
 SHORT_PATH = DEFAULT_PATH.parent / "multilingual_short.jsonl"
 HALVES = ("dev", "held-out")  # recall_lab's names: the fitting set, the checking set

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pycld2
 
-from bench import locomo as locomo_bench
+from bench.harness import locomo as locomo_bench
 
 MULTILINGUAL = Path(__file__).resolve().parent / "data" / "multilingual.jsonl"
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import psycopg
 
-from bench.recall_speed import build, log
+from bench.harness.report import log
+from bench.harness.stores import build
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("datasets", "threads", "messages", "episodes", "message_chunks")

@@ -27,8 +27,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import locomo
-from bench.recall_quality import ingest_and_summarise, log
+from bench.harness import locomo
+from bench.harness.report import log
+from bench.harness.suite import ingest_and_summarise
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "multilingual.jsonl"
 

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import locomo
+from bench.harness import locomo
+from bench.harness.report import log
 from bench.multilingual_quality import load, thread_labels, write_sessions
-from bench.recall_quality import log
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "paraphrased.jsonl"
 #: The MCP tool's default number of episodes.

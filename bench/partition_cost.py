@@ -34,7 +34,9 @@ from pathlib import Path
 import psycopg
 from pgvector.psycopg import register_vector
 
-from bench.recall_speed import build, log, percentiles, psycopg_sql, query_term_params
+from bench.harness.recall_sql import psycopg_sql, query_term_params
+from bench.harness.report import log, percentiles
+from bench.harness.stores import build
 
 REPO = Path(__file__).resolve().parents[1]
 

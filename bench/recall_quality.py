@@ -36,13 +36,14 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 import grpc
 import numpy as np
 import psycopg
 
-from bench import locomo
+from bench.harness import locomo
+from bench.harness.report import log
+from bench.harness.suite import _recall, ingest_and_summarise, rrf
 
 REPO = Path(__file__).resolve().parents[1]
 # NLTK's English stop words (the list the research baseline removed).
@@ -87,14 +88,6 @@ def ranking(ids: list[str], scores: np.ndarray) -> list[str]:
     return [ids[i] for i in order]
 
 
-def rrf(*rankings: list[str], k: int = 60) -> list[str]:
-    score: dict[str, float] = {}
-    for ranked in rankings:
-        for rank, item in enumerate(ranked):
-            score[item] = score.get(item, 0.0) + 1.0 / (k + rank + 1)
-    return sorted(score, key=lambda i: -score[i])
-
-
 def raw_chunks(session: locomo.Session, words: int = 180) -> list[str]:
     """Consecutive messages packed into chunks within the embedder's 256-token window."""
     chunks: list[str] = []
@@ -110,59 +103,6 @@ def raw_chunks(session: locomo.Session, words: int = 180) -> list[str]:
     if current:
         chunks.append("\n".join(current))
     return chunks
-
-
-def ingest_and_summarise(
-    client: Any, engine: Any, conversations: list[locomo.Conversation], *, ingest: bool = True
-) -> None:
-    """Writes every LoCoMo session as one ended thread of its conversation's dataset, through
-    the SDK, and drives the Scheduler and Summariser until every episode is completed."""
-    from episodic.client import NewMessage
-
-    # -- ingest through the pipeline (``ingest=False``: resume summarising what is there)
-    started = time.monotonic()
-    for conv in conversations if ingest else []:
-        for session in conv.sessions:
-            thread = client.start_thread(conv.dataset, label=session.thread_id)
-            client.add_messages(
-                thread.thread_id,
-                [
-                    NewMessage(
-                        role=m.role,
-                        content=m.content,
-                        metadata={"name": m.name} if m.name else {},
-                        created_at=m.ts,
-                    )
-                    for m in session.messages
-                ],
-            )
-            client.end_thread(thread.thread_id)
-    log(f"ingested in {time.monotonic() - started:.1f}s")
-    expected = sum(len(c.sessions) for c in conversations)
-    started = time.monotonic()
-    with engine.connect() as conn:
-        pending = conn.exec_driver_sql(
-            "SELECT count(*) FROM episodes WHERE status = 'pending'"
-        ).scalar_one()
-    if pending < expected:
-        client.run_sweep()  # explicit ends the Scheduler missed are caught up here
-    while True:
-        client.process_pending(50, timeout=900)
-        with engine.connect() as conn:
-            done = conn.exec_driver_sql(
-                "SELECT count(*) FROM episodes WHERE status = 'completed'"
-            ).scalar_one()
-            failed = conn.exec_driver_sql(
-                "SELECT count(*) FROM episodes WHERE status = 'failed'"
-            ).scalar_one()
-        log(f"  episodes completed {done}/{expected} (failed {failed})")
-        if done + failed >= expected:
-            break
-    log(f"summarised in {time.monotonic() - started:.1f}s")
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,27 +379,6 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
     return 0
-
-
-def _recall(
-    stub: Any, dataset: str, question: str, asked_at: Any, literal: bool, **options: float
-) -> tuple[list[str], float]:
-    """Thread labels best first, and the call's milliseconds."""
-    from episodic.v1 import recall_service_pb2 as rpb
-
-    request = rpb.RecallRequest(
-        dataset=dataset,
-        query=question,
-        include=[rpb.RECALL_INCLUDE_EPISODES],
-        context_episodes=10,
-        literal_query=literal,
-        **options,
-    )
-    request.as_of.FromDatetime(asked_at)
-    started = time.perf_counter()
-    answer = stub.Recall(request, timeout=60)
-    ms = (time.perf_counter() - started) * 1000
-    return [e.episode.thread_label for e in answer.episodes.episodes], ms
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from bench.grpc_echo import echo_server
+from bench.harness.grpc_echo import echo_server
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = "heavy-0000"
@@ -173,7 +173,7 @@ def text_windows(
     ``count`` windows ``(session, first turn, turns)`` of ``turns`` consecutive turns, every
     distinct window of the corpus once in a seeded shuffle (another shuffled pass, i.e.
     repeated texts, only when ``count`` exceeds them); and how many distinct windows exist."""
-    from bench import locomo
+    from bench.harness import locomo
 
     sessions = [s for c in locomo.load() for s in c.sessions]
     lo, hi = turns
@@ -384,7 +384,7 @@ def load_text(
 def text_questions() -> list[str]:
     """--text-dataset's queries: every LoCoMo question (bench/locomo.py keeps those with
     evidence, adversarial ones left out)."""
-    from bench import locomo
+    from bench.harness import locomo
 
     return [q.question for c in locomo.load() for q in c.questions]
 
@@ -595,7 +595,8 @@ def curve(
     """recall@5/@10 and latency of each approximate variant against the exact statement on
     the same queries (variants in a shuffled order per query); ``before_sql``: an older
     approximate statement, run with the first variant's settings."""
-    from bench.recall_speed import percentiles, psycopg_sql
+    from bench.harness.recall_sql import psycopg_sql
+    from bench.harness.report import percentiles
     from episodic.store.recall_queries import recall_statement
 
     approx_sql = psycopg_sql(
@@ -665,7 +666,7 @@ def diagnose(
     should have brought each (its rank by summary cosine, by its best chunk's cosine among
     all chunks, by ts_rank among the lexical matches, by recency) against that part's
     size."""
-    from bench.recall_speed import psycopg_sql
+    from bench.harness.recall_sql import psycopg_sql
     from episodic.store.recall_queries import approximate_parts, recall_sql
 
     approx_text = recall_sql(with_query=True, with_vector=True, approximate=True)
@@ -1031,13 +1032,8 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     sys.path.insert(0, str(REPO))
-    from bench.recall_speed import (
-        percentiles,
-        print_latency_table,
-        psycopg_sql,
-        query_term_params,
-        sent_as_recall_sends,
-    )
+    from bench.harness.recall_sql import psycopg_sql, query_term_params, sent_as_recall_sends
+    from bench.harness.report import percentiles, print_latency_table
     from episodic.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder

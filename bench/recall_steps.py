@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from pgvector.psycopg import register_vector
     from sqlalchemy import event
 
-    from bench.recall_speed import as_recall_sends, psycopg_sql, query_term_params
+    from bench.harness.recall_sql import as_recall_sends, psycopg_sql, query_term_params
     from episodic import access
     from episodic.config import EmbeddingSettings, PrivacySettings, Settings
     from episodic.providers import make_embedder

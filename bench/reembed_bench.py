@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from bench import locomo
-    from bench.locomo import halves
-    from bench.recall_lab import _database, _keep_keyring, confirm
+    from bench.harness import locomo
+    from bench.harness.lab_store import _database, _keep_keyring, confirm
+    from bench.harness.locomo import halves
     from episodic.config import get_settings
 
     data_dir = Path(args.data_dir)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import psycopg
 
-from bench.recall_speed import build, log, percentiles
+from bench.harness.report import log, percentiles
+from bench.harness.stores import build
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -35,7 +35,6 @@ pytest:
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -51,6 +50,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from bench.harness.locomo_json import LOCOMO, Turn, locomo_sessions
 from episodic.config import (
     EmbeddingSettings,
     IngestSettings,
@@ -78,51 +78,7 @@ from episodic.store.db import make_engine
 from episodic.testing.database import test_server
 from episodic.testing.keys import test_vault
 
-REPO = Path(__file__).resolve().parents[1]
-
-LOCOMO = REPO.parent / "shared" / "bench" / "locomo10.json"
-
-
-@dataclass(frozen=True)
-class Turn:
-    role: str
-    speaker: str
-    text: str
-    at: datetime
-
-
 # ---- conversations -------------------------------------------------------------------------
-
-
-def _when(value: str) -> datetime:
-    # LoCoMo writes "1:56 pm on 8 May, 2023".
-    return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-
-
-def locomo_sessions(path: Path) -> list[list[Turn]]:
-    """Every non-empty session, round-robin over the conversations (variety of speakers)."""
-    per_conversation: list[list[list[Turn]]] = []
-    for sample in json.loads(path.read_text()):
-        conv = sample["conversation"]
-        numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
-        sessions = []
-        for n in numbers:
-            if not conv[f"session_{n}"]:
-                continue
-            start = _when(conv[f"session_{n}_date_time"])
-            turns = []
-            for i, turn in enumerate(conv[f"session_{n}"]):
-                text = turn["text"]
-                if turn.get("blip_caption"):
-                    text += f" [shares image: {turn['blip_caption']}]"
-                role = "user" if turn["speaker"] == conv["speaker_a"] else "assistant"
-                turns.append(Turn(role, turn["speaker"], text, start + timedelta(seconds=30 * i)))
-            sessions.append(turns)
-        per_conversation.append(sessions)
-    out = []
-    for i in range(max(len(s) for s in per_conversation)):
-        out += [sessions[i] for sessions in per_conversation if i < len(sessions)]
-    return out
 
 
 def synthetic_sessions(n: int) -> list[list[Turn]]:

@@ -21,17 +21,15 @@ summariser reads the whole thread so far, as the Summariser service does.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import time
 from collections import Counter
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
+from bench.harness.locomo_json import DEFAULT_PATH, Session, load_sessions
 from episodic.providers import (
     ChatMessage,
     ExtractiveSummariser,
@@ -39,65 +37,6 @@ from episodic.providers import (
     SummaryRequest,
     SummaryResult,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PATH = REPO_ROOT.parent / "shared" / "bench" / "locomo10.json"
-
-
-@dataclass(frozen=True)
-class Session:
-    """One LoCoMo session with its reference summary."""
-
-    key: str  # "conv-26/session_3"
-    conversation: str
-    number: int
-    messages: list[ChatMessage]  # sequences continue across a conversation's sessions
-    reference: str
-
-
-def _when(value: str) -> datetime:
-    # LoCoMo writes "1:56 pm on 8 May, 2023".
-    return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-
-
-def load_sessions(path: Path) -> list[Session]:
-    """Every session of every conversation, in order."""
-    sessions: list[Session] = []
-    for sample in json.loads(path.read_text()):
-        conv = sample["conversation"]
-        speaker_a = conv["speaker_a"]
-        sequence = 0
-        numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
-        for n in numbers:
-            turns = conv[f"session_{n}"]
-            if not turns:
-                continue
-            start = _when(conv[f"session_{n}_date_time"])
-            messages = []
-            for i, turn in enumerate(turns):
-                sequence += 1
-                text = turn["text"]
-                if turn.get("blip_caption"):
-                    text += f" [shares image: {turn['blip_caption']}]"
-                messages.append(
-                    ChatMessage(
-                        sequence,
-                        "user" if turn["speaker"] == speaker_a else "assistant",
-                        text,
-                        start + timedelta(seconds=30 * i),
-                        turn["speaker"],
-                    )
-                )
-            sessions.append(
-                Session(
-                    key=f"{sample['sample_id']}/session_{n}",
-                    conversation=sample["sample_id"],
-                    number=n,
-                    messages=messages,
-                    reference=sample.get("session_summary", {}).get(f"session_{n}_summary", ""),
-                )
-            )
-    return sessions
 
 
 def _tokens(text: str) -> list[str]:

@@ -78,8 +78,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
-from bench import locomo
-from bench.locomo import Conversation, Session
+from bench.harness import locomo
+from bench.harness.locomo import Conversation, Session
 
 KINDS = (
     "relative_day",

@@ -50,7 +50,7 @@ from typing import Any
 
 import psycopg
 
-from bench import locomo
+from bench.harness import locomo
 from episodic.client import EpisodicClient, NewMessage
 from episodic.testing.database import scratch_database
 from episodic.testing.processes import start_service

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from bench.harness import REPO as REPO_ROOT
+
 DEFAULT_PATH = REPO_ROOT.parent / "shared" / "bench" / "locomo10.jsonl"
 #: Question categories reported, in this order.
 CATEGORIES = ("multi-hop", "open-domain", "single-hop", "temporal")

@@ -41,7 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import REPO
+
 #: The services' handler threads per server (``Settings.grpc_workers``' default).
 WORKERS = 16
 
@@ -165,7 +166,7 @@ def echo_process(
             [
                 sys.executable,
                 "-m",
-                "bench.grpc_echo",
+                "bench.harness.grpc_echo",
                 service,
                 method,
                 request_type,
