@@ -142,3 +142,40 @@ def test_a_circle_and_a_harness_crossing_are_named(tmp_path: Path) -> None:
     edges = graph(root)
     assert circles(edges) == [["bench.lab", "bench.quality"]]
     assert harness_reaching_scripts(edges, root) == ["bench.harness.common imports bench.lab"]
+
+
+#: The top-level modules of bench/ besides its __init__: entry points kept for commands in
+#: use (bench/README.md, "Compatibility entry points"), each only running its moved module.
+COMPATIBILITY = {
+    "bench.recall_scale": "bench.scale.recall_scale",
+    "bench.heavy_path": "bench.scale.heavy_path",
+}
+
+
+def group(name: str) -> str:
+    return name.split(".")[1] if name.count(".") >= 2 else ""
+
+
+def test_no_script_imports_another_groups_script() -> None:
+    edges = graph(BENCH)
+    crossings = [
+        f"{name} imports {target}"
+        for name, targets in sorted(edges.items())
+        if group(name) and not is_harness(name) and name not in COMPATIBILITY
+        for target in sorted(targets)
+        if group(target) and not is_harness(target) and group(target) != group(name)
+    ]
+    assert not crossings, (
+        "what scripts of two groups share belongs in bench/harness/: " + "; ".join(crossings)
+    )
+
+
+def test_the_top_level_holds_only_the_compatibility_entry_points() -> None:
+    edges = graph(BENCH)
+    top = {name for name in edges if name.count(".") == 1 and not is_package(name, BENCH)}
+    assert top == set(COMPATIBILITY), (
+        "a script lives in the folder of what it measures (bench/README.md): "
+        + ", ".join(sorted(top - set(COMPATIBILITY)))
+    )
+    for name, target in COMPATIBILITY.items():
+        assert edges[name] == {target}, f"{name} only runs {target}"

@@ -10,10 +10,10 @@ service and the bare SQL in one run, so "the service over its SQL" can be read a
     with echo_server("episodic.v1.RecallService", "Recall", RecallRequest, answer_bytes) as address:
         stub = RecallServiceStub(grpc.insecure_channel(address))
 
-The server runs in its own process (``python -m bench.grpc_echo``), as the services do, so
+The server runs in its own process (``python -m bench.harness.grpc_echo``), as the services do, so
 its threads and its GIL are not the bench's.
 
-Variants, to measure what the server's own settings cost (``bench/ingest_bench.py
+Variants, to measure what the server's own settings cost (``bench/speed/ingest_bench.py
 --echo-variants`` prints them beside the floor in one run): ``aio=True`` serves the same
 answer from ``grpc.aio`` (an asyncio server: the handler is a coroutine on the event loop,
 no handler thread pool); ``workers`` sizes the sync server's pool; ``options`` are channel

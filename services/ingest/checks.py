@@ -42,7 +42,7 @@ def _has_nul(value: Any) -> bool:
 
 #: The metadata's JSON form, compact and as written (no ASCII escapes), NaN refused. Made
 #: once: ``json.dumps`` with options builds an encoder per call, ~1.5 of its 3.5 µs for a
-#: message's metadata (bench/ingest_parts.py: every message of a batch pays it).
+#: message's metadata (bench/speed/ingest_parts.py: every message of a batch pays it).
 _METADATA_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 

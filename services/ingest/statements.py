@@ -50,7 +50,7 @@ def _store_statement(
     # ``single``: one message, bound as scalars. Most calls carry one message, and five
     # one-element arrays cost the driver ~50 µs of dumping and the server an unnest: the
     # scalar form measured ~30 % less client CPU and ~150 µs less per call
-    # (bench/ingest_layers.py, docs/benchmarks.md "AddMessages, fifth pass").
+    # (bench/speed/ingest_layers.py, docs/benchmarks.md "AddMessages, fifth pass").
     # In psycopg's format: the routed call sends it without SQLAlchemy
     # (episodic.store.raw_statement), a transaction with exec_driver_sql. The sealed values
     # and the arrays go in binary (``%(…)b``): as text, psycopg hex-escapes every bytea and

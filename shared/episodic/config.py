@@ -395,7 +395,7 @@ class SummariserSettings(BaseSettings):
         description="Turn classifier: records the turns written with AddMessages that are "
         "events worth keeping (a decision, a milestone, feedback, a tool call, a new entity) "
         "as events, after the write has committed. off (default: it writes memories the "
-        "agent did not ask for, and its precision is modest, see bench/event_classifier.py); "
+        "agent did not ask for, and its precision is modest, see bench/quality/event_classifier.py); "
         "heuristic: built-in rules, offline; openai: the LLM_* chat endpoint with a strict "
         "JSON schema.",
     )
@@ -473,7 +473,7 @@ class RecallSettings(BaseSettings):
         default=True,
         description="The embedder's cosines are put on MiniLM's scale before they are fused "
         "(the affine map taking its typical cosine of a stranger's session and of an answer, "
-        "measured by bench/cosine_scale.py, to MiniLM's; store/relevance.py COSINE_SCALES), "
+        "measured by bench/quality/cosine_scale.py, to MiniLM's; store/relevance.py COSINE_SCALES), "
         "so a model whose cosines sit in a narrow band (e5) keeps a clear semantic winner "
         "first and recency orders only near ties. MiniLM and models not measured are "
         "unchanged. false: raw cosines.",

@@ -379,7 +379,7 @@ class _PropagatingServerInterceptor(grpc.aio.ServerInterceptor):
     ``traceparent``) runs in it, so the calls its handler makes carry the caller's trace on
     — what the instrumentation's interceptor does with the no-op provider, without its
     per-call cost (a span object, attributes, a wrapped servicer context: ~15 % of a
-    one-message AddMessages, bench/ingest_bench.py). A call without trace context gets its
+    one-message AddMessages, bench/speed/ingest_bench.py). A call without trace context gets its
     handler as is."""
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ kind of service process, a fast and an immediate PostgreSQL restart, a cut betwe
 and the Scheduler, a summariser frozen with claims past the reclaim time. The services run
 as users run them: encryption at rest required and API keys required (every writer and
 reader with a key of its own). Then nothing may be lost or broken, and nothing may be
-stored in the clear (see :mod:`episodic.testing.chaos`; ``bench/chaos.py`` is the long
+stored in the clear (see :mod:`episodic.testing.chaos`; ``bench/resilience/chaos.py`` is the long
 run).
 
 Everything waits by polling with deadlines; nothing is asserted about how long it took.

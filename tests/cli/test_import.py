@@ -32,7 +32,7 @@ from episodic.backfill import (
 from episodic.client import AlreadyExistsError, EpisodicClient, Thread
 from episodic.testing.processes import wait_until
 
-# Beside the repository, as bench/locomo.py finds it (or EPISODIC_LOCOMO_PATH).
+# Beside the repository, as bench/harness/locomo.py finds it (or EPISODIC_LOCOMO_PATH).
 LOCOMO = Path(
     os.environ.get("EPISODIC_LOCOMO_PATH")
     or Path(__file__).resolve().parents[3] / "shared" / "bench" / "locomo10.jsonl"

@@ -323,7 +323,7 @@ def test_the_quick_starts_question_finds_its_episode_through_the_default_recall_
 ) -> None:  # type: ignore[no-untyped-def]
     """The README's own example: "what did we decide about pricing?" shares no content word
     with the episode that agreed the Pro tier at $29, so its calibrated relevance is near 0
-    and abstaining hid it (bench.paraphrase_abstain: abstain answered none of 30 such
+    and abstaining hid it (bench.quality.paraphrase_abstain: abstain answered none of 30 such
     questions). The tool's default keeps the closest memories and says that they fit the
     words weakly; abstain=true still answers nothing when nothing fits."""
     from episodic.providers import MiniLMEmbedder

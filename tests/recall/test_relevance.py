@@ -392,7 +392,7 @@ def test_abstain_holds_only_in_the_language_its_curves_were_fitted_in(  # type: 
 
 def test_a_model_with_curves_for_other_languages_abstains_there_by_them(engine, minilm) -> None:  # type: ignore[no-untyped-def]
     """multilingual-e5 (the model a dataset in another language is embedded with) has
-    curves fitted on datasets in other languages (bench.language_curves): in a dataset set
+    curves fitted on datasets in other languages (bench.quality.language_curves): in a dataset set
     to French the relevance and the match are that curve's and ``abstain`` holds with its
     thresholds, while an English dataset keeps the curve fitted on LoCoMo. (MiniLM has none:
     it keeps every episode there, the test above.) The vectors here are MiniLM's: the

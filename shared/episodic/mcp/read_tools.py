@@ -118,7 +118,7 @@ def register_read_tools(server: MCPServer[Any], memory: Memory) -> None:
             )
 
         # Abstaining by default hid answers: a question sharing no content word with what
-        # was said scores near 0 however well it is answered (bench.paraphrase_abstain:
+        # was said scores near 0 however well it is answered (bench.quality.paraphrase_abstain:
         # abstain answered none of 30 such questions, which found their session first 83 %
         # of the time without it). So the default asks with abstain's request gate alone
         # (an explicit min_relevance of 0 keeps every episode of a request that passes) and,

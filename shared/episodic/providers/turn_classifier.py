@@ -6,7 +6,7 @@ Two classifiers with one interface (:class:`TurnClassifier`): the built-in
 :class:`HeuristicClassifier` (offline, a short list of rules over the turn's words) and
 :class:`OpenAITurnClassifier` (any OpenAI-compatible chat endpoint, a strict JSON schema).
 The Summariser runs the configured one over turns after they were written
-(``services/summariser/events.py``); ``bench/event_classifier.py`` measures both against
+(``services/summariser/events.py``); ``bench/quality/event_classifier.py`` measures both against
 hand-labelled LoCoMo turns. The heuristic's rules were written against part of those labels
 (conversations 26, 30, 41, 42, 43, 44) and are reported on both parts.
 """

@@ -117,7 +117,7 @@ RECLAIM_ERROR = "claim expired (worker lost)"
 #: together: the thread's current episode is the last, and the summary rolls over the
 #: earlier ones as it does over any earlier window. A claimed window is summarised whole
 #: before the worker takes another dataset's turn, so its size is what another dataset's
-#: small episode may wait behind (bench/work_attacks.py: 20,000 messages delayed one by
+#: small episode may wait behind (bench/resilience/work_attacks.py: 20,000 messages delayed one by
 #: 2.6 s with 500, 6.4 s with 2,000). 256 KiB, not the 2 MiB it was: 500 messages of 4 KB
 #: are 2 MiB, and a giant thread's 2 MiB windows kept a victim's episode waiting 10-15 s
 #: each (load ~10) against 1.7-2.4 s with 256 KiB (docs/benchmarks.md); an LLM is sent

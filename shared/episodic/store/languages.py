@@ -255,7 +255,7 @@ def detect_language(texts: Iterable[str], *, min_letters: int = MIN_DETECT_LETTE
     holding :data:`MIN_DETECT_SHARE` % of it.
 
     Measured on the hand-written French, Spanish and German set and on LoCoMo's English
-    (``python -m bench.language_detection``): every one of 425 sessions right; single
+    (``python -m bench.quality.language_detection``): every one of 425 sessions right; single
     messages 97.8 % (other languages) and 99.4 % (English), most misses a few words.
 
     Without the ``pycld2`` wheel (built for x86-64 Linux only) nothing is detected."""

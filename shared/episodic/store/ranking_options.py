@@ -64,7 +64,7 @@ BAND_EXPONENT = 3
 
 @dataclass(frozen=True)
 class RankingOptions:
-    """Switches of the ranking, each measured alone on LoCoMo (bench/recall_lab.py,
+    """Switches of the ranking, each measured alone on LoCoMo (bench/quality/recall_lab.py,
     docs/concepts/recall.md); :data:`DEFAULT_RANKING` is what Recall runs.
 
     - ``strip_stop_phrases``: the query's framing ("what did we discuss about", "do you
@@ -251,12 +251,12 @@ FUSIONS = ("score", "learned")
 #: ranking's columns: ``lexical`` and ``semantic`` relative to the best candidate,
 #: ``cosine`` the raw best cosine, ``coverage``/``passage_coverage`` the share of the
 #: query's words in the document / best passage). Fitted by
-#: ``python -m bench.recall_lab --fit-ranker``: a listwise logistic regression (softmax over
+#: ``python -m bench.quality.recall_lab --fit-ranker``: a listwise logistic regression (softmax over
 #: each question's candidates, the gold sessions the target, L2 0.01) on the development
 #: half of LoCoMo only (conv-26, 41, 43, 47, 49), then scaled by the temperature chosen on
 #: the same half with the recency term on (docs/concepts/recall.md). Refitted in the
 #: fourth pass with the query's irregular word forms on (``word_forms``) and recency from
-#: a named time (``python -m bench.recall_lab --fit-extras off+phrase+word-forms``, its
+#: a named time (``python -m bench.quality.recall_lab --fit-extras off+phrase+word-forms``, its
 #: base row); the third pass's were 0.773, 0.564, 0.324, 0.341, 0.451
 #: (:data:`THIRD_PASS_WEIGHTS`).
 LEARNED_WEIGHTS: dict[str, float] = {
@@ -320,10 +320,10 @@ RECENCY_SPAN = 8.0
 #: RankingOptions.recency_band (RecallSettings.ranking_recency_band), per embedder (the
 #: part of its name before ":"): recency orders the candidates within this share of the best
 #: similarity. Measured with lexical coverage on, band 0 -> 0.1: e5 on the short
-#: multilingual set R@1 .795 -> .866 (`python -m bench.multilingual_quality --path
+#: multilingual set R@1 .795 -> .866 (`python -m bench.quality.multilingual_quality --path
 #: bench/data/multilingual_short.jsonl --direct --embedders e5 --bands 0,0.1`); MiniLM on
 #: LoCoMo through the suite R@1 .764 -> .752, R@5 .939 -> .924, MRR .840 -> .827
-#: (`python -m bench.recall_quality`, the band by env), so MiniLM, and any model nobody
+#: (`python -m bench.quality.recall_quality`, the band by env), so MiniLM, and any model nobody
 #: measured, keeps recency everywhere (0, the seed's sum).
 RECENCY_BANDS: dict[str, float] = {"e5": 0.1}
 RECENCY_BAND = 0.0
@@ -339,7 +339,7 @@ def recency_band_for(embedder_name: str) -> float:
 #: (lexical, coverage, passage_coverage, phrase), which were fitted on English LoCoMo with
 #: MiniLM. With e5 (the model of datasets in other languages) they let a stemmed content word
 #: shared by chance outweigh a clear semantic winner. Measured with `python -m
-#: bench.multilingual_quality --direct --embedders e5 --lexical-scales 1,0.5,0.3,0.2` (each
+#: bench.quality.multilingual_quality --direct --embedders e5 --lexical-scales 1,0.5,0.3,0.2` (each
 #: dataset's language set), R@1 at 1 / 0.5 / 0.3 / 0.2: the long set (French, Spanish,
 #: German, 120 questions whose words meet their sessions') .958 / .967 / .967 / .967 (0.1:
 #: .950); the short set (7 languages, 112 paraphrasing questions) .795 / .893 / .920 / .938;
@@ -371,7 +371,7 @@ def scaled_lexical(
 
 #: The second look at the best :data:`SECOND_LOOK` candidates (``RankingOptions.rerank_top``,
 #: ``RecallSettings.ranking_second_look``): the learned fusion with the proximity signal
-#: (``phrase``), fitted on LoCoMo's development half only (``python -m bench.recall_lab
+#: (``phrase``), fitted on LoCoMo's development half only (``python -m bench.quality.recall_lab
 #: --fit-rerank default+signals``: listwise logistic regression over every candidate, the
 #: temperature 0.25 chosen by development MRR); of the fifth pass's three fits (proximity,
 #: the speaker signal, both) the best development MRR as a second look at the top 5
@@ -388,7 +388,7 @@ SECOND_LOOK_WEIGHTS: tuple[tuple[str, float], ...] = (
 )
 
 #: RankingOptions.lexical_coverage (RecallSettings.ranking_lexical_coverage). Measured
-#: (issue 40, `python -m bench.multilingual_quality --direct --coverage off,on`; see
+#: (issue 40, `python -m bench.quality.multilingual_quality --direct --coverage off,on`; see
 #: docs/concepts/recall.md "A word shared by chance").
 LEXICAL_COVERAGE = True
 

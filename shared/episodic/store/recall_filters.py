@@ -65,7 +65,7 @@ def filter_params(key: DatasetKey, filters: RecallFilters) -> dict[str, object]:
 
 def unfiltered_params() -> dict[str, object]:
     """The filter parameters of a recall without filters, ``dataset`` aside: what the
-    benches that send Recall's bare SQL bind (bench/recall_speed.py, recall_scale.py,
+    benches that send Recall's bare SQL bind (bench/speed/recall_speed.py, recall_scale.py,
     partition_cost.py), from the one place a new filter's parameters are added."""
     return _filter_values(None, RecallFilters())
 

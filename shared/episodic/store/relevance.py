@@ -24,7 +24,7 @@ are below each curve). So an episode's relevance is absolute in its inputs but d
 its request's best match: the same episode and question get the same relevance in any
 dataset whose best match is the same (alone, an episode is its own best match).
 
-The coefficients were fitted (bench/recall_lab.py, ``--fit``: logistic regression, L2
+The coefficients were fitted (bench/quality/recall_lab.py, ``--fit``: logistic regression, L2
 1e-3, Newton steps, classes weighted equally) on the development half of LoCoMo
 (conversations at even positions of locomo10.jsonl: conv-26, conv-41, conv-43, conv-47,
 conv-49): positives are the gold episodes of each question asked of its own conversation,
@@ -107,7 +107,7 @@ class MatchCurve:
     multi-hop question's second session), which one threshold on each episode cannot do.
     Fitted on the development half of LoCoMo with each question asked of its own
     conversation a positive and of the next conversation a negative (``python -m
-    bench.recall_lab --fit``, ``fit_match``)."""
+    bench.quality.recall_lab --fit``, ``fit_match``)."""
 
     intercept: float
     #: Weights of the request's best (cosine, coverage, passage_coverage).
@@ -130,7 +130,7 @@ class Curve:
     """A logistic relevance curve fitted for one embedder's cosine scale, and the
     ``min_relevance`` recommended with it: the highest of 0.1, 0.2, … 0.9 at which real
     questions of the development half, asked through the Recall service, lose at most 1
-    point of R@5 (``python -m bench.recall_lab --confirm --confirm-at T``)."""
+    point of R@5 (``python -m bench.quality.recall_lab --confirm --confirm-at T``)."""
 
     intercept: float
     #: Weights of the episode's (cosine, coverage, passage_coverage).
@@ -151,7 +151,7 @@ class Curve:
 
 
 #: MiniLM (the default embedder), fitted 2026-12-01 on the LoCoMo lab store built with that
-#: day's defaults (``python -m bench.recall_lab --data-dir LAB --fit``). Through the Recall
+#: day's defaults (``python -m bench.quality.recall_lab --data-dir LAB --fit``). Through the Recall
 #: service at 0.4: 84.4 % of foreign questions get nothing on the development half, R@5
 #: .931 → .925; held out 82.4 %, .945 → .941. The curve without the context on the same
 #: store: 83.8 % / 81.9 % at its recommended 0.6 for R@5 lost 1.0 / 0.5 points, 79.1 % /
@@ -190,7 +190,7 @@ CURVES: dict[str, Curve] = {"minilm": MINILM, "e5": E5}
 
 #: multilingual-e5-small on datasets in another language than English (the model such a
 #: dataset is embedded with by default), fitted 2026-12-05 (``python -m
-#: bench.language_curves``) on both hand-written sets of bench/data: the long sessions in
+#: bench.quality.language_curves``) on both hand-written sets of bench/data: the long sessions in
 #: French, Spanish and German and the short ones in seven languages, positives each
 #: question's gold session, negatives a same-language stranger's. Curves fitted on the long
 #: set alone did not carry over to the short one (its questions paraphrase: they share
@@ -286,7 +286,7 @@ def _logistic_sql(intercept: float, weights: tuple[float, ...], inputs: tuple[st
 @dataclass(frozen=True)
 class CosineScale:
     """Where an embedder's cosines sit, as the ranking's semantic signal reads them (a
-    session's best chunk cosine with the question, ``bench.cosine_scale`` on LoCoMo's
+    session's best chunk cosine with the question, ``bench.quality.cosine_scale`` on LoCoMo's
     development half): ``chance``, the median for a stranger's session (one of another
     conversation, which cannot answer), and ``answer``, the median for a session that
     answers the question.
@@ -310,7 +310,7 @@ class CosineScale:
 
 
 #: MiniLM's cosine scale: the reference, the one the fusion was fitted on (measured
-#: 2026-12-05 on the development half, ``python -m bench.cosine_scale --every 8
+#: 2026-12-05 on the development half, ``python -m bench.quality.cosine_scale --every 8
 #: --strangers 4 --conversations 2 --half dev``: 45 gold and 152 stranger pairs; every
 #: question and session of the half give .173 and .492).
 MINILM_SCALE = CosineScale(chance=0.183, answer=0.472)

@@ -10,7 +10,7 @@ and available to applications that want integration tests against real services:
 - :mod:`episodic.testing.chaos`: a suite of replicas under load and faults (SIGKILLs,
   PostgreSQL restarts, a network cut, a frozen summariser), run as users run it
   (encryption at rest and API keys required), then the invariants —
-  ``bench/chaos.py`` and ``tests/chaos``; :mod:`episodic.testing.proxy` is the TCP proxy it
+  ``bench/resilience/chaos.py`` and ``tests/chaos``; :mod:`episodic.testing.proxy` is the TCP proxy it
   cuts;
 - :mod:`episodic.testing.fuzz`: requests of every RPC generated from the descriptors, and
   byte-level mutations of valid ones;

