@@ -33,7 +33,7 @@ import grpc
 import pytest
 from sqlalchemy import text
 
-from episodic.client import EpisodicClient, EpisodicRpcError
+from episodic.sdk.client import EpisodicClient, EpisodicRpcError
 from episodic.store.db import make_engine
 from episodic.testing.citus import CitusDatabases, citus_cluster
 from episodic.testing.processes import start_service, wait_until

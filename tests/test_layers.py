@@ -4,8 +4,8 @@ From the bottom: the generated stubs (``episodic.v1``); the core (errors, config
 validation, …); ``episodic.store`` (SQL over our schema) and ``episodic.providers`` (models
 and HTTP providers); the runtime (``episodic.server``); the four services
 (``episodic.services.*``, the top-level ``services/`` folder), each deployable alone; and
-beside them the SDK (``episodic.client``, ``episodic.aio`` and the core they share, ``episodic.sdk``) and the tools (CLI,
-console, MCP). A newcomer who adds an import across a layer gets a test failure that says
+beside them the SDK (``episodic.sdk``: the blocking and asyncio clients, ``episodic.sdk.client``
+and ``episodic.sdk.aio``, and the core they share) and the tools (CLI, console, MCP). A newcomer who adds an import across a layer gets a test failure that says
 which rule and why, instead of a service image that drags in another service's code or an
 SDK that needs PostgreSQL drivers.
 """
@@ -31,7 +31,12 @@ SERVER_SIDE = (
     "episodic.runtime",
     "episodic.supervisor",
 )
-SDK = ("episodic.client", "episodic.aio", "episodic.sdk")
+#: (``episodic.client`` and ``episodic.aio`` are the clients' first import paths, kept as
+#: re-exports of ``episodic.sdk.client`` and ``episodic.sdk.aio``.)
+SDK = ("episodic.sdk", "episodic.client", "episodic.aio")
+#: The SDK's old import paths: kept for code outside the repository; nothing inside imports
+#: them (tests/sdk/test_compat.py checks they still work).
+SDK_COMPAT = ("episodic.client", "episodic.aio")
 
 #: What the store and the providers may not import: everything that runs them.
 ABOVE_STORE = (
@@ -111,7 +116,7 @@ def _known(name: str) -> str | None:
 def test_the_sdk_reaches_nothing_of_the_server_side() -> None:
     seen: set[str] = set()
     path: dict[str, str] = {}
-    stack = list(SDK)
+    stack = [module for module in GRAPH if _under(module, SDK)]
     while stack:
         module = stack.pop()
         if module in seen:
@@ -152,6 +157,18 @@ def test_the_providers_do_not_read_the_store() -> None:
     assert not {m: t for m, t in wrong.items() if t}
 
 
+def test_nothing_in_the_package_imports_the_sdks_old_paths() -> None:
+    """``episodic.client`` and ``episodic.aio`` only re-export ``episodic.sdk.client`` and
+    ``episodic.sdk.aio`` for code outside the repository; code inside imports the SDK's
+    modules, so the old paths can go without touching it."""
+    wrong = {
+        module: sorted(t for t in targets if _under(t, SDK_COMPAT))
+        for module, targets in GRAPH.items()
+        if not _under(module, SDK_COMPAT)
+    }
+    assert not {m: t for m, t in wrong.items() if t}, wrong
+
+
 def test_each_service_imports_no_other_service() -> None:
     """Each service deploys alone; what two share lives below them (store, core)."""
     wrong = []
@@ -186,4 +203,5 @@ def test_the_graph_is_read() -> None:
     assert len(GRAPH) > 100
     assert "episodic.store.recall_queries" in GRAPH["episodic.services.recall.domain"]
     assert "episodic.services.recall.events" in GRAPH["episodic.services.recall.domain"]
-    assert "episodic.sdk" in GRAPH["episodic.client"]
+    assert "episodic.sdk" in GRAPH["episodic.sdk.client"]
+    assert "episodic.sdk.client" in GRAPH["episodic.client"]

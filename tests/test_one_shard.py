@@ -33,10 +33,10 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from episodic.client import EpisodicClient
 from episodic.config import LLMSettings, RecoverySettings, Settings
 from episodic.export import export_dataset
 from episodic.guard import Guard
+from episodic.sdk.client import EpisodicClient
 from episodic.server import GRPC_SERVICES, build_server
 from episodic.store.db import make_engine
 from episodic.store.distribution import ACROSS_DATASETS, GLOBAL_TABLES

@@ -302,7 +302,7 @@ def test_a_database_start_that_timed_out_is_announced_once_it_accepts(capsys) ->
 def test_up_with_keys_required_runs_the_whole_loop(home: Path) -> None:
     """EPISODIC_AUTH=required: callers need keys, and the services reach each other with a
     service key `episodic up` mints for the run (and revokes when it stops)."""
-    from episodic.client import EpisodicClient, UnauthenticatedError
+    from episodic.sdk.client import EpisodicClient, UnauthenticatedError
 
     loops = {"EPISODIC_SUMMARISER_POLL_INTERVAL": "0.2", "EPISODIC_SCHEDULER_POLL_INTERVAL": "0.2"}
     proc, output, _ = _start_up(home, {"EPISODIC_AUTH": "required", **loops})

@@ -24,7 +24,7 @@ def ingest_and_summarise(
 ) -> None:
     """Writes every LoCoMo session as one ended thread of its conversation's dataset, through
     the SDK, and drives the Scheduler and Summariser until every episode is completed."""
-    from episodic.client import NewMessage
+    from episodic.sdk.client import NewMessage
 
     # -- ingest through the pipeline (``ingest=False``: resume summarising what is there)
     started = time.monotonic()

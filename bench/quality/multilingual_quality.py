@@ -99,7 +99,7 @@ def _with_dataset(conv: locomo.Conversation, suffix: str) -> locomo.Conversation
 def run(
     embedder: str, users: list[tuple[str, locomo.Conversation]], multilingual: str = "auto"
 ) -> dict[str, Any]:
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service

@@ -53,7 +53,7 @@ from episodic.store.ranking_options import EXTRA_SIGNALS
 
 
 def _build(url: str, conversations: list[locomo.Conversation], *, ingest: bool = True) -> None:
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.testing.processes import start_service
 

@@ -45,7 +45,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from episodic.access import Role
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 from episodic.store import keys
 from episodic.store.db import make_engine
 from episodic.testing.database import scratch_database
@@ -130,7 +130,7 @@ def _health_ok(address: str, stop: threading.Event, misses: list[int]) -> None:
 #: interpreter lock, and charge that to the server); a line per 100 calls made.
 FLOOD_SCRIPT = """
 import secrets, threading, time, contextlib, grpc
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 LONG_QUERY = {long_query!r}
 lock = threading.Lock()
 made = [0]

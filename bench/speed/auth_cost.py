@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from episodic.access import Role
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 from episodic.store import keys
 from episodic.store.db import make_engine
 from episodic.testing.database import scratch_database

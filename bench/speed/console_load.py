@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from episodic.client import EpisodicClient
     from episodic.console import ConsoleApp, ConsoleServer
+    from episodic.sdk.client import EpisodicClient
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
 

@@ -43,8 +43,8 @@ from typing import Any
 
 from bench.harness import REPO as REPO_ROOT
 from episodic.backfill import read_plan
-from episodic.client import EpisodicClient, NewMessage
 from episodic.render import render_episodes
+from episodic.sdk.client import EpisodicClient, NewMessage
 from episodic.testing.database import scratch_database
 from episodic.testing.processes import ServiceProcess, start_service
 

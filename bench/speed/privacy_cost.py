@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
 
     from bench.harness import locomo
-    from episodic.client import EpisodicClient, NewMessage
+    from episodic.sdk.client import EpisodicClient, NewMessage
     from episodic.store.db import make_engine
     from episodic.testing.database import scratch_database
     from episodic.testing.keys import test_vault

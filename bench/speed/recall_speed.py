@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers import HashingEmbedder, make_embedder
     from episodic.store.recall_queries import recall_statement, threshold_params, unfiltered_params

@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from episodic.client import EpisodicClient
     from episodic.runtime import EmbeddedPostgres
+    from episodic.sdk.client import EpisodicClient
     from episodic.testing.database import TestDatabases, with_database
     from episodic.testing.processes import start_service
     from episodic.testing.replica import StreamingStandby

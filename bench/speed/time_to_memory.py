@@ -51,7 +51,7 @@ from typing import Any
 import psycopg
 
 from bench.harness import locomo
-from episodic.client import EpisodicClient, NewMessage
+from episodic.sdk.client import EpisodicClient, NewMessage
 from episodic.testing.database import scratch_database
 from episodic.testing.processes import start_service
 

@@ -101,7 +101,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import IO, Any, Protocol, TypeVar
 
-from episodic.client import (
+from episodic.sdk.client import (
     AddMessagesResult,
     AlreadyExistsError,
     DeadlineExceededError,
@@ -733,7 +733,7 @@ def batches(
 
 
 class Writer(Protocol):
-    """What the import needs of :class:`episodic.client.EpisodicClient`."""
+    """What the import needs of :class:`episodic.sdk.client.EpisodicClient`."""
 
     def create_thread(
         self,

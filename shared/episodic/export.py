@@ -1,6 +1,6 @@
 """Export a dataset as JSON lines, optionally pseudonymised — ``episodic export``.
 
-The export goes through the SDK (:class:`episodic.client.EpisodicClient`: ListThreads,
+The export goes through the SDK (:class:`episodic.sdk.client.EpisodicClient`: ListThreads,
 ListMessages, ListEpisodes, all paged), so it needs only the core install and whatever
 credentials the other client commands use. It streams: a page of records is written as
 soon as it arrives, and nothing but thread ids (to export each thread once) and, when
@@ -88,7 +88,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from episodic.client import Episode, Message, Page, Thread
+from episodic.sdk.client import Episode, Message, Page, Thread
 
 __all__ = [
     "FORMAT",
@@ -622,7 +622,7 @@ class Progress:
 
 
 class ExportSource(Protocol):
-    """What the export needs of :class:`episodic.client.EpisodicClient`."""
+    """What the export needs of :class:`episodic.sdk.client.EpisodicClient`."""
 
     def list_threads(
         self, dataset: str, *, page_size: int = ..., page_token: str = ...

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from episodic.access import Role
-from episodic.client import (
+from episodic.sdk.client import (
     EpisodicClient,
     PermissionDeniedError,
     ResourceExhaustedError,

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 from episodic.testing.keys import keyring_file
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from episodic.client import EpisodicClient
 from episodic.export import NOT_NAME_PARTS, Pseudonymiser, load_or_create_key
+from episodic.sdk.client import EpisodicClient
 from episodic.testing.database import TestDatabases
 from episodic.testing.processes import ServiceProcess, start_service
 

@@ -29,7 +29,7 @@ from episodic.backfill import (
     thread_key,
     thread_uuid,
 )
-from episodic.client import AlreadyExistsError, EpisodicClient, Thread
+from episodic.sdk.client import AlreadyExistsError, EpisodicClient, Thread
 from episodic.testing.processes import wait_until
 
 # Beside the repository, as bench/harness/locomo.py finds it (or EPISODIC_LOCOMO_PATH).
@@ -318,7 +318,7 @@ def test_a_guessable_thread_id_taken_in_another_dataset_does_not_stop_the_import
 def test_an_import_begun_before_thread_keys_resumes_into_its_threads() -> None:
     """A thread an older import made under the derived id, in the thread's own dataset,
     is still the thread: the resumed import skips what it stored and creates nothing."""
-    from episodic.client import Message, Page
+    from episodic.sdk.client import Message, Page
 
     legacy_id = thread_uuid("d", "t")
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from episodic.backfill import read_plan
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 from episodic.testing.processes import wait_until
 
 RUN = {

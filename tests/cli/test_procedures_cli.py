@@ -7,7 +7,7 @@ import json
 
 from sqlalchemy import text
 
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 from episodic.testing.processes import wait_until
 from tests.cli.test_cli import _ok, _run
 from tests.cli.test_cli import services as services  # the fixture

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from episodic.client import EpisodicClient, NewMessage
 from episodic.console import ConsoleApp, ConsoleServer
+from episodic.sdk.client import EpisodicClient, NewMessage
 from episodic.store.db import make_engine
 from episodic.testing.database import TestDatabases
 from episodic.testing.processes import ServiceProcess, start_service, wait_until

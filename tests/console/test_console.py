@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from episodic.client import EPISODE_STATUSES, NotFoundError
 from episodic.console import HTMX_LICENSE, HTMX_SHA256, HTMX_VERSION, ConsoleApp, ConsoleServer
 from episodic.console.app import ConsoleConfigError, http_key_for
 from episodic.console.views.datasets import LANGUAGE_ORIGINS
 from episodic.console.views.layout import STATUS_LABELS
 from episodic.render import render_episodes
+from episodic.sdk.client import EPISODE_STATUSES, NotFoundError
 from episodic.testing.processes import wait_until
 from tests.console.conftest import (
     AS_OF,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from episodic import journey
-from episodic.client import EpisodicClient
 from episodic.console import ConsoleApp, ConsoleServer
+from episodic.sdk.client import EpisodicClient
 from episodic.testing.processes import wait_until
 from tests.providers.fake_openai import FakeOpenAI, FakeResponse
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from episodic.client import (
+from episodic.sdk.client import (
     EpisodicClient,
     FailedPreconditionError,
     InvalidArgumentError,

@@ -259,7 +259,7 @@ def test_embedded_image_serves_the_demo_loop_read_only() -> None:
         assert "pipeline status" in status.stdout, status.stdout
 
         # A client outside the container, through the published port.
-        from episodic.client import EpisodicClient
+        from episodic.sdk.client import EpisodicClient
 
         with EpisodicClient(recall=f"127.0.0.1:{published(name, 50054)}", timeout=30) as client:
             result = client.recall(DEMO_DATASET, "car recommendations")
@@ -404,7 +404,7 @@ def test_server_image_runs_migrate_and_four_services_like_kubernetes(
                 names,
             )
 
-        from episodic.client import EpisodicClient
+        from episodic.sdk.client import EpisodicClient
 
         with EpisodicClient(
             ingest=f"127.0.0.1:{ports['ingest']}",

@@ -17,7 +17,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 
 NOT_A_THREAD = "00000000-0000-4000-8000-000000000000"
 AUTH = {"EPISODIC_AUTH": "required"}

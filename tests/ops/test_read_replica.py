@@ -11,8 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from episodic.client import EpisodicClient
 from episodic.runtime import EmbeddedPostgres
+from episodic.sdk.client import EpisodicClient
 from episodic.testing.database import TestDatabases, with_database
 from episodic.testing.processes import ServiceProcess, start_service, wait_until
 from episodic.testing.replica import StreamingStandby

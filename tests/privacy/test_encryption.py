@@ -204,7 +204,7 @@ def test_a_wrong_or_missing_keyring_is_a_clear_error(suite, spawn, tmp_path: Pat
     thread_id = _write(client)
     other = tmp_path / "other.json"
     LocalKeyring.create(other)
-    from episodic.client import EpisodicClient, EpisodicRpcError
+    from episodic.sdk.client import EpisodicClient, EpisodicRpcError
 
     for env in ({"EPISODIC_MASTER_KEY_FILE": str(other)}, {"EPISODIC_MASTER_KEY_FILE": ""}):
         ingest = spawn("ingest", env=env)

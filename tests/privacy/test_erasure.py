@@ -13,7 +13,7 @@ import grpc
 import pytest
 from sqlalchemy import text
 
-from episodic.client import EpisodicClient, EpisodicRpcError, NewMessage
+from episodic.sdk.client import EpisodicClient, EpisodicRpcError, NewMessage
 from episodic.store import erasure
 from episodic.store.vault import DatasetErasing
 from episodic.testing.keys import test_vault

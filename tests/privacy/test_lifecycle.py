@@ -9,7 +9,7 @@ import grpc
 import pytest
 from sqlalchemy import text
 
-from episodic.client import EpisodicRpcError
+from episodic.sdk.client import EpisodicRpcError
 from episodic.store.lifecycle import messages_digest
 from episodic.testing.scan import find
 

@@ -363,7 +363,7 @@ def test_a_recall_answer_says_whether_the_dataset_is_still_settling(spawn, engin
     yet may be the one a passage would have found); another dataset's work never shows."""
     from sqlalchemy import text
 
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
 
     service = spawn("recall")
     recall = pb_grpc.RecallServiceStub(service.channel())

@@ -242,7 +242,7 @@ def test_the_response_says_how_the_query_was_read(spawn, engine) -> None:  # typ
 
 
 def test_the_sdk_returns_the_understanding(spawn, engine) -> None:  # type: ignore[no-untyped-def]
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
 
     with engine.begin() as conn:
         _sessions(conn)

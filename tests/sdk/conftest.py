@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from episodic.aio import AsyncEpisodicClient
-from episodic.client import EpisodicClient
+from episodic.sdk.aio import AsyncEpisodicClient
+from episodic.sdk.client import EpisodicClient
 
 
 async def _collect(items: AsyncIterator[Any]) -> list[Any]:

@@ -19,8 +19,9 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from episodic.aio import AsyncEpisodicClient
-from episodic.client import (
+from episodic.render import render_episodes
+from episodic.sdk.aio import AsyncEpisodicClient
+from episodic.sdk.client import (
     AddMessagesResult,
     AlreadyExistsError,
     EpisodicClient,
@@ -33,7 +34,6 @@ from episodic.client import (
     UnavailableError,
     default_address,
 )
-from episodic.render import render_episodes
 from episodic.testing.http2 import ResettingServer
 from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2, ingest_service_pb2, recall_service_pb2

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from episodic import journey, semconv
-from episodic.client import NotFoundError
+from episodic.sdk.client import NotFoundError
 from episodic.testing.processes import wait_until
 from tests.recall.factory import make_episode
 
@@ -199,7 +199,7 @@ class Refuse(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Refuse())
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 with EpisodicClient(recall=sys.argv[1], timeout=20) as memory:
     found = memory.recall(sys.argv[2], "blue car")
 print("FOUND", [s.episode.summary for s in found.episodes])

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from episodic.client import InvalidArgumentError, NotFoundError, Procedure
+from episodic.sdk.client import InvalidArgumentError, NotFoundError, Procedure
 from episodic.testing.processes import wait_until
 
 # A chat completion's messages, as an agent framework holds them.

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from episodic.client import Episode, ScoredEpisode
 from episodic.render import absolute_time, relative_time, render_episodes
+from episodic.sdk.client import Episode, ScoredEpisode
 
 NOW = datetime(2026, 5, 17, 10, 10, tzinfo=UTC)
 
@@ -146,7 +146,7 @@ def test_absolute_time_prints_every_year_as_a_date() -> None:
 
 
 def _procedure(**overrides):  # type: ignore[no-untyped-def]
-    from episodic.client import Procedure, ProcedureStep
+    from episodic.sdk.client import Procedure, ProcedureStep
 
     fields = dict(
         procedure_id="p1",
@@ -175,8 +175,8 @@ def _procedure(**overrides):  # type: ignore[no-untyped-def]
 
 
 def test_procedures_render_goal_numbered_steps_sources_and_support() -> None:
-    from episodic.client import ScoredProcedure
     from episodic.render import render_procedures
+    from episodic.sdk.client import ScoredProcedure
 
     scored = [
         ScoredProcedure(_procedure(), 0.8234),
@@ -214,8 +214,8 @@ def test_procedures_render_goal_numbered_steps_sources_and_support() -> None:
 
 
 def test_renders_protobuf_procedures_and_recall_results() -> None:
-    from episodic.client import RecallResult, ScoredProcedure
     from episodic.render import render_procedures
+    from episodic.sdk.client import RecallResult, ScoredProcedure
     from episodic.v1 import episode_pb2, recall_service_pb2
 
     wire = episode_pb2.ScoredProcedure(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from episodic.endpoints import SERVICES
 
 if TYPE_CHECKING:
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -94,7 +94,7 @@ def connection_options() -> argparse.ArgumentParser:
 
 def connect(args: argparse.Namespace) -> EpisodicClient:
     """The SDK client for one command, from its connection options."""
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
 
     return EpisodicClient(
         ingest=args.ingest,
@@ -113,8 +113,8 @@ def guarded(fn: Handler) -> Handler:
     answer, 2 for bad local input or a missing server extra."""
 
     def run(args: argparse.Namespace) -> int:
-        from episodic.client import EpisodicRpcError
         from episodic.errors import EpisodicError
+        from episodic.sdk.client import EpisodicRpcError
 
         try:
             return fn(args)

@@ -1,6 +1,6 @@
 """Admin commands, for an operator looking after memory: list, read, search, retry and
 delete episodes, and see whether the pipeline moves (``status``). Every call goes through
-the SDK (:class:`episodic.client.EpisodicClient`)."""
+the SDK (:class:`episodic.sdk.client.EpisodicClient`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from episodic.cli._common import (
     table,
     when,
 )
-from episodic.client import EPISODE_STATUSES
+from episodic.sdk.client import EPISODE_STATUSES
 
 GROUP = "admin (looking after memory)"
 

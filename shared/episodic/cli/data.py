@@ -94,7 +94,7 @@ def _output(path: str | None) -> Any:
 
 def _message_total(client: Any, dataset: str) -> int | None:
     """The dataset's message count for the progress bar, when the key may list datasets."""
-    from episodic.client import EpisodicRpcError
+    from episodic.sdk.client import EpisodicRpcError
 
     try:
         page = client.list_datasets(prefix=dataset, page_size=100)
@@ -109,7 +109,7 @@ def _message_total(client: Any, dataset: str) -> int | None:
 def _dataset_exists(client: Any, dataset: str) -> bool:
     """Whether ``dataset`` holds a thread, or (none left) exists all the same: its policy
     answers (an admin key may ask; a reader's key cannot tell, so no thread is no dataset)."""
-    from episodic.client import NotFoundError, PermissionDeniedError
+    from episodic.sdk.client import NotFoundError, PermissionDeniedError
 
     if client.list_threads(dataset, page_size=1).items:
         return True

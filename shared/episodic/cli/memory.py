@@ -9,7 +9,7 @@ threads and recall — enough to see the whole loop from a shell::
     episodic end $T --wait
     episodic recall user_42 "car recommendations"
 
-Every call goes through the SDK (:class:`episodic.client.EpisodicClient`); addresses come
+Every call goes through the SDK (:class:`episodic.sdk.client.EpisodicClient`); addresses come
 from ``--ingest/--recall/--scheduler/--summariser`` or the environment, as in the SDK.
 """
 

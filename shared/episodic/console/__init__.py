@@ -1,6 +1,6 @@
 """``episodic console``: a web console to look at memory.
 
-It reads only through the services' public RPCs (:class:`episodic.client.EpisodicClient`,
+It reads only through the services' public RPCs (:class:`episodic.sdk.client.EpisodicClient`,
 never the database) and writes only what those RPCs allow an admin (``RetryEpisode``,
 ``DeleteEpisode``). It uses one API key for every call (``--api-key`` or
 ``EPISODIC_API_KEY``) and asks browsers for the same key (see

@@ -43,14 +43,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from episodic.client import (
-    EpisodicRpcError,
-    FailedPreconditionError,
-    InvalidArgumentError,
-    NotFoundError,
-    PermissionDeniedError,
-    UnauthenticatedError,
-)
 from episodic.console.csrf import (
     STALE,
     Session,
@@ -77,9 +69,17 @@ from episodic.console.views import (
 from episodic.console.views.html import html
 from episodic.console.views.layout import error_panel
 from episodic.console.views.layout import page as layout
+from episodic.sdk.client import (
+    EpisodicRpcError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+)
 
 if TYPE_CHECKING:
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
 
 __all__ = [
     "AUTH_MODES",

@@ -1,6 +1,6 @@
 """An MCP server that gives a model episodic memory: ``episodic mcp``.
 
-Nine tools, each a thin layer over the SDK (:class:`episodic.client.EpisodicClient`), so
+Nine tools, each a thin layer over the SDK (:class:`episodic.sdk.client.EpisodicClient`), so
 addresses, API key (``EPISODIC_API_KEY``) and TLS (``EPISODIC_TLS_CA_FILE``, client
 certificates) come from the same environment variables and options as every other
 command:

@@ -8,9 +8,6 @@ from datetime import datetime
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from episodic.client import Episode as SdkEpisode
-from episodic.client import Message as SdkMessage
-from episodic.client import ScoredEpisode, ScoredProcedure, Thread
 from episodic.mcp.schemas import (
     EpisodeOut,
     ProcedureOut,
@@ -19,6 +16,9 @@ from episodic.mcp.schemas import (
     ThreadOut,
 )
 from episodic.render import absolute_time, relative_time
+from episodic.sdk.client import Episode as SdkEpisode
+from episodic.sdk.client import Message as SdkMessage
+from episodic.sdk.client import ScoredEpisode, ScoredProcedure, Thread
 from episodic.tool_calls import render_call
 
 

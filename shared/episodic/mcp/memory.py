@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from mcp.server.mcpserver.exceptions import ToolError
 
-from episodic.client import EpisodicClient, EpisodicRpcError, NotFoundError, Thread
+from episodic.sdk.client import EpisodicClient, EpisodicRpcError, NotFoundError, Thread
 
 #: The environment variable naming the default dataset.
 DATASET_ENV = "EPISODIC_MCP_DATASET"

@@ -11,8 +11,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from episodic.client import EpisodicClient, Thread
-from episodic.client import Message as SdkMessage
 from episodic.mcp.answers import (
     episode_out,
     message_line,
@@ -35,6 +33,8 @@ from episodic.mcp.schemas import (
     ToolCallOut,
 )
 from episodic.render import absolute_time, render_episodes, render_procedures
+from episodic.sdk.client import EpisodicClient, Thread
+from episodic.sdk.client import Message as SdkMessage
 
 MAX_RECALL = 20
 MAX_LOAD = 500

@@ -11,11 +11,11 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
-from episodic.client import EpisodicClient
 from episodic.mcp.arguments import arguments_error, schema_problems
 from episodic.mcp.memory import Memory
 from episodic.mcp.read_tools import register_read_tools
 from episodic.mcp.write_tools import register_write_tools
+from episodic.sdk.client import EpisodicClient
 
 SERVER_NAME = "episodic"
 INSTRUCTIONS = (

@@ -25,9 +25,9 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
-from episodic.client import EpisodicClient
 from episodic.mcp.memory import DATASET_ENV
 from episodic.mcp.server import build_server
+from episodic.sdk.client import EpisodicClient
 
 
 def _valid_id(value: object) -> bool:

@@ -10,7 +10,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from episodic.client import EpisodicClient, Thread
 from episodic.mcp.answers import tool_result, when_of
 from episodic.mcp.arguments import parse_time
 from episodic.mcp.memory import Memory
@@ -21,6 +20,7 @@ from episodic.mcp.schemas import (
     RecordOutcomeOutput,
     RememberOutput,
 )
+from episodic.sdk.client import EpisodicClient, Thread
 
 
 def register_write_tools(server: MCPServer[Any], memory: Memory) -> None:

@@ -1,5 +1,5 @@
-"""The SDK's core, shared by the blocking client (:mod:`episodic.client`) and the asyncio
-client (:mod:`episodic.aio`): everything about a call except how it waits.
+"""The SDK's core, shared by the blocking client (:mod:`episodic.sdk.client`) and the asyncio
+client (:mod:`episodic.sdk.aio`): everything about a call except how it waits.
 
 Its modules, from the bottom: :mod:`~episodic.sdk.errors`, :mod:`~episodic.sdk.types` (the
 vocabulary), :mod:`~episodic.sdk.channels`, :mod:`~episodic.sdk.flow` (steps and

@@ -1,6 +1,6 @@
 """Every public call of the SDK, written once as a flow (see :mod:`episodic.sdk`): the
 requests they build, the rate-limit backoff (:func:`call`), paging, ``wait_for_episode``
-and ``wait_ready``. The drivers (:mod:`episodic.client`, :mod:`episodic.aio`) run them."""
+and ``wait_ready``. The drivers (:mod:`episodic.sdk.client`, :mod:`episodic.sdk.aio`) run them."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def call(
 # --------------------------------------------------------------------------- operations
 #
 # Every public method of both clients, once. Each takes the client first and returns a
-# flow; episodic.client and episodic.aio turn them into methods with the same name,
+# flow; episodic.sdk.client and episodic.sdk.aio turn them into methods with the same name,
 # signature and docstring.
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 from episodic.console.views.html import Safe
 
 if TYPE_CHECKING:
-    from episodic.client import EpisodicClient
+    from episodic.sdk.client import EpisodicClient
 
 __all__ = ["BadRequest", "Ctx", "Fragment", "Page", "Redirect", "View"]
 

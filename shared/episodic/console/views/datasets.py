@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
-from episodic.client import DatasetPolicy, Episode, EpisodicRpcError, PermissionDeniedError, Thread
 from episodic.console.views import Ctx, Page
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import (
@@ -14,6 +13,13 @@ from episodic.console.views.layout import (
     notice,
     short_id,
     status_badge,
+)
+from episodic.sdk.client import (
+    DatasetPolicy,
+    Episode,
+    EpisodicRpcError,
+    PermissionDeniedError,
+    Thread,
 )
 
 DATASETS_PER_PAGE = 50

@@ -10,7 +10,6 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from episodic import journey as spans_of
-from episodic.client import Episode
 from episodic.console.views import BadRequest, Ctx, Fragment, Page, Redirect
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import (
@@ -20,6 +19,7 @@ from episodic.console.views.layout import (
     status_badge,
     text_block,
 )
+from episodic.sdk.client import Episode
 
 DONE = {"retried": "is pending again", "deleted": "is archived (deleted)"}
 

@@ -7,13 +7,6 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from episodic.client import (
-    EPISODE_STATUSES,
-    EpisodeFailure,
-    EpisodicRpcError,
-    PipelineStatus,
-    ProviderHealth,
-)
 from episodic.console.views import Ctx, Fragment, Page
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import (
@@ -22,6 +15,13 @@ from episodic.console.views.layout import (
     csrf_field,
     error_panel,
     notice,
+)
+from episodic.sdk.client import (
+    EPISODE_STATUSES,
+    EpisodeFailure,
+    EpisodicRpcError,
+    PipelineStatus,
+    ProviderHealth,
 )
 
 POLL_SECONDS = 3

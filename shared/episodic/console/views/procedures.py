@@ -7,10 +7,10 @@ procedure is the CLI's and the SDK's (an admin RPC), not a console action."""
 
 from __future__ import annotations
 
-from episodic.client import Procedure, ProcedureStep
 from episodic.console.views import Ctx, Page
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import next_page_link, short_id
+from episodic.sdk.client import Procedure, ProcedureStep
 
 PROCEDURES_PER_PAGE = 20
 GOAL_HEADING = 120

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from episodic.client import InvalidArgumentError, RecallResult, ScoredEpisode
 from episodic.console.views import BadRequest, Ctx, Fragment, Page
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import error_panel, status_badge, text_block
 from episodic.render import render_episodes
+from episodic.sdk.client import InvalidArgumentError, RecallResult, ScoredEpisode
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100

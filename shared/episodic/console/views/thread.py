@@ -13,10 +13,10 @@ import bisect
 import json
 from dataclasses import dataclass
 
-from episodic.client import Episode, Message
 from episodic.console.views import BadRequest, Ctx, Page
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import status_badge
+from episodic.sdk.client import Episode, Message
 
 MESSAGES_PER_PAGE = 500
 #: The largest message sequence (a sequence is an int64 on the wire).

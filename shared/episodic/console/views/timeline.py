@@ -10,11 +10,11 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from episodic.client import Episode, EpisodicRpcError, Thread
 from episodic.console.views import Ctx, Page
 from episodic.console.views.episode import details
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import STATUS_LABELS, next_page_link, status_badge
+from episodic.sdk.client import Episode, EpisodicRpcError, Thread
 
 THREADS_PER_PAGE = 25
 LABEL_W = 210

@@ -11,7 +11,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from episodic.client import EpisodicClient
+from episodic.sdk.client import EpisodicClient
 
 
 class Tally:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from episodic.client import STREAM_RESET
+from episodic.sdk.client import STREAM_RESET
 from episodic.testing.proxy import CutMode
 
 SERVICES: tuple[str, ...] = ("scheduler", "ingest", "summariser", "recall")

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from episodic.client import STREAM_RESET, EpisodicClient, EpisodicRpcError
+from episodic.sdk.client import STREAM_RESET, EpisodicClient, EpisodicRpcError
 from episodic.testing.chaos.client_side import Clients, Ledger, Pacer, PlannedThread, Tally
 from episodic.testing.chaos.cluster import Cluster
 from episodic.testing.chaos.config import EXPECTED_CODES, RETRYABLE, ChaosConfig

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from episodic.access import Role
-from episodic.client import AlreadyExistsError, EpisodicClient, EpisodicRpcError, NewMessage
+from episodic.sdk.client import AlreadyExistsError, EpisodicClient, EpisodicRpcError, NewMessage
 from episodic.store import keys as api_keys
 from episodic.testing.chaos.client_side import Ack, PlannedThread, sha256
 from episodic.testing.chaos.config import RETRYABLE
