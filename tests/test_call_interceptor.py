@@ -10,8 +10,8 @@ from typing import Any
 
 import grpc
 
-from episodic.server import CallInterceptor
-from episodic.transport import CallContext
+from episodic.serving.server import CallInterceptor
+from episodic.serving.transport import CallContext
 
 
 def test_a_methods_handler_is_built_once_and_unknown_methods_are_not_kept() -> None:
@@ -40,7 +40,7 @@ def test_a_methods_handler_is_built_once_and_unknown_methods_are_not_kept() -> N
     first = intercept(call)
     second = intercept(call)
     assert first is second and asked == [call.method]
-    # Served as client-streaming: the door reads the request itself (episodic.transport).
+    # Served as client-streaming: the door reads the request itself (episodic.serving.transport).
     assert second.stream_unary is not None and second.unary_unary is None
     assert interceptor.answer(call.method, echo, "request", CallContext()) == ("request", None)
     assert served == ["request"]
@@ -123,8 +123,8 @@ def test_the_door_holds_a_refusal_for_as_long_as_the_guard_says(monkeypatch: Any
     """A caller back before its last retry hint ran out (Guard.refusal_before_reading sets
     the refusal's ``hold``) is answered after the hold, on a timer of the event loop, and
     keeps its open-call slot until then; a refusal without a hold is answered at once."""
-    from episodic import server as server_module
     from episodic.errors import ResourceExhausted
+    from episodic.serving import server as server_module
 
     slept: list[float] = []
     open_while_held: list[int] = []

@@ -2,7 +2,7 @@
 
 From the bottom: the generated stubs (``episodic.v1``); the core (errors, config,
 validation, …); ``episodic.store`` (SQL over our schema) and ``episodic.providers`` (models
-and HTTP providers); the runtime (``episodic.server``); the four services
+and HTTP providers); the runtime (``episodic.serving``); the four services
 (``episodic.services.*``, the top-level ``services/`` folder), each deployable alone; and
 beside them the SDK (``episodic.sdk``: the blocking and asyncio clients, ``episodic.sdk.client``
 and ``episodic.sdk.aio``, and the core they share) and the tools (CLI, console, MCP). A newcomer who adds an import across a layer gets a test failure that says
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: imports the store would need SQLAlchemy and a database driver.
 SERVER_SIDE = (
     "episodic.store",
-    "episodic.server",
+    "episodic.serving",
     "episodic.services",
     "episodic.providers",
     "episodic.runtime",
@@ -40,7 +40,7 @@ SDK_COMPAT = ("episodic.client", "episodic.aio")
 
 #: What the store and the providers may not import: everything that runs them.
 ABOVE_STORE = (
-    "episodic.server",
+    "episodic.serving",
     "episodic.services",
     "episodic.cli",
     "episodic.console",
@@ -205,3 +205,4 @@ def test_the_graph_is_read() -> None:
     assert "episodic.services.recall.events" in GRAPH["episodic.services.recall.domain"]
     assert "episodic.sdk" in GRAPH["episodic.sdk.client"]
     assert "episodic.sdk.client" in GRAPH["episodic.client"]
+    assert "episodic.serving.guard" in GRAPH["episodic.serving.server"]

@@ -35,9 +35,9 @@ from pgvector.psycopg import register_vector
 
 from episodic.config import LLMSettings, RecoverySettings, Settings
 from episodic.export import export_dataset
-from episodic.guard import Guard
 from episodic.sdk.client import EpisodicClient
-from episodic.server import GRPC_SERVICES, build_server
+from episodic.serving.guard import Guard
+from episodic.serving.server import GRPC_SERVICES, build_server
 from episodic.store.db import make_engine
 from episodic.store.distribution import ACROSS_DATASETS, GLOBAL_TABLES
 from episodic.store.raw_statement import observing_statements

@@ -66,7 +66,7 @@ def hold_locks_of(obj):
 
 def test_stop_signals_notices_a_signal_that_arrives_while_its_locks_are_held() -> None:
     script = SIGNAL_WHILE_LOCKED.format(
-        setup="from episodic.stop_signals import StopSignals\n"
+        setup="from episodic.serving.stop_signals import StopSignals\n"
         "stop = StopSignals().install()\n" + HOLD_ITS_LOCKS,
         lock="hold_locks_of(stop)",
         check="assert stop.wait(5) and stop.signum == signal.SIGTERM",
@@ -77,7 +77,7 @@ def test_stop_signals_notices_a_signal_that_arrives_while_its_locks_are_held() -
 
 
 def test_wait_times_out_without_a_signal_and_set_stops_it() -> None:
-    from episodic.stop_signals import REQUESTED, StopSignals
+    from episodic.serving.stop_signals import REQUESTED, StopSignals
 
     stop = StopSignals()
     assert not stop.wait(0.01) and not stop.is_set() and stop.signum is None

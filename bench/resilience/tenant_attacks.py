@@ -20,7 +20,7 @@ its client threads do not slow the victim's client):
 - ``stalled``: no key at all; each attacking thread keeps 8 calls open that send their
   headers and never their request (a new one as soon as one ends). Under grpcio's threaded
   server 16 of them took a replica down (the issue: health and every call timed out). The
-  asyncio door (episodic.transport) holds no thread for them; its defences are the request
+  asyncio door (episodic.serving.transport) holds no thread for them; its defences are the request
   timeout and the cap of open calls per peer (EPISODIC_REQUEST_BODY_TIMEOUT,
   EPISODIC_MAX_CALLS_PER_PEER), which bound what they cost in memory.
 

@@ -37,7 +37,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from episodic.sdk.client import EpisodicClient
-from episodic.server import GRPC_SERVICES
+from episodic.serving.server import GRPC_SERVICES
 from episodic.testing.database import scratch_database
 from episodic.testing.processes import ServiceProcess, start_service
 

@@ -6,7 +6,7 @@ client calls one thread, batch 1 by default):
 
 - ``service``: the Ingest as deployed (``python -m episodic.services.ingest``);
 - ``copy``: this script's copy of it — the same servicer, guard, interceptors, metrics and
-  Scheduler notifier, built the way ``episodic.server.serve`` builds them (it should
+  Scheduler notifier, built the way ``episodic.serving.server.serve`` builds them (it should
   measure like ``service``: the copy is faithful when it does);
 - ``-notifier``: the copy without the Scheduler notifier (no notice queued, no thread woken);
 - ``-interceptors``: also without any server interceptor (no request guard, guard, error
@@ -134,19 +134,19 @@ def serve_variant(variant: str, url: str) -> None:
 
     from episodic import metrics
     from episodic.config import get_settings
-    from episodic.guard import Guard
-    from episodic.server import (
+    from episodic.services.ingest import __main__ as ingest_main
+    from episodic.services.ingest.servicer import IngestServicer, register
+    from episodic.serving.guard import Guard
+    from episodic.serving.server import (
         GRPC_SERVICES,
         CallInterceptor,
         auth_required,
         setup_logging,
         start_metrics,
     )
-    from episodic.services.ingest import __main__ as ingest_main
-    from episodic.services.ingest.servicer import IngestServicer, register
+    from episodic.serving.transport import EventLoopThread
     from episodic.store.vault import make_vault
     from episodic.telemetry import grpc_server_interceptor
-    from episodic.transport import EventLoopThread
 
     wait = 0.0
     linger = None
@@ -218,7 +218,7 @@ def serve_variant(variant: str, url: str) -> None:
         if undo == "uncached":
             calls = _UncachedCallInterceptor(guard, pool)
         interceptors = [grpc_server_interceptor(), calls]
-    # As episodic.server.build_server runs it: grpc.aio on a loop thread of its own, the
+    # As episodic.serving.server.build_server runs it: grpc.aio on a loop thread of its own, the
     # handlers in the pool (without the call interceptor, grpc.aio runs them there itself).
     loop = EventLoopThread("ingest-grpc")
 
@@ -291,7 +291,7 @@ class _UncachedCallInterceptor:
     """The call interceptor as before the sixth pass: a handler built on every call."""
 
     def __new__(cls, guard: Any, pool: Any) -> Any:
-        from episodic.server import CallInterceptor
+        from episodic.serving.server import CallInterceptor
 
         class Uncached(CallInterceptor):
             async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]

@@ -57,10 +57,10 @@ from google.protobuf import struct_pb2
 from bench.speed import ingest_bench as bench
 from episodic import access, metrics, requests, telemetry
 from episodic.config import IngestSettings
-from episodic.guard import Guard
 from episodic.services.ingest import domain, writes
 from episodic.services.ingest import servicer as servicer_module
 from episodic.services.ingest.servicer import IngestServicer, _new_messages
+from episodic.serving.guard import Guard
 from episodic.store.db import make_engine
 from episodic.store.raw_statement import fetch_one_autocommitted
 from episodic.testing.database import test_server

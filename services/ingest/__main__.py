@@ -8,7 +8,7 @@ import grpc
 from sqlalchemy import Engine
 
 from episodic.config import Settings
-from episodic.server import Service, serve
+from episodic.serving.server import Service, serve
 from episodic.store.db import make_engine
 from episodic.store.vault import make_vault
 from episodic.telemetry import instrument_engine, instrument_grpc_client

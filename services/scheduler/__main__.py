@@ -10,7 +10,7 @@ from sqlalchemy import Engine, text
 from episodic import metrics
 from episodic.config import Settings
 from episodic.errors import log_failure
-from episodic.server import Service, serve
+from episodic.serving.server import Service, serve
 from episodic.store.episodes import SEMANTIC_STATUSES, STATUSES
 from episodic.store.status import PipelineStatus, pipeline_status
 from episodic.store.vault import make_vault

@@ -11,7 +11,7 @@ from episodic.providers.factory import (
     make_dataset_embedders,
     make_procedure_writer,
 )
-from episodic.server import Service, serve
+from episodic.serving.server import Service, serve
 from episodic.store import embedding_space
 from episodic.store.db import check_embedding_dimension
 from episodic.store.vault import make_vault

@@ -7,7 +7,7 @@ of datasets: exact names (``user_42``), tenant prefixes (``acme/*``) or all (``*
 
 Every RPC declares the least role and the scope it needs in the contracts (the ``access``
 option of ``proto/episodic/v1/access.proto``); :func:`rule_of` reads it. The interceptor
-(:mod:`episodic.guard`) enforces the role and global scopes before the handler runs; a
+(:mod:`episodic.serving.guard`) enforces the role and global scopes before the handler runs; a
 handler confines a call to the principal's datasets with :func:`require_dataset` (a dataset
 the request names: PERMISSION_DENIED) and :func:`require_visible` (the dataset owning a
 thread or episode the request names by id: NOT_FOUND, exactly as for an id that does not

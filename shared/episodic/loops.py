@@ -6,7 +6,7 @@ own — ``lock_timeout``, ``statement_timeout``, PostgreSQL ending a session idl
 transaction, ``SKIP LOCKED`` where a row may be held — so a pass that has still not
 finished after its loop's ``stall_after`` is waiting on something no bound covers. That must
 show, not be silence: :func:`stalls` lists such loops, the process's health monitor
-(:mod:`episodic.server`) reports each loop under its own health name
+(:mod:`episodic.serving.server`) reports each loop under its own health name
 (``episodic.loop.<name>``) and takes the service out of readiness while one of them is
 stalled, the ``episodic.loop.pass.age`` gauge reports how long each loop's current pass has
 run, and the first sight of a stall logs the loop, how long and the step it is in.

@@ -6,7 +6,7 @@ failure with INTERNAL ("Exception deserializing request!") and an ERROR log with
 traceback — a client's bad bytes would look like our bug, and an anonymous caller could
 flood the logs. :func:`guarded_deserializer` wraps every method's deserializer: a request
 that cannot be used becomes an :class:`Unparsable` value instead of an exception, and the
-error interceptor (:class:`episodic.server.ErrorInterceptor`) answers it with
+error interceptor (:class:`episodic.serving.server.ErrorInterceptor`) answers it with
 INVALID_ARGUMENT naming the problem, before the handler runs. Nothing is logged.
 
 Struct bounds apply to every request of every service, whatever field holds the Struct

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from episodic.config import Settings
 from episodic.runtime import EmbeddedPostgres
-from episodic.stop_signals import StopSignals
+from episodic.serving.stop_signals import StopSignals
 
 START_ORDER = ("scheduler", "ingest", "summariser", "recall")
 READY_TIMEOUT = 120.0
@@ -52,7 +52,7 @@ class Supervisor:
         self.settings = settings
         wanted = set(services or START_ORDER) & set(available_services())
         self.children = [Child(name) for name in START_ORDER if name in wanted]
-        # Ctrl-C / SIGTERM: a handler that takes no lock (stop_signals.py).
+        # Ctrl-C / SIGTERM: a handler that takes no lock (serving/stop_signals.py).
         self.stopping = StopSignals()
         self.database_url: str | None = settings.database.database_url
         self._pg: EmbeddedPostgres | None = None
@@ -66,7 +66,7 @@ class Supervisor:
     def run(self) -> int:
         self.stopping.install()
         try:
-            from episodic.server import auth_required
+            from episodic.serving.server import auth_required
 
             auth_required(self.settings)  # refuses an open server beyond loopback
             self._prepare_master_key()
@@ -153,7 +153,7 @@ class Supervisor:
     def _mint_service_key(self) -> None:
         """With keys required and no EPISODIC_SERVICE_KEY, this run gets a service key of
         its own (Ingest needs one to call the Scheduler), revoked when it stops."""
-        from episodic.server import auth_required
+        from episodic.serving.server import auth_required
 
         if not auth_required(self.settings) or self.settings.auth.service_key.get_secret_value():
             return
@@ -281,7 +281,7 @@ class Supervisor:
             if child.metrics_port is not None:
                 print(f"  {'':<11} metrics http://{host}:{child.metrics_port}/metrics", flush=True)
         print(f"  logs        {self.log_dir}", flush=True)
-        from episodic.server import describe_auth
+        from episodic.serving.server import describe_auth
 
         print(f"  {describe_auth(self.settings)}", flush=True)
         print("Press Ctrl-C to stop.", flush=True)

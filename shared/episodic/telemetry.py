@@ -413,7 +413,7 @@ def grpc_server_interceptor(
     tracer_provider: trace.TracerProvider | None = None,
 ) -> grpc.aio.ServerInterceptor:
     """The OpenTelemetry server interceptor (for grpc.aio servers, which every service
-    runs: episodic.transport), health checks and reflection excluded. Pass it first in the
+    runs: episodic.serving.transport), health checks and reflection excluded. Pass it first in the
     server's interceptors so its span covers the door and the error mapping; the call
     interceptor records the codes it answers with (:func:`record_grpc_status`). While
     tracing is off (no ``tracer_provider`` and no exporter configured, see

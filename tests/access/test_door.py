@@ -1,4 +1,4 @@
-"""The door (episodic.transport, issue 49): a caller that sends a call's headers and never
+"""The door (episodic.serving.transport, issue 49): a caller that sends a call's headers and never
 its request holds no handler thread and is ended after the request timeout; each peer's
 open calls and the server's calls in flight are capped, answering RESOURCE_EXHAUSTED with a
 retry hint; health checks are answered whatever the data path is doing."""
@@ -16,9 +16,9 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from episodic.server import ServiceRuntime, build_server, monitor_health
+from episodic.serving.server import ServiceRuntime, build_server, monitor_health
+from episodic.serving.transport import Admission, AdmissionLimits
 from episodic.testing.processes import wait_until
-from episodic.transport import Admission, AdmissionLimits
 
 ECHO = "/test.v1.EchoService/Echo"
 HOLD = "/test.v1.EchoService/Hold"
@@ -278,7 +278,7 @@ def test_admission_counts_per_peer_and_in_flight_and_zero_means_no_cap() -> None
 
 
 def test_an_ipv6_bind_host_is_put_in_brackets() -> None:
-    from episodic.server import listen_address
+    from episodic.serving.server import listen_address
 
     assert listen_address("::", 50051) == "[::]:50051"
     assert listen_address("::1", 0) == "[::1]:0"

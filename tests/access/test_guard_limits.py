@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from episodic import guard as guard_module
 from episodic.access import Role
 from episodic.errors import ResourceExhausted, Unauthenticated
-from episodic.guard import Guard, peer_address
+from episodic.serving import guard as guard_module
+from episodic.serving.guard import Guard, peer_address
 from episodic.store import keys
 from episodic.v1 import recall_service_pb2  # noqa: F401 - registers the service's descriptor
 
@@ -148,7 +148,7 @@ def test_the_services_own_key_is_not_capped(engine: Engine) -> None:
 def test_a_long_query_is_worth_more_of_the_keys_slots(engine: Engine) -> None:
     from types import SimpleNamespace
 
-    from episodic.guard import QUERY_CHARS_PER_SLOT, call_cost
+    from episodic.serving.guard import QUERY_CHARS_PER_SLOT, call_cost
 
     assert call_cost(SimpleNamespace(query="pricing")) == 1
     assert call_cost(SimpleNamespace(thread_id="t")) == 1
@@ -240,7 +240,7 @@ def test_a_caller_back_before_its_retry_hint_ran_out_is_answered_when_it_runs_ou
     new hint counting from the answer, so many threads of one key get about one refusal per
     hint between them (at most MAX_HOLD each). A caller that waited as told, and another
     key, are answered at once."""
-    from episodic.guard import MAX_HOLD
+    from episodic.serving.guard import MAX_HOLD
 
     greedy, other = _key(engine, "door-j"), _key(engine, "door-k")
     door = Guard(engine, [RECALL], required=True, max_calls_in_flight=1)

@@ -1,5 +1,5 @@
 """A unary call carries one request message. The door reads the request itself (the
-methods are served as client-streaming, episodic.transport), and it read only the first:
+methods are served as client-streaming, episodic.serving.transport), and it read only the first:
 a client that streamed two AddMessagesRequests on one call got OK with the first batch
 stored and the second silently dropped. Such a call is refused, with nothing of it stored:
 a method that changes something looks for the end of the request stream before its

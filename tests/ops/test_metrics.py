@@ -310,7 +310,7 @@ def test_a_service_without_metrics_prints_no_port() -> None:
     script = textwrap.dedent(
         """
         from episodic.config import get_settings
-        from episodic.server import start_metrics
+        from episodic.serving.server import start_metrics
         print("port", start_metrics("ingest", get_settings()))
         """
     )

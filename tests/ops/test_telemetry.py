@@ -27,7 +27,7 @@ from sqlalchemy import create_engine
 
 from episodic import telemetry
 from episodic.errors import NotFound
-from episodic.server import build_server
+from episodic.serving.server import build_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -29,7 +29,7 @@ SDK_MODULES = ("episodic.sdk.client", "episodic.sdk.aio", "episodic.render", "ep
 #: checks the same from the sources' imports).
 SERVER_SIDE = (
     "episodic.store",
-    "episodic.server",
+    "episodic.serving",
     "episodic.services",
     "episodic.providers",
     "episodic.runtime",

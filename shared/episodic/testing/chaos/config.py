@@ -25,7 +25,7 @@ FAULT_KINDS: tuple[str, ...] = (
 #: Codes a client must expect while replicas die and the database restarts: retry them.
 #: STREAM_RESET is an UNAVAILABLE the SDK made of a reset HTTP/2 stream (grpcio's INTERNAL
 #: "Stream removed"), counted apart so that a run shows how often streams were reset.
-#: RESOURCE_EXHAUSTED: with keys required, a key's limits (guard.py) answer it with a retry
+#: RESOURCE_EXHAUSTED: with keys required, a key's limits (serving/guard.py) answer it with a retry
 #: hint, which the SDKs wait out; a frozen replica charges the calls it held for the time it
 #: was stopped, so the key's next call there can be refused once it resumes.
 RETRYABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", STREAM_RESET, "RESOURCE_EXHAUSTED"})

@@ -43,8 +43,15 @@ from episodic.errors import (
     describe_error,
     log_failure,
 )
-from episodic.guard import Guard, call_cost, is_loopback, peer_address
-from episodic.stop_signals import StopSignals
+from episodic.serving.guard import Guard, call_cost, is_loopback, peer_address
+from episodic.serving.stop_signals import StopSignals
+from episodic.serving.transport import (
+    Admission,
+    AdmissionLimits,
+    CallContext,
+    EventLoopThread,
+    read_request,
+)
 from episodic.store.db import (
     CONCURRENT_CHANGE,
     SESSION_ENDED,
@@ -62,15 +69,9 @@ from episodic.telemetry import (
     shutdown_telemetry,
 )
 from episodic.tls import server_credentials
-from episodic.transport import (
-    Admission,
-    AdmissionLimits,
-    CallContext,
-    EventLoopThread,
-    read_request,
-)
 
-log = logging.getLogger(__name__)
+# The logger keeps the module's first name: log configurations and filters select it.
+log = logging.getLogger("episodic.server")
 
 
 def _status_for(err: EpisodicError) -> status_pb2.Status:
@@ -141,13 +142,13 @@ async def _end_of_requests(context: grpc.aio.ServicerContext, timeout: float) ->
 class CallInterceptor(grpc.aio.ServerInterceptor):
     """The one place every call of every service passes, in this order:
 
-    - the door (:mod:`episodic.transport`): the call's peer has room for another open call,
+    - the door (:mod:`episodic.serving.transport`): the call's peer has room for another open call,
       its request arrives in time, and the handler threads have room for it — otherwise
       RESOURCE_EXHAUSTED (with a RetryInfo) or DEADLINE_EXCEEDED, and no thread was used;
     - bytes that are not a valid request (bad protobuf, invalid UTF-8 in a string field,
       nesting too deep, oversized Structs) answer INVALID_ARGUMENT naming the problem — see
       :mod:`episodic.requests`; grpcio would answer INTERNAL and log a traceback;
-    - then, in a handler thread: the guard (:mod:`episodic.guard`) admits the caller — API
+    - then, in a handler thread: the guard (:mod:`episodic.serving.guard`) admits the caller — API
       key, role, global scope, rate limit, calls in flight per key — and the handler runs
       as that principal (:func:`episodic.access.current`); health and reflection are not
       guarded (they reveal no data) and are answered on the event loop;
@@ -163,7 +164,7 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
       by method and the status code it answered (:mod:`episodic.metrics`).
 
     The servicers' handlers are synchronous functions ``(request, context)``; their
-    context is a :class:`~episodic.transport.CallContext`.
+    context is a :class:`~episodic.serving.transport.CallContext`.
     """
 
     def __init__(
@@ -508,7 +509,7 @@ def build_server(
     (``guard`` admits callers; None: no authentication at all; ``limits`` are the door's
     caps) and tracing, listening on ``host:port`` — with TLS when ``credentials`` are
     given. ``workers`` handler threads run the servicers' (synchronous) handlers; the
-    server itself runs on an event loop thread of its own (:mod:`episodic.transport`)."""
+    server itself runs on an event loop thread of its own (:mod:`episodic.serving.transport`)."""
     loop = EventLoopThread(f"{name.split('.')[-1]}-grpc")
     pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name.split(".")[-1])
     options: list[tuple[str, Any]] = [

@@ -78,7 +78,7 @@ class EventLoopThread:
 
 @dataclass(frozen=True)
 class AdmissionLimits:
-    """The door's caps (0: no cap). See :mod:`episodic.transport` for what each bounds."""
+    """The door's caps (0: no cap). See :mod:`episodic.serving.transport` for what each bounds."""
 
     request_timeout: float = 10.0
     max_calls_per_peer: int = 64
