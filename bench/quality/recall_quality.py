@@ -122,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO))
     from bench.quality.temporal_questions import build_temporal_questions
-    from episodic.sdk.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
+    from episodic.sdk.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.store.recall_index import index_missing
     from episodic.testing.database import scratch_database

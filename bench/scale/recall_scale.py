@@ -1034,9 +1034,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from bench.harness.recall_sql import psycopg_sql, query_term_params, sent_as_recall_sends
     from bench.harness.report import percentiles, print_latency_table
-    from episodic.sdk.client import EpisodicClient
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
+    from episodic.sdk.client import EpisodicClient
     from episodic.store.recall_queries import (
         COUNT_STATEMENT,
         CUSTOM_PLANS,

@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
 
     from bench.harness import locomo
-    from episodic.sdk.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
+    from episodic.sdk.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service

@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from episodic.sdk.client import EpisodicClient
     from episodic.config import EmbeddingSettings
     from episodic.providers import HashingEmbedder, make_embedder
+    from episodic.sdk.client import EpisodicClient
     from episodic.store.recall_queries import recall_statement, threshold_params, unfiltered_params
     from episodic.testing.database import scratch_database
     from episodic.testing.processes import start_service
