@@ -19,6 +19,9 @@ its parameters (as ``rank`` has it):
    migration 0022) and read from the dataset's kept statistics (store/kept_statistics.py,
    counted first if the dataset has none: that count is timed too), interleaved on the same
    queries; p50/p99, and whether the two rank the same top 10;
+   **against a revision** (``--against REV``, alone): the ranking statement of an older
+   commit against this checkout's, interleaved on the same queries, on the heavy dataset
+   and on the normal ones: p50/p95/p99 and whether both rank the same top 10;
 3. **recall**: with ``--exact-queries N``, the exact statement's top 10 against the whole
    approximate statement and against it without the ``ts_rank`` parts (``lexical``,
    ``densest documents``, ``densest chunks``): what those parts buy;
@@ -47,6 +50,7 @@ import random
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -267,6 +271,119 @@ def kept_against_counted(
         print()
 
 
+def against_revision(
+    conn: psycopg.Connection,
+    revision: str,
+    heavy: str,
+    queries: int,
+    words: Any,
+    params: Any,
+) -> None:
+    """The ranking statement of git ``revision`` (its ``store/ranking_sql.py`` and
+    ``store/lexical_statistics.py``, the rest this checkout's) against this checkout's,
+    alternating which goes first, on the same queries: the approximate statement with kept
+    statistics on ``heavy``, and the exact statement on the store's normal datasets (the
+    largest 20 below the approximate threshold, 10 queries each per heavy query); p50, p95,
+    p99, and in how many queries both rank the same top 10."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    import episodic.store.lexical_statistics as lexical_statistics
+    import episodic.store.ranking_sql as ranking_sql
+    import episodic.store.recall_queries as rq
+    from bench.harness.recall_sql import psycopg_sql
+    from bench.scale.recall_scale import _episode_ids
+
+    def load(path: str) -> Any:
+        """That revision's copy of ``path``, imported under a name of its own."""
+        text = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{revision}:{path}"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(text)
+        name = "before_" + Path(path).stem
+        spec = importlib.util.spec_from_file_location(name, f.name)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    # The older ranking_sql must assemble the older statistics: it imports them by name.
+    older_statistics = load("shared/episodic/store/lexical_statistics.py")
+    sys.modules["episodic.store.lexical_statistics"] = older_statistics
+    try:
+        older_ranking = load("shared/episodic/store/ranking_sql.py")
+    finally:
+        sys.modules["episodic.store.lexical_statistics"] = lexical_statistics
+
+    def statement(ranking: Any, approximate: bool) -> str:
+        current = rq.recall_sql
+        rq.recall_sql = ranking.recall_sql
+        try:
+            return psycopg_sql(
+                rq.recall_statement.__wrapped__(  # type: ignore[attr-defined]
+                    with_query=True,
+                    with_vector=True,
+                    approximate=approximate,
+                    kept_statistics=approximate,
+                )
+            )
+        finally:
+            rq.recall_sql = current
+
+    normal = [
+        r[0]
+        for r in conn.execute(
+            "SELECT dataset FROM episodes WHERE status = 'completed' GROUP BY dataset "
+            "HAVING count(*) <= %s ORDER BY count(*) DESC, dataset LIMIT 20",
+            (rq.Approximation().candidates * 50,),
+        )
+    ]
+    runs = [("heavy (approximate)", [heavy], True, 1)]
+    if normal:
+        runs.append(("normal (exact)", normal, False, 10))
+    for label, datasets, approximate, per_query in runs:
+        sql = {
+            "before": statement(older_ranking, approximate),
+            "now": statement(ranking_sql, approximate),
+        }
+        took: dict[str, list[float]] = {"before": [], "now": []}
+        same = total = 0
+        log(f"{label}: {revision} against this checkout, {queries * per_query} queries …")
+        for i in range(queries * per_query):
+            p = {**params(words(), 10), "dataset": datasets[i % len(datasets)]}
+            got = {}
+            for name in ("before", "now") if i % 2 else ("now", "before"):
+                t = time.perf_counter()
+                got[name] = _episode_ids(conn.execute(sql[name], p))
+                took[name].append(time.perf_counter() - t)
+            same += got["before"] == got["now"]
+            total += 1
+
+        def pct(xs: list[float], q: float) -> float:
+            xs = sorted(xs)
+            return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+        print(f"{label}, top 10, {total} queries (ms):\n")
+        print("| statement | p50 | p95 | p99 |\n|---|---|---|---|")
+        for name in ("before", "now"):
+            print(
+                f"| {revision if name == 'before' else 'this checkout'} | "
+                + " | ".join(f"{1000 * pct(took[name], q):.1f}" for q in (0.5, 0.95, 0.99))
+                + " |"
+            )
+        print(
+            f"\nnow / before: p50 {pct(took['now'], 0.5) / pct(took['before'], 0.5):.2f}x, "
+            f"p99 {pct(took['now'], 0.99) / pct(took['before'], 0.99):.2f}x; the same top 10 "
+            f"in {same} of {total}\n"
+        )
+
+
 def write_cost(url: str, dataset: str, rows: int = 1500) -> None:
     """Single-row inserts (autocommit) of ``dataset``'s documents into a copy of the table
     with its GIN index, and with GIN and the ``bm25`` index, ABBA (ms per row)."""
@@ -323,6 +440,12 @@ def main(argv: list[str] | None = None) -> int:
         "--kept-only",
         action="store_true",
         help="only the statement with counted against kept statistics",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="only the ranking statement of git revision REV against this checkout's "
+        "(the heavy dataset's approximate one, the normal datasets' exact one)",
     )
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args(argv)
@@ -397,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.dataset}: {size[0] if size else 0} completed episodes; load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}\n"
     )
+    if args.against:
+        against_revision(conn, args.against, args.dataset, args.queries, words, params)
+        return 0
     if args.kept_only:
         kept_against_counted(
             args.url, conn, args.dataset, args.queries, words, params, args.exact_queries
