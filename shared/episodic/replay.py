@@ -10,7 +10,9 @@ own database):
    dataset ``replay-old``, and — when recall queries are asked — its old episodes too,
    window by window, completed with their exported summary, key learnings, entities,
    event type and actor, embedded with the configured embedder and indexed for recall
-   exactly like the summariser indexes (:mod:`episodic.store.recall_index`).
+   exactly like the summariser indexes (:mod:`episodic.store.recall_index`); once the
+   replay knows the export's language (step 3), they are moved to its model like the
+   Summariser moves a dataset (below).
 2. **Simulate.** The threads are written again, into ``replay-new``, in time order across
    the whole export, through the same domain functions the services run: Ingest's
    ``create_thread``/``add_messages``/``end_thread`` and the Scheduler's
@@ -26,10 +28,18 @@ own database):
    ``EPISODIC_LLM_*`` / ``EPISODIC_EMBEDDING_*``) works through the new episodes in the
    order they were opened, retries included; semantic extraction is skipped.
 4. **Compare**, per thread: the windows (old and new ``start..end`` lists), the current
-   summaries (cosine similarity of the configured embedder's vectors of the two summary
-   texts), and the entities of all summarised episodes (added, removed); per query: the
-   top-k threads Recall ranks over the old and the new episodes (same ranking, same
-   ``as_of``) and their overlap.
+   summaries (cosine similarity of the two summary texts' vectors, in the replayed
+   dataset's model), and the entities of all summarised episodes (added, removed); per
+   query: the top-k threads Recall ranks over the old and the new episodes (same ranking,
+   same ``as_of``, the query embedded by each dataset's model) and their overlap.
+
+Each dataset's model. As the Summariser does (services/summariser/spaces.py, issue 40), a
+dataset whose language is not English is embedded by the multilingual model when one is on
+(``EPISODIC_EMBEDDING_MULTILINGUAL``): the replay builds the same embedders
+(:func:`~episodic.providers.factory.make_dataset_embedders`), the pipeline detects the
+language and moves the new dataset to its model, and the old dataset, given that language,
+is moved by the same :func:`follow_language` (uncapped, like ``episodic reindex --reembed
+--dataset``), so both are compared in one space, the one the language calls for.
 
 The clock. ``received`` (default) replays each message at the time the old suite received
 it — the clock its timers ran on — so an unchanged pipeline reproduces the old windows.
@@ -61,10 +71,15 @@ from sqlalchemy import Connection, Engine
 from episodic.config import Settings
 from episodic.crypto import LocalKeyring, new_data_key
 from episodic.export import FORMAT, FORMAT_VERSION
-from episodic.providers.factory import late_chunks, make_embedder, make_summariser
+from episodic.providers.factory import (
+    late_chunks,
+    make_dataset_embedders,
+    make_embedder,
+    make_summariser,
+)
 from episodic.providers.types import Embedder
+from episodic.store import embedding_space, migrate, recall_queries
 from episodic.store import episodes as states
-from episodic.store import migrate, recall_queries
 from episodic.store.db import make_engine
 from episodic.store.languages import set_language
 from episodic.store.recall_index import (
@@ -86,11 +101,13 @@ if TYPE_CHECKING:
     from services.recall import domain as recall
     from services.scheduler import domain as scheduler
     from services.summariser.pipeline import Pipeline
+    from services.summariser.spaces import follow_language
 else:
     from episodic.services.ingest import domain as ingest
     from episodic.services.recall import domain as recall
     from episodic.services.scheduler import domain as scheduler
     from episodic.services.summariser.pipeline import Pipeline
+    from episodic.services.summariser.spaces import follow_language
 
 __all__ = [
     "CLOCKS",
@@ -106,7 +123,9 @@ __all__ = [
 CLOCKS = ("received", "created")
 OLD_DATASET = "replay-old"
 NEW_DATASET = "replay-new"
-SIMILARITY_MEASURE = "cosine of the configured embedder's vectors of the two current summaries"
+SIMILARITY_MEASURE = (
+    "cosine of the two current summaries' vectors, in the model of the replayed dataset's language"
+)
 _NAMESPACE = uuid.UUID("6f1d2c3e-8a4b-4c5d-9e6f-7a8b9c0d1e2f")
 _TICK = timedelta(microseconds=1)
 _BATCH = 500
@@ -521,7 +540,10 @@ class _Run:
     ) -> None:
         self.engine = engine
         self.settings = settings
-        self.embedder = embedder
+        self.embedder = embedder  # the store's model
+        # Each dataset's model, as the Summariser's (a language other than English: the
+        # multilingual one, when on); the dataset's datasets.embedding_model says which.
+        self.embedders = make_dataset_embedders(settings.embedding, embedder)
         self.with_recall = with_recall
         self.clock = clock
         self.say = report
@@ -851,6 +873,7 @@ class _Run:
             index_for_recall=self.with_recall,
             chunk_vectors=settings.embedding.chunk_vectors,
             detect_language=settings.summariser.detect_language,
+            multilingual=self.embedders.multilingual,
         )
         # Retries are due at once on this clock (the backoff would only make us wait).
         later = (self.latest or datetime.now(UTC)) + timedelta(days=3650)
@@ -868,6 +891,24 @@ class _Run:
             if language != dataset_config(conn, OLD_DATASET):
                 set_language(conn, self.vault, OLD_DATASET, language)
                 self.say(f"ranking both in the language detected: {language}")
+        # And embedded in the model that language calls for (the old episodes were staged
+        # before it was known; the new dataset may have settled too late for the pipeline
+        # to move it): the Summariser's decision, applied whatever the dataset's size.
+        for dataset in (NEW_DATASET, OLD_DATASET):
+            followed = follow_language(
+                self.engine,
+                self.vault,
+                self.embedders,
+                dataset,
+                late=late_chunks(self.settings.embedding, self.embedder),
+                capped=False,
+            )
+            if followed.moved is not None:
+                self.say(f"{dataset} moved to {followed.model or self.embedder.name}")
+
+    def embedder_of(self, conn: Connection, dataset: str) -> Embedder:
+        """The model ``dataset``'s vectors are in (its language's: :attr:`embedders`)."""
+        return self.embedders.get(embedding_space.dataset_model(conn, dataset))
 
     # -- 4. compare
 
@@ -912,7 +953,8 @@ class _Run:
         old_current = [e for e in thread.old if e.status == "completed" and e.summary]
         new_current = [r for r in new if r["status"] == "completed" and r["summary"]]
         if old_current and new_current:
-            vectors = self.embedder.embed([old_current[-1].summary, new_current[-1]["summary"]])
+            embedder = self.embedder_of(conn, NEW_DATASET)
+            vectors = embedder.embed([old_current[-1].summary, new_current[-1]["summary"]])
             diff.summary_similarity = round(_cosine(vectors[0], vectors[1]), 4)
         old_entities = {
             x for e in thread.old if e.status in ("completed", "archived") for x in e.entities
@@ -929,12 +971,13 @@ class _Run:
 
     def _compare_query(self, conn: Connection, query: str, k: int) -> QueryDiff:
         settings = self.settings.recall
-        vector = self.embedder.embed_query(query)
         as_of = self.latest
         by_id = {str(t.new_id): t.source_id for t in self.threads}
         by_id |= {str(t.old_id): t.source_id for t in self.threads}
         ranked: dict[str, list[str]] = {}
         for dataset in (OLD_DATASET, NEW_DATASET):
+            # As Recall: the query in the dataset's model, ranked with that model's curves.
+            embedder = self.embedder_of(conn, dataset)
             answer = recall.recall(
                 conn,
                 self.vault,
@@ -946,9 +989,9 @@ class _Run:
                     similarity_weight=settings.similarity_weight,
                     recency_weight=settings.recency_weight,
                     filters=RecallFilters(as_of=as_of),
-                    ranking=recall.ranking_from(settings, self.embedder.name),
+                    ranking=recall.ranking_from(settings, embedder.name),
                 ),
-                vector,
+                embedder.embed_query(query),
             )
             ranked[dataset] = [
                 by_id.get(str(r["thread_id"]), str(r["thread_id"])) for r in answer.rows
@@ -956,13 +999,17 @@ class _Run:
         return QueryDiff(query=query, k=k, old=ranked[OLD_DATASET], new=ranked[NEW_DATASET])
 
 
-def _settings_summary(settings: Settings, embedder: Embedder) -> dict[str, Any]:
+def _settings_summary(settings: Settings, embedder: Embedder, dataset_model: str) -> dict[str, Any]:
+    """The settings the replay ran with; ``dataset_model``: the model that embedded the
+    replayed dataset (its language's, which may not be the store's ``embedder``)."""
+
     def seconds(value: timedelta) -> str:
         return f"{value.total_seconds():g}s"
 
     return {
         "summariser": settings.llm.llm_provider,
         "embedder": embedder.name,
+        "dataset_embedder": dataset_model,
         "auto_episode_interval": seconds(settings.scheduler.auto_episode_interval),
         "sibling_pull_forward": seconds(settings.scheduler.sibling_pull_forward),
         "max_retries": settings.recovery.max_retries,
@@ -1014,6 +1061,8 @@ def replay(
             run.summarise()
             report("comparing")
             threads, found = run.compare(queries, k)
+            with engine.connect() as conn:
+                dataset_model = run.embedder_of(conn, NEW_DATASET).name
         finally:
             engine.dispose()
     return ReplayReport(
@@ -1021,7 +1070,7 @@ def replay(
         exported_at=reader.header.get("exported_at"),
         export_complete=reader.complete,
         clock=clock,
-        settings=_settings_summary(settings, embedder),
+        settings=_settings_summary(settings, embedder, dataset_model),
         threads=threads,
         queries=found,
         old_episodes=sum(len(t.old_windows) for t in threads),

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, text
 
+from episodic.store.recall_index import dataset_config
 from episodic.testing.database import TestDatabases
 from tests.cli.test_export import DATASET, Suite, ok, records, running_suite
 
@@ -63,6 +66,8 @@ def test_replay_of_an_unchanged_pipeline_reproduces_the_windows(
         assert not threads[suite.threads[name]]["entities_added"]
     assert report["totals"]["windows_identical"] == 3 and report["totals"]["new_episodes"] == 4
     assert "cosine" in report["summary_similarity_measure"]
+    # English: the store's model embeds the replayed dataset
+    assert report["settings"]["dataset_embedder"] == report["settings"]["embedder"]
     recall = {q["query"]: q for q in report["recall"]}
     assert recall["the Atlas invoice"]["old"] == [suite.threads["a"]]
     assert recall["family car Toyota"]["old"] == [suite.threads["b"]]
@@ -120,3 +125,133 @@ def test_replay_on_its_own_embedded_database(exported: tuple[Suite, Path]) -> No
     _, path = exported
     out = ok({}, "replay", str(path)).stdout
     assert "windows identical in 3 of 3 threads" in out
+
+
+APARTMENT = [
+    ("user", "Bonjour, je cherche un appartement à louer près de la gare de Lyon, à Paris."),
+    (
+        "assistant",
+        "Avec plaisir. Quel est votre budget mensuel, charges comprises, pour ce logement ?",
+    ),
+    ("user", "Pas plus de mille deux cents euros par mois, avec deux chambres si possible."),
+    (
+        "assistant",
+        "J'ai trouvé un deux-pièces lumineux à mille cent cinquante euros, proche du métro.",
+    ),
+    ("user", "Est-ce que le propriétaire accepte les chats ? J'en ai deux, très calmes."),
+    ("assistant", "Oui, les animaux sont acceptés avec un dépôt de garantie de deux cents euros."),
+]
+CAR = [
+    ("user", "Je voudrais acheter une voiture familiale, mais mon budget reste assez limité."),
+    (
+        "assistant",
+        "Préférez-vous une berline, un break ou plutôt un petit monospace pour la famille ?",
+    ),
+    ("user", "Un break, pour les vacances à la montagne avec les enfants et le chien."),
+    ("assistant", "La Peugeot 308 SW est un bon choix : spacieuse, économique et fiable en hiver."),
+]
+
+
+def _french_export() -> list[str]:
+    """An export of two French threads, each ended after its last message and summarised
+    by one explicit episode."""
+    t0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    lines = [
+        json.dumps({"type": "dataset", "format": "episodic-export", "version": 1, "dataset": "fr"})
+    ]
+    for n, (thread_id, turns, summary) in enumerate(
+        [
+            ("appartement", APARTMENT, "Cherche un deux-pièces près de la gare de Lyon."),
+            ("voiture", CAR, "Veut un break familial : la Peugeot 308 SW."),
+        ]
+    ):
+        start = t0 + timedelta(hours=n)
+        at = [start + timedelta(seconds=10 * (i + 1)) for i in range(len(turns))]
+        ended = at[-1] + timedelta(seconds=5)
+        lines.append(
+            json.dumps(
+                {
+                    "type": "thread",
+                    "thread_id": thread_id,
+                    "created_at": start.isoformat(),
+                    "ended_at": ended.isoformat(),
+                }
+            )
+        )
+        for i, (role, content) in enumerate(turns):
+            lines.append(
+                json.dumps(
+                    {
+                        "type": "message",
+                        "thread_id": thread_id,
+                        "sequence": i + 1,
+                        "role": role,
+                        "content": content,
+                        "created_at": at[i].isoformat(),
+                        "received_at": at[i].isoformat(),
+                    }
+                )
+            )
+        lines.append(
+            json.dumps(
+                {
+                    "type": "episode",
+                    "thread_id": thread_id,
+                    "start_sequence": 1,
+                    "end_sequence": len(turns),
+                    "trigger": "explicit",
+                    "status": "completed",
+                    "summary": summary,
+                    "key_learnings": [],
+                    "entities": [],
+                    "created_at": ended.isoformat(),
+                }
+            )
+        )
+    lines.append(json.dumps({"type": "end"}))
+    return lines
+
+
+def test_replay_embeds_a_dataset_in_the_model_its_language_calls_for(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A French export, replayed beside a multilingual model: the replayed episodes and
+    chunks, and the old ones staged for recall, are the multilingual model's vectors (as
+    the Summariser embeds a French dataset, services/summariser/spaces.py), and the
+    recall comparison ranks them with that model's queries."""
+    from episodic import replay as replaying
+    from episodic.config import Settings
+    from episodic.providers.dataset_embedders import DatasetEmbedders
+    from episodic.store import embedding_space
+    from tests.summariser.test_dataset_model import OTHER, STORE, _assert_every_vector_is
+
+    # The multilingual model where the settings would build one (the test's stand-in: a
+    # model of its own name whose vectors differ from the store's for every text).
+    monkeypatch.setattr(
+        replaying,
+        "make_dataset_embedders",
+        lambda settings, store, **_: DatasetEmbedders(store, OTHER),
+        raising=False,  # without it, the assertions below say what goes wrong
+    )
+    run = replaying._Run(
+        engine, Settings(), STORE, with_recall=True, clock="received", report=lambda _: None
+    )
+    reader = replaying.ExportReader(_french_export())
+    for bundle in reader.bundles():
+        run.stage(bundle)
+    run.simulate()
+    run.summarise()
+    threads, queries = run.compare(["appartement près de la gare de Lyon"], 1)
+
+    assert all(t.windows_identical for t in threads), threads
+    with engine.connect() as conn:
+        for dataset in (replaying.OLD_DATASET, replaying.NEW_DATASET):
+            assert dataset_config(conn, dataset) == "french"
+            assert embedding_space.dataset_model(conn, dataset) == OTHER.name, dataset
+        embedded = conn.execute(
+            text("SELECT count(*) FROM episodes WHERE embedding IS NOT NULL")
+        ).scalar_one()
+    assert embedded >= 4  # two old episodes staged, two replayed
+    for dataset in (replaying.OLD_DATASET, replaying.NEW_DATASET):
+        assert _assert_every_vector_is(engine, dataset, OTHER, vault=run.vault) >= 4, dataset
+    assert [(q.old, q.new) for q in queries] == [(["appartement"], ["appartement"])]

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine, text
 
+from episodic.config import IngestSettings
 from episodic.providers import HashingEmbedder
 from episodic.providers.dataset_embedders import DatasetEmbedders
+from episodic.services.ingest import domain as ingest
 from episodic.services.summariser import spaces
 from episodic.services.summariser.pipeline import embedding_text
 from episodic.services.summariser.reembed import reembed
@@ -25,8 +27,17 @@ from episodic.store import embedding_space
 from episodic.store import episodes as states
 from episodic.store.events import NewEvent, embed_pending, event_document, record_event
 from episodic.store.languages import set_language
-from episodic.store.recall_index import ChunkWork, chunk_texts, index_pending_chunks, indexed_text
+from episodic.store.procedures import relearn
+from episodic.store.recall_index import (
+    ChunkWork,
+    chunk_texts,
+    index_missing,
+    index_pending_chunks,
+    indexed_text,
+)
+from episodic.store.vault import Vault
 from episodic.testing.keys import test_vault
+from episodic.tool_calls import ToolCall
 from episodic.v1 import recall_service_pb2 as pb
 from episodic.v1 import recall_service_pb2_grpc as pb_grpc
 from tests.recall.factory import T0, make_episode
@@ -76,11 +87,17 @@ def _close(a: object, b: object) -> bool:
 
 
 def _assert_every_vector_is(
-    engine: Engine, dataset: str, embedder: HashingEmbedder, *, episodes: bool = True
+    engine: Engine,
+    dataset: str,
+    embedder: HashingEmbedder,
+    *,
+    episodes: bool = True,
+    vault: Vault | None = None,
 ) -> int:
     """Every stored vector of ``dataset`` is ``embedder``'s embedding of its text, as the
-    Summariser writes it (``episodes``: its episodes' too); returns how many were checked."""
-    vault = test_vault()
+    Summariser writes it (``episodes``: its episodes' too); returns how many were checked.
+    ``vault``: the one that sealed the dataset (the tests' by default)."""
+    vault = vault or test_vault()
     checked = 0
     with engine.connect() as conn:
         rows = (
@@ -107,7 +124,7 @@ def _assert_every_vector_is(
             rows = (
                 conn.execute(
                     text(
-                        "SELECT sequence, content, metadata FROM messages WHERE dataset = :d "
+                        "SELECT sequence, content, metadata, tools FROM messages WHERE dataset = :d "
                         "AND thread_id = :t ORDER BY sequence"
                     ),
                     {"d": dataset, "t": thread_id},
@@ -116,7 +133,7 @@ def _assert_every_vector_is(
                 .all()
             )
             messages = [
-                (m["sequence"], indexed_text(m["content"], m["metadata"]))
+                (m["sequence"], indexed_text(m["content"], m["metadata"], m["tools"]))
                 for m in vault.open_rows(conn, dataset, list(rows), "messages")
             ]
             chunks = conn.execute(
@@ -359,3 +376,47 @@ def test_recall_embeds_the_query_with_its_datasets_model(spawn, engine) -> None:
             )
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "unknown:384" in (refused.value.details() or "")
+
+
+def test_reindex_and_relearn_embed_a_dataset_with_its_model(engine) -> None:  # type: ignore[no-untyped-def]
+    """The tools that embed outside the Summariser — `episodic reindex` indexing what has no
+    index, and `procedures relearn` (which `reindex --reembed` runs too) — embed each
+    dataset with its own model, as the Summariser does."""
+    thread_id = make_thread(engine, "tools_fr")
+    _set_language(engine, "tools_fr", "french")
+    cancel = ToolCall("a", "cancel_pending_order", '{"order_id": "W9"}')
+    with engine.begin() as conn:
+        ingest.add_messages(
+            conn,
+            test_vault(),
+            thread_id,
+            [
+                ingest.NewMessage("user", "Annulez ma commande numéro W9, s'il vous plaît.", {}),
+                ingest.NewMessage("assistant", "", {}, tool_calls=(cancel,)),
+                ingest.NewMessage("tool", '{"ok": true}', {}, tool_call_id="a"),
+                ingest.NewMessage("assistant", "C'est fait : la commande W9 est annulée.", {}),
+            ],
+            IngestSettings(),
+        )
+    open_episode(engine, thread_id)
+    assert _pipeline(engine).run_once(10, yield_chunks=False).completed == 1
+    assert _model(engine, "tools_fr") == OTHER.name
+    # As if it had been completed before the Summariser indexed episodes and learned
+    # procedures: no index, no candidate.
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM message_chunks WHERE dataset = 'tools_fr'"))
+        conn.execute(text("UPDATE episodes SET search_vector = NULL WHERE dataset = 'tools_fr'"))
+        conn.execute(text("DELETE FROM procedure_candidates WHERE dataset = 'tools_fr'"))
+
+    embedders = DatasetEmbedders(STORE, OTHER)  # as `reindex` builds them from its settings
+    assert index_missing(engine, embedders, test_vault()) == 1
+    assert _assert_every_vector_is(engine, "tools_fr", OTHER) >= 2  # the episode, its chunks
+    assert relearn(engine, test_vault(), embedders, dataset="tools_fr").candidates == 1
+    with engine.connect() as conn:
+        key = test_vault().for_read(conn, "tools_fr")
+        goals = conn.execute(
+            text("SELECT goal, goal_embedding FROM procedure_candidates WHERE dataset = 'tools_fr'")
+        ).all()
+    assert len(goals) == 1
+    for goal, vector in goals:
+        assert _close(vector, OTHER.embed_query(key.open(bytes(goal), "procedure_candidates.goal")))

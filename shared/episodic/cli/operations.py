@@ -49,7 +49,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from episodic.config import get_settings
     from episodic.providers import make_embedder
-    from episodic.providers.factory import late_chunks
+    from episodic.providers.factory import late_chunks, make_dataset_embedders
     from episodic.store import embedding_space
     from episodic.store.db import check_embedding_dimension, make_engine
     from episodic.store.recall_index import index_missing
@@ -76,8 +76,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         check_embedding_dimension(engine, embedder.dimension)
         vault = make_vault(settings.privacy, data_dir=settings.database.data_dir)
         late = late_chunks(settings.embedding, embedder)
+        # Each dataset in its own model, as the Summariser embeds it (a language other than
+        # English: the multilingual one, when on; services/summariser/spaces.py).
+        embedders = make_dataset_embedders(settings.embedding, embedder)
         if args.dataset is not None:
-            return _move_dataset(engine, embedder, vault, args.dataset, late=late)
+            return _move_dataset(engine, embedders, vault, args.dataset, late=late)
         if args.reembed:
             if TYPE_CHECKING:  # mypy resolves the services by their source directory
                 from services.summariser.reembed import reembed
@@ -91,7 +94,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             # The procedures' goals are compared with queries in the model's space too.
             from episodic.store.procedures import relearn
 
-            relearned = relearn(engine, vault, embedder.embed_query)
+            relearned = relearn(engine, vault, embedders)
             say(f"re-embedded the goals of {relearned.candidates} procedure source(s)")
             print(
                 f"re-embedded {done.threads} thread(s) ({done.episodes} episode and "
@@ -101,7 +104,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             )
         else:
             embedding_space.check_writer(engine, embedder.name, embedder.dimension, who="reindex")
-        count = index_missing(engine, embedder, vault, late=late)
+        count = index_missing(engine, embedders, vault, late=late)
     finally:
         engine.dispose()
     print(f"indexed {count} episode(s) for recall")
@@ -149,12 +152,9 @@ def _keep_statistics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _move_dataset(engine: Any, embedder: Any, vault: Any, dataset: str, *, late: bool) -> int:
+def _move_dataset(engine: Any, embedders: Any, vault: Any, dataset: str, *, late: bool) -> int:
     """``reindex --reembed --dataset``: re-embeds one dataset with the model its language
     calls for (services/summariser/spaces.py), however large, waiting for its language."""
-    from episodic.config import get_settings
-    from episodic.providers.factory import make_dataset_embedders
-
     if TYPE_CHECKING:  # mypy resolves the services by their source directory
         from services.summariser.spaces import follow_language
     else:
@@ -162,7 +162,7 @@ def _move_dataset(engine: Any, embedder: Any, vault: Any, dataset: str, *, late:
 
     from episodic.providers.dataset_embedders import ENGLISH
 
-    embedders = make_dataset_embedders(get_settings().embedding, embedder)
+    embedder = embedders.store
     followed = follow_language(engine, vault, embedders, dataset, late=late, capped=False)
     if not followed.found:
         print(f"no dataset {dataset!r} in this store", file=sys.stderr)

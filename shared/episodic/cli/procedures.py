@@ -132,7 +132,7 @@ def cmd_relearn(args: argparse.Namespace) -> int:
     from episodic.cli.operations import _database_url as database_url
     from episodic.config import get_settings
     from episodic.providers import make_embedder
-    from episodic.providers.factory import make_procedure_writer
+    from episodic.providers.factory import make_dataset_embedders, make_procedure_writer
     from episodic.store import embedding_space
     from episodic.store.db import check_embedding_dimension, make_engine
     from episodic.store.procedures import relearn
@@ -151,7 +151,8 @@ def cmd_relearn(args: argparse.Namespace) -> int:
         done = relearn(
             engine,
             vault,
-            embedder.embed_query,
+            # Each dataset's goals in its own model, as the Summariser embeds them.
+            make_dataset_embedders(settings.embedding, embedder),
             dataset=args.dataset,
             writer=make_procedure_writer(settings.llm),
         )

@@ -30,8 +30,11 @@ from episodic import procedural
 from episodic.crypto import DatasetKey, json_text, open_json
 from episodic.errors import InvalidArgument, NotFound, ProviderError
 from episodic.procedural import Candidate, Step, WindowTurn
+from episodic.providers.dataset_embedders import DatasetEmbedders
+from episodic.providers.types import Embedder
 from episodic.store import audit, embedding_space
 from episodic.store.distribution import across_datasets
+from episodic.store.recall_index import hold_language
 from episodic.store.relevance import cosine_scale_for, on_reference_scale
 from episodic.store.vault import Vault
 from episodic.tool_calls import from_payload
@@ -638,7 +641,7 @@ class Relearned:
 def relearn(
     engine: Engine,
     vault: Vault,
-    embed_query: Callable[[str], np.ndarray],
+    embedders: DatasetEmbedders | Embedder,
     *,
     dataset: str | None = None,
     page: int = 200,
@@ -647,7 +650,15 @@ def relearn(
     """Extracts again what every completed episode's window of tool use teaches (after the
     extractor or the embedder changed) and recomputes the procedures: each dataset in one
     transaction of its own, its episodes read a page at a time. A candidate an admin
-    forgot stays forgotten. ``dataset``: only that one."""
+    forgot stays forgotten. ``dataset``: only that one.
+
+    Each dataset's goals are embedded by its own model (``datasets.embedding_model``, as the
+    Summariser embeds them; ``embedders``, an Embedder alone: every dataset's), read under
+    the dataset's language lock held shared, so a move to another model
+    (services/summariser/spaces.py) runs wholly before or after; FailedPrecondition for a
+    dataset whose model this process does not run."""
+    if not isinstance(embedders, DatasetEmbedders):
+        embedders = DatasetEmbedders(embedders)
     with engine.connect() as conn:
         datasets = (
             [dataset]
@@ -664,6 +675,8 @@ def relearn(
     episodes = candidates = procedures = 0
     for name in datasets:
         with engine.begin() as conn:
+            hold_language(conn, name, exclusive=False)  # before the dataset's row (for_write)
+            embed_query = embedders.get(embedding_space.dataset_model(conn, name)).embed_query
             key = vault.for_write(conn, name)
             after = uuid.UUID(int=0)
             while True:

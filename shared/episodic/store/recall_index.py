@@ -1189,11 +1189,31 @@ def index_episode(
 
 
 def index_missing(
-    engine: Engine, embedder: Embedder, vault: Vault, *, batch: int = 20, late: bool = False
+    engine: Engine,
+    embedders: DatasetEmbedders | Embedder,
+    vault: Vault,
+    *,
+    batch: int = 20,
+    late: bool = False,
 ) -> int:
     """Indexes every completed episode that has no lexical document yet (episodes completed
     before the summariser indexed them, or after a change of the index); returns how many.
-    Each batch is its own transaction; embedding happens outside it."""
+    Each batch is its own transaction; embedding happens outside it.
+
+    ``embedders``: each dataset's chunks go through its own model (``datasets.
+    embedding_model``, as :func:`index_pending_chunks`; an Embedder alone: every dataset's);
+    FailedPrecondition for a dataset whose model this process does not run. ``late``: late
+    chunking where that model can. A dataset whose model (or language) changed between the
+    embedding and the write is prepared again under its language lock."""
+    if not isinstance(embedders, DatasetEmbedders):
+        embedders = DatasetEmbedders(embedders)
+
+    def prepare(conn: Connection, key: DatasetKey, source: IndexInput) -> PreparedIndex:
+        embedder = embedders.get(embedding_space.dataset_model(conn, source.dataset))
+        return prepare_episode_index(
+            conn, key, source, embedder, late=late and token_access(embedder)
+        )
+
     done = 0
     while True:
         with engine.connect() as conn:
@@ -1211,19 +1231,23 @@ def index_missing(
                 source = load_index_input(conn, vault, episode_id)
                 key = vault.for_read(conn, source.dataset)
                 config = dataset_config(conn, source.dataset)
-                item = prepare_episode_index(conn, key, source, embedder, late=late)
-                prepared.append((source, key, config, item))
+                model = embedding_space.dataset_model(conn, source.dataset)
+                prepared.append((source, key, (config, model), prepare(conn, key, source)))
         if not ids:
             return done
         with engine.begin() as conn:
             # The datasets' languages held first (in one order), then each episode stemmed
-            # again if its dataset's changed since (see dataset_config's for_write).
+            # and embedded again if its dataset's language or model changed since (see
+            # dataset_config's for_write; a dataset's model moves under that lock).
             now = {
-                d: dataset_config(conn, d, for_write=True)
+                d: (
+                    dataset_config(conn, d, for_write=True),
+                    embedding_space.dataset_model(conn, d),
+                )
                 for d in sorted({source.dataset for source, _, _, _ in prepared})
             }
-            for source, key, config, item in prepared:
-                if now[source.dataset] != config:
-                    item = prepare_episode_index(conn, key, source, embedder, late=late)
+            for source, key, then, item in prepared:
+                if now[source.dataset] != then:
+                    item = prepare(conn, key, source)
                 write_episode_index(conn, item)
         done += len(ids)
