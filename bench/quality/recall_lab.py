@@ -115,14 +115,15 @@ def _reindex(
 
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
-    from episodic.store import recall_index
+    from episodic.store import lexical_document, message_chunks, recall_index
     from episodic.store.db import make_engine
     from episodic.testing.keys import test_vault
 
+    # Set on the modules that read them (recall_index only re-exports them).
     if chunk_messages:
-        recall_index.CHUNK_MESSAGES = chunk_messages
-    recall_index.HEAD_ENTITIES = head_entities
-    recall_index.CHUNK_OVERLAP = chunk_overlap
+        message_chunks.CHUNK_MESSAGES = chunk_messages
+    lexical_document.HEAD_ENTITIES = head_entities
+    message_chunks.CHUNK_OVERLAP = chunk_overlap
     engine = make_engine(url, pool_size=2)
     embedder = make_embedder(EmbeddingSettings(embedding_threads=2), 384)
     vault = test_vault()
@@ -2026,9 +2027,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.speaker_words:
-        from episodic.store import recall_index
+        from episodic.store import lexical_document
 
-        recall_index.SPEAKER_WORDS = True
+        lexical_document.SPEAKER_WORDS = True  # read there (recall_index re-exports it)
     suffix = ""
     # The constants are patched in the modules whose statement builders read them.
     if args.bm25_passage:

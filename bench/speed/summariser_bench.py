@@ -442,9 +442,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.no_chunk_overlap:
-        from episodic.store import recall_index
+        from episodic.store import message_chunks
 
-        recall_index.CHUNK_OVERLAP = False
+        message_chunks.CHUNK_OVERLAP = False  # read there (recall_index re-exports it)
 
     before_rate = None
     if args.before:

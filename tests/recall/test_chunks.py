@@ -51,9 +51,9 @@ def test_indexed_text_names_the_speaker_like_the_summariser() -> None:
 
 
 def test_without_overlap_each_message_is_in_one_chunk(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from episodic.store import recall_index
+    from episodic.store import message_chunks, recall_index
 
-    monkeypatch.setattr(recall_index, "CHUNK_OVERLAP", False)
+    monkeypatch.setattr(message_chunks, "CHUNK_OVERLAP", False)  # read there
     chunks = make_chunks([(i, f"message {i}") for i in range(1, 10)])
     assert [(c.start_sequence, c.end_sequence) for c in chunks] == [(1, 4), (5, 8), (9, 9)]
     long = " ".join(f"w{i}" for i in range(CHUNK_WORDS * 2 + 10))

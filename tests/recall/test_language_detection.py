@@ -237,7 +237,7 @@ def test_a_language_set_while_an_episode_is_stemmed_is_caught_at_its_write(
     episode's document (before its completion), or its chunks (while they are embedded):
     what is written is stemmed in the language in force, not the one read before."""
     from episodic.services.summariser import pipeline as pipeline_module
-    from episodic.store import recall_index
+    from episodic.store import deferred_chunks
 
     dataset = f"midway_{moment}"
     pending = ["french"]
@@ -257,13 +257,13 @@ def test_a_language_set_while_an_episode_is_stemmed_is_caught_at_its_write(
 
         monkeypatch.setattr(pipeline_module, "prepare_episode_document", prepare_then_switch)
     else:
-        vectors = recall_index._vectors
+        vectors = deferred_chunks.vectors_of_chunks  # what index_pending_chunks calls
 
         def embed_after_switch(*args, **kw):  # type: ignore[no-untyped-def]
             switch()  # between the chunks' stemming and their write
             return vectors(*args, **kw)
 
-        monkeypatch.setattr(recall_index, "_vectors", embed_after_switch)
+        monkeypatch.setattr(deferred_chunks, "vectors_of_chunks", embed_after_switch)
     _summarise_french_thread(engine, dataset, make_pipeline(engine, detect_language=False))
     assert pending == []
     monkeypatch.undo()

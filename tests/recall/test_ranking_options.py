@@ -12,7 +12,7 @@ import pytest
 
 from episodic.query_focus import GENERIC_WEIGHT, query_phrases, strip_stop_phrases
 from episodic.services.recall import domain
-from episodic.store import recall_index
+from episodic.store import lexical_document, message_chunks, recall_index
 from episodic.store.recall_index import index_episode, weighted_query_tokens
 from episodic.store.recall_queries import (
     DEFAULT_RANKING,
@@ -142,7 +142,7 @@ def test_entities_join_the_documents_head_only_when_the_switch_is_on(engine, mon
         index_episode(conn, test_vault(), made.episode_id, EMBEDDER)
     with engine.connect() as conn:
         assert _lexical(conn, "Alfama", options)[str(made.episode_id)] == 0.0
-    monkeypatch.setattr(recall_index, "HEAD_ENTITIES", True)
+    monkeypatch.setattr(lexical_document, "HEAD_ENTITIES", True)
     with engine.begin() as conn:
         index_episode(conn, test_vault(), made.episode_id, EMBEDDER)
     with engine.connect() as conn:
@@ -156,7 +156,7 @@ def test_chunks_hold_as_many_messages_as_the_switch_says(monkeypatch) -> None:  
         (3, 6),
         (5, 8),
     ]
-    monkeypatch.setattr(recall_index, "CHUNK_MESSAGES", 2)  # turn pairs, overlapping
+    monkeypatch.setattr(message_chunks, "CHUNK_MESSAGES", 2)  # turn pairs, overlapping
     pairs = [(c.start_sequence, c.end_sequence) for c in recall_index.make_chunks(messages)]
     assert pairs == [(i, i + 1) for i in range(1, 8)]
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from episodic.services.recall import domain
-from episodic.store import recall_index
+from episodic.store import lexical_document, recall_index
 from episodic.store.recall_queries import (
     DEFAULT_RANKING,
     LEARNED_WEIGHTS,
@@ -28,7 +28,7 @@ SPEAKER = RankingOptions(speaker=True, word_forms=True)
 @pytest.fixture(autouse=True)
 def _speaker_words(monkeypatch: pytest.MonkeyPatch) -> None:
     """The index switch is off by default (docs/benchmarks.md "Ranking, fifth pass"): on here."""
-    monkeypatch.setattr(recall_index, "SPEAKER_WORDS", True)
+    monkeypatch.setattr(lexical_document, "SPEAKER_WORDS", True)
 
 
 def _rows(conn, query: str, options: RankingOptions, dataset: str = "ds") -> dict[str, dict]:  # type: ignore[no-untyped-def]
@@ -153,7 +153,7 @@ def test_messages_without_a_speaker_add_no_pairs(engine) -> None:  # type: ignor
 
 
 def test_without_the_index_switch_no_pairs_are_written(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(recall_index, "SPEAKER_WORDS", False)
+    monkeypatch.setattr(lexical_document, "SPEAKER_WORDS", False)
     with engine.begin() as conn:
         hers, not_hers = _two_threads(conn)
         source = recall_index.load_index_input(conn, test_vault(), hers)
