@@ -140,9 +140,9 @@ def _reindex(
         conn.execute(sql("UPDATE episodes SET search_vector = NULL WHERE status = 'completed'"))
     done = recall_index.index_missing(engine, embedder, vault, late=bool(late_chunks))
     if embed_entities or reembed:  # the episode's own vector, as the Summariser embeds it
-        from episodic.services.summariser import pipeline
+        from episodic.services.summariser import episode_vector, pipeline
 
-        pipeline.EMBED_ENTITIES = embed_entities
+        episode_vector.EMBED_ENTITIES = embed_entities  # read there (pipeline re-exports it)
         with engine.begin() as conn:
             rows = conn.execute(
                 sql(

@@ -8,7 +8,7 @@ Attacks:
   133,000 messages, ~530 MB, took the Summariser to 6.9 GB and a crash loop), then
   EndThread. The defences: an episode's window is capped (episodes.MAX_WINDOW_MESSAGES,
   MAX_WINDOW_BYTES: the stretch becomes consecutive episodes), a summary reads its window
-  and a bounded context (pipeline.SUMMARY_CONTEXT_CHARS), the chunk pass reads only what
+  and a bounded context (reading.SUMMARY_CONTEXT_CHARS), the chunk pass reads only what
   no chunk covers, and claims take turns across datasets.
 - ``backlog``: ``--threads`` threads of two messages each, all ended at once.
 

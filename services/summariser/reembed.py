@@ -539,7 +539,7 @@ def reembed_dataset(
             ),
             {
                 "ids": [episode_id for episode_id, _ in candidates],
-                # as the Summariser embeds a goal: a query's side (pipeline.py)
+                # as the Summariser embeds a goal: a query's side (extraction.py)
                 "vs": [np.asarray(embedder.embed_query(g), np.float32) for g in goals],
                 "d": dataset,
             },

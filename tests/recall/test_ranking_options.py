@@ -162,12 +162,12 @@ def test_chunks_hold_as_many_messages_as_the_switch_says(monkeypatch) -> None:  
 
 
 def test_the_episode_embedding_reads_its_entities_only_when_the_switch_is_on(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from episodic.services.summariser import pipeline
+    from episodic.services.summariser import episode_vector, pipeline
 
     assert pipeline.embedding_text("Trip planning.", ["User flies in May"], ["lisbon"]) == (
         "Trip planning.\nUser flies in May"
     )
-    monkeypatch.setattr(pipeline, "EMBED_ENTITIES", True)
+    monkeypatch.setattr(episode_vector, "EMBED_ENTITIES", True)  # read there
     assert pipeline.embedding_text("Trip planning.", [], ["lisbon", "tram 28"]) == (
         "Trip planning.\nNames: lisbon, tram 28"
     )

@@ -86,15 +86,15 @@ def test_a_summary_reads_its_window_and_only_the_newest_older_messages_that_fit(
 ) -> None:
     """The Summariser's read is bounded whatever the thread's length: the window, then the
     older messages newest first, a page at a time, until the context budget is met."""
-    from episodic.services.summariser import pipeline
+    from episodic.services.summariser import pipeline, reading
 
     thread_id = new_thread(engine, messages=20)  # "message 0" … "message 19": 9-10 chars
     _open(engine, thread_id)
     add_messages(engine, thread_id, 10, notify=False)
     window = _open(engine, thread_id)
     assert (window["start_sequence"], window["end_sequence"]) == (21, 30)
-    monkeypatch.setattr(pipeline, "SUMMARY_CONTEXT_CHARS", 45)  # five older messages
-    monkeypatch.setattr(pipeline, "CONTEXT_PAGE", 2)  # read in pages of two
+    monkeypatch.setattr(reading, "SUMMARY_CONTEXT_CHARS", 45)  # five older messages
+    monkeypatch.setattr(reading, "CONTEXT_PAGE", 2)  # read in pages of two
     with engine.connect() as conn:
         request = pipeline.load_summary_request(conn, test_vault(), window)
     assert [m.sequence for m in request.window] == list(range(21, 31))
