@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from episodic.runtime import EmbeddedPostgres
+from episodic.ops.runtime import EmbeddedPostgres
 from episodic.testing.database import SERVER_DIRECTORY_PREFIX, server_data_parent
 from episodic.testing.processes import wait_until
 

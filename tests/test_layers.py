@@ -5,7 +5,9 @@ validation, …); ``episodic.store`` (SQL over our schema) and ``episodic.provid
 and HTTP providers); the runtime (``episodic.serving``); the four services
 (``episodic.services.*``, the top-level ``services/`` folder), each deployable alone; and
 beside them the SDK (``episodic.sdk``: the blocking and asyncio clients, ``episodic.sdk.client``
-and ``episodic.sdk.aio``, and the core they share) and the tools (CLI, console, MCP). A newcomer who adds an import across a layer gets a test failure that says
+and ``episodic.sdk.aio``, and the core they share) and the tools (CLI, console, MCP, and
+``episodic.ops``: export, import, replay, trace, ``episodic up`` and the embedded PostgreSQL).
+A newcomer who adds an import across a layer gets a test failure that says
 which rule and why, instead of a service image that drags in another service's code or an
 SDK that needs PostgreSQL drivers.
 """
@@ -28,8 +30,8 @@ SERVER_SIDE = (
     "episodic.serving",
     "episodic.services",
     "episodic.providers",
-    "episodic.runtime",
-    "episodic.supervisor",
+    "episodic.ops.runtime",
+    "episodic.ops.supervisor",
 )
 #: (``episodic.client`` and ``episodic.aio`` are the clients' first import paths, kept as
 #: re-exports of ``episodic.sdk.client`` and ``episodic.sdk.aio``.)
@@ -49,9 +51,9 @@ ABOVE_STORE = (
     "episodic.client",
     "episodic.sdk",
     "episodic.aio",
-    "episodic.supervisor",
-    "episodic.replay",
-    "episodic.runtime",
+    # the operator's tools: export, import, replay, trace, `episodic up` and the embedded
+    # PostgreSQL
+    "episodic.ops",
 )
 
 #: Modules of shared/ that import a service's code, each for a reason; any other is a
@@ -60,7 +62,7 @@ ABOVE_STORE = (
 IMPORTS_SERVICES = {
     # Replays a recorded Recall, AddMessages, … against a copy of the store, in process:
     # it runs the services' domain code by design.
-    "episodic.replay",
+    "episodic.ops.replay",
     # `episodic reindex --reembed` runs the Summariser's re-embedding in the operator's
     # process (it must hold the space fence the Summariser holds).
     "episodic.cli.operations",
@@ -197,6 +199,12 @@ def test_only_the_known_tools_import_a_services_code() -> None:
     )
 
 
+def test_the_rules_name_modules_that_exist() -> None:
+    """A rule naming a module that moved would pass without checking anything."""
+    named = {*SERVER_SIDE, *SDK, *SDK_COMPAT, *ABOVE_STORE, *IMPORTS_SERVICES}
+    assert not {name for name in named if name not in GRAPH}
+
+
 def test_the_graph_is_read() -> None:
     """The rules above would pass on an empty graph: the walk must find the modules and
     their imports (and resolve the services' relative imports)."""
@@ -206,3 +214,4 @@ def test_the_graph_is_read() -> None:
     assert "episodic.sdk" in GRAPH["episodic.sdk.client"]
     assert "episodic.sdk.client" in GRAPH["episodic.client"]
     assert "episodic.serving.guard" in GRAPH["episodic.serving.server"]
+    assert "episodic.ops.runtime" in GRAPH["episodic.ops.supervisor"]

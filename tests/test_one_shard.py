@@ -34,7 +34,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from episodic.config import LLMSettings, RecoverySettings, Settings
-from episodic.export import export_dataset
+from episodic.ops.export import export_dataset
 from episodic.sdk.client import EpisodicClient
 from episodic.serving.guard import Guard
 from episodic.serving.server import GRPC_SERVICES, build_server

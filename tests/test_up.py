@@ -22,8 +22,8 @@ import psutil
 import pytest
 from sqlalchemy import text
 
+from episodic.ops.supervisor import available_services
 from episodic.store.db import make_engine
-from episodic.supervisor import available_services
 from episodic.testing.database import SERVER_DIRECTORY_PREFIX, server_data_parent
 from episodic.testing.processes import TEST_ENV
 from episodic.v1 import episode_pb2 as e
@@ -241,8 +241,8 @@ def test_up_starts_a_killed_postgres_again(home: Path) -> None:
 
 
 def test_restart_backoff_starts_over_after_a_healthy_run(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from episodic import supervisor
     from episodic.config import Settings
+    from episodic.ops import supervisor
 
     sup = supervisor.Supervisor(Settings(), services=["ingest"])
     child = sup.children[0]
@@ -270,8 +270,8 @@ def test_restart_backoff_starts_over_after_a_healthy_run(monkeypatch) -> None:  
 def test_a_database_start_that_timed_out_is_announced_once_it_accepts(capsys) -> None:  # type: ignore[no-untyped-def]
     """On a loaded machine crash recovery can outlast the start's timeout; the server then
     comes up by itself, and the supervisor must still say so (and only once it answers)."""
-    from episodic import supervisor
     from episodic.config import Settings
+    from episodic.ops import supervisor
 
     class Recovering:
         alive = False

@@ -38,7 +38,7 @@ def _database(data_dir: Path, stack: ExitStack) -> str:
 
     import psycopg
 
-    from episodic.runtime import EmbeddedPostgres
+    from episodic.ops.runtime import EmbeddedPostgres
     from episodic.store import migrate
     from episodic.testing.database import with_database
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import REPO as REPO_ROOT
-from episodic.backfill import read_plan
+from episodic.ops.backfill import read_plan
 from episodic.render import render_episodes
 from episodic.sdk.client import EpisodicClient, NewMessage
 from episodic.testing.database import scratch_database

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from episodic.runtime import EmbeddedPostgres
+    from episodic.ops.runtime import EmbeddedPostgres
     from episodic.sdk.client import EpisodicClient
     from episodic.testing.database import TestDatabases, with_database
     from episodic.testing.processes import start_service

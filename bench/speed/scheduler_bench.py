@@ -35,7 +35,7 @@ from pathlib import Path
 
 import psycopg
 
-from episodic.runtime import EmbeddedPostgres
+from episodic.ops.runtime import EmbeddedPostgres
 from episodic.store import migrate
 from episodic.testing.database import with_database
 from episodic.testing.processes import ServiceProcess, start_service

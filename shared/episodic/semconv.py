@@ -4,7 +4,7 @@ OpenTelemetry's GenAI semantic conventions (attribute names, operation values, m
 names), the RPC → memory operation mapping and how a request and its response say which
 store and records an operation touched. :mod:`episodic.genai` (the services' spans),
 the SDK's client spans (:mod:`episodic.sdk.tracing`) and ``episodic trace``
-(:mod:`episodic.journey`) all read them from here, and the last two must work on the core
+(:mod:`episodic.ops.journey`) all read them from here, and the last two must work on the core
 install, which has no OpenTelemetry: so nothing here imports it.
 """
 

@@ -23,7 +23,7 @@ import grpc
 import pytest
 
 from episodic.access import Role
-from episodic.backfill import thread_uuid
+from episodic.ops.backfill import thread_uuid
 from episodic.v1 import ingest_service_pb2 as pb
 from episodic.v1 import ingest_service_pb2_grpc as pb_grpc
 from tests.access.test_matrix import DATASET_A, DATASET_B, _mint

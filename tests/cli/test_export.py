@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from episodic.export import NOT_NAME_PARTS, Pseudonymiser, load_or_create_key
+from episodic.ops.export import NOT_NAME_PARTS, Pseudonymiser, load_or_create_key
 from episodic.sdk.client import EpisodicClient
 from episodic.testing.database import TestDatabases
 from episodic.testing.processes import ServiceProcess, start_service

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from episodic.backfill import (
+from episodic.ops.backfill import (
     NAMESPACE,
     Importer,
     InputError,
@@ -726,9 +726,9 @@ def test_a_line_too_long_is_refused_without_reading_it_whole() -> None:
 
 
 def test_the_checks_use_ingests_own_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    from episodic import backfill
     from episodic.cli.importing import check_file, ingest_limits
     from episodic.config import IngestSettings
+    from episodic.ops import backfill
     from services.ingest import domain
 
     assert backfill.MAX_LABEL_CHARS == domain.MAX_LABEL_CHARS

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from episodic.backfill import read_plan
+from episodic.ops.backfill import read_plan
 from episodic.sdk.client import EpisodicClient
 from episodic.testing.processes import wait_until
 

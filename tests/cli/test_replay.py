@@ -104,7 +104,7 @@ def test_replay_reports_a_changed_inactivity_setting(exported: tuple[Suite, Path
 
 
 def test_replay_refuses_what_is_not_an_export() -> None:
-    from episodic.replay import ExportReader, ReplayError
+    from episodic.ops.replay import ExportReader, ReplayError
 
     with pytest.raises(ReplayError, match="not an episodic export"):
         ExportReader(['{"thread": "t1", "role": "user", "content": "hi"}'])
@@ -219,8 +219,8 @@ def test_replay_embeds_a_dataset_in_the_model_its_language_calls_for(
     chunks, and the old ones staged for recall, are the multilingual model's vectors (as
     the Summariser embeds a French dataset, services/summariser/spaces.py), and the
     recall comparison ranks them with that model's queries."""
-    from episodic import replay as replaying
     from episodic.config import Settings
+    from episodic.ops import replay as replaying
     from episodic.providers.dataset_embedders import DatasetEmbedders
     from episodic.store import embedding_space
     from tests.summariser.test_dataset_model import OTHER, STORE, _assert_every_vector_is

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from episodic import journey
 from episodic.console import ConsoleApp, ConsoleServer
+from episodic.ops import journey
 from episodic.sdk.client import EpisodicClient
 from episodic.testing.processes import wait_until
 from tests.providers.fake_openai import FakeOpenAI, FakeResponse

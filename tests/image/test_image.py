@@ -313,7 +313,7 @@ def outside_database() -> Iterator[tuple[str, str]]:
     reach it at host.containers.internal: (network name, database URL for containers)."""
     import psycopg
 
-    from episodic.runtime import EmbeddedPostgres
+    from episodic.ops.runtime import EmbeddedPostgres
 
     network = f"episodic-smoke-{uuid.uuid4().hex[:8]}"
     podman("network", "create", network)

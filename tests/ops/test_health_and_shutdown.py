@@ -172,7 +172,7 @@ def _status_of(engine, episode_id):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def own_postgres(tmp_path):  # type: ignore[no-untyped-def]
     """A PostgreSQL of this test's own, which it may restart (the shared one may not be)."""
-    from episodic.runtime import EmbeddedPostgres
+    from episodic.ops.runtime import EmbeddedPostgres
     from episodic.store import migrate
     from episodic.testing.database import EMBEDDING_DIMENSION
 

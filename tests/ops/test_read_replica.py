@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from episodic.runtime import EmbeddedPostgres
+from episodic.ops.runtime import EmbeddedPostgres
 from episodic.sdk.client import EpisodicClient
 from episodic.testing.database import TestDatabases, with_database
 from episodic.testing.processes import ServiceProcess, start_service, wait_until

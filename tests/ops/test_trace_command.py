@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from episodic import convert, journey
+from episodic import convert
 from episodic.cli import main
+from episodic.ops import journey
 from episodic.testing.processes import wait_until
 from episodic.v1 import episode_pb2 as e
 from episodic.v1 import ingest_service_pb2 as ipb

@@ -32,8 +32,8 @@ SERVER_SIDE = (
     "episodic.serving",
     "episodic.services",
     "episodic.providers",
-    "episodic.runtime",
-    "episodic.supervisor",
+    "episodic.ops.runtime",
+    "episodic.ops.supervisor",
 )
 _DOTTED_SERVER_SIDE = tuple(f"{m}." for m in SERVER_SIDE)
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 
-from episodic.export import export_dataset
+from episodic.ops.export import export_dataset
 from episodic.testing.scan import find
 
 WORDS = ("quagmirefox", "zebrastripe", "pelicanbot")

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from episodic.runtime import EmbeddedPostgres
+from episodic.ops.runtime import EmbeddedPostgres
 from episodic.store import kept_statistics, migrate
 from episodic.store.db import make_engine
 from episodic.testing.database import (

@@ -21,7 +21,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from episodic import journey, semconv
+from episodic import semconv
+from episodic.ops import journey
 from episodic.sdk.client import NotFoundError
 from episodic.testing.processes import wait_until
 from tests.recall.factory import make_episode

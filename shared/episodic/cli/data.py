@@ -2,8 +2,8 @@
 pseudonymised for analytics) and run an export through the current pipeline to see what
 changed (``replay``, on a scratch database; needs the ``server`` extra).
 
-See :mod:`episodic.export` for the export format and what pseudonymisation masks, and
-:mod:`episodic.replay` for how a replay simulates time.
+See :mod:`episodic.ops.export` for the export format and what pseudonymisation masks, and
+:mod:`episodic.ops.replay` for how a replay simulates time.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _dataset_exists(client: Any, dataset: str) -> bool:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from episodic.export import (
+    from episodic.ops.export import (
         Progress,
         Pseudonymiser,
         default_key_file,
@@ -196,7 +196,7 @@ def _lines(path: str) -> tuple[IO[str], bool]:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from episodic.config import Settings
-    from episodic.replay import replay
+    from episodic.ops.replay import replay
 
     queries = _queries(args)
     if args.file == "-" and args.queries == "-":

@@ -1,6 +1,6 @@
 """The checks ``episodic import`` makes before it writes anything.
 
-:func:`episodic.backfill.read_plan` maps lines to threads and messages; this module reads
+:func:`episodic.ops.backfill.read_plan` maps lines to threads and messages; this module reads
 the file for it and refuses, with the line and the field, everything Ingest would refuse
 about the data itself, so that ``--dry-run`` and the real import agree and the real import
 refuses a bad file before its first write (no half-import, no empty thread):
@@ -14,7 +14,7 @@ refuses a bad file before its first write (no half-import, no empty thread):
 - messages, labels and metadata against Ingest's own limits and rules
   (:class:`episodic.config.IngestSettings`, read from the same ``EPISODIC_MAX_*``
   variables; :data:`episodic.requests.MAX_STRUCT_DEPTH`; the label and key lengths of
-  :mod:`episodic.backfill`): content size, NUL characters, lone surrogates (not UTF-8),
+  :mod:`episodic.ops.backfill`): content size, NUL characters, lone surrogates (not UTF-8),
   metadata size and depth, label length, an idempotency key reused with other content in
   one thread, and the batch size against the server's limit.
 
@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
-from episodic.backfill import (
+from episodic.errors import InvalidArgument
+from episodic.ops.backfill import (
     MAX_KEY_CHARS,
     MAX_LABEL_CHARS,
     ROLES,
@@ -43,7 +44,6 @@ from episodic.backfill import (
     batches,
     read_plan,
 )
-from episodic.errors import InvalidArgument
 from episodic.requests import MAX_STRUCT_DEPTH
 from episodic.tool_calls import check_arguments, check_call_id, check_tool_name
 
@@ -248,7 +248,7 @@ def _unicode_problem(value: str, what: str) -> str | None:
 
 
 def _time(value: Any, what: str, limits: Limits, now: datetime) -> datetime | None:
-    """The checks of :func:`episodic.backfill` ``_time`` and those it lacks: a number that
+    """The checks of :func:`episodic.ops.backfill` ``_time`` and those it lacks: a number that
     is no Unix time, a time outside the Timestamp range (year 1 to 9999 in UTC), or one
     later than Ingest accepts."""
     if value is None or value == "":
@@ -599,7 +599,7 @@ def check_file(
     now: datetime | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
 ) -> CheckedPlan:
-    """Reads ``handle`` (bytes) into a plan with :func:`episodic.backfill.read_plan` and
+    """Reads ``handle`` (bytes) into a plan with :func:`episodic.ops.backfill.read_plan` and
     checks every line and thread; never raises for bad input (it is in ``problems``)."""
     limits = limits or ingest_limits()
     now = now or datetime.now(UTC)

@@ -5,7 +5,7 @@
   search_episodes, list_threads and load_thread — :mod:`episodic.mcp` (needs the
   ``mcp`` package);
 - ``episodic import FILE``: backfill threads and messages from JSON lines through the
-  normal write path, resumable after a crash — :mod:`episodic.backfill`.
+  normal write path, resumable after a crash — :mod:`episodic.ops.backfill`.
 
 Both go through the SDK, so they take the usual connection options and environment
 (addresses, ``EPISODIC_API_KEY``, ``EPISODIC_TLS_CA_FILE``).
@@ -33,7 +33,7 @@ from episodic.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from episodic.backfill import Importer
+    from episodic.ops.backfill import Importer
 
 GROUP = "integrations (MCP, backfill)"
 MCP_EXTRA_HINT = "the MCP server needs the MCP SDK: pip install 'episodic[mcp]'"
@@ -91,7 +91,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from episodic.backfill import (
+    from episodic.cli.importing import check_file
+    from episodic.ops.backfill import (
         SKIP_REASONS,
         Importer,
         ImportInterrupted,
@@ -99,7 +100,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         ThreadImportError,
         thread_key,
     )
-    from episodic.cli.importing import check_file
 
     # Every check the services make of the data itself, for the dry run and the import
     # alike, before anything is written (episodic.cli.importing).

@@ -16,7 +16,7 @@ GROUP = "operations (running the suite)"
 
 def cmd_up(args: argparse.Namespace) -> int:
     from episodic.config import get_settings
-    from episodic.supervisor import Supervisor
+    from episodic.ops.supervisor import Supervisor
 
     return Supervisor(get_settings(), services=args.services).run()
 

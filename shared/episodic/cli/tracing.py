@@ -12,7 +12,7 @@ GROUP = "observability"
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from episodic import journey
+    from episodic.ops import journey
     from episodic.semconv import TRACE_FILE_ENV  # not telemetry: no OpenTelemetry here
 
     path = args.spans or os.environ.get(TRACE_FILE_ENV)

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import psycopg
 
-from episodic.runtime import EmbeddedPostgres
+from episodic.ops.runtime import EmbeddedPostgres
 from episodic.store import migrate
 
 TEMPLATE = "episodic_template"

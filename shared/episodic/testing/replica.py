@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psycopg
 
-from episodic.runtime import EmbeddedPostgres
+from episodic.ops.runtime import EmbeddedPostgres
 from episodic.testing.processes import wait_until
 
 

@@ -1,7 +1,7 @@
 """One episode in full (``get_episode``), as a page or as the timeline's details panel, and
 the two admin actions the RPCs allow: ``RetryEpisode`` (failed only) and ``DeleteEpisode``
 (a soft delete: archived; an event, listed under its id too, is erased). The page also
-shows the episode's journey from the services' spans (:mod:`episodic.journey`, what
+shows the episode's journey from the services' spans (:mod:`episodic.ops.journey`, what
 ``episodic trace`` prints): the write that armed its timer, the trigger, each summarise
 attempt, the extraction and the recalls that returned it."""
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from episodic import journey as spans_of
 from episodic.console.views import BadRequest, Ctx, Fragment, Page, Redirect
 from episodic.console.views.html import Safe, html, join, url, when
 from episodic.console.views.layout import (
@@ -19,6 +18,7 @@ from episodic.console.views.layout import (
     status_badge,
     text_block,
 )
+from episodic.ops import journey as spans_of
 from episodic.sdk.client import Episode
 
 DONE = {"retried": "is pending again", "deleted": "is archived (deleted)"}

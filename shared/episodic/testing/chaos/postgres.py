@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from episodic.runtime import EmbeddedPostgres
+from episodic.ops.runtime import EmbeddedPostgres
 
 
 class ChaosPostgres:

@@ -41,7 +41,7 @@ Input formats (detected per line, so one file may mix them):
    procedures are learned from it. Tool calls keep their ids, names and arguments in the
    other formats too (a message's ``tool_calls``, ``tool_call_id`` and, on a tool message
    that answers a call, ``name`` as the tool's name).
-4. **export** — the records of ``episodic export`` (:mod:`episodic.export`):
+4. **export** — the records of ``episodic export`` (:mod:`episodic.ops.export`):
    ``{"type": "thread", …}`` with ``thread_id, dataset, label, metadata`` and
    ``{"type": "message", …}`` with ``thread_id, sequence, role, content, metadata,
    created_at, idempotency_key`` (fields at the top level or under a ``"thread"`` /

@@ -70,7 +70,7 @@ from sqlalchemy import Connection, Engine
 
 from episodic.config import Settings
 from episodic.crypto import LocalKeyring, new_data_key
-from episodic.export import FORMAT, FORMAT_VERSION
+from episodic.ops.export import FORMAT, FORMAT_VERSION
 from episodic.providers.factory import (
     late_chunks,
     make_dataset_embedders,
@@ -254,7 +254,7 @@ def scratch_database(admin_url: str | None, embedding_dimension: int) -> Iterato
         if admin_url:
             base = _libpq(admin_url)
         else:
-            from episodic.runtime import EmbeddedPostgres
+            from episodic.ops.runtime import EmbeddedPostgres
 
             server = EmbeddedPostgres(Path(tmp) / "pgdata")
             base = server.start()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from episodic.config import Settings
-from episodic.runtime import EmbeddedPostgres
+from episodic.ops.runtime import EmbeddedPostgres
 from episodic.serving.stop_signals import StopSignals
 
 START_ORDER = ("scheduler", "ingest", "summariser", "recall")
