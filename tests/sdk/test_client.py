@@ -359,14 +359,17 @@ def test_every_call_the_sdk_may_repeat_is_in_its_channels_retry_policy() -> None
     UNAVAILABLE only if its method is in the channel's retry policy (``RETRIED``): one
     missing there is tried once, whatever its docstring promises (RecordEvent,
     EntityTimeline, GetDatasetPolicy and ListEntities were). Read from the source, every
-    ``call(core, service, method, …)`` in episodic.sdk.operations."""
+    ``call(core, service, method, …)`` in the modules episodic.sdk.operations re-exports."""
     import ast
+    import inspect
 
     from episodic.sdk import channels, operations
 
-    tree = ast.parse(Path(operations.__file__).read_text())
+    flows = [getattr(operations, name) for name in operations.__all__]
+    files = sorted({str(inspect.getsourcefile(f)) for f in flows if inspect.isfunction(f)})
+    trees = [ast.parse(Path(file).read_text()) for file in files]
     repeatable: set[tuple[str, str]] = set()
-    for node in ast.walk(tree):
+    for node in (n for tree in trees for n in ast.walk(tree)):
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "call"):
             continue
         service, method = (a.value for a in node.args[1:3])  # type: ignore[attr-defined]
