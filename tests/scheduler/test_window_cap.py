@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from episodic.services.ingest import domain as ingest
+from episodic.store import episode_windows
 from episodic.store import episodes as states
 from episodic.testing.keys import test_vault
 
@@ -31,7 +32,7 @@ def _windows(engine: Engine, thread_id: uuid.UUID) -> list[tuple[int, int]]:
 def test_a_stretch_over_the_message_cap_becomes_consecutive_episodes(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(states, "MAX_WINDOW_MESSAGES", 5)
+    monkeypatch.setattr(episode_windows, "MAX_WINDOW_MESSAGES", 5)
     thread_id = new_thread(engine, messages=12)
     last = _open(engine, thread_id)
     assert _windows(engine, thread_id) == [(1, 5), (6, 10), (11, 12)]
@@ -59,7 +60,7 @@ def test_the_byte_cap_counts_stored_content_and_a_lone_giant_message_is_its_own_
         ).scalars()
         smallest = min(stored)
     # Room for two of the small ones (as stored: with the format byte, or sealed).
-    monkeypatch.setattr(states, "MAX_WINDOW_BYTES", 2 * smallest + 10)
+    monkeypatch.setattr(episode_windows, "MAX_WINDOW_BYTES", 2 * smallest + 10)
     _open(engine, thread_id)
     assert _windows(engine, thread_id) == [(1, 2), (3, 3), (4, 4), (5, 5)]
 
@@ -67,7 +68,7 @@ def test_the_byte_cap_counts_stored_content_and_a_lone_giant_message_is_its_own_
 def test_an_explicit_episode_over_the_cap_still_stops_at_its_checkpoint(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(states, "MAX_WINDOW_MESSAGES", 4)
+    monkeypatch.setattr(episode_windows, "MAX_WINDOW_MESSAGES", 4)
     thread_id = new_thread(engine, messages=10)
     with engine.begin() as conn:  # an EndThread was made after message 7
         conn.execute(

@@ -243,9 +243,10 @@ def test_a_threads_later_windows_yield_between_slices(engine, monkeypatch) -> No
     the other. The later windows' chunks used to be embedded inside the store step of the
     first, yielding to no one: an episode of another dataset due meanwhile waited for
     them all."""
+    from episodic.store import episode_windows
     from episodic.store import episodes as states
 
-    monkeypatch.setattr(states, "MAX_WINDOW_MESSAGES", 4)
+    monkeypatch.setattr(episode_windows, "MAX_WINDOW_MESSAGES", 4)
     giant = make_thread(engine, dataset="giant-a")
     words = ["harbour", "violin", "glacier"]
     add(
