@@ -20,14 +20,19 @@ class ClientMethods(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         if pkg.path != "episodic":
             return
-        client = pkg["client.EpisodicClient"]
-        core = pkg["sdk.operations"]
+        # Where the class and the flows are defined, not the modules that re-export them
+        # (episodic.client, episodic.sdk.operations): an alias's members are the target's.
+        client = pkg["sdk.client.EpisodicClient"]
+        core = pkg["sdk"]  # what sdk/client.py binds as ``ops``
+        bound = 0
         for name, member in list(client.members.items()):
             value = str(getattr(member, "value", ""))
             driver = next((d for d in _DRIVERS if value.startswith(d)), None)
             if not member.is_attribute or driver is None:
                 continue
             flow = core[value[len(driver) : -1]]
+            while flow.is_alias:
+                flow = flow.final_target
             returns = flow.returns
             inner = getattr(returns, "slice", returns)
             if driver.startswith("_blocking_stream"):
@@ -41,3 +46,9 @@ class ClientMethods(griffe.Extension):
                 docstring=griffe.Docstring(flow.docstring.value) if flow.docstring else None,
             )
             client.set_member(name, method)
+            bound += 1
+        if not bound:  # else the page would quietly list no method at all
+            raise RuntimeError(
+                "docs/_griffe/client_methods.py found no flow bound to EpisodicClient: "
+                "did sdk/client.py or the flows move?"
+            )
