@@ -293,6 +293,7 @@ def against_revision(
     import episodic.store.ranking_sql as ranking_sql
     import episodic.store.recall_queries as rq
     from bench.harness.recall_sql import psycopg_sql
+    from bench.harness.report import percentiles
     from bench.scale.recall_scale import _episode_ids
 
     def load(path: str) -> Any:
@@ -365,21 +366,18 @@ def against_revision(
             same += got["before"] == got["now"]
             total += 1
 
-        def pct(xs: list[float], q: float) -> float:
-            xs = sorted(xs)
-            return xs[min(len(xs) - 1, int(q * len(xs)))]
-
+        at = {name: percentiles(samples) for name, samples in took.items()}
         print(f"{label}, top 10, {total} queries (ms):\n")
         print("| statement | p50 | p95 | p99 |\n|---|---|---|---|")
         for name in ("before", "now"):
             print(
                 f"| {revision if name == 'before' else 'this checkout'} | "
-                + " | ".join(f"{1000 * pct(took[name], q):.1f}" for q in (0.5, 0.95, 0.99))
+                + " | ".join(f"{1000 * at[name][q]:.1f}" for q in ("p50", "p95", "p99"))
                 + " |"
             )
         print(
-            f"\nnow / before: p50 {pct(took['now'], 0.5) / pct(took['before'], 0.5):.2f}x, "
-            f"p99 {pct(took['now'], 0.99) / pct(took['before'], 0.99):.2f}x; the same top 10 "
+            f"\nnow / before: p50 {at['now']['p50'] / at['before']['p50']:.2f}x, "
+            f"p99 {at['now']['p99'] / at['before']['p99']:.2f}x; the same top 10 "
             f"in {same} of {total}\n"
         )
 
