@@ -248,9 +248,9 @@ def _unicode_problem(value: str, what: str) -> str | None:
 
 
 def _time(value: Any, what: str, limits: Limits, now: datetime) -> datetime | None:
-    """The checks of :func:`episodic.ops.backfill` ``_time`` and those it lacks: a number that
-    is no Unix time, a time outside the Timestamp range (year 1 to 9999 in UTC), or one
-    later than Ingest accepts."""
+    """The checks of :mod:`episodic.ops.backfill.reading` ``_time`` and those it lacks: a
+    number that is no Unix time, a time outside the Timestamp range (year 1 to 9999 in UTC),
+    or one later than Ingest accepts."""
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float | str):
