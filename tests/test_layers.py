@@ -61,8 +61,9 @@ ABOVE_STORE = (
 #: move down into the store or the core).
 IMPORTS_SERVICES = {
     # Replays a recorded Recall, AddMessages, … against a copy of the store, in process:
-    # it runs the services' domain code by design.
-    "episodic.ops.replay",
+    # it runs the services' domain code by design (the replay's run; its other modules
+    # read, report and make the scratch database).
+    "episodic.ops.replay.run",
     # `episodic reindex --reembed` runs the Summariser's re-embedding in the operator's
     # process (it must hold the space fence the Summariser holds).
     "episodic.cli.operations",

@@ -221,6 +221,7 @@ def test_replay_embeds_a_dataset_in_the_model_its_language_calls_for(
     recall comparison ranks them with that model's queries."""
     from episodic.config import Settings
     from episodic.ops import replay as replaying
+    from episodic.ops.replay import run as replay_run
     from episodic.providers.dataset_embedders import DatasetEmbedders
     from episodic.store import embedding_space
     from tests.summariser.test_dataset_model import OTHER, STORE, _assert_every_vector_is
@@ -228,12 +229,12 @@ def test_replay_embeds_a_dataset_in_the_model_its_language_calls_for(
     # The multilingual model where the settings would build one (the test's stand-in: a
     # model of its own name whose vectors differ from the store's for every text).
     monkeypatch.setattr(
-        replaying,
+        replay_run,
         "make_dataset_embedders",
         lambda settings, store, **_: DatasetEmbedders(store, OTHER),
         raising=False,  # without it, the assertions below say what goes wrong
     )
-    run = replaying._Run(
+    run = replay_run._Run(
         engine, Settings(), STORE, with_recall=True, clock="received", report=lambda _: None
     )
     reader = replaying.ExportReader(_french_export())

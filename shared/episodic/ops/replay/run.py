@@ -1,68 +1,21 @@
-"""Replay an export through the current pipeline and report what changed —
-``episodic replay`` (seed 003, "Replay for Eval": when you change the agent, re-run old
-episodes and check the new output is still good).
+"""One replay on one scratch database (``_Run``): the steps of :mod:`episodic.ops.replay`,
+each a part of the class — stage the export into ``replay-old``, simulate its threads into
+``replay-new`` on the replay's clock, summarise the new episodes, compare — and what the
+simulation keeps of each exported thread (``_Thread``, ``_OldEpisode``, ``_Event``).
 
-What it does, on a scratch database (an embedded PostgreSQL in a temporary directory, or a
-database created for the run on ``admin_url`` and dropped afterwards; never the suite's
-own database):
-
-1. **Stage.** Every thread of the export is written, with all its messages, into the
-   dataset ``replay-old``, and — when recall queries are asked — its old episodes too,
-   window by window, completed with their exported summary, key learnings, entities,
-   event type and actor, embedded with the configured embedder and indexed for recall
-   exactly like the summariser indexes (:mod:`episodic.store.recall_index`); once the
-   replay knows the export's language (step 3), they are moved to its model like the
-   Summariser moves a dataset (below).
-2. **Simulate.** The threads are written again, into ``replay-new``, in time order across
-   the whole export, through the same domain functions the services run: Ingest's
-   ``create_thread``/``add_messages``/``end_thread`` and the Scheduler's
-   ``record_thread_started``/``record_activity``/``request_episode``, with the Scheduler's
-   clock injected. Before each event every timer due by then fires
-   (``claim_due_timers``/``fire_timer`` at the event's time), so the inactivity timer
-   (``EPISODIC_AUTO_EPISODE_INTERVAL``), the new-thread pull-forward and explicit ends
-   (``EndThread``, reconstructed from the old explicit episodes and the thread's last end)
-   happen when they would have. After the last event the remaining timers fire, as if the
-   pipeline had been left running. The backstop never fires in a replay: it only covers
-   threads whose timer notices were lost, and here none is.
-3. **Summarise.** The summariser's :class:`Pipeline` (the configured LLM and embedder,
-   ``EPISODIC_LLM_*`` / ``EPISODIC_EMBEDDING_*``) works through the new episodes in the
-   order they were opened, retries included; semantic extraction is skipped.
-4. **Compare**, per thread: the windows (old and new ``start..end`` lists), the current
-   summaries (cosine similarity of the two summary texts' vectors, in the replayed
-   dataset's model), and the entities of all summarised episodes (added, removed); per
-   query: the top-k threads Recall ranks over the old and the new episodes (same ranking,
-   same ``as_of``, the query embedded by each dataset's model) and their overlap.
-
-Each dataset's model. As the Summariser does (services/summariser/spaces.py, issue 40), a
-dataset whose language is not English is embedded by the multilingual model when one is on
-(``EPISODIC_EMBEDDING_MULTILINGUAL``): the replay builds the same embedders
-(:func:`~episodic.providers.factory.make_dataset_embedders`), the pipeline detects the
-language and moves the new dataset to its model, and the old dataset, given that language,
-is moved by the same :func:`follow_language` (uncapped, like ``episodic reindex --reembed
---dataset``), so both are compared in one space, the one the language calls for.
-
-The clock. ``received`` (default) replays each message at the time the old suite received
-it — the clock its timers ran on — so an unchanged pipeline reproduces the old windows.
-``created`` replays at the messages' own timestamps (what the writer said they were,
-e.g. the original times of a backfill): how the pipeline would have cut the conversation
-had it been live.
-
-Every write goes through the store's domain functions (never SQL of its own), so a change
-of the schema or of how text is stored (sealed per dataset) is followed here for free; the
-scratch dataset keys are random and never leave the process.
+It runs the services' code in process (Ingest's, the Scheduler's and Recall's domain
+functions, the Summariser's pipeline), by design, and is the one module of the replay that
+does: tests/test_layers.py names it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,17 +23,16 @@ from sqlalchemy import Connection, Engine
 
 from episodic.config import Settings
 from episodic.crypto import LocalKeyring, new_data_key
-from episodic.ops.export import FORMAT, FORMAT_VERSION
+from episodic.ops.replay.reading import Bundle, _dict, _time
+from episodic.ops.replay.report import QueryDiff, ThreadDiff, Window
 from episodic.providers.factory import (
     late_chunks,
     make_dataset_embedders,
-    make_embedder,
     make_summariser,
 )
 from episodic.providers.types import Embedder
-from episodic.store import embedding_space, migrate, recall_queries
+from episodic.store import embedding_space, recall_queries
 from episodic.store import episodes as states
-from episodic.store.db import make_engine
 from episodic.store.languages import set_language
 from episodic.store.recall_index import (
     IndexInput,
@@ -109,172 +61,11 @@ else:
     from episodic.services.summariser.pipeline import Pipeline
     from episodic.services.summariser.spaces import follow_language
 
-__all__ = [
-    "CLOCKS",
-    "ExportReader",
-    "QueryDiff",
-    "ReplayError",
-    "ReplayReport",
-    "ThreadDiff",
-    "replay",
-    "scratch_database",
-]
-
-CLOCKS = ("received", "created")
 OLD_DATASET = "replay-old"
 NEW_DATASET = "replay-new"
-SIMILARITY_MEASURE = (
-    "cosine of the two current summaries' vectors, in the model of the replayed dataset's language"
-)
 _NAMESPACE = uuid.UUID("6f1d2c3e-8a4b-4c5d-9e6f-7a8b9c0d1e2f")
 _TICK = timedelta(microseconds=1)
 _BATCH = 500
-
-
-class ReplayError(ValueError):
-    """The input is not an export replay can read (a ValueError: the CLI answers 2)."""
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-@dataclass
-class Bundle:
-    """One thread of an export: its record, messages and episodes."""
-
-    thread: dict[str, Any]
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    episodes: list[dict[str, Any]] = field(default_factory=list)
-
-
-class ExportReader:
-    """Reads ``episodic export`` lines one thread at a time (the export writes a thread's
-    messages and episodes right after it). ``header`` is the ``dataset`` line; ``complete``
-    says whether the ``end`` line was seen (after :meth:`bundles` is exhausted)."""
-
-    def __init__(self, lines: Iterable[str]) -> None:
-        self._lines = enumerate(lines, start=1)
-        self.header: dict[str, Any] = {}
-        self.complete = False
-        for number, record in self._records():
-            if record.get("type") != "dataset":
-                raise ReplayError(
-                    f"line {number}: not an episodic export (the first record must be "
-                    '{"type": "dataset", …}, as `episodic export` writes it)'
-                )
-            if record.get("format", FORMAT) != FORMAT:
-                raise ReplayError(f"line {number}: format {record.get('format')!r} is not {FORMAT}")
-            version = record.get("version")
-            if not isinstance(version, int) or version > FORMAT_VERSION:
-                raise ReplayError(
-                    f"line {number}: export format version {version!r}; this replay reads "
-                    f"up to {FORMAT_VERSION} (upgrade episodic)"
-                )
-            self.header = record
-            break
-        else:
-            raise ReplayError("the export is empty")
-
-    def _records(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        for number, raw in self._lines:
-            text = raw.strip()
-            if not text:
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise ReplayError(f"line {number}: not JSON: {err.msg}") from None
-            if not isinstance(record, dict):
-                raise ReplayError(f"line {number}: not a JSON object")
-            yield number, record
-
-    def bundles(self) -> Iterator[Bundle]:
-        current: Bundle | None = None
-        done: set[str] = set()
-        for number, record in self._records():
-            kind = record.get("type")
-            if kind == "thread":
-                if current is not None:
-                    done.add(current.thread["thread_id"])
-                    yield current
-                thread_id = record.get("thread_id")
-                if not isinstance(thread_id, str) or not thread_id or thread_id in done:
-                    raise ReplayError(f"line {number}: a thread without an id, or listed twice")
-                current = Bundle(record)
-            elif kind in ("message", "episode"):
-                if current is None or record.get("thread_id") != current.thread["thread_id"]:
-                    raise ReplayError(
-                        f"line {number}: a {kind} of thread {record.get('thread_id')} outside "
-                        "that thread's block (replay reads exports as `episodic export` "
-                        "writes them: each thread followed by its messages and episodes)"
-                    )
-                (current.messages if kind == "message" else current.episodes).append(record)
-            elif kind == "end":
-                self.complete = True
-            # Other types (written by a newer exporter) are ignored.
-        if current is not None:
-            yield current
-
-
-# --------------------------------------------------------------------------- the scratch DB
-
-
-def _libpq(url: str) -> str:
-    for prefix in ("postgresql+psycopg://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql://" + url[len(prefix) :]
-    return url
-
-
-def _with_database(url: str, database: str) -> str:
-    head, _, query = url.partition("?")
-    return f"{head.rsplit('/', 1)[0]}/{database}" + (f"?{query}" if query else "")
-
-
-@contextlib.contextmanager
-def scratch_database(admin_url: str | None, embedding_dimension: int) -> Iterator[str]:
-    """A migrated database that is dropped afterwards: on the server of ``admin_url``
-    (a user that may create databases), else on an embedded PostgreSQL in a temporary
-    directory (the ``embedded`` extra), stopped afterwards."""
-    import psycopg
-
-    with tempfile.TemporaryDirectory(prefix="episodic-replay-") as tmp:
-        server = None
-        if admin_url:
-            base = _libpq(admin_url)
-        else:
-            from episodic.ops.runtime import EmbeddedPostgres
-
-            server = EmbeddedPostgres(Path(tmp) / "pgdata")
-            base = server.start()
-        name = f"episodic_replay_{uuid.uuid4().hex[:12]}"
-        try:
-            with psycopg.connect(base, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
-            try:
-                url = _with_database(base, name)
-                migrate.upgrade(url, embedding_dimension)
-                yield url
-            finally:
-                with psycopg.connect(base, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            if server is not None:
-                server.stop()
-
-
-# --------------------------------------------------------------------------- the plan
 
 
 @dataclass
@@ -318,196 +109,6 @@ class _Event:
     kind: str = field(compare=False)  # start | messages | end | manual
     first: int = field(default=0, compare=False)
     last: int = field(default=0, compare=False)
-
-
-# --------------------------------------------------------------------------- the report
-
-
-@dataclass
-class Window:
-    start: int
-    end: int
-    trigger: str
-    status: str
-
-    def __str__(self) -> str:
-        return f"{self.start}-{self.end}"
-
-
-@dataclass
-class ThreadDiff:
-    """How one thread's episodes changed."""
-
-    thread_id: str
-    label: str
-    messages: int
-    old_windows: list[Window]
-    new_windows: list[Window]
-    summary_similarity: float | None
-    entities_added: list[str]
-    entities_removed: list[str]
-    uncovered_at_export: list[int] | None = None  # [start, end] no old episode covered
-    skipped: str = ""
-
-    @property
-    def windows_identical(self) -> bool:
-        return [(w.start, w.end) for w in self.old_windows] == [
-            (w.start, w.end) for w in self.new_windows
-        ]
-
-
-@dataclass
-class QueryDiff:
-    """The top-k threads of one query over the old and the new episodes."""
-
-    query: str
-    k: int
-    old: list[str]
-    new: list[str]
-
-    @property
-    def overlap(self) -> float:
-        """Shared threads over the ranks filled (1.0 when both are empty)."""
-        filled = max(len(self.old), len(self.new))
-        return len(set(self.old) & set(self.new)) / filled if filled else 1.0
-
-
-@dataclass
-class ReplayReport:
-    dataset: str
-    exported_at: str | None
-    export_complete: bool
-    clock: str
-    settings: dict[str, Any]
-    threads: list[ThreadDiff]
-    queries: list[QueryDiff]
-    old_episodes: int
-    new_episodes: int
-    failed_episodes: int
-
-    def as_json(self) -> dict[str, Any]:
-        similarities = [t.summary_similarity for t in self.threads if t.summary_similarity]
-        return {
-            "dataset": self.dataset,
-            "exported_at": self.exported_at,
-            "export_complete": self.export_complete,
-            "clock": self.clock,
-            "settings": self.settings,
-            "summary_similarity_measure": SIMILARITY_MEASURE,
-            "totals": {
-                "threads": len(self.threads),
-                "threads_replayed": sum(1 for t in self.threads if not t.skipped),
-                "windows_identical": sum(
-                    1 for t in self.threads if not t.skipped and t.windows_identical
-                ),
-                "old_episodes": self.old_episodes,
-                "new_episodes": self.new_episodes,
-                "new_episodes_failed": self.failed_episodes,
-                "mean_summary_similarity": (
-                    round(sum(similarities) / len(similarities), 4) if similarities else None
-                ),
-                "mean_overlap": (
-                    round(sum(q.overlap for q in self.queries) / len(self.queries), 4)
-                    if self.queries
-                    else None
-                ),
-            },
-            "threads": [
-                {
-                    "thread_id": t.thread_id,
-                    "label": t.label,
-                    "messages": t.messages,
-                    "skipped": t.skipped or None,
-                    "windows_identical": t.windows_identical,
-                    "old_windows": [vars(w) for w in t.old_windows],
-                    "new_windows": [vars(w) for w in t.new_windows],
-                    "uncovered_at_export": t.uncovered_at_export,
-                    "summary_similarity": t.summary_similarity,
-                    "entities_added": t.entities_added,
-                    "entities_removed": t.entities_removed,
-                }
-                for t in self.threads
-            ],
-            "recall": [
-                {
-                    "query": q.query,
-                    "k": q.k,
-                    "old": q.old,
-                    "new": q.new,
-                    "overlap": round(q.overlap, 4),
-                }
-                for q in self.queries
-            ],
-        }
-
-    def render(self) -> str:
-        data = self.as_json()
-        totals = data["totals"]
-        out = [
-            f"replay of dataset {self.dataset} (exported {self.exported_at or '?'}"
-            + ("" if self.export_complete else ", INCOMPLETE export: no end line")
-            + f"), clock: {self.clock}",
-            "pipeline: " + ", ".join(f"{k} {v}" for k, v in self.settings.items() if k != "recall"),
-            f"episodes: {self.old_episodes} old, {self.new_episodes} new"
-            + (f" ({self.failed_episodes} failed)" if self.failed_episodes else ""),
-            f"windows identical in {totals['windows_identical']} of "
-            f"{totals['threads_replayed']} threads",
-        ]
-        if totals["mean_summary_similarity"] is not None:
-            out.append(
-                f"summary similarity ({SIMILARITY_MEASURE}): mean "
-                f"{totals['mean_summary_similarity']:.3f}"
-            )
-        out.append("")
-        for t in self.threads:
-            name = t.thread_id + (f' "{t.label}"' if t.label else "")
-            if t.skipped:
-                out.append(f"  {name}: skipped ({t.skipped})")
-                continue
-            mark = "same windows" if t.windows_identical else "WINDOWS DIFFER"
-            similarity = (
-                f", summary similarity {t.summary_similarity:.3f}"
-                if t.summary_similarity is not None
-                else ""
-            )
-            count = f"{t.messages} message" + ("" if t.messages == 1 else "s")
-            out.append(f"  {name}: {count}, {mark}{similarity}")
-            if not t.windows_identical:
-                out.append(f"      old: {_windows(t.old_windows)}")
-                out.append(f"      new: {_windows(t.new_windows)}")
-            if t.uncovered_at_export:
-                start, end = t.uncovered_at_export
-                out.append(f"      messages {start}-{end} had no old episode at export")
-            if t.entities_added or t.entities_removed:
-                changes = [f"+{e}" for e in t.entities_added] + [
-                    f"-{e}" for e in t.entities_removed
-                ]
-                out.append(f"      entities: {' '.join(changes)}")
-        if self.queries:
-            out.append("")
-            out.append(
-                f"recall, top {self.queries[0].k} threads (old → new), mean overlap "
-                f"{totals['mean_overlap']:.2f}:"
-            )
-            labels = {t.thread_id: t.label for t in self.threads}
-
-            def ranked(ids: list[str]) -> str:
-                return ", ".join(
-                    f"{i[:8]}" + (f' "{labels[i]}"' if labels.get(i) else "") for i in ids
-                )
-
-            for q in self.queries:
-                out.append(f"  {q.query!r}: overlap {q.overlap:.2f}")
-                out.append(f"      old: {ranked(q.old) or '(none)'}")
-                out.append(f"      new: {ranked(q.new) or '(none)'}")
-        return "\n".join(out)
-
-
-def _windows(windows: list[Window]) -> str:
-    return " ".join(f"{w.start}-{w.end} ({w.trigger})" for w in windows) or "(none)"
-
-
-# --------------------------------------------------------------------------- the run
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -997,83 +598,3 @@ class _Run:
                 by_id.get(str(r["thread_id"]), str(r["thread_id"])) for r in answer.rows
             ]
         return QueryDiff(query=query, k=k, old=ranked[OLD_DATASET], new=ranked[NEW_DATASET])
-
-
-def _settings_summary(settings: Settings, embedder: Embedder, dataset_model: str) -> dict[str, Any]:
-    """The settings the replay ran with; ``dataset_model``: the model that embedded the
-    replayed dataset (its language's, which may not be the store's ``embedder``)."""
-
-    def seconds(value: timedelta) -> str:
-        return f"{value.total_seconds():g}s"
-
-    return {
-        "summariser": settings.llm.llm_provider,
-        "embedder": embedder.name,
-        "dataset_embedder": dataset_model,
-        "auto_episode_interval": seconds(settings.scheduler.auto_episode_interval),
-        "sibling_pull_forward": seconds(settings.scheduler.sibling_pull_forward),
-        "max_retries": settings.recovery.max_retries,
-        "recall": {
-            "similarity_weight": settings.recall.similarity_weight,
-            "recency_weight": settings.recall.recency_weight,
-            "ranking_fusion": settings.recall.ranking_fusion,
-            "recency_span": settings.recall.recency_span,
-        },
-    }
-
-
-def replay(
-    lines: Iterable[str],
-    *,
-    settings: Settings,
-    queries: list[str] | None = None,
-    k: int = 5,
-    clock: str = "received",
-    admin_url: str | None = None,
-    report: Callable[[str], None] = lambda _: None,
-) -> ReplayReport:
-    """Replays the export ``lines`` (see the module docstring) and reports the differences.
-    ``report`` receives progress lines."""
-    if clock not in CLOCKS:
-        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}")
-    if k < 1:
-        raise ValueError("k must be at least 1")
-    queries = [q for q in (queries or []) if q.strip()]
-    reader = ExportReader(lines)
-    dimension = settings.database.embedding_dimension
-    embedder = make_embedder(settings.embedding, dimension, bulk=True)
-    with scratch_database(admin_url, dimension) as url:
-        engine = make_engine(url, pool_size=2, application_name="episodic-replay")
-        try:
-            run = _Run(
-                engine, settings, embedder, with_recall=bool(queries), clock=clock, report=report
-            )
-            for bundle in reader.bundles():
-                run.stage(bundle)
-                if len(run.threads) % 100 == 0:
-                    report(f"staged {len(run.threads)} thread(s)")
-            exported_at = _time(reader.header.get("exported_at"))
-            if exported_at is not None and (run.latest is None or exported_at > run.latest):
-                run.latest = exported_at
-            report(f"staged {len(run.threads)} thread(s); replaying them in time order")
-            run.simulate()
-            report("summarising the new episodes")
-            run.summarise()
-            report("comparing")
-            threads, found = run.compare(queries, k)
-            with engine.connect() as conn:
-                dataset_model = run.embedder_of(conn, NEW_DATASET).name
-        finally:
-            engine.dispose()
-    return ReplayReport(
-        dataset=str(reader.header.get("dataset") or ""),
-        exported_at=reader.header.get("exported_at"),
-        export_complete=reader.complete,
-        clock=clock,
-        settings=_settings_summary(settings, embedder, dataset_model),
-        threads=threads,
-        queries=found,
-        old_episodes=sum(len(t.old_windows) for t in threads),
-        new_episodes=sum(len(t.new_windows) for t in threads),
-        failed_episodes=sum(1 for t in threads for w in t.new_windows if w.status == "failed"),
-    )
