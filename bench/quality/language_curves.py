@@ -44,15 +44,9 @@ from typing import Any
 
 from bench.harness import locomo
 from bench.harness.report import log
+from bench.quality.lab.ranking import named_time_windows
+from bench.quality.lab.relevance import _x, abstention_figures, fit, fit_match, with_best
 from bench.quality.multilingual_quality import DEFAULT_PATH, load, thread_labels, write_sessions
-from bench.quality.recall_lab import (
-    _x,
-    abstention_figures,
-    fit,
-    fit_match,
-    named_time_windows,
-    with_best,
-)
 
 SHORT_PATH = DEFAULT_PATH.parent / "multilingual_short.jsonl"
 HALVES = ("dev", "held-out")  # recall_lab's names: the fitting set, the checking set
@@ -205,7 +199,7 @@ def _r1(
 ) -> tuple[float, float]:
     """R@1 of the real questions without and with the thresholds (as abstention_figures
     keeps candidates)."""
-    from bench.quality.recall_lab import request_best
+    from bench.quality.lab.relevance import request_best
 
     own = [r for r in rows if r["kind"] == "own"]
     before = after = 0
