@@ -45,7 +45,7 @@ from typing import Any
 from bench.harness import locomo
 from bench.harness.report import log
 from bench.quality.lab.ranking import named_time_windows
-from bench.quality.lab.relevance import _x, abstention_figures, fit, fit_match, with_best
+from bench.quality.lab.relevance import abstention_figures, curve_inputs, fit, fit_match, with_best
 from bench.quality.multilingual_quality import DEFAULT_PATH, load, thread_labels, write_sessions
 
 SHORT_PATH = DEFAULT_PATH.parent / "multilingual_short.jsonl"
@@ -219,7 +219,7 @@ def _r1(
 
 def _curves(coef: tuple[float, list[float]], match_coef: tuple[float, list[float]]) -> Any:
     """The relevance and match functions of fitted coefficients."""
-    return (lambda c: _logistic(coef, _x(c))), (lambda b: _logistic(match_coef, b))
+    return (lambda c: _logistic(coef, curve_inputs(c))), (lambda b: _logistic(match_coef, b))
 
 
 def highest_keeping(
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         figures_table(
             rows,
             split,
-            lambda c: _logistic(english_coef, _x(c)),
+            lambda c: _logistic(english_coef, curve_inputs(c)),
             (lambda b: _logistic(english_match, b)) if english_match else None,
             thresholds.min_relevance,
             thresholds.min_match,

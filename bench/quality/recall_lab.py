@@ -45,8 +45,8 @@ from typing import Any
 from bench.harness import locomo
 from bench.harness.lab_store import _database, _keep_keyring, confirm
 from bench.harness.report import log
-from bench.quality.lab.build import _build, _reindex
-from bench.quality.lab.features import _features
+from bench.quality.lab.build import build_database, reindex
+from bench.quality.lab.features import recall_features
 from bench.quality.lab.late_interaction import (
     NEAREST_CHUNKS,
     PROJECTIONS,
@@ -64,7 +64,14 @@ from bench.quality.lab.ranking import (
     score_options,
     score_variants,
 )
-from bench.quality.lab.relevance import _x, abstention, choose_abstention, fit, fit_match, with_best
+from bench.quality.lab.relevance import (
+    abstention,
+    choose_abstention,
+    curve_inputs,
+    fit,
+    fit_match,
+    with_best,
+)
 from bench.quality.lab.rerank import (
     choose_local_rerank,
     choose_mix,
@@ -293,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:
             url = _database(data_dir, stack)
             started = time.monotonic()
-            done = _reindex(
+            done = reindex(
                 url,
                 args.chunk_messages or None,
                 args.head_entities,
@@ -319,9 +326,9 @@ def main(argv: list[str] | None = None) -> int:
                     "(SELECT count(*) FROM episodes WHERE status = 'completed')"
                 ).fetchone()
             if done < sum(len(c.sessions) for c in conversations):
-                _build(url, conversations, ingest=not threads)
+                build_database(url, conversations, ingest=not threads)
             started = time.monotonic()
-            rows = _features(url, conversations, locomo.adversarial_questions())
+            rows = recall_features(url, conversations, locomo.adversarial_questions())
             log(f"features of {len(rows)} recalls in {time.monotonic() - started:.1f}s")
         cache.write_text(json.dumps(rows))
     if args.latency:
@@ -435,7 +442,9 @@ def main(argv: list[str] | None = None) -> int:
                 url = _database(data_dir, stack)
                 for name in missing:
                     started = time.monotonic()
-                    got = _features(url, conversations, locomo.adversarial_questions(), known[name])
+                    got = recall_features(
+                        url, conversations, locomo.adversarial_questions(), known[name]
+                    )
                     log(f"{name}: {len(got)} recalls in {time.monotonic() - started:.1f}s")
                     caches[name].write_text(json.dumps(got))
         print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -457,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     def rel(c: dict) -> float:
-        z = coef[0] + sum(b * v for b, v in zip(coef[1], _x(c), strict=True))
+        z = coef[0] + sum(b * v for b, v in zip(coef[1], curve_inputs(c), strict=True))
         return 1 / (1 + math.exp(-max(min(z, 50), -50)))
 
     for r in rows:  # the curve in use (fitted or the code's), for the variants that use it

@@ -79,21 +79,21 @@ from bench.harness import locomo
 from bench.harness.locomo import Conversation
 from bench.quality.temporal.check import validate
 from bench.quality.temporal.kinds import (
-    _absolute_date,
-    _date_span,
-    _month,
-    _relative_day,
-    _relative_week_month,
-    _session_ordinal,
-    _sessions_ago,
-    _weekday,
+    absolute_date_questions,
+    date_span_questions,
+    month_questions,
+    relative_day_questions,
+    relative_week_month_questions,
+    session_ordinal_questions,
+    sessions_ago_questions,
+    weekday_questions,
 )
-from bench.quality.temporal.topics import _topical_time, _topics
+from bench.quality.temporal.topics import conversation_topics, topical_time_questions
 from bench.quality.temporal.vocabulary import (
     KINDS,
+    DraftQuestion,
     TemporalQuestion,
-    _Draft,
-    _speakers,
+    speaker_names,
 )
 
 # -- the whole set
@@ -137,24 +137,26 @@ def build_temporal_questions(
     """
     if summaries is None:
         summaries = load_summaries()
-    kinds: dict[str, Callable[[Conversation, random.Random, tuple[str, str]], list[_Draft]]] = {
-        "relative_day": _relative_day,
-        "relative_week_month": _relative_week_month,
-        "weekday": _weekday,
-        "absolute_date": _absolute_date,
-        "month": _month,
-        "date_span": _date_span,
-        "session_ordinal": _session_ordinal,
-        "sessions_ago": _sessions_ago,
+    kinds: dict[
+        str, Callable[[Conversation, random.Random, tuple[str, str]], list[DraftQuestion]]
+    ] = {
+        "relative_day": relative_day_questions,
+        "relative_week_month": relative_week_month_questions,
+        "weekday": weekday_questions,
+        "absolute_date": absolute_date_questions,
+        "month": month_questions,
+        "date_span": date_span_questions,
+        "session_ordinal": session_ordinal_questions,
+        "sessions_ago": sessions_ago_questions,
     }
     out: list[TemporalQuestion] = []
     for conv in conversations:
-        names = _speakers(conv)
-        topics = _topics(conv, summaries.get(conv.conversation_id, ""))
+        names = speaker_names(conv)
+        topics = conversation_topics(conv, summaries.get(conv.conversation_id, ""))
         for kind in KINDS:
             rng = random.Random(f"{seed}/{conv.conversation_id}/{kind}")
             if kind == "topical_time":
-                drafts = _topical_time(conv, rng, names, topics)
+                drafts = topical_time_questions(conv, rng, names, topics)
             else:
                 drafts = kinds[kind](conv, rng, names)
             drafts.sort(key=lambda d: (d.asked_at, d.question))

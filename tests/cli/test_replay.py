@@ -234,7 +234,7 @@ def test_replay_embeds_a_dataset_in_the_model_its_language_calls_for(
         lambda settings, store, **_: DatasetEmbedders(store, OTHER),
         raising=False,  # without it, the assertions below say what goes wrong
     )
-    run = replay_run._Run(
+    run = replay_run.ReplayRun(
         engine, Settings(), STORE, with_recall=True, clock="received", report=lambda _: None
     )
     reader = replaying.ExportReader(_french_export())

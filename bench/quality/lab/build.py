@@ -1,7 +1,7 @@
 """The recall lab's kept database built and rebuilt: LoCoMo ingested and summarised once
-through the services (``_build``), and the recall index rebuilt as a variant of itself on a
-copy (``_reindex``: passages, entities, re-embedding, re-summarising, pooled and late
-summary vectors) before ``bench.quality.recall_lab`` scores it."""
+through the services (``build_database``), and the recall index rebuilt as a variant of
+itself on a copy (``reindex``: passages, entities, re-embedding, re-summarising, pooled and
+late summary vectors) before ``bench.quality.recall_lab`` scores it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ from bench.harness.report import log
 from bench.harness.suite import ingest_and_summarise
 
 
-def _build(url: str, conversations: list[locomo.Conversation], *, ingest: bool = True) -> None:
+def build_database(
+    url: str, conversations: list[locomo.Conversation], *, ingest: bool = True
+) -> None:
+    """LoCoMo's ``conversations`` ingested and summarised into the database at ``url``
+    through the four services, started for it (``ingest`` False: resumes summarising what
+    is there, after a sweep)."""
     from episodic.sdk.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.testing.processes import start_service
@@ -49,7 +54,7 @@ def _build(url: str, conversations: list[locomo.Conversation], *, ingest: bool =
         ingest_and_summarise(client, engine, conversations, ingest=ingest)
 
 
-def _reindex(
+def reindex(
     url: str,
     chunk_messages: int | None,
     head_entities: bool,

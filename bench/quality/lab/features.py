@@ -1,7 +1,7 @@
 """What the recall lab reads of its kept database: the request it asks for a LoCoMo
 question (``lab_request``), every candidate's signals for every question asked of its own,
-a foreign and (adversarial) its own dataset (``_features``, the rows the lab caches), and
-what a reranker can read of each episode (``candidate_texts``)."""
+a foreign and (adversarial) its own dataset (``recall_features``, the rows the lab caches),
+and what a reranker can read of each episode (``candidate_texts``)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def lab_request(dataset: str, q: locomo.Question, *, limit: int = 10, ranking: A
     )
 
 
-def _features(
+def recall_features(
     url: str,
     conversations: list[locomo.Conversation],
     adversarial: dict,

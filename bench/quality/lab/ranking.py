@@ -3,7 +3,7 @@ the older fusions (``VARIANTS``), the ranking switches ``--options`` flips
 (``ranking_variants``), the learned fusion fitted on the development half
 (``fit_ranker``, ``learned``, ``choose_ranker``, ``choose_extras``, ``choose_rerank``), the
 time a question names (``named_time_windows``), and R@1 / R@5 / MRR on both halves
-(``_scores``, ``score_options``, ``score_variants``)."""
+(``score_halves``, ``score_options``, ``score_variants``)."""
 
 from __future__ import annotations
 
@@ -335,7 +335,7 @@ def choose_ranker(rows: list[dict], split: dict[str, set[str]]) -> str:
     best: tuple[float, float, float] = (-1.0, 0.0, 0.0)
     for t in (0.25, 0.5, 0.75, 1.0):
         for span in (0.0, 1.0, 2.0, 4.0, 8.0):
-            cells = _scores(rows, split, learned(w * t, span))
+            cells = score_halves(rows, split, learned(w * t, span))
             lines.append(f"temperature {t} recency_span {span}: " + " ".join(cells))
             if float(cells[2]) > best[0]:
                 best = (float(cells[2]), t, span)
@@ -378,7 +378,7 @@ def choose_extras(
         best: tuple[float, float, float, list[str]] = (-1.0, 0.0, 0.0, [])
         for t in (0.25, 0.5, 0.75, 1.0):
             for span in (0.0, 4.0, 8.0):
-                cells = _scores(
+                cells = score_halves(
                     rows, split, learned(w * t, span, names=names, named_times=named_times)
                 )
                 if float(cells[2]) > best[0]:
@@ -417,7 +417,7 @@ def choose_rerank(rows: list[dict], split: dict[str, set[str]]) -> str:
         return rank
 
     lines = [
-        f"Recall's default: {' / '.join(_scores(rows, split))}",
+        f"Recall's default: {' / '.join(score_halves(rows, split))}",
         "| signals | weights (dev) | fused over | dev R@1 / R@5 / MRR | held out R@1 / R@5 / MRR |",
         "|---|---|---|---|---|",
     ]
@@ -429,12 +429,12 @@ def choose_rerank(rows: list[dict], split: dict[str, set[str]]) -> str:
         best: tuple[float, float] = (-1.0, 0.0)
         for t in (0.25, 0.5, 0.75, 1.0):
             weights = dict(zip(names, (w * t).tolist(), strict=True))
-            mrr = float(_scores(rows, split, ordered(weights, 10**6))[2])
+            mrr = float(score_halves(rows, split, ordered(weights, 10**6))[2])
             if mrr > best[0]:
                 best = (mrr, t)
         weights = dict(zip(names, np.round(w * best[1], 3).tolist(), strict=True))
         for top in (10**6, 3, 5, 10):
-            cells = _scores(rows, split, ordered(weights, top))
+            cells = score_halves(rows, split, ordered(weights, top))
             where = "every candidate" if top == 10**6 else f"the default's top {top}"
             lines.append(
                 f"| {label} | {weights} | {where} | {' / '.join(cells[:3])} "
@@ -466,7 +466,9 @@ def _first_candidate(rows: list[dict]) -> dict:
     return next(c for r in rows for c in r["candidates"])
 
 
-def _scores(rows: list[dict], split: dict[str, set[str]], fn: Any = None) -> list[str]:
+def score_halves(rows: list[dict], split: dict[str, set[str]], fn: Any = None) -> list[str]:
+    """R@1, R@5 and MRR of the own questions on the development half, then the held-out
+    half (six table cells), ranked by ``fn`` (None: Recall's own order)."""
     cells = []
     for half in ("dev", "held-out"):
         s = locomo.Scores()
@@ -494,7 +496,11 @@ def score_options(caches: dict[str, Path], split: dict[str, set[str]]) -> str:
     for name, path in caches.items():
         rows = json.loads(path.read_text())
         ms = sorted(r["ms"] for r in rows if r["kind"] == "own")
-        cells = [*_scores(rows, split), f"{ms[len(ms) // 2]:.1f}", f"{ms[int(len(ms) * 0.99)]:.1f}"]
+        cells = [
+            *score_halves(rows, split),
+            f"{ms[len(ms) // 2]:.1f}",
+            f"{ms[int(len(ms) * 0.99)]:.1f}",
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -20,7 +20,9 @@ from bench.quality.lab.ranking import rank_default
 _SIGNALS = ("cosine", "coverage", "passage_coverage")
 
 
-def _x(c: dict) -> list[float]:
+def curve_inputs(c: dict) -> list[float]:
+    """The curve's inputs for candidate ``c`` (see ``_SIGNALS``); ``c["best"]`` is set by
+    :func:`with_best`."""
     return [c[k] for k in _SIGNALS] + list(c["best"])
 
 
@@ -43,11 +45,11 @@ def fit(rows: list[dict], dev: set[str], l2: float = 1e-3) -> tuple[float, list[
         if r["kind"] == "own":
             for c in r["candidates"]:
                 if c["label"] in r["gold"]:
-                    xs.append(_x(c))
+                    xs.append(curve_inputs(c))
                     ys.append(1.0)
         elif r["kind"] == "foreign":
             for c in r["candidates"]:
-                xs.append(_x(c))
+                xs.append(curve_inputs(c))
                 ys.append(0.0)
     return _logistic(xs, ys, l2)
 

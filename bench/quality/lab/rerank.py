@@ -15,7 +15,7 @@ import numpy as np
 from bench.harness import locomo
 from bench.harness.report import log
 from bench.quality.lab.features import candidate_texts, lab_request
-from bench.quality.lab.ranking import _scores, fit_ranker
+from bench.quality.lab.ranking import fit_ranker, score_halves
 
 # -- a local reranker over the top candidates (the sixth pass) ------------------------
 
@@ -106,21 +106,21 @@ def choose_local_rerank(rows: list[dict], split: dict[str, set[str]]) -> str:
     """Every input and depth, pure reranker order and a mix with Recall's relevance whose
     share is chosen on the development half by MRR; both halves printed."""
     lines = [
-        f"Recall's default: {' / '.join(_scores(rows, split))}",
+        f"Recall's default: {' / '.join(score_halves(rows, split))}",
         "| input | top k | mix (reranker share) | dev R@1 / R@5 / MRR | held out R@1 / R@5 / MRR |",
         "|---|---|---|---|---|",
     ]
     for name in RERANK_INPUTS:
         for top in (3, 5, 10):
-            pure = _scores(rows, split, rerank_order(name, top))
+            pure = score_halves(rows, split, rerank_order(name, top))
             lines.append(
                 f"| {name} | {top} | 1 (pure) | {' / '.join(pure[:3])} | {' / '.join(pure[3:])} |"
             )
             best = max(
-                (float(_scores(rows, split, rerank_order(name, top, m))[2]), m)
+                (float(score_halves(rows, split, rerank_order(name, top, m))[2]), m)
                 for m in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
             )
-            cells = _scores(rows, split, rerank_order(name, top, best[1]))
+            cells = score_halves(rows, split, rerank_order(name, top, best[1]))
             lines.append(
                 f"| {name} | {top} | {best[1]:.1f} (dev MRR) | {' / '.join(cells[:3])} | {' / '.join(cells[3:])} |"
             )
@@ -131,20 +131,20 @@ def choose_mix(rows: list[dict], split: dict[str, set[str]], name: str) -> str:
     """One reader's pure order and its mix with Recall's relevance over the top 3, 5, 10,
     the mix chosen on the development half by MRR; both halves printed."""
     lines = [
-        f"Recall's default: {' / '.join(_scores(rows, split))}",
+        f"Recall's default: {' / '.join(score_halves(rows, split))}",
         "| input | top k | mix (its share) | dev R@1 / R@5 / MRR | held out R@1 / R@5 / MRR |",
         "|---|---|---|---|---|",
     ]
     for top in (3, 5, 10):
-        pure = _scores(rows, split, rerank_order(name, top))
+        pure = score_halves(rows, split, rerank_order(name, top))
         lines.append(
             f"| {name} | {top} | 1 (pure) | {' / '.join(pure[:3])} | {' / '.join(pure[3:])} |"
         )
         best = max(
-            (float(_scores(rows, split, rerank_order(name, top, m))[2]), m)
+            (float(score_halves(rows, split, rerank_order(name, top, m))[2]), m)
             for m in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
         )
-        cells = _scores(rows, split, rerank_order(name, top, best[1]))
+        cells = score_halves(rows, split, rerank_order(name, top, best[1]))
         lines.append(
             f"| {name} | {top} | {best[1]:.2f} (dev MRR) | {' / '.join(cells[:3])} "
             f"| {' / '.join(cells[3:])} |"
@@ -187,17 +187,17 @@ def choose_second_look(rows: list[dict], split: dict[str, set[str]], signal: str
 
     w = fit_ranker(head, split["dev"], names=names)
     best = max(
-        (float(_scores(rows, split, ordered(dict(zip(names, w * t, strict=True)), 5))[2]), t)
+        (float(score_halves(rows, split, ordered(dict(zip(names, w * t, strict=True)), 5))[2]), t)
         for t in (0.25, 0.5, 0.75, 1.0)
     )
     weights = dict(zip(names, np.round(w * best[1], 3).tolist(), strict=True))
     lines = [
-        f"Recall's default: {' / '.join(_scores(rows, split))}",
+        f"Recall's default: {' / '.join(score_halves(rows, split))}",
         f"weights (dev, temperature {best[1]}): {weights}",
         "| second look over | dev R@1 / R@5 / MRR | held out R@1 / R@5 / MRR |",
         "|---|---|---|",
     ]
     for top in (3, 5, 10):
-        cells = _scores(rows, split, ordered(weights, top))
+        cells = score_halves(rows, split, ordered(weights, top))
         lines.append(f"| top {top} | {' / '.join(cells[:3])} | {' / '.join(cells[3:])} |")
     return "\n".join(lines)

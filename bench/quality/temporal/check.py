@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 
 from bench.harness.locomo import Conversation, Session
-from bench.quality.temporal.topics import _CAPTION
+from bench.quality.temporal.topics import IMAGE_CAPTION
 from bench.quality.temporal.vocabulary import (
     KINDS,
     MONTHS,
@@ -177,7 +177,7 @@ def validate(questions: Sequence[TemporalQuestion], conversations: Sequence[Conv
             pattern = _ref_topic_pattern(q.topic)
 
             def mentions(s: Session, pattern: re.Pattern[str] = pattern) -> bool:
-                return any(pattern.search(_CAPTION.sub(" ", m.content)) for m in s.messages)
+                return any(pattern.search(IMAGE_CAPTION.sub(" ", m.content)) for m in s.messages)
 
             inside = [s for s in inside if mentions(s)]
             assert sum(1 for s in past if mentions(s)) >= 2, f"{where}: topic not ambiguous"

@@ -1,7 +1,7 @@
 """The ``topical_time`` questions: the two-word topics several sessions of a conversation
-mention (and LoCoMo's summaries name), found in its messages (``_topics``), and the
+mention (and LoCoMo's summaries name), found in its messages (``conversation_topics``), and the
 questions that ask about one of them at a time that picks out one of its sessions
-(``_topical_time``)."""
+(``topical_time_questions``)."""
 
 from __future__ import annotations
 
@@ -14,27 +14,27 @@ from datetime import datetime
 
 from bench.harness.locomo import Conversation, Session
 from bench.quality.temporal.kinds import (
-    _month_ref,
-    _months_ago_ref,
-    _random_day_of_month,
-    _weekday_ref,
-    _weeks_question,
+    month_ref,
+    months_ago_ref,
+    random_day_of_month,
+    weekday_ref,
+    weeks_ref_for_session,
 )
 from bench.quality.temporal.vocabulary import (
     DAY,
     PER_CONVERSATION,
     TOPICAL,
-    _ask,
-    _at,
-    _date_words,
-    _day_ref,
-    _Draft,
-    _month_window,
-    _number,
-    _shift_month,
-    _speakers,
-    _TimeRef,
-    _within,
+    DraftQuestion,
+    TimeRef,
+    date_words,
+    day_ref,
+    fill_template,
+    month_window,
+    number_phrase,
+    random_minute,
+    sessions_within,
+    shift_month,
+    speaker_names,
 )
 
 # -- topics
@@ -50,7 +50,8 @@ class _Topic:
     speaker: tuple[tuple[str, str], ...]  # (thread id, who first mentions it there)
 
 
-_CAPTION = re.compile(r"\[shares image:[^\]]*\]")
+#: The caption LoCoMo writes for a shared image; topics are found (and checked) without it.
+IMAGE_CAPTION = re.compile(r"\[shares image:[^\]]*\]")
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 
@@ -116,14 +117,14 @@ def _plural(word: str) -> str:
 
 def _plain(content: str) -> str:
     """A message's own words, lower-cased, without the captions of shared images."""
-    return _CAPTION.sub(" ", content).lower()
+    return IMAGE_CAPTION.sub(" ", content).lower()
 
 
 def _topic_pattern(first: str, base: str) -> re.Pattern[str]:
     return re.compile(rf"\b{first}\s+(?:{base}|{_plural(base)})\b")
 
 
-def _topics(conv: Conversation, summary: str) -> list[_Topic]:
+def conversation_topics(conv: Conversation, summary: str) -> list[_Topic]:
     """Two-word noun phrases that several sessions mention and LoCoMo's summaries name.
 
     A phrase qualifies when it is mentioned in two to five sessions, appears in the
@@ -131,7 +132,7 @@ def _topics(conv: Conversation, summary: str) -> list[_Topic]:
     determiner at least once ("the adoption agency"), is neither an evaluation ("tough
     time") nor a fragment of a longer compound ("milk ice" of "milk ice cream").
     """
-    names = {n.lower() for n in _speakers(conv)}
+    names = {n.lower() for n in speaker_names(conv)}
     threads: dict[tuple[str, str], set[str]] = defaultdict(set)
     surfaces: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     before: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
@@ -185,7 +186,7 @@ def _topics(conv: Conversation, summary: str) -> list[_Topic]:
             hit.group(0)
             for s in matched
             for m in s.messages
-            for hit in anycase.finditer(_CAPTION.sub(" ", m.content))
+            for hit in anycase.finditer(IMAGE_CAPTION.sub(" ", m.content))
         )
         surface = re.sub(r"\s+", " ", written.most_common(1)[0][0])
         second = surface.split()[1].lower()
@@ -200,12 +201,12 @@ def _topics(conv: Conversation, summary: str) -> list[_Topic]:
     return out
 
 
-def _topical_time(
+def topical_time_questions(
     conv: Conversation,
     rng: random.Random,
     names: tuple[str, str],
     topics: Sequence[_Topic],
-) -> list[_Draft]:
+) -> list[DraftQuestion]:
     """Questions like "What did Caroline say about the adoption agency last week?".
 
     The topic is mentioned in several sessions by asked_at and the time picks one of them.
@@ -214,7 +215,7 @@ def _topical_time(
     """
     by_id = {s.thread_id: s for s in conv.sessions}
     pairs = [(t, tid) for t in topics for tid in sorted(t.threads)]
-    out: list[_Draft] = []
+    out: list[DraftQuestion] = []
     used: set[str] = set()
     for topic, tid in rng.sample(pairs, len(pairs)):
         if len(out) >= PER_CONVERSATION:
@@ -223,24 +224,26 @@ def _topical_time(
             continue
         gold = by_id[tid]
         mentioned = [s for s in conv.sessions if s.thread_id in topic.threads]
-        candidates: list[tuple[_TimeRef, datetime]] = []
+        candidates: list[tuple[TimeRef, datetime]] = []
         for how in rng.sample(_TOPICAL_TIMES, len(_TOPICAL_TIMES)):
             found = _topical_ref(rng, how, gold, mentioned)
             if found is None:
                 continue
             ref, asked = found
-            in_window = _within(mentioned, ref, asked)
+            in_window = sessions_within(mentioned, ref, asked)
             known = [s for s in mentioned if s.started_at <= asked]
             if in_window == (gold,) and len(known) >= 2:
                 candidates.append(found)
         if not candidates:
             continue
-        ref, asked = max(candidates, key=lambda c: len(_within(conv.sessions, *c)) > 1)
+        ref, asked = max(candidates, key=lambda c: len(sessions_within(conv.sessions, *c)) > 1)
         used.add(tid)
         speaker = dict(topic.speaker)[tid]
         other = names[1] if speaker == names[0] else names[0]
-        question = _ask(rng, TOPICAL, names, ref.phrase, s=speaker, o=other, p=topic.phrase)
-        out.append(_Draft(question, asked, (gold,), ref.expression, topic.phrase))
+        question = fill_template(
+            rng, TOPICAL, names, ref.phrase, s=speaker, o=other, p=topic.phrase
+        )
+        out.append(DraftQuestion(question, asked, (gold,), ref.expression, topic.phrase))
     return out
 
 
@@ -249,28 +252,28 @@ _TOPICAL_TIMES = ("weeks", "months_ago", "month", "days_ago", "weekday", "date")
 
 def _topical_ref(
     rng: random.Random, how: str, gold: Session, mentioned: Sequence[Session]
-) -> tuple[_TimeRef, datetime] | None:
+) -> tuple[TimeRef, datetime] | None:
     """A time reference of kind ``how`` (one of _TOPICAL_TIMES) that covers ``gold``."""
     day = gold.started_at.date()
     if how == "weeks":
-        return _weeks_question(rng, mentioned, gold)
+        return weeks_ref_for_session(rng, mentioned, gold)
     if how == "months_ago":
         n = rng.choice((1, 1, 2, 3))
-        year, month = _shift_month(day.year, day.month, n)
-        asked = _at(rng, _random_day_of_month(rng, year, month))
-        return (_months_ago_ref(rng, n, asked), asked) if asked else None
+        year, month = shift_month(day.year, day.month, n)
+        asked = random_minute(rng, random_day_of_month(rng, year, month))
+        return (months_ago_ref(rng, n, asked), asked) if asked else None
     if how == "month":
-        _, end = _month_window(day.year, day.month)
-        asked = _at(rng, end.date() + rng.randint(0, 60) * DAY)
-        return (_month_ref(rng, day.year, day.month, rng.random() < 0.3), asked) if asked else None
+        _, end = month_window(day.year, day.month)
+        asked = random_minute(rng, end.date() + rng.randint(0, 60) * DAY)
+        return (month_ref(rng, day.year, day.month, rng.random() < 0.3), asked) if asked else None
     if how == "days_ago":
         n = rng.randint(1, 6)
-        asked = _at(rng, day + n * DAY)
-        words = "yesterday" if n == 1 else f"{_number(rng, n)} days ago"
-        return (_day_ref(day, words), asked) if asked else None
+        asked = random_minute(rng, day + n * DAY)
+        words = "yesterday" if n == 1 else f"{number_phrase(rng, n)} days ago"
+        return (day_ref(day, words), asked) if asked else None
     if how == "weekday":
-        asked = _at(rng, day + rng.randint(1, 6) * DAY)
-        return (_weekday_ref(rng, day, asked), asked) if asked else None
-    asked = _at(rng, day + rng.randint(1, 60) * DAY)
-    words = _date_words(rng, day, with_year=rng.random() < 0.3)
-    return (_day_ref(day, f"on {words}", words), asked) if asked else None
+        asked = random_minute(rng, day + rng.randint(1, 6) * DAY)
+        return (weekday_ref(rng, day, asked), asked) if asked else None
+    asked = random_minute(rng, day + rng.randint(1, 60) * DAY)
+    words = date_words(rng, day, with_year=rng.random() < 0.3)
+    return (day_ref(day, f"on {words}", words), asked) if asked else None

@@ -1,7 +1,7 @@
 """What every kind of temporal question shares (``bench.quality.temporal_questions`` states
 the rules): the kinds, the words for months, weekdays, numbers and ordinals, the question
 templates, a question's shape (``TemporalQuestion``, and a time named in words with its
-window, ``_TimeRef``), and the calendar and wording helpers the generators build
+window, ``TimeRef``), and the calendar and wording helpers the generators build
 questions with."""
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ class TemporalQuestion:
 
 
 @dataclass(frozen=True)
-class _TimeRef:
+class TimeRef:
     """A time named in words and the window it resolves to."""
 
     phrase: str  # as put in the question, e.g. "on May 8th"
@@ -165,7 +165,7 @@ class _TimeRef:
 
 
 @dataclass(frozen=True)
-class _Draft:
+class DraftQuestion:
     """A question before it gets its id."""
 
     question: str
@@ -178,77 +178,83 @@ class _Draft:
 # -- calendar helpers
 
 
-def _midnight(day: date) -> datetime:
+def midnight(day: date) -> datetime:
+    """The start of ``day``, in UTC."""
     return datetime.combine(day, time(), tzinfo=UTC)
 
 
-def _at(rng: random.Random, day: date, after: datetime | None = None) -> datetime | None:
+def random_minute(rng: random.Random, day: date, after: datetime | None = None) -> datetime | None:
     """A random minute of ``day`` between 08:00 and 22:59, at least an hour after ``after``."""
-    lo = _midnight(day) + timedelta(hours=8)
+    lo = midnight(day) + timedelta(hours=8)
     if after is not None:
         lo = max(lo, after.replace(second=0, microsecond=0) + timedelta(hours=1))
-    hi = _midnight(day) + timedelta(hours=22, minutes=59)
+    hi = midnight(day) + timedelta(hours=22, minutes=59)
     if lo > hi:
         return None
     return lo + timedelta(minutes=rng.randint(0, int((hi - lo).total_seconds() // 60)))
 
 
-def _within(sessions: Sequence[Session], ref: _TimeRef, asked_at: datetime) -> tuple[Session, ...]:
+def sessions_within(
+    sessions: Sequence[Session], ref: TimeRef, asked_at: datetime
+) -> tuple[Session, ...]:
     """The sessions in the window of ``ref`` that started by ``asked_at``."""
     return tuple(
         s for s in sessions if ref.start <= s.started_at < ref.end and s.started_at <= asked_at
     )
 
 
-def _shift_month(year: int, month: int, by: int) -> tuple[int, int]:
+def shift_month(year: int, month: int, by: int) -> tuple[int, int]:
+    """The (year, month) ``by`` months after ``year``-``month`` (before it when negative)."""
     index = year * 12 + (month - 1) + by
     return index // 12, index % 12 + 1
 
 
-def _month_window(year: int, month: int) -> tuple[datetime, datetime]:
-    ny, nm = _shift_month(year, month, 1)
-    return _midnight(date(year, month, 1)), _midnight(date(ny, nm, 1))
+def month_window(year: int, month: int) -> tuple[datetime, datetime]:
+    """The month from its first midnight to the next month's (exclusive)."""
+    ny, nm = shift_month(year, month, 1)
+    return midnight(date(year, month, 1)), midnight(date(ny, nm, 1))
 
 
-def _day_ref(day: date, phrase: str, expression: str | None = None) -> _TimeRef:
-    return _TimeRef(phrase, expression or phrase, _midnight(day), _midnight(day) + DAY)
+def day_ref(day: date, phrase: str, expression: str | None = None) -> TimeRef:
+    """``day`` named by ``phrase`` (its time words ``expression``, else the phrase)."""
+    return TimeRef(phrase, expression or phrase, midnight(day), midnight(day) + DAY)
 
 
 # -- wording helpers
 
 
-def _number(rng: random.Random, n: int) -> str:
+def number_phrase(rng: random.Random, n: int) -> str:
     """``n`` as digits or, for small numbers, sometimes as a word."""
     return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) and rng.random() < 0.5 else str(n)
 
 
-def _suffixed(n: int) -> str:
+def with_ordinal_suffix(n: int) -> str:
     """1st, 2nd, 3rd, 4th, 11th, 22nd."""
     if 10 <= n % 100 <= 20:
         return f"{n}th"
     return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th') }"
 
 
-def _date_words(rng: random.Random, day: date, with_year: bool, form: int | None = None) -> str:
+def date_words(rng: random.Random, day: date, with_year: bool, form: int | None = None) -> str:
     """``day`` written the way people do, with or without its year (``form``: which way)."""
     month = MONTHS[day.month - 1]
     if with_year:
         forms = (
             f"{month} {day.day}, {day.year}",
-            f"{month} {_suffixed(day.day)}, {day.year}",
+            f"{month} {with_ordinal_suffix(day.day)}, {day.year}",
             f"{day.day} {month} {day.year}",
         )
     else:
         forms = (
-            f"{month} {_suffixed(day.day)}",
+            f"{month} {with_ordinal_suffix(day.day)}",
             f"{month} {day.day}",
             f"{day.day} {month}",
-            f"the {_suffixed(day.day)} of {month}",
+            f"the {with_ordinal_suffix(day.day)} of {month}",
         )
     return forms[form] if form is not None else rng.choice(forms)
 
 
-def _ask(
+def fill_template(
     rng: random.Random,
     templates: Sequence[str],
     names: tuple[str, str],
@@ -263,11 +269,13 @@ def _ask(
     return template.format(a=a, b=b, t=ref_phrase, T=front, **fields)
 
 
-def _general(rng: random.Random, names: tuple[str, str], ref: _TimeRef, single: bool) -> str:
-    return _ask(rng, GENERAL + SINGLE if single else GENERAL, names, ref.phrase)
+def general_question(rng: random.Random, names: tuple[str, str], ref: TimeRef, single: bool) -> str:
+    """A question about what was said at ``ref``; ``single``: the gold is one session, so
+    the templates that speak of one conversation may be drawn too."""
+    return fill_template(rng, GENERAL + SINGLE if single else GENERAL, names, ref.phrase)
 
 
-def _speakers(conv: Conversation) -> tuple[str, str]:
+def speaker_names(conv: Conversation) -> tuple[str, str]:
     """The two speakers, the one LoCoMo calls ``user`` first."""
     by_role: dict[str, str] = {}
     for session in conv.sessions:
@@ -280,7 +288,9 @@ def _speakers(conv: Conversation) -> tuple[str, str]:
     return names[1][1], names[0][1]
 
 
-def _between(rng: random.Random, sessions: Sequence[Session], j: int) -> datetime | None:
+def time_between_sessions(
+    rng: random.Random, sessions: Sequence[Session], j: int
+) -> datetime | None:
     """A time after session ``j`` (by at least an hour) and before session ``j + 1``.
 
     After the last session, a time up to ten days later.
@@ -291,7 +301,7 @@ def _between(rng: random.Random, sessions: Sequence[Session], j: int) -> datetim
     )
     for _ in range(8):
         day = start.date() + rng.randint(0, (last_day - start.date()).days) * DAY
-        asked = _at(rng, day, after=start if day == start.date() else None)
+        asked = random_minute(rng, day, after=start if day == start.date() else None)
         if asked is not None and (j + 1 == len(sessions) or asked < sessions[j + 1].started_at):
             return asked
     return None

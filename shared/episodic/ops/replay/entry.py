@@ -10,9 +10,9 @@ from datetime import timedelta
 from typing import Any
 
 from episodic.config import Settings
-from episodic.ops.replay.reading import ExportReader, _time
+from episodic.ops.replay.reading import ExportReader, parse_time
 from episodic.ops.replay.report import ReplayReport
-from episodic.ops.replay.run import NEW_DATASET, _Run
+from episodic.ops.replay.run import NEW_DATASET, ReplayRun
 from episodic.ops.replay.scratch import scratch_database
 from episodic.providers.factory import make_embedder
 from episodic.providers.types import Embedder
@@ -67,14 +67,14 @@ def replay(
     with scratch_database(admin_url, dimension) as url:
         engine = make_engine(url, pool_size=2, application_name="episodic-replay")
         try:
-            run = _Run(
+            run = ReplayRun(
                 engine, settings, embedder, with_recall=bool(queries), clock=clock, report=report
             )
             for bundle in reader.bundles():
                 run.stage(bundle)
                 if len(run.threads) % 100 == 0:
                     report(f"staged {len(run.threads)} thread(s)")
-            exported_at = _time(reader.header.get("exported_at"))
+            exported_at = parse_time(reader.header.get("exported_at"))
             if exported_at is not None and (run.latest is None or exported_at > run.latest):
                 run.latest = exported_at
             report(f"staged {len(run.threads)} thread(s); replaying them in time order")

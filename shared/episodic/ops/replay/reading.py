@@ -1,7 +1,7 @@
 """Reading an export for a replay: :class:`ExportReader` reads ``episodic export`` lines
 one thread at a time (a :class:`Bundle`: the thread's record, messages and episodes) and
-refuses what is not an export it can read (:class:`ReplayError`). ``_time`` and ``_dict``
-read an exported value; :mod:`.run` reads the bundles with them too.
+refuses what is not an export it can read (:class:`ReplayError`). :func:`parse_time` and
+:func:`as_dict` read an exported value; :mod:`.run` reads the bundles with them too.
 """
 
 from __future__ import annotations
@@ -19,14 +19,17 @@ class ReplayError(ValueError):
     """The input is not an export replay can read (a ValueError: the CLI answers 2)."""
 
 
-def _time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
+    """An exported time (ISO 8601, ``Z`` allowed) as an aware datetime, UTC when it names no
+    zone; None when it is missing or empty."""
     if not isinstance(value, str) or not value:
         return None
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> dict[str, Any]:
+    """An exported object (``metadata``); ``{}`` when it is missing or not an object."""
     return value if isinstance(value, dict) else {}
 
 

@@ -1,7 +1,8 @@
-"""One replay on one scratch database (``_Run``): the steps of :mod:`episodic.ops.replay`,
-each a part of the class — stage the export into ``replay-old``, simulate its threads into
-``replay-new`` on the replay's clock, summarise the new episodes, compare — and what the
-simulation keeps of each exported thread (``_Thread``, ``_OldEpisode``, ``_Event``).
+"""One replay on one scratch database (:class:`ReplayRun`): the steps of
+:mod:`episodic.ops.replay`, each a part of the class — stage the export into
+``replay-old``, simulate its threads into ``replay-new`` on the replay's clock, summarise
+the new episodes, compare — and what the simulation keeps of each exported thread
+(``_Thread``, ``_OldEpisode``, ``_Event``).
 
 It runs the services' code in process (Ingest's, the Scheduler's and Recall's domain
 functions, the Summariser's pipeline), by design, and is the one module of the replay that
@@ -23,7 +24,7 @@ from sqlalchemy import Connection, Engine
 
 from episodic.config import Settings
 from episodic.crypto import LocalKeyring, new_data_key
-from episodic.ops.replay.reading import Bundle, _dict, _time
+from episodic.ops.replay.reading import Bundle, as_dict, parse_time
 from episodic.ops.replay.report import QueryDiff, ThreadDiff, Window
 from episodic.providers.factory import (
     late_chunks,
@@ -125,7 +126,7 @@ def _thread_uuid(source_id: str) -> uuid.UUID:
         return uuid.uuid5(_NAMESPACE, source_id)
 
 
-class _Run:
+class ReplayRun:
     """One replay on one scratch database. Every read and write of the store is a domain
     function of the services (see the module docstring)."""
 
@@ -168,7 +169,7 @@ class _Run:
                 status=str(e.get("status") or ""),
                 summary=str(e.get("summary") or ""),
                 entities=[str(x) for x in e.get("entities") or []],
-                created_at=_time(e.get("created_at")),
+                created_at=parse_time(e.get("created_at")),
             )
             for e in bundle.episodes
         ]
@@ -178,11 +179,11 @@ class _Run:
             new_id=_thread_uuid(source_id),
             old_id=uuid.uuid5(_NAMESPACE, "old:" + source_id),
             label=str(record.get("label") or ""),
-            metadata=_dict(record.get("metadata")),
-            created_at=_time(record.get("created_at")),
-            ended_at=_time(record.get("ended_at")),
-            received=[_time(m.get("received_at")) for m in messages],
-            written=[_time(m.get("created_at")) for m in messages],
+            metadata=as_dict(record.get("metadata")),
+            created_at=parse_time(record.get("created_at")),
+            ended_at=parse_time(record.get("ended_at")),
+            received=[parse_time(m.get("received_at")) for m in messages],
+            written=[parse_time(m.get("created_at")) for m in messages],
             old=old,
         )
         self.threads.append(thread)
@@ -217,8 +218,8 @@ class _Run:
                 ingest.NewMessage(
                     role=str(m.get("role") or "user"),
                     content=str(m.get("content") or ""),
-                    metadata=_dict(m.get("metadata")),
-                    created_at=_time(m.get("created_at")),
+                    metadata=as_dict(m.get("metadata")),
+                    created_at=parse_time(m.get("created_at")),
                 )
                 for m in messages[i : i + _BATCH]
             ]
