@@ -484,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             "approx_recent": defaults.recall_approximate_recent,
             "approx_per_lexeme": approximation.per_lexeme,
             "approx_selective_df": approximation.selective_df,
+            "approx_postings": approximation.postings,
             **query_term_params(conn, args.dataset, query),
         }
 

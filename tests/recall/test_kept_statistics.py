@@ -255,7 +255,10 @@ def test_a_words_candidates_are_its_kept_best_holders(recall_engine) -> None:  #
         assert _lexical_only(conn, "zebra invoice", only_lists) >= zebra
     with recall_engine.begin() as conn:
         conn.execute(
-            text("UPDATE kept_term_statistics SET best_documents = '{}', best_threads = '{}'")
+            text(
+                "UPDATE kept_term_statistics SET best_documents = '{}', document_weights = '{}', "
+                "best_passages = '{}', passage_weights = '{}'"
+            )
         )
     with recall_engine.connect() as conn:
         assert not _lexical_only(conn, "zebra invoice", only_lists) & zebra
@@ -263,3 +266,79 @@ def test_a_words_candidates_are_its_kept_best_holders(recall_engine) -> None:  #
         conn.execute(text("DELETE FROM kept_statistics"))
     with recall_engine.connect() as conn:
         assert _lexical_only(conn, "zebra invoice", only_lists) >= zebra
+
+
+def test_each_word_keeps_its_best_holders_by_weight_the_latest_first_among_equals(  # type: ignore[no-untyped-def]
+    recall_engine,
+) -> None:
+    """The postings: per word, at most ``best_kept`` holders with their weights, the
+    heaviest first; among holders of equal weight (the same text), the latest; and every
+    holder, with its weight, when the word has at most that many."""
+    with recall_engine.begin() as conn:
+        old = make_episode(
+            conn, "big", ["the walrus ate the fish"], ended_at=T0 - timedelta(days=9)
+        )
+        new = make_episode(
+            conn, "big", ["the walrus ate the fish"], ended_at=T0 - timedelta(days=2)
+        )
+        make_episode(
+            conn, "big", ["a walrus walrus walrus swam by"], ended_at=T0 - timedelta(days=5)
+        )
+        make_episode(conn, "big", ["nothing in common here"], ended_at=T0)
+    assert kept_statistics.refresh(recall_engine, "big", best_kept=1) is not None
+    with recall_engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT documents, best_documents, document_weights, passages, best_passages, "
+                "passage_weights FROM kept_term_statistics WHERE dataset = 'big'"
+            )
+        ).all()
+    assert rows and all(len(r.best_documents) == len(r.document_weights) == 1 for r in rows)
+    assert all(len(r.best_passages) == len(r.passage_weights) == 1 for r in rows)
+    # "fish" and "ate": held by the two equal episodes only, the later one kept
+    pair = [r for r in rows if r.documents == 2]
+    assert len(pair) == 2 and {r.best_documents[0] for r in pair} == {new.episode_id}
+    assert old.episode_id not in {e for r in rows for e in r.best_documents}
+    # "walrus": three holders; the one that says it three times weighs most
+    (walrus,) = [r for r in rows if r.documents == 3]
+    assert walrus.best_documents[0] not in (old.episode_id, new.episode_id)
+    assert kept_statistics.refresh(recall_engine, "big") is not None  # whole lists
+    with recall_engine.connect() as conn:
+        (walrus,) = conn.execute(
+            text(
+                "SELECT best_documents, document_weights, best_passages, passage_weights "
+                "FROM kept_term_statistics WHERE dataset = 'big' AND documents = 3"
+            )
+        ).all()
+    assert walrus.best_documents[1:] == [new.episode_id, old.episode_id]
+    assert walrus.document_weights[0] > walrus.document_weights[1] == walrus.document_weights[2]
+    assert set(walrus.best_passages) == set(walrus.best_documents)
+
+
+def test_an_episode_completed_since_the_count_is_found_by_its_words(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    """No postings list an episode completed after the count: it is a candidate through
+    its words all the same (``since the count``), until the next count lists it."""
+    _fill(recall_engine)
+    _refresh(recall_engine)
+    with recall_engine.begin() as conn:
+        late = make_episode(
+            conn, "big", ["the quokka smiled at the camera"], ended_at=T0 - timedelta(days=30)
+        )
+    # No vector (no nearest part), nothing recent: the words alone bring candidates.
+    words_only = Approximation(candidates=4, recent=0)
+    with recall_engine.connect() as conn:
+        assert late.episode_id in _lexical_only(conn, "quokka camera", words_only)
+    _refresh(recall_engine)
+    with recall_engine.begin() as conn:  # long after the count: only the postings have it
+        conn.execute(text("UPDATE kept_statistics SET counted_at = now() + interval '1 day'"))
+    with recall_engine.connect() as conn:
+        assert late.episode_id in _lexical_only(conn, "quokka camera", words_only)
+    with recall_engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE kept_term_statistics SET best_documents = '{}', document_weights = '{}', "
+                "best_passages = '{}', passage_weights = '{}'"
+            )
+        )
+    with recall_engine.connect() as conn:  # neither lists nor "since": not a candidate
+        assert late.episode_id not in _lexical_only(conn, "quokka camera", words_only)

@@ -39,6 +39,7 @@ def parse_curve(spec: str, defaults: object) -> list[dict[str, int]]:
         "recent": defaults.recall_approximate_recent,  # type: ignore[attr-defined]
         "per_lexeme": Approximation().per_lexeme,
         "selective_df": Approximation().selective_df,
+        "postings": Approximation().postings,
     }
     variants = []
     for part in (DEFAULT_CURVE if spec == "default" else spec).split(";"):
@@ -102,6 +103,7 @@ def curve(
                 "approx_recent": variant["recent"],
                 "approx_per_lexeme": variant["per_lexeme"],
                 "approx_selective_df": variant["selective_df"],
+                "approx_postings": variant["postings"],
             }
             t = time.perf_counter()
             got = _episode_ids(sql.execute(statement, q))

@@ -8,8 +8,9 @@ holder of a common word costs: about a second of a call at 100k episodes
 (docs/benchmarks-history.md "A big tenant's Recall"). Kept, they cost an index probe per
 query word.
 
-- :func:`refresh` counts them for one dataset, with each word's best holders by its BM25
-  weight (:data:`BEST_KEPT`: the approximate path's candidates for the word), and replaces
+- :func:`refresh` counts them for one dataset, with each word's postings in impact order
+  (its :data:`BEST_KEPT` best holders and their BM25 weights: the approximate path scores
+  the query words' holders from them; migration 0023), and replaces
   the dataset's rows in one transaction: a reader sees the old ones or the new ones, and a
   crash leaves the old ones. (Its two statements each read their own snapshot: an episode
   completed between them is in one count and not the other, a lag like any other.)
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
@@ -42,9 +44,12 @@ from episodic.store.shards import read_every_shard
 
 __all__ = ["BEST_KEPT", "STALE_SHARE", "Refreshed", "drop", "due", "refresh", "thread_erased"]
 
-#: Per word, how many of its best holders are kept (documents, and threads of chunks): the
-#: approximate path's candidates for it, where it read every holder (``ts_rank``) before.
-BEST_KEPT = 64
+#: Per word, how many of its best holders are kept with their weights (documents, and
+#: threads of chunks), best first: its postings in impact order, from which the approximate
+#: path scores the query's words' holders (where it read every holder of the selective
+#: words and ran ``ts_rank`` over every holder of any). Every holder of a word held by at
+#: most this many, so such a word's holders score exactly as counted.
+BEST_KEPT = 5000
 
 #: The longest a count may run (100k episodes: 69 s on a quiet machine, 8 s of it the
 #: counts, the rest the best holders).
@@ -68,7 +73,7 @@ class Refreshed:
 # statistics define them (lexical_statistics.dataset_statistics without filters).
 
 #: The dataset's completed episodes' documents.
-_DOCUMENTS = """(SELECT e.dataset, e.episode_id, e.search_vector, e.search_length
+_DOCUMENTS = """(SELECT e.dataset, e.episode_id, e.ended_at, e.search_vector, e.search_length
         FROM episodes e WHERE e.dataset = :dataset AND e.status = 'completed')"""
 
 #: Each chunk of the dataset with how many completed episodes it is a passage of (those of
@@ -113,37 +118,59 @@ def _weight(tf: str, length: str, average: str, *, passage: bool) -> str:
 
 _TF = "coalesce(array_length(u.positions, 1), 1)::float8"
 
-# Per word: how many documents and passages hold it, and its best holders by its BM25
-# weight (BEST_KEPT of each: the documents, and the threads of the chunks). The
-# rank is over (dataset, word), so that Citus runs the window on the dataset's shard.
-_TERMS = f"""
+#: Each passage of the dataset — a chunk and a completed episode of its thread that reaches
+#: its end — with the episode's end: one join of the two tables, hashed.
+_PASSAGES = """(SELECT m.dataset, e.episode_id, e.ended_at, m.search_vector,
+               greatest(m.search_length, 1) AS dl
+        FROM message_chunks m
+        JOIN episodes e ON e.dataset = m.dataset AND e.thread_id = m.thread_id
+          AND e.status = 'completed' AND m.end_sequence <= e.end_sequence
+        WHERE m.dataset = :dataset AND e.dataset = :dataset)"""
+
+
+# Per word: how many documents and passages hold it, and its postings in impact order:
+# its best holders by its BM25 weight with the weights (BEST_KEPT of each: documents, and
+# episodes by their best passage holding it), the most recent first among equal weights
+# (recency is the ranking's other signal). The rank is over (dataset, word), so that Citus
+# runs the window on the dataset's shard.
+@lru_cache(maxsize=4)
+def _terms_sql(best_kept: int) -> str:
+    """The statement that keeps the dataset's words (:data:`BEST_KEPT` postings each)."""
+    return f"""
     INSERT INTO kept_term_statistics
-        (dataset, token, documents, passages, best_documents, best_threads)
+        (dataset, token, documents, passages, best_documents, document_weights,
+         best_passages, passage_weights)
     SELECT t.dataset, t.token, sum(t.documents), sum(t.passages),
            coalesce(array_agg(t.episode_id ORDER BY t.rank)
-                    FILTER (WHERE t.episode_id IS NOT NULL AND t.rank <= {BEST_KEPT}), '{{}}'),
-           coalesce(array_agg(t.thread_id ORDER BY t.rank)
-                    FILTER (WHERE t.thread_id IS NOT NULL AND t.rank <= {BEST_KEPT}), '{{}}')
-    FROM (SELECT d.dataset, d.token, 1 AS documents, 0 AS passages, d.episode_id,
-                 NULL::uuid AS thread_id,
+                    FILTER (WHERE t.documents > 0 AND t.rank <= {best_kept}), '{{}}'),
+           coalesce(array_agg(t.weight ORDER BY t.rank)
+                    FILTER (WHERE t.documents > 0 AND t.rank <= {best_kept}), '{{}}'),
+           coalesce(array_agg(t.episode_id ORDER BY t.rank)
+                    FILTER (WHERE t.documents = 0 AND t.rank <= {best_kept}), '{{}}'),
+           coalesce(array_agg(t.weight ORDER BY t.rank)
+                    FILTER (WHERE t.documents = 0 AND t.rank <= {best_kept}), '{{}}')
+    FROM (SELECT d.dataset, d.token, 1 AS documents, 0 AS passages, d.episode_id, d.weight,
                  row_number() OVER (PARTITION BY d.dataset, d.token
-                                    ORDER BY d.weight DESC NULLS LAST, d.episode_id) AS rank
-          FROM (SELECT x.dataset, x.episode_id, u.lexeme AS token,
+                                    ORDER BY d.weight DESC NULLS LAST, d.ended_at DESC,
+                                             d.episode_id) AS rank
+          FROM (SELECT x.dataset, x.episode_id, x.ended_at, u.lexeme AS token,
                        {_weight(_TF, "x.search_length", "k.document_length", passage=False)}
                            AS weight
                 FROM {_DOCUMENTS} x
                 JOIN kept_statistics k ON k.dataset = x.dataset AND k.dataset = :dataset
                 CROSS JOIN LATERAL unnest(x.search_vector) AS u) d
           UNION ALL
-          SELECT c.dataset, c.token, 0, c.passages, NULL, c.thread_id,
-                 row_number() OVER (PARTITION BY c.dataset, c.token
-                                    ORDER BY c.weight DESC NULLS LAST, c.thread_id)
-          FROM (SELECT m.dataset, u.lexeme AS token, m.thread_id, sum(m.episodes) AS passages,
+          SELECT p.dataset, p.token, 0, p.passages, p.episode_id, p.weight,
+                 row_number() OVER (PARTITION BY p.dataset, p.token
+                                    ORDER BY p.weight DESC NULLS LAST, p.ended_at DESC,
+                                             p.episode_id)
+          FROM (SELECT m.dataset, u.lexeme AS token, m.episode_id, m.ended_at,
+                       count(*) AS passages,
                        max({_weight(_TF, "m.dl", "k.passage_length", passage=True)}) AS weight
-                FROM {_CHUNKS} m
+                FROM {_PASSAGES} m
                 JOIN kept_statistics k ON k.dataset = m.dataset AND k.dataset = :dataset
                 CROSS JOIN LATERAL unnest(m.search_vector) AS u
-                GROUP BY m.dataset, u.lexeme, m.thread_id) c) t
+                GROUP BY m.dataset, u.lexeme, m.episode_id, m.ended_at) p) t
     GROUP BY t.dataset, t.token
 """
 
@@ -155,10 +182,11 @@ class _ErasedMeanwhile(Exception):
     """A thread of the dataset was erased while its statistics were counted."""
 
 
-def refresh(engine: Engine, dataset: str) -> Refreshed | None:
+def refresh(engine: Engine, dataset: str, *, best_kept: int = BEST_KEPT) -> Refreshed | None:
     """Counts ``dataset``'s statistics and keeps them in place of what was kept, in one
-    transaction of its own. None, with nothing changed, when a thread of the dataset was
-    erased while they were counted (they may hold its words), or the dataset is gone."""
+    transaction of its own, with ``best_kept`` postings per word. None, with nothing
+    changed, when a thread of the dataset was erased while they were counted (they may
+    hold its words), or the dataset is gone."""
     try:
         with engine.connect() as conn:
             # A transaction even on an engine made for autocommit (Recall's): the rows are
@@ -198,7 +226,7 @@ def refresh(engine: Engine, dataset: str) -> Refreshed | None:
                     text("SELECT documents, passages FROM kept_statistics WHERE dataset = :d"),
                     {"d": dataset},
                 ).first()
-                terms = conn.execute(text(_TERMS), {"dataset": dataset}).rowcount
+                terms = conn.execute(text(_terms_sql(best_kept)), {"dataset": dataset}).rowcount
                 # An erasure bumps the tally in its last transaction: one that committed
                 # since the first read shows here; one still running is waited for (its
                 # row lock); one that begins after this waits for the commit, then drops

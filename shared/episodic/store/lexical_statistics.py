@@ -137,11 +137,17 @@ def dataset_statistics(
         frequencies = f"""
         kept AS MATERIALIZED (
             SELECT k.documents::float8 AS dn, k.document_length AS davg,
-                   k.passages::float8 AS pn, k.passage_length AS pavg
+                   k.passages::float8 AS pn, k.passage_length AS pavg, k.counted_at
             FROM kept_statistics k WHERE k.dataset = :dataset
         ),
+        -- Each query word's frequencies and its postings in impact order: its best
+        -- holders, best first, with their weights (kept_statistics.BEST_KEPT).
         kept_terms AS MATERIALIZED (
-            SELECT q.lexeme, t.documents::float8 AS ddf, t.passages::float8 AS pdf
+            SELECT q.lexeme, t.documents::float8 AS ddf, t.passages::float8 AS pdf,
+                   t.best_documents[1:CAST(:approx_postings AS int)] AS documents,
+                   t.document_weights[1:CAST(:approx_postings AS int)] AS document_weights,
+                   t.best_passages[1:CAST(:approx_postings AS int)] AS passages,
+                   t.passage_weights[1:CAST(:approx_postings AS int)] AS passage_weights
             FROM q LEFT JOIN kept_term_statistics t
               ON t.dataset = :dataset AND t.token = q.lexeme
         ),
@@ -163,19 +169,23 @@ def dataset_statistics(
             UNION ALL
             SELECT counted.n, counted.avgdl FROM ({counted_pstats}) counted
             WHERE NOT EXISTS (SELECT 1 FROM kept)"""
+    # With kept statistics the postings score the holders (below): no selective word is
+    # read through the GIN indexes (a NULL tsquery matches nothing; and a one-time filter
+    # skips the scans, whose parallel plan otherwise started a worker for nothing, ~11 ms).
+    unless_kept = " AND NOT EXISTS (SELECT 1 FROM kept)" if kept else ""
     ctes = f"""{frequencies}
         selective AS (
             SELECT (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery FROM ddf
-                    WHERE df > 0 AND df <= :approx_selective_df) AS doc_tq,
+                    WHERE df > 0 AND df <= :approx_selective_df{unless_kept}) AS doc_tq,
                    (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery FROM pdf
-                    WHERE df > 0 AND df <= :approx_selective_df) AS passage_tq
+                    WHERE df > 0 AND df <= :approx_selective_df{unless_kept}) AS passage_tq
         ),
         dataset_dterms AS MATERIALIZED (
             SELECT x.episode_id, x.search_length::float8 AS dl, u.lexeme,
                    coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM ({CANDIDATES}) x
             CROSS JOIN LATERAL unnest({only_query_lexemes("x.search_vector")}) AS u
-            WHERE x.search_vector @@ (SELECT doc_tq FROM selective)
+            WHERE x.search_vector @@ (SELECT doc_tq FROM selective){unless_kept}
         ),
         dataset_pterms AS MATERIALIZED (
             SELECT x.episode_id, m.start_sequence, m.start_offset,
@@ -183,7 +193,7 @@ def dataset_statistics(
                    coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM {passages_of}
             CROSS JOIN LATERAL unnest({only_query_lexemes("m.search_vector")}) AS u
-            WHERE m.search_vector @@ (SELECT passage_tq FROM selective)
+            WHERE m.search_vector @@ (SELECT passage_tq FROM selective){unless_kept}
         ),
         dataset_dstats AS MATERIALIZED (
             {dstats}
@@ -193,33 +203,70 @@ def dataset_statistics(
         ),
         -- The exact document and best-passage BM25 (and how many query words each holds)
         -- of every holder of a selective word: the best of them normalise the lexical
-        -- signal, and the pool takes the best of them by their lexical score.
+        -- signal, and the pool takes the best of them by their lexical score. ``floor``:
+        -- a score some passage of the episode reaches (its best).
         dataset_doc_bm25 AS MATERIALIZED (
             SELECT t.episode_id, {bm25("t", "ddf", "t.dl", "s", weight)} AS score,
                    {matched} AS matched, {matched_idf("ddf", "s", weight)} AS matched_idf
             FROM dataset_dterms t JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
             CROSS JOIN dataset_dstats s
-            GROUP BY t.episode_id
+            GROUP BY t.episode_id{_kept_documents(weight, weight_join, matched) if kept else ""}
         ),
         dataset_passage_bm25 AS MATERIALIZED (
             SELECT episode_id, max(score) AS score, max(matched) AS matched,
-                   max(matched_idf) AS matched_idf FROM (
+                   max(matched_idf) AS matched_idf, max(score) AS floor,
+                   max(matched_idf) AS floor_idf FROM (
                 SELECT t.episode_id, {bm25("t", "pdf", "t.dl", "s", weight, passage=True)} AS score,
                        {matched} AS matched, {matched_idf("pdf", "s", weight)} AS matched_idf
                 FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN dataset_pstats s
                 GROUP BY t.episode_id, t.start_sequence, t.start_offset) per_passage
-            GROUP BY episode_id
+            GROUP BY episode_id{_kept_passages(weight, weight_join, matched) if kept else ""}
         ),
         best_document AS (
             SELECT max(score) AS score, max(matched_idf) AS idf FROM dataset_doc_bm25
         ),
         best_passage AS (
-            SELECT max(score) AS score, max(matched_idf) AS idf FROM dataset_passage_bm25
+            SELECT max(floor) AS score, max(floor_idf) AS idf FROM dataset_passage_bm25
         ),"""
     doc_stats = "SELECT n, avgdl FROM dataset_dstats"
     passage_stats = "SELECT n, avgdl FROM dataset_pstats"
     return ctes, doc_stats, passage_stats
+
+
+def _kept_documents(weight: str | None, weight_join: str, matched: str) -> str:
+    """With kept statistics: each document in the query words' postings, scored over the
+    words whose postings hold it (``idf`` × its kept weight: its BM25 for those words, so
+    never above its own, and equal to it when every query word it holds lists it — always
+    for a word held by at most ``BEST_KEPT``)."""
+    weighted = f"{weight} * " if weight else ""
+    idf = _idf("ddf.df", "s")
+    return f"""
+            UNION ALL
+            SELECT p.episode_id, sum({weighted}{idf} * p.weight) AS score,
+                   {matched} AS matched, {matched_idf("ddf", "s", weight)} AS matched_idf
+            FROM kept_terms t JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
+            CROSS JOIN dataset_dstats s
+            CROSS JOIN LATERAL unnest(t.documents, t.document_weights) AS p(episode_id, weight)
+            GROUP BY p.episode_id"""
+
+
+def _kept_passages(weight: str | None, weight_join: str, matched: str) -> str:
+    """With kept statistics: each episode in the query words' passage postings, scored as
+    a document is (:func:`_kept_documents`) over each word's best passage of the episode,
+    which may be different passages: an estimate, for the pool; and ``floor``, its best
+    single word's, a score one of its passages reaches (for the normalising maximum)."""
+    weighted = f"{weight} * " if weight else ""
+    idf = _idf("pdf.df", "s")
+    return f"""
+            UNION ALL
+            SELECT p.episode_id, sum({weighted}{idf} * p.weight) AS score,
+                   {matched} AS matched, {matched_idf("pdf", "s", weight)} AS matched_idf,
+                   max({weighted}{idf} * p.weight) AS floor, max({weighted}{idf}) AS floor_idf
+            FROM kept_terms t JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
+            CROSS JOIN dataset_pstats s
+            CROSS JOIN LATERAL unnest(t.passages, t.passage_weights) AS p(episode_id, weight)
+            GROUP BY p.episode_id"""
 
 
 def _passages_of_candidates() -> str:

@@ -193,11 +193,14 @@ def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
     request's filters. Named so that bench/recall_scale.py can tell which source holds (or
     should have held) an exact top-N episode."""
     # The lexical part of the default fusion (LEARNED_WEIGHTS): what orders the selective
-    # words' holders, whose exact BM25 the dataset's statistics have already computed.
+    # words' holders, whose exact BM25 the dataset's statistics have already computed (or
+    # the postings' holders, whose passage score is a thread's estimate: normalised by the
+    # best estimate, which on the counted path is the best passage).
     lexical_fit = (
         f"{LEARNED_WEIGHTS['lexical'] / 2} * (coalesce(d.score / nullif((SELECT score FROM "
-        "best_document), 0.0), 0.0) + coalesce(p.score / nullif((SELECT score FROM "
-        f"best_passage), 0.0), 0.0)) + ({LEARNED_WEIGHTS['coverage']} * coalesce(d.matched, 0.0) "
+        "best_document), 0.0), 0.0) + coalesce(p.score / nullif((SELECT max(score) FROM "
+        "dataset_passage_bm25), 0.0), 0.0)) + ("
+        f"{LEARNED_WEIGHTS['coverage']} * coalesce(d.matched, 0.0) "
         f"+ {LEARNED_WEIGHTS['passage_coverage']} * coalesce(p.matched, 0.0)) "
         "/ greatest((SELECT count(*) FROM q), 1)"
     )
@@ -253,10 +256,30 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
     holder of any query word finds the documents that hold several of them, which no
     word's best holders do (without it, recall@10 against the exact ranking fell from .840
     to .790 at 100k: docs/benchmarks-history.md "A big tenant's Recall: kept statistics").
-    An episode completed since the count is in no list: the ``lexical``, ``recent`` and
-    nearest parts still find it."""
+    With the postings' weights, ``best lexical`` scores every holder the query words'
+    postings list (:func:`~episodic.store.lexical_statistics.dataset_statistics`), and
+    ``lexical`` is not read: ``ts_rank`` over every holder of a common word cost ~70 ms at
+    100k, and a document holding several query words ranks in the postings by their sum.
+    An episode completed since the count is in no list: ``since the count`` takes the
+    best of those by ``ts_rank`` (the recent and nearest parts may find it too)."""
     unless_kept = "NOT EXISTS (SELECT 1 FROM kept) AND "
     return {
+        "lexical": _guarded(counted["lexical"], "WHERE x.search_vector @@", unless_kept),
+        # The kept path serves requests without filters only: every completed episode of
+        # the dataset is a candidate. Completed a while before the count began too: an
+        # episode whose completion was still committing when the count read the dataset
+        # is in neither (its completed_at is its transaction's start).
+        # The newest first, by the index of when they were completed (at most
+        # _SINCE_READ: the statistics are counted again after STALE_SHARE of them).
+        "since the count": f"""SELECT n.episode_id FROM (
+                SELECT e.episode_id, e.search_vector FROM episodes e
+                WHERE e.dataset = :dataset AND e.status = 'completed'
+                  AND e.completed_at >= (SELECT counted_at FROM kept)
+                                        - interval '{_SINCE_MARGIN}'
+                ORDER BY e.completed_at DESC LIMIT {_SINCE_READ}) n
+            WHERE n.search_vector @@ (SELECT tq FROM qq)
+            ORDER BY ts_rank(n.search_vector, (SELECT tq FROM qq), 1) DESC
+            LIMIT :approx_candidates""",
         "densest documents": _guarded(
             counted["densest documents"], "WHERE x.search_vector @@", unless_kept
         )
@@ -271,14 +294,22 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
             "WHERE m.dataset = :dataset AND m.search_vector @@",
             unless_kept,
         )
-        + f""")
+        + """)
             UNION ALL
-            (SELECT x.episode_id FROM kept_term_statistics t
-            CROSS JOIN LATERAL unnest(t.best_threads[1:CAST(:approx_per_lexeme AS int)])
-                AS best(thread_id)
-            JOIN ({CANDIDATES}) x ON x.thread_id = best.thread_id
+            (SELECT best.episode_id FROM kept_term_statistics t
+            CROSS JOIN LATERAL unnest(t.best_passages[1:CAST(:approx_per_lexeme AS int)])
+                AS best(episode_id)
             WHERE t.dataset = :dataset AND t.token IN (SELECT lexeme FROM q)""",
     }
+
+
+#: How long before its count began an episode completed may have been committing still
+#: (the Summariser's transaction ceiling, with room).
+_SINCE_MARGIN = "10 minutes"
+
+#: At most how many of the episodes completed since the count are read for the query's
+#: words, newest first (a dataset of 100k is counted again after 1,000).
+_SINCE_READ = 5000
 
 
 def _guarded(part: str, where: str, condition: str) -> str:

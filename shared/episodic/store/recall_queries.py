@@ -334,6 +334,10 @@ class Approximation:
     #: A query word held by at most this many documents (passages) is selective: the
     #: best BM25 that normalises the lexical signal is computed over all its holders.
     selective_df: int = 5000
+    #: With kept statistics: how many of each query word's kept best holders (its postings
+    #: in impact order, :data:`~episodic.store.kept_statistics.BEST_KEPT` at most) are
+    #: scored; they take the place of the selective words' holders.
+    postings: int = 5000
     #: Read BM25's statistics from what the Scheduler keeps of the dataset
     #: (:mod:`episodic.store.kept_statistics`) when the request has no filter and the
     #: dataset has them, instead of counting them over every holder of each query word.
@@ -594,6 +598,7 @@ def _approximation_params(approximate: Approximation) -> dict[str, object]:
         "approx_recent": approximate.recent,
         "approx_per_lexeme": approximate.per_lexeme,
         "approx_selective_df": approximate.selective_df,
+        "approx_postings": approximate.postings,
     }
 
 
