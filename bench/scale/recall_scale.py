@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "--curve",
         help="approximate variants to run on the same --exact-queries queries per heavy "
         "dataset, ';'-separated, each 'candidates=200,ef=200,scan=20000,recent=100' "
-        "(also per_lexeme, selective_df; missing keys: the defaults; scan = "
+        "(also per_lexeme, selective_df, postings; missing keys: the defaults; scan = "
         "hnsw.max_scan_tuples), or 'default' for the "
         "README's curve: recall@5/@10 and latency against the exact statement",
     )
@@ -261,6 +261,16 @@ def main(argv: list[str] | None = None) -> int:
             if args.keep:
                 print(f"kept: {url}")
                 return 0
+        else:
+            # A store built before: what it holds, not the build flags' defaults (the
+            # header below, and the normal datasets a query picks from).
+            with psycopg.connect(url, autocommit=True) as conn:
+                args.datasets, args.episodes, args.heavy = conn.execute(
+                    "SELECT count(DISTINCT dataset) FILTER (WHERE dataset LIKE 'ds-%%'), "
+                    "count(*) FILTER (WHERE dataset LIKE 'ds-%%'), "
+                    "count(*) FILTER (WHERE dataset = %s) FROM episodes",
+                    (HEAVY,),
+                ).fetchone()  # type: ignore[misc]
         # A loaded machine's first reads of a 100k dataset (cold pages) can exceed the
         # service's 10 s statement ceiling; the ceiling is not what is measured here.
         service = start_service(
@@ -387,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                 "approx_recent": defaults.recall_approximate_recent,
                 "approx_per_lexeme": Approximation().per_lexeme,
                 "approx_selective_df": Approximation().selective_df,
+                "approx_postings": Approximation().postings,
             }
             return {**p, **query_term_params(sql, dataset, query)}
 
