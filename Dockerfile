@@ -56,6 +56,9 @@ RUN mkdir /opt/extras && set -eu; set --; \
 COPY pyproject.toml README.md /src/
 COPY shared/episodic /src/shared/episodic
 COPY services /src/services
+# The tools above the services (pyproject.toml's package-dir): the CLI the container runs
+# (`episodic up`, `episodic migrate`), replay and devtools.
+COPY tools /src/tools
 COPY containers/healthcheck.py containers/wait_for_schema.py /src/containers/
 RUN cd /src \
     && /opt/tools/bin/pip wheel --quiet --no-deps --no-build-isolation -w /tmp/wheel . \

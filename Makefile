@@ -21,7 +21,18 @@ $(VENV)/.installed: pyproject.toml requirements/dev.txt requirements/build.txt
 	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/build.txt
 	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(MAKE) --no-print-directory clean-moved
 	touch $@
+
+# A folder a package moved out of (shared/episodic/cli and ops/replay went to tools/) keeps
+# its __pycache__ in a clone that pulls the move; Python would import that folder as an
+# empty namespace package before the editable install's finder (it comes last) maps the
+# name to tools/, and `episodic` would fail. Such folders (no .py left) are removed.
+.PHONY: clean-moved
+clean-moved:
+	@for cache in $$(find shared/episodic -type d -name __pycache__); do \
+		ls "$${cache%/__pycache__}"/*.py >/dev/null 2>&1 || rm -rf "$$cache"; \
+	done; find shared/episodic -mindepth 1 -type d -empty -delete
 
 # The TypeScript client's dependencies, from the npm registry (its tests are part of the
 # suite: tests/polyglot).

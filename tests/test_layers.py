@@ -1,13 +1,24 @@
 """The package's layers, read from the sources' imports (no import is executed).
 
-From the bottom: the generated stubs (``episodic.v1``); the core (errors, config,
-validation, …); ``episodic.store`` (SQL over our schema) and ``episodic.providers`` (models
-and HTTP providers); the runtime (``episodic.serving``); the four services
-(``episodic.services.*``, the top-level ``services/`` folder), each deployable alone; and
-beside them the SDK (``episodic.sdk``: the blocking and asyncio clients, ``episodic.sdk.client``
-and ``episodic.sdk.aio``, and the core they share) and the tools (CLI, console, MCP, and
-``episodic.ops``: export, import, replay, trace, ``episodic up`` and the embedded PostgreSQL).
-A newcomer who adds an import across a layer gets a test failure that says
+Three folders, one installed package ``episodic``, each folder above the one before:
+
+- ``shared/`` (``shared/episodic``), from the bottom: the generated stubs
+  (``episodic.v1``); the core (errors, config, validation, …); ``episodic.store`` (SQL over
+  our schema) and ``episodic.providers`` (models and HTTP providers); the runtime
+  (``episodic.serving``); and beside them the SDK (``episodic.sdk``: the blocking and
+  asyncio clients, ``episodic.sdk.client`` and ``episodic.sdk.aio``, and the core they
+  share) and the tools that call the services over gRPC or run no service's code (console,
+  MCP, and ``episodic.ops``: export, import, trace, ``episodic up`` and the embedded
+  PostgreSQL);
+- ``services/``: the four services (``episodic.services.*``), each deployable alone;
+- ``tools/``: what runs the services' code in process, above them: the CLI
+  (``episodic.cli``: ``reindex --reembed`` runs the Summariser's re-embedding), the replay
+  (``episodic.ops.replay``: an export replayed through the services' domain code) and the
+  developer tooling that reads the CLI (``episodic.devtools``). pyproject.toml's
+  ``package-dir`` installs them under these names.
+
+Nothing in ``shared/`` imports ``services/`` or ``tools/``, and no service imports
+``tools/``. A newcomer who adds an import across a layer gets a test failure that says
 which rule and why, instead of a service image that drags in another service's code or an
 SDK that needs PostgreSQL drivers.
 """
@@ -15,6 +26,7 @@ SDK that needs PostgreSQL drivers.
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,18 +68,17 @@ ABOVE_STORE = (
     "episodic.ops",
 )
 
-#: Modules of shared/ that import a service's code, each for a reason; any other is a
-#: layering mistake (a tool should call a service over gRPC, or the code it needs should
-#: move down into the store or the core).
-IMPORTS_SERVICES = {
-    # Replays a recorded Recall, AddMessages, … against a copy of the store, in process:
-    # it runs the services' domain code by design (the replay's run; its other modules
-    # read, report and make the scratch database).
-    "episodic.ops.replay.run",
-    # `episodic reindex --reembed` runs the Summariser's re-embedding in the operator's
-    # process (it must hold the space fence the Summariser holds).
-    "episodic.cli.operations",
+#: The top-level folders besides shared/episodic and the packages they are installed as
+#: (pyproject.toml's package-dir): the services, and above them the tools that run the
+#: services' code in process.
+SERVICES = {"services": "episodic.services"}
+TOOLS = {
+    "tools/cli": "episodic.cli",
+    "tools/replay": "episodic.ops.replay",
+    "tools/devtools": "episodic.devtools",
 }
+#: The packages of tools/: above the services, so nothing below imports them.
+ABOVE_SERVICES = tuple(TOOLS.values())
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
@@ -76,9 +87,19 @@ def _modules() -> Iterator[tuple[str, Path]]:
         if parts[1:2] == ("v1",):  # generated
             continue
         yield ".".join(parts).removesuffix(".__init__"), path
-    for path in sorted((ROOT / "services").rglob("*.py")):
-        parts = ("episodic", "services", *path.relative_to(ROOT / "services").with_suffix("").parts)
-        yield ".".join(parts).removesuffix(".__init__"), path
+    for folder, package in {**SERVICES, **TOOLS}.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = (package, *path.relative_to(ROOT / folder).with_suffix("").parts)
+            yield ".".join(parts).removesuffix(".__init__"), path
+
+
+#: Which folder each module of the graph comes from.
+FOLDER = {
+    module: next(
+        (f for f in (*SERVICES, *TOOLS) if path.is_relative_to(ROOT / f)), "shared/episodic"
+    )
+    for module, path in _modules()
+}
 
 
 def _imports(module: str, path: Path) -> set[str]:
@@ -186,23 +207,55 @@ def test_each_service_imports_no_other_service() -> None:
     assert not wrong, wrong
 
 
-def test_only_the_known_tools_import_a_services_code() -> None:
-    importers = {
-        module
+def test_nothing_in_shared_imports_a_services_code() -> None:
+    """shared/ is below the services: a tool that needs a service calls it over gRPC, what
+    two need lives in the store or the core, and what must run a service's code in process
+    lives in tools/ (above the services)."""
+    wrong = {
+        module: sorted(t for t in targets if _under(t, ("episodic.services",)))
         for module, targets in GRAPH.items()
-        if not _under(module, ("episodic.services",))
-        and any(_under(t, ("episodic.services",)) for t in targets)
+        if FOLDER[module] == "shared/episodic"
     }
-    assert importers == IMPORTS_SERVICES, (
-        "a module of shared/ imports a service's code: call the service over gRPC, or move "
-        "what it needs into the store or the core (or, if it must run the service's code in "
-        "process, add it to IMPORTS_SERVICES with the reason)"
+    wrong = {m: t for m, t in wrong.items() if t}
+    assert not wrong, (
+        "a module of shared/ imports a service's code: call the service over gRPC, move what "
+        f"it needs into the store or the core, or move the module into tools/: {wrong}"
     )
+
+
+def test_nothing_below_the_tools_imports_them() -> None:
+    """tools/ (the CLI, the replay, devtools) is above shared/ and the services: neither
+    imports it, even lazily inside a function (a CLI-only helper lives in the CLI)."""
+    wrong = {
+        module: sorted(t for t in targets if _under(t, ABOVE_SERVICES))
+        for module, targets in GRAPH.items()
+        if FOLDER[module] not in TOOLS
+    }
+    wrong = {m: t for m, t in wrong.items() if t}
+    assert not wrong, (
+        "shared/ or a service imports tools/ (episodic.cli, episodic.ops.replay, "
+        f"episodic.devtools): move what both need down into shared/: {wrong}"
+    )
+
+
+def test_every_package_of_tools_is_walked() -> None:
+    """A package added to tools/ (and to package-dir) but not to TOOLS would escape the
+    rules above."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = {
+        folder: package
+        for package, folder in config["package-dir"].items()
+        if folder.startswith("tools/")
+    }
+    assert mapped == TOOLS
+    assert {p.name for p in (ROOT / "tools").iterdir() if p.is_dir()} - {"__pycache__"} == {
+        f.removeprefix("tools/") for f in TOOLS
+    }
 
 
 def test_the_rules_name_modules_that_exist() -> None:
     """A rule naming a module that moved would pass without checking anything."""
-    named = {*SERVER_SIDE, *SDK, *SDK_COMPAT, *ABOVE_STORE, *IMPORTS_SERVICES}
+    named = {*SERVER_SIDE, *SDK, *SDK_COMPAT, *ABOVE_STORE, *ABOVE_SERVICES}
     assert not {name for name in named if name not in GRAPH}
 
 
@@ -216,3 +269,11 @@ def test_the_graph_is_read() -> None:
     assert "episodic.sdk.client" in GRAPH["episodic.client"]
     assert "episodic.serving.guard" in GRAPH["episodic.serving.server"]
     assert "episodic.ops.runtime" in GRAPH["episodic.ops.supervisor"]
+    # tools/, named as installed, its relative imports resolved
+    assert "episodic.cli._common" in GRAPH["episodic.cli.operations"]
+    assert "episodic.services.summariser.reembed" in GRAPH["episodic.cli.operations"]
+    assert "episodic.ops.replay.reading" in GRAPH["episodic.ops.replay.run"]
+    assert "episodic.ops.replay" in GRAPH["episodic.cli.data"]
+    assert "episodic.cli" in GRAPH["episodic.devtools.reference"]
+    assert FOLDER["episodic.ops.replay.run"] == "tools/replay"
+    assert FOLDER["episodic.ops.export"] == "shared/episodic"

@@ -120,7 +120,7 @@ def _origin() -> str:
     return "?"
 
 
-_OURS = re.compile(r"/(?:shared/episodic|services)/")
+_OURS = re.compile(r"/(?:shared/episodic|services|tools)/")
 
 
 def _free_port() -> int:

@@ -238,7 +238,7 @@ def test_attribute_names_are_spelled_in_one_module() -> None:
     (re-exported by episodic.genai; apart so the SDK and `episodic trace` need no
     OpenTelemetry)."""
     offenders = []
-    for root in (REPO_ROOT / "services", REPO_ROOT / "shared" / "episodic"):
+    for root in (REPO_ROOT / "services", REPO_ROOT / "shared" / "episodic", REPO_ROOT / "tools"):
         for path in root.rglob("*.py"):
             if path.name == "semconv.py":
                 continue

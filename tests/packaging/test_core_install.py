@@ -39,12 +39,13 @@ _DOTTED_SERVER_SIDE = tuple(f"{m}." for m in SERVER_SIDE)
 
 
 def _source_packages() -> set[str]:
-    """Every Python package of the repository, named as installed."""
+    """Every Python package of the repository, named as installed (shared/episodic, and
+    the folders package-dir maps: services/, the tools/ above them)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = {REPO / folder: package for package, folder in config["package-dir"].items()}
+    assert set(mapped) >= {REPO / "shared" / "episodic", REPO / "services", REPO / "tools" / "cli"}
     found = set()
-    for root, prefix in (
-        (REPO / "shared" / "episodic", "episodic"),
-        (REPO / "services", "episodic.services"),
-    ):
+    for root, prefix in mapped.items():
         for path in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
             if path.name == "__pycache__" or not any(path.glob("*.py")):
                 continue
@@ -65,7 +66,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for name in ("shared", "services"):
+    for name in ("shared", "services", "tools"):
         shutil.copytree(REPO / name, source / name, ignore=ignore)
     out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
@@ -97,6 +98,10 @@ def test_the_wheel_holds_one_namespaced_package(wheel: Path) -> None:
     assert top == {"episodic"}, top  # no generic top-level "services"
     for service in ("ingest", "scheduler", "summariser", "recall"):
         assert f"episodic/services/{service}/__main__.py" in names
+    # tools/, installed under the names it always had (no generic top-level "cli")
+    assert "episodic/cli/__init__.py" in names and "episodic/cli/operations.py" in names
+    assert "episodic/ops/replay/run.py" in names and "episodic/ops/export.py" in names
+    assert "episodic/devtools/reference.py" in names
     assert "episodic/py.typed" in names
     assert "episodic/data/irregular_forms.txt" in names  # package data, not code
 

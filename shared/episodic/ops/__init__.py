@@ -7,7 +7,8 @@ argument parsing of :mod:`episodic.cli` (and the pages of :mod:`episodic.console
   through the SDK's normal write path, resumable (core install).
 - :mod:`~episodic.ops.replay`: ``episodic replay``, an export replayed through the current
   pipeline on a scratch database, in process (server extra; it runs the services' domain
-  code by design).
+  code by design, so it lives above them, in the repository's tools/replay/, installed
+  here by pyproject.toml's package-dir).
 - :mod:`~episodic.ops.journey`: ``episodic trace`` and the console's episode page, an
   episode's journey read back from the services' spans (core install).
 - :mod:`~episodic.ops.supervisor`: ``episodic up``, the database and the four services on

@@ -160,10 +160,10 @@ class MarkedStatement:
 
 
 def marked_statements(root: Path) -> list[MarkedStatement]:
-    """Every ``across_datasets("…")`` call in the services' code under ``root`` (the
-    repository), with the function that makes it."""
+    """Every ``across_datasets("…")`` call in the code under ``root`` (the repository:
+    shared/, services/ and tools/), with the function that makes it."""
     found: list[MarkedStatement] = []
-    for base in ("shared/episodic", "services"):
+    for base in ("shared/episodic", "services", "tools"):
         for path in sorted((root / base).rglob("*.py")):
             if path.name == "distribution.py" or "testing" in path.parts:
                 continue

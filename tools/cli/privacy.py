@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from episodic.cli._common import (
+from ._common import (
     CommandGroups,
     Handler,
     add_action,

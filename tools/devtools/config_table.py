@@ -91,7 +91,7 @@ if __name__ == "__main__":
     from pathlib import Path
 
     if sys.argv[1:] == ["--write"]:
-        path = Path(__file__).resolve().parents[3] / PAGE
+        path = Path(__file__).resolve().parents[2] / PAGE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page())
     else:

@@ -9,8 +9,8 @@ import logging
 import os
 import sys
 
-from episodic.cli._common import CommandGroups, connect, connection_options, guarded
-from episodic.cli.admin import GROUP
+from ._common import CommandGroups, connect, connection_options, guarded
+from .admin import GROUP
 
 DEFAULT_PORT = 8780
 

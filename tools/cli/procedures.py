@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from episodic.cli._common import (
+from ._common import (
     CommandGroups,
     add_action,
     connect,
@@ -129,7 +129,6 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_relearn(args: argparse.Namespace) -> int:
-    from episodic.cli.operations import _database_url as database_url
     from episodic.config import get_settings
     from episodic.providers import make_embedder
     from episodic.providers.factory import make_dataset_embedders, make_procedure_writer
@@ -137,6 +136,8 @@ def cmd_relearn(args: argparse.Namespace) -> int:
     from episodic.store.db import check_embedding_dimension, make_engine
     from episodic.store.procedures import relearn
     from episodic.store.vault import make_vault
+
+    from .operations import _database_url as database_url
 
     url = database_url(args)
     if not url:

@@ -66,15 +66,15 @@ from __future__ import annotations
 
 # Every public name of the module this package was, re-exported; those outside __all__ as
 # `name as name` (the tests read the scratch datasets' names from here).
-from episodic.ops.replay.entry import CLOCKS, replay
-from episodic.ops.replay.reading import Bundle as Bundle
-from episodic.ops.replay.reading import ExportReader, ReplayError
-from episodic.ops.replay.report import SIMILARITY_MEASURE as SIMILARITY_MEASURE
-from episodic.ops.replay.report import QueryDiff, ReplayReport, ThreadDiff
-from episodic.ops.replay.report import Window as Window
-from episodic.ops.replay.run import NEW_DATASET as NEW_DATASET
-from episodic.ops.replay.run import OLD_DATASET as OLD_DATASET
-from episodic.ops.replay.scratch import scratch_database
+from .entry import CLOCKS, replay
+from .reading import Bundle as Bundle
+from .reading import ExportReader, ReplayError
+from .report import SIMILARITY_MEASURE as SIMILARITY_MEASURE
+from .report import QueryDiff, ReplayReport, ThreadDiff
+from .report import Window as Window
+from .run import NEW_DATASET as NEW_DATASET
+from .run import OLD_DATASET as OLD_DATASET
+from .scratch import scratch_database
 
 __all__ = [
     "CLOCKS",

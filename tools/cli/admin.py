@@ -10,7 +10,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from episodic.cli._common import (
+from episodic.sdk.client import EPISODE_STATUSES
+
+from ._common import (
     EPISODE_HEADERS,
     CommandGroups,
     Handler,
@@ -27,7 +29,6 @@ from episodic.cli._common import (
     table,
     when,
 )
-from episodic.sdk.client import EPISODE_STATUSES
 
 GROUP = "admin (looking after memory)"
 

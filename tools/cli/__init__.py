@@ -28,7 +28,8 @@ import sys
 from typing import Any
 
 from episodic import forking  # noqa: F401  (first: gRPC reads it when imported)
-from episodic.cli import (
+
+from . import (
     admin,
     console,
     data,
@@ -39,7 +40,7 @@ from episodic.cli import (
     procedures,
     tracing,
 )
-from episodic.cli._common import CommandGroups
+from ._common import CommandGroups
 
 __all__ = ["build_parser", "main"]
 

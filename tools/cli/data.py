@@ -14,9 +14,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from episodic.cli._common import CommandGroups, connect, connection_options, guarded
+from ._common import CommandGroups, connect, connection_options, guarded
 
 GROUP = "data (export, replay)"
 
@@ -196,7 +196,11 @@ def _lines(path: str) -> tuple[IO[str], bool]:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from episodic.config import Settings
-    from episodic.ops.replay import replay
+
+    if TYPE_CHECKING:  # mypy names tools/ by its folders (pyproject.toml, [tool.mypy])
+        from tools.replay import replay
+    else:
+        from episodic.ops.replay import replay
 
     queries = _queries(args)
     if args.file == "-" and args.queries == "-":

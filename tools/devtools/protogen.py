@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTO_ROOT = REPO_ROOT / "proto"
 STUB_ROOT = REPO_ROOT / "shared"
 CLIENT_STUBS = REPO_ROOT / "clients" / "stubs"

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from episodic.cli._common import CommandGroups, guarded
+from ._common import CommandGroups, guarded
 
 GROUP = "observability"
 

@@ -24,8 +24,6 @@ from sqlalchemy import Connection, Engine
 
 from episodic.config import Settings
 from episodic.crypto import LocalKeyring, new_data_key
-from episodic.ops.replay.reading import Bundle, as_dict, parse_time
-from episodic.ops.replay.report import QueryDiff, ThreadDiff, Window
 from episodic.providers.factory import (
     late_chunks,
     make_dataset_embedders,
@@ -46,6 +44,9 @@ from episodic.store.recall_index import (
 from episodic.store.recall_queries import RecallFilters
 from episodic.store.sql import worker_id
 from episodic.store.vault import Vault
+
+from .reading import Bundle, as_dict, parse_time
+from .report import QueryDiff, ThreadDiff, Window
 
 # Installed, the services are the subpackage episodic.services; mypy sees the repository's
 # top-level services/ package (pyproject's package-dir mapping), so it is told that name.

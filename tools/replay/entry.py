@@ -10,13 +10,14 @@ from datetime import timedelta
 from typing import Any
 
 from episodic.config import Settings
-from episodic.ops.replay.reading import ExportReader, parse_time
-from episodic.ops.replay.report import ReplayReport
-from episodic.ops.replay.run import NEW_DATASET, ReplayRun
-from episodic.ops.replay.scratch import scratch_database
 from episodic.providers.factory import make_embedder
 from episodic.providers.types import Embedder
 from episodic.store.db import make_engine
+
+from .reading import ExportReader, parse_time
+from .report import ReplayReport
+from .run import NEW_DATASET, ReplayRun
+from .scratch import scratch_database
 
 CLOCKS = ("received", "created")
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from episodic.cli._common import (
+from ._common import (
     CommandGroups,
     connect,
     connection_options,
@@ -91,7 +91,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from episodic.cli.importing import check_file
     from episodic.ops.backfill import (
         SKIP_REASONS,
         Importer,
@@ -100,6 +99,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         ThreadImportError,
         thread_key,
     )
+
+    from .importing import check_file
 
     # Every check the services make of the data itself, for the dry run and the import
     # alike, before anything is written (episodic.cli.importing).

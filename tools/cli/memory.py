@@ -24,7 +24,7 @@ from datetime import time as dt_time
 from pathlib import Path
 from typing import Any
 
-from episodic.cli._common import (
+from ._common import (
     EPISODE_HEADERS,
     CommandGroups,
     Handler,

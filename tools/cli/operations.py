@@ -8,8 +8,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from episodic.cli._common import CommandGroups, guarded
 from episodic.endpoints import SERVICES
+
+from ._common import CommandGroups, guarded
 
 GROUP = "operations (running the suite)"
 
