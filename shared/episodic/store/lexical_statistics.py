@@ -202,9 +202,10 @@ def dataset_statistics(
             {pstats}
         ),
         -- The exact document and best-passage BM25 (and how many query words each holds)
-        -- of every holder of a selective word: the best of them normalise the lexical
-        -- signal, and the pool takes the best of them by their lexical score. ``floor``:
-        -- a score some passage of the episode reaches (its best).
+        -- of every holder of a selective word, or with kept statistics of every holder
+        -- the query words' postings list: the best of them normalise the lexical signal,
+        -- and the pool takes the best of them by their lexical score. ``floor``: a score
+        -- some passage of the episode reaches (its best).
         dataset_doc_bm25 AS MATERIALIZED (
             SELECT t.episode_id, {bm25("t", "ddf", "t.dl", "s", weight)} AS score,
                    {matched} AS matched, {matched_idf("ddf", "s", weight)} AS matched_idf
