@@ -194,8 +194,9 @@ def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
     should have held) an exact top-N episode."""
     # The lexical part of the default fusion (LEARNED_WEIGHTS): what orders the selective
     # words' holders, whose exact BM25 the dataset's statistics have already computed (or
-    # the postings' holders, whose passage score is a thread's estimate: normalised by the
-    # best estimate, which on the counted path is the best passage).
+    # the postings' holders, whose passage score sums each word's best passage of the
+    # episode: normalised by the best such sum, which on the counted path is the best
+    # passage).
     lexical_fit = (
         f"{LEARNED_WEIGHTS['lexical'] / 2} * (coalesce(d.score / nullif((SELECT score FROM "
         "best_document), 0.0), 0.0) + coalesce(p.score / nullif((SELECT max(score) FROM "
@@ -250,27 +251,25 @@ def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
 def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
     """The per-word parts of the pool for a dataset with kept statistics (a request without
     filters; :mod:`episodic.store.kept_statistics`): each query word's best holders as the
-    statistics keep them (by its BM25 weight), where ``ts_rank`` read every holder of the
-    word. With nothing kept (the CTE ``kept`` empty) each is the counted part, whose scan a
-    one-time filter otherwise skips. The ``lexical`` part stays: ``ts_rank`` over every
-    holder of any query word finds the documents that hold several of them, which no
-    word's best holders do (without it, recall@10 against the exact ranking fell from .840
-    to .790 at 100k: docs/benchmarks-history.md "A big tenant's Recall: kept statistics").
-    With the postings' weights, ``best lexical`` scores every holder the query words'
-    postings list (:func:`~episodic.store.lexical_statistics.dataset_statistics`), and
-    ``lexical`` is not read: ``ts_rank`` over every holder of a common word cost ~70 ms at
-    100k, and a document holding several query words ranks in the postings by their sum.
-    An episode completed since the count is in no list: ``since the count`` takes the
-    best of those by ``ts_rank`` (the recent and nearest parts may find it too)."""
+    statistics keep them (its postings, by its BM25 weight), where ``ts_rank`` read every
+    holder of the word. With nothing kept (the CTE ``kept`` empty) each is the counted
+    part, whose scan a one-time filter otherwise skips.
+
+    ``best lexical`` then scores every holder the query words' postings list
+    (:func:`~episodic.store.lexical_statistics.dataset_statistics`), so a document holding
+    several query words ranks by their sum; ``lexical`` (``ts_rank`` over every holder of
+    any query word, ~70 ms at 100k) is read only when nothing is kept. An episode completed
+    since the count is in no list: ``since the count`` takes the best of those by
+    ``ts_rank`` (the recent and nearest parts may find it too)."""
     unless_kept = "NOT EXISTS (SELECT 1 FROM kept) AND "
     return {
         "lexical": _guarded(counted["lexical"], "WHERE x.search_vector @@", unless_kept),
         # The kept path serves requests without filters only: every completed episode of
-        # the dataset is a candidate. Completed a while before the count began too: an
-        # episode whose completion was still committing when the count read the dataset
-        # is in neither (its completed_at is its transaction's start).
-        # The newest first, by the index of when they were completed (at most
-        # _SINCE_READ: the statistics are counted again after STALE_SHARE of them).
+        # the dataset is a candidate. Read newest first by the index of when they were
+        # completed (at most _SINCE_READ: the statistics are counted again after
+        # STALE_SHARE of them), from a while before the count began: an episode whose
+        # completion was still committing when the count read the dataset would be in
+        # neither (its completed_at is its transaction's start).
         "since the count": f"""SELECT n.episode_id FROM (
                 SELECT e.episode_id, e.search_vector FROM episodes e
                 WHERE e.dataset = :dataset AND e.status = 'completed'
