@@ -211,7 +211,7 @@ def dataset_statistics(
                    {matched} AS matched, {matched_idf("ddf", "s", weight)} AS matched_idf
             FROM dataset_dterms t JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
             CROSS JOIN dataset_dstats s
-            GROUP BY t.episode_id{_kept_documents(weight, weight_join, matched) if kept else ""}
+            GROUP BY t.episode_id{_kept_postings(weight, weight_join, matched) if kept else ""}
         ),
         dataset_passage_bm25 AS MATERIALIZED (
             SELECT episode_id, max(score) AS score, max(matched) AS matched,
@@ -222,7 +222,7 @@ def dataset_statistics(
                 FROM dataset_pterms t JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
                 CROSS JOIN dataset_pstats s
                 GROUP BY t.episode_id, t.start_sequence, t.start_offset) per_passage
-            GROUP BY episode_id{_kept_passages(weight, weight_join, matched) if kept else ""}
+            GROUP BY episode_id{_kept_postings(weight, weight_join, matched, passage=True) if kept else ""}
         ),
         best_document AS (
             SELECT max(score) AS score, max(matched_idf) AS idf FROM dataset_doc_bm25
@@ -235,38 +235,38 @@ def dataset_statistics(
     return ctes, doc_stats, passage_stats
 
 
-def _kept_documents(weight: str | None, weight_join: str, matched: str) -> str:
-    """With kept statistics: each document in the query words' postings, scored over the
-    words whose postings hold it (``idf`` × its kept weight: its BM25 for those words, so
-    never above its own, and equal to it when every query word it holds lists it — always
-    for a word held by at most ``BEST_KEPT``)."""
+def _kept_postings(
+    weight: str | None, weight_join: str, matched: str, *, passage: bool = False
+) -> str:
+    """With kept statistics: each episode in the query words' postings — of documents, or
+    (``passage``) of each episode's best passage per word — scored over the words whose
+    postings hold it (``idf`` × its kept weight). A document's is its BM25 for those
+    words, so never above its own, and equal to it when every query word it holds lists it
+    (always for a word held by at most ``BEST_KEPT``). A passage's sums each word's best
+    passage of the episode, which may be different passages: an estimate, for the pool;
+    its ``floor``, its best single word's, is a score one of its passages reaches (for the
+    normalising maximum)."""
     weighted = f"{weight} * " if weight else ""
-    idf = _idf("ddf.df", "s")
+    # the frequencies, the statistics and kept_terms' postings and weights of the kind
+    if passage:
+        df, stats, postings, weights = "pdf", "dataset_pstats", "passages", "passage_weights"
+    else:
+        df, stats, postings, weights = "ddf", "dataset_dstats", "documents", "document_weights"
+    idf = _idf(f"{df}.df", "s")
+    floor = (
+        f",\n                   max({weighted}{idf} * p.weight) AS floor, "
+        f"max({weighted}{idf}) AS floor_idf"
+        if passage
+        else ""
+    )
     return f"""
             UNION ALL
             SELECT p.episode_id, sum({weighted}{idf} * p.weight) AS score,
-                   {matched} AS matched, {matched_idf("ddf", "s", weight)} AS matched_idf
-            FROM kept_terms t JOIN ddf ON ddf.lexeme = t.lexeme{weight_join}
-            CROSS JOIN dataset_dstats s
-            CROSS JOIN LATERAL unnest(t.documents, t.document_weights) AS p(episode_id, weight)
-            GROUP BY p.episode_id"""
-
-
-def _kept_passages(weight: str | None, weight_join: str, matched: str) -> str:
-    """With kept statistics: each episode in the query words' passage postings, scored as
-    a document is (:func:`_kept_documents`) over each word's best passage of the episode,
-    which may be different passages: an estimate, for the pool; and ``floor``, its best
-    single word's, a score one of its passages reaches (for the normalising maximum)."""
-    weighted = f"{weight} * " if weight else ""
-    idf = _idf("pdf.df", "s")
-    return f"""
-            UNION ALL
-            SELECT p.episode_id, sum({weighted}{idf} * p.weight) AS score,
-                   {matched} AS matched, {matched_idf("pdf", "s", weight)} AS matched_idf,
-                   max({weighted}{idf} * p.weight) AS floor, max({weighted}{idf}) AS floor_idf
-            FROM kept_terms t JOIN pdf ON pdf.lexeme = t.lexeme{weight_join}
-            CROSS JOIN dataset_pstats s
-            CROSS JOIN LATERAL unnest(t.passages, t.passage_weights) AS p(episode_id, weight)
+                   {matched} AS matched, {matched_idf(df, "s", weight)} AS matched_idf{floor}
+            FROM kept_terms t JOIN {df} ON {df}.lexeme = t.lexeme{weight_join}
+            CROSS JOIN {stats} s
+            CROSS JOIN LATERAL unnest(t.{postings}, t.{weights})
+                AS p(episode_id, weight)
             GROUP BY p.episode_id"""
 
 
