@@ -5,10 +5,43 @@ by the services, a question asked of Recall over gRPC, and rankings fused (RRF).
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from typing import Any
 
 from bench.harness import locomo
 from bench.harness.report import log
+
+
+def start_suite(
+    stack: ExitStack,
+    url: str,
+    env: dict[str, str],
+    *,
+    start_timeout: float,
+    call_timeout: float,
+) -> tuple[dict[str, Any], Any]:
+    """The four services on the database at ``url``, each with ``env`` (Ingest also told
+    the Scheduler's address), and an ``EpisodicClient`` of them: the processes by name and
+    the client, stopped and closed when ``stack`` closes."""
+    from episodic.sdk.client import EpisodicClient
+    from episodic.testing.processes import start_service
+
+    procs: dict[str, Any] = {}
+    for svc in ("scheduler", "summariser", "recall", "ingest"):
+        extra = dict(env)
+        if svc == "ingest":
+            extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
+        procs[svc] = start_service(svc, url, extra, timeout=start_timeout)
+        stack.callback(procs[svc].terminate)
+    client = EpisodicClient(
+        ingest=procs["ingest"].address,
+        recall=procs["recall"].address,
+        scheduler=procs["scheduler"].address,
+        summariser=procs["summariser"].address,
+        timeout=call_timeout,
+    )
+    stack.callback(client.close)
+    return procs, client
 
 
 def rrf(*rankings: list[str], k: int = 60) -> list[str]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.harness import DATA, locomo
 from bench.harness.report import log
-from bench.harness.suite import ingest_and_summarise
+from bench.harness.suite import ingest_and_summarise, start_suite
 
 DEFAULT_PATH = DATA / "multilingual.jsonl"
 
@@ -99,10 +99,8 @@ def _with_dataset(conv: locomo.Conversation, suffix: str) -> locomo.Conversation
 def run(
     embedder: str, users: list[tuple[str, locomo.Conversation]], multilingual: str = "auto"
 ) -> dict[str, Any]:
-    from episodic.sdk.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.testing.database import scratch_database
-    from episodic.testing.processes import start_service
 
     results: dict[str, Any] = {}
     with ExitStack() as stack:
@@ -115,21 +113,7 @@ def run(
             "EPISODIC_LOG_LEVEL": "WARNING",
         }
         label = f"{embedder}, multilingual {multilingual}" if embedder == "minilm" else embedder
-        procs: dict[str, Any] = {}
-        for svc in ("scheduler", "summariser", "recall", "ingest"):
-            extra = dict(env)
-            if svc == "ingest":
-                extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
-            procs[svc] = start_service(svc, url, extra, timeout=300)
-            stack.callback(procs[svc].terminate)
-        client = EpisodicClient(
-            ingest=procs["ingest"].address,
-            recall=procs["recall"].address,
-            scheduler=procs["scheduler"].address,
-            summariser=procs["summariser"].address,
-            timeout=300,
-        )
-        stack.callback(client.close)
+        _, client = start_suite(stack, url, env, start_timeout=300, call_timeout=300)
         # "english set": the language set to English, so never detected (what a dataset
         # nobody set a language for got before detection); "unset (detected)": the
         # Summariser detects it from the text (EPISODIC_DETECT_LANGUAGE, the default).

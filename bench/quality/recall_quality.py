@@ -43,7 +43,7 @@ import psycopg
 
 from bench.harness import REPO, locomo
 from bench.harness.report import log
-from bench.harness.suite import _recall, ingest_and_summarise, rrf
+from bench.harness.suite import _recall, ingest_and_summarise, rrf, start_suite
 
 # NLTK's English stop words (the list the research baseline removed).
 _STOPWORD_TEXT = """
@@ -124,12 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     from bench.quality.temporal_questions import build_temporal_questions
     from episodic.config import EmbeddingSettings
     from episodic.providers import make_embedder
-    from episodic.sdk.client import EpisodicClient
     from episodic.store.db import make_engine
     from episodic.store.recall_index import index_missing
     from episodic.testing.database import scratch_database
     from episodic.testing.keys import test_vault
-    from episodic.testing.processes import start_service
     from episodic.v1.recall_service_pb2_grpc import RecallServiceStub
 
     conversations = locomo.load(limit=args.limit_conversations)
@@ -151,21 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             "EPISODIC_LOG_LEVEL": "WARNING",
             "EPISODIC_ENCRYPTION": "auto" if args.encryption == "on" else "off",
         }
-        procs = {}
-        for svc in ("scheduler", "summariser", "recall", "ingest"):
-            extra = dict(env)
-            if svc == "ingest":
-                extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
-            procs[svc] = start_service(svc, url, extra, timeout=180)
-            stack.callback(procs[svc].terminate)
-        client = EpisodicClient(
-            ingest=procs["ingest"].address,
-            recall=procs["recall"].address,
-            scheduler=procs["scheduler"].address,
-            summariser=procs["summariser"].address,
-            timeout=120,
-        )
-        stack.callback(client.close)
+        procs, client = start_suite(stack, url, env, start_timeout=180, call_timeout=120)
 
         ingest_and_summarise(client, engine, conversations)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from bench.harness import locomo
 from bench.harness.report import log
-from bench.harness.suite import ingest_and_summarise
+from bench.harness.suite import ingest_and_summarise, start_suite
 
 
 def build_database(
@@ -22,33 +22,23 @@ def build_database(
     """LoCoMo's ``conversations`` ingested and summarised into the database at ``url``
     through the four services, started for it (``ingest`` False: resumes summarising what
     is there, after a sweep)."""
-    from episodic.sdk.client import EpisodicClient
     from episodic.store.db import make_engine
-    from episodic.testing.processes import start_service
 
     engine = make_engine(url, pool_size=2)
     with ExitStack() as stack:
         stack.callback(engine.dispose)
-        procs: dict[str, Any] = {}
-        for svc in ("scheduler", "summariser", "recall", "ingest"):
-            extra = {
+        _, client = start_suite(
+            stack,
+            url,
+            {
                 "EPISODIC_LOG_LEVEL": "WARNING",
                 "EPISODIC_EMBEDDING_PROVIDER": "minilm",
                 # a resumed build reclaims what an interrupted one had claimed
                 "EPISODIC_ORPHAN_RECLAIM_AFTER": "5",
-            }
-            if svc == "ingest":
-                extra["EPISODIC_SCHEDULER_ADDRESS"] = procs["scheduler"].address
-            procs[svc] = start_service(svc, url, extra, timeout=180)
-            stack.callback(procs[svc].terminate)
-        client = EpisodicClient(
-            ingest=procs["ingest"].address,
-            recall=procs["recall"].address,
-            scheduler=procs["scheduler"].address,
-            summariser=procs["summariser"].address,
-            timeout=120,
+            },
+            start_timeout=180,
+            call_timeout=120,
         )
-        stack.callback(client.close)
         if not ingest:
             client.run_sweep()
         ingest_and_summarise(client, engine, conversations, ingest=ingest)
