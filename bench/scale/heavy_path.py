@@ -445,6 +445,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only the ranking statement of git revision REV against this checkout's "
         "(the heavy dataset's approximate one, the normal datasets' exact one)",
     )
+    parser.add_argument(
+        "--query-words",
+        type=int,
+        default=3,
+        help="words per query (Zipf-distributed; above 3, distinct: a long query's cost)",
+    )
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args(argv)
 
@@ -455,20 +461,31 @@ def main(argv: list[str] | None = None) -> int:
     from bench.scale.recall_scale import _episode_ids, recall_at
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
+    from episodic.services.recall.__main__ import ef_search
 
-    defaults, approximation = RecallSettings(), rq.Approximation()
+    defaults = RecallSettings()
+    approximation = rq.Approximation(
+        candidates=defaults.recall_approximate_candidates,
+        recent=defaults.recall_approximate_recent,
+        nearest=defaults.recall_approximate_nearest,
+    )
     conn = psycopg.connect(args.url, autocommit=True)
     register_vector(conn)
     # The Recall service's session settings (services/recall/__main__.py), custom plans.
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
-    conn.execute(f"SET hnsw.ef_search = {max(40, defaults.recall_approximate_candidates)}")
+    conn.execute(f"SET hnsw.ef_search = {ef_search(defaults)}")
     conn.execute(f"SET plan_cache_mode = {rq.CUSTOM_PLANS}")
     rng = random.Random(args.seed)
     hasher = HashingEmbedder(384)
     vocab = [f"w{i}" for i in range(1, 5001)]
 
     def words() -> str:
-        return " ".join(vocab[int(5000 * rng.random() ** 3)] for _ in range(3))
+        if args.query_words <= 3:
+            return " ".join(vocab[int(5000 * rng.random() ** 3)] for _ in range(args.query_words))
+        picked: dict[str, None] = {}
+        while len(picked) < min(args.query_words, len(vocab)):
+            picked[vocab[int(5000 * rng.random() ** 3)]] = None
+        return " ".join(picked)
 
     def params(query: str, limit: int) -> dict[str, object]:
         return {
@@ -480,11 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             "ws": 0.7,
             "wr": 0.3,
             "limit": limit,
-            "approx_candidates": defaults.recall_approximate_candidates,
-            "approx_recent": defaults.recall_approximate_recent,
-            "approx_per_lexeme": approximation.per_lexeme,
-            "approx_selective_df": approximation.selective_df,
-            "approx_postings": approximation.postings,
+            **rq.approximation_params(approximation),
             **query_term_params(conn, args.dataset, query),
         }
 

@@ -212,10 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
     from episodic.sdk.client import EpisodicClient
+    from episodic.services.recall.__main__ import ef_search
     from episodic.store.recall_queries import (
         COUNT_STATEMENT,
         CUSTOM_PLANS,
         Approximation,
+        approximation_params,
         recall_statement,
         threshold_params,
         unfiltered_params,
@@ -306,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             register_vector(conn)
             # The Recall service's session settings (services/recall/__main__.py).
             conn.execute("SET hnsw.iterative_scan = relaxed_order")
-            conn.execute(f"SET hnsw.ef_search = {max(40, defaults.recall_approximate_candidates)}")
+            conn.execute(f"SET hnsw.ef_search = {ef_search(defaults)}")
         hasher = HashingEmbedder(DIM)
         vocab = [f"w{i}" for i in range(1, 5001)]
 
@@ -393,11 +395,13 @@ def main(argv: list[str] | None = None) -> int:
                 "ws": 0.7,
                 "wr": 0.3,
                 "limit": limit,
-                "approx_candidates": defaults.recall_approximate_candidates,
-                "approx_recent": defaults.recall_approximate_recent,
-                "approx_per_lexeme": Approximation().per_lexeme,
-                "approx_selective_df": Approximation().selective_df,
-                "approx_postings": Approximation().postings,
+                **approximation_params(
+                    Approximation(
+                        candidates=defaults.recall_approximate_candidates,
+                        recent=defaults.recall_approximate_recent,
+                        nearest=defaults.recall_approximate_nearest,
+                    )
+                ),
             }
             return {**p, **query_term_params(sql, dataset, query)}
 
@@ -533,7 +537,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Recall at scale: {args.episodes} episodes over {args.datasets} datasets "
             f"({args.episodes // max(args.datasets, 1)} each) and {args.heavy} in one heavy "
             f"dataset; approximate path above {defaults.recall_approximate_above} episodes "
-            f"({defaults.recall_approximate_candidates} candidates per part, "
+            f"({defaults.recall_approximate_candidates} candidates per lexical part, "
+            f"{ef_search(defaults)} per nearest part, "
             f"{defaults.recall_approximate_recent} recent, exact cosine "
             f"{defaults.recall_approximate_exact_cosine}); top 3, {args.queries} sequential "
             "queries per path (ms):\n"

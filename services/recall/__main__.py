@@ -7,7 +7,7 @@ import logging
 from sqlalchemy import Engine
 
 from episodic import temporal
-from episodic.config import Settings
+from episodic.config import RecallSettings, Settings
 from episodic.providers import RetryPolicy, make_embedder
 from episodic.providers.factory import make_dataset_embedders
 from episodic.providers.rerank import HttpReranker
@@ -57,6 +57,12 @@ def build(settings: Settings, engine: Engine) -> Service:
     return Service(register=lambda server: register(server, servicer))
 
 
+def ef_search(recall: RecallSettings) -> int:
+    """The HNSW search list of Recall's sessions: as long as the nearest parts' candidates
+    (pgvector's floor is 40)."""
+    return max(40, recall.recall_approximate_nearest or recall.recall_approximate_candidates)
+
+
 def engine_options(settings: Settings) -> dict[str, object]:
     """Recall only reads, one statement per call: autocommit saves the BEGIN and ROLLBACK
     round trips, and no pre-ping saves another (a connection lost to a database restart
@@ -66,13 +72,12 @@ def engine_options(settings: Settings) -> dict[str, object]:
     (iterative scan), with a search list as long as that: set per session, since an
     autocommit statement has no transaction for SET LOCAL."""
     ceiling_ms = int(settings.recall.recall_statement_timeout.total_seconds() * 1000)
-    ef_search = max(40, settings.recall.recall_approximate_candidates)
     return {
         "isolation_level": "AUTOCOMMIT",
         "pool_pre_ping": False,
         "connect_args": {
             "options": f"-c statement_timeout={ceiling_ms} "
-            f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={ef_search}"
+            f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={ef_search(settings.recall)}"
         },
     }
 

@@ -195,6 +195,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             Approximation(
                 candidates=settings.recall_approximate_candidates,
                 recent=settings.recall_approximate_recent,
+                nearest=settings.recall_approximate_nearest,
                 exact_cosine=settings.recall_approximate_exact_cosine,
             ),
         )

@@ -530,10 +530,21 @@ class RecallSettings(BaseSettings):
         default=400,
         ge=10,
         le=1000,
-        description="Approximate path: episodes taken from each of the nearest summaries, "
-        "the nearest chunks and the best lexical matches (also hnsw.ef_search). 400: "
-        "recall@10 1.000 against the exact ranking on clustered vectors, .943 on uniformly "
-        'random ones, at a third of the exact path\'s time (docs/benchmarks.md "Recall at scale").',
+        description="Approximate path: episodes taken from the best lexical matches (and "
+        "from each of the nearest summaries and the nearest chunks unless "
+        "recall_approximate_nearest is set). 400: recall@10 1.000 against the exact ranking on "
+        "clustered vectors and real text, .84 on uniformly random ones, whose near-ties "
+        'the lexical matches decide (200: .77; docs/benchmarks.md "Recall at scale").',
+    )
+    recall_approximate_nearest: int | None = Field(
+        default=300,
+        ge=10,
+        le=1000,
+        description="Approximate path: episodes taken from each of the nearest summaries and "
+        "the nearest chunks (HNSW walks; also hnsw.ef_search). Unset: "
+        "recall_approximate_candidates. 300: at 100k episodes recall@10 .995 on clustered "
+        "vectors and 1.000 on real text against the exact ranking, p50 ~120 ms against ~200 ms "
+        'at 400; 100: .805 on clustered vectors (docs/benchmarks.md "Recall at scale").',
     )
     recall_approximate_recent: int = Field(
         default=100,

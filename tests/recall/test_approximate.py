@@ -102,6 +102,27 @@ def test_the_approximate_path_is_chosen_only_above_the_threshold(recall_engine) 
         assert sizes.path(conn, "big") is SMALL
 
 
+def test_the_nearest_parts_take_their_own_number_of_episodes(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    """Approximation.nearest (recall_approximate_nearest) bounds the HNSW walks apart from
+    the lexical parts, and the sessions' search list follows it."""
+    from episodic.services.recall.__main__ import ef_search
+
+    _fill(recall_engine)
+    # No lexical candidates (the query's words are in no episode), nothing recent: the
+    # nearest summaries and the threads of the nearest chunks alone.
+    for nearest, most in ((1, 2), (6, 12)):
+        only_nearest = Approximation(candidates=20, recent=0, nearest=nearest)
+        with recall_engine.connect() as conn:
+            answer = _recall(
+                conn, "quokka marmalade", domain.DatasetSizes(10, only_nearest), limit=100
+            )
+        assert nearest <= len(answer.rows) <= most
+    settings = Settings().recall
+    assert ef_search(settings) == settings.recall_approximate_nearest
+    settings.recall_approximate_nearest = None
+    assert ef_search(settings) == settings.recall_approximate_candidates
+
+
 @pytest.mark.parametrize(
     ("query", "filters"),
     [

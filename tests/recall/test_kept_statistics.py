@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -342,3 +343,32 @@ def test_an_episode_completed_since_the_count_is_found_by_its_words(recall_engin
         )
     with recall_engine.connect() as conn:  # neither lists nor "since": not a candidate
         assert late.episode_id not in _lexical_only(conn, "quokka camera", words_only)
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept", "counted"])
+def test_the_pool_reads_the_holders_of_the_querys_rarest_words_only(  # type: ignore[no-untyped-def]
+    recall_engine, kept: bool
+) -> None:
+    """A long query's common words bring no holders of their own (Approximation.words):
+    the pool reads the postings, or the densest holders, of its rarest words, kept or
+    counted. Every candidate is still scored over all its words."""
+    with recall_engine.begin() as conn:
+        zebra = {
+            make_episode(conn, "big", [f"the zebra invoice {i} was paid late"]).episode_id
+            for i in range(2)
+        }
+        gardening = {
+            make_episode(
+                conn, "big", [f"gardening in the rain, week {i}"], ended_at=T0 - timedelta(days=i)
+            ).episode_id
+            for i in range(10)
+        }
+    _refresh(recall_engine)
+    # No part of 'candidates' (no lexical, no nearest), nothing recent: the per-word parts
+    # alone bring candidates.
+    every_word = Approximation(candidates=0, recent=0, kept_statistics=kept)
+    with recall_engine.connect() as conn:
+        both = _lexical_only(conn, "zebra gardening", every_word)
+        only_rarest = _lexical_only(conn, "zebra gardening", replace(every_word, words=1))
+    assert both >= zebra and both & gardening
+    assert only_rarest >= zebra and not only_rarest & gardening

@@ -610,6 +610,20 @@ def test_the_phrase_signal_reads_the_query_words_close_together_in_order(engine)
     assert weighted[a]["similarity"] > weighted[b]["similarity"]
 
 
+def test_a_long_query_counts_its_first_phrase_pairs_only() -> None:
+    """Each pair is matched against every candidate: a pasted paragraph's hundreds of
+    pairs would cost a second on a large dataset (PHRASE_PAIRS)."""
+    from episodic.crypto import ClearKey
+    from episodic.store.query_terms import phrase_pairs
+    from episodic.store.ranking_options import PHRASE_PAIRS
+
+    key = ClearKey("ds")
+    words = [f"word{i}" for i in range(PHRASE_PAIRS * 3)]
+    pairs = phrase_pairs(key, words)
+    assert len(pairs) == PHRASE_PAIRS
+    assert pairs == phrase_pairs(key, words[: PHRASE_PAIRS + 1])  # the first ones, in order
+
+
 # -- the cosine scale: an embedder's narrow band put on MiniLM's scale -------------------
 
 

@@ -30,16 +30,19 @@ DEFAULT_CURVE = (
 
 def parse_curve(spec: str, defaults: object) -> list[dict[str, int]]:
     """``--curve``'s variants, each with every key (the settings' defaults for the rest)."""
+    from episodic.services.recall.__main__ import ef_search
     from episodic.store.recall_queries import Approximation
 
     base = {
         "candidates": defaults.recall_approximate_candidates,  # type: ignore[attr-defined]
-        "ef": max(40, defaults.recall_approximate_candidates),  # type: ignore[attr-defined]
+        "ef": ef_search(defaults),  # type: ignore[arg-type]
         "scan": 20_000,  # pgvector's default hnsw.max_scan_tuples
         "recent": defaults.recall_approximate_recent,  # type: ignore[attr-defined]
         "per_lexeme": Approximation().per_lexeme,
         "selective_df": Approximation().selective_df,
         "postings": Approximation().postings,
+        "words": Approximation().words,
+        "nearest": defaults.recall_approximate_nearest or 0,  # type: ignore[attr-defined]
     }
     variants = []
     for part in (DEFAULT_CURVE if spec == "default" else spec).split(";"):
@@ -104,6 +107,8 @@ def curve(
                 "approx_per_lexeme": variant["per_lexeme"],
                 "approx_selective_df": variant["selective_df"],
                 "approx_postings": variant["postings"],
+                "approx_words": variant["words"],
+                "approx_nearest": variant["nearest"] or variant["candidates"],
             }
             t = time.perf_counter()
             got = _episode_ids(sql.execute(statement, q))
@@ -173,8 +178,8 @@ def diagnose(
         FROM me"""
     )
     size = {
-        "nearest summaries": "approx_candidates",
-        "nearest chunks": "approx_candidates",
+        "nearest summaries": "approx_nearest",
+        "nearest chunks": "approx_nearest",
         "lexical": "approx_candidates",
         "recent": "approx_recent",
     }

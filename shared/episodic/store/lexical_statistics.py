@@ -31,6 +31,9 @@ __all__ = [
     "query_idf",
 ]
 
+#: How many of each of the pool's words' kept best holders are read (:approx_postings).
+_POSTINGS = "CAST(:approx_postings AS int)"
+
 # A lexeme as a quoted tsquery operand ('it''s', backslashes doubled), so OR-ing the query's
 # lexemes never re-parses or re-stems them.
 QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"""
@@ -140,14 +143,10 @@ def dataset_statistics(
                    k.passages::float8 AS pn, k.passage_length AS pavg, k.counted_at
             FROM kept_statistics k WHERE k.dataset = :dataset
         ),
-        -- Each query word's frequencies and its postings in impact order: its best
-        -- holders, best first, with their weights (kept_statistics.BEST_KEPT).
+        -- Each query word's frequencies (its postings are read for the pool's words only:
+        -- kept_postings, below).
         kept_terms AS MATERIALIZED (
-            SELECT q.lexeme, t.documents::float8 AS ddf, t.passages::float8 AS pdf,
-                   t.best_documents[1:CAST(:approx_postings AS int)] AS documents,
-                   t.document_weights[1:CAST(:approx_postings AS int)] AS document_weights,
-                   t.best_passages[1:CAST(:approx_postings AS int)] AS passages,
-                   t.passage_weights[1:CAST(:approx_postings AS int)] AS passage_weights
+            SELECT q.lexeme, t.documents::float8 AS ddf, t.passages::float8 AS pdf
             FROM q LEFT JOIN kept_term_statistics t
               ON t.dataset = :dataset AND t.token = q.lexeme
         ),
@@ -173,12 +172,37 @@ def dataset_statistics(
     # read through the GIN indexes (a NULL tsquery matches nothing; and a one-time filter
     # skips the scans, whose parallel plan otherwise started a worker for nothing, ~11 ms).
     unless_kept = " AND NOT EXISTS (SELECT 1 FROM kept)" if kept else ""
+    postings = (
+        f"""
+        -- The pool's words' postings in impact order: their best holders, best first,
+        -- with their weights (kept_statistics.BEST_KEPT).
+        kept_postings AS MATERIALIZED (
+            SELECT t.token AS lexeme,
+                   t.best_documents[1:{_POSTINGS}] AS documents,
+                   t.document_weights[1:{_POSTINGS}] AS document_weights,
+                   t.best_passages[1:{_POSTINGS}] AS passages,
+                   t.passage_weights[1:{_POSTINGS}] AS passage_weights
+            FROM kept_term_statistics t
+            WHERE t.dataset = :dataset AND t.token IN (SELECT lexeme FROM pool_words)
+        ),"""
+        if kept
+        else ""
+    )
     ctes = f"""{frequencies}
+        -- The query words whose holders the pool reads: the rarest :approx_words (a long
+        -- query's common words would each bring thousands of holders, for little: their
+        -- idf is small, and every candidate is scored over all the query's words anyway).
+        pool_words AS MATERIALIZED (
+            SELECT d.lexeme FROM ddf d JOIN pdf p ON p.lexeme = d.lexeme
+            WHERE d.df + p.df > 0 ORDER BY d.df + p.df, d.lexeme LIMIT :approx_words
+        ),{postings}
         selective AS (
             SELECT (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery FROM ddf
-                    WHERE df > 0 AND df <= :approx_selective_df{unless_kept}) AS doc_tq,
+                    WHERE df > 0 AND df <= :approx_selective_df{unless_kept}
+                      AND lexeme IN (SELECT lexeme FROM pool_words)) AS doc_tq,
                    (SELECT string_agg({QUOTED_LEXEME}, ' | ')::tsquery FROM pdf
-                    WHERE df > 0 AND df <= :approx_selective_df{unless_kept}) AS passage_tq
+                    WHERE df > 0 AND df <= :approx_selective_df{unless_kept}
+                      AND lexeme IN (SELECT lexeme FROM pool_words)) AS passage_tq
         ),
         dataset_dterms AS MATERIALIZED (
             SELECT x.episode_id, x.search_length::float8 AS dl, u.lexeme,
@@ -247,7 +271,7 @@ def _kept_postings(
     its ``floor``, its best single word's, is a score one of its passages reaches (for the
     normalising maximum)."""
     weighted = f"{weight} * " if weight else ""
-    # the frequencies, the statistics and kept_terms' postings and weights of the kind
+    # the frequencies, the statistics and kept_postings' holders and weights of the kind
     if passage:
         df, stats, postings, weights = "pdf", "dataset_pstats", "passages", "passage_weights"
     else:
@@ -263,7 +287,7 @@ def _kept_postings(
             UNION ALL
             SELECT p.episode_id, sum({weighted}{idf} * p.weight) AS score,
                    {matched} AS matched, {matched_idf(df, "s", weight)} AS matched_idf{floor}
-            FROM kept_terms t JOIN {df} ON {df}.lexeme = t.lexeme{weight_join}
+            FROM kept_postings t JOIN {df} ON {df}.lexeme = t.lexeme{weight_join}
             CROSS JOIN {stats} s
             CROSS JOIN LATERAL unnest(t.{postings}, t.{weights})
                 AS p(episode_id, weight)

@@ -20,6 +20,7 @@ from episodic.store.ranking_options import (
     EXPANSION_POOL,
     EXPANSION_TERMS,
     EXPANSION_WEIGHT,
+    PHRASE_PAIRS,
     PHRASE_WINDOW,
     RankingOptions,
 )
@@ -52,12 +53,12 @@ def query_phrase_pairs(conn: Connection, key: DatasetKey, query: str) -> list[st
 
 def phrase_pairs(key: DatasetKey, order: Sequence[str]) -> list[str]:
     """:func:`query_phrase_pairs` from the query's lexemes in the order written
-    (:attr:`Opening.ordered`)."""
+    (:attr:`Opening.ordered`); the first :data:`PHRASE_PAIRS` of them."""
 
     def quoted(lexeme: str) -> str:
         return "'" + key.token(lexeme).replace("\\", "\\\\").replace("'", "''") + "'"
 
-    pairs = dict.fromkeys((a, b) for a, b in pairwise(order) if a != b)
+    pairs = list(dict.fromkeys((a, b) for a, b in pairwise(order) if a != b))[:PHRASE_PAIRS]
     return [
         " | ".join(f"({quoted(a)} <{n}> {quoted(b)})" for n in range(1, PHRASE_WINDOW + 1))
         for a, b in pairs

@@ -9,7 +9,7 @@ formula the docstring of :mod:`episodic.store.recall_queries`.
 
 The SQL modules import these constants by name, so a test or a bench that changes one
 changes it in the module that reads it: BM25's in ``lexical_statistics``, ``EXPANSION_*``
-and ``PHRASE_WINDOW`` in ``query_terms``, ``FEEDBACK_SHARE``, ``LEXICAL_SHARE`` and
+and ``PHRASE_WINDOW``, ``PHRASE_PAIRS`` in ``query_terms``, ``FEEDBACK_SHARE``, ``LEXICAL_SHARE`` and
 ``BAND_EXPONENT`` in ``ranking_sql`` (before any statement is built: they are cached).
 """
 
@@ -38,6 +38,7 @@ __all__ = [
     "LEXICAL_SHARE",
     "LEXICAL_SIGNALS",
     "PASSAGE_BM25",
+    "PHRASE_PAIRS",
     "PHRASE_WINDOW",
     "RECENCY_BAND",
     "RECENCY_BANDS",
@@ -303,6 +304,11 @@ EXTRA_SIGNALS = (
 #: RankingOptions.phrase: how far apart (in the document's positions, stop words counted)
 #: two words adjacent in the query may be and still count as the query's phrase.
 PHRASE_WINDOW = 3
+
+#: RankingOptions.phrase: at most this many of the query's adjacent word pairs count, its
+#: first. Each pair is matched against every candidate: a pasted paragraph's 200 pairs took
+#: a second over the ~2,700 candidates of a dataset of 100k (docs/benchmarks.md).
+PHRASE_PAIRS = 32
 
 #: Rocchio's share of the feedback centroid in ``feedback_cosine``.
 FEEDBACK_SHARE = 0.5

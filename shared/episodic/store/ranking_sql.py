@@ -222,13 +222,13 @@ def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
         # dataset's, and ts_rank over all the query's words weighs a common word like a
         # rare one: so, per query word, the documents and the threads of the chunks that
         # hold it most densely (GIN indexes; a rare word's best holders carry the best BM25).
-        "densest documents": f"""SELECT best.episode_id FROM q CROSS JOIN LATERAL (
+        "densest documents": f"""SELECT best.episode_id FROM pool_words q CROSS JOIN LATERAL (
                 SELECT x.episode_id FROM ({CANDIDATES}) x
                 WHERE x.search_vector @@ {LEXEME_QUERY}
                 ORDER BY ts_rank(x.search_vector, {LEXEME_QUERY}, 1) DESC
                 LIMIT :approx_per_lexeme) best""",
         "densest chunks": f"""SELECT x.episode_id
-            FROM q CROSS JOIN LATERAL (
+            FROM pool_words q CROSS JOIN LATERAL (
                 SELECT m.thread_id FROM message_chunks m
                 WHERE m.dataset = :dataset AND m.search_vector @@ {LEXEME_QUERY}
                 ORDER BY ts_rank(m.search_vector, {LEXEME_QUERY}, 1) DESC
@@ -239,11 +239,11 @@ def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
         parts.update(_kept_parts(parts))
     if with_vector:
         parts["nearest summaries"] = f"""SELECT x.episode_id FROM ({CANDIDATES}) x
-                ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_candidates"""
+                ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_nearest"""
         parts["nearest chunks"] = f"""SELECT x.episode_id
                 FROM (SELECT m.thread_id FROM message_chunks m WHERE m.dataset = :dataset
                       ORDER BY m.embedding <=> CAST(:qvec AS vector)
-                      LIMIT :approx_candidates) near
+                      LIMIT :approx_nearest) near
                 JOIN ({CANDIDATES}) x ON x.thread_id = near.thread_id"""
     return parts
 
@@ -284,10 +284,9 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
         )
         + """)
             UNION ALL
-            (SELECT best.episode_id FROM kept_term_statistics t
-            CROSS JOIN LATERAL unnest(t.best_documents[1:CAST(:approx_per_lexeme AS int)])
-                AS best(episode_id)
-            WHERE t.dataset = :dataset AND t.token IN (SELECT lexeme FROM q)""",
+            (SELECT best.episode_id FROM kept_postings t
+            CROSS JOIN LATERAL unnest(t.documents[1:CAST(:approx_per_lexeme AS int)])
+                AS best(episode_id)""",
         "densest chunks": _guarded(
             counted["densest chunks"],
             "WHERE m.dataset = :dataset AND m.search_vector @@",
@@ -295,10 +294,9 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
         )
         + """)
             UNION ALL
-            (SELECT best.episode_id FROM kept_term_statistics t
-            CROSS JOIN LATERAL unnest(t.best_passages[1:CAST(:approx_per_lexeme AS int)])
-                AS best(episode_id)
-            WHERE t.dataset = :dataset AND t.token IN (SELECT lexeme FROM q)""",
+            (SELECT best.episode_id FROM kept_postings t
+            CROSS JOIN LATERAL unnest(t.passages[1:CAST(:approx_per_lexeme AS int)])
+                AS best(episode_id)""",
     }
 
 

@@ -182,6 +182,7 @@ __all__ = [
     "RankingOptions",
     "RecallFilters",
     "approximate_parts",
+    "approximation_params",
     "blinded_lexemes",
     "calibrated_sql",
     "count_up_to",
@@ -327,6 +328,9 @@ class Approximation:
     candidates: int = 400
     #: How many of the most recent episodes join them.
     recent: int = 100
+    #: How many episodes each of the nearest-summary and nearest-chunk parts adds (None:
+    #: ``candidates``).
+    nearest: int | None = None
     #: Per query word, how many of the documents and of the chunks that hold it most
     #: densely join them (they carry the dataset's best BM25, which normalises the
     #: lexical signal).
@@ -338,6 +342,11 @@ class Approximation:
     #: in impact order, :data:`~episodic.store.kept_statistics.BEST_KEPT` at most) are
     #: scored; they take the place of the selective words' holders.
     postings: int = 5000
+    #: How many of the query's words the parts above read the holders of: the rarest, by
+    #: how many documents and passages hold them. A long query's common words would each
+    #: bring thousands (a query of 200 words did not finish in 10 s on a dataset of 100k);
+    #: every candidate is still scored over all the query's words.
+    words: int = 16
     #: Read BM25's statistics from what the Scheduler keeps of the dataset
     #: (:mod:`episodic.store.kept_statistics`) when the request has no filter and the
     #: dataset has them, instead of counting them over every holder of each query word.
@@ -502,7 +511,7 @@ def rank(
         **threshold_params(min_relevance, min_match, abstention, options),
     }
     if approximate is not None:
-        params.update(_approximation_params(approximate))
+        params.update(approximation_params(approximate))
     if guard is not None:
         params["exact_up_to"] = guard.exact_up_to
     lexemes: list[str] | None = None
@@ -571,7 +580,7 @@ def rank(
         statement = _ranking_statement(
             with_query, with_vector, approximate, options, filtered=filtered
         )
-        rows = _execute(conn, statement, {**params, **_approximation_params(approximate)})
+        rows = _execute(conn, statement, {**params, **approximation_params(approximate)})
         count = int(rows[0]["episode_count"]) if rows else 0
     candidates = [r for r in rows if r["episode_id"] is not None]
     ranked = [r for r in candidates if r["passes"]]
@@ -592,13 +601,18 @@ def rank(
     )
 
 
-def _approximation_params(approximate: Approximation) -> dict[str, object]:
+def approximation_params(approximate: Approximation) -> dict[str, object]:
+    """The approximate statement's parameters for ``approximate``."""
     return {
         "approx_candidates": approximate.candidates,
+        "approx_nearest": (
+            approximate.candidates if approximate.nearest is None else approximate.nearest
+        ),
         "approx_recent": approximate.recent,
         "approx_per_lexeme": approximate.per_lexeme,
         "approx_selective_df": approximate.selective_df,
         "approx_postings": approximate.postings,
+        "approx_words": approximate.words,
     }
 
 
