@@ -46,6 +46,7 @@ import statistics
 import sys
 import time
 from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"time the heavy dataset's paths only ({HEAVY}: gRPC, its bare SQL, and with "
         "--before-tree the older Recall's gRPC); with --exact-queries 0, no recall@N",
+    )
+    parser.add_argument(
+        "--since-days",
+        type=float,
+        help="with --heavy-only: also time the heavy dataset's Recall through gRPC with a "
+        "since filter this many days before its latest episode (and the older Recall's, "
+        "with --before-tree)",
     )
     parser.add_argument(
         "--recall-on",
@@ -471,6 +479,19 @@ def main(argv: list[str] | None = None) -> int:
             before = "heavy grpc before" if args.heavy_only else "normal grpc before"
             timed.add(before)
             times[before] = []
+        since_at = None
+        if args.heavy_only and args.since_days is not None:
+            latest = sql.execute(
+                "SELECT max(ended_at) FROM episodes WHERE dataset = %s AND status = 'completed'",
+                (HEAVY,),
+            ).fetchone()
+            since_at = latest[0] - timedelta(days=args.since_days)  # type: ignore[index]
+            filtered = ["heavy grpc, since"]
+            if older_client is not None:
+                filtered.append("heavy grpc before, since")
+            for name in filtered:
+                timed.add(name)
+                times[name] = []
         broken_down: dict[str, object] = {}
         if args.breakdown:
             timed |= BREAKDOWN
@@ -513,6 +534,13 @@ def main(argv: list[str] | None = None) -> int:
                 (
                     "heavy grpc before",
                     lambda q=query: older_client.recall(HEAVY, q),  # type: ignore[union-attr]
+                ),
+                ("heavy grpc, since", lambda q=query: client.recall(HEAVY, q, since=since_at)),
+                (
+                    "heavy grpc before, since",
+                    lambda q=query: older_client.recall(  # type: ignore[union-attr]
+                        HEAVY, q, since=since_at
+                    ),
                 ),
                 *[
                     (name, lambda d=normal, q=query, run=run: run(d, q))

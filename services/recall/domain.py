@@ -429,6 +429,17 @@ class DatasetSizes:
         size = self._seen.get(dataset, 0)
         return self.approximation if size > self.threshold else None
 
+    def filtered_path(
+        self, conn: Connection, key: Any, filters: q.RecallFilters
+    ) -> q.Approximation | None:
+        """For a large dataset and filters that narrow it: the exact path when they leave
+        at most the threshold's episodes (a bounded count), which then costs what a small
+        dataset's recall does and is exact, where the approximate path's HNSW walks would
+        skip most of what they meet (a day of a 100k-episode dataset: 411 against 39 ms,
+        docs/benchmarks.md "Recall")."""
+        left = q.count_candidates_up_to(conn, key, filters, self.threshold + 1)
+        return self.approximation if left > self.threshold else None
+
     def saw(self, dataset: str, size: int) -> None:
         if len(self._seen) >= self.MAX_REMEMBERED:
             self._seen.clear()
@@ -482,6 +493,8 @@ def _rank(conn: Connection, vault: Vault, dataset: str, **ranking: Any) -> q.Ran
         key = vault.for_read(conn, dataset)
         probed = None
     approximate = sizes.path_probed(dataset, probed) if sizes is not None else None
+    if approximate is not None and sizes is not None and ranking["filters"].narrows():
+        approximate = sizes.filtered_path(conn, key, ranking["filters"])
     if guard is not None:
         ranking["guard"] = guard
     try:

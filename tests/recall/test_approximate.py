@@ -123,6 +123,27 @@ def test_the_nearest_parts_take_their_own_number_of_episodes(recall_engine) -> N
     assert ef_search(settings) == settings.recall_approximate_candidates
 
 
+def test_filters_that_leave_few_episodes_of_a_large_dataset_are_ranked_exactly(  # type: ignore[no-untyped-def]
+    recall_engine,
+) -> None:
+    """A large dataset narrowed by its filters to at most the threshold's episodes takes
+    the exact path (every episode they leave is scored); filters that leave more, the
+    approximate one."""
+    _fill(recall_engine)
+    # At most one candidate from each part: the approximate path ranks 3 episodes or fewer.
+    tiny = Approximation(candidates=1, recent=0, per_lexeme=1)
+    sizes = domain.DatasetSizes(10, tiny)  # "big" has 64 completed episodes
+    week = {"since": T0 - timedelta(days=8)}  # the morning's, and 3-8 days ago: < 10
+    with recall_engine.connect() as conn:
+        assert sizes.path(conn, "big") is tiny
+        few = _recall(conn, "invoice", sizes, limit=100, **week)
+        exact = _recall(conn, "invoice", domain.DatasetSizes(10_000, tiny), limit=100, **week)
+        many = _recall(conn, "invoice", sizes, limit=100, since=T0 - timedelta(days=400))
+    assert 3 < len(few.rows) <= 10
+    assert _ids(few) == _ids(exact)  # every episode the filter leaves, ranked
+    assert len(many.rows) <= 3  # the approximate path's candidates only
+
+
 @pytest.mark.parametrize(
     ("query", "filters"),
     [

@@ -126,6 +126,7 @@ from episodic.store.ranking_sql import (
 )
 from episodic.store.raw_statement import driver_form, fetch_all
 from episodic.store.recall_filters import (
+    CANDIDATES,
     RecallFilters,
     entity_clauses,
     entity_params,
@@ -185,6 +186,7 @@ __all__ = [
     "approximation_params",
     "blinded_lexemes",
     "calibrated_sql",
+    "count_candidates_up_to",
     "count_up_to",
     "entity_clauses",
     "entity_params",
@@ -599,6 +601,23 @@ def rank(
         chunks_pending=bool(rows) and bool(rows[0]["dataset_chunks_pending"]),
         episodes_pending=bool(rows) and bool(rows[0]["dataset_episodes_pending"]),
     )
+
+
+def count_candidates_up_to(
+    conn: Connection, key: DatasetKey, filters: RecallFilters, bound: int
+) -> int:
+    """How many completed episodes of ``key``'s dataset ``filters`` leave, counting no
+    further than ``bound`` (a narrow filter reads its few episodes through the indexes, a
+    wide one stops at the bound). Planned for its parameters, as the approximate statement
+    is: a generic plan cannot tell which filter narrows."""
+    params = {**filter_params(key, filters), "bound": bound}
+    rows = _execute(conn, (_COUNT_CANDIDATES, True), params)
+    return int(rows[0]["n"])
+
+
+_COUNT_CANDIDATES = driver_form(
+    f"SELECT count(*) AS n FROM (SELECT 1 FROM ({CANDIDATES}) x LIMIT :bound) y"
+)
 
 
 def approximation_params(approximate: Approximation) -> dict[str, object]:
