@@ -453,7 +453,7 @@ def _rank(conn: Connection, vault: Vault, dataset: str, **ranking: Any) -> q.Ran
     first time the process sees the dataset, the exact ranking statement checks its size
     itself (:class:`~episodic.store.recall_queries.SizeGuard`: a third round trip, the
     approximate statement, only for a dataset above the threshold), or, for a call without
-    a query or with ``as_of``, the opening counts it. A key gone stale (the dataset was
+    a query or with filters (``as_of`` among them), the opening counts it. A key gone stale (the dataset was
     erased and created again since it was cached) is noticed on the rows and the ranking
     redone with the new one: the query's tokens must be the new key's too (the lexemes
     read are the same for any key)."""
@@ -463,11 +463,13 @@ def _rank(conn: Connection, vault: Vault, dataset: str, **ranking: Any) -> q.Ran
     options = ranking.get("options", DEFAULT_RANKING)
     with_query = bool(query and query.strip()) and ranking["similarity_weight"] > 0
     guard = bound = None
+    filtered = ranking["filters"].narrows()
     if sizes is not None:
         # A dataset not seen yet: with a query, the exact statement checks its size itself
         # (the count it reads anyway); else the opening counts it (it is its size only
-        # without as_of, and the feedback's first pass has no guard).
-        if with_query and ranking["filters"].as_of is None and not options.expansion:
+        # without as_of, the feedback's first pass has no guard, and filters may leave a
+        # large dataset few enough episodes for the exact path: DatasetSizes.filtered_path).
+        if with_query and not filtered and not options.expansion:
             guard = sizes.guard(dataset)
         else:
             bound = sizes.probe_bound(dataset)
@@ -493,7 +495,7 @@ def _rank(conn: Connection, vault: Vault, dataset: str, **ranking: Any) -> q.Ran
         key = vault.for_read(conn, dataset)
         probed = None
     approximate = sizes.path_probed(dataset, probed) if sizes is not None else None
-    if approximate is not None and sizes is not None and ranking["filters"].narrows():
+    if approximate is not None and sizes is not None and filtered:
         approximate = sizes.filtered_path(conn, key, ranking["filters"])
     if guard is not None:
         ranking["guard"] = guard

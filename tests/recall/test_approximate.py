@@ -139,6 +139,9 @@ def test_filters_that_leave_few_episodes_of_a_large_dataset_are_ranked_exactly( 
         few = _recall(conn, "invoice", sizes, limit=100, **week)
         exact = _recall(conn, "invoice", domain.DatasetSizes(10_000, tiny), limit=100, **week)
         many = _recall(conn, "invoice", sizes, limit=100, since=T0 - timedelta(days=400))
+        # a process that has not seen the dataset yet counts it, then what the filter leaves
+        first = _recall(conn, "invoice", domain.DatasetSizes(10, tiny), limit=100, **week)
+    assert _ids(first) == _ids(few)
     assert 3 < len(few.rows) <= 10
     assert _ids(few) == _ids(exact)  # every episode the filter leaves, ranked
     assert len(many.rows) <= 3  # the approximate path's candidates only
