@@ -453,10 +453,10 @@ def _rank(conn: Connection, vault: Vault, dataset: str, **ranking: Any) -> q.Ran
     first time the process sees the dataset, the exact ranking statement checks its size
     itself (:class:`~episodic.store.recall_queries.SizeGuard`: a third round trip, the
     approximate statement, only for a dataset above the threshold), or, for a call without
-    a query or with filters (``as_of`` among them), the opening counts it. A key gone stale (the dataset was
-    erased and created again since it was cached) is noticed on the rows and the ranking
-    redone with the new one: the query's tokens must be the new key's too (the lexemes
-    read are the same for any key)."""
+    a query or with filters (``as_of`` among them), the opening counts it. A key gone
+    stale (the dataset was erased and created again since it was cached) is noticed on the
+    rows and the ranking redone with the new one: the query's tokens must be the new key's
+    too (the lexemes read are the same for any key)."""
     events: EventScope | None = ranking.pop("events", None)
     sizes: DatasetSizes | None = ranking.pop("sizes", None)
     query = ranking["query"]
