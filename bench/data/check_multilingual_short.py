@@ -24,7 +24,7 @@ import re
 import sys
 import unicodedata
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 # The schema helpers of the first set's checker (same folder: run as a script, it is on the path).
@@ -288,6 +288,11 @@ def check_questions(
         elif lang == "es" and "¿" not in text:
             errors.append(f"{qwhere}: Spanish question without opening '¿'")
         asked = parse_ts(q["asked_at"], f"{qwhere} asked_at", errors)
+        if asked and asked > datetime.now(UTC):  # so is every message before it
+            errors.append(
+                f"{qwhere}: asked_at {q['asked_at']} is in the future: the suite refuses "
+                "messages dated ahead of its clock"
+            )
         if asked and last_ts and asked <= last_ts:
             errors.append(
                 f"{qwhere}: asked_at {q['asked_at']} is not after every message of the dataset"
