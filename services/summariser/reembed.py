@@ -53,7 +53,8 @@ from episodic.store.events import event_document
 from episodic.store.recall_index import chunk_document, chunk_texts, indexed_text
 from episodic.store.vault import Vault
 
-from . import pipeline  # the module: pipeline imports spaces, which imports this one
+# the module: episode_vector imports spaces, which imports this one
+from . import episode_vector
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +270,7 @@ def _read_thread(
     for e in vault.open_rows(conn, dataset, list(episodes), "episodes"):
         work.episode_ids.append(e["episode_id"])
         work.episode_texts.append(
-            pipeline.embedding_text(
+            episode_vector.embedding_text(
                 e["summary"], list(e["key_learnings"] or []), list(e["entities"] or [])
             )
         )

@@ -35,7 +35,7 @@ from episodic.store.episodes import has_more_episodes_than
 from episodic.store.recall_index import hold_language
 from episodic.store.vault import Vault
 
-from . import reembed  # the module: reembed imports pipeline, which imports this one
+from . import reembed  # the module: reembed imports episode_vector, which imports this one
 
 log = logging.getLogger(__name__)
 
