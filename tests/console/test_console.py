@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -465,11 +466,36 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     def ask() -> None:
         page.get_by_role("button", name="Recall").click()
 
+    # Requests of the page in flight, whatever sends them (htmx, or the browser itself
+    # when it submits or navigates).
+    in_flight: set[object] = set()
+    page.on("request", lambda request: in_flight.add(request))
+    page.on("requestfinished", lambda request: in_flight.discard(request))
+    page.on("requestfailed", lambda request: in_flight.discard(request))
+
     def settled() -> None:
-        # No request of the page's still in flight: a late answer re-renders the form with
-        # the values it was asked with, over a field the test has just changed (seen once on
-        # a loaded CI machine: Min match back at 1 after it was cleared).
-        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+        # Nothing in flight and nothing being swapped in: a late answer re-renders the
+        # form with the values it was asked with, over a field the test has just changed
+        # (seen twice on a loaded CI machine: Min match back at 1 after it was cleared,
+        # once with no htmx request left on the page).
+        deadline = time.monotonic() + 15
+        while in_flight and time.monotonic() < deadline:
+            page.wait_for_timeout(20)
+        page.wait_for_function(
+            "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+        )
+
+    def clear(label: str) -> None:
+        """Empty a field and see it stay empty (a re-render still on its way puts the
+        value back: then it is emptied again)."""
+        field = page.get_by_label(label, exact=True)
+        for _ in range(5):
+            settled()
+            field.fill("")
+            settled()
+            if field.input_value() == "":
+                break
+        expect(field).to_have_value("")
 
     title = page.locator("#results-title")
     page.goto(f"{console}/recall?dataset={DATASET}")
@@ -503,8 +529,7 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     shot(page, artifacts, "07c-recall-nothing-passed")
 
     # min_match reaches Recall too: no request's match is 1 either.
-    settled()
-    page.get_by_label("Min relevance", exact=True).fill("")
+    clear("Min relevance")
     page.get_by_label("Min match", exact=True).fill("1")
     ask()
     expect(empty).to_contain_text("Nothing passed the thresholds (min match 1)")
@@ -512,9 +537,7 @@ def test_recall_playground_shows_calibrated_relevance_and_abstains(
     assert console_client.recalls[-1]["min_match"] == 1.0
 
     # Abstain: sent as asked; under the hashing embedder it keeps every episode.
-    settled()
-    page.get_by_label("Min match", exact=True).fill("")
-    expect(page.get_by_label("Min match", exact=True)).to_have_value("")
+    clear("Min match")
     page.get_by_label("Abstain when nothing fits", exact=True).check()
     expect(page.get_by_label("Abstain when nothing fits", exact=True)).to_be_checked()
     asked = len(console_client.recalls)
