@@ -344,6 +344,21 @@ def _approximate_pool(with_vector: bool, options: RankingOptions, kept: bool = F
     return "\n            UNION\n            ".join(f"({p})" for p in parts)
 
 
+def _candidate_columns(with_vector: bool) -> str:
+    """What the ranking statement keeps of each candidate (``x``, a row of
+    :data:`~episodic.store.recall_filters.CANDIDATES`) in its materialised ``c``: its
+    summary's cosine with the query (``summary_cos``; NULL without a query vector or
+    before the Summariser embedded it) in place of the vector itself. Vectors are stored
+    inline with their rows (migration 0024), and ~1,400 candidates' vectors overflowed
+    ``work_mem`` (4 MB by default): ``c`` was written to a temporary file and read back
+    each of the eight times the statement reads it."""
+    cosine = "1.0 - (x.embedding <=> CAST(:qvec AS vector))" if with_vector else "NULL::float8"
+    return (
+        "x.episode_id, x.thread_id, x.end_sequence, x.ended_at, x.search_length, "
+        f"coalesce(x.search_vector, ''::tsvector) AS tsv, {cosine} AS summary_cos"
+    )
+
+
 #: The exact statement's candidates when the dataset's size is not known: none when the
 #: dataset has more completed episodes than ``:exact_up_to`` (its count, ``total`` in
 #: recall_queries.recall_statement, is read first: a one-time filter, so no candidate is
@@ -467,7 +482,8 @@ def recall_sql(
     summary_cos = "0.0::float8"
     if with_vector:
         chunk_cos = "1.0 - (m.embedding <=> (SELECT v FROM qv))"
-        summary_cos = "coalesce(1.0 - (c.embedding <=> (SELECT v FROM qv)), 0.0)"
+        summary_cos = "coalesce(c.summary_cos, 0.0)"
+    candidate_columns = _candidate_columns(with_vector)
     query_ctes = f"""
         qv AS (SELECT CAST(:qvec AS vector) AS v),
         -- The query's lexemes, blinded like the index (recall_index.query_tokens).
@@ -513,7 +529,7 @@ def recall_sql(
             {_approximate_pool(with_vector, options, kept_statistics)}
         ),
         c AS MATERIALIZED (
-            SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
+            SELECT {candidate_columns}
             FROM ({CANDIDATES}) x
             WHERE x.episode_id IN (SELECT episode_id FROM pool)
         ),"""
@@ -521,7 +537,7 @@ def recall_sql(
         head = f"""
         WITH c AS MATERIALIZED (
             -- An episode not indexed yet is found by its summary's embedding alone.
-            SELECT x.*, coalesce(x.search_vector, ''::tsvector) AS tsv
+            SELECT {candidate_columns}
             FROM ({CANDIDATES}) x{_SIZE_GUARD if guarded else ""}
         ),{query_ctes}"""
     if options.recency_span:  # the approximate path's c is a part of the candidates
