@@ -8,7 +8,10 @@ embedding went to TOAST, and every summary cosine Recall computes cost a TOAST i
 and a page read besides the row's. On a dataset of 100k episodes the approximate path
 scores ~1,400 candidates: their summary cosines took 17-25 ms read from TOAST against
 6.5-16 ms inline (``docs/benchmarks.md`` "Recall at scale"); a normal dataset's exact path
-reads every episode's vector the same way.
+reads every episode's vector the same way (0.94-0.95x its statement once inline). The
+price is on the write side: each of the pipeline's updates of an episode's row (claim,
+completion, index, semantic status) rewrites its vector with it, where a TOAST pointer
+was not — the Summariser's database time per episode +8-15 %.
 
 Every table with a ``vector`` column (episodes, message_chunks, events, procedures; a
 later revision that adds one sets it too, which tests/recall/test_inline_vectors.py
