@@ -43,7 +43,8 @@ def test_an_episode_and_its_chunks_keep_their_vectors_inline(engine) -> None:  #
         ).one()
         chunks = conn.execute(
             text(
-                "SELECT count(*) AS n, count(pg_column_toast_chunk_id(m.embedding)) AS toasted "
+                "SELECT count(*) AS n, max(pg_column_size(m.*)) AS row_size, "
+                "count(pg_column_toast_chunk_id(m.embedding)) AS toasted "
                 "FROM message_chunks m WHERE m.dataset = :d AND m.thread_id = :t"
             ),
             {"d": made.dataset, "t": made.thread_id},
@@ -51,6 +52,7 @@ def test_an_episode_and_its_chunks_keep_their_vectors_inline(engine) -> None:  #
     assert episode.row_size > 2032, "the row is too small to tell whether the setting holds"
     assert episode.toasted is None, "the episode's vector went to TOAST"
     assert chunks.n >= 1
+    assert chunks.row_size > 2032, "the chunks are too small to tell whether the setting holds"
     assert chunks.toasted == 0, "a chunk's vector went to TOAST"
 
 

@@ -351,7 +351,7 @@ def _candidate_columns(with_vector: bool) -> str:
     before the Summariser embedded it) in place of the vector itself. Vectors are stored
     inline with their rows (migration 0024), and ~1,400 candidates' vectors overflowed
     ``work_mem`` (4 MB by default): ``c`` was written to a temporary file and read back
-    each of the eight times the statement reads it."""
+    each time the statement reads it (five or six)."""
     cosine = "1.0 - (x.embedding <=> CAST(:qvec AS vector))" if with_vector else "NULL::float8"
     return (
         "x.episode_id, x.thread_id, x.end_sequence, x.ended_at, x.search_length, "
@@ -637,7 +637,7 @@ def recall_sql(
         ),{entity_ctes}
         {dataset_best}{query_idf_cte}
         -- Materialised: normed reads the semantic signal six times, and inlined each
-        -- read would compute the summary's cosine again (detoasting its vector).
+        -- read would do the joins below again.
         raw AS MATERIALIZED (
             SELECT c.episode_id, c.ended_at,
                    coalesce(db.score, 0.0) AS doc_lexical,
