@@ -325,7 +325,7 @@ def record_event(conn: Connection, vault: Vault, event: NewEvent) -> tuple[dict[
 
 _CANDIDATES = (
     """
-    SELECT ev.event_id, ev.occurred_at, ev.embedding,
+    SELECT ev.event_id, ev.occurred_at, ev.embedding IS NULL AS unembedded, {cosine} AS cos,
            coalesce(ev.search_vector, ''::tsvector) AS tsv,
            greatest(coalesce(ev.search_length, 1), 1)::float8 AS dl
     FROM events ev
@@ -340,6 +340,16 @@ _CANDIDATES = (
       AND (CAST(:event_type AS text) IS NULL OR ev.event_type = CAST(:event_type AS text))
       AND (CAST(:actor AS text) IS NULL OR ev.actor_token = CAST(:actor AS text))"""
 )
+
+
+def _candidates(with_vector: bool) -> str:
+    """The request's events (:data:`_CANDIDATES`), each with its vector's cosine with the
+    query (``cos``; NULL without a query vector or before the Summariser embedded it) in
+    place of the vector: vectors are stored inline (migration 0024), and a dataset's
+    events' vectors in the materialised ``c`` would overflow ``work_mem`` beyond ~2,500
+    events and go to a temporary file."""
+    cosine = "1.0 - (ev.embedding <=> CAST(:qvec AS vector))" if with_vector else "NULL::float8"
+    return _CANDIDATES.replace("{cosine}", cosine)
 
 
 @lru_cache(maxsize=8)
@@ -359,9 +369,7 @@ def _rank_sql(
             FROM c
         ),"""
     else:
-        cos = (
-            "coalesce(1.0 - (c.embedding <=> CAST(:qvec AS vector)), 0.0)" if with_vector else "0.0"
-        )
+        cos = "coalesce(c.cos, 0.0)" if with_vector else "0.0"
         # the episodes' fusion (an event is one passage: its coverage is the passage's)
         similarity = similarity_sql(
             options,
@@ -430,7 +438,7 @@ def _rank_sql(
             GROUP BY t.event_id
         ),
         {query_idf}raw AS MATERIALIZED (
-            SELECT c.event_id, c.occurred_at, c.embedding IS NULL AS unembedded,
+            SELECT c.event_id, c.occurred_at, c.unembedded,
                    coalesce(b.score, 0.0) AS lex, coalesce(b.matched_idf, 0.0) AS matched_idf,
                    greatest({cos}, 0.0) AS sem,
                    coalesce(b.matched, 0.0) / greatest((SELECT count(*) FROM q), 1)::float8
@@ -460,7 +468,7 @@ def _rank_sql(
     passes = f"coalesce({relevant_sql('s.occurred_at', options)}, false)" if with_query else "true"
     span = span_cte("c", "occurred_at") if options.recency_span else ""
     return f"""
-        WITH c AS MATERIALIZED ({_CANDIDATES}),{span}{scored}
+        WITH c AS MATERIALIZED ({_candidates(with_vector)}),{span}{scored}
         top AS MATERIALIZED (
             SELECT s.*, {fused_relevance_sql(options, "s.similarity", "s.recency")}
                        AS relevance,
