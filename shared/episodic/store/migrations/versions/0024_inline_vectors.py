@@ -14,11 +14,10 @@ completion, index, semantic status) rewrites its vector with it, where a TOAST p
 was not — the Summariser's database time per episode +8-15 %.
 
 Every table with a ``vector`` column (episodes, message_chunks, events, procedures,
-procedure_candidates; a
-later revision that adds one sets it too, which tests/recall/test_inline_vectors.py
-checks) gets ``toast_tuple_target = 4080``: a row of up to 4,080 bytes
-(two to a page) stays whole, and a larger one still moves its largest values out first (a
-long thread's lexical document before its vector). The parameter is set on the leaf
+procedure_candidates; a later revision that adds one sets it too, which
+tests/recall/test_inline_vectors.py checks) gets ``toast_tuple_target = 4080``: a row of
+up to 4,080 bytes (two to a page) stays whole, and a larger one still moves its largest
+values out first (a long thread's lexical document before its vector). The parameter is set on the leaf
 tables (a partitioned table has no storage of its own); Citus copies it to the shards of
 a table distributed afterwards and propagates it to those of one distributed already.
 
