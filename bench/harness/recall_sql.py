@@ -6,9 +6,12 @@ as psycopg's, and the statement sent in numbered placeholders with its rows in b
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 #: The query's distinct lexemes and those of its words' irregular forms, as
 #: store.recall_queries.query_terms asks for them (and Recall's opening statement reads
@@ -75,7 +78,7 @@ def psycopg_sql(sql: str) -> str:
 
 
 def as_recall_sends(
-    conn: psycopg.Connection, statement: str, params: dict[str, object]
+    conn: psycopg.Connection, statement: str | KeptStatement, params: dict[str, object]
 ) -> list[tuple[object, ...]]:
     """The rows of ``statement`` (psycopg's named form) sent as Recall sends it
     (``episodic.store.raw_statement.fetch_all``): in PostgreSQL's numbered placeholders,
@@ -86,11 +89,77 @@ def as_recall_sends(
     return sent_as_recall_sends(conn, statement, params).fetchall()
 
 
+@dataclass(frozen=True)
+class KeptStatement:
+    """The approximate ranking statement for a request without filters, as Recall runs it
+    (``episodic.store.recall_queries._rank_with``): the dataset's kept postings read first
+    and the lexical pool chosen from them (``episodic.store.lexical_pool``), then the
+    statement that takes the pool — or, when nothing is kept, the statement that counts
+    the statistics itself. Each in psycopg's named form."""
+
+    counted: str
+    pooled: str
+    postings: str
+
+    @classmethod
+    def of(cls, *, exact_cosine: bool = False) -> KeptStatement:
+        """Recall's statements for the approximate path with a query vector."""
+        from episodic.store.lexical_pool import postings_statement
+        from episodic.store.recall_queries import DEFAULT_RANKING, recall_statement
+
+        def statement(pooled: bool) -> str:
+            return psycopg_sql(
+                recall_statement(
+                    with_query=True,
+                    with_vector=True,
+                    approximate=True,
+                    exact_cosine=exact_cosine,
+                    kept_statistics=True,
+                    lexical_pool=pooled,
+                )
+            )
+
+        return cls(
+            counted=statement(False),
+            pooled=statement(True),
+            postings=psycopg_sql(postings_statement(DEFAULT_RANKING)),
+        )
+
+    def chosen(
+        self, conn: psycopg.Connection, params: dict[str, object]
+    ) -> tuple[str, dict[str, object]]:
+        """The statement to send and its parameters, the pool read and chosen first."""
+        from episodic.store.lexical_pool import choose_lexical_pool
+
+        with conn.cursor(row_factory=dict_row, binary=True) as cursor:
+            rows = cursor.execute(self.postings, params).fetchall()
+        pool = choose_lexical_pool(
+            rows,
+            candidates=int(params["approx_candidates"]),  # type: ignore[call-overload]
+            per_lexeme=int(params["approx_per_lexeme"]),  # type: ignore[call-overload]
+        )
+        if pool is None:
+            return self.counted, params
+        return self.pooled, {**params, **pool.params()}
+
+
+def execute(
+    conn: psycopg.Connection, statement: str | KeptStatement, params: dict[str, object]
+) -> psycopg.Cursor[Any]:
+    """``statement`` executed as psycopg sends a named statement (a :class:`KeptStatement`
+    as Recall runs it)."""
+    if isinstance(statement, KeptStatement):
+        statement, params = statement.chosen(conn, params)
+    return conn.execute(statement, params)
+
+
 def sent_as_recall_sends(
-    conn: psycopg.Connection, statement: str, params: dict[str, object]
+    conn: psycopg.Connection, statement: str | KeptStatement, params: dict[str, object]
 ) -> psycopg.RawCursor[tuple[object, ...]]:
     """:func:`as_recall_sends`'s cursor, executed, its rows not yet read (its
     ``description`` names the columns)."""
+    if isinstance(statement, KeptStatement):
+        statement, params = statement.chosen(conn, params)
     sql, names = _numbered(statement)
     cursor = psycopg.RawCursor(conn)
     cursor.execute(sql, [params[name] for name in names], binary=True)

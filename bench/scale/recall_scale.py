@@ -215,7 +215,13 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     sys.path.insert(0, str(REPO))
-    from bench.harness.recall_sql import psycopg_sql, query_term_params, sent_as_recall_sends
+    from bench.harness.recall_sql import (
+        KeptStatement,
+        execute,
+        psycopg_sql,
+        query_term_params,
+        sent_as_recall_sends,
+    )
     from bench.harness.report import percentiles, print_latency_table
     from episodic.config import RecallSettings
     from episodic.providers import HashingEmbedder
@@ -332,21 +338,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         # A request without filters reads the dataset's kept statistics when it has them
-        # (store/kept_statistics.py), and counts them when it has none, as Recall does.
-        approx_sql = psycopg_sql(
-            recall_statement(
-                with_query=True, with_vector=True, approximate=True, kept_statistics=True
-            )
-        )
-        exact_cosine_sql = psycopg_sql(
-            recall_statement(
-                with_query=True,
-                with_vector=True,
-                approximate=True,
-                exact_cosine=True,
-                kept_statistics=True,
-            )
-        )
+        # (store/kept_statistics.py: the lexical pool chosen from their postings first), and
+        # counts them when it has none, as Recall does.
+        approx_sql = KeptStatement.of()
+        exact_cosine_sql = KeptStatement.of(exact_cosine=True)
         count_sql = psycopg_sql(COUNT_STATEMENT)
         # What the Recall service sends for the heavy dataset, as configured.
         service_sql = exact_cosine_sql if defaults.recall_approximate_exact_cosine else approx_sql
@@ -414,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             return {**p, **query_term_params(sql, dataset, query)}
 
         def bare(
-            statement: str,
+            statement: str | KeptStatement,
             dataset: str,
             query: str,
             limit: int = 3,
@@ -431,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                 conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
             p = params(dataset, query, limit)
             ids = _episode_ids(
-                conn.execute(statement, p) if named else sent_as_recall_sends(conn, statement, p)
+                execute(conn, statement, p) if named else sent_as_recall_sends(conn, statement, p)
             )
             if approximate:
                 conn.execute("RESET plan_cache_mode")
@@ -608,7 +603,10 @@ def main(argv: list[str] | None = None) -> int:
         # recall@N of the approximate path against the exact ranking, per heavy dataset:
         # the exact statement, the approximate one as configured, the approximate one with
         # the dataset's exact best cosine, and (--before) an older approximate statement.
-        variants = {"approximate": approx_sql, "approximate, exact cosine": exact_cosine_sql}
+        variants: dict[str, str | KeptStatement] = {
+            "approximate": approx_sql,
+            "approximate, exact cosine": exact_cosine_sql,
+        }
         if before_sql is not None:
             variants["approximate before"] = before_sql
         if not args.normal_only:
@@ -629,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
                 rng.shuffle(order)
                 for name, statement in order:
                     t = time.perf_counter()
-                    got = _episode_ids(sql.execute(statement, p))
+                    got = _episode_ids(execute(sql, statement, p))
                     took[name].append(time.perf_counter() - t)
                     for n in (5, 10):
                         at[name][n].append(recall_at(got, exact, n))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -16,9 +15,8 @@ import pytest
 from sqlalchemy import Engine, text
 
 from episodic import metrics
-from episodic.config import SchedulerSettings, Settings
+from episodic.config import SchedulerSettings
 from episodic.services.recall import domain
-from episodic.services.recall.__main__ import engine_options
 from episodic.services.scheduler.sweeper import Sweeper
 from episodic.store import kept_statistics
 from episodic.store.db import make_engine
@@ -33,14 +31,6 @@ pytestmark = pytest.mark.citus
 SMALL = Approximation(candidates=4, recent=3)
 COUNTED = Approximation(candidates=4, recent=3, kept_statistics=False)
 TOPICS = ["gardening", "weather", "football", "recipes", "holidays", "music", "cars", "films"]
-
-
-@pytest.fixture
-def recall_engine(db_url: str) -> Iterator[Engine]:
-    """An engine with the Recall service's session settings (iterative HNSW scans)."""
-    eng = make_engine(db_url, pool_size=3, **engine_options(Settings()))
-    yield eng
-    eng.dispose()
 
 
 def _fill(engine: Engine, dataset: str = "big") -> list[Any]:

@@ -14,6 +14,7 @@ import time
 
 import psycopg
 
+from bench.harness.recall_sql import KeptStatement, execute
 from bench.scale.recall.common import (
     _episode_ids,
     log,
@@ -74,15 +75,11 @@ def curve(
     """recall@5/@10 and latency of each approximate variant against the exact statement on
     the same queries (variants in a shuffled order per query); ``before_sql``: an older
     approximate statement, run with the first variant's settings."""
-    from bench.harness.recall_sql import psycopg_sql
     from bench.harness.report import percentiles
-    from episodic.store.recall_queries import recall_statement
 
-    approx_sql = psycopg_sql(
-        recall_statement(with_query=True, with_vector=True, approximate=True, kept_statistics=True)
-    )
+    approx_sql = KeptStatement.of()  # as Recall runs it: the lexical pool chosen first
     names = [",".join(f"{k}={v}" for k, v in variant.items()) for variant in variants]
-    statements = [approx_sql] * len(variants)
+    statements: list[str | KeptStatement] = [approx_sql] * len(variants)
     if before_sql is not None:
         names.append("before: " + names[0])
         variants = [*variants, variants[0]]
@@ -111,7 +108,7 @@ def curve(
                 "approx_nearest": variant["nearest"] or variant["candidates"],
             }
             t = time.perf_counter()
-            got = _episode_ids(sql.execute(statement, q))
+            got = _episode_ids(execute(sql, statement, q))
             took[name].append(time.perf_counter() - t)
             for n in (5, 10):
                 at[name][n].append(recall_at(got, exact, n))
@@ -141,7 +138,7 @@ def diagnose(
     params: object,
     words: object,
     exact_sql: str,
-    approx_sql: str,
+    approx_sql: str | KeptStatement,
 ) -> None:
     """Which exact top-10 episodes the approximate top 10 misses, and why: scored
     differently although among the candidates, or not among them; then the source that
@@ -190,7 +187,7 @@ def diagnose(
     for _ in range(queries):
         p = params(dataset, words(), 10)  # type: ignore[operator]
         exact = _named_rows(sql.execute(exact_sql, p))
-        approximate = _named_rows(sql.execute(approx_sql, p))
+        approximate = _named_rows(execute(sql, approx_sql, p))
         got = [r["episode_id"] for r in approximate]
         exact_ids = [r["episode_id"] for r in exact]
         approx_scores: dict[object, tuple[int, dict[str, object]]] | None = None
@@ -210,7 +207,7 @@ def diagnose(
                     approx_scores = {
                         r["episode_id"]: (k + 1, r)
                         for k, r in enumerate(
-                            _named_rows(sql.execute(approx_sql, {**p, "limit": 100_000}))
+                            _named_rows(execute(sql, approx_sql, {**p, "limit": 100_000}))
                         )
                     }
                 if episode in approx_scores:

@@ -87,7 +87,7 @@ def document_length(alias: str) -> str:
 
 
 def dataset_statistics(
-    options: RankingOptions = DEFAULT_RANKING, *, kept: bool = False
+    options: RankingOptions = DEFAULT_RANKING, *, kept: bool = False, lexical_pool: bool = False
 ) -> tuple[str, str, str]:
     """What the approximate path takes from the whole filtered dataset rather than from its
     candidates, for its scores to equal the exact path's (which computes them over every
@@ -103,7 +103,14 @@ def dataset_statistics(
     ``kept`` (a request without filters, whose statistics are the whole dataset's): the
     counts and frequencies are read from the dataset's kept statistics
     (:mod:`episodic.store.kept_statistics`) when it has them, and counted as above when it
-    has none; the CTE ``kept`` then holds their one row, or none."""
+    has none; the CTE ``kept`` then holds their one row, or none.
+
+    ``lexical_pool`` (with ``kept``; :mod:`episodic.store.lexical_pool`): Recall has scored
+    the pool words' postings itself, so the holders are not read here: ``best_document``
+    and ``best_passage`` are its parameters (``:best_document``, ``:best_document_idf``,
+    ``:best_passage``, ``:best_passage_idf``), and only the counts and frequencies are."""
+    if lexical_pool and not kept:
+        raise ValueError("a lexical pool is chosen from kept statistics")
     passages_of = _passages_of_candidates()
     # Weighted query lexemes (RankingOptions.weighted_terms) score as on the exact path.
     weight, weight_join, matched = None, "", "count(*)::float8"
@@ -168,6 +175,24 @@ def dataset_statistics(
             UNION ALL
             SELECT counted.n, counted.avgdl FROM ({counted_pstats}) counted
             WHERE NOT EXISTS (SELECT 1 FROM kept)"""
+    if lexical_pool:
+        ctes = f"""{frequencies}
+        dataset_dstats AS MATERIALIZED (
+            {dstats}
+        ),
+        dataset_pstats AS MATERIALIZED (
+            {pstats}
+        ),
+        -- The dataset's best BM25, found by Recall over the pool words' postings.
+        best_document AS (
+            SELECT CAST(:best_document AS float8) AS score,
+                   CAST(:best_document_idf AS float8) AS idf
+        ),
+        best_passage AS (
+            SELECT CAST(:best_passage AS float8) AS score,
+                   CAST(:best_passage_idf AS float8) AS idf
+        ),"""
+        return ctes, "SELECT n, avgdl FROM dataset_dstats", "SELECT n, avgdl FROM dataset_pstats"
     # With kept statistics the postings score the holders (below): no selective word is
     # read through the GIN indexes (a NULL tsquery matches nothing; and a one-time filter
     # skips the scans, whose parallel plan otherwise started a worker for nothing, ~11 ms).

@@ -183,7 +183,9 @@ def _signals(lexical: str) -> dict[str, str]:
     }
 
 
-def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
+def approximate_parts(
+    with_vector: bool, kept: bool = False, lexical_pool: bool = False
+) -> dict[str, str]:
     """The approximate path's candidates (a large dataset) by source: a generous set that
     holds the exact top N with high probability, re-scored by the exact formula. The
     episodes whose summary is nearest the query and those of the threads whose chunks are
@@ -191,7 +193,11 @@ def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
     (the GIN index finds the documents with any query lexeme; ts_rank orders them) and the
     most recent episodes (recency alone can carry one into the top). Every part applies the
     request's filters. Named so that bench/recall_scale.py can tell which source holds (or
-    should have held) an exact top-N episode."""
+    should have held) an exact top-N episode.
+
+    ``lexical_pool`` (with ``kept``): the query words' best holders by the lexical fit and
+    each word's densest are ``:lexical_pool``, chosen by Recall from the kept postings
+    (:mod:`episodic.store.lexical_pool`): the parts that read them here are left out."""
     # The lexical part of the default fusion (LEARNED_WEIGHTS): what orders the selective
     # words' holders, whose exact BM25 the dataset's statistics have already computed (or
     # the postings' holders, whose passage score sums each word's best passage of the
@@ -237,6 +243,17 @@ def approximate_parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
     }
     if kept:
         parts.update(_kept_parts(parts))
+    if lexical_pool:
+        if not kept:
+            raise ValueError("a lexical pool is chosen from kept statistics")
+        for chosen in ("lexical", "densest documents", "densest chunks"):
+            del parts[chosen]
+        # 16 bytes an episode id (lexical_pool.LexicalPool.episode_ids)
+        parts["best lexical"] = (
+            "SELECT CAST(encode(substring(CAST(:lexical_pool AS bytea) FROM 16 * i + 1 "
+            "FOR 16), 'hex') AS uuid) AS episode_id "
+            "FROM generate_series(0, length(CAST(:lexical_pool AS bytea)) / 16 - 1) AS i"
+        )
     if with_vector:
         parts["nearest summaries"] = f"""SELECT x.episode_id FROM ({CANDIDATES}) x
                 ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_nearest"""
@@ -330,11 +347,13 @@ _NEAREST_NAMED_TIME = f"""(SELECT x.episode_id, x.ended_at FROM ({CANDIDATES}) x
             ORDER BY x.ended_at DESC LIMIT :near_limit)"""
 
 
-def _approximate_pool(with_vector: bool, options: RankingOptions, kept: bool = False) -> str:
+def _approximate_pool(
+    with_vector: bool, options: RankingOptions, kept: bool = False, lexical_pool: bool = False
+) -> str:
     """The union of :func:`approximate_parts`, and — when recency counts from the time a
     query names — the episodes nearest that time (recency alone can carry one into the
     top, as the most recent ones otherwise)."""
-    parts = list(approximate_parts(with_vector, kept).values())
+    parts = list(approximate_parts(with_vector, kept, lexical_pool).values())
     if options.named_time_recency:
         parts.append(
             "SELECT episode_id FROM ("
@@ -377,6 +396,7 @@ def recall_sql(
     exact_cosine: bool = False,
     guarded: bool = False,
     kept_statistics: bool = False,
+    lexical_pool: bool = False,
 ) -> str:
     """The ranking statement. ``with_query``: score similarity (lexical part);
     ``with_vector``: also the semantic part (needs ``:qvec``). ``approximate``: score only
@@ -392,11 +412,16 @@ def recall_sql(
     dataset's count (its ``total``) is above ``:exact_up_to``. ``kept_statistics`` (the
     approximate path, a request without filters): BM25's statistics from the dataset's
     kept ones when it has them (:func:`~episodic.store.lexical_statistics.dataset_statistics`),
-    and a column ``statistics_kept`` saying whether it had."""
+    and a column ``statistics_kept`` saying whether it had. ``lexical_pool`` (with
+    ``kept_statistics``, when the dataset has them): the query words' holders were scored
+    by Recall from the kept postings (:mod:`episodic.store.lexical_pool`), which passes
+    the episodes chosen and the best BM25 as parameters (``LexicalPool.params``)."""
     if guarded and (approximate or not with_query):
         raise ValueError("only the exact statement with a query is guarded")
     if kept_statistics and not (approximate and with_query):
         raise ValueError("kept statistics serve the approximate statement with a query")
+    if lexical_pool and not kept_statistics:
+        raise ValueError("a lexical pool is chosen from kept statistics")
     if not with_query:
         candidates = CANDIDATES
         if approximate:  # recency alone: the newest episodes by the index, as ranked below
@@ -510,7 +535,9 @@ def recall_sql(
     best_cosine = "max(r.semantic) OVER ()"
     dataset_ctes = dataset_best = ""
     if approximate:
-        dataset_ctes, doc_stats, passage_stats = dataset_statistics(options, kept=kept_statistics)
+        dataset_ctes, doc_stats, passage_stats = dataset_statistics(
+            options, kept=kept_statistics, lexical_pool=lexical_pool
+        )
         # The dataset's best BM25 over the selective words' holders, or a candidate's when
         # it is better (one holding only words too common to be selective; or every
         # candidate when no query word is selective): the exact path's maximum whenever
@@ -526,7 +553,7 @@ def recall_sql(
         head = f"""
         WITH {query_ctes}{dataset_ctes}
         pool AS MATERIALIZED (
-            {_approximate_pool(with_vector, options, kept_statistics)}
+            {_approximate_pool(with_vector, options, kept_statistics, lexical_pool)}
         ),
         c AS MATERIALIZED (
             SELECT {candidate_columns}

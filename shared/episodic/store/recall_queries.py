@@ -74,6 +74,7 @@ from episodic.store.episode_reads import (
     read_opening,
     threads_in_order,
 )
+from episodic.store.lexical_pool import choose_lexical_pool, postings_statement
 from episodic.store.lexical_statistics import QUOTED_LEXEME
 from episodic.store.query_terms import (
     expansion_terms,
@@ -256,6 +257,7 @@ def recall_statement(
     exact_cosine: bool = False,
     guarded: bool = False,
     kept_statistics: bool = False,
+    lexical_pool: bool = False,
 ) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
     snapshot): one row per ranked episode, each carrying ``episode_count``,
@@ -272,6 +274,7 @@ def recall_statement(
         exact_cosine=exact_cosine,
         guarded=guarded,
         kept_statistics=kept_statistics,
+        lexical_pool=lexical_pool,
     )
     if guarded:  # the count as a CTE, which the ranking's candidates read (ranking_sql._SIZE_GUARD)
         return f"""
@@ -302,6 +305,7 @@ def _driver_statement(
     exact_cosine: bool = False,
     guarded: bool = False,
     kept_statistics: bool = False,
+    lexical_pool: bool = False,
 ) -> str:
     """The ranking statement (:func:`recall_statement`) in the driver's form."""
     return driver_form(
@@ -313,6 +317,7 @@ def _driver_statement(
             exact_cosine=exact_cosine,
             guarded=guarded,
             kept_statistics=kept_statistics,
+            lexical_pool=lexical_pool,
         )
     )
 
@@ -558,12 +563,14 @@ def rank(
         # RM3-style feedback: a first pass without it picks the episodes whose words join
         # the query (the second pass, below, ranks with them).
         first_options = replace(options, expansion=0)
-        first = _execute(
+        _, first = _rank_with(
             conn,
-            _ranking_statement(
-                with_query, with_vector, approximate, first_options, filtered=filtered
-            ),
             {**params, "limit": options.expansion, **threshold_params(0.0, 0.0, None)},
+            with_query,
+            with_vector,
+            approximate,
+            first_options,
+            filtered=filtered,
         )
         tokens = cast(list[str], params["lexemes"])
         feedback = expansion_terms(
@@ -572,17 +579,28 @@ def rank(
         params["lexemes"] = [*tokens, *(t for t, _ in feedback)]
         params["weights"] = [*cast(list[float], params["weights"]), *(w for _, w in feedback)]
         params["terms"] = [*cast(list[str | None], params["terms"]), *(None for _ in feedback)]
-    statement = _ranking_statement(
-        with_query, with_vector, approximate, options, guard is not None, filtered=filtered
+    statement, rows = _rank_with(
+        conn,
+        params,
+        with_query,
+        with_vector,
+        approximate,
+        options,
+        guarded=guard is not None,
+        filtered=filtered,
     )
-    rows = _execute(conn, statement, params)
     count = int(rows[0]["episode_count"]) if rows else 0
     if guard is not None and count > guard.exact_up_to:  # too large: nothing was ranked
         approximate = guard.otherwise
-        statement = _ranking_statement(
-            with_query, with_vector, approximate, options, filtered=filtered
+        statement, rows = _rank_with(
+            conn,
+            {**params, **approximation_params(approximate)},
+            with_query,
+            with_vector,
+            approximate,
+            options,
+            filtered=filtered,
         )
-        rows = _execute(conn, statement, {**params, **approximation_params(approximate)})
         count = int(rows[0]["episode_count"]) if rows else 0
     candidates = [r for r in rows if r["episode_id"] is not None]
     ranked = [r for r in candidates if r["passes"]]
@@ -635,6 +653,48 @@ def approximation_params(approximate: Approximation) -> dict[str, object]:
     }
 
 
+def _rank_with(
+    conn: Connection,
+    params: dict[str, object],
+    with_query: bool,
+    with_vector: bool,
+    approximate: Approximation | None,
+    options: RankingOptions,
+    *,
+    guarded: bool = False,
+    filtered: bool = False,
+) -> tuple[tuple[str, bool], list[dict[str, Any]]]:
+    """The ranking statement for the request (:func:`_ranking_statement`) and its rows.
+    On the approximate path with kept statistics, the lexical pool is chosen first from
+    the kept postings (:mod:`episodic.store.lexical_pool`: one small statement and numpy,
+    where the statement's SQL took most of its time at 100k episodes)."""
+    kept = approximate is not None and with_query and approximate.kept_statistics and not filtered
+    pool = None
+    if kept:
+        assert approximate is not None
+        postings = fetch_all(conn, _postings_statement(options), params)
+        pool = choose_lexical_pool(
+            postings, candidates=approximate.candidates, per_lexeme=approximate.per_lexeme
+        )
+    statement = _ranking_statement(
+        with_query,
+        with_vector,
+        approximate,
+        options,
+        guarded,
+        filtered=filtered,
+        lexical_pool=pool is not None,
+    )
+    pool_params = {} if pool is None else pool.params()
+    return statement, _execute(conn, statement, {**params, **pool_params})
+
+
+@lru_cache(maxsize=8)
+def _postings_statement(options: RankingOptions) -> str:
+    """:func:`~episodic.store.lexical_pool.postings_statement` in the driver's form."""
+    return driver_form(postings_statement(options))
+
+
 def _ranking_statement(
     with_query: bool,
     with_vector: bool,
@@ -643,11 +703,13 @@ def _ranking_statement(
     guarded: bool = False,
     *,
     filtered: bool = False,
+    lexical_pool: bool = False,
 ) -> tuple[str, bool]:
     """The ranking statement in the driver's form (compiled once per variant, not per
     call), and whether it is the approximate one. ``filtered``: the request's filters leave
     out some of the dataset's episodes, so its statistics cannot be the dataset's kept ones
-    (:mod:`episodic.store.kept_statistics`)."""
+    (:mod:`episodic.store.kept_statistics`). ``lexical_pool``: the kept postings' holders
+    were scored by Recall (:func:`_rank_with`)."""
     if approximate is None:
         return _driver_statement(with_query, with_vector, options, guarded=guarded), False
     statement = _driver_statement(
@@ -657,6 +719,7 @@ def _ranking_statement(
         approximate=True,
         exact_cosine=approximate.exact_cosine,
         kept_statistics=with_query and approximate.kept_statistics and not filtered,
+        lexical_pool=lexical_pool,
     )
     return statement, True
 

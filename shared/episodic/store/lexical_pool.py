@@ -1,0 +1,262 @@
+"""The approximate path's lexical candidates, chosen from the kept postings by Recall itself.
+
+A large dataset's kept statistics (:mod:`episodic.store.kept_statistics`) hold each word's
+postings in impact order: its best holders with their BM25 weights. For a request without
+filters the approximate statement scored the query words' holders from them in SQL —
+``unnest`` of up to 5,000 holders a word, grouped by episode, documents and passages
+joined, sorted for the best 400 — and at 100k episodes that was the statement's largest
+part: 55–80 ms for ~24k (holder, weight) rows, ~2 µs a row in the executor
+(docs/benchmarks-history.md "A big tenant's Recall: the lexical pool in the service").
+
+So one small statement (:func:`postings_statement`) reads the pool's words' postings as
+raw arrays (``array_send``: no per-element parsing), and :func:`choose_lexical_pool` does the same
+arithmetic over them in numpy (~5 ms): it returns the episodes the statement's
+``best lexical`` and ``densest`` parts would have taken, and the dataset's best document
+and passage BM25 that normalise the lexical signal. The ranking statement then takes them
+as parameters (:func:`~episodic.store.ranking_sql.recall_sql` with ``lexical_pool``) and
+scores every candidate exactly, as before. Nothing kept: :func:`postings_statement`
+returns no row, and the statement counts the statistics itself.
+
+The two statements read two snapshots: a count replaced between them changes the words'
+frequencies by less than ``STALE_SHARE`` of the dataset — the candidates are still scored
+by the statement's own read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from episodic.store.ranking_options import LEARNED_WEIGHTS, RankingOptions
+
+__all__ = ["LexicalPool", "choose_lexical_pool", "postings_statement"]
+
+
+def postings_statement(options: RankingOptions) -> str:
+    """The kept statistics' counts of the dataset (one row per pool word, or one row with a
+    NULL ``lexeme`` when no query word is held; no row when nothing is kept), and per pool
+    word — the rarest ``:approx_words`` of the query's words the dataset holds, as the
+    counted path chooses them — its frequencies, its query weight and term (``q`` of the
+    ranking statement) and its first ``:approx_postings`` holders and weights, each list as
+    ``array_send`` gives it (the binary array format: a 20-byte header, then each element
+    as its 4-byte length and its bytes)."""
+    if options.weighted_terms():
+        query_lexemes = (
+            "q AS (SELECT lexeme, max(weight) AS weight, min(term) AS term FROM unnest("
+            "CAST(:lexemes AS text[]), CAST(:weights AS float8[]), CAST(:terms AS text[])) "
+            "AS u(lexeme, weight, term) GROUP BY lexeme)"
+        )
+    else:
+        query_lexemes = (
+            "q AS (SELECT DISTINCT lexeme, 1.0::float8 AS weight, lexeme AS term "
+            "FROM unnest(CAST(:lexemes AS text[])) AS lexeme)"
+        )
+    postings = "CAST(:approx_postings AS int)"
+    return f"""
+        WITH {query_lexemes},
+        kept AS (
+            SELECT k.documents::float8 AS dn, k.passages::float8 AS pn
+            FROM kept_statistics k WHERE k.dataset = :dataset
+        ),
+        words AS (
+            SELECT q.lexeme, q.weight, q.term, coalesce(t.documents, 0)::float8 AS ddf,
+                   coalesce(t.passages, 0)::float8 AS pdf
+            FROM q LEFT JOIN kept_term_statistics t
+              ON t.dataset = :dataset AND t.token = q.lexeme
+        ),
+        pool_words AS (
+            SELECT w.* FROM words w WHERE w.ddf + w.pdf > 0
+            ORDER BY w.ddf + w.pdf, w.lexeme LIMIT :approx_words
+        )
+        SELECT kept.dn, kept.pn, (SELECT count(*) FROM q) AS query_words,
+               p.lexeme, p.weight, p.term, p.ddf, p.pdf,
+               array_send(t.best_documents[1:{postings}]) AS documents,
+               array_send(t.document_weights[1:{postings}]) AS document_weights,
+               array_send(t.best_passages[1:{postings}]) AS passages,
+               array_send(t.passage_weights[1:{postings}]) AS passage_weights
+        FROM kept
+        LEFT JOIN pool_words p ON true
+        LEFT JOIN kept_term_statistics t ON t.dataset = :dataset AND t.token = p.lexeme
+        ORDER BY p.ddf + p.pdf, p.lexeme
+    """
+
+
+# array_send's layout for a one-dimensional array: ndim, flags, element type, length and
+# lower bound (4 bytes each), then each element as its length and its bytes.
+_HEADER = 20
+_IDS = np.dtype([("length", ">i4"), ("value", "V16")])
+_WEIGHTS = np.dtype([("length", ">i4"), ("value", ">f8")])
+
+
+def _elements(raw: bytes | None, layout: np.dtype) -> np.ndarray:
+    if raw is None or len(raw) <= _HEADER:  # an empty array has no dimension
+        return np.empty(0, dtype=layout["value"])
+    return np.frombuffer(raw, dtype=layout, offset=_HEADER)["value"]
+
+
+def _idf(n: float, df: float) -> float:
+    """BM25's idf, as the statement's ``lexical_statistics._idf``."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True)
+class LexicalPool:
+    """What :func:`choose_lexical_pool` found: the episodes the pool takes for the query's
+    words (the best by the lexical fit, then each pool word's densest holders: their ids'
+    16 bytes each, one after the other — a parameter ~3 ms cheaper than as many UUIDs) and
+    the normalising maxima (None: no holder)."""
+
+    episode_ids: bytes
+    best_document: float | None
+    best_document_idf: float | None
+    best_passage: float | None
+    best_passage_idf: float | None
+
+    def params(self) -> dict[str, object]:
+        """The ranking statement's parameters for it."""
+        return {
+            "lexical_pool": self.episode_ids,
+            "best_document": self.best_document,
+            "best_document_idf": self.best_document_idf,
+            "best_passage": self.best_passage,
+            "best_passage_idf": self.best_passage_idf,
+        }
+
+
+@dataclass
+class _Scores:
+    """One kind's (documents' or passages') aggregate per holder."""
+
+    score: np.ndarray
+    matched: np.ndarray
+    matched_idf: np.ndarray
+    floor: np.ndarray  # the best single word's score (a passage some holder reaches)
+    floor_idf: np.ndarray
+
+
+def choose_lexical_pool(
+    rows: Sequence[Mapping[str, Any]], *, candidates: int, per_lexeme: int
+) -> LexicalPool | None:
+    """The lexical pool from :func:`postings_statement`'s ``rows`` (None: nothing kept),
+    as the counted statement's kept parts chose it: every holder the postings list scored
+    over the words whose lists hold it (idf × weight × its kept BM25 weight; a document's
+    sum is its BM25 for those words, a passage's sums each word's best passage of the
+    episode), the best ``candidates`` by the lexical fit of ``ranking_sql`` (the lexical
+    and coverage parts of the learned fusion; ties: the earlier in the lists, which keep
+    the latest first among equals), then each word's first ``per_lexeme`` documents and
+    passages (its densest holders)."""
+    if not rows:
+        return None
+    first = rows[0]
+    dn, pn = float(first["dn"]), float(first["pn"])
+    words = [r for r in rows if r["lexeme"] is not None]
+    # each kind's lists, word by word, in the order the holders are concatenated below
+    lists = {
+        kind: [
+            (r, _elements(r[kind], _IDS), _elements(r[f"{kind[:-1]}_weights"], _WEIGHTS))
+            for r in words
+        ]
+        for kind in ("documents", "passages")
+    }
+    ids = [held for kind in lists.values() for _, held, _ in kind]
+    if not sum(len(a) for a in ids):
+        return LexicalPool(b"", None, None, None, None)
+    every = np.concatenate(ids)
+    # Grouped as bytes (a void array sorts slower); the first occurrence of each keeps its
+    # raw 16 bytes (the grouped values lose trailing NULs).
+    _, first_at, holder = np.unique(every.view("S16"), return_index=True, return_inverse=True)
+    holder = holder.reshape(-1)
+    holders = len(first_at)
+    # the distinct terms (a word's irregular forms count as the word), for "matched"
+    terms = sorted({str(r["term"]) for r in words if r["term"] is not None})
+    kinds: list[_Scores] = []
+    segments: dict[str, list[np.ndarray]] = {}
+    offset = 0
+    for kind, n, df_column in (("documents", dn, "ddf"), ("passages", pn, "pdf")):
+        scored = _Scores(
+            score=np.zeros(holders),
+            matched=np.zeros(holders),
+            matched_idf=np.zeros(holders),
+            floor=np.full(holders, -np.inf),
+            floor_idf=np.full(holders, -np.inf),
+        )
+        held_terms = np.zeros((max(len(terms), 1), holders), dtype=bool)
+        held = np.zeros(holders, dtype=bool)
+        segments[kind] = []
+        for r, listed, weights in lists[kind]:
+            at = holder[offset : offset + len(listed)]
+            offset += len(listed)
+            segments[kind].append(at)
+            if not len(at):
+                continue
+            idf = float(r["weight"]) * _idf(n, float(r[df_column]))
+            contribution = idf * weights[: len(at)]
+            # a list holds an episode once: fancy-indexed updates are exact
+            scored.score[at] += contribution
+            scored.matched_idf[at] += idf
+            scored.floor[at] = np.maximum(scored.floor[at], contribution)
+            scored.floor_idf[at] = np.maximum(scored.floor_idf[at], idf)
+            held[at] = True
+            if r["term"] is not None:
+                held_terms[terms.index(str(r["term"])), at] = True
+        scored.matched = held_terms.sum(axis=0).astype(float)
+        for column in (scored.score, scored.floor, scored.floor_idf):
+            column[~held] = np.nan
+        kinds.append(scored)
+    documents, passages = kinds
+    best_document = _best(documents.score)
+    best_passage_sum = _best(passages.score)
+    query_words = max(int(first["query_words"]), 1)
+    fit = (
+        LEARNED_WEIGHTS["lexical"]
+        / 2
+        * (_relative(documents.score, best_document) + _relative(passages.score, best_passage_sum))
+        + (
+            LEARNED_WEIGHTS["coverage"] * documents.matched
+            + LEARNED_WEIGHTS["passage_coverage"] * passages.matched
+        )
+        / query_words
+    )
+    # the best by the fit, ties by their place in the lists (only those at or above the
+    # candidates-th fit sorted: the rest are out either way)
+    if candidates <= 0:
+        best = np.empty(0, dtype=np.int64)
+    elif candidates < holders:
+        bar = -np.partition(-fit, candidates - 1)[candidates - 1]
+        best = np.flatnonzero(fit >= bar)
+    else:
+        best = np.arange(holders)
+    best = best[np.lexsort((first_at[best], -fit[best]))][:candidates]
+    chosen = best.tolist()
+    seen = set(chosen)
+    for kind in ("documents", "passages"):  # each word's densest holders
+        for at in segments[kind]:
+            for h in at[:per_lexeme].tolist():
+                if h not in seen:
+                    seen.add(h)
+                    chosen.append(h)
+    return LexicalPool(
+        episode_ids=every[first_at[np.asarray(chosen, dtype=np.int64)]].tobytes(),
+        best_document=best_document,
+        best_document_idf=_best(documents.matched_idf, documents.score),
+        best_passage=_best(passages.floor),
+        best_passage_idf=_best(passages.floor_idf),
+    )
+
+
+def _best(values: np.ndarray, present: np.ndarray | None = None) -> float | None:
+    """The greatest of ``values`` where a holder has one (``present``'s non-NaN, or the
+    values' own); None when none has."""
+    mask = ~np.isnan(values if present is None else present)
+    return float(values[mask].max()) if mask.any() else None
+
+
+def _relative(scores: np.ndarray, best: float | None) -> np.ndarray:
+    """``coalesce(score / nullif(best, 0), 0)``."""
+    if not best:
+        return np.zeros(len(scores))
+    return np.nan_to_num(scores / best, nan=0.0)
