@@ -42,7 +42,7 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
 
     def executing(conn, statement, params):  # type: ignore[no-untyped-def]
         if seen and "params" not in seen[-1]:
-            seen[-1]["params"] = params
+            seen[-1]["params"], seen[-1]["statement"] = params, statement
         return execute(conn, statement, params)
 
     monkeypatch.setattr(recall_queries, "choose_lexical_pool", choosing)
@@ -144,5 +144,28 @@ def test_nothing_kept_chooses_no_pool_and_no_word_held_an_empty_one(  # type: ig
         answer = _recall(conn, "quokka xylophone", WHOLE)
         assert conn.execute(text("SELECT count(*) FROM kept_statistics")).scalar() == 1
     pool = spied[-1]["pool"]
-    assert pool == LexicalPool(b"", None, None, None, None)
+    assert (pool.episode_ids, pool.best_document, pool.best_passage) == (b"", None, None)
+    assert pool.kept.document_frequencies == [0.0, 0.0] and pool.kept.documents == 39
     assert answer.rows  # the nearest and recent parts still bring candidates
+
+
+def test_the_statement_scores_with_the_statistics_the_pool_read(  # type: ignore[no-untyped-def]
+    recall_engine, spied
+) -> None:
+    """The ranking statement reads nothing kept: counted again (or dropped) after the pool
+    was chosen, the statistics it scores with are still those the pool was chosen with."""
+    _fill(recall_engine)
+    kept_statistics.refresh(recall_engine, "big")
+    with recall_engine.connect() as conn:
+        answer = _recall(conn, "zebra invoice football", WHOLE)
+    (chosen,) = spied
+    with recall_engine.begin() as conn:
+        conn.execute(text("UPDATE kept_term_statistics SET documents = 30, passages = 30"))
+        conn.execute(text("UPDATE kept_statistics SET document_length = 1, passages = 1"))
+    with recall_engine.connect() as conn:
+        again = recall_queries._execute(conn, chosen["statement"], chosen["params"])
+    scored = {r["episode_id"]: r["lexical"] for r in answer.rows}
+    # the lexical signal: recency moves with the clock between the two statements
+    assert {r["episode_id"]: r["lexical"] for r in again if r["passes"]} == pytest.approx(
+        scored, rel=1e-12
+    )

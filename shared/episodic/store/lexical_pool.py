@@ -27,23 +27,25 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from episodic.store.ranking_options import LEARNED_WEIGHTS, RankingOptions
 
-__all__ = ["LexicalPool", "choose_lexical_pool", "postings_statement"]
+__all__ = ["KeptCounts", "LexicalPool", "choose_lexical_pool", "postings_statement"]
 
 
 def postings_statement(options: RankingOptions) -> str:
-    """The kept statistics' counts of the dataset (one row per pool word, or one row with a
-    NULL ``lexeme`` when no query word is held; no row when nothing is kept), and per pool
-    word — the rarest ``:approx_words`` of the query's words the dataset holds, as the
-    counted path chooses them — its frequencies, its query weight and term (``q`` of the
-    ranking statement) and its first ``:approx_postings`` holders and weights, each list as
-    ``array_send`` gives it (the binary array format: a 20-byte header, then each element
-    as its 4-byte length and its bytes)."""
+    """The dataset's kept statistics as the pool and the ranking statement need them: one
+    row per query lexeme (``q`` of the ranking statement: its query weight and term) with
+    the kept counts repeated (documents and passages, their average lengths, when they
+    were counted) and the lexeme's document and passage frequencies; for the pool words —
+    the rarest ``:approx_words`` the dataset holds, as the counted path chooses them
+    (``pooled``) — also their first ``:approx_postings`` holders and weights, each list
+    as ``array_send`` gives it (the binary array format: a 20-byte header, then each
+    element as its 4-byte length and its bytes). No row when nothing is kept."""
     if options.weighted_terms():
         query_lexemes = (
             "q AS (SELECT lexeme, max(weight) AS weight, min(term) AS term FROM unnest("
@@ -59,29 +61,33 @@ def postings_statement(options: RankingOptions) -> str:
     return f"""
         WITH {query_lexemes},
         kept AS (
-            SELECT k.documents::float8 AS dn, k.passages::float8 AS pn
+            SELECT k.documents::float8 AS dn, k.document_length AS davg,
+                   k.passages::float8 AS pn, k.passage_length AS pavg, k.counted_at
             FROM kept_statistics k WHERE k.dataset = :dataset
         ),
-        words AS (
+        words AS MATERIALIZED (
             SELECT q.lexeme, q.weight, q.term, coalesce(t.documents, 0)::float8 AS ddf,
                    coalesce(t.passages, 0)::float8 AS pdf
             FROM q LEFT JOIN kept_term_statistics t
               ON t.dataset = :dataset AND t.token = q.lexeme
         ),
         pool_words AS (
-            SELECT w.* FROM words w WHERE w.ddf + w.pdf > 0
+            SELECT w.lexeme FROM words w WHERE w.ddf + w.pdf > 0
             ORDER BY w.ddf + w.pdf, w.lexeme LIMIT :approx_words
         )
-        SELECT kept.dn, kept.pn, (SELECT count(*) FROM q) AS query_words,
-               p.lexeme, p.weight, p.term, p.ddf, p.pdf,
+        SELECT kept.dn, kept.davg, kept.pn, kept.pavg, kept.counted_at,
+               (SELECT count(*) FROM q) AS query_words,
+               w.lexeme, w.weight, w.term, w.ddf, w.pdf, p.lexeme IS NOT NULL AS pooled,
                array_send(t.best_documents[1:{postings}]) AS documents,
                array_send(t.document_weights[1:{postings}]) AS document_weights,
                array_send(t.best_passages[1:{postings}]) AS passages,
                array_send(t.passage_weights[1:{postings}]) AS passage_weights
         FROM kept
-        LEFT JOIN pool_words p ON true
-        LEFT JOIN kept_term_statistics t ON t.dataset = :dataset AND t.token = p.lexeme
-        ORDER BY p.ddf + p.pdf, p.lexeme
+        LEFT JOIN words w ON true
+        LEFT JOIN pool_words p ON p.lexeme = w.lexeme
+        LEFT JOIN kept_term_statistics t
+          ON p.lexeme IS NOT NULL AND t.dataset = :dataset AND t.token = p.lexeme
+        ORDER BY w.ddf + w.pdf, w.lexeme
     """
 
 
@@ -104,17 +110,47 @@ def _idf(n: float, df: float) -> float:
 
 
 @dataclass(frozen=True)
+class KeptCounts:
+    """The dataset's kept statistics as :func:`postings_statement` read them: the ranking
+    statement scores with these (one snapshot with the pool's), not with a second read."""
+
+    documents: float
+    document_length: float
+    passages: float
+    passage_length: float
+    counted_at: datetime
+    #: every query lexeme, with its document and passage frequency (0: none holds it)
+    lexemes: list[str]
+    document_frequencies: list[float]
+    passage_frequencies: list[float]
+
+    def params(self) -> dict[str, object]:
+        return {
+            "kept_documents": self.documents,
+            "kept_document_length": self.document_length,
+            "kept_passages": self.passages,
+            "kept_passage_length": self.passage_length,
+            "kept_counted_at": self.counted_at,
+            "kept_lexemes": self.lexemes,
+            "kept_ddf": self.document_frequencies,
+            "kept_pdf": self.passage_frequencies,
+        }
+
+
+@dataclass(frozen=True)
 class LexicalPool:
     """What :func:`choose_lexical_pool` found: the episodes the pool takes for the query's
     words (the best by the lexical fit, then each pool word's densest holders: their ids'
-    16 bytes each, one after the other — a parameter ~3 ms cheaper than as many UUIDs) and
-    the normalising maxima (None: no holder)."""
+    16 bytes each, one after the other — a parameter ~3 ms cheaper than as many UUIDs),
+    the normalising maxima (None: no holder) and the kept statistics they were scored
+    with."""
 
     episode_ids: bytes
     best_document: float | None
     best_document_idf: float | None
     best_passage: float | None
     best_passage_idf: float | None
+    kept: KeptCounts
 
     def params(self) -> dict[str, object]:
         """The ranking statement's parameters for it."""
@@ -124,6 +160,7 @@ class LexicalPool:
             "best_document_idf": self.best_document_idf,
             "best_passage": self.best_passage,
             "best_passage_idf": self.best_passage_idf,
+            **self.kept.params(),
         }
 
 
@@ -153,7 +190,18 @@ def choose_lexical_pool(
         return None
     first = rows[0]
     dn, pn = float(first["dn"]), float(first["pn"])
-    words = [r for r in rows if r["lexeme"] is not None]
+    asked = [r for r in rows if r["lexeme"] is not None]  # every query lexeme
+    kept = KeptCounts(
+        documents=dn,
+        document_length=float(first["davg"]),
+        passages=pn,
+        passage_length=float(first["pavg"]),
+        counted_at=first["counted_at"],
+        lexemes=[str(r["lexeme"]) for r in asked],
+        document_frequencies=[float(r["ddf"]) for r in asked],
+        passage_frequencies=[float(r["pdf"]) for r in asked],
+    )
+    words = [r for r in asked if r["pooled"]]
     # each kind's lists, word by word, in the order the holders are concatenated below
     lists = {
         kind: [
@@ -164,7 +212,7 @@ def choose_lexical_pool(
     }
     ids = [held for kind in lists.values() for _, held, _ in kind]
     if not sum(len(a) for a in ids):
-        return LexicalPool(b"", None, None, None, None)
+        return LexicalPool(b"", None, None, None, None, kept)
     every = np.concatenate(ids)
     # Grouped as bytes (a void array sorts slower); the first occurrence of each keeps its
     # raw 16 bytes (the grouped values lose trailing NULs).
@@ -245,6 +293,7 @@ def choose_lexical_pool(
         best_document_idf=_best(documents.matched_idf, documents.score),
         best_passage=_best(passages.floor),
         best_passage_idf=_best(passages.floor_idf),
+        kept=kept,
     )
 
 

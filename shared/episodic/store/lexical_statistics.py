@@ -105,10 +105,10 @@ def dataset_statistics(
     (:mod:`episodic.store.kept_statistics`) when it has them, and counted as above when it
     has none; the CTE ``kept`` then holds their one row, or none.
 
-    ``lexical_pool`` (with ``kept``; :mod:`episodic.store.lexical_pool`): Recall has scored
-    the pool words' postings itself, so the holders are not read here: ``best_document``
-    and ``best_passage`` are its parameters (``:best_document``, ``:best_document_idf``,
-    ``:best_passage``, ``:best_passage_idf``), and only the counts and frequencies are."""
+    ``lexical_pool`` (with ``kept``; :mod:`episodic.store.lexical_pool`): Recall has read
+    the kept statistics and scored the pool words' postings itself, so nothing is read
+    here: the counts, the frequencies, when they were counted and the best BM25 are
+    parameters (``LexicalPool.params``)."""
     if lexical_pool and not kept:
         raise ValueError("a lexical pool is chosen from kept statistics")
     passages_of = _passages_of_candidates()
@@ -176,13 +176,25 @@ def dataset_statistics(
             SELECT counted.n, counted.avgdl FROM ({counted_pstats}) counted
             WHERE NOT EXISTS (SELECT 1 FROM kept)"""
     if lexical_pool:
-        ctes = f"""{frequencies}
-        dataset_dstats AS MATERIALIZED (
-            {dstats}
+        # Recall read the kept statistics with the postings (lexical_pool.KeptCounts):
+        # the statement scores with that snapshot, and reads nothing kept itself.
+        ctes = """
+        kept AS MATERIALIZED (
+            SELECT CAST(:kept_documents AS float8) AS dn,
+                   CAST(:kept_document_length AS float8) AS davg,
+                   CAST(:kept_passages AS float8) AS pn,
+                   CAST(:kept_passage_length AS float8) AS pavg,
+                   CAST(:kept_counted_at AS timestamptz) AS counted_at
         ),
-        dataset_pstats AS MATERIALIZED (
-            {pstats}
+        kept_terms AS MATERIALIZED (
+            SELECT u.lexeme, u.ddf, u.pdf
+            FROM unnest(CAST(:kept_lexemes AS text[]), CAST(:kept_ddf AS float8[]),
+                        CAST(:kept_pdf AS float8[])) AS u(lexeme, ddf, pdf)
         ),
+        ddf AS (SELECT lexeme, ddf AS df FROM kept_terms),
+        pdf AS (SELECT lexeme, pdf AS df FROM kept_terms),
+        dataset_dstats AS MATERIALIZED (SELECT dn AS n, davg AS avgdl FROM kept),
+        dataset_pstats AS MATERIALIZED (SELECT pn AS n, pavg AS avgdl FROM kept),
         -- The dataset's best BM25, found by Recall over the pool words' postings.
         best_document AS (
             SELECT CAST(:best_document AS float8) AS score,
