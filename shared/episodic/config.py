@@ -541,7 +541,7 @@ class RecallSettings(BaseSettings):
         ge=10,
         le=1000,
         description="Approximate path: episodes taken from each of the nearest summaries and "
-        "the nearest chunks (HNSW walks; also hnsw.ef_search). Unset: "
+        "the nearest chunks (HNSW walks; hnsw.ef_search is a tenth more). Unset: "
         "recall_approximate_candidates. 300: at 100k episodes recall@10 .995 on clustered "
         "vectors and 1.000 on real text against the exact ranking, p50 ~120 ms against ~200 ms "
         'at 400; 100: .805 on clustered vectors (docs/benchmarks.md "Recall at scale").',
