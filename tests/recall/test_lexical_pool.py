@@ -25,6 +25,8 @@ pytestmark = pytest.mark.citus
 WHOLE = Approximation(candidates=100, recent=0, per_lexeme=2)
 #: Each word's densest holders alone (no ``best lexical`` part).
 DENSEST = Approximation(candidates=0, recent=0, per_lexeme=2)
+#: Each word's first holder only: its list cut short.
+FIRST = Approximation(candidates=100, recent=0, per_lexeme=2, postings=1)
 
 
 @pytest.fixture
@@ -79,7 +81,7 @@ def _statement_pool(conn, params: dict[str, Any]) -> tuple[set[UUID], dict[str, 
     return members, best
 
 
-@pytest.mark.parametrize("sizes", [WHOLE, DENSEST], ids=["whole", "densest"])
+@pytest.mark.parametrize("sizes", [WHOLE, DENSEST, FIRST], ids=["whole", "densest", "first"])
 @pytest.mark.parametrize(
     "query", ["zebra invoice", "invoice refund football", "gardening weather", "zebra"]
 )
