@@ -508,8 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     def statement(keep: set[str]) -> str:
         """The approximate ranking statement with only the pool parts ``keep``."""
 
-        def parts(with_vector: bool, kept: bool = False) -> dict[str, str]:
-            return {k: v for k, v in original(with_vector, kept).items() if k in keep}
+        def parts(
+            with_vector: bool, kept: bool = False, lexical_pool: bool = False
+        ) -> dict[str, str]:
+            parts = original(with_vector, kept, lexical_pool)
+            return {k: v for k, v in parts.items() if k in keep}
 
         ranking_sql.approximate_parts = parts  # type: ignore[assignment]
         try:

@@ -65,7 +65,8 @@ def ef_search(recall: RecallSettings) -> int:
     episodes on random vectors 300 took 33 ms (summaries) and 37 (chunks) where 330
     took 16 and 19 (docs/benchmarks-history.md "the lexical pool in the service")."""
     nearest = recall.recall_approximate_nearest or recall.recall_approximate_candidates
-    return max(40, nearest + max(10, nearest // 10))
+    # pgvector takes 40 to 1000 (outside that, the setting falls back to 40)
+    return min(1000, max(40, nearest + max(10, nearest // 10)))
 
 
 def engine_options(settings: Settings) -> dict[str, object]:

@@ -124,6 +124,8 @@ def test_the_nearest_parts_take_their_own_number_of_episodes(recall_engine) -> N
     assert ef_search(settings) == settings.recall_approximate_candidates + 40
     settings.recall_approximate_nearest = 20
     assert ef_search(settings) == 40
+    settings.recall_approximate_nearest = 1000  # pgvector's ceiling
+    assert ef_search(settings) == 1000
 
 
 def test_filters_that_leave_few_episodes_of_a_large_dataset_are_ranked_exactly(  # type: ignore[no-untyped-def]

@@ -171,3 +171,31 @@ def test_the_statement_scores_with_the_statistics_the_pool_read(  # type: ignore
     assert {r["episode_id"]: r["lexical"] for r in again if r["passes"]} == pytest.approx(
         scored, rel=1e-12
     )
+
+
+def test_a_list_it_cannot_read_leaves_the_lists_to_the_statement() -> None:
+    """A kept list with a NULL element (array_send's flag) or elements of another width is
+    not read as if it were whole: no pool, and the ranking statement reads the lists."""
+    import datetime
+    import struct
+
+    def sent(values: list[bytes], width: int, nulls: int = 0) -> bytes:
+        header = struct.pack(">iiiii", 1, nulls, 0, len(values), 1)
+        return header + b"".join(struct.pack(">i", width) + v for v in values)
+
+    ids = [UUID(int=i).bytes for i in (1, 2)]
+    weights = [struct.pack(">d", w) for w in (2.0, 1.0)]
+    row = {
+        "dn": 2, "davg": 5.0, "pn": 2, "pavg": 3.0, "counted_at": datetime.datetime.now(),
+        "query_words": 1, "lexeme": "zebra", "weight": 1.0, "term": "zebra",
+        "ddf": 2.0, "pdf": 2.0, "pooled": True,
+        "documents": sent(ids, 16), "document_weights": sent(weights, 8),
+        "passages": sent(ids, 16), "passage_weights": sent(weights, 8),
+    }  # fmt: skip
+    whole = choose_lexical_pool([row], candidates=5, per_lexeme=0)
+    assert whole is not None and len(whole.episode_ids) == 32
+    assert whole.episode_ids[:16] == ids[0]  # the heavier first
+    with_null = {**row, "document_weights": sent(weights, 8, nulls=1)}
+    assert choose_lexical_pool([with_null], candidates=5, per_lexeme=0) is None
+    narrower = {**row, "passage_weights": sent([w[:4] for w in weights], 4)}
+    assert choose_lexical_pool([narrower], candidates=5, per_lexeme=0) is None

@@ -5,7 +5,7 @@ postings in impact order: its best holders with their BM25 weights. For a reques
 filters the approximate statement scored the query words' holders from them in SQL —
 ``unnest`` of up to 5,000 holders a word, grouped by episode, documents and passages
 joined, sorted for the best 400 — and at 100k episodes that was the statement's largest
-part: 55–80 ms for ~24k (holder, weight) rows, ~2 µs a row in the executor
+part: 35–80 ms for ~24k (holder, weight) rows, ~2 µs a row in the executor
 (docs/benchmarks-history.md "A big tenant's Recall: the lexical pool in the service").
 
 So one small statement (:func:`postings_statement`) reads the pool's words' postings as
@@ -17,9 +17,9 @@ as parameters (:func:`~episodic.store.ranking_sql.recall_sql` with ``lexical_poo
 scores every candidate exactly, as before. Nothing kept: :func:`postings_statement`
 returns no row, and the statement counts the statistics itself.
 
-The two statements read two snapshots: a count replaced between them changes the words'
-frequencies by less than ``STALE_SHARE`` of the dataset — the candidates are still scored
-by the statement's own read.
+The postings statement also reads the kept counts and every query word's frequencies
+(:class:`KeptCounts`), which the ranking statement scores with: the pool and the scores
+come from one snapshot of what is kept, whatever a count replaces meanwhile.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from episodic.store.lexical_statistics import query_lexemes_cte
 from episodic.store.ranking_options import LEARNED_WEIGHTS, RankingOptions
 
 __all__ = ["KeptCounts", "LexicalPool", "choose_lexical_pool", "postings_statement"]
@@ -46,27 +47,21 @@ def postings_statement(options: RankingOptions) -> str:
     (``pooled``) — also their first ``:approx_postings`` holders and weights, each list
     as ``array_send`` gives it (the binary array format: a 20-byte header, then each
     element as its 4-byte length and its bytes). No row when nothing is kept."""
-    if options.weighted_terms():
-        query_lexemes = (
-            "q AS (SELECT lexeme, max(weight) AS weight, min(term) AS term FROM unnest("
-            "CAST(:lexemes AS text[]), CAST(:weights AS float8[]), CAST(:terms AS text[])) "
-            "AS u(lexeme, weight, term) GROUP BY lexeme)"
-        )
-    else:
-        query_lexemes = (
-            "q AS (SELECT DISTINCT lexeme, 1.0::float8 AS weight, lexeme AS term "
-            "FROM unnest(CAST(:lexemes AS text[])) AS lexeme)"
-        )
+    # q as the ranking statement has it; unweighted, each lexeme weighs 1 and is its own term
+    weight, term = (
+        ("q.weight", "q.term") if options.weighted_terms() else ("1.0::float8", "q.lexeme")
+    )
     postings = "CAST(:approx_postings AS int)"
     return f"""
-        WITH {query_lexemes},
+        WITH {query_lexemes_cte(options)},
         kept AS (
             SELECT k.documents::float8 AS dn, k.document_length AS davg,
                    k.passages::float8 AS pn, k.passage_length AS pavg, k.counted_at
             FROM kept_statistics k WHERE k.dataset = :dataset
         ),
         words AS MATERIALIZED (
-            SELECT q.lexeme, q.weight, q.term, coalesce(t.documents, 0)::float8 AS ddf,
+            SELECT q.lexeme, {weight} AS weight, {term} AS term,
+                   coalesce(t.documents, 0)::float8 AS ddf,
                    coalesce(t.passages, 0)::float8 AS pdf
             FROM q LEFT JOIN kept_term_statistics t
               ON t.dataset = :dataset AND t.token = q.lexeme
@@ -104,10 +99,25 @@ _IDS = np.dtype([("length", ">i4"), ("value", "V16")])
 _WEIGHTS = np.dtype([("length", ">i4"), ("value", ">f8")])
 
 
+class _Unreadable(ValueError):
+    """A list not in the layout :func:`_elements` reads (a NULL element, another width)."""
+
+
 def _elements(raw: bytes | None, layout: np.dtype) -> np.ndarray:
-    if raw is None or len(raw) <= _HEADER:  # an empty array has no dimension
+    """The values of one ``array_send`` output: an empty array has no dimension (12
+    bytes); a one-dimensional one has its 20-byte header, then each element's length and
+    bytes. A NULL element (no weight is ever NULL: every document has its length) or
+    another width is :class:`_Unreadable`."""
+    if raw is None or len(raw) <= _HEADER:
         return np.empty(0, dtype=layout["value"])
-    return np.frombuffer(raw, dtype=layout, offset=_HEADER)["value"]
+    width = layout["value"].itemsize
+    has_nulls = int.from_bytes(raw[4:8], "big")
+    if has_nulls or (len(raw) - _HEADER) % layout.itemsize:
+        raise _Unreadable("a kept list with NULL elements or of another width")
+    elements = np.frombuffer(raw, dtype=layout, offset=_HEADER)
+    if (elements["length"] != width).any():
+        raise _Unreadable("a kept list with elements of another width")
+    return elements["value"]
 
 
 def _idf(n: float, df: float) -> float:
@@ -184,7 +194,8 @@ class _Scores:
 def choose_lexical_pool(
     rows: Sequence[Mapping[str, Any]], *, candidates: int, per_lexeme: int
 ) -> LexicalPool | None:
-    """The lexical pool from :func:`postings_statement`'s ``rows`` (None: nothing kept),
+    """The lexical pool from :func:`postings_statement`'s ``rows`` (None: nothing kept, or
+    a list it cannot read — the ranking statement then reads the kept lists itself),
     as the counted statement's kept parts chose it: every holder the postings list scored
     over the words whose lists hold it (idf × weight × its kept BM25 weight; a document's
     sum is its BM25 for those words, a passage's sums each word's best passage of the
@@ -209,13 +220,16 @@ def choose_lexical_pool(
     )
     words = [r for r in asked if r["pooled"]]
     # each kind's lists, word by word, in the order the holders are concatenated below
-    lists = {
-        kind: [
-            (r, _elements(r[kind], _IDS), _elements(r[f"{kind[:-1]}_weights"], _WEIGHTS))
-            for r in words
-        ]
-        for kind in ("documents", "passages")
-    }
+    try:
+        lists = {
+            kind: [
+                (r, _elements(r[kind], _IDS), _elements(r[f"{kind[:-1]}_weights"], _WEIGHTS))
+                for r in words
+            ]
+            for kind in ("documents", "passages")
+        }
+    except _Unreadable:  # never written so: the statement reads the lists itself, in SQL
+        return None
     ids = [held for kind in lists.values() for _, held, _ in kind]
     if not sum(len(a) for a in ids):
         return LexicalPool(b"", None, None, None, None, kept)

@@ -29,6 +29,7 @@ __all__ = [
     "matched_idf",
     "only_query_lexemes",
     "query_idf",
+    "query_lexemes_cte",
 ]
 
 #: How many of each of the pool's words' kept best holders are read (:approx_postings).
@@ -40,6 +41,21 @@ QUOTED_LEXEME = r"""'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') ||
 
 #: One query lexeme (``q.lexeme``) as a tsquery of its own.
 LEXEME_QUERY = f"CAST({QUOTED_LEXEME.replace('lexeme', 'q.lexeme')} AS tsquery)"
+
+
+def query_lexemes_cte(options: RankingOptions) -> str:
+    """The CTE ``q``: the query's distinct lexemes (``:lexemes``); with weighted terms
+    (``options.weighted_terms()``) also each one's ``weight`` (its best) and ``term`` (the
+    query word's own lexeme it stands for: itself, or the word an irregular form expands;
+    NULL for a feedback word, which no coverage counts). The ranking statement and the
+    kept postings' read (lexical_pool.postings_statement) both start from it."""
+    if not options.weighted_terms():
+        return "q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme)"
+    return (
+        "q AS (SELECT lexeme, max(weight) AS weight, min(term) AS term FROM unnest("
+        "CAST(:lexemes AS text[]), CAST(:weights AS float8[]), CAST(:terms AS text[])) "
+        "AS u(lexeme, weight, term) GROUP BY lexeme)"
+    )
 
 
 def _idf(df: str, stats: str) -> str:

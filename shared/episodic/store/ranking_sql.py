@@ -24,6 +24,7 @@ from episodic.store.lexical_statistics import (
     matched_idf,
     only_query_lexemes,
     query_idf,
+    query_lexemes_cte,
 )
 from episodic.store.ranking_options import (
     BAND_EXPONENT,
@@ -197,7 +198,8 @@ def approximate_parts(
 
     ``lexical_pool`` (with ``kept``): the query words' best holders by the lexical fit and
     each word's densest are ``:lexical_pool``, chosen by Recall from the kept postings
-    (:mod:`episodic.store.lexical_pool`): the parts that read them here are left out."""
+    (:mod:`episodic.store.lexical_pool`): the parts that read them here are left out, and
+    ``best lexical`` holds the densest holders too."""
     # The lexical part of the default fusion (LEARNED_WEIGHTS): what orders the selective
     # words' holders, whose exact BM25 the dataset's statistics have already computed (or
     # the postings' holders, whose passage score sums each word's best passage of the
@@ -452,17 +454,10 @@ def recall_sql(
             ORDER BY relevance DESC, s.ended_at DESC, s.episode_id DESC
             LIMIT :limit
         """
-    query_lexemes = "q AS (SELECT DISTINCT lexeme FROM unnest(CAST(:lexemes AS text[])) AS lexeme)"
+    query_lexemes = query_lexemes_cte(options)
     weight, weight_join = None, ""
     matched, query_words = "count(*)::float8", "count(*)"
     if options.weighted_terms():
-        # term: the query word's own lexeme a lexeme stands for (itself, or the word an
-        # irregular form expands); NULL for a feedback word, which no coverage counts.
-        query_lexemes = (
-            "q AS (SELECT lexeme, max(weight) AS weight, min(term) AS term FROM unnest("
-            "CAST(:lexemes AS text[]), CAST(:weights AS float8[]), CAST(:terms AS text[])) "
-            "AS u(lexeme, weight, term) GROUP BY lexeme)"
-        )
         weight, weight_join = "qw.weight", "\n            JOIN q qw ON qw.lexeme = t.lexeme"
         matched, query_words = "count(DISTINCT qw.term)::float8", "count(DISTINCT term)"
     lexical = "((n.doc_rel + n.passage_rel) / 2.0)"
