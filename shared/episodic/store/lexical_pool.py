@@ -9,8 +9,8 @@ part: 35–80 ms for ~24k (holder, weight) rows, ~2 µs a row in the executor
 (docs/benchmarks-history.md "A big tenant's Recall: the lexical pool in the service").
 
 So one small statement (:func:`postings_statement`) reads the pool's words' postings as
-raw arrays (``array_send``: no per-element parsing), and :func:`choose_lexical_pool` does the same
-arithmetic over them in numpy (~5 ms): it returns the episodes the statement's
+raw arrays (``array_send``: no per-element parsing), and :func:`choose_lexical_pool` does
+the same arithmetic over them in numpy (~5 ms): it returns the episodes the statement's
 ``best lexical`` and ``densest`` parts would have taken, and the dataset's best document
 and passage BM25 that normalise the lexical signal. The ranking statement then takes them
 as parameters (:func:`~episodic.store.ranking_sql.recall_sql` with ``lexical_pool``) and
