@@ -668,10 +668,11 @@ def _rank_with(
     On the approximate path with kept statistics, the lexical pool is chosen first from
     the kept postings (:mod:`episodic.store.lexical_pool`: one small statement and numpy,
     where the statement's SQL took most of its time at 100k episodes)."""
+    # A request without filters reads the dataset's kept statistics (filtered, its
+    # statistics are not the dataset's: the statement counts its own).
     kept = approximate is not None and with_query and approximate.kept_statistics and not filtered
     pool = None
-    if kept:
-        assert approximate is not None
+    if kept and approximate is not None:
         postings = fetch_all(conn, _postings_statement(options), params)
         pool = choose_lexical_pool(
             postings, candidates=approximate.candidates, per_lexeme=approximate.per_lexeme
@@ -682,7 +683,7 @@ def _rank_with(
         approximate,
         options,
         guarded,
-        filtered=filtered,
+        kept_statistics=kept,
         lexical_pool=pool is not None,
     )
     pool_params = {} if pool is None else pool.params()
@@ -702,14 +703,14 @@ def _ranking_statement(
     options: RankingOptions,
     guarded: bool = False,
     *,
-    filtered: bool = False,
+    kept_statistics: bool = False,
     lexical_pool: bool = False,
 ) -> tuple[str, bool]:
     """The ranking statement in the driver's form (compiled once per variant, not per
-    call), and whether it is the approximate one. ``filtered``: the request's filters leave
-    out some of the dataset's episodes, so its statistics cannot be the dataset's kept ones
-    (:mod:`episodic.store.kept_statistics`). ``lexical_pool``: the kept postings' holders
-    were scored by Recall (:func:`_rank_with`)."""
+    call), and whether it is the approximate one. ``kept_statistics``: it reads the
+    dataset's kept statistics (:mod:`episodic.store.kept_statistics`; a request without
+    filters). ``lexical_pool``: the kept postings' holders were scored by Recall
+    (:func:`_rank_with`)."""
     if approximate is None:
         return _driver_statement(with_query, with_vector, options, guarded=guarded), False
     statement = _driver_statement(
@@ -718,7 +719,7 @@ def _ranking_statement(
         options,
         approximate=True,
         exact_cosine=approximate.exact_cosine,
-        kept_statistics=with_query and approximate.kept_statistics and not filtered,
+        kept_statistics=kept_statistics,
         lexical_pool=lexical_pool,
     )
     return statement, True
