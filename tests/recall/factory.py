@@ -13,7 +13,7 @@ from sqlalchemy import Connection, text
 
 from episodic.crypto import DatasetKey, seal_json
 from episodic.providers import Embedder, HashingEmbedder
-from episodic.store import recall_queries
+from episodic.store import episode_counts, recall_queries
 from episodic.store.recall_index import index_episode
 from episodic.store.vault import Vault, open_row
 from episodic.testing.keys import test_vault
@@ -123,14 +123,15 @@ def make_episode(
     key = _key(conn, dataset)
     episode_id = uuid.uuid4()
     done = status in ("completed", "archived", "deleted")
+    replaced = 0
     if status == "completed":
-        conn.execute(
+        replaced = conn.execute(
             text(
                 "UPDATE episodes SET status = 'archived' "
                 "WHERE dataset = :ds AND thread_id = :t AND status = 'completed'"
             ),
             {"ds": dataset, "t": thread_id},
-        )
+        ).rowcount
     conn.execute(
         text(
             """
@@ -164,6 +165,8 @@ def make_episode(
             "completed_at": datetime.now(UTC) if done else None,
         },
     )
+    # As every writer of episodes does: the dataset's kept count (store/episode_counts.py).
+    episode_counts.changed(conn, dataset, int(status == "completed") - replaced)
     conn.execute(
         text("UPDATE threads SET captured_sequence = :last WHERE dataset = :ds AND thread_id = :t"),
         {"last": last, "ds": dataset, "t": thread_id},

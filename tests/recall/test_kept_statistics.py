@@ -362,3 +362,32 @@ def test_the_pool_reads_the_holders_of_the_querys_rarest_words_only(  # type: ig
         only_rarest = _lexical_only(conn, "zebra gardening", replace(every_word, words=1))
     assert both >= zebra and both & gardening
     assert only_rarest >= zebra and not only_rarest & gardening
+
+
+def test_the_answers_count_is_the_one_its_writers_keep(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    """Once the maintenance has counted a dataset, Recall answers with the count its writers
+    keep (store/episode_counts.py) instead of counting: a kept count made wrong on purpose
+    shows in the answer. A request as of a past moment, and a dataset with no kept count,
+    are counted."""
+    _fill(recall_engine)
+    with recall_engine.connect() as conn:
+        assert _recall(conn, "zebra", SMALL).episode_count == 39  # nothing kept: counted
+    assert _refresh(recall_engine) is not None
+    with recall_engine.begin() as conn:
+        conn.execute(text("UPDATE episode_counts SET completed = 1000 WHERE dataset = 'big'"))
+    with recall_engine.connect() as conn:
+        assert _recall(conn, "zebra", SMALL).episode_count == 1000
+        moment = T0 - timedelta(days=20)
+        past = _recall(conn, "zebra", SMALL, as_of=moment)
+        ended_by_then = conn.execute(
+            text(
+                "SELECT count(*) FROM episodes WHERE dataset = 'big' "
+                "AND status = 'completed' AND ended_at <= :t"
+            ),
+            {"t": moment},
+        ).scalar_one()
+        assert 0 < past.episode_count == ended_by_then < 39
+    with recall_engine.begin() as conn:
+        conn.execute(text("DELETE FROM episode_counts WHERE dataset = 'big'"))
+    with recall_engine.connect() as conn:
+        assert _recall(conn, "zebra", SMALL).episode_count == 39

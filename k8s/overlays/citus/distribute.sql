@@ -35,6 +35,7 @@ SELECT create_distributed_table('procedure_candidates', 'dataset', colocate_with
 SELECT create_distributed_table('procedures', 'dataset', colocate_with := 'datasets');
 SELECT create_distributed_table('kept_statistics', 'dataset', colocate_with := 'datasets');
 SELECT create_distributed_table('kept_term_statistics', 'dataset', colocate_with := 'datasets');
+SELECT create_distributed_table('episode_counts', 'dataset', colocate_with := 'datasets');
 -- A database that already held rows (a single-node store moved to Citus): each call above
 -- copied its table's rows to the shards and left the coordinator's local copy, unread but
 -- on disk. Empty those copies (nothing on an empty table). audit_events stays local.

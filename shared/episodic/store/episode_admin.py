@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import Connection, RowMapping, text
 
 from episodic.errors import FailedPrecondition
+from episodic.store import episode_counts
 from episodic.store.episode_states import EPISODE_COLUMNS, notify_episodes
 from episodic.store.owners import episode_not_found
 from episodic.store.sql import DUE_NOW
@@ -70,6 +71,13 @@ def delete_episode(
     """Soft delete (AIP-164): the episode becomes ``archived`` from any status and is
     returned; deleting an archived episode again returns it unchanged. Its window stays
     captured. A worker holding a claim loses it: its completion re-checks the claim."""
+    # The status it had, locked: a completed one leaves the dataset's count.
+    was = conn.execute(
+        text(
+            "SELECT status FROM episodes WHERE dataset = :dataset AND episode_id = :id FOR UPDATE"
+        ),
+        {"dataset": dataset, "id": episode_id},
+    ).scalar()
     row = (
         conn.execute(
             text(
@@ -86,4 +94,8 @@ def delete_episode(
         .mappings()
         .first()
     )
-    return row if row is not None else get_episode(conn, episode_id, dataset=dataset)
+    if row is None:
+        return get_episode(conn, episode_id, dataset=dataset)
+    if was == "completed":
+        episode_counts.changed(conn, dataset, -1)
+    return row

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, text
 
 from episodic.crypto import DatasetKey, seal_json
+from episodic.store import episode_counts
 from episodic.store.distribution import across_datasets
 from episodic.store.episode_states import (
     MAX_ERROR_CHARS,
@@ -67,15 +68,16 @@ def complete(
         {"d": dataset, "t": episode["thread_id"], "end": episode["end_sequence"]},
     ).first()
     final_status = "archived" if newer else "completed"
+    replaced = 0
     if final_status == "completed":
-        conn.execute(
+        replaced = conn.execute(
             text(
                 "UPDATE episodes SET status = 'archived', updated_at = now() "
                 "WHERE dataset = :d AND thread_id = :t AND status = 'completed' "
                 "AND episode_id <> :id"
             ),
             {"d": dataset, "t": episode["thread_id"], "id": episode["episode_id"]},
-        )
+        ).rowcount
     row = conn.execute(
         text(
             """
@@ -104,6 +106,10 @@ def complete(
             "worker": worker,
         },
     ).first()
+    # Last, after the episodes' rows (store/episode_counts.py): a thread's first episode adds
+    # one, a later one replaces the current one (nothing to add).
+    completed = row is not None and final_status == "completed"
+    episode_counts.changed(conn, dataset, int(completed) - replaced)
     if row is None:
         return None
     notify_episodes(conn, [row[0]], SEMANTIC_CHANNEL)

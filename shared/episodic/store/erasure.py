@@ -50,7 +50,7 @@ from sqlalchemy import Connection, Engine, text
 
 from episodic import metrics
 from episodic.errors import Aborted, NotFound
-from episodic.store import audit, entities, events, kept_statistics, procedures
+from episodic.store import audit, entities, episode_counts, events, kept_statistics, procedures
 from episodic.store.distribution import across_datasets
 from episodic.store.sql import or_now
 from episodic.store.vault import Vault
@@ -226,17 +226,16 @@ def _erase_one_thread(
                 procedures.rebuild(conn, vault.for_write(conn, dataset), dataset)
             else:  # no key to recompute with: what it taught goes, relearned on next change
                 receipt.record("procedures", procedures.drop_signatures(conn, dataset, signatures))
-        episodes = [
-            str(e)
-            for e in conn.execute(
-                text(
-                    "DELETE FROM episodes WHERE dataset = :d AND thread_id = :t "
-                    "RETURNING episode_id"
-                ),
-                {"d": dataset, "t": thread_id},
-            ).scalars()
-        ]
+        erased = conn.execute(
+            text(
+                "DELETE FROM episodes WHERE dataset = :d AND thread_id = :t "
+                "RETURNING episode_id, status"
+            ),
+            {"d": dataset, "t": thread_id},
+        ).all()
+        episodes = [str(e.episode_id) for e in erased]
         receipt.record("episodes", episodes)
+        episode_counts.changed(conn, dataset, -sum(e.status == "completed" for e in erased))
         # Recall's counts of the dataset's words held the thread's: counted again later.
         kept_statistics.thread_erased(conn, dataset)
         receipt.record(

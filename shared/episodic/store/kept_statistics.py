@@ -38,6 +38,7 @@ from functools import lru_cache
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from episodic.store import episode_counts
 from episodic.store.distribution import across_datasets
 from episodic.store.ranking_options import BM25_B, BM25_K1, PASSAGE_BM25
 from episodic.store.shards import read_every_shard
@@ -186,7 +187,11 @@ def refresh(engine: Engine, dataset: str, *, best_kept: int = BEST_KEPT) -> Refr
     """Counts ``dataset``'s statistics and keeps them in place of what was kept, in one
     transaction of its own, with ``best_kept`` postings per word. None, with nothing
     changed, when a thread of the dataset was erased while they were counted (they may
-    hold its words), or the dataset is gone."""
+    hold its words), or the dataset is gone. Its count of completed episodes, which the
+    writers keep, is counted again first (:func:`episode_counts.seed`, a short transaction
+    of its own: this one is long, and the writers of completions wait for that lock)."""
+    if episode_counts.seed(engine, dataset) is None:
+        return None
     try:
         with engine.connect() as conn:
             # A transaction even on an engine made for autocommit (Recall's): the rows are
@@ -260,7 +265,8 @@ def thread_erased(conn: Connection, dataset: str) -> None:
 def due(conn: Connection, *, above: int, stale_share: float = STALE_SHARE) -> list[str]:
     """The datasets of more than ``above`` completed episodes whose statistics are not kept,
     or were counted when their completed episodes were more than ``stale_share`` fewer or
-    more than now; on Citus, those of the workers that answer."""
+    more than now, or whose count of completed episodes is not kept (a store migrated to
+    revision 0025); on Citus, those of the workers that answer."""
     return read_every_shard(
         conn,
         across_datasets("the maintenance finds the large datasets whose statistics are due")
@@ -269,7 +275,9 @@ def due(conn: Connection, *, above: int, stale_share: float = STALE_SHARE) -> li
             SELECT e.dataset, count(*) AS n FROM episodes e WHERE e.status = 'completed'
             GROUP BY e.dataset HAVING count(*) > :above) c
         LEFT JOIN kept_statistics k ON k.dataset = c.dataset
+        LEFT JOIN episode_counts x ON x.dataset = c.dataset
         WHERE k.dataset IS NULL OR abs(c.n - k.documents) > :share * k.documents
+           OR x.completed IS NULL
         ORDER BY c.dataset
         """,
         {"above": above, "share": stale_share},
