@@ -234,9 +234,10 @@ def register(groups: CommandGroups) -> None:
     reindex.add_argument(
         "--statistics",
         action="store_true",
-        help="count again Recall's kept lexical statistics (BM25's counts) of every dataset "
-        "larger than EPISODIC_RECALL_APPROXIMATE_ABOVE whose are missing or out of date, or "
-        "of --dataset (the Scheduler does it every EPISODIC_STATISTICS_INTERVAL)",
+        help="count again Recall's kept lexical statistics (BM25's counts) and count of "
+        "completed episodes of every dataset larger than EPISODIC_RECALL_APPROXIMATE_ABOVE "
+        "whose are missing or out of date, or of --dataset (the Scheduler does it every "
+        "EPISODIC_STATISTICS_INTERVAL)",
     )
     reindex.add_argument(
         "--dataset",
