@@ -683,6 +683,33 @@ def rerank(
     return [{**rows[i], "rerank_score": given[i]} for i in ranked]
 
 
+def second_opinion(
+    rows: list[dict[str, Any]],
+    cosines: Callable[[list[str]], list[float]],
+    *,
+    top: int,
+    weight: float,
+) -> list[dict[str, Any]]:
+    """``rows`` (ranked, best first) with their first ``top`` episodes put in the order of
+    their e5 cosine (``semantic``) plus ``weight`` × a second model's cosine of the query
+    and their summaries (``cosines``; providers/second_opinion.py): which episodes make the
+    ``top``, their scores and everything below them stay the ranking's own. Rows without a
+    cosine (events) keep their places; ties keep the ranking's order."""
+    head = [i for i, r in enumerate(rows[:top]) if r.get("semantic") is not None]
+    if len(head) < 2:
+        return rows
+    second = cosines([rerank_text(rows[i]) for i in head])
+    score = {
+        i: (1.0 - weight) * float(rows[i]["semantic"]) + weight * c
+        for i, c in zip(head, second, strict=True)
+    }
+    reordered = [rows[i] for i in sorted(head, key=lambda i: -score[i])]  # stable on ties
+    out = list(rows)
+    for i, row in zip(head, reordered, strict=True):
+        out[i] = row
+    return out
+
+
 def search(
     conn: Connection,
     vault: Vault,

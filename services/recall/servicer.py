@@ -18,8 +18,11 @@ from sqlalchemy.exc import DBAPIError
 from episodic import access, convert, genai, metrics
 from episodic.config import RecallSettings
 from episodic.errors import InvalidArgument, ProviderError, Unavailable
+from episodic.providers import second_opinion
 from episodic.providers.dataset_embedders import DatasetEmbedders
 from episodic.providers.rerank import HttpReranker
+from episodic.providers.second_opinion import SecondOpinion
+from episodic.providers.second_opinion import available as opinion_available
 from episodic.providers.types import Embedder
 from episodic.store import embedding_space, recall_queries, records
 from episodic.store import procedures as procedure_store
@@ -187,6 +190,13 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         self.embedders = DatasetEmbedders(embedder, multilingual)
         self.vault = vault
         self.reranker = reranker
+        # A second multilingual model's opinion of the best episodes of a dataset in another
+        # language (providers/second_opinion.py); loads on its first such query.
+        self.second_opinion = (
+            SecondOpinion()
+            if settings.ranking_second_opinion and multilingual is not None and opinion_available()
+            else None
+        )
         # Queries are compared with the store's vectors: a Recall whose model the store was
         # moved away from answers FAILED_PRECONDITION (store/embedding_space.py).
         self.space = SpaceWatch(engine, embedder.name)
@@ -312,7 +322,22 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             reranker = self.reranker if vector is not None and query.rerankable else None
             if reranker is not None:  # it may lift a candidate from below the requested limit
                 query = replace(query, limit=max(limit, self.settings.rerank_candidates))
+            # Only where the dataset is in the multilingual model (model: not the store's).
+            opinion = self.second_opinion if model is not None and vector is not None else None
+            if opinion is not None and query.rerankable and ranked:
+                top = self.settings.ranking_second_opinion
+                query = replace(query, limit=max(query.limit, top))
+            else:
+                opinion = None
             answer = domain.recall(conn, self.vault, query, vector, self.sizes)
+        if opinion is not None and ranked:
+            rows = domain.second_opinion(
+                answer.rows,
+                lambda texts: opinion.cosines(ranked, texts),
+                top=self.settings.ranking_second_opinion,
+                weight=second_opinion.WEIGHT,
+            )
+            answer = replace(answer, rows=rows if reranker is not None else rows[:limit])
         if reranker is not None and ranked:
             try:
                 rows = domain.rerank(answer.rows, ranked, reranker.scores)

