@@ -110,11 +110,14 @@ def make_episode(
     embedder: Embedder = EMBEDDER,
     index: bool = True,
     names: Sequence[str | None] | None = None,
+    keep_count: bool = True,
 ) -> Made:
     """A thread (new unless ``thread_id``) gets ``messages`` and an episode over them.
 
     A completed episode archives the thread's previous completed one, as the summariser
     does; its summary defaults to the messages joined, embedded with ``embedder``.
+    ``keep_count`` False: the dataset's kept count is not changed (a store at a revision
+    before 0025, which has no ``episode_counts``).
     """
     if thread_id is None:
         thread_id = make_thread(conn, dataset, label)
@@ -166,7 +169,8 @@ def make_episode(
         },
     )
     # As every writer of episodes does: the dataset's kept count (store/episode_counts.py).
-    episode_counts.changed(conn, dataset, int(status == "completed") - replaced)
+    if keep_count:
+        episode_counts.changed(conn, dataset, int(status == "completed") - replaced)
     conn.execute(
         text("UPDATE threads SET captured_sequence = :last WHERE dataset = :ds AND thread_id = :t"),
         {"last": last, "ds": dataset, "t": thread_id},
