@@ -65,6 +65,10 @@ def test_the_second_model_finds_a_paraphrase_in_another_language_closer() -> Non
     assert first[0] > first[1]
     assert opinion.cosines(question, texts) == pytest.approx(first)
     assert opinion.cosines(question, []) == []
+    # A cache smaller than a call: the call still gets every text's cosine.
+    small = SecondOpinion(cache_size=1)
+    assert small.cosines(question, texts) == pytest.approx(first, abs=1e-6)
+    assert small.cosines(question, texts[::-1]) == pytest.approx(first[::-1], abs=1e-6)
 
 
 def test_recall_asks_the_second_model_only_for_a_dataset_in_the_multilingual_model(  # type: ignore[no-untyped-def]

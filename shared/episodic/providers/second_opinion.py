@@ -67,22 +67,20 @@ class SecondOpinion:
 
     def _vectors(self, texts: list[str]) -> np.ndarray:
         keys = [hashlib.blake2b(t.encode(), digest_size=16).digest() for t in texts]
-        with self._lock:
-            todo = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in self._cache]
+        with self._lock:  # what is cached, taken now: other calls may push it out later
+            known = {key: self._cache[key] for key in keys if key in self._cache}
+        todo = {key: t for key, t in zip(keys, texts, strict=True) if key not in known}
         if todo:
-            fresh = np.asarray(self._load().encode([t for _, t in todo]), dtype=np.float32)
+            fresh = np.asarray(self._load().encode(list(todo.values())), dtype=np.float32)
             fresh = fresh / np.maximum(np.linalg.norm(fresh, axis=1, keepdims=True), 1e-12)
-            with self._lock:
-                for (key, _), vector in zip(todo, fresh, strict=True):
-                    self._cache[key] = vector
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+            known.update(zip(todo, fresh, strict=True))
         with self._lock:
-            out = []
             for key in keys:
+                self._cache[key] = known[key]
                 self._cache.move_to_end(key)
-                out.append(self._cache[key])
-        return np.stack(out)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return np.stack([known[key] for key in keys])
 
     def cosines(self, query: str, texts: list[str]) -> list[float]:
         """The cosine of ``query`` with each of ``texts``, in their order."""
