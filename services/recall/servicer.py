@@ -323,12 +323,12 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             if reranker is not None:  # it may lift a candidate from below the requested limit
                 query = replace(query, limit=max(limit, self.settings.rerank_candidates))
             # Only where the dataset is in the multilingual model (model: not the store's).
-            opinion = self.second_opinion if model is not None and vector is not None else None
-            if opinion is not None and query.rerankable and ranked:
+            opinion = None
+            if model is not None and vector is not None and query.rerankable and ranked:
+                opinion = self.second_opinion
+            if opinion is not None:  # it may lift one from below the requested limit
                 top = self.settings.ranking_second_opinion
                 query = replace(query, limit=max(query.limit, top))
-            else:
-                opinion = None
             answer = domain.recall(conn, self.vault, query, vector, self.sizes)
         if opinion is not None and ranked:
             rows = domain.second_opinion(
