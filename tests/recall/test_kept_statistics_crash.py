@@ -80,26 +80,34 @@ def test_a_crash_during_a_count_leaves_what_was_kept(
         def count() -> None:
             try:
                 kept_statistics.refresh(engine, "big")
-            except DBAPIError as err:
+            except BaseException as err:  # handed to the test's thread
                 failed.append(err)
 
         counting = threading.Thread(target=count)
         counting.start()
-        with engine.connect() as watcher:
-            wait_until(
-                lambda: watcher.execute(
-                    text(
-                        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'"
-                    )
-                ).scalar(),
-                timeout=30,
-                message="the count did not reach its wait",
-            )
+
+        def waiting() -> bool:
+            # A new connection per look: pg_stat_activity is a snapshot taken once per
+            # transaction, so one watcher's transaction never sees the count arrive if
+            # its first look came before it (as it did on a slow machine).
+            assert counting.is_alive(), f"the count ended before its wait: {failed}"
+            with engine.connect() as watcher:
+                return bool(
+                    watcher.execute(
+                        text(
+                            "SELECT count(*) FROM pg_stat_activity "
+                            "WHERE query LIKE 'SELECT pg_sleep%'"
+                        )
+                    ).scalar()
+                )
+
+        wait_until(waiting, timeout=30, message="the count did not reach its wait")
         pid = server.pid()
         assert pid is not None
         os.kill(pid, signal.SIGKILL)  # no checkpoint, no shutdown: recovery from the WAL
         counting.join(timeout=60)
         assert failed, "the count must have died with the database"
+        assert isinstance(failed[0], DBAPIError), failed
         monkeypatch.setattr(kept_statistics, "drop", drop)
         wait_until(lambda: not server.running(), timeout=30, message="the postmaster lives")
         server.restart()
