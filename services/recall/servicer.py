@@ -27,6 +27,7 @@ from episodic.providers.types import Embedder
 from episodic.store import embedding_space, recall_queries, records
 from episodic.store import procedures as procedure_store
 from episodic.store.embedding_space import SpaceWatch
+from episodic.store.nearest_walks import NearestWalks
 from episodic.store.recall_queries import Approximation, RecallFilters
 from episodic.store.vault import Vault
 from episodic.temporal import QueryTime
@@ -207,6 +208,11 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 recent=settings.recall_approximate_recent,
                 nearest=settings.recall_approximate_nearest,
                 exact_cosine=settings.recall_approximate_exact_cosine,
+                walks=(
+                    NearestWalks(engine, settings.recall_walk_threads)
+                    if settings.recall_walk_threads
+                    else None
+                ),
             ),
         )
         self.ranking = domain.ranking_from(settings, embedder.name)

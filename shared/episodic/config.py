@@ -570,6 +570,16 @@ class RecallSettings(BaseSettings):
         "path's scores), instead of the candidates' best (the HNSW nearest, which can miss "
         'it). Costs that read (docs/benchmarks.md "Recall at scale").',
     )
+    recall_walk_threads: int = Field(
+        default=2,
+        ge=0,
+        le=64,
+        description="Approximate path with kept statistics: threads per Recall process that "
+        "run a call's two HNSW walks on connections of their own while the call reads the "
+        "query words' postings (a walk not started when it is needed runs on the call's "
+        "connection). 0: the walks run inside the ranking statement. Two use up to two "
+        'more of the pool\'s connections (docs/benchmarks.md "Recall at scale").',
+    )
     rerank_base_url: str | None = Field(
         default=None,
         description="Base URL of a reranking endpoint (POST {url}/rerank, the Jina/Cohere "

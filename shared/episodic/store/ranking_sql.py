@@ -185,7 +185,7 @@ def _signals(lexical: str) -> dict[str, str]:
 
 
 def approximate_parts(
-    with_vector: bool, kept: bool = False, lexical_pool: bool = False
+    with_vector: bool, kept: bool = False, lexical_pool: bool = False, walked: bool = False
 ) -> dict[str, str]:
     """The approximate path's candidates (a large dataset) by source: a generous set that
     holds the exact top N with high probability, re-scored by the exact formula. The
@@ -199,7 +199,9 @@ def approximate_parts(
     ``lexical_pool`` (with ``kept``): the query words' best holders by the lexical fit and
     each word's densest are ``:lexical_pool``, chosen by Recall from the kept postings
     (:mod:`episodic.store.lexical_pool`): the parts that read them here are left out, and
-    ``best lexical`` holds the densest holders too."""
+    ``best lexical`` holds the densest holders too. ``walked`` (with ``with_vector``): the
+    nearest parts are what Recall's walks found (:data:`NEAREST_WALKS`: ``:nearest_episodes``
+    and ``:nearest_threads``), not walks of this statement."""
     # The lexical part of the default fusion (LEARNED_WEIGHTS): what orders the selective
     # words' holders, whose exact BM25 the dataset's statistics have already computed (or
     # the postings' holders, whose passage score sums each word's best passage of the
@@ -252,19 +254,48 @@ def approximate_parts(
             del parts[chosen]
         # 16 bytes an episode id (lexical_pool.LexicalPool.episode_ids)
         parts["best lexical"] = (
-            "SELECT CAST(encode(substring(CAST(:lexical_pool AS bytea) FROM 16 * i + 1 "
-            "FOR 16), 'hex') AS uuid) AS episode_id "
-            "FROM generate_series(0, length(CAST(:lexical_pool AS bytea)) / 16 - 1) AS i"
+            f"SELECT {_ids_in(':lexical_pool')} AS episode_id FROM {_ids_series(':lexical_pool')}"
         )
-    if with_vector:
-        parts["nearest summaries"] = f"""SELECT x.episode_id FROM ({CANDIDATES}) x
-                ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_nearest"""
+    if with_vector and walked:
+        # What :data:`NEAREST_WALKS` found (Recall walked them beside the postings' read).
+        parts["nearest summaries"] = (
+            f"SELECT {_ids_in(':nearest_episodes')} AS episode_id "
+            f"FROM {_ids_series(':nearest_episodes')}"
+        )
         parts["nearest chunks"] = f"""SELECT x.episode_id
-                FROM (SELECT m.thread_id FROM message_chunks m WHERE m.dataset = :dataset
-                      ORDER BY m.embedding <=> CAST(:qvec AS vector)
-                      LIMIT :approx_nearest) near
+                FROM (SELECT {_ids_in(":nearest_threads")} AS thread_id
+                      FROM {_ids_series(":nearest_threads")}) near
+                JOIN ({CANDIDATES}) x ON x.thread_id = near.thread_id"""
+    elif with_vector:
+        parts["nearest summaries"] = NEAREST_WALKS["nearest summaries"]
+        parts["nearest chunks"] = f"""SELECT x.episode_id
+                FROM ({NEAREST_WALKS["nearest chunks"]}) near
                 JOIN ({CANDIDATES}) x ON x.thread_id = near.thread_id"""
     return parts
+
+
+#: The approximate path's two HNSW walks (iterative scan, filtered as they walk): the
+#: episodes whose summaries are nearest the query, and the threads whose chunks are. Inside
+#: the ranking statement, or run by Recall beside the postings' read
+#: (:mod:`episodic.store.nearest_walks`), which passes what they found as ``bytea``.
+NEAREST_WALKS = {
+    "nearest summaries": f"""SELECT x.episode_id FROM ({CANDIDATES}) x
+                ORDER BY x.embedding <=> CAST(:qvec AS vector) LIMIT :approx_nearest""",
+    "nearest chunks": """SELECT m.thread_id FROM message_chunks m WHERE m.dataset = :dataset
+                      ORDER BY m.embedding <=> CAST(:qvec AS vector)
+                      LIMIT :approx_nearest""",
+}
+
+
+def _ids_in(parameter: str) -> str:
+    """The ``i``-th id of ``parameter``, ``bytea`` of ids 16 bytes each, as a uuid."""
+    return (
+        f"CAST(encode(substring(CAST({parameter} AS bytea) FROM 16 * i + 1 FOR 16), 'hex') AS uuid)"
+    )
+
+
+def _ids_series(parameter: str) -> str:
+    return f"generate_series(0, length(CAST({parameter} AS bytea)) / 16 - 1) AS i"
 
 
 def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
@@ -350,12 +381,16 @@ _NEAREST_NAMED_TIME = f"""(SELECT x.episode_id, x.ended_at FROM ({CANDIDATES}) x
 
 
 def _approximate_pool(
-    with_vector: bool, options: RankingOptions, kept: bool = False, lexical_pool: bool = False
+    with_vector: bool,
+    options: RankingOptions,
+    kept: bool = False,
+    lexical_pool: bool = False,
+    walked: bool = False,
 ) -> str:
     """The union of :func:`approximate_parts`, and — when recency counts from the time a
     query names — the episodes nearest that time (recency alone can carry one into the
     top, as the most recent ones otherwise)."""
-    parts = list(approximate_parts(with_vector, kept, lexical_pool).values())
+    parts = list(approximate_parts(with_vector, kept, lexical_pool, walked).values())
     if options.named_time_recency:
         parts.append(
             "SELECT episode_id FROM ("
@@ -399,6 +434,7 @@ def recall_sql(
     guarded: bool = False,
     kept_statistics: bool = False,
     lexical_pool: bool = False,
+    walked: bool = False,
 ) -> str:
     """The ranking statement. ``with_query``: score similarity (lexical part);
     ``with_vector``: also the semantic part (needs ``:qvec``). ``approximate``: score only
@@ -417,7 +453,11 @@ def recall_sql(
     and a column ``statistics_kept`` saying whether it had. ``lexical_pool`` (with
     ``kept_statistics``, when the dataset has them): the query words' holders were scored
     by Recall from the kept postings (:mod:`episodic.store.lexical_pool`), which passes
-    the episodes chosen and the best BM25 as parameters (``LexicalPool.params``)."""
+    the episodes chosen and the best BM25 as parameters (``LexicalPool.params``).
+    ``walked`` (the approximate path with a vector): Recall ran the nearest walks beside
+    (:data:`NEAREST_WALKS`) and passes what they found."""
+    if walked and not (approximate and with_vector):
+        raise ValueError("walks run beside the approximate statement with a vector only")
     if guarded and (approximate or not with_query):
         raise ValueError("only the exact statement with a query is guarded")
     if kept_statistics and not (approximate and with_query):
@@ -548,7 +588,7 @@ def recall_sql(
         head = f"""
         WITH {query_ctes}{dataset_ctes}
         pool AS MATERIALIZED (
-            {_approximate_pool(with_vector, options, kept_statistics, lexical_pool)}
+            {_approximate_pool(with_vector, options, kept_statistics, lexical_pool, walked)}
         ),
         c AS MATERIALIZED (
             SELECT {candidate_columns}

@@ -57,7 +57,7 @@ ranking.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, cast
 
@@ -77,6 +77,7 @@ from episodic.store.episode_reads import (
 )
 from episodic.store.lexical_pool import choose_lexical_pool, postings_statement
 from episodic.store.lexical_statistics import QUOTED_LEXEME
+from episodic.store.nearest_walks import NearestWalks
 from episodic.store.query_terms import (
     expansion_terms,
     phrase_pairs,
@@ -258,6 +259,7 @@ def recall_statement(
     guarded: bool = False,
     kept_statistics: bool = False,
     lexical_pool: bool = False,
+    walked: bool = False,
 ) -> str:
     """The ranking and the dataset's episode count in one statement (one round trip, one
     snapshot): one row per ranked episode, each carrying ``episode_count``,
@@ -275,6 +277,7 @@ def recall_statement(
         guarded=guarded,
         kept_statistics=kept_statistics,
         lexical_pool=lexical_pool,
+        walked=walked,
     )
     if guarded:  # the count as a CTE, which the ranking's candidates read (ranking_sql._SIZE_GUARD)
         return f"""
@@ -306,6 +309,7 @@ def _driver_statement(
     guarded: bool = False,
     kept_statistics: bool = False,
     lexical_pool: bool = False,
+    walked: bool = False,
 ) -> str:
     """The ranking statement (:func:`recall_statement`) in the driver's form."""
     return driver_form(
@@ -318,6 +322,7 @@ def _driver_statement(
             guarded=guarded,
             kept_statistics=kept_statistics,
             lexical_pool=lexical_pool,
+            walked=walked,
         )
     )
 
@@ -363,6 +368,10 @@ class Approximation:
     #: misses the dataset's best on hard data): the exact path's semantic scores, at the
     #: price of that read (docs/benchmarks.md "Recall at scale").
     exact_cosine: bool = False
+    #: Where the nearest walks run on the path with kept statistics: beside the postings'
+    #: read, on connections of their own (:mod:`episodic.store.nearest_walks`; Recall's
+    #: service), or inside the ranking statement (None).
+    walks: NearestWalks | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -667,16 +676,24 @@ def _rank_with(
     """The ranking statement for the request (:func:`_ranking_statement`) and its rows.
     On the approximate path with kept statistics, the lexical pool is chosen first from
     the kept postings (:mod:`episodic.store.lexical_pool`: one small statement and numpy,
-    where the statement's SQL took most of its time at 100k episodes)."""
+    where the statement's SQL took most of its time at 100k episodes), while the nearest
+    walks run beside it when ``approximate.walks`` is set (:mod:`episodic.store.nearest_walks`)."""
     # A request without filters reads the dataset's kept statistics (filtered, its
     # statistics are not the dataset's: the statement counts its own).
     kept = approximate is not None and with_query and approximate.kept_statistics and not filtered
-    pool = None
+    pool, walks = None, None
+    pool_params: dict[str, object] = {}
     if kept and approximate is not None:
+        if with_vector and approximate.walks is not None:  # beside the postings' read
+            walks = approximate.walks.start(params)
         postings = fetch_all(conn, _postings_statement(options), params)
         pool = choose_lexical_pool(
             postings, candidates=approximate.candidates, per_lexeme=approximate.per_lexeme
         )
+        if pool is not None:  # None: nothing kept (yet)
+            pool_params.update(pool.params())
+        if walks is not None:
+            pool_params.update(walks.result(conn).params())
     statement = _ranking_statement(
         with_query,
         with_vector,
@@ -685,8 +702,8 @@ def _rank_with(
         guarded,
         kept_statistics=kept,
         lexical_pool=pool is not None,
+        walked=walks is not None,
     )
-    pool_params = {} if pool is None else pool.params()
     return statement, _execute(conn, statement, {**params, **pool_params})
 
 
@@ -705,12 +722,13 @@ def _ranking_statement(
     *,
     kept_statistics: bool = False,
     lexical_pool: bool = False,
+    walked: bool = False,
 ) -> tuple[str, bool]:
     """The ranking statement in the driver's form (compiled once per variant, not per
     call), and whether it is the approximate one. ``kept_statistics``: it reads the
     dataset's kept statistics (:mod:`episodic.store.kept_statistics`; a request without
     filters). ``lexical_pool``: the kept postings' holders were scored by Recall
-    (:func:`_rank_with`)."""
+    (:func:`_rank_with`). ``walked``: so were the nearest walks run."""
     if approximate is None:
         return _driver_statement(with_query, with_vector, options, guarded=guarded), False
     statement = _driver_statement(
@@ -721,6 +739,7 @@ def _ranking_statement(
         exact_cosine=approximate.exact_cosine,
         kept_statistics=kept_statistics,
         lexical_pool=lexical_pool,
+        walked=walked,
     )
     return statement, True
 
