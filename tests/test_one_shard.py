@@ -506,11 +506,13 @@ def test_a_large_datasets_kept_statistics_and_ranking_reach_one_shard(db_url: st
     that reads them reach its shard alone, as every other statement on its data does."""
     from episodic.services.recall import domain
     from episodic.store import kept_statistics
+    from episodic.store.nearest_walks import WALK_STATEMENTS, NearestWalks
     from episodic.store.recall_queries import Approximation, RecallFilters
     from episodic.testing.keys import test_vault
     from tests.recall.factory import EMBEDDER, make_episode
 
     engine = make_engine(db_url, pool_size=2)
+    walks = NearestWalks(engine)  # the HNSW walks beside the postings, as Recall's service
     sent: list[Sent] = []
 
     def record(statement: str, parameters: Any, driver: Any) -> None:
@@ -533,16 +535,19 @@ def test_a_large_datasets_kept_statistics_and_ranking_reach_one_shard(db_url: st
                     recency_weight=0.3,
                     filters=RecallFilters(),
                 )
-                sizes = domain.DatasetSizes(1, Approximation())
+                sizes = domain.DatasetSizes(1, Approximation(walks=walks))
                 vector = EMBEDDER.embed_query(request.query)
                 answer = domain.recall(conn, test_vault(), request, vector, sizes)
         assert answer.rows
     finally:
+        walks.close()
         engine.dispose()
     reaches = _reaches(db_url, sent)
     read_kept = [r for r in reaches if "kept_term_statistics t" in r.sent.statement]
     wrote_kept = [r for r in reaches if "INSERT INTO kept_" in r.sent.statement]
     assert read_kept and len(wrote_kept) == 2, "the kept statistics were not written and read"
+    walked = [r for r in reaches if r.sent.statement in WALK_STATEMENTS.values()]
+    assert len(walked) == 2, "the HNSW walks were not sent"
     wide = [(r.widest, _short(r.sent.statement)) for r in reaches if r.widest > 1]
     assert not wide, f"statements of one dataset that reach several partitions: {wide}"
     if os.environ.get("EPISODIC_TEST_CITUS"):
