@@ -25,8 +25,6 @@ from episodic.v1 import recall_service_pb2 as pb
 from episodic.v1 import recall_service_pb2_grpc as pb_grpc
 from tests.recall.test_kept_statistics import _fill, _recall
 
-pytestmark = pytest.mark.citus
-
 SIZES = Approximation(candidates=20, recent=0, per_lexeme=2, nearest=10)
 QUERIES = ["zebra invoice", "invoice refund football", "gardening weather"]
 
@@ -56,6 +54,7 @@ class _Sent:
             (self.walks if statement in WALK_STATEMENTS.values() else self.others).append(driver)
 
 
+@pytest.mark.citus  # the walks' statements on Citus: tests/test_one_shard.py routes them
 def test_the_walks_beside_rank_as_the_statements_own(  # type: ignore[no-untyped-def]
     recall_engine, walks, monkeypatch
 ) -> None:
