@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -198,6 +199,9 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             if settings.ranking_second_opinion and multilingual is not None and opinion_available()
             else None
         )
+        self._opinion_threads = ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="recall-opinion"
+        )
         # Queries are compared with the store's vectors: a Recall whose model the store was
         # moved away from answers FAILED_PRECONDITION (store/embedding_space.py).
         self.space = SpaceWatch(engine, embedder.name)
@@ -332,14 +336,19 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             opinion = None
             if model is not None and vector is not None and query.rerankable and ranked:
                 opinion = self.second_opinion
+            opinion_query: Future[np.ndarray] | None = None
             if opinion is not None:  # it may lift one from below the requested limit
                 top = self.settings.ranking_second_opinion
                 query = replace(query, limit=max(query.limit, top))
+                if ranked:  # the query's vector in its space, computed while the ranking runs
+                    opinion_query = self._opinion_threads.submit(opinion.query_vector, ranked)
             answer = domain.recall(conn, self.vault, query, vector, self.sizes)
-        if opinion is not None and ranked:
+        if opinion is not None and opinion_query is not None and ranked:
+            # Not started yet (the threads busy with other calls'): computed here instead.
+            computed = None if opinion_query.cancel() else opinion_query.result()
             rows = domain.second_opinion(
                 answer.rows,
-                lambda texts: opinion.cosines(ranked, texts),
+                lambda texts: opinion.cosines(ranked, texts, computed),
                 top=self.settings.ranking_second_opinion,
                 weight=second_opinion.WEIGHT,
             )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
@@ -69,6 +70,10 @@ def test_the_second_model_finds_a_paraphrase_in_another_language_closer() -> Non
     small = SecondOpinion(cache_size=1)
     assert small.cosines(question, texts) == pytest.approx(first, abs=1e-6)
     assert small.cosines(question, texts[::-1]) == pytest.approx(first[::-1], abs=1e-6)
+    # The query's vector computed beforehand (Recall: while it ranks) gives the same cosines.
+    computed = opinion.query_vector(question)
+    assert float(np.linalg.norm(computed)) == pytest.approx(1.0, abs=1e-5)
+    assert opinion.cosines(question, texts, computed) == pytest.approx(first, abs=1e-6)
 
 
 def test_recall_asks_the_second_model_only_for_a_dataset_in_the_multilingual_model(  # type: ignore[no-untyped-def]
