@@ -685,7 +685,7 @@ def _rank_with(
     pool_params: dict[str, object] = {}
     if kept and approximate is not None:
         if with_vector and approximate.walks is not None:  # beside the postings' read
-            walks = approximate.walks.start(params)
+            walks = approximate.walks.start(dict(params))  # a copy: read in threads
         postings = fetch_all(conn, _postings_statement(options), params)
         pool = choose_lexical_pool(
             postings, candidates=approximate.candidates, per_lexeme=approximate.per_lexeme
