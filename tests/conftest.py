@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from episodic import forking  # noqa: F401  (first: gRPC's fork handlers off, see the module)
 from episodic.store.db import make_engine
-from episodic.testing.citus import CitusDatabases, citus_cluster
+from episodic.testing.citus import TEST_SHARDS, CitusDatabases, citus_cluster
 from episodic.testing.database import (
     SERVER_DIRECTORY_PREFIX,
     TestDatabases,
@@ -38,7 +38,8 @@ def databases() -> Iterator[TestDatabases]:
         if os.environ.get("EPISODIC_TEST_CITUS"):  # the Citus tier: `make test-citus`
             with citus_cluster(base) as cluster:
                 partitions = int(os.environ.get("EPISODIC_TEST_CITUS_PARTITIONS", "1"))
-                yield CitusDatabases(cluster, partitions)  # type: ignore[misc]
+                shards = int(os.environ.get("EPISODIC_TEST_CITUS_SHARDS", TEST_SHARDS))
+                yield CitusDatabases(cluster, partitions, shards)  # type: ignore[misc]
         else:
             with test_server(base) as dbs:
                 yield dbs

@@ -24,7 +24,7 @@ import pytest
 from episodic.ops.export import NOT_NAME_PARTS, Pseudonymiser, load_or_create_key
 from episodic.sdk.client import EpisodicClient
 from episodic.testing.database import TestDatabases
-from episodic.testing.processes import ServiceProcess, start_service
+from episodic.testing.processes import ServiceProcess, start_service, wait_until
 
 pytestmark = pytest.mark.citus  # export reads every table: on Citus too
 
@@ -111,8 +111,8 @@ def fill(client: EpisodicClient) -> dict[str, str]:
     client.end_thread(a)  # explicit: 1-2
     # EndThread opens 1-2 through the Scheduler within Ingest's notice deadline (2 s); on a
     # loaded machine that call can be lost, and the catch-up then opens the checkpoint but
-    # arms 3-4's idle timer only on its next pass. A sweep now makes 1-2 certain either way.
-    client.run_sweep()
+    # arms 3-4's idle timer only on its next pass. Sweeps now make 1-2 certain either way.
+    swept_until_opened(client, a, 1)
     client.add_message(
         a,
         "user",
@@ -120,7 +120,7 @@ def fill(client: EpisodicClient) -> dict[str, str]:
         metadata={"name": "Alice Walker"},
     )
     client.add_message(a, "assistant", "I will send the Atlas invoice today.")
-    client.run_sweep(as_of=datetime.now(UTC) + timedelta(hours=1))  # inactivity: 3-4
+    swept_until_opened(client, a, 2, as_of=datetime.now(UTC) + timedelta(hours=1))  # idle: 3-4
     client.process_pending()  # 1-2 archived, 3-4 completed
 
     b = client.create_thread(
@@ -135,14 +135,30 @@ def fill(client: EpisodicClient) -> dict[str, str]:
     )
     client.add_message(b, "assistant", "The Toyota Corolla Hybrid fits your budget, Bob.")
     client.end_thread(b)
-    client.run_sweep()  # as for 1-2: the episode is certain even if the notice was lost
+    swept_until_opened(client, b, 1)  # as for 1-2: certain even if the notice was lost
     client.process_pending()  # completed
 
     c = client.create_thread(DATASET, label="later").thread_id
     client.add_message(c, "user", "Bob Kowalski asked about the Corolla again.")
     client.end_thread(c)  # pending: nobody summarises it
-    client.run_sweep()  # as for 1-2 (a CI run once exported three episodes, not four)
+    swept_until_opened(client, c, 1)  # as for 1-2 (a CI run once exported three, not four)
     return {"a": a, "b": b, "c": c}
+
+
+def swept_until_opened(
+    client: EpisodicClient, thread_id: str, episodes: int, as_of: datetime | None = None
+) -> None:
+    """Sweeps (``as_of``) until the thread has ``episodes`` episodes. One sweep is not
+    always enough: Ingest's notice still in flight when it runs holds the thread's row
+    (the catch-up skips a locked thread) and commits its timer after the sweep fired the
+    due ones, so the episode waits for a later sweep (two CI runs exported three episodes
+    of the four after a single sweep each)."""
+
+    def opened() -> bool:
+        client.run_sweep(as_of=as_of)
+        return len(client.list_episodes(DATASET, thread_id=thread_id).items) >= episodes
+
+    wait_until(opened, timeout=60, message=f"the thread's episode {episodes} was not opened")
 
 
 def fill_compacted(client: EpisodicClient) -> dict[str, str]:
@@ -259,7 +275,8 @@ def test_export_round_trips_every_field_one_object_per_line(suite: Suite) -> Non
     assert not header["pseudonymised"] and datetime.fromisoformat(header["exported_at"])
     counts = {k: sum(1 for r in body if r["type"] == k) for k in ("thread", "message", "episode")}
     assert end["type"] == "end" and end["counts"] == counts
-    assert counts == {"thread": 3, "message": 7, "episode": 4}
+    episodes = [(r.get("thread_id"), r.get("status")) for r in body if r["type"] == "episode"]
+    assert counts == {"thread": 3, "message": 7, "episode": 4}, (suite.threads, episodes)
 
     # Grouped: each thread's line, then its messages in order, then its episodes.
     order = [(r["type"], r["thread_id"]) for r in body]

@@ -382,20 +382,47 @@ def citus_cluster(
             shutil.rmtree(base, ignore_errors=True)
 
 
+#: How many shards the tier's per-test databases spread their tables over: the documented
+#: 64 made ``distribute.sql`` take 21–24 s a database here against 4.4–4.8 s at 8 (18
+#: tables, each shard with its indexes), most of the tier's time. Routing, colocation and
+#: a dataset's one shard are the same at any count; ``EPISODIC_TEST_CITUS_SHARDS=64``
+#: runs the tier at the documented count (tests/test_citus_growth.py always does).
+TEST_SHARDS = 8
+
+#: The shard count as distribute.sql writes it (once: its other tables colocate).
+_SHARD_COUNT = "shard_count := 64"
+
+
+def distribute_sql_with(shards: int, directory: Path) -> Path:
+    """distribute.sql with ``shards`` shards, written in ``directory``."""
+    text = DISTRIBUTE_SQL.read_text()
+    if text.count(_SHARD_COUNT) != 1:
+        raise ValueError(f"distribute.sql no longer sets {_SHARD_COUNT!r} once")
+    path = directory / f"distribute-{shards}.sql"
+    path.write_text(text.replace(_SHARD_COUNT, f"shard_count := {shards}"))
+    return path
+
+
 class CitusDatabases:
     """Per-test databases on one Citus cluster, made the documented way: ``episodic
-    migrate`` on the coordinator's URL, then ``distribute.sql`` with ``psql -f``. The same
-    interface as :class:`episodic.testing.database.TestDatabases` (``create``/``drop``), so
-    the tests of the Citus tier are the project's own tests, run against a cluster."""
+    migrate`` on the coordinator's URL, then ``distribute.sql`` with ``psql -f`` (as it is,
+    or with ``shards`` shards: the Citus tier's :data:`TEST_SHARDS`). The same interface as
+    :class:`episodic.testing.database.TestDatabases` (``create``/``drop``), so the tests of
+    the Citus tier are the project's own tests, run against a cluster."""
 
     __test__ = False
 
-    def __init__(self, cluster: CitusCluster, partitions: int = 1) -> None:
+    def __init__(
+        self, cluster: CitusCluster, partitions: int = 1, shards: int | None = None
+    ) -> None:
         self.cluster = cluster
         self.admin_url = cluster.coordinator.url("postgres")
         # The documented Citus store has one partition per dataset table (the shards do
         # the spreading); a store hash-partitioned by the default distributes too.
         self.partitions = partitions
+        self.distribute_sql = (
+            DISTRIBUTE_SQL if shards is None else distribute_sql_with(shards, cluster.base_dir)
+        )
 
     def create(self, *, migrated: bool = True) -> str:
         from episodic.store import migrate
@@ -405,7 +432,7 @@ class CitusDatabases:
         url = self.cluster.create_database(name)
         if migrated:
             migrate.upgrade(url, EMBEDDING_DIMENSION, partitions=self.partitions)
-            self.cluster.psql_file(DISTRIBUTE_SQL, url)
+            self.cluster.psql_file(self.distribute_sql, url)
         return url
 
     def drop(self, url: str) -> None:
