@@ -333,15 +333,20 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             if reranker is not None:  # it may lift a candidate from below the requested limit
                 query = replace(query, limit=max(limit, self.settings.rerank_candidates))
             # Only where the dataset is in the multilingual model (model: not the store's).
-            opinion = None
-            if model is not None and vector is not None and query.rerankable and ranked:
-                opinion = self.second_opinion
+            opinion = self.second_opinion
             opinion_query: Future[np.ndarray] | None = None
-            if opinion is not None:  # it may lift one from below the requested limit
+            if (
+                opinion is not None
+                and model is not None
+                and vector is not None
+                and query.rerankable
+                and ranked
+            ):
+                # It may lift one from below the requested limit.
                 top = self.settings.ranking_second_opinion
                 query = replace(query, limit=max(query.limit, top))
-                if ranked:  # the query's vector in its space, computed while the ranking runs
-                    opinion_query = self._opinion_threads.submit(opinion.query_vector, ranked)
+                # The query's vector in its space, computed while the ranking runs.
+                opinion_query = self._opinion_threads.submit(opinion.query_vector, ranked)
             answer = domain.recall(conn, self.vault, query, vector, self.sizes)
         if opinion is not None and opinion_query is not None and ranked:
             # Not started yet (the threads busy with other calls'): computed here instead.
