@@ -16,6 +16,7 @@ statement Citus refuses fails the test, and an unmarked one must go to one shard
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import io
 import itertools
 import os
@@ -538,7 +539,12 @@ def test_a_large_datasets_kept_statistics_and_ranking_reach_one_shard(db_url: st
                 sizes = domain.DatasetSizes(1, Approximation(walks=walks))
                 vector = EMBEDDER.embed_query(request.query)
                 answer = domain.recall(conn, test_vault(), request, vector, sizes)
-        assert answer.rows
+                # Filtered, the statistics are counted by the statement and the walks run
+                # inside it: the forms that join the walked or densest chunks' threads.
+                since = datetime.now(UTC) - timedelta(days=365)
+                filtered = dataclasses.replace(request, filters=RecallFilters(since=since))
+                narrowed = domain.recall(conn, test_vault(), filtered, vector, sizes)
+        assert answer.rows and narrowed.rows
     finally:
         walks.close()
         engine.dispose()
@@ -548,6 +554,10 @@ def test_a_large_datasets_kept_statistics_and_ranking_reach_one_shard(db_url: st
     assert read_kept and len(wrote_kept) == 2, "the kept statistics were not written and read"
     walked = [r for r in reaches if r.sent.statement in WALK_STATEMENTS.values()]
     assert len(walked) == 2, "the HNSW walks were not sent"
+    inside = [
+        r for r in reaches if "ORDER BY m.embedding <=>" in r.sent.statement and r not in walked
+    ]
+    assert inside, "the filtered request's walks did not run inside its ranking statement"
     wide = [(r.widest, _short(r.sent.statement)) for r in reaches if r.widest > 1]
     assert not wide, f"statements of one dataset that reach several partitions: {wide}"
     if os.environ.get("EPISODIC_TEST_CITUS"):
