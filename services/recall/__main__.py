@@ -54,7 +54,7 @@ def build(settings: Settings, engine: Engine) -> Service:
         reranker,
         multilingual=multilingual,
     )
-    return Service(register=lambda server: register(server, servicer))
+    return Service(register=lambda server: register(server, servicer), on_shutdown=[servicer.close])
 
 
 def ef_search(recall: RecallSettings) -> int:

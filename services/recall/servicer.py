@@ -205,6 +205,11 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         # Queries are compared with the store's vectors: a Recall whose model the store was
         # moved away from answers FAILED_PRECONDITION (store/embedding_space.py).
         self.space = SpaceWatch(engine, embedder.name)
+        self._walks = (
+            NearestWalks(engine, settings.recall_walk_threads)
+            if settings.recall_walk_threads
+            else None
+        )
         self.sizes = domain.DatasetSizes(
             settings.recall_approximate_above,
             Approximation(
@@ -212,11 +217,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                 recent=settings.recall_approximate_recent,
                 nearest=settings.recall_approximate_nearest,
                 exact_cosine=settings.recall_approximate_exact_cosine,
-                walks=(
-                    NearestWalks(engine, settings.recall_walk_threads)
-                    if settings.recall_walk_threads
-                    else None
-                ),
+                walks=self._walks,
             ),
         )
         self.ranking = domain.ranking_from(settings, embedder.name)
@@ -225,6 +226,14 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             name: (domain.ranking_from(settings, name), domain.abstention(name))
             for name in self.embedders.names
         }
+
+    def close(self) -> None:
+        """Stops the servicer's threads (the HNSW walks', the second opinion's) once the
+        server has finished its calls: a shutdown hook. A walk still queued is taken back
+        by its caller; nothing is left running against a disposed engine."""
+        if self._walks is not None:
+            self._walks.close()
+        self._opinion_threads.shutdown(wait=False, cancel_futures=True)
 
     def in_dataset_model(
         self, conn: Connection, query: domain.RecallQuery

@@ -111,6 +111,24 @@ def test_a_walk_with_no_connection_free_runs_on_the_calls_own(db_url: str) -> No
         engine.dispose()
 
 
+def test_closed_walks_run_on_the_calls_own_connection(recall_engine: Engine) -> None:
+    """Once closed (the Recall servicer's shutdown hook), the walks are no longer handed to
+    threads: a call still ranking then runs them on its own connection, with the same
+    answer, where submitting to the stopped threads raised."""
+    _fill(recall_engine)
+    assert kept_statistics.refresh(recall_engine, "big") is not None
+    walks = NearestWalks(recall_engine)
+    walks.close()
+    with recall_engine.connect() as conn:
+        inside = _recall(conn, "zebra invoice", SIZES)
+    sent = _Sent()
+    with recall_engine.connect() as conn, observing_statements(sent):
+        after_close = _recall(conn, "zebra invoice", replace(SIZES, walks=walks))
+        own = conn.connection.driver_connection
+    assert _ranked(after_close) == _ranked(inside)
+    assert len(sent.walks) == 2 and all(driver is own for driver in sent.walks)
+
+
 def test_a_recall_process_walks_beside_and_answers_as_with_the_walks_inside(  # type: ignore[no-untyped-def]
     spawn, recall_engine
 ) -> None:

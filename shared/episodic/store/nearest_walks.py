@@ -133,7 +133,10 @@ class NearestWalks:
         read with :meth:`PendingWalks.result`."""
         walks = {name: _Walk(self._engine, name, params) for name in WALK_STATEMENTS}
         for w in walks.values():
-            self._pool.submit(w.run)
+            try:
+                self._pool.submit(w.run)
+            except RuntimeError:  # closed: the caller takes the walk back
+                break
         return PendingWalks(walks)
 
     def close(self) -> None:
