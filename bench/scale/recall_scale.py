@@ -39,6 +39,10 @@ every window's vector pooled from its tokens (what the Summariser does for chunk
 default, ``EPISODIC_CHUNK_VECTORS=late``; ``--text-vectors separate`` embeds each text on
 its own: ~35× the model time, ~70 minutes for 25k episodes on 2 loaded cores). Its queries are LoCoMo's questions, embedded as Recall does
 (``embed_query``); recall@N is measured on it beside the other heavy datasets.
+
+``--citus`` builds and measures the same on a Citus cluster started for the run (a
+coordinator and two workers on this machine, ``distribute.sql``'s 64 shards), stopped
+afterwards: a dataset lives on one shard, so a large one's figures there are its shard's.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ from bench.scale.recall.common import (
     log,
     recall_at,
 )
-from bench.scale.recall.store import build, keep_statistics
+from bench.scale.recall.store import build, citus_store, keep_statistics
 from bench.scale.recall.text import _shared_turns, text_questions
 
 
@@ -182,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         "normal-dataset queries (normal grpc before): the hop's before/after in one run",
     )
     parser.add_argument(
+        "--citus",
+        action="store_true",
+        help="build and measure on a Citus cluster started for the run (a coordinator and "
+        "two workers on this machine, episodic.testing.citus, the documented 64 shards), "
+        "stopped afterwards: a large dataset's figures on one shard",
+    )
+    parser.add_argument(
         "--keep",
         action="store_true",
         help="with --database-url: build into a new database, print its URL and stop "
@@ -258,7 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         url = args.url
         if url is None:
-            if args.keep:
+            if args.citus:
+                if args.keep or args.database_url or args.heavy_indexes_only:
+                    parser.error(
+                        "--citus builds on a cluster of its own, stopped after the run "
+                        "(no --keep, --database-url or --heavy-indexes-only)"
+                    )
+                url = stack.enter_context(citus_store())
+            elif args.keep:
                 from episodic.testing.database import TestDatabases
 
                 if not args.database_url:

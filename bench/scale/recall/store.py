@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 
@@ -277,3 +279,27 @@ def keep_statistics(url: str, above: int) -> list[tuple[str, float]]:
         return counted
     finally:
         engine.dispose()
+
+
+#: The Citus cluster's settings for a store of a 100k dataset: the plain store's buffers
+#: (a node's share), and each worker's memory to build a shard's HNSW index, which a
+#: session's SET on the coordinator does not reach (64 MB built the heavy shard's chunk
+#: index for over 5 minutes without finishing; 4 GB in 283 s).
+CITUS_SETTINGS = {
+    "shared_buffers": "2GB",
+    "maintenance_work_mem": "4GB",
+    "max_parallel_maintenance_workers": "2",
+    "max_wal_size": "4GB",
+}
+
+
+@contextmanager
+def citus_store() -> Iterator[str]:
+    """A new database on a Citus cluster started for it (a coordinator and two workers on
+    this machine: :mod:`episodic.testing.citus`), migrated and distributed the documented
+    way (``distribute.sql``: 64 shards, one partition per table); its URL on the
+    coordinator. The cluster stops, and its files go, afterwards."""
+    from episodic.testing.citus import CitusDatabases, citus_cluster
+
+    with citus_cluster(settings=CITUS_SETTINGS) as cluster:
+        yield CitusDatabases(cluster).create()

@@ -170,6 +170,10 @@ class CitusCluster:
     #: Commits durable against a killed process (``synchronous_commit = on``), as in
     #: production; off (the default) is faster for tests that kill nothing.
     durable: bool = False
+    #: More ``postgresql.conf`` settings of every node (a benchmark's ``shared_buffers``
+    #: and ``maintenance_work_mem``: Citus does not pass a session's SET to the workers
+    #: that build a shard's index).
+    settings: dict[str, str] = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
     _user: str | None = None
 
@@ -250,6 +254,7 @@ class CitusCluster:
                 f"synchronous_commit = {'on' if self.durable else 'off'}\n"
                 "max_prepared_transactions = 200\n"
             )
+            conf.writelines(f"{name} = '{value}'\n" for name, value in self.settings.items())
         self.nodes.append(node)
         self._pg_ctl_start(node)
         return node
@@ -366,13 +371,18 @@ class CitusCluster:
 
 @contextlib.contextmanager
 def citus_cluster(
-    base_dir: Path | None = None, workers: int = 2, *, durable: bool = False
+    base_dir: Path | None = None,
+    workers: int = 2,
+    *,
+    durable: bool = False,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[CitusCluster]:
-    """A started cluster, stopped and removed afterwards (``durable``: see CitusCluster)."""
+    """A started cluster, stopped and removed afterwards (``durable``, ``settings``: see
+    CitusCluster)."""
     install = citus_install()
     owned = base_dir is None
     base = base_dir or Path(tempfile.mkdtemp(prefix="episodic-citus-"))
-    cluster = CitusCluster(base, install, workers, durable=durable)
+    cluster = CitusCluster(base, install, workers, durable=durable, settings=settings or {})
     try:
         cluster.start()
         yield cluster
