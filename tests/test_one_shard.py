@@ -16,7 +16,6 @@ statement Citus refuses fails the test, and an unmarked one must go to one shard
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import io
 import itertools
 import os
@@ -25,7 +24,7 @@ import socket
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -542,7 +541,7 @@ def test_a_large_datasets_kept_statistics_and_ranking_reach_one_shard(db_url: st
                 # Filtered, the statistics are counted by the statement and the walks run
                 # inside it: the forms that join the walked or densest chunks' threads.
                 since = datetime.now(UTC) - timedelta(days=365)
-                filtered = dataclasses.replace(request, filters=RecallFilters(since=since))
+                filtered = replace(request, filters=RecallFilters(since=since))
                 narrowed = domain.recall(conn, test_vault(), filtered, vector, sizes)
         assert answer.rows and narrowed.rows
     finally:
