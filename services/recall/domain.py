@@ -691,16 +691,21 @@ def second_opinion(
     weight: float,
 ) -> list[dict[str, Any]]:
     """``rows`` (ranked, best first) with their first ``top`` episodes put in the order of
-    their e5 cosine (``semantic``) plus ``weight`` × a second model's cosine of the query
+    their e5 cosine (``cosine``) plus ``weight`` × a second model's cosine of the query
     and their summaries (``cosines``; providers/second_opinion.py): which episodes make the
     ``top``, their scores and everything below them stay the ranking's own. Rows without a
-    cosine (events) keep their places; ties keep the ranking's order."""
-    head = [i for i, r in enumerate(rows[:top]) if r.get("semantic") is not None]
+    cosine (events) keep their places; ties keep the ranking's order.
+
+    The raw cosine, as :data:`~episodic.providers.second_opinion.WEIGHT` was chosen on, not
+    the ranking's ``semantic`` signal: that is the cosine on MiniLM's scale divided by the
+    candidates' best, which stretched e5's near-ties ~8-fold (.850 against .843 became
+    1.000 against .942) and so gave the second model an eighth of its weight."""
+    head = [i for i, r in enumerate(rows[:top]) if r.get("cosine") is not None]
     if len(head) < 2:
         return rows
     second = cosines([rerank_text(rows[i]) for i in head])
     score = {
-        i: (1.0 - weight) * float(rows[i]["semantic"]) + weight * c
+        i: (1.0 - weight) * float(rows[i]["cosine"]) + weight * c
         for i, c in zip(head, second, strict=True)
     }
     reordered = [rows[i] for i in sorted(head, key=lambda i: -score[i])]  # stable on ties

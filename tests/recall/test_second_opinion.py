@@ -19,19 +19,28 @@ from episodic.v1 import recall_service_pb2_grpc as pb_grpc
 from tests.recall.factory import T0, make_episode
 
 
-def _row(name: str, semantic: float | None) -> dict[str, Any]:
+def _row(name: str, cosine: float, semantic: float) -> dict[str, Any]:
+    """An episode's row as the ranking answers it: its raw cosine and its ``semantic``
+    signal (on MiniLM's scale, over the candidates' best)."""
+    return {"summary": name, "key_learnings": [], "cosine": cosine, "semantic": semantic}
+
+
+def _event(name: str, semantic: float) -> dict[str, Any]:
+    """An event's row: a ``semantic`` signal, no ``cosine``."""
     return {"summary": name, "key_learnings": [], "semantic": semantic}
 
 
 def test_the_best_episodes_are_put_in_order_of_both_cosines_and_the_rest_stay() -> None:
-    """Within the top, e5's cosine plus the weight of the second model's decides; below it,
-    and rows without a cosine (events), keep their places; equal scores keep the order."""
+    """Within the top, e5's cosine plus the weight of the second model's decides — the raw
+    cosine, not the ranking's stretched ``semantic`` signal, which would put "a" before
+    "c"; below it, and rows without a cosine (events), keep their places; equal scores
+    keep the order."""
     rows = [
-        _row("a", 0.80),
-        _row("event", None),
-        _row("b", 0.79),
-        _row("c", 0.78),
-        _row("d", 0.95),  # below the top: not looked at
+        _row("a", 0.80, 1.00),
+        _event("event", 0.90),
+        _row("b", 0.79, 0.93),
+        _row("c", 0.78, 0.86),
+        _row("d", 0.95, 1.00),  # below the top: not looked at
     ]
     second = {"a": 0.10, "b": 0.60, "c": 0.30}
     asked: list[list[str]] = []
@@ -41,6 +50,7 @@ def test_the_best_episodes_are_put_in_order_of_both_cosines_and_the_rest_stay() 
         return [second[t] for t in texts]
 
     out = domain.second_opinion(rows, cosines, top=4, weight=0.2)
+    # b .8 × .79 + .2 × .60 = .752, c .684, a .660 (on ``semantic``: b .864, a .820, c .748)
     assert [r["summary"] for r in out] == ["b", "event", "c", "a", "d"]
     assert asked == [["a", "b", "c"]]
     # No weight: e5's own cosine, which is the ranking's order here.
