@@ -14,6 +14,11 @@ Summariser to detect (it prints which were detected right) — and asks every qu
 each with ``as_of`` = the question's time. ``--direct`` writes two (the english
 configuration and the language set). Scores are session-level R@1, R@5 and MRR within each
 user's own sessions (as with LoCoMo), per language and overall, with the Recall latency.
+
+Through the suite it also prints R@1 by how many sessions the user had when asked (each
+question asked again as of the end of each session from its own on: a new user's first,
+shortest sessions) and, beside the other languages in the same run, English: the first
+``--english`` (1) conversations of LoCoMo written into the same suite.
 """
 
 from __future__ import annotations
@@ -97,8 +102,15 @@ def _with_dataset(conv: locomo.Conversation, suffix: str) -> locomo.Conversation
 
 
 def run(
-    embedder: str, users: list[tuple[str, locomo.Conversation]], multilingual: str = "auto"
+    embedder: str,
+    users: list[tuple[str, locomo.Conversation]],
+    multilingual: str = "auto",
+    english: list[locomo.Conversation] | None = None,
 ) -> dict[str, Any]:
+    """Through the running suite: every user written three times (see the module
+    docstring), each question asked of each; then the default variant ("unset
+    (detected)") per session count, and ``english`` (LoCoMo conversations, written into
+    the same suite in the same pass) beside it."""
     from episodic.store.db import make_engine
     from episodic.testing.database import scratch_database
 
@@ -127,8 +139,9 @@ def run(
                         c.dataset, language="english" if suffix == ".en" else language
                     )
                 convs.append(c)
+        english = list(english or [])
         started = time.monotonic()
-        ingest_and_summarise(client, engine, convs)
+        ingest_and_summarise(client, engine, convs + english)
         log(
             f"{label}: {len(convs)} users written and summarised in {time.monotonic() - started:.0f}s"
         )
@@ -159,7 +172,55 @@ def run(
                 "p50": latency[len(latency) // 2],
                 "p99": latency[int(len(latency) * 0.99)],
             }
+        results["per session count"] = _per_session_count(client, users)
+        if english:
+            scores, latency = locomo.Scores(), []
+            for conv in english:
+                for q in conv.questions:
+                    if not q.evidence_threads:
+                        continue
+                    t0 = time.perf_counter()
+                    answer = client.recall(conv.dataset, q.question, limit=10, as_of=q.asked_at)
+                    latency.append((time.perf_counter() - t0) * 1000)
+                    scores.add(
+                        q.category,
+                        [e.episode.thread_label for e in answer.episodes],
+                        q.evidence_threads,
+                    )
+            latency.sort()
+            results["english"] = {
+                "label": f"{label}, English (LoCoMo, {len(english)} conversation"
+                + ("s)" if len(english) > 1 else ")"),
+                "scores": scores,
+                "p50": latency[len(latency) // 2],
+                "p99": latency[int(len(latency) * 0.99)],
+            }
     return results
+
+
+def _per_session_count(
+    client: Any, users: list[tuple[str, locomo.Conversation]]
+) -> dict[str, dict[int, locomo.Scores]]:
+    """R@1 of the default variant (the language detected) by how many sessions the user had
+    when asked: each question asked again as of the end of each session from its own on
+    (``as_of`` leaves out every episode that ended after it), so count 2 ranks the gold
+    among the user's first two sessions — a new user's memory from its first, shortest
+    sessions. Count 1 has one candidate: it checks that the first session is found at all."""
+    by_language: dict[str, dict[int, locomo.Scores]] = {}
+    for language, conv in users:
+        counts = by_language.setdefault(language, {})
+        ends = [max(m.ts for m in session.messages) for session in conv.sessions]
+        order = {session.thread_id: i for i, session in enumerate(conv.sessions)}
+        for q in conv.questions:
+            first = min(order[t] for t in q.evidence_threads)
+            for seen in range(first, len(conv.sessions)):
+                answer = client.recall(conv.dataset, q.question, limit=10, as_of=ends[seen])
+                counts.setdefault(seen + 1, locomo.Scores()).add(
+                    language,
+                    [e.episode.thread_label for e in answer.episodes],
+                    q.evidence_threads,
+                )
+    return by_language
 
 
 def run_direct(
@@ -403,6 +464,14 @@ def main(argv: list[str] | None = None) -> int:
         "languages are embedded by e5)",
     )
     parser.add_argument(
+        "--english",
+        type=int,
+        default=1,
+        metavar="N",
+        help="through the suite: also the first N conversations of LoCoMo (English), written "
+        "into the same suite and reported beside (0: none)",
+    )
+    parser.add_argument(
         "--locomo",
         type=int,
         metavar="N",
@@ -446,14 +515,17 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             )
             continue
+        english = locomo.load(limit=args.english) if args.english else None
         for multilingual in args.multilingual.split(",") if embedder == "minilm" else ["auto"]:
-            report(users, run(embedder, users, multilingual))
+            report(users, run(embedder, users, multilingual, english))
     return 0
 
 
 def report(users: list[tuple[str, locomo.Conversation]], results: dict[str, Any]) -> None:
     """Prints one embedder's results: detection, the table, misses and abstention."""
     detection = results.pop("detection", None)
+    per_count = results.pop("per session count", None)
+    english = results.pop("english", None)
     if detection:
         right = sum(want == got and origin == "detected" for _, want, got, origin in detection)
         print(f"languages detected by the Summariser: {right} of {len(detection)} datasets right")
@@ -475,6 +547,28 @@ def report(users: list[tuple[str, locomo.Conversation]], results: dict[str, Any]
         cells.append(f"{o['R@1']:.3f} / {o['R@5']:.3f} / {o['MRR']:.3f}")
         cells.append(f"{r['p50']:.1f} / {r['p99']:.1f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
+    if english:
+        o = english["scores"].overall()
+        print(
+            f"| {english['label']} | "
+            + " | ".join("" for _ in languages)
+            + f" | {o['R@1']:.3f} / {o['R@5']:.3f} / {o['MRR']:.3f} | "
+            f"{english['p50']:.1f} / {english['p99']:.1f} |"
+        )
+    if per_count:
+        counts = sorted({n for by in per_count.values() for n in by})
+        print("\nR@1 by how many sessions the user had when asked (language detected):")
+        print("| sessions | " + " | ".join(languages) + " | all | questions |")
+        print("|---" * (len(languages) + 3) + "|")
+        for n in counts:
+            every = locomo.Scores()
+            cells = []
+            for lang in languages:
+                scores = per_count.get(lang, {}).get(n, locomo.Scores())
+                every._rows.extend(scores._rows)
+                cells.append(f"{scores.overall()['R@1']:.3f}")
+            o = every.overall()
+            print(f"| {n} | " + " | ".join(cells) + f" | {o['R@1']:.3f} | {int(o['n'])} |")
     for name, r in results.items():
         if r.get("misses"):
             print(f"\nmisses of {name} (score parts: the first ranked, then the gold):")
