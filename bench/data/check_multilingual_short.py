@@ -45,9 +45,10 @@ SHORT_SUFFIX = 2
 
 TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 DATASET_RE = re.compile(
-    r"^(?:mls|ml4|ml5|ml6|ml7|ml8)-(fr|es|de|it|pt|nl|pl)-(\d{2})$"
+    r"^(?:mls|ml4|ml5|ml6|ml7|ml8|ml9)-(fr|es|de|it|pt|nl|pl)-(\d{2})$"
 )  # ml4-: the fourth set; ml5-: the fifth set; ml6-: the sixth set; ml7-: the seventh set;
 # ml8-: the eighth set
+# ml9-: the ninth set
 TOP_KEYS = {"dataset", "language", "threads", "questions"}
 THREAD_KEYS = {"thread_id", "started_at", "messages"}
 MESSAGE_KEYS = {"role", "content", "ts", "name"}
