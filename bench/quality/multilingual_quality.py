@@ -158,44 +158,45 @@ def run(
                 c = _with_dataset(conv, suffix)
                 scores = per_language.setdefault(language, locomo.Scores())
                 for q in c.questions:
-                    t0 = time.perf_counter()
-                    answer = client.recall(c.dataset, q.question, limit=10, as_of=q.asked_at)
-                    latency.append((time.perf_counter() - t0) * 1000)
-                    scores.add(
-                        language,
-                        [e.episode.thread_label for e in answer.episodes],
-                        q.evidence_threads,
-                    )
-            latency.sort()
-            results[f"{label}, {name}"] = {
-                "scores": per_language,
-                "p50": latency[len(latency) // 2],
-                "p99": latency[int(len(latency) * 0.99)],
-            }
+                    _ask(client, c.dataset, q, q.asked_at, scores, language, latency)
+            results[f"{label}, {name}"] = {"scores": per_language, **_p50_p99(latency)}
         results["per session count"] = _per_session_count(client, users)
         if english:
             scores, latency = locomo.Scores(), []
             for conv in english:
                 for q in conv.questions:
-                    if not q.evidence_threads:
-                        continue
-                    t0 = time.perf_counter()
-                    answer = client.recall(conv.dataset, q.question, limit=10, as_of=q.asked_at)
-                    latency.append((time.perf_counter() - t0) * 1000)
-                    scores.add(
-                        q.category,
-                        [e.episode.thread_label for e in answer.episodes],
-                        q.evidence_threads,
-                    )
-            latency.sort()
+                    if q.evidence_threads:
+                        _ask(client, conv.dataset, q, q.asked_at, scores, q.category, latency)
             results["english"] = {
                 "label": f"{label}, English (LoCoMo, {len(english)} conversation"
                 + ("s)" if len(english) > 1 else ")"),
                 "scores": scores,
-                "p50": latency[len(latency) // 2],
-                "p99": latency[int(len(latency) * 0.99)],
+                **_p50_p99(latency),
             }
     return results
+
+
+def _ask(
+    client: Any,
+    dataset: str,
+    q: locomo.Question,
+    as_of: Any,
+    scores: locomo.Scores,
+    category: str,
+    latency: list[float] | None = None,
+) -> None:
+    """Asks ``q`` of ``dataset`` as of ``as_of`` through Recall and scores the sessions it
+    returns under ``category`` (with the call's time in ms added to ``latency``)."""
+    t0 = time.perf_counter()
+    answer = client.recall(dataset, q.question, limit=10, as_of=as_of)
+    if latency is not None:
+        latency.append((time.perf_counter() - t0) * 1000)
+    scores.add(category, [e.episode.thread_label for e in answer.episodes], q.evidence_threads)
+
+
+def _p50_p99(latency: list[float]) -> dict[str, float]:
+    ordered = sorted(latency)
+    return {"p50": ordered[len(ordered) // 2], "p99": ordered[int(len(ordered) * 0.99)]}
 
 
 def _per_session_count(
@@ -214,12 +215,8 @@ def _per_session_count(
         for q in conv.questions:
             first = min(order[t] for t in q.evidence_threads)
             for seen in range(first, len(conv.sessions)):
-                answer = client.recall(conv.dataset, q.question, limit=10, as_of=ends[seen])
-                counts.setdefault(seen + 1, locomo.Scores()).add(
-                    language,
-                    [e.episode.thread_label for e in answer.episodes],
-                    q.evidence_threads,
-                )
+                scores = counts.setdefault(seen + 1, locomo.Scores())
+                _ask(client, conv.dataset, q, ends[seen], scores, language)
     return by_language
 
 
