@@ -5,14 +5,16 @@ filtered request, are counted; erasing a thread forgets them."""
 
 from __future__ import annotations
 
+import os
 import random
 import threading
+import uuid
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, make_url, text
 
 from episodic import metrics
 from episodic.config import SchedulerSettings
@@ -321,7 +323,7 @@ def test_an_episode_completed_since_the_count_is_found_by_its_words(recall_engin
         assert late.episode_id in _lexical_only(conn, "quokka camera", words_only)
     _refresh(recall_engine)
     with recall_engine.begin() as conn:  # long after the count: only the postings have it
-        conn.execute(text("UPDATE kept_statistics SET counted_at = now() + interval '1 day'"))
+        conn.execute(text("UPDATE kept_statistics SET complete_before = now() + interval '1 day'"))
     with recall_engine.connect() as conn:
         assert late.episode_id in _lexical_only(conn, "quokka camera", words_only)
     with recall_engine.begin() as conn:
@@ -333,6 +335,111 @@ def test_an_episode_completed_since_the_count_is_found_by_its_words(recall_engin
         )
     with recall_engine.connect() as conn:  # neither lists nor "since": not a candidate
         assert late.episode_id not in _lexical_only(conn, "quokka camera", words_only)
+
+
+def test_a_completion_committed_after_the_count_began_is_read_since_it(recall_engine) -> None:  # type: ignore[no-untyped-def]
+    """An episode whose completion was still in progress while its dataset was counted is
+    in no postings list: the count records a moment before that completion began
+    (``complete_before``, from the transactions it saw in progress), and the episode is a
+    candidate through its words (``since the count``). The others, completed before it,
+    are not read again: a count made long after them lists them all."""
+    _fill(recall_engine)
+    _refresh(recall_engine)
+    with recall_engine.connect() as conn:
+        first = conn.execute(
+            text("SELECT complete_before, counted_at FROM kept_statistics WHERE dataset = 'big'")
+        ).one()
+    if os.environ.get("EPISODIC_TEST_CITUS"):  # the workers' transactions are not listed
+        assert first.complete_before is None
+        return
+    # The only session in progress was the count's own: the bound is its start.
+    assert first.complete_before is not None and first.complete_before <= first.counted_at
+    with recall_engine.connect() as writer:
+        writer = writer.execution_options(isolation_level="READ COMMITTED")  # not autocommit
+        committing = writer.begin()
+        late = make_episode(
+            writer,
+            "big",
+            ["the quokka smiled at the camera"],
+            ended_at=T0 - timedelta(days=30),
+            keep_count=False,  # the count's row lock would wait for this transaction
+        )
+        began = writer.execute(
+            text("UPDATE episodes SET completed_at = now() WHERE episode_id = :e RETURNING now()"),
+            {"e": late.episode_id},
+        ).scalar_one()  # as the Summariser completes one: its transaction's start
+        _refresh(recall_engine)  # its count does not see the episode
+        committing.commit()
+    with recall_engine.connect() as conn:
+        kept = conn.execute(
+            text("SELECT complete_before FROM kept_statistics WHERE dataset = 'big'")
+        ).scalar_one()
+        listed = conn.execute(
+            text("SELECT count(*) FROM kept_term_statistics WHERE :e = ANY(best_documents)"),
+            {"e": late.episode_id},
+        ).scalar_one()
+        assert listed == 0 and kept is not None and kept <= began
+        assert late.episode_id in _lexical_only(
+            conn, "quokka camera", Approximation(candidates=4, recent=0)
+        )
+    # Counted again with nothing in progress: the bound passes the episode's completion,
+    # so it is no longer read apart (its postings gone, nothing else brings it).
+    _refresh(recall_engine)
+    with recall_engine.begin() as conn:
+        assert conn.execute(
+            text("SELECT complete_before > :t FROM kept_statistics WHERE dataset = 'big'"),
+            {"t": began},
+        ).scalar_one()
+        conn.execute(
+            text(
+                "UPDATE kept_term_statistics SET best_documents = '{}', document_weights = '{}', "
+                "best_passages = '{}', passage_weights = '{}'"
+            )
+        )
+    with recall_engine.connect() as conn:
+        assert late.episode_id not in _lexical_only(
+            conn, "quokka camera", Approximation(candidates=4, recent=0)
+        )
+
+
+@pytest.mark.skipif(
+    bool(os.environ.get("EPISODIC_TEST_CITUS")), reason="on Citus the count always keeps the margin"
+)
+def test_a_count_that_cannot_see_every_session_falls_back_to_the_margin(  # type: ignore[no-untyped-def]
+    recall_engine, db_url
+) -> None:
+    """A role without pg_read_all_stats does not see other roles' transactions: the count
+    cannot bound what they commit, keeps no ``complete_before``, and Recall reads from the
+    count's start less the margin, as before."""
+    _fill(recall_engine)
+    role = f"counter_{uuid.uuid4().hex[:8]}"
+    with recall_engine.connect() as admin:
+        admin = admin.execution_options(isolation_level="AUTOCOMMIT")
+        admin.execute(text(f"CREATE ROLE {role} LOGIN"))
+        admin.execute(text(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}"))
+        admin.execute(text(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}"))
+        admin.execute(text(f"GRANT USAGE ON SCHEMA public TO {role}"))
+    counter = make_engine(make_url(db_url).set(username=role).render_as_string(hide_password=False))
+    try:
+        with recall_engine.connect() as other:  # the superuser's transaction, hidden
+            other.execute(text("SELECT 1"))
+            assert _refresh(counter) is not None
+        with recall_engine.connect() as conn:
+            kept = conn.execute(
+                text(
+                    "SELECT complete_before, "
+                    f"{kept_statistics.COMPLETE_BEFORE_SQL} AS since, "
+                    "counted_at FROM kept_statistics k WHERE dataset = 'big'"
+                )
+            ).one()
+        assert kept.complete_before is None
+        assert kept.since == kept.counted_at - timedelta(minutes=10)
+    finally:
+        counter.dispose()
+        with recall_engine.connect() as admin:
+            admin = admin.execution_options(isolation_level="AUTOCOMMIT")
+            admin.execute(text(f"DROP OWNED BY {role}"))
+            admin.execute(text(f"DROP ROLE {role}"))
 
 
 @pytest.mark.parametrize("kept", [True, False], ids=["kept", "counted"])

@@ -186,7 +186,7 @@ def test_a_list_it_cannot_read_leaves_the_lists_to_the_statement() -> None:
     ids = [UUID(int=i).bytes for i in (1, 2)]
     weights = [struct.pack(">d", w) for w in (2.0, 1.0)]
     row = {
-        "dn": 2, "davg": 5.0, "pn": 2, "pavg": 3.0, "counted_at": datetime.datetime.now(),
+        "dn": 2, "davg": 5.0, "pn": 2, "pavg": 3.0, "complete_before": datetime.datetime.now(),
         "query_words": 1, "lexeme": "zebra", "weight": 1.0, "term": "zebra",
         "ddf": 2.0, "pdf": 2.0, "pooled": True,
         "documents": sent(ids, 16), "document_weights": sent(weights, 8),

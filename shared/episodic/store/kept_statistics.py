@@ -41,9 +41,18 @@ from sqlalchemy.engine import Connection, Engine
 from episodic.store import episode_counts
 from episodic.store.distribution import across_datasets
 from episodic.store.ranking_options import BM25_B, BM25_K1, PASSAGE_BM25
-from episodic.store.shards import read_every_shard
+from episodic.store.shards import distributed, read_every_shard
 
-__all__ = ["BEST_KEPT", "STALE_SHARE", "Refreshed", "drop", "due", "refresh", "thread_erased"]
+__all__ = [
+    "BEST_KEPT",
+    "COMPLETE_BEFORE_SQL",
+    "STALE_SHARE",
+    "Refreshed",
+    "drop",
+    "due",
+    "refresh",
+    "thread_erased",
+]
 
 #: Per word, how many of its best holders are kept with their weights (documents, and
 #: threads of chunks), best first: its postings in impact order, from which the approximate
@@ -59,6 +68,33 @@ COUNT_CEILING = timedelta(minutes=30)
 #: How far a dataset's completed episodes may move (a share of the count kept) before its
 #: statistics are counted again: 1 % of 100k is 1,000 episodes.
 STALE_SHARE = 0.01
+
+
+#: Where the refresh could not tell which completions its count holds
+#: (:data:`_COMPLETE_BEFORE`): how long before the count began an episode completed may
+#: have been committing still (the Summariser's transaction ceiling, with room).
+SINCE_MARGIN = "10 minutes"
+
+#: Of a row ``k`` of ``kept_statistics``: a moment before which every completed episode
+#: (by ``completed_at``) is in the count. Recall reads those completed since apart (the
+#: ``since the count`` part of store/ranking_sql.py).
+COMPLETE_BEFORE_SQL = f"coalesce(k.complete_before, k.counted_at - interval '{SINCE_MARGIN}')"
+
+# An episode's completed_at is its completing transaction's start (now()). A completion the
+# count does not see committed after the count's snapshot, which is taken after this
+# statement: so its transaction either was in progress here (its start is among these) or
+# began after this transaction did. The least of those starts is then a moment before which
+# every completed episode is in the count. NULL where a transaction could hide from it: a
+# session this role may not see (no pg_read_all_stats), or a prepared transaction (no
+# session; its start unknown).
+_COMPLETE_BEFORE = """
+    SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM pg_prepared_xacts)
+                 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                                 WHERE a.query = '<insufficient privilege>')
+           THEN least(now(), (SELECT min(a.xact_start) FROM pg_stat_activity a
+                              WHERE a.pid <> pg_backend_pid()))
+           END
+"""
 
 
 @dataclass(frozen=True)
@@ -223,10 +259,21 @@ def refresh(engine: Engine, dataset: str, *, best_kept: int = BEST_KEPT) -> Refr
                 before = conn.execute(text(_ERASURES), {"d": dataset}).scalar()
                 if before is None:
                     return None
+                # Before the counts' snapshots (each statement of this READ COMMITTED
+                # transaction takes its own). On Citus the count runs on a worker whose
+                # transactions the coordinator does not list: the margin instead.
+                complete_before = (
+                    None if distributed(conn) else conn.execute(text(_COMPLETE_BEFORE)).scalar()
+                )
                 drop(conn, dataset)
                 # Not RETURNING: Citus deparses it wrongly for an INSERT ... SELECT it
                 # pushes down to the shard.
                 conn.execute(text(_TOTALS), {"dataset": dataset})
+                if complete_before is not None:
+                    conn.execute(
+                        text("UPDATE kept_statistics SET complete_before = :at WHERE dataset = :d"),
+                        {"at": complete_before, "d": dataset},
+                    )
                 totals = conn.execute(
                     text("SELECT documents, passages FROM kept_statistics WHERE dataset = :d"),
                     {"d": dataset},

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from episodic.store.kept_statistics import COMPLETE_BEFORE_SQL
 from episodic.store.lexical_statistics import query_lexemes_cte
 from episodic.store.ranking_options import LEARNED_WEIGHTS, RankingOptions
 
@@ -56,7 +57,8 @@ def postings_statement(options: RankingOptions) -> str:
         WITH {query_lexemes_cte(options)},
         kept AS (
             SELECT k.documents::float8 AS dn, k.document_length AS davg,
-                   k.passages::float8 AS pn, k.passage_length AS pavg, k.counted_at
+                   k.passages::float8 AS pn, k.passage_length AS pavg,
+                   {COMPLETE_BEFORE_SQL} AS complete_before
             FROM kept_statistics k WHERE k.dataset = :dataset
         ),
         words AS MATERIALIZED (
@@ -70,7 +72,7 @@ def postings_statement(options: RankingOptions) -> str:
             SELECT w.lexeme FROM words w WHERE w.ddf + w.pdf > 0
             ORDER BY w.ddf + w.pdf, w.lexeme LIMIT :approx_words
         )
-        SELECT kept.dn, kept.davg, kept.pn, kept.pavg, kept.counted_at,
+        SELECT kept.dn, kept.davg, kept.pn, kept.pavg, kept.complete_before,
                (SELECT count(*) FROM q) AS query_words,
                w.lexeme, w.weight, w.term, w.ddf, w.pdf, p.lexeme IS NOT NULL AS pooled,
                array_send({_first("t.best_documents", postings)}) AS documents,
@@ -134,7 +136,9 @@ class KeptCounts:
     document_length: float
     passages: float
     passage_length: float
-    counted_at: datetime
+    #: every episode completed before this is in the counts (the ranking statement reads
+    #: those completed since apart)
+    complete_before: datetime
     #: every query lexeme, with its document and passage frequency (0: none holds it)
     lexemes: list[str]
     document_frequencies: list[float]
@@ -146,7 +150,7 @@ class KeptCounts:
             "kept_document_length": self.document_length,
             "kept_passages": self.passages,
             "kept_passage_length": self.passage_length,
-            "kept_counted_at": self.counted_at,
+            "kept_complete_before": self.complete_before,
             "kept_lexemes": self.lexemes,
             "kept_ddf": self.document_frequencies,
             "kept_pdf": self.passage_frequencies,
@@ -213,7 +217,7 @@ def choose_lexical_pool(
         document_length=float(first["davg"]),
         passages=pn,
         passage_length=float(first["pavg"]),
-        counted_at=first["counted_at"],
+        complete_before=first["complete_before"],
         lexemes=[str(r["lexeme"]) for r in asked],
         document_frequencies=[float(r["ddf"]) for r in asked],
         passage_frequencies=[float(r["pdf"]) for r in asked],

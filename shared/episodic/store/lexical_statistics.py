@@ -10,6 +10,7 @@ them into the statement.
 
 from __future__ import annotations
 
+from episodic.store.kept_statistics import COMPLETE_BEFORE_SQL
 from episodic.store.ranking_options import (
     BM25_B,
     BM25_K1,
@@ -163,7 +164,8 @@ def dataset_statistics(
         frequencies = f"""
         kept AS MATERIALIZED (
             SELECT k.documents::float8 AS dn, k.document_length AS davg,
-                   k.passages::float8 AS pn, k.passage_length AS pavg, k.counted_at
+                   k.passages::float8 AS pn, k.passage_length AS pavg,
+                   {COMPLETE_BEFORE_SQL} AS complete_before
             FROM kept_statistics k WHERE k.dataset = :dataset
         ),
         -- Each query word's frequencies (its postings are read for the pool's words only:
@@ -200,7 +202,7 @@ def dataset_statistics(
                    CAST(:kept_document_length AS float8) AS davg,
                    CAST(:kept_passages AS float8) AS pn,
                    CAST(:kept_passage_length AS float8) AS pavg,
-                   CAST(:kept_counted_at AS timestamptz) AS counted_at
+                   CAST(:kept_complete_before AS timestamptz) AS complete_before
         ),
         kept_terms AS MATERIALIZED (
             SELECT u.lexeme, u.ddf, u.pdf

@@ -329,14 +329,13 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
         # The kept path serves requests without filters only: every completed episode of
         # the dataset is a candidate. Read newest first by the index of when they were
         # completed (at most _SINCE_READ: the statistics are counted again after
-        # STALE_SHARE of them), from a while before the count began: an episode whose
-        # completion was still committing when the count read the dataset would be in
-        # neither (its completed_at is its transaction's start).
+        # STALE_SHARE of them), from the moment before which the count holds them all
+        # (kept_statistics.COMPLETE_BEFORE_SQL: an episode whose completion was still
+        # committing when the count read the dataset is in neither).
         "since the count": f"""SELECT n.episode_id FROM (
                 SELECT e.episode_id, e.search_vector FROM episodes e
                 WHERE e.dataset = :dataset AND e.status = 'completed'
-                  AND e.completed_at >= (SELECT counted_at FROM kept)
-                                        - interval '{_SINCE_MARGIN}'
+                  AND e.completed_at >= (SELECT complete_before FROM kept)
                 ORDER BY e.completed_at DESC LIMIT {_SINCE_READ}) n
             WHERE n.search_vector @@ (SELECT tq FROM qq)
             ORDER BY ts_rank(n.search_vector, (SELECT tq FROM qq), 1) DESC
@@ -361,10 +360,6 @@ def _kept_parts(counted: dict[str, str]) -> dict[str, str]:
                 AS best(episode_id)""",
     }
 
-
-#: How long before its count began an episode completed may have been committing still
-#: (the Summariser's transaction ceiling, with room).
-_SINCE_MARGIN = "10 minutes"
 
 #: At most how many of the episodes completed since the count are read for the query's
 #: words, newest first (a dataset of 100k is counted again after 1,000).
