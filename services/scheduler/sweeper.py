@@ -38,7 +38,7 @@ from sqlalchemy import Engine
 from episodic import loops, metrics
 from episodic.config import PrivacySettings, RecallSettings, RecoverySettings, SchedulerSettings
 from episodic.errors import describe_error, log_failure
-from episodic.store import episodes, kept_statistics
+from episodic.store import episodes, kept_statistics, nearest_indexes
 from episodic.store.db import is_database_outage, is_lock_conflict
 from episodic.store.lifecycle import LifecycleResult, run_lifecycle
 from episodic.store.sql import worker_id
@@ -158,6 +158,7 @@ class Sweeper:
         }
         self._results: dict[str, dict[str, object]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._indexer: threading.Thread | None = None  # start_nearest_indexes
 
     # -- one pass ------------------------------------------------------------------------
 
@@ -201,8 +202,14 @@ class Sweeper:
         result.threads_purged = lifecycle.threads_purged
         result.threads_compacted = lifecycle.threads_compacted
         if self.settings.statistics_interval.total_seconds() > 0:
+
+            def keep_derived() -> int:  # one lease: the counts, then the indexes beside
+                refreshed = self.refresh_statistics()
+                self.start_nearest_indexes()
+                return refreshed
+
             result.statistics_refreshed = self._singleton(
-                STATISTICS_LEASE, self.settings.statistics_interval, force, self.refresh_statistics
+                STATISTICS_LEASE, self.settings.statistics_interval, force, keep_derived
             )
 
     def timers_pass(
@@ -306,6 +313,61 @@ class Sweeper:
             )
             refreshed += 1
         return refreshed
+
+    def start_nearest_indexes(self) -> None:
+        """Runs :meth:`keep_nearest_indexes` in a thread of its own, unless one still runs:
+        a build takes minutes (100k episodes: ~6), and the maintenance loop's pass would
+        stall (EPISODIC_LOOP_STALL_AFTER) and hold the backstop and the lifecycle back."""
+        with self._state:
+            if self._indexer is not None and self._indexer.is_alive():
+                return
+            self._indexer = threading.Thread(
+                target=self._keep_nearest_indexes_logged, name="nearest-indexes", daemon=True
+            )
+            self._indexer.start()
+
+    def _keep_nearest_indexes_logged(self) -> None:
+        try:
+            self.keep_nearest_indexes()
+        except Exception as err:  # the next maintenance pass tries again
+            log_failure(log, "keeping the large datasets' nearest indexes failed", err)
+
+    def keep_nearest_indexes(self) -> int:
+        """Builds the missing own nearest indexes of the datasets above
+        ``nearest_index_above`` and drops the invalid ones and those no longer needed
+        (:mod:`episodic.store.nearest_indexes`), unless another builder runs (another
+        replica, ``episodic reindex --nearest``); how many it built and dropped."""
+        with nearest_indexes.exclusive(self.engine) as mine:
+            if not mine:
+                return 0
+            return self._keep_nearest_indexes()
+
+    def _keep_nearest_indexes(self) -> int:
+        with self.engine.connect() as conn:
+            todo = nearest_indexes.plan(conn, above=self.settings.nearest_index_above)
+        changed = 0
+        for index in todo.drop:
+            nearest_indexes.drop(self.engine, index)
+            metrics.nearest_index_changed("dropped" if index.valid else "invalid dropped")
+            changed += 1
+        for dataset in todo.build:
+            if self._stop.is_set():
+                break
+            with tracer.start_as_current_span("nearest indexes build"):
+                started = time.monotonic()
+                built = nearest_indexes.build(
+                    self.engine, dataset, memory=self.settings.nearest_index_memory
+                )
+            for _ in built:
+                metrics.nearest_index_changed("built")
+            if built:
+                log.info(
+                    "built %d nearest index(es) of a large dataset in %.1f s",
+                    len(built),
+                    time.monotonic() - started,
+                )
+            changed += len(built)
+        return changed
 
     def fire_due(
         self, now: datetime | None = None, result: SweepResult | None = None

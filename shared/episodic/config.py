@@ -224,6 +224,27 @@ class SchedulerSettings(BaseSettings):
         "their episodes, and counts them again. 0: never (Recall then counts them on every "
         "call of a large dataset).",
     )
+    nearest_index_above: int = Field(
+        default=20_000,
+        ge=0,
+        description="Datasets with more completed episodes than this get HNSW indexes of "
+        "their own on their partitions (summaries and chunks, store/nearest_indexes.py), "
+        "built by the maintenance with its statistics pass and dropped below half of it: "
+        "Recall's nearest walks then read only the dataset's rows, where the shared index "
+        "of a partition makes them pass over every other dataset's (at 1M episodes a "
+        "100k dataset's walks 33 / 30 ms against 59 / 52, the call 128 against 155). Each "
+        "episode and chunk of such a dataset is then written to two HNSW indexes: ~30-50 ms "
+        "more of the Summariser's database time per episode. Above "
+        "EPISODIC_RECALL_APPROXIMATE_ABOVE (its kept count says which datasets are "
+        "larger); 0: none, and every one built is dropped. Not on Citus.",
+    )
+    nearest_index_memory: str = Field(
+        default="1GB",
+        pattern=r"^[0-9]+\s*(kB|MB|GB|TB)$",
+        description="maintenance_work_mem of the sessions that build a dataset's own "
+        "nearest indexes: an HNSW graph that outgrows it is built on disk, many times "
+        "slower (100k episodes' summaries need ~300 MB, their 300k chunks ~1 GB).",
+    )
 
 
 class RecoverySettings(BaseSettings):

@@ -341,6 +341,27 @@ RECALL_STATISTICS = _spec(
     ("source",),
     "recall",
 )
+RECALL_NEAREST_WALKS = _spec(
+    "episodic.recall.nearest_walks",
+    "counter",
+    "{request}",
+    "Recalls of a large dataset (the approximate path) with a query vector, by which HNSW "
+    "indexes their nearest walks read: own (the dataset's own, which the Scheduler builds "
+    "above EPISODIC_NEAREST_INDEX_ABOVE) or shared (its partition's: the dataset is below "
+    "that size, or its own are missing or being built).",
+    ("index",),
+    "recall",
+)
+NEAREST_INDEX_CHANGES = _spec(
+    "episodic.nearest_index.changes",
+    "counter",
+    "{index}",
+    "Large datasets' own nearest indexes the maintenance built, dropped (the dataset fell "
+    "below half of EPISODIC_NEAREST_INDEX_ABOVE, or is gone) or dropped as invalid (a build "
+    "that did not finish, built again on the next pass).",
+    ("change",),
+    "scheduler",
+)
 # -- Lifecycle and erasure ----------------------------------------------------------------
 LIFECYCLE_THREADS = _spec(
     "episodic.lifecycle.threads",
@@ -461,6 +482,8 @@ _recall_candidates = _histogram(RECALL_CANDIDATES, COUNT_BUCKETS)
 _recall_results = _histogram(RECALL_RESULTS, COUNT_BUCKETS)
 _recall_abstained = _counter(RECALL_ABSTAINED)
 _recall_statistics = _counter(RECALL_STATISTICS)
+_recall_nearest_walks = _counter(RECALL_NEAREST_WALKS)
+_nearest_index_changes = _counter(NEAREST_INDEX_CHANGES)
 _lifecycle_threads = _counter(LIFECYCLE_THREADS)
 _erasures = _counter(ERASURES)
 _erased_rows = _counter(ERASED_ROWS)
@@ -578,6 +601,15 @@ def recall_abstained() -> None:
 def recall_statistics(*, kept: bool) -> None:
     """An approximate recall's BM25 statistics were the dataset's kept ones, or counted."""
     _recall_statistics.add(1, {"source": "kept" if kept else "counted"})
+
+
+def recall_nearest_walks(*, own: bool) -> None:
+    """An approximate recall's nearest walks read the dataset's own indexes, or shared."""
+    _recall_nearest_walks.add(1, {"index": "own" if own else "shared"})
+
+
+def nearest_index_changed(change: Literal["built", "dropped", "invalid dropped"]) -> None:
+    _nearest_index_changes.add(1, {"change": change})
 
 
 def lifecycle_threads(action: Literal["purged", "compacted"], count: int) -> None:

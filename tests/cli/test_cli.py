@@ -226,6 +226,32 @@ def test_reindex_needs_only_the_database(engine, db_url) -> None:  # type: ignor
     assert wrong.returncode == 1 and "dimensional" in wrong.stderr
 
 
+def test_reindex_nearest_builds_a_large_datasets_own_indexes(engine, db_url) -> None:  # type: ignore[no-untyped-def]
+    """``reindex --nearest`` builds the own nearest indexes of the datasets above
+    EPISODIC_NEAREST_INDEX_ABOVE (their kept count says which) and drops them once the
+    threshold leaves them out."""
+    from episodic.store import episode_counts, nearest_indexes
+    from tests.recall.factory import make_episode
+
+    with engine.begin() as conn:
+        for i in range(4):
+            make_episode(conn, "grown", [f"message {i}"])
+    assert episode_counts.seed(engine, "grown") is not None
+    small = {"EPISODIC_NEAREST_INDEX_ABOVE": "3"}
+    out = _ok(small, "reindex", "--nearest", "--database-url", db_url)
+    names = nearest_indexes.index_names("grown")
+    assert "dataset grown: built " in out and all(n in out for n in names.values()), out
+    assert "nothing to do: 1 dataset(s)" in _ok(
+        small, "reindex", "--nearest", "--database-url", db_url
+    )
+    out = _ok(
+        {"EPISODIC_NEAREST_INDEX_ABOVE": "0"}, "reindex", "--nearest", "--database-url", db_url
+    )
+    assert all(f"dropped {name} (no longer needed)" in out for name in names.values()), out
+    both = _run(small, "reindex", "--nearest", "--dataset", "grown", "--database-url", db_url)
+    assert both.returncode == 2 and "--nearest takes no" in both.stderr
+
+
 def test_reindex_reembed_moves_the_store_to_another_model(engine, db_url) -> None:  # type: ignore[no-untyped-def]
     from tests.recall.factory import make_episode
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from episodic.endpoints import SERVICES
@@ -58,6 +59,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     if args.statistics:
         return _keep_statistics(args)
+    if args.nearest:
+        return _keep_nearest_indexes(args)
     if args.dataset is not None and not args.reembed:
         print(
             "--dataset needs --reembed (re-embed that dataset with the model its language "
@@ -153,6 +156,49 @@ def _keep_statistics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keep_nearest_indexes(args: argparse.Namespace) -> int:
+    """``reindex --nearest``: builds the large datasets' own nearest indexes that are
+    missing, drops those no longer needed or left invalid (what the Scheduler's
+    maintenance does, store/nearest_indexes.py)."""
+    from episodic.config import get_settings
+    from episodic.store import nearest_indexes
+    from episodic.store.db import make_engine
+
+    if args.reembed or args.dataset is not None:
+        print("--nearest takes no --reembed nor --dataset", file=sys.stderr)
+        return 2
+    url = _database_url(args)
+    if not url:
+        return 2
+    scheduler = get_settings().scheduler
+    engine = make_engine(url, pool_size=2, application_name="episodic-reindex")
+    try:
+        # after a build running elsewhere (the Scheduler's), whose index is invalid until done
+        with nearest_indexes.exclusive(engine, wait=True):
+            return _keep_nearest(engine, scheduler)
+    finally:
+        engine.dispose()
+
+
+def _keep_nearest(engine: Any, scheduler: Any) -> int:
+    """What ``reindex --nearest`` does, as the one builder."""
+    from episodic.store import nearest_indexes
+
+    with engine.connect() as conn:
+        todo = nearest_indexes.plan(conn, above=scheduler.nearest_index_above)
+    for index in todo.drop:
+        nearest_indexes.drop(engine, index)
+        print(f"dropped {index.name} ({'no longer needed' if index.valid else 'invalid'})")
+    for dataset in todo.build:
+        started = time.monotonic()
+        built = nearest_indexes.build(engine, dataset, memory=scheduler.nearest_index_memory)
+        took = time.monotonic() - started
+        print(f"dataset {dataset}: built {', '.join(built) or 'nothing'} in {took:.0f} s")
+    if not todo.drop and not todo.build:
+        print(f"nothing to do: {len(todo.built)} dataset(s) have their own nearest indexes")
+    return 0
+
+
 def _move_dataset(engine: Any, embedders: Any, vault: Any, dataset: str, *, late: bool) -> int:
     """``reindex --reembed --dataset``: re-embeds one dataset with the model its language
     calls for (services/summariser/spaces.py), however large, waiting for its language."""
@@ -238,6 +284,14 @@ def register(groups: CommandGroups) -> None:
         "completed episodes of every dataset larger than EPISODIC_RECALL_APPROXIMATE_ABOVE "
         "whose are missing or out of date, or of --dataset (the Scheduler does it every "
         "EPISODIC_STATISTICS_INTERVAL)",
+    )
+    reindex.add_argument(
+        "--nearest",
+        action="store_true",
+        help="build the HNSW indexes of their own that datasets larger than "
+        "EPISODIC_NEAREST_INDEX_ABOVE are missing, and drop those no longer needed or left "
+        "invalid by a build that did not finish (the Scheduler does it with its statistics, "
+        "every EPISODIC_STATISTICS_INTERVAL); Recall walks the shared indexes meanwhile",
     )
     reindex.add_argument(
         "--dataset",

@@ -66,7 +66,7 @@ from sqlalchemy import Connection
 
 from episodic import metrics
 from episodic.crypto import DatasetKey
-from episodic.store import episode_counts
+from episodic.store import episode_counts, nearest_indexes
 from episodic.store.episode_reads import (
     Opening,
     blinded_lexemes,
@@ -683,6 +683,8 @@ def _rank_with(
     kept = approximate is not None and with_query and approximate.kept_statistics and not filtered
     pool, walks = None, None
     pool_params: dict[str, object] = {}
+    if approximate is not None and with_vector:
+        metrics.recall_nearest_walks(own=nearest_indexes.has_own(conn, str(params["dataset"])))
     if kept and approximate is not None:
         if with_vector and approximate.walks is not None:  # beside the postings' read
             walks = approximate.walks.start(dict(params))  # a copy: read in threads
