@@ -84,15 +84,20 @@ COMPLETE_BEFORE_SQL = f"coalesce(k.complete_before, k.counted_at - interval '{SI
 # count does not see committed after the count's snapshot, which is taken after this
 # statement: so its transaction either was in progress here (its start is among these) or
 # began after this transaction did. The least of those starts is then a moment before which
-# every completed episode is in the count. NULL where a transaction could hide from it: a
-# session this role may not see (no pg_read_all_stats), or a prepared transaction (no
-# session; its start unknown).
+# every completed episode is in the count. Only this database's client sessions complete
+# episodes (another database's long query, or autovacuum, would hold the bound back for
+# nothing). NULL where a transaction could hide from it: a session this role may not see
+# (no pg_read_all_stats), or a prepared transaction (no session; its start unknown).
 _COMPLETE_BEFORE = """
-    SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM pg_prepared_xacts)
+    SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM pg_prepared_xacts
+                                 WHERE database = current_database())
                  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
-                                 WHERE a.query = '<insufficient privilege>')
+                                 WHERE a.datname = current_database()
+                                   AND a.query = '<insufficient privilege>')
            THEN least(now(), (SELECT min(a.xact_start) FROM pg_stat_activity a
-                              WHERE a.pid <> pg_backend_pid()))
+                              WHERE a.datname = current_database()
+                                AND a.backend_type = 'client backend'
+                                AND a.pid <> pg_backend_pid()))
            END
 """
 
