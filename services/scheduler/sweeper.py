@@ -54,6 +54,9 @@ RECLAIM_LEASE = "scheduler.reclaim"
 BACKSTOP_LEASE = "scheduler.backstop"
 LIFECYCLE_LEASE = "scheduler.lifecycle"
 STATISTICS_LEASE = "scheduler.statistics"
+#: How long one dataset's statistics refresh may run: its count's ceiling, and its count of
+#: completed episodes before it (store/kept_statistics.py).
+STATISTICS_STEP = kept_statistics.COUNT_CEILING + timedelta(minutes=1)
 SWEEP_LIMIT = 1000
 
 
@@ -298,6 +301,9 @@ class Sweeper:
         for dataset in datasets:
             if self._stop.is_set():
                 break
+            # A large dataset's count runs for minutes (300k episodes: ~4), under a
+            # statement ceiling of its own: the maintenance loop is not stalled meanwhile.
+            loops.step("statistics", within=STATISTICS_STEP.total_seconds())
             with tracer.start_as_current_span("statistics refresh") as span:
                 started = time.monotonic()
                 kept = kept_statistics.refresh(self.engine, dataset)

@@ -17,6 +17,11 @@ Usage, in the loop's thread::
     with watch.running():
         loops.step("claim_due_timers")   # where the pass is, for the stall report
         ...
+        loops.step("statistics", within=1860.0)  # a step bounded by a ceiling of its own
+
+A step whose own bound is longer than the loop's (a large dataset's statistics count, under
+a 30-minute statement ceiling) says so with ``within``: the pass is stalled only once it has
+outrun that bound too.
 
 :func:`step` names the step of whichever pass the calling thread runs (a no-op outside
 one), so domain code marks its steps without knowing which loop runs it.
@@ -56,6 +61,10 @@ class LoopWatch:
         self._lock = threading.Lock()
         self._started: float | None = None
         self._step = "starting"
+        # a step with a bound of its own longer than stall_after (step(within=...)):
+        # when it began, and for how long it may run
+        self._step_started = 0.0
+        self._step_within: float | None = None
 
     @contextmanager
     def running(self) -> Iterator[LoopWatch]:
@@ -64,6 +73,7 @@ class LoopWatch:
         with self._lock:
             self._started = time.monotonic()
             self._step = "starting"
+            self._step_within = None
         _local.watch = self
         try:
             yield self
@@ -73,9 +83,11 @@ class LoopWatch:
                 self._started = None
                 self._step = "idle"
 
-    def set_step(self, name: str) -> None:
+    def set_step(self, name: str, within: float | None = None) -> None:
         with self._lock:
             self._step = name
+            self._step_started = time.monotonic()
+            self._step_within = within
 
     def pass_age(self) -> float:
         """Seconds the current pass has run; 0 between passes."""
@@ -87,9 +99,13 @@ class LoopWatch:
         with self._lock:
             if self._started is None:
                 return None
-            age = time.monotonic() - self._started
+            now = time.monotonic()
+            age = now - self._started
             step = self._step
-        return Stall(self.name, age, step) if age > self.stall_after else None
+            bound = self.stall_after
+            if self._step_within is not None:  # the step may run as long as its own bound
+                bound = max(bound, self._step_started + self._step_within - self._started)
+        return Stall(self.name, age, step) if age > bound else None
 
 
 def watch(name: str, stall_after: float) -> LoopWatch:
@@ -114,11 +130,14 @@ def stalls() -> list[Stall]:
     return [s for s in (w.stall() for w in watches()) if s is not None]
 
 
-def step(name: str) -> None:
-    """Names the step the calling thread's pass is in (no-op outside a pass)."""
+def step(name: str, within: float | None = None) -> None:
+    """Names the step the calling thread's pass is in (no-op outside a pass). ``within``:
+    the seconds the step may take by a bound of its own longer than the loop's
+    ``stall_after`` (a statement ceiling set for it, say): the pass is stalled only once
+    the step has outrun that bound too."""
     current: LoopWatch | None = getattr(_local, "watch", None)
     if current is not None:
-        current.set_step(name)
+        current.set_step(name, within)
 
 
 def forget(name: str) -> None:
