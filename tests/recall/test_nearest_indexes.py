@@ -180,3 +180,30 @@ def test_the_maintenance_builds_them_beside_its_pass(recall_engine) -> None:  # 
             return nearest_indexes.plan(conn, above=10).built == ["large"]
 
     wait_until(built, timeout=60, message="the maintenance built no nearest index")
+
+
+def test_a_build_leaves_its_connection_as_it_found_it(recall_engine, db_url) -> None:  # type: ignore[no-untyped-def]
+    """The build's memory and ceiling are its session's while it runs: the pooled
+    connection goes back with the settings it had."""
+    from episodic.store.db import make_engine
+
+    _fill(recall_engine, "large", 11)
+    one = make_engine(db_url, pool_size=1)
+    try:
+
+        def settings() -> tuple[tuple[str, str], int]:
+            with one.connect() as conn:
+                row = conn.execute(
+                    text(
+                        "SELECT current_setting('maintenance_work_mem'), "
+                        "current_setting('statement_timeout'), pg_backend_pid()"
+                    )
+                ).one()
+            return (row[0], row[1]), row[2]
+
+        before, pid = settings()
+        assert len(nearest_indexes.build(one, "large", memory="77MB")) == 2
+        after, same = settings()
+        assert same == pid and after == before
+    finally:
+        one.dispose()

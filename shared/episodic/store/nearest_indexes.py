@@ -216,35 +216,42 @@ def build(engine: Engine, dataset: str, *, memory: str = "1GB") -> list[str]:
     names = index_names(dataset)
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        # For this session only: reset before the connection goes back to the pool.
         conn.execute(text("SELECT set_config('maintenance_work_mem', :m, false)"), {"m": memory})
         conn.execute(
             text("SELECT set_config('statement_timeout', :t, false)"),
             {"t": str(_BUILD_CEILING_MS)},
         )
-        for table, predicate in _TABLES.items():
-            name = names[table]
-            if conn.execute(text("SELECT to_regclass(:n) IS NOT NULL"), {"n": name}).scalar_one():
-                continue  # there (an invalid one is dropped by plan's drop first)
-            partition = _partition_of(conn, table, dataset)
-            if partition is None:
-                continue  # no row yet
-            statement = pgsql.SQL(
-                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {partition} "
-                "USING hnsw (embedding vector_cosine_ops) WHERE dataset = {dataset}" + predicate
-            ).format(
-                name=pgsql.Identifier(name),
-                partition=pgsql.Identifier(*partition),
-                dataset=pgsql.Literal(dataset),
-            )
-            _run(conn, statement)
-            _run(
-                conn,
-                pgsql.SQL("COMMENT ON INDEX {name} IS {dataset}").format(
-                    name=pgsql.Identifier(name), dataset=pgsql.Literal(dataset)
-                ),
-            )
-            built.append(name)
-            log.info("built %s, the nearest index of a large dataset on %s", name, partition)
+        try:
+            for table, predicate in _TABLES.items():
+                name = names[table]
+                if conn.execute(
+                    text("SELECT to_regclass(:n) IS NOT NULL"), {"n": name}
+                ).scalar_one():
+                    continue  # there (an invalid one is dropped by plan's drop first)
+                partition = _partition_of(conn, table, dataset)
+                if partition is None:
+                    continue  # no row yet
+                statement = pgsql.SQL(
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {partition} "
+                    "USING hnsw (embedding vector_cosine_ops) WHERE dataset = {dataset}" + predicate
+                ).format(
+                    name=pgsql.Identifier(name),
+                    partition=pgsql.Identifier(*partition),
+                    dataset=pgsql.Literal(dataset),
+                )
+                _run(conn, statement)
+                _run(
+                    conn,
+                    pgsql.SQL("COMMENT ON INDEX {name} IS {dataset}").format(
+                        name=pgsql.Identifier(name), dataset=pgsql.Literal(dataset)
+                    ),
+                )
+                built.append(name)
+                log.info("built %s, the nearest index of a large dataset on %s", name, partition)
+        finally:
+            conn.exec_driver_sql("RESET maintenance_work_mem")
+            conn.exec_driver_sql("RESET statement_timeout")
     return built
 
 
