@@ -349,31 +349,23 @@ class Sweeper:
             return self._keep_nearest_indexes()
 
     def _keep_nearest_indexes(self) -> int:
-        with self.engine.connect() as conn:
-            todo = nearest_indexes.plan(conn, above=self.settings.nearest_index_above)
-        changed = 0
-        for index in todo.drop:
-            nearest_indexes.drop(self.engine, index)
-            metrics.nearest_index_changed("dropped" if index.valid else "invalid dropped")
-            changed += 1
-        for dataset in todo.build:
-            if self._stop.is_set():
-                break
-            with tracer.start_as_current_span("nearest indexes build"):
-                started = time.monotonic()
-                built = nearest_indexes.build(
-                    self.engine, dataset, memory=self.settings.nearest_index_memory
-                )
-            for _ in built:
-                metrics.nearest_index_changed("built")
-            if built:
-                log.info(
-                    "built %d nearest index(es) of a large dataset in %.1f s",
-                    len(built),
-                    time.monotonic() - started,
-                )
-            changed += len(built)
-        return changed
+        changes = 0
+
+        def changed(change: nearest_indexes.Change, name: str, dataset: str) -> None:
+            nonlocal changes
+            changes += 1
+            metrics.nearest_index_changed(change)
+            log.info("%s %s, a nearest index of a large dataset", change, name)
+
+        with tracer.start_as_current_span("nearest indexes"):
+            nearest_indexes.keep(
+                self.engine,
+                above=self.settings.nearest_index_above,
+                memory=self.settings.nearest_index_memory,
+                changed=changed,
+                stopping=self._stop.is_set,
+            )
+        return changes
 
     def fire_due(
         self, now: datetime | None = None, result: SweepResult | None = None

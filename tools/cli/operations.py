@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 from episodic.endpoints import SERVICES
@@ -184,16 +183,19 @@ def _keep_nearest(engine: Any, scheduler: Any) -> int:
     """What ``reindex --nearest`` does, as the one builder."""
     from episodic.store import nearest_indexes
 
-    with engine.connect() as conn:
-        todo = nearest_indexes.plan(conn, above=scheduler.nearest_index_above)
-    for index in todo.drop:
-        nearest_indexes.drop(engine, index)
-        print(f"dropped {index.name} ({'no longer needed' if index.valid else 'invalid'})")
-    for dataset in todo.build:
-        started = time.monotonic()
-        built = nearest_indexes.build(engine, dataset, memory=scheduler.nearest_index_memory)
-        took = time.monotonic() - started
-        print(f"dataset {dataset}: built {', '.join(built) or 'nothing'} in {took:.0f} s")
+    def changed(change: nearest_indexes.Change, name: str, dataset: str) -> None:
+        if change == "built":
+            print(f"dataset {dataset}: built {name}", flush=True)
+        else:
+            state = "invalid" if change == "invalid dropped" else "no longer needed"
+            print(f"dropped {name} ({state})", flush=True)
+
+    todo = nearest_indexes.keep(
+        engine,
+        above=scheduler.nearest_index_above,
+        memory=scheduler.nearest_index_memory,
+        changed=changed,
+    )
     if not todo.drop and not todo.build:
         print(f"nothing to do: {len(todo.built)} dataset(s) have their own nearest indexes")
     return 0

@@ -40,10 +40,10 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql as pgsql
@@ -57,6 +57,7 @@ from episodic.store.shards import distributed
 __all__ = [
     "MOST_OF_ITS_PARTITION",
     "NEAREST_INDEX_PREFIX",
+    "Change",
     "OwnIndex",
     "Plan",
     "build",
@@ -64,10 +65,14 @@ __all__ = [
     "exclusive",
     "has_own",
     "index_names",
+    "keep",
     "plan",
 ]
 
 log = logging.getLogger(__name__)
+
+#: What :func:`keep` did to an index.
+Change = Literal["built", "dropped", "invalid dropped"]
 
 #: Every own index's name begins so (the rest: which table, and a digest of the dataset).
 NEAREST_INDEX_PREFIX = "nearest_own_"
@@ -139,19 +144,48 @@ def plan(conn: Connection, *, above: int) -> Plan:
         for r in conn.execute(text(_SIZES), {"floor": above // 2 if above else None})
     }
     keep = {d for d, n in sizes.items() if above and n > above // 2}
-    result = Plan()
-    valid: dict[str, set[str]] = {}
-    for index in own:
-        if not index.valid or index.dataset not in keep:
-            result.drop.append(index)
-        else:
-            valid.setdefault(index.dataset, set()).add(index.name)
+    result = Plan(drop=[i for i in own if not i.valid or i.dataset not in keep])
+    complete = _complete(i for i in own if i not in result.drop)
     for dataset in sorted(d for d, n in sizes.items() if above and n > above):
-        if valid.get(dataset, set()) >= set(index_names(dataset).values()):
+        if dataset in complete:
             result.built.append(dataset)
         elif _share_of_partition(conn, dataset, sizes[dataset]) <= MOST_OF_ITS_PARTITION:
             result.build.append(dataset)
     return result
+
+
+def _complete(own: Iterable[OwnIndex]) -> set[str]:
+    """The datasets that have both their own indexes, valid, among ``own``."""
+    valid: dict[str, set[str]] = {}
+    for index in own:
+        if index.valid and index.dataset:
+            valid.setdefault(index.dataset, set()).add(index.name)
+    return {d for d, names in valid.items() if names >= set(index_names(d).values())}
+
+
+def keep(
+    engine: Engine,
+    *,
+    above: int,
+    memory: str,
+    changed: Callable[[Change, str, str], None],
+    stopping: Callable[[], bool] = lambda: False,
+) -> Plan:
+    """Does what :func:`plan` says, as the one builder (the caller holds
+    :func:`exclusive`): drops, then builds, one dataset at a time until ``stopping``;
+    ``changed(change, index name, dataset)`` after each ("built", "dropped", "invalid
+    dropped"). The plan it followed."""
+    with engine.connect() as conn:
+        todo = plan(conn, above=above)
+    for index in todo.drop:
+        drop(engine, index)
+        changed("dropped" if index.valid else "invalid dropped", index.name, index.dataset)
+    for dataset in todo.build:
+        if stopping():
+            break
+        for name in build(engine, dataset, memory=memory):
+            changed("built", name, dataset)
+    return todo
 
 
 #: A dataset of more than this share of its partition's episodes gets no index of its own:
@@ -178,8 +212,7 @@ def _share_of_partition(conn: Connection, dataset: str, completed: int) -> float
 #: index being built is invalid until it is done, and must not be taken for one a crash
 #: left (plan's drop) by a second builder (another Scheduler replica, ``reindex
 #: --nearest``).
-_BUILDER_LOCK = "SELECT pg_try_advisory_lock(hashtextextended('episodic:nearest_indexes', 0))"
-_BUILDER_WAIT = "SELECT pg_advisory_lock(hashtextextended('episodic:nearest_indexes', 0))"
+_BUILDER = "hashtextextended('episodic:nearest_indexes', 0)"
 
 
 @contextmanager
@@ -191,19 +224,15 @@ def exclusive(engine: Engine, *, wait: bool = False) -> Iterator[bool]:
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         if wait:
-            conn.execute(text(_BUILDER_WAIT))
+            conn.execute(text(f"SELECT pg_advisory_lock({_BUILDER})"))
             mine = True
         else:
-            mine = bool(conn.execute(text(_BUILDER_LOCK)).scalar())
+            mine = bool(conn.execute(text(f"SELECT pg_try_advisory_lock({_BUILDER})")).scalar())
         try:
             yield mine
         finally:
             if mine:
-                conn.execute(
-                    text(
-                        "SELECT pg_advisory_unlock(hashtextextended('episodic:nearest_indexes', 0))"
-                    )
-                )
+                conn.execute(text(f"SELECT pg_advisory_unlock({_BUILDER})"))
 
 
 def build(engine: Engine, dataset: str, *, memory: str = "1GB") -> list[str]:
@@ -315,14 +344,8 @@ def has_own(conn: Connection, dataset: str) -> bool:
                 _OWN_INDEXES.replace(":prefix", "%(prefix)s"),
                 {"prefix": NEAREST_INDEX_PREFIX + "%"},
             ).fetchall()
-        valid: dict[str, set[str]] = {}
-        for r in rows:
-            if r["valid"] and r["dataset"]:
-                valid.setdefault(r["dataset"], set()).add(r["name"])
-        known = (
-            now,
-            frozenset(d for d, names in valid.items() if names >= set(index_names(d).values())),
-        )
+        own = (OwnIndex(r["name"], r["dataset"] or "", bool(r["valid"])) for r in rows)
+        known = (now, frozenset(_complete(own)))
         with _known_lock:
             _known = known
     return dataset in known[1]
