@@ -110,6 +110,16 @@ def test_a_statement_lost_to_another_transaction_is_aborted_and_an_outage_unavai
     internal = psycopg.errors.lookup("XX000")
     for message, code in (
         ("failure on connection marked as essential: 127.0.0.1:5433", grpc.StatusCode.UNAVAILABLE),
+        # a worker's connection gone mid-statement: libpq's words, relayed without a code
+        (
+            "server closed the connection unexpectedly\n\tThis probably means the server "
+            "terminated abnormally\n\tbefore or while processing the request.",
+            grpc.StatusCode.UNAVAILABLE,
+        ),
+        (
+            "could not commit transaction for shard 102008 on at least one active node",
+            grpc.StatusCode.UNAVAILABLE,
+        ),
         ("cache lookup failed for relation 16384", grpc.StatusCode.INTERNAL),
     ):
         raised.append(InternalError("statement", {}, internal(message)))

@@ -91,6 +91,13 @@ class Writer:
                         return
 
 
+def _unhandled(log: str) -> str:
+    """The service's own account of a call it answered INTERNAL (the lines from its
+    ``unhandled error`` record on), for the assertion that no call should have been."""
+    at = log.find("unhandled error")
+    return log[at : at + 3000] if at >= 0 else "(no unhandled error in the service log)"
+
+
 def _worker_of(engine, dataset: str) -> int:  # type: ignore[no-untyped-def]
     """The port of the worker holding ``dataset``'s messages."""
     with engine.connect() as conn:
@@ -160,7 +167,7 @@ def test_a_killed_worker_fails_its_calls_retryably_and_loses_nothing() -> None:
                         t.join(30)
                 for name, w in writers.items():
                     unexpected = set(w.failures) - {c.name for c in RETRYABLE}
-                    assert not unexpected, (name, w.failures, w.messages)
+                    assert not unexpected, (name, w.failures, w.messages, _unhandled(ingest.log()))
                     for message in w.messages:
                         assert "Traceback" not in message and "psycopg" not in message, message
                     # every acknowledged message once, at its receipt's sequence, no gap

@@ -150,13 +150,39 @@ def is_database_outage(err: BaseException) -> bool:
 
 #: What Citus says (SQLSTATE XX000, internal_error, with no code of its own) when a
 #: connection of the transaction to a worker broke: a worker down or restarting, which the
-#: coordinator reports like a bug (remote_transaction.c). A connection it cannot open is
-#: 08006, an outage already.
-CITUS_LOST_NODE = "failure on connection marked as essential"
+#: coordinator reports like a bug. A connection it cannot open is 08006, an outage already.
+#: The phrases, from Citus 14's sources:
+#:
+#: - remote_transaction.c: a connection the transaction needed broke;
+#: - placement_connection.c: a shard's commit failed on its worker (a deferred constraint
+#:   could say so too; the schema has none);
+#: - adaptive_executor.c: every placement of a task lost its connection;
+#: - remote_commands.c ``ReportResultError``: a result libpq made itself, with no SQLSTATE,
+#:   because the worker's connection went away mid-statement, is relayed as XX000 with
+#:   libpq's own words (fe-misc.c, fe-secure.c, fe-exec.c). Seen once in CI (2026-12-07):
+#:   an INTERNAL among a killed worker's calls.
+CITUS_LOST_NODE = (
+    "failure on connection marked as essential",
+    "could not commit transaction for shard",
+    "execution cannot recover from multiple connection failures",
+    "server closed the connection unexpectedly",
+    "connection to server was lost",
+    "could not receive data from server",
+    "could not send data to server",
+    "no connection to the server",
+    "lost synchronization with server",
+    "SSL SYSCALL error",
+    "SSL connection has been closed unexpectedly",
+)
 
 
 def citus_lost_a_node(err: BaseException) -> bool:
-    return sqlstate(err) == "XX000" and CITUS_LOST_NODE in str(getattr(err, "orig", err))
+    """Whether ``err`` is Citus reporting a worker connection lost (:data:`CITUS_LOST_NODE`)
+    as an internal error: a worker down or restarting, retryable, not a bug."""
+    if sqlstate(err) != "XX000":
+        return False
+    message = str(getattr(err, "orig", err))
+    return any(phrase in message for phrase in CITUS_LOST_NODE)
 
 
 #: SQLSTATEs of a transaction that lost to another and may run again whole: deadlock
