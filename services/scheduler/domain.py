@@ -799,6 +799,21 @@ def acquire_lease(conn: Connection, name: str, holder: str, ttl: timedelta) -> L
     return Lease(name=name, last_run_at=row[0], db_now=row[1] - ttl)
 
 
+def renew_lease(conn: Connection, name: str, holder: str, ttl: timedelta) -> bool:
+    """Extends lease ``name`` by ``ttl`` from now if ``holder`` still holds it (expired or
+    not: nobody else took it); False when another replica has taken it meanwhile."""
+    return (
+        conn.execute(
+            text(
+                "UPDATE leases SET expires_at = now() + :ttl "
+                "WHERE name = :name AND holder = :holder"
+            ),
+            {"name": name, "holder": holder, "ttl": ttl},
+        ).rowcount
+        == 1
+    )
+
+
 def mark_lease_run(
     conn: Connection, name: str, holder: str, result: dict[str, object] | None = None
 ) -> bool:

@@ -24,10 +24,11 @@ lock keep replicas apart).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -494,7 +495,7 @@ class Sweeper:
                 assert lease.last_run_at is not None
                 self._schedule(name, (lease.last_run_at + interval - lease.db_now).total_seconds())
                 return 0
-            with tracer.start_as_current_span(f"{name} sweep"):
+            with tracer.start_as_current_span(f"{name} sweep"), self._holding(name, ttl):
                 done = work()
             with self.engine.begin() as conn:
                 domain.mark_lease_run(conn, name, self.worker, self._results.pop(name, None))
@@ -502,6 +503,37 @@ class Sweeper:
             return done
         finally:
             lock.release()
+
+    @contextlib.contextmanager
+    def _holding(self, name: str, ttl: timedelta) -> Iterator[None]:
+        """Renews lease ``name`` every third of its ttl while its sweep runs. A sweep may
+        run far longer than the ttl (a large dataset's statistics count: minutes; a
+        retention purge); unrenewed, the lease would lapse and another replica would take
+        it and run the same sweep beside this one (2026-12-07: a dataset counted twice)."""
+        finished = threading.Event()
+
+        def renew() -> None:
+            while not finished.wait(ttl.total_seconds() / 3):
+                try:
+                    with self.engine.begin() as conn:
+                        held = domain.renew_lease(conn, name, self.worker, ttl)
+                except Exception as err:  # the database away: the next turn tries again
+                    log.warning("could not renew the %s lease: %s", name, describe_error(err))
+                    continue
+                if not held:  # this replica was too slow (frozen): another leads now
+                    log.warning(
+                        "lost the %s lease while its sweep ran; another replica took it",
+                        name,
+                    )
+                    return
+
+        keeper = threading.Thread(target=renew, name=f"{name} lease", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            finished.set()
+            keeper.join()
 
     # -- the loop ------------------------------------------------------------------------
 

@@ -327,3 +327,40 @@ def test_a_batch_fires_every_timer_and_keeps_the_one_rearmed_after_its_claim(eng
         ).all()
     assert left == [(rearmed, None)]
     check_invariants(engine)
+
+
+def test_a_sweep_longer_than_its_lease_keeps_the_lease_until_it_ends(engine) -> None:  # type: ignore[no-untyped-def]
+    """A singleton sweep may outrun its lease's ttl (a large dataset's statistics count
+    runs for minutes): the replica renews the lease while the sweep runs, so no other
+    replica takes it and runs the same sweep beside it; once the sweep ends the lease is
+    left to lapse as before."""
+    ttl = timedelta(seconds=2)
+    sweeper = Sweeper(engine, settings(lease_ttl=ttl), "slow")
+    seen: dict[str, object] = {}
+
+    def expiry() -> object:
+        with engine.connect() as conn:
+            return conn.execute(
+                text("SELECT expires_at FROM leases WHERE name = 'scheduler.statistics'")
+            ).scalar_one()
+
+    def long_sweep() -> int:
+        first = expiry()
+        # The lease's first expiry passes while the sweep still runs (time, not work, is
+        # what is waited for here: the ttl must run out).
+        wait_until(lambda: db_now(engine) > first, 30, message="the ttl never ran out")
+        with engine.begin() as conn:
+            seen["rival"] = domain.acquire_lease(conn, "scheduler.statistics", "rival", ttl)
+        seen["renewed"] = expiry() > first
+        return 1
+
+    assert sweeper._singleton("scheduler.statistics", timedelta(minutes=5), True, long_sweep) == 1
+    assert seen == {"rival": None, "renewed": True}
+    # Nobody renews it once the sweep is over: the rival gets it after its ttl.
+    end = expiry()
+    wait_until(lambda: db_now(engine) > end, 30)
+    with engine.begin() as conn:
+        assert domain.acquire_lease(conn, "scheduler.statistics", "rival", ttl) is not None
+    # A replica whose lease was taken meanwhile stops renewing it (the rival keeps it).
+    with engine.begin() as conn:
+        assert not domain.renew_lease(conn, "scheduler.statistics", "slow", ttl)
