@@ -214,7 +214,9 @@ class SchedulerSettings(BaseSettings):
     )
     lease_ttl: Duration = Field(
         default=timedelta(seconds=30),
-        description="Lease of the replica running the singleton sweeps (backstop, reclaim).",
+        description="Lease of the replica running the singleton sweeps (backstop, reclaim, "
+        "lifecycle, statistics); renewed every third of it while a sweep runs, so a replica "
+        "frozen longer than this loses it to another.",
     )
     statistics_interval: Duration = Field(
         default=timedelta(minutes=5),
