@@ -509,7 +509,7 @@ class Sweeper:
         """Renews lease ``name`` every third of its ttl while its sweep runs. A sweep may
         run far longer than the ttl (a large dataset's statistics count: minutes; a
         retention purge); unrenewed, the lease would lapse and another replica would take
-        it and run the same sweep beside this one (2026-12-07: a dataset counted twice)."""
+        it and run the same sweep beside this one (a large dataset counted twice)."""
         finished = threading.Event()
 
         def renew() -> None:

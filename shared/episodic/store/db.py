@@ -159,8 +159,8 @@ def is_database_outage(err: BaseException) -> bool:
 #: - adaptive_executor.c: every placement of a task lost its connection;
 #: - remote_commands.c ``ReportResultError``: a result libpq made itself, with no SQLSTATE,
 #:   because the worker's connection went away mid-statement, is relayed as XX000 with
-#:   libpq's own words (fe-misc.c, fe-secure.c, fe-exec.c). Seen once in CI (2026-12-07):
-#:   an INTERNAL among a killed worker's calls.
+#:   libpq's own words (fe-misc.c, fe-secure.c, fe-exec.c). CI (2026-12-07) saw one
+#:   INTERNAL among a killed worker's calls, most likely this (its log did not say).
 CITUS_LOST_NODE = (
     "failure on connection marked as essential",
     "could not commit transaction for shard",
