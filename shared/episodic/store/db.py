@@ -155,12 +155,14 @@ def is_database_outage(err: BaseException) -> bool:
 #:
 #: - remote_transaction.c: a connection the transaction needed broke;
 #: - placement_connection.c: a shard's commit failed on its worker (a deferred constraint
-#:   could say so too; the schema has none);
+#:   could say so too; the schema has none). Seen: CI (2026-12-07) had one INTERNAL among
+#:   a killed worker's calls, and six writers committing on a worker SIGKILLed got this
+#:   error once among ~300 failures (the rest 08006, 57P01 and 40P01: outages or lost
+#:   races already);
 #: - adaptive_executor.c: every placement of a task lost its connection;
 #: - remote_commands.c ``ReportResultError``: a result libpq made itself, with no SQLSTATE,
 #:   because the worker's connection went away mid-statement, is relayed as XX000 with
-#:   libpq's own words (fe-misc.c, fe-secure.c, fe-exec.c). CI (2026-12-07) saw one
-#:   INTERNAL among a killed worker's calls, most likely this (its log did not say).
+#:   libpq's own words (fe-misc.c, fe-secure.c, fe-exec.c).
 CITUS_LOST_NODE = (
     "failure on connection marked as essential",
     "could not commit transaction for shard",
