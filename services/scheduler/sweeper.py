@@ -521,6 +521,7 @@ class Sweeper:
                     log.warning("could not renew the %s lease: %s", name, describe_error(err))
                     continue
                 if not held:  # this replica was too slow (frozen): another leads now
+                    metrics.lease_lost(name)
                     log.warning(
                         "lost the %s lease while its sweep ran; another replica took it",
                         name,

@@ -352,6 +352,16 @@ RECALL_NEAREST_WALKS = _spec(
     ("index",),
     "recall",
 )
+LEASES_LOST = _spec(
+    "episodic.scheduler.leases.lost",
+    "counter",
+    "{lease}",
+    "Singleton sweeps whose lease another replica took while they ran: this replica did not "
+    "renew it within EPISODIC_LEASE_TTL (frozen, or cut off from the database), so two "
+    "replicas ran that sweep at once for a while.",
+    ("lease",),
+    "scheduler",
+)
 NEAREST_INDEX_CHANGES = _spec(
     "episodic.nearest_index.changes",
     "counter",
@@ -484,6 +494,7 @@ _recall_abstained = _counter(RECALL_ABSTAINED)
 _recall_statistics = _counter(RECALL_STATISTICS)
 _recall_nearest_walks = _counter(RECALL_NEAREST_WALKS)
 _nearest_index_changes = _counter(NEAREST_INDEX_CHANGES)
+_leases_lost = _counter(LEASES_LOST)
 _lifecycle_threads = _counter(LIFECYCLE_THREADS)
 _erasures = _counter(ERASURES)
 _erased_rows = _counter(ERASED_ROWS)
@@ -606,6 +617,10 @@ def recall_statistics(*, kept: bool) -> None:
 def recall_nearest_walks(*, own: bool) -> None:
     """An approximate recall's nearest walks read the dataset's own indexes, or shared."""
     _recall_nearest_walks.add(1, {"index": "own" if own else "shared"})
+
+
+def lease_lost(lease: str) -> None:
+    _leases_lost.add(1, {"lease": lease})
 
 
 def nearest_index_changed(change: Literal["built", "dropped", "invalid dropped"]) -> None:

@@ -364,3 +364,32 @@ def test_a_sweep_longer_than_its_lease_keeps_the_lease_until_it_ends(engine) -> 
     # A replica whose lease was taken meanwhile stops renewing it (the rival keeps it).
     with engine.begin() as conn:
         assert not domain.renew_lease(conn, "scheduler.statistics", "slow", ttl)
+
+
+def test_a_replica_that_loses_its_lease_mid_sweep_stops_renewing_and_says_so(
+    engine, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A replica frozen past its ttl finds, on waking, that another took the lease: it
+    counts the loss (``episodic.scheduler.leases.lost``) and leaves the lease to the new
+    holder instead of taking it back."""
+    from episodic import metrics
+
+    lost: list[str] = []
+    monkeypatch.setattr(metrics, "lease_lost", lost.append)
+    ttl = timedelta(seconds=2)
+    sweeper = Sweeper(engine, settings(lease_ttl=ttl), "frozen")
+
+    def overtaken_sweep() -> int:
+        with engine.begin() as conn:  # as if the lease lapsed while this replica slept
+            conn.execute(text("UPDATE leases SET expires_at = '-infinity'"))
+            assert domain.acquire_lease(conn, "scheduler.lifecycle", "rival", ttl)
+        wait_until(lambda: lost, 30, message="the keeper never saw the lease taken")
+        return 1
+
+    sweeper._singleton("scheduler.lifecycle", timedelta(minutes=5), True, overtaken_sweep)
+    assert lost == ["scheduler.lifecycle"]
+    with engine.connect() as conn:
+        holder = conn.execute(
+            text("SELECT holder FROM leases WHERE name = 'scheduler.lifecycle'")
+        ).scalar_one()
+    assert holder == "rival"
