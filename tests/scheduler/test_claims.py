@@ -334,7 +334,7 @@ def test_a_sweep_longer_than_its_lease_keeps_the_lease_until_it_ends(engine) -> 
     runs for minutes): the replica renews the lease while the sweep runs, so no other
     replica takes it and runs the same sweep beside it; once the sweep ends the lease is
     left to lapse as before."""
-    ttl = timedelta(seconds=2)
+    ttl = timedelta(seconds=3)  # renewed each second: two chances before it would lapse
     sweeper = Sweeper(engine, settings(lease_ttl=ttl), "slow")
     seen: dict[str, object] = {}
 
