@@ -28,7 +28,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -504,37 +504,25 @@ class Sweeper:
         finally:
             lock.release()
 
-    @contextlib.contextmanager
-    def _holding(self, name: str, ttl: timedelta) -> Iterator[None]:
+    def _holding(self, name: str, ttl: timedelta) -> contextlib.AbstractContextManager[None]:
         """Renews lease ``name`` every third of its ttl while its sweep runs. A sweep may
         run far longer than the ttl (a large dataset's statistics count: minutes; a
         retention purge); unrenewed, the lease would lapse and another replica would take
         it and run the same sweep beside this one (a large dataset counted twice)."""
-        finished = threading.Event()
 
-        def renew() -> None:
-            while not finished.wait(ttl.total_seconds() / 3):
-                try:
-                    with self.engine.begin() as conn:
-                        held = domain.renew_lease(conn, name, self.worker, ttl)
-                except Exception as err:  # the database away: the next turn tries again
-                    log.warning("could not renew the %s lease: %s", name, describe_error(err))
-                    continue
-                if not held:  # this replica was too slow (frozen): another leads now
-                    metrics.lease_lost(name)
-                    log.warning(
-                        "lost the %s lease while its sweep ran; another replica took it",
-                        name,
-                    )
-                    return
+        def renew() -> bool:
+            try:
+                with self.engine.begin() as conn:
+                    held = domain.renew_lease(conn, name, self.worker, ttl)
+            except Exception as err:  # the database away: the next beat tries again
+                log.warning("could not renew the %s lease: %s", name, describe_error(err))
+                return True
+            if not held:  # this replica was too slow (frozen): another leads now
+                metrics.lease_lost(name)
+                log.warning("lost the %s lease while its sweep ran; another replica took it", name)
+            return held
 
-        keeper = threading.Thread(target=renew, name=f"{name} lease", daemon=True)
-        keeper.start()
-        try:
-            yield
-        finally:
-            finished.set()
-            keeper.join()
+        return loops.beating(f"{name} lease", ttl.total_seconds() / 3, renew)
 
     # -- the loop ------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -124,34 +124,21 @@ class PassResult:
 # ---- the pipeline ------------------------------------------------------------------------
 
 
-class _Heartbeat:
+def _heartbeat(pipeline: Pipeline, interval: float) -> AbstractContextManager[None]:
     """Renews the worker's claims every ``interval`` while a batch is being worked on (see
     :func:`episodic.store.episodes.renew_claims`), and holds the chunk index it owes
     (:meth:`Pipeline.hold_backlog`). A failed renewal is only logged: the work goes on,
     and at worst the claim is reclaimed and the result dropped."""
 
-    def __init__(self, pipeline: Pipeline, interval: float) -> None:
-        self.pipeline = pipeline
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="claim-heartbeat", daemon=True)
+    def beat() -> None:
+        try:
+            with pipeline.engine.begin() as conn:
+                episodes.renew_claims(conn, pipeline.worker)
+            pipeline.hold_backlog()
+        except Exception as err:
+            log.warning("could not renew claims: %s", describe_error(err))
 
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                with self.pipeline.engine.begin() as conn:
-                    episodes.renew_claims(conn, self.pipeline.worker)
-                self.pipeline.hold_backlog()
-            except Exception as err:
-                log.warning("could not renew claims: %s", describe_error(err))
+    return loops.beating("claim-heartbeat", interval, beat)
 
 
 class Pipeline(ChunkBacklog, EpisodeVector, SemanticExtraction):
@@ -265,7 +252,7 @@ class Pipeline(ChunkBacklog, EpisodeVector, SemanticExtraction):
                 return result
             claimed = episodes.claim_pending(conn, self.worker, limit, now)
         try:
-            with _Heartbeat(self, self._heartbeat_interval()):
+            with _heartbeat(self, self._heartbeat_interval()):
                 loaded = self.load(claimed)
                 # Each episode is completed (recallable) as soon as its summary is stored;
                 # its chunks join the backlog, embedded after the pass's completions.

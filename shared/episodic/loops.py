@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -144,3 +144,26 @@ def forget(name: str) -> None:
     """Drops loop ``name`` (a stopped component; tests)."""
     with _registry_lock:
         _registry.pop(name, None)
+
+
+@contextmanager
+def beating(name: str, interval: float, beat: Callable[[], bool | None]) -> Iterator[None]:
+    """Calls ``beat`` every ``interval`` seconds in a thread of its own (named ``name``)
+    while the block runs: a heartbeat that keeps claims or a lease while long work goes
+    on. ``beat`` returning False ends the beats early (what it kept is lost); what it
+    raises is the beat's to handle (a beat that raises ends them too). The block's end
+    waits for a beat in progress."""
+    finished = threading.Event()
+
+    def run() -> None:
+        while not finished.wait(interval):
+            if beat() is False:
+                return
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        finished.set()
+        thread.join()

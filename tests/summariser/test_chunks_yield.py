@@ -317,14 +317,14 @@ def test_the_owner_holds_its_backlog_against_other_workers(engine) -> None:  # t
 
 
 def test_the_heartbeat_holds_the_backlog(engine) -> None:  # type: ignore[no-untyped-def]
-    from episodic.services.summariser.pipeline import _Heartbeat
+    from episodic.services.summariser.pipeline import _heartbeat
 
     pipeline, first, _second = _scenario(
         engine, "beat-a", second_dataset="beat-b", chunk_grace=timedelta(seconds=2)
     )
     assert pipeline.run_once(10).chunks_deferred >= 1
     assert _attempted_at(engine, first["episode_id"]) is None
-    with _Heartbeat(pipeline, pipeline._heartbeat_interval()):
+    with _heartbeat(pipeline, pipeline._heartbeat_interval()):
         wait_until(lambda: _attempted_at(engine, first["episode_id"]) is not None, timeout=30)
     with engine.connect() as conn:
         attempts = conn.execute(
