@@ -52,18 +52,24 @@ PORT_VARS = [
 ]
 
 
-def _start_up(
-    home: Path, extra_env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[str], list[str], queue.Queue[str | None]]:
+def _up_env(home: Path, extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """``episodic up``'s environment: ``home`` its data directory, the embedded database,
+    ports chosen by the system."""
     env = {**os.environ, **TEST_ENV, "EPISODIC_DATA_DIR": str(home)}
     env.pop("EPISODIC_DATABASE_URL", None)
     env.pop("EPISODIC_SCHEDULER_ADDRESS", None)
     env.update({var: "0" for var in PORT_VARS})
     env.update(extra_env or {})
+    return env
+
+
+def _start_up(
+    home: Path, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], list[str], queue.Queue[str | None]]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "episodic.cli", "up"],
         cwd=home,
-        env=env,
+        env=_up_env(home, extra_env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -180,6 +186,40 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_second_up_on_the_same_data_leaves_the_first_running(home: Path) -> None:
+    """A second ``episodic up`` on the data directory of a running one says so and exits;
+    it used to adopt the first's PostgreSQL, fail on a port, and stop that PostgreSQL on
+    its way out."""
+    proc, output, _ = _start_up(home)
+    try:
+        postmaster = _postmaster_pid(home)
+        second = subprocess.run(
+            [sys.executable, "-m", "episodic.cli", "up"],
+            cwd=home,
+            env=_up_env(home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        said = second.stdout + second.stderr
+        assert second.returncode == 1, said
+        assert f"another `episodic up` (pid {proc.pid}) is running on" in said, said
+        assert "database stopped" not in said, said
+        assert _alive(postmaster) and _postmaster_pid(home) == postmaster
+        # The first still serves, on the same PostgreSQL.
+        port = int(re.search(r"ingest +grpc://[^ ]+:(\d+)", "".join(output)).group(1))  # type: ignore[union-attr]
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = g.IngestServiceStub(channel)
+            stub.CreateThread(pb.CreateThreadRequest(dataset="still-up"), timeout=10)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(90) == 0, "".join(output)
+        # Its lock went with it: the data directory takes a new run.
+        again, _, _ = _start_up(home)
+        _stop(again)
+    finally:
+        _stop(proc)
 
 
 def test_up_restarts_a_service_that_dies(home: Path) -> None:

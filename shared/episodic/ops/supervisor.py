@@ -11,6 +11,7 @@ and answer UNAVAILABLE meanwhile).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -29,6 +30,8 @@ READY_TIMEOUT = 120.0
 #: A process that ran this long is healthy: its next failure restarts without backoff.
 HEALTHY_AFTER = 60.0
 MAX_BACKOFF = 30.0
+#: Held (an advisory lock) by the ``episodic up`` that runs on a data directory.
+UP_LOCK = "up.lock"
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Supervisor:
         self.stopping = StopSignals()
         self.database_url: str | None = settings.database.database_url
         self._pg: EmbeddedPostgres | None = None
+        self._lock_fd: int | None = None
         # Set while the embedded PostgreSQL is down or still starting after a restart.
         self._database_down = False
         self._service_key: str | None = None
@@ -97,10 +101,33 @@ class Supervisor:
             print("database: EPISODIC_DATABASE_URL (external)", flush=True)
             return
         data_dir = self.settings.database.data_dir.expanduser().resolve()
+        self._hold_data_dir(data_dir)
         pg = EmbeddedPostgres(data_dir / "pgdata")
         self._pg = pg
         self.database_url = pg.start()
         print(f"database: embedded PostgreSQL at {self.database_url}", flush=True)
+
+    def _hold_data_dir(self, data_dir: Path) -> None:
+        """One ``episodic up`` per data directory. A second one would adopt the first's
+        running PostgreSQL (the wheel reuses a server already up on its data), fail on the
+        ports the first holds, and stop that PostgreSQL on its way out. An advisory lock,
+        held for the run and released by the kernel however the run ends (a killed run
+        leaves nothing to clean up), tells it to leave the first alone."""
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(data_dir / UP_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise RuntimeError(
+                f"another `episodic up` (pid {holder}) is running on {data_dir}: use that "
+                "one, stop it first (Ctrl-C where it runs), or give this one a data "
+                "directory of its own (EPISODIC_DATA_DIR) and other ports"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
 
     def _migrate(self) -> None:
         from episodic.store import migrate
@@ -305,6 +332,9 @@ class Supervisor:
         if self._pg is not None:
             self._pg.stop()
             print("database stopped", flush=True)
+        if self._lock_fd is not None:  # the data directory is free for the next run
+            os.close(self._lock_fd)
+            self._lock_fd = None
         print("episodic stopped", flush=True)
 
 
