@@ -214,6 +214,9 @@ def test_refusals_known_without_the_database_are_made_before_the_request_is_read
     peer = "ipv4:10.0.0.9:1"
     missing = door.refusal_before_reading(METHOD, [], peer)
     assert isinstance(missing, Unauthenticated) and missing.reason == "MISSING_CREDENTIALS"
+    # Not 'Bearer <key>': answered, not raised (raised, it escaped the door as UNKNOWN).
+    malformed = door.refusal_before_reading(METHOD, [("authorization", "Basic eDp5")], peer)
+    assert isinstance(malformed, Unauthenticated) and malformed.reason == "BAD_CREDENTIALS"
     with pytest.raises(Unauthenticated):
         door.admit(METHOD, _bearer("ek_nope_" + "x" * 20), peer=peer)
     lookups = door.lookups

@@ -124,6 +124,42 @@ def test_development_mode_on_loopback_needs_no_key(spawn, engine) -> None:  # ty
         client.recall("dev", "keys")
 
 
+def test_a_malformed_authorization_header_is_unauthenticated_and_keeps_no_slot(
+    spawn, engine
+) -> None:  # type: ignore[no-untyped-def]
+    """``authorization: Basic …`` (or ``Bearer`` with no key) is refused at the door as a bad
+    key is. It used to escape the door as UNKNOWN and keep the caller's open-call slot:
+    past EPISODIC_MAX_CALLS_PER_PEER such calls, every call from the address, good keys
+    too, was RESOURCE_EXHAUSTED until the replica restarted."""
+    from episodic.v1 import recall_service_pb2 as rpb
+    from episodic.v1 import recall_service_pb2_grpc as rgrpc
+
+    with engine.begin() as conn:
+        make_episode(conn, "hdr", ["headers"])
+        key = keys.create_key(conn, role=Role.READER, datasets=["hdr"]).secret
+    recall = spawn(
+        "recall",
+        env={
+            **REQUIRED,
+            "EPISODIC_MAX_CALLS_PER_PEER": "4",
+            "EPISODIC_RATE_LIMIT_UNAUTHENTICATED": "1000",
+        },
+    )
+    request = rpb.RecallRequest(
+        dataset="hdr", query="headers", include=[rpb.RECALL_INCLUDE_EPISODES]
+    )
+    with grpc.insecure_channel(recall.address) as channel:
+        stub = rgrpc.RecallServiceStub(channel)
+        for header in ["Basic eDp5", "Bearer", "Token abc", key] * 3:  # 12 > 4 slots
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Recall(request, metadata=[("authorization", header)], timeout=10)
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, err.value
+            assert "must read 'Bearer <key>'" in (err.value.details() or "")
+        answer = stub.Recall(request, metadata=[("authorization", f"Bearer {key}")], timeout=10)
+    assert answer.episodes.episode_count == 1
+    assert "Unexpected" not in recall.log() and "Traceback" not in recall.log()
+
+
 def test_rate_limits_answer_retry_info_and_the_sdk_waits(spawn, engine) -> None:  # type: ignore[no-untyped-def]
     with engine.begin() as conn:
         make_episode(conn, "ds", ["limits"])

@@ -243,7 +243,11 @@ class Guard:
         rule = self.rules.get(method)
         if rule is None:  # fail closed: an RPC without a rule serves nobody
             raise PermissionDenied(f"{method} declares no access rule")
-        token = bearer_token(metadata)
+        try:
+            token = bearer_token(metadata)
+        except Unauthenticated:  # not 'Bearer <key>': spends the budget a bad key does
+            self._refused(peer)
+            raise
         if token is None:
             if self.required:
                 self._refused(peer)
@@ -315,10 +319,14 @@ class Guard:
         rule = self.rules.get(method)
         if rule is None:
             return None
-        token = bearer_token(metadata)
         now = time.monotonic()
         subject = peer_address(peer)  # who a refusal over a limit is held for
         try:
+            try:
+                token = bearer_token(metadata)
+            except Unauthenticated:  # not 'Bearer <key>': refused as a bad key is
+                self._refused(peer)
+                raise
             if token is None:
                 if not self.required:
                     return None

@@ -284,9 +284,13 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             # Refused from what the replica knows (no key, a key known bad or over its
             # limits) before the request is read or a handler thread is taken: a caller
             # refused again and again costs the others next to nothing.
-            refusal = guard.refusal_before_reading(
-                method, context.invocation_metadata(), context.peer()
-            )
+            try:
+                refusal = guard.refusal_before_reading(
+                    method, context.invocation_metadata(), context.peer()
+                )
+            except BaseException:  # our bug: answered as one, but never with the slot kept
+                admission.close(peer)
+                raise
             if refusal is not None:
                 hold = getattr(refusal, "hold", 0.0)
                 if hold > 0:
