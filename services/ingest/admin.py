@@ -21,6 +21,8 @@ from episodic.v1 import admin_service_pb2 as pb
 from episodic.v1 import admin_service_pb2_grpc as pb_grpc
 from episodic.validation import (
     check_dataset,
+    cursor_int,
+    cursor_text,
     decode_page_token,
     encode_page_token,
     page_size,
@@ -136,7 +138,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         before = None
         if cursor:
             try:
-                before = (datetime.fromisoformat(cursor["at"]), str(cursor["dataset"]))
+                before = (datetime.fromisoformat(cursor["at"]), cursor_text(cursor, "dataset"))
             except (KeyError, TypeError, ValueError):
                 raise InvalidArgument("page_token is malformed", field="page_token") from None
         with self.read_engine.connect() as conn:
@@ -167,9 +169,12 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         limit = page_size(request.page_size, default=100, maximum=1000)
         filters = {"dataset": dataset or ""}
         cursor = decode_page_token(request.page_token, expect=filters)
-        before = cursor.get("before") if cursor else None
-        if before is not None and (not isinstance(before, int) or isinstance(before, bool)):
-            raise InvalidArgument("page_token is malformed", field="page_token")
+        before = None
+        if cursor and cursor.get("before") is not None:
+            try:
+                before = cursor_int(cursor, "before")
+            except ValueError:
+                raise InvalidArgument("page_token is malformed", field="page_token") from None
         with self.read_engine.connect() as conn:
             rows, more = audit.list_events(conn, dataset=dataset, before=before, limit=limit)
         token = encode_page_token({**filters, "before": rows[-1]["event_id"]}) if more else ""

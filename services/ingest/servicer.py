@@ -244,10 +244,18 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         for field in ("start_sequence", "end_sequence"):
             if getattr(request, field) < 0:
                 raise InvalidArgument(f"{field} must not be negative", field=field)
-        filters = {
+        if request.end_sequence and request.start_sequence > request.end_sequence:
+            raise InvalidArgument(
+                f"start_sequence ({request.start_sequence}) is after end_sequence "
+                f"({request.end_sequence}): no message is both",
+                field="start_sequence",
+            )
+        filters: dict[str, object] = {
             "thread": str(thread_id),
             "end": request.end_sequence,
         }
+        if request.start_sequence:  # named only when set: tokens made before still continue
+            filters["start"] = request.start_sequence
         cursor = decode_page_token(request.page_token, expect=filters)
         after = cursor.get("after") if cursor else max(request.start_sequence - 1, 0)
         if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after < 2**63:

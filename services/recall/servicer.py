@@ -37,6 +37,7 @@ from episodic.v1 import recall_service_pb2 as pb
 from episodic.v1 import recall_service_pb2_grpc as pb_grpc
 from episodic.validation import (
     check_dataset,
+    cursor_int,
     decode_page_token,
     encode_page_token,
     page_size,
@@ -420,10 +421,13 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         cursor = decode_page_token(request.page_token, expect=filters)
         after = None
         if cursor:
-            ok, pid = cursor.get("ok"), cursor.get("pid")
-            if not isinstance(ok, int) or isinstance(ok, bool) or not isinstance(pid, str):
-                raise InvalidArgument("page_token is malformed", field="page_token")
-            after = (ok, pid)
+            try:  # compared with (success_count integer, procedure_id as text)
+                after = (
+                    cursor_int(cursor, "ok", bits=32),
+                    str(parse_uuid(cursor["pid"], "page_token")),
+                )
+            except (KeyError, TypeError, ValueError, InvalidArgument):
+                raise InvalidArgument("page_token is malformed", field="page_token") from None
         with _reading(self.engine, context) as conn:
             rows, more = procedure_store.list_procedures(
                 conn, self.vault, dataset, after=after, limit=limit

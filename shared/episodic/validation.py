@@ -78,6 +78,29 @@ def encode_page_token(cursor: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def cursor_int(cursor: dict[str, Any], key: str, *, bits: int = 64) -> int:
+    """A page token's integer, one the column it is compared with can hold (``bits``: 32 for
+    ``integer``, 64 for ``bigint``): a token is the caller's to edit, and a value out of the
+    column's range reached PostgreSQL as an INTERNAL error. ValueError (KeyError when it is
+    missing) otherwise: the caller answers that the token is malformed."""
+    value = cursor[key]
+    bound = 2 ** (bits - 1)
+    if isinstance(value, bool) or not isinstance(value, int) or not -bound <= value < bound:
+        raise ValueError(f"page_token's {key} is not a {bits}-bit integer")
+    return value
+
+
+def cursor_text(cursor: dict[str, Any], key: str) -> str:
+    """A page token's text, one PostgreSQL can take: no NUL, no lone surrogate (JSON's
+    "\\ud800" decodes to one, which no UTF-8 encoder writes). ValueError (KeyError when
+    missing) otherwise."""
+    value = cursor[key]
+    if not isinstance(value, str) or "\x00" in value:
+        raise ValueError(f"page_token's {key} is not text")
+    value.encode()  # a lone surrogate: UnicodeEncodeError, a ValueError
+    return value
+
+
 def decode_page_token(token: str, *, expect: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Opaque page tokens carry the cursor and the request's filters; a token used with
     other filters than it was made for is INVALID_ARGUMENT (AIP-158)."""

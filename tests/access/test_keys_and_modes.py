@@ -90,7 +90,14 @@ def test_bad_key_commands_say_what_to_do(db_url) -> None:  # type: ignore[no-unt
     assert bad.returncode == 1 and "'acme/**'" in bad.stderr
     missing = _cli("keys", "revoke", "ek_0000000000", env=env)
     assert missing.returncode == 1 and "NOT_FOUND" not in missing.stderr
-    assert "no API key" in missing.stderr
+    assert "no API key ek_0000000000" in missing.stderr
+    unknown_id = "1df80a75-d53a-43c1-9a0b-5f3e2d1c0b9a"  # named whole (it was cut to 16)
+    gone = _cli("keys", "revoke", unknown_id, env=env)
+    assert gone.returncode == 1 and f"no API key with id {unknown_id}" in gone.stderr
+    # The key itself is never echoed, only its public prefix.
+    secret = "ek_0000000001_" + "s" * 43
+    hidden = _cli("keys", "revoke", secret, env=env)
+    assert "no API key ek_0000000001" in hidden.stderr and "sss" not in hidden.stderr
     no_db = _cli("keys", "list", env={"EPISODIC_DATABASE_URL": ""})
     assert no_db.returncode == 2 and "EPISODIC_DATABASE_URL" in no_db.stderr
 

@@ -153,8 +153,9 @@ def get_key(conn: Connection, key: str) -> RowMapping:
         .mappings()
         .first()
     )
-    if row is None:
-        raise NotFound(f"no API key {key[:16]!r}", field="key")
+    if row is None:  # named by what is public: the id, or the prefix (never a secret)
+        named = f"with id {key_id}" if key_id is not None else f"ek_{prefix}"
+        raise NotFound(f"no API key {named}", field="key")
     return row
 
 
