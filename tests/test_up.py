@@ -208,6 +208,16 @@ def test_a_second_up_on_the_same_data_leaves_the_first_running(home: Path) -> No
         assert f"another `episodic up` (pid {proc.pid}) is running on" in said, said
         assert "database stopped" not in said, said
         assert _alive(postmaster) and _postmaster_pid(home) == postmaster
+        # The commands that work on the database find the running one by themselves.
+        listed = subprocess.run(
+            [sys.executable, "-m", "episodic.cli", "keys", "list"],
+            cwd=home,
+            env=_up_env(home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert listed.returncode == 0, listed.stderr
         # The first still serves, on the same PostgreSQL.
         port = int(re.search(r"ingest +grpc://[^ ]+:(\d+)", "".join(output)).group(1))  # type: ignore[union-attr]
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:

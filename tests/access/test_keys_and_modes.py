@@ -84,7 +84,7 @@ def test_keys_from_the_command_line_and_revocation_on_every_replica(spawn, engin
         client.close()
 
 
-def test_bad_key_commands_say_what_to_do(db_url) -> None:  # type: ignore[no-untyped-def]
+def test_bad_key_commands_say_what_to_do(db_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     env = {"EPISODIC_DATABASE_URL": db_url}
     bad = _cli("keys", "create", "--dataset", "acme/**", "--role", "reader", env=env)
     assert bad.returncode == 1 and "'acme/**'" in bad.stderr
@@ -98,8 +98,12 @@ def test_bad_key_commands_say_what_to_do(db_url) -> None:  # type: ignore[no-unt
     secret = "ek_0000000001_" + "s" * 43
     hidden = _cli("keys", "revoke", secret, env=env)
     assert "no API key ek_0000000001" in hidden.stderr and "sss" not in hidden.stderr
-    no_db = _cli("keys", "list", env={"EPISODIC_DATABASE_URL": ""})
+    # No database named, and no `episodic up` running on the data directory to find.
+    no_db = _cli(
+        "keys", "list", env={"EPISODIC_DATABASE_URL": "", "EPISODIC_DATA_DIR": str(tmp_path)}
+    )
     assert no_db.returncode == 2 and "EPISODIC_DATABASE_URL" in no_db.stderr
+    assert "`episodic up`" in no_db.stderr
 
 
 def test_an_open_server_beyond_loopback_refuses_to_start(db_url) -> None:  # type: ignore[no-untyped-def]

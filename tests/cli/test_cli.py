@@ -138,6 +138,24 @@ def test_the_loop_from_the_shell(services) -> None:  # type: ignore[no-untyped-d
         event = client.record_event(
             "shell_user", "Chose the Corolla Hybrid", event_type="decision"
         ).event
+    out = _ok(env, "recall", "shell_user", "Corolla Hybrid decision")
+    assert "1 of 1 current episode(s) and 1 event(s) in shell_user" in out, out
+    # Its reader gone (`| head -1`), a command stops quietly, as one killed by SIGPIPE
+    # does. `true` reads nothing and is gone before the command has started and writes.
+    piped = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"{sys.executable} -m episodic.cli episodes list shell_user | true; "
+            'echo "status ${PIPESTATUS[0]}"',
+        ],
+        env={**os.environ, "COLUMNS": "160", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.stdout.strip() == "status 141", piped
+    assert piped.stderr == "", piped.stderr
     listed = [line.split() for line in _ok(env, "episodes", "list", "shell_user").splitlines()[2:]]
     assert [row[1] for row in listed if row[0] == event.episode_id] == ["event"]
     assert [row[1] for row in listed if row[0] == episode_id] == ["summary"]

@@ -40,7 +40,7 @@ from . import (
     procedures,
     tracing,
 )
-from ._common import CommandGroups
+from ._common import CommandGroups, reader_gone
 
 __all__ = ["build_parser", "main"]
 
@@ -100,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args = parse(parser, argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # a command outside guarded() whose reader left
+        return reader_gone()
 
 
 if __name__ == "__main__":

@@ -108,6 +108,36 @@ def connect(args: argparse.Namespace) -> EpisodicClient:
     )
 
 
+def database_url(args: argparse.Namespace) -> str | None:
+    """The database a command that works on it directly (keys, encryption, migrate) uses:
+    --database-url, else EPISODIC_DATABASE_URL, else the embedded PostgreSQL that a running
+    ``episodic up`` serves from EPISODIC_DATA_DIR (its socket directory and port read from
+    ``postmaster.pid``), so that after ``make up`` nothing needs setting. None: none of them."""
+    from episodic.config import get_settings
+
+    settings = get_settings().database
+    url = getattr(args, "database_url", None) or settings.database_url
+    if url:
+        return str(url)
+    pid_file = settings.data_dir.expanduser().resolve() / "pgdata" / "postmaster.pid"
+    try:
+        lines = pid_file.read_text().splitlines()
+        pid, port, sockets = int(lines[0]), int(lines[3]), lines[4].strip()
+    except (OSError, ValueError, IndexError):  # not running, not ours to read, or starting
+        return None
+    import psutil
+
+    if not sockets or not psutil.pid_exists(pid):  # left behind by a server that died
+        return None
+    return f"postgresql://postgres@/postgres?host={sockets}&port={port}"
+
+
+NO_DATABASE = (
+    "set EPISODIC_DATABASE_URL (or pass --database-url), or run `episodic up` here: the "
+    "embedded database it serves (from EPISODIC_DATA_DIR) is found by itself"
+)
+
+
 def guarded(fn: Handler) -> Handler:
     """Errors become one readable line on stderr: 1 for a service's or the database's
     answer, 2 for bad local input or a missing server extra."""
@@ -137,11 +167,30 @@ def guarded(fn: Handler) -> Handler:
         except EpisodicError as err:  # local server-side work: schema or provider problems
             print(f"episodic {args.command}: {err.message}", file=sys.stderr)
             return 1
+        except BrokenPipeError:
+            return reader_gone()
         except (ValueError, OSError) as err:  # json.JSONDecodeError is a ValueError
             print(f"episodic {args.command}: {err}", file=sys.stderr)
             return 2
 
     return run
+
+
+#: The exit status of a command whose output's reader left, as a shell reports a program
+#: killed by SIGPIPE (128 + 13).
+READER_GONE = 141
+
+
+def reader_gone() -> int:
+    """Standard output's reader left (``episodic status | head -3``): stop quietly, as a
+    command killed by SIGPIPE does. Standard output is pointed at /dev/null, so the
+    interpreter's last flush at exit does not fail on the closed pipe again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return READER_GONE
 
 
 # --------------------------------------------------------------------------- output

@@ -14,12 +14,14 @@ from episodic.sdk.client import EPISODE_STATUSES
 
 from ._common import (
     EPISODE_HEADERS,
+    NO_DATABASE,
     CommandGroups,
     Handler,
     add_action,
     age,
     connect,
     connection_options,
+    database_url,
     episode_rows,
     guarded,
     parse_limit,
@@ -170,15 +172,11 @@ def _expiry(value: str) -> datetime:
 
 
 def _keys_database(args: argparse.Namespace) -> Any:
-    from episodic.config import get_settings
     from episodic.store.db import make_engine
 
-    url = args.database_url or get_settings().database.database_url
+    url = database_url(args)
     if not url:
-        raise ValueError(
-            "set EPISODIC_DATABASE_URL (or pass --database-url): keys are managed in the "
-            "database, like `episodic migrate`"
-        )
+        raise ValueError(f"keys are managed in the database: {NO_DATABASE}")
     return make_engine(url, pool_size=1, application_name="episodic-keys")
 
 

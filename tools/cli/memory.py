@@ -235,9 +235,13 @@ def cmd_recall(args: argparse.Namespace) -> int:
         )
     )
     match = f"; match {result.match:.3f}" if result.match is not None else ""
+    # episode_count counts the dataset's current episodes; events ranked beside them are
+    # counted apart (they are not among those episodes: "2 of 1" read as a bug).
+    events = sum(1 for s in result.episodes if s.episode.is_event)
+    also = f" and {events} event(s)" if events else ""
     print(
-        f"\n{len(result.episodes)} of {result.episode_count} current episode(s) in "
-        f"{args.dataset}{match}"
+        f"\n{len(result.episodes) - events} of {result.episode_count} current episode(s)"
+        f"{also} in {args.dataset}{match}"
     )
     if u is not None:
         print(understanding_line(u))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from episodic.endpoints import SERVICES
 
-from ._common import CommandGroups, guarded
+from ._common import NO_DATABASE, CommandGroups, database_url, guarded
 
 GROUP = "operations (running the suite)"
 
@@ -23,13 +23,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _database_url(args: argparse.Namespace) -> str | None:
-    from episodic.config import get_settings
-
-    url = args.database_url or get_settings().database.database_url
+    url = database_url(args)
     if not url:
         print(
-            f"episodic {args.command}: set EPISODIC_DATABASE_URL (or pass --database-url); "
-            "`episodic up` migrates the embedded database by itself.",
+            f"episodic {args.command}: {NO_DATABASE} (and migrates it by itself).",
             file=sys.stderr,
         )
     return url

@@ -12,11 +12,13 @@ import sys
 from typing import Any
 
 from ._common import (
+    NO_DATABASE,
     CommandGroups,
     Handler,
     add_action,
     connect,
     connection_options,
+    database_url,
     guarded,
     parse_limit,
     print_json,
@@ -138,12 +140,11 @@ def cmd_datasets_policy(args: argparse.Namespace) -> int:
 
 
 def _database(args: argparse.Namespace) -> Any:
-    from episodic.config import get_settings
     from episodic.store.db import make_engine
 
-    url = args.database_url or get_settings().database.database_url
+    url = database_url(args)
     if not url:
-        raise ValueError("set EPISODIC_DATABASE_URL (or pass --database-url)")
+        raise ValueError(NO_DATABASE)
     return make_engine(url, pool_size=1, application_name="episodic-encryption")
 
 
