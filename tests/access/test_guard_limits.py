@@ -217,6 +217,9 @@ def test_refusals_known_without_the_database_are_made_before_the_request_is_read
     # Not 'Bearer <key>': answered, not raised (raised, it escaped the door as UNKNOWN).
     malformed = door.refusal_before_reading(METHOD, [("authorization", "Basic eDp5")], peer)
     assert isinstance(malformed, Unauthenticated) and malformed.reason == "BAD_CREDENTIALS"
+    # Two keys in one call: which one counts is not for the caller to guess.
+    twice = door.refusal_before_reading(METHOD, [*_bearer(good), *_bearer(fresh)], peer)
+    assert isinstance(twice, Unauthenticated) and "2 authorization headers" in twice.message
     with pytest.raises(Unauthenticated):
         door.admit(METHOD, _bearer("ek_nope_" + "x" * 20), peer=peer)
     lookups = door.lookups

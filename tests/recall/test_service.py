@@ -191,6 +191,12 @@ BAD_REQUESTS = [
         pb.RecallRequest(dataset="ds", include=EPISODES, entities=["  ***  "]),
         "entities[0]",
     ),
+    # One no event could be recorded with: refused as RecordEvent refuses it.
+    (
+        "Recall",
+        pb.RecallRequest(dataset="ds", include=EPISODES, event_type="NOT VALID!!"),
+        "event_type",
+    ),
     ("Recall", pb.RecallRequest(dataset="ds", include=[0]), "include[0]"),
     ("Recall", pb.RecallRequest(dataset="ds", include=[7]), "include[0]"),
     ("Recall", pb.RecallRequest(dataset="ds", include=EPISODES, query="x" * 9000), "query"),

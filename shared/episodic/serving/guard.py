@@ -91,17 +91,25 @@ def peer_address(peer: str) -> str:
 
 
 def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
-    """The key of ``authorization: Bearer <key>`` (None without one)."""
-    for name, value in metadata or ():
-        if name.lower() == "authorization":
-            text = value.decode() if isinstance(value, bytes) else value
-            scheme, _, token = text.strip().partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-            raise Unauthenticated(
-                "the authorization metadata must read 'Bearer <key>'", reason="BAD_CREDENTIALS"
-            )
-    return None
+    """The key of ``authorization: Bearer <key>`` (None without one). Two such headers are
+    refused: which one a proxy or a handler reads first is not for the caller to guess (the
+    first was taken silently)."""
+    headers = [value for name, value in metadata or () if name.lower() == "authorization"]
+    if not headers:
+        return None
+    if len(headers) > 1:
+        raise Unauthenticated(
+            f"the call carries {len(headers)} authorization headers; send one, 'Bearer <key>'",
+            reason="BAD_CREDENTIALS",
+        )
+    value = headers[0]
+    text = value.decode() if isinstance(value, bytes) else value
+    scheme, _, token = text.strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    raise Unauthenticated(
+        "the authorization metadata must read 'Bearer <key>'", reason="BAD_CREDENTIALS"
+    )
 
 
 @dataclass
