@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from episodic.config import IngestSettings
 from episodic.errors import InvalidArgument
 from episodic.providers.entities import normalise_entity
-from episodic.store.events import BUILT_IN_TYPES, EVENT_TYPE_PATTERN, NewEvent
+from episodic.store.events import BUILT_IN_TYPES, NewEvent, check_event_type_form
 
 MAX_ACTOR_CHARS = 128
 MAX_SUMMARY_CHARS = 4096
@@ -40,14 +40,7 @@ def check_event_type(value: str) -> str:
             f"event_type is required: one of {', '.join(BUILT_IN_TYPES)}, or a custom type",
             field="event_type",
         )
-    if EVENT_TYPE_PATTERN.fullmatch(value) is None:
-        raise InvalidArgument(
-            f"event_type {value[:80]!r} is not valid: lowercase letters, digits and "
-            "underscores, starting with a letter, at most 64 characters (e.g. decision, "
-            "tool_call, price_change)",
-            field="event_type",
-        )
-    return value
+    return check_event_type_form(value)
 
 
 def check_entities(values: list[str]) -> tuple[str, ...]:

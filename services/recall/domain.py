@@ -25,7 +25,7 @@ from episodic.providers.entities import normalise_entity
 from episodic.query_focus import strip_function_words, strip_stop_phrases, word_forms
 from episodic.store import entities
 from episodic.store import recall_queries as q
-from episodic.store.events import EVENT_TYPE_PATTERN
+from episodic.store.events import check_event_type_form
 from episodic.store.recall_queries import (
     DEFAULT_RANKING,
     LEARNED_WEIGHTS,
@@ -301,15 +301,7 @@ def check_event_type(value: str) -> str | None:
     value = value.strip().lower()
     if not value:
         return None
-    value = check_text(value, "event_type", MAX_EVENT_TYPE_CHARS)
-    if EVENT_TYPE_PATTERN.fullmatch(value) is None:
-        raise InvalidArgument(
-            f"event_type {value[:80]!r} is not an event type: lowercase letters, digits and "
-            "underscores, starting with a letter, at most 64 characters (e.g. decision, "
-            "tool_call, price_change)",
-            field="event_type",
-        )
-    return value
+    return check_event_type_form(check_text(value, "event_type", MAX_EVENT_TYPE_CHARS))
 
 
 def check_window(since: datetime | None, until: datetime | None) -> None:

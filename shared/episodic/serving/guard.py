@@ -251,11 +251,7 @@ class Guard:
         rule = self.rules.get(method)
         if rule is None:  # fail closed: an RPC without a rule serves nobody
             raise PermissionDenied(f"{method} declares no access rule")
-        try:
-            token = bearer_token(metadata)
-        except Unauthenticated:  # not 'Bearer <key>': spends the budget a bad key does
-            self._refused(peer)
-            raise
+        token = self._presented_key(metadata, peer)
         if token is None:
             if self.required:
                 self._refused(peer)
@@ -330,11 +326,7 @@ class Guard:
         now = time.monotonic()
         subject = peer_address(peer)  # who a refusal over a limit is held for
         try:
-            try:
-                token = bearer_token(metadata)
-            except Unauthenticated:  # not 'Bearer <key>': refused as a bad key is
-                self._refused(peer)
-                raise
+            token = self._presented_key(metadata, peer)
             if token is None:
                 if not self.required:
                     return None
@@ -395,6 +387,17 @@ class Guard:
                 running = self._in_flight.get(key, 0)
             if running + 1 > cap:
                 raise self._too_many_in_flight(key, running, 1)
+
+    def _presented_key(
+        self, metadata: Iterable[tuple[str, str | bytes]] | None, peer: str
+    ) -> str | None:
+        """The call's key (:func:`bearer_token`); a header that is not one 'Bearer <key>'
+        is refused as a bad key is, and spends the same per-address budget."""
+        try:
+            return bearer_token(metadata)
+        except Unauthenticated:
+            self._refused(peer)
+            raise
 
     def _refused(self, peer: str, *, spend: bool = True) -> None:
         """The per-address budget of calls refused for their key (:attr:`strangers`):

@@ -38,7 +38,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, RowMapping, TextClause, text
 
 from episodic.crypto import DatasetKey, seal_json
-from episodic.errors import AlreadyExists, NotFound
+from episodic.errors import AlreadyExists, InvalidArgument, NotFound
 from episodic.providers.dataset_embedders import DatasetEmbedders
 from episodic.providers.entities import normalise_entities
 from episodic.providers.types import Embedder
@@ -96,6 +96,20 @@ __all__ = [
 #: The types seed 002 names; any other lowercase name is a custom type.
 BUILT_IN_TYPES = ("decision", "tool_call", "feedback", "milestone")
 EVENT_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def check_event_type_form(value: str) -> str:
+    """``value`` if an event can be recorded with it (:data:`EVENT_TYPE_PATTERN`), else
+    INVALID_ARGUMENT saying the rule: RecordEvent's check, and Recall's of its filter (one
+    no event could have matched nothing, without a word)."""
+    if EVENT_TYPE_PATTERN.fullmatch(value) is None:
+        raise InvalidArgument(
+            f"event_type {value[:80]!r} is not valid: lowercase letters, digits and "
+            "underscores, starting with a letter, at most 64 characters (e.g. decision, "
+            "tool_call, price_change)",
+            field="event_type",
+        )
+    return value
 
 
 @dataclass(frozen=True)
