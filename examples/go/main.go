@@ -124,6 +124,18 @@ func errorInfo(err error) *errdetails.ErrorInfo {
 // waitForEpisode polls, with a deadline, until the episode EndThread queued is COMPLETED.
 // EndThread names it when the Scheduler answered in time; else it is the thread's episode
 // that ends at the last message, once the Scheduler has queued it.
+// waitAgain says whether a poll that failed with err is worth repeating: UNAVAILABLE (the
+// service restarting, a connection reset) is, until the deadline, after a pause; any other
+// code is an answer. Sleeps the pause when it says yes.
+func waitAgain(err error, deadline time.Time) bool {
+	if status.Code(err) != codes.Unavailable || time.Now().Add(pollInterval).After(deadline) {
+		return false
+	}
+	fmt.Printf("poll: %s; polling again\n", describe(err))
+	time.Sleep(pollInterval)
+	return true
+}
+
 func waitForEpisode(recall episodicv1.RecallServiceClient, dataset, threadID, episodeID string,
 	endSequence int64) *episodicv1.Episode {
 	deadline := time.Now().Add(episodeTimeout)
@@ -136,6 +148,9 @@ func waitForEpisode(recall episodicv1.RecallServiceClient, dataset, threadID, ep
 			got, err := recall.GetEpisode(ctx, &episodicv1.GetEpisodeRequest{EpisodeId: episodeID})
 			if err != nil {
 				cancel()
+				if waitAgain(err, deadline) {
+					continue
+				}
 				fail("GetEpisode: %s", describe(err))
 			}
 			episode = got.Episode
@@ -144,6 +159,9 @@ func waitForEpisode(recall episodicv1.RecallServiceClient, dataset, threadID, ep
 				Dataset: dataset, ThreadId: threadID})
 			if err != nil {
 				cancel()
+				if waitAgain(err, deadline) {
+					continue
+				}
 				fail("ListEpisodes: %s", describe(err))
 			}
 			for _, e := range page.Episodes {

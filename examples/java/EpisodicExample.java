@@ -87,6 +87,11 @@ public final class EpisodicExample {
     Status status = err.getStatus();
     List<String> parts = new ArrayList<>();
     parts.add("code=" + status.getCode() + " message=\"" + status.getDescription() + "\"");
+    if (status.getCause() != null) {
+      // What the transport saw (a refused connection, an unresolvable host): grpc-java's
+      // description alone says only "io exception".
+      parts.add("cause=\"" + status.getCause() + "\"");
+    }
     com.google.rpc.Status rich = StatusProto.fromThrowable(err);
     if (rich == null) {
       return String.join(" ", parts);
@@ -157,7 +162,15 @@ public final class EpisodicExample {
           }
         }
       } catch (StatusRuntimeException err) {
-        throw fail("waiting for the episode: " + describe(err));
+        // UNAVAILABLE (the service restarting, a connection reset) is worth another poll
+        // until the deadline; any other code is an answer.
+        if (err.getStatus().getCode() != Status.Code.UNAVAILABLE
+            || System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(POLL_INTERVAL_MILLIS) > deadline) {
+          throw fail("waiting for the episode: " + describe(err));
+        }
+        System.out.println("poll: " + describe(err) + "; polling again");
+        java.lang.Thread.sleep(POLL_INTERVAL_MILLIS);
+        continue;
       }
       if (episode != null && episode.getStatus() == EpisodeStatus.EPISODE_STATUS_COMPLETED) {
         System.out.printf("episode %s %s after %d poll(s)%n", episode.getEpisodeId(),

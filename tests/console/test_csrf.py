@@ -247,3 +247,15 @@ def test_origin_refusal_is_a_function_of_the_headers() -> None:
         origin_refusal(host="localhost", origin="http://localhost:80", referer="", fetch_site="")
         == ""
     )
+
+
+def test_a_wrong_method_is_answered_with_the_methods_of_that_path(app: ConsoleApp) -> None:
+    """405's Allow names what the path takes (RFC 9110): every page GET (and HEAD), the
+    two actions POST only. It said "GET, POST" for every path, so a client told to POST
+    a page would be refused again."""
+    page = call(app, "PUT", "/")
+    assert page.code == 405
+    assert dict(page.headers)["Allow"] == "GET, HEAD"
+    action = call(app, "GET", "/episode/retry")
+    assert action.code == 405
+    assert dict(action.headers)["Allow"] == "POST"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -195,6 +196,9 @@ def test_malformed_json_rpc_over_stdio_is_answered() -> None:
         ('{"jsonrpc":"2.0","id":7.5,"method":"ping"}', -32600, None),
         ("42", -32600, None),
         (surrogate, -32600, 6),
+        # An id no UTF-8 can write: echoed in the answer, it killed the server's writer.
+        ('{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}', -32600, None),
+        ('{"jsonrpc":"1.0","id":"\\udfff","method":"ping"}', -32600, None),
         (deep, -32700, None),
     ]
     raw = _RawStdio()
@@ -291,11 +295,44 @@ def test_wrong_arguments_and_out_of_range_times_are_named(spawn) -> None:  # typ
                 assert named in text, text
                 assert "pydantic" not in text and "validation error for" not in text, text
                 assert "Arguments" not in text, text
+            # An optional argument of the right type but out of range says the range (it
+            # said "must be integer, not -1").
+            for name, arguments in (("recall", {"limit": -1}), ("recall_procedures", {"limit": 0})):
+                text = await _refused(session, name, **arguments)
+                assert "less than the minimum of 1" in text, text
+            # However many arguments are wrong, the refusal names a few (50,000 unknown ones
+            # made an answer of 5.5 MB for the model's context).
+            flood = await _refused(session, "recall", **{f"k{i}": i for i in range(2000)})
+            assert "and 1990 more" in flood, flood[-200:]
+            assert len(flood) < 5000, len(flood)
             unknown_argument = await _refused(session, "recall", query="x", min_relevance=0.5)
             assert "`min_relevance` is not an argument of recall" in unknown_argument
             assert "abstain" in unknown_argument, unknown_argument  # what it does take
             missing = await _refused(session, "load_thread")
             assert "thread_id" in missing and "required" in missing, missing
+
+            # Messages refused after remember started their thread: the refusal names the
+            # thread, and the corrected call fills it instead of starting another.
+            refused = await _refused(
+                session,
+                "remember",
+                label="orphan",
+                messages=[
+                    {"role": "user", "content": "ok"},
+                    {"role": "tool", "content": "r", "tool_call_id": "nope"},
+                ],
+            )
+            assert "answers no call" in refused, refused
+            started = re.search(r"pass thread_id=(\S+) with the corrected messages", refused)
+            assert started, refused
+            filled = await _ok(
+                session,
+                "remember",
+                thread_id=started.group(1),
+                messages=[{"role": "user", "content": "ok"}],
+            )
+            assert filled.structured_content["thread_id"] == started.group(1)
+            assert filled.structured_content["created_thread"] is False
 
             # A dataset with one event and no episode: recall counts the event it shows.
             await _ok(

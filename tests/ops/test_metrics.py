@@ -325,6 +325,41 @@ def test_a_service_without_metrics_prints_no_port() -> None:
     assert proc.stdout.splitlines() == ["port None"]
 
 
+def test_a_taken_metrics_port_is_named_with_the_settings_that_get_past_it() -> None:
+    """The default metrics ports are fixed, so a second suite on a host meets them taken:
+    the error names the port and EPISODIC_METRICS_PORT=0 (it said only "Address already
+    in use", and `episodic up` exited without saying which port or what to change)."""
+    script = textwrap.dedent(
+        """
+        from episodic.config import get_settings
+        from episodic.serving.server import start_metrics
+        try:
+            start_metrics("ingest", get_settings())
+        except OSError as err:
+            print(err.strerror)
+        """
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            env={
+                "EPISODIC_METRICS_PORT": str(port),
+                "EPISODIC_BIND_HOST": "127.0.0.1",
+                "PATH": "/usr/bin:/bin",
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 0, proc.stderr
+    message = proc.stdout.strip()
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in message
+    assert "EPISODIC_METRICS_PORT=0" in message
+
+
 # --------------------------------------------------------------------------- gauges
 
 

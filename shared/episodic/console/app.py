@@ -410,8 +410,12 @@ class ConsoleApp:
     def _route(self, request: Request, method: str, session: Session | None) -> Response:
         view = self.routes.get((method, request.path))
         if view is None:
-            if any(path == request.path for _, path in self.routes):
-                return _html_response(405, "<p>Method not allowed.</p>", [("Allow", "GET, POST")])
+            allowed = {m for m, path in self.routes if path == request.path}
+            if allowed:
+                if "GET" in allowed:
+                    allowed.add("HEAD")  # served as GET
+                allow = ", ".join(sorted(allowed))
+                return _html_response(405, "<p>Method not allowed.</p>", [("Allow", allow)])
             return self._page_error(request, 404, "Not found", "No such page.", "")
         form: dict[str, str] = {}
         if method == "POST":

@@ -38,6 +38,11 @@ def parse_time(value: str | None, name: str) -> datetime | None:
     return parsed
 
 
+#: How many problems a refusal names one by one (50,000 unknown arguments made a 5.5 MB
+#: answer): the model fixes the first few and is told about the rest when it calls again.
+_NAMED_AT_MOST = 10
+
+
 def schema_problems(
     schema: dict[str, Any], arguments: dict[str, Any], tool: str = "this tool"
 ) -> list[str]:
@@ -61,12 +66,19 @@ def schema_problems(
         if error.validator == "required":
             problems.append(f"{error.message}")
         elif error.validator == "anyOf" and error.context:
-            # An optional argument (anyOf [its type, null]): say the type, not "null".
+            # An optional argument (anyOf [its type, null]): of the right type but out of
+            # its range, say the range; else say the type, not "null".
+            beyond_type = [c for c in error.context if c.validator != "type"]
+            if beyond_type:
+                problems.append(f"`{where}`: {beyond_type[0].message}"[:300])
+                continue
             kinds = [c.schema.get("type") for c in error.context if isinstance(c.schema, dict)]
             wanted = " or ".join(str(k) for k in kinds if k and k != "null") or "another value"
             problems.append(f"`{where}` must be {wanted}, not {error.instance!r}"[:300])
         else:
             problems.append(f"`{where}`: {error.message}"[:300])
+    if len(problems) > _NAMED_AT_MOST:  # the refusal goes into the model's context
+        problems[_NAMED_AT_MOST:] = [f"and {len(problems) - _NAMED_AT_MOST} more"]
     return problems
 
 

@@ -39,6 +39,8 @@ def _tool_error(err: EpisodicRpcError, client: EpisodicClient) -> ToolError:
         )
     elif code == "UNAUTHENTICATED":
         text += " — the MCP server needs EPISODIC_API_KEY in its environment"
+    elif code == "RESOURCE_EXHAUSTED" and "larger than max" in err.message:
+        text += " — the call is too large for one request: send its messages over several calls"
     elif code == "PERMISSION_DENIED":
         text += " — the server's API key does not allow this dataset or call"
     elif isinstance(err, NotFoundError):

@@ -5,6 +5,7 @@ nine tools of :mod:`episodic.mcp.write_tools` and :mod:`episodic.mcp.read_tools`
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
@@ -47,7 +48,12 @@ class _EpisodicMCPServer(MCPServer[Any]):
         # The tool's input schema, strictly: the SDK's own parsing is pydantic's lax mode,
         # which takes "5" for 5 and "true" for true, so a model's malformed call would
         # run as if it were right instead of being told what to fix.
-        problems = schema_problems(tools[name].input_schema, arguments or {}, name)
+        # In a worker thread: the check is pure Python, and a large allowed call (1,000
+        # messages of 128 tool calls) took 20 s, which held every other request of the
+        # server (every session, over HTTP) behind it.
+        problems = await anyio.to_thread.run_sync(
+            schema_problems, tools[name].input_schema, arguments or {}, name
+        )
         if problems:
             raise ToolError(
                 f"invalid arguments for {name}: {'; '.join(problems)} (the tool's input "

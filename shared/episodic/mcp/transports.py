@@ -32,8 +32,16 @@ from episodic.sdk.client import EpisodicClient
 
 def _valid_id(value: object) -> bool:
     """A JSON-RPC id MCP allows: a string or an integer (not null, a number with a fraction,
-    or a boolean)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    or a boolean). A string must be Unicode text: an id of a lone surrogate (``"\\ud800"``,
+    which Python's JSON reader takes) echoed in the answer could not be written as UTF-8,
+    and the SDK's writer died on it, taking the server with it."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return False
+        return True
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _jsonrpc_error(id_: str | int | None, code: int, message: str) -> SessionMessage:

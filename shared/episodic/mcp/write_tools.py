@@ -7,6 +7,7 @@
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
@@ -73,14 +74,29 @@ def register_write_tools(server: MCPServer[Any], memory: Memory) -> None:
 
         ds = dataset_of(dataset)
 
+        started: list[str] = []  # the thread this call created, if any
+
         def run(c: EpisodicClient) -> tuple[Thread, bool, Any]:
             if thread_id:
                 thread = thread_of(c, thread_id, ds)
                 return thread, False, c.add_messages(thread.thread_id, items)
             thread = c.create_thread(ds, label=label or "")
+            started.append(thread.thread_id)
             return thread, True, c.add_messages(thread.thread_id, items)
 
-        thread, created, result = call(run)
+        try:
+            thread, created, result = call(run)
+        except ToolError as err:
+            if not started:
+                raise
+            # The messages were refused after their thread was created (a writer cannot
+            # delete it): name it, so the corrected call fills it rather than leaving one
+            # more empty thread in list_threads each time the model tries again.
+            raise ToolError(
+                f"{err} — thread {started[0]} was started for these messages and holds "
+                f"none of them: pass thread_id={started[0]} with the corrected messages "
+                "rather than starting another"
+            ) from None
         seqs = result.sequences
         span = f"{seqs[0]}" if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}"
         start = f"started thread {thread.thread_id}" if created else f"thread {thread.thread_id}"

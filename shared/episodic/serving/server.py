@@ -754,11 +754,23 @@ def start_metrics(name: str, settings: Settings) -> int | None:
     """Metrics of service ``name``: Prometheus text on ``EPISODIC_METRICS_PORT`` (unless
     ``EPISODIC_METRICS_ENABLED=false``) and OTLP when the OTEL_* variables ask for it.
     Prints ``<service> metrics on port N`` (parents find the port in that line, as they
-    find the gRPC port in the ready line) and returns N, or None without an endpoint."""
+    find the gRPC port in the ready line) and returns N, or None without an endpoint. A
+    port it cannot bind is an OSError whose text names the port and the way past it."""
     port = None
     if settings.metrics.metrics_enabled:
         port = settings.metrics.port_for(name, getattr(settings.service, f"{name}_port"))
-    bound = setup_metrics(f"episodic-{name}", host=settings.service.bind_host, port=port)
+    host = settings.service.bind_host
+    try:
+        bound = setup_metrics(f"episodic-{name}", host=host, port=port)
+    except OSError as err:
+        # The default ports are fixed (9464-9467), so a second suite on the host meets them
+        # taken: name the port and the two settings that get past it.
+        raise OSError(
+            err.errno,
+            f"cannot serve metrics on {host}:{port} ({err.strerror or err}); "
+            "EPISODIC_METRICS_PORT=0 takes any free port, EPISODIC_METRICS_ENABLED=false "
+            "serves none",
+        ) from err
     if bound is not None:
         sys.stdout.write(f"{GRPC_SERVICES[name]} metrics on port {bound}\n")
         sys.stdout.flush()
@@ -796,7 +808,7 @@ def serve(
     try:
         start_metrics(name, settings)
     except OSError as err:
-        log.error("%s cannot start: cannot serve metrics: %s", name, err)
+        log.error("%s cannot start: %s", name, err.strerror or err)
         sys.exit(2)
     engine = instrument_engine(  # traces show the database time
         make_engine(
