@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 import anyio
@@ -255,6 +257,32 @@ def test_streamable_http_transport(spawn) -> None:  # type: ignore[no-untyped-de
                 assert "user: Remember me over HTTP." in _text(loaded)
 
         anyio.run(session_run)
+
+        # A body that is no JSON-RPC message is answered as stdio answers it, status 400
+        # (the SDK sent pydantic's text, and a request with a null id got 202 and nothing).
+        for body, code, words in (
+            (b"not json", -32700, "Parse error"),
+            (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', -32600, "id must be"),
+            (b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]', -32600, "batches"),
+            (b'{"jsonrpc":"1.0","id":2,"method":"ping"}', -32600, '"jsonrpc" must be "2.0"'),
+        ):
+            request = urllib.request.Request(
+                url,
+                data=body,
+                method="POST",
+                headers={
+                    "Content-Type": "application/json",
+                    "Accept": "application/json, text/event-stream",
+                },
+            )
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 400, body
+            answer = json.loads(refused.value.read())
+            assert answer["jsonrpc"] == "2.0" and "id" in answer, answer
+            assert answer["error"]["code"] == code, (body, answer)
+            assert words in answer["error"]["message"], (body, answer)
+            assert "pydantic" not in answer["error"]["message"], answer
     finally:
         proc.terminate()
         try:

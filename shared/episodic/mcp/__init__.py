@@ -36,9 +36,10 @@ every caller acts with the server's episodic credentials).
 
 Errors follow MCP (2025-11-25, SEP-1303): an unknown tool is a JSON-RPC -32602 error; an
 argument the tool's schema refuses, like a failure of the call itself, is a tool error
-naming the argument, which the model can correct. On stdio a line that is not JSON gets
--32700 and one that is no valid JSON-RPC message -32600 (with its id when it has a valid
-one), as the HTTP transport answers, instead of the silence of the SDK's stdio transport.
+naming the argument, which the model can correct. A line on stdio, or a POST's body over
+HTTP (status 400), that is not JSON gets -32700 and one that is no valid JSON-RPC message
+-32600 (with its id when it has a valid one), with words that say what is wrong — where
+the SDK's stdio transport said nothing and its HTTP transport pydantic's text.
 
 Built on the official MCP Python SDK (``mcp`` 2.x, whose high-level server is
 ``mcp.server.mcpserver.MCPServer`` — FastMCP's name in mcp 1.x).

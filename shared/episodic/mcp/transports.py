@@ -1,6 +1,7 @@
 """Running the server (:func:`serve`): over stdio, each line of the host's input checked
 first (:class:`_CheckedLines`: a line that is no JSON-RPC message is answered with -32700 or
--32600 instead of the silence of the SDK's stdio transport), or over streamable HTTP."""
+-32600 instead of the silence of the SDK's stdio transport), or over streamable HTTP, each
+POST's body checked the same way (:class:`_CheckedBodies`)."""
 
 import io
 import json
@@ -54,7 +55,7 @@ def _invalid_request(value: object, err: ValidationError) -> SessionMessage:
     """The -32600 answer to JSON ``value`` that is no valid JSON-RPC message (``err`` says
     why), with the request's id when it is a request with a valid one."""
     if isinstance(value, list):
-        reason = "batches are not supported: send one JSON-RPC message per line"
+        reason = "batches are not supported: send one JSON-RPC message at a time"
         return _jsonrpc_error(None, INVALID_REQUEST, f"Invalid request: {reason}")
     if not isinstance(value, dict):
         reason = "a JSON-RPC message is a JSON object"
@@ -180,12 +181,64 @@ async def _serve_stdio(server: MCPServer[Any]) -> None:
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
+class _CheckedBodies:
+    """Streamable HTTP's POSTs to ``path``, JSON-RPC messages only: a body that is none gets
+    the answer a line on stdio gets (:func:`_answer_to_line`: -32700 or -32600, naming
+    what is wrong) with status 400, as the transport's specification asks. The SDK
+    answered -32602 with pydantic's text (its models' names, a link to its docs), and a
+    request with an id of null with 202 and no answer at all. A valid body goes on to the
+    SDK's app, read back as it was sent."""
+
+    def __init__(self, app: Any, path: str) -> None:
+        self._app = app
+        self._path = path
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self._path:
+            await self._app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        answer = _answer_to_line(body.decode("utf-8", errors="replace")) if body.strip() else None
+        if answer is None:
+            sent = False
+
+            async def replay() -> dict[str, Any]:
+                nonlocal sent
+                if sent:
+                    return await receive()
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await self._app(scope, replay, send)
+            return
+        error = answer.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(error)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": error})
+
+
 async def _serve_http(server: MCPServer[Any], host: str, port: int, path: str) -> None:
     """Streamable HTTP on ``host:port`` at ``path``. The socket is bound first, so the
     line announcing the URL names the real port (``--port 0`` picks a free one)."""
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    app = _CheckedBodies(server.streamable_http_app(streamable_http_path=path, host=host), path)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host, port), family=family)
     bound = sock.getsockname()[1]
