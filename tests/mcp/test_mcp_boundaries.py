@@ -200,9 +200,27 @@ def test_malformed_json_rpc_over_stdio_is_answered() -> None:
         ('{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}', -32600, None),
         ('{"jsonrpc":"1.0","id":"\\udfff","method":"ping"}', -32600, None),
         (deep, -32700, None),
+        # MCP's own requests with params that do not fit: -32602 naming them (the SDK
+        # answered "Invalid request parameters" with no word of which).
+        ('{"jsonrpc":"2.0","id":10,"method":"tools/call"}', -32602, 10),
+        ('{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":1}}', -32602, 11),
+        (
+            '{"jsonrpc":"2.0","id":12,"method":"tools/call",'
+            '"params":{"name":"recall","arguments":[]}}',
+            -32602,
+            12,
+        ),
     ]
     raw = _RawStdio()
     try:
+        # Before initialize: ping is served, any other request is told the order.
+        raw.send(_request(100, "tools/list"))
+        early = raw.reply()
+        assert early is not None and early["id"] == 100, early
+        assert early["error"]["code"] == -32600, early
+        assert "before initialize" in early["error"]["message"], early
+        raw.send(_request(101, "ping"))
+        assert raw.reply() == {"jsonrpc": "2.0", "id": 101, "result": {}}
         raw.send(
             _request(
                 0,
@@ -225,6 +243,8 @@ def test_malformed_json_rpc_over_stdio_is_answered() -> None:
             assert answer["jsonrpc"] == "2.0" and answer["id"] == id_, (line[:60], answer)
             assert answer["error"]["code"] == code, (line[:60], answer)
             assert answer["error"]["message"], answer
+            if code == -32602:
+                assert "params" in answer["error"]["message"], answer
         raw.send(_request(9, "ping"))
         assert raw.reply() == {"jsonrpc": "2.0", "id": 9, "result": {}}
     finally:

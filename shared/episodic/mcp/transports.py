@@ -6,22 +6,26 @@ POST's body checked the same way (:class:`_CheckedBodies`)."""
 import io
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, suppress
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, Literal, cast, get_args
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import (
+    INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
+    ClientRequest,
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
+    JSONRPCRequest,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
@@ -84,10 +88,17 @@ def _invalid_request(value: object, err: ValidationError) -> SessionMessage:
 
 
 def _answer_to_line(line: str) -> SessionMessage | None:
-    """The error answering a line of stdio input that is no valid JSON-RPC message, or None
-    for one the server is to serve: -32700 (id null) for a line that is not JSON, -32600
-    for JSON that is no valid message (JSON-RPC 2.0). The SDK reads a request with an
-    invalid id as a notification, which gets no answer either: so is one with an ``id``."""
+    """The error answering a line of stdio input (or a POST's body) that is no valid
+    JSON-RPC message, or None for one the server is to serve (:func:`_check_line`)."""
+    return _check_line(line)[0]
+
+
+def _check_line(line: str) -> tuple[SessionMessage | None, Any]:
+    """The error answering ``line`` and None, or None and the message it holds: -32700
+    (id null) for a line that is not JSON, -32600 for JSON that is no valid message
+    (JSON-RPC 2.0), -32602 for a request of MCP's whose params do not fit it. The SDK
+    reads a request with an invalid id as a notification, which gets no answer either: so
+    is one with an ``id``."""
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError as err:
@@ -95,16 +106,48 @@ def _answer_to_line(line: str) -> SessionMessage | None:
             value = json.loads(line)  # Python's reader: lone surrogates are JSON to it
         except (ValueError, RecursionError):
             reason = err.errors(include_url=False)[0]["msg"]
-            return _jsonrpc_error(None, PARSE_ERROR, f"Parse error: {reason}")
-        return _invalid_request(value, err)
+            return _jsonrpc_error(None, PARSE_ERROR, f"Parse error: {reason}"), None
+        return _invalid_request(value, err), None
     if isinstance(message, JSONRPCNotification):
         try:
             value = json.loads(line)
         except (ValueError, RecursionError):  # pragma: no cover - jiter read it
-            return None
+            return None, message
         if isinstance(value, dict) and "id" in value:
             reason = "id must be a string or an integer"
-            return _jsonrpc_error(None, INVALID_REQUEST, f"Invalid request: {reason}")
+            return _jsonrpc_error(None, INVALID_REQUEST, f"Invalid request: {reason}"), None
+    if isinstance(message, JSONRPCRequest):
+        problem = _params_problem(message)
+        if problem:
+            answer = _jsonrpc_error(message.id, INVALID_PARAMS, f"Invalid params: {problem}")
+            return answer, None
+    return None, message
+
+
+#: MCP's requests of a client by method, each a model of its params.
+_REQUESTS: dict[str, Any] = {
+    get_args(model.model_fields["method"].annotation)[0]: model for model in get_args(ClientRequest)
+}
+
+
+def _params_problem(request: JSONRPCRequest) -> str | None:
+    """What is wrong with the params of ``request`` (a method MCP defines) — the SDK
+    answers only "Invalid request parameters", which names none of them — or None. A
+    method MCP does not define is the SDK's to answer (-32601)."""
+    model = _REQUESTS.get(request.method)
+    if model is None:
+        return None
+    shaped: dict[str, Any] = {"method": request.method}
+    if request.params is not None:
+        shaped["params"] = request.params
+    try:
+        model.model_validate(shaped)
+    except ValidationError as err:
+        return "; ".join(
+            f"{'.'.join(str(part) for part in p['loc'])}: "
+            + re.sub(r" or instance of \w+", "", p["msg"])
+            for p in err.errors(include_url=False)[:3]
+        )
     return None
 
 
@@ -126,6 +169,21 @@ class _CheckedLines:
         self._source = source
         self._answers: Any = None
         self._ready = anyio.Event()
+        # Until an initialize request has come, only initialize and ping are served: the
+        # SDK answered any other with "Invalid request parameters", which says nothing of
+        # the order (MCP's lifecycle: a session begins with initialize).
+        self._initialized = False
+
+    def _before_initialize(self, message: Any) -> SessionMessage | None:
+        if self._initialized or not isinstance(message, JSONRPCRequest):
+            return None
+        if message.method == "initialize":
+            self._initialized = True
+            return None
+        if message.method == "ping":
+            return None
+        reason = f"{message.method} before initialize: a session begins with initialize"
+        return _jsonrpc_error(message.id, INVALID_REQUEST, f"Invalid request: {reason}")
 
     def answer_on(self, write_stream: Any) -> None:
         self._answers = write_stream
@@ -135,7 +193,9 @@ class _CheckedLines:
         async for line in self._source:
             if not line.strip():
                 continue
-            answer = _answer_to_line(line)
+            answer, message = _check_line(line)
+            if answer is None:
+                answer = self._before_initialize(message)
             if answer is None:
                 yield line
                 continue
@@ -207,6 +267,11 @@ class _CheckedBodies:
                 break
         body = b"".join(chunks)
         answer = _answer_to_line(body.decode("utf-8", errors="replace")) if body.strip() else None
+        refused = answer.message if answer is not None else None
+        if isinstance(refused, JSONRPCError) and refused.error.code == INVALID_PARAMS:
+            # A valid message whose params do not fit: the SDK answers it inside the
+            # session, where the client awaits it (a 400 would fail the whole request).
+            answer = None
         if answer is None:
             sent = False
 
