@@ -326,3 +326,19 @@ def test_recall_says_what_still_settles() -> None:
     assert "passages of recent episodes are still being indexed" in both
     assert "asking again shortly" in both
     assert "summarised" not in settling_line(chunks_pending=True, episodes_pending=False)
+
+
+def test_a_database_that_cannot_be_reached_is_one_line_not_a_traceback() -> None:
+    """A refused connection or a URL that is none printed SQLAlchemy's ~110-line
+    traceback from every command that talks to the database."""
+    for args, status, words in (
+        (("keys", "list", "--database-url", "postgresql://nobody@127.0.0.1:1/x"), 1, "refused"),
+        (("migrate", "--database-url", "postgresql://nobody@127.0.0.1:1/x"), 1, "refused"),
+        (("reindex", "--database-url", "notaurl:secret"), 2, "postgresql://user:password@"),
+    ):
+        out = _run({}, *args)
+        assert out.returncode == status, (args, out.stderr)
+        assert "Traceback" not in out.stderr and "sqlalche.me" not in out.stderr, out.stderr
+        assert out.stderr.startswith(f"episodic {args[0]}: "), out.stderr
+        assert words in out.stderr and "secret" not in out.stderr, out.stderr
+        assert len(out.stderr.splitlines()) <= 3, out.stderr  # with libpq's hint

@@ -379,6 +379,37 @@ def test_export_to_a_file_never_reuses_or_follows_a_partial_file(
     assert not stale.exists()
 
 
+def test_export_to_a_pipe_writes_into_it_and_a_link_is_refused(
+    suite: Suite, tmp_path: Path
+) -> None:
+    """A named pipe (or a device: /dev/stdout) is written in place: the export renamed a
+    file over it, so the reader got nothing and the pipe (as root, /dev/null) was gone. A
+    symbolic link is refused, not replaced by a file while its target stays as it was."""
+    import threading
+
+    pipe = tmp_path / "out.fifo"
+    os.mkfifo(pipe)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_text(encoding="utf-8")))
+    reader.start()
+    ok(suite.env, "export", DATASET, "-o", str(pipe))
+    reader.join(60)
+    assert not reader.is_alive()
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)  # still the pipe
+    assert records(received[0])[-1]["type"] == "end"
+    assert not list(tmp_path.glob("*.partial"))
+
+    real = tmp_path / "real.jsonl"
+    real.write_text("kept\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    refused = run_cli(suite.env, "export", DATASET, "-o", str(link))
+    assert refused.returncode == 2 and "is a symbolic link" in refused.stderr, refused.stderr
+    assert link.is_symlink() and real.read_text() == "kept\n"
+    directory = run_cli(suite.env, "export", DATASET, "-o", str(tmp_path))
+    assert directory.returncode == 2 and "is a directory" in directory.stderr, directory.stderr
+
+
 def test_export_of_a_dataset_that_does_not_exist_fails(suite: Suite, tmp_path: Path) -> None:
     typo = run_cli(suite.env, "export", "acme_suport")
     assert typo.returncode == 1 and typo.stdout == ""

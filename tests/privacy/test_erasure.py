@@ -303,3 +303,41 @@ def test_an_interrupted_erasure_is_finished_by_the_lifecycle_sweep(suite, engine
         ).scalar_one()
     assert event.startswith("scheduler:")
     assert client.pipeline_status(check_providers=False).lifecycle.erasures_resumed == 1
+
+
+def test_an_erase_longer_than_the_idle_transaction_timeout_returns_its_receipt(db_url) -> None:  # type: ignore[no-untyped-def]
+    """The erase's lock is held on a connection of its own, idle while the erase runs on
+    others. It was idle inside a transaction: after EPISODIC_DB_IDLE_TRANSACTION_TIMEOUT
+    (60 s) PostgreSQL ended its session, the lock went with it, and the unlock's error
+    replaced the receipt of an erase that had finished (UNAVAILABLE for every erase of a
+    large dataset)."""
+    from episodic.store.db import make_engine
+
+    quick = make_engine(
+        db_url, pool_size=3, session_settings={"idle_in_transaction_session_timeout": "300ms"}
+    )
+    try:
+        vault = test_vault()
+        with quick.begin() as conn:
+            vault.for_write(conn, "slow_erase")
+            for _ in range(3):
+                conn.execute(
+                    text(
+                        "INSERT INTO threads (thread_id, dataset, label) "
+                        "VALUES (:t, 'slow_erase', '')"
+                    ),
+                    {"t": uuid.uuid4()},
+                )
+
+        def slow(receipt: erasure.Receipt) -> None:  # an erase that outlasts the timeout
+            with quick.connect() as conn:
+                conn.execute(text("SELECT pg_sleep(0.8)"))
+
+        receipt = erasure.erase_dataset(quick, "slow_erase", actor="test", progress=slow)
+        assert receipt.finished_at is not None and receipt.rows["threads"] == 3
+        with quick.connect() as conn:  # and the lock is free for the next eraser
+            key = erasure._advisory_key("slow_erase")
+            assert conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+    finally:
+        quick.dispose()

@@ -172,8 +172,48 @@ def guarded(fn: Handler) -> Handler:
         except (ValueError, OSError) as err:  # json.JSONDecodeError is a ValueError
             print(f"episodic {args.command}: {err}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            return interrupted(args.command)
+        except Exception as err:
+            if not _is_database_error(err):
+                raise
+            # Ctrl-C inside a statement surfaces as the session's error on the way out.
+            if isinstance(err.__context__, KeyboardInterrupt):
+                return interrupted(args.command)
+            if type(err).__name__ == "ArgumentError":  # not shown: it may hold a password
+                print(
+                    f"episodic {args.command}: the database URL is not one ({err}): use "
+                    "postgresql://user:password@host:5432/name",
+                    file=sys.stderr,
+                )
+                return 2
+            # The database unreachable, or a URL that is none: its own words, without the
+            # traceback and SQLAlchemy's link (~110 lines for "Connection refused").
+            cause = getattr(err, "orig", None) or err
+            words = str(cause).split("\n(Background on this error")[0].strip()
+            print(f"episodic {args.command}: database: {words}", file=sys.stderr)
+            return 1
 
     return run
+
+
+def _is_database_error(err: Exception) -> bool:
+    """Whether ``err`` is SQLAlchemy's (installed with the server extra only)."""
+    try:
+        from sqlalchemy.exc import SQLAlchemyError
+    except ModuleNotFoundError:  # pragma: no cover - the client alone
+        return False
+    return isinstance(err, SQLAlchemyError)
+
+
+#: The exit status of a command stopped by Ctrl-C, as a shell reports one killed by SIGINT.
+INTERRUPTED = 130
+
+
+def interrupted(command: str) -> int:
+    """Ctrl-C: one line, not a traceback."""
+    print(f"episodic {command}: interrupted", file=sys.stderr)
+    return INTERRUPTED
 
 
 #: The exit status of a command whose output's reader left, as a shell reports a program

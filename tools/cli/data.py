@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -64,7 +65,9 @@ timestamps (e.g. a backfill's original times)."""
 @contextlib.contextmanager
 def _output(path: str | None) -> Any:
     """Standard output, or ``path`` written as ``path.partial`` (mode 0600: it holds
-    people's messages) and renamed when complete; removed when the export fails.
+    people's messages) and renamed when complete; removed when the export fails. A path
+    that is a device or a pipe is written in place; a symbolic link or a directory is
+    refused.
 
     The partial file is always a new file: created exclusively (``O_EXCL``, which also
     refuses a symbolic link, even a dangling one), never an existing file reused with its
@@ -74,6 +77,23 @@ def _output(path: str | None) -> Any:
         yield sys.stdout
         return
     target = Path(path)
+    try:
+        kind = os.stat(target).st_mode  # through a link: what a write would reach
+    except FileNotFoundError:
+        kind = None
+    if kind is not None and not (stat.S_ISREG(kind) or stat.S_ISDIR(kind)):
+        # A device or a pipe (/dev/stdout, a named pipe a reader waits on): written in
+        # place. Renaming a file over it replaced it (as root, /dev/null itself).
+        with open(target, "w", encoding="utf-8", buffering=1024 * 1024) as out:
+            yield out
+        return
+    if target.is_symlink():
+        raise ValueError(
+            f"{target} is a symbolic link: name the file itself ({os.path.realpath(target)}); "
+            "the export would replace the link, not write to what it points at"
+        )
+    if kind is not None and stat.S_ISDIR(kind):
+        raise ValueError(f"{target} is a directory: name a file to export to")
     partial = target.with_name(target.name + ".partial")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:

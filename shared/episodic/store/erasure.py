@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 import zlib
 from collections import Counter
@@ -47,6 +48,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
 
 from episodic import metrics
 from episodic.errors import Aborted, NotFound
@@ -54,6 +56,8 @@ from episodic.store import audit, entities, episode_counts, events, kept_statist
 from episodic.store.distribution import across_datasets
 from episodic.store.sql import or_now
 from episodic.store.vault import Vault
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ERASED_TABLES",
@@ -331,6 +335,12 @@ def erase_dataset(
     NotFound when nothing of it is stored; ErasureInProgress when another eraser holds it."""
     receipt = Receipt(receipt_id=str(uuid.uuid4()), scope="dataset", dataset=dataset)
     with engine.connect() as lock_conn:
+        # A session's advisory lock outlives transactions: held in autocommit, the lock's
+        # connection waits idle outside any transaction while the erase runs on others.
+        # Inside one (SQLAlchemy begins it), idle_in_transaction_session_timeout (60 s)
+        # ended the session mid-erase: the lock was gone, and the unlock's error replaced
+        # the receipt of an erase that had finished.
+        lock_conn = lock_conn.execution_options(isolation_level="AUTOCOMMIT")
         key = _advisory_key(dataset)
         if not lock_conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
             raise ErasureInProgress(
@@ -407,8 +417,10 @@ def erase_dataset(
                     details=receipt.as_record(),
                 )
         finally:
-            lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-            lock_conn.commit()
+            try:
+                lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            except DBAPIError as err:  # the session is gone, and its lock with it
+                log.warning("could not release the erase lock of a dataset: %s", err)
     metrics.erasure_finished("dataset", receipt.rows)
     return receipt
 
