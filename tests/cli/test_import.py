@@ -92,8 +92,32 @@ def test_simple_format_maps_threads_messages_and_keys() -> None:
     assert first.metadata == {"channel": "email", "name": "Dana"}
     assert second.role == "assistant" and b.messages[1].role == "assistant"
     assert [m.idempotency_key for m in a.messages] == ["import:a:0", "import:a:1"]
-    assert b.messages[1].created_at is None
+    # An undated message takes the time of the one before it in its thread (it was stored
+    # at the import's time: a conversation of 2024 ended today, the most recent of all);
+    # a thread with no time at all ("c") arrives at the import's time, as before.
+    assert b.messages[1].created_at == b.messages[0].created_at
+    assert plan.warnings == [
+        "1 message(s) without a time (lines 4) took the time of the message before them in "
+        "their thread (the first ones, the next one's)"
+    ]
     assert plan.formats == {"simple": 6} and plan.message_count == 4
+
+    # OpenAI's format: an agent log's system prompt has no time; it takes the first one's.
+    logged = read_plan(
+        _lines(
+            {
+                "id": "log-1",
+                "dataset": "u1",
+                "messages": [
+                    {"role": "system", "content": "You are a travel agent."},
+                    {"role": "user", "content": "Flights?", "ts": "2024-05-01T10:00:00Z"},
+                    {"role": "assistant", "content": "Two.", "ts": "2024-05-01T10:01:00Z"},
+                ],
+            }
+        )
+    )
+    system, user, _ = logged.threads[0].messages
+    assert system.created_at == user.created_at == datetime(2024, 5, 1, 10, tzinfo=UTC)
 
     # --dataset moves everything, and so the ids.
     moved = read_plan(
@@ -711,6 +735,15 @@ def test_an_idempotency_key_reused_with_other_content_is_refused() -> None:
     assert b"line 3: the idempotency key 'K' of line 2 comes back with other content" in (
         done.stderr
     )
+    # The same content at another time: Ingest refuses that replay too (the dry run passed
+    # it, and the import stopped part-way with an empty thread).
+    times = ("2024-05-01T10:00:00Z", "2024-05-01T11:00:00Z")
+    for record, at in zip(records[1:], times, strict=True):
+        record["message"]["content"] = "same"
+        record["message"]["created_at"] = at
+    timed = _cli_import("\n".join(_lines(*records)) + "\n", "--dry-run")
+    assert timed.returncode == 2, timed.stderr
+    assert b"line 3: the idempotency key 'K' of line 2 comes back" in timed.stderr
 
 
 def test_a_line_too_long_is_refused_without_reading_it_whole() -> None:

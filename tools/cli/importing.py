@@ -562,11 +562,8 @@ def _plan_problems(plan: ImportPlan, limits: Limits, batch_size: int, out: _Coll
             if len(m.idempotency_key) > limits.max_key_chars:
                 out.add(m.line, f"the idempotency key is over {limits.max_key_chars} characters")
             first = seen.setdefault(m.idempotency_key, m)
-            if first is not m and (first.role, first.content, first.metadata) != (
-                m.role,
-                m.content,
-                m.metadata,
-            ):
+            # What Ingest compares of a replay (writes._same_message): its time too.
+            if first is not m and first.to_new_message() != m.to_new_message():
                 out.add(
                     m.line,
                     f"the idempotency key {m.idempotency_key[:80]!r} of line {first.line} "

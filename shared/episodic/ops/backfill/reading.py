@@ -9,6 +9,7 @@ collects threads across lines are private to it; a line that cannot be imported 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import uuid
@@ -388,6 +389,26 @@ class _Builder:
                 )
 
 
+def _date_from_neighbours(thread: ImportThread) -> list[int]:
+    """Gives each message of ``thread`` without a time the time of the dated message before
+    it (the first ones, the first dated one's); returns their lines. Without a time a
+    message is stored at its arrival, so one undated line (an agent log's system prompt)
+    made a conversation of 2024 end today, the most recent of all to Recall. A thread
+    with no time at all is left to arrive now, as the import's guide says."""
+    times = [m.created_at for m in thread.messages]
+    dated = [t for t in times if t is not None]
+    if not dated or len(dated) == len(times):
+        return []
+    filled, last = [], dated[0]
+    for i, message in enumerate(thread.messages):
+        if message.created_at is not None:
+            last = message.created_at
+            continue
+        thread.messages[i] = dataclasses.replace(message, created_at=last)
+        filled.append(message.line)
+    return filled
+
+
 def read_plan(
     lines: Iterable[str], *, dataset: str | None = None, keep_thread_ids: bool = False
 ) -> ImportPlan:
@@ -431,12 +452,21 @@ def read_plan(
             )
         builder.formats[fmt] = builder.formats.get(fmt, 0) + 1
     builder.finish_export()
+    undated: list[int] = []
     for thread in builder.threads.values():
         if thread.format == "simple" and not thread.label:  # no line of it named one
             thread.label = thread.source_id[:MAX_LABEL_CHARS]
+        undated.extend(_date_from_neighbours(thread))
     far_future = datetime.max.replace(tzinfo=UTC)
     threads = sorted(builder.threads.values(), key=lambda t: t.first_created_at or far_future)
     warnings = []
+    if undated:
+        lines = ", ".join(str(n) for n in sorted(set(undated))[:5])
+        more = "…" if len(set(undated)) > 5 else ""
+        warnings.append(
+            f"{len(undated)} message(s) without a time (lines {lines}{more}) took the time "
+            "of the message before them in their thread (the first ones, the next one's)"
+        )
     if builder.formats.get("export") and not builder.export_end:
         warnings.append(
             "the export has no 'end' record: it did not complete, so threads or messages may "
