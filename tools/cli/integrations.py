@@ -352,8 +352,8 @@ def register(groups: CommandGroups) -> None:
     p.add_argument(
         "--no-end",
         action="store_true",
-        help="do not call EndThread: episodes then come from the inactivity timer (30 min "
-        "after the import) or the backstop",
+        help="do not call EndThread: episodes then come from the other triggers (a newer "
+        "thread of the same dataset, 30 min of quiet after the import, the daily backstop)",
     )
     p.add_argument(
         "--keep-thread-ids",
