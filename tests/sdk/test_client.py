@@ -468,6 +468,15 @@ def test_default_addresses(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     assert default_address("recall") == "recall.svc:50054"
 
 
+def test_an_address_whose_port_no_socket_has_is_refused() -> None:
+    """gRPC took localhost:99999 as port 34463 (99999 - 65536), and the calls went there."""
+    for address in ("localhost:99999", "127.0.0.1:0", "[::1]:70000", "dns:///h:65536"):
+        with pytest.raises(ValueError, match="port from 1 to 65535"):
+            EpisodicClient(recall=address)
+    for address in ("localhost:50054", "[::1]:50054", "unix:/tmp/episodic.sock", "recall"):
+        EpisodicClient(recall=address).close()
+
+
 def test_every_status_code_the_services_answer_has_its_error_class() -> None:
     """Each code the services raise (episodic.errors) maps to an EpisodicRpcError subclass
     a caller can catch by name; ABORTED (a second erasure of a dataset being erased) was

@@ -100,6 +100,22 @@ def _health_stub(channel: Any) -> Any:
 _STUB_FACTORIES: dict[str, Callable[[Any], Any]] = {**STUBS, "health": _health_stub}
 
 
+#: host:port, a bracketed IPv6 host, or either after gRPC's ``dns:///``: the port is the
+#: last run of digits (a unix socket's path and other schemes are left to gRPC).
+_HOST_PORT = re.compile(r"(?:dns:///)?(?:\[[^\]]*\]|[^:/\[\]]+):(\d+)")
+
+
+def _check_port(service: str, address: str) -> None:
+    """ValueError for a port no socket has: gRPC took ``localhost:99999`` as port 34463
+    (99999 - 65536) and the calls went there."""
+    matched = _HOST_PORT.fullmatch(address)
+    if matched and not 0 < int(matched.group(1)) <= 65535:
+        raise ValueError(
+            f"the {service} address {address!r} has no port a server can listen on: use "
+            "host:port with a port from 1 to 65535"
+        )
+
+
 class ClientCore:
     """What both clients hold: addresses, default deadline, credentials, channel options and
     the channels themselves (opened lazily, one per service and retry mode, by the
@@ -141,6 +157,8 @@ class ClientCore:
             "scheduler": scheduler or default_address("scheduler"),
             "summariser": summariser or default_address("summariser"),
         }
+        for service, address in self.addresses.items():
+            _check_port(service, address)
         self.timeout = timeout
         self.auto_idempotency_keys = auto_idempotency_keys
         self._options = list(channel_options)
