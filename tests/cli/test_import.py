@@ -118,6 +118,12 @@ def test_simple_format_maps_threads_messages_and_keys() -> None:
     )
     system, user, _ = logged.threads[0].messages
     assert system.created_at == user.created_at == datetime(2024, 5, 1, 10, tzinfo=UTC)
+    # The same line without an id twice is the same conversation, stored once (its
+    # messages were appended again under new keys: the conversation twice).
+    line = {"dataset": "u1", "messages": [{"role": "user", "content": "Flights?"}]}
+    twice = read_plan(_lines(line, line, {**line, "dataset": "u2"}))
+    assert [len(t.messages) for t in twice.threads] == [1, 1]
+    assert twice.skipped == {"repeated conversation": 1}
 
     # --dataset moves everything, and so the ids.
     moved = read_plan(

@@ -48,6 +48,8 @@ SKIP_REASONS = {
     "episode": "episodes are made again by the pipeline from the messages",
     "dataset": "it frames an export",
     "end": "it frames an export",
+    "repeated conversation": "a line without an id the same as an earlier one (the same "
+    "conversation twice; give each its own 'id' if they are two)",
 }
 
 
@@ -299,6 +301,11 @@ class _Builder:
         source_dataset = obj.get("dataset")
         if source_dataset is not None and not isinstance(source_dataset, str):
             raise InputError(line, "'dataset' must be a string")
+        if source is None and (self.target(source_dataset, line), source_id) in self.threads:
+            # The same line again: its messages were appended to the first's thread under
+            # new keys, and the conversation was stored twice.
+            self.skipped["repeated conversation"] = self.skipped.get("repeated conversation", 0) + 1
+            return
         thread = self.thread(
             source_id=source_id,
             source_dataset=source_dataset or "",
