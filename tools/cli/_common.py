@@ -187,7 +187,7 @@ def guarded(fn: Handler) -> Handler:
                     file=sys.stderr,
                 )
                 return 2
-            # The database unreachable, or a URL that is none: its own words, without the
+            # The database unreachable or refusing the login: libpq's words, without the
             # traceback and SQLAlchemy's link (~110 lines for "Connection refused").
             cause = getattr(err, "orig", None) or err
             words = str(cause).split("\n(Background on this error")[0].strip()
