@@ -181,6 +181,10 @@ class _Builder:
         self.skipped: dict[str, int] = {}
         self.export_end = False
 
+    def skip(self, kind: str) -> None:
+        """Counts a record left out (:data:`SKIP_REASONS` says why)."""
+        self.skipped[kind] = self.skipped.get(kind, 0) + 1
+
     def target(self, source_dataset: str | None, line: int) -> str:
         dataset = self.dataset or source_dataset
         if not dataset:
@@ -304,7 +308,7 @@ class _Builder:
         if source is None and (self.target(source_dataset, line), source_id) in self.threads:
             # The same line again: its messages were appended to the first's thread under
             # new keys, and the conversation was stored twice.
-            self.skipped["repeated conversation"] = self.skipped.get("repeated conversation", 0) + 1
+            self.skip("repeated conversation")
             return
         thread = self.thread(
             source_id=source_id,
@@ -336,7 +340,7 @@ class _Builder:
         if kind not in ("thread", "message"):
             # episodes are made again by the pipeline; "dataset" and "end" frame the
             # export; a type this reader does not know is left out, and counted.
-            self.skipped[kind] = self.skipped.get(kind, 0) + 1
+            self.skip(kind)
             return
         nested = obj.get(kind)
         record: dict[str, Any] = nested if isinstance(nested, dict) else obj
@@ -468,8 +472,9 @@ def read_plan(
     threads = sorted(builder.threads.values(), key=lambda t: t.first_created_at or far_future)
     warnings = []
     if undated:
-        lines = ", ".join(str(n) for n in sorted(set(undated))[:5])
-        more = "…" if len(set(undated)) > 5 else ""
+        numbers = sorted(set(undated))  # OpenAI's format: one line, many messages
+        lines = ", ".join(str(n) for n in numbers[:5])
+        more = "…" if len(numbers) > 5 else ""
         warnings.append(
             f"{len(undated)} message(s) without a time (lines {lines}{more}) took the time "
             "of the message before them in their thread (the first ones, the next one's)"
